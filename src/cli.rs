@@ -1,0 +1,122 @@
+//! Command-line entry: clap types, the choice between the workstation CLI and
+//! host mode, and the mapping of outcomes to exit codes. Runs with the
+//! caller's privilege; host mode checks for root itself (see `host`).
+
+use std::ffi::OsString;
+use std::path::Path;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::exit::Exit;
+
+/// The file name that selects host mode. Exact match only: a copy named
+/// `volce-lab-host2` or `volce-lab-host.bak` is the ordinary CLI.
+pub const HOST_NAME: &str = "volce-lab-host";
+
+#[derive(Debug, Parser)]
+#[command(name = "volce-lab", version, about = "Let an AI agent look after one Linux server, safely.")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run identity, disk and web_status once and print a short report.
+    Inspect {
+        /// Print one JSON result per line instead of the report.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Serve the MCP tools on stdin/stdout (started by an agent client).
+    McpServe,
+    /// Server side: the root helper (installed as /usr/local/bin/volce-lab-host).
+    #[command(subcommand)]
+    Host(HostCommand),
+}
+
+/// `volce-lab host ...`, or `volce-lab-host ...` through the symlink.
+#[derive(Debug, Subcommand)]
+pub enum HostCommand {
+    /// Answer one JSON request from stdin (the only command the agent may run).
+    Rpc,
+    /// Show a stored plan to the operator.
+    Show {
+        plan_id: String,
+        /// Print the stored plan as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Approve a pending plan whose digest you checked with `show`.
+    Approve { plan_id: String, digest: String },
+    /// Check the installation and print one line per finding.
+    Doctor,
+}
+
+/// `volce-lab-host` has only the host subcommands.
+#[derive(Debug, Parser)]
+#[command(name = "volce-lab-host", version, about = "The volce-lab root helper on the server.")]
+struct HostCli {
+    #[command(subcommand)]
+    command: HostCommand,
+}
+
+/// Whether argv[0] names the host helper.
+pub fn is_host_name(argv0: &OsString) -> bool {
+    Path::new(argv0).file_name().is_some_and(|name| name == HOST_NAME)
+}
+
+/// Parses `args` (argv including argv[0]) and runs the chosen entry.
+pub fn main(args: Vec<OsString>) -> ExitCode {
+    let host_mode = args.first().is_some_and(is_host_name);
+    let command = if host_mode {
+        HostCli::try_parse_from(&args).map(|cli| Command::Host(cli.command))
+    } else {
+        Cli::try_parse_from(&args).map(|cli| cli.command)
+    };
+    let command = match command {
+        Ok(command) => command,
+        Err(error) => {
+            // clap prints help/version to stdout with success, errors to stderr.
+            let _ = error.print();
+            return if error.use_stderr() { Exit::Usage.into() } else { Exit::Ok.into() };
+        }
+    };
+    dispatch(command).into()
+}
+
+fn dispatch(command: Command) -> Exit {
+    match command {
+        Command::Inspect { json } => crate::inspect::cli(json),
+        Command::McpServe => not_yet("mcp-serve"),
+        Command::Host(_) => not_yet("host"),
+    }
+}
+
+fn not_yet(what: &str) -> Exit {
+    eprintln!("volce-lab: `{what}` is not yet available in this build");
+    Exit::Usage
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_mode_needs_the_exact_file_name() {
+        assert!(is_host_name(&"/usr/local/bin/volce-lab-host".into()));
+        assert!(is_host_name(&"volce-lab-host".into()));
+        assert!(!is_host_name(&"/usr/local/bin/volce-lab-host2".into()));
+        assert!(!is_host_name(&"volce-lab-host.bak".into()));
+        assert!(!is_host_name(&"volce-lab".into()));
+        assert!(!is_host_name(&"/tmp/volce-lab-host/volce-lab".into()));
+    }
+
+    #[test]
+    fn clap_definitions_are_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+        HostCli::command().debug_assert();
+    }
+}

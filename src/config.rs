@@ -1,0 +1,377 @@
+//! Workstation-side configuration, read from the environment once and
+//! validated before anything runs. Runs unprivileged.
+//!
+//! Every value here ends up either in an ssh argv or in a comparison with what
+//! a server says about itself, so each one is held to a strict shape: a bad
+//! value stops the program with one sentence naming the variable.
+
+use std::ffi::OsString;
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Where the checks run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Simulated answers; no process is started and no network is used.
+    Demo,
+    /// The checks run on this machine (an MCP server that lives on the server).
+    Local,
+    /// The checks run on the configured ssh alias.
+    Ssh,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Demo => "demo",
+            Mode::Local => "local",
+            Mode::Ssh => "ssh",
+        }
+    }
+}
+
+/// Validated configuration of the workstation side.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    pub mode: Mode,
+    pub ssh_alias: String,
+    pub ssh_config: Option<PathBuf>,
+    pub expected_host: String,
+    pub expected_user: String,
+    pub timeout: Duration,
+    pub management: bool,
+}
+
+/// A configuration value that was refused, with the reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    pub variable: &'static str,
+    pub reason: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid configuration: {} {}", self.variable, self.reason)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+pub const DEFAULT_ALIAS: &str = "course-demo";
+pub const DEFAULT_TIMEOUT_SECS: f64 = 12.0;
+const DEMO_HOST: &str = "demo-host";
+const DEMO_USER: &str = "deploy";
+
+impl Default for Config {
+    /// The demo configuration a newcomer gets with no variables set.
+    fn default() -> Self {
+        Config {
+            mode: Mode::Demo,
+            ssh_alias: DEFAULT_ALIAS.to_owned(),
+            ssh_config: None,
+            expected_host: DEMO_HOST.to_owned(),
+            expected_user: DEMO_USER.to_owned(),
+            timeout: Duration::from_secs_f64(DEFAULT_TIMEOUT_SECS),
+            management: false,
+        }
+    }
+}
+
+impl Config {
+    /// Reads the process environment.
+    pub fn from_env() -> Result<Config, ConfigError> {
+        Config::from_lookup(|name| std::env::var_os(name))
+    }
+
+    /// Reads configuration through `lookup`, so tests can supply a table.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<OsString>) -> Result<Config, ConfigError> {
+        let get = |variable: &'static str| -> Result<Option<String>, ConfigError> {
+            match lookup(variable) {
+                None => Ok(None),
+                Some(raw) => match raw.into_string() {
+                    Ok(value) if value.is_empty() => Err(ConfigError {
+                        variable,
+                        reason: "is set but empty; unset it or give a value".into(),
+                    }),
+                    Ok(value) => Ok(Some(value)),
+                    Err(_) => Err(ConfigError { variable, reason: "is not valid UTF-8".into() }),
+                },
+            }
+        };
+
+        let mode = match get("VOLCE_LAB_MODE")?.as_deref() {
+            None | Some("demo") => Mode::Demo,
+            Some("local") => Mode::Local,
+            Some("ssh") => Mode::Ssh,
+            Some(other) => {
+                return Err(ConfigError {
+                    variable: "VOLCE_LAB_MODE",
+                    reason: format!("must be demo, local or ssh (got {})", quoted(other)),
+                });
+            }
+        };
+
+        let ssh_alias = match get("VOLCE_LAB_SSH_ALIAS")? {
+            None => DEFAULT_ALIAS.to_owned(),
+            Some(alias) if is_alias(&alias) => alias,
+            Some(alias) => {
+                return Err(ConfigError {
+                    variable: "VOLCE_LAB_SSH_ALIAS",
+                    reason: format!(
+                        "must be an ssh_config alias: a letter or digit, then up to 63 letters, digits, '_' or '-' (got {})",
+                        quoted(&alias)
+                    ),
+                });
+            }
+        };
+
+        let ssh_config = match get("VOLCE_LAB_SSH_CONFIG")? {
+            None => None,
+            Some(path) => Some(validate_ssh_config(&path)?),
+        };
+
+        // Outside demo mode the expected identity must be stated: inheriting a
+        // default would make the identity gate compare against a guess.
+        let expected = |variable: &'static str, demo_default: &str| -> Result<String, ConfigError> {
+            let value = match get(variable)? {
+                Some(value) => value,
+                None if mode == Mode::Demo => demo_default.to_owned(),
+                None => {
+                    return Err(ConfigError {
+                        variable,
+                        reason: format!(
+                            "is required in {} mode: the exact answer the server gives, checked before every call",
+                            mode.as_str()
+                        ),
+                    });
+                }
+            };
+            if !is_identifier(&value) {
+                return Err(ConfigError {
+                    variable,
+                    reason: format!(
+                        "must be a simple name: letters, digits, '_', '.' or '-', not starting with '.' or '-' (got {})",
+                        quoted(&value)
+                    ),
+                });
+            }
+            Ok(value)
+        };
+        let expected_host = expected("VOLCE_LAB_EXPECTED_HOST", DEMO_HOST)?;
+        let expected_user = expected("VOLCE_LAB_EXPECTED_USER", DEMO_USER)?;
+        // The agent's account must not be root: every boundary of the design
+        // (sudoers rule, root-owned state) means nothing to root.
+        if expected_user == "root" {
+            return Err(ConfigError {
+                variable: "VOLCE_LAB_EXPECTED_USER",
+                reason: "must not be root; use an unprivileged account for the agent".into(),
+            });
+        }
+
+        let timeout = match get("VOLCE_LAB_TIMEOUT")? {
+            None => Duration::from_secs_f64(DEFAULT_TIMEOUT_SECS),
+            Some(text) => match text.trim().parse::<f64>() {
+                Ok(secs) if secs.is_finite() && (1.0..=30.0).contains(&secs) && text.trim() == text => {
+                    Duration::from_secs_f64(secs)
+                }
+                _ => {
+                    return Err(ConfigError {
+                        variable: "VOLCE_LAB_TIMEOUT",
+                        reason: format!("must be a number of seconds from 1 to 30 (got {})", quoted(&text)),
+                    });
+                }
+            },
+        };
+
+        let management = match get("VOLCE_LAB_MANAGEMENT")?.as_deref() {
+            None | Some("disabled") => false,
+            Some("enabled") => true,
+            Some(other) => {
+                return Err(ConfigError {
+                    variable: "VOLCE_LAB_MANAGEMENT",
+                    reason: format!("must be enabled or disabled (got {})", quoted(other)),
+                });
+            }
+        };
+
+        Ok(Config { mode, ssh_alias, ssh_config, expected_host, expected_user, timeout, management })
+    }
+
+    /// The name results use for the target: the alias in ssh mode.
+    pub fn target(&self) -> &str {
+        match self.mode {
+            Mode::Ssh => &self.ssh_alias,
+            Mode::Local => "localhost",
+            Mode::Demo => "demo",
+        }
+    }
+}
+
+/// `^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`: never an option (`-F`), never a
+/// `user@host` or anything ssh would parse beyond an alias.
+pub fn is_alias(value: &str) -> bool {
+    let bytes = value.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= 64
+        && bytes[0].is_ascii_alphanumeric()
+        && bytes.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'_' || *b == b'-')
+}
+
+/// A host or user name as `hostname` and `id -un` print it.
+pub fn is_identifier(value: &str) -> bool {
+    let bytes = value.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= 253
+        && (bytes[0].is_ascii_alphanumeric() || bytes[0] == b'_')
+        && bytes.iter().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+}
+
+fn validate_ssh_config(path: &str) -> Result<PathBuf, ConfigError> {
+    let refuse = |reason: String| ConfigError { variable: "VOLCE_LAB_SSH_CONFIG", reason };
+    if !path.starts_with('/') || path.chars().any(char::is_control) {
+        return Err(refuse(format!("must be an absolute path to an ssh_config file (got {})", quoted(path))));
+    }
+    let metadata = std::fs::metadata(path)
+        .map_err(|_| refuse(format!("names a file that cannot be read (got {})", quoted(path))))?;
+    if !metadata.is_file() {
+        return Err(refuse(format!("must name a regular file (got {})", quoted(path))));
+    }
+    Ok(PathBuf::from(path))
+}
+
+/// Shows a refused value safely: control characters escaped, length capped.
+fn quoted(value: &str) -> String {
+    let shown: String = value.chars().take(80).collect();
+    let ellipsis = if value.chars().count() > 80 { "..." } else { "" };
+    format!("\"{}{}\"", shown.escape_debug(), ellipsis)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(pairs: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let table: Vec<(String, String)> =
+            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Config::from_lookup(|name| table.iter().find(|(k, _)| k == name).map(|(_, v)| OsString::from(v)))
+    }
+
+    const SSH_OK: [(&str, &str); 3] = [
+        ("VOLCE_LAB_MODE", "ssh"),
+        ("VOLCE_LAB_EXPECTED_HOST", "web-1"),
+        ("VOLCE_LAB_EXPECTED_USER", "agent"),
+    ];
+
+    fn ssh_with(variable: &str, value: &str) -> Result<Config, ConfigError> {
+        let mut pairs: Vec<(&str, &str)> = SSH_OK.to_vec();
+        pairs.retain(|(k, _)| *k != variable);
+        pairs.push((variable, value));
+        load(&pairs)
+    }
+
+    #[test]
+    fn no_variables_gives_demo() {
+        let config = load(&[]).unwrap();
+        assert_eq!(config, Config::default());
+        assert_eq!(config.mode, Mode::Demo);
+        assert_eq!(config.timeout, Duration::from_secs(12));
+        assert!(!config.management);
+    }
+
+    #[test]
+    fn valid_ssh_configuration_loads() {
+        let config = ssh_with("VOLCE_LAB_TIMEOUT", "2.5").unwrap();
+        assert_eq!(config.mode, Mode::Ssh);
+        assert_eq!(config.ssh_alias, "course-demo");
+        assert_eq!(config.expected_host, "web-1");
+        assert_eq!(config.timeout, Duration::from_millis(2500));
+        assert_eq!(config.target(), "course-demo");
+    }
+
+    #[test]
+    fn every_bad_value_is_refused_naming_its_variable() {
+        let table: &[(&str, &str)] = &[
+            ("VOLCE_LAB_MODE", "prod"),
+            ("VOLCE_LAB_MODE", "SSH"),
+            ("VOLCE_LAB_MODE", ""),
+            ("VOLCE_LAB_SSH_ALIAS", "-F"),
+            ("VOLCE_LAB_SSH_ALIAS", "-oProxyCommand=id"),
+            ("VOLCE_LAB_SSH_ALIAS", "user@host"),
+            ("VOLCE_LAB_SSH_ALIAS", "host;id"),
+            ("VOLCE_LAB_SSH_ALIAS", "../x"),
+            ("VOLCE_LAB_SSH_ALIAS", "host\n"),
+            ("VOLCE_LAB_SSH_ALIAS", "host name"),
+            ("VOLCE_LAB_SSH_ALIAS", "_host"),
+            ("VOLCE_LAB_SSH_ALIAS", &"a".repeat(65)),
+            ("VOLCE_LAB_SSH_CONFIG", "relative/config"),
+            ("VOLCE_LAB_SSH_CONFIG", "-F"),
+            ("VOLCE_LAB_SSH_CONFIG", "/nonexistent/ssh_config"),
+            ("VOLCE_LAB_SSH_CONFIG", "/"),
+            ("VOLCE_LAB_EXPECTED_HOST", "host;id"),
+            ("VOLCE_LAB_EXPECTED_HOST", "host\nother"),
+            ("VOLCE_LAB_EXPECTED_HOST", "-host"),
+            ("VOLCE_LAB_EXPECTED_HOST", "../x"),
+            ("VOLCE_LAB_EXPECTED_HOST", "$(id)"),
+            ("VOLCE_LAB_EXPECTED_USER", "root"),
+            ("VOLCE_LAB_EXPECTED_USER", "user@host"),
+            ("VOLCE_LAB_EXPECTED_USER", "a b"),
+            ("VOLCE_LAB_TIMEOUT", "NaN"),
+            ("VOLCE_LAB_TIMEOUT", "nan"),
+            ("VOLCE_LAB_TIMEOUT", "inf"),
+            ("VOLCE_LAB_TIMEOUT", "-inf"),
+            ("VOLCE_LAB_TIMEOUT", "0"),
+            ("VOLCE_LAB_TIMEOUT", "0.5"),
+            ("VOLCE_LAB_TIMEOUT", "31"),
+            ("VOLCE_LAB_TIMEOUT", "-5"),
+            ("VOLCE_LAB_TIMEOUT", "12s"),
+            ("VOLCE_LAB_TIMEOUT", " 12"),
+            ("VOLCE_LAB_TIMEOUT", "1e9"),
+            ("VOLCE_LAB_MANAGEMENT", "yes"),
+            ("VOLCE_LAB_MANAGEMENT", "true"),
+        ];
+        for (variable, value) in table {
+            let error =
+                ssh_with(variable, value).expect_err(&format!("{variable}={value:?} must be refused"));
+            assert_eq!(&error.variable, variable, "{variable}={value:?}");
+            assert!(error.to_string().contains(variable), "{error}");
+            assert!(!error.to_string().contains('\n'), "one line: {error}");
+        }
+    }
+
+    #[test]
+    fn ssh_and_local_need_an_explicit_identity() {
+        for mode in ["ssh", "local"] {
+            let error = load(&[("VOLCE_LAB_MODE", mode), ("VOLCE_LAB_EXPECTED_USER", "agent")]).unwrap_err();
+            assert_eq!(error.variable, "VOLCE_LAB_EXPECTED_HOST");
+            let error = load(&[("VOLCE_LAB_MODE", mode), ("VOLCE_LAB_EXPECTED_HOST", "web")]).unwrap_err();
+            assert_eq!(error.variable, "VOLCE_LAB_EXPECTED_USER");
+        }
+    }
+
+    #[test]
+    fn root_is_refused_as_expected_user_in_every_mode() {
+        for mode in ["demo", "local", "ssh"] {
+            let error = load(&[
+                ("VOLCE_LAB_MODE", mode),
+                ("VOLCE_LAB_EXPECTED_HOST", "web"),
+                ("VOLCE_LAB_EXPECTED_USER", "root"),
+            ])
+            .unwrap_err();
+            assert_eq!(error.variable, "VOLCE_LAB_EXPECTED_USER");
+        }
+    }
+
+    #[test]
+    fn refused_values_are_escaped_in_the_message() {
+        let error = ssh_with("VOLCE_LAB_SSH_ALIAS", "a\u{1b}[31mb").unwrap_err();
+        assert!(!error.to_string().contains('\u{1b}'));
+    }
+
+    #[test]
+    fn boundaries_of_the_timeout_are_accepted() {
+        assert_eq!(ssh_with("VOLCE_LAB_TIMEOUT", "1").unwrap().timeout, Duration::from_secs(1));
+        assert_eq!(ssh_with("VOLCE_LAB_TIMEOUT", "30").unwrap().timeout, Duration::from_secs(30));
+    }
+}

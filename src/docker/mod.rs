@@ -1,0 +1,272 @@
+//! The controller's view of the container engine: one trait, its snapshot
+//! types, and (in `cli.rs`) the implementation that drives the `docker` CLI
+//! with fixed argv. Runs as root inside the host helper.
+//!
+//! The controller never builds docker argv itself; it asks an [`Engine`] for
+//! whole operations. Tests of the decision logic pass a fake engine that
+//! records what it was asked; the shipped binary only ever builds the real one.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest as _, Sha256};
+
+/// Label keys that mark what volce-lab created. Nothing without them is ever touched.
+pub const LABEL_APP: &str = "io.volce-lab.app";
+pub const LABEL_ROLE: &str = "io.volce-lab.role";
+pub const LABEL_PLAN: &str = "io.volce-lab.plan";
+
+/// A full container id: 64 lowercase hex characters.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ContainerId(String);
+
+/// A full local image id: `sha256:` and 64 lowercase hex characters.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ImageId(String);
+
+fn is_hex64(value: &str) -> bool {
+    value.len() == 64 && value.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+impl ContainerId {
+    pub fn parse(value: &str) -> Option<ContainerId> {
+        is_hex64(value).then(|| ContainerId(value.to_owned()))
+    }
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl ImageId {
+    pub fn parse(value: &str) -> Option<ImageId> {
+        value.strip_prefix("sha256:").filter(|hex| is_hex64(hex)).map(|_| ImageId(value.to_owned()))
+    }
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ContainerId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Display for ImageId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A port a container publishes on the host.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct PublishedPort {
+    pub host_ip: String,
+    pub host_port: u16,
+    pub container_port: u16,
+    pub protocol: String,
+}
+
+/// One container as the engine reports it, managed by us or not.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Container {
+    pub id: ContainerId,
+    pub name: String,
+    pub image_id: ImageId,
+    /// Docker's state word: `running`, `exited`, `created`, ...
+    pub state: String,
+    /// Only the `io.volce-lab.*` labels; other labels are none of our business.
+    pub labels: BTreeMap<String, String>,
+    pub ports: Vec<PublishedPort>,
+}
+
+impl Container {
+    /// The app this container belongs to, if volce-lab created it.
+    pub fn app(&self) -> Option<&str> {
+        self.labels.get(LABEL_APP).map(String::as_str)
+    }
+    pub fn role(&self) -> Option<&str> {
+        self.labels.get(LABEL_ROLE).map(String::as_str)
+    }
+}
+
+/// Everything the controller's decisions depend on, in a stable order, so
+/// that two snapshots of an unchanged engine have the same digest.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Snapshot {
+    pub containers: Vec<Container>,
+    pub images: Vec<ImageId>,
+    /// Names of networks called `vl-*` (ours or squatting on our names).
+    pub networks: Vec<String>,
+}
+
+impl Snapshot {
+    /// Sorts every list; call before digesting.
+    pub fn normalize(mut self) -> Snapshot {
+        for container in &mut self.containers {
+            container.ports.sort();
+        }
+        self.containers.sort();
+        self.images.sort();
+        self.images.dedup();
+        self.networks.sort();
+        self.networks.dedup();
+        self
+    }
+
+    /// sha256 over the JSON of the normalized snapshot, as lowercase hex.
+    pub fn digest(&self) -> String {
+        let normalized = self.clone().normalize();
+        let bytes = serde_json::to_vec(&normalized).expect("snapshot serializes");
+        hex(&Sha256::digest(&bytes))
+    }
+}
+
+/// Lowercase hex of a byte string.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Resource limits applied to every container we start (from policy).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits {
+    /// Bytes of memory (docker `--memory`).
+    pub memory_bytes: u64,
+    /// Thousandths of a CPU (docker `--cpus` = millicpus / 1000).
+    pub millicpus: u32,
+    pub pids: u32,
+    pub log_max_size_bytes: u64,
+    pub log_max_files: u32,
+}
+
+/// Everything a deploy needs, derived by the controller from validated input.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeploySpec {
+    pub plan_id: String,
+    pub app: String,
+    /// Pinned references `name@sha256:<64 hex>` from the operator's catalog.
+    pub app_image: String,
+    pub gateway_image: String,
+    pub host_port: u16,
+    pub container_port: u16,
+    pub server_name: String,
+    /// The rendered nginx.conf the gateway mounts read-only.
+    pub nginx_config: String,
+    /// Root-owned directory for this app under the state directory.
+    pub app_dir: PathBuf,
+    pub limits: Limits,
+}
+
+/// What a successful deploy created.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Deployed {
+    pub app_container: ContainerId,
+    pub gateway_container: ContainerId,
+}
+
+/// Free capacity on the host, for the policy floors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capacity {
+    pub free_memory_bytes: u64,
+    pub free_disk_bytes: u64,
+}
+
+/// Why an engine operation failed. Messages are for the operator's log and
+/// the agent; none of them carries docker's raw stderr.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EngineError {
+    /// A docker call did not succeed; `step` names which (e.g. `pull app image`).
+    Call { step: &'static str, execution: crate::exec::Execution },
+    /// Docker answered with something we could not parse.
+    Unparsable { step: &'static str },
+    /// The candidate nginx config was rejected by `nginx -t`.
+    NginxRejected,
+    /// The new gateway did not answer with 2xx/3xx in time.
+    HealthCheckFailed,
+    /// The managed file on disk is not what we recorded, or is a symlink.
+    ManagedFileChanged,
+    /// Anything on the host side (files, directories).
+    Host { step: &'static str },
+}
+
+impl fmt::Display for EngineError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EngineError::Call { step, execution } => write!(
+                f,
+                "docker failed at step '{step}' ({:?}, exit code {:?})",
+                execution.execution_status, execution.exit_code
+            ),
+            EngineError::Unparsable { step } => {
+                write!(f, "docker gave an unparsable answer at step '{step}'")
+            }
+            EngineError::NginxRejected => f.write_str("nginx rejected the configuration (nginx -t failed)"),
+            EngineError::HealthCheckFailed => {
+                f.write_str("the new gateway did not answer with 2xx/3xx in time")
+            }
+            EngineError::ManagedFileChanged => {
+                f.write_str("the managed nginx.conf differs from the recorded one or is not a regular file")
+            }
+            EngineError::Host { step } => write!(f, "host file operation failed at step '{step}'"),
+        }
+    }
+}
+
+impl std::error::Error for EngineError {}
+
+/// The operations the controller may ask of the engine, and nothing else.
+/// Every mutation names exactly the objects it touches.
+pub trait Engine {
+    /// Containers, images and `vl-*` networks, normalized.
+    fn snapshot(&self) -> Result<Snapshot, EngineError>;
+    /// Whether nothing listens on 127.0.0.1:`port` right now.
+    fn host_port_free(&self, port: u16) -> bool;
+    /// Free memory and free disk under the state directory.
+    fn capacity(&self) -> Result<Capacity, EngineError>;
+    /// Pull, create network and both containers, test nginx, start, health
+    /// check. On failure removes only what this call created, then errs.
+    fn deploy(&self, spec: &DeploySpec) -> Result<Deployed, EngineError>;
+    /// Replace the app's nginx.conf in place (same inode), `nginx -t`, reload;
+    /// on failure restore `old_config`, test and reload again, then err.
+    fn update_nginx(
+        &self,
+        app_dir: &std::path::Path,
+        gateway: &ContainerId,
+        old_config: &str,
+        new_config: &str,
+    ) -> Result<(), EngineError>;
+    /// `--restart=no`, then a graceful stop, for exactly these containers.
+    fn stop(&self, containers: &[ContainerId]) -> Result<(), EngineError>;
+    /// `docker image rm --no-prune <id>`; never forced, never pruned.
+    fn remove_image(&self, image: &ImageId) -> Result<(), EngineError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_strict() {
+        let hex = "a".repeat(64);
+        assert!(ContainerId::parse(&hex).is_some());
+        assert!(ContainerId::parse(&"A".repeat(64)).is_none());
+        assert!(ContainerId::parse(&hex[..12]).is_none());
+        assert!(ImageId::parse(&format!("sha256:{hex}")).is_some());
+        assert!(ImageId::parse(&hex).is_none());
+        assert!(ImageId::parse(&format!("sha256:{hex}0")).is_none());
+    }
+
+    #[test]
+    fn snapshot_digest_ignores_order() {
+        let image = |c: char| ImageId::parse(&format!("sha256:{}", c.to_string().repeat(64))).unwrap();
+        let a = Snapshot { containers: vec![], images: vec![image('a'), image('b')], networks: vec![] };
+        let b = Snapshot { containers: vec![], images: vec![image('b'), image('a')], networks: vec![] };
+        assert_eq!(a.digest(), b.digest());
+        let c = Snapshot { containers: vec![], images: vec![image('a')], networks: vec![] };
+        assert_ne!(a.digest(), c.digest());
+    }
+}

@@ -1,0 +1,465 @@
+//! The one bounded process runner. Every process volce-lab starts, on the
+//! workstation (ssh, sudo, hostname) or on the server as root (docker), goes
+//! through [`run`]. Runs with whatever privilege its caller has.
+//!
+//! Invariants enforced here, for every caller:
+//! - a fixed absolute program path and argv; no shell is ever involved on our side;
+//! - the environment is cleared and replaced by the caller's explicit list;
+//! - stdin is closed, or fed from a byte buffer written as is (no parsing, no quoting);
+//! - the child leads its own process group, so a timeout or an output overflow
+//!   kills everything it started, and we always reap it;
+//! - stdout is kept up to a limit, stderr is only counted: raw stderr never
+//!   leaves this module;
+//! - the caller gets an [`Execution`] record of facts, never a guess.
+
+use std::ffi::OsString;
+use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
+
+/// How a run ended, as one closed set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ExecutionStatus {
+    Ok,
+    NonzeroExit,
+    Timeout,
+    OutputLimit,
+    Signaled,
+    LaunchFailed,
+    /// ssh exited 255: either ssh itself failed or the remote command exited
+    /// 255. Nothing tells the two apart, so it is its own ambiguous status.
+    #[serde(rename = "ssh_or_remote_255")]
+    SshOrRemote255,
+}
+
+/// Whether we know how the process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Completion {
+    /// We reaped an exit we understand (or the program never started).
+    Confirmed,
+    /// We killed it, or the far side's outcome cannot be known. Never retry
+    /// such a run blindly: inspect the target first.
+    Unconfirmed,
+}
+
+/// What kind of process this is, which changes what an exit can prove.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// The process does the work itself.
+    Local,
+    /// The process is an ssh client: exit 255 and signals say nothing certain
+    /// about the remote command.
+    Ssh,
+}
+
+/// The structured facts of one run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Execution {
+    pub execution_status: ExecutionStatus,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub timed_out: bool,
+    pub output_truncated: bool,
+    pub duration_ms: u64,
+    pub completion: Completion,
+}
+
+impl Execution {
+    /// The record of a run that never started (also used for runs we refused
+    /// to start, and for demo results that simulate a clean run).
+    pub fn not_started(status: ExecutionStatus) -> Execution {
+        Execution {
+            execution_status: status,
+            exit_code: None,
+            signal: None,
+            timed_out: false,
+            output_truncated: false,
+            duration_ms: 0,
+            completion: Completion::Confirmed,
+        }
+    }
+}
+
+/// One process to run.
+#[derive(Debug, Clone)]
+pub struct ProcessSpec {
+    pub program: PathBuf,
+    pub args: Vec<OsString>,
+    pub env: Vec<(OsString, OsString)>,
+    pub stdin: Option<Vec<u8>>,
+    pub stdout_limit: usize,
+    pub stderr_limit: usize,
+    pub timeout: Duration,
+    pub transport: Transport,
+}
+
+/// The output limit for read-only checks.
+pub const CHECK_OUTPUT_LIMIT: usize = 8 * 1024;
+
+/// A minimal environment for the programs we run: a fixed PATH (used only by
+/// the program itself, we always name ours absolutely) and the C locale, so
+/// output is parseable and never localized.
+pub fn minimal_env() -> Vec<(OsString, OsString)> {
+    vec![
+        ("PATH".into(), "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into()),
+        ("LC_ALL".into(), "C".into()),
+    ]
+}
+
+impl ProcessSpec {
+    /// A spec with the minimal environment, no stdin, check-sized limits and
+    /// a 12 s timeout; adjust the public fields from there.
+    pub fn new(program: impl Into<PathBuf>, args: impl IntoIterator<Item = impl Into<OsString>>) -> Self {
+        ProcessSpec {
+            program: program.into(),
+            args: args.into_iter().map(Into::into).collect(),
+            env: minimal_env(),
+            stdin: None,
+            stdout_limit: CHECK_OUTPUT_LIMIT,
+            stderr_limit: CHECK_OUTPUT_LIMIT,
+            timeout: Duration::from_secs(12),
+            transport: Transport::Local,
+        }
+    }
+}
+
+/// The record plus what the caller may see of the output.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub execution: Execution,
+    /// At most `stdout_limit` bytes; partial when the limit or the timeout hit.
+    pub stdout: Vec<u8>,
+    /// How many stderr bytes arrived. The bytes themselves are dropped.
+    pub stderr_len: u64,
+}
+
+impl Outcome {
+    fn launch_failed() -> Outcome {
+        Outcome {
+            execution: Execution::not_started(ExecutionStatus::LaunchFailed),
+            stdout: Vec::new(),
+            stderr_len: 0,
+        }
+    }
+}
+
+/// Kills the whole process group when dropped, unless disarmed. This is what
+/// makes cancellation safe: if the future running [`run`] is dropped (an MCP
+/// client cancelled the call), the group dies with it.
+struct GroupGuard {
+    pgid: Option<Pid>,
+}
+
+impl GroupGuard {
+    fn kill(&self) {
+        if let Some(pgid) = self.pgid {
+            // ESRCH (group already gone) is the normal case after a clean exit.
+            let _ = killpg(pgid, Signal::SIGKILL);
+        }
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+#[derive(Debug)]
+struct Overflow;
+
+/// Reads a pipe to its end. Keeps at most `limit` bytes when `keep`; returns
+/// `Overflow` as soon as more than `limit` bytes arrive.
+async fn read_bounded(
+    pipe: Option<impl AsyncRead + Unpin>,
+    limit: usize,
+    keep: bool,
+) -> Result<(Vec<u8>, u64), Overflow> {
+    let Some(mut pipe) = pipe else { return Ok((Vec::new(), 0)) };
+    let mut kept = Vec::new();
+    let mut total: u64 = 0;
+    let mut buffer = [0u8; 8192];
+    loop {
+        let n = match pipe.read(&mut buffer).await {
+            Ok(0) | Err(_) => return Ok((kept, total)),
+            Ok(n) => n,
+        };
+        total += n as u64;
+        if keep {
+            let room = limit.saturating_sub(kept.len());
+            kept.extend_from_slice(&buffer[..n.min(room)]);
+        }
+        if total > limit as u64 {
+            return Err(Overflow);
+        }
+    }
+}
+
+/// Runs one process to completion, timeout or overflow, and reports facts.
+pub async fn run(spec: &ProcessSpec) -> Outcome {
+    if !spec.program.is_absolute() {
+        return Outcome::launch_failed();
+    }
+    let mut command = tokio::process::Command::new(&spec.program);
+    command
+        .args(&spec.args)
+        .env_clear()
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .current_dir("/")
+        .stdin(if spec.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    // A group of its own: killing it reaches everything the child started.
+    command.as_std_mut().process_group(0);
+
+    let started = Instant::now();
+    let mut child = match command.spawn() {
+        Ok(child) => child,
+        Err(_) => return Outcome::launch_failed(),
+    };
+    let guard = GroupGuard { pgid: child.id().map(|id| Pid::from_raw(id as i32)) };
+
+    let stdin = child.stdin.take();
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    let input = spec.stdin.clone().unwrap_or_default();
+    let feed = async move {
+        if let Some(mut stdin) = stdin {
+            // A child that exits without reading its input is not our failure
+            // to report: its exit status says what happened.
+            let _ = stdin.write_all(&input).await;
+            let _ = stdin.shutdown().await;
+        }
+        Ok::<(), Overflow>(())
+    };
+
+    let deadline = tokio::time::Instant::from_std(started + spec.timeout);
+    let work = async {
+        let (_, (out, _), (_, err_len)) = tokio::try_join!(
+            feed,
+            read_bounded(stdout, spec.stdout_limit, true),
+            read_bounded(stderr, spec.stderr_limit, false),
+        )?;
+        let status = child.wait().await;
+        Ok::<_, Overflow>((out, err_len, status))
+    };
+
+    enum End {
+        Exited(Vec<u8>, u64, std::io::Result<std::process::ExitStatus>),
+        Overflow,
+        Timeout,
+    }
+    let end = match tokio::time::timeout_at(deadline, work).await {
+        Ok(Ok((out, err_len, status))) => End::Exited(out, err_len, status),
+        Ok(Err(Overflow)) => End::Overflow,
+        Err(_) => End::Timeout,
+    };
+
+    // Whatever happened, nothing of this run may outlive it.
+    guard.kill();
+    // After an overflow or a timeout the caller gets no output at all: a
+    // partial answer is too easy to mistake for a whole one.
+    let (stdout, stderr_len, status, killed) = match end {
+        End::Exited(out, err_len, status) => (out, err_len, status.ok(), None),
+        End::Overflow => (Vec::new(), 0, child.wait().await.ok(), Some(ExecutionStatus::OutputLimit)),
+        End::Timeout => (Vec::new(), 0, child.wait().await.ok(), Some(ExecutionStatus::Timeout)),
+    };
+    let duration_ms = started.elapsed().as_millis() as u64;
+    let exit_code = status.and_then(|s| s.code());
+    let signal = status.and_then(|s| s.signal());
+
+    let (execution_status, completion) = match killed {
+        Some(status) => (status, Completion::Unconfirmed),
+        None => match (exit_code, signal, spec.transport) {
+            (Some(0), _, _) => (ExecutionStatus::Ok, Completion::Confirmed),
+            (Some(255), _, Transport::Ssh) => (ExecutionStatus::SshOrRemote255, Completion::Unconfirmed),
+            (Some(_), _, _) => (ExecutionStatus::NonzeroExit, Completion::Confirmed),
+            (None, Some(_), Transport::Local) => (ExecutionStatus::Signaled, Completion::Confirmed),
+            // A killed ssh client proves nothing about the remote command.
+            (None, Some(_), Transport::Ssh) => (ExecutionStatus::Signaled, Completion::Unconfirmed),
+            (None, None, _) => (ExecutionStatus::Signaled, Completion::Unconfirmed),
+        },
+    };
+    let execution = Execution {
+        execution_status,
+        exit_code,
+        signal,
+        timed_out: killed == Some(ExecutionStatus::Timeout),
+        output_truncated: killed == Some(ExecutionStatus::OutputLimit),
+        duration_ms,
+        completion,
+    };
+    Outcome { execution, stdout, stderr_len }
+}
+
+/// [`run`] for synchronous callers (the host helper), on a private runtime.
+pub fn run_blocking(spec: &ProcessSpec) -> Outcome {
+    match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime.block_on(run(spec)),
+        Err(_) => Outcome::launch_failed(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(script: &str) -> ProcessSpec {
+        // Tests use /bin/sh as the *program under test*, to play misbehaving
+        // children; the runner itself never involves a shell.
+        let mut spec = ProcessSpec::new("/bin/sh", ["-c", script]);
+        spec.timeout = Duration::from_secs(5);
+        spec
+    }
+
+    #[tokio::test]
+    async fn clean_exit_is_ok_and_confirmed() {
+        let outcome = run(&sh("printf hello")).await;
+        assert_eq!(outcome.execution.execution_status, ExecutionStatus::Ok);
+        assert_eq!(outcome.execution.exit_code, Some(0));
+        assert_eq!(outcome.execution.signal, None);
+        assert!(!outcome.execution.timed_out);
+        assert!(!outcome.execution.output_truncated);
+        assert_eq!(outcome.execution.completion, Completion::Confirmed);
+        assert_eq!(outcome.stdout, b"hello");
+    }
+
+    #[tokio::test]
+    async fn exit_seven_is_nonzero_and_confirmed() {
+        let outcome = run(&sh("echo out; echo secret-stderr >&2; exit 7")).await;
+        assert_eq!(outcome.execution.execution_status, ExecutionStatus::NonzeroExit);
+        assert_eq!(outcome.execution.exit_code, Some(7));
+        assert_eq!(outcome.execution.completion, Completion::Confirmed);
+        assert_eq!(outcome.stdout, b"out\n");
+        assert_eq!(outcome.stderr_len, 14);
+    }
+
+    #[tokio::test]
+    async fn exit_255_is_ambiguous_only_for_ssh() {
+        let local = run(&sh("exit 255")).await;
+        assert_eq!(local.execution.execution_status, ExecutionStatus::NonzeroExit);
+        assert_eq!(local.execution.completion, Completion::Confirmed);
+
+        let mut spec = sh("exit 255");
+        spec.transport = Transport::Ssh;
+        let ssh = run(&spec).await;
+        assert_eq!(ssh.execution.execution_status, ExecutionStatus::SshOrRemote255);
+        assert_eq!(ssh.execution.exit_code, Some(255));
+        assert_eq!(ssh.execution.completion, Completion::Unconfirmed);
+    }
+
+    #[tokio::test]
+    async fn sleeping_child_times_out_and_its_group_is_killed() {
+        let mut spec = sh("sleep 30 & sleep 30; wait");
+        spec.timeout = Duration::from_millis(300);
+        let started = Instant::now();
+        let outcome = run(&spec).await;
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert_eq!(outcome.execution.execution_status, ExecutionStatus::Timeout);
+        assert!(outcome.execution.timed_out);
+        assert_eq!(outcome.execution.exit_code, None);
+        assert_eq!(outcome.execution.signal, Some(9));
+        assert_eq!(outcome.execution.completion, Completion::Unconfirmed);
+        assert!(outcome.execution.duration_ms >= 300);
+    }
+
+    #[tokio::test]
+    async fn stdout_flood_hits_the_limit_and_is_killed() {
+        let mut spec = sh("while :; do echo xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx; done");
+        spec.stdout_limit = 4096;
+        let outcome = run(&spec).await;
+        assert_eq!(outcome.execution.execution_status, ExecutionStatus::OutputLimit);
+        assert!(outcome.execution.output_truncated);
+        assert!(!outcome.execution.timed_out);
+        assert_eq!(outcome.execution.completion, Completion::Unconfirmed);
+        assert!(outcome.stdout.is_empty(), "a partial answer is never handed back");
+    }
+
+    #[tokio::test]
+    async fn stderr_flood_hits_the_limit_and_is_never_returned() {
+        let mut spec = sh("echo visible; while :; do echo PRIVATE-ERROR >&2; done");
+        spec.stderr_limit = 4096;
+        let outcome = run(&spec).await;
+        assert_eq!(outcome.execution.execution_status, ExecutionStatus::OutputLimit);
+        assert!(outcome.execution.output_truncated);
+        assert!(!String::from_utf8_lossy(&outcome.stdout).contains("PRIVATE"));
+    }
+
+    #[tokio::test]
+    async fn self_signal_is_reported_as_signaled() {
+        let outcome = run(&sh("kill -TERM $$")).await;
+        assert_eq!(outcome.execution.execution_status, ExecutionStatus::Signaled);
+        assert_eq!(outcome.execution.signal, Some(15));
+        assert_eq!(outcome.execution.exit_code, None);
+        assert_eq!(outcome.execution.completion, Completion::Confirmed);
+
+        let mut spec = sh("kill -TERM $$");
+        spec.transport = Transport::Ssh;
+        assert_eq!(run(&spec).await.execution.completion, Completion::Unconfirmed);
+    }
+
+    #[tokio::test]
+    async fn missing_program_is_launch_failed() {
+        let outcome = run(&ProcessSpec::new("/nonexistent/volce-lab-test", ["x"])).await;
+        assert_eq!(outcome.execution.execution_status, ExecutionStatus::LaunchFailed);
+        assert_eq!(outcome.execution.exit_code, None);
+        assert_eq!(outcome.execution.completion, Completion::Confirmed);
+    }
+
+    #[tokio::test]
+    async fn relative_program_is_never_started() {
+        let outcome = run(&ProcessSpec::new("sh", ["-c", "exit 0"])).await;
+        assert_eq!(outcome.execution.execution_status, ExecutionStatus::LaunchFailed);
+    }
+
+    #[tokio::test]
+    async fn stdin_bytes_arrive_intact() {
+        let payload: Vec<u8> = {
+            let mut p = b"'\"$(id) `id` <<'EOF'\nEOF\n\\ ; | & \x00 \xff".to_vec();
+            p.extend(std::iter::repeat_n(b'z', 5000));
+            p
+        };
+        let mut spec = ProcessSpec::new("/bin/cat", Vec::<OsString>::new());
+        spec.stdin = Some(payload.clone());
+        spec.stdout_limit = 16 * 1024;
+        let outcome = run(&spec).await;
+        assert_eq!(outcome.execution.execution_status, ExecutionStatus::Ok);
+        assert_eq!(outcome.stdout, payload);
+    }
+
+    #[tokio::test]
+    async fn environment_is_cleared() {
+        // The test process has PATH and HOME; the child must see neither.
+        assert!(std::env::var_os("PATH").is_some());
+        let mut spec = ProcessSpec::new("/usr/bin/env", Vec::<OsString>::new());
+        spec.env = vec![("ONLY".into(), "this".into())];
+        let outcome = run(&spec).await;
+        assert_eq!(outcome.stdout, b"ONLY=this\n");
+    }
+
+    #[tokio::test]
+    async fn dropping_the_future_kills_the_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("alive");
+        let script = format!("sleep 1; touch {}", marker.display());
+        let spec = sh(&script);
+        let _ = tokio::time::timeout(Duration::from_millis(200), run(&spec)).await;
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert!(!marker.exists(), "the cancelled child must not live on");
+    }
+
+    #[test]
+    fn blocking_wrapper_runs() {
+        let outcome = run_blocking(&sh("exit 3"));
+        assert_eq!(outcome.execution.exit_code, Some(3));
+    }
+}

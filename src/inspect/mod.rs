@@ -1,0 +1,404 @@
+//! Read-only checks of one configured server, behind an identity gate.
+//! Runs unprivileged on the workstation (or on the server, in local mode).
+//!
+//! Invariants enforced here:
+//! - no check but `identity` runs before the identity was verified, and every
+//!   later check verifies it again first, in the same critical section;
+//! - a mismatch clears the verified state, resets the transport, and hides
+//!   whatever the unexpected target returned;
+//! - checks on one target are serialized by one async mutex: none is dropped
+//!   or interleaved;
+//! - the identity state lives in this process only; it is not a token.
+
+pub mod report;
+pub mod transport;
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::Mutex;
+
+use crate::config::{Config, Mode};
+use crate::exec::{self, CHECK_OUTPUT_LIMIT, Execution, ExecutionStatus, Outcome};
+use transport::{Limits, LocalTransport, RemoteCommand, SshTransport, Transport};
+
+/// The closed set of read-only checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Check {
+    Identity,
+    Disk,
+    WebStatus,
+}
+
+impl Check {
+    pub const ALL: [Check; 3] = [Check::Identity, Check::Disk, Check::WebStatus];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Check::Identity => "identity",
+            Check::Disk => "disk",
+            Check::WebStatus => "web_status",
+        }
+    }
+}
+
+/// Every status a result can carry. One set for all tools, so an agent
+/// learns each word once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// The check ran and the target is healthy.
+    Ok,
+    /// Call `identity` first; nothing was run.
+    IdentityRequired,
+    /// The target is not the expected host/user; its answer is withheld.
+    IdentityMismatch,
+    /// ssh could not reach the target (or the remote command exited 255).
+    ConnectionFailed,
+    /// The query worked and the answer is unhealthy (a diagnosis, not an error).
+    CheckFailed,
+    /// The host helper could not be asked: not installed, sudo refused, or no valid answer.
+    HelperUnavailable,
+    Timeout,
+    OutputLimit,
+    /// The ssh client could not be started.
+    SshUnavailable,
+    /// A local program could not be started or ended abnormally.
+    ExecutionFailed,
+    /// Demo mode: management tools run nothing.
+    DemoOnly,
+    /// Management tools are off (`VOLCE_LAB_MANAGEMENT` is not `enabled`).
+    ManagementDisabled,
+    /// The host helper refused the request with a stable code.
+    Rejected,
+    /// We cannot know what happened on the server: inspect before any retry.
+    Unknown,
+    /// The tool arguments were refused; nothing ran.
+    InvalidArguments,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::IdentityRequired => "identity_required",
+            Status::IdentityMismatch => "identity_mismatch",
+            Status::ConnectionFailed => "connection_failed",
+            Status::CheckFailed => "check_failed",
+            Status::HelperUnavailable => "helper_unavailable",
+            Status::Timeout => "timeout",
+            Status::OutputLimit => "output_limit",
+            Status::SshUnavailable => "ssh_unavailable",
+            Status::ExecutionFailed => "execution_failed",
+            Status::DemoOnly => "demo_only",
+            Status::ManagementDisabled => "management_disabled",
+            Status::Rejected => "rejected",
+            Status::Unknown => "unknown",
+            Status::InvalidArguments => "invalid_arguments",
+        }
+    }
+}
+
+/// The result of one check, as the agent and the report see it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct CheckResult {
+    pub request_id: String,
+    /// UTC, RFC 3339.
+    pub timestamp: String,
+    pub is_demo: bool,
+    pub mode: String,
+    pub target: String,
+    pub check: Check,
+    pub status: Status,
+    pub exit_code: Option<i32>,
+    /// What the target printed, at most 8 KiB; empty when withheld.
+    pub output: String,
+    /// Facts of the process that ran; null when nothing ran.
+    pub execution: Option<Execution>,
+}
+
+/// A fresh request id.
+pub fn request_id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+/// Now, UTC, RFC 3339 with milliseconds.
+pub fn timestamp() -> String {
+    humantime::format_rfc3339_millis(SystemTime::now()).to_string()
+}
+
+/// Where the checks go.
+enum Backend {
+    Demo,
+    Real(Arc<dyn Transport>),
+}
+
+/// Why a gated call did not get to run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GateRefusal {
+    pub status: Status,
+    pub execution: Option<Execution>,
+}
+
+/// Runs checks against one target, holding the identity state.
+pub struct Inspector {
+    config: Config,
+    backend: Backend,
+    /// `true` once identity matched; guarded together with every run.
+    verified: Mutex<bool>,
+}
+
+impl Inspector {
+    /// The inspector the configuration asks for.
+    pub fn new(config: Config) -> Inspector {
+        let backend = match config.mode {
+            Mode::Demo => Backend::Demo,
+            Mode::Local => Backend::Real(Arc::new(LocalTransport)),
+            Mode::Ssh => Backend::Real(Arc::new(SshTransport {
+                alias: config.ssh_alias.clone(),
+                config_file: config.ssh_config.clone(),
+                connect_timeout: config.timeout.min(Duration::from_secs(8)),
+            })),
+        };
+        Inspector { config, backend, verified: Mutex::new(false) }
+    }
+
+    /// An inspector that reaches its target through `transport`. The binary
+    /// never calls this; tests use it to put real stand-in processes behind
+    /// the same gate.
+    pub fn with_transport(config: Config, transport: Arc<dyn Transport>) -> Inspector {
+        Inspector { config, backend: Backend::Real(transport), verified: Mutex::new(false) }
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    pub fn is_demo(&self) -> bool {
+        matches!(self.backend, Backend::Demo)
+    }
+
+    fn limits(&self) -> Limits {
+        Limits { output: CHECK_OUTPUT_LIMIT, timeout: self.config.timeout }
+    }
+
+    fn result(
+        &self,
+        check: Check,
+        status: Status,
+        output: String,
+        execution: Option<Execution>,
+    ) -> CheckResult {
+        CheckResult {
+            request_id: request_id(),
+            timestamp: timestamp(),
+            is_demo: self.is_demo(),
+            mode: self.config.mode.as_str().to_owned(),
+            target: self.config.target().to_owned(),
+            check,
+            status,
+            exit_code: execution.as_ref().and_then(|e| e.exit_code),
+            output,
+            execution,
+        }
+    }
+
+    /// Runs one check behind the identity gate.
+    pub async fn check(&self, check: Check) -> CheckResult {
+        let mut verified = self.verified.lock().await;
+        if check == Check::Identity {
+            return match self.verify(&mut verified).await {
+                Ok((output, execution)) => self.result(check, Status::Ok, output, Some(execution)),
+                Err(refusal) => self.result(check, refusal.status, String::new(), refusal.execution),
+            };
+        }
+        if !*verified {
+            return self.result(check, Status::IdentityRequired, String::new(), None);
+        }
+        // An earlier match is not a lease: the alias may point elsewhere now.
+        if let Err(refusal) = self.verify(&mut verified).await {
+            return self.result(check, refusal.status, String::new(), refusal.execution);
+        }
+        let (status, output, execution) = match check {
+            Check::Identity => unreachable!("handled above"),
+            Check::Disk => self.disk().await,
+            Check::WebStatus => self.web_status().await,
+        };
+        self.result(check, status, output, Some(execution))
+    }
+
+    /// Verifies identity, then runs the host helper with `request` on stdin,
+    /// all under the same lock as the checks. For the management tools.
+    pub async fn host_rpc(&self, request: &[u8], limits: Limits) -> Result<Outcome, GateRefusal> {
+        let mut verified = self.verified.lock().await;
+        if !*verified {
+            return Err(GateRefusal { status: Status::IdentityRequired, execution: None });
+        }
+        self.verify(&mut verified).await?;
+        let outcome = self.run(RemoteCommand::HostRpc, Some(request), limits).await;
+        if outcome.execution.completion == exec::Completion::Unconfirmed {
+            self.reset();
+        }
+        Ok(outcome)
+    }
+
+    /// Whether identity is currently verified (for tests and the report).
+    pub async fn is_verified(&self) -> bool {
+        *self.verified.lock().await
+    }
+
+    fn reset(&self) {
+        if let Backend::Real(transport) = &self.backend {
+            transport.reset();
+        }
+    }
+
+    async fn verify(&self, verified: &mut bool) -> Result<(String, Execution), GateRefusal> {
+        *verified = false;
+        let outcome = self.run(RemoteCommand::Identity, None, self.limits()).await;
+        if outcome.execution.execution_status != ExecutionStatus::Ok {
+            self.reset();
+            let status = match outcome.execution.execution_status {
+                ExecutionStatus::Timeout => Status::Timeout,
+                ExecutionStatus::OutputLimit => Status::OutputLimit,
+                ExecutionStatus::LaunchFailed if self.config.mode == Mode::Ssh => Status::SshUnavailable,
+                ExecutionStatus::LaunchFailed | ExecutionStatus::Signaled
+                    if self.config.mode != Mode::Ssh =>
+                {
+                    Status::ExecutionFailed
+                }
+                _ => Status::ConnectionFailed,
+            };
+            return Err(GateRefusal { status, execution: Some(outcome.execution) });
+        }
+        let text = String::from_utf8_lossy(&outcome.stdout);
+        let lines: Vec<&str> = text.lines().collect();
+        if lines != [self.config.expected_host.as_str(), self.config.expected_user.as_str()] {
+            // Do not pass on what an unexpected target said about itself.
+            self.reset();
+            return Err(GateRefusal { status: Status::IdentityMismatch, execution: Some(outcome.execution) });
+        }
+        *verified = true;
+        Ok((text.into_owned(), outcome.execution))
+    }
+
+    async fn disk(&self) -> (Status, String, Execution) {
+        let outcome = self.run(RemoteCommand::Disk, None, self.limits()).await;
+        let status = match outcome.execution.execution_status {
+            ExecutionStatus::Ok => Status::Ok,
+            ExecutionStatus::NonzeroExit => Status::CheckFailed,
+            other => self.failure_status(other),
+        };
+        (status, output_text(&outcome, status), outcome.execution)
+    }
+
+    async fn web_status(&self) -> (Status, String, Execution) {
+        let request = br#"{"operation":"gateway_status"}"#;
+        let outcome = self.run(RemoteCommand::HostRpc, Some(request), self.limits()).await;
+        let status = match outcome.execution.execution_status {
+            ExecutionStatus::Ok => match gateways_healthy(&outcome.stdout) {
+                Some(true) => Status::Ok,
+                Some(false) => Status::CheckFailed,
+                None => Status::HelperUnavailable,
+            },
+            // sudo refused, helper missing, or the helper rejected the request.
+            ExecutionStatus::NonzeroExit => Status::HelperUnavailable,
+            // Locally, a missing sudo means there is no way to the helper.
+            ExecutionStatus::LaunchFailed if self.config.mode != Mode::Ssh => Status::HelperUnavailable,
+            other => self.failure_status(other),
+        };
+        (status, output_text(&outcome, status), outcome.execution)
+    }
+
+    fn failure_status(&self, status: ExecutionStatus) -> Status {
+        match status {
+            ExecutionStatus::Timeout => Status::Timeout,
+            ExecutionStatus::OutputLimit => Status::OutputLimit,
+            ExecutionStatus::SshOrRemote255 => Status::ConnectionFailed,
+            ExecutionStatus::LaunchFailed if self.config.mode == Mode::Ssh => Status::SshUnavailable,
+            ExecutionStatus::Signaled if self.config.mode == Mode::Ssh => Status::ConnectionFailed,
+            _ => Status::ExecutionFailed,
+        }
+    }
+
+    /// Runs a command's processes in order; outputs are concatenated and the
+    /// first run that is not ok ends the sequence.
+    async fn run(&self, command: RemoteCommand, stdin: Option<&[u8]>, limits: Limits) -> Outcome {
+        let transport = match &self.backend {
+            Backend::Demo => return demo_outcome(&self.config, command),
+            Backend::Real(transport) => transport,
+        };
+        let mut combined: Option<Outcome> = None;
+        for spec in transport.specs(command, stdin, limits) {
+            let outcome = exec::run(&spec).await;
+            let ok = outcome.execution.execution_status == ExecutionStatus::Ok;
+            combined = Some(match combined {
+                None => outcome,
+                Some(mut previous) => {
+                    previous.stdout.extend_from_slice(&outcome.stdout);
+                    let duration = previous.execution.duration_ms + outcome.execution.duration_ms;
+                    previous.execution = Execution { duration_ms: duration, ..outcome.execution };
+                    previous.stderr_len += outcome.stderr_len;
+                    previous
+                }
+            });
+            if !ok {
+                break;
+            }
+        }
+        combined.unwrap_or_else(|| Outcome {
+            execution: Execution::not_started(ExecutionStatus::LaunchFailed),
+            stdout: Vec::new(),
+            stderr_len: 0,
+        })
+    }
+}
+
+/// The output a result may show: what the target printed, unless the run
+/// failed in a way that makes it meaningless.
+fn output_text(outcome: &Outcome, status: Status) -> String {
+    match status {
+        Status::Ok | Status::CheckFailed => String::from_utf8_lossy(&outcome.stdout).into_owned(),
+        _ => String::new(),
+    }
+}
+
+/// The helper's gateway list: healthy only when it is a non-empty list and
+/// every gateway is `running`. `None` when the answer is not such a list.
+pub fn gateways_healthy(stdout: &[u8]) -> Option<bool> {
+    #[derive(Deserialize)]
+    struct Gateway {
+        state: String,
+    }
+    #[derive(Deserialize)]
+    struct Answer {
+        gateways: Vec<Gateway>,
+    }
+    let answer: Answer = serde_json::from_slice(stdout).ok()?;
+    Some(!answer.gateways.is_empty() && answer.gateways.iter().all(|g| g.state == "running"))
+}
+
+/// Simulated answers: the same shapes a real server gives.
+fn demo_outcome(config: &Config, command: RemoteCommand) -> Outcome {
+    let stdout = match command {
+        RemoteCommand::Identity => format!("{}\n{}\n", config.expected_host, config.expected_user),
+        RemoteCommand::Disk => "Filesystem      Size  Used Avail Use% Mounted on\n\
+                                /dev/demo        20G  2.0G   18G  10% /\n"
+            .to_owned(),
+        RemoteCommand::HostRpc => {
+            r#"{"gateways":[{"name":"vl-demo-gateway","state":"running"}]}"#.to_owned() + "\n"
+        }
+    };
+    let mut execution = Execution::not_started(ExecutionStatus::Ok);
+    execution.exit_code = Some(0);
+    Outcome { execution, stdout: stdout.into_bytes(), stderr_len: 0 }
+}
+
+/// `volce-lab inspect`: identity, then disk and web_status.
+pub fn cli(json: bool) -> crate::exit::Exit {
+    report::cli(json)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,134 @@
+//! `volce-lab inspect`: the human way in. Runs the three checks once and
+//! prints a report read at a glance, or JSON lines. Runs unprivileged.
+
+use std::io::Write as _;
+
+use super::{Check, CheckResult, Inspector, Status};
+use crate::config::Config;
+use crate::exit::Exit;
+
+/// Loads the configuration, runs identity, disk and web_status, prints.
+pub fn cli(json: bool) -> Exit {
+    let config = match Config::from_env() {
+        Ok(config) => config,
+        Err(error) => {
+            eprintln!("volce-lab: {error}");
+            return Exit::Usage;
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("volce-lab: cannot start the async runtime: {error}");
+            return Exit::Failure;
+        }
+    };
+    let inspector = Inspector::new(config);
+    let results = runtime.block_on(async {
+        let mut results = Vec::new();
+        for check in Check::ALL {
+            results.push(inspector.check(check).await);
+        }
+        results
+    });
+    let text = if json { json_lines(&results) } else { render(&inspector, &results) };
+    let mut stdout = std::io::stdout().lock();
+    if stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()).is_err() {
+        return Exit::Failure;
+    }
+    if results.iter().all(|r| r.status == Status::Ok) { Exit::Ok } else { Exit::Failure }
+}
+
+/// One JSON object per line, one line per check.
+pub fn json_lines(results: &[CheckResult]) -> String {
+    results.iter().map(|r| serde_json::to_string(r).expect("results serialize") + "\n").collect()
+}
+
+/// The report: a header that says what was contacted, then one line per
+/// check with its status, key evidence and duration.
+pub fn render(inspector: &Inspector, results: &[CheckResult]) -> String {
+    let config = inspector.config();
+    let mut out = String::new();
+    if inspector.is_demo() {
+        out.push_str("volce-lab inspect: DEMO - simulated results, no server was contacted\n");
+    } else {
+        out.push_str(&format!(
+            "volce-lab inspect: {} mode, target {}, expecting {}@{}\n",
+            config.mode.as_str(),
+            config.target(),
+            config.expected_user,
+            config.expected_host
+        ));
+    }
+    for result in results {
+        let duration = result.execution.as_ref().map(|e| e.duration_ms).unwrap_or(0);
+        out.push_str(&format!(
+            "  {:<11} {:<19} {:<52} {:>6} ms\n",
+            result.check.as_str(),
+            result.status.as_str(),
+            evidence(result),
+            duration
+        ));
+    }
+    let healthy = results.iter().filter(|r| r.status == Status::Ok).count();
+    out.push_str(&format!("{healthy} of {} checks ok\n", results.len()));
+    out
+}
+
+/// The one fact a person wants from each check, made safe for a terminal.
+fn evidence(result: &CheckResult) -> String {
+    let text = match (result.check, result.status) {
+        (Check::Identity, Status::Ok) => {
+            let mut lines = result.output.lines();
+            format!("host={} user={}", lines.next().unwrap_or("?"), lines.next().unwrap_or("?"))
+        }
+        (Check::Disk, Status::Ok) => {
+            disk_evidence(&result.output).unwrap_or_else(|| "df output not understood".into())
+        }
+        (Check::WebStatus, Status::Ok | Status::CheckFailed) => gateway_evidence(&result.output),
+        (_, Status::IdentityRequired) => "not run: identity not verified".into(),
+        (_, Status::IdentityMismatch) => "target is not the expected host/user; answer withheld".into(),
+        (_, Status::HelperUnavailable) => "host helper not reachable through sudo -n".into(),
+        (_, Status::ConnectionFailed) => "could not reach the target".into(),
+        (_, Status::Timeout) => "no answer in time; outcome unconfirmed".into(),
+        (_, Status::OutputLimit) => "answer too large; stopped".into(),
+        (_, Status::SshUnavailable) => "ssh client could not be started".into(),
+        (_, Status::CheckFailed) => match result.exit_code {
+            Some(code) => format!("command failed with exit code {code}"),
+            None => "command failed".into(),
+        },
+        (_, other) => other.as_str().into(),
+    };
+    sanitize(&text)
+}
+
+/// `df -h /`: size, used, available, use% of the root filesystem.
+fn disk_evidence(output: &str) -> Option<String> {
+    let line = output.lines().nth(1)?;
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    if fields.len() < 6 {
+        return None;
+    }
+    Some(format!("/ {} free of {} ({} used)", fields[3], fields[1], fields[4]))
+}
+
+fn gateway_evidence(output: &str) -> String {
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(output) else {
+        return "unparsable answer".into();
+    };
+    let Some(gateways) = value.get("gateways").and_then(|g| g.as_array()) else {
+        return "unparsable answer".into();
+    };
+    if gateways.is_empty() {
+        return "no managed gateway: nothing to call healthy".into();
+    }
+    let running =
+        gateways.iter().filter(|g| g.get("state").and_then(|s| s.as_str()) == Some("running")).count();
+    format!("{running} of {} gateways running", gateways.len())
+}
+
+/// Replaces control characters so text from a server cannot move the cursor
+/// or recolour the operator's terminal.
+fn sanitize(text: &str) -> String {
+    text.chars().map(|c| if c.is_control() { '?' } else { c }).collect()
+}

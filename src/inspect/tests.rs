@@ -1,0 +1,220 @@
+//! Gate and status tests. The stand-in targets are real child processes
+//! (`/bin/sh` scripts playing the server), run through the real runner.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::transport::{Limits, RemoteCommand, Transport};
+use super::*;
+use crate::exec::{ProcessSpec, Transport as ExecTransport};
+
+struct Scripted {
+    identity: String,
+    disk: String,
+    rpc: String,
+    ssh: bool,
+}
+
+impl Transport for Scripted {
+    fn specs(&self, command: RemoteCommand, stdin: Option<&[u8]>, limits: Limits) -> Vec<ProcessSpec> {
+        let script = match command {
+            RemoteCommand::Identity => &self.identity,
+            RemoteCommand::Disk => &self.disk,
+            RemoteCommand::HostRpc => &self.rpc,
+        };
+        let mut spec = ProcessSpec::new("/bin/sh", ["-c", script.as_str()]);
+        spec.stdin = stdin.map(<[u8]>::to_vec);
+        spec.stdout_limit = limits.output;
+        spec.timeout = limits.timeout;
+        spec.transport = if self.ssh { ExecTransport::Ssh } else { ExecTransport::Local };
+        vec![spec]
+    }
+    fn kind(&self) -> &'static str {
+        "scripted"
+    }
+}
+
+fn ssh_config() -> Config {
+    Config {
+        mode: Mode::Ssh,
+        expected_host: "web-1".into(),
+        expected_user: "agent".into(),
+        timeout: Duration::from_secs(5),
+        ..Config::default()
+    }
+}
+
+fn scripted(identity: &str, disk: &str, rpc: &str) -> Inspector {
+    Inspector::with_transport(
+        ssh_config(),
+        Arc::new(Scripted { identity: identity.into(), disk: disk.into(), rpc: rpc.into(), ssh: true }),
+    )
+}
+
+const GOOD_ID: &str = "printf 'web-1\\nagent\\n'";
+const DF: &str = "printf 'Filesystem Size Used Avail Use%% Mounted on\\n/dev/vda 20G 5G 15G 25%% /\\n'";
+
+#[tokio::test]
+async fn demo_needs_identity_first_then_everything_is_ok_and_labelled() {
+    let inspector = Inspector::new(Config::default());
+    let early = inspector.check(Check::Disk).await;
+    assert_eq!(early.status, Status::IdentityRequired);
+    assert!(early.execution.is_none(), "nothing runs before identity");
+    for check in Check::ALL {
+        let result = inspector.check(check).await;
+        assert_eq!(result.status, Status::Ok, "{check:?}");
+        assert!(result.is_demo);
+        assert_eq!(result.mode, "demo");
+        assert_eq!(uuid::Uuid::parse_str(&result.request_id).unwrap().get_version_num(), 4);
+        assert!(result.timestamp.ends_with('Z'));
+        assert_eq!(result.exit_code, Some(0));
+    }
+}
+
+#[tokio::test]
+async fn disk_before_identity_runs_no_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let touch = format!("touch {}", marker.display());
+    let inspector = scripted(&touch, &touch, &touch);
+    assert_eq!(inspector.check(Check::Disk).await.status, Status::IdentityRequired);
+    assert_eq!(inspector.check(Check::WebStatus).await.status, Status::IdentityRequired);
+    assert!(!marker.exists());
+}
+
+#[tokio::test]
+async fn identity_ok_then_disk_reports_df() {
+    let inspector = scripted(GOOD_ID, DF, "exit 1");
+    let identity = inspector.check(Check::Identity).await;
+    assert_eq!(identity.status, Status::Ok);
+    assert_eq!(identity.output, "web-1\nagent\n");
+    assert!(!identity.is_demo);
+    let disk = inspector.check(Check::Disk).await;
+    assert_eq!(disk.status, Status::Ok);
+    assert!(disk.output.contains("/dev/vda"));
+}
+
+#[tokio::test]
+async fn target_drift_stops_hides_output_and_clears_the_gate() {
+    let dir = tempfile::tempdir().unwrap();
+    let count = dir.path().join("count");
+    // First identity answers as expected, every later one as another machine.
+    let identity = format!(
+        "if [ -e {0} ]; then printf 'other-host\\nroot\\nSECRET\\n'; else touch {0}; printf 'web-1\\nagent\\n'; fi",
+        count.display()
+    );
+    let inspector = scripted(&identity, DF, "exit 1");
+    assert_eq!(inspector.check(Check::Identity).await.status, Status::Ok);
+    let disk = inspector.check(Check::Disk).await;
+    assert_eq!(disk.status, Status::IdentityMismatch);
+    assert_eq!(disk.output, "");
+    assert!(!serde_json::to_string(&disk).unwrap().contains("SECRET"));
+    assert!(!inspector.is_verified().await);
+    assert_eq!(inspector.check(Check::Disk).await.status, Status::IdentityRequired);
+}
+
+#[tokio::test]
+async fn identity_mismatch_on_first_call_withholds_the_answer() {
+    let inspector = scripted("printf 'web-2\\nagent\\n'", DF, "exit 1");
+    let result = inspector.check(Check::Identity).await;
+    assert_eq!(result.status, Status::IdentityMismatch);
+    assert_eq!(result.output, "");
+}
+
+#[tokio::test]
+async fn ssh_255_is_a_connection_failure_not_an_identity() {
+    let inspector = scripted("echo PRIVATE >&2; exit 255", DF, "exit 1");
+    let result = inspector.check(Check::Identity).await;
+    assert_eq!(result.status, Status::ConnectionFailed);
+    assert_eq!(result.exit_code, Some(255));
+    assert_eq!(result.output, "");
+    let execution = result.execution.unwrap();
+    assert_eq!(execution.execution_status, ExecutionStatus::SshOrRemote255);
+}
+
+#[tokio::test]
+async fn web_status_keeps_diagnosis_apart_from_failure() {
+    let cases = [
+        (r#"echo '{"gateways":[{"name":"vl-a-gateway","state":"running"}]}'"#, Status::Ok),
+        (r#"echo '{"gateways":[]}'"#, Status::CheckFailed),
+        (
+            r#"echo '{"gateways":[{"name":"a","state":"running"},{"name":"b","state":"exited"}]}'"#,
+            Status::CheckFailed,
+        ),
+        ("echo 'not json'", Status::HelperUnavailable),
+        (r#"echo '{"status":"rejected","code":"x","message":"y"}'; exit 1"#, Status::HelperUnavailable),
+        ("echo 'sudo: a password is required' >&2; exit 1", Status::HelperUnavailable),
+        ("exit 255", Status::ConnectionFailed),
+        ("sleep 10", Status::Timeout),
+        ("yes", Status::OutputLimit),
+    ];
+    for (rpc, expected) in cases {
+        let mut config = ssh_config();
+        config.timeout = Duration::from_secs(1);
+        let inspector = Inspector::with_transport(
+            config,
+            Arc::new(Scripted { identity: GOOD_ID.into(), disk: DF.into(), rpc: rpc.into(), ssh: true }),
+        );
+        assert_eq!(inspector.check(Check::Identity).await.status, Status::Ok);
+        let result = inspector.check(Check::WebStatus).await;
+        assert_eq!(result.status, expected, "helper script: {rpc}");
+        assert!(!result.output.contains("password"), "stderr never reaches output");
+    }
+}
+
+#[tokio::test]
+async fn web_status_sends_the_fixed_request_on_stdin() {
+    let inspector = scripted(
+        GOOD_ID,
+        DF,
+        r#"read line; [ "$line" = '{"operation":"gateway_status"}' ] && echo '{"gateways":[{"name":"g","state":"running"}]}'"#,
+    );
+    inspector.check(Check::Identity).await;
+    assert_eq!(inspector.check(Check::WebStatus).await.status, Status::Ok);
+}
+
+#[tokio::test]
+async fn concurrent_checks_are_serialized_and_none_is_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    let step =
+        |name: &str| format!("echo start-{name} >> {0}; sleep 0.05; echo end-{name} >> {0}", log.display());
+    let identity = format!("{}; printf 'web-1\\nagent\\n'", step("id"));
+    let disk = format!("{}; {DF}", step("disk"));
+    let inspector = Arc::new(scripted(&identity, &disk, "exit 1"));
+    assert_eq!(inspector.check(Check::Identity).await.status, Status::Ok);
+    let mut handles = Vec::new();
+    for _ in 0..6 {
+        let inspector = Arc::clone(&inspector);
+        handles.push(tokio::spawn(async move { inspector.check(Check::Disk).await }));
+    }
+    for handle in handles {
+        assert_eq!(handle.await.unwrap().status, Status::Ok);
+    }
+    let lines: Vec<String> = std::fs::read_to_string(&log).unwrap().lines().map(String::from).collect();
+    // 1 identity + 6 x (identity + disk), each a start/end pair, never interleaved.
+    assert_eq!(lines.len(), 2 * 13);
+    for pair in lines.chunks(2) {
+        assert_eq!(pair[0].strip_prefix("start-"), pair[1].strip_prefix("end-"), "{lines:?}");
+    }
+}
+
+#[tokio::test]
+async fn host_rpc_is_gated_like_a_check() {
+    let inspector = scripted(GOOD_ID, DF, "cat");
+    let limits = Limits { output: 1024, timeout: Duration::from_secs(2) };
+    let refused = inspector.host_rpc(b"{}", limits).await.unwrap_err();
+    assert_eq!(refused.status, Status::IdentityRequired);
+    inspector.check(Check::Identity).await;
+    let outcome = inspector.host_rpc(b"{\"a\":1}", limits).await.unwrap();
+    assert_eq!(outcome.stdout, b"{\"a\":1}");
+}
+
+#[test]
+fn healthy_needs_a_non_empty_all_running_list() {
+    assert_eq!(gateways_healthy(br#"{"gateways":[{"name":"a","state":"running"}]}"#), Some(true));
+    assert_eq!(gateways_healthy(br#"{"gateways":[]}"#), Some(false));
+    assert_eq!(gateways_healthy(br#"{"gateways":[{"state":"restarting"}]}"#), Some(false));
+    assert_eq!(gateways_healthy(br#"[]"#), None);
+    assert_eq!(gateways_healthy(b""), None);
+}

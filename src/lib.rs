@@ -1,0 +1,31 @@
+//! volce-lab: let an AI agent look after one Linux server through a few fixed
+//! MCP tools, with destructive Docker changes approved by a human on the server.
+//!
+//! One executable, installed twice. On the workstation it is an MCP stdio
+//! server (`volce-lab mcp-serve`) and a terminal report (`volce-lab inspect`),
+//! both unprivileged. On the server it is the root helper, reached as
+//! `/usr/local/bin/volce-lab-host` (a symlink: that file name selects host mode).
+//!
+//! ```text
+//! src/main.rs     thin: hands argv to cli::main and returns its exit code
+//! src/cli.rs      clap types; picks the entry (file name `volce-lab-host` => host)
+//! src/exit.rs     the closed set of exit codes
+//! src/config.rs   workstation configuration from the environment, validated once
+//! src/exec.rs     the one bounded process runner (fixed argv, cleared env, limits,
+//!                 timeout, process group, Execution record)
+//! src/inspect/    read-only checks: demo/local/ssh targets, identity gate, report
+//! src/mcp/        rmcp server: tool schemas, result envelope, host-rpc client, audit
+//! src/host/       root helper: self-check, rpc/show/approve/doctor pipelines
+//! src/control/    policy, plans, canonical JSON digest, validation (pure, no I/O)
+//! src/store/      SQLite: migrations, conditional transitions, audit rows
+//! src/docker/     trait Engine, snapshot types, the docker-CLI implementation
+//! src/nginx.rs    gateway config rendering from validated values only
+//! ```
+#![forbid(unsafe_code)]
+
+pub mod cli;
+pub mod config;
+pub mod docker;
+pub mod exec;
+pub mod exit;
+pub mod inspect;
