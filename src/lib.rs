@@ -29,3 +29,4 @@ pub mod docker;
 pub mod exec;
 pub mod exit;
 pub mod inspect;
+pub mod nginx;

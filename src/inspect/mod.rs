@@ -364,19 +364,31 @@ fn output_text(outcome: &Outcome, status: Status) -> String {
     }
 }
 
-/// The helper's gateway list: healthy only when it is a non-empty list and
-/// every gateway is `running`. `None` when the answer is not such a list.
+/// The helper's `gateway_status` reply (`{"status":"ok","result":{"gateways":
+/// [...]}}`): healthy only when the list is non-empty and every gateway is
+/// `running`. `None` when the answer is not such a reply.
 pub fn gateways_healthy(stdout: &[u8]) -> Option<bool> {
+    let gateways = gateway_states(stdout)?;
+    Some(!gateways.is_empty() && gateways.iter().all(|state| state == "running"))
+}
+
+/// The state of every gateway in a `gateway_status` reply.
+pub fn gateway_states(stdout: &[u8]) -> Option<Vec<String>> {
     #[derive(Deserialize)]
     struct Gateway {
         state: String,
     }
     #[derive(Deserialize)]
-    struct Answer {
+    struct Gateways {
         gateways: Vec<Gateway>,
     }
-    let answer: Answer = serde_json::from_slice(stdout).ok()?;
-    Some(!answer.gateways.is_empty() && answer.gateways.iter().all(|g| g.state == "running"))
+    #[derive(Deserialize)]
+    struct Reply {
+        status: String,
+        result: Gateways,
+    }
+    let reply: Reply = serde_json::from_slice(stdout).ok()?;
+    (reply.status == "ok").then(|| reply.result.gateways.into_iter().map(|g| g.state).collect())
 }
 
 /// Simulated answers: the same shapes a real server gives.
@@ -387,7 +399,8 @@ fn demo_outcome(config: &Config, command: RemoteCommand) -> Outcome {
                                 /dev/demo        20G  2.0G   18G  10% /\n"
             .to_owned(),
         RemoteCommand::HostRpc => {
-            r#"{"gateways":[{"name":"vl-demo-gateway","state":"running"}]}"#.to_owned() + "\n"
+            let reply = r#"{"status":"ok","operation":"gateway_status","result":{"gateways":[{"name":"vl-demo-gateway","state":"running"}]}}"#;
+            format!("{reply}\n")
         }
     };
     let mut execution = Execution::not_started(ExecutionStatus::Ok);

@@ -116,7 +116,7 @@ fn gateway_evidence(output: &str) -> String {
     let Ok(value) = serde_json::from_str::<serde_json::Value>(output) else {
         return "unparsable answer".into();
     };
-    let Some(gateways) = value.get("gateways").and_then(|g| g.as_array()) else {
+    let Some(gateways) = value.pointer("/result/gateways").and_then(|g| g.as_array()) else {
         return "unparsable answer".into();
     };
     if gateways.is_empty() {

@@ -135,12 +135,16 @@ async fn ssh_255_is_a_connection_failure_not_an_identity() {
 #[tokio::test]
 async fn web_status_keeps_diagnosis_apart_from_failure() {
     let cases = [
-        (r#"echo '{"gateways":[{"name":"vl-a-gateway","state":"running"}]}'"#, Status::Ok),
-        (r#"echo '{"gateways":[]}'"#, Status::CheckFailed),
         (
-            r#"echo '{"gateways":[{"name":"a","state":"running"},{"name":"b","state":"exited"}]}'"#,
+            r#"echo '{"status":"ok","result":{"gateways":[{"name":"vl-a-gateway","state":"running"}]}}'"#,
+            Status::Ok,
+        ),
+        (r#"echo '{"status":"ok","result":{"gateways":[]}}'"#, Status::CheckFailed),
+        (
+            r#"echo '{"status":"ok","result":{"gateways":[{"name":"a","state":"running"},{"name":"b","state":"exited"}]}}'"#,
             Status::CheckFailed,
         ),
+        (r#"echo '{"gateways":[]}'"#, Status::HelperUnavailable),
         ("echo 'not json'", Status::HelperUnavailable),
         (r#"echo '{"status":"rejected","code":"x","message":"y"}'; exit 1"#, Status::HelperUnavailable),
         ("echo 'sudo: a password is required' >&2; exit 1", Status::HelperUnavailable),
@@ -167,7 +171,7 @@ async fn web_status_sends_the_fixed_request_on_stdin() {
     let inspector = scripted(
         GOOD_ID,
         DF,
-        r#"read line; [ "$line" = '{"operation":"gateway_status"}' ] && echo '{"gateways":[{"name":"g","state":"running"}]}'"#,
+        r#"read line; [ "$line" = '{"operation":"gateway_status"}' ] && echo '{"status":"ok","result":{"gateways":[{"name":"g","state":"running"}]}}'"#,
     );
     inspector.check(Check::Identity).await;
     assert_eq!(inspector.check(Check::WebStatus).await.status, Status::Ok);
@@ -212,9 +216,11 @@ async fn host_rpc_is_gated_like_a_check() {
 
 #[test]
 fn healthy_needs_a_non_empty_all_running_list() {
-    assert_eq!(gateways_healthy(br#"{"gateways":[{"name":"a","state":"running"}]}"#), Some(true));
-    assert_eq!(gateways_healthy(br#"{"gateways":[]}"#), Some(false));
-    assert_eq!(gateways_healthy(br#"{"gateways":[{"state":"restarting"}]}"#), Some(false));
+    let reply = |list: &str| format!(r#"{{"status":"ok","result":{{"gateways":{list}}}}}"#).into_bytes();
+    assert_eq!(gateways_healthy(&reply(r#"[{"name":"a","state":"running"}]"#)), Some(true));
+    assert_eq!(gateways_healthy(&reply("[]")), Some(false));
+    assert_eq!(gateways_healthy(&reply(r#"[{"state":"restarting"}]"#)), Some(false));
+    assert_eq!(gateways_healthy(br#"{"gateways":[]}"#), None);
     assert_eq!(gateways_healthy(br#"[]"#), None);
     assert_eq!(gateways_healthy(b""), None);
 }

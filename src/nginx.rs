@@ -1,0 +1,42 @@
+//! The gateway's nginx.conf, rendered from validated values only: the agent
+//! chooses a server name (already checked to be a lowercase DNS name) and the
+//! app's port; everything else is fixed here. Pure, no I/O.
+//!
+//! The gateway runs as uid 101 with a read-only root filesystem, so the pid
+//! file and every temp path live under the /tmp tmpfs, and it listens on an
+//! unprivileged port inside its container.
+
+/// The port nginx listens on inside the gateway container.
+pub const GATEWAY_LISTEN_PORT: u16 = 8080;
+/// The network alias of the app container on the app's private network.
+pub const APP_ALIAS: &str = "app";
+
+/// Renders the whole nginx.conf for one app.
+pub fn render(server_name: &str, container_port: u16) -> String {
+    format!(
+        "# Managed by volce-lab. Changes made by hand are refused by later plans.
+worker_processes 1;
+pid /tmp/nginx.pid;
+error_log stderr warn;
+events {{ worker_connections 256; }}
+http {{
+    access_log off;
+    client_body_temp_path /tmp/client_body;
+    proxy_temp_path /tmp/proxy;
+    fastcgi_temp_path /tmp/fastcgi;
+    uwsgi_temp_path /tmp/uwsgi;
+    scgi_temp_path /tmp/scgi;
+    server_tokens off;
+    server {{
+        listen {listen};
+        server_name {server_name};
+        location / {{
+            proxy_pass http://{APP_ALIAS}:{container_port};
+            proxy_set_header Host $host;
+        }}
+    }}
+}}
+",
+        listen = GATEWAY_LISTEN_PORT
+    )
+}
