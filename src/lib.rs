@@ -26,6 +26,7 @@
 pub mod cli;
 pub mod config;
 pub mod docker;
+pub mod doctor;
 pub mod exec;
 pub mod exit;
 pub mod inspect;

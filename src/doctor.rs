@@ -1,0 +1,373 @@
+//! `volce-lab-host doctor`: a read-only check of the server installation,
+//! one finding per line, each failure with the fix. Runs as root on the
+//! server (it reads the root-only policy and state); changes nothing.
+//!
+//! The facts that need the outside world (docker, visudo, the account
+//! database, the policy loader and the store) come through [`Probe`], so the
+//! rules can be tested on temporary files with a fake probe, and for real on
+//! an installation the end-to-end suite builds.
+
+use std::fmt;
+use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+use std::path::{Path, PathBuf};
+
+/// Where the installation lives. [`DoctorPaths::installed`] is what the
+/// shipped binary checks; tests point the same rules at temporary files.
+#[derive(Debug, Clone)]
+pub struct DoctorPaths {
+    pub helper_link: PathBuf,
+    pub policy: PathBuf,
+    pub state_dir: PathBuf,
+    pub sudoers: PathBuf,
+    /// The owner every installed file must have: root, except in tests.
+    pub owner_uid: u32,
+}
+
+impl DoctorPaths {
+    pub fn installed() -> DoctorPaths {
+        DoctorPaths {
+            helper_link: PathBuf::from(crate::inspect::transport::HOST_HELPER),
+            policy: PathBuf::from("/etc/volce-lab/policy.json"),
+            state_dir: PathBuf::from("/var/lib/volce-lab"),
+            sudoers: PathBuf::from("/etc/sudoers.d/volce-lab"),
+            owner_uid: 0,
+        }
+    }
+}
+
+/// What the doctor learns from outside its own file checks.
+pub trait Probe {
+    /// The Docker engine's version, or why it cannot be reached.
+    fn docker_version(&self) -> Result<String, String>;
+    /// Whether a pinned image reference is present in the local engine.
+    fn image_present(&self, reference: &str) -> bool;
+    /// Whether `visudo -cf <path>` accepts the file.
+    fn sudoers_valid(&self, path: &Path) -> bool;
+    /// The groups `user` belongs to (primary and supplementary), or None if
+    /// there is no such account.
+    fn groups_of(&self, user: &str) -> Option<Vec<String>>;
+    /// Loads the policy with the helper's own rules: the pinned images it
+    /// names, or the reason it is refused.
+    fn policy_images(&self, path: &Path) -> Result<Vec<String>, String>;
+    /// Opens the store read-only: integrity, schema version, stuck plans.
+    fn store(&self, state_dir: &Path) -> Result<StoreHealth, String>;
+}
+
+/// What the store says about itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreHealth {
+    pub integrity_ok: bool,
+    pub schema_version: i64,
+    pub expected_schema_version: i64,
+    /// Ids of plans in `executing` or `needs_inspection`.
+    pub stuck_plans: Vec<(String, String)>,
+}
+
+/// One line of the report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    pub ok: bool,
+    pub subject: String,
+    pub detail: String,
+    pub fix: Option<String>,
+}
+
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mark = if self.ok { "ok  " } else { "FAIL" };
+        write!(f, "{mark} {}: {}", self.subject, self.detail)?;
+        if let Some(fix) = &self.fix {
+            write!(f, "\n     fix: {fix}")?;
+        }
+        Ok(())
+    }
+}
+
+fn ok(subject: impl Into<String>, detail: impl Into<String>) -> Finding {
+    Finding { ok: true, subject: subject.into(), detail: detail.into(), fix: None }
+}
+
+fn fail(subject: impl Into<String>, detail: impl Into<String>, fix: impl Into<String>) -> Finding {
+    Finding { ok: false, subject: subject.into(), detail: detail.into(), fix: Some(fix.into()) }
+}
+
+/// The one sudoers line the agent's account may have, for `user`.
+pub fn sudoers_rule(user: &str) -> String {
+    format!("{user} ALL=(root) NOPASSWD: {} rpc", crate::inspect::transport::HOST_HELPER)
+}
+
+/// Runs every check in a fixed order.
+pub fn diagnose(paths: &DoctorPaths, probe: &dyn Probe) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    check_helper(paths, &mut findings);
+    let agent = check_sudoers(paths, probe, &mut findings);
+    if let Some(agent) = agent {
+        check_agent(&agent, probe, &mut findings);
+    }
+    check_policy(paths, probe, &mut findings);
+    check_state(paths, probe, &mut findings);
+    match probe.docker_version() {
+        Ok(version) => findings.push(ok("docker", format!("engine reachable (version {version})"))),
+        Err(why) => findings.push(fail(
+            "docker",
+            format!("engine not reachable: {why}"),
+            "start the engine (systemctl start docker) and check /var/run/docker.sock",
+        )),
+    }
+    findings
+}
+
+/// Checks that `path`'s metadata (not following links) is owned by the
+/// installation owner and not writable by group or others.
+fn protected(paths: &DoctorPaths, subject: &str, path: &Path, fix_mode: &str) -> Finding {
+    match std::fs::symlink_metadata(path) {
+        Err(_) => {
+            fail(subject, format!("{} is missing", path.display()), format!("install {}", path.display()))
+        }
+        Ok(meta) if meta.uid() != paths.owner_uid => fail(
+            subject,
+            format!("{} is owned by uid {}, not {}", path.display(), meta.uid(), paths.owner_uid),
+            format!("chown -h root:root {}", path.display()),
+        ),
+        Ok(meta) if !meta.file_type().is_symlink() && meta.permissions().mode() & 0o022 != 0 => fail(
+            subject,
+            format!(
+                "{} is writable by group or others (mode {:o})",
+                path.display(),
+                meta.permissions().mode() & 0o7777
+            ),
+            format!("chmod {fix_mode} {}", path.display()),
+        ),
+        Ok(meta) => ok(
+            subject,
+            format!(
+                "{} owned by uid {}, mode {:o}",
+                path.display(),
+                meta.uid(),
+                meta.permissions().mode() & 0o7777
+            ),
+        ),
+    }
+}
+
+fn check_helper(paths: &DoctorPaths, findings: &mut Vec<Finding>) {
+    let link = &paths.helper_link;
+    findings.push(protected(paths, "helper link", link, "0755"));
+    let Ok(target) = std::fs::canonicalize(link) else {
+        findings.push(fail(
+            "helper binary",
+            format!("{} does not lead to an executable", link.display()),
+            "ln -sfn /usr/local/lib/volce-lab/volce-lab /usr/local/bin/volce-lab-host",
+        ));
+        return;
+    };
+    findings.push(protected(paths, "helper binary", &target, "0755"));
+    // Every directory above the binary must be root's too, or whoever owns
+    // one of them can swap the binary the sudoers rule runs as root. A
+    // root-owned sticky directory (/tmp) lets nobody else rename entries.
+    for dir in target.ancestors().skip(1) {
+        let Ok(meta) = std::fs::metadata(dir) else { continue };
+        let mode = meta.permissions().mode();
+        let owner_ok = meta.uid() == 0 || meta.uid() == paths.owner_uid;
+        let sticky = mode & 0o1000 != 0;
+        if !owner_ok || (mode & 0o022 != 0 && !sticky) {
+            findings.push(fail(
+                "helper directory",
+                format!(
+                    "{} (above the binary) is owned by uid {} with mode {:o}",
+                    dir.display(),
+                    meta.uid(),
+                    mode & 0o7777
+                ),
+                format!("chown root:root {0} && chmod go-w {0}", dir.display()),
+            ));
+        }
+    }
+}
+
+fn check_sudoers(paths: &DoctorPaths, probe: &dyn Probe, findings: &mut Vec<Finding>) -> Option<String> {
+    let path = &paths.sudoers;
+    let finding = protected(paths, "sudoers drop-in", path, "0440");
+    let present = !finding.detail.ends_with("is missing");
+    findings.push(finding);
+    if !present {
+        return None;
+    }
+    let content = std::fs::read_to_string(path).unwrap_or_default();
+    let rules: Vec<&str> =
+        content.lines().map(str::trim).filter(|line| !line.is_empty() && !line.starts_with('#')).collect();
+    let agent = match rules.as_slice() {
+        [rule] => {
+            rule.split_whitespace().next().filter(|user| *rule == sudoers_rule(user)).map(str::to_owned)
+        }
+        _ => None,
+    };
+    match &agent {
+        Some(user) if user != "root" && user != "ALL" && !user.starts_with('%') => {
+            findings.push(ok("sudoers rule", format!("exactly `{}`", sudoers_rule(user))))
+        }
+        _ => findings.push(fail(
+            "sudoers rule",
+            format!(
+                "{} must hold exactly one rule `<agent> ALL=(root) NOPASSWD: {} rpc`",
+                path.display(),
+                crate::inspect::transport::HOST_HELPER
+            ),
+            format!("rewrite it with that one line, check it with visudo -cf {}", path.display()),
+        )),
+    }
+    if probe.sudoers_valid(path) {
+        findings.push(ok("sudoers syntax", "visudo -cf accepts the drop-in"));
+    } else {
+        findings.push(fail(
+            "sudoers syntax",
+            "visudo -cf rejects the drop-in",
+            format!("visudo -f {}", path.display()),
+        ));
+    }
+    agent.filter(|user| user != "root")
+}
+
+fn check_agent(agent: &str, probe: &dyn Probe, findings: &mut Vec<Finding>) {
+    match probe.groups_of(agent) {
+        None => findings.push(fail(
+            "agent account",
+            format!("the sudoers rule names `{agent}`, which is not an account"),
+            format!("useradd --create-home {agent}, or correct the rule"),
+        )),
+        Some(groups) if groups.iter().any(|g| g == "docker" || g == "sudo" || g == "root") => {
+            findings.push(fail(
+                "agent account",
+                format!("`{agent}` is in group(s) {:?}: that bypasses every volce-lab rule", groups),
+                format!("gpasswd -d {agent} docker (and any other privileged group)"),
+            ))
+        }
+        Some(_) => {
+            findings.push(ok("agent account", format!("`{agent}` is not in the docker, sudo or root group")))
+        }
+    }
+}
+
+fn check_policy(paths: &DoctorPaths, probe: &dyn Probe, findings: &mut Vec<Finding>) {
+    if let Some(dir) = paths.policy.parent() {
+        findings.push(protected(paths, "policy directory", dir, "0755"));
+    }
+    let file = protected(paths, "policy file", &paths.policy, "0600");
+    let present = !file.detail.ends_with("is missing");
+    findings.push(file);
+    if !present {
+        return;
+    }
+    match probe.policy_images(&paths.policy) {
+        Err(why) => findings.push(fail(
+            "policy content",
+            format!("refused: {why}"),
+            "correct /etc/volce-lab/policy.json (see policy/policy.example.json)",
+        )),
+        Ok(images) => {
+            findings.push(ok("policy content", format!("valid, {} pinned image(s)", images.len())));
+            for image in images {
+                if probe.image_present(&image) {
+                    findings.push(ok("image", format!("{image} is present")));
+                } else {
+                    findings.push(fail(
+                        "image",
+                        format!("{image} is not in the local engine"),
+                        format!("docker pull {image}"),
+                    ));
+                }
+            }
+        }
+    }
+}
+
+fn check_state(paths: &DoctorPaths, probe: &dyn Probe, findings: &mut Vec<Finding>) {
+    let dir = &paths.state_dir;
+    match std::fs::symlink_metadata(dir) {
+        Ok(meta)
+            if meta.is_dir() && meta.uid() == paths.owner_uid && meta.permissions().mode() & 0o077 == 0 =>
+        {
+            findings.push(ok(
+                "state directory",
+                format!("{} owned by uid {}, mode 0700", dir.display(), meta.uid()),
+            ))
+        }
+        Ok(meta) if meta.is_dir() => findings.push(fail(
+            "state directory",
+            format!(
+                "{} is owned by uid {} with mode {:o}; it must be root's alone",
+                dir.display(),
+                meta.uid(),
+                meta.permissions().mode() & 0o7777
+            ),
+            format!("chown root:root {0} && chmod 0700 {0}", dir.display()),
+        )),
+        _ => {
+            findings.push(fail(
+                "state directory",
+                format!("{} is missing or not a directory", dir.display()),
+                "it is created by the first `volce-lab-host rpc`; check the helper runs",
+            ));
+            return;
+        }
+    }
+    match probe.store(dir) {
+        Err(why) => findings.push(fail(
+            "database",
+            format!("cannot be opened: {why}"),
+            "back up /var/lib/volce-lab, then inspect state.db with sqlite3",
+        )),
+        Ok(health) => {
+            if health.integrity_ok {
+                findings.push(ok("database", "PRAGMA integrity_check: ok"));
+            } else {
+                findings.push(fail(
+                    "database",
+                    "PRAGMA integrity_check reports damage",
+                    "stop using the helper, back up /var/lib/volce-lab, restore state.db from a backup",
+                ));
+            }
+            if health.schema_version == health.expected_schema_version {
+                findings.push(ok("schema", format!("version {}", health.schema_version)));
+            } else {
+                findings.push(fail(
+                    "schema",
+                    format!(
+                        "version {} but this binary expects {}",
+                        health.schema_version, health.expected_schema_version
+                    ),
+                    "install the volce-lab version that wrote this database, or run any rpc to migrate an older one",
+                ));
+            }
+            if health.stuck_plans.is_empty() {
+                findings.push(ok("plans", "none executing or needing inspection"));
+            }
+            for (plan, state) in health.stuck_plans {
+                findings.push(fail(
+                    "plan",
+                    format!("{plan} is {state}"),
+                    format!("volce-lab-host show {plan}; inspect the app's containers and files (see HOST-SETUP.md)"),
+                ));
+            }
+        }
+    }
+}
+
+/// Prints the findings; exit 0 only when every finding is ok.
+pub fn report(findings: &[Finding]) -> (String, bool) {
+    let mut text = String::new();
+    for finding in findings {
+        text.push_str(&finding.to_string());
+        text.push('\n');
+    }
+    let failures = findings.iter().filter(|f| !f.ok).count();
+    if failures == 0 {
+        text.push_str("all checks passed\n");
+    } else {
+        text.push_str(&format!("{failures} problem(s) found\n"));
+    }
+    (text, failures == 0)
+}
+
+#[cfg(test)]
+mod tests;

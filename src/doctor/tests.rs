@@ -1,0 +1,223 @@
+//! Doctor rules on a temporary installation owned by the test's own user,
+//! with a fake probe. Each broken variant changes one thing and must turn
+//! exactly the matching finding into a failure.
+
+use std::cell::RefCell;
+use std::os::unix::fs::{PermissionsExt as _, symlink};
+
+use super::*;
+
+struct FakeProbe {
+    docker: Result<String, String>,
+    images_present: bool,
+    sudoers_valid: bool,
+    groups: Option<Vec<String>>,
+    policy: Result<Vec<String>, String>,
+    store: Result<StoreHealth, String>,
+    asked_groups_for: RefCell<Vec<String>>,
+}
+
+impl Default for FakeProbe {
+    fn default() -> Self {
+        FakeProbe {
+            docker: Ok("20.10".into()),
+            images_present: true,
+            sudoers_valid: true,
+            groups: Some(vec!["vl-agent".into()]),
+            policy: Ok(vec!["127.0.0.1:15000/web@sha256:".to_owned() + &"a".repeat(64)]),
+            store: Ok(StoreHealth {
+                integrity_ok: true,
+                schema_version: 1,
+                expected_schema_version: 1,
+                stuck_plans: vec![],
+            }),
+            asked_groups_for: RefCell::new(vec![]),
+        }
+    }
+}
+
+impl Probe for FakeProbe {
+    fn docker_version(&self) -> Result<String, String> {
+        self.docker.clone()
+    }
+    fn image_present(&self, _reference: &str) -> bool {
+        self.images_present
+    }
+    fn sudoers_valid(&self, _path: &Path) -> bool {
+        self.sudoers_valid
+    }
+    fn groups_of(&self, user: &str) -> Option<Vec<String>> {
+        self.asked_groups_for.borrow_mut().push(user.to_owned());
+        self.groups.clone()
+    }
+    fn policy_images(&self, _path: &Path) -> Result<Vec<String>, String> {
+        self.policy.clone()
+    }
+    fn store(&self, _state_dir: &Path) -> Result<StoreHealth, String> {
+        self.store.clone()
+    }
+}
+
+struct Install {
+    _dir: tempfile::TempDir,
+    paths: DoctorPaths,
+    binary: PathBuf,
+}
+
+fn chmod(path: &Path, mode: u32) {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// A complete, correct installation under a temporary directory.
+fn install() -> Install {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    chmod(root, 0o755);
+    let lib = root.join("lib");
+    std::fs::create_dir(&lib).unwrap();
+    let binary = lib.join("volce-lab");
+    std::fs::write(&binary, b"#!binary").unwrap();
+    chmod(&binary, 0o755);
+    let helper_link = root.join("volce-lab-host");
+    symlink(&binary, &helper_link).unwrap();
+    let etc = root.join("etc");
+    std::fs::create_dir(&etc).unwrap();
+    chmod(&etc, 0o755);
+    let policy = etc.join("policy.json");
+    std::fs::write(&policy, b"{}").unwrap();
+    chmod(&policy, 0o600);
+    let state_dir = root.join("state");
+    std::fs::create_dir(&state_dir).unwrap();
+    chmod(&state_dir, 0o700);
+    let sudoers = root.join("sudoers");
+    std::fs::write(
+        &sudoers,
+        format!("# volce-lab: the agent may run the helper's rpc only\n{}\n", sudoers_rule("vl-agent")),
+    )
+    .unwrap();
+    chmod(&sudoers, 0o440);
+    let paths =
+        DoctorPaths { helper_link, policy, state_dir, sudoers, owner_uid: nix::unistd::geteuid().as_raw() };
+    Install { _dir: dir, paths, binary }
+}
+
+fn failures(findings: &[Finding]) -> Vec<String> {
+    findings.iter().filter(|f| !f.ok).map(|f| f.subject.clone()).collect()
+}
+
+#[test]
+fn a_good_installation_passes_every_check() {
+    let install = install();
+    let probe = FakeProbe::default();
+    let findings = diagnose(&install.paths, &probe);
+    assert_eq!(failures(&findings), Vec::<String>::new(), "{findings:#?}");
+    assert_eq!(probe.asked_groups_for.borrow().as_slice(), ["vl-agent"]);
+    let (text, healthy) = report(&findings);
+    assert!(healthy);
+    assert!(text.ends_with("all checks passed\n"));
+}
+
+#[test]
+fn each_broken_file_variant_fails_its_own_check() {
+    type Break = fn(&Install);
+    let variants: &[(&str, Break, &str)] = &[
+        ("policy writable by others", |i| chmod(&i.paths.policy, 0o666), "policy file"),
+        ("policy missing", |i| std::fs::remove_file(&i.paths.policy).unwrap(), "policy file"),
+        ("binary group-writable", |i| chmod(&i.binary, 0o775), "helper binary"),
+        ("link dangling", |i| std::fs::remove_file(&i.binary).unwrap(), "helper binary"),
+        ("binary directory world-writable", |i| chmod(i.binary.parent().unwrap(), 0o777), "helper directory"),
+        ("state directory open to others", |i| chmod(&i.paths.state_dir, 0o755), "state directory"),
+        ("state directory missing", |i| std::fs::remove_dir(&i.paths.state_dir).unwrap(), "state directory"),
+        (
+            "sudoers rule too broad",
+            |i| {
+                std::fs::write(
+                    &i.paths.sudoers,
+                    "vl-agent ALL=(root) NOPASSWD: /usr/local/bin/volce-lab-host *\n",
+                )
+                .unwrap()
+            },
+            "sudoers rule",
+        ),
+        (
+            "sudoers with a second rule",
+            |i| {
+                let rule = sudoers_rule("vl-agent");
+                std::fs::write(&i.paths.sudoers, format!("{rule}\nvl-agent ALL=(root) NOPASSWD: ALL\n"))
+                    .unwrap()
+            },
+            "sudoers rule",
+        ),
+        (
+            "sudoers for root",
+            |i| std::fs::write(&i.paths.sudoers, sudoers_rule("root") + "\n").unwrap(),
+            "sudoers rule",
+        ),
+        ("sudoers writable by others", |i| chmod(&i.paths.sudoers, 0o666), "sudoers drop-in"),
+        ("sudoers missing", |i| std::fs::remove_file(&i.paths.sudoers).unwrap(), "sudoers drop-in"),
+    ];
+    for (name, breaks, subject) in variants {
+        let install = install();
+        breaks(&install);
+        let findings = diagnose(&install.paths, &FakeProbe::default());
+        let failed = failures(&findings);
+        assert!(failed.contains(&subject.to_string()), "{name}: expected {subject} to fail, got {failed:?}");
+        assert!(!report(&findings).1, "{name}: the report must not be healthy");
+        for finding in findings.iter().filter(|f| !f.ok) {
+            assert!(finding.fix.is_some(), "{name}: every failure says how to fix it");
+        }
+    }
+}
+
+#[test]
+fn each_broken_probe_variant_fails_its_own_check() {
+    let install = install();
+    let stuck = StoreHealth {
+        integrity_ok: true,
+        schema_version: 1,
+        expected_schema_version: 1,
+        stuck_plans: vec![("ab".repeat(16), "needs_inspection".into())],
+    };
+    let variants: Vec<(&str, FakeProbe, &str)> = vec![
+        ("docker down", FakeProbe { docker: Err("no socket".into()), ..Default::default() }, "docker"),
+        ("image missing", FakeProbe { images_present: false, ..Default::default() }, "image"),
+        ("visudo rejects", FakeProbe { sudoers_valid: false, ..Default::default() }, "sudoers syntax"),
+        (
+            "agent in docker group",
+            FakeProbe { groups: Some(vec!["vl-agent".into(), "docker".into()]), ..Default::default() },
+            "agent account",
+        ),
+        ("agent missing", FakeProbe { groups: None, ..Default::default() }, "agent account"),
+        (
+            "policy refused",
+            FakeProbe { policy: Err("nginx_image is not pinned".into()), ..Default::default() },
+            "policy content",
+        ),
+        (
+            "database unreadable",
+            FakeProbe { store: Err("not a database".into()), ..Default::default() },
+            "database",
+        ),
+        (
+            "database damaged",
+            FakeProbe {
+                store: Ok(StoreHealth { integrity_ok: false, stuck_plans: vec![], ..stuck.clone() }),
+                ..Default::default()
+            },
+            "database",
+        ),
+        (
+            "schema newer",
+            FakeProbe {
+                store: Ok(StoreHealth { schema_version: 9, stuck_plans: vec![], ..stuck.clone() }),
+                ..Default::default()
+            },
+            "schema",
+        ),
+        ("plan stuck", FakeProbe { store: Ok(stuck.clone()), ..Default::default() }, "plan"),
+    ];
+    for (name, probe, subject) in variants {
+        let findings = diagnose(&install.paths, &probe);
+        assert_eq!(failures(&findings), [subject.to_string()], "{name}");
+    }
+}
