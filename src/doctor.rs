@@ -371,3 +371,65 @@ pub fn report(findings: &[Finding]) -> (String, bool) {
 
 #[cfg(test)]
 mod tests;
+
+/// The probe the shipped binary uses: docker and visudo through the bounded
+/// runner, the account database through libc's NSS lookups. Policy and store
+/// checks reuse the host helper's own loaders, given as functions.
+pub struct SystemProbe {
+    pub policy_images: fn(&Path) -> Result<Vec<String>, String>,
+    pub store: fn(&Path) -> Result<StoreHealth, String>,
+}
+
+impl SystemProbe {
+    fn run(program: &str, args: &[&str]) -> crate::exec::Outcome {
+        let mut spec = crate::exec::ProcessSpec::new(program, args.iter().copied());
+        spec.env.push(("DOCKER_HOST".into(), "unix:///var/run/docker.sock".into()));
+        spec.timeout = std::time::Duration::from_secs(10);
+        crate::exec::run_blocking(&spec)
+    }
+}
+
+impl Probe for SystemProbe {
+    fn docker_version(&self) -> Result<String, String> {
+        let outcome = Self::run("/usr/bin/docker", &["version", "--format", "{{.Server.Version}}"]);
+        match outcome.execution.execution_status {
+            crate::exec::ExecutionStatus::Ok => {
+                Ok(String::from_utf8_lossy(&outcome.stdout).trim().to_owned())
+            }
+            status => Err(format!("docker version ended with {status:?}")),
+        }
+    }
+
+    fn image_present(&self, reference: &str) -> bool {
+        let outcome =
+            Self::run("/usr/bin/docker", &["image", "inspect", "--format", "{{.Id}}", "--", reference]);
+        outcome.execution.execution_status == crate::exec::ExecutionStatus::Ok
+    }
+
+    fn sudoers_valid(&self, path: &Path) -> bool {
+        let Some(path) = path.to_str() else { return false };
+        let outcome = Self::run("/usr/sbin/visudo", &["-c", "-q", "-f", path]);
+        outcome.execution.execution_status == crate::exec::ExecutionStatus::Ok
+    }
+
+    fn groups_of(&self, user: &str) -> Option<Vec<String>> {
+        use nix::unistd::{Group, User, getgrouplist};
+        let account = User::from_name(user).ok()??;
+        let name = std::ffi::CString::new(user).ok()?;
+        let gids = getgrouplist(&name, account.gid).ok()?;
+        Some(
+            gids.into_iter()
+                .filter_map(|gid| Group::from_gid(gid).ok().flatten())
+                .map(|group| group.name)
+                .collect(),
+        )
+    }
+
+    fn policy_images(&self, path: &Path) -> Result<Vec<String>, String> {
+        (self.policy_images)(path)
+    }
+
+    fn store(&self, state_dir: &Path) -> Result<StoreHealth, String> {
+        (self.store)(state_dir)
+    }
+}

@@ -221,3 +221,11 @@ fn each_broken_probe_variant_fails_its_own_check() {
         assert_eq!(failures(&findings), [subject.to_string()], "{name}");
     }
 }
+
+#[test]
+fn system_probe_reads_the_account_database() {
+    let probe = SystemProbe { policy_images: |_| Ok(vec![]), store: |_| Err("unused".into()) };
+    let groups = probe.groups_of("root").expect("every system has root");
+    assert!(groups.contains(&"root".to_owned()), "{groups:?}");
+    assert_eq!(probe.groups_of("volce-lab-no-such-user"), None);
+}
