@@ -396,6 +396,9 @@ pub fn hardening(limits: &Limits, user: &str, restart: &str) -> Vec<String> {
     vec![
         "--user".into(),
         user.into(),
+        // docker-init as pid 1: forwards SIGTERM (a bare pid 1 ignores it, so
+        // `stop` would wait out its grace period) and reaps zombies.
+        "--init".into(),
         "--read-only".into(),
         // The only writable place: small, no exec, no devices, no setuid;
         // mode 1777 so the unprivileged user can write (nginx's pid and temp files).

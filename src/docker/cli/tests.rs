@@ -79,7 +79,7 @@ fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-const HARDENING: &str = "--read-only --tmpfs /tmp:rw,noexec,nosuid,nodev,size=16m,mode=1777 \
+const HARDENING: &str = "--init --read-only --tmpfs /tmp:rw,noexec,nosuid,nodev,size=16m,mode=1777 \
 --cap-drop ALL --security-opt no-new-privileges --pids-limit 128 --memory 268435456 --memory-swap 268435456 \
 --cpus 0.500 --log-driver json-file --log-opt max-size=10485760 --log-opt max-file=3";
 
