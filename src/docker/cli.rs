@@ -676,7 +676,7 @@ fn validate_spec(spec: &DeploySpec) -> Result<(), EngineError> {
     }
 }
 
-/// Creates the app directory (root-owned, 0755) if needed and writes
+/// Creates the app directory (root-owned, 0755) if needed and creates
 /// nginx.conf (0644: uid 101 in the gateway reads it through the mount).
 /// An existing directory must be a real directory of ours that nobody else
 /// can write; the file is never followed through a symlink.
@@ -695,14 +695,15 @@ fn write_new_config(app_dir: &Path, contents: &str) -> Result<PathBuf, EngineErr
     }
     check_app_dir(app_dir)?;
     let path = app_dir.join("nginx.conf");
+    // A new file only: an existing one is an earlier deploy's evidence (or
+    // someone else's file), never ours to overwrite.
     let mut file = OpenOptions::new()
         .write(true)
-        .create(true)
-        .truncate(true)
+        .create_new(true)
         .mode(0o644)
         .custom_flags(OFlag::O_NOFOLLOW.bits())
         .open(&path)
-        .map_err(|_| EngineError::Host { step: "open nginx.conf for writing" })?;
+        .map_err(|_| EngineError::Host { step: "create nginx.conf (it must not exist yet)" })?;
     let meta = file.metadata().map_err(|_| EngineError::Host { step: "stat nginx.conf" })?;
     if !meta.is_file() {
         return Err(EngineError::Host { step: "nginx.conf is not a regular file" });
@@ -735,6 +736,7 @@ fn open_managed_config(app_dir: &Path) -> Result<File, EngineError> {
         .open(app_dir.join("nginx.conf"))
         .map_err(|_| EngineError::ManagedFileChanged)?;
     let meta = file.metadata().map_err(|_| EngineError::ManagedFileChanged)?;
+    // A second hard link would make us rewrite a file somewhere else too.
     if !meta.is_file() || meta.nlink() != 1 {
         return Err(EngineError::ManagedFileChanged);
     }

@@ -366,6 +366,25 @@ fn deploy_refuses_a_busy_port_and_bad_specs_without_any_call() {
 }
 
 #[test]
+fn deploy_never_overwrites_an_existing_nginx_conf() {
+    let dir = tempfile::tempdir().unwrap();
+    let app_dir = dir.path().join("shop");
+    std::fs::create_dir(&app_dir).unwrap();
+    std::fs::set_permissions(&app_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(app_dir.join("nginx.conf"), "evidence\n").unwrap();
+    let fake = Fake::new(deploy_script(None));
+    let engine = DockerCli::with_runner(fake, dir.path());
+    assert_eq!(
+        engine.deploy(&spec(&app_dir, free_port())),
+        Err(EngineError::Host { step: "create nginx.conf (it must not exist yet)" })
+    );
+    assert_eq!(std::fs::read_to_string(app_dir.join("nginx.conf")).unwrap(), "evidence\n");
+    let argv = engine.runner().argv();
+    assert!(!argv.iter().any(|a| a.starts_with("create") || a.starts_with("run")));
+    assert!(argv.contains(&format!("network rm {}", hex('3'))), "the networks it made are removed");
+}
+
+#[test]
 fn stop_disables_restart_then_stops_each_given_id_only() {
     let engine = DockerCli::with_runner(Fake::new(|_| Ok(String::new())), "/nonexistent");
     let ids = [ContainerId::parse(&hex('a')).unwrap(), ContainerId::parse(&hex('b')).unwrap()];
