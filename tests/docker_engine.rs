@@ -8,224 +8,17 @@
 //! Every test uses its own app name and port and removes every object it
 //! created (a Drop guard), so tests run in parallel and repeatedly.
 
+mod docker_lab;
+
 use std::net::TcpListener;
-use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU16, Ordering};
+use std::os::unix::fs::MetadataExt as _;
 use std::time::{Duration, Instant};
 
+use docker_lab::{Lab, assert_hardened, docker, docker_ok, eventually, inspect, status};
 use serde_json::Value;
-use volce_lab::docker::cli::{DockerCli, docker_env, edge_network, http_get};
-use volce_lab::docker::{ContainerId, DeploySpec, Engine, EngineError, ImageId, LABEL_APP, Limits};
-use volce_lab::exec::{ExecutionStatus, ProcessSpec, run_blocking};
+use volce_lab::docker::cli::{edge_network, http_get};
+use volce_lab::docker::{ContainerId, Engine as _, EngineError};
 use volce_lab::nginx::render;
-
-const TEST_DIR: &str = "/var/tmp/volce-lab-test";
-
-/// Runs docker for the test itself (setup and assertions, never the code under test).
-fn docker(args: &[&str]) -> (bool, String) {
-    let mut spec = ProcessSpec::new("/usr/bin/docker", args.iter().copied());
-    spec.env = docker_env();
-    spec.timeout = Duration::from_secs(60);
-    spec.stdout_limit = 4 * 1024 * 1024;
-    let outcome = run_blocking(&spec);
-    (
-        outcome.execution.execution_status == ExecutionStatus::Ok,
-        String::from_utf8_lossy(&outcome.stdout).into_owned(),
-    )
-}
-
-fn docker_ok(args: &[&str]) -> String {
-    let (ok, out) = docker(args);
-    assert!(ok, "docker {args:?} failed");
-    out
-}
-
-fn inspect(kind: &str, name: &str) -> Value {
-    let out = docker_ok(&["inspect", "--type", kind, name]);
-    let mut all: Vec<Value> = serde_json::from_str(&out).expect("docker inspect answers JSON");
-    all.remove(0)
-}
-
-fn read_json(name: &str) -> Value {
-    let path = Path::new(TEST_DIR).join(name);
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|_| panic!("{} is missing: run scripts/test-images (as root) first", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|_| panic!("{} is not JSON", path.display()))
-}
-
-/// One test's world: its engine, state dir, app name and port, and the
-/// objects to remove when it ends.
-struct Lab {
-    engine: DockerCli,
-    state: PathBuf,
-    app: String,
-    port: u16,
-    policy: Value,
-    images: Value,
-    extra_containers: Vec<String>,
-}
-
-static NEXT_PORT: AtomicU16 = AtomicU16::new(0);
-
-impl Lab {
-    fn new(tag: &str) -> Lab {
-        assert!(
-            nix::unistd::geteuid().is_root(),
-            "the real-Docker tests need root (the engine socket, root-owned app directories)"
-        );
-        let (ok, _) = docker(&["version", "--format", "{{.Server.Version}}"]);
-        assert!(
-            ok,
-            "the Docker engine does not answer on /var/run/docker.sock: start it (these tests need it)"
-        );
-        let policy = read_json("policy.json");
-        let images = read_json("images.json");
-        let suffix = uuid::Uuid::new_v4().simple().to_string();
-        let app = format!("t{tag}-{}", &suffix[..8]);
-        let state = Path::new(TEST_DIR).join("state").join(&app);
-        std::fs::create_dir_all(state.join("apps")).unwrap();
-        std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o700)).unwrap();
-        let port = free_port(&suffix);
-        Lab { engine: DockerCli::new(&state), state, app, port, policy, images, extra_containers: Vec::new() }
-    }
-
-    fn app_dir(&self) -> PathBuf {
-        self.state.join("apps").join(&self.app)
-    }
-
-    fn server_name(&self) -> String {
-        format!("{}.test", self.app)
-    }
-
-    fn image(&self, name: &str) -> (String, ImageId) {
-        let entry = &self.images[name];
-        let reference = entry["reference"].as_str().expect("reference in images.json").to_owned();
-        let id = ImageId::parse(entry["image_id"].as_str().expect("image_id in images.json")).unwrap();
-        (reference, id)
-    }
-
-    fn limits(&self) -> Limits {
-        let l = &self.policy["limits"];
-        Limits {
-            memory_bytes: l["memory_mib"].as_u64().unwrap() * 1024 * 1024,
-            millicpus: (l["cpus"].as_f64().unwrap() * 1000.0).round() as u32,
-            pids: l["pids"].as_u64().unwrap() as u32,
-            log_max_size_bytes: l["log_max_size_mib"].as_u64().unwrap() * 1024 * 1024,
-            log_max_files: l["log_max_files"].as_u64().unwrap() as u32,
-        }
-    }
-
-    fn spec(&self) -> DeploySpec {
-        let server_name = self.server_name();
-        DeploySpec {
-            plan_id: uuid::Uuid::new_v4().simple().to_string(),
-            app: self.app.clone(),
-            app_image: self.policy["catalog"]["web"].as_str().unwrap().to_owned(),
-            gateway_image: self.policy["nginx_image"].as_str().unwrap().to_owned(),
-            host_port: self.port,
-            container_port: 8080,
-            nginx_config: render(&server_name, 8080),
-            server_name,
-            app_dir: self.app_dir(),
-            limits: self.limits(),
-        }
-    }
-
-    /// Every container carrying this app's label, by full id.
-    fn labelled_containers(&self) -> Vec<String> {
-        let filter = format!("label={LABEL_APP}={}", self.app);
-        docker_ok(&["ps", "-aq", "--no-trunc", "--filter", &filter]).lines().map(str::to_owned).collect()
-    }
-
-    fn networks(&self) -> Vec<String> {
-        let names = docker_ok(&["network", "ls", "--format", "{{.Name}}"]);
-        let ours = [format!("vl-{}", self.app), edge_network(&self.app)];
-        names.lines().filter(|n| ours.iter().any(|o| o == n)).map(str::to_owned).collect()
-    }
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        let name_filter = format!("name=vl-{}-", self.app);
-        let mut ids = self.labelled_containers();
-        ids.extend(
-            docker_ok(&["ps", "-aq", "--no-trunc", "--filter", &name_filter]).lines().map(str::to_owned),
-        );
-        ids.extend(self.extra_containers.iter().cloned());
-        for id in ids {
-            let _ = docker(&["rm", "-f", &id]);
-        }
-        for network in self.networks() {
-            let _ = docker(&["network", "rm", &network]);
-        }
-        let _ = std::fs::remove_dir_all(&self.state);
-    }
-}
-
-/// A free port in the policy's range, spread by test so parallel tests do not meet.
-fn free_port(seed: &str) -> u16 {
-    let base = u16::from_str_radix(&seed[..4], 16).unwrap() % 900;
-    for _ in 0..100 {
-        let port = 18000 + (base + NEXT_PORT.fetch_add(7, Ordering::Relaxed)) % 1000;
-        if volce_lab::docker::cli::port_free(port) {
-            return port;
-        }
-    }
-    panic!("no free port in 18000..18999");
-}
-
-/// Polls until `f` holds, for up to 5 s.
-fn eventually(what: &str, mut f: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(5) {
-        if f() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    panic!("timed out waiting until {what}");
-}
-
-fn status(port: u16, host: &str) -> Option<u16> {
-    http_get(port, host, Duration::from_secs(2)).map(|r| r.status)
-}
-
-fn assert_hardened(c: &Value, user: &str, limits: &Limits) {
-    let name = c["Name"].as_str().unwrap();
-    let host = &c["HostConfig"];
-    assert_eq!(host["ReadonlyRootfs"], true, "{name}: read-only root");
-    assert_eq!(host["CapDrop"], serde_json::json!(["ALL"]), "{name}: cap-drop ALL");
-    assert!(host["CapAdd"].is_null(), "{name}: no capability added");
-    assert_eq!(host["SecurityOpt"], serde_json::json!(["no-new-privileges"]), "{name}");
-    assert_eq!(c["Config"]["User"], user, "{name}: user");
-    assert_eq!(host["PidsLimit"], limits.pids, "{name}: pids");
-    assert_eq!(host["Memory"], limits.memory_bytes, "{name}: memory");
-    assert_eq!(host["MemorySwap"], limits.memory_bytes, "{name}: no swap beyond memory");
-    assert_eq!(host["NanoCpus"], u64::from(limits.millicpus) * 1_000_000, "{name}: cpus");
-    assert_eq!(
-        host["LogConfig"],
-        serde_json::json!({"Type": "json-file", "Config": {
-            "max-size": limits.log_max_size_bytes.to_string(),
-            "max-file": limits.log_max_files.to_string()}}),
-        "{name}: log rotation"
-    );
-    assert_eq!(host["Privileged"], false, "{name}: not privileged");
-    let mode = host["NetworkMode"].as_str().unwrap();
-    assert!(mode != "host" && mode.starts_with("vl-"), "{name}: network mode {mode}");
-    assert_eq!(host["PidMode"], "", "{name}: own pid namespace");
-    assert_eq!(host["IpcMode"], "private", "{name}: private ipc");
-    assert!(host["Devices"].as_array().is_none_or(Vec::is_empty), "{name}: no devices");
-    assert!(host["Binds"].as_array().is_none_or(Vec::is_empty), "{name}: no -v binds");
-    assert_eq!(
-        host["Tmpfs"],
-        serde_json::json!({"/tmp": "rw,noexec,nosuid,nodev,size=16m,mode=1777"}),
-        "{name}"
-    );
-    assert_eq!(host["RestartPolicy"]["Name"], "unless-stopped", "{name}: restart policy");
-    assert_eq!(host["Init"], true, "{name}: docker-init as pid 1");
-    assert_eq!(c["State"]["Running"], true, "{name}: running");
-}
 
 #[test]
 #[ignore = "real parts: run by scripts/test"]
@@ -491,4 +284,106 @@ fn snapshot_digest_is_stable_and_changes_when_a_container_appears() {
     );
     assert!(seen.labels.is_empty(), "an unmanaged container carries none of our labels");
     assert_ne!(third.digest(), first.digest());
+}
+
+/// The IP address of a container on one network.
+fn ip_on(container: &Value, network: &str) -> String {
+    let ip = container["NetworkSettings"]["Networks"][network]["IPAddress"].as_str().unwrap();
+    assert!(!ip.is_empty(), "{} has an address on {network}", container["Name"]);
+    ip.to_owned()
+}
+
+#[test]
+#[ignore = "real parts: run by scripts/test"]
+fn the_app_is_reachable_from_the_gateway_alone_and_has_no_way_out() {
+    let mut lab = Lab::new("isolate");
+    let deployed = lab.engine.deploy(&lab.spec()).expect("deploy succeeds");
+    let app = inspect("container", deployed.app_container.as_str());
+    let gateway = inspect("container", deployed.gateway_container.as_str());
+    let internal = format!("vl-{}", lab.app);
+    let app_url = format!("http://{}:8080/", ip_on(&app, &internal));
+    let (web, _) = lab.image("web");
+    // busybox wget's own -T crashes (Debian 1.35); `timeout` bounds it instead.
+    let probe = |network: &str, url: &str| {
+        let name = format!("t-probe-{}-{}", lab.app, &uuid::Uuid::new_v4().simple().to_string()[..6]);
+        let (ok, out) = docker(&[
+            "run",
+            "--rm",
+            "--name",
+            &name,
+            // Not pid 1: `timeout` could not kill a pid-1 wget.
+            "--init",
+            "--user",
+            "1000:1000",
+            "--network",
+            network,
+            &web,
+            "/bin/busybox",
+            "timeout",
+            "2",
+            "/bin/busybox",
+            "wget",
+            "-q",
+            "-O",
+            "-",
+            url,
+        ]);
+        (ok, out, name)
+    };
+
+    // Control: a container on the app's own network does reach it, so the
+    // probe itself works.
+    let (ok, out, name) = probe(&internal, "http://app:8080/");
+    lab.extra_containers.push(name);
+    assert!(
+        ok && out.contains("volce-lab test app"),
+        "control probe on {internal} reaches the app: {ok} {out:?}"
+    );
+    // A container on Docker's default bridge does not.
+    let (ok, _, name) = probe("bridge", &app_url);
+    lab.extra_containers.push(name);
+    assert!(!ok, "a container on the default bridge must not reach the app at {app_url}");
+
+    // From inside the app: no route to the gateway's published side nor to
+    // the default bridge's host address.
+    let edge_url = format!("http://{}:8080/", ip_on(&gateway, &edge_network(&lab.app)));
+    // The host's own address on the edge bridge.
+    let edge_net = inspect("network", &edge_network(&lab.app));
+    let host_url = format!("http://{}/", edge_net["IPAM"]["Config"][0]["Gateway"].as_str().unwrap());
+    for url in [&edge_url, &host_url] {
+        let (ok, _) = docker(&[
+            "exec",
+            deployed.app_container.as_str(),
+            "/bin/busybox",
+            "timeout",
+            "2",
+            "/bin/busybox",
+            "wget",
+            "-q",
+            "-O",
+            "-",
+            url,
+        ]);
+        assert!(!ok, "the app must have no way out to {url}");
+    }
+}
+
+#[test]
+#[ignore = "real parts: run by scripts/test"]
+fn a_squatter_on_our_container_name_fails_the_deploy_and_is_left_alone() {
+    let mut lab = Lab::new("squat");
+    let (web, _) = lab.image("web");
+    docker_ok(&["pull", "--quiet", &web]);
+    let squatter_name = format!("vl-{}-gateway", lab.app);
+    let squatter =
+        docker_ok(&["create", "--name", &squatter_name, "--network", "none", &web]).trim().to_owned();
+    lab.extra_containers.push(squatter.clone());
+
+    match lab.engine.deploy(&lab.spec()) {
+        Err(EngineError::Call { step: "create gateway container", .. }) => {}
+        other => panic!("expected the gateway create to fail on the name, got {other:?}"),
+    }
+    assert!(lab.labelled_containers().is_empty(), "what the deploy created is gone");
+    assert!(lab.networks().is_empty());
+    assert_eq!(inspect("container", &squatter_name)["Id"], squatter, "the squatter is untouched");
 }
