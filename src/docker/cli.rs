@@ -496,8 +496,18 @@ impl<R: Runner> Engine for DockerCli<R> {
         match self.test_and_reload(gateway) {
             Ok(()) => Ok(()),
             Err(error) => {
-                rewrite(&mut file, old_config)?;
-                self.test_and_reload(gateway)?;
+                // Rolling back: every failure from here on names a `restore`
+                // step, so the operator can tell "rejected and restored"
+                // (the original error) from "restore failed too".
+                rewrite(&mut file, old_config)
+                    .map_err(|_| EngineError::Host { step: "restore the previous nginx.conf" })?;
+                let g = gateway.as_str();
+                self.call("restore: nginx -t in gateway", argv(&["exec", g, NGINX, "-t"]), NGINX_TEST)?;
+                self.call(
+                    "restore: nginx reload in gateway",
+                    argv(&["exec", g, NGINX, "-s", "reload"]),
+                    NGINX_TEST,
+                )?;
                 Err(error)
             }
         }

@@ -468,6 +468,19 @@ fn rejected_update_restores_the_old_bytes_and_reloads_them() {
 }
 
 #[test]
+fn a_failed_restore_names_its_own_step() {
+    let dir = app_dir_with("old\n");
+    // nginx -t fails whatever the file holds (say the app is gone).
+    let engine = DockerCli::with_runner(Fake::new(|_| Err(1)), dir.path());
+    let gateway = ContainerId::parse(&hex('b')).unwrap();
+    match engine.update_nginx(dir.path(), &gateway, "old\n", "new\n") {
+        Err(EngineError::Call { step: "restore: nginx -t in gateway", .. }) => {}
+        other => panic!("expected the restore step to fail, got {other:?}"),
+    }
+    assert_eq!(std::fs::read_to_string(dir.path().join("nginx.conf")).unwrap(), "old\n");
+}
+
+#[test]
 fn update_nginx_refuses_a_changed_file_or_a_symlink_and_touches_nothing() {
     let engine = DockerCli::with_runner(Fake::new(|_| Ok(String::new())), "/nonexistent");
     let gateway = ContainerId::parse(&hex('b')).unwrap();
