@@ -14,10 +14,10 @@ use std::net::TcpListener;
 use std::os::unix::fs::MetadataExt as _;
 use std::time::{Duration, Instant};
 
-use docker_lab::{Lab, assert_hardened, docker, docker_ok, eventually, inspect, status};
+use docker_lab::{Lab, assert_hardened, docker, docker_ok, docker_stdin, eventually, inspect, status};
 use serde_json::Value;
 use volce_lab::docker::cli::{edge_network, http_get};
-use volce_lab::docker::{ContainerId, Engine as _, EngineError};
+use volce_lab::docker::{ContainerId, Engine as _, EngineError, ImageId};
 use volce_lab::nginx::render;
 
 #[test]
@@ -122,7 +122,8 @@ fn nginx_config_serves_the_new_name_and_a_rejected_config_is_rolled_back() {
         .update_nginx(&lab.app_dir(), gateway, &spec.nginx_config, &new_config)
         .expect("update succeeds");
     eventually("the new name is served", || status(lab.port, &new_name) == Some(200));
-    assert_eq!(status(lab.port, &lab.server_name()), Some(404), "the old name is gone");
+    // Old workers finish their graceful exit a moment after the new ones answer.
+    eventually("the old name is gone (404)", || status(lab.port, &lab.server_name()) == Some(404));
     assert_eq!(std::fs::metadata(&path).unwrap().ino(), inode, "written in place");
 
     // Below the validation layer: bytes nginx refuses.
@@ -215,27 +216,39 @@ fn stop_stops_exactly_the_given_containers_with_restart_no() {
 #[ignore = "real parts: run by scripts/test"]
 fn remove_image_is_refused_by_docker_while_a_stopped_container_uses_it() {
     let mut lab = Lab::new("rmi");
-    // The spare image belongs to this test alone (see scripts/test-images).
-    let (spare, spare_id) = lab.image("spare");
-    docker_ok(&["pull", "--quiet", &spare]);
-    let holder =
-        docker_ok(&["create", "--name", &format!("t-holder-{}", lab.app), "--network", "none", &spare]);
+    // An image of this test alone: an empty root filesystem imported with a
+    // unique message gets a unique id, so parallel runs never share it.
+    let (ok, out) = docker_stdin(
+        &["import", "--change", r#"CMD ["/none"]"#, "--message", &format!("volce-lab test {}", lab.app), "-"],
+        vec![0u8; 1024],
+    );
+    assert!(ok, "docker import of an empty tar");
+    let image = ImageId::parse(out.trim()).expect("docker import prints the new image id");
+    lab.extra_images.push(image.to_string());
+    let holder = docker_ok(&[
+        "create",
+        "--name",
+        &format!("t-holder-{}", lab.app),
+        "--network",
+        "none",
+        image.as_str(),
+    ]);
     let holder = holder.trim().to_owned();
     lab.extra_containers.push(holder.clone());
     assert_eq!(inspect("container", &holder)["State"]["Status"], "created");
 
-    match lab.engine.remove_image(&spare_id) {
+    match lab.engine.remove_image(&image) {
         Err(EngineError::Call { step: "remove image", execution }) => {
             assert_eq!(execution.exit_code, Some(1), "docker's own refusal")
         }
         other => panic!("expected docker to refuse, got {other:?}"),
     }
-    assert!(lab.engine.snapshot().unwrap().images.contains(&spare_id), "the image is still there");
+    assert!(lab.engine.snapshot().unwrap().images.contains(&image), "the image is still there");
     assert!(docker(&["container", "inspect", &holder]).0, "the container was not removed for it");
 
     docker_ok(&["rm", &holder]);
-    lab.engine.remove_image(&spare_id).expect("removal allowed once unused");
-    assert!(!lab.engine.snapshot().unwrap().images.contains(&spare_id));
+    lab.engine.remove_image(&image).expect("removal allowed once unused");
+    assert!(!lab.engine.snapshot().unwrap().images.contains(&image));
 }
 
 #[test]

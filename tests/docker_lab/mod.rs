@@ -21,7 +21,17 @@ pub const TEST_DIR: &str = "/var/tmp/volce-lab-test";
 
 /// Runs docker for the test itself (setup and assertions, never the code under test).
 pub fn docker(args: &[&str]) -> (bool, String) {
+    docker_with(args, None)
+}
+
+/// [`docker`] with bytes on stdin (`docker import -`).
+pub fn docker_stdin(args: &[&str], stdin: Vec<u8>) -> (bool, String) {
+    docker_with(args, Some(stdin))
+}
+
+fn docker_with(args: &[&str], stdin: Option<Vec<u8>>) -> (bool, String) {
     let mut spec = ProcessSpec::new("/usr/bin/docker", args.iter().copied());
+    spec.stdin = stdin;
     spec.env = docker_env();
     spec.timeout = Duration::from_secs(60);
     spec.stdout_limit = 4 * 1024 * 1024;
@@ -68,6 +78,8 @@ pub struct Lab {
     pub images: Value,
     /// Containers the test made itself (names or ids), removed on drop.
     pub extra_containers: Vec<String>,
+    /// Images the test made itself, removed on drop (after the containers).
+    pub extra_images: Vec<String>,
 }
 
 static NEXT_PORT: AtomicU16 = AtomicU16::new(0);
@@ -91,7 +103,16 @@ impl Lab {
         std::fs::create_dir_all(state.join("apps")).unwrap();
         std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o700)).unwrap();
         let port = free_port(&suffix);
-        Lab { engine: DockerCli::new(&state), state, app, port, policy, images, extra_containers: Vec::new() }
+        Lab {
+            engine: DockerCli::new(&state),
+            state,
+            app,
+            port,
+            policy,
+            images,
+            extra_containers: Vec::new(),
+            extra_images: Vec::new(),
+        }
     }
 
     pub fn app_dir(&self) -> PathBuf {
@@ -159,6 +180,9 @@ impl Drop for Lab {
         ids.extend(self.extra_containers.iter().cloned());
         for id in ids {
             let _ = docker(&["rm", "-f", &id]);
+        }
+        for image in &self.extra_images {
+            let _ = docker(&["image", "rm", image]);
         }
         for network in self.networks() {
             let _ = docker(&["network", "rm", &network]);
