@@ -334,6 +334,9 @@ impl<R: Runner> DockerCli<R> {
     }
 
     /// Runs an `nginx -t`; exit 1 is nginx's verdict, anything else is docker's.
+    /// (`docker exec` also exits 1 when the container is gone or stopped; the
+    /// controller only changes running apps, and in `update_nginx` the restore
+    /// that follows fails at its own named step in that case.)
     fn nginx_test(
         &self,
         step: &'static str,
