@@ -400,3 +400,18 @@ fn a_squatter_on_our_container_name_fails_the_deploy_and_is_left_alone() {
     assert!(lab.networks().is_empty());
     assert_eq!(inspect("container", &squatter_name)["Id"], squatter, "the squatter is untouched");
 }
+
+#[test]
+#[ignore = "real parts: run by scripts/test"]
+fn a_digest_the_registry_does_not_have_fails_at_the_pull_and_creates_nothing() {
+    let lab = Lab::new("pull");
+    let mut spec = lab.spec();
+    spec.app_image = format!("127.0.0.1:15000/volce-lab/web@sha256:{}", "0".repeat(64));
+    match lab.engine.deploy(&spec) {
+        Err(EngineError::Call { step: "pull app image", .. }) => {}
+        other => panic!("expected the pull to fail, got {other:?}"),
+    }
+    assert!(lab.labelled_containers().is_empty());
+    assert!(lab.networks().is_empty());
+    assert!(!lab.app_dir().exists(), "nothing written before the images are there");
+}
