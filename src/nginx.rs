@@ -4,7 +4,8 @@
 //!
 //! The gateway runs as uid 101 with a read-only root filesystem, so the pid
 //! file and every temp path live under the /tmp tmpfs, and it listens on an
-//! unprivileged port inside its container.
+//! unprivileged port inside its container. A default server answers 404 for
+//! every other Host, so only the chosen name reaches the app.
 
 /// The port nginx listens on inside the gateway container.
 pub const GATEWAY_LISTEN_PORT: u16 = 8080;
@@ -27,6 +28,11 @@ http {{
     uwsgi_temp_path /tmp/uwsgi;
     scgi_temp_path /tmp/scgi;
     server_tokens off;
+    # Requests for any other name get 404 and never reach the app.
+    server {{
+        listen {listen} default_server;
+        return 404;
+    }}
     server {{
         listen {listen};
         server_name {server_name};
@@ -39,4 +45,18 @@ http {{
 ",
         listen = GATEWAY_LISTEN_PORT
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_chosen_name_is_proxied() {
+        let config = render("shop.example", 3000);
+        assert!(config.contains("listen 8080 default_server;\n        return 404;"));
+        assert!(config.contains("server_name shop.example;"));
+        assert!(config.contains("proxy_pass http://app:3000;"));
+        assert!(config.contains("pid /tmp/nginx.pid;"));
+    }
 }

@@ -10,6 +10,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
 
+pub mod cli;
+
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 

@@ -1,0 +1,117 @@
+//! Benchmark: what one `DockerCli::snapshot()` costs with 10 and 100 extra
+//! containers, against the bare docker calls it wraps (same argv, run one
+//! after the other, output not parsed). Runs as root against the real engine
+//! with the test images of `scripts/test-images`; creates labelled containers
+//! from the test app image (created, not started) and removes them again.
+//!
+//!     cargo run --release --example snapshot_cost [-- COUNTS... ]
+//!
+//! Prints one line per count: median and min of 15 runs each.
+
+use std::time::{Duration, Instant};
+
+use volce_lab::docker::Engine as _;
+use volce_lab::docker::cli::{DockerCli, INSPECT_TEMPLATE, docker_env};
+use volce_lab::exec::{ExecutionStatus, ProcessSpec, run_blocking};
+
+const RUNS: usize = 15;
+
+fn docker(args: &[&str]) -> String {
+    let mut spec = ProcessSpec::new("/usr/bin/docker", args.iter().copied());
+    spec.env = docker_env();
+    spec.timeout = Duration::from_secs(60);
+    spec.stdout_limit = 64 * 1024 * 1024;
+    let outcome = run_blocking(&spec);
+    assert_eq!(outcome.execution.execution_status, ExecutionStatus::Ok, "docker {:?} failed", &args[..2]);
+    String::from_utf8(outcome.stdout).expect("utf-8")
+}
+
+/// Removes the bench's containers even when the bench panics.
+struct Cleanup(String);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let filter = format!("label=io.volce-lab.app={}", self.0);
+        let ids = docker(&["ps", "-aq", "--no-trunc", "--filter", &filter]);
+        let ids: Vec<&str> = ids.lines().collect();
+        for chunk in ids.chunks(50) {
+            let mut args = vec!["rm", "-f"];
+            args.extend(chunk);
+            docker(&args);
+        }
+    }
+}
+
+fn stats(mut samples: Vec<Duration>) -> (Duration, Duration) {
+    samples.sort();
+    (samples[samples.len() / 2], samples[0])
+}
+
+fn bare_calls() {
+    let ids = docker(&["ps", "-aq", "--no-trunc"]);
+    let ids: Vec<&str> = ids.lines().collect();
+    if !ids.is_empty() {
+        let mut args = vec!["inspect", "--type", "container", "--format", INSPECT_TEMPLATE];
+        args.extend(&ids);
+        docker(&args);
+    }
+    docker(&["image", "ls", "-q", "--no-trunc"]);
+    docker(&["network", "ls", "--no-trunc", "--filter", "name=vl-", "--format", "{{.Name}}"]);
+}
+
+fn main() {
+    let counts: Vec<usize> = {
+        let args: Vec<usize> =
+            std::env::args().skip(1).map(|a| a.parse().expect("counts are numbers")).collect();
+        if args.is_empty() { vec![10, 100] } else { args }
+    };
+    let policy: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string("/var/tmp/volce-lab-test/policy.json")
+            .expect("/var/tmp/volce-lab-test/policy.json missing: run scripts/test-images first"),
+    )
+    .unwrap();
+    let web = policy["catalog"]["web"].as_str().unwrap().to_owned();
+    docker(&["pull", "--quiet", &web]);
+    let engine = DockerCli::new("/var/tmp");
+    let app = format!("bench-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    let _cleanup = Cleanup(app.clone());
+    let mut created = 0;
+    println!("snapshot cost (median / min of {RUNS} runs; containers created, not started)");
+    for target in counts {
+        // Four creators at a time: creating 100 containers one by one is the slow part.
+        while created < target {
+            let batch = (target - created).min(4);
+            std::thread::scope(|s| {
+                for i in 0..batch {
+                    let (app, web) = (&app, &web);
+                    s.spawn(move || {
+                        let name = format!("vl-{app}-{}", created + i);
+                        let label = format!("io.volce-lab.app={app}");
+                        docker(&["create", "--name", &name, "--label", &label, "--network", "none", web]);
+                    });
+                }
+            });
+            created += batch;
+        }
+        let total = engine.snapshot().expect("snapshot").containers.len();
+        let mut ours = Vec::new();
+        let mut bare = Vec::new();
+        for _ in 0..RUNS {
+            let t = Instant::now();
+            engine.snapshot().expect("snapshot");
+            ours.push(t.elapsed());
+            let t = Instant::now();
+            bare_calls();
+            bare.push(t.elapsed());
+        }
+        let ((om, on), (bm, bn)) = (stats(ours), stats(bare));
+        println!(
+            "{target:>4} bench containers ({total} in total): snapshot() {:>6.1} ms / {:>6.1} ms; \
+             bare calls {:>6.1} ms / {:>6.1} ms",
+            om.as_secs_f64() * 1e3,
+            on.as_secs_f64() * 1e3,
+            bm.as_secs_f64() * 1e3,
+            bn.as_secs_f64() * 1e3,
+        );
+    }
+}

@@ -1,0 +1,529 @@
+//! Hermetic tests of the docker-CLI engine: golden argv through a fake
+//! runner, parsers on recorded docker output, file handling in temp dirs.
+//! No Docker, no root.
+
+use std::sync::Mutex;
+
+use super::*;
+use crate::exec::{Completion, Execution};
+
+type Script = dyn Fn(&[String]) -> Result<String, i32> + Sync;
+
+/// Records every call and answers from a script: `Ok(stdout)` is exit 0,
+/// `Err(code)` a nonzero exit with that code.
+struct Fake {
+    calls: Mutex<Vec<Call>>,
+    script: Box<Script>,
+}
+
+impl Fake {
+    fn new(script: impl Fn(&[String]) -> Result<String, i32> + Sync + 'static) -> Fake {
+        Fake { calls: Mutex::new(Vec::new()), script: Box::new(script) }
+    }
+    fn argv(&self) -> Vec<String> {
+        self.calls.lock().unwrap().iter().map(|c| c.args.join(" ")).collect()
+    }
+}
+
+impl Runner for Fake {
+    fn run(&self, call: &Call) -> Outcome {
+        self.calls.lock().unwrap().push(call.clone());
+        let (status, code, stdout) = match (self.script)(&call.args) {
+            Ok(out) => (ExecutionStatus::Ok, 0, out),
+            Err(code) => (ExecutionStatus::NonzeroExit, code, String::new()),
+        };
+        let execution = Execution {
+            execution_status: status,
+            exit_code: Some(code),
+            signal: None,
+            timed_out: false,
+            output_truncated: false,
+            duration_ms: 1,
+            completion: Completion::Confirmed,
+        };
+        Outcome { execution, stdout: stdout.into_bytes(), stderr_len: 0 }
+    }
+}
+
+fn hex(c: char) -> String {
+    c.to_string().repeat(64)
+}
+
+fn limits() -> Limits {
+    Limits {
+        memory_bytes: 256 * 1024 * 1024,
+        millicpus: 500,
+        pids: 128,
+        log_max_size_bytes: 10 * 1024 * 1024,
+        log_max_files: 3,
+    }
+}
+
+fn spec(app_dir: &Path, host_port: u16) -> DeploySpec {
+    DeploySpec {
+        plan_id: "0123456789abcdef0123456789abcdef".into(),
+        app: "shop".into(),
+        app_image: format!("127.0.0.1:15000/volce-lab/web@sha256:{}", hex('1')),
+        gateway_image: format!("127.0.0.1:15000/volce-lab/gateway@sha256:{}", hex('2')),
+        host_port,
+        container_port: 8080,
+        server_name: "shop.example".into(),
+        nginx_config: crate::nginx::render("shop.example", 8080),
+        app_dir: app_dir.to_path_buf(),
+        limits: limits(),
+    }
+}
+
+/// A port nobody listens on right now.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+const HARDENING: &str = "--init --read-only --tmpfs /tmp:rw,noexec,nosuid,nodev,size=16m,mode=1777 \
+--cap-drop ALL --security-opt no-new-privileges --pids-limit 128 --memory 268435456 --memory-swap 268435456 \
+--cpus 0.500 --log-driver json-file --log-opt max-size=10485760 --log-opt max-file=3";
+
+#[test]
+fn snapshot_uses_four_calls_and_keeps_only_our_labels() {
+    let row = format!(
+        r#"{{"id":"{}","name":"/vl-shop-gateway","image":"sha256:{}","state":"running","labels":{{"io.volce-lab.app":"shop","io.volce-lab.role":"gateway","maintainer":"x"}},"ports":{{"8080/tcp":[{{"HostIp":"127.0.0.1","HostPort":"18001"}}]}}}}"#,
+        hex('c'),
+        hex('d')
+    );
+    let other = format!(
+        r#"{{"id":"{}","name":"/other","image":"sha256:{}","state":"exited","labels":null,"ports":{{}}}}"#,
+        hex('a'),
+        hex('d')
+    );
+    let ids = format!("{}\n{}\n", hex('c'), hex('a'));
+    let fake = Fake::new(move |args| match args[0].as_str() {
+        "ps" => Ok(ids.clone()),
+        "inspect" => Ok(format!("{row}\n{other}\n")),
+        "image" => Ok(format!("sha256:{}\nsha256:{}\nsha256:{}\n", hex('e'), hex('d'), hex('e'))),
+        "network" => Ok("vl-shop\nvl-shop_edge\nnot-vl-x\n".into()),
+        _ => Err(99),
+    });
+    let engine = DockerCli::with_runner(fake, "/nonexistent");
+    let snapshot = engine.snapshot().unwrap();
+
+    let mut argv = engine.runner().argv();
+    argv.sort();
+    let inspect = format!("inspect --type container --format {INSPECT_TEMPLATE} {} {}", hex('c'), hex('a'));
+    assert_eq!(
+        argv,
+        [
+            "image ls -q --no-trunc".to_owned(),
+            inspect,
+            "network ls --no-trunc --filter name=vl- --format {{.Name}}".to_owned(),
+            "ps -aq --no-trunc".to_owned(),
+        ]
+    );
+    assert_eq!(snapshot.containers.len(), 2);
+    let gateway = snapshot.containers.iter().find(|c| c.name == "vl-shop-gateway").unwrap();
+    assert_eq!(gateway.app(), Some("shop"));
+    assert_eq!(gateway.role(), Some("gateway"));
+    assert_eq!(gateway.labels.len(), 2, "foreign labels are dropped");
+    assert_eq!(
+        gateway.ports,
+        [PublishedPort {
+            host_ip: "127.0.0.1".into(),
+            host_port: 18001,
+            container_port: 8080,
+            protocol: "tcp".into()
+        }]
+    );
+    let other = snapshot.containers.iter().find(|c| c.name == "other").unwrap();
+    assert!(other.labels.is_empty() && other.ports.is_empty());
+    assert_eq!(snapshot.images.len(), 2, "duplicate image ids (two tags) collapse");
+    assert_eq!(snapshot.networks, ["vl-shop", "vl-shop_edge"], "substring matches are dropped");
+}
+
+#[test]
+fn snapshot_of_an_empty_engine_skips_inspect() {
+    let fake = Fake::new(|args| match args[0].as_str() {
+        "inspect" => Err(1),
+        _ => Ok(String::new()),
+    });
+    let engine = DockerCli::with_runner(fake, "/nonexistent");
+    assert_eq!(engine.snapshot().unwrap(), Snapshot::default());
+    assert!(!engine.runner().argv().iter().any(|a| a.starts_with("inspect")));
+}
+
+#[test]
+fn snapshot_with_garbage_is_unparsable_not_guessed() {
+    let fake = Fake::new(|args| match args[0].as_str() {
+        "ps" => Ok("not-an-id\n".into()),
+        _ => Ok(String::new()),
+    });
+    let engine = DockerCli::with_runner(fake, "/nonexistent");
+    assert_eq!(engine.snapshot(), Err(EngineError::Unparsable { step: "list containers" }));
+    assert!(parse_inspect_rows(b"{\"id\":1}").is_err());
+    assert!(parse_images(b"deadbeef\n").is_err());
+}
+
+#[test]
+fn snapshot_retries_when_a_container_vanishes_between_ps_and_inspect() {
+    let attempts = Mutex::new(0);
+    let fake = Fake::new(move |args| match args[0].as_str() {
+        "ps" => Ok(hex('c')),
+        "inspect" => {
+            let mut n = attempts.lock().unwrap();
+            *n += 1;
+            if *n == 1 { Err(1) } else { Ok(String::new()) }
+        }
+        _ => Ok(String::new()),
+    });
+    let engine = DockerCli::with_runner(fake, "/nonexistent");
+    assert!(engine.snapshot().is_ok());
+}
+
+/// Answers a deploy's calls; `fail` names the first argv word sequence that fails.
+fn deploy_script(fail: Option<(&'static str, i32)>) -> impl Fn(&[String]) -> Result<String, i32> + Sync {
+    move |args| {
+        let line = args.join(" ");
+        if let Some((prefix, code)) = fail
+            && line.starts_with(prefix)
+        {
+            return Err(code);
+        }
+        match (args[0].as_str(), args.get(1).map(String::as_str)) {
+            ("network", Some("create")) if line.ends_with("_edge") => Ok(format!("{}\n", hex('4'))),
+            ("network", Some("create")) => Ok(format!("{}\n", hex('3'))),
+            ("create", _) if line.contains("vl-shop-app") => Ok(format!("{}\n", hex('a'))),
+            ("create", _) => Ok(format!("{}\n", hex('b'))),
+            ("ps", _) | ("network", Some("ls")) => Ok(String::new()),
+            _ => Ok(String::new()),
+        }
+    }
+}
+
+fn expected_deploy_argv(dir: &Path, port: u16) -> Vec<String> {
+    let labels = |role: &str| {
+        format!(
+            "--label io.volce-lab.app=shop --label io.volce-lab.role={role} \
+             --label io.volce-lab.plan=0123456789abcdef0123456789abcdef"
+        )
+    };
+    let web = format!("127.0.0.1:15000/volce-lab/web@sha256:{}", hex('1'));
+    let gw = format!("127.0.0.1:15000/volce-lab/gateway@sha256:{}", hex('2'));
+    let mount =
+        format!("type=bind,source={}/nginx.conf,target=/etc/nginx/nginx.conf,readonly", dir.display());
+    vec![
+        format!("pull --quiet {web}"),
+        format!("pull --quiet {gw}"),
+        format!("network create --driver bridge --internal {} vl-shop", labels("network")),
+        format!("network create --driver bridge {} vl-shop_edge", labels("network")),
+        format!(
+            "create --name vl-shop-app {} --user 1000:1000 {HARDENING} --restart unless-stopped --pull never \
+             --network vl-shop --network-alias app {web}",
+            labels("app")
+        ),
+        format!("start {}", hex('a')),
+        format!(
+            "run --rm --name vl-shop-check {} --user 101:101 {HARDENING} --restart no --pull never \
+             --network vl-shop --mount {mount} {gw} /usr/sbin/nginx -t",
+            labels("check")
+        ),
+        format!(
+            "create --name vl-shop-gateway {} --user 101:101 {HARDENING} --restart unless-stopped --pull never \
+             --network vl-shop_edge --publish 127.0.0.1:{port}:8080 --mount {mount} {gw}",
+            labels("gateway")
+        ),
+        format!("network connect vl-shop {}", hex('b')),
+        format!("start {}", hex('b')),
+    ]
+}
+
+#[test]
+fn hardening_puts_user_first_and_every_control_after() {
+    let args = hardening(&limits(), "1000:1000", "unless-stopped").join(" ");
+    assert_eq!(args, format!("--user 1000:1000 {HARDENING} --restart unless-stopped --pull never"));
+    assert!(!args.contains("--privileged") && !args.contains("host"));
+}
+
+#[test]
+fn deploy_runs_the_golden_argv_then_probes_with_the_host_header() {
+    let dir = tempfile::tempdir().unwrap();
+    let app_dir = dir.path().join("shop");
+    let port = free_port();
+    // Plays the gateway: starts answering when the gateway container starts.
+    let seen = std::sync::Arc::new(Mutex::new(String::new()));
+    let seen_by_server = seen.clone();
+    let gateway_start = format!("start {}", hex('b'));
+    let script = deploy_script(None);
+    let fake = Fake::new(move |args| {
+        if args.join(" ") == gateway_start {
+            let listener = TcpListener::bind(("127.0.0.1", port)).unwrap();
+            let seen = seen_by_server.clone();
+            std::thread::spawn(move || {
+                let (mut stream, _) = listener.accept().unwrap();
+                let mut buf = [0u8; 1024];
+                let n = stream.read(&mut buf).unwrap();
+                *seen.lock().unwrap() = String::from_utf8_lossy(&buf[..n]).into_owned();
+                stream.write_all(b"HTTP/1.0 200 OK\r\n\r\nhello").unwrap();
+            });
+        }
+        script(args)
+    });
+    let engine = DockerCli::with_runner(fake, dir.path());
+    let deployed = engine.deploy(&spec(&app_dir, port)).unwrap();
+    assert_eq!(deployed.app_container.as_str(), hex('a'));
+    assert_eq!(deployed.gateway_container.as_str(), hex('b'));
+    assert_eq!(engine.runner().argv(), expected_deploy_argv(&app_dir, port));
+    assert!(seen.lock().unwrap().starts_with("GET / HTTP/1.0\r\nHost: shop.example\r\n"));
+
+    let config = app_dir.join("nginx.conf");
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), crate::nginx::render("shop.example", 8080));
+    assert_eq!(std::fs::metadata(&config).unwrap().mode() & 0o7777, 0o644);
+    assert_eq!(std::fs::metadata(&app_dir).unwrap().mode() & 0o7777, 0o755);
+}
+
+#[test]
+fn failed_health_check_removes_exactly_what_the_plan_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let app_dir = dir.path().join("shop");
+    let port = free_port();
+    let script = deploy_script(None);
+    let fake = Fake::new(move |args| match args[0].as_str() {
+        // What the engine finds by the plan's label.
+        "ps" => Ok(format!("{}\n", hex('a'))),
+        "network" if args[1] == "ls" => Ok(format!("{}\n{}\n", hex('3'), hex('4'))),
+        _ => script(args),
+    });
+    let quick =
+        HealthCheck { tries: 2, interval: Duration::from_millis(10), timeout: Duration::from_millis(200) };
+    let engine = DockerCli::with_runner(fake, dir.path()).with_health_check(quick);
+    assert_eq!(engine.deploy(&spec(&app_dir, port)), Err(EngineError::HealthCheckFailed));
+    let argv = engine.runner().argv();
+    let plan = "label=io.volce-lab.plan=0123456789abcdef0123456789abcdef";
+    assert_eq!(
+        argv[10..],
+        [
+            format!("ps -aq --no-trunc --filter {plan}"),
+            format!("network ls -q --no-trunc --filter {plan}"),
+            format!("rm -f -v {}", hex('a')),
+            format!("rm -f -v {}", hex('b')),
+            format!("network rm {}", hex('3')),
+            format!("network rm {}", hex('4')),
+        ]
+    );
+    assert!(app_dir.join("nginx.conf").exists(), "the directory stays as evidence");
+}
+
+#[test]
+fn rejected_nginx_test_stops_before_the_gateway_exists() {
+    let dir = tempfile::tempdir().unwrap();
+    let app_dir = dir.path().join("shop");
+    let fake = Fake::new(deploy_script(Some(("run --rm", 1))));
+    let engine = DockerCli::with_runner(fake, dir.path());
+    assert_eq!(engine.deploy(&spec(&app_dir, free_port())), Err(EngineError::NginxRejected));
+    let argv = engine.runner().argv();
+    assert!(!argv.iter().any(|a| a.contains("vl-shop-gateway")));
+    assert!(argv.contains(&format!("rm -f -v {}", hex('a'))));
+    assert!(argv.contains(&format!("network rm {}", hex('3'))));
+}
+
+#[test]
+fn docker_failure_at_pull_creates_and_removes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let app_dir = dir.path().join("shop");
+    let fake = Fake::new(deploy_script(Some(("pull", 1))));
+    let engine = DockerCli::with_runner(fake, dir.path());
+    match engine.deploy(&spec(&app_dir, free_port())) {
+        Err(EngineError::Call { step: "pull app image", .. }) => {}
+        other => panic!("expected a pull failure, got {other:?}"),
+    }
+    let argv = engine.runner().argv();
+    assert!(argv.iter().all(|a| a.starts_with("pull") || a.starts_with("ps") || a.starts_with("network ls")));
+    assert!(!app_dir.exists());
+}
+
+#[test]
+fn deploy_refuses_a_busy_port_and_bad_specs_without_any_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let busy = listener.local_addr().unwrap().port();
+    let engine = DockerCli::with_runner(Fake::new(|_| Ok(String::new())), dir.path());
+    let app_dir = dir.path().join("shop");
+    assert!(matches!(engine.deploy(&spec(&app_dir, busy)), Err(EngineError::Host { .. })));
+
+    let port = free_port();
+    let mut bad = Vec::new();
+    for change in 0..6 {
+        let mut s = spec(&app_dir, port);
+        match change {
+            0 => s.app = "Shop".into(),
+            1 => s.app_image = "127.0.0.1:15000/volce-lab/web:latest".into(),
+            2 => s.gateway_image = format!("--privileged@sha256:{}", hex('1')),
+            3 => s.server_name = "a b".into(),
+            4 => s.app_dir = dir.path().join("a,b"),
+            _ => s.plan_id = "x;y".into(),
+        }
+        bad.push(engine.deploy(&s));
+    }
+    assert!(bad.iter().all(|r| r == &Err(EngineError::Host { step: "validate deploy spec" })), "{bad:?}");
+    assert!(engine.runner().argv().is_empty());
+}
+
+#[test]
+fn deploy_never_overwrites_an_existing_nginx_conf() {
+    let dir = tempfile::tempdir().unwrap();
+    let app_dir = dir.path().join("shop");
+    std::fs::create_dir(&app_dir).unwrap();
+    std::fs::set_permissions(&app_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(app_dir.join("nginx.conf"), "evidence\n").unwrap();
+    let fake = Fake::new(deploy_script(None));
+    let engine = DockerCli::with_runner(fake, dir.path());
+    assert_eq!(
+        engine.deploy(&spec(&app_dir, free_port())),
+        Err(EngineError::Host { step: "create nginx.conf (it must not exist yet)" })
+    );
+    assert_eq!(std::fs::read_to_string(app_dir.join("nginx.conf")).unwrap(), "evidence\n");
+    let argv = engine.runner().argv();
+    assert!(!argv.iter().any(|a| a.starts_with("create") || a.starts_with("run")));
+    assert!(argv.contains(&format!("network rm {}", hex('3'))), "the networks it made are removed");
+}
+
+#[test]
+fn stop_disables_restart_then_stops_each_given_id_only() {
+    let engine = DockerCli::with_runner(Fake::new(|_| Ok(String::new())), "/nonexistent");
+    let ids = [ContainerId::parse(&hex('a')).unwrap(), ContainerId::parse(&hex('b')).unwrap()];
+    engine.stop(&ids).unwrap();
+    assert_eq!(
+        engine.runner().argv(),
+        [
+            format!("update --restart=no {}", hex('a')),
+            format!("stop --time 15 {}", hex('a')),
+            format!("update --restart=no {}", hex('b')),
+            format!("stop --time 15 {}", hex('b')),
+        ]
+    );
+}
+
+#[test]
+fn remove_image_is_never_forced_and_a_refusal_is_an_error() {
+    let engine = DockerCli::with_runner(Fake::new(|_| Err(1)), "/nonexistent");
+    let image = ImageId::parse(&format!("sha256:{}", hex('e'))).unwrap();
+    assert!(matches!(engine.remove_image(&image), Err(EngineError::Call { step: "remove image", .. })));
+    assert_eq!(engine.runner().argv(), [format!("image rm --no-prune sha256:{}", hex('e'))]);
+}
+
+fn app_dir_with(config: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(dir.path().join("nginx.conf"), config).unwrap();
+    dir
+}
+
+#[test]
+fn update_nginx_writes_in_place_tests_and_reloads() {
+    let dir = app_dir_with("old\n");
+    let inode = std::fs::metadata(dir.path().join("nginx.conf")).unwrap().ino();
+    let engine = DockerCli::with_runner(Fake::new(|_| Ok(String::new())), dir.path());
+    let gateway = ContainerId::parse(&hex('b')).unwrap();
+    engine.update_nginx(dir.path(), &gateway, "old\n", "new\n").unwrap();
+    let path = dir.path().join("nginx.conf");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "new\n");
+    assert_eq!(std::fs::metadata(&path).unwrap().ino(), inode, "same inode: the bind mount follows it");
+    assert_eq!(
+        engine.runner().argv(),
+        [
+            format!("exec {} /usr/sbin/nginx -t", hex('b')),
+            format!("exec {} /usr/sbin/nginx -s reload", hex('b')),
+        ]
+    );
+    let backups: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.ends_with(".bak"))
+        .collect();
+    assert_eq!(backups.len(), 1);
+    let backup = dir.path().join(&backups[0]);
+    assert_eq!(std::fs::read_to_string(&backup).unwrap(), "old\n");
+    assert_eq!(std::fs::metadata(&backup).unwrap().mode() & 0o777, 0o600);
+}
+
+#[test]
+fn rejected_update_restores_the_old_bytes_and_reloads_them() {
+    let dir = app_dir_with("old\n");
+    let path = dir.path().join("nginx.conf");
+    let path_in_script = path.clone();
+    // nginx -t fails while the file holds the new config, passes on the old one.
+    let fake = Fake::new(move |args| {
+        let current = std::fs::read_to_string(&path_in_script).unwrap();
+        if args.last().unwrap() == "-t" && current == "bad\n" { Err(1) } else { Ok(String::new()) }
+    });
+    let engine = DockerCli::with_runner(fake, dir.path());
+    let gateway = ContainerId::parse(&hex('b')).unwrap();
+    assert_eq!(engine.update_nginx(dir.path(), &gateway, "old\n", "bad\n"), Err(EngineError::NginxRejected));
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "old\n");
+    assert_eq!(
+        engine.runner().argv(),
+        [
+            format!("exec {} /usr/sbin/nginx -t", hex('b')),
+            format!("exec {} /usr/sbin/nginx -t", hex('b')),
+            format!("exec {} /usr/sbin/nginx -s reload", hex('b')),
+        ]
+    );
+}
+
+#[test]
+fn a_failed_restore_names_its_own_step() {
+    let dir = app_dir_with("old\n");
+    // nginx -t fails whatever the file holds (say the app is gone).
+    let engine = DockerCli::with_runner(Fake::new(|_| Err(1)), dir.path());
+    let gateway = ContainerId::parse(&hex('b')).unwrap();
+    match engine.update_nginx(dir.path(), &gateway, "old\n", "new\n") {
+        Err(EngineError::Call { step: "restore: nginx -t in gateway", .. }) => {}
+        other => panic!("expected the restore step to fail, got {other:?}"),
+    }
+    assert_eq!(std::fs::read_to_string(dir.path().join("nginx.conf")).unwrap(), "old\n");
+}
+
+#[test]
+fn update_nginx_refuses_a_changed_file_or_a_symlink_and_touches_nothing() {
+    let engine = DockerCli::with_runner(Fake::new(|_| Ok(String::new())), "/nonexistent");
+    let gateway = ContainerId::parse(&hex('b')).unwrap();
+
+    let dir = app_dir_with("edited by hand\n");
+    assert_eq!(
+        engine.update_nginx(dir.path(), &gateway, "old\n", "new\n"),
+        Err(EngineError::ManagedFileChanged)
+    );
+    assert_eq!(std::fs::read_to_string(dir.path().join("nginx.conf")).unwrap(), "edited by hand\n");
+
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(dir.path().join("target"), "old\n").unwrap();
+    std::os::unix::fs::symlink(dir.path().join("target"), dir.path().join("nginx.conf")).unwrap();
+    assert_eq!(
+        engine.update_nginx(dir.path(), &gateway, "old\n", "new\n"),
+        Err(EngineError::ManagedFileChanged)
+    );
+    assert_eq!(std::fs::read_to_string(dir.path().join("target")).unwrap(), "old\n");
+    assert!(engine.runner().argv().is_empty());
+}
+
+#[test]
+fn meminfo_and_http_replies_parse_strictly() {
+    let meminfo = "MemTotal:       24684000 kB\nMemFree:  100 kB\nMemAvailable:   2048 kB\n";
+    assert_eq!(mem_available(meminfo), Some(2048 * 1024));
+    assert_eq!(mem_available("MemTotal: 1 kB\n"), None);
+    assert_eq!(
+        parse_http_reply(b"HTTP/1.1 302 Found\r\nLocation: /x\r\n\r\nbody"),
+        Some(HttpReply { status: 302, body: b"body".to_vec() })
+    );
+    assert_eq!(parse_http_reply(b"SSH-2.0-OpenSSH\r\n\r\n"), None);
+    assert_eq!(parse_http_reply(b"HTTP/1.1 200 OK\r\n"), None, "no end of head");
+    assert!(http_get(free_port(), "bad host\r\nX: y", Duration::from_millis(100)).is_none());
+}
+
+#[test]
+fn a_bound_port_is_not_free() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    assert!(!port_free(port));
+    drop(listener);
+    assert!(port_free(port));
+    assert!(!port_free(0));
+}
