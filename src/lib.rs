@@ -29,4 +29,5 @@ pub mod docker;
 pub mod exec;
 pub mod exit;
 pub mod inspect;
+pub mod mcp;
 pub mod nginx;
