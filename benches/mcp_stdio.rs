@@ -121,8 +121,16 @@ fn main() {
     let p50 = percentile(&latencies, 0.5);
     let p99 = percentile(&latencies, 0.99);
     let peak_mib = peak_kib as f64 / 1024.0;
-    println!("mcp_stdio startup (spawn -> initialize result): median {:.2} ms, max {:.2} ms over {STARTS} spawns (target < 10 ms)", ms(startup), ms(starts[STARTS - 1]));
-    println!("mcp_stdio tools/call cloud_check disk: p50 {:.3} ms, p99 {:.3} ms over {CALLS} calls (target p50 < 0.1 ms)", ms(p50), ms(p99));
+    println!(
+        "mcp_stdio startup (spawn -> initialize result): median {:.2} ms, max {:.2} ms over {STARTS} spawns (target < 10 ms)",
+        ms(startup),
+        ms(starts[STARTS - 1])
+    );
+    println!(
+        "mcp_stdio tools/call cloud_check disk: p50 {:.3} ms, p99 {:.3} ms over {CALLS} calls (target p50 < 0.1 ms)",
+        ms(p50),
+        ms(p99)
+    );
     println!("mcp_stdio peak RSS (VmHWM): {peak_mib:.2} MiB (target < 8 MiB)");
     let missed: Vec<&str> = [
         (startup >= Duration::from_millis(10), "startup"),
