@@ -286,7 +286,7 @@ pub fn validate(tool: ToolName, arguments: Option<&Map<String, Value>>) -> Resul
                 match (kind, value) {
                     (Some(Kind::Text), Value::String(_)) => {}
                     (Some(Kind::Port), Value::Number(n))
-                        if n.as_u64().is_some_and(|p| (1..=65535).contains(&p)) => {}
+                        if n.as_u64().is_some_and(|p| (1024..=65535).contains(&p)) => {}
                     (Some(Kind::Text), other) => {
                         return Err(refuse(
                             "wrong_type",
@@ -296,11 +296,14 @@ pub fn validate(tool: ToolName, arguments: Option<&Map<String, Value>>) -> Resul
                             ),
                         ));
                     }
-                    (Some(Kind::Port), _) => {
+                    (Some(Kind::Port), other) => {
+                        // An integer out of range is a value outside the schema; anything else a wrong type.
+                        let code =
+                            if other.is_u64() || other.is_i64() { "not_allowed" } else { "wrong_type" };
                         return Err(refuse(
-                            "wrong_type",
+                            code,
                             format!(
-                                "parameter `{key}` must be a port number from 1 to 65535; nothing was run."
+                                "parameter `{key}` must be a port number from 1024 to 65535; nothing was run."
                             ),
                         ));
                     }
@@ -477,8 +480,8 @@ pub fn list() -> Vec<Tool> {
                     "properties": {
                         "app": {"type": "string", "description": "Application name (deploy, nginx_config, stop)."},
                         "image": {"type": "string", "description": "Catalog key of the image to deploy (deploy)."},
-                        "host_port": {"type": "integer", "minimum": 1, "maximum": 65535, "description": "Loopback port of the gateway (deploy)."},
-                        "container_port": {"type": "integer", "minimum": 1, "maximum": 65535, "description": "Port the app listens on inside its container (deploy)."},
+                        "host_port": {"type": "integer", "minimum": 1024, "maximum": 65535, "description": "Loopback port of the gateway (deploy)."},
+                        "container_port": {"type": "integer", "minimum": 1024, "maximum": 65535, "description": "Port the app listens on inside its container (deploy)."},
                         "server_name": {"type": "string", "description": "nginx server_name (deploy, nginx_config)."},
                         "image_id": {"type": "string", "description": "sha256:<64 hex> of the image to remove (remove_image)."}
                     },
@@ -598,6 +601,18 @@ mod tests {
                 ToolName::ServicePlan,
                 Some(json!({"action": "deploy", "parameters": {
                 "app": "web", "image": "web", "host_port": 70000, "container_port": 8080, "server_name": "x"}})),
+                "not_allowed",
+            ),
+            (
+                ToolName::ServicePlan,
+                Some(json!({"action": "deploy", "parameters": {
+                "app": "web", "image": "web", "host_port": 18001, "container_port": 80, "server_name": "x"}})),
+                "not_allowed",
+            ),
+            (
+                ToolName::ServicePlan,
+                Some(json!({"action": "deploy", "parameters": {
+                "app": "web", "image": "web", "host_port": 18001.5, "container_port": 8080, "server_name": "x"}})),
                 "wrong_type",
             ),
             (
