@@ -293,11 +293,16 @@ async fn stdout_carries_only_json_rpc_and_garbage_does_not_stop_the_server() {
         .await
         .unwrap();
     stdin.write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n").await.unwrap();
+    // A line over the 1 MiB cap is dropped unread; the session goes on.
+    let oversized = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call",
+        "params": {"name": "cloud_check", "arguments": {"check": "x".repeat(2 << 20)}}})
+    .to_string();
     for garbage in [
         "not json at all",
         "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":3}",
         "[]",
         "{}",
+        &oversized,
     ] {
         stdin.write_all(send(garbage.to_owned()).as_bytes()).await.unwrap();
     }
@@ -320,6 +325,7 @@ async fn stdout_carries_only_json_rpc_and_garbage_does_not_stop_the_server() {
         let message: Value =
             serde_json::from_str(&line).unwrap_or_else(|_| panic!("stdout line is not JSON: {line}"));
         assert_eq!(message["jsonrpc"], "2.0", "{line}");
+        assert_ne!(message["id"], 8, "the oversized call must not run");
         if message["id"] == 2 {
             assert_eq!(message["result"]["structuredContent"]["status"], "ok", "{line}");
             answered = true;

@@ -26,7 +26,6 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Map, Value, json};
 
-use crate::config::Mode;
 use crate::exec::ExecutionStatus;
 use crate::inspect::transport::Limits;
 use crate::inspect::{Check, Inspector, Status, request_id, timestamp};
@@ -254,7 +253,6 @@ impl VolceLab {
         let exit_code = execution.as_ref().and_then(|e| e.exit_code);
         let execution_status = execution.as_ref().map(|e| e.execution_status);
         let mut map = self.base(&request_id);
-        map.insert("is_demo".into(), json!(config.mode == Mode::Demo));
         map.insert("tool".into(), json!(tool.as_str()));
         map.insert("operation".into(), json!(operation.name()));
         map.insert("action".into(), json!(action));
