@@ -72,15 +72,24 @@ pub struct Answer {
     pub plan_id: Option<String>,
 }
 
-/// The sentence every `unknown` carries.
-pub fn unknown(reason: &str) -> Answer {
+/// The sentence every `unknown` carries: what went wrong, and that the agent
+/// must inspect before any retry.
+pub fn unknown(operation: &str, reason: &str) -> Answer {
+    let next = match operation {
+        "execute" => {
+            "the server may have acted. Do not retry: inspect the plan first (service_inventory, \
+                      and ask the operator to run `volce-lab-host show <plan_id>` on the server)."
+        }
+        "plan" => "a plan may have been recorded. Do not retry blindly: inspect first (service_inventory).",
+        _ => {
+            "nothing is known about the server from this call. Do not retry blindly: inspect first \
+              (cloud_check web_status, or ask the operator)."
+        }
+    };
     Answer {
         status: Status::Unknown,
         code: None,
-        message: format!(
-            "The outcome is unknown ({reason}); the server may have acted. Do not retry: inspect the plan \
-             first (service_inventory, and ask the operator to run `volce-lab-host show <plan_id>`)."
-        ),
+        message: format!("The outcome is unknown ({reason}); {next}"),
         result: None,
         plan_id: None,
     }
@@ -124,13 +133,13 @@ pub fn interpret(operation: &str, outcome: &Outcome, mode: Mode) -> Answer {
     match execution.execution_status {
         ExecutionStatus::Ok => {
             let Some(mut map) = reply() else {
-                return unknown("the host helper's reply is not one JSON object");
+                return unknown(operation, "the host helper's reply is not one JSON object");
             };
             let matches = map.get("status").and_then(Value::as_str) == Some("ok")
                 && map.get("operation").and_then(Value::as_str) == Some(operation)
                 && map.get("result").is_some_and(Value::is_object);
             if !matches {
-                return unknown("the host helper's reply does not follow the contract");
+                return unknown(operation, "the host helper's reply does not follow the contract");
             }
             let result = map.remove("result");
             let plan_id = result.as_ref().and_then(|r| plan_id_of(r.get("plan_id").or_else(|| r.get("id"))));
@@ -145,7 +154,10 @@ pub fn interpret(operation: &str, outcome: &Outcome, mode: Mode) -> Answer {
         }
         ExecutionStatus::NonzeroExit if execution.exit_code == Some(1) => {
             let Some(map) = reply() else {
-                return unknown("the host helper exited 1 without a valid reply; sudo may have refused");
+                return unknown(
+                    operation,
+                    "the host helper exited 1 without a valid reply; sudo may have refused",
+                );
             };
             let text = |key: &str| map.get(key).and_then(Value::as_str);
             match (text("status"), text("code"), text("message")) {
@@ -170,15 +182,21 @@ pub fn interpret(operation: &str, outcome: &Outcome, mode: Mode) -> Answer {
                     result: None,
                     plan_id: plan_id_of(map.get("plan_id")),
                 },
-                _ => unknown("the host helper exited 1 with a reply outside the contract"),
+                _ => unknown(operation, "the host helper exited 1 with a reply outside the contract"),
             }
         }
-        ExecutionStatus::NonzeroExit => unknown("the host helper exited with an unexpected status"),
-        ExecutionStatus::Timeout => unknown("no reply before the time limit; the request was killed"),
-        ExecutionStatus::OutputLimit => unknown("the reply was larger than 128 KiB; the request was killed"),
-        ExecutionStatus::Signaled => unknown("the request ended on a signal"),
+        ExecutionStatus::NonzeroExit => {
+            unknown(operation, "the host helper exited with an unexpected status")
+        }
+        ExecutionStatus::Timeout => {
+            unknown(operation, "no reply before the time limit; the request was killed")
+        }
+        ExecutionStatus::OutputLimit => {
+            unknown(operation, "the reply was larger than 128 KiB; the request was killed")
+        }
+        ExecutionStatus::Signaled => unknown(operation, "the request ended on a signal"),
         ExecutionStatus::SshOrRemote255 => {
-            unknown("ssh exited 255: the connection or the remote side failed")
+            unknown(operation, "ssh exited 255: the connection or the remote side failed")
         }
         // Nothing was started, so nothing can have happened on the server.
         ExecutionStatus::LaunchFailed => {
@@ -286,7 +304,11 @@ mod tests {
             assert_eq!(answer.status, *status, "{execution_status:?} {exit:?} {stdout}");
             assert_eq!(answer.code.as_deref(), *code, "{stdout}");
             if *status == Status::Unknown {
-                assert!(answer.message.contains("Do not retry"), "{}", answer.message);
+                assert!(
+                    answer.message.contains("Do not retry") && answer.message.contains("inspect"),
+                    "{}",
+                    answer.message
+                );
             }
         }
     }
