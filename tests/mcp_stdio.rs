@@ -112,6 +112,7 @@ async fn discovery_lists_exactly_the_four_tools_with_closed_schemas_and_annotati
     assert!(text("cloud_check").contains("simulated"));
     assert!(text("service_plan").contains("operator"));
     assert!(text("service_execute").contains("never retry"));
+    assert!(text("service_plan").contains("never retry"));
     session.client.cancel().await.unwrap();
 }
 

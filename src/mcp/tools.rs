@@ -465,7 +465,10 @@ pub fn list() -> Vec<Tool> {
          nginx_config {app, server_name}; stop {app}; remove_image {image_id}. Plans for stop and \
          remove_image must be approved by an operator on the server (`volce-lab-host approve`); you cannot \
          approve them. The host helper checks every value against its policy and may answer `rejected` \
-         with a stable code: fix the request instead of retrying it unchanged.",
+         with a stable code: fix the request instead of retrying it unchanged. In demo mode it answers \
+         `demo_only` and records nothing. "
+            .to_owned()
+            + NEVER_RETRY,
         object(json!({
             "type": "object",
             "properties": {
