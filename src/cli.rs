@@ -89,7 +89,7 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
 fn dispatch(command: Command) -> Exit {
     match command {
         Command::Inspect { json } => crate::inspect::cli(json),
-        Command::McpServe => not_yet("mcp-serve"),
+        Command::McpServe => crate::mcp::cli(),
         Command::Host(_) => not_yet("host"),
     }
 }

@@ -30,4 +30,5 @@ pub mod doctor;
 pub mod exec;
 pub mod exit;
 pub mod inspect;
+pub mod mcp;
 pub mod nginx;

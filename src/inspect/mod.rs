@@ -74,6 +74,9 @@ pub enum Status {
     Rejected,
     /// We cannot know what happened on the server: inspect before any retry.
     Unknown,
+    /// The host helper says an execute reached the engine and failed or is
+    /// uncertain: the operator must inspect the plan before anything else.
+    NeedsInspection,
     /// The tool arguments were refused; nothing ran.
     InvalidArguments,
 }
@@ -95,6 +98,7 @@ impl Status {
             Status::ManagementDisabled => "management_disabled",
             Status::Rejected => "rejected",
             Status::Unknown => "unknown",
+            Status::NeedsInspection => "needs_inspection",
             Status::InvalidArguments => "invalid_arguments",
         }
     }

@@ -1,0 +1,392 @@
+//! The rmcp `ServerHandler`: lists the four tools, validates every call,
+//! runs it behind the identity gate, shapes the result envelope, and writes
+//! the local audit line. Runs unprivileged on the workstation (or on the
+//! server in local mode).
+//!
+//! Invariants enforced here:
+//! - nothing runs before [`tools::validate`] accepted the arguments;
+//! - every result has `structuredContent` and the same JSON as text, and
+//!   `isError` is true exactly when `status` is not `ok`;
+//! - management calls run only outside demo mode, with identity verified
+//!   (and verified again inside `Inspector::host_rpc`) and management enabled;
+//! - rmcp does not drop a handler's future when the client cancels: it only
+//!   cancels `RequestContext::ct`. We race the work against that token, so a
+//!   cancel drops the work future, and dropping `exec::run` kills the child's
+//!   process group. The audit line of a cancelled call says `unknown`;
+//! - every call, refused or not, leaves exactly one audit line.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use serde_json::{Map, Value, json};
+
+use crate::exec::ExecutionStatus;
+use crate::inspect::transport::Limits;
+use crate::inspect::{Check, Inspector, Status, request_id, timestamp};
+
+use super::audit::{Audit, Record};
+use super::rpc::{self, Answer, Operation};
+use super::tools::{self, Call, Refusal, ToolName};
+
+/// What the server needs besides the inspector. Tests shorten the limits.
+pub struct Options {
+    pub rpc_limits: Limits,
+    pub audit: Audit,
+}
+
+impl Options {
+    /// The shipped settings: the contract's limits, the audit log from the environment.
+    pub fn from_env() -> Options {
+        Options { rpc_limits: rpc::RPC_LIMITS, audit: Audit::from_env() }
+    }
+}
+
+/// The volce-lab MCP server.
+pub struct VolceLab {
+    inspector: Arc<Inspector>,
+    options: Options,
+    tools: Vec<Tool>,
+}
+
+/// The result of one call: the structured object plus what the audit needs.
+struct Outcome {
+    value: Value,
+    status: Status,
+    request_id: String,
+    check: Option<Check>,
+    action: Option<&'static str>,
+    plan_id: Option<String>,
+    exit_code: Option<i32>,
+    execution_status: Option<ExecutionStatus>,
+}
+
+/// A sentence for each status the agent can meet.
+fn message(status: Status, is_demo: bool) -> &'static str {
+    match status {
+        Status::Ok if is_demo => {
+            "Simulated answer (demo mode): no server was contacted. Say so when you report it."
+        }
+        Status::Ok => "The check ran and the answer is healthy.",
+        Status::IdentityRequired => {
+            "Identity is not verified: call cloud_check with check=identity first; nothing was run."
+        }
+        Status::IdentityMismatch => {
+            "The target is not the expected host and user; its answer is withheld. Stop and tell the user; \
+             do not try another target."
+        }
+        Status::ConnectionFailed => "Could not reach the target (ssh failed or the remote side exited 255).",
+        Status::CheckFailed => "The query worked and the answer is unhealthy; see output.",
+        Status::HelperUnavailable => {
+            "The host helper could not be asked: not installed, sudo refused, or no valid answer."
+        }
+        Status::Timeout => {
+            "No answer before the time limit; the process was killed and the outcome is unconfirmed."
+        }
+        Status::OutputLimit => {
+            "The answer was larger than allowed; the process was killed and nothing is shown."
+        }
+        Status::SshUnavailable => "The ssh client could not be started on this machine.",
+        Status::ExecutionFailed => "A local program could not be started or ended abnormally.",
+        Status::DemoOnly => {
+            "Demo mode: management runs nothing and no server was contacted. Managing a real server needs \
+             local or ssh mode and VOLCE_LAB_MANAGEMENT=enabled, set by the user."
+        }
+        Status::ManagementDisabled => {
+            "Management is switched off; only the user can enable it (VOLCE_LAB_MANAGEMENT=enabled in the \
+             MCP server's configuration). Nothing was run."
+        }
+        Status::Rejected => "The host helper refused the request; nothing changed.",
+        Status::Unknown => "The outcome is unknown; the server may have acted. Do not retry: inspect first.",
+        Status::NeedsInspection => "The change failed or is uncertain; the operator must inspect the plan.",
+        Status::InvalidArguments => "The arguments were refused; nothing was run.",
+    }
+}
+
+impl VolceLab {
+    pub fn new(inspector: Inspector, options: Options) -> VolceLab {
+        VolceLab { inspector: Arc::new(inspector), options, tools: tools::list() }
+    }
+
+    fn base(&self, request_id: &str) -> Map<String, Value> {
+        let config = self.inspector.config();
+        let mut map = Map::new();
+        map.insert("request_id".into(), json!(request_id));
+        map.insert("timestamp".into(), json!(timestamp()));
+        map.insert("is_demo".into(), json!(self.inspector.is_demo()));
+        map.insert("mode".into(), json!(config.mode.as_str()));
+        map.insert("target".into(), json!(config.target()));
+        map
+    }
+
+    /// Validates and runs one call of a known tool.
+    async fn run(
+        &self,
+        tool: ToolName,
+        arguments: Option<&Map<String, Value>>,
+        request_id: String,
+    ) -> Outcome {
+        match tools::validate(tool, arguments) {
+            Err(refusal) => self.refused(tool, refusal, request_id),
+            Ok(Call::Check(check)) => self.check(check).await,
+            Ok(Call::Inventory) => self.manage(tool, Operation::Inventory, request_id).await,
+            Ok(Call::Plan { action, parameters }) => {
+                self.manage(tool, Operation::Plan { action, parameters }, request_id).await
+            }
+            Ok(Call::Execute { plan_id }) => {
+                self.manage(tool, Operation::Execute { plan_id }, request_id).await
+            }
+        }
+    }
+
+    fn refused(&self, tool: ToolName, refusal: Refusal, request_id: String) -> Outcome {
+        let mut map = self.base(&request_id);
+        map.insert("status".into(), json!(Status::InvalidArguments));
+        map.insert("code".into(), json!(refusal.code));
+        map.insert("message".into(), json!(refusal.message));
+        map.insert("exit_code".into(), Value::Null);
+        map.insert("execution".into(), Value::Null);
+        match tool {
+            ToolName::CloudCheck => {
+                map.insert("check".into(), Value::Null);
+                map.insert("output".into(), json!(""));
+            }
+            _ => {
+                map.insert("tool".into(), json!(tool.as_str()));
+                let operation = match tool {
+                    ToolName::ServicePlan => "plan",
+                    ToolName::ServiceExecute => "execute",
+                    _ => "inventory",
+                };
+                map.insert("operation".into(), json!(operation));
+                map.insert("action".into(), Value::Null);
+                map.insert("plan_id".into(), Value::Null);
+                map.insert("result".into(), Value::Null);
+            }
+        }
+        Outcome {
+            value: Value::Object(map),
+            status: Status::InvalidArguments,
+            request_id,
+            check: None,
+            action: None,
+            plan_id: None,
+            exit_code: None,
+            execution_status: None,
+        }
+    }
+
+    async fn check(&self, check: Check) -> Outcome {
+        let result = self.inspector.check(check).await;
+        let mut value = serde_json::to_value(&result).unwrap_or_else(|_| json!({}));
+        if let Value::Object(map) = &mut value {
+            map.insert("code".into(), Value::Null);
+            map.insert("message".into(), json!(message(result.status, result.is_demo)));
+        }
+        Outcome {
+            value,
+            status: result.status,
+            request_id: result.request_id,
+            check: Some(check),
+            action: None,
+            plan_id: None,
+            exit_code: result.exit_code,
+            execution_status: result.execution.map(|e| e.execution_status),
+        }
+    }
+
+    async fn manage(&self, tool: ToolName, operation: Operation, request_id: String) -> Outcome {
+        let config = self.inspector.config();
+        let plain = |status: Status| Answer {
+            status,
+            code: None,
+            message: message(status, false).to_owned(),
+            result: None,
+            plan_id: None,
+        };
+        let mut execution = None;
+        let answer = if self.inspector.is_demo() {
+            plain(Status::DemoOnly)
+        } else if !self.inspector.is_verified().await {
+            plain(Status::IdentityRequired)
+        } else if !config.management {
+            plain(Status::ManagementDisabled)
+        } else {
+            let request = operation.request();
+            if request.len() > rpc::MAX_REQUEST_BYTES {
+                // Unreachable with the argument limit; kept as the last guard.
+                Answer {
+                    status: Status::InvalidArguments,
+                    code: Some("too_large".into()),
+                    message: "The request would exceed the helper's 16 KiB limit; nothing was run.".into(),
+                    result: None,
+                    plan_id: None,
+                }
+            } else {
+                // Identity is verified again inside host_rpc, under the same lock as the run.
+                match self.inspector.host_rpc(&request, self.options.rpc_limits).await {
+                    Err(refusal) => {
+                        execution = refusal.execution;
+                        plain(refusal.status)
+                    }
+                    Ok(outcome) => {
+                        let answer = rpc::interpret(operation.name(), &outcome, config.mode);
+                        execution = Some(outcome.execution);
+                        answer
+                    }
+                }
+            }
+        };
+        let (action, mut plan_id) = match &operation {
+            Operation::Plan { action, .. } => (Some(action.as_str()), None),
+            Operation::Execute { plan_id } => (None, Some(plan_id.as_str().to_owned())),
+            Operation::Inventory => (None, None),
+        };
+        if plan_id.is_none() {
+            plan_id = answer.plan_id.clone();
+        }
+        let exit_code = execution.as_ref().and_then(|e| e.exit_code);
+        let execution_status = execution.as_ref().map(|e| e.execution_status);
+        let mut map = self.base(&request_id);
+        map.insert("tool".into(), json!(tool.as_str()));
+        map.insert("operation".into(), json!(operation.name()));
+        map.insert("action".into(), json!(action));
+        map.insert("plan_id".into(), json!(plan_id));
+        map.insert("status".into(), json!(answer.status));
+        map.insert("code".into(), json!(answer.code));
+        map.insert("message".into(), json!(answer.message));
+        map.insert("result".into(), answer.result.unwrap_or(Value::Null));
+        map.insert("exit_code".into(), json!(exit_code));
+        map.insert("execution".into(), json!(execution));
+        Outcome {
+            value: Value::Object(map),
+            status: answer.status,
+            request_id,
+            check: None,
+            action,
+            plan_id,
+            exit_code,
+            execution_status,
+        }
+    }
+
+    fn audit(&self, tool: Option<ToolName>, outcome: &Outcome, started: Instant) {
+        self.options.audit.append(&Record {
+            time: timestamp(),
+            request_id: outcome.request_id.clone(),
+            tool: tool.map(ToolName::as_str),
+            check: outcome.check.map(Check::as_str),
+            action: outcome.action,
+            plan_id: outcome.plan_id.clone(),
+            // A name outside the four is recorded as a fixed word, never echoed.
+            status: if tool.is_some() { outcome.status.as_str() } else { "unknown_tool" },
+            exit_code: outcome.exit_code,
+            execution_status: outcome.execution_status,
+            duration_ms: started.elapsed().as_millis() as u64,
+        });
+    }
+
+    /// The audit line of a call the client cancelled: we killed whatever ran,
+    /// so what happened on the server is not known.
+    fn audit_cancelled(
+        &self,
+        tool: ToolName,
+        arguments: Option<&Map<String, Value>>,
+        request_id: String,
+        started: Instant,
+    ) {
+        let (check, action, plan_id) = match tools::validate(tool, arguments) {
+            Ok(Call::Check(check)) => (Some(check), None, None),
+            Ok(Call::Plan { action, .. }) => (None, Some(action.as_str()), None),
+            Ok(Call::Execute { plan_id }) => (None, None, Some(plan_id.as_str().to_owned())),
+            _ => (None, None, None),
+        };
+        let outcome = Outcome {
+            value: Value::Null,
+            status: Status::Unknown,
+            request_id,
+            check,
+            action,
+            plan_id,
+            exit_code: None,
+            execution_status: None,
+        };
+        self.audit(Some(tool), &outcome, started);
+    }
+}
+
+fn tool_result(outcome: &Outcome) -> CallToolResult {
+    let text = outcome.value.to_string();
+    let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+    result.structured_content = Some(outcome.value.clone());
+    result.is_error = Some(outcome.status != Status::Ok);
+    result
+}
+
+impl ServerHandler for VolceLab {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("volce-lab", env!("CARGO_PKG_VERSION")))
+            .with_instructions(tools::INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(self.tools.clone()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.tools.iter().find(|tool| tool.name == name).cloned()
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let started = Instant::now();
+        let Some(tool) = ToolName::parse(&request.name) else {
+            let outcome = Outcome {
+                value: Value::Null,
+                status: Status::InvalidArguments,
+                request_id: request_id(),
+                check: None,
+                action: None,
+                plan_id: None,
+                exit_code: None,
+                execution_status: None,
+            };
+            self.audit(None, &outcome, started);
+            return Err(McpError::invalid_params(
+                format!(
+                    "unknown tool {}; the tools are cloud_check, service_inventory, service_plan and service_execute",
+                    tools::shown(&request.name)
+                ),
+                None,
+            ));
+        };
+        let id = request_id();
+        let arguments = request.arguments.as_ref();
+        tokio::select! {
+            biased;
+            () = context.ct.cancelled() => {
+                // The work future was dropped with this branch: its child is dead.
+                self.audit_cancelled(tool, arguments, id, started);
+                // MCP: no response for a cancelled request; rmcp discards this one.
+                Err(McpError::internal_error("the call was cancelled", None))
+            }
+            outcome = self.run(tool, arguments, id.clone()) => {
+                self.audit(Some(tool), &outcome, started);
+                Ok(tool_result(&outcome).into())
+            }
+        }
+    }
+}

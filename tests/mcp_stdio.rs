@@ -1,0 +1,357 @@
+//! An rmcp client drives the real `volce-lab mcp-serve` binary over stdio,
+//! in demo mode: discovery, schemas, annotations, the identity gate, demo
+//! results, every refusal, the unknown tool, and that the server keeps
+//! answering after bad input. Runs unprivileged; no network, no server.
+
+mod mcp_support;
+
+use std::path::Path;
+use std::process::Stdio;
+
+use rmcp::ServiceExt as _;
+use rmcp::model::{CallToolRequestParams, ErrorCode, Tool};
+use rmcp::service::{RoleClient, RunningService, ServiceError};
+use rmcp::transport::TokioChildProcess;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
+
+use mcp_support::{arguments, structured};
+
+const BIN: &str = env!("CARGO_BIN_EXE_volce-lab");
+
+/// The binary with a clean environment: demo mode, audit log in `state`.
+fn command(state: &Path) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(BIN);
+    command.arg("mcp-serve").env_clear().env("XDG_STATE_HOME", state).stderr(Stdio::null());
+    command
+}
+
+struct Session {
+    client: RunningService<RoleClient, ()>,
+    tools: Vec<Tool>,
+    state: tempfile::TempDir,
+}
+
+impl Session {
+    async fn start() -> Session {
+        let state = tempfile::tempdir().unwrap();
+        let transport = TokioChildProcess::new(command(state.path())).expect("spawn volce-lab mcp-serve");
+        let client = ().serve(transport).await.expect("initialize");
+        let tools = client.list_all_tools().await.expect("tools/list");
+        Session { client, tools, state }
+    }
+
+    fn tool(&self, name: &str) -> &Tool {
+        self.tools.iter().find(|t| t.name == name).unwrap_or_else(|| panic!("{name} is not listed"))
+    }
+
+    /// Calls `name` and returns its checked structured result.
+    async fn call(&self, name: &str, args: Value) -> Value {
+        let params = CallToolRequestParams::new(name.to_owned()).with_arguments(arguments(args));
+        let result = self.client.call_tool(params).await.unwrap_or_else(|e| panic!("{name}: {e}"));
+        structured(self.tool(name), &result)
+    }
+
+    fn audit(&self) -> Vec<Value> {
+        let path = self.state.path().join("volce-lab/audit.jsonl");
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        text.lines().map(|line| serde_json::from_str(line).expect("audit line is JSON")).collect()
+    }
+}
+
+#[tokio::test]
+async fn discovery_lists_exactly_the_four_tools_with_closed_schemas_and_annotations() {
+    let session = Session::start().await;
+    let info = session.client.peer_info().expect("server info");
+    assert_eq!(info.server_info.as_ref().map(|i| i.name.as_str()), Some("volce-lab"));
+    assert!(info.capabilities.tools.is_some());
+    assert!(info.instructions.as_deref().unwrap_or("").contains("identity first"));
+
+    let names: Vec<&str> = session.tools.iter().map(|t| t.name.as_ref()).collect();
+    assert_eq!(names, ["cloud_check", "service_inventory", "service_plan", "service_execute"]);
+    for tool in &session.tools {
+        let schema = Value::Object((*tool.input_schema).clone());
+        assert_eq!(schema["type"], "object", "{}", tool.name);
+        assert_eq!(schema["additionalProperties"], false, "{}", tool.name);
+        let output =
+            tool.output_schema.as_ref().unwrap_or_else(|| panic!("{} has no outputSchema", tool.name));
+        assert_eq!(output["type"], "object");
+        assert_eq!(output["additionalProperties"], false);
+        assert!(
+            tool.description.as_deref().unwrap_or("").len() > 100,
+            "{} needs a helpful description",
+            tool.name
+        );
+    }
+
+    let check = session.tool("cloud_check");
+    assert_eq!(check.input_schema["properties"]["check"]["enum"], json!(["identity", "disk", "web_status"]));
+    assert_eq!(check.input_schema["required"], json!(["check"]));
+    let plan = session.tool("service_plan");
+    assert_eq!(
+        plan.input_schema["properties"]["action"]["enum"],
+        json!(["deploy", "nginx_config", "stop", "remove_image"])
+    );
+    assert_eq!(plan.input_schema["properties"]["parameters"]["type"], "object");
+    assert_eq!(plan.input_schema["properties"]["parameters"]["additionalProperties"], false);
+    let execute = session.tool("service_execute");
+    assert_eq!(execute.input_schema["properties"]["plan_id"]["pattern"], "^[a-f0-9]{32}$");
+
+    let annotations = |name: &str| session.tool(name).annotations.clone().expect("annotations");
+    let a = annotations("cloud_check");
+    assert_eq!((a.read_only_hint, a.open_world_hint), (Some(true), Some(true)));
+    assert_eq!(annotations("service_inventory").read_only_hint, Some(true));
+    let a = annotations("service_plan");
+    assert_eq!((a.read_only_hint, a.destructive_hint), (Some(false), Some(false)));
+    let a = annotations("service_execute");
+    assert_eq!((a.destructive_hint, a.idempotent_hint), (Some(true), Some(false)));
+
+    // What the model must be told.
+    let text = |name: &str| session.tool(name).description.clone().unwrap_or_default().to_string();
+    assert!(text("cloud_check").contains("identity` first"));
+    assert!(text("cloud_check").contains("simulated"));
+    assert!(text("service_plan").contains("operator"));
+    assert!(text("service_execute").contains("never retry"));
+    assert!(text("service_plan").contains("never retry"));
+    session.client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn identity_gate_then_demo_results_are_labelled_simulated() {
+    let session = Session::start().await;
+    let early = session.call("cloud_check", json!({"check": "disk"})).await;
+    assert_eq!(early["status"], "identity_required");
+    assert_eq!(early["execution"], Value::Null, "nothing ran");
+
+    for check in ["identity", "disk", "web_status"] {
+        let result = session.call("cloud_check", json!({"check": check})).await;
+        assert_eq!(result["status"], "ok", "{result}");
+        assert_eq!(result["check"], check);
+        assert_eq!(result["is_demo"], true);
+        assert_eq!(result["mode"], "demo");
+        assert!(result["message"].as_str().unwrap().contains("Simulated"));
+    }
+    session.client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn management_tools_in_demo_run_nothing() {
+    let session = Session::start().await;
+    session.call("cloud_check", json!({"check": "identity"})).await;
+    let id = "0123456789abcdef0123456789abcdef";
+    let calls = [
+        ("service_inventory", json!({})),
+        ("service_plan", json!({"action": "stop", "parameters": {"app": "web"}})),
+        ("service_execute", json!({"plan_id": id})),
+    ];
+    for (name, args) in calls {
+        let result = session.call(name, args).await;
+        assert_eq!(result["status"], "demo_only", "{result}");
+        assert_eq!(result["is_demo"], true);
+        assert_eq!(result["execution"], Value::Null);
+        assert_eq!(result["result"], Value::Null);
+    }
+    let audit = session.audit();
+    assert_eq!(audit.len(), 4);
+    assert_eq!(audit[3]["plan_id"], id);
+    assert_eq!(audit[2]["action"], "stop");
+    session.client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn every_refusal_is_an_error_result_and_the_server_keeps_answering() {
+    let session = Session::start().await;
+    let table: Vec<(&str, Value, &str)> = vec![
+        ("cloud_check", json!({"check": "disk", "host": "elsewhere"}), "unexpected_field"),
+        ("cloud_check", json!({"check": "disk", "command": "cat /etc/shadow"}), "unexpected_field"),
+        ("cloud_check", json!({"check": "disk", "path": "/"}), "unexpected_field"),
+        ("cloud_check", json!({}), "missing_field"),
+        ("cloud_check", json!({"check": 3}), "wrong_type"),
+        ("cloud_check", json!({"check": "uptime"}), "not_allowed"),
+        ("cloud_check", json!({"check": "x".repeat(20_000)}), "too_large"),
+        ("service_inventory", json!({"approved": true}), "unexpected_field"),
+        ("service_plan", json!({"action": "reboot", "parameters": {}}), "not_allowed"),
+        ("service_plan", json!({"action": "stop", "parameters": []}), "wrong_type"),
+        (
+            "service_plan",
+            json!({"action": "stop", "parameters": {"app": "web"}, "approved": true}),
+            "unexpected_field",
+        ),
+        (
+            "service_plan",
+            json!({"action": "stop", "parameters": {"app": "web", "path": "/"}}),
+            "unexpected_field",
+        ),
+        ("service_execute", json!({"plan_id": "../../etc/passwd"}), "not_allowed"),
+        ("service_execute", json!({"plan_id": 12}), "wrong_type"),
+        (
+            "service_execute",
+            json!({"plan_id": "0123456789abcdef0123456789abcdef", "approved": true}),
+            "unexpected_field",
+        ),
+    ];
+    for (name, args, code) in &table {
+        let result = session.call(name, args.clone()).await;
+        assert_eq!(result["status"], "invalid_arguments", "{name} {args}");
+        assert_eq!(result["code"], *code, "{name} {args}: {}", result["message"]);
+        assert!(result["message"].as_str().unwrap().contains("nothing was run"));
+        assert_eq!(result["execution"], Value::Null);
+        // Still answering, and the refusal changed nothing: the gate is still closed.
+        let gate = session.call("cloud_check", json!({"check": "disk"})).await;
+        assert_eq!(gate["status"], "identity_required");
+    }
+    assert_eq!(session.audit().len(), table.len() * 2);
+    session.client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_unknown_tool_is_a_json_rpc_error() {
+    let session = Session::start().await;
+    for name in ["shell_execute", "approve", "cloud_check ", ""] {
+        let error = session
+            .client
+            .call_tool(CallToolRequestParams::new(name.to_owned()))
+            .await
+            .expect_err("unknown tool must fail");
+        match error {
+            ServiceError::McpError(error) => {
+                assert_eq!(error.code, ErrorCode::INVALID_PARAMS);
+                assert!(error.message.contains("unknown tool"), "{}", error.message);
+            }
+            other => panic!("expected a JSON-RPC error, got {other}"),
+        }
+    }
+    let ok = session.call("cloud_check", json!({"check": "identity"})).await;
+    assert_eq!(ok["status"], "ok");
+    let audit = session.audit();
+    assert_eq!(audit[0]["status"], "unknown_tool");
+    assert_eq!(audit[0]["tool"], Value::Null);
+    session.client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn secrets_in_arguments_never_reach_the_audit_log() {
+    let session = Session::start().await;
+    let secret = "sk-live-SECRET-4f9a8b7c6d5e";
+    session.call("cloud_check", json!({"check": "disk", "command": secret})).await;
+    session.call("cloud_check", json!({"check": secret})).await;
+    session.call("cloud_check", json!({"check": "identity"})).await;
+    session
+        .call(
+            "service_plan",
+            json!({"action": "nginx_config", "parameters": {"app": "web", "server_name": secret}}),
+        )
+        .await;
+    session.call("service_plan", json!({"action": secret, "parameters": {}})).await;
+    let _ = session.client.call_tool(CallToolRequestParams::new(secret.to_owned())).await;
+    let path = session.state.path().join("volce-lab/audit.jsonl");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(text.lines().count(), 6);
+    assert!(!text.contains("SECRET"), "audit leaked: {text}");
+    use std::os::unix::fs::PermissionsExt as _;
+    assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+    assert_eq!(std::fs::metadata(path.parent().unwrap()).unwrap().permissions().mode() & 0o777, 0o700);
+    for line in session.audit() {
+        let keys: Vec<&String> = line.as_object().unwrap().keys().collect();
+        for key in keys {
+            assert!(
+                [
+                    "time",
+                    "request_id",
+                    "tool",
+                    "check",
+                    "action",
+                    "plan_id",
+                    "status",
+                    "exit_code",
+                    "execution_status",
+                    "duration_ms"
+                ]
+                .contains(&key.as_str()),
+                "unexpected audit field {key}"
+            );
+        }
+    }
+    session.client.cancel().await.unwrap();
+}
+
+/// Raw JSON-RPC: garbage lines get an error or nothing, never a crash, and
+/// every line on stdout is a JSON-RPC message.
+#[tokio::test]
+async fn stdout_carries_only_json_rpc_and_garbage_does_not_stop_the_server() {
+    let state = tempfile::tempdir().unwrap();
+    let mut child = command(state.path()).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let send = |text: String| text + "\n";
+    stdin
+        .write_all(
+            send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}})
+            .to_string())
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    stdin.write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n").await.unwrap();
+    // A line over the 1 MiB cap is dropped unread; the session goes on.
+    let oversized = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call",
+        "params": {"name": "cloud_check", "arguments": {"check": "x".repeat(2 << 20)}}})
+    .to_string();
+    for garbage in [
+        "not json at all",
+        "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":3}",
+        "[]",
+        "{}",
+        &oversized,
+    ] {
+        stdin.write_all(send(garbage.to_owned()).as_bytes()).await.unwrap();
+    }
+    stdin
+        .write_all(
+            send(
+                json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "cloud_check", "arguments": {"check": "identity"}}})
+                .to_string(),
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    let mut answered = false;
+    while let Ok(Some(line)) = tokio::time::timeout(std::time::Duration::from_secs(10), lines.next_line())
+        .await
+        .expect("server answers")
+    {
+        let message: Value =
+            serde_json::from_str(&line).unwrap_or_else(|_| panic!("stdout line is not JSON: {line}"));
+        assert_eq!(message["jsonrpc"], "2.0", "{line}");
+        assert_ne!(message["id"], 8, "the oversized call must not run");
+        if message["id"] == 2 {
+            assert_eq!(message["result"]["structuredContent"]["status"], "ok", "{line}");
+            answered = true;
+            break;
+        }
+    }
+    assert!(answered, "the server stopped answering after garbage");
+    drop(stdin);
+    let status =
+        tokio::time::timeout(std::time::Duration::from_secs(10), child.wait()).await.unwrap().unwrap();
+    assert!(status.success(), "EOF on stdin ends the server cleanly: {status}");
+}
+
+#[test]
+fn bad_configuration_exits_2_with_one_sentence_and_nothing_on_stdout() {
+    let output = std::process::Command::new(BIN)
+        .arg("mcp-serve")
+        .env_clear()
+        .env("VOLCE_LAB_MODE", "prod")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(output.stdout.is_empty());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("VOLCE_LAB_MODE"), "{stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+}
