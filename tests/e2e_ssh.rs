@@ -441,8 +441,8 @@ fn the_agent_cannot_read_or_write_the_state_or_the_policy() {
         format!("mkdir {STATE_DIR}/apps/planted"),
         format!("cat {POLICY}"),
         format!("cp /dev/null {POLICY}"),
-        format!("touch /etc/volce-lab/planted"),
-        format!("mv /etc/volce-lab /tmp/volce-lab-moved"),
+        "touch /etc/volce-lab/planted".to_owned(),
+        "mv /etc/volce-lab /tmp/volce-lab-moved".to_owned(),
         format!("chmod 777 {STATE_DIR}"),
     ];
     for attempt in &attempts {
@@ -471,7 +471,7 @@ fn the_agent_cannot_replace_the_binary_or_the_symlink() {
         format!("cat /bin/true > {INSTALLED}"),
         format!("mv {INSTALLED} /tmp/volce-lab-moved"),
         format!("rm -f {INSTALLED}"),
-        format!("touch /usr/local/lib/volce-lab/planted"),
+        "touch /usr/local/lib/volce-lab/planted".to_owned(),
         format!("ln -sfn /bin/sh {HOST_LINK}"),
         format!("rm -f {HOST_LINK}"),
         format!("chmod 777 {INSTALLED}"),
