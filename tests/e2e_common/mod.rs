@@ -203,3 +203,136 @@ pub fn private_tempdir() -> tempfile::TempDir {
     std::fs::set_permissions(temp.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
     temp
 }
+
+// ---- the server's state, owned by these tests on this machine ---------------------
+
+/// Removes what an earlier run of `apps` left (containers, networks) and
+/// starts the helper's state afresh, so a test can run again and again on
+/// one machine. The e2e installation belongs to these tests alone.
+pub fn fresh_host_state(apps: &[&str]) {
+    remove_apps(apps);
+    if Path::new(STATE_DIR).exists() {
+        std::fs::remove_dir_all(STATE_DIR).expect("remove the helper's state");
+    }
+    let made = run("/usr/bin/install", &["-d", "-o", "root", "-g", "root", "-m", "0700", STATE_DIR], None);
+    assert!(made.ok(), "{made:?}");
+}
+
+/// Docker objects of `apps`: containers by our label, then the network.
+pub fn remove_apps(apps: &[&str]) {
+    for app in apps {
+        let filter = format!("label=io.volce-lab.app={app}");
+        let ids = run(DOCKER, &["ps", "-aq", "--filter", &filter], None);
+        for id in ids.stdout.split_whitespace() {
+            run(DOCKER, &["rm", "-f", id], None);
+        }
+        run(DOCKER, &["network", "rm", &format!("vl-{app}")], None);
+    }
+}
+
+/// A port inside the policy's range that nothing listens on.
+pub fn free_port() -> u16 {
+    (18500..18999)
+        .find(|port| std::net::TcpListener::bind(("127.0.0.1", *port)).is_ok())
+        .expect("a free port in 18500..18999")
+}
+
+/// One HTTP/1.0 GET to 127.0.0.1:`port` with a Host header: (status, body).
+pub fn http_get(port: u16, host: &str) -> Option<(u16, String)> {
+    use std::io::Read as _;
+    let mut stream =
+        TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_secs(3)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(stream, "GET / HTTP/1.0\r\nHost: {host}\r\nConnection: close\r\n\r\n").ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let status = response.split_whitespace().nth(1)?.parse().ok()?;
+    let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+    Some((status, body))
+}
+
+/// A sudoers drop-in installed for one test (checked with `visudo -cf`
+/// first) and removed when the guard drops, passed or failed.
+pub struct SudoersDropIn(PathBuf);
+
+impl SudoersDropIn {
+    pub fn install(name: &str, rule: &str) -> SudoersDropIn {
+        let path = Path::new("/etc/sudoers.d").join(name);
+        let temp = Path::new("/etc/sudoers.d").join(format!(".{name}.new"));
+        std::fs::write(&temp, format!("{rule}\n")).unwrap();
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&temp, std::fs::Permissions::from_mode(0o440)).unwrap();
+        let check = run("/usr/sbin/visudo", &["-cqf", temp.to_str().unwrap()], None);
+        if !check.ok() {
+            let _ = std::fs::remove_file(&temp);
+            panic!("visudo refuses {rule:?}: {check:?}");
+        }
+        std::fs::rename(&temp, &path).unwrap();
+        SudoersDropIn(path)
+    }
+}
+
+impl Drop for SudoersDropIn {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// The installed policy with a change, restored byte for byte on drop.
+pub struct PolicyChange(Vec<u8>);
+
+impl PolicyChange {
+    pub fn apply(change: impl FnOnce(&mut serde_json::Value)) -> PolicyChange {
+        let original = std::fs::read(POLICY).unwrap_or_else(|e| panic!("read {POLICY}: {e}"));
+        let mut policy: serde_json::Value = serde_json::from_slice(&original).expect("policy is JSON");
+        change(&mut policy);
+        write_policy(serde_json::to_vec_pretty(&policy).unwrap().as_slice());
+        PolicyChange(original)
+    }
+}
+
+impl Drop for PolicyChange {
+    fn drop(&mut self) {
+        write_policy(&self.0);
+    }
+}
+
+/// Root 0600, written beside and renamed, as the helper requires.
+fn write_policy(bytes: &[u8]) {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let temp = Path::new("/etc/volce-lab/.policy.json.new");
+    let mut file =
+        std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(temp).unwrap();
+    file.write_all(bytes).unwrap();
+    file.sync_all().unwrap();
+    std::fs::rename(temp, POLICY).unwrap();
+}
+
+/// The agent's rpc through ssh and the exact sudoers rule: (exit code, reply).
+pub fn agent_rpc(request: &serde_json::Value) -> (Option<i32>, serde_json::Value) {
+    let bytes = serde_json::to_vec(request).unwrap();
+    let ran = as_agent("sudo -n /usr/local/bin/volce-lab-host rpc", Some(&bytes));
+    let reply = serde_json::from_str(ran.stdout.trim())
+        .unwrap_or_else(|_| panic!("the helper's reply is not one JSON object: {ran:?}"));
+    (ran.code, reply)
+}
+
+/// The stored plan as the operator sees it with `show --json`, read as root.
+pub fn stored_plan(plan_id: &str) -> serde_json::Value {
+    let shown = run(HOST_LINK, &["show", "--json", plan_id], None);
+    assert!(shown.ok(), "show --json {plan_id}: {shown:?}");
+    serde_json::from_str(shown.stdout.trim()).expect("show --json prints JSON")
+}
+
+/// The first value named `key` anywhere in `value` (depth first).
+pub fn find<'a>(value: &'a serde_json::Value, key: &str) -> Option<&'a serde_json::Value> {
+    match value {
+        serde_json::Value::Object(map) => map.get(key).or_else(|| map.values().find_map(|v| find(v, key))),
+        serde_json::Value::Array(items) => items.iter().find_map(|v| find(v, key)),
+        _ => None,
+    }
+}
+
+pub fn find_str<'a>(value: &'a serde_json::Value, key: &str) -> &'a str {
+    find(value, key).and_then(|v| v.as_str()).unwrap_or_else(|| panic!("no string {key:?} in {value}"))
+}
