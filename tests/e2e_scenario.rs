@@ -125,6 +125,20 @@ fn container_state(name: &str) -> Option<(String, bool)> {
     Some((words.next()?.to_owned(), words.next()? == "true"))
 }
 
+/// `web_status` and the gateways the helper reported. Whatever else runs
+/// on this machine, the status must follow the rule: healthy only when the
+/// list is non-empty and every gateway runs.
+async fn web_status(agent: &Agent) -> (Answer, Vec<Value>) {
+    let web = agent.check("web_status").await;
+    let output = web.structured["output"].as_str().unwrap_or_else(|| panic!("no output: {}", web.structured));
+    let reply: Value = serde_json::from_str(output.trim())
+        .unwrap_or_else(|_| panic!("web_status output is not the helper's reply: {}", web.structured));
+    let gateways = reply["result"]["gateways"].as_array().cloned().expect("a gateways list");
+    let healthy = !gateways.is_empty() && gateways.iter().all(|g| g["state"] == "running");
+    assert_eq!(web.status(), if healthy { "ok" } else { "check_failed" }, "{}", web.structured);
+    (web, gateways)
+}
+
 /// Removes the scenario's app when the test ends, passed or failed.
 struct Cleanup;
 
@@ -148,7 +162,10 @@ fn the_whole_chain_from_agent_to_docker_and_back() {
 
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     runtime.block_on(async {
+        let started = Instant::now();
+        let step = |what: &str| eprintln!("scenario {:>6} ms: {what}", started.elapsed().as_millis());
         let agent = Agent::start(&host, state.path()).await;
+        step("mcp-serve initialized over stdio");
 
         // 1. Who is there, and how is it doing.
         let identity = agent.check("identity").await;
@@ -157,11 +174,17 @@ fn the_whole_chain_from_agent_to_docker_and_back() {
         assert_eq!(identity.structured["is_demo"], false);
         let disk = agent.check("disk").await;
         assert_eq!(disk.status(), "ok", "{}", disk.structured);
+        step("identity and disk ok over ssh");
 
-        // 2. No gateway yet: the query works and says, honestly, not healthy.
-        let web = agent.check("web_status").await;
-        assert_eq!(web.status(), "check_failed", "{}", web.structured);
-        assert!(web.is_error);
+        // 2. No gateway of ours yet: the query works and says, honestly, not
+        // healthy (unless other apps' gateways on this machine all run).
+        let (web, gateways) = web_status(&agent).await;
+        assert!(!gateways.iter().any(|g| g["app"] == APP), "{}", web.structured);
+        if gateways.is_empty() {
+            assert_eq!(web.status(), "check_failed", "{}", web.structured);
+            assert!(web.is_error);
+        }
+        step(&format!("web_status before deploy: {}", web.status()));
 
         // 3. Deploy: plan, then execute (no approval needed to add an app).
         let planned = agent
@@ -175,15 +198,19 @@ fn the_whole_chain_from_agent_to_docker_and_back() {
         let deploy = plan_id(&planned);
         let executed = agent.execute(&deploy).await;
         assert_eq!(executed.status(), "ok", "{}", executed.structured);
+        step("deploy planned and executed");
 
         // 4. Healthy now, and the page is served through the gateway.
-        let web = agent.check("web_status").await;
-        assert_eq!(web.status(), "ok", "{}", web.structured);
+        let (web, gateways) = web_status(&agent).await;
+        let ours: Vec<&Value> = gateways.iter().filter(|g| g["app"] == APP).collect();
+        assert_eq!(ours.len(), 1, "{}", web.structured);
+        assert_eq!(ours[0]["state"], "running", "{}", web.structured);
         let (code, _body) = http_get(port, SERVER_NAME).expect("the gateway answers on 127.0.0.1");
         assert!((200..400).contains(&code), "HTTP {code} from the gateway");
         let (app_image, running) = container_state(&format!("vl-{APP}-app")).expect("the app container");
         assert!(running);
         assert!(container_state(&format!("vl-{APP}-gateway")).is_some_and(|(_, running)| running));
+        step(&format!("web_status {} and HTTP {code} through the gateway", web.status()));
 
         // 5. Stop needs a human: refused until the operator approves it.
         let planned = agent.plan("stop", json!({"app": APP})).await;
@@ -192,9 +219,11 @@ fn the_whole_chain_from_agent_to_docker_and_back() {
         let refused = agent.execute(&stop).await;
         assert_eq!(refused.status(), "rejected", "{}", refused.structured);
         assert!(container_state(&format!("vl-{APP}-app")).is_some_and(|(_, running)| running));
+        step(&format!("stop planned; execute without approval: {}", refused.structured["code"]));
 
         // 6. The operator, on the server's terminal.
         operator_approves(&stop);
+        step("operator ran show and approve");
 
         // 7. Now it runs, once.
         let stopped = agent.execute(&stop).await;
@@ -205,6 +234,7 @@ fn the_whole_chain_from_agent_to_docker_and_back() {
         }
         let again = agent.execute(&stop).await;
         assert_eq!(again.status(), "rejected", "a plan runs once: {}", again.structured);
+        step(&format!("stop executed once; again: {}", again.structured["code"]));
 
         // 8. The app's image cannot go while the stopped container uses it,
         // whether the helper refuses at plan time or at execution.
@@ -214,8 +244,10 @@ fn the_whole_chain_from_agent_to_docker_and_back() {
             operator_approves(&remove);
             let removed = agent.execute(&remove).await;
             assert_ne!(removed.status(), "ok", "{}", removed.structured);
+            step(&format!("remove_image approved, execute refused: {}", removed.status()));
         } else {
             assert_eq!(planned.status(), "rejected", "{}", planned.structured);
+            step(&format!("remove_image plan refused: {}", planned.structured["code"]));
         }
         let image = run(DOCKER, &["image", "inspect", "-f", "{{.Id}}", &app_image], None);
         assert!(image.ok(), "the image in use must still exist: {image:?}");
