@@ -218,7 +218,7 @@ pub fn fresh_host_state(apps: &[&str]) {
     assert!(made.ok(), "{made:?}");
 }
 
-/// Docker objects of `apps`: containers by our label, then the network.
+/// Docker objects of `apps`: containers, then networks, by our label.
 pub fn remove_apps(apps: &[&str]) {
     for app in apps {
         let filter = format!("label=io.volce-lab.app={app}");
@@ -226,7 +226,10 @@ pub fn remove_apps(apps: &[&str]) {
         for id in ids.stdout.split_whitespace() {
             run(DOCKER, &["rm", "-f", id], None);
         }
-        run(DOCKER, &["network", "rm", &format!("vl-{app}")], None);
+        let networks = run(DOCKER, &["network", "ls", "-q", "--filter", &filter], None);
+        for id in networks.stdout.split_whitespace() {
+            run(DOCKER, &["network", "rm", id], None);
+        }
     }
 }
 
