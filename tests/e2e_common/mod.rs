@@ -49,6 +49,12 @@ pub fn require_setup() -> String {
         TcpStream::connect_timeout(&([127, 0, 0, 1], SSHD_PORT).into(), Duration::from_secs(2)).is_ok(),
         "the e2e sshd does not answer on 127.0.0.1:{SSHD_PORT}: run scripts/e2e-setup again"
     );
+    // The server side must run the code under test, not an older install.
+    let under_test = env!("CARGO_BIN_EXE_volce-lab");
+    assert!(
+        Path::new(INSTALLED).is_file() && sha256_file(INSTALLED) == sha256_file(under_test),
+        "{INSTALLED} is not the binary under test: run `scripts/e2e-setup {under_test}` as root"
+    );
     let host = std::fs::read_to_string(Path::new(E2E_DIR).join("expected_host")).expect("expected_host");
     host.trim().to_owned()
 }
