@@ -109,14 +109,20 @@ impl MultiplexedSsh {
 
     /// The control socket the next check would use.
     pub fn control_path(&self) -> Result<PathBuf, MuxUnavailable> {
+        self.keyed_path().map(|(path, _)| path)
+    }
+
+    /// The control socket for the current configuration, and its key.
+    fn keyed_path(&self) -> Result<(PathBuf, String), MuxUnavailable> {
         let dir = self.dir.clone()?;
         // Checked on every use: the directory could have been replaced since.
         private_dir(&dir)?;
-        let path = dir.join(&self.key()[..20]);
+        let key = self.key();
+        let path = dir.join(&key[..20]);
         if path.as_os_str().len() > SOCKET_PATH_MAX {
             return Err(MuxUnavailable::PathTooLong(path.display().to_string()));
         }
-        Ok(path)
+        Ok((path, key))
     }
 
     /// Everything that decides where and how the master connects. The config
@@ -144,8 +150,7 @@ impl MultiplexedSsh {
     }
 
     /// The master to use now; tells an outdated one to exit first.
-    fn current(&self, path: PathBuf) -> PathBuf {
-        let key = self.key();
+    fn current(&self, path: PathBuf, key: String) -> PathBuf {
         let mut master = self.master.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         match master.take() {
             Some(old) if old.key == key && old.path == path && old.since.elapsed() < MASTER_MAX_AGE => {
@@ -163,8 +168,8 @@ impl MultiplexedSsh {
 
 impl Transport for MultiplexedSsh {
     fn specs(&self, command: RemoteCommand, stdin: Option<&[u8]>, limits: Limits) -> Vec<ProcessSpec> {
-        let path = match self.control_path() {
-            Ok(path) => self.current(path),
+        let path = match self.keyed_path() {
+            Ok((path, key)) => self.current(path, key),
             Err(_) => return self.ssh.specs(command, stdin, limits),
         };
         let mut control_path = OsString::from("ControlPath=");

@@ -49,14 +49,28 @@ pub fn require_setup() -> String {
         TcpStream::connect_timeout(&([127, 0, 0, 1], SSHD_PORT).into(), Duration::from_secs(2)).is_ok(),
         "the e2e sshd does not answer on 127.0.0.1:{SSHD_PORT}: run scripts/e2e-setup again"
     );
-    // The server side must run the code under test, not an older install.
-    let under_test = env!("CARGO_BIN_EXE_volce-lab");
-    assert!(
-        Path::new(INSTALLED).is_file() && sha256_file(INSTALLED) == sha256_file(under_test),
-        "{INSTALLED} is not the binary under test: run `scripts/e2e-setup {under_test}` as root"
-    );
+    install_binary_under_test();
     let host = std::fs::read_to_string(Path::new(E2E_DIR).join("expected_host")).expect("expected_host");
     host.trim().to_owned()
+}
+
+/// The server side must run the code under test, not an older install.
+/// `cargo test` builds the binary with the dev-dependencies' features, so it
+/// differs from a `cargo build` one: when the installed binary is not this
+/// exact file, scripts/e2e-setup (idempotent, about a second) installs it.
+fn install_binary_under_test() {
+    static DONE: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    DONE.get_or_init(|| {
+        let under_test = env!("CARGO_BIN_EXE_volce-lab");
+        if Path::new(INSTALLED).is_file() && sha256_file(INSTALLED) == sha256_file(under_test) {
+            return;
+        }
+        eprintln!("e2e: installing the binary under test ({under_test}) with scripts/e2e-setup");
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/e2e-setup");
+        let setup = run(script, &[under_test], None);
+        assert!(setup.ok(), "scripts/e2e-setup {under_test} failed: {setup:?}");
+        assert_eq!(sha256_file(INSTALLED), sha256_file(under_test), "the install did not take");
+    });
 }
 
 /// Tests in one file change shared things (sshd accounts, sudoers, policy):
