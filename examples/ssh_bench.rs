@@ -115,7 +115,7 @@ fn main() {
         assert_eq!(inspector.check(Check::Disk).await.status, Status::Ok);
         started.elapsed()
     });
-    row("multiplexed, first check (starts master)", vec![cold]);
+    row("multiplexed, first (starts the master)", vec![cold]);
     let warm = runtime.block_on(measure(&inspector, iterations));
     let warm_p50 = row("multiplexed, master up", warm);
     mux.reset();
