@@ -11,6 +11,7 @@
 //! - the identity state lives in this process only; it is not a token.
 
 pub mod report;
+pub mod ssh_mux;
 pub mod transport;
 
 use std::sync::Arc;
@@ -21,6 +22,7 @@ use tokio::sync::Mutex;
 
 use crate::config::{Config, Mode};
 use crate::exec::{self, CHECK_OUTPUT_LIMIT, Execution, ExecutionStatus, Outcome};
+use ssh_mux::MultiplexedSsh;
 use transport::{Limits, LocalTransport, RemoteCommand, SshTransport, Transport};
 
 /// The closed set of read-only checks.
@@ -159,11 +161,13 @@ impl Inspector {
         let backend = match config.mode {
             Mode::Demo => Backend::Demo,
             Mode::Local => Backend::Real(Arc::new(LocalTransport)),
-            Mode::Ssh => Backend::Real(Arc::new(SshTransport {
+            // One ssh master per target; fresh connections when no private
+            // directory for its socket can be had (see ssh_mux).
+            Mode::Ssh => Backend::Real(Arc::new(MultiplexedSsh::new(SshTransport {
                 alias: config.ssh_alias.clone(),
                 config_file: config.ssh_config.clone(),
                 connect_timeout: config.timeout.min(Duration::from_secs(8)),
-            })),
+            }))),
         };
         Inspector { config, backend, verified: Mutex::new(false) }
     }
@@ -350,6 +354,12 @@ impl Inspector {
             if !ok {
                 break;
             }
+        }
+        // A run we killed or cannot account for (timeout, overflow, ssh 255)
+        // may have left the connection in any state: drop it, so the next
+        // call starts afresh (with ssh multiplexing: a new master).
+        if combined.as_ref().is_some_and(|o| o.execution.completion == exec::Completion::Unconfirmed) {
+            self.reset();
         }
         combined.unwrap_or_else(|| Outcome {
             execution: Execution::not_started(ExecutionStatus::LaunchFailed),

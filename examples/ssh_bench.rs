@@ -1,0 +1,129 @@
+//! Benchmark: the latency of one read-only check in ssh mode on loopback,
+//! with fresh connections and with the multiplexed master. Runs as the
+//! workstation user against the installation of scripts/e2e-setup (an sshd
+//! on 127.0.0.1:2222, alias vl-e2e).
+//!
+//! One "check" is what an agent's `cloud_check disk` costs: the Inspector
+//! verifies identity again (one ssh session) and then runs `df` (another).
+//! Target: under 20 ms per check with multiplexing (issue 5).
+//!
+//!     cargo run --release --example ssh_bench -- [ITERATIONS]
+//!
+//! Prints one table row per mode (p50, p90, max, mean in ms).
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use volce_lab::config::Config;
+use volce_lab::inspect::ssh_mux::MultiplexedSsh;
+use volce_lab::inspect::transport::{SshTransport, Transport};
+use volce_lab::inspect::{Check, Inspector, Status};
+
+const SSH_CONFIG: &str = "/var/tmp/volce-lab-e2e/client/ssh_config";
+const ALIAS: &str = "vl-e2e";
+const USER: &str = "vl-agent";
+
+fn config(host: &str) -> Config {
+    let table = [
+        ("VOLCE_LAB_MODE", "ssh"),
+        ("VOLCE_LAB_SSH_CONFIG", SSH_CONFIG),
+        ("VOLCE_LAB_SSH_ALIAS", ALIAS),
+        ("VOLCE_LAB_EXPECTED_HOST", host),
+        ("VOLCE_LAB_EXPECTED_USER", USER),
+    ];
+    Config::from_lookup(|name| table.iter().find(|(k, _)| *k == name).map(|(_, v)| (*v).into()))
+        .expect("valid configuration")
+}
+
+fn ssh() -> SshTransport {
+    SshTransport {
+        alias: ALIAS.into(),
+        config_file: Some(SSH_CONFIG.into()),
+        connect_timeout: Duration::from_secs(8),
+    }
+}
+
+async fn measure(inspector: &Inspector, iterations: usize) -> Vec<Duration> {
+    let identity = inspector.check(Check::Identity).await;
+    assert_eq!(identity.status, Status::Ok, "identity failed: {identity:?}");
+    let mut samples = Vec::with_capacity(iterations);
+    for _ in 0..iterations {
+        let started = Instant::now();
+        let disk = inspector.check(Check::Disk).await;
+        samples.push(started.elapsed());
+        assert_eq!(disk.status, Status::Ok, "disk failed: {disk:?}");
+    }
+    samples
+}
+
+fn ms(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1000.0
+}
+
+fn row(name: &str, mut samples: Vec<Duration>) -> f64 {
+    samples.sort();
+    let at = |q: f64| samples[((samples.len() as f64 - 1.0) * q).round() as usize];
+    let mean = samples.iter().sum::<Duration>() / samples.len() as u32;
+    println!(
+        "| {name:<38} | {:>5} | {:>8.1} | {:>8.1} | {:>8.1} | {:>8.1} |",
+        samples.len(),
+        ms(at(0.5)),
+        ms(at(0.9)),
+        ms(*samples.last().unwrap()),
+        ms(mean)
+    );
+    ms(at(0.5))
+}
+
+fn main() {
+    let iterations: usize = std::env::args().nth(1).map(|a| a.parse().expect("ITERATIONS")).unwrap_or(50);
+    assert!(
+        Path::new("/var/tmp/volce-lab-e2e/ready").exists(),
+        "run scripts/e2e-setup first (as root): the benchmark needs its sshd on 127.0.0.1:2222"
+    );
+    let host = std::fs::read_to_string("/var/tmp/volce-lab-e2e/expected_host").unwrap().trim().to_owned();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+
+    println!(
+        "ssh-mode check latency on loopback (identity re-check + df per check), {iterations} checks per mode"
+    );
+    println!(
+        "| {:<38} | {:>5} | {:>8} | {:>8} | {:>8} | {:>8} |",
+        "mode", "n", "p50 ms", "p90 ms", "max ms", "mean ms"
+    );
+    println!("|{:-<40}|{:-<7}|{:-<10}|{:-<10}|{:-<10}|{:-<10}|", "", "", "", "", "", "");
+
+    // Fresh connections: a key exchange and an authentication per session.
+    let plain = Inspector::with_transport(config(&host), Arc::new(ssh()));
+    let fresh = runtime.block_on(measure(&plain, iterations.min(20)));
+    let fresh_p50 = row("fresh connection per command", fresh);
+
+    // Multiplexed: the first check starts the master (measured alone), the
+    // rest reuse it.
+    let sockets = tempfile::tempdir().unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(sockets.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    }
+    let mux = Arc::new(MultiplexedSsh::with_dir(ssh(), sockets.path().join("ssh")));
+    assert_eq!(mux.unavailable(), None);
+    let inspector = Inspector::with_transport(config(&host), mux.clone());
+    let cold = runtime.block_on(async {
+        let started = Instant::now();
+        assert_eq!(inspector.check(Check::Identity).await.status, Status::Ok);
+        assert_eq!(inspector.check(Check::Disk).await.status, Status::Ok);
+        started.elapsed()
+    });
+    row("multiplexed, first (starts the master)", vec![cold]);
+    let warm = runtime.block_on(measure(&inspector, iterations));
+    let warm_p50 = row("multiplexed, master up", warm);
+    mux.reset();
+
+    println!();
+    println!(
+        "multiplexing: p50 {warm_p50:.1} ms per check (target < 20 ms: {}), {:.0}x faster than fresh connections",
+        if warm_p50 < 20.0 { "met" } else { "NOT met" },
+        fresh_p50 / warm_p50
+    );
+}

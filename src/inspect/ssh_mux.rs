@@ -1,0 +1,488 @@
+//! Multiplexed ssh for ssh mode: one master connection per target, reused by
+//! every check. Runs unprivileged on the workstation.
+//!
+//! A fresh ssh connection costs a key exchange and an authentication, a few
+//! hundred milliseconds per command even on loopback, and the identity gate
+//! runs two commands per check. Sessions over an existing master cost a few
+//! milliseconds. Nothing about what runs changes: the same hardened argv, the
+//! same fixed remote commands, the identity check before every check (the
+//! [`Inspector`](super::Inspector) does that, each check on its own session).
+//!
+//! Invariants enforced here:
+//! - control sockets live only in a private directory: owned by us, mode 0700,
+//!   not a symlink, inside a parent nobody else can write; checked before each
+//!   use. When no such directory can be had, or the socket path would not fit
+//!   a unix socket address, there is no multiplexing at all (fresh
+//!   connections, as [`SshTransport`] alone), never a fallback to a shared path;
+//! - a master is keyed by everything that decides where and how it connects:
+//!   our uid, the alias, the ssh_config path and its bytes, the connect
+//!   timeout. A changed configuration gets a new master and the old one is
+//!   told to exit before the next check runs;
+//! - a master lives at most [`CONTROL_PERSIST_SECS`] after its last session
+//!   (ssh's ControlPersist) and at most [`MASTER_MAX_AGE`] after our first use
+//!   of it, so host key and authentication are checked afresh regularly;
+//! - [`Transport::reset`] (identity mismatch, failure, timeout, unconfirmed
+//!   run) tells the master to exit, so the next check authenticates afresh;
+//! - the first check starts the master itself (`ControlMaster=auto`). OpenSSH
+//!   detaches a ControlPersist master into its own session with its standard
+//!   streams on /dev/null, so it neither holds the check's pipes open (the
+//!   runner would wait for their end) nor dies with the check's process group
+//!   (both proven against a real sshd in tests/e2e_ssh.rs). Two processes that
+//!   race to be master are safe: the loser runs its command over a connection
+//!   of its own and exits, leaving nothing behind.
+
+use std::ffi::OsString;
+use std::fs::{self, DirBuilder};
+use std::os::unix::fs::{DirBuilderExt as _, FileTypeExt as _, MetadataExt as _};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use sha2::{Digest as _, Sha256};
+
+use super::transport::{Limits, RemoteCommand, SSH_PROGRAM, SshTransport, Transport};
+use crate::exec::{self, ProcessSpec};
+
+/// Idle seconds a master stays up after its last session.
+pub const CONTROL_PERSIST_SECS: u64 = 60;
+/// The longest we keep using one master, however busy it is.
+pub const MASTER_MAX_AGE: Duration = Duration::from_secs(600);
+/// `sun_path` holds 108 bytes with the final NUL; ssh first binds
+/// `<path>.<16 random characters>` and then links it to `<path>`.
+const SOCKET_PATH_MAX: usize = 107 - 17;
+/// How long we wait for a master to acknowledge `-O exit`.
+const EXIT_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Why checks run over fresh connections instead of a master.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MuxUnavailable {
+    #[error("no private directory for ssh control sockets: {0}")]
+    NoDirectory(String),
+    #[error("the control socket path {0} is too long for a unix socket address")]
+    PathTooLong(String),
+}
+
+/// The master we last used.
+#[derive(Debug)]
+struct Master {
+    path: PathBuf,
+    key: String,
+    since: Instant,
+}
+
+/// [`SshTransport`] with one ssh master connection per target.
+#[derive(Debug)]
+pub struct MultiplexedSsh {
+    ssh: SshTransport,
+    dir: Result<PathBuf, MuxUnavailable>,
+    master: Mutex<Option<Master>>,
+}
+
+impl MultiplexedSsh {
+    /// Control sockets go to `$XDG_RUNTIME_DIR/volce-lab-ssh` when that
+    /// runtime directory is ours and private, else to
+    /// `~/.cache/volce-lab/ssh` (home from the password database, as ssh
+    /// itself does).
+    pub fn new(ssh: SshTransport) -> MultiplexedSsh {
+        MultiplexedSsh::with_dir_result(ssh, default_control_dir())
+    }
+
+    /// Control sockets go to `dir` (created 0700 if missing, and refused if
+    /// it is not private to us).
+    pub fn with_dir(ssh: SshTransport, dir: PathBuf) -> MultiplexedSsh {
+        let dir = private_dir(&dir).map(|()| dir);
+        MultiplexedSsh::with_dir_result(ssh, dir)
+    }
+
+    fn with_dir_result(ssh: SshTransport, dir: Result<PathBuf, MuxUnavailable>) -> MultiplexedSsh {
+        MultiplexedSsh { ssh, dir, master: Mutex::new(None) }
+    }
+
+    pub fn ssh(&self) -> &SshTransport {
+        &self.ssh
+    }
+
+    /// Why there is no multiplexing, if there is none.
+    pub fn unavailable(&self) -> Option<MuxUnavailable> {
+        self.control_path().err()
+    }
+
+    /// The control socket the next check would use.
+    pub fn control_path(&self) -> Result<PathBuf, MuxUnavailable> {
+        self.keyed_path().map(|(path, _)| path)
+    }
+
+    /// The control socket for the current configuration, and its key.
+    fn keyed_path(&self) -> Result<(PathBuf, String), MuxUnavailable> {
+        let dir = self.dir.clone()?;
+        // Checked on every use: the directory could have been replaced since.
+        private_dir(&dir)?;
+        let key = self.key();
+        let path = dir.join(&key[..20]);
+        if path.as_os_str().len() > SOCKET_PATH_MAX {
+            return Err(MuxUnavailable::PathTooLong(path.display().to_string()));
+        }
+        Ok((path, key))
+    }
+
+    /// Everything that decides where and how the master connects. The config
+    /// file is read each time: an edit means a new master.
+    fn key(&self) -> String {
+        let mut hash = Sha256::new();
+        hash.update(b"volce-lab ssh master v1\0");
+        hash.update(nix::unistd::geteuid().as_raw().to_le_bytes());
+        hash.update(self.ssh.alias.as_bytes());
+        hash.update(b"\0");
+        match &self.ssh.config_file {
+            Some(file) => {
+                hash.update(file.as_os_str().as_encoded_bytes());
+                hash.update(b"\0");
+                match fs::read(file) {
+                    Ok(bytes) => hash.update(&bytes),
+                    // An unreadable file makes ssh itself fail; keep it apart.
+                    Err(_) => hash.update(b"\0unreadable\0"),
+                }
+            }
+            None => hash.update(b"\0no config file\0"),
+        }
+        hash.update(self.ssh.connect_timeout.as_millis().to_le_bytes());
+        crate::docker::hex(&hash.finalize())
+    }
+
+    /// The master to use now; tells an outdated one to exit first.
+    fn current(&self, path: PathBuf, key: String) -> PathBuf {
+        let mut master = self.master.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        match master.take() {
+            Some(old) if old.key == key && old.path == path && old.since.elapsed() < MASTER_MAX_AGE => {
+                *master = Some(old);
+            }
+            Some(old) => {
+                exit_master(&self.ssh.alias, &old.path);
+                *master = Some(Master { path, key, since: Instant::now() });
+            }
+            None => *master = Some(Master { path, key, since: Instant::now() }),
+        }
+        master.as_ref().map(|m| m.path.clone()).expect("just set")
+    }
+}
+
+impl Transport for MultiplexedSsh {
+    fn specs(&self, command: RemoteCommand, stdin: Option<&[u8]>, limits: Limits) -> Vec<ProcessSpec> {
+        let path = match self.keyed_path() {
+            Ok((path, key)) => self.current(path, key),
+            Err(_) => return self.ssh.specs(command, stdin, limits),
+        };
+        let mut control_path = OsString::from("ControlPath=");
+        control_path.push(path.as_os_str());
+        let options: Vec<OsString> = vec![
+            "-o".into(),
+            "ControlMaster=auto".into(),
+            "-o".into(),
+            control_path,
+            "-o".into(),
+            format!("ControlPersist={CONTROL_PERSIST_SECS}").into(),
+        ];
+        let mut specs = self.ssh.specs(command, stdin, limits);
+        for spec in &mut specs {
+            spec.args = with_options(&spec.args, &options);
+        }
+        specs
+    }
+
+    fn reset(&self) {
+        let old = self.master.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take();
+        if let Some(old) = old {
+            exit_master(&self.ssh.alias, &old.path);
+        }
+    }
+
+    fn kind(&self) -> &'static str {
+        "ssh"
+    }
+}
+
+/// `args` with `options` inserted just before the `--` that ends ssh's
+/// options (command-line options win over the config file).
+fn with_options(args: &[OsString], options: &[OsString]) -> Vec<OsString> {
+    let at = args.iter().position(|a| a == "--").unwrap_or(0);
+    let mut out = Vec::with_capacity(args.len() + options.len());
+    out.extend_from_slice(&args[..at]);
+    out.extend_from_slice(options);
+    out.extend_from_slice(&args[at..]);
+    out
+}
+
+/// The argv that tells the master on `path` to exit. `-F /dev/null`: no
+/// configuration file can change what this does.
+pub fn exit_argv(alias: &str, path: &Path) -> Vec<OsString> {
+    let mut control_path = OsString::from("ControlPath=");
+    control_path.push(path.as_os_str());
+    vec![
+        "-F".into(),
+        "/dev/null".into(),
+        "-o".into(),
+        control_path,
+        "-O".into(),
+        "exit".into(),
+        "--".into(),
+        alias.into(),
+    ]
+}
+
+/// Tells the master on `path` to exit and removes its socket. Blocks for at
+/// most [`EXIT_TIMEOUT`]; runs on a thread of its own so it works from inside
+/// an async runtime too (the runner builds a private one).
+fn exit_master(alias: &str, path: &Path) {
+    if !is_socket(path) {
+        return;
+    }
+    let mut spec = ProcessSpec::new(SSH_PROGRAM, exit_argv(alias, path));
+    spec.timeout = EXIT_TIMEOUT;
+    std::thread::scope(|scope| {
+        let _ = scope.spawn(|| exec::run_blocking(&spec)).join();
+    });
+    // A master that did not answer can no longer be reached by anyone.
+    if is_socket(path) {
+        let _ = fs::remove_file(path);
+    }
+}
+
+fn is_socket(path: &Path) -> bool {
+    fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket())
+}
+
+/// `$XDG_RUNTIME_DIR/volce-lab-ssh` when the runtime directory is ours,
+/// else `~/.cache/volce-lab/ssh`.
+fn default_control_dir() -> Result<PathBuf, MuxUnavailable> {
+    let uid = nix::unistd::geteuid().as_raw();
+    if let Some(runtime) = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from) {
+        let ours = fs::symlink_metadata(&runtime)
+            .is_ok_and(|m| m.is_dir() && m.uid() == uid && m.mode() & 0o077 == 0);
+        if runtime.is_absolute() && ours {
+            let dir = runtime.join("volce-lab-ssh");
+            if private_dir(&dir).is_ok() {
+                return Ok(dir);
+            }
+        }
+    }
+    let home = nix::unistd::User::from_uid(nix::unistd::geteuid())
+        .ok()
+        .flatten()
+        .map(|user| user.dir)
+        .filter(|home| home.is_absolute())
+        .ok_or_else(|| MuxUnavailable::NoDirectory("no home directory in the password database".into()))?;
+    let dir = home.join(".cache/volce-lab/ssh");
+    private_dir(&dir)?;
+    Ok(dir)
+}
+
+/// Makes sure `dir` exists and only we can use it: created 0700 when
+/// missing; an existing one must be a real directory (not a symlink), owned
+/// by us, mode 0700 or stricter, in a parent owned by us or root that no one
+/// else can write. Anything else is refused, never repaired.
+pub fn private_dir(dir: &Path) -> Result<(), MuxUnavailable> {
+    let refuse = |why: &str| MuxUnavailable::NoDirectory(format!("{}: {why}", dir.display()));
+    if !dir.is_absolute() {
+        return Err(refuse("not an absolute path"));
+    }
+    let uid = nix::unistd::geteuid().as_raw();
+    if fs::symlink_metadata(dir).is_err() {
+        if let Some(parent) = dir.parent() {
+            DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(parent)
+                .map_err(|e| refuse(&format!("cannot create its parent ({e})")))?;
+        }
+        match DirBuilder::new().mode(0o700).create(dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(refuse(&format!("cannot create it ({e})"))),
+        }
+    }
+    let meta = fs::symlink_metadata(dir).map_err(|e| refuse(&format!("cannot read it ({e})")))?;
+    if !meta.file_type().is_dir() {
+        return Err(refuse("not a directory (or a symlink)"));
+    }
+    if meta.uid() != uid {
+        return Err(refuse("owned by another user"));
+    }
+    if meta.mode() & 0o077 != 0 {
+        return Err(refuse(&format!("mode {:o} lets others in; it must be 0700", meta.mode() & 0o777)));
+    }
+    let parent = dir.parent().ok_or_else(|| refuse("has no parent"))?;
+    let parent_meta = fs::metadata(parent).map_err(|e| refuse(&format!("cannot read its parent ({e})")))?;
+    if !(parent_meta.uid() == uid || parent_meta.uid() == 0) || parent_meta.mode() & 0o022 != 0 {
+        return Err(refuse("its parent can be written by others, who could replace it"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt as _;
+
+    fn ssh(config: Option<PathBuf>) -> SshTransport {
+        SshTransport {
+            alias: "course-demo".into(),
+            config_file: config,
+            connect_timeout: Duration::from_secs(8),
+        }
+    }
+
+    fn limits() -> Limits {
+        Limits { output: 8192, timeout: Duration::from_secs(12) }
+    }
+
+    fn argv(spec: &ProcessSpec) -> Vec<String> {
+        spec.args.iter().map(|a| a.to_string_lossy().into_owned()).collect()
+    }
+
+    fn private_tempdir() -> tempfile::TempDir {
+        let temp = tempfile::tempdir().unwrap();
+        fs::set_permissions(temp.path(), fs::Permissions::from_mode(0o700)).unwrap();
+        temp
+    }
+
+    #[test]
+    fn mux_options_go_before_the_alias_and_keep_the_hardened_argv() {
+        let temp = private_tempdir();
+        let mux = MultiplexedSsh::with_dir(ssh(None), temp.path().join("ssh"));
+        let plain = argv(&mux.ssh().specs(RemoteCommand::Disk, None, limits())[0]);
+        let spec = &mux.specs(RemoteCommand::Disk, None, limits())[0];
+        let args = argv(spec);
+        let path = mux.control_path().unwrap();
+        let control = format!("ControlPath={}", path.display());
+        for option in ["ControlMaster=auto", control.as_str(), "ControlPersist=60"] {
+            let at = args.iter().position(|a| a == option).unwrap_or_else(|| panic!("{option} missing"));
+            assert_eq!(args[at - 1], "-o");
+        }
+        // The plain argv is intact, in order, with the mux options added
+        // before `--`: alias last but one, fixed command last.
+        let without: Vec<&String> = args
+            .iter()
+            .enumerate()
+            .filter(|(i, a)| {
+                !(a.starts_with("Control") || (*a == "-o" && args[i + 1].starts_with("Control")))
+            })
+            .map(|(_, a)| a)
+            .collect();
+        assert_eq!(without, plain.iter().collect::<Vec<_>>());
+        assert_eq!(args[args.len() - 2], "course-demo");
+        assert_eq!(args[args.len() - 1], "LC_ALL=C df -h /");
+        assert!(args.iter().position(|a| a == "ControlMaster=auto") < args.iter().position(|a| a == "--"));
+        assert_eq!(spec.program, PathBuf::from("/usr/bin/ssh"));
+    }
+
+    #[test]
+    fn control_directory_is_created_private() {
+        let temp = private_tempdir();
+        let dir = temp.path().join("a/b/ssh");
+        private_dir(&dir).unwrap();
+        let meta = fs::symlink_metadata(&dir).unwrap();
+        assert_eq!(meta.mode() & 0o777, 0o700);
+        // Twice is fine.
+        private_dir(&dir).unwrap();
+    }
+
+    #[test]
+    fn open_or_foreign_control_directories_are_refused_not_repaired() {
+        let temp = private_tempdir();
+        let open = temp.path().join("open");
+        fs::create_dir(&open).unwrap();
+        fs::set_permissions(&open, fs::Permissions::from_mode(0o755)).unwrap();
+        assert!(private_dir(&open).is_err(), "0755 directory accepted");
+        assert_eq!(fs::metadata(&open).unwrap().mode() & 0o777, 0o755, "must not be repaired");
+
+        let target = temp.path().join("target");
+        fs::create_dir(&target).unwrap();
+        fs::set_permissions(&target, fs::Permissions::from_mode(0o700)).unwrap();
+        let link = temp.path().join("link");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        assert!(private_dir(&link).is_err(), "symlink accepted");
+
+        let file = temp.path().join("file");
+        fs::write(&file, b"").unwrap();
+        assert!(private_dir(&file).is_err(), "file accepted");
+
+        let writable_parent = temp.path().join("shared");
+        fs::create_dir(&writable_parent).unwrap();
+        fs::set_permissions(&writable_parent, fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(private_dir(&writable_parent.join("ssh")).is_err(), "world-writable parent accepted");
+
+        assert!(private_dir(Path::new("relative/ssh")).is_err());
+    }
+
+    #[test]
+    fn without_a_private_directory_checks_use_fresh_connections() {
+        let temp = private_tempdir();
+        let open = temp.path().join("open");
+        fs::create_dir(&open).unwrap();
+        fs::set_permissions(&open, fs::Permissions::from_mode(0o755)).unwrap();
+        let mux = MultiplexedSsh::with_dir(ssh(None), open);
+        assert!(matches!(mux.unavailable(), Some(MuxUnavailable::NoDirectory(_))));
+        let spec = &mux.specs(RemoteCommand::Identity, None, limits())[0];
+        assert!(!argv(spec).iter().any(|a| a.starts_with("Control")), "{:?}", argv(spec));
+    }
+
+    #[test]
+    fn a_socket_path_too_long_for_sun_path_disables_multiplexing() {
+        let temp = private_tempdir();
+        let long = temp.path().join("x".repeat(90));
+        let mux = MultiplexedSsh::with_dir(ssh(None), long);
+        assert!(matches!(mux.unavailable(), Some(MuxUnavailable::PathTooLong(_))));
+        let spec = &mux.specs(RemoteCommand::Identity, None, limits())[0];
+        assert!(!argv(spec).iter().any(|a| a.starts_with("Control")));
+    }
+
+    #[test]
+    fn a_changed_ssh_config_gets_another_master() {
+        let temp = private_tempdir();
+        let config = temp.path().join("ssh_config");
+        fs::write(&config, "Host course-demo\n    User agent\n").unwrap();
+        let mux = MultiplexedSsh::with_dir(ssh(Some(config.clone())), temp.path().join("ssh"));
+        let first = mux.control_path().unwrap();
+        assert_eq!(mux.control_path().unwrap(), first, "stable while nothing changes");
+        fs::write(&config, "Host course-demo\n    User other\n").unwrap();
+        let second = mux.control_path().unwrap();
+        assert_ne!(first, second);
+        let other_alias = MultiplexedSsh::with_dir(
+            SshTransport { alias: "other".into(), ..ssh(Some(config)) },
+            temp.path().join("ssh"),
+        );
+        assert_ne!(other_alias.control_path().unwrap(), second);
+    }
+
+    #[test]
+    fn reset_without_a_master_is_harmless() {
+        let temp = private_tempdir();
+        let mux = MultiplexedSsh::with_dir(ssh(None), temp.path().join("ssh"));
+        mux.reset();
+        let _ = mux.specs(RemoteCommand::Identity, None, limits());
+        // No master is listening on the path: nothing to tell, nothing to remove.
+        mux.reset();
+        mux.reset();
+    }
+
+    #[test]
+    fn exit_argv_reads_no_config_and_ends_with_the_alias() {
+        let args: Vec<String> = exit_argv("course-demo", Path::new("/run/user/1/volce-lab-ssh/ab"))
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            args,
+            [
+                "-F",
+                "/dev/null",
+                "-o",
+                "ControlPath=/run/user/1/volce-lab-ssh/ab",
+                "-O",
+                "exit",
+                "--",
+                "course-demo"
+            ]
+        );
+    }
+}

@@ -1,0 +1,361 @@
+//! Shared by the end-to-end tests (tests/e2e_*.rs): where scripts/e2e-setup
+//! put things, and how a test acts as the agent (through the real sshd), as
+//! the operator (through the operator's sudo rule) and as root. Runs as root.
+//!
+//! Tests use `std::process::Command` here on purpose: they play people and
+//! attackers typing commands, not the product (which goes through
+//! `volce_lab::exec`).
+#![allow(dead_code)]
+
+use std::ffi::OsString;
+use std::io::Write as _;
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use sha2::{Digest as _, Sha256};
+use volce_lab::config::Config;
+
+pub const E2E_DIR: &str = "/var/tmp/volce-lab-e2e";
+pub const SSH_CONFIG: &str = "/var/tmp/volce-lab-e2e/client/ssh_config";
+pub const SSHD_PORT: u16 = 2222;
+pub const ALIAS: &str = "vl-e2e";
+pub const AGENT: &str = "vl-agent";
+pub const OTHER: &str = "vl-other";
+pub const OPERATOR: &str = "vl-operator";
+pub const HOST_LINK: &str = "/usr/local/bin/volce-lab-host";
+pub const INSTALLED: &str = "/usr/local/lib/volce-lab/volce-lab";
+pub const POLICY: &str = "/etc/volce-lab/policy.json";
+pub const STATE_DIR: &str = "/var/lib/volce-lab";
+pub const DOCKER: &str = "/usr/local/bin/docker";
+
+/// Fails loudly unless scripts/e2e-setup has built the installation and its
+/// sshd answers; returns the host name the server reports.
+pub fn require_setup() -> String {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "the end-to-end tests run as root (they act as the agent over ssh and as the operator through sudo); \
+         run them through scripts/test"
+    );
+    let ready = Path::new(E2E_DIR).join("ready");
+    assert!(
+        ready.is_file(),
+        "scripts/e2e-setup has not run ({} is missing): run `scripts/e2e-setup target/debug/volce-lab` as root first",
+        ready.display()
+    );
+    assert!(
+        TcpStream::connect_timeout(&([127, 0, 0, 1], SSHD_PORT).into(), Duration::from_secs(2)).is_ok(),
+        "the e2e sshd does not answer on 127.0.0.1:{SSHD_PORT}: run scripts/e2e-setup again"
+    );
+    install_binary_under_test();
+    let host = std::fs::read_to_string(Path::new(E2E_DIR).join("expected_host")).expect("expected_host");
+    host.trim().to_owned()
+}
+
+/// The server side must run the code under test, not an older install.
+/// `cargo test` builds the binary with the dev-dependencies' features, so it
+/// differs from a `cargo build` one: when the installed binary is not this
+/// exact file, scripts/e2e-setup (idempotent, about a second) installs it.
+fn install_binary_under_test() {
+    static DONE: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    DONE.get_or_init(|| {
+        let under_test = env!("CARGO_BIN_EXE_volce-lab");
+        if Path::new(INSTALLED).is_file() && sha256_file(INSTALLED) == sha256_file(under_test) {
+            return;
+        }
+        eprintln!("e2e: installing the binary under test ({under_test}) with scripts/e2e-setup");
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/e2e-setup");
+        let setup = run(script, &[under_test], None);
+        assert!(setup.ok(), "scripts/e2e-setup {under_test} failed: {setup:?}");
+        assert_eq!(sha256_file(INSTALLED), sha256_file(under_test), "the install did not take");
+    });
+}
+
+/// Tests in one file change shared things (sshd accounts, sudoers, policy):
+/// they run one at a time.
+pub fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// What a command did.
+#[derive(Debug)]
+pub struct Ran {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Ran {
+    pub fn ok(&self) -> bool {
+        self.code == Some(0)
+    }
+}
+
+/// Runs `program` with `args`, feeding `stdin`, in a fixed environment.
+pub fn run(program: &str, args: &[&str], stdin: Option<&[u8]>) -> Ran {
+    let mut child = Command::new(program)
+        .args(args)
+        .env_clear()
+        .env("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+        .env("LC_ALL", "C")
+        .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {program}: {e}"));
+    if let Some(bytes) = stdin {
+        let mut pipe = child.stdin.take().expect("stdin");
+        let _ = pipe.write_all(bytes);
+    }
+    let output = child.wait_with_output().expect("wait");
+    Ran {
+        code: output.status.code(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+/// Runs `remote` as the agent account through the real sshd: exactly what
+/// anyone holding the agent's key could type.
+pub fn as_agent(remote: &str, stdin: Option<&[u8]>) -> Ran {
+    run(
+        "/usr/bin/ssh",
+        &["-F", SSH_CONFIG, "-T", "-o", "ControlMaster=no", "-o", "ConnectTimeout=10", "--", ALIAS, remote],
+        stdin,
+    )
+}
+
+/// The operator at the server's terminal: `sudo volce-lab-host ARGS` as
+/// vl-operator, so the helper sees SUDO_USER=vl-operator.
+pub fn as_operator(args: &[&str]) -> Ran {
+    let mut argv = vec!["-u", OPERATOR, "--", "/usr/bin/sudo", "-n", HOST_LINK];
+    argv.extend_from_slice(args);
+    run("/usr/sbin/runuser", &argv, None)
+}
+
+/// Fails loudly while the installed binary has no host controller yet.
+pub fn require_host_helper() {
+    let probe = run(HOST_LINK, &["show", &"0".repeat(32)], None);
+    let said = format!("{}{}", probe.stdout, probe.stderr);
+    assert!(
+        !said.contains("not yet available"),
+        "the installed {HOST_LINK} has no host controller yet (it says: {}); \
+         these tests need the host helper and the docker engine merged",
+        said.trim()
+    );
+}
+
+/// The Docker parts the scenario needs: the engine, the test images and
+/// their policy from scripts/test-images.
+pub fn require_docker_and_policy() {
+    let version = run(DOCKER, &["version", "--format", "{{.Server.Version}}"], None);
+    assert!(version.ok(), "the Docker engine does not answer: {}", version.stderr.trim());
+    assert!(
+        Path::new(POLICY).is_file(),
+        "{POLICY} is missing: run scripts/test-images, then scripts/e2e-setup again"
+    );
+}
+
+pub fn sha256_file(path: &str) -> String {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("read {path}: {e}"));
+    volce_lab::docker::hex(&Sha256::digest(&bytes))
+}
+
+/// A private copy of the client ssh_config that a test may change, with
+/// the alias pointing at `user` (vl-agent as installed).
+pub fn ssh_config_copy(dir: &Path, user: &str) -> PathBuf {
+    let path = dir.join("ssh_config");
+    write_ssh_config(&path, user, "");
+    path
+}
+
+/// Rewrites a copy made by [`ssh_config_copy`]: the alias now logs in as
+/// `user`, with `extra` lines added to the alias's block.
+pub fn write_ssh_config(path: &Path, user: &str, extra: &str) {
+    let original = std::fs::read_to_string(SSH_CONFIG).expect("client ssh_config");
+    let needle = format!("Host {ALIAS}\n    User {AGENT}\n");
+    assert!(original.contains(&needle), "unexpected ssh_config layout");
+    let replaced = original.replacen(&needle, &format!("Host {ALIAS}\n    User {user}\n{extra}"), 1);
+    // Write beside and rename: ssh never reads half a file.
+    let temp = path.with_extension("new");
+    std::fs::write(&temp, replaced).unwrap();
+    std::fs::rename(&temp, path).unwrap();
+}
+
+/// The workstation configuration for ssh mode, as the variables would give it.
+pub fn ssh_mode(ssh_config: &Path, alias: &str, host: &str, user: &str, extra: &[(&str, &str)]) -> Config {
+    let mut table: Vec<(String, OsString)> = vec![
+        ("VOLCE_LAB_MODE".into(), "ssh".into()),
+        ("VOLCE_LAB_SSH_CONFIG".into(), ssh_config.as_os_str().to_owned()),
+        ("VOLCE_LAB_SSH_ALIAS".into(), alias.into()),
+        ("VOLCE_LAB_EXPECTED_HOST".into(), host.into()),
+        ("VOLCE_LAB_EXPECTED_USER".into(), user.into()),
+    ];
+    for (key, value) in extra {
+        table.push(((*key).into(), (*value).into()));
+    }
+    Config::from_lookup(|name| table.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()))
+        .expect("valid e2e configuration")
+}
+
+/// The pid of the ssh master on `socket`, if one answers.
+pub fn master_pid(socket: &Path) -> Option<u32> {
+    let control = format!("ControlPath={}", socket.display());
+    let check = run("/usr/bin/ssh", &["-F", "/dev/null", "-o", &control, "-O", "check", "--", ALIAS], None);
+    let text = check.stderr;
+    let start = text.find("(pid=")? + 5;
+    let end = start + text[start..].find(')')?;
+    text[start..end].parse().ok()
+}
+
+pub fn process_alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z "))
+}
+
+/// A temporary directory mode 0700 (for control sockets and config copies).
+pub fn private_tempdir() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt as _;
+    let temp = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(temp.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    temp
+}
+
+// ---- the server's state, owned by these tests on this machine ---------------------
+
+/// Removes what an earlier run of `apps` left (containers, networks) and
+/// starts the helper's state afresh, so a test can run again and again on
+/// one machine. The e2e installation belongs to these tests alone.
+pub fn fresh_host_state(apps: &[&str]) {
+    remove_apps(apps);
+    if Path::new(STATE_DIR).exists() {
+        std::fs::remove_dir_all(STATE_DIR).expect("remove the helper's state");
+    }
+    let made = run("/usr/bin/install", &["-d", "-o", "root", "-g", "root", "-m", "0700", STATE_DIR], None);
+    assert!(made.ok(), "{made:?}");
+}
+
+/// Docker objects of `apps`: containers, then networks, by our label.
+pub fn remove_apps(apps: &[&str]) {
+    for app in apps {
+        let filter = format!("label=io.volce-lab.app={app}");
+        let ids = run(DOCKER, &["ps", "-aq", "--filter", &filter], None);
+        for id in ids.stdout.split_whitespace() {
+            run(DOCKER, &["rm", "-f", id], None);
+        }
+        let networks = run(DOCKER, &["network", "ls", "-q", "--filter", &filter], None);
+        for id in networks.stdout.split_whitespace() {
+            run(DOCKER, &["network", "rm", id], None);
+        }
+    }
+}
+
+/// A port inside the policy's range that nothing listens on.
+pub fn free_port() -> u16 {
+    (18500..18999)
+        .find(|port| std::net::TcpListener::bind(("127.0.0.1", *port)).is_ok())
+        .expect("a free port in 18500..18999")
+}
+
+/// One HTTP/1.0 GET to 127.0.0.1:`port` with a Host header: (status, body).
+pub fn http_get(port: u16, host: &str) -> Option<(u16, String)> {
+    use std::io::Read as _;
+    let mut stream =
+        TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_secs(3)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(stream, "GET / HTTP/1.0\r\nHost: {host}\r\nConnection: close\r\n\r\n").ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let status = response.split_whitespace().nth(1)?.parse().ok()?;
+    let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+    Some((status, body))
+}
+
+/// A sudoers drop-in installed for one test (checked with `visudo -cf`
+/// first) and removed when the guard drops, passed or failed.
+pub struct SudoersDropIn(PathBuf);
+
+impl SudoersDropIn {
+    pub fn install(name: &str, rule: &str) -> SudoersDropIn {
+        let path = Path::new("/etc/sudoers.d").join(name);
+        let temp = Path::new("/etc/sudoers.d").join(format!(".{name}.new"));
+        std::fs::write(&temp, format!("{rule}\n")).unwrap();
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&temp, std::fs::Permissions::from_mode(0o440)).unwrap();
+        let check = run("/usr/sbin/visudo", &["-cqf", temp.to_str().unwrap()], None);
+        if !check.ok() {
+            let _ = std::fs::remove_file(&temp);
+            panic!("visudo refuses {rule:?}: {check:?}");
+        }
+        std::fs::rename(&temp, &path).unwrap();
+        SudoersDropIn(path)
+    }
+}
+
+impl Drop for SudoersDropIn {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// The installed policy with a change, restored byte for byte on drop.
+pub struct PolicyChange(Vec<u8>);
+
+impl PolicyChange {
+    pub fn apply(change: impl FnOnce(&mut serde_json::Value)) -> PolicyChange {
+        let original = std::fs::read(POLICY).unwrap_or_else(|e| panic!("read {POLICY}: {e}"));
+        let mut policy: serde_json::Value = serde_json::from_slice(&original).expect("policy is JSON");
+        change(&mut policy);
+        write_policy(serde_json::to_vec_pretty(&policy).unwrap().as_slice());
+        PolicyChange(original)
+    }
+}
+
+impl Drop for PolicyChange {
+    fn drop(&mut self) {
+        write_policy(&self.0);
+    }
+}
+
+/// Root 0600, written beside and renamed, as the helper requires.
+fn write_policy(bytes: &[u8]) {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let temp = Path::new("/etc/volce-lab/.policy.json.new");
+    let mut file =
+        std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(temp).unwrap();
+    file.write_all(bytes).unwrap();
+    file.sync_all().unwrap();
+    std::fs::rename(temp, POLICY).unwrap();
+}
+
+/// The agent's rpc through ssh and the exact sudoers rule: (exit code, reply).
+pub fn agent_rpc(request: &serde_json::Value) -> (Option<i32>, serde_json::Value) {
+    let bytes = serde_json::to_vec(request).unwrap();
+    let ran = as_agent("sudo -n /usr/local/bin/volce-lab-host rpc", Some(&bytes));
+    let reply = serde_json::from_str(ran.stdout.trim())
+        .unwrap_or_else(|_| panic!("the helper's reply is not one JSON object: {ran:?}"));
+    (ran.code, reply)
+}
+
+/// The stored plan as the operator sees it with `show --json`, read as root.
+pub fn stored_plan(plan_id: &str) -> serde_json::Value {
+    let shown = run(HOST_LINK, &["show", "--json", plan_id], None);
+    assert!(shown.ok(), "show --json {plan_id}: {shown:?}");
+    serde_json::from_str(shown.stdout.trim()).expect("show --json prints JSON")
+}
+
+/// The first value named `key` anywhere in `value` (depth first).
+pub fn find<'a>(value: &'a serde_json::Value, key: &str) -> Option<&'a serde_json::Value> {
+    match value {
+        serde_json::Value::Object(map) => map.get(key).or_else(|| map.values().find_map(|v| find(v, key))),
+        serde_json::Value::Array(items) => items.iter().find_map(|v| find(v, key)),
+        _ => None,
+    }
+}
+
+pub fn find_str<'a>(value: &'a serde_json::Value, key: &str) -> &'a str {
+    find(value, key).and_then(|v| v.as_str()).unwrap_or_else(|| panic!("no string {key:?} in {value}"))
+}

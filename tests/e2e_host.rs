@@ -1,0 +1,138 @@
+//! End-to-end: what the agent account cannot do even through its one sudo
+//! rule, against the real host helper, and defence in depth when that rule is
+//! made too broad. Runs as root: it acts as the agent through the loopback
+//! sshd (scripts/e2e-setup) and as the operator through the operator's sudo
+//! rule.
+//!
+//! Needs the host controller and the docker engine in the installed binary,
+//! the Docker engine and the test images (scripts/test-images); without them
+//! each test fails with a sentence saying what is missing.
+
+mod e2e_common;
+
+use e2e_common::*;
+use serde_json::json;
+
+const PLAN: &str = "0123456789abcdef0123456789abcdef";
+
+#[test]
+#[ignore = "real parts: run by scripts/test"]
+fn rpc_requests_that_carry_approval_are_refused() {
+    require_setup();
+    require_host_helper();
+    let _serial = serial();
+    let digest = "a".repeat(64);
+    let requests = [
+        json!({"operation": "approve", "plan_id": PLAN, "digest": digest}),
+        json!({"operation": "approve", "plan_id": PLAN}),
+        json!({"operation": "execute", "plan_id": PLAN, "approved": true}),
+        json!({"operation": "execute", "plan_id": PLAN, "approval": {"by": OPERATOR}}),
+        json!({"operation": "plan", "action": "stop", "parameters": {"app": "e2e-x"}, "approved": true}),
+        json!({"operation": "plan", "action": "stop", "parameters": {"app": "e2e-x", "approved": true}}),
+        json!({"operation": "plan", "action": "approve", "parameters": {"plan_id": PLAN}}),
+        json!({"operation": "inventory", "approver": OPERATOR}),
+        json!({"operation": "show", "plan_id": PLAN}),
+    ];
+    for request in &requests {
+        let (code, reply) = agent_rpc(request);
+        assert_eq!(code, Some(1), "{request} -> {reply}");
+        assert_eq!(reply["status"], "rejected", "{request} -> {reply}");
+        assert!(reply["code"].as_str().is_some_and(|c| !c.is_empty()), "{request} -> {reply}");
+    }
+    // The same helper answers a well-formed request: the refusals above were
+    // about the requests, not a broken installation.
+    let (code, reply) = agent_rpc(&json!({"operation": "gateway_status"}));
+    assert_eq!((code, &reply["status"]), (Some(0), &json!("ok")), "{reply}");
+}
+
+#[test]
+#[ignore = "real parts: run by scripts/test"]
+fn under_a_too_broad_sudo_rule_the_agent_still_cannot_approve_its_own_plan() {
+    require_setup();
+    require_host_helper();
+    require_docker_and_policy();
+    let _serial = serial();
+    let app = "e2e-did";
+    fresh_host_state(&[app]);
+
+    // Deliberately wrong configuration: any helper subcommand through sudo,
+    // and the agent listed as an approver. Both undone when the test ends.
+    let _broad =
+        SudoersDropIn::install("volce-lab-e2e-broad", &format!("{AGENT} ALL=(root) NOPASSWD: {HOST_LINK} *"));
+    let _policy = PolicyChange::apply(|policy| {
+        policy["approvers"].as_array_mut().expect("approvers").push(json!(AGENT));
+    });
+    let cleanup = Cleanup(app);
+
+    // A running app of the agent's own making.
+    let port = free_port();
+    let deploy = json!({"operation": "plan", "action": "deploy", "parameters": {
+        "app": app, "image": "web", "host_port": port, "container_port": 8080,
+        "server_name": "did.e2e.test"}});
+    for attempt in 1..=3 {
+        let (code, planned) = agent_rpc(&deploy);
+        assert_eq!(code, Some(0), "deploy plan: {planned}");
+        let deploy_id = find_str(&planned, "id").to_owned();
+        let (code, done) = agent_rpc(&json!({"operation": "execute", "plan_id": deploy_id}));
+        // Other Docker activity on a shared machine voids a plan (nothing
+        // changed): plan again, as an agent would.
+        if done["code"] == "snapshot_changed" && attempt < 3 {
+            continue;
+        }
+        assert_eq!(code, Some(0), "deploy execute: {done}");
+        break;
+    }
+
+    // A plan that needs approval, requested by the agent.
+    let (code, planned) =
+        agent_rpc(&json!({"operation": "plan", "action": "stop", "parameters": {"app": app}}));
+    assert_eq!(code, Some(0), "stop plan: {planned}");
+    let plan_id = find_str(&planned, "id").to_owned();
+    let digest = find_str(&planned, "digest").to_owned();
+    assert_eq!(find(&planned, "requires_approval"), Some(&json!(true)), "{planned}");
+
+    // sudo now lets the agent run `approve`; the helper must still refuse it.
+    for attempt in [
+        format!("sudo -n {HOST_LINK} approve {plan_id} {digest}"),
+        format!("SUDO_USER={OPERATOR} sudo -n {HOST_LINK} approve {plan_id} {digest}"),
+        format!("sudo -n SUDO_USER={OPERATOR} {HOST_LINK} approve {plan_id} {digest}"),
+        format!("sudo -n -u {OPERATOR} {HOST_LINK} approve {plan_id} {digest}"),
+    ] {
+        let ran = as_agent(&attempt, None);
+        assert!(!ran.ok(), "the agent approved its own plan with `{attempt}`: {ran:?}");
+    }
+    let (code, refused) = agent_rpc(&json!({"operation": "execute", "plan_id": plan_id}));
+    assert_eq!(code, Some(1), "execute after self-approval attempts: {refused}");
+    assert_eq!(refused["status"], "rejected", "{refused}");
+    let stored = stored_plan(&plan_id);
+    assert_eq!(stored["state"], "pending", "{stored}");
+    assert!(stored["approval"].is_null(), "no approval may be recorded: {stored}");
+
+    // The plan itself was fine: the operator's approval makes it run.
+    let approved = as_operator(&["approve", &plan_id, &digest]);
+    assert!(approved.ok(), "operator approve: {approved:?}");
+    let (mut code, mut done) = agent_rpc(&json!({"operation": "execute", "plan_id": plan_id}));
+    for _ in 0..2 {
+        if done["code"] != "snapshot_changed" {
+            break;
+        }
+        // Voided by other Docker activity: a new plan, approved again.
+        let (_, planned) =
+            agent_rpc(&json!({"operation": "plan", "action": "stop", "parameters": {"app": app}}));
+        let plan_id = find_str(&planned, "id").to_owned();
+        let approved = as_operator(&["approve", &plan_id, find_str(&planned, "digest")]);
+        assert!(approved.ok(), "operator approve: {approved:?}");
+        (code, done) = agent_rpc(&json!({"operation": "execute", "plan_id": plan_id}));
+    }
+    assert_eq!(code, Some(0), "execute after the operator's approval: {done}");
+    drop(cleanup);
+}
+
+/// Removes the test's app when the test ends, passed or failed.
+struct Cleanup(&'static str);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        remove_apps(&[self.0]);
+    }
+}

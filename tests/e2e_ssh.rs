@@ -1,0 +1,514 @@
+//! End-to-end: ssh mode against a real sshd on 127.0.0.1 (scripts/e2e-setup),
+//! the identity gate, host key pinning, ssh multiplexing, and what the agent
+//! account must not be able to do on the server. Runs as root: it plays the
+//! workstation user (root in CI) and, through ssh, the agent account.
+//!
+//! Every test is ignored for plain `cargo test` (it needs the installation);
+//! scripts/test runs them with `--ignored`, and without the installation
+//! they fail with a sentence saying what is missing.
+
+mod e2e_common;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use e2e_common::*;
+use volce_lab::exec::{Completion, ExecutionStatus};
+use volce_lab::inspect::ssh_mux::MultiplexedSsh;
+use volce_lab::inspect::transport::{Limits, SshTransport, Transport};
+use volce_lab::inspect::{Check, Inspector, Status};
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+}
+
+fn ssh_transport(config: &Path, alias: &str) -> SshTransport {
+    SshTransport {
+        alias: alias.into(),
+        config_file: Some(config.to_owned()),
+        connect_timeout: Duration::from_secs(8),
+    }
+}
+
+/// An inspector over a multiplexed transport whose control sockets live in
+/// `sockets`, so the test can watch the master.
+fn multiplexed(config: &Path, host: &str, sockets: PathBuf) -> (Inspector, Mux) {
+    let mux = Arc::new(MultiplexedSsh::with_dir(ssh_transport(config, ALIAS), sockets));
+    assert_eq!(mux.unavailable(), None, "multiplexing must be available in a private directory");
+    let inspector = Inspector::with_transport(ssh_mode(config, ALIAS, host, AGENT, &[]), mux.clone());
+    (inspector, Mux(mux))
+}
+
+/// The test's transport; its master is told to exit when the test ends,
+/// passed or failed, so no test leaves a connection behind.
+struct Mux(Arc<MultiplexedSsh>);
+
+impl std::ops::Deref for Mux {
+    type Target = MultiplexedSsh;
+    fn deref(&self) -> &MultiplexedSsh {
+        &self.0
+    }
+}
+
+impl Drop for Mux {
+    fn drop(&mut self) {
+        Transport::reset(self.0.as_ref());
+    }
+}
+
+fn sockets_in(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir).map(|d| d.flatten().map(|e| e.path()).collect()).unwrap_or_default()
+}
+
+#[test]
+#[ignore = "real parts: run by scripts/test"]
+fn identity_and_disk_are_ok_over_the_real_sshd() {
+    let host = require_setup();
+    let _serial = serial();
+    let inspector = Inspector::new(ssh_mode(Path::new(SSH_CONFIG), ALIAS, &host, AGENT, &[]));
+    runtime().block_on(async {
+        let identity = inspector.check(Check::Identity).await;
+        assert_eq!(identity.status, Status::Ok, "{identity:?}");
+        assert_eq!(identity.output, format!("{host}\n{AGENT}\n"));
+        assert_eq!(identity.mode, "ssh");
+        assert_eq!(identity.target, ALIAS);
+        assert!(!identity.is_demo);
+        let disk = inspector.check(Check::Disk).await;
+        assert_eq!(disk.status, Status::Ok, "{disk:?}");
+        assert!(disk.output.starts_with("Filesystem"), "{}", disk.output);
+        // Whatever the helper says, the connection and the gate held.
+        let web = inspector.check(Check::WebStatus).await;
+        assert!(
+            !matches!(web.status, Status::ConnectionFailed | Status::IdentityMismatch | Status::Timeout),
+            "{web:?}"
+        );
+    });
+}
+
+#[test]
+#[ignore = "real parts: run by scripts/test"]
+fn inspect_cli_in_ssh_mode_reports_the_real_identity_and_disk() {
+    let host = require_setup();
+    let _serial = serial();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_volce-lab"))
+        .args(["inspect", "--json"])
+        .env_clear()
+        .env("VOLCE_LAB_MODE", "ssh")
+        .env("VOLCE_LAB_SSH_CONFIG", SSH_CONFIG)
+        .env("VOLCE_LAB_SSH_ALIAS", ALIAS)
+        .env("VOLCE_LAB_EXPECTED_HOST", &host)
+        .env("VOLCE_LAB_EXPECTED_USER", AGENT)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    assert_eq!(lines[0]["check"], "identity");
+    assert_eq!(lines[0]["status"], "ok", "{text}");
+    assert_eq!(lines[1]["check"], "disk");
+    assert_eq!(lines[1]["status"], "ok", "{text}");
+    assert!(lines.iter().all(|l| l["is_demo"] == false && l["mode"] == "ssh"));
+}
+
+#[test]
+#[ignore = "real parts: run by scripts/test"]
+fn pointing_the_alias_at_another_account_stops_every_later_call() {
+    let host = require_setup();
+    let _serial = serial();
+    let temp = private_tempdir();
+    let config = ssh_config_copy(temp.path(), AGENT);
+    let (inspector, _mux) = multiplexed(&config, &host, temp.path().join("ssh"));
+    runtime().block_on(async {
+        assert_eq!(inspector.check(Check::Identity).await.status, Status::Ok);
+        assert_eq!(inspector.check(Check::Disk).await.status, Status::Ok);
+
+        // The alias now logs in as another account of the same server.
+        write_ssh_config(&config, OTHER, "");
+        let disk = inspector.check(Check::Disk).await;
+        assert_eq!(disk.status, Status::IdentityMismatch, "{disk:?}");
+        assert_eq!(disk.output, "", "what the other account said is withheld");
+        assert!(!inspector.is_verified().await);
+        // From then on nothing runs: identity keeps failing, the other checks
+        // and the host helper are refused before any process starts.
+        for _ in 0..2 {
+            let identity = inspector.check(Check::Identity).await;
+            assert_eq!(identity.status, Status::IdentityMismatch);
+            assert_eq!(identity.output, "");
+            for check in [Check::Disk, Check::WebStatus] {
+                let result = inspector.check(check).await;
+                assert_eq!(result.status, Status::IdentityRequired, "{result:?}");
+                assert!(result.execution.is_none(), "nothing may run: {result:?}");
+            }
+            let limits = Limits { output: 8192, timeout: Duration::from_secs(10) };
+            let rpc = inspector.host_rpc(br#"{"operation":"inventory"}"#, limits).await.unwrap_err();
+            assert_eq!(rpc.status, Status::IdentityRequired);
+        }
+
+        // Pointing it back restores service after a fresh identity check.
+        write_ssh_config(&config, AGENT, "");
+        assert_eq!(inspector.check(Check::Identity).await.status, Status::Ok);
+        assert_eq!(inspector.check(Check::Disk).await.status, Status::Ok);
+    });
+}
+
+#[test]
+#[ignore = "real parts: run by scripts/test"]
+fn expecting_another_host_or_user_is_identity_mismatch() {
+    let host = require_setup();
+    let _serial = serial();
+    for (expected_host, expected_user) in [("another-host", AGENT), (host.as_str(), OTHER)] {
+        let config = ssh_mode(Path::new(SSH_CONFIG), ALIAS, expected_host, expected_user, &[]);
+        let inspector = Inspector::new(config);
+        runtime().block_on(async {
+            let identity = inspector.check(Check::Identity).await;
+            assert_eq!(identity.status, Status::IdentityMismatch, "{expected_host}/{expected_user}");
+            assert_eq!(identity.output, "");
+            assert_eq!(inspector.check(Check::Disk).await.status, Status::IdentityRequired);
+        });
+    }
+}
+
+#[test]
+#[ignore = "real parts: run by scripts/test"]
+fn a_host_key_that_is_not_pinned_is_never_accepted() {
+    let host = require_setup();
+    let _serial = serial();
+    let client = Path::new(E2E_DIR).join("client");
+    // No key pinned, or another key pinned for the address: no connection.
+    for (alias, known_hosts) in
+        [("vl-e2e-unpinned", "known_hosts_empty"), ("vl-e2e-wrongkey", "known_hosts_wrong")]
+    {
+        let known_hosts = client.join(known_hosts);
+        let before = std::fs::read(&known_hosts).unwrap();
+        let temp = private_tempdir();
+        let mux = Arc::new(MultiplexedSsh::with_dir(
+            ssh_transport(Path::new(SSH_CONFIG), alias),
+            temp.path().join("ssh"),
+        ));
+        let config = ssh_mode(Path::new(SSH_CONFIG), alias, &host, AGENT, &[]);
+        let inspector = Inspector::with_transport(config, mux);
+        runtime().block_on(async {
+            let identity = inspector.check(Check::Identity).await;
+            assert_eq!(identity.status, Status::ConnectionFailed, "{alias}: {identity:?}");
+            assert_eq!(identity.output, "");
+            assert_eq!(inspector.check(Check::Disk).await.status, Status::IdentityRequired);
+        });
+        assert_eq!(std::fs::read(&known_hosts).unwrap(), before, "{alias}: known_hosts must not change");
+        assert!(sockets_in(&temp.path().join("ssh")).is_empty(), "{alias}: no master may remain");
+    }
+
+    // A config that says "accept anything" does not win over our argv.
+    let temp = private_tempdir();
+    let config = ssh_config_copy(temp.path(), AGENT);
+    let empty = temp.path().join("known_hosts");
+    std::fs::write(&empty, b"").unwrap();
+    let lax = format!("    StrictHostKeyChecking no\n    UserKnownHostsFile {}\n", empty.display());
+    write_ssh_config(&config, AGENT, &lax);
+    let inspector = Inspector::new(ssh_mode(&config, ALIAS, &host, AGENT, &[]));
+    runtime().block_on(async {
+        let identity = inspector.check(Check::Identity).await;
+        assert_eq!(identity.status, Status::ConnectionFailed, "{identity:?}");
+    });
+    assert_eq!(std::fs::read(&empty).unwrap(), b"", "no host key may ever be learned");
+}
+
+#[test]
+#[ignore = "real parts: run by scripts/test"]
+fn checks_share_one_master_that_outlives_each_check_without_holding_its_pipes() {
+    let host = require_setup();
+    let _serial = serial();
+    let temp = private_tempdir();
+    let sockets = temp.path().join("ssh");
+    let (inspector, mux) = multiplexed(Path::new(SSH_CONFIG), &host, sockets.clone());
+    let socket = mux.control_path().unwrap();
+    runtime().block_on(async {
+        // The first check starts the master. If the master held the check's
+        // stdout or stderr, the runner would wait for the timeout (12 s).
+        let started = Instant::now();
+        let identity = inspector.check(Check::Identity).await;
+        assert_eq!(identity.status, Status::Ok, "{identity:?}");
+        assert!(started.elapsed() < Duration::from_secs(5), "first check took {:?}", started.elapsed());
+        let pid = master_pid(&socket).expect("a master runs after the first check");
+        assert!(process_alive(pid));
+
+        let mut durations = Vec::new();
+        for _ in 0..5 {
+            let started = Instant::now();
+            let disk = inspector.check(Check::Disk).await;
+            durations.push(started.elapsed());
+            assert_eq!(disk.status, Status::Ok, "{disk:?}");
+            assert_eq!(master_pid(&socket), Some(pid), "one master for every check");
+        }
+        // Generous: the target (under 20 ms) lives in the benchmark.
+        let worst = durations.iter().max().unwrap();
+        assert!(*worst < Duration::from_secs(2), "multiplexed checks took {durations:?}");
+        assert_eq!(sockets_in(&sockets), vec![socket.clone()], "one socket, in our directory");
+
+        // Teardown on reset leaves nothing behind.
+        Transport::reset(&*mux);
+        assert_eq!(master_pid(&socket), None);
+        wait_gone(pid);
+        assert!(sockets_in(&sockets).is_empty());
+    });
+}
+
+fn wait_gone(pid: u32) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while process_alive(pid) {
+        assert!(Instant::now() < deadline, "ssh master {pid} still runs");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+#[ignore = "real parts: run by scripts/test"]
+fn identity_mismatch_tears_the_master_down() {
+    let host = require_setup();
+    let _serial = serial();
+    let temp = private_tempdir();
+    let sockets = temp.path().join("ssh");
+    let config = ssh_config_copy(temp.path(), AGENT);
+    let (inspector, mux) = multiplexed(&config, &host, sockets.clone());
+    runtime().block_on(async {
+        assert_eq!(inspector.check(Check::Identity).await.status, Status::Ok);
+        let pid = master_pid(&mux.control_path().unwrap()).expect("master");
+        write_ssh_config(&config, OTHER, "");
+        assert_eq!(inspector.check(Check::Disk).await.status, Status::IdentityMismatch);
+        wait_gone(pid);
+        // The master that answered as the other account is gone too.
+        assert!(sockets_in(&sockets).is_empty(), "{:?}", sockets_in(&sockets));
+    });
+}
+
+#[test]
+#[ignore = "real parts: run by scripts/test"]
+fn a_timeout_tears_the_master_down() {
+    let host = require_setup();
+    let _serial = serial();
+    let temp = private_tempdir();
+    let sockets = temp.path().join("ssh");
+    let (inspector, mux) = multiplexed(Path::new(SSH_CONFIG), &host, sockets.clone());
+    runtime().block_on(async {
+        assert_eq!(inspector.check(Check::Identity).await.status, Status::Ok);
+        let pid = master_pid(&mux.control_path().unwrap()).expect("master");
+        // A read-only request with a deadline no ssh session can meet.
+        let limits = Limits { output: 8192, timeout: Duration::from_millis(1) };
+        let outcome = inspector.host_rpc(br#"{"operation":"gateway_status"}"#, limits).await.unwrap();
+        assert_eq!(outcome.execution.execution_status, ExecutionStatus::Timeout);
+        assert_eq!(outcome.execution.completion, Completion::Unconfirmed);
+        wait_gone(pid);
+        assert!(sockets_in(&sockets).is_empty());
+        // The next check connects afresh.
+        assert_eq!(inspector.check(Check::Disk).await.status, Status::Ok);
+        let fresh = master_pid(&mux.control_path().unwrap()).expect("a new master");
+        assert_ne!(fresh, pid);
+    });
+}
+
+#[test]
+#[ignore = "real parts: run by scripts/test"]
+fn a_changed_ssh_config_gets_a_new_master_and_the_old_one_exits() {
+    let host = require_setup();
+    let _serial = serial();
+    let temp = private_tempdir();
+    let sockets = temp.path().join("ssh");
+    let config = ssh_config_copy(temp.path(), AGENT);
+    let (inspector, mux) = multiplexed(&config, &host, sockets.clone());
+    runtime().block_on(async {
+        assert_eq!(inspector.check(Check::Identity).await.status, Status::Ok);
+        let old_socket = mux.control_path().unwrap();
+        let old = master_pid(&old_socket).expect("master");
+        write_ssh_config(&config, AGENT, "    # edited by the operator\n");
+        assert_eq!(inspector.check(Check::Disk).await.status, Status::Ok);
+        wait_gone(old);
+        let new_socket = mux.control_path().unwrap();
+        assert_ne!(new_socket, old_socket);
+        assert!(master_pid(&new_socket).is_some());
+        assert_eq!(sockets_in(&sockets), vec![new_socket]);
+        Transport::reset(&*mux);
+    });
+}
+
+#[test]
+#[ignore = "real parts: run by scripts/test"]
+fn a_master_killed_outright_leaves_a_stale_socket_that_does_not_break_checks() {
+    let host = require_setup();
+    let _serial = serial();
+    let temp = private_tempdir();
+    let (inspector, mux) = multiplexed(Path::new(SSH_CONFIG), &host, temp.path().join("ssh"));
+    runtime().block_on(async {
+        assert_eq!(inspector.check(Check::Identity).await.status, Status::Ok);
+        let socket = mux.control_path().unwrap();
+        let pid = master_pid(&socket).expect("master");
+        // The master this test started, by its id.
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL)
+            .unwrap();
+        wait_gone(pid);
+        assert!(socket.exists(), "SIGKILL leaves the socket file behind");
+        assert_eq!(inspector.check(Check::Disk).await.status, Status::Ok);
+        let fresh = master_pid(&socket).expect("ssh replaced the stale socket with a new master");
+        assert_ne!(fresh, pid);
+        Transport::reset(&*mux);
+    });
+}
+
+// ---- what the agent account must not be able to do ------------------------------
+
+#[test]
+#[ignore = "real parts: run by scripts/test"]
+fn the_agent_account_is_plain_and_sudo_lists_exactly_the_rpc_rule() {
+    require_setup();
+    let _serial = serial();
+    let groups = as_agent("id -Gn && id -u", None);
+    assert!(groups.ok(), "{groups:?}");
+    assert!(
+        !groups.stdout.split_whitespace().any(|g| g == "docker" || g == "sudo" || g == "root"),
+        "{groups:?}"
+    );
+    assert_ne!(groups.stdout.lines().last(), Some("0"));
+
+    let listed = as_agent("sudo -n -l", None);
+    assert!(listed.ok(), "{listed:?}");
+    let rules: Vec<&str> = listed
+        .stdout
+        .lines()
+        .skip_while(|l| !l.contains("may run the following commands"))
+        .skip(1)
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert_eq!(rules, ["(root) NOPASSWD: /usr/local/bin/volce-lab-host rpc"], "{}", listed.stdout);
+
+    let sudoers = std::fs::read_to_string("/etc/sudoers.d/volce-lab").unwrap();
+    assert_eq!(sudoers, "vl-agent ALL=(root) NOPASSWD: /usr/local/bin/volce-lab-host rpc\n");
+    assert!(run("/usr/sbin/visudo", &["-cqf", "/etc/sudoers.d/volce-lab"], None).ok());
+}
+
+#[test]
+#[ignore = "real parts: run by scripts/test"]
+fn the_agent_cannot_sudo_anything_but_the_rpc() {
+    require_setup();
+    let _serial = serial();
+    let marker = "/var/tmp/volce-lab-e2e/sudo-ran";
+    let _ = std::fs::remove_file(marker);
+    let plan = "0123456789abcdef0123456789abcdef";
+    let digest = "a".repeat(64);
+    let attempts = [
+        format!("sudo -n {HOST_LINK} approve {plan} {digest}"),
+        format!("sudo -n {HOST_LINK} show {plan}"),
+        format!("sudo -n {HOST_LINK} show --json {plan}"),
+        format!("sudo -n {HOST_LINK} doctor"),
+        format!("sudo -n {HOST_LINK}"),
+        format!("sudo -n {HOST_LINK} rpc extra"),
+        format!("sudo -n {HOST_LINK} rpc rpc"),
+        format!("sudo -n {INSTALLED} host rpc"),
+        format!("sudo -n {INSTALLED} host approve {plan} {digest}"),
+        format!("sudo -n -u {OPERATOR} {HOST_LINK} rpc"),
+        format!("sudo -n -E {HOST_LINK} rpc"),
+        format!("sudo -n --preserve-env=PATH {HOST_LINK} rpc"),
+        format!("sudo -n /bin/sh -c 'touch {marker}'"),
+        format!("sudo -n /usr/bin/touch {marker}"),
+        format!("sudo -n {DOCKER} ps"),
+        "sudo -n -i".to_owned(),
+        "sudo -n -s".to_owned(),
+        "sudo -n sudoedit /etc/volce-lab/policy.json".to_owned(),
+        "sudoedit -n /etc/volce-lab/policy.json".to_owned(),
+    ];
+    for attempt in &attempts {
+        let ran = as_agent(attempt, None);
+        assert!(!ran.ok(), "the agent could run `{attempt}`: {ran:?}");
+        // Refused by sudo itself (it asks for the password it cannot get),
+        // not by the helper or by the command.
+        assert!(
+            ran.stderr.contains("a password is required") || ran.stderr.contains("not allowed"),
+            "`{attempt}` was not refused by sudo: {ran:?}"
+        );
+        assert!(!Path::new(marker).exists(), "`{attempt}` ran as root");
+    }
+}
+
+#[test]
+#[ignore = "real parts: run by scripts/test"]
+fn the_agent_cannot_read_or_write_the_state_or_the_policy() {
+    require_setup();
+    let _serial = serial();
+    let policy_before = Path::new(POLICY).exists().then(|| sha256_file(POLICY));
+    let attempts = [
+        format!("ls {STATE_DIR}"),
+        format!("cat {STATE_DIR}/state.db"),
+        format!("touch {STATE_DIR}/planted"),
+        format!("mkdir {STATE_DIR}/apps/planted"),
+        format!("cat {POLICY}"),
+        format!("cp /dev/null {POLICY}"),
+        "touch /etc/volce-lab/planted".to_owned(),
+        "mv /etc/volce-lab /tmp/volce-lab-moved".to_owned(),
+        format!("chmod 777 {STATE_DIR}"),
+    ];
+    for attempt in &attempts {
+        let ran = as_agent(attempt, None);
+        assert!(!ran.ok(), "the agent could run `{attempt}`: {ran:?}");
+    }
+    assert!(!Path::new(STATE_DIR).join("planted").exists());
+    assert!(!Path::new("/etc/volce-lab/planted").exists());
+    assert_eq!(Path::new(POLICY).exists().then(|| sha256_file(POLICY)), policy_before);
+    use std::os::unix::fs::MetadataExt as _;
+    let state = std::fs::symlink_metadata(STATE_DIR).unwrap();
+    assert_eq!((state.uid(), state.mode() & 0o777), (0, 0o700));
+    if let Ok(policy) = std::fs::symlink_metadata(POLICY) {
+        assert_eq!((policy.uid(), policy.mode() & 0o777), (0, 0o600));
+    }
+}
+
+#[test]
+#[ignore = "real parts: run by scripts/test"]
+fn the_agent_cannot_replace_the_binary_or_the_symlink() {
+    require_setup();
+    let _serial = serial();
+    let binary_before = sha256_file(INSTALLED);
+    let attempts = [
+        format!("cp /bin/true {INSTALLED}"),
+        format!("cat /bin/true > {INSTALLED}"),
+        format!("mv {INSTALLED} /tmp/volce-lab-moved"),
+        format!("rm -f {INSTALLED}"),
+        "touch /usr/local/lib/volce-lab/planted".to_owned(),
+        format!("ln -sfn /bin/sh {HOST_LINK}"),
+        format!("rm -f {HOST_LINK}"),
+        format!("chmod 777 {INSTALLED}"),
+    ];
+    for attempt in &attempts {
+        let ran = as_agent(attempt, None);
+        assert!(!ran.ok(), "the agent could run `{attempt}`: {ran:?}");
+    }
+    assert_eq!(sha256_file(INSTALLED), binary_before);
+    assert_eq!(std::fs::read_link(HOST_LINK).unwrap(), Path::new(INSTALLED));
+    assert!(!Path::new("/usr/local/lib/volce-lab/planted").exists());
+    use std::os::unix::fs::MetadataExt as _;
+    for (path, mode) in [(INSTALLED, 0o755), ("/usr/local/lib/volce-lab", 0o755), ("/usr/local/bin", 0o755)] {
+        let meta = std::fs::symlink_metadata(path).unwrap();
+        assert_eq!((meta.uid(), meta.mode() & 0o777), (0, mode), "{path}");
+    }
+}
+
+#[test]
+#[ignore = "real parts: run by scripts/test"]
+fn the_agent_cannot_use_the_docker_socket() {
+    require_setup();
+    let _serial = serial();
+    assert!(
+        Path::new("/var/run/docker.sock").exists(),
+        "the Docker socket is missing: is the engine running?"
+    );
+    for attempt in [
+        format!("{DOCKER} ps"),
+        format!("{DOCKER} -H unix:///var/run/docker.sock run --rm busybox true"),
+        "exec 3<>/var/run/docker.sock".to_owned(),
+    ] {
+        let ran = as_agent(&attempt, None);
+        assert!(!ran.ok(), "the agent could run `{attempt}`: {ran:?}");
+        assert!(
+            ran.stderr.contains("permission denied") || ran.stderr.contains("Permission denied"),
+            "`{attempt}` failed for another reason: {ran:?}"
+        );
+    }
+}
