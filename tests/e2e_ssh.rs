@@ -129,20 +129,21 @@ fn pointing_the_alias_at_another_account_stops_every_later_call() {
         assert_eq!(disk.status, Status::IdentityMismatch, "{disk:?}");
         assert_eq!(disk.output, "", "what the other account said is withheld");
         assert!(!inspector.is_verified().await);
-        // From then on nothing runs: identity keeps failing, the other checks
-        // and the host helper are refused before any process starts.
+        // From then on nothing runs: identity keeps failing, and the other
+        // checks and the host helper stop with identity_mismatch before any
+        // process starts.
         for _ in 0..2 {
             let identity = inspector.check(Check::Identity).await;
             assert_eq!(identity.status, Status::IdentityMismatch);
             assert_eq!(identity.output, "");
             for check in [Check::Disk, Check::WebStatus] {
                 let result = inspector.check(check).await;
-                assert_eq!(result.status, Status::IdentityRequired, "{result:?}");
+                assert_eq!(result.status, Status::IdentityMismatch, "{result:?}");
                 assert!(result.execution.is_none(), "nothing may run: {result:?}");
             }
             let limits = Limits { output: 8192, timeout: Duration::from_secs(10) };
             let rpc = inspector.host_rpc(br#"{"operation":"inventory"}"#, limits).await.unwrap_err();
-            assert_eq!(rpc.status, Status::IdentityRequired);
+            assert_eq!(rpc.status, Status::IdentityMismatch);
         }
 
         // Pointing it back restores service after a fresh identity check.
@@ -164,7 +165,7 @@ fn expecting_another_host_or_user_is_identity_mismatch() {
             let identity = inspector.check(Check::Identity).await;
             assert_eq!(identity.status, Status::IdentityMismatch, "{expected_host}/{expected_user}");
             assert_eq!(identity.output, "");
-            assert_eq!(inspector.check(Check::Disk).await.status, Status::IdentityRequired);
+            assert_eq!(inspector.check(Check::Disk).await.status, Status::IdentityMismatch);
         });
     }
 }

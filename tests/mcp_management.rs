@@ -325,7 +325,8 @@ async fn a_changed_identity_stops_management_before_the_helper_runs() {
     assert_eq!(result["status"], "identity_mismatch", "{result}");
     assert_eq!(harness.runs("rpc_calls"), 0, "the helper never ran");
     let again = harness.call("service_inventory", json!({})).await;
-    assert_eq!(again["status"], "identity_required", "a mismatch clears the verified state");
+    assert_eq!(again["status"], "identity_mismatch", "a mismatch sticks until identity matches again");
+    assert_eq!(harness.runs("rpc_calls"), 0, "the helper still never ran");
 }
 
 /// Whether `pid` is gone (or a zombie waiting to be reaped: it runs nothing).

@@ -5,7 +5,9 @@
 //! - no check but `identity` runs before the identity was verified, and every
 //!   later check verifies it again first, in the same critical section;
 //! - a mismatch clears the verified state, resets the transport, and hides
-//!   whatever the unexpected target returned;
+//!   whatever the unexpected target returned; it sticks: every later call
+//!   answers `identity_mismatch` without running anything, until an
+//!   `identity` call matches again;
 //! - checks on one target are serialized by one async mutex: none is dropped
 //!   or interleaved;
 //! - the identity state lives in this process only; it is not a token.
@@ -140,6 +142,19 @@ enum Backend {
     Real(Arc<dyn Transport>),
 }
 
+/// The identity state of one inspector. It lives in this process only and
+/// is not a token: restarting the server starts again at `Unverified`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Gate {
+    /// No identity check matched yet: other calls answer `identity_required`.
+    Unverified,
+    /// The last identity check matched.
+    Verified,
+    /// An identity check saw another host or user: other calls answer
+    /// `identity_mismatch` until an identity check matches again.
+    Mismatched,
+}
+
 /// Why a gated call did not get to run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GateRefusal {
@@ -152,7 +167,7 @@ pub struct Inspector {
     config: Config,
     backend: Backend,
     /// `true` once identity matched; guarded together with every run.
-    verified: Mutex<bool>,
+    gate: Mutex<Gate>,
 }
 
 impl Inspector {
@@ -169,14 +184,14 @@ impl Inspector {
                 connect_timeout: config.timeout.min(Duration::from_secs(8)),
             }))),
         };
-        Inspector { config, backend, verified: Mutex::new(false) }
+        Inspector { config, backend, gate: Mutex::new(Gate::Unverified) }
     }
 
     /// An inspector that reaches its target through `transport`. The binary
     /// never calls this; tests use it to put real stand-in processes behind
     /// the same gate.
     pub fn with_transport(config: Config, transport: Arc<dyn Transport>) -> Inspector {
-        Inspector { config, backend: Backend::Real(transport), verified: Mutex::new(false) }
+        Inspector { config, backend: Backend::Real(transport), gate: Mutex::new(Gate::Unverified) }
     }
 
     pub fn config(&self) -> &Config {
@@ -214,18 +229,14 @@ impl Inspector {
 
     /// Runs one check behind the identity gate.
     pub async fn check(&self, check: Check) -> CheckResult {
-        let mut verified = self.verified.lock().await;
+        let mut gate = self.gate.lock().await;
         if check == Check::Identity {
-            return match self.verify(&mut verified).await {
+            return match self.verify(&mut gate).await {
                 Ok((output, execution)) => self.result(check, Status::Ok, output, Some(execution)),
                 Err(refusal) => self.result(check, refusal.status, String::new(), refusal.execution),
             };
         }
-        if !*verified {
-            return self.result(check, Status::IdentityRequired, String::new(), None);
-        }
-        // An earlier match is not a lease: the alias may point elsewhere now.
-        if let Err(refusal) = self.verify(&mut verified).await {
+        if let Err(refusal) = self.reverify(&mut gate).await {
             return self.result(check, refusal.status, String::new(), refusal.execution);
         }
         let (status, output, execution) = match check {
@@ -239,11 +250,8 @@ impl Inspector {
     /// Verifies identity, then runs the host helper with `request` on stdin,
     /// all under the same lock as the checks. For the management tools.
     pub async fn host_rpc(&self, request: &[u8], limits: Limits) -> Result<Outcome, GateRefusal> {
-        let mut verified = self.verified.lock().await;
-        if !*verified {
-            return Err(GateRefusal { status: Status::IdentityRequired, execution: None });
-        }
-        self.verify(&mut verified).await?;
+        let mut gate = self.gate.lock().await;
+        self.reverify(&mut gate).await?;
         let outcome = self.run(RemoteCommand::HostRpc, Some(request), limits).await;
         if outcome.execution.completion == exec::Completion::Unconfirmed {
             self.reset();
@@ -253,7 +261,30 @@ impl Inspector {
 
     /// Whether identity is currently verified (for tests and the report).
     pub async fn is_verified(&self) -> bool {
-        *self.verified.lock().await
+        *self.gate.lock().await == Gate::Verified
+    }
+
+    /// Why a gated call would be refused right now without running anything
+    /// (`identity_required` or `identity_mismatch`), or `None` when the gate
+    /// is open (identity is still verified again before the call runs).
+    pub async fn gate_refusal(&self) -> Option<Status> {
+        match *self.gate.lock().await {
+            Gate::Unverified => Some(Status::IdentityRequired),
+            Gate::Mismatched => Some(Status::IdentityMismatch),
+            Gate::Verified => None,
+        }
+    }
+
+    /// The gate in front of every call but `identity`: refuses without
+    /// running anything unless identity was verified, then verifies again,
+    /// because an earlier match is not a lease (the alias may point
+    /// elsewhere now).
+    async fn reverify(&self, gate: &mut Gate) -> Result<(), GateRefusal> {
+        match *gate {
+            Gate::Unverified => Err(GateRefusal { status: Status::IdentityRequired, execution: None }),
+            Gate::Mismatched => Err(GateRefusal { status: Status::IdentityMismatch, execution: None }),
+            Gate::Verified => self.verify(gate).await.map(|_| ()),
+        }
     }
 
     fn reset(&self) {
@@ -262,8 +293,12 @@ impl Inspector {
         }
     }
 
-    async fn verify(&self, verified: &mut bool) -> Result<(String, Execution), GateRefusal> {
-        *verified = false;
+    /// Runs the identity command and moves the gate: only a match opens it,
+    /// and only a match clears an earlier mismatch.
+    async fn verify(&self, gate: &mut Gate) -> Result<(String, Execution), GateRefusal> {
+        if *gate == Gate::Verified {
+            *gate = Gate::Unverified;
+        }
         let outcome = self.run(RemoteCommand::Identity, None, self.limits()).await;
         if outcome.execution.execution_status != ExecutionStatus::Ok {
             self.reset();
@@ -285,9 +320,10 @@ impl Inspector {
         if lines != [self.config.expected_host.as_str(), self.config.expected_user.as_str()] {
             // Do not pass on what an unexpected target said about itself.
             self.reset();
+            *gate = Gate::Mismatched;
             return Err(GateRefusal { status: Status::IdentityMismatch, execution: Some(outcome.execution) });
         }
-        *verified = true;
+        *gate = Gate::Verified;
         Ok((text.into_owned(), outcome.execution))
     }
 

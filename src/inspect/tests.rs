@@ -110,7 +110,31 @@ async fn target_drift_stops_hides_output_and_clears_the_gate() {
     assert_eq!(disk.output, "");
     assert!(!serde_json::to_string(&disk).unwrap().contains("SECRET"));
     assert!(!inspector.is_verified().await);
-    assert_eq!(inspector.check(Check::Disk).await.status, Status::IdentityRequired);
+    // The mismatch sticks: later calls stop before anything runs.
+    let later = inspector.check(Check::Disk).await;
+    assert_eq!(later.status, Status::IdentityMismatch);
+    assert!(later.execution.is_none(), "nothing runs after a mismatch");
+    let limits = Limits { output: 1024, timeout: Duration::from_secs(2) };
+    assert_eq!(inspector.host_rpc(b"{}", limits).await.unwrap_err().status, Status::IdentityMismatch);
+}
+
+#[tokio::test]
+async fn only_a_matching_identity_clears_a_mismatch() {
+    let dir = tempfile::tempdir().unwrap();
+    let flag = dir.path().join("drifted");
+    // The target answers as another machine while the flag file exists.
+    let identity = format!(
+        "if [ -e {0} ]; then printf 'other\\nagent\\n'; else printf 'web-1\\nagent\\n'; fi",
+        flag.display()
+    );
+    let inspector = scripted(&identity, DF, "exit 1");
+    std::fs::write(&flag, b"").unwrap();
+    assert_eq!(inspector.check(Check::Identity).await.status, Status::IdentityMismatch);
+    assert_eq!(inspector.check(Check::Disk).await.status, Status::IdentityMismatch);
+    std::fs::remove_file(&flag).unwrap();
+    assert_eq!(inspector.check(Check::Disk).await.status, Status::IdentityMismatch, "not before identity");
+    assert_eq!(inspector.check(Check::Identity).await.status, Status::Ok);
+    assert_eq!(inspector.check(Check::Disk).await.status, Status::Ok);
 }
 
 #[tokio::test]

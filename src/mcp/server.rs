@@ -212,8 +212,8 @@ impl VolceLab {
         let mut execution = None;
         let answer = if self.inspector.is_demo() {
             plain(Status::DemoOnly)
-        } else if !self.inspector.is_verified().await {
-            plain(Status::IdentityRequired)
+        } else if let Some(refusal) = self.inspector.gate_refusal().await {
+            plain(refusal)
         } else if !config.management {
             plain(Status::ManagementDisabled)
         } else {

@@ -428,7 +428,8 @@ pub fn list() -> Vec<Tool> {
          again before each later call. `disk` shows `df -h /`; `web_status` asks the host helper whether \
          every managed gateway is running (`check_failed` = the query worked and something is down). \
          When `is_demo` is true the answers are simulated and no server was contacted: say so. \
-         Stop on `identity_mismatch`; do not try to change the target.",
+         Stop on `identity_mismatch` (every later call answers it too until identity matches again); \
+         do not try to change the target.",
         object(json!({
             "type": "object",
             "properties": {
