@@ -25,6 +25,7 @@
 
 pub mod cli;
 pub mod config;
+pub mod control;
 pub mod docker;
 pub mod exec;
 pub mod exit;
