@@ -31,3 +31,4 @@ pub mod exec;
 pub mod exit;
 pub mod inspect;
 pub mod nginx;
+pub mod store;
