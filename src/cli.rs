@@ -90,7 +90,7 @@ fn dispatch(command: Command) -> Exit {
     match command {
         Command::Inspect { json } => crate::inspect::cli(json),
         Command::McpServe => not_yet("mcp-serve"),
-        Command::Host(_) => not_yet("host"),
+        Command::Host(command) => crate::host::run(command),
     }
 }
 

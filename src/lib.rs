@@ -29,6 +29,7 @@ pub mod control;
 pub mod docker;
 pub mod exec;
 pub mod exit;
+pub mod host;
 pub mod inspect;
 pub mod nginx;
 pub mod store;
