@@ -121,7 +121,13 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
     pub fn settle_abandoned(&mut self, actor: &str) -> Result<Vec<PlanId>, Refusal> {
         let now = self.clock.now();
         let liveness = &self.liveness;
+        // Usually nothing is executing: look without taking the write lock.
+        let claims = self.store.read(|tx| tx.executing_plans().map_err(Refusal::from))?;
+        if claims.iter().all(|(_, _, claim)| liveness.alive(claim)) {
+            return Ok(Vec::new());
+        }
         self.store.write(|tx| {
+            // Decide again under the lock: another helper may have settled them.
             let mut settled = Vec::new();
             for (id, action, claim) in tx.executing_plans()? {
                 if liveness.alive(&claim) {

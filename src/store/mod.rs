@@ -376,6 +376,11 @@ impl Store {
 
     fn migrate(&mut self) -> Result<(), StoreError> {
         let supported = Store::supported_version();
+        // The common case (up to date) needs no write lock.
+        let current: i64 = self.conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+        if current == supported {
+            return Ok(());
+        }
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let found: i64 = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
         if found > supported {
@@ -429,20 +434,23 @@ pub struct Tx<'a> {
     tx: &'a Transaction<'a>,
 }
 
+/// The new-plan gate. Served by the partial index `plans_unsettled`.
+pub const SQL_UNSETTLED: &str =
+    "SELECT id, state FROM plans WHERE state IN ('executing', 'needs_inspection') LIMIT 1";
+/// Claimed plans. The repeated IN term is what lets SQLite use the partial
+/// index: it only does when the query's WHERE contains the index's WHERE
+/// term verbatim (`state = 'executing'` alone scans the whole table).
+pub const SQL_EXECUTING: &str = "SELECT id, action, claim_pid, claim_start, claim_boot FROM plans \
+                                 WHERE state IN ('executing', 'needs_inspection') AND state = 'executing'";
+
 const PLAN_COLUMNS: &str = "body, state, approved_by, approved_at, approved_digest, claim_pid, claim_start, \
                             claim_boot, claimed_at, finished_at, outcome";
 
 impl Tx<'_> {
     /// Whether any plan is executing or needs inspection (the new-plan gate).
     pub fn unsettled_plan(&self) -> Result<Option<(PlanId, PlanState)>, StoreError> {
-        let row: Option<(String, String)> = self
-            .tx
-            .query_row(
-                "SELECT id, state FROM plans WHERE state IN ('executing', 'needs_inspection') LIMIT 1",
-                [],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .optional()?;
+        let row: Option<(String, String)> =
+            self.tx.query_row(SQL_UNSETTLED, [], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
         row.map(|(id, state)| {
             Ok((PlanId::parse(&id).map_err(|_| StoreError::Corrupt)?, PlanState::parse(&state)?))
         })
@@ -451,9 +459,7 @@ impl Tx<'_> {
 
     /// Every plan currently claimed for execution, with its claimer.
     pub fn executing_plans(&self) -> Result<Vec<(PlanId, Action, Claim)>, StoreError> {
-        let mut statement = self.tx.prepare_cached(
-            "SELECT id, action, claim_pid, claim_start, claim_boot FROM plans WHERE state = 'executing'",
-        )?;
+        let mut statement = self.tx.prepare_cached(SQL_EXECUTING)?;
         let rows = statement.query_map([], |r| {
             Ok((
                 r.get::<_, String>(0)?,

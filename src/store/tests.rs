@@ -214,3 +214,27 @@ fn two_connections_racing_to_claim_get_exactly_one_winner() {
     let audit = Store::open(&path).unwrap().read(|tx| tx.audit_of(&p.id)).unwrap();
     assert_eq!(audit.iter().filter(|a| a.event == "claimed").count(), 1);
 }
+
+#[test]
+fn per_request_queries_use_indexes_not_table_scans() {
+    let (_dir, mut store) = fresh();
+    let conn = store.connection();
+    let queries = [
+        SQL_UNSETTLED.to_owned(),
+        SQL_EXECUTING.to_owned(),
+        format!("SELECT {PLAN_COLUMNS} FROM plans WHERE id = 'x'"),
+        "SELECT at FROM audit WHERE plan_id = 'x' ORDER BY seq".to_owned(),
+    ];
+    for sql in queries {
+        let plan: Vec<String> = conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+            .unwrap()
+            .query_map([], |r| r.get::<_, String>(3))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let text = plan.join("; ");
+        assert!(!text.contains("SCAN plans") && !text.contains("SCAN audit"), "{sql}: {text}");
+        assert!(text.contains("USING"), "{sql}: {text}");
+    }
+}
