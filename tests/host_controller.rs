@@ -563,3 +563,16 @@ fn replies_are_one_line() {
     let reply = Reply::Rejected(volce_lab::control::Refusal::new(Code::PlanExpired, "x"));
     assert_eq!(reply.to_line().matches('\n').count(), 1);
 }
+
+#[test]
+fn a_pending_plan_does_not_execute_while_another_needs_inspection() {
+    let h = Harness::new();
+    let mut c = h.controller();
+    let older = c.prepare("remove_image", &json!({"image_id": unused_image().as_str()}), AGENT).unwrap();
+    c.approve(&older.plan.id, &older.plan.digest, "alice").unwrap();
+    let failing = c.prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap();
+    h.engine.edit(|s| s.fail_next = Some(EngineError::NginxRejected));
+    assert!(matches!(c.execute(&failing.plan.id, AGENT).unwrap(), Executed::NeedsInspection { .. }));
+    assert_eq!(refusal(c.execute(&older.plan.id, AGENT)), Code::InspectionRequired);
+    assert_eq!(h.engine.mutations().len(), 1);
+}

@@ -56,20 +56,20 @@ fn validate(value: &Value, schema: &Value, root: &Value, at: &str, errors: &mut 
             return;
         }
     }
-    if let (Some(n), Some(min)) = (value.as_f64(), schema.get("minimum").and_then(Value::as_f64)) {
-        if n < min {
-            errors.push(format!("{at}: below {min}"));
-        }
+    if let (Some(n), Some(min)) = (value.as_f64(), schema.get("minimum").and_then(Value::as_f64))
+        && n < min
+    {
+        errors.push(format!("{at}: below {min}"));
     }
-    if let (Some(n), Some(max)) = (value.as_f64(), schema.get("maximum").and_then(Value::as_f64)) {
-        if n > max {
-            errors.push(format!("{at}: above {max}"));
-        }
+    if let (Some(n), Some(max)) = (value.as_f64(), schema.get("maximum").and_then(Value::as_f64))
+        && n > max
+    {
+        errors.push(format!("{at}: above {max}"));
     }
-    if let (Some(s), Some(max)) = (value.as_str(), schema.get("maxLength").and_then(Value::as_u64)) {
-        if s.chars().count() as u64 > max {
-            errors.push(format!("{at}: longer than {max}"));
-        }
+    if let (Some(s), Some(max)) = (value.as_str(), schema.get("maxLength").and_then(Value::as_u64))
+        && s.chars().count() as u64 > max
+    {
+        errors.push(format!("{at}: longer than {max}"));
     }
     if let Some(object) = value.as_object() {
         let properties = schema.get("properties").and_then(Value::as_object);
@@ -78,10 +78,10 @@ fn validate(value: &Value, schema: &Value, root: &Value, at: &str, errors: &mut 
                 errors.push(format!("{at}: missing {required}"));
             }
         }
-        if let Some(min) = schema.get("minProperties").and_then(Value::as_u64) {
-            if (object.len() as u64) < min {
-                errors.push(format!("{at}: fewer than {min} properties"));
-            }
+        if let Some(min) = schema.get("minProperties").and_then(Value::as_u64)
+            && (object.len() as u64) < min
+        {
+            errors.push(format!("{at}: fewer than {min} properties"));
         }
         for (key, item) in object {
             if let Some(names) = schema.get("propertyNames") {
@@ -98,15 +98,15 @@ fn validate(value: &Value, schema: &Value, root: &Value, at: &str, errors: &mut 
         }
     }
     if let Some(items) = value.as_array() {
-        if let Some(min) = schema.get("minItems").and_then(Value::as_u64) {
-            if (items.len() as u64) < min {
-                errors.push(format!("{at}: fewer than {min} items"));
-            }
+        if let Some(min) = schema.get("minItems").and_then(Value::as_u64)
+            && (items.len() as u64) < min
+        {
+            errors.push(format!("{at}: fewer than {min} items"));
         }
-        if let Some(max) = schema.get("maxItems").and_then(Value::as_u64) {
-            if (items.len() as u64) > max {
-                errors.push(format!("{at}: more than {max} items"));
-            }
+        if let Some(max) = schema.get("maxItems").and_then(Value::as_u64)
+            && (items.len() as u64) > max
+        {
+            errors.push(format!("{at}: more than {max} items"));
         }
         if schema.get("uniqueItems") == Some(&Value::Bool(true)) {
             for (i, a) in items.iter().enumerate() {

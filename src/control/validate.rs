@@ -129,7 +129,7 @@ fn string<'a>(params: &'a Map<String, Value>, key: &str) -> Result<&'a str, Refu
         .ok_or_else(|| Refusal::new(Code::InvalidParameters, format!("{key} must be a string.")))
 }
 
-fn app_name<'a>(params: &'a Map<String, Value>) -> Result<&'a str, Refusal> {
+fn app_name(params: &Map<String, Value>) -> Result<&str, Refusal> {
     let app = string(params, "app")?;
     if !super::is_app_name(app) {
         return refuse(Code::InvalidAppName, "app must match ^[a-z][a-z0-9-]{0,30}$.");
@@ -162,7 +162,7 @@ pub fn is_server_name(name: &str) -> bool {
         })
 }
 
-fn server_name<'a>(params: &'a Map<String, Value>) -> Result<&'a str, Refusal> {
+fn server_name(params: &Map<String, Value>) -> Result<&str, Refusal> {
     let name = string(params, "server_name")?;
     if !is_server_name(name) {
         return refuse(
@@ -216,7 +216,7 @@ fn deploy(
         .containers
         .iter()
         .any(|c| c.app() == Some(app) || c.name == app_name_c || c.name == gateway_name_c)
-        || ctx.snapshot.networks.iter().any(|n| *n == network);
+        || ctx.snapshot.networks.contains(&network);
     if squatted {
         return refuse(Code::AppExists, format!("Docker already has containers or a network for {app}."));
     }

@@ -3,7 +3,8 @@
 //! engine, the clock and the claim liveness check so tests drive it with fakes.
 //!
 //! Security invariants enforced here:
-//! - no new plan while any plan is executing or needs inspection;
+//! - no new plan, and no execution of an older one, while any plan is
+//!   executing or needs inspection;
 //! - execute checks everything (state, expiry, policy hash, approval bound to
 //!   the digest, a fresh snapshot digest, re-derived payload) and marks the
 //!   plan `executing` in ONE `BEGIN IMMEDIATE` transaction that commits
@@ -303,6 +304,14 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 let plan = &stored.plan;
                 if now > plan.expires_at {
                     return refuse(Code::PlanExpired, "The plan has expired; ask for a new one.");
+                }
+                // A plan prepared before another one failed must not run on
+                // top of a server that nobody has inspected yet.
+                if let Some((other, state)) = tx.unsettled_plan()? {
+                    return refuse(
+                        Code::InspectionRequired,
+                        format!("Plan {other} is {}; nothing executes until an operator has inspected it.", state.as_str()),
+                    );
                 }
                 if plan.policy_hash != *policy_hash {
                     tx.invalidate(
