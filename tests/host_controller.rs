@@ -576,3 +576,37 @@ fn a_pending_plan_does_not_execute_while_another_needs_inspection() {
     assert_eq!(refusal(c.execute(&older.plan.id, AGENT)), Code::InspectionRequired);
     assert_eq!(h.engine.mutations().len(), 1);
 }
+
+#[test]
+fn show_gives_before_and_after_for_deploy_and_nginx_config() {
+    let h = Harness::new();
+    let deploy = h.controller().prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap();
+    let show = |id: &PlanId| {
+        volce_lab::host::show(
+            &h.paths,
+            h.engine.clone(),
+            h.clock.clone(),
+            ProcLiveness,
+            "root",
+            id.as_str(),
+            false,
+        )
+        .unwrap()
+    };
+    let text = show(&deploy.plan.id);
+    assert!(text.contains("no approval needed"), "{text}");
+    assert!(text.contains("vl-demo-gateway (gateway)"), "{text}");
+    assert!(text.contains("publishes 127.0.0.1:18001:8080"), "{text}");
+    assert!(text.contains("server_name demo.example.com;"), "the rendered config is shown: {text}");
+    assert!(!text.contains("approve "), "no approve command for a plan that needs none");
+    h.controller().execute(&deploy.plan.id, AGENT).unwrap();
+    let nginx = h
+        .controller()
+        .prepare("nginx_config", &json!({"app": "demo", "server_name": "new.example.com"}), AGENT)
+        .unwrap();
+    let text = show(&nginx.plan.id);
+    assert!(text.contains("Before   server_name demo.example.com"), "{text}");
+    assert!(text.contains("After    server_name new.example.com"), "{text}");
+    h.clock.advance(700);
+    assert!(show(&nginx.plan.id).contains("EXPIRED"));
+}

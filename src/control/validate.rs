@@ -211,12 +211,14 @@ fn deploy(
     if probe.app_dir_exists(app) {
         return refuse(Code::AppExists, format!("A directory for {app} already exists on the host."));
     }
-    let squatted = ctx
-        .snapshot
-        .containers
-        .iter()
-        .any(|c| c.app() == Some(app) || c.name == app_name_c || c.name == gateway_name_c)
-        || ctx.snapshot.networks.contains(&network);
+    // The engine also uses a one-off `vl-<app>-check` container and a
+    // `vl-<app>_edge` network (issue 4); `_` never appears in an app name,
+    // so that network name can only belong to this app.
+    let check_name = format!("vl-{app}-check");
+    let edge = format!("vl-{app}_edge");
+    let squatted = ctx.snapshot.containers.iter().any(|c| {
+        c.app() == Some(app) || c.name == app_name_c || c.name == gateway_name_c || c.name == check_name
+    }) || ctx.snapshot.networks.iter().any(|n| *n == network || *n == edge);
     if squatted {
         return refuse(Code::AppExists, format!("Docker already has containers or a network for {app}."));
     }
@@ -293,7 +295,7 @@ fn deploy(
         containers_touched: vec![
             format!("{app_name_c} (new)"),
             format!("{gateway_name_c} (new)"),
-            format!("network {network} (new)"),
+            format!("networks {network} and {edge} (new)"),
         ],
         data_volumes_deleted: false,
         shared_nginx_changed: false,

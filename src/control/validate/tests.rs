@@ -335,6 +335,17 @@ fn deploy_refuses_existing_vl_resources() {
     let mut world = World::empty();
     world.snapshot.networks.push("vl-web1".into());
     assert_eq!(world.code(Action::Deploy, deploy_params()), Code::AppExists);
+    let mut world = World::empty();
+    world.snapshot.networks.push("vl-web1_edge".into());
+    assert_eq!(world.code(Action::Deploy, deploy_params()), Code::AppExists);
+    let mut world = World::empty();
+    world.snapshot.containers.push(container('5', "vl-web1-check", None, "exited", None));
+    assert_eq!(world.code(Action::Deploy, deploy_params()), Code::AppExists);
+    // Another app's names are no obstacle.
+    let mut world = World::empty();
+    world.snapshot.networks.push("vl-web10".into());
+    world.snapshot.containers.push(container('5', "vl-web1-app-x", None, "exited", None));
+    assert!(world.derive(Action::Deploy, deploy_params()).is_ok());
 }
 
 #[test]
