@@ -119,6 +119,56 @@ fn refused_rpc_in_process() -> Duration {
     p50(samples)
 }
 
+/// The child side of [`refused_rpc_child_process`]: one rpc on injected
+/// paths, exactly what `volce-lab-host rpc` does after its self-check.
+fn child_rpc(dir: &str) -> ! {
+    let dir = std::path::Path::new(dir);
+    let paths = volce_lab::host::HostPaths {
+        policy: dir.join("etc/policy.json"),
+        state_dir: dir.join("state"),
+        owner_uid: nix::unistd::geteuid().as_raw(),
+    };
+    let reply = volce_lab::host::rpc(
+        &paths,
+        fake_engine::FakeEngine::new(),
+        volce_lab::control::SystemClock,
+        ProcLiveness,
+        "agent",
+        std::io::stdin().lock(),
+    );
+    print!("{}", reply.to_line());
+    std::process::exit(reply.exit() as i32)
+}
+
+/// p50 wall time of a whole process (this benchmark binary re-executed)
+/// answering one refused rpc on temporary paths: start-up, policy load,
+/// store open, refusal, exit. Needs no root and touches no system path.
+fn refused_rpc_child_process() -> Duration {
+    let h = Harness::new();
+    h.controller();
+    let request = format!(r#"{{"operation":"execute","plan_id":"{}"}}"#, "f".repeat(32));
+    let samples = (0..ROUNDS)
+        .map(|_| {
+            let started = Instant::now();
+            let mut child = Command::new(std::env::current_exe().unwrap())
+                .env_clear()
+                .env("VL_BENCH_CHILD", &h.root)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            child.stdin.take().unwrap().write_all(request.as_bytes()).unwrap();
+            let output = child.wait_with_output().unwrap();
+            let elapsed = started.elapsed();
+            let reply: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+            assert_eq!(reply["code"], "plan_not_found");
+            elapsed
+        })
+        .collect();
+    p50(samples)
+}
+
 /// p50 wall time of `volce-lab --version`: process start-up alone, the floor
 /// under any helper request on this machine.
 fn process_baseline() -> Duration {
@@ -175,6 +225,9 @@ fn refused_rpc_process() -> Result<Duration, &'static str> {
 }
 
 fn main() {
+    if let Ok(dir) = std::env::var("VL_BENCH_CHILD") {
+        child_rpc(&dir);
+    }
     // `cargo test --benches` runs this with --bench absent: keep it quick then.
     let quick = !std::env::args().any(|a| a == "--bench");
     let (small, large) = if quick { (100, 1_000) } else { (1_000, 100_000) };
@@ -192,6 +245,10 @@ fn main() {
 
     println!("refused rpc (execute of an unknown plan, after policy load and store open)");
     println!("  in-process, temporary paths: p50 {}", ms(refused_rpc_in_process()));
+    println!(
+        "  whole process, temporary paths (bench binary re-executed): p50 {}",
+        ms(refused_rpc_child_process())
+    );
     println!("  process start-up alone (volce-lab --version): p50 {}", ms(process_baseline()));
     match refused_rpc_process() {
         Ok(p50) => println!("  real process on the fixed paths: p50 {}  (target < 3 ms)", ms(p50)),
