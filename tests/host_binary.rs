@@ -119,14 +119,32 @@ fn as_root_the_binary_ignores_hostile_environment_variables() {
     let env = hostile_env(evil.path());
     let mut env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     env.push(("SUDO_USER", "vl-agent"));
-    let request = br#"{"operation":"gateway_status"}"#;
-    let clean = run(Path::new(BIN), &["host", "rpc"], request, &[("SUDO_USER", "vl-agent")], false);
-    let hostile = run(Path::new(BIN), &["host", "rpc"], request, &env, false);
-    let (clean_reply, hostile_reply) = (reply(&clean), reply(&hostile));
-    assert_ne!(clean_reply["code"], "not_root");
-    assert_eq!(clean_reply, hostile_reply, "the environment must not change the answer");
-    assert_eq!(clean.status.code(), hostile.status.code());
-    let text = hostile_reply.to_string();
-    assert!(!text.contains("203.0.113.7") && !text.contains(&evil.path().display().to_string()), "{text}");
+    // A request whose answer depends on nothing but our files: compared in full.
+    let unknown = format!(r#"{{"operation":"execute","plan_id":"{}"}}"#, "f".repeat(32));
+    // A request that reaches the engine: a helper that honoured the hostile
+    // DOCKER_HOST or PATH would answer differently (or run the fake docker).
+    // Its result can change with other tests' containers, so compare the verdict.
+    let gateways = br#"{"operation":"gateway_status"}"#.to_vec();
+    for (request, whole) in [(unknown.into_bytes(), true), (gateways, false)] {
+        let clean = run(Path::new(BIN), &["host", "rpc"], &request, &[("SUDO_USER", "vl-agent")], false);
+        let hostile = run(Path::new(BIN), &["host", "rpc"], &request, &env, false);
+        let (clean_reply, hostile_reply) = (reply(&clean), reply(&hostile));
+        assert_ne!(clean_reply["code"], "not_root");
+        if whole {
+            assert_eq!(clean_reply, hostile_reply, "the environment must not change the answer");
+        } else {
+            assert_eq!(
+                (&clean_reply["status"], &clean_reply["code"]),
+                (&hostile_reply["status"], &hostile_reply["code"]),
+                "the environment must not change the verdict: {clean_reply} vs {hostile_reply}"
+            );
+        }
+        assert_eq!(clean.status.code(), hostile.status.code());
+        let text = hostile_reply.to_string();
+        assert!(
+            !text.contains("203.0.113.7") && !text.contains(&evil.path().display().to_string()),
+            "{text}"
+        );
+    }
     assert!(!evil.path().join("ran").exists(), "a docker from the caller's PATH was run");
 }

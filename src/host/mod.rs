@@ -305,7 +305,9 @@ mod tests {
 
     #[test]
     fn the_unbuilt_engine_refuses_everything() {
-        let engine = real_engine(&HostPaths::fixed());
+        // Tests the placeholder itself, never `real_engine`: once the docker
+        // engine is wired there, calling it here would run docker.
+        let engine = UnbuiltEngine;
         assert!(engine.snapshot().is_err());
         assert!(engine.capacity().is_err());
         assert!(!engine.host_port_free(18000));
