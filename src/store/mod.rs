@@ -361,16 +361,6 @@ impl Store {
         if synchronous != 2 {
             return Err(StoreError::PragmaNotApplied("synchronous"));
         }
-        // Keep the -wal/-shm files between helper processes: each request
-        // is a new process, and recreating and unlinking them every time
-        // costs more than the request itself. Durability is unchanged.
-        let mut persist = 1;
-        conn.file_control(Some("main"), rusqlite::FileControl::PersistWal(&mut persist))?;
-        let mut persist = -1;
-        conn.file_control(Some("main"), rusqlite::FileControl::PersistWal(&mut persist))?;
-        if persist != 1 {
-            return Err(StoreError::PragmaNotApplied("persist_wal"));
-        }
         conn.pragma_update(None, "foreign_keys", "ON")?;
         let foreign_keys: i64 = conn.pragma_query_value(None, "foreign_keys", |r| r.get(0))?;
         if foreign_keys != 1 {
