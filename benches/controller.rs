@@ -69,30 +69,53 @@ fn fill_history(h: &Harness, count: usize, body: &str, digest: &str) {
     tx.commit().unwrap();
 }
 
-/// p50 of prepare and execute (nginx_config on a deployed app) with `history` stored plans.
-fn measure(history: usize) -> (Duration, Duration) {
-    let h = Harness::new();
-    // A realistic stored body for the history rows.
-    let sample = h.controller().prepare("deploy", &deploy_params("demo", 18001), "agent").unwrap();
-    fill_history(&h, history, &sample.plan.canonical_json(), sample.plan.digest.as_str());
-    match h.controller().execute(&sample.plan.id, "agent").unwrap() {
-        Executed::Completed(_) => {}
-        other => panic!("deploy failed: {other:?}"),
+/// A deployed app `demo` over `history` stored plans, ready for rounds.
+struct Bench {
+    _harness: Harness,
+    controller: harness::TestController,
+    prepare: Vec<Duration>,
+    execute: Vec<Duration>,
+}
+
+impl Bench {
+    fn new(history: usize) -> Bench {
+        let h = Harness::new();
+        // A realistic stored body for the history rows.
+        let sample = h.controller().prepare("deploy", &deploy_params("demo", 18001), "agent").unwrap();
+        fill_history(&h, history, &sample.plan.canonical_json(), sample.plan.digest.as_str());
+        match h.controller().execute(&sample.plan.id, "agent").unwrap() {
+            Executed::Completed(_) => {}
+            other => panic!("deploy failed: {other:?}"),
+        }
+        let controller = h.controller();
+        Bench { _harness: h, controller, prepare: Vec::new(), execute: Vec::new() }
     }
-    let mut controller = h.controller();
-    let (mut prepare, mut execute) = (Vec::new(), Vec::new());
-    for round in 0..ROUNDS {
-        let name = if round % 2 == 0 { "a.example.com" } else { "b.example.com" };
+
+    /// One nginx_config plan: prepare it, then execute it.
+    fn round(&mut self, round: usize) {
+        let name = if round.is_multiple_of(2) { "a.example.com" } else { "b.example.com" };
         let params = json!({"app": "demo", "server_name": name});
         let started = Instant::now();
-        let plan = controller.prepare("nginx_config", &params, "agent").unwrap();
-        prepare.push(started.elapsed());
+        let plan = self.controller.prepare("nginx_config", &params, "agent").unwrap();
+        self.prepare.push(started.elapsed());
         let started = Instant::now();
-        let outcome = controller.execute(&plan.plan.id, "agent").unwrap();
-        execute.push(started.elapsed());
+        let outcome = self.controller.execute(&plan.plan.id, "agent").unwrap();
+        self.execute.push(started.elapsed());
         assert!(matches!(outcome, Executed::Completed(_)));
     }
-    (p50(prepare), p50(execute))
+}
+
+/// p50 of prepare and execute after `small` and after `large` stored plans.
+/// The two stores take turns round by round, so a burst of disk or CPU
+/// contention from elsewhere hits both alike instead of skewing the ratio.
+fn measure(small: usize, large: usize) -> [(Duration, Duration); 2] {
+    let mut benches = [Bench::new(small), Bench::new(large)];
+    for round in 0..ROUNDS {
+        for bench in &mut benches {
+            bench.round(round);
+        }
+    }
+    benches.map(|b| (p50(b.prepare), p50(b.execute)))
 }
 
 /// p50 of the library form of a refused rpc (policy + store + refusal).
@@ -232,9 +255,8 @@ fn main() {
     let quick = !std::env::args().any(|a| a == "--bench");
     let (small, large) = if quick { (100, 1_000) } else { (1_000, 100_000) };
 
-    let (prepare_small, execute_small) = measure(small);
-    let (prepare_large, execute_large) = measure(large);
-    println!("controller benchmark (fake engine, p50 of {ROUNDS} rounds, nginx_config plans)");
+    let [(prepare_small, execute_small), (prepare_large, execute_large)] = measure(small, large);
+    println!("controller benchmark (fake engine, p50 of {ROUNDS} interleaved rounds, nginx_config plans)");
     println!("  after {small:>7} plans: prepare {}  execute {}", ms(prepare_small), ms(execute_small));
     println!("  after {large:>7} plans: prepare {}  execute {}", ms(prepare_large), ms(execute_large));
     let prepare_ratio = prepare_large.as_secs_f64() / prepare_small.as_secs_f64();
