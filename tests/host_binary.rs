@@ -11,6 +11,26 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 const BIN: &str = env!("CARGO_BIN_EXE_volce-lab");
+
+/// The binary as an unprivileged user can start it. As root, the build
+/// directory may sit under a 0700 home that nobody cannot traverse, so the
+/// tests that drop to nobody run a copy in a world-readable temporary
+/// directory instead.
+fn unprivileged_binary() -> &'static Path {
+    static COPY: std::sync::OnceLock<(tempfile::TempDir, std::path::PathBuf)> = std::sync::OnceLock::new();
+    if !nix::unistd::geteuid().is_root() {
+        return Path::new(BIN);
+    }
+    let (_, path) = COPY.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path = dir.path().join("volce-lab");
+        std::fs::copy(BIN, &path).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        (dir, path)
+    });
+    path
+}
 const NOBODY: u32 = 65534;
 
 fn run(program: &Path, args: &[&str], stdin: &[u8], env: &[(&str, &str)], drop_root: bool) -> Output {
@@ -60,7 +80,7 @@ fn reply(output: &Output) -> serde_json::Value {
 
 #[test]
 fn rpc_refuses_to_run_as_non_root() {
-    let output = run(Path::new(BIN), &["host", "rpc"], br#"{"operation":"inventory"}"#, &[], true);
+    let output = run(unprivileged_binary(), &["host", "rpc"], br#"{"operation":"inventory"}"#, &[], true);
     assert_eq!(output.status.code(), Some(1));
     let reply = reply(&output);
     assert_eq!(reply["status"], "rejected");
@@ -72,7 +92,7 @@ fn show_and_approve_refuse_to_run_as_non_root() {
     let id = "a".repeat(32);
     let digest = "b".repeat(64);
     for args in [vec!["host", "show", id.as_str()], vec!["host", "approve", id.as_str(), digest.as_str()]] {
-        let output = run(Path::new(BIN), &args, b"", &[], true);
+        let output = run(unprivileged_binary(), &args, b"", &[], true);
         assert_eq!(output.status.code(), Some(1), "{args:?}");
         assert!(output.stdout.is_empty());
         assert!(String::from_utf8_lossy(&output.stderr).contains("not_root"), "{args:?}");
@@ -84,7 +104,7 @@ fn the_volce_lab_host_name_selects_host_mode_and_refuses_non_root() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let link = dir.path().join("volce-lab-host");
-    std::os::unix::fs::symlink(BIN, &link).unwrap();
+    std::os::unix::fs::symlink(unprivileged_binary(), &link).unwrap();
     let output = run(&link, &["rpc"], br#"{"operation":"gateway_status"}"#, &[], true);
     assert_eq!(reply(&output)["code"], "not_root");
 }
@@ -94,8 +114,8 @@ fn hostile_environment_does_not_change_the_non_root_refusal() {
     let evil = evil_dir();
     let env = hostile_env(evil.path());
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let clean = run(Path::new(BIN), &["host", "rpc"], br#"{"operation":"inventory"}"#, &[], true);
-    let hostile = run(Path::new(BIN), &["host", "rpc"], br#"{"operation":"inventory"}"#, &env, true);
+    let clean = run(unprivileged_binary(), &["host", "rpc"], br#"{"operation":"inventory"}"#, &[], true);
+    let hostile = run(unprivileged_binary(), &["host", "rpc"], br#"{"operation":"inventory"}"#, &env, true);
     assert_eq!(clean.status.code(), hostile.status.code());
     assert_eq!(reply(&clean), reply(&hostile));
     assert!(!evil.path().join("ran").exists());
@@ -103,7 +123,7 @@ fn hostile_environment_does_not_change_the_non_root_refusal() {
 
 #[test]
 fn doctor_is_not_yet_available() {
-    let output = run(Path::new(BIN), &["host", "doctor"], b"", &[], true);
+    let output = run(unprivileged_binary(), &["host", "doctor"], b"", &[], true);
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("not yet available"));
 }
