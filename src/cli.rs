@@ -90,13 +90,8 @@ fn dispatch(command: Command) -> Exit {
     match command {
         Command::Inspect { json } => crate::inspect::cli(json),
         Command::McpServe => crate::mcp::cli(),
-        Command::Host(_) => not_yet("host"),
+        Command::Host(command) => crate::host::run(command),
     }
-}
-
-fn not_yet(what: &str) -> Exit {
-    eprintln!("volce-lab: `{what}` is not yet available in this build");
-    Exit::Usage
 }
 
 #[cfg(test)]

@@ -262,7 +262,7 @@ fn check_policy(paths: &DoctorPaths, probe: &dyn Probe, findings: &mut Vec<Findi
         Err(why) => findings.push(fail(
             "policy content",
             format!("refused: {why}"),
-            "correct /etc/volce-lab/policy.json (see policy/policy.example.json)",
+            "correct /etc/volce-lab/policy.json (see policy/policy.example.jsonc)",
         )),
         Ok(images) => {
             findings.push(ok("policy content", format!("valid, {} pinned image(s)", images.len())));
@@ -367,6 +367,65 @@ pub fn report(findings: &[Finding]) -> (String, bool) {
         text.push_str(&format!("{failures} problem(s) found\n"));
     }
     (text, failures == 0)
+}
+
+/// `volce-lab-host doctor` in the shipped binary: the fixed paths, the
+/// system probe, the report on stdout, exit 0 only when all is well.
+pub fn cli() -> crate::exit::Exit {
+    use crate::exit::Exit;
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("volce-lab-host: doctor must run as root (it reads the root-only policy and state)");
+        return Exit::Usage;
+    }
+    let probe = SystemProbe { policy_images: load_policy_images, store: read_store_health };
+    let (text, healthy) = report(&diagnose(&DoctorPaths::installed(), &probe));
+    print!("{text}");
+    if healthy { Exit::Ok } else { Exit::Failure }
+}
+
+/// The policy through the helper's own parser: every pinned reference.
+pub fn load_policy_images(path: &Path) -> Result<Vec<String>, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read it ({})", e.kind()))?;
+    let policy = crate::control::policy::Policy::from_json(&bytes).map_err(|e| e.to_string())?;
+    let mut images: Vec<String> = policy.catalog.values().map(|r| r.as_str().to_owned()).collect();
+    images.push(policy.nginx_image.as_str().to_owned());
+    Ok(images)
+}
+
+/// Reads the store without changing it: opened read-only, never migrated
+/// (the doctor must not be the thing that upgrades a database).
+pub fn read_store_health(state_dir: &Path) -> Result<StoreHealth, String> {
+    use rusqlite::{Connection, OpenFlags};
+    let path = state_dir.join("state.db");
+    if !path.exists() {
+        return Err(format!("{} does not exist yet (the first rpc creates it)", path.display()));
+    }
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(&path, flags).map_err(|e| e.to_string())?;
+    let integrity: String =
+        conn.query_row("PRAGMA integrity_check", [], |row| row.get(0)).map_err(|e| e.to_string())?;
+    let schema_version: i64 =
+        conn.query_row("PRAGMA user_version", [], |row| row.get(0)).map_err(|e| e.to_string())?;
+    let mut stuck_plans = Vec::new();
+    if schema_version >= 1 {
+        let mut statement = conn
+            .prepare(
+                "SELECT id, state FROM plans WHERE state IN ('executing', 'needs_inspection') ORDER BY id",
+            )
+            .map_err(|e| e.to_string())?;
+        let rows = statement
+            .query_map([], |row| Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?)))
+            .map_err(|e| e.to_string())?;
+        for row in rows {
+            stuck_plans.push(row.map_err(|e| e.to_string())?);
+        }
+    }
+    Ok(StoreHealth {
+        integrity_ok: integrity == "ok",
+        schema_version,
+        expected_schema_version: crate::store::Store::supported_version(),
+        stuck_plans,
+    })
 }
 
 #[cfg(test)]

@@ -25,10 +25,13 @@
 
 pub mod cli;
 pub mod config;
+pub mod control;
 pub mod docker;
 pub mod doctor;
 pub mod exec;
 pub mod exit;
+pub mod host;
 pub mod inspect;
 pub mod mcp;
 pub mod nginx;
+pub mod store;

@@ -229,3 +229,41 @@ fn system_probe_reads_the_account_database() {
     assert!(groups.contains(&"root".to_owned()), "{groups:?}");
     assert_eq!(probe.groups_of("volce-lab-no-such-user"), None);
 }
+
+#[test]
+fn store_health_reads_a_real_database_without_changing_it() {
+    let dir = tempfile::tempdir().unwrap();
+    assert!(read_store_health(dir.path()).is_err(), "a missing database is a finding");
+    drop(crate::store::Store::open(&dir.path().join("state.db")).unwrap());
+    let before = std::fs::read(dir.path().join("state.db")).unwrap();
+    let health = read_store_health(dir.path()).unwrap();
+    assert!(health.integrity_ok);
+    assert_eq!(health.schema_version, health.expected_schema_version);
+    assert!(health.stuck_plans.is_empty());
+    assert_eq!(std::fs::read(dir.path().join("state.db")).unwrap(), before);
+
+    std::fs::write(dir.path().join("state.db"), b"not a database at all, just bytes").unwrap();
+    assert!(read_store_health(dir.path()).is_err());
+}
+
+#[test]
+fn policy_images_come_from_the_helpers_own_parser() {
+    let example =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("policy/policy.example.jsonc"))
+            .unwrap();
+    // Installed the way policy/README.md says: comment lines stripped.
+    let json: String = example
+        .lines()
+        .filter(|line| !line.trim_start().starts_with("//"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let installed = dir.path().join("example.json");
+    std::fs::write(&installed, json).unwrap();
+    let images = load_policy_images(&installed).unwrap();
+    assert!(images.len() >= 2, "{images:?}");
+    assert!(images.iter().all(|image| image.contains("@sha256:")));
+    let bad = dir.path().join("policy.json");
+    std::fs::write(&bad, br#"{"catalog":{"web":"nginx:latest"}}"#).unwrap();
+    assert!(load_policy_images(&bad).is_err());
+}

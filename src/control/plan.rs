@@ -1,0 +1,370 @@
+//! Plans: the identifiers, the payload the controller derives from validated
+//! parameters, the impact summary, and the digest that binds them. Pure.
+//!
+//! Security invariant: a plan is immutable once stored. Its `digest` is the
+//! sha256 of the canonical JSON of every other field, the operator approves
+//! that digest, and execution re-computes it from the stored body, so a
+//! changed byte anywhere is refused (`plan_corrupt`), not executed.
+//! The mutable life cycle (state, approval, claim) lives beside the body in
+//! the store and is deliberately outside the digest.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{Code, Refusal, canonical};
+use crate::docker::{ContainerId, DeploySpec, ImageId};
+
+/// How long a plan stays executable after it was prepared.
+pub const PLAN_TTL_SECS: i64 = 600;
+/// The version of the plan body format; part of the digest.
+pub const PLAN_FORMAT: u32 = 1;
+
+/// A plan id: 32 lowercase hex characters.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct PlanId(String);
+
+impl PlanId {
+    pub fn parse(value: &str) -> Result<PlanId, Refusal> {
+        if super::is_lower_hex(value, 32) {
+            Ok(PlanId(value.to_owned()))
+        } else {
+            Err(Refusal::new(Code::InvalidPlanId, "A plan id is 32 lowercase hex characters."))
+        }
+    }
+    /// A fresh random id (uuid v4, hex without dashes).
+    pub fn random() -> PlanId {
+        PlanId(uuid::Uuid::new_v4().simple().to_string())
+    }
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for PlanId {
+    type Error = Refusal;
+    fn try_from(value: String) -> Result<Self, Self::Error> {
+        PlanId::parse(&value)
+    }
+}
+
+impl From<PlanId> for String {
+    fn from(id: PlanId) -> String {
+        id.0
+    }
+}
+
+impl fmt::Display for PlanId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A plan digest: 64 lowercase hex characters.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct Digest(String);
+
+impl Digest {
+    pub fn parse(value: &str) -> Result<Digest, Refusal> {
+        if super::is_lower_hex(value, 64) {
+            Ok(Digest(value.to_owned()))
+        } else {
+            Err(Refusal::new(Code::InvalidDigest, "A plan digest is 64 lowercase hex characters."))
+        }
+    }
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for Digest {
+    type Error = Refusal;
+    fn try_from(value: String) -> Result<Self, Self::Error> {
+        Digest::parse(&value)
+    }
+}
+
+impl From<Digest> for String {
+    fn from(digest: Digest) -> String {
+        digest.0
+    }
+}
+
+impl fmt::Display for Digest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The closed set of changes a plan can make.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    Deploy,
+    NginxConfig,
+    Stop,
+    RemoveImage,
+}
+
+impl Action {
+    pub const ALL: [Action; 4] = [Action::Deploy, Action::NginxConfig, Action::Stop, Action::RemoveImage];
+
+    pub fn parse(value: &str) -> Result<Action, Refusal> {
+        Action::ALL.into_iter().find(|a| a.as_str() == value).ok_or_else(|| {
+            Refusal::new(
+                Code::UnknownAction,
+                "The action must be one of deploy, nginx_config, stop, remove_image.",
+            )
+        })
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Deploy => "deploy",
+            Action::NginxConfig => "nginx_config",
+            Action::Stop => "stop",
+            Action::RemoveImage => "remove_image",
+        }
+    }
+    /// Destructive actions need an operator's approval on the server.
+    pub fn requires_approval(self) -> bool {
+        matches!(self, Action::Stop | Action::RemoveImage)
+    }
+}
+
+/// One container a deploy will create, as the operator reviews it. The
+/// hardening flags are the engine's fixed template (see `crate::docker`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContainerPlan {
+    pub name: String,
+    pub role: String,
+    pub image: String,
+    pub user: String,
+    /// `127.0.0.1:<host_port>:8080` for the gateway, nothing for the app.
+    pub publish: Option<String>,
+    pub labels: BTreeMap<String, String>,
+}
+
+/// What `execute` hands the engine, derived by us from validated input.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Payload {
+    Deploy {
+        /// The catalog key the agent chose; `spec.app_image` is what it maps to.
+        image_key: String,
+        network: String,
+        containers: Vec<ContainerPlan>,
+        spec: DeploySpec,
+    },
+    NginxConfig {
+        app: String,
+        gateway: ContainerId,
+        app_dir: PathBuf,
+        previous_server_name: String,
+        server_name: String,
+        previous_config: String,
+        new_config: String,
+    },
+    Stop {
+        app: String,
+        /// Exactly the recorded container ids, sorted.
+        containers: Vec<ContainerId>,
+        container_names: Vec<String>,
+    },
+    RemoveImage {
+        image_id: ImageId,
+    },
+}
+
+impl Payload {
+    pub fn action(&self) -> Action {
+        match self {
+            Payload::Deploy { .. } => Action::Deploy,
+            Payload::NginxConfig { .. } => Action::NginxConfig,
+            Payload::Stop { .. } => Action::Stop,
+            Payload::RemoveImage { .. } => Action::RemoveImage,
+        }
+    }
+    /// The app a plan is about, if any.
+    pub fn app(&self) -> Option<&str> {
+        match self {
+            Payload::Deploy { spec, .. } => Some(&spec.app),
+            Payload::NginxConfig { app, .. } | Payload::Stop { app, .. } => Some(app),
+            Payload::RemoveImage { .. } => None,
+        }
+    }
+}
+
+/// What a plan will touch, in the words the operator reviews.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Impact {
+    pub target: String,
+    pub containers_touched: Vec<String>,
+    /// Always false: no action of ours deletes a volume.
+    pub data_volumes_deleted: bool,
+    /// Always false: the host's own nginx is never touched, only per-app gateways.
+    pub shared_nginx_changed: bool,
+    pub rollback: String,
+}
+
+/// A stored plan: the immutable body and its digest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Plan {
+    pub format: u32,
+    pub id: PlanId,
+    pub action: Action,
+    /// The parameters as the agent sent them (already validated).
+    pub parameters: Value,
+    pub payload: Payload,
+    pub impact: Impact,
+    pub snapshot_digest: String,
+    pub policy_hash: String,
+    pub requester: String,
+    pub requires_approval: bool,
+    /// Unix seconds.
+    pub created_at: i64,
+    pub expires_at: i64,
+    pub digest: Digest,
+}
+
+impl Plan {
+    /// Builds a plan and seals it with its digest.
+    #[allow(clippy::too_many_arguments)]
+    pub fn seal(
+        id: PlanId,
+        parameters: Value,
+        payload: Payload,
+        impact: Impact,
+        snapshot_digest: String,
+        policy_hash: String,
+        requester: String,
+        now: i64,
+    ) -> Plan {
+        let action = payload.action();
+        let mut plan = Plan {
+            format: PLAN_FORMAT,
+            id,
+            action,
+            parameters,
+            payload,
+            impact,
+            snapshot_digest,
+            policy_hash,
+            requester,
+            requires_approval: action.requires_approval(),
+            created_at: now,
+            expires_at: now + PLAN_TTL_SECS,
+            digest: Digest(String::new()),
+        };
+        plan.digest = plan.compute_digest();
+        plan
+    }
+
+    /// sha256 over the canonical JSON of every field except `digest`.
+    pub fn compute_digest(&self) -> Digest {
+        let mut value = serde_json::to_value(self).expect("plan serializes");
+        value.as_object_mut().expect("plan is an object").remove("digest");
+        Digest(canonical::sha256_hex(&value).expect("value serializes"))
+    }
+
+    /// Parses a stored body and proves it is intact and self-consistent.
+    pub fn from_stored(body: &str) -> Result<Plan, Refusal> {
+        let corrupt = || {
+            Refusal::new(
+                Code::PlanCorrupt,
+                "The stored plan does not match its digest; inspect the state database.",
+            )
+        };
+        let plan: Plan = serde_json::from_str(body).map_err(|_| corrupt())?;
+        if plan.compute_digest() != plan.digest
+            || plan.payload.action() != plan.action
+            || plan.requires_approval != plan.action.requires_approval()
+            || plan.format != PLAN_FORMAT
+        {
+            return Err(corrupt());
+        }
+        Ok(plan)
+    }
+
+    pub fn canonical_json(&self) -> String {
+        canonical::to_string(self).expect("plan serializes")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Plan {
+        Plan::seal(
+            PlanId::parse(&"1".repeat(32)).unwrap(),
+            serde_json::json!({"image_id": format!("sha256:{}", "c".repeat(64))}),
+            Payload::RemoveImage { image_id: ImageId::parse(&format!("sha256:{}", "c".repeat(64))).unwrap() },
+            Impact {
+                target: "image".into(),
+                containers_touched: vec![],
+                data_volumes_deleted: false,
+                shared_nginx_changed: false,
+                rollback: "none".into(),
+            },
+            "d".repeat(64),
+            "e".repeat(64),
+            "agent".into(),
+            1_000,
+        )
+    }
+
+    #[test]
+    fn ids_and_digests_are_strict() {
+        assert!(PlanId::parse(&"a".repeat(32)).is_ok());
+        assert_eq!(PlanId::parse(&"A".repeat(32)).unwrap_err().code, Code::InvalidPlanId);
+        assert!(PlanId::parse(&"a".repeat(31)).is_err());
+        assert!(PlanId::parse("../../etc/passwd").is_err());
+        assert_eq!(PlanId::random().as_str().len(), 32);
+        assert!(PlanId::parse(PlanId::random().as_str()).is_ok());
+        assert!(Digest::parse(&"f".repeat(64)).is_ok());
+        assert_eq!(Digest::parse(&"f".repeat(63)).unwrap_err().code, Code::InvalidDigest);
+    }
+
+    #[test]
+    fn digest_covers_every_field_but_itself() {
+        let plan = sample();
+        assert_eq!(plan.compute_digest(), plan.digest);
+        assert_eq!(plan.expires_at, 1_600);
+        assert!(plan.requires_approval);
+        let mut changed = plan.clone();
+        changed.requester = "root".into();
+        assert_ne!(changed.compute_digest(), plan.digest);
+        let mut changed = plan.clone();
+        changed.expires_at += 1;
+        assert_ne!(changed.compute_digest(), plan.digest);
+    }
+
+    #[test]
+    fn stored_body_roundtrips_and_tampering_is_caught() {
+        let plan = sample();
+        let body = plan.canonical_json();
+        assert_eq!(Plan::from_stored(&body).unwrap(), plan);
+        let tampered = body.replace("\"agent\"", "\"alice\"");
+        assert_eq!(Plan::from_stored(&tampered).unwrap_err().code, Code::PlanCorrupt);
+        let extra = body.replacen('{', "{\"approved\":true,", 1);
+        assert_eq!(Plan::from_stored(&extra).unwrap_err().code, Code::PlanCorrupt);
+    }
+
+    #[test]
+    fn only_stop_and_remove_image_need_approval() {
+        assert!(!Action::Deploy.requires_approval());
+        assert!(!Action::NginxConfig.requires_approval());
+        assert!(Action::Stop.requires_approval());
+        assert!(Action::RemoveImage.requires_approval());
+        assert_eq!(Action::parse("shell").unwrap_err().code, Code::UnknownAction);
+        assert_eq!(Action::parse("nginx_config").unwrap(), Action::NginxConfig);
+    }
+}

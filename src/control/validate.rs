@@ -1,0 +1,425 @@
+//! Validation of an agent's plan parameters against the policy, the stored
+//! apps and a fresh engine snapshot, and derivation of the payload and the
+//! impact summary. Pure: facts about the host come in through [`Probe`].
+//!
+//! Security invariants enforced here:
+//! - parameters are exactly the action's fields, with their exact JSON types
+//!   (an integer is never a boolean or a float); anything else is refused;
+//! - the agent names a catalog key, never an image reference;
+//! - a deploy never adopts anything that exists: an app record, a directory,
+//!   a container or network named `vl-<app>...`, or a container labelled
+//!   with the app;
+//! - nginx_config and stop act only on an app we recorded, whose labelled
+//!   container set is exactly the one we recorded (nothing unmanaged can be
+//!   slipped in by labelling it);
+//! - remove_image needs a full id that no container, running or stopped, uses.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::plan::{Action, ContainerPlan, Impact, Payload, PlanId};
+use super::policy::Policy;
+use super::{Code, Refusal, refuse};
+use crate::docker::{
+    Capacity, ContainerId, DeploySpec, ImageId, LABEL_APP, LABEL_PLAN, LABEL_ROLE, Snapshot,
+};
+
+const MIB: u64 = 1024 * 1024;
+
+/// The life of an app we deployed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AppState {
+    Running,
+    Stopped,
+    NeedsInspection,
+}
+
+impl AppState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AppState::Running => "running",
+            AppState::Stopped => "stopped",
+            AppState::NeedsInspection => "needs_inspection",
+        }
+    }
+}
+
+/// What we know about an app we deployed (stored in the `apps` table).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AppRecord {
+    pub app: String,
+    pub state: AppState,
+    pub host_port: u16,
+    pub container_port: u16,
+    pub server_name: String,
+    pub image_key: String,
+    pub app_image: String,
+    pub gateway_image: String,
+    pub nginx_config: String,
+    pub app_dir: PathBuf,
+    /// Empty when a deploy failed before the engine reported ids.
+    pub containers: Vec<ContainerId>,
+    pub app_container: Option<ContainerId>,
+    pub gateway_container: Option<ContainerId>,
+    /// The last plan that changed this record.
+    pub plan_id: PlanId,
+}
+
+/// Facts about the host that validation needs and the snapshot lacks.
+pub trait Probe {
+    /// Whether nothing listens on 127.0.0.1:`port`.
+    fn host_port_free(&self, port: u16) -> bool;
+    fn capacity(&self) -> Result<Capacity, Refusal>;
+    /// Whether anything (file, directory, symlink) exists at the app's directory.
+    fn app_dir_exists(&self, app: &str) -> bool;
+}
+
+/// Everything validation reads.
+pub struct Context<'a> {
+    pub policy: &'a Policy,
+    pub snapshot: &'a Snapshot,
+    pub apps: &'a BTreeMap<String, AppRecord>,
+    /// `<state dir>/apps`.
+    pub apps_dir: &'a Path,
+    pub plan_id: &'a PlanId,
+}
+
+/// Validates `parameters` for `action` and derives what execution will do.
+pub fn derive(
+    action: Action,
+    parameters: &Value,
+    ctx: &Context<'_>,
+    probe: &dyn Probe,
+) -> Result<(Payload, Impact), Refusal> {
+    let Some(params) = parameters.as_object() else {
+        return refuse(Code::InvalidParameters, "parameters must be a JSON object.");
+    };
+    match action {
+        Action::Deploy => deploy(params, ctx, probe),
+        Action::NginxConfig => nginx_config(params, ctx),
+        Action::Stop => stop(params, ctx),
+        Action::RemoveImage => remove_image(params, ctx),
+    }
+}
+
+/// Refuses unless the keys are exactly `expected`.
+fn exact_keys(params: &Map<String, Value>, action: Action, expected: &[&str]) -> Result<(), Refusal> {
+    let mut got: Vec<&str> = params.keys().map(String::as_str).collect();
+    got.sort_unstable();
+    let mut want = expected.to_vec();
+    want.sort_unstable();
+    if got != want {
+        return refuse(
+            Code::InvalidParameters,
+            format!("{} takes exactly these parameters: {}.", action.as_str(), expected.join(", ")),
+        );
+    }
+    Ok(())
+}
+
+fn string<'a>(params: &'a Map<String, Value>, key: &str) -> Result<&'a str, Refusal> {
+    params
+        .get(key)
+        .and_then(Value::as_str)
+        .ok_or_else(|| Refusal::new(Code::InvalidParameters, format!("{key} must be a string.")))
+}
+
+fn app_name(params: &Map<String, Value>) -> Result<&str, Refusal> {
+    let app = string(params, "app")?;
+    if !super::is_app_name(app) {
+        return refuse(Code::InvalidAppName, "app must match ^[a-z][a-z0-9-]{0,30}$.");
+    }
+    Ok(app)
+}
+
+/// An integer in 1024..=65535. JSON booleans and floats are not integers.
+fn port(params: &Map<String, Value>, key: &str) -> Result<u16, Refusal> {
+    let value = params.get(key).and_then(|v| if v.is_u64() || v.is_i64() { v.as_i64() } else { None });
+    match value {
+        Some(n) if (1024..=65535).contains(&n) => Ok(n as u16),
+        _ => refuse(Code::InvalidPort, format!("{key} must be an integer from 1024 to 65535.")),
+    }
+}
+
+/// A lowercase DNS name: labels of a-z, 0-9 and inner `-`, joined by dots,
+/// at most 253 bytes. This excludes whitespace, `;`, braces and quotes, so
+/// the value cannot break out of nginx's `server_name` directive.
+pub fn is_server_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|label| {
+            let b = label.as_bytes();
+            !b.is_empty()
+                && b.len() <= 63
+                && b[0] != b'-'
+                && b[b.len() - 1] != b'-'
+                && b.iter().all(|&c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
+        })
+}
+
+fn server_name(params: &Map<String, Value>) -> Result<&str, Refusal> {
+    let name = string(params, "server_name")?;
+    if !is_server_name(name) {
+        return refuse(
+            Code::InvalidServerName,
+            "server_name must be a lowercase DNS name (a-z, 0-9, '-' and '.', at most 253 characters).",
+        );
+    }
+    Ok(name)
+}
+
+pub fn container_names(app: &str) -> (String, String) {
+    (format!("vl-{app}-app"), format!("vl-{app}-gateway"))
+}
+
+fn deploy(
+    params: &Map<String, Value>,
+    ctx: &Context<'_>,
+    probe: &dyn Probe,
+) -> Result<(Payload, Impact), Refusal> {
+    exact_keys(params, Action::Deploy, &["app", "image", "host_port", "container_port", "server_name"])?;
+    let app = app_name(params)?;
+    let image_key = string(params, "image")?;
+    let Some(app_image) = ctx.policy.catalog.get(image_key) else {
+        return refuse(
+            Code::ImageNotInCatalog,
+            "image must be a key of the operator's catalog, not a reference.",
+        );
+    };
+    let host_port = port(params, "host_port")?;
+    let container_port = port(params, "container_port")?;
+    let server_name = server_name(params)?;
+    let (low, high) = ctx.policy.port_range;
+    if !(low..=high).contains(&host_port) {
+        return refuse(
+            Code::PortOutOfRange,
+            format!("host_port must be inside the operator's range {low}..={high}."),
+        );
+    }
+
+    // Never adopt what exists, whoever made it.
+    let (app_name_c, gateway_name_c) = container_names(app);
+    let network = format!("vl-{app}");
+    if ctx.apps.contains_key(app) {
+        return refuse(Code::AppExists, format!("The app {app} already exists."));
+    }
+    if probe.app_dir_exists(app) {
+        return refuse(Code::AppExists, format!("A directory for {app} already exists on the host."));
+    }
+    // The engine also uses a one-off `vl-<app>-check` container and a
+    // `vl-<app>_edge` network (issue 4); `_` never appears in an app name,
+    // so that network name can only belong to this app.
+    let check_name = format!("vl-{app}-check");
+    let edge = format!("vl-{app}_edge");
+    let squatted = ctx.snapshot.containers.iter().any(|c| {
+        c.app() == Some(app) || c.name == app_name_c || c.name == gateway_name_c || c.name == check_name
+    }) || ctx.snapshot.networks.iter().any(|n| *n == network || *n == edge);
+    if squatted {
+        return refuse(Code::AppExists, format!("Docker already has containers or a network for {app}."));
+    }
+    if ctx.apps.len() >= ctx.policy.max_apps as usize {
+        return refuse(
+            Code::AppQuotaReached,
+            format!("The operator allows at most {} apps.", ctx.policy.max_apps),
+        );
+    }
+    if ctx.snapshot.containers.iter().any(|c| c.ports.iter().any(|p| p.host_port == host_port)) {
+        return refuse(Code::PortPublished, format!("A container already publishes port {host_port}."));
+    }
+    if ctx.apps.values().any(|a| a.host_port == host_port) {
+        return refuse(Code::PortReserved, format!("Port {host_port} is reserved by another app."));
+    }
+    if !probe.host_port_free(host_port) {
+        return refuse(Code::PortInUse, format!("Something already listens on 127.0.0.1:{host_port}."));
+    }
+    let capacity = probe.capacity()?;
+    let floors = ctx.policy.capacity;
+    if capacity.free_memory_bytes < floors.min_free_memory_mib * MIB
+        || capacity.free_disk_bytes < floors.min_free_disk_mib * MIB
+    {
+        return refuse(
+            Code::InsufficientCapacity,
+            format!(
+                "The host must keep {} MiB of memory and {} MiB of disk free.",
+                floors.min_free_memory_mib, floors.min_free_disk_mib
+            ),
+        );
+    }
+
+    let nginx_config = crate::nginx::render(server_name, container_port);
+    let plan_id = ctx.plan_id.as_str().to_owned();
+    let labels = |role: &str| {
+        BTreeMap::from([
+            (LABEL_APP.to_owned(), app.to_owned()),
+            (LABEL_ROLE.to_owned(), role.to_owned()),
+            (LABEL_PLAN.to_owned(), plan_id.clone()),
+        ])
+    };
+    let containers = vec![
+        ContainerPlan {
+            name: app_name_c.clone(),
+            role: "app".into(),
+            image: app_image.as_str().to_owned(),
+            user: "1000:1000".into(),
+            publish: None,
+            labels: labels("app"),
+        },
+        ContainerPlan {
+            name: gateway_name_c.clone(),
+            role: "gateway".into(),
+            image: ctx.policy.nginx_image.as_str().to_owned(),
+            user: "101:101".into(),
+            publish: Some(format!("127.0.0.1:{host_port}:{}", crate::nginx::GATEWAY_LISTEN_PORT)),
+            labels: labels("gateway"),
+        },
+    ];
+    let spec = DeploySpec {
+        plan_id: plan_id.clone(),
+        app: app.to_owned(),
+        app_image: app_image.as_str().to_owned(),
+        gateway_image: ctx.policy.nginx_image.as_str().to_owned(),
+        host_port,
+        container_port,
+        server_name: server_name.to_owned(),
+        nginx_config,
+        app_dir: ctx.apps_dir.join(app),
+        limits: ctx.policy.limits.clone(),
+    };
+    let impact = Impact {
+        target: format!("new app {app} on 127.0.0.1:{host_port} for {server_name}"),
+        containers_touched: vec![
+            format!("{app_name_c} (new)"),
+            format!("{gateway_name_c} (new)"),
+            format!("networks {network} and {edge} (new)"),
+        ],
+        data_volumes_deleted: false,
+        shared_nginx_changed: false,
+        rollback: "On failure the new containers and network are removed; the app directory is kept as \
+                   evidence; nothing that existed before is touched."
+            .into(),
+    };
+    Ok((Payload::Deploy { image_key: image_key.to_owned(), network, containers, spec }, impact))
+}
+
+/// The recorded app, running, with exactly its recorded container set.
+fn owned_running<'a>(app: &str, ctx: &'a Context<'_>) -> Result<&'a AppRecord, Refusal> {
+    let Some(record) = ctx.apps.get(app) else {
+        return refuse(Code::AppNotFound, format!("{app} is not an app that volce-lab deployed."));
+    };
+    if record.state != AppState::Running {
+        return refuse(Code::AppNotRunning, format!("{app} is {}, not running.", record.state.as_str()));
+    }
+    let mut labelled: Vec<&ContainerId> =
+        ctx.snapshot.containers.iter().filter(|c| c.app() == Some(app)).map(|c| &c.id).collect();
+    labelled.sort();
+    let mut recorded: Vec<&ContainerId> = record.containers.iter().collect();
+    recorded.sort();
+    if labelled != recorded || recorded.is_empty() {
+        return refuse(
+            Code::ContainerSetChanged,
+            format!("The containers of {app} are not the ones volce-lab recorded; an operator must inspect."),
+        );
+    }
+    Ok(record)
+}
+
+fn nginx_config(params: &Map<String, Value>, ctx: &Context<'_>) -> Result<(Payload, Impact), Refusal> {
+    exact_keys(params, Action::NginxConfig, &["app", "server_name"])?;
+    let app = app_name(params)?;
+    let server_name = server_name(params)?;
+    let record = owned_running(app, ctx)?;
+    let Some(gateway) = record.gateway_container.clone() else {
+        return refuse(Code::ContainerSetChanged, format!("{app} has no recorded gateway."));
+    };
+    let running = ctx.snapshot.containers.iter().any(|c| c.id == gateway && c.state == "running");
+    if !running {
+        return refuse(Code::AppNotRunning, format!("The gateway of {app} is not running."));
+    }
+    let new_config = crate::nginx::render(server_name, record.container_port);
+    let (_, gateway_name) = container_names(app);
+    let impact = Impact {
+        target: format!("app {app}: server_name {} -> {server_name}", record.server_name),
+        containers_touched: vec![format!("{gateway_name} (config test and reload)")],
+        data_volumes_deleted: false,
+        shared_nginx_changed: false,
+        rollback: "If the new configuration fails nginx -t or the reload, the previous nginx.conf is \
+                   restored, tested and reloaded."
+            .into(),
+    };
+    let payload = Payload::NginxConfig {
+        app: app.to_owned(),
+        gateway,
+        app_dir: record.app_dir.clone(),
+        previous_server_name: record.server_name.clone(),
+        server_name: server_name.to_owned(),
+        previous_config: record.nginx_config.clone(),
+        new_config,
+    };
+    Ok((payload, impact))
+}
+
+fn stop(params: &Map<String, Value>, ctx: &Context<'_>) -> Result<(Payload, Impact), Refusal> {
+    exact_keys(params, Action::Stop, &["app"])?;
+    let app = app_name(params)?;
+    let record = owned_running(app, ctx)?;
+    let any_running =
+        ctx.snapshot.containers.iter().any(|c| record.containers.contains(&c.id) && c.state == "running");
+    if !any_running {
+        return refuse(Code::AppNotRunning, format!("No container of {app} is running."));
+    }
+    let mut containers = record.containers.clone();
+    containers.sort();
+    let mut names: Vec<String> = ctx
+        .snapshot
+        .containers
+        .iter()
+        .filter(|c| containers.contains(&c.id))
+        .map(|c| c.name.clone())
+        .collect();
+    names.sort();
+    let impact = Impact {
+        target: format!("app {app}"),
+        containers_touched: names.iter().map(|n| format!("{n} (restart=no, graceful stop)")).collect(),
+        data_volumes_deleted: false,
+        shared_nginx_changed: false,
+        rollback: "None automatic: the containers stay stopped with restart policy no; starting them \
+                   again is a separate, reviewed change."
+            .into(),
+    };
+    Ok((Payload::Stop { app: app.to_owned(), containers, container_names: names }, impact))
+}
+
+fn remove_image(params: &Map<String, Value>, ctx: &Context<'_>) -> Result<(Payload, Impact), Refusal> {
+    exact_keys(params, Action::RemoveImage, &["image_id"])?;
+    let raw = string(params, "image_id")?;
+    let Some(image_id) = ImageId::parse(raw) else {
+        return refuse(Code::InvalidImageId, "image_id must be a full id: sha256: and 64 lowercase hex.");
+    };
+    if !ctx.snapshot.images.contains(&image_id) {
+        return refuse(Code::ImageNotFound, "No local image has this id.");
+    }
+    if ctx.snapshot.containers.iter().any(|c| c.image_id == image_id) {
+        return refuse(
+            Code::ImageInUse,
+            "A container, running or stopped, uses this image; it is not removed.",
+        );
+    }
+    let impact = Impact {
+        target: format!("local image {image_id}"),
+        containers_touched: vec![],
+        data_volumes_deleted: false,
+        shared_nginx_changed: false,
+        rollback:
+            "None: the image comes back only by pulling it again by digest. Registries are not touched."
+                .into(),
+    };
+    Ok((Payload::RemoveImage { image_id }, impact))
+}
+
+#[cfg(test)]
+mod tests;

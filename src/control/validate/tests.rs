@@ -1,0 +1,518 @@
+//! One test per validation rule, on a fake probe and hand-built snapshots.
+
+use std::cell::Cell;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::control::policy::tests::sample_policy;
+use crate::docker::{Container, PublishedPort};
+
+struct FakeProbe {
+    port_free: bool,
+    dir_exists: bool,
+    capacity: Capacity,
+    asked_capacity: Cell<bool>,
+}
+
+impl Default for FakeProbe {
+    fn default() -> Self {
+        FakeProbe {
+            port_free: true,
+            dir_exists: false,
+            capacity: Capacity { free_memory_bytes: 8 << 30, free_disk_bytes: 64 << 30 },
+            asked_capacity: Cell::new(false),
+        }
+    }
+}
+
+impl Probe for FakeProbe {
+    fn host_port_free(&self, _port: u16) -> bool {
+        self.port_free
+    }
+    fn capacity(&self) -> Result<Capacity, Refusal> {
+        self.asked_capacity.set(true);
+        Ok(self.capacity)
+    }
+    fn app_dir_exists(&self, _app: &str) -> bool {
+        self.dir_exists
+    }
+}
+
+fn id(c: char) -> ContainerId {
+    ContainerId::parse(&c.to_string().repeat(64)).unwrap()
+}
+fn image(c: char) -> ImageId {
+    ImageId::parse(&format!("sha256:{}", c.to_string().repeat(64))).unwrap()
+}
+
+fn container(idc: char, name: &str, app: Option<&str>, state: &str, port: Option<u16>) -> Container {
+    let mut labels = BTreeMap::new();
+    if let Some(app) = app {
+        labels.insert(LABEL_APP.to_owned(), app.to_owned());
+    }
+    Container {
+        id: id(idc),
+        name: name.into(),
+        image_id: image('9'),
+        state: state.into(),
+        labels,
+        ports: port
+            .map(|p| {
+                vec![PublishedPort {
+                    host_ip: "0.0.0.0".into(),
+                    host_port: p,
+                    container_port: 80,
+                    protocol: "tcp".into(),
+                }]
+            })
+            .unwrap_or_default(),
+    }
+}
+
+/// An unmanaged production container on port 80 and one image in use.
+fn base_snapshot() -> Snapshot {
+    Snapshot {
+        containers: vec![container('0', "prod", None, "running", Some(80))],
+        images: vec![image('9'), image('c')],
+        networks: vec![],
+    }
+}
+
+fn record(app: &str, port: u16, state: AppState) -> AppRecord {
+    AppRecord {
+        app: app.into(),
+        state,
+        host_port: port,
+        container_port: 8080,
+        server_name: "demo.example.com".into(),
+        image_key: "web".into(),
+        app_image: "x".into(),
+        gateway_image: "y".into(),
+        nginx_config: crate::nginx::render("demo.example.com", 8080),
+        app_dir: format!("/state/apps/{app}").into(),
+        containers: vec![id('a'), id('b')],
+        app_container: Some(id('a')),
+        gateway_container: Some(id('b')),
+        plan_id: PlanId::parse(&"0".repeat(32)).unwrap(),
+    }
+}
+
+/// The snapshot with `demo` deployed (containers a and b).
+fn deployed_snapshot() -> Snapshot {
+    let mut snapshot = base_snapshot();
+    snapshot.containers.push(container('a', "vl-demo-app", Some("demo"), "running", None));
+    snapshot.containers.push(container('b', "vl-demo-gateway", Some("demo"), "running", Some(18001)));
+    snapshot.networks.push("vl-demo".into());
+    snapshot
+}
+
+struct World {
+    policy: crate::control::policy::Policy,
+    snapshot: Snapshot,
+    apps: BTreeMap<String, AppRecord>,
+    probe: FakeProbe,
+    plan_id: PlanId,
+}
+
+impl World {
+    fn empty() -> World {
+        World {
+            policy: sample_policy(),
+            snapshot: base_snapshot(),
+            apps: BTreeMap::new(),
+            probe: FakeProbe::default(),
+            plan_id: PlanId::parse(&"f".repeat(32)).unwrap(),
+        }
+    }
+    fn with_demo() -> World {
+        let mut world = World::empty();
+        world.snapshot = deployed_snapshot();
+        world.apps.insert("demo".into(), record("demo", 18001, AppState::Running));
+        world
+    }
+    fn derive(&self, action: Action, params: Value) -> Result<(Payload, Impact), Refusal> {
+        let ctx = Context {
+            policy: &self.policy,
+            snapshot: &self.snapshot,
+            apps: &self.apps,
+            apps_dir: Path::new("/state/apps"),
+            plan_id: &self.plan_id,
+        };
+        derive(action, &params, &ctx, &self.probe)
+    }
+    fn code(&self, action: Action, params: Value) -> Code {
+        self.derive(action, params.clone()).expect_err(&format!("{params} must be refused")).code
+    }
+}
+
+fn deploy_params() -> Value {
+    json!({"app": "web1", "image": "web", "host_port": 18002, "container_port": 8080, "server_name": "web1.example.com"})
+}
+
+fn patched(patch: &[(&str, Value)]) -> Value {
+    let mut params = deploy_params();
+    for (key, value) in patch {
+        params[*key] = value.clone();
+    }
+    params
+}
+
+#[test]
+fn deploy_with_valid_parameters_derives_pinned_images_config_and_specs() {
+    let world = World::empty();
+    let (payload, impact) = world.derive(Action::Deploy, deploy_params()).unwrap();
+    let Payload::Deploy { image_key, network, containers, spec } = payload else { panic!("deploy payload") };
+    assert_eq!(image_key, "web");
+    assert_eq!(network, "vl-web1");
+    assert_eq!(spec.app_image, world.policy.catalog["web"].as_str());
+    assert_eq!(spec.gateway_image, world.policy.nginx_image.as_str());
+    assert_eq!(spec.nginx_config, crate::nginx::render("web1.example.com", 8080));
+    assert_eq!(spec.app_dir, Path::new("/state/apps/web1"));
+    assert_eq!(spec.plan_id, world.plan_id.as_str());
+    assert_eq!(containers[0].name, "vl-web1-app");
+    assert_eq!(containers[0].publish, None);
+    assert_eq!(containers[1].publish.as_deref(), Some("127.0.0.1:18002:8080"));
+    assert_eq!(containers[1].labels[LABEL_PLAN], world.plan_id.as_str());
+    assert!(!impact.data_volumes_deleted && !impact.shared_nginx_changed);
+    assert!(world.probe.asked_capacity.get());
+}
+
+#[test]
+fn parameters_must_be_an_object() {
+    assert_eq!(World::empty().code(Action::Deploy, json!(["app"])), Code::InvalidParameters);
+}
+
+#[test]
+fn unknown_deploy_parameters_are_refused() {
+    for key in ["command", "compose", "volumes", "network_mode", "nginx_config", "approved", "privileged"] {
+        assert_eq!(
+            World::empty().code(Action::Deploy, patched(&[(key, json!("x"))])),
+            Code::InvalidParameters
+        );
+    }
+}
+
+#[test]
+fn missing_deploy_parameters_are_refused() {
+    let mut params = deploy_params();
+    params.as_object_mut().unwrap().remove("server_name");
+    assert_eq!(World::empty().code(Action::Deploy, params), Code::InvalidParameters);
+}
+
+#[test]
+fn deploy_app_name_must_match_the_pattern() {
+    for bad in
+        [json!("../production"), json!("Web"), json!("1web"), json!(""), json!(5), json!("a".repeat(32))]
+    {
+        let code = World::empty().code(Action::Deploy, patched(&[("app", bad.clone())]));
+        assert!(matches!(code, Code::InvalidAppName | Code::InvalidParameters), "{bad}: {code}");
+    }
+}
+
+#[test]
+fn deploy_image_must_be_a_catalog_key_not_a_reference() {
+    for bad in [
+        json!("nginx:latest"),
+        json!(format!("127.0.0.1:15000/volce-lab/web@sha256:{}", "a".repeat(64))),
+        json!("other"),
+    ] {
+        assert_eq!(World::empty().code(Action::Deploy, patched(&[("image", bad)])), Code::ImageNotInCatalog);
+    }
+}
+
+#[test]
+fn ports_must_be_integers_not_booleans_or_floats_or_strings() {
+    for key in ["host_port", "container_port"] {
+        for bad in [json!(true), json!(false), json!(18002.0), json!("18002"), json!(null), json!(-1)] {
+            assert_eq!(World::empty().code(Action::Deploy, patched(&[(key, bad)])), Code::InvalidPort);
+        }
+    }
+}
+
+#[test]
+fn ports_must_be_between_1024_and_65535() {
+    assert_eq!(
+        World::empty().code(Action::Deploy, patched(&[("container_port", json!(80))])),
+        Code::InvalidPort
+    );
+    assert_eq!(
+        World::empty().code(Action::Deploy, patched(&[("container_port", json!(65536))])),
+        Code::InvalidPort
+    );
+    assert_eq!(
+        World::empty().code(Action::Deploy, patched(&[("host_port", json!(1023))])),
+        Code::InvalidPort
+    );
+    assert!(World::empty().derive(Action::Deploy, patched(&[("container_port", json!(1024))])).is_ok());
+}
+
+#[test]
+fn host_port_must_be_inside_the_policy_range() {
+    assert_eq!(
+        World::empty().code(Action::Deploy, patched(&[("host_port", json!(19000))])),
+        Code::PortOutOfRange
+    );
+    assert_eq!(
+        World::empty().code(Action::Deploy, patched(&[("host_port", json!(17999))])),
+        Code::PortOutOfRange
+    );
+}
+
+#[test]
+fn host_port_must_be_free_on_loopback() {
+    let mut world = World::empty();
+    world.probe.port_free = false;
+    assert_eq!(world.code(Action::Deploy, deploy_params()), Code::PortInUse);
+}
+
+#[test]
+fn host_port_must_not_be_published_by_any_container() {
+    let mut world = World::empty();
+    world.snapshot.containers.push(container('7', "someone-else", None, "exited", Some(18002)));
+    assert_eq!(world.code(Action::Deploy, deploy_params()), Code::PortPublished);
+}
+
+#[test]
+fn host_port_must_not_be_reserved_by_another_app() {
+    let mut world = World::empty();
+    world.apps.insert("old".into(), record("old", 18002, AppState::Stopped));
+    assert_eq!(world.code(Action::Deploy, deploy_params()), Code::PortReserved);
+}
+
+#[test]
+fn server_name_must_be_a_lowercase_dns_name() {
+    for bad in [
+        "x; include /etc/*;",
+        "Demo.example.com",
+        "demo example.com",
+        "demo.example.com{",
+        "demo\"x",
+        "demo'x",
+        "-demo.com",
+        "demo..com",
+        "demo.com.",
+        "",
+        "a\u{202e}b",
+    ] {
+        assert_eq!(
+            World::empty().code(Action::Deploy, patched(&[("server_name", json!(bad))])),
+            Code::InvalidServerName,
+            "{bad:?}"
+        );
+    }
+    assert!(is_server_name("localhost"));
+    assert!(is_server_name("a-b.c1.example"));
+    assert!(!is_server_name(&format!("{}.com", "a".repeat(64))));
+}
+
+#[test]
+fn deploy_refuses_an_existing_app_record() {
+    let world = World::with_demo();
+    assert_eq!(
+        world.code(Action::Deploy, patched(&[("app", json!("demo")), ("host_port", json!(18005))])),
+        Code::AppExists
+    );
+}
+
+#[test]
+fn deploy_refuses_an_existing_directory() {
+    let mut world = World::empty();
+    world.probe.dir_exists = true;
+    assert_eq!(world.code(Action::Deploy, deploy_params()), Code::AppExists);
+}
+
+#[test]
+fn deploy_refuses_existing_vl_resources() {
+    let mut world = World::empty();
+    world.snapshot.containers.push(container('5', "vl-web1-app", None, "exited", None));
+    assert_eq!(world.code(Action::Deploy, deploy_params()), Code::AppExists);
+    let mut world = World::empty();
+    world.snapshot.containers.push(container('5', "unrelated", Some("web1"), "exited", None));
+    assert_eq!(world.code(Action::Deploy, deploy_params()), Code::AppExists);
+    let mut world = World::empty();
+    world.snapshot.networks.push("vl-web1".into());
+    assert_eq!(world.code(Action::Deploy, deploy_params()), Code::AppExists);
+    let mut world = World::empty();
+    world.snapshot.networks.push("vl-web1_edge".into());
+    assert_eq!(world.code(Action::Deploy, deploy_params()), Code::AppExists);
+    let mut world = World::empty();
+    world.snapshot.containers.push(container('5', "vl-web1-check", None, "exited", None));
+    assert_eq!(world.code(Action::Deploy, deploy_params()), Code::AppExists);
+    // Another app's names are no obstacle.
+    let mut world = World::empty();
+    world.snapshot.networks.push("vl-web10".into());
+    world.snapshot.containers.push(container('5', "vl-web1-app-x", None, "exited", None));
+    assert!(world.derive(Action::Deploy, deploy_params()).is_ok());
+}
+
+#[test]
+fn deploy_enforces_the_app_quota() {
+    let mut world = World::empty();
+    for (i, app) in ["a", "b", "c", "d"].iter().enumerate() {
+        world.apps.insert((*app).into(), record(app, 18100 + i as u16, AppState::Stopped));
+    }
+    assert_eq!(world.code(Action::Deploy, deploy_params()), Code::AppQuotaReached);
+}
+
+#[test]
+fn deploy_enforces_the_memory_floor() {
+    let mut world = World::empty();
+    world.probe.capacity.free_memory_bytes = 1535 * MIB;
+    assert_eq!(world.code(Action::Deploy, deploy_params()), Code::InsufficientCapacity);
+}
+
+#[test]
+fn deploy_enforces_the_disk_floor() {
+    let mut world = World::empty();
+    world.probe.capacity.free_disk_bytes = 3071 * MIB;
+    assert_eq!(world.code(Action::Deploy, deploy_params()), Code::InsufficientCapacity);
+}
+
+#[test]
+fn nginx_config_of_a_running_owned_app_is_derived() {
+    let world = World::with_demo();
+    let (payload, _) =
+        world.derive(Action::NginxConfig, json!({"app": "demo", "server_name": "new.example.com"})).unwrap();
+    let Payload::NginxConfig { gateway, new_config, previous_config, .. } = payload else { panic!() };
+    assert_eq!(gateway, id('b'));
+    assert_eq!(new_config, crate::nginx::render("new.example.com", 8080));
+    assert_eq!(previous_config, crate::nginx::render("demo.example.com", 8080));
+}
+
+#[test]
+fn nginx_config_takes_exactly_app_and_server_name() {
+    let world = World::with_demo();
+    assert_eq!(world.code(Action::NginxConfig, json!({"app": "demo"})), Code::InvalidParameters);
+    assert_eq!(
+        world.code(Action::NginxConfig, json!({"app": "demo", "server_name": "a.b", "nginx_config": "x"})),
+        Code::InvalidParameters
+    );
+    assert_eq!(
+        world.code(Action::NginxConfig, json!({"app": "demo", "server_name": "a b"})),
+        Code::InvalidServerName
+    );
+}
+
+#[test]
+fn nginx_config_refuses_an_app_we_do_not_own() {
+    let world = World::with_demo();
+    assert_eq!(
+        world.code(Action::NginxConfig, json!({"app": "prod", "server_name": "a.b"})),
+        Code::AppNotFound
+    );
+}
+
+#[test]
+fn nginx_config_refuses_an_app_that_is_not_running() {
+    let mut world = World::with_demo();
+    world.apps.get_mut("demo").unwrap().state = AppState::Stopped;
+    assert_eq!(
+        world.code(Action::NginxConfig, json!({"app": "demo", "server_name": "a.b"})),
+        Code::AppNotRunning
+    );
+}
+
+#[test]
+fn nginx_config_refuses_a_changed_container_set() {
+    let mut world = World::with_demo();
+    world.snapshot.containers.push(container('e', "intruder", Some("demo"), "running", None));
+    assert_eq!(
+        world.code(Action::NginxConfig, json!({"app": "demo", "server_name": "a.b"})),
+        Code::ContainerSetChanged
+    );
+    let mut world = World::with_demo();
+    world.snapshot.containers.retain(|c| c.id != id('a'));
+    assert_eq!(
+        world.code(Action::NginxConfig, json!({"app": "demo", "server_name": "a.b"})),
+        Code::ContainerSetChanged
+    );
+}
+
+#[test]
+fn stop_of_a_running_owned_app_names_exactly_its_recorded_containers() {
+    let world = World::with_demo();
+    let (payload, impact) = world.derive(Action::Stop, json!({"app": "demo"})).unwrap();
+    assert_eq!(
+        payload,
+        Payload::Stop {
+            app: "demo".into(),
+            containers: vec![id('a'), id('b')],
+            container_names: vec!["vl-demo-app".into(), "vl-demo-gateway".into()],
+        }
+    );
+    assert!(!impact.containers_touched.iter().any(|c| c.contains("prod")));
+}
+
+#[test]
+fn stop_refuses_an_unmanaged_container() {
+    let world = World::with_demo();
+    assert_eq!(world.code(Action::Stop, json!({"app": "prod"})), Code::AppNotFound);
+}
+
+#[test]
+fn stop_refuses_an_app_that_is_not_running() {
+    let mut world = World::with_demo();
+    world.apps.get_mut("demo").unwrap().state = AppState::Stopped;
+    assert_eq!(world.code(Action::Stop, json!({"app": "demo"})), Code::AppNotRunning);
+    let mut world = World::with_demo();
+    for c in &mut world.snapshot.containers {
+        if c.app() == Some("demo") {
+            c.state = "exited".into();
+        }
+    }
+    assert_eq!(world.code(Action::Stop, json!({"app": "demo"})), Code::AppNotRunning);
+}
+
+#[test]
+fn stop_takes_exactly_app() {
+    let world = World::with_demo();
+    assert_eq!(world.code(Action::Stop, json!({"app": "demo", "force": true})), Code::InvalidParameters);
+    assert_eq!(world.code(Action::Stop, json!({})), Code::InvalidParameters);
+}
+
+#[test]
+fn remove_image_of_an_unused_image_is_derived() {
+    let world = World::empty();
+    let (payload, _) = world.derive(Action::RemoveImage, json!({"image_id": image('c').as_str()})).unwrap();
+    assert_eq!(payload, Payload::RemoveImage { image_id: image('c') });
+}
+
+#[test]
+fn remove_image_needs_a_full_id() {
+    for bad in
+        [json!("c".repeat(64)), json!("sha256:cccc"), json!(format!("sha256:{}", "C".repeat(64))), json!(7)]
+    {
+        let code = World::empty().code(Action::RemoveImage, json!({ "image_id": bad }));
+        assert!(matches!(code, Code::InvalidImageId | Code::InvalidParameters), "{code}");
+    }
+}
+
+#[test]
+fn remove_image_needs_an_existing_image() {
+    assert_eq!(
+        World::empty().code(Action::RemoveImage, json!({"image_id": image('d').as_str()})),
+        Code::ImageNotFound
+    );
+}
+
+#[test]
+fn remove_image_refuses_an_image_used_by_a_running_or_stopped_container() {
+    for state in ["running", "exited", "created"] {
+        let mut world = World::empty();
+        world.snapshot.containers[0].state = state.into();
+        assert_eq!(
+            world.code(Action::RemoveImage, json!({"image_id": image('9').as_str()})),
+            Code::ImageInUse
+        );
+    }
+}
+
+#[test]
+fn remove_image_takes_exactly_image_id() {
+    let code =
+        World::empty().code(Action::RemoveImage, json!({"image_id": image('c').as_str(), "force": true}));
+    assert_eq!(code, Code::InvalidParameters);
+}

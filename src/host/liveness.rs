@@ -1,0 +1,87 @@
+//! Who claimed a plan, and whether that process still lives: pid, the
+//! process start time from `/proc/<pid>/stat`, and the kernel boot id.
+//! Runs as root inside the host helper; reads /proc only.
+//!
+//! A pid alone is not enough: pids are reused, and after a reboot every pid
+//! means something else. A claim counts as alive only when the boot id is
+//! today's and the same pid still has the same start time and is not a zombie.
+
+use crate::control::{Code, Refusal};
+use crate::store::Claim;
+
+use super::controller::Liveness;
+
+const BOOT_ID: &str = "/proc/sys/kernel/random/boot_id";
+
+/// The /proc-backed liveness check.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ProcLiveness;
+
+/// (state char, start time in clock ticks since boot) of a process.
+pub fn proc_stat(pid: i32) -> Option<(char, u64)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may contain anything, spaces
+    // and ')' included: the fields we want follow the LAST ')'.
+    let rest = &text[text.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // fields[0] is field 3 (state); starttime is field 22.
+    let state = fields.first()?.chars().next()?;
+    let start = fields.get(19)?.parse().ok()?;
+    Some((state, start))
+}
+
+pub fn boot_id() -> Option<String> {
+    let id = std::fs::read_to_string(BOOT_ID).ok()?;
+    let id = id.trim();
+    (!id.is_empty()).then(|| id.to_owned())
+}
+
+impl Liveness for ProcLiveness {
+    fn me(&self) -> Result<Claim, Refusal> {
+        let pid = std::process::id() as i32;
+        match (proc_stat(pid), boot_id()) {
+            (Some((_, start_time)), Some(boot_id)) => Ok(Claim { pid, start_time, boot_id }),
+            _ => {
+                Err(Refusal::new(Code::StateUnavailable, "This helper cannot identify itself through /proc."))
+            }
+        }
+    }
+
+    fn alive(&self, claim: &Claim) -> bool {
+        if boot_id().as_deref() != Some(claim.boot_id.as_str()) {
+            return false;
+        }
+        match proc_stat(claim.pid) {
+            Some((state, start)) => start == claim.start_time && state != 'Z' && state != 'X',
+            None => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_process_is_alive() {
+        let me = ProcLiveness.me().unwrap();
+        assert_eq!(me.pid, std::process::id() as i32);
+        assert!(ProcLiveness.alive(&me));
+    }
+
+    #[test]
+    fn another_boot_or_start_time_is_dead() {
+        let me = ProcLiveness.me().unwrap();
+        assert!(!ProcLiveness.alive(&Claim { boot_id: "other".into(), ..me.clone() }));
+        assert!(!ProcLiveness.alive(&Claim { start_time: me.start_time + 1, ..me.clone() }));
+    }
+
+    #[test]
+    fn a_reaped_child_is_dead() {
+        let mut child = std::process::Command::new("/bin/true").spawn().unwrap();
+        let pid = child.id() as i32;
+        child.wait().unwrap();
+        let claim = Claim { pid, start_time: 0, boot_id: boot_id().unwrap() };
+        assert!(!ProcLiveness.alive(&claim));
+    }
+}

@@ -1,0 +1,262 @@
+//! The root helper on the server: `volce-lab-host rpc` (the only command the
+//! agent's account may run, through an exact sudoers rule), and the
+//! operator's `show PLAN_ID` and `approve PLAN_ID DIGEST`. Runs as root.
+//!
+//! Each command is one straight pipeline, readable top to bottom:
+//! self-check -> read bounded request -> load policy -> open store ->
+//! verify -> claim -> act -> record -> reply (see [`rpc`] and
+//! `controller::Controller::execute`).
+//!
+//! Invariants enforced here:
+//! - rpc/show/approve refuse unless the effective uid is 0;
+//! - at start: umask 077 and cwd `/`. The process environment is not
+//!   trusted and not used: `SUDO_USER` is read exactly once (who asked),
+//!   and every child process gets [`child_env`] explicitly (`crate::exec`
+//!   clears the rest). We do not rewrite our own environment because edition
+//!   2024 makes `std::env::set_var` unsafe and the crate forbids unsafe;
+//!   not reading it is the stronger guarantee anyway;
+//! - the shipped binary uses [`HostPaths::fixed`] only and always the real
+//!   engine ([`real_engine`]); there is no switch that selects a fake;
+//! - raw docker stderr never reaches a reply: engine errors become fixed
+//!   sentences with stable codes.
+
+pub mod controller;
+pub mod liveness;
+pub mod paths;
+pub mod rpc;
+pub mod show;
+
+use std::ffi::{OsStr, OsString};
+use std::io::{Read, Write as _};
+
+use crate::control::plan::{Digest, PlanId};
+use crate::control::{Clock, Code, Refusal, SystemClock};
+use crate::docker::Engine;
+use crate::exit::Exit;
+
+pub use controller::{Controller, Executed, Liveness};
+pub use liveness::ProcLiveness;
+pub use paths::HostPaths;
+use rpc::{Reply, Request};
+
+/// The environment every child of the helper gets, and nothing else.
+pub fn child_env() -> Vec<(OsString, OsString)> {
+    vec![
+        ("PATH".into(), "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into()),
+        ("HOME".into(), "/root".into()),
+        ("DOCKER_HOST".into(), "unix:///var/run/docker.sock".into()),
+        ("LC_ALL".into(), "C".into()),
+    ]
+}
+
+/// Who is asking, from `SUDO_USER` (set by sudo itself), or `root` when the
+/// helper was run directly by root. Anything that is not a plain unix user
+/// name is refused rather than recorded.
+pub fn caller(sudo_user: Option<&OsStr>) -> Result<String, Refusal> {
+    match sudo_user {
+        None => Ok("root".to_owned()),
+        Some(value) => match value.to_str() {
+            Some(name) if crate::control::is_user_name(name) => Ok(name.to_owned()),
+            _ => Err(Refusal::new(Code::InvalidCaller, "SUDO_USER is not a plain unix user name.")),
+        },
+    }
+}
+
+/// Opens the controller on checked paths.
+pub fn open<E: Engine, C: Clock, L: Liveness>(
+    paths: &HostPaths,
+    engine: E,
+    clock: C,
+    liveness: L,
+) -> Result<Controller<E, C, L>, Refusal> {
+    let policy = paths::load_policy(paths)?;
+    paths::prepare_state(paths)?;
+    let store = crate::store::Store::open(&paths.database()).map_err(|e| e.refusal())?;
+    Ok(Controller::new(policy, store, engine, clock, liveness, paths.apps_dir()))
+}
+
+/// One rpc request, after the process-level self-check: read, load,
+/// verify, act, reply. The library form of `volce-lab-host rpc`.
+pub fn rpc<E: Engine, C: Clock, L: Liveness>(
+    paths: &HostPaths,
+    engine: E,
+    clock: C,
+    liveness: L,
+    caller: &str,
+    input: impl Read,
+) -> Reply {
+    let request = match rpc::read_request(input) {
+        Ok(request) => request,
+        Err(refusal) => return refusal.into(),
+    };
+    let mut controller = match open(paths, engine, clock, liveness) {
+        Ok(controller) => controller,
+        Err(refusal) => return refusal.into(),
+    };
+    let operation = request.operation();
+    let result = match request {
+        Request::GatewayStatus {} => controller.gateway_status(),
+        Request::Inventory {} => controller.inventory(caller),
+        Request::Plan { action, parameters } => {
+            controller.prepare(&action, &parameters, caller).map(|stored| stored.to_json())
+        }
+        Request::Execute { plan_id } => {
+            let id = match PlanId::parse(&plan_id) {
+                Ok(id) => id,
+                Err(refusal) => return refusal.into(),
+            };
+            match controller.execute(&id, caller) {
+                Ok(Executed::Completed(result)) => Ok(result),
+                Ok(Executed::NeedsInspection { plan_id, message }) => {
+                    return Reply::NeedsInspection { plan_id: plan_id.to_string(), message };
+                }
+                Err(refusal) => Err(refusal),
+            }
+        }
+    };
+    match result {
+        Ok(result) => Reply::Ok { operation, result },
+        Err(refusal) => refusal.into(),
+    }
+}
+
+/// `show`: the human view (or the stored JSON) of one plan.
+pub fn show<E: Engine, C: Clock, L: Liveness>(
+    paths: &HostPaths,
+    engine: E,
+    clock: C,
+    liveness: L,
+    caller: &str,
+    plan_id: &str,
+    json: bool,
+) -> Result<String, Refusal> {
+    let id = PlanId::parse(plan_id)?;
+    let now = clock.now();
+    let mut controller = open(paths, engine, clock, liveness)?;
+    let stored = controller.load(&id, caller)?;
+    Ok(if json {
+        let mut text = serde_json::to_string_pretty(&stored.to_json()).expect("plan serializes");
+        text.push('\n');
+        text
+    } else {
+        show::render(&stored, now)
+    })
+}
+
+/// `approve`: records the caller's approval of one plan's exact digest.
+pub fn approve<E: Engine, C: Clock, L: Liveness>(
+    paths: &HostPaths,
+    engine: E,
+    clock: C,
+    liveness: L,
+    approver: &str,
+    plan_id: &str,
+    digest: &str,
+) -> Result<String, Refusal> {
+    let id = PlanId::parse(plan_id)?;
+    let digest = Digest::parse(digest)?;
+    let mut controller = open(paths, engine, clock, liveness)?;
+    let stored = controller.approve(&id, &digest, approver)?;
+    Ok(format!(
+        "Approved plan {} ({}) as {approver}; it expires at {} and can be executed once.\n",
+        stored.plan.id,
+        stored.plan.action.as_str(),
+        humantime::format_rfc3339_seconds(
+            std::time::UNIX_EPOCH + std::time::Duration::from_secs(stored.plan.expires_at.max(0) as u64)
+        )
+    ))
+}
+
+/// The engine the shipped binary uses: the docker CLI with fixed argv.
+/// There is deliberately no way to select any other engine here.
+pub fn real_engine(paths: &HostPaths) -> impl Engine + use<> {
+    crate::docker::cli::DockerCli::new(paths.state_dir.clone())
+}
+
+// ---------------------------------------------------------------------------
+// The binary edge.
+// ---------------------------------------------------------------------------
+
+/// The process-level self-check shared by rpc/show/approve: root, umask,
+/// cwd, and the one environment value we read. Returns the caller.
+fn self_check() -> Result<String, Refusal> {
+    if !nix::unistd::geteuid().is_root() {
+        return Err(Refusal::new(Code::NotRoot, "volce-lab-host must run as root (through sudo)."));
+    }
+    nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
+    std::env::set_current_dir("/")
+        .map_err(|_| Refusal::new(Code::StateUnavailable, "Cannot change directory to /."))?;
+    // Read once; nothing else of the inherited environment is ever consulted.
+    caller(std::env::var_os("SUDO_USER").as_deref())
+}
+
+/// Runs one host subcommand in the shipped binary.
+pub fn run(command: crate::cli::HostCommand) -> Exit {
+    use crate::cli::HostCommand;
+    if let HostCommand::Doctor = command {
+        return crate::doctor::cli();
+    }
+    let caller = self_check();
+    let paths = HostPaths::fixed();
+    match command {
+        HostCommand::Rpc => {
+            let reply = match caller {
+                Ok(caller) => rpc(
+                    &paths,
+                    real_engine(&paths),
+                    SystemClock,
+                    ProcLiveness,
+                    &caller,
+                    std::io::stdin().lock(),
+                ),
+                Err(refusal) => Reply::Rejected(refusal),
+            };
+            let mut stdout = std::io::stdout().lock();
+            let _ = stdout.write_all(reply.to_line().as_bytes());
+            let _ = stdout.flush();
+            reply.exit()
+        }
+        HostCommand::Show { plan_id, json } => terminal(caller.and_then(|caller| {
+            show(&paths, real_engine(&paths), SystemClock, ProcLiveness, &caller, &plan_id, json)
+        })),
+        HostCommand::Approve { plan_id, digest } => terminal(caller.and_then(|caller| {
+            approve(&paths, real_engine(&paths), SystemClock, ProcLiveness, &caller, &plan_id, &digest)
+        })),
+        HostCommand::Doctor => unreachable!("handled above"),
+    }
+}
+
+fn terminal(result: Result<String, Refusal>) -> Exit {
+    match result {
+        Ok(text) => {
+            print!("{text}");
+            Exit::Ok
+        }
+        Err(refusal) => {
+            eprintln!("volce-lab-host: refused ({}): {}", refusal.code, refusal.message);
+            Exit::Failure
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_caller_is_sudo_user_or_root() {
+        assert_eq!(caller(None).unwrap(), "root");
+        assert_eq!(caller(Some(OsStr::new("alice"))).unwrap(), "alice");
+        assert_eq!(caller(Some(OsStr::new("al ice"))).unwrap_err().code, Code::InvalidCaller);
+        assert_eq!(caller(Some(OsStr::new("alice\n"))).unwrap_err().code, Code::InvalidCaller);
+    }
+
+    #[test]
+    fn children_get_a_fixed_environment_whatever_ours_is() {
+        let env = child_env();
+        let keys: Vec<_> = env.iter().map(|(k, _)| k.to_str().unwrap()).collect();
+        assert_eq!(keys, ["PATH", "HOME", "DOCKER_HOST", "LC_ALL"]);
+        assert!(env.contains(&("DOCKER_HOST".into(), "unix:///var/run/docker.sock".into())));
+        assert!(!keys.iter().any(|k| k.starts_with("LD_")));
+    }
+}

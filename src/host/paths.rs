@@ -1,0 +1,254 @@
+//! The helper's fixed files and the checks that make them trustworthy.
+//! Runs as root inside the host helper.
+//!
+//! Security invariant: root trusts only files that only root can change.
+//! The policy file, its directory and the state directory must be owned by
+//! the expected owner (root in the shipped binary), not group- or
+//! world-writable, and not symlinks; every check is made on the opened handle
+//! (`O_NOFOLLOW`, then `fstat`), so nothing can be swapped in between the
+//! check and the use. The shipped binary only ever uses [`HostPaths::fixed`];
+//! no flag or environment variable relocates these files.
+
+use std::fs::{File, OpenOptions};
+use std::io::Read as _;
+use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, OpenOptionsExt as _, PermissionsExt as _};
+use std::path::{Path, PathBuf};
+
+use nix::fcntl::{OFlag, openat};
+use nix::sys::stat::Mode;
+
+use crate::control::policy::Policy;
+use crate::control::{Code, Refusal};
+
+/// The policy file is small; a larger one is refused rather than read.
+const POLICY_MAX_BYTES: u64 = 256 * 1024;
+
+/// Where the helper's files are, and who must own them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostPaths {
+    pub policy: PathBuf,
+    pub state_dir: PathBuf,
+    /// root (0) in the shipped binary; tests pass their own uid so they can
+    /// run unprivileged on temporary directories.
+    pub owner_uid: u32,
+}
+
+impl HostPaths {
+    /// The only paths the shipped binary uses.
+    pub fn fixed() -> HostPaths {
+        HostPaths {
+            policy: PathBuf::from("/etc/volce-lab/policy.json"),
+            state_dir: PathBuf::from("/var/lib/volce-lab"),
+            owner_uid: 0,
+        }
+    }
+    pub fn database(&self) -> PathBuf {
+        self.state_dir.join("state.db")
+    }
+    pub fn apps_dir(&self) -> PathBuf {
+        self.state_dir.join("apps")
+    }
+}
+
+fn unsafe_path(path: &Path, why: &str) -> Refusal {
+    Refusal::new(Code::UnsafePath, format!("{} {why}; refusing to use it.", path.display()))
+}
+
+/// Checks an opened handle: kind, owner, and no group/world write bit.
+fn check_handle(file: &File, path: &Path, want_dir: bool, owner: u32) -> Result<(), Refusal> {
+    let meta = file.metadata().map_err(|_| unsafe_path(path, "cannot be inspected"))?;
+    if want_dir && !meta.is_dir() {
+        return Err(unsafe_path(path, "is not a directory"));
+    }
+    if !want_dir && !meta.is_file() {
+        return Err(unsafe_path(path, "is not a regular file"));
+    }
+    if meta.uid() != owner {
+        return Err(unsafe_path(path, &format!("is owned by uid {}, not {owner}", meta.uid())));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(unsafe_path(path, "is writable by group or others"));
+    }
+    Ok(())
+}
+
+/// Opens a directory without following a symlink and checks the handle.
+pub fn open_dir(path: &Path, owner: u32) -> Result<File, Refusal> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags((OFlag::O_NOFOLLOW | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC).bits())
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(code)
+                if code == nix::errno::Errno::ELOOP as i32 || code == nix::errno::Errno::ENOTDIR as i32 =>
+            {
+                unsafe_path(path, "is a symlink or not a directory")
+            }
+            _ if e.kind() == std::io::ErrorKind::NotFound => unsafe_path(path, "does not exist"),
+            _ => unsafe_path(path, "cannot be opened"),
+        })?;
+    check_handle(&file, path, true, owner)?;
+    Ok(file)
+}
+
+/// Reads and validates the policy after checking its directory and itself.
+pub fn load_policy(paths: &HostPaths) -> Result<Policy, Refusal> {
+    let path = &paths.policy;
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(unsafe_path(path, "is not a file path"));
+    };
+    let dir_handle = open_dir(dir, paths.owner_uid)?;
+    // Open the file relative to the checked directory handle.
+    let fd = openat(&dir_handle, name, OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC, Mode::empty())
+        .map_err(|e| match e {
+            nix::errno::Errno::ENOENT => unsafe_path(path, "does not exist"),
+            nix::errno::Errno::ELOOP => unsafe_path(path, "is a symlink"),
+            _ => unsafe_path(path, "cannot be opened"),
+        })?;
+    let file = File::from(fd);
+    check_handle(&file, path, false, paths.owner_uid)?;
+    let mut bytes = Vec::new();
+    file.take(POLICY_MAX_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|_| unsafe_path(path, "cannot be read"))?;
+    if bytes.len() as u64 > POLICY_MAX_BYTES {
+        return Err(Refusal::new(Code::PolicyInvalid, format!("{} is larger than 256 KiB.", path.display())));
+    }
+    Policy::from_json(&bytes)
+        .map_err(|e| Refusal::new(Code::PolicyInvalid, format!("{}: {e}.", path.display())))
+}
+
+/// Makes sure the state directory (0700) and its `apps/` (0755, readable by
+/// the gateway's uid through the bind mount) exist and are safe.
+pub fn prepare_state(paths: &HostPaths) -> Result<(), Refusal> {
+    create_if_missing(&paths.state_dir, 0o700)?;
+    open_dir(&paths.state_dir, paths.owner_uid)?;
+    let apps = paths.apps_dir();
+    create_if_missing(&apps, 0o755)?;
+    open_dir(&apps, paths.owner_uid)?;
+    // The database itself: SQLite opens it with NOFOLLOW; its owner is ours.
+    let db = paths.database();
+    match std::fs::symlink_metadata(&db) {
+        Ok(meta) if !meta.is_file() => return Err(unsafe_path(&db, "is not a regular file")),
+        Ok(meta) if meta.uid() != paths.owner_uid => return Err(unsafe_path(&db, "has the wrong owner")),
+        _ => {}
+    }
+    Ok(())
+}
+
+fn create_if_missing(path: &Path, mode: u32) -> Result<(), Refusal> {
+    match std::fs::DirBuilder::new().mode(mode).create(path) {
+        Ok(()) => {
+            // The umask (077) would strip the 0755 the gateway needs.
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+                .map_err(|_| unsafe_path(path, "cannot be given its mode"))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(_) => Err(unsafe_path(path, "cannot be created")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    fn me() -> u32 {
+        nix::unistd::geteuid().as_raw()
+    }
+
+    fn layout() -> (tempfile::TempDir, HostPaths) {
+        let root = tempfile::tempdir().unwrap();
+        let etc = root.path().join("etc");
+        std::fs::create_dir(&etc).unwrap();
+        std::fs::set_permissions(&etc, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let policy = etc.join("policy.json");
+        std::fs::write(&policy, crate::control::policy::tests::sample().to_string()).unwrap();
+        std::fs::set_permissions(&policy, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let paths = HostPaths { policy, state_dir: root.path().join("state"), owner_uid: me() };
+        (root, paths)
+    }
+
+    #[test]
+    fn fixed_paths_are_the_documented_ones() {
+        let fixed = HostPaths::fixed();
+        assert_eq!(fixed.policy, Path::new("/etc/volce-lab/policy.json"));
+        assert_eq!(fixed.database(), Path::new("/var/lib/volce-lab/state.db"));
+        assert_eq!(fixed.apps_dir(), Path::new("/var/lib/volce-lab/apps"));
+        assert_eq!(fixed.owner_uid, 0);
+    }
+
+    #[test]
+    fn a_safe_layout_loads_and_prepares() {
+        let (_root, paths) = layout();
+        load_policy(&paths).unwrap();
+        prepare_state(&paths).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().mode() & 0o777;
+        assert_eq!(mode(&paths.state_dir), 0o700);
+        assert_eq!(mode(&paths.apps_dir()), 0o755);
+        prepare_state(&paths).unwrap();
+    }
+
+    #[test]
+    fn a_group_writable_policy_is_refused_naming_the_path() {
+        let (_root, paths) = layout();
+        std::fs::set_permissions(&paths.policy, std::fs::Permissions::from_mode(0o620)).unwrap();
+        let refusal = load_policy(&paths).unwrap_err();
+        assert_eq!(refusal.code, Code::UnsafePath);
+        assert!(refusal.message.contains(&paths.policy.display().to_string()), "{}", refusal.message);
+    }
+
+    #[test]
+    fn a_world_writable_policy_directory_is_refused() {
+        let (_root, paths) = layout();
+        std::fs::set_permissions(paths.policy.parent().unwrap(), std::fs::Permissions::from_mode(0o757))
+            .unwrap();
+        assert_eq!(load_policy(&paths).unwrap_err().code, Code::UnsafePath);
+    }
+
+    #[test]
+    fn a_symlinked_policy_is_refused() {
+        let (root, paths) = layout();
+        let real = root.path().join("real.json");
+        std::fs::rename(&paths.policy, &real).unwrap();
+        symlink(&real, &paths.policy).unwrap();
+        assert!(load_policy(&paths).unwrap_err().message.contains("symlink"));
+    }
+
+    #[test]
+    fn a_symlinked_policy_directory_is_refused() {
+        let (root, mut paths) = layout();
+        let link = root.path().join("etc-link");
+        symlink(root.path().join("etc"), &link).unwrap();
+        paths.policy = link.join("policy.json");
+        assert_eq!(load_policy(&paths).unwrap_err().code, Code::UnsafePath);
+    }
+
+    #[test]
+    fn a_wrong_owner_is_refused() {
+        let (_root, mut paths) = layout();
+        paths.owner_uid = me() + 1;
+        assert!(load_policy(&paths).unwrap_err().message.contains("owned by uid"));
+        assert_eq!(prepare_state(&paths).unwrap_err().code, Code::UnsafePath);
+    }
+
+    #[test]
+    fn a_symlinked_state_directory_is_refused() {
+        let (root, mut paths) = layout();
+        let real = root.path().join("real-state");
+        std::fs::create_dir(&real).unwrap();
+        let link = root.path().join("state-link");
+        symlink(&real, &link).unwrap();
+        paths.state_dir = link;
+        assert_eq!(prepare_state(&paths).unwrap_err().code, Code::UnsafePath);
+    }
+
+    #[test]
+    fn a_bad_policy_is_refused_with_its_reason() {
+        let (_root, paths) = layout();
+        std::fs::write(&paths.policy, br#"{"catalog":{},"nginx_image":"x","approvers":[]}"#).unwrap();
+        let refusal = load_policy(&paths).unwrap_err();
+        assert_eq!(refusal.code, Code::PolicyInvalid);
+        assert!(refusal.message.contains("catalog is empty"), "{}", refusal.message);
+    }
+}

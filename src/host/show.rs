@@ -1,0 +1,124 @@
+//! `volce-lab-host show PLAN_ID`: the plan as the operator reviews it before
+//! approving. Pure rendering; runs as root inside the host helper.
+//!
+//! Security invariant: every value that came from the agent or through it
+//! (names, parameters, rendered config) passes through
+//! [`crate::control::escape`], so it cannot move the cursor, recolour, hide
+//! or reorder what the operator reads next to it, the digest included.
+
+use std::fmt::Write as _;
+use std::time::{Duration, UNIX_EPOCH};
+
+use crate::control::escape::{for_terminal as esc, for_terminal_lines as esc_lines};
+use crate::control::plan::Payload;
+use crate::store::{PlanState, StoredPlan};
+
+fn time(secs: i64) -> String {
+    humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_secs(secs.max(0) as u64)).to_string()
+}
+
+fn indent(text: &str) -> String {
+    text.lines().map(|l| format!("      | {l}\n")).collect()
+}
+
+/// The human view of a stored plan at time `now`.
+pub fn render(stored: &StoredPlan, now: i64) -> String {
+    let plan = &stored.plan;
+    let mut out = String::new();
+    let _ = writeln!(out, "Plan     {}  ({})", plan.id, plan.action.as_str());
+    let approval = match (&stored.approval, plan.requires_approval) {
+        (_, false) => "no approval needed".to_owned(),
+        (None, true) => "approval REQUIRED, not approved yet".to_owned(),
+        (Some(a), true) => format!("approved by {} at {}", esc(&a.by), time(a.at)),
+    };
+    let _ = writeln!(out, "State    {}; {approval}", stored.state.as_str());
+    let _ = writeln!(out, "Asked by {} at {}", esc(&plan.requester), time(plan.created_at));
+    let left = plan.expires_at - now;
+    let left =
+        if left > 0 { format!("{} min {} s left", left / 60, left % 60) } else { "EXPIRED".to_owned() };
+    let _ = writeln!(out, "Expires  {} ({left})", time(plan.expires_at));
+    let _ = writeln!(out);
+    let _ = writeln!(out, "Target   {}", esc(&plan.impact.target));
+    let _ = writeln!(out, "Touches");
+    if plan.impact.containers_touched.is_empty() {
+        let _ = writeln!(out, "  no container");
+    }
+    for touched in &plan.impact.containers_touched {
+        let _ = writeln!(out, "  {}", esc(touched));
+    }
+    let never = |b: bool| if b { "YES" } else { "never" };
+    let _ = writeln!(out, "Data volumes deleted: {}", never(plan.impact.data_volumes_deleted));
+    let _ = writeln!(out, "Shared nginx changed: {}", never(plan.impact.shared_nginx_changed));
+    let _ = writeln!(out, "Rollback {}", esc(&plan.impact.rollback));
+    let _ = writeln!(out);
+    match &plan.payload {
+        Payload::Deploy { image_key, network, containers, spec } => {
+            let _ = writeln!(out, "Before   no app {}, no network {}", esc(&spec.app), esc(network));
+            let _ = writeln!(out, "After    app {} from catalog key {}", esc(&spec.app), esc(image_key));
+            for c in containers {
+                let publish =
+                    c.publish.as_deref().map(|p| format!(", publishes {}", esc(p))).unwrap_or_default();
+                let _ = writeln!(
+                    out,
+                    "  {} ({}): {} as user {}{publish}",
+                    esc(&c.name),
+                    esc(&c.role),
+                    esc(&c.image),
+                    esc(&c.user)
+                );
+            }
+            let l = &spec.limits;
+            let _ = writeln!(
+                out,
+                "  limits: memory {} MiB, {} millicpus, {} pids, logs {} MiB x {}",
+                l.memory_bytes >> 20,
+                l.millicpus,
+                l.pids,
+                l.log_max_size_bytes >> 20,
+                l.log_max_files
+            );
+            let _ = writeln!(
+                out,
+                "  nginx.conf at {}:",
+                esc(&spec.app_dir.join("nginx.conf").display().to_string())
+            );
+            out.push_str(&indent(&esc_lines(&spec.nginx_config)));
+        }
+        Payload::NginxConfig {
+            app, previous_server_name, server_name, previous_config, new_config, ..
+        } => {
+            let _ = writeln!(out, "App      {}", esc(app));
+            let _ = writeln!(out, "Before   server_name {}", esc(previous_server_name));
+            out.push_str(&indent(&esc_lines(previous_config)));
+            let _ = writeln!(out, "After    server_name {}", esc(server_name));
+            out.push_str(&indent(&esc_lines(new_config)));
+        }
+        Payload::Stop { app, containers, container_names } => {
+            let _ = writeln!(out, "Before   app {} running", esc(app));
+            let _ = writeln!(out, "After    these containers stopped, restart policy no:");
+            for (name, id) in container_names.iter().zip(containers) {
+                let _ = writeln!(out, "  {} {}", esc(name), id);
+            }
+        }
+        Payload::RemoveImage { image_id } => {
+            let _ = writeln!(out, "Before   local image {image_id} present, used by no container");
+            let _ = writeln!(out, "After    removed with docker image rm --no-prune (never forced)");
+        }
+    }
+    let _ = writeln!(out);
+    let _ = writeln!(out, "Digest   {}", plan.digest);
+    if plan.requires_approval
+        && stored.approval.is_none()
+        && stored.state == PlanState::Pending
+        && left_secs(stored, now) > 0
+    {
+        let _ = writeln!(out);
+        let _ = writeln!(out, "If this is what you want, type exactly:");
+        let _ = writeln!(out, "  sudo volce-lab-host approve {} {}", plan.id, plan.digest);
+    }
+    out
+}
+
+fn left_secs(stored: &StoredPlan, now: i64) -> i64 {
+    stored.plan.expires_at - now
+}

@@ -1,0 +1,240 @@
+//! Store tests on real temporary SQLite files, including racing connections.
+
+use super::*;
+use crate::control::plan::{Impact, Payload};
+use crate::docker::ImageId;
+
+fn plan(n: u32, now: i64) -> Plan {
+    let image = ImageId::parse(&format!("sha256:{}", "c".repeat(64))).unwrap();
+    Plan::seal(
+        PlanId::parse(&format!("{n:032x}")).unwrap(),
+        serde_json::json!({"image_id": image.as_str()}),
+        Payload::RemoveImage { image_id: image },
+        Impact {
+            target: "image".into(),
+            containers_touched: vec![],
+            data_volumes_deleted: false,
+            shared_nginx_changed: false,
+            rollback: "none".into(),
+        },
+        "d".repeat(64),
+        "e".repeat(64),
+        "agent".into(),
+        now,
+    )
+}
+
+fn row(event: Event, actor: &str) -> AuditRow {
+    AuditRow {
+        at: 1000,
+        event,
+        outcome: AuditOutcome::Ok,
+        exit_code: None,
+        duration_ms: None,
+        actor: actor.into(),
+    }
+}
+
+fn claim() -> Claim {
+    Claim { pid: 42, start_time: 7, boot_id: "boot".into() }
+}
+
+fn fresh() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("state.db")).unwrap();
+    (dir, store)
+}
+
+#[test]
+fn pragmas_are_applied_and_read_back() {
+    let (_dir, mut store) = fresh();
+    let conn = store.connection();
+    let mode: String = conn.pragma_query_value(None, "journal_mode", |r| r.get(0)).unwrap();
+    assert_eq!(mode, "wal");
+    let sync: i64 = conn.pragma_query_value(None, "synchronous", |r| r.get(0)).unwrap();
+    assert_eq!(sync, 2);
+    let fk: i64 = conn.pragma_query_value(None, "foreign_keys", |r| r.get(0)).unwrap();
+    assert_eq!(fk, 1);
+    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).unwrap();
+    assert_eq!(version, Store::supported_version());
+}
+
+#[test]
+fn reopening_does_not_migrate_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    let mut store = Store::open(&path).unwrap();
+    store.write(|tx| tx.insert_plan(&plan(1, 1000), &row(Event::Prepared, "agent"))).unwrap();
+    drop(store);
+    let mut store = Store::open(&path).unwrap();
+    let loaded = store.read(|tx| tx.load_plan(&plan(1, 1000).id)).unwrap();
+    assert!(loaded.is_some());
+}
+
+#[test]
+fn a_database_newer_than_the_code_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    let mut store = Store::open(&path).unwrap();
+    store.connection().pragma_update(None, "user_version", 99).unwrap();
+    drop(store);
+    match Store::open(&path) {
+        Err(StoreError::TooNew { found: 99, supported }) => assert_eq!(supported, Store::supported_version()),
+        other => panic!("expected TooNew, got {:?}", other.err()),
+    }
+}
+
+#[test]
+fn a_symlinked_database_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = dir.path().join("real.db");
+    Store::open(&real).unwrap();
+    let link = dir.path().join("state.db");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    assert!(Store::open(&link).is_err());
+}
+
+#[test]
+fn check_constraints_refuse_an_unknown_state() {
+    let (_dir, mut store) = fresh();
+    store.write(|tx| tx.insert_plan(&plan(1, 1000), &row(Event::Prepared, "agent"))).unwrap();
+    let error = store.connection().execute("UPDATE plans SET state = 'approved'", []).unwrap_err();
+    assert!(error.to_string().contains("CHECK"), "{error}");
+    let error = store.connection().execute("UPDATE plans SET state = 'completed'", []).unwrap_err();
+    assert!(error.to_string().contains("CHECK"), "completed needs a claim and an end time: {error}");
+}
+
+#[test]
+fn every_transition_writes_its_audit_row() {
+    let (_dir, mut store) = fresh();
+    let p = plan(1, 1000);
+    store
+        .write(|tx| {
+            tx.insert_plan(&p, &row(Event::Prepared, "agent"))?;
+            tx.approve(&p.id, p.action, &p.digest, &row(Event::Approved, "alice"))?;
+            tx.claim(&p.id, p.action, &claim(), &row(Event::Claimed, "agent"))?;
+            tx.finish(&p.id, p.action, &claim(), PlanOutcome::Completed, &row(Event::Completed, "agent"))
+        })
+        .unwrap();
+    let audit = store.read(|tx| tx.audit_of(&p.id)).unwrap();
+    let events: Vec<_> = audit.iter().map(|a| (a.event.as_str(), a.actor.as_str())).collect();
+    assert_eq!(
+        events,
+        [("prepared", "agent"), ("approved", "alice"), ("claimed", "agent"), ("completed", "agent")]
+    );
+    let stored = store.read(|tx| tx.load_plan(&p.id)).unwrap().unwrap();
+    assert_eq!(stored.state, PlanState::Completed);
+    assert_eq!(stored.approval.unwrap().by, "alice");
+    assert_eq!(stored.claim, Some(claim()));
+}
+
+#[test]
+fn a_transition_from_the_wrong_state_changes_nothing() {
+    let (_dir, mut store) = fresh();
+    let p = plan(1, 1000);
+    store.write(|tx| tx.insert_plan(&p, &row(Event::Prepared, "agent"))).unwrap();
+    store.write(|tx| tx.claim(&p.id, p.action, &claim(), &row(Event::Claimed, "agent"))).unwrap();
+    let second = store.write(|tx| tx.claim(&p.id, p.action, &claim(), &row(Event::Claimed, "agent")));
+    assert!(matches!(second, Err(StoreError::Conflict(_))));
+    let approve = store.write(|tx| tx.approve(&p.id, p.action, &p.digest, &row(Event::Approved, "alice")));
+    assert!(matches!(approve, Err(StoreError::Conflict(_))));
+    let other = Claim { pid: 43, ..claim() };
+    let finish = store
+        .write(|tx| tx.finish(&p.id, p.action, &other, PlanOutcome::Completed, &row(Event::Completed, "x")));
+    assert!(matches!(finish, Err(StoreError::Conflict(_))), "only the claimer may finish");
+    let audit = store.read(|tx| tx.audit_of(&p.id)).unwrap();
+    assert_eq!(audit.len(), 2, "refused transitions leave no audit row");
+}
+
+#[test]
+fn an_error_inside_a_write_rolls_everything_back() {
+    let (_dir, mut store) = fresh();
+    let p = plan(1, 1000);
+    let result: Result<(), StoreError> = store.write(|tx| {
+        tx.insert_plan(&p, &row(Event::Prepared, "agent"))?;
+        Err(StoreError::Corrupt)
+    });
+    assert!(result.is_err());
+    assert!(store.read(|tx| tx.load_plan(&p.id)).unwrap().is_none());
+    assert!(store.read(|tx| tx.audit_of(&p.id)).unwrap().is_empty());
+}
+
+#[test]
+fn the_unsettled_gate_sees_executing_and_needs_inspection() {
+    let (_dir, mut store) = fresh();
+    let p = plan(1, 1000);
+    store.write(|tx| tx.insert_plan(&p, &row(Event::Prepared, "agent"))).unwrap();
+    assert_eq!(store.read(|tx| tx.unsettled_plan()).unwrap(), None);
+    store.write(|tx| tx.claim(&p.id, p.action, &claim(), &row(Event::Claimed, "agent"))).unwrap();
+    assert_eq!(store.read(|tx| tx.unsettled_plan()).unwrap(), Some((p.id.clone(), PlanState::Executing)));
+    assert_eq!(store.read(|tx| tx.executing_plans()).unwrap().len(), 1);
+    store.write(|tx| tx.abandon(&p.id, p.action, &claim(), &row(Event::ClaimAbandoned, "agent"))).unwrap();
+    assert_eq!(
+        store.read(|tx| tx.unsettled_plan()).unwrap(),
+        Some((p.id.clone(), PlanState::NeedsInspection))
+    );
+    assert!(store.read(|tx| tx.executing_plans()).unwrap().is_empty());
+}
+
+#[test]
+fn a_tampered_body_is_refused_on_load() {
+    let (_dir, mut store) = fresh();
+    let p = plan(1, 1000);
+    store.write(|tx| tx.insert_plan(&p, &row(Event::Prepared, "agent"))).unwrap();
+    store
+        .connection()
+        .execute("UPDATE plans SET body = replace(body, '\"agent\"', '\"alice\"')", [])
+        .unwrap();
+    let error = store.read(|tx| tx.load_plan(&p.id)).unwrap_err();
+    assert_eq!(error.refusal().code, Code::PlanCorrupt);
+}
+
+#[test]
+fn two_connections_racing_to_claim_get_exactly_one_winner() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    let p = plan(1, 1000);
+    Store::open(&path).unwrap().write(|tx| tx.insert_plan(&p, &row(Event::Prepared, "agent"))).unwrap();
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(8));
+    let handles: Vec<_> = (0..8)
+        .map(|i| {
+            let path = path.clone();
+            let p = p.clone();
+            let barrier = barrier.clone();
+            std::thread::spawn(move || {
+                let mut store = Store::open(&path).unwrap();
+                barrier.wait();
+                let mine = Claim { pid: 100 + i, start_time: 1, boot_id: "b".into() };
+                store.write(|tx| tx.claim(&p.id, p.action, &mine, &row(Event::Claimed, "agent"))).is_ok()
+            })
+        })
+        .collect();
+    let winners = handles.into_iter().map(|h| h.join().unwrap()).filter(|won| *won).count();
+    assert_eq!(winners, 1);
+    let audit = Store::open(&path).unwrap().read(|tx| tx.audit_of(&p.id)).unwrap();
+    assert_eq!(audit.iter().filter(|a| a.event == "claimed").count(), 1);
+}
+
+#[test]
+fn per_request_queries_use_indexes_not_table_scans() {
+    let (_dir, mut store) = fresh();
+    let conn = store.connection();
+    let queries = [
+        SQL_UNSETTLED.to_owned(),
+        SQL_EXECUTING.to_owned(),
+        format!("SELECT {PLAN_COLUMNS} FROM plans WHERE id = 'x'"),
+        "SELECT at FROM audit WHERE plan_id = 'x' ORDER BY seq".to_owned(),
+    ];
+    for sql in queries {
+        let plan: Vec<String> = conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+            .unwrap()
+            .query_map([], |r| r.get::<_, String>(3))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let text = plan.join("; ");
+        assert!(!text.contains("SCAN plans") && !text.contains("SCAN audit"), "{sql}: {text}");
+        assert!(text.contains("USING"), "{sql}: {text}");
+    }
+}

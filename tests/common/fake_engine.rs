@@ -1,0 +1,275 @@
+//! A fake container engine for controller tests and benchmarks: it keeps a
+//! small in-memory Docker world and records every operation it is asked, as
+//! argv-like lists. Test-only; included with `#[path]` by tests/host_*.rs
+//! and benches/controller.rs, so no test code is compiled into the shipped
+//! library and no cargo feature can switch it on.
+//!
+//! For tests that span processes, mutations are also appended (one line
+//! each, O_APPEND) to a shared log file, and a mutation can be made to
+//! block after writing a marker file, so a test can kill the process
+//! between its claim and the engine's work.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sha2::{Digest as _, Sha256};
+use volce_lab::docker::{
+    Capacity, Container, ContainerId, DeploySpec, Deployed, Engine, EngineError, ImageId, LABEL_APP,
+    LABEL_PLAN, LABEL_ROLE, PublishedPort, Snapshot,
+};
+
+pub fn image(c: char) -> ImageId {
+    ImageId::parse(&format!("sha256:{}", c.to_string().repeat(64))).unwrap()
+}
+
+pub fn container_id(c: char) -> ContainerId {
+    ContainerId::parse(&c.to_string().repeat(64)).unwrap()
+}
+
+/// The id of the unmanaged production container every fake world starts with.
+pub fn prod_id() -> ContainerId {
+    container_id('0')
+}
+
+/// An image no container uses (removable), and the one `prod` uses.
+pub fn unused_image() -> ImageId {
+    image('c')
+}
+pub fn used_image() -> ImageId {
+    image('9')
+}
+
+fn derived_id(seed: &str) -> ContainerId {
+    let hex: String = Sha256::digest(seed.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+    ContainerId::parse(&hex).unwrap()
+}
+
+#[derive(Debug)]
+pub struct FakeState {
+    pub snapshot: Snapshot,
+    pub calls: Vec<Vec<String>>,
+    pub busy_ports: Vec<u16>,
+    pub capacity: Capacity,
+    /// The next mutation fails with this error (after recording the call).
+    pub fail_next: Option<EngineError>,
+    pub snapshot_fails: bool,
+}
+
+#[derive(Clone)]
+pub struct FakeEngine {
+    pub state: Arc<Mutex<FakeState>>,
+    log: Option<PathBuf>,
+    block: Option<(PathBuf, Duration)>,
+}
+
+impl FakeEngine {
+    /// A world with one unmanaged container `prod` publishing port 80.
+    pub fn new() -> FakeEngine {
+        let prod = Container {
+            id: prod_id(),
+            name: "prod".into(),
+            image_id: used_image(),
+            state: "running".into(),
+            labels: BTreeMap::new(),
+            ports: vec![PublishedPort {
+                host_ip: "0.0.0.0".into(),
+                host_port: 80,
+                container_port: 80,
+                protocol: "tcp".into(),
+            }],
+        };
+        FakeEngine {
+            state: Arc::new(Mutex::new(FakeState {
+                snapshot: Snapshot {
+                    containers: vec![prod],
+                    images: vec![used_image(), unused_image()],
+                    networks: vec![],
+                }
+                .normalize(),
+                calls: Vec::new(),
+                busy_ports: Vec::new(),
+                capacity: Capacity { free_memory_bytes: 8 << 30, free_disk_bytes: 64 << 30 },
+                fail_next: None,
+                snapshot_fails: false,
+            })),
+            log: None,
+            block: None,
+        }
+    }
+
+    /// Also append every mutation to `log` (shared between processes).
+    pub fn with_log(mut self, log: &Path) -> FakeEngine {
+        self.log = Some(log.to_owned());
+        self
+    }
+
+    /// Before every mutation, create `marker` and sleep `pause`.
+    pub fn with_block(mut self, marker: &Path, pause: Duration) -> FakeEngine {
+        self.block = Some((marker.to_owned(), pause));
+        self
+    }
+
+    pub fn calls(&self) -> Vec<Vec<String>> {
+        self.state.lock().unwrap().calls.clone()
+    }
+
+    /// Only the calls that change something.
+    pub fn mutations(&self) -> Vec<Vec<String>> {
+        self.calls()
+            .into_iter()
+            .filter(|c| c[0] != "snapshot" && c[0] != "capacity" && c[0] != "port_free")
+            .collect()
+    }
+
+    pub fn snapshot_now(&self) -> Snapshot {
+        self.state.lock().unwrap().snapshot.clone()
+    }
+
+    pub fn edit(&self, change: impl FnOnce(&mut FakeState)) {
+        let mut state = self.state.lock().unwrap();
+        change(&mut state);
+        state.snapshot = std::mem::take(&mut state.snapshot).normalize();
+    }
+
+    fn record(&self, call: Vec<String>) {
+        self.state.lock().unwrap().calls.push(call);
+    }
+
+    /// Records a mutation (memory, then the shared log) and maybe fails it.
+    fn mutate(&self, call: Vec<String>) -> Result<(), EngineError> {
+        if let Some((marker, pause)) = &self.block {
+            std::fs::write(marker, b"reached the engine\n").unwrap();
+            std::thread::sleep(*pause);
+        }
+        if let Some(log) = &self.log {
+            let mut file = std::fs::OpenOptions::new().create(true).append(true).open(log).unwrap();
+            file.write_all(format!("{} {}\n", std::process::id(), call.join(" ")).as_bytes()).unwrap();
+        }
+        let mut state = self.state.lock().unwrap();
+        state.calls.push(call);
+        match state.fail_next.take() {
+            Some(error) => Err(error),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Default for FakeEngine {
+    fn default() -> Self {
+        FakeEngine::new()
+    }
+}
+
+/// Lines in a shared mutation log.
+pub fn logged_mutations(log: &Path) -> Vec<String> {
+    std::fs::read_to_string(log).map(|t| t.lines().map(str::to_owned).collect()).unwrap_or_default()
+}
+
+impl Engine for FakeEngine {
+    fn snapshot(&self) -> Result<Snapshot, EngineError> {
+        self.record(vec!["snapshot".into()]);
+        let state = self.state.lock().unwrap();
+        if state.snapshot_fails {
+            return Err(EngineError::Unparsable { step: "snapshot" });
+        }
+        Ok(state.snapshot.clone())
+    }
+
+    fn host_port_free(&self, port: u16) -> bool {
+        self.record(vec!["port_free".into(), port.to_string()]);
+        !self.state.lock().unwrap().busy_ports.contains(&port)
+    }
+
+    fn capacity(&self) -> Result<Capacity, EngineError> {
+        self.record(vec!["capacity".into()]);
+        Ok(self.state.lock().unwrap().capacity)
+    }
+
+    fn deploy(&self, spec: &DeploySpec) -> Result<Deployed, EngineError> {
+        self.mutate(vec![
+            "deploy".into(),
+            spec.app.clone(),
+            spec.plan_id.clone(),
+            spec.app_image.clone(),
+            spec.gateway_image.clone(),
+            format!("127.0.0.1:{}:8080", spec.host_port),
+        ])?;
+        let app = derived_id(&format!("{}-app", spec.plan_id));
+        let gateway = derived_id(&format!("{}-gateway", spec.plan_id));
+        self.edit(|state| {
+            for (id, role) in [(&app, "app"), (&gateway, "gateway")] {
+                let labels = BTreeMap::from([
+                    (LABEL_APP.to_owned(), spec.app.clone()),
+                    (LABEL_ROLE.to_owned(), role.to_owned()),
+                    (LABEL_PLAN.to_owned(), spec.plan_id.clone()),
+                ]);
+                let ports = if role == "gateway" {
+                    vec![PublishedPort {
+                        host_ip: "127.0.0.1".into(),
+                        host_port: spec.host_port,
+                        container_port: 8080,
+                        protocol: "tcp".into(),
+                    }]
+                } else {
+                    vec![]
+                };
+                state.snapshot.containers.push(Container {
+                    id: id.clone(),
+                    name: format!("vl-{}-{role}", spec.app),
+                    image_id: image(if role == "app" { 'a' } else { 'b' }),
+                    state: "running".into(),
+                    labels,
+                    ports,
+                });
+            }
+            state.snapshot.networks.push(format!("vl-{}", spec.app));
+            for c in ['a', 'b'] {
+                state.snapshot.images.push(image(c));
+            }
+        });
+        Ok(Deployed { app_container: app, gateway_container: gateway })
+    }
+
+    fn update_nginx(
+        &self,
+        app_dir: &Path,
+        gateway: &ContainerId,
+        old_config: &str,
+        new_config: &str,
+    ) -> Result<(), EngineError> {
+        let digest = |s: &str| {
+            Sha256::digest(s.as_bytes()).iter().take(6).map(|b| format!("{b:02x}")).collect::<String>()
+        };
+        self.mutate(vec![
+            "update_nginx".into(),
+            app_dir.display().to_string(),
+            gateway.to_string(),
+            digest(old_config),
+            digest(new_config),
+        ])
+    }
+
+    fn stop(&self, containers: &[ContainerId]) -> Result<(), EngineError> {
+        let mut call = vec!["stop".to_owned()];
+        call.extend(containers.iter().map(|c| c.to_string()));
+        self.mutate(call)?;
+        self.edit(|state| {
+            for c in &mut state.snapshot.containers {
+                if containers.contains(&c.id) {
+                    c.state = "exited".into();
+                }
+            }
+        });
+        Ok(())
+    }
+
+    fn remove_image(&self, image: &ImageId) -> Result<(), EngineError> {
+        self.mutate(vec!["remove_image".into(), image.to_string()])?;
+        self.edit(|state| state.snapshot.images.retain(|i| i != image));
+        Ok(())
+    }
+}

@@ -1,0 +1,206 @@
+//! The shipped policy example and schema stay loadable and in agreement
+//! with the parser. Hermetic.
+//!
+//! No JSON Schema crate is in the dependency tree, so a small validator
+//! below covers the keywords the schema uses (all but `pattern`, whose rules
+//! the parser's own unit tests cover).
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+use volce_lab::control::policy::Policy;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The example without its comment lines (comments stand on their own lines).
+fn example() -> String {
+    let text = std::fs::read_to_string(root().join("policy/policy.example.jsonc")).unwrap();
+    text.lines().filter(|l| !l.trim_start().starts_with("//")).collect::<Vec<_>>().join("\n")
+}
+
+fn schema() -> Value {
+    serde_json::from_str(&std::fs::read_to_string(root().join("policy/policy.schema.json")).unwrap()).unwrap()
+}
+
+fn resolve<'a>(schema: &'a Value, root: &'a Value) -> &'a Value {
+    match schema.get("$ref").and_then(Value::as_str) {
+        Some(reference) => {
+            let pointer = reference.strip_prefix('#').expect("local refs only");
+            root.pointer(pointer).unwrap_or_else(|| panic!("dangling {reference}"))
+        }
+        None => schema,
+    }
+}
+
+/// Errors of `value` against `schema` (subset of draft 2020-12).
+fn validate(value: &Value, schema: &Value, root: &Value, at: &str, errors: &mut Vec<String>) {
+    let schema = resolve(schema, root);
+    if schema == &Value::Bool(false) {
+        errors.push(format!("{at}: not allowed"));
+        return;
+    }
+    if let Some(kind) = schema.get("type").and_then(Value::as_str) {
+        let ok = match kind {
+            "object" => value.is_object(),
+            "array" => value.is_array(),
+            "string" => value.is_string(),
+            "integer" => value.is_i64() || value.is_u64(),
+            "number" => value.is_number(),
+            "boolean" => value.is_boolean(),
+            other => panic!("unsupported type {other}"),
+        };
+        if !ok {
+            errors.push(format!("{at}: not {kind}"));
+            return;
+        }
+    }
+    if let (Some(n), Some(min)) = (value.as_f64(), schema.get("minimum").and_then(Value::as_f64))
+        && n < min
+    {
+        errors.push(format!("{at}: below {min}"));
+    }
+    if let (Some(n), Some(max)) = (value.as_f64(), schema.get("maximum").and_then(Value::as_f64))
+        && n > max
+    {
+        errors.push(format!("{at}: above {max}"));
+    }
+    if let (Some(s), Some(max)) = (value.as_str(), schema.get("maxLength").and_then(Value::as_u64))
+        && s.chars().count() as u64 > max
+    {
+        errors.push(format!("{at}: longer than {max}"));
+    }
+    if let Some(object) = value.as_object() {
+        let properties = schema.get("properties").and_then(Value::as_object);
+        for required in schema.get("required").and_then(Value::as_array).into_iter().flatten() {
+            if !object.contains_key(required.as_str().unwrap()) {
+                errors.push(format!("{at}: missing {required}"));
+            }
+        }
+        if let Some(min) = schema.get("minProperties").and_then(Value::as_u64)
+            && (object.len() as u64) < min
+        {
+            errors.push(format!("{at}: fewer than {min} properties"));
+        }
+        for (key, item) in object {
+            if let Some(names) = schema.get("propertyNames") {
+                validate(&json!(key), names, root, &format!("{at}/{key} (name)"), errors);
+            }
+            match properties.and_then(|p| p.get(key)) {
+                Some(sub) => validate(item, sub, root, &format!("{at}/{key}"), errors),
+                None => match schema.get("additionalProperties") {
+                    Some(Value::Bool(false)) => errors.push(format!("{at}: unknown property {key}")),
+                    Some(sub) => validate(item, sub, root, &format!("{at}/{key}"), errors),
+                    None => {}
+                },
+            }
+        }
+    }
+    if let Some(items) = value.as_array() {
+        if let Some(min) = schema.get("minItems").and_then(Value::as_u64)
+            && (items.len() as u64) < min
+        {
+            errors.push(format!("{at}: fewer than {min} items"));
+        }
+        if let Some(max) = schema.get("maxItems").and_then(Value::as_u64)
+            && (items.len() as u64) > max
+        {
+            errors.push(format!("{at}: more than {max} items"));
+        }
+        if schema.get("uniqueItems") == Some(&Value::Bool(true)) {
+            for (i, a) in items.iter().enumerate() {
+                if items[..i].contains(a) {
+                    errors.push(format!("{at}: duplicate {a}"));
+                }
+            }
+        }
+        let prefix = schema.get("prefixItems").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
+        for (i, item) in items.iter().enumerate() {
+            let sub = prefix.get(i).or_else(|| schema.get("items"));
+            if let Some(sub) = sub {
+                validate(item, sub, root, &format!("{at}/{i}"), errors);
+            }
+        }
+    }
+}
+
+fn schema_errors(value: &Value) -> Vec<String> {
+    let schema = schema();
+    let mut errors = Vec::new();
+    validate(value, &schema, &schema, "", &mut errors);
+    errors
+}
+
+#[test]
+fn the_example_policy_loads() {
+    let policy = Policy::from_json(example().as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(policy.port_range, (18000, 18999));
+    assert_eq!(policy.approvers, ["alice"]);
+    assert!(policy.catalog.contains_key("web"));
+}
+
+#[test]
+fn the_example_policy_satisfies_the_schema() {
+    let value: Value = serde_json::from_str(&example()).unwrap();
+    assert_eq!(schema_errors(&value), Vec::<String>::new());
+}
+
+#[test]
+fn the_schema_lists_exactly_the_fields_the_parser_accepts() {
+    let schema = schema();
+    let mut fields: Vec<&str> =
+        schema["properties"].as_object().unwrap().keys().map(String::as_str).collect();
+    fields.sort();
+    assert_eq!(
+        fields,
+        ["approvers", "capacity", "catalog", "limits", "max_apps", "nginx_image", "port_range"]
+    );
+    let base: Value = serde_json::from_str(&example()).unwrap();
+    // Each section's keys: the parser accepts every key the schema lists ...
+    for section in ["capacity", "limits"] {
+        for key in schema["properties"][section]["properties"].as_object().unwrap().keys() {
+            let mut value = base.clone();
+            value[section] = json!({ key.as_str(): base[section][key].clone() });
+            assert!(Policy::from_json(value.to_string().as_bytes()).is_ok(), "{section}.{key}");
+        }
+    }
+    // ... and both refuse an unknown one.
+    for (path, value) in [
+        ("", json!({"approve_all": true})),
+        ("capacity", json!({"min_free_cpu": 1})),
+        ("limits", json!({"privileged": true})),
+    ] {
+        let mut policy = base.clone();
+        if path.is_empty() {
+            policy["approve_all"] = json!(true);
+        } else {
+            policy[path] = value;
+        }
+        assert!(Policy::from_json(policy.to_string().as_bytes()).is_err(), "parser accepts {path} extra");
+        assert!(!schema_errors(&policy).is_empty(), "schema accepts {path} extra");
+    }
+}
+
+#[test]
+fn the_schema_and_the_parser_agree_on_bounds() {
+    let base: Value = serde_json::from_str(&example()).unwrap();
+    let cases = [
+        ("max_apps", json!(0)),
+        ("max_apps", json!(65)),
+        ("max_apps", json!(true)),
+        ("port_range", json!([80, 18999])),
+        ("port_range", json!([18000])),
+        ("approvers", json!(["alice", "alice"])),
+        ("catalog", json!({})),
+        ("limits", json!({"cpus": 0})),
+        ("limits", json!({"pids": 8})),
+        ("limits", json!({"memory_mib": 5})),
+    ];
+    for (key, bad) in cases {
+        let mut value = base.clone();
+        value[key] = bad.clone();
+        assert!(Policy::from_json(value.to_string().as_bytes()).is_err(), "parser accepts {key}={bad}");
+        assert!(!schema_errors(&value).is_empty(), "schema accepts {key}={bad}");
+    }
+}
