@@ -49,8 +49,9 @@ pub trait Probe {
     /// Loads the policy with the helper's own rules: the pinned images it
     /// names, or the reason it is refused.
     fn policy_images(&self, path: &Path) -> Result<Vec<String>, String>;
-    /// Opens the store read-only: integrity, schema version, stuck plans.
-    fn store(&self, state_dir: &Path) -> Result<StoreHealth, String>;
+    /// Opens the store read-only: integrity, schema version, stuck plans;
+    /// `None` when no database exists yet (a fresh installation).
+    fn store(&self, state_dir: &Path) -> Result<Option<StoreHealth>, String>;
 }
 
 /// What the store says about itself.
@@ -317,7 +318,8 @@ fn check_state(paths: &DoctorPaths, probe: &dyn Probe, findings: &mut Vec<Findin
             format!("cannot be opened: {why}"),
             "back up /var/lib/volce-lab, then inspect state.db with sqlite3",
         )),
-        Ok(health) => {
+        Ok(None) => findings.push(ok("database", "not created yet: the first rpc creates it")),
+        Ok(Some(health)) => {
             if health.integrity_ok {
                 findings.push(ok("database", "PRAGMA integrity_check: ok"));
             } else {
@@ -394,11 +396,11 @@ pub fn load_policy_images(path: &Path) -> Result<Vec<String>, String> {
 
 /// Reads the store without changing it: opened read-only, never migrated
 /// (the doctor must not be the thing that upgrades a database).
-pub fn read_store_health(state_dir: &Path) -> Result<StoreHealth, String> {
+pub fn read_store_health(state_dir: &Path) -> Result<Option<StoreHealth>, String> {
     use rusqlite::{Connection, OpenFlags};
     let path = state_dir.join("state.db");
     if !path.exists() {
-        return Err(format!("{} does not exist yet (the first rpc creates it)", path.display()));
+        return Ok(None);
     }
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = Connection::open_with_flags(&path, flags).map_err(|e| e.to_string())?;
@@ -420,12 +422,12 @@ pub fn read_store_health(state_dir: &Path) -> Result<StoreHealth, String> {
             stuck_plans.push(row.map_err(|e| e.to_string())?);
         }
     }
-    Ok(StoreHealth {
+    Ok(Some(StoreHealth {
         integrity_ok: integrity == "ok",
         schema_version,
         expected_schema_version: crate::store::Store::supported_version(),
         stuck_plans,
-    })
+    }))
 }
 
 #[cfg(test)]
@@ -436,7 +438,7 @@ mod tests;
 /// checks reuse the host helper's own loaders, given as functions.
 pub struct SystemProbe {
     pub policy_images: fn(&Path) -> Result<Vec<String>, String>,
-    pub store: fn(&Path) -> Result<StoreHealth, String>,
+    pub store: fn(&Path) -> Result<Option<StoreHealth>, String>,
 }
 
 impl SystemProbe {
@@ -488,7 +490,7 @@ impl Probe for SystemProbe {
         (self.policy_images)(path)
     }
 
-    fn store(&self, state_dir: &Path) -> Result<StoreHealth, String> {
+    fn store(&self, state_dir: &Path) -> Result<Option<StoreHealth>, String> {
         (self.store)(state_dir)
     }
 }

@@ -13,7 +13,7 @@ struct FakeProbe {
     sudoers_valid: bool,
     groups: Option<Vec<String>>,
     policy: Result<Vec<String>, String>,
-    store: Result<StoreHealth, String>,
+    store: Result<Option<StoreHealth>, String>,
     asked_groups_for: RefCell<Vec<String>>,
 }
 
@@ -25,12 +25,12 @@ impl Default for FakeProbe {
             sudoers_valid: true,
             groups: Some(vec!["vl-agent".into()]),
             policy: Ok(vec!["127.0.0.1:15000/web@sha256:".to_owned() + &"a".repeat(64)]),
-            store: Ok(StoreHealth {
+            store: Ok(Some(StoreHealth {
                 integrity_ok: true,
                 schema_version: 1,
                 expected_schema_version: 1,
                 stuck_plans: vec![],
-            }),
+            })),
             asked_groups_for: RefCell::new(vec![]),
         }
     }
@@ -53,7 +53,7 @@ impl Probe for FakeProbe {
     fn policy_images(&self, _path: &Path) -> Result<Vec<String>, String> {
         self.policy.clone()
     }
-    fn store(&self, _state_dir: &Path) -> Result<StoreHealth, String> {
+    fn store(&self, _state_dir: &Path) -> Result<Option<StoreHealth>, String> {
         self.store.clone()
     }
 }
@@ -201,7 +201,7 @@ fn each_broken_probe_variant_fails_its_own_check() {
         (
             "database damaged",
             FakeProbe {
-                store: Ok(StoreHealth { integrity_ok: false, stuck_plans: vec![], ..stuck.clone() }),
+                store: Ok(Some(StoreHealth { integrity_ok: false, stuck_plans: vec![], ..stuck.clone() })),
                 ..Default::default()
             },
             "database",
@@ -209,12 +209,12 @@ fn each_broken_probe_variant_fails_its_own_check() {
         (
             "schema newer",
             FakeProbe {
-                store: Ok(StoreHealth { schema_version: 9, stuck_plans: vec![], ..stuck.clone() }),
+                store: Ok(Some(StoreHealth { schema_version: 9, stuck_plans: vec![], ..stuck.clone() })),
                 ..Default::default()
             },
             "schema",
         ),
-        ("plan stuck", FakeProbe { store: Ok(stuck.clone()), ..Default::default() }, "plan"),
+        ("plan stuck", FakeProbe { store: Ok(Some(stuck.clone())), ..Default::default() }, "plan"),
     ];
     for (name, probe, subject) in variants {
         let findings = diagnose(&install.paths, &probe);
@@ -224,7 +224,7 @@ fn each_broken_probe_variant_fails_its_own_check() {
 
 #[test]
 fn system_probe_reads_the_account_database() {
-    let probe = SystemProbe { policy_images: |_| Ok(vec![]), store: |_| Err("unused".into()) };
+    let probe = SystemProbe { policy_images: |_| Ok(vec![]), store: |_| Ok(None) };
     let groups = probe.groups_of("root").expect("every system has root");
     assert!(groups.contains(&"root".to_owned()), "{groups:?}");
     assert_eq!(probe.groups_of("volce-lab-no-such-user"), None);
@@ -233,10 +233,10 @@ fn system_probe_reads_the_account_database() {
 #[test]
 fn store_health_reads_a_real_database_without_changing_it() {
     let dir = tempfile::tempdir().unwrap();
-    assert!(read_store_health(dir.path()).is_err(), "a missing database is a finding");
+    assert_eq!(read_store_health(dir.path()), Ok(None), "a fresh installation has no database yet");
     drop(crate::store::Store::open(&dir.path().join("state.db")).unwrap());
     let before = std::fs::read(dir.path().join("state.db")).unwrap();
-    let health = read_store_health(dir.path()).unwrap();
+    let health = read_store_health(dir.path()).unwrap().expect("the database exists");
     assert!(health.integrity_ok);
     assert_eq!(health.schema_version, health.expected_schema_version);
     assert!(health.stuck_plans.is_empty());
@@ -266,4 +266,11 @@ fn policy_images_come_from_the_helpers_own_parser() {
     let bad = dir.path().join("policy.json");
     std::fs::write(&bad, br#"{"catalog":{"web":"nginx:latest"}}"#).unwrap();
     assert!(load_policy_images(&bad).is_err());
+}
+
+#[test]
+fn a_fresh_installation_without_a_database_is_healthy() {
+    let install = install();
+    let probe = FakeProbe { store: Ok(None), ..Default::default() };
+    assert_eq!(failures(&diagnose(&install.paths, &probe)), Vec::<String>::new());
 }
