@@ -122,10 +122,11 @@ fn hostile_environment_does_not_change_the_non_root_refusal() {
 }
 
 #[test]
-fn doctor_is_not_yet_available() {
+fn doctor_refuses_to_run_as_non_root_and_reports_nothing() {
     let output = run(unprivileged_binary(), &["host", "doctor"], b"", &[], true);
     assert_eq!(output.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("not yet available"));
+    assert!(output.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("must run as root"));
 }
 
 #[test]
