@@ -94,6 +94,22 @@ fn dispatch(command: Command) -> Exit {
     }
 }
 
+/// What every workstation entry (`inspect`, `mcp-serve`) starts with: the
+/// validated configuration and a one-thread runtime (one client needs no
+/// pool, and it starts faster). On failure the sentence is already printed
+/// and the exit code chosen: 2 for bad configuration.
+pub fn workstation_start() -> Result<(crate::config::Config, tokio::runtime::Runtime), Exit> {
+    let config = crate::config::Config::from_env().map_err(|error| {
+        eprintln!("volce-lab: {error}");
+        Exit::Usage
+    })?;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|error| {
+        eprintln!("volce-lab: cannot start the async runtime: {error}");
+        Exit::Failure
+    })?;
+    Ok((config, runtime))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

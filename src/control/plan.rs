@@ -130,6 +130,16 @@ impl Action {
             Action::RemoveImage => "remove_image",
         }
     }
+    /// The parameters each action takes: exactly these, all required. The
+    /// MCP server checks the names; the helper validates names and values.
+    pub fn parameters(self) -> &'static [&'static str] {
+        match self {
+            Action::Deploy => &["app", "image", "host_port", "container_port", "server_name"],
+            Action::NginxConfig => &["app", "server_name"],
+            Action::Stop => &["app"],
+            Action::RemoveImage => &["image_id"],
+        }
+    }
     /// Destructive actions need an operator's approval on the server.
     pub fn requires_approval(self) -> bool {
         matches!(self, Action::Stop | Action::RemoveImage)

@@ -107,8 +107,9 @@ pub fn derive(
     }
 }
 
-/// Refuses unless the keys are exactly `expected`.
-fn exact_keys(params: &Map<String, Value>, action: Action, expected: &[&str]) -> Result<(), Refusal> {
+/// Refuses unless the keys are exactly the action's parameters.
+fn exact_keys(params: &Map<String, Value>, action: Action) -> Result<(), Refusal> {
+    let expected = action.parameters();
     let mut got: Vec<&str> = params.keys().map(String::as_str).collect();
     got.sort_unstable();
     let mut want = expected.to_vec();
@@ -182,7 +183,7 @@ fn deploy(
     ctx: &Context<'_>,
     probe: &dyn Probe,
 ) -> Result<(Payload, Impact), Refusal> {
-    exact_keys(params, Action::Deploy, &["app", "image", "host_port", "container_port", "server_name"])?;
+    exact_keys(params, Action::Deploy)?;
     let app = app_name(params)?;
     let image_key = string(params, "image")?;
     let Some(app_image) = ctx.policy.catalog.get(image_key) else {
@@ -329,7 +330,7 @@ fn owned_running<'a>(app: &str, ctx: &'a Context<'_>) -> Result<&'a AppRecord, R
 }
 
 fn nginx_config(params: &Map<String, Value>, ctx: &Context<'_>) -> Result<(Payload, Impact), Refusal> {
-    exact_keys(params, Action::NginxConfig, &["app", "server_name"])?;
+    exact_keys(params, Action::NginxConfig)?;
     let app = app_name(params)?;
     let server_name = server_name(params)?;
     let record = owned_running(app, ctx)?;
@@ -364,7 +365,7 @@ fn nginx_config(params: &Map<String, Value>, ctx: &Context<'_>) -> Result<(Paylo
 }
 
 fn stop(params: &Map<String, Value>, ctx: &Context<'_>) -> Result<(Payload, Impact), Refusal> {
-    exact_keys(params, Action::Stop, &["app"])?;
+    exact_keys(params, Action::Stop)?;
     let app = app_name(params)?;
     let record = owned_running(app, ctx)?;
     let any_running =
@@ -395,7 +396,7 @@ fn stop(params: &Map<String, Value>, ctx: &Context<'_>) -> Result<(Payload, Impa
 }
 
 fn remove_image(params: &Map<String, Value>, ctx: &Context<'_>) -> Result<(Payload, Impact), Refusal> {
-    exact_keys(params, Action::RemoveImage, &["image_id"])?;
+    exact_keys(params, Action::RemoveImage)?;
     let raw = string(params, "image_id")?;
     let Some(image_id) = ImageId::parse(raw) else {
         return refuse(Code::InvalidImageId, "image_id must be a full id: sha256: and 64 lowercase hex.");

@@ -4,24 +4,13 @@
 use std::io::Write as _;
 
 use super::{Check, CheckResult, Inspector, Status};
-use crate::config::Config;
 use crate::exit::Exit;
 
 /// Loads the configuration, runs identity, disk and web_status, prints.
 pub fn cli(json: bool) -> Exit {
-    let config = match Config::from_env() {
-        Ok(config) => config,
-        Err(error) => {
-            eprintln!("volce-lab: {error}");
-            return Exit::Usage;
-        }
-    };
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("volce-lab: cannot start the async runtime: {error}");
-            return Exit::Failure;
-        }
+    let (config, runtime) = match crate::cli::workstation_start() {
+        Ok(started) => started,
+        Err(exit) => return exit,
     };
     let inspector = Inspector::new(config);
     let results = runtime.block_on(async {

@@ -21,7 +21,6 @@ pub mod tools;
 use rmcp::ServiceExt as _;
 use rmcp::transport::async_rw::AsyncRwTransport;
 
-use crate::config::Config;
 use crate::exit::Exit;
 use crate::inspect::Inspector;
 
@@ -47,20 +46,9 @@ where
 
 /// `volce-lab mcp-serve`.
 pub fn cli() -> Exit {
-    let config = match Config::from_env() {
-        Ok(config) => config,
-        Err(error) => {
-            eprintln!("volce-lab: {error}");
-            return Exit::Usage;
-        }
-    };
-    // One thread is plenty for one client, and starts faster than a pool.
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("volce-lab: cannot start the async runtime: {error}");
-            return Exit::Failure;
-        }
+    let (config, runtime) = match crate::cli::workstation_start() {
+        Ok(started) => started,
+        Err(exit) => return exit,
     };
     let outcome = runtime.block_on(async {
         let server = VolceLab::new(Inspector::new(config), Options::from_env());

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use serde_json::{Map, Value, json};
 
+pub use crate::control::plan::Action;
 use crate::inspect::Check;
 
 /// The largest arguments object we accept, measured as compact JSON. The
@@ -69,43 +70,6 @@ impl ToolName {
             ToolName::ServiceInventory => "service_inventory",
             ToolName::ServicePlan => "service_plan",
             ToolName::ServiceExecute => "service_execute",
-        }
-    }
-}
-
-/// The closed set of plan actions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
-    Deploy,
-    NginxConfig,
-    Stop,
-    RemoveImage,
-}
-
-impl Action {
-    pub const ALL: [Action; 4] = [Action::Deploy, Action::NginxConfig, Action::Stop, Action::RemoveImage];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Action::Deploy => "deploy",
-            Action::NginxConfig => "nginx_config",
-            Action::Stop => "stop",
-            Action::RemoveImage => "remove_image",
-        }
-    }
-
-    fn parse(text: &str) -> Option<Action> {
-        Action::ALL.into_iter().find(|action| action.as_str() == text)
-    }
-
-    /// The parameters each action takes: exactly these, all required. The
-    /// host helper validates their values against its policy.
-    pub fn parameters(self) -> &'static [&'static str] {
-        match self {
-            Action::Deploy => &["app", "image", "host_port", "container_port", "server_name"],
-            Action::NginxConfig => &["app", "server_name"],
-            Action::Stop => &["app"],
-            Action::RemoveImage => &["image_id"],
         }
     }
 }
@@ -261,7 +225,7 @@ pub fn validate(tool: ToolName, arguments: Option<&Map<String, Value>>) -> Resul
         ToolName::ServicePlan => {
             exact_fields(name, arguments, &["action", "parameters"], "argument")?;
             let text = string_field(name, arguments, "action")?;
-            let action = Action::parse(text).ok_or_else(|| {
+            let action = Action::parse(text).ok().ok_or_else(|| {
                 refuse(
                     "not_allowed",
                     format!(
