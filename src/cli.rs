@@ -50,6 +50,9 @@ pub enum HostCommand {
     },
     /// Approve a pending plan whose digest you checked with `show`.
     Approve { plan_id: String, digest: String },
+    /// Record that you checked the server after a failed plan, so that new
+    /// plans are accepted again.
+    Resolve { plan_id: String },
     /// Check the installation and print one line per finding.
     Doctor,
 }

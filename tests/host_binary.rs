@@ -88,10 +88,14 @@ fn rpc_refuses_to_run_as_non_root() {
 }
 
 #[test]
-fn show_and_approve_refuse_to_run_as_non_root() {
+fn show_approve_and_resolve_refuse_to_run_as_non_root() {
     let id = "a".repeat(32);
     let digest = "b".repeat(64);
-    for args in [vec!["host", "show", id.as_str()], vec!["host", "approve", id.as_str(), digest.as_str()]] {
+    for args in [
+        vec!["host", "show", id.as_str()],
+        vec!["host", "approve", id.as_str(), digest.as_str()],
+        vec!["host", "resolve", id.as_str()],
+    ] {
         let output = run(unprivileged_binary(), &args, b"", &[], true);
         assert_eq!(output.status.code(), Some(1), "{args:?}");
         assert!(output.stdout.is_empty());

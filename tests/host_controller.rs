@@ -610,3 +610,110 @@ fn show_gives_before_and_after_for_deploy_and_nginx_config() {
     h.clock.advance(700);
     assert!(show(&nginx.plan.id).contains("EXPIRED"));
 }
+
+// --- resolve (terminal only) -------------------------------------------------
+
+fn resolve_text(h: &Harness, operator: &str, id: &PlanId) -> Result<String, volce_lab::control::Refusal> {
+    volce_lab::host::resolve(&h.paths, h.engine.clone(), h.clock.clone(), ProcLiveness, operator, id.as_str())
+}
+
+/// A deploy of `demo` whose health check failed: needs_inspection.
+fn failed_deploy(h: &Harness) -> PlanId {
+    let mut c = h.controller();
+    let plan = c.prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap();
+    h.engine.edit(|s| s.fail_next = Some(EngineError::HealthCheckFailed));
+    assert!(matches!(c.execute(&plan.plan.id, AGENT).unwrap(), Executed::NeedsInspection { .. }));
+    plan.plan.id
+}
+
+#[test]
+fn resolve_reopens_the_host_for_new_plans_and_frees_a_failed_deploy() {
+    let h = Harness::new();
+    let id = failed_deploy(&h);
+    assert_eq!(
+        refusal(h.controller().prepare("deploy", &deploy_params("other", 18002), AGENT)),
+        Code::InspectionRequired
+    );
+    assert_eq!(refusal(resolve_text(&h, "mallory", &id)), Code::NotAnApprover);
+    let text = resolve_text(&h, "alice", &id).unwrap();
+    assert!(text.contains("now inspected"), "{text}");
+    assert!(text.contains("record is removed"), "{text}");
+    let stored = h.controller().load(&id, "root").unwrap();
+    assert_eq!(stored.state, PlanState::Inspected);
+    assert_eq!(stored.resolution.as_ref().unwrap().by, "alice");
+    let audit = h.controller().store().read(|tx| tx.audit_of(&id)).unwrap();
+    assert_eq!(audit.last().unwrap().event, "inspected");
+    // The failed app no longer holds its name, port or quota slot.
+    let inventory = h.controller().inventory(AGENT).unwrap();
+    assert_eq!(inventory["apps"], json!([]));
+    assert_eq!(inventory["unsettled_plan"], Value::Null);
+    h.controller().prepare("deploy", &deploy_params("other", 18001), AGENT).unwrap();
+    assert_eq!(refusal(resolve_text(&h, "alice", &id)), Code::NotAwaitingInspection, "resolve twice");
+    let show = volce_lab::host::show(
+        &h.paths,
+        h.engine.clone(),
+        h.clock.clone(),
+        ProcLiveness,
+        "root",
+        id.as_str(),
+        false,
+    )
+    .unwrap();
+    assert!(show.contains("State    inspected"), "{show}");
+    assert!(show.contains("Resolved inspected by alice"), "{show}");
+    assert!(show.contains("Outcome  engine_failed"), "{show}");
+}
+
+#[test]
+fn the_requester_may_resolve_but_a_pending_or_unknown_plan_is_not_resolvable() {
+    let h = Harness::new();
+    let pending = h.controller().prepare("deploy", &deploy_params("demo", 18001), "alice").unwrap();
+    assert_eq!(refusal(resolve_text(&h, "alice", &pending.plan.id)), Code::NotAwaitingInspection);
+    let unknown = PlanId::parse(&"f".repeat(32)).unwrap();
+    assert_eq!(refusal(resolve_text(&h, "alice", &unknown)), Code::PlanNotFound);
+    let mut c = h.controller();
+    h.engine.edit(|s| s.fail_next = Some(EngineError::HealthCheckFailed));
+    c.execute(&pending.plan.id, "alice").unwrap();
+    // Resolving authorizes no change, so the requester may attest too.
+    resolve_text(&h, "alice", &pending.plan.id).unwrap();
+}
+
+#[test]
+fn resolve_keeps_the_record_of_an_app_whose_containers_still_exist() {
+    let h = Harness::new();
+    let id = failed_deploy(&h);
+    // The failed deploy's clean-up left a container behind.
+    h.engine.edit(|s| {
+        s.snapshot.containers.push(volce_lab::docker::Container {
+            id: container_id('e'),
+            name: "vl-demo-app".into(),
+            image_id: image('a'),
+            state: "exited".into(),
+            labels: Default::default(),
+            ports: vec![],
+        })
+    });
+    let text = resolve_text(&h, "bob", &id).unwrap();
+    assert!(text.contains("is kept (needs_inspection)") && text.contains("vl-demo-app"), "{text}");
+    let inventory = h.controller().inventory(AGENT).unwrap();
+    assert_eq!(inventory["apps"][0]["state"], "needs_inspection");
+    assert_eq!(refusal(h.controller().prepare("stop", &json!({"app": "demo"}), AGENT)), Code::AppNotRunning);
+    assert_eq!(
+        refusal(h.controller().prepare("deploy", &deploy_params("demo", 18002), AGENT)),
+        Code::AppExists
+    );
+}
+
+#[test]
+fn resolve_is_refused_through_rpc_as_an_unknown_operation() {
+    let h = Harness::new();
+    let id = failed_deploy(&h);
+    for request in [
+        json!({"operation": "resolve", "plan_id": id}),
+        json!({"operation": "execute", "plan_id": id, "resolve": true}),
+    ] {
+        let reply = rpc(&h, AGENT, &request.to_string());
+        assert_eq!(reply["code"], "invalid_request", "{request} -> {reply}");
+    }
+    assert_eq!(h.controller().load(&id, "root").unwrap().state, PlanState::NeedsInspection);
+}

@@ -44,6 +44,8 @@ pub enum Code {
     InvalidImageId,
     ImageNotFound,
     ImageInUse,
+    /// remove_image of an image no app volce-lab deployed has used.
+    ImageNotManaged,
     // Plan life cycle.
     InspectionRequired,
     InvalidPlanId,
@@ -63,6 +65,10 @@ pub enum Code {
     AlreadyApproved,
     NotAnApprover,
     SelfApproval,
+    // Resolve (terminal only).
+    NotAwaitingInspection,
+    // Execution that failed but changed nothing.
+    NginxRejected,
     // The host itself.
     NotRoot,
     UnsafePath,
@@ -96,6 +102,7 @@ impl Code {
             Code::InvalidImageId => "invalid_image_id",
             Code::ImageNotFound => "image_not_found",
             Code::ImageInUse => "image_in_use",
+            Code::ImageNotManaged => "image_not_managed",
             Code::InspectionRequired => "inspection_required",
             Code::InvalidPlanId => "invalid_plan_id",
             Code::PlanNotFound => "plan_not_found",
@@ -113,6 +120,8 @@ impl Code {
             Code::AlreadyApproved => "already_approved",
             Code::NotAnApprover => "not_an_approver",
             Code::SelfApproval => "self_approval",
+            Code::NotAwaitingInspection => "not_awaiting_inspection",
+            Code::NginxRejected => "nginx_rejected",
             Code::NotRoot => "not_root",
             Code::UnsafePath => "unsafe_path",
             Code::PolicyInvalid => "policy_invalid",

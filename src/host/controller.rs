@@ -65,6 +65,24 @@ fn engine_unavailable(_: EngineError) -> Refusal {
     Refusal::new(Code::EngineUnavailable, "The container engine could not be queried; nothing was changed.")
 }
 
+/// What `resolve` did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resolved {
+    pub stored: StoredPlan,
+    /// For a deploy plan: what became of its app record.
+    pub app: Option<AppAfterResolve>,
+}
+
+/// The app record of a resolved deploy plan.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AppAfterResolve {
+    /// No container of it exists: the record is gone, its name, port and
+    /// quota slot are free (its directory stays as evidence).
+    Forgotten(String),
+    /// Kept unchanged; `containers` names what of it still exists.
+    Kept { app: String, state: AppState, containers: Vec<String> },
+}
+
 /// Facts for validation, from the engine and the app directory.
 struct EngineProbe<'a, E: Engine> {
     engine: &'a E,
@@ -232,6 +250,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 claimed_at: None,
                 finished_at: None,
                 outcome: None,
+                resolution: None,
             })
         })
     }
@@ -284,6 +303,98 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             }
             tx.approve(id, plan.action, digest, &audit(now, Event::Approved, AuditOutcome::Ok, approver))?;
             Ok(tx.load_plan(id)?.expect("just approved"))
+        })
+    }
+
+    /// Marks a plan that needs inspection as `inspected`: the operator
+    /// attests they looked at the server. Only the terminal `resolve`
+    /// command calls this; the rpc pipeline has no path here.
+    ///
+    /// Any approver may resolve, the plan's requester included: resolving
+    /// authorizes no change on the server (it only lifts the host-wide gate
+    /// on new plans, each of which is validated and, where required,
+    /// approved by someone else as usual), and the person who must look at
+    /// the server is whoever is on call.
+    ///
+    /// The app record of a failed deploy is dropped (freeing its name, port
+    /// and quota slot) when it is still `needs_inspection` from this plan and
+    /// a fresh engine snapshot shows no container of that app: nothing of it
+    /// is left to manage. Every other app record is kept as it is: if it is
+    /// `needs_inspection`, volce-lab will neither reconfigure nor stop it
+    /// (both need `running`), because nobody has verified what runs; its
+    /// containers hold the name and the port anyway.
+    pub fn resolve(&mut self, id: &PlanId, operator: &str) -> Result<Resolved, Refusal> {
+        self.settle_abandoned(operator)?;
+        if !self.policy.is_approver(operator) {
+            return refuse(
+                Code::NotAnApprover,
+                format!("{operator} is not listed in the policy's approvers."),
+            );
+        }
+        // A read-only engine call, made before the write transaction (never
+        // hold one across a docker call). Nothing of ours can create the
+        // app's containers meanwhile: no plan executes while this one
+        // needs inspection.
+        let stored = self
+            .store
+            .read(|tx| tx.load_plan(id).map_err(Refusal::from))?
+            .ok_or_else(|| Refusal::new(Code::PlanNotFound, "No plan has this id."))?;
+        let leftovers = match &stored.plan.payload {
+            Payload::Deploy { spec, .. } if stored.state == PlanState::NeedsInspection => {
+                let snapshot = self.engine.snapshot().map_err(engine_unavailable)?;
+                let (app_name, gateway_name) = validate::container_names(&spec.app);
+                let check_name = format!("vl-{}-check", spec.app);
+                let names: Vec<String> = snapshot
+                    .containers
+                    .iter()
+                    .filter(|c| {
+                        c.app() == Some(spec.app.as_str())
+                            || c.name == app_name
+                            || c.name == gateway_name
+                            || c.name == check_name
+                    })
+                    .map(|c| c.name.clone())
+                    .collect();
+                Some((spec.app.clone(), names))
+            }
+            _ => None,
+        };
+        let now = self.clock.now();
+        self.store.write(|tx| {
+            let Some(stored) = tx.load_plan(id)? else {
+                return refuse(Code::PlanNotFound, "No plan has this id.");
+            };
+            if stored.state != PlanState::NeedsInspection {
+                return refuse(
+                    Code::NotAwaitingInspection,
+                    format!(
+                        "The plan is {}, not needs_inspection; there is nothing to resolve.",
+                        stored.state.as_str()
+                    ),
+                );
+            }
+            tx.resolve(id, stored.plan.action, &audit(now, Event::Inspected, AuditOutcome::Ok, operator))?;
+            let mut app = None;
+            if let Some((name, remaining)) = &leftovers {
+                let record = tx.apps()?.get(name).cloned();
+                app = match record {
+                    Some(r)
+                        if r.state == AppState::NeedsInspection
+                            && r.plan_id == *id
+                            && remaining.is_empty() =>
+                    {
+                        tx.delete_app(name)?;
+                        Some(AppAfterResolve::Forgotten(name.clone()))
+                    }
+                    Some(r) => Some(AppAfterResolve::Kept {
+                        app: name.clone(),
+                        state: r.state,
+                        containers: remaining.clone(),
+                    }),
+                    None => None,
+                };
+            }
+            Ok(Resolved { stored: tx.load_plan(id)?.expect("just resolved"), app })
         })
     }
 
@@ -445,13 +556,15 @@ fn state_allows_use(stored: &StoredPlan) -> Result<(), Refusal> {
             Code::PlanExecuting,
             "The plan is being executed by another helper right now; inspect it, do not repeat it.",
         ),
-        PlanState::Completed | PlanState::NeedsInspection => refuse(
-            Code::PlanConsumed,
-            format!(
-                "The plan was already used (it is {}); inspect the result, do not repeat it.",
-                stored.state.as_str()
-            ),
-        ),
+        PlanState::Completed | PlanState::NeedsInspection | PlanState::Inspected | PlanState::Failed => {
+            refuse(
+                Code::PlanConsumed,
+                format!(
+                    "The plan was already used (it is {}); inspect the result, do not repeat it.",
+                    stored.state.as_str()
+                ),
+            )
+        }
         PlanState::Invalidated => refuse(
             Code::PlanInvalidated,
             "The plan is void because the policy or the server changed; prepare a new one.",

@@ -1,6 +1,7 @@
 //! The root helper on the server: `volce-lab-host rpc` (the only command the
 //! agent's account may run, through an exact sudoers rule), and the
-//! operator's `show PLAN_ID` and `approve PLAN_ID DIGEST`. Runs as root.
+//! operator's `show PLAN_ID`, `approve PLAN_ID DIGEST` and `resolve PLAN_ID`.
+//! Runs as root.
 //!
 //! Each command is one straight pipeline, readable top to bottom:
 //! self-check -> read bounded request -> load policy -> open store ->
@@ -8,7 +9,9 @@
 //! `controller::Controller::execute`).
 //!
 //! Invariants enforced here:
-//! - rpc/show/approve refuse unless the effective uid is 0;
+//! - rpc/show/approve/resolve refuse unless the effective uid is 0;
+//! - approve and resolve are terminal commands only: the rpc request enum
+//!   has no variant that reaches them;
 //! - at start: umask 077 and cwd `/`. The process environment is not
 //!   trusted and not used: `SUDO_USER` is read exactly once (who asked),
 //!   and every child process gets [`child_env`] explicitly (`crate::exec`
@@ -34,7 +37,7 @@ use crate::control::{Clock, Code, Refusal, SystemClock};
 use crate::docker::Engine;
 use crate::exit::Exit;
 
-pub use controller::{Controller, Executed, Liveness};
+pub use controller::{AppAfterResolve, Controller, Executed, Liveness, Resolved};
 pub use liveness::ProcLiveness;
 pub use paths::HostPaths;
 use rpc::{Reply, Request};
@@ -167,6 +170,43 @@ pub fn approve<E: Engine, C: Clock, L: Liveness>(
     ))
 }
 
+/// `resolve`: records that the caller inspected the server after a plan
+/// that needed inspection, which lets new plans be made again.
+pub fn resolve<E: Engine, C: Clock, L: Liveness>(
+    paths: &HostPaths,
+    engine: E,
+    clock: C,
+    liveness: L,
+    operator: &str,
+    plan_id: &str,
+) -> Result<String, Refusal> {
+    let id = PlanId::parse(plan_id)?;
+    let mut controller = open(paths, engine, clock, liveness)?;
+    let Resolved { stored, app } = controller.resolve(&id, operator)?;
+    let mut text = format!(
+        "Plan {} ({}) is now inspected, as attested by {operator}; new plans are accepted again.\n",
+        stored.plan.id,
+        stored.plan.action.as_str()
+    );
+    let esc = crate::control::escape::for_terminal;
+    match app {
+        Some(AppAfterResolve::Forgotten(name)) => text.push_str(&format!(
+            "No container of app {} exists: its record is removed, its name, port and quota slot are free. \
+             Its directory under the state directory is kept as evidence; remove it before deploying that name again.\n",
+            esc(&name)
+        )),
+        Some(AppAfterResolve::Kept { app, state, containers }) => text.push_str(&format!(
+            "The record of app {} is kept ({}); containers of it still exist: {}. \
+             volce-lab will not change an app that is not running.\n",
+            esc(&app),
+            state.as_str(),
+            if containers.is_empty() { "none".to_owned() } else { esc(&containers.join(", ")) }
+        )),
+        None => {}
+    }
+    Ok(text)
+}
+
 /// The engine the shipped binary uses: the docker CLI with fixed argv.
 /// There is deliberately no way to select any other engine here.
 pub fn real_engine(paths: &HostPaths) -> impl Engine + use<> {
@@ -221,6 +261,9 @@ pub fn run(command: crate::cli::HostCommand) -> Exit {
         })),
         HostCommand::Approve { plan_id, digest } => terminal(caller.and_then(|caller| {
             approve(&paths, real_engine(&paths), SystemClock, ProcLiveness, &caller, &plan_id, &digest)
+        })),
+        HostCommand::Resolve { plan_id } => terminal(caller.and_then(|caller| {
+            resolve(&paths, real_engine(&paths), SystemClock, ProcLiveness, &caller, &plan_id)
         })),
         HostCommand::Doctor => unreachable!("handled above"),
     }

@@ -32,6 +32,12 @@ pub fn render(stored: &StoredPlan, now: i64) -> String {
         (Some(a), true) => format!("approved by {} at {}", esc(&a.by), time(a.at)),
     };
     let _ = writeln!(out, "State    {}; {approval}", stored.state.as_str());
+    if let Some(outcome) = stored.outcome {
+        let _ = writeln!(out, "Outcome  {}", outcome.as_str());
+    }
+    if let Some(resolution) = &stored.resolution {
+        let _ = writeln!(out, "Resolved inspected by {} at {}", esc(&resolution.by), time(resolution.at));
+    }
     let _ = writeln!(out, "Asked by {} at {}", esc(&plan.requester), time(plan.created_at));
     let left = plan.expires_at - now;
     let left =

@@ -7,7 +7,8 @@
 //!   SQLite ignores what it does not understand without a word;
 //! - the schema is an append-only list of migrations counted in
 //!   `PRAGMA user_version`; a database newer than this code is refused;
-//! - states are guarded by CHECK constraints, so no bug can store a fifth state;
+//! - states are guarded by CHECK constraints, so no bug can store a state
+//!   that is not in the list;
 //! - every write runs in a `BEGIN IMMEDIATE` transaction ([`Store::write`]),
 //!   so two helpers never both decide on stale reads;
 //! - every transition is one `UPDATE ... WHERE id=? AND state=?` that must
@@ -86,6 +87,76 @@ const MIGRATIONS: &[&str] = &[
         actor TEXT NOT NULL
     );
     CREATE INDEX audit_plan ON audit (plan_id);",
+    // 2: two terminal states. `inspected`: an operator resolved a plan that
+    // needed inspection (who and when in resolved_by/resolved_at). `failed`:
+    // the engine failed but provably left the server as it was (outcome
+    // `rolled_back` or `not_started`), so nothing blocks the host. SQLite
+    // cannot alter a CHECK constraint, so plans and audit are rebuilt
+    // (create new, copy, drop, rename, recreate indexes); `migrate` runs this
+    // with foreign keys off and checks them before committing, as SQLite's
+    // documented procedure for schema changes says.
+    "CREATE TABLE plans_v2 (
+        seq INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE CHECK (length(id) = 32),
+        action TEXT NOT NULL CHECK (action IN ('deploy', 'nginx_config', 'stop', 'remove_image')),
+        body TEXT NOT NULL,
+        digest TEXT NOT NULL CHECK (length(digest) = 64),
+        requires_approval INTEGER NOT NULL CHECK (requires_approval IN (0, 1)),
+        requester TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL,
+        state TEXT NOT NULL DEFAULT 'pending'
+            CHECK (state IN ('pending', 'executing', 'completed', 'needs_inspection', 'invalidated',
+                             'inspected', 'failed')),
+        approved_by TEXT,
+        approved_at INTEGER,
+        approved_digest TEXT,
+        claim_pid INTEGER,
+        claim_start INTEGER,
+        claim_boot TEXT,
+        claimed_at INTEGER,
+        finished_at INTEGER,
+        outcome TEXT CHECK (outcome IS NULL OR outcome IN
+            ('completed', 'engine_failed', 'claimer_died', 'record_failed', 'policy_changed', 'snapshot_changed',
+             'rolled_back', 'not_started')),
+        resolved_by TEXT,
+        resolved_at INTEGER,
+        CHECK ((approved_by IS NULL) = (approved_at IS NULL) AND (approved_by IS NULL) = (approved_digest IS NULL)),
+        CHECK (approved_by IS NULL OR requires_approval = 1),
+        CHECK (state = 'pending' OR state = 'invalidated' OR claimed_at IS NOT NULL),
+        CHECK ((state IN ('pending', 'executing')) = (finished_at IS NULL)),
+        CHECK ((resolved_by IS NULL) = (resolved_at IS NULL)),
+        CHECK ((state = 'inspected') = (resolved_by IS NOT NULL)),
+        CHECK (state <> 'failed' OR outcome IN ('rolled_back', 'not_started'))
+    );
+    INSERT INTO plans_v2 (seq, id, action, body, digest, requires_approval, requester, created_at, expires_at,
+        state, approved_by, approved_at, approved_digest, claim_pid, claim_start, claim_boot, claimed_at,
+        finished_at, outcome)
+    SELECT seq, id, action, body, digest, requires_approval, requester, created_at, expires_at,
+        state, approved_by, approved_at, approved_digest, claim_pid, claim_start, claim_boot, claimed_at,
+        finished_at, outcome FROM plans;
+    DROP TABLE plans;
+    ALTER TABLE plans_v2 RENAME TO plans;
+    -- Exactly as in step 1: the new-plan gate reads only this partial index.
+    CREATE INDEX plans_unsettled ON plans (state) WHERE state IN ('executing', 'needs_inspection');
+    CREATE TABLE audit_v2 (
+        seq INTEGER PRIMARY KEY,
+        at INTEGER NOT NULL,
+        event TEXT NOT NULL CHECK (event IN
+            ('prepared', 'approved', 'claimed', 'completed', 'needs_inspection', 'claim_abandoned', 'invalidated',
+             'inspected', 'failed')),
+        plan_id TEXT NOT NULL REFERENCES plans (id),
+        action TEXT NOT NULL CHECK (action IN ('deploy', 'nginx_config', 'stop', 'remove_image')),
+        outcome TEXT NOT NULL CHECK (outcome IN ('ok', 'failed', 'uncertain', 'refused')),
+        exit_code INTEGER,
+        duration_ms INTEGER,
+        actor TEXT NOT NULL
+    );
+    INSERT INTO audit_v2 (seq, at, event, plan_id, action, outcome, exit_code, duration_ms, actor)
+    SELECT seq, at, event, plan_id, action, outcome, exit_code, duration_ms, actor FROM audit;
+    DROP TABLE audit;
+    ALTER TABLE audit_v2 RENAME TO audit;
+    CREATE INDEX audit_plan ON audit (plan_id);",
 ];
 
 /// Why the store could not do what was asked.
@@ -145,6 +216,12 @@ pub enum PlanState {
     /// Refused at execute because the policy or the server changed: its
     /// approval is void for good.
     Invalidated,
+    /// Was `needs_inspection`; an operator attested with `resolve` that they
+    /// inspected the server. Terminal.
+    Inspected,
+    /// The engine failed but provably changed nothing (refused before its
+    /// first mutation, or rolled back and verified). Terminal; blocks nothing.
+    Failed,
 }
 
 impl PlanState {
@@ -155,6 +232,8 @@ impl PlanState {
             PlanState::Completed => "completed",
             PlanState::NeedsInspection => "needs_inspection",
             PlanState::Invalidated => "invalidated",
+            PlanState::Inspected => "inspected",
+            PlanState::Failed => "failed",
         }
     }
     fn parse(value: &str) -> Result<PlanState, StoreError> {
@@ -164,6 +243,8 @@ impl PlanState {
             "completed" => PlanState::Completed,
             "needs_inspection" => PlanState::NeedsInspection,
             "invalidated" => PlanState::Invalidated,
+            "inspected" => PlanState::Inspected,
+            "failed" => PlanState::Failed,
             _ => return Err(StoreError::Corrupt),
         })
     }
@@ -182,6 +263,10 @@ pub enum PlanOutcome {
     RecordFailed,
     PolicyChanged,
     SnapshotChanged,
+    /// The change failed, and what it had changed was restored and verified.
+    RolledBack,
+    /// The engine refused before its first mutation: nothing was touched.
+    NotStarted,
 }
 
 impl PlanOutcome {
@@ -193,6 +278,8 @@ impl PlanOutcome {
             PlanOutcome::RecordFailed => "record_failed",
             PlanOutcome::PolicyChanged => "policy_changed",
             PlanOutcome::SnapshotChanged => "snapshot_changed",
+            PlanOutcome::RolledBack => "rolled_back",
+            PlanOutcome::NotStarted => "not_started",
         }
     }
     fn parse(value: &str) -> Result<PlanOutcome, StoreError> {
@@ -203,6 +290,8 @@ impl PlanOutcome {
             "record_failed" => PlanOutcome::RecordFailed,
             "policy_changed" => PlanOutcome::PolicyChanged,
             "snapshot_changed" => PlanOutcome::SnapshotChanged,
+            "rolled_back" => PlanOutcome::RolledBack,
+            "not_started" => PlanOutcome::NotStarted,
             _ => return Err(StoreError::Corrupt),
         })
     }
@@ -226,6 +315,13 @@ pub struct Approval {
     pub digest: Digest,
 }
 
+/// An operator's `resolve` of a plan that needed inspection, as recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Resolution {
+    pub by: String,
+    pub at: i64,
+}
+
 /// A plan and its life cycle, as read from the store.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredPlan {
@@ -236,6 +332,8 @@ pub struct StoredPlan {
     pub claimed_at: Option<i64>,
     pub finished_at: Option<i64>,
     pub outcome: Option<PlanOutcome>,
+    /// Present only in state `inspected`.
+    pub resolution: Option<Resolution>,
 }
 
 impl StoredPlan {
@@ -249,6 +347,7 @@ impl StoredPlan {
         object.insert("claimed_at".into(), serde_json::json!(self.claimed_at));
         object.insert("finished_at".into(), serde_json::json!(self.finished_at));
         object.insert("outcome".into(), serde_json::json!(self.outcome));
+        object.insert("resolution".into(), serde_json::json!(self.resolution));
         value
     }
 }
@@ -263,6 +362,8 @@ pub enum Event {
     NeedsInspection,
     ClaimAbandoned,
     Invalidated,
+    Inspected,
+    Failed,
 }
 
 impl Event {
@@ -275,6 +376,8 @@ impl Event {
             Event::NeedsInspection => "needs_inspection",
             Event::ClaimAbandoned => "claim_abandoned",
             Event::Invalidated => "invalidated",
+            Event::Inspected => "inspected",
+            Event::Failed => "failed",
         }
     }
 }
@@ -381,6 +484,21 @@ impl Store {
         if current == supported {
             return Ok(());
         }
+        // Rebuilding a table that others reference (step 2) needs foreign
+        // keys off: the pragma is a no-op inside a transaction, so it is
+        // switched around it, every reference is checked before the commit,
+        // and it is switched on again and read back whatever happened.
+        self.conn.pragma_update(None, "foreign_keys", "OFF")?;
+        let result = self.migrate_steps(supported);
+        self.conn.pragma_update(None, "foreign_keys", "ON")?;
+        let foreign_keys: i64 = self.conn.pragma_query_value(None, "foreign_keys", |r| r.get(0))?;
+        if foreign_keys != 1 {
+            return Err(StoreError::PragmaNotApplied("foreign_keys"));
+        }
+        result
+    }
+
+    fn migrate_steps(&mut self, supported: i64) -> Result<(), StoreError> {
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let found: i64 = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
         if found > supported {
@@ -389,6 +507,11 @@ impl Store {
         for (index, step) in MIGRATIONS.iter().enumerate().skip(found as usize) {
             tx.execute_batch(step)?;
             tx.pragma_update(None, "user_version", index as i64 + 1)?;
+        }
+        let dangling: Option<String> =
+            tx.query_row("PRAGMA foreign_key_check", [], |r| r.get(0)).optional()?;
+        if dangling.is_some() {
+            return Err(StoreError::Corrupt);
         }
         tx.commit()?;
         Ok(())
@@ -444,7 +567,7 @@ pub const SQL_EXECUTING: &str = "SELECT id, action, claim_pid, claim_start, clai
                                  WHERE state IN ('executing', 'needs_inspection') AND state = 'executing'";
 
 const PLAN_COLUMNS: &str = "body, state, approved_by, approved_at, approved_digest, claim_pid, claim_start, \
-                            claim_boot, claimed_at, finished_at, outcome";
+                            claim_boot, claimed_at, finished_at, outcome, resolved_by, resolved_at";
 
 impl Tx<'_> {
     /// Whether any plan is executing or needs inspection (the new-plan gate).
@@ -517,11 +640,26 @@ impl Tx<'_> {
                     r.get::<_, Option<i64>>(8)?,
                     r.get::<_, Option<i64>>(9)?,
                     r.get::<_, Option<String>>(10)?,
+                    r.get::<_, Option<String>>(11)?,
+                    r.get::<_, Option<i64>>(12)?,
                 ))
             })
             .optional()?;
-        let Some((body, state, by, at, approved_digest, pid, start, boot, claimed_at, finished_at, outcome)) =
-            row
+        let Some((
+            body,
+            state,
+            by,
+            at,
+            approved_digest,
+            pid,
+            start,
+            boot,
+            claimed_at,
+            finished_at,
+            outcome,
+            resolved_by,
+            resolved_at,
+        )) = row
         else {
             return Ok(None);
         };
@@ -547,6 +685,10 @@ impl Tx<'_> {
             claimed_at,
             finished_at,
             outcome: outcome.as_deref().map(PlanOutcome::parse).transpose()?,
+            resolution: match (resolved_by, resolved_at) {
+                (Some(by), Some(at)) => Some(Resolution { by, at }),
+                _ => None,
+            },
         }))
     }
 
@@ -588,7 +730,8 @@ impl Tx<'_> {
         self.audit(id, action, audit)
     }
 
-    /// executing -> completed or needs_inspection, only by the same claimer.
+    /// executing -> completed, failed (outcome rolled_back or not_started:
+    /// nothing changed) or needs_inspection, only by the same claimer.
     pub fn finish(
         &self,
         id: &PlanId,
@@ -597,7 +740,11 @@ impl Tx<'_> {
         outcome: PlanOutcome,
         audit: &AuditRow,
     ) -> Result<(), StoreError> {
-        let state = if outcome == PlanOutcome::Completed { "completed" } else { "needs_inspection" };
+        let state = match outcome {
+            PlanOutcome::Completed => "completed",
+            PlanOutcome::RolledBack | PlanOutcome::NotStarted => "failed",
+            _ => "needs_inspection",
+        };
         let changed = self
             .tx
             .prepare_cached(
@@ -645,6 +792,28 @@ impl Tx<'_> {
             .execute(params![id.as_str(), why.as_str(), audit.at])?;
         self.exactly_one(changed, id)?;
         self.audit(id, action, audit)
+    }
+
+    /// needs_inspection -> inspected: an operator attests they looked at the
+    /// server. Records who and when; the outcome column keeps why the plan
+    /// needed inspection.
+    pub fn resolve(&self, id: &PlanId, action: Action, audit: &AuditRow) -> Result<(), StoreError> {
+        let changed = self
+            .tx
+            .prepare_cached(
+                "UPDATE plans SET state = 'inspected', resolved_by = ?2, resolved_at = ?3
+                 WHERE id = ?1 AND state = 'needs_inspection'",
+            )?
+            .execute(params![id.as_str(), audit.actor, audit.at])?;
+        self.exactly_one(changed, id)?;
+        self.audit(id, action, audit)
+    }
+
+    /// Forgets an app record (inside a resolving transaction), freeing its
+    /// name, port and quota slot. Only the named row; nothing else.
+    pub fn delete_app(&self, name: &str) -> Result<(), StoreError> {
+        let changed = self.tx.prepare_cached("DELETE FROM apps WHERE name = ?1")?.execute([name])?;
+        if changed == 1 { Ok(()) } else { Err(StoreError::Conflict(name.to_owned())) }
     }
 
     fn exactly_one(&self, changed: usize, id: &PlanId) -> Result<(), StoreError> {

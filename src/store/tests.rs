@@ -238,3 +238,172 @@ fn per_request_queries_use_indexes_not_table_scans() {
         assert!(text.contains("USING"), "{sql}: {text}");
     }
 }
+
+fn needs_inspection(store: &mut Store, n: u32) -> Plan {
+    let p = plan(n, 1000);
+    store
+        .write(|tx| {
+            tx.insert_plan(&p, &row(Event::Prepared, "agent"))?;
+            tx.claim(&p.id, p.action, &claim(), &row(Event::Claimed, "agent"))?;
+            tx.finish(
+                &p.id,
+                p.action,
+                &claim(),
+                PlanOutcome::EngineFailed,
+                &row(Event::NeedsInspection, "agent"),
+            )
+        })
+        .unwrap();
+    p
+}
+
+#[test]
+fn resolve_moves_needs_inspection_to_inspected_with_who_and_when() {
+    let (_dir, mut store) = fresh();
+    let p = needs_inspection(&mut store, 1);
+    let mut by = row(Event::Inspected, "alice");
+    by.at = 2000;
+    store.write(|tx| tx.resolve(&p.id, p.action, &by)).unwrap();
+    let stored = store.read(|tx| tx.load_plan(&p.id)).unwrap().unwrap();
+    assert_eq!(stored.state, PlanState::Inspected);
+    assert_eq!(stored.resolution, Some(Resolution { by: "alice".into(), at: 2000 }));
+    assert_eq!(stored.outcome, Some(PlanOutcome::EngineFailed), "why it needed inspection is kept");
+    assert_eq!(store.read(|tx| tx.unsettled_plan()).unwrap(), None, "the gate is open again");
+    let audit = store.read(|tx| tx.audit_of(&p.id)).unwrap();
+    assert_eq!(audit.last().map(|a| (a.event.as_str(), a.actor.as_str())), Some(("inspected", "alice")));
+}
+
+#[test]
+fn resolve_of_a_pending_plan_twice_or_of_an_unknown_id_is_refused() {
+    let (_dir, mut store) = fresh();
+    let pending = plan(1, 1000);
+    store.write(|tx| tx.insert_plan(&pending, &row(Event::Prepared, "agent"))).unwrap();
+    let result = store.write(|tx| tx.resolve(&pending.id, pending.action, &row(Event::Inspected, "alice")));
+    assert!(matches!(result, Err(StoreError::Conflict(_))), "pending is not resolvable");
+    let p = needs_inspection(&mut store, 2);
+    store.write(|tx| tx.resolve(&p.id, p.action, &row(Event::Inspected, "alice"))).unwrap();
+    let again = store.write(|tx| tx.resolve(&p.id, p.action, &row(Event::Inspected, "bob")));
+    assert!(matches!(again, Err(StoreError::Conflict(_))), "twice is refused");
+    let unknown = plan(3, 1000);
+    let result = store.write(|tx| tx.resolve(&unknown.id, unknown.action, &row(Event::Inspected, "alice")));
+    assert!(matches!(result, Err(StoreError::Conflict(_))));
+    assert!(store.read(|tx| tx.audit_of(&unknown.id)).unwrap().is_empty());
+    assert_eq!(store.read(|tx| tx.audit_of(&pending.id)).unwrap().len(), 1, "refusals leave no audit row");
+    let stored = store.read(|tx| tx.load_plan(&p.id)).unwrap().unwrap();
+    assert_eq!(stored.resolution.unwrap().by, "alice", "the first resolution stands");
+    // The CHECK constraints hold the invariant even against raw SQL.
+    let error =
+        store.connection().execute("UPDATE plans SET state = 'inspected' WHERE seq = 1", []).unwrap_err();
+    assert!(error.to_string().contains("CHECK"), "inspected needs who and when: {error}");
+}
+
+#[test]
+fn a_rolled_back_or_not_started_failure_is_terminal_and_blocks_nothing() {
+    let (_dir, mut store) = fresh();
+    for (n, outcome) in [(1, PlanOutcome::RolledBack), (2, PlanOutcome::NotStarted)] {
+        let p = plan(n, 1000);
+        store
+            .write(|tx| {
+                tx.insert_plan(&p, &row(Event::Prepared, "agent"))?;
+                tx.claim(&p.id, p.action, &claim(), &row(Event::Claimed, "agent"))?;
+                tx.finish(&p.id, p.action, &claim(), outcome, &row(Event::Failed, "agent"))
+            })
+            .unwrap();
+        let stored = store.read(|tx| tx.load_plan(&p.id)).unwrap().unwrap();
+        assert_eq!((stored.state, stored.outcome), (PlanState::Failed, Some(outcome)));
+        let resolve = store.write(|tx| tx.resolve(&p.id, p.action, &row(Event::Inspected, "alice")));
+        assert!(matches!(resolve, Err(StoreError::Conflict(_))));
+    }
+    assert_eq!(store.read(|tx| tx.unsettled_plan()).unwrap(), None);
+}
+
+/// A database exactly as version 1 of this code left it.
+fn v1_store(path: &Path) -> Store {
+    let conn = Connection::open(path).unwrap();
+    conn.execute_batch(MIGRATIONS[0]).unwrap();
+    conn.pragma_update(None, "user_version", 1).unwrap();
+    Store { conn }
+}
+
+#[test]
+fn migrating_a_v1_database_keeps_every_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    let mut old = v1_store(&path);
+    let ids: Vec<Plan> = (1..=5).map(|n| plan(n, 1000)).collect();
+    old.write(|tx| {
+        for p in &ids {
+            tx.insert_plan(p, &row(Event::Prepared, "agent"))?;
+        }
+        // 1 pending, 2 approved+executing, 3 completed, 4 needs_inspection, 5 invalidated.
+        let [_, two, three, four, five] = &ids[..] else { unreachable!() };
+        tx.approve(&two.id, two.action, &two.digest, &row(Event::Approved, "alice"))?;
+        for p in [two, three, four] {
+            tx.claim(&p.id, p.action, &claim(), &row(Event::Claimed, "agent"))?;
+        }
+        tx.finish(
+            &three.id,
+            three.action,
+            &claim(),
+            PlanOutcome::Completed,
+            &row(Event::Completed, "agent"),
+        )?;
+        tx.abandon(&four.id, four.action, &claim(), &row(Event::ClaimAbandoned, "agent"))?;
+        tx.invalidate(&five.id, five.action, PlanOutcome::SnapshotChanged, &row(Event::Invalidated, "agent"))
+    })
+    .unwrap();
+    let dump = |conn: &Connection, sql: &str| -> Vec<String> {
+        let mut statement = conn.prepare(sql).unwrap();
+        let columns = statement.column_count();
+        statement
+            .query_map([], |r| {
+                let mut line = Vec::new();
+                for i in 0..columns {
+                    line.push(format!("{:?}", r.get::<_, rusqlite::types::Value>(i)?));
+                }
+                Ok(line.join("|"))
+            })
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    };
+    let v1_columns = "seq, id, action, body, digest, requires_approval, requester, created_at, expires_at, state, \
+                      approved_by, approved_at, approved_digest, claim_pid, claim_start, claim_boot, claimed_at, \
+                      finished_at, outcome";
+    let plans_before = dump(&old.conn, &format!("SELECT {v1_columns} FROM plans ORDER BY seq"));
+    let audit_before = dump(&old.conn, "SELECT * FROM audit ORDER BY seq");
+    assert_eq!((plans_before.len(), audit_before.len()), (5, 5 + 1 + 3 + 2 + 1));
+    drop(old);
+
+    let mut store = Store::open(&path).unwrap();
+    let conn = store.connection();
+    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).unwrap();
+    assert_eq!(version, Store::supported_version());
+    assert_eq!(dump(conn, &format!("SELECT {v1_columns} FROM plans ORDER BY seq")), plans_before);
+    assert_eq!(dump(conn, "SELECT * FROM audit ORDER BY seq"), audit_before);
+    let fk: i64 = conn.pragma_query_value(None, "foreign_keys", |r| r.get(0)).unwrap();
+    assert_eq!(fk, 1, "foreign keys are on again after the migration");
+    let index: String = conn
+        .query_row("SELECT sql FROM sqlite_master WHERE name = 'plans_unsettled'", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(
+        index,
+        "CREATE INDEX plans_unsettled ON plans (state) WHERE state IN ('executing', 'needs_inspection')"
+    );
+    let states: Vec<PlanState> =
+        ids.iter().map(|p| store.read(|tx| tx.load_plan(&p.id)).unwrap().unwrap().state).collect();
+    assert_eq!(
+        states,
+        [
+            PlanState::Pending,
+            PlanState::Executing,
+            PlanState::Completed,
+            PlanState::NeedsInspection,
+            PlanState::Invalidated
+        ]
+    );
+    // The migrated database takes the new transition.
+    let four = &ids[3];
+    store.write(|tx| tx.resolve(&four.id, four.action, &row(Event::Inspected, "alice"))).unwrap();
+    assert_eq!(store.read(|tx| tx.unsettled_plan()).unwrap().map(|(_, s)| s), Some(PlanState::Executing));
+}
