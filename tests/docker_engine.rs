@@ -130,7 +130,7 @@ fn nginx_config_serves_the_new_name_and_a_rejected_config_is_rolled_back() {
     let broken = "events {}\nhttp { this is not nginx }\n";
     assert_eq!(
         lab.engine.update_nginx(&lab.app_dir(), gateway, &new_config, broken),
-        Err(EngineError::NginxRejected)
+        Err(EngineError::NginxRejectedAndRestored)
     );
     assert_eq!(std::fs::read_to_string(&path).unwrap(), new_config, "old bytes restored");
     assert_eq!(status(lab.port, &new_name), Some(200), "still serving the old config");

@@ -717,3 +717,77 @@ fn resolve_is_refused_through_rpc_as_an_unknown_operation() {
     }
     assert_eq!(h.controller().load(&id, "root").unwrap().state, PlanState::NeedsInspection);
 }
+
+// --- failures that provably changed nothing ---------------------------------
+
+#[test]
+fn a_rejected_nginx_config_that_was_rolled_back_is_failed_and_blocks_nothing() {
+    let h = Harness::new();
+    deploy_demo(&h);
+    let plan = rpc(
+        &h,
+        AGENT,
+        &json!({"operation":"plan","action":"nginx_config","parameters":{"app":"demo","server_name":"new.example.com"}})
+            .to_string(),
+    );
+    let id = plan["result"]["id"].as_str().unwrap().to_owned();
+    h.engine.edit(|s| s.fail_next = Some(EngineError::NginxRejectedAndRestored));
+    let reply = rpc(&h, AGENT, &json!({"operation": "execute", "plan_id": id}).to_string());
+    assert_eq!(reply["status"], "rejected", "{reply}");
+    assert_eq!(reply["code"], "nginx_rejected", "{reply}");
+    assert!(reply["message"].as_str().unwrap().contains("old configuration was restored"), "{reply}");
+    let id = PlanId::parse(&id).unwrap();
+    let stored = h.controller().load(&id, "root").unwrap();
+    assert_eq!(stored.state, PlanState::Failed);
+    assert_eq!(stored.outcome, Some(volce_lab::store::PlanOutcome::RolledBack));
+    let audit = h.controller().store().read(|tx| tx.audit_of(&id)).unwrap();
+    assert_eq!(
+        (audit.last().unwrap().event.as_str(), audit.last().unwrap().outcome.as_str()),
+        ("failed", "failed")
+    );
+    // The app keeps running with its old record; the host is not blocked.
+    let inventory = h.controller().inventory(AGENT).unwrap();
+    assert_eq!(inventory["apps"][0]["state"], "running");
+    assert_eq!(inventory["apps"][0]["server_name"], "demo.example.com");
+    assert_eq!(inventory["unsettled_plan"], Value::Null);
+    assert_eq!(refusal(h.controller().execute(&id, AGENT)), Code::PlanConsumed, "nothing retries");
+    assert_eq!(refusal(resolve_text(&h, "alice", &id)), Code::NotAwaitingInspection);
+    let again = h
+        .controller()
+        .prepare("nginx_config", &json!({"app": "demo", "server_name": "other.example.com"}), AGENT)
+        .unwrap();
+    assert!(matches!(h.controller().execute(&again.plan.id, AGENT).unwrap(), Executed::Completed(_)));
+}
+
+#[test]
+fn a_failed_restore_still_needs_inspection() {
+    let h = Harness::new();
+    deploy_demo(&h);
+    let mut c = h.controller();
+    let plan =
+        c.prepare("nginx_config", &json!({"app": "demo", "server_name": "new.example.com"}), AGENT).unwrap();
+    h.engine.edit(|s| s.fail_next = Some(EngineError::Host { step: "restore the previous nginx.conf" }));
+    assert!(matches!(c.execute(&plan.plan.id, AGENT).unwrap(), Executed::NeedsInspection { .. }));
+    assert_eq!(c.inventory(AGENT).unwrap()["apps"][0]["state"], "needs_inspection");
+    assert_eq!(refusal(c.prepare("stop", &json!({"app": "demo"}), AGENT)), Code::InspectionRequired);
+}
+
+#[test]
+fn a_deploy_refused_before_its_first_step_holds_nothing_and_blocks_nothing() {
+    let h = Harness::new();
+    let mut c = h.controller();
+    let plan = c.prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap();
+    h.engine.edit(|s| s.fail_next = Some(EngineError::PortTaken { port: 18001 }));
+    match c.execute(&plan.plan.id, AGENT).unwrap() {
+        Executed::Failed { plan_id, refusal } => {
+            assert_eq!(plan_id, plan.plan.id);
+            assert_eq!(refusal.code, Code::PortInUse);
+        }
+        other => panic!("expected failed, got {other:?}"),
+    }
+    let stored = c.load(&plan.plan.id, "root").unwrap();
+    assert_eq!(stored.outcome, Some(volce_lab::store::PlanOutcome::NotStarted));
+    let inventory = c.inventory(AGENT).unwrap();
+    assert_eq!(inventory["apps"], json!([]), "no record holds the name, port or quota slot");
+    c.prepare("deploy", &deploy_params("demo", 18002), AGENT).unwrap();
+}

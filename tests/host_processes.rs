@@ -45,6 +45,7 @@ fn child() {
         "execute" => match controller.execute(&plan, AGENT) {
             Ok(Executed::Completed(_)) => "completed".to_owned(),
             Ok(Executed::NeedsInspection { .. }) => "needs_inspection".to_owned(),
+            Ok(Executed::Failed { .. }) => "failed".to_owned(),
             Err(refusal) => refusal.code.as_str().to_owned(),
         },
         "approve" => {

@@ -468,7 +468,7 @@ impl<R: Runner> Engine for DockerCli<R> {
         // The controller checked at plan time; a listener may have arrived
         // since. Refusing here creates nothing.
         if !port_free(spec.host_port) {
-            return Err(EngineError::Host { step: "check that the host port is free" });
+            return Err(EngineError::PortTaken { port: spec.host_port });
         }
         let mut created = Created::default();
         match self.deploy_steps(spec, &mut created) {
@@ -511,7 +511,14 @@ impl<R: Runner> Engine for DockerCli<R> {
                     argv(&["exec", g, NGINX, "-s", "reload"]),
                     NGINX_TEST,
                 )?;
-                Err(error)
+                // Only a rejection by `nginx -t` proves that nginx never
+                // loaded the new bytes (no reload was sent); a failed or
+                // timed-out reload call may have half happened, so it stays
+                // an error that needs an operator even after the restore.
+                Err(match error {
+                    EngineError::NginxRejected => EngineError::NginxRejectedAndRestored,
+                    other => other,
+                })
             }
         }
     }

@@ -185,8 +185,17 @@ pub enum EngineError {
     Call { step: &'static str, execution: crate::exec::Execution },
     /// Docker answered with something we could not parse.
     Unparsable { step: &'static str },
-    /// The candidate nginx config was rejected by `nginx -t`.
+    /// The candidate nginx config was rejected by `nginx -t` (deploy's
+    /// one-off check; what the deploy created is then removed, best effort).
     NginxRejected,
+    /// nginx_config: `nginx -t` rejected the new config, so no reload ran,
+    /// and the previous bytes were written back, tested and reloaded. The
+    /// server is as it was. Returned only when the whole restore succeeded;
+    /// a failed restore is an error naming its own `restore` step.
+    NginxRejectedAndRestored,
+    /// deploy: something listens on the host port now; refused before the
+    /// first mutation, so nothing was pulled, created or written.
+    PortTaken { port: u16 },
     /// The new gateway did not answer with 2xx/3xx in time.
     HealthCheckFailed,
     /// The managed file on disk is not what we recorded, or is a symlink.
@@ -207,6 +216,12 @@ impl fmt::Display for EngineError {
                 write!(f, "docker gave an unparsable answer at step '{step}'")
             }
             EngineError::NginxRejected => f.write_str("nginx rejected the configuration (nginx -t failed)"),
+            EngineError::NginxRejectedAndRestored => f.write_str(
+                "nginx rejected the new configuration (nginx -t failed); the previous one was restored, tested and reloaded",
+            ),
+            EngineError::PortTaken { port } => {
+                write!(f, "127.0.0.1:{port} is taken; nothing was created")
+            }
             EngineError::HealthCheckFailed => {
                 f.write_str("the new gateway did not answer with 2xx/3xx in time")
             }
@@ -219,6 +234,15 @@ impl fmt::Display for EngineError {
 }
 
 impl std::error::Error for EngineError {}
+
+impl EngineError {
+    /// Whether the failed operation provably left the server as it found
+    /// it: refused before its first mutation, or rolled back and verified.
+    /// Everything else may have changed something and needs an operator.
+    pub fn changed_nothing(&self) -> bool {
+        matches!(self, EngineError::NginxRejectedAndRestored | EngineError::PortTaken { .. })
+    }
+}
 
 /// The operations the controller may ask of the engine, and nothing else.
 /// Every mutation names exactly the objects it touches.
@@ -233,7 +257,9 @@ pub trait Engine {
     /// check. On failure removes only what this call created, then errs.
     fn deploy(&self, spec: &DeploySpec) -> Result<Deployed, EngineError>;
     /// Replace the app's nginx.conf in place (same inode), `nginx -t`, reload;
-    /// on failure restore `old_config`, test and reload again, then err.
+    /// on failure restore `old_config`, test and reload again, then err:
+    /// [`EngineError::NginxRejectedAndRestored`] exactly when `nginx -t`
+    /// refused the new config and the whole restore succeeded.
     fn update_nginx(
         &self,
         app_dir: &std::path::Path,

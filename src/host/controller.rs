@@ -11,7 +11,9 @@
 //!   before the engine is touched; a second helper therefore finds the plan
 //!   consumed and can never act on it;
 //! - the engine acts outside any transaction; a second transaction records
-//!   `completed` or `needs_inspection`; nothing retries;
+//!   `completed`, `failed` (only for an engine error that provably changed
+//!   nothing: [`EngineError::changed_nothing`]) or `needs_inspection`;
+//!   nothing retries;
 //! - a plan left `executing` by a dead process becomes `needs_inspection`;
 //!   a plan claimed by a live process is never touched;
 //! - approval is only ever recorded by [`Controller::approve`], which the
@@ -54,6 +56,10 @@ pub enum Executed {
     /// The engine failed or the outcome could not be recorded: the change may
     /// be partial, and an operator must look before anything else happens.
     NeedsInspection { plan_id: PlanId, message: String },
+    /// The engine failed but provably changed nothing (see
+    /// [`EngineError::changed_nothing`]): the plan is `failed`, the host is
+    /// not blocked, and the refusal says what happened.
+    Failed { plan_id: PlanId, refusal: Refusal },
 }
 
 const PARTIAL: &str = "The change may be partial: an operator must inspect the server before any new plan; \
@@ -492,6 +498,12 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
         let recorded = self.store.write(|tx| {
             let (outcome, event, category, exit_code) = match &result {
                 Ok(_) => (PlanOutcome::Completed, Event::Completed, AuditOutcome::Ok, None),
+                Err(EngineError::NginxRejectedAndRestored) => {
+                    (PlanOutcome::RolledBack, Event::Failed, AuditOutcome::Failed, None)
+                }
+                Err(error) if error.changed_nothing() => {
+                    (PlanOutcome::NotStarted, Event::Failed, AuditOutcome::Failed, None)
+                }
                 Err(error) => {
                     let exit = match error {
                         EngineError::Call { execution, .. } => execution.exit_code,
@@ -522,6 +534,10 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 "containers": acted,
                 "duration_ms": duration_ms,
             }))),
+            // Nothing changed, and that is recorded: the plan is `failed`.
+            (Err(error), Ok(())) if error.changed_nothing() => {
+                Ok(Executed::Failed { plan_id: id.clone(), refusal: unchanged_refusal(&error, id) })
+            }
             // Engine failed, or it acted and we could not record it. In the
             // second case the plan stays `executing` under our claim; once
             // this process exits, the next helper settles it.
@@ -545,6 +561,28 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             }
             Payload::RemoveImage { image_id } => self.engine.remove_image(image_id).map(|()| vec![]),
         }
+    }
+}
+
+/// The agent's answer for an engine failure that changed nothing.
+fn unchanged_refusal(error: &EngineError, id: &PlanId) -> Refusal {
+    match error {
+        EngineError::NginxRejectedAndRestored => Refusal::new(
+            Code::NginxRejected,
+            format!(
+                "nginx rejected the new configuration, so it was never loaded; the old configuration was \
+                 restored, tested and reloaded and the app keeps serving as before. Plan {id} is failed; \
+                 nothing else changed."
+            ),
+        ),
+        EngineError::PortTaken { port } => Refusal::new(
+            Code::PortInUse,
+            format!(
+                "Something started listening on 127.0.0.1:{port} after the plan was made; nothing was \
+                 created. Plan {id} is failed; choose another port and prepare a new plan."
+            ),
+        ),
+        _ => Refusal::new(Code::EngineUnavailable, format!("Plan {id} failed; nothing was changed.")),
     }
 }
 
@@ -599,6 +637,13 @@ fn record_apps(
     now: i64,
 ) -> Result<(), Refusal> {
     let ok = result.is_ok();
+    if result.as_ref().is_err_and(EngineError::changed_nothing) {
+        // Nothing changed on the server, so no record changes either: a
+        // deploy refused before its first step holds no name, port or
+        // quota slot, and the app whose nginx.conf was restored is still
+        // running exactly as recorded.
+        return Ok(());
+    }
     match &plan.payload {
         Payload::Deploy { image_key, spec, .. } => {
             let ids: Vec<_> = result

@@ -113,6 +113,7 @@ pub fn rpc<E: Engine, C: Clock, L: Liveness>(
                 Ok(Executed::NeedsInspection { plan_id, message }) => {
                     return Reply::NeedsInspection { plan_id: plan_id.to_string(), message };
                 }
+                Ok(Executed::Failed { refusal, .. }) => Err(refusal),
                 Err(refusal) => Err(refusal),
             }
         }

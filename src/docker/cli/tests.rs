@@ -345,7 +345,9 @@ fn deploy_refuses_a_busy_port_and_bad_specs_without_any_call() {
     let busy = listener.local_addr().unwrap().port();
     let engine = DockerCli::with_runner(Fake::new(|_| Ok(String::new())), dir.path());
     let app_dir = dir.path().join("shop");
-    assert!(matches!(engine.deploy(&spec(&app_dir, busy)), Err(EngineError::Host { .. })));
+    let taken = engine.deploy(&spec(&app_dir, busy)).unwrap_err();
+    assert_eq!(taken, EngineError::PortTaken { port: busy });
+    assert!(taken.changed_nothing(), "refused before the first mutation");
 
     let port = free_port();
     let mut bad = Vec::new();
@@ -455,7 +457,10 @@ fn rejected_update_restores_the_old_bytes_and_reloads_them() {
     });
     let engine = DockerCli::with_runner(fake, dir.path());
     let gateway = ContainerId::parse(&hex('b')).unwrap();
-    assert_eq!(engine.update_nginx(dir.path(), &gateway, "old\n", "bad\n"), Err(EngineError::NginxRejected));
+    assert_eq!(
+        engine.update_nginx(dir.path(), &gateway, "old\n", "bad\n"),
+        Err(EngineError::NginxRejectedAndRestored)
+    );
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "old\n");
     assert_eq!(
         engine.runner().argv(),
@@ -526,4 +531,23 @@ fn a_bound_port_is_not_free() {
     drop(listener);
     assert!(port_free(port));
     assert!(!port_free(0));
+}
+
+#[test]
+fn a_failed_reload_is_not_reported_as_a_clean_rejection_even_after_restore() {
+    let dir = app_dir_with("old\n");
+    let path = dir.path().join("nginx.conf");
+    let path_in_script = path.clone();
+    // nginx -t passes; the reload of the new config fails (exit 2), the
+    // restore's test and reload succeed.
+    let fake = Fake::new(move |args| {
+        let current = std::fs::read_to_string(&path_in_script).unwrap();
+        if args.last().unwrap() == "reload" && current == "new\n" { Err(2) } else { Ok(String::new()) }
+    });
+    let engine = DockerCli::with_runner(fake, dir.path());
+    let gateway = ContainerId::parse(&hex('b')).unwrap();
+    let error = engine.update_nginx(dir.path(), &gateway, "old\n", "new\n").unwrap_err();
+    assert!(matches!(error, EngineError::Call { step: "nginx reload in gateway", .. }), "{error:?}");
+    assert!(!error.changed_nothing(), "a reload may have half happened: an operator must look");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "old\n");
 }
