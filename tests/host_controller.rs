@@ -645,7 +645,7 @@ fn resolve_reopens_the_host_for_new_plans_and_frees_a_failed_deploy() {
     assert_eq!(audit.last().unwrap().event, "inspected");
     // The failed app no longer holds its name, port or quota slot.
     let inventory = h.controller().inventory(AGENT).unwrap();
-    assert_eq!(inventory["apps"], json!([]));
+    assert_eq!(app_names(&inventory), ["legacy"], "demo is gone");
     assert_eq!(inventory["unsettled_plan"], Value::Null);
     h.controller().prepare("deploy", &deploy_params("other", 18001), AGENT).unwrap();
     assert_eq!(refusal(resolve_text(&h, "alice", &id)), Code::NotAwaitingInspection, "resolve twice");
@@ -788,6 +788,70 @@ fn a_deploy_refused_before_its_first_step_holds_nothing_and_blocks_nothing() {
     let stored = c.load(&plan.plan.id, "root").unwrap();
     assert_eq!(stored.outcome, Some(volce_lab::store::PlanOutcome::NotStarted));
     let inventory = c.inventory(AGENT).unwrap();
-    assert_eq!(inventory["apps"], json!([]), "no record holds the name, port or quota slot");
+    assert_eq!(app_names(&inventory), ["legacy"], "no record holds the name, port or quota slot");
     c.prepare("deploy", &deploy_params("demo", 18002), AGENT).unwrap();
+}
+
+fn app_names(inventory: &Value) -> Vec<String> {
+    inventory["apps"].as_array().unwrap().iter().map(|a| a["app"].as_str().unwrap().to_owned()).collect()
+}
+
+// --- remove_image only for images volce-lab has a claim on -------------------
+
+#[test]
+fn a_completed_deploy_records_the_image_ids_its_containers_run() {
+    let h = Harness::new();
+    deploy_demo(&h);
+    let apps = h.controller().store().read(|tx| tx.apps()).unwrap();
+    // The fake runs the app on image a and the gateway on image b.
+    assert_eq!(apps["demo"].image_ids, [image('a'), image('b')]);
+}
+
+#[test]
+fn remove_image_of_an_image_no_app_of_ours_used_is_refused_as_not_managed() {
+    let h = Harness::new();
+    let foreign = image('f');
+    h.engine.edit(|s| s.snapshot.images.push(foreign.clone()));
+    let reply = rpc(
+        &h,
+        AGENT,
+        &json!({"operation":"plan","action":"remove_image","parameters":{"image_id": foreign.as_str()}})
+            .to_string(),
+    );
+    assert_eq!(reply["status"], "rejected", "{reply}");
+    assert_eq!(reply["code"], "image_not_managed", "{reply}");
+    assert!(h.engine.mutations().is_empty());
+}
+
+#[test]
+fn remove_image_of_a_deployed_apps_image_works_once_its_containers_are_gone() {
+    let h = Harness::new();
+    deploy_demo(&h);
+    let mut c = h.controller();
+    // In use by demo's running container: refused.
+    assert_eq!(
+        refusal(c.prepare("remove_image", &json!({"image_id": image('a').as_str()}), AGENT)),
+        Code::ImageInUse
+    );
+    // An operator removed demo's containers by hand: the claim remains.
+    h.engine.edit(|s| s.snapshot.containers.retain(|c| c.app() != Some("demo")));
+    let plan = c.prepare("remove_image", &json!({"image_id": image('a').as_str()}), AGENT).unwrap();
+    let text = volce_lab::host::show(
+        &h.paths,
+        h.engine.clone(),
+        h.clock.clone(),
+        ProcLiveness,
+        "root",
+        plan.plan.id.as_str(),
+        false,
+    )
+    .unwrap();
+    assert!(text.contains("used by app(s) volce-lab deployed: demo"), "{text}");
+    assert!(text.contains("used by app demo"), "the impact names the app too: {text}");
+    c.approve(&plan.plan.id, &plan.plan.digest, "alice").unwrap();
+    assert!(matches!(c.execute(&plan.plan.id, AGENT).unwrap(), Executed::Completed(_)));
+    assert_eq!(
+        h.engine.mutations().last().unwrap(),
+        &vec!["remove_image".to_owned(), image('a').to_string()]
+    );
 }

@@ -188,6 +188,11 @@ pub enum Payload {
     },
     RemoveImage {
         image_id: ImageId,
+        /// The apps volce-lab deployed whose containers used this image (its
+        /// claim on it), sorted; never empty for a plan made by this version.
+        /// Omitted when empty, so plans stored before it still match their digest.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        used_by: Vec<String>,
     },
 }
 
@@ -316,7 +321,10 @@ mod tests {
         Plan::seal(
             PlanId::parse(&"1".repeat(32)).unwrap(),
             serde_json::json!({"image_id": format!("sha256:{}", "c".repeat(64))}),
-            Payload::RemoveImage { image_id: ImageId::parse(&format!("sha256:{}", "c".repeat(64))).unwrap() },
+            Payload::RemoveImage {
+                image_id: ImageId::parse(&format!("sha256:{}", "c".repeat(64))).unwrap(),
+                used_by: vec!["demo".into()],
+            },
             Impact {
                 target: "image".into(),
                 containers_touched: vec![],

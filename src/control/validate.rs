@@ -12,7 +12,10 @@
 //! - nginx_config and stop act only on an app we recorded, whose labelled
 //!   container set is exactly the one we recorded (nothing unmanaged can be
 //!   slipped in by labelling it);
-//! - remove_image needs a full id that no container, running or stopped, uses.
+//! - remove_image needs a full id that an app volce-lab deployed has used
+//!   (recorded in its app record) and that no container, running or
+//!   stopped, uses now: an image volce-lab has no claim on is never removed,
+//!   however the request is worded or approved.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -68,6 +71,12 @@ pub struct AppRecord {
     pub gateway_container: Option<ContainerId>,
     /// The last plan that changed this record.
     pub plan_id: PlanId,
+    /// The image ids our containers of this app ran, from the snapshot taken
+    /// when its deploy completed: volce-lab's claim on those images, the
+    /// only ones remove_image may touch. Absent in records written before
+    /// it existed (no claim: refusing is the safe side).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub image_ids: Vec<ImageId>,
 }
 
 /// Facts about the host that validation needs and the snapshot lacks.
@@ -404,6 +413,14 @@ fn remove_image(params: &Map<String, Value>, ctx: &Context<'_>) -> Result<(Paylo
     if !ctx.snapshot.images.contains(&image_id) {
         return refuse(Code::ImageNotFound, "No local image has this id.");
     }
+    let used_by: Vec<String> =
+        ctx.apps.values().filter(|a| a.image_ids.contains(&image_id)).map(|a| a.app.clone()).collect();
+    if used_by.is_empty() {
+        return refuse(
+            Code::ImageNotManaged,
+            "No app that volce-lab deployed has used this image; volce-lab only removes images it pulled for its apps.",
+        );
+    }
     if ctx.snapshot.containers.iter().any(|c| c.image_id == image_id) {
         return refuse(
             Code::ImageInUse,
@@ -411,7 +428,7 @@ fn remove_image(params: &Map<String, Value>, ctx: &Context<'_>) -> Result<(Paylo
         );
     }
     let impact = Impact {
-        target: format!("local image {image_id}"),
+        target: format!("local image {image_id}, used by app {}", used_by.join(", ")),
         containers_touched: vec![],
         data_volumes_deleted: false,
         shared_nginx_changed: false,
@@ -419,7 +436,7 @@ fn remove_image(params: &Map<String, Value>, ctx: &Context<'_>) -> Result<(Paylo
             "None: the image comes back only by pulling it again by digest. Registries are not touched."
                 .into(),
     };
-    Ok((Payload::RemoveImage { image_id }, impact))
+    Ok((Payload::RemoveImage { image_id, used_by }, impact))
 }
 
 #[cfg(test)]

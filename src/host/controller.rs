@@ -492,6 +492,13 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
         let started = Instant::now();
         let result = self.act(&plan.payload);
         let duration_ms = started.elapsed().as_millis() as u64;
+        // A completed deploy records the image ids its containers run (the
+        // claim remove_image checks). Read-only, outside any transaction;
+        // if the snapshot fails the claim is simply not recorded.
+        let after = match (&plan.payload, &result) {
+            (Payload::Deploy { .. }, Ok(_)) => self.engine.snapshot().ok(),
+            _ => None,
+        };
 
         // Transaction 2: record what happened.
         let now = self.clock.now();
@@ -521,7 +528,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 actor: requester.to_owned(),
             };
             tx.finish(id, plan.action, &me, outcome, &row)?;
-            record_apps(tx, &plan, &apps, &result, now)?;
+            record_apps(tx, &plan, &apps, &result, after.as_ref(), now)?;
             Ok::<_, Refusal>(())
         });
 
@@ -559,7 +566,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             Payload::Stop { containers, .. } => {
                 self.engine.stop(containers).map(|()| containers.iter().map(|c| c.to_string()).collect())
             }
-            Payload::RemoveImage { image_id } => self.engine.remove_image(image_id).map(|()| vec![]),
+            Payload::RemoveImage { image_id, .. } => self.engine.remove_image(image_id).map(|()| vec![]),
         }
     }
 }
@@ -634,6 +641,7 @@ fn record_apps(
     plan: &Plan,
     apps: &BTreeMap<String, AppRecord>,
     result: &Result<Vec<String>, EngineError>,
+    after: Option<&crate::docker::Snapshot>,
     now: i64,
 ) -> Result<(), Refusal> {
     let ok = result.is_ok();
@@ -650,6 +658,13 @@ fn record_apps(
                 .as_ref()
                 .map(|ids| ids.iter().filter_map(|i| crate::docker::ContainerId::parse(i)).collect())
                 .unwrap_or_default();
+            let mut image_ids: Vec<_> = after
+                .map(|s| {
+                    s.containers.iter().filter(|c| ids.contains(&c.id)).map(|c| c.image_id.clone()).collect()
+                })
+                .unwrap_or_default();
+            image_ids.sort();
+            image_ids.dedup();
             let record = AppRecord {
                 app: spec.app.clone(),
                 state: if ok { AppState::Running } else { AppState::NeedsInspection },
@@ -665,6 +680,7 @@ fn record_apps(
                 gateway_container: ids.get(1).cloned(),
                 containers: ids,
                 plan_id: plan.id.clone(),
+                image_ids,
             };
             tx.put_app(&record, now)?;
         }

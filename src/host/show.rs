@@ -106,8 +106,10 @@ pub fn render(stored: &StoredPlan, now: i64) -> String {
                 let _ = writeln!(out, "  {} {}", esc(name), id);
             }
         }
-        Payload::RemoveImage { image_id } => {
+        Payload::RemoveImage { image_id, used_by } => {
             let _ = writeln!(out, "Before   local image {image_id} present, used by no container");
+            let apps: Vec<String> = used_by.iter().map(|a| esc(a)).collect();
+            let _ = writeln!(out, "         it was used by app(s) volce-lab deployed: {}", apps.join(", "));
             let _ = writeln!(out, "After    removed with docker image rm --no-prune (never forced)");
         }
     }

@@ -9,7 +9,7 @@ fn plan(n: u32, now: i64) -> Plan {
     Plan::seal(
         PlanId::parse(&format!("{n:032x}")).unwrap(),
         serde_json::json!({"image_id": image.as_str()}),
-        Payload::RemoveImage { image_id: image },
+        Payload::RemoveImage { image_id: image, used_by: vec![] },
         Impact {
             target: "image".into(),
             containers_touched: vec![],

@@ -1,6 +1,12 @@
 //! Shared set-up for the host controller tests: a policy and a state
 //! directory on a temporary directory owned by the test's uid, an
 //! adjustable clock, and helpers to open controllers on them.
+//!
+//! Every world made by [`Harness::new`] starts with one recorded app,
+//! `legacy`: stopped, its containers since removed by an operator, and its
+//! image [`unused_image`] still on the host. That is volce-lab's claim on the
+//! image, which remove_image needs; the many tests that use remove_image as
+//! "the action that needs approval" rely on it.
 #![allow(dead_code)]
 
 use std::os::unix::fs::PermissionsExt as _;
@@ -12,7 +18,7 @@ use serde_json::{Value, json};
 use volce_lab::control::Clock;
 use volce_lab::host::{Controller, HostPaths, ProcLiveness};
 
-use super::fake_engine::FakeEngine;
+use super::fake_engine::{FakeEngine, unused_image};
 
 pub const START: i64 = 1_800_000_000;
 
@@ -65,6 +71,7 @@ impl Harness {
         let dir = tempfile::tempdir().unwrap();
         let mut harness = Harness::at(dir.path());
         harness.write_policy(&policy_json());
+        harness.seed_legacy_app();
         harness._dir = Some(dir);
         harness
     }
@@ -88,6 +95,63 @@ impl Harness {
     pub fn write_policy(&mut self, policy: &Value) {
         std::fs::write(&self.paths.policy, policy.to_string()).unwrap();
         std::fs::set_permissions(&self.paths.policy, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+
+    /// Records the app `legacy` (see the module header). Its plan row only
+    /// satisfies the apps table's reference; it stays pending and blocks nothing.
+    fn seed_legacy_app(&self) {
+        use volce_lab::control::plan::{Impact, Payload, Plan, PlanId};
+        use volce_lab::control::validate::{AppRecord, AppState};
+        use volce_lab::store::{AuditOutcome, AuditRow, Event};
+        let id = PlanId::parse(&"1e".repeat(16)).unwrap();
+        let plan = Plan::seal(
+            id.clone(),
+            json!({"image_id": "sha256:0"}),
+            Payload::RemoveImage { image_id: unused_image(), used_by: vec![] },
+            Impact {
+                target: "seed".into(),
+                containers_touched: vec![],
+                data_volumes_deleted: false,
+                shared_nginx_changed: false,
+                rollback: "none".into(),
+            },
+            "0".repeat(64),
+            "0".repeat(64),
+            "seed".into(),
+            START - 3600,
+        );
+        let record = AppRecord {
+            app: "legacy".into(),
+            state: AppState::Stopped,
+            host_port: 18990,
+            container_port: 8080,
+            server_name: "legacy.example.com".into(),
+            image_key: "web".into(),
+            app_image: "x".into(),
+            gateway_image: "y".into(),
+            nginx_config: String::new(),
+            app_dir: self.paths.state_dir.join("apps/legacy"),
+            containers: vec![],
+            app_container: None,
+            gateway_container: None,
+            plan_id: id,
+            image_ids: vec![unused_image()],
+        };
+        let row = AuditRow {
+            at: START - 3600,
+            event: Event::Prepared,
+            outcome: AuditOutcome::Ok,
+            exit_code: None,
+            duration_ms: None,
+            actor: "seed".into(),
+        };
+        self.controller()
+            .store()
+            .write(|tx| {
+                tx.insert_plan(&plan, &row)?;
+                tx.put_app(&record, START - 3600)
+            })
+            .unwrap();
     }
 
     pub fn controller(&self) -> TestController {

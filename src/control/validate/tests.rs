@@ -97,6 +97,7 @@ fn record(app: &str, port: u16, state: AppState) -> AppRecord {
         app_container: Some(id('a')),
         gateway_container: Some(id('b')),
         plan_id: PlanId::parse(&"0".repeat(32)).unwrap(),
+        image_ids: vec![],
     }
 }
 
@@ -473,11 +474,37 @@ fn stop_takes_exactly_app() {
     assert_eq!(world.code(Action::Stop, json!({})), Code::InvalidParameters);
 }
 
+/// A world where the stopped app `old`, whose containers are gone, ran image c.
+fn with_claim_on_c() -> World {
+    let mut world = World::empty();
+    let mut old = record("old", 18003, AppState::Stopped);
+    old.containers.clear();
+    old.image_ids = vec![image('c')];
+    world.apps.insert("old".into(), old);
+    world
+}
+
 #[test]
-fn remove_image_of_an_unused_image_is_derived() {
-    let world = World::empty();
-    let (payload, _) = world.derive(Action::RemoveImage, json!({"image_id": image('c').as_str()})).unwrap();
-    assert_eq!(payload, Payload::RemoveImage { image_id: image('c') });
+fn remove_image_of_an_unused_image_we_deployed_is_derived() {
+    let world = with_claim_on_c();
+    let (payload, impact) =
+        world.derive(Action::RemoveImage, json!({"image_id": image('c').as_str()})).unwrap();
+    assert_eq!(payload, Payload::RemoveImage { image_id: image('c'), used_by: vec!["old".into()] });
+    assert!(impact.target.contains("used by app old"), "{}", impact.target);
+}
+
+#[test]
+fn remove_image_of_an_image_no_app_of_ours_used_is_refused() {
+    // Unused, present, but nobody's claim: an unrelated image on the host.
+    let code = World::empty().code(Action::RemoveImage, json!({"image_id": image('c').as_str()}));
+    assert_eq!(code, Code::ImageNotManaged);
+    // Another app's claim on a different image does not count.
+    let mut world = with_claim_on_c();
+    world.snapshot.images.push(image('d'));
+    assert_eq!(
+        world.code(Action::RemoveImage, json!({"image_id": image('d').as_str()})),
+        Code::ImageNotManaged
+    );
 }
 
 #[test]
@@ -501,7 +528,8 @@ fn remove_image_needs_an_existing_image() {
 #[test]
 fn remove_image_refuses_an_image_used_by_a_running_or_stopped_container() {
     for state in ["running", "exited", "created"] {
-        let mut world = World::empty();
+        let mut world = with_claim_on_c();
+        world.apps.get_mut("old").unwrap().image_ids.push(image('9'));
         world.snapshot.containers[0].state = state.into();
         assert_eq!(
             world.code(Action::RemoveImage, json!({"image_id": image('9').as_str()})),
