@@ -257,10 +257,7 @@ fn deploy_on_a_port_held_by_a_foreign_listener_is_refused_and_the_listener_untou
     let lab = Lab::new("port");
     let listener = TcpListener::bind(("127.0.0.1", lab.port)).unwrap();
     assert!(!lab.engine.host_port_free(lab.port));
-    assert_eq!(
-        lab.engine.deploy(&lab.spec()),
-        Err(EngineError::Host { step: "check that the host port is free" })
-    );
+    assert_eq!(lab.engine.deploy(&lab.spec()), Err(EngineError::PortTaken { port: lab.port }));
     assert!(lab.labelled_containers().is_empty());
     assert!(lab.networks().is_empty());
     assert!(!lab.app_dir().exists(), "refused before anything was written");

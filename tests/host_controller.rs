@@ -635,6 +635,17 @@ fn resolve_reopens_the_host_for_new_plans_and_frees_a_failed_deploy() {
         Code::InspectionRequired
     );
     assert_eq!(refusal(resolve_text(&h, "mallory", &id)), Code::NotAnApprover);
+    let before = volce_lab::host::show(
+        &h.paths,
+        h.engine.clone(),
+        h.clock.clone(),
+        ProcLiveness,
+        "root",
+        id.as_str(),
+        false,
+    )
+    .unwrap();
+    assert!(before.contains(&format!("sudo volce-lab-host resolve {id}")), "{before}");
     let text = resolve_text(&h, "alice", &id).unwrap();
     assert!(text.contains("now inspected"), "{text}");
     assert!(text.contains("record is removed"), "{text}");
@@ -662,6 +673,7 @@ fn resolve_reopens_the_host_for_new_plans_and_frees_a_failed_deploy() {
     assert!(show.contains("State    inspected"), "{show}");
     assert!(show.contains("Resolved inspected by alice"), "{show}");
     assert!(show.contains("Outcome  engine_failed"), "{show}");
+    assert!(!show.contains("volce-lab-host resolve"), "no resolve hint once inspected: {show}");
 }
 
 #[test]

@@ -142,4 +142,30 @@ fn the_controller_drives_the_real_engine_end_to_end() {
         assert_eq!(status, "exited no", "vl-{app}-{role}");
     }
     assert_eq!(docker(&["inspect", "--format", "{{.State.Status}} {{.Id}}", &unmanaged]), unmanaged_before);
+
+    // The deploy recorded the images its containers run: volce-lab's claim.
+    let mut ours: Vec<String> = ["app", "gateway"]
+        .iter()
+        .map(|role| docker(&["inspect", "--format", "{{.Image}}", &format!("vl-{app}-{role}")]))
+        .collect();
+    ours.sort();
+    ours.dedup();
+    let mut store = volce_lab::store::Store::open(&paths.database()).unwrap();
+    let apps = store.read(|tx| tx.apps()).unwrap();
+    let recorded: Vec<String> = apps[&app].image_ids.iter().map(|i| i.to_string()).collect();
+    assert_eq!(recorded, ours);
+    // Claimed but used by the stopped containers: refused, not forced.
+    let remove = |image: &str| {
+        rpc(
+            &paths,
+            "vl-agent",
+            json!({"operation": "plan", "action": "remove_image", "parameters": {"image_id": image}}),
+        )
+    };
+    assert_eq!(remove(&ours[0])["code"], "image_in_use");
+    // Any other local image is not ours to remove, used or not.
+    let all = docker(&["image", "ls", "-q", "--no-trunc"]);
+    if let Some(other) = all.lines().find(|i| !ours.iter().any(|o| o == i)) {
+        assert_eq!(remove(other)["code"], "image_not_managed", "{other}");
+    }
 }

@@ -124,6 +124,12 @@ pub fn render(stored: &StoredPlan, now: i64) -> String {
         let _ = writeln!(out, "If this is what you want, type exactly:");
         let _ = writeln!(out, "  sudo volce-lab-host approve {} {}", plan.id, plan.digest);
     }
+    if stored.state == PlanState::NeedsInspection {
+        let _ = writeln!(out);
+        let _ = writeln!(out, "This plan may have left a partial change; no new plan is accepted until");
+        let _ = writeln!(out, "someone inspects the server. After you have, type:");
+        let _ = writeln!(out, "  sudo volce-lab-host resolve {}", plan.id);
+    }
     out
 }
 
