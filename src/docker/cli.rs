@@ -832,8 +832,20 @@ pub fn http_get(port: u16, host: &str, timeout: Duration) -> Option<HttpReply> {
         "GET / HTTP/1.0\r\nHost: {host}\r\nUser-Agent: volce-lab-health\r\nConnection: close\r\n\r\n"
     );
     stream.write_all(request.as_bytes()).ok()?;
+    // A read timeout bounds each read, not the reply: an app that trickles a
+    // byte now and then would keep the claim forever. One deadline for all.
+    let deadline = std::time::Instant::now() + timeout;
     let mut response = Vec::new();
-    stream.take(64 * 1024).read_to_end(&mut response).ok()?;
+    let mut buffer = [0u8; 4096];
+    while response.len() < 64 * 1024 {
+        let left = deadline.checked_duration_since(std::time::Instant::now()).filter(|d| !d.is_zero())?;
+        stream.set_read_timeout(Some(left)).ok()?;
+        match stream.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(n) => response.extend_from_slice(&buffer[..n.min(64 * 1024 - response.len())]),
+            Err(_) => return None,
+        }
+    }
     parse_http_reply(&response)
 }
 

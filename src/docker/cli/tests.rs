@@ -527,3 +527,27 @@ fn a_bound_port_is_not_free() {
     assert!(port_free(port));
     assert!(!port_free(0));
 }
+
+#[test]
+fn a_health_check_reply_that_trickles_stops_at_one_deadline() {
+    // A listener on loopback that answers the head and then one byte every
+    // 100 ms: each read succeeds, so only an overall deadline ends it.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        let mut request = [0u8; 1024];
+        let _ = std::io::Read::read(&mut stream, &mut request);
+        let _ = std::io::Write::write_all(&mut stream, b"HTTP/1.0 200 OK\r\n\r\n");
+        for _ in 0..30 {
+            if std::io::Write::write_all(&mut stream, b".").is_err() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    });
+    let started = std::time::Instant::now();
+    assert_eq!(http_get(port, "example.test", Duration::from_millis(500)), None);
+    assert!(started.elapsed() < Duration::from_secs(2), "took {:?}", started.elapsed());
+    server.join().unwrap();
+}
