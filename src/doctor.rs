@@ -185,7 +185,12 @@ fn check_directory(paths: &DoctorPaths, dir: &Path, findings: &mut Vec<Finding>)
     if !owner_ok || (mode & 0o022 != 0 && !sticky) {
         findings.push(fail(
             "helper directory",
-            format!("{} (above the helper) is owned by uid {} with mode {:o}", dir.display(), meta.uid(), mode & 0o7777),
+            format!(
+                "{} (above the helper) is owned by uid {} with mode {:o}",
+                dir.display(),
+                meta.uid(),
+                mode & 0o7777
+            ),
             format!("chown root:root {0} && chmod go-w {0}", dir.display()),
         ));
     }
@@ -246,16 +251,16 @@ fn check_agent(agent: &str, probe: &dyn Probe, findings: &mut Vec<Finding>) {
             format!("useradd --create-home {agent}, or correct the rule"),
         )),
         Some(groups) if groups.iter().any(|g| PRIVILEGED_GROUPS.contains(&g.as_str())) => {
-            let bad: Vec<&String> = groups.iter().filter(|g| PRIVILEGED_GROUPS.contains(&g.as_str())).collect();
+            let bad: Vec<&String> =
+                groups.iter().filter(|g| PRIVILEGED_GROUPS.contains(&g.as_str())).collect();
             findings.push(fail(
                 "agent account",
                 format!("`{agent}` is in privileged group(s) {bad:?}: that bypasses every volce-lab rule"),
                 format!("gpasswd -d {agent} <group> for each of them"),
             ))
         }
-        Some(_) => {
-            findings.push(ok("agent account", format!("`{agent}` is in none of the groups {PRIVILEGED_GROUPS:?}")))
-        }
+        Some(_) => findings
+            .push(ok("agent account", format!("`{agent}` is in none of the groups {PRIVILEGED_GROUPS:?}"))),
     }
 }
 

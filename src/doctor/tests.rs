@@ -131,7 +131,11 @@ fn each_broken_file_variant_fails_its_own_check() {
         ("binary group-writable", |i| chmod(&i.binary, 0o775), "helper binary"),
         ("link dangling", |i| std::fs::remove_file(&i.binary).unwrap(), "helper binary"),
         ("binary directory world-writable", |i| chmod(i.binary.parent().unwrap(), 0o777), "helper directory"),
-        ("link directory world-writable", |i| chmod(i.paths.helper_link.parent().unwrap(), 0o777), "helper directory"),
+        (
+            "link directory world-writable",
+            |i| chmod(i.paths.helper_link.parent().unwrap(), 0o777),
+            "helper directory",
+        ),
         ("state directory open to others", |i| chmod(&i.paths.state_dir, 0o755), "state directory"),
         ("state directory missing", |i| std::fs::remove_dir(&i.paths.state_dir).unwrap(), "state directory"),
         (
