@@ -10,7 +10,8 @@
 //! - a foreign listener on the host port refuses the deploy at plan time;
 //! - a container created after approval voids the plan (`snapshot_changed`);
 //! - nginx rejecting a config below the validation layer: restored, still
-//!   serving, and the controller records it for an operator.
+//!   serving, and the controller records it for an operator;
+//! - the longest server name validation accepts is one nginx serves.
 //!
 //! Ignored: needs root, Docker and `scripts/test-images`; fails loudly
 //! without them. Every test removes what it created (the `Lab` drop guard).
@@ -24,7 +25,7 @@ use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
-use docker_lab::{Lab, docker, docker_ok, inspect, status};
+use docker_lab::{Lab, docker, docker_ok, eventually, inspect, status};
 use serde_json::{Value, json};
 use volce_lab::control::SystemClock;
 use volce_lab::docker::cli::DockerCli;
@@ -375,4 +376,28 @@ fn a_config_nginx_rejects_is_rolled_back_and_left_for_an_operator() {
     assert_eq!(record["state"], "needs_inspection");
     let refused = host.plan("nginx_config", json!({"app": host.lab.app, "server_name": new_name}));
     assert_eq!(refused["code"], "inspection_required", "{refused}");
+}
+
+#[test]
+#[ignore = "real parts: run by scripts/test"]
+fn the_longest_server_name_validation_accepts_is_served() {
+    let _turn = take_turn();
+    let host = Host::new("rlong");
+    // 253 bytes, labels of at most 63: the limit of `is_server_name`.
+    let label = |c: char, n: usize| c.to_string().repeat(n);
+    let long = [label('a', 63), label('b', 63), label('c', 63), label('d', 61)].join(".");
+    assert_eq!(long.len(), 253);
+    assert!(volce_lab::control::validate::is_server_name(&long));
+
+    let id = host.planned("deploy", host.deploy_params("web", 8080, &long));
+    let done = host.execute(&id);
+    assert_eq!(done["result"]["outcome"], "completed", "{done}");
+    assert_eq!(status(host.lab.port, &long), Some(200));
+
+    // And nginx_config from one such name to another.
+    let other_long = [label('e', 63), label('f', 63), label('g', 63), label('h', 61)].join(".");
+    let id = host.planned("nginx_config", json!({"app": host.lab.app, "server_name": other_long}));
+    let done = host.execute(&id);
+    assert_eq!(done["result"]["outcome"], "completed", "{done}");
+    eventually("the new long name is served", || status(host.lab.port, &other_long) == Some(200));
 }
