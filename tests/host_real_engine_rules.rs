@@ -90,8 +90,8 @@ impl Host {
     }
 
     fn approve(&self, id: &str) {
-        let reply = self.plan_json(id);
-        let digest = reply["digest"].as_str().unwrap();
+        let stored = self.plan_json(id);
+        let digest = stored["digest"].as_str().unwrap();
         let engine = volce_lab::host::real_engine(&self.paths);
         volce_lab::host::approve(&self.paths, engine, SystemClock, ProcLiveness, OPERATOR, id, digest)
             .unwrap_or_else(|refusal| panic!("approval refused: {refusal:?}"));
