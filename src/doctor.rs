@@ -163,26 +163,36 @@ fn check_helper(paths: &DoctorPaths, findings: &mut Vec<Finding>) {
         return;
     };
     findings.push(protected(paths, "helper binary", &target, "0755"));
-    // Every directory above the binary must be root's too, or whoever owns
-    // one of them can swap the binary the sudoers rule runs as root. A
-    // root-owned sticky directory (/tmp) lets nobody else rename entries.
-    for dir in target.ancestors().skip(1) {
-        let Ok(meta) = std::fs::metadata(dir) else { continue };
-        let mode = meta.permissions().mode();
-        let owner_ok = meta.uid() == 0 || meta.uid() == paths.owner_uid;
-        let sticky = mode & 0o1000 != 0;
-        if !owner_ok || (mode & 0o022 != 0 && !sticky) {
-            findings.push(fail(
-                "helper directory",
-                format!(
-                    "{} (above the binary) is owned by uid {} with mode {:o}",
-                    dir.display(),
-                    meta.uid(),
-                    mode & 0o7777
-                ),
-                format!("chown root:root {0} && chmod go-w {0}", dir.display()),
-            ));
-        }
+    // Every directory above the binary, and above the link, must be root's
+    // too: whoever can write one of them can swap or re-point what the
+    // sudoers rule runs as root.
+    let mut dirs: Vec<&Path> = target.ancestors().skip(1).collect();
+    dirs.extend(link.ancestors().skip(1));
+    dirs.sort();
+    dirs.dedup();
+    for dir in dirs {
+        check_directory(paths, dir, findings);
+    }
+}
+
+/// A root-owned sticky directory (/tmp) lets nobody else rename entries, so
+/// it passes; any other directory writable by group or others does not.
+fn check_directory(paths: &DoctorPaths, dir: &Path, findings: &mut Vec<Finding>) {
+    let Ok(meta) = std::fs::metadata(dir) else { return };
+    let mode = meta.permissions().mode();
+    let owner_ok = meta.uid() == 0 || meta.uid() == paths.owner_uid;
+    let sticky = mode & 0o1000 != 0;
+    if !owner_ok || (mode & 0o022 != 0 && !sticky) {
+        findings.push(fail(
+            "helper directory",
+            format!(
+                "{} (above the helper) is owned by uid {} with mode {:o}",
+                dir.display(),
+                meta.uid(),
+                mode & 0o7777
+            ),
+            format!("chown root:root {0} && chmod go-w {0}", dir.display()),
+        ));
     }
 }
 
@@ -229,6 +239,10 @@ fn check_sudoers(paths: &DoctorPaths, probe: &dyn Probe, findings: &mut Vec<Find
     agent.filter(|user| user != "root")
 }
 
+/// Groups whose members can become root or reach the Docker socket on a
+/// Debian-like system: membership bypasses the sudoers rule entirely.
+const PRIVILEGED_GROUPS: [&str; 8] = ["docker", "sudo", "root", "wheel", "admin", "lxd", "disk", "shadow"];
+
 fn check_agent(agent: &str, probe: &dyn Probe, findings: &mut Vec<Finding>) {
     match probe.groups_of(agent) {
         None => findings.push(fail(
@@ -236,16 +250,17 @@ fn check_agent(agent: &str, probe: &dyn Probe, findings: &mut Vec<Finding>) {
             format!("the sudoers rule names `{agent}`, which is not an account"),
             format!("useradd --create-home {agent}, or correct the rule"),
         )),
-        Some(groups) if groups.iter().any(|g| g == "docker" || g == "sudo" || g == "root") => {
+        Some(groups) if groups.iter().any(|g| PRIVILEGED_GROUPS.contains(&g.as_str())) => {
+            let bad: Vec<&String> =
+                groups.iter().filter(|g| PRIVILEGED_GROUPS.contains(&g.as_str())).collect();
             findings.push(fail(
                 "agent account",
-                format!("`{agent}` is in group(s) {:?}: that bypasses every volce-lab rule", groups),
-                format!("gpasswd -d {agent} docker (and any other privileged group)"),
+                format!("`{agent}` is in privileged group(s) {bad:?}: that bypasses every volce-lab rule"),
+                format!("gpasswd -d {agent} <group> for each of them"),
             ))
         }
-        Some(_) => {
-            findings.push(ok("agent account", format!("`{agent}` is not in the docker, sudo or root group")))
-        }
+        Some(_) => findings
+            .push(ok("agent account", format!("`{agent}` is in none of the groups {PRIVILEGED_GROUPS:?}"))),
     }
 }
 

@@ -21,6 +21,10 @@ pid /tmp/nginx.pid;
 error_log stderr warn;
 events {{ worker_connections 256; }}
 http {{
+    # A server name may be 253 bytes (the DNS limit that validation allows);
+    # nginx's default bucket (32 or 64 bytes, by CPU cache line) refuses
+    # names longer than that at `nginx -t`.
+    server_names_hash_bucket_size 512;
     access_log off;
     client_body_temp_path /tmp/client_body;
     proxy_temp_path /tmp/proxy;
@@ -58,5 +62,8 @@ mod tests {
         assert!(config.contains("server_name shop.example;"));
         assert!(config.contains("proxy_pass http://app:3000;"));
         assert!(config.contains("pid /tmp/nginx.pid;"));
+        // Room for the longest valid server name (proven against nginx in
+        // tests/host_real_engine_rules.rs).
+        assert!(config.contains("server_names_hash_bucket_size 512;"));
     }
 }

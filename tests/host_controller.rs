@@ -433,7 +433,20 @@ fn rpc_refuses_an_unsafe_policy_before_touching_the_engine() {
     std::fs::set_permissions(&h.paths.policy, std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
     let reply = rpc(&h, AGENT, r#"{"operation":"inventory"}"#);
     assert_eq!(reply["code"], "unsafe_path");
-    assert!(reply["message"].as_str().unwrap().contains("policy.json"));
+    // The agent learns that the installation is broken, not how.
+    assert!(reply["message"].as_str().unwrap().contains("doctor"), "{reply}");
+    assert!(!reply.to_string().contains("policy.json"), "{reply}");
+    assert!(h.engine.calls().is_empty());
+}
+
+#[test]
+fn rpc_keeps_the_reason_a_policy_is_refused_from_the_agent() {
+    let h = Harness::new();
+    std::fs::write(&h.paths.policy, br#"{"catalog":{"web":"OPERATOR-SECRET-REGISTRY/web:latest"}}"#).unwrap();
+    let reply = rpc(&h, AGENT, r#"{"operation":"inventory"}"#);
+    assert_eq!(reply["status"], "rejected");
+    assert_eq!(reply["code"], "policy_invalid");
+    assert!(!reply.to_string().contains("OPERATOR-SECRET"), "{reply}");
     assert!(h.engine.calls().is_empty());
 }
 

@@ -60,6 +60,11 @@ const PULL: Duration = Duration::from_secs(180);
 const NGINX_TEST: Duration = Duration::from_secs(30);
 /// `docker stop --time 15` plus room for the engine's own kill.
 const STOP: Duration = Duration::from_secs(40);
+/// A whole deploy must end (done, or failed and cleaned up) well inside the
+/// 240 s the MCP client waits for the helper's reply; otherwise the agent
+/// reads `unknown` while the server is still acting. Every docker call of a
+/// deploy gets at most what is left of this budget.
+pub const DEPLOY_BUDGET: Duration = Duration::from_secs(180);
 const STOP_GRACE_SECONDS: &str = "15";
 
 const SMALL_OUTPUT: usize = 64 * 1024;
@@ -129,6 +134,9 @@ pub struct DockerCli<R: Runner = DockerProcess> {
     runner: R,
     state_dir: PathBuf,
     health: HealthCheck,
+    /// Set while a deploy runs: no call may outlive it (see DEPLOY_BUDGET).
+    deadline: std::sync::Mutex<Option<std::time::Instant>>,
+    deploy_budget: Duration,
 }
 
 impl DockerCli<DockerProcess> {
@@ -140,7 +148,13 @@ impl DockerCli<DockerProcess> {
 
 impl<R: Runner> DockerCli<R> {
     pub fn with_runner(runner: R, state_dir: impl Into<PathBuf>) -> Self {
-        DockerCli { runner, state_dir: state_dir.into(), health: HealthCheck::default() }
+        DockerCli {
+            runner,
+            state_dir: state_dir.into(),
+            health: HealthCheck::default(),
+            deadline: std::sync::Mutex::new(None),
+            deploy_budget: DEPLOY_BUDGET,
+        }
     }
 
     pub fn with_health_check(mut self, health: HealthCheck) -> Self {
@@ -148,8 +162,18 @@ impl<R: Runner> DockerCli<R> {
         self
     }
 
+    /// A shorter deploy budget, for tests of the budget itself.
+    pub fn with_deploy_budget(mut self, budget: Duration) -> Self {
+        self.deploy_budget = budget;
+        self
+    }
+
     pub fn runner(&self) -> &R {
         &self.runner
+    }
+
+    fn set_deadline(&self, deadline: Option<std::time::Instant>) {
+        *self.deadline.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = deadline;
     }
 
     /// Runs one call and insists on exit 0.
@@ -164,6 +188,14 @@ impl<R: Runner> DockerCli<R> {
         timeout: Duration,
         stdout_limit: usize,
     ) -> Result<Vec<u8>, EngineError> {
+        let timeout = match *self.deadline.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) {
+            // Out of budget: the call still runs with a token second, fails,
+            // and the deploy's cleanup (which runs without the budget) follows.
+            Some(deadline) => timeout.min(
+                deadline.saturating_duration_since(std::time::Instant::now()).max(Duration::from_secs(1)),
+            ),
+            None => timeout,
+        };
         let outcome = self.runner.run(&Call { args, timeout, stdout_limit });
         if outcome.execution.execution_status == ExecutionStatus::Ok {
             Ok(outcome.stdout)
@@ -471,7 +503,10 @@ impl<R: Runner> Engine for DockerCli<R> {
             return Err(EngineError::PortTaken { port: spec.host_port });
         }
         let mut created = Created::default();
-        match self.deploy_steps(spec, &mut created) {
+        self.set_deadline(Some(std::time::Instant::now() + self.deploy_budget));
+        let result = self.deploy_steps(spec, &mut created);
+        self.set_deadline(None);
+        match result {
             Ok(deployed) => Ok(deployed),
             Err(error) => {
                 self.remove_created(&spec.plan_id, &created);
@@ -839,8 +874,20 @@ pub fn http_get(port: u16, host: &str, timeout: Duration) -> Option<HttpReply> {
         "GET / HTTP/1.0\r\nHost: {host}\r\nUser-Agent: volce-lab-health\r\nConnection: close\r\n\r\n"
     );
     stream.write_all(request.as_bytes()).ok()?;
+    // A read timeout bounds each read, not the reply: an app that trickles a
+    // byte now and then would keep the claim forever. One deadline for all.
+    let deadline = std::time::Instant::now() + timeout;
     let mut response = Vec::new();
-    stream.take(64 * 1024).read_to_end(&mut response).ok()?;
+    let mut buffer = [0u8; 4096];
+    while response.len() < 64 * 1024 {
+        let left = deadline.checked_duration_since(std::time::Instant::now()).filter(|d| !d.is_zero())?;
+        stream.set_read_timeout(Some(left)).ok()?;
+        match stream.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(n) => response.extend_from_slice(&buffer[..n.min(64 * 1024 - response.len())]),
+            Err(_) => return None,
+        }
+    }
     parse_http_reply(&response)
 }
 

@@ -78,7 +78,12 @@ fn install() -> Install {
     let binary = lib.join("volce-lab");
     std::fs::write(&binary, b"#!binary").unwrap();
     chmod(&binary, 0o755);
-    let helper_link = root.join("volce-lab-host");
+    // The link lives apart from the binary, as /usr/local/bin does from
+    // /usr/local/lib, so each directory above either is checked on its own.
+    let bin = root.join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    chmod(&bin, 0o755);
+    let helper_link = bin.join("volce-lab-host");
     symlink(&binary, &helper_link).unwrap();
     let etc = root.join("etc");
     std::fs::create_dir(&etc).unwrap();
@@ -126,6 +131,11 @@ fn each_broken_file_variant_fails_its_own_check() {
         ("binary group-writable", |i| chmod(&i.binary, 0o775), "helper binary"),
         ("link dangling", |i| std::fs::remove_file(&i.binary).unwrap(), "helper binary"),
         ("binary directory world-writable", |i| chmod(i.binary.parent().unwrap(), 0o777), "helper directory"),
+        (
+            "link directory world-writable",
+            |i| chmod(i.paths.helper_link.parent().unwrap(), 0o777),
+            "helper directory",
+        ),
         ("state directory open to others", |i| chmod(&i.paths.state_dir, 0o755), "state directory"),
         ("state directory missing", |i| std::fs::remove_dir(&i.paths.state_dir).unwrap(), "state directory"),
         (
@@ -188,6 +198,11 @@ fn each_broken_probe_variant_fails_its_own_check() {
             "agent account",
         ),
         ("agent missing", FakeProbe { groups: None, ..Default::default() }, "agent account"),
+        (
+            "agent in lxd group",
+            FakeProbe { groups: Some(vec!["vl-agent".into(), "lxd".into()]), ..Default::default() },
+            "agent account",
+        ),
         (
             "policy refused",
             FakeProbe { policy: Err("nginx_image is not pinned".into()), ..Default::default() },

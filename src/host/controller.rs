@@ -272,9 +272,10 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
     /// Records an operator's approval. Only the terminal `approve` command
     /// calls this; the rpc pipeline has no path here.
     pub fn approve(&mut self, id: &PlanId, digest: &Digest, approver: &str) -> Result<StoredPlan, Refusal> {
-        let now = self.clock.now();
-        let Controller { policy, policy_hash, store, .. } = self;
+        let Controller { policy, policy_hash, store, clock, .. } = self;
         store.write(|tx| {
+            // Under the write lock, so time spent waiting for it counts.
+            let now = clock.now();
             let Some(stored) = tx.load_plan(id)? else {
                 return refuse(Code::PlanNotFound, "No plan has this id.");
             };
@@ -407,13 +408,15 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
     /// Executes a plan exactly once (see the module's invariants).
     pub fn execute(&mut self, id: &PlanId, requester: &str) -> Result<Executed, Refusal> {
         self.settle_abandoned(requester)?;
-        let now = self.clock.now();
         let me = self.liveness.me()?;
 
         // Transaction 1: verify everything and claim, or refuse.
         let decision = {
-            let Controller { policy, policy_hash, store, engine, apps_dir, .. } = self;
+            let Controller { policy, policy_hash, store, engine, apps_dir, clock, .. } = self;
             store.write(|tx| {
+                // Read the clock only once the write lock is held: waiting
+                // for the lock must not let an expired plan through.
+                let now = clock.now();
                 let Some(stored) = tx.load_plan(id)? else {
                     return refuse(Code::PlanNotFound, "No plan has this id.");
                 };
@@ -481,6 +484,12 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                         Code::SnapshotChanged,
                         "The controller's records changed since this plan was made; prepare a new one.",
                     );
+                }
+                // The snapshot and the re-derivation take time: the plan
+                // must still be unexpired at the moment it is claimed.
+                let now = clock.now();
+                if now > plan.expires_at {
+                    return refuse(Code::PlanExpired, "The plan has expired; ask for a new one.");
                 }
                 tx.claim(id, plan.action, &me, &audit(now, Event::Claimed, AuditOutcome::Ok, requester))?;
                 Ok(Ok((stored.plan.clone(), apps)))

@@ -48,12 +48,26 @@ impl Liveness for ProcLiveness {
     }
 
     fn alive(&self, claim: &Claim) -> bool {
-        if boot_id().as_deref() != Some(claim.boot_id.as_str()) {
-            return false;
+        // Declaring a claimer dead moves its plan to needs_inspection while it
+        // may still be acting, so only positive evidence counts as death: a
+        // different boot, no such process, another start time, or a zombie.
+        // Any other failure to read /proc (EMFILE, ENOMEM...) counts as alive.
+        match boot_id() {
+            Some(today) if today != claim.boot_id => return false,
+            Some(_) => {}
+            None => return true,
         }
-        match proc_stat(claim.pid) {
-            Some((state, start)) => start == claim.start_time && state != 'Z' && state != 'X',
-            None => false,
+        match std::fs::read_to_string(format!("/proc/{}/stat", claim.pid)) {
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => false,
+            Err(_) => true,
+            Ok(_) => match proc_stat(claim.pid) {
+                Some((state, start)) => start == claim.start_time && state != 'Z' && state != 'X',
+                // Gone between the two reads.
+                None => !matches!(
+                    std::fs::metadata(format!("/proc/{}", claim.pid)),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound
+                ),
+            },
         }
     }
 }

@@ -94,6 +94,16 @@ pub fn rpc<E: Engine, C: Clock, L: Liveness>(
     };
     let mut controller = match open(paths, engine, clock, liveness) {
         Ok(controller) => controller,
+        // The operator's files are none of the agent's business: the reason
+        // (which may quote the policy) is for `show` and `doctor`, run as
+        // root on the terminal; the agent gets the code and a fixed sentence.
+        Err(refusal) if matches!(refusal.code, Code::PolicyInvalid | Code::UnsafePath) => {
+            return Refusal::new(
+                refusal.code,
+                "The server's volce-lab installation is not usable; the operator should run volce-lab-host doctor.",
+            )
+            .into();
+        }
         Err(refusal) => return refusal.into(),
     };
     let operation = request.operation();

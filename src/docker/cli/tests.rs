@@ -551,3 +551,55 @@ fn a_failed_reload_is_not_reported_as_a_clean_rejection_even_after_restore() {
     assert!(!error.changed_nothing(), "a reload may have half happened: an operator must look");
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "old\n");
 }
+
+#[test]
+fn a_health_check_reply_that_trickles_stops_at_one_deadline() {
+    // A listener on loopback that answers the head and then one byte every
+    // 100 ms: each read succeeds, so only an overall deadline ends it.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        let mut request = [0u8; 1024];
+        let _ = std::io::Read::read(&mut stream, &mut request);
+        let _ = std::io::Write::write_all(&mut stream, b"HTTP/1.0 200 OK\r\n\r\n");
+        for _ in 0..30 {
+            if std::io::Write::write_all(&mut stream, b".").is_err() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    });
+    let started = std::time::Instant::now();
+    assert_eq!(http_get(port, "example.test", Duration::from_millis(500)), None);
+    assert!(started.elapsed() < Duration::from_secs(2), "took {:?}", started.elapsed());
+    server.join().unwrap();
+}
+
+#[test]
+fn a_deploy_that_runs_out_of_budget_gives_later_calls_only_what_is_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let app_dir = dir.path().join("shop");
+    // The first pull eats the whole budget; the network create then fails.
+    let script = deploy_script(Some(("network create --driver bridge --internal", 1)));
+    let fake = Fake::new(move |args| {
+        if args[0] == "pull" && args.join(" ").contains("web@") {
+            std::thread::sleep(Duration::from_millis(1600));
+        }
+        script(args)
+    });
+    let engine = DockerCli::with_runner(fake, dir.path()).with_deploy_budget(Duration::from_millis(1500));
+    assert!(engine.deploy(&spec(&app_dir, free_port())).is_err());
+    let calls = engine.runner().calls.lock().unwrap().clone();
+    let timeout_of =
+        |prefix: &str| calls.iter().find(|c| c.args.join(" ").starts_with(prefix)).unwrap().timeout;
+    let first = timeout_of("pull --quiet 127.0.0.1:15000/volce-lab/web");
+    assert!(
+        first > Duration::from_secs(1) && first <= Duration::from_millis(1500),
+        "{first:?}: what is left, not PULL"
+    );
+    assert_eq!(timeout_of("pull --quiet 127.0.0.1:15000/volce-lab/gateway"), Duration::from_secs(1));
+    // Cleanup after the failure is not cut short by the spent budget.
+    assert!(calls.iter().filter(|c| c.args[0] != "pull").all(|c| c.timeout >= Duration::from_secs(1)));
+    assert!(calls.last().unwrap().timeout > Duration::from_secs(1), "{:?}", calls.last().unwrap().args);
+}
