@@ -363,7 +363,10 @@ fn check_state(paths: &DoctorPaths, probe: &dyn Probe, findings: &mut Vec<Findin
                 findings.push(fail(
                     "plan",
                     format!("{plan} is {state}"),
-                    format!("volce-lab-host show {plan}; inspect the app's containers and files (see HOST-SETUP.md)"),
+                    format!(
+                        "volce-lab-host show {plan}; inspect the app's containers and files (HOST-SETUP.md), \
+                         then volce-lab-host resolve {plan}"
+                    ),
                 ));
             }
         }

@@ -12,24 +12,10 @@ use std::process::{Command, Output, Stdio};
 
 const BIN: &str = env!("CARGO_BIN_EXE_volce-lab");
 
-/// The binary as an unprivileged user can start it. As root, the build
-/// directory may sit under a 0700 home that nobody cannot traverse, so the
-/// tests that drop to nobody run a copy in a world-readable temporary
-/// directory instead.
+mod unprivileged;
+
 fn unprivileged_binary() -> &'static Path {
-    static COPY: std::sync::OnceLock<(tempfile::TempDir, std::path::PathBuf)> = std::sync::OnceLock::new();
-    if !nix::unistd::geteuid().is_root() {
-        return Path::new(BIN);
-    }
-    let (_, path) = COPY.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-        let path = dir.path().join("volce-lab");
-        std::fs::copy(BIN, &path).unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-        (dir, path)
-    });
-    path
+    unprivileged::binary()
 }
 const NOBODY: u32 = 65534;
 

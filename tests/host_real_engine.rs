@@ -11,6 +11,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::{Value, json};
+
+mod docker_lab;
+use docker_lab::{assert_hardened, eventually, inspect, policy_limits, status};
 use volce_lab::control::SystemClock;
 use volce_lab::host::{HostPaths, ProcLiveness};
 
@@ -95,12 +98,26 @@ fn the_controller_drives_the_real_engine_end_to_end() {
         rpc(&paths, "vl-agent", json!({"operation": "plan", "action": "deploy", "parameters": params}));
     assert_ne!(
         plan["code"], "engine_unavailable",
-        "host::real_engine could not reach Docker (is the docker-CLI engine wired in? see the ADAPTER note in src/host/mod.rs)"
+        "host::real_engine could not reach Docker: is the engine running?"
     );
     assert_eq!(plan["status"], "ok", "{plan}");
     let id = plan["result"]["id"].as_str().unwrap().to_owned();
     let done = rpc(&paths, "vl-agent", json!({"operation": "execute", "plan_id": id}));
     assert_eq!(done["result"]["outcome"], "completed", "{done}");
+
+    // Served through the gateway for the planned name only, and both
+    // containers carry every hardening control of the policy.
+    assert_eq!(status(port, &format!("{app}.test")), Some(200), "the page is served for the planned name");
+    assert_eq!(status(port, "someone-else.test"), Some(404), "other Host headers are not the app's");
+    let policy: Value = serde_json::from_slice(&std::fs::read(TEST_POLICY).unwrap()).unwrap();
+    let limits = policy_limits(&policy);
+    let app_container = inspect("container", &format!("vl-{app}-app"));
+    assert_hardened(&app_container, "1000:1000", &limits);
+    assert_hardened(&inspect("container", &format!("vl-{app}-gateway")), "101:101", &limits);
+    assert!(
+        app_container["HostConfig"]["PortBindings"].as_object().is_none_or(|p| p.is_empty()),
+        "the app publishes nothing"
+    );
 
     let gateways = rpc(&paths, "vl-agent", json!({"operation": "gateway_status"}));
     let ours: Vec<&Value> = gateways["result"]["gateways"]
@@ -120,6 +137,10 @@ fn the_controller_drives_the_real_engine_end_to_end() {
     let id = plan["result"]["id"].as_str().unwrap().to_owned();
     let done = rpc(&paths, "vl-agent", json!({"operation": "execute", "plan_id": id}));
     assert_eq!(done["result"]["outcome"], "completed", "{done}");
+    eventually("the new server name is served", || status(port, &format!("new-{app}.test")) == Some(200));
+    // Old workers finish gracefully after a reload and may still answer for
+    // a moment: wait for them to go.
+    eventually("the old name is no longer the app's", || status(port, &format!("{app}.test")) == Some(404));
 
     let plan =
         rpc(&paths, "vl-agent", json!({"operation": "plan", "action": "stop", "parameters": {"app": app}}));

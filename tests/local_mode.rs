@@ -4,6 +4,8 @@
 
 use std::process::Command;
 
+mod unprivileged;
+
 fn hostname() -> String {
     let output = Command::new("/usr/bin/hostname").output().expect("hostname runs");
     String::from_utf8(output.stdout).unwrap().trim().to_owned()
@@ -13,12 +15,14 @@ fn hostname() -> String {
 #[ignore = "real parts: run by scripts/test (needs root for runuser)"]
 fn local_mode_as_nobody_shows_real_identity_and_disk_and_honest_web_status() {
     assert!(nix::unistd::geteuid().is_root(), "this suite must run as root (it switches to nobody)");
-    let binary = env!("CARGO_BIN_EXE_volce-lab");
+    let binary = unprivileged::binary();
     let host = hostname();
     let output = Command::new("/usr/sbin/runuser")
         .args(["-u", "nobody", "--", "/usr/bin/env", "-i", "VOLCE_LAB_MODE=local"])
         .arg(format!("VOLCE_LAB_EXPECTED_HOST={host}"))
-        .args(["VOLCE_LAB_EXPECTED_USER=nobody", binary, "inspect", "--json"])
+        .arg("VOLCE_LAB_EXPECTED_USER=nobody")
+        .arg(binary)
+        .args(["inspect", "--json"])
         .output()
         .expect("runuser starts");
     let stdout = String::from_utf8_lossy(&output.stdout);

@@ -5,6 +5,7 @@
 //! ignored by plain `cargo test` and run by scripts/test with --ignored.
 
 mod mcp_support;
+mod unprivileged;
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::process::{Command, Stdio};
@@ -44,7 +45,8 @@ async fn local_mode_as_nobody_checks_for_real_and_management_fails_honestly() {
         .arg(format!("VOLCE_LAB_EXPECTED_HOST={host}"))
         .arg("VOLCE_LAB_MANAGEMENT=enabled")
         .arg(format!("XDG_STATE_HOME={}", state.path().display()))
-        .args([env!("CARGO_BIN_EXE_volce-lab"), "mcp-serve"])
+        .arg(unprivileged::binary())
+        .arg("mcp-serve")
         .stderr(Stdio::null());
     let client = ().serve(TokioChildProcess::new(command).unwrap()).await.expect("initialize as nobody");
     let tools = client.list_all_tools().await.unwrap();

@@ -1,4 +1,4 @@
-//! The host RPC wire format (v1, see CONTRACTS.md): the bounded request read
+//! The host RPC wire format (v1): the bounded request read
 //! from stdin and the one-line JSON reply. Pure apart from reading the given
 //! reader; runs as root inside `volce-lab-host rpc`.
 //!

@@ -131,14 +131,7 @@ impl Lab {
     }
 
     pub fn limits(&self) -> Limits {
-        let l = &self.policy["limits"];
-        Limits {
-            memory_bytes: l["memory_mib"].as_u64().unwrap() * 1024 * 1024,
-            millicpus: (l["cpus"].as_f64().unwrap() * 1000.0).round() as u32,
-            pids: l["pids"].as_u64().unwrap() as u32,
-            log_max_size_bytes: l["log_max_size_mib"].as_u64().unwrap() * 1024 * 1024,
-            log_max_files: l["log_max_files"].as_u64().unwrap() as u32,
-        }
+        policy_limits(&self.policy)
     }
 
     pub fn spec(&self) -> DeploySpec {
@@ -201,6 +194,18 @@ fn free_port(seed: &str) -> u16 {
         }
     }
     panic!("no free port in 18000..18999");
+}
+
+/// The container limits a policy file (as JSON) sets.
+pub fn policy_limits(policy: &Value) -> Limits {
+    let l = &policy["limits"];
+    Limits {
+        memory_bytes: l["memory_mib"].as_u64().unwrap() * 1024 * 1024,
+        millicpus: (l["cpus"].as_f64().unwrap() * 1000.0).round() as u32,
+        pids: l["pids"].as_u64().unwrap() as u32,
+        log_max_size_bytes: l["log_max_size_mib"].as_u64().unwrap() * 1024 * 1024,
+        log_max_files: l["log_max_files"].as_u64().unwrap() as u32,
+    }
 }
 
 /// Polls until `f` holds, for up to 5 s.
