@@ -487,7 +487,7 @@ impl Probe for SystemProbe {
 
     fn sudoers_valid(&self, path: &Path) -> bool {
         let Some(path) = path.to_str() else { return false };
-        let outcome = Self::run("/usr/sbin/visudo", &["-c", "-q", "-f", path]);
+        let outcome = Self::run("/usr/sbin/visudo", &["--check", "--quiet", "--file", path]);
         outcome.execution.execution_status == crate::exec::ExecutionStatus::Ok
     }
 

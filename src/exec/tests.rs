@@ -1,0 +1,155 @@
+//! The runner against real child processes: `/bin/sh` scripts play the
+//! misbehaving children (sleep, flood, self-signal, exit codes); the runner
+//! itself never involves a shell.
+
+use super::*;
+
+fn sh(script: &str) -> ProcessSpec {
+    // Tests use /bin/sh as the *program under test*, to play misbehaving
+    // children; the runner itself never involves a shell.
+    let mut spec = ProcessSpec::new("/bin/sh", ["-c", script]);
+    spec.timeout = Duration::from_secs(5);
+    spec
+}
+
+#[tokio::test]
+async fn clean_exit_is_ok_and_confirmed() {
+    let outcome = run(&sh("printf hello")).await;
+    assert_eq!(outcome.execution.execution_status, ExecutionStatus::Ok);
+    assert_eq!(outcome.execution.exit_code, Some(0));
+    assert_eq!(outcome.execution.signal, None);
+    assert!(!outcome.execution.timed_out);
+    assert!(!outcome.execution.output_truncated);
+    assert_eq!(outcome.execution.completion, Completion::Confirmed);
+    assert_eq!(outcome.stdout, b"hello");
+}
+
+#[tokio::test]
+async fn exit_seven_is_nonzero_and_confirmed() {
+    let outcome = run(&sh("echo out; echo secret-stderr >&2; exit 7")).await;
+    assert_eq!(outcome.execution.execution_status, ExecutionStatus::NonzeroExit);
+    assert_eq!(outcome.execution.exit_code, Some(7));
+    assert_eq!(outcome.execution.completion, Completion::Confirmed);
+    assert_eq!(outcome.stdout, b"out\n");
+    assert_eq!(outcome.stderr_len, 14);
+}
+
+#[tokio::test]
+async fn exit_255_is_ambiguous_only_for_ssh() {
+    let local = run(&sh("exit 255")).await;
+    assert_eq!(local.execution.execution_status, ExecutionStatus::NonzeroExit);
+    assert_eq!(local.execution.completion, Completion::Confirmed);
+
+    let mut spec = sh("exit 255");
+    spec.transport = Transport::Ssh;
+    let ssh = run(&spec).await;
+    assert_eq!(ssh.execution.execution_status, ExecutionStatus::SshOrRemote255);
+    assert_eq!(ssh.execution.exit_code, Some(255));
+    assert_eq!(ssh.execution.completion, Completion::Unconfirmed);
+}
+
+#[tokio::test]
+async fn sleeping_child_times_out_and_its_group_is_killed() {
+    let mut spec = sh("sleep 30 & sleep 30; wait");
+    spec.timeout = Duration::from_millis(300);
+    let started = Instant::now();
+    let outcome = run(&spec).await;
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(outcome.execution.execution_status, ExecutionStatus::Timeout);
+    assert!(outcome.execution.timed_out);
+    assert_eq!(outcome.execution.exit_code, None);
+    assert_eq!(outcome.execution.signal, Some(9));
+    assert_eq!(outcome.execution.completion, Completion::Unconfirmed);
+    assert!(outcome.execution.duration_ms >= 300);
+}
+
+#[tokio::test]
+async fn stdout_flood_hits_the_limit_and_is_killed() {
+    let mut spec = sh("while :; do echo xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx; done");
+    spec.stdout_limit = 4096;
+    let outcome = run(&spec).await;
+    assert_eq!(outcome.execution.execution_status, ExecutionStatus::OutputLimit);
+    assert!(outcome.execution.output_truncated);
+    assert!(!outcome.execution.timed_out);
+    assert_eq!(outcome.execution.completion, Completion::Unconfirmed);
+    assert!(outcome.stdout.is_empty(), "a partial answer is never handed back");
+}
+
+#[tokio::test]
+async fn stderr_flood_hits_the_limit_and_is_never_returned() {
+    let mut spec = sh("echo visible; while :; do echo PRIVATE-ERROR >&2; done");
+    spec.stderr_limit = 4096;
+    let outcome = run(&spec).await;
+    assert_eq!(outcome.execution.execution_status, ExecutionStatus::OutputLimit);
+    assert!(outcome.execution.output_truncated);
+    assert!(!String::from_utf8_lossy(&outcome.stdout).contains("PRIVATE"));
+}
+
+#[tokio::test]
+async fn self_signal_is_reported_as_signaled() {
+    let outcome = run(&sh("kill -TERM $$")).await;
+    assert_eq!(outcome.execution.execution_status, ExecutionStatus::Signaled);
+    assert_eq!(outcome.execution.signal, Some(15));
+    assert_eq!(outcome.execution.exit_code, None);
+    assert_eq!(outcome.execution.completion, Completion::Confirmed);
+
+    let mut spec = sh("kill -TERM $$");
+    spec.transport = Transport::Ssh;
+    assert_eq!(run(&spec).await.execution.completion, Completion::Unconfirmed);
+}
+
+#[tokio::test]
+async fn missing_program_is_launch_failed() {
+    let outcome = run(&ProcessSpec::new("/nonexistent/volce-lab-test", ["x"])).await;
+    assert_eq!(outcome.execution.execution_status, ExecutionStatus::LaunchFailed);
+    assert_eq!(outcome.execution.exit_code, None);
+    assert_eq!(outcome.execution.completion, Completion::Confirmed);
+}
+
+#[tokio::test]
+async fn relative_program_is_never_started() {
+    let outcome = run(&ProcessSpec::new("sh", ["-c", "exit 0"])).await;
+    assert_eq!(outcome.execution.execution_status, ExecutionStatus::LaunchFailed);
+}
+
+#[tokio::test]
+async fn stdin_bytes_arrive_intact() {
+    let payload: Vec<u8> = {
+        let mut p = b"'\"$(id) `id` <<'EOF'\nEOF\n\\ ; | & \x00 \xff".to_vec();
+        p.extend(std::iter::repeat_n(b'z', 5000));
+        p
+    };
+    let mut spec = ProcessSpec::new("/bin/cat", Vec::<OsString>::new());
+    spec.stdin = Some(payload.clone());
+    spec.stdout_limit = 16 * 1024;
+    let outcome = run(&spec).await;
+    assert_eq!(outcome.execution.execution_status, ExecutionStatus::Ok);
+    assert_eq!(outcome.stdout, payload);
+}
+
+#[tokio::test]
+async fn environment_is_cleared() {
+    // The test process has PATH and HOME; the child must see neither.
+    assert!(std::env::var_os("PATH").is_some());
+    let mut spec = ProcessSpec::new("/usr/bin/env", Vec::<OsString>::new());
+    spec.env = vec![("ONLY".into(), "this".into())];
+    let outcome = run(&spec).await;
+    assert_eq!(outcome.stdout, b"ONLY=this\n");
+}
+
+#[tokio::test]
+async fn dropping_the_future_kills_the_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("alive");
+    let script = format!("sleep 1; touch {}", marker.display());
+    let spec = sh(&script);
+    let _ = tokio::time::timeout(Duration::from_millis(200), run(&spec)).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(!marker.exists(), "the cancelled child must not live on");
+}
+
+#[test]
+fn blocking_wrapper_runs() {
+    let outcome = run_blocking(&sh("exit 3"));
+    assert_eq!(outcome.execution.exit_code, Some(3));
+}
