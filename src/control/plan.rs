@@ -313,30 +313,35 @@ impl Plan {
     }
 }
 
+/// A small sealed `remove_image` plan, for the tests of this module and of
+/// the store (one definition, so both test the same shape).
+#[cfg(test)]
+pub(crate) fn test_plan(id: PlanId, created_at: i64) -> Plan {
+    let image = ImageId::parse(&format!("sha256:{}", "c".repeat(64))).expect("a valid image id");
+    Plan::seal(
+        id,
+        serde_json::json!({"image_id": image.as_str()}),
+        Payload::RemoveImage { image_id: image, used_by: vec![] },
+        Impact {
+            target: "image".into(),
+            containers_touched: vec![],
+            data_volumes_deleted: false,
+            shared_nginx_changed: false,
+            rollback: "none".into(),
+        },
+        "d".repeat(64),
+        "e".repeat(64),
+        "agent".into(),
+        created_at,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn sample() -> Plan {
-        Plan::seal(
-            PlanId::parse(&"1".repeat(32)).unwrap(),
-            serde_json::json!({"image_id": format!("sha256:{}", "c".repeat(64))}),
-            Payload::RemoveImage {
-                image_id: ImageId::parse(&format!("sha256:{}", "c".repeat(64))).unwrap(),
-                used_by: vec!["demo".into()],
-            },
-            Impact {
-                target: "image".into(),
-                containers_touched: vec![],
-                data_volumes_deleted: false,
-                shared_nginx_changed: false,
-                rollback: "none".into(),
-            },
-            "d".repeat(64),
-            "e".repeat(64),
-            "agent".into(),
-            1_000,
-        )
+        test_plan(PlanId::parse(&"1".repeat(32)).unwrap(), 1_000)
     }
 
     #[test]

@@ -1,27 +1,9 @@
 //! Store tests on real temporary SQLite files, including racing connections.
 
 use super::*;
-use crate::control::plan::{Impact, Payload};
-use crate::docker::ImageId;
 
 fn plan(n: u32, now: i64) -> Plan {
-    let image = ImageId::parse(&format!("sha256:{}", "c".repeat(64))).unwrap();
-    Plan::seal(
-        PlanId::parse(&format!("{n:032x}")).unwrap(),
-        serde_json::json!({"image_id": image.as_str()}),
-        Payload::RemoveImage { image_id: image, used_by: vec![] },
-        Impact {
-            target: "image".into(),
-            containers_touched: vec![],
-            data_volumes_deleted: false,
-            shared_nginx_changed: false,
-            rollback: "none".into(),
-        },
-        "d".repeat(64),
-        "e".repeat(64),
-        "agent".into(),
-        now,
-    )
+    crate::control::plan::test_plan(PlanId::parse(&format!("{n:032x}")).unwrap(), now)
 }
 
 fn row(event: Event, actor: &str) -> AuditRow {
