@@ -45,12 +45,8 @@ impl Transport for StandIn {
             RemoteCommand::Disk => "printf 'Filesystem Size\\n/dev/vda 20G\\n'".to_owned(),
             RemoteCommand::HostRpc => format!("{RPC_PROLOGUE}{}", self.rpc),
         };
-        let mut spec = ProcessSpec::new("/bin/sh", ["-c", script.as_str()]);
+        let mut spec = limits.apply(ProcessSpec::new("/bin/sh", ["-c", script.as_str()]), stdin);
         spec.env.push(("DIR".into(), self.dir.clone().into()));
-        spec.stdin = stdin.map(<[u8]>::to_vec);
-        spec.stdout_limit = limits.output;
-        spec.stderr_limit = limits.output;
-        spec.timeout = limits.timeout;
         spec.transport = ExecTransport::Ssh;
         vec![spec]
     }

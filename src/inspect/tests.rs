@@ -22,10 +22,7 @@ impl Transport for Scripted {
             RemoteCommand::Disk => &self.disk,
             RemoteCommand::HostRpc => &self.rpc,
         };
-        let mut spec = ProcessSpec::new("/bin/sh", ["-c", script.as_str()]);
-        spec.stdin = stdin.map(<[u8]>::to_vec);
-        spec.stdout_limit = limits.output;
-        spec.timeout = limits.timeout;
+        let mut spec = limits.apply(ProcessSpec::new("/bin/sh", ["-c", script.as_str()]), stdin);
         spec.transport = if self.ssh { ExecTransport::Ssh } else { ExecTransport::Local };
         vec![spec]
     }

@@ -37,6 +37,18 @@ pub struct Limits {
     pub timeout: Duration,
 }
 
+impl Limits {
+    /// Gives `spec` these limits (for stdout and stderr alike) and `stdin`:
+    /// what every transport, real or stand-in, does to each process it builds.
+    pub fn apply(self, mut spec: ProcessSpec, stdin: Option<&[u8]>) -> ProcessSpec {
+        spec.stdin = stdin.map(<[u8]>::to_vec);
+        spec.stdout_limit = self.output;
+        spec.stderr_limit = self.output;
+        spec.timeout = self.timeout;
+        spec
+    }
+}
+
 /// Turns a [`RemoteCommand`] into the processes that carry it out. The
 /// outputs of the processes are concatenated; the first failure stops.
 pub trait Transport: Send + Sync {
@@ -49,12 +61,7 @@ pub trait Transport: Send + Sync {
 }
 
 fn spec(program: &str, args: &[&str], stdin: Option<&[u8]>, limits: Limits) -> ProcessSpec {
-    let mut spec = ProcessSpec::new(program, args.iter().copied());
-    spec.stdin = stdin.map(<[u8]>::to_vec);
-    spec.stdout_limit = limits.output;
-    spec.stderr_limit = limits.output;
-    spec.timeout = limits.timeout;
-    spec
+    limits.apply(ProcessSpec::new(program, args.iter().copied()), stdin)
 }
 
 /// The checks run on this machine itself, as the invoking user.
@@ -143,11 +150,7 @@ impl SshTransport {
 
 impl Transport for SshTransport {
     fn specs(&self, command: RemoteCommand, stdin: Option<&[u8]>, limits: Limits) -> Vec<ProcessSpec> {
-        let mut spec = ProcessSpec::new(SSH_PROGRAM, self.argv(Self::remote(command)));
-        spec.stdin = stdin.map(<[u8]>::to_vec);
-        spec.stdout_limit = limits.output;
-        spec.stderr_limit = limits.output;
-        spec.timeout = limits.timeout;
+        let mut spec = limits.apply(ProcessSpec::new(SSH_PROGRAM, self.argv(Self::remote(command))), stdin);
         spec.transport = ExecTransport::Ssh;
         vec![spec]
     }
