@@ -20,6 +20,8 @@
 //! src/store/      SQLite: migrations, conditional transitions, audit rows
 //! src/docker/     trait Engine, snapshot types, the docker-CLI implementation
 //! src/nginx.rs    gateway config rendering from validated values only
+//! src/text.rs     shared small helpers: hex, RFC 3339, escaping for a
+//!                 terminal or a model
 //! ```
 #![forbid(unsafe_code)]
 
@@ -35,3 +37,4 @@ pub mod inspect;
 pub mod mcp;
 pub mod nginx;
 pub mod store;
+pub mod text;

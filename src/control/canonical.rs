@@ -25,7 +25,7 @@ pub fn to_string<T: Serialize + ?Sized>(value: &T) -> Result<String, serde_json:
 
 /// sha256 over the canonical JSON, lowercase hex.
 pub fn sha256_hex<T: Serialize + ?Sized>(value: &T) -> Result<String, serde_json::Error> {
-    Ok(crate::docker::hex(&Sha256::digest(to_vec(value)?)))
+    Ok(crate::text::hex(&Sha256::digest(to_vec(value)?)))
 }
 
 fn write(value: &Value, out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
@@ -74,7 +74,7 @@ mod tests {
     fn digest_is_stable() {
         // Golden value: if this changes, every stored plan's digest changes.
         let digest = sha256_hex(&json!({"b": 1, "a": "x"})).unwrap();
-        assert_eq!(digest, crate::docker::hex(&Sha256::digest(br#"{"a":"x","b":1}"#)));
+        assert_eq!(digest, crate::text::hex(&Sha256::digest(br#"{"a":"x","b":1}"#)));
         assert_eq!(digest.len(), 64);
     }
 }

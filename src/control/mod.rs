@@ -7,7 +7,6 @@
 //! (the rpc/show/approve pipelines).
 
 pub mod canonical;
-pub mod escape;
 pub mod plan;
 pub mod policy;
 pub mod validate;
@@ -207,10 +206,6 @@ pub fn is_user_name(value: &str) -> bool {
         && bytes.len() <= 32
         && (bytes[0].is_ascii_lowercase() || bytes[0] == b'_')
         && bytes.iter().all(|&b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
-}
-
-pub(crate) fn is_lower_hex(value: &str, len: usize) -> bool {
-    value.len() == len && value.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 #[cfg(test)]

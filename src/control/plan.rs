@@ -30,7 +30,7 @@ pub struct PlanId(String);
 
 impl PlanId {
     pub fn parse(value: &str) -> Result<PlanId, Refusal> {
-        if super::is_lower_hex(value, 32) {
+        if crate::text::is_lower_hex(value, 32) {
             Ok(PlanId(value.to_owned()))
         } else {
             Err(Refusal::new(Code::InvalidPlanId, "A plan id is 32 lowercase hex characters."))
@@ -71,7 +71,7 @@ pub struct Digest(String);
 
 impl Digest {
     pub fn parse(value: &str) -> Result<Digest, Refusal> {
-        if super::is_lower_hex(value, 64) {
+        if crate::text::is_lower_hex(value, 64) {
             Ok(Digest(value.to_owned()))
         } else {
             Err(Refusal::new(Code::InvalidDigest, "A plan digest is 64 lowercase hex characters."))

@@ -29,7 +29,7 @@ impl ImageRef {
             && name.bytes().all(|b| {
                 b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'/' | b':' | b'_' | b'-')
             });
-        (name_ok && super::is_lower_hex(digest, 64)).then(|| ImageRef(value.to_owned()))
+        (name_ok && crate::text::is_lower_hex(digest, 64)).then(|| ImageRef(value.to_owned()))
     }
     pub fn as_str(&self) -> &str {
         &self.0

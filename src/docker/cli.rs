@@ -278,7 +278,7 @@ impl<R: Runner> DockerCli<R> {
             // removal in this file, and never of anything else.
             let _ = self.call("remove new container", argv(&["rm", "-f", "-v", id]), QUICK);
         }
-        for id in networks.iter().filter(|id| is_hex64(id)) {
+        for id in networks.iter().filter(|id| crate::text::is_lower_hex(id, 64)) {
             let _ = self.call("remove new network", argv(&["network", "rm", id]), QUICK);
         }
     }
@@ -588,10 +588,6 @@ fn lines(out: &[u8]) -> Vec<String> {
     String::from_utf8_lossy(out).lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_owned).collect()
 }
 
-fn is_hex64(value: &str) -> bool {
-    value.len() == 64 && value.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-}
-
 // ---------------------------------------------------------------- snapshot --
 
 /// One JSON object per container with only the fields a snapshot holds.
@@ -701,7 +697,7 @@ fn validate_spec(spec: &DeploySpec) -> Result<(), EngineError> {
             !name.is_empty()
                 && !name.starts_with('-')
                 && name.bytes().all(|c| c.is_ascii_alphanumeric() || b"./:_-".contains(&c))
-                && is_hex64(hex)
+                && crate::text::is_lower_hex(hex, 64)
         })
     };
     let name_ok = !spec.server_name.is_empty()

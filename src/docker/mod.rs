@@ -30,13 +30,9 @@ pub struct ContainerId(String);
 #[serde(transparent)]
 pub struct ImageId(String);
 
-fn is_hex64(value: &str) -> bool {
-    value.len() == 64 && value.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-}
-
 impl ContainerId {
     pub fn parse(value: &str) -> Option<ContainerId> {
-        is_hex64(value).then(|| ContainerId(value.to_owned()))
+        crate::text::is_lower_hex(value, 64).then(|| ContainerId(value.to_owned()))
     }
     pub fn as_str(&self) -> &str {
         &self.0
@@ -45,7 +41,10 @@ impl ContainerId {
 
 impl ImageId {
     pub fn parse(value: &str) -> Option<ImageId> {
-        value.strip_prefix("sha256:").filter(|hex| is_hex64(hex)).map(|_| ImageId(value.to_owned()))
+        value
+            .strip_prefix("sha256:")
+            .filter(|hex| crate::text::is_lower_hex(hex, 64))
+            .map(|_| ImageId(value.to_owned()))
     }
     pub fn as_str(&self) -> &str {
         &self.0
@@ -124,13 +123,8 @@ impl Snapshot {
     pub fn digest(&self) -> String {
         let normalized = self.clone().normalize();
         let bytes = serde_json::to_vec(&normalized).expect("snapshot serializes");
-        hex(&Sha256::digest(&bytes))
+        crate::text::hex(&Sha256::digest(&bytes))
     }
-}
-
-/// Lowercase hex of a byte string.
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Resource limits applied to every container we start (from policy).

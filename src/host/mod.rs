@@ -175,9 +175,7 @@ pub fn approve<E: Engine, C: Clock, L: Liveness>(
         "Approved plan {} ({}) as {approver}; it expires at {} and can be executed once.\n",
         stored.plan.id,
         stored.plan.action.as_str(),
-        humantime::format_rfc3339_seconds(
-            std::time::UNIX_EPOCH + std::time::Duration::from_secs(stored.plan.expires_at.max(0) as u64)
-        )
+        crate::text::rfc3339_seconds(stored.plan.expires_at)
     ))
 }
 
@@ -199,7 +197,7 @@ pub fn resolve<E: Engine, C: Clock, L: Liveness>(
         stored.plan.id,
         stored.plan.action.as_str()
     );
-    let esc = crate::control::escape::for_terminal;
+    let esc = crate::text::for_terminal;
     match app {
         Some(AppAfterResolve::Forgotten(name)) => text.push_str(&format!(
             "No container of app {} exists: its record is removed, its name, port and quota slot are free. \

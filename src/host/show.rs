@@ -7,14 +7,13 @@
 //! or reorder what the operator reads next to it, the digest included.
 
 use std::fmt::Write as _;
-use std::time::{Duration, UNIX_EPOCH};
 
-use crate::control::escape::{for_terminal as esc, for_terminal_lines as esc_lines};
 use crate::control::plan::Payload;
 use crate::store::{PlanState, StoredPlan};
+use crate::text::{for_terminal as esc, for_terminal_lines as esc_lines};
 
 fn time(secs: i64) -> String {
-    humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_secs(secs.max(0) as u64)).to_string()
+    crate::text::rfc3339_seconds(secs)
 }
 
 fn indent(text: &str) -> String {

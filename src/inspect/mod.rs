@@ -17,7 +17,7 @@ pub mod ssh_mux;
 pub mod transport;
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use tokio::sync::Mutex;
@@ -133,7 +133,7 @@ pub fn request_id() -> String {
 
 /// Now, UTC, RFC 3339 with milliseconds.
 pub fn timestamp() -> String {
-    humantime::format_rfc3339_millis(SystemTime::now()).to_string()
+    crate::text::rfc3339_millis_now()
 }
 
 /// Where the checks go.

@@ -88,7 +88,8 @@ fn evidence(result: &CheckResult) -> String {
         },
         (_, other) => other.as_str().into(),
     };
-    sanitize(&text)
+    // Text from a server must not move the cursor or recolour the terminal.
+    crate::text::for_terminal(&text)
 }
 
 /// `df -h /`: size, used, available, use% of the root filesystem.
@@ -114,10 +115,4 @@ fn gateway_evidence(output: &str) -> String {
     let running =
         gateways.iter().filter(|g| g.get("state").and_then(|s| s.as_str()) == Some("running")).count();
     format!("{running} of {} gateways running", gateways.len())
-}
-
-/// Replaces control characters so text from a server cannot move the cursor
-/// or recolour the operator's terminal.
-fn sanitize(text: &str) -> String {
-    text.chars().map(|c| if c.is_control() { '?' } else { c }).collect()
 }

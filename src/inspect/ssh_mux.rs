@@ -146,7 +146,7 @@ impl MultiplexedSsh {
             None => hash.update(b"\0no config file\0"),
         }
         hash.update(self.ssh.connect_timeout.as_millis().to_le_bytes());
-        crate::docker::hex(&hash.finalize())
+        crate::text::hex(&hash.finalize())
     }
 
     /// The master to use now; tells an outdated one to exit first.

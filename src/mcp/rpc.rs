@@ -105,15 +105,9 @@ fn is_code(text: &str) -> bool {
 }
 
 /// Text from the server, made safe to hand to a model and a terminal:
-/// control and bidi characters dropped, at most 300 characters.
+/// hidden characters dropped, at most 300 characters.
 pub fn sanitize(text: &str) -> String {
-    let bidi =
-        |c: char| matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}');
-    let mut out: String = text.chars().filter(|c| !c.is_control() && !bidi(*c)).take(300).collect();
-    if text.chars().count() > 300 {
-        out.push_str("...");
-    }
-    out
+    crate::text::for_model(text, 300)
 }
 
 fn plan_id_of(value: Option<&Value>) -> Option<String> {

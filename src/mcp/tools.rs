@@ -97,7 +97,7 @@ pub struct PlanId(String);
 
 impl PlanId {
     pub fn parse(text: &str) -> Option<PlanId> {
-        let ok = text.len() == 32 && text.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        let ok = crate::text::is_lower_hex(text, 32);
         ok.then(|| PlanId(text.to_owned()))
     }
 
@@ -129,11 +129,7 @@ fn refuse(code: &'static str, message: String) -> Refusal {
 /// Quotes a client-supplied name or value for a message: control characters
 /// escaped, at most 40 characters.
 pub fn shown(text: &str) -> String {
-    let mut out: String = text.chars().take(40).collect::<String>().escape_debug().collect();
-    if text.chars().count() > 40 {
-        out.push_str("...");
-    }
-    format!("`{out}`")
+    crate::text::quoted(text, 40)
 }
 
 fn type_name(value: &Value) -> &'static str {
