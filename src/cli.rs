@@ -1,13 +1,19 @@
 //! Command-line entry: clap types, the choice between the workstation CLI and
 //! host mode, and the mapping of outcomes to exit codes. Runs with the
 //! caller's privilege; host mode checks for root itself (see `host`).
+//!
+//! A leaf: it converts arguments into typed calls of the library's entry
+//! functions (`inspect::report::run`, `mcp::serve_stdio`, `host::cli_*`,
+//! `doctor::cli`), and nothing it calls imports anything from here.
 
 use std::ffi::OsString;
 use std::path::Path;
 use std::process::ExitCode;
 
+use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 
+use crate::config::Config;
 use crate::exit::Exit;
 
 /// The file name that selects host mode. Exact match only: a copy named
@@ -91,26 +97,53 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
 
 fn dispatch(command: Command) -> Exit {
     match command {
-        Command::Inspect { json } => crate::inspect::cli(json),
-        Command::McpServe => crate::mcp::cli(),
-        Command::Host(command) => crate::host::run(command),
+        Command::Inspect { json } => {
+            workstation(|config, runtime| Ok(crate::inspect::report::run(config, &runtime, json)))
+        }
+        Command::McpServe => workstation(|config, runtime| {
+            crate::mcp::serve_stdio(config, &runtime)
+                .map_err(|error| anyhow::anyhow!(error))
+                .context("the MCP session ended with an error")?;
+            Ok(Exit::Ok)
+        }),
+        Command::Host(command) => host(command),
+    }
+}
+
+fn host(command: HostCommand) -> Exit {
+    match command {
+        HostCommand::Rpc => crate::host::cli_rpc(),
+        HostCommand::Show { plan_id, json } => crate::host::cli_show(&plan_id, json),
+        HostCommand::Approve { plan_id, digest } => crate::host::cli_approve(&plan_id, &digest),
+        HostCommand::Resolve { plan_id } => crate::host::cli_resolve(&plan_id),
+        HostCommand::Doctor => crate::doctor::cli(),
     }
 }
 
 /// What every workstation entry (`inspect`, `mcp-serve`) starts with: the
 /// validated configuration and a one-thread runtime (one client needs no
-/// pool, and it starts faster). On failure the sentence is already printed
-/// and the exit code chosen: 2 for bad configuration.
-pub fn workstation_start() -> Result<(crate::config::Config, tokio::runtime::Runtime), Exit> {
-    let config = crate::config::Config::from_env().map_err(|error| {
-        eprintln!("volce-lab: {error}");
-        Exit::Usage
-    })?;
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|error| {
-        eprintln!("volce-lab: cannot start the async runtime: {error}");
-        Exit::Failure
-    })?;
-    Ok((config, runtime))
+/// pool, and it starts faster). Bad configuration exits 2 with its one
+/// sentence; any other failure exits 1, printed with its causes.
+fn workstation(entry: impl FnOnce(Config, tokio::runtime::Runtime) -> anyhow::Result<Exit>) -> Exit {
+    let config = match Config::from_env() {
+        Ok(config) => config,
+        Err(error) => {
+            eprintln!("volce-lab: {error}");
+            return Exit::Usage;
+        }
+    };
+    let started = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+        .and_then(|runtime| entry(config, runtime));
+    match started {
+        Ok(exit) => exit,
+        Err(error) => {
+            eprintln!("volce-lab: {error:#}");
+            Exit::Failure
+        }
+    }
 }
 
 #[cfg(test)]

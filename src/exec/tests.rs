@@ -153,3 +153,11 @@ fn blocking_wrapper_runs() {
     let outcome = run_blocking(&sh("exit 3"));
     assert_eq!(outcome.execution.exit_code, Some(3));
 }
+
+#[test]
+fn children_get_a_fixed_minimal_environment_whatever_ours_is() {
+    let env = minimal_env();
+    let keys: Vec<_> = env.iter().map(|(k, _)| k.to_str().unwrap()).collect();
+    assert_eq!(keys, ["PATH", "LC_ALL"]);
+    assert!(ProcessSpec::new("/bin/true", ["x"]).env == env, "a new spec starts from it");
+}

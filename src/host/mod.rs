@@ -14,10 +14,12 @@
 //!   has no variant that reaches them;
 //! - at start: umask 077 and cwd `/`. The process environment is not
 //!   trusted and not used: `SUDO_USER` is read exactly once (who asked),
-//!   and every child process gets [`child_env`] explicitly (`crate::exec`
-//!   clears the rest). We do not rewrite our own environment because edition
-//!   2024 makes `std::env::set_var` unsafe and the crate forbids unsafe;
-//!   not reading it is the stronger guarantee anyway;
+//!   and every child process gets an explicit environment built from
+//!   `crate::exec::minimal_env` (docker calls add their socket and config
+//!   in `crate::docker::cli::docker_env`); `crate::exec` clears the rest. We
+//!   do not rewrite our own environment because edition 2024 makes
+//!   `std::env::set_var` unsafe and the crate forbids unsafe; not reading
+//!   it is the stronger guarantee anyway;
 //! - the shipped binary uses [`HostPaths::fixed`] only and always the real
 //!   engine ([`real_engine`]); there is no switch that selects a fake;
 //! - raw docker stderr never reaches a reply: engine errors become fixed
@@ -29,7 +31,7 @@ pub mod paths;
 pub mod rpc;
 pub mod show;
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsStr;
 use std::io::{Read, Write as _};
 
 use crate::control::plan::{Digest, PlanId};
@@ -41,16 +43,6 @@ pub use controller::{AppAfterResolve, Controller, Executed, Liveness, Resolved};
 pub use liveness::ProcLiveness;
 pub use paths::HostPaths;
 use rpc::{Reply, Request};
-
-/// The environment every child of the helper gets, and nothing else.
-pub fn child_env() -> Vec<(OsString, OsString)> {
-    vec![
-        ("PATH".into(), "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into()),
-        ("HOME".into(), "/root".into()),
-        ("DOCKER_HOST".into(), "unix:///var/run/docker.sock".into()),
-        ("LC_ALL".into(), "C".into()),
-    ]
-}
 
 /// Who is asking, from `SUDO_USER` (set by sudo itself), or `root` when the
 /// helper was run directly by root. Anything that is not a plain unix user
@@ -239,45 +231,49 @@ fn self_check() -> Result<String, Refusal> {
     caller(std::env::var_os("SUDO_USER").as_deref())
 }
 
-/// Runs one host subcommand in the shipped binary.
-pub fn run(command: crate::cli::HostCommand) -> Exit {
-    use crate::cli::HostCommand;
-    if let HostCommand::Doctor = command {
-        return crate::doctor::cli();
-    }
-    let caller = self_check();
+/// `volce-lab-host rpc` in the shipped binary: one request on stdin, one
+/// reply line on stdout, on the fixed paths and the real engine.
+pub fn cli_rpc() -> Exit {
     let paths = HostPaths::fixed();
-    match command {
-        HostCommand::Rpc => {
-            let reply = match caller {
-                Ok(caller) => rpc(
-                    &paths,
-                    real_engine(&paths),
-                    SystemClock,
-                    ProcLiveness,
-                    &caller,
-                    std::io::stdin().lock(),
-                ),
-                Err(refusal) => Reply::Rejected(refusal),
-            };
-            let mut stdout = std::io::stdout().lock();
-            let _ = stdout.write_all(reply.to_line().as_bytes());
-            let _ = stdout.flush();
-            reply.exit()
+    let reply = match self_check() {
+        Ok(caller) => {
+            rpc(&paths, real_engine(&paths), SystemClock, ProcLiveness, &caller, std::io::stdin().lock())
         }
-        HostCommand::Show { plan_id, json } => terminal(caller.and_then(|caller| {
-            show(&paths, real_engine(&paths), SystemClock, ProcLiveness, &caller, &plan_id, json)
-        })),
-        HostCommand::Approve { plan_id, digest } => terminal(caller.and_then(|caller| {
-            approve(&paths, real_engine(&paths), SystemClock, ProcLiveness, &caller, &plan_id, &digest)
-        })),
-        HostCommand::Resolve { plan_id } => terminal(caller.and_then(|caller| {
-            resolve(&paths, real_engine(&paths), SystemClock, ProcLiveness, &caller, &plan_id)
-        })),
-        HostCommand::Doctor => unreachable!("handled above"),
-    }
+        Err(refusal) => Reply::Rejected(refusal),
+    };
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout.write_all(reply.to_line().as_bytes());
+    let _ = stdout.flush();
+    reply.exit()
 }
 
+/// `volce-lab-host show PLAN_ID [--json]` in the shipped binary.
+pub fn cli_show(plan_id: &str, json: bool) -> Exit {
+    let paths = HostPaths::fixed();
+    terminal(self_check().and_then(|caller| {
+        show(&paths, real_engine(&paths), SystemClock, ProcLiveness, &caller, plan_id, json)
+    }))
+}
+
+/// `volce-lab-host approve PLAN_ID DIGEST` in the shipped binary.
+pub fn cli_approve(plan_id: &str, digest: &str) -> Exit {
+    let paths = HostPaths::fixed();
+    terminal(self_check().and_then(|caller| {
+        approve(&paths, real_engine(&paths), SystemClock, ProcLiveness, &caller, plan_id, digest)
+    }))
+}
+
+/// `volce-lab-host resolve PLAN_ID` in the shipped binary.
+pub fn cli_resolve(plan_id: &str) -> Exit {
+    let paths = HostPaths::fixed();
+    terminal(
+        self_check().and_then(|caller| {
+            resolve(&paths, real_engine(&paths), SystemClock, ProcLiveness, &caller, plan_id)
+        }),
+    )
+}
+
+/// Prints an operator command's text, or its refusal on stderr.
 fn terminal(result: Result<String, Refusal>) -> Exit {
     match result {
         Ok(text) => {
@@ -301,14 +297,5 @@ mod tests {
         assert_eq!(caller(Some(OsStr::new("alice"))).unwrap(), "alice");
         assert_eq!(caller(Some(OsStr::new("al ice"))).unwrap_err().code, Code::InvalidCaller);
         assert_eq!(caller(Some(OsStr::new("alice\n"))).unwrap_err().code, Code::InvalidCaller);
-    }
-
-    #[test]
-    fn children_get_a_fixed_environment_whatever_ours_is() {
-        let env = child_env();
-        let keys: Vec<_> = env.iter().map(|(k, _)| k.to_str().unwrap()).collect();
-        assert_eq!(keys, ["PATH", "HOME", "DOCKER_HOST", "LC_ALL"]);
-        assert!(env.contains(&("DOCKER_HOST".into(), "unix:///var/run/docker.sock".into())));
-        assert!(!keys.iter().any(|k| k.starts_with("LD_")));
     }
 }

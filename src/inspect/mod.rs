@@ -166,7 +166,9 @@ pub struct GateRefusal {
 pub struct Inspector {
     config: Config,
     backend: Backend,
-    /// `true` once identity matched; guarded together with every run.
+    /// The three-state identity gate, held for the whole of each gated call:
+    /// calls are serialized, and none runs on a verdict another call is
+    /// changing.
     gate: Mutex<Gate>,
 }
 
@@ -456,11 +458,6 @@ fn demo_outcome(config: &Config, command: RemoteCommand) -> Outcome {
     let mut execution = Execution::not_started(ExecutionStatus::Ok);
     execution.exit_code = Some(0);
     Outcome { execution, stdout: stdout.into_bytes(), stderr_len: 0 }
-}
-
-/// `volce-lab inspect`: identity, then disk and web_status.
-pub fn cli(json: bool) -> crate::exit::Exit {
-    report::cli(json)
 }
 
 #[cfg(test)]

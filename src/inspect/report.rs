@@ -4,14 +4,12 @@
 use std::io::Write as _;
 
 use super::{Check, CheckResult, Inspector, Status};
+use crate::config::Config;
 use crate::exit::Exit;
 
-/// Loads the configuration, runs identity, disk and web_status, prints.
-pub fn cli(json: bool) -> Exit {
-    let (config, runtime) = match crate::cli::workstation_start() {
-        Ok(started) => started,
-        Err(exit) => return exit,
-    };
+/// Runs identity, disk and web_status against the configured target once
+/// and prints the report (or JSON lines) on stdout.
+pub fn run(config: Config, runtime: &tokio::runtime::Runtime, json: bool) -> Exit {
     let inspector = Inspector::new(config);
     let results = runtime.block_on(async {
         let mut results = Vec::new();

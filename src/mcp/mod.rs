@@ -21,7 +21,7 @@ pub mod tools;
 use rmcp::ServiceExt as _;
 use rmcp::transport::async_rw::AsyncRwTransport;
 
-use crate::exit::Exit;
+use crate::config::Config;
 use crate::inspect::Inspector;
 
 pub use server::{Options, VolceLab};
@@ -44,22 +44,11 @@ where
     Ok(())
 }
 
-/// `volce-lab mcp-serve`.
-pub fn cli() -> Exit {
-    let (config, runtime) = match crate::cli::workstation_start() {
-        Ok(started) => started,
-        Err(exit) => return exit,
-    };
-    let outcome = runtime.block_on(async {
+/// `volce-lab mcp-serve`: serves stdin/stdout until the client closes them.
+pub fn serve_stdio(config: Config, runtime: &tokio::runtime::Runtime) -> Result<(), String> {
+    runtime.block_on(async {
         let server = VolceLab::new(Inspector::new(config), Options::from_env());
         let (read, write) = rmcp::transport::stdio_pipes();
         serve(server, read, write).await
-    });
-    match outcome {
-        Ok(()) => Exit::Ok,
-        Err(error) => {
-            eprintln!("volce-lab: the MCP session ended with an error: {error}");
-            Exit::Failure
-        }
-    }
+    })
 }
