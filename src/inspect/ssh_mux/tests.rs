@@ -1,0 +1,161 @@
+//! The multiplexer's pure parts: directory checks, master keys, argv.
+
+use super::*;
+use std::os::unix::fs::PermissionsExt as _;
+
+fn ssh(config: Option<PathBuf>) -> SshTransport {
+    SshTransport { alias: "course-demo".into(), config_file: config, connect_timeout: Duration::from_secs(8) }
+}
+
+fn limits() -> Limits {
+    Limits { output: 8192, timeout: Duration::from_secs(12) }
+}
+
+fn argv(spec: &ProcessSpec) -> Vec<String> {
+    spec.args.iter().map(|a| a.to_string_lossy().into_owned()).collect()
+}
+
+fn private_tempdir() -> tempfile::TempDir {
+    let temp = tempfile::tempdir().unwrap();
+    fs::set_permissions(temp.path(), fs::Permissions::from_mode(0o700)).unwrap();
+    temp
+}
+
+#[test]
+fn mux_options_go_before_the_alias_and_keep_the_hardened_argv() {
+    let temp = private_tempdir();
+    let mux = MultiplexedSsh::with_dir(ssh(None), temp.path().join("ssh"));
+    let plain = argv(&mux.ssh().specs(RemoteCommand::Disk, None, limits())[0]);
+    let spec = &mux.specs(RemoteCommand::Disk, None, limits())[0];
+    let args = argv(spec);
+    let path = mux.control_path().unwrap();
+    let control = format!("ControlPath={}", path.display());
+    for option in ["ControlMaster=auto", control.as_str(), "ControlPersist=60"] {
+        let at = args.iter().position(|a| a == option).unwrap_or_else(|| panic!("{option} missing"));
+        assert_eq!(args[at - 1], "-o");
+    }
+    // The plain argv is intact, in order, with the mux options added
+    // before `--`: alias last but one, fixed command last.
+    let without: Vec<&String> = args
+        .iter()
+        .enumerate()
+        .filter(|(i, a)| !(a.starts_with("Control") || (*a == "-o" && args[i + 1].starts_with("Control"))))
+        .map(|(_, a)| a)
+        .collect();
+    assert_eq!(without, plain.iter().collect::<Vec<_>>());
+    assert_eq!(args[args.len() - 2], "course-demo");
+    assert_eq!(args[args.len() - 1], "LC_ALL=C df -h /");
+    assert!(args.iter().position(|a| a == "ControlMaster=auto") < args.iter().position(|a| a == "--"));
+    assert_eq!(spec.program, PathBuf::from("/usr/bin/ssh"));
+}
+
+#[test]
+fn control_directory_is_created_private() {
+    let temp = private_tempdir();
+    let dir = temp.path().join("a/b/ssh");
+    private_dir(&dir).unwrap();
+    let meta = fs::symlink_metadata(&dir).unwrap();
+    assert_eq!(meta.mode() & 0o777, 0o700);
+    // Twice is fine.
+    private_dir(&dir).unwrap();
+}
+
+#[test]
+fn open_or_foreign_control_directories_are_refused_not_repaired() {
+    let temp = private_tempdir();
+    let open = temp.path().join("open");
+    fs::create_dir(&open).unwrap();
+    fs::set_permissions(&open, fs::Permissions::from_mode(0o755)).unwrap();
+    assert!(private_dir(&open).is_err(), "0755 directory accepted");
+    assert_eq!(fs::metadata(&open).unwrap().mode() & 0o777, 0o755, "must not be repaired");
+
+    let target = temp.path().join("target");
+    fs::create_dir(&target).unwrap();
+    fs::set_permissions(&target, fs::Permissions::from_mode(0o700)).unwrap();
+    let link = temp.path().join("link");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    assert!(private_dir(&link).is_err(), "symlink accepted");
+
+    let file = temp.path().join("file");
+    fs::write(&file, b"").unwrap();
+    assert!(private_dir(&file).is_err(), "file accepted");
+
+    let writable_parent = temp.path().join("shared");
+    fs::create_dir(&writable_parent).unwrap();
+    fs::set_permissions(&writable_parent, fs::Permissions::from_mode(0o777)).unwrap();
+    assert!(private_dir(&writable_parent.join("ssh")).is_err(), "world-writable parent accepted");
+
+    assert!(private_dir(Path::new("relative/ssh")).is_err());
+}
+
+#[test]
+fn without_a_private_directory_checks_use_fresh_connections() {
+    let temp = private_tempdir();
+    let open = temp.path().join("open");
+    fs::create_dir(&open).unwrap();
+    fs::set_permissions(&open, fs::Permissions::from_mode(0o755)).unwrap();
+    let mux = MultiplexedSsh::with_dir(ssh(None), open);
+    assert!(matches!(mux.unavailable(), Some(MuxUnavailable::NoDirectory(_))));
+    let spec = &mux.specs(RemoteCommand::Identity, None, limits())[0];
+    assert!(!argv(spec).iter().any(|a| a.starts_with("Control")), "{:?}", argv(spec));
+}
+
+#[test]
+fn a_socket_path_too_long_for_sun_path_disables_multiplexing() {
+    let temp = private_tempdir();
+    let long = temp.path().join("x".repeat(90));
+    let mux = MultiplexedSsh::with_dir(ssh(None), long);
+    assert!(matches!(mux.unavailable(), Some(MuxUnavailable::PathTooLong(_))));
+    let spec = &mux.specs(RemoteCommand::Identity, None, limits())[0];
+    assert!(!argv(spec).iter().any(|a| a.starts_with("Control")));
+}
+
+#[test]
+fn a_changed_ssh_config_gets_another_master() {
+    let temp = private_tempdir();
+    let config = temp.path().join("ssh_config");
+    fs::write(&config, "Host course-demo\n    User agent\n").unwrap();
+    let mux = MultiplexedSsh::with_dir(ssh(Some(config.clone())), temp.path().join("ssh"));
+    let first = mux.control_path().unwrap();
+    assert_eq!(mux.control_path().unwrap(), first, "stable while nothing changes");
+    fs::write(&config, "Host course-demo\n    User other\n").unwrap();
+    let second = mux.control_path().unwrap();
+    assert_ne!(first, second);
+    let other_alias = MultiplexedSsh::with_dir(
+        SshTransport { alias: "other".into(), ..ssh(Some(config)) },
+        temp.path().join("ssh"),
+    );
+    assert_ne!(other_alias.control_path().unwrap(), second);
+}
+
+#[test]
+fn reset_without_a_master_is_harmless() {
+    let temp = private_tempdir();
+    let mux = MultiplexedSsh::with_dir(ssh(None), temp.path().join("ssh"));
+    mux.reset();
+    let _ = mux.specs(RemoteCommand::Identity, None, limits());
+    // No master is listening on the path: nothing to tell, nothing to remove.
+    mux.reset();
+    mux.reset();
+}
+
+#[test]
+fn exit_argv_reads_no_config_and_ends_with_the_alias() {
+    let args: Vec<String> = exit_argv("course-demo", Path::new("/run/user/1/volce-lab-ssh/ab"))
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        args,
+        [
+            "-F",
+            "/dev/null",
+            "-o",
+            "ControlPath=/run/user/1/volce-lab-ssh/ab",
+            "-O",
+            "exit",
+            "--",
+            "course-demo"
+        ]
+    );
+}
