@@ -1,6 +1,14 @@
 //! Store tests on real temporary SQLite files, including racing connections.
 
+use std::path::Path;
+
+use rusqlite::Connection;
+
+use super::schema::MIGRATIONS;
+use super::transitions::PLAN_COLUMNS;
 use super::*;
+use crate::control::Code;
+use crate::control::plan::{Plan, PlanId};
 
 fn plan(n: u32, now: i64) -> Plan {
     crate::control::plan::test_plan(PlanId::parse(&format!("{n:032x}")).unwrap(), now)
