@@ -1,15 +1,31 @@
 //! The rows of the state database as Rust types: plan states and outcomes,
 //! claims, approvals, resolutions, audit events. Runs as root inside the
 //! host helper; pure data, no I/O.
+//!
+//! Each closed set of names stored in a column (`PlanState`, `PlanOutcome`,
+//! `Event`, `AuditOutcome`) has exactly one name table: its strum derive.
+//! `as_str` and `parse` are built on it, serde (where derived) uses the same
+//! snake_case names, and the schema's CHECK lists must equal it (a test reads
+//! them back). The stored strings are part of the on-disk format: renaming a
+//! variant renames nothing in a database, so it needs a migration.
+
+use std::str::FromStr;
 
 use serde::Serialize;
+use strum::{EnumString, IntoStaticStr, VariantArray};
 
 use super::StoreError;
 use crate::control::plan::{Digest, Plan};
 
+/// A stored name that is not in its enum's table: the row is unreadable.
+fn parse_stored<T: FromStr>(value: &str) -> Result<T, StoreError> {
+    value.parse().map_err(|_| StoreError::Corrupt)
+}
+
 /// Where a plan is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, IntoStaticStr, EnumString, VariantArray)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum PlanState {
     Pending,
     Executing,
@@ -28,40 +44,29 @@ pub enum PlanState {
 
 impl PlanState {
     pub fn as_str(self) -> &'static str {
-        match self {
-            PlanState::Pending => "pending",
-            PlanState::Executing => "executing",
-            PlanState::Completed => "completed",
-            PlanState::NeedsInspection => "needs_inspection",
-            PlanState::Invalidated => "invalidated",
-            PlanState::Inspected => "inspected",
-            PlanState::Failed => "failed",
-        }
+        self.into()
     }
     pub(super) fn parse(value: &str) -> Result<PlanState, StoreError> {
-        Ok(match value {
-            "pending" => PlanState::Pending,
-            "executing" => PlanState::Executing,
-            "completed" => PlanState::Completed,
-            "needs_inspection" => PlanState::NeedsInspection,
-            "invalidated" => PlanState::Invalidated,
-            "inspected" => PlanState::Inspected,
-            "failed" => PlanState::Failed,
-            _ => return Err(StoreError::Corrupt),
-        })
+        parse_stored(value)
     }
 }
 
 /// Why a plan ended where it did (a category, never free text).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, IntoStaticStr, EnumString, VariantArray)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum PlanOutcome {
     Completed,
     /// The engine reported a failure; the change may be partial.
     EngineFailed,
     /// The process that claimed the plan died before recording an outcome.
     ClaimerDied,
-    /// The engine acted but the result could not be recorded.
+    /// Never written by this code: when the engine acted but the result
+    /// could not be recorded, the plan stays `executing` under its claim and
+    /// the next helper abandons it as `claimer_died`. Kept because both
+    /// migrations' CHECK lists allow `record_failed`, so a database may hold
+    /// it; dropping the variant would make such a row unreadable, and
+    /// dropping the name from the schema needs a table rebuild.
     RecordFailed,
     PolicyChanged,
     SnapshotChanged,
@@ -73,29 +78,10 @@ pub enum PlanOutcome {
 
 impl PlanOutcome {
     pub fn as_str(self) -> &'static str {
-        match self {
-            PlanOutcome::Completed => "completed",
-            PlanOutcome::EngineFailed => "engine_failed",
-            PlanOutcome::ClaimerDied => "claimer_died",
-            PlanOutcome::RecordFailed => "record_failed",
-            PlanOutcome::PolicyChanged => "policy_changed",
-            PlanOutcome::SnapshotChanged => "snapshot_changed",
-            PlanOutcome::RolledBack => "rolled_back",
-            PlanOutcome::NotStarted => "not_started",
-        }
+        self.into()
     }
     pub(super) fn parse(value: &str) -> Result<PlanOutcome, StoreError> {
-        Ok(match value {
-            "completed" => PlanOutcome::Completed,
-            "engine_failed" => PlanOutcome::EngineFailed,
-            "claimer_died" => PlanOutcome::ClaimerDied,
-            "record_failed" => PlanOutcome::RecordFailed,
-            "policy_changed" => PlanOutcome::PolicyChanged,
-            "snapshot_changed" => PlanOutcome::SnapshotChanged,
-            "rolled_back" => PlanOutcome::RolledBack,
-            "not_started" => PlanOutcome::NotStarted,
-            _ => return Err(StoreError::Corrupt),
-        })
+        parse_stored(value)
     }
 }
 
@@ -155,7 +141,8 @@ impl StoredPlan {
 }
 
 /// Audit events, one per state change.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, IntoStaticStr, EnumString, VariantArray)]
+#[strum(serialize_all = "snake_case")]
 pub enum Event {
     Prepared,
     Approved,
@@ -170,22 +157,13 @@ pub enum Event {
 
 impl Event {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Event::Prepared => "prepared",
-            Event::Approved => "approved",
-            Event::Claimed => "claimed",
-            Event::Completed => "completed",
-            Event::NeedsInspection => "needs_inspection",
-            Event::ClaimAbandoned => "claim_abandoned",
-            Event::Invalidated => "invalidated",
-            Event::Inspected => "inspected",
-            Event::Failed => "failed",
-        }
+        self.into()
     }
 }
 
 /// The outcome category of an audit row.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, IntoStaticStr, EnumString, VariantArray)]
+#[strum(serialize_all = "snake_case")]
 pub enum AuditOutcome {
     Ok,
     Failed,
@@ -195,12 +173,7 @@ pub enum AuditOutcome {
 
 impl AuditOutcome {
     pub fn as_str(self) -> &'static str {
-        match self {
-            AuditOutcome::Ok => "ok",
-            AuditOutcome::Failed => "failed",
-            AuditOutcome::Uncertain => "uncertain",
-            AuditOutcome::Refused => "refused",
-        }
+        self.into()
     }
 }
 
@@ -227,4 +200,56 @@ pub struct AuditEntry {
     pub exit_code: Option<i32>,
     pub duration_ms: Option<i64>,
     pub actor: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fmt::Debug;
+
+    use super::*;
+
+    /// Every name reads back as its variant; a near miss does not.
+    fn names_round_trip<T>()
+    where
+        T: VariantArray + Copy + PartialEq + Debug + FromStr + Into<&'static str>,
+    {
+        for &variant in T::VARIANTS {
+            let name: &'static str = variant.into();
+            assert_eq!(name.parse::<T>().ok(), Some(variant), "{name}");
+            assert!(name.to_uppercase().parse::<T>().is_err(), "{name}: names are case-sensitive");
+            assert!(format!("{name} ").parse::<T>().is_err(), "{name}: no trimming");
+        }
+    }
+
+    /// serde writes the same names as the store (the rpc replies and
+    /// `show --json` print these).
+    fn serde_names_are_the_stored_names<T>()
+    where
+        T: VariantArray + Copy + Serialize + Into<&'static str>,
+    {
+        for &variant in T::VARIANTS {
+            let name: &'static str = variant.into();
+            assert_eq!(serde_json::to_value(variant).unwrap(), serde_json::json!(name));
+        }
+    }
+
+    #[test]
+    fn every_stored_name_reads_back_as_its_variant() {
+        names_round_trip::<PlanState>();
+        names_round_trip::<PlanOutcome>();
+        names_round_trip::<Event>();
+        names_round_trip::<AuditOutcome>();
+    }
+
+    #[test]
+    fn serde_and_strum_agree_on_every_name() {
+        serde_names_are_the_stored_names::<PlanState>();
+        serde_names_are_the_stored_names::<PlanOutcome>();
+    }
+
+    #[test]
+    fn an_unknown_stored_name_is_a_corrupt_row() {
+        assert!(matches!(PlanState::parse("approved"), Err(StoreError::Corrupt)));
+        assert!(matches!(PlanOutcome::parse("Completed"), Err(StoreError::Corrupt)));
+    }
 }

@@ -210,9 +210,9 @@ impl Tx<'_> {
         audit: &AuditRow,
     ) -> Result<(), StoreError> {
         let state = match outcome {
-            PlanOutcome::Completed => "completed",
-            PlanOutcome::RolledBack | PlanOutcome::NotStarted => "failed",
-            _ => "needs_inspection",
+            PlanOutcome::Completed => PlanState::Completed,
+            PlanOutcome::RolledBack | PlanOutcome::NotStarted => PlanState::Failed,
+            _ => PlanState::NeedsInspection,
         };
         let changed = self
             .tx
@@ -222,7 +222,7 @@ impl Tx<'_> {
             )?
             .execute(params![
                 id.as_str(),
-                state,
+                state.as_str(),
                 outcome.as_str(),
                 audit.at,
                 claim.pid,
