@@ -167,13 +167,7 @@ impl Store {
         &mut self,
         work: impl FnOnce(&Tx<'_>) -> Result<T, E>,
     ) -> Result<T, E> {
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(|e| E::from(StoreError::from(e)))?;
-        let value = work(&Tx { tx: &tx })?;
-        tx.commit().map_err(|e| E::from(StoreError::from(e)))?;
-        Ok(value)
+        self.transaction(TransactionBehavior::Immediate, work)
     }
 
     /// A consistent read (deferred transaction: takes no write lock).
@@ -181,17 +175,33 @@ impl Store {
         &mut self,
         work: impl FnOnce(&Tx<'_>) -> Result<T, E>,
     ) -> Result<T, E> {
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Deferred)
-            .map_err(|e| E::from(StoreError::from(e)))?;
+        self.transaction(TransactionBehavior::Deferred, work)
+    }
+
+    fn transaction<T, E: From<StoreError>>(
+        &mut self,
+        behavior: TransactionBehavior,
+        work: impl FnOnce(&Tx<'_>) -> Result<T, E>,
+    ) -> Result<T, E> {
+        let tx = self.conn.transaction_with_behavior(behavior).map_err(|e| E::from(StoreError::from(e)))?;
         let value = work(&Tx { tx: &tx })?;
         tx.commit().map_err(|e| E::from(StoreError::from(e)))?;
         Ok(value)
     }
 
-    /// The raw connection, for benchmarks and tests that fill history fast.
-    pub fn connection(&mut self) -> &mut Connection {
+    /// The raw connection, bypassing every transition, transaction and audit
+    /// row: only for tests and benchmarks that fill history fast or break a
+    /// database on purpose. Public because integration tests and benches
+    /// cannot see `#[cfg(test)]` items; the shipped helper never calls it.
+    pub fn dangerous_connection_for_tests(&mut self) -> &mut Connection {
         &mut self.conn
+    }
+
+    /// The old name of [`Store::dangerous_connection_for_tests`], kept only
+    /// until `tests/host_controller.rs` and `benches/controller.rs` use the
+    /// new one; then delete it.
+    #[doc(hidden)]
+    pub fn connection(&mut self) -> &mut Connection {
+        self.dangerous_connection_for_tests()
     }
 }
