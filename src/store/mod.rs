@@ -6,6 +6,7 @@
 //! rows.rs         row types and the closed name sets stored in columns
 //! database.rs     Store: open, pragmas read back, migrate, transactions
 //! transitions.rs  Tx: conditional transitions, app records, audit rows
+//! health.rs       the read-only health report the doctor prints
 //! ```
 //!
 //! Each file states the invariants it enforces. In short: pragmas are read
@@ -16,16 +17,18 @@
 //! queries are served by indexes.
 
 mod database;
+mod health;
 mod rows;
 mod schema;
 mod transitions;
 
 pub use database::{BUSY_TIMEOUT, Store, StoreError};
+pub use health::{StoreHealth, read_health};
 pub use rows::{
     Approval, AuditEntry, AuditOutcome, AuditRow, Claim, Event, PlanOutcome, PlanState, Resolution,
     StoredPlan,
 };
-pub use transitions::{SQL_EXECUTING, SQL_UNSETTLED, Tx};
+pub use transitions::{SQL_EXECUTING, SQL_UNSETTLED, SQL_UNSETTLED_ALL, Tx};
 
 #[cfg(test)]
 mod tests;

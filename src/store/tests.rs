@@ -405,3 +405,26 @@ fn migrating_a_v1_database_keeps_every_row() {
     store.write(|tx| tx.resolve(&four.id, four.action, &row(Event::Inspected, "alice"))).unwrap();
     assert_eq!(store.read(|tx| tx.unsettled_plan()).unwrap().map(|(_, s)| s), Some(PlanState::Executing));
 }
+
+#[test]
+fn health_lists_the_unsettled_plans_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    assert_eq!(read_health(&path).unwrap(), None, "no database yet");
+    let mut store = Store::open(&path).unwrap();
+    let stuck = needs_inspection(&mut store, 2);
+    store.write(|tx| tx.insert_plan(&plan(1, 1000), &row(Event::Prepared, "agent"))).unwrap();
+    drop(store);
+    let before = std::fs::read(&path).unwrap();
+    let health = read_health(&path).unwrap().unwrap();
+    assert_eq!(
+        health,
+        StoreHealth {
+            integrity_ok: true,
+            schema_version: Store::supported_version(),
+            expected_schema_version: Store::supported_version(),
+            stuck_plans: vec![(stuck.id.as_str().to_owned(), "needs_inspection".to_owned())],
+        }
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), before, "read-only");
+}

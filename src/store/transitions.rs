@@ -35,6 +35,10 @@ pub const SQL_UNSETTLED: &str =
 pub const SQL_EXECUTING: &str = "SELECT id, action, claim_pid, claim_start, claim_boot FROM plans \
                                  WHERE state IN ('executing', 'needs_inspection') AND state = 'executing'";
 
+/// Every unsettled plan, for the doctor's report (not per request).
+pub const SQL_UNSETTLED_ALL: &str =
+    "SELECT id, state FROM plans WHERE state IN ('executing', 'needs_inspection') ORDER BY id";
+
 pub(super) const PLAN_COLUMNS: &str = "body, state, approved_by, approved_at, approved_digest, claim_pid, claim_start, \
                             claim_boot, claimed_at, finished_at, outcome, resolved_by, resolved_at";
 
