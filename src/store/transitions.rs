@@ -173,15 +173,14 @@ impl Tx<'_> {
         digest: &Digest,
         audit: &AuditRow,
     ) -> Result<(), StoreError> {
-        let changed = self
-            .tx
-            .prepare_cached(
-                "UPDATE plans SET approved_by = ?2, approved_at = ?3, approved_digest = ?4
+        self.transition(
+            "UPDATE plans SET approved_by = ?2, approved_at = ?3, approved_digest = ?4
                  WHERE id = ?1 AND state = 'pending' AND approved_by IS NULL AND digest = ?4",
-            )?
-            .execute(params![id.as_str(), audit.actor, audit.at, digest.as_str()])?;
-        self.exactly_one(changed, id)?;
-        self.audit(id, action, audit)
+            params![id.as_str(), audit.actor, audit.at, digest.as_str()],
+            id,
+            action,
+            audit,
+        )
     }
 
     /// pending -> executing, recording the claimer.
@@ -192,15 +191,14 @@ impl Tx<'_> {
         claim: &Claim,
         audit: &AuditRow,
     ) -> Result<(), StoreError> {
-        let changed = self
-            .tx
-            .prepare_cached(
-                "UPDATE plans SET state = 'executing', claim_pid = ?2, claim_start = ?3, claim_boot = ?4,
+        self.transition(
+            "UPDATE plans SET state = 'executing', claim_pid = ?2, claim_start = ?3, claim_boot = ?4,
                  claimed_at = ?5 WHERE id = ?1 AND state = 'pending'",
-            )?
-            .execute(params![id.as_str(), claim.pid, claim.start_time as i64, claim.boot_id, audit.at])?;
-        self.exactly_one(changed, id)?;
-        self.audit(id, action, audit)
+            params![id.as_str(), claim.pid, claim.start_time as i64, claim.boot_id, audit.at],
+            id,
+            action,
+            audit,
+        )
     }
 
     /// executing -> completed, failed (outcome rolled_back or not_started:
@@ -218,13 +216,10 @@ impl Tx<'_> {
             PlanOutcome::RolledBack | PlanOutcome::NotStarted => PlanState::Failed,
             _ => PlanState::NeedsInspection,
         };
-        let changed = self
-            .tx
-            .prepare_cached(
-                "UPDATE plans SET state = ?2, outcome = ?3, finished_at = ?4
+        self.transition(
+            "UPDATE plans SET state = ?2, outcome = ?3, finished_at = ?4
                  WHERE id = ?1 AND state = 'executing' AND claim_pid = ?5 AND claim_start = ?6 AND claim_boot = ?7",
-            )?
-            .execute(params![
+            params![
                 id.as_str(),
                 state.as_str(),
                 outcome.as_str(),
@@ -232,9 +227,11 @@ impl Tx<'_> {
                 claim.pid,
                 claim.start_time as i64,
                 claim.boot_id
-            ])?;
-        self.exactly_one(changed, id)?;
-        self.audit(id, action, audit)
+            ],
+            id,
+            action,
+            audit,
+        )
     }
 
     /// executing -> needs_inspection for a claim whose process is gone.
@@ -257,29 +254,27 @@ impl Tx<'_> {
         why: PlanOutcome,
         audit: &AuditRow,
     ) -> Result<(), StoreError> {
-        let changed = self
-            .tx
-            .prepare_cached(
-                "UPDATE plans SET state = 'invalidated', outcome = ?2, finished_at = ?3 WHERE id = ?1 AND state = 'pending'",
-            )?
-            .execute(params![id.as_str(), why.as_str(), audit.at])?;
-        self.exactly_one(changed, id)?;
-        self.audit(id, action, audit)
+        self.transition(
+            "UPDATE plans SET state = 'invalidated', outcome = ?2, finished_at = ?3 WHERE id = ?1 AND state = 'pending'",
+            params![id.as_str(), why.as_str(), audit.at],
+            id,
+            action,
+            audit,
+        )
     }
 
     /// needs_inspection -> inspected: an operator attests they looked at the
     /// server. Records who and when; the outcome column keeps why the plan
     /// needed inspection.
     pub fn resolve(&self, id: &PlanId, action: Action, audit: &AuditRow) -> Result<(), StoreError> {
-        let changed = self
-            .tx
-            .prepare_cached(
-                "UPDATE plans SET state = 'inspected', resolved_by = ?2, resolved_at = ?3
+        self.transition(
+            "UPDATE plans SET state = 'inspected', resolved_by = ?2, resolved_at = ?3
                  WHERE id = ?1 AND state = 'needs_inspection'",
-            )?
-            .execute(params![id.as_str(), audit.actor, audit.at])?;
-        self.exactly_one(changed, id)?;
-        self.audit(id, action, audit)
+            params![id.as_str(), audit.actor, audit.at],
+            id,
+            action,
+            audit,
+        )
     }
 
     /// Forgets an app record (inside a resolving transaction), freeing its
@@ -287,6 +282,22 @@ impl Tx<'_> {
     pub fn delete_app(&self, name: &str) -> Result<(), StoreError> {
         let changed = self.tx.prepare_cached("DELETE FROM apps WHERE name = ?1")?.execute([name])?;
         if changed == 1 { Ok(()) } else { Err(StoreError::Conflict(name.to_owned())) }
+    }
+
+    /// The one shape of every plan transition: a conditional UPDATE that must
+    /// change exactly one row (else it fails with `Conflict` and the write
+    /// rolls back), then its audit row in the same transaction.
+    fn transition(
+        &self,
+        sql: &str,
+        params: impl rusqlite::Params,
+        id: &PlanId,
+        action: Action,
+        audit: &AuditRow,
+    ) -> Result<(), StoreError> {
+        let changed = self.tx.prepare_cached(sql)?.execute(params)?;
+        self.exactly_one(changed, id)?;
+        self.audit(id, action, audit)
     }
 
     fn exactly_one(&self, changed: usize, id: &PlanId) -> Result<(), StoreError> {
