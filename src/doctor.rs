@@ -3,9 +3,10 @@
 //! server (it reads the root-only policy and state); changes nothing.
 //!
 //! The facts that need the outside world (docker, visudo, the account
-//! database, the policy loader and the store) come through [`Probe`], so the
+//! database, the policy parser and the store) come through [`Probe`], so the
 //! rules can be tested on temporary files with a fake probe, and for real on
-//! an installation the end-to-end suite builds.
+//! an installation the end-to-end suite builds. Owner and mode of every
+//! installed file are checked here, on the path, one finding each.
 
 use std::fmt;
 use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
@@ -46,23 +47,17 @@ pub trait Probe {
     /// The groups `user` belongs to (primary and supplementary), or None if
     /// there is no such account.
     fn groups_of(&self, user: &str) -> Option<Vec<String>>;
-    /// Loads the policy with the helper's own rules: the pinned images it
-    /// names, or the reason it is refused.
+    /// Parses the policy with the helper's own parser: the pinned images it
+    /// names, or the reason it is refused. Ownership and mode are not its
+    /// business: the doctor checks them itself, as findings of their own.
     fn policy_images(&self, path: &Path) -> Result<Vec<String>, String>;
-    /// Opens the store read-only: integrity, schema version, stuck plans;
-    /// `None` when no database exists yet (a fresh installation).
+    /// The store's read-only health report: integrity, schema version,
+    /// stuck plans; `None` when no database exists yet (a fresh installation).
     fn store(&self, state_dir: &Path) -> Result<Option<StoreHealth>, String>;
 }
 
-/// What the store says about itself.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoreHealth {
-    pub integrity_ok: bool,
-    pub schema_version: i64,
-    pub expected_schema_version: i64,
-    /// Ids of plans in `executing` or `needs_inspection`.
-    pub stuck_plans: Vec<(String, String)>,
-}
+/// What the store says about itself (its home is `crate::store`).
+pub use crate::store::StoreHealth;
 
 /// One line of the report.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -403,7 +398,16 @@ pub fn cli() -> crate::exit::Exit {
     if healthy { Exit::Ok } else { Exit::Failure }
 }
 
-/// The policy through the helper's own parser: every pinned reference.
+/// The policy's content through the helper's own parser
+/// (`Policy::from_json`): every pinned reference, or the parser's refusal.
+///
+/// The bytes come from a plain `fs::read`, not from the helper's loader
+/// (`host::paths::load_policy`), on purpose: the loader refuses the whole
+/// file in one sentence when its owner or mode is wrong, while the doctor
+/// reports those as findings of their own (`policy directory`, `policy
+/// file`, each with its fix) and still says what is wrong with the content.
+/// Known gaps against the loader: it also refuses a symlinked policy file or
+/// directory and a file over 256 KiB, which pass here.
 pub fn load_policy_images(path: &Path) -> Result<Vec<String>, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read it ({})", e.kind()))?;
     let policy = crate::control::policy::Policy::from_json(&bytes).map_err(|e| e.to_string())?;
@@ -412,48 +416,22 @@ pub fn load_policy_images(path: &Path) -> Result<Vec<String>, String> {
     Ok(images)
 }
 
-/// Reads the store without changing it: opened read-only, never migrated
-/// (the doctor must not be the thing that upgrades a database).
+/// The store's own health report (one query, in `crate::store`): opened
+/// read-only, never migrated (the doctor must not be the thing that upgrades
+/// a database).
 pub fn read_store_health(state_dir: &Path) -> Result<Option<StoreHealth>, String> {
-    use rusqlite::{Connection, OpenFlags};
-    let path = state_dir.join("state.db");
-    if !path.exists() {
-        return Ok(None);
-    }
-    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let conn = Connection::open_with_flags(&path, flags).map_err(|e| e.to_string())?;
-    let integrity: String =
-        conn.query_row("PRAGMA integrity_check", [], |row| row.get(0)).map_err(|e| e.to_string())?;
-    let schema_version: i64 =
-        conn.query_row("PRAGMA user_version", [], |row| row.get(0)).map_err(|e| e.to_string())?;
-    let mut stuck_plans = Vec::new();
-    if schema_version >= 1 {
-        let mut statement = conn
-            .prepare(
-                "SELECT id, state FROM plans WHERE state IN ('executing', 'needs_inspection') ORDER BY id",
-            )
-            .map_err(|e| e.to_string())?;
-        let rows = statement
-            .query_map([], |row| Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?)))
-            .map_err(|e| e.to_string())?;
-        for row in rows {
-            stuck_plans.push(row.map_err(|e| e.to_string())?);
-        }
-    }
-    Ok(Some(StoreHealth {
-        integrity_ok: integrity == "ok",
-        schema_version,
-        expected_schema_version: crate::store::Store::supported_version(),
-        stuck_plans,
-    }))
+    crate::store::read_health(&state_dir.join("state.db")).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
 mod tests;
 
 /// The probe the shipped binary uses: docker and visudo through the bounded
-/// runner, the account database through libc's NSS lookups. Policy and store
-/// checks reuse the host helper's own loaders, given as functions.
+/// runner, the account database through libc's NSS lookups. The policy's
+/// content goes through the helper's own parser ([`load_policy_images`]) and
+/// the store's health is the store's own read-only report
+/// ([`read_store_health`]); both are given as functions so tests can swap
+/// them.
 pub struct SystemProbe {
     pub policy_images: fn(&Path) -> Result<Vec<String>, String>,
     pub store: fn(&Path) -> Result<Option<StoreHealth>, String>,

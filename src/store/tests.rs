@@ -1,6 +1,14 @@
 //! Store tests on real temporary SQLite files, including racing connections.
 
+use std::path::Path;
+
+use rusqlite::Connection;
+
+use super::schema::MIGRATIONS;
+use super::transitions::PLAN_COLUMNS;
 use super::*;
+use crate::control::Code;
+use crate::control::plan::{Plan, PlanId};
 
 fn plan(n: u32, now: i64) -> Plan {
     crate::control::plan::test_plan(PlanId::parse(&format!("{n:032x}")).unwrap(), now)
@@ -30,7 +38,7 @@ fn fresh() -> (tempfile::TempDir, Store) {
 #[test]
 fn pragmas_are_applied_and_read_back() {
     let (_dir, mut store) = fresh();
-    let conn = store.connection();
+    let conn = store.dangerous_connection_for_tests();
     let mode: String = conn.pragma_query_value(None, "journal_mode", |r| r.get(0)).unwrap();
     assert_eq!(mode, "wal");
     let sync: i64 = conn.pragma_query_value(None, "synchronous", |r| r.get(0)).unwrap();
@@ -58,7 +66,7 @@ fn a_database_newer_than_the_code_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("state.db");
     let mut store = Store::open(&path).unwrap();
-    store.connection().pragma_update(None, "user_version", 99).unwrap();
+    store.dangerous_connection_for_tests().pragma_update(None, "user_version", 99).unwrap();
     drop(store);
     match Store::open(&path) {
         Err(StoreError::TooNew { found: 99, supported }) => assert_eq!(supported, Store::supported_version()),
@@ -80,9 +88,15 @@ fn a_symlinked_database_is_refused() {
 fn check_constraints_refuse_an_unknown_state() {
     let (_dir, mut store) = fresh();
     store.write(|tx| tx.insert_plan(&plan(1, 1000), &row(Event::Prepared, "agent"))).unwrap();
-    let error = store.connection().execute("UPDATE plans SET state = 'approved'", []).unwrap_err();
+    let error = store
+        .dangerous_connection_for_tests()
+        .execute("UPDATE plans SET state = 'approved'", [])
+        .unwrap_err();
     assert!(error.to_string().contains("CHECK"), "{error}");
-    let error = store.connection().execute("UPDATE plans SET state = 'completed'", []).unwrap_err();
+    let error = store
+        .dangerous_connection_for_tests()
+        .execute("UPDATE plans SET state = 'completed'", [])
+        .unwrap_err();
     assert!(error.to_string().contains("CHECK"), "completed needs a claim and an end time: {error}");
 }
 
@@ -164,7 +178,7 @@ fn a_tampered_body_is_refused_on_load() {
     let p = plan(1, 1000);
     store.write(|tx| tx.insert_plan(&p, &row(Event::Prepared, "agent"))).unwrap();
     store
-        .connection()
+        .dangerous_connection_for_tests()
         .execute("UPDATE plans SET body = replace(body, '\"agent\"', '\"alice\"')", [])
         .unwrap();
     let error = store.read(|tx| tx.load_plan(&p.id)).unwrap_err();
@@ -200,7 +214,7 @@ fn two_connections_racing_to_claim_get_exactly_one_winner() {
 #[test]
 fn per_request_queries_use_indexes_not_table_scans() {
     let (_dir, mut store) = fresh();
-    let conn = store.connection();
+    let conn = store.dangerous_connection_for_tests();
     let queries = [
         SQL_UNSETTLED.to_owned(),
         SQL_EXECUTING.to_owned(),
@@ -274,8 +288,10 @@ fn resolve_of_a_pending_plan_twice_or_of_an_unknown_id_is_refused() {
     let stored = store.read(|tx| tx.load_plan(&p.id)).unwrap().unwrap();
     assert_eq!(stored.resolution.unwrap().by, "alice", "the first resolution stands");
     // The CHECK constraints hold the invariant even against raw SQL.
-    let error =
-        store.connection().execute("UPDATE plans SET state = 'inspected' WHERE seq = 1", []).unwrap_err();
+    let error = store
+        .dangerous_connection_for_tests()
+        .execute("UPDATE plans SET state = 'inspected' WHERE seq = 1", [])
+        .unwrap_err();
     assert!(error.to_string().contains("CHECK"), "inspected needs who and when: {error}");
 }
 
@@ -358,7 +374,7 @@ fn migrating_a_v1_database_keeps_every_row() {
     drop(old);
 
     let mut store = Store::open(&path).unwrap();
-    let conn = store.connection();
+    let conn = store.dangerous_connection_for_tests();
     let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).unwrap();
     assert_eq!(version, Store::supported_version());
     assert_eq!(dump(conn, &format!("SELECT {v1_columns} FROM plans ORDER BY seq")), plans_before);
@@ -388,4 +404,27 @@ fn migrating_a_v1_database_keeps_every_row() {
     let four = &ids[3];
     store.write(|tx| tx.resolve(&four.id, four.action, &row(Event::Inspected, "alice"))).unwrap();
     assert_eq!(store.read(|tx| tx.unsettled_plan()).unwrap().map(|(_, s)| s), Some(PlanState::Executing));
+}
+
+#[test]
+fn health_lists_the_unsettled_plans_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    assert_eq!(read_health(&path).unwrap(), None, "no database yet");
+    let mut store = Store::open(&path).unwrap();
+    let stuck = needs_inspection(&mut store, 2);
+    store.write(|tx| tx.insert_plan(&plan(1, 1000), &row(Event::Prepared, "agent"))).unwrap();
+    drop(store);
+    let before = std::fs::read(&path).unwrap();
+    let health = read_health(&path).unwrap().unwrap();
+    assert_eq!(
+        health,
+        StoreHealth {
+            integrity_ok: true,
+            schema_version: Store::supported_version(),
+            expected_schema_version: Store::supported_version(),
+            stuck_plans: vec![(stuck.id.as_str().to_owned(), "needs_inspection".to_owned())],
+        }
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), before, "read-only");
 }

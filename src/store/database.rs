@@ -1,0 +1,207 @@
+//! One open state database: opening it (pragmas set, then read back), the
+//! migration to the current schema, and the read and write transactions
+//! every other operation runs in. Runs as root inside the host helper, on
+//! `<state dir>/state.db`.
+//!
+//! Invariants enforced here:
+//! - pragmas (WAL, synchronous=FULL, foreign_keys=ON, busy timeout) are set
+//!   and read back; a connection where one did not apply is refused, since
+//!   SQLite ignores what it does not understand without a word;
+//! - a database newer than this code is refused, never touched;
+//! - every write runs in a `BEGIN IMMEDIATE` transaction ([`Store::write`]),
+//!   so two helpers never both decide on stale reads.
+
+use std::path::Path;
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags, OptionalExtension as _, TransactionBehavior};
+
+use super::schema::{self, MIGRATIONS};
+use super::transitions::Tx;
+use crate::control::{Code, Refusal};
+
+/// How long a writer waits for another helper's transaction.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Why the store could not do what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("the state database failed: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("the state database did not accept `PRAGMA {0}`; refusing to run without it")]
+    PragmaNotApplied(&'static str),
+    #[error(
+        "the state database is at schema version {found}, newer than this program ({supported}); refusing to touch it"
+    )]
+    TooNew { found: i64, supported: i64 },
+    #[error("{0}")]
+    Refused(Refusal),
+    #[error("a transition of plan {0} found the plan in another state; nothing was changed")]
+    Conflict(String),
+    #[error("a stored record is unreadable; inspect the state database")]
+    Corrupt,
+}
+
+impl From<Refusal> for StoreError {
+    fn from(refusal: Refusal) -> Self {
+        StoreError::Refused(refusal)
+    }
+}
+
+impl StoreError {
+    /// The stable code and sentence for the wire.
+    pub fn refusal(&self) -> Refusal {
+        match self {
+            StoreError::Refused(refusal) => refusal.clone(),
+            StoreError::Conflict(_) => Refusal::new(
+                Code::PlanConsumed,
+                "The plan changed state while this request ran; inspect it before doing anything else.",
+            ),
+            StoreError::Corrupt => Refusal::new(
+                Code::PlanCorrupt,
+                "A stored record is unreadable; an operator must inspect the state.",
+            ),
+            _ => Refusal::new(
+                Code::StateUnavailable,
+                "The host's state database is unavailable; nothing was changed.",
+            ),
+        }
+    }
+}
+
+/// One open state database.
+pub struct Store {
+    /// `pub(super)` so the store's tests can build a database as an old
+    /// version left it.
+    pub(super) conn: Connection,
+}
+
+impl Store {
+    /// Opens (creating if needed) the database at `path`, applies and checks
+    /// the pragmas, and migrates the schema.
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NOFOLLOW
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(path, flags)?;
+        let mut store = Store { conn };
+        store.configure()?;
+        store.migrate()?;
+        Ok(store)
+    }
+
+    fn configure(&self) -> Result<(), StoreError> {
+        let conn = &self.conn;
+        conn.busy_timeout(BUSY_TIMEOUT)?;
+        let timeout: i64 = conn.pragma_query_value(None, "busy_timeout", |r| r.get(0))?;
+        if timeout != BUSY_TIMEOUT.as_millis() as i64 {
+            return Err(StoreError::PragmaNotApplied("busy_timeout"));
+        }
+        let mode: String = conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))?;
+        let mode_now: String = conn.pragma_query_value(None, "journal_mode", |r| r.get(0))?;
+        if !mode.eq_ignore_ascii_case("wal") || !mode_now.eq_ignore_ascii_case("wal") {
+            return Err(StoreError::PragmaNotApplied("journal_mode"));
+        }
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        let synchronous: i64 = conn.pragma_query_value(None, "synchronous", |r| r.get(0))?;
+        if synchronous != 2 {
+            return Err(StoreError::PragmaNotApplied("synchronous"));
+        }
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        let foreign_keys: i64 = conn.pragma_query_value(None, "foreign_keys", |r| r.get(0))?;
+        if foreign_keys != 1 {
+            return Err(StoreError::PragmaNotApplied("foreign_keys"));
+        }
+        Ok(())
+    }
+
+    /// The schema version this code writes.
+    pub fn supported_version() -> i64 {
+        schema::supported_version()
+    }
+
+    fn migrate(&mut self) -> Result<(), StoreError> {
+        let supported = Store::supported_version();
+        // The common case (up to date) needs no write lock.
+        let current: i64 = self.conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+        if current == supported {
+            return Ok(());
+        }
+        // Rebuilding a table that others reference (step 2) needs foreign
+        // keys off: the pragma is a no-op inside a transaction, so it is
+        // switched around it, every reference is checked before the commit,
+        // and it is switched on again and read back whatever happened.
+        self.conn.pragma_update(None, "foreign_keys", "OFF")?;
+        let result = self.migrate_steps(supported);
+        self.conn.pragma_update(None, "foreign_keys", "ON")?;
+        let foreign_keys: i64 = self.conn.pragma_query_value(None, "foreign_keys", |r| r.get(0))?;
+        if foreign_keys != 1 {
+            return Err(StoreError::PragmaNotApplied("foreign_keys"));
+        }
+        result
+    }
+
+    fn migrate_steps(&mut self, supported: i64) -> Result<(), StoreError> {
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let found: i64 = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
+        if found > supported {
+            return Err(StoreError::TooNew { found, supported });
+        }
+        for (index, step) in MIGRATIONS.iter().enumerate().skip(found as usize) {
+            tx.execute_batch(step)?;
+            tx.pragma_update(None, "user_version", index as i64 + 1)?;
+        }
+        let dangling: Option<String> =
+            tx.query_row("PRAGMA foreign_key_check", [], |r| r.get(0)).optional()?;
+        if dangling.is_some() {
+            return Err(StoreError::Corrupt);
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Runs `work` in one `BEGIN IMMEDIATE` transaction: committed when it
+    /// returns Ok, rolled back (nothing changed) when it returns Err.
+    pub fn write<T, E: From<StoreError>>(
+        &mut self,
+        work: impl FnOnce(&Tx<'_>) -> Result<T, E>,
+    ) -> Result<T, E> {
+        self.transaction(TransactionBehavior::Immediate, work)
+    }
+
+    /// A consistent read (deferred transaction: takes no write lock).
+    pub fn read<T, E: From<StoreError>>(
+        &mut self,
+        work: impl FnOnce(&Tx<'_>) -> Result<T, E>,
+    ) -> Result<T, E> {
+        self.transaction(TransactionBehavior::Deferred, work)
+    }
+
+    fn transaction<T, E: From<StoreError>>(
+        &mut self,
+        behavior: TransactionBehavior,
+        work: impl FnOnce(&Tx<'_>) -> Result<T, E>,
+    ) -> Result<T, E> {
+        let tx = self.conn.transaction_with_behavior(behavior).map_err(|e| E::from(StoreError::from(e)))?;
+        let value = work(&Tx { tx: &tx })?;
+        tx.commit().map_err(|e| E::from(StoreError::from(e)))?;
+        Ok(value)
+    }
+
+    /// The raw connection, bypassing every transition, transaction and audit
+    /// row: only for tests and benchmarks that fill history fast or break a
+    /// database on purpose. Public because integration tests and benches
+    /// cannot see `#[cfg(test)]` items; the shipped helper never calls it.
+    pub fn dangerous_connection_for_tests(&mut self) -> &mut Connection {
+        &mut self.conn
+    }
+
+    /// The old name of [`Store::dangerous_connection_for_tests`], kept only
+    /// until `tests/host_controller.rs` and `benches/controller.rs` use the
+    /// new one; then delete it.
+    #[doc(hidden)]
+    pub fn connection(&mut self) -> &mut Connection {
+        self.dangerous_connection_for_tests()
+    }
+}

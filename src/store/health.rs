@@ -1,0 +1,51 @@
+//! The store's own account of its health, for `volce-lab-host doctor`:
+//! integrity, schema version, plans that block the host. Runs as root
+//! inside the host helper's doctor.
+//!
+//! Read-only by construction: the file is opened `SQLITE_OPEN_READ_ONLY`,
+//! no pragma is set and nothing is migrated, so the doctor is never the
+//! thing that upgrades or repairs a database.
+
+use std::path::Path;
+
+use rusqlite::{Connection, OpenFlags};
+
+use super::schema;
+use super::transitions::SQL_UNSETTLED_ALL;
+
+/// What the store says about itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreHealth {
+    pub integrity_ok: bool,
+    pub schema_version: i64,
+    pub expected_schema_version: i64,
+    /// Ids and states of plans in `executing` or `needs_inspection`.
+    pub stuck_plans: Vec<(String, String)>,
+}
+
+/// Reads the database at `path` without changing it; `None` when no
+/// database exists yet (a fresh installation).
+pub fn read_health(path: &Path) -> Result<Option<StoreHealth>, rusqlite::Error> {
+    if !path.exists() {
+        return Ok(None);
+    }
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(path, flags)?;
+    let integrity: String = conn.query_row("PRAGMA integrity_check", [], |row| row.get(0))?;
+    let schema_version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
+    let mut stuck_plans = Vec::new();
+    // Before step 1 there is no plans table to ask.
+    if schema_version >= 1 {
+        let mut statement = conn.prepare(SQL_UNSETTLED_ALL)?;
+        let rows = statement.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?;
+        for row in rows {
+            stuck_plans.push(row?);
+        }
+    }
+    Ok(Some(StoreHealth {
+        integrity_ok: integrity == "ok",
+        schema_version,
+        expected_schema_version: schema::supported_version(),
+        stuck_plans,
+    }))
+}

@@ -1,0 +1,255 @@
+//! The rows of the state database as Rust types: plan states and outcomes,
+//! claims, approvals, resolutions, audit events. Runs as root inside the
+//! host helper; pure data, no I/O.
+//!
+//! Each closed set of names stored in a column (`PlanState`, `PlanOutcome`,
+//! `Event`, `AuditOutcome`) has exactly one name table: its strum derive.
+//! `as_str` and `parse` are built on it, serde (where derived) uses the same
+//! snake_case names, and the schema's CHECK lists must equal it (a test reads
+//! them back). The stored strings are part of the on-disk format: renaming a
+//! variant renames nothing in a database, so it needs a migration.
+
+use std::str::FromStr;
+
+use serde::Serialize;
+use strum::{EnumString, IntoStaticStr, VariantArray};
+
+use super::StoreError;
+use crate::control::plan::{Digest, Plan};
+
+/// A stored name that is not in its enum's table: the row is unreadable.
+fn parse_stored<T: FromStr>(value: &str) -> Result<T, StoreError> {
+    value.parse().map_err(|_| StoreError::Corrupt)
+}
+
+/// Where a plan is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, IntoStaticStr, EnumString, VariantArray)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum PlanState {
+    Pending,
+    Executing,
+    Completed,
+    NeedsInspection,
+    /// Refused at execute because the policy or the server changed: its
+    /// approval is void for good.
+    Invalidated,
+    /// Was `needs_inspection`; an operator attested with `resolve` that they
+    /// inspected the server. Terminal.
+    Inspected,
+    /// The engine failed but provably changed nothing (refused before its
+    /// first mutation, or rolled back and verified). Terminal; blocks nothing.
+    Failed,
+}
+
+impl PlanState {
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+    pub(super) fn parse(value: &str) -> Result<PlanState, StoreError> {
+        parse_stored(value)
+    }
+}
+
+/// Why a plan ended where it did (a category, never free text).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, IntoStaticStr, EnumString, VariantArray)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum PlanOutcome {
+    Completed,
+    /// The engine reported a failure; the change may be partial.
+    EngineFailed,
+    /// The process that claimed the plan died before recording an outcome.
+    ClaimerDied,
+    /// Never written by this code: when the engine acted but the result
+    /// could not be recorded, the plan stays `executing` under its claim and
+    /// the next helper abandons it as `claimer_died`. Kept because both
+    /// migrations' CHECK lists allow `record_failed`, so a database may hold
+    /// it; dropping the variant would make such a row unreadable, and
+    /// dropping the name from the schema needs a table rebuild.
+    RecordFailed,
+    PolicyChanged,
+    SnapshotChanged,
+    /// The change failed, and what it had changed was restored and verified.
+    RolledBack,
+    /// The engine refused before its first mutation: nothing was touched.
+    NotStarted,
+}
+
+impl PlanOutcome {
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+    pub(super) fn parse(value: &str) -> Result<PlanOutcome, StoreError> {
+        parse_stored(value)
+    }
+}
+
+/// Who claimed a plan for execution: enough to tell later whether that
+/// process still lives (pid, its start time in clock ticks since boot, and
+/// the boot id; a pid alone can be reused).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Claim {
+    pub pid: i32,
+    pub start_time: u64,
+    pub boot_id: String,
+}
+
+/// An approval as recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Approval {
+    pub by: String,
+    pub at: i64,
+    pub digest: Digest,
+}
+
+/// An operator's `resolve` of a plan that needed inspection, as recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Resolution {
+    pub by: String,
+    pub at: i64,
+}
+
+/// A plan and its life cycle, as read from the store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredPlan {
+    pub plan: Plan,
+    pub state: PlanState,
+    pub approval: Option<Approval>,
+    pub claim: Option<Claim>,
+    pub claimed_at: Option<i64>,
+    pub finished_at: Option<i64>,
+    pub outcome: Option<PlanOutcome>,
+    /// Present only in state `inspected`.
+    pub resolution: Option<Resolution>,
+}
+
+impl StoredPlan {
+    /// The JSON the rpc `plan` reply and `show --json` print: every field of
+    /// the immutable plan, then the life cycle beside it.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut value = serde_json::to_value(&self.plan).expect("plan serializes");
+        let object = value.as_object_mut().expect("plan is an object");
+        object.insert("state".into(), serde_json::json!(self.state));
+        object.insert("approval".into(), serde_json::json!(self.approval));
+        object.insert("claimed_at".into(), serde_json::json!(self.claimed_at));
+        object.insert("finished_at".into(), serde_json::json!(self.finished_at));
+        object.insert("outcome".into(), serde_json::json!(self.outcome));
+        object.insert("resolution".into(), serde_json::json!(self.resolution));
+        value
+    }
+}
+
+/// Audit events, one per state change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, IntoStaticStr, EnumString, VariantArray)]
+#[strum(serialize_all = "snake_case")]
+pub enum Event {
+    Prepared,
+    Approved,
+    Claimed,
+    Completed,
+    NeedsInspection,
+    ClaimAbandoned,
+    Invalidated,
+    Inspected,
+    Failed,
+}
+
+impl Event {
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
+
+/// The outcome category of an audit row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, IntoStaticStr, EnumString, VariantArray)]
+#[strum(serialize_all = "snake_case")]
+pub enum AuditOutcome {
+    Ok,
+    Failed,
+    Uncertain,
+    Refused,
+}
+
+impl AuditOutcome {
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
+
+/// One audit row. Numbers and categories only, by construction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditRow {
+    pub at: i64,
+    pub event: Event,
+    pub outcome: AuditOutcome,
+    pub exit_code: Option<i32>,
+    pub duration_ms: Option<u64>,
+    /// The requester or the approver: a validated unix user name.
+    pub actor: String,
+}
+
+/// An audit row as read back (for tests and the operator).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditEntry {
+    pub at: i64,
+    pub event: String,
+    pub plan_id: String,
+    pub action: String,
+    pub outcome: String,
+    pub exit_code: Option<i32>,
+    pub duration_ms: Option<i64>,
+    pub actor: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fmt::Debug;
+
+    use super::*;
+
+    /// Every name reads back as its variant; a near miss does not.
+    fn names_round_trip<T>()
+    where
+        T: VariantArray + Copy + PartialEq + Debug + FromStr + Into<&'static str>,
+    {
+        for &variant in T::VARIANTS {
+            let name: &'static str = variant.into();
+            assert_eq!(name.parse::<T>().ok(), Some(variant), "{name}");
+            assert!(name.to_uppercase().parse::<T>().is_err(), "{name}: names are case-sensitive");
+            assert!(format!("{name} ").parse::<T>().is_err(), "{name}: no trimming");
+        }
+    }
+
+    /// serde writes the same names as the store (the rpc replies and
+    /// `show --json` print these).
+    fn serde_names_are_the_stored_names<T>()
+    where
+        T: VariantArray + Copy + Serialize + Into<&'static str>,
+    {
+        for &variant in T::VARIANTS {
+            let name: &'static str = variant.into();
+            assert_eq!(serde_json::to_value(variant).unwrap(), serde_json::json!(name));
+        }
+    }
+
+    #[test]
+    fn every_stored_name_reads_back_as_its_variant() {
+        names_round_trip::<PlanState>();
+        names_round_trip::<PlanOutcome>();
+        names_round_trip::<Event>();
+        names_round_trip::<AuditOutcome>();
+    }
+
+    #[test]
+    fn serde_and_strum_agree_on_every_name() {
+        serde_names_are_the_stored_names::<PlanState>();
+        serde_names_are_the_stored_names::<PlanOutcome>();
+    }
+
+    #[test]
+    fn an_unknown_stored_name_is_a_corrupt_row() {
+        assert!(matches!(PlanState::parse("approved"), Err(StoreError::Corrupt)));
+        assert!(matches!(PlanOutcome::parse("Completed"), Err(StoreError::Corrupt)));
+    }
+}

@@ -1,0 +1,262 @@
+//! The schema of the state database: an append-only list of migrations,
+//! counted in `PRAGMA user_version`. Runs as root inside the host helper,
+//! which applies it when it opens the store (`Store::open`); this file holds
+//! only the SQL.
+//!
+//! Invariants:
+//! - a shipped step is never edited, only followed by a new one, so every
+//!   database that exists can be brought to the current version;
+//! - states are guarded by CHECK constraints, so no bug can store a state
+//!   that is not in the list; each CHECK list is exactly the name table of
+//!   its enum in `rows.rs` (the tests read them back from a migrated
+//!   database and compare, so a variant without a migration fails).
+
+/// The schema, one step per entry. Append only: never edit a shipped step.
+pub(super) const MIGRATIONS: &[&str] = &[
+    // 1: plans, apps, audit.
+    "CREATE TABLE plans (
+        seq INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE CHECK (length(id) = 32),
+        action TEXT NOT NULL CHECK (action IN ('deploy', 'nginx_config', 'stop', 'remove_image')),
+        body TEXT NOT NULL,
+        digest TEXT NOT NULL CHECK (length(digest) = 64),
+        requires_approval INTEGER NOT NULL CHECK (requires_approval IN (0, 1)),
+        requester TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL,
+        state TEXT NOT NULL DEFAULT 'pending'
+            CHECK (state IN ('pending', 'executing', 'completed', 'needs_inspection', 'invalidated')),
+        approved_by TEXT,
+        approved_at INTEGER,
+        approved_digest TEXT,
+        claim_pid INTEGER,
+        claim_start INTEGER,
+        claim_boot TEXT,
+        claimed_at INTEGER,
+        finished_at INTEGER,
+        outcome TEXT CHECK (outcome IS NULL OR outcome IN
+            ('completed', 'engine_failed', 'claimer_died', 'record_failed', 'policy_changed', 'snapshot_changed')),
+        CHECK ((approved_by IS NULL) = (approved_at IS NULL) AND (approved_by IS NULL) = (approved_digest IS NULL)),
+        CHECK (approved_by IS NULL OR requires_approval = 1),
+        CHECK (state = 'pending' OR state = 'invalidated' OR claimed_at IS NOT NULL),
+        CHECK ((state IN ('pending', 'executing')) = (finished_at IS NULL))
+    );
+    -- The gate 'no new plan while one is executing or needs inspection' reads
+    -- only this small partial index, however long the history grows.
+    CREATE INDEX plans_unsettled ON plans (state) WHERE state IN ('executing', 'needs_inspection');
+    CREATE TABLE apps (
+        name TEXT PRIMARY KEY CHECK (length(name) BETWEEN 1 AND 31),
+        state TEXT NOT NULL CHECK (state IN ('running', 'stopped', 'needs_inspection')),
+        host_port INTEGER NOT NULL UNIQUE CHECK (host_port BETWEEN 1024 AND 65535),
+        record TEXT NOT NULL,
+        plan_id TEXT NOT NULL REFERENCES plans (id),
+        updated_at INTEGER NOT NULL
+    );
+    CREATE TABLE audit (
+        seq INTEGER PRIMARY KEY,
+        at INTEGER NOT NULL,
+        event TEXT NOT NULL CHECK (event IN
+            ('prepared', 'approved', 'claimed', 'completed', 'needs_inspection', 'claim_abandoned', 'invalidated')),
+        plan_id TEXT NOT NULL REFERENCES plans (id),
+        action TEXT NOT NULL CHECK (action IN ('deploy', 'nginx_config', 'stop', 'remove_image')),
+        outcome TEXT NOT NULL CHECK (outcome IN ('ok', 'failed', 'uncertain', 'refused')),
+        exit_code INTEGER,
+        duration_ms INTEGER,
+        actor TEXT NOT NULL
+    );
+    CREATE INDEX audit_plan ON audit (plan_id);",
+    // 2: two terminal states. `inspected`: an operator resolved a plan that
+    // needed inspection (who and when in resolved_by/resolved_at). `failed`:
+    // the engine failed but provably left the server as it was (outcome
+    // `rolled_back` or `not_started`), so nothing blocks the host. SQLite
+    // cannot alter a CHECK constraint, so plans and audit are rebuilt
+    // (create new, copy, drop, rename, recreate indexes); `migrate` runs this
+    // with foreign keys off and checks them before committing, as SQLite's
+    // documented procedure for schema changes says.
+    "CREATE TABLE plans_v2 (
+        seq INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE CHECK (length(id) = 32),
+        action TEXT NOT NULL CHECK (action IN ('deploy', 'nginx_config', 'stop', 'remove_image')),
+        body TEXT NOT NULL,
+        digest TEXT NOT NULL CHECK (length(digest) = 64),
+        requires_approval INTEGER NOT NULL CHECK (requires_approval IN (0, 1)),
+        requester TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL,
+        state TEXT NOT NULL DEFAULT 'pending'
+            CHECK (state IN ('pending', 'executing', 'completed', 'needs_inspection', 'invalidated',
+                             'inspected', 'failed')),
+        approved_by TEXT,
+        approved_at INTEGER,
+        approved_digest TEXT,
+        claim_pid INTEGER,
+        claim_start INTEGER,
+        claim_boot TEXT,
+        claimed_at INTEGER,
+        finished_at INTEGER,
+        outcome TEXT CHECK (outcome IS NULL OR outcome IN
+            ('completed', 'engine_failed', 'claimer_died', 'record_failed', 'policy_changed', 'snapshot_changed',
+             'rolled_back', 'not_started')),
+        resolved_by TEXT,
+        resolved_at INTEGER,
+        CHECK ((approved_by IS NULL) = (approved_at IS NULL) AND (approved_by IS NULL) = (approved_digest IS NULL)),
+        CHECK (approved_by IS NULL OR requires_approval = 1),
+        CHECK (state = 'pending' OR state = 'invalidated' OR claimed_at IS NOT NULL),
+        CHECK ((state IN ('pending', 'executing')) = (finished_at IS NULL)),
+        CHECK ((resolved_by IS NULL) = (resolved_at IS NULL)),
+        CHECK ((state = 'inspected') = (resolved_by IS NOT NULL)),
+        CHECK (state <> 'failed' OR outcome IN ('rolled_back', 'not_started'))
+    );
+    INSERT INTO plans_v2 (seq, id, action, body, digest, requires_approval, requester, created_at, expires_at,
+        state, approved_by, approved_at, approved_digest, claim_pid, claim_start, claim_boot, claimed_at,
+        finished_at, outcome)
+    SELECT seq, id, action, body, digest, requires_approval, requester, created_at, expires_at,
+        state, approved_by, approved_at, approved_digest, claim_pid, claim_start, claim_boot, claimed_at,
+        finished_at, outcome FROM plans;
+    DROP TABLE plans;
+    ALTER TABLE plans_v2 RENAME TO plans;
+    -- Exactly as in step 1: the new-plan gate reads only this partial index.
+    CREATE INDEX plans_unsettled ON plans (state) WHERE state IN ('executing', 'needs_inspection');
+    CREATE TABLE audit_v2 (
+        seq INTEGER PRIMARY KEY,
+        at INTEGER NOT NULL,
+        event TEXT NOT NULL CHECK (event IN
+            ('prepared', 'approved', 'claimed', 'completed', 'needs_inspection', 'claim_abandoned', 'invalidated',
+             'inspected', 'failed')),
+        plan_id TEXT NOT NULL REFERENCES plans (id),
+        action TEXT NOT NULL CHECK (action IN ('deploy', 'nginx_config', 'stop', 'remove_image')),
+        outcome TEXT NOT NULL CHECK (outcome IN ('ok', 'failed', 'uncertain', 'refused')),
+        exit_code INTEGER,
+        duration_ms INTEGER,
+        actor TEXT NOT NULL
+    );
+    INSERT INTO audit_v2 (seq, at, event, plan_id, action, outcome, exit_code, duration_ms, actor)
+    SELECT seq, at, event, plan_id, action, outcome, exit_code, duration_ms, actor FROM audit;
+    DROP TABLE audit;
+    ALTER TABLE audit_v2 RENAME TO audit;
+    CREATE INDEX audit_plan ON audit (plan_id);",
+];
+
+/// The schema version this code writes: the number of migrations.
+pub(super) fn supported_version() -> i64 {
+    MIGRATIONS.len() as i64
+}
+
+#[cfg(test)]
+mod tests {
+    use rusqlite::Connection;
+    use strum::VariantArray as _;
+
+    use super::MIGRATIONS;
+    use crate::control::plan::Action;
+    use crate::control::validate::AppState;
+    use crate::store::{AuditOutcome, Event, PlanOutcome, PlanState};
+
+    /// The `CREATE TABLE` statement of `table` after every migration ran,
+    /// as SQLite itself keeps it.
+    fn table_sql(conn: &Connection, table: &str) -> String {
+        conn.query_row("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?1", [table], |r| {
+            r.get(0)
+        })
+        .unwrap()
+    }
+
+    /// The names in the `IN (...)` list of the CHECK written on `column`'s
+    /// own definition (not the table constraints that also mention it),
+    /// sorted.
+    fn check_list(create_table: &str, column: &str) -> Vec<String> {
+        let body = &create_table[create_table.find('(').unwrap() + 1..create_table.rfind(')').unwrap()];
+        // The column definitions are the commas outside parentheses and quotes.
+        let (mut items, mut start, mut depth, mut quoted) = (Vec::new(), 0, 0, false);
+        for (at, c) in body.char_indices() {
+            match c {
+                '\'' => quoted = !quoted,
+                '(' if !quoted => depth += 1,
+                ')' if !quoted => depth -= 1,
+                ',' if !quoted && depth == 0 => {
+                    items.push(body[start..at].trim());
+                    start = at + 1;
+                }
+                _ => {}
+            }
+        }
+        items.push(body[start..].trim());
+        let definition = items
+            .into_iter()
+            .find(|item| item.split_whitespace().next() == Some(column))
+            .unwrap_or_else(|| panic!("no column {column} in {create_table}"));
+        let list = definition
+            .match_indices(" IN")
+            .find_map(|(at, _)| definition[at + 3..].trim_start().strip_prefix('('))
+            .unwrap_or_else(|| panic!("no IN list on {column}: {definition}"));
+        let mut names: Vec<String> = list[..list.find(')').unwrap()]
+            .split(',')
+            .map(|name| name.trim().strip_prefix('\'').and_then(|n| n.strip_suffix('\'')).unwrap().to_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    fn sorted(names: impl IntoIterator<Item = &'static str>) -> Vec<String> {
+        let mut names: Vec<String> = names.into_iter().map(str::to_owned).collect();
+        names.sort();
+        names
+    }
+
+    /// Every app state: the match fails to compile when a variant is added.
+    fn app_states() -> [&'static str; 3] {
+        [AppState::Running, AppState::Stopped, AppState::NeedsInspection].map(|state| match state {
+            AppState::Running | AppState::Stopped | AppState::NeedsInspection => state.as_str(),
+        })
+    }
+
+    #[test]
+    fn each_check_list_is_exactly_its_enums_names() {
+        let conn = Connection::open_in_memory().unwrap();
+        for step in MIGRATIONS {
+            conn.execute_batch(step).unwrap();
+        }
+        let (plans, audit, apps) =
+            (table_sql(&conn, "plans"), table_sql(&conn, "audit"), table_sql(&conn, "apps"));
+        let actions = || sorted(Action::ALL.map(Action::as_str));
+        let cases = [
+            (
+                "plans.state",
+                check_list(&plans, "state"),
+                sorted(PlanState::VARIANTS.iter().map(|v| v.as_str())),
+            ),
+            (
+                "plans.outcome",
+                check_list(&plans, "outcome"),
+                sorted(PlanOutcome::VARIANTS.iter().map(|v| v.as_str())),
+            ),
+            ("plans.action", check_list(&plans, "action"), actions()),
+            ("audit.event", check_list(&audit, "event"), sorted(Event::VARIANTS.iter().map(|v| v.as_str()))),
+            (
+                "audit.outcome",
+                check_list(&audit, "outcome"),
+                sorted(AuditOutcome::VARIANTS.iter().map(|v| v.as_str())),
+            ),
+            ("audit.action", check_list(&audit, "action"), actions()),
+            ("apps.state", check_list(&apps, "state"), sorted(app_states())),
+        ];
+        for (column, schema, code) in cases {
+            assert_eq!(
+                schema, code,
+                "{column}: the CHECK list and the enum differ; a new name needs a migration"
+            );
+        }
+    }
+
+    #[test]
+    fn check_list_reads_only_the_columns_own_constraint() {
+        let sql = "CREATE TABLE t (
+            state TEXT NOT NULL DEFAULT 'b' CHECK (state IN ('b', 'a')),
+            outcome TEXT CHECK (outcome IS NULL OR outcome IN
+                ('x')),
+            CHECK (state IN ('a') OR outcome IN ('y', 'z'))
+        )";
+        assert_eq!(check_list(sql, "state"), ["a", "b"]);
+        assert_eq!(check_list(sql, "outcome"), ["x"]);
+    }
+}

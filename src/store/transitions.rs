@@ -1,0 +1,384 @@
+//! The operations inside one transaction: the plan transitions, the app
+//! records and the audit rows. Runs as root inside the host helper, always
+//! within a transaction [`Store::read`](super::Store::read) or
+//! [`Store::write`](super::Store::write) opened.
+//!
+//! Invariants enforced here:
+//! - every transition is one `UPDATE ... WHERE id=? AND state=?` that must
+//!   change exactly one row, and writes its audit row in the same
+//!   transaction: no audit row, no change;
+//! - audit rows hold categories and numbers only: never commands, output or
+//!   free text an agent wrote;
+//! - every query that runs per request is served by an index, so its cost
+//!   does not grow with the number of stored plans.
+
+use std::collections::BTreeMap;
+
+use rusqlite::{OptionalExtension as _, Transaction, params};
+
+use super::StoreError;
+use super::rows::{Approval, AuditEntry, AuditRow, Claim, PlanOutcome, PlanState, Resolution, StoredPlan};
+use crate::control::plan::{Action, Digest, Plan, PlanId};
+use crate::control::validate::AppRecord;
+
+/// The operations available inside a transaction.
+pub struct Tx<'a> {
+    pub(super) tx: &'a Transaction<'a>,
+}
+
+/// The new-plan gate. Served by the partial index `plans_unsettled`.
+pub const SQL_UNSETTLED: &str =
+    "SELECT id, state FROM plans WHERE state IN ('executing', 'needs_inspection') LIMIT 1";
+/// Claimed plans. The repeated IN term is what lets SQLite use the partial
+/// index: it only does when the query's WHERE contains the index's WHERE
+/// term verbatim (`state = 'executing'` alone scans the whole table).
+pub const SQL_EXECUTING: &str = "SELECT id, action, claim_pid, claim_start, claim_boot FROM plans \
+                                 WHERE state IN ('executing', 'needs_inspection') AND state = 'executing'";
+
+/// Every unsettled plan, for the doctor's report (not per request).
+pub const SQL_UNSETTLED_ALL: &str =
+    "SELECT id, state FROM plans WHERE state IN ('executing', 'needs_inspection') ORDER BY id";
+
+pub(super) const PLAN_COLUMNS: &str = "body, state, approved_by, approved_at, approved_digest, claim_pid, claim_start, \
+                            claim_boot, claimed_at, finished_at, outcome, resolved_by, resolved_at";
+
+impl Tx<'_> {
+    /// Whether any plan is executing or needs inspection (the new-plan gate).
+    pub fn unsettled_plan(&self) -> Result<Option<(PlanId, PlanState)>, StoreError> {
+        let row: Option<(String, String)> =
+            self.tx.query_row(SQL_UNSETTLED, [], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
+        row.map(|(id, state)| {
+            Ok((PlanId::parse(&id).map_err(|_| StoreError::Corrupt)?, PlanState::parse(&state)?))
+        })
+        .transpose()
+    }
+
+    /// Every plan currently claimed for execution, with its claimer.
+    pub fn executing_plans(&self) -> Result<Vec<(PlanId, Action, Claim)>, StoreError> {
+        let mut statement = self.tx.prepare_cached(SQL_EXECUTING)?;
+        let rows = statement.query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, i32>(2)?,
+                r.get::<_, i64>(3)?,
+                r.get::<_, String>(4)?,
+            ))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (id, action, pid, start, boot) = row?;
+            let id = PlanId::parse(&id).map_err(|_| StoreError::Corrupt)?;
+            let action = Action::parse(&action).map_err(|_| StoreError::Corrupt)?;
+            out.push((id, action, Claim { pid, start_time: start as u64, boot_id: boot }));
+        }
+        Ok(out)
+    }
+
+    /// Stores a freshly sealed plan as pending, with its audit row.
+    pub fn insert_plan(&self, plan: &Plan, audit: &AuditRow) -> Result<(), StoreError> {
+        self.tx
+            .prepare_cached(
+                "INSERT INTO plans (id, action, body, digest, requires_approval, requester, created_at, expires_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            )?
+            .execute(params![
+                plan.id.as_str(),
+                plan.action.as_str(),
+                plan.canonical_json(),
+                plan.digest.as_str(),
+                plan.requires_approval,
+                plan.requester,
+                plan.created_at,
+                plan.expires_at,
+            ])?;
+        self.audit(&plan.id, plan.action, audit)
+    }
+
+    /// Reads a plan and checks its body against its digest.
+    pub fn load_plan(&self, id: &PlanId) -> Result<Option<StoredPlan>, StoreError> {
+        let sql = format!("SELECT {PLAN_COLUMNS} FROM plans WHERE id = ?1");
+        let mut statement = self.tx.prepare_cached(&sql)?;
+        let row = statement
+            .query_row([id.as_str()], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, Option<String>>(2)?,
+                    r.get::<_, Option<i64>>(3)?,
+                    r.get::<_, Option<String>>(4)?,
+                    r.get::<_, Option<i32>>(5)?,
+                    r.get::<_, Option<i64>>(6)?,
+                    r.get::<_, Option<String>>(7)?,
+                    r.get::<_, Option<i64>>(8)?,
+                    r.get::<_, Option<i64>>(9)?,
+                    r.get::<_, Option<String>>(10)?,
+                    r.get::<_, Option<String>>(11)?,
+                    r.get::<_, Option<i64>>(12)?,
+                ))
+            })
+            .optional()?;
+        let Some((
+            body,
+            state,
+            by,
+            at,
+            approved_digest,
+            pid,
+            start,
+            boot,
+            claimed_at,
+            finished_at,
+            outcome,
+            resolved_by,
+            resolved_at,
+        )) = row
+        else {
+            return Ok(None);
+        };
+        let plan = Plan::from_stored(&body)?;
+        if plan.id != *id {
+            return Err(StoreError::Corrupt);
+        }
+        let approval = match (by, at, approved_digest) {
+            (Some(by), Some(at), Some(digest)) => {
+                Some(Approval { by, at, digest: Digest::parse(&digest).map_err(|_| StoreError::Corrupt)? })
+            }
+            _ => None,
+        };
+        let claim = match (pid, start, boot) {
+            (Some(pid), Some(start), Some(boot_id)) => Some(Claim { pid, start_time: start as u64, boot_id }),
+            _ => None,
+        };
+        Ok(Some(StoredPlan {
+            plan,
+            state: PlanState::parse(&state)?,
+            approval,
+            claim,
+            claimed_at,
+            finished_at,
+            outcome: outcome.as_deref().map(PlanOutcome::parse).transpose()?,
+            resolution: match (resolved_by, resolved_at) {
+                (Some(by), Some(at)) => Some(Resolution { by, at }),
+                _ => None,
+            },
+        }))
+    }
+
+    /// Records an approval on a pending, not yet approved plan.
+    pub fn approve(
+        &self,
+        id: &PlanId,
+        action: Action,
+        digest: &Digest,
+        audit: &AuditRow,
+    ) -> Result<(), StoreError> {
+        self.transition(
+            "UPDATE plans SET approved_by = ?2, approved_at = ?3, approved_digest = ?4
+                 WHERE id = ?1 AND state = 'pending' AND approved_by IS NULL AND digest = ?4",
+            params![id.as_str(), audit.actor, audit.at, digest.as_str()],
+            id,
+            action,
+            audit,
+        )
+    }
+
+    /// pending -> executing, recording the claimer.
+    pub fn claim(
+        &self,
+        id: &PlanId,
+        action: Action,
+        claim: &Claim,
+        audit: &AuditRow,
+    ) -> Result<(), StoreError> {
+        self.transition(
+            "UPDATE plans SET state = 'executing', claim_pid = ?2, claim_start = ?3, claim_boot = ?4,
+                 claimed_at = ?5 WHERE id = ?1 AND state = 'pending'",
+            params![id.as_str(), claim.pid, claim.start_time as i64, claim.boot_id, audit.at],
+            id,
+            action,
+            audit,
+        )
+    }
+
+    /// executing -> completed, failed (outcome rolled_back or not_started:
+    /// nothing changed) or needs_inspection, only by the same claimer.
+    pub fn finish(
+        &self,
+        id: &PlanId,
+        action: Action,
+        claim: &Claim,
+        outcome: PlanOutcome,
+        audit: &AuditRow,
+    ) -> Result<(), StoreError> {
+        let state = match outcome {
+            PlanOutcome::Completed => PlanState::Completed,
+            PlanOutcome::RolledBack | PlanOutcome::NotStarted => PlanState::Failed,
+            _ => PlanState::NeedsInspection,
+        };
+        self.transition(
+            "UPDATE plans SET state = ?2, outcome = ?3, finished_at = ?4
+                 WHERE id = ?1 AND state = 'executing' AND claim_pid = ?5 AND claim_start = ?6 AND claim_boot = ?7",
+            params![
+                id.as_str(),
+                state.as_str(),
+                outcome.as_str(),
+                audit.at,
+                claim.pid,
+                claim.start_time as i64,
+                claim.boot_id
+            ],
+            id,
+            action,
+            audit,
+        )
+    }
+
+    /// executing -> needs_inspection for a claim whose process is gone.
+    pub fn abandon(
+        &self,
+        id: &PlanId,
+        action: Action,
+        claim: &Claim,
+        audit: &AuditRow,
+    ) -> Result<(), StoreError> {
+        self.finish(id, action, claim, PlanOutcome::ClaimerDied, audit)
+    }
+
+    /// pending -> invalidated: the policy or the server changed under the
+    /// plan, so its approval must never count again.
+    pub fn invalidate(
+        &self,
+        id: &PlanId,
+        action: Action,
+        why: PlanOutcome,
+        audit: &AuditRow,
+    ) -> Result<(), StoreError> {
+        self.transition(
+            "UPDATE plans SET state = 'invalidated', outcome = ?2, finished_at = ?3 WHERE id = ?1 AND state = 'pending'",
+            params![id.as_str(), why.as_str(), audit.at],
+            id,
+            action,
+            audit,
+        )
+    }
+
+    /// needs_inspection -> inspected: an operator attests they looked at the
+    /// server. Records who and when; the outcome column keeps why the plan
+    /// needed inspection.
+    pub fn resolve(&self, id: &PlanId, action: Action, audit: &AuditRow) -> Result<(), StoreError> {
+        self.transition(
+            "UPDATE plans SET state = 'inspected', resolved_by = ?2, resolved_at = ?3
+                 WHERE id = ?1 AND state = 'needs_inspection'",
+            params![id.as_str(), audit.actor, audit.at],
+            id,
+            action,
+            audit,
+        )
+    }
+
+    /// Forgets an app record (inside a resolving transaction), freeing its
+    /// name, port and quota slot. Only the named row; nothing else.
+    pub fn delete_app(&self, name: &str) -> Result<(), StoreError> {
+        let changed = self.tx.prepare_cached("DELETE FROM apps WHERE name = ?1")?.execute([name])?;
+        if changed == 1 { Ok(()) } else { Err(StoreError::Conflict(name.to_owned())) }
+    }
+
+    /// The one shape of every plan transition: a conditional UPDATE that must
+    /// change exactly one row (else it fails with `Conflict` and the write
+    /// rolls back), then its audit row in the same transaction.
+    fn transition(
+        &self,
+        sql: &str,
+        params: impl rusqlite::Params,
+        id: &PlanId,
+        action: Action,
+        audit: &AuditRow,
+    ) -> Result<(), StoreError> {
+        let changed = self.tx.prepare_cached(sql)?.execute(params)?;
+        self.exactly_one(changed, id)?;
+        self.audit(id, action, audit)
+    }
+
+    fn exactly_one(&self, changed: usize, id: &PlanId) -> Result<(), StoreError> {
+        if changed == 1 { Ok(()) } else { Err(StoreError::Conflict(id.as_str().to_owned())) }
+    }
+
+    fn audit(&self, id: &PlanId, action: Action, row: &AuditRow) -> Result<(), StoreError> {
+        self.tx
+            .prepare_cached(
+                "INSERT INTO audit (at, event, plan_id, action, outcome, exit_code, duration_ms, actor)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            )?
+            .execute(params![
+                row.at,
+                row.event.as_str(),
+                id.as_str(),
+                action.as_str(),
+                row.outcome.as_str(),
+                row.exit_code,
+                row.duration_ms.map(|d| d as i64),
+                row.actor,
+            ])?;
+        Ok(())
+    }
+
+    /// Every app we recorded.
+    pub fn apps(&self) -> Result<BTreeMap<String, AppRecord>, StoreError> {
+        let mut statement = self.tx.prepare_cached("SELECT name, state, record FROM apps")?;
+        let rows = statement.query_map([], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?))
+        })?;
+        let mut apps = BTreeMap::new();
+        for row in rows {
+            let (name, state, record) = row?;
+            let record: AppRecord = serde_json::from_str(&record).map_err(|_| StoreError::Corrupt)?;
+            if record.app != name || record.state.as_str() != state {
+                return Err(StoreError::Corrupt);
+            }
+            apps.insert(name, record);
+        }
+        Ok(apps)
+    }
+
+    /// Inserts or replaces an app record (inside a finishing transaction).
+    pub fn put_app(&self, record: &AppRecord, now: i64) -> Result<(), StoreError> {
+        let body = serde_json::to_string(record).map_err(|_| StoreError::Corrupt)?;
+        self.tx
+            .prepare_cached(
+                "INSERT INTO apps (name, state, host_port, record, plan_id, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT (name) DO UPDATE SET state = excluded.state, host_port = excluded.host_port,
+                 record = excluded.record, plan_id = excluded.plan_id, updated_at = excluded.updated_at",
+            )?
+            .execute(params![
+                record.app,
+                record.state.as_str(),
+                record.host_port,
+                body,
+                record.plan_id.as_str(),
+                now
+            ])?;
+        Ok(())
+    }
+
+    /// The audit rows of one plan, oldest first.
+    pub fn audit_of(&self, id: &PlanId) -> Result<Vec<AuditEntry>, StoreError> {
+        let mut statement = self.tx.prepare_cached(
+            "SELECT at, event, plan_id, action, outcome, exit_code, duration_ms, actor FROM audit
+             WHERE plan_id = ?1 ORDER BY seq",
+        )?;
+        let rows = statement.query_map([id.as_str()], |r| {
+            Ok(AuditEntry {
+                at: r.get(0)?,
+                event: r.get(1)?,
+                plan_id: r.get(2)?,
+                action: r.get(3)?,
+                outcome: r.get(4)?,
+                exit_code: r.get(5)?,
+                duration_ms: r.get(6)?,
+                actor: r.get(7)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+}
