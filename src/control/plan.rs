@@ -16,7 +16,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{Code, Refusal, canonical};
-use crate::docker::{ContainerId, DeploySpec, ImageId};
+use crate::docker::{AppName, ContainerId, DeploySpec, ImageId};
+use crate::nginx::ServerName;
 
 /// How long a plan stays executable after it was prepared.
 pub const PLAN_TTL_SECS: i64 = 600;
@@ -172,16 +173,17 @@ pub enum Payload {
         spec: DeploySpec,
     },
     NginxConfig {
-        app: String,
+        app: AppName,
         gateway: ContainerId,
         app_dir: PathBuf,
+        /// As recorded in the app record (validated when it was deployed).
         previous_server_name: String,
-        server_name: String,
+        server_name: ServerName,
         previous_config: String,
         new_config: String,
     },
     Stop {
-        app: String,
+        app: AppName,
         /// Exactly the recorded container ids, sorted.
         containers: Vec<ContainerId>,
         container_names: Vec<String>,
@@ -208,8 +210,8 @@ impl Payload {
     /// The app a plan is about, if any.
     pub fn app(&self) -> Option<&str> {
         match self {
-            Payload::Deploy { spec, .. } => Some(&spec.app),
-            Payload::NginxConfig { app, .. } | Payload::Stop { app, .. } => Some(app),
+            Payload::Deploy { spec, .. } => Some(spec.app.as_str()),
+            Payload::NginxConfig { app, .. } | Payload::Stop { app, .. } => Some(app.as_str()),
             Payload::RemoveImage { .. } => None,
         }
     }

@@ -15,9 +15,11 @@ use crate::docker::Limits;
 
 const MIB: u64 = 1024 * 1024;
 
-/// A pinned image reference `name@sha256:<64 lowercase hex>`.
+/// A pinned image reference `name@sha256:<64 lowercase hex>`. Its serde
+/// form is the plain string, and deserializing validates it (a stored plan
+/// with an unpinned reference is refused as corrupt).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(transparent)]
+#[serde(try_from = "String", into = "String")]
 pub struct ImageRef(String);
 
 impl ImageRef {
@@ -33,6 +35,25 @@ impl ImageRef {
     }
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+}
+
+impl TryFrom<String> for ImageRef {
+    type Error = &'static str;
+    fn try_from(value: String) -> Result<Self, Self::Error> {
+        ImageRef::parse(&value).ok_or("an image reference must be pinned as name@sha256:<64 lowercase hex>")
+    }
+}
+
+impl From<ImageRef> for String {
+    fn from(reference: ImageRef) -> String {
+        reference.0
+    }
+}
+
+impl std::fmt::Display for ImageRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
     }
 }
 
@@ -303,6 +324,7 @@ pub(crate) mod tests {
         ] {
             assert!(with(|v| v["catalog"]["web"] = json!(reference)).is_err(), "{reference}");
             assert!(with(|v| v["nginx_image"] = json!(reference)).is_err(), "{reference}");
+            assert!(serde_json::from_value::<ImageRef>(json!(reference)).is_err(), "{reference}");
         }
     }
 

@@ -41,6 +41,7 @@ use super::{
     Capacity, Container, ContainerId, DeploySpec, Deployed, Engine, EngineError, ImageId, LABEL_APP,
     LABEL_PLAN, LABEL_ROLE, Limits, PublishedPort, Snapshot,
 };
+use crate::control::plan::PlanId;
 use crate::exec::{ExecutionStatus, Outcome, ProcessSpec, minimal_env, run_blocking};
 use crate::nginx::GATEWAY_LISTEN_PORT;
 
@@ -211,9 +212,11 @@ impl<R: Runner> DockerCli<R> {
             let images =
                 scope.spawn(|| self.call("list images", argv(&["image", "ls", "-q", "--no-trunc"]), QUICK));
             let networks = scope.spawn(|| {
+                // A substring match: parse_networks keeps the real prefix.
+                let filter = format!("name={}", super::names::PREFIX);
                 self.call(
                     "list networks",
-                    argv(&["network", "ls", "--no-trunc", "--filter", "name=vl-", "--format", "{{.Name}}"]),
+                    argv(&["network", "ls", "--no-trunc", "--filter", &filter, "--format", "{{.Name}}"]),
                     QUICK,
                 )
             });
@@ -246,7 +249,7 @@ impl<R: Runner> DockerCli<R> {
     /// Every container and network that carries this plan's label. Plan ids
     /// are unique and a plan executes once, so these are exactly the objects
     /// this deploy created, even if a call timed out after the engine acted.
-    fn created_by_plan(&self, plan_id: &str) -> (Vec<String>, Vec<String>) {
+    fn created_by_plan(&self, plan_id: &PlanId) -> (Vec<String>, Vec<String>) {
         let filter = format!("label={LABEL_PLAN}={plan_id}");
         let containers = self
             .call("find plan containers", argv(&["ps", "-aq", "--no-trunc", "--filter", &filter]), QUICK)
@@ -265,7 +268,7 @@ impl<R: Runner> DockerCli<R> {
 
     /// Removes what this plan created. Best effort: the deploy already failed
     /// and the plan ends `needs_inspection`, so the operator looks anyway.
-    fn remove_created(&self, plan_id: &str, known: &Created) {
+    fn remove_created(&self, plan_id: &PlanId, known: &Created) {
         let (mut containers, mut networks) = self.created_by_plan(plan_id);
         containers.extend(known.containers.iter().map(|id| id.as_str().to_owned()));
         containers.sort();
@@ -285,10 +288,11 @@ impl<R: Runner> DockerCli<R> {
 
     fn deploy_steps(&self, spec: &DeploySpec, created: &mut Created) -> Result<Deployed, EngineError> {
         let app = &spec.app;
-        let network = format!("vl-{app}");
-        let edge = edge_network(app);
-        self.call("pull app image", argv(&["pull", "--quiet", &spec.app_image]), PULL)?;
-        self.call("pull gateway image", argv(&["pull", "--quiet", &spec.gateway_image]), PULL)?;
+        let names = app.names();
+        let (network, edge) = (&names.network, &names.edge_network);
+        let (app_image, gateway_image) = (spec.app_image.as_str(), spec.gateway_image.as_str());
+        self.call("pull app image", argv(&["pull", "--quiet", app_image]), PULL)?;
+        self.call("pull gateway image", argv(&["pull", "--quiet", gateway_image]), PULL)?;
 
         let labels = |role: &str| {
             vec![
@@ -317,37 +321,37 @@ impl<R: Runner> DockerCli<R> {
             format!("type=bind,source={},target={GATEWAY_CONFIG_PATH},readonly", config_path.display());
 
         // The app: on the internal network only, reachable as `app`, publishes nothing.
-        let mut args = argv(&["create", "--name", &format!("vl-{app}-app")]);
+        let mut args = argv(&["create", "--name", &names.app_container]);
         args.extend(labels("app"));
         args.extend(hardening(&spec.limits, "1000:1000", "unless-stopped"));
-        args.extend(argv(&["--network", &network, "--network-alias", crate::nginx::APP_ALIAS]));
-        args.push(spec.app_image.clone());
+        args.extend(argv(&["--network", network, "--network-alias", crate::nginx::APP_ALIAS]));
+        args.push(app_image.to_owned());
         let app_id = self.created_container("create app container", args, created)?;
         self.call("start app container", argv(&["start", app_id.as_str()]), QUICK)?;
 
         // nginx -t in a one-off container identical to the gateway but for the
         // port: it must resolve `app`, so it joins the internal network.
-        let mut args = argv(&["run", "--rm", "--name", &format!("vl-{app}-check")]);
+        let mut args = argv(&["run", "--rm", "--name", &names.check_container]);
         args.extend(labels("check"));
         args.extend(hardening(&spec.limits, "101:101", "no"));
-        args.extend(argv(&["--network", &network, "--mount", &mount, &spec.gateway_image, NGINX, "-t"]));
+        args.extend(argv(&["--network", network, "--mount", &mount, gateway_image, NGINX, "-t"]));
         self.nginx_test("test nginx config", args, NGINX_TEST)?;
 
-        let mut args = argv(&["create", "--name", &format!("vl-{app}-gateway")]);
+        let mut args = argv(&["create", "--name", &names.gateway_container]);
         args.extend(labels("gateway"));
         args.extend(hardening(&spec.limits, "101:101", "unless-stopped"));
         let publish = format!("127.0.0.1:{}:{GATEWAY_LISTEN_PORT}", spec.host_port);
-        args.extend(argv(&["--network", &edge, "--publish", &publish, "--mount", &mount]));
-        args.push(spec.gateway_image.clone());
+        args.extend(argv(&["--network", edge, "--publish", &publish, "--mount", &mount]));
+        args.push(gateway_image.to_owned());
         let gateway_id = self.created_container("create gateway container", args, created)?;
         self.call(
             "connect gateway to app network",
-            argv(&["network", "connect", &network, gateway_id.as_str()]),
+            argv(&["network", "connect", network, gateway_id.as_str()]),
             QUICK,
         )?;
         self.call("start gateway container", argv(&["start", gateway_id.as_str()]), QUICK)?;
 
-        if !self.healthy(spec.host_port, &spec.server_name) {
+        if !self.healthy(spec.host_port, spec.server_name.as_str()) {
             return Err(EngineError::HealthCheckFailed);
         }
         Ok(Deployed { app_container: app_id, gateway_container: gateway_id })
@@ -417,11 +421,6 @@ impl<R: Runner> DockerCli<R> {
 struct Created {
     containers: Vec<ContainerId>,
     networks: Vec<String>,
-}
-
-/// The gateway's published network for `app` (see the module header).
-pub fn edge_network(app: &str) -> String {
-    format!("vl-{app}_edge")
 }
 
 /// The controls every container we start carries. `restart` is
@@ -496,7 +495,7 @@ impl<R: Runner> Engine for DockerCli<R> {
     }
 
     fn deploy(&self, spec: &DeploySpec) -> Result<Deployed, EngineError> {
-        validate_spec(spec)?;
+        check_untyped_values(spec)?;
         // The controller checked at plan time; a listener may have arrived
         // since. Refusing here creates nothing.
         if !port_free(spec.host_port) {
@@ -676,54 +675,24 @@ pub(crate) fn parse_images(out: &[u8]) -> Result<Vec<ImageId>, EngineError> {
 
 /// `--filter name=vl-` matches anywhere in the name; keep the real prefix.
 pub(crate) fn parse_networks(out: &[u8]) -> Result<Vec<String>, EngineError> {
-    Ok(lines(out).into_iter().filter(|n| n.starts_with("vl-")).collect())
+    Ok(lines(out).into_iter().filter(|n| n.starts_with(super::names::PREFIX)).collect())
 }
 
 // ------------------------------------------------------------------ host side --
 
-fn validate_spec(spec: &DeploySpec) -> Result<(), EngineError> {
-    let bad = Err(EngineError::Host { step: "validate deploy spec" });
-    let app_ok = {
-        let b = spec.app.as_bytes();
-        (1..=31).contains(&b.len())
-            && b[0].is_ascii_lowercase()
-            && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-    };
-    let plan_ok = !spec.plan_id.is_empty()
-        && spec.plan_id.len() <= 64
-        && spec.plan_id.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-');
-    let image_ok = |r: &str| {
-        r.split_once("@sha256:").is_some_and(|(name, hex)| {
-            !name.is_empty()
-                && !name.starts_with('-')
-                && name.bytes().all(|c| c.is_ascii_alphanumeric() || b"./:_-".contains(&c))
-                && crate::text::is_lower_hex(hex, 64)
-        })
-    };
-    let name_ok = !spec.server_name.is_empty()
-        && spec.server_name.len() <= 253
-        && spec
-            .server_name
-            .bytes()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'.' || c == b'-');
-    // The path goes into a `--mount` list: no separators, quotes or controls.
+/// The values of a spec that no type carries. The names, references and
+/// the plan id are validated types ([`DeploySpec`]); what is left is the
+/// path that goes into a `--mount` list (no separators, quotes or
+/// controls) and the numbers.
+fn check_untyped_values(spec: &DeploySpec) -> Result<(), EngineError> {
     let dir = spec.app_dir.to_str().unwrap_or("");
     let dir_ok = spec.app_dir.is_absolute()
         && !dir.is_empty()
         && dir.bytes().all(|c| c.is_ascii_graphic() && !b",:\"'=".contains(&c));
-    if app_ok
-        && plan_ok
-        && image_ok(&spec.app_image)
-        && image_ok(&spec.gateway_image)
-        && name_ok
-        && dir_ok
-        && spec.host_port >= 1024
-        && spec.container_port >= 1
-        && spec.limits.millicpus > 0
-    {
+    if dir_ok && spec.host_port >= 1024 && spec.container_port >= 1 && spec.limits.millicpus > 0 {
         Ok(())
     } else {
-        bad
+        Err(EngineError::Host { step: "validate deploy spec" })
     }
 }
 

@@ -11,9 +11,16 @@ use std::fmt;
 use std::path::PathBuf;
 
 pub mod cli;
+pub mod names;
+
+pub use names::{AppName, AppNames};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
+
+use crate::control::plan::PlanId;
+use crate::control::policy::ImageRef;
+use crate::nginx::ServerName;
 
 /// Label keys that mark what volce-lab created. Nothing without them is ever touched.
 pub const LABEL_APP: &str = "io.volce-lab.app";
@@ -140,16 +147,19 @@ pub struct Limits {
 }
 
 /// Everything a deploy needs, derived by the controller from validated input.
+/// The names and references are validated types, also when a stored plan is
+/// deserialized, so the engine takes them as they are; their serde form is
+/// the plain string, so the sealed plan bytes are what they always were.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeploySpec {
-    pub plan_id: String,
-    pub app: String,
+    pub plan_id: PlanId,
+    pub app: AppName,
     /// Pinned references `name@sha256:<64 hex>` from the operator's catalog.
-    pub app_image: String,
-    pub gateway_image: String,
+    pub app_image: ImageRef,
+    pub gateway_image: ImageRef,
     pub host_port: u16,
     pub container_port: u16,
-    pub server_name: String,
+    pub server_name: ServerName,
     /// The rendered nginx.conf the gateway mounts read-only.
     pub nginx_config: String,
     /// Root-owned directory for this app under the state directory.

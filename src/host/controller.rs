@@ -29,7 +29,7 @@ use crate::control::plan::{Action, Digest, Payload, Plan, PlanId};
 use crate::control::policy::Policy;
 use crate::control::validate::{self, AppRecord, AppState, Context, Probe};
 use crate::control::{Clock, Code, Refusal, refuse};
-use crate::docker::{Capacity, Engine, EngineError};
+use crate::docker::{AppName, Capacity, Engine, EngineError};
 use crate::store::{
     AuditOutcome, AuditRow, Claim, Event, PlanOutcome, PlanState, Store, StoreError, StoredPlan,
 };
@@ -202,8 +202,10 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             .iter()
             .filter(|c| c.role() == Some("gateway"))
             .filter_map(|c| {
-                let app = c.app()?;
-                (c.name == validate::container_names(app).1)
+                // Only a gateway on the name a deploy gives it; a label that
+                // is not an app name is nobody's app of ours.
+                let app = AppName::parse(c.app()?)?;
+                (c.name == app.names().gateway_container)
                     .then(|| json!({"name": c.name, "app": app, "state": c.state}))
             })
             .collect();
@@ -349,20 +351,14 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
         let leftovers = match &stored.plan.payload {
             Payload::Deploy { spec, .. } if stored.state == PlanState::NeedsInspection => {
                 let snapshot = self.engine.snapshot().map_err(engine_unavailable)?;
-                let (app_name, gateway_name) = validate::container_names(&spec.app);
-                let check_name = format!("vl-{}-check", spec.app);
-                let names: Vec<String> = snapshot
+                let names = spec.app.names();
+                let remaining: Vec<String> = snapshot
                     .containers
                     .iter()
-                    .filter(|c| {
-                        c.app() == Some(spec.app.as_str())
-                            || c.name == app_name
-                            || c.name == gateway_name
-                            || c.name == check_name
-                    })
+                    .filter(|c| names.claims_container(c))
                     .map(|c| c.name.clone())
                     .collect();
-                Some((spec.app.clone(), names))
+                Some((spec.app.to_string(), remaining))
             }
             _ => None,
         };
@@ -675,14 +671,14 @@ fn record_apps(
             image_ids.sort();
             image_ids.dedup();
             let record = AppRecord {
-                app: spec.app.clone(),
+                app: spec.app.to_string(),
                 state: if ok { AppState::Running } else { AppState::NeedsInspection },
                 host_port: spec.host_port,
                 container_port: spec.container_port,
-                server_name: spec.server_name.clone(),
+                server_name: spec.server_name.to_string(),
                 image_key: image_key.clone(),
-                app_image: spec.app_image.clone(),
-                gateway_image: spec.gateway_image.clone(),
+                app_image: spec.app_image.to_string(),
+                gateway_image: spec.gateway_image.to_string(),
                 nginx_config: spec.nginx_config.clone(),
                 app_dir: spec.app_dir.clone(),
                 app_container: ids.first().cloned(),
@@ -694,11 +690,11 @@ fn record_apps(
             tx.put_app(&record, now)?;
         }
         Payload::NginxConfig { app, server_name, new_config, .. } => {
-            if let Some(old) = apps.get(app) {
+            if let Some(old) = apps.get(app.as_str()) {
                 let mut record = old.clone();
                 record.plan_id = plan.id.clone();
                 if ok {
-                    record.server_name = server_name.clone();
+                    record.server_name = server_name.to_string();
                     record.nginx_config = new_config.clone();
                 } else {
                     record.state = AppState::NeedsInspection;
@@ -707,7 +703,13 @@ fn record_apps(
             }
         }
         Payload::Stop { app, .. } => {
-            mark_app(tx, app, if ok { AppState::Stopped } else { AppState::NeedsInspection }, &plan.id, now)?;
+            mark_app(
+                tx,
+                app.as_str(),
+                if ok { AppState::Stopped } else { AppState::NeedsInspection },
+                &plan.id,
+                now,
+            )?;
         }
         Payload::RemoveImage { .. } => {}
     }

@@ -168,11 +168,11 @@ fn deploy_with_valid_parameters_derives_pinned_images_config_and_specs() {
     let Payload::Deploy { image_key, network, containers, spec } = payload else { panic!("deploy payload") };
     assert_eq!(image_key, "web");
     assert_eq!(network, "vl-web1");
-    assert_eq!(spec.app_image, world.policy.catalog["web"].as_str());
-    assert_eq!(spec.gateway_image, world.policy.nginx_image.as_str());
+    assert_eq!(spec.app_image, world.policy.catalog["web"]);
+    assert_eq!(spec.gateway_image, world.policy.nginx_image);
     assert_eq!(spec.nginx_config, crate::nginx::render("web1.example.com", 8080));
     assert_eq!(spec.app_dir, Path::new("/state/apps/web1"));
-    assert_eq!(spec.plan_id, world.plan_id.as_str());
+    assert_eq!(spec.plan_id, world.plan_id);
     assert_eq!(containers[0].name, "vl-web1-app");
     assert_eq!(containers[0].publish, None);
     assert_eq!(containers[1].publish.as_deref(), Some("127.0.0.1:18002:8080"));
@@ -439,7 +439,7 @@ fn stop_of_a_running_owned_app_names_exactly_its_recorded_containers() {
     assert_eq!(
         payload,
         Payload::Stop {
-            app: "demo".into(),
+            app: AppName::parse("demo").unwrap(),
             containers: vec![id('a'), id('b')],
             container_names: vec!["vl-demo-app".into(), "vl-demo-gateway".into()],
         }
@@ -578,5 +578,24 @@ fn plans_sealed_before_the_newtypes_still_verify_and_derive_byte_identically() {
             1_800_000_000,
         );
         assert_eq!(again.canonical_json(), golden, "{action:?}");
+    }
+}
+
+#[test]
+fn a_stored_plan_with_a_bad_name_is_corrupt_even_with_a_matching_digest() {
+    // Rewrite a golden plan's app name and re-seal it by hand: the digest
+    // matches, but deserializing validates the name, so it is never trusted.
+    for (_, golden) in GOLDEN {
+        let mut value: Value = serde_json::from_str(golden).unwrap();
+        let payload = &mut value["payload"];
+        let app =
+            if payload.get("spec").is_some() { &mut payload["spec"]["app"] } else { &mut payload["app"] };
+        *app = json!("Demo; rm");
+        value.as_object_mut().unwrap().remove("digest");
+        let digest = crate::control::canonical::sha256_hex(&value).unwrap();
+        value["digest"] = json!(digest);
+        let body = crate::control::canonical::to_string(&value).unwrap();
+        let refusal = crate::control::plan::Plan::from_stored(&body).unwrap_err();
+        assert_eq!(refusal.code, Code::PlanCorrupt);
     }
 }

@@ -5,7 +5,10 @@
 use std::sync::Mutex;
 
 use super::*;
+use crate::control::policy::ImageRef;
+use crate::docker::AppName;
 use crate::exec::{Completion, Execution};
+use crate::nginx::ServerName;
 
 type Script = dyn Fn(&[String]) -> Result<String, i32> + Sync;
 
@@ -59,15 +62,19 @@ fn limits() -> Limits {
     }
 }
 
+fn image_ref(value: &str) -> ImageRef {
+    ImageRef::parse(value).unwrap()
+}
+
 fn spec(app_dir: &Path, host_port: u16) -> DeploySpec {
     DeploySpec {
-        plan_id: "0123456789abcdef0123456789abcdef".into(),
-        app: "shop".into(),
-        app_image: format!("127.0.0.1:15000/volce-lab/web@sha256:{}", hex('1')),
-        gateway_image: format!("127.0.0.1:15000/volce-lab/gateway@sha256:{}", hex('2')),
+        plan_id: PlanId::parse("0123456789abcdef0123456789abcdef").unwrap(),
+        app: AppName::parse("shop").unwrap(),
+        app_image: image_ref(&format!("127.0.0.1:15000/volce-lab/web@sha256:{}", hex('1'))),
+        gateway_image: image_ref(&format!("127.0.0.1:15000/volce-lab/gateway@sha256:{}", hex('2'))),
         host_port,
         container_port: 8080,
-        server_name: "shop.example".into(),
+        server_name: ServerName::parse("shop.example").unwrap(),
         nginx_config: crate::nginx::render("shop.example", 8080),
         app_dir: app_dir.to_path_buf(),
         limits: limits(),
@@ -339,7 +346,7 @@ fn docker_failure_at_pull_creates_and_removes_nothing() {
 }
 
 #[test]
-fn deploy_refuses_a_busy_port_and_bad_specs_without_any_call() {
+fn deploy_refuses_a_busy_port_and_bad_untyped_values_without_any_call() {
     let dir = tempfile::tempdir().unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let busy = listener.local_addr().unwrap().port();
@@ -351,20 +358,42 @@ fn deploy_refuses_a_busy_port_and_bad_specs_without_any_call() {
 
     let port = free_port();
     let mut bad = Vec::new();
-    for change in 0..6 {
+    for change in 0..5 {
         let mut s = spec(&app_dir, port);
         match change {
-            0 => s.app = "Shop".into(),
-            1 => s.app_image = "127.0.0.1:15000/volce-lab/web:latest".into(),
-            2 => s.gateway_image = format!("--privileged@sha256:{}", hex('1')),
-            3 => s.server_name = "a b".into(),
-            4 => s.app_dir = dir.path().join("a,b"),
-            _ => s.plan_id = "x;y".into(),
+            0 => s.app_dir = dir.path().join("a,b"),
+            1 => s.app_dir = "relative/shop".into(),
+            2 => s.host_port = 80,
+            3 => s.container_port = 0,
+            _ => s.limits.millicpus = 0,
         }
         bad.push(engine.deploy(&s));
     }
     assert!(bad.iter().all(|r| r == &Err(EngineError::Host { step: "validate deploy spec" })), "{bad:?}");
     assert!(engine.runner().argv().is_empty());
+}
+
+#[test]
+fn a_spec_with_a_bad_name_or_reference_cannot_be_built_or_deserialized() {
+    // What the engine used to re-check itself is now the types' job: none
+    // of these values can reach `deploy`, from code or from a stored plan.
+    let good = serde_json::to_value(spec(Path::new("/state/apps/shop"), 18001)).unwrap();
+    assert!(serde_json::from_value::<DeploySpec>(good.clone()).is_ok());
+    for (field, value) in [
+        ("app", "Shop".to_owned()),
+        ("app_image", "127.0.0.1:15000/volce-lab/web:latest".to_owned()),
+        ("gateway_image", format!("--privileged@sha256:{}", hex('1'))),
+        ("server_name", "a b".to_owned()),
+        ("plan_id", "x;y".to_owned()),
+    ] {
+        let mut bad = good.clone();
+        bad[field] = value.clone().into();
+        assert!(serde_json::from_value::<DeploySpec>(bad).is_err(), "{field}: {value}");
+    }
+    assert!(AppName::parse("Shop").is_none());
+    assert!(ImageRef::parse(&format!("--privileged@sha256:{}", hex('1'))).is_none());
+    assert!(ServerName::parse("a b").is_none());
+    assert!(PlanId::parse("x;y").is_err());
 }
 
 #[test]
