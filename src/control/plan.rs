@@ -102,9 +102,24 @@ impl fmt::Display for Digest {
     }
 }
 
-/// The closed set of changes a plan can make.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// The closed set of changes a plan can make. Its one string table is the
+/// strum derive; serde's names are the same (tested), because the wire,
+/// the store and the sealed plans all carry them.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Action {
     Deploy,
     NginxConfig,
@@ -113,10 +128,10 @@ pub enum Action {
 }
 
 impl Action {
-    pub const ALL: [Action; 4] = [Action::Deploy, Action::NginxConfig, Action::Stop, Action::RemoveImage];
+    pub const ALL: &'static [Action] = <Action as strum::VariantArray>::VARIANTS;
 
     pub fn parse(value: &str) -> Result<Action, Refusal> {
-        Action::ALL.into_iter().find(|a| a.as_str() == value).ok_or_else(|| {
+        value.parse().map_err(|_| {
             Refusal::new(
                 Code::UnknownAction,
                 "The action must be one of deploy, nginx_config, stop, remove_image.",
@@ -124,12 +139,7 @@ impl Action {
         })
     }
     pub fn as_str(self) -> &'static str {
-        match self {
-            Action::Deploy => "deploy",
-            Action::NginxConfig => "nginx_config",
-            Action::Stop => "stop",
-            Action::RemoveImage => "remove_image",
-        }
+        self.into()
     }
     /// The parameters each action takes: exactly these, all required. The
     /// MCP server checks the names; the helper validates names and values.
@@ -391,5 +401,17 @@ mod tests {
         assert!(Action::RemoveImage.requires_approval());
         assert_eq!(Action::parse("shell").unwrap_err().code, Code::UnknownAction);
         assert_eq!(Action::parse("nginx_config").unwrap(), Action::NginxConfig);
+    }
+
+    #[test]
+    fn action_strings_are_the_shipped_ones_and_serde_agrees() {
+        let strings: Vec<&str> = Action::ALL.iter().map(|a| a.as_str()).collect();
+        assert_eq!(strings, ["deploy", "nginx_config", "stop", "remove_image"]);
+        for &action in Action::ALL {
+            assert_eq!(serde_json::to_value(action).unwrap(), action.as_str());
+            assert_eq!(serde_json::from_value::<Action>(action.as_str().into()).unwrap(), action);
+            assert_eq!(Action::parse(action.as_str()).unwrap(), action);
+        }
+        assert!(Action::parse("Deploy").is_err() && Action::parse("nginx-config").is_err());
     }
 }

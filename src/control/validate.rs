@@ -33,9 +33,13 @@ use crate::nginx::ServerName;
 
 const MIB: u64 = 1024 * 1024;
 
-/// The life of an app we deployed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// The life of an app we deployed. One string table (strum); serde's names
+/// are the same (tested): the store keeps both, and compares them.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr, strum::VariantArray,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum AppState {
     Running,
     Stopped,
@@ -44,11 +48,7 @@ pub enum AppState {
 
 impl AppState {
     pub fn as_str(self) -> &'static str {
-        match self {
-            AppState::Running => "running",
-            AppState::Stopped => "stopped",
-            AppState::NeedsInspection => "needs_inspection",
-        }
+        self.into()
     }
 }
 

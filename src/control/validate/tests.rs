@@ -149,6 +149,17 @@ impl World {
     }
 }
 
+#[test]
+fn app_state_strings_are_the_shipped_ones_and_serde_agrees() {
+    use strum::VariantArray as _;
+    let strings: Vec<&str> = AppState::VARIANTS.iter().map(|s| s.as_str()).collect();
+    assert_eq!(strings, ["running", "stopped", "needs_inspection"]);
+    for &state in AppState::VARIANTS {
+        assert_eq!(serde_json::to_value(state).unwrap(), state.as_str());
+        assert_eq!(serde_json::from_value::<AppState>(state.as_str().into()).unwrap(), state);
+    }
+}
+
 fn deploy_params() -> Value {
     json!({"app": "web1", "image": "web", "host_port": 18002, "container_port": 8080, "server_name": "web1.example.com"})
 }
