@@ -2,6 +2,10 @@
 //! types, and (in `cli.rs`) the implementation that drives the `docker` CLI
 //! with fixed argv. Runs as root inside the host helper.
 //!
+//! Beside it: `names.rs` (the app name and every Docker name derived from
+//! it), `gateway_file.rs` (the managed nginx.conf on disk) and
+//! `host_probe.rs` (free port, memory and disk, the health check's GET).
+//!
 //! The controller never builds docker argv itself; it asks an [`Engine`] for
 //! whole operations. Tests of the decision logic pass a fake engine that
 //! records what it was asked; the shipped binary only ever builds the real one.
@@ -11,6 +15,8 @@ use std::fmt;
 use std::path::PathBuf;
 
 pub mod cli;
+mod gateway_file;
+mod host_probe;
 pub mod names;
 
 pub use names::{AppName, AppNames};
