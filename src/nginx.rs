@@ -7,8 +7,6 @@
 //! unprivileged port inside its container. A default server answers 404 for
 //! every other Host, so only the chosen name reaches the app.
 
-use std::fmt;
-
 use serde::{Deserialize, Serialize};
 
 /// A lowercase DNS name: labels of a-z, 0-9 and inner `-`, joined by dots,
@@ -37,29 +35,9 @@ impl ServerName {
     pub fn parse(value: &str) -> Option<ServerName> {
         is_server_name(value).then(|| ServerName(value.to_owned()))
     }
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
 }
 
-impl TryFrom<String> for ServerName {
-    type Error = &'static str;
-    fn try_from(value: String) -> Result<Self, Self::Error> {
-        ServerName::parse(&value).ok_or("a server name must be a lowercase DNS name")
-    }
-}
-
-impl From<ServerName> for String {
-    fn from(name: ServerName) -> String {
-        name.0
-    }
-}
-
-impl fmt::Display for ServerName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+crate::control::canonical::string_form!(ServerName, "a server name must be a lowercase DNS name");
 
 /// The port nginx listens on inside the gateway container.
 pub const GATEWAY_LISTEN_PORT: u16 = 8080;

@@ -33,29 +33,12 @@ impl ImageRef {
             });
         (name_ok && crate::text::is_lower_hex(digest, 64)).then(|| ImageRef(value.to_owned()))
     }
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
 }
 
-impl TryFrom<String> for ImageRef {
-    type Error = &'static str;
-    fn try_from(value: String) -> Result<Self, Self::Error> {
-        ImageRef::parse(&value).ok_or("an image reference must be pinned as name@sha256:<64 lowercase hex>")
-    }
-}
-
-impl From<ImageRef> for String {
-    fn from(reference: ImageRef) -> String {
-        reference.0
-    }
-}
-
-impl std::fmt::Display for ImageRef {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+crate::control::canonical::string_form!(
+    ImageRef,
+    "an image reference must be pinned as name@sha256:<64 lowercase hex>"
+);
 
 /// Free capacity the host must keep before a deploy is accepted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

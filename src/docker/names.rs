@@ -10,8 +10,6 @@
 //! Every name starts with [`PREFIX`]; the edge network alone contains `_`,
 //! which no app name can, so no app's network is another app's edge network.
 
-use std::fmt;
-
 use serde::{Deserialize, Serialize};
 
 use super::Container;
@@ -30,33 +28,13 @@ impl AppName {
     pub fn parse(value: &str) -> Option<AppName> {
         crate::control::is_app_name(value).then(|| AppName(value.to_owned()))
     }
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
     /// The names of everything Docker holds for this app.
     pub fn names(&self) -> AppNames {
         AppNames::of(self)
     }
 }
 
-impl TryFrom<String> for AppName {
-    type Error = &'static str;
-    fn try_from(value: String) -> Result<Self, Self::Error> {
-        AppName::parse(&value).ok_or("an app name must match ^[a-z][a-z0-9-]{0,30}$")
-    }
-}
-
-impl From<AppName> for String {
-    fn from(name: AppName) -> String {
-        name.0
-    }
-}
-
-impl fmt::Display for AppName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+crate::control::canonical::string_form!(AppName, "an app name must match ^[a-z][a-z0-9-]{0,30}$");
 
 /// The Docker objects of one app (see `crate::docker::cli` for why there
 /// are two networks).

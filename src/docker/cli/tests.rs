@@ -1,6 +1,8 @@
 //! Hermetic tests of the docker-CLI engine: golden argv through a fake
 //! runner, parsers on recorded docker output, file handling in temp dirs.
 //! No Docker, no root.
+//! Over 450 lines on purpose: every engine operation's golden argv is
+//! checked through the one fake runner and deploy script defined here.
 
 use std::io::{Read as _, Write as _};
 use std::net::TcpListener;

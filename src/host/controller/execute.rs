@@ -80,17 +80,20 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                         format!("Plan {other} is {}; nothing executes until an operator has inspected it.", state.as_str()),
                     );
                 }
+                // Voids the plan for good (committed), then refuses.
+                let invalidate = |why: PlanOutcome, refusal: Refusal| {
+                    let row = audit(now, Event::Invalidated, AuditOutcome::Refused, requester);
+                    tx.invalidate(id, plan.action, why, &row)?;
+                    Ok::<_, Refusal>(Verdict::RefuseAfterCommit(refusal))
+                };
                 if plan.policy_hash != *policy_hash {
-                    tx.invalidate(
-                        id,
-                        plan.action,
+                    return invalidate(
                         PlanOutcome::PolicyChanged,
-                        &audit(now, Event::Invalidated, AuditOutcome::Refused, requester),
-                    )?;
-                    return Ok(Verdict::RefuseAfterCommit(Refusal::new(
-                        Code::PolicyChanged,
-                        "The operator's policy changed since this plan was made; it is void, prepare a new one.",
-                    )));
+                        Refusal::new(
+                            Code::PolicyChanged,
+                            "The operator's policy changed since this plan was made; it is void, prepare a new one.",
+                        ),
+                    );
                 }
                 if plan.requires_approval {
                     match &stored.approval {
@@ -108,17 +111,14 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 }
                 let snapshot = engine.snapshot().map_err(engine_unavailable)?;
                 if snapshot.digest() != plan.snapshot_digest {
-                    tx.invalidate(
-                        id,
-                        plan.action,
+                    return invalidate(
                         PlanOutcome::SnapshotChanged,
-                        &audit(now, Event::Invalidated, AuditOutcome::Refused, requester),
-                    )?;
-                    return Ok(Verdict::RefuseAfterCommit(Refusal::new(
-                        Code::SnapshotChanged,
-                        "The server's containers or images changed since this plan was made; it is void \
-                         (and so is any approval): prepare a new one.",
-                    )));
+                        Refusal::new(
+                            Code::SnapshotChanged,
+                            "The server's containers or images changed since this plan was made; it is void \
+                             (and so is any approval): prepare a new one.",
+                        ),
+                    );
                 }
                 // Re-derive from the stored parameters: references, ports,
                 // directories and app records must still say the same.
