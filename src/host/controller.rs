@@ -223,6 +223,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 );
             }
             let apps = tx.apps()?;
+            // Read-only docker calls under the write lock (module header).
             let snapshot = engine.snapshot().map_err(engine_unavailable)?;
             let id = PlanId::random();
             let ctx = Context { policy, snapshot: &snapshot, apps: &apps, apps_dir, plan_id: &id };
@@ -329,9 +330,10 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 format!("{operator} is not listed in the policy's approvers."),
             );
         }
-        // A read-only engine call, made before the write transaction (never
-        // hold one across a docker call). Nothing of ours can create the
-        // app's containers meanwhile: no plan executes while this one
+        // A read-only engine call, made before the write transaction, so
+        // the write lock is not held across docker (prepare and execute
+        // still do that; see the module header). Nothing of ours can create
+        // the app's containers meanwhile: no plan executes while this one
         // needs inspection.
         let stored = self
             .store
