@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 
 use docker_lab::{Lab, assert_hardened, docker, docker_ok, docker_stdin, eventually, inspect, status};
 use serde_json::Value;
-use volce_lab::docker::cli::{edge_network, http_get};
+use volce_lab::control::policy::ImageRef;
+use volce_lab::docker::cli::http_get;
 use volce_lab::docker::{ContainerId, Engine as _, EngineError, ImageId};
 use volce_lab::nginx::render;
 
@@ -64,13 +65,13 @@ fn deploy_serves_the_page_through_the_hardened_gateway_only() {
         let labels = &c["Config"]["Labels"];
         assert_eq!(labels["io.volce-lab.app"], lab.app);
         assert_eq!(labels["io.volce-lab.role"], role);
-        assert_eq!(labels["io.volce-lab.plan"], spec.plan_id);
+        assert_eq!(labels["io.volce-lab.plan"], spec.plan_id.as_str());
     }
 
     // Networks: the app only on the internal vl-<app> (alias `app`); the
     // gateway there and on its edge network, which carries the port.
     let internal = format!("vl-{}", lab.app);
-    let edge = edge_network(&lab.app);
+    let edge = lab.names().edge_network;
     let app_nets = app["NetworkSettings"]["Networks"].as_object().unwrap();
     assert_eq!(app_nets.keys().collect::<Vec<_>>(), [&internal]);
     assert!(app_nets[&internal]["Aliases"].as_array().unwrap().contains(&Value::from("app")));
@@ -155,7 +156,7 @@ fn deploy_whose_health_check_fails_removes_what_it_created() {
     let mut spec = lab.spec();
     // nginx -t passes (`app` resolves) but nothing listens on that port: 502.
     spec.container_port = 9;
-    spec.nginx_config = render(&spec.server_name, 9);
+    spec.nginx_config = render(spec.server_name.as_str(), 9);
     let unrelated =
         docker_ok(&["network", "create", "--label", "volce-lab-test=1", &format!("t-keep-{}", lab.app)]);
     let started = Instant::now();
@@ -356,9 +357,9 @@ fn the_app_is_reachable_from_the_gateway_alone_and_has_no_way_out() {
 
     // From inside the app: no route to the gateway's published side nor to
     // the default bridge's host address.
-    let edge_url = format!("http://{}:8080/", ip_on(&gateway, &edge_network(&lab.app)));
+    let edge_url = format!("http://{}:8080/", ip_on(&gateway, &lab.names().edge_network));
     // The host's own address on the edge bridge.
-    let edge_net = inspect("network", &edge_network(&lab.app));
+    let edge_net = inspect("network", &lab.names().edge_network);
     let host_url = format!("http://{}/", edge_net["IPAM"]["Config"][0]["Gateway"].as_str().unwrap());
     for url in [&edge_url, &host_url] {
         let (ok, _) = docker(&[
@@ -403,7 +404,8 @@ fn a_squatter_on_our_container_name_fails_the_deploy_and_is_left_alone() {
 fn a_digest_the_registry_does_not_have_fails_at_the_pull_and_creates_nothing() {
     let lab = Lab::new("pull");
     let mut spec = lab.spec();
-    spec.app_image = format!("127.0.0.1:15000/volce-lab/web@sha256:{}", "0".repeat(64));
+    spec.app_image =
+        ImageRef::parse(&format!("127.0.0.1:15000/volce-lab/web@sha256:{}", "0".repeat(64))).unwrap();
     match lab.engine.deploy(&spec) {
         Err(EngineError::Call { step: "pull app image", .. }) => {}
         other => panic!("expected the pull to fail, got {other:?}"),

@@ -217,8 +217,13 @@ fn execute_after_snapshot_drift_is_refused_and_the_approval_is_void() {
     h.engine.edit(|s| s.snapshot.images.retain(|i| *i != extra));
     assert_eq!(refusal(c.execute(&plan.plan.id, AGENT)), Code::PlanInvalidated);
     assert!(h.engine.mutations().is_empty());
-    let events: Vec<_> =
-        c.store().read(|tx| tx.audit_of(&plan.plan.id)).unwrap().into_iter().map(|a| a.event).collect();
+    let events: Vec<_> = c
+        .store_for_tests()
+        .read(|tx| tx.audit_of(&plan.plan.id))
+        .unwrap()
+        .into_iter()
+        .map(|a| a.event)
+        .collect();
     assert_eq!(events, ["prepared", "approved", "invalidated"]);
 }
 
@@ -292,7 +297,7 @@ fn the_audit_trail_has_one_row_per_change_and_no_free_text() {
     let plan = c.prepare("remove_image", &json!({"image_id": unused_image().as_str()}), AGENT).unwrap();
     c.approve(&plan.plan.id, &plan.plan.digest, "alice").unwrap();
     c.execute(&plan.plan.id, AGENT).unwrap();
-    let audit = c.store().read(|tx| tx.audit_of(&plan.plan.id)).unwrap();
+    let audit = c.store_for_tests().read(|tx| tx.audit_of(&plan.plan.id)).unwrap();
     let rows: Vec<_> =
         audit.iter().map(|a| (a.event.as_str(), a.outcome.as_str(), a.actor.as_str())).collect();
     assert_eq!(
@@ -307,7 +312,7 @@ fn the_audit_trail_has_one_row_per_change_and_no_free_text() {
     assert!(audit[3].duration_ms.is_some());
     // The audit table's columns are exactly the categories and numbers.
     let columns: Vec<String> = c
-        .store()
+        .store_for_tests()
         .connection()
         .prepare("SELECT name FROM pragma_table_info('audit')")
         .unwrap()
@@ -665,7 +670,7 @@ fn resolve_reopens_the_host_for_new_plans_and_frees_a_failed_deploy() {
     let stored = h.controller().load(&id, "root").unwrap();
     assert_eq!(stored.state, PlanState::Inspected);
     assert_eq!(stored.resolution.as_ref().unwrap().by, "alice");
-    let audit = h.controller().store().read(|tx| tx.audit_of(&id)).unwrap();
+    let audit = h.controller().store_for_tests().read(|tx| tx.audit_of(&id)).unwrap();
     assert_eq!(audit.last().unwrap().event, "inspected");
     // The failed app no longer holds its name, port or quota slot.
     let inventory = h.controller().inventory(AGENT).unwrap();
@@ -765,7 +770,7 @@ fn a_rejected_nginx_config_that_was_rolled_back_is_failed_and_blocks_nothing() {
     let stored = h.controller().load(&id, "root").unwrap();
     assert_eq!(stored.state, PlanState::Failed);
     assert_eq!(stored.outcome, Some(volce_lab::store::PlanOutcome::RolledBack));
-    let audit = h.controller().store().read(|tx| tx.audit_of(&id)).unwrap();
+    let audit = h.controller().store_for_tests().read(|tx| tx.audit_of(&id)).unwrap();
     assert_eq!(
         (audit.last().unwrap().event.as_str(), audit.last().unwrap().outcome.as_str()),
         ("failed", "failed")
@@ -827,7 +832,7 @@ fn app_names(inventory: &Value) -> Vec<String> {
 fn a_completed_deploy_records_the_image_ids_its_containers_run() {
     let h = Harness::new();
     deploy_demo(&h);
-    let apps = h.controller().store().read(|tx| tx.apps()).unwrap();
+    let apps = h.controller().store_for_tests().read(|tx| tx.apps()).unwrap();
     // The fake runs the app on image a and the gateway on image b.
     assert_eq!(apps["demo"].image_ids, [image('a'), image('b')]);
 }

@@ -155,7 +155,7 @@ fn a_process_killed_between_claim_and_engine_leaves_needs_inspection_and_no_seco
         Code::InspectionRequired
     );
     let events: Vec<_> =
-        c.store().read(|tx| tx.audit_of(&id)).unwrap().into_iter().map(|a| a.event).collect();
+        c.store_for_tests().read(|tx| tx.audit_of(&id)).unwrap().into_iter().map(|a| a.event).collect();
     assert_eq!(events, ["prepared", "approved", "claimed", "claim_abandoned"]);
     assert!(logged_mutations(&h.root.join("mutations.log")).is_empty(), "no engine mutation happened");
 }

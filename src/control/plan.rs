@@ -16,7 +16,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{Code, Refusal, canonical};
-use crate::docker::{ContainerId, DeploySpec, ImageId};
+use crate::docker::{AppName, ContainerId, DeploySpec, ImageId};
+use crate::nginx::ServerName;
 
 /// How long a plan stays executable after it was prepared.
 pub const PLAN_TTL_SECS: i64 = 600;
@@ -101,9 +102,24 @@ impl fmt::Display for Digest {
     }
 }
 
-/// The closed set of changes a plan can make.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// The closed set of changes a plan can make. Its one string table is the
+/// strum derive; serde's names are the same (tested), because the wire,
+/// the store and the sealed plans all carry them.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Action {
     Deploy,
     NginxConfig,
@@ -112,10 +128,10 @@ pub enum Action {
 }
 
 impl Action {
-    pub const ALL: [Action; 4] = [Action::Deploy, Action::NginxConfig, Action::Stop, Action::RemoveImage];
+    pub const ALL: &'static [Action] = <Action as strum::VariantArray>::VARIANTS;
 
     pub fn parse(value: &str) -> Result<Action, Refusal> {
-        Action::ALL.into_iter().find(|a| a.as_str() == value).ok_or_else(|| {
+        value.parse().map_err(|_| {
             Refusal::new(
                 Code::UnknownAction,
                 "The action must be one of deploy, nginx_config, stop, remove_image.",
@@ -123,12 +139,7 @@ impl Action {
         })
     }
     pub fn as_str(self) -> &'static str {
-        match self {
-            Action::Deploy => "deploy",
-            Action::NginxConfig => "nginx_config",
-            Action::Stop => "stop",
-            Action::RemoveImage => "remove_image",
-        }
+        self.into()
     }
     /// The parameters each action takes: exactly these, all required. The
     /// MCP server checks the names; the helper validates names and values.
@@ -172,16 +183,17 @@ pub enum Payload {
         spec: DeploySpec,
     },
     NginxConfig {
-        app: String,
+        app: AppName,
         gateway: ContainerId,
         app_dir: PathBuf,
+        /// As recorded in the app record (validated when it was deployed).
         previous_server_name: String,
-        server_name: String,
+        server_name: ServerName,
         previous_config: String,
         new_config: String,
     },
     Stop {
-        app: String,
+        app: AppName,
         /// Exactly the recorded container ids, sorted.
         containers: Vec<ContainerId>,
         container_names: Vec<String>,
@@ -208,8 +220,8 @@ impl Payload {
     /// The app a plan is about, if any.
     pub fn app(&self) -> Option<&str> {
         match self {
-            Payload::Deploy { spec, .. } => Some(&spec.app),
-            Payload::NginxConfig { app, .. } | Payload::Stop { app, .. } => Some(app),
+            Payload::Deploy { spec, .. } => Some(spec.app.as_str()),
+            Payload::NginxConfig { app, .. } | Payload::Stop { app, .. } => Some(app.as_str()),
             Payload::RemoveImage { .. } => None,
         }
     }
@@ -389,5 +401,17 @@ mod tests {
         assert!(Action::RemoveImage.requires_approval());
         assert_eq!(Action::parse("shell").unwrap_err().code, Code::UnknownAction);
         assert_eq!(Action::parse("nginx_config").unwrap(), Action::NginxConfig);
+    }
+
+    #[test]
+    fn action_strings_are_the_shipped_ones_and_serde_agrees() {
+        let strings: Vec<&str> = Action::ALL.iter().map(|a| a.as_str()).collect();
+        assert_eq!(strings, ["deploy", "nginx_config", "stop", "remove_image"]);
+        for &action in Action::ALL {
+            assert_eq!(serde_json::to_value(action).unwrap(), action.as_str());
+            assert_eq!(serde_json::from_value::<Action>(action.as_str().into()).unwrap(), action);
+            assert_eq!(Action::parse(action.as_str()).unwrap(), action);
+        }
+        assert!(Action::parse("Deploy").is_err() && Action::parse("nginx-config").is_err());
     }
 }

@@ -15,9 +15,11 @@ use crate::docker::Limits;
 
 const MIB: u64 = 1024 * 1024;
 
-/// A pinned image reference `name@sha256:<64 lowercase hex>`.
+/// A pinned image reference `name@sha256:<64 lowercase hex>`. Its serde
+/// form is the plain string, and deserializing validates it (a stored plan
+/// with an unpinned reference is refused as corrupt).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(transparent)]
+#[serde(try_from = "String", into = "String")]
 pub struct ImageRef(String);
 
 impl ImageRef {
@@ -31,10 +33,12 @@ impl ImageRef {
             });
         (name_ok && crate::text::is_lower_hex(digest, 64)).then(|| ImageRef(value.to_owned()))
     }
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
 }
+
+crate::control::canonical::string_form!(
+    ImageRef,
+    "an image reference must be pinned as name@sha256:<64 lowercase hex>"
+);
 
 /// Free capacity the host must keep before a deploy is accepted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -303,6 +307,7 @@ pub(crate) mod tests {
         ] {
             assert!(with(|v| v["catalog"]["web"] = json!(reference)).is_err(), "{reference}");
             assert!(with(|v| v["nginx_image"] = json!(reference)).is_err(), "{reference}");
+            assert!(serde_json::from_value::<ImageRef>(json!(reference)).is_err(), "{reference}");
         }
     }
 

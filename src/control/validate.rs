@@ -27,14 +27,19 @@ use super::plan::{Action, ContainerPlan, Impact, Payload, PlanId};
 use super::policy::Policy;
 use super::{Code, Refusal, refuse};
 use crate::docker::{
-    Capacity, ContainerId, DeploySpec, ImageId, LABEL_APP, LABEL_PLAN, LABEL_ROLE, Snapshot,
+    AppName, Capacity, ContainerId, DeploySpec, ImageId, LABEL_APP, LABEL_PLAN, LABEL_ROLE, Snapshot,
 };
+use crate::nginx::ServerName;
 
 const MIB: u64 = 1024 * 1024;
 
-/// The life of an app we deployed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// The life of an app we deployed. One string table (strum); serde's names
+/// are the same (tested): the store keeps both, and compares them.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr, strum::VariantArray,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum AppState {
     Running,
     Stopped,
@@ -43,11 +48,7 @@ pub enum AppState {
 
 impl AppState {
     pub fn as_str(self) -> &'static str {
-        match self {
-            AppState::Running => "running",
-            AppState::Stopped => "stopped",
-            AppState::NeedsInspection => "needs_inspection",
-        }
+        self.into()
     }
 }
 
@@ -139,12 +140,9 @@ fn string<'a>(params: &'a Map<String, Value>, key: &str) -> Result<&'a str, Refu
         .ok_or_else(|| Refusal::new(Code::InvalidParameters, format!("{key} must be a string.")))
 }
 
-fn app_name(params: &Map<String, Value>) -> Result<&str, Refusal> {
-    let app = string(params, "app")?;
-    if !super::is_app_name(app) {
-        return refuse(Code::InvalidAppName, "app must match ^[a-z][a-z0-9-]{0,30}$.");
-    }
-    Ok(app)
+fn app_name(params: &Map<String, Value>) -> Result<AppName, Refusal> {
+    AppName::parse(string(params, "app")?)
+        .ok_or_else(|| Refusal::new(Code::InvalidAppName, "app must match ^[a-z][a-z0-9-]{0,30}$."))
 }
 
 /// An integer in 1024..=65535. JSON booleans and floats are not integers.
@@ -156,35 +154,15 @@ fn port(params: &Map<String, Value>, key: &str) -> Result<u16, Refusal> {
     }
 }
 
-/// A lowercase DNS name: labels of a-z, 0-9 and inner `-`, joined by dots,
-/// at most 253 bytes. This excludes whitespace, `;`, braces and quotes, so
-/// the value cannot break out of nginx's `server_name` directive.
-pub fn is_server_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 253
-        && name.split('.').all(|label| {
-            let b = label.as_bytes();
-            !b.is_empty()
-                && b.len() <= 63
-                && b[0] != b'-'
-                && b[b.len() - 1] != b'-'
-                && b.iter().all(|&c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
-        })
-}
+pub use crate::nginx::is_server_name;
 
-fn server_name(params: &Map<String, Value>) -> Result<&str, Refusal> {
-    let name = string(params, "server_name")?;
-    if !is_server_name(name) {
-        return refuse(
+fn server_name(params: &Map<String, Value>) -> Result<ServerName, Refusal> {
+    ServerName::parse(string(params, "server_name")?).ok_or_else(|| {
+        Refusal::new(
             Code::InvalidServerName,
             "server_name must be a lowercase DNS name (a-z, 0-9, '-' and '.', at most 253 characters).",
-        );
-    }
-    Ok(name)
-}
-
-pub fn container_names(app: &str) -> (String, String) {
-    (format!("vl-{app}-app"), format!("vl-{app}-gateway"))
+        )
+    })
 }
 
 fn deploy(
@@ -212,23 +190,19 @@ fn deploy(
         );
     }
 
-    // Never adopt what exists, whoever made it.
-    let (app_name_c, gateway_name_c) = container_names(app);
-    let network = format!("vl-{app}");
-    if ctx.apps.contains_key(app) {
+    // Never adopt what exists, whoever made it: not a record, not a
+    // directory, not any Docker object on one of the names the engine will
+    // create (all of them, the one-off check container and the edge network
+    // included, come from the one list in `AppNames`).
+    let names = app.names();
+    if ctx.apps.contains_key(app.as_str()) {
         return refuse(Code::AppExists, format!("The app {app} already exists."));
     }
-    if probe.app_dir_exists(app) {
+    if probe.app_dir_exists(app.as_str()) {
         return refuse(Code::AppExists, format!("A directory for {app} already exists on the host."));
     }
-    // The engine also uses a one-off `vl-<app>-check` container and a
-    // `vl-<app>_edge` network (issue 4); `_` never appears in an app name,
-    // so that network name can only belong to this app.
-    let check_name = format!("vl-{app}-check");
-    let edge = format!("vl-{app}_edge");
-    let squatted = ctx.snapshot.containers.iter().any(|c| {
-        c.app() == Some(app) || c.name == app_name_c || c.name == gateway_name_c || c.name == check_name
-    }) || ctx.snapshot.networks.iter().any(|n| *n == network || *n == edge);
+    let squatted = ctx.snapshot.containers.iter().any(|c| names.claims_container(c))
+        || ctx.snapshot.networks.iter().any(|n| names.claims_network(n));
     if squatted {
         return refuse(Code::AppExists, format!("Docker already has containers or a network for {app}."));
     }
@@ -261,18 +235,17 @@ fn deploy(
         );
     }
 
-    let nginx_config = crate::nginx::render(server_name, container_port);
-    let plan_id = ctx.plan_id.as_str().to_owned();
+    let nginx_config = crate::nginx::render(server_name.as_str(), container_port);
     let labels = |role: &str| {
         BTreeMap::from([
-            (LABEL_APP.to_owned(), app.to_owned()),
+            (LABEL_APP.to_owned(), app.to_string()),
             (LABEL_ROLE.to_owned(), role.to_owned()),
-            (LABEL_PLAN.to_owned(), plan_id.clone()),
+            (LABEL_PLAN.to_owned(), ctx.plan_id.to_string()),
         ])
     };
     let containers = vec![
         ContainerPlan {
-            name: app_name_c.clone(),
+            name: names.app_container.clone(),
             role: "app".into(),
             image: app_image.as_str().to_owned(),
             user: "1000:1000".into(),
@@ -280,7 +253,7 @@ fn deploy(
             labels: labels("app"),
         },
         ContainerPlan {
-            name: gateway_name_c.clone(),
+            name: names.gateway_container.clone(),
             role: "gateway".into(),
             image: ctx.policy.nginx_image.as_str().to_owned(),
             user: "101:101".into(),
@@ -288,24 +261,12 @@ fn deploy(
             labels: labels("gateway"),
         },
     ];
-    let spec = DeploySpec {
-        plan_id: plan_id.clone(),
-        app: app.to_owned(),
-        app_image: app_image.as_str().to_owned(),
-        gateway_image: ctx.policy.nginx_image.as_str().to_owned(),
-        host_port,
-        container_port,
-        server_name: server_name.to_owned(),
-        nginx_config,
-        app_dir: ctx.apps_dir.join(app),
-        limits: ctx.policy.limits.clone(),
-    };
     let impact = Impact {
         target: format!("new app {app} on 127.0.0.1:{host_port} for {server_name}"),
         containers_touched: vec![
-            format!("{app_name_c} (new)"),
-            format!("{gateway_name_c} (new)"),
-            format!("networks {network} and {edge} (new)"),
+            format!("{} (new)", names.app_container),
+            format!("{} (new)", names.gateway_container),
+            format!("networks {} and {} (new)", names.network, names.edge_network),
         ],
         data_volumes_deleted: false,
         shared_nginx_changed: false,
@@ -313,19 +274,32 @@ fn deploy(
                    evidence; nothing that existed before is touched."
             .into(),
     };
+    let spec = DeploySpec {
+        plan_id: ctx.plan_id.clone(),
+        app_dir: ctx.apps_dir.join(app.as_str()),
+        app,
+        app_image: app_image.clone(),
+        gateway_image: ctx.policy.nginx_image.clone(),
+        host_port,
+        container_port,
+        server_name,
+        nginx_config,
+        limits: ctx.policy.limits.clone(),
+    };
+    let network = names.network;
     Ok((Payload::Deploy { image_key: image_key.to_owned(), network, containers, spec }, impact))
 }
 
 /// The recorded app, running, with exactly its recorded container set.
-fn owned_running<'a>(app: &str, ctx: &'a Context<'_>) -> Result<&'a AppRecord, Refusal> {
-    let Some(record) = ctx.apps.get(app) else {
+fn owned_running<'a>(app: &AppName, ctx: &'a Context<'_>) -> Result<&'a AppRecord, Refusal> {
+    let Some(record) = ctx.apps.get(app.as_str()) else {
         return refuse(Code::AppNotFound, format!("{app} is not an app that volce-lab deployed."));
     };
     if record.state != AppState::Running {
         return refuse(Code::AppNotRunning, format!("{app} is {}, not running.", record.state.as_str()));
     }
     let mut labelled: Vec<&ContainerId> =
-        ctx.snapshot.containers.iter().filter(|c| c.app() == Some(app)).map(|c| &c.id).collect();
+        ctx.snapshot.containers.iter().filter(|c| c.app() == Some(app.as_str())).map(|c| &c.id).collect();
     labelled.sort();
     let mut recorded: Vec<&ContainerId> = record.containers.iter().collect();
     recorded.sort();
@@ -342,7 +316,7 @@ fn nginx_config(params: &Map<String, Value>, ctx: &Context<'_>) -> Result<(Paylo
     exact_keys(params, Action::NginxConfig)?;
     let app = app_name(params)?;
     let server_name = server_name(params)?;
-    let record = owned_running(app, ctx)?;
+    let record = owned_running(&app, ctx)?;
     let Some(gateway) = record.gateway_container.clone() else {
         return refuse(Code::ContainerSetChanged, format!("{app} has no recorded gateway."));
     };
@@ -350,11 +324,10 @@ fn nginx_config(params: &Map<String, Value>, ctx: &Context<'_>) -> Result<(Paylo
     if !running {
         return refuse(Code::AppNotRunning, format!("The gateway of {app} is not running."));
     }
-    let new_config = crate::nginx::render(server_name, record.container_port);
-    let (_, gateway_name) = container_names(app);
+    let new_config = crate::nginx::render(server_name.as_str(), record.container_port);
     let impact = Impact {
         target: format!("app {app}: server_name {} -> {server_name}", record.server_name),
-        containers_touched: vec![format!("{gateway_name} (config test and reload)")],
+        containers_touched: vec![format!("{} (config test and reload)", app.names().gateway_container)],
         data_volumes_deleted: false,
         shared_nginx_changed: false,
         rollback: "If the new configuration fails nginx -t or the reload, the previous nginx.conf is \
@@ -362,11 +335,11 @@ fn nginx_config(params: &Map<String, Value>, ctx: &Context<'_>) -> Result<(Paylo
             .into(),
     };
     let payload = Payload::NginxConfig {
-        app: app.to_owned(),
+        app,
         gateway,
         app_dir: record.app_dir.clone(),
         previous_server_name: record.server_name.clone(),
-        server_name: server_name.to_owned(),
+        server_name,
         previous_config: record.nginx_config.clone(),
         new_config,
     };
@@ -376,7 +349,7 @@ fn nginx_config(params: &Map<String, Value>, ctx: &Context<'_>) -> Result<(Paylo
 fn stop(params: &Map<String, Value>, ctx: &Context<'_>) -> Result<(Payload, Impact), Refusal> {
     exact_keys(params, Action::Stop)?;
     let app = app_name(params)?;
-    let record = owned_running(app, ctx)?;
+    let record = owned_running(&app, ctx)?;
     let any_running =
         ctx.snapshot.containers.iter().any(|c| record.containers.contains(&c.id) && c.state == "running");
     if !any_running {
@@ -401,7 +374,7 @@ fn stop(params: &Map<String, Value>, ctx: &Context<'_>) -> Result<(Payload, Impa
                    again is a separate, reviewed change."
             .into(),
     };
-    Ok((Payload::Stop { app: app.to_owned(), containers, container_names: names }, impact))
+    Ok((Payload::Stop { app, containers, container_names: names }, impact))
 }
 
 fn remove_image(params: &Map<String, Value>, ctx: &Context<'_>) -> Result<(Payload, Impact), Refusal> {

@@ -21,28 +21,34 @@
 //! that name out of the app-name space (`^[a-z][a-z0-9-]*$`), so no app's
 //! network can collide with another app's edge network.
 //!
+//! Layout: this file holds the engine, its docker calls and snapshot, and
+//! the [`Engine`] impl; `cli/deploy.rs` the deploy steps and their cleanup;
+//! `cli/argv.rs` argv building (hardening, labels, mount, inspect
+//! template); `cli/parse.rs` the parsers of docker's output. The managed
+//! nginx.conf on disk is `crate::docker::gateway_file`, the host probes
+//! `crate::docker::host_probe`: neither is docker.
+//!
 //! Restart policy `unless-stopped`: the app comes back after a crash or a
 //! reboot of the engine, and `stop` first sets `--restart=no`, so a stopped
 //! app stays stopped even across engine restarts.
 
-use std::collections::BTreeMap;
 use std::ffi::OsString;
-use std::fs::{File, OpenOptions};
-use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
-use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use nix::fcntl::OFlag;
-use serde::Deserialize;
-
-use super::{
-    Capacity, Container, ContainerId, DeploySpec, Deployed, Engine, EngineError, ImageId, LABEL_APP,
-    LABEL_PLAN, LABEL_ROLE, Limits, PublishedPort, Snapshot,
-};
+use super::gateway_file::{backup, open_managed_config, read_bounded, rewrite};
+use super::{Capacity, Container, ContainerId, DeploySpec, Deployed, Engine, EngineError, ImageId, Snapshot};
 use crate::exec::{ExecutionStatus, Outcome, ProcessSpec, minimal_env, run_blocking};
-use crate::nginx::GATEWAY_LISTEN_PORT;
+
+mod argv;
+mod deploy;
+mod parse;
+
+/// The host probes keep their old paths here (`docker::cli::http_get`, ...).
+pub use super::host_probe::{HttpReply, http_get, port_free};
+use argv::argv;
+pub use argv::{INSPECT_TEMPLATE, hardening};
+use parse::{parse_container_ids, parse_images, parse_inspect_rows, parse_networks};
 
 /// The only docker program we run.
 pub const DOCKER: &str = "/usr/bin/docker";
@@ -51,7 +57,6 @@ pub const DOCKER_HOST: &str = "unix:///var/run/docker.sock";
 /// Where the gateway finds its configuration (the read-only bind mount).
 pub const GATEWAY_CONFIG_PATH: &str = "/etc/nginx/nginx.conf";
 const NGINX: &str = "/usr/sbin/nginx";
-const LABEL_PREFIX: &str = "io.volce-lab.";
 
 /// Timeouts per kind of call. Pulls move image layers; everything else is a
 /// local API call that answers in well under a second on a healthy engine.
@@ -70,8 +75,6 @@ const STOP_GRACE_SECONDS: &str = "15";
 const SMALL_OUTPUT: usize = 64 * 1024;
 /// `docker inspect` of every container: about 1 KB each with our template.
 const SNAPSHOT_OUTPUT: usize = 16 * 1024 * 1024;
-/// The largest nginx.conf we read back from disk.
-const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
 
 /// One docker invocation: the argv after the program, its timeout, and how
 /// much stdout we keep.
@@ -211,9 +214,11 @@ impl<R: Runner> DockerCli<R> {
             let images =
                 scope.spawn(|| self.call("list images", argv(&["image", "ls", "-q", "--no-trunc"]), QUICK));
             let networks = scope.spawn(|| {
+                // A substring match: parse_networks keeps the real prefix.
+                let filter = format!("name={}", super::names::PREFIX);
                 self.call(
                     "list networks",
-                    argv(&["network", "ls", "--no-trunc", "--filter", "name=vl-", "--format", "{{.Name}}"]),
+                    argv(&["network", "ls", "--no-trunc", "--filter", &filter, "--format", "{{.Name}}"]),
                     QUICK,
                 )
             });
@@ -243,128 +248,6 @@ impl<R: Runner> DockerCli<R> {
         parse_inspect_rows(&rows)
     }
 
-    /// Every container and network that carries this plan's label. Plan ids
-    /// are unique and a plan executes once, so these are exactly the objects
-    /// this deploy created, even if a call timed out after the engine acted.
-    fn created_by_plan(&self, plan_id: &str) -> (Vec<String>, Vec<String>) {
-        let filter = format!("label={LABEL_PLAN}={plan_id}");
-        let containers = self
-            .call("find plan containers", argv(&["ps", "-aq", "--no-trunc", "--filter", &filter]), QUICK)
-            .map(|out| lines(&out))
-            .unwrap_or_default();
-        let networks = self
-            .call(
-                "find plan networks",
-                argv(&["network", "ls", "-q", "--no-trunc", "--filter", &filter]),
-                QUICK,
-            )
-            .map(|out| lines(&out))
-            .unwrap_or_default();
-        (containers, networks)
-    }
-
-    /// Removes what this plan created. Best effort: the deploy already failed
-    /// and the plan ends `needs_inspection`, so the operator looks anyway.
-    fn remove_created(&self, plan_id: &str, known: &Created) {
-        let (mut containers, mut networks) = self.created_by_plan(plan_id);
-        containers.extend(known.containers.iter().map(|id| id.as_str().to_owned()));
-        containers.sort();
-        containers.dedup();
-        networks.extend(known.networks.iter().cloned());
-        networks.sort();
-        networks.dedup();
-        for id in containers.iter().filter(|id| ContainerId::parse(id).is_some()) {
-            // `rm -f` of a container this plan created: the only forced
-            // removal in this file, and never of anything else.
-            let _ = self.call("remove new container", argv(&["rm", "-f", "-v", id]), QUICK);
-        }
-        for id in networks.iter().filter(|id| crate::text::is_lower_hex(id, 64)) {
-            let _ = self.call("remove new network", argv(&["network", "rm", id]), QUICK);
-        }
-    }
-
-    fn deploy_steps(&self, spec: &DeploySpec, created: &mut Created) -> Result<Deployed, EngineError> {
-        let app = &spec.app;
-        let network = format!("vl-{app}");
-        let edge = edge_network(app);
-        self.call("pull app image", argv(&["pull", "--quiet", &spec.app_image]), PULL)?;
-        self.call("pull gateway image", argv(&["pull", "--quiet", &spec.gateway_image]), PULL)?;
-
-        let labels = |role: &str| {
-            vec![
-                "--label".to_owned(),
-                format!("{LABEL_APP}={app}"),
-                "--label".to_owned(),
-                format!("{LABEL_ROLE}={role}"),
-                "--label".to_owned(),
-                format!("{LABEL_PLAN}={}", spec.plan_id),
-            ]
-        };
-        let mut args = argv(&["network", "create", "--driver", "bridge", "--internal"]);
-        args.extend(labels("network"));
-        args.push(network.clone());
-        let id = self.call("create app network", args, QUICK)?;
-        created.networks.push(first_line(&id).to_owned());
-
-        let mut args = argv(&["network", "create", "--driver", "bridge"]);
-        args.extend(labels("network"));
-        args.push(edge.clone());
-        let id = self.call("create edge network", args, QUICK)?;
-        created.networks.push(first_line(&id).to_owned());
-
-        let config_path = write_new_config(&spec.app_dir, &spec.nginx_config)?;
-        let mount =
-            format!("type=bind,source={},target={GATEWAY_CONFIG_PATH},readonly", config_path.display());
-
-        // The app: on the internal network only, reachable as `app`, publishes nothing.
-        let mut args = argv(&["create", "--name", &format!("vl-{app}-app")]);
-        args.extend(labels("app"));
-        args.extend(hardening(&spec.limits, "1000:1000", "unless-stopped"));
-        args.extend(argv(&["--network", &network, "--network-alias", crate::nginx::APP_ALIAS]));
-        args.push(spec.app_image.clone());
-        let app_id = self.created_container("create app container", args, created)?;
-        self.call("start app container", argv(&["start", app_id.as_str()]), QUICK)?;
-
-        // nginx -t in a one-off container identical to the gateway but for the
-        // port: it must resolve `app`, so it joins the internal network.
-        let mut args = argv(&["run", "--rm", "--name", &format!("vl-{app}-check")]);
-        args.extend(labels("check"));
-        args.extend(hardening(&spec.limits, "101:101", "no"));
-        args.extend(argv(&["--network", &network, "--mount", &mount, &spec.gateway_image, NGINX, "-t"]));
-        self.nginx_test("test nginx config", args, NGINX_TEST)?;
-
-        let mut args = argv(&["create", "--name", &format!("vl-{app}-gateway")]);
-        args.extend(labels("gateway"));
-        args.extend(hardening(&spec.limits, "101:101", "unless-stopped"));
-        let publish = format!("127.0.0.1:{}:{GATEWAY_LISTEN_PORT}", spec.host_port);
-        args.extend(argv(&["--network", &edge, "--publish", &publish, "--mount", &mount]));
-        args.push(spec.gateway_image.clone());
-        let gateway_id = self.created_container("create gateway container", args, created)?;
-        self.call(
-            "connect gateway to app network",
-            argv(&["network", "connect", &network, gateway_id.as_str()]),
-            QUICK,
-        )?;
-        self.call("start gateway container", argv(&["start", gateway_id.as_str()]), QUICK)?;
-
-        if !self.healthy(spec.host_port, &spec.server_name) {
-            return Err(EngineError::HealthCheckFailed);
-        }
-        Ok(Deployed { app_container: app_id, gateway_container: gateway_id })
-    }
-
-    fn created_container(
-        &self,
-        step: &'static str,
-        args: Vec<String>,
-        created: &mut Created,
-    ) -> Result<ContainerId, EngineError> {
-        let out = self.call(step, args, QUICK)?;
-        let id = ContainerId::parse(first_line(&out)).ok_or(EngineError::Unparsable { step })?;
-        created.containers.push(id.clone());
-        Ok(id)
-    }
-
     /// Runs an `nginx -t`; exit 1 is nginx's verdict, anything else is docker's.
     /// (`docker exec` also exits 1 when the container is gone or stopped; the
     /// controller only changes running apps, and in `update_nginx` the restore
@@ -387,20 +270,6 @@ impl<R: Runner> DockerCli<R> {
         }
     }
 
-    fn healthy(&self, port: u16, host: &str) -> bool {
-        for attempt in 0..self.health.tries {
-            if attempt > 0 {
-                std::thread::sleep(self.health.interval);
-            }
-            if let Some(reply) = http_get(port, host, self.health.timeout)
-                && (200..400).contains(&reply.status)
-            {
-                return true;
-            }
-        }
-        false
-    }
-
     fn test_and_reload(&self, gateway: &ContainerId) -> Result<(), EngineError> {
         self.nginx_test("nginx -t in gateway", argv(&["exec", gateway.as_str(), NGINX, "-t"]), NGINX_TEST)?;
         self.call(
@@ -410,60 +279,6 @@ impl<R: Runner> DockerCli<R> {
         )?;
         Ok(())
     }
-}
-
-/// What a deploy created so far, by id.
-#[derive(Debug, Default)]
-struct Created {
-    containers: Vec<ContainerId>,
-    networks: Vec<String>,
-}
-
-/// The gateway's published network for `app` (see the module header).
-pub fn edge_network(app: &str) -> String {
-    format!("vl-{app}_edge")
-}
-
-/// The controls every container we start carries. `restart` is
-/// `unless-stopped` for the app and gateway, `no` for the one-off check.
-pub fn hardening(limits: &Limits, user: &str, restart: &str) -> Vec<String> {
-    let memory = limits.memory_bytes.to_string();
-    vec![
-        "--user".into(),
-        user.into(),
-        // docker-init as pid 1: forwards SIGTERM (a bare pid 1 ignores it, so
-        // `stop` would wait out its grace period) and reaps zombies.
-        "--init".into(),
-        "--read-only".into(),
-        // The only writable place: small, no exec, no devices, no setuid;
-        // mode 1777 so the unprivileged user can write (nginx's pid and temp files).
-        "--tmpfs".into(),
-        "/tmp:rw,noexec,nosuid,nodev,size=16m,mode=1777".into(),
-        "--cap-drop".into(),
-        "ALL".into(),
-        "--security-opt".into(),
-        "no-new-privileges".into(),
-        "--pids-limit".into(),
-        limits.pids.to_string(),
-        "--memory".into(),
-        memory.clone(),
-        // Equal to --memory: no swap on top of the limit.
-        "--memory-swap".into(),
-        memory,
-        "--cpus".into(),
-        format!("{}.{:03}", limits.millicpus / 1000, limits.millicpus % 1000),
-        "--log-driver".into(),
-        "json-file".into(),
-        "--log-opt".into(),
-        format!("max-size={}", limits.log_max_size_bytes),
-        "--log-opt".into(),
-        format!("max-file={}", limits.log_max_files),
-        "--restart".into(),
-        restart.into(),
-        // We pulled by digest already; never let create/run fetch anything else.
-        "--pull".into(),
-        "never".into(),
-    ]
 }
 
 impl<R: Runner> Engine for DockerCli<R> {
@@ -485,34 +300,11 @@ impl<R: Runner> Engine for DockerCli<R> {
     }
 
     fn capacity(&self) -> Result<Capacity, EngineError> {
-        let meminfo = std::fs::read_to_string("/proc/meminfo")
-            .map_err(|_| EngineError::Host { step: "read /proc/meminfo" })?;
-        let free_memory_bytes = mem_available(&meminfo)
-            .ok_or(EngineError::Host { step: "parse MemAvailable in /proc/meminfo" })?;
-        let stat = nix::sys::statvfs::statvfs(&self.state_dir)
-            .map_err(|_| EngineError::Host { step: "statvfs of the state directory" })?;
-        let free_disk_bytes = (stat.blocks_available() as u64).saturating_mul(stat.fragment_size() as u64);
-        Ok(Capacity { free_memory_bytes, free_disk_bytes })
+        super::host_probe::capacity(&self.state_dir)
     }
 
     fn deploy(&self, spec: &DeploySpec) -> Result<Deployed, EngineError> {
-        validate_spec(spec)?;
-        // The controller checked at plan time; a listener may have arrived
-        // since. Refusing here creates nothing.
-        if !port_free(spec.host_port) {
-            return Err(EngineError::PortTaken { port: spec.host_port });
-        }
-        let mut created = Created::default();
-        self.set_deadline(Some(std::time::Instant::now() + self.deploy_budget));
-        let result = self.deploy_steps(spec, &mut created);
-        self.set_deadline(None);
-        match result {
-            Ok(deployed) => Ok(deployed),
-            Err(error) => {
-                self.remove_created(&spec.plan_id, &created);
-                Err(error)
-            }
-        }
+        self.deploy_within_budget(spec)
     }
 
     fn update_nginx(
@@ -574,329 +366,6 @@ impl<R: Runner> Engine for DockerCli<R> {
         self.call("remove image", argv(&["image", "rm", "--no-prune", image.as_str()]), QUICK)?;
         Ok(())
     }
-}
-
-fn argv(words: &[&str]) -> Vec<String> {
-    words.iter().map(|w| (*w).to_owned()).collect()
-}
-
-fn first_line(out: &[u8]) -> &str {
-    std::str::from_utf8(out).unwrap_or("").lines().next().unwrap_or("").trim()
-}
-
-fn lines(out: &[u8]) -> Vec<String> {
-    String::from_utf8_lossy(out).lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_owned).collect()
-}
-
-// ---------------------------------------------------------------- snapshot --
-
-/// One JSON object per container with only the fields a snapshot holds.
-/// Configured port bindings (HostConfig), not live ones, so a stopped
-/// container still shows the port it will take when it starts.
-pub const INSPECT_TEMPLATE: &str = concat!(
-    r#"{"id":{{json .Id}},"name":{{json .Name}},"image":{{json .Image}},"#,
-    r#""state":{{json .State.Status}},"labels":{{json .Config.Labels}},"#,
-    r#""ports":{{json .HostConfig.PortBindings}}}"#
-);
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct InspectRow {
-    id: String,
-    name: String,
-    image: String,
-    state: String,
-    labels: Option<BTreeMap<String, String>>,
-    ports: Option<BTreeMap<String, Option<Vec<Binding>>>>,
-}
-
-#[derive(Deserialize)]
-struct Binding {
-    #[serde(rename = "HostIp", default)]
-    host_ip: String,
-    #[serde(rename = "HostPort", default)]
-    host_port: String,
-}
-
-pub(crate) fn parse_container_ids(out: &[u8]) -> Result<Vec<ContainerId>, EngineError> {
-    lines(out)
-        .iter()
-        .map(|l| ContainerId::parse(l).ok_or(EngineError::Unparsable { step: "list containers" }))
-        .collect()
-}
-
-pub(crate) fn parse_inspect_rows(out: &[u8]) -> Result<Vec<Container>, EngineError> {
-    let bad = EngineError::Unparsable { step: "inspect containers" };
-    let text = std::str::from_utf8(out).map_err(|_| bad.clone())?;
-    let mut containers = Vec::new();
-    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
-        let row: InspectRow = serde_json::from_str(line).map_err(|_| bad.clone())?;
-        let mut ports = Vec::new();
-        for (key, bindings) in row.ports.unwrap_or_default() {
-            let (port, protocol) = key.split_once('/').unwrap_or((key.as_str(), "tcp"));
-            let container_port = port.parse().map_err(|_| bad.clone())?;
-            for binding in bindings.unwrap_or_default() {
-                // An empty HostPort means "any free port"; 0 says so.
-                let host_port = if binding.host_port.is_empty() {
-                    0
-                } else {
-                    binding.host_port.parse().map_err(|_| bad.clone())?
-                };
-                ports.push(PublishedPort {
-                    host_ip: binding.host_ip,
-                    host_port,
-                    container_port,
-                    protocol: protocol.to_owned(),
-                });
-            }
-        }
-        containers.push(Container {
-            id: ContainerId::parse(&row.id).ok_or(bad.clone())?,
-            name: row.name.trim_start_matches('/').to_owned(),
-            image_id: ImageId::parse(&row.image).ok_or(bad.clone())?,
-            state: row.state,
-            labels: row
-                .labels
-                .unwrap_or_default()
-                .into_iter()
-                .filter(|(k, _)| k.starts_with(LABEL_PREFIX))
-                .collect(),
-            ports,
-        });
-    }
-    Ok(containers)
-}
-
-pub(crate) fn parse_images(out: &[u8]) -> Result<Vec<ImageId>, EngineError> {
-    lines(out)
-        .iter()
-        .map(|l| ImageId::parse(l).ok_or(EngineError::Unparsable { step: "list images" }))
-        .collect()
-}
-
-/// `--filter name=vl-` matches anywhere in the name; keep the real prefix.
-pub(crate) fn parse_networks(out: &[u8]) -> Result<Vec<String>, EngineError> {
-    Ok(lines(out).into_iter().filter(|n| n.starts_with("vl-")).collect())
-}
-
-// ------------------------------------------------------------------ host side --
-
-fn validate_spec(spec: &DeploySpec) -> Result<(), EngineError> {
-    let bad = Err(EngineError::Host { step: "validate deploy spec" });
-    let app_ok = {
-        let b = spec.app.as_bytes();
-        (1..=31).contains(&b.len())
-            && b[0].is_ascii_lowercase()
-            && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-    };
-    let plan_ok = !spec.plan_id.is_empty()
-        && spec.plan_id.len() <= 64
-        && spec.plan_id.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-');
-    let image_ok = |r: &str| {
-        r.split_once("@sha256:").is_some_and(|(name, hex)| {
-            !name.is_empty()
-                && !name.starts_with('-')
-                && name.bytes().all(|c| c.is_ascii_alphanumeric() || b"./:_-".contains(&c))
-                && crate::text::is_lower_hex(hex, 64)
-        })
-    };
-    let name_ok = !spec.server_name.is_empty()
-        && spec.server_name.len() <= 253
-        && spec
-            .server_name
-            .bytes()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'.' || c == b'-');
-    // The path goes into a `--mount` list: no separators, quotes or controls.
-    let dir = spec.app_dir.to_str().unwrap_or("");
-    let dir_ok = spec.app_dir.is_absolute()
-        && !dir.is_empty()
-        && dir.bytes().all(|c| c.is_ascii_graphic() && !b",:\"'=".contains(&c));
-    if app_ok
-        && plan_ok
-        && image_ok(&spec.app_image)
-        && image_ok(&spec.gateway_image)
-        && name_ok
-        && dir_ok
-        && spec.host_port >= 1024
-        && spec.container_port >= 1
-        && spec.limits.millicpus > 0
-    {
-        Ok(())
-    } else {
-        bad
-    }
-}
-
-/// Creates the app directory (root-owned, 0755) if needed and creates
-/// nginx.conf (0644: uid 101 in the gateway reads it through the mount).
-/// An existing directory must be a real directory of ours that nobody else
-/// can write; the file is never followed through a symlink.
-fn write_new_config(app_dir: &Path, contents: &str) -> Result<PathBuf, EngineError> {
-    match std::fs::symlink_metadata(app_dir) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            std::fs::DirBuilder::new()
-                .mode(0o755)
-                .create(app_dir)
-                .map_err(|_| EngineError::Host { step: "create the app directory" })?;
-            std::fs::set_permissions(app_dir, std::fs::Permissions::from_mode(0o755))
-                .map_err(|_| EngineError::Host { step: "set the app directory mode" })?;
-        }
-        Err(_) => return Err(EngineError::Host { step: "inspect the app directory" }),
-        Ok(_) => {}
-    }
-    check_app_dir(app_dir)?;
-    let path = app_dir.join("nginx.conf");
-    // A new file only: an existing one is an earlier deploy's evidence (or
-    // someone else's file), never ours to overwrite.
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o644)
-        .custom_flags(OFlag::O_NOFOLLOW.bits())
-        .open(&path)
-        .map_err(|_| EngineError::Host { step: "create nginx.conf (it must not exist yet)" })?;
-    let meta = file.metadata().map_err(|_| EngineError::Host { step: "stat nginx.conf" })?;
-    if !meta.is_file() {
-        return Err(EngineError::Host { step: "nginx.conf is not a regular file" });
-    }
-    file.set_permissions(std::fs::Permissions::from_mode(0o644))
-        .and_then(|()| file.write_all(contents.as_bytes()))
-        .and_then(|()| file.sync_all())
-        .map_err(|_| EngineError::Host { step: "write nginx.conf" })?;
-    Ok(path)
-}
-
-fn check_app_dir(app_dir: &Path) -> Result<(), EngineError> {
-    let meta = std::fs::symlink_metadata(app_dir)
-        .map_err(|_| EngineError::Host { step: "inspect the app directory" })?;
-    let ours = meta.uid() == nix::unistd::geteuid().as_raw();
-    if !meta.is_dir() || !ours || meta.mode() & 0o022 != 0 {
-        return Err(EngineError::Host { step: "the app directory is not a private directory of ours" });
-    }
-    Ok(())
-}
-
-/// Opens the managed nginx.conf for update: no symlink (O_NOFOLLOW), a
-/// regular file, in a directory of ours.
-fn open_managed_config(app_dir: &Path) -> Result<File, EngineError> {
-    check_app_dir(app_dir).map_err(|_| EngineError::ManagedFileChanged)?;
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .custom_flags(OFlag::O_NOFOLLOW.bits())
-        .open(app_dir.join("nginx.conf"))
-        .map_err(|_| EngineError::ManagedFileChanged)?;
-    let meta = file.metadata().map_err(|_| EngineError::ManagedFileChanged)?;
-    // A second hard link would make us rewrite a file somewhere else too.
-    if !meta.is_file() || meta.nlink() != 1 {
-        return Err(EngineError::ManagedFileChanged);
-    }
-    Ok(file)
-}
-
-fn read_bounded(file: &mut File) -> Result<Vec<u8>, EngineError> {
-    let mut bytes = Vec::new();
-    std::io::Read::by_ref(file)
-        .take(MAX_CONFIG_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|_| EngineError::Host { step: "read nginx.conf" })?;
-    if bytes.len() as u64 > MAX_CONFIG_BYTES {
-        return Err(EngineError::ManagedFileChanged);
-    }
-    Ok(bytes)
-}
-
-/// A private copy beside the file, never overwriting an earlier one.
-fn backup(app_dir: &Path, old_config: &str) -> Result<(), EngineError> {
-    let stamp = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(OFlag::O_NOFOLLOW.bits())
-        .open(app_dir.join(format!("nginx.conf.{stamp}.bak")))
-        .map_err(|_| EngineError::Host { step: "create the nginx.conf backup" })?;
-    file.write_all(old_config.as_bytes())
-        .and_then(|()| file.sync_all())
-        .map_err(|_| EngineError::Host { step: "write the nginx.conf backup" })
-}
-
-fn rewrite(file: &mut File, contents: &str) -> Result<(), EngineError> {
-    file.set_len(0)
-        .and_then(|()| file.seek(SeekFrom::Start(0)).map(drop))
-        .and_then(|()| file.write_all(contents.as_bytes()))
-        .and_then(|()| file.sync_all())
-        .map_err(|_| EngineError::Host { step: "rewrite nginx.conf in place" })
-}
-
-/// Whether nothing listens on 127.0.0.1:`port`: we can bind it, and a
-/// connection attempt is refused (docker's proxy or a NAT rule may answer
-/// without holding the address).
-pub fn port_free(port: u16) -> bool {
-    if port == 0 {
-        return false;
-    }
-    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-    let bindable = TcpListener::bind(addr).is_ok();
-    bindable && TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err()
-}
-
-/// `MemAvailable` of /proc/meminfo, in bytes.
-pub(crate) fn mem_available(meminfo: &str) -> Option<u64> {
-    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let mut words = line.split_whitespace().skip(1);
-    let kib: u64 = words.next()?.parse().ok()?;
-    (words.next() == Some("kB")).then_some(kib.checked_mul(1024)?)
-}
-
-/// What a probe saw.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HttpReply {
-    pub status: u16,
-    pub body: Vec<u8>,
-}
-
-/// A minimal HTTP/1.0 GET of `/` on 127.0.0.1 (never anywhere else) with the
-/// given Host header. Reads at most 64 KiB. `None` when nothing sensible came back.
-pub fn http_get(port: u16, host: &str, timeout: Duration) -> Option<HttpReply> {
-    if host.is_empty() || !host.bytes().all(|b| b.is_ascii_graphic()) {
-        return None;
-    }
-    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-    let mut stream = TcpStream::connect_timeout(&addr, timeout).ok()?;
-    stream.set_read_timeout(Some(timeout)).ok()?;
-    stream.set_write_timeout(Some(timeout)).ok()?;
-    let request = format!(
-        "GET / HTTP/1.0\r\nHost: {host}\r\nUser-Agent: volce-lab-health\r\nConnection: close\r\n\r\n"
-    );
-    stream.write_all(request.as_bytes()).ok()?;
-    // A read timeout bounds each read, not the reply: an app that trickles a
-    // byte now and then would keep the claim forever. One deadline for all.
-    let deadline = std::time::Instant::now() + timeout;
-    let mut response = Vec::new();
-    let mut buffer = [0u8; 4096];
-    while response.len() < 64 * 1024 {
-        let left = deadline.checked_duration_since(std::time::Instant::now()).filter(|d| !d.is_zero())?;
-        stream.set_read_timeout(Some(left)).ok()?;
-        match stream.read(&mut buffer) {
-            Ok(0) => break,
-            Ok(n) => response.extend_from_slice(&buffer[..n.min(64 * 1024 - response.len())]),
-            Err(_) => return None,
-        }
-    }
-    parse_http_reply(&response)
-}
-
-pub(crate) fn parse_http_reply(response: &[u8]) -> Option<HttpReply> {
-    let head_end = response.windows(4).position(|w| w == b"\r\n\r\n")?;
-    let head = std::str::from_utf8(&response[..head_end]).ok()?;
-    let mut words = head.lines().next()?.split(' ');
-    let version = words.next()?;
-    if !version.starts_with("HTTP/1.") {
-        return None;
-    }
-    let status: u16 = words.next()?.parse().ok()?;
-    (100..600).contains(&status).then(|| HttpReply { status, body: response[head_end + 4..].to_vec() })
 }
 
 #[cfg(test)]

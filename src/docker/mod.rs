@@ -2,6 +2,10 @@
 //! types, and (in `cli.rs`) the implementation that drives the `docker` CLI
 //! with fixed argv. Runs as root inside the host helper.
 //!
+//! Beside it: `names.rs` (the app name and every Docker name derived from
+//! it), `gateway_file.rs` (the managed nginx.conf on disk) and
+//! `host_probe.rs` (free port, memory and disk, the health check's GET).
+//!
 //! The controller never builds docker argv itself; it asks an [`Engine`] for
 //! whole operations. Tests of the decision logic pass a fake engine that
 //! records what it was asked; the shipped binary only ever builds the real one.
@@ -11,9 +15,18 @@ use std::fmt;
 use std::path::PathBuf;
 
 pub mod cli;
+mod gateway_file;
+mod host_probe;
+pub mod names;
+
+pub use names::{AppName, AppNames};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
+
+use crate::control::plan::PlanId;
+use crate::control::policy::ImageRef;
+use crate::nginx::ServerName;
 
 /// Label keys that mark what volce-lab created. Nothing without them is ever touched.
 pub const LABEL_APP: &str = "io.volce-lab.app";
@@ -140,16 +153,19 @@ pub struct Limits {
 }
 
 /// Everything a deploy needs, derived by the controller from validated input.
+/// The names and references are validated types, also when a stored plan is
+/// deserialized, so the engine takes them as they are; their serde form is
+/// the plain string, so the sealed plan bytes are what they always were.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeploySpec {
-    pub plan_id: String,
-    pub app: String,
+    pub plan_id: PlanId,
+    pub app: AppName,
     /// Pinned references `name@sha256:<64 hex>` from the operator's catalog.
-    pub app_image: String,
-    pub gateway_image: String,
+    pub app_image: ImageRef,
+    pub gateway_image: ImageRef,
     pub host_port: u16,
     pub container_port: u16,
-    pub server_name: String,
+    pub server_name: ServerName,
     /// The rendered nginx.conf the gateway mounts read-only.
     pub nginx_config: String,
     /// Root-owned directory for this app under the state directory.

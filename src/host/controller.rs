@@ -5,34 +5,41 @@
 //! Security invariants enforced here:
 //! - no new plan, and no execution of an older one, while any plan is
 //!   executing or needs inspection;
-//! - execute checks everything (state, expiry, policy hash, approval bound to
-//!   the digest, a fresh snapshot digest, re-derived payload) and marks the
-//!   plan `executing` in ONE `BEGIN IMMEDIATE` transaction that commits
-//!   before the engine is touched; a second helper therefore finds the plan
-//!   consumed and can never act on it;
-//! - the engine acts outside any transaction; a second transaction records
-//!   `completed`, `failed` (only for an engine error that provably changed
-//!   nothing: [`EngineError::changed_nothing`]) or `needs_inspection`;
-//!   nothing retries;
+//! - execute (in `controller/execute.rs`) checks everything (state, expiry,
+//!   policy hash, approval bound to the digest, a fresh snapshot digest,
+//!   re-derived payload) and marks the plan `executing` in ONE `BEGIN
+//!   IMMEDIATE` transaction that commits before the engine mutates
+//!   anything; a second helper therefore finds the plan consumed and can
+//!   never act on it;
+//! - every engine mutation runs outside any transaction; a second
+//!   transaction records `completed`, `failed` (only for an engine error
+//!   that provably changed nothing: [`EngineError::changed_nothing`]) or
+//!   `needs_inspection`; nothing retries;
+//! - read-only engine calls are not all outside: `prepare` and `execute`
+//!   take their snapshot and probes inside their write transaction (so
+//!   validation sees the store and the engine at one moment, at the cost of
+//!   holding the write lock across `docker ps`/`inspect`); `resolve`,
+//!   `inventory` and the post-deploy snapshot run outside any transaction.
+//!   Moving the snapshot out of the transaction is a later change;
 //! - a plan left `executing` by a dead process becomes `needs_inspection`;
 //!   a plan claimed by a live process is never touched;
 //! - approval is only ever recorded by [`Controller::approve`], which the
 //!   rpc pipeline cannot reach.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::time::Instant;
 
 use serde_json::{Value, json};
 
 use crate::control::plan::{Action, Digest, Payload, Plan, PlanId};
 use crate::control::policy::Policy;
-use crate::control::validate::{self, AppRecord, AppState, Context, Probe};
+use crate::control::validate::{self, AppState, Context, Probe};
 use crate::control::{Clock, Code, Refusal, refuse};
-use crate::docker::{Capacity, Engine, EngineError};
-use crate::store::{
-    AuditOutcome, AuditRow, Claim, Event, PlanOutcome, PlanState, Store, StoreError, StoredPlan,
-};
+use crate::docker::{AppName, Capacity, Engine, EngineError};
+use crate::store::{AuditOutcome, AuditRow, Claim, Event, PlanState, Store, StoreError, StoredPlan};
+
+mod execute;
+
+pub use execute::Executed;
 
 impl From<StoreError> for Refusal {
     fn from(error: StoreError) -> Refusal {
@@ -47,23 +54,6 @@ pub trait Liveness {
     /// Whether the claimer is the same, still running process.
     fn alive(&self, claim: &Claim) -> bool;
 }
-
-/// The answer to `execute` once the engine was reached.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Executed {
-    /// The engine reported success and the outcome is recorded.
-    Completed(Value),
-    /// The engine failed or the outcome could not be recorded: the change may
-    /// be partial, and an operator must look before anything else happens.
-    NeedsInspection { plan_id: PlanId, message: String },
-    /// The engine failed but provably changed nothing (see
-    /// [`EngineError::changed_nothing`]): the plan is `failed`, the host is
-    /// not blocked, and the refusal says what happened.
-    Failed { plan_id: PlanId, refusal: Refusal },
-}
-
-const PARTIAL: &str = "The change may be partial: an operator must inspect the server before any new plan; \
-                       nothing will be retried.";
 
 fn engine_unavailable(_: EngineError) -> Refusal {
     // The engine error may name a docker step; it is ours, but the agent gets
@@ -133,11 +123,10 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
         Controller { policy, policy_hash, store, engine, clock, liveness, apps_dir }
     }
 
-    pub fn engine(&self) -> &E {
-        &self.engine
-    }
-
-    pub fn store(&mut self) -> &mut Store {
+    /// Test hook: the store itself, past every check of the controller.
+    /// For tests and benchmarks that set up or read back state directly;
+    /// the host pipelines never call it.
+    pub fn store_for_tests(&mut self) -> &mut Store {
         &mut self.store
     }
 
@@ -202,8 +191,10 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             .iter()
             .filter(|c| c.role() == Some("gateway"))
             .filter_map(|c| {
-                let app = c.app()?;
-                (c.name == validate::container_names(app).1)
+                // Only a gateway on the name a deploy gives it; a label that
+                // is not an app name is nobody's app of ours.
+                let app = AppName::parse(c.app()?)?;
+                (c.name == app.names().gateway_container)
                     .then(|| json!({"name": c.name, "app": app, "state": c.state}))
             })
             .collect();
@@ -232,6 +223,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 );
             }
             let apps = tx.apps()?;
+            // Read-only docker calls under the write lock (module header).
             let snapshot = engine.snapshot().map_err(engine_unavailable)?;
             let id = PlanId::random();
             let ctx = Context { policy, snapshot: &snapshot, apps: &apps, apps_dir, plan_id: &id };
@@ -338,9 +330,10 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 format!("{operator} is not listed in the policy's approvers."),
             );
         }
-        // A read-only engine call, made before the write transaction (never
-        // hold one across a docker call). Nothing of ours can create the
-        // app's containers meanwhile: no plan executes while this one
+        // A read-only engine call, made before the write transaction, so
+        // the write lock is not held across docker (prepare and execute
+        // still do that; see the module header). Nothing of ours can create
+        // the app's containers meanwhile: no plan executes while this one
         // needs inspection.
         let stored = self
             .store
@@ -349,20 +342,14 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
         let leftovers = match &stored.plan.payload {
             Payload::Deploy { spec, .. } if stored.state == PlanState::NeedsInspection => {
                 let snapshot = self.engine.snapshot().map_err(engine_unavailable)?;
-                let (app_name, gateway_name) = validate::container_names(&spec.app);
-                let check_name = format!("vl-{}-check", spec.app);
-                let names: Vec<String> = snapshot
+                let names = spec.app.names();
+                let remaining: Vec<String> = snapshot
                     .containers
                     .iter()
-                    .filter(|c| {
-                        c.app() == Some(spec.app.as_str())
-                            || c.name == app_name
-                            || c.name == gateway_name
-                            || c.name == check_name
-                    })
+                    .filter(|c| names.claims_container(c))
                     .map(|c| c.name.clone())
                     .collect();
-                Some((spec.app.clone(), names))
+                Some((spec.app.to_string(), remaining))
             }
             _ => None,
         };
@@ -404,204 +391,9 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             Ok(Resolved { stored: tx.load_plan(id)?.expect("just resolved"), app })
         })
     }
-
-    /// Executes a plan exactly once (see the module's invariants).
-    pub fn execute(&mut self, id: &PlanId, requester: &str) -> Result<Executed, Refusal> {
-        self.settle_abandoned(requester)?;
-        let me = self.liveness.me()?;
-
-        // Transaction 1: verify everything and claim, or refuse.
-        let decision = {
-            let Controller { policy, policy_hash, store, engine, apps_dir, clock, .. } = self;
-            store.write(|tx| {
-                // Read the clock only once the write lock is held: waiting
-                // for the lock must not let an expired plan through.
-                let now = clock.now();
-                let Some(stored) = tx.load_plan(id)? else {
-                    return refuse(Code::PlanNotFound, "No plan has this id.");
-                };
-                state_allows_use(&stored)?;
-                let plan = &stored.plan;
-                if now > plan.expires_at {
-                    return refuse(Code::PlanExpired, "The plan has expired; ask for a new one.");
-                }
-                // A plan prepared before another one failed must not run on
-                // top of a server that nobody has inspected yet.
-                if let Some((other, state)) = tx.unsettled_plan()? {
-                    return refuse(
-                        Code::InspectionRequired,
-                        format!("Plan {other} is {}; nothing executes until an operator has inspected it.", state.as_str()),
-                    );
-                }
-                if plan.policy_hash != *policy_hash {
-                    tx.invalidate(
-                        id,
-                        plan.action,
-                        PlanOutcome::PolicyChanged,
-                        &audit(now, Event::Invalidated, AuditOutcome::Refused, requester),
-                    )?;
-                    return Ok(Err(Refusal::new(
-                        Code::PolicyChanged,
-                        "The operator's policy changed since this plan was made; it is void, prepare a new one.",
-                    )));
-                }
-                if plan.requires_approval {
-                    match &stored.approval {
-                        Some(approval) if approval.digest == plan.digest => {}
-                        _ => {
-                            return refuse(
-                                Code::ApprovalRequired,
-                                format!(
-                                    "An operator must approve this plan on the server first: \
-                                     volce-lab-host show {id}, then approve {id} <digest>."
-                                ),
-                            );
-                        }
-                    }
-                }
-                let snapshot = engine.snapshot().map_err(engine_unavailable)?;
-                if snapshot.digest() != plan.snapshot_digest {
-                    tx.invalidate(
-                        id,
-                        plan.action,
-                        PlanOutcome::SnapshotChanged,
-                        &audit(now, Event::Invalidated, AuditOutcome::Refused, requester),
-                    )?;
-                    return Ok(Err(Refusal::new(
-                        Code::SnapshotChanged,
-                        "The server's containers or images changed since this plan was made; it is void \
-                         (and so is any approval): prepare a new one.",
-                    )));
-                }
-                // Re-derive from the stored parameters: references, ports,
-                // directories and app records must still say the same.
-                let apps = tx.apps()?;
-                let ctx = Context { policy, snapshot: &snapshot, apps: &apps, apps_dir, plan_id: id };
-                let probe = EngineProbe { engine: &*engine, apps_dir };
-                let (payload, impact) = validate::derive(plan.action, &plan.parameters, &ctx, &probe)?;
-                if payload != plan.payload || impact != plan.impact {
-                    return refuse(
-                        Code::SnapshotChanged,
-                        "The controller's records changed since this plan was made; prepare a new one.",
-                    );
-                }
-                // The snapshot and the re-derivation take time: the plan
-                // must still be unexpired at the moment it is claimed.
-                let now = clock.now();
-                if now > plan.expires_at {
-                    return refuse(Code::PlanExpired, "The plan has expired; ask for a new one.");
-                }
-                tx.claim(id, plan.action, &me, &audit(now, Event::Claimed, AuditOutcome::Ok, requester))?;
-                Ok(Ok((stored.plan.clone(), apps)))
-            })?
-        };
-        let (plan, apps) = decision?;
-
-        // The claim is committed: from here on nothing may refuse quietly.
-        let started = Instant::now();
-        let result = self.act(&plan.payload);
-        let duration_ms = started.elapsed().as_millis() as u64;
-        // A completed deploy records the image ids its containers run (the
-        // claim remove_image checks). Read-only, outside any transaction;
-        // if the snapshot fails the claim is simply not recorded.
-        let after = match (&plan.payload, &result) {
-            (Payload::Deploy { .. }, Ok(_)) => self.engine.snapshot().ok(),
-            _ => None,
-        };
-
-        // Transaction 2: record what happened.
-        let now = self.clock.now();
-        let recorded = self.store.write(|tx| {
-            let (outcome, event, category, exit_code) = match &result {
-                Ok(_) => (PlanOutcome::Completed, Event::Completed, AuditOutcome::Ok, None),
-                Err(EngineError::NginxRejectedAndRestored) => {
-                    (PlanOutcome::RolledBack, Event::Failed, AuditOutcome::Failed, None)
-                }
-                Err(error) if error.changed_nothing() => {
-                    (PlanOutcome::NotStarted, Event::Failed, AuditOutcome::Failed, None)
-                }
-                Err(error) => {
-                    let exit = match error {
-                        EngineError::Call { execution, .. } => execution.exit_code,
-                        _ => None,
-                    };
-                    (PlanOutcome::EngineFailed, Event::NeedsInspection, AuditOutcome::Failed, exit)
-                }
-            };
-            let row = AuditRow {
-                at: now,
-                event,
-                outcome: category,
-                exit_code,
-                duration_ms: Some(duration_ms),
-                actor: requester.to_owned(),
-            };
-            tx.finish(id, plan.action, &me, outcome, &row)?;
-            record_apps(tx, &plan, &apps, &result, after.as_ref(), now)?;
-            Ok::<_, Refusal>(())
-        });
-
-        match (result, recorded) {
-            (Ok(acted), Ok(())) => Ok(Executed::Completed(json!({
-                "plan_id": id,
-                "action": plan.action,
-                "outcome": "completed",
-                "app": plan.payload.app(),
-                "containers": acted,
-                "duration_ms": duration_ms,
-            }))),
-            // Nothing changed, and that is recorded: the plan is `failed`.
-            (Err(error), Ok(())) if error.changed_nothing() => {
-                Ok(Executed::Failed { plan_id: id.clone(), refusal: unchanged_refusal(&error, id) })
-            }
-            // Engine failed, or it acted and we could not record it. In the
-            // second case the plan stays `executing` under our claim; once
-            // this process exits, the next helper settles it.
-            _ => Ok(Executed::NeedsInspection { plan_id: id.clone(), message: PARTIAL.to_owned() }),
-        }
-    }
-
-    /// The one place that mutates through the engine.
-    fn act(&self, payload: &Payload) -> Result<Vec<String>, EngineError> {
-        match payload {
-            Payload::Deploy { spec, .. } => self
-                .engine
-                .deploy(spec)
-                .map(|d| vec![d.app_container.to_string(), d.gateway_container.to_string()]),
-            Payload::NginxConfig { app_dir, gateway, previous_config, new_config, .. } => self
-                .engine
-                .update_nginx(app_dir, gateway, previous_config, new_config)
-                .map(|()| vec![gateway.to_string()]),
-            Payload::Stop { containers, .. } => {
-                self.engine.stop(containers).map(|()| containers.iter().map(|c| c.to_string()).collect())
-            }
-            Payload::RemoveImage { image_id, .. } => self.engine.remove_image(image_id).map(|()| vec![]),
-        }
-    }
 }
 
 /// The agent's answer for an engine failure that changed nothing.
-fn unchanged_refusal(error: &EngineError, id: &PlanId) -> Refusal {
-    match error {
-        EngineError::NginxRejectedAndRestored => Refusal::new(
-            Code::NginxRejected,
-            format!(
-                "nginx rejected the new configuration, so it was never loaded; the old configuration was \
-                 restored, tested and reloaded and the app keeps serving as before. Plan {id} is failed; \
-                 nothing else changed."
-            ),
-        ),
-        EngineError::PortTaken { port } => Refusal::new(
-            Code::PortInUse,
-            format!(
-                "Something started listening on 127.0.0.1:{port} after the plan was made; nothing was \
-                 created. Plan {id} is failed; choose another port and prepare a new plan."
-            ),
-        ),
-        _ => Refusal::new(Code::EngineUnavailable, format!("Plan {id} failed; nothing was changed.")),
-    }
-}
-
 /// Refuses a plan that is not pending, each state with its own code.
 fn state_allows_use(stored: &StoredPlan) -> Result<(), Refusal> {
     match stored.state {
@@ -639,77 +431,6 @@ fn mark_app(
         record.state = state;
         record.plan_id = plan.clone();
         tx.put_app(&record, now)?;
-    }
-    Ok(())
-}
-
-/// The app records after an execution: what the plan made true, or
-/// `needs_inspection` for the app it touched when the engine failed.
-fn record_apps(
-    tx: &crate::store::Tx<'_>,
-    plan: &Plan,
-    apps: &BTreeMap<String, AppRecord>,
-    result: &Result<Vec<String>, EngineError>,
-    after: Option<&crate::docker::Snapshot>,
-    now: i64,
-) -> Result<(), Refusal> {
-    let ok = result.is_ok();
-    if result.as_ref().is_err_and(EngineError::changed_nothing) {
-        // Nothing changed on the server, so no record changes either: a
-        // deploy refused before its first step holds no name, port or
-        // quota slot, and the app whose nginx.conf was restored is still
-        // running exactly as recorded.
-        return Ok(());
-    }
-    match &plan.payload {
-        Payload::Deploy { image_key, spec, .. } => {
-            let ids: Vec<_> = result
-                .as_ref()
-                .map(|ids| ids.iter().filter_map(|i| crate::docker::ContainerId::parse(i)).collect())
-                .unwrap_or_default();
-            let mut image_ids: Vec<_> = after
-                .map(|s| {
-                    s.containers.iter().filter(|c| ids.contains(&c.id)).map(|c| c.image_id.clone()).collect()
-                })
-                .unwrap_or_default();
-            image_ids.sort();
-            image_ids.dedup();
-            let record = AppRecord {
-                app: spec.app.clone(),
-                state: if ok { AppState::Running } else { AppState::NeedsInspection },
-                host_port: spec.host_port,
-                container_port: spec.container_port,
-                server_name: spec.server_name.clone(),
-                image_key: image_key.clone(),
-                app_image: spec.app_image.clone(),
-                gateway_image: spec.gateway_image.clone(),
-                nginx_config: spec.nginx_config.clone(),
-                app_dir: spec.app_dir.clone(),
-                app_container: ids.first().cloned(),
-                gateway_container: ids.get(1).cloned(),
-                containers: ids,
-                plan_id: plan.id.clone(),
-                image_ids,
-            };
-            tx.put_app(&record, now)?;
-        }
-        Payload::NginxConfig { app, server_name, new_config, .. } => {
-            if let Some(old) = apps.get(app) {
-                let mut record = old.clone();
-                record.plan_id = plan.id.clone();
-                if ok {
-                    record.server_name = server_name.clone();
-                    record.nginx_config = new_config.clone();
-                } else {
-                    record.state = AppState::NeedsInspection;
-                }
-                tx.put_app(&record, now)?;
-            }
-        }
-        Payload::Stop { app, .. } => {
-            mark_app(tx, app, if ok { AppState::Stopped } else { AppState::NeedsInspection }, &plan.id, now)?;
-        }
-        Payload::RemoveImage { .. } => {}
     }
     Ok(())
 }

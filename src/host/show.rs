@@ -58,8 +58,9 @@ pub fn render(stored: &StoredPlan, now: i64) -> String {
     let _ = writeln!(out);
     match &plan.payload {
         Payload::Deploy { image_key, network, containers, spec } => {
-            let _ = writeln!(out, "Before   no app {}, no network {}", esc(&spec.app), esc(network));
-            let _ = writeln!(out, "After    app {} from catalog key {}", esc(&spec.app), esc(image_key));
+            let _ = writeln!(out, "Before   no app {}, no network {}", esc(spec.app.as_str()), esc(network));
+            let _ =
+                writeln!(out, "After    app {} from catalog key {}", esc(spec.app.as_str()), esc(image_key));
             for c in containers {
                 let publish =
                     c.publish.as_deref().map(|p| format!(", publishes {}", esc(p))).unwrap_or_default();
@@ -92,14 +93,14 @@ pub fn render(stored: &StoredPlan, now: i64) -> String {
         Payload::NginxConfig {
             app, previous_server_name, server_name, previous_config, new_config, ..
         } => {
-            let _ = writeln!(out, "App      {}", esc(app));
+            let _ = writeln!(out, "App      {}", esc(app.as_str()));
             let _ = writeln!(out, "Before   server_name {}", esc(previous_server_name));
             out.push_str(&indent(&esc_lines(previous_config)));
-            let _ = writeln!(out, "After    server_name {}", esc(server_name));
+            let _ = writeln!(out, "After    server_name {}", esc(server_name.as_str()));
             out.push_str(&indent(&esc_lines(new_config)));
         }
         Payload::Stop { app, containers, container_names } => {
-            let _ = writeln!(out, "Before   app {} running", esc(app));
+            let _ = writeln!(out, "Before   app {} running", esc(app.as_str()));
             let _ = writeln!(out, "After    these containers stopped, restart policy no:");
             for (name, id) in container_names.iter().zip(containers) {
                 let _ = writeln!(out, "  {} {}", esc(name), id);

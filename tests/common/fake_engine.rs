@@ -192,20 +192,23 @@ impl Engine for FakeEngine {
     fn deploy(&self, spec: &DeploySpec) -> Result<Deployed, EngineError> {
         self.mutate(vec![
             "deploy".into(),
-            spec.app.clone(),
-            spec.plan_id.clone(),
-            spec.app_image.clone(),
-            spec.gateway_image.clone(),
+            spec.app.to_string(),
+            spec.plan_id.to_string(),
+            spec.app_image.to_string(),
+            spec.gateway_image.to_string(),
             format!("127.0.0.1:{}:8080", spec.host_port),
         ])?;
         let app = derived_id(&format!("{}-app", spec.plan_id));
         let gateway = derived_id(&format!("{}-gateway", spec.plan_id));
+        let names = spec.app.names();
         self.edit(|state| {
-            for (id, role) in [(&app, "app"), (&gateway, "gateway")] {
+            for (id, role, name) in
+                [(&app, "app", &names.app_container), (&gateway, "gateway", &names.gateway_container)]
+            {
                 let labels = BTreeMap::from([
-                    (LABEL_APP.to_owned(), spec.app.clone()),
+                    (LABEL_APP.to_owned(), spec.app.to_string()),
                     (LABEL_ROLE.to_owned(), role.to_owned()),
-                    (LABEL_PLAN.to_owned(), spec.plan_id.clone()),
+                    (LABEL_PLAN.to_owned(), spec.plan_id.to_string()),
                 ]);
                 let ports = if role == "gateway" {
                     vec![PublishedPort {
@@ -219,14 +222,14 @@ impl Engine for FakeEngine {
                 };
                 state.snapshot.containers.push(Container {
                     id: id.clone(),
-                    name: format!("vl-{}-{role}", spec.app),
+                    name: name.clone(),
                     image_id: image(if role == "app" { 'a' } else { 'b' }),
                     state: "running".into(),
                     labels,
                     ports,
                 });
             }
-            state.snapshot.networks.push(format!("vl-{}", spec.app));
+            state.snapshot.networks.push(names.network.clone());
             for c in ['a', 'b'] {
                 state.snapshot.images.push(image(c));
             }

@@ -146,7 +146,7 @@ impl Harness {
             actor: "seed".into(),
         };
         self.controller()
-            .store()
+            .store_for_tests()
             .write(|tx| {
                 tx.insert_plan(&plan, &row)?;
                 tx.put_app(&record, START - 3600)

@@ -12,10 +12,12 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use volce_lab::docker::cli::{DockerCli, docker_env, edge_network, http_get};
-use volce_lab::docker::{DeploySpec, ImageId, LABEL_APP, Limits};
+use volce_lab::control::plan::PlanId;
+use volce_lab::control::policy::ImageRef;
+use volce_lab::docker::cli::{DockerCli, docker_env, http_get};
+use volce_lab::docker::{AppName, AppNames, DeploySpec, ImageId, LABEL_APP, Limits};
 use volce_lab::exec::{ExecutionStatus, ProcessSpec, run_blocking};
-use volce_lab::nginx::render;
+use volce_lab::nginx::{ServerName, render};
 
 pub const TEST_DIR: &str = "/var/tmp/volce-lab-test";
 
@@ -134,17 +136,23 @@ impl Lab {
         policy_limits(&self.policy)
     }
 
+    /// The Docker names of this lab's app.
+    pub fn names(&self) -> AppNames {
+        AppName::parse(&self.app).expect("a valid app name").names()
+    }
+
     pub fn spec(&self) -> DeploySpec {
         let server_name = self.server_name();
+        let image = |key: &Value| ImageRef::parse(key.as_str().unwrap()).expect("a pinned reference");
         DeploySpec {
-            plan_id: uuid::Uuid::new_v4().simple().to_string(),
-            app: self.app.clone(),
-            app_image: self.policy["catalog"]["web"].as_str().unwrap().to_owned(),
-            gateway_image: self.policy["nginx_image"].as_str().unwrap().to_owned(),
+            plan_id: PlanId::random(),
+            app: AppName::parse(&self.app).expect("a valid app name"),
+            app_image: image(&self.policy["catalog"]["web"]),
+            gateway_image: image(&self.policy["nginx_image"]),
             host_port: self.port,
             container_port: 8080,
             nginx_config: render(&server_name, 8080),
-            server_name,
+            server_name: ServerName::parse(&server_name).expect("a valid server name"),
             app_dir: self.app_dir(),
             limits: self.limits(),
         }
@@ -158,7 +166,7 @@ impl Lab {
 
     pub fn networks(&self) -> Vec<String> {
         let names = docker_ok(&["network", "ls", "--format", "{{.Name}}"]);
-        let ours = [format!("vl-{}", self.app), edge_network(&self.app)];
+        let ours = [format!("vl-{}", self.app), self.names().edge_network];
         names.lines().filter(|n| ours.iter().any(|o| o == n)).map(str::to_owned).collect()
     }
 }

@@ -1,4 +1,6 @@
 //! One test per validation rule, on a fake probe and hand-built snapshots.
+//! Over 450 lines on purpose: every rule gets its own short test on the
+//! one shared `World`; splitting the file would only split that world.
 
 use std::cell::Cell;
 use std::collections::BTreeMap;
@@ -149,6 +151,17 @@ impl World {
     }
 }
 
+#[test]
+fn app_state_strings_are_the_shipped_ones_and_serde_agrees() {
+    use strum::VariantArray as _;
+    let strings: Vec<&str> = AppState::VARIANTS.iter().map(|s| s.as_str()).collect();
+    assert_eq!(strings, ["running", "stopped", "needs_inspection"]);
+    for &state in AppState::VARIANTS {
+        assert_eq!(serde_json::to_value(state).unwrap(), state.as_str());
+        assert_eq!(serde_json::from_value::<AppState>(state.as_str().into()).unwrap(), state);
+    }
+}
+
 fn deploy_params() -> Value {
     json!({"app": "web1", "image": "web", "host_port": 18002, "container_port": 8080, "server_name": "web1.example.com"})
 }
@@ -168,11 +181,11 @@ fn deploy_with_valid_parameters_derives_pinned_images_config_and_specs() {
     let Payload::Deploy { image_key, network, containers, spec } = payload else { panic!("deploy payload") };
     assert_eq!(image_key, "web");
     assert_eq!(network, "vl-web1");
-    assert_eq!(spec.app_image, world.policy.catalog["web"].as_str());
-    assert_eq!(spec.gateway_image, world.policy.nginx_image.as_str());
+    assert_eq!(spec.app_image, world.policy.catalog["web"]);
+    assert_eq!(spec.gateway_image, world.policy.nginx_image);
     assert_eq!(spec.nginx_config, crate::nginx::render("web1.example.com", 8080));
     assert_eq!(spec.app_dir, Path::new("/state/apps/web1"));
-    assert_eq!(spec.plan_id, world.plan_id.as_str());
+    assert_eq!(spec.plan_id, world.plan_id);
     assert_eq!(containers[0].name, "vl-web1-app");
     assert_eq!(containers[0].publish, None);
     assert_eq!(containers[1].publish.as_deref(), Some("127.0.0.1:18002:8080"));
@@ -439,7 +452,7 @@ fn stop_of_a_running_owned_app_names_exactly_its_recorded_containers() {
     assert_eq!(
         payload,
         Payload::Stop {
-            app: "demo".into(),
+            app: AppName::parse("demo").unwrap(),
             containers: vec![id('a'), id('b')],
             container_names: vec!["vl-demo-app".into(), "vl-demo-gateway".into()],
         }
@@ -543,4 +556,59 @@ fn remove_image_takes_exactly_image_id() {
     let code =
         World::empty().code(Action::RemoveImage, json!({"image_id": image('c').as_str(), "force": true}));
     assert_eq!(code, Code::InvalidParameters);
+}
+
+/// Plans sealed by the code before the validated newtypes (issue 10), byte
+/// for byte as the store keeps them.
+const GOLDEN: [(Action, &str); 3] = [
+    (Action::Deploy, include_str!("golden/deploy.json")),
+    (Action::NginxConfig, include_str!("golden/nginx_config.json")),
+    (Action::Stop, include_str!("golden/stop.json")),
+];
+
+#[test]
+fn plans_sealed_before_the_newtypes_still_verify_and_derive_byte_identically() {
+    use crate::control::plan::Plan;
+    let id = PlanId::parse(&"7".repeat(32)).unwrap();
+    for (action, golden) in GOLDEN {
+        let stored = Plan::from_stored(golden).expect("a stored plan still parses and matches its digest");
+        assert_eq!(stored.action, action);
+        assert_eq!(stored.compute_digest(), stored.digest);
+        assert_eq!(stored.canonical_json(), golden, "re-serialized byte for byte");
+
+        // The same request in the same world derives the same sealed bytes.
+        let mut world = if action == Action::Deploy { World::empty() } else { World::with_demo() };
+        world.plan_id = id.clone();
+        let (payload, impact) = world.derive(action, stored.parameters.clone()).unwrap();
+        let again = Plan::seal(
+            id.clone(),
+            stored.parameters.clone(),
+            payload,
+            impact,
+            "d".repeat(64),
+            world.policy.hash(),
+            "agent".into(),
+            1_800_000_000,
+        );
+        assert_eq!(again.canonical_json(), golden, "{action:?}");
+    }
+}
+
+#[test]
+fn a_stored_plan_with_a_bad_name_is_corrupt_even_with_a_matching_digest() {
+    // Rewrite a golden plan's app name and re-seal it by hand: the digest
+    // matches, but deserializing validates the name, so it is never trusted.
+    for (_, golden) in GOLDEN {
+        let mut value: Value = serde_json::from_str(golden).unwrap();
+        let payload = &mut value["payload"];
+        let app =
+            if payload.get("spec").is_some() { &mut payload["spec"]["app"] } else { &mut payload["app"] };
+        *app = json!("Demo; rm");
+        value.as_object_mut().unwrap().remove("digest");
+        let digest = crate::control::canonical::sha256_hex(&value).unwrap();
+        value["digest"] = json!(digest);
+        let body = crate::control::canonical::to_string(&value).unwrap();
+        let refusal = crate::control::plan::Plan::from_stored(&body).unwrap_err();
+        assert_eq!(refusal.code, Code::PlanCorrupt);
+    }
 }

@@ -1,0 +1,87 @@
+//! Docker argv built from fixed words and validated values only: the
+//! hardening every container we start carries, the labels that mark what
+//! we created, the gateway's config mount and the inspect template. Pure;
+//! the argv runs as root (through `crate::exec`) in the host helper.
+//!
+//! Security invariant: each value is its own argv element (never a shell),
+//! and what goes into a comma-separated docker list (`--mount`) was checked
+//! not to contain separators (see `deploy::check_untyped_values`).
+
+use std::path::Path;
+
+use super::GATEWAY_CONFIG_PATH;
+use crate::control::plan::PlanId;
+use crate::docker::{AppName, LABEL_APP, LABEL_PLAN, LABEL_ROLE, Limits};
+
+pub(super) fn argv(words: &[&str]) -> Vec<String> {
+    words.iter().map(|w| (*w).to_owned()).collect()
+}
+
+/// The labels that mark an object as ours: its app, its role and the plan
+/// that created it (the failed-deploy cleanup finds objects by the last).
+pub(super) fn labels(app: &AppName, role: &str, plan: &PlanId) -> Vec<String> {
+    vec![
+        "--label".to_owned(),
+        format!("{LABEL_APP}={app}"),
+        "--label".to_owned(),
+        format!("{LABEL_ROLE}={role}"),
+        "--label".to_owned(),
+        format!("{LABEL_PLAN}={plan}"),
+    ]
+}
+
+/// The read-only bind mount of the gateway's nginx.conf.
+pub(super) fn config_mount(config_path: &Path) -> String {
+    format!("type=bind,source={},target={GATEWAY_CONFIG_PATH},readonly", config_path.display())
+}
+
+/// The controls every container we start carries. `restart` is
+/// `unless-stopped` for the app and gateway, `no` for the one-off check.
+pub fn hardening(limits: &Limits, user: &str, restart: &str) -> Vec<String> {
+    let memory = limits.memory_bytes.to_string();
+    vec![
+        "--user".into(),
+        user.into(),
+        // docker-init as pid 1: forwards SIGTERM (a bare pid 1 ignores it, so
+        // `stop` would wait out its grace period) and reaps zombies.
+        "--init".into(),
+        "--read-only".into(),
+        // The only writable place: small, no exec, no devices, no setuid;
+        // mode 1777 so the unprivileged user can write (nginx's pid and temp files).
+        "--tmpfs".into(),
+        "/tmp:rw,noexec,nosuid,nodev,size=16m,mode=1777".into(),
+        "--cap-drop".into(),
+        "ALL".into(),
+        "--security-opt".into(),
+        "no-new-privileges".into(),
+        "--pids-limit".into(),
+        limits.pids.to_string(),
+        "--memory".into(),
+        memory.clone(),
+        // Equal to --memory: no swap on top of the limit.
+        "--memory-swap".into(),
+        memory,
+        "--cpus".into(),
+        format!("{}.{:03}", limits.millicpus / 1000, limits.millicpus % 1000),
+        "--log-driver".into(),
+        "json-file".into(),
+        "--log-opt".into(),
+        format!("max-size={}", limits.log_max_size_bytes),
+        "--log-opt".into(),
+        format!("max-file={}", limits.log_max_files),
+        "--restart".into(),
+        restart.into(),
+        // We pulled by digest already; never let create/run fetch anything else.
+        "--pull".into(),
+        "never".into(),
+    ]
+}
+
+/// One JSON object per container with only the fields a snapshot holds.
+/// Configured port bindings (HostConfig), not live ones, so a stopped
+/// container still shows the port it will take when it starts.
+pub const INSPECT_TEMPLATE: &str = concat!(
+    r#"{"id":{{json .Id}},"name":{{json .Name}},"image":{{json .Image}},"#,
+    r#""state":{{json .State.Status}},"labels":{{json .Config.Labels}},"#,
+    r#""ports":{{json .HostConfig.PortBindings}}}"#
+);

@@ -1,0 +1,193 @@
+//! The deploy of one app through the docker CLI, step by step, and the
+//! cleanup of a failed one. Runs as root inside the host helper.
+//!
+//! Security invariants enforced here: nothing is created before the spec's
+//! untyped values and the host port are checked; every object is created
+//! under a name from [`crate::docker::AppNames`] and carries this plan's
+//! label; a failed deploy removes exactly the containers and networks that
+//! carry this plan's label (or whose ids the steps saw), with `rm -f` only
+//! for those, and keeps the app directory as evidence.
+
+use super::argv::{argv, config_mount, hardening, labels};
+use super::parse::{first_line, lines};
+use super::{DockerCli, NGINX, NGINX_TEST, PULL, QUICK, Runner};
+use crate::control::plan::PlanId;
+use crate::docker::gateway_file::write_new_config;
+use crate::docker::host_probe::{http_get, port_free};
+use crate::docker::{ContainerId, DeploySpec, Deployed, EngineError, LABEL_PLAN};
+use crate::nginx::GATEWAY_LISTEN_PORT;
+
+impl<R: Runner> DockerCli<R> {
+    /// The whole deploy: refuse before the first mutation if a value or the
+    /// port is wrong, then the steps under [`super::DEPLOY_BUDGET`], then on
+    /// failure remove what this plan created.
+    pub(super) fn deploy_within_budget(&self, spec: &DeploySpec) -> Result<Deployed, EngineError> {
+        check_untyped_values(spec)?;
+        // The controller checked at plan time; a listener may have arrived
+        // since. Refusing here creates nothing.
+        if !port_free(spec.host_port) {
+            return Err(EngineError::PortTaken { port: spec.host_port });
+        }
+        let mut created = Created::default();
+        self.set_deadline(Some(std::time::Instant::now() + self.deploy_budget));
+        let result = self.deploy_steps(spec, &mut created);
+        self.set_deadline(None);
+        match result {
+            Ok(deployed) => Ok(deployed),
+            Err(error) => {
+                self.remove_created(&spec.plan_id, &created);
+                Err(error)
+            }
+        }
+    }
+
+    /// Every container and network that carries this plan's label. Plan ids
+    /// are unique and a plan executes once, so these are exactly the objects
+    /// this deploy created, even if a call timed out after the engine acted.
+    fn created_by_plan(&self, plan_id: &PlanId) -> (Vec<String>, Vec<String>) {
+        let filter = format!("label={LABEL_PLAN}={plan_id}");
+        let containers = self
+            .call("find plan containers", argv(&["ps", "-aq", "--no-trunc", "--filter", &filter]), QUICK)
+            .map(|out| lines(&out))
+            .unwrap_or_default();
+        let networks = self
+            .call(
+                "find plan networks",
+                argv(&["network", "ls", "-q", "--no-trunc", "--filter", &filter]),
+                QUICK,
+            )
+            .map(|out| lines(&out))
+            .unwrap_or_default();
+        (containers, networks)
+    }
+
+    /// Removes what this plan created. Best effort: the deploy already failed
+    /// and the plan ends `needs_inspection`, so the operator looks anyway.
+    fn remove_created(&self, plan_id: &PlanId, known: &Created) {
+        let (mut containers, mut networks) = self.created_by_plan(plan_id);
+        containers.extend(known.containers.iter().map(|id| id.as_str().to_owned()));
+        containers.sort();
+        containers.dedup();
+        networks.extend(known.networks.iter().cloned());
+        networks.sort();
+        networks.dedup();
+        for id in containers.iter().filter(|id| ContainerId::parse(id).is_some()) {
+            // `rm -f` of a container this plan created: the only forced
+            // removal in this file, and never of anything else.
+            let _ = self.call("remove new container", argv(&["rm", "-f", "-v", id]), QUICK);
+        }
+        for id in networks.iter().filter(|id| crate::text::is_lower_hex(id, 64)) {
+            let _ = self.call("remove new network", argv(&["network", "rm", id]), QUICK);
+        }
+    }
+
+    fn deploy_steps(&self, spec: &DeploySpec, created: &mut Created) -> Result<Deployed, EngineError> {
+        let app = &spec.app;
+        let names = app.names();
+        let (network, edge) = (&names.network, &names.edge_network);
+        let (app_image, gateway_image) = (spec.app_image.as_str(), spec.gateway_image.as_str());
+        self.call("pull app image", argv(&["pull", "--quiet", app_image]), PULL)?;
+        self.call("pull gateway image", argv(&["pull", "--quiet", gateway_image]), PULL)?;
+
+        let role_labels = |role: &str| labels(app, role, &spec.plan_id);
+        let mut args = argv(&["network", "create", "--driver", "bridge", "--internal"]);
+        args.extend(role_labels("network"));
+        args.push(network.clone());
+        let id = self.call("create app network", args, QUICK)?;
+        created.networks.push(first_line(&id).to_owned());
+
+        let mut args = argv(&["network", "create", "--driver", "bridge"]);
+        args.extend(role_labels("network"));
+        args.push(edge.clone());
+        let id = self.call("create edge network", args, QUICK)?;
+        created.networks.push(first_line(&id).to_owned());
+
+        let config_path = write_new_config(&spec.app_dir, &spec.nginx_config)?;
+        let mount = config_mount(&config_path);
+
+        // The app: on the internal network only, reachable as `app`, publishes nothing.
+        let mut args = argv(&["create", "--name", &names.app_container]);
+        args.extend(role_labels("app"));
+        args.extend(hardening(&spec.limits, "1000:1000", "unless-stopped"));
+        args.extend(argv(&["--network", network, "--network-alias", crate::nginx::APP_ALIAS]));
+        args.push(app_image.to_owned());
+        let app_id = self.created_container("create app container", args, created)?;
+        self.call("start app container", argv(&["start", app_id.as_str()]), QUICK)?;
+
+        // nginx -t in a one-off container identical to the gateway but for the
+        // port: it must resolve `app`, so it joins the internal network.
+        let mut args = argv(&["run", "--rm", "--name", &names.check_container]);
+        args.extend(role_labels("check"));
+        args.extend(hardening(&spec.limits, "101:101", "no"));
+        args.extend(argv(&["--network", network, "--mount", &mount, gateway_image, NGINX, "-t"]));
+        self.nginx_test("test nginx config", args, NGINX_TEST)?;
+
+        let mut args = argv(&["create", "--name", &names.gateway_container]);
+        args.extend(role_labels("gateway"));
+        args.extend(hardening(&spec.limits, "101:101", "unless-stopped"));
+        let publish = format!("127.0.0.1:{}:{GATEWAY_LISTEN_PORT}", spec.host_port);
+        args.extend(argv(&["--network", edge, "--publish", &publish, "--mount", &mount]));
+        args.push(gateway_image.to_owned());
+        let gateway_id = self.created_container("create gateway container", args, created)?;
+        self.call(
+            "connect gateway to app network",
+            argv(&["network", "connect", network, gateway_id.as_str()]),
+            QUICK,
+        )?;
+        self.call("start gateway container", argv(&["start", gateway_id.as_str()]), QUICK)?;
+
+        if !self.healthy(spec.host_port, spec.server_name.as_str()) {
+            return Err(EngineError::HealthCheckFailed);
+        }
+        Ok(Deployed { app_container: app_id, gateway_container: gateway_id })
+    }
+
+    fn created_container(
+        &self,
+        step: &'static str,
+        args: Vec<String>,
+        created: &mut Created,
+    ) -> Result<ContainerId, EngineError> {
+        let out = self.call(step, args, QUICK)?;
+        let id = ContainerId::parse(first_line(&out)).ok_or(EngineError::Unparsable { step })?;
+        created.containers.push(id.clone());
+        Ok(id)
+    }
+
+    fn healthy(&self, port: u16, host: &str) -> bool {
+        for attempt in 0..self.health.tries {
+            if attempt > 0 {
+                std::thread::sleep(self.health.interval);
+            }
+            if let Some(reply) = http_get(port, host, self.health.timeout)
+                && (200..400).contains(&reply.status)
+            {
+                return true;
+            }
+        }
+        false
+    }
+}
+
+/// What a deploy created so far, by id.
+#[derive(Debug, Default)]
+struct Created {
+    containers: Vec<ContainerId>,
+    networks: Vec<String>,
+}
+
+/// The values of a spec that no type carries. The names, references and
+/// the plan id are validated types ([`DeploySpec`]); what is left is the
+/// path that goes into a `--mount` list (no separators, quotes or
+/// controls) and the numbers.
+fn check_untyped_values(spec: &DeploySpec) -> Result<(), EngineError> {
+    let dir = spec.app_dir.to_str().unwrap_or("");
+    let dir_ok = spec.app_dir.is_absolute()
+        && !dir.is_empty()
+        && dir.bytes().all(|c| c.is_ascii_graphic() && !b",:\"'=".contains(&c));
+    if dir_ok && spec.host_port >= 1024 && spec.container_port >= 1 && spec.limits.millicpus > 0 {
+        Ok(())
+    } else {
+        Err(EngineError::Host { step: "validate deploy spec" })
+    }
+}

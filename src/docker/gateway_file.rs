@@ -1,0 +1,125 @@
+//! The gateway's nginx.conf on disk: created once by a deploy, rewritten
+//! in place (same inode: the gateway's bind mount follows the inode) by
+//! `update_nginx`, with a private backup beside it. File handling only, no
+//! docker; runs as root in the host helper, under the state directory.
+//!
+//! Security invariants enforced here: the app directory is a real
+//! directory owned by us that nobody else can write; nginx.conf is never
+//! followed through a symlink (O_NOFOLLOW), must be a regular file with one
+//! link, is read back with a size bound, and a new deploy never overwrites
+//! an existing one (it is an earlier deploy's evidence, or someone else's).
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
+use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, OpenOptionsExt as _, PermissionsExt as _};
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use nix::fcntl::OFlag;
+
+use super::EngineError;
+
+/// The largest nginx.conf we read back from disk.
+const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
+
+/// Creates the app directory (root-owned, 0755) if needed and creates
+/// nginx.conf (0644: uid 101 in the gateway reads it through the mount).
+/// An existing directory must be a real directory of ours that nobody else
+/// can write; the file is never followed through a symlink.
+pub(super) fn write_new_config(app_dir: &Path, contents: &str) -> Result<PathBuf, EngineError> {
+    match std::fs::symlink_metadata(app_dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::DirBuilder::new()
+                .mode(0o755)
+                .create(app_dir)
+                .map_err(|_| EngineError::Host { step: "create the app directory" })?;
+            std::fs::set_permissions(app_dir, std::fs::Permissions::from_mode(0o755))
+                .map_err(|_| EngineError::Host { step: "set the app directory mode" })?;
+        }
+        Err(_) => return Err(EngineError::Host { step: "inspect the app directory" }),
+        Ok(_) => {}
+    }
+    check_app_dir(app_dir)?;
+    let path = app_dir.join("nginx.conf");
+    // A new file only: an existing one is an earlier deploy's evidence (or
+    // someone else's file), never ours to overwrite.
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o644)
+        .custom_flags(OFlag::O_NOFOLLOW.bits())
+        .open(&path)
+        .map_err(|_| EngineError::Host { step: "create nginx.conf (it must not exist yet)" })?;
+    let meta = file.metadata().map_err(|_| EngineError::Host { step: "stat nginx.conf" })?;
+    if !meta.is_file() {
+        return Err(EngineError::Host { step: "nginx.conf is not a regular file" });
+    }
+    file.set_permissions(std::fs::Permissions::from_mode(0o644))
+        .and_then(|()| file.write_all(contents.as_bytes()))
+        .and_then(|()| file.sync_all())
+        .map_err(|_| EngineError::Host { step: "write nginx.conf" })?;
+    Ok(path)
+}
+
+fn check_app_dir(app_dir: &Path) -> Result<(), EngineError> {
+    let meta = std::fs::symlink_metadata(app_dir)
+        .map_err(|_| EngineError::Host { step: "inspect the app directory" })?;
+    let ours = meta.uid() == nix::unistd::geteuid().as_raw();
+    if !meta.is_dir() || !ours || meta.mode() & 0o022 != 0 {
+        return Err(EngineError::Host { step: "the app directory is not a private directory of ours" });
+    }
+    Ok(())
+}
+
+/// Opens the managed nginx.conf for update: no symlink (O_NOFOLLOW), a
+/// regular file, in a directory of ours.
+pub(super) fn open_managed_config(app_dir: &Path) -> Result<File, EngineError> {
+    check_app_dir(app_dir).map_err(|_| EngineError::ManagedFileChanged)?;
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(OFlag::O_NOFOLLOW.bits())
+        .open(app_dir.join("nginx.conf"))
+        .map_err(|_| EngineError::ManagedFileChanged)?;
+    let meta = file.metadata().map_err(|_| EngineError::ManagedFileChanged)?;
+    // A second hard link would make us rewrite a file somewhere else too.
+    if !meta.is_file() || meta.nlink() != 1 {
+        return Err(EngineError::ManagedFileChanged);
+    }
+    Ok(file)
+}
+
+pub(super) fn read_bounded(file: &mut File) -> Result<Vec<u8>, EngineError> {
+    let mut bytes = Vec::new();
+    std::io::Read::by_ref(file)
+        .take(MAX_CONFIG_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|_| EngineError::Host { step: "read nginx.conf" })?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(EngineError::ManagedFileChanged);
+    }
+    Ok(bytes)
+}
+
+/// A private copy beside the file, never overwriting an earlier one.
+pub(super) fn backup(app_dir: &Path, old_config: &str) -> Result<(), EngineError> {
+    let stamp = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(OFlag::O_NOFOLLOW.bits())
+        .open(app_dir.join(format!("nginx.conf.{stamp}.bak")))
+        .map_err(|_| EngineError::Host { step: "create the nginx.conf backup" })?;
+    file.write_all(old_config.as_bytes())
+        .and_then(|()| file.sync_all())
+        .map_err(|_| EngineError::Host { step: "write the nginx.conf backup" })
+}
+
+pub(super) fn rewrite(file: &mut File, contents: &str) -> Result<(), EngineError> {
+    file.set_len(0)
+        .and_then(|()| file.seek(SeekFrom::Start(0)).map(drop))
+        .and_then(|()| file.write_all(contents.as_bytes()))
+        .and_then(|()| file.sync_all())
+        .map_err(|_| EngineError::Host { step: "rewrite nginx.conf in place" })
+}

@@ -1,0 +1,147 @@
+//! Probes of the host itself, not of docker: whether a loopback port is
+//! free, free memory and disk, and the gateway health check's HTTP GET.
+//! Runs as root in the host helper; reads /proc/meminfo, binds and connects
+//! on 127.0.0.1 only.
+
+use std::io::{Read as _, Write as _};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::time::Duration;
+
+use super::{Capacity, EngineError};
+
+/// Whether nothing listens on 127.0.0.1:`port`: we can bind it, and a
+/// connection attempt is refused (docker's proxy or a NAT rule may answer
+/// without holding the address).
+pub fn port_free(port: u16) -> bool {
+    if port == 0 {
+        return false;
+    }
+    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    let bindable = TcpListener::bind(addr).is_ok();
+    bindable && TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err()
+}
+
+/// `MemAvailable` of /proc/meminfo, in bytes.
+pub(crate) fn mem_available(meminfo: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let mut words = line.split_whitespace().skip(1);
+    let kib: u64 = words.next()?.parse().ok()?;
+    (words.next() == Some("kB")).then_some(kib.checked_mul(1024)?)
+}
+
+/// What a probe saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpReply {
+    pub status: u16,
+    pub body: Vec<u8>,
+}
+
+/// A minimal HTTP/1.0 GET of `/` on 127.0.0.1 (never anywhere else) with the
+/// given Host header. Reads at most 64 KiB. `None` when nothing sensible came back.
+pub fn http_get(port: u16, host: &str, timeout: Duration) -> Option<HttpReply> {
+    if host.is_empty() || !host.bytes().all(|b| b.is_ascii_graphic()) {
+        return None;
+    }
+    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    let mut stream = TcpStream::connect_timeout(&addr, timeout).ok()?;
+    stream.set_read_timeout(Some(timeout)).ok()?;
+    stream.set_write_timeout(Some(timeout)).ok()?;
+    let request = format!(
+        "GET / HTTP/1.0\r\nHost: {host}\r\nUser-Agent: volce-lab-health\r\nConnection: close\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).ok()?;
+    // A read timeout bounds each read, not the reply: an app that trickles a
+    // byte now and then would keep the claim forever. One deadline for all.
+    let deadline = std::time::Instant::now() + timeout;
+    let mut response = Vec::new();
+    let mut buffer = [0u8; 4096];
+    while response.len() < 64 * 1024 {
+        let left = deadline.checked_duration_since(std::time::Instant::now()).filter(|d| !d.is_zero())?;
+        stream.set_read_timeout(Some(left)).ok()?;
+        match stream.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(n) => response.extend_from_slice(&buffer[..n.min(64 * 1024 - response.len())]),
+            Err(_) => return None,
+        }
+    }
+    parse_http_reply(&response)
+}
+
+pub(crate) fn parse_http_reply(response: &[u8]) -> Option<HttpReply> {
+    let head_end = response.windows(4).position(|w| w == b"\r\n\r\n")?;
+    let head = std::str::from_utf8(&response[..head_end]).ok()?;
+    let mut words = head.lines().next()?.split(' ');
+    let version = words.next()?;
+    if !version.starts_with("HTTP/1.") {
+        return None;
+    }
+    let status: u16 = words.next()?.parse().ok()?;
+    (100..600).contains(&status).then(|| HttpReply { status, body: response[head_end + 4..].to_vec() })
+}
+
+/// Free memory (MemAvailable) and free disk on the filesystem of `state_dir`.
+pub(super) fn capacity(state_dir: &Path) -> Result<Capacity, EngineError> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo")
+        .map_err(|_| EngineError::Host { step: "read /proc/meminfo" })?;
+    let free_memory_bytes =
+        mem_available(&meminfo).ok_or(EngineError::Host { step: "parse MemAvailable in /proc/meminfo" })?;
+    let stat = nix::sys::statvfs::statvfs(state_dir)
+        .map_err(|_| EngineError::Host { step: "statvfs of the state directory" })?;
+    let free_disk_bytes = (stat.blocks_available() as u64).saturating_mul(stat.fragment_size() as u64);
+    Ok(Capacity { free_memory_bytes, free_disk_bytes })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn meminfo_and_http_replies_parse_strictly() {
+        let free_port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let meminfo = "MemTotal:       24684000 kB\nMemFree:  100 kB\nMemAvailable:   2048 kB\n";
+        assert_eq!(mem_available(meminfo), Some(2048 * 1024));
+        assert_eq!(mem_available("MemTotal: 1 kB\n"), None);
+        assert_eq!(
+            parse_http_reply(b"HTTP/1.1 302 Found\r\nLocation: /x\r\n\r\nbody"),
+            Some(HttpReply { status: 302, body: b"body".to_vec() })
+        );
+        assert_eq!(parse_http_reply(b"SSH-2.0-OpenSSH\r\n\r\n"), None);
+        assert_eq!(parse_http_reply(b"HTTP/1.1 200 OK\r\n"), None, "no end of head");
+        assert!(http_get(free_port, "bad host\r\nX: y", Duration::from_millis(100)).is_none());
+    }
+
+    #[test]
+    fn a_bound_port_is_not_free() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        assert!(!port_free(port));
+        drop(listener);
+        assert!(port_free(port));
+        assert!(!port_free(0));
+    }
+
+    #[test]
+    fn a_health_check_reply_that_trickles_stops_at_one_deadline() {
+        // A listener on loopback that answers the head and then one byte every
+        // 100 ms: each read succeeds, so only an overall deadline ends it.
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = std::thread::spawn(move || {
+            let (mut stream, _) = listener.accept().unwrap();
+            let mut request = [0u8; 1024];
+            let _ = std::io::Read::read(&mut stream, &mut request);
+            let _ = std::io::Write::write_all(&mut stream, b"HTTP/1.0 200 OK\r\n\r\n");
+            for _ in 0..30 {
+                if std::io::Write::write_all(&mut stream, b".").is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        let started = std::time::Instant::now();
+        assert_eq!(http_get(port, "example.test", Duration::from_millis(500)), None);
+        assert!(started.elapsed() < Duration::from_secs(2), "took {:?}", started.elapsed());
+        server.join().unwrap();
+    }
+}

@@ -1,0 +1,329 @@
+//! `Controller::execute`: run one plan exactly once, and record what
+//! happened. Runs as root inside the host helper.
+//!
+//! Two transactions around one engine call. Transaction 1 (`BEGIN
+//! IMMEDIATE`) verifies everything and claims the plan; it commits before
+//! the engine mutates anything, so a second helper finds the plan consumed.
+//! (It does take the read-only snapshot and the probes inside, under the
+//! write lock: a later change moves them out.) The engine then acts outside
+//! any transaction, and transaction 2 records the outcome and the app
+//! records. Nothing retries.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+use super::{Controller, EngineProbe, Liveness, audit, engine_unavailable, mark_app, state_allows_use};
+use crate::control::plan::{Payload, Plan, PlanId};
+use crate::control::validate::{self, AppRecord, AppState, Context};
+use crate::control::{Clock, Code, Refusal, refuse};
+use crate::docker::{Engine, EngineError};
+use crate::store::{AuditOutcome, AuditRow, Event, PlanOutcome};
+
+/// The answer to `execute` once the engine was reached.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Executed {
+    /// The engine reported success and the outcome is recorded.
+    Completed(Value),
+    /// The engine failed or the outcome could not be recorded: the change may
+    /// be partial, and an operator must look before anything else happens.
+    NeedsInspection { plan_id: PlanId, message: String },
+    /// The engine failed but provably changed nothing (see
+    /// [`EngineError::changed_nothing`]): the plan is `failed`, the host is
+    /// not blocked, and the refusal says what happened.
+    Failed { plan_id: PlanId, refusal: Refusal },
+}
+
+const PARTIAL: &str = "The change may be partial: an operator must inspect the server before any new plan; \
+                       nothing will be retried.";
+
+/// What transaction 1 decided. The transaction commits for both variants;
+/// a refusal that has nothing to record is the transaction's own `Err`
+/// instead, which rolls it back.
+enum Verdict {
+    /// The plan is claimed under this process: act on it. (Boxed: a plan
+    /// is large next to a refusal.)
+    Proceed { plan: Box<Plan>, apps: BTreeMap<String, AppRecord> },
+    /// The plan was invalidated (the policy or the server changed): commit
+    /// the invalidation, so it is void for good, then refuse.
+    RefuseAfterCommit(Refusal),
+}
+
+impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
+    /// Executes a plan exactly once (see the module's invariants).
+    pub fn execute(&mut self, id: &PlanId, requester: &str) -> Result<Executed, Refusal> {
+        self.settle_abandoned(requester)?;
+        let me = self.liveness.me()?;
+
+        // Transaction 1: verify everything and claim, or refuse. Its read-only
+        // snapshot is taken inside it (see the module header); no mutation is.
+        let verdict = {
+            let Controller { policy, policy_hash, store, engine, apps_dir, clock, .. } = self;
+            store.write(|tx| {
+                // Read the clock only once the write lock is held: waiting
+                // for the lock must not let an expired plan through.
+                let now = clock.now();
+                let Some(stored) = tx.load_plan(id)? else {
+                    return refuse(Code::PlanNotFound, "No plan has this id.");
+                };
+                state_allows_use(&stored)?;
+                let plan = &stored.plan;
+                if now > plan.expires_at {
+                    return refuse(Code::PlanExpired, "The plan has expired; ask for a new one.");
+                }
+                // A plan prepared before another one failed must not run on
+                // top of a server that nobody has inspected yet.
+                if let Some((other, state)) = tx.unsettled_plan()? {
+                    return refuse(
+                        Code::InspectionRequired,
+                        format!("Plan {other} is {}; nothing executes until an operator has inspected it.", state.as_str()),
+                    );
+                }
+                // Voids the plan for good (committed), then refuses.
+                let invalidate = |why: PlanOutcome, refusal: Refusal| {
+                    let row = audit(now, Event::Invalidated, AuditOutcome::Refused, requester);
+                    tx.invalidate(id, plan.action, why, &row)?;
+                    Ok::<_, Refusal>(Verdict::RefuseAfterCommit(refusal))
+                };
+                if plan.policy_hash != *policy_hash {
+                    return invalidate(
+                        PlanOutcome::PolicyChanged,
+                        Refusal::new(
+                            Code::PolicyChanged,
+                            "The operator's policy changed since this plan was made; it is void, prepare a new one.",
+                        ),
+                    );
+                }
+                if plan.requires_approval {
+                    match &stored.approval {
+                        Some(approval) if approval.digest == plan.digest => {}
+                        _ => {
+                            return refuse(
+                                Code::ApprovalRequired,
+                                format!(
+                                    "An operator must approve this plan on the server first: \
+                                     volce-lab-host show {id}, then approve {id} <digest>."
+                                ),
+                            );
+                        }
+                    }
+                }
+                let snapshot = engine.snapshot().map_err(engine_unavailable)?;
+                if snapshot.digest() != plan.snapshot_digest {
+                    return invalidate(
+                        PlanOutcome::SnapshotChanged,
+                        Refusal::new(
+                            Code::SnapshotChanged,
+                            "The server's containers or images changed since this plan was made; it is void \
+                             (and so is any approval): prepare a new one.",
+                        ),
+                    );
+                }
+                // Re-derive from the stored parameters: references, ports,
+                // directories and app records must still say the same.
+                let apps = tx.apps()?;
+                let ctx = Context { policy, snapshot: &snapshot, apps: &apps, apps_dir, plan_id: id };
+                let probe = EngineProbe { engine: &*engine, apps_dir };
+                let (payload, impact) = validate::derive(plan.action, &plan.parameters, &ctx, &probe)?;
+                if payload != plan.payload || impact != plan.impact {
+                    return refuse(
+                        Code::SnapshotChanged,
+                        "The controller's records changed since this plan was made; prepare a new one.",
+                    );
+                }
+                // The snapshot and the re-derivation take time: the plan
+                // must still be unexpired at the moment it is claimed.
+                let now = clock.now();
+                if now > plan.expires_at {
+                    return refuse(Code::PlanExpired, "The plan has expired; ask for a new one.");
+                }
+                tx.claim(id, plan.action, &me, &audit(now, Event::Claimed, AuditOutcome::Ok, requester))?;
+                Ok(Verdict::Proceed { plan: Box::new(stored.plan.clone()), apps })
+            })?
+        };
+        let (plan, apps) = match verdict {
+            Verdict::Proceed { plan, apps } => (*plan, apps),
+            Verdict::RefuseAfterCommit(refusal) => return Err(refusal),
+        };
+
+        // The claim is committed: from here on nothing may refuse quietly.
+        let started = Instant::now();
+        let result = self.act(&plan.payload);
+        let duration_ms = started.elapsed().as_millis() as u64;
+        // A completed deploy records the image ids its containers run (the
+        // claim remove_image checks). Read-only, outside any transaction;
+        // if the snapshot fails the claim is simply not recorded.
+        let after = match (&plan.payload, &result) {
+            (Payload::Deploy { .. }, Ok(_)) => self.engine.snapshot().ok(),
+            _ => None,
+        };
+
+        // Transaction 2: record what happened.
+        let now = self.clock.now();
+        let recorded = self.store.write(|tx| {
+            let (outcome, event, category, exit_code) = match &result {
+                Ok(_) => (PlanOutcome::Completed, Event::Completed, AuditOutcome::Ok, None),
+                Err(EngineError::NginxRejectedAndRestored) => {
+                    (PlanOutcome::RolledBack, Event::Failed, AuditOutcome::Failed, None)
+                }
+                Err(error) if error.changed_nothing() => {
+                    (PlanOutcome::NotStarted, Event::Failed, AuditOutcome::Failed, None)
+                }
+                Err(error) => {
+                    let exit = match error {
+                        EngineError::Call { execution, .. } => execution.exit_code,
+                        _ => None,
+                    };
+                    (PlanOutcome::EngineFailed, Event::NeedsInspection, AuditOutcome::Failed, exit)
+                }
+            };
+            let row = AuditRow {
+                at: now,
+                event,
+                outcome: category,
+                exit_code,
+                duration_ms: Some(duration_ms),
+                actor: requester.to_owned(),
+            };
+            tx.finish(id, plan.action, &me, outcome, &row)?;
+            record_apps(tx, &plan, &apps, &result, after.as_ref(), now)?;
+            Ok::<_, Refusal>(())
+        });
+
+        match (result, recorded) {
+            (Ok(acted), Ok(())) => Ok(Executed::Completed(json!({
+                "plan_id": id,
+                "action": plan.action,
+                "outcome": "completed",
+                "app": plan.payload.app(),
+                "containers": acted,
+                "duration_ms": duration_ms,
+            }))),
+            // Nothing changed, and that is recorded: the plan is `failed`.
+            (Err(error), Ok(())) if error.changed_nothing() => {
+                Ok(Executed::Failed { plan_id: id.clone(), refusal: unchanged_refusal(&error, id) })
+            }
+            // Engine failed, or it acted and we could not record it. In the
+            // second case the plan stays `executing` under our claim; once
+            // this process exits, the next helper settles it.
+            _ => Ok(Executed::NeedsInspection { plan_id: id.clone(), message: PARTIAL.to_owned() }),
+        }
+    }
+
+    /// The one place that mutates through the engine.
+    fn act(&self, payload: &Payload) -> Result<Vec<String>, EngineError> {
+        match payload {
+            Payload::Deploy { spec, .. } => self
+                .engine
+                .deploy(spec)
+                .map(|d| vec![d.app_container.to_string(), d.gateway_container.to_string()]),
+            Payload::NginxConfig { app_dir, gateway, previous_config, new_config, .. } => self
+                .engine
+                .update_nginx(app_dir, gateway, previous_config, new_config)
+                .map(|()| vec![gateway.to_string()]),
+            Payload::Stop { containers, .. } => {
+                self.engine.stop(containers).map(|()| containers.iter().map(|c| c.to_string()).collect())
+            }
+            Payload::RemoveImage { image_id, .. } => self.engine.remove_image(image_id).map(|()| vec![]),
+        }
+    }
+}
+
+fn unchanged_refusal(error: &EngineError, id: &PlanId) -> Refusal {
+    match error {
+        EngineError::NginxRejectedAndRestored => Refusal::new(
+            Code::NginxRejected,
+            format!(
+                "nginx rejected the new configuration, so it was never loaded; the old configuration was \
+                 restored, tested and reloaded and the app keeps serving as before. Plan {id} is failed; \
+                 nothing else changed."
+            ),
+        ),
+        EngineError::PortTaken { port } => Refusal::new(
+            Code::PortInUse,
+            format!(
+                "Something started listening on 127.0.0.1:{port} after the plan was made; nothing was \
+                 created. Plan {id} is failed; choose another port and prepare a new plan."
+            ),
+        ),
+        _ => Refusal::new(Code::EngineUnavailable, format!("Plan {id} failed; nothing was changed.")),
+    }
+}
+
+/// The app records after an execution: what the plan made true, or
+/// `needs_inspection` for the app it touched when the engine failed.
+fn record_apps(
+    tx: &crate::store::Tx<'_>,
+    plan: &Plan,
+    apps: &BTreeMap<String, AppRecord>,
+    result: &Result<Vec<String>, EngineError>,
+    after: Option<&crate::docker::Snapshot>,
+    now: i64,
+) -> Result<(), Refusal> {
+    let ok = result.is_ok();
+    if result.as_ref().is_err_and(EngineError::changed_nothing) {
+        // Nothing changed on the server, so no record changes either: a
+        // deploy refused before its first step holds no name, port or
+        // quota slot, and the app whose nginx.conf was restored is still
+        // running exactly as recorded.
+        return Ok(());
+    }
+    match &plan.payload {
+        Payload::Deploy { image_key, spec, .. } => {
+            let ids: Vec<_> = result
+                .as_ref()
+                .map(|ids| ids.iter().filter_map(|i| crate::docker::ContainerId::parse(i)).collect())
+                .unwrap_or_default();
+            let mut image_ids: Vec<_> = after
+                .map(|s| {
+                    s.containers.iter().filter(|c| ids.contains(&c.id)).map(|c| c.image_id.clone()).collect()
+                })
+                .unwrap_or_default();
+            image_ids.sort();
+            image_ids.dedup();
+            let record = AppRecord {
+                app: spec.app.to_string(),
+                state: if ok { AppState::Running } else { AppState::NeedsInspection },
+                host_port: spec.host_port,
+                container_port: spec.container_port,
+                server_name: spec.server_name.to_string(),
+                image_key: image_key.clone(),
+                app_image: spec.app_image.to_string(),
+                gateway_image: spec.gateway_image.to_string(),
+                nginx_config: spec.nginx_config.clone(),
+                app_dir: spec.app_dir.clone(),
+                app_container: ids.first().cloned(),
+                gateway_container: ids.get(1).cloned(),
+                containers: ids,
+                plan_id: plan.id.clone(),
+                image_ids,
+            };
+            tx.put_app(&record, now)?;
+        }
+        Payload::NginxConfig { app, server_name, new_config, .. } => {
+            if let Some(old) = apps.get(app.as_str()) {
+                let mut record = old.clone();
+                record.plan_id = plan.id.clone();
+                if ok {
+                    record.server_name = server_name.to_string();
+                    record.nginx_config = new_config.clone();
+                } else {
+                    record.state = AppState::NeedsInspection;
+                }
+                tx.put_app(&record, now)?;
+            }
+        }
+        Payload::Stop { app, .. } => {
+            mark_app(
+                tx,
+                app.as_str(),
+                if ok { AppState::Stopped } else { AppState::NeedsInspection },
+                &plan.id,
+                now,
+            )?;
+        }
+        Payload::RemoveImage { .. } => {}
+    }
+    Ok(())
+}
