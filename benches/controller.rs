@@ -41,7 +41,7 @@ fn ms(d: Duration) -> String {
 /// Adds `count` finished plans (with their four audit rows each) in one transaction.
 fn fill_history(h: &Harness, count: usize, body: &str, digest: &str) {
     let mut controller = h.controller();
-    let conn = controller.store_for_tests().connection();
+    let conn = controller.store_for_tests().dangerous_connection_for_tests();
     let tx = conn.transaction().unwrap();
     {
         let mut plan = tx

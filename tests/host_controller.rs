@@ -313,7 +313,7 @@ fn the_audit_trail_has_one_row_per_change_and_no_free_text() {
     // The audit table's columns are exactly the categories and numbers.
     let columns: Vec<String> = c
         .store_for_tests()
-        .connection()
+        .dangerous_connection_for_tests()
         .prepare("SELECT name FROM pragma_table_info('audit')")
         .unwrap()
         .query_map([], |r| r.get(0))

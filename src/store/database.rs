@@ -196,12 +196,4 @@ impl Store {
     pub fn dangerous_connection_for_tests(&mut self) -> &mut Connection {
         &mut self.conn
     }
-
-    /// The old name of [`Store::dangerous_connection_for_tests`], kept only
-    /// until `tests/host_controller.rs` and `benches/controller.rs` use the
-    /// new one; then delete it.
-    #[doc(hidden)]
-    pub fn connection(&mut self) -> &mut Connection {
-        self.dangerous_connection_for_tests()
-    }
 }

@@ -218,7 +218,7 @@ mod tests {
         }
         let (plans, audit, apps) =
             (table_sql(&conn, "plans"), table_sql(&conn, "audit"), table_sql(&conn, "apps"));
-        let actions = || sorted(Action::ALL.map(Action::as_str));
+        let actions = || sorted(Action::ALL.iter().map(|a| a.as_str()));
         let cases = [
             (
                 "plans.state",
