@@ -26,13 +26,16 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Map, Value, json};
 
+use crate::control::plan::{Action, PlanId};
+use crate::control::{Code, Refusal};
 use crate::exec::ExecutionStatus;
 use crate::inspect::transport::Limits;
 use crate::inspect::{Check, Inspector, Status, request_id, timestamp};
+use crate::wire::{self, Request};
 
 use super::audit::{Audit, Record};
-use super::rpc::{self, Answer, Operation};
-use super::tools::{self, Call, Refusal, ToolName};
+use super::rpc::{self, Answer};
+use super::tools::{self, Call, ToolName};
 
 /// What the server needs besides the inspector. Tests shorten the limits.
 pub struct Options {
@@ -134,12 +137,14 @@ impl VolceLab {
         match tools::validate(tool, arguments) {
             Err(refusal) => self.refused(tool, refusal, request_id),
             Ok(Call::Check(check)) => self.check(check).await,
-            Ok(Call::Inventory) => self.manage(tool, Operation::Inventory, request_id).await,
+            Ok(Call::Inventory) => self.manage(tool, Request::Inventory {}, None, None, request_id).await,
             Ok(Call::Plan { action, parameters }) => {
-                self.manage(tool, Operation::Plan { action, parameters }, request_id).await
+                let request = Request::plan(action, parameters);
+                self.manage(tool, request, Some(action), None, request_id).await
             }
             Ok(Call::Execute { plan_id }) => {
-                self.manage(tool, Operation::Execute { plan_id }, request_id).await
+                let request = Request::execute(&plan_id);
+                self.manage(tool, request, None, Some(plan_id), request_id).await
             }
         }
     }
@@ -151,18 +156,13 @@ impl VolceLab {
         map.insert("message".into(), json!(refusal.message));
         map.insert("exit_code".into(), Value::Null);
         map.insert("execution".into(), Value::Null);
-        match tool {
-            ToolName::CloudCheck => {
+        match tool.operation() {
+            None => {
                 map.insert("check".into(), Value::Null);
                 map.insert("output".into(), json!(""));
             }
-            _ => {
+            Some(operation) => {
                 map.insert("tool".into(), json!(tool.as_str()));
-                let operation = match tool {
-                    ToolName::ServicePlan => "plan",
-                    ToolName::ServiceExecute => "execute",
-                    _ => "inventory",
-                };
                 map.insert("operation".into(), json!(operation));
                 map.insert("action".into(), Value::Null);
                 map.insert("plan_id".into(), Value::Null);
@@ -200,7 +200,16 @@ impl VolceLab {
         }
     }
 
-    async fn manage(&self, tool: ToolName, operation: Operation, request_id: String) -> Outcome {
+    /// Runs one host RPC. `action` and `plan_id` are the validated values
+    /// `request` was built from, for the result and the audit line.
+    async fn manage(
+        &self,
+        tool: ToolName,
+        request: Request,
+        action: Option<Action>,
+        plan_id: Option<PlanId>,
+        request_id: String,
+    ) -> Outcome {
         let config = self.inspector.config();
         let plain = |status: Status| Answer {
             status,
@@ -217,44 +226,38 @@ impl VolceLab {
         } else if !config.management {
             plain(Status::ManagementDisabled)
         } else {
-            let request = operation.request();
-            if request.len() > rpc::MAX_REQUEST_BYTES {
+            let bytes = request.to_bytes();
+            if bytes.len() > wire::MAX_REQUEST_BYTES {
                 // Unreachable with the argument limit; kept as the last guard.
                 Answer {
                     status: Status::InvalidArguments,
-                    code: Some("too_large".into()),
+                    code: Some(Code::TooLarge),
                     message: "The request would exceed the helper's 16 KiB limit; nothing was run.".into(),
                     result: None,
                     plan_id: None,
                 }
             } else {
                 // Identity is verified again inside host_rpc, under the same lock as the run.
-                match self.inspector.host_rpc(&request, self.options.rpc_limits).await {
+                match self.inspector.host_rpc(&bytes, self.options.rpc_limits).await {
                     Err(refusal) => {
                         execution = refusal.execution;
                         plain(refusal.status)
                     }
                     Ok(outcome) => {
-                        let answer = rpc::interpret(operation.name(), &outcome, config.mode);
+                        let answer = rpc::interpret(request.operation(), &outcome, config.mode);
                         execution = Some(outcome.execution);
                         answer
                     }
                 }
             }
         };
-        let (action, mut plan_id) = match &operation {
-            Operation::Plan { action, .. } => (Some(action.as_str()), None),
-            Operation::Execute { plan_id } => (None, Some(plan_id.as_str().to_owned())),
-            Operation::Inventory => (None, None),
-        };
-        if plan_id.is_none() {
-            plan_id = answer.plan_id.clone();
-        }
+        let action = action.map(Action::as_str);
+        let plan_id = plan_id.or(answer.plan_id).map(String::from);
         let exit_code = execution.as_ref().and_then(|e| e.exit_code);
         let execution_status = execution.as_ref().map(|e| e.execution_status);
         let mut map = self.base(&request_id);
         map.insert("tool".into(), json!(tool.as_str()));
-        map.insert("operation".into(), json!(operation.name()));
+        map.insert("operation".into(), json!(request.operation()));
         map.insert("action".into(), json!(action));
         map.insert("plan_id".into(), json!(plan_id));
         map.insert("status".into(), json!(answer.status));
