@@ -10,7 +10,8 @@ use std::io::Read;
 
 use crate::control::{Code, Refusal};
 
-pub use crate::wire::{MAX_REQUEST_BYTES, Reply, Request, parse_request};
+use crate::wire::{MAX_REQUEST_BYTES, parse_request};
+pub use crate::wire::{Reply, Request};
 
 /// Reads at most [`MAX_REQUEST_BYTES`] and parses exactly one request.
 pub fn read_request(input: impl Read) -> Result<Request, Refusal> {

@@ -43,7 +43,7 @@ pub struct Answer {
 
 /// The sentence every `unknown` carries: what went wrong, and that the agent
 /// must inspect before any retry.
-pub fn unknown(operation: Operation, reason: &str) -> Answer {
+fn unknown(operation: Operation, reason: &str) -> Answer {
     let next = match operation {
         Operation::Execute => {
             "the server may have acted. Do not retry: inspect the plan first (service_inventory, \
@@ -68,7 +68,7 @@ pub fn unknown(operation: Operation, reason: &str) -> Answer {
 
 /// Text from the server, made safe to hand to a model and a terminal:
 /// hidden characters dropped, at most 300 characters.
-pub fn sanitize(text: &str) -> String {
+fn sanitize(text: &str) -> String {
     crate::text::for_model(text, 300)
 }
 

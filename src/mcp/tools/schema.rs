@@ -7,17 +7,22 @@
 //! `Action`, `Status`, `Mode`, `ExecutionStatus`, `Completion`, `ToolName`),
 //! so a schema cannot fall out of step with the values.
 //!
-//! Why the output schemas are written out instead of derived with schemars:
-//! a derived schema is the same contract in a different dialect that
-//! clients see. It names nested types through `$defs`/`$ref`, writes a
-//! nullable enum as `anyOf: [{"$ref": ...}, {"type": "null"}]`, and adds
-//! `format: "int32"`/`"uint64"`. Our schemas keep to the small subset
-//! (`type`, `enum`, `properties`, `required`, `additionalProperties`,
-//! `pattern`, `minimum`, `maximum`) that simple validators in MCP clients
-//! handle, and the MCP tests refuse any other keyword. The envelope is also
-//! assembled from a `CheckResult` plus fields, not one serializable type.
-//! Instead, `outputs_describe_the_types_they_publish` below checks the
-//! written schemas against the types' derived ones where both exist.
+//! Why the output schemas are written out instead of derived with schemars
+//! (rmcp's `Tool::with_output_schema`): the derived schema of the same
+//! fields is a different document that clients see. It names nested types
+//! through `$defs`/`$ref`, writes enums as `oneOf` of `const`s and a
+//! nullable one as `anyOf` with `{"type": "null"}`, adds
+//! `format: "int32"`/`"uint64"`, and does not close objects with
+//! `additionalProperties: false` (the types are not `deny_unknown_fields`).
+//! Our schemas keep to the
+//! small subset (`type`, `enum`, `properties`, `required`,
+//! `additionalProperties`, `pattern`, `minimum`, `maximum`) that simple
+//! validators in MCP clients handle, and the MCP tests refuse any other
+//! keyword. The envelope is also assembled from a `CheckResult` plus fields,
+//! not one serializable type. Instead, `outputs_describe_the_types_they_publish`
+//! below checks the written schemas against the types' derived ones.
+//! Input schemas stay written by hand for the same reason, and because
+//! `validate` refuses with sentences a derived parser would not give.
 
 use std::sync::Arc;
 
