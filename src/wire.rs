@@ -126,7 +126,13 @@ pub fn parse_request(bytes: &[u8]) -> Result<Request, Refusal> {
     })
 }
 
-/// The one reply the helper prints.
+/// The one reply the helper prints, and what the workstation parses.
+///
+/// A `rejected` reply counts only with a code of this build's [`Code`]
+/// table. Before this type existed the workstation accepted any
+/// well-formed code (`^[a-z][a-z0-9_]{0,63}$`); now a code it does not know
+/// (only possible from a newer helper) makes the reply `unknown`, which
+/// errs on the side of inspecting first. Both ends ship as one binary.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum Reply {

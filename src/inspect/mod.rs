@@ -29,19 +29,9 @@ use transport::{Limits, LocalTransport, RemoteCommand, SshTransport, Transport};
 
 /// The closed set of read-only checks. One name table (strum) for
 /// `as_str`; serde's names are tested to be the same.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    schemars::JsonSchema,
-    strum::IntoStaticStr,
-    strum::VariantArray,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::IntoStaticStr, strum::VariantArray)]
 #[strum(serialize_all = "snake_case")]
 pub enum Check {
     Identity,
@@ -61,19 +51,9 @@ impl Check {
 /// Every status a result can carry. One set for all tools, so an agent
 /// learns each word once. One name table (strum) for `as_str` and the
 /// published list; serde's names are tested to be the same.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    schemars::JsonSchema,
-    strum::IntoStaticStr,
-    strum::VariantArray,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::IntoStaticStr, strum::VariantArray)]
 #[strum(serialize_all = "snake_case")]
 pub enum Status {
     /// The check ran and the target is healthy.

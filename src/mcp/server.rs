@@ -25,6 +25,7 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Map, Value, json};
+use strum::VariantArray as _;
 
 use crate::control::plan::{Action, PlanId};
 use crate::control::{Code, Refusal};
@@ -368,10 +369,13 @@ impl ServerHandler for VolceLab {
                 execution_status: None,
             };
             self.audit(None, &outcome, started);
+            let names: Vec<&str> = ToolName::VARIANTS.iter().map(|t| t.as_str()).collect();
+            let (last, rest) = names.split_last().expect("four tools");
             return Err(McpError::invalid_params(
                 format!(
-                    "unknown tool {}; the tools are cloud_check, service_inventory, service_plan and service_execute",
-                    tools::shown(&request.name)
+                    "unknown tool {}; the tools are {} and {last}",
+                    tools::shown(&request.name),
+                    rest.join(", ")
                 ),
                 None,
             ));
