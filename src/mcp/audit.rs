@@ -25,6 +25,7 @@ use std::sync::Mutex;
 
 use serde::Serialize;
 
+use crate::control::plan::PlanId;
 use crate::exec::ExecutionStatus;
 
 /// One audit line. Every field is a fixed word, a number, or an id we
@@ -39,9 +40,9 @@ pub struct Record {
     pub check: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub action: Option<&'static str>,
-    /// Only ever a validated 32-hex plan id.
+    /// Only ever a validated 32-hex plan id: the type admits nothing else.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub plan_id: Option<String>,
+    pub plan_id: Option<PlanId>,
     pub status: &'static str,
     pub exit_code: Option<i32>,
     pub execution_status: Option<ExecutionStatus>,

@@ -65,7 +65,7 @@ struct Outcome {
     request_id: String,
     check: Option<Check>,
     action: Option<&'static str>,
-    plan_id: Option<String>,
+    plan_id: Option<PlanId>,
     exit_code: Option<i32>,
     execution_status: Option<ExecutionStatus>,
 }
@@ -253,7 +253,7 @@ impl VolceLab {
             }
         };
         let action = action.map(Action::as_str);
-        let plan_id = plan_id.or(answer.plan_id).map(String::from);
+        let plan_id = plan_id.or(answer.plan_id);
         let exit_code = execution.as_ref().and_then(|e| e.exit_code);
         let execution_status = execution.as_ref().map(|e| e.execution_status);
         let mut map = self.base(&request_id);
@@ -307,7 +307,7 @@ impl VolceLab {
         let (check, action, plan_id) = match tools::validate(tool, arguments) {
             Ok(Call::Check(check)) => (Some(check), None, None),
             Ok(Call::Plan { action, .. }) => (None, Some(action.as_str()), None),
-            Ok(Call::Execute { plan_id }) => (None, None, Some(plan_id.as_str().to_owned())),
+            Ok(Call::Execute { plan_id }) => (None, None, Some(plan_id)),
             _ => (None, None, None),
         };
         let outcome = Outcome {

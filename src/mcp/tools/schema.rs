@@ -285,6 +285,16 @@ mod tests {
         agree(Completion::VARIANTS, Completion::as_str);
         agree(&Action::ALL, Action::as_str);
         assert_eq!(Check::ALL, Check::VARIANTS);
+        for status in Status::VARIANTS {
+            assert_eq!(serde_json::from_value::<Status>(json!(status.as_str())).unwrap(), *status);
+        }
+        // Every status the enum's own derived schema names is a variant's name.
+        let schema = serde_json::to_value(schemars::schema_for!(Status)).unwrap().to_string();
+        let named: Vec<&str> =
+            schema.split('"').filter(|word| serde_json::from_value::<Status>(json!(word)).is_ok()).collect();
+        for status in Status::VARIANTS {
+            assert!(named.contains(&status.as_str()), "{} missing from the schema", status.as_str());
+        }
     }
 
     #[test]
