@@ -11,8 +11,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// Where the checks run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, strum::IntoStaticStr, strum::VariantArray)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Mode {
     /// Simulated answers; no process is started and no network is used.
     Demo,
@@ -24,11 +25,7 @@ pub enum Mode {
 
 impl Mode {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::Demo => "demo",
-            Mode::Local => "local",
-            Mode::Ssh => "ssh",
-        }
+        self.into()
     }
 }
 

@@ -23,9 +23,12 @@ use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
 
-/// How a run ended, as one closed set.
+/// How a run ended, as one closed set. Named by serde and, for the
+/// published schema's list, by strum; a test holds the two equal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::IntoStaticStr, strum::VariantArray)]
+#[strum(serialize_all = "snake_case")]
 pub enum ExecutionStatus {
     Ok,
     NonzeroExit,
@@ -36,18 +39,33 @@ pub enum ExecutionStatus {
     /// ssh exited 255: either ssh itself failed or the remote command exited
     /// 255. Nothing tells the two apart, so it is its own ambiguous status.
     #[serde(rename = "ssh_or_remote_255")]
+    #[strum(serialize = "ssh_or_remote_255")]
     SshOrRemote255,
 }
 
-/// Whether we know how the process ended.
+impl ExecutionStatus {
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
+
+/// Whether we know how the process ended. Named like [`ExecutionStatus`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::IntoStaticStr, strum::VariantArray)]
+#[strum(serialize_all = "snake_case")]
 pub enum Completion {
     /// We reaped an exit we understand (or the program never started).
     Confirmed,
     /// We killed it, or the far side's outcome cannot be known. Never retry
     /// such a run blindly: inspect the target first.
     Unconfirmed,
+}
+
+impl Completion {
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
 }
 
 /// What kind of process this is, which changes what an exit can prove.

@@ -22,6 +22,8 @@
 //! src/nginx.rs    gateway config rendering from validated values only
 //! src/text.rs     shared small helpers: hex, RFC 3339, escaping for a
 //!                 terminal or a model
+//! src/wire.rs     the host RPC contract both ends share: request and reply
+//!                 types, the request parser, the 16 KiB limit (pure)
 //! ```
 #![forbid(unsafe_code)]
 
@@ -38,3 +40,4 @@ pub mod mcp;
 pub mod nginx;
 pub mod store;
 pub mod text;
+pub mod wire;

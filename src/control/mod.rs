@@ -13,12 +13,17 @@ pub mod validate;
 
 use std::fmt;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-/// Every stable refusal code the host helper can answer with. The wire
-/// carries [`Code::as_str`]; the MCP side passes it to the agent as is, so a
-/// variant's string never changes once shipped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// Every stable refusal code, of the host helper and of the MCP server's
+/// own argument checks. The wire carries [`Code::as_str`]; the MCP side
+/// passes it to the agent as is, so a variant's string never changes once
+/// shipped (the golden test below holds every one). The strum derive is the
+/// one name table: `as_str`, `FromStr` and serde all read it.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, strum::IntoStaticStr, strum::EnumString, strum::VariantArray,
+)]
+#[strum(serialize_all = "snake_case")]
 pub enum Code {
     // Request shape (host rpc).
     InvalidRequest,
@@ -75,59 +80,21 @@ pub enum Code {
     StateUnavailable,
     EngineUnavailable,
     InvalidCaller,
+    // Tool arguments the MCP server refused before anything ran (status
+    // `invalid_arguments`); the host helper never answers these.
+    UnexpectedField,
+    MissingField,
+    WrongType,
+    NotAllowed,
+    TooLarge,
+    /// The code of a `needs_inspection` answer: an execute reached Docker
+    /// and failed or is uncertain. Not a refusal: something may have changed.
+    NeedsInspection,
 }
 
 impl Code {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Code::InvalidRequest => "invalid_request",
-            Code::RequestTooLarge => "request_too_large",
-            Code::UnknownAction => "unknown_action",
-            Code::InvalidParameters => "invalid_parameters",
-            Code::InvalidAppName => "invalid_app_name",
-            Code::ImageNotInCatalog => "image_not_in_catalog",
-            Code::InvalidPort => "invalid_port",
-            Code::PortOutOfRange => "port_out_of_range",
-            Code::PortInUse => "port_in_use",
-            Code::PortPublished => "port_published",
-            Code::PortReserved => "port_reserved",
-            Code::InvalidServerName => "invalid_server_name",
-            Code::AppExists => "app_exists",
-            Code::AppQuotaReached => "app_quota_reached",
-            Code::InsufficientCapacity => "insufficient_capacity",
-            Code::AppNotFound => "app_not_found",
-            Code::AppNotRunning => "app_not_running",
-            Code::ContainerSetChanged => "container_set_changed",
-            Code::InvalidImageId => "invalid_image_id",
-            Code::ImageNotFound => "image_not_found",
-            Code::ImageInUse => "image_in_use",
-            Code::ImageNotManaged => "image_not_managed",
-            Code::InspectionRequired => "inspection_required",
-            Code::InvalidPlanId => "invalid_plan_id",
-            Code::PlanNotFound => "plan_not_found",
-            Code::PlanExpired => "plan_expired",
-            Code::PlanConsumed => "plan_consumed",
-            Code::PlanInvalidated => "plan_invalidated",
-            Code::PlanExecuting => "plan_executing",
-            Code::PlanCorrupt => "plan_corrupt",
-            Code::PolicyChanged => "policy_changed",
-            Code::SnapshotChanged => "snapshot_changed",
-            Code::ApprovalRequired => "approval_required",
-            Code::InvalidDigest => "invalid_digest",
-            Code::DigestMismatch => "digest_mismatch",
-            Code::ApprovalNotRequired => "approval_not_required",
-            Code::AlreadyApproved => "already_approved",
-            Code::NotAnApprover => "not_an_approver",
-            Code::SelfApproval => "self_approval",
-            Code::NotAwaitingInspection => "not_awaiting_inspection",
-            Code::NginxRejected => "nginx_rejected",
-            Code::NotRoot => "not_root",
-            Code::UnsafePath => "unsafe_path",
-            Code::PolicyInvalid => "policy_invalid",
-            Code::StateUnavailable => "state_unavailable",
-            Code::EngineUnavailable => "engine_unavailable",
-            Code::InvalidCaller => "invalid_caller",
-        }
+        self.into()
     }
 }
 
@@ -143,11 +110,20 @@ impl Serialize for Code {
     }
 }
 
+/// Only the names of the table: a code this build does not know is an error.
+impl<'de> Deserialize<'de> for Code {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Code, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+        text.parse().map_err(|_| serde::de::Error::custom(format_args!("unknown refusal code {text:?}")))
+    }
+}
+
 /// A request refused before anything changed: a stable code and one
 /// sentence for the person (or agent) who reads it. The sentence is ours:
 /// it never quotes docker output, and quotes agent text only after
-/// validation made it harmless (an app name, a port).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// validation made it harmless (an app name, a port, or a name escaped and
+/// capped by `crate::text::quoted`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
 #[error("{message}")]
 pub struct Refusal {
     pub code: Code,
@@ -236,16 +212,86 @@ mod tests {
     #[test]
     fn codes_are_snake_case_and_unique() {
         use std::collections::HashSet;
-        let all = [
-            Code::InvalidRequest,
-            Code::PlanExpired,
-            Code::PlanConsumed,
-            Code::PlanNotFound,
-            Code::DigestMismatch,
-            Code::InspectionRequired,
+        use strum::VariantArray as _;
+        let strings: HashSet<_> = Code::VARIANTS.iter().map(|c| c.as_str()).collect();
+        assert_eq!(strings.len(), Code::VARIANTS.len());
+        for code in strings {
+            assert!(code.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'), "{code}");
+            assert!(code.len() <= 64 && code.as_bytes()[0].is_ascii_lowercase(), "{code}");
+        }
+    }
+
+    /// The shipped strings, byte for byte: a rename of a variant must not
+    /// change what the wire carries.
+    #[test]
+    fn code_strings_never_change() {
+        use strum::VariantArray as _;
+        const SHIPPED: [&str; 53] = [
+            "invalid_request",
+            "request_too_large",
+            "unknown_action",
+            "invalid_parameters",
+            "invalid_app_name",
+            "image_not_in_catalog",
+            "invalid_port",
+            "port_out_of_range",
+            "port_in_use",
+            "port_published",
+            "port_reserved",
+            "invalid_server_name",
+            "app_exists",
+            "app_quota_reached",
+            "insufficient_capacity",
+            "app_not_found",
+            "app_not_running",
+            "container_set_changed",
+            "invalid_image_id",
+            "image_not_found",
+            "image_in_use",
+            "image_not_managed",
+            "inspection_required",
+            "invalid_plan_id",
+            "plan_not_found",
+            "plan_expired",
+            "plan_consumed",
+            "plan_invalidated",
+            "plan_executing",
+            "plan_corrupt",
+            "policy_changed",
+            "snapshot_changed",
+            "approval_required",
+            "invalid_digest",
+            "digest_mismatch",
+            "approval_not_required",
+            "already_approved",
+            "not_an_approver",
+            "self_approval",
+            "not_awaiting_inspection",
+            "nginx_rejected",
+            "not_root",
+            "unsafe_path",
+            "policy_invalid",
+            "state_unavailable",
+            "engine_unavailable",
+            "invalid_caller",
+            "unexpected_field",
+            "missing_field",
+            "wrong_type",
+            "not_allowed",
+            "too_large",
+            "needs_inspection",
         ];
-        let strings: HashSet<_> = all.iter().map(|c| c.as_str()).collect();
-        assert_eq!(strings.len(), all.len());
-        assert!(strings.iter().all(|s| s.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')));
+        let strings: Vec<&str> = Code::VARIANTS.iter().map(|c| c.as_str()).collect();
+        assert_eq!(strings, SHIPPED);
+        for code in Code::VARIANTS {
+            // serde, FromStr and Display all say the same as as_str.
+            let json = serde_json::to_value(code).unwrap();
+            assert_eq!(json, code.as_str());
+            assert_eq!(serde_json::from_value::<Code>(json).unwrap(), *code);
+            assert_eq!(code.as_str().parse::<Code>().unwrap(), *code);
+            assert_eq!(code.to_string(), code.as_str());
+        }
+        assert!(serde_json::from_value::<Code>(serde_json::json!("Plan_Expired")).is_err());
+        assert!(serde_json::from_value::<Code>(serde_json::json!("no_such_code")).is_err());
     }
 }

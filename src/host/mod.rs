@@ -113,7 +113,7 @@ pub fn rpc<E: Engine, C: Clock, L: Liveness>(
             match controller.execute(&id, caller) {
                 Ok(Executed::Completed(result)) => Ok(result),
                 Ok(Executed::NeedsInspection { plan_id, message }) => {
-                    return Reply::NeedsInspection { plan_id: plan_id.to_string(), message };
+                    return Reply::needs_inspection(plan_id, message);
                 }
                 Ok(Executed::Failed { refusal, .. }) => Err(refusal),
                 Err(refusal) => Err(refusal),

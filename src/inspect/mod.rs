@@ -27,9 +27,12 @@ use crate::exec::{self, CHECK_OUTPUT_LIMIT, Execution, ExecutionStatus, Outcome}
 use ssh_mux::MultiplexedSsh;
 use transport::{Limits, LocalTransport, RemoteCommand, SshTransport, Transport};
 
-/// The closed set of read-only checks.
+/// The closed set of read-only checks. One name table (strum) for
+/// `as_str`; serde's names are tested to be the same.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::IntoStaticStr, strum::VariantArray)]
+#[strum(serialize_all = "snake_case")]
 pub enum Check {
     Identity,
     Disk,
@@ -37,20 +40,21 @@ pub enum Check {
 }
 
 impl Check {
+    /// Every check, in the order they are run and listed (tested to be
+    /// the declaration order, `VariantArray::VARIANTS`).
     pub const ALL: [Check; 3] = [Check::Identity, Check::Disk, Check::WebStatus];
     pub fn as_str(self) -> &'static str {
-        match self {
-            Check::Identity => "identity",
-            Check::Disk => "disk",
-            Check::WebStatus => "web_status",
-        }
+        self.into()
     }
 }
 
 /// Every status a result can carry. One set for all tools, so an agent
-/// learns each word once.
+/// learns each word once. One name table (strum) for `as_str` and the
+/// published list; serde's names are tested to be the same.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::IntoStaticStr, strum::VariantArray)]
+#[strum(serialize_all = "snake_case")]
 pub enum Status {
     /// The check ran and the target is healthy.
     Ok,
@@ -87,24 +91,7 @@ pub enum Status {
 
 impl Status {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Ok => "ok",
-            Status::IdentityRequired => "identity_required",
-            Status::IdentityMismatch => "identity_mismatch",
-            Status::ConnectionFailed => "connection_failed",
-            Status::CheckFailed => "check_failed",
-            Status::HelperUnavailable => "helper_unavailable",
-            Status::Timeout => "timeout",
-            Status::OutputLimit => "output_limit",
-            Status::SshUnavailable => "ssh_unavailable",
-            Status::ExecutionFailed => "execution_failed",
-            Status::DemoOnly => "demo_only",
-            Status::ManagementDisabled => "management_disabled",
-            Status::Rejected => "rejected",
-            Status::Unknown => "unknown",
-            Status::NeedsInspection => "needs_inspection",
-            Status::InvalidArguments => "invalid_arguments",
-        }
+        self.into()
     }
 }
 

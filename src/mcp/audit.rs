@@ -9,8 +9,13 @@
 //!   output, stderr or messages. [`Record`] has no field that could carry them;
 //! - the directory is created 0700 and the file 0600 (and tightened if they
 //!   were looser); a symlink in place of the file is refused;
-//! - a failure to write is reported on stderr and never stops the server
-//!   (the server-side audit in the host helper is the authoritative one).
+//! - a failure to write is reported on stderr and never stops the server:
+//!   this log is best effort. It is also the only record of most calls. The
+//!   host helper's SQLite audit has a row only when a plan changes state
+//!   (prepared, approved, claimed, completed, failed, invalidated, ...); a
+//!   check, an inventory, a request the helper refused without touching a
+//!   plan, and every call refused here (arguments, demo mode, identity,
+//!   management off) leave no row on the server.
 
 use std::fs::{DirBuilder, File, OpenOptions, Permissions};
 use std::io::Write as _;
@@ -20,6 +25,7 @@ use std::sync::Mutex;
 
 use serde::Serialize;
 
+use crate::control::plan::PlanId;
 use crate::exec::ExecutionStatus;
 
 /// One audit line. Every field is a fixed word, a number, or an id we
@@ -34,9 +40,9 @@ pub struct Record {
     pub check: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub action: Option<&'static str>,
-    /// Only ever a validated 32-hex plan id.
+    /// Only ever a validated 32-hex plan id: the type admits nothing else.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub plan_id: Option<String>,
+    pub plan_id: Option<PlanId>,
     pub status: &'static str,
     pub exit_code: Option<i32>,
     pub execution_status: Option<ExecutionStatus>,
@@ -73,10 +79,6 @@ impl Audit {
     /// No local audit log.
     pub fn disabled() -> Audit {
         Audit { path: None, file: Mutex::new(None) }
-    }
-
-    pub fn path(&self) -> Option<&Path> {
-        self.path.as_deref()
     }
 
     /// Appends one line; reports a failure on stderr and carries on.

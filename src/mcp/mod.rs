@@ -7,8 +7,9 @@
 //! a client's spawn-to-initialize stays in the low milliseconds.
 //!
 //! ```text
-//! tools.rs   the four tools: schemas, annotations, strict argument validation (pure)
-//! rpc.rs     host RPC client side: request bytes, reply -> status (pure)
+//! tools/     the four tools: names, annotations, schemas, strict argument
+//!            validation (pure)
+//! rpc.rs     host RPC client side: crate::wire reply -> status for the agent (pure)
 //! audit.rs   the local audit line of every call (0700 dir, 0600 file)
 //! server.rs  the rmcp ServerHandler tying them to the Inspector
 //! ```

@@ -1,87 +1,58 @@
-//! The client side of the host RPC (wire contract v1): builds the one JSON
-//! request the host helper reads on stdin and turns its reply into a status.
-//! Pure: the process itself runs through `Inspector::host_rpc`. Runs
-//! unprivileged on the workstation.
+//! The workstation's end of the host RPC: sends a [`Request`] and turns
+//! the helper's reply into a status for the agent. The contract itself is
+//! `crate::wire`, shared with the helper. Pure: the process runs through
+//! `Inspector::host_rpc`. Runs unprivileged on the workstation.
 //!
 //! Invariants enforced here:
-//! - the request is serialized by serde_json from validated values only, and
+//! - the request is a `wire::Request` built from validated values only, and
 //!   travels on stdin as bytes; nothing is ever spliced into a command line;
-//! - only a reply that matches the contract exactly counts: exit 0 with
-//!   `{"status":"ok","operation":<ours>,"result":{...}}` is `ok`, exit 1 with
-//!   `rejected` (and a stable code) or `needs_inspection` passes through, and
-//!   anything else (timeout, overflow, unparsable, other exit, a killed
-//!   client) is `unknown`, which tells the agent to inspect before any retry;
+//! - only a reply that parses as a `wire::Reply` and fits the exit status
+//!   counts: exit 0 with `ok`, naming our operation and carrying an object
+//!   result, is `ok`; exit 1 with `rejected` (with one of our codes) or
+//!   `needs_inspection` passes through; anything else (timeout, overflow,
+//!   unparsable, other exit, a killed client) is `unknown`, which tells the
+//!   agent to inspect before any retry;
 //! - nothing is retried here or anywhere else.
 
 use std::time::Duration;
 
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 
 use crate::config::Mode;
+use crate::control::Code;
+use crate::control::plan::PlanId;
 use crate::exec::{ExecutionStatus, Outcome};
 use crate::inspect::Status;
 use crate::inspect::transport::Limits;
-
-use super::tools::{Action, PlanId};
-
-/// The host helper reads at most this many request bytes.
-pub const MAX_REQUEST_BYTES: usize = 16 * 1024;
+use crate::wire::{NotAReply, Operation, Reply};
 
 /// How much reply we read and how long we wait for it. Pulling an image can
 /// take minutes, hence the long wait.
 pub const RPC_LIMITS: Limits = Limits { output: 128 * 1024, timeout: Duration::from_secs(240) };
 
-/// One management operation, as the helper names it.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Operation {
-    Inventory,
-    Plan { action: Action, parameters: Map<String, Value> },
-    Execute { plan_id: PlanId },
-}
-
-impl Operation {
-    pub fn name(&self) -> &'static str {
-        match self {
-            Operation::Inventory => "inventory",
-            Operation::Plan { .. } => "plan",
-            Operation::Execute { .. } => "execute",
-        }
-    }
-
-    /// The request bytes: one compact JSON object.
-    pub fn request(&self) -> Vec<u8> {
-        let value = match self {
-            Operation::Inventory => json!({"operation": "inventory"}),
-            Operation::Plan { action, parameters } => {
-                json!({"operation": "plan", "action": action.as_str(), "parameters": parameters})
-            }
-            Operation::Execute { plan_id } => json!({"operation": "execute", "plan_id": plan_id.as_str()}),
-        };
-        serde_json::to_vec(&value).unwrap_or_default()
-    }
-}
-
 /// What a reply means for the agent.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Answer {
     pub status: Status,
-    pub code: Option<String>,
+    pub code: Option<Code>,
     pub message: String,
     pub result: Option<Value>,
     /// A plan id the helper named (a new plan, or the plan to inspect).
-    pub plan_id: Option<String>,
+    pub plan_id: Option<PlanId>,
 }
 
 /// The sentence every `unknown` carries: what went wrong, and that the agent
 /// must inspect before any retry.
-pub fn unknown(operation: &str, reason: &str) -> Answer {
+fn unknown(operation: Operation, reason: &str) -> Answer {
     let next = match operation {
-        "execute" => {
+        Operation::Execute => {
             "the server may have acted. Do not retry: inspect the plan first (service_inventory, \
                       and ask the operator to run `volce-lab-host show <plan_id>` on the server)."
         }
-        "plan" => "a plan may have been recorded. Do not retry blindly: inspect first (service_inventory).",
-        _ => {
+        Operation::Plan => {
+            "a plan may have been recorded. Do not retry blindly: inspect first (service_inventory)."
+        }
+        Operation::Inventory | Operation::GatewayStatus => {
             "nothing is known about the server from this call. Do not retry blindly: inspect first \
               (cloud_check web_status, or ask the operator)."
         }
@@ -95,90 +66,72 @@ pub fn unknown(operation: &str, reason: &str) -> Answer {
     }
 }
 
-/// A stable machine code: `^[a-z][a-z0-9_]{0,63}$`.
-fn is_code(text: &str) -> bool {
-    let bytes = text.as_bytes();
-    !bytes.is_empty()
-        && bytes.len() <= 64
-        && bytes[0].is_ascii_lowercase()
-        && bytes.iter().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'_')
-}
-
 /// Text from the server, made safe to hand to a model and a terminal:
 /// hidden characters dropped, at most 300 characters.
-pub fn sanitize(text: &str) -> String {
+fn sanitize(text: &str) -> String {
     crate::text::for_model(text, 300)
 }
 
-fn plan_id_of(value: Option<&Value>) -> Option<String> {
-    value.and_then(Value::as_str).and_then(PlanId::parse).map(|id| id.as_str().to_owned())
+fn plan_id_of(value: Option<&Value>) -> Option<PlanId> {
+    value.and_then(Value::as_str).and_then(|text| PlanId::parse(text).ok())
 }
 
 /// Maps the helper's process outcome to an answer, by the wire contract.
-pub fn interpret(operation: &str, outcome: &Outcome, mode: Mode) -> Answer {
+pub fn interpret(operation: Operation, outcome: &Outcome, mode: Mode) -> Answer {
     let execution = &outcome.execution;
-    let reply = || -> Option<Map<String, Value>> {
-        // One object on one line: trailing whitespace is the only slack.
-        match serde_json::from_slice::<Value>(outcome.stdout.trim_ascii_end()) {
-            Ok(Value::Object(map)) => Some(map),
-            _ => None,
-        }
-    };
+    let reply = Reply::parse(&outcome.stdout);
     match execution.execution_status {
-        ExecutionStatus::Ok => {
-            let Some(mut map) = reply() else {
-                return unknown(operation, "the host helper's reply is not one JSON object");
-            };
-            let matches = map.get("status").and_then(Value::as_str) == Some("ok")
-                && map.get("operation").and_then(Value::as_str) == Some(operation)
-                && map.get("result").is_some_and(Value::is_object);
-            if !matches {
-                return unknown(operation, "the host helper's reply does not follow the contract");
+        ExecutionStatus::Ok => match reply {
+            Ok(Reply::Ok { operation: named, result }) if named == operation && result.is_object() => {
+                let plan_id = plan_id_of(result.get("plan_id").or_else(|| result.get("id")));
+                let message = match operation {
+                    Operation::Plan => {
+                        "The plan is stored; nothing changed yet. Check requires_approval: stop and \
+                         remove_image need an operator's approval on the server before service_execute."
+                    }
+                    Operation::Execute => "The helper reports the plan executed; see result.",
+                    Operation::Inventory | Operation::GatewayStatus => "The helper answered; see result.",
+                };
+                Answer {
+                    status: Status::Ok,
+                    code: None,
+                    message: message.to_owned(),
+                    result: Some(result),
+                    plan_id,
+                }
             }
-            let result = map.remove("result");
-            let plan_id = result.as_ref().and_then(|r| plan_id_of(r.get("plan_id").or_else(|| r.get("id"))));
-            let message = match operation {
-                "plan" => "The plan is stored; nothing changed yet. Check requires_approval: stop and \
-                           remove_image need an operator's approval on the server before service_execute."
-                    .to_owned(),
-                "execute" => "The helper reports the plan executed; see result.".to_owned(),
-                _ => "The helper answered; see result.".to_owned(),
-            };
-            Answer { status: Status::Ok, code: None, message, result, plan_id }
-        }
-        ExecutionStatus::NonzeroExit if execution.exit_code == Some(1) => {
-            let Some(map) = reply() else {
-                return unknown(
-                    operation,
-                    "the host helper exited 1 without a valid reply; sudo may have refused",
-                );
-            };
-            let text = |key: &str| map.get(key).and_then(Value::as_str);
-            match (text("status"), text("code"), text("message")) {
-                (Some("rejected"), Some(code), Some(message)) if is_code(code) => Answer {
-                    status: Status::Rejected,
-                    code: Some(code.to_owned()),
-                    message: format!(
-                        "The host helper refused the request; nothing changed: {}",
-                        sanitize(message)
-                    ),
-                    result: None,
-                    plan_id: None,
-                },
-                (Some("needs_inspection"), Some("needs_inspection"), Some(message)) => Answer {
-                    status: Status::NeedsInspection,
-                    code: Some("needs_inspection".to_owned()),
-                    message: format!(
-                        "The change reached Docker and failed or is uncertain. Stop and ask the operator to \
-                         inspect the plan on the server; do not retry. Helper: {}",
-                        sanitize(message)
-                    ),
-                    result: None,
-                    plan_id: plan_id_of(map.get("plan_id")),
-                },
-                _ => unknown(operation, "the host helper exited 1 with a reply outside the contract"),
+            Err(NotAReply::NotOneObject) => {
+                unknown(operation, "the host helper's reply is not one JSON object")
             }
-        }
+            _ => unknown(operation, "the host helper's reply does not follow the contract"),
+        },
+        ExecutionStatus::NonzeroExit if execution.exit_code == Some(1) => match reply {
+            Ok(Reply::Rejected(refusal)) => Answer {
+                status: Status::Rejected,
+                code: Some(refusal.code),
+                message: format!(
+                    "The host helper refused the request; nothing changed: {}",
+                    sanitize(&refusal.message)
+                ),
+                result: None,
+                plan_id: None,
+            },
+            Ok(Reply::NeedsInspection { plan_id, message, .. }) => Answer {
+                status: Status::NeedsInspection,
+                code: Some(Code::NeedsInspection),
+                message: format!(
+                    "The change reached Docker and failed or is uncertain. Stop and ask the operator to \
+                     inspect the plan on the server; do not retry. Helper: {}",
+                    sanitize(&message)
+                ),
+                result: None,
+                plan_id,
+            },
+            Err(NotAReply::NotOneObject) => {
+                unknown(operation, "the host helper exited 1 without a valid reply; sudo may have refused")
+            }
+            _ => unknown(operation, "the host helper exited 1 with a reply outside the contract"),
+        },
         ExecutionStatus::NonzeroExit => {
             unknown(operation, "the host helper exited with an unexpected status")
         }
@@ -206,7 +159,11 @@ pub fn interpret(operation: &str, outcome: &Outcome, mode: Mode) -> Answer {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+    use strum::VariantArray as _;
+
     use super::*;
+    use crate::control::Refusal;
     use crate::exec::Execution;
 
     fn outcome(status: ExecutionStatus, exit: Option<i32>, stdout: &str) -> Outcome {
@@ -215,31 +172,52 @@ mod tests {
         Outcome { execution, stdout: stdout.as_bytes().to_vec(), stderr_len: 0 }
     }
 
+    /// What the helper prints, read back as the workstation reads it: with
+    /// the exit code the helper gives it, every reply means what it says.
     #[test]
-    fn requests_are_single_compact_objects() {
-        assert_eq!(Operation::Inventory.request(), br#"{"operation":"inventory"}"#);
+    fn every_reply_the_helper_prints_is_read_as_intended() {
         let id = PlanId::parse("0123456789abcdef0123456789abcdef").unwrap();
-        assert_eq!(
-            Operation::Execute { plan_id: id }.request(),
-            br#"{"operation":"execute","plan_id":"0123456789abcdef0123456789abcdef"}"#
-        );
-        let mut parameters = Map::new();
-        parameters.insert("app".into(), json!("a\"b\n$(id)"));
-        let request = Operation::Plan { action: Action::Stop, parameters }.request();
-        let back: Value = serde_json::from_slice(&request).unwrap();
-        assert_eq!(back["parameters"]["app"], "a\"b\n$(id)");
-        assert!(!request.contains(&b'\n'), "one line");
+        let exited = |reply: &Reply| {
+            let (status, exit) = match reply.exit() {
+                crate::exit::Exit::Ok => (ExecutionStatus::Ok, 0),
+                _ => (ExecutionStatus::NonzeroExit, 1),
+            };
+            outcome(status, Some(exit), &reply.to_line())
+        };
+        for operation in Operation::VARIANTS.iter().copied() {
+            let ok = Reply::Ok { operation, result: json!({"id": id.as_str(), "n": 1}) };
+            let answer = interpret(operation, &exited(&ok), Mode::Ssh);
+            assert_eq!(answer.status, Status::Ok, "{operation:?}");
+            assert_eq!(answer.result, Some(json!({"id": id.as_str(), "n": 1})));
+            assert_eq!(answer.plan_id.as_ref(), Some(&id));
+            // The same reply answers another operation's request: unknown.
+            for other in Operation::VARIANTS.iter().copied().filter(|o| *o != operation) {
+                assert_eq!(interpret(other, &exited(&ok), Mode::Ssh).status, Status::Unknown);
+            }
+            for code in Code::VARIANTS.iter().copied() {
+                let rejected = Reply::from(Refusal::new(code, "No."));
+                let answer = interpret(operation, &exited(&rejected), Mode::Ssh);
+                assert_eq!((answer.status, answer.code), (Status::Rejected, Some(code)));
+                assert!(answer.message.ends_with("nothing changed: No."), "{}", answer.message);
+            }
+            let inspect = Reply::needs_inspection(id.clone(), "Half done.".into());
+            let answer = interpret(operation, &exited(&inspect), Mode::Ssh);
+            assert_eq!((answer.status, answer.code), (Status::NeedsInspection, Some(Code::NeedsInspection)));
+            assert_eq!(answer.plan_id.as_ref(), Some(&id));
+            assert!(answer.message.ends_with("Helper: Half done."), "{}", answer.message);
+        }
     }
 
     #[test]
     #[allow(clippy::type_complexity)]
     fn the_reply_table_follows_the_contract() {
         let ok = r#"{"status":"ok","operation":"plan","result":{"id":"0123456789abcdef0123456789abcdef"}}"#;
-        let answer = interpret("plan", &outcome(ExecutionStatus::Ok, Some(0), &format!("{ok}\n")), Mode::Ssh);
+        let answer =
+            interpret(Operation::Plan, &outcome(ExecutionStatus::Ok, Some(0), &format!("{ok}\n")), Mode::Ssh);
         assert_eq!(answer.status, Status::Ok);
-        assert_eq!(answer.plan_id.as_deref(), Some("0123456789abcdef0123456789abcdef"));
+        assert_eq!(answer.plan_id.as_ref().map(PlanId::as_str), Some("0123456789abcdef0123456789abcdef"));
 
-        let table: &[(ExecutionStatus, Option<i32>, &str, Status, Option<&str>)] = &[
+        let table: &[(ExecutionStatus, Option<i32>, &str, Status, Option<Code>)] = &[
             (ExecutionStatus::Ok, Some(0), ok, Status::Unknown, None), // wrong operation (asked inventory)
             (ExecutionStatus::Ok, Some(0), "", Status::Unknown, None),
             (ExecutionStatus::Ok, Some(0), "not json", Status::Unknown, None),
@@ -247,6 +225,13 @@ mod tests {
                 ExecutionStatus::Ok,
                 Some(0),
                 r#"{"status":"ok","operation":"inventory"}"#,
+                Status::Unknown,
+                None,
+            ),
+            (
+                ExecutionStatus::Ok,
+                Some(0),
+                r#"{"status":"ok","operation":"inventory","result":[]}"#,
                 Status::Unknown,
                 None,
             ),
@@ -263,7 +248,7 @@ mod tests {
                 Some(1),
                 r#"{"status":"rejected","code":"plan_expired","message":"The plan expired."}"#,
                 Status::Rejected,
-                Some("plan_expired"),
+                Some(Code::PlanExpired),
             ),
             (
                 ExecutionStatus::NonzeroExit,
@@ -277,7 +262,14 @@ mod tests {
                 Some(1),
                 r#"{"status":"needs_inspection","code":"needs_inspection","plan_id":"0123456789abcdef0123456789abcdef","message":"m"}"#,
                 Status::NeedsInspection,
-                Some("needs_inspection"),
+                Some(Code::NeedsInspection),
+            ),
+            (
+                ExecutionStatus::NonzeroExit,
+                Some(1),
+                r#"{"status":"ok","operation":"inventory","result":{}}"#,
+                Status::Unknown,
+                None,
             ),
             (ExecutionStatus::NonzeroExit, Some(1), "", Status::Unknown, None),
             (
@@ -294,9 +286,10 @@ mod tests {
             (ExecutionStatus::LaunchFailed, None, "", Status::SshUnavailable, None),
         ];
         for (execution_status, exit, stdout, status, code) in table {
-            let answer = interpret("inventory", &outcome(*execution_status, *exit, stdout), Mode::Ssh);
+            let answer =
+                interpret(Operation::Inventory, &outcome(*execution_status, *exit, stdout), Mode::Ssh);
             assert_eq!(answer.status, *status, "{execution_status:?} {exit:?} {stdout}");
-            assert_eq!(answer.code.as_deref(), *code, "{stdout}");
+            assert_eq!(answer.code, *code, "{stdout}");
             if *status == Status::Unknown {
                 assert!(
                     answer.message.contains("Do not retry") && answer.message.contains("inspect"),
@@ -308,9 +301,24 @@ mod tests {
     }
 
     #[test]
+    fn unknown_says_why() {
+        let read = |stdout: &str, exit: i32| {
+            let status = if exit == 0 { ExecutionStatus::Ok } else { ExecutionStatus::NonzeroExit };
+            interpret(Operation::Execute, &outcome(status, Some(exit), stdout), Mode::Ssh).message
+        };
+        assert!(read("", 0).contains("not one JSON object"));
+        assert!(read("{}", 0).contains("does not follow the contract"));
+        assert!(read("", 1).contains("without a valid reply; sudo may have refused"));
+        assert!(read("{}", 1).contains("outside the contract"));
+        assert!(read("{}", 1).contains("the server may have acted"));
+    }
+
+    #[test]
     fn helper_messages_are_sanitized() {
-        let reply = "{\"status\":\"rejected\",\"code\":\"bad\",\"message\":\"a\\u001b[2J\\u202eb\\nc\"}";
-        let answer = interpret("plan", &outcome(ExecutionStatus::NonzeroExit, Some(1), reply), Mode::Local);
+        let reply =
+            "{\"status\":\"rejected\",\"code\":\"app_not_found\",\"message\":\"a\\u001b[2J\\u202eb\\nc\"}";
+        let answer =
+            interpret(Operation::Plan, &outcome(ExecutionStatus::NonzeroExit, Some(1), reply), Mode::Local);
         assert_eq!(answer.status, Status::Rejected);
         assert!(answer.message.ends_with("a[2Jbc"), "{}", answer.message);
     }

@@ -25,14 +25,18 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Map, Value, json};
+use strum::VariantArray as _;
 
+use crate::control::plan::{Action, PlanId};
+use crate::control::{Code, Refusal};
 use crate::exec::ExecutionStatus;
 use crate::inspect::transport::Limits;
 use crate::inspect::{Check, Inspector, Status, request_id, timestamp};
+use crate::wire::{self, Request};
 
 use super::audit::{Audit, Record};
-use super::rpc::{self, Answer, Operation};
-use super::tools::{self, Call, Refusal, ToolName};
+use super::rpc::{self, Answer};
+use super::tools::{self, Call, ToolName};
 
 /// What the server needs besides the inspector. Tests shorten the limits.
 pub struct Options {
@@ -61,7 +65,7 @@ struct Outcome {
     request_id: String,
     check: Option<Check>,
     action: Option<&'static str>,
-    plan_id: Option<String>,
+    plan_id: Option<PlanId>,
     exit_code: Option<i32>,
     execution_status: Option<ExecutionStatus>,
 }
@@ -134,12 +138,14 @@ impl VolceLab {
         match tools::validate(tool, arguments) {
             Err(refusal) => self.refused(tool, refusal, request_id),
             Ok(Call::Check(check)) => self.check(check).await,
-            Ok(Call::Inventory) => self.manage(tool, Operation::Inventory, request_id).await,
+            Ok(Call::Inventory) => self.manage(tool, Request::Inventory {}, None, None, request_id).await,
             Ok(Call::Plan { action, parameters }) => {
-                self.manage(tool, Operation::Plan { action, parameters }, request_id).await
+                let request = Request::plan(action, parameters);
+                self.manage(tool, request, Some(action), None, request_id).await
             }
             Ok(Call::Execute { plan_id }) => {
-                self.manage(tool, Operation::Execute { plan_id }, request_id).await
+                let request = Request::execute(&plan_id);
+                self.manage(tool, request, None, Some(plan_id), request_id).await
             }
         }
     }
@@ -151,18 +157,13 @@ impl VolceLab {
         map.insert("message".into(), json!(refusal.message));
         map.insert("exit_code".into(), Value::Null);
         map.insert("execution".into(), Value::Null);
-        match tool {
-            ToolName::CloudCheck => {
+        match tool.operation() {
+            None => {
                 map.insert("check".into(), Value::Null);
                 map.insert("output".into(), json!(""));
             }
-            _ => {
+            Some(operation) => {
                 map.insert("tool".into(), json!(tool.as_str()));
-                let operation = match tool {
-                    ToolName::ServicePlan => "plan",
-                    ToolName::ServiceExecute => "execute",
-                    _ => "inventory",
-                };
                 map.insert("operation".into(), json!(operation));
                 map.insert("action".into(), Value::Null);
                 map.insert("plan_id".into(), Value::Null);
@@ -200,7 +201,16 @@ impl VolceLab {
         }
     }
 
-    async fn manage(&self, tool: ToolName, operation: Operation, request_id: String) -> Outcome {
+    /// Runs one host RPC. `action` and `plan_id` are the validated values
+    /// `request` was built from, for the result and the audit line.
+    async fn manage(
+        &self,
+        tool: ToolName,
+        request: Request,
+        action: Option<Action>,
+        plan_id: Option<PlanId>,
+        request_id: String,
+    ) -> Outcome {
         let config = self.inspector.config();
         let plain = |status: Status| Answer {
             status,
@@ -217,44 +227,38 @@ impl VolceLab {
         } else if !config.management {
             plain(Status::ManagementDisabled)
         } else {
-            let request = operation.request();
-            if request.len() > rpc::MAX_REQUEST_BYTES {
+            let bytes = request.to_bytes();
+            if bytes.len() > wire::MAX_REQUEST_BYTES {
                 // Unreachable with the argument limit; kept as the last guard.
                 Answer {
                     status: Status::InvalidArguments,
-                    code: Some("too_large".into()),
+                    code: Some(Code::TooLarge),
                     message: "The request would exceed the helper's 16 KiB limit; nothing was run.".into(),
                     result: None,
                     plan_id: None,
                 }
             } else {
                 // Identity is verified again inside host_rpc, under the same lock as the run.
-                match self.inspector.host_rpc(&request, self.options.rpc_limits).await {
+                match self.inspector.host_rpc(&bytes, self.options.rpc_limits).await {
                     Err(refusal) => {
                         execution = refusal.execution;
                         plain(refusal.status)
                     }
                     Ok(outcome) => {
-                        let answer = rpc::interpret(operation.name(), &outcome, config.mode);
+                        let answer = rpc::interpret(request.operation(), &outcome, config.mode);
                         execution = Some(outcome.execution);
                         answer
                     }
                 }
             }
         };
-        let (action, mut plan_id) = match &operation {
-            Operation::Plan { action, .. } => (Some(action.as_str()), None),
-            Operation::Execute { plan_id } => (None, Some(plan_id.as_str().to_owned())),
-            Operation::Inventory => (None, None),
-        };
-        if plan_id.is_none() {
-            plan_id = answer.plan_id.clone();
-        }
+        let action = action.map(Action::as_str);
+        let plan_id = plan_id.or(answer.plan_id);
         let exit_code = execution.as_ref().and_then(|e| e.exit_code);
         let execution_status = execution.as_ref().map(|e| e.execution_status);
         let mut map = self.base(&request_id);
         map.insert("tool".into(), json!(tool.as_str()));
-        map.insert("operation".into(), json!(operation.name()));
+        map.insert("operation".into(), json!(request.operation()));
         map.insert("action".into(), json!(action));
         map.insert("plan_id".into(), json!(plan_id));
         map.insert("status".into(), json!(answer.status));
@@ -303,7 +307,7 @@ impl VolceLab {
         let (check, action, plan_id) = match tools::validate(tool, arguments) {
             Ok(Call::Check(check)) => (Some(check), None, None),
             Ok(Call::Plan { action, .. }) => (None, Some(action.as_str()), None),
-            Ok(Call::Execute { plan_id }) => (None, None, Some(plan_id.as_str().to_owned())),
+            Ok(Call::Execute { plan_id }) => (None, None, Some(plan_id)),
             _ => (None, None, None),
         };
         let outcome = Outcome {
@@ -365,10 +369,13 @@ impl ServerHandler for VolceLab {
                 execution_status: None,
             };
             self.audit(None, &outcome, started);
+            let names: Vec<&str> = ToolName::VARIANTS.iter().map(|t| t.as_str()).collect();
+            let (last, rest) = names.split_last().expect("four tools");
             return Err(McpError::invalid_params(
                 format!(
-                    "unknown tool {}; the tools are cloud_check, service_inventory, service_plan and service_execute",
-                    tools::shown(&request.name)
+                    "unknown tool {}; the tools are {} and {last}",
+                    tools::shown(&request.name),
+                    rest.join(", ")
                 ),
                 None,
             ));

@@ -1,0 +1,200 @@
+//! The four MCP tools: their names, descriptions and annotations, and the
+//! validated call each one turns into. Pure: no I/O. Runs unprivileged
+//! inside `volce-lab mcp-serve`.
+//!
+//! ```text
+//! mod.rs       tool names, descriptions, annotations; the validated Call
+//! schema.rs    input and output JSON Schemas, names read from the enums
+//! validate.rs  strict argument validation with precise refusals
+//! ```
+//!
+//! Invariant enforced here: rmcp hands arguments over unchecked, so every
+//! call passes [`validate`] before anything runs; the schemas we publish and
+//! the checks we apply say the same thing, and the tests hold them together.
+
+mod schema;
+mod validate;
+
+use rmcp::model::{Tool, ToolAnnotations};
+use serde_json::{Map, Value};
+
+use crate::control::plan::{Action, PlanId};
+use crate::inspect::Check;
+use crate::wire::Operation;
+
+pub use validate::{MAX_ARGUMENT_BYTES, shown, validate};
+
+/// Which tool a call names. The strum table is the one list of names, in
+/// the order `tools/list` presents them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumString, strum::VariantArray)]
+#[strum(serialize_all = "snake_case")]
+pub enum ToolName {
+    CloudCheck,
+    ServiceInventory,
+    ServicePlan,
+    ServiceExecute,
+}
+
+impl ToolName {
+    pub fn parse(name: &str) -> Option<ToolName> {
+        name.parse().ok()
+    }
+
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+
+    /// The host helper operation a service tool asks for; `None` for
+    /// `cloud_check`, which runs its checks itself.
+    pub fn operation(self) -> Option<Operation> {
+        match self {
+            ToolName::CloudCheck => None,
+            ToolName::ServiceInventory => Some(Operation::Inventory),
+            ToolName::ServicePlan => Some(Operation::Plan),
+            ToolName::ServiceExecute => Some(Operation::Execute),
+        }
+    }
+}
+
+/// A validated call: the only things the server ever acts on.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Call {
+    Check(Check),
+    Inventory,
+    Plan { action: Action, parameters: Map<String, Value> },
+    Execute { plan_id: PlanId },
+}
+
+const NEVER_RETRY: &str = "A result with status `unknown` means the server may have acted: \
+never retry it; call service_inventory (and ask the operator to run `volce-lab-host show <plan_id>`) first.";
+
+/// The four tools as `tools/list` presents them.
+pub fn list() -> Vec<Tool> {
+    let cloud_check = Tool::new(
+        ToolName::CloudCheck.as_str(),
+        "Read-only check of the one server this MCP server is configured for. Call `identity` first: \
+         every other check answers `identity_required` until identity matched, and identity is verified \
+         again before each later call. `disk` shows `df -h /`; `web_status` asks the host helper whether \
+         every managed gateway is running (`check_failed` = the query worked and something is down). \
+         When `is_demo` is true the answers are simulated and no server was contacted: say so. \
+         Stop on `identity_mismatch` (every later call answers it too until identity matches again); \
+         do not try to change the target.",
+        schema::check_input(),
+    )
+    .with_title("Check the server (read-only)")
+    .with_raw_output_schema(schema::check_output())
+    .annotate(ToolAnnotations::with_title("Check the server").read_only(true).open_world(true));
+
+    let inventory = Tool::new(
+        ToolName::ServiceInventory.as_str(),
+        "Read-only: list the Docker applications, gateways, images and plans the host helper manages on \
+         the server. Needs a verified identity (call cloud_check identity first) and management enabled \
+         by the user. In demo mode it answers `demo_only` and runs nothing.",
+        schema::inventory_input(),
+    )
+    .with_title("List managed services (read-only)")
+    .with_raw_output_schema(schema::management_output())
+    .annotate(ToolAnnotations::with_title("List managed services").read_only(true));
+
+    let plan = Tool::new(
+        ToolName::ServicePlan.as_str(),
+        "Record a plan for one Docker change on the server; nothing changes yet. Returns the stored plan \
+         (id, digest, impact, whether it needs approval, expiry). Actions and their parameters (exactly \
+         these): deploy {app, image (a catalog key), host_port, container_port, server_name}; \
+         nginx_config {app, server_name}; stop {app}; remove_image {image_id}. Plans for stop and \
+         remove_image must be approved by an operator on the server (`volce-lab-host approve`); you cannot \
+         approve them. The host helper checks every value against its policy and may answer `rejected` \
+         with a stable code: fix the request instead of retrying it unchanged. In demo mode it answers \
+         `demo_only` and records nothing. "
+            .to_owned()
+            + NEVER_RETRY,
+        schema::plan_input(),
+    )
+    .with_title("Plan a Docker change")
+    .with_raw_output_schema(schema::management_output())
+    .annotate(ToolAnnotations::with_title("Plan a Docker change").read_only(false).destructive(false));
+
+    let execute = Tool::new(
+        ToolName::ServiceExecute.as_str(),
+        "Execute one stored plan, once, exactly as it was recorded. Plans for stop and remove_image run \
+         only after an operator approved them on the server; this tool cannot approve anything. \
+         `needs_inspection` means the change reached Docker and failed or is uncertain: stop and tell the \
+         operator. "
+            .to_owned()
+            + NEVER_RETRY,
+        schema::execute_input(),
+    )
+    .with_title("Execute a stored plan")
+    .with_raw_output_schema(schema::management_output())
+    .annotate(
+        ToolAnnotations::with_title("Execute a stored plan")
+            .read_only(false)
+            .destructive(true)
+            .idempotent(false),
+    );
+
+    vec![cloud_check, inventory, plan, execute]
+}
+
+/// Guidance sent with `initialize`, for clients that show it to the model.
+pub const INSTRUCTIONS: &str = "volce-lab looks after one configured Linux server. Call cloud_check with \
+check=identity first; every other tool needs a verified identity. Results with is_demo=true are simulated. \
+Changes are two steps: service_plan records a plan, service_execute runs it; plans for stop and \
+remove_image need an operator's approval on the server. Never retry a call whose status is unknown: \
+inspect first.";
+
+#[cfg(test)]
+mod tests {
+    use serde_json::Value;
+    use strum::VariantArray as _;
+
+    use super::*;
+
+    #[test]
+    fn tool_names_never_change() {
+        let names: Vec<&str> = ToolName::VARIANTS.iter().map(|t| t.as_str()).collect();
+        assert_eq!(names, ["cloud_check", "service_inventory", "service_plan", "service_execute"]);
+        for tool in ToolName::VARIANTS {
+            assert_eq!(ToolName::parse(tool.as_str()), Some(*tool));
+        }
+        assert_eq!(ToolName::parse("Cloud_Check"), None);
+        assert_eq!(ToolName::parse("shell"), None);
+    }
+
+    #[test]
+    fn every_input_schema_is_a_closed_object() {
+        fn closed(schema: &Value, path: &str) {
+            if let Some(Value::Object(properties)) = schema.get("properties") {
+                assert_eq!(schema["type"], "object", "{path}");
+                assert_eq!(schema["additionalProperties"], false, "{path} must be closed");
+                for (name, property) in properties {
+                    closed(property, &format!("{path}.{name}"));
+                }
+            }
+        }
+        let tools = list();
+        let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+        assert_eq!(names, ToolName::VARIANTS.iter().map(|t| t.as_str()).collect::<Vec<_>>());
+        for tool in tools {
+            let schema = Value::Object((*tool.input_schema).clone());
+            assert_eq!(schema["type"], "object");
+            assert_eq!(schema["additionalProperties"], false);
+            closed(&schema, &tool.name);
+        }
+    }
+
+    #[test]
+    fn action_parameters_match_the_published_schema() {
+        let plan = list().into_iter().find(|t| t.name == "service_plan").unwrap();
+        let properties = &plan.input_schema["properties"]["parameters"]["properties"];
+        for action in Action::ALL {
+            for name in action.parameters() {
+                assert!(properties.get(*name).is_some(), "{name} missing from the schema");
+            }
+        }
+        for (name, _) in validate::PARAMETERS {
+            assert!(Action::ALL.iter().any(|a| a.parameters().contains(&name)), "{name} unused");
+            assert!(properties.get(name).is_some(), "{name} missing from the schema");
+        }
+    }
+}

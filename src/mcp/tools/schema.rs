@@ -1,0 +1,333 @@
+//! The JSON Schemas the four tools publish: input schemas (what
+//! [`super::validate`] accepts) and output schemas (the result envelope
+//! `super::super::server` builds). Pure. Runs unprivileged inside
+//! `volce-lab mcp-serve`.
+//!
+//! Every list of names here is read from the enum that owns it (`Check`,
+//! `Action`, `Status`, `Mode`, `ExecutionStatus`, `Completion`, `ToolName`),
+//! so a schema cannot fall out of step with the values.
+//!
+//! Why the output schemas are written out instead of derived with schemars
+//! (rmcp's `Tool::with_output_schema`): the derived schema of the same
+//! fields is a different document that clients see. It names nested types
+//! through `$defs`/`$ref`, writes enums as `oneOf` of `const`s and a
+//! nullable one as `anyOf` with `{"type": "null"}`, adds
+//! `format: "int32"`/`"uint64"`, and does not close objects with
+//! `additionalProperties: false` (the types are not `deny_unknown_fields`).
+//! Our schemas keep to the
+//! small subset (`type`, `enum`, `properties`, `required`,
+//! `additionalProperties`, `pattern`, `minimum`, `maximum`) that simple
+//! validators in MCP clients handle, and the MCP tests refuse any other
+//! keyword. The envelope is also assembled from a `CheckResult` plus fields,
+//! not one serializable type. Instead, `outputs_describe_the_types_they_publish`
+//! below checks the written schemas against the types' derived ones.
+//! Input schemas stay written by hand for the same reason, and because
+//! `validate` refuses with sentences a derived parser would not give.
+
+use std::sync::Arc;
+
+use rmcp::model::JsonObject;
+use serde_json::{Map, Value, json};
+use strum::VariantArray as _;
+
+use super::ToolName;
+use super::validate::PORTS;
+use crate::config::Mode;
+use crate::control::plan::Action;
+use crate::exec::{Completion, ExecutionStatus};
+use crate::inspect::{Check, Status};
+
+/// The strings of `variants`, as JSON.
+fn names<T: Copy>(variants: &[T], name: fn(T) -> &'static str) -> Vec<Value> {
+    variants.iter().map(|v| json!(name(*v))).collect()
+}
+
+/// As [`names`], with `null` last: a field that may be absent.
+fn names_or_null<T: Copy>(variants: &[T], name: fn(T) -> &'static str) -> Vec<Value> {
+    let mut names = names(variants, name);
+    names.push(Value::Null);
+    names
+}
+
+/// The three service tools, in order.
+fn service_tools() -> Vec<ToolName> {
+    ToolName::VARIANTS.iter().copied().filter(|t| t.operation().is_some()).collect()
+}
+
+fn object(value: Value) -> Arc<JsonObject> {
+    match value {
+        Value::Object(map) => Arc::new(map),
+        _ => unreachable!("schemas are object literals"),
+    }
+}
+
+pub fn check_input() -> Arc<JsonObject> {
+    object(json!({
+        "type": "object",
+        "properties": {
+            "check": {
+                "type": "string",
+                "enum": names(&Check::ALL, Check::as_str),
+                "description": "Which check to run: identity first, then disk or web_status."
+            }
+        },
+        "required": ["check"],
+        "additionalProperties": false
+    }))
+}
+
+pub fn inventory_input() -> Arc<JsonObject> {
+    object(json!({"type": "object", "properties": {}, "additionalProperties": false}))
+}
+
+pub fn plan_input() -> Arc<JsonObject> {
+    let port = |description: &str| json!({"type": "integer", "minimum": PORTS.start(), "maximum": PORTS.end(), "description": description});
+    object(json!({
+        "type": "object",
+        "properties": {
+            "action": {
+                "type": "string",
+                "enum": names(&Action::ALL, Action::as_str),
+                "description": "The change to plan."
+            },
+            "parameters": {
+                "type": "object",
+                "description": "Exactly the parameters of the chosen action (see the tool description).",
+                "properties": {
+                    "app": {"type": "string", "description": "Application name (deploy, nginx_config, stop)."},
+                    "image": {"type": "string", "description": "Catalog key of the image to deploy (deploy)."},
+                    "host_port": port("Loopback port of the gateway (deploy)."),
+                    "container_port": port("Port the app listens on inside its container (deploy)."),
+                    "server_name": {"type": "string", "description": "nginx server_name (deploy, nginx_config)."},
+                    "image_id": {"type": "string", "description": "sha256:<64 hex> of the image to remove (remove_image)."}
+                },
+                "additionalProperties": false
+            }
+        },
+        "required": ["action", "parameters"],
+        "additionalProperties": false
+    }))
+}
+
+pub fn execute_input() -> Arc<JsonObject> {
+    object(json!({
+        "type": "object",
+        "properties": {
+            "plan_id": {
+                "type": "string",
+                "pattern": "^[a-f0-9]{32}$",
+                "description": "The id service_plan returned."
+            }
+        },
+        "required": ["plan_id"],
+        "additionalProperties": false
+    }))
+}
+
+/// The `execution` record of a result (`crate::exec::Execution`): null when nothing ran.
+fn execution_schema() -> Value {
+    json!({
+        "type": ["object", "null"],
+        "description": "Facts of the process that ran (the ssh client or the local program); null when nothing ran.",
+        "properties": {
+            "execution_status": {"type": "string", "enum": names(ExecutionStatus::VARIANTS, ExecutionStatus::as_str)},
+            "exit_code": {"type": ["integer", "null"]},
+            "signal": {"type": ["integer", "null"]},
+            "timed_out": {"type": "boolean"},
+            "output_truncated": {"type": "boolean"},
+            "duration_ms": {"type": "integer", "minimum": 0},
+            "completion": {"type": "string", "enum": names(Completion::VARIANTS, Completion::as_str)}
+        },
+        "required": ["execution_status", "exit_code", "signal", "timed_out", "output_truncated", "duration_ms", "completion"],
+        "additionalProperties": false
+    })
+}
+
+/// The fields every result shares.
+fn common_properties() -> Map<String, Value> {
+    let value = json!({
+        "request_id": {"type": "string", "description": "UUID of this call; also in the local audit log."},
+        "timestamp": {"type": "string", "description": "UTC, RFC 3339."},
+        "is_demo": {"type": "boolean", "description": "true: simulated, no server was contacted."},
+        "mode": {"type": "string", "enum": names(Mode::VARIANTS, Mode::as_str)},
+        "target": {"type": "string"},
+        "status": {"type": "string", "enum": names(Status::VARIANTS, Status::as_str)},
+        "code": {"type": ["string", "null"], "description": "Stable machine code of a refusal; null otherwise."},
+        "message": {"type": "string", "description": "One sentence saying what the status means and what to do next."},
+        "exit_code": {"type": ["integer", "null"]},
+        "execution": execution_schema()
+    });
+    match value {
+        Value::Object(map) => map,
+        _ => unreachable!("an object literal"),
+    }
+}
+
+fn output_schema(extra: Value, description: &str) -> Arc<JsonObject> {
+    let mut properties = common_properties();
+    if let Value::Object(extra) = extra {
+        properties.extend(extra);
+    }
+    let required: Vec<&String> = properties.keys().collect();
+    object(json!({
+        "type": "object",
+        "description": description,
+        "properties": properties,
+        "required": required,
+        "additionalProperties": false
+    }))
+}
+
+/// The output schema of `cloud_check`: the inspection result plus `code`
+/// and `message`. `check` is null only when the arguments were refused.
+pub fn check_output() -> Arc<JsonObject> {
+    output_schema(
+        json!({
+            "check": {"type": ["string", "null"], "enum": names_or_null(&Check::ALL, Check::as_str)},
+            "output": {"type": "string", "description": "What the target printed (at most 8 KiB); empty when withheld or not run."}
+        }),
+        "Result of one read-only check.",
+    )
+}
+
+/// The output schema of the three service tools.
+pub fn management_output() -> Arc<JsonObject> {
+    let operations: Vec<Value> =
+        service_tools().iter().filter_map(|t| t.operation()).map(|o| json!(o.as_str())).collect();
+    output_schema(
+        json!({
+            "tool": {"type": "string", "enum": names(&service_tools(), ToolName::as_str)},
+            "operation": {"type": "string", "enum": operations},
+            "action": {"type": ["string", "null"], "enum": names_or_null(&Action::ALL, Action::as_str)},
+            "plan_id": {"type": ["string", "null"], "description": "The plan this call is about, when known."},
+            "result": {"type": ["object", "null"], "description": "The host helper's result object when status is ok; null otherwise."}
+        }),
+        "Result of one management call through the host helper.",
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn value(schema: Arc<JsonObject>) -> Value {
+        Value::Object((*schema).clone())
+    }
+
+    /// The enum lists as clients have always seen them.
+    #[test]
+    fn published_names_never_change() {
+        let check = value(check_output());
+        let management = value(management_output());
+        let p = |schema: &Value, name: &str| schema["properties"][name]["enum"].clone();
+        assert_eq!(
+            p(&check, "status"),
+            json!([
+                "ok",
+                "identity_required",
+                "identity_mismatch",
+                "connection_failed",
+                "check_failed",
+                "helper_unavailable",
+                "timeout",
+                "output_limit",
+                "ssh_unavailable",
+                "execution_failed",
+                "demo_only",
+                "management_disabled",
+                "rejected",
+                "unknown",
+                "needs_inspection",
+                "invalid_arguments"
+            ])
+        );
+        assert_eq!(p(&check, "mode"), json!(["demo", "local", "ssh"]));
+        assert_eq!(p(&check, "check"), json!(["identity", "disk", "web_status", null]));
+        assert_eq!(
+            check["properties"]["execution"]["properties"]["execution_status"]["enum"],
+            json!([
+                "ok",
+                "nonzero_exit",
+                "timeout",
+                "output_limit",
+                "signaled",
+                "launch_failed",
+                "ssh_or_remote_255"
+            ])
+        );
+        assert_eq!(
+            check["properties"]["execution"]["properties"]["completion"]["enum"],
+            json!(["confirmed", "unconfirmed"])
+        );
+        assert_eq!(p(&management, "tool"), json!(["service_inventory", "service_plan", "service_execute"]));
+        assert_eq!(p(&management, "operation"), json!(["inventory", "plan", "execute"]));
+        assert_eq!(p(&management, "action"), json!(["deploy", "nginx_config", "stop", "remove_image", null]));
+        let plan = value(plan_input());
+        assert_eq!(p(&plan, "action"), json!(["deploy", "nginx_config", "stop", "remove_image"]));
+        let port = &plan["properties"]["parameters"]["properties"]["host_port"];
+        assert_eq!((port["minimum"].clone(), port["maximum"].clone()), (json!(1024), json!(65535)));
+        assert_eq!(p(&value(check_input()), "check"), json!(["identity", "disk", "web_status"]));
+    }
+
+    /// Where serde also names an enum, it uses the same strings as the
+    /// strum table the schemas read.
+    #[test]
+    fn serde_and_strum_names_agree() {
+        fn agree<T: serde::Serialize + Copy>(variants: &[T], name: fn(T) -> &'static str) {
+            for v in variants {
+                assert_eq!(serde_json::to_value(v).unwrap(), name(*v));
+            }
+        }
+        agree(Status::VARIANTS, Status::as_str);
+        agree(Check::VARIANTS, Check::as_str);
+        agree(Mode::VARIANTS, Mode::as_str);
+        agree(ExecutionStatus::VARIANTS, ExecutionStatus::as_str);
+        agree(Completion::VARIANTS, Completion::as_str);
+        agree(&Action::ALL, Action::as_str);
+        assert_eq!(Check::ALL, Check::VARIANTS);
+        for status in Status::VARIANTS {
+            assert_eq!(serde_json::from_value::<Status>(json!(status.as_str())).unwrap(), *status);
+        }
+        // Every status the enum's own derived schema names is a variant's name.
+        let schema = serde_json::to_value(schemars::schema_for!(Status)).unwrap().to_string();
+        let named: Vec<&str> =
+            schema.split('"').filter(|word| serde_json::from_value::<Status>(json!(word)).is_ok()).collect();
+        for status in Status::VARIANTS {
+            assert!(named.contains(&status.as_str()), "{} missing from the schema", status.as_str());
+        }
+    }
+
+    #[test]
+    fn every_output_field_is_required_and_closed() {
+        for schema in [value(check_output()), value(management_output())] {
+            assert_eq!(schema["type"], "object");
+            assert_eq!(schema["additionalProperties"], false);
+            let properties = schema["properties"].as_object().unwrap();
+            let required: Vec<&str> =
+                schema["required"].as_array().unwrap().iter().map(|r| r.as_str().unwrap()).collect();
+            assert_eq!(required, properties.keys().map(String::as_str).collect::<Vec<_>>());
+            assert_eq!(schema["properties"]["execution"]["additionalProperties"], false);
+        }
+    }
+
+    /// The written `execution` schema and the `check` result fields say what
+    /// the derived schemas of `Execution` and `CheckResult` say: same
+    /// fields, all required.
+    #[test]
+    fn outputs_describe_the_types_they_publish() {
+        let settings = schemars::generate::SchemaSettings::draft2020_12().for_serialize();
+        let derived = |schema: schemars::Schema| serde_json::to_value(schema).unwrap();
+        let execution =
+            derived(settings.clone().into_generator().into_root_schema_for::<crate::exec::Execution>());
+        let written = execution_schema();
+        let keys = |v: &Value| v["properties"].as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+        assert_eq!(keys(&execution), keys(&written));
+        assert_eq!(execution["required"], written["required"]);
+
+        let result = derived(settings.into_generator().into_root_schema_for::<crate::inspect::CheckResult>());
+        let check = value(check_output());
+        let mut envelope = keys(&check);
+        envelope.retain(|k| k != "code" && k != "message");
+        assert_eq!(keys(&result), envelope, "cloud_check = CheckResult + code + message");
+    }
+}

@@ -1,0 +1,369 @@
+//! Strict validation of tool-call arguments. Pure: no I/O. Runs
+//! unprivileged inside `volce-lab mcp-serve`.
+//!
+//! Invariant enforced here: rmcp hands arguments over unchecked, so every
+//! call passes [`validate`] before anything runs. It says what the published
+//! input schemas say (see `super::schema`; the tests hold them together),
+//! and refuses with a precise code and a sentence naming the problem. Field
+//! names and values are escaped and capped before they are quoted back.
+//! These checks are written by hand, not derived: the sentences are part of
+//! what the agent learns from.
+
+use serde_json::{Map, Value};
+
+use super::{Call, ToolName};
+use crate::control::plan::{Action, PlanId};
+use crate::control::{Code, Refusal};
+use crate::inspect::Check;
+
+/// The largest arguments object we accept, measured as compact JSON. The
+/// host helper reads at most 16 KiB per request
+/// ([`crate::wire::MAX_REQUEST_BYTES`]); this leaves room for the envelope
+/// around the parameters.
+pub const MAX_ARGUMENT_BYTES: usize = 12 * 1024;
+
+/// The kind of value a plan parameter holds.
+#[derive(Clone, Copy)]
+pub(super) enum Kind {
+    Text,
+    Port,
+}
+
+/// Every plan parameter any action takes, with its kind.
+pub(super) const PARAMETERS: [(&str, Kind); 6] = [
+    ("app", Kind::Text),
+    ("image", Kind::Text),
+    ("host_port", Kind::Port),
+    ("container_port", Kind::Port),
+    ("server_name", Kind::Text),
+    ("image_id", Kind::Text),
+];
+
+/// The lowest and highest port a plan may name.
+pub(super) const PORTS: std::ops::RangeInclusive<u64> = 1024..=65535;
+
+fn refuse(code: Code, message: String) -> Refusal {
+    Refusal::new(code, message)
+}
+
+/// Quotes a client-supplied name or value for a message: control characters
+/// escaped, at most 40 characters.
+pub fn shown(text: &str) -> String {
+    crate::text::quoted(text, 40)
+}
+
+/// `a, b, c`: the names a refusal lists as allowed.
+fn one_of(names: impl IntoIterator<Item = &'static str>) -> String {
+    names.into_iter().collect::<Vec<_>>().join(", ")
+}
+
+fn type_name(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Checks that `arguments` holds exactly `allowed` (all required), naming the
+/// first stray or missing field.
+fn exact_fields(
+    tool: &str,
+    arguments: &Map<String, Value>,
+    allowed: &[&str],
+    what: &str,
+) -> Result<(), Refusal> {
+    if let Some(extra) = arguments.keys().find(|key| !allowed.contains(&key.as_str())) {
+        let expected = if allowed.is_empty() {
+            format!("{tool} takes no {what}")
+        } else {
+            format!(
+                "{tool} takes only {}",
+                allowed.iter().map(|a| format!("`{a}`")).collect::<Vec<_>>().join(", ")
+            )
+        };
+        return Err(refuse(
+            Code::UnexpectedField,
+            format!("{what} {} is not accepted: {expected}; nothing was run.", shown(extra)),
+        ));
+    }
+    if let Some(missing) = allowed.iter().find(|name| !arguments.contains_key(**name)) {
+        return Err(refuse(
+            Code::MissingField,
+            format!("{tool} needs the {what} `{missing}`; nothing was run."),
+        ));
+    }
+    Ok(())
+}
+
+fn string_field<'a>(tool: &str, arguments: &'a Map<String, Value>, name: &str) -> Result<&'a str, Refusal> {
+    match &arguments[name] {
+        Value::String(text) => Ok(text),
+        other => Err(refuse(
+            Code::WrongType,
+            format!("{tool} argument `{name}` must be a string, not {}; nothing was run.", type_name(other)),
+        )),
+    }
+}
+
+/// Validates the arguments of one call to `tool`. Nothing runs unless this
+/// returns `Ok`.
+pub fn validate(tool: ToolName, arguments: Option<&Map<String, Value>>) -> Result<Call, Refusal> {
+    let empty = Map::new();
+    let arguments = arguments.unwrap_or(&empty);
+    let size = serde_json::to_vec(arguments).map(|bytes| bytes.len()).unwrap_or(usize::MAX);
+    if size > MAX_ARGUMENT_BYTES {
+        return Err(refuse(
+            Code::TooLarge,
+            format!(
+                "the arguments are {size} bytes of JSON, more than the limit of {MAX_ARGUMENT_BYTES}; nothing was run."
+            ),
+        ));
+    }
+    let name = tool.as_str();
+    match tool {
+        ToolName::CloudCheck => {
+            exact_fields(name, arguments, &["check"], "argument")?;
+            let text = string_field(name, arguments, "check")?;
+            let check = Check::ALL.into_iter().find(|check| check.as_str() == text).ok_or_else(|| {
+                refuse(
+                    Code::NotAllowed,
+                    format!(
+                        "`check` must be one of {} (got {}); nothing was run.",
+                        one_of(Check::ALL.map(Check::as_str)),
+                        shown(text)
+                    ),
+                )
+            })?;
+            Ok(Call::Check(check))
+        }
+        ToolName::ServiceInventory => {
+            exact_fields(name, arguments, &[], "argument")?;
+            Ok(Call::Inventory)
+        }
+        ToolName::ServicePlan => {
+            exact_fields(name, arguments, &["action", "parameters"], "argument")?;
+            let text = string_field(name, arguments, "action")?;
+            let action = Action::parse(text).map_err(|_| {
+                refuse(
+                    Code::NotAllowed,
+                    format!(
+                        "`action` must be one of {} (got {}); nothing was run.",
+                        one_of(Action::ALL.map(Action::as_str)),
+                        shown(text)
+                    ),
+                )
+            })?;
+            let parameters = match &arguments["parameters"] {
+                Value::Object(parameters) => parameters,
+                other => {
+                    return Err(refuse(
+                        Code::WrongType,
+                        format!("`parameters` must be an object, not {}; nothing was run.", type_name(other)),
+                    ));
+                }
+            };
+            let what = format!("{} parameter", action.as_str());
+            exact_fields(name, parameters, action.parameters(), &what)?;
+            for (key, value) in parameters {
+                let kind = PARAMETERS.iter().find(|(name, _)| name == key).map(|(_, kind)| *kind);
+                match (kind, value) {
+                    (Some(Kind::Text), Value::String(_)) => {}
+                    (Some(Kind::Port), Value::Number(n))
+                        if n.as_u64().is_some_and(|p| PORTS.contains(&p)) => {}
+                    (Some(Kind::Text), other) => {
+                        return Err(refuse(
+                            Code::WrongType,
+                            format!(
+                                "parameter `{key}` must be a string, not {}; nothing was run.",
+                                type_name(other)
+                            ),
+                        ));
+                    }
+                    (Some(Kind::Port), other) => {
+                        // An integer out of range is a value outside the schema; anything else a wrong type.
+                        let code =
+                            if other.is_u64() || other.is_i64() { Code::NotAllowed } else { Code::WrongType };
+                        return Err(refuse(
+                            code,
+                            format!(
+                                "parameter `{key}` must be a port number from {} to {}; nothing was run.",
+                                PORTS.start(),
+                                PORTS.end()
+                            ),
+                        ));
+                    }
+                    (None, _) => unreachable!("exact_fields admits only known parameters"),
+                }
+            }
+            Ok(Call::Plan { action, parameters: parameters.clone() })
+        }
+        ToolName::ServiceExecute => {
+            exact_fields(name, arguments, &["plan_id"], "argument")?;
+            let text = string_field(name, arguments, "plan_id")?;
+            let plan_id = PlanId::parse(text).map_err(|_| {
+                refuse(
+                    Code::NotAllowed,
+                    format!(
+                        "`plan_id` must be 32 lowercase hex characters as service_plan returned it (got {}); nothing was run.",
+                        shown(text)
+                    ),
+                )
+            })?;
+            Ok(Call::Execute { plan_id })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn args(value: Value) -> Map<String, Value> {
+        match value {
+            Value::Object(map) => map,
+            _ => panic!("not an object"),
+        }
+    }
+
+    #[test]
+    fn good_arguments_are_accepted() {
+        let call = validate(ToolName::CloudCheck, Some(&args(json!({"check": "disk"})))).unwrap();
+        assert_eq!(call, Call::Check(Check::Disk));
+        assert_eq!(validate(ToolName::ServiceInventory, None).unwrap(), Call::Inventory);
+        assert_eq!(validate(ToolName::ServiceInventory, Some(&Map::new())).unwrap(), Call::Inventory);
+        let plan = json!({"action": "stop", "parameters": {"app": "web"}});
+        assert!(matches!(
+            validate(ToolName::ServicePlan, Some(&args(plan))).unwrap(),
+            Call::Plan { action: Action::Stop, .. }
+        ));
+        let deploy = json!({"action": "deploy", "parameters": {
+            "app": "web", "image": "web", "host_port": 18001, "container_port": 8080, "server_name": "x"}});
+        assert!(validate(ToolName::ServicePlan, Some(&args(deploy))).is_ok());
+        let id = "0123456789abcdef0123456789abcdef";
+        let call = validate(ToolName::ServiceExecute, Some(&args(json!({"plan_id": id})))).unwrap();
+        assert_eq!(call, Call::Execute { plan_id: PlanId::parse(id).unwrap() });
+    }
+
+    #[test]
+    fn every_bad_argument_is_refused_with_its_code() {
+        use Code::{MissingField, NotAllowed, TooLarge, UnexpectedField, WrongType};
+        let big = "x".repeat(MAX_ARGUMENT_BYTES);
+        let table: Vec<(ToolName, Option<Value>, Code)> = vec![
+            (ToolName::CloudCheck, None, MissingField),
+            (ToolName::CloudCheck, Some(json!({})), MissingField),
+            (ToolName::CloudCheck, Some(json!({"check": "disk", "host": "evil"})), UnexpectedField),
+            (ToolName::CloudCheck, Some(json!({"check": "disk", "command": "rm -rf /"})), UnexpectedField),
+            (ToolName::CloudCheck, Some(json!({"check": "disk", "path": "/etc"})), UnexpectedField),
+            (ToolName::CloudCheck, Some(json!({"check": 1})), WrongType),
+            (ToolName::CloudCheck, Some(json!({"check": ["disk"]})), WrongType),
+            (ToolName::CloudCheck, Some(json!({"check": null})), WrongType),
+            (ToolName::CloudCheck, Some(json!({"check": "Disk"})), NotAllowed),
+            (ToolName::CloudCheck, Some(json!({"check": "disk; id"})), NotAllowed),
+            (ToolName::CloudCheck, Some(json!({"check": big})), TooLarge),
+            (ToolName::ServiceInventory, Some(json!({"approved": true})), UnexpectedField),
+            (ToolName::ServicePlan, Some(json!({"action": "deploy"})), MissingField),
+            (ToolName::ServicePlan, Some(json!({"action": "restart", "parameters": {}})), NotAllowed),
+            (ToolName::ServicePlan, Some(json!({"action": "stop", "parameters": "app=web"})), WrongType),
+            (
+                ToolName::ServicePlan,
+                Some(json!({"action": "stop", "parameters": {"app": "web"}, "approved": true})),
+                UnexpectedField,
+            ),
+            (
+                ToolName::ServicePlan,
+                Some(json!({"action": "stop", "parameters": {"app": "web", "command": "x"}})),
+                UnexpectedField,
+            ),
+            (ToolName::ServicePlan, Some(json!({"action": "stop", "parameters": {}})), MissingField),
+            (ToolName::ServicePlan, Some(json!({"action": "stop", "parameters": {"app": 7}})), WrongType),
+            (
+                ToolName::ServicePlan,
+                Some(json!({"action": "deploy", "parameters": {
+                "app": "web", "image": "web", "host_port": 70000, "container_port": 8080, "server_name": "x"}})),
+                NotAllowed,
+            ),
+            (
+                ToolName::ServicePlan,
+                Some(json!({"action": "deploy", "parameters": {
+                "app": "web", "image": "web", "host_port": 18001, "container_port": 80, "server_name": "x"}})),
+                NotAllowed,
+            ),
+            (
+                ToolName::ServicePlan,
+                Some(json!({"action": "deploy", "parameters": {
+                "app": "web", "image": "web", "host_port": 18001.5, "container_port": 8080, "server_name": "x"}})),
+                WrongType,
+            ),
+            (
+                ToolName::ServicePlan,
+                Some(json!({"action": "deploy", "parameters": {
+                "app": "web", "image": "web", "host_port": "18001", "container_port": 8080, "server_name": "x"}})),
+                WrongType,
+            ),
+            (
+                ToolName::ServiceExecute,
+                Some(json!({"plan_id": "0123456789ABCDEF0123456789ABCDEF"})),
+                NotAllowed,
+            ),
+            (ToolName::ServiceExecute, Some(json!({"plan_id": "0123"})), NotAllowed),
+            (
+                ToolName::ServiceExecute,
+                Some(json!({"plan_id": "0123456789abcdef0123456789abcdef\n"})),
+                NotAllowed,
+            ),
+            (
+                ToolName::ServiceExecute,
+                Some(json!({"plan_id": "0123456789abcdef0123456789abcdef", "approved": true})),
+                UnexpectedField,
+            ),
+        ];
+        for (tool, arguments, code) in table {
+            let map = arguments.clone().map(args);
+            let refusal = validate(tool, map.as_ref())
+                .expect_err(&format!("{} {arguments:?} must be refused", tool.as_str()));
+            assert_eq!(refusal.code, code, "{} {arguments:?}: {}", tool.as_str(), refusal.message);
+            assert!(refusal.message.ends_with("nothing was run."), "{}", refusal.message);
+            assert!(refusal.message.len() < 400, "{}", refusal.message);
+        }
+    }
+
+    #[test]
+    fn refusals_name_what_is_allowed() {
+        let refused = |tool, value| validate(tool, Some(&args(value))).unwrap_err().message;
+        assert_eq!(
+            refused(ToolName::CloudCheck, json!({"check": "cpu"})),
+            "`check` must be one of identity, disk, web_status (got `cpu`); nothing was run."
+        );
+        assert_eq!(
+            refused(ToolName::ServicePlan, json!({"action": "restart", "parameters": {}})),
+            "`action` must be one of deploy, nginx_config, stop, remove_image (got `restart`); nothing was run."
+        );
+        let deploy = json!({"action": "deploy", "parameters": {
+            "app": "web", "image": "web", "host_port": 80, "container_port": 8080, "server_name": "x"}});
+        assert_eq!(
+            refused(ToolName::ServicePlan, deploy),
+            "parameter `host_port` must be a port number from 1024 to 65535; nothing was run."
+        );
+    }
+
+    #[test]
+    fn refused_names_are_escaped_and_capped() {
+        let refusal =
+            validate(ToolName::CloudCheck, Some(&args(json!({"check": "disk", "a\u{1b}[2J\nb": 1}))))
+                .unwrap_err();
+        assert!(
+            !refusal.message.contains('\u{1b}') && !refusal.message.contains('\n'),
+            "{}",
+            refusal.message
+        );
+        let long = "y".repeat(500);
+        let refusal = validate(ToolName::CloudCheck, Some(&args(json!({"check": long})))).unwrap_err();
+        assert!(refusal.message.len() < 200, "{}", refusal.message);
+    }
+}

@@ -1,0 +1,221 @@
+//! The host RPC contract, written once for both ends. The workstation
+//! (`crate::mcp::rpc`, unprivileged) serializes a [`Request`] and parses the
+//! [`Reply`]; the root helper (`crate::host::rpc`, `volce-lab-host rpc`)
+//! parses the same [`Request`] type with [`parse_request`] and prints the
+//! same [`Reply`] type. Pure: no I/O.
+//!
+//! The exchange: one compact JSON object of at most [`MAX_REQUEST_BYTES`] on
+//! the helper's stdin; one JSON object and a newline on its stdout, exit 0
+//! for `ok` and exit 1 for everything else.
+//!
+//! ```text
+//! {"operation":"gateway_status"} | {"operation":"inventory"}
+//! {"action":"stop","operation":"plan","parameters":{"app":"web"}}
+//! {"operation":"execute","plan_id":"<32 hex>"}
+//! -> {"operation":"inventory","result":{...},"status":"ok"}
+//! -> {"code":"plan_expired","message":"...","status":"rejected"}
+//! -> {"code":"needs_inspection","message":"...","plan_id":"<32 hex>","status":"needs_inspection"}
+//! ```
+//!
+//! Security invariants enforced here:
+//! - the request is exactly the fields of one of four operations
+//!   (`deny_unknown_fields`, duplicates refused, nothing but one object);
+//!   there is no approval operation and no approval-like field: approval
+//!   exists only in the terminal `approve` command, so nothing the agent
+//!   sends can approve;
+//! - both directions go through serde_json from typed values: nothing is
+//!   spliced into text, and the request travels on stdin, never in argv;
+//! - a reply that does not parse as [`Reply`] means nothing: the
+//!   workstation treats it as `unknown` (see `crate::mcp::rpc::interpret`).
+
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::{Map, Value};
+
+use crate::control::plan::{Action, PlanId};
+use crate::control::{Code, Refusal};
+use crate::exit::Exit;
+
+/// The version of this contract. It is documentation, not a field: the
+/// bytes of version 1 carry no version, and adding one would change them.
+/// Bump it (and say how both sides tell the versions apart) before any
+/// change to the bytes below.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// The most request bytes the helper reads from stdin.
+pub const MAX_REQUEST_BYTES: usize = 16 * 1024;
+
+/// The names of the four operations: the request's tag and the `operation`
+/// of an `ok` reply.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, strum::IntoStaticStr, strum::VariantArray,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum Operation {
+    GatewayStatus,
+    Inventory,
+    Plan,
+    Execute,
+}
+
+impl Operation {
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
+
+/// The closed set of requests. Empty struct variants (not unit variants)
+/// so that `deny_unknown_fields` refuses extra fields on every one of them.
+///
+/// `action`, `parameters` and `plan_id` are deliberately loose here: the
+/// helper checks them itself and answers with a precise code
+/// (`unknown_action`, `invalid_parameters`, `invalid_plan_id`, ...), which a
+/// stricter type would turn into a bare `invalid_request`. The workstation
+/// builds them from validated values only ([`Request::plan`],
+/// [`Request::execute`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "operation", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Request {
+    GatewayStatus {},
+    Inventory {},
+    Plan { action: String, parameters: Value },
+    Execute { plan_id: String },
+}
+
+impl Request {
+    pub fn plan(action: Action, parameters: Map<String, Value>) -> Request {
+        Request::Plan { action: action.as_str().to_owned(), parameters: Value::Object(parameters) }
+    }
+
+    pub fn execute(plan_id: &PlanId) -> Request {
+        Request::Execute { plan_id: plan_id.as_str().to_owned() }
+    }
+
+    pub fn operation(&self) -> Operation {
+        match self {
+            Request::GatewayStatus {} => Operation::GatewayStatus,
+            Request::Inventory {} => Operation::Inventory,
+            Request::Plan { .. } => Operation::Plan,
+            Request::Execute { .. } => Operation::Execute,
+        }
+    }
+
+    /// The request bytes: one compact JSON object on one line. It goes
+    /// through `Value`, whose keys are sorted, so the bytes do not depend on
+    /// the order of fields in this file.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let value = serde_json::to_value(self).expect("a request serializes");
+        serde_json::to_vec(&value).expect("a JSON value serializes")
+    }
+}
+
+/// Parses exactly one request, as the helper does.
+pub fn parse_request(bytes: &[u8]) -> Result<Request, Refusal> {
+    // Refuse anything that is not an object before serde sees it, so the
+    // message does not depend on serde's wording for odd inputs.
+    let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
+    if first != Some(&b'{') {
+        return Err(Refusal::new(Code::InvalidRequest, "The request must be one JSON object."));
+    }
+    serde_json::from_slice::<Request>(bytes).map_err(|_| {
+        Refusal::new(
+            Code::InvalidRequest,
+            "The request must be exactly one of: gateway_status, inventory, plan {action, parameters}, \
+             execute {plan_id}, with no other fields.",
+        )
+    })
+}
+
+/// The one reply the helper prints, and what the workstation parses.
+///
+/// A `rejected` reply counts only with a code of this build's [`Code`]
+/// table. Before this type existed the workstation accepted any
+/// well-formed code (`^[a-z][a-z0-9_]{0,63}$`); now a code it does not know
+/// (only possible from a newer helper) makes the reply `unknown`, which
+/// errs on the side of inspecting first. Both ends ship as one binary.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum Reply {
+    /// `result` is always an object; the workstation checks that it is.
+    Ok {
+        operation: Operation,
+        result: Value,
+    },
+    Rejected(Refusal),
+    /// An execute reached Docker and failed or is uncertain.
+    NeedsInspection {
+        code: NeedsInspectionCode,
+        /// Always present from the helper. A reader that finds it missing or
+        /// malformed keeps the rest of the reply and drops only the id.
+        #[serde(default, deserialize_with = "plan_id_if_valid", skip_serializing_if = "Option::is_none")]
+        plan_id: Option<PlanId>,
+        message: String,
+    },
+}
+
+/// The fixed `code` of a `needs_inspection` reply; any other is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NeedsInspectionCode {
+    NeedsInspection,
+}
+
+fn plan_id_if_valid<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<PlanId>, D::Error> {
+    let value = Value::deserialize(deserializer)?;
+    Ok(value.as_str().and_then(|text| PlanId::parse(text).ok()))
+}
+
+impl Reply {
+    pub fn needs_inspection(plan_id: PlanId, message: String) -> Reply {
+        Reply::NeedsInspection { code: NeedsInspectionCode::NeedsInspection, plan_id: Some(plan_id), message }
+    }
+
+    pub fn to_json(&self) -> Value {
+        serde_json::to_value(self).expect("a reply serializes")
+    }
+
+    /// One line, no trailing data but the newline.
+    pub fn to_line(&self) -> String {
+        let mut line = serde_json::to_string(&self.to_json()).expect("a JSON value serializes");
+        line.push('\n');
+        line
+    }
+
+    /// What the helper's stdout means. One object on one line: trailing
+    /// whitespace is the only slack. Parsed as a `Value` first, so a
+    /// repeated key counts once (the last), as it always has.
+    pub fn parse(stdout: &[u8]) -> Result<Reply, NotAReply> {
+        match serde_json::from_slice::<Value>(stdout.trim_ascii_end()) {
+            Ok(value @ Value::Object(_)) => {
+                Reply::deserialize(value).map_err(|_| NotAReply::OutsideTheContract)
+            }
+            _ => Err(NotAReply::NotOneObject),
+        }
+    }
+
+    pub fn exit(&self) -> Exit {
+        match self {
+            Reply::Ok { .. } => Exit::Ok,
+            _ => Exit::Failure,
+        }
+    }
+}
+
+/// Why stdout is not a [`Reply`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotAReply {
+    /// Empty, not JSON, not an object, or followed by more than whitespace.
+    NotOneObject,
+    /// An object, but not one of the three replies (an unknown status or
+    /// operation, a code this build does not know, a missing field, ...).
+    OutsideTheContract,
+}
+
+impl From<Refusal> for Reply {
+    fn from(refusal: Refusal) -> Reply {
+        Reply::Rejected(refusal)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,201 @@
+//! The contract from both ends: golden bytes, the helper's parser, and the
+//! reply round trip. How the workstation reads each reply is tested beside
+//! `crate::mcp::rpc::interpret`.
+
+use serde_json::json;
+use strum::VariantArray as _;
+
+use super::*;
+
+fn code(bytes: &[u8]) -> Code {
+    parse_request(bytes).unwrap_err().code
+}
+
+fn id() -> PlanId {
+    PlanId::parse("0123456789abcdef0123456789abcdef").unwrap()
+}
+
+/// One request of every operation, as the workstation builds them.
+fn every_request() -> Vec<Request> {
+    let mut parameters = Map::new();
+    parameters.insert("app".into(), json!("a\"b\n$(id)"));
+    parameters.insert("host_port".into(), json!(18001));
+    let requests = vec![
+        Request::GatewayStatus {},
+        Request::Inventory {},
+        Request::plan(Action::Stop, parameters),
+        Request::execute(&id()),
+    ];
+    let operations: Vec<Operation> = requests.iter().map(Request::operation).collect();
+    assert_eq!(operations, Operation::VARIANTS, "one request per operation");
+    requests
+}
+
+#[test]
+fn requests_have_the_v1_bytes() {
+    assert_eq!(Request::GatewayStatus {}.to_bytes(), br#"{"operation":"gateway_status"}"#);
+    assert_eq!(Request::Inventory {}.to_bytes(), br#"{"operation":"inventory"}"#);
+    assert_eq!(
+        Request::execute(&id()).to_bytes(),
+        br#"{"operation":"execute","plan_id":"0123456789abcdef0123456789abcdef"}"#
+    );
+    let mut parameters = Map::new();
+    parameters.insert("app".into(), json!("web"));
+    parameters.insert("container_port".into(), json!(8080));
+    assert_eq!(
+        Request::plan(Action::Deploy, parameters).to_bytes(),
+        br#"{"action":"deploy","operation":"plan","parameters":{"app":"web","container_port":8080}}"#
+    );
+    for request in every_request() {
+        assert!(!request.to_bytes().contains(&b'\n'), "one line");
+    }
+}
+
+#[test]
+fn every_request_the_workstation_sends_parses_back_to_itself() {
+    for request in every_request() {
+        let bytes = request.to_bytes();
+        assert!(bytes.len() <= MAX_REQUEST_BYTES);
+        assert_eq!(parse_request(&bytes).unwrap(), request, "{}", String::from_utf8_lossy(&bytes));
+        // The tag serde writes is the operation's name in the strum table.
+        let value: Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(value["operation"], request.operation().as_str());
+    }
+}
+
+#[test]
+fn operation_names_agree_in_serde_and_strum() {
+    let names: Vec<&str> = Operation::VARIANTS.iter().map(|o| o.as_str()).collect();
+    assert_eq!(names, ["gateway_status", "inventory", "plan", "execute"]);
+    for operation in Operation::VARIANTS {
+        assert_eq!(serde_json::to_value(operation).unwrap(), operation.as_str());
+        assert_eq!(serde_json::from_value::<Operation>(json!(operation.as_str())).unwrap(), *operation);
+    }
+}
+
+#[test]
+fn the_four_operations_parse() {
+    assert_eq!(parse_request(br#"{"operation":"gateway_status"}"#).unwrap(), Request::GatewayStatus {});
+    assert_eq!(parse_request(br#" {"operation":"inventory"} "#).unwrap(), Request::Inventory {});
+    assert_eq!(
+        parse_request(br#"{"operation":"plan","action":"stop","parameters":{"app":"x"}}"#).unwrap(),
+        Request::Plan { action: "stop".into(), parameters: json!({"app": "x"}) }
+    );
+    assert_eq!(
+        parse_request(br#"{"plan_id":"ab","operation":"execute"}"#).unwrap(),
+        Request::Execute { plan_id: "ab".into() }
+    );
+}
+
+#[test]
+fn approval_operations_and_fields_are_refused() {
+    assert_eq!(code(br#"{"operation":"approve","plan_id":"a","digest":"b"}"#), Code::InvalidRequest);
+    assert_eq!(code(br#"{"operation":"execute","plan_id":"a","approved":true}"#), Code::InvalidRequest);
+    assert_eq!(code(br#"{"operation":"execute","plan_id":"a","digest":"b"}"#), Code::InvalidRequest);
+    assert_eq!(
+        code(br#"{"operation":"plan","action":"stop","parameters":{},"approved_by":"alice"}"#),
+        Code::InvalidRequest
+    );
+}
+
+#[test]
+fn extra_or_missing_fields_are_refused() {
+    assert_eq!(code(br#"{"operation":"inventory","command":"id"}"#), Code::InvalidRequest);
+    assert_eq!(code(br#"{"operation":"gateway_status","host":"x"}"#), Code::InvalidRequest);
+    assert_eq!(code(br#"{"operation":"plan","action":"stop"}"#), Code::InvalidRequest);
+    assert_eq!(code(br#"{"operation":"execute"}"#), Code::InvalidRequest);
+    assert_eq!(code(br#"{"operation":"execute","plan_id":7}"#), Code::InvalidRequest);
+}
+
+#[test]
+fn duplicate_fields_are_refused() {
+    assert_eq!(code(br#"{"operation":"execute","plan_id":"a","plan_id":"b"}"#), Code::InvalidRequest);
+}
+
+#[test]
+fn non_objects_and_trailing_data_are_refused() {
+    for bad in [&b""[..], b"[]", b"\"inventory\"", b"null", b"{", br#"{"operation":"inventory"} {}"#, b"\xff"]
+    {
+        assert_eq!(code(bad), Code::InvalidRequest, "{:?}", String::from_utf8_lossy(bad));
+    }
+    assert_eq!(code(br#"{"operation":"shell","command":"rm -rf /"}"#), Code::InvalidRequest);
+    assert_eq!(code(br#"{}"#), Code::InvalidRequest);
+}
+
+#[test]
+fn replies_follow_the_wire_contract() {
+    let ok = Reply::Ok { operation: Operation::Inventory, result: json!({}) };
+    assert_eq!(ok.to_line(), "{\"operation\":\"inventory\",\"result\":{},\"status\":\"ok\"}\n");
+    assert_eq!(ok.exit(), Exit::Ok);
+    let rejected = Reply::Rejected(Refusal::new(Code::PlanExpired, "Expired."));
+    assert_eq!(
+        rejected.to_json(),
+        json!({"status": "rejected", "code": "plan_expired", "message": "Expired."})
+    );
+    assert_eq!(
+        rejected.to_line(),
+        "{\"code\":\"plan_expired\",\"message\":\"Expired.\",\"status\":\"rejected\"}\n"
+    );
+    assert_eq!(rejected.exit(), Exit::Failure);
+    let inspect = Reply::needs_inspection(id(), "m".into());
+    assert_eq!(
+        inspect.to_line(),
+        "{\"code\":\"needs_inspection\",\"message\":\"m\",\"plan_id\":\"0123456789abcdef0123456789abcdef\",\
+         \"status\":\"needs_inspection\"}\n"
+    );
+    assert_eq!(inspect.exit(), Exit::Failure);
+    assert_eq!(
+        serde_json::to_value(NeedsInspectionCode::NeedsInspection).unwrap(),
+        Code::NeedsInspection.as_str()
+    );
+}
+
+#[test]
+fn every_reply_the_helper_prints_parses_back_to_itself() {
+    let mut replies: Vec<Reply> = Operation::VARIANTS
+        .iter()
+        .map(|&operation| Reply::Ok { operation, result: json!({"id": id(), "nested": {"a": [1, null]}}) })
+        .collect();
+    replies.extend(Code::VARIANTS.iter().map(|&code| Reply::from(Refusal::new(code, "a \"quoted\"\nline"))));
+    replies.push(Reply::needs_inspection(id(), "The container did not start.".into()));
+    for reply in replies {
+        let line = reply.to_line();
+        assert_eq!(line.matches('\n').count(), 1, "{line}");
+        assert_eq!(Reply::parse(line.as_bytes()), Ok(reply), "{line}");
+    }
+}
+
+#[test]
+fn what_is_not_one_reply_is_refused() {
+    for bad in ["", "not json", "{} {}", "[]", "null", "{\"status\":\"ok\"} x"] {
+        assert_eq!(Reply::parse(bad.as_bytes()), Err(NotAReply::NotOneObject), "{bad}");
+    }
+    for bad in [
+        "{}",
+        r#"{"status":"ok","operation":"inventory"}"#,
+        r#"{"status":"ok","operation":"shell","result":{}}"#,
+        r#"{"status":"rejected","code":"Bad Code","message":"m"}"#,
+        r#"{"status":"rejected","code":"plan_expired"}"#,
+        // Only codes of this build's `Code` table count as a refusal.
+        r#"{"status":"rejected","code":"no_such_code","message":"m"}"#,
+        r#"{"status":"needs_inspection","code":"plan_expired","plan_id":"0123456789abcdef0123456789abcdef","message":"m"}"#,
+        r#"{"status":"approved"}"#,
+    ] {
+        assert_eq!(Reply::parse(bad.as_bytes()), Err(NotAReply::OutsideTheContract), "{bad}");
+    }
+    // A repeated key counts once, the last; the id of needs_inspection is dropped when malformed.
+    let twice = r#"{"status":"rejected","status":"ok","operation":"plan","result":{}}"#;
+    assert_eq!(
+        Reply::parse(twice.as_bytes()),
+        Ok(Reply::Ok { operation: Operation::Plan, result: json!({}) })
+    );
+    let no_id = r#"{"status":"needs_inspection","code":"needs_inspection","plan_id":7,"message":"m"}"#;
+    assert_eq!(
+        Reply::parse(no_id.as_bytes()),
+        Ok(Reply::NeedsInspection {
+            code: NeedsInspectionCode::NeedsInspection,
+            plan_id: None,
+            message: "m".into()
+        })
+    );
+}
