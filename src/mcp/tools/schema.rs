@@ -87,7 +87,7 @@ pub fn plan_input() -> Arc<JsonObject> {
         "properties": {
             "action": {
                 "type": "string",
-                "enum": names(&Action::ALL, Action::as_str),
+                "enum": names(Action::ALL, Action::as_str),
                 "description": "The change to plan."
             },
             "parameters": {
@@ -198,7 +198,7 @@ pub fn management_output() -> Arc<JsonObject> {
         json!({
             "tool": {"type": "string", "enum": names(&service_tools(), ToolName::as_str)},
             "operation": {"type": "string", "enum": operations},
-            "action": {"type": ["string", "null"], "enum": names_or_null(&Action::ALL, Action::as_str)},
+            "action": {"type": ["string", "null"], "enum": names_or_null(Action::ALL, Action::as_str)},
             "plan_id": {"type": ["string", "null"], "description": "The plan this call is about, when known."},
             "result": {"type": ["object", "null"], "description": "The host helper's result object when status is ok; null otherwise."}
         }),
@@ -283,7 +283,7 @@ mod tests {
         agree(Mode::VARIANTS, Mode::as_str);
         agree(ExecutionStatus::VARIANTS, ExecutionStatus::as_str);
         agree(Completion::VARIANTS, Completion::as_str);
-        agree(&Action::ALL, Action::as_str);
+        agree(Action::ALL, Action::as_str);
         assert_eq!(Check::ALL, Check::VARIANTS);
         for status in Status::VARIANTS {
             assert_eq!(serde_json::from_value::<Status>(json!(status.as_str())).unwrap(), *status);

@@ -152,7 +152,7 @@ pub fn validate(tool: ToolName, arguments: Option<&Map<String, Value>>) -> Resul
                     Code::NotAllowed,
                     format!(
                         "`action` must be one of {} (got {}); nothing was run.",
-                        one_of(Action::ALL.map(Action::as_str)),
+                        one_of(Action::ALL.iter().map(|a| a.as_str())),
                         shown(text)
                     ),
                 )
