@@ -128,11 +128,11 @@ pub fn parse_request(bytes: &[u8]) -> Result<Request, Refusal> {
 
 /// The one reply the helper prints, and what the workstation parses.
 ///
-/// A `rejected` reply counts only with a code of this build's [`Code`]
-/// table. Before this type existed the workstation accepted any
-/// well-formed code (`^[a-z][a-z0-9_]{0,63}$`); now a code it does not know
-/// (only possible from a newer helper) makes the reply `unknown`, which
-/// errs on the side of inspecting first. Both ends ship as one binary.
+/// A `rejected` reply parses only with a code of this build's [`Code`]
+/// table. The workstation and the server are installed separately, so a
+/// newer helper may name a code this build lacks: the workstation then
+/// still reads the reply as a refusal (`crate::mcp::rpc` keeps any
+/// well-formed code), never as `unknown`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum Reply {

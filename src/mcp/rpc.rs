@@ -8,14 +8,17 @@
 //!   travels on stdin as bytes; nothing is ever spliced into a command line;
 //! - only a reply that parses as a `wire::Reply` and fits the exit status
 //!   counts: exit 0 with `ok`, naming our operation and carrying an object
-//!   result, is `ok`; exit 1 with `rejected` (with one of our codes) or
-//!   `needs_inspection` passes through; anything else (timeout, overflow,
+//!   result, is `ok`; exit 1 with `rejected` or `needs_inspection` passes
+//!   through (a well-formed code this build does not know, from a newer
+//!   helper, passes as it came: a refusal changed nothing, whichever version
+//!   named it); anything else (timeout, overflow,
 //!   unparsable, other exit, a killed client) is `unknown`, which tells the
 //!   agent to inspect before any retry;
 //! - nothing is retried here or anywhere else.
 
 use std::time::Duration;
 
+use serde::Serialize;
 use serde_json::Value;
 
 use crate::config::Mode;
@@ -30,11 +33,63 @@ use crate::wire::{NotAReply, Operation, Reply};
 /// take minutes, hence the long wait.
 pub const RPC_LIMITS: Limits = Limits { output: 128 * 1024, timeout: Duration::from_secs(240) };
 
+/// The code an answer carries: one of this build's, or the well-formed code
+/// of a refusal from a newer helper. The workstation and the server are
+/// installed separately, so a newer helper may refuse with a code this
+/// build has never heard of; it is still a refusal that changed nothing,
+/// and turning it into `unknown` ("the server may have acted") would be false.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum AnswerCode {
+    Known(Code),
+    Newer(String),
+}
+
+impl From<Code> for AnswerCode {
+    fn from(code: Code) -> AnswerCode {
+        AnswerCode::Known(code)
+    }
+}
+
+/// A stable machine code as the helper writes them: `^[a-z][a-z0-9_]{0,63}$`.
+fn is_code_shape(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= 64
+        && bytes[0].is_ascii_lowercase()
+        && bytes.iter().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'_')
+}
+
+/// A `rejected` reply whose code this build does not know: exactly
+/// `{"status":"rejected","code":<code shape>,"message":<text>}`.
+fn newer_rejection(stdout: &[u8]) -> Option<(String, String)> {
+    let Ok(Value::Object(map)) = serde_json::from_slice::<Value>(stdout.trim_ascii_end()) else {
+        return None;
+    };
+    let text = |key: &str| map.get(key).and_then(Value::as_str);
+    match (map.len(), text("status"), text("code"), text("message")) {
+        (3, Some("rejected"), Some(code), Some(message)) if is_code_shape(code) => {
+            Some((code.to_owned(), message.to_owned()))
+        }
+        _ => None,
+    }
+}
+
+fn rejected(code: AnswerCode, message: &str) -> Answer {
+    Answer {
+        status: Status::Rejected,
+        code: Some(code),
+        message: format!("The host helper refused the request; nothing changed: {}", sanitize(message)),
+        result: None,
+        plan_id: None,
+    }
+}
+
 /// What a reply means for the agent.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Answer {
     pub status: Status,
-    pub code: Option<Code>,
+    pub code: Option<AnswerCode>,
     pub message: String,
     pub result: Option<Value>,
     /// A plan id the helper named (a new plan, or the plan to inspect).
@@ -106,19 +161,10 @@ pub fn interpret(operation: Operation, outcome: &Outcome, mode: Mode) -> Answer 
             _ => unknown(operation, "the host helper's reply does not follow the contract"),
         },
         ExecutionStatus::NonzeroExit if execution.exit_code == Some(1) => match reply {
-            Ok(Reply::Rejected(refusal)) => Answer {
-                status: Status::Rejected,
-                code: Some(refusal.code),
-                message: format!(
-                    "The host helper refused the request; nothing changed: {}",
-                    sanitize(&refusal.message)
-                ),
-                result: None,
-                plan_id: None,
-            },
+            Ok(Reply::Rejected(refusal)) => rejected(refusal.code.into(), &refusal.message),
             Ok(Reply::NeedsInspection { plan_id, message, .. }) => Answer {
                 status: Status::NeedsInspection,
-                code: Some(Code::NeedsInspection),
+                code: Some(Code::NeedsInspection.into()),
                 message: format!(
                     "The change reached Docker and failed or is uncertain. Stop and ask the operator to \
                      inspect the plan on the server; do not retry. Helper: {}",
@@ -130,7 +176,13 @@ pub fn interpret(operation: Operation, outcome: &Outcome, mode: Mode) -> Answer 
             Err(NotAReply::NotOneObject) => {
                 unknown(operation, "the host helper exited 1 without a valid reply; sudo may have refused")
             }
-            _ => unknown(operation, "the host helper exited 1 with a reply outside the contract"),
+            Err(NotAReply::OutsideTheContract) => match newer_rejection(&outcome.stdout) {
+                Some((code, message)) => rejected(AnswerCode::Newer(code), &message),
+                None => unknown(operation, "the host helper exited 1 with a reply outside the contract"),
+            },
+            Ok(Reply::Ok { .. }) => {
+                unknown(operation, "the host helper exited 1 with a reply outside the contract")
+            }
         },
         ExecutionStatus::NonzeroExit => {
             unknown(operation, "the host helper exited with an unexpected status")
@@ -197,12 +249,15 @@ mod tests {
             for code in Code::VARIANTS.iter().copied() {
                 let rejected = Reply::from(Refusal::new(code, "No."));
                 let answer = interpret(operation, &exited(&rejected), Mode::Ssh);
-                assert_eq!((answer.status, answer.code), (Status::Rejected, Some(code)));
+                assert_eq!((answer.status, answer.code), (Status::Rejected, Some(code.into())));
                 assert!(answer.message.ends_with("nothing changed: No."), "{}", answer.message);
             }
             let inspect = Reply::needs_inspection(id.clone(), "Half done.".into());
             let answer = interpret(operation, &exited(&inspect), Mode::Ssh);
-            assert_eq!((answer.status, answer.code), (Status::NeedsInspection, Some(Code::NeedsInspection)));
+            assert_eq!(
+                (answer.status, answer.code),
+                (Status::NeedsInspection, Some(Code::NeedsInspection.into()))
+            );
             assert_eq!(answer.plan_id.as_ref(), Some(&id));
             assert!(answer.message.ends_with("Helper: Half done."), "{}", answer.message);
         }
@@ -289,7 +344,7 @@ mod tests {
             let answer =
                 interpret(Operation::Inventory, &outcome(*execution_status, *exit, stdout), Mode::Ssh);
             assert_eq!(answer.status, *status, "{execution_status:?} {exit:?} {stdout}");
-            assert_eq!(answer.code, *code, "{stdout}");
+            assert_eq!(answer.code, code.map(AnswerCode::from), "{stdout}");
             if *status == Status::Unknown {
                 assert!(
                     answer.message.contains("Do not retry") && answer.message.contains("inspect"),
@@ -311,6 +366,43 @@ mod tests {
         assert!(read("", 1).contains("without a valid reply; sudo may have refused"));
         assert!(read("{}", 1).contains("outside the contract"));
         assert!(read("{}", 1).contains("the server may have acted"));
+    }
+
+    #[test]
+    fn a_refusal_with_a_code_from_a_newer_helper_is_still_a_refusal() {
+        let run = |status, exit, stdout: &str| {
+            interpret(Operation::Plan, &outcome(status, exit, stdout), Mode::Ssh)
+        };
+        let newer = r#"{"status":"rejected","code":"app_frozen_since_v9","message":"Frozen.\u001b[2J"}"#;
+        let answer = run(ExecutionStatus::NonzeroExit, Some(1), newer);
+        assert_eq!(answer.status, Status::Rejected);
+        assert_eq!(answer.code, Some(AnswerCode::Newer("app_frozen_since_v9".into())));
+        assert!(answer.message.ends_with("nothing changed: Frozen.[2J"), "{}", answer.message);
+        assert_eq!(serde_json::to_value(&answer.code).unwrap(), json!("app_frozen_since_v9"));
+        assert_eq!(
+            serde_json::to_value(Some(AnswerCode::from(Code::PlanExpired))).unwrap(),
+            json!("plan_expired")
+        );
+        // Tried: the same reply with exit 0, another exit code, a code of
+        // the wrong shape, an extra field, a missing message: none of them
+        // is a refusal, so each is unknown.
+        for (status, exit, stdout) in [
+            (ExecutionStatus::Ok, Some(0), newer.to_owned()),
+            (ExecutionStatus::NonzeroExit, Some(2), newer.to_owned()),
+            (ExecutionStatus::NonzeroExit, Some(1), newer.replace("app_frozen_since_v9", "App Frozen")),
+            (
+                ExecutionStatus::NonzeroExit,
+                Some(1),
+                newer.replace("\"status\"", "\"approved\":true,\"status\""),
+            ),
+            (
+                ExecutionStatus::NonzeroExit,
+                Some(1),
+                r#"{"status":"rejected","code":"app_frozen"}"#.to_owned(),
+            ),
+        ] {
+            assert_eq!(run(status, exit, &stdout).status, Status::Unknown, "{stdout}");
+        }
     }
 
     #[test]

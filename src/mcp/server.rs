@@ -232,7 +232,7 @@ impl VolceLab {
                 // Unreachable with the argument limit; kept as the last guard.
                 Answer {
                     status: Status::InvalidArguments,
-                    code: Some(Code::TooLarge),
+                    code: Some(Code::TooLarge.into()),
                     message: "The request would exceed the helper's 16 KiB limit; nothing was run.".into(),
                     result: None,
                     plan_id: None,
