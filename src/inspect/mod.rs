@@ -327,8 +327,8 @@ impl Inspector {
     }
 
     async fn web_status(&self) -> (Status, String, Execution) {
-        let request = br#"{"operation":"gateway_status"}"#;
-        let outcome = self.run(RemoteCommand::HostRpc, Some(request), self.limits()).await;
+        let request = crate::wire::Request::GatewayStatus {}.to_bytes();
+        let outcome = self.run(RemoteCommand::HostRpc, Some(&request), self.limits()).await;
         let status = match outcome.execution.execution_status {
             ExecutionStatus::Ok => match gateways_healthy(&outcome.stdout) {
                 Some(true) => Status::Ok,
@@ -412,6 +412,8 @@ pub fn gateways_healthy(stdout: &[u8]) -> Option<bool> {
 }
 
 /// The state of every gateway in a `gateway_status` reply.
+/// The reply is read by the one contract (`crate::wire`): an `ok` that names
+/// another operation is not an answer to this request.
 pub fn gateway_states(stdout: &[u8]) -> Option<Vec<String>> {
     #[derive(Deserialize)]
     struct Gateway {
@@ -421,13 +423,13 @@ pub fn gateway_states(stdout: &[u8]) -> Option<Vec<String>> {
     struct Gateways {
         gateways: Vec<Gateway>,
     }
-    #[derive(Deserialize)]
-    struct Reply {
-        status: String,
-        result: Gateways,
+    match crate::wire::Reply::parse(stdout).ok()? {
+        crate::wire::Reply::Ok { operation: crate::wire::Operation::GatewayStatus, result } => {
+            let gateways: Gateways = serde_json::from_value(result).ok()?;
+            Some(gateways.gateways.into_iter().map(|g| g.state).collect())
+        }
+        _ => None,
     }
-    let reply: Reply = serde_json::from_slice(stdout).ok()?;
-    (reply.status == "ok").then(|| reply.result.gateways.into_iter().map(|g| g.state).collect())
 }
 
 /// Simulated answers: the same shapes a real server gives.

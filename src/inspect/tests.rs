@@ -157,12 +157,15 @@ async fn ssh_255_is_a_connection_failure_not_an_identity() {
 async fn web_status_keeps_diagnosis_apart_from_failure() {
     let cases = [
         (
-            r#"echo '{"status":"ok","result":{"gateways":[{"name":"vl-a-gateway","state":"running"}]}}'"#,
+            r#"echo '{"status":"ok","operation":"gateway_status","result":{"gateways":[{"name":"vl-a-gateway","state":"running"}]}}'"#,
             Status::Ok,
         ),
-        (r#"echo '{"status":"ok","result":{"gateways":[]}}'"#, Status::CheckFailed),
         (
-            r#"echo '{"status":"ok","result":{"gateways":[{"name":"a","state":"running"},{"name":"b","state":"exited"}]}}'"#,
+            r#"echo '{"status":"ok","operation":"gateway_status","result":{"gateways":[]}}'"#,
+            Status::CheckFailed,
+        ),
+        (
+            r#"echo '{"status":"ok","operation":"gateway_status","result":{"gateways":[{"name":"a","state":"running"},{"name":"b","state":"exited"}]}}'"#,
             Status::CheckFailed,
         ),
         (r#"echo '{"gateways":[]}'"#, Status::HelperUnavailable),
@@ -192,7 +195,7 @@ async fn web_status_sends_the_fixed_request_on_stdin() {
     let inspector = scripted(
         GOOD_ID,
         DF,
-        r#"read line; [ "$line" = '{"operation":"gateway_status"}' ] && echo '{"status":"ok","result":{"gateways":[{"name":"g","state":"running"}]}}'"#,
+        r#"read line; [ "$line" = '{"operation":"gateway_status"}' ] && echo '{"status":"ok","operation":"gateway_status","result":{"gateways":[{"name":"g","state":"running"}]}}'"#,
     );
     inspector.check(Check::Identity).await;
     assert_eq!(inspector.check(Check::WebStatus).await.status, Status::Ok);
@@ -237,11 +240,17 @@ async fn host_rpc_is_gated_like_a_check() {
 
 #[test]
 fn healthy_needs_a_non_empty_all_running_list() {
-    let reply = |list: &str| format!(r#"{{"status":"ok","result":{{"gateways":{list}}}}}"#).into_bytes();
+    let reply = |list: &str| {
+        format!(r#"{{"status":"ok","operation":"gateway_status","result":{{"gateways":{list}}}}}"#)
+            .into_bytes()
+    };
     assert_eq!(gateways_healthy(&reply(r#"[{"name":"a","state":"running"}]"#)), Some(true));
     assert_eq!(gateways_healthy(&reply("[]")), Some(false));
     assert_eq!(gateways_healthy(&reply(r#"[{"state":"restarting"}]"#)), Some(false));
     assert_eq!(gateways_healthy(br#"{"gateways":[]}"#), None);
     assert_eq!(gateways_healthy(br#"[]"#), None);
     assert_eq!(gateways_healthy(b""), None);
+    // An ok that answers another operation is no answer to gateway_status.
+    let other = br#"{"status":"ok","operation":"inventory","result":{"gateways":[{"state":"running"}]}}"#;
+    assert_eq!(gateways_healthy(other), None);
 }
