@@ -99,15 +99,15 @@ impl Config {
         };
 
         let mode = match get("VOLCE_LAB_MODE")?.as_deref() {
-            None | Some("demo") => Mode::Demo,
-            Some("local") => Mode::Local,
-            Some("ssh") => Mode::Ssh,
-            Some(other) => {
-                return Err(ConfigError {
+            None => Mode::Demo,
+            Some(text) => <Mode as strum::VariantArray>::VARIANTS
+                .iter()
+                .copied()
+                .find(|mode| mode.as_str() == text)
+                .ok_or_else(|| ConfigError {
                     variable: "VOLCE_LAB_MODE",
-                    reason: format!("must be demo, local or ssh (got {})", quoted(other)),
-                });
-            }
+                    reason: format!("must be demo, local or ssh (got {})", quoted(text)),
+                })?,
         };
 
         let ssh_alias = match get("VOLCE_LAB_SSH_ALIAS")? {
