@@ -1,0 +1,112 @@
+//! The doctor's contact with the real system: the probe the shipped binary
+//! uses (docker and visudo through the bounded runner, the account database
+//! through NSS, the helper's policy parser, the store's own health report)
+//! and `volce-lab-host doctor` itself. Runs as root on the server; reads only.
+
+use std::path::Path;
+
+use super::{DoctorPaths, Probe, StoreHealth, diagnose, report};
+
+/// `volce-lab-host doctor` in the shipped binary: the fixed paths, the
+/// system probe, the report on stdout, exit 0 only when all is well.
+pub fn cli() -> crate::exit::Exit {
+    use crate::exit::Exit;
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("volce-lab-host: doctor must run as root (it reads the root-only policy and state)");
+        return Exit::Usage;
+    }
+    let probe = SystemProbe { policy_images: load_policy_images, store: read_store_health };
+    let (text, healthy) = report(&diagnose(&DoctorPaths::installed(), &probe));
+    print!("{text}");
+    if healthy { Exit::Ok } else { Exit::Failure }
+}
+
+/// The policy's content through the helper's own parser
+/// (`Policy::from_json`): every pinned reference, or the parser's refusal.
+///
+/// The bytes come from a plain `fs::read`, not from the helper's loader
+/// (`host::paths::load_policy`), on purpose: the loader refuses the whole
+/// file in one sentence when its owner or mode is wrong, while the doctor
+/// reports those as findings of their own (`policy directory`, `policy
+/// file`, each with its fix) and still says what is wrong with the content.
+/// Known gaps against the loader: it also refuses a symlinked policy file or
+/// directory and a file over 256 KiB, which pass here.
+pub fn load_policy_images(path: &Path) -> Result<Vec<String>, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read it ({})", e.kind()))?;
+    let policy = crate::control::policy::Policy::from_json(&bytes).map_err(|e| e.to_string())?;
+    let mut images: Vec<String> = policy.catalog.values().map(|r| r.as_str().to_owned()).collect();
+    images.push(policy.nginx_image.as_str().to_owned());
+    Ok(images)
+}
+
+/// The store's own health report (one query, in `crate::store`): opened
+/// read-only, never migrated (the doctor must not be the thing that upgrades
+/// a database).
+pub fn read_store_health(state_dir: &Path) -> Result<Option<StoreHealth>, String> {
+    crate::store::read_health(&state_dir.join("state.db")).map_err(|e| e.to_string())
+}
+
+/// The probe the shipped binary uses: docker and visudo through the bounded
+/// runner, the account database through libc's NSS lookups. The policy's
+/// content goes through the helper's own parser ([`load_policy_images`]) and
+/// the store's health is the store's own read-only report
+/// ([`read_store_health`]); both are given as functions so tests can swap
+/// them.
+pub struct SystemProbe {
+    pub policy_images: fn(&Path) -> Result<Vec<String>, String>,
+    pub store: fn(&Path) -> Result<Option<StoreHealth>, String>,
+}
+
+impl SystemProbe {
+    fn run(program: &str, args: &[&str]) -> crate::exec::Outcome {
+        let mut spec = crate::exec::ProcessSpec::new(program, args.iter().copied());
+        spec.env.push(("DOCKER_HOST".into(), "unix:///var/run/docker.sock".into()));
+        spec.timeout = std::time::Duration::from_secs(10);
+        crate::exec::run_blocking(&spec)
+    }
+}
+
+impl Probe for SystemProbe {
+    fn docker_version(&self) -> Result<String, String> {
+        let outcome = Self::run("/usr/bin/docker", &["version", "--format", "{{.Server.Version}}"]);
+        match outcome.execution.execution_status {
+            crate::exec::ExecutionStatus::Ok => {
+                Ok(String::from_utf8_lossy(&outcome.stdout).trim().to_owned())
+            }
+            status => Err(format!("docker version ended with {status:?}")),
+        }
+    }
+
+    fn image_present(&self, reference: &str) -> bool {
+        let outcome =
+            Self::run("/usr/bin/docker", &["image", "inspect", "--format", "{{.Id}}", "--", reference]);
+        outcome.execution.execution_status == crate::exec::ExecutionStatus::Ok
+    }
+
+    fn sudoers_valid(&self, path: &Path) -> bool {
+        let Some(path) = path.to_str() else { return false };
+        let outcome = Self::run("/usr/sbin/visudo", &["--check", "--quiet", "--file", path]);
+        outcome.execution.execution_status == crate::exec::ExecutionStatus::Ok
+    }
+
+    fn groups_of(&self, user: &str) -> Option<Vec<String>> {
+        use nix::unistd::{Group, User, getgrouplist};
+        let account = User::from_name(user).ok()??;
+        let name = std::ffi::CString::new(user).ok()?;
+        let gids = getgrouplist(&name, account.gid).ok()?;
+        Some(
+            gids.into_iter()
+                .filter_map(|gid| Group::from_gid(gid).ok().flatten())
+                .map(|group| group.name)
+                .collect(),
+        )
+    }
+
+    fn policy_images(&self, path: &Path) -> Result<Vec<String>, String> {
+        (self.policy_images)(path)
+    }
+
+    fn store(&self, state_dir: &Path) -> Result<Option<StoreHealth>, String> {
+        (self.store)(state_dir)
+    }
+}
