@@ -9,7 +9,6 @@
 //! the store and is deliberately outside the digest.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
@@ -41,29 +40,9 @@ impl PlanId {
     pub fn random() -> PlanId {
         PlanId(uuid::Uuid::new_v4().simple().to_string())
     }
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
 }
 
-impl TryFrom<String> for PlanId {
-    type Error = Refusal;
-    fn try_from(value: String) -> Result<Self, Self::Error> {
-        PlanId::parse(&value)
-    }
-}
-
-impl From<PlanId> for String {
-    fn from(id: PlanId) -> String {
-        id.0
-    }
-}
-
-impl fmt::Display for PlanId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+crate::control::canonical::string_form!(PlanId);
 
 /// A plan digest: 64 lowercase hex characters.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -78,29 +57,9 @@ impl Digest {
             Err(Refusal::new(Code::InvalidDigest, "A plan digest is 64 lowercase hex characters."))
         }
     }
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
 }
 
-impl TryFrom<String> for Digest {
-    type Error = Refusal;
-    fn try_from(value: String) -> Result<Self, Self::Error> {
-        Digest::parse(&value)
-    }
-}
-
-impl From<Digest> for String {
-    fn from(digest: Digest) -> String {
-        digest.0
-    }
-}
-
-impl fmt::Display for Digest {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+crate::control::canonical::string_form!(Digest);
 
 /// The closed set of changes a plan can make. Its one string table is the
 /// strum derive; serde's names are the same (tested), because the wire,
