@@ -161,7 +161,7 @@ pub fn require_docker_and_policy() {
 
 pub fn sha256_file(path: &str) -> String {
     let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("read {path}: {e}"));
-    volce_lab::docker::hex(&Sha256::digest(&bytes))
+    volce_lab::text::hex(&Sha256::digest(&bytes))
 }
 
 /// A private copy of the client ssh_config that a test may change, with
