@@ -2,13 +2,8 @@
 //! cycle, approval rules, exactly-once execution, drift, expiry, failures,
 //! the rpc pipeline and the operator's view. Hermetic: no root, no Docker.
 
-#[path = "common/fake_engine.rs"]
-mod fake_engine;
-#[path = "common/harness.rs"]
-mod harness;
-
-use fake_engine::*;
-use harness::*;
+use crate::support::fake_engine::*;
+use crate::support::harness::*;
 use serde_json::{Value, json};
 use volce_lab::control::Code;
 use volce_lab::control::plan::{Digest, PlanId};

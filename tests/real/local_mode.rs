@@ -4,7 +4,7 @@
 
 use std::process::Command;
 
-mod unprivileged;
+use crate::support::unprivileged;
 
 fn hostname() -> String {
     let output = Command::new("/usr/bin/hostname").output().expect("hostname runs");

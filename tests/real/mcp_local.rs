@@ -4,8 +4,7 @@
 //! audit log written 0600 by that account. Needs root (runuser), so it is
 //! ignored by plain `cargo test` and run by scripts/test with --ignored.
 
-mod mcp_support;
-mod unprivileged;
+use crate::support::unprivileged;
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::process::{Command, Stdio};
@@ -15,7 +14,7 @@ use rmcp::model::CallToolRequestParams;
 use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
 
-use mcp_support::{arguments, structured};
+use crate::support::mcp::{arguments, structured};
 
 fn hostname() -> String {
     let output = Command::new("/usr/bin/hostname").output().expect("hostname runs");
