@@ -125,14 +125,7 @@ fn refused_rpc_in_process() -> Duration {
     let samples = (0..ROUNDS)
         .map(|_| {
             let started = Instant::now();
-            let reply = volce_lab::host::rpc(
-                &h.paths,
-                h.engine.clone(),
-                h.clock.clone(),
-                ProcLiveness,
-                "agent",
-                request.as_bytes(),
-            );
+            let reply = h.rpc("agent", request.as_bytes());
             let elapsed = started.elapsed();
             assert_eq!(reply.to_json()["code"], "plan_not_found");
             elapsed
