@@ -13,18 +13,17 @@
 //! claims, looks the plan up, and is refused (`plan_not_found`) without
 //! touching the engine or changing any state.
 
-#[path = "../tests/common/fake_engine.rs"]
-mod fake_engine;
-#[path = "../tests/common/harness.rs"]
-mod harness;
+#[path = "../tests/support/mod.rs"]
+mod support;
 
 use std::io::Write as _;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use harness::{Harness, deploy_params};
 use rusqlite::params;
 use serde_json::json;
+use support::fake_engine;
+use support::harness::{self, Harness, deploy_params};
 use volce_lab::host::{Executed, ProcLiveness};
 
 const ROUNDS: usize = 200;
@@ -126,14 +125,7 @@ fn refused_rpc_in_process() -> Duration {
     let samples = (0..ROUNDS)
         .map(|_| {
             let started = Instant::now();
-            let reply = volce_lab::host::rpc(
-                &h.paths,
-                h.engine.clone(),
-                h.clock.clone(),
-                ProcLiveness,
-                "agent",
-                request.as_bytes(),
-            );
+            let reply = h.rpc("agent", request.as_bytes());
             let elapsed = started.elapsed();
             assert_eq!(reply.to_json()["code"], "plan_not_found");
             elapsed

@@ -1,7 +1,8 @@
 //! The binary under test, where an unprivileged account can run it. As root
 //! the build directory may sit under a 0700 home that `nobody` cannot
 //! traverse, so tests that drop privileges run a copy in a world-readable
-//! temporary directory instead (made once per test binary).
+//! temporary directory instead (made once per test binary). And the host
+//! name that local mode, run as that account, must report.
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
@@ -21,4 +22,10 @@ pub fn binary() -> &'static Path {
         (dir, path)
     });
     path
+}
+
+/// This machine's host name, as local mode must report it.
+pub fn hostname() -> String {
+    let output = std::process::Command::new("/usr/bin/hostname").output().expect("hostname runs");
+    String::from_utf8(output.stdout).unwrap().trim().to_owned()
 }

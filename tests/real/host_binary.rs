@@ -12,7 +12,7 @@ use std::process::{Command, Output, Stdio};
 
 const BIN: &str = env!("CARGO_BIN_EXE_volce-lab");
 
-mod unprivileged;
+use crate::support::unprivileged;
 
 fn unprivileged_binary() -> &'static Path {
     unprivileged::binary()

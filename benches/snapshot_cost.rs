@@ -4,9 +4,10 @@
 //! with the test images of `scripts/test-images`; creates labelled containers
 //! from the test app image (created, not started) and removes them again.
 //!
-//!     cargo run --release --example snapshot_cost [-- COUNTS... ]
+//!     cargo bench --bench snapshot_cost [-- COUNTS... ]
 //!
-//! Prints one line per count: median and min of 15 runs each.
+//! Prints one line per count: median and min of 15 runs each. Without root
+//! or the test images it says so and measures nothing.
 
 use std::time::{Duration, Instant};
 
@@ -59,17 +60,30 @@ fn bare_calls() {
     docker(&["network", "ls", "--no-trunc", "--filter", "name=vl-", "--format", "{{.Name}}"]);
 }
 
+const POLICY: &str = "/var/tmp/volce-lab-test/policy.json";
+
 fn main() {
+    // `cargo bench` passes --bench. Under `cargo test --all-targets` this is a
+    // debug build whose figures mean nothing: say so and pass.
+    if !std::env::args().any(|arg| arg == "--bench") {
+        println!("snapshot_cost: skipped (measure with `cargo bench --bench snapshot_cost`, as root)");
+        return;
+    }
+    // A plain `cargo bench` runs every benchmark; this one needs the test machine.
+    if !nix::unistd::geteuid().is_root() || !std::path::Path::new(POLICY).is_file() {
+        println!("snapshot_cost: skipped (needs root, the Docker engine and scripts/test-images: {POLICY})");
+        return;
+    }
     let counts: Vec<usize> = {
-        let args: Vec<usize> =
-            std::env::args().skip(1).map(|a| a.parse().expect("counts are numbers")).collect();
+        let args: Vec<usize> = std::env::args()
+            .skip(1)
+            .filter(|a| a != "--bench")
+            .map(|a| a.parse().expect("counts are numbers"))
+            .collect();
         if args.is_empty() { vec![10, 100] } else { args }
     };
-    let policy: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string("/var/tmp/volce-lab-test/policy.json")
-            .expect("/var/tmp/volce-lab-test/policy.json missing: run scripts/test-images first"),
-    )
-    .unwrap();
+    let policy: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(POLICY).expect("read the test policy")).unwrap();
     let web = policy["catalog"]["web"].as_str().unwrap().to_owned();
     docker(&["pull", "--quiet", &web]);
     let engine = DockerCli::new("/var/tmp");

@@ -1,4 +1,4 @@
-//! Shared by the end-to-end tests (tests/e2e_*.rs): where scripts/e2e-setup
+//! Shared by the end-to-end tests (tests/real/e2e_*.rs): where scripts/e2e-setup
 //! put things, and how a test acts as the agent (through the real sshd), as
 //! the operator (through the operator's sudo rule) and as root. Runs as root.
 //!
@@ -73,8 +73,8 @@ fn install_binary_under_test() {
     });
 }
 
-/// Tests in one file change shared things (sshd accounts, sudoers, policy):
-/// they run one at a time.
+/// The e2e tests change shared things (sshd accounts, sudoers, policy):
+/// they run one at a time (one lock for every e2e suite in the crate).
 pub fn serial() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
     LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())

@@ -2,7 +2,7 @@
 //! engine, driven like the host helper drives them: the library `rpc` on a
 //! temporary state directory, the test policy of scripts/test-images and
 //! the docker-CLI engine the shipped binary uses. Complements
-//! tests/host_real_engine.rs (deploy, nginx_config, stop approval):
+//! host_real_engine.rs (deploy, nginx_config, stop approval):
 //! - a deploy whose health check fails removes what it made, ends
 //!   `needs_inspection`, and blocks every later plan until the operator's
 //!   `resolve`, which also frees the failed app's record;
@@ -21,7 +21,7 @@
 //! the tests of this file take turns on the engine: one test's objects
 //! would void another's plans.
 
-mod docker_lab;
+use crate::support::docker_lab;
 
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};

@@ -8,9 +8,7 @@
 //! the Docker engine and the test images (scripts/test-images); without them
 //! each test fails with a sentence saying what is missing.
 
-mod e2e_common;
-
-use e2e_common::*;
+use crate::support::e2e::*;
 use serde_json::json;
 
 const PLAN: &str = "0123456789abcdef0123456789abcdef";

@@ -9,11 +9,9 @@
 //! scripts/e2e-setup; cleans up its app before and after, so it can run
 //! twice in a row.
 
-mod e2e_common;
-
 use std::time::{Duration, Instant};
 
-use e2e_common::*;
+use crate::support::e2e::*;
 use rmcp::ServiceExt as _;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::{RoleClient, RunningService};

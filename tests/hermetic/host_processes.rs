@@ -1,20 +1,16 @@
 //! The controller across real OS processes: 16 helpers racing to execute
 //! one approved plan, a helper killed between its claim and the engine, and
 //! approvals seen by another process. Each child is this test binary
-//! re-executed with `VL_CHILD_ROLE` set, running the `child` test below.
+//! re-executed with `VL_CHILD_ROLE` set, running the `child` test below
+//! (`host_processes::child` in the hermetic crate).
 //! Hermetic: no root, no Docker (the fake engine logs to a shared file).
-
-#[path = "common/fake_engine.rs"]
-mod fake_engine;
-#[path = "common/harness.rs"]
-mod harness;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use fake_engine::*;
-use harness::*;
+use crate::support::fake_engine::*;
+use crate::support::harness::*;
 use serde_json::json;
 use volce_lab::control::Code;
 use volce_lab::control::plan::{Digest, PlanId};
@@ -63,7 +59,7 @@ fn child() {
 fn spawn_child(dir: &Path, role: &str, plan: &PlanId, extra: &[(&str, String)]) -> Child {
     let mut command = Command::new(std::env::current_exe().unwrap());
     command
-        .args(["child", "--exact", "--nocapture", "--test-threads=1"])
+        .args(["host_processes::child", "--exact", "--nocapture", "--test-threads=1"])
         .env("VL_CHILD_ROLE", role)
         .env("VL_CHILD_DIR", dir)
         .env("VL_CHILD_PLAN", plan.as_str())

@@ -3,8 +3,6 @@
 //! results, every refusal, the unknown tool, and that the server keeps
 //! answering after bad input. Runs unprivileged; no network, no server.
 
-mod mcp_support;
-
 use std::path::Path;
 use std::process::Stdio;
 
@@ -15,7 +13,7 @@ use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
 
-use mcp_support::{arguments, structured};
+use crate::support::mcp::{arguments, structured};
 
 const BIN: &str = env!("CARGO_BIN_EXE_volce-lab");
 

@@ -15,7 +15,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
 use serde_json::{Value, json};
-use volce_lab::control::Clock;
+use volce_lab::control::plan::PlanId;
+use volce_lab::control::{Clock, Refusal};
+use volce_lab::host::rpc::Reply;
 use volce_lab::host::{Controller, HostPaths, ProcLiveness};
 
 use super::fake_engine::{FakeEngine, unused_image};
@@ -100,7 +102,7 @@ impl Harness {
     /// Records the app `legacy` (see the module header). Its plan row only
     /// satisfies the apps table's reference; it stays pending and blocks nothing.
     fn seed_legacy_app(&self) {
-        use volce_lab::control::plan::{Impact, Payload, Plan, PlanId};
+        use volce_lab::control::plan::{Impact, Payload, Plan};
         use volce_lab::control::validate::{AppRecord, AppState};
         use volce_lab::store::{AuditOutcome, AuditRow, Event};
         let id = PlanId::parse(&"1e".repeat(16)).unwrap();
@@ -156,5 +158,41 @@ impl Harness {
 
     pub fn controller(&self) -> TestController {
         volce_lab::host::open(&self.paths, self.engine.clone(), self.clock.clone(), ProcLiveness).unwrap()
+    }
+
+    /// `volce-lab-host rpc` in library form: one request from `caller`.
+    pub fn rpc(&self, caller: &str, request: &[u8]) -> Reply {
+        let (engine, clock) = (self.engine.clone(), self.clock.clone());
+        volce_lab::host::rpc(&self.paths, engine, clock, ProcLiveness, caller, request)
+    }
+
+    // The operator's terminal commands in library form: each opens its own
+    // controller on this world, as `volce-lab-host show/approve/resolve` do.
+
+    /// `show PLAN_ID` as root: the text the operator reads.
+    pub fn show(&self, id: &PlanId) -> String {
+        self.show_as(id, false)
+    }
+
+    /// `show --json PLAN_ID` as root: the text, one JSON object.
+    pub fn show_json(&self, id: &PlanId) -> String {
+        self.show_as(id, true)
+    }
+
+    fn show_as(&self, id: &PlanId, json: bool) -> String {
+        let (engine, clock) = (self.engine.clone(), self.clock.clone());
+        volce_lab::host::show(&self.paths, engine, clock, ProcLiveness, "root", id.as_str(), json).unwrap()
+    }
+
+    /// `approve PLAN_ID DIGEST` by `approver` (the digest as typed: it may be malformed).
+    pub fn approve(&self, id: &PlanId, digest: &str, approver: &str) -> Result<String, Refusal> {
+        let (engine, clock) = (self.engine.clone(), self.clock.clone());
+        volce_lab::host::approve(&self.paths, engine, clock, ProcLiveness, approver, id.as_str(), digest)
+    }
+
+    /// `resolve PLAN_ID` by `operator`.
+    pub fn resolve(&self, id: &PlanId, operator: &str) -> Result<String, Refusal> {
+        let (engine, clock) = (self.engine.clone(), self.clock.clone());
+        volce_lab::host::resolve(&self.paths, engine, clock, ProcLiveness, operator, id.as_str())
     }
 }

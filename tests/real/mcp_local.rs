@@ -4,23 +4,17 @@
 //! audit log written 0600 by that account. Needs root (runuser), so it is
 //! ignored by plain `cargo test` and run by scripts/test with --ignored.
 
-mod mcp_support;
-mod unprivileged;
+use crate::support::unprivileged::{self, hostname};
 
 use std::os::unix::fs::PermissionsExt as _;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use rmcp::ServiceExt as _;
 use rmcp::model::CallToolRequestParams;
 use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
 
-use mcp_support::{arguments, structured};
-
-fn hostname() -> String {
-    let output = Command::new("/usr/bin/hostname").output().expect("hostname runs");
-    String::from_utf8(output.stdout).unwrap().trim().to_owned()
-}
+use crate::support::mcp::{arguments, structured};
 
 #[tokio::test]
 #[ignore = "real parts: run by scripts/test (needs root for runuser)"]

@@ -1,7 +1,7 @@
 //! A fake container engine for controller tests and benchmarks: it keeps a
 //! small in-memory Docker world and records every operation it is asked, as
-//! argv-like lists. Test-only; included with `#[path]` by tests/host_*.rs
-//! and benches/controller.rs, so no test code is compiled into the shipped
+//! argv-like lists. Test-only; part of tests/support (used by the host_*
+//! suites and benches/controller.rs), so no test code is compiled into the shipped
 //! library and no cargo feature can switch it on.
 //!
 //! For tests that span processes, mutations are also appended (one line

@@ -12,7 +12,7 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-mod docker_lab;
+use crate::support::docker_lab;
 use docker_lab::{assert_hardened, eventually, inspect, policy_limits, status};
 use volce_lab::control::SystemClock;
 use volce_lab::host::{HostPaths, ProcLiveness};

@@ -2,19 +2,14 @@
 //! cycle, approval rules, exactly-once execution, drift, expiry, failures,
 //! the rpc pipeline and the operator's view. Hermetic: no root, no Docker.
 
-#[path = "common/fake_engine.rs"]
-mod fake_engine;
-#[path = "common/harness.rs"]
-mod harness;
-
-use fake_engine::*;
-use harness::*;
+use crate::support::fake_engine::*;
+use crate::support::harness::*;
 use serde_json::{Value, json};
 use volce_lab::control::Code;
 use volce_lab::control::plan::{Digest, PlanId};
 use volce_lab::docker::EngineError;
+use volce_lab::host::Executed;
 use volce_lab::host::rpc::Reply;
-use volce_lab::host::{Executed, ProcLiveness};
 use volce_lab::store::PlanState;
 
 const AGENT: &str = "agent";
@@ -358,14 +353,7 @@ fn a_plan_stores_its_payload_and_digest_immutably() {
 // --- the rpc pipeline (library form of `volce-lab-host rpc`) ---------------
 
 fn rpc(h: &Harness, caller: &str, request: &str) -> Value {
-    let reply = volce_lab::host::rpc(
-        &h.paths,
-        h.engine.clone(),
-        h.clock.clone(),
-        ProcLiveness,
-        caller,
-        request.as_bytes(),
-    );
+    let reply = h.rpc(caller, request.as_bytes());
     let json = reply.to_json();
     assert_eq!(reply.exit() == volce_lab::exit::Exit::Ok, json["status"] == "ok");
     json
@@ -481,31 +469,13 @@ fn show_prints_the_plan_and_the_exact_approve_command() {
     let mut c = h.controller();
     let plan = c.prepare("stop", &json!({"app": "demo"}), AGENT).unwrap();
     drop(c);
-    let text = volce_lab::host::show(
-        &h.paths,
-        h.engine.clone(),
-        h.clock.clone(),
-        ProcLiveness,
-        "root",
-        plan.plan.id.as_str(),
-        false,
-    )
-    .unwrap();
+    let text = h.show(&plan.plan.id);
     assert!(text.contains("(stop)"), "{text}");
     assert!(text.contains("vl-demo-app"));
     assert!(text.contains("Data volumes deleted: never"));
     assert!(text.contains("10 min 0 s left"), "{text}");
     assert!(text.contains(&format!("sudo volce-lab-host approve {} {}", plan.plan.id, plan.plan.digest)));
-    let json = volce_lab::host::show(
-        &h.paths,
-        h.engine.clone(),
-        h.clock.clone(),
-        ProcLiveness,
-        "root",
-        plan.plan.id.as_str(),
-        true,
-    )
-    .unwrap();
+    let json = h.show_json(&plan.plan.id);
     let json: Value = serde_json::from_str(&json).unwrap();
     assert_eq!(json["digest"], plan.plan.digest.as_str());
     assert_eq!(json["state"], "pending");
@@ -521,16 +491,7 @@ fn show_escapes_agent_text() {
         .prepare("remove_image", &json!({"image_id": unused_image().as_str()}), "evil\u{202e}\x1b[2J")
         .unwrap();
     drop(c);
-    let text = volce_lab::host::show(
-        &h.paths,
-        h.engine.clone(),
-        h.clock.clone(),
-        ProcLiveness,
-        "root",
-        plan.plan.id.as_str(),
-        false,
-    )
-    .unwrap();
+    let text = h.show(&plan.plan.id);
     assert!(!text.contains('\u{202e}') && !text.contains('\x1b'), "{text:?}");
     assert!(text.contains("evil\\u{202e}\\u{001b}[2J"));
 }
@@ -540,30 +501,13 @@ fn approve_through_the_library_records_who_and_when() {
     let h = Harness::new();
     let plan =
         h.controller().prepare("remove_image", &json!({"image_id": unused_image().as_str()}), AGENT).unwrap();
-    let text = volce_lab::host::approve(
-        &h.paths,
-        h.engine.clone(),
-        h.clock.clone(),
-        ProcLiveness,
-        "bob",
-        plan.plan.id.as_str(),
-        plan.plan.digest.as_str(),
-    )
-    .unwrap();
+    let text = h.approve(&plan.plan.id, plan.plan.digest.as_str(), "bob").unwrap();
     assert!(text.contains("Approved plan"));
     let stored = h.controller().load(&plan.plan.id, "root").unwrap();
     let approval = stored.approval.unwrap();
     assert_eq!(approval.by, "bob");
     assert_eq!(approval.at, START);
-    let bad = volce_lab::host::approve(
-        &h.paths,
-        h.engine.clone(),
-        h.clock.clone(),
-        ProcLiveness,
-        "bob",
-        plan.plan.id.as_str(),
-        "xyz",
-    );
+    let bad = h.approve(&plan.plan.id, "xyz", "bob");
     assert_eq!(bad.unwrap_err().code, Code::InvalidDigest);
 }
 
@@ -599,18 +543,7 @@ fn a_pending_plan_does_not_execute_while_another_needs_inspection() {
 fn show_gives_before_and_after_for_deploy_and_nginx_config() {
     let h = Harness::new();
     let deploy = h.controller().prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap();
-    let show = |id: &PlanId| {
-        volce_lab::host::show(
-            &h.paths,
-            h.engine.clone(),
-            h.clock.clone(),
-            ProcLiveness,
-            "root",
-            id.as_str(),
-            false,
-        )
-        .unwrap()
-    };
+    let show = |id: &PlanId| h.show(id);
     let text = show(&deploy.plan.id);
     assert!(text.contains("no approval needed"), "{text}");
     assert!(text.contains("vl-demo-gateway (gateway)"), "{text}");
@@ -631,10 +564,6 @@ fn show_gives_before_and_after_for_deploy_and_nginx_config() {
 
 // --- resolve (terminal only) -------------------------------------------------
 
-fn resolve_text(h: &Harness, operator: &str, id: &PlanId) -> Result<String, volce_lab::control::Refusal> {
-    volce_lab::host::resolve(&h.paths, h.engine.clone(), h.clock.clone(), ProcLiveness, operator, id.as_str())
-}
-
 /// A deploy of `demo` whose health check failed: needs_inspection.
 fn failed_deploy(h: &Harness) -> PlanId {
     let mut c = h.controller();
@@ -652,19 +581,10 @@ fn resolve_reopens_the_host_for_new_plans_and_frees_a_failed_deploy() {
         refusal(h.controller().prepare("deploy", &deploy_params("other", 18002), AGENT)),
         Code::InspectionRequired
     );
-    assert_eq!(refusal(resolve_text(&h, "mallory", &id)), Code::NotAnApprover);
-    let before = volce_lab::host::show(
-        &h.paths,
-        h.engine.clone(),
-        h.clock.clone(),
-        ProcLiveness,
-        "root",
-        id.as_str(),
-        false,
-    )
-    .unwrap();
+    assert_eq!(refusal(h.resolve(&id, "mallory")), Code::NotAnApprover);
+    let before = h.show(&id);
     assert!(before.contains(&format!("sudo volce-lab-host resolve {id}")), "{before}");
-    let text = resolve_text(&h, "alice", &id).unwrap();
+    let text = h.resolve(&id, "alice").unwrap();
     assert!(text.contains("now inspected"), "{text}");
     assert!(text.contains("record is removed"), "{text}");
     let stored = h.controller().load(&id, "root").unwrap();
@@ -677,17 +597,8 @@ fn resolve_reopens_the_host_for_new_plans_and_frees_a_failed_deploy() {
     assert_eq!(app_names(&inventory), ["legacy"], "demo is gone");
     assert_eq!(inventory["unsettled_plan"], Value::Null);
     h.controller().prepare("deploy", &deploy_params("other", 18001), AGENT).unwrap();
-    assert_eq!(refusal(resolve_text(&h, "alice", &id)), Code::NotAwaitingInspection, "resolve twice");
-    let show = volce_lab::host::show(
-        &h.paths,
-        h.engine.clone(),
-        h.clock.clone(),
-        ProcLiveness,
-        "root",
-        id.as_str(),
-        false,
-    )
-    .unwrap();
+    assert_eq!(refusal(h.resolve(&id, "alice")), Code::NotAwaitingInspection, "resolve twice");
+    let show = h.show(&id);
     assert!(show.contains("State    inspected"), "{show}");
     assert!(show.contains("Resolved inspected by alice"), "{show}");
     assert!(show.contains("Outcome  engine_failed"), "{show}");
@@ -698,14 +609,14 @@ fn resolve_reopens_the_host_for_new_plans_and_frees_a_failed_deploy() {
 fn the_requester_may_resolve_but_a_pending_or_unknown_plan_is_not_resolvable() {
     let h = Harness::new();
     let pending = h.controller().prepare("deploy", &deploy_params("demo", 18001), "alice").unwrap();
-    assert_eq!(refusal(resolve_text(&h, "alice", &pending.plan.id)), Code::NotAwaitingInspection);
+    assert_eq!(refusal(h.resolve(&pending.plan.id, "alice")), Code::NotAwaitingInspection);
     let unknown = PlanId::parse(&"f".repeat(32)).unwrap();
-    assert_eq!(refusal(resolve_text(&h, "alice", &unknown)), Code::PlanNotFound);
+    assert_eq!(refusal(h.resolve(&unknown, "alice")), Code::PlanNotFound);
     let mut c = h.controller();
     h.engine.edit(|s| s.fail_next = Some(EngineError::HealthCheckFailed));
     c.execute(&pending.plan.id, "alice").unwrap();
     // Resolving authorizes no change, so the requester may attest too.
-    resolve_text(&h, "alice", &pending.plan.id).unwrap();
+    h.resolve(&pending.plan.id, "alice").unwrap();
 }
 
 #[test]
@@ -723,7 +634,7 @@ fn resolve_keeps_the_record_of_an_app_whose_containers_still_exist() {
             ports: vec![],
         })
     });
-    let text = resolve_text(&h, "bob", &id).unwrap();
+    let text = h.resolve(&id, "bob").unwrap();
     assert!(text.contains("is kept (needs_inspection)") && text.contains("vl-demo-app"), "{text}");
     let inventory = h.controller().inventory(AGENT).unwrap();
     assert_eq!(inventory["apps"][0]["state"], "needs_inspection");
@@ -781,7 +692,7 @@ fn a_rejected_nginx_config_that_was_rolled_back_is_failed_and_blocks_nothing() {
     assert_eq!(inventory["apps"][0]["server_name"], "demo.example.com");
     assert_eq!(inventory["unsettled_plan"], Value::Null);
     assert_eq!(refusal(h.controller().execute(&id, AGENT)), Code::PlanConsumed, "nothing retries");
-    assert_eq!(refusal(resolve_text(&h, "alice", &id)), Code::NotAwaitingInspection);
+    assert_eq!(refusal(h.resolve(&id, "alice")), Code::NotAwaitingInspection);
     let again = h
         .controller()
         .prepare("nginx_config", &json!({"app": "demo", "server_name": "other.example.com"}), AGENT)
@@ -866,16 +777,7 @@ fn remove_image_of_a_deployed_apps_image_works_once_its_containers_are_gone() {
     // An operator removed demo's containers by hand: the claim remains.
     h.engine.edit(|s| s.snapshot.containers.retain(|c| c.app() != Some("demo")));
     let plan = c.prepare("remove_image", &json!({"image_id": image('a').as_str()}), AGENT).unwrap();
-    let text = volce_lab::host::show(
-        &h.paths,
-        h.engine.clone(),
-        h.clock.clone(),
-        ProcLiveness,
-        "root",
-        plan.plan.id.as_str(),
-        false,
-    )
-    .unwrap();
+    let text = h.show(&plan.plan.id);
     assert!(text.contains("used by app(s) volce-lab deployed: demo"), "{text}");
     assert!(text.contains("used by app demo"), "the impact names the app too: {text}");
     c.approve(&plan.plan.id, &plan.plan.digest, "alice").unwrap();

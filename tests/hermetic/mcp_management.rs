@@ -6,8 +6,6 @@
 //! `/bin/sh` processes playing the target and the helper, and talk to it with
 //! an rmcp client over an in-memory duplex. Runs unprivileged; no network.
 
-mod mcp_support;
-
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -24,7 +22,7 @@ use volce_lab::mcp::audit::Audit;
 use volce_lab::mcp::rpc::RPC_LIMITS;
 use volce_lab::mcp::{Options, VolceLab};
 
-use mcp_support::{arguments, structured};
+use crate::support::mcp::{arguments, structured};
 
 const PLAN_ID: &str = "0123456789abcdef0123456789abcdef";
 const GOOD_IDENTITY: &str = r#"echo x >> "$DIR/identity_calls"; printf 'web-1\nagent\n'"#;

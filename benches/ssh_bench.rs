@@ -7,9 +7,10 @@
 //! verifies identity again (one ssh session) and then runs `df` (another).
 //! Target: under 20 ms per check with multiplexing (issue 5).
 //!
-//!     cargo run --release --example ssh_bench -- [ITERATIONS]
+//!     cargo bench --bench ssh_bench [-- ITERATIONS]
 //!
-//! Prints one table row per mode (p50, p90, max, mean in ms).
+//! Prints one table row per mode (p50, p90, max, mean in ms). Without the
+//! installation of scripts/e2e-setup it says so and measures nothing.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -77,11 +78,24 @@ fn row(name: &str, mut samples: Vec<Duration>) -> f64 {
 }
 
 fn main() {
-    let iterations: usize = std::env::args().nth(1).map(|a| a.parse().expect("ITERATIONS")).unwrap_or(50);
-    assert!(
-        Path::new("/var/tmp/volce-lab-e2e/ready").exists(),
-        "run scripts/e2e-setup first (as root): the benchmark needs its sshd on 127.0.0.1:2222"
-    );
+    // `cargo bench` passes --bench. Under `cargo test --all-targets` this is a
+    // debug build whose figures mean nothing: say so and pass.
+    if !std::env::args().any(|arg| arg == "--bench") {
+        println!("ssh_bench: skipped (measure with `cargo bench --bench ssh_bench`)");
+        return;
+    }
+    // A plain `cargo bench` runs every benchmark; this one needs the e2e sshd.
+    if !Path::new("/var/tmp/volce-lab-e2e/ready").exists() {
+        println!(
+            "ssh_bench: skipped (run scripts/e2e-setup first, as root: it needs its sshd on 127.0.0.1:2222)"
+        );
+        return;
+    }
+    let iterations: usize = std::env::args()
+        .skip(1)
+        .find(|a| a != "--bench")
+        .map(|a| a.parse().expect("ITERATIONS"))
+        .unwrap_or(50);
     let host = std::fs::read_to_string("/var/tmp/volce-lab-e2e/expected_host").unwrap().trim().to_owned();
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
 

@@ -8,7 +8,7 @@
 //! Every test uses its own app name and port and removes every object it
 //! created (a Drop guard), so tests run in parallel and repeatedly.
 
-mod docker_lab;
+use crate::support::docker_lab;
 
 use std::net::TcpListener;
 use std::os::unix::fs::MetadataExt as _;

@@ -3,9 +3,7 @@
 //! Docker), then on real broken variants, each undone afterwards. Runs as
 //! root; ignored by plain `cargo test`.
 
-mod e2e_common;
-
-use e2e_common::*;
+use crate::support::e2e::*;
 
 fn doctor() -> Ran {
     run(HOST_LINK, &["doctor"], None)

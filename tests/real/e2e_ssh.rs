@@ -7,13 +7,11 @@
 //! scripts/test runs them with `--ignored`, and without the installation
 //! they fail with a sentence saying what is missing.
 
-mod e2e_common;
-
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use e2e_common::*;
+use crate::support::e2e::*;
 use volce_lab::exec::{Completion, ExecutionStatus};
 use volce_lab::inspect::ssh_mux::MultiplexedSsh;
 use volce_lab::inspect::transport::{Limits, SshTransport, Transport};

@@ -4,12 +4,7 @@
 
 use std::process::Command;
 
-mod unprivileged;
-
-fn hostname() -> String {
-    let output = Command::new("/usr/bin/hostname").output().expect("hostname runs");
-    String::from_utf8(output.stdout).unwrap().trim().to_owned()
-}
+use crate::support::unprivileged::{self, hostname};
 
 #[test]
 #[ignore = "real parts: run by scripts/test (needs root for runuser)"]

@@ -1,0 +1,17 @@
+//! The hermetic integration tests: everything here runs under plain
+//! `cargo test`, unprivileged, with no Docker, no network and no change to
+//! the system. One crate (one link step) for all of them; each file is a
+//! suite, so `cargo test --test hermetic -- host_controller::` runs one.
+//! No test here is `#[ignore]`d: real-parts tests live in tests/real.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod cli;
+mod docs;
+mod host_controller;
+mod host_policy_files;
+mod host_processes;
+mod mcp_examples;
+mod mcp_management;
+mod mcp_stdio;

@@ -1,0 +1,26 @@
+//! The suites with real parts: `#[ignore]`d tests that need root, the
+//! machine's Docker engine, the images of `scripts/test-images` or the
+//! installation of `scripts/e2e-setup`. `scripts/test` runs them suite by
+//! suite (`cargo test --test real -- --ignored SUITE::`), each after the
+//! setup step it needs and one after another, as separate test binaries ran
+//! before. Their non-ignored tests (host_binary's non-root ones) are
+//! hermetic and run under plain `cargo test`.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+// Before the test images: root, runuser, the helper's fixed paths.
+mod host_binary;
+mod local_mode;
+mod mcp_local;
+
+// After scripts/test-images: the machine's Docker engine.
+mod docker_engine;
+mod host_real_engine;
+mod host_real_engine_rules;
+
+// After scripts/e2e-setup: sshd, the accounts, the sudoers rule, the installed helper.
+mod e2e_doctor;
+mod e2e_host;
+mod e2e_scenario;
+mod e2e_ssh;
