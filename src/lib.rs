@@ -7,23 +7,31 @@
 //! `/usr/local/bin/volce-lab-host` (a symlink: that file name selects host mode).
 //!
 //! ```text
-//! src/main.rs     thin: hands argv to cli::main and returns its exit code
-//! src/cli.rs      clap types; picks the entry (file name `volce-lab-host` => host)
-//! src/exit.rs     the closed set of exit codes
-//! src/config.rs   workstation configuration from the environment, validated once
-//! src/exec.rs     the one bounded process runner (fixed argv, cleared env, limits,
-//!                 timeout, process group, Execution record)
-//! src/inspect/    read-only checks: demo/local/ssh targets, identity gate, report
-//! src/mcp/        rmcp server: tool schemas, result envelope, host-rpc client, audit
-//! src/host/       root helper: self-check, rpc/show/approve/doctor pipelines
-//! src/control/    policy, plans, canonical JSON digest, validation (pure, no I/O)
-//! src/store/      SQLite: migrations, conditional transitions, audit rows
-//! src/docker/     trait Engine, snapshot types, the docker-CLI implementation
-//! src/nginx.rs    gateway config rendering from validated values only
-//! src/text.rs     shared small helpers: hex, RFC 3339, escaping for a
-//!                 terminal or a model
-//! src/wire.rs     the host RPC contract both ends share: request and reply
-//!                 types, the request parser, the 16 KiB limit (pure)
+//! src/main.rs       thin: hands argv to cli::main and returns its exit code
+//! src/cli.rs        clap types; picks the entry (file name `volce-lab-host` =>
+//!                   host) and calls the typed entry functions below (a leaf)
+//! src/exit.rs       the closed set of exit codes
+//! src/config.rs     workstation configuration from the environment, validated once
+//! src/exec.rs       the one bounded process runner (fixed argv, cleared env,
+//!                   limits, timeout, process group, Execution record)
+//! src/text.rs       small shared helpers: hex, RFC 3339, escaping text for a
+//!                   terminal or a model
+//! src/wire.rs       the host-RPC contract both ends share: request and reply
+//!                   types, the request parser, the 16 KiB limit (pure)
+//! src/inspect/      read-only checks: demo/local/ssh targets, identity gate,
+//!                   multiplexed ssh (ssh_mux.rs), the human report (report.rs)
+//! src/mcp/          rmcp server (server.rs), the tools' schemas and argument
+//!                   validation (tools/), host-rpc client (rpc.rs), audit.rs
+//! src/host/         root helper: self-check and the rpc/show/approve/resolve
+//!                   pipelines (mod.rs), the controller (controller.rs, with
+//!                   execute in controller/execute.rs), paths.rs, show.rs
+//! src/doctor.rs     the installation's rules; doctor/system.rs probes the system
+//! src/control/      policy, plans, canonical JSON digest, validation (pure, no I/O)
+//! src/store/        SQLite: schema, rows, database, transitions, health
+//! src/docker/       trait Engine and snapshot types (mod.rs), Docker names
+//!                   (names.rs), the docker-CLI engine (cli.rs, cli/), the
+//!                   managed nginx.conf (gateway_file.rs), host probes
+//! src/nginx.rs      gateway config rendering from validated values only
 //! ```
 #![forbid(unsafe_code)]
 

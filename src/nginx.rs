@@ -95,7 +95,7 @@ mod tests {
         assert!(config.contains("proxy_pass http://app:3000;"));
         assert!(config.contains("pid /tmp/nginx.pid;"));
         // Room for the longest valid server name (proven against nginx in
-        // tests/host_real_engine_rules.rs).
+        // tests/real/host_real_engine_rules.rs).
         assert!(config.contains("server_names_hash_bucket_size 512;"));
     }
 

@@ -27,7 +27,7 @@
 //!   detaches a ControlPersist master into its own session with its standard
 //!   streams on /dev/null, so it neither holds the check's pipes open (the
 //!   runner would wait for their end) nor dies with the check's process group
-//!   (both proven against a real sshd in tests/e2e_ssh.rs). Two processes that
+//!   (both proven against a real sshd in tests/real/e2e_ssh.rs). Two processes that
 //!   race to be master are safe: the loser runs its command over a connection
 //!   of its own and exits, leaving nothing behind.
 
