@@ -71,12 +71,12 @@ struct HostCli {
     command: HostCommand,
 }
 
-/// Whether argv[0] names the host helper.
+/// Whether `argv[0]` names the host helper.
 pub fn is_host_name(argv0: &OsString) -> bool {
     Path::new(argv0).file_name().is_some_and(|name| name == HOST_NAME)
 }
 
-/// Parses `args` (argv including argv[0]) and runs the chosen entry.
+/// Parses `args` (argv including `argv[0]`) and runs the chosen entry.
 pub fn main(args: Vec<OsString>) -> ExitCode {
     let host_mode = args.first().is_some_and(is_host_name);
     let command = if host_mode {

@@ -5,7 +5,7 @@
 //!
 //! Each command is one straight pipeline, readable top to bottom:
 //! self-check -> read bounded request -> load policy -> open store ->
-//! verify -> claim -> act -> record -> reply (see [`rpc`] and
+//! verify -> claim -> act -> record -> reply (see [`rpc()`] and
 //! `controller::Controller::execute`).
 //!
 //! Invariants enforced here:

@@ -3,7 +3,7 @@
 //!
 //! Security invariant: every value that came from the agent or through it
 //! (names, parameters, rendered config) passes through
-//! [`crate::control::escape`], so it cannot move the cursor, recolour, hide
+//! [`crate::text::for_terminal`], so it cannot move the cursor, recolour, hide
 //! or reorder what the operator reads next to it, the digest included.
 
 use std::fmt::Write as _;

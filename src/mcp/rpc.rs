@@ -1,4 +1,4 @@
-//! The workstation's end of the host RPC: sends a [`Request`] and turns
+//! The workstation's end of the host RPC: sends a [`crate::wire::Request`] and turns
 //! the helper's reply into a status for the agent. The contract itself is
 //! `crate::wire`, shared with the helper. Pure: the process runs through
 //! `Inspector::host_rpc`. Runs unprivileged on the workstation.
