@@ -12,6 +12,7 @@ mod docs;
 mod host_controller;
 mod host_policy_files;
 mod host_processes;
+mod mcp_conformance;
 mod mcp_examples;
 mod mcp_management;
 mod mcp_stdio;
