@@ -24,3 +24,6 @@ mod e2e_doctor;
 mod e2e_host;
 mod e2e_scenario;
 mod e2e_ssh;
+
+// After scripts/test's venv with the pinned Python MCP SDK (and ssh from e2e-setup).
+mod mcp_python;
