@@ -8,6 +8,10 @@
 //! 2026-07-28 is stateless: no handshake, `_meta` on every request, and
 //! `server/discover` as an optional probe. A client probing with discover
 //! and falling back to `initialize` is one of the legacy openers.
+//!
+//! Demo calls answer at once, so a cancel here always names a request that
+//! was answered (or never sent). Cancelling a call that is still running
+//! needs a slow call for real: tests/real/mcp_python.rs does that.
 
 use std::fmt::Write as _;
 use std::process::Stdio;
