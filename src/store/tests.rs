@@ -315,11 +315,30 @@ fn a_rolled_back_or_not_started_failure_is_terminal_and_blocks_nothing() {
     assert_eq!(store.read(|tx| tx.unsettled_plan()).unwrap(), None);
 }
 
-/// A database exactly as version 1 of this code left it.
-fn v1_store(path: &Path) -> Store {
+/// Every row `sql` returns, each column's value and type spelled out.
+fn dump(conn: &Connection, sql: &str) -> Vec<String> {
+    let mut statement = conn.prepare(sql).unwrap();
+    let columns = statement.column_count();
+    statement
+        .query_map([], |r| {
+            let mut line = Vec::new();
+            for i in 0..columns {
+                line.push(format!("{:?}", r.get::<_, rusqlite::types::Value>(i)?));
+            }
+            Ok(line.join("|"))
+        })
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+/// A database exactly as version `version` of this code left it.
+fn old_store(path: &Path, version: usize) -> Store {
     let conn = Connection::open(path).unwrap();
-    conn.execute_batch(MIGRATIONS[0]).unwrap();
-    conn.pragma_update(None, "user_version", 1).unwrap();
+    for step in &MIGRATIONS[..version] {
+        conn.execute_batch(step).unwrap();
+    }
+    conn.pragma_update(None, "user_version", version as i64).unwrap();
     Store { conn }
 }
 
@@ -327,7 +346,7 @@ fn v1_store(path: &Path) -> Store {
 fn migrating_a_v1_database_keeps_every_row() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("state.db");
-    let mut old = v1_store(&path);
+    let mut old = old_store(&path, 1);
     let ids: Vec<Plan> = (1..=5).map(|n| plan(n, 1000)).collect();
     old.write(|tx| {
         for p in &ids {
@@ -350,21 +369,6 @@ fn migrating_a_v1_database_keeps_every_row() {
         tx.invalidate(&five.id, five.action, PlanOutcome::SnapshotChanged, &row(Event::Invalidated, "agent"))
     })
     .unwrap();
-    let dump = |conn: &Connection, sql: &str| -> Vec<String> {
-        let mut statement = conn.prepare(sql).unwrap();
-        let columns = statement.column_count();
-        statement
-            .query_map([], |r| {
-                let mut line = Vec::new();
-                for i in 0..columns {
-                    line.push(format!("{:?}", r.get::<_, rusqlite::types::Value>(i)?));
-                }
-                Ok(line.join("|"))
-            })
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap()
-    };
     let v1_columns = "seq, id, action, body, digest, requires_approval, requester, created_at, expires_at, state, \
                       approved_by, approved_at, approved_digest, claim_pid, claim_start, claim_boot, claimed_at, \
                       finished_at, outcome";
@@ -543,20 +547,11 @@ fn the_operators_list_queries_use_their_partial_indexes() {
     }
 }
 
-/// A database exactly as version 2 of this code left it.
-fn v2_store(path: &Path) -> Store {
-    let conn = Connection::open(path).unwrap();
-    conn.execute_batch(MIGRATIONS[0]).unwrap();
-    conn.execute_batch(MIGRATIONS[1]).unwrap();
-    conn.pragma_update(None, "user_version", 2).unwrap();
-    Store { conn }
-}
-
 #[test]
 fn migrating_a_v2_database_keeps_every_row_and_takes_rejections() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("state.db");
-    let mut old = v2_store(&path);
+    let mut old = old_store(&path, 2);
     let ids: Vec<Plan> = (1..=7).map(|n| plan(n, 1000)).collect();
     old.write(|tx| {
         for p in &ids {
@@ -590,21 +585,6 @@ fn migrating_a_v2_database_keeps_every_row_and_takes_rejections() {
             [ids[2].id.as_str()],
         )
         .unwrap();
-    let dump = |conn: &Connection, sql: &str| -> Vec<String> {
-        let mut statement = conn.prepare(sql).unwrap();
-        let columns = statement.column_count();
-        statement
-            .query_map([], |r| {
-                let mut line = Vec::new();
-                for i in 0..columns {
-                    line.push(format!("{:?}", r.get::<_, rusqlite::types::Value>(i)?));
-                }
-                Ok(line.join("|"))
-            })
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap()
-    };
     let v2_columns = "seq, id, action, body, digest, requires_approval, requester, created_at, expires_at, state, \
                       approved_by, approved_at, approved_digest, claim_pid, claim_start, claim_boot, claimed_at, \
                       finished_at, outcome, resolved_by, resolved_at";

@@ -566,11 +566,7 @@ fn show_gives_before_and_after_for_deploy_and_nginx_config() {
 
 /// A deploy of `demo` whose health check failed: needs_inspection.
 fn failed_deploy(h: &Harness) -> PlanId {
-    let mut c = h.controller();
-    let plan = c.prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap();
-    h.engine.edit(|s| s.fail_next = Some(EngineError::HealthCheckFailed));
-    assert!(matches!(c.execute(&plan.plan.id, AGENT).unwrap(), Executed::NeedsInspection { .. }));
-    plan.plan.id
+    failed_deploy_of(h, "demo", 18001)
 }
 
 #[test]
