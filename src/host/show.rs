@@ -73,8 +73,14 @@ pub fn summary(stored: &StoredPlan, now: i64) -> String {
     }
     let _ = writeln!(out, "Asked by {} at {}", esc(&plan.requester), time(plan.created_at));
     let left = plan.expires_at - now;
-    let left =
-        if left > 0 { format!("{} min {} s left", left / 60, left % 60) } else { "EXPIRED".to_owned() };
+    let left = if stored.state != PlanState::Pending {
+        // Expiry only limits approving and claiming a pending plan.
+        format!("no longer matters: the plan is {}", stored.state.as_str())
+    } else if left > 0 {
+        format!("{} min {} s left", left / 60, left % 60)
+    } else {
+        "EXPIRED".to_owned()
+    };
     let _ = writeln!(out, "Expires  {} ({left})", time(plan.expires_at));
     let _ = writeln!(out);
     let _ = writeln!(out, "Target   {}", esc(&plan.impact.target));

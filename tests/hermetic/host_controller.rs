@@ -957,6 +957,7 @@ fn reject_ends_an_approved_plan_and_the_agent_sees_plan_rejected() {
     let shown = h.show(&id);
     assert!(shown.contains("State    rejected"), "{shown}");
     assert!(shown.contains("Rejected by bob at 2027-01-15T08:00:30Z"), "{shown}");
+    assert!(shown.contains("(no longer matters: the plan is rejected)"), "no time left: {shown}");
     assert!(!shown.contains("volce-lab-host approve") && !shown.contains("volce-lab-host reject"), "{shown}");
     // The agent's execute: refused with its own code, nothing runs.
     let reply = rpc(&h, AGENT, &json!({"operation": "execute", "plan_id": id}).to_string());
