@@ -42,11 +42,36 @@ pub enum Command {
     Host(HostCommand),
 }
 
+/// What `volce-lab-host rpc --help` says about the request: the contract of
+/// `crate::wire` in one screen (a test holds it to `wire::Operation` and
+/// `wire::MAX_REQUEST_BYTES`).
+pub const RPC_HELP: &str = "Answer one JSON request from stdin (the only command the agent may run).
+
+Reads one JSON object of at most 16 KiB on stdin; its \"operation\" key names one of four operations, \
+each with exactly these fields and no others:
+
+  {\"operation\":\"gateway_status\"}                     the gateways volce-lab manages
+  {\"operation\":\"inventory\"}                          apps, plans and the engine's objects
+  {\"operation\":\"plan\",\"action\":A,\"parameters\":{..}}  store a plan; A is deploy, nginx_config, stop or remove_image
+  {\"operation\":\"execute\",\"plan_id\":\"<32 hex>\"}       run a stored plan once
+
+Prints one JSON reply on one line (status ok, rejected or needs_inspection) and exits 0 for ok, 1 otherwise. \
+Nothing here approves, rejects, resolves or lists plans: those are the operator's terminal commands.";
+
 /// `volce-lab host ...`, or `volce-lab-host ...` through the symlink.
 #[derive(Debug, Subcommand)]
 pub enum HostCommand {
     /// Answer one JSON request from stdin (the only command the agent may run).
+    #[command(long_about = RPC_HELP)]
     Rpc,
+    /// List what awaits you (plans to approve, running, or to check after a
+    /// failure), newest first, then the apps volce-lab manages.
+    #[command(visible_alias = "pending")]
+    List {
+        /// Print one JSON object instead (stable field names, RFC 3339 UTC times).
+        #[arg(long)]
+        json: bool,
+    },
     /// Show a stored plan to the operator.
     Show {
         plan_id: String,
@@ -54,8 +79,11 @@ pub enum HostCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Approve a pending plan whose digest you checked with `show`.
+    /// Approve a pending plan whose digest you checked with `show`; prints
+    /// the plan's summary first.
     Approve { plan_id: String, digest: String },
+    /// End a pending plan you do not want: it becomes `rejected` and never runs.
+    Reject { plan_id: String },
     /// Record that you checked the server after a failed plan, so that new
     /// plans are accepted again.
     Resolve { plan_id: String },
@@ -113,8 +141,10 @@ fn dispatch(command: Command) -> Exit {
 fn host(command: HostCommand) -> Exit {
     match command {
         HostCommand::Rpc => crate::host::cli_rpc(),
+        HostCommand::List { json } => crate::host::cli_list(json),
         HostCommand::Show { plan_id, json } => crate::host::cli_show(&plan_id, json),
         HostCommand::Approve { plan_id, digest } => crate::host::cli_approve(&plan_id, &digest),
+        HostCommand::Reject { plan_id } => crate::host::cli_reject(&plan_id),
         HostCommand::Resolve { plan_id } => crate::host::cli_resolve(&plan_id),
         HostCommand::Doctor => crate::doctor::cli(),
     }
@@ -158,6 +188,31 @@ mod tests {
         assert!(!is_host_name(&"volce-lab-host.bak".into()));
         assert!(!is_host_name(&"volce-lab".into()));
         assert!(!is_host_name(&"/tmp/volce-lab-host/volce-lab".into()));
+    }
+
+    #[test]
+    fn rpc_help_names_every_operation_and_the_size_limit() {
+        use strum::VariantArray as _;
+        for operation in crate::wire::Operation::VARIANTS {
+            let key = format!("{{\"operation\":\"{}\"", operation.as_str());
+            assert!(RPC_HELP.contains(&key), "{key} missing from rpc --help");
+        }
+        assert!(RPC_HELP.contains(&format!("{} KiB", crate::wire::MAX_REQUEST_BYTES / 1024)));
+        for action in crate::control::plan::Action::ALL {
+            assert!(RPC_HELP.contains(action.as_str()), "{} missing from rpc --help", action.as_str());
+        }
+    }
+
+    #[test]
+    fn host_commands_parse_with_the_list_alias() {
+        let parse = |args: &[&str]| HostCli::try_parse_from(args).map(|cli| cli.command);
+        assert!(matches!(parse(&["volce-lab-host", "list"]), Ok(HostCommand::List { json: false })));
+        assert!(matches!(
+            parse(&["volce-lab-host", "pending", "--json"]),
+            Ok(HostCommand::List { json: true })
+        ));
+        assert!(matches!(parse(&["volce-lab-host", "reject", "abc"]), Ok(HostCommand::Reject { .. })));
+        assert!(parse(&["volce-lab-host", "reject"]).is_err(), "reject needs a plan id");
     }
 
     #[test]

@@ -22,9 +22,10 @@
 //!                   multiplexed ssh (ssh_mux.rs), the human report (report.rs)
 //! src/mcp/          rmcp server (server.rs), the tools' schemas and argument
 //!                   validation (tools/), host-rpc client (rpc.rs), audit.rs
-//! src/host/         root helper: self-check and the rpc/show/approve/resolve
-//!                   pipelines (mod.rs), the controller (controller.rs, with
-//!                   execute in controller/execute.rs), paths.rs, show.rs
+//! src/host/         root helper: self-check and the rpc/list/show/approve/
+//!                   reject/resolve pipelines (mod.rs), the controller
+//!                   (controller.rs, with execute in controller/execute.rs),
+//!                   paths.rs, the operator's views (show.rs, list.rs)
 //! src/doctor.rs     the installation's rules; doctor/system.rs probes the system
 //! src/control/      policy, plans, canonical JSON digest, validation (pure, no I/O)
 //! src/store/        SQLite: schema, rows, database, transitions, health

@@ -84,6 +84,25 @@ pub fn for_terminal_lines(text: &str) -> String {
     text.split('\n').map(for_terminal).collect::<Vec<_>>().join("\n")
 }
 
+/// Serialized JSON made safe to print on a terminal without changing what
+/// it means: every hidden character becomes a `\uXXXX` escape. serde_json
+/// escapes C0 controls inside strings itself, so a raw tab or line break in
+/// its output is layout between tokens and stays; what it leaves raw (DEL,
+/// C1, bidi and zero-width characters) can only be inside strings, and all
+/// of it is in the Basic Multilingual Plane, so the result parses to the
+/// same value.
+pub fn json_for_terminal(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        if is_hidden(c) && !matches!(c, '\n' | '\r' | '\t') {
+            out.push_str(&format!("\\u{:04x}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// The first `max_chars` characters of `text` (`...` marks a cut), every
 /// hidden character dropped: for a server's sentence handed on to a model.
 pub fn for_model(text: &str, max_chars: usize) -> String {
@@ -158,6 +177,15 @@ mod tests {
     #[test]
     fn a_backslash_cannot_fake_an_escape() {
         assert_eq!(for_terminal("\\u{202e}"), "\\\\u{202e}");
+    }
+
+    #[test]
+    fn json_for_a_terminal_hides_nothing_and_means_the_same() {
+        let value = serde_json::json!({"app": "a\u{202e}b\u{7f}c\u{9b}d\u{1b}e\\u{202e}"});
+        let text = json_for_terminal(&serde_json::to_string_pretty(&value).unwrap());
+        assert!(text.chars().all(|c| c == '\n' || !is_hidden(c)), "{text:?}");
+        assert!(text.contains("\\u202e") && text.contains("\\u007f") && text.contains("\\u009b"), "{text}");
+        assert_eq!(serde_json::from_str::<serde_json::Value>(&text).unwrap(), value);
     }
 
     #[test]

@@ -120,8 +120,8 @@ pub fn parse_request(bytes: &[u8]) -> Result<Request, Refusal> {
     serde_json::from_slice::<Request>(bytes).map_err(|_| {
         Refusal::new(
             Code::InvalidRequest,
-            "The request must be exactly one of: gateway_status, inventory, plan {action, parameters}, \
-             execute {plan_id}, with no other fields.",
+            "The request's \"operation\" key must be gateway_status, inventory, plan (with action and \
+             parameters) or execute (with plan_id), and no other field may be present.",
         )
     })
 }

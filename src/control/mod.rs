@@ -58,6 +58,8 @@ pub enum Code {
     PlanConsumed,
     PlanInvalidated,
     PlanExecuting,
+    /// The operator ended the plan with `volce-lab-host reject`.
+    PlanRejected,
     PlanCorrupt,
     PolicyChanged,
     SnapshotChanged,
@@ -226,7 +228,7 @@ mod tests {
     #[test]
     fn code_strings_never_change() {
         use strum::VariantArray as _;
-        const SHIPPED: [&str; 53] = [
+        const SHIPPED: [&str; 54] = [
             "invalid_request",
             "request_too_large",
             "unknown_action",
@@ -256,6 +258,7 @@ mod tests {
             "plan_consumed",
             "plan_invalidated",
             "plan_executing",
+            "plan_rejected",
             "plan_corrupt",
             "policy_changed",
             "snapshot_changed",

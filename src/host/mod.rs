@@ -1,7 +1,7 @@
 //! The root helper on the server: `volce-lab-host rpc` (the only command the
 //! agent's account may run, through an exact sudoers rule), and the
-//! operator's `show PLAN_ID`, `approve PLAN_ID DIGEST` and `resolve PLAN_ID`.
-//! Runs as root.
+//! operator's `list`, `show PLAN_ID`, `approve PLAN_ID DIGEST`,
+//! `reject PLAN_ID` and `resolve PLAN_ID`. Runs as root.
 //!
 //! Each command is one straight pipeline, readable top to bottom:
 //! self-check -> read bounded request -> load policy -> open store ->
@@ -9,9 +9,9 @@
 //! `controller::Controller::execute`).
 //!
 //! Invariants enforced here:
-//! - rpc/show/approve/resolve refuse unless the effective uid is 0;
-//! - approve and resolve are terminal commands only: the rpc request enum
-//!   has no variant that reaches them;
+//! - rpc/list/show/approve/reject/resolve refuse unless the effective uid is 0;
+//! - list, approve, reject and resolve are terminal commands only: the rpc
+//!   request enum has no variant that reaches them;
 //! - at start: umask 077 and cwd `/`. The process environment is not
 //!   trusted and not used: `SUDO_USER` is read exactly once (who asked),
 //!   and every child process gets an explicit environment built from
@@ -26,6 +26,7 @@
 //!   sentences with stable codes.
 
 pub mod controller;
+pub mod list;
 pub mod liveness;
 pub mod paths;
 pub mod rpc;
@@ -39,7 +40,7 @@ use crate::control::{Clock, Code, Refusal, SystemClock};
 use crate::docker::Engine;
 use crate::exit::Exit;
 
-pub use controller::{AppAfterResolve, Controller, Executed, Liveness, Resolved};
+pub use controller::{AppAfterResolve, Awaiting, Controller, Executed, Liveness, Resolved};
 pub use liveness::ProcLiveness;
 pub use paths::HostPaths;
 use rpc::{Reply, Request};
@@ -140,16 +141,63 @@ pub fn show<E: Engine, C: Clock, L: Liveness>(
     let now = clock.now();
     let mut controller = open(paths, engine, clock, liveness)?;
     let stored = controller.load(&id, caller)?;
-    Ok(if json {
-        let mut text = serde_json::to_string_pretty(&stored.to_json()).expect("plan serializes");
-        text.push('\n');
-        text
-    } else {
-        show::render(&stored, now)
-    })
+    Ok(if json { json_text(&stored.to_json()) } else { show::render(&stored, now) })
+}
+
+/// Pretty JSON for a terminal or a script: hidden characters escaped
+/// (`crate::text::json_for_terminal`), one trailing newline.
+fn json_text(value: &serde_json::Value) -> String {
+    // Serializing a `Value` cannot fail (its keys are strings).
+    let mut text = crate::text::json_for_terminal(&serde_json::to_string_pretty(value).unwrap_or_default());
+    text.push('\n');
+    text
+}
+
+/// `list`: the plans awaiting an operator and the recorded apps, as text
+/// or (`json`) one JSON object.
+pub fn list<E: Engine, C: Clock, L: Liveness>(
+    paths: &HostPaths,
+    engine: E,
+    clock: C,
+    liveness: L,
+    caller: &str,
+    json: bool,
+) -> Result<String, Refusal> {
+    let mut controller = open(paths, engine, clock, liveness)?;
+    let awaiting = controller.awaiting(caller)?;
+    Ok(if json { json_text(&list::to_json(&awaiting)) } else { list::render(&awaiting) })
+}
+
+/// `reject`: the operator ends a pending plan they do not want.
+pub fn reject<E: Engine, C: Clock, L: Liveness>(
+    paths: &HostPaths,
+    engine: E,
+    clock: C,
+    liveness: L,
+    operator: &str,
+    plan_id: &str,
+) -> Result<String, Refusal> {
+    let id = PlanId::parse(plan_id)?;
+    let mut controller = open(paths, engine, clock, liveness)?;
+    let stored = controller.reject(&id, operator)?;
+    Ok(format!(
+        "Rejected plan {} ({}) as {}; it will never run. The agent is told so when it tries; \
+         a new plan is needed for the change.\n",
+        stored.plan.id,
+        stored.plan.action.as_str(),
+        crate::text::for_terminal(operator)
+    ))
 }
 
 /// `approve`: records the caller's approval of one plan's exact digest.
+/// Hands the plan's summary (what `show` prints, escaped) to `shown`
+/// before it records anything, so the operator sees what they approve.
+///
+/// The summary is read before the approving transaction, yet it is what is
+/// approved: the body is immutable and sealed by its digest, and the
+/// approval is recorded only for that digest (state, expiry and policy are
+/// checked again under the write lock).
+#[allow(clippy::too_many_arguments)]
 pub fn approve<E: Engine, C: Clock, L: Liveness>(
     paths: &HostPaths,
     engine: E,
@@ -158,13 +206,17 @@ pub fn approve<E: Engine, C: Clock, L: Liveness>(
     approver: &str,
     plan_id: &str,
     digest: &str,
+    shown: impl FnOnce(&str),
 ) -> Result<String, Refusal> {
     let id = PlanId::parse(plan_id)?;
     let digest = Digest::parse(digest)?;
+    let now = clock.now();
     let mut controller = open(paths, engine, clock, liveness)?;
+    let before = controller.load(&id, approver)?;
+    shown(&show::summary(&before, now));
     let stored = controller.approve(&id, &digest, approver)?;
     Ok(format!(
-        "Approved plan {} ({}) as {approver}; it expires at {} and can be executed once.\n",
+        "\nApproved plan {} ({}) as {approver}; it expires at {} and can be executed once.\n",
         stored.plan.id,
         stored.plan.action.as_str(),
         crate::text::rfc3339_seconds(stored.plan.expires_at)
@@ -218,7 +270,7 @@ pub fn real_engine(paths: &HostPaths) -> impl Engine + use<> {
 // The binary edge.
 // ---------------------------------------------------------------------------
 
-/// The process-level self-check shared by rpc/show/approve: root, umask,
+/// The process-level self-check shared by every host command: root, umask,
 /// cwd, and the one environment value we read. Returns the caller.
 fn self_check() -> Result<String, Refusal> {
     if !nix::unistd::geteuid().is_root() {
@@ -255,12 +307,37 @@ pub fn cli_show(plan_id: &str, json: bool) -> Exit {
     }))
 }
 
-/// `volce-lab-host approve PLAN_ID DIGEST` in the shipped binary.
+/// `volce-lab-host approve PLAN_ID DIGEST` in the shipped binary: the
+/// summary goes to stdout before the approval is recorded.
 pub fn cli_approve(plan_id: &str, digest: &str) -> Exit {
     let paths = HostPaths::fixed();
+    let print_now = |text: &str| {
+        let mut stdout = std::io::stdout().lock();
+        let _ = stdout.write_all(text.as_bytes());
+        let _ = stdout.flush();
+    };
     terminal(self_check().and_then(|caller| {
-        approve(&paths, real_engine(&paths), SystemClock, ProcLiveness, &caller, plan_id, digest)
+        approve(&paths, real_engine(&paths), SystemClock, ProcLiveness, &caller, plan_id, digest, print_now)
     }))
+}
+
+/// `volce-lab-host list [--json]` (alias `pending`) in the shipped binary.
+pub fn cli_list(json: bool) -> Exit {
+    let paths = HostPaths::fixed();
+    terminal(
+        self_check()
+            .and_then(|caller| list(&paths, real_engine(&paths), SystemClock, ProcLiveness, &caller, json)),
+    )
+}
+
+/// `volce-lab-host reject PLAN_ID` in the shipped binary.
+pub fn cli_reject(plan_id: &str) -> Exit {
+    let paths = HostPaths::fixed();
+    terminal(
+        self_check().and_then(|caller| {
+            reject(&paths, real_engine(&paths), SystemClock, ProcLiveness, &caller, plan_id)
+        }),
+    )
 }
 
 /// `volce-lab-host resolve PLAN_ID` in the shipped binary.

@@ -20,8 +20,34 @@ fn indent(text: &str) -> String {
     text.lines().map(|l| format!("      | {l}\n")).collect()
 }
 
-/// The human view of a stored plan at time `now`.
+/// The human view of a stored plan at time `now`: the summary, then the
+/// command that comes next, if any.
 pub fn render(stored: &StoredPlan, now: i64) -> String {
+    let plan = &stored.plan;
+    let mut out = summary(stored, now);
+    let open = stored.state == PlanState::Pending && left_secs(stored, now) > 0;
+    if plan.requires_approval && stored.approval.is_none() && open {
+        let _ = writeln!(out);
+        let _ = writeln!(out, "If this is what you want, type exactly:");
+        let _ = writeln!(out, "  sudo volce-lab-host approve {} {}", plan.id, plan.digest);
+    }
+    if open {
+        let _ = writeln!(out);
+        let _ = writeln!(out, "If you do not want it to run, end it with:");
+        let _ = writeln!(out, "  sudo volce-lab-host reject {}", plan.id);
+    }
+    if stored.state == PlanState::NeedsInspection {
+        let _ = writeln!(out);
+        let _ = writeln!(out, "This plan may have left a partial change; no new plan is accepted until");
+        let _ = writeln!(out, "someone inspects the server. After you have, type:");
+        let _ = writeln!(out, "  sudo volce-lab-host resolve {}", plan.id);
+    }
+    out
+}
+
+/// What the plan is and where it stands, without any next command: what
+/// `show` prints first and what `approve` prints before it records.
+pub fn summary(stored: &StoredPlan, now: i64) -> String {
     let plan = &stored.plan;
     let mut out = String::new();
     let _ = writeln!(out, "Plan     {}  ({})", plan.id, plan.action.as_str());
@@ -37,10 +63,24 @@ pub fn render(stored: &StoredPlan, now: i64) -> String {
     if let Some(resolution) = &stored.resolution {
         let _ = writeln!(out, "Resolved inspected by {} at {}", esc(&resolution.by), time(resolution.at));
     }
+    if let Some(rejection) = &stored.rejection {
+        let _ = writeln!(
+            out,
+            "Rejected by {} at {}; it never ran and never will",
+            esc(&rejection.by),
+            time(rejection.at)
+        );
+    }
     let _ = writeln!(out, "Asked by {} at {}", esc(&plan.requester), time(plan.created_at));
     let left = plan.expires_at - now;
-    let left =
-        if left > 0 { format!("{} min {} s left", left / 60, left % 60) } else { "EXPIRED".to_owned() };
+    let left = if stored.state != PlanState::Pending {
+        // Expiry only limits approving and claiming a pending plan.
+        format!("no longer matters: the plan is {}", stored.state.as_str())
+    } else if left > 0 {
+        format!("{} min {} s left", left / 60, left % 60)
+    } else {
+        "EXPIRED".to_owned()
+    };
     let _ = writeln!(out, "Expires  {} ({left})", time(plan.expires_at));
     let _ = writeln!(out);
     let _ = writeln!(out, "Target   {}", esc(&plan.impact.target));
@@ -115,21 +155,6 @@ pub fn render(stored: &StoredPlan, now: i64) -> String {
     }
     let _ = writeln!(out);
     let _ = writeln!(out, "Digest   {}", plan.digest);
-    if plan.requires_approval
-        && stored.approval.is_none()
-        && stored.state == PlanState::Pending
-        && left_secs(stored, now) > 0
-    {
-        let _ = writeln!(out);
-        let _ = writeln!(out, "If this is what you want, type exactly:");
-        let _ = writeln!(out, "  sudo volce-lab-host approve {} {}", plan.id, plan.digest);
-    }
-    if stored.state == PlanState::NeedsInspection {
-        let _ = writeln!(out);
-        let _ = writeln!(out, "This plan may have left a partial change; no new plan is accepted until");
-        let _ = writeln!(out, "someone inspects the server. After you have, type:");
-        let _ = writeln!(out, "  sudo volce-lab-host resolve {}", plan.id);
-    }
     out
 }
 

@@ -25,10 +25,12 @@ mod transitions;
 pub use database::{BUSY_TIMEOUT, Store, StoreError};
 pub use health::{StoreHealth, read_health};
 pub use rows::{
-    Approval, AuditEntry, AuditOutcome, AuditRow, Claim, Event, PlanOutcome, PlanState, Resolution,
-    StoredPlan,
+    Approval, AuditEntry, AuditOutcome, AuditRow, Claim, Event, PlanOutcome, PlanState, Rejection,
+    Resolution, StoredPlan,
 };
-pub use transitions::{SQL_EXECUTING, SQL_UNSETTLED, SQL_UNSETTLED_ALL, Tx};
+pub use transitions::{
+    SQL_AWAITING, SQL_EXECUTING, SQL_EXPIRED_PENDING, SQL_UNSETTLED, SQL_UNSETTLED_ALL, Tx,
+};
 
 #[cfg(test)]
 mod tests;

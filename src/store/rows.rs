@@ -40,6 +40,9 @@ pub enum PlanState {
     /// The engine failed but provably changed nothing (refused before its
     /// first mutation, or rolled back and verified). Terminal; blocks nothing.
     Failed,
+    /// Was `pending`; an operator ended it with `reject` before it ran.
+    /// Terminal; it never runs, and any approval it had is void.
+    Rejected,
 }
 
 impl PlanState {
@@ -110,6 +113,13 @@ pub struct Resolution {
     pub at: i64,
 }
 
+/// An operator's `reject` of a pending plan, as recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Rejection {
+    pub by: String,
+    pub at: i64,
+}
+
 /// A plan and its life cycle, as read from the store.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredPlan {
@@ -122,6 +132,8 @@ pub struct StoredPlan {
     pub outcome: Option<PlanOutcome>,
     /// Present only in state `inspected`.
     pub resolution: Option<Resolution>,
+    /// Present only in state `rejected`.
+    pub rejection: Option<Rejection>,
 }
 
 impl StoredPlan {
@@ -136,6 +148,7 @@ impl StoredPlan {
         object.insert("finished_at".into(), serde_json::json!(self.finished_at));
         object.insert("outcome".into(), serde_json::json!(self.outcome));
         object.insert("resolution".into(), serde_json::json!(self.resolution));
+        object.insert("rejection".into(), serde_json::json!(self.rejection));
         value
     }
 }
@@ -153,6 +166,7 @@ pub enum Event {
     Invalidated,
     Inspected,
     Failed,
+    Rejected,
 }
 
 impl Event {

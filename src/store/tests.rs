@@ -315,11 +315,30 @@ fn a_rolled_back_or_not_started_failure_is_terminal_and_blocks_nothing() {
     assert_eq!(store.read(|tx| tx.unsettled_plan()).unwrap(), None);
 }
 
-/// A database exactly as version 1 of this code left it.
-fn v1_store(path: &Path) -> Store {
+/// Every row `sql` returns, each column's value and type spelled out.
+fn dump(conn: &Connection, sql: &str) -> Vec<String> {
+    let mut statement = conn.prepare(sql).unwrap();
+    let columns = statement.column_count();
+    statement
+        .query_map([], |r| {
+            let mut line = Vec::new();
+            for i in 0..columns {
+                line.push(format!("{:?}", r.get::<_, rusqlite::types::Value>(i)?));
+            }
+            Ok(line.join("|"))
+        })
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+/// A database exactly as version `version` of this code left it.
+fn old_store(path: &Path, version: usize) -> Store {
     let conn = Connection::open(path).unwrap();
-    conn.execute_batch(MIGRATIONS[0]).unwrap();
-    conn.pragma_update(None, "user_version", 1).unwrap();
+    for step in &MIGRATIONS[..version] {
+        conn.execute_batch(step).unwrap();
+    }
+    conn.pragma_update(None, "user_version", version as i64).unwrap();
     Store { conn }
 }
 
@@ -327,7 +346,7 @@ fn v1_store(path: &Path) -> Store {
 fn migrating_a_v1_database_keeps_every_row() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("state.db");
-    let mut old = v1_store(&path);
+    let mut old = old_store(&path, 1);
     let ids: Vec<Plan> = (1..=5).map(|n| plan(n, 1000)).collect();
     old.write(|tx| {
         for p in &ids {
@@ -350,21 +369,6 @@ fn migrating_a_v1_database_keeps_every_row() {
         tx.invalidate(&five.id, five.action, PlanOutcome::SnapshotChanged, &row(Event::Invalidated, "agent"))
     })
     .unwrap();
-    let dump = |conn: &Connection, sql: &str| -> Vec<String> {
-        let mut statement = conn.prepare(sql).unwrap();
-        let columns = statement.column_count();
-        statement
-            .query_map([], |r| {
-                let mut line = Vec::new();
-                for i in 0..columns {
-                    line.push(format!("{:?}", r.get::<_, rusqlite::types::Value>(i)?));
-                }
-                Ok(line.join("|"))
-            })
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap()
-    };
     let v1_columns = "seq, id, action, body, digest, requires_approval, requester, created_at, expires_at, state, \
                       approved_by, approved_at, approved_digest, claim_pid, claim_start, claim_boot, claimed_at, \
                       finished_at, outcome";
@@ -427,4 +431,194 @@ fn health_lists_the_unsettled_plans_and_changes_nothing() {
         }
     );
     assert_eq!(std::fs::read(&path).unwrap(), before, "read-only");
+}
+
+#[test]
+fn reject_moves_pending_to_rejected_with_who_and_when() {
+    let (_dir, mut store) = fresh();
+    let p = plan(1, 1000);
+    store.write(|tx| tx.insert_plan(&p, &row(Event::Prepared, "agent"))).unwrap();
+    let mut by = row(Event::Rejected, "alice");
+    by.at = 2000;
+    store.write(|tx| tx.reject(&p.id, p.action, &by)).unwrap();
+    let stored = store.read(|tx| tx.load_plan(&p.id)).unwrap().unwrap();
+    assert_eq!(stored.state, PlanState::Rejected);
+    assert_eq!(stored.rejection, Some(Rejection { by: "alice".into(), at: 2000 }));
+    assert_eq!((stored.finished_at, stored.claimed_at, stored.outcome), (Some(2000), None, None));
+    let audit = store.read(|tx| tx.audit_of(&p.id)).unwrap();
+    let rows: Vec<_> =
+        audit.iter().map(|a| (a.event.as_str(), a.outcome.as_str(), a.actor.as_str())).collect();
+    assert_eq!(rows, [("prepared", "ok", "agent"), ("rejected", "ok", "alice")]);
+    // Rejected is terminal: not again, not claimed, not approved.
+    let again = store.write(|tx| tx.reject(&p.id, p.action, &row(Event::Rejected, "bob")));
+    assert!(matches!(again, Err(StoreError::Conflict(_))), "twice is refused");
+    let claimed = store.write(|tx| tx.claim(&p.id, p.action, &claim(), &row(Event::Claimed, "agent")));
+    assert!(matches!(claimed, Err(StoreError::Conflict(_))), "a rejected plan is never claimed");
+    let approved = store.write(|tx| tx.approve(&p.id, p.action, &p.digest, &row(Event::Approved, "bob")));
+    assert!(matches!(approved, Err(StoreError::Conflict(_))), "nor approved");
+    assert_eq!(store.read(|tx| tx.audit_of(&p.id)).unwrap().len(), 2, "refusals leave no audit row");
+    assert_eq!(store.read(|tx| tx.load_plan(&p.id)).unwrap().unwrap().rejection.unwrap().by, "alice");
+}
+
+#[test]
+fn reject_of_an_executing_finished_or_unknown_plan_changes_nothing() {
+    let (_dir, mut store) = fresh();
+    let stuck = needs_inspection(&mut store, 1);
+    let executing = plan(2, 1000);
+    store
+        .write(|tx| {
+            tx.insert_plan(&executing, &row(Event::Prepared, "agent"))?;
+            tx.claim(&executing.id, executing.action, &claim(), &row(Event::Claimed, "agent"))
+        })
+        .unwrap();
+    for p in [&stuck, &executing] {
+        let before = store.read(|tx| tx.load_plan(&p.id)).unwrap();
+        let result = store.write(|tx| tx.reject(&p.id, p.action, &row(Event::Rejected, "alice")));
+        assert!(matches!(result, Err(StoreError::Conflict(_))));
+        assert_eq!(store.read(|tx| tx.load_plan(&p.id)).unwrap(), before);
+    }
+    let unknown = plan(3, 1000);
+    let result = store.write(|tx| tx.reject(&unknown.id, unknown.action, &row(Event::Rejected, "alice")));
+    assert!(matches!(result, Err(StoreError::Conflict(_))));
+    assert!(store.read(|tx| tx.audit_of(&unknown.id)).unwrap().is_empty());
+    // The CHECK constraints hold the invariant even against raw SQL.
+    let conn = store.dangerous_connection_for_tests();
+    conn.execute(
+        "INSERT INTO plans (id, action, body, digest, requires_approval, requester, created_at, expires_at)
+                  VALUES ('9999999999999999999999999999999a', 'stop', '{}', ?1, 1, 'agent', 0, 600)",
+        [&"d".repeat(64)],
+    )
+    .unwrap();
+    for sql in [
+        // rejected needs who and when, and finished_at
+        "UPDATE plans SET state = 'rejected', finished_at = 1 WHERE id = '9999999999999999999999999999999a'",
+        "UPDATE plans SET state = 'rejected', rejected_by = 'a', rejected_at = 1 WHERE id = '9999999999999999999999999999999a'",
+        // who and when belong to rejected only
+        "UPDATE plans SET rejected_by = 'a', rejected_at = 1 WHERE id = '9999999999999999999999999999999a'",
+        // a claimed plan was never merely rejected
+        "UPDATE plans SET state = 'rejected', rejected_by = 'a', rejected_at = 1, finished_at = 1, claimed_at = 1
+             WHERE id = '9999999999999999999999999999999a'",
+    ] {
+        let error = conn.execute(sql, []).unwrap_err();
+        assert!(error.to_string().contains("CHECK"), "{sql}: {error}");
+    }
+}
+
+#[test]
+fn the_awaiting_list_is_unexpired_pending_and_unsettled_plans_newest_first() {
+    let (_dir, mut store) = fresh();
+    let stuck = needs_inspection(&mut store, 1);
+    let (old, new, expired, rejected) = (plan(2, 1100), plan(3, 1200), plan(4, 100), plan(5, 1300));
+    store
+        .write(|tx| {
+            for p in [&old, &new, &expired, &rejected] {
+                tx.insert_plan(p, &row(Event::Prepared, "agent"))?;
+            }
+            tx.reject(&rejected.id, rejected.action, &row(Event::Rejected, "alice"))
+        })
+        .unwrap();
+    // `expired` expired at 700; `old` at 1700 (still open at its last second).
+    let now = old.expires_at;
+    let listed: Vec<PlanId> =
+        store.read(|tx| tx.awaiting_plans(now)).unwrap().into_iter().map(|s| s.plan.id).collect();
+    assert_eq!(listed, [new.id.clone(), old.id.clone(), stuck.id.clone()]);
+    assert_eq!(store.read(|tx| tx.expired_pending(now)).unwrap(), 1);
+    let later: Vec<PlanId> =
+        store.read(|tx| tx.awaiting_plans(now + 1)).unwrap().into_iter().map(|s| s.plan.id).collect();
+    assert_eq!(later, [new.id, stuck.id], "an expired plan awaits nothing");
+    assert_eq!(store.read(|tx| tx.expired_pending(now + 1)).unwrap(), 2);
+}
+
+#[test]
+fn the_operators_list_queries_use_their_partial_indexes() {
+    let (_dir, mut store) = fresh();
+    let conn = store.dangerous_connection_for_tests();
+    for sql in [SQL_AWAITING, SQL_EXPIRED_PENDING] {
+        let plan: Vec<String> = conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {}", sql.replace("?1", "0")))
+            .unwrap()
+            .query_map([], |r| r.get::<_, String>(3))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let text = plan.join("; ");
+        assert!(text.contains("INDEX plans_pending"), "{sql}: {text}");
+        assert!(!plan.iter().any(|step| step == "SCAN plans"), "no full scan: {sql}: {text}");
+    }
+}
+
+#[test]
+fn migrating_a_v2_database_keeps_every_row_and_takes_rejections() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    let mut old = old_store(&path, 2);
+    let ids: Vec<Plan> = (1..=7).map(|n| plan(n, 1000)).collect();
+    old.write(|tx| {
+        for p in &ids {
+            tx.insert_plan(p, &row(Event::Prepared, "agent"))?;
+        }
+        // 1 pending, 2 approved+executing, 3 completed, 4 needs_inspection,
+        // 5 invalidated, 6 inspected, 7 failed: every v2 state.
+        let [_, two, three, four, five, six, seven] = &ids[..] else { unreachable!() };
+        tx.approve(&two.id, two.action, &two.digest, &row(Event::Approved, "alice"))?;
+        for p in [two, three, four, six, seven] {
+            tx.claim(&p.id, p.action, &claim(), &row(Event::Claimed, "agent"))?;
+        }
+        tx.finish(
+            &three.id,
+            three.action,
+            &claim(),
+            PlanOutcome::Completed,
+            &row(Event::Completed, "agent"),
+        )?;
+        tx.abandon(&four.id, four.action, &claim(), &row(Event::ClaimAbandoned, "agent"))?;
+        tx.invalidate(&five.id, five.action, PlanOutcome::PolicyChanged, &row(Event::Invalidated, "agent"))?;
+        tx.abandon(&six.id, six.action, &claim(), &row(Event::ClaimAbandoned, "agent"))?;
+        tx.resolve(&six.id, six.action, &row(Event::Inspected, "bob"))?;
+        tx.finish(&seven.id, seven.action, &claim(), PlanOutcome::RolledBack, &row(Event::Failed, "agent"))
+    })
+    .unwrap();
+    // An app row that references a plan: the rebuild must keep it valid.
+    old.conn
+        .execute(
+            "INSERT INTO apps (name, state, host_port, record, plan_id, updated_at) VALUES ('web', 'running', 18001, '{}', ?1, 5)",
+            [ids[2].id.as_str()],
+        )
+        .unwrap();
+    let v2_columns = "seq, id, action, body, digest, requires_approval, requester, created_at, expires_at, state, \
+                      approved_by, approved_at, approved_digest, claim_pid, claim_start, claim_boot, claimed_at, \
+                      finished_at, outcome, resolved_by, resolved_at";
+    let plans_before = dump(&old.conn, &format!("SELECT {v2_columns} FROM plans ORDER BY seq"));
+    let audit_before = dump(&old.conn, "SELECT * FROM audit ORDER BY seq");
+    let apps_before = dump(&old.conn, "SELECT * FROM apps");
+    assert_eq!(plans_before.len(), 7);
+    drop(old);
+
+    let mut store = Store::open(&path).unwrap();
+    let conn = store.dangerous_connection_for_tests();
+    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).unwrap();
+    assert_eq!((version, Store::supported_version()), (3, 3));
+    assert_eq!(dump(conn, &format!("SELECT {v2_columns} FROM plans ORDER BY seq")), plans_before);
+    assert_eq!(dump(conn, "SELECT * FROM audit ORDER BY seq"), audit_before);
+    assert_eq!(dump(conn, "SELECT * FROM apps"), apps_before);
+    assert_eq!(
+        dump(conn, "SELECT count(*) FROM plans WHERE rejected_by IS NOT NULL OR rejected_at IS NOT NULL"),
+        ["Integer(0)"]
+    );
+    assert!(dump(conn, "PRAGMA foreign_key_check").is_empty());
+    let fk: i64 = conn.pragma_query_value(None, "foreign_keys", |r| r.get(0)).unwrap();
+    assert_eq!(fk, 1, "foreign keys are on again after the migration");
+    let indexes =
+        dump(conn, "SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL ORDER BY name");
+    assert_eq!(indexes, ["Text(\"audit_plan\")", "Text(\"plans_pending\")", "Text(\"plans_unsettled\")"]);
+    let states: Vec<PlanState> =
+        ids.iter().map(|p| store.read(|tx| tx.load_plan(&p.id)).unwrap().unwrap().state).collect();
+    use PlanState::*;
+    assert_eq!(states, [Pending, Executing, Completed, NeedsInspection, Invalidated, Inspected, Failed]);
+    // The migrated database takes the new transition, and the old ones.
+    let one = &ids[0];
+    store.write(|tx| tx.reject(&one.id, one.action, &row(Event::Rejected, "alice"))).unwrap();
+    assert_eq!(store.read(|tx| tx.load_plan(&one.id)).unwrap().unwrap().state, Rejected);
+    let four = &ids[3];
+    store.write(|tx| tx.resolve(&four.id, four.action, &row(Event::Inspected, "alice"))).unwrap();
 }

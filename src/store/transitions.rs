@@ -17,7 +17,9 @@ use std::collections::BTreeMap;
 use rusqlite::{OptionalExtension as _, Transaction, params};
 
 use super::StoreError;
-use super::rows::{Approval, AuditEntry, AuditRow, Claim, PlanOutcome, PlanState, Resolution, StoredPlan};
+use super::rows::{
+    Approval, AuditEntry, AuditRow, Claim, PlanOutcome, PlanState, Rejection, Resolution, StoredPlan,
+};
 use crate::control::plan::{Action, Digest, Plan, PlanId};
 use crate::control::validate::AppRecord;
 
@@ -40,7 +42,18 @@ pub const SQL_UNSETTLED_ALL: &str =
     "SELECT id, state FROM plans WHERE state IN ('executing', 'needs_inspection') ORDER BY id";
 
 pub(super) const PLAN_COLUMNS: &str = "body, state, approved_by, approved_at, approved_digest, claim_pid, claim_start, \
-                            claim_boot, claimed_at, finished_at, outcome, resolved_by, resolved_at";
+                            claim_boot, claimed_at, finished_at, outcome, resolved_by, resolved_at, rejected_by, rejected_at";
+
+/// The operator's `list`: unexpired pending plans (through the partial index
+/// `plans_pending`) and the unsettled ones (through `plans_unsettled`),
+/// newest first. Operator-only, not per request. `?1` is now.
+pub const SQL_AWAITING: &str = "SELECT id FROM plans WHERE state = 'pending' AND expires_at >= ?1 \
+                                UNION ALL SELECT id FROM plans WHERE state IN ('executing', 'needs_inspection')";
+
+/// How many pending plans have expired (they stay pending for good, and
+/// nothing can approve or execute them). `?1` is now.
+pub const SQL_EXPIRED_PENDING: &str =
+    "SELECT count(*) FROM plans WHERE state = 'pending' AND expires_at < ?1";
 
 impl Tx<'_> {
     /// Whether any plan is executing or needs inspection (the new-plan gate).
@@ -115,6 +128,8 @@ impl Tx<'_> {
                     r.get::<_, Option<String>>(10)?,
                     r.get::<_, Option<String>>(11)?,
                     r.get::<_, Option<i64>>(12)?,
+                    r.get::<_, Option<String>>(13)?,
+                    r.get::<_, Option<i64>>(14)?,
                 ))
             })
             .optional()?;
@@ -132,6 +147,8 @@ impl Tx<'_> {
             outcome,
             resolved_by,
             resolved_at,
+            rejected_by,
+            rejected_at,
         )) = row
         else {
             return Ok(None);
@@ -160,6 +177,10 @@ impl Tx<'_> {
             outcome: outcome.as_deref().map(PlanOutcome::parse).transpose()?,
             resolution: match (resolved_by, resolved_at) {
                 (Some(by), Some(at)) => Some(Resolution { by, at }),
+                _ => None,
+            },
+            rejection: match (rejected_by, rejected_at) {
+                (Some(by), Some(at)) => Some(Rejection { by, at }),
                 _ => None,
             },
         }))
@@ -275,6 +296,42 @@ impl Tx<'_> {
             action,
             audit,
         )
+    }
+
+    /// pending -> rejected: an operator ended a plan they do not want.
+    /// Records who and when; the plan was never claimed, so it never ran.
+    pub fn reject(&self, id: &PlanId, action: Action, audit: &AuditRow) -> Result<(), StoreError> {
+        self.transition(
+            "UPDATE plans SET state = 'rejected', rejected_by = ?2, rejected_at = ?3, finished_at = ?3
+                 WHERE id = ?1 AND state = 'pending'",
+            params![id.as_str(), audit.actor, audit.at],
+            id,
+            action,
+            audit,
+        )
+    }
+
+    /// The plans awaiting an operator at `now`, newest first: pending and
+    /// unexpired, executing, or needing inspection (for `list`).
+    pub fn awaiting_plans(&self, now: i64) -> Result<Vec<StoredPlan>, StoreError> {
+        let mut statement = self.tx.prepare_cached(SQL_AWAITING)?;
+        let ids = statement.query_map([now], |r| r.get::<_, String>(0))?.collect::<Result<Vec<_>, _>>()?;
+        let mut plans = Vec::with_capacity(ids.len());
+        for id in ids {
+            let id = PlanId::parse(&id).map_err(|_| StoreError::Corrupt)?;
+            plans.push(self.load_plan(&id)?.ok_or(StoreError::Corrupt)?);
+        }
+        // Newest first; the id breaks ties so the order is stable.
+        plans.sort_by(|a, b| {
+            (b.plan.created_at, b.plan.id.as_str()).cmp(&(a.plan.created_at, a.plan.id.as_str()))
+        });
+        Ok(plans)
+    }
+
+    /// How many pending plans expired before `now` (see [`SQL_EXPIRED_PENDING`]).
+    pub fn expired_pending(&self, now: i64) -> Result<u64, StoreError> {
+        let count: i64 = self.tx.prepare_cached(SQL_EXPIRED_PENDING)?.query_row([now], |r| r.get(0))?;
+        Ok(count.max(0) as u64)
     }
 
     /// Forgets an app record (inside a resolving transaction), freeing its

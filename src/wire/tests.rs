@@ -108,6 +108,26 @@ fn extra_or_missing_fields_are_refused() {
 }
 
 #[test]
+fn the_refusal_names_the_operation_key_and_every_operation_in_one_sentence() {
+    for bad in [
+        &br#"{}"#[..],
+        br#"{"operation":"list"}"#,
+        br#"{"operation":"reject","plan_id":"a"}"#,
+        br#"{"op":"inventory"}"#,
+    ] {
+        let refusal = parse_request(bad).unwrap_err();
+        assert_eq!(refusal.code, Code::InvalidRequest);
+        let message = refusal.message;
+        assert!(message.contains("\"operation\" key"), "{message}");
+        for operation in Operation::VARIANTS {
+            assert!(message.contains(operation.as_str()), "{message} lacks {}", operation.as_str());
+        }
+        assert_eq!(message.matches(". ").count(), 0, "one sentence: {message}");
+        assert!(message.ends_with('.'), "{message}");
+    }
+}
+
+#[test]
 fn duplicate_fields_are_refused() {
     assert_eq!(code(br#"{"operation":"execute","plan_id":"a","plan_id":"b"}"#), Code::InvalidRequest);
 }

@@ -121,3 +121,25 @@ fn the_host_file_name_selects_host_mode_exactly() {
     let ordinary = Command::new(&other).arg("inspect").env_clear().output().unwrap();
     assert_eq!(ordinary.status.code(), Some(0), "{}", text(&ordinary.stderr));
 }
+
+#[test]
+fn rpc_help_documents_the_request_shape_and_list_and_reject_exist() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = dir.path().join("volce-lab-host");
+    std::os::unix::fs::symlink(binary(), &host).unwrap();
+    let help = Command::new(&host).args(["rpc", "--help"]).env_clear().output().unwrap();
+    assert!(help.status.success());
+    let help = text(&help.stdout);
+    for shape in [
+        r#"{"operation":"gateway_status"}"#,
+        r#"{"operation":"inventory"}"#,
+        r#"{"operation":"plan","action":A,"parameters":{..}}"#,
+        r#"{"operation":"execute","plan_id":"<32 hex>"}"#,
+        "at most 16 KiB",
+    ] {
+        assert!(help.contains(shape), "{shape} missing from rpc --help: {help}");
+    }
+    let help = Command::new(&host).arg("--help").env_clear().output().unwrap();
+    let help = text(&help.stdout);
+    assert!(help.contains("list") && help.contains("[alias: pending]") && help.contains("reject"), "{help}");
+}

@@ -566,11 +566,7 @@ fn show_gives_before_and_after_for_deploy_and_nginx_config() {
 
 /// A deploy of `demo` whose health check failed: needs_inspection.
 fn failed_deploy(h: &Harness) -> PlanId {
-    let mut c = h.controller();
-    let plan = c.prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap();
-    h.engine.edit(|s| s.fail_next = Some(EngineError::HealthCheckFailed));
-    assert!(matches!(c.execute(&plan.plan.id, AGENT).unwrap(), Executed::NeedsInspection { .. }));
-    plan.plan.id
+    failed_deploy_of(h, "demo", 18001)
 }
 
 #[test]
@@ -786,4 +782,324 @@ fn remove_image_of_a_deployed_apps_image_works_once_its_containers_are_gone() {
         h.engine.mutations().last().unwrap(),
         &vec!["remove_image".to_owned(), image('a').to_string()]
     );
+}
+
+// --- the operator's list and reject (terminal only) ---------------------------
+
+fn remove_image_plan(h: &Harness) -> PlanId {
+    h.controller()
+        .prepare("remove_image", &json!({"image_id": unused_image().as_str()}), AGENT)
+        .unwrap()
+        .plan
+        .id
+}
+
+/// The audit events of one plan, oldest first.
+fn events(h: &Harness, id: &PlanId) -> Vec<String> {
+    h.controller()
+        .store_for_tests()
+        .read(|tx| tx.audit_of(id))
+        .unwrap()
+        .into_iter()
+        .map(|a| a.event)
+        .collect()
+}
+
+#[test]
+fn list_shows_what_awaits_newest_first_then_the_apps() {
+    let h = Harness::new();
+    deploy_demo(&h);
+    let stop = h.controller().prepare("stop", &json!({"app": "demo"}), AGENT).unwrap().plan.id;
+    h.clock.advance(90);
+    let nginx = h
+        .controller()
+        .prepare("nginx_config", &json!({"app": "demo", "server_name": "new.example.com"}), AGENT)
+        .unwrap()
+        .plan
+        .id;
+    let text = h.list(false);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].starts_with("2 plans await you"), "{text}");
+    assert!(lines[1].split_whitespace().eq([
+        "PLAN",
+        "STATE",
+        "ACTION",
+        "APP",
+        "REQUESTER",
+        "AGE",
+        "LEFT",
+        "APPROVED"
+    ]));
+    let row = |line: &str| line.split_whitespace().map(str::to_owned).collect::<Vec<_>>();
+    // Newest first: the nginx_config plan, made 90 s after the stop plan.
+    assert_eq!(
+        row(lines[2]),
+        [
+            nginx.as_str(),
+            "pending",
+            "nginx_config",
+            "demo",
+            AGENT,
+            "0",
+            "s",
+            "10",
+            "min",
+            "0",
+            "s",
+            "not",
+            "needed"
+        ]
+    );
+    assert_eq!(
+        row(lines[3]),
+        [stop.as_str(), "pending", "stop", "demo", AGENT, "1", "min", "8", "min", "30", "s", "NO"]
+    );
+    assert!(text.contains("sudo volce-lab-host show PLAN_ID"), "{text}");
+    assert!(text.contains("sudo volce-lab-host reject PLAN_ID"), "{text}");
+    assert!(!text.contains("volce-lab-host approve"), "list never hands out an approve line: {text}");
+    // The seeded plan of `legacy` expired long ago: counted, not listed.
+    assert!(text.contains("1 expired plan is not shown"), "{text}");
+    let apps = &text[text.find("Apps volce-lab manages").expect(&text)..];
+    assert!(apps.contains("demo") && apps.contains("running") && apps.contains("18001"), "{apps}");
+    assert!(apps.contains("legacy") && apps.contains("stopped"), "{apps}");
+    // An approval shows up; expiry drops a plan off the list.
+    h.approve(&stop, h.controller().load(&stop, "root").unwrap().plan.digest.as_str(), "alice").unwrap();
+    assert!(h.list(false).contains("yes, by alice"));
+    h.clock.advance(600 - 90 + 1);
+    let text = h.list(false);
+    assert!(!text.contains(stop.as_str()) && text.contains(nginx.as_str()), "{text}");
+    assert!(text.contains("2 expired plans are not shown"), "{text}");
+}
+
+#[test]
+fn list_shows_a_plan_that_needs_inspection_and_how_to_resolve_it() {
+    let h = Harness::new();
+    let id = failed_deploy(&h);
+    let text = h.list(false);
+    let line = text.lines().find(|l| l.contains(id.as_str())).expect(&text);
+    assert!(line.contains("needs_inspection") && line.contains(" - "), "no time left once claimed: {line}");
+    assert!(text.contains("sudo volce-lab-host resolve PLAN_ID"), "{text}");
+    h.resolve(&id, "alice").unwrap();
+    assert!(h.list(false).starts_with("No plan awaits you"), "an inspected plan awaits nothing");
+}
+
+#[test]
+fn list_json_has_stable_fields_and_rfc3339_times() {
+    let h = Harness::new();
+    let id = remove_image_plan(&h);
+    let json: Value = serde_json::from_str(&h.list(true)).unwrap();
+    assert_eq!(json["now"], "2027-01-15T08:00:00Z");
+    assert_eq!(json["expired_pending"], 1);
+    assert_eq!(
+        json["plans"][0],
+        json!({
+            "plan_id": id.as_str(), "state": "pending", "action": "remove_image", "app": null,
+            "requester": AGENT, "created_at": "2027-01-15T08:00:00Z", "expires_at": "2027-01-15T08:10:00Z",
+            "age_seconds": 0, "seconds_left": 600, "requires_approval": true, "approved": false,
+            "approved_by": null, "approved_at": null,
+        })
+    );
+    assert_eq!(json["plans"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        json["apps"],
+        json!([{"app": "legacy", "state": "stopped", "host_port": 18990, "server_name": "legacy.example.com",
+                "image": "web", "last_plan": "1e".repeat(16)}])
+    );
+}
+
+#[test]
+fn list_when_nothing_awaits_says_so_in_one_line() {
+    let h = Harness::new();
+    let text = h.list(false);
+    let first = text.lines().next().unwrap();
+    assert!(
+        first.starts_with("No plan awaits you:") && first.contains("volce-lab-host show PLAN_ID"),
+        "{text}"
+    );
+    assert_eq!(serde_json::from_str::<Value>(&h.list(true)).unwrap()["plans"], json!([]));
+}
+
+#[test]
+fn list_escapes_agent_text_in_text_and_json() {
+    let h = Harness::new();
+    h.controller()
+        .prepare("remove_image", &json!({"image_id": unused_image().as_str()}), "evil\u{202e}\x1b[2J\u{9b}")
+        .unwrap();
+    for json in [false, true] {
+        let text = h.list(json);
+        assert!(!text.contains('\u{202e}') && !text.contains('\x1b') && !text.contains('\u{9b}'), "{text:?}");
+        if json {
+            let value: Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(
+                value["plans"][0]["requester"], "evil\u{202e}\x1b[2J\u{9b}",
+                "same value, escaped bytes"
+            );
+        } else {
+            assert!(text.contains("evil\\u{202e}\\u{001b}[2J\\u{009b}"), "{text}");
+        }
+    }
+}
+
+#[test]
+fn reject_ends_an_approved_plan_and_the_agent_sees_plan_rejected() {
+    let h = Harness::new();
+    let id = remove_image_plan(&h);
+    let digest = h.controller().load(&id, "root").unwrap().plan.digest;
+    h.approve(&id, digest.as_str(), "alice").unwrap();
+    h.clock.advance(30);
+    let text = h.reject(id.as_str(), "bob").unwrap();
+    assert!(text.contains(&format!("Rejected plan {id} (remove_image) as bob")), "{text}");
+    let stored = h.controller().load(&id, "root").unwrap();
+    assert_eq!(stored.state, PlanState::Rejected);
+    let rejection = stored.rejection.unwrap();
+    assert_eq!((rejection.by.as_str(), rejection.at), ("bob", START + 30));
+    assert_eq!(events(&h, &id), ["prepared", "approved", "rejected"]);
+    let shown = h.show(&id);
+    assert!(shown.contains("State    rejected"), "{shown}");
+    assert!(shown.contains("Rejected by bob at 2027-01-15T08:00:30Z"), "{shown}");
+    assert!(shown.contains("(no longer matters: the plan is rejected)"), "no time left: {shown}");
+    assert!(!shown.contains("volce-lab-host approve") && !shown.contains("volce-lab-host reject"), "{shown}");
+    // The agent's execute: refused with its own code, nothing runs.
+    let reply = rpc(&h, AGENT, &json!({"operation": "execute", "plan_id": id}).to_string());
+    assert_eq!(reply["status"], "rejected", "{reply}");
+    assert_eq!(reply["code"], "plan_rejected", "{reply}");
+    let message = reply["message"].as_str().unwrap();
+    assert!(message.contains("operator rejected") && message.contains("new plan"), "{message}");
+    assert!(h.engine.mutations().is_empty());
+    // Neither approved again nor listed.
+    assert_eq!(refusal(h.approve(&id, digest.as_str(), "bob")), Code::PlanRejected);
+    assert!(!h.list(false).contains(id.as_str()));
+    assert_eq!(events(&h, &id), ["prepared", "approved", "rejected"], "refusals leave no audit row");
+}
+
+#[test]
+fn reject_works_on_a_plan_that_needs_no_approval_and_by_its_requester() {
+    let h = Harness::new();
+    let plan = h.controller().prepare("deploy", &deploy_params("demo", 18001), "alice").unwrap().plan;
+    h.reject(plan.id.as_str(), "alice").unwrap();
+    assert_eq!(refusal(h.controller().execute(&plan.id, "alice")), Code::PlanRejected);
+    assert!(h.engine.mutations().is_empty());
+    // A rejected plan blocks nothing: the same deploy can be planned again.
+    h.controller().prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap();
+    let health = volce_lab::store::read_health(&h.paths.database()).unwrap().unwrap();
+    assert!(health.stuck_plans.is_empty(), "doctor counts no rejected plan: {health:?}");
+}
+
+#[test]
+fn reject_refusals_name_the_problem_and_change_nothing() {
+    let h = Harness::new();
+    let pending = remove_image_plan(&h);
+    let completed = deploy_demo(&h);
+    let invalidated = {
+        let id = remove_image_plan(&h);
+        h.engine.edit(|s| s.snapshot.images.push(image('e')));
+        assert_eq!(refusal(h.controller().execute(&id, AGENT)), Code::ApprovalRequired);
+        let digest = h.controller().load(&id, "root").unwrap().plan.digest;
+        h.approve(&id, digest.as_str(), "alice").unwrap();
+        assert_eq!(refusal(h.controller().execute(&id, AGENT)), Code::SnapshotChanged);
+        id
+    };
+    let stuck = failed_deploy_of(&h, "other", 18002);
+    let snapshot = |h: &Harness| {
+        let mut c = h.controller();
+        let plans: Vec<_> = [&pending, &completed, &invalidated, &stuck]
+            .iter()
+            .map(|id| (c.load(id, "root").unwrap(), events(h, id).len()))
+            .collect();
+        plans
+    };
+    let before = snapshot(&h);
+    let unknown = "f".repeat(32);
+    let tried: [(&str, &str, Code, &str); 8] = [
+        ("not-a-plan", "alice", Code::InvalidPlanId, "a malformed id"),
+        (&pending.as_str()[..31], "alice", Code::InvalidPlanId, "an id one digit short"),
+        (&unknown, "alice", Code::PlanNotFound, "a well-formed id no plan has"),
+        (pending.as_str(), "mallory", Code::NotAnApprover, "a user outside approvers"),
+        (pending.as_str(), "root", Code::NotAnApprover, "root without SUDO_USER"),
+        (completed.as_str(), "alice", Code::PlanConsumed, "a completed plan"),
+        (invalidated.as_str(), "alice", Code::PlanInvalidated, "an invalidated plan"),
+        (stuck.as_str(), "alice", Code::PlanConsumed, "a plan that needs inspection"),
+    ];
+    for (id, operator, code, what) in tried {
+        let refused = h.reject(id, operator).expect_err(what);
+        assert_eq!(refused.code, code, "{what}: {refused:?}");
+        if matches!(code, Code::PlanConsumed | Code::PlanInvalidated) {
+            assert!(refused.message.contains("not pending"), "{what}: {}", refused.message);
+        }
+    }
+    let stuck_refusal = h.reject(stuck.as_str(), "alice").unwrap_err().message;
+    assert!(stuck_refusal.contains("needs_inspection"), "the state is named: {stuck_refusal}");
+    assert_eq!(snapshot(&h), before, "nothing changed, no audit row written");
+    // Twice: the second names the state it found.
+    h.resolve(&stuck, "alice").unwrap();
+    h.reject(pending.as_str(), "alice").unwrap();
+    let twice = h.reject(pending.as_str(), "bob").unwrap_err();
+    assert_eq!(twice.code, Code::PlanRejected);
+    assert!(twice.message.contains("rejected, not pending"), "{}", twice.message);
+    assert_eq!(h.controller().load(&pending, "root").unwrap().rejection.unwrap().by, "alice");
+}
+
+/// A deploy of `app` whose health check failed: needs_inspection.
+fn failed_deploy_of(h: &Harness, app: &str, port: u16) -> PlanId {
+    let mut c = h.controller();
+    let plan = c.prepare("deploy", &deploy_params(app, port), AGENT).unwrap();
+    h.engine.edit(|s| s.fail_next = Some(EngineError::HealthCheckFailed));
+    assert!(matches!(c.execute(&plan.plan.id, AGENT).unwrap(), Executed::NeedsInspection { .. }));
+    plan.plan.id
+}
+
+#[test]
+fn list_and_reject_are_unreachable_through_rpc() {
+    let h = Harness::new();
+    let id = remove_image_plan(&h);
+    for request in [
+        json!({"operation": "list"}),
+        json!({"operation": "pending"}),
+        json!({"operation": "reject", "plan_id": id}),
+        json!({"operation": "execute", "plan_id": id, "reject": true}),
+        json!({"operation": "plan", "action": "reject", "parameters": {"plan_id": id}}),
+    ] {
+        let reply = rpc(&h, AGENT, &request.to_string());
+        assert_eq!(reply["status"], "rejected", "{request} -> {reply}");
+        assert!(
+            matches!(reply["code"].as_str(), Some("invalid_request" | "unknown_action")),
+            "{request} -> {reply}"
+        );
+    }
+    assert_eq!(h.controller().load(&id, "root").unwrap().state, PlanState::Pending);
+    assert_eq!(events(&h, &id), ["prepared"]);
+}
+
+#[test]
+fn approve_prints_the_summary_show_prints_before_it_records() {
+    let h = Harness::new();
+    let id = remove_image_plan(&h);
+    let shown_by_show = h.show(&id);
+    let digest = h.controller().load(&id, "root").unwrap().plan.digest;
+    // A wrong digest: the operator still sees which plan that id is; nothing is recorded.
+    let (shown, result) = h.approve_showing(id.as_str(), &"0".repeat(64), "alice");
+    assert_eq!(result.unwrap_err().code, Code::DigestMismatch);
+    assert!(shown_by_show.starts_with(&shown) && shown.contains(&format!("Digest   {digest}")), "{shown}");
+    assert!(!shown.contains("type exactly") && !shown.contains("volce-lab-host"), "no next command: {shown}");
+    assert_eq!(events(&h, &id), ["prepared"]);
+    let (shown_ok, result) = h.approve_showing(id.as_str(), digest.as_str(), "alice");
+    assert_eq!(shown_ok, shown, "the same summary");
+    assert!(result.unwrap().contains("Approved plan"));
+    assert_eq!(events(&h, &id), ["prepared", "approved"]);
+    // An unknown or malformed id shows nothing.
+    let (shown, result) = h.approve_showing(&"f".repeat(32), digest.as_str(), "alice");
+    assert_eq!((shown.as_str(), result.unwrap_err().code), ("", Code::PlanNotFound));
+}
+
+#[test]
+fn approve_prints_agent_text_escaped() {
+    let h = Harness::new();
+    let plan = h
+        .controller()
+        .prepare("remove_image", &json!({"image_id": unused_image().as_str()}), "evil\u{202e}\x1b[2J")
+        .unwrap()
+        .plan;
+    let text = h.approve(&plan.id, plan.digest.as_str(), "alice").unwrap();
+    assert!(!text.contains('\u{202e}') && !text.contains('\x1b'), "{text:?}");
+    assert!(text.contains("evil\\u{202e}\\u{001b}[2J"), "{text}");
 }

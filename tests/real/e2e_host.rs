@@ -30,12 +30,25 @@ fn rpc_requests_that_carry_approval_are_refused() {
         json!({"operation": "plan", "action": "approve", "parameters": {"plan_id": PLAN}}),
         json!({"operation": "inventory", "approver": OPERATOR}),
         json!({"operation": "show", "plan_id": PLAN}),
+        json!({"operation": "list"}),
+        json!({"operation": "pending"}),
+        json!({"operation": "reject", "plan_id": PLAN}),
+        json!({"operation": "execute", "plan_id": PLAN, "reject": true}),
     ];
     for request in &requests {
         let (code, reply) = agent_rpc(request);
         assert_eq!(code, Some(1), "{request} -> {reply}");
         assert_eq!(reply["status"], "rejected", "{request} -> {reply}");
         assert!(reply["code"].as_str().is_some_and(|c| !c.is_empty()), "{request} -> {reply}");
+    }
+    // The operator's terminal commands are not behind the agent's sudo rule
+    // (it allows exactly `rpc`): sudo refuses before the helper runs, so
+    // there is no helper output at all.
+    for command in ["list", "list --json", "pending", &format!("reject {PLAN}"), &format!("show {PLAN}")] {
+        let ran = as_agent(&format!("sudo -n {HOST_LINK} {command}"), None);
+        assert!(!ran.ok(), "the agent ran `{command}` through sudo: {ran:?}");
+        assert!(ran.stdout.is_empty(), "`{command}` printed something: {ran:?}");
+        assert!(!ran.stderr.contains("volce-lab-host: refused"), "sudo must refuse, not the helper: {ran:?}");
     }
     // The same helper answers a well-formed request: the refusals above were
     // about the requests, not a broken installation.
@@ -124,6 +137,49 @@ fn under_a_too_broad_sudo_rule_the_agent_still_cannot_approve_its_own_plan() {
     }
     assert_eq!(code, Some(0), "execute after the operator's approval: {done}");
     drop(cleanup);
+}
+
+#[test]
+#[ignore = "real parts: run by scripts/test"]
+fn the_operator_lists_and_rejects_an_agent_plan_and_the_agent_sees_plan_rejected() {
+    require_setup();
+    require_host_helper();
+    require_docker_and_policy();
+    let _serial = serial();
+    let app = "e2e-rej";
+    fresh_host_state(&[app]);
+    let (code, planned) = agent_rpc(&json!({"operation": "plan", "action": "deploy", "parameters": {
+        "app": app, "image": "web", "host_port": free_port(), "container_port": 8080,
+        "server_name": "rej.e2e.test"}}));
+    assert_eq!(code, Some(0), "deploy plan: {planned}");
+    let plan_id = find_str(&planned, "id").to_owned();
+
+    // The operator's list, through the operator's sudo rule.
+    let listed = as_operator(&["list", "--json"]);
+    assert!(listed.ok(), "list --json: {listed:?}");
+    let listed: serde_json::Value = serde_json::from_str(listed.stdout.trim()).expect("list --json is JSON");
+    let entry = listed["plans"].as_array().expect("plans").iter().find(|p| p["plan_id"] == plan_id.as_str());
+    let entry = entry.unwrap_or_else(|| panic!("{plan_id} not listed: {listed}"));
+    assert_eq!((&entry["requester"], &entry["action"]), (&json!(AGENT), &json!("deploy")), "{entry}");
+    let text = as_operator(&["pending"]);
+    assert!(text.ok() && text.stdout.contains(&plan_id), "pending: {text:?}");
+
+    let rejected = as_operator(&["reject", &plan_id]);
+    assert!(rejected.ok() && rejected.stdout.contains("Rejected plan"), "reject: {rejected:?}");
+    let (code, refused) = agent_rpc(&json!({"operation": "execute", "plan_id": plan_id}));
+    assert_eq!((code, &refused["code"]), (Some(1), &json!("plan_rejected")), "{refused}");
+    let stored = stored_plan(&plan_id);
+    assert_eq!(
+        (&stored["state"], &stored["rejection"]["by"]),
+        (&json!("rejected"), &json!(OPERATOR)),
+        "{stored}"
+    );
+    let again = as_operator(&["reject", &plan_id]);
+    assert!(!again.ok() && again.stderr.contains("plan_rejected"), "reject twice: {again:?}");
+    let listed = as_operator(&["list"]);
+    assert!(listed.ok() && !listed.stdout.contains(&plan_id), "a rejected plan awaits nothing: {listed:?}");
+    let ps = run(DOCKER, &["ps", "-aq", "--filter", &format!("label=io.volce-lab.app={app}")], None);
+    assert!(ps.stdout.trim().is_empty(), "nothing of the rejected deploy exists: {ps:?}");
 }
 
 /// Removes the test's app when the test ends, passed or failed.

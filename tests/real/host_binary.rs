@@ -74,12 +74,16 @@ fn rpc_refuses_to_run_as_non_root() {
 }
 
 #[test]
-fn show_approve_and_resolve_refuse_to_run_as_non_root() {
+fn the_operators_commands_refuse_to_run_as_non_root() {
     let id = "a".repeat(32);
     let digest = "b".repeat(64);
     for args in [
+        vec!["host", "list"],
+        vec!["host", "list", "--json"],
+        vec!["host", "pending"],
         vec!["host", "show", id.as_str()],
         vec!["host", "approve", id.as_str(), digest.as_str()],
+        vec!["host", "reject", id.as_str()],
         vec!["host", "resolve", id.as_str()],
     ] {
         let output = run(unprivileged_binary(), &args, b"", &[], true);

@@ -95,8 +95,17 @@ impl Host {
         let stored = self.plan_json(id);
         let digest = stored["digest"].as_str().unwrap();
         let engine = volce_lab::host::real_engine(&self.paths);
-        volce_lab::host::approve(&self.paths, engine, SystemClock, ProcLiveness, OPERATOR, id, digest)
-            .unwrap_or_else(|refusal| panic!("approval refused: {refusal:?}"));
+        volce_lab::host::approve(
+            &self.paths,
+            engine,
+            SystemClock,
+            ProcLiveness,
+            OPERATOR,
+            id,
+            digest,
+            |_| {},
+        )
+        .unwrap_or_else(|refusal| panic!("approval refused: {refusal:?}"));
     }
 
     /// The stored plan as `volce-lab-host show --json` prints it.

@@ -184,10 +184,47 @@ impl Harness {
         volce_lab::host::show(&self.paths, engine, clock, ProcLiveness, "root", id.as_str(), json).unwrap()
     }
 
-    /// `approve PLAN_ID DIGEST` by `approver` (the digest as typed: it may be malformed).
+    /// `approve PLAN_ID DIGEST` by `approver` (the digest as typed: it may be
+    /// malformed): on success, what the operator reads, the summary printed
+    /// before the approval is recorded and then the confirmation.
     pub fn approve(&self, id: &PlanId, digest: &str, approver: &str) -> Result<String, Refusal> {
+        let (shown, result) = self.approve_showing(id.as_str(), digest, approver);
+        result.map(|confirmation| shown + &confirmation)
+    }
+
+    /// `approve` as typed: (the summary printed before anything is recorded,
+    /// empty if none was, and the result).
+    pub fn approve_showing(
+        &self,
+        plan_id: &str,
+        digest: &str,
+        approver: &str,
+    ) -> (String, Result<String, Refusal>) {
         let (engine, clock) = (self.engine.clone(), self.clock.clone());
-        volce_lab::host::approve(&self.paths, engine, clock, ProcLiveness, approver, id.as_str(), digest)
+        let mut shown = String::new();
+        let result = volce_lab::host::approve(
+            &self.paths,
+            engine,
+            clock,
+            ProcLiveness,
+            approver,
+            plan_id,
+            digest,
+            |text| shown.push_str(text),
+        );
+        (shown, result)
+    }
+
+    /// `list` as root (`json`: `list --json`): the text the operator reads.
+    pub fn list(&self, json: bool) -> String {
+        let (engine, clock) = (self.engine.clone(), self.clock.clone());
+        volce_lab::host::list(&self.paths, engine, clock, ProcLiveness, "root", json).unwrap()
+    }
+
+    /// `reject PLAN_ID` by `operator`, the id as typed (it may be malformed).
+    pub fn reject(&self, plan_id: &str, operator: &str) -> Result<String, Refusal> {
+        let (engine, clock) = (self.engine.clone(), self.clock.clone());
+        volce_lab::host::reject(&self.paths, engine, clock, ProcLiveness, operator, plan_id)
     }
 
     /// `resolve PLAN_ID` by `operator`.
