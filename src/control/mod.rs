@@ -71,8 +71,13 @@ pub enum Code {
     SelfApproval,
     // Resolve (terminal only).
     NotAwaitingInspection,
-    // Execution that failed but changed nothing.
+    // Execution that failed but changed nothing (refused, or rolled back
+    // and verified: the plan is `failed` and blocks nothing).
     NginxRejected,
+    /// deploy: the new app did not answer through its gateway; rolled back.
+    HealthCheckFailed,
+    /// deploy: a docker step failed; rolled back.
+    DeployFailed,
     // The host itself.
     NotRoot,
     UnsafePath,
@@ -226,7 +231,7 @@ mod tests {
     #[test]
     fn code_strings_never_change() {
         use strum::VariantArray as _;
-        const SHIPPED: [&str; 53] = [
+        const SHIPPED: [&str; 55] = [
             "invalid_request",
             "request_too_large",
             "unknown_action",
@@ -268,6 +273,8 @@ mod tests {
             "self_approval",
             "not_awaiting_inspection",
             "nginx_rejected",
+            "health_check_failed",
+            "deploy_failed",
             "not_root",
             "unsafe_path",
             "policy_invalid",

@@ -270,8 +270,10 @@ fn deploy(
         ],
         data_volumes_deleted: false,
         shared_nginx_changed: false,
-        rollback: "On failure the new containers and network are removed; the app directory is kept as \
-                   evidence; nothing that existed before is touched."
+        rollback: "On failure the new containers, networks and app directory are removed and their absence \
+                   verified: the plan then ends failed (rolled_back) and blocks nothing. If the removal cannot \
+                   be verified, what is left stays as evidence for an operator. Nothing that existed before is \
+                   touched."
             .into(),
     };
     let spec = DeploySpec {

@@ -61,6 +61,22 @@ pub(super) fn write_new_config(app_dir: &Path, contents: &str) -> Result<PathBuf
     Ok(path)
 }
 
+/// Undoes [`write_new_config`] for a deploy that is being rolled back:
+/// removes the nginx.conf it created and then the directory, which must
+/// then be empty (`rmdir`: anything else in it stays, and the rollback is
+/// not called verified). Returns whether the directory is gone.
+pub(super) fn remove_new_config(app_dir: &Path) -> bool {
+    if check_app_dir(app_dir).is_err() {
+        return false;
+    }
+    match std::fs::remove_file(app_dir.join("nginx.conf")) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(_) => return false,
+    }
+    std::fs::remove_dir(app_dir).is_ok()
+}
+
 fn check_app_dir(app_dir: &Path) -> Result<(), EngineError> {
     let meta = std::fs::symlink_metadata(app_dir)
         .map_err(|_| EngineError::Host { step: "inspect the app directory" })?;

@@ -212,6 +212,11 @@ pub enum EngineError {
     ManagedFileChanged,
     /// Anything on the host side (files, directories).
     Host { step: &'static str },
+    /// deploy: a step failed with `cause` after the first mutation, and the
+    /// rollback was verified: no container or network carrying the plan's
+    /// label is left and the app directory this deploy created is gone.
+    /// Never built for a step whose outcome is unknown (a timeout).
+    RolledBack { cause: Box<EngineError> },
 }
 
 impl fmt::Display for EngineError {
@@ -239,6 +244,9 @@ impl fmt::Display for EngineError {
                 f.write_str("the managed nginx.conf differs from the recorded one or is not a regular file")
             }
             EngineError::Host { step } => write!(f, "host file operation failed at step '{step}'"),
+            EngineError::RolledBack { cause } => {
+                write!(f, "{cause}; everything the deploy created was removed and verified gone")
+            }
         }
     }
 }
@@ -250,7 +258,25 @@ impl EngineError {
     /// it: refused before its first mutation, or rolled back and verified.
     /// Everything else may have changed something and needs an operator.
     pub fn changed_nothing(&self) -> bool {
-        matches!(self, EngineError::NginxRejectedAndRestored | EngineError::PortTaken { .. })
+        matches!(
+            self,
+            EngineError::NginxRejectedAndRestored
+                | EngineError::PortTaken { .. }
+                | EngineError::RolledBack { .. }
+        )
+    }
+
+    /// Whether the engine may still act on this step after we stopped
+    /// waiting (a docker call that timed out or whose end was not seen):
+    /// then no listing afterwards proves anything, and no rollback is
+    /// called verified.
+    pub fn outcome_unknown(&self) -> bool {
+        match self {
+            EngineError::Call { execution, .. } => {
+                execution.timed_out || execution.completion != crate::exec::Completion::Confirmed
+            }
+            _ => false,
+        }
     }
 }
 

@@ -564,7 +564,8 @@ fn show_gives_before_and_after_for_deploy_and_nginx_config() {
 
 // --- resolve (terminal only) -------------------------------------------------
 
-/// A deploy of `demo` whose health check failed: needs_inspection.
+/// A deploy of `demo` whose health check failed and whose rollback the
+/// engine could not verify: needs_inspection.
 fn failed_deploy(h: &Harness) -> PlanId {
     let mut c = h.controller();
     let plan = c.prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap();
@@ -731,6 +732,63 @@ fn a_deploy_refused_before_its_first_step_holds_nothing_and_blocks_nothing() {
     let inventory = c.inventory(AGENT).unwrap();
     assert_eq!(app_names(&inventory), ["legacy"], "no record holds the name, port or quota slot");
     c.prepare("deploy", &deploy_params("demo", 18002), AGENT).unwrap();
+}
+
+#[test]
+fn a_failed_health_check_with_a_verified_rollback_is_failed_and_the_next_plan_is_accepted_at_once() {
+    let h = Harness::new();
+    let plan = rpc(
+        &h,
+        AGENT,
+        &json!({"operation": "plan", "action": "deploy", "parameters": deploy_params("demo", 18001)})
+            .to_string(),
+    );
+    let id = plan["result"]["id"].as_str().unwrap().to_owned();
+    // What the docker engine returns once its listing of the plan's label
+    // came back empty after the removals.
+    h.engine.edit(|s| {
+        s.fail_next = Some(EngineError::RolledBack { cause: Box::new(EngineError::HealthCheckFailed) })
+    });
+    let reply = rpc(&h, AGENT, &json!({"operation": "execute", "plan_id": id}).to_string());
+    assert_eq!(reply["status"], "rejected", "{reply}");
+    assert_eq!(reply["code"], "health_check_failed", "{reply}");
+    let message = reply["message"].as_str().unwrap();
+    for words in
+        ["failed and was rolled back", "verified gone", "container_port", "prepare a new deploy plan"]
+    {
+        assert!(message.contains(words), "{words:?} in {message}");
+    }
+    let id = PlanId::parse(&id).unwrap();
+    let stored = h.controller().load(&id, "root").unwrap();
+    assert_eq!(stored.state, PlanState::Failed);
+    assert_eq!(stored.outcome, Some(volce_lab::store::PlanOutcome::RolledBack));
+    let inventory = h.controller().inventory(AGENT).unwrap();
+    assert_eq!(app_names(&inventory), ["legacy"], "no record holds the name, port or quota slot");
+    assert_eq!(inventory["unsettled_plan"], Value::Null);
+    assert_eq!(refusal(h.controller().execute(&id, AGENT)), Code::PlanConsumed, "nothing retries");
+    assert_eq!(refusal(h.resolve(&id, "alice")), Code::NotAwaitingInspection, "nothing to resolve");
+    // The corrected plan, same name and port, is accepted and runs at once.
+    let again = h.controller().prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap();
+    assert!(matches!(h.controller().execute(&again.plan.id, AGENT).unwrap(), Executed::Completed(_)));
+}
+
+#[test]
+fn a_deploy_step_failure_with_a_verified_rollback_names_the_step_and_no_docker_output() {
+    let h = Harness::new();
+    let mut c = h.controller();
+    let plan = c.prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap();
+    let execution = volce_lab::exec::Execution::not_started(volce_lab::exec::ExecutionStatus::NonzeroExit);
+    let cause = EngineError::Call { step: "pull app image", execution };
+    h.engine.edit(|s| s.fail_next = Some(EngineError::RolledBack { cause: Box::new(cause) }));
+    match c.execute(&plan.plan.id, AGENT).unwrap() {
+        Executed::Failed { refusal, .. } => {
+            assert_eq!(refusal.code, Code::DeployFailed);
+            assert!(refusal.message.contains("step 'pull app image'"), "{}", refusal.message);
+            assert!(!refusal.message.contains("NonzeroExit"), "no Debug dump: {}", refusal.message);
+        }
+        other => panic!("expected failed, got {other:?}"),
+    }
+    c.prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap();
 }
 
 fn app_names(inventory: &Value) -> Vec<String> {

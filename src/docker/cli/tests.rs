@@ -318,8 +318,58 @@ fn failed_health_check_removes_exactly_what_the_plan_created() {
             format!("rm -f -v {}", hex('b')),
             format!("network rm {}", hex('3')),
             format!("network rm {}", hex('4')),
+            // The verifying listing still finds them: not rolled back.
+            format!("ps -aq --no-trunc --filter {plan}"),
+            format!("network ls -q --no-trunc --filter {plan}"),
         ]
     );
+    assert!(app_dir.join("nginx.conf").exists(), "the directory stays as evidence");
+}
+
+#[test]
+fn a_failed_health_check_whose_rollback_lists_clean_is_rolled_back_and_leaves_no_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let app_dir = dir.path().join("shop");
+    let port = free_port();
+    let script = deploy_script(None);
+    // The first listing (to remove) finds the plan's objects, the second
+    // (to verify) finds none: the removals worked.
+    let listings = std::sync::atomic::AtomicUsize::new(0);
+    let fake = Fake::new(move |args| match args[0].as_str() {
+        "ps" if listings.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 => {
+            Ok(format!("{}\n", hex('a')))
+        }
+        _ => script(args),
+    });
+    let quick =
+        HealthCheck { tries: 1, interval: Duration::from_millis(10), timeout: Duration::from_millis(200) };
+    let engine = DockerCli::with_runner(fake, dir.path()).with_health_check(quick);
+    assert_eq!(
+        engine.deploy(&spec(&app_dir, port)),
+        Err(EngineError::RolledBack { cause: Box::new(EngineError::HealthCheckFailed) })
+    );
+    let argv = engine.runner().argv();
+    let plan = "label=io.volce-lab.plan=0123456789abcdef0123456789abcdef";
+    assert_eq!(
+        argv[argv.len() - 2..],
+        [format!("ps -aq --no-trunc --filter {plan}"), format!("network ls -q --no-trunc --filter {plan}")],
+        "the rollback ends with the verifying listing"
+    );
+    assert!(!app_dir.exists(), "the directory the deploy created is gone");
+}
+
+#[test]
+fn a_rollback_whose_verifying_listing_fails_is_not_called_verified() {
+    let dir = tempfile::tempdir().unwrap();
+    let app_dir = dir.path().join("shop");
+    let script = deploy_script(Some(("run --rm", 1)));
+    let listings = std::sync::atomic::AtomicUsize::new(0);
+    let fake = Fake::new(move |args| match args[0].as_str() {
+        "ps" if listings.fetch_add(1, std::sync::atomic::Ordering::SeqCst) > 0 => Err(1),
+        _ => script(args),
+    });
+    let engine = DockerCli::with_runner(fake, dir.path());
+    assert_eq!(engine.deploy(&spec(&app_dir, free_port())), Err(EngineError::NginxRejected));
     assert!(app_dir.join("nginx.conf").exists(), "the directory stays as evidence");
 }
 
@@ -329,7 +379,10 @@ fn rejected_nginx_test_stops_before_the_gateway_exists() {
     let app_dir = dir.path().join("shop");
     let fake = Fake::new(deploy_script(Some(("run --rm", 1))));
     let engine = DockerCli::with_runner(fake, dir.path());
-    assert_eq!(engine.deploy(&spec(&app_dir, free_port())), Err(EngineError::NginxRejected));
+    assert_eq!(
+        engine.deploy(&spec(&app_dir, free_port())),
+        Err(EngineError::RolledBack { cause: Box::new(EngineError::NginxRejected) })
+    );
     let argv = engine.runner().argv();
     assert!(!argv.iter().any(|a| a.contains("vl-shop-gateway")));
     assert!(argv.contains(&format!("rm -f -v {}", hex('a'))));
@@ -343,8 +396,9 @@ fn docker_failure_at_pull_creates_and_removes_nothing() {
     let fake = Fake::new(deploy_script(Some(("pull", 1))));
     let engine = DockerCli::with_runner(fake, dir.path());
     match engine.deploy(&spec(&app_dir, free_port())) {
-        Err(EngineError::Call { step: "pull app image", .. }) => {}
-        other => panic!("expected a pull failure, got {other:?}"),
+        Err(EngineError::RolledBack { cause })
+            if matches!(*cause, EngineError::Call { step: "pull app image", .. }) => {}
+        other => panic!("expected a verified pull failure, got {other:?}"),
     }
     let argv = engine.runner().argv();
     assert!(argv.iter().all(|a| a.starts_with("pull") || a.starts_with("ps") || a.starts_with("network ls")));

@@ -164,7 +164,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
         let recorded = self.store.write(|tx| {
             let (outcome, event, category, exit_code) = match &result {
                 Ok(_) => (PlanOutcome::Completed, Event::Completed, AuditOutcome::Ok, None),
-                Err(EngineError::NginxRejectedAndRestored) => {
+                Err(EngineError::NginxRejectedAndRestored | EngineError::RolledBack { .. }) => {
                     (PlanOutcome::RolledBack, Event::Failed, AuditOutcome::Failed, None)
                 }
                 Err(error) if error.changed_nothing() => {
@@ -247,7 +247,44 @@ fn unchanged_refusal(error: &EngineError, id: &PlanId) -> Refusal {
                  created. Plan {id} is failed; choose another port and prepare a new plan."
             ),
         ),
+        EngineError::RolledBack { cause } => rolled_back_refusal(cause, id),
         _ => Refusal::new(Code::EngineUnavailable, format!("Plan {id} failed; nothing was changed.")),
+    }
+}
+
+/// A deploy that failed and whose rollback was verified: what failed, what
+/// to fix, and that the host is free for the corrected plan.
+fn rolled_back_refusal(cause: &EngineError, id: &PlanId) -> Refusal {
+    const AFTER: &str = "Everything the plan created (containers, networks, app directory) was removed and \
+                         verified gone; nothing is retried and nothing else changed.";
+    match cause {
+        EngineError::HealthCheckFailed => Refusal::new(
+            Code::HealthCheckFailed,
+            format!(
+                "The new app did not answer through its gateway with 2xx/3xx in time, so plan {id} failed and \
+                 was rolled back. {AFTER} Check container_port (the port the app listens on inside its \
+                 container) and that the image serves HTTP there, then prepare a new deploy plan."
+            ),
+        ),
+        EngineError::NginxRejected => Refusal::new(
+            Code::NginxRejected,
+            format!(
+                "nginx rejected the gateway configuration (nginx -t), so plan {id} failed and was rolled back. \
+                 {AFTER} Check server_name, then prepare a new deploy plan."
+            ),
+        ),
+        EngineError::Call { step, .. } => Refusal::new(
+            Code::DeployFailed,
+            format!(
+                "The deploy failed at step '{step}', so plan {id} failed and was rolled back. {AFTER} An \
+                 operator can read the details on the server (volce-lab-host show {id}); a pull that fails \
+                 usually means the registry is unreachable."
+            ),
+        ),
+        _ => Refusal::new(
+            Code::DeployFailed,
+            format!("The deploy failed ({cause}), so plan {id} failed and was rolled back. {AFTER}"),
+        ),
     }
 }
 
