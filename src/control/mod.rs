@@ -9,6 +9,7 @@
 pub mod canonical;
 pub mod plan;
 pub mod policy;
+pub mod scope;
 pub mod validate;
 
 use std::fmt;

@@ -108,8 +108,9 @@ impl Container {
     }
 }
 
-/// Everything the controller's decisions depend on, in a stable order, so
-/// that two snapshots of an unchanged engine have the same digest.
+/// What the controller sees of the engine, in a stable order, so that two
+/// snapshots of an unchanged engine are equal. Each plan digests only its
+/// scope of it ([`crate::control::scope`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Snapshot {
     pub containers: Vec<Container>,
@@ -132,7 +133,9 @@ impl Snapshot {
         self
     }
 
-    /// sha256 over the JSON of the normalized snapshot, as lowercase hex.
+    /// sha256 over the JSON of the whole normalized snapshot, as lowercase
+    /// hex. Plans are not bound to this (a busy host would void them all)
+    /// but to their scope of it: [`crate::control::scope::digest`].
     pub fn digest(&self) -> String {
         let normalized = self.clone().normalize();
         let bytes = serde_json::to_vec(&normalized).expect("snapshot serializes");

@@ -7,7 +7,7 @@ use crate::support::harness::*;
 use serde_json::{Value, json};
 use volce_lab::control::Code;
 use volce_lab::control::plan::{Digest, PlanId};
-use volce_lab::docker::EngineError;
+use volce_lab::docker::{Container, EngineError, PublishedPort};
 use volce_lab::host::Executed;
 use volce_lab::host::rpc::Reply;
 use volce_lab::store::PlanState;
@@ -206,10 +206,18 @@ fn execute_after_snapshot_drift_is_refused_and_the_approval_is_void() {
     let mut c = h.controller();
     let plan = c.prepare("remove_image", &json!({"image_id": unused_image().as_str()}), AGENT).unwrap();
     c.approve(&plan.plan.id, &plan.plan.digest, "alice").unwrap();
-    let extra = image('e');
-    h.engine.edit(|s| s.snapshot.images.push(extra.clone()));
+    // A container (foreign, stopped) now references the image: its target changed.
+    let user = Container {
+        id: container_id('e'),
+        name: "uses-it".into(),
+        image_id: unused_image(),
+        state: "exited".into(),
+        labels: Default::default(),
+        ports: vec![],
+    };
+    h.engine.edit(|s| s.snapshot.containers.push(user));
     assert_eq!(refusal(c.execute(&plan.plan.id, AGENT)), Code::SnapshotChanged);
-    h.engine.edit(|s| s.snapshot.images.retain(|i| *i != extra));
+    h.engine.edit(|s| s.snapshot.containers.retain(|c| c.id != container_id('e')));
     assert_eq!(refusal(c.execute(&plan.plan.id, AGENT)), Code::PlanInvalidated);
     assert!(h.engine.mutations().is_empty());
     let events: Vec<_> = c
@@ -219,7 +227,117 @@ fn execute_after_snapshot_drift_is_refused_and_the_approval_is_void() {
         .into_iter()
         .map(|a| a.event)
         .collect();
-    assert_eq!(events, ["prepared", "approved", "invalidated"]);
+    // Claimed first (committed), then voided by a conditional transition.
+    assert_eq!(events, ["prepared", "approved", "claimed", "invalidated"]);
+    assert_eq!(c.inventory(AGENT).unwrap()["unsettled_plan"], Value::Null, "nothing is blocked");
+}
+
+/// A foreign container in a restart loop, flipping state between every
+/// look of the controller.
+fn flip_foreign(h: &Harness) {
+    h.engine.edit(|s| {
+        let prod = s.snapshot.containers.iter_mut().find(|c| c.id == prod_id()).unwrap();
+        prod.state = if prod.state == "running" { "restarting".into() } else { "running".into() };
+    });
+}
+
+#[test]
+fn a_foreign_container_changing_state_voids_no_plan() {
+    let h = Harness::new();
+    deploy_demo(&h);
+    let mut c = h.controller();
+    let stop = c.prepare("stop", &json!({"app": "demo"}), AGENT).unwrap();
+    let nginx =
+        c.prepare("nginx_config", &json!({"app": "demo", "server_name": "new.example.com"}), AGENT).unwrap();
+    let deploy = c.prepare("deploy", &deploy_params("other", 18002), AGENT).unwrap();
+    flip_foreign(&h);
+    c.approve(&stop.plan.id, &stop.plan.digest, "alice").unwrap();
+    // Also a foreign container created and one removed.
+    h.engine.edit(|s| {
+        s.snapshot.containers.push(Container {
+            id: container_id('f'),
+            name: "newcomer".into(),
+            image_id: used_image(),
+            state: "created".into(),
+            labels: Default::default(),
+            ports: vec![],
+        })
+    });
+    // (A deploy creates containers of ours, which would void the stop: it goes last.)
+    for plan in [&nginx, &stop, &deploy] {
+        flip_foreign(&h);
+        match c.execute(&plan.plan.id, AGENT).unwrap() {
+            Executed::Completed(result) => assert_eq!(result["outcome"], "completed"),
+            other => panic!("{:?} must complete: {other:?}", plan.plan.action),
+        }
+    }
+    assert_eq!(h.engine.mutations().last().unwrap()[0], "deploy");
+}
+
+#[test]
+fn a_change_to_the_target_of_an_approved_stop_voids_it_after_the_claim() {
+    let h = Harness::new();
+    deploy_demo(&h);
+    let mut c = h.controller();
+    let stop = c.prepare("stop", &json!({"app": "demo"}), AGENT).unwrap();
+    c.approve(&stop.plan.id, &stop.plan.digest, "alice").unwrap();
+    // Its gateway is restarting now: the app's state is not what was approved.
+    h.engine.edit(|s| {
+        let gateway = s.snapshot.containers.iter_mut().find(|c| c.name == "vl-demo-gateway").unwrap();
+        gateway.state = "restarting".into();
+    });
+    let before = h.engine.mutations().len();
+    assert_eq!(refusal(c.execute(&stop.plan.id, AGENT)), Code::SnapshotChanged);
+    assert_eq!(h.engine.mutations().len(), before, "nothing was asked of the engine");
+    let stored = c.load(&stop.plan.id, "root").unwrap();
+    assert_eq!(stored.state, PlanState::Invalidated);
+    assert_eq!(stored.outcome, Some(volce_lab::store::PlanOutcome::SnapshotChanged));
+    let inventory = c.inventory(AGENT).unwrap();
+    let demo = inventory["apps"].as_array().unwrap().iter().find(|a| a["app"] == "demo").unwrap();
+    assert_eq!(demo["state"], "running", "the record is untouched");
+}
+
+#[test]
+fn a_foreign_container_taking_the_port_of_a_planned_deploy_voids_it() {
+    let h = Harness::new();
+    let mut c = h.controller();
+    let deploy = c.prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap();
+    h.engine.edit(|s| {
+        s.snapshot.containers.push(Container {
+            id: container_id('f'),
+            name: "squatter".into(),
+            image_id: used_image(),
+            state: "running".into(),
+            labels: Default::default(),
+            ports: vec![PublishedPort {
+                host_ip: "0.0.0.0".into(),
+                host_port: 18001,
+                container_port: 80,
+                protocol: "tcp".into(),
+            }],
+        })
+    });
+    assert_eq!(refusal(c.execute(&deploy.plan.id, AGENT)), Code::SnapshotChanged);
+    assert!(h.engine.mutations().is_empty());
+    assert_eq!(c.load(&deploy.plan.id, "root").unwrap().state, PlanState::Invalidated);
+}
+
+#[test]
+fn an_engine_outage_after_the_claim_spends_the_plan_changes_nothing_and_blocks_nothing() {
+    let h = Harness::new();
+    let mut c = h.controller();
+    let deploy = c.prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap();
+    h.engine.edit(|s| s.snapshot_fails = true);
+    assert_eq!(refusal(c.execute(&deploy.plan.id, AGENT)), Code::EngineUnavailable);
+    assert!(h.engine.mutations().is_empty());
+    let stored = c.load(&deploy.plan.id, "root").unwrap();
+    assert_eq!(
+        (stored.state, stored.outcome),
+        (PlanState::Failed, Some(volce_lab::store::PlanOutcome::NotStarted))
+    );
+    h.engine.edit(|s| s.snapshot_fails = false);
+    assert_eq!(refusal(c.execute(&deploy.plan.id, AGENT)), Code::PlanConsumed, "nothing retries");
+    c.prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap();
 }
 
 #[test]

@@ -9,7 +9,8 @@
 //! - remove_image is refused while any container, running or stopped, uses
 //!   the image, and removes it once none does;
 //! - a foreign listener on the host port refuses the deploy at plan time;
-//! - a container created after approval voids the plan (`snapshot_changed`);
+//! - a foreign container in a restart loop voids no approved stop; a
+//!   change to the app being stopped does (`snapshot_changed`);
 //! - nginx rejecting a config below the validation layer: restored, still
 //!   serving, and since nothing changed the plan ends `failed` and blocks
 //!   nothing;
@@ -17,9 +18,9 @@
 //!
 //! Ignored: needs root, Docker and `scripts/test-images`; fails loudly
 //! without them. Every test removes what it created (the `Lab` drop guard).
-//! The controller digests the whole engine (every container and image), so
-//! the tests of this file take turns on the engine: one test's objects
-//! would void another's plans.
+//! A plan's digest covers volce-lab's own containers (any app's), so the
+//! tests of this file take turns on the engine: one test's deploy would
+//! void another's plans.
 
 use crate::support::docker_lab;
 
@@ -274,36 +275,69 @@ fn a_deploy_on_a_port_held_by_a_foreign_listener_is_refused_at_plan_time() {
     assert_eq!(peer, client.local_addr().unwrap());
 }
 
+/// Starts a foreign container (no volce-lab label) that exits at once and
+/// is restarted by Docker for ever; waits until it has restarted.
+fn restart_loop(lab: &mut Lab) -> String {
+    let (web, _) = lab.image("web");
+    let name = format!("t-loop-{}", lab.app);
+    lab.extra_containers.push(name.clone());
+    let args = ["run", "-d", "--restart", "always", "--name", &name, "--network", "none", &web];
+    let id = docker_ok(&[&args[..], &["/bin/busybox", "false"]].concat()).trim().to_owned();
+    eventually("the foreign container restarts", || {
+        inspect("container", &id)["RestartCount"].as_u64().unwrap_or(0) >= 2
+    });
+    id
+}
+
 #[test]
 #[ignore = "real parts: run by scripts/test"]
-fn a_container_created_after_approval_voids_the_plan() {
+fn a_foreign_container_in_a_restart_loop_voids_no_approved_stop() {
     let _turn = take_turn();
-    let mut host = Host::new("rdrift");
+    let mut host = Host::new("rloop");
+    let looping = restart_loop(&mut host.lab);
+    let containers = host.deploy("web");
+    let id = host.planned("stop", json!({"app": host.lab.app}));
+    host.approve(&id);
+    let restarts = inspect("container", &looping)["RestartCount"].as_u64().unwrap();
+    eventually("the foreign container restarts again after the approval", || {
+        inspect("container", &looping)["RestartCount"].as_u64().unwrap() > restarts
+    });
+
+    let done = host.execute(&id);
+    assert_eq!(done["result"]["outcome"], "completed", "{done}");
+    for id in &containers {
+        assert_eq!(container_state(id), "exited", "{id} is stopped");
+    }
+    assert_eq!(host.app_record()["state"], "stopped");
+    // The foreign container was not touched: still looping under its policy.
+    let after = inspect("container", &looping);
+    assert_eq!(after["HostConfig"]["RestartPolicy"]["Name"], "always");
+    assert!(after["Config"]["Labels"].as_object().is_none_or(serde_json::Map::is_empty), "not labelled");
+    docker_ok(&["rm", "-f", &looping]);
+}
+
+#[test]
+#[ignore = "real parts: run by scripts/test"]
+fn a_change_to_the_app_after_approval_voids_the_stop() {
+    let _turn = take_turn();
+    let host = Host::new("rdrift");
     let containers = host.deploy("web");
     let id = host.planned("stop", json!({"app": host.lab.app}));
     host.approve(&id);
 
-    let (web, _) = host.lab.image("web");
-    let foreign_name = format!("t-foreign-{}", host.lab.app);
-    host.lab.extra_containers.push(foreign_name.clone());
-    let foreign = docker_ok(&["create", "--name", &foreign_name, "--network", "none", &web]);
-    let foreign = foreign.trim();
-
+    // Someone stops the gateway by hand: the app is not what was approved.
+    let gateway = host.lab.names().gateway_container;
+    docker_ok(&["stop", &gateway]);
     let refused = host.execute(&id);
     assert_eq!(refused["code"], "snapshot_changed", "{refused}");
-    for id in &containers {
-        assert_eq!(container_state(id), "running", "{id} was not stopped");
-    }
-    assert_eq!(status(host.lab.port, &host.lab.server_name()), Some(200), "still serving");
-    let after = inspect("container", &foreign_name);
-    assert_eq!((after["Id"].as_str(), after["State"]["Status"].as_str()), (Some(foreign), Some("created")));
-    assert!(after["Config"]["Labels"].as_object().is_none_or(serde_json::Map::is_empty), "not labelled");
-    // The plan is void for good, even once the server is as it was.
-    docker_ok(&["rm", foreign]);
+    assert_eq!(container_state(&containers[0]), "running", "the app container was not stopped");
     assert_eq!(host.plan_json(&id)["state"], "invalidated");
+    // The plan is void for good, even once the server is as it was.
+    docker_ok(&["start", &gateway]);
     let again = host.execute(&id);
     assert_eq!(again["code"], "plan_invalidated", "{again}");
     assert_eq!(container_state(&containers[0]), "running");
+    assert_eq!(host.app_record()["state"], "running", "the record is untouched");
 }
 
 /// The real engine with one thing changed: `update_nginx` gets bytes that

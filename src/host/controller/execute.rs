@@ -1,13 +1,14 @@
 //! `Controller::execute`: run one plan exactly once, and record what
 //! happened. Runs as root inside the host helper.
 //!
-//! Two transactions around one engine call. Transaction 1 (`BEGIN
-//! IMMEDIATE`) verifies everything and claims the plan; it commits before
-//! the engine mutates anything, so a second helper finds the plan consumed.
-//! (It does take the read-only snapshot and the probes inside, under the
-//! write lock: a later change moves them out.) The engine then acts outside
-//! any transaction, and transaction 2 records the outcome and the app
-//! records. Nothing retries.
+//! Transactions around the engine calls, never across one. Transaction 1
+//! (`BEGIN IMMEDIATE`) verifies what the store knows and claims the plan;
+//! it commits before the engine is asked anything, so a second helper
+//! finds the plan consumed. Then, outside any transaction, a fresh
+//! snapshot is checked against the plan's scoped digest and the plan is
+//! re-derived; if either differs, a conditional transition voids the
+//! claimed plan and nothing acts. Otherwise the engine acts, and
+//! transaction 2 records the outcome and the app records. Nothing retries.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -16,6 +17,7 @@ use serde_json::{Value, json};
 
 use super::{Controller, EngineProbe, Liveness, audit, engine_unavailable, mark_app, state_allows_use};
 use crate::control::plan::{Payload, Plan, PlanId};
+use crate::control::scope;
 use crate::control::validate::{self, AppRecord, AppState, Context};
 use crate::control::{Clock, Code, Refusal, refuse};
 use crate::docker::{Engine, EngineError};
@@ -42,13 +44,16 @@ const PARTIAL: &str = "The change may be partial: an operator must inspect the s
 /// a refusal that has nothing to record is the transaction's own `Err`
 /// instead, which rolls it back.
 enum Verdict {
-    /// The plan is claimed under this process: act on it. (Boxed: a plan
-    /// is large next to a refusal.)
-    Proceed { plan: Box<Plan>, apps: BTreeMap<String, AppRecord> },
-    /// The plan was invalidated (the policy or the server changed): commit
-    /// the invalidation, so it is void for good, then refuse.
+    /// The plan is claimed under this process: verify it against the
+    /// engine, then act on it. (Boxed: a plan is large next to a refusal.)
+    Claimed { plan: Box<Plan>, apps: BTreeMap<String, AppRecord> },
+    /// The plan was invalidated (the policy changed): commit the
+    /// invalidation, so it is void for good, then refuse.
     RefuseAfterCommit(Refusal),
 }
+
+const SNAPSHOT_CHANGED: &str = "The plan's targets on the server (or volce-lab's own containers) changed since \
+                                this plan was made; it is void (and so is any approval): prepare a new one.";
 
 impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
     /// Executes a plan exactly once (see the module's invariants).
@@ -56,10 +61,10 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
         self.settle_abandoned(requester)?;
         let me = self.liveness.me()?;
 
-        // Transaction 1: verify everything and claim, or refuse. Its read-only
-        // snapshot is taken inside it (see the module header); no mutation is.
+        // Transaction 1: verify what the store knows and claim, or refuse.
+        // No engine call happens inside it.
         let verdict = {
-            let Controller { policy, policy_hash, store, engine, apps_dir, clock, .. } = self;
+            let Controller { policy_hash, store, clock, .. } = self;
             store.write(|tx| {
                 // Read the clock only once the write lock is held: waiting
                 // for the lock must not let an expired plan through.
@@ -80,20 +85,13 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                         format!("Plan {other} is {}; nothing executes until an operator has inspected it.", state.as_str()),
                     );
                 }
-                // Voids the plan for good (committed), then refuses.
-                let invalidate = |why: PlanOutcome, refusal: Refusal| {
-                    let row = audit(now, Event::Invalidated, AuditOutcome::Refused, requester);
-                    tx.invalidate(id, plan.action, why, &row)?;
-                    Ok::<_, Refusal>(Verdict::RefuseAfterCommit(refusal))
-                };
                 if plan.policy_hash != *policy_hash {
-                    return invalidate(
-                        PlanOutcome::PolicyChanged,
-                        Refusal::new(
-                            Code::PolicyChanged,
-                            "The operator's policy changed since this plan was made; it is void, prepare a new one.",
-                        ),
-                    );
+                    let row = audit(now, Event::Invalidated, AuditOutcome::Refused, requester);
+                    tx.invalidate(id, plan.action, PlanOutcome::PolicyChanged, &row)?;
+                    return Ok(Verdict::RefuseAfterCommit(Refusal::new(
+                        Code::PolicyChanged,
+                        "The operator's policy changed since this plan was made; it is void, prepare a new one.",
+                    )));
                 }
                 if plan.requires_approval {
                     match &stored.approval {
@@ -109,43 +107,45 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                         }
                     }
                 }
-                let snapshot = engine.snapshot().map_err(engine_unavailable)?;
-                if snapshot.digest() != plan.snapshot_digest {
-                    return invalidate(
-                        PlanOutcome::SnapshotChanged,
-                        Refusal::new(
-                            Code::SnapshotChanged,
-                            "The server's containers or images changed since this plan was made; it is void \
-                             (and so is any approval): prepare a new one.",
-                        ),
-                    );
-                }
-                // Re-derive from the stored parameters: references, ports,
-                // directories and app records must still say the same.
-                let apps = tx.apps()?;
-                let ctx = Context { policy, snapshot: &snapshot, apps: &apps, apps_dir, plan_id: id };
-                let probe = EngineProbe { engine: &*engine, apps_dir };
-                let (payload, impact) = validate::derive(plan.action, &plan.parameters, &ctx, &probe)?;
-                if payload != plan.payload || impact != plan.impact {
-                    return refuse(
-                        Code::SnapshotChanged,
-                        "The controller's records changed since this plan was made; prepare a new one.",
-                    );
-                }
-                // The snapshot and the re-derivation take time: the plan
-                // must still be unexpired at the moment it is claimed.
-                let now = clock.now();
-                if now > plan.expires_at {
-                    return refuse(Code::PlanExpired, "The plan has expired; ask for a new one.");
-                }
                 tx.claim(id, plan.action, &me, &audit(now, Event::Claimed, AuditOutcome::Ok, requester))?;
-                Ok(Verdict::Proceed { plan: Box::new(stored.plan.clone()), apps })
+                // The records stay as read here until this plan is finished:
+                // no other plan executes while one is `executing`.
+                Ok(Verdict::Claimed { plan: Box::new(stored.plan.clone()), apps: tx.apps()? })
             })?
         };
         let (plan, apps) = match verdict {
-            Verdict::Proceed { plan, apps } => (*plan, apps),
+            Verdict::Claimed { plan, apps } => (*plan, apps),
             Verdict::RefuseAfterCommit(refusal) => return Err(refusal),
         };
+
+        // Claimed and committed; nothing has been asked of the engine yet.
+        // Verify the engine's facts now, and void the plan if they changed.
+        if let Err((why, refusal)) = self.verify_claimed(&plan, &apps) {
+            let now = self.clock.now();
+            let recorded = self.store.write(|tx| match why {
+                // Nothing was changed and nothing is known to have changed:
+                // the plan is spent (execute-once), the host is not blocked.
+                None => tx.finish(
+                    id,
+                    plan.action,
+                    &me,
+                    PlanOutcome::NotStarted,
+                    &audit(now, Event::Failed, AuditOutcome::Failed, requester),
+                ),
+                Some(why) => tx.void_claimed(
+                    id,
+                    plan.action,
+                    &me,
+                    why,
+                    &audit(now, Event::Invalidated, AuditOutcome::Refused, requester),
+                ),
+            });
+            // If even that cannot be recorded the plan stays `executing`
+            // under our claim; once this process exits, the next helper
+            // settles it as `needs_inspection`, the safe side.
+            recorded?;
+            return Err(refusal);
+        }
 
         // The claim is committed: from here on nothing may refuse quietly.
         let started = Instant::now();
@@ -208,6 +208,45 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             // second case the plan stays `executing` under our claim; once
             // this process exits, the next helper settles it.
             _ => Ok(Executed::NeedsInspection { plan_id: id.clone(), message: PARTIAL.to_owned() }),
+        }
+    }
+
+    /// The engine's facts for a claimed plan: its scope of a fresh snapshot
+    /// has the digest it was sealed with, and it derives to the same
+    /// payload and impact. On failure: the outcome to void it with (`None`
+    /// when the engine could not be asked: then it ends `failed`,
+    /// not_started) and the refusal for the agent. Read-only.
+    fn verify_claimed(
+        &self,
+        plan: &Plan,
+        apps: &BTreeMap<String, AppRecord>,
+    ) -> Result<(), (Option<PlanOutcome>, Refusal)> {
+        let snapshot = self.engine.snapshot().map_err(|e| (None, engine_unavailable(e)))?;
+        let changed = |refusal: Refusal| (Some(PlanOutcome::SnapshotChanged), refusal);
+        if scope::digest(&snapshot, &plan.payload) != plan.snapshot_digest {
+            return Err(changed(Refusal::new(Code::SnapshotChanged, SNAPSHOT_CHANGED)));
+        }
+        // Re-derive from the stored parameters: references, ports,
+        // directories and app records must still say the same.
+        let ctx = Context {
+            policy: &self.policy,
+            snapshot: &snapshot,
+            apps,
+            apps_dir: &self.apps_dir,
+            plan_id: &plan.id,
+        };
+        let probe = EngineProbe { engine: &self.engine, apps_dir: &self.apps_dir };
+        match validate::derive(plan.action, &plan.parameters, &ctx, &probe) {
+            Ok((payload, impact)) if payload == plan.payload && impact == plan.impact => Ok(()),
+            Ok(_) => Err(changed(Refusal::new(
+                Code::SnapshotChanged,
+                "The controller's records changed since this plan was made; it is void: prepare a new one.",
+            ))),
+            // The engine could not be asked: nothing is known to have changed.
+            Err(refusal) if refusal.code == Code::EngineUnavailable => Err((None, refusal)),
+            // The same request is refused now (a port taken, an app gone):
+            // the plan is void, with the reason of the refusal.
+            Err(refusal) => Err(changed(refusal)),
         }
     }
 
