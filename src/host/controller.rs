@@ -255,7 +255,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 payload,
                 impact,
                 snapshot_digest,
-                policy_hash.clone(),
+                policy.terms(action, policy_hash),
                 requester.to_owned(),
                 now,
             );
@@ -311,6 +311,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             if plan.policy_hash != *policy_hash {
                 return refuse(Code::PolicyChanged, "The policy changed since this plan was made.");
             }
+            terms_hold(plan, policy, policy_hash)?;
             if *digest != plan.digest {
                 return refuse(
                     Code::DigestMismatch,
@@ -413,7 +414,20 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
     }
 }
 
-/// The agent's answer for an engine failure that changed nothing.
+/// A plan bound to the policy in force must carry exactly the terms that
+/// policy gives its action (approval, lifetime). `Plan::from_stored`
+/// cannot know the policy, so this is where a stored `requires_approval:
+/// false` for an action the operator put in `approval_required` is caught.
+fn terms_hold(plan: &Plan, policy: &Policy, policy_hash: &str) -> Result<(), Refusal> {
+    if plan.terms() == policy.terms(plan.action, policy_hash) {
+        return Ok(());
+    }
+    refuse(
+        Code::PlanCorrupt,
+        "The stored plan's approval rule or lifetime is not what its policy gives it; inspect the state database.",
+    )
+}
+
 /// Refuses a plan that is not pending, each state with its own code.
 fn state_allows_use(stored: &StoredPlan) -> Result<(), Refusal> {
     match stored.state {

@@ -122,6 +122,83 @@ fn approve_after_expiry_is_refused() {
 }
 
 #[test]
+fn the_plan_lifetime_is_the_policys_plan_ttl_seconds() {
+    let mut h = Harness::new();
+    let mut policy = policy_json();
+    policy["plan_ttl_seconds"] = json!(60);
+    h.write_policy(&policy);
+    let mut c = h.controller();
+    let plan = c.prepare("remove_image", &json!({"image_id": unused_image().as_str()}), AGENT).unwrap();
+    assert_eq!(plan.plan.expires_at - plan.plan.created_at, 60);
+    h.clock.advance(61);
+    assert_eq!(refusal(c.approve(&plan.plan.id, &plan.plan.digest, "alice")), Code::PlanExpired);
+    let deploy = c.prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap();
+    h.clock.advance(61);
+    assert_eq!(refusal(c.execute(&deploy.plan.id, AGENT)), Code::PlanExpired);
+    assert!(h.engine.mutations().is_empty());
+}
+
+#[test]
+fn deploy_and_nginx_config_need_approval_once_the_operator_adds_them() {
+    let mut h = Harness::new();
+    deploy_demo(&h);
+    let mut policy = policy_json();
+    policy["approval_required"] = json!(["stop", "remove_image", "deploy", "nginx_config"]);
+    h.write_policy(&policy);
+    let mut c = h.controller();
+    let nginx =
+        c.prepare("nginx_config", &json!({"app": "demo", "server_name": "new.example.com"}), AGENT).unwrap();
+    let deploy = c.prepare("deploy", &deploy_params("other", 18002), AGENT).unwrap();
+    for plan in [&nginx, &deploy] {
+        assert!(plan.plan.requires_approval, "{:?}", plan.plan.action);
+        assert_eq!(refusal(c.execute(&plan.plan.id, AGENT)), Code::ApprovalRequired);
+        assert_eq!(refusal(c.approve(&plan.plan.id, &plan.plan.digest, AGENT)), Code::NotAnApprover);
+        c.approve(&plan.plan.id, &plan.plan.digest, "alice").unwrap();
+        assert!(matches!(c.execute(&plan.plan.id, AGENT).unwrap(), Executed::Completed(_)));
+    }
+}
+
+#[test]
+fn a_plan_made_before_approval_required_grew_is_void_at_execute() {
+    let mut h = Harness::new();
+    let deploy = h.controller().prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap();
+    assert!(!deploy.plan.requires_approval);
+    let mut policy = policy_json();
+    policy["approval_required"] = json!(["stop", "remove_image", "deploy"]);
+    h.write_policy(&policy);
+    // Its policy hash is the old one: void, never executed without approval.
+    assert_eq!(refusal(h.controller().execute(&deploy.plan.id, AGENT)), Code::PolicyChanged);
+    assert!(h.engine.mutations().is_empty());
+}
+
+#[test]
+fn a_stored_plan_whose_approval_rule_is_not_its_policys_is_corrupt() {
+    let mut h = Harness::new();
+    let mut policy = policy_json();
+    policy["approval_required"] = json!(["stop", "remove_image", "deploy"]);
+    h.write_policy(&policy);
+    let mut c = h.controller();
+    let honest = c.prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap();
+    // The same plan re-sealed as needing no approval, under the same policy
+    // hash: the digest matches, only the policy in force can tell.
+    let mut forged = honest.plan.clone();
+    forged.id = PlanId::parse(&"f0".repeat(16)).unwrap();
+    forged.requires_approval = false;
+    forged.digest = forged.compute_digest();
+    let row = volce_lab::store::AuditRow {
+        at: forged.created_at,
+        event: volce_lab::store::Event::Prepared,
+        outcome: volce_lab::store::AuditOutcome::Ok,
+        exit_code: None,
+        duration_ms: None,
+        actor: AGENT.into(),
+    };
+    c.store_for_tests().write(|tx| tx.insert_plan(&forged, &row)).unwrap();
+    assert_eq!(refusal(c.execute(&forged.id, AGENT)), Code::PlanCorrupt);
+    assert!(h.engine.mutations().is_empty());
+}
+
+#[test]
 fn approve_by_the_requester_is_refused() {
     let h = Harness::new();
     let mut c = h.controller();

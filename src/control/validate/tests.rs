@@ -586,7 +586,7 @@ fn plans_sealed_before_the_newtypes_still_verify_and_derive_byte_identically() {
             payload,
             impact,
             "d".repeat(64),
-            world.policy.hash(),
+            world.policy.terms(action, &world.policy.hash()),
             "agent".into(),
             1_800_000_000,
         );

@@ -15,7 +15,9 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use super::{Controller, EngineProbe, Liveness, audit, engine_unavailable, mark_app, state_allows_use};
+use super::{
+    Controller, EngineProbe, Liveness, audit, engine_unavailable, mark_app, state_allows_use, terms_hold,
+};
 use crate::control::plan::{Payload, Plan, PlanId};
 use crate::control::scope;
 use crate::control::validate::{self, AppRecord, AppState, Context};
@@ -64,7 +66,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
         // Transaction 1: verify what the store knows and claim, or refuse.
         // No engine call happens inside it.
         let verdict = {
-            let Controller { policy_hash, store, clock, .. } = self;
+            let Controller { policy, policy_hash, store, clock, .. } = self;
             store.write(|tx| {
                 // Read the clock only once the write lock is held: waiting
                 // for the lock must not let an expired plan through.
@@ -93,6 +95,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                         "The operator's policy changed since this plan was made; it is void, prepare a new one.",
                     )));
                 }
+                terms_hold(plan, policy, policy_hash)?;
                 if plan.requires_approval {
                     match &stored.approval {
                         Some(approval) if approval.digest == plan.digest => {}
