@@ -7,7 +7,7 @@ use crate::support::harness::*;
 use serde_json::{Value, json};
 use volce_lab::control::Code;
 use volce_lab::control::plan::{Digest, PlanId};
-use volce_lab::docker::{Container, EngineError, PublishedPort};
+use volce_lab::docker::{EngineError, PublishedPort};
 use volce_lab::host::Executed;
 use volce_lab::host::rpc::Reply;
 use volce_lab::store::PlanState;
@@ -284,14 +284,7 @@ fn execute_after_snapshot_drift_is_refused_and_the_approval_is_void() {
     let plan = c.prepare("remove_image", &json!({"image_id": unused_image().as_str()}), AGENT).unwrap();
     c.approve(&plan.plan.id, &plan.plan.digest, "alice").unwrap();
     // A container (foreign, stopped) now references the image: its target changed.
-    let user = Container {
-        id: container_id('e'),
-        name: "uses-it".into(),
-        image_id: unused_image(),
-        state: "exited".into(),
-        labels: Default::default(),
-        ports: vec![],
-    };
+    let user = foreign_container(container_id('e'), "uses-it", unused_image(), "exited");
     h.engine.edit(|s| s.snapshot.containers.push(user));
     assert_eq!(refusal(c.execute(&plan.plan.id, AGENT)), Code::SnapshotChanged);
     h.engine.edit(|s| s.snapshot.containers.retain(|c| c.id != container_id('e')));
@@ -331,14 +324,7 @@ fn a_foreign_container_changing_state_voids_no_plan() {
     c.approve(&stop.plan.id, &stop.plan.digest, "alice").unwrap();
     // Also a foreign container created and one removed.
     h.engine.edit(|s| {
-        s.snapshot.containers.push(Container {
-            id: container_id('f'),
-            name: "newcomer".into(),
-            image_id: used_image(),
-            state: "created".into(),
-            labels: Default::default(),
-            ports: vec![],
-        })
+        s.snapshot.containers.push(foreign_container(container_id('f'), "newcomer", used_image(), "created"))
     });
     // (A deploy creates containers of ours, which would void the stop: it goes last.)
     for plan in [&nginx, &stop, &deploy] {
@@ -380,19 +366,14 @@ fn a_foreign_container_taking_the_port_of_a_planned_deploy_voids_it() {
     let mut c = h.controller();
     let deploy = c.prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap();
     h.engine.edit(|s| {
-        s.snapshot.containers.push(Container {
-            id: container_id('f'),
-            name: "squatter".into(),
-            image_id: used_image(),
-            state: "running".into(),
-            labels: Default::default(),
-            ports: vec![PublishedPort {
-                host_ip: "0.0.0.0".into(),
-                host_port: 18001,
-                container_port: 80,
-                protocol: "tcp".into(),
-            }],
-        })
+        let mut squatter = foreign_container(container_id('f'), "squatter", used_image(), "running");
+        squatter.ports = vec![PublishedPort {
+            host_ip: "0.0.0.0".into(),
+            host_port: 18001,
+            container_port: 80,
+            protocol: "tcp".into(),
+        }];
+        s.snapshot.containers.push(squatter)
     });
     assert_eq!(refusal(c.execute(&deploy.plan.id, AGENT)), Code::SnapshotChanged);
     assert!(h.engine.mutations().is_empty());
@@ -821,14 +802,7 @@ fn resolve_keeps_the_record_of_an_app_whose_containers_still_exist() {
     let id = failed_deploy(&h);
     // The failed deploy's clean-up left a container behind.
     h.engine.edit(|s| {
-        s.snapshot.containers.push(volce_lab::docker::Container {
-            id: container_id('e'),
-            name: "vl-demo-app".into(),
-            image_id: image('a'),
-            state: "exited".into(),
-            labels: Default::default(),
-            ports: vec![],
-        })
+        s.snapshot.containers.push(foreign_container(container_id('e'), "vl-demo-app", image('a'), "exited"))
     });
     let text = h.resolve(&id, "bob").unwrap();
     assert!(text.contains("is kept (needs_inspection)") && text.contains("vl-demo-app"), "{text}");

@@ -43,6 +43,11 @@ pub fn used_image() -> ImageId {
     image('9')
 }
 
+/// A container without volce-lab labels or ports, as someone else made it.
+pub fn foreign_container(id: ContainerId, name: &str, image_id: ImageId, state: &str) -> Container {
+    Container { id, name: name.into(), image_id, state: state.into(), labels: BTreeMap::new(), ports: vec![] }
+}
+
 fn derived_id(seed: &str) -> ContainerId {
     let hex: String = Sha256::digest(seed.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
     ContainerId::parse(&hex).unwrap()
