@@ -82,6 +82,7 @@ pub enum Action {
     NginxConfig,
     Stop,
     RemoveImage,
+    RemoveApp,
 }
 
 impl Action {
@@ -91,7 +92,7 @@ impl Action {
         value.parse().map_err(|_| {
             Refusal::new(
                 Code::UnknownAction,
-                "The action must be one of deploy, nginx_config, stop, remove_image.",
+                "The action must be one of deploy, nginx_config, stop, remove_image, remove_app.",
             )
         })
     }
@@ -106,13 +107,14 @@ impl Action {
             Action::NginxConfig => &["app", "server_name"],
             Action::Stop => &["app"],
             Action::RemoveImage => &["image_id"],
+            Action::RemoveApp => &["app"],
         }
     }
     /// The fixed minimum: destructive actions always need an operator's
     /// approval on the server, whatever the policy says. The policy may add
     /// others ([`crate::control::policy::Policy::requires_approval`]).
     pub fn always_requires_approval(self) -> bool {
-        matches!(self, Action::Stop | Action::RemoveImage)
+        matches!(self, Action::Stop | Action::RemoveImage | Action::RemoveApp)
     }
 }
 
@@ -165,6 +167,19 @@ pub enum Payload {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         used_by: Vec<String>,
     },
+    RemoveApp {
+        app: AppName,
+        /// Exactly the recorded container ids that exist now, sorted.
+        containers: Vec<ContainerId>,
+        /// Those of them running now: stopped first (restart=no, graceful).
+        running: Vec<ContainerId>,
+        /// Their names, for the operator.
+        container_names: Vec<String>,
+        /// The app's two network names, those that exist now.
+        networks: Vec<String>,
+        /// The app's directory under the state directory.
+        app_dir: PathBuf,
+    },
 }
 
 impl Payload {
@@ -174,13 +189,16 @@ impl Payload {
             Payload::NginxConfig { .. } => Action::NginxConfig,
             Payload::Stop { .. } => Action::Stop,
             Payload::RemoveImage { .. } => Action::RemoveImage,
+            Payload::RemoveApp { .. } => Action::RemoveApp,
         }
     }
     /// The app a plan is about, if any.
     pub fn app(&self) -> Option<&str> {
         match self {
             Payload::Deploy { spec, .. } => Some(spec.app.as_str()),
-            Payload::NginxConfig { app, .. } | Payload::Stop { app, .. } => Some(app.as_str()),
+            Payload::NginxConfig { app, .. } | Payload::Stop { app, .. } | Payload::RemoveApp { app, .. } => {
+                Some(app.as_str())
+            }
             Payload::RemoveImage { .. } => None,
         }
     }
@@ -386,6 +404,7 @@ mod tests {
         assert!(!Action::NginxConfig.always_requires_approval());
         assert!(Action::Stop.always_requires_approval());
         assert!(Action::RemoveImage.always_requires_approval());
+        assert!(Action::RemoveApp.always_requires_approval());
         assert_eq!(Action::parse("shell").unwrap_err().code, Code::UnknownAction);
         assert_eq!(Action::parse("nginx_config").unwrap(), Action::NginxConfig);
     }
@@ -393,7 +412,7 @@ mod tests {
     #[test]
     fn action_strings_are_the_shipped_ones_and_serde_agrees() {
         let strings: Vec<&str> = Action::ALL.iter().map(|a| a.as_str()).collect();
-        assert_eq!(strings, ["deploy", "nginx_config", "stop", "remove_image"]);
+        assert_eq!(strings, ["deploy", "nginx_config", "stop", "remove_image", "remove_app"]);
         for &action in Action::ALL {
             assert_eq!(serde_json::to_value(action).unwrap(), action.as_str());
             assert_eq!(serde_json::from_value::<Action>(action.as_str().into()).unwrap(), action);

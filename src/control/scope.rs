@@ -31,7 +31,7 @@ use crate::docker::{Container, ContainerId, ImageId, PublishedPort, Snapshot};
 /// Which objects of the engine a plan is about.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Scope<'a> {
-    /// stop (and later start, update, remove_app): the app's containers.
+    /// stop and remove_app (and later start, update): the app's containers.
     App { names: crate::docker::AppNames, recorded: &'a [ContainerId] },
     /// nginx_config: the one gateway it reconfigures.
     Gateway { gateway: &'a ContainerId },
@@ -50,7 +50,9 @@ impl<'a> Scope<'a> {
                 Scope::NewApp { names: spec.app.names(), host_port: spec.host_port }
             }
             Payload::NginxConfig { gateway, .. } => Scope::Gateway { gateway },
-            Payload::Stop { app, containers, .. } => Scope::App { names: app.names(), recorded: containers },
+            Payload::Stop { app, containers, .. } | Payload::RemoveApp { app, containers, .. } => {
+                Scope::App { names: app.names(), recorded: containers }
+            }
             Payload::RemoveImage { image_id, .. } => Scope::Image { image: image_id },
         }
     }

@@ -176,6 +176,16 @@ pub struct DeploySpec {
     pub limits: Limits,
 }
 
+/// What a remove_app plan removes (see [`Engine::remove_app`]).
+#[derive(Debug, Clone, Copy)]
+pub struct AppRemoval<'a> {
+    pub app: &'a AppName,
+    pub containers: &'a [ContainerId],
+    pub running: &'a [ContainerId],
+    pub networks: &'a [String],
+    pub app_dir: &'a std::path::Path,
+}
+
 /// What a successful deploy created.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Deployed {
@@ -310,6 +320,11 @@ pub trait Engine {
     fn stop(&self, containers: &[ContainerId]) -> Result<(), EngineError>;
     /// `docker image rm --no-prune <id>`; never forced, never pruned.
     fn remove_image(&self, image: &ImageId) -> Result<(), EngineError>;
+    /// Removes one app: stops `running` as [`Engine::stop`] does, removes
+    /// exactly `containers` (never forced, never their volumes), the
+    /// networks among `networks` that carry the app's label, and the app
+    /// directory with the files volce-lab wrote into it. Never an image.
+    fn remove_app(&self, removal: &AppRemoval<'_>) -> Result<(), EngineError>;
 }
 
 #[cfg(test)]

@@ -135,6 +135,71 @@ pub(super) const MIGRATIONS: &[&str] = &[
     DROP TABLE audit;
     ALTER TABLE audit_v2 RENAME TO audit;
     CREATE INDEX audit_plan ON audit (plan_id);",
+    // 3: the action `remove_app` (issue 11). Only the two action CHECK
+    // lists change; the tables are rebuilt the same way as in step 2, every
+    // column copied.
+    "CREATE TABLE plans_v3 (
+        seq INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE CHECK (length(id) = 32),
+        action TEXT NOT NULL CHECK (action IN ('deploy', 'nginx_config', 'stop', 'remove_image', 'remove_app')),
+        body TEXT NOT NULL,
+        digest TEXT NOT NULL CHECK (length(digest) = 64),
+        requires_approval INTEGER NOT NULL CHECK (requires_approval IN (0, 1)),
+        requester TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL,
+        state TEXT NOT NULL DEFAULT 'pending'
+            CHECK (state IN ('pending', 'executing', 'completed', 'needs_inspection', 'invalidated',
+                             'inspected', 'failed')),
+        approved_by TEXT,
+        approved_at INTEGER,
+        approved_digest TEXT,
+        claim_pid INTEGER,
+        claim_start INTEGER,
+        claim_boot TEXT,
+        claimed_at INTEGER,
+        finished_at INTEGER,
+        outcome TEXT CHECK (outcome IS NULL OR outcome IN
+            ('completed', 'engine_failed', 'claimer_died', 'record_failed', 'policy_changed', 'snapshot_changed',
+             'rolled_back', 'not_started')),
+        resolved_by TEXT,
+        resolved_at INTEGER,
+        CHECK ((approved_by IS NULL) = (approved_at IS NULL) AND (approved_by IS NULL) = (approved_digest IS NULL)),
+        CHECK (approved_by IS NULL OR requires_approval = 1),
+        CHECK (state = 'pending' OR state = 'invalidated' OR claimed_at IS NOT NULL),
+        CHECK ((state IN ('pending', 'executing')) = (finished_at IS NULL)),
+        CHECK ((resolved_by IS NULL) = (resolved_at IS NULL)),
+        CHECK ((state = 'inspected') = (resolved_by IS NOT NULL)),
+        CHECK (state <> 'failed' OR outcome IN ('rolled_back', 'not_started'))
+    );
+    INSERT INTO plans_v3 (seq, id, action, body, digest, requires_approval, requester, created_at, expires_at,
+        state, approved_by, approved_at, approved_digest, claim_pid, claim_start, claim_boot, claimed_at,
+        finished_at, outcome, resolved_by, resolved_at)
+    SELECT seq, id, action, body, digest, requires_approval, requester, created_at, expires_at,
+        state, approved_by, approved_at, approved_digest, claim_pid, claim_start, claim_boot, claimed_at,
+        finished_at, outcome, resolved_by, resolved_at FROM plans;
+    DROP TABLE plans;
+    ALTER TABLE plans_v3 RENAME TO plans;
+    -- Exactly as in steps 1 and 2: the new-plan gate reads only this partial index.
+    CREATE INDEX plans_unsettled ON plans (state) WHERE state IN ('executing', 'needs_inspection');
+    CREATE TABLE audit_v3 (
+        seq INTEGER PRIMARY KEY,
+        at INTEGER NOT NULL,
+        event TEXT NOT NULL CHECK (event IN
+            ('prepared', 'approved', 'claimed', 'completed', 'needs_inspection', 'claim_abandoned', 'invalidated',
+             'inspected', 'failed')),
+        plan_id TEXT NOT NULL REFERENCES plans (id),
+        action TEXT NOT NULL CHECK (action IN ('deploy', 'nginx_config', 'stop', 'remove_image', 'remove_app')),
+        outcome TEXT NOT NULL CHECK (outcome IN ('ok', 'failed', 'uncertain', 'refused')),
+        exit_code INTEGER,
+        duration_ms INTEGER,
+        actor TEXT NOT NULL
+    );
+    INSERT INTO audit_v3 (seq, at, event, plan_id, action, outcome, exit_code, duration_ms, actor)
+    SELECT seq, at, event, plan_id, action, outcome, exit_code, duration_ms, actor FROM audit;
+    DROP TABLE audit;
+    ALTER TABLE audit_v3 RENAME TO audit;
+    CREATE INDEX audit_plan ON audit (plan_id);",
 ];
 
 /// The schema version this code writes: the number of migrations.

@@ -143,7 +143,7 @@ fn deploy_and_nginx_config_need_approval_once_the_operator_adds_them() {
     let mut h = Harness::new();
     deploy_demo(&h);
     let mut policy = policy_json();
-    policy["approval_required"] = json!(["stop", "remove_image", "deploy", "nginx_config"]);
+    policy["approval_required"] = json!(["stop", "remove_image", "remove_app", "deploy", "nginx_config"]);
     h.write_policy(&policy);
     let mut c = h.controller();
     let nginx =
@@ -164,7 +164,7 @@ fn a_plan_made_before_approval_required_grew_is_void_at_execute() {
     let deploy = h.controller().prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap();
     assert!(!deploy.plan.requires_approval);
     let mut policy = policy_json();
-    policy["approval_required"] = json!(["stop", "remove_image", "deploy"]);
+    policy["approval_required"] = json!(["stop", "remove_image", "remove_app", "deploy"]);
     h.write_policy(&policy);
     // Its policy hash is the old one: void, never executed without approval.
     assert_eq!(refusal(h.controller().execute(&deploy.plan.id, AGENT)), Code::PolicyChanged);
@@ -175,7 +175,7 @@ fn a_plan_made_before_approval_required_grew_is_void_at_execute() {
 fn a_stored_plan_whose_approval_rule_is_not_its_policys_is_corrupt() {
     let mut h = Harness::new();
     let mut policy = policy_json();
-    policy["approval_required"] = json!(["stop", "remove_image", "deploy"]);
+    policy["approval_required"] = json!(["stop", "remove_image", "remove_app", "deploy"]);
     h.write_policy(&policy);
     let mut c = h.controller();
     let honest = c.prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap();
@@ -1013,4 +1013,94 @@ fn remove_image_of_a_deployed_apps_image_works_once_its_containers_are_gone() {
         h.engine.mutations().last().unwrap(),
         &vec!["remove_image".to_owned(), image('a').to_string()]
     );
+}
+
+// --- remove_app ---------------------------------------------------------------
+
+#[test]
+fn remove_app_needs_approval_stops_then_removes_exactly_the_app_and_frees_its_name_and_port() {
+    let h = Harness::new();
+    deploy_demo(&h);
+    let mut c = h.controller();
+    let plan = c.prepare("remove_app", &json!({"app": "demo"}), AGENT).unwrap();
+    assert!(plan.plan.requires_approval);
+    assert_eq!(refusal(c.execute(&plan.plan.id, AGENT)), Code::ApprovalRequired);
+    c.approve(&plan.plan.id, &plan.plan.digest, "alice").unwrap();
+    let show = h.show(&plan.plan.id);
+    assert!(show.contains("running: stopped first") && show.contains("no volume, no image"), "{show}");
+    assert!(matches!(c.execute(&plan.plan.id, AGENT).unwrap(), Executed::Completed(_)));
+    let call = h.engine.mutations().pop().unwrap();
+    assert_eq!(call[0], "remove_app");
+    assert_eq!(call[1], "demo");
+    assert_eq!(call.len(), 7, "two containers, running=2, one network, the directory: {call:?}");
+    assert_eq!(call[4], "running=2");
+    assert_eq!(call[5], "vl-demo");
+    assert!(call[6].ends_with("/state/apps/demo"), "{call:?}");
+    // The prod container and every image are untouched.
+    let world = h.engine.snapshot_now();
+    assert!(world.containers.iter().any(|c| c.id == prod_id()));
+    assert!(world.images.contains(&image('a')) && world.images.contains(&used_image()));
+    let inventory = c.inventory(AGENT).unwrap();
+    assert_eq!(app_names(&inventory), ["legacy"], "the record is gone");
+    assert_eq!(refusal(c.execute(&plan.plan.id, AGENT)), Code::PlanConsumed, "executes once");
+    // Name, port and quota slot are free again.
+    let again = c.prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap();
+    assert!(matches!(c.execute(&again.plan.id, AGENT).unwrap(), Executed::Completed(_)));
+}
+
+#[test]
+fn remove_app_works_on_a_stopped_app_whose_containers_are_gone() {
+    let h = Harness::new();
+    let mut c = h.controller();
+    // `legacy` is recorded stopped, with no container left on the engine.
+    let plan = c.prepare("remove_app", &json!({"app": "legacy"}), AGENT).unwrap();
+    assert!(plan.plan.impact.target.contains("stopped"), "{:?}", plan.plan.impact);
+    c.approve(&plan.plan.id, &plan.plan.digest, "alice").unwrap();
+    assert!(matches!(c.execute(&plan.plan.id, AGENT).unwrap(), Executed::Completed(_)));
+    let call = h.engine.mutations().pop().unwrap();
+    assert_eq!(call[..3], ["remove_app", "legacy", "running=0"], "no container, no network: {call:?}");
+    assert!(app_names(&c.inventory(AGENT).unwrap()).is_empty());
+}
+
+#[test]
+fn remove_app_refuses_bad_input_and_changes_nothing() {
+    let h = Harness::new();
+    deploy_demo(&h);
+    let before = h.engine.mutations().len();
+    let mut c = h.controller();
+    // Tried: an app nobody deployed, a bad name, an extra field, approval
+    // smuggled in the parameters, a missing app, a number for the name.
+    for (parameters, code) in [
+        (json!({"app": "ghost"}), Code::AppNotFound),
+        (json!({"app": "Demo!"}), Code::InvalidAppName),
+        (json!({"app": "demo", "volumes": true}), Code::InvalidParameters),
+        (json!({"app": "demo", "approved": true}), Code::InvalidParameters),
+        (json!({}), Code::InvalidParameters),
+        (json!({"app": 7}), Code::InvalidParameters),
+    ] {
+        assert_eq!(refusal(c.prepare("remove_app", &parameters, AGENT)), code, "{parameters}");
+    }
+    // A container labelled as the app that volce-lab did not record.
+    h.engine.edit(|s| {
+        let mut stray = foreign_container(container_id('e'), "stray", used_image(), "running");
+        stray.labels.insert(volce_lab::docker::LABEL_APP.into(), "demo".into());
+        s.snapshot.containers.push(stray);
+    });
+    assert_eq!(refusal(c.prepare("remove_app", &json!({"app": "demo"}), AGENT)), Code::ContainerSetChanged);
+    assert_eq!(h.engine.mutations().len(), before, "nothing changed");
+    assert_eq!(app_names(&c.inventory(AGENT).unwrap()), ["demo", "legacy"]);
+}
+
+#[test]
+fn a_failed_remove_app_needs_inspection_and_keeps_the_record() {
+    let h = Harness::new();
+    deploy_demo(&h);
+    let mut c = h.controller();
+    let plan = c.prepare("remove_app", &json!({"app": "demo"}), AGENT).unwrap();
+    c.approve(&plan.plan.id, &plan.plan.digest, "alice").unwrap();
+    h.engine.edit(|s| s.fail_next = Some(EngineError::Host { step: "remove the app directory" }));
+    assert!(matches!(c.execute(&plan.plan.id, AGENT).unwrap(), Executed::NeedsInspection { .. }));
+    let inventory = c.inventory(AGENT).unwrap();
+    let demo = inventory["apps"].as_array().unwrap().iter().find(|a| a["app"] == "demo").unwrap();
+    assert_eq!(demo["state"], "needs_inspection");
 }

@@ -14,7 +14,9 @@
 //! - nginx rejecting a config below the validation layer: restored, still
 //!   serving, and since nothing changed the plan ends `failed` and blocks
 //!   nothing;
-//! - the longest server name validation accepts is one nginx serves.
+//! - the longest server name validation accepts is one nginx serves;
+//! - remove_app removes a stopped or running app (containers, networks,
+//!   directory, record; never its image) and the name and port serve again.
 //!
 //! Ignored: needs root, Docker and `scripts/test-images`; fails loudly
 //! without them. Every test removes what it created (the `Lab` drop guard).
@@ -33,7 +35,7 @@ use serde_json::{Value, json};
 use volce_lab::control::SystemClock;
 use volce_lab::docker::cli::DockerCli;
 use volce_lab::docker::{
-    Capacity, ContainerId, DeploySpec, Deployed, Engine, EngineError, ImageId, Snapshot,
+    AppRemoval, Capacity, ContainerId, DeploySpec, Deployed, Engine, EngineError, ImageId, Snapshot,
 };
 use volce_lab::host::{HostPaths, ProcLiveness};
 
@@ -340,6 +342,47 @@ fn a_change_to_the_app_after_approval_voids_the_stop() {
     assert_eq!(host.app_record()["state"], "running", "the record is untouched");
 }
 
+/// An approved remove_app plan for the host's app, executed.
+fn remove_app(host: &Host) -> Value {
+    let id = host.planned("remove_app", json!({"app": host.lab.app}));
+    host.approve(&id);
+    let started = std::time::Instant::now();
+    let done = host.execute(&id);
+    eprintln!("remove_app took {:?}", started.elapsed());
+    assert_eq!(done["result"]["outcome"], "completed", "{done}");
+    done
+}
+
+fn assert_nothing_left(host: &Host) {
+    assert!(host.lab.labelled_containers().is_empty(), "no container of the app is left");
+    assert!(host.lab.networks().is_empty(), "no network of the app is left");
+    assert!(!host.lab.app_dir().exists(), "the app directory is gone");
+    assert!(volce_lab::docker::cli::port_free(host.lab.port), "the port is free");
+    assert_eq!(host.app_record(), Value::Null, "the record is gone");
+}
+
+#[test]
+#[ignore = "real parts: run by scripts/test"]
+fn remove_app_removes_a_stopped_or_running_app_and_its_name_and_port_serve_again() {
+    let _turn = take_turn();
+    let host = Host::new("rrmapp");
+    let (web, web_id) = host.lab.image("web");
+    host.deploy("web");
+    host.stop();
+    let before = host.plan("deploy", host.deploy_params("web", 8080, &host.lab.server_name()));
+    assert_eq!(before["code"], "app_exists", "a stopped app holds its name: {before}");
+    remove_app(&host);
+    assert_nothing_left(&host);
+    assert_eq!(inspect("image", &web)["Id"], web_id.as_str(), "the image stays");
+
+    // The same name and port deploy again, and a running app is removed
+    // too (stopped first, in the same plan).
+    host.deploy("web");
+    remove_app(&host);
+    assert_nothing_left(&host);
+    assert_eq!(status(host.lab.port, &host.lab.server_name()), None, "nothing answers any more");
+}
+
 /// The real engine with one thing changed: `update_nginx` gets bytes that
 /// nginx rejects instead of the config the controller rendered. That is
 /// the only way to get such bytes past validation and the sealed payload.
@@ -380,6 +423,9 @@ impl Engine for RejectedConfig {
     }
     fn remove_image(&self, image: &ImageId) -> Result<(), EngineError> {
         self.0.remove_image(image)
+    }
+    fn remove_app(&self, removal: &AppRemoval<'_>) -> Result<(), EngineError> {
+        self.0.remove_app(removal)
     }
 }
 

@@ -12,7 +12,7 @@ use std::sync::Mutex;
 use super::*;
 use crate::control::plan::PlanId;
 use crate::control::policy::ImageRef;
-use crate::docker::{AppName, Limits, PublishedPort};
+use crate::docker::{AppName, AppRemoval, Limits, PublishedPort};
 use crate::exec::{Completion, Execution};
 use crate::nginx::ServerName;
 
@@ -489,6 +489,64 @@ fn stop_disables_restart_then_stops_each_given_id_only() {
             format!("stop --time 15 {}", hex('b')),
         ]
     );
+}
+
+#[test]
+fn remove_app_stops_the_running_removes_exactly_the_given_ids_and_only_its_labelled_networks() {
+    let dir = app_dir_with("x");
+    std::fs::write(dir.path().join("nginx.conf.1700000000123.bak"), b"x").unwrap();
+    let app_dir = dir.path().to_owned();
+    let listing = format!("{} vl-shop\n{} vl-shop_edge\n{} vl-shop-other\n", hex('3'), hex('4'), hex('5'));
+    let fake = Fake::new(move |args| match args[0].as_str() {
+        "network" if args[1] == "ls" => Ok(listing.clone()),
+        _ => Ok(String::new()),
+    });
+    let engine = DockerCli::with_runner(fake, "/nonexistent");
+    let app = AppName::parse("shop").unwrap();
+    let (a, b) = (ContainerId::parse(&hex('a')).unwrap(), ContainerId::parse(&hex('b')).unwrap());
+    let networks = ["vl-shop".to_owned(), "vl-shop_edge".to_owned()];
+    let removal = AppRemoval {
+        app: &app,
+        containers: &[a.clone(), b],
+        running: &[a],
+        networks: &networks,
+        app_dir: &app_dir,
+    };
+    engine.remove_app(&removal).unwrap();
+    assert_eq!(
+        engine.runner().argv(),
+        [
+            format!("update --restart=no {}", hex('a')),
+            format!("stop --time 15 {}", hex('a')),
+            // Never -f, never -v.
+            format!("rm {}", hex('a')),
+            format!("rm {}", hex('b')),
+            "network ls --no-trunc --filter label=io.volce-lab.app=shop --format {{.ID}} {{.Name}}"
+                .to_owned(),
+            // Not vl-shop-other: labelled, but not one of the plan's names.
+            format!("network rm {}", hex('3')),
+            format!("network rm {}", hex('4')),
+        ]
+    );
+    assert!(!app_dir.exists(), "the directory and what volce-lab wrote in it are gone");
+}
+
+#[test]
+fn remove_app_keeps_a_directory_holding_anything_volce_lab_did_not_write() {
+    for stranger in ["notes.txt", "nginx.conf.bak", "nginx.conf.12x.bak"] {
+        let dir = app_dir_with("x");
+        std::fs::write(dir.path().join(stranger), b"x").unwrap();
+        let app_dir = dir.path().to_owned();
+        let engine = DockerCli::with_runner(Fake::new(|_| Ok(String::new())), "/nonexistent");
+        let app = AppName::parse("shop").unwrap();
+        let removal =
+            AppRemoval { app: &app, containers: &[], running: &[], networks: &[], app_dir: &app_dir };
+        assert!(matches!(engine.remove_app(&removal), Err(EngineError::Host { .. })), "{stranger}");
+        assert!(
+            app_dir.join("nginx.conf").exists() && app_dir.join(stranger).exists(),
+            "{stranger}: nothing removed"
+        );
+    }
 }
 
 #[test]

@@ -22,7 +22,7 @@ use crate::control::plan::{Payload, Plan, PlanId};
 use crate::control::scope;
 use crate::control::validate::{self, AppRecord, AppState, Context};
 use crate::control::{Clock, Code, Refusal, refuse};
-use crate::docker::{Engine, EngineError};
+use crate::docker::{AppRemoval, Engine, EngineError};
 use crate::store::{AuditOutcome, AuditRow, Event, PlanOutcome};
 
 /// The answer to `execute` once the engine was reached.
@@ -268,6 +268,10 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 self.engine.stop(containers).map(|()| containers.iter().map(|c| c.to_string()).collect())
             }
             Payload::RemoveImage { image_id, .. } => self.engine.remove_image(image_id).map(|()| vec![]),
+            Payload::RemoveApp { app, containers, running, networks, app_dir, .. } => {
+                let removal = AppRemoval { app, containers, running, networks, app_dir };
+                self.engine.remove_app(&removal).map(|()| containers.iter().map(|c| c.to_string()).collect())
+            }
         }
     }
 }
@@ -403,6 +407,12 @@ fn record_apps(
             )?;
         }
         Payload::RemoveImage { .. } => {}
+        // Removed: the record goes, freeing the name, the port and the
+        // quota slot. Failed: nobody knows what is left of it.
+        Payload::RemoveApp { app, .. } if ok => tx.delete_app(app.as_str())?,
+        Payload::RemoveApp { app, .. } => {
+            mark_app(tx, app.as_str(), AppState::NeedsInspection, &plan.id, now)?
+        }
     }
     Ok(())
 }
