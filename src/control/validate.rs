@@ -13,7 +13,9 @@
 //!   container set is exactly the one we recorded (nothing unmanaged can be
 //!   slipped in by labelling it);
 //! - remove_app acts only on an app we recorded, in any state, and only on
-//!   its recorded containers that carry its label, its own two networks and
+//!   its recorded containers that carry its label (or, for an app left
+//!   `needs_inspection` by its failed deploy, those carrying that deploy's
+//!   unique plan label), its own two networks and
 //!   its directory under the state directory; a container labelled with
 //!   the app that we did not record refuses it (never adopted, never
 //!   removed); it never names a volume or an image;
@@ -427,7 +429,16 @@ fn remove_app(params: &Map<String, Value>, ctx: &Context<'_>) -> Result<(Payload
         return refuse(Code::AppNotFound, format!("{app} is not an app that volce-lab deployed."));
     };
     let labelled: Vec<_> = ctx.snapshot.containers.iter().filter(|c| c.app() == Some(app.as_str())).collect();
-    if labelled.iter().any(|c| !record.containers.contains(&c.id)) {
+    // Ours: recorded, or left by the failed deploy that made the record
+    // (its ids were never reported, but every object it made carries its
+    // unique plan id); an operator has resolved that plan before any new
+    // plan is accepted.
+    let ours = |c: &crate::docker::Container| {
+        record.containers.contains(&c.id)
+            || (record.state == AppState::NeedsInspection
+                && c.labels.get(LABEL_PLAN).map(String::as_str) == Some(record.plan_id.as_str()))
+    };
+    if labelled.iter().any(|c| !ours(c)) {
         return refuse(
             Code::ContainerSetChanged,
             format!("A container labelled as {app} is not one volce-lab recorded; an operator must inspect."),

@@ -1104,3 +1104,30 @@ fn a_failed_remove_app_needs_inspection_and_keeps_the_record() {
     let demo = inventory["apps"].as_array().unwrap().iter().find(|a| a["app"] == "demo").unwrap();
     assert_eq!(demo["state"], "needs_inspection");
 }
+
+#[test]
+fn after_resolve_remove_app_cleans_up_what_a_failed_deploy_left() {
+    let h = Harness::new();
+    let id = failed_deploy(&h);
+    // The unverified rollback left the app container, labelled with the plan.
+    h.engine.edit(|s| {
+        let mut left = foreign_container(container_id('e'), "vl-demo-app", image('a'), "running");
+        left.labels.insert(volce_lab::docker::LABEL_APP.into(), "demo".into());
+        left.labels.insert(volce_lab::docker::LABEL_PLAN.into(), id.to_string());
+        s.snapshot.containers.push(left);
+    });
+    assert_eq!(
+        refusal(h.controller().prepare("remove_app", &json!({"app": "demo"}), AGENT)),
+        Code::InspectionRequired,
+        "not before the operator looked"
+    );
+    assert!(h.resolve(&id, "bob").unwrap().contains("is kept (needs_inspection)"));
+    let mut c = h.controller();
+    let plan = c.prepare("remove_app", &json!({"app": "demo"}), AGENT).unwrap();
+    c.approve(&plan.plan.id, &plan.plan.digest, "alice").unwrap();
+    assert!(matches!(c.execute(&plan.plan.id, AGENT).unwrap(), Executed::Completed(_)));
+    let call = h.engine.mutations().pop().unwrap();
+    assert_eq!(call[..4], ["remove_app".to_owned(), "demo".into(), "e".repeat(64), "running=1".into()]);
+    assert_eq!(app_names(&c.inventory(AGENT).unwrap()), ["legacy"]);
+    c.prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap();
+}
