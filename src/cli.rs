@@ -52,7 +52,7 @@ each with exactly these fields and no others:
 
   {\"operation\":\"gateway_status\"}                     the gateways volce-lab manages
   {\"operation\":\"inventory\"}                          apps, plans and the engine's objects
-  {\"operation\":\"plan\",\"action\":A,\"parameters\":{..}}  store a plan; A is deploy, nginx_config, stop or remove_image
+  {\"operation\":\"plan\",\"action\":A,\"parameters\":{..}}  store a plan; A is deploy, nginx_config, stop, remove_image or remove_app
   {\"operation\":\"execute\",\"plan_id\":\"<32 hex>\"}       run a stored plan once
 
 Prints one JSON reply on one line (status ok, rejected or needs_inspection) and exits 0 for ok, 1 otherwise. \

@@ -27,7 +27,8 @@
 //!                   (controller.rs, with execute in controller/execute.rs),
 //!                   paths.rs, the operator's views (show.rs, list.rs)
 //! src/doctor.rs     the installation's rules; doctor/system.rs probes the system
-//! src/control/      policy, plans, canonical JSON digest, validation (pure, no I/O)
+//! src/control/      policy, plans, canonical JSON digest, validation, each
+//!                   plan's scope of the engine snapshot (pure, no I/O)
 //! src/store/        SQLite: schema, rows, database, transitions, health
 //! src/docker/       trait Engine and snapshot types (mod.rs), Docker names
 //!                   (names.rs), the docker-CLI engine (cli.rs, cli/), the

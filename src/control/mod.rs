@@ -9,6 +9,7 @@
 pub mod canonical;
 pub mod plan;
 pub mod policy;
+pub mod scope;
 pub mod validate;
 
 use std::fmt;
@@ -73,8 +74,13 @@ pub enum Code {
     SelfApproval,
     // Resolve (terminal only).
     NotAwaitingInspection,
-    // Execution that failed but changed nothing.
+    // Execution that failed but changed nothing (refused, or rolled back
+    // and verified: the plan is `failed` and blocks nothing).
     NginxRejected,
+    /// deploy: the new app did not answer through its gateway; rolled back.
+    HealthCheckFailed,
+    /// deploy: a docker step failed; rolled back.
+    DeployFailed,
     // The host itself.
     NotRoot,
     UnsafePath,
@@ -228,7 +234,7 @@ mod tests {
     #[test]
     fn code_strings_never_change() {
         use strum::VariantArray as _;
-        const SHIPPED: [&str; 54] = [
+        const SHIPPED: [&str; 56] = [
             "invalid_request",
             "request_too_large",
             "unknown_action",
@@ -271,6 +277,8 @@ mod tests {
             "self_approval",
             "not_awaiting_inspection",
             "nginx_rejected",
+            "health_check_failed",
+            "deploy_failed",
             "not_root",
             "unsafe_path",
             "policy_invalid",

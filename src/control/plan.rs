@@ -18,8 +18,6 @@ use super::{Code, Refusal, canonical};
 use crate::docker::{AppName, ContainerId, DeploySpec, ImageId};
 use crate::nginx::ServerName;
 
-/// How long a plan stays executable after it was prepared.
-pub const PLAN_TTL_SECS: i64 = 600;
 /// The version of the plan body format; part of the digest.
 pub const PLAN_FORMAT: u32 = 1;
 
@@ -84,6 +82,7 @@ pub enum Action {
     NginxConfig,
     Stop,
     RemoveImage,
+    RemoveApp,
 }
 
 impl Action {
@@ -93,7 +92,7 @@ impl Action {
         value.parse().map_err(|_| {
             Refusal::new(
                 Code::UnknownAction,
-                "The action must be one of deploy, nginx_config, stop, remove_image.",
+                "The action must be one of deploy, nginx_config, stop, remove_image, remove_app.",
             )
         })
     }
@@ -108,11 +107,14 @@ impl Action {
             Action::NginxConfig => &["app", "server_name"],
             Action::Stop => &["app"],
             Action::RemoveImage => &["image_id"],
+            Action::RemoveApp => &["app"],
         }
     }
-    /// Destructive actions need an operator's approval on the server.
-    pub fn requires_approval(self) -> bool {
-        matches!(self, Action::Stop | Action::RemoveImage)
+    /// The fixed minimum: destructive actions always need an operator's
+    /// approval on the server, whatever the policy says. The policy may add
+    /// others ([`crate::control::policy::Policy::requires_approval`]).
+    pub fn always_requires_approval(self) -> bool {
+        matches!(self, Action::Stop | Action::RemoveImage | Action::RemoveApp)
     }
 }
 
@@ -165,6 +167,19 @@ pub enum Payload {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         used_by: Vec<String>,
     },
+    RemoveApp {
+        app: AppName,
+        /// Exactly the recorded container ids that exist now, sorted.
+        containers: Vec<ContainerId>,
+        /// Those of them running now: stopped first (restart=no, graceful).
+        running: Vec<ContainerId>,
+        /// Their names, for the operator.
+        container_names: Vec<String>,
+        /// The app's two network names, those that exist now.
+        networks: Vec<String>,
+        /// The app's directory under the state directory.
+        app_dir: PathBuf,
+    },
 }
 
 impl Payload {
@@ -174,13 +189,16 @@ impl Payload {
             Payload::NginxConfig { .. } => Action::NginxConfig,
             Payload::Stop { .. } => Action::Stop,
             Payload::RemoveImage { .. } => Action::RemoveImage,
+            Payload::RemoveApp { .. } => Action::RemoveApp,
         }
     }
     /// The app a plan is about, if any.
     pub fn app(&self) -> Option<&str> {
         match self {
             Payload::Deploy { spec, .. } => Some(spec.app.as_str()),
-            Payload::NginxConfig { app, .. } | Payload::Stop { app, .. } => Some(app.as_str()),
+            Payload::NginxConfig { app, .. } | Payload::Stop { app, .. } | Payload::RemoveApp { app, .. } => {
+                Some(app.as_str())
+            }
             Payload::RemoveImage { .. } => None,
         }
     }
@@ -197,6 +215,15 @@ pub struct Impact {
     /// Always false: the host's own nginx is never touched, only per-app gateways.
     pub shared_nginx_changed: bool,
     pub rollback: String,
+}
+
+/// What the policy in force decides for a new plan: which policy it is
+/// bound to, whether it needs an approval, and how long it lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Terms {
+    pub policy_hash: String,
+    pub requires_approval: bool,
+    pub ttl_seconds: i64,
 }
 
 /// A stored plan: the immutable body and its digest.
@@ -229,7 +256,7 @@ impl Plan {
         payload: Payload,
         impact: Impact,
         snapshot_digest: String,
-        policy_hash: String,
+        terms: Terms,
         requester: String,
         now: i64,
     ) -> Plan {
@@ -242,11 +269,11 @@ impl Plan {
             payload,
             impact,
             snapshot_digest,
-            policy_hash,
+            policy_hash: terms.policy_hash,
             requester,
-            requires_approval: action.requires_approval(),
+            requires_approval: terms.requires_approval,
             created_at: now,
-            expires_at: now + PLAN_TTL_SECS,
+            expires_at: now + terms.ttl_seconds,
             digest: Digest(String::new()),
         };
         plan.digest = plan.compute_digest();
@@ -260,7 +287,20 @@ impl Plan {
         Digest(canonical::sha256_hex(&value).expect("value serializes"))
     }
 
-    /// Parses a stored body and proves it is intact and self-consistent.
+    /// The terms this plan was sealed with.
+    pub fn terms(&self) -> Terms {
+        Terms {
+            policy_hash: self.policy_hash.clone(),
+            requires_approval: self.requires_approval,
+            ttl_seconds: self.expires_at - self.created_at,
+        }
+    }
+
+    /// Parses a stored body and proves it is intact and self-consistent:
+    /// its digest, its action, its format, and that an action of the fixed
+    /// minimum requires approval. It cannot know the policy in force: the
+    /// controller checks [`Plan::terms`] against it before approve and
+    /// execute.
     pub fn from_stored(body: &str) -> Result<Plan, Refusal> {
         let corrupt = || {
             Refusal::new(
@@ -271,7 +311,7 @@ impl Plan {
         let plan: Plan = serde_json::from_str(body).map_err(|_| corrupt())?;
         if plan.compute_digest() != plan.digest
             || plan.payload.action() != plan.action
-            || plan.requires_approval != plan.action.requires_approval()
+            || (plan.action.always_requires_approval() && !plan.requires_approval)
             || plan.format != PLAN_FORMAT
         {
             return Err(corrupt());
@@ -301,7 +341,7 @@ pub(crate) fn test_plan(id: PlanId, created_at: i64) -> Plan {
             rollback: "none".into(),
         },
         "d".repeat(64),
-        "e".repeat(64),
+        Terms { policy_hash: "e".repeat(64), requires_approval: true, ttl_seconds: 600 },
         "agent".into(),
         created_at,
     )
@@ -350,14 +390,21 @@ mod tests {
         assert_eq!(Plan::from_stored(&tampered).unwrap_err().code, Code::PlanCorrupt);
         let extra = body.replacen('{', "{\"approved\":true,", 1);
         assert_eq!(Plan::from_stored(&extra).unwrap_err().code, Code::PlanCorrupt);
+        // A remove_image that claims to need no approval, re-sealed so the
+        // digest matches: the fixed minimum is checked on every load.
+        let mut unapproved = plan.clone();
+        unapproved.requires_approval = false;
+        unapproved.digest = unapproved.compute_digest();
+        assert_eq!(Plan::from_stored(&unapproved.canonical_json()).unwrap_err().code, Code::PlanCorrupt);
     }
 
     #[test]
-    fn only_stop_and_remove_image_need_approval() {
-        assert!(!Action::Deploy.requires_approval());
-        assert!(!Action::NginxConfig.requires_approval());
-        assert!(Action::Stop.requires_approval());
-        assert!(Action::RemoveImage.requires_approval());
+    fn stop_and_remove_image_always_need_approval() {
+        assert!(!Action::Deploy.always_requires_approval());
+        assert!(!Action::NginxConfig.always_requires_approval());
+        assert!(Action::Stop.always_requires_approval());
+        assert!(Action::RemoveImage.always_requires_approval());
+        assert!(Action::RemoveApp.always_requires_approval());
         assert_eq!(Action::parse("shell").unwrap_err().code, Code::UnknownAction);
         assert_eq!(Action::parse("nginx_config").unwrap(), Action::NginxConfig);
     }
@@ -365,7 +412,7 @@ mod tests {
     #[test]
     fn action_strings_are_the_shipped_ones_and_serde_agrees() {
         let strings: Vec<&str> = Action::ALL.iter().map(|a| a.as_str()).collect();
-        assert_eq!(strings, ["deploy", "nginx_config", "stop", "remove_image"]);
+        assert_eq!(strings, ["deploy", "nginx_config", "stop", "remove_image", "remove_app"]);
         for &action in Action::ALL {
             assert_eq!(serde_json::to_value(action).unwrap(), action.as_str());
             assert_eq!(serde_json::from_value::<Action>(action.as_str().into()).unwrap(), action);

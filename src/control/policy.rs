@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::plan::{Action, Terms};
 use crate::docker::Limits;
 
 const MIB: u64 = 1024 * 1024;
@@ -124,6 +125,32 @@ struct RawPolicy {
     #[serde(default)]
     limits: RawLimits,
     approvers: Vec<String>,
+    #[serde(default = "default_plan_ttl_seconds")]
+    plan_ttl_seconds: serde_json::Value,
+    #[serde(default)]
+    approval_required: Option<serde_json::Value>,
+}
+
+/// How long a plan stays usable after it was prepared, unless the policy
+/// says otherwise (`plan_ttl_seconds`, within [`PLAN_TTL_RANGE`]).
+pub const DEFAULT_PLAN_TTL_SECONDS: u32 = 600;
+pub const PLAN_TTL_RANGE: std::ops::RangeInclusive<u32> = 60..=3600;
+
+fn default_plan_ttl_seconds() -> serde_json::Value {
+    DEFAULT_PLAN_TTL_SECONDS.into()
+}
+
+/// The fixed minimum of `approval_required`, in [`Action::ALL`] order.
+fn approval_minimum() -> Vec<Action> {
+    Action::ALL.iter().copied().filter(|a| a.always_requires_approval()).collect()
+}
+
+fn is_default_ttl(ttl: &u32) -> bool {
+    *ttl == DEFAULT_PLAN_TTL_SECONDS
+}
+
+fn is_approval_minimum(actions: &[Action]) -> bool {
+    actions == approval_minimum()
 }
 
 fn default_port_range() -> [u64; 2] {
@@ -144,6 +171,16 @@ pub struct Policy {
     pub capacity: CapacityFloors,
     pub limits: Limits,
     pub approvers: Vec<String>,
+    /// Left out of the serialization (so of the hash) at its default, so a
+    /// policy that does not use the key hashes as it did before it existed
+    /// and plans made under it stay valid across the upgrade.
+    #[serde(skip_serializing_if = "is_default_ttl")]
+    pub plan_ttl_seconds: u32,
+    /// The actions that need an operator's approval, in [`Action::ALL`]
+    /// order: always the fixed minimum, plus what the operator added.
+    /// Omitted from the hash when it is the minimum (as `plan_ttl_seconds`).
+    #[serde(skip_serializing_if = "is_approval_minimum")]
+    pub approval_required: Vec<Action>,
 }
 
 /// Why a policy was refused, in words for the operator who wrote it.
@@ -153,6 +190,49 @@ pub struct PolicyError(pub String);
 
 fn bad<T>(reason: impl Into<String>) -> Result<T, PolicyError> {
     Err(PolicyError(reason.into()))
+}
+
+/// `plan_ttl_seconds`: an integer (not a float, a boolean or a string)
+/// within [`PLAN_TTL_RANGE`].
+fn plan_ttl_seconds(value: &serde_json::Value) -> Result<u32, PolicyError> {
+    let (low, high) = (PLAN_TTL_RANGE.start(), PLAN_TTL_RANGE.end());
+    match value.as_u64().and_then(|n| u32::try_from(n).ok()) {
+        Some(n) if PLAN_TTL_RANGE.contains(&n) => Ok(n),
+        _ => bad(format!("plan_ttl_seconds must be an integer from {low} to {high} (seconds), not {value}")),
+    }
+}
+
+/// `approval_required`: a list of action names, each once, that contains
+/// the fixed minimum. Absent means the minimum.
+fn approval_required(value: Option<&serde_json::Value>) -> Result<Vec<Action>, PolicyError> {
+    let minimum = approval_minimum();
+    let names = |actions: &[Action]| actions.iter().map(|a| a.as_str()).collect::<Vec<_>>().join(", ");
+    let Some(value) = value else { return Ok(minimum) };
+    let Some(list) = value.as_array() else {
+        return bad("approval_required must be a list of action names");
+    };
+    let mut actions = Vec::new();
+    for item in list {
+        let Some(action) = item.as_str().and_then(|name| Action::parse(name).ok()) else {
+            return bad(format!(
+                "approval_required: {item} is not an action (known: {})",
+                names(Action::ALL)
+            ));
+        };
+        if actions.contains(&action) {
+            return bad(format!("approval_required lists {} twice", action.as_str()));
+        }
+        actions.push(action);
+    }
+    let missing: Vec<Action> = minimum.iter().copied().filter(|a| !actions.contains(a)).collect();
+    if !missing.is_empty() {
+        return bad(format!(
+            "approval_required must keep the fixed minimum ({}); it leaves out {}",
+            names(&minimum),
+            names(&missing)
+        ));
+    }
+    Ok(Action::ALL.iter().copied().filter(|a| actions.contains(a)).collect())
 }
 
 impl Policy {
@@ -216,6 +296,8 @@ impl Policy {
         if approvers.windows(2).any(|w| w[0] == w[1]) {
             return bad("approvers lists a user twice");
         }
+        let plan_ttl_seconds = plan_ttl_seconds(&raw.plan_ttl_seconds)?;
+        let approval_required = approval_required(raw.approval_required.as_ref())?;
         Ok(Policy {
             catalog,
             nginx_image,
@@ -230,7 +312,24 @@ impl Policy {
                 log_max_files: l.log_max_files,
             },
             approvers,
+            plan_ttl_seconds,
+            approval_required,
         })
+    }
+
+    /// Whether a new plan for `action` needs an operator's approval.
+    pub fn requires_approval(&self, action: Action) -> bool {
+        self.approval_required.contains(&action)
+    }
+
+    /// The terms a new plan for `action` is sealed with; `policy_hash` is
+    /// [`Policy::hash`], passed in because the controller keeps it.
+    pub fn terms(&self, action: Action, policy_hash: &str) -> Terms {
+        Terms {
+            policy_hash: policy_hash.to_owned(),
+            requires_approval: self.requires_approval(action),
+            ttl_seconds: i64::from(self.plan_ttl_seconds),
+        }
     }
 
     /// sha256 of the canonical JSON of the validated policy.
@@ -329,6 +428,62 @@ pub(crate) mod tests {
         assert!(with(|v| v["limits"] = json!({"cpus": 0})).is_err());
         assert!(with(|v| v["limits"] = json!({"memory_mib": 1})).is_err());
         assert!(with(|v| v["limits"] = json!({"pids": 0})).is_err());
+    }
+
+    #[test]
+    fn plan_ttl_seconds_defaults_to_600_and_is_refused_outside_60_to_3600_naming_the_key() {
+        assert_eq!(sample_policy().plan_ttl_seconds, 600);
+        assert_eq!(sample_policy().terms(Action::Stop, "h").ttl_seconds, 600);
+        assert_eq!(with(|v| v["plan_ttl_seconds"] = json!(60)).unwrap().plan_ttl_seconds, 60);
+        assert_eq!(with(|v| v["plan_ttl_seconds"] = json!(3600)).unwrap().plan_ttl_seconds, 3600);
+        // Tried: one below, one above, a string, a float, a negative, a boolean, null.
+        for bad in [json!(59), json!(3601), json!("600"), json!(600.0), json!(-1), json!(true), Value::Null] {
+            let error = with(|v| v["plan_ttl_seconds"] = bad.clone()).unwrap_err();
+            assert!(error.0.contains("plan_ttl_seconds") && error.0.contains("60 to 3600"), "{bad}: {error}");
+        }
+    }
+
+    #[test]
+    fn approval_required_keeps_the_fixed_minimum_and_accepts_only_additions() {
+        let minimum = sample_policy();
+        assert_eq!(minimum.approval_required, [Action::Stop, Action::RemoveImage, Action::RemoveApp]);
+        let all = with(|v| {
+            v["approval_required"] = json!(["nginx_config", "remove_image", "deploy", "stop", "remove_app"])
+        })
+        .unwrap();
+        assert_eq!(all.approval_required, Action::ALL, "kept in one order, whatever was written");
+        assert!(all.terms(Action::Deploy, "h").requires_approval);
+        assert!(!minimum.terms(Action::Deploy, "h").requires_approval);
+        // Tried: stop removed, remove_image removed, an empty list, an
+        // unknown action, a repeat, a string instead of a list, a number.
+        for (bad, words) in [
+            (json!(["remove_image", "remove_app"]), "leaves out stop"),
+            (json!(["stop", "deploy", "remove_app"]), "leaves out remove_image"),
+            (json!(["stop", "remove_image"]), "leaves out remove_app"),
+            (json!([]), "leaves out stop, remove_image, remove_app"),
+            (json!(["stop", "remove_image", "remove_app", "shell"]), "\"shell\" is not an action"),
+            (json!(["stop", "remove_image", "remove_app", "stop"]), "lists stop twice"),
+            (json!("stop"), "must be a list"),
+            (json!(["stop", "remove_image", "remove_app", 1]), "1 is not an action"),
+        ] {
+            let error = with(|v| v["approval_required"] = bad.clone()).unwrap_err();
+            assert!(error.0.contains("approval_required") && error.0.contains(words), "{bad}: {error}");
+        }
+    }
+
+    #[test]
+    fn the_new_keys_at_their_defaults_do_not_change_the_hash() {
+        let explicit = with(|v| {
+            v["plan_ttl_seconds"] = json!(600);
+            v["approval_required"] = json!(["remove_app", "remove_image", "stop"]);
+        })
+        .unwrap();
+        assert_eq!(explicit.hash(), sample_policy().hash(), "plans made before the keys existed stay valid");
+        assert_ne!(with(|v| v["plan_ttl_seconds"] = json!(601)).unwrap().hash(), sample_policy().hash());
+        let deploy =
+            with(|v| v["approval_required"] = json!(["stop", "remove_image", "remove_app", "deploy"]))
+                .unwrap();
+        assert_ne!(deploy.hash(), sample_policy().hash());
     }
 
     #[test]

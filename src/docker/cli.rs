@@ -36,8 +36,11 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::gateway_file::{backup, open_managed_config, read_bounded, rewrite};
-use super::{Capacity, Container, ContainerId, DeploySpec, Deployed, Engine, EngineError, ImageId, Snapshot};
+use super::gateway_file::{backup, open_managed_config, read_bounded, remove_app_dir, rewrite};
+use super::{
+    AppRemoval, Capacity, Container, ContainerId, DeploySpec, Deployed, Engine, EngineError, ImageId,
+    LABEL_APP, Snapshot,
+};
 use crate::exec::{ExecutionStatus, Outcome, ProcessSpec, minimal_env, run_blocking};
 
 mod argv;
@@ -48,7 +51,7 @@ mod parse;
 pub use super::host_probe::{HttpReply, http_get, port_free};
 use argv::argv;
 pub use argv::{INSPECT_TEMPLATE, hardening};
-use parse::{parse_container_ids, parse_images, parse_inspect_rows, parse_networks};
+use parse::{lines, parse_container_ids, parse_images, parse_inspect_rows, parse_networks};
 
 /// The only docker program we run.
 pub const DOCKER: &str = "/usr/bin/docker";
@@ -365,6 +368,33 @@ impl<R: Runner> Engine for DockerCli<R> {
         // refuses and that refusal is the answer.
         self.call("remove image", argv(&["image", "rm", "--no-prune", image.as_str()]), QUICK)?;
         Ok(())
+    }
+
+    fn remove_app(&self, removal: &AppRemoval<'_>) -> Result<(), EngineError> {
+        self.stop(removal.running)?;
+        for id in removal.containers {
+            // Never -f (a container that runs again is refused, not killed),
+            // never -v (volumes are not ours to remove).
+            self.call("remove app container", argv(&["rm", id.as_str()]), QUICK)?;
+        }
+        // Only networks that carry the app's label, by id, and only those
+        // of the plan's names: a network on our name that someone else made
+        // is left where it is.
+        let filter = format!("label={LABEL_APP}={}", removal.app);
+        let listed = self.call(
+            "find app networks",
+            argv(&["network", "ls", "--no-trunc", "--filter", &filter, "--format", "{{.ID}} {{.Name}}"]),
+            QUICK,
+        )?;
+        for line in lines(&listed) {
+            let Some((id, name)) = line.split_once(' ') else {
+                return Err(EngineError::Unparsable { step: "find app networks" });
+            };
+            if removal.networks.iter().any(|n| n == name) && crate::text::is_lower_hex(id, 64) {
+                self.call("remove app network", argv(&["network", "rm", id]), QUICK)?;
+            }
+        }
+        remove_app_dir(removal.app_dir)
     }
 }
 

@@ -61,6 +61,58 @@ pub(super) fn write_new_config(app_dir: &Path, contents: &str) -> Result<PathBuf
     Ok(path)
 }
 
+/// Undoes [`write_new_config`] for a deploy that is being rolled back:
+/// removes the nginx.conf it created and then the directory, which must
+/// then be empty (`rmdir`: anything else in it stays, and the rollback is
+/// not called verified). Returns whether the directory is gone.
+pub(super) fn remove_new_config(app_dir: &Path) -> bool {
+    if check_app_dir(app_dir).is_err() {
+        return false;
+    }
+    match std::fs::remove_file(app_dir.join("nginx.conf")) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(_) => return false,
+    }
+    std::fs::remove_dir(app_dir).is_ok()
+}
+
+/// remove_app: removes the app directory and what volce-lab wrote into it
+/// (nginx.conf and its `nginx.conf.<stamp>.bak` backups, regular files
+/// only). Anything else in it refuses the removal before a file goes, so
+/// nothing volce-lab did not write is ever deleted. A missing directory is
+/// already removed.
+pub(super) fn remove_app_dir(app_dir: &Path) -> Result<(), EngineError> {
+    match std::fs::symlink_metadata(app_dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(_) => return Err(EngineError::Host { step: "inspect the app directory" }),
+        Ok(_) => check_app_dir(app_dir)?,
+    }
+    let unexpected = EngineError::Host { step: "the app directory holds files volce-lab did not write" };
+    let mut ours = Vec::new();
+    for entry in
+        std::fs::read_dir(app_dir).map_err(|_| EngineError::Host { step: "list the app directory" })?
+    {
+        let entry = entry.map_err(|_| EngineError::Host { step: "list the app directory" })?;
+        let name = entry.file_name();
+        let name = name.to_str().ok_or(unexpected.clone())?;
+        let backup = name
+            .strip_prefix("nginx.conf.")
+            .and_then(|rest| rest.strip_suffix(".bak"))
+            .is_some_and(|stamp| !stamp.is_empty() && stamp.bytes().all(|b| b.is_ascii_digit()));
+        let regular = entry.file_type().is_ok_and(|t| t.is_file());
+        if !(regular && (name == "nginx.conf" || backup)) {
+            return Err(unexpected);
+        }
+        ours.push(entry.path());
+    }
+    for path in ours {
+        std::fs::remove_file(path)
+            .map_err(|_| EngineError::Host { step: "remove a file of the app directory" })?;
+    }
+    std::fs::remove_dir(app_dir).map_err(|_| EngineError::Host { step: "remove the app directory" })
+}
+
 fn check_app_dir(app_dir: &Path) -> Result<(), EngineError> {
     let meta = std::fs::symlink_metadata(app_dir)
         .map_err(|_| EngineError::Host { step: "inspect the app directory" })?;

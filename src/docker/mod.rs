@@ -108,8 +108,9 @@ impl Container {
     }
 }
 
-/// Everything the controller's decisions depend on, in a stable order, so
-/// that two snapshots of an unchanged engine have the same digest.
+/// What the controller sees of the engine, in a stable order, so that two
+/// snapshots of an unchanged engine are equal. Each plan digests only its
+/// scope of it ([`crate::control::scope`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Snapshot {
     pub containers: Vec<Container>,
@@ -132,7 +133,9 @@ impl Snapshot {
         self
     }
 
-    /// sha256 over the JSON of the normalized snapshot, as lowercase hex.
+    /// sha256 over the JSON of the whole normalized snapshot, as lowercase
+    /// hex. Plans are not bound to this (a busy host would void them all)
+    /// but to their scope of it: [`crate::control::scope::digest`].
     pub fn digest(&self) -> String {
         let normalized = self.clone().normalize();
         let bytes = serde_json::to_vec(&normalized).expect("snapshot serializes");
@@ -171,6 +174,16 @@ pub struct DeploySpec {
     /// Root-owned directory for this app under the state directory.
     pub app_dir: PathBuf,
     pub limits: Limits,
+}
+
+/// What a remove_app plan removes (see [`Engine::remove_app`]).
+#[derive(Debug, Clone, Copy)]
+pub struct AppRemoval<'a> {
+    pub app: &'a AppName,
+    pub containers: &'a [ContainerId],
+    pub running: &'a [ContainerId],
+    pub networks: &'a [String],
+    pub app_dir: &'a std::path::Path,
 }
 
 /// What a successful deploy created.
@@ -212,6 +225,11 @@ pub enum EngineError {
     ManagedFileChanged,
     /// Anything on the host side (files, directories).
     Host { step: &'static str },
+    /// deploy: a step failed with `cause` after the first mutation, and the
+    /// rollback was verified: no container or network carrying the plan's
+    /// label is left and the app directory this deploy created is gone.
+    /// Never built for a step whose outcome is unknown (a timeout).
+    RolledBack { cause: Box<EngineError> },
 }
 
 impl fmt::Display for EngineError {
@@ -239,6 +257,9 @@ impl fmt::Display for EngineError {
                 f.write_str("the managed nginx.conf differs from the recorded one or is not a regular file")
             }
             EngineError::Host { step } => write!(f, "host file operation failed at step '{step}'"),
+            EngineError::RolledBack { cause } => {
+                write!(f, "{cause}; everything the deploy created was removed and verified gone")
+            }
         }
     }
 }
@@ -250,7 +271,25 @@ impl EngineError {
     /// it: refused before its first mutation, or rolled back and verified.
     /// Everything else may have changed something and needs an operator.
     pub fn changed_nothing(&self) -> bool {
-        matches!(self, EngineError::NginxRejectedAndRestored | EngineError::PortTaken { .. })
+        matches!(
+            self,
+            EngineError::NginxRejectedAndRestored
+                | EngineError::PortTaken { .. }
+                | EngineError::RolledBack { .. }
+        )
+    }
+
+    /// Whether the engine may still act on this step after we stopped
+    /// waiting (a docker call that timed out or whose end was not seen):
+    /// then no listing afterwards proves anything, and no rollback is
+    /// called verified.
+    pub fn outcome_unknown(&self) -> bool {
+        match self {
+            EngineError::Call { execution, .. } => {
+                execution.timed_out || execution.completion != crate::exec::Completion::Confirmed
+            }
+            _ => false,
+        }
     }
 }
 
@@ -281,6 +320,11 @@ pub trait Engine {
     fn stop(&self, containers: &[ContainerId]) -> Result<(), EngineError>;
     /// `docker image rm --no-prune <id>`; never forced, never pruned.
     fn remove_image(&self, image: &ImageId) -> Result<(), EngineError>;
+    /// Removes one app: stops `running` as [`Engine::stop`] does, removes
+    /// exactly `containers` (never forced, never their volumes), the
+    /// networks among `networks` that carry the app's label, and the app
+    /// directory with the files volce-lab wrote into it. Never an image.
+    fn remove_app(&self, removal: &AppRemoval<'_>) -> Result<(), EngineError>;
 }
 
 #[cfg(test)]

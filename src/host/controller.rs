@@ -5,22 +5,23 @@
 //! Security invariants enforced here:
 //! - no new plan, and no execution of an older one, while any plan is
 //!   executing or needs inspection;
-//! - execute (in `controller/execute.rs`) checks everything (state, expiry,
-//!   policy hash, approval bound to the digest, a fresh snapshot digest,
-//!   re-derived payload) and marks the plan `executing` in ONE `BEGIN
-//!   IMMEDIATE` transaction that commits before the engine mutates
-//!   anything; a second helper therefore finds the plan consumed and can
-//!   never act on it;
+//! - execute (in `controller/execute.rs`) checks the store's facts (state,
+//!   expiry, policy hash, approval bound to the digest) and marks the plan
+//!   `executing` in ONE `BEGIN IMMEDIATE` transaction that commits before
+//!   the engine is asked anything; a second helper therefore finds the plan
+//!   consumed and can never act on it. Only then are the engine's facts (a
+//!   fresh scoped snapshot digest, the re-derived payload) checked, and a
+//!   plan that fails them is voided, never acted on;
 //! - every engine mutation runs outside any transaction; a second
 //!   transaction records `completed`, `failed` (only for an engine error
 //!   that provably changed nothing: [`EngineError::changed_nothing`]) or
 //!   `needs_inspection`; nothing retries;
-//! - read-only engine calls are not all outside: `prepare` and `execute`
-//!   take their snapshot and probes inside their write transaction (so
-//!   validation sees the store and the engine at one moment, at the cost of
-//!   holding the write lock across `docker ps`/`inspect`); `resolve`,
-//!   `inventory` and the post-deploy snapshot run outside any transaction.
-//!   Moving the snapshot out of the transaction is a later change;
+//! - no write transaction is ever open across an engine call, read-only
+//!   ones included: `prepare` validates on a snapshot taken outside, then
+//!   re-checks the store under the lock; `execute` claims first (commit),
+//!   then takes the snapshot and re-derives the plan, and voids the claimed
+//!   plan in a conditional transition if the plan's scope of the snapshot
+//!   ([`crate::control::scope`]) or the derivation changed;
 //! - a plan left `executing` by a dead process becomes `needs_inspection`;
 //!   a plan claimed by a live process is never touched;
 //! - approval is only ever recorded by [`Controller::approve`], which the
@@ -32,6 +33,7 @@ use serde_json::{Value, json};
 
 use crate::control::plan::{Action, Digest, Payload, Plan, PlanId};
 use crate::control::policy::Policy;
+use crate::control::scope;
 use crate::control::validate::{self, AppState, Context, Probe};
 use crate::control::{Clock, Code, Refusal, refuse};
 use crate::docker::{AppName, Capacity, Engine, EngineError};
@@ -210,9 +212,8 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
     ) -> Result<StoredPlan, Refusal> {
         let action = Action::parse(action)?;
         self.settle_abandoned(requester)?;
-        let now = self.clock.now();
-        let Controller { policy, policy_hash, store, engine, apps_dir, .. } = self;
-        store.write(|tx| {
+        let Controller { policy, policy_hash, store, engine, apps_dir, clock, .. } = self;
+        let unsettled = |tx: &crate::store::Tx<'_>| -> Result<(), Refusal> {
             if let Some((id, state)) = tx.unsettled_plan()? {
                 return refuse(
                     Code::InspectionRequired,
@@ -222,20 +223,39 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                     ),
                 );
             }
-            let apps = tx.apps()?;
-            // Read-only docker calls under the write lock (module header).
-            let snapshot = engine.snapshot().map_err(engine_unavailable)?;
-            let id = PlanId::random();
-            let ctx = Context { policy, snapshot: &snapshot, apps: &apps, apps_dir, plan_id: &id };
-            let probe = EngineProbe { engine: &*engine, apps_dir };
-            let (payload, impact) = validate::derive(action, parameters, &ctx, &probe)?;
+            Ok(())
+        };
+        // Validate outside any write transaction: the snapshot and the
+        // probes are docker and host calls, and no write lock is ever held
+        // across one (module header).
+        let apps = store.read(|tx| {
+            unsettled(tx)?;
+            tx.apps().map_err(Refusal::from)
+        })?;
+        let snapshot = engine.snapshot().map_err(engine_unavailable)?;
+        let id = PlanId::random();
+        let ctx = Context { policy, snapshot: &snapshot, apps: &apps, apps_dir, plan_id: &id };
+        let probe = EngineProbe { engine: &*engine, apps_dir };
+        let (payload, impact) = validate::derive(action, parameters, &ctx, &probe)?;
+        let snapshot_digest = scope::digest(&snapshot, &payload);
+        store.write(|tx| {
+            // Decide again under the lock what the store decides: a plan
+            // may have failed, or the records changed, meanwhile.
+            unsettled(tx)?;
+            if tx.apps()? != apps {
+                return refuse(
+                    Code::SnapshotChanged,
+                    "volce-lab's records changed while this plan was being made; prepare it again.",
+                );
+            }
+            let now = clock.now();
             let plan = Plan::seal(
                 id,
                 parameters.clone(),
                 payload,
                 impact,
-                snapshot.digest(),
-                policy_hash.clone(),
+                snapshot_digest,
+                policy.terms(action, policy_hash),
                 requester.to_owned(),
                 now,
             );
@@ -292,6 +312,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             if plan.policy_hash != *policy_hash {
                 return refuse(Code::PolicyChanged, "The policy changed since this plan was made.");
             }
+            terms_hold(plan, policy, policy_hash)?;
             if *digest != plan.digest {
                 return refuse(
                     Code::DigestMismatch,
@@ -466,7 +487,20 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
     }
 }
 
-/// The agent's answer for an engine failure that changed nothing.
+/// A plan bound to the policy in force must carry exactly the terms that
+/// policy gives its action (approval, lifetime). `Plan::from_stored`
+/// cannot know the policy, so this is where a stored `requires_approval:
+/// false` for an action the operator put in `approval_required` is caught.
+fn terms_hold(plan: &Plan, policy: &Policy, policy_hash: &str) -> Result<(), Refusal> {
+    if plan.terms() == policy.terms(plan.action, policy_hash) {
+        return Ok(());
+    }
+    refuse(
+        Code::PlanCorrupt,
+        "The stored plan's approval rule or lifetime is not what its policy gives it; inspect the state database.",
+    )
+}
+
 /// Refuses a plan that is not pending, each state with its own code.
 fn state_allows_use(stored: &StoredPlan) -> Result<(), Refusal> {
     match stored.state {

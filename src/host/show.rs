@@ -146,6 +146,23 @@ pub fn summary(stored: &StoredPlan, now: i64) -> String {
                 let _ = writeln!(out, "  {} {}", esc(name), id);
             }
         }
+        Payload::RemoveApp { app, containers, running, container_names, networks, app_dir } => {
+            let _ = writeln!(out, "Before   app {} and these containers:", esc(app.as_str()));
+            for (name, id) in container_names.iter().zip(containers) {
+                let note = if running.contains(id) { " (running: stopped first)" } else { "" };
+                let _ = writeln!(out, "  {} {}{note}", esc(name), id);
+            }
+            let _ = writeln!(
+                out,
+                "         networks: {}",
+                networks.iter().map(|n| esc(n)).collect::<Vec<_>>().join(", ")
+            );
+            let _ = writeln!(out, "         directory: {}", esc(&app_dir.display().to_string()));
+            let _ = writeln!(
+                out,
+                "After    all of it removed and the app's record forgotten; no volume, no image"
+            );
+        }
         Payload::RemoveImage { image_id, used_by } => {
             let _ = writeln!(out, "Before   local image {image_id} present, used by no container");
             let apps: Vec<String> = used_by.iter().map(|a| esc(a)).collect();

@@ -137,13 +137,14 @@ pub(super) const MIGRATIONS: &[&str] = &[
     CREATE INDEX audit_plan ON audit (plan_id);",
     // 3: a third terminal state, `rejected`: the operator ended a pending plan
     // with `volce-lab-host reject` (who and when in rejected_by/rejected_at,
-    // finished_at the same moment; it was never claimed). Rebuilt exactly as
-    // step 2 did, for the same reason (a CHECK cannot be altered), plus a
-    // partial index for the operator's `list` of unexpired pending plans.
+    // finished_at the same moment; it was never claimed), and the action
+    // `remove_app` in both action CHECK lists. Rebuilt exactly as step 2
+    // did, for the same reason (a CHECK cannot be altered), plus a partial
+    // index for the operator's `list` of unexpired pending plans.
     "CREATE TABLE plans_v3 (
         seq INTEGER PRIMARY KEY,
         id TEXT NOT NULL UNIQUE CHECK (length(id) = 32),
-        action TEXT NOT NULL CHECK (action IN ('deploy', 'nginx_config', 'stop', 'remove_image')),
+        action TEXT NOT NULL CHECK (action IN ('deploy', 'nginx_config', 'stop', 'remove_image', 'remove_app')),
         body TEXT NOT NULL,
         digest TEXT NOT NULL CHECK (length(digest) = 64),
         requires_approval INTEGER NOT NULL CHECK (requires_approval IN (0, 1)),
@@ -199,7 +200,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
             ('prepared', 'approved', 'claimed', 'completed', 'needs_inspection', 'claim_abandoned', 'invalidated',
              'inspected', 'failed', 'rejected')),
         plan_id TEXT NOT NULL REFERENCES plans (id),
-        action TEXT NOT NULL CHECK (action IN ('deploy', 'nginx_config', 'stop', 'remove_image')),
+        action TEXT NOT NULL CHECK (action IN ('deploy', 'nginx_config', 'stop', 'remove_image', 'remove_app')),
         outcome TEXT NOT NULL CHECK (outcome IN ('ok', 'failed', 'uncertain', 'refused')),
         exit_code INTEGER,
         duration_ms INTEGER,

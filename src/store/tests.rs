@@ -315,6 +315,33 @@ fn a_rolled_back_or_not_started_failure_is_terminal_and_blocks_nothing() {
     assert_eq!(store.read(|tx| tx.unsettled_plan()).unwrap(), None);
 }
 
+#[test]
+fn a_claimed_plan_is_voided_only_by_its_claimer_and_only_while_executing() {
+    let (_dir, mut store) = fresh();
+    let p = plan(1, 1000);
+    store.write(|tx| tx.insert_plan(&p, &row(Event::Prepared, "agent"))).unwrap();
+    let void = |store: &mut Store, claim: &Claim| {
+        store.write(|tx| {
+            tx.void_claimed(
+                &p.id,
+                p.action,
+                claim,
+                PlanOutcome::SnapshotChanged,
+                &row(Event::Invalidated, "agent"),
+            )
+        })
+    };
+    assert!(matches!(void(&mut store, &claim()), Err(StoreError::Conflict(_))), "a pending plan");
+    store.write(|tx| tx.claim(&p.id, p.action, &claim(), &row(Event::Claimed, "agent"))).unwrap();
+    let other = Claim { pid: 43, ..claim() };
+    assert!(matches!(void(&mut store, &other), Err(StoreError::Conflict(_))), "another claimer");
+    void(&mut store, &claim()).unwrap();
+    let stored = store.read(|tx| tx.load_plan(&p.id)).unwrap().unwrap();
+    assert_eq!((stored.state, stored.outcome), (PlanState::Invalidated, Some(PlanOutcome::SnapshotChanged)));
+    assert!(matches!(void(&mut store, &claim()), Err(StoreError::Conflict(_))), "twice");
+    assert_eq!(store.read(|tx| tx.unsettled_plan()).unwrap(), None, "it blocks nothing");
+}
+
 /// Every row `sql` returns, each column's value and type spelled out.
 fn dump(conn: &Connection, sql: &str) -> Vec<String> {
     let mut statement = conn.prepare(sql).unwrap();

@@ -284,6 +284,27 @@ impl Tx<'_> {
         )
     }
 
+    /// executing -> invalidated, only by the same claimer: a claimed plan
+    /// whose fresh snapshot or re-derivation no longer matches, voided
+    /// before the engine was asked to change anything.
+    pub fn void_claimed(
+        &self,
+        id: &PlanId,
+        action: Action,
+        claim: &Claim,
+        why: PlanOutcome,
+        audit: &AuditRow,
+    ) -> Result<(), StoreError> {
+        self.transition(
+            "UPDATE plans SET state = 'invalidated', outcome = ?2, finished_at = ?3
+                 WHERE id = ?1 AND state = 'executing' AND claim_pid = ?4 AND claim_start = ?5 AND claim_boot = ?6",
+            params![id.as_str(), why.as_str(), audit.at, claim.pid, claim.start_time as i64, claim.boot_id],
+            id,
+            action,
+            audit,
+        )
+    }
+
     /// needs_inspection -> inspected: an operator attests they looked at the
     /// server. Records who and when; the outcome column keeps why the plan
     /// needed inspection.

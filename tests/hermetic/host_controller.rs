@@ -7,7 +7,7 @@ use crate::support::harness::*;
 use serde_json::{Value, json};
 use volce_lab::control::Code;
 use volce_lab::control::plan::{Digest, PlanId};
-use volce_lab::docker::EngineError;
+use volce_lab::docker::{EngineError, PublishedPort};
 use volce_lab::host::Executed;
 use volce_lab::host::rpc::Reply;
 use volce_lab::store::PlanState;
@@ -122,6 +122,83 @@ fn approve_after_expiry_is_refused() {
 }
 
 #[test]
+fn the_plan_lifetime_is_the_policys_plan_ttl_seconds() {
+    let mut h = Harness::new();
+    let mut policy = policy_json();
+    policy["plan_ttl_seconds"] = json!(60);
+    h.write_policy(&policy);
+    let mut c = h.controller();
+    let plan = c.prepare("remove_image", &json!({"image_id": unused_image().as_str()}), AGENT).unwrap();
+    assert_eq!(plan.plan.expires_at - plan.plan.created_at, 60);
+    h.clock.advance(61);
+    assert_eq!(refusal(c.approve(&plan.plan.id, &plan.plan.digest, "alice")), Code::PlanExpired);
+    let deploy = c.prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap();
+    h.clock.advance(61);
+    assert_eq!(refusal(c.execute(&deploy.plan.id, AGENT)), Code::PlanExpired);
+    assert!(h.engine.mutations().is_empty());
+}
+
+#[test]
+fn deploy_and_nginx_config_need_approval_once_the_operator_adds_them() {
+    let mut h = Harness::new();
+    deploy_demo(&h);
+    let mut policy = policy_json();
+    policy["approval_required"] = json!(["stop", "remove_image", "remove_app", "deploy", "nginx_config"]);
+    h.write_policy(&policy);
+    let mut c = h.controller();
+    let nginx =
+        c.prepare("nginx_config", &json!({"app": "demo", "server_name": "new.example.com"}), AGENT).unwrap();
+    let deploy = c.prepare("deploy", &deploy_params("other", 18002), AGENT).unwrap();
+    for plan in [&nginx, &deploy] {
+        assert!(plan.plan.requires_approval, "{:?}", plan.plan.action);
+        assert_eq!(refusal(c.execute(&plan.plan.id, AGENT)), Code::ApprovalRequired);
+        assert_eq!(refusal(c.approve(&plan.plan.id, &plan.plan.digest, AGENT)), Code::NotAnApprover);
+        c.approve(&plan.plan.id, &plan.plan.digest, "alice").unwrap();
+        assert!(matches!(c.execute(&plan.plan.id, AGENT).unwrap(), Executed::Completed(_)));
+    }
+}
+
+#[test]
+fn a_plan_made_before_approval_required_grew_is_void_at_execute() {
+    let mut h = Harness::new();
+    let deploy = h.controller().prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap();
+    assert!(!deploy.plan.requires_approval);
+    let mut policy = policy_json();
+    policy["approval_required"] = json!(["stop", "remove_image", "remove_app", "deploy"]);
+    h.write_policy(&policy);
+    // Its policy hash is the old one: void, never executed without approval.
+    assert_eq!(refusal(h.controller().execute(&deploy.plan.id, AGENT)), Code::PolicyChanged);
+    assert!(h.engine.mutations().is_empty());
+}
+
+#[test]
+fn a_stored_plan_whose_approval_rule_is_not_its_policys_is_corrupt() {
+    let mut h = Harness::new();
+    let mut policy = policy_json();
+    policy["approval_required"] = json!(["stop", "remove_image", "remove_app", "deploy"]);
+    h.write_policy(&policy);
+    let mut c = h.controller();
+    let honest = c.prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap();
+    // The same plan re-sealed as needing no approval, under the same policy
+    // hash: the digest matches, only the policy in force can tell.
+    let mut forged = honest.plan.clone();
+    forged.id = PlanId::parse(&"f0".repeat(16)).unwrap();
+    forged.requires_approval = false;
+    forged.digest = forged.compute_digest();
+    let row = volce_lab::store::AuditRow {
+        at: forged.created_at,
+        event: volce_lab::store::Event::Prepared,
+        outcome: volce_lab::store::AuditOutcome::Ok,
+        exit_code: None,
+        duration_ms: None,
+        actor: AGENT.into(),
+    };
+    c.store_for_tests().write(|tx| tx.insert_plan(&forged, &row)).unwrap();
+    assert_eq!(refusal(c.execute(&forged.id, AGENT)), Code::PlanCorrupt);
+    assert!(h.engine.mutations().is_empty());
+}
+
+#[test]
 fn approve_by_the_requester_is_refused() {
     let h = Harness::new();
     let mut c = h.controller();
@@ -206,10 +283,11 @@ fn execute_after_snapshot_drift_is_refused_and_the_approval_is_void() {
     let mut c = h.controller();
     let plan = c.prepare("remove_image", &json!({"image_id": unused_image().as_str()}), AGENT).unwrap();
     c.approve(&plan.plan.id, &plan.plan.digest, "alice").unwrap();
-    let extra = image('e');
-    h.engine.edit(|s| s.snapshot.images.push(extra.clone()));
+    // A container (foreign, stopped) now references the image: its target changed.
+    let user = foreign_container(container_id('e'), "uses-it", unused_image(), "exited");
+    h.engine.edit(|s| s.snapshot.containers.push(user));
     assert_eq!(refusal(c.execute(&plan.plan.id, AGENT)), Code::SnapshotChanged);
-    h.engine.edit(|s| s.snapshot.images.retain(|i| *i != extra));
+    h.engine.edit(|s| s.snapshot.containers.retain(|c| c.id != container_id('e')));
     assert_eq!(refusal(c.execute(&plan.plan.id, AGENT)), Code::PlanInvalidated);
     assert!(h.engine.mutations().is_empty());
     let events: Vec<_> = c
@@ -219,7 +297,105 @@ fn execute_after_snapshot_drift_is_refused_and_the_approval_is_void() {
         .into_iter()
         .map(|a| a.event)
         .collect();
-    assert_eq!(events, ["prepared", "approved", "invalidated"]);
+    // Claimed first (committed), then voided by a conditional transition.
+    assert_eq!(events, ["prepared", "approved", "claimed", "invalidated"]);
+    assert_eq!(c.inventory(AGENT).unwrap()["unsettled_plan"], Value::Null, "nothing is blocked");
+}
+
+/// A foreign container in a restart loop, flipping state between every
+/// look of the controller.
+fn flip_foreign(h: &Harness) {
+    h.engine.edit(|s| {
+        let prod = s.snapshot.containers.iter_mut().find(|c| c.id == prod_id()).unwrap();
+        prod.state = if prod.state == "running" { "restarting".into() } else { "running".into() };
+    });
+}
+
+#[test]
+fn a_foreign_container_changing_state_voids_no_plan() {
+    let h = Harness::new();
+    deploy_demo(&h);
+    let mut c = h.controller();
+    let stop = c.prepare("stop", &json!({"app": "demo"}), AGENT).unwrap();
+    let nginx =
+        c.prepare("nginx_config", &json!({"app": "demo", "server_name": "new.example.com"}), AGENT).unwrap();
+    let deploy = c.prepare("deploy", &deploy_params("other", 18002), AGENT).unwrap();
+    flip_foreign(&h);
+    c.approve(&stop.plan.id, &stop.plan.digest, "alice").unwrap();
+    // Also a foreign container created and one removed.
+    h.engine.edit(|s| {
+        s.snapshot.containers.push(foreign_container(container_id('f'), "newcomer", used_image(), "created"))
+    });
+    // (A deploy creates containers of ours, which would void the stop: it goes last.)
+    for plan in [&nginx, &stop, &deploy] {
+        flip_foreign(&h);
+        match c.execute(&plan.plan.id, AGENT).unwrap() {
+            Executed::Completed(result) => assert_eq!(result["outcome"], "completed"),
+            other => panic!("{:?} must complete: {other:?}", plan.plan.action),
+        }
+    }
+    assert_eq!(h.engine.mutations().last().unwrap()[0], "deploy");
+}
+
+#[test]
+fn a_change_to_the_target_of_an_approved_stop_voids_it_after_the_claim() {
+    let h = Harness::new();
+    deploy_demo(&h);
+    let mut c = h.controller();
+    let stop = c.prepare("stop", &json!({"app": "demo"}), AGENT).unwrap();
+    c.approve(&stop.plan.id, &stop.plan.digest, "alice").unwrap();
+    // Its gateway is restarting now: the app's state is not what was approved.
+    h.engine.edit(|s| {
+        let gateway = s.snapshot.containers.iter_mut().find(|c| c.name == "vl-demo-gateway").unwrap();
+        gateway.state = "restarting".into();
+    });
+    let before = h.engine.mutations().len();
+    assert_eq!(refusal(c.execute(&stop.plan.id, AGENT)), Code::SnapshotChanged);
+    assert_eq!(h.engine.mutations().len(), before, "nothing was asked of the engine");
+    let stored = c.load(&stop.plan.id, "root").unwrap();
+    assert_eq!(stored.state, PlanState::Invalidated);
+    assert_eq!(stored.outcome, Some(volce_lab::store::PlanOutcome::SnapshotChanged));
+    let inventory = c.inventory(AGENT).unwrap();
+    let demo = inventory["apps"].as_array().unwrap().iter().find(|a| a["app"] == "demo").unwrap();
+    assert_eq!(demo["state"], "running", "the record is untouched");
+}
+
+#[test]
+fn a_foreign_container_taking_the_port_of_a_planned_deploy_voids_it() {
+    let h = Harness::new();
+    let mut c = h.controller();
+    let deploy = c.prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap();
+    h.engine.edit(|s| {
+        let mut squatter = foreign_container(container_id('f'), "squatter", used_image(), "running");
+        squatter.ports = vec![PublishedPort {
+            host_ip: "0.0.0.0".into(),
+            host_port: 18001,
+            container_port: 80,
+            protocol: "tcp".into(),
+        }];
+        s.snapshot.containers.push(squatter)
+    });
+    assert_eq!(refusal(c.execute(&deploy.plan.id, AGENT)), Code::SnapshotChanged);
+    assert!(h.engine.mutations().is_empty());
+    assert_eq!(c.load(&deploy.plan.id, "root").unwrap().state, PlanState::Invalidated);
+}
+
+#[test]
+fn an_engine_outage_after_the_claim_spends_the_plan_changes_nothing_and_blocks_nothing() {
+    let h = Harness::new();
+    let mut c = h.controller();
+    let deploy = c.prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap();
+    h.engine.edit(|s| s.snapshot_fails = true);
+    assert_eq!(refusal(c.execute(&deploy.plan.id, AGENT)), Code::EngineUnavailable);
+    assert!(h.engine.mutations().is_empty());
+    let stored = c.load(&deploy.plan.id, "root").unwrap();
+    assert_eq!(
+        (stored.state, stored.outcome),
+        (PlanState::Failed, Some(volce_lab::store::PlanOutcome::NotStarted))
+    );
+    h.engine.edit(|s| s.snapshot_fails = false);
+    assert_eq!(refusal(c.execute(&deploy.plan.id, AGENT)), Code::PlanConsumed, "nothing retries");
+    c.prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap();
 }
 
 #[test]
@@ -564,7 +740,8 @@ fn show_gives_before_and_after_for_deploy_and_nginx_config() {
 
 // --- resolve (terminal only) -------------------------------------------------
 
-/// A deploy of `demo` whose health check failed: needs_inspection.
+/// A deploy of `demo` whose health check failed and whose rollback the
+/// engine could not verify: needs_inspection.
 fn failed_deploy(h: &Harness) -> PlanId {
     failed_deploy_of(h, "demo", 18001)
 }
@@ -621,14 +798,7 @@ fn resolve_keeps_the_record_of_an_app_whose_containers_still_exist() {
     let id = failed_deploy(&h);
     // The failed deploy's clean-up left a container behind.
     h.engine.edit(|s| {
-        s.snapshot.containers.push(volce_lab::docker::Container {
-            id: container_id('e'),
-            name: "vl-demo-app".into(),
-            image_id: image('a'),
-            state: "exited".into(),
-            labels: Default::default(),
-            ports: vec![],
-        })
+        s.snapshot.containers.push(foreign_container(container_id('e'), "vl-demo-app", image('a'), "exited"))
     });
     let text = h.resolve(&id, "bob").unwrap();
     assert!(text.contains("is kept (needs_inspection)") && text.contains("vl-demo-app"), "{text}");
@@ -727,6 +897,63 @@ fn a_deploy_refused_before_its_first_step_holds_nothing_and_blocks_nothing() {
     let inventory = c.inventory(AGENT).unwrap();
     assert_eq!(app_names(&inventory), ["legacy"], "no record holds the name, port or quota slot");
     c.prepare("deploy", &deploy_params("demo", 18002), AGENT).unwrap();
+}
+
+#[test]
+fn a_failed_health_check_with_a_verified_rollback_is_failed_and_the_next_plan_is_accepted_at_once() {
+    let h = Harness::new();
+    let plan = rpc(
+        &h,
+        AGENT,
+        &json!({"operation": "plan", "action": "deploy", "parameters": deploy_params("demo", 18001)})
+            .to_string(),
+    );
+    let id = plan["result"]["id"].as_str().unwrap().to_owned();
+    // What the docker engine returns once its listing of the plan's label
+    // came back empty after the removals.
+    h.engine.edit(|s| {
+        s.fail_next = Some(EngineError::RolledBack { cause: Box::new(EngineError::HealthCheckFailed) })
+    });
+    let reply = rpc(&h, AGENT, &json!({"operation": "execute", "plan_id": id}).to_string());
+    assert_eq!(reply["status"], "rejected", "{reply}");
+    assert_eq!(reply["code"], "health_check_failed", "{reply}");
+    let message = reply["message"].as_str().unwrap();
+    for words in
+        ["failed and was rolled back", "verified gone", "container_port", "prepare a new deploy plan"]
+    {
+        assert!(message.contains(words), "{words:?} in {message}");
+    }
+    let id = PlanId::parse(&id).unwrap();
+    let stored = h.controller().load(&id, "root").unwrap();
+    assert_eq!(stored.state, PlanState::Failed);
+    assert_eq!(stored.outcome, Some(volce_lab::store::PlanOutcome::RolledBack));
+    let inventory = h.controller().inventory(AGENT).unwrap();
+    assert_eq!(app_names(&inventory), ["legacy"], "no record holds the name, port or quota slot");
+    assert_eq!(inventory["unsettled_plan"], Value::Null);
+    assert_eq!(refusal(h.controller().execute(&id, AGENT)), Code::PlanConsumed, "nothing retries");
+    assert_eq!(refusal(h.resolve(&id, "alice")), Code::NotAwaitingInspection, "nothing to resolve");
+    // The corrected plan, same name and port, is accepted and runs at once.
+    let again = h.controller().prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap();
+    assert!(matches!(h.controller().execute(&again.plan.id, AGENT).unwrap(), Executed::Completed(_)));
+}
+
+#[test]
+fn a_deploy_step_failure_with_a_verified_rollback_names_the_step_and_no_docker_output() {
+    let h = Harness::new();
+    let mut c = h.controller();
+    let plan = c.prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap();
+    let execution = volce_lab::exec::Execution::not_started(volce_lab::exec::ExecutionStatus::NonzeroExit);
+    let cause = EngineError::Call { step: "pull app image", execution };
+    h.engine.edit(|s| s.fail_next = Some(EngineError::RolledBack { cause: Box::new(cause) }));
+    match c.execute(&plan.plan.id, AGENT).unwrap() {
+        Executed::Failed { refusal, .. } => {
+            assert_eq!(refusal.code, Code::DeployFailed);
+            assert!(refusal.message.contains("step 'pull app image'"), "{}", refusal.message);
+            assert!(!refusal.message.contains("NonzeroExit"), "no Debug dump: {}", refusal.message);
+        }
+        other => panic!("expected failed, got {other:?}"),
+    }
+    c.prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap();
 }
 
 fn app_names(inventory: &Value) -> Vec<String> {
@@ -992,7 +1219,9 @@ fn reject_refusals_name_the_problem_and_change_nothing() {
     let completed = deploy_demo(&h);
     let invalidated = {
         let id = remove_image_plan(&h);
-        h.engine.edit(|s| s.snapshot.images.push(image('e')));
+        // A container now references the image: the plan's target changed.
+        let user = foreign_container(container_id('e'), "uses-it", unused_image(), "exited");
+        h.engine.edit(|s| s.snapshot.containers.push(user));
         assert_eq!(refusal(h.controller().execute(&id, AGENT)), Code::ApprovalRequired);
         let digest = h.controller().load(&id, "root").unwrap().plan.digest;
         h.approve(&id, digest.as_str(), "alice").unwrap();
@@ -1102,4 +1331,121 @@ fn approve_prints_agent_text_escaped() {
     let text = h.approve(&plan.id, plan.digest.as_str(), "alice").unwrap();
     assert!(!text.contains('\u{202e}') && !text.contains('\x1b'), "{text:?}");
     assert!(text.contains("evil\\u{202e}\\u{001b}[2J"), "{text}");
+}
+
+// --- remove_app ---------------------------------------------------------------
+
+#[test]
+fn remove_app_needs_approval_stops_then_removes_exactly_the_app_and_frees_its_name_and_port() {
+    let h = Harness::new();
+    deploy_demo(&h);
+    let mut c = h.controller();
+    let plan = c.prepare("remove_app", &json!({"app": "demo"}), AGENT).unwrap();
+    assert!(plan.plan.requires_approval);
+    assert_eq!(refusal(c.execute(&plan.plan.id, AGENT)), Code::ApprovalRequired);
+    c.approve(&plan.plan.id, &plan.plan.digest, "alice").unwrap();
+    let show = h.show(&plan.plan.id);
+    assert!(show.contains("running: stopped first") && show.contains("no volume, no image"), "{show}");
+    assert!(matches!(c.execute(&plan.plan.id, AGENT).unwrap(), Executed::Completed(_)));
+    let call = h.engine.mutations().pop().unwrap();
+    assert_eq!(call[0], "remove_app");
+    assert_eq!(call[1], "demo");
+    assert_eq!(call.len(), 7, "two containers, running=2, one network, the directory: {call:?}");
+    assert_eq!(call[4], "running=2");
+    assert_eq!(call[5], "vl-demo");
+    assert!(call[6].ends_with("/state/apps/demo"), "{call:?}");
+    // The prod container and every image are untouched.
+    let world = h.engine.snapshot_now();
+    assert!(world.containers.iter().any(|c| c.id == prod_id()));
+    assert!(world.images.contains(&image('a')) && world.images.contains(&used_image()));
+    let inventory = c.inventory(AGENT).unwrap();
+    assert_eq!(app_names(&inventory), ["legacy"], "the record is gone");
+    assert_eq!(refusal(c.execute(&plan.plan.id, AGENT)), Code::PlanConsumed, "executes once");
+    // Name, port and quota slot are free again.
+    let again = c.prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap();
+    assert!(matches!(c.execute(&again.plan.id, AGENT).unwrap(), Executed::Completed(_)));
+}
+
+#[test]
+fn remove_app_works_on_a_stopped_app_whose_containers_are_gone() {
+    let h = Harness::new();
+    let mut c = h.controller();
+    // `legacy` is recorded stopped, with no container left on the engine.
+    let plan = c.prepare("remove_app", &json!({"app": "legacy"}), AGENT).unwrap();
+    assert!(plan.plan.impact.target.contains("stopped"), "{:?}", plan.plan.impact);
+    c.approve(&plan.plan.id, &plan.plan.digest, "alice").unwrap();
+    assert!(matches!(c.execute(&plan.plan.id, AGENT).unwrap(), Executed::Completed(_)));
+    let call = h.engine.mutations().pop().unwrap();
+    assert_eq!(call[..3], ["remove_app", "legacy", "running=0"], "no container, no network: {call:?}");
+    assert!(app_names(&c.inventory(AGENT).unwrap()).is_empty());
+}
+
+#[test]
+fn remove_app_refuses_bad_input_and_changes_nothing() {
+    let h = Harness::new();
+    deploy_demo(&h);
+    let before = h.engine.mutations().len();
+    let mut c = h.controller();
+    // Tried: an app nobody deployed, a bad name, an extra field, approval
+    // smuggled in the parameters, a missing app, a number for the name.
+    for (parameters, code) in [
+        (json!({"app": "ghost"}), Code::AppNotFound),
+        (json!({"app": "Demo!"}), Code::InvalidAppName),
+        (json!({"app": "demo", "volumes": true}), Code::InvalidParameters),
+        (json!({"app": "demo", "approved": true}), Code::InvalidParameters),
+        (json!({}), Code::InvalidParameters),
+        (json!({"app": 7}), Code::InvalidParameters),
+    ] {
+        assert_eq!(refusal(c.prepare("remove_app", &parameters, AGENT)), code, "{parameters}");
+    }
+    // A container labelled as the app that volce-lab did not record.
+    h.engine.edit(|s| {
+        let mut stray = foreign_container(container_id('e'), "stray", used_image(), "running");
+        stray.labels.insert(volce_lab::docker::LABEL_APP.into(), "demo".into());
+        s.snapshot.containers.push(stray);
+    });
+    assert_eq!(refusal(c.prepare("remove_app", &json!({"app": "demo"}), AGENT)), Code::ContainerSetChanged);
+    assert_eq!(h.engine.mutations().len(), before, "nothing changed");
+    assert_eq!(app_names(&c.inventory(AGENT).unwrap()), ["demo", "legacy"]);
+}
+
+#[test]
+fn a_failed_remove_app_needs_inspection_and_keeps_the_record() {
+    let h = Harness::new();
+    deploy_demo(&h);
+    let mut c = h.controller();
+    let plan = c.prepare("remove_app", &json!({"app": "demo"}), AGENT).unwrap();
+    c.approve(&plan.plan.id, &plan.plan.digest, "alice").unwrap();
+    h.engine.edit(|s| s.fail_next = Some(EngineError::Host { step: "remove the app directory" }));
+    assert!(matches!(c.execute(&plan.plan.id, AGENT).unwrap(), Executed::NeedsInspection { .. }));
+    let inventory = c.inventory(AGENT).unwrap();
+    let demo = inventory["apps"].as_array().unwrap().iter().find(|a| a["app"] == "demo").unwrap();
+    assert_eq!(demo["state"], "needs_inspection");
+}
+
+#[test]
+fn after_resolve_remove_app_cleans_up_what_a_failed_deploy_left() {
+    let h = Harness::new();
+    let id = failed_deploy(&h);
+    // The unverified rollback left the app container, labelled with the plan.
+    h.engine.edit(|s| {
+        let mut left = foreign_container(container_id('e'), "vl-demo-app", image('a'), "running");
+        left.labels.insert(volce_lab::docker::LABEL_APP.into(), "demo".into());
+        left.labels.insert(volce_lab::docker::LABEL_PLAN.into(), id.to_string());
+        s.snapshot.containers.push(left);
+    });
+    assert_eq!(
+        refusal(h.controller().prepare("remove_app", &json!({"app": "demo"}), AGENT)),
+        Code::InspectionRequired,
+        "not before the operator looked"
+    );
+    assert!(h.resolve(&id, "bob").unwrap().contains("is kept (needs_inspection)"));
+    let mut c = h.controller();
+    let plan = c.prepare("remove_app", &json!({"app": "demo"}), AGENT).unwrap();
+    c.approve(&plan.plan.id, &plan.plan.digest, "alice").unwrap();
+    assert!(matches!(c.execute(&plan.plan.id, AGENT).unwrap(), Executed::Completed(_)));
+    let call = h.engine.mutations().pop().unwrap();
+    assert_eq!(call[..4], ["remove_app".to_owned(), "demo".into(), "e".repeat(64), "running=1".into()]);
+    assert_eq!(app_names(&c.inventory(AGENT).unwrap()), ["legacy"]);
+    c.prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap();
 }

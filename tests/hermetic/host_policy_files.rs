@@ -8,6 +8,7 @@
 use std::path::Path;
 
 use serde_json::{Value, json};
+use volce_lab::control::plan::Action;
 use volce_lab::control::policy::Policy;
 
 fn root() -> &'static Path {
@@ -70,6 +71,29 @@ fn validate(value: &Value, schema: &Value, root: &Value, at: &str, errors: &mut 
         && s.chars().count() as u64 > max
     {
         errors.push(format!("{at}: longer than {max}"));
+    }
+    if let Some(allowed) = schema.get("enum").and_then(Value::as_array)
+        && !allowed.contains(value)
+    {
+        errors.push(format!("{at}: {value} not one of {allowed:?}"));
+    }
+    if let Some(constant) = schema.get("const")
+        && value != constant
+    {
+        errors.push(format!("{at}: not {constant}"));
+    }
+    for sub in schema.get("allOf").and_then(Value::as_array).into_iter().flatten() {
+        validate(value, sub, root, at, errors);
+    }
+    if let (Some(items), Some(wanted)) = (value.as_array(), schema.get("contains")) {
+        let found = items.iter().any(|item| {
+            let mut scratch = Vec::new();
+            validate(item, wanted, root, at, &mut scratch);
+            scratch.is_empty()
+        });
+        if !found {
+            errors.push(format!("{at}: contains no item matching {wanted}"));
+        }
     }
     if let Some(object) = value.as_object() {
         let properties = schema.get("properties").and_then(Value::as_object);
@@ -138,6 +162,9 @@ fn the_example_policy_loads() {
     assert_eq!(policy.port_range, (18000, 18999));
     assert_eq!(policy.approvers, ["alice"]);
     assert!(policy.catalog.contains_key("web"));
+    assert_eq!(policy.plan_ttl_seconds, 600);
+    assert!(policy.requires_approval(Action::Stop) && policy.requires_approval(Action::RemoveImage));
+    assert!(!policy.requires_approval(Action::Deploy) && !policy.requires_approval(Action::NginxConfig));
 }
 
 #[test]
@@ -154,7 +181,17 @@ fn the_schema_lists_exactly_the_fields_the_parser_accepts() {
     fields.sort();
     assert_eq!(
         fields,
-        ["approvers", "capacity", "catalog", "limits", "max_apps", "nginx_image", "port_range"]
+        [
+            "approval_required",
+            "approvers",
+            "capacity",
+            "catalog",
+            "limits",
+            "max_apps",
+            "nginx_image",
+            "plan_ttl_seconds",
+            "port_range"
+        ]
     );
     let base: Value = serde_json::from_str(&example()).unwrap();
     // Each section's keys: the parser accepts every key the schema lists ...
@@ -183,6 +220,23 @@ fn the_schema_lists_exactly_the_fields_the_parser_accepts() {
 }
 
 #[test]
+fn the_schema_and_the_parser_accept_the_edges_and_the_additions() {
+    let base: Value = serde_json::from_str(&example()).unwrap();
+    let cases = [
+        ("plan_ttl_seconds", json!(60)),
+        ("plan_ttl_seconds", json!(3600)),
+        ("approval_required", json!(["remove_app", "remove_image", "stop"])),
+        ("approval_required", json!(["stop", "remove_image", "remove_app", "deploy", "nginx_config"])),
+    ];
+    for (key, good) in cases {
+        let mut value = base.clone();
+        value[key] = good.clone();
+        assert!(Policy::from_json(value.to_string().as_bytes()).is_ok(), "parser refuses {key}={good}");
+        assert_eq!(schema_errors(&value), Vec::<String>::new(), "schema refuses {key}={good}");
+    }
+}
+
+#[test]
 fn the_schema_and_the_parser_agree_on_bounds() {
     let base: Value = serde_json::from_str(&example()).unwrap();
     let cases = [
@@ -196,6 +250,19 @@ fn the_schema_and_the_parser_agree_on_bounds() {
         ("limits", json!({"cpus": 0})),
         ("limits", json!({"pids": 8})),
         ("limits", json!({"memory_mib": 5})),
+        // The plan lifetime: one second outside either end, and not a number.
+        ("plan_ttl_seconds", json!(59)),
+        ("plan_ttl_seconds", json!(3601)),
+        ("plan_ttl_seconds", json!("600")),
+        ("plan_ttl_seconds", json!(600.5)),
+        // The fixed minimum left out, an unknown action, a repeat, not a list.
+        ("approval_required", json!(["remove_image", "remove_app"])),
+        ("approval_required", json!(["stop", "deploy", "remove_app"])),
+        ("approval_required", json!(["stop", "remove_image"])),
+        ("approval_required", json!([])),
+        ("approval_required", json!(["stop", "remove_image", "remove_app", "shell"])),
+        ("approval_required", json!(["stop", "stop", "remove_image", "remove_app"])),
+        ("approval_required", json!("stop")),
     ];
     for (key, bad) in cases {
         let mut value = base.clone();

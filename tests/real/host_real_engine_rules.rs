@@ -3,23 +3,26 @@
 //! temporary state directory, the test policy of scripts/test-images and
 //! the docker-CLI engine the shipped binary uses. Complements
 //! host_real_engine.rs (deploy, nginx_config, stop approval):
-//! - a deploy whose health check fails removes what it made, ends
-//!   `needs_inspection`, and blocks every later plan until the operator's
-//!   `resolve`, which also frees the failed app's record;
+//! - a deploy whose health check fails removes what it made, verifies
+//!   that nothing with its plan's label is left, ends `failed` with
+//!   `rolled_back` and blocks nothing: the next plan is accepted at once;
 //! - remove_image is refused while any container, running or stopped, uses
 //!   the image, and removes it once none does;
 //! - a foreign listener on the host port refuses the deploy at plan time;
-//! - a container created after approval voids the plan (`snapshot_changed`);
+//! - a foreign container in a restart loop voids no approved stop; a
+//!   change to the app being stopped does (`snapshot_changed`);
 //! - nginx rejecting a config below the validation layer: restored, still
 //!   serving, and since nothing changed the plan ends `failed` and blocks
 //!   nothing;
-//! - the longest server name validation accepts is one nginx serves.
+//! - the longest server name validation accepts is one nginx serves;
+//! - remove_app removes a stopped or running app (containers, networks,
+//!   directory, record; never its image) and the name and port serve again.
 //!
 //! Ignored: needs root, Docker and `scripts/test-images`; fails loudly
 //! without them. Every test removes what it created (the `Lab` drop guard).
-//! The controller digests the whole engine (every container and image), so
-//! the tests of this file take turns on the engine: one test's objects
-//! would void another's plans.
+//! A plan's digest covers volce-lab's own containers (any app's), so the
+//! tests of this file take turns on the engine: one test's deploy would
+//! void another's plans.
 
 use crate::support::docker_lab;
 
@@ -32,7 +35,7 @@ use serde_json::{Value, json};
 use volce_lab::control::SystemClock;
 use volce_lab::docker::cli::DockerCli;
 use volce_lab::docker::{
-    Capacity, ContainerId, DeploySpec, Deployed, Engine, EngineError, ImageId, Snapshot,
+    AppRemoval, Capacity, ContainerId, DeploySpec, Deployed, Engine, EngineError, ImageId, Snapshot,
 };
 use volce_lab::host::{HostPaths, ProcLiveness};
 
@@ -157,11 +160,10 @@ fn container_state(id: &str) -> String {
 
 #[test]
 #[ignore = "real parts: run by scripts/test"]
-fn a_deploy_whose_health_check_fails_is_undone_and_blocks_every_later_plan() {
+fn a_deploy_whose_health_check_fails_is_rolled_back_verified_and_blocks_nothing() {
     let _turn = take_turn();
     let host = Host::new("rhealth");
-    // Made before the failure: a plan prepared earlier must not run on top
-    // of a server nobody inspected. Its app is cleaned up by its own lab.
+    // Made before the failure: with a verified rollback it still runs.
     let other = Lab::new("rhealthb");
     let earlier = host.planned(
         "deploy",
@@ -171,45 +173,29 @@ fn a_deploy_whose_health_check_fails_is_undone_and_blocks_every_later_plan() {
 
     // nginx -t passes (`app` resolves) but the app listens on 8080 only: 502.
     let id = host.planned("deploy", host.deploy_params("web", 8081, &host.lab.server_name()));
+    let started = std::time::Instant::now();
     let failed = host.execute(&id);
-    assert_eq!(failed["status"], "needs_inspection", "{failed}");
-    assert_eq!(failed["plan_id"], id.as_str());
+    eprintln!("the failed deploy ended failed/rolled_back after {:?}", started.elapsed());
+    assert_eq!(failed["status"], "rejected", "{failed}");
+    assert_eq!(failed["code"], "health_check_failed", "{failed}");
+    let message = failed["message"].as_str().unwrap();
+    assert!(message.contains("rolled back") && message.contains("container_port"), "{message}");
 
+    assert_eq!(docker_lab::plan_objects(&id), Vec::<String>::new(), "nothing carries the plan's label");
     assert!(host.lab.labelled_containers().is_empty(), "the new containers are removed");
     assert!(host.lab.networks().is_empty(), "the new networks are removed");
-    assert!(host.lab.app_dir().join("nginx.conf").is_file(), "the app directory is kept as evidence");
+    assert!(!host.lab.app_dir().exists(), "the app directory the deploy made is removed");
     assert!(volce_lab::docker::cli::port_free(host.lab.port), "nothing publishes the port any more");
-    assert_eq!(host.plan_json(&id)["state"], "needs_inspection");
-    assert_eq!(host.app_record()["state"], "needs_inspection");
+    let stored = host.plan_json(&id);
+    assert_eq!((stored["state"].as_str(), stored["outcome"].as_str()), (Some("failed"), Some("rolled_back")));
+    assert_eq!(host.app_record(), Value::Null, "no record holds the name, port or quota slot");
 
-    // Any new plan, any action, is refused; so is the plan made before.
-    for (action, parameters) in [
-        (
-            "deploy",
-            json!({"app": other.app, "image": "web", "host_port": other.port,
-                          "container_port": 8080, "server_name": other.server_name()}),
-        ),
-        ("stop", json!({"app": host.lab.app})),
-        ("remove_image", json!({"image_id": other.image("web").1.to_string()})),
-    ] {
-        let refused = host.plan(action, parameters);
-        assert_eq!(refused["code"], "inspection_required", "{action}: {refused}");
-    }
-    let refused = host.execute(&earlier);
-    assert_eq!(refused["code"], "inspection_required", "{refused}");
-    assert!(other.labelled_containers().is_empty(), "the earlier plan did not run");
-    assert_eq!(host.plan_json(&earlier)["state"], "pending");
-
-    // The operator looked and resolves it: the failed app's record goes
-    // (none of its containers exist) and new plans are accepted again.
-    let engine = volce_lab::host::real_engine(&host.paths);
-    let text = volce_lab::host::resolve(&host.paths, engine, SystemClock, ProcLiveness, OPERATOR, &id)
-        .unwrap_or_else(|refusal| panic!("resolve refused: {refusal:?}"));
-    assert!(text.contains("record is removed"), "{text}");
-    assert_eq!(host.plan_json(&id)["state"], "inspected");
-    assert_eq!(host.app_record(), Value::Null);
-    let refused = host.plan("stop", json!({"app": host.lab.app}));
-    assert_eq!(refused["code"], "app_not_found", "the gate is open, the record gone: {refused}");
+    // Nothing blocks: the plan made before runs, and the corrected plan
+    // for the same name and port is accepted at once and serves.
+    let done = host.execute(&earlier);
+    assert_eq!(done["result"]["outcome"], "completed", "{done}");
+    host.deploy("web");
+    assert_eq!(host.execute(&id)["code"], "plan_consumed", "nothing retries");
 }
 
 #[test]
@@ -300,36 +286,110 @@ fn a_deploy_on_a_port_held_by_a_foreign_listener_is_refused_at_plan_time() {
     assert_eq!(peer, client.local_addr().unwrap());
 }
 
+/// Starts a foreign container (no volce-lab label) that exits at once and
+/// is restarted by Docker for ever; waits until it has restarted.
+fn restart_loop(lab: &mut Lab) -> String {
+    let (web, _) = lab.image("web");
+    let name = format!("t-loop-{}", lab.app);
+    lab.extra_containers.push(name.clone());
+    let args = ["run", "-d", "--restart", "always", "--name", &name, "--network", "none", &web];
+    let id = docker_ok(&[&args[..], &["/bin/busybox", "false"]].concat()).trim().to_owned();
+    eventually("the foreign container restarts", || {
+        inspect("container", &id)["RestartCount"].as_u64().unwrap_or(0) >= 2
+    });
+    id
+}
+
 #[test]
 #[ignore = "real parts: run by scripts/test"]
-fn a_container_created_after_approval_voids_the_plan() {
+fn a_foreign_container_in_a_restart_loop_voids_no_approved_stop() {
     let _turn = take_turn();
-    let mut host = Host::new("rdrift");
+    let mut host = Host::new("rloop");
+    let looping = restart_loop(&mut host.lab);
+    let containers = host.deploy("web");
+    let id = host.planned("stop", json!({"app": host.lab.app}));
+    host.approve(&id);
+    let restarts = inspect("container", &looping)["RestartCount"].as_u64().unwrap();
+    eventually("the foreign container restarts again after the approval", || {
+        inspect("container", &looping)["RestartCount"].as_u64().unwrap() > restarts
+    });
+
+    let done = host.execute(&id);
+    assert_eq!(done["result"]["outcome"], "completed", "{done}");
+    for id in &containers {
+        assert_eq!(container_state(id), "exited", "{id} is stopped");
+    }
+    assert_eq!(host.app_record()["state"], "stopped");
+    // The foreign container was not touched: still looping under its policy.
+    let after = inspect("container", &looping);
+    assert_eq!(after["HostConfig"]["RestartPolicy"]["Name"], "always");
+    assert!(after["Config"]["Labels"].as_object().is_none_or(serde_json::Map::is_empty), "not labelled");
+    docker_ok(&["rm", "-f", &looping]);
+}
+
+#[test]
+#[ignore = "real parts: run by scripts/test"]
+fn a_change_to_the_app_after_approval_voids_the_stop() {
+    let _turn = take_turn();
+    let host = Host::new("rdrift");
     let containers = host.deploy("web");
     let id = host.planned("stop", json!({"app": host.lab.app}));
     host.approve(&id);
 
-    let (web, _) = host.lab.image("web");
-    let foreign_name = format!("t-foreign-{}", host.lab.app);
-    host.lab.extra_containers.push(foreign_name.clone());
-    let foreign = docker_ok(&["create", "--name", &foreign_name, "--network", "none", &web]);
-    let foreign = foreign.trim();
-
+    // Someone stops the gateway by hand: the app is not what was approved.
+    let gateway = host.lab.names().gateway_container;
+    docker_ok(&["stop", &gateway]);
     let refused = host.execute(&id);
     assert_eq!(refused["code"], "snapshot_changed", "{refused}");
-    for id in &containers {
-        assert_eq!(container_state(id), "running", "{id} was not stopped");
-    }
-    assert_eq!(status(host.lab.port, &host.lab.server_name()), Some(200), "still serving");
-    let after = inspect("container", &foreign_name);
-    assert_eq!((after["Id"].as_str(), after["State"]["Status"].as_str()), (Some(foreign), Some("created")));
-    assert!(after["Config"]["Labels"].as_object().is_none_or(serde_json::Map::is_empty), "not labelled");
-    // The plan is void for good, even once the server is as it was.
-    docker_ok(&["rm", foreign]);
+    assert_eq!(container_state(&containers[0]), "running", "the app container was not stopped");
     assert_eq!(host.plan_json(&id)["state"], "invalidated");
+    // The plan is void for good, even once the server is as it was.
+    docker_ok(&["start", &gateway]);
     let again = host.execute(&id);
     assert_eq!(again["code"], "plan_invalidated", "{again}");
     assert_eq!(container_state(&containers[0]), "running");
+    assert_eq!(host.app_record()["state"], "running", "the record is untouched");
+}
+
+/// An approved remove_app plan for the host's app, executed.
+fn remove_app(host: &Host) -> Value {
+    let id = host.planned("remove_app", json!({"app": host.lab.app}));
+    host.approve(&id);
+    let started = std::time::Instant::now();
+    let done = host.execute(&id);
+    eprintln!("remove_app took {:?}", started.elapsed());
+    assert_eq!(done["result"]["outcome"], "completed", "{done}");
+    done
+}
+
+fn assert_nothing_left(host: &Host) {
+    assert!(host.lab.labelled_containers().is_empty(), "no container of the app is left");
+    assert!(host.lab.networks().is_empty(), "no network of the app is left");
+    assert!(!host.lab.app_dir().exists(), "the app directory is gone");
+    assert!(volce_lab::docker::cli::port_free(host.lab.port), "the port is free");
+    assert_eq!(host.app_record(), Value::Null, "the record is gone");
+}
+
+#[test]
+#[ignore = "real parts: run by scripts/test"]
+fn remove_app_removes_a_stopped_or_running_app_and_its_name_and_port_serve_again() {
+    let _turn = take_turn();
+    let host = Host::new("rrmapp");
+    let (web, web_id) = host.lab.image("web");
+    host.deploy("web");
+    host.stop();
+    let before = host.plan("deploy", host.deploy_params("web", 8080, &host.lab.server_name()));
+    assert_eq!(before["code"], "app_exists", "a stopped app holds its name: {before}");
+    remove_app(&host);
+    assert_nothing_left(&host);
+    assert_eq!(inspect("image", &web)["Id"], web_id.as_str(), "the image stays");
+
+    // The same name and port deploy again, and a running app is removed
+    // too (stopped first, in the same plan).
+    host.deploy("web");
+    remove_app(&host);
+    assert_nothing_left(&host);
+    assert_eq!(status(host.lab.port, &host.lab.server_name()), None, "nothing answers any more");
 }
 
 /// The real engine with one thing changed: `update_nginx` gets bytes that
@@ -372,6 +432,9 @@ impl Engine for RejectedConfig {
     }
     fn remove_image(&self, image: &ImageId) -> Result<(), EngineError> {
         self.0.remove_image(image)
+    }
+    fn remove_app(&self, removal: &AppRemoval<'_>) -> Result<(), EngineError> {
+        self.0.remove_app(removal)
     }
 }
 

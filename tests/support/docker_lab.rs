@@ -171,6 +171,14 @@ impl Lab {
     }
 }
 
+/// Every container and network carrying this plan's label, by id.
+pub fn plan_objects(plan_id: &str) -> Vec<String> {
+    let filter = format!("label={}={plan_id}", volce_lab::docker::LABEL_PLAN);
+    let containers = docker_ok(&["ps", "-aq", "--no-trunc", "--filter", &filter]);
+    let networks = docker_ok(&["network", "ls", "-q", "--no-trunc", "--filter", &filter]);
+    containers.lines().chain(networks.lines()).map(str::to_owned).collect()
+}
+
 impl Drop for Lab {
     fn drop(&mut self) {
         let name_filter = format!("name=vl-{}-", self.app);

@@ -18,8 +18,8 @@ use std::time::Duration;
 
 use sha2::{Digest as _, Sha256};
 use volce_lab::docker::{
-    Capacity, Container, ContainerId, DeploySpec, Deployed, Engine, EngineError, ImageId, LABEL_APP,
-    LABEL_PLAN, LABEL_ROLE, PublishedPort, Snapshot,
+    AppRemoval, Capacity, Container, ContainerId, DeploySpec, Deployed, Engine, EngineError, ImageId,
+    LABEL_APP, LABEL_PLAN, LABEL_ROLE, PublishedPort, Snapshot,
 };
 
 pub fn image(c: char) -> ImageId {
@@ -41,6 +41,11 @@ pub fn unused_image() -> ImageId {
 }
 pub fn used_image() -> ImageId {
     image('9')
+}
+
+/// A container without volce-lab labels or ports, as someone else made it.
+pub fn foreign_container(id: ContainerId, name: &str, image_id: ImageId, state: &str) -> Container {
+    Container { id, name: name.into(), image_id, state: state.into(), labels: BTreeMap::new(), ports: vec![] }
 }
 
 fn derived_id(seed: &str) -> ContainerId {
@@ -266,6 +271,20 @@ impl Engine for FakeEngine {
                     c.state = "exited".into();
                 }
             }
+        });
+        Ok(())
+    }
+
+    fn remove_app(&self, removal: &AppRemoval<'_>) -> Result<(), EngineError> {
+        let mut call = vec!["remove_app".to_owned(), removal.app.to_string()];
+        call.extend(removal.containers.iter().map(|c| c.to_string()));
+        call.push(format!("running={}", removal.running.len()));
+        call.extend(removal.networks.iter().cloned());
+        call.push(removal.app_dir.display().to_string());
+        self.mutate(call)?;
+        self.edit(|state| {
+            state.snapshot.containers.retain(|c| !removal.containers.contains(&c.id));
+            state.snapshot.networks.retain(|n| !removal.networks.contains(n));
         });
         Ok(())
     }

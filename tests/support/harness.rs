@@ -102,7 +102,7 @@ impl Harness {
     /// Records the app `legacy` (see the module header). Its plan row only
     /// satisfies the apps table's reference; it stays pending and blocks nothing.
     fn seed_legacy_app(&self) {
-        use volce_lab::control::plan::{Impact, Payload, Plan};
+        use volce_lab::control::plan::{Impact, Payload, Plan, Terms};
         use volce_lab::control::validate::{AppRecord, AppState};
         use volce_lab::store::{AuditOutcome, AuditRow, Event};
         let id = PlanId::parse(&"1e".repeat(16)).unwrap();
@@ -118,7 +118,7 @@ impl Harness {
                 rollback: "none".into(),
             },
             "0".repeat(64),
-            "0".repeat(64),
+            Terms { policy_hash: "0".repeat(64), requires_approval: true, ttl_seconds: 600 },
             "seed".into(),
             START - 3600,
         );

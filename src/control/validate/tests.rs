@@ -586,11 +586,23 @@ fn plans_sealed_before_the_newtypes_still_verify_and_derive_byte_identically() {
             payload,
             impact,
             "d".repeat(64),
-            world.policy.hash(),
+            world.policy.terms(action, &world.policy.hash()),
             "agent".into(),
             1_800_000_000,
         );
-        assert_eq!(again.canonical_json(), golden, "{action:?}");
+        if action == Action::Deploy {
+            // Issue 11 reworded deploy's rollback promise (a verified
+            // rollback now removes the app directory too); everything else
+            // derives as it was sealed. An old pending deploy plan is then
+            // refused at execute as changed, which is the safe side.
+            assert_eq!(again.payload, stored.payload);
+            let mut impact = again.impact.clone();
+            impact.rollback = stored.impact.rollback.clone();
+            assert_eq!(impact, stored.impact);
+            assert!(again.impact.rollback.contains("verified"), "{}", again.impact.rollback);
+        } else {
+            assert_eq!(again.canonical_json(), golden, "{action:?}");
+        }
     }
 }
 

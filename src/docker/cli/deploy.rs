@@ -6,13 +6,18 @@
 //! under a name from [`crate::docker::AppNames`] and carries this plan's
 //! label; a failed deploy removes exactly the containers and networks that
 //! carry this plan's label (or whose ids the steps saw), with `rm -f` only
-//! for those, and keeps the app directory as evidence.
+//! for those, and the app directory it created (only nginx.conf, then an
+//! empty directory). The rollback is verified by listing the plan's label
+//! again: only a clean listing after a step whose outcome is known makes
+//! the error [`EngineError::RolledBack`] (the plan ends `failed` and blocks
+//! nothing); anything else keeps it `needs_inspection`, with what is left
+//! kept as evidence.
 
 use super::argv::{argv, config_mount, hardening, labels};
 use super::parse::{first_line, lines};
 use super::{DockerCli, NGINX, NGINX_TEST, PULL, QUICK, Runner};
 use crate::control::plan::PlanId;
-use crate::docker::gateway_file::write_new_config;
+use crate::docker::gateway_file::{remove_new_config, write_new_config};
 use crate::docker::host_probe::{http_get, port_free};
 use crate::docker::{ContainerId, DeploySpec, Deployed, EngineError, LABEL_PLAN};
 use crate::nginx::GATEWAY_LISTEN_PORT;
@@ -36,7 +41,17 @@ impl<R: Runner> DockerCli<R> {
             Ok(deployed) => Ok(deployed),
             Err(error) => {
                 self.remove_created(&spec.plan_id, &created);
-                Err(error)
+                // A step that timed out may still be carried out by the
+                // daemon after any listing we make, and a failed file step
+                // may have left a directory we cannot tell from someone
+                // else's: never call those verified.
+                // The directory goes last: while anything is left, it
+                // stays as evidence beside it.
+                let gone = !error.outcome_unknown()
+                    && !matches!(error, EngineError::Host { .. })
+                    && self.created_by_plan(&spec.plan_id).is_ok_and(|(c, n)| c.is_empty() && n.is_empty())
+                    && (!created.app_dir || remove_new_config(&spec.app_dir));
+                Err(if gone { EngineError::RolledBack { cause: Box::new(error) } } else { error })
             }
         }
     }
@@ -44,27 +59,25 @@ impl<R: Runner> DockerCli<R> {
     /// Every container and network that carries this plan's label. Plan ids
     /// are unique and a plan executes once, so these are exactly the objects
     /// this deploy created, even if a call timed out after the engine acted.
-    fn created_by_plan(&self, plan_id: &PlanId) -> (Vec<String>, Vec<String>) {
+    fn created_by_plan(&self, plan_id: &PlanId) -> Result<(Vec<String>, Vec<String>), EngineError> {
         let filter = format!("label={LABEL_PLAN}={plan_id}");
-        let containers = self
-            .call("find plan containers", argv(&["ps", "-aq", "--no-trunc", "--filter", &filter]), QUICK)
-            .map(|out| lines(&out))
-            .unwrap_or_default();
-        let networks = self
-            .call(
-                "find plan networks",
-                argv(&["network", "ls", "-q", "--no-trunc", "--filter", &filter]),
-                QUICK,
-            )
-            .map(|out| lines(&out))
-            .unwrap_or_default();
-        (containers, networks)
+        let containers = self.call(
+            "find plan containers",
+            argv(&["ps", "-aq", "--no-trunc", "--filter", &filter]),
+            QUICK,
+        )?;
+        let networks = self.call(
+            "find plan networks",
+            argv(&["network", "ls", "-q", "--no-trunc", "--filter", &filter]),
+            QUICK,
+        )?;
+        Ok((lines(&containers), lines(&networks)))
     }
 
-    /// Removes what this plan created. Best effort: the deploy already failed
-    /// and the plan ends `needs_inspection`, so the operator looks anyway.
+    /// Removes what this plan created, best effort: whatever fails here is
+    /// found by the verifying listing afterwards.
     fn remove_created(&self, plan_id: &PlanId, known: &Created) {
-        let (mut containers, mut networks) = self.created_by_plan(plan_id);
+        let (mut containers, mut networks) = self.created_by_plan(plan_id).unwrap_or_default();
         containers.extend(known.containers.iter().map(|id| id.as_str().to_owned()));
         containers.sort();
         containers.dedup();
@@ -103,6 +116,7 @@ impl<R: Runner> DockerCli<R> {
         created.networks.push(first_line(&id).to_owned());
 
         let config_path = write_new_config(&spec.app_dir, &spec.nginx_config)?;
+        created.app_dir = true;
         let mount = config_mount(&config_path);
 
         // The app: on the internal network only, reachable as `app`, publishes nothing.
@@ -174,6 +188,9 @@ impl<R: Runner> DockerCli<R> {
 struct Created {
     containers: Vec<ContainerId>,
     networks: Vec<String>,
+    /// This deploy created the app directory and its nginx.conf (the
+    /// controller refuses a deploy whose directory exists).
+    app_dir: bool,
 }
 
 /// The values of a spec that no type carries. The names, references and

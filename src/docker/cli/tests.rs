@@ -12,7 +12,7 @@ use std::sync::Mutex;
 use super::*;
 use crate::control::plan::PlanId;
 use crate::control::policy::ImageRef;
-use crate::docker::{AppName, Limits, PublishedPort};
+use crate::docker::{AppName, AppRemoval, Limits, PublishedPort};
 use crate::exec::{Completion, Execution};
 use crate::nginx::ServerName;
 
@@ -318,8 +318,58 @@ fn failed_health_check_removes_exactly_what_the_plan_created() {
             format!("rm -f -v {}", hex('b')),
             format!("network rm {}", hex('3')),
             format!("network rm {}", hex('4')),
+            // The verifying listing still finds them: not rolled back.
+            format!("ps -aq --no-trunc --filter {plan}"),
+            format!("network ls -q --no-trunc --filter {plan}"),
         ]
     );
+    assert!(app_dir.join("nginx.conf").exists(), "the directory stays as evidence");
+}
+
+#[test]
+fn a_failed_health_check_whose_rollback_lists_clean_is_rolled_back_and_leaves_no_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let app_dir = dir.path().join("shop");
+    let port = free_port();
+    let script = deploy_script(None);
+    // The first listing (to remove) finds the plan's objects, the second
+    // (to verify) finds none: the removals worked.
+    let listings = std::sync::atomic::AtomicUsize::new(0);
+    let fake = Fake::new(move |args| match args[0].as_str() {
+        "ps" if listings.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 => {
+            Ok(format!("{}\n", hex('a')))
+        }
+        _ => script(args),
+    });
+    let quick =
+        HealthCheck { tries: 1, interval: Duration::from_millis(10), timeout: Duration::from_millis(200) };
+    let engine = DockerCli::with_runner(fake, dir.path()).with_health_check(quick);
+    assert_eq!(
+        engine.deploy(&spec(&app_dir, port)),
+        Err(EngineError::RolledBack { cause: Box::new(EngineError::HealthCheckFailed) })
+    );
+    let argv = engine.runner().argv();
+    let plan = "label=io.volce-lab.plan=0123456789abcdef0123456789abcdef";
+    assert_eq!(
+        argv[argv.len() - 2..],
+        [format!("ps -aq --no-trunc --filter {plan}"), format!("network ls -q --no-trunc --filter {plan}")],
+        "the rollback ends with the verifying listing"
+    );
+    assert!(!app_dir.exists(), "the directory the deploy created is gone");
+}
+
+#[test]
+fn a_rollback_whose_verifying_listing_fails_is_not_called_verified() {
+    let dir = tempfile::tempdir().unwrap();
+    let app_dir = dir.path().join("shop");
+    let script = deploy_script(Some(("run --rm", 1)));
+    let listings = std::sync::atomic::AtomicUsize::new(0);
+    let fake = Fake::new(move |args| match args[0].as_str() {
+        "ps" if listings.fetch_add(1, std::sync::atomic::Ordering::SeqCst) > 0 => Err(1),
+        _ => script(args),
+    });
+    let engine = DockerCli::with_runner(fake, dir.path());
+    assert_eq!(engine.deploy(&spec(&app_dir, free_port())), Err(EngineError::NginxRejected));
     assert!(app_dir.join("nginx.conf").exists(), "the directory stays as evidence");
 }
 
@@ -329,7 +379,10 @@ fn rejected_nginx_test_stops_before_the_gateway_exists() {
     let app_dir = dir.path().join("shop");
     let fake = Fake::new(deploy_script(Some(("run --rm", 1))));
     let engine = DockerCli::with_runner(fake, dir.path());
-    assert_eq!(engine.deploy(&spec(&app_dir, free_port())), Err(EngineError::NginxRejected));
+    assert_eq!(
+        engine.deploy(&spec(&app_dir, free_port())),
+        Err(EngineError::RolledBack { cause: Box::new(EngineError::NginxRejected) })
+    );
     let argv = engine.runner().argv();
     assert!(!argv.iter().any(|a| a.contains("vl-shop-gateway")));
     assert!(argv.contains(&format!("rm -f -v {}", hex('a'))));
@@ -343,8 +396,9 @@ fn docker_failure_at_pull_creates_and_removes_nothing() {
     let fake = Fake::new(deploy_script(Some(("pull", 1))));
     let engine = DockerCli::with_runner(fake, dir.path());
     match engine.deploy(&spec(&app_dir, free_port())) {
-        Err(EngineError::Call { step: "pull app image", .. }) => {}
-        other => panic!("expected a pull failure, got {other:?}"),
+        Err(EngineError::RolledBack { cause })
+            if matches!(*cause, EngineError::Call { step: "pull app image", .. }) => {}
+        other => panic!("expected a verified pull failure, got {other:?}"),
     }
     let argv = engine.runner().argv();
     assert!(argv.iter().all(|a| a.starts_with("pull") || a.starts_with("ps") || a.starts_with("network ls")));
@@ -435,6 +489,64 @@ fn stop_disables_restart_then_stops_each_given_id_only() {
             format!("stop --time 15 {}", hex('b')),
         ]
     );
+}
+
+#[test]
+fn remove_app_stops_the_running_removes_exactly_the_given_ids_and_only_its_labelled_networks() {
+    let dir = app_dir_with("x");
+    std::fs::write(dir.path().join("nginx.conf.1700000000123.bak"), b"x").unwrap();
+    let app_dir = dir.path().to_owned();
+    let listing = format!("{} vl-shop\n{} vl-shop_edge\n{} vl-shop-other\n", hex('3'), hex('4'), hex('5'));
+    let fake = Fake::new(move |args| match args[0].as_str() {
+        "network" if args[1] == "ls" => Ok(listing.clone()),
+        _ => Ok(String::new()),
+    });
+    let engine = DockerCli::with_runner(fake, "/nonexistent");
+    let app = AppName::parse("shop").unwrap();
+    let (a, b) = (ContainerId::parse(&hex('a')).unwrap(), ContainerId::parse(&hex('b')).unwrap());
+    let networks = ["vl-shop".to_owned(), "vl-shop_edge".to_owned()];
+    let removal = AppRemoval {
+        app: &app,
+        containers: &[a.clone(), b],
+        running: &[a],
+        networks: &networks,
+        app_dir: &app_dir,
+    };
+    engine.remove_app(&removal).unwrap();
+    assert_eq!(
+        engine.runner().argv(),
+        [
+            format!("update --restart=no {}", hex('a')),
+            format!("stop --time 15 {}", hex('a')),
+            // Never -f, never -v.
+            format!("rm {}", hex('a')),
+            format!("rm {}", hex('b')),
+            "network ls --no-trunc --filter label=io.volce-lab.app=shop --format {{.ID}} {{.Name}}"
+                .to_owned(),
+            // Not vl-shop-other: labelled, but not one of the plan's names.
+            format!("network rm {}", hex('3')),
+            format!("network rm {}", hex('4')),
+        ]
+    );
+    assert!(!app_dir.exists(), "the directory and what volce-lab wrote in it are gone");
+}
+
+#[test]
+fn remove_app_keeps_a_directory_holding_anything_volce_lab_did_not_write() {
+    for stranger in ["notes.txt", "nginx.conf.bak", "nginx.conf.12x.bak"] {
+        let dir = app_dir_with("x");
+        std::fs::write(dir.path().join(stranger), b"x").unwrap();
+        let app_dir = dir.path().to_owned();
+        let engine = DockerCli::with_runner(Fake::new(|_| Ok(String::new())), "/nonexistent");
+        let app = AppName::parse("shop").unwrap();
+        let removal =
+            AppRemoval { app: &app, containers: &[], running: &[], networks: &[], app_dir: &app_dir };
+        assert!(matches!(engine.remove_app(&removal), Err(EngineError::Host { .. })), "{stranger}");
+        assert!(
+            app_dir.join("nginx.conf").exists() && app_dir.join(stranger).exists(),
+            "{stranger}: nothing removed"
+        );
+    }
 }
 
 #[test]

@@ -1,24 +1,28 @@
 //! `Controller::execute`: run one plan exactly once, and record what
 //! happened. Runs as root inside the host helper.
 //!
-//! Two transactions around one engine call. Transaction 1 (`BEGIN
-//! IMMEDIATE`) verifies everything and claims the plan; it commits before
-//! the engine mutates anything, so a second helper finds the plan consumed.
-//! (It does take the read-only snapshot and the probes inside, under the
-//! write lock: a later change moves them out.) The engine then acts outside
-//! any transaction, and transaction 2 records the outcome and the app
-//! records. Nothing retries.
+//! Transactions around the engine calls, never across one. Transaction 1
+//! (`BEGIN IMMEDIATE`) verifies what the store knows and claims the plan;
+//! it commits before the engine is asked anything, so a second helper
+//! finds the plan consumed. Then, outside any transaction, a fresh
+//! snapshot is checked against the plan's scoped digest and the plan is
+//! re-derived; if either differs, a conditional transition voids the
+//! claimed plan and nothing acts. Otherwise the engine acts, and
+//! transaction 2 records the outcome and the app records. Nothing retries.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use super::{Controller, EngineProbe, Liveness, audit, engine_unavailable, mark_app, state_allows_use};
+use super::{
+    Controller, EngineProbe, Liveness, audit, engine_unavailable, mark_app, state_allows_use, terms_hold,
+};
 use crate::control::plan::{Payload, Plan, PlanId};
+use crate::control::scope;
 use crate::control::validate::{self, AppRecord, AppState, Context};
 use crate::control::{Clock, Code, Refusal, refuse};
-use crate::docker::{Engine, EngineError};
+use crate::docker::{AppRemoval, Engine, EngineError};
 use crate::store::{AuditOutcome, AuditRow, Event, PlanOutcome};
 
 /// The answer to `execute` once the engine was reached.
@@ -42,13 +46,16 @@ const PARTIAL: &str = "The change may be partial: an operator must inspect the s
 /// a refusal that has nothing to record is the transaction's own `Err`
 /// instead, which rolls it back.
 enum Verdict {
-    /// The plan is claimed under this process: act on it. (Boxed: a plan
-    /// is large next to a refusal.)
-    Proceed { plan: Box<Plan>, apps: BTreeMap<String, AppRecord> },
-    /// The plan was invalidated (the policy or the server changed): commit
-    /// the invalidation, so it is void for good, then refuse.
+    /// The plan is claimed under this process: verify it against the
+    /// engine, then act on it. (Boxed: a plan is large next to a refusal.)
+    Claimed { plan: Box<Plan>, apps: BTreeMap<String, AppRecord> },
+    /// The plan was invalidated (the policy changed): commit the
+    /// invalidation, so it is void for good, then refuse.
     RefuseAfterCommit(Refusal),
 }
+
+const SNAPSHOT_CHANGED: &str = "The plan's targets on the server (or volce-lab's own containers) changed since \
+                                this plan was made; it is void (and so is any approval): prepare a new one.";
 
 impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
     /// Executes a plan exactly once (see the module's invariants).
@@ -56,10 +63,10 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
         self.settle_abandoned(requester)?;
         let me = self.liveness.me()?;
 
-        // Transaction 1: verify everything and claim, or refuse. Its read-only
-        // snapshot is taken inside it (see the module header); no mutation is.
+        // Transaction 1: verify what the store knows and claim, or refuse.
+        // No engine call happens inside it.
         let verdict = {
-            let Controller { policy, policy_hash, store, engine, apps_dir, clock, .. } = self;
+            let Controller { policy, policy_hash, store, clock, .. } = self;
             store.write(|tx| {
                 // Read the clock only once the write lock is held: waiting
                 // for the lock must not let an expired plan through.
@@ -80,21 +87,15 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                         format!("Plan {other} is {}; nothing executes until an operator has inspected it.", state.as_str()),
                     );
                 }
-                // Voids the plan for good (committed), then refuses.
-                let invalidate = |why: PlanOutcome, refusal: Refusal| {
-                    let row = audit(now, Event::Invalidated, AuditOutcome::Refused, requester);
-                    tx.invalidate(id, plan.action, why, &row)?;
-                    Ok::<_, Refusal>(Verdict::RefuseAfterCommit(refusal))
-                };
                 if plan.policy_hash != *policy_hash {
-                    return invalidate(
-                        PlanOutcome::PolicyChanged,
-                        Refusal::new(
-                            Code::PolicyChanged,
-                            "The operator's policy changed since this plan was made; it is void, prepare a new one.",
-                        ),
-                    );
+                    let row = audit(now, Event::Invalidated, AuditOutcome::Refused, requester);
+                    tx.invalidate(id, plan.action, PlanOutcome::PolicyChanged, &row)?;
+                    return Ok(Verdict::RefuseAfterCommit(Refusal::new(
+                        Code::PolicyChanged,
+                        "The operator's policy changed since this plan was made; it is void, prepare a new one.",
+                    )));
                 }
+                terms_hold(plan, policy, policy_hash)?;
                 if plan.requires_approval {
                     match &stored.approval {
                         Some(approval) if approval.digest == plan.digest => {}
@@ -109,43 +110,45 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                         }
                     }
                 }
-                let snapshot = engine.snapshot().map_err(engine_unavailable)?;
-                if snapshot.digest() != plan.snapshot_digest {
-                    return invalidate(
-                        PlanOutcome::SnapshotChanged,
-                        Refusal::new(
-                            Code::SnapshotChanged,
-                            "The server's containers or images changed since this plan was made; it is void \
-                             (and so is any approval): prepare a new one.",
-                        ),
-                    );
-                }
-                // Re-derive from the stored parameters: references, ports,
-                // directories and app records must still say the same.
-                let apps = tx.apps()?;
-                let ctx = Context { policy, snapshot: &snapshot, apps: &apps, apps_dir, plan_id: id };
-                let probe = EngineProbe { engine: &*engine, apps_dir };
-                let (payload, impact) = validate::derive(plan.action, &plan.parameters, &ctx, &probe)?;
-                if payload != plan.payload || impact != plan.impact {
-                    return refuse(
-                        Code::SnapshotChanged,
-                        "The controller's records changed since this plan was made; prepare a new one.",
-                    );
-                }
-                // The snapshot and the re-derivation take time: the plan
-                // must still be unexpired at the moment it is claimed.
-                let now = clock.now();
-                if now > plan.expires_at {
-                    return refuse(Code::PlanExpired, "The plan has expired; ask for a new one.");
-                }
                 tx.claim(id, plan.action, &me, &audit(now, Event::Claimed, AuditOutcome::Ok, requester))?;
-                Ok(Verdict::Proceed { plan: Box::new(stored.plan.clone()), apps })
+                // The records stay as read here until this plan is finished:
+                // no other plan executes while one is `executing`.
+                Ok(Verdict::Claimed { plan: Box::new(stored.plan.clone()), apps: tx.apps()? })
             })?
         };
         let (plan, apps) = match verdict {
-            Verdict::Proceed { plan, apps } => (*plan, apps),
+            Verdict::Claimed { plan, apps } => (*plan, apps),
             Verdict::RefuseAfterCommit(refusal) => return Err(refusal),
         };
+
+        // Claimed and committed; nothing has been asked of the engine yet.
+        // Verify the engine's facts now, and void the plan if they changed.
+        if let Err((why, refusal)) = self.verify_claimed(&plan, &apps) {
+            let now = self.clock.now();
+            let recorded = self.store.write(|tx| match why {
+                // Nothing was changed and nothing is known to have changed:
+                // the plan is spent (execute-once), the host is not blocked.
+                None => tx.finish(
+                    id,
+                    plan.action,
+                    &me,
+                    PlanOutcome::NotStarted,
+                    &audit(now, Event::Failed, AuditOutcome::Failed, requester),
+                ),
+                Some(why) => tx.void_claimed(
+                    id,
+                    plan.action,
+                    &me,
+                    why,
+                    &audit(now, Event::Invalidated, AuditOutcome::Refused, requester),
+                ),
+            });
+            // If even that cannot be recorded the plan stays `executing`
+            // under our claim; once this process exits, the next helper
+            // settles it as `needs_inspection`, the safe side.
+            recorded?;
+            return Err(refusal);
+        }
 
         // The claim is committed: from here on nothing may refuse quietly.
         let started = Instant::now();
@@ -164,7 +167,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
         let recorded = self.store.write(|tx| {
             let (outcome, event, category, exit_code) = match &result {
                 Ok(_) => (PlanOutcome::Completed, Event::Completed, AuditOutcome::Ok, None),
-                Err(EngineError::NginxRejectedAndRestored) => {
+                Err(EngineError::NginxRejectedAndRestored | EngineError::RolledBack { .. }) => {
                     (PlanOutcome::RolledBack, Event::Failed, AuditOutcome::Failed, None)
                 }
                 Err(error) if error.changed_nothing() => {
@@ -211,6 +214,45 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
         }
     }
 
+    /// The engine's facts for a claimed plan: its scope of a fresh snapshot
+    /// has the digest it was sealed with, and it derives to the same
+    /// payload and impact. On failure: the outcome to void it with (`None`
+    /// when the engine could not be asked: then it ends `failed`,
+    /// not_started) and the refusal for the agent. Read-only.
+    fn verify_claimed(
+        &self,
+        plan: &Plan,
+        apps: &BTreeMap<String, AppRecord>,
+    ) -> Result<(), (Option<PlanOutcome>, Refusal)> {
+        let snapshot = self.engine.snapshot().map_err(|e| (None, engine_unavailable(e)))?;
+        let changed = |refusal: Refusal| (Some(PlanOutcome::SnapshotChanged), refusal);
+        if scope::digest(&snapshot, &plan.payload) != plan.snapshot_digest {
+            return Err(changed(Refusal::new(Code::SnapshotChanged, SNAPSHOT_CHANGED)));
+        }
+        // Re-derive from the stored parameters: references, ports,
+        // directories and app records must still say the same.
+        let ctx = Context {
+            policy: &self.policy,
+            snapshot: &snapshot,
+            apps,
+            apps_dir: &self.apps_dir,
+            plan_id: &plan.id,
+        };
+        let probe = EngineProbe { engine: &self.engine, apps_dir: &self.apps_dir };
+        match validate::derive(plan.action, &plan.parameters, &ctx, &probe) {
+            Ok((payload, impact)) if payload == plan.payload && impact == plan.impact => Ok(()),
+            Ok(_) => Err(changed(Refusal::new(
+                Code::SnapshotChanged,
+                "The controller's records changed since this plan was made; it is void: prepare a new one.",
+            ))),
+            // The engine could not be asked: nothing is known to have changed.
+            Err(refusal) if refusal.code == Code::EngineUnavailable => Err((None, refusal)),
+            // The same request is refused now (a port taken, an app gone):
+            // the plan is void, with the reason of the refusal.
+            Err(refusal) => Err(changed(refusal)),
+        }
+    }
+
     /// The one place that mutates through the engine.
     fn act(&self, payload: &Payload) -> Result<Vec<String>, EngineError> {
         match payload {
@@ -226,6 +268,10 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 self.engine.stop(containers).map(|()| containers.iter().map(|c| c.to_string()).collect())
             }
             Payload::RemoveImage { image_id, .. } => self.engine.remove_image(image_id).map(|()| vec![]),
+            Payload::RemoveApp { app, containers, running, networks, app_dir, .. } => {
+                let removal = AppRemoval { app, containers, running, networks, app_dir };
+                self.engine.remove_app(&removal).map(|()| containers.iter().map(|c| c.to_string()).collect())
+            }
         }
     }
 }
@@ -247,7 +293,44 @@ fn unchanged_refusal(error: &EngineError, id: &PlanId) -> Refusal {
                  created. Plan {id} is failed; choose another port and prepare a new plan."
             ),
         ),
+        EngineError::RolledBack { cause } => rolled_back_refusal(cause, id),
         _ => Refusal::new(Code::EngineUnavailable, format!("Plan {id} failed; nothing was changed.")),
+    }
+}
+
+/// A deploy that failed and whose rollback was verified: what failed, what
+/// to fix, and that the host is free for the corrected plan.
+fn rolled_back_refusal(cause: &EngineError, id: &PlanId) -> Refusal {
+    const AFTER: &str = "Everything the plan created (containers, networks, app directory) was removed and \
+                         verified gone; nothing is retried and nothing else changed.";
+    match cause {
+        EngineError::HealthCheckFailed => Refusal::new(
+            Code::HealthCheckFailed,
+            format!(
+                "The new app did not answer through its gateway with 2xx/3xx in time, so plan {id} failed and \
+                 was rolled back. {AFTER} Check container_port (the port the app listens on inside its \
+                 container) and that the image serves HTTP there, then prepare a new deploy plan."
+            ),
+        ),
+        EngineError::NginxRejected => Refusal::new(
+            Code::NginxRejected,
+            format!(
+                "nginx rejected the gateway configuration (nginx -t), so plan {id} failed and was rolled back. \
+                 {AFTER} Check server_name, then prepare a new deploy plan."
+            ),
+        ),
+        EngineError::Call { step, .. } => Refusal::new(
+            Code::DeployFailed,
+            format!(
+                "The deploy failed at step '{step}', so plan {id} failed and was rolled back. {AFTER} An \
+                 operator can read the details on the server (volce-lab-host show {id}); a pull that fails \
+                 usually means the registry is unreachable."
+            ),
+        ),
+        _ => Refusal::new(
+            Code::DeployFailed,
+            format!("The deploy failed ({cause}), so plan {id} failed and was rolled back. {AFTER}"),
+        ),
     }
 }
 
@@ -324,6 +407,12 @@ fn record_apps(
             )?;
         }
         Payload::RemoveImage { .. } => {}
+        // Removed: the record goes, freeing the name, the port and the
+        // quota slot. Failed: nobody knows what is left of it.
+        Payload::RemoveApp { app, .. } if ok => tx.delete_app(app.as_str())?,
+        Payload::RemoveApp { app, .. } => {
+            mark_app(tx, app.as_str(), AppState::NeedsInspection, &plan.id, now)?
+        }
     }
     Ok(())
 }

@@ -101,9 +101,11 @@ pub fn list() -> Vec<Tool> {
         "Record a plan for one Docker change on the server; nothing changes yet. Returns the stored plan \
          (id, digest, impact, whether it needs approval, expiry). Actions and their parameters (exactly \
          these): deploy {app, image (a catalog key), host_port, container_port, server_name}; \
-         nginx_config {app, server_name}; stop {app}; remove_image {image_id}. Plans for stop and \
-         remove_image must be approved by an operator on the server (`volce-lab-host approve`); you cannot \
-         approve them. The host helper checks every value against its policy and may answer `rejected` \
+         nginx_config {app, server_name}; stop {app}; remove_image {image_id}; remove_app {app} (removes \
+         a managed app in any state: its containers, networks, directory and record; never a volume or an \
+         image). Plans for stop, remove_image and remove_app, and for any action the operator's policy adds (the plan's requires_approval says \
+         so), must be approved by an operator on the server (`volce-lab-host approve`) before they expire \
+         (expires_at); you cannot approve them. The host helper checks every value against its policy and may answer `rejected` \
          with a stable code: fix the request instead of retrying it unchanged. In demo mode it answers \
          `demo_only` and records nothing. "
             .to_owned()
@@ -116,10 +118,11 @@ pub fn list() -> Vec<Tool> {
 
     let execute = Tool::new(
         ToolName::ServiceExecute.as_str(),
-        "Execute one stored plan, once, exactly as it was recorded. Plans for stop and remove_image run \
-         only after an operator approved them on the server; this tool cannot approve anything. \
-         `needs_inspection` means the change reached Docker and failed or is uncertain: stop and tell the \
-         operator. "
+        "Execute one stored plan, once, exactly as it was recorded. A plan that requires approval runs \
+         only after an operator approved it on the server; this tool cannot approve anything. `rejected` \
+         with health_check_failed, nginx_rejected or deploy_failed means the change failed and was rolled \
+         back (verified; nothing is blocked): report the fix the message names. `needs_inspection` means \
+         the change reached Docker and failed or is uncertain: stop and tell the operator. "
             .to_owned()
             + NEVER_RETRY,
         schema::execute_input(),
@@ -139,8 +142,8 @@ pub fn list() -> Vec<Tool> {
 /// Guidance sent with `initialize`, for clients that show it to the model.
 pub const INSTRUCTIONS: &str = "volce-lab looks after one configured Linux server. Call cloud_check with \
 check=identity first; every other tool needs a verified identity. Results with is_demo=true are simulated. \
-Changes are two steps: service_plan records a plan, service_execute runs it; plans for stop and \
-remove_image need an operator's approval on the server. Never retry a call whose status is unknown: \
+Changes are two steps: service_plan records a plan, service_execute runs it; plans for stop, \
+remove_image, remove_app (and any action the operator's policy adds) need an operator's approval on the server. Never retry a call whose status is unknown: \
 inspect first.";
 
 #[cfg(test)]

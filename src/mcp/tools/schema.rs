@@ -94,7 +94,7 @@ pub fn plan_input() -> Arc<JsonObject> {
                 "type": "object",
                 "description": "Exactly the parameters of the chosen action (see the tool description).",
                 "properties": {
-                    "app": {"type": "string", "description": "Application name (deploy, nginx_config, stop)."},
+                    "app": {"type": "string", "description": "Application name (deploy, nginx_config, stop, remove_app)."},
                     "image": {"type": "string", "description": "Catalog key of the image to deploy (deploy)."},
                     "host_port": port("Loopback port of the gateway (deploy)."),
                     "container_port": port("Port the app listens on inside its container (deploy)."),
@@ -261,9 +261,15 @@ mod tests {
         );
         assert_eq!(p(&management, "tool"), json!(["service_inventory", "service_plan", "service_execute"]));
         assert_eq!(p(&management, "operation"), json!(["inventory", "plan", "execute"]));
-        assert_eq!(p(&management, "action"), json!(["deploy", "nginx_config", "stop", "remove_image", null]));
+        assert_eq!(
+            p(&management, "action"),
+            json!(["deploy", "nginx_config", "stop", "remove_image", "remove_app", null])
+        );
         let plan = value(plan_input());
-        assert_eq!(p(&plan, "action"), json!(["deploy", "nginx_config", "stop", "remove_image"]));
+        assert_eq!(
+            p(&plan, "action"),
+            json!(["deploy", "nginx_config", "stop", "remove_image", "remove_app"])
+        );
         let port = &plan["properties"]["parameters"]["properties"]["host_port"];
         assert_eq!((port["minimum"].clone(), port["maximum"].clone()), (json!(1024), json!(65535)));
         assert_eq!(p(&value(check_input()), "check"), json!(["identity", "disk", "web_status"]));

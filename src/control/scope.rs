@@ -1,0 +1,137 @@
+//! The part of an engine snapshot a plan's decision depends on, and its
+//! digest: what a plan is bound to, so that a busy host (a foreign
+//! container restarting, created or removed) voids nothing, while any
+//! change to the plan's target still voids it. Pure; runs inside the root
+//! helper at prepare and again, on a fresh snapshot, at execute.
+//!
+//! Security invariants enforced here:
+//! - the targets of a plan are digested whole (id, name, image id,
+//!   volce-lab labels, port bindings and state): stop, the app's recorded
+//!   containers and anything carrying its app label or one of its names;
+//!   nginx_config, the app's gateway; deploy, every container on one of
+//!   the names the deploy will create or publishing its host port (a
+//!   foreign container taking the name or the port voids the plan);
+//!   remove_image, the image itself and every container, foreign or not,
+//!   that references it;
+//! - every container volce-lab created (any `io.volce-lab.*` label) is
+//!   digested without its state, so replacing, relabelling or republishing
+//!   one of ours voids every plan, but one of ours restarting does not
+//!   void a plan about another app;
+//! - the `vl-*` networks are all digested (ours, or squatting on our names);
+//! - nothing else of a foreign container is read. Validation at execute
+//!   still re-derives the plan from the whole fresh snapshot, so a foreign
+//!   object that would change the decision is refused there too.
+
+use serde::Serialize;
+use sha2::{Digest as _, Sha256};
+
+use super::plan::Payload;
+use crate::docker::{Container, ContainerId, ImageId, PublishedPort, Snapshot};
+
+/// Which objects of the engine a plan is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scope<'a> {
+    /// stop and remove_app (and later start, update): the app's containers.
+    App { names: crate::docker::AppNames, recorded: &'a [ContainerId] },
+    /// nginx_config: the one gateway it reconfigures.
+    Gateway { gateway: &'a ContainerId },
+    /// deploy: the names it will create and the host port it will publish.
+    NewApp { names: crate::docker::AppNames, host_port: u16 },
+    /// remove_image: the image and whatever references it.
+    Image { image: &'a ImageId },
+}
+
+impl<'a> Scope<'a> {
+    /// The scope of a sealed payload: a function of the plan alone, so
+    /// prepare and execute agree on it.
+    pub fn of(payload: &'a Payload) -> Scope<'a> {
+        match payload {
+            Payload::Deploy { spec, .. } => {
+                Scope::NewApp { names: spec.app.names(), host_port: spec.host_port }
+            }
+            Payload::NginxConfig { gateway, .. } => Scope::Gateway { gateway },
+            Payload::Stop { app, containers, .. } | Payload::RemoveApp { app, containers, .. } => {
+                Scope::App { names: app.names(), recorded: containers }
+            }
+            Payload::RemoveImage { image_id, .. } => Scope::Image { image: image_id },
+        }
+    }
+
+    /// Whether `container` is one of this plan's targets.
+    fn targets(&self, container: &Container) -> bool {
+        match self {
+            Scope::App { names, recorded } => {
+                recorded.contains(&container.id) || names.claims_container(container)
+            }
+            Scope::Gateway { gateway } => container.id == **gateway,
+            Scope::NewApp { names, host_port } => {
+                names.claims_container(container) || container.ports.iter().any(|p| p.host_port == *host_port)
+            }
+            Scope::Image { image } => container.image_id == **image,
+        }
+    }
+}
+
+/// One container as the digest sees it: `state` only for a target.
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+struct Entry<'s> {
+    id: &'s ContainerId,
+    name: &'s str,
+    image_id: &'s ImageId,
+    state: Option<&'s str>,
+    labels: &'s std::collections::BTreeMap<String, String>,
+    ports: Vec<&'s PublishedPort>,
+}
+
+/// What of `snapshot` the plan depends on (see the module invariants).
+#[derive(Debug, PartialEq, Eq, Serialize)]
+struct Scoped<'s> {
+    containers: Vec<Entry<'s>>,
+    /// remove_image: whether the image is there. Empty for other scopes.
+    images: Vec<&'s ImageId>,
+    networks: Vec<&'s str>,
+}
+
+fn scoped<'s>(snapshot: &'s Snapshot, scope: &Scope<'_>) -> Scoped<'s> {
+    let mut containers: Vec<Entry<'s>> = snapshot
+        .containers
+        .iter()
+        .filter_map(|c| {
+            let target = scope.targets(c);
+            // `labels` holds only io.volce-lab.* labels: non-empty means ours.
+            let ours = !c.labels.is_empty();
+            (target || ours).then(|| {
+                let mut ports: Vec<&PublishedPort> = c.ports.iter().collect();
+                ports.sort();
+                Entry {
+                    id: &c.id,
+                    name: &c.name,
+                    image_id: &c.image_id,
+                    state: target.then_some(c.state.as_str()),
+                    labels: &c.labels,
+                    ports,
+                }
+            })
+        })
+        .collect();
+    containers.sort();
+    let images = match scope {
+        Scope::Image { image } => snapshot.images.iter().filter(|i| *i == *image).take(1).collect(),
+        _ => Vec::new(),
+    };
+    let mut networks: Vec<&str> = snapshot.networks.iter().map(String::as_str).collect();
+    networks.sort_unstable();
+    networks.dedup();
+    Scoped { containers, images, networks }
+}
+
+/// sha256 over the JSON of the scoped snapshot, as lowercase hex: the
+/// snapshot digest a plan is sealed with and checked against.
+pub fn digest(snapshot: &Snapshot, payload: &Payload) -> String {
+    let bytes =
+        serde_json::to_vec(&scoped(snapshot, &Scope::of(payload))).expect("a scoped snapshot serializes");
+    crate::text::hex(&Sha256::digest(&bytes))
+}
+
+#[cfg(test)]
+mod tests;

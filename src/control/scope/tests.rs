@@ -1,0 +1,206 @@
+//! The scope of each action: which changes of the engine void a plan.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use super::digest;
+use crate::control::plan::{Payload, PlanId};
+use crate::control::policy::ImageRef;
+use crate::docker::{
+    AppName, Container, ContainerId, DeploySpec, ImageId, LABEL_APP, LABEL_PLAN, LABEL_ROLE, Limits,
+    PublishedPort, Snapshot,
+};
+use crate::nginx::ServerName;
+
+fn id(c: char) -> ContainerId {
+    ContainerId::parse(&c.to_string().repeat(64)).unwrap()
+}
+fn image(c: char) -> ImageId {
+    ImageId::parse(&format!("sha256:{}", c.to_string().repeat(64))).unwrap()
+}
+fn port(host_port: u16) -> PublishedPort {
+    PublishedPort { host_ip: "127.0.0.1".into(), host_port, container_port: 8080, protocol: "tcp".into() }
+}
+
+fn container(c: char, name: &str, app: Option<&str>, role: &str) -> Container {
+    let labels = app
+        .map(|app| {
+            BTreeMap::from([
+                (LABEL_APP.to_owned(), app.to_owned()),
+                (LABEL_ROLE.to_owned(), role.to_owned()),
+                (LABEL_PLAN.to_owned(), "1".repeat(32)),
+            ])
+        })
+        .unwrap_or_default();
+    Container {
+        id: id(c),
+        name: name.into(),
+        image_id: image(c),
+        state: "running".into(),
+        labels,
+        ports: vec![],
+    }
+}
+
+/// Two apps of ours (shop: a, b; blog: c, d), a foreign `prod` (0) on port
+/// 80 and a foreign `loop` (1), plus an unused image 9.
+fn world() -> Snapshot {
+    let mut gateway = container('b', "vl-shop-gateway", Some("shop"), "gateway");
+    gateway.ports = vec![port(18001)];
+    let mut prod = container('0', "prod", None, "");
+    prod.ports = vec![port(80)];
+    Snapshot {
+        containers: vec![
+            container('a', "vl-shop-app", Some("shop"), "app"),
+            gateway,
+            container('c', "vl-blog-app", Some("blog"), "app"),
+            container('d', "vl-blog-gateway", Some("blog"), "gateway"),
+            prod,
+            container('1', "loop", None, ""),
+        ],
+        images: vec![image('a'), image('b'), image('0'), image('1'), image('9')],
+        networks: vec!["vl-shop".into(), "vl-shop_edge".into()],
+    }
+    .normalize()
+}
+
+fn app(name: &str) -> AppName {
+    AppName::parse(name).unwrap()
+}
+
+fn stop_shop() -> Payload {
+    Payload::Stop { app: app("shop"), containers: vec![id('a'), id('b')], container_names: vec![] }
+}
+
+fn nginx_shop() -> Payload {
+    Payload::NginxConfig {
+        app: app("shop"),
+        gateway: id('b'),
+        app_dir: PathBuf::from("/state/apps/shop"),
+        previous_server_name: "shop.example".into(),
+        server_name: ServerName::parse("new.example").unwrap(),
+        previous_config: String::new(),
+        new_config: String::new(),
+    }
+}
+
+fn deploy_web(host_port: u16) -> Payload {
+    let reference = ImageRef::parse(&format!("r/web@sha256:{}", "a".repeat(64))).unwrap();
+    let spec = DeploySpec {
+        plan_id: PlanId::parse(&"2".repeat(32)).unwrap(),
+        app: app("web"),
+        app_image: reference.clone(),
+        gateway_image: reference,
+        host_port,
+        container_port: 8080,
+        server_name: ServerName::parse("web.example").unwrap(),
+        nginx_config: String::new(),
+        app_dir: PathBuf::from("/state/apps/web"),
+        limits: Limits { memory_bytes: 1, millicpus: 1, pids: 1, log_max_size_bytes: 1, log_max_files: 1 },
+    };
+    Payload::Deploy { image_key: "web".into(), network: "vl-web".into(), containers: vec![], spec }
+}
+
+fn remove_9() -> Payload {
+    Payload::RemoveImage { image_id: image('9'), used_by: vec!["old".into()] }
+}
+
+fn every_payload() -> Vec<Payload> {
+    vec![stop_shop(), nginx_shop(), deploy_web(18002), remove_9()]
+}
+
+/// Whether `change` applied to the world changes the digest of `payload`.
+fn voids(payload: &Payload, change: impl FnOnce(&mut Snapshot)) -> bool {
+    let before = world();
+    let mut after = before.clone();
+    change(&mut after);
+    digest(&before, payload) != digest(&after.normalize(), payload)
+}
+
+fn find<'a>(s: &'a mut Snapshot, name: &str) -> &'a mut Container {
+    s.containers.iter_mut().find(|c| c.name == name).unwrap()
+}
+
+#[test]
+fn the_digest_is_stable_and_ignores_order() {
+    for payload in every_payload() {
+        let mut reversed = world();
+        reversed.containers.reverse();
+        reversed.images.reverse();
+        assert_eq!(digest(&world(), &payload), digest(&reversed, &payload));
+        assert!(!voids(&payload, |_| {}));
+    }
+}
+
+#[test]
+fn a_foreign_container_restarting_created_or_removed_voids_no_plan() {
+    for payload in every_payload() {
+        assert!(!voids(&payload, |s| find(s, "loop").state = "restarting".into()), "{payload:?}");
+        assert!(!voids(&payload, |s| find(s, "prod").state = "exited".into()), "{payload:?}");
+        assert!(!voids(&payload, |s| s.containers.retain(|c| c.name != "loop")), "{payload:?}");
+        assert!(
+            !voids(&payload, |s| s.containers.push(container('5', "new-foreign", None, ""))),
+            "{payload:?}"
+        );
+    }
+}
+
+#[test]
+fn another_app_of_ours_restarting_voids_no_plan_but_replacing_it_voids_every_plan() {
+    for payload in every_payload() {
+        assert!(!voids(&payload, |s| find(s, "vl-blog-app").state = "restarting".into()), "{payload:?}");
+        assert!(voids(&payload, |s| find(s, "vl-blog-app").id = id('e')), "{payload:?}");
+        assert!(voids(&payload, |s| find(s, "vl-blog-app").image_id = image('e')), "{payload:?}");
+        assert!(voids(&payload, |s| find(s, "vl-blog-gateway").ports.push(port(18005))), "{payload:?}");
+        assert!(voids(&payload, |s| s.networks.push("vl-other".into())), "{payload:?}");
+    }
+}
+
+#[test]
+fn stop_is_void_when_its_app_changes_in_any_way() {
+    let stop = stop_shop();
+    assert!(voids(&stop, |s| find(s, "vl-shop-app").state = "exited".into()));
+    assert!(voids(&stop, |s| find(s, "vl-shop-gateway").state = "restarting".into()));
+    assert!(voids(&stop, |s| s.containers.retain(|c| c.name != "vl-shop-app")));
+    // A foreign container slipped in under the app's label or one of its names.
+    assert!(voids(&stop, |s| s.containers.push(container('6', "sneaky", Some("shop"), "app"))));
+    assert!(voids(&stop, |s| s.containers.push(container('6', "vl-shop-check", None, ""))));
+}
+
+#[test]
+fn nginx_config_is_void_when_its_gateway_changes_state() {
+    let nginx = nginx_shop();
+    assert!(voids(&nginx, |s| find(s, "vl-shop-gateway").state = "exited".into()));
+    // The app container is ours but not the target: only its identity counts.
+    assert!(!voids(&nginx, |s| find(s, "vl-shop-app").state = "restarting".into()));
+    assert!(voids(&nginx, |s| find(s, "vl-shop-app").id = id('7')));
+}
+
+#[test]
+fn deploy_is_void_when_a_foreign_container_takes_its_name_or_port() {
+    let deploy = deploy_web(18002);
+    assert!(voids(&deploy, |s| s.containers.push(container('6', "vl-web-app", None, ""))));
+    assert!(voids(&deploy, |s| {
+        let mut squatter = container('6', "elsewhere", None, "");
+        squatter.ports = vec![port(18002)];
+        s.containers.push(squatter);
+    }));
+    assert!(voids(&deploy, |s| s.networks.push("vl-web".into())));
+    // The same foreign container on another port and name is none of its business.
+    assert!(!voids(&deploy, |s| {
+        let mut other = container('6', "elsewhere", None, "");
+        other.ports = vec![port(18003)];
+        s.containers.push(other);
+    }));
+}
+
+#[test]
+fn remove_image_is_void_when_the_image_or_a_container_referencing_it_changes() {
+    let remove = remove_9();
+    assert!(voids(&remove, |s| s.images.retain(|i| *i != image('9'))));
+    let mut user = container('6', "uses-nine", None, "");
+    user.image_id = image('9');
+    assert!(voids(&remove, |s| s.containers.push(user)));
+    // Other images coming and going do not matter to it.
+    assert!(!voids(&remove, |s| s.images.push(image('8'))));
+}
