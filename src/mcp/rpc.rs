@@ -141,8 +141,8 @@ pub fn interpret(operation: Operation, outcome: &Outcome, mode: Mode) -> Answer 
                 let plan_id = plan_id_of(result.get("plan_id").or_else(|| result.get("id")));
                 let message = match operation {
                     Operation::Plan => {
-                        "The plan is stored; nothing changed yet. Check requires_approval: stop and \
-                         remove_image need an operator's approval on the server before service_execute."
+                        "The plan is stored; nothing changed yet. Check requires_approval: when it is \
+                         true, an operator must approve the plan on the server before service_execute."
                     }
                     Operation::Execute => "The helper reports the plan executed; see result.",
                     Operation::Inventory | Operation::GatewayStatus => "The helper answered; see result.",

@@ -83,7 +83,15 @@ fn stop_needs_approval_and_executes_exactly_the_recorded_containers() {
     let mut c = h.controller();
     let stop = c.prepare("stop", &json!({"app": "demo"}), AGENT).unwrap();
     assert!(stop.plan.requires_approval);
-    assert_eq!(refusal(c.execute(&stop.plan.id, AGENT)), Code::ApprovalRequired);
+    let refused = c.execute(&stop.plan.id, AGENT).unwrap_err();
+    assert_eq!(refused.code, Code::ApprovalRequired);
+    // The refusal names the operator's whole next command, and never hands
+    // over an approve line (the digest must come from `show` on the server).
+    let show = format!("`sudo volce-lab-host show {}`", stop.plan.id);
+    assert!(refused.message.contains(&show), "{}", refused.message);
+    assert!(
+        !refused.message.contains("host approve") && !refused.message.contains(stop.plan.digest.as_str())
+    );
     c.approve(&stop.plan.id, &stop.plan.digest, "alice").unwrap();
     assert!(matches!(c.execute(&stop.plan.id, AGENT).unwrap(), Executed::Completed(_)));
     let last = h.engine.mutations().pop().unwrap();

@@ -102,9 +102,12 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                         _ => {
                             return refuse(
                                 Code::ApprovalRequired,
+                                // Never a ready approve line: the digest must
+                                // reach the operator from `show` on the server.
                                 format!(
-                                    "An operator must approve this plan on the server first: \
-                                     volce-lab-host show {id}, then approve {id} <digest>."
+                                    "An operator must approve this plan on the server first: ask them to \
+                                     run `sudo volce-lab-host show {id}` there and approve it with the \
+                                     command show prints; nothing ran."
                                 ),
                             );
                         }
