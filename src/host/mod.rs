@@ -29,11 +29,13 @@ pub mod controller;
 pub mod list;
 pub mod liveness;
 pub mod paths;
+pub mod process;
 pub mod rpc;
 pub mod show;
 
 use std::ffi::OsStr;
 use std::io::{Read, Write as _};
+use std::os::fd::AsFd as _;
 
 use crate::control::plan::{Digest, PlanId};
 use crate::control::{Clock, Code, Refusal, SystemClock};
@@ -65,14 +67,45 @@ pub fn open<E: Engine, C: Clock, L: Liveness>(
     clock: C,
     liveness: L,
 ) -> Result<Controller<E, C, L>, Refusal> {
-    let policy = paths::load_policy(paths)?;
+    open_with(paths, paths::load_policy(paths)?, engine, clock, liveness)
+}
+
+/// [`open`] with a policy already loaded from `paths`.
+fn open_with<E: Engine, C: Clock, L: Liveness>(
+    paths: &HostPaths,
+    policy: crate::control::policy::Policy,
+    engine: E,
+    clock: C,
+    liveness: L,
+) -> Result<Controller<E, C, L>, Refusal> {
     paths::prepare_state(paths)?;
     let store = crate::store::Store::open(&paths.database()).map_err(|e| e.refusal())?;
     Ok(Controller::new(policy, store, engine, clock, liveness, paths.apps_dir()))
 }
 
-/// One rpc request, after the process-level self-check: read, load,
-/// verify, act, reply. The library form of `volce-lab-host rpc`.
+/// The operator's files are none of the agent's business: the reason
+/// (which may quote the policy or name a path) is for `show` and `doctor`,
+/// run as root on the terminal; the agent gets the code and a fixed sentence.
+fn for_the_agent(refusal: Refusal) -> Reply {
+    if matches!(refusal.code, Code::PolicyInvalid | Code::UnsafePath) {
+        return Refusal::new(
+            refusal.code,
+            "The server's volce-lab installation is not usable; the operator should run volce-lab-host doctor.",
+        )
+        .into();
+    }
+    refusal.into()
+}
+
+/// One rpc request, after the process-level self-check and guard: load
+/// the policy, take a slot, read, open the store, verify, act, reply. The
+/// library form of `volce-lab-host rpc`.
+///
+/// The policy is checked first, so a server without a usable installation
+/// gets nothing created under its state directory. The slot comes before
+/// the read, so that helpers waiting on a stdin that stays open count too:
+/// beyond [`process::RPC_SLOTS`] of them the next is refused at once
+/// (`busy`), and each lives at most the read deadline.
 pub fn rpc<E: Engine, C: Clock, L: Liveness>(
     paths: &HostPaths,
     engine: E,
@@ -81,23 +114,21 @@ pub fn rpc<E: Engine, C: Clock, L: Liveness>(
     caller: &str,
     input: impl Read,
 ) -> Reply {
+    let policy = match paths::load_policy(paths) {
+        Ok(policy) => policy,
+        Err(refusal) => return for_the_agent(refusal),
+    };
+    let _slot = match process::take_slot(paths) {
+        Ok(slot) => slot,
+        Err(refusal) => return for_the_agent(refusal),
+    };
     let request = match rpc::read_request(input) {
         Ok(request) => request,
         Err(refusal) => return refusal.into(),
     };
-    let mut controller = match open(paths, engine, clock, liveness) {
+    let mut controller = match open_with(paths, policy, engine, clock, liveness) {
         Ok(controller) => controller,
-        // The operator's files are none of the agent's business: the reason
-        // (which may quote the policy) is for `show` and `doctor`, run as
-        // root on the terminal; the agent gets the code and a fixed sentence.
-        Err(refusal) if matches!(refusal.code, Code::PolicyInvalid | Code::UnsafePath) => {
-            return Refusal::new(
-                refusal.code,
-                "The server's volce-lab installation is not usable; the operator should run volce-lab-host doctor.",
-            )
-            .into();
-        }
-        Err(refusal) => return refusal.into(),
+        Err(refusal) => return for_the_agent(refusal),
     };
     let operation = request.operation();
     let result = match request {
@@ -285,12 +316,21 @@ fn self_check() -> Result<String, Refusal> {
 
 /// `volce-lab-host rpc` in the shipped binary: one request on stdin, one
 /// reply line on stdout, on the fixed paths and the real engine.
+///
+/// Order: self-check -> process guard (session, signals, rlimits; before
+/// any thread) -> policy -> slot -> request read within the deadline ->
+/// store (see [`rpc()`]).
 pub fn cli_rpc() -> Exit {
     let paths = HostPaths::fixed();
-    let reply = match self_check() {
-        Ok(caller) => {
-            rpc(&paths, real_engine(&paths), SystemClock, ProcLiveness, &caller, std::io::stdin().lock())
-        }
+    let reply = match self_check().and_then(|caller| process::guard().map(|()| caller)) {
+        Ok(caller) => match std::io::stdin().as_fd().try_clone_to_owned() {
+            // Our own handle on fd 0, unbuffered, so poll and read agree.
+            Ok(fd) => {
+                let input = process::DeadlineReader::new(std::fs::File::from(fd), process::REQUEST_DEADLINE);
+                rpc(&paths, real_engine(&paths), SystemClock, ProcLiveness, &caller, input)
+            }
+            Err(_) => Refusal::new(Code::InvalidRequest, "The request could not be read from stdin.").into(),
+        },
         Err(refusal) => Reply::Rejected(refusal),
     };
     let mut stdout = std::io::stdout().lock();
