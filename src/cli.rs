@@ -80,8 +80,16 @@ pub enum HostCommand {
         json: bool,
     },
     /// Approve a pending plan whose digest you checked with `show`; prints
-    /// the plan's summary first.
-    Approve { plan_id: String, digest: String },
+    /// the plan's summary first, then asks you to confirm it by typing the
+    /// app name or the digest's first 8 characters.
+    Approve {
+        plan_id: String,
+        digest: String,
+        /// Do not ask (for scripts that checked the digest themselves).
+        /// Without a terminal on stdin, approve refuses unless this is given.
+        #[arg(long)]
+        yes: bool,
+    },
     /// End a pending plan you do not want: it becomes `rejected` and never runs.
     Reject { plan_id: String },
     /// Record that you checked the server after a failed plan, so that new
@@ -143,7 +151,7 @@ fn host(command: HostCommand) -> Exit {
         HostCommand::Rpc => crate::host::cli_rpc(),
         HostCommand::List { json } => crate::host::cli_list(json),
         HostCommand::Show { plan_id, json } => crate::host::cli_show(&plan_id, json),
-        HostCommand::Approve { plan_id, digest } => crate::host::cli_approve(&plan_id, &digest),
+        HostCommand::Approve { plan_id, digest, yes } => crate::host::cli_approve(&plan_id, &digest, yes),
         HostCommand::Reject { plan_id } => crate::host::cli_reject(&plan_id),
         HostCommand::Resolve { plan_id } => crate::host::cli_resolve(&plan_id),
         HostCommand::Doctor => crate::doctor::cli(),

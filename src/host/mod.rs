@@ -12,8 +12,16 @@
 //! - rpc/list/show/approve/reject/resolve refuse unless the effective uid is 0;
 //! - list, approve, reject and resolve are terminal commands only: the rpc
 //!   request enum has no variant that reaches them;
+//! - rpc runs in its own process context (`process`: own session, caught
+//!   TERM/TSTP and friends, fixed rlimits, a read deadline, a bounded
+//!   number of helpers) set up before it reads its request;
+//! - approve, reject and resolve record a person only after `operator`
+//!   cross-checked `SUDO_USER` with `SUDO_UID`, the account database and
+//!   the session's login uid; approve records only what the operator
+//!   confirmed (typed on the terminal, or `--yes`);
 //! - at start: umask 077 and cwd `/`. The process environment is not
-//!   trusted and not used: `SUDO_USER` is read exactly once (who asked),
+//!   trusted and not used: `SUDO_USER` (and, for the operator's commands,
+//!   `SUDO_UID`) is read exactly once (who asked),
 //!   and every child process gets an explicit environment built from
 //!   `crate::exec::minimal_env` (docker calls add their socket and config
 //!   in `crate::docker::cli::docker_env`); `crate::exec` clears the rest. We
@@ -28,13 +36,14 @@
 pub mod controller;
 pub mod list;
 pub mod liveness;
+pub mod operator;
 pub mod paths;
 pub mod process;
 pub mod rpc;
 pub mod show;
 
 use std::ffi::OsStr;
-use std::io::{Read, Write as _};
+use std::io::{BufRead as _, Read, Write as _};
 use std::os::fd::AsFd as _;
 
 use crate::control::plan::{Digest, PlanId};
@@ -220,9 +229,53 @@ pub fn reject<E: Engine, C: Clock, L: Liveness>(
     ))
 }
 
+/// What the operator types to confirm an approval: the plan's app name,
+/// or the first 8 characters of its digest (a remove_image plan has no app).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Confirmation {
+    pub app: Option<String>,
+    pub digest_prefix: String,
+}
+
+/// The operator's answer to [`Confirmation`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    Confirmed,
+    Declined,
+}
+
+impl Confirmation {
+    fn of(stored: &crate::store::StoredPlan) -> Confirmation {
+        Confirmation {
+            app: stored.plan.payload.app().map(str::to_owned),
+            digest_prefix: stored.plan.digest.as_str().chars().take(8).collect(),
+        }
+    }
+
+    /// The question, naming what may be typed but not its value: the
+    /// operator reads that in the summary above it.
+    pub fn prompt(&self) -> &'static str {
+        if self.app.is_some() {
+            "To approve, type the app name or the first 8 characters of the digest"
+        } else {
+            "To approve, type the first 8 characters of the digest"
+        }
+    }
+
+    /// Whether `typed` (one line, surrounding whitespace ignored) confirms.
+    pub fn decide(&self, typed: &str) -> Decision {
+        let typed = typed.trim();
+        let confirmed =
+            !typed.is_empty() && (typed == self.digest_prefix || self.app.as_deref() == Some(typed));
+        if confirmed { Decision::Confirmed } else { Decision::Declined }
+    }
+}
+
 /// `approve`: records the caller's approval of one plan's exact digest.
-/// Hands the plan's summary (what `show` prints, escaped) to `shown`
-/// before it records anything, so the operator sees what they approve.
+/// Hands the plan's summary (what `show` prints, escaped) and what would
+/// confirm it to `decide` before it records anything, so the operator sees
+/// what they approve; records only on [`Decision::Confirmed`]. The CLI asks
+/// on the terminal (or `--yes` confirms); tests pass the decision.
 ///
 /// The summary is read before the approving transaction, yet it is what is
 /// approved: the body is immutable and sealed by its digest, and the
@@ -237,14 +290,19 @@ pub fn approve<E: Engine, C: Clock, L: Liveness>(
     approver: &str,
     plan_id: &str,
     digest: &str,
-    shown: impl FnOnce(&str),
+    decide: impl FnOnce(&str, &Confirmation) -> Decision,
 ) -> Result<String, Refusal> {
     let id = PlanId::parse(plan_id)?;
     let digest = Digest::parse(digest)?;
     let now = clock.now();
     let mut controller = open(paths, engine, clock, liveness)?;
     let before = controller.load(&id, approver)?;
-    shown(&show::summary(&before, now));
+    if decide(&show::summary(&before, now), &Confirmation::of(&before)) != Decision::Confirmed {
+        return Err(Refusal::new(
+            Code::NotConfirmed,
+            "That is neither the app name nor the digest's first 8 characters; nothing was recorded.",
+        ));
+    }
     let stored = controller.approve(&id, &digest, approver)?;
     Ok(format!(
         "\nApproved plan {} ({}) as {approver}; it expires at {} and can be executed once.\n",
@@ -301,17 +359,38 @@ pub fn real_engine(paths: &HostPaths) -> impl Engine + use<> {
 // The binary edge.
 // ---------------------------------------------------------------------------
 
-/// The process-level self-check shared by every host command: root, umask,
-/// cwd, and the one environment value we read. Returns the caller.
-fn self_check() -> Result<String, Refusal> {
+/// The process-level part of every host command's self-check: root,
+/// umask, cwd.
+fn process_check() -> Result<(), Refusal> {
     if !nix::unistd::geteuid().is_root() {
         return Err(Refusal::new(Code::NotRoot, "volce-lab-host must run as root (through sudo)."));
     }
     nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
     std::env::set_current_dir("/")
-        .map_err(|_| Refusal::new(Code::StateUnavailable, "Cannot change directory to /."))?;
+        .map_err(|_| Refusal::new(Code::StateUnavailable, "Cannot change directory to /."))
+}
+
+/// The self-check of rpc, list and show: [`process_check`] and the one
+/// environment value they read. Returns the caller.
+fn self_check() -> Result<String, Refusal> {
+    process_check()?;
     // Read once; nothing else of the inherited environment is ever consulted.
     caller(std::env::var_os("SUDO_USER").as_deref())
+}
+
+/// The self-check of approve, reject and resolve, which record a person:
+/// [`process_check`], then `SUDO_USER` and `SUDO_UID` (each read once)
+/// cross-checked with the account database and the session's login uid
+/// (`operator::verify`).
+fn operator_check() -> Result<operator::Operator, Refusal> {
+    process_check()?;
+    let (user, uid) = (std::env::var_os("SUDO_USER"), std::env::var_os("SUDO_UID"));
+    let facts = operator::Facts {
+        sudo_user: user.as_deref(),
+        sudo_uid: uid.as_deref(),
+        login_uid: operator::login_uid(),
+    };
+    operator::verify(facts, &operator::SystemAccounts)
 }
 
 /// `volce-lab-host rpc` in the shipped binary: one request on stdin, one
@@ -347,18 +426,50 @@ pub fn cli_show(plan_id: &str, json: bool) -> Exit {
     }))
 }
 
-/// `volce-lab-host approve PLAN_ID DIGEST` in the shipped binary: the
-/// summary goes to stdout before the approval is recorded.
-pub fn cli_approve(plan_id: &str, digest: &str) -> Exit {
+/// `volce-lab-host approve PLAN_ID DIGEST [--yes]` in the shipped binary:
+/// the summary goes to stdout before anything is recorded; then, unless
+/// `yes`, the operator confirms on the terminal by typing the plan's app
+/// name or the digest's first 8 characters. Without a terminal on stdin
+/// and without `yes` it refuses before it opens anything.
+pub fn cli_approve(plan_id: &str, digest: &str, yes: bool) -> Exit {
+    use std::io::IsTerminal as _;
     let paths = HostPaths::fixed();
-    let print_now = |text: &str| {
-        let mut stdout = std::io::stdout().lock();
-        let _ = stdout.write_all(text.as_bytes());
-        let _ = stdout.flush();
+    let operator = match operator_check() {
+        Ok(operator) => operator,
+        Err(refusal) => return terminal(Err(refusal)),
     };
-    terminal(self_check().and_then(|caller| {
-        approve(&paths, real_engine(&paths), SystemClock, ProcLiveness, &caller, plan_id, digest, print_now)
-    }))
+    if !yes && !std::io::stdin().is_terminal() {
+        return terminal(Err(Refusal::new(
+            Code::NotConfirmed,
+            "approve asks for confirmation on a terminal, and stdin is not one; nothing was recorded. \
+             Run it on a terminal, or pass --yes if a script approves a digest it checked.",
+        )));
+    }
+    let decide = |shown: &str, expected: &Confirmation| {
+        let mut stdout = std::io::stdout().lock();
+        let _ = stdout.write_all(shown.as_bytes());
+        let _ = stdout.flush();
+        if yes {
+            return Decision::Confirmed;
+        }
+        let _ = write!(stdout, "\n{}: ", expected.prompt());
+        let _ = stdout.flush();
+        drop(stdout);
+        let mut line = String::new();
+        // At most one short line; a terminal sends it on Enter.
+        let _ = std::io::stdin().lock().take(256).read_line(&mut line);
+        expected.decide(&line)
+    };
+    terminal(approve(
+        &paths,
+        real_engine(&paths),
+        SystemClock,
+        ProcLiveness,
+        &operator.name,
+        plan_id,
+        digest,
+        decide,
+    ))
 }
 
 /// `volce-lab-host list [--json]` (alias `pending`) in the shipped binary.
@@ -373,21 +484,17 @@ pub fn cli_list(json: bool) -> Exit {
 /// `volce-lab-host reject PLAN_ID` in the shipped binary.
 pub fn cli_reject(plan_id: &str) -> Exit {
     let paths = HostPaths::fixed();
-    terminal(
-        self_check().and_then(|caller| {
-            reject(&paths, real_engine(&paths), SystemClock, ProcLiveness, &caller, plan_id)
-        }),
-    )
+    terminal(operator_check().and_then(|operator| {
+        reject(&paths, real_engine(&paths), SystemClock, ProcLiveness, &operator.name, plan_id)
+    }))
 }
 
 /// `volce-lab-host resolve PLAN_ID` in the shipped binary.
 pub fn cli_resolve(plan_id: &str) -> Exit {
     let paths = HostPaths::fixed();
-    terminal(
-        self_check().and_then(|caller| {
-            resolve(&paths, real_engine(&paths), SystemClock, ProcLiveness, &caller, plan_id)
-        }),
-    )
+    terminal(operator_check().and_then(|operator| {
+        resolve(&paths, real_engine(&paths), SystemClock, ProcLiveness, &operator.name, plan_id)
+    }))
 }
 
 /// Prints an operator command's text, or its refusal on stderr.

@@ -442,3 +442,46 @@ fn as_root_term_and_tstp_while_the_helper_waits_do_not_stop_or_end_it() {
     let listed = run(Path::new(BIN), &["host", "list", "--json"], b"", &[], false);
     assert_eq!(listed.status.code(), Some(0), "{}", String::from_utf8_lossy(&listed.stderr));
 }
+
+/// The operator's commands as root with a forged environment (what a
+/// `SETENV` sudo rule allows): `SUDO_USER=root` with nobody's uid, a name
+/// with no account, a uid without a name. Each is refused with
+/// `caller_mismatch` before anything is opened: no state directory appears.
+/// Then approve without a terminal and without `--yes`: `not_confirmed`,
+/// naming `--yes`, and again nothing is created.
+#[test]
+#[ignore = "real parts: run by scripts/test"]
+fn as_root_operator_commands_refuse_a_forged_caller_and_an_unconfirmed_approve() {
+    require_root();
+    let _root = root_lock();
+    let existed = Path::new(STATE).exists();
+    let (id, digest) = ("a".repeat(32), "b".repeat(64));
+    let commands: [Vec<&str>; 3] = [
+        vec!["host", "approve", id.as_str(), digest.as_str(), "--yes"],
+        vec!["host", "reject", id.as_str()],
+        vec!["host", "resolve", id.as_str()],
+    ];
+    let nobody = NOBODY.to_string();
+    for args in &commands {
+        for env in [
+            vec![("SUDO_USER", "root"), ("SUDO_UID", nobody.as_str())],
+            vec![("SUDO_USER", "vl-no-such-user"), ("SUDO_UID", "0")],
+            vec![("SUDO_UID", "0")],
+        ] {
+            let output = run(Path::new(BIN), args, b"", &env, false);
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            assert_eq!(output.status.code(), Some(1), "{args:?} {env:?}: {stderr}");
+            assert!(stderr.contains("refused (caller_mismatch)"), "{args:?} {env:?}: {stderr}");
+            assert!(output.stdout.is_empty(), "{args:?} {env:?}");
+        }
+    }
+    // stdin is a pipe here, not a terminal.
+    let output = run(Path::new(BIN), &["host", "approve", &id, &digest], b"", &[], false);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("refused (not_confirmed)") && stderr.contains("--yes"), "{stderr}");
+    assert!(output.stdout.is_empty(), "nothing printed, nothing asked");
+    if !existed {
+        assert!(!Path::new(STATE).exists(), "a refused operator command created the state directory");
+    }
+}
