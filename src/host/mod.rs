@@ -43,7 +43,7 @@ pub mod rpc;
 pub mod show;
 
 use std::ffi::OsStr;
-use std::io::{BufRead as _, Read, Write as _};
+use std::io::{BufRead as _, Read, Write};
 use std::os::fd::AsFd as _;
 
 use crate::control::plan::{Digest, PlanId};
@@ -446,19 +446,7 @@ pub fn cli_approve(plan_id: &str, digest: &str, yes: bool) -> Exit {
         )));
     }
     let decide = |shown: &str, expected: &Confirmation| {
-        let mut stdout = std::io::stdout().lock();
-        let _ = stdout.write_all(shown.as_bytes());
-        let _ = stdout.flush();
-        if yes {
-            return Decision::Confirmed;
-        }
-        let _ = write!(stdout, "\n{}: ", expected.prompt());
-        let _ = stdout.flush();
-        drop(stdout);
-        let mut line = String::new();
-        // At most one short line; a terminal sends it on Enter.
-        let _ = std::io::stdin().lock().take(256).read_line(&mut line);
-        expected.decide(&line)
+        ask(std::io::stdin().lock(), std::io::stdout().lock(), shown, expected, yes)
     };
     terminal(approve(
         &paths,
@@ -470,6 +458,31 @@ pub fn cli_approve(plan_id: &str, digest: &str, yes: bool) -> Exit {
         digest,
         decide,
     ))
+}
+
+/// Prints the summary, then (unless `yes`) the question, and reads one
+/// line of at most 256 bytes as the answer. A failed read or write
+/// declines.
+fn ask(
+    input: impl std::io::BufRead,
+    mut output: impl Write,
+    shown: &str,
+    expected: &Confirmation,
+    yes: bool,
+) -> Decision {
+    let printed = output.write_all(shown.as_bytes()).and_then(|()| output.flush());
+    if yes {
+        return Decision::Confirmed;
+    }
+    if printed.is_err() || write!(output, "\n{}: ", expected.prompt()).and_then(|()| output.flush()).is_err()
+    {
+        return Decision::Declined;
+    }
+    let mut line = String::new();
+    match input.take(256).read_line(&mut line) {
+        Ok(_) => expected.decide(&line),
+        Err(_) => Decision::Declined,
+    }
 }
 
 /// `volce-lab-host list [--json]` (alias `pending`) in the shipped binary.
@@ -514,6 +527,29 @@ fn terminal(result: Result<String, Refusal>) -> Exit {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn approve_asks_after_the_summary_and_reads_one_line() {
+        let expected = Confirmation { app: Some("web".into()), digest_prefix: "0123abcd".into() };
+        let mut out = Vec::new();
+        assert_eq!(ask(&b"web\nmore"[..], &mut out, "SUMMARY\n", &expected, false), Decision::Confirmed);
+        let out = String::from_utf8(out).unwrap();
+        assert!(out.starts_with("SUMMARY\n\nTo approve, type the app name"), "{out}");
+        assert!(!out.contains("0123abcd"), "the question does not hand over the answer: {out}");
+        let mut out = Vec::new();
+        assert_eq!(ask(&b"0123abcd\r\n"[..], &mut out, "", &expected, false), Decision::Confirmed);
+        // End of input, a second line's text, an over-long line: declined.
+        for typed in [&b""[..], b"\nweb\n", &[b'w'; 300][..]] {
+            assert_eq!(ask(typed, Vec::new(), "", &expected, false), Decision::Declined, "{typed:?}");
+        }
+        // --yes: printed, not asked, nothing read.
+        let mut out = Vec::new();
+        assert_eq!(ask(&b"nope\n"[..], &mut out, "SUMMARY\n", &expected, true), Decision::Confirmed);
+        assert_eq!(out, b"SUMMARY\n");
+        let no_app = Confirmation { app: None, digest_prefix: "0123abcd".into() };
+        assert_eq!(no_app.decide("web"), Decision::Declined);
+        assert!(!no_app.prompt().contains("app name"));
+    }
 
     #[test]
     fn the_caller_is_sudo_user_or_root() {
