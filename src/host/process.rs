@@ -295,14 +295,20 @@ mod tests {
         drop(writer);
     }
 
-    #[test]
-    fn slots_are_counted_and_a_full_house_answers_busy() {
+    /// A state directory of the test's own uid (no policy: slots need none).
+    fn temp_paths() -> (tempfile::TempDir, HostPaths) {
         let root = tempfile::tempdir().unwrap();
         let paths = HostPaths {
             policy: root.path().join("policy.json"),
             state_dir: root.path().join("state"),
             owner_uid: nix::unistd::geteuid().as_raw(),
         };
+        (root, paths)
+    }
+
+    #[test]
+    fn slots_are_counted_and_a_full_house_answers_busy() {
+        let (_root, paths) = temp_paths();
         let held: Vec<Slot> = (0..RPC_SLOTS).map(|_| take_slot(&paths).unwrap()).collect();
         let indexes: std::collections::BTreeSet<usize> = held.iter().map(|slot| slot.index).collect();
         assert_eq!(indexes.len(), RPC_SLOTS);
@@ -315,12 +321,7 @@ mod tests {
 
     #[test]
     fn a_symlinked_slot_file_is_refused() {
-        let root = tempfile::tempdir().unwrap();
-        let paths = HostPaths {
-            policy: root.path().join("policy.json"),
-            state_dir: root.path().join("state"),
-            owner_uid: nix::unistd::geteuid().as_raw(),
-        };
+        let (root, paths) = temp_paths();
         paths::prepare_state(&paths).unwrap();
         std::os::unix::fs::symlink(root.path().join("elsewhere"), paths.state_dir.join("rpc-slot-0"))
             .unwrap();

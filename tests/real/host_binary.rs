@@ -189,6 +189,22 @@ fn require_root() {
     );
 }
 
+/// What every root test of the helper's process context holds: the lock
+/// on the fixed paths and a usable installation there (dropped in reverse:
+/// the installation is cleaned up before the next test may start).
+struct RootWorld {
+    _install: FixedInstall,
+    _lock: MutexGuard<'static, ()>,
+}
+
+impl RootWorld {
+    fn enter() -> RootWorld {
+        require_root();
+        let lock = root_lock();
+        RootWorld { _install: FixedInstall::ensure(), _lock: lock }
+    }
+}
+
 const ETC: &str = "/etc/volce-lab";
 const STATE: &str = "/var/lib/volce-lab";
 
@@ -287,9 +303,7 @@ fn finish(mut child: std::process::Child, request: &[u8]) -> (Option<i32>, serde
 #[test]
 #[ignore = "real parts: run by scripts/test"]
 fn as_root_ulimit_f_and_n_before_the_helper_are_replaced_and_the_answer_is_unchanged() {
-    require_root();
-    let _root = root_lock();
-    let _install = FixedInstall::ensure();
+    let _world = RootWorld::enter();
     let clean = finish(start_idle(BIN, &["host", "rpc"]), &unknown_plan());
     assert_eq!(clean.1["code"], "plan_not_found", "{}", clean.1);
 
@@ -355,9 +369,7 @@ fn can_raise_hard_limits() -> bool {
 #[test]
 #[ignore = "real parts: run by scripts/test"]
 fn as_root_a_stdin_that_never_closes_gets_request_timeout_within_the_deadline() {
-    require_root();
-    let _root = root_lock();
-    let _install = FixedInstall::ensure();
+    let _world = RootWorld::enter();
     let mut child = start_idle(BIN, &["host", "rpc"]);
     // Half a request, then silence with stdin kept open.
     let mut stdin = child.stdin.take().unwrap();
@@ -380,9 +392,7 @@ fn as_root_a_stdin_that_never_closes_gets_request_timeout_within_the_deadline() 
 #[test]
 #[ignore = "real parts: run by scripts/test"]
 fn as_root_fifty_idle_helpers_get_at_most_the_slots_and_the_rest_busy_at_once() {
-    require_root();
-    let _root = root_lock();
-    let _install = FixedInstall::ensure();
+    let _world = RootWorld::enter();
     let started = Instant::now();
     // Each helper's stdin stays open (held in `stdins`) until its answer.
     let mut stdins = Vec::new();
@@ -421,9 +431,7 @@ fn as_root_fifty_idle_helpers_get_at_most_the_slots_and_the_rest_busy_at_once() 
 #[ignore = "real parts: run by scripts/test"]
 fn as_root_term_and_tstp_while_the_helper_waits_do_not_stop_or_end_it() {
     use nix::sys::signal::{Signal, kill};
-    require_root();
-    let _root = root_lock();
-    let _install = FixedInstall::ensure();
+    let _world = RootWorld::enter();
     let clean = finish(start_idle(BIN, &["host", "rpc"]), &unknown_plan());
     let child = start_idle(BIN, &["host", "rpc"]);
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
