@@ -103,11 +103,13 @@ fn under_a_too_broad_sudo_rule_the_agent_still_cannot_approve_its_own_plan() {
     assert_eq!(find(&planned, "requires_approval"), Some(&json!(true)), "{planned}");
 
     // sudo now lets the agent run `approve`; the helper must still refuse it.
+    // With --yes, so that the refusal is the helper's checks of who asks,
+    // not the missing terminal.
     for attempt in [
-        format!("sudo -n {HOST_LINK} approve {plan_id} {digest}"),
-        format!("SUDO_USER={OPERATOR} sudo -n {HOST_LINK} approve {plan_id} {digest}"),
-        format!("sudo -n SUDO_USER={OPERATOR} {HOST_LINK} approve {plan_id} {digest}"),
-        format!("sudo -n -u {OPERATOR} {HOST_LINK} approve {plan_id} {digest}"),
+        format!("sudo -n {HOST_LINK} approve {plan_id} {digest} --yes"),
+        format!("SUDO_USER={OPERATOR} sudo -n {HOST_LINK} approve {plan_id} {digest} --yes"),
+        format!("sudo -n SUDO_USER={OPERATOR} {HOST_LINK} approve {plan_id} {digest} --yes"),
+        format!("sudo -n -u {OPERATOR} {HOST_LINK} approve {plan_id} {digest} --yes"),
     ] {
         let ran = as_agent(&attempt, None);
         assert!(!ran.ok(), "the agent approved its own plan with `{attempt}`: {ran:?}");
