@@ -55,6 +55,8 @@ each with exactly these fields and no others:
   {\"operation\":\"plan\",\"action\":A,\"parameters\":{..}}  store a plan; A is deploy, nginx_config, stop or remove_image
   {\"operation\":\"execute\",\"plan_id\":\"<32 hex>\"}       run a stored plan once
 
+The whole request must arrive within 5 seconds (else code request_timeout), and at most 8 helpers run at once \
+(else code busy, at once; nothing is done). \
 Prints one JSON reply on one line (status ok, rejected or needs_inspection) and exits 0 for ok, 1 otherwise. \
 Nothing here approves, rejects, resolves or lists plans: those are the operator's terminal commands.";
 
@@ -206,6 +208,9 @@ mod tests {
             assert!(RPC_HELP.contains(&key), "{key} missing from rpc --help");
         }
         assert!(RPC_HELP.contains(&format!("{} KiB", crate::wire::MAX_REQUEST_BYTES / 1024)));
+        let deadline = crate::host::process::REQUEST_DEADLINE.as_secs();
+        assert!(RPC_HELP.contains(&format!("within {deadline} seconds")));
+        assert!(RPC_HELP.contains(&format!("at most {} helpers", crate::host::process::RPC_SLOTS)));
         for action in crate::control::plan::Action::ALL {
             assert!(RPC_HELP.contains(action.as_str()), "{} missing from rpc --help", action.as_str());
         }
@@ -221,6 +226,15 @@ mod tests {
         ));
         assert!(matches!(parse(&["volce-lab-host", "reject", "abc"]), Ok(HostCommand::Reject { .. })));
         assert!(parse(&["volce-lab-host", "reject"]).is_err(), "reject needs a plan id");
+        assert!(matches!(
+            parse(&["volce-lab-host", "approve", "a", "b"]),
+            Ok(HostCommand::Approve { yes: false, .. })
+        ));
+        assert!(matches!(
+            parse(&["volce-lab-host", "approve", "a", "b", "--yes"]),
+            Ok(HostCommand::Approve { yes: true, .. })
+        ));
+        assert!(parse(&["volce-lab-host", "approve", "a", "b", "--yes=no"]).is_err());
     }
 
     #[test]
