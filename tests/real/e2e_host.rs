@@ -197,6 +197,8 @@ fn the_operator_lists_and_rejects_an_agent_plan_and_the_agent_sees_plan_rejected
 fn a_forged_sudo_user_cannot_approve_reject_or_resolve() {
     require_setup();
     require_host_helper();
+    // The answers compared below (plan_not_found) need the installed policy.
+    require_docker_and_policy();
     let _serial = serial();
     let uid = |name: &str| {
         nix::unistd::User::from_name(name)
@@ -272,6 +274,8 @@ fn a_forged_sudo_user_cannot_approve_reject_or_resolve() {
 fn term_and_tstp_relayed_through_sudo_do_not_stop_or_end_the_helper() {
     require_setup();
     require_host_helper();
+    // The answers compared below (plan_not_found) need the installed policy.
+    require_docker_and_policy();
     let _serial = serial();
     // As the agent, over ssh: start the helper through the exact rule with
     // a stdin that stays open 2 s, signal sudo (only sudo: it relays to the
