@@ -455,8 +455,10 @@ fn as_root_term_and_tstp_while_the_helper_waits_do_not_stop_or_end_it() {
 /// `SETENV` sudo rule allows): `SUDO_USER=root` with nobody's uid, a name
 /// with no account, a uid without a name. Each is refused with
 /// `caller_mismatch` before anything is opened: no state directory appears.
-/// Then approve without a terminal and without `--yes`: `not_confirmed`,
-/// naming `--yes`, and again nothing is created.
+/// In a session whose login uid is nobody's: root without sudo, and root's
+/// own consistent sudo variables, are refused too; nobody's own variables
+/// pass the check. Then approve without a terminal and without `--yes`:
+/// `not_confirmed`, naming `--yes`, and again nothing is created.
 #[test]
 #[ignore = "real parts: run by scripts/test"]
 fn as_root_operator_commands_refuse_a_forged_caller_and_an_unconfirmed_approve() {
@@ -483,6 +485,31 @@ fn as_root_operator_commands_refuse_a_forged_caller_and_an_unconfirmed_approve()
             assert!(output.stdout.is_empty(), "{args:?} {env:?}");
         }
     }
+    // The session's login uid, set the way pam_loginuid does at login (root
+    // may set it once in a fresh process): nobody's session.
+    let in_session = |login: &str, args: &[&str], env: &[(&str, &str)]| {
+        let mut argv =
+            vec!["-c", "echo \"$1\" > /proc/self/loginuid && shift && exec \"$0\" \"$@\"", BIN, login];
+        argv.extend_from_slice(args);
+        run(Path::new("/bin/sh"), &argv, b"", env, false)
+    };
+    let probe = in_session(&nobody, &["host", "list"], &[]);
+    if String::from_utf8_lossy(&probe.stderr).contains("loginuid") {
+        eprintln!("note: cannot set a login uid here; the login uid cases are not proved");
+    } else {
+        for env in [vec![], vec![("SUDO_USER", "root"), ("SUDO_UID", "0")]] {
+            let output = in_session(&nobody, &["host", "reject", &id], &env);
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            assert!(stderr.contains("refused (caller_mismatch)"), "{env:?}: {stderr}");
+            assert!(stderr.contains(&format!("opened by uid {NOBODY}")), "{stderr}");
+        }
+        // nobody's own session and nobody's sudo variables agree: past the check.
+        let output =
+            in_session(&nobody, &["host", "reject", &id], &[("SUDO_USER", "nobody"), ("SUDO_UID", &nobody)]);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains("refused (") && !stderr.contains("caller_mismatch"), "{stderr}");
+    }
+
     // stdin is a pipe here, not a terminal.
     let output = run(Path::new(BIN), &["host", "approve", &id, &digest], b"", &[], false);
     let stderr = String::from_utf8_lossy(&output.stderr);
