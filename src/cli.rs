@@ -55,6 +55,8 @@ each with exactly these fields and no others:
   {\"operation\":\"plan\",\"action\":A,\"parameters\":{..}}  store a plan; A is deploy, nginx_config, stop, remove_image or remove_app
   {\"operation\":\"execute\",\"plan_id\":\"<32 hex>\"}       run a stored plan once
 
+The whole request must arrive within 5 seconds (else code request_timeout), and at most 8 helpers run at once \
+(else code busy, at once; nothing is done). \
 Prints one JSON reply on one line (status ok, rejected or needs_inspection) and exits 0 for ok, 1 otherwise. \
 Nothing here approves, rejects, resolves or lists plans: those are the operator's terminal commands.";
 
@@ -80,8 +82,16 @@ pub enum HostCommand {
         json: bool,
     },
     /// Approve a pending plan whose digest you checked with `show`; prints
-    /// the plan's summary first.
-    Approve { plan_id: String, digest: String },
+    /// the plan's summary first, then asks you to confirm it by typing the
+    /// app name or the digest's first 8 characters.
+    Approve {
+        plan_id: String,
+        digest: String,
+        /// Do not ask (for scripts that checked the digest themselves).
+        /// Without a terminal on stdin, approve refuses unless this is given.
+        #[arg(long)]
+        yes: bool,
+    },
     /// End a pending plan you do not want: it becomes `rejected` and never runs.
     Reject { plan_id: String },
     /// Record that you checked the server after a failed plan, so that new
@@ -143,7 +153,7 @@ fn host(command: HostCommand) -> Exit {
         HostCommand::Rpc => crate::host::cli_rpc(),
         HostCommand::List { json } => crate::host::cli_list(json),
         HostCommand::Show { plan_id, json } => crate::host::cli_show(&plan_id, json),
-        HostCommand::Approve { plan_id, digest } => crate::host::cli_approve(&plan_id, &digest),
+        HostCommand::Approve { plan_id, digest, yes } => crate::host::cli_approve(&plan_id, &digest, yes),
         HostCommand::Reject { plan_id } => crate::host::cli_reject(&plan_id),
         HostCommand::Resolve { plan_id } => crate::host::cli_resolve(&plan_id),
         HostCommand::Doctor => crate::doctor::cli(),
@@ -198,6 +208,9 @@ mod tests {
             assert!(RPC_HELP.contains(&key), "{key} missing from rpc --help");
         }
         assert!(RPC_HELP.contains(&format!("{} KiB", crate::wire::MAX_REQUEST_BYTES / 1024)));
+        let deadline = crate::host::process::REQUEST_DEADLINE.as_secs();
+        assert!(RPC_HELP.contains(&format!("within {deadline} seconds")));
+        assert!(RPC_HELP.contains(&format!("at most {} helpers", crate::host::process::RPC_SLOTS)));
         for action in crate::control::plan::Action::ALL {
             assert!(RPC_HELP.contains(action.as_str()), "{} missing from rpc --help", action.as_str());
         }
@@ -213,6 +226,15 @@ mod tests {
         ));
         assert!(matches!(parse(&["volce-lab-host", "reject", "abc"]), Ok(HostCommand::Reject { .. })));
         assert!(parse(&["volce-lab-host", "reject"]).is_err(), "reject needs a plan id");
+        assert!(matches!(
+            parse(&["volce-lab-host", "approve", "a", "b"]),
+            Ok(HostCommand::Approve { yes: false, .. })
+        ));
+        assert!(matches!(
+            parse(&["volce-lab-host", "approve", "a", "b", "--yes"]),
+            Ok(HostCommand::Approve { yes: true, .. })
+        ));
+        assert!(parse(&["volce-lab-host", "approve", "a", "b", "--yes=no"]).is_err());
     }
 
     #[test]

@@ -25,7 +25,9 @@
 //! src/host/         root helper: self-check and the rpc/list/show/approve/
 //!                   reject/resolve pipelines (mod.rs), the controller
 //!                   (controller.rs, with execute in controller/execute.rs),
-//!                   paths.rs, the operator's views (show.rs, list.rs)
+//!                   paths.rs, the operator's views (show.rs, list.rs),
+//!                   the rpc process guard (process.rs), who the operator
+//!                   is (operator.rs)
 //! src/doctor.rs     the installation's rules; doctor/system.rs probes the system
 //! src/control/      policy, plans, canonical JSON digest, validation, each
 //!                   plan's scope of the engine snapshot (pure, no I/O)

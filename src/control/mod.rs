@@ -88,6 +88,16 @@ pub enum Code {
     StateUnavailable,
     EngineUnavailable,
     InvalidCaller,
+    /// Approve/reject/resolve: `SUDO_USER`, `SUDO_UID`, the account
+    /// database and the session's login uid do not name one person.
+    CallerMismatch,
+    /// Approve on a terminal: the operator did not confirm (or there was no
+    /// terminal to ask on and no `--yes`).
+    NotConfirmed,
+    /// All rpc slots are taken (`crate::host::process::RPC_SLOTS`).
+    Busy,
+    /// No complete request arrived on stdin within the read deadline.
+    RequestTimeout,
     // Tool arguments the MCP server refused before anything ran (status
     // `invalid_arguments`); the host helper never answers these.
     UnexpectedField,
@@ -234,7 +244,7 @@ mod tests {
     #[test]
     fn code_strings_never_change() {
         use strum::VariantArray as _;
-        const SHIPPED: [&str; 56] = [
+        const SHIPPED: [&str; 60] = [
             "invalid_request",
             "request_too_large",
             "unknown_action",
@@ -285,6 +295,10 @@ mod tests {
             "state_unavailable",
             "engine_unavailable",
             "invalid_caller",
+            "caller_mismatch",
+            "not_confirmed",
+            "busy",
+            "request_timeout",
             "unexpected_field",
             "missing_field",
             "wrong_type",

@@ -12,8 +12,16 @@
 //! - rpc/list/show/approve/reject/resolve refuse unless the effective uid is 0;
 //! - list, approve, reject and resolve are terminal commands only: the rpc
 //!   request enum has no variant that reaches them;
+//! - rpc runs in its own process context (`process`: own session, caught
+//!   TERM/TSTP and friends, fixed rlimits, a read deadline, a bounded
+//!   number of helpers) set up before it reads its request;
+//! - approve, reject and resolve record a person only after `operator`
+//!   cross-checked `SUDO_USER` with `SUDO_UID`, the account database and
+//!   the session's login uid; approve records only what the operator
+//!   confirmed (typed on the terminal, or `--yes`);
 //! - at start: umask 077 and cwd `/`. The process environment is not
-//!   trusted and not used: `SUDO_USER` is read exactly once (who asked),
+//!   trusted and not used: `SUDO_USER` (and, for the operator's commands,
+//!   `SUDO_UID`) is read exactly once (who asked),
 //!   and every child process gets an explicit environment built from
 //!   `crate::exec::minimal_env` (docker calls add their socket and config
 //!   in `crate::docker::cli::docker_env`); `crate::exec` clears the rest. We
@@ -28,12 +36,15 @@
 pub mod controller;
 pub mod list;
 pub mod liveness;
+pub mod operator;
 pub mod paths;
+pub mod process;
 pub mod rpc;
 pub mod show;
 
 use std::ffi::OsStr;
-use std::io::{Read, Write as _};
+use std::io::{BufRead as _, Read, Write};
+use std::os::fd::AsFd as _;
 
 use crate::control::plan::{Digest, PlanId};
 use crate::control::{Clock, Code, Refusal, SystemClock};
@@ -65,14 +76,45 @@ pub fn open<E: Engine, C: Clock, L: Liveness>(
     clock: C,
     liveness: L,
 ) -> Result<Controller<E, C, L>, Refusal> {
-    let policy = paths::load_policy(paths)?;
+    open_with(paths, paths::load_policy(paths)?, engine, clock, liveness)
+}
+
+/// [`open`] with a policy already loaded from `paths`.
+fn open_with<E: Engine, C: Clock, L: Liveness>(
+    paths: &HostPaths,
+    policy: crate::control::policy::Policy,
+    engine: E,
+    clock: C,
+    liveness: L,
+) -> Result<Controller<E, C, L>, Refusal> {
     paths::prepare_state(paths)?;
     let store = crate::store::Store::open(&paths.database()).map_err(|e| e.refusal())?;
     Ok(Controller::new(policy, store, engine, clock, liveness, paths.apps_dir()))
 }
 
-/// One rpc request, after the process-level self-check: read, load,
-/// verify, act, reply. The library form of `volce-lab-host rpc`.
+/// The operator's files are none of the agent's business: the reason
+/// (which may quote the policy or name a path) is for `show` and `doctor`,
+/// run as root on the terminal; the agent gets the code and a fixed sentence.
+fn for_the_agent(refusal: Refusal) -> Reply {
+    if matches!(refusal.code, Code::PolicyInvalid | Code::UnsafePath) {
+        return Refusal::new(
+            refusal.code,
+            "The server's volce-lab installation is not usable; the operator should run volce-lab-host doctor.",
+        )
+        .into();
+    }
+    refusal.into()
+}
+
+/// One rpc request, after the process-level self-check and guard: load
+/// the policy, take a slot, read, open the store, verify, act, reply. The
+/// library form of `volce-lab-host rpc`.
+///
+/// The policy is checked first, so a server without a usable installation
+/// gets nothing created under its state directory. The slot comes before
+/// the read, so that helpers waiting on a stdin that stays open count too:
+/// beyond [`process::RPC_SLOTS`] of them the next is refused at once
+/// (`busy`), and each lives at most the read deadline.
 pub fn rpc<E: Engine, C: Clock, L: Liveness>(
     paths: &HostPaths,
     engine: E,
@@ -81,23 +123,21 @@ pub fn rpc<E: Engine, C: Clock, L: Liveness>(
     caller: &str,
     input: impl Read,
 ) -> Reply {
+    let policy = match paths::load_policy(paths) {
+        Ok(policy) => policy,
+        Err(refusal) => return for_the_agent(refusal),
+    };
+    let _slot = match process::take_slot(paths) {
+        Ok(slot) => slot,
+        Err(refusal) => return for_the_agent(refusal),
+    };
     let request = match rpc::read_request(input) {
         Ok(request) => request,
         Err(refusal) => return refusal.into(),
     };
-    let mut controller = match open(paths, engine, clock, liveness) {
+    let mut controller = match open_with(paths, policy, engine, clock, liveness) {
         Ok(controller) => controller,
-        // The operator's files are none of the agent's business: the reason
-        // (which may quote the policy) is for `show` and `doctor`, run as
-        // root on the terminal; the agent gets the code and a fixed sentence.
-        Err(refusal) if matches!(refusal.code, Code::PolicyInvalid | Code::UnsafePath) => {
-            return Refusal::new(
-                refusal.code,
-                "The server's volce-lab installation is not usable; the operator should run volce-lab-host doctor.",
-            )
-            .into();
-        }
-        Err(refusal) => return refusal.into(),
+        Err(refusal) => return for_the_agent(refusal),
     };
     let operation = request.operation();
     let result = match request {
@@ -189,9 +229,53 @@ pub fn reject<E: Engine, C: Clock, L: Liveness>(
     ))
 }
 
+/// What the operator types to confirm an approval: the plan's app name,
+/// or the first 8 characters of its digest (a remove_image plan has no app).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Confirmation {
+    pub app: Option<String>,
+    pub digest_prefix: String,
+}
+
+/// The operator's answer to [`Confirmation`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    Confirmed,
+    Declined,
+}
+
+impl Confirmation {
+    fn of(stored: &crate::store::StoredPlan) -> Confirmation {
+        Confirmation {
+            app: stored.plan.payload.app().map(str::to_owned),
+            digest_prefix: stored.plan.digest.as_str().chars().take(8).collect(),
+        }
+    }
+
+    /// The question, naming what may be typed but not its value: the
+    /// operator reads that in the summary above it.
+    pub fn prompt(&self) -> &'static str {
+        if self.app.is_some() {
+            "To approve, type the app name or the first 8 characters of the digest"
+        } else {
+            "To approve, type the first 8 characters of the digest"
+        }
+    }
+
+    /// Whether `typed` (one line, surrounding whitespace ignored) confirms.
+    pub fn decide(&self, typed: &str) -> Decision {
+        let typed = typed.trim();
+        let confirmed =
+            !typed.is_empty() && (typed == self.digest_prefix || self.app.as_deref() == Some(typed));
+        if confirmed { Decision::Confirmed } else { Decision::Declined }
+    }
+}
+
 /// `approve`: records the caller's approval of one plan's exact digest.
-/// Hands the plan's summary (what `show` prints, escaped) to `shown`
-/// before it records anything, so the operator sees what they approve.
+/// Hands the plan's summary (what `show` prints, escaped) and what would
+/// confirm it to `decide` before it records anything, so the operator sees
+/// what they approve; records only on [`Decision::Confirmed`]. The CLI asks
+/// on the terminal (or `--yes` confirms); tests pass the decision.
 ///
 /// The summary is read before the approving transaction, yet it is what is
 /// approved: the body is immutable and sealed by its digest, and the
@@ -206,14 +290,19 @@ pub fn approve<E: Engine, C: Clock, L: Liveness>(
     approver: &str,
     plan_id: &str,
     digest: &str,
-    shown: impl FnOnce(&str),
+    decide: impl FnOnce(&str, &Confirmation) -> Decision,
 ) -> Result<String, Refusal> {
     let id = PlanId::parse(plan_id)?;
     let digest = Digest::parse(digest)?;
     let now = clock.now();
     let mut controller = open(paths, engine, clock, liveness)?;
     let before = controller.load(&id, approver)?;
-    shown(&show::summary(&before, now));
+    if decide(&show::summary(&before, now), &Confirmation::of(&before)) != Decision::Confirmed {
+        return Err(Refusal::new(
+            Code::NotConfirmed,
+            "That is neither the app name nor the digest's first 8 characters; nothing was recorded.",
+        ));
+    }
     let stored = controller.approve(&id, &digest, approver)?;
     Ok(format!(
         "\nApproved plan {} ({}) as {approver}; it expires at {} and can be executed once.\n",
@@ -270,27 +359,57 @@ pub fn real_engine(paths: &HostPaths) -> impl Engine + use<> {
 // The binary edge.
 // ---------------------------------------------------------------------------
 
-/// The process-level self-check shared by every host command: root, umask,
-/// cwd, and the one environment value we read. Returns the caller.
-fn self_check() -> Result<String, Refusal> {
+/// The process-level part of every host command's self-check: root,
+/// umask, cwd.
+fn process_check() -> Result<(), Refusal> {
     if !nix::unistd::geteuid().is_root() {
         return Err(Refusal::new(Code::NotRoot, "volce-lab-host must run as root (through sudo)."));
     }
     nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
     std::env::set_current_dir("/")
-        .map_err(|_| Refusal::new(Code::StateUnavailable, "Cannot change directory to /."))?;
+        .map_err(|_| Refusal::new(Code::StateUnavailable, "Cannot change directory to /."))
+}
+
+/// The self-check of rpc, list and show: [`process_check`] and the one
+/// environment value they read. Returns the caller.
+fn self_check() -> Result<String, Refusal> {
+    process_check()?;
     // Read once; nothing else of the inherited environment is ever consulted.
     caller(std::env::var_os("SUDO_USER").as_deref())
 }
 
+/// The self-check of approve, reject and resolve, which record a person:
+/// [`process_check`], then `SUDO_USER` and `SUDO_UID` (each read once)
+/// cross-checked with the account database and the session's login uid
+/// (`operator::verify`).
+fn operator_check() -> Result<operator::Operator, Refusal> {
+    process_check()?;
+    let (user, uid) = (std::env::var_os("SUDO_USER"), std::env::var_os("SUDO_UID"));
+    let facts = operator::Facts {
+        sudo_user: user.as_deref(),
+        sudo_uid: uid.as_deref(),
+        login_uid: operator::login_uid(),
+    };
+    operator::verify(facts, &operator::SystemAccounts)
+}
+
 /// `volce-lab-host rpc` in the shipped binary: one request on stdin, one
 /// reply line on stdout, on the fixed paths and the real engine.
+///
+/// Order: self-check -> process guard (session, signals, rlimits; before
+/// any thread) -> policy -> slot -> request read within the deadline ->
+/// store (see [`rpc()`]).
 pub fn cli_rpc() -> Exit {
     let paths = HostPaths::fixed();
-    let reply = match self_check() {
-        Ok(caller) => {
-            rpc(&paths, real_engine(&paths), SystemClock, ProcLiveness, &caller, std::io::stdin().lock())
-        }
+    let reply = match self_check().and_then(|caller| process::guard().map(|()| caller)) {
+        Ok(caller) => match std::io::stdin().as_fd().try_clone_to_owned() {
+            // Our own handle on fd 0, unbuffered, so poll and read agree.
+            Ok(fd) => {
+                let input = process::DeadlineReader::new(std::fs::File::from(fd), process::REQUEST_DEADLINE);
+                rpc(&paths, real_engine(&paths), SystemClock, ProcLiveness, &caller, input)
+            }
+            Err(_) => Refusal::new(Code::InvalidRequest, "The request could not be read from stdin.").into(),
+        },
         Err(refusal) => Reply::Rejected(refusal),
     };
     let mut stdout = std::io::stdout().lock();
@@ -307,18 +426,63 @@ pub fn cli_show(plan_id: &str, json: bool) -> Exit {
     }))
 }
 
-/// `volce-lab-host approve PLAN_ID DIGEST` in the shipped binary: the
-/// summary goes to stdout before the approval is recorded.
-pub fn cli_approve(plan_id: &str, digest: &str) -> Exit {
+/// `volce-lab-host approve PLAN_ID DIGEST [--yes]` in the shipped binary:
+/// the summary goes to stdout before anything is recorded; then, unless
+/// `yes`, the operator confirms on the terminal by typing the plan's app
+/// name or the digest's first 8 characters. Without a terminal on stdin
+/// and without `yes` it refuses before it opens anything.
+pub fn cli_approve(plan_id: &str, digest: &str, yes: bool) -> Exit {
+    use std::io::IsTerminal as _;
     let paths = HostPaths::fixed();
-    let print_now = |text: &str| {
-        let mut stdout = std::io::stdout().lock();
-        let _ = stdout.write_all(text.as_bytes());
-        let _ = stdout.flush();
+    let operator = match operator_check() {
+        Ok(operator) => operator,
+        Err(refusal) => return terminal(Err(refusal)),
     };
-    terminal(self_check().and_then(|caller| {
-        approve(&paths, real_engine(&paths), SystemClock, ProcLiveness, &caller, plan_id, digest, print_now)
-    }))
+    if !yes && !std::io::stdin().is_terminal() {
+        return terminal(Err(Refusal::new(
+            Code::NotConfirmed,
+            "approve asks for confirmation on a terminal, and stdin is not one; nothing was recorded. \
+             Run it on a terminal, or pass --yes if a script approves a digest it checked.",
+        )));
+    }
+    let decide = |shown: &str, expected: &Confirmation| {
+        ask(std::io::stdin().lock(), std::io::stdout().lock(), shown, expected, yes)
+    };
+    terminal(approve(
+        &paths,
+        real_engine(&paths),
+        SystemClock,
+        ProcLiveness,
+        &operator.name,
+        plan_id,
+        digest,
+        decide,
+    ))
+}
+
+/// Prints the summary, then (unless `yes`) the question, and reads one
+/// line of at most 256 bytes as the answer. A failed read or write
+/// declines.
+fn ask(
+    input: impl std::io::BufRead,
+    mut output: impl Write,
+    shown: &str,
+    expected: &Confirmation,
+    yes: bool,
+) -> Decision {
+    let printed = output.write_all(shown.as_bytes()).and_then(|()| output.flush());
+    if yes {
+        return Decision::Confirmed;
+    }
+    if printed.is_err() || write!(output, "\n{}: ", expected.prompt()).and_then(|()| output.flush()).is_err()
+    {
+        return Decision::Declined;
+    }
+    let mut line = String::new();
+    match input.take(256).read_line(&mut line) {
+        Ok(_) => expected.decide(&line),
+        Err(_) => Decision::Declined,
+    }
 }
 
 /// `volce-lab-host list [--json]` (alias `pending`) in the shipped binary.
@@ -333,21 +497,17 @@ pub fn cli_list(json: bool) -> Exit {
 /// `volce-lab-host reject PLAN_ID` in the shipped binary.
 pub fn cli_reject(plan_id: &str) -> Exit {
     let paths = HostPaths::fixed();
-    terminal(
-        self_check().and_then(|caller| {
-            reject(&paths, real_engine(&paths), SystemClock, ProcLiveness, &caller, plan_id)
-        }),
-    )
+    terminal(operator_check().and_then(|operator| {
+        reject(&paths, real_engine(&paths), SystemClock, ProcLiveness, &operator.name, plan_id)
+    }))
 }
 
 /// `volce-lab-host resolve PLAN_ID` in the shipped binary.
 pub fn cli_resolve(plan_id: &str) -> Exit {
     let paths = HostPaths::fixed();
-    terminal(
-        self_check().and_then(|caller| {
-            resolve(&paths, real_engine(&paths), SystemClock, ProcLiveness, &caller, plan_id)
-        }),
-    )
+    terminal(operator_check().and_then(|operator| {
+        resolve(&paths, real_engine(&paths), SystemClock, ProcLiveness, &operator.name, plan_id)
+    }))
 }
 
 /// Prints an operator command's text, or its refusal on stderr.
@@ -367,6 +527,29 @@ fn terminal(result: Result<String, Refusal>) -> Exit {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn approve_asks_after_the_summary_and_reads_one_line() {
+        let expected = Confirmation { app: Some("web".into()), digest_prefix: "0123abcd".into() };
+        let mut out = Vec::new();
+        assert_eq!(ask(&b"web\nmore"[..], &mut out, "SUMMARY\n", &expected, false), Decision::Confirmed);
+        let out = String::from_utf8(out).unwrap();
+        assert!(out.starts_with("SUMMARY\n\nTo approve, type the app name"), "{out}");
+        assert!(!out.contains("0123abcd"), "the question does not hand over the answer: {out}");
+        let mut out = Vec::new();
+        assert_eq!(ask(&b"0123abcd\r\n"[..], &mut out, "", &expected, false), Decision::Confirmed);
+        // End of input, a second line's text, an over-long line: declined.
+        for typed in [&b""[..], b"\nweb\n", &[b'w'; 300][..]] {
+            assert_eq!(ask(typed, Vec::new(), "", &expected, false), Decision::Declined, "{typed:?}");
+        }
+        // --yes: printed, not asked, nothing read.
+        let mut out = Vec::new();
+        assert_eq!(ask(&b"nope\n"[..], &mut out, "SUMMARY\n", &expected, true), Decision::Confirmed);
+        assert_eq!(out, b"SUMMARY\n");
+        let no_app = Confirmation { app: None, digest_prefix: "0123abcd".into() };
+        assert_eq!(no_app.decide("web"), Decision::Declined);
+        assert!(!no_app.prompt().contains("app name"));
+    }
 
     #[test]
     fn the_caller_is_sudo_user_or_root() {

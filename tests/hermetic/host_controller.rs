@@ -1328,6 +1328,37 @@ fn approve_prints_the_summary_show_prints_before_it_records() {
     assert_eq!((shown.as_str(), result.unwrap_err().code), ("", Code::PlanNotFound));
 }
 
+/// What the operator types at approve's question. Tried: nothing, a
+/// wrong word, the app name of a plan without an app, a 7-character digest
+/// prefix, the prefix in capitals; each refused with `not_confirmed` and
+/// nothing recorded. Then the digest's first 8 characters, and (for a stop
+/// plan) the app name, each approve.
+#[test]
+fn approve_records_only_what_the_operator_confirmed() {
+    let h = Harness::new();
+    let id = remove_image_plan(&h);
+    let digest = h.controller().load(&id, "root").unwrap().plan.digest;
+    let prefix = &digest.as_str()[..8];
+    for typed in ["", "\n", "yes", "legacy", &prefix[..7], &prefix.to_uppercase()] {
+        let (shown, result) = h.approve_typing(id.as_str(), digest.as_str(), "alice", Some(typed));
+        let refusal = result.unwrap_err();
+        assert_eq!(refusal.code, Code::NotConfirmed, "{typed:?}");
+        assert!(refusal.message.contains("nothing was recorded"), "{}", refusal.message);
+        assert!(shown.contains(&format!("Digest   {digest}")), "the summary came first: {shown}");
+        assert_eq!(events(&h, &id), ["prepared"], "{typed:?}");
+    }
+    let (_, result) = h.approve_typing(id.as_str(), digest.as_str(), "alice", Some(&format!("  {prefix}\n")));
+    assert!(result.unwrap().contains("Approved plan"));
+    assert_eq!(events(&h, &id), ["prepared", "approved"]);
+
+    deploy_demo(&h);
+    let stop = h.controller().prepare("stop", &json!({"app": "demo"}), AGENT).unwrap().plan;
+    let (_, result) = h.approve_typing(stop.id.as_str(), stop.digest.as_str(), "alice", Some("dem"));
+    assert_eq!(result.unwrap_err().code, Code::NotConfirmed);
+    let (_, result) = h.approve_typing(stop.id.as_str(), stop.digest.as_str(), "alice", Some("demo\n"));
+    assert!(result.unwrap().contains("Approved plan"));
+}
+
 #[test]
 fn approve_prints_agent_text_escaped() {
     let h = Harness::new();

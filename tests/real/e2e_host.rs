@@ -103,11 +103,13 @@ fn under_a_too_broad_sudo_rule_the_agent_still_cannot_approve_its_own_plan() {
     assert_eq!(find(&planned, "requires_approval"), Some(&json!(true)), "{planned}");
 
     // sudo now lets the agent run `approve`; the helper must still refuse it.
+    // With --yes, so that the refusal is the helper's checks of who asks,
+    // not the missing terminal.
     for attempt in [
-        format!("sudo -n {HOST_LINK} approve {plan_id} {digest}"),
-        format!("SUDO_USER={OPERATOR} sudo -n {HOST_LINK} approve {plan_id} {digest}"),
-        format!("sudo -n SUDO_USER={OPERATOR} {HOST_LINK} approve {plan_id} {digest}"),
-        format!("sudo -n -u {OPERATOR} {HOST_LINK} approve {plan_id} {digest}"),
+        format!("sudo -n {HOST_LINK} approve {plan_id} {digest} --yes"),
+        format!("SUDO_USER={OPERATOR} sudo -n {HOST_LINK} approve {plan_id} {digest} --yes"),
+        format!("sudo -n SUDO_USER={OPERATOR} {HOST_LINK} approve {plan_id} {digest} --yes"),
+        format!("sudo -n -u {OPERATOR} {HOST_LINK} approve {plan_id} {digest} --yes"),
     ] {
         let ran = as_agent(&attempt, None);
         assert!(!ran.ok(), "the agent approved its own plan with `{attempt}`: {ran:?}");
@@ -120,7 +122,7 @@ fn under_a_too_broad_sudo_rule_the_agent_still_cannot_approve_its_own_plan() {
     assert!(stored["approval"].is_null(), "no approval may be recorded: {stored}");
 
     // The plan itself was fine: the operator's approval makes it run.
-    let approved = as_operator(&["approve", &plan_id, &digest]);
+    let approved = as_operator(&["approve", &plan_id, &digest, "--yes"]);
     assert!(approved.ok(), "operator approve: {approved:?}");
     let (mut code, mut done) = agent_rpc(&json!({"operation": "execute", "plan_id": plan_id}));
     for _ in 0..2 {
@@ -131,7 +133,7 @@ fn under_a_too_broad_sudo_rule_the_agent_still_cannot_approve_its_own_plan() {
         let (_, planned) =
             agent_rpc(&json!({"operation": "plan", "action": "stop", "parameters": {"app": app}}));
         let plan_id = find_str(&planned, "id").to_owned();
-        let approved = as_operator(&["approve", &plan_id, find_str(&planned, "digest")]);
+        let approved = as_operator(&["approve", &plan_id, find_str(&planned, "digest"), "--yes"]);
         assert!(approved.ok(), "operator approve: {approved:?}");
         (code, done) = agent_rpc(&json!({"operation": "execute", "plan_id": plan_id}));
     }
@@ -180,6 +182,117 @@ fn the_operator_lists_and_rejects_an_agent_plan_and_the_agent_sees_plan_rejected
     assert!(listed.ok() && !listed.stdout.contains(&plan_id), "a rejected plan awaits nothing: {listed:?}");
     let ps = run(DOCKER, &["ps", "-aq", "--filter", &format!("label=io.volce-lab.app={app}")], None);
     assert!(ps.stdout.trim().is_empty(), "nothing of the rejected deploy exists: {ps:?}");
+}
+
+/// `SUDO_USER` is what a `SETENV` sudo rule lets its user set: approve,
+/// reject and resolve cross-check it with `SUDO_UID`, the account database
+/// and the session's login uid before they open anything. Tried, as root
+/// with a forged environment: the operator's name with another account's
+/// uid; a name with no account; the name without a uid; and (where the
+/// kernel keeps login uids) both variables consistent but the session
+/// opened by another account. Each is `caller_mismatch` before the plan is
+/// even looked up; the consistent pair gets past the check (`plan_not_found`).
+#[test]
+#[ignore = "real parts: run by scripts/test"]
+fn a_forged_sudo_user_cannot_approve_reject_or_resolve() {
+    require_setup();
+    require_host_helper();
+    // The answers compared below (plan_not_found) need the installed policy.
+    require_docker_and_policy();
+    let _serial = serial();
+    let uid = |name: &str| {
+        nix::unistd::User::from_name(name)
+            .unwrap()
+            .unwrap_or_else(|| panic!("no account {name}"))
+            .uid
+            .to_string()
+    };
+    let (operator_uid, other_uid) = (uid(OPERATOR), uid(OTHER));
+    let digest = "a".repeat(64);
+    let commands: [Vec<&str>; 3] =
+        [vec!["approve", PLAN, &digest, "--yes"], vec!["reject", PLAN], vec!["resolve", PLAN]];
+    let helper = |args: &[&str], env: &[(&str, &str)], login_uid: Option<&str>| {
+        let mut command = match login_uid {
+            // Only a test does this: root may set a login uid once, in a
+            // fresh process, before it execs the helper.
+            Some(login) => {
+                let mut command = std::process::Command::new("/bin/sh");
+                command.arg("-c").arg(format!("echo {login} > /proc/self/loginuid && exec \"$0\" \"$@\""));
+                command.arg(HOST_LINK);
+                command
+            }
+            None => std::process::Command::new(HOST_LINK),
+        };
+        command.args(args).env_clear().env("PATH", "/usr/bin:/bin");
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        let output = command.stdin(std::process::Stdio::null()).output().unwrap();
+        (output.status.code(), String::from_utf8_lossy(&output.stderr).into_owned(), output.stdout.is_empty())
+    };
+    for args in &commands {
+        for env in [
+            vec![("SUDO_USER", OPERATOR), ("SUDO_UID", other_uid.as_str())],
+            vec![("SUDO_USER", "vl-nobody-here"), ("SUDO_UID", operator_uid.as_str())],
+            vec![("SUDO_USER", OPERATOR)],
+        ] {
+            let (code, stderr, quiet) = helper(args, &env, None);
+            assert_eq!(code, Some(1), "{args:?} {env:?}: {stderr}");
+            assert!(stderr.contains("refused (caller_mismatch)"), "{args:?} {env:?}: {stderr}");
+            assert!(stderr.contains("nothing was recorded") && quiet, "{args:?} {env:?}: {stderr}");
+        }
+        let honest = [("SUDO_USER", OPERATOR), ("SUDO_UID", operator_uid.as_str())];
+        let (_, stderr, _) = helper(args, &honest, None);
+        assert!(
+            stderr.contains("plan_not_found"),
+            "the consistent pair passes the check: {args:?}: {stderr}"
+        );
+        let (code, stderr, _) = helper(args, &honest, Some(&other_uid));
+        if stderr.contains("loginuid") || (code == Some(1) && !stderr.contains("volce-lab-host")) {
+            eprintln!(
+                "note: cannot set a login uid here ({}); the login uid case is not proved",
+                stderr.trim()
+            );
+        } else {
+            assert!(
+                stderr.contains("refused (caller_mismatch)"),
+                "another login's session: {args:?}: {stderr}"
+            );
+            assert!(stderr.contains(&format!("opened by uid {other_uid}")), "{stderr}");
+        }
+    }
+}
+
+/// A TERM and a TSTP relayed through sudo while the helper waits for its
+/// request (stdin held open), from a job-control shell as NOTES.md says
+/// sudo needs for TSTP: the helper is neither ended nor stopped, still
+/// answers when the request comes, and a stdin that never closes gets
+/// `request_timeout`. TERM/TSTP at each step of a deploy needs a test with
+/// the engine and a way to pause the helper at a step; not here yet.
+#[test]
+#[ignore = "real parts: run by scripts/test"]
+fn term_and_tstp_relayed_through_sudo_do_not_stop_or_end_the_helper() {
+    require_setup();
+    require_host_helper();
+    // The answers compared below (plan_not_found) need the installed policy.
+    require_docker_and_policy();
+    let _serial = serial();
+    // As the agent, over ssh: start the helper through the exact rule with
+    // a stdin that stays open 2 s, signal sudo (only sudo: it relays to the
+    // helper), then send the request.
+    let script = r#"set -m
+{ sleep 2; printf '%s' '{"operation":"execute","plan_id":"0123456789abcdef0123456789abcdef"}'; } \
+  | sudo -n /usr/local/bin/volce-lab-host rpc > /tmp/vl-e2e-sig.out &
+sudo_pid=$!
+sleep 1
+kill -TERM $sudo_pid; kill -TSTP $sudo_pid; sleep 0.3
+ps -o stat= -C volce-lab-host > /tmp/vl-e2e-sig.stat || true
+kill -CONT $sudo_pid 2>/dev/null
+wait $sudo_pid
+cat /tmp/vl-e2e-sig.out; echo "stat=$(tr -d ' \n' < /tmp/vl-e2e-sig.stat)""#;
+    let ran = as_agent(&format!("bash -c '{}'", script.replace('\'', r"'\''")), None);
+    assert!(ran.stdout.contains(r#""code":"plan_not_found""#), "the helper still answered: {ran:?}");
+    assert!(!ran.stdout.contains("stat=T"), "the helper was stopped: {ran:?}");
 }
 
 /// Removes the test's app when the test ends, passed or failed.

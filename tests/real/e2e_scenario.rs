@@ -110,7 +110,7 @@ fn operator_approves(plan_id: &str) {
     let digest = find_str(&plan, "digest").to_owned();
     assert!(shown.stdout.contains(&digest), "show must print the digest to approve:\n{}", shown.stdout);
     assert!(shown.stdout.contains("approve"), "show must print the approve command:\n{}", shown.stdout);
-    let approved = as_operator(&["approve", plan_id, &digest]);
+    let approved = as_operator(&["approve", plan_id, &digest, "--yes"]);
     assert!(approved.ok(), "operator approve: {approved:?}");
 }
 

@@ -403,6 +403,7 @@ fn the_agent_cannot_sudo_anything_but_the_rpc() {
         format!("sudo -n {HOST_LINK} rpc rpc"),
         format!("sudo -n {INSTALLED} host rpc"),
         format!("sudo -n {INSTALLED} host approve {plan} {digest}"),
+        format!("sudo -n {HOST_LINK} approve {plan} {digest} --yes"),
         format!("sudo -n -u {OPERATOR} {HOST_LINK} rpc"),
         format!("sudo -n -E {HOST_LINK} rpc"),
         format!("sudo -n --preserve-env=PATH {HOST_LINK} rpc"),

@@ -149,8 +149,17 @@ fn the_controller_drives_the_real_engine_end_to_end() {
     let refused = rpc(&paths, "vl-agent", json!({"operation": "execute", "plan_id": id}));
     assert_eq!(refused["code"], "approval_required", "{refused}");
     let engine = volce_lab::host::real_engine(&paths);
-    volce_lab::host::approve(&paths, engine, SystemClock, ProcLiveness, "vl-operator", &id, &digest, |_| {})
-        .unwrap();
+    volce_lab::host::approve(
+        &paths,
+        engine,
+        SystemClock,
+        ProcLiveness,
+        "vl-operator",
+        &id,
+        &digest,
+        |_, _| volce_lab::host::Decision::Confirmed,
+    )
+    .unwrap();
     let done = rpc(&paths, "vl-agent", json!({"operation": "execute", "plan_id": id}));
     assert_eq!(done["result"]["outcome"], "completed", "{done}");
 

@@ -106,7 +106,8 @@ impl Host {
             OPERATOR,
             id,
             digest,
-            |_| {},
+            // The test decides, as `approve --yes` does.
+            |_, _| volce_lab::host::Decision::Confirmed,
         )
         .unwrap_or_else(|refusal| panic!("approval refused: {refusal:?}"));
     }

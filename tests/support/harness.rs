@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use volce_lab::control::plan::PlanId;
 use volce_lab::control::{Clock, Refusal};
 use volce_lab::host::rpc::Reply;
-use volce_lab::host::{Controller, HostPaths, ProcLiveness};
+use volce_lab::host::{Controller, Decision, HostPaths, ProcLiveness};
 
 use super::fake_engine::{FakeEngine, unused_image};
 
@@ -200,6 +200,18 @@ impl Harness {
         digest: &str,
         approver: &str,
     ) -> (String, Result<String, Refusal>) {
+        self.approve_typing(plan_id, digest, approver, None)
+    }
+
+    /// `approve` with the operator's confirmation: `typed` is the line typed
+    /// at the question (`None`: `--yes`). The summary printed and the result.
+    pub fn approve_typing(
+        &self,
+        plan_id: &str,
+        digest: &str,
+        approver: &str,
+        typed: Option<&str>,
+    ) -> (String, Result<String, Refusal>) {
         let (engine, clock) = (self.engine.clone(), self.clock.clone());
         let mut shown = String::new();
         let result = volce_lab::host::approve(
@@ -210,7 +222,13 @@ impl Harness {
             approver,
             plan_id,
             digest,
-            |text| shown.push_str(text),
+            |text, expected| {
+                shown.push_str(text);
+                match typed {
+                    None => Decision::Confirmed,
+                    Some(line) => expected.decide(line),
+                }
+            },
         );
         (shown, result)
     }
