@@ -182,10 +182,7 @@ fn deploy(
     let app = app_name(params)?;
     let image_key = string(params, "image")?;
     let Some(app_image) = ctx.policy.catalog.get(image_key) else {
-        return refuse(
-            Code::ImageNotInCatalog,
-            "image must be a key of the operator's catalog, not a reference.",
-        );
+        return refuse(Code::ImageNotInCatalog, not_in_catalog(ctx.policy));
     };
     let host_port = port(params, "host_port")?;
     let container_port = port(params, "container_port")?;
@@ -194,7 +191,7 @@ fn deploy(
     if !(low..=high).contains(&host_port) {
         return refuse(
             Code::PortOutOfRange,
-            format!("host_port must be inside the operator's range {low}..={high}."),
+            format!("host_port must be between {low} and {high}, the operator's port range."),
         );
     }
 
@@ -204,24 +201,52 @@ fn deploy(
     // included, come from the one list in `AppNames`).
     let names = app.names();
     if ctx.apps.contains_key(app.as_str()) {
-        return refuse(Code::AppExists, format!("The app {app} already exists."));
+        return refuse(
+            Code::AppExists,
+            format!(
+                "The app {app} already exists: choose another name, or free this one with a remove_app plan \
+                 for {app} that the operator approves."
+            ),
+        );
     }
     if probe.app_dir_exists(app.as_str()) {
-        return refuse(Code::AppExists, format!("A directory for {app} already exists on the host."));
+        return refuse(
+            Code::AppExists,
+            format!(
+                "A directory for {app} already exists on the host but volce-lab has no record of it: choose \
+                 another name (only an operator can remove that directory)."
+            ),
+        );
     }
     let squatted = ctx.snapshot.containers.iter().any(|c| names.claims_container(c))
         || ctx.snapshot.networks.iter().any(|n| names.claims_network(n));
     if squatted {
-        return refuse(Code::AppExists, format!("Docker already has containers or a network for {app}."));
+        return refuse(
+            Code::AppExists,
+            format!(
+                "Docker already has containers or a network for {app} that volce-lab did not record: choose \
+                 another name (only an operator can remove them)."
+            ),
+        );
     }
     if ctx.apps.len() >= ctx.policy.max_apps as usize {
         return refuse(
             Code::AppQuotaReached,
-            format!("The operator allows at most {} apps.", ctx.policy.max_apps),
+            format!(
+                "The operator allows at most {} apps (the policy's max_apps) and all are taken: a remove_app \
+                 plan the operator approves frees a slot, or the operator raises max_apps.",
+                ctx.policy.max_apps
+            ),
         );
     }
     if ctx.snapshot.containers.iter().any(|c| c.ports.iter().any(|p| p.host_port == host_port)) {
-        return refuse(Code::PortPublished, format!("A container already publishes port {host_port}."));
+        return refuse(
+            Code::PortPublished,
+            format!(
+                "A container already publishes port {host_port}: choose another host_port between {low} and \
+                 {high}."
+            ),
+        );
     }
     if ctx.apps.values().any(|a| a.host_port == host_port) {
         return refuse(Code::PortReserved, format!("Port {host_port} is reserved by another app."));
@@ -298,6 +323,25 @@ fn deploy(
     };
     let network = names.network;
     Ok((Payload::Deploy { image_key: image_key.to_owned(), network, containers, spec }, impact))
+}
+
+/// The most catalog keys an `image_not_in_catalog` refusal names: keys are
+/// at most 31 characters, and the helper's sentence reaches the agent cut at
+/// 300 (`crate::mcp::rpc`).
+const KEYS_NAMED: usize = 6;
+
+/// The `image_not_in_catalog` sentence: what `image` must be and which keys
+/// the catalog offers. Keys passed the policy's name check
+/// (`^[a-z][a-z0-9-]{0,30}$`), so they are quoted as they are; the agent's
+/// text is never repeated.
+fn not_in_catalog(policy: &Policy) -> String {
+    let keys: Vec<String> = policy.catalog.keys().take(KEYS_NAMED).map(|k| format!("`{k}`")).collect();
+    let more = policy.catalog.len().saturating_sub(KEYS_NAMED);
+    let more = if more > 0 { format!(" and {more} more") } else { String::new() };
+    format!(
+        "image must be a key of the operator's catalog, not an image reference; the catalog offers {}{more}.",
+        keys.join(", ")
+    )
 }
 
 /// The recorded app, running, with exactly its recorded container set.

@@ -237,6 +237,35 @@ fn deploy_image_must_be_a_catalog_key_not_a_reference() {
     }
 }
 
+fn refusal(world: &World, params: Value) -> Refusal {
+    world.derive(Action::Deploy, params.clone()).expect_err(&format!("{params} must be refused"))
+}
+
+#[test]
+fn image_not_in_catalog_names_the_offered_keys_and_never_the_agents_text() {
+    // Tried: an image reference where a key belongs, with a terminal escape in it.
+    let refused = refusal(&World::empty(), patched(&[("image", json!("nginx:latest\u{1b}[2J"))]));
+    assert_eq!(refused.code, Code::ImageNotInCatalog);
+    assert_eq!(
+        refused.message,
+        "image must be a key of the operator's catalog, not an image reference; the catalog offers `web`."
+    );
+    // Tried: an unknown key against a catalog of nine keys: six are named, the rest counted.
+    let mut world = World::empty();
+    let pinned = world.policy.catalog["web"].clone();
+    for key in ["api", "batch", "cache", "docs", "edge", "feed", "gate", "hub"] {
+        world.policy.catalog.insert(key.into(), pinned.clone());
+    }
+    let refused = refusal(&world, patched(&[("image", json!("other"))]));
+    assert_eq!(refused.code, Code::ImageNotInCatalog);
+    assert_eq!(
+        refused.message,
+        "image must be a key of the operator's catalog, not an image reference; the catalog offers `api`, \
+         `batch`, `cache`, `docs`, `edge`, `feed` and 3 more."
+    );
+    assert!(refused.message.chars().count() < 300, "the agent sees it whole");
+}
+
 #[test]
 fn ports_must_be_integers_not_booleans_or_floats_or_strings() {
     for key in ["host_port", "container_port"] {
@@ -273,6 +302,10 @@ fn host_port_must_be_inside_the_policy_range() {
         World::empty().code(Action::Deploy, patched(&[("host_port", json!(17999))])),
         Code::PortOutOfRange
     );
+    // Tried: 19000, one past the sample policy's range: the sentence gives the range in words.
+    let refused = refusal(&World::empty(), patched(&[("host_port", json!(19000))]));
+    assert_eq!(refused.code, Code::PortOutOfRange);
+    assert_eq!(refused.message, "host_port must be between 18000 and 18999, the operator's port range.");
 }
 
 #[test]
@@ -287,6 +320,12 @@ fn host_port_must_not_be_published_by_any_container() {
     let mut world = World::empty();
     world.snapshot.containers.push(container('7', "someone-else", None, "exited", Some(18002)));
     assert_eq!(world.code(Action::Deploy, deploy_params()), Code::PortPublished);
+    // Tried: 18002, published by a stopped foreign container: the fix is another port.
+    let refused = refusal(&world, deploy_params());
+    assert_eq!(
+        refused.message,
+        "A container already publishes port 18002: choose another host_port between 18000 and 18999."
+    );
 }
 
 #[test]
@@ -329,6 +368,13 @@ fn deploy_refuses_an_existing_app_record() {
         world.code(Action::Deploy, patched(&[("app", json!("demo")), ("host_port", json!(18005))])),
         Code::AppExists
     );
+    // Tried: deploying `demo` again while it is recorded: remove_app frees the name.
+    let refused = refusal(&world, patched(&[("app", json!("demo")), ("host_port", json!(18005))]));
+    assert_eq!(
+        refused.message,
+        "The app demo already exists: choose another name, or free this one with a remove_app plan for demo \
+         that the operator approves."
+    );
 }
 
 #[test]
@@ -336,6 +382,12 @@ fn deploy_refuses_an_existing_directory() {
     let mut world = World::empty();
     world.probe.dir_exists = true;
     assert_eq!(world.code(Action::Deploy, deploy_params()), Code::AppExists);
+    // Tried: web1 with a leftover directory and no record: remove_app cannot help, another name can.
+    assert_eq!(
+        refusal(&world, deploy_params()).message,
+        "A directory for web1 already exists on the host but volce-lab has no record of it: choose another \
+         name (only an operator can remove that directory)."
+    );
 }
 
 #[test]
@@ -343,6 +395,11 @@ fn deploy_refuses_existing_vl_resources() {
     let mut world = World::empty();
     world.snapshot.containers.push(container('5', "vl-web1-app", None, "exited", None));
     assert_eq!(world.code(Action::Deploy, deploy_params()), Code::AppExists);
+    assert_eq!(
+        refusal(&world, deploy_params()).message,
+        "Docker already has containers or a network for web1 that volce-lab did not record: choose another \
+         name (only an operator can remove them)."
+    );
     let mut world = World::empty();
     world.snapshot.containers.push(container('5', "unrelated", Some("web1"), "exited", None));
     assert_eq!(world.code(Action::Deploy, deploy_params()), Code::AppExists);
@@ -369,6 +426,12 @@ fn deploy_enforces_the_app_quota() {
         world.apps.insert((*app).into(), record(app, 18100 + i as u16, AppState::Stopped));
     }
     assert_eq!(world.code(Action::Deploy, deploy_params()), Code::AppQuotaReached);
+    // Tried: a fifth app under max_apps 4: remove_app or a higher max_apps frees a slot.
+    assert_eq!(
+        refusal(&world, deploy_params()).message,
+        "The operator allows at most 4 apps (the policy's max_apps) and all are taken: a remove_app plan the \
+         operator approves frees a slot, or the operator raises max_apps."
+    );
 }
 
 #[test]
