@@ -11,7 +11,8 @@
 //!   result, is `ok`; exit 1 with `rejected` or `needs_inspection` passes
 //!   through (a well-formed code this build does not know, from a newer
 //!   helper, passes as it came: a refusal changed nothing, whichever version
-//!   named it); anything else (timeout, overflow,
+//!   named it); exit 1 without a reply (how sudo refuses) on a read-only
+//!   operation is `helper_unavailable`; anything else (timeout, overflow,
 //!   unparsable, other exit, a killed client) is `unknown`, which tells the
 //!   agent to inspect before any retry;
 //! - nothing is retried here or anywhere else.
@@ -121,6 +122,30 @@ fn unknown(operation: Operation, reason: &str) -> Answer {
     }
 }
 
+/// Whether the operation may change the server: only these can leave an
+/// outcome we cannot know. Every new operation must say which it is.
+fn may_change(operation: Operation) -> bool {
+    match operation {
+        Operation::Plan | Operation::Execute => true,
+        Operation::Inventory | Operation::GatewayStatus => false,
+    }
+}
+
+/// A read-only call the helper never answered: exit 1 without a reply.
+fn helper_unavailable() -> Answer {
+    Answer {
+        status: Status::HelperUnavailable,
+        code: None,
+        message: "The host helper could not be asked (it exited 1 without a reply, as when sudo refuses \
+                  because the sudoers rule is missing or does not match, or the helper is not installed), \
+                  so nothing was read or changed: report it; the administrator runs `volce-lab-host doctor` \
+                  on the server (HOST-SETUP.md)."
+            .to_owned(),
+        result: None,
+        plan_id: None,
+    }
+}
+
 /// Text from the server, made safe to hand to a model and a terminal:
 /// hidden characters dropped, at most 300 characters.
 fn sanitize(text: &str) -> String {
@@ -173,6 +198,12 @@ pub fn interpret(operation: Operation, outcome: &Outcome, mode: Mode) -> Answer 
                 result: None,
                 plan_id,
             },
+            // How sudo refuses (`sudo: a password is required` on stderr,
+            // which we never pass on) and how a missing helper looks: a
+            // read-only call cannot have changed anything, so it is
+            // helper_unavailable; a plan or execute stays unknown, since
+            // a helper that died after acting looks the same.
+            Err(NotAReply::NotOneObject) if !may_change(operation) => helper_unavailable(),
             Err(NotAReply::NotOneObject) => {
                 unknown(operation, "the host helper exited 1 without a valid reply; sudo may have refused")
             }
@@ -326,7 +357,7 @@ mod tests {
                 Status::Unknown,
                 None,
             ),
-            (ExecutionStatus::NonzeroExit, Some(1), "", Status::Unknown, None),
+            (ExecutionStatus::NonzeroExit, Some(1), "", Status::HelperUnavailable, None),
             (
                 ExecutionStatus::NonzeroExit,
                 Some(2),
@@ -366,6 +397,30 @@ mod tests {
         assert!(read("", 1).contains("without a valid reply; sudo may have refused"));
         assert!(read("{}", 1).contains("outside the contract"));
         assert!(read("{}", 1).contains("the server may have acted"));
+    }
+
+    #[test]
+    fn a_sudo_refusal_is_helper_unavailable_on_a_read_only_call_and_unknown_on_a_change() {
+        // Tried: what `sudo -n` does without a matching rule (exit 1, nothing
+        // on stdout, "sudo: a password is required" on stderr, which the
+        // runner never passes on), and a helper that died printing half a line.
+        for stdout in ["", "{\"status\":\"ok\""] {
+            let refused = outcome(ExecutionStatus::NonzeroExit, Some(1), stdout);
+            for operation in Operation::VARIANTS.iter().copied() {
+                let answer = interpret(operation, &refused, Mode::Ssh);
+                if may_change(operation) {
+                    assert_eq!(answer.status, Status::Unknown, "{operation:?}");
+                    assert!(answer.message.contains("sudo may have refused"), "{}", answer.message);
+                } else {
+                    assert_eq!((answer.status, answer.code.clone()), (Status::HelperUnavailable, None));
+                    assert!(answer.message.contains("sudo refuses"), "{}", answer.message);
+                    assert!(answer.message.contains("nothing was read or changed"), "{}", answer.message);
+                    assert!(answer.message.contains("volce-lab-host doctor"), "{}", answer.message);
+                }
+            }
+        }
+        assert!(!may_change(Operation::Inventory) && !may_change(Operation::GatewayStatus));
+        assert!(may_change(Operation::Plan) && may_change(Operation::Execute));
     }
 
     #[test]

@@ -296,7 +296,6 @@ async fn a_garbage_reply_is_unknown() {
         "echo 'Welcome to Ubuntu'; echo '{\"status\":\"ok\"'",
         "echo '{\"status\":\"ok\",\"operation\":\"inventory\",\"result\":{}}{}'",
         "echo '{\"status\":\"ok\",\"operation\":\"plan\",\"result\":{}}'",
-        "exit 1",
         "echo '{\"status\":\"rejected\",\"code\":\"x\",\"message\":\"m\"}'; exit 3",
     ] {
         let harness = Setup::rpc(script).start().await;
@@ -306,6 +305,28 @@ async fn a_garbage_reply_is_unknown() {
         assert!(result["message"].as_str().unwrap().contains("Do not retry"));
         assert_eq!(harness.runs("rpc_calls"), 1, "{script}");
     }
+}
+
+/// Tried: the helper played the way `sudo -n` refuses without a matching
+/// rule: exit 1, nothing on stdout, sudo's sentence on stderr.
+#[tokio::test]
+async fn a_sudo_refusal_is_helper_unavailable_for_inventory_and_unknown_for_a_plan() {
+    let harness = Setup::rpc("echo 'sudo: a password is required' >&2; exit 1").start().await;
+    harness.identify().await;
+    let inventory = harness.call("service_inventory", json!({})).await;
+    assert_eq!(inventory["status"], "helper_unavailable", "{inventory}");
+    assert_eq!(inventory["code"], Value::Null);
+    let message = inventory["message"].as_str().unwrap();
+    assert!(message.contains("sudo refuses") && message.contains("volce-lab-host doctor"), "{message}");
+    let plan = harness.call("service_plan", json!({"action": "stop", "parameters": {"app": "web"}})).await;
+    assert_eq!(plan["status"], "unknown", "a plan may have been recorded: {plan}");
+    for result in [&inventory, &plan] {
+        assert!(!result.to_string().contains("password"), "sudo's stderr never reaches the model: {result}");
+    }
+    let audit = harness.audit_text();
+    assert!(!audit.contains("password"), "{audit}");
+    let statuses: Vec<Value> = harness.audit().iter().map(|line| line["status"].clone()).collect();
+    assert_eq!(statuses, [json!("ok"), json!("helper_unavailable"), json!("unknown")]);
 }
 
 #[tokio::test]

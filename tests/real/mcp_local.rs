@@ -66,7 +66,7 @@ async fn local_mode_as_nobody_checks_for_real_and_management_fails_honestly() {
     // nobody may not run the helper through sudo: never ok, and never retried.
     let inventory = call("service_inventory", json!({})).await;
     let status = inventory["status"].as_str().unwrap();
-    assert!(["unknown", "execution_failed"].contains(&status), "{inventory}");
+    assert!(["helper_unavailable", "execution_failed"].contains(&status), "{inventory}");
     assert!(inventory["execution"].is_object(), "the sudo attempt is recorded: {inventory}");
     eprintln!("local-mode inventory as nobody: {}", inventory["message"]);
     client.cancel().await.unwrap();
