@@ -9,7 +9,10 @@
 //! - the child leads its own process group, so a timeout or an output overflow
 //!   kills everything it started, and we always reap it;
 //! - stdout is kept up to a limit, stderr is only counted: raw stderr never
-//!   leaves this module;
+//!   leaves this module, except the last [`STDERR_TAIL`] bytes that
+//!   [`run_with_stderr_tail`] hands over in a [`StderrTail`], which cannot be
+//!   serialized or printed (for classifying ssh's own failure on the
+//!   workstation, never for passing it on);
 //! - the caller gets an [`Execution`] record of facts, never a guess.
 
 use std::ffi::OsString;
@@ -169,6 +172,27 @@ impl Outcome {
     }
 }
 
+/// How many bytes of stderr [`run_with_stderr_tail`] keeps: the end, where
+/// ssh writes why it gave up.
+pub const STDERR_TAIL: usize = 2048;
+
+/// The last bytes of a run's stderr. Neither `Serialize` nor `Display`, and
+/// its `Debug` shows only the length: a caller can match it against fixed
+/// phrases, but it cannot end up in a result, an audit line or a log.
+pub struct StderrTail(Vec<u8>);
+
+impl StderrTail {
+    pub fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for StderrTail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "StderrTail({} bytes)", self.0.len())
+    }
+}
+
 /// Kills the whole process group when dropped, unless disarmed. This is what
 /// makes cancellation safe: if the future running [`run`] is dropped (an MCP
 /// client cancelled the call), the group dies with it.
@@ -194,12 +218,21 @@ impl Drop for GroupGuard {
 #[derive(Debug)]
 struct Overflow;
 
-/// Reads a pipe to its end. Keeps at most `limit` bytes when `keep`; returns
-/// `Overflow` as soon as more than `limit` bytes arrive.
+/// What [`read_bounded`] keeps of a pipe.
+#[derive(Clone, Copy)]
+enum Keep {
+    /// The first `limit` bytes.
+    Head,
+    /// The last this many bytes.
+    Tail(usize),
+}
+
+/// Reads a pipe to its end, keeping what `keep` says; returns `Overflow` as
+/// soon as more than `limit` bytes arrive.
 async fn read_bounded(
     pipe: Option<impl AsyncRead + Unpin>,
     limit: usize,
-    keep: bool,
+    keep: Keep,
 ) -> Result<(Vec<u8>, u64), Overflow> {
     let Some(mut pipe) = pipe else { return Ok((Vec::new(), 0)) };
     let mut kept = Vec::new();
@@ -211,9 +244,17 @@ async fn read_bounded(
             Ok(n) => n,
         };
         total += n as u64;
-        if keep {
-            let room = limit.saturating_sub(kept.len());
-            kept.extend_from_slice(&buffer[..n.min(room)]);
+        match keep {
+            Keep::Head => {
+                let room = limit.saturating_sub(kept.len());
+                kept.extend_from_slice(&buffer[..n.min(room)]);
+            }
+            Keep::Tail(0) => {}
+            Keep::Tail(tail) => {
+                kept.extend_from_slice(&buffer[..n]);
+                let extra = kept.len().saturating_sub(tail);
+                kept.drain(..extra);
+            }
         }
         if total > limit as u64 {
             return Err(Overflow);
@@ -223,8 +264,19 @@ async fn read_bounded(
 
 /// Runs one process to completion, timeout or overflow, and reports facts.
 pub async fn run(spec: &ProcessSpec) -> Outcome {
+    run_keeping(spec, 0).await.0
+}
+
+/// [`run`], also keeping the last [`STDERR_TAIL`] bytes of stderr of a run
+/// that exited (none after a timeout or an overflow).
+pub async fn run_with_stderr_tail(spec: &ProcessSpec) -> (Outcome, StderrTail) {
+    let (outcome, tail) = run_keeping(spec, STDERR_TAIL).await;
+    (outcome, StderrTail(tail))
+}
+
+async fn run_keeping(spec: &ProcessSpec, stderr_tail: usize) -> (Outcome, Vec<u8>) {
     if !spec.program.is_absolute() {
-        return Outcome::launch_failed();
+        return (Outcome::launch_failed(), Vec::new());
     }
     let mut command = tokio::process::Command::new(&spec.program);
     command
@@ -242,7 +294,7 @@ pub async fn run(spec: &ProcessSpec) -> Outcome {
     let started = Instant::now();
     let mut child = match command.spawn() {
         Ok(child) => child,
-        Err(_) => return Outcome::launch_failed(),
+        Err(_) => return (Outcome::launch_failed(), Vec::new()),
     };
     let guard = GroupGuard { pgid: child.id().map(|id| Pid::from_raw(id as i32)) };
 
@@ -262,13 +314,13 @@ pub async fn run(spec: &ProcessSpec) -> Outcome {
 
     let deadline = tokio::time::Instant::from_std(started + spec.timeout);
     let work = async {
-        let (_, (out, _), (_, err_len)) = tokio::try_join!(
+        let (_, (out, _), (err, err_len)) = tokio::try_join!(
             feed,
-            read_bounded(stdout, spec.stdout_limit, true),
-            read_bounded(stderr, spec.stderr_limit, false),
+            read_bounded(stdout, spec.stdout_limit, Keep::Head),
+            read_bounded(stderr, spec.stderr_limit, Keep::Tail(stderr_tail)),
         )?;
         let status = child.wait().await;
-        Ok::<_, Overflow>((out, err_len, status))
+        Ok::<_, Overflow>((out, err, err_len, status))
     };
 
     enum End {
@@ -276,8 +328,12 @@ pub async fn run(spec: &ProcessSpec) -> Outcome {
         Overflow,
         Timeout,
     }
+    let mut tail = Vec::new();
     let end = match tokio::time::timeout_at(deadline, work).await {
-        Ok(Ok((out, err_len, status))) => End::Exited(out, err_len, status),
+        Ok(Ok((out, err, err_len, status))) => {
+            tail = err;
+            End::Exited(out, err_len, status)
+        }
         Ok(Err(Overflow)) => End::Overflow,
         Err(_) => End::Timeout,
     };
@@ -316,7 +372,7 @@ pub async fn run(spec: &ProcessSpec) -> Outcome {
         duration_ms,
         completion,
     };
-    Outcome { execution, stdout, stderr_len }
+    (Outcome { execution, stdout, stderr_len }, tail)
 }
 
 /// [`run`] for synchronous callers (the host helper), on a private runtime.

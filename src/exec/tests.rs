@@ -161,3 +161,18 @@ fn children_get_a_fixed_minimal_environment_whatever_ours_is() {
     assert_eq!(keys, ["PATH", "LC_ALL"]);
     assert!(ProcessSpec::new("/bin/true", ["x"]).env == env, "a new spec starts from it");
 }
+
+#[tokio::test]
+async fn the_stderr_tail_keeps_only_the_end_and_never_shows_it() {
+    // Tried: 3000 bytes of noise, then the line ssh ends with.
+    let spec =
+        sh("head -c 3000 /dev/zero | tr '\\000' x >&2; echo 'Host key verification failed.' >&2; exit 255");
+    let (outcome, tail) = run_with_stderr_tail(&spec).await;
+    assert_eq!(outcome.execution.exit_code, Some(255));
+    assert_eq!(outcome.stderr_len, 3000 + 30);
+    assert_eq!(tail.bytes().len(), STDERR_TAIL);
+    assert!(tail.bytes().ends_with(b"Host key verification failed.\n"));
+    assert_eq!(format!("{tail:?}"), format!("StderrTail({STDERR_TAIL} bytes)"));
+    // The plain runner keeps nothing of it.
+    assert!(!format!("{:?}", run(&spec).await).contains("verification"));
+}
