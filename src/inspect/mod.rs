@@ -10,7 +10,12 @@
 //!   `identity` call matches again;
 //! - checks on one target are serialized by one async mutex: none is dropped
 //!   or interleaved;
-//! - the identity state lives in this process only; it is not a token.
+//! - the identity state lives in this process only; it is not a token;
+//! - what a person running `inspect` is told beyond the result (which part
+//!   of the identity differed, why ssh gave up) is a [`Diagnosis`]: a closed
+//!   set, never the target's words or ssh's stderr, not `Serialize`, and
+//!   never part of a [`CheckResult`], so no MCP result or audit line can
+//!   carry it.
 
 pub mod report;
 pub mod ssh_mux;
@@ -25,7 +30,7 @@ use tokio::sync::Mutex;
 use crate::config::{Config, Mode};
 use crate::exec::{self, CHECK_OUTPUT_LIMIT, Execution, ExecutionStatus, Outcome};
 use ssh_mux::MultiplexedSsh;
-use transport::{Limits, LocalTransport, RemoteCommand, SshTransport, Transport};
+use transport::{Limits, LocalTransport, RemoteCommand, SshFailure, SshTransport, Transport};
 
 /// The closed set of read-only checks. One name table (strum) for
 /// `as_str`; serde's names are tested to be the same.
@@ -142,6 +147,27 @@ enum Gate {
     Mismatched,
 }
 
+/// Which part of the identity answer differed. Only which part: what the
+/// target said stays withheld, from the person too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mismatch {
+    Host,
+    User,
+    Both,
+    /// Not the two lines `hostname` and `id -un` print (a login script that
+    /// prints, or another program answering).
+    NotTwoLines,
+}
+
+/// What `volce-lab inspect` tells the person who runs it beyond the result.
+/// Deliberately not `Serialize` and not in [`CheckResult`]: the MCP server
+/// drops it (see [`Inspector::check`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Diagnosis {
+    IdentityMismatch(Mismatch),
+    Ssh(SshFailure),
+}
+
 /// Why a gated call did not get to run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GateRefusal {
@@ -216,32 +242,41 @@ impl Inspector {
         }
     }
 
-    /// Runs one check behind the identity gate.
+    /// Runs one check behind the identity gate: the result the agent gets.
     pub async fn check(&self, check: Check) -> CheckResult {
+        self.check_diagnosed(check).await.0
+    }
+
+    /// [`Inspector::check`] plus, for the person at the terminal, what the
+    /// result withholds in a form safe to show.
+    pub async fn check_diagnosed(&self, check: Check) -> (CheckResult, Option<Diagnosis>) {
         let mut gate = self.gate.lock().await;
         if check == Check::Identity {
             return match self.verify(&mut gate).await {
-                Ok((output, execution)) => self.result(check, Status::Ok, output, Some(execution)),
-                Err(refusal) => self.result(check, refusal.status, String::new(), refusal.execution),
+                Ok((output, execution)) => (self.result(check, Status::Ok, output, Some(execution)), None),
+                Err((refusal, diagnosis)) => {
+                    (self.result(check, refusal.status, String::new(), refusal.execution), diagnosis)
+                }
             };
         }
-        if let Err(refusal) = self.reverify(&mut gate).await {
-            return self.result(check, refusal.status, String::new(), refusal.execution);
+        if let Err((refusal, diagnosis)) = self.reverify(&mut gate).await {
+            return (self.result(check, refusal.status, String::new(), refusal.execution), diagnosis);
         }
-        let (status, output, execution) = match check {
+        let (status, output, execution, ssh) = match check {
             Check::Identity => unreachable!("handled above"),
             Check::Disk => self.disk().await,
             Check::WebStatus => self.web_status().await,
         };
-        self.result(check, status, output, Some(execution))
+        let diagnosis = ssh.filter(|_| status == Status::ConnectionFailed).map(Diagnosis::Ssh);
+        (self.result(check, status, output, Some(execution)), diagnosis)
     }
 
     /// Verifies identity, then runs the host helper with `request` on stdin,
     /// all under the same lock as the checks. For the management tools.
     pub async fn host_rpc(&self, request: &[u8], limits: Limits) -> Result<Outcome, GateRefusal> {
         let mut gate = self.gate.lock().await;
-        self.reverify(&mut gate).await?;
-        let outcome = self.run(RemoteCommand::HostRpc, Some(request), limits).await;
+        self.reverify(&mut gate).await.map_err(|(refusal, _)| refusal)?;
+        let (outcome, _) = self.run(RemoteCommand::HostRpc, Some(request), limits).await;
         if outcome.execution.completion == exec::Completion::Unconfirmed {
             self.reset();
         }
@@ -268,10 +303,14 @@ impl Inspector {
     /// running anything unless identity was verified, then verifies again,
     /// because an earlier match is not a lease (the alias may point
     /// elsewhere now).
-    async fn reverify(&self, gate: &mut Gate) -> Result<(), GateRefusal> {
+    async fn reverify(&self, gate: &mut Gate) -> Result<(), Refused> {
         match *gate {
-            Gate::Unverified => Err(GateRefusal { status: Status::IdentityRequired, execution: None }),
-            Gate::Mismatched => Err(GateRefusal { status: Status::IdentityMismatch, execution: None }),
+            Gate::Unverified => {
+                Err((GateRefusal { status: Status::IdentityRequired, execution: None }, None))
+            }
+            Gate::Mismatched => {
+                Err((GateRefusal { status: Status::IdentityMismatch, execution: None }, None))
+            }
             Gate::Verified => self.verify(gate).await.map(|_| ()),
         }
     }
@@ -284,11 +323,11 @@ impl Inspector {
 
     /// Runs the identity command and moves the gate: only a match opens it,
     /// and only a match clears an earlier mismatch.
-    async fn verify(&self, gate: &mut Gate) -> Result<(String, Execution), GateRefusal> {
+    async fn verify(&self, gate: &mut Gate) -> Result<(String, Execution), Refused> {
         if *gate == Gate::Verified {
             *gate = Gate::Unverified;
         }
-        let outcome = self.run(RemoteCommand::Identity, None, self.limits()).await;
+        let (outcome, ssh) = self.run(RemoteCommand::Identity, None, self.limits()).await;
         if outcome.execution.execution_status != ExecutionStatus::Ok {
             self.reset();
             let status = match outcome.execution.execution_status {
@@ -302,33 +341,47 @@ impl Inspector {
                 }
                 _ => Status::ConnectionFailed,
             };
-            return Err(GateRefusal { status, execution: Some(outcome.execution) });
+            let diagnosis = ssh.filter(|_| status == Status::ConnectionFailed).map(Diagnosis::Ssh);
+            return Err((GateRefusal { status, execution: Some(outcome.execution) }, diagnosis));
         }
         let text = String::from_utf8_lossy(&outcome.stdout);
         let lines: Vec<&str> = text.lines().collect();
         if lines != [self.config.expected_host.as_str(), self.config.expected_user.as_str()] {
-            // Do not pass on what an unexpected target said about itself.
+            // Do not pass on what an unexpected target said about itself:
+            // the diagnosis says only which part differed.
+            let mismatch = match lines[..] {
+                [host, user] => {
+                    match (host != self.config.expected_host, user != self.config.expected_user) {
+                        (true, true) => Mismatch::Both,
+                        (true, false) => Mismatch::Host,
+                        _ => Mismatch::User,
+                    }
+                }
+                _ => Mismatch::NotTwoLines,
+            };
             self.reset();
             *gate = Gate::Mismatched;
-            return Err(GateRefusal { status: Status::IdentityMismatch, execution: Some(outcome.execution) });
+            let refusal =
+                GateRefusal { status: Status::IdentityMismatch, execution: Some(outcome.execution) };
+            return Err((refusal, Some(Diagnosis::IdentityMismatch(mismatch))));
         }
         *gate = Gate::Verified;
         Ok((text.into_owned(), outcome.execution))
     }
 
-    async fn disk(&self) -> (Status, String, Execution) {
-        let outcome = self.run(RemoteCommand::Disk, None, self.limits()).await;
+    async fn disk(&self) -> (Status, String, Execution, Option<SshFailure>) {
+        let (outcome, ssh) = self.run(RemoteCommand::Disk, None, self.limits()).await;
         let status = match outcome.execution.execution_status {
             ExecutionStatus::Ok => Status::Ok,
             ExecutionStatus::NonzeroExit => Status::CheckFailed,
             other => self.failure_status(other),
         };
-        (status, output_text(&outcome, status), outcome.execution)
+        (status, output_text(&outcome, status), outcome.execution, ssh)
     }
 
-    async fn web_status(&self) -> (Status, String, Execution) {
+    async fn web_status(&self) -> (Status, String, Execution, Option<SshFailure>) {
         let request = crate::wire::Request::GatewayStatus {}.to_bytes();
-        let outcome = self.run(RemoteCommand::HostRpc, Some(&request), self.limits()).await;
+        let (outcome, ssh) = self.run(RemoteCommand::HostRpc, Some(&request), self.limits()).await;
         let status = match outcome.execution.execution_status {
             ExecutionStatus::Ok => match gateways_healthy(&outcome.stdout) {
                 Some(true) => Status::Ok,
@@ -341,7 +394,7 @@ impl Inspector {
             ExecutionStatus::LaunchFailed if self.config.mode != Mode::Ssh => Status::HelperUnavailable,
             other => self.failure_status(other),
         };
-        (status, output_text(&outcome, status), outcome.execution)
+        (status, output_text(&outcome, status), outcome.execution, ssh)
     }
 
     fn failure_status(&self, status: ExecutionStatus) -> Status {
@@ -356,15 +409,26 @@ impl Inspector {
     }
 
     /// Runs a command's processes in order; outputs are concatenated and the
-    /// first run that is not ok ends the sequence.
-    async fn run(&self, command: RemoteCommand, stdin: Option<&[u8]>, limits: Limits) -> Outcome {
+    /// first run that is not ok ends the sequence. When that is an ssh client
+    /// that exited 255, also why ssh gave up, classified from its stderr here
+    /// and now (the stderr itself goes no further).
+    async fn run(
+        &self,
+        command: RemoteCommand,
+        stdin: Option<&[u8]>,
+        limits: Limits,
+    ) -> (Outcome, Option<SshFailure>) {
         let transport = match &self.backend {
-            Backend::Demo => return demo_outcome(&self.config, command),
+            Backend::Demo => return (demo_outcome(&self.config, command), None),
             Backend::Real(transport) => transport,
         };
         let mut combined: Option<Outcome> = None;
+        let mut ssh = None;
         for spec in transport.specs(command, stdin, limits) {
-            let outcome = exec::run(&spec).await;
+            let (outcome, tail) = exec::run_with_stderr_tail(&spec).await;
+            if outcome.execution.execution_status == ExecutionStatus::SshOrRemote255 {
+                ssh = Some(SshFailure::classify(tail.bytes()));
+            }
             let ok = outcome.execution.execution_status == ExecutionStatus::Ok;
             combined = Some(match combined {
                 None => outcome,
@@ -386,13 +450,17 @@ impl Inspector {
         if combined.as_ref().is_some_and(|o| o.execution.completion == exec::Completion::Unconfirmed) {
             self.reset();
         }
-        combined.unwrap_or_else(|| Outcome {
+        let outcome = combined.unwrap_or_else(|| Outcome {
             execution: Execution::not_started(ExecutionStatus::LaunchFailed),
             stdout: Vec::new(),
             stderr_len: 0,
-        })
+        });
+        (outcome, ssh)
     }
 }
+
+/// A gate refusal, and what the person at the terminal may be told about it.
+type Refused = (GateRefusal, Option<Diagnosis>);
 
 /// The output a result may show: what the target printed, unless the run
 /// failed in a way that makes it meaningless.

@@ -3,7 +3,8 @@
 
 use std::io::Write as _;
 
-use super::{Check, CheckResult, Inspector, Status};
+use super::transport::SshTransport;
+use super::{Check, CheckResult, Diagnosis, Inspector, Mismatch, Status};
 use crate::config::Config;
 use crate::exit::Exit;
 
@@ -11,14 +12,16 @@ use crate::exit::Exit;
 /// and prints the report (or JSON lines) on stdout.
 pub fn run(config: Config, runtime: &tokio::runtime::Runtime, json: bool) -> Exit {
     let inspector = Inspector::new(config);
-    let results = runtime.block_on(async {
-        let mut results = Vec::new();
+    let diagnosed = runtime.block_on(async {
+        let mut diagnosed = Vec::new();
         for check in Check::ALL {
-            results.push(inspector.check(check).await);
+            diagnosed.push(inspector.check_diagnosed(check).await);
         }
-        results
+        diagnosed
     });
-    let text = if json { json_lines(&results) } else { render(&inspector, &results) };
+    let results: Vec<CheckResult> = diagnosed.iter().map(|(result, _)| result.clone()).collect();
+    // JSON lines are the results as the agent gets them: no diagnosis.
+    let text = if json { json_lines(&results) } else { render(&inspector, &diagnosed) };
     let mut stdout = std::io::stdout().lock();
     if stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()).is_err() {
         return Exit::Failure;
@@ -32,8 +35,10 @@ pub fn json_lines(results: &[CheckResult]) -> String {
 }
 
 /// The report: a header that says what was contacted, then one line per
-/// check with its status, key evidence and duration.
-pub fn render(inspector: &Inspector, results: &[CheckResult]) -> String {
+/// check with its status, key evidence and duration, and under a failed one
+/// what the diagnosis adds (which part of the identity differed, why ssh
+/// gave up and the command that shows ssh's own words).
+pub fn render(inspector: &Inspector, diagnosed: &[(CheckResult, Option<Diagnosis>)]) -> String {
     let config = inspector.config();
     let mut out = String::new();
     if inspector.is_demo() {
@@ -47,7 +52,7 @@ pub fn render(inspector: &Inspector, results: &[CheckResult]) -> String {
             config.expected_host
         ));
     }
-    for result in results {
+    for (result, diagnosis) in diagnosed {
         let duration = result.execution.as_ref().map(|e| e.duration_ms).unwrap_or(0);
         out.push_str(&format!(
             "  {:<11} {:<19} {:<52} {:>6} ms\n",
@@ -56,10 +61,41 @@ pub fn render(inspector: &Inspector, results: &[CheckResult]) -> String {
             evidence(result),
             duration
         ));
+        for line in diagnosis.map(|d| explain(config, d)).unwrap_or_default() {
+            out.push_str(&format!("  {:<11} {}\n", "", crate::text::for_terminal(&line)));
+        }
     }
-    let healthy = results.iter().filter(|r| r.status == Status::Ok).count();
-    out.push_str(&format!("{healthy} of {} checks ok\n", results.len()));
+    let healthy = diagnosed.iter().filter(|(r, _)| r.status == Status::Ok).count();
+    out.push_str(&format!("{healthy} of {} checks ok\n", diagnosed.len()));
     out
+}
+
+/// The lines a diagnosis adds under its check. Only the configuration's
+/// values and fixed sentences: never what the target or ssh printed.
+fn explain(config: &Config, diagnosis: Diagnosis) -> Vec<String> {
+    let (host, user) = (&config.expected_host, &config.expected_user);
+    match diagnosis {
+        Diagnosis::IdentityMismatch(mismatch) => vec![match mismatch {
+            Mismatch::Host => format!("the host differed (expected {host}); the user was {user} as expected"),
+            Mismatch::User => format!("the user differed (expected {user}); the host was {host} as expected"),
+            Mismatch::Both => format!("the host and the user both differed (expected {user}@{host})"),
+            Mismatch::NotTwoLines => format!(
+                "the answer was not the two lines hostname and id -un print (expected {host}, then {user}); \
+                 a login script that prints can cause this"
+            ),
+        }],
+        Diagnosis::Ssh(reason) => {
+            let ssh = SshTransport {
+                alias: config.ssh_alias.clone(),
+                config_file: config.ssh_config.clone(),
+                connect_timeout: config.timeout,
+            };
+            vec![
+                reason.explain().to_owned(),
+                format!("to see ssh's own words, run: {}", ssh.command_to_see_for_yourself()),
+            ]
+        }
+    }
 }
 
 /// The one fact a person wants from each check, made safe for a terminal.

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::transport::{Limits, RemoteCommand, Transport};
+use super::transport::{Limits, RemoteCommand, SshFailure, Transport};
 use super::*;
 use crate::exec::{ProcessSpec, Transport as ExecTransport};
 
@@ -253,4 +253,97 @@ fn healthy_needs_a_non_empty_all_running_list() {
     // An ok that answers another operation is no answer to gateway_status.
     let other = br#"{"status":"ok","operation":"inventory","result":{"gateways":[{"state":"running"}]}}"#;
     assert_eq!(gateways_healthy(other), None);
+}
+
+/// Runs the report's three checks and renders them as `inspect` does.
+async fn report(inspector: &Inspector) -> (Vec<(CheckResult, Option<Diagnosis>)>, String) {
+    let mut diagnosed = Vec::new();
+    for check in Check::ALL {
+        diagnosed.push(inspector.check_diagnosed(check).await);
+    }
+    let text = report::render(inspector, &diagnosed);
+    (diagnosed, text)
+}
+
+#[tokio::test]
+async fn inspect_says_which_part_of_the_identity_differed_and_never_what_the_target_said() {
+    // Tried: another host, another user, both, and a login banner before the answer.
+    for (answer, mismatch, line) in [
+        (
+            "printf 'SPY-HOST\\nagent\\n'",
+            Mismatch::Host,
+            "the host differed (expected web-1); the user was agent as expected",
+        ),
+        (
+            "printf 'web-1\\nSPY-USER\\n'",
+            Mismatch::User,
+            "the user differed (expected agent); the host was web-1 as expected",
+        ),
+        (
+            "printf 'SPY-HOST\\nSPY-USER\\n'",
+            Mismatch::Both,
+            "the host and the user both differed (expected agent@web-1)",
+        ),
+        (
+            "printf 'SPY-BANNER\\nweb-1\\nagent\\n'",
+            Mismatch::NotTwoLines,
+            "the answer was not the two lines hostname and id -un print (expected web-1, then agent); a login \
+             script that prints can cause this",
+        ),
+    ] {
+        let inspector = scripted(answer, DF, "exit 1");
+        let (diagnosed, text) = report(&inspector).await;
+        let (identity, diagnosis) = &diagnosed[0];
+        assert_eq!(identity.status, Status::IdentityMismatch);
+        assert_eq!(*diagnosis, Some(Diagnosis::IdentityMismatch(mismatch)));
+        assert!(text.contains(line), "{text}");
+        assert!(!text.contains("SPY"), "the target's answer stays withheld: {text}");
+        // What the agent gets (and `inspect --json` prints) carries none of it.
+        let json = report::json_lines(&diagnosed.iter().map(|(r, _)| r.clone()).collect::<Vec<_>>());
+        assert!(!json.contains("SPY") && !json.contains("differed"), "{json}");
+        assert_eq!(inspector.check(Check::Identity).await.output, "");
+    }
+}
+
+#[tokio::test]
+async fn inspect_names_ssh_s_reason_and_the_command_to_see_it_while_results_keep_stderr_out() {
+    // Tried: ssh exiting 255 after refusing an unknown host key, after a
+    // refused connection, and with words it never prints.
+    for (stderr, reason, line) in [
+        (
+            "No ED25519 host key is known for web-1 and you have requested strict checking.\\nHost key verification failed.",
+            SshFailure::HostKeyUnknown,
+            "ssh: the server's host key is not in known_hosts",
+        ),
+        (
+            "ssh: connect to host web-1 port 22: Connection refused",
+            SshFailure::ConnectionRefused,
+            "ssh: connection refused",
+        ),
+        ("PRIVATE-NOISE", SshFailure::Unrecognized, "ssh failed (or the remote command exited 255)"),
+    ] {
+        let inspector = scripted(&format!("printf '{stderr}\\n' >&2; exit 255"), DF, "exit 1");
+        let (diagnosed, text) = report(&inspector).await;
+        let (identity, diagnosis) = &diagnosed[0];
+        assert_eq!(identity.status, Status::ConnectionFailed);
+        assert_eq!(*diagnosis, Some(Diagnosis::Ssh(reason)));
+        assert!(text.contains(line), "{text}");
+        assert!(text.contains("to see ssh's own words, run: ssh course-demo true"), "{text}");
+        assert!(!text.contains("ED25519") && !text.contains("PRIVATE"), "stderr is never echoed: {text}");
+        let json = report::json_lines(&diagnosed.iter().map(|(r, _)| r.clone()).collect::<Vec<_>>());
+        for word in ["ED25519", "verification", "refused", "PRIVATE", "known_hosts", "ssh -"] {
+            assert!(!json.contains(word), "{word}: {json}");
+        }
+    }
+    // A 255 from a plain local process is no ssh failure to explain.
+    let local = Inspector::with_transport(
+        ssh_config(),
+        Arc::new(Scripted {
+            identity: "echo 'Connection refused' >&2; exit 255".into(),
+            disk: DF.into(),
+            rpc: "exit 1".into(),
+            ssh: false,
+        }),
+    );
+    assert_eq!(local.check_diagnosed(Check::Identity).await.1, None);
 }

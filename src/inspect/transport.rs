@@ -148,6 +148,110 @@ impl SshTransport {
     }
 }
 
+/// Why ssh itself gave up, read from the end of its stderr on the
+/// workstation. A closed set: the stderr is matched against fixed phrases
+/// and never echoed, and only `volce-lab inspect` (a person at a terminal)
+/// shows the reason; the MCP results never carry it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::VariantArray)]
+#[strum(serialize_all = "snake_case")]
+pub enum SshFailure {
+    /// The server's key differs from the one in known_hosts.
+    HostKeyChanged,
+    /// No key for the server in known_hosts (we never accept a new one).
+    HostKeyUnknown,
+    /// The server refused our key.
+    AuthenticationRefused,
+    /// The alias is not in ssh_config and does not resolve as a host name.
+    UnknownHost,
+    ConnectionRefused,
+    ConnectionTimedOut,
+    NoRouteToHost,
+    /// ssh failed for a reason not listed here (or the remote command exited 255).
+    Unrecognized,
+}
+
+impl SshFailure {
+    /// The reason in the words of the phrases ssh writes; the changed key is
+    /// matched before the verification failure that follows it.
+    pub fn classify(stderr_tail: &[u8]) -> SshFailure {
+        let text = String::from_utf8_lossy(stderr_tail);
+        let has = |phrase: &str| text.contains(phrase);
+        if has("REMOTE HOST IDENTIFICATION HAS CHANGED") {
+            SshFailure::HostKeyChanged
+        } else if has("Host key verification failed.") {
+            SshFailure::HostKeyUnknown
+        } else if has("Permission denied (publickey") {
+            SshFailure::AuthenticationRefused
+        } else if has("Could not resolve hostname") {
+            SshFailure::UnknownHost
+        } else if has("Connection refused") {
+            SshFailure::ConnectionRefused
+        } else if has("Connection timed out") {
+            SshFailure::ConnectionTimedOut
+        } else if has("No route to host") {
+            SshFailure::NoRouteToHost
+        } else {
+            SshFailure::Unrecognized
+        }
+    }
+
+    /// One line for the person reading `inspect`: what ssh said and what to do.
+    pub fn explain(self) -> &'static str {
+        match self {
+            SshFailure::HostKeyChanged => {
+                "ssh: the server's host key CHANGED since known_hosts recorded it; find out why before \
+                 trusting it (ssh-keygen -lf on the server)"
+            }
+            SshFailure::HostKeyUnknown => {
+                "ssh: the server's host key is not in known_hosts; compare its fingerprint and connect once \
+                 by hand"
+            }
+            SshFailure::AuthenticationRefused => "ssh: the server refused the key (Permission denied)",
+            SshFailure::UnknownHost => {
+                "ssh: could not resolve the host name: the alias is not in ssh_config, or DNS fails"
+            }
+            SshFailure::ConnectionRefused => "ssh: connection refused: nothing listens on the ssh port",
+            SshFailure::ConnectionTimedOut => "ssh: connection timed out: host down or filtered",
+            SshFailure::NoRouteToHost => "ssh: no route to host",
+            SshFailure::Unrecognized => "ssh failed (or the remote command exited 255)",
+        }
+    }
+}
+
+impl SshTransport {
+    /// The command a person runs to read ssh's own words, with the
+    /// configured `-F` file quoted for a POSIX shell. A path that would not
+    /// print as itself (a backslash, a hidden character) is named by its
+    /// variable instead, so the line is always safe to print and to paste.
+    /// The alias is validated (`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`).
+    pub fn command_to_see_for_yourself(&self) -> String {
+        let config = match &self.config_file {
+            Some(file) => {
+                let path = file.to_string_lossy();
+                let word = if crate::text::for_terminal(&path) == path {
+                    shell_word(&path)
+                } else {
+                    "\"$VOLCE_LAB_SSH_CONFIG\"".to_owned()
+                };
+                format!("-F {word} ")
+            }
+            None => String::new(),
+        };
+        crate::text::for_terminal(&format!("ssh {config}{} true", self.alias))
+    }
+}
+
+/// `word` as one POSIX shell word: as it is when it is plainly safe, else in
+/// single quotes (a quote inside as `'"'"'`, no backslash needed).
+fn shell_word(word: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+,:@%".contains(c);
+    if !word.is_empty() && word.chars().all(plain) {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', "'\"'\"'"))
+    }
+}
+
 impl Transport for SshTransport {
     fn specs(&self, command: RemoteCommand, stdin: Option<&[u8]>, limits: Limits) -> Vec<ProcessSpec> {
         let mut spec = limits.apply(ProcessSpec::new(SSH_PROGRAM, self.argv(Self::remote(command))), stdin);
@@ -199,6 +303,62 @@ mod tests {
         assert_eq!(argv[argv.len() - 1], "sudo -n /usr/local/bin/volce-lab-host rpc");
         assert_eq!(spec.stdin.as_deref(), Some(&b"{}"[..]));
         assert_eq!(spec.transport, ExecTransport::Ssh);
+    }
+
+    /// Tried: the stderr real ssh clients print for each failure (OpenSSH 9),
+    /// and the remote side's own noise.
+    #[test]
+    fn ssh_failures_are_told_apart_by_ssh_s_own_words() {
+        let changed = "@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@\n\
+                       @    WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!     @\n\
+                       @@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@\n\
+                       Host key for [127.0.0.1]:2222 has changed and you have requested strict checking.\n\
+                       Host key verification failed.\n";
+        for (stderr, reason) in [
+            (changed, SshFailure::HostKeyChanged),
+            (
+                "No ED25519 host key is known for [127.0.0.1]:2222 and you have requested strict checking.\n\
+                 Host key verification failed.\n",
+                SshFailure::HostKeyUnknown,
+            ),
+            ("vl-agent@127.0.0.1: Permission denied (publickey).\n", SshFailure::AuthenticationRefused),
+            (
+                "ssh: Could not resolve hostname course-demo: Name or service not known\n",
+                SshFailure::UnknownHost,
+            ),
+            ("ssh: connect to host 127.0.0.1 port 2222: Connection refused\n", SshFailure::ConnectionRefused),
+            ("ssh: connect to host 10.0.0.9 port 22: Connection timed out\n", SshFailure::ConnectionTimedOut),
+            ("ssh: connect to host 10.0.0.9 port 22: No route to host\n", SshFailure::NoRouteToHost),
+            ("kex_exchange_identification: Connection closed by remote host\n", SshFailure::Unrecognized),
+            ("", SshFailure::Unrecognized),
+        ] {
+            assert_eq!(SshFailure::classify(stderr.as_bytes()), reason, "{stderr}");
+        }
+        use strum::VariantArray as _;
+        for reason in SshFailure::VARIANTS {
+            assert!(!reason.explain().is_empty());
+        }
+    }
+
+    #[test]
+    fn the_command_to_see_ssh_s_words_names_the_configured_file_quoted() {
+        let mut ssh = SshTransport {
+            alias: "course-demo".into(),
+            config_file: Some("/etc/ssh-test/config".into()),
+            connect_timeout: Duration::from_secs(8),
+        };
+        assert_eq!(ssh.command_to_see_for_yourself(), "ssh -F /etc/ssh-test/config course-demo true");
+        ssh.config_file = Some("/home/a b/it's".into());
+        assert_eq!(ssh.command_to_see_for_yourself(), r#"ssh -F '/home/a b/it'"'"'s' course-demo true"#);
+        for odd in ["/tmp/a\\b", "/tmp/\u{202e}x"] {
+            ssh.config_file = Some(odd.into());
+            assert_eq!(
+                ssh.command_to_see_for_yourself(),
+                r#"ssh -F "$VOLCE_LAB_SSH_CONFIG" course-demo true"#
+            );
+        }
+        ssh.config_file = None;
+        assert_eq!(ssh.command_to_see_for_yourself(), "ssh course-demo true");
     }
 
     #[test]

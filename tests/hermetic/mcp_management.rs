@@ -329,6 +329,32 @@ async fn a_sudo_refusal_is_helper_unavailable_for_inventory_and_unknown_for_a_pl
     assert_eq!(statuses, [json!("ok"), json!("helper_unavailable"), json!("unknown")]);
 }
 
+/// Tried: ssh refusing a changed host key (its warning on stderr, exit 255)
+/// and a target that answers as another host and user: `inspect` explains
+/// both to a person, the agent gets neither ssh's words, nor the reason, nor
+/// what the target said.
+#[tokio::test]
+async fn ssh_s_stderr_and_the_targets_answer_never_reach_a_result_or_the_audit() {
+    for identity in [
+        "printf '@ WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED! @\\nHost key verification failed.\\n' >&2; exit 255",
+        "printf 'SPY-HOST\\nSPY-USER\\n'",
+    ] {
+        let mut setup = Setup::rpc("exit 0");
+        setup.identity = identity;
+        let harness = setup.start().await;
+        let result = harness.call("cloud_check", json!({"check": "identity"})).await;
+        assert!(["connection_failed", "identity_mismatch"].contains(&result["status"].as_str().unwrap()));
+        let inventory = harness.call("service_inventory", json!({})).await;
+        assert_eq!(harness.runs("rpc_calls"), 0);
+        let seen = format!("{result} {inventory} {}", harness.audit_text());
+        for word in
+            ["WARNING", "IDENTIFICATION", "verification", "host_key", "known_hosts", "SPY", "differed"]
+        {
+            assert!(!seen.contains(word), "{word}: {seen}");
+        }
+    }
+}
+
 #[tokio::test]
 async fn a_changed_identity_stops_management_before_the_helper_runs() {
     let mut setup = Setup::rpc("exit 0");
