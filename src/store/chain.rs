@@ -47,7 +47,9 @@ pub struct Content<'a> {
     pub actor: &'a str,
 }
 
-/// sha256(prev_hash || canonical content), lowercase hex.
+/// sha256(prev_hash || canonical content), lowercase hex. Public (as
+/// `store::chain_link`) for benches that fill a trail through the raw
+/// connection, and for anyone checking an export.
 pub fn link(prev_hash: &str, content: &Content<'_>) -> String {
     let mut hasher = Sha256::new();
     hasher.update(prev_hash.as_bytes());
@@ -224,6 +226,19 @@ pub enum Break {
     /// The first row does not chain from the genesis value: the rows before
     /// it were deleted (or it was inserted there).
     NotFromGenesis { seq: i64, at: i64 },
+}
+
+impl Break {
+    /// The seq and time of the row where the break shows.
+    pub fn row(&self) -> (i64, i64) {
+        match *self {
+            Break::Unhashed { seq, at }
+            | Break::Altered { seq, at }
+            | Break::Deleted { seq, at, .. }
+            | Break::Unlinked { seq, at, .. }
+            | Break::NotFromGenesis { seq, at } => (seq, at),
+        }
+    }
 }
 
 /// What walking the chain found.

@@ -484,6 +484,8 @@ fn health_lists_the_unsettled_plans_and_changes_nothing() {
             schema_version: Store::supported_version(),
             expected_schema_version: Store::supported_version(),
             stuck_plans: vec![(stuck.id.as_str().to_owned(), "needs_inspection".to_owned())],
+            audit_rows: 4,
+            audit_break: None,
         }
     );
     assert_eq!(std::fs::read(&path).unwrap(), before, "read-only");
@@ -942,4 +944,21 @@ fn migrating_a_v3_database_chains_its_rows_in_order_and_keeps_them() {
         })
         .unwrap();
     assert_eq!(head_hash(&mut written), kept);
+}
+
+#[test]
+fn health_reports_a_broken_audit_chain_without_changing_anything() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    let mut store = Store::open(&path).unwrap();
+    store.write(|tx| tx.insert_plan(&plan(1, 1000), &row(Event::Prepared, "agent"))).unwrap();
+    store.write(|tx| tx.insert_plan(&plan(2, 1000), &row(Event::Prepared, "agent"))).unwrap();
+    let health = read_health(&path).unwrap().unwrap();
+    assert_eq!((health.audit_rows, health.audit_break), (2, None));
+    tamper(&mut store, "UPDATE audit SET actor = 'mallory' WHERE seq = 2");
+    drop(store);
+    let before = std::fs::read(&path).unwrap();
+    let health = read_health(&path).unwrap().unwrap();
+    assert_eq!(health.audit_break, Some(Break::Altered { seq: 2, at: 1000 }));
+    assert_eq!(std::fs::read(&path).unwrap(), before, "read-only");
 }
