@@ -25,7 +25,9 @@ mod rows;
 mod schema;
 mod transitions;
 
-pub use chain::{Break, ChainedEntry, GENESIS, Head, Verification};
+pub use chain::{
+    Break, ChainedEntry, Content as ChainContent, GENESIS, Head, Verification, link as chain_link,
+};
 pub use database::{BUSY_TIMEOUT, Store, StoreError};
 pub use health::{StoreHealth, read_health};
 pub use rows::{
