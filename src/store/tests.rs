@@ -773,21 +773,16 @@ fn a_deleted_middle_row_is_named_with_the_seqs_that_are_missing() {
     assert_eq!(verify(&mut store, None).broken, Some(Break::NotFromGenesis { seq: 2, at: 1002 }));
 }
 
-#[test]
-fn a_forged_row_is_named_and_a_recomputed_rewrite_is_caught_by_the_kept_head() {
-    // A row slipped in between 3 and 4 (the later rows renumbered to make
-    // room), with a hash that is right for its own content.
-    let (_dir, mut store) = chained(6);
+/// Inserts a row at `seq` whose hash is right for its own content, chained
+/// from row `chained_from`: what someone with the raw file could write.
+fn forge(store: &mut Store, seq: i64, at: i64, chained_from: i64) {
     let conn = store.dangerous_connection_for_tests();
-    conn.execute_batch(
-        "UPDATE audit SET seq = seq + 100 WHERE seq > 3; UPDATE audit SET seq = seq - 99 WHERE seq > 100",
-    )
-    .unwrap();
-    let prev: String = conn.query_row("SELECT hash FROM audit WHERE seq = 3", [], |r| r.get(0)).unwrap();
+    let prev: String =
+        conn.query_row("SELECT hash FROM audit WHERE seq = ?1", [chained_from], |r| r.get(0)).unwrap();
     let one = plan(1, 1000);
     let forged = chain::Content {
-        seq: 4,
-        at: 1003,
+        seq,
+        at,
         event: "approved",
         plan_id: one.id.as_str(),
         action: "stop",
@@ -796,13 +791,24 @@ fn a_forged_row_is_named_and_a_recomputed_rewrite_is_caught_by_the_kept_head() {
         duration_ms: None,
         actor: "mallory",
     };
-    let hash = chain::link(&prev, &forged);
     conn.execute(
         "INSERT INTO audit (seq, at, event, plan_id, action, outcome, actor, prev_hash, hash)
-         VALUES (4, 1003, 'approved', ?1, 'stop', 'ok', 'mallory', ?2, ?3)",
-        params![forged.plan_id, prev, hash],
+         VALUES (?1, ?2, 'approved', ?3, 'stop', 'ok', 'mallory', ?4, ?5)",
+        params![seq, at, forged.plan_id, prev, chain::link(&prev, &forged)],
     )
     .unwrap();
+}
+
+#[test]
+fn a_forged_row_is_named_and_a_recomputed_rewrite_is_caught_by_the_kept_head() {
+    // A row slipped in between 3 and 4 (the later rows renumbered to make
+    // room), with a hash that is right for its own content.
+    let (_dir, mut store) = chained(6);
+    tamper(
+        &mut store,
+        "UPDATE audit SET seq = seq + 100 WHERE seq > 3; UPDATE audit SET seq = seq - 99 WHERE seq > 100",
+    );
+    forge(&mut store, 4, 1003, 3);
     // The forged row itself holds; the row after it was moved (seq changed).
     assert_eq!(verify(&mut store, None).broken, Some(Break::Altered { seq: 5, at: 1004 }));
 
@@ -824,27 +830,7 @@ fn a_forged_row_is_named_and_a_recomputed_rewrite_is_caught_by_the_kept_head() {
 fn a_row_that_chains_from_the_wrong_row_is_named() {
     // A forged row appended with a valid hash over the wrong predecessor.
     let (_dir, mut store) = chained(4);
-    let conn = store.dangerous_connection_for_tests();
-    let prev: String = conn.query_row("SELECT hash FROM audit WHERE seq = 2", [], |r| r.get(0)).unwrap();
-    let one = plan(1, 1000);
-    let forged = chain::Content {
-        seq: 5,
-        at: 2000,
-        event: "approved",
-        plan_id: one.id.as_str(),
-        action: "stop",
-        outcome: "ok",
-        exit_code: None,
-        duration_ms: None,
-        actor: "mallory",
-    };
-    let hash = chain::link(&prev, &forged);
-    conn.execute(
-        "INSERT INTO audit (seq, at, event, plan_id, action, outcome, actor, prev_hash, hash)
-         VALUES (5, 2000, 'approved', ?1, 'stop', 'ok', 'mallory', ?2, ?3)",
-        params![forged.plan_id, prev, hash],
-    )
-    .unwrap();
+    forge(&mut store, 5, 2000, 2);
     assert_eq!(verify(&mut store, None).broken, Some(Break::Unlinked { seq: 5, at: 2000, after: 4 }));
 }
 
