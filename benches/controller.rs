@@ -54,14 +54,37 @@ fn fill_history(h: &Harness, count: usize, body: &str, digest: &str) {
             .unwrap();
         let mut audit = tx
             .prepare(
-                "INSERT INTO audit (at, event, plan_id, action, outcome, actor) VALUES (?1, ?2, ?3, 'remove_image', 'ok', 'agent')",
+                "INSERT INTO audit (seq, at, event, plan_id, action, outcome, actor, prev_hash, hash)
+                 VALUES (?1, ?2, ?3, ?4, 'remove_image', 'ok', 'agent', ?5, ?6)",
             )
             .unwrap();
+        // The rows chain on from what the harness already wrote, as the
+        // helper's own rows would (it refuses to chain onto a row without one).
+        let (mut seq, mut prev): (i64, String) = tx
+            .query_row("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1", [], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .unwrap_or((0, volce_lab::store::GENESIS.to_owned()));
         for i in 0..count {
             let id = format!("{:032x}", 0xb000_0000_u64 + i as u64);
-            plan.execute(params![id, body, digest, 1_700_000_000_i64 + i as i64]).unwrap();
+            let at = 1_700_000_000_i64 + i as i64;
+            plan.execute(params![id, body, digest, at]).unwrap();
             for event in ["prepared", "approved", "claimed", "completed"] {
-                audit.execute(params![1_700_000_000_i64 + i as i64, event, id]).unwrap();
+                seq += 1;
+                let content = volce_lab::store::ChainContent {
+                    seq,
+                    at,
+                    event,
+                    plan_id: &id,
+                    action: "remove_image",
+                    outcome: "ok",
+                    exit_code: None,
+                    duration_ms: None,
+                    actor: "agent",
+                };
+                let hash = volce_lab::store::chain_link(&prev, &content);
+                audit.execute(params![seq, at, event, id, prev, hash]).unwrap();
+                prev = hash;
             }
         }
     }

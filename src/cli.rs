@@ -99,6 +99,33 @@ pub enum HostCommand {
     Resolve { plan_id: String },
     /// Check the installation and print one line per finding.
     Doctor,
+    /// The audit trail: check its hash chain, print its head, export it.
+    #[command(subcommand)]
+    Audit(AuditCommand),
+}
+
+/// `volce-lab-host audit ...`: read-only views of the audit trail.
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// Walk the hash chain and name the first row that was edited, deleted,
+    /// inserted or reordered; exit 0 only when it is intact.
+    Verify {
+        /// Also check that this head (printed by `audit head` earlier and
+        /// kept off the host) is on the chain: catches a cut tail.
+        #[arg(long, value_name = "HASH")]
+        from: Option<String>,
+    },
+    /// Print the current head hash (first line) and the number of rows.
+    Head,
+    /// Print the rows, oldest first: an aligned table, or JSON lines.
+    Export {
+        /// Only rows at or after this RFC 3339 UTC time (2026-12-01T10:00:00Z).
+        #[arg(long, value_name = "RFC3339")]
+        since: Option<String>,
+        /// One JSON object per line (stable field names, hashes included).
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// `volce-lab-host` has only the host subcommands.
@@ -157,6 +184,11 @@ fn host(command: HostCommand) -> Exit {
         HostCommand::Reject { plan_id } => crate::host::cli_reject(&plan_id),
         HostCommand::Resolve { plan_id } => crate::host::cli_resolve(&plan_id),
         HostCommand::Doctor => crate::doctor::cli(),
+        HostCommand::Audit(AuditCommand::Verify { from }) => crate::host::cli_audit_verify(from.as_deref()),
+        HostCommand::Audit(AuditCommand::Head) => crate::host::cli_audit_head(),
+        HostCommand::Audit(AuditCommand::Export { since, json }) => {
+            crate::host::cli_audit_export(since.as_deref(), json)
+        }
     }
 }
 
@@ -235,6 +267,23 @@ mod tests {
             Ok(HostCommand::Approve { yes: true, .. })
         ));
         assert!(parse(&["volce-lab-host", "approve", "a", "b", "--yes=no"]).is_err());
+        assert!(matches!(
+            parse(&["volce-lab-host", "audit", "verify"]),
+            Ok(HostCommand::Audit(AuditCommand::Verify { from: None }))
+        ));
+        assert!(matches!(
+            parse(&["volce-lab-host", "audit", "verify", "--from", "abc"]),
+            Ok(HostCommand::Audit(AuditCommand::Verify { from: Some(_) }))
+        ));
+        assert!(matches!(
+            parse(&["volce-lab-host", "audit", "head"]),
+            Ok(HostCommand::Audit(AuditCommand::Head))
+        ));
+        assert!(matches!(
+            parse(&["volce-lab-host", "audit", "export", "--json", "--since", "2026-12-01T00:00:00Z"]),
+            Ok(HostCommand::Audit(AuditCommand::Export { json: true, since: Some(_) }))
+        ));
+        assert!(parse(&["volce-lab-host", "audit"]).is_err(), "audit needs a subcommand");
     }
 
     #[test]

@@ -351,6 +351,23 @@ fn check_state(paths: &DoctorPaths, probe: &dyn Probe, findings: &mut Vec<Findin
                     "install the volce-lab version that wrote this database, or run any rpc to migrate an older one",
                 ));
             }
+            match &health.audit_break {
+                None => findings.push(ok(
+                    "audit chain",
+                    format!(
+                        "{} rows chain intact (check a kept head: volce-lab-host audit verify --from HASH)",
+                        health.audit_rows
+                    ),
+                )),
+                Some(broken) => {
+                    let (seq, at) = broken.row();
+                    findings.push(fail(
+                        "audit chain",
+                        format!("broken at row seq {seq} ({})", crate::text::rfc3339_seconds(at)),
+                        "volce-lab-host audit verify names what changed; keep state.db as evidence (HOST-SETUP.md)",
+                    ));
+                }
+            }
             if health.stuck_plans.is_empty() {
                 findings.push(ok("plans", "none executing or needing inspection"));
             }

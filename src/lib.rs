@@ -27,11 +27,13 @@
 //!                   (controller.rs, with execute in controller/execute.rs),
 //!                   paths.rs, the operator's views (show.rs, list.rs),
 //!                   the rpc process guard (process.rs), who the operator
-//!                   is (operator.rs)
+//!                   is (operator.rs), the audit trail's verify/head/export
+//!                   (audit.rs)
 //! src/doctor.rs     the installation's rules; doctor/system.rs probes the system
 //! src/control/      policy, plans, canonical JSON digest, validation, each
 //!                   plan's scope of the engine snapshot (pure, no I/O)
-//! src/store/        SQLite: schema, rows, database, transitions, health
+//! src/store/        SQLite: schema, rows, database, transitions, the audit
+//!                   hash chain (chain.rs), health
 //! src/docker/       trait Engine and snapshot types (mod.rs), Docker names
 //!                   (names.rs), the docker-CLI engine (cli.rs, cli/), the
 //!                   managed nginx.conf (gateway_file.rs), host probes

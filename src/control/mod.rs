@@ -74,6 +74,13 @@ pub enum Code {
     SelfApproval,
     // Resolve (terminal only).
     NotAwaitingInspection,
+    // Audit (terminal only).
+    /// `audit verify --from`: not a head hash (64 lowercase hex).
+    InvalidHash,
+    /// `audit export --since`: not an RFC 3339 UTC time.
+    InvalidTime,
+    /// `audit head`: the last row has no hash to print.
+    AuditChainBroken,
     // Execution that failed but changed nothing (refused, or rolled back
     // and verified: the plan is `failed` and blocks nothing).
     NginxRejected,
@@ -244,7 +251,7 @@ mod tests {
     #[test]
     fn code_strings_never_change() {
         use strum::VariantArray as _;
-        const SHIPPED: [&str; 60] = [
+        const SHIPPED: [&str; 63] = [
             "invalid_request",
             "request_too_large",
             "unknown_action",
@@ -286,6 +293,9 @@ mod tests {
             "not_an_approver",
             "self_approval",
             "not_awaiting_inspection",
+            "invalid_hash",
+            "invalid_time",
+            "audit_chain_broken",
             "nginx_rejected",
             "health_check_failed",
             "deploy_failed",

@@ -30,6 +30,8 @@ impl Default for FakeProbe {
                 schema_version: 1,
                 expected_schema_version: 1,
                 stuck_plans: vec![],
+                audit_rows: 0,
+                audit_break: None,
             })),
             asked_groups_for: RefCell::new(vec![]),
         }
@@ -187,6 +189,8 @@ fn each_broken_probe_variant_fails_its_own_check() {
         schema_version: 1,
         expected_schema_version: 1,
         stuck_plans: vec![("ab".repeat(16), "needs_inspection".into())],
+        audit_rows: 0,
+        audit_break: None,
     };
     let variants: Vec<(&str, FakeProbe, &str)> = vec![
         ("docker down", FakeProbe { docker: Err("no socket".into()), ..Default::default() }, "docker"),
@@ -220,6 +224,18 @@ fn each_broken_probe_variant_fails_its_own_check() {
                 ..Default::default()
             },
             "database",
+        ),
+        (
+            "audit chain broken",
+            FakeProbe {
+                store: Ok(Some(StoreHealth {
+                    audit_break: Some(crate::store::Break::Altered { seq: 3, at: 1000 }),
+                    stuck_plans: vec![],
+                    ..stuck.clone()
+                })),
+                ..Default::default()
+            },
+            "audit chain",
         ),
         (
             "schema newer",

@@ -1,7 +1,8 @@
 //! The root helper on the server: `volce-lab-host rpc` (the only command the
 //! agent's account may run, through an exact sudoers rule), and the
 //! operator's `list`, `show PLAN_ID`, `approve PLAN_ID DIGEST`,
-//! `reject PLAN_ID` and `resolve PLAN_ID`. Runs as root.
+//! `reject PLAN_ID` and `resolve PLAN_ID`, and the audit trail's `audit
+//! verify`, `audit head` and `audit export` (`audit`). Runs as root.
 //!
 //! Each command is one straight pipeline, readable top to bottom:
 //! self-check -> read bounded request -> load policy -> open store ->
@@ -9,9 +10,10 @@
 //! `controller::Controller::execute`).
 //!
 //! Invariants enforced here:
-//! - rpc/list/show/approve/reject/resolve refuse unless the effective uid is 0;
-//! - list, approve, reject and resolve are terminal commands only: the rpc
-//!   request enum has no variant that reaches them;
+//! - rpc/list/show/approve/reject/resolve/audit refuse unless the effective
+//!   uid is 0;
+//! - list, approve, reject, resolve and audit are terminal commands only:
+//!   the rpc request enum has no variant that reaches them;
 //! - rpc runs in its own process context (`process`: own session, caught
 //!   TERM/TSTP and friends, fixed rlimits, a read deadline, a bounded
 //!   number of helpers) set up before it reads its request;
@@ -33,6 +35,7 @@
 //! - raw docker stderr never reaches a reply: engine errors become fixed
 //!   sentences with stable codes.
 
+pub mod audit;
 pub mod controller;
 pub mod list;
 pub mod liveness;
@@ -508,6 +511,31 @@ pub fn cli_resolve(plan_id: &str) -> Exit {
     terminal(operator_check().and_then(|operator| {
         resolve(&paths, real_engine(&paths), SystemClock, ProcLiveness, &operator.name, plan_id)
     }))
+}
+
+/// `volce-lab-host audit verify [--from HASH]` in the shipped binary: exit
+/// 0 only when the chain is intact (and holds the kept head `from`).
+pub fn cli_audit_verify(from: Option<&str>) -> Exit {
+    let paths = HostPaths::fixed();
+    match process_check().and_then(|()| audit::verify(&paths, from)) {
+        Ok((text, intact)) => {
+            print!("{text}");
+            if intact { Exit::Ok } else { Exit::Failure }
+        }
+        Err(refusal) => terminal(Err(refusal)),
+    }
+}
+
+/// `volce-lab-host audit head` in the shipped binary.
+pub fn cli_audit_head() -> Exit {
+    let paths = HostPaths::fixed();
+    terminal(process_check().and_then(|()| audit::head(&paths)))
+}
+
+/// `volce-lab-host audit export [--since RFC3339] [--json]` in the shipped binary.
+pub fn cli_audit_export(since: Option<&str>, json: bool) -> Exit {
+    let paths = HostPaths::fixed();
+    terminal(process_check().and_then(|()| audit::export(&paths, since, json)))
 }
 
 /// Prints an operator command's text, or its refusal on stderr.

@@ -150,6 +150,9 @@ impl Store {
         }
         for (index, step) in MIGRATIONS.iter().enumerate().skip(found as usize) {
             tx.execute_batch(step)?;
+            if index + 1 == schema::CHAIN_STEP {
+                super::chain::backfill(&tx)?;
+            }
             tx.pragma_update(None, "user_version", index as i64 + 1)?;
         }
         let dangling: Option<String> =

@@ -1,5 +1,5 @@
 //! The store's own account of its health, for `volce-lab-host doctor`:
-//! integrity, schema version, plans that block the host. Runs as root
+//! integrity, schema version, plans that block the host, the audit chain. Runs as root
 //! inside the host helper's doctor.
 //!
 //! Read-only by construction: the file is opened `SQLITE_OPEN_READ_ONLY`,
@@ -10,6 +10,7 @@ use std::path::Path;
 
 use rusqlite::{Connection, OpenFlags};
 
+use super::chain::{self, Break};
 use super::schema;
 use super::transitions::SQL_UNSETTLED_ALL;
 
@@ -21,6 +22,10 @@ pub struct StoreHealth {
     pub expected_schema_version: i64,
     /// Ids and states of plans in `executing` or `needs_inspection`.
     pub stuck_plans: Vec<(String, String)>,
+    /// How many audit rows there are, and the first break of their hash
+    /// chain (`None`: intact, or a schema before the chain).
+    pub audit_rows: u64,
+    pub audit_break: Option<Break>,
 }
 
 /// Reads the database at `path` without changing it; `None` when no
@@ -42,10 +47,24 @@ pub fn read_health(path: &Path) -> Result<Option<StoreHealth>, rusqlite::Error> 
             stuck_plans.push(row?);
         }
     }
+    // Before step 4 there is no chain to walk. A read-only deferred
+    // transaction: one consistent snapshot, nothing written.
+    let (mut audit_rows, mut audit_break) = (0, None);
+    if schema_version >= schema::CHAIN_STEP as i64 {
+        let tx = conn.unchecked_transaction()?;
+        let checked = chain::verify(&tx, None).map_err(|e| match e {
+            super::StoreError::Sqlite(e) => e,
+            _ => rusqlite::Error::InvalidQuery,
+        })?;
+        audit_rows = checked.rows;
+        audit_break = checked.broken;
+    }
     Ok(Some(StoreHealth {
         integrity_ok: integrity == "ok",
         schema_version,
         expected_schema_version: schema::supported_version(),
         stuck_plans,
+        audit_rows,
+        audit_break,
     }))
 }

@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! schema.rs       the append-only migrations (`PRAGMA user_version`)
+//! chain.rs        the audit trail's hash chain: append, backfill, verify
 //! rows.rs         row types and the closed name sets stored in columns
 //! database.rs     Store: open, pragmas read back, migrate, transactions
 //! transitions.rs  Tx: conditional transitions, app records, audit rows
@@ -13,15 +14,20 @@
 //! back; a database newer than the code is refused; CHECK constraints hold
 //! every state to its list; every write is `BEGIN IMMEDIATE`; every
 //! transition changes exactly one row and writes its audit row in the same
-//! transaction; audit rows hold categories and numbers only; per-request
-//! queries are served by indexes.
+//! transaction; audit rows hold categories and numbers only and are
+//! chained by hash, so an edited, deleted, inserted or reordered row shows;
+//! per-request queries are served by indexes.
 
+mod chain;
 mod database;
 mod health;
 mod rows;
 mod schema;
 mod transitions;
 
+pub use chain::{
+    Break, ChainedEntry, Content as ChainContent, GENESIS, Head, Verification, link as chain_link,
+};
 pub use database::{BUSY_TIMEOUT, Store, StoreError};
 pub use health::{StoreHealth, read_health};
 pub use rows::{

@@ -1,7 +1,7 @@
 //! The schema of the state database: an append-only list of migrations,
 //! counted in `PRAGMA user_version`. Runs as root inside the host helper,
 //! which applies it when it opens the store (`Store::open`); this file holds
-//! only the SQL.
+//! only the SQL (step 4's hashes are computed in `chain.rs`).
 //!
 //! Invariants:
 //! - a shipped step is never edited, only followed by a new one, so every
@@ -211,7 +211,20 @@ pub(super) const MIGRATIONS: &[&str] = &[
     DROP TABLE audit;
     ALTER TABLE audit_v3 RENAME TO audit;
     CREATE INDEX audit_plan ON audit (plan_id);",
+    // 4: the audit trail's hash chain (`chain.rs`): each row's `hash` is
+    // sha256 over its `prev_hash` and its canonical content. This SQL adds
+    // the two columns; `migrate` then fills them for the rows that exist,
+    // oldest first, in the same transaction ([`CHAIN_STEP`]). The columns
+    // allow NULL only because SQLite cannot add a NOT NULL column without a
+    // default to a table with rows: every row the code writes has both, and
+    // `audit verify` reports a row without them.
+    "ALTER TABLE audit ADD COLUMN prev_hash TEXT CHECK (prev_hash IS NULL OR length(prev_hash) = 64);
+    ALTER TABLE audit ADD COLUMN hash TEXT CHECK (hash IS NULL OR length(hash) = 64);",
 ];
+
+/// The step after whose SQL the existing audit rows are chained
+/// (`chain::backfill`, which needs sha256 and so cannot be SQL).
+pub(super) const CHAIN_STEP: usize = 4;
 
 /// The schema version this code writes: the number of migrations.
 pub(super) fn supported_version() -> i64 {

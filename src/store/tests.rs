@@ -2,8 +2,9 @@
 
 use std::path::Path;
 
-use rusqlite::Connection;
+use rusqlite::{Connection, params};
 
+use super::chain;
 use super::schema::MIGRATIONS;
 use super::transitions::PLAN_COLUMNS;
 use super::*;
@@ -369,13 +370,45 @@ fn old_store(path: &Path, version: usize) -> Store {
     Store { conn }
 }
 
+/// The audit columns every version before the hash chain (step 4) had.
+const AUDIT_V1: &str = "seq, at, event, plan_id, action, outcome, exit_code, duration_ms, actor";
+
+/// [`old_store`] holding the history `fill` writes. Today's code chains
+/// every audit row it writes, into columns no older schema has, so the
+/// history is written into a scratch database at the current version and
+/// the columns version `version` had (`plan_columns` of plans, the v1
+/// columns of audit) are copied across.
+fn old_store_with(
+    path: &Path,
+    version: usize,
+    plan_columns: &str,
+    fill: impl FnOnce(&Tx<'_>) -> Result<(), StoreError>,
+) -> Store {
+    let scratch_dir = tempfile::tempdir().unwrap();
+    let scratch = scratch_dir.path().join("scratch.db");
+    Store::open(&scratch).unwrap().write(fill).unwrap();
+    let old = old_store(path, version);
+    old.conn.execute("ATTACH DATABASE ?1 AS scratch", [scratch.to_str().unwrap()]).unwrap();
+    old.conn
+        .execute_batch(&format!(
+            "INSERT INTO plans ({plan_columns}) SELECT {plan_columns} FROM scratch.plans;
+             INSERT INTO audit ({AUDIT_V1}) SELECT {AUDIT_V1} FROM scratch.audit;
+             INSERT INTO apps SELECT * FROM scratch.apps;
+             DETACH DATABASE scratch;"
+        ))
+        .unwrap();
+    old
+}
+
 #[test]
 fn migrating_a_v1_database_keeps_every_row() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("state.db");
-    let mut old = old_store(&path, 1);
     let ids: Vec<Plan> = (1..=5).map(|n| plan(n, 1000)).collect();
-    old.write(|tx| {
+    let v1_columns = "seq, id, action, body, digest, requires_approval, requester, created_at, expires_at, state, \
+                      approved_by, approved_at, approved_digest, claim_pid, claim_start, claim_boot, claimed_at, \
+                      finished_at, outcome";
+    let old = old_store_with(&path, 1, v1_columns, |tx| {
         for p in &ids {
             tx.insert_plan(p, &row(Event::Prepared, "agent"))?;
         }
@@ -394,13 +427,9 @@ fn migrating_a_v1_database_keeps_every_row() {
         )?;
         tx.abandon(&four.id, four.action, &claim(), &row(Event::ClaimAbandoned, "agent"))?;
         tx.invalidate(&five.id, five.action, PlanOutcome::SnapshotChanged, &row(Event::Invalidated, "agent"))
-    })
-    .unwrap();
-    let v1_columns = "seq, id, action, body, digest, requires_approval, requester, created_at, expires_at, state, \
-                      approved_by, approved_at, approved_digest, claim_pid, claim_start, claim_boot, claimed_at, \
-                      finished_at, outcome";
+    });
     let plans_before = dump(&old.conn, &format!("SELECT {v1_columns} FROM plans ORDER BY seq"));
-    let audit_before = dump(&old.conn, "SELECT * FROM audit ORDER BY seq");
+    let audit_before = dump(&old.conn, &format!("SELECT {AUDIT_V1} FROM audit ORDER BY seq"));
     assert_eq!((plans_before.len(), audit_before.len()), (5, 5 + 1 + 3 + 2 + 1));
     drop(old);
 
@@ -409,7 +438,7 @@ fn migrating_a_v1_database_keeps_every_row() {
     let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).unwrap();
     assert_eq!(version, Store::supported_version());
     assert_eq!(dump(conn, &format!("SELECT {v1_columns} FROM plans ORDER BY seq")), plans_before);
-    assert_eq!(dump(conn, "SELECT * FROM audit ORDER BY seq"), audit_before);
+    assert_eq!(dump(conn, &format!("SELECT {AUDIT_V1} FROM audit ORDER BY seq")), audit_before);
     let fk: i64 = conn.pragma_query_value(None, "foreign_keys", |r| r.get(0)).unwrap();
     assert_eq!(fk, 1, "foreign keys are on again after the migration");
     let index: String = conn
@@ -455,6 +484,8 @@ fn health_lists_the_unsettled_plans_and_changes_nothing() {
             schema_version: Store::supported_version(),
             expected_schema_version: Store::supported_version(),
             stuck_plans: vec![(stuck.id.as_str().to_owned(), "needs_inspection".to_owned())],
+            audit_rows: 4,
+            audit_break: None,
         }
     );
     assert_eq!(std::fs::read(&path).unwrap(), before, "read-only");
@@ -578,9 +609,11 @@ fn the_operators_list_queries_use_their_partial_indexes() {
 fn migrating_a_v2_database_keeps_every_row_and_takes_rejections() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("state.db");
-    let mut old = old_store(&path, 2);
     let ids: Vec<Plan> = (1..=7).map(|n| plan(n, 1000)).collect();
-    old.write(|tx| {
+    let v2_columns = "seq, id, action, body, digest, requires_approval, requester, created_at, expires_at, state, \
+                      approved_by, approved_at, approved_digest, claim_pid, claim_start, claim_boot, claimed_at, \
+                      finished_at, outcome, resolved_by, resolved_at";
+    let old = old_store_with(&path, 2, v2_columns, |tx| {
         for p in &ids {
             tx.insert_plan(p, &row(Event::Prepared, "agent"))?;
         }
@@ -603,8 +636,7 @@ fn migrating_a_v2_database_keeps_every_row_and_takes_rejections() {
         tx.abandon(&six.id, six.action, &claim(), &row(Event::ClaimAbandoned, "agent"))?;
         tx.resolve(&six.id, six.action, &row(Event::Inspected, "bob"))?;
         tx.finish(&seven.id, seven.action, &claim(), PlanOutcome::RolledBack, &row(Event::Failed, "agent"))
-    })
-    .unwrap();
+    });
     // An app row that references a plan: the rebuild must keep it valid.
     old.conn
         .execute(
@@ -612,11 +644,8 @@ fn migrating_a_v2_database_keeps_every_row_and_takes_rejections() {
             [ids[2].id.as_str()],
         )
         .unwrap();
-    let v2_columns = "seq, id, action, body, digest, requires_approval, requester, created_at, expires_at, state, \
-                      approved_by, approved_at, approved_digest, claim_pid, claim_start, claim_boot, claimed_at, \
-                      finished_at, outcome, resolved_by, resolved_at";
     let plans_before = dump(&old.conn, &format!("SELECT {v2_columns} FROM plans ORDER BY seq"));
-    let audit_before = dump(&old.conn, "SELECT * FROM audit ORDER BY seq");
+    let audit_before = dump(&old.conn, &format!("SELECT {AUDIT_V1} FROM audit ORDER BY seq"));
     let apps_before = dump(&old.conn, "SELECT * FROM apps");
     assert_eq!(plans_before.len(), 7);
     drop(old);
@@ -624,9 +653,9 @@ fn migrating_a_v2_database_keeps_every_row_and_takes_rejections() {
     let mut store = Store::open(&path).unwrap();
     let conn = store.dangerous_connection_for_tests();
     let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).unwrap();
-    assert_eq!((version, Store::supported_version()), (3, 3));
+    assert_eq!(version, Store::supported_version());
     assert_eq!(dump(conn, &format!("SELECT {v2_columns} FROM plans ORDER BY seq")), plans_before);
-    assert_eq!(dump(conn, "SELECT * FROM audit ORDER BY seq"), audit_before);
+    assert_eq!(dump(conn, &format!("SELECT {AUDIT_V1} FROM audit ORDER BY seq")), audit_before);
     assert_eq!(dump(conn, "SELECT * FROM apps"), apps_before);
     assert_eq!(
         dump(conn, "SELECT count(*) FROM plans WHERE rejected_by IS NOT NULL OR rejected_at IS NOT NULL"),
@@ -648,4 +677,274 @@ fn migrating_a_v2_database_keeps_every_row_and_takes_rejections() {
     assert_eq!(store.read(|tx| tx.load_plan(&one.id)).unwrap().unwrap().state, Rejected);
     let four = &ids[3];
     store.write(|tx| tx.resolve(&four.id, four.action, &row(Event::Inspected, "alice"))).unwrap();
+}
+
+/// A store holding `n` plans, each with its `prepared` audit row (seq 1..=n,
+/// at 1000 + seq).
+fn chained(n: u32) -> (tempfile::TempDir, Store) {
+    let (dir, mut store) = fresh();
+    store
+        .write(|tx| {
+            for k in 1..=n {
+                let mut prepared = row(Event::Prepared, "agent");
+                prepared.at = 1000 + i64::from(k);
+                tx.insert_plan(&plan(k, 1000), &prepared)?;
+            }
+            Ok::<_, StoreError>(())
+        })
+        .unwrap();
+    (dir, store)
+}
+
+fn verify(store: &mut Store, from: Option<&str>) -> Verification {
+    store.read(|tx| tx.verify_audit(from)).unwrap()
+}
+
+fn head_hash(store: &mut Store) -> String {
+    store.read(|tx| tx.audit_head()).unwrap().hash().unwrap().to_owned()
+}
+
+fn tamper(store: &mut Store, sql: &str) {
+    store.dangerous_connection_for_tests().execute_batch(sql).unwrap();
+}
+
+#[test]
+fn a_clean_chain_verifies_and_each_row_chains_from_the_one_before() {
+    let (_dir, mut empty) = fresh();
+    let nothing = verify(&mut empty, Some(GENESIS));
+    assert!(nothing.intact() && nothing.rows == 0, "{nothing:?}");
+    assert_eq!(head_hash(&mut empty), GENESIS);
+
+    let (_dir, mut store) = chained(5);
+    let p = plan(1, 1000);
+    store.write(|tx| tx.approve(&p.id, p.action, &p.digest, &row(Event::Approved, "alice"))).unwrap();
+    let checked = verify(&mut store, None);
+    assert_eq!((checked.intact(), checked.rows, checked.broken.clone()), (true, 6, None));
+    let hashes =
+        dump(store.dangerous_connection_for_tests(), "SELECT prev_hash, hash FROM audit ORDER BY seq");
+    assert_eq!(hashes.len(), 6);
+    assert!(hashes[0].starts_with(&format!("Text({GENESIS:?})")), "{}", hashes[0]);
+    let head = store.read(|tx| tx.audit_head()).unwrap();
+    assert_eq!((head.rows, head.last.as_ref().map(|l| l.0)), (6, Some(6)));
+    // Every hash of the chain counts as a kept head; anything else does not.
+    let all: Vec<String> = store
+        .dangerous_connection_for_tests()
+        .prepare("SELECT hash FROM audit")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    for hash in &all {
+        assert!(verify(&mut store, Some(hash)).intact(), "{hash}");
+    }
+    let unknown = verify(&mut store, Some(&"e".repeat(64)));
+    assert_eq!((unknown.intact(), unknown.broken, unknown.from_found), (false, None, Some(false)));
+}
+
+#[test]
+fn an_edited_row_is_named_by_its_seq_and_time() {
+    let (_dir, mut store) = chained(8);
+    for sql in [
+        "UPDATE audit SET actor = 'mallory' WHERE seq = 4",
+        "UPDATE audit SET outcome = 'refused' WHERE seq = 4",
+        "UPDATE audit SET at = 5 WHERE seq = 4",
+        "UPDATE audit SET exit_code = 0 WHERE seq = 4",
+    ] {
+        let (_dir, mut store) = chained(8);
+        tamper(&mut store, sql);
+        let at = if sql.contains("at = 5") { 5 } else { 1004 };
+        assert_eq!(verify(&mut store, None).broken, Some(Break::Altered { seq: 4, at }), "{sql}");
+    }
+    // A hash edited to match nothing, or removed.
+    tamper(&mut store, "UPDATE audit SET hash = NULL WHERE seq = 6");
+    assert_eq!(verify(&mut store, None).broken, Some(Break::Unhashed { seq: 6, at: 1006 }));
+}
+
+#[test]
+fn a_deleted_middle_row_is_named_with_the_seqs_that_are_missing() {
+    let (_dir, mut store) = chained(8);
+    tamper(&mut store, "DELETE FROM audit WHERE seq IN (4, 5)");
+    let checked = verify(&mut store, None);
+    assert_eq!(checked.broken, Some(Break::Deleted { seq: 6, at: 1006, missing_from: 4, missing_to: 5 }));
+    assert!(!checked.intact());
+    let (_dir, mut store) = chained(3);
+    tamper(&mut store, "DELETE FROM audit WHERE seq = 1");
+    assert_eq!(verify(&mut store, None).broken, Some(Break::NotFromGenesis { seq: 2, at: 1002 }));
+}
+
+/// Inserts a row at `seq` whose hash is right for its own content, chained
+/// from row `chained_from`: what someone with the raw file could write.
+fn forge(store: &mut Store, seq: i64, at: i64, chained_from: i64) {
+    let conn = store.dangerous_connection_for_tests();
+    let prev: String =
+        conn.query_row("SELECT hash FROM audit WHERE seq = ?1", [chained_from], |r| r.get(0)).unwrap();
+    let one = plan(1, 1000);
+    let forged = chain::Content {
+        seq,
+        at,
+        event: "approved",
+        plan_id: one.id.as_str(),
+        action: "stop",
+        outcome: "ok",
+        exit_code: None,
+        duration_ms: None,
+        actor: "mallory",
+    };
+    conn.execute(
+        "INSERT INTO audit (seq, at, event, plan_id, action, outcome, actor, prev_hash, hash)
+         VALUES (?1, ?2, 'approved', ?3, 'stop', 'ok', 'mallory', ?4, ?5)",
+        params![seq, at, forged.plan_id, prev, chain::link(&prev, &forged)],
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_forged_row_is_named_and_a_recomputed_rewrite_is_caught_by_the_kept_head() {
+    // A row slipped in between 3 and 4 (the later rows renumbered to make
+    // room), with a hash that is right for its own content.
+    let (_dir, mut store) = chained(6);
+    tamper(
+        &mut store,
+        "UPDATE audit SET seq = seq + 100 WHERE seq > 3; UPDATE audit SET seq = seq - 99 WHERE seq > 100",
+    );
+    forge(&mut store, 4, 1003, 3);
+    // The forged row itself holds; the row after it was moved (seq changed).
+    assert_eq!(verify(&mut store, None).broken, Some(Break::Altered { seq: 5, at: 1004 }));
+
+    // The same forgery by someone who then recomputed every later hash:
+    // the chain holds, and only the head the operator kept shows it.
+    let (_dir, mut store) = chained(6);
+    let kept = head_hash(&mut store);
+    let conn = store.dangerous_connection_for_tests();
+    conn.execute("UPDATE audit SET actor = 'mallory' WHERE seq = 2", []).unwrap();
+    let tx = conn.transaction().unwrap();
+    chain::backfill(&tx).unwrap();
+    tx.commit().unwrap();
+    assert!(verify(&mut store, None).intact(), "a full recomputation is self-consistent");
+    let against_kept = verify(&mut store, Some(&kept));
+    assert_eq!((against_kept.intact(), against_kept.from_found), (false, Some(false)));
+}
+
+#[test]
+fn a_row_that_chains_from_the_wrong_row_is_named() {
+    // A forged row appended with a valid hash over the wrong predecessor.
+    let (_dir, mut store) = chained(4);
+    forge(&mut store, 5, 2000, 2);
+    assert_eq!(verify(&mut store, None).broken, Some(Break::Unlinked { seq: 5, at: 2000, after: 4 }));
+}
+
+#[test]
+fn two_swapped_rows_are_named() {
+    let (_dir, mut store) = chained(6);
+    tamper(
+        &mut store,
+        "UPDATE audit SET seq = -3 WHERE seq = 3; UPDATE audit SET seq = 3 WHERE seq = 4;
+         UPDATE audit SET seq = 4 WHERE seq = -3;",
+    );
+    // seq 3 now holds the row written as 4.
+    assert_eq!(verify(&mut store, None).broken, Some(Break::Altered { seq: 3, at: 1004 }));
+}
+
+#[test]
+fn a_cut_tail_is_caught_only_against_the_kept_head() {
+    let (_dir, mut store) = chained(8);
+    let kept = head_hash(&mut store);
+    let earlier: String = store
+        .dangerous_connection_for_tests()
+        .query_row("SELECT hash FROM audit WHERE seq = 5", [], |r| r.get(0))
+        .unwrap();
+    tamper(&mut store, "DELETE FROM audit WHERE seq > 6");
+    assert!(verify(&mut store, None).intact(), "what is left is a valid chain");
+    assert!(verify(&mut store, Some(&earlier)).intact(), "a head kept before the cut still holds");
+    let checked = verify(&mut store, Some(&kept));
+    assert_eq!((checked.intact(), checked.broken, checked.from_found), (false, None, Some(false)));
+    assert_eq!(checked.head.last.map(|(seq, at, _)| (seq, at)), Some((6, 1006)));
+}
+
+#[test]
+fn nothing_is_chained_onto_a_row_without_a_hash() {
+    let (_dir, mut store) = chained(2);
+    tamper(&mut store, "UPDATE audit SET hash = NULL WHERE seq = 2");
+    let p = plan(1, 1000);
+    let result = store.write(|tx| tx.approve(&p.id, p.action, &p.digest, &row(Event::Approved, "alice")));
+    assert!(matches!(result, Err(StoreError::Corrupt)), "{result:?}");
+    assert!(store.read(|tx| tx.load_plan(&p.id)).unwrap().unwrap().approval.is_none(), "nothing changed");
+}
+
+#[test]
+fn ten_thousand_rows_verify() {
+    let (_dir, mut store) = chained(10_000);
+    let started = std::time::Instant::now();
+    let checked = verify(&mut store, None);
+    let took = started.elapsed();
+    assert!(checked.intact() && checked.rows == 10_000, "{checked:?}");
+    eprintln!("verified 10,000 audit rows in {took:?}");
+}
+
+#[test]
+fn migrating_a_v3_database_chains_its_rows_in_order_and_keeps_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    let ids: Vec<Plan> = (1..=3).map(|n| plan(n, 1000)).collect();
+    let v3_columns = "seq, id, action, body, digest, requires_approval, requester, created_at, expires_at, state, \
+                      approved_by, approved_at, approved_digest, claim_pid, claim_start, claim_boot, claimed_at, \
+                      finished_at, outcome, resolved_by, resolved_at, rejected_by, rejected_at";
+    let old = old_store_with(&path, 3, v3_columns, |tx| {
+        for p in &ids {
+            tx.insert_plan(p, &row(Event::Prepared, "agent"))?;
+        }
+        tx.approve(&ids[0].id, ids[0].action, &ids[0].digest, &row(Event::Approved, "alice"))?;
+        tx.reject(&ids[1].id, ids[1].action, &row(Event::Rejected, "bob"))
+    });
+    let audit_before = dump(&old.conn, &format!("SELECT {AUDIT_V1} FROM audit ORDER BY seq"));
+    assert_eq!(audit_before.len(), 5);
+    drop(old);
+
+    let mut store = Store::open(&path).unwrap();
+    let conn = store.dangerous_connection_for_tests();
+    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).unwrap();
+    assert_eq!((version, Store::supported_version()), (4, 4));
+    assert_eq!(dump(conn, &format!("SELECT {AUDIT_V1} FROM audit ORDER BY seq")), audit_before);
+    assert_eq!(
+        dump(conn, "SELECT count(*) FROM audit WHERE hash IS NULL OR prev_hash IS NULL"),
+        ["Integer(0)"]
+    );
+    let checked = verify(&mut store, None);
+    assert_eq!((checked.intact(), checked.rows), (true, 5));
+    let kept = head_hash(&mut store);
+    // The migrated chain takes new rows, chained on from the filled ones.
+    let three = &ids[2];
+    store.write(|tx| tx.reject(&three.id, three.action, &row(Event::Rejected, "alice"))).unwrap();
+    let checked = verify(&mut store, Some(&kept));
+    assert_eq!((checked.intact(), checked.rows), (true, 6));
+    // Backfilled hashes are the same as the ones written row by row.
+    let (_dir, mut written) = fresh();
+    written
+        .write(|tx| {
+            for p in &ids {
+                tx.insert_plan(p, &row(Event::Prepared, "agent"))?;
+            }
+            tx.approve(&ids[0].id, ids[0].action, &ids[0].digest, &row(Event::Approved, "alice"))?;
+            tx.reject(&ids[1].id, ids[1].action, &row(Event::Rejected, "bob"))
+        })
+        .unwrap();
+    assert_eq!(head_hash(&mut written), kept);
+}
+
+#[test]
+fn health_reports_a_broken_audit_chain_without_changing_anything() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    let mut store = Store::open(&path).unwrap();
+    store.write(|tx| tx.insert_plan(&plan(1, 1000), &row(Event::Prepared, "agent"))).unwrap();
+    store.write(|tx| tx.insert_plan(&plan(2, 1000), &row(Event::Prepared, "agent"))).unwrap();
+    let health = read_health(&path).unwrap().unwrap();
+    assert_eq!((health.audit_rows, health.audit_break), (2, None));
+    tamper(&mut store, "UPDATE audit SET actor = 'mallory' WHERE seq = 2");
+    drop(store);
+    let before = std::fs::read(&path).unwrap();
+    let health = read_health(&path).unwrap().unwrap();
+    assert_eq!(health.audit_break, Some(Break::Altered { seq: 2, at: 1000 }));
+    assert_eq!(std::fs::read(&path).unwrap(), before, "read-only");
 }

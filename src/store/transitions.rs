@@ -9,6 +9,8 @@
 //!   transaction: no audit row, no change;
 //! - audit rows hold categories and numbers only: never commands, output or
 //!   free text an agent wrote;
+//! - every audit row is appended to the hash chain by [`chain::append`], the
+//!   only insert into `audit`;
 //! - every query that runs per request is served by an index, so its cost
 //!   does not grow with the number of stored plans.
 
@@ -17,6 +19,7 @@ use std::collections::BTreeMap;
 use rusqlite::{OptionalExtension as _, Transaction, params};
 
 use super::StoreError;
+use super::chain;
 use super::rows::{
     Approval, AuditEntry, AuditRow, Claim, PlanOutcome, PlanState, Rejection, Resolution, StoredPlan,
 };
@@ -382,23 +385,39 @@ impl Tx<'_> {
         if changed == 1 { Ok(()) } else { Err(StoreError::Conflict(id.as_str().to_owned())) }
     }
 
+    /// The one place an audit row is written: appended to the hash chain
+    /// (`chain::append` reads the previous hash in this same transaction).
     fn audit(&self, id: &PlanId, action: Action, row: &AuditRow) -> Result<(), StoreError> {
-        self.tx
-            .prepare_cached(
-                "INSERT INTO audit (at, event, plan_id, action, outcome, exit_code, duration_ms, actor)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            )?
-            .execute(params![
-                row.at,
-                row.event.as_str(),
-                id.as_str(),
-                action.as_str(),
-                row.outcome.as_str(),
-                row.exit_code,
-                row.duration_ms.map(|d| d as i64),
-                row.actor,
-            ])?;
-        Ok(())
+        chain::append(
+            self.tx,
+            chain::Content {
+                seq: 0,
+                at: row.at,
+                event: row.event.as_str(),
+                plan_id: id.as_str(),
+                action: action.as_str(),
+                outcome: row.outcome.as_str(),
+                exit_code: row.exit_code.map(i64::from),
+                duration_ms: row.duration_ms.map(|d| d as i64),
+                actor: &row.actor,
+            },
+        )
+    }
+
+    /// The end of the audit chain (for `audit head`).
+    pub fn audit_head(&self) -> Result<chain::Head, StoreError> {
+        chain::head(self.tx)
+    }
+
+    /// Walks the whole audit chain (for `audit verify`); see [`chain::verify`].
+    pub fn verify_audit(&self, from: Option<&str>) -> Result<chain::Verification, StoreError> {
+        chain::verify(self.tx, from)
+    }
+
+    /// Every audit row at or after `since` (unix seconds), oldest first,
+    /// hashes included (for `audit export`).
+    pub fn audit_since(&self, since: i64, each: impl FnMut(chain::ChainedEntry)) -> Result<(), StoreError> {
+        chain::for_each_since(self.tx, since, each)
     }
 
     /// Every app we recorded.

@@ -489,7 +489,8 @@ fn the_audit_trail_has_one_row_per_change_and_no_free_text() {
         ]
     );
     assert!(audit[3].duration_ms.is_some());
-    // The audit table's columns are exactly the categories and numbers.
+    // The audit table's columns are exactly the categories and numbers,
+    // and the two hashes of the chain.
     let columns: Vec<String> = c
         .store_for_tests()
         .dangerous_connection_for_tests()
@@ -501,7 +502,19 @@ fn the_audit_trail_has_one_row_per_change_and_no_free_text() {
         .unwrap();
     assert_eq!(
         columns,
-        ["seq", "at", "event", "plan_id", "action", "outcome", "exit_code", "duration_ms", "actor"]
+        [
+            "seq",
+            "at",
+            "event",
+            "plan_id",
+            "action",
+            "outcome",
+            "exit_code",
+            "duration_ms",
+            "actor",
+            "prev_hash",
+            "hash"
+        ]
     );
 }
 

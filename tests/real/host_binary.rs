@@ -89,6 +89,11 @@ fn the_operators_commands_refuse_to_run_as_non_root() {
         vec!["host", "approve", id.as_str(), digest.as_str()],
         vec!["host", "reject", id.as_str()],
         vec!["host", "resolve", id.as_str()],
+        vec!["host", "audit", "verify"],
+        vec!["host", "audit", "verify", "--from", digest.as_str()],
+        vec!["host", "audit", "head"],
+        vec!["host", "audit", "export"],
+        vec!["host", "audit", "export", "--json", "--since", "2026-12-01T00:00:00Z"],
     ] {
         let output = run(unprivileged_binary(), &args, b"", &[], true);
         assert_eq!(output.status.code(), Some(1), "{args:?}");

@@ -1,0 +1,362 @@
+//! The audit trail's hash chain: appending a row, filling the chain for rows
+//! an older schema wrote, walking it to find the first row that was changed.
+//! Runs as root inside the host helper, always within a transaction.
+//!
+//! Each audit row carries `prev_hash` (the `hash` of the row before it, or
+//! [`GENESIS`] for the first) and `hash` = sha256 over the bytes of
+//! `prev_hash` (64 lowercase hex characters, as stored) followed by the
+//! row's canonical JSON ([`Content`]: `crate::control::canonical`, keys
+//! sorted, no whitespace, NULL columns left out). An operator can recompute
+//! one off the host: `printf '%s%s' "$prev_hash" "$content" | sha256sum`.
+//!
+//! Invariants enforced here:
+//! - [`append`] is the only place an audit row is inserted: it reads the
+//!   last row's hash and writes the new row in the caller's transaction, and
+//!   every write is `BEGIN IMMEDIATE`, so two helpers never chain from the
+//!   same row;
+//! - the row's `seq` is part of its content, so a renumbered or moved row no
+//!   longer matches its hash;
+//! - NULL columns are left out of the content, so a later migration that
+//!   adds a column (NULL on old rows) keeps every existing hash valid;
+//! - the chain cannot prove that nothing was cut from its end, nor that the
+//!   whole chain was not recomputed by someone with root: only a head hash
+//!   kept off the host can ([`verify`] with `from`).
+
+use rusqlite::{OptionalExtension as _, Transaction, params};
+use serde::Serialize;
+use sha2::{Digest as _, Sha256};
+
+use super::StoreError;
+
+/// What the first row chains from.
+pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// The hashed content of one audit row: its columns, except the two hashes.
+#[derive(Debug, Clone, Serialize)]
+pub struct Content<'a> {
+    pub seq: i64,
+    pub at: i64,
+    pub event: &'a str,
+    pub plan_id: &'a str,
+    pub action: &'a str,
+    pub outcome: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<i64>,
+    pub actor: &'a str,
+}
+
+/// sha256(prev_hash || canonical content), lowercase hex. Public (as
+/// `store::chain_link`) for benches that fill a trail through the raw
+/// connection, and for anyone checking an export.
+pub fn link(prev_hash: &str, content: &Content<'_>) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(prev_hash.as_bytes());
+    // A struct of strings and integers always serializes.
+    hasher.update(crate::control::canonical::to_vec(content).unwrap_or_default());
+    crate::text::hex(&hasher.finalize())
+}
+
+/// One audit row as stored, hashes included (for verify and export).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ChainedEntry {
+    pub seq: i64,
+    pub at: i64,
+    pub event: String,
+    pub plan_id: String,
+    pub action: String,
+    pub outcome: String,
+    pub exit_code: Option<i64>,
+    pub duration_ms: Option<i64>,
+    pub actor: String,
+    pub prev_hash: Option<String>,
+    pub hash: Option<String>,
+}
+
+impl ChainedEntry {
+    pub fn content(&self) -> Content<'_> {
+        Content {
+            seq: self.seq,
+            at: self.at,
+            event: &self.event,
+            plan_id: &self.plan_id,
+            action: &self.action,
+            outcome: &self.outcome,
+            exit_code: self.exit_code,
+            duration_ms: self.duration_ms,
+            actor: &self.actor,
+        }
+    }
+}
+
+const SELECT_ROWS: &str = "SELECT seq, at, event, plan_id, action, outcome, exit_code, duration_ms, actor, \
+                           prev_hash, hash FROM audit";
+
+fn entry(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChainedEntry> {
+    Ok(ChainedEntry {
+        seq: r.get(0)?,
+        at: r.get(1)?,
+        event: r.get(2)?,
+        plan_id: r.get(3)?,
+        action: r.get(4)?,
+        outcome: r.get(5)?,
+        exit_code: r.get(6)?,
+        duration_ms: r.get(7)?,
+        actor: r.get(8)?,
+        prev_hash: r.get(9)?,
+        hash: r.get(10)?,
+    })
+}
+
+/// The last row's seq and hash, `None` for an empty trail.
+fn last(tx: &Transaction<'_>) -> Result<Option<(i64, Option<String>)>, StoreError> {
+    Ok(tx
+        .prepare_cached("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1")?
+        .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?)
+}
+
+/// Appends one row to the chain. `content.seq` is ignored: the row gets the
+/// seq after the last one, which is part of what is hashed. A last row
+/// without a hash was tampered with; nothing is chained onto it (fail
+/// closed: the caller's whole transaction rolls back).
+pub(super) fn append(tx: &Transaction<'_>, content: Content<'_>) -> Result<(), StoreError> {
+    let (seq, prev) = match last(tx)? {
+        None => (1, GENESIS.to_owned()),
+        Some((seq, Some(hash))) => (seq + 1, hash),
+        Some((_, None)) => return Err(StoreError::Corrupt),
+    };
+    let content = Content { seq, ..content };
+    let hash = link(&prev, &content);
+    tx.prepare_cached(
+        "INSERT INTO audit (seq, at, event, plan_id, action, outcome, exit_code, duration_ms, actor, prev_hash, hash)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+    )?
+    .execute(params![
+        content.seq,
+        content.at,
+        content.event,
+        content.plan_id,
+        content.action,
+        content.outcome,
+        content.exit_code,
+        content.duration_ms,
+        content.actor,
+        prev,
+        hash,
+    ])?;
+    Ok(())
+}
+
+/// Migration 4's second half: chains the rows an older schema wrote, oldest
+/// first, as they are at the moment of the migration.
+pub(super) fn backfill(tx: &Transaction<'_>) -> Result<(), StoreError> {
+    let rows: Vec<ChainedEntry> = {
+        let mut statement = tx.prepare(&format!("{SELECT_ROWS} ORDER BY seq"))?;
+        statement.query_map([], entry)?.collect::<Result<_, _>>()?
+    };
+    let mut update = tx.prepare("UPDATE audit SET prev_hash = ?2, hash = ?3 WHERE seq = ?1")?;
+    let mut prev = GENESIS.to_owned();
+    for row in &rows {
+        let hash = link(&prev, &row.content());
+        update.execute(params![row.seq, prev, hash])?;
+        prev = hash;
+    }
+    Ok(())
+}
+
+/// Calls `each` with every row whose time is at or after `since`, oldest
+/// first, without holding them all in memory.
+pub(super) fn for_each_since(
+    tx: &Transaction<'_>,
+    since: i64,
+    mut each: impl FnMut(ChainedEntry),
+) -> Result<(), StoreError> {
+    let mut statement = tx.prepare(&format!("{SELECT_ROWS} WHERE at >= ?1 ORDER BY seq"))?;
+    let rows = statement.query_map([since], entry)?;
+    for row in rows {
+        each(row?);
+    }
+    Ok(())
+}
+
+/// The end of the chain: how many rows, and the last one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Head {
+    pub rows: u64,
+    /// seq, time and hash of the last row; `None` for an empty trail.
+    pub last: Option<(i64, i64, Option<String>)>,
+}
+
+impl Head {
+    /// The hash a new row would chain from.
+    pub fn hash(&self) -> Option<&str> {
+        match &self.last {
+            None => Some(GENESIS),
+            Some((_, _, hash)) => hash.as_deref(),
+        }
+    }
+}
+
+pub(super) fn head(tx: &Transaction<'_>) -> Result<Head, StoreError> {
+    let rows: i64 = tx.prepare_cached("SELECT count(*) FROM audit")?.query_row([], |r| r.get(0))?;
+    let last = tx
+        .prepare_cached("SELECT seq, at, hash FROM audit ORDER BY seq DESC LIMIT 1")?
+        .query_row([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .optional()?;
+    Ok(Head { rows: rows.max(0) as u64, last })
+}
+
+/// The first place the chain does not hold, named by the row where it shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Break {
+    /// The row has no hash, or one of the wrong shape.
+    Unhashed { seq: i64, at: i64 },
+    /// The row's content (or its seq) is not what its hash was computed
+    /// over: the row was edited, or moved to another seq.
+    Altered { seq: i64, at: i64 },
+    /// The row is intact but does not follow the row before it, and seqs
+    /// are missing between them: rows `missing_from..=missing_to` were
+    /// deleted.
+    Deleted { seq: i64, at: i64, missing_from: i64, missing_to: i64 },
+    /// The row is intact and its seq follows on, but it does not chain from
+    /// the row before it: it was inserted, or rows were reordered.
+    Unlinked { seq: i64, at: i64, after: i64 },
+    /// The first row does not chain from the genesis value: the rows before
+    /// it were deleted (or it was inserted there).
+    NotFromGenesis { seq: i64, at: i64 },
+}
+
+impl Break {
+    /// The seq and time of the row where the break shows.
+    pub fn row(&self) -> (i64, i64) {
+        match *self {
+            Break::Unhashed { seq, at }
+            | Break::Altered { seq, at }
+            | Break::Deleted { seq, at, .. }
+            | Break::Unlinked { seq, at, .. }
+            | Break::NotFromGenesis { seq, at } => (seq, at),
+        }
+    }
+}
+
+/// What walking the chain found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verification {
+    pub rows: u64,
+    pub head: Head,
+    /// The first break, if any (the walk stops there).
+    pub broken: Option<Break>,
+    /// With `from`: whether that hash is some row's hash on the intact
+    /// part of the chain (or the genesis value).
+    pub from_found: Option<bool>,
+}
+
+impl Verification {
+    pub fn intact(&self) -> bool {
+        self.broken.is_none() && self.from_found != Some(false)
+    }
+}
+
+/// Walks the whole chain in seq order, recomputing every hash; stops at the
+/// first break. With `from`, also whether that hash is on the chain before
+/// the break (a kept head that is missing means the tail was cut or the
+/// chain rewritten).
+pub(super) fn verify(tx: &Transaction<'_>, from: Option<&str>) -> Result<Verification, StoreError> {
+    let mut statement = tx.prepare(&format!("{SELECT_ROWS} ORDER BY seq"))?;
+    let rows = statement.query_map([], entry)?;
+    let mut prev: Option<(i64, String)> = None;
+    let mut count = 0u64;
+    let mut broken = None;
+    let mut from_found = from.map(|from| from == GENESIS);
+    for row in rows {
+        let row = row?;
+        count += 1;
+        let (Some(prev_hash), Some(hash)) = (&row.prev_hash, &row.hash) else {
+            broken = Some(Break::Unhashed { seq: row.seq, at: row.at });
+            break;
+        };
+        if !crate::text::is_lower_hex(prev_hash, 64) || !crate::text::is_lower_hex(hash, 64) {
+            broken = Some(Break::Unhashed { seq: row.seq, at: row.at });
+            break;
+        }
+        if link(prev_hash, &row.content()) != *hash {
+            broken = Some(Break::Altered { seq: row.seq, at: row.at });
+            break;
+        }
+        match &prev {
+            None if prev_hash != GENESIS => {
+                broken = Some(Break::NotFromGenesis { seq: row.seq, at: row.at });
+                break;
+            }
+            Some((prev_seq, expected)) if prev_hash != expected => {
+                broken = Some(if row.seq > prev_seq + 1 {
+                    Break::Deleted {
+                        seq: row.seq,
+                        at: row.at,
+                        missing_from: prev_seq + 1,
+                        missing_to: row.seq - 1,
+                    }
+                } else {
+                    Break::Unlinked { seq: row.seq, at: row.at, after: *prev_seq }
+                });
+                break;
+            }
+            _ => {}
+        }
+        if from == Some(hash.as_str()) {
+            from_found = Some(true);
+        }
+        prev = Some((row.seq, hash.clone()));
+    }
+    drop(statement);
+    let head = head(tx)?;
+    Ok(Verification { rows: if broken.is_none() { count } else { head.rows }, head, broken, from_found })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_content_is_canonical_and_leaves_nulls_out() {
+        let content = Content {
+            seq: 7,
+            at: 1000,
+            event: "approved",
+            plan_id: "0123",
+            action: "stop",
+            outcome: "ok",
+            exit_code: None,
+            duration_ms: Some(12),
+            actor: "alice",
+        };
+        assert_eq!(
+            crate::control::canonical::to_string(&content).unwrap(),
+            r#"{"action":"stop","actor":"alice","at":1000,"duration_ms":12,"event":"approved","outcome":"ok","plan_id":"0123","seq":7}"#
+        );
+    }
+
+    #[test]
+    fn a_link_is_sha256_of_the_previous_hash_then_the_content() {
+        // Golden: what `printf '%s%s' "$prev" "$content" | sha256sum` prints.
+        let content = Content {
+            seq: 1,
+            at: 0,
+            event: "prepared",
+            plan_id: "p",
+            action: "stop",
+            outcome: "ok",
+            exit_code: Some(0),
+            duration_ms: None,
+            actor: "agent",
+        };
+        let bytes = format!(
+            "{GENESIS}{}",
+            r#"{"action":"stop","actor":"agent","at":0,"event":"prepared","exit_code":0,"outcome":"ok","plan_id":"p","seq":1}"#
+        );
+        assert_eq!(link(GENESIS, &content), crate::text::hex(&Sha256::digest(bytes.as_bytes())));
+        assert_eq!(GENESIS.len(), 64);
+    }
+}
