@@ -1352,7 +1352,14 @@ fn approve_records_only_what_the_operator_confirmed() {
     let id = remove_image_plan(&h);
     let digest = h.controller().load(&id, "root").unwrap().plan.digest;
     let prefix = &digest.as_str()[..8];
-    for typed in ["", "\n", "yes", "legacy", &prefix[..7], &prefix.to_uppercase()] {
+    let upper = prefix.to_uppercase();
+    let mut tried = vec!["", "\n", "yes", "legacy", &prefix[..7]];
+    // The prefix in capitals is another answer only when it holds a letter
+    // (eight digits, about 2% of random digests, are their own capitals).
+    if upper != prefix {
+        tried.push(&upper);
+    }
+    for typed in tried {
         let (shown, result) = h.approve_typing(id.as_str(), digest.as_str(), "alice", Some(typed));
         let refusal = result.unwrap_err();
         assert_eq!(refusal.code, Code::NotConfirmed, "{typed:?}");
