@@ -161,3 +161,26 @@ fn children_get_a_fixed_minimal_environment_whatever_ours_is() {
     assert_eq!(keys, ["PATH", "LC_ALL"]);
     assert!(ProcessSpec::new("/bin/true", ["x"]).env == env, "a new spec starts from it");
 }
+
+#[tokio::test]
+async fn stderr_into_stdout_keeps_both_streams_in_order() {
+    let mut spec = sh("printf 'out1\\n'; printf 'err1\\n' >&2; printf 'out2\\n'");
+    spec.stderr_into_stdout = true;
+    let outcome = run(&spec).await;
+    assert_eq!(outcome.execution.execution_status, ExecutionStatus::Ok);
+    assert_eq!(outcome.stdout, b"out1\nerr1\nout2\n");
+    assert_eq!(outcome.stderr_len, 0);
+    // Without the flag stderr is still only counted.
+    let outcome = run(&sh("printf 'out1\\n'; printf 'err1\\n' >&2")).await;
+    assert_eq!((outcome.stdout.as_slice(), outcome.stderr_len), (&b"out1\n"[..], 5));
+}
+
+#[tokio::test]
+async fn a_merged_flood_hits_the_stdout_limit() {
+    let mut spec = sh("head -c 100000 /dev/zero >&2");
+    spec.stderr_into_stdout = true;
+    spec.stdout_limit = 1000;
+    let outcome = run(&spec).await;
+    assert_eq!(outcome.execution.execution_status, ExecutionStatus::OutputLimit);
+    assert!(outcome.stdout.is_empty());
+}
