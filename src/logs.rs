@@ -47,10 +47,8 @@ pub struct SafeLogs {
 /// lines that fit in [`MAX_TEXT_BYTES`].
 pub fn render(raw: &[u8]) -> SafeLogs {
     let mut redactions = 0;
-    let mut lines: Vec<String> = raw
-        .split(|b| *b == b'\n')
-        .map(|line| clean(&String::from_utf8_lossy(line)))
-        .collect();
+    let mut lines: Vec<String> =
+        raw.split(|b| *b == b'\n').map(|line| clean(&String::from_utf8_lossy(line))).collect();
     if raw.is_empty() || raw.ends_with(b"\n") {
         lines.pop();
     }
@@ -227,11 +225,10 @@ pub fn redact_line(line: &str, redactions: &mut u32) -> String {
             i += 1;
         }
         let name = &lower[start..i];
-        if start == 0 || !is_ident(bytes[start - 1]) {
-            if let Some(range) = aws_key(bytes, start, i) {
-                ranges.push(range);
-                continue;
-            }
+        // Identifier runs are maximal, so the key id stands alone.
+        if let Some(range) = aws_key(bytes, start, i) {
+            ranges.push(range);
+            continue;
         }
         let always = ALWAYS.iter().any(|k| name.ends_with(k));
         let if_random = IF_RANDOM.iter().any(|k| name.ends_with(k));

@@ -437,7 +437,11 @@ impl Engine for RejectedConfig {
     fn remove_app(&self, removal: &AppRemoval<'_>) -> Result<(), EngineError> {
         self.0.remove_app(removal)
     }
-    fn logs(&self, container: &ContainerId, window: volce_lab::docker::LogWindow) -> Result<Vec<u8>, EngineError> {
+    fn logs(
+        &self,
+        container: &ContainerId,
+        window: volce_lab::docker::LogWindow,
+    ) -> Result<Vec<u8>, EngineError> {
         self.0.logs(container, window)
     }
 }
