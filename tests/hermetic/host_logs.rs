@@ -3,7 +3,6 @@
 //! what it refuses (and that a refusal reads and changes nothing), and that
 //! the text is made safe before the reply. Hermetic: no root, no Docker.
 
-use crate::support::fake_engine::*;
 use crate::support::harness::*;
 use serde_json::{Value, json};
 use volce_lab::docker::{ContainerId, LABEL_APP};
