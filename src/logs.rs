@@ -52,6 +52,7 @@ pub fn render(raw: &[u8]) -> SafeLogs {
     if raw.is_empty() || raw.ends_with(b"\n") {
         lines.pop();
     }
+    in_time_order(&mut lines);
     redact_key_blocks(&mut lines, &mut redactions);
     let lines: Vec<String> = lines.iter().map(|line| cap(&redact_line(line, &mut redactions))).collect();
     let mut kept = Vec::new();
@@ -66,6 +67,35 @@ pub fn render(raw: &[u8]) -> SafeLogs {
     let truncated = kept.len() < lines.len();
     kept.reverse();
     SafeLogs { lines: kept, truncated, redactions }
+}
+
+/// docker prints a container's stdout and stderr lines through separate
+/// buffers, so one stream's lines can come out ahead of the other's older
+/// ones. With `--timestamps` every line starts with docker's fixed-width
+/// RFC 3339 time (`2026-12-01T10:00:00.123456789Z`, when the engine took
+/// the line in), which sorts as text: a stable sort by it puts the two
+/// streams back in the order the engine received them, so the cut to the
+/// newest lines keeps the newest of both. Lines are left as
+/// they are unless every one carries such a time.
+fn in_time_order(lines: &mut [String]) {
+    fn stamp(line: &str) -> Option<&str> {
+        let head = line.get(..30)?;
+        let b = head.as_bytes();
+        let digits = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_digit);
+        let shaped = digits(0..4)
+            && b[4] == b'-'
+            && b[7] == b'-'
+            && b[10] == b'T'
+            && b[13] == b':'
+            && b[16] == b':'
+            && b[19] == b'.'
+            && digits(20..29)
+            && b[29] == b'Z';
+        shaped.then_some(head)
+    }
+    if lines.iter().all(|line| stamp(line).is_some()) {
+        lines.sort_by(|a, b| stamp(a).cmp(&stamp(b)));
+    }
 }
 
 /// One line without escape sequences or hidden characters.
@@ -442,6 +472,18 @@ mod tests {
         let line = format!("{}password=hunter2hunter2", "x ".repeat(MAX_LINE_CHARS / 2 - 5));
         let logs = render(line.as_bytes());
         assert!(!logs.lines[0].contains("hunter"), "{}", logs.lines[0]);
+    }
+
+    #[test]
+    fn both_streams_are_put_back_in_time_order_before_the_cut() {
+        let raw = b"2026-12-01T10:00:00.000000002Z err b\n\
+            2026-12-01T10:00:00.000000004Z err d\n\
+            2026-12-01T10:00:00.000000001Z out a\n\
+            2026-12-01T10:00:00.000000003Z out c\n";
+        let lines: Vec<String> = render(raw).lines.iter().map(|l| l[31..].to_owned()).collect();
+        assert_eq!(lines, ["out a", "err b", "out c", "err d"]);
+        // A line without docker's time: nothing is reordered.
+        assert_eq!(render(b"b\n2026-12-01T10:00:00.000000001Z a\n").lines[0], "b");
     }
 
     #[test]
