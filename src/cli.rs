@@ -47,13 +47,14 @@ pub enum Command {
 /// `wire::MAX_REQUEST_BYTES`).
 pub const RPC_HELP: &str = "Answer one JSON request from stdin (the only command the agent may run).
 
-Reads one JSON object of at most 16 KiB on stdin; its \"operation\" key names one of four operations, \
+Reads one JSON object of at most 16 KiB on stdin; its \"operation\" key names one of five operations, \
 each with exactly these fields and no others:
 
   {\"operation\":\"gateway_status\"}                     the gateways volce-lab manages
   {\"operation\":\"inventory\"}                          apps, plans and the engine's objects
   {\"operation\":\"plan\",\"action\":A,\"parameters\":{..}}  store a plan; A is deploy, nginx_config, stop, remove_image or remove_app
   {\"operation\":\"execute\",\"plan_id\":\"<32 hex>\"}       run a stored plan once
+  {\"operation\":\"logs\",\"app\":N,\"container\":C,\"tail\":T}   read-only: safe log lines of a managed container
 
 The whole request must arrive within 5 seconds (else code request_timeout), and at most 8 helpers run at once \
 (else code busy, at once; nothing is done). \

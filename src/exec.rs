@@ -120,6 +120,11 @@ pub struct ProcessSpec {
     pub stderr_limit: usize,
     pub timeout: Duration,
     pub transport: Transport,
+    /// The child's stderr goes into the stdout pipe (one pipe, the order the
+    /// child wrote in, counted against `stdout_limit`). Only for a program
+    /// whose stderr is data rather than its own diagnostics: `docker logs`,
+    /// which prints the container's stderr stream there.
+    pub stderr_into_stdout: bool,
 }
 
 /// The output limit for read-only checks.
@@ -148,6 +153,7 @@ impl ProcessSpec {
             stderr_limit: CHECK_OUTPUT_LIMIT,
             timeout: Duration::from_secs(12),
             transport: Transport::Local,
+            stderr_into_stdout: false,
         }
     }
 }
@@ -285,21 +291,39 @@ async fn run_keeping(spec: &ProcessSpec, stderr_tail: usize) -> (Outcome, Vec<u8
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .current_dir("/")
         .stdin(if spec.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
         .kill_on_drop(true);
+    // One pipe for both streams when asked; its write ends live only in
+    // the child once `command` is dropped below, so the read ends with it.
+    let merged = if spec.stderr_into_stdout {
+        let Ok((reader, writer)) = std::io::pipe() else { return (Outcome::launch_failed(), Vec::new()) };
+        let Ok(second) = writer.try_clone() else { return (Outcome::launch_failed(), Vec::new()) };
+        command.stdout(writer).stderr(second);
+        Some(reader)
+    } else {
+        command.stdout(Stdio::piped()).stderr(Stdio::piped());
+        None
+    };
     // A group of its own: killing it reaches everything the child started.
     command.as_std_mut().process_group(0);
 
     let started = Instant::now();
-    let mut child = match command.spawn() {
+    let spawned = command.spawn();
+    drop(command);
+    let mut child = match spawned {
         Ok(child) => child,
         Err(_) => return (Outcome::launch_failed(), Vec::new()),
     };
     let guard = GroupGuard { pgid: child.id().map(|id| Pid::from_raw(id as i32)) };
 
     let stdin = child.stdin.take();
-    let stdout = child.stdout.take();
+    let stdout: Option<Box<dyn AsyncRead + Unpin + Send>> = match merged {
+        Some(reader) => match tokio::net::unix::pipe::Receiver::from_owned_fd(reader.into()) {
+            Ok(receiver) => Some(Box::new(receiver)),
+            // Nothing readable: the run reports no output rather than a guess.
+            Err(_) => None,
+        },
+        None => child.stdout.take().map(|out| Box::new(out) as Box<dyn AsyncRead + Unpin + Send>),
+    };
     let stderr = child.stderr.take();
     let input = spec.stdin.clone().unwrap_or_default();
     let feed = async move {

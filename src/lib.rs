@@ -16,6 +16,8 @@
 //!                   limits, timeout, process group, Execution record)
 //! src/text.rs       small shared helpers: hex, RFC 3339, escaping text for a
 //!                   terminal or a model
+//! src/logs.rs       container log text made safe: escapes, hidden characters,
+//!                   secret-looking values, the 16 KiB cut (pure)
 //! src/wire.rs       the host-RPC contract both ends share: request and reply
 //!                   types, the request parser, the 16 KiB limit (pure)
 //! src/inspect/      read-only checks: demo/local/ssh targets, identity gate,
@@ -50,6 +52,7 @@ pub mod exec;
 pub mod exit;
 pub mod host;
 pub mod inspect;
+pub mod logs;
 pub mod mcp;
 pub mod nginx;
 pub mod store;

@@ -12,13 +12,14 @@
 //! {"operation":"gateway_status"} | {"operation":"inventory"}
 //! {"action":"stop","operation":"plan","parameters":{"app":"web"}}
 //! {"operation":"execute","plan_id":"<32 hex>"}
+//! {"app":"web","container":"app","operation":"logs","since_minutes":30,"tail":50}
 //! -> {"operation":"inventory","result":{...},"status":"ok"}
 //! -> {"code":"plan_expired","message":"...","status":"rejected"}
 //! -> {"code":"needs_inspection","message":"...","plan_id":"<32 hex>","status":"needs_inspection"}
 //! ```
 //!
 //! Security invariants enforced here:
-//! - the request is exactly the fields of one of four operations
+//! - the request is exactly the fields of one of five operations
 //!   (`deny_unknown_fields`, duplicates refused, nothing but one object);
 //!   there is no approval operation and no approval-like field: approval
 //!   exists only in the terminal `approve` command, so nothing the agent
@@ -44,7 +45,7 @@ pub const PROTOCOL_VERSION: u32 = 1;
 /// The most request bytes the helper reads from stdin.
 pub const MAX_REQUEST_BYTES: usize = 16 * 1024;
 
-/// The names of the four operations: the request's tag and the `operation`
+/// The names of the five operations: the request's tag and the `operation`
 /// of an `ok` reply.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, strum::IntoStaticStr, strum::VariantArray,
@@ -56,6 +57,8 @@ pub enum Operation {
     Inventory,
     Plan,
     Execute,
+    /// Read-only: safe lines of one managed container's log.
+    Logs,
 }
 
 impl Operation {
@@ -78,9 +81,46 @@ impl Operation {
 pub enum Request {
     GatewayStatus {},
     Inventory {},
-    Plan { action: String, parameters: Value },
-    Execute { plan_id: String },
+    Plan {
+        action: String,
+        parameters: Value,
+    },
+    Execute {
+        plan_id: String,
+    },
+    /// `tail` and `since_minutes` are loose for the same reason as `plan`'s
+    /// fields: the helper refuses a bad value with a sentence naming it.
+    Logs {
+        app: String,
+        container: String,
+        tail: Value,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        since_minutes: Option<Value>,
+    },
 }
+
+/// Which container of a managed app `logs` reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumString, strum::VariantArray)]
+#[strum(serialize_all = "snake_case")]
+pub enum LogContainer {
+    App,
+    Gateway,
+}
+
+impl LogContainer {
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+    pub fn parse(text: &str) -> Option<LogContainer> {
+        text.parse().ok()
+    }
+}
+
+/// The lines `logs` may ask for, and the minutes `since_minutes` may go back.
+pub const LOG_TAIL: std::ops::RangeInclusive<u64> = 1..=200;
+pub const LOG_SINCE_MINUTES: std::ops::RangeInclusive<u64> = 1..=1440;
+/// `tail` when the agent gives none.
+pub const LOG_TAIL_DEFAULT: u64 = 50;
 
 impl Request {
     pub fn plan(action: Action, parameters: Map<String, Value>) -> Request {
@@ -91,12 +131,23 @@ impl Request {
         Request::Execute { plan_id: plan_id.as_str().to_owned() }
     }
 
+    /// Built from validated values only (`crate::mcp::tools::validate`).
+    pub fn logs(app: &str, container: LogContainer, tail: u64, since_minutes: Option<u64>) -> Request {
+        Request::Logs {
+            app: app.to_owned(),
+            container: container.as_str().to_owned(),
+            tail: Value::from(tail),
+            since_minutes: since_minutes.map(Value::from),
+        }
+    }
+
     pub fn operation(&self) -> Operation {
         match self {
             Request::GatewayStatus {} => Operation::GatewayStatus,
             Request::Inventory {} => Operation::Inventory,
             Request::Plan { .. } => Operation::Plan,
             Request::Execute { .. } => Operation::Execute,
+            Request::Logs { .. } => Operation::Logs,
         }
     }
 
@@ -121,7 +172,8 @@ pub fn parse_request(bytes: &[u8]) -> Result<Request, Refusal> {
         Refusal::new(
             Code::InvalidRequest,
             "The request's \"operation\" key must be gateway_status, inventory, plan (with action and \
-             parameters) or execute (with plan_id), and no other field may be present.",
+             parameters), execute (with plan_id) or logs (with app, container, tail and optionally \
+             since_minutes), and no other field may be present.",
         )
     })
 }

@@ -39,7 +39,7 @@ use std::time::Duration;
 use super::gateway_file::{backup, open_managed_config, read_bounded, remove_app_dir, rewrite};
 use super::{
     AppRemoval, Capacity, Container, ContainerId, DeploySpec, Deployed, Engine, EngineError, ImageId,
-    LABEL_APP, Snapshot,
+    LABEL_APP, LogWindow, Snapshot,
 };
 use crate::exec::{ExecutionStatus, Outcome, ProcessSpec, minimal_env, run_blocking};
 
@@ -76,6 +76,9 @@ pub const DEPLOY_BUDGET: Duration = Duration::from_secs(180);
 const STOP_GRACE_SECONDS: &str = "15";
 
 const SMALL_OUTPUT: usize = 64 * 1024;
+/// `docker logs` of at most 200 lines: far more than the 16 KiB the reply
+/// carries, so only a container that writes huge lines overflows it.
+const LOGS_OUTPUT: usize = 1024 * 1024;
 /// `docker inspect` of every container: about 1 KB each with our template.
 const SNAPSHOT_OUTPUT: usize = 16 * 1024 * 1024;
 
@@ -86,6 +89,9 @@ pub struct Call {
     pub args: Vec<String>,
     pub timeout: Duration,
     pub stdout_limit: usize,
+    /// docker's stderr joins stdout (`crate::exec::ProcessSpec::stderr_into_stdout`):
+    /// only for `docker logs`, where it is the container's stderr stream.
+    pub stderr_into_stdout: bool,
 }
 
 /// Runs one docker call. The real one is [`DockerProcess`]; tests pass fakes
@@ -116,6 +122,7 @@ impl Runner for DockerProcess {
         spec.env = docker_env();
         spec.timeout = call.timeout;
         spec.stdout_limit = call.stdout_limit;
+        spec.stderr_into_stdout = call.stderr_into_stdout;
         spec.stderr_limit = SMALL_OUTPUT;
         run_blocking(&spec)
     }
@@ -202,7 +209,7 @@ impl<R: Runner> DockerCli<R> {
             ),
             None => timeout,
         };
-        let outcome = self.runner.run(&Call { args, timeout, stdout_limit });
+        let outcome = self.runner.run(&Call { args, timeout, stdout_limit, stderr_into_stdout: false });
         if outcome.execution.execution_status == ExecutionStatus::Ok {
             Ok(outcome.stdout)
         } else {
@@ -368,6 +375,24 @@ impl<R: Runner> Engine for DockerCli<R> {
         // refuses and that refusal is the answer.
         self.call("remove image", argv(&["image", "rm", "--no-prune", image.as_str()]), QUICK)?;
         Ok(())
+    }
+
+    fn logs(&self, container: &ContainerId, window: LogWindow) -> Result<Vec<u8>, EngineError> {
+        // Read-only, by full id only; both streams of the container, which
+        // docker prints on its stdout and stderr. Nothing of this leaves the
+        // helper before `crate::logs` made it safe.
+        let call = Call {
+            args: argv::logs(container, window),
+            timeout: QUICK,
+            stdout_limit: LOGS_OUTPUT,
+            stderr_into_stdout: true,
+        };
+        let outcome = self.runner.run(&call);
+        if outcome.execution.execution_status == ExecutionStatus::Ok {
+            Ok(outcome.stdout)
+        } else {
+            Err(EngineError::Call { step: "read container logs", execution: outcome.execution })
+        }
     }
 
     fn remove_app(&self, removal: &AppRemoval<'_>) -> Result<(), EngineError> {

@@ -193,6 +193,14 @@ pub struct Deployed {
     pub gateway_container: ContainerId,
 }
 
+/// Which lines of a container's log to read: the last `tail` (1..=200,
+/// checked by the controller), within the last `since_minutes` if given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogWindow {
+    pub tail: u16,
+    pub since_minutes: Option<u16>,
+}
+
 /// Free capacity on the host, for the policy floors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Capacity {
@@ -325,6 +333,11 @@ pub trait Engine {
     /// networks among `networks` that carry the app's label, and the app
     /// directory with the files volce-lab wrote into it. Never an image.
     fn remove_app(&self, removal: &AppRemoval<'_>) -> Result<(), EngineError>;
+    /// Read-only: the raw log bytes (stdout and stderr, as docker prints
+    /// them with timestamps) of exactly this container. The controller
+    /// passes only a recorded id of a managed app and makes the bytes safe
+    /// (`crate::logs`) before anything leaves the helper.
+    fn logs(&self, container: &ContainerId, window: LogWindow) -> Result<Vec<u8>, EngineError>;
 }
 
 #[cfg(test)]

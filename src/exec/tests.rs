@@ -176,3 +176,26 @@ async fn the_stderr_tail_keeps_only_the_end_and_never_shows_it() {
     // The plain runner keeps nothing of it.
     assert!(!format!("{:?}", run(&spec).await).contains("verification"));
 }
+
+#[tokio::test]
+async fn stderr_into_stdout_keeps_both_streams_in_order() {
+    let mut spec = sh("printf 'out1\\n'; printf 'err1\\n' >&2; printf 'out2\\n'");
+    spec.stderr_into_stdout = true;
+    let outcome = run(&spec).await;
+    assert_eq!(outcome.execution.execution_status, ExecutionStatus::Ok);
+    assert_eq!(outcome.stdout, b"out1\nerr1\nout2\n");
+    assert_eq!(outcome.stderr_len, 0);
+    // Without the flag stderr is still only counted.
+    let outcome = run(&sh("printf 'out1\\n'; printf 'err1\\n' >&2")).await;
+    assert_eq!((outcome.stdout.as_slice(), outcome.stderr_len), (&b"out1\n"[..], 5));
+}
+
+#[tokio::test]
+async fn a_merged_flood_hits_the_stdout_limit() {
+    let mut spec = sh("head -c 100000 /dev/zero >&2");
+    spec.stderr_into_stdout = true;
+    spec.stdout_limit = 1000;
+    let outcome = run(&spec).await;
+    assert_eq!(outcome.execution.execution_status, ExecutionStatus::OutputLimit);
+    assert!(outcome.stdout.is_empty());
+}

@@ -149,6 +149,9 @@ pub fn rpc<E: Engine, C: Clock, L: Liveness>(
         Request::Plan { action, parameters } => {
             controller.prepare(&action, &parameters, caller).map(|stored| stored.to_json())
         }
+        Request::Logs { app, container, tail, since_minutes } => {
+            controller.logs(&app, &container, &tail, since_minutes.as_ref())
+        }
         Request::Execute { plan_id } => {
             let id = match PlanId::parse(&plan_id) {
                 Ok(id) => id,

@@ -13,7 +13,7 @@
 //! tests/hermetic/mcp_conformance.rs holds the table.
 //!
 //! ```text
-//! tools/     the four tools: names, annotations, schemas, strict argument
+//! tools/     the five tools: names, annotations, schemas, strict argument
 //!            validation (pure)
 //! rpc.rs     host RPC client side: crate::wire reply -> status for the agent (pure)
 //! audit.rs   the local audit line of every call (0700 dir, 0600 file)

@@ -1,4 +1,4 @@
-//! The rmcp `ServerHandler`: lists the four tools, validates every call,
+//! The rmcp `ServerHandler`: lists the five tools, validates every call,
 //! runs it behind the identity gate, shapes the result envelope, and writes
 //! the local audit line. Runs unprivileged on the workstation (or on the
 //! server in local mode).
@@ -151,6 +151,10 @@ impl VolceLab {
                 let request = Request::execute(&plan_id);
                 self.manage(tool, request, None, Some(plan_id), request_id).await
             }
+            Ok(Call::Logs { app, container, tail, since_minutes }) => {
+                let request = Request::logs(&app, container, tail, since_minutes);
+                self.manage(tool, request, None, None, request_id).await
+            }
         }
     }
 
@@ -291,7 +295,7 @@ impl VolceLab {
             check: outcome.check.map(Check::as_str),
             action: outcome.action,
             plan_id: outcome.plan_id.clone(),
-            // A name outside the four is recorded as a fixed word, never echoed.
+            // A name outside the five is recorded as a fixed word, never echoed.
             status: if tool.is_some() { outcome.status.as_str() } else { "unknown_tool" },
             exit_code: outcome.exit_code,
             execution_status: outcome.execution_status,
@@ -374,7 +378,7 @@ impl ServerHandler for VolceLab {
             };
             self.audit(None, &outcome, started);
             let names: Vec<&str> = ToolName::VARIANTS.iter().map(|t| t.as_str()).collect();
-            let (last, rest) = names.split_last().expect("four tools");
+            let (last, rest) = names.split_last().expect("five tools");
             return Err(McpError::invalid_params(
                 format!(
                     "unknown tool {}; the tools are {} and {last}",

@@ -25,6 +25,7 @@ fn every_request() -> Vec<Request> {
         Request::Inventory {},
         Request::plan(Action::Stop, parameters),
         Request::execute(&id()),
+        Request::logs("web", LogContainer::Gateway, 200, Some(1440)),
     ];
     let operations: Vec<Operation> = requests.iter().map(Request::operation).collect();
     assert_eq!(operations, Operation::VARIANTS, "one request per operation");
@@ -46,6 +47,14 @@ fn requests_have_the_v1_bytes() {
         Request::plan(Action::Deploy, parameters).to_bytes(),
         br#"{"action":"deploy","operation":"plan","parameters":{"app":"web","container_port":8080}}"#
     );
+    assert_eq!(
+        Request::logs("web", LogContainer::App, 50, Some(30)).to_bytes(),
+        br#"{"app":"web","container":"app","operation":"logs","since_minutes":30,"tail":50}"#
+    );
+    assert_eq!(
+        Request::logs("web", LogContainer::App, 50, None).to_bytes(),
+        br#"{"app":"web","container":"app","operation":"logs","tail":50}"#
+    );
     for request in every_request() {
         assert!(!request.to_bytes().contains(&b'\n'), "one line");
     }
@@ -66,7 +75,7 @@ fn every_request_the_workstation_sends_parses_back_to_itself() {
 #[test]
 fn operation_names_agree_in_serde_and_strum() {
     let names: Vec<&str> = Operation::VARIANTS.iter().map(|o| o.as_str()).collect();
-    assert_eq!(names, ["gateway_status", "inventory", "plan", "execute"]);
+    assert_eq!(names, ["gateway_status", "inventory", "plan", "execute", "logs"]);
     for operation in Operation::VARIANTS {
         assert_eq!(serde_json::to_value(operation).unwrap(), operation.as_str());
         assert_eq!(serde_json::from_value::<Operation>(json!(operation.as_str())).unwrap(), *operation);
@@ -74,7 +83,7 @@ fn operation_names_agree_in_serde_and_strum() {
 }
 
 #[test]
-fn the_four_operations_parse() {
+fn the_first_four_operations_parse() {
     assert_eq!(parse_request(br#"{"operation":"gateway_status"}"#).unwrap(), Request::GatewayStatus {});
     assert_eq!(parse_request(br#" {"operation":"inventory"} "#).unwrap(), Request::Inventory {});
     assert_eq!(
@@ -85,6 +94,28 @@ fn the_four_operations_parse() {
         parse_request(br#"{"plan_id":"ab","operation":"execute"}"#).unwrap(),
         Request::Execute { plan_id: "ab".into() }
     );
+}
+
+#[test]
+fn logs_parses_loose_values_for_the_helper_to_judge_and_refuses_extra_fields() {
+    assert_eq!(
+        parse_request(br#"{"operation":"logs","app":"web","container":"app","tail":"5"}"#).unwrap(),
+        Request::Logs { app: "web".into(), container: "app".into(), tail: json!("5"), since_minutes: None }
+    );
+    assert_eq!(
+        parse_request(br#"{"operation":"logs","app":"w","container":"x","tail":0,"since_minutes":null}"#)
+            .unwrap(),
+        Request::Logs { app: "w".into(), container: "x".into(), tail: json!(0), since_minutes: None }
+    );
+    for bad in [
+        &br#"{"operation":"logs","app":"web","container":"app","tail":5,"name":"prod"}"#[..],
+        br#"{"operation":"logs","app":"web","container":"app","tail":5,"container_id":"ab"}"#,
+        br#"{"operation":"logs","app":"web","container":"app"}"#,
+        br#"{"operation":"logs","app":7,"container":"app","tail":5}"#,
+        br#"{"operation":"logs","container":"app","tail":5}"#,
+    ] {
+        assert_eq!(code(bad), Code::InvalidRequest, "{}", String::from_utf8_lossy(bad));
+    }
 }
 
 #[test]

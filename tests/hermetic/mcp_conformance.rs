@@ -26,7 +26,8 @@ const BIN: &str = env!("CARGO_BIN_EXE_volce-lab");
 /// What the server must advertise, oldest first (`server/discover`'s `supportedVersions`).
 const VERSIONS: [&str; 5] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"];
 const STATELESS: &str = "2026-07-28";
-const TOOLS: [&str; 4] = ["cloud_check", "service_inventory", "service_plan", "service_execute"];
+const TOOLS: [&str; 5] =
+    ["cloud_check", "service_inventory", "service_plan", "service_execute", "service_logs"];
 
 /// What a client sends, and the answer each must get.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -39,7 +40,7 @@ enum Step {
     Ping,
     /// `ping` without `_meta`, as a bare keep-alive: `{}`, always.
     BarePing,
-    /// `tools/list`: the four tools.
+    /// `tools/list`: the five tools.
     List,
     /// `tools/list` without `_meta` on a stateless session: -32602, and the
     /// session has not started (the next notification must not end it).

@@ -69,7 +69,7 @@ async fn starts(entry: &Entry) {
     }
     let client = ().serve(TokioChildProcess::new(command).unwrap()).await.expect("initialize");
     let tools = client.list_all_tools().await.unwrap();
-    assert_eq!(tools.len(), 4);
+    assert_eq!(tools.len(), 5);
     client.cancel().await.unwrap();
 }
 

@@ -19,7 +19,7 @@ use std::time::Duration;
 use sha2::{Digest as _, Sha256};
 use volce_lab::docker::{
     AppRemoval, Capacity, Container, ContainerId, DeploySpec, Deployed, Engine, EngineError, ImageId,
-    LABEL_APP, LABEL_PLAN, LABEL_ROLE, PublishedPort, Snapshot,
+    LABEL_APP, LABEL_PLAN, LABEL_ROLE, LogWindow, PublishedPort, Snapshot,
 };
 
 pub fn image(c: char) -> ImageId {
@@ -62,6 +62,8 @@ pub struct FakeState {
     /// The next mutation fails with this error (after recording the call).
     pub fail_next: Option<EngineError>,
     pub snapshot_fails: bool,
+    /// What `logs` answers per container id (nothing for the others).
+    pub logs: BTreeMap<ContainerId, Vec<u8>>,
 }
 
 #[derive(Clone)]
@@ -100,6 +102,7 @@ impl FakeEngine {
                 capacity: Capacity { free_memory_bytes: 8 << 30, free_disk_bytes: 64 << 30 },
                 fail_next: None,
                 snapshot_fails: false,
+                logs: BTreeMap::new(),
             })),
             log: None,
             block: None,
@@ -126,7 +129,7 @@ impl FakeEngine {
     pub fn mutations(&self) -> Vec<Vec<String>> {
         self.calls()
             .into_iter()
-            .filter(|c| c[0] != "snapshot" && c[0] != "capacity" && c[0] != "port_free")
+            .filter(|c| !["snapshot", "capacity", "port_free", "logs"].contains(&c[0].as_str()))
             .collect()
     }
 
@@ -175,6 +178,12 @@ pub fn logged_mutations(log: &Path) -> Vec<String> {
 }
 
 impl Engine for FakeEngine {
+    fn logs(&self, container: &ContainerId, window: LogWindow) -> Result<Vec<u8>, EngineError> {
+        let since = window.since_minutes.map_or("-".to_owned(), |m| format!("{m}m"));
+        self.record(vec!["logs".into(), container.to_string(), window.tail.to_string(), since]);
+        Ok(self.state.lock().unwrap().logs.get(container).cloned().unwrap_or_default())
+    }
+
     fn snapshot(&self) -> Result<Snapshot, EngineError> {
         self.record(vec!["snapshot".into()]);
         let state = self.state.lock().unwrap();

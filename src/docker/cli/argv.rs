@@ -11,7 +11,7 @@ use std::path::Path;
 
 use super::GATEWAY_CONFIG_PATH;
 use crate::control::plan::PlanId;
-use crate::docker::{AppName, LABEL_APP, LABEL_PLAN, LABEL_ROLE, Limits};
+use crate::docker::{AppName, ContainerId, LABEL_APP, LABEL_PLAN, LABEL_ROLE, Limits, LogWindow};
 
 pub(super) fn argv(words: &[&str]) -> Vec<String> {
     words.iter().map(|w| (*w).to_owned()).collect()
@@ -28,6 +28,22 @@ pub(super) fn labels(app: &AppName, role: &str, plan: &PlanId) -> Vec<String> {
         "--label".to_owned(),
         format!("{LABEL_PLAN}={plan}"),
     ]
+}
+
+/// `docker logs` of one container by full id: the last `tail` lines, within
+/// the last `since_minutes` if given, each with docker's timestamp. `--`
+/// ends the options, so nothing after it is read as one.
+pub(super) fn logs(container: &ContainerId, window: LogWindow) -> Vec<String> {
+    let mut args = argv(&["logs", "--tail"]);
+    args.push(window.tail.to_string());
+    if let Some(minutes) = window.since_minutes {
+        args.push("--since".to_owned());
+        args.push(format!("{minutes}m"));
+    }
+    args.push("--timestamps".to_owned());
+    args.push("--".to_owned());
+    args.push(container.as_str().to_owned());
+    args
 }
 
 /// The read-only bind mount of the gateway's nginx.conf.

@@ -12,7 +12,7 @@ use std::sync::Mutex;
 use super::*;
 use crate::control::plan::PlanId;
 use crate::control::policy::ImageRef;
-use crate::docker::{AppName, AppRemoval, Limits, PublishedPort};
+use crate::docker::{AppName, AppRemoval, Limits, LogWindow, PublishedPort};
 use crate::exec::{Completion, Execution};
 use crate::nginx::ServerName;
 
@@ -701,4 +701,34 @@ fn a_deploy_that_runs_out_of_budget_gives_later_calls_only_what_is_left() {
     // Cleanup after the failure is not cut short by the spent budget.
     assert!(calls.iter().filter(|c| c.args[0] != "pull").all(|c| c.timeout >= Duration::from_secs(1)));
     assert!(calls.last().unwrap().timeout > Duration::from_secs(1), "{:?}", calls.last().unwrap().args);
+}
+
+#[test]
+fn logs_reads_one_container_by_id_with_both_streams() {
+    let engine = DockerCli::with_runner(Fake::new(|_| Ok("2026-12-01T10:00:00.1Z hello\n".into())), "/tmp");
+    let id = ContainerId::parse(&hex('a')).unwrap();
+    let out = engine.logs(&id, LogWindow { tail: 50, since_minutes: None }).unwrap();
+    assert_eq!(out, b"2026-12-01T10:00:00.1Z hello\n");
+    engine.logs(&id, LogWindow { tail: 200, since_minutes: Some(1440) }).unwrap();
+    assert_eq!(
+        engine.runner().argv(),
+        [
+            format!("logs --tail 50 --timestamps -- {}", hex('a')),
+            format!("logs --tail 200 --since 1440m --timestamps -- {}", hex('a')),
+        ]
+    );
+    let calls = engine.runner().calls.lock().unwrap().clone();
+    assert!(calls.iter().all(|c| c.stderr_into_stdout && c.stdout_limit == LOGS_OUTPUT));
+    // Every other call keeps docker's stderr away from stdout.
+    let other = DockerCli::with_runner(Fake::new(|_| Ok(String::new())), "/tmp");
+    other.remove_image(&ImageId::parse(&format!("sha256:{}", hex('b'))).unwrap()).unwrap();
+    assert!(other.runner().calls.lock().unwrap().iter().all(|c| !c.stderr_into_stdout));
+}
+
+#[test]
+fn a_failed_logs_call_names_its_step() {
+    let engine = DockerCli::with_runner(Fake::new(|_| Err(1)), "/tmp");
+    let id = ContainerId::parse(&hex('a')).unwrap();
+    let error = engine.logs(&id, LogWindow { tail: 5, since_minutes: None }).unwrap_err();
+    assert!(matches!(error, EngineError::Call { step: "read container logs", .. }), "{error:?}");
 }

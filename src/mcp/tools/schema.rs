@@ -1,4 +1,4 @@
-//! The JSON Schemas the four tools publish: input schemas (what
+//! The JSON Schemas the five tools publish: input schemas (what
 //! [`super::validate`] accepts) and output schemas (the result envelope
 //! `super::super::server` builds). Pure. Runs unprivileged inside
 //! `volce-lab mcp-serve`.
@@ -49,7 +49,7 @@ fn names_or_null<T: Copy>(variants: &[T], name: fn(T) -> &'static str) -> Vec<Va
     names
 }
 
-/// The three service tools, in order.
+/// The four service tools, in order.
 fn service_tools() -> Vec<ToolName> {
     ToolName::VARIANTS.iter().copied().filter(|t| t.operation().is_some()).collect()
 }
@@ -124,6 +124,31 @@ pub fn execute_input() -> Arc<JsonObject> {
     }))
 }
 
+pub fn logs_input() -> Arc<JsonObject> {
+    use crate::wire::{LOG_SINCE_MINUTES, LOG_TAIL, LOG_TAIL_DEFAULT, LogContainer};
+    object(json!({
+        "type": "object",
+        "properties": {
+            "app": {"type": "string", "description": "A managed app's name (see service_inventory)."},
+            "container": {
+                "type": "string",
+                "enum": names(LogContainer::VARIANTS, LogContainer::as_str),
+                "description": "Which of the app's containers: the app itself or its nginx gateway."
+            },
+            "tail": {
+                "type": "integer", "minimum": LOG_TAIL.start(), "maximum": LOG_TAIL.end(),
+                "description": format!("How many of the newest lines (default {LOG_TAIL_DEFAULT}).")
+            },
+            "since_minutes": {
+                "type": "integer", "minimum": LOG_SINCE_MINUTES.start(), "maximum": LOG_SINCE_MINUTES.end(),
+                "description": "Only lines from the last this many minutes (optional)."
+            }
+        },
+        "required": ["app", "container"],
+        "additionalProperties": false
+    }))
+}
+
 /// The `execution` record of a result (`crate::exec::Execution`): null when nothing ran.
 fn execution_schema() -> Value {
     json!({
@@ -190,7 +215,7 @@ pub fn check_output() -> Arc<JsonObject> {
     )
 }
 
-/// The output schema of the three service tools.
+/// The output schema of the four service tools.
 pub fn management_output() -> Arc<JsonObject> {
     let operations: Vec<Value> =
         service_tools().iter().filter_map(|t| t.operation()).map(|o| json!(o.as_str())).collect();
@@ -259,8 +284,19 @@ mod tests {
             check["properties"]["execution"]["properties"]["completion"]["enum"],
             json!(["confirmed", "unconfirmed"])
         );
-        assert_eq!(p(&management, "tool"), json!(["service_inventory", "service_plan", "service_execute"]));
-        assert_eq!(p(&management, "operation"), json!(["inventory", "plan", "execute"]));
+        assert_eq!(
+            p(&management, "tool"),
+            json!(["service_inventory", "service_plan", "service_execute", "service_logs"])
+        );
+        assert_eq!(p(&management, "operation"), json!(["inventory", "plan", "execute", "logs"]));
+        let logs = value(logs_input());
+        assert_eq!(p(&logs, "container"), json!(["app", "gateway"]));
+        assert_eq!(logs["required"], json!(["app", "container"]));
+        let range = |name: &str| {
+            (logs["properties"][name]["minimum"].clone(), logs["properties"][name]["maximum"].clone())
+        };
+        assert_eq!(range("tail"), (json!(1), json!(200)));
+        assert_eq!(range("since_minutes"), (json!(1), json!(1440)));
         assert_eq!(
             p(&management, "action"),
             json!(["deploy", "nginx_config", "stop", "remove_image", "remove_app", null])

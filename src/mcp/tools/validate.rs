@@ -201,6 +201,7 @@ pub fn validate(tool: ToolName, arguments: Option<&Map<String, Value>>) -> Resul
             }
             Ok(Call::Plan { action, parameters: parameters.clone() })
         }
+        ToolName::ServiceLogs => logs(name, arguments),
         ToolName::ServiceExecute => {
             exact_fields(name, arguments, &["plan_id"], "argument")?;
             let text = string_field(name, arguments, "plan_id")?;
@@ -216,6 +217,67 @@ pub fn validate(tool: ToolName, arguments: Option<&Map<String, Value>>) -> Resul
             Ok(Call::Execute { plan_id })
         }
     }
+}
+
+/// `service_logs`: `app` and `container` required, `tail` (default
+/// [`LOG_TAIL_DEFAULT`]) and `since_minutes` optional, whole numbers in
+/// their ranges. The app name itself is the helper's to judge (it knows
+/// which apps it manages); here it only has to be a string.
+fn logs(tool: &str, arguments: &Map<String, Value>) -> Result<Call, Refusal> {
+    use strum::VariantArray as _;
+
+    use crate::wire::{LOG_SINCE_MINUTES, LOG_TAIL, LOG_TAIL_DEFAULT, LogContainer};
+    const ALLOWED: [&str; 4] = ["app", "container", "tail", "since_minutes"];
+    let mut required = Map::new();
+    for (key, value) in arguments {
+        if !ALLOWED.contains(&key.as_str()) {
+            return Err(refuse(
+                Code::UnexpectedField,
+                format!(
+                    "argument {} is not accepted: {tool} takes only `app`, `container`, `tail`, `since_minutes`; nothing was run.",
+                    shown(key)
+                ),
+            ));
+        }
+        if key == "app" || key == "container" {
+            required.insert(key.clone(), value.clone());
+        }
+    }
+    exact_fields(tool, &required, &["app", "container"], "argument")?;
+    let app = string_field(tool, arguments, "app")?;
+    let text = string_field(tool, arguments, "container")?;
+    let container = LogContainer::parse(text).ok_or_else(|| {
+        refuse(
+            Code::NotAllowed,
+            format!(
+                "`container` must be one of {} (got {}); nothing was run.",
+                one_of(LogContainer::VARIANTS.iter().map(|c| c.as_str())),
+                shown(text)
+            ),
+        )
+    })?;
+    let number = |field: &str, range: std::ops::RangeInclusive<u64>| -> Result<Option<u64>, Refusal> {
+        let Some(value) = arguments.get(field) else { return Ok(None) };
+        match value.as_u64() {
+            Some(n) if range.contains(&n) => Ok(Some(n)),
+            _ => {
+                // An integer out of range is a value outside the schema; anything else a wrong type.
+                let code = if value.is_u64() || value.is_i64() { Code::NotAllowed } else { Code::WrongType };
+                Err(refuse(
+                    code,
+                    format!(
+                        "`{field}` must be a whole number from {} to {} (got {}); nothing was run.",
+                        range.start(),
+                        range.end(),
+                        shown(&value.to_string())
+                    ),
+                ))
+            }
+        }
+    };
+    let tail = number("tail", LOG_TAIL)?.unwrap_or(LOG_TAIL_DEFAULT);
+    let since_minutes = number("since_minutes", LOG_SINCE_MINUTES)?;
+    Ok(Call::Logs { app: app.to_owned(), container, tail, since_minutes })
 }
 
 #[cfg(test)]
@@ -331,6 +393,58 @@ mod tests {
             assert!(refusal.message.ends_with("nothing was run."), "{}", refusal.message);
             assert!(refusal.message.len() < 400, "{}", refusal.message);
         }
+    }
+
+    #[test]
+    fn service_logs_arguments_are_checked_to_the_schema() {
+        use crate::wire::LogContainer;
+        let call = |value: Value| validate(ToolName::ServiceLogs, Some(&args(value)));
+        assert_eq!(
+            call(json!({"app": "web", "container": "app"})).unwrap(),
+            Call::Logs { app: "web".into(), container: LogContainer::App, tail: 50, since_minutes: None }
+        );
+        assert_eq!(
+            call(json!({"app": "web", "container": "gateway", "tail": 200, "since_minutes": 1440})).unwrap(),
+            Call::Logs {
+                app: "web".into(),
+                container: LogContainer::Gateway,
+                tail: 200,
+                since_minutes: Some(1440)
+            }
+        );
+        assert_eq!(
+            call(json!({"app": "web", "container": "app", "tail": 1, "since_minutes": 1})).unwrap(),
+            Call::Logs { app: "web".into(), container: LogContainer::App, tail: 1, since_minutes: Some(1) }
+        );
+        use Code::{MissingField, NotAllowed, UnexpectedField, WrongType};
+        let table = [
+            (json!({}), MissingField),
+            (json!({"app": "web"}), MissingField),
+            (json!({"container": "app"}), MissingField),
+            (json!({"app": "web", "container": "app", "name": "prod"}), UnexpectedField),
+            (json!({"app": "web", "container": "app", "container_id": "ab"}), UnexpectedField),
+            (json!({"app": "web", "container": "db"}), NotAllowed),
+            (json!({"app": "web", "container": "App"}), NotAllowed),
+            (json!({"app": 7, "container": "app"}), WrongType),
+            (json!({"app": "web", "container": null}), WrongType),
+            (json!({"app": "web", "container": "app", "tail": 0}), NotAllowed),
+            (json!({"app": "web", "container": "app", "tail": 201}), NotAllowed),
+            (json!({"app": "web", "container": "app", "tail": -1}), NotAllowed),
+            (json!({"app": "web", "container": "app", "tail": "5"}), WrongType),
+            (json!({"app": "web", "container": "app", "tail": 5.5}), WrongType),
+            (json!({"app": "web", "container": "app", "since_minutes": 0}), NotAllowed),
+            (json!({"app": "web", "container": "app", "since_minutes": 1441}), NotAllowed),
+            (json!({"app": "web", "container": "app", "since_minutes": null}), WrongType),
+        ];
+        for (arguments, code) in table {
+            let refusal = call(arguments.clone()).expect_err(&format!("{arguments} must be refused"));
+            assert_eq!(refusal.code, code, "{arguments}: {}", refusal.message);
+            assert!(refusal.message.ends_with("nothing was run."), "{}", refusal.message);
+        }
+        assert_eq!(
+            call(json!({"app": "web", "container": "app", "tail": 201})).unwrap_err().message,
+            "`tail` must be a whole number from 1 to 200 (got `201`); nothing was run."
+        );
     }
 
     #[test]
