@@ -23,6 +23,9 @@
 //!   (recorded in its app record) and that no container, running or
 //!   stopped, uses now: an image volce-lab has no claim on is never removed,
 //!   however the request is worded or approved.
+//!
+//! Over 450 lines on purpose: one derivation per action, each a straight read of
+//! the rules it enforces, beside the context checks they share.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

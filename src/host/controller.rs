@@ -26,6 +26,9 @@
 //!   a plan claimed by a live process is never touched;
 //! - approval is only ever recorded by [`Controller::approve`], which the
 //!   rpc pipeline cannot reach.
+//!
+//! A little over 450 lines: prepare, approve and resolve read best together;
+//! execute, logs and the operator's views live in controller/.
 
 use std::path::PathBuf;
 
@@ -40,8 +43,11 @@ use crate::docker::{AppName, Capacity, Engine, EngineError};
 use crate::store::{AuditOutcome, AuditRow, Claim, Event, PlanState, Store, StoreError, StoredPlan};
 
 mod execute;
+mod logs;
+mod operator;
 
 pub use execute::Executed;
+pub use operator::Awaiting;
 
 impl From<StoreError> for Refusal {
     fn from(error: StoreError) -> Refusal {
@@ -201,113 +207,6 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             })
             .collect();
         Ok(json!({ "gateways": gateways }))
-    }
-
-    /// Read-only: the safe tail of one managed container's log
-    /// (`service_logs`). Checks again what the workstation checked (the
-    /// app name's grammar, the container role, the ranges), then reads only
-    /// the container id recorded for that role of that managed app, and
-    /// only while the engine shows that id carrying our labels for exactly
-    /// that app and role: never a name, never a foreign container. The
-    /// bytes pass `crate::logs::render` before they are part of the reply.
-    /// Writes nothing (no settling of claims either: that is inventory's).
-    pub fn logs(
-        &mut self,
-        app: &str,
-        container: &str,
-        tail: &Value,
-        since_minutes: Option<&Value>,
-    ) -> Result<Value, Refusal> {
-        use crate::wire::{LOG_SINCE_MINUTES, LOG_TAIL, LogContainer};
-        let shown = |text: &str| crate::text::quoted(text, 40);
-        let Some(name) = AppName::parse(app) else {
-            return refuse(
-                Code::InvalidAppName,
-                format!("{} is not an app name (^[a-z][a-z0-9-]*$); nothing was read.", shown(app)),
-            );
-        };
-        let Some(role) = LogContainer::parse(container) else {
-            return refuse(
-                Code::InvalidParameters,
-                format!("`container` must be app or gateway (got {}); nothing was read.", shown(container)),
-            );
-        };
-        let number = |value: &Value, field: &str, range: std::ops::RangeInclusive<u64>| {
-            value.as_u64().filter(|n| range.contains(n)).ok_or_else(|| {
-                let got = crate::text::for_model(&value.to_string(), 40);
-                Refusal::new(
-                    Code::InvalidParameters,
-                    format!(
-                        "`{field}` must be a whole number from {} to {} (got {got}); nothing was read.",
-                        range.start(),
-                        range.end()
-                    ),
-                )
-            })
-        };
-        let tail = number(tail, "tail", LOG_TAIL)?;
-        let since = since_minutes.map(|v| number(v, "since_minutes", LOG_SINCE_MINUTES)).transpose()?;
-        let record = self.store.read(|tx| Ok::<_, Refusal>(tx.apps()?.get(name.as_str()).cloned()))?;
-        let Some(record) = record else {
-            return refuse(
-                Code::AppNotFound,
-                format!("volce-lab manages no app called {name}; see service_inventory; nothing was read."),
-            );
-        };
-        let recorded = match role {
-            LogContainer::App => record.app_container.clone(),
-            LogContainer::Gateway => record.gateway_container.clone(),
-        };
-        let Some(id) = recorded else {
-            return refuse(
-                Code::ContainerSetChanged,
-                format!(
-                    "App {name} has no recorded {} container (its deploy did not complete); nothing was read.",
-                    role.as_str()
-                ),
-            );
-        };
-        let snapshot = self.engine.snapshot().map_err(engine_unavailable)?;
-        let ours = snapshot
-            .containers
-            .iter()
-            .any(|c| c.id == id && c.app() == Some(name.as_str()) && c.role() == Some(role.as_str()));
-        if !ours {
-            return refuse(
-                Code::ContainerSetChanged,
-                format!(
-                    "The recorded {} container of app {name} is gone or no longer carries volce-lab's labels                      for it; nothing was read. Ask the operator to inspect the server.",
-                    role.as_str()
-                ),
-            );
-        }
-        let window = crate::docker::LogWindow {
-            tail: u16::try_from(tail).unwrap_or(200),
-            since_minutes: since.map(|m| u16::try_from(m).unwrap_or(1440)),
-        };
-        let raw = self.engine.logs(&id, window).map_err(|error| match error {
-            EngineError::Call { execution, .. }
-                if execution.execution_status == crate::exec::ExecutionStatus::OutputLimit =>
-            {
-                Refusal::new(
-                    Code::EngineUnavailable,
-                    "The container's log lines were larger than 1 MiB for this tail; ask for fewer lines;                      nothing was shown.",
-                )
-            }
-            _ => Refusal::new(Code::EngineUnavailable, "The container's log could not be read; nothing was shown."),
-        })?;
-        let logs = crate::logs::render(&raw);
-        Ok(json!({
-            "app": name,
-            "container": role.as_str(),
-            "container_id": id,
-            "tail": tail,
-            "since_minutes": since,
-            "untrusted": crate::logs::UNTRUSTED,
-            "lines": logs.lines,
-            "truncated": logs.truncated,
-            "redactions": logs.redactions,
-        }))
     }
 
     /// Validates and stores a new pending plan.
@@ -518,78 +417,6 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 };
             }
             Ok(Resolved { stored: tx.load_plan(id)?.expect("just resolved"), app })
-        })
-    }
-}
-
-// ---------------------------------------------------------------------------
-// The operator's terminal: `list` and `reject`. Neither is reachable from the
-// rpc request enum (`crate::wire::Request` has no variant for them).
-// ---------------------------------------------------------------------------
-
-/// What awaits an operator, for `volce-lab-host list`, read at `now`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Awaiting {
-    pub now: i64,
-    /// Pending and unexpired, executing, or needing inspection; newest first.
-    pub plans: Vec<StoredPlan>,
-    /// Pending plans whose time ran out: nothing can approve or run them.
-    pub expired_pending: u64,
-    /// Every app record, by name, as recorded (the engine is not asked).
-    pub apps: std::collections::BTreeMap<String, validate::AppRecord>,
-}
-
-impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
-    /// The plans that await an operator and the recorded apps. Reads the
-    /// store only, after settling abandoned claims (as `load` does), so it
-    /// answers while the container engine is down.
-    pub fn awaiting(&mut self, actor: &str) -> Result<Awaiting, Refusal> {
-        self.settle_abandoned(actor)?;
-        let now = self.clock.now();
-        self.store.read(|tx| {
-            Ok::<_, Refusal>(Awaiting {
-                now,
-                plans: tx.awaiting_plans(now)?,
-                expired_pending: tx.expired_pending(now)?,
-                apps: tx.apps()?,
-            })
-        })
-    }
-
-    /// Ends a pending plan the operator does not want: `rejected`, with who
-    /// and when, in one conditional transition and its audit row. Only the
-    /// terminal `reject` command calls this; the rpc pipeline has no path here.
-    ///
-    /// Any approver may reject, the plan's requester included, and an
-    /// expired plan too: rejecting authorizes nothing, it only makes sure a
-    /// plan never runs (and voids any approval it had).
-    pub fn reject(&mut self, id: &PlanId, operator: &str) -> Result<StoredPlan, Refusal> {
-        self.settle_abandoned(operator)?;
-        if !self.policy.is_approver(operator) {
-            return refuse(
-                Code::NotAnApprover,
-                format!("{operator} is not listed in the policy's approvers."),
-            );
-        }
-        let Controller { store, clock, .. } = self;
-        store.write(|tx| {
-            let now = clock.now();
-            let Some(stored) = tx.load_plan(id)? else {
-                return refuse(Code::PlanNotFound, "No plan has this id.");
-            };
-            // The same code per state as approve and execute give, with a
-            // sentence for the operator.
-            state_allows_use(&stored).map_err(|refusal| {
-                Refusal::new(
-                    refusal.code,
-                    format!(
-                        "The plan is {}, not pending; only a pending plan can be rejected.",
-                        stored.state.as_str()
-                    ),
-                )
-            })?;
-            tx.reject(id, stored.plan.action, &audit(now, Event::Rejected, AuditOutcome::Ok, operator))?;
-            Ok(tx.load_plan(id)?.ok_or(StoreError::Corrupt)?)
         })
     }
 }

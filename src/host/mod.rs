@@ -37,6 +37,7 @@
 
 pub mod audit;
 pub mod controller;
+mod entry;
 pub mod list;
 pub mod liveness;
 pub mod operator;
@@ -46,8 +47,7 @@ pub mod rpc;
 pub mod show;
 
 use std::ffi::OsStr;
-use std::io::{BufRead as _, Read, Write};
-use std::os::fd::AsFd as _;
+use std::io::Read;
 
 use crate::control::plan::{Digest, PlanId};
 use crate::control::{Clock, Code, Refusal, SystemClock};
@@ -55,6 +55,10 @@ use crate::docker::Engine;
 use crate::exit::Exit;
 
 pub use controller::{AppAfterResolve, Awaiting, Controller, Executed, Liveness, Resolved};
+pub use entry::{
+    cli_approve, cli_audit_export, cli_audit_head, cli_audit_verify, cli_list, cli_reject, cli_resolve,
+    cli_rpc, cli_show,
+};
 pub use liveness::ProcLiveness;
 pub use paths::HostPaths;
 use rpc::{Reply, Request};
@@ -361,202 +365,9 @@ pub fn real_engine(paths: &HostPaths) -> impl Engine + use<> {
     crate::docker::cli::DockerCli::new(paths.state_dir.clone())
 }
 
-// ---------------------------------------------------------------------------
-// The binary edge.
-// ---------------------------------------------------------------------------
-
-/// The process-level part of every host command's self-check: root,
-/// umask, cwd.
-fn process_check() -> Result<(), Refusal> {
-    if !nix::unistd::geteuid().is_root() {
-        return Err(Refusal::new(Code::NotRoot, "volce-lab-host must run as root (through sudo)."));
-    }
-    nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
-    std::env::set_current_dir("/")
-        .map_err(|_| Refusal::new(Code::StateUnavailable, "Cannot change directory to /."))
-}
-
-/// The self-check of rpc, list and show: [`process_check`] and the one
-/// environment value they read. Returns the caller.
-fn self_check() -> Result<String, Refusal> {
-    process_check()?;
-    // Read once; nothing else of the inherited environment is ever consulted.
-    caller(std::env::var_os("SUDO_USER").as_deref())
-}
-
-/// The self-check of approve, reject and resolve, which record a person:
-/// [`process_check`], then `SUDO_USER` and `SUDO_UID` (each read once)
-/// cross-checked with the account database and the session's login uid
-/// (`operator::verify`).
-fn operator_check() -> Result<operator::Operator, Refusal> {
-    process_check()?;
-    let (user, uid) = (std::env::var_os("SUDO_USER"), std::env::var_os("SUDO_UID"));
-    let facts = operator::Facts {
-        sudo_user: user.as_deref(),
-        sudo_uid: uid.as_deref(),
-        login_uid: operator::login_uid(),
-    };
-    operator::verify(facts, &operator::SystemAccounts)
-}
-
-/// `volce-lab-host rpc` in the shipped binary: one request on stdin, one
-/// reply line on stdout, on the fixed paths and the real engine.
-///
-/// Order: self-check -> process guard (session, signals, rlimits; before
-/// any thread) -> policy -> slot -> request read within the deadline ->
-/// store (see [`rpc()`]).
-pub fn cli_rpc() -> Exit {
-    let paths = HostPaths::fixed();
-    let reply = match self_check().and_then(|caller| process::guard().map(|()| caller)) {
-        Ok(caller) => match std::io::stdin().as_fd().try_clone_to_owned() {
-            // Our own handle on fd 0, unbuffered, so poll and read agree.
-            Ok(fd) => {
-                let input = process::DeadlineReader::new(std::fs::File::from(fd), process::REQUEST_DEADLINE);
-                rpc(&paths, real_engine(&paths), SystemClock, ProcLiveness, &caller, input)
-            }
-            Err(_) => Refusal::new(Code::InvalidRequest, "The request could not be read from stdin.").into(),
-        },
-        Err(refusal) => Reply::Rejected(refusal),
-    };
-    let mut stdout = std::io::stdout().lock();
-    let _ = stdout.write_all(reply.to_line().as_bytes());
-    let _ = stdout.flush();
-    reply.exit()
-}
-
-/// `volce-lab-host show PLAN_ID [--json]` in the shipped binary.
-pub fn cli_show(plan_id: &str, json: bool) -> Exit {
-    let paths = HostPaths::fixed();
-    terminal(self_check().and_then(|caller| {
-        show(&paths, real_engine(&paths), SystemClock, ProcLiveness, &caller, plan_id, json)
-    }))
-}
-
-/// `volce-lab-host approve PLAN_ID DIGEST [--yes]` in the shipped binary:
-/// the summary goes to stdout before anything is recorded; then, unless
-/// `yes`, the operator confirms on the terminal by typing the plan's app
-/// name or the digest's first 8 characters. Without a terminal on stdin
-/// and without `yes` it refuses before it opens anything.
-pub fn cli_approve(plan_id: &str, digest: &str, yes: bool) -> Exit {
-    use std::io::IsTerminal as _;
-    let paths = HostPaths::fixed();
-    let operator = match operator_check() {
-        Ok(operator) => operator,
-        Err(refusal) => return terminal(Err(refusal)),
-    };
-    if !yes && !std::io::stdin().is_terminal() {
-        return terminal(Err(Refusal::new(
-            Code::NotConfirmed,
-            "approve asks for confirmation on a terminal, and stdin is not one; nothing was recorded. \
-             Run it on a terminal, or pass --yes if a script approves a digest it checked.",
-        )));
-    }
-    let decide = |shown: &str, expected: &Confirmation| {
-        ask(std::io::stdin().lock(), std::io::stdout().lock(), shown, expected, yes)
-    };
-    terminal(approve(
-        &paths,
-        real_engine(&paths),
-        SystemClock,
-        ProcLiveness,
-        &operator.name,
-        plan_id,
-        digest,
-        decide,
-    ))
-}
-
-/// Prints the summary, then (unless `yes`) the question, and reads one
-/// line of at most 256 bytes as the answer. A failed read or write
-/// declines.
-fn ask(
-    input: impl std::io::BufRead,
-    mut output: impl Write,
-    shown: &str,
-    expected: &Confirmation,
-    yes: bool,
-) -> Decision {
-    let printed = output.write_all(shown.as_bytes()).and_then(|()| output.flush());
-    if yes {
-        return Decision::Confirmed;
-    }
-    if printed.is_err() || write!(output, "\n{}: ", expected.prompt()).and_then(|()| output.flush()).is_err()
-    {
-        return Decision::Declined;
-    }
-    let mut line = String::new();
-    match input.take(256).read_line(&mut line) {
-        Ok(_) => expected.decide(&line),
-        Err(_) => Decision::Declined,
-    }
-}
-
-/// `volce-lab-host list [--json]` (alias `pending`) in the shipped binary.
-pub fn cli_list(json: bool) -> Exit {
-    let paths = HostPaths::fixed();
-    terminal(
-        self_check()
-            .and_then(|caller| list(&paths, real_engine(&paths), SystemClock, ProcLiveness, &caller, json)),
-    )
-}
-
-/// `volce-lab-host reject PLAN_ID` in the shipped binary.
-pub fn cli_reject(plan_id: &str) -> Exit {
-    let paths = HostPaths::fixed();
-    terminal(operator_check().and_then(|operator| {
-        reject(&paths, real_engine(&paths), SystemClock, ProcLiveness, &operator.name, plan_id)
-    }))
-}
-
-/// `volce-lab-host resolve PLAN_ID` in the shipped binary.
-pub fn cli_resolve(plan_id: &str) -> Exit {
-    let paths = HostPaths::fixed();
-    terminal(operator_check().and_then(|operator| {
-        resolve(&paths, real_engine(&paths), SystemClock, ProcLiveness, &operator.name, plan_id)
-    }))
-}
-
-/// `volce-lab-host audit verify [--from HASH]` in the shipped binary: exit
-/// 0 only when the chain is intact (and holds the kept head `from`).
-pub fn cli_audit_verify(from: Option<&str>) -> Exit {
-    let paths = HostPaths::fixed();
-    match process_check().and_then(|()| audit::verify(&paths, from)) {
-        Ok((text, intact)) => {
-            print!("{text}");
-            if intact { Exit::Ok } else { Exit::Failure }
-        }
-        Err(refusal) => terminal(Err(refusal)),
-    }
-}
-
-/// `volce-lab-host audit head` in the shipped binary.
-pub fn cli_audit_head() -> Exit {
-    let paths = HostPaths::fixed();
-    terminal(process_check().and_then(|()| audit::head(&paths)))
-}
-
-/// `volce-lab-host audit export [--since RFC3339] [--json]` in the shipped binary.
-pub fn cli_audit_export(since: Option<&str>, json: bool) -> Exit {
-    let paths = HostPaths::fixed();
-    terminal(process_check().and_then(|()| audit::export(&paths, since, json)))
-}
-
-/// Prints an operator command's text, or its refusal on stderr.
-fn terminal(result: Result<String, Refusal>) -> Exit {
-    match result {
-        Ok(text) => {
-            print!("{text}");
-            Exit::Ok
-        }
-        Err(refusal) => {
-            eprintln!("volce-lab-host: refused ({}): {}", refusal.code, refusal.message);
-            Exit::Failure
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::entry::ask;
     use super::*;
 
     #[test]

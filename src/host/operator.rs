@@ -32,7 +32,7 @@ pub struct Operator {
     pub login_uid: Option<u32>,
 }
 
-/// The facts [`verify`] decides on, gathered by [`facts`] in the binary and
+/// The facts [`verify`] decides on, gathered by `facts` in the binary and
 /// injected by tests.
 #[derive(Debug, Clone, Copy)]
 pub struct Facts<'a> {

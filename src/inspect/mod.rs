@@ -16,6 +16,9 @@
 //!   set, never the target's words or ssh's stderr, not `Serialize`, and
 //!   never part of a [`CheckResult`], so no MCP result or audit line can
 //!   carry it.
+//!
+//! Over 450 lines on purpose: the identity gate and the checks it guards share
+//! one lock and stay together, so the gate is read in one place.
 
 pub mod report;
 pub mod ssh_mux;

@@ -1,4 +1,7 @@
 //! Store tests on real temporary SQLite files, including racing connections.
+//!
+//! Over 450 lines on purpose: every transition and every migration gets its own
+//! test on a real SQLite file.
 
 use std::path::Path;
 

@@ -1,0 +1,114 @@
+//! The controller's read of one managed container's log for
+//! `service_logs`: read-only, recorded ids only. Runs as root inside the
+//! host helper.
+
+use super::*;
+
+impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
+    /// Read-only: the safe tail of one managed container's log
+    /// (`service_logs`). Checks again what the workstation checked (the
+    /// app name's grammar, the container role, the ranges), then reads only
+    /// the container id recorded for that role of that managed app, and
+    /// only while the engine shows that id carrying our labels for exactly
+    /// that app and role: never a name, never a foreign container. The
+    /// bytes pass `crate::logs::render` before they are part of the reply.
+    /// Writes nothing (no settling of claims either: that is inventory's).
+    pub fn logs(
+        &mut self,
+        app: &str,
+        container: &str,
+        tail: &Value,
+        since_minutes: Option<&Value>,
+    ) -> Result<Value, Refusal> {
+        use crate::wire::{LOG_SINCE_MINUTES, LOG_TAIL, LogContainer};
+        let shown = |text: &str| crate::text::quoted(text, 40);
+        let Some(name) = AppName::parse(app) else {
+            return refuse(
+                Code::InvalidAppName,
+                format!("{} is not an app name (^[a-z][a-z0-9-]*$); nothing was read.", shown(app)),
+            );
+        };
+        let Some(role) = LogContainer::parse(container) else {
+            return refuse(
+                Code::InvalidParameters,
+                format!("`container` must be app or gateway (got {}); nothing was read.", shown(container)),
+            );
+        };
+        let number = |value: &Value, field: &str, range: std::ops::RangeInclusive<u64>| {
+            value.as_u64().filter(|n| range.contains(n)).ok_or_else(|| {
+                let got = crate::text::for_model(&value.to_string(), 40);
+                Refusal::new(
+                    Code::InvalidParameters,
+                    format!(
+                        "`{field}` must be a whole number from {} to {} (got {got}); nothing was read.",
+                        range.start(),
+                        range.end()
+                    ),
+                )
+            })
+        };
+        let tail = number(tail, "tail", LOG_TAIL)?;
+        let since = since_minutes.map(|v| number(v, "since_minutes", LOG_SINCE_MINUTES)).transpose()?;
+        let record = self.store.read(|tx| Ok::<_, Refusal>(tx.apps()?.get(name.as_str()).cloned()))?;
+        let Some(record) = record else {
+            return refuse(
+                Code::AppNotFound,
+                format!("volce-lab manages no app called {name}; see service_inventory; nothing was read."),
+            );
+        };
+        let recorded = match role {
+            LogContainer::App => record.app_container.clone(),
+            LogContainer::Gateway => record.gateway_container.clone(),
+        };
+        let Some(id) = recorded else {
+            return refuse(
+                Code::ContainerSetChanged,
+                format!(
+                    "App {name} has no recorded {} container (its deploy did not complete); nothing was read.",
+                    role.as_str()
+                ),
+            );
+        };
+        let snapshot = self.engine.snapshot().map_err(engine_unavailable)?;
+        let ours = snapshot
+            .containers
+            .iter()
+            .any(|c| c.id == id && c.app() == Some(name.as_str()) && c.role() == Some(role.as_str()));
+        if !ours {
+            return refuse(
+                Code::ContainerSetChanged,
+                format!(
+                    "The recorded {} container of app {name} is gone or no longer carries volce-lab's labels                      for it; nothing was read. Ask the operator to inspect the server.",
+                    role.as_str()
+                ),
+            );
+        }
+        let window = crate::docker::LogWindow {
+            tail: u16::try_from(tail).unwrap_or(200),
+            since_minutes: since.map(|m| u16::try_from(m).unwrap_or(1440)),
+        };
+        let raw = self.engine.logs(&id, window).map_err(|error| match error {
+            EngineError::Call { execution, .. }
+                if execution.execution_status == crate::exec::ExecutionStatus::OutputLimit =>
+            {
+                Refusal::new(
+                    Code::EngineUnavailable,
+                    "The container's log lines were larger than 1 MiB for this tail; ask for fewer lines;                      nothing was shown.",
+                )
+            }
+            _ => Refusal::new(Code::EngineUnavailable, "The container's log could not be read; nothing was shown."),
+        })?;
+        let logs = crate::logs::render(&raw);
+        Ok(json!({
+            "app": name,
+            "container": role.as_str(),
+            "container_id": id,
+            "tail": tail,
+            "since_minutes": since,
+            "untrusted": crate::logs::UNTRUSTED,
+            "lines": logs.lines,
+            "truncated": logs.truncated,
+            "redactions": logs.redactions,
+        }))
+    }
+}

@@ -1,0 +1,77 @@
+//! The controller's part of the operator's terminal: what awaits an
+//! operator (`list`) and ending a pending plan (`reject`). Runs as root
+//! inside the host helper, for terminal commands only.
+
+use super::*;
+
+// ---------------------------------------------------------------------------
+// The operator's terminal: `list` and `reject`. Neither is reachable from the
+// rpc request enum (`crate::wire::Request` has no variant for them).
+// ---------------------------------------------------------------------------
+
+/// What awaits an operator, for `volce-lab-host list`, read at `now`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Awaiting {
+    pub now: i64,
+    /// Pending and unexpired, executing, or needing inspection; newest first.
+    pub plans: Vec<StoredPlan>,
+    /// Pending plans whose time ran out: nothing can approve or run them.
+    pub expired_pending: u64,
+    /// Every app record, by name, as recorded (the engine is not asked).
+    pub apps: std::collections::BTreeMap<String, validate::AppRecord>,
+}
+
+impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
+    /// The plans that await an operator and the recorded apps. Reads the
+    /// store only, after settling abandoned claims (as `load` does), so it
+    /// answers while the container engine is down.
+    pub fn awaiting(&mut self, actor: &str) -> Result<Awaiting, Refusal> {
+        self.settle_abandoned(actor)?;
+        let now = self.clock.now();
+        self.store.read(|tx| {
+            Ok::<_, Refusal>(Awaiting {
+                now,
+                plans: tx.awaiting_plans(now)?,
+                expired_pending: tx.expired_pending(now)?,
+                apps: tx.apps()?,
+            })
+        })
+    }
+
+    /// Ends a pending plan the operator does not want: `rejected`, with who
+    /// and when, in one conditional transition and its audit row. Only the
+    /// terminal `reject` command calls this; the rpc pipeline has no path here.
+    ///
+    /// Any approver may reject, the plan's requester included, and an
+    /// expired plan too: rejecting authorizes nothing, it only makes sure a
+    /// plan never runs (and voids any approval it had).
+    pub fn reject(&mut self, id: &PlanId, operator: &str) -> Result<StoredPlan, Refusal> {
+        self.settle_abandoned(operator)?;
+        if !self.policy.is_approver(operator) {
+            return refuse(
+                Code::NotAnApprover,
+                format!("{operator} is not listed in the policy's approvers."),
+            );
+        }
+        let Controller { store, clock, .. } = self;
+        store.write(|tx| {
+            let now = clock.now();
+            let Some(stored) = tx.load_plan(id)? else {
+                return refuse(Code::PlanNotFound, "No plan has this id.");
+            };
+            // The same code per state as approve and execute give, with a
+            // sentence for the operator.
+            state_allows_use(&stored).map_err(|refusal| {
+                Refusal::new(
+                    refusal.code,
+                    format!(
+                        "The plan is {}, not pending; only a pending plan can be rejected.",
+                        stored.state.as_str()
+                    ),
+                )
+            })?;
+            tx.reject(id, stored.plan.action, &audit(now, Event::Rejected, AuditOutcome::Ok, operator))?;
+            Ok(tx.load_plan(id)?.ok_or(StoreError::Corrupt)?)
+        })
+    }
+}

@@ -1,0 +1,152 @@
+//! Log text made safe: every secret shape, the near-misses that stay, escapes, the cut.
+
+use super::*;
+
+fn redacted(line: &str) -> (String, u32) {
+    let mut n = 0;
+    (redact_line(line, &mut n), n)
+}
+
+#[test]
+fn every_secret_shape_is_redacted() {
+    let table = [
+        ("password=hunter2", "password=[REDACTED]"),
+        ("DB_PASSWORD=hunter2 user=app", "DB_PASSWORD=[REDACTED] user=app"),
+        ("passwd: s3cr3t", "passwd: [REDACTED]"),
+        ("token=abc", "token=[REDACTED]"),
+        ("GET /x?access_token=abc123&page=2", "GET /x?access_token=[REDACTED]&page=2"),
+        ("client_secret = 'p a s s'", "client_secret = '[REDACTED]'"),
+        (r#"{"password": "hunter2", "user": "bob"}"#, r#"{"password": "[REDACTED]", "user": "bob"}"#),
+        ("Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.e30.x", "Authorization: Bearer [REDACTED]"),
+        ("authorization: Basic dXNlcjpwYXNz", "authorization: Basic [REDACTED]"),
+        ("sent Bearer abcdefghijklmnop1234 upstream", "sent Bearer [REDACTED] upstream"),
+        ("aws AKIAIOSFODNN7EXAMPLE used", "aws [REDACTED] used"),
+        ("key=ASIAIOSFODNN7EXAMPLE", "key=[REDACTED]"),
+        ("api_key=sk_live_4eC39HqLyjWDarjtT1zdp7dc", "api_key=[REDACTED]"),
+        ("signing key 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822c", "signing key [REDACTED]"),
+        ("refresh token Zx81kQpL0vN3mR7tY2wB5cD9", "refresh token [REDACTED]"),
+        ("X-Auth-Token: 12345", "X-Auth-Token: [REDACTED]"),
+    ];
+    for (line, expected) in table {
+        let (out, n) = redacted(line);
+        assert_eq!(out, expected, "{line}");
+        assert_eq!(n, 1, "{line}");
+    }
+    let (out, n) = redacted("password=a token=b AKIAIOSFODNN7EXAMPLE");
+    assert_eq!((out.as_str(), n), ("password=[REDACTED] token=[REDACTED] [REDACTED]", 3));
+}
+
+#[test]
+fn near_misses_stay() {
+    for line in [
+        "password reset email sent to bob",
+        "password=",
+        "the token is invalid",
+        "max_tokens=100",
+        "password_hint=blue",
+        "secrets: 3 loaded",
+        "cache key=user:42",
+        "cache key: user-profile-settings-v2",
+        "key=aaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+        "the bearer of bad news",
+        "Bearer short",
+        "AKIAIOSFODNN7EXAMPL",
+        "AKIAIOSFODNN7EXAMPLEX",
+        "xAKIAIOSFODNN7EXAMPLE",
+        "akiaiosfodnn7example",
+        "keyboard layout: us",
+        "GET /health 200 12ms",
+        "password=[REDACTED]",
+    ] {
+        assert_eq!(redacted(line), (line.to_owned(), 0), "{line}");
+    }
+}
+
+#[test]
+fn private_key_blocks_are_redacted_whole() {
+    let raw = b"before\n\
+        t1 -----BEGIN RSA PRIVATE KEY-----\n\
+        MIIEowIBAAKCAQEA1234\n\
+        abcd==\n\
+        -----END RSA PRIVATE KEY-----\n\
+        after\n\
+        -----BEGIN PUBLIC KEY-----\n";
+    let logs = render(raw);
+    assert_eq!(
+        logs.lines,
+        ["before", "t1 [REDACTED] (private key block)", "after", "-----BEGIN PUBLIC KEY-----"]
+    );
+    assert_eq!(logs.redactions, 1);
+    // Still open at the end: everything after BEGIN goes.
+    let logs = render(b"a\n-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk\nmore\n");
+    assert_eq!(logs.lines, ["a", "[REDACTED] (private key block)"]);
+    // The tail began inside a block: everything up to END goes.
+    let logs = render(b"b3BlbnNzaC1rZXk\nQUJD\n-----END PRIVATE KEY-----\nok\n");
+    assert_eq!(logs.lines, ["[REDACTED] (the end of a private key block)", "ok"]);
+    assert_eq!(logs.redactions, 1);
+}
+
+#[test]
+fn escapes_are_removed_whole_and_hidden_characters_dropped() {
+    assert_eq!(clean("\u{1b}[31mred\u{1b}[0m plain"), "red plain");
+    assert_eq!(clean("a\u{1b}[2J\u{1b}[1;1Hb"), "ab");
+    assert_eq!(clean("\u{1b}]0;evil title\u{7}after"), "after");
+    assert_eq!(clean("\u{1b}]8;;http://x\u{1b}\\link\u{1b}]8;;\u{1b}\\"), "link");
+    assert_eq!(clean("\u{1b}P1$r\u{1b}\\x"), "x");
+    assert_eq!(clean("\u{9b}31mc1\u{9d}t\u{9c}!"), "c1!");
+    assert_eq!(clean("\u{1b}7saved\u{1b}8"), "saved");
+    assert_eq!(clean("a\tb\rc\u{7}d\u{7f}e\u{202e}f\u{200b}g"), "a bcdefg");
+    assert_eq!(clean("tail \u{1b}["), "tail ");
+    assert_eq!(clean("naïve café ✓"), "naïve café ✓");
+}
+
+#[test]
+fn an_escape_cannot_hide_a_secret() {
+    let logs = render(b"pass\x1b[0mword=hunter2\n");
+    assert_eq!(logs.lines, ["password=[REDACTED]"]);
+    assert_eq!(logs.redactions, 1);
+}
+
+#[test]
+fn invalid_utf8_is_replaced_and_lines_are_capped() {
+    let logs = render(b"ok \xff\xfe end\n");
+    assert_eq!(logs.lines, ["ok \u{fffd}\u{fffd} end"]);
+    let long = "y".repeat(MAX_LINE_CHARS + 50);
+    let logs = render(long.as_bytes());
+    assert_eq!(logs.lines[0].chars().count(), MAX_LINE_CHARS + 3);
+    assert!(logs.lines[0].ends_with("..."));
+    // A secret at the cap is redacted before the cut.
+    let line = format!("{}password=hunter2hunter2", "x ".repeat(MAX_LINE_CHARS / 2 - 5));
+    let logs = render(line.as_bytes());
+    assert!(!logs.lines[0].contains("hunter"), "{}", logs.lines[0]);
+}
+
+#[test]
+fn both_streams_are_put_back_in_time_order_before_the_cut() {
+    let raw = b"2026-12-01T10:00:00.000000002Z err b\n\
+        2026-12-01T10:00:00.000000004Z err d\n\
+        2026-12-01T10:00:00.000000001Z out a\n\
+        2026-12-01T10:00:00.000000003Z out c\n";
+    let lines: Vec<String> = render(raw).lines.iter().map(|l| l[31..].to_owned()).collect();
+    assert_eq!(lines, ["out a", "err b", "out c", "err d"]);
+    // A line without docker's time: nothing is reordered.
+    assert_eq!(render(b"b\n2026-12-01T10:00:00.000000001Z a\n").lines[0], "b");
+}
+
+#[test]
+fn a_flood_keeps_the_newest_whole_lines_within_16_kib() {
+    let mut raw = Vec::new();
+    for n in 0..1000 {
+        raw.extend_from_slice(format!("line {n:04} {}\n", "z".repeat(80)).as_bytes());
+    }
+    let logs = render(&raw);
+    assert!(logs.truncated);
+    let bytes: usize = logs.lines.iter().map(|l| l.len() + 1).sum();
+    assert!(bytes <= MAX_TEXT_BYTES && bytes > MAX_TEXT_BYTES - 100, "{bytes}");
+    assert!(logs.lines.last().unwrap().starts_with("line 0999 "));
+    assert!(logs.lines.iter().all(|l| l.len() == "line 0000 ".len() + 80), "whole lines only");
+    let small = render(b"one\ntwo\n");
+    assert_eq!((small.lines.len(), small.truncated, small.redactions), (2, false, 0));
+    assert_eq!(render(b"").lines, Vec::<String>::new());
+    assert_eq!(render(b"no newline").lines, ["no newline"]);
+}

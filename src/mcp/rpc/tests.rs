@@ -1,0 +1,217 @@
+//! The workstation's reading of the helper's replies, case by case.
+
+use serde_json::json;
+use strum::VariantArray as _;
+
+use super::*;
+use crate::control::Refusal;
+use crate::exec::Execution;
+
+fn outcome(status: ExecutionStatus, exit: Option<i32>, stdout: &str) -> Outcome {
+    let mut execution = Execution::not_started(status);
+    execution.exit_code = exit;
+    Outcome { execution, stdout: stdout.as_bytes().to_vec(), stderr_len: 0 }
+}
+
+/// What the helper prints, read back as the workstation reads it: with
+/// the exit code the helper gives it, every reply means what it says.
+#[test]
+fn every_reply_the_helper_prints_is_read_as_intended() {
+    let id = PlanId::parse("0123456789abcdef0123456789abcdef").unwrap();
+    let exited = |reply: &Reply| {
+        let (status, exit) = match reply.exit() {
+            crate::exit::Exit::Ok => (ExecutionStatus::Ok, 0),
+            _ => (ExecutionStatus::NonzeroExit, 1),
+        };
+        outcome(status, Some(exit), &reply.to_line())
+    };
+    for operation in Operation::VARIANTS.iter().copied() {
+        let ok = Reply::Ok { operation, result: json!({"id": id.as_str(), "n": 1}) };
+        let answer = interpret(operation, &exited(&ok), Mode::Ssh);
+        assert_eq!(answer.status, Status::Ok, "{operation:?}");
+        assert_eq!(answer.result, Some(json!({"id": id.as_str(), "n": 1})));
+        assert_eq!(answer.plan_id.as_ref(), Some(&id));
+        // The same reply answers another operation's request: unknown.
+        for other in Operation::VARIANTS.iter().copied().filter(|o| *o != operation) {
+            assert_eq!(interpret(other, &exited(&ok), Mode::Ssh).status, Status::Unknown);
+        }
+        for code in Code::VARIANTS.iter().copied() {
+            let rejected = Reply::from(Refusal::new(code, "No."));
+            let answer = interpret(operation, &exited(&rejected), Mode::Ssh);
+            assert_eq!((answer.status, answer.code), (Status::Rejected, Some(code.into())));
+            assert!(answer.message.ends_with("nothing changed: No."), "{}", answer.message);
+        }
+        let inspect = Reply::needs_inspection(id.clone(), "Half done.".into());
+        let answer = interpret(operation, &exited(&inspect), Mode::Ssh);
+        assert_eq!(
+            (answer.status, answer.code),
+            (Status::NeedsInspection, Some(Code::NeedsInspection.into()))
+        );
+        assert_eq!(answer.plan_id.as_ref(), Some(&id));
+        assert!(answer.message.ends_with("Helper: Half done."), "{}", answer.message);
+    }
+}
+
+#[test]
+#[allow(clippy::type_complexity)]
+fn the_reply_table_follows_the_contract() {
+    let ok = r#"{"status":"ok","operation":"plan","result":{"id":"0123456789abcdef0123456789abcdef"}}"#;
+    let answer =
+        interpret(Operation::Plan, &outcome(ExecutionStatus::Ok, Some(0), &format!("{ok}\n")), Mode::Ssh);
+    assert_eq!(answer.status, Status::Ok);
+    assert_eq!(answer.plan_id.as_ref().map(PlanId::as_str), Some("0123456789abcdef0123456789abcdef"));
+
+    let table: &[(ExecutionStatus, Option<i32>, &str, Status, Option<Code>)] = &[
+        (ExecutionStatus::Ok, Some(0), ok, Status::Unknown, None), // wrong operation (asked inventory)
+        (ExecutionStatus::Ok, Some(0), "", Status::Unknown, None),
+        (ExecutionStatus::Ok, Some(0), "not json", Status::Unknown, None),
+        (ExecutionStatus::Ok, Some(0), r#"{"status":"ok","operation":"inventory"}"#, Status::Unknown, None),
+        (
+            ExecutionStatus::Ok,
+            Some(0),
+            r#"{"status":"ok","operation":"inventory","result":[]}"#,
+            Status::Unknown,
+            None,
+        ),
+        (
+            ExecutionStatus::Ok,
+            Some(0),
+            r#"{"status":"rejected","code":"x","message":"m"}"#,
+            Status::Unknown,
+            None,
+        ),
+        (ExecutionStatus::Ok, Some(0), "{} {}", Status::Unknown, None),
+        (
+            ExecutionStatus::NonzeroExit,
+            Some(1),
+            r#"{"status":"rejected","code":"plan_expired","message":"The plan expired."}"#,
+            Status::Rejected,
+            Some(Code::PlanExpired),
+        ),
+        (
+            ExecutionStatus::NonzeroExit,
+            Some(1),
+            r#"{"status":"rejected","code":"Bad Code","message":"m"}"#,
+            Status::Unknown,
+            None,
+        ),
+        (
+            ExecutionStatus::NonzeroExit,
+            Some(1),
+            r#"{"status":"needs_inspection","code":"needs_inspection","plan_id":"0123456789abcdef0123456789abcdef","message":"m"}"#,
+            Status::NeedsInspection,
+            Some(Code::NeedsInspection),
+        ),
+        (
+            ExecutionStatus::NonzeroExit,
+            Some(1),
+            r#"{"status":"ok","operation":"inventory","result":{}}"#,
+            Status::Unknown,
+            None,
+        ),
+        (ExecutionStatus::NonzeroExit, Some(1), "", Status::HelperUnavailable, None),
+        (
+            ExecutionStatus::NonzeroExit,
+            Some(2),
+            r#"{"status":"rejected","code":"x","message":"m"}"#,
+            Status::Unknown,
+            None,
+        ),
+        (ExecutionStatus::Timeout, None, "", Status::Unknown, None),
+        (ExecutionStatus::OutputLimit, None, "", Status::Unknown, None),
+        (ExecutionStatus::Signaled, None, "", Status::Unknown, None),
+        (ExecutionStatus::SshOrRemote255, Some(255), "", Status::Unknown, None),
+        (ExecutionStatus::LaunchFailed, None, "", Status::SshUnavailable, None),
+    ];
+    for (execution_status, exit, stdout, status, code) in table {
+        let answer = interpret(Operation::Inventory, &outcome(*execution_status, *exit, stdout), Mode::Ssh);
+        assert_eq!(answer.status, *status, "{execution_status:?} {exit:?} {stdout}");
+        assert_eq!(answer.code, code.map(AnswerCode::from), "{stdout}");
+        if *status == Status::Unknown {
+            assert!(
+                answer.message.contains("Do not retry") && answer.message.contains("inspect"),
+                "{}",
+                answer.message
+            );
+        }
+    }
+}
+
+#[test]
+fn unknown_says_why() {
+    let read = |stdout: &str, exit: i32| {
+        let status = if exit == 0 { ExecutionStatus::Ok } else { ExecutionStatus::NonzeroExit };
+        interpret(Operation::Execute, &outcome(status, Some(exit), stdout), Mode::Ssh).message
+    };
+    assert!(read("", 0).contains("not one JSON object"));
+    assert!(read("{}", 0).contains("does not follow the contract"));
+    assert!(read("", 1).contains("without a valid reply; sudo may have refused"));
+    assert!(read("{}", 1).contains("outside the contract"));
+    assert!(read("{}", 1).contains("the server may have acted"));
+}
+
+#[test]
+fn a_sudo_refusal_is_helper_unavailable_on_a_read_only_call_and_unknown_on_a_change() {
+    // Tried: what `sudo -n` does without a matching rule (exit 1, nothing
+    // on stdout, "sudo: a password is required" on stderr, which the
+    // runner never passes on), and a helper that died printing half a line.
+    for stdout in ["", "{\"status\":\"ok\""] {
+        let refused = outcome(ExecutionStatus::NonzeroExit, Some(1), stdout);
+        for operation in Operation::VARIANTS.iter().copied() {
+            let answer = interpret(operation, &refused, Mode::Ssh);
+            if may_change(operation) {
+                assert_eq!(answer.status, Status::Unknown, "{operation:?}");
+                assert!(answer.message.contains("sudo may have refused"), "{}", answer.message);
+            } else {
+                assert_eq!((answer.status, answer.code.clone()), (Status::HelperUnavailable, None));
+                assert!(answer.message.contains("sudo refuses"), "{}", answer.message);
+                assert!(answer.message.contains("nothing was read or changed"), "{}", answer.message);
+                assert!(answer.message.contains("volce-lab-host doctor"), "{}", answer.message);
+            }
+        }
+    }
+    assert!(
+        !may_change(Operation::Inventory)
+            && !may_change(Operation::GatewayStatus)
+            && !may_change(Operation::Logs)
+    );
+    assert!(may_change(Operation::Plan) && may_change(Operation::Execute));
+}
+
+#[test]
+fn a_refusal_with_a_code_from_a_newer_helper_is_still_a_refusal() {
+    let run =
+        |status, exit, stdout: &str| interpret(Operation::Plan, &outcome(status, exit, stdout), Mode::Ssh);
+    let newer = r#"{"status":"rejected","code":"app_frozen_since_v9","message":"Frozen.\u001b[2J"}"#;
+    let answer = run(ExecutionStatus::NonzeroExit, Some(1), newer);
+    assert_eq!(answer.status, Status::Rejected);
+    assert_eq!(answer.code, Some(AnswerCode::Newer("app_frozen_since_v9".into())));
+    assert!(answer.message.ends_with("nothing changed: Frozen.[2J"), "{}", answer.message);
+    assert_eq!(serde_json::to_value(&answer.code).unwrap(), json!("app_frozen_since_v9"));
+    assert_eq!(
+        serde_json::to_value(Some(AnswerCode::from(Code::PlanExpired))).unwrap(),
+        json!("plan_expired")
+    );
+    // Tried: the same reply with exit 0, another exit code, a code of
+    // the wrong shape, an extra field, a missing message: none of them
+    // is a refusal, so each is unknown.
+    for (status, exit, stdout) in [
+        (ExecutionStatus::Ok, Some(0), newer.to_owned()),
+        (ExecutionStatus::NonzeroExit, Some(2), newer.to_owned()),
+        (ExecutionStatus::NonzeroExit, Some(1), newer.replace("app_frozen_since_v9", "App Frozen")),
+        (ExecutionStatus::NonzeroExit, Some(1), newer.replace("\"status\"", "\"approved\":true,\"status\"")),
+        (ExecutionStatus::NonzeroExit, Some(1), r#"{"status":"rejected","code":"app_frozen"}"#.to_owned()),
+    ] {
+        assert_eq!(run(status, exit, &stdout).status, Status::Unknown, "{stdout}");
+    }
+}
+
+#[test]
+fn helper_messages_are_sanitized() {
+    let reply =
+        "{\"status\":\"rejected\",\"code\":\"app_not_found\",\"message\":\"a\\u001b[2J\\u202eb\\nc\"}";
+    let answer =
+        interpret(Operation::Plan, &outcome(ExecutionStatus::NonzeroExit, Some(1), reply), Mode::Local);
+    assert_eq!(answer.status, Status::Rejected);
+    assert!(answer.message.ends_with("a[2Jbc"), "{}", answer.message);
+}

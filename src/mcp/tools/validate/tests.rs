@@ -1,0 +1,191 @@
+//! Every tool argument refusal, with its code and what was tried.
+
+use serde_json::json;
+
+use super::*;
+
+fn args(value: Value) -> Map<String, Value> {
+    match value {
+        Value::Object(map) => map,
+        _ => panic!("not an object"),
+    }
+}
+
+#[test]
+fn good_arguments_are_accepted() {
+    let call = validate(ToolName::CloudCheck, Some(&args(json!({"check": "disk"})))).unwrap();
+    assert_eq!(call, Call::Check(Check::Disk));
+    assert_eq!(validate(ToolName::ServiceInventory, None).unwrap(), Call::Inventory);
+    assert_eq!(validate(ToolName::ServiceInventory, Some(&Map::new())).unwrap(), Call::Inventory);
+    let plan = json!({"action": "stop", "parameters": {"app": "web"}});
+    assert!(matches!(
+        validate(ToolName::ServicePlan, Some(&args(plan))).unwrap(),
+        Call::Plan { action: Action::Stop, .. }
+    ));
+    let deploy = json!({"action": "deploy", "parameters": {
+        "app": "web", "image": "web", "host_port": 18001, "container_port": 8080, "server_name": "x"}});
+    assert!(validate(ToolName::ServicePlan, Some(&args(deploy))).is_ok());
+    let id = "0123456789abcdef0123456789abcdef";
+    let call = validate(ToolName::ServiceExecute, Some(&args(json!({"plan_id": id})))).unwrap();
+    assert_eq!(call, Call::Execute { plan_id: PlanId::parse(id).unwrap() });
+}
+
+#[test]
+fn every_bad_argument_is_refused_with_its_code() {
+    use Code::{MissingField, NotAllowed, TooLarge, UnexpectedField, WrongType};
+    let big = "x".repeat(MAX_ARGUMENT_BYTES);
+    let table: Vec<(ToolName, Option<Value>, Code)> = vec![
+        (ToolName::CloudCheck, None, MissingField),
+        (ToolName::CloudCheck, Some(json!({})), MissingField),
+        (ToolName::CloudCheck, Some(json!({"check": "disk", "host": "evil"})), UnexpectedField),
+        (ToolName::CloudCheck, Some(json!({"check": "disk", "command": "rm -rf /"})), UnexpectedField),
+        (ToolName::CloudCheck, Some(json!({"check": "disk", "path": "/etc"})), UnexpectedField),
+        (ToolName::CloudCheck, Some(json!({"check": 1})), WrongType),
+        (ToolName::CloudCheck, Some(json!({"check": ["disk"]})), WrongType),
+        (ToolName::CloudCheck, Some(json!({"check": null})), WrongType),
+        (ToolName::CloudCheck, Some(json!({"check": "Disk"})), NotAllowed),
+        (ToolName::CloudCheck, Some(json!({"check": "disk; id"})), NotAllowed),
+        (ToolName::CloudCheck, Some(json!({"check": big})), TooLarge),
+        (ToolName::ServiceInventory, Some(json!({"approved": true})), UnexpectedField),
+        (ToolName::ServicePlan, Some(json!({"action": "deploy"})), MissingField),
+        (ToolName::ServicePlan, Some(json!({"action": "restart", "parameters": {}})), NotAllowed),
+        (ToolName::ServicePlan, Some(json!({"action": "stop", "parameters": "app=web"})), WrongType),
+        (
+            ToolName::ServicePlan,
+            Some(json!({"action": "stop", "parameters": {"app": "web"}, "approved": true})),
+            UnexpectedField,
+        ),
+        (
+            ToolName::ServicePlan,
+            Some(json!({"action": "stop", "parameters": {"app": "web", "command": "x"}})),
+            UnexpectedField,
+        ),
+        (ToolName::ServicePlan, Some(json!({"action": "stop", "parameters": {}})), MissingField),
+        (ToolName::ServicePlan, Some(json!({"action": "stop", "parameters": {"app": 7}})), WrongType),
+        (
+            ToolName::ServicePlan,
+            Some(json!({"action": "deploy", "parameters": {
+            "app": "web", "image": "web", "host_port": 70000, "container_port": 8080, "server_name": "x"}})),
+            NotAllowed,
+        ),
+        (
+            ToolName::ServicePlan,
+            Some(json!({"action": "deploy", "parameters": {
+            "app": "web", "image": "web", "host_port": 18001, "container_port": 80, "server_name": "x"}})),
+            NotAllowed,
+        ),
+        (
+            ToolName::ServicePlan,
+            Some(json!({"action": "deploy", "parameters": {
+            "app": "web", "image": "web", "host_port": 18001.5, "container_port": 8080, "server_name": "x"}})),
+            WrongType,
+        ),
+        (
+            ToolName::ServicePlan,
+            Some(json!({"action": "deploy", "parameters": {
+            "app": "web", "image": "web", "host_port": "18001", "container_port": 8080, "server_name": "x"}})),
+            WrongType,
+        ),
+        (ToolName::ServiceExecute, Some(json!({"plan_id": "0123456789ABCDEF0123456789ABCDEF"})), NotAllowed),
+        (ToolName::ServiceExecute, Some(json!({"plan_id": "0123"})), NotAllowed),
+        (
+            ToolName::ServiceExecute,
+            Some(json!({"plan_id": "0123456789abcdef0123456789abcdef\n"})),
+            NotAllowed,
+        ),
+        (
+            ToolName::ServiceExecute,
+            Some(json!({"plan_id": "0123456789abcdef0123456789abcdef", "approved": true})),
+            UnexpectedField,
+        ),
+    ];
+    for (tool, arguments, code) in table {
+        let map = arguments.clone().map(args);
+        let refusal = validate(tool, map.as_ref())
+            .expect_err(&format!("{} {arguments:?} must be refused", tool.as_str()));
+        assert_eq!(refusal.code, code, "{} {arguments:?}: {}", tool.as_str(), refusal.message);
+        assert!(refusal.message.ends_with("nothing was run."), "{}", refusal.message);
+        assert!(refusal.message.len() < 400, "{}", refusal.message);
+    }
+}
+
+#[test]
+fn service_logs_arguments_are_checked_to_the_schema() {
+    use crate::wire::LogContainer;
+    let call = |value: Value| validate(ToolName::ServiceLogs, Some(&args(value)));
+    assert_eq!(
+        call(json!({"app": "web", "container": "app"})).unwrap(),
+        Call::Logs { app: "web".into(), container: LogContainer::App, tail: 50, since_minutes: None }
+    );
+    assert_eq!(
+        call(json!({"app": "web", "container": "gateway", "tail": 200, "since_minutes": 1440})).unwrap(),
+        Call::Logs {
+            app: "web".into(),
+            container: LogContainer::Gateway,
+            tail: 200,
+            since_minutes: Some(1440)
+        }
+    );
+    assert_eq!(
+        call(json!({"app": "web", "container": "app", "tail": 1, "since_minutes": 1})).unwrap(),
+        Call::Logs { app: "web".into(), container: LogContainer::App, tail: 1, since_minutes: Some(1) }
+    );
+    use Code::{MissingField, NotAllowed, UnexpectedField, WrongType};
+    let table = [
+        (json!({}), MissingField),
+        (json!({"app": "web"}), MissingField),
+        (json!({"container": "app"}), MissingField),
+        (json!({"app": "web", "container": "app", "name": "prod"}), UnexpectedField),
+        (json!({"app": "web", "container": "app", "container_id": "ab"}), UnexpectedField),
+        (json!({"app": "web", "container": "db"}), NotAllowed),
+        (json!({"app": "web", "container": "App"}), NotAllowed),
+        (json!({"app": 7, "container": "app"}), WrongType),
+        (json!({"app": "web", "container": null}), WrongType),
+        (json!({"app": "web", "container": "app", "tail": 0}), NotAllowed),
+        (json!({"app": "web", "container": "app", "tail": 201}), NotAllowed),
+        (json!({"app": "web", "container": "app", "tail": -1}), NotAllowed),
+        (json!({"app": "web", "container": "app", "tail": "5"}), WrongType),
+        (json!({"app": "web", "container": "app", "tail": 5.5}), WrongType),
+        (json!({"app": "web", "container": "app", "since_minutes": 0}), NotAllowed),
+        (json!({"app": "web", "container": "app", "since_minutes": 1441}), NotAllowed),
+        (json!({"app": "web", "container": "app", "since_minutes": null}), WrongType),
+    ];
+    for (arguments, code) in table {
+        let refusal = call(arguments.clone()).expect_err(&format!("{arguments} must be refused"));
+        assert_eq!(refusal.code, code, "{arguments}: {}", refusal.message);
+        assert!(refusal.message.ends_with("nothing was run."), "{}", refusal.message);
+    }
+    assert_eq!(
+        call(json!({"app": "web", "container": "app", "tail": 201})).unwrap_err().message,
+        "`tail` must be a whole number from 1 to 200 (got `201`); nothing was run."
+    );
+}
+
+#[test]
+fn refusals_name_what_is_allowed() {
+    let refused = |tool, value| validate(tool, Some(&args(value))).unwrap_err().message;
+    assert_eq!(
+        refused(ToolName::CloudCheck, json!({"check": "cpu"})),
+        "`check` must be one of identity, disk, web_status (got `cpu`); nothing was run."
+    );
+    assert_eq!(
+        refused(ToolName::ServicePlan, json!({"action": "restart", "parameters": {}})),
+        "`action` must be one of deploy, nginx_config, stop, remove_image, remove_app (got `restart`); nothing was run."
+    );
+    let deploy = json!({"action": "deploy", "parameters": {
+        "app": "web", "image": "web", "host_port": 80, "container_port": 8080, "server_name": "x"}});
+    assert_eq!(
+        refused(ToolName::ServicePlan, deploy),
+        "parameter `host_port` must be a port number from 1024 to 65535; nothing was run."
+    );
+}
+
+#[test]
+fn refused_names_are_escaped_and_capped() {
+    let refusal = validate(ToolName::CloudCheck, Some(&args(json!({"check": "disk", "a\u{1b}[2J\nb": 1}))))
+        .unwrap_err();
+    assert!(!refusal.message.contains('\u{1b}') && !refusal.message.contains('\n'), "{}", refusal.message);
+    let long = "y".repeat(500);
+    let refusal = validate(ToolName::CloudCheck, Some(&args(json!({"check": long})))).unwrap_err();
+    assert!(refusal.message.len() < 200, "{}", refusal.message);
+}
