@@ -22,7 +22,8 @@ use std::process::Command;
 use serde_json::{Value, json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_volce-lab");
-const TOOLS: [&str; 4] = ["cloud_check", "service_inventory", "service_plan", "service_execute"];
+const TOOLS: [&str; 5] =
+    ["cloud_check", "service_inventory", "service_plan", "service_execute", "service_logs"];
 
 fn report() -> Value {
     let python = std::env::var_os("VOLCE_LAB_TEST_PYTHON").expect(

@@ -34,6 +34,7 @@ CALLS = {
     "service_inventory": {},
     "service_plan": {"action": "stop", "parameters": {"app": "web"}},
     "service_execute": {"plan_id": PLAN_ID},
+    "service_logs": {"app": "web", "container": "app"},
 }
 CANCEL_AFTER = 1.0
 
