@@ -299,12 +299,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 return refuse(Code::PlanNotFound, "No plan has this id.");
             };
             let plan = &stored.plan;
-            if !policy.is_approver(approver) {
-                return refuse(
-                    Code::NotAnApprover,
-                    format!("{approver} is not listed in the policy's approvers."),
-                );
-            }
+            require_approver(policy, approver)?;
             if approver == plan.requester {
                 return refuse(Code::SelfApproval, "The user who requested a plan cannot approve it.");
             }
@@ -352,12 +347,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
     /// containers hold the name and the port anyway.
     pub fn resolve(&mut self, id: &PlanId, operator: &str) -> Result<Resolved, Refusal> {
         self.settle_abandoned(operator)?;
-        if !self.policy.is_approver(operator) {
-            return refuse(
-                Code::NotAnApprover,
-                format!("{operator} is not listed in the policy's approvers."),
-            );
-        }
+        require_approver(&self.policy, operator)?;
         // A read-only engine call, made before the write transaction, so
         // the write lock is not held across docker (prepare and execute
         // still do that; see the module header). Nothing of ours can create
@@ -433,6 +423,15 @@ fn terms_hold(plan: &Plan, policy: &Policy, policy_hash: &str) -> Result<(), Ref
         Code::PlanCorrupt,
         "The stored plan's approval rule or lifetime is not what its policy gives it; inspect the state database.",
     )
+}
+
+/// Approve, reject and resolve are for the policy's approvers only.
+fn require_approver(policy: &Policy, who: &str) -> Result<(), Refusal> {
+    if policy.is_approver(who) {
+        Ok(())
+    } else {
+        refuse(Code::NotAnApprover, format!("{who} is not listed in the policy's approvers."))
+    }
 }
 
 /// Refuses a plan that is not pending, each state with its own code.

@@ -47,12 +47,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
     /// plan never runs (and voids any approval it had).
     pub fn reject(&mut self, id: &PlanId, operator: &str) -> Result<StoredPlan, Refusal> {
         self.settle_abandoned(operator)?;
-        if !self.policy.is_approver(operator) {
-            return refuse(
-                Code::NotAnApprover,
-                format!("{operator} is not listed in the policy's approvers."),
-            );
-        }
+        require_approver(&self.policy, operator)?;
         let Controller { store, clock, .. } = self;
         store.write(|tx| {
             let now = clock.now();
