@@ -52,7 +52,7 @@ each with exactly these fields and no others:
 
   {\"operation\":\"gateway_status\"}                     the gateways volce-lab manages
   {\"operation\":\"inventory\"}                          apps, plans and the engine's objects
-  {\"operation\":\"plan\",\"action\":A,\"parameters\":{..}}  store a plan; A is deploy, nginx_config, stop, remove_image or remove_app
+  {\"operation\":\"plan\",\"action\":A,\"parameters\":{..}}  store a plan; A is deploy, nginx_config, stop, remove_image, remove_app, start or update
   {\"operation\":\"execute\",\"plan_id\":\"<32 hex>\"}       run a stored plan once
   {\"operation\":\"logs\",\"app\":N,\"container\":C,\"tail\":T}   read-only: safe log lines of a managed container
 

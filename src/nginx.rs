@@ -44,8 +44,45 @@ pub const GATEWAY_LISTEN_PORT: u16 = 8080;
 /// The network alias of the app container on the app's private network.
 pub const APP_ALIAS: &str = "app";
 
-/// Renders the whole nginx.conf for one app.
+/// Renders the whole nginx.conf for one app, whose container answers on
+/// the app network as [`APP_ALIAS`] (as deploy creates it).
 pub fn render(server_name: &str, container_port: u16) -> String {
+    render_for(server_name, container_port, APP_ALIAS)
+}
+
+/// [`render`] for an app container reachable as `upstream` (an update's
+/// new container is named, and aliased, after its plan). `upstream` is a
+/// name volce-lab derived (`vl-<app>-app-<hex>`), never an agent's text.
+pub fn render_for(server_name: &str, container_port: u16, upstream: &str) -> String {
+    render_with(server_name, container_port, upstream, "")
+}
+
+/// An update's nginx.conf while both app containers run: `server_name`
+/// still goes to `upstream`, and only `check_name` (derived from the plan
+/// id, never the app's name) reaches the new container, so it can be
+/// health-checked through the gateway before any request of the app does.
+pub fn render_staged(
+    server_name: &str,
+    container_port: u16,
+    upstream: &str,
+    check_name: &str,
+    new_upstream: &str,
+) -> String {
+    let check = format!(
+        "    server {{
+        listen {GATEWAY_LISTEN_PORT};
+        server_name {check_name};
+        location / {{
+            proxy_pass http://{new_upstream}:{container_port};
+            proxy_set_header Host $host;
+        }}
+    }}
+"
+    );
+    render_with(server_name, container_port, upstream, &check)
+}
+
+fn render_with(server_name: &str, container_port: u16, upstream: &str, extra: &str) -> String {
     format!(
         "# Managed by volce-lab. Changes made by hand are refused by later plans.
 worker_processes 1;
@@ -73,11 +110,11 @@ http {{
         listen {listen};
         server_name {server_name};
         location / {{
-            proxy_pass http://{APP_ALIAS}:{container_port};
+            proxy_pass http://{upstream}:{container_port};
             proxy_set_header Host $host;
         }}
     }}
-}}
+{extra}}}
 ",
         listen = GATEWAY_LISTEN_PORT
     )
@@ -97,6 +134,19 @@ mod tests {
         // Room for the longest valid server name (proven against nginx in
         // tests/real/host_real_engine_rules.rs).
         assert!(config.contains("server_names_hash_bucket_size 512;"));
+    }
+
+    #[test]
+    fn a_staged_config_sends_only_the_check_name_to_the_new_container() {
+        assert_eq!(render_for("shop.example", 3000, APP_ALIAS), render("shop.example", 3000));
+        let staged = render_staged("shop.example", 3000, "app", "c1.update.invalid", "vl-shop-app-1");
+        assert!(staged.contains(
+            "server_name shop.example;\n        location / {\n            proxy_pass http://app:3000;"
+        ));
+        assert!(staged.contains(
+            "server_name c1.update.invalid;\n        location / {\n            proxy_pass http://vl-shop-app-1:3000;"
+        ));
+        assert!(staged.ends_with("    }\n}\n"));
     }
 
     #[test]

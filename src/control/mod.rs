@@ -51,6 +51,10 @@ pub enum Code {
     ImageInUse,
     /// remove_image of an image no app volce-lab deployed has used.
     ImageNotManaged,
+    /// start of an app that is not stopped (running, or needs inspection).
+    AppNotStopped,
+    /// update to the image the app already runs.
+    ImageUnchanged,
     // Plan life cycle.
     InspectionRequired,
     InvalidPlanId,
@@ -88,6 +92,10 @@ pub enum Code {
     HealthCheckFailed,
     /// deploy: a docker step failed; rolled back.
     DeployFailed,
+    /// start: a docker step failed; the containers were stopped again.
+    StartFailed,
+    /// update: a docker step failed; the old container kept serving.
+    UpdateFailed,
     // The host itself.
     NotRoot,
     UnsafePath,
@@ -251,7 +259,7 @@ mod tests {
     #[test]
     fn code_strings_never_change() {
         use strum::VariantArray as _;
-        const SHIPPED: [&str; 63] = [
+        const SHIPPED: [&str; 67] = [
             "invalid_request",
             "request_too_large",
             "unknown_action",
@@ -274,6 +282,8 @@ mod tests {
             "image_not_found",
             "image_in_use",
             "image_not_managed",
+            "app_not_stopped",
+            "image_unchanged",
             "inspection_required",
             "invalid_plan_id",
             "plan_not_found",
@@ -299,6 +309,8 @@ mod tests {
             "nginx_rejected",
             "health_check_failed",
             "deploy_failed",
+            "start_failed",
+            "update_failed",
             "not_root",
             "unsafe_path",
             "policy_invalid",

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{Code, Refusal, canonical};
-use crate::docker::{AppName, ContainerId, DeploySpec, ImageId};
+use crate::docker::{AppName, ContainerId, DeploySpec, ImageId, StartSpec, UpdateSpec};
 use crate::nginx::ServerName;
 
 /// The version of the plan body format; part of the digest.
@@ -83,6 +83,8 @@ pub enum Action {
     Stop,
     RemoveImage,
     RemoveApp,
+    Start,
+    Update,
 }
 
 impl Action {
@@ -92,7 +94,7 @@ impl Action {
         value.parse().map_err(|_| {
             Refusal::new(
                 Code::UnknownAction,
-                "The action must be one of deploy, nginx_config, stop, remove_image, remove_app.",
+                "The action must be one of deploy, nginx_config, stop, remove_image, remove_app, start, update.",
             )
         })
     }
@@ -108,13 +110,18 @@ impl Action {
             Action::Stop => &["app"],
             Action::RemoveImage => &["image_id"],
             Action::RemoveApp => &["app"],
+            Action::Start => &["app"],
+            Action::Update => &["app", "image"],
         }
     }
     /// The fixed minimum: destructive actions always need an operator's
     /// approval on the server, whatever the policy says. The policy may add
     /// others ([`crate::control::policy::Policy::requires_approval`]).
     pub fn always_requires_approval(self) -> bool {
-        matches!(self, Action::Stop | Action::RemoveImage | Action::RemoveApp)
+        matches!(
+            self,
+            Action::Stop | Action::RemoveImage | Action::RemoveApp | Action::Start | Action::Update
+        )
     }
 }
 
@@ -180,6 +187,20 @@ pub enum Payload {
         /// The app's directory under the state directory.
         app_dir: PathBuf,
     },
+    Start {
+        app: AppName,
+        /// Exactly the recorded container ids, sorted (the scope).
+        containers: Vec<ContainerId>,
+        container_names: Vec<String>,
+        spec: StartSpec,
+    },
+    Update {
+        /// The catalog key the agent chose; `spec.app_image` is what it maps to.
+        image_key: String,
+        /// The recorded container ids, sorted (the scope).
+        containers: Vec<ContainerId>,
+        spec: UpdateSpec,
+    },
 }
 
 impl Payload {
@@ -190,15 +211,19 @@ impl Payload {
             Payload::Stop { .. } => Action::Stop,
             Payload::RemoveImage { .. } => Action::RemoveImage,
             Payload::RemoveApp { .. } => Action::RemoveApp,
+            Payload::Start { .. } => Action::Start,
+            Payload::Update { .. } => Action::Update,
         }
     }
     /// The app a plan is about, if any.
     pub fn app(&self) -> Option<&str> {
         match self {
             Payload::Deploy { spec, .. } => Some(spec.app.as_str()),
-            Payload::NginxConfig { app, .. } | Payload::Stop { app, .. } | Payload::RemoveApp { app, .. } => {
-                Some(app.as_str())
-            }
+            Payload::NginxConfig { app, .. }
+            | Payload::Stop { app, .. }
+            | Payload::RemoveApp { app, .. }
+            | Payload::Start { app, .. } => Some(app.as_str()),
+            Payload::Update { spec, .. } => Some(spec.app.as_str()),
             Payload::RemoveImage { .. } => None,
         }
     }
@@ -405,6 +430,8 @@ mod tests {
         assert!(Action::Stop.always_requires_approval());
         assert!(Action::RemoveImage.always_requires_approval());
         assert!(Action::RemoveApp.always_requires_approval());
+        assert!(Action::Start.always_requires_approval());
+        assert!(Action::Update.always_requires_approval());
         assert_eq!(Action::parse("shell").unwrap_err().code, Code::UnknownAction);
         assert_eq!(Action::parse("nginx_config").unwrap(), Action::NginxConfig);
     }
@@ -412,7 +439,10 @@ mod tests {
     #[test]
     fn action_strings_are_the_shipped_ones_and_serde_agrees() {
         let strings: Vec<&str> = Action::ALL.iter().map(|a| a.as_str()).collect();
-        assert_eq!(strings, ["deploy", "nginx_config", "stop", "remove_image", "remove_app"]);
+        assert_eq!(
+            strings,
+            ["deploy", "nginx_config", "stop", "remove_image", "remove_app", "start", "update"]
+        );
         for &action in Action::ALL {
             assert_eq!(serde_json::to_value(action).unwrap(), action.as_str());
             assert_eq!(serde_json::from_value::<Action>(action.as_str().into()).unwrap(), action);

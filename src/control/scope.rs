@@ -6,8 +6,9 @@
 //!
 //! Security invariants enforced here:
 //! - the targets of a plan are digested whole (id, name, image id,
-//!   volce-lab labels, port bindings and state): stop, the app's recorded
-//!   containers and anything carrying its app label or one of its names;
+//!   volce-lab labels, port bindings and state): stop, start, update and
+//!   remove_app, the app's recorded containers and anything carrying its
+//!   app label or one of its names;
 //!   nginx_config, the app's gateway; deploy, every container on one of
 //!   the names the deploy will create or publishing its host port (a
 //!   foreign container taking the name or the port voids the plan);
@@ -31,7 +32,7 @@ use crate::docker::{Container, ContainerId, ImageId, PublishedPort, Snapshot};
 /// Which objects of the engine a plan is about.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Scope<'a> {
-    /// stop and remove_app (and later start, update): the app's containers.
+    /// stop, start, update and remove_app: the app's containers.
     App { names: crate::docker::AppNames, recorded: &'a [ContainerId] },
     /// nginx_config: the one gateway it reconfigures.
     Gateway { gateway: &'a ContainerId },
@@ -50,8 +51,13 @@ impl<'a> Scope<'a> {
                 Scope::NewApp { names: spec.app.names(), host_port: spec.host_port }
             }
             Payload::NginxConfig { gateway, .. } => Scope::Gateway { gateway },
-            Payload::Stop { app, containers, .. } | Payload::RemoveApp { app, containers, .. } => {
+            Payload::Stop { app, containers, .. }
+            | Payload::RemoveApp { app, containers, .. }
+            | Payload::Start { app, containers, .. } => {
                 Scope::App { names: app.names(), recorded: containers }
+            }
+            Payload::Update { spec, containers, .. } => {
+                Scope::App { names: spec.app.names(), recorded: containers }
             }
             Payload::RemoveImage { image_id, .. } => Scope::Image { image: image_id },
         }

@@ -88,6 +88,35 @@ pub struct AppRecord {
     /// it existed (no claim: refusing is the safe side).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub image_ids: Vec<ImageId>,
+    /// The network alias the gateway proxies to: absent for the `app` alias
+    /// deploy gives ([`crate::nginx::APP_ALIAS`]), the container's name
+    /// after an update. Absent in older records, which all use `app`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream: Option<String>,
+    /// Every image this app ran, oldest first (deploy, then each completed
+    /// update), so inventory can show what ran before. Absent in records
+    /// written before it existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub image_history: Vec<ImageUse>,
+}
+
+impl AppRecord {
+    /// The gateway's upstream host (see [`AppRecord::upstream`]).
+    pub fn upstream(&self) -> &str {
+        self.upstream.as_deref().unwrap_or(crate::nginx::APP_ALIAS)
+    }
+}
+
+/// One image an app ran: the catalog key, the pinned reference (its
+/// digest), and since when (unix seconds).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ImageUse {
+    pub image_key: String,
+    pub app_image: String,
+    /// Absent when unknown: the image an older record ran before its first update.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<i64>,
 }
 
 /// Facts about the host that validation needs and the snapshot lacks.
@@ -125,6 +154,8 @@ pub fn derive(
         Action::Stop => stop(params, ctx),
         Action::RemoveImage => remove_image(params, ctx),
         Action::RemoveApp => remove_app(params, ctx),
+        Action::Start => lifecycle::start(params, ctx, probe),
+        Action::Update => lifecycle::update(params, ctx, probe),
     }
 }
 
@@ -349,12 +380,22 @@ fn not_in_catalog(policy: &Policy) -> String {
 
 /// The recorded app, running, with exactly its recorded container set.
 fn owned_running<'a>(app: &AppName, ctx: &'a Context<'_>) -> Result<&'a AppRecord, Refusal> {
-    let Some(record) = ctx.apps.get(app.as_str()) else {
-        return refuse(Code::AppNotFound, format!("{app} is not an app that volce-lab deployed."));
-    };
+    let record = recorded(app, ctx)?;
     if record.state != AppState::Running {
         return refuse(Code::AppNotRunning, format!("{app} is {}, not running.", record.state.as_str()));
     }
+    owned(app, record, ctx)
+}
+
+fn recorded<'a>(app: &AppName, ctx: &'a Context<'_>) -> Result<&'a AppRecord, Refusal> {
+    ctx.apps.get(app.as_str()).ok_or_else(|| {
+        Refusal::new(Code::AppNotFound, format!("{app} is not an app that volce-lab deployed."))
+    })
+}
+
+/// `record`, whose labelled container set on the engine is exactly the
+/// recorded one (nothing unmanaged slipped in, nothing replaced).
+fn owned<'a>(app: &AppName, record: &'a AppRecord, ctx: &Context<'_>) -> Result<&'a AppRecord, Refusal> {
     let mut labelled: Vec<&ContainerId> =
         ctx.snapshot.containers.iter().filter(|c| c.app() == Some(app.as_str())).map(|c| &c.id).collect();
     labelled.sort();
@@ -381,7 +422,8 @@ fn nginx_config(params: &Map<String, Value>, ctx: &Context<'_>) -> Result<(Paylo
     if !running {
         return refuse(Code::AppNotRunning, format!("The gateway of {app} is not running."));
     }
-    let new_config = crate::nginx::render(server_name.as_str(), record.container_port);
+    // To the container the gateway proxies to now (renamed by each update).
+    let new_config = crate::nginx::render_for(server_name.as_str(), record.container_port, record.upstream());
     let impact = Impact {
         target: format!("app {app}: server_name {} -> {server_name}", record.server_name),
         containers_touched: vec![format!("{} (config test and reload)", app.names().gateway_container)],
@@ -406,7 +448,16 @@ fn nginx_config(params: &Map<String, Value>, ctx: &Context<'_>) -> Result<(Paylo
 fn stop(params: &Map<String, Value>, ctx: &Context<'_>) -> Result<(Payload, Impact), Refusal> {
     exact_keys(params, Action::Stop)?;
     let app = app_name(params)?;
-    let record = owned_running(&app, ctx)?;
+    // A stopped record whose containers run again (an operator started them
+    // by hand) can be stopped too: that brings record and engine together.
+    let record = recorded(&app, ctx)?;
+    if record.state == AppState::NeedsInspection {
+        return refuse(
+            Code::AppNotRunning,
+            format!("{app} needs inspection: after an operator's resolve, a remove_app plan cleans it up."),
+        );
+    }
+    let record = owned(&app, record, ctx)?;
     let any_running =
         ctx.snapshot.containers.iter().any(|c| record.containers.contains(&c.id) && c.state == "running");
     if !any_running {
@@ -428,7 +479,8 @@ fn stop(params: &Map<String, Value>, ctx: &Context<'_>) -> Result<(Payload, Impa
         data_volumes_deleted: false,
         shared_nginx_changed: false,
         rollback: "None automatic: the containers stay stopped with restart policy no; starting them \
-                   again is a separate, reviewed change."
+                   again is a separate, reviewed change: a start plan for this app, which the operator \
+                   approves."
             .into(),
     };
     Ok((Payload::Stop { app, containers, container_names: names }, impact))
@@ -536,6 +588,8 @@ fn remove_app(params: &Map<String, Value>, ctx: &Context<'_>) -> Result<(Payload
     };
     Ok((Payload::RemoveApp { app, containers, running, container_names, networks, app_dir }, impact))
 }
+
+mod lifecycle;
 
 #[cfg(test)]
 mod tests;

@@ -23,6 +23,7 @@
 //!
 //! Layout: this file holds the engine, its docker calls and snapshot, and
 //! the [`Engine`] impl; `cli/deploy.rs` the deploy steps and their cleanup;
+//! `cli/lifecycle.rs` start and update and their rollback;
 //! `cli/argv.rs` argv building (hardening, labels, mount, inspect
 //! template); `cli/parse.rs` the parsers of docker's output. The managed
 //! nginx.conf on disk is `crate::docker::gateway_file`, the host probes
@@ -39,12 +40,13 @@ use std::time::Duration;
 use super::gateway_file::{backup, open_managed_config, read_bounded, remove_app_dir, rewrite};
 use super::{
     AppRemoval, Capacity, Container, ContainerId, DeploySpec, Deployed, Engine, EngineError, ImageId,
-    LABEL_APP, LogWindow, Snapshot,
+    LABEL_APP, LogWindow, Snapshot, StartSpec, UpdateSpec,
 };
 use crate::exec::{ExecutionStatus, Outcome, ProcessSpec, minimal_env, run_blocking};
 
 mod argv;
 mod deploy;
+mod lifecycle;
 mod parse;
 
 /// The host probes keep their old paths here (`docker::cli::http_get`, ...).
@@ -375,6 +377,14 @@ impl<R: Runner> Engine for DockerCli<R> {
         // refuses and that refusal is the answer.
         self.call("remove image", argv(&["image", "rm", "--no-prune", image.as_str()]), QUICK)?;
         Ok(())
+    }
+
+    fn start(&self, spec: &StartSpec) -> Result<(), EngineError> {
+        self.start_app(spec)
+    }
+
+    fn update(&self, spec: &UpdateSpec) -> Result<ContainerId, EngineError> {
+        self.update_app(spec)
     }
 
     fn logs(&self, container: &ContainerId, window: LogWindow) -> Result<Vec<u8>, EngineError> {

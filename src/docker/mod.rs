@@ -176,6 +176,47 @@ pub struct DeploySpec {
     pub limits: Limits,
 }
 
+/// What a start plan starts (see [`Engine::start`]): the recorded ids of a
+/// stopped app, and where its gateway answers for the health check.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StartSpec {
+    pub app_container: ContainerId,
+    pub gateway: ContainerId,
+    pub host_port: u16,
+    pub server_name: ServerName,
+}
+
+/// Everything an update needs (see [`Engine::update`]), derived by the
+/// controller from the app record and the catalog.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateSpec {
+    pub plan_id: PlanId,
+    pub app: AppName,
+    /// The pinned reference the app moves to, and the one it runs now.
+    pub app_image: ImageRef,
+    pub previous_image: String,
+    /// The app container that serves now; removed only after the switch.
+    pub old_app: ContainerId,
+    pub gateway: ContainerId,
+    pub host_port: u16,
+    pub container_port: u16,
+    pub server_name: ServerName,
+    pub app_dir: PathBuf,
+    /// `vl-<app>-app-<first 12 hex of the plan id>`: the new container's
+    /// name and its alias on the app network (the gateway's upstream).
+    pub container_name: String,
+    /// The Host the gateway routes to the new container while both run, for
+    /// the health check before the switch; never the app's server name.
+    pub check_name: ServerName,
+    /// The managed nginx.conf now, during the check, and after the switch.
+    pub previous_config: String,
+    pub staged_config: String,
+    pub new_config: String,
+    pub limits: Limits,
+}
+
 /// What a remove_app plan removes (see [`Engine::remove_app`]).
 #[derive(Debug, Clone, Copy)]
 pub struct AppRemoval<'a> {
@@ -233,9 +274,11 @@ pub enum EngineError {
     ManagedFileChanged,
     /// Anything on the host side (files, directories).
     Host { step: &'static str },
-    /// deploy: a step failed with `cause` after the first mutation, and the
-    /// rollback was verified: no container or network carrying the plan's
-    /// label is left and the app directory this deploy created is gone.
+    /// deploy, start or update: a step failed with `cause` after the first
+    /// mutation, and the rollback was verified: for deploy and update no
+    /// container or network carrying the plan's label is left (and a
+    /// deploy's new app directory is gone); update's old containers still
+    /// run; start's containers are stopped again.
     /// Never built for a step whose outcome is unknown (a timeout).
     RolledBack { cause: Box<EngineError> },
 }
@@ -266,7 +309,7 @@ impl fmt::Display for EngineError {
             }
             EngineError::Host { step } => write!(f, "host file operation failed at step '{step}'"),
             EngineError::RolledBack { cause } => {
-                write!(f, "{cause}; everything the deploy created was removed and verified gone")
+                write!(f, "{cause}; the change was rolled back and that was verified")
             }
         }
     }
@@ -333,6 +376,20 @@ pub trait Engine {
     /// networks among `networks` that carry the app's label, and the app
     /// directory with the files volce-lab wrote into it. Never an image.
     fn remove_app(&self, removal: &AppRemoval<'_>) -> Result<(), EngineError>;
+    /// start: restart policy back to `unless-stopped`, then start the app
+    /// container and the gateway, then the health check through the gateway
+    /// with the server name. On failure both are stopped again as
+    /// [`Engine::stop`] does and, once seen stopped,
+    /// [`EngineError::RolledBack`] is returned.
+    fn start(&self, spec: &StartSpec) -> Result<(), EngineError>;
+    /// update: pull, start the new app container beside the old one, route
+    /// `check_name` to it and health-check it, switch the server name to it
+    /// and check again, and only then stop and remove the old container.
+    /// On a failure before the old one is touched: the previous nginx.conf
+    /// is restored and reloaded, the new container removed, and once the
+    /// plan's label is seen gone and the old containers running,
+    /// [`EngineError::RolledBack`]. Returns the new container's id.
+    fn update(&self, spec: &UpdateSpec) -> Result<ContainerId, EngineError>;
     /// Read-only: the raw log bytes (stdout and stderr, as docker prints
     /// them with timestamps) of exactly this container. The controller
     /// passes only a recorded id of a managed app and makes the bytes safe

@@ -163,6 +163,35 @@ pub fn summary(stored: &StoredPlan, now: i64) -> String {
                 "After    all of it removed and the app's record forgotten; no volume, no image"
             );
         }
+        Payload::Start { app, containers, container_names, spec } => {
+            let _ = writeln!(out, "Before   app {} stopped, restart policy no:", esc(app.as_str()));
+            for (name, id) in container_names.iter().zip([&spec.app_container, &spec.gateway]) {
+                let _ = writeln!(out, "  {} {}", esc(name), id);
+            }
+            let _ = writeln!(
+                out,
+                "After    started (app, then gateway), restart policy unless-stopped, answering on \
+                 127.0.0.1:{} for {} ({} containers)",
+                spec.host_port,
+                esc(spec.server_name.as_str()),
+                containers.len()
+            );
+        }
+        Payload::Update { image_key, spec, .. } => {
+            let _ = writeln!(out, "App      {}", esc(spec.app.as_str()));
+            let _ = writeln!(out, "Before   {} in container {}", esc(&spec.previous_image), spec.old_app);
+            let _ = writeln!(
+                out,
+                "After    {} (catalog key {}) in new container {}",
+                esc(spec.app_image.as_str()),
+                esc(image_key),
+                esc(&spec.container_name)
+            );
+            let _ =
+                writeln!(out, "  checked first on Host {}, then on {}", spec.check_name, spec.server_name);
+            let _ = writeln!(out, "  nginx.conf after the switch:");
+            out.push_str(&indent(&esc_lines(&spec.new_config)));
+        }
         Payload::RemoveImage { image_id, used_by } => {
             let _ = writeln!(out, "Before   local image {image_id} present, used by no container");
             let apps: Vec<String> = used_by.iter().map(|a| esc(a)).collect();

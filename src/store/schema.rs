@@ -220,6 +220,79 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // `audit verify` reports a row without them.
     "ALTER TABLE audit ADD COLUMN prev_hash TEXT CHECK (prev_hash IS NULL OR length(prev_hash) = 64);
     ALTER TABLE audit ADD COLUMN hash TEXT CHECK (hash IS NULL OR length(hash) = 64);",
+    // 5: the actions `start` and `update` in both action CHECK lists.
+    // Rebuilt as steps 2 and 3 did (a CHECK cannot be altered), every column
+    // copied as it is: the audit rows keep their `prev_hash` and `hash` from
+    // step 4, and since an action string is copied byte for byte, every
+    // link of the chain still verifies.
+    "CREATE TABLE plans_v5 (
+        seq INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE CHECK (length(id) = 32),
+        action TEXT NOT NULL CHECK (action IN
+            ('deploy', 'nginx_config', 'stop', 'remove_image', 'remove_app', 'start', 'update')),
+        body TEXT NOT NULL,
+        digest TEXT NOT NULL CHECK (length(digest) = 64),
+        requires_approval INTEGER NOT NULL CHECK (requires_approval IN (0, 1)),
+        requester TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL,
+        state TEXT NOT NULL DEFAULT 'pending'
+            CHECK (state IN ('pending', 'executing', 'completed', 'needs_inspection', 'invalidated',
+                             'inspected', 'failed', 'rejected')),
+        approved_by TEXT,
+        approved_at INTEGER,
+        approved_digest TEXT,
+        claim_pid INTEGER,
+        claim_start INTEGER,
+        claim_boot TEXT,
+        claimed_at INTEGER,
+        finished_at INTEGER,
+        outcome TEXT CHECK (outcome IS NULL OR outcome IN
+            ('completed', 'engine_failed', 'claimer_died', 'record_failed', 'policy_changed', 'snapshot_changed',
+             'rolled_back', 'not_started')),
+        resolved_by TEXT,
+        resolved_at INTEGER,
+        rejected_by TEXT,
+        rejected_at INTEGER,
+        CHECK ((approved_by IS NULL) = (approved_at IS NULL) AND (approved_by IS NULL) = (approved_digest IS NULL)),
+        CHECK (approved_by IS NULL OR requires_approval = 1),
+        CHECK (state IN ('pending', 'invalidated', 'rejected') OR claimed_at IS NOT NULL),
+        CHECK ((state IN ('pending', 'executing')) = (finished_at IS NULL)),
+        CHECK ((resolved_by IS NULL) = (resolved_at IS NULL)),
+        CHECK ((state = 'inspected') = (resolved_by IS NOT NULL)),
+        CHECK (state <> 'failed' OR outcome IN ('rolled_back', 'not_started')),
+        CHECK ((rejected_by IS NULL) = (rejected_at IS NULL)),
+        CHECK ((state = 'rejected') = (rejected_by IS NOT NULL)),
+        CHECK (state <> 'rejected' OR (claimed_at IS NULL AND outcome IS NULL))
+    );
+    INSERT INTO plans_v5 SELECT seq, id, action, body, digest, requires_approval, requester, created_at,
+        expires_at, state, approved_by, approved_at, approved_digest, claim_pid, claim_start, claim_boot,
+        claimed_at, finished_at, outcome, resolved_by, resolved_at, rejected_by, rejected_at FROM plans;
+    DROP TABLE plans;
+    ALTER TABLE plans_v5 RENAME TO plans;
+    CREATE INDEX plans_unsettled ON plans (state) WHERE state IN ('executing', 'needs_inspection');
+    CREATE INDEX plans_pending ON plans (expires_at) WHERE state = 'pending';
+    CREATE TABLE audit_v5 (
+        seq INTEGER PRIMARY KEY,
+        at INTEGER NOT NULL,
+        event TEXT NOT NULL CHECK (event IN
+            ('prepared', 'approved', 'claimed', 'completed', 'needs_inspection', 'claim_abandoned', 'invalidated',
+             'inspected', 'failed', 'rejected')),
+        plan_id TEXT NOT NULL REFERENCES plans (id),
+        action TEXT NOT NULL CHECK (action IN
+            ('deploy', 'nginx_config', 'stop', 'remove_image', 'remove_app', 'start', 'update')),
+        outcome TEXT NOT NULL CHECK (outcome IN ('ok', 'failed', 'uncertain', 'refused')),
+        exit_code INTEGER,
+        duration_ms INTEGER,
+        actor TEXT NOT NULL,
+        prev_hash TEXT CHECK (prev_hash IS NULL OR length(prev_hash) = 64),
+        hash TEXT CHECK (hash IS NULL OR length(hash) = 64)
+    );
+    INSERT INTO audit_v5 (seq, at, event, plan_id, action, outcome, exit_code, duration_ms, actor, prev_hash, hash)
+    SELECT seq, at, event, plan_id, action, outcome, exit_code, duration_ms, actor, prev_hash, hash FROM audit;
+    DROP TABLE audit;
+    ALTER TABLE audit_v5 RENAME TO audit;
+    CREATE INDEX audit_plan ON audit (plan_id);",
 ];
 
 /// The step after whose SQL the existing audit rows are chained

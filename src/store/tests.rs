@@ -907,7 +907,7 @@ fn migrating_a_v3_database_chains_its_rows_in_order_and_keeps_them() {
     let mut store = Store::open(&path).unwrap();
     let conn = store.dangerous_connection_for_tests();
     let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).unwrap();
-    assert_eq!((version, Store::supported_version()), (4, 4));
+    assert_eq!((version, Store::supported_version()), (5, 5));
     assert_eq!(dump(conn, &format!("SELECT {AUDIT_V1} FROM audit ORDER BY seq")), audit_before);
     assert_eq!(
         dump(conn, "SELECT count(*) FROM audit WHERE hash IS NULL OR prev_hash IS NULL"),
@@ -951,3 +951,5 @@ fn health_reports_a_broken_audit_chain_without_changing_anything() {
     assert_eq!(health.audit_break, Some(Break::Altered { seq: 2, at: 1000 }));
     assert_eq!(std::fs::read(&path).unwrap(), before, "read-only");
 }
+
+mod migration5;

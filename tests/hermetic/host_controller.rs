@@ -151,7 +151,8 @@ fn deploy_and_nginx_config_need_approval_once_the_operator_adds_them() {
     let mut h = Harness::new();
     deploy_demo(&h);
     let mut policy = policy_json();
-    policy["approval_required"] = json!(["stop", "remove_image", "remove_app", "deploy", "nginx_config"]);
+    policy["approval_required"] =
+        json!(["stop", "remove_image", "remove_app", "start", "update", "deploy", "nginx_config"]);
     h.write_policy(&policy);
     let mut c = h.controller();
     let nginx =
@@ -172,7 +173,7 @@ fn a_plan_made_before_approval_required_grew_is_void_at_execute() {
     let deploy = h.controller().prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap();
     assert!(!deploy.plan.requires_approval);
     let mut policy = policy_json();
-    policy["approval_required"] = json!(["stop", "remove_image", "remove_app", "deploy"]);
+    policy["approval_required"] = json!(["stop", "remove_image", "remove_app", "start", "update", "deploy"]);
     h.write_policy(&policy);
     // Its policy hash is the old one: void, never executed without approval.
     assert_eq!(refusal(h.controller().execute(&deploy.plan.id, AGENT)), Code::PolicyChanged);
@@ -183,7 +184,7 @@ fn a_plan_made_before_approval_required_grew_is_void_at_execute() {
 fn a_stored_plan_whose_approval_rule_is_not_its_policys_is_corrupt() {
     let mut h = Harness::new();
     let mut policy = policy_json();
-    policy["approval_required"] = json!(["stop", "remove_image", "remove_app", "deploy"]);
+    policy["approval_required"] = json!(["stop", "remove_image", "remove_app", "start", "update", "deploy"]);
     h.write_policy(&policy);
     let mut c = h.controller();
     let honest = c.prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap();

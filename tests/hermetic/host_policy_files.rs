@@ -225,8 +225,11 @@ fn the_schema_and_the_parser_accept_the_edges_and_the_additions() {
     let cases = [
         ("plan_ttl_seconds", json!(60)),
         ("plan_ttl_seconds", json!(3600)),
-        ("approval_required", json!(["remove_app", "remove_image", "stop"])),
-        ("approval_required", json!(["stop", "remove_image", "remove_app", "deploy", "nginx_config"])),
+        ("approval_required", json!(["update", "remove_app", "start", "remove_image", "stop"])),
+        (
+            "approval_required",
+            json!(["stop", "remove_image", "remove_app", "start", "update", "deploy", "nginx_config"]),
+        ),
     ];
     for (key, good) in cases {
         let mut value = base.clone();
@@ -260,7 +263,8 @@ fn the_schema_and_the_parser_agree_on_bounds() {
         ("approval_required", json!(["stop", "deploy", "remove_app"])),
         ("approval_required", json!(["stop", "remove_image"])),
         ("approval_required", json!([])),
-        ("approval_required", json!(["stop", "remove_image", "remove_app", "shell"])),
+        ("approval_required", json!(["stop", "remove_image", "remove_app", "start", "update", "shell"])),
+        ("approval_required", json!(["stop", "remove_image", "remove_app"])),
         ("approval_required", json!(["stop", "stop", "remove_image", "remove_app"])),
         ("approval_required", json!("stop")),
     ];

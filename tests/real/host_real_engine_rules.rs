@@ -437,6 +437,12 @@ impl Engine for RejectedConfig {
     fn remove_app(&self, removal: &AppRemoval<'_>) -> Result<(), EngineError> {
         self.0.remove_app(removal)
     }
+    fn start(&self, spec: &volce_lab::docker::StartSpec) -> Result<(), EngineError> {
+        self.0.start(spec)
+    }
+    fn update(&self, spec: &volce_lab::docker::UpdateSpec) -> Result<ContainerId, EngineError> {
+        self.0.update(spec)
+    }
     fn logs(
         &self,
         container: &ContainerId,
@@ -547,6 +553,8 @@ fn record_app(host: &Host, app: &str, id: &str, plan: &str, port: u16) {
         gateway_container: None,
         plan_id: volce_lab::control::plan::PlanId::parse(plan).unwrap(),
         image_ids: Vec::new(),
+        upstream: None,
+        image_history: Vec::new(),
     };
     let engine = volce_lab::host::real_engine(&host.paths);
     let mut controller = volce_lab::host::open(&host.paths, engine, SystemClock, ProcLiveness).unwrap();

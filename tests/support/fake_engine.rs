@@ -19,7 +19,7 @@ use std::time::Duration;
 use sha2::{Digest as _, Sha256};
 use volce_lab::docker::{
     AppRemoval, Capacity, Container, ContainerId, DeploySpec, Deployed, Engine, EngineError, ImageId,
-    LABEL_APP, LABEL_PLAN, LABEL_ROLE, LogWindow, PublishedPort, Snapshot,
+    LABEL_APP, LABEL_PLAN, LABEL_ROLE, LogWindow, PublishedPort, Snapshot, StartSpec, UpdateSpec,
 };
 
 pub fn image(c: char) -> ImageId {
@@ -296,6 +296,54 @@ impl Engine for FakeEngine {
             state.snapshot.networks.retain(|n| !removal.networks.contains(n));
         });
         Ok(())
+    }
+
+    fn start(&self, spec: &StartSpec) -> Result<(), EngineError> {
+        self.mutate(vec![
+            "start".into(),
+            spec.app_container.to_string(),
+            spec.gateway.to_string(),
+            format!("127.0.0.1:{}", spec.host_port),
+            spec.server_name.to_string(),
+        ])?;
+        self.edit(|state| {
+            for c in &mut state.snapshot.containers {
+                if c.id == spec.app_container || c.id == spec.gateway {
+                    c.state = "running".into();
+                }
+            }
+        });
+        Ok(())
+    }
+
+    /// The new container gets image `e` (the fake's "second catalog image").
+    fn update(&self, spec: &UpdateSpec) -> Result<ContainerId, EngineError> {
+        self.mutate(vec![
+            "update".into(),
+            spec.app.to_string(),
+            spec.plan_id.to_string(),
+            spec.app_image.to_string(),
+            spec.old_app.to_string(),
+            spec.container_name.clone(),
+        ])?;
+        let new = derived_id(&format!("{}-app", spec.plan_id));
+        self.edit(|state| {
+            state.snapshot.containers.retain(|c| c.id != spec.old_app);
+            state.snapshot.containers.push(Container {
+                id: new.clone(),
+                name: spec.container_name.clone(),
+                image_id: image('e'),
+                state: "running".into(),
+                labels: BTreeMap::from([
+                    (LABEL_APP.to_owned(), spec.app.to_string()),
+                    (LABEL_ROLE.to_owned(), "app".to_owned()),
+                    (LABEL_PLAN.to_owned(), spec.plan_id.to_string()),
+                ]),
+                ports: vec![],
+            });
+            state.snapshot.images.push(image('e'));
+        });
+        Ok(new)
     }
 
     fn remove_image(&self, image: &ImageId) -> Result<(), EngineError> {

@@ -138,6 +138,8 @@ impl Harness {
             gateway_container: None,
             plan_id: id,
             image_ids: vec![unused_image()],
+            upstream: None,
+            image_history: vec![],
         };
         let row = AuditRow {
             at: START - 3600,

@@ -102,25 +102,35 @@ fn plan_ttl_seconds_defaults_to_600_and_is_refused_outside_60_to_3600_naming_the
 #[test]
 fn approval_required_keeps_the_fixed_minimum_and_accepts_only_additions() {
     let minimum = sample_policy();
-    assert_eq!(minimum.approval_required, [Action::Stop, Action::RemoveImage, Action::RemoveApp]);
+    assert_eq!(
+        minimum.approval_required,
+        [Action::Stop, Action::RemoveImage, Action::RemoveApp, Action::Start, Action::Update]
+    );
     let all = with(|v| {
-        v["approval_required"] = json!(["nginx_config", "remove_image", "deploy", "stop", "remove_app"])
+        v["approval_required"] =
+            json!(["nginx_config", "remove_image", "update", "deploy", "stop", "start", "remove_app"])
     })
     .unwrap();
     assert_eq!(all.approval_required, Action::ALL, "kept in one order, whatever was written");
     assert!(all.terms(Action::Deploy, "h").requires_approval);
     assert!(!minimum.terms(Action::Deploy, "h").requires_approval);
-    // Tried: stop removed, remove_image removed, an empty list, an
-    // unknown action, a repeat, a string instead of a list, a number.
+    // Tried: stop removed, remove_image removed, start or update removed
+    // (the minimum before issue 11), an empty list, an unknown action, a
+    // repeat, a string instead of a list, a number.
     for (bad, words) in [
-        (json!(["remove_image", "remove_app"]), "leaves out stop"),
-        (json!(["stop", "deploy", "remove_app"]), "leaves out remove_image"),
-        (json!(["stop", "remove_image"]), "leaves out remove_app"),
-        (json!([]), "leaves out stop, remove_image, remove_app"),
-        (json!(["stop", "remove_image", "remove_app", "shell"]), "\"shell\" is not an action"),
-        (json!(["stop", "remove_image", "remove_app", "stop"]), "lists stop twice"),
+        (json!(["remove_image", "remove_app", "start", "update"]), "leaves out stop"),
+        (json!(["stop", "deploy", "remove_app", "start", "update"]), "leaves out remove_image"),
+        (json!(["stop", "remove_image", "start", "update"]), "leaves out remove_app"),
+        (json!(["stop", "remove_image", "remove_app"]), "leaves out start, update"),
+        (json!(["stop", "remove_image", "remove_app", "start"]), "leaves out update"),
+        (json!([]), "leaves out stop, remove_image, remove_app, start, update"),
+        (
+            json!(["stop", "remove_image", "remove_app", "start", "update", "shell"]),
+            "\"shell\" is not an action",
+        ),
+        (json!(["stop", "remove_image", "remove_app", "start", "update", "stop"]), "lists stop twice"),
         (json!("stop"), "must be a list"),
-        (json!(["stop", "remove_image", "remove_app", 1]), "1 is not an action"),
+        (json!(["stop", "remove_image", "remove_app", "start", "update", 1]), "1 is not an action"),
     ] {
         let error = with(|v| v["approval_required"] = bad.clone()).unwrap_err();
         assert!(error.0.contains("approval_required") && error.0.contains(words), "{bad}: {error}");
@@ -131,13 +141,15 @@ fn approval_required_keeps_the_fixed_minimum_and_accepts_only_additions() {
 fn the_new_keys_at_their_defaults_do_not_change_the_hash() {
     let explicit = with(|v| {
         v["plan_ttl_seconds"] = json!(600);
-        v["approval_required"] = json!(["remove_app", "remove_image", "stop"]);
+        v["approval_required"] = json!(["update", "remove_app", "start", "remove_image", "stop"]);
     })
     .unwrap();
     assert_eq!(explicit.hash(), sample_policy().hash(), "plans made before the keys existed stay valid");
     assert_ne!(with(|v| v["plan_ttl_seconds"] = json!(601)).unwrap().hash(), sample_policy().hash());
-    let deploy =
-        with(|v| v["approval_required"] = json!(["stop", "remove_image", "remove_app", "deploy"])).unwrap();
+    let deploy = with(|v| {
+        v["approval_required"] = json!(["stop", "remove_image", "remove_app", "start", "update", "deploy"])
+    })
+    .unwrap();
     assert_ne!(deploy.hash(), sample_policy().hash());
 }
 

@@ -100,6 +100,8 @@ fn record(app: &str, port: u16, state: AppState) -> AppRecord {
         gateway_container: Some(id('b')),
         plan_id: PlanId::parse(&"0".repeat(32)).unwrap(),
         image_ids: vec![],
+        upstream: None,
+        image_history: vec![],
     }
 }
 
@@ -531,8 +533,9 @@ fn stop_refuses_an_unmanaged_container() {
 
 #[test]
 fn stop_refuses_an_app_that_is_not_running() {
+    // Tried: an app that needs inspection, then one whose containers all exited.
     let mut world = World::with_demo();
-    world.apps.get_mut("demo").unwrap().state = AppState::Stopped;
+    world.apps.get_mut("demo").unwrap().state = AppState::NeedsInspection;
     assert_eq!(world.code(Action::Stop, json!({"app": "demo"})), Code::AppNotRunning);
     let mut world = World::with_demo();
     for c in &mut world.snapshot.containers {
@@ -653,16 +656,18 @@ fn plans_sealed_before_the_newtypes_still_verify_and_derive_byte_identically() {
             "agent".into(),
             1_800_000_000,
         );
-        if action == Action::Deploy {
+        if matches!(action, Action::Deploy | Action::Stop) {
             // Issue 11 reworded deploy's rollback promise (a verified
-            // rollback now removes the app directory too); everything else
+            // rollback now removes the app directory too) and stop's (it
+            // names the start plan that undoes it); everything else
             // derives as it was sealed. An old pending deploy plan is then
             // refused at execute as changed, which is the safe side.
             assert_eq!(again.payload, stored.payload);
             let mut impact = again.impact.clone();
             impact.rollback = stored.impact.rollback.clone();
             assert_eq!(impact, stored.impact);
-            assert!(again.impact.rollback.contains("verified"), "{}", again.impact.rollback);
+            let promise = if action == Action::Deploy { "verified" } else { "start plan" };
+            assert!(again.impact.rollback.contains(promise), "{}", again.impact.rollback);
         } else {
             assert_eq!(again.canonical_json(), golden, "{action:?}");
         }

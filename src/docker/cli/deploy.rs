@@ -59,7 +59,10 @@ impl<R: Runner> DockerCli<R> {
     /// Every container and network that carries this plan's label. Plan ids
     /// are unique and a plan executes once, so these are exactly the objects
     /// this deploy created, even if a call timed out after the engine acted.
-    fn created_by_plan(&self, plan_id: &PlanId) -> Result<(Vec<String>, Vec<String>), EngineError> {
+    pub(super) fn created_by_plan(
+        &self,
+        plan_id: &PlanId,
+    ) -> Result<(Vec<String>, Vec<String>), EngineError> {
         let filter = format!("label={LABEL_PLAN}={plan_id}");
         let containers = self.call(
             "find plan containers",
@@ -76,7 +79,7 @@ impl<R: Runner> DockerCli<R> {
 
     /// Removes what this plan created, best effort: whatever fails here is
     /// found by the verifying listing afterwards.
-    fn remove_created(&self, plan_id: &PlanId, known: &Created) {
+    pub(super) fn remove_created(&self, plan_id: &PlanId, known: &Created) {
         let (mut containers, mut networks) = self.created_by_plan(plan_id).unwrap_or_default();
         containers.extend(known.containers.iter().map(|id| id.as_str().to_owned()));
         containers.sort();
@@ -168,7 +171,7 @@ impl<R: Runner> DockerCli<R> {
         Ok(id)
     }
 
-    fn healthy(&self, port: u16, host: &str) -> bool {
+    pub(super) fn healthy(&self, port: u16, host: &str) -> bool {
         for attempt in 0..self.health.tries {
             if attempt > 0 {
                 std::thread::sleep(self.health.interval);
@@ -185,9 +188,9 @@ impl<R: Runner> DockerCli<R> {
 
 /// What a deploy created so far, by id.
 #[derive(Debug, Default)]
-struct Created {
-    containers: Vec<ContainerId>,
-    networks: Vec<String>,
+pub(super) struct Created {
+    pub(super) containers: Vec<ContainerId>,
+    pub(super) networks: Vec<String>,
     /// This deploy created the app directory and its nginx.conf (the
     /// controller refuses a deploy whose directory exists).
     app_dir: bool,

@@ -15,15 +15,15 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use super::{
-    Controller, EngineProbe, Liveness, audit, engine_unavailable, mark_app, state_allows_use, terms_hold,
-};
-use crate::control::plan::{Payload, Plan, PlanId};
+use super::{Controller, EngineProbe, Liveness, audit, engine_unavailable, state_allows_use, terms_hold};
+use crate::control::plan::{Action, Payload, Plan, PlanId};
 use crate::control::scope;
-use crate::control::validate::{self, AppRecord, AppState, Context};
+use crate::control::validate::{self, AppRecord, Context};
 use crate::control::{Clock, Code, Refusal, refuse};
 use crate::docker::{AppRemoval, Engine, EngineError};
 use crate::store::{AuditOutcome, AuditRow, Event, PlanOutcome};
+
+mod record;
 
 /// The answer to `execute` once the engine was reached.
 #[derive(Debug, Clone, PartialEq)]
@@ -157,11 +157,11 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
         let started = Instant::now();
         let result = self.act(&plan.payload);
         let duration_ms = started.elapsed().as_millis() as u64;
-        // A completed deploy records the image ids its containers run (the
+        // A completed deploy or update records the image ids its containers run (the
         // claim remove_image checks). Read-only, outside any transaction;
         // if the snapshot fails the claim is simply not recorded.
         let after = match (&plan.payload, &result) {
-            (Payload::Deploy { .. }, Ok(_)) => self.engine.snapshot().ok(),
+            (Payload::Deploy { .. } | Payload::Update { .. }, Ok(_)) => self.engine.snapshot().ok(),
             _ => None,
         };
 
@@ -193,7 +193,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 actor: requester.to_owned(),
             };
             tx.finish(id, plan.action, &me, outcome, &row)?;
-            record_apps(tx, &plan, &apps, &result, after.as_ref(), now)?;
+            record::record_apps(tx, &plan, &apps, &result, after.as_ref(), now)?;
             Ok::<_, Refusal>(())
         });
 
@@ -207,9 +207,10 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 "duration_ms": duration_ms,
             }))),
             // Nothing changed, and that is recorded: the plan is `failed`.
-            (Err(error), Ok(())) if error.changed_nothing() => {
-                Ok(Executed::Failed { plan_id: id.clone(), refusal: unchanged_refusal(&error, id) })
-            }
+            (Err(error), Ok(())) if error.changed_nothing() => Ok(Executed::Failed {
+                plan_id: id.clone(),
+                refusal: unchanged_refusal(plan.action, &error, id),
+            }),
             // Engine failed, or it acted and we could not record it. In the
             // second case the plan stays `executing` under our claim; once
             // this process exits, the next helper settles it.
@@ -275,11 +276,18 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 let removal = AppRemoval { app, containers, running, networks, app_dir };
                 self.engine.remove_app(&removal).map(|()| containers.iter().map(|c| c.to_string()).collect())
             }
+            Payload::Start { spec, .. } => self
+                .engine
+                .start(spec)
+                .map(|()| vec![spec.app_container.to_string(), spec.gateway.to_string()]),
+            Payload::Update { spec, .. } => {
+                self.engine.update(spec).map(|new| vec![new.to_string(), spec.gateway.to_string()])
+            }
         }
     }
 }
 
-fn unchanged_refusal(error: &EngineError, id: &PlanId) -> Refusal {
+fn unchanged_refusal(action: Action, error: &EngineError, id: &PlanId) -> Refusal {
     match error {
         EngineError::NginxRejectedAndRestored => Refusal::new(
             Code::NginxRejected,
@@ -296,126 +304,7 @@ fn unchanged_refusal(error: &EngineError, id: &PlanId) -> Refusal {
                  created. Plan {id} is failed; choose another port and prepare a new plan."
             ),
         ),
-        EngineError::RolledBack { cause } => rolled_back_refusal(cause, id),
+        EngineError::RolledBack { cause } => record::rolled_back_refusal(action, cause, id),
         _ => Refusal::new(Code::EngineUnavailable, format!("Plan {id} failed; nothing was changed.")),
     }
-}
-
-/// A deploy that failed and whose rollback was verified: what failed, what
-/// to fix, and that the host is free for the corrected plan.
-fn rolled_back_refusal(cause: &EngineError, id: &PlanId) -> Refusal {
-    const AFTER: &str = "Everything the plan created (containers, networks, app directory) was removed and \
-                         verified gone; nothing is retried and nothing else changed.";
-    match cause {
-        EngineError::HealthCheckFailed => Refusal::new(
-            Code::HealthCheckFailed,
-            format!(
-                "The new app did not answer through its gateway with 2xx/3xx in time, so plan {id} failed and \
-                 was rolled back. {AFTER} Check container_port (the port the app listens on inside its \
-                 container) and that the image serves HTTP there, then prepare a new deploy plan."
-            ),
-        ),
-        EngineError::NginxRejected => Refusal::new(
-            Code::NginxRejected,
-            format!(
-                "nginx rejected the gateway configuration (nginx -t), so plan {id} failed and was rolled back. \
-                 {AFTER} Check server_name, then prepare a new deploy plan."
-            ),
-        ),
-        EngineError::Call { step, .. } => Refusal::new(
-            Code::DeployFailed,
-            format!(
-                "The deploy failed at step '{step}', so plan {id} failed and was rolled back. {AFTER} An \
-                 operator can read the details on the server (volce-lab-host show {id}); a pull that fails \
-                 usually means the registry is unreachable."
-            ),
-        ),
-        _ => Refusal::new(
-            Code::DeployFailed,
-            format!("The deploy failed ({cause}), so plan {id} failed and was rolled back. {AFTER}"),
-        ),
-    }
-}
-
-/// The app records after an execution: what the plan made true, or
-/// `needs_inspection` for the app it touched when the engine failed.
-fn record_apps(
-    tx: &crate::store::Tx<'_>,
-    plan: &Plan,
-    apps: &BTreeMap<String, AppRecord>,
-    result: &Result<Vec<String>, EngineError>,
-    after: Option<&crate::docker::Snapshot>,
-    now: i64,
-) -> Result<(), Refusal> {
-    let ok = result.is_ok();
-    if result.as_ref().is_err_and(EngineError::changed_nothing) {
-        // Nothing changed on the server, so no record changes either: a
-        // deploy refused before its first step holds no name, port or
-        // quota slot, and the app whose nginx.conf was restored is still
-        // running exactly as recorded.
-        return Ok(());
-    }
-    match &plan.payload {
-        Payload::Deploy { image_key, spec, .. } => {
-            let ids: Vec<_> = result
-                .as_ref()
-                .map(|ids| ids.iter().filter_map(|i| crate::docker::ContainerId::parse(i)).collect())
-                .unwrap_or_default();
-            let mut image_ids: Vec<_> = after
-                .map(|s| {
-                    s.containers.iter().filter(|c| ids.contains(&c.id)).map(|c| c.image_id.clone()).collect()
-                })
-                .unwrap_or_default();
-            image_ids.sort();
-            image_ids.dedup();
-            let record = AppRecord {
-                app: spec.app.to_string(),
-                state: if ok { AppState::Running } else { AppState::NeedsInspection },
-                host_port: spec.host_port,
-                container_port: spec.container_port,
-                server_name: spec.server_name.to_string(),
-                image_key: image_key.clone(),
-                app_image: spec.app_image.to_string(),
-                gateway_image: spec.gateway_image.to_string(),
-                nginx_config: spec.nginx_config.clone(),
-                app_dir: spec.app_dir.clone(),
-                app_container: ids.first().cloned(),
-                gateway_container: ids.get(1).cloned(),
-                containers: ids,
-                plan_id: plan.id.clone(),
-                image_ids,
-            };
-            tx.put_app(&record, now)?;
-        }
-        Payload::NginxConfig { app, server_name, new_config, .. } => {
-            if let Some(old) = apps.get(app.as_str()) {
-                let mut record = old.clone();
-                record.plan_id = plan.id.clone();
-                if ok {
-                    record.server_name = server_name.to_string();
-                    record.nginx_config = new_config.clone();
-                } else {
-                    record.state = AppState::NeedsInspection;
-                }
-                tx.put_app(&record, now)?;
-            }
-        }
-        Payload::Stop { app, .. } => {
-            mark_app(
-                tx,
-                app.as_str(),
-                if ok { AppState::Stopped } else { AppState::NeedsInspection },
-                &plan.id,
-                now,
-            )?;
-        }
-        Payload::RemoveImage { .. } => {}
-        // Removed: the record goes, freeing the name, the port and the
-        // quota slot. Failed: nobody knows what is left of it.
-        Payload::RemoveApp { app, .. } if ok => tx.delete_app(app.as_str())?,
-        Payload::RemoveApp { app, .. } => {
-            mark_app(tx, app.as_str(), AppState::NeedsInspection, &plan.id, now)?
-        }
-    }
-    Ok(())
 }

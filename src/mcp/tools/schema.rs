@@ -94,8 +94,8 @@ pub fn plan_input() -> Arc<JsonObject> {
                 "type": "object",
                 "description": "Exactly the parameters of the chosen action (see the tool description).",
                 "properties": {
-                    "app": {"type": "string", "description": "Application name (deploy, nginx_config, stop, remove_app)."},
-                    "image": {"type": "string", "description": "Catalog key of the image to deploy (deploy)."},
+                    "app": {"type": "string", "description": "Application name (deploy, nginx_config, stop, remove_app, start, update)."},
+                    "image": {"type": "string", "description": "Catalog key of the image to deploy or update to (deploy, update)."},
                     "host_port": port("Loopback port of the gateway (deploy)."),
                     "container_port": port("Port the app listens on inside its container (deploy)."),
                     "server_name": {"type": "string", "description": "nginx server_name (deploy, nginx_config)."},
@@ -299,12 +299,12 @@ mod tests {
         assert_eq!(range("since_minutes"), (json!(1), json!(1440)));
         assert_eq!(
             p(&management, "action"),
-            json!(["deploy", "nginx_config", "stop", "remove_image", "remove_app", null])
+            json!(["deploy", "nginx_config", "stop", "remove_image", "remove_app", "start", "update", null])
         );
         let plan = value(plan_input());
         assert_eq!(
             p(&plan, "action"),
-            json!(["deploy", "nginx_config", "stop", "remove_image", "remove_app"])
+            json!(["deploy", "nginx_config", "stop", "remove_image", "remove_app", "start", "update"])
         );
         let port = &plan["properties"]["parameters"]["properties"]["host_port"];
         assert_eq!((port["minimum"].clone(), port["maximum"].clone()), (json!(1024), json!(65535)));

@@ -1,0 +1,241 @@
+//! Validation of the two actions that bring a managed app back or move it
+//! on: `start` (a stopped app) and `update` (a running app to another
+//! catalog image). Pure, like the rest of `validate`; runs in the root
+//! helper at prepare and again at execute.
+//!
+//! Security invariants enforced here:
+//! - both act only on an app we recorded whose labelled container set is
+//!   exactly the recorded one (nothing unmanaged is started or replaced);
+//! - start only starts what is stopped, on the app's recorded port, which
+//!   nothing else may publish or listen on;
+//! - update names a catalog key, never an image reference, and derives
+//!   every name it creates from the app and the plan id.
+
+use serde_json::{Map, Value};
+
+use super::{
+    AppState, Context, MIB, Probe, app_name, exact_keys, not_in_catalog, owned, owned_running, recorded,
+    string,
+};
+use crate::control::plan::{Action, Impact, Payload};
+use crate::control::{Code, Refusal, refuse};
+use crate::docker::{ContainerId, StartSpec, UpdateSpec};
+use crate::nginx::ServerName;
+
+/// Docker states in which a container is, or is about to be, running.
+fn is_up(state: &str) -> bool {
+    matches!(state, "running" | "restarting")
+}
+
+pub(super) fn start(
+    params: &Map<String, Value>,
+    ctx: &Context<'_>,
+    probe: &dyn Probe,
+) -> Result<(Payload, Impact), Refusal> {
+    exact_keys(params, Action::Start)?;
+    let app = app_name(params)?;
+    let record = recorded(&app, ctx)?;
+    match record.state {
+        AppState::Stopped => {}
+        AppState::Running => {
+            return refuse(
+                Code::AppNotStopped,
+                format!("{app} is running already; there is nothing to start."),
+            );
+        }
+        AppState::NeedsInspection => {
+            return refuse(
+                Code::AppNotStopped,
+                format!(
+                    "{app} needs inspection, not a start: after an operator's resolve, a remove_app plan \
+                     cleans it up and a new deploy brings it back."
+                ),
+            );
+        }
+    }
+    let record = owned(&app, record, ctx)?;
+    let (Some(app_container), Some(gateway)) =
+        (record.app_container.clone(), record.gateway_container.clone())
+    else {
+        return refuse(
+            Code::ContainerSetChanged,
+            format!("{app} has no recorded app and gateway container."),
+        );
+    };
+    let mine: Vec<_> = ctx.snapshot.containers.iter().filter(|c| record.containers.contains(&c.id)).collect();
+    if mine.iter().any(|c| is_up(&c.state)) {
+        return refuse(
+            Code::AppNotStopped,
+            format!(
+                "A container of {app} runs although volce-lab stopped it (started outside volce-lab): a stop \
+                 plan brings it back to its recorded state, then start it with a start plan."
+            ),
+        );
+    }
+    let port = record.host_port;
+    let taken = ctx
+        .snapshot
+        .containers
+        .iter()
+        .any(|c| !record.containers.contains(&c.id) && c.ports.iter().any(|p| p.host_port == port));
+    if taken {
+        return refuse(
+            Code::PortPublished,
+            format!(
+                "Another container publishes port {port}, which {app} needs: it cannot start until that port is free."
+            ),
+        );
+    }
+    if !probe.host_port_free(port) {
+        return refuse(
+            Code::PortInUse,
+            format!(
+                "Something listens on 127.0.0.1:{port}, which {app} needs: it cannot start until that port is free."
+            ),
+        );
+    }
+    let Some(server_name) = ServerName::parse(&record.server_name) else {
+        return refuse(
+            Code::ContainerSetChanged,
+            format!("The record of {app} names an invalid server name."),
+        );
+    };
+    let mut containers = record.containers.clone();
+    containers.sort();
+    let names = app.names();
+    let container_names = vec![names.app_container.clone(), names.gateway_container.clone()];
+    let impact = Impact {
+        target: format!("app {app} on 127.0.0.1:{port} for {server_name}"),
+        containers_touched: mine
+            .iter()
+            .map(|c| format!("{} (restart=unless-stopped, started)", c.name))
+            .collect(),
+        data_volumes_deleted: false,
+        shared_nginx_changed: false,
+        rollback: "If a container does not start or the app does not answer through its gateway, both are \
+                   stopped again (restart=no) and seen stopped: the plan then ends failed (rolled_back) and \
+                   blocks nothing."
+            .into(),
+    };
+    let spec = StartSpec { app_container, gateway, host_port: port, server_name };
+    Ok((Payload::Start { app, containers, container_names, spec }, impact))
+}
+
+pub(super) fn update(
+    params: &Map<String, Value>,
+    ctx: &Context<'_>,
+    probe: &dyn Probe,
+) -> Result<(Payload, Impact), Refusal> {
+    exact_keys(params, Action::Update)?;
+    let app = app_name(params)?;
+    let image_key = string(params, "image")?;
+    let Some(app_image) = ctx.policy.catalog.get(image_key) else {
+        return refuse(Code::ImageNotInCatalog, not_in_catalog(ctx.policy));
+    };
+    let record = owned_running(&app, ctx).map_err(|refusal| match refusal.code {
+        Code::AppNotRunning => Refusal::new(
+            Code::AppNotRunning,
+            format!(
+                "{app} is not running: only a running app is updated (a start plan starts a stopped one)."
+            ),
+        ),
+        _ => refusal,
+    })?;
+    if app_image.as_str() == record.app_image {
+        return refuse(
+            Code::ImageUnchanged,
+            format!(
+                "{app} already runs the image the catalog pins for {image_key}: there is nothing to update \
+                 (a new digest for the key comes from the operator's catalog)."
+            ),
+        );
+    }
+    let (Some(old_app), Some(gateway)) = (record.app_container.clone(), record.gateway_container.clone())
+    else {
+        return refuse(
+            Code::ContainerSetChanged,
+            format!("{app} has no recorded app and gateway container."),
+        );
+    };
+    let running =
+        |id: &ContainerId| ctx.snapshot.containers.iter().any(|c| c.id == *id && c.state == "running");
+    if !running(&old_app) || !running(&gateway) {
+        return refuse(
+            Code::AppNotRunning,
+            format!(
+                "A container of {app} is not running: stop it with a stop plan, then start it with a start plan."
+            ),
+        );
+    }
+    let Some(server_name) = ServerName::parse(&record.server_name) else {
+        return refuse(
+            Code::ContainerSetChanged,
+            format!("The record of {app} names an invalid server name."),
+        );
+    };
+    let capacity = probe.capacity()?;
+    let floors = ctx.policy.capacity;
+    if capacity.free_memory_bytes < floors.min_free_memory_mib * MIB
+        || capacity.free_disk_bytes < floors.min_free_disk_mib * MIB
+    {
+        return refuse(
+            Code::InsufficientCapacity,
+            format!(
+                "The host must keep {} MiB of memory and {} MiB of disk free, and the update runs a second \
+                 app container for a moment.",
+                floors.min_free_memory_mib, floors.min_free_disk_mib
+            ),
+        );
+    }
+    let names = app.names();
+    let old_name = ctx.snapshot.containers.iter().find(|c| c.id == old_app).map_or("", |c| c.name.as_str());
+    let plan = ctx.plan_id.as_str();
+    let container_name = format!("{}-{}", names.app_container, &plan[..12]);
+    let check_name = ServerName::parse(&format!("{plan}.update.volce-lab.invalid"))
+        .expect("a plan id is a valid DNS label");
+    let port = record.container_port;
+    let (server, old_upstream) = (server_name.as_str(), record.upstream());
+    let spec = UpdateSpec {
+        plan_id: ctx.plan_id.clone(),
+        app: app.clone(),
+        app_image: app_image.clone(),
+        previous_image: record.app_image.clone(),
+        old_app: old_app.clone(),
+        gateway,
+        host_port: record.host_port,
+        container_port: port,
+        server_name: server_name.clone(),
+        app_dir: record.app_dir.clone(),
+        previous_config: record.nginx_config.clone(),
+        staged_config: crate::nginx::render_staged(
+            server,
+            port,
+            old_upstream,
+            check_name.as_str(),
+            &container_name,
+        ),
+        new_config: crate::nginx::render_for(server, port, &container_name),
+        check_name,
+        container_name: container_name.clone(),
+        limits: ctx.policy.limits.clone(),
+    };
+    let impact = Impact {
+        target: format!("app {app}: image {} -> {image_key} ({app_image})", record.image_key),
+        containers_touched: vec![
+            format!("{container_name} (new, beside the old one)"),
+            format!("{} (config switched to the new container, tested, reloaded)", names.gateway_container),
+            format!("{old_name} (removed once the new one answers)"),
+        ],
+        data_volumes_deleted: false,
+        shared_nginx_changed: false,
+        rollback:
+            "The old container keeps serving until the new one has answered through the gateway twice. \
+                   On any failure before that, the previous nginx.conf is restored and reloaded and the new \
+                   container removed, and that is verified: the plan then ends failed (rolled_back) and \
+                   blocks nothing."
+                .into(),
+    };
+    let mut containers = record.containers.clone();
+    containers.sort();
+    Ok((Payload::Update { image_key: image_key.to_owned(), containers, spec }, impact))
+}

@@ -1,0 +1,250 @@
+//! What an execution leaves in the app records, and the refusal for a plan
+//! whose rollback was verified. Runs as root inside the host helper, within
+//! the transaction that records the outcome (no engine call here).
+
+use std::collections::BTreeMap;
+
+use crate::control::plan::{Action, Payload, Plan, PlanId};
+use crate::control::validate::{AppRecord, AppState, ImageUse};
+use crate::control::{Code, Refusal};
+use crate::docker::{ContainerId, EngineError, UpdateSpec};
+
+use super::super::mark_app;
+
+/// A deploy that failed and whose rollback was verified: what failed, what
+/// to fix, and that the host is free for the corrected plan.
+pub(super) fn rolled_back_refusal(action: Action, cause: &EngineError, id: &PlanId) -> Refusal {
+    match action {
+        Action::Start => return start_rolled_back(cause, id),
+        Action::Update => return update_rolled_back(cause, id),
+        _ => {}
+    }
+    const AFTER: &str = "Everything the plan created (containers, networks, app directory) was removed and \
+                         verified gone; nothing is retried and nothing else changed.";
+    match cause {
+        EngineError::HealthCheckFailed => Refusal::new(
+            Code::HealthCheckFailed,
+            format!(
+                "The new app did not answer through its gateway with 2xx/3xx in time, so plan {id} failed and \
+                 was rolled back. {AFTER} Check container_port (the port the app listens on inside its \
+                 container) and that the image serves HTTP there, then prepare a new deploy plan."
+            ),
+        ),
+        EngineError::NginxRejected => Refusal::new(
+            Code::NginxRejected,
+            format!(
+                "nginx rejected the gateway configuration (nginx -t), so plan {id} failed and was rolled back. \
+                 {AFTER} Check server_name, then prepare a new deploy plan."
+            ),
+        ),
+        EngineError::Call { step, .. } => Refusal::new(
+            Code::DeployFailed,
+            format!(
+                "The deploy failed at step '{step}', so plan {id} failed and was rolled back. {AFTER} An \
+                 operator can read the details on the server (volce-lab-host show {id}); a pull that fails \
+                 usually means the registry is unreachable."
+            ),
+        ),
+        _ => Refusal::new(
+            Code::DeployFailed,
+            format!("The deploy failed ({cause}), so plan {id} failed and was rolled back. {AFTER}"),
+        ),
+    }
+}
+
+/// The app records after an execution: what the plan made true, or
+/// `needs_inspection` for the app it touched when the engine failed.
+pub(super) fn record_apps(
+    tx: &crate::store::Tx<'_>,
+    plan: &Plan,
+    apps: &BTreeMap<String, AppRecord>,
+    result: &Result<Vec<String>, EngineError>,
+    after: Option<&crate::docker::Snapshot>,
+    now: i64,
+) -> Result<(), Refusal> {
+    let ok = result.is_ok();
+    if result.as_ref().is_err_and(EngineError::changed_nothing) {
+        // Nothing changed on the server, so no record changes either: a
+        // deploy refused before its first step holds no name, port or
+        // quota slot, and the app whose nginx.conf was restored is still
+        // running exactly as recorded.
+        return Ok(());
+    }
+    match &plan.payload {
+        Payload::Deploy { image_key, spec, .. } => {
+            let ids: Vec<_> = result
+                .as_ref()
+                .map(|ids| ids.iter().filter_map(|i| ContainerId::parse(i)).collect())
+                .unwrap_or_default();
+            let mut image_ids: Vec<_> = after
+                .map(|s| {
+                    s.containers.iter().filter(|c| ids.contains(&c.id)).map(|c| c.image_id.clone()).collect()
+                })
+                .unwrap_or_default();
+            image_ids.sort();
+            image_ids.dedup();
+            let record = AppRecord {
+                app: spec.app.to_string(),
+                state: if ok { AppState::Running } else { AppState::NeedsInspection },
+                host_port: spec.host_port,
+                container_port: spec.container_port,
+                server_name: spec.server_name.to_string(),
+                image_key: image_key.clone(),
+                app_image: spec.app_image.to_string(),
+                gateway_image: spec.gateway_image.to_string(),
+                nginx_config: spec.nginx_config.clone(),
+                app_dir: spec.app_dir.clone(),
+                app_container: ids.first().cloned(),
+                gateway_container: ids.get(1).cloned(),
+                containers: ids,
+                plan_id: plan.id.clone(),
+                image_ids,
+                upstream: None,
+                image_history: vec![ImageUse {
+                    image_key: image_key.clone(),
+                    app_image: spec.app_image.to_string(),
+                    since: Some(now),
+                }],
+            };
+            tx.put_app(&record, now)?;
+        }
+        Payload::NginxConfig { app, server_name, new_config, .. } => {
+            if let Some(old) = apps.get(app.as_str()) {
+                let mut record = old.clone();
+                record.plan_id = plan.id.clone();
+                if ok {
+                    record.server_name = server_name.to_string();
+                    record.nginx_config = new_config.clone();
+                } else {
+                    record.state = AppState::NeedsInspection;
+                }
+                tx.put_app(&record, now)?;
+            }
+        }
+        Payload::Stop { app, .. } => {
+            mark_app(
+                tx,
+                app.as_str(),
+                if ok { AppState::Stopped } else { AppState::NeedsInspection },
+                &plan.id,
+                now,
+            )?;
+        }
+        Payload::RemoveImage { .. } => {}
+        // Removed: the record goes, freeing the name, the port and the
+        // quota slot. Failed: nobody knows what is left of it.
+        Payload::RemoveApp { app, .. } if ok => tx.delete_app(app.as_str())?,
+        Payload::RemoveApp { app, .. } => {
+            mark_app(tx, app.as_str(), AppState::NeedsInspection, &plan.id, now)?
+        }
+        Payload::Start { app, .. } => {
+            let state = if ok { AppState::Running } else { AppState::NeedsInspection };
+            mark_app(tx, app.as_str(), state, &plan.id, now)?;
+        }
+        Payload::Update { image_key, spec, .. } => {
+            if let Some(old) = apps.get(spec.app.as_str()) {
+                let mut record = old.clone();
+                record.plan_id = plan.id.clone();
+                match result.as_ref().ok().and_then(|ids| ids.first()).and_then(|i| ContainerId::parse(i)) {
+                    Some(new) => updated(&mut record, image_key, spec, new, after, now),
+                    None => record.state = AppState::NeedsInspection,
+                }
+                tx.put_app(&record, now)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The record of an app whose update completed: the new container in the
+/// old one's place, the new image and config, and the image history.
+fn updated(
+    record: &mut AppRecord,
+    image_key: &str,
+    spec: &UpdateSpec,
+    new: ContainerId,
+    after: Option<&crate::docker::Snapshot>,
+    now: i64,
+) {
+    if record.image_history.is_empty() {
+        // A record from before the history: what ran, since when unknown.
+        record.image_history.push(ImageUse {
+            image_key: record.image_key.clone(),
+            app_image: record.app_image.clone(),
+            since: None,
+        });
+    }
+    record.image_history.push(ImageUse {
+        image_key: image_key.to_owned(),
+        app_image: spec.app_image.to_string(),
+        since: Some(now),
+    });
+    record.containers.retain(|c| *c != spec.old_app);
+    record.containers.insert(0, new.clone());
+    // The claim on the old image stays (remove_image may take it once no
+    // container uses it); the new one is added.
+    if let Some(image) =
+        after.and_then(|s| s.containers.iter().find(|c| c.id == new)).map(|c| c.image_id.clone())
+    {
+        record.image_ids.push(image);
+        record.image_ids.sort();
+        record.image_ids.dedup();
+    }
+    record.app_container = Some(new);
+    record.state = AppState::Running;
+    record.image_key = image_key.to_owned();
+    record.app_image = spec.app_image.to_string();
+    record.nginx_config = spec.new_config.clone();
+    record.upstream = Some(spec.container_name.clone());
+}
+
+/// A start whose containers were stopped again and seen stopped.
+fn start_rolled_back(cause: &EngineError, id: &PlanId) -> Refusal {
+    const AFTER: &str = "Both containers were stopped again (restart policy no) and seen stopped: the app is \
+                         stopped as before, nothing is retried and nothing else changed.";
+    match cause {
+        EngineError::HealthCheckFailed => Refusal::new(
+            Code::HealthCheckFailed,
+            format!(
+                "The app did not answer through its gateway with 2xx/3xx in time, so plan {id} failed and was \
+                 rolled back. {AFTER} Read its logs (service_logs) before another start plan."
+            ),
+        ),
+        _ => Refusal::new(
+            Code::StartFailed,
+            format!(
+                "The start failed ({cause}), so plan {id} failed and was rolled back. {AFTER} An operator can \
+                 read the details on the server (volce-lab-host show {id})."
+            ),
+        ),
+    }
+}
+
+/// An update whose new container was removed while the old one kept serving.
+fn update_rolled_back(cause: &EngineError, id: &PlanId) -> Refusal {
+    const AFTER: &str = "The old container kept serving throughout; the new container was removed and the \
+                         previous nginx.conf restored, and that was verified. Nothing is retried.";
+    match cause {
+        EngineError::HealthCheckFailed => Refusal::new(
+            Code::HealthCheckFailed,
+            format!(
+                "The new container did not answer through the gateway with 2xx/3xx in time, so plan {id} \
+                 failed and was rolled back. {AFTER} Check that the image serves HTTP on the app's \
+                 container_port; a new update plan can be made at once."
+            ),
+        ),
+        EngineError::NginxRejected => Refusal::new(
+            Code::NginxRejected,
+            format!(
+                "nginx rejected the switched configuration, so plan {id} failed and was rolled back. {AFTER}"
+            ),
+        ),
+        _ => Refusal::new(
+            Code::UpdateFailed,
+            format!(
+                "The update failed ({cause}), so plan {id} failed and was rolled back. {AFTER} An operator can \
+                 read the details on the server (volce-lab-host show {id})."
+            ),
+        ),
+    }
+}

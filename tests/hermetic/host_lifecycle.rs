@@ -1,0 +1,318 @@
+//! start and update end to end on the fake engine: approval, what the
+//! engine is asked, the app record afterwards, failures whose rollback was
+//! verified (failed, rolled_back, nothing blocked), bad input (a stable
+//! code and nothing changed), and which changes void an approved plan.
+//! Hermetic: no root, no Docker.
+
+use crate::support::fake_engine::*;
+use crate::support::harness::*;
+use serde_json::{Value, json};
+use volce_lab::control::Code;
+use volce_lab::control::plan::PlanId;
+use volce_lab::control::validate::{AppRecord, AppState};
+use volce_lab::docker::{EngineError, LABEL_APP};
+use volce_lab::host::Executed;
+use volce_lab::store::{PlanOutcome, PlanState};
+
+const AGENT: &str = "agent";
+const WEB2: &str = "127.0.0.1:15000/volce-lab/web2@sha256:";
+
+/// A harness whose catalog also offers `web2`.
+fn harness() -> Harness {
+    let mut h = Harness::new();
+    let mut policy = policy_json();
+    policy["catalog"]["web2"] = json!(format!("{WEB2}{}", "d".repeat(64)));
+    h.write_policy(&policy);
+    h
+}
+
+fn refusal<T: std::fmt::Debug>(result: Result<T, volce_lab::control::Refusal>) -> Code {
+    result.expect_err("must be refused").code
+}
+
+/// Prepares, approves (if needed) and executes one plan.
+fn run(h: &Harness, action: &str, parameters: Value) -> (PlanId, Executed) {
+    let mut c = h.controller();
+    let plan = c.prepare(action, &parameters, AGENT).unwrap();
+    if plan.plan.requires_approval {
+        c.approve(&plan.plan.id, &plan.plan.digest, "alice").unwrap();
+    }
+    let executed = c.execute(&plan.plan.id, AGENT).unwrap();
+    (plan.plan.id, executed)
+}
+
+fn completed(h: &Harness, action: &str, parameters: Value) -> PlanId {
+    let (id, executed) = run(h, action, parameters);
+    assert!(matches!(executed, Executed::Completed(_)), "{action}: {executed:?}");
+    id
+}
+
+fn record(h: &Harness, app: &str) -> AppRecord {
+    h.controller().store_for_tests().read(|tx| tx.apps()).unwrap()[app].clone()
+}
+
+fn plan_state(h: &Harness, id: &PlanId) -> (PlanState, Option<PlanOutcome>) {
+    let stored = h.controller().store_for_tests().read(|tx| tx.load_plan(id)).unwrap().unwrap();
+    (stored.state, stored.outcome)
+}
+
+/// `demo` deployed on 18001 and stopped by an approved stop.
+fn stopped_demo(h: &Harness) {
+    completed(h, "deploy", deploy_params("demo", 18001));
+    completed(h, "stop", json!({"app": "demo"}));
+    assert_eq!(record(h, "demo").state, AppState::Stopped);
+}
+
+// --- start -------------------------------------------------------------------
+
+#[test]
+fn the_stop_plan_names_start_as_the_reviewed_way_back() {
+    let h = harness();
+    completed(&h, "deploy", deploy_params("demo", 18001));
+    let stop = h.controller().prepare("stop", &json!({"app": "demo"}), AGENT).unwrap();
+    assert!(stop.plan.impact.rollback.contains("a start plan"), "{}", stop.plan.impact.rollback);
+}
+
+#[test]
+fn start_needs_approval_starts_app_then_gateway_and_records_the_app_running() {
+    let h = harness();
+    stopped_demo(&h);
+    let before = record(&h, "demo");
+    let mut c = h.controller();
+    let plan = c.prepare("start", &json!({"app": "demo"}), AGENT).unwrap();
+    assert!(plan.plan.requires_approval, "start is in the fixed minimum");
+    assert_eq!(refusal(c.execute(&plan.plan.id, AGENT)), Code::ApprovalRequired);
+    assert!(h.show(&plan.plan.id).contains("restart policy unless-stopped"));
+    c.approve(&plan.plan.id, &plan.plan.digest, "alice").unwrap();
+    assert!(matches!(c.execute(&plan.plan.id, AGENT).unwrap(), Executed::Completed(_)));
+    let call = h.engine.mutations().pop().unwrap();
+    let (app, gateway) = (before.app_container.unwrap(), before.gateway_container.unwrap());
+    assert_eq!(
+        call,
+        ["start", app.as_str(), gateway.as_str(), "127.0.0.1:18001", "demo.example.com"],
+        "the recorded ids, app first, checked through its server name"
+    );
+    assert_eq!(record(&h, "demo").state, AppState::Running);
+    assert_eq!(refusal(c.execute(&plan.plan.id, AGENT)), Code::PlanConsumed, "executes once");
+}
+
+#[test]
+fn a_start_whose_rollback_was_verified_ends_failed_rolled_back_and_blocks_nothing() {
+    let h = harness();
+    stopped_demo(&h);
+    let mut c = h.controller();
+    let plan = c.prepare("start", &json!({"app": "demo"}), AGENT).unwrap();
+    c.approve(&plan.plan.id, &plan.plan.digest, "alice").unwrap();
+    h.engine.edit(|s| {
+        s.fail_next = Some(EngineError::RolledBack { cause: Box::new(EngineError::HealthCheckFailed) })
+    });
+    let Executed::Failed { refusal, .. } = c.execute(&plan.plan.id, AGENT).unwrap() else {
+        panic!("a verified rollback is failed, not needs_inspection")
+    };
+    assert_eq!(refusal.code, Code::HealthCheckFailed);
+    assert!(refusal.message.contains("stopped again"), "{}", refusal.message);
+    assert_eq!(plan_state(&h, &plan.plan.id), (PlanState::Failed, Some(PlanOutcome::RolledBack)));
+    assert_eq!(record(&h, "demo").state, AppState::Stopped, "as it was");
+    // Nothing blocked: the next plan is accepted at once.
+    h.controller().prepare("start", &json!({"app": "demo"}), AGENT).unwrap();
+}
+
+#[test]
+fn a_start_that_failed_unverified_needs_inspection() {
+    let h = harness();
+    stopped_demo(&h);
+    h.engine.edit(|s| s.fail_next = Some(EngineError::Host { step: "start container" }));
+    let (id, executed) = run(&h, "start", json!({"app": "demo"}));
+    assert!(matches!(executed, Executed::NeedsInspection { .. }), "{executed:?}");
+    assert_eq!(plan_state(&h, &id).0, PlanState::NeedsInspection);
+    assert_eq!(record(&h, "demo").state, AppState::NeedsInspection);
+}
+
+#[test]
+fn start_refuses_bad_input_and_changes_nothing() {
+    let h = harness();
+    completed(&h, "deploy", deploy_params("demo", 18001));
+    let before = h.engine.mutations().len();
+    let mut c = h.controller();
+    // Tried: an app nobody deployed, a running app, an extra field, approval
+    // smuggled in the parameters, no app, a number for the name, a bad name.
+    for (parameters, code) in [
+        (json!({"app": "ghost"}), Code::AppNotFound),
+        (json!({"app": "demo"}), Code::AppNotStopped),
+        (json!({"app": "demo", "image": "web"}), Code::InvalidParameters),
+        (json!({"app": "demo", "approved": true}), Code::InvalidParameters),
+        (json!({}), Code::InvalidParameters),
+        (json!({"app": 7}), Code::InvalidParameters),
+        (json!({"app": "Demo!"}), Code::InvalidAppName),
+    ] {
+        assert_eq!(refusal(c.prepare("start", &parameters, AGENT)), code, "{parameters}");
+    }
+    // `legacy` is recorded stopped but its containers are gone.
+    assert_eq!(refusal(c.prepare("start", &json!({"app": "legacy"}), AGENT)), Code::ContainerSetChanged);
+    assert_eq!(h.engine.mutations().len(), before, "nothing changed");
+}
+
+#[test]
+fn start_refuses_an_app_started_by_hand_or_whose_port_another_container_took() {
+    let h = harness();
+    stopped_demo(&h);
+    let before = h.engine.mutations().len();
+    // Tried: an operator started the app container by hand.
+    let app = record(&h, "demo").app_container.unwrap();
+    h.engine
+        .edit(|s| s.snapshot.containers.iter_mut().find(|c| c.id == app).unwrap().state = "running".into());
+    assert_eq!(refusal(h.controller().prepare("start", &json!({"app": "demo"}), AGENT)), Code::AppNotStopped);
+    h.engine
+        .edit(|s| s.snapshot.containers.iter_mut().find(|c| c.id == app).unwrap().state = "exited".into());
+    // Tried: something else listens on the app's port now.
+    h.engine.edit(|s| s.busy_ports.push(18001));
+    assert_eq!(refusal(h.controller().prepare("start", &json!({"app": "demo"}), AGENT)), Code::PortInUse);
+    assert_eq!(h.engine.mutations().len(), before, "nothing changed");
+}
+
+#[test]
+fn stop_works_on_an_app_an_operator_started_by_hand() {
+    let h = harness();
+    stopped_demo(&h);
+    let containers = record(&h, "demo").containers;
+    h.engine.edit(|s| {
+        for c in s.snapshot.containers.iter_mut().filter(|c| containers.contains(&c.id)) {
+            c.state = "running".into();
+        }
+    });
+    completed(&h, "stop", json!({"app": "demo"}));
+    assert_eq!(h.engine.mutations().pop().unwrap()[0], "stop");
+    assert_eq!(record(&h, "demo").state, AppState::Stopped);
+    completed(&h, "start", json!({"app": "demo"}));
+}
+
+// --- update ------------------------------------------------------------------
+
+#[test]
+fn update_needs_approval_replaces_the_app_container_and_keeps_the_image_history() {
+    let h = harness();
+    completed(&h, "deploy", deploy_params("demo", 18001));
+    let before = record(&h, "demo");
+    let mut c = h.controller();
+    let plan = c.prepare("update", &json!({"app": "demo", "image": "web2"}), AGENT).unwrap();
+    assert!(plan.plan.requires_approval, "update is in the fixed minimum");
+    assert_eq!(refusal(c.execute(&plan.plan.id, AGENT)), Code::ApprovalRequired);
+    let show = h.show(&plan.plan.id);
+    assert!(show.contains(WEB2) && show.contains(".update.volce-lab.invalid"), "{show}");
+    c.approve(&plan.plan.id, &plan.plan.digest, "alice").unwrap();
+    assert!(matches!(c.execute(&plan.plan.id, AGENT).unwrap(), Executed::Completed(_)));
+    let call = h.engine.mutations().pop().unwrap();
+    let name = format!("vl-demo-app-{}", &plan.plan.id.as_str()[..12]);
+    assert_eq!(call[0], "update");
+    assert_eq!(call[4..], [before.app_container.clone().unwrap().to_string(), name.clone()]);
+    let after = record(&h, "demo");
+    assert_eq!(after.state, AppState::Running);
+    assert_eq!(after.image_key, "web2");
+    assert!(after.app_image.starts_with(WEB2));
+    assert_ne!(after.app_container, before.app_container);
+    assert_eq!(after.gateway_container, before.gateway_container);
+    assert_eq!(after.containers.len(), 2);
+    assert_eq!(after.upstream.as_deref(), Some(name.as_str()));
+    assert!(after.nginx_config.contains(&format!("proxy_pass http://{name}:8080;")));
+    let keys: Vec<&str> = after.image_history.iter().map(|u| u.image_key.as_str()).collect();
+    assert_eq!(keys, ["web", "web2"], "what ran before, then what runs now");
+    assert!(after.image_history.iter().all(|u| u.since.is_some()));
+    // The claim on the old image stays; the new one is added.
+    assert!(after.image_ids.contains(&image('a')) && after.image_ids.contains(&image('e')));
+    // And back: an update from an updated app, and a server-name change on it.
+    completed(&h, "update", json!({"app": "demo", "image": "web"}));
+    assert_eq!(record(&h, "demo").image_history.len(), 3);
+    completed(&h, "nginx_config", json!({"app": "demo", "server_name": "new.example.com"}));
+    let last = record(&h, "demo");
+    assert!(last.nginx_config.contains(&format!("proxy_pass http://{}:8080;", last.upstream.unwrap())));
+}
+
+#[test]
+fn an_update_whose_rollback_was_verified_ends_failed_rolled_back_and_the_next_plan_is_accepted() {
+    let h = harness();
+    completed(&h, "deploy", deploy_params("demo", 18001));
+    let before = record(&h, "demo");
+    h.engine.edit(|s| {
+        s.fail_next = Some(EngineError::RolledBack { cause: Box::new(EngineError::HealthCheckFailed) })
+    });
+    let (id, executed) = run(&h, "update", json!({"app": "demo", "image": "web2"}));
+    let Executed::Failed { refusal, .. } = executed else { panic!("{executed:?}") };
+    assert_eq!(refusal.code, Code::HealthCheckFailed);
+    assert!(refusal.message.contains("old container kept serving"), "{}", refusal.message);
+    assert_eq!(plan_state(&h, &id), (PlanState::Failed, Some(PlanOutcome::RolledBack)));
+    assert_eq!(record(&h, "demo"), before, "the record is as it was");
+    h.controller().prepare("update", &json!({"app": "demo", "image": "web2"}), AGENT).unwrap();
+}
+
+#[test]
+fn update_refuses_bad_input_and_changes_nothing() {
+    let h = harness();
+    completed(&h, "deploy", deploy_params("demo", 18001));
+    completed(&h, "deploy", deploy_params("idle", 18002));
+    completed(&h, "stop", json!({"app": "idle"}));
+    let before = h.engine.mutations().len();
+    let mut c = h.controller();
+    let reference = format!("{WEB2}{}", "d".repeat(64));
+    // Tried: an app nobody deployed, a stopped app, a key not in the
+    // catalog, an image reference instead of a key, the image it runs
+    // already, an extra field, approval smuggled in, a missing image, a
+    // number for the image.
+    for (parameters, code) in [
+        (json!({"app": "ghost", "image": "web2"}), Code::AppNotFound),
+        (json!({"app": "idle", "image": "web2"}), Code::AppNotRunning),
+        (json!({"app": "demo", "image": "nginx"}), Code::ImageNotInCatalog),
+        (json!({"app": "demo", "image": reference}), Code::ImageNotInCatalog),
+        (json!({"app": "demo", "image": "web"}), Code::ImageUnchanged),
+        (json!({"app": "demo", "image": "web2", "host_port": 18005}), Code::InvalidParameters),
+        (json!({"app": "demo", "image": "web2", "approval": "alice"}), Code::InvalidParameters),
+        (json!({"app": "demo"}), Code::InvalidParameters),
+        (json!({"app": "demo", "image": 2}), Code::InvalidParameters),
+    ] {
+        assert_eq!(refusal(c.prepare("update", &parameters, AGENT)), code, "{parameters}");
+    }
+    // Tried: a container labelled as the app that volce-lab did not record.
+    h.engine.edit(|s| {
+        let mut stray = foreign_container(container_id('e'), "stray", used_image(), "running");
+        stray.labels.insert(LABEL_APP.into(), "demo".into());
+        s.snapshot.containers.push(stray);
+    });
+    let code = refusal(c.prepare("update", &json!({"app": "demo", "image": "web2"}), AGENT));
+    assert_eq!(code, Code::ContainerSetChanged);
+    assert_eq!(h.engine.mutations().len(), before, "nothing changed");
+}
+
+// --- what voids an approved plan ---------------------------------------------
+
+#[test]
+fn a_foreign_container_restarting_voids_no_approved_start_or_update_but_a_change_to_the_target_does() {
+    let h = harness();
+    completed(&h, "deploy", deploy_params("demo", 18001));
+    completed(&h, "deploy", deploy_params("idle", 18002));
+    completed(&h, "stop", json!({"app": "idle"}));
+    let mut c = h.controller();
+    let update = c.prepare("update", &json!({"app": "demo", "image": "web2"}), AGENT).unwrap();
+    let start = c.prepare("start", &json!({"app": "idle"}), AGENT).unwrap();
+    for plan in [&update, &start] {
+        c.approve(&plan.plan.id, &plan.plan.digest, "alice").unwrap();
+    }
+    // The foreign `prod` restarts, and another foreign container comes and goes.
+    h.engine.edit(|s| {
+        s.snapshot.containers.iter_mut().find(|c| c.id == prod_id()).unwrap().state = "restarting".into();
+        s.snapshot.containers.push(foreign_container(container_id('7'), "cron", used_image(), "exited"));
+    });
+    // (Start first: the update replaces a container of ours, which voids
+    // every plan made before it, by design; a start changes only states.)
+    assert!(matches!(c.execute(&start.plan.id, AGENT).unwrap(), Executed::Completed(_)));
+    assert!(matches!(c.execute(&update.plan.id, AGENT).unwrap(), Executed::Completed(_)));
+
+    // A change to the target: the app's gateway stops behind volce-lab's back.
+    let plan = c.prepare("update", &json!({"app": "demo", "image": "web"}), AGENT).unwrap();
+    c.approve(&plan.plan.id, &plan.plan.digest, "alice").unwrap();
+    let gateway = record(&h, "demo").gateway_container.unwrap();
+    h.engine.edit(|s| {
+        s.snapshot.containers.iter_mut().find(|c| c.id == gateway).unwrap().state = "exited".into()
+    });
+    let before = h.engine.mutations().len();
+    assert_eq!(refusal(c.execute(&plan.plan.id, AGENT)), Code::SnapshotChanged);
+    assert_eq!(h.engine.mutations().len(), before, "nothing acted");
+}
