@@ -133,6 +133,8 @@ pub struct Context<'a> {
     pub policy: &'a Policy,
     pub snapshot: &'a Snapshot,
     pub apps: &'a BTreeMap<String, AppRecord>,
+    /// The image claims of removed apps: image id -> app (`remove_image`).
+    pub retired: &'a BTreeMap<ImageId, String>,
     /// `<state dir>/apps`.
     pub apps_dir: &'a Path,
     pub plan_id: &'a PlanId,
@@ -495,8 +497,12 @@ fn remove_image(params: &Map<String, Value>, ctx: &Context<'_>) -> Result<(Paylo
     if !ctx.snapshot.images.contains(&image_id) {
         return refuse(Code::ImageNotFound, "No local image has this id.");
     }
-    let used_by: Vec<String> =
+    let mut used_by: Vec<String> =
         ctx.apps.values().filter(|a| a.image_ids.contains(&image_id)).map(|a| a.app.clone()).collect();
+    // An app removed with remove_app keeps its claim on its images.
+    used_by.extend(ctx.retired.get(&image_id).cloned());
+    used_by.sort();
+    used_by.dedup();
     if used_by.is_empty() {
         return refuse(
             Code::ImageNotManaged,

@@ -234,13 +234,14 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
         // Validate outside any write transaction: the snapshot and the
         // probes are docker and host calls, and no write lock is ever held
         // across one (module header).
-        let apps = store.read(|tx| {
+        let (apps, retired) = store.read(|tx| {
             unsettled(tx)?;
-            tx.apps().map_err(Refusal::from)
+            Ok::<_, Refusal>((tx.apps()?, tx.retired_claims()?))
         })?;
         let snapshot = engine.snapshot().map_err(engine_unavailable)?;
         let id = PlanId::random();
-        let ctx = Context { policy, snapshot: &snapshot, apps: &apps, apps_dir, plan_id: &id };
+        let ctx =
+            Context { policy, snapshot: &snapshot, apps: &apps, retired: &retired, apps_dir, plan_id: &id };
         let probe = EngineProbe { engine: &*engine, apps_dir };
         let (payload, impact) = validate::derive(action, parameters, &ctx, &probe)?;
         let snapshot_digest = scope::digest(&snapshot, &payload);
@@ -248,7 +249,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             // Decide again under the lock what the store decides: a plan
             // may have failed, or the records changed, meanwhile.
             unsettled(tx)?;
-            if tx.apps()? != apps {
+            if tx.apps()? != apps || tx.retired_claims()? != retired {
                 return refuse(
                     Code::SnapshotChanged,
                     "volce-lab's records changed while this plan was being made; prepare it again.",

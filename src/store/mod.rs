@@ -7,6 +7,7 @@
 //! rows.rs         row types and the closed name sets stored in columns
 //! database.rs     Store: open, pragmas read back, migrate, transactions
 //! transitions.rs  Tx: conditional transitions, app records, audit rows
+//! claims.rs       Tx: the image claims of removed apps
 //! health.rs       the read-only health report the doctor prints
 //! ```
 //!
@@ -19,6 +20,7 @@
 //! per-request queries are served by indexes.
 
 mod chain;
+mod claims;
 mod database;
 mod health;
 mod rows;

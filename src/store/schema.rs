@@ -220,7 +220,8 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // `audit verify` reports a row without them.
     "ALTER TABLE audit ADD COLUMN prev_hash TEXT CHECK (prev_hash IS NULL OR length(prev_hash) = 64);
     ALTER TABLE audit ADD COLUMN hash TEXT CHECK (hash IS NULL OR length(hash) = 64);",
-    // 5: the actions `start` and `update` in both action CHECK lists.
+    // 5: the actions `start` and `update` in both action CHECK lists, and
+    // `image_claims`: the image ids of removed apps (`claims.rs`).
     // Rebuilt as steps 2 and 3 did (a CHECK cannot be altered), every column
     // copied as it is: the audit rows keep their `prev_hash` and `hash` from
     // step 4, and since an action string is copied byte for byte, every
@@ -292,7 +293,13 @@ pub(super) const MIGRATIONS: &[&str] = &[
     SELECT seq, at, event, plan_id, action, outcome, exit_code, duration_ms, actor, prev_hash, hash FROM audit;
     DROP TABLE audit;
     ALTER TABLE audit_v5 RENAME TO audit;
-    CREATE INDEX audit_plan ON audit (plan_id);",
+    CREATE INDEX audit_plan ON audit (plan_id);
+    CREATE TABLE image_claims (
+        image_id TEXT PRIMARY KEY CHECK (length(image_id) = 71 AND substr(image_id, 1, 7) = 'sha256:'),
+        app TEXT NOT NULL CHECK (length(app) BETWEEN 1 AND 31),
+        plan_id TEXT NOT NULL REFERENCES plans (id),
+        retired_at INTEGER NOT NULL
+    );",
 ];
 
 /// The step after whose SQL the existing audit rows are chained

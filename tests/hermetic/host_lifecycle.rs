@@ -316,3 +316,27 @@ fn a_foreign_container_restarting_voids_no_approved_start_or_update_but_a_change
     assert_eq!(refusal(c.execute(&plan.plan.id, AGENT)), Code::SnapshotChanged);
     assert_eq!(h.engine.mutations().len(), before, "nothing acted");
 }
+
+// --- remove_app keeps volce-lab's claim on the app's images ------------------
+
+#[test]
+fn after_remove_app_and_a_new_deploy_under_the_name_remove_image_takes_the_first_image() {
+    let h = harness();
+    completed(&h, "deploy", deploy_params("demo", 18001));
+    completed(&h, "update", json!({"app": "demo", "image": "web2"}));
+    completed(&h, "remove_app", json!({"app": "demo"}));
+    completed(&h, "deploy", deploy_params("demo", 18001));
+    // The redeploy runs image a again in the fake; take it off so a is unused.
+    h.engine.edit(|s| {
+        for c in s.snapshot.containers.iter_mut().filter(|c| c.image_id == image('a')) {
+            c.image_id = image('f');
+        }
+    });
+    let mut c = h.controller();
+    let plan = c.prepare("remove_image", &json!({"image_id": image('a').as_str()}), AGENT).unwrap();
+    assert!(plan.plan.impact.target.contains("demo"), "{:?}", plan.plan.impact);
+    c.approve(&plan.plan.id, &plan.plan.digest, "alice").unwrap();
+    assert!(matches!(c.execute(&plan.plan.id, AGENT).unwrap(), Executed::Completed(_)));
+    assert!(!h.engine.snapshot_now().images.contains(&image('a')));
+    assert!(!c.store_for_tests().read(|tx| tx.retired_claims()).unwrap().contains_key(&image('a')));
+}

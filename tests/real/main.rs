@@ -18,6 +18,7 @@ mod mcp_local;
 mod docker_engine;
 mod host_real_engine;
 mod host_real_engine_rules;
+mod host_real_lifecycle;
 
 // After scripts/e2e-setup: sshd, the accounts, the sudoers rule, the installed helper.
 mod e2e_doctor;

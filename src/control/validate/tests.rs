@@ -118,6 +118,7 @@ struct World {
     policy: crate::control::policy::Policy,
     snapshot: Snapshot,
     apps: BTreeMap<String, AppRecord>,
+    retired: BTreeMap<ImageId, String>,
     probe: FakeProbe,
     plan_id: PlanId,
 }
@@ -128,6 +129,7 @@ impl World {
             policy: sample_policy(),
             snapshot: base_snapshot(),
             apps: BTreeMap::new(),
+            retired: BTreeMap::new(),
             probe: FakeProbe::default(),
             plan_id: PlanId::parse(&"f".repeat(32)).unwrap(),
         }
@@ -143,6 +145,7 @@ impl World {
             policy: &self.policy,
             snapshot: &self.snapshot,
             apps: &self.apps,
+            retired: &self.retired,
             apps_dir: Path::new("/state/apps"),
             plan_id: &self.plan_id,
         };

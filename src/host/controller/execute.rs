@@ -20,7 +20,7 @@ use crate::control::plan::{Action, Payload, Plan, PlanId};
 use crate::control::scope;
 use crate::control::validate::{self, AppRecord, Context};
 use crate::control::{Clock, Code, Refusal, refuse};
-use crate::docker::{AppRemoval, Engine, EngineError};
+use crate::docker::{AppRemoval, Engine, EngineError, ImageId};
 use crate::store::{AuditOutcome, AuditRow, Event, PlanOutcome};
 
 mod record;
@@ -48,7 +48,7 @@ const PARTIAL: &str = "The change may be partial: an operator must inspect the s
 enum Verdict {
     /// The plan is claimed under this process: verify it against the
     /// engine, then act on it. (Boxed: a plan is large next to a refusal.)
-    Claimed { plan: Box<Plan>, apps: BTreeMap<String, AppRecord> },
+    Claimed { plan: Box<Plan>, apps: BTreeMap<String, AppRecord>, retired: BTreeMap<ImageId, String> },
     /// The plan was invalidated (the policy changed): commit the
     /// invalidation, so it is void for good, then refuse.
     RefuseAfterCommit(Refusal),
@@ -116,17 +116,21 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 tx.claim(id, plan.action, &me, &audit(now, Event::Claimed, AuditOutcome::Ok, requester))?;
                 // The records stay as read here until this plan is finished:
                 // no other plan executes while one is `executing`.
-                Ok(Verdict::Claimed { plan: Box::new(stored.plan.clone()), apps: tx.apps()? })
+                Ok(Verdict::Claimed {
+                    plan: Box::new(stored.plan.clone()),
+                    apps: tx.apps()?,
+                    retired: tx.retired_claims()?,
+                })
             })?
         };
-        let (plan, apps) = match verdict {
-            Verdict::Claimed { plan, apps } => (*plan, apps),
+        let (plan, apps, retired) = match verdict {
+            Verdict::Claimed { plan, apps, retired } => (*plan, apps, retired),
             Verdict::RefuseAfterCommit(refusal) => return Err(refusal),
         };
 
         // Claimed and committed; nothing has been asked of the engine yet.
         // Verify the engine's facts now, and void the plan if they changed.
-        if let Err((why, refusal)) = self.verify_claimed(&plan, &apps) {
+        if let Err((why, refusal)) = self.verify_claimed(&plan, &apps, &retired) {
             let now = self.clock.now();
             let recorded = self.store.write(|tx| match why {
                 // Nothing was changed and nothing is known to have changed:
@@ -227,6 +231,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
         &self,
         plan: &Plan,
         apps: &BTreeMap<String, AppRecord>,
+        retired: &BTreeMap<ImageId, String>,
     ) -> Result<(), (Option<PlanOutcome>, Refusal)> {
         let snapshot = self.engine.snapshot().map_err(|e| (None, engine_unavailable(e)))?;
         let changed = |refusal: Refusal| (Some(PlanOutcome::SnapshotChanged), refusal);
@@ -239,6 +244,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             policy: &self.policy,
             snapshot: &snapshot,
             apps,
+            retired,
             apps_dir: &self.apps_dir,
             plan_id: &plan.id,
         };

@@ -130,10 +130,17 @@ pub(super) fn record_apps(
                 now,
             )?;
         }
+        Payload::RemoveImage { image_id, .. } if ok => tx.drop_claim(image_id)?,
         Payload::RemoveImage { .. } => {}
         // Removed: the record goes, freeing the name, the port and the
         // quota slot. Failed: nobody knows what is left of it.
-        Payload::RemoveApp { app, .. } if ok => tx.delete_app(app.as_str())?,
+        // Its claim on its images stays (remove_image may take them later).
+        Payload::RemoveApp { app, .. } if ok => {
+            if let Some(record) = apps.get(app.as_str()) {
+                tx.retire_claims(app.as_str(), &record.image_ids, &plan.id, now)?;
+            }
+            tx.delete_app(app.as_str())?
+        }
         Payload::RemoveApp { app, .. } => {
             mark_app(tx, app.as_str(), AppState::NeedsInspection, &plan.id, now)?
         }

@@ -1,0 +1,320 @@
+//! An app's whole life on the machine's real Docker engine, through
+//! `volce_lab::host::rpc` with the engine the shipped binary uses and the
+//! test policy of scripts/test-images: deploy -> update to `web2` (the old
+//! version answers throughout, polled every 50 ms) -> update to `broken`
+//! (its health check fails: rolled back, the old one answered throughout,
+//! the next plan is accepted at once) -> stop -> started by hand, stopped
+//! again -> start -> remove_app -> deploy again under the same name and
+//! port -> remove_image of the first image. A foreign container in a
+//! restart loop runs all along and voids nothing; a change to the target
+//! voids an approved plan. Also: remove_app of an app whose containers an
+//! operator removed by hand.
+//! Ignored: needs root, Docker and scripts/test-images; fails loudly
+//! without them. Removes every object it created, even when it fails.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use volce_lab::control::SystemClock;
+use volce_lab::docker::cli::http_get;
+use volce_lab::host::{HostPaths, ProcLiveness};
+
+const TEST_POLICY: &str = "/var/tmp/volce-lab-test/policy.json";
+const DOCKER: &str = "/usr/bin/docker";
+
+fn docker(args: &[&str]) -> (bool, String) {
+    let output = Command::new(DOCKER).args(args).output().expect("docker runs");
+    (output.status.success(), String::from_utf8_lossy(&output.stdout).trim().to_owned())
+}
+
+/// Removes every container and network labelled with one of `apps`, and
+/// the foreign container, whatever happened.
+struct Cleanup {
+    apps: Vec<String>,
+    foreign: String,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let _ = docker(&["rm", "-f", &self.foreign]);
+        for app in &self.apps {
+            let filter = format!("label=io.volce-lab.app={app}");
+            let (_, ids) = docker(&["ps", "-aq", "--no-trunc", "--filter", &filter]);
+            for id in ids.lines() {
+                let _ = docker(&["rm", "-f", id]);
+            }
+            for network in [format!("vl-{app}"), format!("vl-{app}_edge")] {
+                let _ = docker(&["network", "rm", &network]);
+            }
+        }
+    }
+}
+
+struct Host {
+    paths: HostPaths,
+}
+
+impl Host {
+    fn rpc(&self, request: Value) -> Value {
+        let engine = volce_lab::host::real_engine(&self.paths);
+        let reply = volce_lab::host::rpc(
+            &self.paths,
+            engine,
+            SystemClock,
+            ProcLiveness,
+            "vl-agent",
+            request.to_string().as_bytes(),
+        );
+        reply.to_json()
+    }
+
+    /// A plan, as the agent asks for it: (id, digest), or the refusal.
+    fn plan(&self, action: &str, parameters: Value) -> Result<(String, String), Value> {
+        let reply = self.rpc(json!({"operation": "plan", "action": action, "parameters": parameters}));
+        if reply["status"] != "ok" {
+            return Err(reply);
+        }
+        let result = &reply["result"];
+        Ok((result["id"].as_str().unwrap().to_owned(), result["digest"].as_str().unwrap().to_owned()))
+    }
+
+    fn approve(&self, id: &str, digest: &str) {
+        let engine = volce_lab::host::real_engine(&self.paths);
+        volce_lab::host::approve(
+            &self.paths,
+            engine,
+            SystemClock,
+            ProcLiveness,
+            "vl-operator",
+            id,
+            digest,
+            |_, _| volce_lab::host::Decision::Confirmed,
+        )
+        .unwrap();
+    }
+
+    fn execute(&self, id: &str) -> Value {
+        self.rpc(json!({"operation": "execute", "plan_id": id}))
+    }
+
+    /// Plan, approve (every action here needs it but deploy), execute.
+    fn run(&self, action: &str, parameters: Value) -> Value {
+        let (id, digest) = self.plan(action, parameters).unwrap_or_else(|r| panic!("{action} refused: {r}"));
+        if action != "deploy" {
+            self.approve(&id, &digest);
+        }
+        self.execute(&id)
+    }
+
+    fn completed(&self, action: &str, parameters: Value) {
+        let done = self.run(action, parameters);
+        assert_eq!(done["result"]["outcome"], "completed", "{action}: {done}");
+    }
+
+    fn record(&self, app: &str) -> Option<volce_lab::control::validate::AppRecord> {
+        let mut store = volce_lab::store::Store::open(&self.paths.database()).unwrap();
+        store.read(|tx| tx.apps()).unwrap().get(app).cloned()
+    }
+}
+
+/// The page the app serves through the gateway for `host`, if it answers 200.
+fn page(port: u16, host: &str) -> Option<String> {
+    http_get(port, host, Duration::from_secs(2))
+        .filter(|r| r.status == 200)
+        .map(|r| String::from_utf8_lossy(&r.body).trim().to_owned())
+}
+
+/// Polls the app through its gateway every 50 ms while it runs; each
+/// answer must be one of `allowed`. Returns the failures and the longest
+/// time between two good answers.
+struct Poller {
+    stop: Arc<AtomicBool>,
+    handle: std::thread::JoinHandle<(Vec<String>, Duration, usize)>,
+}
+
+impl Poller {
+    fn start(port: u16, host: String, allowed: &'static [&'static str]) -> Poller {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let handle = std::thread::spawn(move || {
+            let (mut failures, mut longest, mut count) = (Vec::new(), Duration::ZERO, 0);
+            let mut last_good = Instant::now();
+            while !flag.load(Ordering::SeqCst) {
+                match page(port, &host) {
+                    Some(body) if allowed.iter().any(|a| body.ends_with(a)) => {
+                        longest = longest.max(last_good.elapsed());
+                        last_good = Instant::now();
+                    }
+                    other => failures.push(format!("{:?}: {other:?}", last_good.elapsed())),
+                }
+                count += 1;
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            (failures, longest, count)
+        });
+        Poller { stop, handle }
+    }
+
+    fn finish(self) -> (Vec<String>, Duration, usize) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.handle.join().unwrap()
+    }
+}
+
+fn free_port() -> u16 {
+    (18500..18999)
+        .find(|p| {
+            std::net::TcpListener::bind(("127.0.0.1", *p)).is_ok()
+                && docker(&["ps", "-aq", "--filter", &format!("publish={p}")]).1.is_empty()
+        })
+        .expect("a free port in the test range")
+}
+
+fn host() -> (tempfile::TempDir, Host) {
+    assert!(nix::unistd::geteuid().is_root(), "needs root (the helper's checks expect root-owned files)");
+    assert!(Path::new(TEST_POLICY).exists(), "{TEST_POLICY} is missing: run scripts/test-images first");
+    let policy: Value = serde_json::from_slice(&std::fs::read(TEST_POLICY).unwrap()).unwrap();
+    for key in ["web", "web2", "broken"] {
+        assert!(
+            policy["catalog"][key].is_string(),
+            "the test catalog lacks {key}: run scripts/test-images again"
+        );
+    }
+    assert!(docker(&["version", "--format", "{{.Server.Version}}"]).0, "the Docker engine is not reachable");
+    let state = tempfile::tempdir().unwrap();
+    let paths =
+        HostPaths { policy: PathBuf::from(TEST_POLICY), state_dir: state.path().join("state"), owner_uid: 0 };
+    (state, Host { paths })
+}
+
+fn image_id(key: &str) -> String {
+    let images: Value =
+        serde_json::from_slice(&std::fs::read("/var/tmp/volce-lab-test/images.json").unwrap()).unwrap();
+    images[key]["image_id"].as_str().unwrap().to_owned()
+}
+
+#[test]
+#[ignore = "real parts: run by scripts/test"]
+fn an_app_lives_its_whole_life_on_the_real_engine_and_a_busy_host_voids_nothing() {
+    let (_state, host) = host();
+    let app = format!("vllife{}", std::process::id());
+    let foreign = format!("vllife-loop-{}", std::process::id());
+    let _cleanup = Cleanup { apps: vec![app.clone()], foreign: foreign.clone() };
+    let server = format!("{app}.test");
+    let port = free_port();
+
+    // A foreign container in a restart loop, all along.
+    let web = image_id("web");
+    let (created, _) =
+        docker(&["run", "-d", "--restart", "always", "--name", &foreign, &web, "/bin/busybox", "false"]);
+    assert!(created, "the restart-looping foreign container starts");
+
+    let deploy =
+        json!({"app": app, "image": "web", "host_port": port, "container_port": 8080, "server_name": server});
+    host.completed("deploy", deploy.clone());
+    assert_eq!(page(port, &server).as_deref(), Some("volce-lab test app: web"));
+
+    // Update to web2: the old version answers until the new one does.
+    let poller = Poller::start(port, server.clone(), &["app: web", "app: web2"]);
+    host.completed("update", json!({"app": app, "image": "web2"}));
+    std::thread::sleep(Duration::from_millis(500));
+    let (failures, longest, polls) = poller.finish();
+    assert!(failures.is_empty(), "the app answered throughout the update: {failures:?}");
+    eprintln!("update web -> web2: {polls} polls, longest gap between good answers {longest:?}");
+    assert_eq!(page(port, &server).as_deref(), Some("volce-lab test app: web2"));
+    let record = host.record(&app).unwrap();
+    assert_eq!(record.image_key, "web2");
+    let (_, names) =
+        docker(&["ps", "-a", "--filter", &format!("label=io.volce-lab.app={app}"), "--format", "{{.Names}}"]);
+    assert_eq!(names.lines().count(), 2, "the old app container is gone: {names}");
+
+    // Update to broken: fails its health check, rolled back, web2 answered throughout.
+    let poller = Poller::start(port, server.clone(), &["app: web2"]);
+    let failed = host.run("update", json!({"app": app, "image": "broken"}));
+    let (failures, longest, polls) = poller.finish();
+    assert_eq!(failed["code"], "health_check_failed", "{failed}");
+    assert!(failures.is_empty(), "the old version answered throughout the failed update: {failures:?}");
+    eprintln!("failed update web2 -> broken: {polls} polls, longest gap {longest:?}");
+    assert_eq!(host.record(&app).unwrap(), record, "the record is as it was");
+    let (_, names) =
+        docker(&["ps", "-a", "--filter", &format!("label=io.volce-lab.app={app}"), "--format", "{{.Names}}"]);
+    assert_eq!(names.lines().count(), 2, "the new container is gone: {names}");
+
+    // The next plan is accepted at once; a change to the target voids an approved one.
+    let (id, digest) = host.plan("stop", json!({"app": app})).expect("nothing is blocked");
+    host.approve(&id, &digest);
+    let gateway = record.gateway_container.clone().unwrap();
+    assert!(docker(&["update", "--restart=no", gateway.as_str()]).0);
+    assert!(docker(&["stop", "--time", "1", gateway.as_str()]).0);
+    assert_eq!(host.execute(&id)["code"], "snapshot_changed", "a change to the target voids the plan");
+    assert!(docker(&["update", "--restart=unless-stopped", gateway.as_str()]).0);
+    assert!(docker(&["start", gateway.as_str()]).0);
+
+    host.completed("stop", json!({"app": app}));
+    assert_eq!(page(port, &server), None, "stopped");
+    // An operator starts it by hand; stop brings record and engine together again.
+    for id in &record.containers {
+        assert!(docker(&["start", id.as_str()]).0);
+    }
+    assert_eq!(host.plan("start", json!({"app": app})).unwrap_err()["code"], "app_not_stopped");
+    host.completed("stop", json!({"app": app}));
+
+    host.completed("start", json!({"app": app}));
+    assert_eq!(page(port, &server).as_deref(), Some("volce-lab test app: web2"));
+    for id in &record.containers {
+        let (_, policy) = docker(&[
+            "inspect",
+            "--format",
+            "{{.State.Status}} {{.HostConfig.RestartPolicy.Name}}",
+            id.as_str(),
+        ]);
+        assert_eq!(policy, "running unless-stopped", "as deploy left it");
+    }
+
+    host.completed("remove_app", json!({"app": app}));
+    assert!(host.record(&app).is_none());
+    host.completed("deploy", json!({"app": app, "image": "web2", "host_port": port, "container_port": 8080, "server_name": server}));
+    assert_eq!(page(port, &server).as_deref(), Some("volce-lab test app: web2"));
+
+    // The first image: used by no container of ours now (the foreign loop
+    // runs it, so it is refused as in use, never forced), then free.
+    let remove = json!({"image_id": web});
+    assert_eq!(host.plan("remove_image", remove.clone()).unwrap_err()["code"], "image_in_use");
+    assert!(docker(&["rm", "-f", &foreign]).0);
+    host.completed("remove_image", remove);
+    assert!(!docker(&["image", "inspect", &web]).0, "the first image is gone");
+    // Put it back for the suites after this one (they pull by digest).
+    let policy: Value = serde_json::from_slice(&std::fs::read(TEST_POLICY).unwrap()).unwrap();
+    assert!(docker(&["pull", "-q", policy["catalog"]["web"].as_str().unwrap()]).0);
+}
+
+#[test]
+#[ignore = "real parts: run by scripts/test"]
+fn remove_app_cleans_up_an_app_whose_containers_an_operator_removed() {
+    let (_state, host) = host();
+    let app = format!("vlgone{}", std::process::id());
+    let _cleanup =
+        Cleanup { apps: vec![app.clone()], foreign: format!("vlgone-none-{}", std::process::id()) };
+    let port = free_port();
+    host.completed(
+        "deploy",
+        json!({"app": app, "image": "web", "host_port": port, "container_port": 8080, "server_name": format!("{app}.test")}),
+    );
+    let record = host.record(&app).unwrap();
+    for id in &record.containers {
+        assert!(docker(&["rm", "-f", id.as_str()]).0);
+    }
+    host.completed("remove_app", json!({"app": app}));
+    assert!(host.record(&app).is_none(), "name, port and slot are free");
+    let (_, networks) = docker(&["network", "ls", "--format", "{{.Name}}"]);
+    assert!(
+        !networks.lines().any(|n| n == format!("vl-{app}") || n == format!("vl-{app}_edge")),
+        "{networks}"
+    );
+    assert!(!record.app_dir.exists());
+}
