@@ -175,6 +175,11 @@ fn free_port() -> u16 {
         .expect("a free port in the test range")
 }
 
+/// One test of this suite at a time: each one's plans are bound to
+/// volce-lab's own containers, and the other's deploys change those (by
+/// design: a change to any of ours voids a plan).
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn host() -> (tempfile::TempDir, Host) {
     assert!(nix::unistd::geteuid().is_root(), "needs root (the helper's checks expect root-owned files)");
     assert!(Path::new(TEST_POLICY).exists(), "{TEST_POLICY} is missing: run scripts/test-images first");
@@ -201,6 +206,7 @@ fn image_id(key: &str) -> String {
 #[test]
 #[ignore = "real parts: run by scripts/test"]
 fn an_app_lives_its_whole_life_on_the_real_engine_and_a_busy_host_voids_nothing() {
+    let _serial = SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let (_state, host) = host();
     let app = format!("vllife{}", std::process::id());
     let foreign = format!("vllife-loop-{}", std::process::id());
@@ -296,6 +302,7 @@ fn an_app_lives_its_whole_life_on_the_real_engine_and_a_busy_host_voids_nothing(
 #[test]
 #[ignore = "real parts: run by scripts/test"]
 fn remove_app_cleans_up_an_app_whose_containers_an_operator_removed() {
+    let _serial = SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let (_state, host) = host();
     let app = format!("vlgone{}", std::process::id());
     let _cleanup =
