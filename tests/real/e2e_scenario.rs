@@ -145,13 +145,82 @@ async fn web_status(agent: &Agent) -> (Answer, Vec<Value>) {
     (web, gateways)
 }
 
-/// Removes the scenario's app when the test ends, passed or failed.
+/// Removes the scenario's app and its foreign container when the test
+/// ends, passed or failed.
 struct Cleanup;
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
         remove_apps(&[APP]);
+        run(DOCKER, &["rm", "-f", FOREIGN], None);
     }
+}
+
+/// A container volce-lab did not create, restarting all through the
+/// scenario's second half: it must void nothing.
+const FOREIGN: &str = "e2e-restart-loop";
+
+/// Plans `action`, has the operator approve it when the plan says it needs
+/// it, and executes it: the execute answer. Replans (at most three times)
+/// when other Docker activity voided it, as [`drifted`] explains.
+async fn planned_and_run(agent: &Agent, action: &str, parameters: Value) -> Answer {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let planned = agent.plan(action, parameters.clone()).await;
+        assert_eq!(planned.status(), "ok", "{action}: {}", planned.structured);
+        let id = plan_id(&planned);
+        if find(&planned.structured, "requires_approval") == Some(&json!(true)) {
+            operator_approves(&id);
+        }
+        let executed = agent.execute(&id).await;
+        if drifted(&executed) && attempt < 3 {
+            eprintln!("{action} plan voided by other Docker activity (snapshot_changed): planning again");
+            continue;
+        }
+        return executed;
+    }
+}
+
+/// Polls the app through its gateway every 50 ms until told to stop: the
+/// failures seen (each answer must end with one of `pages`), the number
+/// of polls.
+fn poll(
+    port: u16,
+    pages: &'static [&'static str],
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<(Vec<String>, usize)> {
+    std::thread::spawn(move || {
+        let (mut failures, mut polls) = (Vec::new(), 0);
+        while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+            match http_get(port, SERVER_NAME) {
+                Some((200, body)) if pages.iter().any(|p| body.trim().ends_with(p)) => {}
+                other => failures.push(format!("{other:?}")),
+            }
+            polls += 1;
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        (failures, polls)
+    })
+}
+
+/// Runs `action` while polling the app; returns the execute answer and
+/// asserts that every poll was answered by one of `pages`.
+async fn polled(
+    agent: &Agent,
+    port: u16,
+    pages: &'static [&'static str],
+    action: &str,
+    parameters: Value,
+) -> Answer {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let poller = poll(port, pages, stop.clone());
+    let answer = planned_and_run(agent, action, parameters).await;
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (failures, polls) = poller.join().unwrap();
+    assert!(failures.is_empty(), "{action}: the app answered throughout ({polls} polls): {failures:?}");
+    eprintln!("{action}: {polls} polls every 50 ms, none failed");
+    answer
 }
 
 #[test]
@@ -270,6 +339,54 @@ fn the_whole_chain_from_agent_to_docker_and_back() {
         step(&format!("remove_image plan refused: {}", planned.structured["code"]));
         let image = run(DOCKER, &["image", "inspect", "-f", "{{.Id}}", &app_image], None);
         assert!(image.ok(), "the image in use must still exist: {image:?}");
+
+        // 9. The rest of an app's life, with a foreign container in a
+        // restart loop all along (it voids nothing: plans are bound to
+        // their targets and volce-lab's own objects).
+        let images: Value = serde_json::from_slice(&std::fs::read("/var/tmp/volce-lab-test/images.json").unwrap())
+            .expect("images.json from scripts/test-images");
+        let web2 = images["web2"]["image_id"].as_str().expect("scripts/test-images built web2");
+        let looping = run(DOCKER, &["run", "-d", "--restart", "always", "--name", FOREIGN, web2, "/bin/busybox", "false"], None);
+        assert!(looping.ok(), "{looping:?}");
+        let started_again = planned_and_run(&agent, "start", json!({"app": APP})).await;
+        assert_eq!(started_again.status(), "ok", "{}", started_again.structured);
+        let (code, _) = http_get(port, SERVER_NAME).expect("served again after start");
+        assert_eq!(code, 200);
+        step("start approved and executed: served again");
+
+        let updated = polled(&agent, port, &["app: web", "app: web2"], "update", json!({"app": APP, "image": "web2"})).await;
+        assert_eq!(updated.status(), "ok", "{}", updated.structured);
+        assert!(http_get(port, SERVER_NAME).is_some_and(|(_, body)| body.trim().ends_with("app: web2")));
+        step("update to web2: the old version answered until the new one did");
+
+        let failed = polled(&agent, port, &["app: web2"], "update", json!({"app": APP, "image": "broken"})).await;
+        assert_eq!(failed.status(), "rejected", "{}", failed.structured);
+        assert_eq!(failed.structured["code"], "health_check_failed", "{}", failed.structured);
+        step("update to broken: health check failed, rolled back, web2 answered throughout");
+
+        let stopped = planned_and_run(&agent, "stop", json!({"app": APP})).await;
+        assert_eq!(stopped.status(), "ok", "the next plan is accepted at once: {}", stopped.structured);
+        let started_again = planned_and_run(&agent, "start", json!({"app": APP})).await;
+        assert_eq!(started_again.status(), "ok", "{}", started_again.structured);
+        let removed = planned_and_run(&agent, "remove_app", json!({"app": APP})).await;
+        assert_eq!(removed.status(), "ok", "{}", removed.structured);
+        assert!(container_state(&format!("vl-{APP}-gateway")).is_none());
+        step("stop, start and remove_app approved and executed");
+
+        let again = planned_and_run(
+            &agent,
+            "deploy",
+            json!({"app": APP, "image": "web2", "host_port": port, "container_port": 8080, "server_name": SERVER_NAME}),
+        )
+        .await;
+        assert_eq!(again.status(), "ok", "the same name and port are free again: {}", again.structured);
+        let first = planned_and_run(&agent, "remove_image", json!({"image_id": app_image})).await;
+        assert_eq!(first.status(), "ok", "the first image is volce-lab's to remove: {}", first.structured);
+        assert!(!run(DOCKER, &["image", "inspect", &app_image], None).ok(), "the first image is gone");
+        step("deployed again under the same name and port; the first image removed");
+        // Back for the suites after this one.
+        let policy: Value = serde_json::from_slice(&std::fs::read("/var/tmp/volce-lab-test/policy.json").unwrap()).unwrap();
+        assert!(run(DOCKER, &["pull", "-q", policy["catalog"]["web"].as_str().unwrap()], None).ok());
 
         let started = Instant::now();
         agent.client.cancel().await.expect("close the MCP session");
