@@ -732,3 +732,5 @@ fn a_failed_logs_call_names_its_step() {
     let error = engine.logs(&id, LogWindow { tail: 5, since_minutes: None }).unwrap_err();
     assert!(matches!(error, EngineError::Call { step: "read container logs", .. }), "{error:?}");
 }
+
+mod lifecycle;
