@@ -19,6 +19,8 @@
 //!   its directory under the state directory; a container labelled with
 //!   the app that we did not record refuses it (never adopted, never
 //!   removed); it never names a volume or an image;
+//! - start and update (`validate/lifecycle.rs`) likewise act only on an
+//!   app we recorded with exactly its recorded container set;
 //! - remove_image needs a full id that an app volce-lab deployed has used
 //!   (recorded in its app record) and that no container, running or
 //!   stopped, uses now: an image volce-lab has no claim on is never removed,
