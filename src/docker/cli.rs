@@ -41,11 +41,14 @@ use super::{
     AppRemoval, Capacity, Container, ContainerId, DeploySpec, Deployed, Engine, EngineError, ImageId,
     LABEL_APP, LogWindow, Snapshot,
 };
+use crate::control::policy::ImageRef;
 use crate::exec::{ExecutionStatus, Outcome, ProcessSpec, minimal_env, run_blocking};
+use crate::nginx::ServerName;
 
 mod argv;
 mod deploy;
 mod parse;
+mod probe;
 
 /// The host probes keep their old paths here (`docker::cli::http_get`, ...).
 pub use super::host_probe::{HttpReply, http_get, port_free};
@@ -420,6 +423,14 @@ impl<R: Runner> Engine for DockerCli<R> {
             }
         }
         remove_app_dir(removal.app_dir)
+    }
+
+    fn resolve_image(&self, reference: &ImageRef) -> Result<Option<ImageId>, EngineError> {
+        self.resolve_image_id(reference)
+    }
+
+    fn gateway_answers(&self, port: u16, server_name: &ServerName) -> bool {
+        self.answers_once(port, server_name)
     }
 }
 

@@ -338,6 +338,13 @@ pub trait Engine {
     /// passes only a recorded id of a managed app and makes the bytes safe
     /// (`crate::logs`) before anything leaves the helper.
     fn logs(&self, container: &ContainerId, window: LogWindow) -> Result<Vec<u8>, EngineError>;
+    /// Read-only: the local image id a pinned catalog reference resolves
+    /// to, or `None` when the engine holds no such image (it would be
+    /// pulled at deploy).
+    fn resolve_image(&self, reference: &ImageRef) -> Result<Option<ImageId>, EngineError>;
+    /// Read-only: whether the gateway on 127.0.0.1:`port` answers a GET of
+    /// `/` for `server_name` with 2xx or 3xx, in one short try.
+    fn gateway_answers(&self, port: u16, server_name: &ServerName) -> bool;
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ mod support;
 mod cli;
 mod docs;
 mod host_controller;
+mod host_inventory;
 mod host_logs;
 mod host_policy_files;
 mod host_processes;
