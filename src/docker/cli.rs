@@ -337,7 +337,7 @@ impl<R: Runner> Engine for DockerCli<R> {
         // so a rename would leave the gateway reading the old file.
         rewrite(&mut file, new_config)?;
         match self.test_and_reload(gateway) {
-            Ok(()) => Ok(()),
+            Ok(()) => self.wait_until_served(gateway, new_config),
             Err(error) => {
                 // Rolling back: every failure from here on names a `restore`
                 // step, so the operator can tell "rejected and restored"

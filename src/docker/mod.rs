@@ -313,8 +313,10 @@ pub trait Engine {
     /// Pull, create network and both containers, test nginx, start, health
     /// check. On failure removes only what this call created, then errs.
     fn deploy(&self, spec: &DeploySpec) -> Result<Deployed, EngineError>;
-    /// Replace the app's nginx.conf in place (same inode), `nginx -t`, reload;
-    /// on failure restore `old_config`, test and reload again, then err:
+    /// Replace the app's nginx.conf in place (same inode), `nginx -t`, reload,
+    /// then wait (bounded) until the gateway answers the new server name
+    /// on its published port, so `completed` means served;
+    /// on a failed test or reload restore `old_config`, test and reload again, then err:
     /// [`EngineError::NginxRejectedAndRestored`] exactly when `nginx -t`
     /// refused the new config and the whole restore succeeded.
     fn update_nginx(
