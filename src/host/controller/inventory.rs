@@ -102,11 +102,11 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
     }
 }
 
+/// App records by name, and the plan that last changed each, by app name.
+type Records = (BTreeMap<String, AppRecord>, BTreeMap<String, StoredPlan>);
+
 /// Every app record, and the plan that last changed each.
-#[allow(clippy::type_complexity)]
-fn records(
-    tx: &crate::store::Tx<'_>,
-) -> Result<(BTreeMap<String, AppRecord>, BTreeMap<String, StoredPlan>), Refusal> {
+fn records(tx: &crate::store::Tx<'_>) -> Result<Records, Refusal> {
     let apps = tx.apps()?;
     let mut last = BTreeMap::new();
     for record in apps.values() {
