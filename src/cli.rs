@@ -50,8 +50,8 @@ pub const RPC_HELP: &str = "Answer one JSON request from stdin (the only command
 Reads one JSON object of at most 16 KiB on stdin; its \"operation\" key names one of five operations, \
 each with exactly these fields and no others:
 
-  {\"operation\":\"gateway_status\"}                     the gateways volce-lab manages
-  {\"operation\":\"inventory\"}                          apps, plans and the engine's objects
+  {\"operation\":\"gateway_status\"}                     each managed app's gateway: state, drift, answers
+  {\"operation\":\"inventory\"}                          managed apps (with drift), the offer, open plans
   {\"operation\":\"plan\",\"action\":A,\"parameters\":{..}}  store a plan; A is deploy, nginx_config, stop, remove_image, remove_app, start or update
   {\"operation\":\"execute\",\"plan_id\":\"<32 hex>\"}       run a stored plan once
   {\"operation\":\"logs\",\"app\":N,\"container\":C,\"tail\":T}   read-only: safe log lines of a managed container

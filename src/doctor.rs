@@ -54,6 +54,16 @@ pub trait Probe {
     /// The store's read-only health report: integrity, schema version,
     /// stuck plans; `None` when no database exists yet (a fresh installation).
     fn store(&self, state_dir: &Path) -> Result<Option<StoreHealth>, String>;
+    /// The managed apps whose record and engine disagree
+    /// (`crate::host::drift`), read without changing anything.
+    fn drift(&self, state_dir: &Path) -> Result<Vec<AppDrift>, String>;
+}
+
+/// A managed app whose record and engine disagree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppDrift {
+    pub app: String,
+    pub reason: crate::host::drift::DriftReason,
 }
 
 /// What the store says about itself (its home is `crate::store`).
@@ -371,6 +381,7 @@ fn check_state(paths: &DoctorPaths, probe: &dyn Probe, findings: &mut Vec<Findin
             if health.stuck_plans.is_empty() {
                 findings.push(ok("plans", "none executing or needing inspection"));
             }
+            check_drift(dir, probe, findings);
             for (plan, state) in health.stuck_plans {
                 findings.push(fail(
                     "plan",
@@ -378,6 +389,31 @@ fn check_state(paths: &DoctorPaths, probe: &dyn Probe, findings: &mut Vec<Findin
                     format!(
                         "volce-lab-host show {plan}; inspect the app's containers and files (HOST-SETUP.md), \
                          then volce-lab-host resolve {plan}"
+                    ),
+                ));
+            }
+        }
+    }
+}
+
+/// Each managed app held against the engine: drift is a finding with the
+/// reviewed change that settles it (the agent plans it, an approver approves).
+fn check_drift(dir: &Path, probe: &dyn Probe, findings: &mut Vec<Finding>) {
+    match probe.drift(dir) {
+        Err(why) => findings.push(fail(
+            "apps",
+            format!("cannot be held against the engine: {why}"),
+            "see the docker finding; volce-lab-host list shows the records meanwhile",
+        )),
+        Ok(drifted) if drifted.is_empty() => findings.push(ok("apps", "every managed app is as recorded")),
+        Ok(drifted) => {
+            for AppDrift { app, reason } in drifted {
+                findings.push(fail(
+                    format!("app {}", crate::text::for_terminal(&app)),
+                    format!("drifted ({}): {}", reason.as_str(), reason.sentence()),
+                    format!(
+                        "{}; the agent plans it (service_plan), you approve it (volce-lab-host list, show, approve)",
+                        reason.fix()
                     ),
                 ));
             }
@@ -405,4 +441,4 @@ pub fn report(findings: &[Finding]) -> (String, bool) {
 mod tests;
 
 mod system;
-pub use system::{SystemProbe, cli, load_policy_images, read_store_health};
+pub use system::{SystemProbe, cli, load_policy_images, read_drift, read_store_health};

@@ -44,6 +44,14 @@ pub const GATEWAY_LISTEN_PORT: u16 = 8080;
 /// The network alias of the app container on the app's private network.
 pub const APP_ALIAS: &str = "app";
 
+/// The server name a config [`render`]ed for one app serves: the value of
+/// its one `server_name` line, if that is a valid name.
+pub fn server_name_of(config: &str) -> Option<ServerName> {
+    let mut names = config.lines().filter_map(|l| l.trim().strip_prefix("server_name ")?.strip_suffix(';'));
+    let name = names.next()?;
+    names.next().is_none().then(|| ServerName::parse(name)).flatten()
+}
+
 /// Renders the whole nginx.conf for one app, whose container answers on
 /// the app network as [`APP_ALIAS`] (as deploy creates it).
 pub fn render(server_name: &str, container_port: u16) -> String {
@@ -147,6 +155,14 @@ mod tests {
             "server_name c1.update.invalid;\n        location / {\n            proxy_pass http://vl-shop-app-1:3000;"
         ));
         assert!(staged.ends_with("    }\n}\n"));
+    }
+
+    #[test]
+    fn the_served_name_is_read_back_from_a_rendered_config_only() {
+        assert_eq!(server_name_of(&render("shop.example", 8080)).unwrap().as_str(), "shop.example");
+        assert_eq!(server_name_of("events {}\n"), None);
+        assert_eq!(server_name_of("server_name a.example;\nserver_name b.example;\n"), None, "two names");
+        assert_eq!(server_name_of("server_name Bad_Name;\n"), None);
     }
 
     #[test]

@@ -42,12 +42,15 @@ use super::{
     AppRemoval, Capacity, Container, ContainerId, DeploySpec, Deployed, Engine, EngineError, ImageId,
     LABEL_APP, LogWindow, Snapshot, StartSpec, UpdateSpec,
 };
+use crate::control::policy::ImageRef;
 use crate::exec::{ExecutionStatus, Outcome, ProcessSpec, minimal_env, run_blocking};
+use crate::nginx::ServerName;
 
 mod argv;
 mod deploy;
 mod lifecycle;
 mod parse;
+mod probe;
 
 /// The host probes keep their old paths here (`docker::cli::http_get`, ...).
 pub use super::host_probe::{HttpReply, http_get, port_free};
@@ -336,7 +339,7 @@ impl<R: Runner> Engine for DockerCli<R> {
         // so a rename would leave the gateway reading the old file.
         rewrite(&mut file, new_config)?;
         match self.test_and_reload(gateway) {
-            Ok(()) => Ok(()),
+            Ok(()) => self.wait_until_served(gateway, new_config),
             Err(error) => {
                 // Rolling back: every failure from here on names a `restore`
                 // step, so the operator can tell "rejected and restored"
@@ -430,6 +433,14 @@ impl<R: Runner> Engine for DockerCli<R> {
             }
         }
         remove_app_dir(removal.app_dir)
+    }
+
+    fn resolve_image(&self, reference: &ImageRef) -> Result<Option<ImageId>, EngineError> {
+        self.resolve_image_id(reference)
+    }
+
+    fn gateway_answers(&self, port: u16, server_name: &ServerName) -> bool {
+        self.answers_once(port, server_name)
     }
 }
 

@@ -356,8 +356,10 @@ pub trait Engine {
     /// Pull, create network and both containers, test nginx, start, health
     /// check. On failure removes only what this call created, then errs.
     fn deploy(&self, spec: &DeploySpec) -> Result<Deployed, EngineError>;
-    /// Replace the app's nginx.conf in place (same inode), `nginx -t`, reload;
-    /// on failure restore `old_config`, test and reload again, then err:
+    /// Replace the app's nginx.conf in place (same inode), `nginx -t`, reload,
+    /// then wait (bounded) until the gateway answers the new server name
+    /// on its published port, so `completed` means served;
+    /// on a failed test or reload restore `old_config`, test and reload again, then err:
     /// [`EngineError::NginxRejectedAndRestored`] exactly when `nginx -t`
     /// refused the new config and the whole restore succeeded.
     fn update_nginx(
@@ -395,6 +397,13 @@ pub trait Engine {
     /// passes only a recorded id of a managed app and makes the bytes safe
     /// (`crate::logs`) before anything leaves the helper.
     fn logs(&self, container: &ContainerId, window: LogWindow) -> Result<Vec<u8>, EngineError>;
+    /// Read-only: the local image id a pinned catalog reference resolves
+    /// to, or `None` when the engine holds no such image (it would be
+    /// pulled at deploy).
+    fn resolve_image(&self, reference: &ImageRef) -> Result<Option<ImageId>, EngineError>;
+    /// Read-only: whether the gateway on 127.0.0.1:`port` answers a GET of
+    /// `/` for `server_name` with 2xx or 3xx, in one short try.
+    fn gateway_answers(&self, port: u16, server_name: &ServerName) -> bool;
 }
 
 #[cfg(test)]

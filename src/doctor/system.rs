@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use super::{DoctorPaths, Probe, StoreHealth, diagnose, report};
+use super::{AppDrift, DoctorPaths, Probe, StoreHealth, diagnose, report};
 
 /// `volce-lab-host doctor` in the shipped binary: the fixed paths, the
 /// system probe, the report on stdout, exit 0 only when all is well.
@@ -44,6 +44,24 @@ pub fn load_policy_images(path: &Path) -> Result<Vec<String>, String> {
 /// a database).
 pub fn read_store_health(state_dir: &Path) -> Result<Option<StoreHealth>, String> {
     crate::store::read_health(&state_dir.join("state.db")).map_err(|e| e.to_string())
+}
+
+/// The managed apps whose record and engine disagree: the records read
+/// only (`crate::store::read_apps`), one engine snapshot, nothing changed.
+pub fn read_drift(state_dir: &Path) -> Result<Vec<AppDrift>, String> {
+    use crate::docker::Engine as _;
+    let apps = crate::store::read_apps(&state_dir.join("state.db")).map_err(|e| e.to_string())?;
+    if apps.is_empty() {
+        return Ok(Vec::new());
+    }
+    let snapshot = crate::docker::cli::DockerCli::new(state_dir).snapshot().map_err(|e| e.to_string())?;
+    Ok(apps
+        .values()
+        .filter_map(|record| {
+            let reason = crate::host::drift::derive(record, &snapshot).drift?;
+            Some(AppDrift { app: record.app.clone(), reason })
+        })
+        .collect())
 }
 
 /// The probe the shipped binary uses: docker and visudo through the bounded
@@ -108,5 +126,9 @@ impl Probe for SystemProbe {
 
     fn store(&self, state_dir: &Path) -> Result<Option<StoreHealth>, String> {
         (self.store)(state_dir)
+    }
+
+    fn drift(&self, state_dir: &Path) -> Result<Vec<AppDrift>, String> {
+        read_drift(state_dir)
     }
 }

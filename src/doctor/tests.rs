@@ -14,6 +14,7 @@ struct FakeProbe {
     groups: Option<Vec<String>>,
     policy: Result<Vec<String>, String>,
     store: Result<Option<StoreHealth>, String>,
+    drift: Result<Vec<AppDrift>, String>,
     asked_groups_for: RefCell<Vec<String>>,
 }
 
@@ -33,6 +34,7 @@ impl Default for FakeProbe {
                 audit_rows: 0,
                 audit_break: None,
             })),
+            drift: Ok(vec![]),
             asked_groups_for: RefCell::new(vec![]),
         }
     }
@@ -57,6 +59,9 @@ impl Probe for FakeProbe {
     }
     fn store(&self, _state_dir: &Path) -> Result<Option<StoreHealth>, String> {
         self.store.clone()
+    }
+    fn drift(&self, _state_dir: &Path) -> Result<Vec<AppDrift>, String> {
+        self.drift.clone()
     }
 }
 
@@ -246,6 +251,22 @@ fn each_broken_probe_variant_fails_its_own_check() {
             "schema",
         ),
         ("plan stuck", FakeProbe { store: Ok(Some(stuck.clone())), ..Default::default() }, "plan"),
+        (
+            "app started by hand after a stop",
+            FakeProbe {
+                drift: Ok(vec![AppDrift {
+                    app: "shop".into(),
+                    reason: crate::host::drift::DriftReason::RecordStoppedButRunning,
+                }]),
+                ..Default::default()
+            },
+            "app shop",
+        ),
+        (
+            "engine unreadable for drift",
+            FakeProbe { drift: Err("no socket".into()), ..Default::default() },
+            "apps",
+        ),
     ];
     for (name, probe, subject) in variants {
         let findings = diagnose(&install.paths, &probe);
@@ -304,4 +325,32 @@ fn a_fresh_installation_without_a_database_is_healthy() {
     let install = install();
     let probe = FakeProbe { store: Ok(None), ..Default::default() };
     assert_eq!(failures(&diagnose(&install.paths, &probe)), Vec::<String>::new());
+}
+
+#[test]
+fn drift_is_a_finding_that_names_the_reviewed_fix() {
+    let install = install();
+    let probe = FakeProbe {
+        drift: Ok(vec![AppDrift {
+            app: "shop".into(),
+            reason: crate::host::drift::DriftReason::ContainersMissing,
+        }]),
+        ..Default::default()
+    };
+    let findings = diagnose(&install.paths, &probe);
+    let finding = findings.iter().find(|f| f.subject == "app shop").expect("a drift finding");
+    assert!(!finding.ok);
+    assert!(finding.detail.contains("containers_missing"), "{}", finding.detail);
+    let fix = finding.fix.as_deref().unwrap();
+    assert!(fix.contains("remove_app") && fix.contains("volce-lab-host list"), "{fix}");
+}
+
+#[test]
+fn drift_asks_no_engine_when_nothing_is_managed_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    assert_eq!(read_drift(dir.path()), Ok(vec![]), "no database yet");
+    drop(crate::store::Store::open(&dir.path().join("state.db")).unwrap());
+    let before = std::fs::read(dir.path().join("state.db")).unwrap();
+    assert_eq!(read_drift(dir.path()), Ok(vec![]), "no app recorded");
+    assert_eq!(std::fs::read(dir.path().join("state.db")).unwrap(), before);
 }

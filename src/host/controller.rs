@@ -28,7 +28,7 @@
 //!   rpc pipeline cannot reach.
 //!
 //! A little over 450 lines: prepare, approve and resolve read best together;
-//! execute, logs and the operator's views live in controller/.
+//! execute, inventory, logs and the operator's views live in controller/.
 
 use std::path::PathBuf;
 
@@ -43,6 +43,7 @@ use crate::docker::{AppName, Capacity, Engine, EngineError};
 use crate::store::{AuditOutcome, AuditRow, Claim, Event, PlanState, Store, StoreError, StoredPlan};
 
 mod execute;
+mod inventory;
 mod logs;
 mod operator;
 
@@ -168,45 +169,6 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             }
             Ok::<_, Refusal>(settled)
         })
-    }
-
-    /// The apps we recorded, the unsettled plan if any, and the engine's view.
-    pub fn inventory(&mut self, actor: &str) -> Result<Value, Refusal> {
-        self.settle_abandoned(actor)?;
-        let (apps, unsettled) = self.store.read(|tx| Ok::<_, Refusal>((tx.apps()?, tx.unsettled_plan()?)))?;
-        let snapshot = self.engine.snapshot().map_err(engine_unavailable)?;
-        let apps: Vec<Value> = apps
-            .values()
-            .map(|a| {
-                json!({
-                    "app": a.app, "state": a.state, "host_port": a.host_port, "container_port": a.container_port,
-                    "server_name": a.server_name, "image": a.image_key, "containers": a.containers,
-                })
-            })
-            .collect();
-        Ok(json!({
-            "apps": apps,
-            "unsettled_plan": unsettled.map(|(id, state)| json!({"plan_id": id, "state": state})),
-            "docker": snapshot,
-        }))
-    }
-
-    /// The gateways we manage and their state.
-    pub fn gateway_status(&self) -> Result<Value, Refusal> {
-        let snapshot = self.engine.snapshot().map_err(engine_unavailable)?;
-        let gateways: Vec<Value> = snapshot
-            .containers
-            .iter()
-            .filter(|c| c.role() == Some("gateway"))
-            .filter_map(|c| {
-                // Only a gateway on the name a deploy gives it; a label that
-                // is not an app name is nobody's app of ours.
-                let app = AppName::parse(c.app()?)?;
-                (c.name == app.names().gateway_container)
-                    .then(|| json!({"name": c.name, "app": app, "state": c.state}))
-            })
-            .collect();
-        Ok(json!({ "gateways": gateways }))
     }
 
     /// Validates and stores a new pending plan.

@@ -37,6 +37,7 @@
 
 pub mod audit;
 pub mod controller;
+pub mod drift;
 mod entry;
 pub mod list;
 pub mod liveness;

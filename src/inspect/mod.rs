@@ -476,28 +476,52 @@ fn output_text(outcome: &Outcome, status: Status) -> String {
 
 /// The helper's `gateway_status` reply (`{"status":"ok","result":{"gateways":
 /// [...]}}`): healthy only when the list is non-empty and every gateway is
-/// `running`. `None` when the answer is not such a reply.
+/// healthy ([`GatewayState::healthy`]). `None` when the answer is not such a reply.
 pub fn gateways_healthy(stdout: &[u8]) -> Option<bool> {
     let gateways = gateway_states(stdout)?;
-    Some(!gateways.is_empty() && gateways.iter().all(|state| state == "running"))
+    Some(!gateways.is_empty() && gateways.iter().all(GatewayState::healthy))
 }
 
-/// The state of every gateway in a `gateway_status` reply.
+/// One managed app's gateway as the helper reports it. The fields beyond
+/// `state` are absent in replies of helpers older than drift: such a
+/// gateway is judged by `state` alone, as it always was.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct GatewayState {
+    /// The app's state as the engine shows it: `running`, `stopped` or
+    /// `drifted` (an older helper: docker's word for the gateway container).
+    pub state: String,
+    /// Stopped by a completed stop plan: a choice, not an outage.
+    #[serde(default)]
+    pub stopped_on_purpose: bool,
+    /// For an app that should run: whether its gateway answered its server name.
+    #[serde(default)]
+    pub answers: Option<bool>,
+}
+
+impl GatewayState {
+    /// An app that should run runs and its gateway answers; an app stopped
+    /// on purpose is fine as it is. Drift is never healthy.
+    pub fn healthy(&self) -> bool {
+        match self.state.as_str() {
+            "running" => self.answers != Some(false),
+            "stopped" => self.stopped_on_purpose,
+            _ => false,
+        }
+    }
+}
+
+/// Every gateway in a `gateway_status` reply.
 /// The reply is read by the one contract (`crate::wire`): an `ok` that names
 /// another operation is not an answer to this request.
-pub fn gateway_states(stdout: &[u8]) -> Option<Vec<String>> {
-    #[derive(Deserialize)]
-    struct Gateway {
-        state: String,
-    }
+pub fn gateway_states(stdout: &[u8]) -> Option<Vec<GatewayState>> {
     #[derive(Deserialize)]
     struct Gateways {
-        gateways: Vec<Gateway>,
+        gateways: Vec<GatewayState>,
     }
     match crate::wire::Reply::parse(stdout).ok()? {
         crate::wire::Reply::Ok { operation: crate::wire::Operation::GatewayStatus, result } => {
             let gateways: Gateways = serde_json::from_value(result).ok()?;
-            Some(gateways.gateways.into_iter().map(|g| g.state).collect())
+            Some(gateways.gateways)
         }
         _ => None,
     }
@@ -511,7 +535,7 @@ fn demo_outcome(config: &Config, command: RemoteCommand) -> Outcome {
                                 /dev/demo        20G  2.0G   18G  10% /\n"
             .to_owned(),
         RemoteCommand::HostRpc => {
-            let reply = r#"{"status":"ok","operation":"gateway_status","result":{"gateways":[{"name":"vl-demo-gateway","state":"running"}]}}"#;
+            let reply = r#"{"status":"ok","operation":"gateway_status","result":{"gateways":[{"answers":true,"app":"demo","container_state":"running","drift":null,"name":"vl-demo-gateway","state":"running","stopped_on_purpose":false}]}}"#;
             format!("{reply}\n")
         }
     };

@@ -146,7 +146,18 @@ fn gateway_evidence(output: &str) -> String {
     if gateways.is_empty() {
         return "no managed gateway: nothing to call healthy".into();
     }
-    let running =
-        gateways.iter().filter(|g| g.get("state").and_then(|s| s.as_str()) == Some("running")).count();
-    format!("{running} of {} gateways running", gateways.len())
+    let state = |g: &serde_json::Value| g.get("state").and_then(|s| s.as_str()).unwrap_or("?").to_owned();
+    let running = gateways.iter().filter(|g| state(g) == "running").count();
+    let mut text = format!("{running} of {} gateways running", gateways.len());
+    for gateway in gateways {
+        let app = gateway.get("app").and_then(|a| a.as_str()).unwrap_or("?");
+        if gateway.get("stopped_on_purpose").and_then(|s| s.as_bool()) == Some(true) {
+            text.push_str(&format!("; {app} stopped on purpose"));
+        } else if let Some(reason) = gateway.pointer("/drift/reason").and_then(|r| r.as_str()) {
+            text.push_str(&format!("; {app} drifted ({reason})"));
+        } else if gateway.get("answers").and_then(|a| a.as_bool()) == Some(false) {
+            text.push_str(&format!("; {app} runs but its gateway does not answer"));
+        }
+    }
+    text
 }

@@ -255,6 +255,27 @@ fn healthy_needs_a_non_empty_all_running_list() {
     assert_eq!(gateways_healthy(other), None);
 }
 
+#[test]
+fn stopped_on_purpose_is_healthy_while_drift_and_silence_are_not() {
+    let reply = |list: &str| {
+        format!(r#"{{"status":"ok","operation":"gateway_status","result":{{"gateways":{list}}}}}"#)
+            .into_bytes()
+    };
+    let up = r#"{"app":"a","state":"running","answers":true,"stopped_on_purpose":false}"#;
+    let stopped = r#"{"app":"b","state":"stopped","answers":null,"stopped_on_purpose":true}"#;
+    assert_eq!(gateways_healthy(&reply(&format!("[{up},{stopped}]"))), Some(true));
+    assert_eq!(gateways_healthy(&reply(&format!("[{stopped}]"))), Some(true), "nothing should run");
+    // Stopped, but not by a stop plan: an outage.
+    let crashed = r#"{"app":"c","state":"stopped","answers":null,"stopped_on_purpose":false}"#;
+    assert_eq!(gateways_healthy(&reply(&format!("[{up},{crashed}]"))), Some(false));
+    // Runs, but the gateway does not answer its server name.
+    let silent = r#"{"app":"d","state":"running","answers":false,"stopped_on_purpose":false}"#;
+    assert_eq!(gateways_healthy(&reply(&format!("[{silent}]"))), Some(false));
+    let drifted = r#"{"app":"e","state":"drifted","answers":null,"stopped_on_purpose":false,
+        "drift":{"reason":"record_stopped_but_running"}}"#;
+    assert_eq!(gateways_healthy(&reply(&format!("[{up},{drifted}]"))), Some(false));
+}
+
 /// Runs the report's three checks and renders them as `inspect` does.
 async fn report(inspector: &Inspector) -> (Vec<(CheckResult, Option<Diagnosis>)>, String) {
     let mut diagnosed = Vec::new();

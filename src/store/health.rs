@@ -68,3 +68,22 @@ pub fn read_health(path: &Path) -> Result<Option<StoreHealth>, rusqlite::Error> 
         audit_break,
     }))
 }
+
+/// Every app record, read as `read_health` reads: a read-only connection,
+/// nothing migrated. For the doctor's drift finding; empty when no
+/// database exists yet.
+pub fn read_apps(
+    path: &Path,
+) -> Result<std::collections::BTreeMap<String, crate::control::validate::AppRecord>, super::StoreError> {
+    if !path.exists() {
+        return Ok(Default::default());
+    }
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(path, flags)?;
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
+    if version < 1 {
+        return Ok(Default::default());
+    }
+    let tx = conn.unchecked_transaction()?;
+    super::transitions::Tx { tx: &tx }.apps()
+}

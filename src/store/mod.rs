@@ -31,7 +31,7 @@ pub use chain::{
     Break, ChainedEntry, Content as ChainContent, GENESIS, Head, Verification, link as chain_link,
 };
 pub use database::{BUSY_TIMEOUT, Store, StoreError};
-pub use health::{StoreHealth, read_health};
+pub use health::{StoreHealth, read_apps, read_health};
 pub use rows::{
     Approval, AuditEntry, AuditOutcome, AuditRow, Claim, Event, PlanOutcome, PlanState, Rejection,
     Resolution, StoredPlan,

@@ -138,7 +138,8 @@ pub struct StoredPlan {
 
 impl StoredPlan {
     /// The JSON the rpc `plan` reply and `show --json` print: every field of
-    /// the immutable plan, then the life cycle beside it.
+    /// the immutable plan, then the life cycle beside it; every time as
+    /// RFC 3339 UTC.
     pub fn to_json(&self) -> serde_json::Value {
         let mut value = serde_json::to_value(&self.plan).expect("plan serializes");
         let object = value.as_object_mut().expect("plan is an object");
@@ -149,6 +150,23 @@ impl StoredPlan {
         object.insert("outcome".into(), serde_json::json!(self.outcome));
         object.insert("resolution".into(), serde_json::json!(self.resolution));
         object.insert("rejection".into(), serde_json::json!(self.rejection));
+        // Times leave the helper as RFC 3339 UTC; the sealed plan (and so
+        // its digest) keeps the Unix seconds it was made with.
+        let time = |at: &mut serde_json::Value| {
+            if let Some(seconds) = at.as_i64() {
+                *at = serde_json::json!(crate::text::rfc3339_seconds(seconds));
+            }
+        };
+        for key in ["created_at", "expires_at", "claimed_at", "finished_at"] {
+            if let Some(at) = object.get_mut(key) {
+                time(at);
+            }
+        }
+        for key in ["approval", "resolution", "rejection"] {
+            if let Some(at) = object.get_mut(key).and_then(|v| v.get_mut("at")) {
+                time(at);
+            }
+        }
         value
     }
 }

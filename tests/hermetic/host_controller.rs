@@ -366,7 +366,10 @@ fn a_change_to_the_target_of_an_approved_stop_voids_it_after_the_claim() {
     assert_eq!(stored.outcome, Some(volce_lab::store::PlanOutcome::SnapshotChanged));
     let inventory = c.inventory(AGENT).unwrap();
     let demo = inventory["apps"].as_array().unwrap().iter().find(|a| a["app"] == "demo").unwrap();
-    assert_eq!(demo["state"], "running", "the record is untouched");
+    assert_eq!(demo["recorded_state"], "running", "the record is untouched");
+    // The engine disagrees with the record now, and inventory says so.
+    assert_eq!(demo["state"], "drifted");
+    assert_eq!(demo["drift"]["reason"], "record_running_but_stopped");
 }
 
 #[test]
@@ -432,7 +435,9 @@ fn an_engine_failure_leaves_needs_inspection_and_blocks_new_plans() {
     assert_eq!(refusal(c.prepare("deploy", &deploy_params("other", 18002), AGENT)), Code::InspectionRequired);
     assert_eq!(h.engine.mutations().len(), 1, "nothing was retried");
     let inventory = c.inventory(AGENT).unwrap();
-    assert_eq!(inventory["apps"][0]["state"], "needs_inspection");
+    assert_eq!(inventory["apps"][0]["recorded_state"], "needs_inspection");
+    assert_eq!(inventory["apps"][0]["state"], "drifted");
+    assert_eq!(inventory["apps"][0]["drift"]["reason"], "needs_inspection");
     assert_eq!(inventory["unsettled_plan"]["state"], "needs_inspection");
 }
 
@@ -540,7 +545,8 @@ fn a_plan_stores_its_payload_and_digest_immutably() {
     ] {
         assert!(json.get(key).is_some(), "{key} missing from {json}");
     }
-    assert_eq!(json["expires_at"], START + 600);
+    assert_eq!(json["expires_at"], "2027-01-15T08:10:00Z", "RFC 3339 UTC, START + 600 s");
+    assert_eq!(json["created_at"], "2027-01-15T08:00:00Z");
     assert_eq!(json["impact"]["data_volumes_deleted"], false);
     assert_eq!(json["payload"]["spec"]["nginx_config"], volce_lab::nginx::render("demo.example.com", 8080));
     assert_eq!(plan.plan.compute_digest(), plan.plan.digest);
@@ -825,7 +831,9 @@ fn resolve_keeps_the_record_of_an_app_whose_containers_still_exist() {
     let text = h.resolve(&id, "bob").unwrap();
     assert!(text.contains("is kept (needs_inspection)") && text.contains("vl-demo-app"), "{text}");
     let inventory = h.controller().inventory(AGENT).unwrap();
-    assert_eq!(inventory["apps"][0]["state"], "needs_inspection");
+    assert_eq!(inventory["apps"][0]["recorded_state"], "needs_inspection");
+    assert_eq!(inventory["apps"][0]["state"], "drifted");
+    assert_eq!(inventory["apps"][0]["drift"]["reason"], "needs_inspection");
     assert_eq!(refusal(h.controller().prepare("stop", &json!({"app": "demo"}), AGENT)), Code::AppNotRunning);
     assert_eq!(
         refusal(h.controller().prepare("deploy", &deploy_params("demo", 18002), AGENT)),
@@ -897,7 +905,7 @@ fn a_failed_restore_still_needs_inspection() {
         c.prepare("nginx_config", &json!({"app": "demo", "server_name": "new.example.com"}), AGENT).unwrap();
     h.engine.edit(|s| s.fail_next = Some(EngineError::Host { step: "restore the previous nginx.conf" }));
     assert!(matches!(c.execute(&plan.plan.id, AGENT).unwrap(), Executed::NeedsInspection { .. }));
-    assert_eq!(c.inventory(AGENT).unwrap()["apps"][0]["state"], "needs_inspection");
+    assert_eq!(c.inventory(AGENT).unwrap()["apps"][0]["recorded_state"], "needs_inspection");
     assert_eq!(refusal(c.prepare("stop", &json!({"app": "demo"}), AGENT)), Code::InspectionRequired);
 }
 
@@ -1480,7 +1488,8 @@ fn a_failed_remove_app_needs_inspection_and_keeps_the_record() {
     assert!(matches!(c.execute(&plan.plan.id, AGENT).unwrap(), Executed::NeedsInspection { .. }));
     let inventory = c.inventory(AGENT).unwrap();
     let demo = inventory["apps"].as_array().unwrap().iter().find(|a| a["app"] == "demo").unwrap();
-    assert_eq!(demo["state"], "needs_inspection");
+    assert_eq!(demo["recorded_state"], "needs_inspection");
+    assert_eq!(demo["state"], "drifted");
 }
 
 #[test]

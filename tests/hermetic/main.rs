@@ -11,6 +11,7 @@ mod cli;
 mod docs;
 mod host_controller;
 mod host_lifecycle;
+mod host_inventory;
 mod host_logs;
 mod host_policy_files;
 mod host_processes;

@@ -57,6 +57,15 @@ fn free_port() -> u16 {
         .expect("a free port in the test range")
 }
 
+/// The suite's tests run on threads of one process; creating 1,000
+/// containers beside a deploy would change what the deploy's plan was
+/// bound to. Each test holds this for its whole run.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 fn rpc(paths: &HostPaths, caller: &str, request: Value) -> Value {
     let reply = volce_lab::host::rpc(
         paths,
@@ -72,6 +81,7 @@ fn rpc(paths: &HostPaths, caller: &str, request: Value) -> Value {
 #[test]
 #[ignore = "real parts: run by scripts/test"]
 fn the_controller_drives_the_real_engine_end_to_end() {
+    let _alone = one_at_a_time();
     assert!(nix::unistd::geteuid().is_root(), "needs root (the helper's checks expect root-owned files)");
     assert!(Path::new(TEST_POLICY).exists(), "{TEST_POLICY} is missing: run scripts/test-images first");
     assert!(
@@ -137,7 +147,12 @@ fn the_controller_drives_the_real_engine_end_to_end() {
     let id = plan["result"]["id"].as_str().unwrap().to_owned();
     let done = rpc(&paths, "vl-agent", json!({"operation": "execute", "plan_id": id}));
     assert_eq!(done["result"]["outcome"], "completed", "{done}");
-    eventually("the new server name is served", || status(port, &format!("new-{app}.test")) == Some(200));
+    // `completed` means served: the new name answers at once, no waiting.
+    assert_eq!(
+        status(port, &format!("new-{app}.test")),
+        Some(200),
+        "the new name answers right after the reply"
+    );
     // Old workers finish gracefully after a reload and may still answer for
     // a moment: wait for them to go.
     eventually("the old name is no longer the app's", || status(port, &format!("{app}.test")) == Some(404));
@@ -199,4 +214,80 @@ fn the_controller_drives_the_real_engine_end_to_end() {
     if let Some(other) = all.lines().find(|i| !ours.iter().any(|o| o == i)) {
         assert_eq!(remove(other)["code"], "image_not_managed", "{other}");
     }
+}
+
+/// Removes the foreign containers the inventory test created, by id.
+struct Foreign(std::sync::Mutex<Vec<String>>);
+
+impl Drop for Foreign {
+    fn drop(&mut self) {
+        let ids = std::mem::take(&mut *self.0.lock().unwrap_or_else(|p| p.into_inner()));
+        for chunk in ids.chunks(200) {
+            let _ = Command::new(DOCKER).arg("rm").args(chunk).output();
+        }
+    }
+}
+
+/// 1,000 bare foreign containers (created, never started, of the test app
+/// image) are counted in the inventory, never described, and the reply
+/// stays under the workstation's 128 KiB reply limit. Before drift-aware
+/// inventory, 650 of them pushed it past the limit for good.
+#[test]
+#[ignore = "real parts: run by scripts/test"]
+fn inventory_with_a_thousand_foreign_containers_stays_small_and_names_none() {
+    let _alone = one_at_a_time();
+    assert!(nix::unistd::geteuid().is_root(), "needs root (the helper's checks expect root-owned files)");
+    let images = docker_lab::read_json("images.json");
+    let web_id = images["web"]["image_id"].as_str().unwrap().to_owned();
+    assert!(
+        !docker(&["image", "inspect", "--format", "{{.Id}}", &web_id]).is_empty(),
+        "run scripts/test-images"
+    );
+    let state = tempfile::tempdir().unwrap();
+    let paths =
+        HostPaths { policy: PathBuf::from(TEST_POLICY), state_dir: state.path().join("state"), owner_uid: 0 };
+    let prefix = format!("vlinv-foreign-{}", std::process::id());
+    let foreign = Foreign(std::sync::Mutex::new(Vec::new()));
+    let started = std::time::Instant::now();
+    // Four at a time: the engine serializes much of create, more gains nothing.
+    std::thread::scope(|scope| {
+        for worker in 0..4 {
+            let (prefix, foreign, web_id) = (&prefix, &foreign, &web_id);
+            scope.spawn(move || {
+                for n in (worker..1000).step_by(4) {
+                    let name = format!("{prefix}-{n}");
+                    let id =
+                        docker(&["create", "--name", &name, "--label", "io.volce-lab.app=EVIL<x>", web_id]);
+                    assert_eq!(id.len(), 64, "docker create {name}: {id}");
+                    foreign.0.lock().unwrap().push(id);
+                }
+            });
+        }
+    });
+    eprintln!("created 1000 foreign containers in {:?}", started.elapsed());
+
+    let started = std::time::Instant::now();
+    let reply = volce_lab::host::rpc(
+        &paths,
+        volce_lab::host::real_engine(&paths),
+        SystemClock,
+        ProcLiveness,
+        "vl-agent",
+        br#"{"operation":"inventory"}"#.as_slice(),
+    );
+    let elapsed = started.elapsed();
+    let line = reply.to_line();
+    eprintln!("inventory with 1000 foreign containers: {} bytes in {elapsed:?}", line.len());
+    let json = reply.to_json();
+    assert_eq!(json["status"], "ok", "{json}");
+    assert!(line.len() < 16 * 1024, "far under the 128 KiB reply limit: {} bytes", line.len());
+    assert!(!line.contains(&prefix) && !line.contains("EVIL"), "a foreign name or label value leaked");
+    let foreign_count = json["result"]["foreign"]["containers"].as_u64().unwrap();
+    assert!(foreign_count >= 1000, "{foreign_count}");
+    let catalog = json["result"]["offer"]["catalog"].as_array().unwrap();
+    let web = catalog.iter().find(|c| c["key"] == "web").expect("the test policy offers web");
+    assert_eq!((web["key"].as_str(), web["present"].as_bool()), (Some("web"), Some(true)), "{web}");
+    assert_eq!(web["image_id"], web_id.as_str(), "the catalog key resolves to the local image");
+    drop(foreign);
+    assert!(docker(&["ps", "-aq", "--filter", &format!("name={prefix}")]).is_empty(), "all removed");
 }

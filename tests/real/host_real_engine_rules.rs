@@ -404,6 +404,15 @@ impl Engine for RejectedConfig {
     fn snapshot(&self) -> Result<Snapshot, EngineError> {
         self.0.snapshot()
     }
+    fn resolve_image(
+        &self,
+        reference: &volce_lab::control::policy::ImageRef,
+    ) -> Result<Option<volce_lab::docker::ImageId>, EngineError> {
+        self.0.resolve_image(reference)
+    }
+    fn gateway_answers(&self, port: u16, server_name: &volce_lab::nginx::ServerName) -> bool {
+        self.0.gateway_answers(port, server_name)
+    }
     fn host_port_free(&self, port: u16) -> bool {
         self.0.host_port_free(port)
     }

@@ -17,10 +17,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sha2::{Digest as _, Sha256};
+use volce_lab::control::policy::ImageRef;
 use volce_lab::docker::{
     AppRemoval, Capacity, Container, ContainerId, DeploySpec, Deployed, Engine, EngineError, ImageId,
     LABEL_APP, LABEL_PLAN, LABEL_ROLE, LogWindow, PublishedPort, Snapshot, StartSpec, UpdateSpec,
 };
+use volce_lab::nginx::ServerName;
 
 pub fn image(c: char) -> ImageId {
     ImageId::parse(&format!("sha256:{}", c.to_string().repeat(64))).unwrap()
@@ -64,6 +66,10 @@ pub struct FakeState {
     pub snapshot_fails: bool,
     /// What `logs` answers per container id (nothing for the others).
     pub logs: BTreeMap<ContainerId, Vec<u8>>,
+    /// What `resolve_image` answers per catalog reference (absent: none).
+    pub local_images: BTreeMap<String, ImageId>,
+    /// Host ports whose gateway does not answer (every other one does).
+    pub silent_ports: Vec<u16>,
 }
 
 #[derive(Clone)]
@@ -103,6 +109,8 @@ impl FakeEngine {
                 fail_next: None,
                 snapshot_fails: false,
                 logs: BTreeMap::new(),
+                local_images: BTreeMap::new(),
+                silent_ports: Vec::new(),
             })),
             log: None,
             block: None,
@@ -350,5 +358,15 @@ impl Engine for FakeEngine {
         self.mutate(vec!["remove_image".into(), image.to_string()])?;
         self.edit(|state| state.snapshot.images.retain(|i| i != image));
         Ok(())
+    }
+
+    // The two read-only probes are not recorded: tests of call lists
+    // count what the controller asks to change or to list.
+    fn resolve_image(&self, reference: &ImageRef) -> Result<Option<ImageId>, EngineError> {
+        Ok(self.state.lock().unwrap().local_images.get(reference.as_str()).cloned())
+    }
+
+    fn gateway_answers(&self, port: u16, _server_name: &ServerName) -> bool {
+        !self.state.lock().unwrap().silent_ports.contains(&port)
     }
 }

@@ -564,23 +564,59 @@ fn app_dir_with(config: &str) -> tempfile::TempDir {
     dir
 }
 
+/// A gateway published on `port` as `docker inspect` with our template
+/// prints it.
+fn gateway_row(port: u16) -> String {
+    format!(
+        r#"{{"id":"{}","name":"/vl-shop-gateway","image":"sha256:{}","state":"running","labels":{{}},"ports":{{"8080/tcp":[{{"HostIp":"127.0.0.1","HostPort":"{port}"}}]}}}}"#,
+        hex('b'),
+        hex('9')
+    )
+}
+
+/// Answers `answers` GETs with `status` on a fresh loopback port, recording
+/// each request's first lines.
+fn serve(status: &'static str, answers: usize) -> (u16, std::sync::Arc<Mutex<Vec<String>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen = std::sync::Arc::new(Mutex::new(Vec::new()));
+    let seen_by_server = seen.clone();
+    std::thread::spawn(move || {
+        for _ in 0..answers {
+            let (mut stream, _) = listener.accept().unwrap();
+            let mut buf = [0u8; 1024];
+            let n = stream.read(&mut buf).unwrap();
+            seen_by_server.lock().unwrap().push(String::from_utf8_lossy(&buf[..n]).into_owned());
+            stream.write_all(format!("HTTP/1.0 {status}\r\n\r\n").as_bytes()).unwrap();
+        }
+    });
+    (port, seen)
+}
+
 #[test]
-fn update_nginx_writes_in_place_tests_and_reloads() {
+fn update_nginx_writes_in_place_tests_reloads_and_waits_for_the_new_name() {
     let dir = app_dir_with("old\n");
     let inode = std::fs::metadata(dir.path().join("nginx.conf")).unwrap().ino();
-    let engine = DockerCli::with_runner(Fake::new(|_| Ok(String::new())), dir.path());
+    let (port, seen) = serve("200 OK", 1);
+    let row = gateway_row(port);
+    let fake = Fake::new(move |args| Ok(if args[0] == "inspect" { row.clone() } else { String::new() }));
+    let engine = DockerCli::with_runner(fake, dir.path());
     let gateway = ContainerId::parse(&hex('b')).unwrap();
-    engine.update_nginx(dir.path(), &gateway, "old\n", "new\n").unwrap();
+    let new = crate::nginx::render("new.example", 8080);
+    engine.update_nginx(dir.path(), &gateway, "old\n", &new).unwrap();
     let path = dir.path().join("nginx.conf");
-    assert_eq!(std::fs::read_to_string(&path).unwrap(), "new\n");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), new);
     assert_eq!(std::fs::metadata(&path).unwrap().ino(), inode, "same inode: the bind mount follows it");
     assert_eq!(
         engine.runner().argv(),
         [
             format!("exec {} /usr/sbin/nginx -t", hex('b')),
             format!("exec {} /usr/sbin/nginx -s reload", hex('b')),
+            format!("inspect --type container --format {INSPECT_TEMPLATE} {}", hex('b')),
         ]
     );
+    let seen = seen.lock().unwrap();
+    assert!(seen[0].starts_with("GET / HTTP/1.0\r\nHost: new.example\r\n"), "{seen:?}");
     let backups: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
@@ -590,6 +626,27 @@ fn update_nginx_writes_in_place_tests_and_reloads() {
     let backup = dir.path().join(&backups[0]);
     assert_eq!(std::fs::read_to_string(&backup).unwrap(), "old\n");
     assert_eq!(std::fs::metadata(&backup).unwrap().mode() & 0o777, 0o600);
+}
+
+/// The reload went through but the new name keeps getting the default
+/// server's 404: not `completed`, and not a clean failure either (the new
+/// configuration is loaded), so the controller records needs_inspection.
+#[test]
+fn a_new_name_that_never_answers_is_an_error_that_needs_an_operator() {
+    let dir = app_dir_with("old\n");
+    let (port, seen) = serve("404 Not Found", 3);
+    let row = gateway_row(port);
+    let fake = Fake::new(move |args| Ok(if args[0] == "inspect" { row.clone() } else { String::new() }));
+    let health =
+        HealthCheck { tries: 3, interval: Duration::from_millis(10), timeout: Duration::from_secs(1) };
+    let engine = DockerCli::with_runner(fake, dir.path()).with_health_check(health);
+    let gateway = ContainerId::parse(&hex('b')).unwrap();
+    let error = engine
+        .update_nginx(dir.path(), &gateway, "old\n", &crate::nginx::render("new.example", 8080))
+        .unwrap_err();
+    assert_eq!(error, EngineError::HealthCheckFailed);
+    assert!(!error.changed_nothing());
+    assert_eq!(seen.lock().unwrap().len(), 3, "polled, bounded by the health check's tries");
 }
 
 #[test]

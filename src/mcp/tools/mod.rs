@@ -90,9 +90,14 @@ pub fn list() -> Vec<Tool> {
 
     let inventory = Tool::new(
         ToolName::ServiceInventory.as_str(),
-        "Read-only: list the Docker applications, gateways, images and plans the host helper manages on \
-         the server. Needs a verified identity (call cloud_check identity first) and management enabled \
-         by the user. In demo mode it answers `demo_only` and runs nothing.",
+        "Read-only: what volce-lab manages on the server. Each managed app with its state as the engine \
+         shows it (`running`, `stopped`, or `drifted` with the reason and the fix), server name, host port, \
+         catalog key and digest, container ids and last plan; the operator's offer (catalog keys and whether \
+         each image is present, the port range with used and free ports, quota used/max, plan lifetime, \
+         which actions need approval); the open plans (approved or not, until when); and counts only of \
+         what volce-lab does not manage. Times are RFC 3339 UTC. Needs a verified identity (call \
+         cloud_check identity first) and management enabled by the user. In demo mode it answers \
+         `demo_only` and runs nothing.",
         schema::inventory_input(),
     )
     .with_title("List managed services (read-only)")

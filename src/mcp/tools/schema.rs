@@ -225,7 +225,7 @@ pub fn management_output() -> Arc<JsonObject> {
             "operation": {"type": "string", "enum": operations},
             "action": {"type": ["string", "null"], "enum": names_or_null(Action::ALL, Action::as_str)},
             "plan_id": {"type": ["string", "null"], "description": "The plan this call is about, when known."},
-            "result": {"type": ["object", "null"], "description": "The host helper's result object when status is ok; null otherwise."}
+            "result": {"type": ["object", "null"], "description": "The host helper's result object when status is ok (every time in it RFC 3339 UTC); null otherwise."}
         }),
         "Result of one management call through the host helper.",
     )

@@ -1,0 +1,127 @@
+//! Drift derivation on hand-made records and snapshots.
+
+use std::collections::BTreeMap;
+
+use super::*;
+use crate::control::plan::PlanId;
+use crate::docker::{ImageId, LABEL_APP};
+
+fn id(c: char) -> ContainerId {
+    ContainerId::parse(&c.to_string().repeat(64)).unwrap()
+}
+
+fn container(c: char, name: &str, app: Option<&str>, state: &str) -> Container {
+    let mut labels = BTreeMap::new();
+    if let Some(app) = app {
+        labels.insert(LABEL_APP.to_owned(), app.to_owned());
+    }
+    Container {
+        id: id(c),
+        name: name.into(),
+        image_id: ImageId::parse(&format!("sha256:{}", "9".repeat(64))).unwrap(),
+        state: state.into(),
+        labels,
+        ports: vec![],
+    }
+}
+
+fn record(state: AppState) -> AppRecord {
+    AppRecord {
+        app: "demo".into(),
+        state,
+        host_port: 18001,
+        container_port: 8080,
+        server_name: "demo.example.com".into(),
+        image_key: "web".into(),
+        app_image: "x".into(),
+        gateway_image: "y".into(),
+        nginx_config: String::new(),
+        app_dir: "/state/apps/demo".into(),
+        containers: vec![id('a'), id('b')],
+        app_container: Some(id('a')),
+        gateway_container: Some(id('b')),
+        plan_id: PlanId::parse(&"0".repeat(32)).unwrap(),
+        image_ids: vec![],
+        upstream: None,
+        image_history: vec![],
+    }
+}
+
+fn snapshot(app: &str, gateway: &str) -> Snapshot {
+    let mut containers = vec![container('f', "someone-elses", None, "running")];
+    if !app.is_empty() {
+        containers.push(container('a', "vl-demo-app", Some("demo"), app));
+    }
+    if !gateway.is_empty() {
+        containers.push(container('b', "vl-demo-gateway", Some("demo"), gateway));
+    }
+    Snapshot { containers, images: vec![], networks: vec![] }
+}
+
+fn drift(state: AppState, snapshot: &Snapshot) -> (EngineState, Option<DriftReason>) {
+    let derived = derive(&record(state), snapshot);
+    (derived.state, derived.drift)
+}
+
+#[test]
+fn record_and_engine_agreeing_is_no_drift() {
+    assert_eq!(drift(AppState::Running, &snapshot("running", "running")), (EngineState::Running, None));
+    assert_eq!(drift(AppState::Stopped, &snapshot("exited", "exited")), (EngineState::Stopped, None));
+}
+
+#[test]
+fn each_disagreement_is_drift_with_its_reason() {
+    use DriftReason::*;
+    let drifted = |reason| (EngineState::Drifted, Some(reason));
+    // An operator started a stopped app by hand.
+    assert_eq!(drift(AppState::Stopped, &snapshot("running", "exited")), drifted(RecordStoppedButRunning));
+    // A container crashed or was stopped by hand.
+    assert_eq!(
+        drift(AppState::Running, &snapshot("running", "restarting")),
+        drifted(RecordRunningButStopped)
+    );
+    // Removed by hand.
+    assert_eq!(drift(AppState::Running, &snapshot("running", "")), drifted(ContainersMissing));
+    assert_eq!(drift(AppState::Stopped, &snapshot("", "")), drifted(ContainersMissing));
+    // Removed and recreated under the same name: a different id.
+    let mut replaced = snapshot("running", "");
+    replaced.containers.push(container('c', "vl-demo-gateway", None, "running"));
+    assert_eq!(drift(AppState::Running, &replaced), drifted(ContainersMissing));
+    let mut extra = snapshot("running", "running");
+    extra.containers.push(container('c', "anything", Some("demo"), "running"));
+    assert_eq!(drift(AppState::Running, &extra), drifted(ContainersReplaced));
+    // Resolved or not, an unverified plan means nobody knows what runs.
+    assert_eq!(drift(AppState::NeedsInspection, &snapshot("running", "running")), drifted(NeedsInspection));
+}
+
+#[test]
+fn containers_are_reported_by_recorded_id_with_missing_ones_named() {
+    let derived = derive(&record(AppState::Running), &snapshot("running", ""));
+    assert_eq!(
+        derived.containers,
+        vec![
+            ContainerView { role: Role::App, id: id('a'), state: "running".into() },
+            ContainerView { role: Role::Gateway, id: id('b'), state: "missing".into() },
+        ]
+    );
+}
+
+#[test]
+fn a_foreign_container_belongs_to_no_app() {
+    let snapshot = snapshot("running", "running");
+    let owned: Vec<bool> =
+        snapshot.containers.iter().map(|c| belongs_to(&record(AppState::Running), c)).collect();
+    assert_eq!(owned, [false, true, true]);
+}
+
+#[test]
+fn every_reason_names_a_fix() {
+    use strum::VariantArray as _;
+    for reason in DriftReason::VARIANTS {
+        assert!(!reason.sentence().is_empty() && !reason.fix().is_empty());
+        assert_eq!(serde_json::to_value(reason).unwrap(), reason.as_str());
+    }
+    for state in EngineState::VARIANTS {
+        assert_eq!(serde_json::to_value(state).unwrap(), state.as_str());
+    }
+}

@@ -1,0 +1,228 @@
+//! What `service_inventory` and web_status's `gateway_status` say, on a
+//! fake engine: the managed apps held against the engine (drift), the
+//! operator's offer, the open plans, foreign objects as counts only, and a
+//! reply that stays small however busy the engine is. Hermetic.
+
+use std::collections::BTreeMap;
+
+use crate::support::fake_engine::*;
+use crate::support::harness::*;
+use serde_json::{Value, json};
+use volce_lab::docker::{ContainerId, ImageId, LABEL_APP, LABEL_ROLE, PublishedPort};
+use volce_lab::host::Executed;
+
+const AGENT: &str = "agent";
+/// The workstation's reply limit (`volce_lab::mcp::rpc::RPC_LIMITS`).
+const REPLY_LIMIT: usize = 128 * 1024;
+
+fn deploy(h: &Harness, app: &str, port: u16) {
+    let mut c = h.controller();
+    let plan = c.prepare("deploy", &deploy_params(app, port), AGENT).unwrap();
+    assert!(matches!(c.execute(&plan.plan.id, AGENT).unwrap(), Executed::Completed(_)));
+}
+
+fn stop(h: &Harness, app: &str) {
+    let mut c = h.controller();
+    let plan = c.prepare("stop", &json!({"app": app}), AGENT).unwrap();
+    c.approve(&plan.plan.id, &plan.plan.digest, "alice").unwrap();
+    assert!(matches!(c.execute(&plan.plan.id, AGENT).unwrap(), Executed::Completed(_)));
+}
+
+fn numbered_id(n: usize) -> ContainerId {
+    ContainerId::parse(&format!("{n:064x}")).unwrap()
+}
+
+fn app<'a>(inventory: &'a Value, name: &str) -> &'a Value {
+    inventory["apps"].as_array().unwrap().iter().find(|a| a["app"] == name).unwrap()
+}
+
+fn gateway<'a>(status: &'a Value, name: &str) -> &'a Value {
+    status["gateways"].as_array().unwrap().iter().find(|g| g["app"] == name).unwrap()
+}
+
+/// 10,000 foreign containers, each with a name, an image, a published port
+/// and labels (ours among them, with values no app name may have): the
+/// reply names none of it and stays far under the workstation's limit.
+#[test]
+fn ten_thousand_foreign_containers_are_counted_never_described() {
+    let h = Harness::new();
+    deploy(&h, "demo", 18001);
+    h.engine.edit(|s| {
+        for n in 0..10_000 {
+            let mut labels = BTreeMap::new();
+            // A label value outside the app-name grammar, and one inside it
+            // that no record of ours has.
+            labels.insert(
+                LABEL_APP.to_owned(),
+                if n % 2 == 0 { format!("EVIL<{n}>") } else { format!("ghost{n}") },
+            );
+            labels.insert(LABEL_ROLE.to_owned(), "gateway".to_owned());
+            let mut c = foreign_container(
+                numbered_id(n + 1),
+                &format!("secret-name-{n}"),
+                ImageId::parse(&format!("sha256:{:064x}", n + 7)).unwrap(),
+                "running",
+            );
+            c.labels = labels;
+            c.ports = vec![PublishedPort {
+                host_ip: "0.0.0.0".into(),
+                host_port: 18500,
+                container_port: 1,
+                protocol: "tcp".into(),
+            }];
+            s.snapshot.containers.push(c);
+            s.snapshot.images.push(c_image(n));
+        }
+        s.snapshot = std::mem::take(&mut s.snapshot).normalize();
+    });
+    let reply = h.rpc(AGENT, br#"{"operation":"inventory"}"#);
+    let line = reply.to_line();
+    assert!(line.len() < REPLY_LIMIT / 8, "inventory is {} bytes", line.len());
+    for leaked in ["secret-name", "EVIL", "ghost", "prod", &format!("{:064x}", 8)] {
+        assert!(!line.contains(leaked), "{leaked} leaked into the inventory");
+    }
+    let inventory = reply.to_json()["result"].clone();
+    assert_eq!(inventory["foreign"]["containers"], 10_001, "prod and the 10,000");
+    assert_eq!(inventory["offer"]["ports"]["taken_by_others"], 1, "18500, counted, not named");
+    assert_eq!(app(&inventory, "demo")["state"], "running");
+    // Gateway status speaks only of our records too.
+    let status = h.rpc(AGENT, br#"{"operation":"gateway_status"}"#).to_line();
+    assert!(status.len() < 4096 && !status.contains("EVIL") && !status.contains("ghost"), "{status}");
+}
+
+fn c_image(n: usize) -> ImageId {
+    ImageId::parse(&format!("sha256:{:064x}", n + 7)).unwrap()
+}
+
+#[test]
+fn the_offer_says_what_may_be_deployed_where_and_how_much() {
+    let h = Harness::new();
+    let reference = policy_json()["catalog"]["web"].as_str().unwrap().to_owned();
+    h.engine.edit(|s| {
+        s.local_images.insert(reference.clone(), image('e'));
+    });
+    deploy(&h, "demo", 18001);
+    let inventory = h.controller().inventory(AGENT).unwrap();
+    let offer = &inventory["offer"];
+    assert_eq!(
+        offer["catalog"],
+        json!([{"key": "web", "reference": reference, "present": true, "image_id": image('e')}])
+    );
+    assert_eq!(offer["gateway_image"]["present"], false);
+    assert_eq!(offer["gateway_image"]["image_id"], Value::Null);
+    let ports = &offer["ports"];
+    assert_eq!((ports["first"].clone(), ports["last"].clone()), (json!(18000), json!(18999)));
+    // The harness also holds a stopped record `legacy` on 18990.
+    assert_eq!(ports["used"], json!([{"port": 18001, "app": "demo"}, {"port": 18990, "app": "legacy"}]));
+    assert_eq!(ports["free_count"], 998);
+    assert_eq!(ports["free"], json!([[18000, 18000], [18002, 18989], [18991, 18999]]));
+    assert_eq!(ports["free_ranges_truncated"], false);
+    assert_eq!(offer["quota"], json!({"used": 2, "max": 4}));
+    assert_eq!(offer["plan_ttl_seconds"], 600);
+    assert_eq!(offer["approval_required"], json!(["stop", "remove_image", "remove_app", "start", "update"]));
+    assert_eq!(
+        offer["actions"],
+        json!(["deploy", "nginx_config", "stop", "remove_image", "remove_app", "start", "update"])
+    );
+    let demo = app(&inventory, "demo");
+    assert_eq!(demo["server_name"], "demo.example.com");
+    assert_eq!(demo["host_port"], 18001);
+    assert_eq!(demo["image"]["key"], "web");
+    assert_eq!(demo["image"]["digest"], format!("sha256:{}", "a".repeat(64)));
+    let roles: Vec<&Value> = demo["containers"].as_array().unwrap().iter().map(|c| &c["role"]).collect();
+    assert_eq!(roles, [&json!("app"), &json!("gateway")]);
+    assert_eq!(demo["last_plan"]["action"], "deploy");
+    assert_eq!(demo["last_plan"]["state"], "completed");
+    assert_eq!(demo["last_plan"]["requested_at"], "2027-01-15T08:00:00Z");
+    assert_eq!(inventory["generated_at"], "2027-01-15T08:00:00Z");
+}
+
+/// Ports scattered over the range give many free ranges: only the first 16
+/// are listed, and the count still counts them all.
+#[test]
+fn free_port_ranges_are_bounded() {
+    let h = Harness::new();
+    h.engine.edit(|s| {
+        for n in 0..100u16 {
+            let mut c = foreign_container(numbered_id(usize::from(n) + 1), "x", image('9'), "running");
+            c.ports = vec![PublishedPort {
+                host_ip: "127.0.0.1".into(),
+                host_port: 18000 + 2 * n,
+                container_port: 80,
+                protocol: "tcp".into(),
+            }];
+            s.snapshot.containers.push(c);
+        }
+    });
+    let ports = h.controller().inventory(AGENT).unwrap()["offer"]["ports"].clone();
+    assert_eq!(ports["free"].as_array().unwrap().len(), 16);
+    assert_eq!(ports["free_ranges_truncated"], true);
+    assert_eq!(ports["free_count"], 899, "1,000 less 100 taken less legacy's");
+    assert_eq!(ports["taken_by_others"], 100);
+}
+
+#[test]
+fn open_plans_are_listed_with_rfc3339_times_and_their_approval() {
+    let h = Harness::new();
+    deploy(&h, "demo", 18001);
+    let mut c = h.controller();
+    let plan = c.prepare("stop", &json!({"app": "demo"}), AGENT).unwrap();
+    let listed = |c: &mut TestController| c.inventory(AGENT).unwrap()["plans"].clone();
+    assert_eq!(
+        listed(&mut c),
+        json!([{
+            "plan_id": plan.plan.id, "action": "stop", "app": "demo", "state": "pending", "requester": AGENT,
+            "requested_at": "2027-01-15T08:00:00Z", "expires_at": "2027-01-15T08:10:00Z",
+            "requires_approval": true, "approved": false,
+        }])
+    );
+    c.approve(&plan.plan.id, &plan.plan.digest, "alice").unwrap();
+    assert_eq!(listed(&mut c)[0]["approved"], true);
+    assert!(matches!(c.execute(&plan.plan.id, AGENT).unwrap(), Executed::Completed(_)));
+    assert_eq!(listed(&mut c), json!([]), "a completed plan is no longer open");
+}
+
+#[test]
+fn a_stopped_app_started_by_hand_is_drift_with_the_fix() {
+    let h = Harness::new();
+    deploy(&h, "demo", 18001);
+    stop(&h, "demo");
+    let mut c = h.controller();
+    assert_eq!(app(&c.inventory(AGENT).unwrap(), "demo")["state"], "stopped");
+    let status = c.gateway_status().unwrap();
+    assert_eq!(gateway(&status, "demo")["state"], "stopped");
+    assert_eq!(gateway(&status, "demo")["stopped_on_purpose"], true, "its last plan was a completed stop");
+    // An operator runs `docker start` on the gateway.
+    h.engine.edit(|s| {
+        s.snapshot.containers.iter_mut().find(|c| c.name == "vl-demo-gateway").unwrap().state =
+            "running".into();
+    });
+    let demo = app(&c.inventory(AGENT).unwrap(), "demo").clone();
+    assert_eq!(demo["state"], "drifted");
+    assert_eq!(demo["recorded_state"], "stopped");
+    assert_eq!(demo["drift"]["reason"], "record_stopped_but_running");
+    assert!(demo["drift"]["fix"].as_str().unwrap().contains("stop plan"));
+    let status = c.gateway_status().unwrap();
+    assert_eq!(gateway(&status, "demo")["state"], "drifted");
+    assert_eq!(gateway(&status, "demo")["stopped_on_purpose"], false);
+}
+
+#[test]
+fn removed_containers_and_a_silent_gateway_are_told_apart() {
+    let h = Harness::new();
+    deploy(&h, "demo", 18001);
+    deploy(&h, "shop", 18002);
+    h.engine.edit(|s| {
+        s.silent_ports.push(18002);
+        s.snapshot.containers.retain(|c| c.name != "vl-demo-app");
+    });
+    let mut c = h.controller();
+    let inventory = c.inventory(AGENT).unwrap();
+    assert_eq!(app(&inventory, "demo")["drift"]["reason"], "containers_missing");
+    assert_eq!(app(&inventory, "demo")["containers"][0]["state"], "missing");
+    assert_eq!(app(&inventory, "shop")["state"], "running", "the engine runs it");
+    let status = c.gateway_status().unwrap();
+    assert_eq!(gateway(&status, "demo")["drift"]["reason"], "containers_missing");
+    assert_eq!(gateway(&status, "shop")["answers"], false);
+    assert_eq!(gateway(&status, "shop")["state"], "running");
+}
