@@ -38,6 +38,7 @@
 pub mod audit;
 pub mod controller;
 mod entry;
+pub mod gate;
 pub mod list;
 pub mod liveness;
 pub mod operator;
