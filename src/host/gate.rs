@@ -183,10 +183,10 @@ pub fn cli_ssh_gate() -> Exit {
             exit
         }
         Step::Run { header, program, args, stdin } => {
-            if let Some(header) = header {
-                if stdout.write_all(header.as_bytes()).and_then(|()| stdout.flush()).is_err() {
-                    return Exit::Failure;
-                }
+            if let Some(header) = header
+                && stdout.write_all(header.as_bytes()).and_then(|()| stdout.flush()).is_err()
+            {
+                return Exit::Failure;
             }
             drop(stdout);
             // exec, not spawn: the child is the session's process, so its
