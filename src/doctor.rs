@@ -54,6 +54,11 @@ pub trait Probe {
     /// The store's read-only health report: integrity, schema version,
     /// stuck plans; `None` when no database exists yet (a fresh installation).
     fn store(&self, state_dir: &Path) -> Result<Option<StoreHealth>, String>;
+    /// The ssh-side facts (`ssh`: the agent's key, shell, home and
+    /// `sudo -l`), when this probe can give them.
+    fn ssh(&self) -> Option<&dyn ssh::SshProbe> {
+        None
+    }
 }
 
 /// What the store says about itself (its home is `crate::store`).
@@ -99,6 +104,9 @@ pub fn diagnose(paths: &DoctorPaths, probe: &dyn Probe) -> Vec<Finding> {
     let agent = check_sudoers(paths, probe, &mut findings);
     if let Some(agent) = agent {
         check_agent(&agent, probe, &mut findings);
+        if let Some(ssh) = probe.ssh() {
+            ssh::check_ssh(&agent, paths.owner_uid, ssh, &mut findings);
+        }
     }
     check_policy(paths, probe, &mut findings);
     check_state(paths, probe, &mut findings);
@@ -404,5 +412,6 @@ pub fn report(findings: &[Finding]) -> (String, bool) {
 #[cfg(test)]
 mod tests;
 
+pub mod ssh;
 mod system;
 pub use system::{SystemProbe, cli, load_policy_images, read_store_health};

@@ -21,6 +21,7 @@ mod host_real_engine_rules;
 
 // After scripts/e2e-setup: sshd, the accounts, the sudoers rule, the installed helper.
 mod e2e_doctor;
+mod e2e_gate;
 mod e2e_host;
 mod e2e_scenario;
 mod e2e_ssh;
