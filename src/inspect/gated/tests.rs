@@ -93,13 +93,13 @@ async fn through_the_gate_each_check_is_one_session_that_carries_the_identity() 
 
 #[tokio::test]
 async fn a_gated_reply_naming_another_host_withholds_the_output_and_stops_later_calls() {
-    let _ = DF;
     // A server whose gate says (even with "match") it is web-2.
     let (inspector, dir) = self::inspector(
-        Some(format!(
+        Some(
             "case \"$1\" in *' identity '*) printf 'volce-lab-gate 1 match web-1 agent\\nweb-1\\nagent\\n';; \
              *) printf 'volce-lab-gate 1 match web-2 agent\\nSECRET\\n';; esac"
-        )),
+                .into(),
+        ),
         "exit 99",
     );
     assert_eq!(inspector.check(Check::Identity).await.status, Status::Ok);
