@@ -100,6 +100,12 @@ pub enum HostCommand {
     Resolve { plan_id: String },
     /// Check the installation and print one line per finding.
     Doctor,
+    /// The forced command of the agent's ssh key (authorized_keys
+    /// `restrict,command="/usr/local/bin/volce-lab-host ssh-gate"`): runs
+    /// only volce-lab's fixed requests from SSH_ORIGINAL_COMMAND, as the
+    /// agent's account, after checking the host and account the workstation
+    /// expects. Not run as root and not through sudo.
+    SshGate,
     /// The audit trail: check its hash chain, print its head, export it.
     #[command(subcommand)]
     Audit(AuditCommand),
@@ -185,6 +191,7 @@ fn host(command: HostCommand) -> Exit {
         HostCommand::Reject { plan_id } => crate::host::cli_reject(&plan_id),
         HostCommand::Resolve { plan_id } => crate::host::cli_resolve(&plan_id),
         HostCommand::Doctor => crate::doctor::cli(),
+        HostCommand::SshGate => crate::host::gate::cli_ssh_gate(),
         HostCommand::Audit(AuditCommand::Verify { from }) => crate::host::cli_audit_verify(from.as_deref()),
         HostCommand::Audit(AuditCommand::Head) => crate::host::cli_audit_head(),
         HostCommand::Audit(AuditCommand::Export { since, json }) => {
@@ -285,6 +292,8 @@ mod tests {
             Ok(HostCommand::Audit(AuditCommand::Export { json: true, since: Some(_) }))
         ));
         assert!(parse(&["volce-lab-host", "audit"]).is_err(), "audit needs a subcommand");
+        assert!(matches!(parse(&["volce-lab-host", "ssh-gate"]), Ok(HostCommand::SshGate)));
+        assert!(parse(&["volce-lab-host", "ssh-gate", "ls"]).is_err(), "the gate takes no arguments");
     }
 
     #[test]

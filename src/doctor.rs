@@ -57,6 +57,11 @@ pub trait Probe {
     /// The managed apps whose record and engine disagree
     /// (`crate::host::drift`), read without changing anything.
     fn drift(&self, state_dir: &Path) -> Result<Vec<AppDrift>, String>;
+    /// The ssh-side facts (`ssh`: the agent's key, shell, home and
+    /// `sudo -l`), when this probe can give them.
+    fn ssh(&self) -> Option<&dyn ssh::SshProbe> {
+        None
+    }
 }
 
 /// A managed app whose record and engine disagree.
@@ -109,6 +114,9 @@ pub fn diagnose(paths: &DoctorPaths, probe: &dyn Probe) -> Vec<Finding> {
     let agent = check_sudoers(paths, probe, &mut findings);
     if let Some(agent) = agent {
         check_agent(&agent, probe, &mut findings);
+        if let Some(ssh) = probe.ssh() {
+            ssh::check_ssh(&agent, paths.owner_uid, ssh, &mut findings);
+        }
     }
     check_policy(paths, probe, &mut findings);
     check_state(paths, probe, &mut findings);
@@ -440,5 +448,6 @@ pub fn report(findings: &[Finding]) -> (String, bool) {
 #[cfg(test)]
 mod tests;
 
+pub mod ssh;
 mod system;
 pub use system::{SystemProbe, cli, load_policy_images, read_drift, read_store_health};

@@ -29,6 +29,8 @@
 //! - a reply that does not parse as [`Reply`] means nothing: the
 //!   workstation treats it as `unknown` (see `crate::mcp::rpc::interpret`).
 
+pub mod gate;
+
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 

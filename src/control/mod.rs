@@ -113,6 +113,10 @@ pub enum Code {
     Busy,
     /// No complete request arrived on stdin within the read deadline.
     RequestTimeout,
+    /// The ssh gate (`volce-lab-host ssh-gate`, the forced command of the
+    /// agent's key) got a remote command that is not one of volce-lab's
+    /// fixed requests; nothing ran.
+    GateRefused,
     // Tool arguments the MCP server refused before anything ran (status
     // `invalid_arguments`); the host helper never answers these.
     UnexpectedField,
@@ -259,7 +263,7 @@ mod tests {
     #[test]
     fn code_strings_never_change() {
         use strum::VariantArray as _;
-        const SHIPPED: [&str; 67] = [
+        const SHIPPED: [&str; 68] = [
             "invalid_request",
             "request_too_large",
             "unknown_action",
@@ -321,6 +325,7 @@ mod tests {
             "not_confirmed",
             "busy",
             "request_timeout",
+            "gate_refused",
             "unexpected_field",
             "missing_field",
             "wrong_type",

@@ -131,4 +131,36 @@ impl Probe for SystemProbe {
     fn drift(&self, state_dir: &Path) -> Result<Vec<AppDrift>, String> {
         read_drift(state_dir)
     }
+
+    fn ssh(&self) -> Option<&dyn super::ssh::SshProbe> {
+        Some(self)
+    }
+}
+
+impl super::ssh::SshProbe for SystemProbe {
+    fn account(&self, user: &str) -> Option<super::ssh::Account> {
+        let account = nix::unistd::User::from_name(user).ok()??;
+        Some(super::ssh::Account { uid: account.uid.as_raw(), home: account.dir, shell: account.shell })
+    }
+
+    /// `sudo -l -U USER` as root: the entries after "may run the following
+    /// commands", one per line.
+    fn sudo_rules(&self, user: &str) -> Result<Vec<String>, String> {
+        let outcome = Self::run("/usr/bin/sudo", &["-n", "-l", "-U", user]);
+        if outcome.execution.execution_status != crate::exec::ExecutionStatus::Ok {
+            return Err(format!("sudo -l -U {user} failed ({:?})", outcome.execution.execution_status));
+        }
+        let text = String::from_utf8_lossy(&outcome.stdout);
+        if text.contains("is not allowed to run sudo") {
+            return Ok(Vec::new());
+        }
+        Ok(text
+            .lines()
+            .skip_while(|line| !line.contains("may run the following commands"))
+            .skip(1)
+            .map(str::trim)
+            .filter(|line| !line.is_empty())
+            .map(str::to_owned)
+            .collect())
+    }
 }

@@ -39,6 +39,7 @@ pub mod audit;
 pub mod controller;
 pub mod drift;
 mod entry;
+pub mod gate;
 pub mod list;
 pub mod liveness;
 pub mod operator;

@@ -10,6 +10,12 @@
 //!   `identity` call matches again;
 //! - checks on one target are serialized by one async mutex: none is dropped
 //!   or interleaved;
+//! - through the server's ssh gate (`gated`, learned from each identity
+//!   answer) a check's one session carries its identity proof: the gate
+//!   runs the check only on the expected host and account, and its reply's
+//!   header is compared here again before any output is used; a reply that
+//!   does not prove it is a mismatch as above. Without a gate, every check
+//!   is preceded by its own identity session;
 //! - the identity state lives in this process only; it is not a token;
 //! - what a person running `inspect` is told beyond the result (which part
 //!   of the identity differed, why ssh gave up) is a [`Diagnosis`]: a closed
@@ -20,6 +26,7 @@
 //! Over 450 lines on purpose: the identity gate and the checks it guards share
 //! one lock and stay together, so the gate is read in one place.
 
+pub mod gated;
 pub mod report;
 pub mod ssh_mux;
 pub mod transport;
@@ -32,6 +39,7 @@ use tokio::sync::Mutex;
 
 use crate::config::{Config, Mode};
 use crate::exec::{self, CHECK_OUTPUT_LIMIT, Execution, ExecutionStatus, Outcome};
+use gated::{Link, Sessions};
 use ssh_mux::MultiplexedSsh;
 use transport::{Limits, LocalTransport, RemoteCommand, SshFailure, SshTransport, Transport};
 
@@ -186,6 +194,10 @@ pub struct Inspector {
     /// calls are serialized, and none runs on a verdict another call is
     /// changing.
     gate: Mutex<Gate>,
+    /// How checks reach the target (learned from each identity answer), and
+    /// the mismatch a gated check's reply showed. Only touched while `gate`
+    /// is held.
+    link: std::sync::Mutex<Link>,
 }
 
 impl Inspector {
@@ -202,14 +214,24 @@ impl Inspector {
                 connect_timeout: config.timeout.min(Duration::from_secs(8)),
             }))),
         };
-        Inspector { config, backend, gate: Mutex::new(Gate::Unverified) }
+        Inspector {
+            config,
+            backend,
+            gate: Mutex::new(Gate::Unverified),
+            link: std::sync::Mutex::new(Link::NEW),
+        }
     }
 
     /// An inspector that reaches its target through `transport`. The binary
     /// never calls this; tests use it to put real stand-in processes behind
     /// the same gate.
     pub fn with_transport(config: Config, transport: Arc<dyn Transport>) -> Inspector {
-        Inspector { config, backend: Backend::Real(transport), gate: Mutex::new(Gate::Unverified) }
+        Inspector {
+            config,
+            backend: Backend::Real(transport),
+            gate: Mutex::new(Gate::Unverified),
+            link: std::sync::Mutex::new(Link::NEW),
+        }
     }
 
     pub fn config(&self) -> &Config {
@@ -270,6 +292,15 @@ impl Inspector {
             Check::Disk => self.disk().await,
             Check::WebStatus => self.web_status().await,
         };
+        // Through the gate the check's own session carried the identity
+        // proof: a reply that did not prove it stops this and every later
+        // call, as a failed identity check does, and shows nothing.
+        if let Some(mismatch) = self.take_trip() {
+            *gate = Gate::Mismatched;
+            self.reset();
+            let result = self.result(check, Status::IdentityMismatch, String::new(), Some(execution));
+            return (result, Some(Diagnosis::IdentityMismatch(mismatch)));
+        }
         let diagnosis = ssh.filter(|_| status == Status::ConnectionFailed).map(Diagnosis::Ssh);
         (self.result(check, status, output, Some(execution)), diagnosis)
     }
@@ -280,6 +311,12 @@ impl Inspector {
         let mut gate = self.gate.lock().await;
         self.reverify(&mut gate).await.map_err(|(refusal, _)| refusal)?;
         let (outcome, _) = self.run(RemoteCommand::HostRpc, Some(request), limits).await;
+        // Through the gate: a mismatch means the gate ran nothing.
+        if self.take_trip().is_some() {
+            *gate = Gate::Mismatched;
+            self.reset();
+            return Err(GateRefusal { status: Status::IdentityMismatch, execution: Some(outcome.execution) });
+        }
         if outcome.execution.completion == exec::Completion::Unconfirmed {
             self.reset();
         }
@@ -305,8 +342,12 @@ impl Inspector {
     /// The gate in front of every call but `identity`: refuses without
     /// running anything unless identity was verified, then verifies again,
     /// because an earlier match is not a lease (the alias may point
-    /// elsewhere now).
+    /// elsewhere now). Through the ssh gate that second check is the gate's
+    /// own, in the check's session, checked again by [`Inspector::run`].
     async fn reverify(&self, gate: &mut Gate) -> Result<(), Refused> {
+        if *gate == Gate::Verified && self.sessions() == Sessions::Gated {
+            return Ok(());
+        }
         match *gate {
             Gate::Unverified => {
                 Err((GateRefusal { status: Status::IdentityRequired, execution: None }, None))
@@ -319,6 +360,8 @@ impl Inspector {
     }
 
     fn reset(&self) {
+        // The next identity answer says again whether a gate is there.
+        self.link().sessions = Sessions::Unknown;
         if let Backend::Real(transport) = &self.backend {
             transport.reset();
         }
@@ -331,7 +374,16 @@ impl Inspector {
             *gate = Gate::Unverified;
         }
         let (outcome, ssh) = self.run(RemoteCommand::Identity, None, self.limits()).await;
-        if outcome.execution.execution_status != ExecutionStatus::Ok {
+        // A gate's frame names what it observed (and checked) itself; a shell
+        // prints the two lines. Either way the names are compared here. A
+        // gate that saw another identity says so and exits 1.
+        let framed = match gated::identity_answer(&outcome.stdout) {
+            gated::IdentityAnswer::Framed(header) => Some(header),
+            gated::IdentityAnswer::Plain => None,
+        };
+        let gate_said_mismatch = framed.as_ref().is_some_and(|header| !header.matched)
+            && outcome.execution.execution_status == ExecutionStatus::NonzeroExit;
+        if outcome.execution.execution_status != ExecutionStatus::Ok && !gate_said_mismatch {
             self.reset();
             let status = match outcome.execution.execution_status {
                 ExecutionStatus::Timeout => Status::Timeout,
@@ -347,20 +399,29 @@ impl Inspector {
             let diagnosis = ssh.filter(|_| status == Status::ConnectionFailed).map(Diagnosis::Ssh);
             return Err((GateRefusal { status, execution: Some(outcome.execution) }, diagnosis));
         }
-        let text = String::from_utf8_lossy(&outcome.stdout);
+        self.link().sessions = if framed.is_some() { Sessions::Gated } else { Sessions::TwoPerCheck };
+        let text = match &framed {
+            Some(header) if header.matched => format!("{}\n{}\n", header.host, header.user),
+            Some(_) => String::new(),
+            None => String::from_utf8_lossy(&outcome.stdout).into_owned(),
+        };
         let lines: Vec<&str> = text.lines().collect();
         if lines != [self.config.expected_host.as_str(), self.config.expected_user.as_str()] {
             // Do not pass on what an unexpected target said about itself:
             // the diagnosis says only which part differed.
-            let mismatch = match lines[..] {
-                [host, user] => {
-                    match (host != self.config.expected_host, user != self.config.expected_user) {
+            let mismatch = match (&framed, &lines[..]) {
+                (Some(header), _) => {
+                    gated::mismatch_of(header, &self.config.expected_host, &self.config.expected_user)
+                        .unwrap_or(Mismatch::NotTwoLines)
+                }
+                (None, [host, user]) => {
+                    match (*host != self.config.expected_host, *user != self.config.expected_user) {
                         (true, true) => Mismatch::Both,
                         (true, false) => Mismatch::Host,
                         _ => Mismatch::User,
                     }
                 }
-                _ => Mismatch::NotTwoLines,
+                (None, _) => Mismatch::NotTwoLines,
             };
             self.reset();
             *gate = Gate::Mismatched;
@@ -369,7 +430,7 @@ impl Inspector {
             return Err((refusal, Some(Diagnosis::IdentityMismatch(mismatch))));
         }
         *gate = Gate::Verified;
-        Ok((text.into_owned(), outcome.execution))
+        Ok((text, outcome.execution))
     }
 
     async fn disk(&self) -> (Status, String, Execution, Option<SshFailure>) {
@@ -425,9 +486,10 @@ impl Inspector {
             Backend::Demo => return (demo_outcome(&self.config, command), None),
             Backend::Real(transport) => transport,
         };
+        let (specs, framed) = self.specs_for(transport.as_ref(), command, stdin, limits);
         let mut combined: Option<Outcome> = None;
         let mut ssh = None;
-        for spec in transport.specs(command, stdin, limits) {
+        for spec in specs {
             let (outcome, tail) = exec::run_with_stderr_tail(&spec).await;
             if outcome.execution.execution_status == ExecutionStatus::SshOrRemote255 {
                 ssh = Some(SshFailure::classify(tail.bytes()));
@@ -453,11 +515,14 @@ impl Inspector {
         if combined.as_ref().is_some_and(|o| o.execution.completion == exec::Completion::Unconfirmed) {
             self.reset();
         }
-        let outcome = combined.unwrap_or_else(|| Outcome {
+        let mut outcome = combined.unwrap_or_else(|| Outcome {
             execution: Execution::not_started(ExecutionStatus::LaunchFailed),
             stdout: Vec::new(),
             stderr_len: 0,
         });
+        if framed {
+            self.unframe(&mut outcome);
+        }
         (outcome, ssh)
     }
 }

@@ -65,6 +65,11 @@ pub fn render(inspector: &Inspector, diagnosed: &[(CheckResult, Option<Diagnosis
             out.push_str(&format!("  {:<11} {}\n", "", crate::text::for_terminal(&line)));
         }
     }
+    // Which way the checks went: through the server's ssh gate (one session
+    // each) or with an identity session before each (no gate).
+    if config.mode == crate::config::Mode::Ssh {
+        out.push_str(&format!("  {}\n", inspector.sessions().explain()));
+    }
     let healthy = diagnosed.iter().filter(|(r, _)| r.status == Status::Ok).count();
     out.push_str(&format!("{healthy} of {} checks ok\n", diagnosed.len()));
     out

@@ -166,11 +166,13 @@ impl MultiplexedSsh {
     }
 }
 
-impl Transport for MultiplexedSsh {
-    fn specs(&self, command: RemoteCommand, stdin: Option<&[u8]>, limits: Limits) -> Vec<ProcessSpec> {
+impl MultiplexedSsh {
+    /// `specs` (the plain transport's processes) over the current master,
+    /// or as they are when there is no multiplexing.
+    fn over_master(&self, mut specs: Vec<ProcessSpec>) -> Vec<ProcessSpec> {
         let path = match self.keyed_path() {
             Ok((path, key)) => self.current(path, key),
-            Err(_) => return self.ssh.specs(command, stdin, limits),
+            Err(_) => return specs,
         };
         let mut control_path = OsString::from("ControlPath=");
         control_path.push(path.as_os_str());
@@ -182,11 +184,20 @@ impl Transport for MultiplexedSsh {
             "-o".into(),
             format!("ControlPersist={CONTROL_PERSIST_SECS}").into(),
         ];
-        let mut specs = self.ssh.specs(command, stdin, limits);
         for spec in &mut specs {
             spec.args = with_options(&spec.args, &options);
         }
         specs
+    }
+}
+
+impl Transport for MultiplexedSsh {
+    fn specs(&self, command: RemoteCommand, stdin: Option<&[u8]>, limits: Limits) -> Vec<ProcessSpec> {
+        self.over_master(self.ssh.specs(command, stdin, limits))
+    }
+
+    fn gated(&self, line: &str, stdin: Option<&[u8]>, limits: Limits) -> Option<Vec<ProcessSpec>> {
+        self.ssh.gated(line, stdin, limits).map(|specs| self.over_master(specs))
     }
 
     fn reset(&self) {

@@ -17,7 +17,7 @@ use crate::exec::{ProcessSpec, Transport as ExecTransport};
 /// allows exactly `<this> rpc` and nothing else.
 pub const HOST_HELPER: &str = "/usr/local/bin/volce-lab-host";
 /// The one command line the agent's account may run through sudo.
-pub const REMOTE_RPC: &str = "sudo -n /usr/local/bin/volce-lab-host rpc";
+pub const REMOTE_RPC: &str = crate::wire::gate::LEGACY_RPC;
 
 /// Every command volce-lab ever runs against a target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,6 +53,13 @@ impl Limits {
 /// outputs of the processes are concatenated; the first failure stops.
 pub trait Transport: Send + Sync {
     fn specs(&self, command: RemoteCommand, stdin: Option<&[u8]>, limits: Limits) -> Vec<ProcessSpec>;
+    /// The processes that send one ssh-gate request line
+    /// (`crate::wire::gate::request_line`), or `None` when this transport
+    /// reaches no ssh gate (local mode, stand-ins): then every check keeps
+    /// its separate identity session.
+    fn gated(&self, _line: &str, _stdin: Option<&[u8]>, _limits: Limits) -> Option<Vec<ProcessSpec>> {
+        None
+    }
     /// Forget any connection state (called after an identity mismatch, a
     /// timeout or an unconfirmed run), so the next call starts afresh.
     fn reset(&self) {}
@@ -141,9 +148,9 @@ impl SshTransport {
     /// ever goes into them.
     pub fn remote(command: RemoteCommand) -> &'static str {
         match command {
-            RemoteCommand::Identity => "LC_ALL=C; export LC_ALL; hostname && id -un",
-            RemoteCommand::Disk => "LC_ALL=C df -h /",
-            RemoteCommand::HostRpc => REMOTE_RPC,
+            RemoteCommand::Identity => crate::wire::gate::LEGACY_IDENTITY,
+            RemoteCommand::Disk => crate::wire::gate::LEGACY_DISK,
+            RemoteCommand::HostRpc => crate::wire::gate::LEGACY_RPC,
         }
     }
 }
@@ -252,11 +259,25 @@ fn shell_word(word: &str) -> String {
     }
 }
 
+impl SshTransport {
+    /// The one ssh process that sends `remote`.
+    fn remote_spec(&self, remote: &str, stdin: Option<&[u8]>, limits: Limits) -> ProcessSpec {
+        let mut spec = limits.apply(ProcessSpec::new(SSH_PROGRAM, self.argv(remote)), stdin);
+        spec.transport = ExecTransport::Ssh;
+        spec
+    }
+}
+
 impl Transport for SshTransport {
     fn specs(&self, command: RemoteCommand, stdin: Option<&[u8]>, limits: Limits) -> Vec<ProcessSpec> {
-        let mut spec = limits.apply(ProcessSpec::new(SSH_PROGRAM, self.argv(Self::remote(command))), stdin);
-        spec.transport = ExecTransport::Ssh;
-        vec![spec]
+        vec![self.remote_spec(Self::remote(command), stdin, limits)]
+    }
+
+    /// The gate line goes in the place of the fixed command. It is built
+    /// from validated identifiers only, and is a comment (or the identity
+    /// command and a comment) for a login shell that is not the gate.
+    fn gated(&self, line: &str, stdin: Option<&[u8]>, limits: Limits) -> Option<Vec<ProcessSpec>> {
+        Some(vec![self.remote_spec(line, stdin, limits)])
     }
 
     fn kind(&self) -> &'static str {

@@ -65,6 +65,36 @@ fn doctor_passes_a_good_installation_and_names_each_real_breakage() {
     assert_eq!(broken.code, Some(1), "{}", broken.stdout);
     assert!(broken.stdout.contains("FAIL sudoers rule"), "{}", broken.stdout);
 
+    // The agent's key file back in the account's hands, or without the
+    // gate; its shell bash; one more sudo rule anywhere.
+    let keys = format!("/home/{AGENT}/.ssh/authorized_keys");
+    let original_keys = std::fs::read(&keys).unwrap();
+    assert!(run("/bin/chown", &[AGENT, &keys], None).ok());
+    let broken = doctor();
+    assert!(run("/bin/chown", &["root", &keys], None).ok());
+    assert!(broken.stdout.contains("FAIL agent key"), "{}", broken.stdout);
+    let ungated = String::from_utf8(original_keys.clone()).unwrap().replacen(
+        "restrict,command=\"/usr/local/bin/volce-lab-host ssh-gate\"",
+        "restrict",
+        1,
+    );
+    std::fs::write(&keys, ungated).unwrap();
+    let broken = doctor();
+    std::fs::write(&keys, &original_keys).unwrap();
+    assert!(broken.stdout.contains("FAIL agent key"), "{}", broken.stdout);
+    assert!(run("/usr/sbin/usermod", &["--shell", "/bin/bash", AGENT], None).ok());
+    let broken = doctor();
+    assert!(run("/usr/sbin/usermod", &["--shell", "/bin/sh", AGENT], None).ok());
+    assert!(broken.stdout.contains("FAIL agent shell"), "{}", broken.stdout);
+    {
+        let _extra = SudoersDropIn::install(
+            "volce-lab-e2e-broad",
+            &format!("{AGENT} ALL=(root) NOPASSWD: /usr/bin/id"),
+        );
+        let broken = doctor();
+        assert!(broken.stdout.contains("FAIL sudo -l"), "{}", broken.stdout);
+    }
+
     // Everything restored: healthy again.
     let again = doctor();
     assert_eq!(again.code, Some(0), "restored:\n{}", again.stdout);

@@ -277,7 +277,7 @@ fn term_and_tstp_relayed_through_sudo_do_not_stop_or_end_the_helper() {
     // The answers compared below (plan_not_found) need the installed policy.
     require_docker_and_policy();
     let _serial = serial();
-    // As the agent, over ssh: start the helper through the exact rule with
+    // As the agent's account: start the helper through the exact rule with
     // a stdin that stays open 2 s, signal sudo (only sudo: it relays to the
     // helper), then send the request.
     let script = r#"set -m

@@ -22,6 +22,7 @@ mod host_real_lifecycle;
 
 // After scripts/e2e-setup: sshd, the accounts, the sudoers rule, the installed helper.
 mod e2e_doctor;
+mod e2e_gate;
 mod e2e_host;
 mod e2e_scenario;
 mod e2e_ssh;

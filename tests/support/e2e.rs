@@ -118,14 +118,23 @@ pub fn run(program: &str, args: &[&str], stdin: Option<&[u8]>) -> Ran {
     }
 }
 
-/// Runs `remote` as the agent account through the real sshd: exactly what
-/// anyone holding the agent's key could type.
-pub fn as_agent(remote: &str, stdin: Option<&[u8]>) -> Ran {
+/// Runs `remote` through the real sshd with the agent's key: exactly what
+/// anyone holding the key could type. With the ssh gate installed only
+/// volce-lab's fixed requests run this way.
+pub fn over_ssh(remote: &str, stdin: Option<&[u8]>) -> Ran {
     run(
         "/usr/bin/ssh",
         &["-F", SSH_CONFIG, "-T", "-o", "ControlMaster=no", "-o", "ConnectTimeout=10", "--", ALIAS, remote],
         stdin,
     )
+}
+
+/// Runs `script` in a shell of the agent's account on the server (as
+/// root's `runuser`, no login): what the account itself can do, whatever
+/// its key is allowed. The key gets no shell through the ssh gate; these
+/// tests prove the account's limits as the stronger attacker.
+pub fn as_agent(script: &str, stdin: Option<&[u8]>) -> Ran {
+    run("/usr/sbin/runuser", &["-u", AGENT, "--", "/bin/sh", "-c", script], stdin)
 }
 
 /// The operator at the server's terminal: `sudo volce-lab-host ARGS` as
@@ -334,7 +343,7 @@ fn write_policy(bytes: &[u8]) {
 /// The agent's rpc through ssh and the exact sudoers rule: (exit code, reply).
 pub fn agent_rpc(request: &serde_json::Value) -> (Option<i32>, serde_json::Value) {
     let bytes = serde_json::to_vec(request).unwrap();
-    let ran = as_agent("sudo -n /usr/local/bin/volce-lab-host rpc", Some(&bytes));
+    let ran = over_ssh("sudo -n /usr/local/bin/volce-lab-host rpc", Some(&bytes));
     let reply = serde_json::from_str(ran.stdout.trim())
         .unwrap_or_else(|_| panic!("the helper's reply is not one JSON object: {ran:?}"));
     (ran.code, reply)

@@ -1,0 +1,265 @@
+//! The doctor's ssh-side rules: the agent's key is bound to the ssh gate in
+//! a file the agent cannot change, the account's shell is `/bin/sh`, its
+//! home and dotfiles are not its own to write, and `sudo -l -U AGENT`
+//! lists exactly the one rule. Runs as root on the server; reads only.
+//!
+//! The key files checked are the places sshd reads them from in the setups
+//! HOST-SETUP.md describes: `/etc/ssh/authorized_keys/AGENT` (an
+//! `AuthorizedKeysFile /etc/ssh/authorized_keys/%u` in a `Match User`
+//! block) and `~AGENT/.ssh/authorized_keys` (and `authorized_keys2`). Every
+//! one that exists must pass; at least one must hold a key. A custom
+//! `AuthorizedKeysFile` elsewhere is not seen: the finding names the files
+//! it read.
+
+use std::os::unix::fs::MetadataExt as _;
+use std::path::{Path, PathBuf};
+
+use super::{Finding, fail, ok};
+
+/// The options every key of the agent's account must carry, exactly.
+pub const GATE_OPTIONS: &str = "restrict,command=\"/usr/local/bin/volce-lab-host ssh-gate\"";
+
+/// What the account database says about the agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Account {
+    pub uid: u32,
+    pub home: PathBuf,
+    pub shell: PathBuf,
+}
+
+/// The facts these rules need from outside the file system.
+pub trait SshProbe {
+    fn account(&self, user: &str) -> Option<Account>;
+    /// The rules `sudo -l -U USER` lists for `user`, one per entry, trimmed.
+    fn sudo_rules(&self, user: &str) -> Result<Vec<String>, String>;
+}
+
+/// Whether `line` is one key bound to the gate: the exact options, a key
+/// type, its base64, an optional comment.
+pub fn is_gate_key_line(line: &str) -> bool {
+    let Some(rest) = line.strip_prefix(GATE_OPTIONS).and_then(|r| r.strip_prefix(' ')) else {
+        return false;
+    };
+    let mut words = rest.split(' ');
+    let kind = words.next().unwrap_or("");
+    let key = words.next().unwrap_or("");
+    (kind.starts_with("ssh-") || kind.starts_with("ecdsa-") || kind.starts_with("sk-"))
+        && !key.is_empty()
+        && key.bytes().all(|b| b.is_ascii_alphanumeric() || b"+/=".contains(&b))
+}
+
+/// Not writable by `agent_uid`: owned by `owner_uid` (root) and not
+/// writable by group or others; `None` when it is, else why not.
+fn not_agents(path: &Path, owner_uid: u32, agent_uid: u32) -> Option<String> {
+    match std::fs::symlink_metadata(path) {
+        Err(_) => Some(format!("{} cannot be read", path.display())),
+        Ok(meta) if meta.file_type().is_symlink() => Some(format!("{} is a symlink", path.display())),
+        Ok(meta) if meta.uid() == agent_uid || meta.uid() != owner_uid => {
+            Some(format!("{} is owned by uid {}, not root", path.display(), meta.uid()))
+        }
+        Ok(meta) if meta.mode() & 0o022 != 0 => Some(format!(
+            "{} is writable by group or others (mode {:o})",
+            path.display(),
+            meta.mode() & 0o7777
+        )),
+        Ok(_) => None,
+    }
+}
+
+/// The ssh-side findings for `agent`.
+pub fn check_ssh(agent: &str, owner_uid: u32, probe: &dyn SshProbe, findings: &mut Vec<Finding>) {
+    let Some(account) = probe.account(agent) else {
+        findings.push(fail("agent ssh", format!("`{agent}` is not an account"), "see HOST-SETUP.md"));
+        return;
+    };
+    if account.shell == Path::new("/bin/sh") {
+        findings.push(ok("agent shell", "/bin/sh (no rc file is read for a forced command)"));
+    } else {
+        findings.push(fail(
+            "agent shell",
+            format!(
+                "{} (bash reads ~/.bashrc for ssh commands; the gate needs /bin/sh)",
+                account.shell.display()
+            ),
+            format!("usermod --shell /bin/sh {agent}"),
+        ));
+    }
+    check_home(agent, owner_uid, &account, findings);
+    check_keys(agent, owner_uid, &account, findings);
+    let rule = format!("(root) NOPASSWD: {} rpc", crate::inspect::transport::HOST_HELPER);
+    match probe.sudo_rules(agent) {
+        Ok(rules) if rules == [rule.clone()] => findings.push(ok("sudo -l", format!("exactly `{rule}`"))),
+        Ok(rules) => findings.push(fail(
+            "sudo -l",
+            format!("sudo -l -U {agent} lists {} rule(s), not exactly `{rule}`", rules.len()),
+            format!("remove every other rule for {agent} from /etc/sudoers and /etc/sudoers.d"),
+        )),
+        Err(why) => findings.push(fail("sudo -l", why, format!("run sudo -l -U {agent} and read it"))),
+    }
+}
+
+fn check_home(agent: &str, owner_uid: u32, account: &Account, findings: &mut Vec<Finding>) {
+    let mut problems: Vec<String> = not_agents(&account.home, owner_uid, account.uid).into_iter().collect();
+    if let Ok(entries) = std::fs::read_dir(&account.home) {
+        for entry in entries.flatten() {
+            if entry.file_name().to_string_lossy().starts_with('.') {
+                problems.extend(not_agents(&entry.path(), owner_uid, account.uid));
+            }
+        }
+    }
+    if problems.is_empty() {
+        findings.push(ok("agent home", format!("{} and its dotfiles are root's", account.home.display())));
+    } else {
+        findings.push(fail(
+            "agent home",
+            problems.join("; "),
+            format!(
+                "chown root:root {} and its dotfiles; chmod go-w them (HOST-SETUP.md)",
+                account.home.display()
+            ),
+        ));
+    }
+    let _ = agent;
+}
+
+fn check_keys(agent: &str, owner_uid: u32, account: &Account, findings: &mut Vec<Finding>) {
+    let candidates = [
+        PathBuf::from("/etc/ssh/authorized_keys").join(agent),
+        account.home.join(".ssh/authorized_keys"),
+        account.home.join(".ssh/authorized_keys2"),
+    ];
+    let mut keys = 0;
+    let mut problems = Vec::new();
+    for path in candidates.iter().filter(|p| std::fs::symlink_metadata(p).is_ok()) {
+        problems.extend(not_agents(path, owner_uid, account.uid));
+        if let Some(dir) = path.parent() {
+            problems.extend(not_agents(dir, owner_uid, account.uid));
+        }
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        for line in text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+            if is_gate_key_line(line) {
+                keys += 1;
+            } else {
+                problems.push(format!("{} has a key without exactly `{GATE_OPTIONS}`", path.display()));
+            }
+        }
+    }
+    let read: Vec<String> = candidates.iter().map(|p| p.display().to_string()).collect();
+    if keys == 0 {
+        problems.push(format!("no key bound to the gate in {}", read.join(", ")));
+    }
+    if problems.is_empty() {
+        findings.push(ok("agent key", format!("{keys} key(s), each `{GATE_OPTIONS}`, in root-owned files")));
+    } else {
+        findings.push(fail(
+            "agent key",
+            problems.join("; "),
+            format!("one line `{GATE_OPTIONS} ssh-ed25519 ...` in /etc/ssh/authorized_keys/{agent}, root 0644 (HOST-SETUP.md)"),
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt as _;
+
+    struct Fake {
+        account: Account,
+        rules: Vec<String>,
+    }
+
+    impl SshProbe for Fake {
+        fn account(&self, _user: &str) -> Option<Account> {
+            Some(self.account.clone())
+        }
+        fn sudo_rules(&self, _user: &str) -> Result<Vec<String>, String> {
+            Ok(self.rules.clone())
+        }
+    }
+
+    const KEY: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJ8w+x/y= vl-agent";
+
+    fn setup() -> (tempfile::TempDir, Fake, u32) {
+        let me = nix::unistd::geteuid().as_raw();
+        let temp = tempfile::tempdir().unwrap();
+        let home = temp.path().join("home");
+        std::fs::create_dir_all(home.join(".ssh")).unwrap();
+        std::fs::write(home.join(".ssh/authorized_keys"), format!("{GATE_OPTIONS} {KEY}\n")).unwrap();
+        std::fs::write(home.join(".profile"), "").unwrap();
+        for path in [&home, &home.join(".ssh")] {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let fake = Fake {
+            // The "agent" is another uid than the files' owner.
+            account: Account { uid: me + 1, home, shell: "/bin/sh".into() },
+            rules: vec!["(root) NOPASSWD: /usr/local/bin/volce-lab-host rpc".into()],
+        };
+        (temp, fake, me)
+    }
+
+    fn findings(fake: &Fake, owner: u32) -> Vec<Finding> {
+        let mut findings = Vec::new();
+        check_ssh("vl-agent", owner, fake, &mut findings);
+        findings
+    }
+
+    fn failed(findings: &[Finding]) -> Vec<&str> {
+        findings.iter().filter(|f| !f.ok).map(|f| f.subject.as_str()).collect()
+    }
+
+    #[test]
+    fn a_gated_key_in_root_owned_files_passes() {
+        let (_temp, fake, me) = setup();
+        let all = findings(&fake, me);
+        assert_eq!(failed(&all), Vec::<&str>::new(), "{all:?}");
+    }
+
+    /// Tried: each thing the agent's account could use to bend its key.
+    #[test]
+    fn each_way_out_of_the_gate_is_named() {
+        let (_temp, mut fake, me) = setup();
+        let keys = fake.account.home.join(".ssh/authorized_keys");
+        for line in [
+            KEY.to_owned(),
+            format!("restrict {KEY}"),
+            format!("command=\"/usr/local/bin/volce-lab-host ssh-gate\" {KEY}"),
+        ] {
+            std::fs::write(&keys, format!("{GATE_OPTIONS} {KEY}\n{line}\n")).unwrap();
+            assert_eq!(failed(&findings(&fake, me)), ["agent key"], "{line}");
+        }
+        std::fs::remove_file(&keys).unwrap();
+        assert_eq!(failed(&findings(&fake, me)), ["agent key"], "no key at all");
+        std::fs::write(&keys, format!("{GATE_OPTIONS} {KEY}\n")).unwrap();
+        std::fs::set_permissions(&keys, std::fs::Permissions::from_mode(0o666)).unwrap();
+        assert_eq!(failed(&findings(&fake, me)), ["agent key"], "a writable key file");
+        std::fs::set_permissions(&keys, std::fs::Permissions::from_mode(0o644)).unwrap();
+
+        // The files are the agent's own (its uid owns them).
+        fake.account.uid = me;
+        assert_eq!(failed(&findings(&fake, me)), ["agent home", "agent key"]);
+        fake.account.uid = me + 1;
+
+        fake.account.shell = "/bin/bash".into();
+        assert_eq!(failed(&findings(&fake, me)), ["agent shell"]);
+        fake.account.shell = "/bin/sh".into();
+
+        fake.rules.push("(ALL) NOPASSWD: /usr/bin/id".into());
+        assert_eq!(failed(&findings(&fake, me)), ["sudo -l"]);
+    }
+
+    #[test]
+    fn key_lines_are_matched_exactly() {
+        assert!(is_gate_key_line(&format!("{GATE_OPTIONS} {KEY}")));
+        assert!(is_gate_key_line(&format!("{GATE_OPTIONS} ssh-ed25519 AAAA")));
+        for bad in [
+            format!("{GATE_OPTIONS},port-forwarding {KEY}"),
+            format!("{GATE_OPTIONS}  {KEY}"),
+            format!("restrict,command=\"/usr/local/bin/volce-lab-host ssh-gate x\" {KEY}"),
+            format!("{GATE_OPTIONS} ssh-ed25519"),
+            format!("{GATE_OPTIONS} ssh-ed25519 AA$A"),
+        ] {
+            assert!(!is_gate_key_line(&bad), "{bad}");
+        }
+    }
+}

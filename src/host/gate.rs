@@ -1,0 +1,281 @@
+//! `volce-lab-host ssh-gate`: the forced command of the agent's ssh key
+//! (`restrict,command="/usr/local/bin/volce-lab-host ssh-gate"` in a
+//! root-owned authorized_keys, HOST-SETUP.md). Runs as the agent's account,
+//! unprivileged: it is started by sshd for every session of that key,
+//! whatever the client asked for, and reads what was asked from
+//! `SSH_ORIGINAL_COMMAND`. The contract is `crate::wire::gate`.
+//!
+//! Invariants enforced here:
+//! - only the fixed requests of `wire::gate::parse_request` run, each as a
+//!   fixed argv by absolute path with a cleared environment and no shell
+//!   (`/usr/bin/df -h /`, `/usr/bin/sudo -n /usr/local/bin/volce-lab-host
+//!   rpc`); the identity is read from the kernel and the account database
+//!   (`gethostname`, the passwd entry of our uid), not by running programs;
+//! - anything else (an interactive login, `ls /`, scp and sftp, extra
+//!   arguments) is refused with one stable line on stderr and exit 1, and
+//!   nothing runs;
+//! - a gated request runs only after the observed host and account equal
+//!   the expected ones it names; the reply's header names what was observed,
+//!   so the workstation compares again before it uses the payload;
+//! - nothing of the inherited environment but `SSH_ORIGINAL_COMMAND` is read,
+//!   and children get `crate::exec::minimal_env` only.
+//!
+//! A refusal is recorded as metadata only ([`RefusalNotice`]: why, how many
+//! bytes, their sha256; never the text the caller chose) in the system log
+//! (facility authpriv, tag `volce-lab-gate`), through `/dev/log` as any
+//! unprivileged program may. The gate cannot write the host audit trail:
+//! that is root's SQLite database, out of the agent's reach by design.
+//! [`RefusalNotice::to_json`] is the exact metadata a host-audit row for it
+//! takes, for the helper to record once the audit trail has a row kind for
+//! gate refusals.
+
+use std::ffi::OsStr;
+use std::io::Write as _;
+use std::os::unix::ffi::OsStrExt as _;
+use std::os::unix::process::CommandExt as _;
+use std::process::{Command, Stdio};
+
+use serde::Serialize;
+use sha2::{Digest as _, Sha256};
+
+use crate::control::Code;
+use crate::exit::Exit;
+use crate::wire::gate::{self, Check, Header, Refused, Request};
+
+/// `df` by absolute path.
+pub const DF: &str = "/usr/bin/df";
+/// `sudo` by absolute path: a `sudo` of the caller's choosing (a shell
+/// function, a file earlier in PATH) is never consulted.
+pub const SUDO: &str = "/usr/bin/sudo";
+
+/// The line every refusal prints on stderr, the same whatever was asked.
+pub const REFUSAL_LINE: &str = "volce-lab-gate: refused (gate_refused): this key runs only volce-lab's fixed \
+                                requests; nothing ran (HOST-SETUP.md, the ssh gate).";
+
+/// The host and account this gate runs as, as `hostname` and `id -un`
+/// would print them (`?` when they cannot be read).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Observed {
+    pub host: String,
+    pub user: String,
+}
+
+impl Observed {
+    /// Read from the kernel (the node name) and the account database.
+    pub fn now() -> Observed {
+        let host = nix::unistd::gethostname().ok().and_then(|h| h.into_string().ok());
+        let user = nix::unistd::User::from_uid(nix::unistd::geteuid()).ok().flatten().map(|u| u.name);
+        Observed { host: host.unwrap_or_else(|| "?".into()), user: user.unwrap_or_else(|| "?".into()) }
+    }
+}
+
+/// What the gate does for one accepted request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// Print these bytes and exit: an identity answer, or a mismatch
+    /// header (then nothing ran).
+    Reply { stdout: Vec<u8>, exit: Exit },
+    /// Print `header` (if any), then become `program args`: its output and
+    /// exit status are the reply's. `stdin`: the child reads ours (the
+    /// helper's request); else it gets /dev/null.
+    Run { header: Option<String>, program: &'static str, args: &'static [&'static str], stdin: bool },
+}
+
+fn run_step(check: Check, header: Option<String>) -> Step {
+    match check {
+        Check::Disk => Step::Run { header, program: DF, args: &["-h", "/"], stdin: false },
+        Check::Rpc => Step::Run {
+            header,
+            program: SUDO,
+            args: &["-n", crate::inspect::transport::HOST_HELPER, "rpc"],
+            stdin: true,
+        },
+        Check::Identity => unreachable!("identity is answered, not run"),
+    }
+}
+
+/// The step for `request` on a host and account observed as `observed`.
+/// Pure: the decision the gate makes, for tests.
+pub fn decide(request: &Request, observed: &Observed) -> Step {
+    let identity = || format!("{}\n{}\n", observed.host, observed.user).into_bytes();
+    match request {
+        Request::Legacy(Check::Identity) => Step::Reply { stdout: identity(), exit: Exit::Ok },
+        Request::Legacy(check) => run_step(*check, None),
+        Request::Gated { check, host, user } => {
+            let header = Header::judge(&observed.host, &observed.user, host, user);
+            if !header.matched {
+                return Step::Reply { stdout: header.line().into_bytes(), exit: Exit::Failure };
+            }
+            match check {
+                Check::Identity => {
+                    let mut stdout = header.line().into_bytes();
+                    stdout.extend_from_slice(&identity());
+                    Step::Reply { stdout, exit: Exit::Ok }
+                }
+                check => run_step(*check, Some(header.line())),
+            }
+        }
+    }
+}
+
+/// The record of one refusal: metadata only.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RefusalNotice {
+    pub code: &'static str,
+    pub reason: &'static str,
+    /// Length of the remote command in bytes (absent: none was given).
+    pub command_bytes: Option<usize>,
+    /// sha256 of the remote command, lowercase hex: lets the operator tell
+    /// repeated attempts apart without the log holding the caller's text.
+    pub command_sha256: Option<String>,
+}
+
+impl RefusalNotice {
+    /// The notice as one JSON object (field names stable).
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or_default()
+    }
+}
+
+/// Builds the metadata of the refusal of `command` for `reason`.
+pub fn refusal_notice(reason: Refused, command: Option<&OsStr>) -> RefusalNotice {
+    let bytes = command.map(OsStr::as_bytes);
+    RefusalNotice {
+        code: Code::GateRefused.as_str(),
+        reason: reason.as_str(),
+        command_bytes: bytes.map(<[u8]>::len),
+        command_sha256: bytes.map(|b| crate::text::hex(&Sha256::digest(b))),
+    }
+}
+
+/// Sends `notice` to the system log (authpriv.warning), best effort and
+/// without blocking: a server without a log daemon loses the line, and the
+/// refusal itself stands either way.
+pub fn record_refusal(notice: &RefusalNotice) {
+    const AUTHPRIV_WARNING: u8 = 10 * 8 + 4;
+    let line = format!(
+        "<{AUTHPRIV_WARNING}>volce-lab-gate[{}]: {}",
+        std::process::id(),
+        serde_json::to_string(&notice.to_json()).unwrap_or_default()
+    );
+    if let Ok(socket) = std::os::unix::net::UnixDatagram::unbound() {
+        let _ = socket.set_nonblocking(true);
+        let _ = socket.send_to(line.as_bytes(), "/dev/log");
+    }
+}
+
+/// `volce-lab-host ssh-gate` in the shipped binary.
+pub fn cli_ssh_gate() -> Exit {
+    // Read once; nothing else of the environment sshd built is consulted.
+    let command = std::env::var_os("SSH_ORIGINAL_COMMAND");
+    let request = match gate::parse_request(command.as_deref().map(OsStr::as_bytes)) {
+        Ok(request) => request,
+        Err(reason) => {
+            record_refusal(&refusal_notice(reason, command.as_deref()));
+            eprintln!("{REFUSAL_LINE}");
+            return Exit::Failure;
+        }
+    };
+    let mut stdout = std::io::stdout().lock();
+    match decide(&request, &Observed::now()) {
+        Step::Reply { stdout: bytes, exit } => {
+            let _ = stdout.write_all(&bytes).and_then(|()| stdout.flush());
+            exit
+        }
+        Step::Run { header, program, args, stdin } => {
+            if let Some(header) = header
+                && stdout.write_all(header.as_bytes()).and_then(|()| stdout.flush()).is_err()
+            {
+                return Exit::Failure;
+            }
+            drop(stdout);
+            // exec, not spawn: the child is the session's process, so its
+            // exit status, its signals and the workstation's timeout act on
+            // it exactly as they did on the shell's last command before.
+            let error = Command::new(program)
+                .args(args)
+                .env_clear()
+                .envs(crate::exec::minimal_env())
+                .stdin(if stdin { Stdio::inherit() } else { Stdio::null() })
+                .exec();
+            let _ = error;
+            eprintln!("volce-lab-gate: {program} could not be started; nothing ran.");
+            Exit::Failure
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn observed() -> Observed {
+        Observed { host: "web-1".into(), user: "vl-agent".into() }
+    }
+
+    fn gated(check: Check, host: &str, user: &str) -> Request {
+        Request::Gated { check, host: host.into(), user: user.into() }
+    }
+
+    #[test]
+    fn a_gated_check_runs_by_absolute_path_only_on_the_expected_identity() {
+        let step = decide(&gated(Check::Rpc, "web-1", "vl-agent"), &observed());
+        assert_eq!(
+            step,
+            Step::Run {
+                header: Some("volce-lab-gate 1 match web-1 vl-agent\n".into()),
+                program: "/usr/bin/sudo",
+                args: &["-n", "/usr/local/bin/volce-lab-host", "rpc"],
+                stdin: true,
+            }
+        );
+        let Step::Run { program, args, stdin, .. } =
+            decide(&gated(Check::Disk, "web-1", "vl-agent"), &observed())
+        else {
+            panic!("disk runs")
+        };
+        assert_eq!((program, args, stdin), ("/usr/bin/df", &["-h", "/"][..], false));
+        for (host, user) in [("web-2", "vl-agent"), ("web-1", "vl-other"), ("x", "y")] {
+            for check in [Check::Identity, Check::Disk, Check::Rpc] {
+                let Step::Reply { stdout, exit } = decide(&gated(check, host, user), &observed()) else {
+                    panic!("{host}/{user}: nothing may run on a mismatch");
+                };
+                assert_eq!(exit, Exit::Failure);
+                assert_eq!(stdout, b"volce-lab-gate 1 mismatch web-1 vl-agent\n");
+            }
+        }
+    }
+
+    #[test]
+    fn identity_is_answered_from_what_was_observed() {
+        assert_eq!(
+            decide(&gated(Check::Identity, "web-1", "vl-agent"), &observed()),
+            Step::Reply {
+                stdout: b"volce-lab-gate 1 match web-1 vl-agent\nweb-1\nvl-agent\n".to_vec(),
+                exit: Exit::Ok
+            }
+        );
+        assert_eq!(
+            decide(&Request::Legacy(Check::Identity), &observed()),
+            Step::Reply { stdout: b"web-1\nvl-agent\n".to_vec(), exit: Exit::Ok }
+        );
+        let Step::Run { header: None, program: "/usr/bin/sudo", .. } =
+            decide(&Request::Legacy(Check::Rpc), &observed())
+        else {
+            panic!("the legacy rpc line runs the helper without a header")
+        };
+    }
+
+    #[test]
+    fn a_refusal_records_metadata_only() {
+        let notice = refusal_notice(Refused::NotAFixedRequest, Some(OsStr::new("cat /etc/shadow")));
+        let json = notice.to_json();
+        assert_eq!(json["code"], "gate_refused");
+        assert_eq!(json["reason"], "not_a_fixed_request");
+        assert_eq!(json["command_bytes"], 15);
+        assert_eq!(json["command_sha256"].as_str().unwrap().len(), 64);
+        assert!(!json.to_string().contains("shadow"), "the caller's text is never recorded: {json}");
+        let none = refusal_notice(Refused::NoCommand, None);
+        assert_eq!(none.to_json()["command_bytes"], serde_json::Value::Null);
+    }
+}

@@ -1,0 +1,315 @@
+//! The ssh gate's contract, written once for both ends: the remote command
+//! lines the workstation sends (`crate::inspect::transport`) and the gate
+//! accepts (`crate::host::gate`, the forced command of the agent's key), and
+//! the framed reply the gate prints. Pure: no I/O. Both parsers are `pub`
+//! so a fuzzer can drive them with arbitrary bytes.
+//!
+//! Requests (the remote command, which sshd hands the gate in
+//! `SSH_ORIGINAL_COMMAND`):
+//!
+//! ```text
+//! LC_ALL=C; export LC_ALL; hostname && id -un # volce-lab-gate 1 identity HOST USER
+//! # volce-lab-gate 1 disk HOST USER
+//! # volce-lab-gate 1 rpc HOST USER          (the helper's request on stdin)
+//! ```
+//!
+//! plus, for workstations that do not know the gate, the three fixed lines
+//! they always sent ([`LEGACY_IDENTITY`], [`LEGACY_DISK`], [`LEGACY_RPC`]).
+//!
+//! Reply to a gated request: one header line, then the check's own output,
+//! unchanged:
+//!
+//! ```text
+//! volce-lab-gate 1 match OBSERVED_HOST OBSERVED_USER
+//! <payload: the two identity lines, df's output, or the helper's reply line>
+//! ```
+//!
+//! or `volce-lab-gate 1 mismatch OBSERVED_HOST OBSERVED_USER` and nothing
+//! else when the gate saw another host or account (then nothing ran).
+//!
+//! Why it looks like this:
+//! - a gated line is also valid for a plain POSIX login shell: the
+//!   identity request is the old identity command with a comment after it,
+//!   and every other gated request is a comment only. So the workstation
+//!   needs no setting to know whether a gate is there: the identity request
+//!   is answered with a frame by a gate and with two plain lines by a shell,
+//!   and a disk or rpc request that reaches a shell instead of a gate runs
+//!   nothing at all (a comment) and is answered with no frame, which the
+//!   workstation treats as an identity mismatch;
+//! - HOST and USER are the workstation's validated expected identity
+//!   (`config::is_identifier`: letters, digits, `_ . -`), so inside a comment
+//!   they are inert even for a shell, and they never contain a space;
+//! - the observed identity comes back in the header so the workstation
+//!   compares it itself before it releases the payload: the gate's own
+//!   verdict is not trusted alone.
+
+/// The protocol word every gated line and header starts with.
+pub const MAGIC: &str = "volce-lab-gate";
+/// The one version of this framing.
+pub const VERSION: &str = "1";
+
+/// What a workstation without the gate sends for identity (and what a
+/// shell runs for the gated identity request, the comment aside).
+pub const LEGACY_IDENTITY: &str = "LC_ALL=C; export LC_ALL; hostname && id -un";
+pub const LEGACY_DISK: &str = "LC_ALL=C df -h /";
+pub const LEGACY_RPC: &str = "sudo -n /usr/local/bin/volce-lab-host rpc";
+
+/// The longest remote command the gate reads; every valid one is far shorter.
+pub const MAX_COMMAND_BYTES: usize = 1024;
+
+/// One of the fixed requests. Closed: nothing else is ever run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumString, strum::VariantArray)]
+#[strum(serialize_all = "snake_case")]
+pub enum Check {
+    /// The host name and the account.
+    Identity,
+    /// `df -h /` in the C locale.
+    Disk,
+    /// `sudo -n /usr/local/bin/volce-lab-host rpc`, the request on stdin.
+    Rpc,
+}
+
+impl Check {
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
+
+/// A request the gate accepts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    /// One of the lines a workstation without the gate sends: run as before,
+    /// no identity pre-check (that workstation checks in its own session).
+    Legacy(Check),
+    /// A check to run only when this is the expected host and account.
+    Gated { check: Check, host: String, user: String },
+}
+
+/// Why the gate refused a remote command. A closed set: this, the
+/// command's length and its digest are all a refusal records (never the
+/// text the caller chose).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::VariantArray)]
+#[strum(serialize_all = "snake_case")]
+pub enum Refused {
+    /// No remote command: an interactive login (`ssh host`).
+    NoCommand,
+    /// Longer than [`MAX_COMMAND_BYTES`].
+    TooLong,
+    /// Not one of the fixed lines, or a gated line with extra or missing
+    /// words, another version, an unknown check or a malformed identity.
+    NotAFixedRequest,
+}
+
+impl Refused {
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
+
+/// The remote command a workstation sends for `check`, expecting `host`
+/// and `user` (both validated identifiers).
+pub fn request_line(check: Check, host: &str, user: &str) -> String {
+    let comment = format!("# {MAGIC} {VERSION} {} {host} {user}", check.as_str());
+    match check {
+        Check::Identity => format!("{LEGACY_IDENTITY} {comment}"),
+        Check::Disk | Check::Rpc => comment,
+    }
+}
+
+/// Parses the remote command (`None`: sshd set no `SSH_ORIGINAL_COMMAND`).
+/// Exact: one of the three legacy lines, or [`request_line`]'s output for
+/// some check and two identifiers, byte for byte.
+pub fn parse_request(command: Option<&[u8]>) -> Result<Request, Refused> {
+    let command = command.ok_or(Refused::NoCommand)?;
+    if command.len() > MAX_COMMAND_BYTES {
+        return Err(Refused::TooLong);
+    }
+    let text = std::str::from_utf8(command).map_err(|_| Refused::NotAFixedRequest)?;
+    match text {
+        LEGACY_IDENTITY => return Ok(Request::Legacy(Check::Identity)),
+        LEGACY_DISK => return Ok(Request::Legacy(Check::Disk)),
+        LEGACY_RPC => return Ok(Request::Legacy(Check::Rpc)),
+        _ => {}
+    }
+    let words: Vec<&str> = text.strip_prefix(LEGACY_IDENTITY).unwrap_or(text).split(' ').collect();
+    let ([_, "#", MAGIC, VERSION, check, host, user] | ["#", MAGIC, VERSION, check, host, user]) = words[..]
+    else {
+        return Err(Refused::NotAFixedRequest);
+    };
+    let check: Check = check.parse().map_err(|_| Refused::NotAFixedRequest)?;
+    if !crate::config::is_identifier(host) || !crate::config::is_identifier(user) {
+        return Err(Refused::NotAFixedRequest);
+    }
+    let request = Request::Gated { check, host: host.to_owned(), user: user.to_owned() };
+    // Rebuilding the line is the exactness check: the identity prefix only
+    // on identity, single spaces, nothing before or after.
+    if request_line(check, host, user) != text {
+        return Err(Refused::NotAFixedRequest);
+    }
+    Ok(request)
+}
+
+/// What the gate observed and concluded, as its header line says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Header {
+    pub matched: bool,
+    pub host: String,
+    pub user: String,
+}
+
+/// How an observed name goes into the header: itself when it is an
+/// identifier, else `?` (which can never equal an expected identifier).
+fn word(observed: &str) -> &str {
+    if crate::config::is_identifier(observed) { observed } else { "?" }
+}
+
+impl Header {
+    /// The gate's verdict: a match only when both observed names are the
+    /// expected ones.
+    pub fn judge(observed_host: &str, observed_user: &str, host: &str, user: &str) -> Header {
+        Header {
+            // A name that is no identifier never matches, even itself.
+            matched: word(observed_host) == host && word(observed_user) == user && host != "?" && user != "?",
+            host: word(observed_host).to_owned(),
+            user: word(observed_user).to_owned(),
+        }
+    }
+
+    /// The header line, newline included.
+    pub fn line(&self) -> String {
+        let verdict = if self.matched { "match" } else { "mismatch" };
+        format!("{MAGIC} {VERSION} {verdict} {} {}\n", self.host, self.user)
+    }
+}
+
+/// Why a reply is not a gate frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NotAFrame;
+
+/// Splits a gate's stdout into its header and the payload after it.
+/// Anything that does not start with one exact header line is not a frame
+/// (a shell's answer, a gate of another version, a truncated reply).
+pub fn parse_reply(stdout: &[u8]) -> Result<(Header, &[u8]), NotAFrame> {
+    let end = stdout.iter().take(MAX_COMMAND_BYTES).position(|&b| b == b'\n').ok_or(NotAFrame)?;
+    let line = std::str::from_utf8(&stdout[..end]).map_err(|_| NotAFrame)?;
+    let words: Vec<&str> = line.split(' ').collect();
+    let [MAGIC, VERSION, verdict, host, user] = words[..] else {
+        return Err(NotAFrame);
+    };
+    let matched = match verdict {
+        "match" => true,
+        "mismatch" => false,
+        _ => return Err(NotAFrame),
+    };
+    let named = |w: &str| w == "?" || crate::config::is_identifier(w);
+    if !named(host) || !named(user) {
+        return Err(NotAFrame);
+    }
+    Ok((Header { matched, host: host.to_owned(), user: user.to_owned() }, &stdout[end + 1..]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use strum::VariantArray as _;
+
+    #[test]
+    fn every_request_line_parses_back_to_itself() {
+        for check in Check::VARIANTS {
+            let line = request_line(*check, "web-1.example", "vl-agent");
+            let parsed = parse_request(Some(line.as_bytes())).unwrap();
+            assert_eq!(
+                parsed,
+                Request::Gated { check: *check, host: "web-1.example".into(), user: "vl-agent".into() }
+            );
+        }
+        assert_eq!(
+            request_line(Check::Identity, "h", "u"),
+            "LC_ALL=C; export LC_ALL; hostname && id -un # volce-lab-gate 1 identity h u"
+        );
+        assert_eq!(request_line(Check::Disk, "h", "u"), "# volce-lab-gate 1 disk h u");
+        for (line, check) in
+            [(LEGACY_IDENTITY, Check::Identity), (LEGACY_DISK, Check::Disk), (LEGACY_RPC, Check::Rpc)]
+        {
+            assert_eq!(parse_request(Some(line.as_bytes())), Ok(Request::Legacy(check)));
+        }
+    }
+
+    /// Tried: what a person or an attacker holding the key types instead.
+    #[test]
+    fn anything_but_the_fixed_requests_is_refused() {
+        assert_eq!(parse_request(None), Err(Refused::NoCommand));
+        assert_eq!(parse_request(Some(&[b'#'; 1025])), Err(Refused::TooLong));
+        for bad in [
+            "",
+            "ls /",
+            "sh",
+            "/bin/bash -i",
+            "internal-sftp",
+            "sftp-server",
+            "scp -t /tmp",
+            "sudo -n /usr/local/bin/volce-lab-host rpc extra",
+            "sudo -n /usr/local/bin/volce-lab-host rpc; id",
+            "LC_ALL=C df -h / /home",
+            "LC_ALL=C df -h /\n",
+            " LC_ALL=C df -h /",
+            "hostname && id -un",
+            "# volce-lab-gate 1 disk h",
+            "# volce-lab-gate 1 disk h u extra",
+            "# volce-lab-gate 2 disk h u",
+            "# volce-lab-gate 1 shell h u",
+            "# volce-lab-gate 1 identity h u",
+            "LC_ALL=C; export LC_ALL; hostname && id -un # volce-lab-gate 1 disk h u",
+            "# volce-lab-gate 1 disk $(id) u",
+            "# volce-lab-gate 1 disk h u;id",
+            "# volce-lab-gate  1 disk h u",
+            "#  volce-lab-gate 1 disk h u",
+            "# volce-lab-gate 1 disk -h u",
+            "# volce-lab-gate 1 Disk h u",
+            "cat ~/.ssh/authorized_keys",
+        ] {
+            assert_eq!(parse_request(Some(bad.as_bytes())), Err(Refused::NotAFixedRequest), "{bad:?}");
+        }
+        assert_eq!(parse_request(Some(b"LC_ALL=C df -h \xff")), Err(Refused::NotAFixedRequest));
+    }
+
+    #[test]
+    fn the_header_carries_the_verdict_and_what_was_observed() {
+        let header = Header::judge("web-1", "vl-agent", "web-1", "vl-agent");
+        assert_eq!(header.line(), "volce-lab-gate 1 match web-1 vl-agent\n");
+        let mut reply = header.line().into_bytes();
+        reply.extend_from_slice(b"Filesystem ...\n");
+        assert_eq!(parse_reply(&reply), Ok((header, &b"Filesystem ...\n"[..])));
+
+        let other = Header::judge("web-2", "vl-agent", "web-1", "vl-agent");
+        assert!(!other.matched);
+        assert_eq!(parse_reply(other.line().as_bytes()).unwrap().0, other);
+        // A name that is no identifier is shown as `?` and never matches.
+        let odd = Header::judge("a b", "vl-agent", "a b", "vl-agent");
+        assert_eq!(odd.line(), "volce-lab-gate 1 mismatch ? vl-agent\n");
+        assert!(!parse_reply(odd.line().as_bytes()).unwrap().0.matched);
+    }
+
+    /// Tried: a shell's answer, truncated or forged-looking headers.
+    #[test]
+    fn anything_but_an_exact_header_is_not_a_frame() {
+        for bad in [
+            &b""[..],
+            b"web-1\nvl-agent\n",
+            b"volce-lab-gate 1 match web-1 vl-agent",
+            b"volce-lab-gate 2 match web-1 vl-agent\n",
+            b"volce-lab-gate 1 matched web-1 vl-agent\n",
+            b"volce-lab-gate 1 match web-1\n",
+            b"volce-lab-gate 1 match web-1 vl-agent x\n",
+            b" volce-lab-gate 1 match web-1 vl-agent\n",
+            b"volce-lab-gate 1 match web 1 vl-agent\n",
+            b"volce-lab-gate 1 match -x vl-agent\n",
+            b"volce-lab-gate 1 match \xff vl-agent\n",
+        ] {
+            assert_eq!(parse_reply(bad), Err(NotAFrame), "{:?}", String::from_utf8_lossy(bad));
+        }
+        let mut long = vec![b'a'; 1100];
+        long.push(b'\n');
+        assert_eq!(parse_reply(&long), Err(NotAFrame));
+    }
+}
