@@ -17,3 +17,4 @@ mod mcp_conformance;
 mod mcp_examples;
 mod mcp_management;
 mod mcp_stdio;
+mod properties;
