@@ -322,11 +322,16 @@ fn check_state(paths: &DoctorPaths, probe: &dyn Probe, findings: &mut Vec<Findin
             return;
         }
     }
+    /// What a damaged database needs: the helper refuses it
+    /// (`state_corrupt`) until then. HOST-SETUP.md says how the backup is kept.
+    const RESTORE: &str = "the helper refuses it (state_corrupt); keep a copy of /var/lib/volce-lab as \
+         evidence, then restore state.db from the backup HOST-SETUP.md has you keep \
+         (made with `sqlite3 state.db .backup`) and delete state.db-wal and state.db-shm";
     match probe.store(dir) {
         Err(why) => findings.push(fail(
             "database",
             format!("cannot be opened: {why}"),
-            "back up /var/lib/volce-lab, then inspect state.db with sqlite3",
+            RESTORE,
         )),
         Ok(None) => findings.push(ok("database", "not created yet: the first rpc creates it")),
         Ok(Some(health)) => {
@@ -336,7 +341,7 @@ fn check_state(paths: &DoctorPaths, probe: &dyn Probe, findings: &mut Vec<Findin
                 findings.push(fail(
                     "database",
                     "PRAGMA integrity_check reports damage",
-                    "stop using the helper, back up /var/lib/volce-lab, restore state.db from a backup",
+                    RESTORE,
                 ));
             }
             if health.schema_version == health.expected_schema_version {

@@ -93,6 +93,16 @@ pub enum Code {
     UnsafePath,
     PolicyInvalid,
     StateUnavailable,
+    /// The state database is damaged (SQLite says corrupt or not a
+    /// database, or its write-ahead log is cut short): nothing was changed;
+    /// `doctor` names the file and the recovery (restore from the backup).
+    StateCorrupt,
+    /// The state database was written by a newer volce-lab (its schema
+    /// version is above this build's): refused before it is touched.
+    StateTooNew,
+    /// The state directory's filesystem has no room left for a write:
+    /// refused before anything changed.
+    StateFull,
     EngineUnavailable,
     InvalidCaller,
     /// Approve/reject/resolve: `SUDO_USER`, `SUDO_UID`, the account
@@ -251,7 +261,7 @@ mod tests {
     #[test]
     fn code_strings_never_change() {
         use strum::VariantArray as _;
-        const SHIPPED: [&str; 63] = [
+        const SHIPPED: [&str; 66] = [
             "invalid_request",
             "request_too_large",
             "unknown_action",
@@ -303,6 +313,9 @@ mod tests {
             "unsafe_path",
             "policy_invalid",
             "state_unavailable",
+            "state_corrupt",
+            "state_too_new",
+            "state_full",
             "engine_unavailable",
             "invalid_caller",
             "caller_mismatch",

@@ -8,6 +8,7 @@
 //! database.rs     Store: open, pragmas read back, migrate, transactions
 //! transitions.rs  Tx: conditional transitions, app records, audit rows
 //! health.rs       the read-only health report the doctor prints
+//! wal.rs          a write-ahead log cut short, seen before SQLite opens it
 //! ```
 //!
 //! Each file states the invariants it enforces. In short: pragmas are read
@@ -24,6 +25,7 @@ mod health;
 mod rows;
 mod schema;
 mod transitions;
+pub mod wal;
 
 pub use chain::{
     Break, ChainedEntry, Content as ChainContent, GENESIS, Head, Verification, link as chain_link,
