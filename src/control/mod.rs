@@ -7,6 +7,7 @@
 //! (the rpc/show/approve pipelines).
 
 pub mod canonical;
+pub mod clock;
 pub mod plan;
 pub mod policy;
 pub mod scope;
@@ -103,6 +104,9 @@ pub enum Code {
     /// The state directory's filesystem has no room left for a write:
     /// refused before anything changed.
     StateFull,
+    /// The wall clock moved against the boot clock since the plan was made
+    /// (`clock::check_expiry`): the plan is not trusted on either reading.
+    ClockSkew,
     EngineUnavailable,
     InvalidCaller,
     /// Approve/reject/resolve: `SUDO_USER`, `SUDO_UID`, the account
@@ -179,6 +183,11 @@ pub fn refuse<T>(code: Code, message: impl Into<String>) -> Result<T, Refusal> {
 /// Seconds since the Unix epoch. Injected so expiry can be tested.
 pub trait Clock {
     fn now(&self) -> i64;
+    /// The boot clock (`clock::boot_now`); `None`, the default, leaves
+    /// expiry to the wall clock alone.
+    fn boot(&self) -> Option<clock::BootInstant> {
+        None
+    }
 }
 
 /// The wall clock.
@@ -191,6 +200,9 @@ impl Clock for SystemClock {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs() as i64)
             .unwrap_or(0)
+    }
+    fn boot(&self) -> Option<clock::BootInstant> {
+        clock::boot_now()
     }
 }
 
@@ -261,7 +273,7 @@ mod tests {
     #[test]
     fn code_strings_never_change() {
         use strum::VariantArray as _;
-        const SHIPPED: [&str; 66] = [
+        const SHIPPED: [&str; 67] = [
             "invalid_request",
             "request_too_large",
             "unknown_action",
@@ -316,6 +328,7 @@ mod tests {
             "state_corrupt",
             "state_too_new",
             "state_full",
+            "clock_skew",
             "engine_unavailable",
             "invalid_caller",
             "caller_mismatch",

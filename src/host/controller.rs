@@ -38,6 +38,7 @@ use crate::control::plan::{Action, Digest, Payload, Plan, PlanId};
 use crate::control::policy::Policy;
 use crate::control::scope;
 use crate::control::validate::{self, AppState, Context, Probe};
+use crate::control::clock::check_expiry;
 use crate::control::{Clock, Code, Refusal, refuse};
 use crate::docker::{AppName, Capacity, Engine, EngineError};
 use crate::store::{AuditOutcome, AuditRow, Claim, Event, PlanState, Store, StoreError, StoredPlan};
@@ -266,6 +267,9 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 now,
             );
             tx.insert_plan(&plan, &audit(now, Event::Prepared, AuditOutcome::Ok, requester))?;
+            if let Some(boot) = clock.boot() {
+                tx.set_plan_boot(&plan.id, &boot)?;
+            }
             Ok(StoredPlan {
                 plan,
                 state: PlanState::Pending,
@@ -307,9 +311,8 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 return refuse(Code::ApprovalNotRequired, "This action does not need an approval.");
             }
             state_allows_use(&stored)?;
-            if now > plan.expires_at {
-                return refuse(Code::PlanExpired, "The plan has expired; ask for a new one.");
-            }
+            let made = tx.plan_boot(id)?;
+            check_expiry(plan.created_at, plan.expires_at, made.as_ref(), now, clock.boot().as_ref())?;
             if plan.policy_hash != *policy_hash {
                 return refuse(Code::PolicyChanged, "The policy changed since this plan was made.");
             }

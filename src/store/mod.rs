@@ -9,6 +9,7 @@
 //! transitions.rs  Tx: conditional transitions, app records, audit rows
 //! health.rs       the read-only health report the doctor prints
 //! wal.rs          a write-ahead log cut short, seen before SQLite opens it
+//! plan_boot.rs    the boot clock at a plan's prepare (expiry across clock steps)
 //! ```
 //!
 //! Each file states the invariants it enforces. In short: pragmas are read
@@ -22,6 +23,7 @@
 mod chain;
 mod database;
 mod health;
+mod plan_boot;
 mod rows;
 mod schema;
 mod transitions;

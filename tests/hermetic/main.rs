@@ -13,6 +13,7 @@ mod host_controller;
 mod host_logs;
 mod host_policy_files;
 mod host_broken_state;
+mod host_clock;
 mod host_processes;
 mod mcp_conformance;
 mod mcp_examples;
