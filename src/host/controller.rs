@@ -220,6 +220,9 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
         let action = Action::parse(action)?;
         self.settle_abandoned(requester)?;
         let Controller { policy, policy_hash, store, engine, apps_dir, clock, .. } = self;
+        // Before anything is written: a full state filesystem is refused
+        // here, not halfway through (`crate::store::space`).
+        crate::store::space::require_room(apps_dir.parent().unwrap_or(apps_dir))?;
         let unsettled = |tx: &crate::store::Tx<'_>| -> Result<(), Refusal> {
             if let Some((id, state)) = tx.unsettled_plan()? {
                 return refuse(

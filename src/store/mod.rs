@@ -10,6 +10,7 @@
 //! health.rs       the read-only health report the doctor prints
 //! wal.rs          a write-ahead log cut short, seen before SQLite opens it
 //! plan_boot.rs    the boot clock at a plan's prepare (expiry across clock steps)
+//! space.rs        the free-space floor a prepare needs (`state_full`)
 //! ```
 //!
 //! Each file states the invariants it enforces. In short: pragmas are read
@@ -26,6 +27,7 @@ mod health;
 mod plan_boot;
 mod rows;
 mod schema;
+pub mod space;
 mod transitions;
 pub mod wal;
 
