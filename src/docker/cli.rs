@@ -45,7 +45,7 @@ use crate::exec::{ExecutionStatus, Outcome, ProcessSpec, minimal_env, run_blocki
 
 mod argv;
 mod deploy;
-mod parse;
+pub mod parse;
 
 /// The host probes keep their old paths here (`docker::cli::http_get`, ...).
 pub use super::host_probe::{HttpReply, http_get, port_free};
