@@ -100,8 +100,14 @@ mod tests {
     fn after_a_reboot_or_without_a_boot_time_the_wall_clock_decides() {
         let other = BootInstant { boot_id: "other".into(), millis: 1 };
         assert!(check_expiry(T, T + 600, Some(&at(5_000)), T + 600, Some(&other)).is_ok());
-        assert_eq!(check_expiry(T, T + 600, Some(&at(5_000)), T + 601, Some(&other)).unwrap_err().code, Code::PlanExpired);
-        assert_eq!(check_expiry(T, T + 600, None, T + 601, Some(&at(9))).unwrap_err().code, Code::PlanExpired);
+        assert_eq!(
+            check_expiry(T, T + 600, Some(&at(5_000)), T + 601, Some(&other)).unwrap_err().code,
+            Code::PlanExpired
+        );
+        assert_eq!(
+            check_expiry(T, T + 600, None, T + 601, Some(&at(9))).unwrap_err().code,
+            Code::PlanExpired
+        );
         assert!(check_expiry(T, T + 600, None, T + 10, None).is_ok());
     }
 

@@ -47,7 +47,9 @@ pub fn read_store_health(state_dir: &Path) -> Result<Option<StoreHealth>, String
     // Before any open: even a read-only one would read a torn log as if the
     // cut-off transactions never happened.
     if let Some(bytes) = crate::store::wal::torn_log(&database) {
-        return Err(format!("its write-ahead log state.db-wal is cut short ({bytes} bytes, not whole frames)"));
+        return Err(format!(
+            "its write-ahead log state.db-wal is cut short ({bytes} bytes, not whole frames)"
+        ));
     }
     crate::store::read_health(&database).map_err(|e| e.to_string())
 }

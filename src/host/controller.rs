@@ -34,11 +34,11 @@ use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
+use crate::control::clock::check_expiry;
 use crate::control::plan::{Action, Digest, Payload, Plan, PlanId};
 use crate::control::policy::Policy;
 use crate::control::scope;
 use crate::control::validate::{self, AppState, Context, Probe};
-use crate::control::clock::check_expiry;
 use crate::control::{Clock, Code, Refusal, refuse};
 use crate::docker::{AppName, Capacity, Engine, EngineError};
 use crate::store::{AuditOutcome, AuditRow, Claim, Event, PlanState, Store, StoreError, StoredPlan};

@@ -39,10 +39,10 @@ pub fn require_room(dir: &Path) -> Result<(), Refusal> {
 /// failure on a filesystem below the floor is `state_full`.
 pub fn explain(error: &super::StoreError, dir: &Path) -> Refusal {
     let refusal = error.refusal();
-    if refusal.code == crate::control::Code::StateUnavailable {
-        if let Err(full) = require_room(dir) {
-            return full;
-        }
+    if refusal.code == crate::control::Code::StateUnavailable
+        && let Err(full) = require_room(dir)
+    {
+        return full;
     }
     refusal
 }

@@ -71,7 +71,7 @@ fn misaligned(path: &Path, length: u64) -> bool {
         n if (512..=32768).contains(&n) && n.is_power_of_two() => u64::from(n),
         _ => return true,
     };
-    (length - HEADER_BYTES) % (FRAME_HEADER_BYTES + page) != 0
+    !(length - HEADER_BYTES).is_multiple_of(FRAME_HEADER_BYTES + page)
 }
 
 #[cfg(test)]

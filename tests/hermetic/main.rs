@@ -9,11 +9,12 @@ mod support;
 
 mod cli;
 mod docs;
-mod host_controller;
-mod host_logs;
-mod host_policy_files;
 mod host_broken_state;
 mod host_clock;
+mod host_controller;
+mod host_load;
+mod host_logs;
+mod host_policy_files;
 mod host_processes;
 mod mcp_conformance;
 mod mcp_examples;

@@ -27,7 +27,8 @@ fn json_value() -> impl Strategy<Value = Value> {
     leaf.prop_recursive(4, 48, 6, |inner| {
         prop_oneof![
             prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
-            prop::collection::vec((".{0,8}", inner), 0..6).prop_map(|entries| Value::Object(entries.into_iter().collect())),
+            prop::collection::vec((".{0,8}", inner), 0..6)
+                .prop_map(|entries| Value::Object(entries.into_iter().collect())),
         ]
     })
 }
@@ -44,7 +45,9 @@ fn reordered_text(value: &Value) -> String {
                 .collect();
             format!("{{ {} }}", entries.join(" , "))
         }
-        Value::Array(items) => format!("[ {} ]", items.iter().map(reordered_text).collect::<Vec<_>>().join(" ,\t")),
+        Value::Array(items) => {
+            format!("[ {} ]", items.iter().map(reordered_text).collect::<Vec<_>>().join(" ,\t"))
+        }
         scalar => serde_json::to_string(scalar).unwrap(),
     }
 }
@@ -142,9 +145,8 @@ proptest! {
     /// from an alphabet full of nginx's special characters.
     #[test]
     fn renderer_is_safe_for_whatever_validation_accepts(text in "[a-z0-9.;{}$#\\\\\"' \n-]{1,40}", port in 1024u16..=65535) {
-        match ServerName::parse(&text) {
-            Some(name) => prop_assert_eq!(only_our_directives(&render(name.as_str(), port), name.as_str(), port), Ok(())),
-            None => {}
+        if let Some(name) = ServerName::parse(&text) {
+            prop_assert_eq!(only_our_directives(&render(name.as_str(), port), name.as_str(), port), Ok(()));
         }
     }
 }

@@ -27,7 +27,10 @@ struct SmallFilesystem {
 
 impl SmallFilesystem {
     fn mount(size: &str) -> (SmallFilesystem, PathBuf) {
-        assert!(nix::unistd::geteuid().is_root(), "this suite mounts a tmpfs: run it as root through scripts/test");
+        assert!(
+            nix::unistd::geteuid().is_root(),
+            "this suite mounts a tmpfs: run it as root through scripts/test"
+        );
         let dir = tempfile::tempdir().unwrap();
         let mountpoint = dir.path().join("state");
         std::fs::create_dir(&mountpoint).unwrap();
@@ -110,9 +113,14 @@ fn a_full_state_filesystem_refuses_prepares_loses_nothing_and_recovers() {
         // The database and its log hold what they held; at 0 bytes left
         // SQLite may only have created an empty log while opening.
         let mut after = database_files(&fs.mountpoint);
-        after.retain(|(name, bytes)| !(name == "state.db-wal" && bytes.is_empty() && !before.iter().any(|(n, _)| n == name)));
+        after.retain(|(name, bytes)| {
+            !(name == "state.db-wal" && bytes.is_empty() && !before.iter().any(|(n, _)| n == name))
+        });
         assert!(after == before, "{leave} bytes left: the refused prepare wrote nothing");
-        eprintln!("{leave} bytes left: inventory answers {}", {let r = reply(&h, json!({"operation": "inventory"})); format!("{} {}", r["status"], r["code"])});
+        eprintln!("{leave} bytes left: inventory answers {}", {
+            let r = reply(&h, json!({"operation": "inventory"}));
+            format!("{} {}", r["status"], r["code"])
+        });
         std::fs::remove_file(filler).unwrap();
         // Space is back: what was stored is all there, and prepares work.
         assert_eq!(integrity(&fs.mountpoint), "ok");

@@ -18,10 +18,10 @@ use serde_json::{Value, json};
 use super::{
     Controller, EngineProbe, Liveness, audit, engine_unavailable, mark_app, state_allows_use, terms_hold,
 };
+use crate::control::clock::check_expiry;
 use crate::control::plan::{Payload, Plan, PlanId};
 use crate::control::scope;
 use crate::control::validate::{self, AppRecord, AppState, Context};
-use crate::control::clock::check_expiry;
 use crate::control::{Clock, Code, Refusal, refuse};
 use crate::docker::{AppRemoval, Engine, EngineError};
 use crate::store::{AuditOutcome, AuditRow, Event, PlanOutcome};
