@@ -340,22 +340,19 @@ fn check_state(paths: &DoctorPaths, probe: &dyn Probe, findings: &mut Vec<Findin
             return;
         }
     }
+    /// What a damaged database needs: the helper refuses it
+    /// (`state_corrupt`) until then. HOST-SETUP.md says how the backup is kept.
+    const RESTORE: &str = "the helper refuses it (state_corrupt); keep a copy of /var/lib/volce-lab as \
+         evidence, then restore state.db from the backup HOST-SETUP.md has you keep \
+         (made with `sqlite3 state.db .backup`) and delete state.db-wal and state.db-shm";
     match probe.store(dir) {
-        Err(why) => findings.push(fail(
-            "database",
-            format!("cannot be opened: {why}"),
-            "back up /var/lib/volce-lab, then inspect state.db with sqlite3",
-        )),
+        Err(why) => findings.push(fail("database", format!("cannot be opened: {why}"), RESTORE)),
         Ok(None) => findings.push(ok("database", "not created yet: the first rpc creates it")),
         Ok(Some(health)) => {
             if health.integrity_ok {
                 findings.push(ok("database", "PRAGMA integrity_check: ok"));
             } else {
-                findings.push(fail(
-                    "database",
-                    "PRAGMA integrity_check reports damage",
-                    "stop using the helper, back up /var/lib/volce-lab, restore state.db from a backup",
-                ));
+                findings.push(fail("database", "PRAGMA integrity_check reports damage", RESTORE));
             }
             if health.schema_version == health.expected_schema_version {
                 findings.push(ok("schema", format!("version {}", health.schema_version)));

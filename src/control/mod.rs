@@ -7,6 +7,7 @@
 //! (the rpc/show/approve pipelines).
 
 pub mod canonical;
+pub mod clock;
 pub mod plan;
 pub mod policy;
 pub mod scope;
@@ -101,6 +102,19 @@ pub enum Code {
     UnsafePath,
     PolicyInvalid,
     StateUnavailable,
+    /// The state database is damaged (SQLite says corrupt or not a
+    /// database, or its write-ahead log is cut short): nothing was changed;
+    /// `doctor` names the file and the recovery (restore from the backup).
+    StateCorrupt,
+    /// The state database was written by a newer volce-lab (its schema
+    /// version is above this build's): refused before it is touched.
+    StateTooNew,
+    /// The state directory's filesystem has no room left for a write:
+    /// refused before anything changed.
+    StateFull,
+    /// The wall clock moved against the boot clock since the plan was made
+    /// (`clock::check_expiry`): the plan is not trusted on either reading.
+    ClockSkew,
     EngineUnavailable,
     InvalidCaller,
     /// Approve/reject/resolve: `SUDO_USER`, `SUDO_UID`, the account
@@ -181,6 +195,11 @@ pub fn refuse<T>(code: Code, message: impl Into<String>) -> Result<T, Refusal> {
 /// Seconds since the Unix epoch. Injected so expiry can be tested.
 pub trait Clock {
     fn now(&self) -> i64;
+    /// The boot clock (`clock::boot_now`); `None`, the default, leaves
+    /// expiry to the wall clock alone.
+    fn boot(&self) -> Option<clock::BootInstant> {
+        None
+    }
 }
 
 /// The wall clock.
@@ -193,6 +212,9 @@ impl Clock for SystemClock {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs() as i64)
             .unwrap_or(0)
+    }
+    fn boot(&self) -> Option<clock::BootInstant> {
+        clock::boot_now()
     }
 }
 
@@ -263,7 +285,7 @@ mod tests {
     #[test]
     fn code_strings_never_change() {
         use strum::VariantArray as _;
-        const SHIPPED: [&str; 68] = [
+        const SHIPPED: [&str; 72] = [
             "invalid_request",
             "request_too_large",
             "unknown_action",
@@ -319,6 +341,10 @@ mod tests {
             "unsafe_path",
             "policy_invalid",
             "state_unavailable",
+            "state_corrupt",
+            "state_too_new",
+            "state_full",
+            "clock_skew",
             "engine_unavailable",
             "invalid_caller",
             "caller_mismatch",

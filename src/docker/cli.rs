@@ -49,7 +49,7 @@ use crate::nginx::ServerName;
 mod argv;
 mod deploy;
 mod lifecycle;
-mod parse;
+pub mod parse;
 mod probe;
 
 /// The host probes keep their old paths here (`docker::cli::http_get`, ...).

@@ -43,7 +43,15 @@ pub fn load_policy_images(path: &Path) -> Result<Vec<String>, String> {
 /// read-only, never migrated (the doctor must not be the thing that upgrades
 /// a database).
 pub fn read_store_health(state_dir: &Path) -> Result<Option<StoreHealth>, String> {
-    crate::store::read_health(&state_dir.join("state.db")).map_err(|e| e.to_string())
+    let database = state_dir.join("state.db");
+    // Before any open: even a read-only one would read a torn log as if the
+    // cut-off transactions never happened.
+    if let Some(bytes) = crate::store::wal::torn_log(&database) {
+        return Err(format!(
+            "its write-ahead log state.db-wal is cut short ({bytes} bytes, not whole frames)"
+        ));
+    }
+    crate::store::read_health(&database).map_err(|e| e.to_string())
 }
 
 /// The managed apps whose record and engine disagree: the records read

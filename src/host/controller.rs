@@ -34,6 +34,7 @@ use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
+use crate::control::clock::check_expiry;
 use crate::control::plan::{Action, Digest, Payload, Plan, PlanId};
 use crate::control::policy::Policy;
 use crate::control::scope;
@@ -181,6 +182,9 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
         let action = Action::parse(action)?;
         self.settle_abandoned(requester)?;
         let Controller { policy, policy_hash, store, engine, apps_dir, clock, .. } = self;
+        // Before anything is written: a full state filesystem is refused
+        // here, not halfway through (`crate::store::space`).
+        crate::store::space::require_room(apps_dir.parent().unwrap_or(apps_dir))?;
         let unsettled = |tx: &crate::store::Tx<'_>| -> Result<(), Refusal> {
             if let Some((id, state)) = tx.unsettled_plan()? {
                 return refuse(
@@ -229,6 +233,9 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 now,
             );
             tx.insert_plan(&plan, &audit(now, Event::Prepared, AuditOutcome::Ok, requester))?;
+            if let Some(boot) = clock.boot() {
+                tx.set_plan_boot(&plan.id, &boot)?;
+            }
             Ok(StoredPlan {
                 plan,
                 state: PlanState::Pending,
@@ -270,9 +277,8 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 return refuse(Code::ApprovalNotRequired, "This action does not need an approval.");
             }
             state_allows_use(&stored)?;
-            if now > plan.expires_at {
-                return refuse(Code::PlanExpired, "The plan has expired; ask for a new one.");
-            }
+            let made = tx.plan_boot(id)?;
+            check_expiry(plan.created_at, plan.expires_at, made.as_ref(), now, clock.boot().as_ref())?;
             if plan.policy_hash != *policy_hash {
                 return refuse(Code::PolicyChanged, "The policy changed since this plan was made.");
             }

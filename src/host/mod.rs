@@ -97,7 +97,8 @@ fn open_with<E: Engine, C: Clock, L: Liveness>(
     liveness: L,
 ) -> Result<Controller<E, C, L>, Refusal> {
     paths::prepare_state(paths)?;
-    let store = crate::store::Store::open(&paths.database()).map_err(|e| e.refusal())?;
+    let store = crate::store::Store::open(&paths.database())
+        .map_err(|e| crate::store::space::explain(&e, &paths.state_dir))?;
     Ok(Controller::new(policy, store, engine, clock, liveness, paths.apps_dir()))
 }
 

@@ -40,6 +40,8 @@ pub enum StoreError {
     Conflict(String),
     #[error("a stored record is unreadable; inspect the state database")]
     Corrupt,
+    #[error("the write-ahead log {bytes} bytes long is not a whole number of frames: it was cut short")]
+    TornLog { bytes: u64 },
 }
 
 impl From<Refusal> for StoreError {
@@ -61,12 +63,53 @@ impl StoreError {
                 Code::PlanCorrupt,
                 "A stored record is unreadable; an operator must inspect the state.",
             ),
+            StoreError::TooNew { .. } => Refusal::new(
+                Code::StateTooNew,
+                "The host's state database was written by a newer volce-lab; nothing was changed. \
+                 The operator installs that version again (volce-lab-host doctor says which schema).",
+            ),
+            StoreError::TornLog { .. } => corrupt_refusal(),
+            StoreError::Sqlite(e) if is_corrupt(e) => corrupt_refusal(),
+            StoreError::Sqlite(e) if is_full(e) => full_refusal(),
             _ => Refusal::new(
                 Code::StateUnavailable,
                 "The host's state database is unavailable; nothing was changed.",
             ),
         }
     }
+}
+
+fn corrupt_refusal() -> Refusal {
+    Refusal::new(
+        Code::StateCorrupt,
+        "The host's state database is damaged; nothing was changed. The operator runs \
+         `volce-lab-host doctor` and restores state.db from the backup (HOST-SETUP.md).",
+    )
+}
+
+/// Also what a prepare gets when the free-space floor of
+/// `crate::store::space` is not met.
+pub(crate) fn full_refusal() -> Refusal {
+    Refusal::new(
+        Code::StateFull,
+        "The host's state directory has no room left; nothing was changed. The operator frees \
+         space on its filesystem (volce-lab-host doctor shows how much is free), then this works again.",
+    )
+}
+
+/// SQLite's own words for a damaged file: corrupt, or not a database.
+fn is_corrupt(error: &rusqlite::Error) -> bool {
+    matches!(
+        error.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
+    )
+}
+
+/// SQLite could not grow a file (SQLITE_FULL), or the write failed for lack
+/// of space (an I/O error whose extended code is SQLITE_IOERR_WRITE with
+/// ENOSPC underneath is reported as SQLITE_FULL by SQLite's unix VFS).
+fn is_full(error: &rusqlite::Error) -> bool {
+    matches!(error.sqlite_error_code(), Some(rusqlite::ErrorCode::DiskFull))
 }
 
 /// One open state database.
@@ -84,7 +127,19 @@ impl Store {
             | OpenFlags::SQLITE_OPEN_CREATE
             | OpenFlags::SQLITE_OPEN_NOFOLLOW
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        // Before SQLite sees the files: opening would fold a torn log into
+        // the database (see `super::wal`).
+        if let Some(bytes) = super::wal::torn_log(path) {
+            return Err(StoreError::TornLog { bytes });
+        }
         let conn = Connection::open_with_flags(path, flags)?;
+        // A newer schema is refused before the pragmas below could rewrite
+        // its header (journal_mode), so the file stays byte for byte as the
+        // newer program left it.
+        let found: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+        if found > Store::supported_version() {
+            return Err(StoreError::TooNew { found, supported: Store::supported_version() });
+        }
         let mut store = Store { conn };
         store.configure()?;
         store.migrate()?;

@@ -9,6 +9,9 @@
 //! transitions.rs  Tx: conditional transitions, app records, audit rows
 //! claims.rs       Tx: the image claims of removed apps
 //! health.rs       the read-only health report the doctor prints
+//! wal.rs          a write-ahead log cut short, seen before SQLite opens it
+//! plan_boot.rs    the boot clock at a plan's prepare (expiry across clock steps)
+//! space.rs        the free-space floor a prepare needs (`state_full`)
 //! ```
 //!
 //! Each file states the invariants it enforces. In short: pragmas are read
@@ -23,9 +26,12 @@ mod chain;
 mod claims;
 mod database;
 mod health;
+mod plan_boot;
 mod rows;
 mod schema;
+pub mod space;
 mod transitions;
+pub mod wal;
 
 pub use chain::{
     Break, ChainedEntry, Content as ChainContent, GENESIS, Head, Verification, link as chain_link,

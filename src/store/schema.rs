@@ -300,6 +300,13 @@ pub(super) const MIGRATIONS: &[&str] = &[
         plan_id TEXT NOT NULL REFERENCES plans (id),
         retired_at INTEGER NOT NULL
     );",
+    // 6: the boot
+    // a plan was prepared on and CLOCK_BOOTTIME then, in milliseconds, so
+    // that expiry on the same boot follows the boot clock, which a step of
+    // the wall clock does not move (`crate::control::clock`). NULL for plans
+    // made before this step: they expire by the wall clock alone.
+    "ALTER TABLE plans ADD COLUMN created_boot TEXT;
+     ALTER TABLE plans ADD COLUMN created_boottime_ms INTEGER CHECK (created_boottime_ms IS NULL OR created_boottime_ms >= 0);",
 ];
 
 /// The step after whose SQL the existing audit rows are chained

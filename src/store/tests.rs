@@ -907,7 +907,9 @@ fn migrating_a_v3_database_chains_its_rows_in_order_and_keeps_them() {
     let mut store = Store::open(&path).unwrap();
     let conn = store.dangerous_connection_for_tests();
     let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).unwrap();
-    assert_eq!((version, Store::supported_version()), (5, 5));
+    // Migrated to the newest step, whatever came after the chain's (4).
+    assert_eq!(version, Store::supported_version());
+    assert!(version >= 4);
     assert_eq!(dump(conn, &format!("SELECT {AUDIT_V1} FROM audit ORDER BY seq")), audit_before);
     assert_eq!(
         dump(conn, "SELECT count(*) FROM audit WHERE hash IS NULL OR prev_hash IS NULL"),

@@ -9,9 +9,12 @@ mod support;
 
 mod cli;
 mod docs;
+mod host_broken_state;
+mod host_clock;
 mod host_controller;
 mod host_lifecycle;
 mod host_inventory;
+mod host_load;
 mod host_logs;
 mod host_policy_files;
 mod host_processes;
@@ -19,3 +22,4 @@ mod mcp_conformance;
 mod mcp_examples;
 mod mcp_management;
 mod mcp_stdio;
+mod properties;

@@ -10,7 +10,9 @@
 mod support;
 
 // Before the test images: root, runuser, the helper's fixed paths.
+// host_disk_full: root mounts a small tmpfs.
 mod host_binary;
+mod host_disk_full;
 mod local_mode;
 mod mcp_local;
 

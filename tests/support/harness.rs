@@ -24,14 +24,26 @@ use super::fake_engine::{FakeEngine, unused_image};
 
 pub const START: i64 = 1_800_000_000;
 
+/// The boot clock's reading at [`START`], in milliseconds.
+pub const BOOT_START_MS: i64 = 10_000_000;
+
+/// A wall clock and a boot clock (one boot, `test-boot`) that time moves
+/// together ([`TestClock::advance`]) and an operator or NTP can split
+/// ([`TestClock::step_wall`]).
 #[derive(Clone)]
-pub struct TestClock(pub Arc<AtomicI64>);
+pub struct TestClock(pub Arc<AtomicI64>, pub Arc<AtomicI64>);
 
 impl TestClock {
     pub fn new() -> TestClock {
-        TestClock(Arc::new(AtomicI64::new(START)))
+        TestClock(Arc::new(AtomicI64::new(START)), Arc::new(AtomicI64::new(BOOT_START_MS)))
     }
+    /// Time passes: both clocks move.
     pub fn advance(&self, secs: i64) {
+        self.0.fetch_add(secs, Ordering::SeqCst);
+        self.1.fetch_add(secs * 1000, Ordering::SeqCst);
+    }
+    /// The wall clock is set: only it moves.
+    pub fn step_wall(&self, secs: i64) {
         self.0.fetch_add(secs, Ordering::SeqCst);
     }
 }
@@ -39,6 +51,12 @@ impl TestClock {
 impl Clock for TestClock {
     fn now(&self) -> i64 {
         self.0.load(Ordering::SeqCst)
+    }
+    fn boot(&self) -> Option<volce_lab::control::clock::BootInstant> {
+        Some(volce_lab::control::clock::BootInstant {
+            boot_id: "test-boot".into(),
+            millis: self.1.load(Ordering::SeqCst),
+        })
     }
 }
 

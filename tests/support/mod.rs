@@ -12,7 +12,9 @@
 //!
 //! - `fake_engine`, `harness`: the controller over a fake Docker world and a
 //!   temporary policy and state directory (hermetic);
+//! - `load`: N processes × R rounds of mixed operations on one state directory (hermetic);
 //! - `mcp`: a strict checker for our tool schemas, result helpers (hermetic);
+//! - `nginx_shape`: the statements of a rendered nginx.conf (hermetic, also fuzz/);
 //! - `unprivileged`: the binary where an unprivileged account can run it;
 //! - `docker_lab`: the real engine and the images of `scripts/test-images` (root);
 //! - `e2e`: the installation of `scripts/e2e-setup`, acting as agent, operator and root.
@@ -24,5 +26,7 @@ pub mod docker_lab;
 pub mod e2e;
 pub mod fake_engine;
 pub mod harness;
+pub mod load;
 pub mod mcp;
+pub mod nginx_shape;
 pub mod unprivileged;

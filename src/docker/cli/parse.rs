@@ -1,7 +1,8 @@
 //! Parsers for what docker prints: id lists, the inspect rows of our
 //! template ([`super::INSPECT_TEMPLATE`]), image ids and network names.
 //! Pure; strict: anything unexpected is [`EngineError::Unparsable`], never
-//! a guess. Runs as root in the host helper, on docker's stdout.
+//! a guess. Runs as root in the host helper, on docker's stdout. Public so
+//! that the fuzz targets (fuzz/) can feed them arbitrary bytes.
 
 use std::collections::BTreeMap;
 
@@ -39,14 +40,14 @@ struct Binding {
     host_port: String,
 }
 
-pub(crate) fn parse_container_ids(out: &[u8]) -> Result<Vec<ContainerId>, EngineError> {
+pub fn parse_container_ids(out: &[u8]) -> Result<Vec<ContainerId>, EngineError> {
     lines(out)
         .iter()
         .map(|l| ContainerId::parse(l).ok_or(EngineError::Unparsable { step: "list containers" }))
         .collect()
 }
 
-pub(crate) fn parse_inspect_rows(out: &[u8]) -> Result<Vec<Container>, EngineError> {
+pub fn parse_inspect_rows(out: &[u8]) -> Result<Vec<Container>, EngineError> {
     let bad = EngineError::Unparsable { step: "inspect containers" };
     let text = std::str::from_utf8(out).map_err(|_| bad.clone())?;
     let mut containers = Vec::new();
@@ -88,7 +89,7 @@ pub(crate) fn parse_inspect_rows(out: &[u8]) -> Result<Vec<Container>, EngineErr
     Ok(containers)
 }
 
-pub(crate) fn parse_images(out: &[u8]) -> Result<Vec<ImageId>, EngineError> {
+pub fn parse_images(out: &[u8]) -> Result<Vec<ImageId>, EngineError> {
     lines(out)
         .iter()
         .map(|l| ImageId::parse(l).ok_or(EngineError::Unparsable { step: "list images" }))
@@ -96,6 +97,6 @@ pub(crate) fn parse_images(out: &[u8]) -> Result<Vec<ImageId>, EngineError> {
 }
 
 /// `--filter name=vl-` matches anywhere in the name; keep the real prefix.
-pub(crate) fn parse_networks(out: &[u8]) -> Result<Vec<String>, EngineError> {
+pub fn parse_networks(out: &[u8]) -> Result<Vec<String>, EngineError> {
     Ok(lines(out).into_iter().filter(|n| n.starts_with(crate::docker::names::PREFIX)).collect())
 }

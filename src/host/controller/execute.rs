@@ -16,6 +16,7 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use super::{Controller, EngineProbe, Liveness, audit, engine_unavailable, state_allows_use, terms_hold};
+use crate::control::clock::check_expiry;
 use crate::control::plan::{Action, Payload, Plan, PlanId};
 use crate::control::scope;
 use crate::control::validate::{self, AppRecord, Context};
@@ -76,9 +77,8 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 };
                 state_allows_use(&stored)?;
                 let plan = &stored.plan;
-                if now > plan.expires_at {
-                    return refuse(Code::PlanExpired, "The plan has expired; ask for a new one.");
-                }
+                let made = tx.plan_boot(id)?;
+                check_expiry(plan.created_at, plan.expires_at, made.as_ref(), now, clock.boot().as_ref())?;
                 // A plan prepared before another one failed must not run on
                 // top of a server that nobody has inspected yet.
                 if let Some((other, state)) = tx.unsettled_plan()? {

@@ -1,0 +1,34 @@
+//! Fuzz target: the parsers of what the docker CLI prints
+//! (`volce_lab::docker::cli::parse`), which run as root on docker's stdout.
+//! The first byte picks the parser. None may panic; what they accept is
+//! only well-formed ids, and only our labels and network names.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use volce_lab::docker::cli::parse;
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&which, out)) = data.split_first() else { return };
+    match which % 4 {
+        0 => {
+            if let Ok(ids) = parse::parse_container_ids(out) {
+                assert!(ids.iter().all(|id| id.as_str().len() == 64));
+            }
+        }
+        1 => {
+            if let Ok(containers) = parse::parse_inspect_rows(out) {
+                for container in containers {
+                    assert!(container.labels.keys().all(|k| k.starts_with("io.volce-lab.")));
+                }
+            }
+        }
+        2 => {
+            let _ = parse::parse_images(out);
+        }
+        _ => {
+            if let Ok(networks) = parse::parse_networks(out) {
+                assert!(networks.iter().all(|n| n.starts_with(volce_lab::docker::names::PREFIX)));
+            }
+        }
+    }
+});

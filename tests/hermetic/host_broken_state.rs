@@ -1,0 +1,177 @@
+//! A broken state database: bytes overwritten in a copy, a schema newer
+//! than this build, a write-ahead log cut short. Each time the helper's
+//! rpc pipeline refuses with a stable code and changes no byte of the
+//! files, and the doctor names the problem and the recovery (restore from
+//! the backup HOST-SETUP.md has the operator keep). Hermetic: the library
+//! pipeline on the fake engine in a temporary state directory.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde_json::json;
+use volce_lab::control::Code;
+use volce_lab::doctor::{DoctorPaths, Finding, Probe, StoreHealth};
+use volce_lab::host::rpc::Reply;
+
+use crate::support::harness::*;
+
+const AGENT: &str = "agent";
+
+/// Every file of the state directory (not the apps' directories), by name.
+fn files(state_dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(state_dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.is_file())
+        .map(|path| (path.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read(&path).unwrap()))
+        .collect()
+}
+
+/// A world with history (the seeded app and a completed deploy), every
+/// connection closed so the database is one file.
+fn world() -> Harness {
+    let h = Harness::new();
+    let mut c = h.controller();
+    let plan = c.prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap();
+    c.execute(&plan.plan.id, AGENT).unwrap();
+    drop(c);
+    // One rpc through the pipeline, so its slot lock files exist before
+    // the files are compared (they are the process guard's, not state).
+    assert!(matches!(h.rpc(AGENT, br#"{"operation":"inventory"}"#), Reply::Ok { .. }));
+    h
+}
+
+fn code(reply: Reply) -> Code {
+    match reply {
+        Reply::Rejected(refusal) => refusal.code,
+        other => panic!("must be refused: {other:?}"),
+    }
+}
+
+/// Inventory and a prepare are both refused with `expected`, and not one
+/// byte of the state directory changed (no file created either).
+fn refused_without_change(h: &Harness, expected: Code) {
+    let before = files(&h.paths.state_dir);
+    let plan = json!({"operation": "plan", "action": "stop", "parameters": {"app": "demo"}});
+    assert_eq!(code(h.rpc(AGENT, br#"{"operation":"inventory"}"#)), expected, "inventory");
+    assert_eq!(code(h.rpc(AGENT, plan.to_string().as_bytes())), expected, "prepare");
+    let after = files(&h.paths.state_dir);
+    assert_eq!(before.keys().collect::<Vec<_>>(), after.keys().collect::<Vec<_>>(), "no file came or went");
+    assert!(before == after, "no byte of the state directory changed");
+}
+
+/// The doctor's finding about the database, with the real store probe.
+fn doctor_database(h: &Harness) -> Finding {
+    struct StoreOnly;
+    impl Probe for StoreOnly {
+        fn docker_version(&self) -> Result<String, String> {
+            Ok("test".into())
+        }
+        fn image_present(&self, _: &str) -> bool {
+            true
+        }
+        fn sudoers_valid(&self, _: &Path) -> bool {
+            true
+        }
+        fn groups_of(&self, _: &str) -> Option<Vec<String>> {
+            None
+        }
+        fn policy_images(&self, _: &Path) -> Result<Vec<String>, String> {
+            Ok(vec![])
+        }
+        fn store(&self, state_dir: &Path) -> Result<Option<StoreHealth>, String> {
+            volce_lab::doctor::read_store_health(state_dir)
+        }
+        fn drift(&self, _: &Path) -> Result<Vec<volce_lab::doctor::AppDrift>, String> {
+            Ok(vec![])
+        }
+    }
+    let paths = DoctorPaths {
+        helper_link: h.root.join("no-helper"),
+        policy: h.paths.policy.clone(),
+        state_dir: h.paths.state_dir.clone(),
+        sudoers: h.root.join("no-sudoers"),
+        owner_uid: nix::unistd::geteuid().as_raw(),
+    };
+    let findings = volce_lab::doctor::diagnose(&paths, &StoreOnly);
+    let wanted = ["database", "schema"];
+    findings
+        .into_iter()
+        .find(|f| wanted.contains(&f.subject.as_str()) && !f.ok)
+        .expect("the doctor fails the database or its schema")
+}
+
+#[test]
+fn overwritten_pages_are_refused_as_state_corrupt_and_doctor_says_restore() {
+    let h = world();
+    let database = h.paths.database();
+    let mut bytes = std::fs::read(&database).unwrap();
+    // Every b-tree page after the first gets its page header overwritten,
+    // as a bad disk or a stray write would: any table SQLite reads is damaged.
+    let page = u16::from_be_bytes([bytes[16], bytes[17]]) as usize;
+    for start in (page..bytes.len()).step_by(page) {
+        bytes[start..start + 12].copy_from_slice(&[0xEE; 12]);
+    }
+    std::fs::write(&database, &bytes).unwrap();
+    refused_without_change(&h, Code::StateCorrupt);
+    let finding = doctor_database(&h);
+    assert!(finding.fix.as_deref().unwrap().contains(".backup"), "{finding}");
+    assert!(finding.fix.as_deref().unwrap().contains("state_corrupt"), "{finding}");
+}
+
+#[test]
+fn a_file_that_is_not_a_database_is_refused_as_state_corrupt() {
+    let h = world();
+    let database = h.paths.database();
+    let mut bytes = std::fs::read(&database).unwrap();
+    bytes[..16].copy_from_slice(b"not sqlite at al");
+    std::fs::write(&database, &bytes).unwrap();
+    refused_without_change(&h, Code::StateCorrupt);
+    assert!(doctor_database(&h).detail.contains("cannot be opened"));
+}
+
+#[test]
+fn a_database_from_a_newer_schema_is_refused_untouched() {
+    let h = world();
+    let newer = volce_lab::store::Store::supported_version() + 1;
+    rusqlite::Connection::open(h.paths.database())
+        .unwrap()
+        .pragma_update(None, "user_version", newer)
+        .unwrap();
+    refused_without_change(&h, Code::StateTooNew);
+    let finding = doctor_database(&h);
+    assert_eq!(finding.subject, "schema");
+    assert!(finding.detail.contains(&format!("version {newer}")), "{finding}");
+}
+
+#[test]
+fn a_write_ahead_log_cut_inside_a_frame_is_refused_and_kept() {
+    let h = world();
+    // A connection that stays open keeps its committed writes in the log
+    // (no checkpoint at close while another connection holds the file);
+    // copy the pair as a crash would leave it, then cut the log.
+    let holder = rusqlite::Connection::open(h.paths.database()).unwrap();
+    holder.pragma_update(None, "wal_autocheckpoint", 0).unwrap();
+    let _: i64 = holder.query_row("SELECT count(*) FROM plans", [], |r| r.get(0)).unwrap();
+    let mut c = h.controller();
+    c.prepare("stop", &json!({"app": "demo"}), AGENT).unwrap();
+    drop(c);
+    let copy = tempfile::tempdir().unwrap();
+    let mut moved = Harness::at(copy.path());
+    moved.write_policy(&policy_json());
+    std::fs::create_dir_all(&moved.paths.state_dir).unwrap();
+    for (name, bytes) in files(&h.paths.state_dir) {
+        if name != "state.db-shm" {
+            std::fs::write(moved.paths.state_dir.join(name), bytes).unwrap();
+        }
+    }
+    drop(holder);
+    let wal = moved.paths.state_dir.join("state.db-wal");
+    let length = std::fs::metadata(&wal).unwrap().len();
+    assert!(length > 32 + 2 * 4120, "the log holds frames: {length}");
+    std::fs::OpenOptions::new().write(true).open(&wal).unwrap().set_len(length - 1000).unwrap();
+    refused_without_change(&moved, Code::StateCorrupt);
+    let finding = doctor_database(&moved);
+    assert!(finding.detail.contains("cut short"), "{finding}");
+    assert!(finding.fix.as_deref().unwrap().contains("state.db-wal"), "{finding}");
+}
