@@ -159,6 +159,14 @@ pub fn json_line(entry: &ChainedEntry) -> String {
         "exit_code": entry.exit_code,
         "duration_ms": entry.duration_ms,
         "actor": entry.actor,
+        "operation": entry.operation,
+        "app": entry.app,
+        "code": entry.code,
+        "process": entry.process,
+        "request_id": entry.request_id,
+        "count": entry.count,
+        "sudo_uid": entry.sudo_uid,
+        "login_uid": entry.login_uid,
         "prev_hash": entry.prev_hash,
         "hash": entry.hash,
     });
@@ -169,21 +177,31 @@ pub fn json_line(entry: &ChainedEntry) -> String {
 
 fn row_line(entry: &ChainedEntry) -> String {
     let number = |n: Option<i64>| n.map_or_else(|| "-".to_owned(), |n| n.to_string());
+    let text = |t: &Option<String>| t.as_deref().map_or_else(|| "-".to_owned(), for_terminal);
+    // A request row names its operation where a plan row names its action;
+    // a refusal's code (and a fold's count) goes where the plan id would.
+    let what = entry.action.as_ref().or(entry.operation.as_ref());
+    let tail = match (&entry.plan_id, &entry.code, entry.count) {
+        (Some(plan), _, _) => for_terminal(plan),
+        (None, Some(code), Some(count)) => format!("{} x{count}", for_terminal(code)),
+        (None, Some(code), None) => for_terminal(code),
+        (None, None, _) => "-".to_owned(),
+    };
     table_line([
         &entry.seq.to_string(),
         &rfc3339_seconds(entry.at),
         &for_terminal(&entry.event),
-        &for_terminal(&entry.action),
+        &text(&what.cloned()),
         &for_terminal(&entry.outcome),
         &number(entry.exit_code),
         &number(entry.duration_ms),
         &for_terminal(&entry.actor),
-        &for_terminal(&entry.plan_id),
+        &tail,
     ])
 }
 
 /// Fixed widths wide enough for every stored name (the longest event is
-/// `needs_inspection`, the longest user name 32): the table lines up
+/// `needs_inspection`, the longest operation `gateway_status`): the table lines up
 /// without reading every row first.
 fn table_line(cells: [&str; 9]) -> String {
     let [seq, time, event, action, outcome, exit, ms, actor, plan] = cells;
@@ -229,12 +247,20 @@ mod tests {
             seq: 3,
             at: 1000,
             event: "approved".into(),
-            plan_id: "0".repeat(32),
-            action: "stop".into(),
+            plan_id: Some("0".repeat(32)),
+            action: Some("stop".into()),
             outcome: "ok".into(),
             exit_code: None,
             duration_ms: Some(5),
             actor: "al\u{1b}[31mice\u{202e}".into(),
+            operation: None,
+            app: None,
+            code: None,
+            process: None,
+            request_id: None,
+            count: None,
+            sudo_uid: None,
+            login_uid: None,
             prev_hash: Some("a".repeat(64)),
             hash: Some("b".repeat(64)),
         };
@@ -275,6 +301,7 @@ mod tests {
                         exit_code: None,
                         duration_ms: Some(3),
                         actor: "agent".into(),
+                        process: None,
                     };
                     tx.insert_plan(&plan, &row)?;
                 }

@@ -122,7 +122,7 @@ pub struct Controller<E: Engine, C: Clock, L: Liveness> {
 }
 
 fn audit(at: i64, event: Event, outcome: AuditOutcome, actor: &str) -> AuditRow {
-    AuditRow { at, event, outcome, exit_code: None, duration_ms: None, actor: actor.to_owned() }
+    AuditRow { at, event, outcome, exit_code: None, duration_ms: None, actor: actor.to_owned(), process: None }
 }
 
 impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {

@@ -6,6 +6,7 @@
 //! chain.rs        the audit trail's hash chain: append, backfill, verify
 //! rows.rs         row types and the closed name sets stored in columns
 //! database.rs     Store: open, pragmas read back, migrate, transactions
+//! fold.rs         request rows, identical refusals folded into one counted row
 //! transitions.rs  Tx: conditional transitions, app records, audit rows
 //! health.rs       the read-only health report the doctor prints
 //! ```
@@ -20,6 +21,7 @@
 
 mod chain;
 mod database;
+mod fold;
 mod health;
 mod rows;
 mod schema;
@@ -29,10 +31,11 @@ pub use chain::{
     Break, ChainedEntry, Content as ChainContent, GENESIS, Head, Verification, link as chain_link,
 };
 pub use database::{BUSY_TIMEOUT, Store, StoreError};
+pub use fold::WINDOW_SECS as FOLD_WINDOW_SECS;
 pub use health::{StoreHealth, read_health};
 pub use rows::{
-    Approval, AuditEntry, AuditOutcome, AuditRow, Claim, Event, PlanOutcome, PlanState, Rejection,
-    Resolution, StoredPlan,
+    Approval, AuditEntry, AuditOperation, AuditOutcome, AuditRow, Claim, Event, PlanOutcome, PlanState,
+    Rejection, RequestEnd, RequestMeta, Resolution, StoredPlan,
 };
 pub use transitions::{
     SQL_AWAITING, SQL_EXECUTING, SQL_EXPIRED_PENDING, SQL_UNSETTLED, SQL_UNSETTLED_ALL, Tx,

@@ -26,6 +26,7 @@ fn row(event: Event, actor: &str) -> AuditRow {
         exit_code: None,
         duration_ms: None,
         actor: actor.into(),
+        process: None,
     }
 }
 
@@ -370,7 +371,7 @@ fn old_store(path: &Path, version: usize) -> Store {
         conn.execute_batch(step).unwrap();
     }
     conn.pragma_update(None, "user_version", version as i64).unwrap();
-    Store { conn }
+    Store::from_connection(conn)
 }
 
 /// The audit columns every version before the hash chain (step 4) had.
@@ -669,7 +670,17 @@ fn migrating_a_v2_database_keeps_every_row_and_takes_rejections() {
     assert_eq!(fk, 1, "foreign keys are on again after the migration");
     let indexes =
         dump(conn, "SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL ORDER BY name");
-    assert_eq!(indexes, ["Text(\"audit_plan\")", "Text(\"plans_pending\")", "Text(\"plans_unsettled\")"]);
+    assert_eq!(
+        indexes,
+        [
+            "Text(\"audit_at\")",
+            "Text(\"audit_plan\")",
+            "Text(\"plans_finished\")",
+            "Text(\"plans_pending\")",
+            "Text(\"plans_pending_requester\")",
+            "Text(\"plans_unsettled\")"
+        ]
+    );
     let states: Vec<PlanState> =
         ids.iter().map(|p| store.read(|tx| tx.load_plan(&p.id)).unwrap().unwrap().state).collect();
     use PlanState::*;
@@ -787,12 +798,13 @@ fn forge(store: &mut Store, seq: i64, at: i64, chained_from: i64) {
         seq,
         at,
         event: "approved",
-        plan_id: one.id.as_str(),
-        action: "stop",
+        plan_id: Some(one.id.as_str()),
+        action: Some("stop"),
         outcome: "ok",
         exit_code: None,
         duration_ms: None,
         actor: "mallory",
+        ..chain::Content::default()
     };
     conn.execute(
         "INSERT INTO audit (seq, at, event, plan_id, action, outcome, actor, prev_hash, hash)
@@ -907,7 +919,7 @@ fn migrating_a_v3_database_chains_its_rows_in_order_and_keeps_them() {
     let mut store = Store::open(&path).unwrap();
     let conn = store.dangerous_connection_for_tests();
     let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).unwrap();
-    assert_eq!((version, Store::supported_version()), (4, 4));
+    assert_eq!(version, Store::supported_version());
     assert_eq!(dump(conn, &format!("SELECT {AUDIT_V1} FROM audit ORDER BY seq")), audit_before);
     assert_eq!(
         dump(conn, "SELECT count(*) FROM audit WHERE hash IS NULL OR prev_hash IS NULL"),
