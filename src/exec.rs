@@ -142,7 +142,13 @@ impl ProcessOutcome {
     /// The category of `execution`; `None` for a clean exit 0. The match has
     /// no wildcard, so a new [`ExecutionStatus`] must be given a category.
     pub fn of(execution: &Execution) -> Option<ProcessOutcome> {
-        match execution.execution_status {
+        ProcessOutcome::of_status(execution.execution_status)
+    }
+
+    /// [`ProcessOutcome::of`] from the status alone (what the workstation's
+    /// audit line keeps of an [`Execution`]).
+    pub fn of_status(status: ExecutionStatus) -> Option<ProcessOutcome> {
+        match status {
             ExecutionStatus::Ok => None,
             ExecutionStatus::NonzeroExit => Some(ProcessOutcome::CommandExitNonzero),
             ExecutionStatus::Timeout => Some(ProcessOutcome::CommandTimeout),

@@ -105,6 +105,13 @@ pub enum Code {
     Busy,
     /// No complete request arrived on stdin within the read deadline.
     RequestTimeout,
+    /// The request's audit row could not be written (a full or read-only
+    /// state database): nothing was changed and nothing is answered.
+    AuditUnavailable,
+    /// prepare: the requester already has the policy's maximum of
+    /// unexpired pending plans; wait for them to expire or let the operator
+    /// `reject` them.
+    PendingPlansLimit,
     // Tool arguments the MCP server refused before anything ran (status
     // `invalid_arguments`); the host helper never answers these.
     UnexpectedField,
@@ -251,7 +258,7 @@ mod tests {
     #[test]
     fn code_strings_never_change() {
         use strum::VariantArray as _;
-        const SHIPPED: [&str; 63] = [
+        const SHIPPED: [&str; 65] = [
             "invalid_request",
             "request_too_large",
             "unknown_action",
@@ -309,6 +316,8 @@ mod tests {
             "not_confirmed",
             "busy",
             "request_timeout",
+            "audit_unavailable",
+            "pending_plans_limit",
             "unexpected_field",
             "missing_field",
             "wrong_type",

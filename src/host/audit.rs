@@ -270,7 +270,7 @@ mod tests {
         assert_eq!(value["actor"], "al\u{1b}[31mice\u{202e}", "escaping keeps the value");
         assert_eq!(value["time"], "1970-01-01T00:16:40Z");
         let keys: Vec<&str> = value.as_object().unwrap().keys().map(String::as_str).collect();
-        assert_eq!(keys.len(), 12, "{keys:?}");
+        assert_eq!(keys.len(), 20, "{keys:?}");
         let row = row_line(&entry);
         assert!(row.contains("al\\u{001b}[31mice\\u{202e}"), "{row}");
         assert!(row.contains("   -  "), "no exit code: {row}");

@@ -45,9 +45,11 @@ use crate::store::{AuditOutcome, AuditRow, Claim, Event, PlanState, Store, Store
 mod execute;
 mod logs;
 mod operator;
+mod record;
 
 pub use execute::Executed;
 pub use operator::Awaiting;
+pub use record::audit_unavailable;
 
 impl From<StoreError> for Refusal {
     fn from(error: StoreError) -> Refusal {

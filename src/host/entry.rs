@@ -102,7 +102,7 @@ pub fn cli_approve(plan_id: &str, digest: &str, yes: bool) -> Exit {
         real_engine(&paths),
         SystemClock,
         ProcLiveness,
-        &operator.name,
+        &operator,
         plan_id,
         digest,
         decide,
@@ -147,7 +147,7 @@ pub fn cli_list(json: bool) -> Exit {
 pub fn cli_reject(plan_id: &str) -> Exit {
     let paths = HostPaths::fixed();
     terminal(operator_check().and_then(|operator| {
-        reject(&paths, real_engine(&paths), SystemClock, ProcLiveness, &operator.name, plan_id)
+        reject(&paths, real_engine(&paths), SystemClock, ProcLiveness, &operator, plan_id)
     }))
 }
 
@@ -155,7 +155,7 @@ pub fn cli_reject(plan_id: &str) -> Exit {
 pub fn cli_resolve(plan_id: &str) -> Exit {
     let paths = HostPaths::fixed();
     terminal(operator_check().and_then(|operator| {
-        resolve(&paths, real_engine(&paths), SystemClock, ProcLiveness, &operator.name, plan_id)
+        resolve(&paths, real_engine(&paths), SystemClock, ProcLiveness, &operator, plan_id)
     }))
 }
 

@@ -217,6 +217,9 @@ pub struct AuditRow {
 #[serde(rename_all = "snake_case")]
 #[strum(serialize_all = "snake_case")]
 pub enum AuditOperation {
+    /// `volce-lab-host rpc` refused before its operation was read (busy,
+    /// request_timeout, invalid_request, ...).
+    Rpc,
     GatewayStatus,
     Inventory,
     Plan,

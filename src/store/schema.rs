@@ -250,7 +250,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
         duration_ms INTEGER,
         actor TEXT NOT NULL,
         operation TEXT CHECK (operation IS NULL OR operation IN
-            ('gateway_status', 'inventory', 'plan', 'execute', 'logs', 'show', 'list', 'approve', 'reject',
+            ('rpc', 'gateway_status', 'inventory', 'plan', 'execute', 'logs', 'show', 'list', 'approve', 'reject',
              'resolve', 'doctor', 'retention', 'audit_prune', 'ssh_gate')),
         app TEXT CHECK (app IS NULL OR length(app) BETWEEN 1 AND 31),
         code TEXT CHECK (code IS NULL OR length(code) BETWEEN 1 AND 64),

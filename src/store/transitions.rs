@@ -498,11 +498,12 @@ impl Tx<'_> {
         Ok(())
     }
 
-    /// The audit rows of one plan, oldest first.
+    /// The state changes of one plan in the audit trail, oldest first (not
+    /// the `request` rows of reads and refusals that named it).
     pub fn audit_of(&self, id: &PlanId) -> Result<Vec<AuditEntry>, StoreError> {
         let mut statement = self.tx.prepare_cached(
             "SELECT at, event, plan_id, action, outcome, exit_code, duration_ms, actor FROM audit
-             WHERE plan_id = ?1 ORDER BY seq",
+             WHERE plan_id = ?1 AND event <> 'request' ORDER BY seq",
         )?;
         let rows = statement.query_map([id.as_str()], |r| {
             Ok(AuditEntry {

@@ -9,6 +9,7 @@ mod support;
 
 mod cli;
 mod docs;
+mod host_audit_rows;
 mod host_controller;
 mod host_logs;
 mod host_policy_files;
