@@ -114,8 +114,18 @@ impl Execution {
 /// workstation's `audit.jsonl` (`process_outcome`). Derived from an
 /// [`Execution`] only ([`ProcessOutcome::of`]), never from output; the words
 /// are the reference's (002-command-errors-and-exit-codes).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[derive(strum::IntoStaticStr, strum::EnumString, strum::VariantArray)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+    strum::VariantArray,
+)]
 pub enum ProcessOutcome {
     #[serde(rename = "COMMAND_EXIT_NONZERO")]
     #[strum(serialize = "COMMAND_EXIT_NONZERO")]

@@ -169,7 +169,8 @@ pub struct RequestId(String);
 
 impl RequestId {
     pub fn parse(text: &str) -> Option<RequestId> {
-        let shaped = (1..=64).contains(&text.len()) && text.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+        let shaped =
+            (1..=64).contains(&text.len()) && text.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
         shaped.then(|| RequestId(text.to_owned()))
     }
     pub fn as_str(&self) -> &str {

@@ -12,12 +12,13 @@
 //!   ids): export prints exactly the stored columns, each text escaped for
 //!   the terminal, never plan parameters.
 
-use crate::control::{Code, Refusal};
+use crate::control::{Clock as _, Code, Refusal};
 use crate::store::{Break, ChainedEntry, Store, Verification};
 use crate::text::{for_terminal, rfc3339_seconds};
 
-use super::HostPaths;
 use super::paths;
+use super::{Caller, HostPaths};
+use crate::store::AuditOperation;
 
 /// The store, opened on checked paths (migrated like every other command).
 fn open(paths: &HostPaths) -> Result<Store, Refusal> {
@@ -40,15 +41,39 @@ pub fn parse_head(text: &str) -> Result<String, Refusal> {
 
 /// An RFC 3339 UTC time (`2026-12-01T10:00:00Z`) as unix seconds.
 pub fn parse_since(text: &str) -> Result<i64, Refusal> {
-    let refused = || {
-        Refusal::new(
-            Code::InvalidTime,
-            "--since takes an RFC 3339 UTC time such as 2026-12-01T10:00:00Z; nothing was printed.",
-        )
-    };
+    parse_time(text, "--since takes an RFC 3339 UTC time such as 2026-12-01T10:00:00Z; nothing was printed.")
+}
+
+fn parse_time(text: &str, refusal: &'static str) -> Result<i64, Refusal> {
+    let refused = || Refusal::new(Code::InvalidTime, refusal);
     let at = humantime::parse_rfc3339(text).map_err(|_| refused())?;
     let secs = at.duration_since(std::time::UNIX_EPOCH).map_err(|_| refused())?.as_secs();
     i64::try_from(secs).map_err(|_| refused())
+}
+
+/// `audit prune --before RFC3339`: drops the rows older than `before`
+/// (export them first), leaving the chain verifiable from the first kept
+/// row, and records the pruning in a row of its own (by `operator`, at
+/// `now`). Refuses a time in the future: that would drop every row.
+pub fn prune(paths: &HostPaths, before: &str, operator: &Caller, now: i64) -> Result<String, Refusal> {
+    let before = parse_time(
+        before,
+        "--before takes an RFC 3339 UTC time such as 2026-09-01T00:00:00Z; nothing was dropped.",
+    )?;
+    if before > now {
+        return Err(Refusal::new(
+            Code::InvalidTime,
+            "--before is in the future; export the rows, then prune before a time that has passed.              Nothing was dropped.",
+        ));
+    }
+    let mut store = open(paths)?;
+    store.begin_request(operator.request(AuditOperation::AuditPrune));
+    let dropped = store.write(|tx| tx.prune_audit(before, now, &operator.name)).map_err(|e| e.refusal())?;
+    Ok(format!(
+        "Dropped {dropped} audit rows older than {}; the kept rows still verify from their new start \
+         (volce-lab-host audit verify). A head kept from before still names its row only if that row was kept.\n",
+        rfc3339_seconds(before)
+    ))
 }
 
 /// `audit head`: the head hash on its own line (for scripts: `| head -n 1`),
@@ -98,7 +123,8 @@ fn render_verification(checked: &Verification, from: Option<&str>) -> String {
                 row(seq, at)
             ),
             Break::NotFromGenesis { seq, at } => format!(
-                "the rows before {} were deleted: the first row does not chain from the genesis value",
+                "the rows before {} were deleted: the first row does not chain from the genesis value \
+                 (or, after audit prune, from where the kept rows start)",
                 row(seq, at)
             ),
         };
@@ -128,6 +154,10 @@ fn render_verification(checked: &Verification, from: Option<&str>) -> String {
 pub fn export(paths: &HostPaths, since: Option<&str>, json: bool) -> Result<String, Refusal> {
     let since = since.map(parse_since).transpose()?.unwrap_or(i64::MIN);
     let mut store = open(paths)?;
+    // Counts of folded refusals whose window has closed go onto the chain
+    // first, so the export holds them (`store::fold`).
+    let now = crate::control::SystemClock.now();
+    store.write(|tx| tx.flush_folds(now)).map_err(|e| e.refusal())?;
     let mut out = String::new();
     if !json {
         out.push_str(&table_line([

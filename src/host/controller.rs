@@ -124,7 +124,15 @@ pub struct Controller<E: Engine, C: Clock, L: Liveness> {
 }
 
 fn audit(at: i64, event: Event, outcome: AuditOutcome, actor: &str) -> AuditRow {
-    AuditRow { at, event, outcome, exit_code: None, duration_ms: None, actor: actor.to_owned(), process: None }
+    AuditRow {
+        at,
+        event,
+        outcome,
+        exit_code: None,
+        duration_ms: None,
+        actor: actor.to_owned(),
+        process: None,
+    }
 }
 
 impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
@@ -220,6 +228,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
     ) -> Result<StoredPlan, Refusal> {
         let action = Action::parse(action)?;
         self.settle_abandoned(requester)?;
+        self.retain(requester)?;
         let Controller { policy, policy_hash, store, engine, apps_dir, clock, .. } = self;
         let unsettled = |tx: &crate::store::Tx<'_>| -> Result<(), Refusal> {
             if let Some((id, state)) = tx.unsettled_plan()? {
@@ -244,6 +253,8 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
         let id = PlanId::random();
         let ctx = Context { policy, snapshot: &snapshot, apps: &apps, apps_dir, plan_id: &id };
         let probe = EngineProbe { engine: &*engine, apps_dir };
+        // Every prepare adds state: none is accepted below the floors.
+        validate::capacity_floors(policy, &probe)?;
         let (payload, impact) = validate::derive(action, parameters, &ctx, &probe)?;
         let snapshot_digest = scope::digest(&snapshot, &payload);
         store.write(|tx| {
@@ -257,6 +268,17 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 );
             }
             let now = clock.now();
+            let pending = tx.pending_of(requester, now)?;
+            if pending >= crate::store::MAX_PENDING_PER_REQUESTER {
+                return refuse(
+                    Code::PendingPlansLimit,
+                    format!(
+                        "{requester} already has {pending} pending plans that have not expired; no more are \
+                         accepted. Wait until they expire, or ask the operator to reject the ones not wanted \
+                         (volce-lab-host list, then volce-lab-host reject PLAN_ID)."
+                    ),
+                );
+            }
             let plan = Plan::seal(
                 id,
                 parameters.clone(),

@@ -184,6 +184,17 @@ pub fn cli_audit_export(since: Option<&str>, json: bool) -> Exit {
     terminal(process_check().and_then(|()| audit::export(&paths, since, json)))
 }
 
+/// `volce-lab-host audit prune --before RFC3339` in the shipped binary: an
+/// operator command (it drops rows), so the caller is cross-checked and
+/// both uids are recorded in the pruning's own row.
+pub fn cli_audit_prune(before: &str) -> Exit {
+    let paths = HostPaths::fixed();
+    terminal(
+        operator_check()
+            .and_then(|operator| audit::prune(&paths, before, &Caller::from(&operator), SystemClock.now())),
+    )
+}
+
 /// Prints an operator command's text, or its refusal on stderr.
 fn terminal(result: Result<String, Refusal>) -> Exit {
     match result {

@@ -52,14 +52,14 @@ use std::io::Read;
 
 use crate::control::plan::{Action, Digest, PlanId};
 use crate::control::{Clock, Code, Refusal, SystemClock};
-use crate::store::AuditOperation;
 use crate::docker::Engine;
 use crate::exit::Exit;
+use crate::store::AuditOperation;
 
 pub use controller::{AppAfterResolve, Awaiting, Controller, Executed, Liveness, Resolved};
 pub use entry::{
-    cli_approve, cli_audit_export, cli_audit_head, cli_audit_verify, cli_list, cli_reject, cli_resolve,
-    cli_rpc, cli_show,
+    cli_approve, cli_audit_export, cli_audit_head, cli_audit_prune, cli_audit_verify, cli_list, cli_reject,
+    cli_resolve, cli_rpc, cli_show,
 };
 pub use liveness::ProcLiveness;
 pub use paths::HostPaths;
@@ -225,10 +225,19 @@ pub fn show<E: Engine, C: Clock, L: Liveness>(
 ) -> Result<String, Refusal> {
     let now = clock.now();
     let who = Caller::from(caller);
-    operator_request(paths, engine, clock, liveness, &who, AuditOperation::Show, Some(plan_id), |controller| {
-        let stored = controller.load(&PlanId::parse(plan_id)?, caller)?;
-        Ok(if json { json_text(&stored.to_json()) } else { show::render(&stored, now) })
-    })
+    operator_request(
+        paths,
+        engine,
+        clock,
+        liveness,
+        &who,
+        AuditOperation::Show,
+        Some(plan_id),
+        |controller| {
+            let stored = controller.load(&PlanId::parse(plan_id)?, caller)?;
+            Ok(if json { json_text(&stored.to_json()) } else { show::render(&stored, now) })
+        },
+    )
 }
 
 /// Pretty JSON for a terminal or a script: hidden characters escaped
@@ -268,9 +277,10 @@ pub fn reject<E: Engine, C: Clock, L: Liveness>(
 ) -> Result<String, Refusal> {
     let who = operator.into();
     let operator = who.name.as_str();
-    let stored = operator_request(paths, engine, clock, liveness, &who, AuditOperation::Reject, Some(plan_id), |c| {
-        c.reject(&PlanId::parse(plan_id)?, operator)
-    })?;
+    let stored =
+        operator_request(paths, engine, clock, liveness, &who, AuditOperation::Reject, Some(plan_id), |c| {
+            c.reject(&PlanId::parse(plan_id)?, operator)
+        })?;
     Ok(format!(
         "Rejected plan {} ({}) as {}; it will never run. The agent is told so when it tries; \
          a new plan is needed for the change.\n",
@@ -346,18 +356,27 @@ pub fn approve<E: Engine, C: Clock, L: Liveness>(
     let who = approver.into();
     let approver = who.name.as_str();
     let now = clock.now();
-    let stored = operator_request(paths, engine, clock, liveness, &who, AuditOperation::Approve, Some(plan_id), |c| {
-        let id = PlanId::parse(plan_id)?;
-        let digest = Digest::parse(digest)?;
-        let before = c.load(&id, approver)?;
-        if decide(&show::summary(&before, now), &Confirmation::of(&before)) != Decision::Confirmed {
-            return Err(Refusal::new(
-                Code::NotConfirmed,
-                "That is neither the app name nor the digest's first 8 characters; nothing was recorded.",
-            ));
-        }
-        c.approve(&id, &digest, approver)
-    })?;
+    let stored = operator_request(
+        paths,
+        engine,
+        clock,
+        liveness,
+        &who,
+        AuditOperation::Approve,
+        Some(plan_id),
+        |c| {
+            let id = PlanId::parse(plan_id)?;
+            let digest = Digest::parse(digest)?;
+            let before = c.load(&id, approver)?;
+            if decide(&show::summary(&before, now), &Confirmation::of(&before)) != Decision::Confirmed {
+                return Err(Refusal::new(
+                    Code::NotConfirmed,
+                    "That is neither the app name nor the digest's first 8 characters; nothing was recorded.",
+                ));
+            }
+            c.approve(&id, &digest, approver)
+        },
+    )?;
     Ok(format!(
         "\nApproved plan {} ({}) as {approver}; it expires at {} and can be executed once.\n",
         stored.plan.id,
@@ -378,10 +397,16 @@ pub fn resolve<E: Engine, C: Clock, L: Liveness>(
 ) -> Result<String, Refusal> {
     let who = operator.into();
     let operator = who.name.as_str();
-    let Resolved { stored, app } =
-        operator_request(paths, engine, clock, liveness, &who, AuditOperation::Resolve, Some(plan_id), |c| {
-            c.resolve(&PlanId::parse(plan_id)?, operator)
-        })?;
+    let Resolved { stored, app } = operator_request(
+        paths,
+        engine,
+        clock,
+        liveness,
+        &who,
+        AuditOperation::Resolve,
+        Some(plan_id),
+        |c| c.resolve(&PlanId::parse(plan_id)?, operator),
+    )?;
     let mut text = format!(
         "Plan {} ({}) is now inspected, as attested by {operator}; new plans are accepted again.\n",
         stored.plan.id,

@@ -82,8 +82,13 @@ pub fn record_refusal(
     paths::prepare_state(paths).map_err(|_| audit_unavailable())?;
     let mut store = Store::open(&paths.database()).map_err(|_| audit_unavailable())?;
     store.begin_request(meta);
-    let end =
-        RequestEnd { at: now, outcome: AuditOutcome::Refused, code: Some(refusal.code), plan_id: None, action: None };
+    let end = RequestEnd {
+        at: now,
+        outcome: AuditOutcome::Refused,
+        code: Some(refusal.code),
+        plan_id: None,
+        action: None,
+    };
     store.end_request(end).map_err(|_| audit_unavailable())?;
     Ok(Recorded::Written)
 }

@@ -222,7 +222,8 @@ mod process_outcome_tests {
         line.execution_status = Some(ExecutionStatus::SshOrRemote255);
         line.process_outcome = ProcessOutcome::of_status(ExecutionStatus::SshOrRemote255);
         Audit::at(path.clone()).append(&line);
-        let value: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let value: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         assert_eq!(value["process_outcome"], "SSH_OR_REMOTE_EXIT_255");
     }
 

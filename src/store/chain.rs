@@ -315,13 +315,16 @@ pub struct Head {
     pub rows: u64,
     /// seq, time and hash of the last row; `None` for an empty trail.
     pub last: Option<(i64, i64, Option<String>)>,
+    /// What the first row chains from: [`GENESIS`], or after `audit prune`
+    /// the last dropped row's hash.
+    pub anchor: String,
 }
 
 impl Head {
     /// The hash a new row would chain from.
     pub fn hash(&self) -> Option<&str> {
         match &self.last {
-            None => Some(GENESIS),
+            None => Some(&self.anchor),
             Some((_, _, hash)) => hash.as_deref(),
         }
     }
@@ -333,7 +336,8 @@ pub(super) fn head(tx: &Transaction<'_>) -> Result<Head, StoreError> {
         .prepare_cached("SELECT seq, at, hash FROM audit ORDER BY seq DESC LIMIT 1")?
         .query_row([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
         .optional()?;
-    Ok(Head { rows: rows.max(0) as u64, last })
+    let (_, anchor) = anchor(tx)?;
+    Ok(Head { rows: rows.max(0) as u64, last, anchor })
 }
 
 /// The first place the chain does not hold, named by the row where it shows.

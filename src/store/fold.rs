@@ -19,10 +19,10 @@
 //! window, and nothing chained is ever rewritten. What the window holds
 //! before its flush is not yet tamper-evident: at most one window's count.
 
+use super::StoreError;
 use super::chain::Content;
 use super::rows::{AuditOutcome, Event, RequestEnd};
 use super::transitions::{Tx, stamp};
-use super::StoreError;
 
 /// How long repeats of one refusal are counted before they are appended.
 pub const WINDOW_SECS: i64 = 60;

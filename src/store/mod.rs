@@ -9,6 +9,7 @@
 //! fold.rs         request rows, identical refusals folded into one counted row
 //! transitions.rs  Tx: conditional transitions, app records, audit rows
 //! health.rs       the read-only health report the doctor prints
+//! retention.rs    bounded state: plan pruning, the pending cap, audit prune
 //! ```
 //!
 //! Each file states the invariants it enforces. In short: pragmas are read
@@ -23,6 +24,7 @@ mod chain;
 mod database;
 mod fold;
 mod health;
+mod retention;
 mod rows;
 mod schema;
 mod transitions;
@@ -33,6 +35,7 @@ pub use chain::{
 pub use database::{BUSY_TIMEOUT, Store, StoreError};
 pub use fold::WINDOW_SECS as FOLD_WINDOW_SECS;
 pub use health::{StoreHealth, read_health};
+pub use retention::{MAX_PENDING_PER_REQUESTER, PRUNE_BATCH};
 pub use rows::{
     Approval, AuditEntry, AuditOperation, AuditOutcome, AuditRow, Claim, Event, PlanOutcome, PlanState,
     Rejection, RequestEnd, RequestMeta, Resolution, StoredPlan,

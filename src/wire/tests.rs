@@ -286,7 +286,8 @@ fn with_a_request_id_extra_repeated_or_approval_fields_are_still_refused() {
 
 #[test]
 fn a_request_id_of_the_wrong_shape_refuses_the_request() {
-    for id in [r#""""#, r#""has space""#, r#""semi;colon""#, "17", "null", &format!("\"{}\"", "a".repeat(65))] {
+    for id in [r#""""#, r#""has space""#, r#""semi;colon""#, "17", "null", &format!("\"{}\"", "a".repeat(65))]
+    {
         let bytes = format!(r#"{{"operation":"inventory","request_id":{id}}}"#);
         let code = parse_envelope(bytes.as_bytes()).map(|_| ()).unwrap_err().code;
         assert_eq!(code, Code::InvalidRequest, "{id}");

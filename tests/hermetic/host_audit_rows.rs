@@ -91,13 +91,17 @@ fn each_kind_of_refused_rpc_leaves_a_row_with_its_code() {
     let unknown = format!(r#"{{"operation":"execute","plan_id":"{}"}}"#, "ab".repeat(16));
     assert_eq!(code_of(&h.rpc(AGENT, unknown.as_bytes())), Code::PlanNotFound);
     assert_eq!(last(&h)["plan_id"], "ab".repeat(16));
-    let plan = h.controller().prepare("remove_image", &json!({"image_id": unused_image().as_str()}), AGENT).unwrap();
+    let plan =
+        h.controller().prepare("remove_image", &json!({"image_id": unused_image().as_str()}), AGENT).unwrap();
     h.clock.advance(7 * 24 * 3600);
     let execute = format!(r#"{{"operation":"execute","plan_id":"{}","request_id":"r-late"}}"#, plan.plan.id);
     let code = code_of(&h.rpc(AGENT, execute.as_bytes()));
     let row = last(&h);
     assert_eq!(row["code"], code.as_str());
-    assert_eq!((row["plan_id"].as_str(), row["request_id"].as_str()), (Some(plan.plan.id.as_str()), Some("r-late")));
+    assert_eq!(
+        (row["plan_id"].as_str(), row["request_id"].as_str()),
+        (Some(plan.plan.id.as_str()), Some("r-late"))
+    );
     assert!(intact(&h));
 }
 
@@ -107,11 +111,20 @@ fn a_secret_planted_in_a_parameter_or_a_bad_request_reaches_no_audit_row() {
     let secret = "PLANTED-SECRET-7f3a";
     let mut params = deploy_params("demo", 18001);
     params["server_name"] = json!(format!("{secret}.example.com"));
-    h.rpc(AGENT, json!({"operation": "plan", "action": "deploy", "parameters": params}).to_string().as_bytes());
+    h.rpc(
+        AGENT,
+        json!({"operation": "plan", "action": "deploy", "parameters": params}).to_string().as_bytes(),
+    );
     params["extra"] = json!(secret);
-    h.rpc(AGENT, json!({"operation": "plan", "action": "deploy", "parameters": params}).to_string().as_bytes());
+    h.rpc(
+        AGENT,
+        json!({"operation": "plan", "action": "deploy", "parameters": params}).to_string().as_bytes(),
+    );
     h.rpc(AGENT, json!({"operation": "plan", "action": secret, "parameters": {}}).to_string().as_bytes());
-    h.rpc(AGENT, json!({"operation": "inventory", "request_id": secret.replace('-', "_")}).to_string().as_bytes());
+    h.rpc(
+        AGENT,
+        json!({"operation": "inventory", "request_id": secret.replace('-', "_")}).to_string().as_bytes(),
+    );
     h.rpc(AGENT, format!(r#"{{"operation":"{secret}"}}"#).as_bytes());
     let logs = json!({"operation": "logs", "app": secret, "container": "app", "tail": 5});
     h.rpc(AGENT, logs.to_string().as_bytes());
@@ -124,15 +137,22 @@ fn a_secret_planted_in_a_parameter_or_a_bad_request_reaches_no_audit_row() {
 #[test]
 fn operator_commands_leave_rows_with_both_uids() {
     let h = Harness::new();
-    let plan = h.controller().prepare("remove_image", &json!({"image_id": unused_image().as_str()}), AGENT).unwrap();
+    let plan =
+        h.controller().prepare("remove_image", &json!({"image_id": unused_image().as_str()}), AGENT).unwrap();
     let id = plan.plan.id.clone();
     let alice = Caller { name: "alice".into(), sudo_uid: Some(1001), login_uid: Some(1001) };
     let (engine, clock) = (h.engine.clone(), h.clock.clone());
     let wrong = "0".repeat(64);
-    let refused =
-        volce_lab::host::approve(&h.paths, engine, clock, ProcLiveness, &alice, id.as_str(), &wrong, |_, _| {
-            volce_lab::host::Decision::Confirmed
-        });
+    let refused = volce_lab::host::approve(
+        &h.paths,
+        engine,
+        clock,
+        ProcLiveness,
+        &alice,
+        id.as_str(),
+        &wrong,
+        |_, _| volce_lab::host::Decision::Confirmed,
+    );
     assert_eq!(refused.unwrap_err().code, Code::DigestMismatch);
     let row = last(&h);
     assert_eq!((row["operation"].as_str(), row["code"].as_str()), (Some("approve"), Some("digest_mismatch")));

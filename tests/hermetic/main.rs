@@ -10,6 +10,7 @@ mod support;
 mod cli;
 mod docs;
 mod host_audit_rows;
+mod host_bounded_state;
 mod host_controller;
 mod host_logs;
 mod host_policy_files;

@@ -51,6 +51,17 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
         self.store.end_request(end).map_err(|_| audit_unavailable())
     }
 
+    /// Retention (`store::retention`): prunes plans that ended or expired
+    /// more than the policy's `retention_days` ago, in its own write
+    /// transaction with its `pruned` row. Run before each prepare, so the
+    /// state stays bounded by the rate of prepares times the retention.
+    pub(super) fn retain(&mut self, actor: &str) -> Result<(), Refusal> {
+        let now = self.clock.now();
+        let cutoff = now - i64::from(self.policy.retention_days) * 86_400;
+        self.store.write(|tx| tx.prune_plans(cutoff, now, actor).map_err(Refusal::from))?;
+        Ok(())
+    }
+
     /// [`Controller::end_request`] for a result: `Ok` is outcome `ok`, a
     /// refusal is `refused` with its code. Returns the result, or the
     /// `audit_unavailable` refusal when the row could not be written.

@@ -1,0 +1,99 @@
+//! Bounded state: pruning old plans, the per-requester count of pending
+//! plans, and dropping archived audit rows. Runs as root inside the host
+//! helper, within a write transaction.
+//!
+//! Invariants enforced here:
+//! - only plans that can never be used again are pruned: a terminal state
+//!   (completed, invalidated, inspected, failed, rejected) finished before
+//!   the cutoff, or pending and expired before it; never a plan an app
+//!   record still names, never one executing or needing inspection;
+//! - every pruning appends one `pruned` row with the count, in the same
+//!   transaction; the audit rows of pruned plans stay (they are small);
+//! - each run prunes at most [`PRUNE_BATCH`] plans, so its cost per request
+//!   is bounded however much is due (the rest goes in the next runs);
+//! - audit rows are dropped only by `prune_audit` (the operator's `audit
+//!   prune`), which leaves the chain verifiable from its new anchor.
+
+use super::StoreError;
+use super::chain::{self, Content};
+use super::rows::{AuditOperation, AuditOutcome, Event};
+use super::transitions::{Tx, stamp};
+
+/// The most plans one run of [`Tx::prune_plans`] removes.
+pub const PRUNE_BATCH: i64 = 256;
+
+/// The most unexpired pending plans one requester may hold.
+pub const MAX_PENDING_PER_REQUESTER: u64 = 32;
+
+const SQL_PRUNABLE: &str = "SELECT seq FROM plans WHERE finished_at IS NOT NULL AND finished_at < ?1 \
+     AND state IN ('completed', 'invalidated', 'inspected', 'failed', 'rejected') \
+     AND id NOT IN (SELECT plan_id FROM apps) LIMIT ?2";
+const SQL_PRUNABLE_PENDING: &str = "SELECT seq FROM plans WHERE state = 'pending' AND expires_at < ?1 \
+     AND id NOT IN (SELECT plan_id FROM apps) LIMIT ?2";
+
+impl Tx<'_> {
+    /// Removes up to [`PRUNE_BATCH`] plans that ended (or expired) before
+    /// `cutoff`, and records how many in one `pruned` row at `now` by
+    /// `actor`. Returns the count; no row when nothing was due.
+    pub fn prune_plans(&self, cutoff: i64, now: i64, actor: &str) -> Result<u64, StoreError> {
+        let mut removed = 0usize;
+        for sql in [SQL_PRUNABLE, SQL_PRUNABLE_PENDING] {
+            let left = PRUNE_BATCH - removed as i64;
+            if left <= 0 {
+                break;
+            }
+            removed += self
+                .tx
+                .prepare_cached(&format!("DELETE FROM plans WHERE seq IN ({sql})"))?
+                .execute(rusqlite::params![cutoff, left])?;
+        }
+        if removed > 0 {
+            let meta = self.request;
+            self.append(Content {
+                at: now,
+                event: Event::Pruned.as_str(),
+                outcome: AuditOutcome::Ok.as_str(),
+                actor,
+                count: Some(removed as i64),
+                operation: Some(AuditOperation::Retention.as_str()),
+                ..stamp(meta)
+            })?;
+        }
+        Ok(removed as u64)
+    }
+
+    /// How many unexpired pending plans `requester` holds at `now`
+    /// (served by the partial index `plans_pending_requester`).
+    pub fn pending_of(&self, requester: &str, now: i64) -> Result<u64, StoreError> {
+        let count: i64 = self
+            .tx
+            .prepare_cached(
+                "SELECT count(*) FROM plans WHERE state = 'pending' AND requester = ?1 AND expires_at >= ?2",
+            )?
+            .query_row(rusqlite::params![requester, now], |r| r.get(0))?;
+        Ok(count.max(0) as u64)
+    }
+
+    /// The operator's `audit prune --before`: drops the audit rows older
+    /// than `before`, keeps the chain verifiable from the first kept row
+    /// (`chain::prune`), and records the pruning as a row of its own at
+    /// `now`. Returns how many rows were dropped.
+    pub fn prune_audit(&self, before: i64, now: i64, actor: &str) -> Result<u64, StoreError> {
+        self.flush_folds(now)?;
+        let dropped = chain::prune(self.tx, before)?;
+        let meta = self.request;
+        self.append(Content {
+            at: now,
+            event: Event::Pruned.as_str(),
+            outcome: AuditOutcome::Ok.as_str(),
+            actor,
+            count: Some(dropped as i64),
+            operation: Some(AuditOperation::AuditPrune.as_str()),
+            ..stamp(meta)
+        })?;
+        Ok(dropped)
+    }
+}
+
+#[cfg(test)]
+mod tests;
