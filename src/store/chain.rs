@@ -199,7 +199,8 @@ fn last(tx: &Transaction<'_>) -> Result<Option<(i64, Option<String>)>, StoreErro
 /// seq after the last one, which is part of what is hashed. A last row
 /// without a hash was tampered with; nothing is chained onto it (fail
 /// closed: the caller's whole transaction rolls back).
-pub(super) fn append(tx: &Transaction<'_>, content: Content<'_>) -> Result<(), StoreError> {
+/// Returns the content as hashed (with its seq) and its hash.
+pub(super) fn append<'a>(tx: &Transaction<'_>, content: Content<'a>) -> Result<(Content<'a>, String), StoreError> {
     let (seq, prev) = match last(tx)? {
         None => anchor(tx)?,
         Some((seq, Some(hash))) => (seq + 1, hash),
@@ -233,7 +234,7 @@ pub(super) fn append(tx: &Transaction<'_>, content: Content<'_>) -> Result<(), S
         prev,
         hash,
     ])?;
-    Ok(())
+    Ok((content, hash))
 }
 
 /// Where the kept chain starts: the seq of the first row kept by the last

@@ -82,6 +82,8 @@ pub struct Store {
     /// Whether a committed transaction of this request wrote an audit row
     /// (then a refusal-free end needs no `request` row of its own).
     wrote: Cell<bool>,
+    /// Where committed rows are copied (`syslog.rs`), if anywhere.
+    syslog: Option<std::path::PathBuf>,
 }
 
 impl Store {
@@ -101,7 +103,7 @@ impl Store {
 
     /// A store on an open connection, serving no request yet.
     pub(super) fn from_connection(conn: Connection) -> Store {
-        Store { conn, request: None, wrote: Cell::new(false) }
+        Store { conn, request: None, wrote: Cell::new(false), syslog: None }
     }
 
     fn configure(&self) -> Result<(), StoreError> {
@@ -201,12 +203,23 @@ impl Store {
     ) -> Result<T, E> {
         let tx = self.conn.transaction_with_behavior(behavior).map_err(|e| E::from(StoreError::from(e)))?;
         let wrote = Cell::new(false);
-        let value = work(&Tx { tx: &tx, request: self.request.as_ref(), wrote: &wrote })?;
+        let lines = std::cell::RefCell::new(Vec::new());
+        let syslog = self.syslog.as_ref().map(|_| &lines);
+        let value = work(&Tx { tx: &tx, request: self.request.as_ref(), wrote: &wrote, syslog })?;
         tx.commit().map_err(|e| E::from(StoreError::from(e)))?;
         if wrote.get() {
             self.wrote.set(true);
         }
+        if let Some(socket) = &self.syslog {
+            super::syslog::send(socket, &lines.borrow());
+        }
         Ok(value)
+    }
+
+    /// Copies every row committed from now on to the syslog socket at
+    /// `socket` (`syslog.rs`; the shipped helper passes [`super::DEV_LOG`]).
+    pub fn send_to_syslog(&mut self, socket: &Path) {
+        self.syslog = Some(socket.to_owned());
     }
 
     /// Names the request this store serves: every audit row written from

@@ -7,6 +7,7 @@
 //! rows.rs         row types and the closed name sets stored in columns
 //! database.rs     Store: open, pragmas read back, migrate, transactions
 //! fold.rs         request rows, identical refusals folded into one counted row
+//! syslog.rs       a copy of each committed row for the host's syslog
 //! transitions.rs  Tx: conditional transitions, app records, audit rows
 //! health.rs       the read-only health report the doctor prints
 //! retention.rs    bounded state: plan pruning, the pending cap, audit prune
@@ -27,6 +28,7 @@ mod health;
 mod retention;
 mod rows;
 mod schema;
+mod syslog;
 mod transitions;
 
 pub use chain::{
@@ -34,6 +36,7 @@ pub use chain::{
 };
 pub use database::{BUSY_TIMEOUT, Store, StoreError};
 pub use fold::WINDOW_SECS as FOLD_WINDOW_SECS;
+pub use syslog::DEV_LOG;
 pub use health::{StoreHealth, read_health};
 pub use retention::{MAX_PENDING_PER_REQUESTER, PRUNE_BATCH};
 pub use rows::{

@@ -37,6 +37,9 @@ pub struct Tx<'a> {
     pub(super) request: Option<&'a RequestMeta>,
     /// Set when this transaction appended an audit row.
     pub(super) wrote: &'a std::cell::Cell<bool>,
+    /// The syslog messages of the rows appended, sent once it commits
+    /// (`None`: no syslog copy).
+    pub(super) syslog: Option<&'a std::cell::RefCell<Vec<String>>>,
 }
 
 /// The new-plan gate. Served by the partial index `plans_unsettled`.
@@ -439,7 +442,10 @@ impl Tx<'_> {
 
     /// Every audit row goes through here: onto the chain, and noted.
     pub(super) fn append(&self, content: chain::Content<'_>) -> Result<(), StoreError> {
-        chain::append(self.tx, content)?;
+        let (content, hash) = chain::append(self.tx, content)?;
+        if let Some(lines) = self.syslog {
+            lines.borrow_mut().push(super::syslog::message(&content, &hash));
+        }
         self.wrote.set(true);
         Ok(())
     }

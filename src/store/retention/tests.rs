@@ -184,3 +184,36 @@ fn rows_written_before_migration_6_verify_and_new_rows_hash_their_new_columns() 
     let checked = store.read(|tx| tx.verify_audit(None)).unwrap();
     assert!(matches!(checked.broken, Some(crate::store::Break::Altered { .. })), "{checked:?}");
 }
+
+#[test]
+fn each_committed_row_is_copied_to_a_listening_syslog_socket_and_a_rolled_back_one_is_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("log");
+    let listener = std::os::unix::net::UnixDatagram::bind(&socket).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let (_db, mut store) = fresh();
+    store.send_to_syslog(&socket);
+    history(&mut store, 1);
+    let _ = store.write(|tx| {
+        tx.insert_plan(&plan(9, 1000), &row(Event::Prepared, 1000))?;
+        Err::<(), _>(StoreError::Corrupt)
+    });
+    let mut got = Vec::new();
+    let mut buffer = [0u8; 4096];
+    while let Ok(n) = listener.recv(&mut buffer) {
+        got.push(String::from_utf8(buffer[..n].to_vec()).unwrap());
+    }
+    assert_eq!(got.len(), 2, "prepared and rejected, not the rolled-back row: {got:?}");
+    let json: serde_json::Value =
+        serde_json::from_str(got[0].strip_prefix("<86>volce-lab-host: ").unwrap()).unwrap();
+    assert_eq!((json["seq"].as_i64(), json["event"].as_str()), (Some(1), Some("prepared")));
+    let hash: String = store
+        .dangerous_connection_for_tests()
+        .query_row("SELECT hash FROM audit WHERE seq = 1", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(json["hash"], hash);
+    // Nobody listening: nothing fails.
+    drop(listener);
+    history(&mut store, 0);
+    store.write(|tx| tx.prune_plans(1_000_000, 5000, "agent")).unwrap();
+}
