@@ -73,7 +73,8 @@ fn main() {
         "parameters": {"app": "legacy", "approved": true}})
     .to_string();
     let inventory = r#"{"operation":"inventory"}"#.to_owned();
-    let operator = volce_lab::host::Caller { name: "alice".into(), sudo_uid: Some(1001), login_uid: Some(1001) };
+    let operator =
+        volce_lab::host::Caller { name: "alice".into(), sudo_uid: Some(1001), login_uid: Some(1001) };
 
     let mut samples = Vec::with_capacity(total);
     let mut pending: Option<String> = None;
@@ -123,7 +124,11 @@ fn main() {
         .unwrap();
     let intact = volce_lab::host::audit::verify(&h.paths, None).unwrap().1;
     println!("soak: {total} rpc requests in {:.1} s ({} simulated hours)", wall.as_secs_f64(), total / 3600);
-    println!("  p50 first {WINDOW}: {}   p50 last {WINDOW}: {}   ratio {ratio:.2} (target <= 1.5)", ms(start), ms(end));
+    println!(
+        "  p50 first {WINDOW}: {}   p50 last {WINDOW}: {}   ratio {ratio:.2} (target <= 1.5)",
+        ms(start),
+        ms(end)
+    );
     for (n, bytes) in &sizes {
         println!("  after {n:>7} requests: state.db+wal {:.2} MiB", *bytes as f64 / (1 << 20) as f64);
     }

@@ -75,13 +75,6 @@ pub fn record_refusal(
     meta: RequestMeta,
     refusal: &Refusal,
 ) -> Result<Recorded, Refusal> {
-    match std::fs::symlink_metadata(paths.database()) {
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Recorded::NoTrail),
-        _ => {}
-    }
-    paths::prepare_state(paths).map_err(|_| audit_unavailable())?;
-    let mut store = Store::open(&paths.database()).map_err(|_| audit_unavailable())?;
-    store.begin_request(meta);
     let end = RequestEnd {
         at: now,
         outcome: AuditOutcome::Refused,
@@ -89,6 +82,26 @@ pub fn record_refusal(
         plan_id: None,
         action: None,
     };
+    record_request(paths, meta, end)
+}
+
+/// Appends the `request` row of one request that ran without a controller
+/// (the doctor, a refusal before the store was open).
+pub fn record_request(
+    paths: &HostPaths,
+    meta: RequestMeta,
+    end: RequestEnd<'_>,
+) -> Result<Recorded, Refusal> {
+    match std::fs::symlink_metadata(paths.database()) {
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Recorded::NoTrail),
+        _ => {}
+    }
+    paths::prepare_state(paths).map_err(|_| audit_unavailable())?;
+    let mut store = Store::open(&paths.database()).map_err(|_| audit_unavailable())?;
+    if *paths == HostPaths::fixed() {
+        store.send_to_syslog(std::path::Path::new(crate::store::DEV_LOG));
+    }
+    store.begin_request(meta);
     store.end_request(end).map_err(|_| audit_unavailable())?;
     Ok(Recorded::Written)
 }

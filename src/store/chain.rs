@@ -200,7 +200,10 @@ fn last(tx: &Transaction<'_>) -> Result<Option<(i64, Option<String>)>, StoreErro
 /// without a hash was tampered with; nothing is chained onto it (fail
 /// closed: the caller's whole transaction rolls back).
 /// Returns the content as hashed (with its seq) and its hash.
-pub(super) fn append<'a>(tx: &Transaction<'_>, content: Content<'a>) -> Result<(Content<'a>, String), StoreError> {
+pub(super) fn append<'a>(
+    tx: &Transaction<'_>,
+    content: Content<'a>,
+) -> Result<(Content<'a>, String), StoreError> {
     let (seq, prev) = match last(tx)? {
         None => anchor(tx)?,
         Some((seq, Some(hash))) => (seq + 1, hash),

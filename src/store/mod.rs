@@ -36,13 +36,13 @@ pub use chain::{
 };
 pub use database::{BUSY_TIMEOUT, Store, StoreError};
 pub use fold::WINDOW_SECS as FOLD_WINDOW_SECS;
-pub use syslog::DEV_LOG;
 pub use health::{StoreHealth, read_health};
 pub use retention::{MAX_PENDING_PER_REQUESTER, PRUNE_BATCH};
 pub use rows::{
     Approval, AuditEntry, AuditOperation, AuditOutcome, AuditRow, Claim, Event, PlanOutcome, PlanState,
     Rejection, RequestEnd, RequestMeta, Resolution, StoredPlan,
 };
+pub use syslog::DEV_LOG;
 pub use transitions::{
     SQL_AWAITING, SQL_EXECUTING, SQL_EXPIRED_PENDING, SQL_UNSETTLED, SQL_UNSETTLED_ALL, Tx,
 };
