@@ -2,7 +2,8 @@
 //! agent's account may run, through an exact sudoers rule), and the
 //! operator's `list`, `show PLAN_ID`, `approve PLAN_ID DIGEST`,
 //! `reject PLAN_ID` and `resolve PLAN_ID`, and the audit trail's `audit
-//! verify`, `audit head` and `audit export` (`audit`). Runs as root.
+//! verify`, `audit head`, `audit export` and `audit prune` (`audit`). Runs
+//! as root.
 //!
 //! Each command is one straight pipeline, readable top to bottom:
 //! self-check -> read bounded request -> load policy -> open store ->
@@ -10,6 +11,9 @@
 //! `controller::Controller::execute`).
 //!
 //! Invariants enforced here:
+//! - every request leaves an audit row before it is answered (`record`,
+//!   `controller/record.rs`): a state change's own row in its transaction,
+//!   else one `request` row; no row, no answer but `audit_unavailable`;
 //! - rpc/list/show/approve/reject/resolve/audit refuse unless the effective
 //!   uid is 0;
 //! - list, approve, reject, resolve and audit are terminal commands only:
