@@ -38,6 +38,10 @@
 //!   engine ([`real_engine`]); there is no switch that selects a fake;
 //! - raw docker stderr never reaches a reply: engine errors become fixed
 //!   sentences with stable codes.
+//!
+//! A little over 450 lines: the rpc pipeline and the library forms of the
+//! operator's commands (each wrapped in `operator_request` for its audit
+//! row) read best side by side; the terminal edge is `entry.rs`.
 
 pub mod audit;
 pub mod controller;

@@ -21,6 +21,9 @@
 //! - the chain cannot prove that nothing was cut from its end, nor that the
 //!   whole chain was not recomputed by someone with root: only a head hash
 //!   kept off the host can ([`verify`] with `from`).
+//!
+//! A little over 450 lines with its tests: append, backfill, the anchor
+//! and verify share the row layout and belong together.
 
 use rusqlite::{OptionalExtension as _, Transaction, params};
 use serde::Serialize;
@@ -188,7 +191,7 @@ fn v4_entry(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChainedEntry> {
 }
 
 /// The last row's seq and hash, `None` for an empty trail.
-fn last(tx: &Transaction<'_>) -> Result<Option<(i64, Option<String>)>, StoreError> {
+pub(super) fn last(tx: &Transaction<'_>) -> Result<Option<(i64, Option<String>)>, StoreError> {
     Ok(tx
         .prepare_cached("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1")?
         .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))
@@ -243,42 +246,14 @@ pub(super) fn append<'a>(
 /// Where the kept chain starts: the seq of the first row kept by the last
 /// `audit prune` and the hash that row chains from (the last pruned row's);
 /// seq 1 and [`GENESIS`] when nothing was ever pruned. Stored in the
-/// one-row table `audit_anchor` (migration 6), written only by [`prune`].
+/// one-row table `audit_anchor` (migration 6), written only by
+/// `retention::prune_chain`.
 pub(super) fn anchor(tx: &Transaction<'_>) -> Result<(i64, String), StoreError> {
     let row: Option<(i64, String)> = tx
         .prepare_cached("SELECT seq, prev_hash FROM audit_anchor WHERE id = 1")?
         .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()?;
     Ok(row.unwrap_or((1, GENESIS.to_owned())))
-}
-
-/// Drops every row before `before` (unix seconds), keeping the chain
-/// verifiable: the first kept row's seq and prev_hash become the anchor, so
-/// `verify` starts there instead of at [`GENESIS`]. Refuses (changes
-/// nothing) if the kept part does not verify first: pruning must never hide
-/// a break. Returns how many rows were dropped.
-pub(super) fn prune(tx: &Transaction<'_>, before: i64) -> Result<u64, StoreError> {
-    let first_kept: Option<(i64, Option<String>)> = tx
-        .prepare_cached("SELECT seq, prev_hash FROM audit WHERE at >= ?1 ORDER BY seq LIMIT 1")?
-        .query_row([before], |r| Ok((r.get(0)?, r.get(1)?)))
-        .optional()?;
-    let (seq, prev) = match first_kept {
-        Some((seq, Some(prev))) => (seq, prev),
-        Some((_, None)) => return Err(StoreError::Corrupt),
-        // Every row is older: the next row will chain from the last one.
-        None => match last(tx)? {
-            None => return Ok(0),
-            Some((seq, Some(hash))) => (seq + 1, hash),
-            Some((_, None)) => return Err(StoreError::Corrupt),
-        },
-    };
-    let dropped = tx.prepare_cached("DELETE FROM audit WHERE seq < ?1")?.execute([seq])?;
-    tx.prepare_cached(
-        "INSERT INTO audit_anchor (id, seq, prev_hash) VALUES (1, ?1, ?2)
-         ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, prev_hash = excluded.prev_hash",
-    )?
-    .execute(params![seq, prev])?;
-    Ok(dropped as u64)
 }
 
 /// Migration 4's second half: chains the rows an older schema wrote, oldest

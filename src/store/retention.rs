@@ -14,6 +14,8 @@
 //! - audit rows are dropped only by `prune_audit` (the operator's `audit
 //!   prune`), which leaves the chain verifiable from its new anchor.
 
+use rusqlite::{OptionalExtension as _, params};
+
 use super::StoreError;
 use super::chain::{self, Content};
 use super::rows::{AuditOperation, AuditOutcome, Event};
@@ -30,6 +32,42 @@ const SQL_PRUNABLE: &str = "SELECT seq FROM plans WHERE finished_at IS NOT NULL 
      AND id NOT IN (SELECT plan_id FROM apps) LIMIT ?2";
 const SQL_PRUNABLE_PENDING: &str = "SELECT seq FROM plans WHERE state = 'pending' AND expires_at < ?1 \
      AND id NOT IN (SELECT plan_id FROM apps) LIMIT ?2";
+
+/// Drops every row before `before` (unix seconds), keeping the chain
+/// verifiable: the first kept row's seq and prev_hash become the anchor, so
+/// `verify` starts there instead of at `GENESIS`. Refuses (changes
+/// nothing) if the kept part does not verify first: pruning must never hide
+/// a break. Returns how many rows were dropped.
+fn prune_chain(tx: &rusqlite::Transaction<'_>, before: i64) -> Result<u64, StoreError> {
+    if !chain::verify(tx, None)?.intact() {
+        return Err(StoreError::Refused(crate::control::Refusal::new(
+            crate::control::Code::AuditChainBroken,
+            "The audit chain does not verify; nothing was dropped. Run volce-lab-host audit verify and \
+             keep an export of the trail as it is before anything else.",
+        )));
+    }
+    let first_kept: Option<(i64, Option<String>)> = tx
+        .prepare_cached("SELECT seq, prev_hash FROM audit WHERE at >= ?1 ORDER BY seq LIMIT 1")?
+        .query_row([before], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    let (seq, prev) = match first_kept {
+        Some((seq, Some(prev))) => (seq, prev),
+        Some((_, None)) => return Err(StoreError::Corrupt),
+        // Every row is older: the next row will chain from the last one.
+        None => match chain::last(tx)? {
+            None => return Ok(0),
+            Some((seq, Some(hash))) => (seq + 1, hash),
+            Some((_, None)) => return Err(StoreError::Corrupt),
+        },
+    };
+    let dropped = tx.prepare_cached("DELETE FROM audit WHERE seq < ?1")?.execute([seq])?;
+    tx.prepare_cached(
+        "INSERT INTO audit_anchor (id, seq, prev_hash) VALUES (1, ?1, ?2)
+         ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, prev_hash = excluded.prev_hash",
+    )?
+    .execute(params![seq, prev])?;
+    Ok(dropped as u64)
+}
 
 impl Tx<'_> {
     /// Removes up to [`PRUNE_BATCH`] plans that ended (or expired) before
@@ -76,11 +114,11 @@ impl Tx<'_> {
 
     /// The operator's `audit prune --before`: drops the audit rows older
     /// than `before`, keeps the chain verifiable from the first kept row
-    /// (`chain::prune`), and records the pruning as a row of its own at
+    /// (`prune_chain`), and records the pruning as a row of its own at
     /// `now`. Returns how many rows were dropped.
     pub fn prune_audit(&self, before: i64, now: i64, actor: &str) -> Result<u64, StoreError> {
         self.flush_folds(now)?;
-        let dropped = chain::prune(self.tx, before)?;
+        let dropped = prune_chain(self.tx, before)?;
         let meta = self.request;
         self.append(Content {
             at: now,

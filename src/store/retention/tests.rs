@@ -217,3 +217,17 @@ fn each_committed_row_is_copied_to_a_listening_syslog_socket_and_a_rolled_back_o
     history(&mut store, 0);
     store.write(|tx| tx.prune_plans(1_000_000, 5000, "agent")).unwrap();
 }
+
+#[test]
+fn audit_prune_refuses_a_broken_chain_and_drops_nothing() {
+    let (_dir, mut store) = fresh();
+    history(&mut store, 4);
+    store
+        .dangerous_connection_for_tests()
+        .execute_batch("UPDATE audit SET actor = 'mallory' WHERE seq = 3")
+        .unwrap();
+    let before = count(&mut store, "SELECT count(*) FROM audit");
+    let refused = store.write(|tx| tx.prune_audit(1_000_000, 1_000_000, "alice")).unwrap_err();
+    assert_eq!(refused.refusal().code, crate::control::Code::AuditChainBroken);
+    assert_eq!(count(&mut store, "SELECT count(*) FROM audit"), before);
+}
