@@ -120,12 +120,18 @@ impl Tx<'_> {
         self.flush_folds(now)?;
         let dropped = prune_chain(self.tx, before)?;
         let meta = self.request;
+        // Nothing older: the request still leaves its row, as a plain
+        // `request` (a count is at least 1).
+        let (event, count) = match dropped {
+            0 => (Event::Request, None),
+            n => (Event::Pruned, Some(n as i64)),
+        };
         self.append(Content {
             at: now,
-            event: Event::Pruned.as_str(),
+            event: event.as_str(),
             outcome: AuditOutcome::Ok.as_str(),
             actor,
-            count: Some(dropped as i64),
+            count,
             operation: Some(AuditOperation::AuditPrune.as_str()),
             ..stamp(meta)
         })?;

@@ -231,3 +231,13 @@ fn audit_prune_refuses_a_broken_chain_and_drops_nothing() {
     assert_eq!(refused.refusal().code, crate::control::Code::AuditChainBroken);
     assert_eq!(count(&mut store, "SELECT count(*) FROM audit"), before);
 }
+
+#[test]
+fn audit_prune_with_nothing_older_changes_nothing_but_leaves_its_row() {
+    let (_dir, mut store) = fresh();
+    history(&mut store, 2);
+    let before = count(&mut store, "SELECT count(*) FROM audit");
+    assert_eq!(store.write(|tx| tx.prune_audit(0, 5000, "alice")).unwrap(), 0);
+    assert_eq!(count(&mut store, "SELECT count(*) FROM audit"), before + 1);
+    assert!(intact(&mut store));
+}
