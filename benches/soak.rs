@@ -132,7 +132,7 @@ fn main() {
     let hours = total as i64 * step / 3600;
     println!("soak: {total} rpc requests in {:.1} s ({hours} simulated hours)", wall.as_secs_f64());
     println!(
-        "  p50 first {WINDOW}: {}   p50 last {WINDOW}: {}   ratio {ratio:.2} (target <= 1.5)",
+        "  p50 first {window}: {}   p50 last {window}: {}   ratio {ratio:.2} (target <= 1.5)",
         ms(start),
         ms(end)
     );
