@@ -44,12 +44,13 @@ fn fill(store: &mut Store, rows: i64) {
                 seq,
                 at: 1_700_000_000 + seq,
                 event,
-                plan_id: &id,
-                action: "stop",
+                plan_id: Some(&id),
+                action: Some("stop"),
                 outcome: "ok",
                 exit_code,
                 duration_ms,
                 actor: "agent",
+                ..ChainContent::default()
             };
             let hash = chain_link(&prev, &content);
             audit.execute(params![seq, content.at, event, id, exit_code, duration_ms, prev, hash]).unwrap();

@@ -75,12 +75,13 @@ fn fill_history(h: &Harness, count: usize, body: &str, digest: &str) {
                     seq,
                     at,
                     event,
-                    plan_id: &id,
-                    action: "remove_image",
+                    plan_id: Some(&id),
+                    action: Some("remove_image"),
                     outcome: "ok",
                     exit_code: None,
                     duration_ms: None,
                     actor: "agent",
+                    ..Default::default()
                 };
                 let hash = volce_lab::store::chain_link(&prev, &content);
                 audit.execute(params![seq, at, event, id, prev, hash]).unwrap();

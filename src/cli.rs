@@ -111,7 +111,8 @@ pub enum HostCommand {
     Audit(AuditCommand),
 }
 
-/// `volce-lab-host audit ...`: read-only views of the audit trail.
+/// `volce-lab-host audit ...`: views of the audit trail, and dropping its
+/// archived start.
 #[derive(Debug, Subcommand)]
 pub enum AuditCommand {
     /// Walk the hash chain and name the first row that was edited, deleted,
@@ -132,6 +133,13 @@ pub enum AuditCommand {
         /// One JSON object per line (stable field names, hashes included).
         #[arg(long)]
         json: bool,
+    },
+    /// Drop the rows older than a time, after exporting them: the kept
+    /// chain still verifies, from the first kept row.
+    Prune {
+        /// Drop rows before this RFC 3339 UTC time (2026-09-01T00:00:00Z).
+        #[arg(long, value_name = "RFC3339")]
+        before: String,
     },
 }
 
@@ -194,6 +202,7 @@ fn host(command: HostCommand) -> Exit {
         HostCommand::SshGate => crate::host::gate::cli_ssh_gate(),
         HostCommand::Audit(AuditCommand::Verify { from }) => crate::host::cli_audit_verify(from.as_deref()),
         HostCommand::Audit(AuditCommand::Head) => crate::host::cli_audit_head(),
+        HostCommand::Audit(AuditCommand::Prune { before }) => crate::host::cli_audit_prune(&before),
         HostCommand::Audit(AuditCommand::Export { since, json }) => {
             crate::host::cli_audit_export(since.as_deref(), json)
         }
@@ -286,6 +295,10 @@ mod tests {
         assert!(matches!(
             parse(&["volce-lab-host", "audit", "head"]),
             Ok(HostCommand::Audit(AuditCommand::Head))
+        ));
+        assert!(matches!(
+            parse(&["volce-lab-host", "audit", "prune", "--before", "2026-09-01T00:00:00Z"]),
+            Ok(HostCommand::Audit(AuditCommand::Prune { .. }))
         ));
         assert!(matches!(
             parse(&["volce-lab-host", "audit", "export", "--json", "--since", "2026-12-01T00:00:00Z"]),

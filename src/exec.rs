@@ -407,5 +407,8 @@ pub fn run_blocking(spec: &ProcessSpec) -> Outcome {
     }
 }
 
+mod outcome;
+pub use outcome::ProcessOutcome;
+
 #[cfg(test)]
 mod tests;

@@ -162,6 +162,81 @@ impl Request {
     }
 }
 
+/// The id the workstation gives one request: also in its `audit.jsonl` line
+/// and in every host audit row the request writes, so the two can be
+/// joined. 1 to 64 characters of `[A-Za-z0-9-]` (a UUID is 36).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct RequestId(String);
+
+impl RequestId {
+    pub fn parse(text: &str) -> Option<RequestId> {
+        let shaped =
+            (1..=64).contains(&text.len()) && text.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+        shaped.then(|| RequestId(text.to_owned()))
+    }
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// The request as it travels: the operation's fields, plus an optional
+/// `request_id` beside them. Without one, the bytes are exactly version 1's,
+/// so an older workstation's request still parses; an older helper refuses a
+/// request that carries one (`invalid_request`), which the workstation
+/// reports like any refusal.
+#[derive(Deserialize)]
+struct Envelope {
+    #[serde(default)]
+    request_id: Option<String>,
+    #[serde(flatten)]
+    request: Request,
+}
+
+impl Request {
+    /// [`Request::to_bytes`] with the request id beside the fields.
+    pub fn to_bytes_with_id(&self, id: &RequestId) -> Vec<u8> {
+        let mut value = serde_json::to_value(self).expect("a request serializes");
+        if let Value::Object(map) = &mut value {
+            map.insert("request_id".into(), Value::String(id.0.clone()));
+        }
+        serde_json::to_vec(&value).expect("a JSON value serializes")
+    }
+}
+
+/// Parses exactly one request and its optional request id, as the helper
+/// does. A request id of the wrong shape refuses the whole request.
+pub fn parse_envelope(bytes: &[u8]) -> Result<(Request, Option<RequestId>), Refusal> {
+    let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
+    if first != Some(&b'{') {
+        return Err(Refusal::new(Code::InvalidRequest, "The request must be one JSON object."));
+    }
+    // The operation's fields are flattened beside the id: unknown and
+    // repeated fields are still refused by `Request`'s own derive (tests).
+    let envelope = serde_json::from_slice::<Envelope>(bytes).map_err(|_| shape_refusal())?;
+    let id = match envelope.request_id {
+        None => None,
+        Some(text) => Some(RequestId::parse(&text).ok_or_else(|| {
+            Refusal::new(
+                Code::InvalidRequest,
+                "The request_id must be 1 to 64 letters, digits or hyphens; nothing was done.",
+            )
+        })?),
+    };
+    // Without an id, exactly version 1's parser decides.
+    let request = if id.is_none() { parse_request(bytes)? } else { envelope.request };
+    Ok((request, id))
+}
+
+fn shape_refusal() -> Refusal {
+    Refusal::new(
+        Code::InvalidRequest,
+        "The request's \"operation\" key must be gateway_status, inventory, plan (with action and \
+         parameters), execute (with plan_id) or logs (with app, container, tail and optionally \
+         since_minutes), and no other field may be present.",
+    )
+}
+
 /// Parses exactly one request, as the helper does.
 pub fn parse_request(bytes: &[u8]) -> Result<Request, Refusal> {
     // Refuse anything that is not an object before serde sees it, so the
@@ -170,14 +245,7 @@ pub fn parse_request(bytes: &[u8]) -> Result<Request, Refusal> {
     if first != Some(&b'{') {
         return Err(Refusal::new(Code::InvalidRequest, "The request must be one JSON object."));
     }
-    serde_json::from_slice::<Request>(bytes).map_err(|_| {
-        Refusal::new(
-            Code::InvalidRequest,
-            "The request's \"operation\" key must be gateway_status, inventory, plan (with action and \
-             parameters), execute (with plan_id) or logs (with app, container, tail and optionally \
-             since_minutes), and no other field may be present.",
-        )
-    })
+    serde_json::from_slice::<Request>(bytes).map_err(|_| shape_refusal())
 }
 
 /// The one reply the helper prints, and what the workstation parses.

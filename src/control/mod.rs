@@ -131,6 +131,13 @@ pub enum Code {
     /// agent's key) got a remote command that is not one of volce-lab's
     /// fixed requests; nothing ran.
     GateRefused,
+    /// The request's audit row could not be written (a full or read-only
+    /// state database): nothing was changed and nothing is answered.
+    AuditUnavailable,
+    /// prepare: the requester already has the policy's maximum of
+    /// unexpired pending plans; wait for them to expire or let the operator
+    /// `reject` them.
+    PendingPlansLimit,
     // Tool arguments the MCP server refused before anything ran (status
     // `invalid_arguments`); the host helper never answers these.
     UnexpectedField,
@@ -285,7 +292,7 @@ mod tests {
     #[test]
     fn code_strings_never_change() {
         use strum::VariantArray as _;
-        const SHIPPED: [&str; 72] = [
+        const SHIPPED: [&str; 74] = [
             "invalid_request",
             "request_too_large",
             "unknown_action",
@@ -352,6 +359,8 @@ mod tests {
             "busy",
             "request_timeout",
             "gate_refused",
+            "audit_unavailable",
+            "pending_plans_limit",
             "unexpected_field",
             "missing_field",
             "wrong_type",

@@ -129,6 +129,17 @@ struct RawPolicy {
     plan_ttl_seconds: serde_json::Value,
     #[serde(default)]
     approval_required: Option<serde_json::Value>,
+    #[serde(default = "default_retention_days")]
+    retention_days: serde_json::Value,
+}
+
+/// How long finished plans are kept, unless the policy says otherwise
+/// (`retention_days`, within [`RETENTION_DAYS_RANGE`]).
+pub const DEFAULT_RETENTION_DAYS: u32 = 90;
+pub const RETENTION_DAYS_RANGE: std::ops::RangeInclusive<u32> = 1..=3650;
+
+fn default_retention_days() -> serde_json::Value {
+    DEFAULT_RETENTION_DAYS.into()
 }
 
 /// How long a plan stays usable after it was prepared, unless the policy
@@ -181,6 +192,11 @@ pub struct Policy {
     /// Omitted from the hash when it is the minimum (as `plan_ttl_seconds`).
     #[serde(skip_serializing_if = "is_approval_minimum")]
     pub approval_required: Vec<Action>,
+    /// Plans finished (or expired unused) longer ago than this are pruned
+    /// (`store::Tx::prune_plans`). Housekeeping, not a rule about what may
+    /// run: left out of the hash, so changing it voids no approval.
+    #[serde(skip)]
+    pub retention_days: u32,
 }
 
 /// Why a policy was refused, in words for the operator who wrote it.
@@ -296,6 +312,16 @@ impl Policy {
         }
         let plan_ttl_seconds = plan_ttl_seconds(&raw.plan_ttl_seconds)?;
         let approval_required = approval_required(raw.approval_required.as_ref())?;
+        let (low_days, high_days) = (RETENTION_DAYS_RANGE.start(), RETENTION_DAYS_RANGE.end());
+        let retention_days = match raw.retention_days.as_u64().and_then(|n| u32::try_from(n).ok()) {
+            Some(n) if RETENTION_DAYS_RANGE.contains(&n) => n,
+            _ => {
+                return bad(format!(
+                    "retention_days must be an integer from {low_days} to {high_days} (days), not {}",
+                    raw.retention_days
+                ));
+            }
+        };
         Ok(Policy {
             catalog,
             nginx_image,
@@ -312,6 +338,7 @@ impl Policy {
             approvers,
             plan_ttl_seconds,
             approval_required,
+            retention_days,
         })
     }
 

@@ -122,6 +122,26 @@ pub struct ImageUse {
 }
 
 /// Facts about the host that validation needs and the snapshot lacks.
+/// The policy's capacity floors: free memory, and free disk under the state
+/// directory. Checked by every prepare (each adds state) and again by a
+/// deploy's derivation.
+pub fn capacity_floors(policy: &Policy, probe: &dyn Probe) -> Result<(), Refusal> {
+    let capacity = probe.capacity()?;
+    let floors = policy.capacity;
+    if capacity.free_memory_bytes < floors.min_free_memory_mib * MIB
+        || capacity.free_disk_bytes < floors.min_free_disk_mib * MIB
+    {
+        return refuse(
+            Code::InsufficientCapacity,
+            format!(
+                "The host must keep {} MiB of memory and {} MiB of disk free.",
+                floors.min_free_memory_mib, floors.min_free_disk_mib
+            ),
+        );
+    }
+    Ok(())
+}
+
 pub trait Probe {
     /// Whether nothing listens on 127.0.0.1:`port`.
     fn host_port_free(&self, port: u16) -> bool;
@@ -292,19 +312,7 @@ fn deploy(
     if !probe.host_port_free(host_port) {
         return refuse(Code::PortInUse, format!("Something already listens on 127.0.0.1:{host_port}."));
     }
-    let capacity = probe.capacity()?;
-    let floors = ctx.policy.capacity;
-    if capacity.free_memory_bytes < floors.min_free_memory_mib * MIB
-        || capacity.free_disk_bytes < floors.min_free_disk_mib * MIB
-    {
-        return refuse(
-            Code::InsufficientCapacity,
-            format!(
-                "The host must keep {} MiB of memory and {} MiB of disk free.",
-                floors.min_free_memory_mib, floors.min_free_disk_mib
-            ),
-        );
-    }
+    capacity_floors(ctx.policy, probe)?;
 
     let nginx_config = crate::nginx::render(server_name.as_str(), container_port);
     let labels = |role: &str| {

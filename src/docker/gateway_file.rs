@@ -96,10 +96,7 @@ pub(super) fn remove_app_dir(app_dir: &Path) -> Result<(), EngineError> {
         let entry = entry.map_err(|_| EngineError::Host { step: "list the app directory" })?;
         let name = entry.file_name();
         let name = name.to_str().ok_or(unexpected.clone())?;
-        let backup = name
-            .strip_prefix("nginx.conf.")
-            .and_then(|rest| rest.strip_suffix(".bak"))
-            .is_some_and(|stamp| !stamp.is_empty() && stamp.bytes().all(|b| b.is_ascii_digit()));
+        let backup = backup_stamp(name).is_some();
         let regular = entry.file_type().is_ok_and(|t| t.is_file());
         if !(regular && (name == "nginx.conf" || backup)) {
             return Err(unexpected);
@@ -153,7 +150,40 @@ pub(super) fn read_bounded(file: &mut File) -> Result<Vec<u8>, EngineError> {
     Ok(bytes)
 }
 
-/// A private copy beside the file, never overwriting an earlier one.
+/// How many `nginx.conf.<stamp>.bak` backups an app directory keeps: the
+/// newest ones; older ones are removed after each new backup, so a loop of
+/// nginx_config plans cannot fill the state directory's disk.
+pub const KEEP_BACKUPS: usize = 3;
+
+/// The stamp of a backup's file name (`nginx.conf.<digits>.bak`), if it is one.
+fn backup_stamp(name: &str) -> Option<u128> {
+    let stamp = name.strip_prefix("nginx.conf.")?.strip_suffix(".bak")?;
+    if stamp.is_empty() || !stamp.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    stamp.parse().ok()
+}
+
+/// Removes all but the newest [`KEEP_BACKUPS`] backups (regular files with
+/// a backup's name only; nothing else in the directory is looked at).
+/// Best effort: a backup that cannot be removed stays, and the next
+/// backup tries again; the configuration change does not depend on it.
+pub(super) fn prune_backups(app_dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(app_dir) else { return };
+    let mut backups: Vec<(u128, std::path::PathBuf)> = entries
+        .filter_map(Result::ok)
+        .filter(|entry| entry.file_type().is_ok_and(|t| t.is_file()))
+        .filter_map(|entry| Some((backup_stamp(entry.file_name().to_str()?)?, entry.path())))
+        .collect();
+    backups.sort();
+    let excess = backups.len().saturating_sub(KEEP_BACKUPS);
+    for (_, path) in backups.into_iter().take(excess) {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+/// A private copy beside the file, never overwriting an earlier one; then
+/// only the newest [`KEEP_BACKUPS`] are kept.
 pub(super) fn backup(app_dir: &Path, old_config: &str) -> Result<(), EngineError> {
     let stamp = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
     let mut file = OpenOptions::new()
@@ -165,7 +195,9 @@ pub(super) fn backup(app_dir: &Path, old_config: &str) -> Result<(), EngineError
         .map_err(|_| EngineError::Host { step: "create the nginx.conf backup" })?;
     file.write_all(old_config.as_bytes())
         .and_then(|()| file.sync_all())
-        .map_err(|_| EngineError::Host { step: "write the nginx.conf backup" })
+        .map_err(|_| EngineError::Host { step: "write the nginx.conf backup" })?;
+    prune_backups(app_dir);
+    Ok(())
 }
 
 pub(super) fn rewrite(file: &mut File, contents: &str) -> Result<(), EngineError> {
@@ -174,4 +206,45 @@ pub(super) fn rewrite(file: &mut File, contents: &str) -> Result<(), EngineError
         .and_then(|()| file.write_all(contents.as_bytes()))
         .and_then(|()| file.sync_all())
         .map_err(|_| EngineError::Host { step: "rewrite nginx.conf in place" })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_app_keeps_only_its_newest_three_backups_and_nothing_else_is_touched() {
+        let dir = tempfile::tempdir().unwrap();
+        let app = dir.path();
+        for stamp in [5u128, 100, 20, 7, 1000] {
+            std::fs::write(app.join(format!("nginx.conf.{stamp}.bak")), "old").unwrap();
+        }
+        std::fs::write(app.join("nginx.conf"), "current").unwrap();
+        std::fs::write(app.join("nginx.conf.x.bak"), "not ours by name").unwrap();
+        std::fs::create_dir(app.join("nginx.conf.1.bak")).ok();
+        prune_backups(app);
+        let mut names: Vec<String> =
+            std::fs::read_dir(app).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        names.sort();
+        assert_eq!(
+            names,
+            [
+                "nginx.conf",
+                "nginx.conf.1.bak",
+                "nginx.conf.100.bak",
+                "nginx.conf.1000.bak",
+                "nginx.conf.20.bak",
+                "nginx.conf.x.bak"
+            ]
+        );
+        // A fourth backup through `backup` drops the oldest of the three.
+        backup(app, "older").unwrap();
+        let kept = std::fs::read_dir(app)
+            .unwrap()
+            .filter_map(|e| backup_stamp(e.unwrap().file_name().to_str()?))
+            .count();
+        // The directory named like a backup has stamp 1 but is not a file.
+        assert_eq!(kept, KEEP_BACKUPS + 1);
+        assert!(!app.join("nginx.conf.20.bak").exists());
+    }
 }

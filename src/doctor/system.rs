@@ -16,8 +16,22 @@ pub fn cli() -> crate::exit::Exit {
         return Exit::Usage;
     }
     let probe = SystemProbe { policy_images: load_policy_images, store: read_store_health };
+    let meta = crate::store::RequestMeta::new(crate::store::AuditOperation::Doctor, "root");
     let (text, healthy) = report(&diagnose(&DoctorPaths::installed(), &probe));
     print!("{text}");
+    // The run leaves its audit row, after the checks (which read the store
+    // as it was). Unlike other commands the report is printed even when
+    // the row cannot be written: diagnosing a full disk is the doctor's job.
+    let end = crate::store::RequestEnd {
+        at: crate::control::Clock::now(&crate::control::SystemClock),
+        outcome: if healthy { crate::store::AuditOutcome::Ok } else { crate::store::AuditOutcome::Failed },
+        code: None,
+        plan_id: None,
+        action: None,
+    };
+    if crate::host::record::record_request(&crate::host::HostPaths::fixed(), meta, end).is_err() {
+        println!("(this run could not be recorded in the audit trail: audit_unavailable)");
+    }
     if healthy { Exit::Ok } else { Exit::Failure }
 }
 

@@ -199,3 +199,26 @@ async fn a_merged_flood_hits_the_stdout_limit() {
     assert_eq!(outcome.execution.execution_status, ExecutionStatus::OutputLimit);
     assert!(outcome.stdout.is_empty());
 }
+
+#[test]
+fn every_failed_run_has_the_references_category_and_serde_says_the_same_word() {
+    use strum::VariantArray as _;
+    let of = |status| ProcessOutcome::of(&Execution::not_started(status)).map(ProcessOutcome::as_str);
+    assert_eq!(of(ExecutionStatus::Ok), None, "a clean exit has no failure category");
+    let words: Vec<_> = ExecutionStatus::VARIANTS.iter().filter_map(|&s| of(s)).collect();
+    assert_eq!(
+        words,
+        [
+            "COMMAND_EXIT_NONZERO",
+            "COMMAND_TIMEOUT",
+            "COMMAND_OUTPUT_LIMIT",
+            "COMMAND_SIGNALED",
+            "COMMAND_LAUNCH_FAILED",
+            "SSH_OR_REMOTE_EXIT_255"
+        ]
+    );
+    for outcome in ProcessOutcome::VARIANTS {
+        assert_eq!(serde_json::to_value(outcome).unwrap(), serde_json::json!(outcome.as_str()));
+        assert_eq!(outcome.as_str().parse::<ProcessOutcome>().ok(), Some(*outcome));
+    }
+}

@@ -12,12 +12,13 @@
 //!   ids): export prints exactly the stored columns, each text escaped for
 //!   the terminal, never plan parameters.
 
-use crate::control::{Code, Refusal};
+use crate::control::{Clock as _, Code, Refusal};
 use crate::store::{Break, ChainedEntry, Store, Verification};
 use crate::text::{for_terminal, rfc3339_seconds};
 
-use super::HostPaths;
 use super::paths;
+use super::{Caller, HostPaths};
+use crate::store::AuditOperation;
 
 /// The store, opened on checked paths (migrated like every other command).
 fn open(paths: &HostPaths) -> Result<Store, Refusal> {
@@ -40,15 +41,39 @@ pub fn parse_head(text: &str) -> Result<String, Refusal> {
 
 /// An RFC 3339 UTC time (`2026-12-01T10:00:00Z`) as unix seconds.
 pub fn parse_since(text: &str) -> Result<i64, Refusal> {
-    let refused = || {
-        Refusal::new(
-            Code::InvalidTime,
-            "--since takes an RFC 3339 UTC time such as 2026-12-01T10:00:00Z; nothing was printed.",
-        )
-    };
+    parse_time(text, "--since takes an RFC 3339 UTC time such as 2026-12-01T10:00:00Z; nothing was printed.")
+}
+
+fn parse_time(text: &str, refusal: &'static str) -> Result<i64, Refusal> {
+    let refused = || Refusal::new(Code::InvalidTime, refusal);
     let at = humantime::parse_rfc3339(text).map_err(|_| refused())?;
     let secs = at.duration_since(std::time::UNIX_EPOCH).map_err(|_| refused())?.as_secs();
     i64::try_from(secs).map_err(|_| refused())
+}
+
+/// `audit prune --before RFC3339`: drops the rows older than `before`
+/// (export them first), leaving the chain verifiable from the first kept
+/// row, and records the pruning in a row of its own (by `operator`, at
+/// `now`). Refuses a time in the future: that would drop every row.
+pub fn prune(paths: &HostPaths, before: &str, operator: &Caller, now: i64) -> Result<String, Refusal> {
+    let before = parse_time(
+        before,
+        "--before takes an RFC 3339 UTC time such as 2026-09-01T00:00:00Z; nothing was dropped.",
+    )?;
+    if before > now {
+        return Err(Refusal::new(
+            Code::InvalidTime,
+            "--before is in the future; export the rows, then prune before a time that has passed.              Nothing was dropped.",
+        ));
+    }
+    let mut store = open(paths)?;
+    store.begin_request(operator.request(AuditOperation::AuditPrune));
+    let dropped = store.write(|tx| tx.prune_audit(before, now, &operator.name)).map_err(|e| e.refusal())?;
+    Ok(format!(
+        "Dropped {dropped} audit rows older than {}; the kept rows still verify from their new start \
+         (volce-lab-host audit verify). A head kept from before still names its row only if that row was kept.\n",
+        rfc3339_seconds(before)
+    ))
 }
 
 /// `audit head`: the head hash on its own line (for scripts: `| head -n 1`),
@@ -98,7 +123,8 @@ fn render_verification(checked: &Verification, from: Option<&str>) -> String {
                 row(seq, at)
             ),
             Break::NotFromGenesis { seq, at } => format!(
-                "the rows before {} were deleted: the first row does not chain from the genesis value",
+                "the rows before {} were deleted: the first row does not chain from the genesis value \
+                 (or, after audit prune, from where the kept rows start)",
                 row(seq, at)
             ),
         };
@@ -128,6 +154,10 @@ fn render_verification(checked: &Verification, from: Option<&str>) -> String {
 pub fn export(paths: &HostPaths, since: Option<&str>, json: bool) -> Result<String, Refusal> {
     let since = since.map(parse_since).transpose()?.unwrap_or(i64::MIN);
     let mut store = open(paths)?;
+    // Counts of folded refusals whose window has closed go onto the chain
+    // first, so the export holds them (`store::fold`).
+    let now = crate::control::SystemClock.now();
+    store.write(|tx| tx.flush_folds(now)).map_err(|e| e.refusal())?;
     let mut out = String::new();
     if !json {
         out.push_str(&table_line([
@@ -159,6 +189,14 @@ pub fn json_line(entry: &ChainedEntry) -> String {
         "exit_code": entry.exit_code,
         "duration_ms": entry.duration_ms,
         "actor": entry.actor,
+        "operation": entry.operation,
+        "app": entry.app,
+        "code": entry.code,
+        "process": entry.process,
+        "request_id": entry.request_id,
+        "count": entry.count,
+        "sudo_uid": entry.sudo_uid,
+        "login_uid": entry.login_uid,
         "prev_hash": entry.prev_hash,
         "hash": entry.hash,
     });
@@ -169,21 +207,31 @@ pub fn json_line(entry: &ChainedEntry) -> String {
 
 fn row_line(entry: &ChainedEntry) -> String {
     let number = |n: Option<i64>| n.map_or_else(|| "-".to_owned(), |n| n.to_string());
+    let text = |t: &Option<String>| t.as_deref().map_or_else(|| "-".to_owned(), for_terminal);
+    // A request row names its operation where a plan row names its action;
+    // a refusal's code (and a fold's count) goes where the plan id would.
+    let what = entry.action.as_ref().or(entry.operation.as_ref());
+    let tail = match (&entry.plan_id, &entry.code, entry.count) {
+        (Some(plan), _, _) => for_terminal(plan),
+        (None, Some(code), Some(count)) => format!("{} x{count}", for_terminal(code)),
+        (None, Some(code), None) => for_terminal(code),
+        (None, None, _) => "-".to_owned(),
+    };
     table_line([
         &entry.seq.to_string(),
         &rfc3339_seconds(entry.at),
         &for_terminal(&entry.event),
-        &for_terminal(&entry.action),
+        &text(&what.cloned()),
         &for_terminal(&entry.outcome),
         &number(entry.exit_code),
         &number(entry.duration_ms),
         &for_terminal(&entry.actor),
-        &for_terminal(&entry.plan_id),
+        &tail,
     ])
 }
 
 /// Fixed widths wide enough for every stored name (the longest event is
-/// `needs_inspection`, the longest user name 32): the table lines up
+/// `needs_inspection`, the longest operation `gateway_status`): the table lines up
 /// without reading every row first.
 fn table_line(cells: [&str; 9]) -> String {
     let [seq, time, event, action, outcome, exit, ms, actor, plan] = cells;
@@ -229,12 +277,20 @@ mod tests {
             seq: 3,
             at: 1000,
             event: "approved".into(),
-            plan_id: "0".repeat(32),
-            action: "stop".into(),
+            plan_id: Some("0".repeat(32)),
+            action: Some("stop".into()),
             outcome: "ok".into(),
             exit_code: None,
             duration_ms: Some(5),
             actor: "al\u{1b}[31mice\u{202e}".into(),
+            operation: None,
+            app: None,
+            code: None,
+            process: None,
+            request_id: None,
+            count: None,
+            sudo_uid: None,
+            login_uid: None,
             prev_hash: Some("a".repeat(64)),
             hash: Some("b".repeat(64)),
         };
@@ -244,7 +300,7 @@ mod tests {
         assert_eq!(value["actor"], "al\u{1b}[31mice\u{202e}", "escaping keeps the value");
         assert_eq!(value["time"], "1970-01-01T00:16:40Z");
         let keys: Vec<&str> = value.as_object().unwrap().keys().map(String::as_str).collect();
-        assert_eq!(keys.len(), 12, "{keys:?}");
+        assert_eq!(keys.len(), 20, "{keys:?}");
         let row = row_line(&entry);
         assert!(row.contains("al\\u{001b}[31mice\\u{202e}"), "{row}");
         assert!(row.contains("   -  "), "no exit code: {row}");
@@ -275,6 +331,7 @@ mod tests {
                         exit_code: None,
                         duration_ms: Some(3),
                         actor: "agent".into(),
+                        process: None,
                     };
                     tx.insert_plan(&plan, &row)?;
                 }

@@ -47,9 +47,11 @@ mod execute;
 mod inventory;
 mod logs;
 mod operator;
+mod record;
 
 pub use execute::Executed;
 pub use operator::Awaiting;
+pub use record::audit_unavailable;
 
 impl From<StoreError> for Refusal {
     fn from(error: StoreError) -> Refusal {
@@ -124,7 +126,15 @@ pub struct Controller<E: Engine, C: Clock, L: Liveness> {
 }
 
 fn audit(at: i64, event: Event, outcome: AuditOutcome, actor: &str) -> AuditRow {
-    AuditRow { at, event, outcome, exit_code: None, duration_ms: None, actor: actor.to_owned() }
+    AuditRow {
+        at,
+        event,
+        outcome,
+        exit_code: None,
+        duration_ms: None,
+        actor: actor.to_owned(),
+        process: None,
+    }
 }
 
 impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
@@ -181,6 +191,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
     ) -> Result<StoredPlan, Refusal> {
         let action = Action::parse(action)?;
         self.settle_abandoned(requester)?;
+        self.retain(requester)?;
         let Controller { policy, policy_hash, store, engine, apps_dir, clock, .. } = self;
         // Before anything is written: a full state filesystem is refused
         // here, not halfway through (`crate::store::space`).
@@ -209,6 +220,8 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
         let ctx =
             Context { policy, snapshot: &snapshot, apps: &apps, retired: &retired, apps_dir, plan_id: &id };
         let probe = EngineProbe { engine: &*engine, apps_dir };
+        // Every prepare adds state: none is accepted below the floors.
+        validate::capacity_floors(policy, &probe)?;
         let (payload, impact) = validate::derive(action, parameters, &ctx, &probe)?;
         let snapshot_digest = scope::digest(&snapshot, &payload);
         store.write(|tx| {
@@ -222,6 +235,17 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 );
             }
             let now = clock.now();
+            let pending = tx.pending_of(requester, now)?;
+            if pending >= crate::store::MAX_PENDING_PER_REQUESTER {
+                return refuse(
+                    Code::PendingPlansLimit,
+                    format!(
+                        "{requester} already has {pending} pending plans that have not expired; no more are \
+                         accepted. Wait until they expire, or ask the operator to reject the ones not wanted \
+                         (volce-lab-host list, then volce-lab-host reject PLAN_ID)."
+                    ),
+                );
+            }
             let plan = Plan::seal(
                 id,
                 parameters.clone(),

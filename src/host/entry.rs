@@ -42,6 +42,19 @@ fn operator_check() -> Result<operator::Operator, Refusal> {
     operator::verify(facts, &operator::SystemAccounts)
 }
 
+/// Records a command refused before it knew who asked (a bad `SUDO_USER`,
+/// `caller_mismatch`): a probe worth an operator's eye. The actor is
+/// `unknown`: who asked is exactly what did not check out, and the
+/// environment is not read a second time (module header of `host`).
+/// `not_root` is never recorded: without root there is no trail to write.
+/// Returns the refusal to answer (`audit_unavailable` if unrecorded).
+fn refusal_recorded(paths: &HostPaths, operation: AuditOperation, refusal: Refusal) -> Refusal {
+    if refusal.code == Code::NotRoot {
+        return refusal;
+    }
+    record::refused(paths, SystemClock.now(), Caller::from("unknown").request(operation), refusal)
+}
+
 /// `volce-lab-host rpc` in the shipped binary: one request on stdin, one
 /// reply line on stdout, on the fixed paths and the real engine.
 ///
@@ -59,7 +72,7 @@ pub fn cli_rpc() -> Exit {
             }
             Err(_) => Refusal::new(Code::InvalidRequest, "The request could not be read from stdin.").into(),
         },
-        Err(refusal) => Reply::Rejected(refusal),
+        Err(refusal) => Reply::Rejected(refusal_recorded(&paths, AuditOperation::Rpc, refusal)),
     };
     let mut stdout = std::io::stdout().lock();
     let _ = stdout.write_all(reply.to_line().as_bytes());
@@ -85,14 +98,16 @@ pub fn cli_approve(plan_id: &str, digest: &str, yes: bool) -> Exit {
     let paths = HostPaths::fixed();
     let operator = match operator_check() {
         Ok(operator) => operator,
-        Err(refusal) => return terminal(Err(refusal)),
+        Err(refusal) => return terminal(Err(refusal_recorded(&paths, AuditOperation::Approve, refusal))),
     };
     if !yes && !std::io::stdin().is_terminal() {
-        return terminal(Err(Refusal::new(
+        let refusal = Refusal::new(
             Code::NotConfirmed,
             "approve asks for confirmation on a terminal, and stdin is not one; nothing was recorded. \
              Run it on a terminal, or pass --yes if a script approves a digest it checked.",
-        )));
+        );
+        let meta = Caller::from(&operator).request(AuditOperation::Approve);
+        return terminal(Err(record::refused(&paths, SystemClock.now(), meta, refusal)));
     }
     let decide = |shown: &str, expected: &Confirmation| {
         ask(std::io::stdin().lock(), std::io::stdout().lock(), shown, expected, yes)
@@ -102,7 +117,7 @@ pub fn cli_approve(plan_id: &str, digest: &str, yes: bool) -> Exit {
         real_engine(&paths),
         SystemClock,
         ProcLiveness,
-        &operator.name,
+        &operator,
         plan_id,
         digest,
         decide,
@@ -146,17 +161,25 @@ pub fn cli_list(json: bool) -> Exit {
 /// `volce-lab-host reject PLAN_ID` in the shipped binary.
 pub fn cli_reject(plan_id: &str) -> Exit {
     let paths = HostPaths::fixed();
-    terminal(operator_check().and_then(|operator| {
-        reject(&paths, real_engine(&paths), SystemClock, ProcLiveness, &operator.name, plan_id)
-    }))
+    terminal(
+        operator_check()
+            .map_err(|refusal| refusal_recorded(&paths, AuditOperation::Reject, refusal))
+            .and_then(|operator| {
+                reject(&paths, real_engine(&paths), SystemClock, ProcLiveness, &operator, plan_id)
+            }),
+    )
 }
 
 /// `volce-lab-host resolve PLAN_ID` in the shipped binary.
 pub fn cli_resolve(plan_id: &str) -> Exit {
     let paths = HostPaths::fixed();
-    terminal(operator_check().and_then(|operator| {
-        resolve(&paths, real_engine(&paths), SystemClock, ProcLiveness, &operator.name, plan_id)
-    }))
+    terminal(
+        operator_check()
+            .map_err(|refusal| refusal_recorded(&paths, AuditOperation::Resolve, refusal))
+            .and_then(|operator| {
+                resolve(&paths, real_engine(&paths), SystemClock, ProcLiveness, &operator, plan_id)
+            }),
+    )
 }
 
 /// `volce-lab-host audit verify [--from HASH]` in the shipped binary: exit
@@ -182,6 +205,17 @@ pub fn cli_audit_head() -> Exit {
 pub fn cli_audit_export(since: Option<&str>, json: bool) -> Exit {
     let paths = HostPaths::fixed();
     terminal(process_check().and_then(|()| audit::export(&paths, since, json)))
+}
+
+/// `volce-lab-host audit prune --before RFC3339` in the shipped binary: an
+/// operator command (it drops rows), so the caller is cross-checked and
+/// both uids are recorded in the pruning's own row.
+pub fn cli_audit_prune(before: &str) -> Exit {
+    let paths = HostPaths::fixed();
+    terminal(
+        operator_check()
+            .and_then(|operator| audit::prune(&paths, before, &Caller::from(&operator), SystemClock.now())),
+    )
 }
 
 /// Prints an operator command's text, or its refusal on stderr.

@@ -2,7 +2,8 @@
 //! agent's account may run, through an exact sudoers rule), and the
 //! operator's `list`, `show PLAN_ID`, `approve PLAN_ID DIGEST`,
 //! `reject PLAN_ID` and `resolve PLAN_ID`, and the audit trail's `audit
-//! verify`, `audit head` and `audit export` (`audit`). Runs as root.
+//! verify`, `audit head`, `audit export` and `audit prune` (`audit`). Runs
+//! as root.
 //!
 //! Each command is one straight pipeline, readable top to bottom:
 //! self-check -> read bounded request -> load policy -> open store ->
@@ -10,6 +11,9 @@
 //! `controller::Controller::execute`).
 //!
 //! Invariants enforced here:
+//! - every request leaves an audit row before it is answered (`record`,
+//!   `controller/record.rs`): a state change's own row in its transaction,
+//!   else one `request` row; no row, no answer but `audit_unavailable`;
 //! - rpc/list/show/approve/reject/resolve/audit refuse unless the effective
 //!   uid is 0;
 //! - list, approve, reject, resolve and audit are terminal commands only:
@@ -34,6 +38,10 @@
 //!   engine ([`real_engine`]); there is no switch that selects a fake;
 //! - raw docker stderr never reaches a reply: engine errors become fixed
 //!   sentences with stable codes.
+//!
+//! A little over 450 lines: the rpc pipeline and the library forms of the
+//! operator's commands (each wrapped in `operator_request` for its audit
+//! row) read best side by side; the terminal edge is `entry.rs`.
 
 pub mod audit;
 pub mod controller;
@@ -45,24 +53,27 @@ pub mod liveness;
 pub mod operator;
 pub mod paths;
 pub mod process;
+pub mod record;
 pub mod rpc;
 pub mod show;
 
 use std::ffi::OsStr;
 use std::io::Read;
 
-use crate::control::plan::{Digest, PlanId};
+use crate::control::plan::{Action, Digest, PlanId};
 use crate::control::{Clock, Code, Refusal, SystemClock};
 use crate::docker::Engine;
 use crate::exit::Exit;
+use crate::store::AuditOperation;
 
 pub use controller::{AppAfterResolve, Awaiting, Controller, Executed, Liveness, Resolved};
 pub use entry::{
-    cli_approve, cli_audit_export, cli_audit_head, cli_audit_verify, cli_list, cli_reject, cli_resolve,
-    cli_rpc, cli_show,
+    cli_approve, cli_audit_export, cli_audit_head, cli_audit_prune, cli_audit_verify, cli_list, cli_reject,
+    cli_resolve, cli_rpc, cli_show,
 };
 pub use liveness::ProcLiveness;
 pub use paths::HostPaths;
+pub use record::{Caller, Recorded, record_refusal};
 use rpc::{Reply, Request};
 
 /// Who is asking, from `SUDO_USER` (set by sudo itself), or `root` when the
@@ -97,23 +108,27 @@ fn open_with<E: Engine, C: Clock, L: Liveness>(
     liveness: L,
 ) -> Result<Controller<E, C, L>, Refusal> {
     paths::prepare_state(paths)?;
-    let store = crate::store::Store::open(&paths.database())
+    let mut store = crate::store::Store::open(&paths.database())
         .map_err(|e| crate::store::space::explain(&e, &paths.state_dir))?;
+    // The shipped helper copies each row to the host's syslog; a test's
+    // own paths never touch the machine's.
+    if *paths == HostPaths::fixed() {
+        store.send_to_syslog(std::path::Path::new(crate::store::DEV_LOG));
+    }
     Ok(Controller::new(policy, store, engine, clock, liveness, paths.apps_dir()))
 }
 
 /// The operator's files are none of the agent's business: the reason
 /// (which may quote the policy or name a path) is for `show` and `doctor`,
 /// run as root on the terminal; the agent gets the code and a fixed sentence.
-fn for_the_agent(refusal: Refusal) -> Reply {
+fn for_the_agent(refusal: Refusal) -> Refusal {
     if matches!(refusal.code, Code::PolicyInvalid | Code::UnsafePath) {
         return Refusal::new(
             refusal.code,
             "The server's volce-lab installation is not usable; the operator should run volce-lab-host doctor.",
-        )
-        .into();
+        );
     }
-    refusal.into()
+    refusal
 }
 
 /// One rpc request, after the process-level self-check and guard: load
@@ -133,23 +148,37 @@ pub fn rpc<E: Engine, C: Clock, L: Liveness>(
     caller: &str,
     input: impl Read,
 ) -> Reply {
+    // Every way out leaves an audit row (`record`): before the store is
+    // open, a refusal is recorded on its own; after, through the controller.
+    let mut meta = Caller::from(caller).request(AuditOperation::Rpc);
+    let early = |meta, refusal| record::refused(paths, clock.now(), meta, for_the_agent(refusal)).into();
     let policy = match paths::load_policy(paths) {
         Ok(policy) => policy,
-        Err(refusal) => return for_the_agent(refusal),
+        Err(refusal) => return early(meta, refusal),
     };
     let _slot = match process::take_slot(paths) {
         Ok(slot) => slot,
-        Err(refusal) => return for_the_agent(refusal),
+        Err(refusal) => return early(meta, refusal),
     };
-    let request = match rpc::read_request(input) {
-        Ok(request) => request,
-        Err(refusal) => return refusal.into(),
+    let (request, request_id) = match rpc::read_request(input) {
+        Ok(read) => read,
+        Err(refusal) => return early(meta, refusal),
     };
+    meta.operation = request.operation().into();
+    meta.request_id = request_id.map(|id| id.as_str().to_owned());
+    let now = clock.now();
     let mut controller = match open_with(paths, policy, engine, clock, liveness) {
         Ok(controller) => controller,
-        Err(refusal) => return for_the_agent(refusal),
+        // The store is what failed: there is no trail to write to.
+        Err(refusal) => return record::refused(paths, now, meta, for_the_agent(refusal)).into(),
     };
+    controller.begin_request(meta);
     let operation = request.operation();
+    let (plan_id, action) = match &request {
+        Request::Plan { action, .. } => (None, Action::parse(action).ok()),
+        Request::Execute { plan_id } => (PlanId::parse(plan_id).ok(), None),
+        _ => (None, None),
+    };
     let result = match request {
         Request::GatewayStatus {} => controller.gateway_status(),
         Request::Inventory {} => controller.inventory(caller),
@@ -159,25 +188,45 @@ pub fn rpc<E: Engine, C: Clock, L: Liveness>(
         Request::Logs { app, container, tail, since_minutes } => {
             controller.logs(&app, &container, &tail, since_minutes.as_ref())
         }
-        Request::Execute { plan_id } => {
-            let id = match PlanId::parse(&plan_id) {
-                Ok(id) => id,
-                Err(refusal) => return refusal.into(),
-            };
-            match controller.execute(&id, caller) {
+        Request::Execute { plan_id } => match PlanId::parse(&plan_id) {
+            Err(refusal) => Err(refusal),
+            Ok(id) => match controller.execute(&id, caller) {
                 Ok(Executed::Completed(result)) => Ok(result),
+                // Its claimed and needs_inspection rows were written with
+                // the changes, stamped with this request.
                 Ok(Executed::NeedsInspection { plan_id, message }) => {
                     return Reply::needs_inspection(plan_id, message);
                 }
                 Ok(Executed::Failed { refusal, .. }) => Err(refusal),
                 Err(refusal) => Err(refusal),
-            }
-        }
+            },
+        },
     };
-    match result {
+    match controller.answer(result, plan_id.as_ref(), action) {
         Ok(result) => Reply::Ok { operation, result },
         Err(refusal) => refusal.into(),
     }
+}
+
+/// Opens the controller for one operator command, runs `work`, and records
+/// the request (`record`): the command's answer is given only once its row
+/// is written. A store that cannot be opened is answered unrecorded.
+#[allow(clippy::too_many_arguments)]
+fn operator_request<E: Engine, C: Clock, L: Liveness, T>(
+    paths: &HostPaths,
+    engine: E,
+    clock: C,
+    liveness: L,
+    caller: &Caller,
+    operation: AuditOperation,
+    plan_id: Option<&str>,
+    work: impl FnOnce(&mut Controller<E, C, L>) -> Result<T, Refusal>,
+) -> Result<T, Refusal> {
+    let mut controller = open(paths, engine, clock, liveness)?;
+    controller.begin_request(caller.request(operation));
+    let result = work(&mut controller);
+    let id = plan_id.and_then(|id| PlanId::parse(id).ok());
+    controller.answer(result, id.as_ref(), None)
 }
 
 /// `show`: the human view (or the stored JSON) of one plan.
@@ -190,11 +239,21 @@ pub fn show<E: Engine, C: Clock, L: Liveness>(
     plan_id: &str,
     json: bool,
 ) -> Result<String, Refusal> {
-    let id = PlanId::parse(plan_id)?;
     let now = clock.now();
-    let mut controller = open(paths, engine, clock, liveness)?;
-    let stored = controller.load(&id, caller)?;
-    Ok(if json { json_text(&stored.to_json()) } else { show::render(&stored, now) })
+    let who = Caller::from(caller);
+    operator_request(
+        paths,
+        engine,
+        clock,
+        liveness,
+        &who,
+        AuditOperation::Show,
+        Some(plan_id),
+        |controller| {
+            let stored = controller.load(&PlanId::parse(plan_id)?, caller)?;
+            Ok(if json { json_text(&stored.to_json()) } else { show::render(&stored, now) })
+        },
+    )
 }
 
 /// Pretty JSON for a terminal or a script: hidden characters escaped
@@ -216,9 +275,11 @@ pub fn list<E: Engine, C: Clock, L: Liveness>(
     caller: &str,
     json: bool,
 ) -> Result<String, Refusal> {
-    let mut controller = open(paths, engine, clock, liveness)?;
-    let awaiting = controller.awaiting(caller)?;
-    Ok(if json { json_text(&list::to_json(&awaiting)) } else { list::render(&awaiting) })
+    let who = Caller::from(caller);
+    operator_request(paths, engine, clock, liveness, &who, AuditOperation::List, None, |controller| {
+        let awaiting = controller.awaiting(caller)?;
+        Ok(if json { json_text(&list::to_json(&awaiting)) } else { list::render(&awaiting) })
+    })
 }
 
 /// `reject`: the operator ends a pending plan they do not want.
@@ -227,12 +288,15 @@ pub fn reject<E: Engine, C: Clock, L: Liveness>(
     engine: E,
     clock: C,
     liveness: L,
-    operator: &str,
+    operator: impl Into<Caller>,
     plan_id: &str,
 ) -> Result<String, Refusal> {
-    let id = PlanId::parse(plan_id)?;
-    let mut controller = open(paths, engine, clock, liveness)?;
-    let stored = controller.reject(&id, operator)?;
+    let who = operator.into();
+    let operator = who.name.as_str();
+    let stored =
+        operator_request(paths, engine, clock, liveness, &who, AuditOperation::Reject, Some(plan_id), |c| {
+            c.reject(&PlanId::parse(plan_id)?, operator)
+        })?;
     Ok(format!(
         "Rejected plan {} ({}) as {}; it will never run. The agent is told so when it tries; \
          a new plan is needed for the change.\n",
@@ -300,23 +364,35 @@ pub fn approve<E: Engine, C: Clock, L: Liveness>(
     engine: E,
     clock: C,
     liveness: L,
-    approver: &str,
+    approver: impl Into<Caller>,
     plan_id: &str,
     digest: &str,
     decide: impl FnOnce(&str, &Confirmation) -> Decision,
 ) -> Result<String, Refusal> {
-    let id = PlanId::parse(plan_id)?;
-    let digest = Digest::parse(digest)?;
+    let who = approver.into();
+    let approver = who.name.as_str();
     let now = clock.now();
-    let mut controller = open(paths, engine, clock, liveness)?;
-    let before = controller.load(&id, approver)?;
-    if decide(&show::summary(&before, now), &Confirmation::of(&before)) != Decision::Confirmed {
-        return Err(Refusal::new(
-            Code::NotConfirmed,
-            "That is neither the app name nor the digest's first 8 characters; nothing was recorded.",
-        ));
-    }
-    let stored = controller.approve(&id, &digest, approver)?;
+    let stored = operator_request(
+        paths,
+        engine,
+        clock,
+        liveness,
+        &who,
+        AuditOperation::Approve,
+        Some(plan_id),
+        |c| {
+            let id = PlanId::parse(plan_id)?;
+            let digest = Digest::parse(digest)?;
+            let before = c.load(&id, approver)?;
+            if decide(&show::summary(&before, now), &Confirmation::of(&before)) != Decision::Confirmed {
+                return Err(Refusal::new(
+                    Code::NotConfirmed,
+                    "That is neither the app name nor the digest's first 8 characters; nothing was recorded.",
+                ));
+            }
+            c.approve(&id, &digest, approver)
+        },
+    )?;
     Ok(format!(
         "\nApproved plan {} ({}) as {approver}; it expires at {} and can be executed once.\n",
         stored.plan.id,
@@ -332,12 +408,21 @@ pub fn resolve<E: Engine, C: Clock, L: Liveness>(
     engine: E,
     clock: C,
     liveness: L,
-    operator: &str,
+    operator: impl Into<Caller>,
     plan_id: &str,
 ) -> Result<String, Refusal> {
-    let id = PlanId::parse(plan_id)?;
-    let mut controller = open(paths, engine, clock, liveness)?;
-    let Resolved { stored, app } = controller.resolve(&id, operator)?;
+    let who = operator.into();
+    let operator = who.name.as_str();
+    let Resolved { stored, app } = operator_request(
+        paths,
+        engine,
+        clock,
+        liveness,
+        &who,
+        AuditOperation::Resolve,
+        Some(plan_id),
+        |c| c.resolve(&PlanId::parse(plan_id)?, operator),
+    )?;
     let mut text = format!(
         "Plan {} ({}) is now inspected, as attested by {operator}; new plans are accepted again.\n",
         stored.plan.id,

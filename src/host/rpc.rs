@@ -12,11 +12,12 @@ use std::io::Read;
 
 use crate::control::{Code, Refusal};
 
-use crate::wire::{MAX_REQUEST_BYTES, parse_request};
+use crate::wire::{MAX_REQUEST_BYTES, RequestId, parse_envelope};
 pub use crate::wire::{Reply, Request};
 
-/// Reads at most [`MAX_REQUEST_BYTES`] and parses exactly one request.
-pub fn read_request(input: impl Read) -> Result<Request, Refusal> {
+/// Reads at most [`MAX_REQUEST_BYTES`] and parses exactly one request and
+/// the request id the workstation sent with it.
+pub fn read_request(input: impl Read) -> Result<(Request, Option<RequestId>), Refusal> {
     let mut bytes = Vec::with_capacity(1024);
     input.take(MAX_REQUEST_BYTES as u64 + 1).read_to_end(&mut bytes).map_err(|error| match error.kind() {
         std::io::ErrorKind::TimedOut => Refusal::new(
@@ -32,7 +33,7 @@ pub fn read_request(input: impl Read) -> Result<Request, Refusal> {
     if bytes.len() > MAX_REQUEST_BYTES {
         return Err(Refusal::new(Code::RequestTooLarge, "The request is larger than 16 KiB."));
     }
-    parse_request(&bytes)
+    parse_envelope(&bytes)
 }
 
 #[cfg(test)]
@@ -45,7 +46,7 @@ mod tests {
         assert_eq!(read_request(&big[..]).unwrap_err().code, Code::RequestTooLarge);
         let mut exact = br#"{"operation":"inventory"}"#.to_vec();
         exact.resize(MAX_REQUEST_BYTES, b' ');
-        assert_eq!(read_request(&exact[..]).unwrap(), Request::Inventory {});
+        assert_eq!(read_request(&exact[..]).unwrap(), (Request::Inventory {}, None));
         // An endless reader is cut at the limit.
         assert_eq!(read_request(std::io::repeat(b' ')).unwrap_err().code, Code::RequestTooLarge);
     }

@@ -5,17 +5,16 @@
 //! Invariants enforced here:
 //! - a line holds only fixed words and numbers we produced (tool, check or
 //!   action, status, exit code, execution status, a validated plan id, the
-//!   request id, time, duration): never arguments' free text, commands,
+//!   request id, time, duration, the process outcome category): never arguments' free text, commands,
 //!   output, stderr or messages. [`Record`] has no field that could carry them;
 //! - the directory is created 0700 and the file 0600 (and tightened if they
 //!   were looser); a symlink in place of the file is refused;
 //! - a failure to write is reported on stderr and never stops the server:
-//!   this log is best effort. It is also the only record of most calls. The
-//!   host helper's SQLite audit has a row only when a plan changes state
-//!   (prepared, approved, claimed, completed, failed, invalidated, ...); a
-//!   check, an inventory, a request the helper refused without touching a
-//!   plan, and every call refused here (arguments, demo mode, identity,
-//!   management off) leave no row on the server.
+//!   this log is best effort. Every host rpc carries this line's
+//!   `request_id` (`crate::wire::RequestId`), and every row the host helper
+//!   writes for it carries the same id, so the two trails join on it. Calls
+//!   refused here (arguments, demo mode, identity, management off) and the
+//!   read-only checks never reach the server and are only in this log.
 
 use std::fs::{DirBuilder, File, OpenOptions, Permissions};
 use std::io::Write as _;
@@ -26,7 +25,7 @@ use std::sync::Mutex;
 use serde::Serialize;
 
 use crate::control::plan::PlanId;
-use crate::exec::ExecutionStatus;
+use crate::exec::{ExecutionStatus, ProcessOutcome};
 
 /// One audit line. Every field is a fixed word, a number, or an id we
 /// generated or validated.
@@ -46,6 +45,10 @@ pub struct Record {
     pub status: &'static str,
     pub exit_code: Option<i32>,
     pub execution_status: Option<ExecutionStatus>,
+    /// The fixed category of a run that did not exit 0, in the same words
+    /// as the host's audit rows (`crate::exec::ProcessOutcome`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub process_outcome: Option<ProcessOutcome>,
     pub duration_ms: u64,
 }
 
@@ -156,6 +159,7 @@ mod tests {
             status: "ok",
             exit_code: Some(0),
             execution_status: Some(ExecutionStatus::Ok),
+            process_outcome: None,
             duration_ms: 3,
         }
     }
@@ -171,6 +175,7 @@ mod tests {
         assert_eq!(text.lines().count(), 2);
         let line: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
         assert_eq!(line["check"], "disk");
+        assert!(line.get("process_outcome").is_none(), "a clean run has no failure category");
         assert_eq!(line["execution_status"], "ok");
         assert!(line.get("action").is_none());
         let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
@@ -202,5 +207,39 @@ mod tests {
         std::os::unix::fs::symlink(&elsewhere, log_dir.join("audit.jsonl")).unwrap();
         Audit::at(log_dir.join("audit.jsonl")).append(&record());
         assert_eq!(std::fs::read_to_string(&elsewhere).unwrap(), "", "nothing written through the link");
+    }
+}
+
+#[cfg(test)]
+mod process_outcome_tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_run_is_logged_with_the_hosts_words() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("volce-lab/audit.jsonl");
+        let mut line = tests_record();
+        line.execution_status = Some(ExecutionStatus::SshOrRemote255);
+        line.process_outcome = ProcessOutcome::of_status(ExecutionStatus::SshOrRemote255);
+        Audit::at(path.clone()).append(&line);
+        let value: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(value["process_outcome"], "SSH_OR_REMOTE_EXIT_255");
+    }
+
+    fn tests_record() -> Record {
+        Record {
+            time: "2026-01-01T00:00:00.000Z".into(),
+            request_id: "r".into(),
+            tool: Some("cloud_manage"),
+            check: None,
+            action: None,
+            plan_id: None,
+            status: "unknown",
+            exit_code: Some(255),
+            execution_status: None,
+            process_outcome: None,
+            duration_ms: 3,
+        }
     }
 }

@@ -238,7 +238,12 @@ impl VolceLab {
         } else if !config.management {
             plain(Status::ManagementDisabled)
         } else {
-            let bytes = request.to_bytes();
+            // The request id goes with the request, so the host's rows for
+            // it join this call's audit line (`crate::mcp::audit`).
+            let bytes = match wire::RequestId::parse(&request_id) {
+                Some(id) => request.to_bytes_with_id(&id),
+                None => request.to_bytes(),
+            };
             if bytes.len() > wire::MAX_REQUEST_BYTES {
                 // Unreachable with the argument limit; kept as the last guard.
                 Answer {
@@ -302,6 +307,7 @@ impl VolceLab {
             status: if tool.is_some() { outcome.status.as_str() } else { "unknown_tool" },
             exit_code: outcome.exit_code,
             execution_status: outcome.execution_status,
+            process_outcome: outcome.execution_status.and_then(crate::exec::ProcessOutcome::of_status),
             duration_ms: started.elapsed().as_millis() as u64,
         });
     }

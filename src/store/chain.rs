@@ -21,6 +21,9 @@
 //! - the chain cannot prove that nothing was cut from its end, nor that the
 //!   whole chain was not recomputed by someone with root: only a head hash
 //!   kept off the host can ([`verify`] with `from`).
+//!
+//! A little over 450 lines with its tests: append, backfill, the anchor
+//! and verify share the row layout and belong together.
 
 use rusqlite::{OptionalExtension as _, Transaction, params};
 use serde::Serialize;
@@ -32,19 +35,43 @@ use super::StoreError;
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
 /// The hashed content of one audit row: its columns, except the two hashes.
-#[derive(Debug, Clone, Serialize)]
+///
+/// Migration 6 made `plan_id` and `action` nullable and added the columns
+/// after `actor`. Every row written before it has `plan_id` and `action` and
+/// NULL in the new columns, so its content serializes to exactly the bytes
+/// it was hashed over; rows written since carry the new columns in their
+/// content (a test checks both).
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Content<'a> {
     pub seq: i64,
     pub at: i64,
     pub event: &'a str,
-    pub plan_id: &'a str,
-    pub action: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plan_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub action: Option<&'a str>,
     pub outcome: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<i64>,
     pub actor: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub operation: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub app: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub process: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub count: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sudo_uid: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub login_uid: Option<i64>,
 }
 
 /// sha256(prev_hash || canonical content), lowercase hex. Public (as
@@ -64,12 +91,20 @@ pub struct ChainedEntry {
     pub seq: i64,
     pub at: i64,
     pub event: String,
-    pub plan_id: String,
-    pub action: String,
+    pub plan_id: Option<String>,
+    pub action: Option<String>,
     pub outcome: String,
     pub exit_code: Option<i64>,
     pub duration_ms: Option<i64>,
     pub actor: String,
+    pub operation: Option<String>,
+    pub app: Option<String>,
+    pub code: Option<String>,
+    pub process: Option<String>,
+    pub request_id: Option<String>,
+    pub count: Option<i64>,
+    pub sudo_uid: Option<i64>,
+    pub login_uid: Option<i64>,
     pub prev_hash: Option<String>,
     pub hash: Option<String>,
 }
@@ -80,18 +115,32 @@ impl ChainedEntry {
             seq: self.seq,
             at: self.at,
             event: &self.event,
-            plan_id: &self.plan_id,
-            action: &self.action,
+            plan_id: self.plan_id.as_deref(),
+            action: self.action.as_deref(),
             outcome: &self.outcome,
             exit_code: self.exit_code,
             duration_ms: self.duration_ms,
             actor: &self.actor,
+            operation: self.operation.as_deref(),
+            app: self.app.as_deref(),
+            code: self.code.as_deref(),
+            process: self.process.as_deref(),
+            request_id: self.request_id.as_deref(),
+            count: self.count,
+            sudo_uid: self.sudo_uid,
+            login_uid: self.login_uid,
         }
     }
 }
 
 const SELECT_ROWS: &str = "SELECT seq, at, event, plan_id, action, outcome, exit_code, duration_ms, actor, \
+                           operation, app, code, process, request_id, count, sudo_uid, login_uid, \
                            prev_hash, hash FROM audit";
+
+/// The columns of a migration-4 audit table, for the backfill that runs
+/// before migration 6 added the rest.
+const SELECT_V4_ROWS: &str =
+    "SELECT seq, at, event, plan_id, action, outcome, exit_code, duration_ms, actor FROM audit";
 
 fn entry(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChainedEntry> {
     Ok(ChainedEntry {
@@ -104,13 +153,45 @@ fn entry(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChainedEntry> {
         exit_code: r.get(6)?,
         duration_ms: r.get(7)?,
         actor: r.get(8)?,
-        prev_hash: r.get(9)?,
-        hash: r.get(10)?,
+        operation: r.get(9)?,
+        app: r.get(10)?,
+        code: r.get(11)?,
+        process: r.get(12)?,
+        request_id: r.get(13)?,
+        count: r.get(14)?,
+        sudo_uid: r.get(15)?,
+        login_uid: r.get(16)?,
+        prev_hash: r.get(17)?,
+        hash: r.get(18)?,
+    })
+}
+
+fn v4_entry(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChainedEntry> {
+    Ok(ChainedEntry {
+        seq: r.get(0)?,
+        at: r.get(1)?,
+        event: r.get(2)?,
+        plan_id: r.get(3)?,
+        action: r.get(4)?,
+        outcome: r.get(5)?,
+        exit_code: r.get(6)?,
+        duration_ms: r.get(7)?,
+        actor: r.get(8)?,
+        operation: None,
+        app: None,
+        code: None,
+        process: None,
+        request_id: None,
+        count: None,
+        sudo_uid: None,
+        login_uid: None,
+        prev_hash: None,
+        hash: None,
     })
 }
 
 /// The last row's seq and hash, `None` for an empty trail.
-fn last(tx: &Transaction<'_>) -> Result<Option<(i64, Option<String>)>, StoreError> {
+pub(super) fn last(tx: &Transaction<'_>) -> Result<Option<(i64, Option<String>)>, StoreError> {
     Ok(tx
         .prepare_cached("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1")?
         .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))
@@ -121,17 +202,22 @@ fn last(tx: &Transaction<'_>) -> Result<Option<(i64, Option<String>)>, StoreErro
 /// seq after the last one, which is part of what is hashed. A last row
 /// without a hash was tampered with; nothing is chained onto it (fail
 /// closed: the caller's whole transaction rolls back).
-pub(super) fn append(tx: &Transaction<'_>, content: Content<'_>) -> Result<(), StoreError> {
+/// Returns the content as hashed (with its seq) and its hash.
+pub(super) fn append<'a>(
+    tx: &Transaction<'_>,
+    content: Content<'a>,
+) -> Result<(Content<'a>, String), StoreError> {
     let (seq, prev) = match last(tx)? {
-        None => (1, GENESIS.to_owned()),
+        None => anchor(tx)?,
         Some((seq, Some(hash))) => (seq + 1, hash),
         Some((_, None)) => return Err(StoreError::Corrupt),
     };
     let content = Content { seq, ..content };
     let hash = link(&prev, &content);
     tx.prepare_cached(
-        "INSERT INTO audit (seq, at, event, plan_id, action, outcome, exit_code, duration_ms, actor, prev_hash, hash)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+        "INSERT INTO audit (seq, at, event, plan_id, action, outcome, exit_code, duration_ms, actor,
+             operation, app, code, process, request_id, count, sudo_uid, login_uid, prev_hash, hash)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)",
     )?
     .execute(params![
         content.seq,
@@ -143,18 +229,39 @@ pub(super) fn append(tx: &Transaction<'_>, content: Content<'_>) -> Result<(), S
         content.exit_code,
         content.duration_ms,
         content.actor,
+        content.operation,
+        content.app,
+        content.code,
+        content.process,
+        content.request_id,
+        content.count,
+        content.sudo_uid,
+        content.login_uid,
         prev,
         hash,
     ])?;
-    Ok(())
+    Ok((content, hash))
+}
+
+/// Where the kept chain starts: the seq of the first row kept by the last
+/// `audit prune` and the hash that row chains from (the last pruned row's);
+/// seq 1 and [`GENESIS`] when nothing was ever pruned. Stored in the
+/// one-row table `audit_anchor` (migration 6), written only by
+/// `retention::prune_chain`.
+pub(super) fn anchor(tx: &Transaction<'_>) -> Result<(i64, String), StoreError> {
+    let row: Option<(i64, String)> = tx
+        .prepare_cached("SELECT seq, prev_hash FROM audit_anchor WHERE id = 1")?
+        .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    Ok(row.unwrap_or((1, GENESIS.to_owned())))
 }
 
 /// Migration 4's second half: chains the rows an older schema wrote, oldest
 /// first, as they are at the moment of the migration.
 pub(super) fn backfill(tx: &Transaction<'_>) -> Result<(), StoreError> {
     let rows: Vec<ChainedEntry> = {
-        let mut statement = tx.prepare(&format!("{SELECT_ROWS} ORDER BY seq"))?;
-        statement.query_map([], entry)?.collect::<Result<_, _>>()?
+        let mut statement = tx.prepare(&format!("{SELECT_V4_ROWS} ORDER BY seq"))?;
+        statement.query_map([], v4_entry)?.collect::<Result<_, _>>()?
     };
     let mut update = tx.prepare("UPDATE audit SET prev_hash = ?2, hash = ?3 WHERE seq = ?1")?;
     let mut prev = GENESIS.to_owned();
@@ -187,13 +294,16 @@ pub struct Head {
     pub rows: u64,
     /// seq, time and hash of the last row; `None` for an empty trail.
     pub last: Option<(i64, i64, Option<String>)>,
+    /// What the first row chains from: [`GENESIS`], or after `audit prune`
+    /// the last dropped row's hash.
+    pub anchor: String,
 }
 
 impl Head {
     /// The hash a new row would chain from.
     pub fn hash(&self) -> Option<&str> {
         match &self.last {
-            None => Some(GENESIS),
+            None => Some(&self.anchor),
             Some((_, _, hash)) => hash.as_deref(),
         }
     }
@@ -205,7 +315,8 @@ pub(super) fn head(tx: &Transaction<'_>) -> Result<Head, StoreError> {
         .prepare_cached("SELECT seq, at, hash FROM audit ORDER BY seq DESC LIMIT 1")?
         .query_row([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
         .optional()?;
-    Ok(Head { rows: rows.max(0) as u64, last })
+    let (_, anchor) = anchor(tx)?;
+    Ok(Head { rows: rows.max(0) as u64, last, anchor })
 }
 
 /// The first place the chain does not hold, named by the row where it shows.
@@ -264,12 +375,13 @@ impl Verification {
 /// the break (a kept head that is missing means the tail was cut or the
 /// chain rewritten).
 pub(super) fn verify(tx: &Transaction<'_>, from: Option<&str>) -> Result<Verification, StoreError> {
+    let (anchor_seq, anchor_hash) = anchor(tx)?;
     let mut statement = tx.prepare(&format!("{SELECT_ROWS} ORDER BY seq"))?;
     let rows = statement.query_map([], entry)?;
     let mut prev: Option<(i64, String)> = None;
     let mut count = 0u64;
     let mut broken = None;
-    let mut from_found = from.map(|from| from == GENESIS);
+    let mut from_found = from.map(|from| from == anchor_hash);
     for row in rows {
         let row = row?;
         count += 1;
@@ -286,7 +398,7 @@ pub(super) fn verify(tx: &Transaction<'_>, from: Option<&str>) -> Result<Verific
             break;
         }
         match &prev {
-            None if prev_hash != GENESIS => {
+            None if *prev_hash != anchor_hash || row.seq != anchor_seq => {
                 broken = Some(Break::NotFromGenesis { seq: row.seq, at: row.at });
                 break;
             }
@@ -325,12 +437,13 @@ mod tests {
             seq: 7,
             at: 1000,
             event: "approved",
-            plan_id: "0123",
-            action: "stop",
+            plan_id: Some("0123"),
+            action: Some("stop"),
             outcome: "ok",
             exit_code: None,
             duration_ms: Some(12),
             actor: "alice",
+            ..Content::default()
         };
         assert_eq!(
             crate::control::canonical::to_string(&content).unwrap(),
@@ -345,12 +458,13 @@ mod tests {
             seq: 1,
             at: 0,
             event: "prepared",
-            plan_id: "p",
-            action: "stop",
+            plan_id: Some("p"),
+            action: Some("stop"),
             outcome: "ok",
             exit_code: Some(0),
             duration_ms: None,
             actor: "agent",
+            ..Content::default()
         };
         let bytes = format!(
             "{GENESIS}{}",

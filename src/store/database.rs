@@ -14,8 +14,11 @@
 use std::path::Path;
 use std::time::Duration;
 
+use std::cell::Cell;
+
 use rusqlite::{Connection, OpenFlags, OptionalExtension as _, TransactionBehavior};
 
+use super::rows::{AuditOutcome, RequestEnd, RequestMeta};
 use super::schema::{self, MIGRATIONS};
 use super::transitions::Tx;
 use crate::control::{Code, Refusal};
@@ -117,6 +120,13 @@ pub struct Store {
     /// `pub(super)` so the store's tests can build a database as an old
     /// version left it.
     pub(super) conn: Connection,
+    /// The request this helper serves, stamped on every audit row it writes.
+    request: Option<RequestMeta>,
+    /// Whether a committed transaction of this request wrote an audit row
+    /// (then a refusal-free end needs no `request` row of its own).
+    wrote: Cell<bool>,
+    /// Where committed rows are copied (`syslog.rs`), if anywhere.
+    syslog: Option<std::path::PathBuf>,
 }
 
 impl Store {
@@ -140,10 +150,15 @@ impl Store {
         if found > Store::supported_version() {
             return Err(StoreError::TooNew { found, supported: Store::supported_version() });
         }
-        let mut store = Store { conn };
+        let mut store = Store::from_connection(conn);
         store.configure()?;
         store.migrate()?;
         Ok(store)
+    }
+
+    /// A store on an open connection, serving no request yet.
+    pub(super) fn from_connection(conn: Connection) -> Store {
+        Store { conn, request: None, wrote: Cell::new(false), syslog: None }
     }
 
     fn configure(&self) -> Result<(), StoreError> {
@@ -242,9 +257,54 @@ impl Store {
         work: impl FnOnce(&Tx<'_>) -> Result<T, E>,
     ) -> Result<T, E> {
         let tx = self.conn.transaction_with_behavior(behavior).map_err(|e| E::from(StoreError::from(e)))?;
-        let value = work(&Tx { tx: &tx })?;
+        let wrote = Cell::new(false);
+        let lines = std::cell::RefCell::new(Vec::new());
+        let syslog = self.syslog.as_ref().map(|_| &lines);
+        let value = work(&Tx { tx: &tx, request: self.request.as_ref(), wrote: &wrote, syslog })?;
         tx.commit().map_err(|e| E::from(StoreError::from(e)))?;
+        if wrote.get() {
+            self.wrote.set(true);
+        }
+        if let Some(socket) = &self.syslog {
+            super::syslog::send(socket, &lines.borrow());
+        }
         Ok(value)
+    }
+
+    /// Copies every row committed from now on to the syslog socket at
+    /// `socket` (`syslog.rs`; the shipped helper passes [`super::DEV_LOG`]).
+    pub fn send_to_syslog(&mut self, socket: &Path) {
+        self.syslog = Some(socket.to_owned());
+    }
+
+    /// Names the request this store serves: every audit row written from
+    /// now on carries its operation, request id and uids.
+    pub fn begin_request(&mut self, meta: RequestMeta) {
+        self.request = Some(meta);
+        self.wrote.set(false);
+    }
+
+    /// The request set by [`Store::begin_request`].
+    pub fn request(&self) -> Option<&RequestMeta> {
+        self.request.as_ref()
+    }
+
+    /// Ends the request in the audit trail: a refusal always gets its
+    /// `request` row (folded when it repeats, `fold.rs`); a request that
+    /// ended well gets one only if none of its transactions wrote a row
+    /// (its state change's row already records it). Its own `BEGIN
+    /// IMMEDIATE` transaction; an error means the row was not written, and
+    /// the caller must not report success (fail closed).
+    pub fn end_request(&mut self, end: RequestEnd<'_>) -> Result<(), StoreError> {
+        if end.outcome == AuditOutcome::Ok && self.wrote.get() {
+            return Ok(());
+        }
+        if self.request.is_none() {
+            return Ok(());
+        }
+        self.write(|tx| tx.record_request(&end))?;
+        self.wrote.set(true);
+        Ok(())
     }
 
     /// The raw connection, bypassing every transition, transaction and audit

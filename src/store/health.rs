@@ -85,5 +85,7 @@ pub fn read_apps(
         return Ok(Default::default());
     }
     let tx = conn.unchecked_transaction()?;
-    super::transitions::Tx { tx: &tx }.apps()
+    // Read-only: no request, no audit row, no syslog copy.
+    let wrote = std::cell::Cell::new(false);
+    super::transitions::Tx { tx: &tx, request: None, wrote: &wrote, syslog: None }.apps()
 }

@@ -6,12 +6,15 @@
 //! chain.rs        the audit trail's hash chain: append, backfill, verify
 //! rows.rs         row types and the closed name sets stored in columns
 //! database.rs     Store: open, pragmas read back, migrate, transactions
+//! fold.rs         request rows, identical refusals folded into one counted row
+//! syslog.rs       a copy of each committed row for the host's syslog
 //! transitions.rs  Tx: conditional transitions, app records, audit rows
 //! claims.rs       Tx: the image claims of removed apps
 //! health.rs       the read-only health report the doctor prints
 //! wal.rs          a write-ahead log cut short, seen before SQLite opens it
 //! plan_boot.rs    the boot clock at a plan's prepare (expiry across clock steps)
 //! space.rs        the free-space floor a prepare needs (`state_full`)
+//! retention.rs    bounded state: plan pruning, the pending cap, audit prune
 //! ```
 //!
 //! Each file states the invariants it enforces. In short: pragmas are read
@@ -25,11 +28,14 @@
 mod chain;
 mod claims;
 mod database;
+mod fold;
 mod health;
 mod plan_boot;
+mod retention;
 mod rows;
 mod schema;
 pub mod space;
+mod syslog;
 mod transitions;
 pub mod wal;
 
@@ -37,11 +43,14 @@ pub use chain::{
     Break, ChainedEntry, Content as ChainContent, GENESIS, Head, Verification, link as chain_link,
 };
 pub use database::{BUSY_TIMEOUT, Store, StoreError};
+pub use fold::WINDOW_SECS as FOLD_WINDOW_SECS;
 pub use health::{StoreHealth, read_apps, read_health};
+pub use retention::{MAX_PENDING_PER_REQUESTER, PRUNE_BATCH};
 pub use rows::{
-    Approval, AuditEntry, AuditOutcome, AuditRow, Claim, Event, PlanOutcome, PlanState, Rejection,
-    Resolution, StoredPlan,
+    Approval, AuditEntry, AuditOperation, AuditOutcome, AuditRow, Claim, Event, PlanOutcome, PlanState,
+    Rejection, RequestEnd, RequestMeta, Resolution, StoredPlan,
 };
+pub use syslog::DEV_LOG;
 pub use transitions::{
     SQL_AWAITING, SQL_EXECUTING, SQL_EXPIRED_PENDING, SQL_UNSETTLED, SQL_UNSETTLED_ALL, Tx,
 };

@@ -185,6 +185,12 @@ pub enum Event {
     Inspected,
     Failed,
     Rejected,
+    /// A request that changed nothing: a read, or a refusal (its code says
+    /// why). A request that changed a plan is recorded by that change's row.
+    Request,
+    /// Retention removed terminal plans older than `retention_days`
+    /// (`count` says how many).
+    Pruned,
 }
 
 impl Event {
@@ -219,6 +225,103 @@ pub struct AuditRow {
     pub duration_ms: Option<u64>,
     /// The requester or the approver: a validated unix user name.
     pub actor: String,
+    /// How the engine's process ended, when it did not end with exit 0.
+    pub process: Option<crate::exec::ProcessOutcome>,
+}
+
+/// What a `volce-lab-host` request was: the rpc operations, the operator's
+/// commands, and the helper's own retention run. Stored in `audit.operation`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, IntoStaticStr, EnumString, VariantArray)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum AuditOperation {
+    /// `volce-lab-host rpc` refused before its operation was read (busy,
+    /// request_timeout, invalid_request, ...).
+    Rpc,
+    GatewayStatus,
+    Inventory,
+    Plan,
+    Execute,
+    Logs,
+    Show,
+    List,
+    Approve,
+    Reject,
+    Resolve,
+    Doctor,
+    /// Not a request: retention pruning plans inside another request.
+    Retention,
+    AuditPrune,
+    /// The ssh forced command's refusals (the gate calls
+    /// `host::audit::record_refusal`).
+    SshGate,
+}
+
+impl AuditOperation {
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
+
+impl From<crate::wire::Operation> for AuditOperation {
+    fn from(operation: crate::wire::Operation) -> AuditOperation {
+        use crate::wire::Operation as O;
+        match operation {
+            O::GatewayStatus => AuditOperation::GatewayStatus,
+            O::Inventory => AuditOperation::Inventory,
+            O::Plan => AuditOperation::Plan,
+            O::Execute => AuditOperation::Execute,
+            O::Logs => AuditOperation::Logs,
+        }
+    }
+}
+
+/// Who asked for what: stamped on every audit row a request writes, so the
+/// rows of one request (and the workstation's `audit.jsonl` line with the
+/// same request id) can be joined. Metadata only: ids, names, numbers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestMeta {
+    pub operation: AuditOperation,
+    /// The id the workstation sent (validated by `crate::wire`).
+    pub request_id: Option<String>,
+    /// The caller: a validated unix user name.
+    pub actor: String,
+    /// For operator commands: `SUDO_UID` and the session's login uid, as
+    /// `host::operator` cross-checked them.
+    pub sudo_uid: Option<u32>,
+    pub login_uid: Option<u32>,
+    /// A validated app name, when the request names one.
+    pub app: Option<String>,
+    pub started: std::time::Instant,
+}
+
+impl RequestMeta {
+    pub fn new(operation: AuditOperation, actor: &str) -> RequestMeta {
+        RequestMeta {
+            operation,
+            request_id: None,
+            actor: actor.to_owned(),
+            sudo_uid: None,
+            login_uid: None,
+            app: None,
+            started: std::time::Instant::now(),
+        }
+    }
+
+    pub fn elapsed_ms(&self) -> i64 {
+        i64::try_from(self.started.elapsed().as_millis()).unwrap_or(i64::MAX)
+    }
+}
+
+/// How a request that changed nothing ended, for its `request` row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestEnd<'a> {
+    pub at: i64,
+    pub outcome: AuditOutcome,
+    /// The stable code of a refusal.
+    pub code: Option<crate::control::Code>,
+    pub plan_id: Option<&'a str>,
+    pub action: Option<&'a str>,
 }
 
 /// An audit row as read back (for tests and the operator).
@@ -271,12 +374,14 @@ mod tests {
         names_round_trip::<PlanOutcome>();
         names_round_trip::<Event>();
         names_round_trip::<AuditOutcome>();
+        names_round_trip::<AuditOperation>();
     }
 
     #[test]
     fn serde_and_strum_agree_on_every_name() {
         serde_names_are_the_stored_names::<PlanState>();
         serde_names_are_the_stored_names::<PlanOutcome>();
+        serde_names_are_the_stored_names::<AuditOperation>();
     }
 
     #[test]

@@ -307,6 +307,75 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // made before this step: they expire by the wall clock alone.
     "ALTER TABLE plans ADD COLUMN created_boot TEXT;
      ALTER TABLE plans ADD COLUMN created_boottime_ms INTEGER CHECK (created_boottime_ms IS NULL OR created_boottime_ms >= 0);",
+    // 7: every request leaves a row (issue 14). Rebuilt as in step 2 (a
+    // CHECK cannot be altered):
+    // - `plan_id` and `action` nullable (a refused or read-only request may
+    //   name no plan), and `plan_id` no longer a foreign key: retention
+    //   prunes old plans, while their audit rows stay until `audit prune`;
+    // - the events `request` (one row for a request that changed nothing)
+    //   and `pruned` (retention removed plans), the actions `start` and
+    //   `update` (step 5 added them to plans);
+    // - operation, app, stable code, process outcome category, the
+    //   workstation's request id, a fold count, and the operator's two uids;
+    // - `audit_anchor`: where the chain starts after `audit prune`;
+    // - `audit_folds`: identical refusals within a window, counted before
+    //   they are appended as one chained row (`store::fold`).
+    // Rows are copied as they are, hashes included: the new columns are
+    // NULL on them, and NULL columns are not part of a row's hashed content,
+    // so every existing hash stays valid.
+    "CREATE TABLE audit_v6 (
+        seq INTEGER PRIMARY KEY,
+        at INTEGER NOT NULL,
+        event TEXT NOT NULL CHECK (event IN
+            ('prepared', 'approved', 'claimed', 'completed', 'needs_inspection', 'claim_abandoned', 'invalidated',
+             'inspected', 'failed', 'rejected', 'request', 'pruned')),
+        plan_id TEXT CHECK (plan_id IS NULL OR length(plan_id) = 32),
+        action TEXT CHECK (action IS NULL OR action IN
+            ('deploy', 'nginx_config', 'stop', 'remove_image', 'remove_app', 'start', 'update')),
+        outcome TEXT NOT NULL CHECK (outcome IN ('ok', 'failed', 'uncertain', 'refused')),
+        exit_code INTEGER,
+        duration_ms INTEGER,
+        actor TEXT NOT NULL,
+        operation TEXT CHECK (operation IS NULL OR operation IN
+            ('rpc', 'gateway_status', 'inventory', 'plan', 'execute', 'logs', 'show', 'list', 'approve', 'reject',
+             'resolve', 'doctor', 'retention', 'audit_prune', 'ssh_gate')),
+        app TEXT CHECK (app IS NULL OR length(app) BETWEEN 1 AND 31),
+        code TEXT CHECK (code IS NULL OR length(code) BETWEEN 1 AND 64),
+        process TEXT CHECK (process IS NULL OR process IN
+            ('COMMAND_EXIT_NONZERO', 'COMMAND_TIMEOUT', 'COMMAND_OUTPUT_LIMIT', 'COMMAND_SIGNALED',
+             'COMMAND_LAUNCH_FAILED', 'SSH_OR_REMOTE_EXIT_255')),
+        request_id TEXT CHECK (request_id IS NULL OR length(request_id) BETWEEN 1 AND 64),
+        count INTEGER CHECK (count IS NULL OR count >= 1),
+        sudo_uid INTEGER,
+        login_uid INTEGER,
+        prev_hash TEXT CHECK (prev_hash IS NULL OR length(prev_hash) = 64),
+        hash TEXT CHECK (hash IS NULL OR length(hash) = 64)
+    );
+    INSERT INTO audit_v6 (seq, at, event, plan_id, action, outcome, exit_code, duration_ms, actor, prev_hash, hash)
+    SELECT seq, at, event, plan_id, action, outcome, exit_code, duration_ms, actor, prev_hash, hash FROM audit;
+    DROP TABLE audit;
+    ALTER TABLE audit_v6 RENAME TO audit;
+    CREATE INDEX audit_plan ON audit (plan_id);
+    -- export --since and prune --before read by time.
+    CREATE INDEX audit_at ON audit (at);
+    CREATE TABLE audit_anchor (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        seq INTEGER NOT NULL CHECK (seq >= 1),
+        prev_hash TEXT NOT NULL CHECK (length(prev_hash) = 64)
+    );
+    CREATE TABLE audit_folds (
+        actor TEXT NOT NULL,
+        operation TEXT NOT NULL,
+        code TEXT NOT NULL,
+        opened_at INTEGER NOT NULL,
+        last_at INTEGER NOT NULL,
+        count INTEGER NOT NULL CHECK (count >= 0),
+        PRIMARY KEY (actor, operation, code)
+    );
+    -- Retention reads terminal plans by age.
+    CREATE INDEX plans_finished ON plans (finished_at) WHERE finished_at IS NOT NULL;
+    -- The per-requester cap on unexpired pending plans.
+    CREATE INDEX plans_pending_requester ON plans (requester, expires_at) WHERE state = 'pending';",
 ];
 
 /// The step after whose SQL the existing audit rows are chained
@@ -326,7 +395,8 @@ mod tests {
     use super::MIGRATIONS;
     use crate::control::plan::Action;
     use crate::control::validate::AppState;
-    use crate::store::{AuditOutcome, Event, PlanOutcome, PlanState};
+    use crate::exec::ProcessOutcome;
+    use crate::store::{AuditOperation, AuditOutcome, Event, PlanOutcome, PlanState};
 
     /// The `CREATE TABLE` statement of `table` after every migration ran,
     /// as SQLite itself keeps it.
@@ -414,6 +484,16 @@ mod tests {
                 sorted(AuditOutcome::VARIANTS.iter().map(|v| v.as_str())),
             ),
             ("audit.action", check_list(&audit, "action"), actions()),
+            (
+                "audit.operation",
+                check_list(&audit, "operation"),
+                sorted(AuditOperation::VARIANTS.iter().map(|v| v.as_str())),
+            ),
+            (
+                "audit.process",
+                check_list(&audit, "process"),
+                sorted(ProcessOutcome::VARIANTS.iter().map(|v| v.as_str())),
+            ),
             ("apps.state", check_list(&apps, "state"), sorted(app_states())),
         ];
         for (column, schema, code) in cases {

@@ -26,6 +26,7 @@ fn row(event: Event, actor: &str) -> AuditRow {
         exit_code: None,
         duration_ms: None,
         actor: actor.into(),
+        process: None,
     }
 }
 
@@ -370,7 +371,7 @@ fn old_store(path: &Path, version: usize) -> Store {
         conn.execute_batch(step).unwrap();
     }
     conn.pragma_update(None, "user_version", version as i64).unwrap();
-    Store { conn }
+    Store::from_connection(conn)
 }
 
 /// The audit columns every version before the hash chain (step 4) had.
@@ -669,7 +670,17 @@ fn migrating_a_v2_database_keeps_every_row_and_takes_rejections() {
     assert_eq!(fk, 1, "foreign keys are on again after the migration");
     let indexes =
         dump(conn, "SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL ORDER BY name");
-    assert_eq!(indexes, ["Text(\"audit_plan\")", "Text(\"plans_pending\")", "Text(\"plans_unsettled\")"]);
+    assert_eq!(
+        indexes,
+        [
+            "Text(\"audit_at\")",
+            "Text(\"audit_plan\")",
+            "Text(\"plans_finished\")",
+            "Text(\"plans_pending\")",
+            "Text(\"plans_pending_requester\")",
+            "Text(\"plans_unsettled\")"
+        ]
+    );
     let states: Vec<PlanState> =
         ids.iter().map(|p| store.read(|tx| tx.load_plan(&p.id)).unwrap().unwrap().state).collect();
     use PlanState::*;
@@ -787,12 +798,13 @@ fn forge(store: &mut Store, seq: i64, at: i64, chained_from: i64) {
         seq,
         at,
         event: "approved",
-        plan_id: one.id.as_str(),
-        action: "stop",
+        plan_id: Some(one.id.as_str()),
+        action: Some("stop"),
         outcome: "ok",
         exit_code: None,
         duration_ms: None,
         actor: "mallory",
+        ..chain::Content::default()
     };
     conn.execute(
         "INSERT INTO audit (seq, at, event, plan_id, action, outcome, actor, prev_hash, hash)

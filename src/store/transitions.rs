@@ -24,7 +24,8 @@ use rusqlite::{OptionalExtension as _, Transaction, params};
 use super::StoreError;
 use super::chain;
 use super::rows::{
-    Approval, AuditEntry, AuditRow, Claim, PlanOutcome, PlanState, Rejection, Resolution, StoredPlan,
+    Approval, AuditEntry, AuditRow, Claim, PlanOutcome, PlanState, Rejection, RequestMeta, Resolution,
+    StoredPlan,
 };
 use crate::control::plan::{Action, Digest, Plan, PlanId};
 use crate::control::validate::AppRecord;
@@ -32,6 +33,13 @@ use crate::control::validate::AppRecord;
 /// The operations available inside a transaction.
 pub struct Tx<'a> {
     pub(super) tx: &'a Transaction<'a>,
+    /// The request being served (`Store::begin_request`), if any.
+    pub(super) request: Option<&'a RequestMeta>,
+    /// Set when this transaction appended an audit row.
+    pub(super) wrote: &'a std::cell::Cell<bool>,
+    /// The syslog messages of the rows appended, sent once it commits
+    /// (`None`: no syslog copy).
+    pub(super) syslog: Option<&'a std::cell::RefCell<Vec<String>>>,
 }
 
 /// The new-plan gate. Served by the partial index `plans_unsettled`.
@@ -60,6 +68,18 @@ pub const SQL_AWAITING: &str = "SELECT id FROM plans WHERE state = 'pending' AND
 /// nothing can approve or execute them). `?1` is now.
 pub const SQL_EXPIRED_PENDING: &str =
     "SELECT count(*) FROM plans WHERE state = 'pending' AND expires_at < ?1";
+
+/// The request's part of a row: operation, request id, uids.
+pub(super) fn stamp(meta: Option<&RequestMeta>) -> chain::Content<'_> {
+    let Some(meta) = meta else { return chain::Content::default() };
+    chain::Content {
+        operation: Some(meta.operation.as_str()),
+        request_id: meta.request_id.as_deref(),
+        sudo_uid: meta.sudo_uid.map(i64::from),
+        login_uid: meta.login_uid.map(i64::from),
+        ..chain::Content::default()
+    }
+}
 
 impl Tx<'_> {
     /// Whether any plan is executing or needs inspection (the new-plan gate).
@@ -111,7 +131,7 @@ impl Tx<'_> {
                 plan.created_at,
                 plan.expires_at,
             ])?;
-        self.audit(&plan.id, plan.action, audit)
+        self.audit_with_app(&plan.id, plan.action, audit, plan.payload.app())
     }
 
     /// Reads a plan and checks its body against its digest.
@@ -391,20 +411,43 @@ impl Tx<'_> {
     /// The one place an audit row is written: appended to the hash chain
     /// (`chain::append` reads the previous hash in this same transaction).
     fn audit(&self, id: &PlanId, action: Action, row: &AuditRow) -> Result<(), StoreError> {
-        chain::append(
-            self.tx,
-            chain::Content {
-                seq: 0,
-                at: row.at,
-                event: row.event.as_str(),
-                plan_id: id.as_str(),
-                action: action.as_str(),
-                outcome: row.outcome.as_str(),
-                exit_code: row.exit_code.map(i64::from),
-                duration_ms: row.duration_ms.map(|d| d as i64),
-                actor: &row.actor,
-            },
-        )
+        self.audit_with_app(id, action, row, None)
+    }
+
+    /// A transition's row, stamped with the request it serves (operation,
+    /// request id, uids; the app when the plan or the request names one).
+    fn audit_with_app(
+        &self,
+        id: &PlanId,
+        action: Action,
+        row: &AuditRow,
+        app: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let meta = self.request;
+        self.append(chain::Content {
+            seq: 0,
+            at: row.at,
+            event: row.event.as_str(),
+            plan_id: Some(id.as_str()),
+            action: Some(action.as_str()),
+            outcome: row.outcome.as_str(),
+            exit_code: row.exit_code.map(i64::from),
+            duration_ms: row.duration_ms.map(|d| d as i64),
+            actor: &row.actor,
+            app: app.or(meta.and_then(|m| m.app.as_deref())),
+            process: row.process.map(crate::exec::ProcessOutcome::as_str),
+            ..stamp(meta)
+        })
+    }
+
+    /// Every audit row goes through here: onto the chain, and noted.
+    pub(super) fn append(&self, content: chain::Content<'_>) -> Result<(), StoreError> {
+        let (content, hash) = chain::append(self.tx, content)?;
+        if let Some(lines) = self.syslog {
+            lines.borrow_mut().push(super::syslog::message(&content, &hash));
+        }
+        self.wrote.set(true);
+        Ok(())
     }
 
     /// The end of the audit chain (for `audit head`).
@@ -461,11 +504,12 @@ impl Tx<'_> {
         Ok(())
     }
 
-    /// The audit rows of one plan, oldest first.
+    /// The state changes of one plan in the audit trail, oldest first (not
+    /// the `request` rows of reads and refusals that named it).
     pub fn audit_of(&self, id: &PlanId) -> Result<Vec<AuditEntry>, StoreError> {
         let mut statement = self.tx.prepare_cached(
             "SELECT at, event, plan_id, action, outcome, exit_code, duration_ms, actor FROM audit
-             WHERE plan_id = ?1 ORDER BY seq",
+             WHERE plan_id = ?1 AND event <> 'request' ORDER BY seq",
         )?;
         let rows = statement.query_map([id.as_str()], |r| {
             Ok(AuditEntry {

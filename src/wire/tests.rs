@@ -250,3 +250,47 @@ fn what_is_not_one_reply_is_refused() {
         })
     );
 }
+
+#[test]
+fn a_request_id_travels_beside_the_fields_and_round_trips() {
+    let id = RequestId::parse("6f1c3a52-0b7e-4a8e-9a55-3c2d1e0f9b10").unwrap();
+    for request in every_request() {
+        let bytes = request.to_bytes_with_id(&id);
+        assert_eq!(parse_envelope(&bytes).unwrap(), (request.clone(), Some(id.clone())));
+        // Without an id: version 1's bytes, and no id.
+        assert_eq!(parse_envelope(&request.to_bytes()).unwrap(), (request, None));
+    }
+    let bytes = Request::Inventory {}.to_bytes_with_id(&id);
+    assert_eq!(
+        String::from_utf8(bytes).unwrap(),
+        r#"{"operation":"inventory","request_id":"6f1c3a52-0b7e-4a8e-9a55-3c2d1e0f9b10"}"#
+    );
+}
+
+#[test]
+fn with_a_request_id_extra_repeated_or_approval_fields_are_still_refused() {
+    let refused = |bytes: &[u8]| parse_envelope(bytes).unwrap_err().code;
+    for bytes in [
+        &br#"{"operation":"execute","plan_id":"a","plan_id":"b","request_id":"r1"}"#[..],
+        br#"{"operation":"execute","plan_id":"a","request_id":"r1","request_id":"r2"}"#,
+        br#"{"operation":"inventory","request_id":"r1","approved":true}"#,
+        br#"{"operation":"execute","plan_id":"a","request_id":"r1","approval":"yes"}"#,
+        br#"{"operation":"approve","request_id":"r1"}"#,
+        br#"{"request_id":"r1"}"#,
+        br#"{"operation":"inventory","request_id":"r1"} x"#,
+        br#"[{"operation":"inventory","request_id":"r1"}]"#,
+    ] {
+        assert_eq!(refused(bytes), Code::InvalidRequest, "{}", String::from_utf8_lossy(bytes));
+    }
+}
+
+#[test]
+fn a_request_id_of_the_wrong_shape_refuses_the_request() {
+    for id in [r#""""#, r#""has space""#, r#""semi;colon""#, "17", "null", &format!("\"{}\"", "a".repeat(65))]
+    {
+        let bytes = format!(r#"{{"operation":"inventory","request_id":{id}}}"#);
+        let code = parse_envelope(bytes.as_bytes()).map(|_| ()).unwrap_err().code;
+        assert_eq!(code, Code::InvalidRequest, "{id}");
+    }
+    assert!(RequestId::parse(&"a".repeat(64)).is_some());
+}

@@ -201,6 +201,7 @@ fn a_stored_plan_whose_approval_rule_is_not_its_policys_is_corrupt() {
         exit_code: None,
         duration_ms: None,
         actor: AGENT.into(),
+        process: None,
     };
     c.store_for_tests().write(|tx| tx.insert_plan(&forged, &row)).unwrap();
     assert_eq!(refusal(c.execute(&forged.id, AGENT)), Code::PlanCorrupt);
@@ -518,6 +519,14 @@ fn the_audit_trail_has_one_row_per_change_and_no_free_text() {
             "exit_code",
             "duration_ms",
             "actor",
+            "operation",
+            "app",
+            "code",
+            "process",
+            "request_id",
+            "count",
+            "sudo_uid",
+            "login_uid",
             "prev_hash",
             "hash"
         ]

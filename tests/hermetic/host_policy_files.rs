@@ -190,7 +190,8 @@ fn the_schema_lists_exactly_the_fields_the_parser_accepts() {
             "max_apps",
             "nginx_image",
             "plan_ttl_seconds",
-            "port_range"
+            "port_range",
+            "retention_days"
         ]
     );
     let base: Value = serde_json::from_str(&example()).unwrap();

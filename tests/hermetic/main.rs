@@ -11,6 +11,8 @@ mod cli;
 mod docs;
 mod host_broken_state;
 mod host_clock;
+mod host_audit_rows;
+mod host_bounded_state;
 mod host_controller;
 mod host_lifecycle;
 mod host_inventory;

@@ -176,7 +176,11 @@ async fn inventory_verifies_identity_again_and_passes_the_result_without_leaking
     assert_eq!(result["mode"], "ssh");
     assert_eq!(result["result"]["apps"][0]["name"], "web");
     assert_eq!(result["execution"]["execution_status"], "ok");
-    assert_eq!(std::fs::read(harness.path("request")).unwrap(), br#"{"operation":"inventory"}"#);
+    // The request carries the call's request id, the same as its audit
+    // line's: the host's rows for it join on that id.
+    let request_id = result["request_id"].as_str().unwrap().to_owned();
+    let sent = format!(r#"{{"operation":"inventory","request_id":"{request_id}"}}"#);
+    assert_eq!(std::fs::read(harness.path("request")).unwrap(), sent.as_bytes());
     assert_eq!(harness.runs("identity_calls"), 2, "identity was verified again before the call");
 
     // A secret in the arguments: refused, and not recorded either.
@@ -187,6 +191,7 @@ async fn inventory_verifies_identity_again_and_passes_the_result_without_leaking
     assert!(!audit.contains("SECRET"), "audit leaked: {audit}");
     assert!(!audit.contains("web"), "no output in the audit: {audit}");
     let line = &harness.audit()[1];
+    assert_eq!(line["request_id"], request_id.as_str());
     assert_eq!(line["tool"], "service_inventory");
     assert_eq!(line["status"], "ok");
     assert_eq!(line["execution_status"], "ok");
@@ -214,8 +219,9 @@ async fn plan_payload_arrives_byte_exact_at_the_helper() {
 
     let received = std::fs::read(harness.path("request")).unwrap();
     let expected =
-        serde_json::to_vec(&json!({"operation": "plan", "action": "deploy", "parameters": parameters}))
-            .unwrap();
+        serde_json::to_vec(&json!({"operation": "plan", "action": "deploy", "parameters": parameters,
+            "request_id": result["request_id"]}))
+        .unwrap();
     assert_eq!(received, expected, "the helper must read exactly the request");
     let decoded: Value = serde_json::from_slice(&received).unwrap();
     assert_eq!(decoded["parameters"]["server_name"].as_str().unwrap(), text);

@@ -303,3 +303,57 @@ impl Drop for Cleanup {
         remove_apps(&[self.0]);
     }
 }
+
+/// Issue 14: what the agent tried and was refused is on the server's trail
+/// (`audit export`), with its code and the request id it sent, and nothing
+/// the agent sent (a secret planted in a parameter) is in any row.
+/// Tried: an approval smuggled beside the request, an unknown plan, the
+/// operator's approve with a wrong digest of a plan that needs none.
+#[test]
+#[ignore = "real parts: run by scripts/test"]
+fn an_agents_refused_attempts_are_in_audit_export_with_their_codes_and_nothing_it_sent() {
+    require_setup();
+    require_host_helper();
+    require_docker_and_policy();
+    let _serial = serial();
+    let app = "e2e-aud";
+    fresh_host_state(&[app]);
+    let secret = "e2e-planted-secret-51c2";
+    let (code, planned) =
+        agent_rpc(&json!({"operation": "plan", "action": "deploy", "request_id": "e2e-aud-1",
+        "parameters": {"app": app, "image": "web", "host_port": free_port(), "container_port": 8080,
+        "server_name": format!("{secret}.e2e.test")}}));
+    assert_eq!(code, Some(0), "deploy plan: {planned}");
+    let plan_id = find_str(&planned, "id").to_owned();
+    let (_, smuggled) = agent_rpc(&json!({"operation": "execute", "plan_id": plan_id, "approved": true,
+        "request_id": "e2e-aud-2"}));
+    assert_eq!(smuggled["code"], "invalid_request", "{smuggled}");
+    let (_, unknown) =
+        agent_rpc(&json!({"operation": "execute", "plan_id": PLAN, "request_id": "e2e-aud-3"}));
+    assert_eq!(unknown["code"], "plan_not_found", "{unknown}");
+    let wrong = as_operator(&["approve", &plan_id, &"0".repeat(64), "--yes"]);
+    assert!(!wrong.ok(), "{wrong:?}");
+
+    let export = run(HOST_LINK, &["audit", "export", "--json"], None);
+    assert!(export.ok(), "{export:?}");
+    let rows: Vec<serde_json::Value> =
+        export.stdout.lines().map(|line| serde_json::from_str(line).expect("one JSON row")).collect();
+    let by_request = |id: &str| rows.iter().rev().find(|r| r["request_id"] == id).cloned();
+    let prepared = by_request("e2e-aud-1").expect("the prepare's row");
+    assert_eq!((&prepared["event"], &prepared["plan_id"]), (&json!("prepared"), &json!(plan_id)));
+    let refused = by_request("e2e-aud-3").expect("the unknown plan's row");
+    assert_eq!((&refused["code"], &refused["actor"]), (&json!("plan_not_found"), &json!(AGENT)), "{refused}");
+    // The smuggled approval did not parse, so its id was not read: the row
+    // is the rpc's own, with its code.
+    assert!(
+        rows.iter().any(|r| r["operation"] == "rpc" && r["code"] == "invalid_request" && r["actor"] == AGENT),
+        "no row for the smuggled approval"
+    );
+    let approve = rows.iter().rev().find(|r| r["operation"] == "approve").expect("the approve's row");
+    assert_eq!(approve["actor"], OPERATOR);
+    assert!(approve["sudo_uid"].is_i64(), "{approve}");
+    assert!(!export.stdout.contains(secret), "a parameter reached the audit trail");
+    let verify = run(HOST_LINK, &["audit", "verify"], None);
+    assert!(verify.ok(), "{verify:?}");
+    remove_apps(&[app]);
+}

@@ -166,6 +166,7 @@ impl Harness {
             exit_code: None,
             duration_ms: None,
             actor: "seed".into(),
+            process: None,
         };
         self.controller()
             .store_for_tests()

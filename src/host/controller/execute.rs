@@ -195,6 +195,12 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 exit_code,
                 duration_ms: Some(duration_ms),
                 actor: requester.to_owned(),
+                // The docker call's category (same words as the
+                // workstation's audit.jsonl), when one failed.
+                process: match &result {
+                    Err(EngineError::Call { execution, .. }) => crate::exec::ProcessOutcome::of(execution),
+                    _ => None,
+                },
             };
             tx.finish(id, plan.action, &me, outcome, &row)?;
             record::record_apps(tx, &plan, &apps, &result, after.as_ref(), now)?;

@@ -1,0 +1,134 @@
+//! Who asked, and the audit rows of requests refused before a controller
+//! was open (policy unusable, `busy`, a request that did not parse or
+//! arrive) or by a gate in front of the helper. Runs as root inside
+//! `volce-lab-host`.
+//!
+//! Invariants enforced here:
+//! - a refusal is answered only after its row is committed; when the row
+//!   cannot be written the answer is `audit_unavailable` (fail closed);
+//! - nothing is created to record a refusal: on a server whose state
+//!   database does not exist yet (a fresh installation), or cannot be
+//!   opened because it is damaged, newer or on a full disk, the refusal is
+//!   answered unrecorded with its own code, since there is no trail to
+//!   extend and nothing changed;
+//! - rows hold metadata only: the operation, the caller, the uids, the
+//!   stable code, the request id. Never request text.
+
+use super::{HostPaths, paths};
+use crate::control::{Code, Refusal};
+use crate::store::{AuditOperation, AuditOutcome, RequestEnd, RequestMeta, Store};
+
+pub use super::controller::audit_unavailable;
+
+/// Who asks: a validated user name, and for the operator's commands the
+/// uids `operator::verify` cross-checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    pub name: String,
+    pub sudo_uid: Option<u32>,
+    pub login_uid: Option<u32>,
+}
+
+impl From<&str> for Caller {
+    fn from(name: &str) -> Caller {
+        Caller { name: name.to_owned(), sudo_uid: None, login_uid: None }
+    }
+}
+
+impl From<&Caller> for Caller {
+    fn from(caller: &Caller) -> Caller {
+        caller.clone()
+    }
+}
+
+impl From<&super::operator::Operator> for Caller {
+    fn from(operator: &super::operator::Operator) -> Caller {
+        Caller { name: operator.name.clone(), sudo_uid: Some(operator.uid), login_uid: operator.login_uid }
+    }
+}
+
+impl Caller {
+    /// The request metadata for `operation`, timed from now.
+    pub fn request(&self, operation: AuditOperation) -> RequestMeta {
+        RequestMeta {
+            sudo_uid: self.sudo_uid,
+            login_uid: self.login_uid,
+            ..RequestMeta::new(operation, &self.name)
+        }
+    }
+}
+
+/// Whether [`record_refusal`] wrote its row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recorded {
+    Written,
+    /// The state database does not exist, or cannot be opened because it is
+    /// damaged, newer than this helper or on a full filesystem: nothing to
+    /// record into. The refusal is answered as it is, since its code
+    /// (`state_corrupt`, `state_too_new`, `state_full`) names the recovery
+    /// and nothing was changed.
+    NoTrail,
+}
+
+/// Appends the row of one refused request (folded with identical ones,
+/// `store::fold`), at `now`. The one function a gate in front of the helper
+/// (the ssh forced command) calls for its refusals, with
+/// `AuditOperation::SshGate`. `Err(audit_unavailable)` when the row could
+/// not be written.
+pub fn record_refusal(
+    paths: &HostPaths,
+    now: i64,
+    meta: RequestMeta,
+    refusal: &Refusal,
+) -> Result<Recorded, Refusal> {
+    let end = RequestEnd {
+        at: now,
+        outcome: AuditOutcome::Refused,
+        code: Some(refusal.code),
+        plan_id: None,
+        action: None,
+    };
+    record_request(paths, meta, end)
+}
+
+/// Appends the `request` row of one request that ran without a controller
+/// (the doctor, a refusal before the store was open).
+pub fn record_request(
+    paths: &HostPaths,
+    meta: RequestMeta,
+    end: RequestEnd<'_>,
+) -> Result<Recorded, Refusal> {
+    match std::fs::symlink_metadata(paths.database()) {
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Recorded::NoTrail),
+        _ => {}
+    }
+    paths::prepare_state(paths).map_err(|_| audit_unavailable())?;
+    let mut store = match Store::open(&paths.database()) {
+        Ok(store) => store,
+        Err(error) => {
+            let why = crate::store::space::explain(&error, &paths.state_dir);
+            return match why.code {
+                Code::StateCorrupt | Code::StateTooNew | Code::StateFull => Ok(Recorded::NoTrail),
+                _ => Err(audit_unavailable()),
+            };
+        }
+    };
+    if *paths == HostPaths::fixed() {
+        store.send_to_syslog(std::path::Path::new(crate::store::DEV_LOG));
+    }
+    store.begin_request(meta);
+    store.end_request(end).map_err(|_| audit_unavailable())?;
+    Ok(Recorded::Written)
+}
+
+/// `refusal`, once recorded; `audit_unavailable` if it could not be.
+pub(super) fn refused(paths: &HostPaths, now: i64, meta: RequestMeta, refusal: Refusal) -> Refusal {
+    match record_refusal(paths, now, meta, &refusal) {
+        Ok(_) => refusal,
+        Err(unrecorded) => {
+            // Keep the reason on the operator's side of the helper.
+            debug_assert_eq!(unrecorded.code, Code::AuditUnavailable);
+            unrecorded
+        }
+    }
+}

@@ -1,0 +1,143 @@
+//! Bounded state: pruning old plans, the per-requester count of pending
+//! plans, and dropping archived audit rows. Runs as root inside the host
+//! helper, within a write transaction.
+//!
+//! Invariants enforced here:
+//! - only plans that can never be used again are pruned: a terminal state
+//!   (completed, invalidated, inspected, failed, rejected) finished before
+//!   the cutoff, or pending and expired before it; never a plan an app
+//!   record still names, never one executing or needing inspection;
+//! - every pruning appends one `pruned` row with the count, in the same
+//!   transaction; the audit rows of pruned plans stay (they are small);
+//! - each run prunes at most [`PRUNE_BATCH`] plans, so its cost per request
+//!   is bounded however much is due (the rest goes in the next runs);
+//! - audit rows are dropped only by `prune_audit` (the operator's `audit
+//!   prune`), which leaves the chain verifiable from its new anchor.
+
+use rusqlite::{OptionalExtension as _, params};
+
+use super::StoreError;
+use super::chain::{self, Content};
+use super::rows::{AuditOperation, AuditOutcome, Event};
+use super::transitions::{Tx, stamp};
+
+/// The most plans one run of [`Tx::prune_plans`] removes.
+pub const PRUNE_BATCH: i64 = 256;
+
+/// The most unexpired pending plans one requester may hold.
+pub const MAX_PENDING_PER_REQUESTER: u64 = 32;
+
+const SQL_PRUNABLE: &str = "SELECT seq FROM plans WHERE finished_at IS NOT NULL AND finished_at < ?1 \
+     AND state IN ('completed', 'invalidated', 'inspected', 'failed', 'rejected') \
+     AND id NOT IN (SELECT plan_id FROM apps) AND id NOT IN (SELECT plan_id FROM image_claims) LIMIT ?2";
+const SQL_PRUNABLE_PENDING: &str = "SELECT seq FROM plans WHERE state = 'pending' AND expires_at < ?1 \
+     AND id NOT IN (SELECT plan_id FROM apps) AND id NOT IN (SELECT plan_id FROM image_claims) LIMIT ?2";
+
+/// Drops every row before `before` (unix seconds), keeping the chain
+/// verifiable: the first kept row's seq and prev_hash become the anchor, so
+/// `verify` starts there instead of at `GENESIS`. Refuses (changes
+/// nothing) if the kept part does not verify first: pruning must never hide
+/// a break. Returns how many rows were dropped.
+fn prune_chain(tx: &rusqlite::Transaction<'_>, before: i64) -> Result<u64, StoreError> {
+    if !chain::verify(tx, None)?.intact() {
+        return Err(StoreError::Refused(crate::control::Refusal::new(
+            crate::control::Code::AuditChainBroken,
+            "The audit chain does not verify; nothing was dropped. Run volce-lab-host audit verify and \
+             keep an export of the trail as it is before anything else.",
+        )));
+    }
+    let first_kept: Option<(i64, Option<String>)> = tx
+        .prepare_cached("SELECT seq, prev_hash FROM audit WHERE at >= ?1 ORDER BY seq LIMIT 1")?
+        .query_row([before], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    let (seq, prev) = match first_kept {
+        Some((seq, Some(prev))) => (seq, prev),
+        Some((_, None)) => return Err(StoreError::Corrupt),
+        // Every row is older: the next row will chain from the last one.
+        None => match chain::last(tx)? {
+            None => return Ok(0),
+            Some((seq, Some(hash))) => (seq + 1, hash),
+            Some((_, None)) => return Err(StoreError::Corrupt),
+        },
+    };
+    let dropped = tx.prepare_cached("DELETE FROM audit WHERE seq < ?1")?.execute([seq])?;
+    tx.prepare_cached(
+        "INSERT INTO audit_anchor (id, seq, prev_hash) VALUES (1, ?1, ?2)
+         ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, prev_hash = excluded.prev_hash",
+    )?
+    .execute(params![seq, prev])?;
+    Ok(dropped as u64)
+}
+
+impl Tx<'_> {
+    /// Removes up to [`PRUNE_BATCH`] plans that ended (or expired) before
+    /// `cutoff`, and records how many in one `pruned` row at `now` by
+    /// `actor`. Returns the count; no row when nothing was due.
+    pub fn prune_plans(&self, cutoff: i64, now: i64, actor: &str) -> Result<u64, StoreError> {
+        let mut removed = 0usize;
+        for sql in [SQL_PRUNABLE, SQL_PRUNABLE_PENDING] {
+            let left = PRUNE_BATCH - removed as i64;
+            if left <= 0 {
+                break;
+            }
+            removed += self
+                .tx
+                .prepare_cached(&format!("DELETE FROM plans WHERE seq IN ({sql})"))?
+                .execute(rusqlite::params![cutoff, left])?;
+        }
+        if removed > 0 {
+            let meta = self.request;
+            self.append(Content {
+                at: now,
+                event: Event::Pruned.as_str(),
+                outcome: AuditOutcome::Ok.as_str(),
+                actor,
+                count: Some(removed as i64),
+                operation: Some(AuditOperation::Retention.as_str()),
+                ..stamp(meta)
+            })?;
+        }
+        Ok(removed as u64)
+    }
+
+    /// How many unexpired pending plans `requester` holds at `now`
+    /// (served by the partial index `plans_pending_requester`).
+    pub fn pending_of(&self, requester: &str, now: i64) -> Result<u64, StoreError> {
+        let count: i64 = self
+            .tx
+            .prepare_cached(
+                "SELECT count(*) FROM plans WHERE state = 'pending' AND requester = ?1 AND expires_at >= ?2",
+            )?
+            .query_row(rusqlite::params![requester, now], |r| r.get(0))?;
+        Ok(count.max(0) as u64)
+    }
+
+    /// The operator's `audit prune --before`: drops the audit rows older
+    /// than `before`, keeps the chain verifiable from the first kept row
+    /// (`prune_chain`), and records the pruning as a row of its own at
+    /// `now`. Returns how many rows were dropped.
+    pub fn prune_audit(&self, before: i64, now: i64, actor: &str) -> Result<u64, StoreError> {
+        self.flush_folds(now)?;
+        let dropped = prune_chain(self.tx, before)?;
+        let meta = self.request;
+        // Nothing older: the request still leaves its row, as a plain
+        // `request` (a count is at least 1).
+        let (event, count) = match dropped {
+            0 => (Event::Request, None),
+            n => (Event::Pruned, Some(n as i64)),
+        };
+        self.append(Content {
+            at: now,
+            event: event.as_str(),
+            outcome: AuditOutcome::Ok.as_str(),
+            actor,
+            count,
+            operation: Some(AuditOperation::AuditPrune.as_str()),
+            ..stamp(meta)
+        })?;
+        Ok(dropped)
+    }
+}
+
+#[cfg(test)]
+mod tests;

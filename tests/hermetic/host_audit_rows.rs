@@ -1,0 +1,247 @@
+//! Every `volce-lab-host` request leaves an audit row (issue 14): rpc
+//! operations and their refusals, the operator's commands with both uids,
+//! refusals folded within a window, metadata only, and fail closed when the
+//! row cannot be written. Hermetic: the fake engine, a temporary state dir.
+
+use serde_json::{Value, json};
+use volce_lab::control::Code;
+use volce_lab::host::rpc::Reply;
+use volce_lab::host::{Caller, ProcLiveness};
+use volce_lab::store::{AuditOperation, AuditOutcome, FOLD_WINDOW_SECS, RequestMeta};
+
+use crate::support::fake_engine::unused_image;
+use crate::support::harness::{Harness, deploy_params};
+
+const AGENT: &str = "agent";
+
+/// Every row of the trail, as `audit export --json` prints them.
+fn rows(h: &Harness) -> Vec<Value> {
+    volce_lab::host::audit::export(&h.paths, None, true)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+fn last(h: &Harness) -> Value {
+    rows(h).pop().unwrap()
+}
+
+fn code_of(reply: &Reply) -> Code {
+    match reply {
+        Reply::Rejected(refusal) => refusal.code,
+        other => panic!("not a refusal: {other:?}"),
+    }
+}
+
+fn intact(h: &Harness) -> bool {
+    volce_lab::host::audit::verify(&h.paths, None).unwrap().1
+}
+
+#[test]
+fn a_read_leaves_one_request_row_with_the_workstations_request_id() {
+    let h = Harness::new();
+    let reply = h.rpc(AGENT, br#"{"operation":"inventory","request_id":"r-inventory-1"}"#);
+    assert!(matches!(reply, Reply::Ok { .. }), "{reply:?}");
+    let row = last(&h);
+    assert_eq!(row["event"], "request");
+    assert_eq!(row["operation"], "inventory");
+    assert_eq!(row["outcome"], "ok");
+    assert_eq!(row["request_id"], "r-inventory-1");
+    assert_eq!(row["actor"], AGENT);
+    assert!(row["duration_ms"].is_i64(), "{row}");
+    assert_eq!(row["code"], Value::Null);
+}
+
+#[test]
+fn a_prepare_is_recorded_by_its_own_prepared_row_stamped_with_the_request() {
+    let h = Harness::new();
+    let before = rows(&h).len();
+    let request = json!({"operation": "plan", "action": "deploy", "parameters": deploy_params("demo", 18001),
+        "request_id": "r-plan-1"});
+    let reply = h.rpc(AGENT, request.to_string().as_bytes());
+    assert!(matches!(reply, Reply::Ok { .. }), "{reply:?}");
+    let all = rows(&h);
+    assert_eq!(all.len(), before + 1, "one row: the state change's own");
+    let row = &all[before];
+    assert_eq!((row["event"].as_str(), row["operation"].as_str()), (Some("prepared"), Some("plan")));
+    assert_eq!(row["request_id"], "r-plan-1");
+    assert_eq!(row["app"], "demo");
+    assert_eq!(row["action"], "deploy");
+    assert!(intact(&h));
+}
+
+#[test]
+fn each_kind_of_refused_rpc_leaves_a_row_with_its_code() {
+    let h = Harness::new();
+    // A request that does not parse: its operation is unknown.
+    assert_eq!(code_of(&h.rpc(AGENT, b"not json")), Code::InvalidRequest);
+    let row = last(&h);
+    assert_eq!((row["operation"].as_str(), row["code"].as_str()), (Some("rpc"), Some("invalid_request")));
+    assert_eq!(row["outcome"], "refused");
+    // An approval smuggled into the parameters.
+    let smuggled = json!({"operation": "plan", "action": "stop", "parameters": {"app": "legacy", "approved": true},
+        "request_id": "r-smuggle"});
+    let code = code_of(&h.rpc(AGENT, smuggled.to_string().as_bytes()));
+    let row = last(&h);
+    assert_eq!(row["code"], code.as_str());
+    assert_eq!((row["operation"].as_str(), row["request_id"].as_str()), (Some("plan"), Some("r-smuggle")));
+    assert_eq!(row["action"], "stop");
+    // An unknown plan, then an expired one.
+    let unknown = format!(r#"{{"operation":"execute","plan_id":"{}"}}"#, "ab".repeat(16));
+    assert_eq!(code_of(&h.rpc(AGENT, unknown.as_bytes())), Code::PlanNotFound);
+    assert_eq!(last(&h)["plan_id"], "ab".repeat(16));
+    let plan =
+        h.controller().prepare("remove_image", &json!({"image_id": unused_image().as_str()}), AGENT).unwrap();
+    h.clock.advance(7 * 24 * 3600);
+    let execute = format!(r#"{{"operation":"execute","plan_id":"{}","request_id":"r-late"}}"#, plan.plan.id);
+    let code = code_of(&h.rpc(AGENT, execute.as_bytes()));
+    let row = last(&h);
+    assert_eq!(row["code"], code.as_str());
+    assert_eq!(
+        (row["plan_id"].as_str(), row["request_id"].as_str()),
+        (Some(plan.plan.id.as_str()), Some("r-late"))
+    );
+    assert!(intact(&h));
+}
+
+#[test]
+fn a_secret_planted_in_a_parameter_or_a_bad_request_reaches_no_audit_row() {
+    let h = Harness::new();
+    let secret = "PLANTED-SECRET-7f3a";
+    let mut params = deploy_params("demo", 18001);
+    params["server_name"] = json!(format!("{secret}.example.com"));
+    h.rpc(
+        AGENT,
+        json!({"operation": "plan", "action": "deploy", "parameters": params}).to_string().as_bytes(),
+    );
+    params["extra"] = json!(secret);
+    h.rpc(
+        AGENT,
+        json!({"operation": "plan", "action": "deploy", "parameters": params}).to_string().as_bytes(),
+    );
+    h.rpc(AGENT, json!({"operation": "plan", "action": secret, "parameters": {}}).to_string().as_bytes());
+    h.rpc(
+        AGENT,
+        json!({"operation": "inventory", "request_id": secret.replace('-', "_")}).to_string().as_bytes(),
+    );
+    h.rpc(AGENT, format!(r#"{{"operation":"{secret}"}}"#).as_bytes());
+    let logs = json!({"operation": "logs", "app": secret, "container": "app", "tail": 5});
+    h.rpc(AGENT, logs.to_string().as_bytes());
+    let text = volce_lab::host::audit::export(&h.paths, None, true).unwrap();
+    assert!(rows(&h).len() >= 6, "every request left a row");
+    assert!(!text.contains("PLANTED"), "an audit row holds request text: {text}");
+    assert!(!text.to_lowercase().contains("planted"), "{text}");
+}
+
+#[test]
+fn operator_commands_leave_rows_with_both_uids() {
+    let h = Harness::new();
+    let plan =
+        h.controller().prepare("remove_image", &json!({"image_id": unused_image().as_str()}), AGENT).unwrap();
+    let id = plan.plan.id.clone();
+    let alice = Caller { name: "alice".into(), sudo_uid: Some(1001), login_uid: Some(1001) };
+    let (engine, clock) = (h.engine.clone(), h.clock.clone());
+    let wrong = "0".repeat(64);
+    let refused = volce_lab::host::approve(
+        &h.paths,
+        engine,
+        clock,
+        ProcLiveness,
+        &alice,
+        id.as_str(),
+        &wrong,
+        |_, _| volce_lab::host::Decision::Confirmed,
+    );
+    assert_eq!(refused.unwrap_err().code, Code::DigestMismatch);
+    let row = last(&h);
+    assert_eq!((row["operation"].as_str(), row["code"].as_str()), (Some("approve"), Some("digest_mismatch")));
+    assert_eq!((row["sudo_uid"].as_i64(), row["login_uid"].as_i64()), (Some(1001), Some(1001)));
+    assert_eq!(row["plan_id"], id.as_str());
+    h.show(&id);
+    assert_eq!((last(&h)["operation"].as_str(), last(&h)["outcome"].as_str()), (Some("show"), Some("ok")));
+    let (engine, clock) = (h.engine.clone(), h.clock.clone());
+    volce_lab::host::reject(&h.paths, engine, clock, ProcLiveness, &alice, id.as_str()).unwrap();
+    let row = last(&h);
+    assert_eq!((row["event"].as_str(), row["operation"].as_str()), (Some("rejected"), Some("reject")));
+    assert_eq!(row["sudo_uid"], 1001, "the state change's row carries the uids");
+    assert_eq!(h.resolve(&id, "bob").unwrap_err().code, Code::NotAwaitingInspection);
+    assert_eq!(last(&h)["operation"], "resolve");
+    assert_eq!(h.reject("nope", "alice").unwrap_err().code, Code::InvalidPlanId);
+    assert_eq!(last(&h)["code"], "invalid_plan_id");
+    assert!(intact(&h));
+}
+
+#[test]
+fn identical_refusals_within_the_window_fold_into_one_counted_row_and_the_chain_holds() {
+    let h = Harness::new();
+    let unknown = format!(r#"{{"operation":"execute","plan_id":"{}"}}"#, "cd".repeat(16));
+    let before = rows(&h).len();
+    for _ in 0..50 {
+        assert_eq!(code_of(&h.rpc(AGENT, unknown.as_bytes())), Code::PlanNotFound);
+        h.clock.advance(1);
+    }
+    // The first is there at once; the 49 repeats are counted, not appended.
+    assert_eq!(rows(&h).len(), before + 1);
+    // Another caller, or another code, is its own kind.
+    h.rpc("other", unknown.as_bytes());
+    assert_eq!(rows(&h).len(), before + 2);
+    // Once the window closed, the next request appends the count first.
+    h.clock.advance(FOLD_WINDOW_SECS);
+    h.rpc(AGENT, br#"{"operation":"inventory"}"#);
+    let all = rows(&h);
+    let folded: Vec<&Value> = all.iter().filter(|r| r["count"].is_i64()).collect();
+    assert_eq!(folded.len(), 1, "{all:?}");
+    assert_eq!(folded[0]["count"], 49);
+    assert_eq!(folded[0]["code"], "plan_not_found");
+    assert_eq!(folded[0]["actor"], AGENT);
+    assert_eq!(all.len(), before + 4, "first, other, fold, inventory");
+    assert!(intact(&h));
+    // A new window starts with a row of its own again.
+    h.rpc(AGENT, unknown.as_bytes());
+    assert_eq!(rows(&h).len(), before + 5);
+}
+
+#[test]
+fn when_the_row_cannot_be_written_nothing_changes_and_the_caller_gets_audit_unavailable() {
+    let h = Harness::new();
+    let mut c = h.controller();
+    let plans = |c: &mut crate::support::harness::TestController| -> i64 {
+        c.store_for_tests()
+            .dangerous_connection_for_tests()
+            .query_row("SELECT count(*) FROM plans", [], |r| r.get(0))
+            .unwrap()
+    };
+    let before = plans(&mut c);
+    // A read-only database (as after a remount, or a file made immutable).
+    let conn = c.store_for_tests().dangerous_connection_for_tests();
+    conn.pragma_update(None, "query_only", true).unwrap();
+    c.begin_request(RequestMeta::new(AuditOperation::Plan, AGENT));
+    // A prepare's plan and its row are one transaction: neither is stored.
+    let refused = c.prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap_err();
+    assert_eq!(refused.code, Code::StateUnavailable);
+    assert_eq!(plans(&mut c), before, "no plan without its audit row");
+    // A refusal, or a read, whose row cannot be written is not answered.
+    let answered = c.answer(Err::<(), _>(refused), None, None).unwrap_err();
+    assert_eq!(answered.code, Code::AuditUnavailable);
+    c.begin_request(RequestMeta::new(AuditOperation::Inventory, AGENT));
+    let read = c.inventory(AGENT);
+    assert_eq!(c.answer(read, None, None).unwrap_err().code, Code::AuditUnavailable);
+    // A full database: no page may be added; rows fill the last ones, then
+    // the next answer fails.
+    let conn = c.store_for_tests().dangerous_connection_for_tests();
+    conn.pragma_update(None, "query_only", false).unwrap();
+    let pages: i64 = conn.query_row("PRAGMA page_count", [], |r| r.get(0)).unwrap();
+    conn.pragma_update(None, "max_page_count", pages).unwrap();
+    let mut outcome = Ok(());
+    for n in 0..2000 {
+        let mut meta = RequestMeta::new(AuditOperation::Logs, &format!("u{n}"));
+        meta.request_id = Some("r".repeat(64));
+        c.begin_request(meta);
+        outcome = c.end_request(AuditOutcome::Ok, None, None, None);
+        if outcome.is_err() {
+            break;
+        }
+    }
+    assert_eq!(outcome.unwrap_err().code, Code::AuditUnavailable);
+}
