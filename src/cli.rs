@@ -129,10 +129,11 @@ pub enum AuditCommand {
     },
 }
 
-/// `volce-lab-host` has only the host subcommands.
+/// `volce-lab-host` has only the host subcommands. Public so that
+/// `examples/package-assets.rs` renders its man pages and completions.
 #[derive(Debug, Parser)]
 #[command(name = "volce-lab-host", version, about = "The volce-lab root helper on the server.")]
-struct HostCli {
+pub struct HostCli {
     #[command(subcommand)]
     command: HostCommand,
 }

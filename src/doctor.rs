@@ -153,7 +153,8 @@ fn check_helper(paths: &DoctorPaths, findings: &mut Vec<Finding>) {
         findings.push(fail(
             "helper binary",
             format!("{} does not lead to an executable", link.display()),
-            "ln -sfn /usr/local/lib/volce-lab/volce-lab /usr/local/bin/volce-lab-host",
+            "apt-get install --reinstall volce-lab (installed by hand: \
+             ln -sfn /usr/local/lib/volce-lab/volce-lab /usr/local/bin/volce-lab-host)",
         ));
         return;
     };
