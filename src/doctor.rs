@@ -246,7 +246,7 @@ fn check_sudoers(paths: &DoctorPaths, probe: &dyn Probe, findings: &mut Vec<Find
 
 /// Groups whose members can become root or reach the Docker socket on a
 /// Debian-like system: membership bypasses the sudoers rule entirely.
-const PRIVILEGED_GROUPS: [&str; 8] = ["docker", "sudo", "root", "wheel", "admin", "lxd", "disk", "shadow"];
+pub const PRIVILEGED_GROUPS: [&str; 8] = ["docker", "sudo", "root", "wheel", "admin", "lxd", "disk", "shadow"];
 
 fn check_agent(agent: &str, probe: &dyn Probe, findings: &mut Vec<Finding>) {
     match probe.groups_of(agent) {

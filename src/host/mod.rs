@@ -44,6 +44,7 @@ pub mod operator;
 pub mod paths;
 pub mod process;
 pub mod rpc;
+pub mod setup;
 pub mod show;
 
 use std::ffi::OsStr;

@@ -197,3 +197,95 @@ fn apt_get_install_of_the_file_resolves_its_dependencies() {
     assert!(depends.contains("sudo"), "the package must depend on sudo: {depends}");
     assert!(depends.contains("libc6"), "cargo-deb's $auto must have found libc6: {depends}");
 }
+
+const SETUP_AGENT: &str = "vl-pkg-agent";
+const SETUP_OPERATOR: &str = "vl-pkg-operator";
+
+/// Removes the test's accounts whatever a failed assertion left.
+struct Accounts;
+impl Drop for Accounts {
+    fn drop(&mut self) {
+        for user in [SETUP_AGENT, SETUP_OPERATOR] {
+            let _ = run("userdel", &[user]);
+            let _ = std::fs::remove_dir_all(format!("/home/{user}"));
+        }
+        let _ = std::fs::remove_file("/etc/sudoers.d/volce-lab");
+    }
+}
+
+fn setup_output(args: &[&str]) -> (bool, String) {
+    let output = run(LINK, args);
+    let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    (output.status.success(), text)
+}
+
+#[test]
+#[ignore = "root: installs the .deb of scripts/package (scripts/test runs it)"]
+fn setup_on_the_installed_package_is_idempotent_refuses_foreign_files_and_undoes_only_its_own() {
+    let _one = SYSTEM.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let deb = deb();
+    assert_clean_machine();
+    let _undo = Uninstall;
+    let _accounts = Accounts;
+    ok("dpkg", &["-i", deb.to_str().unwrap()]);
+    ok("useradd", &["--create-home", SETUP_OPERATOR]);
+    let keys = tempfile::tempdir().unwrap();
+    let key = keys.path().join("agent");
+    ok("ssh-keygen", &["-q", "-t", "ed25519", "-N", "", "-f", key.to_str().unwrap()]);
+    let public = format!("{}.pub", key.display());
+    let args = ["setup", "--agent", SETUP_AGENT, "--operator", SETUP_OPERATOR, "--key", &public];
+
+    // Bad input first: nothing is created.
+    let (done, said) = setup_output(&["setup", "--agent", "root", "--operator", SETUP_OPERATOR, "--key", &public]);
+    assert!(!done && said.contains("--agent cannot be root"), "{said}");
+    let (done, said) = setup_output(&["setup", "--agent", SETUP_AGENT, "--operator", "vl-nobody-here", "--key", &public]);
+    assert!(!done && said.contains("no such account"), "{said}");
+    assert!(nix::unistd::User::from_name(SETUP_AGENT).unwrap().is_none(), "a refused setup created the account");
+
+    let (_, said) = setup_output(&args);
+    for step in ["done agent account: created", "done agent key: wrote", "done sudoers rule: wrote", "done policy: wrote"] {
+        assert!(said.contains(step), "setup did not say `{step}`:\n{said}");
+    }
+    assert!(said.contains("ok   smoke request: rpc answered"), "the smoke request failed:\n{said}");
+    let agent = nix::unistd::User::from_name(SETUP_AGENT).unwrap().expect("the agent account");
+    assert_eq!(agent.shell, Path::new("/bin/sh"));
+    let home = agent.dir.to_str().unwrap().to_owned();
+    assert_eq!(mode_and_owner(&home).1, 0, "the agent's home must be root's");
+    let keys_file = format!("{home}/.ssh/authorized_keys");
+    assert_eq!(mode_and_owner(&keys_file), (0o644, 0));
+    let line = std::fs::read_to_string(&keys_file).unwrap();
+    assert!(line.starts_with("restrict,command=\"/usr/local/bin/volce-lab-host ssh-gate\" ssh-ed25519 "), "{line}");
+    assert_eq!(
+        std::fs::read_to_string("/etc/sudoers.d/volce-lab").unwrap(),
+        format!("{SETUP_AGENT} ALL=(root) NOPASSWD: /usr/local/bin/volce-lab-host rpc\n")
+    );
+    assert_eq!(mode_and_owner("/etc/sudoers.d/volce-lab"), (0o440, 0));
+    assert_eq!(mode_and_owner(&format!("{POLICY_DIR}/policy.json")), (0o600, 0));
+    assert!(Path::new(&format!("{STATE_DIR}/state.db")).is_file(), "setup creates the database");
+    // doctor follows; with the skeleton's placeholder images it can only
+    // object to the images, which the operator has yet to pin.
+    let doctor = &said[said.find("volce-lab-host doctor:").expect("setup runs doctor")..];
+    for line in doctor.lines().filter(|line| line.starts_with("FAIL")) {
+        assert!(line.starts_with("FAIL image:"), "doctor after setup: {line}\n{doctor}");
+    }
+
+    // A second run changes nothing and says so.
+    let (_, again) = setup_output(&args);
+    assert!(!again.lines().any(|line| line.starts_with("done ")), "the second setup changed something:\n{again}");
+
+    // An operator's edit of a file setup wrote is theirs: no overwrite without --replace.
+    std::fs::write("/etc/sudoers.d/volce-lab", format!("# edited\n{SETUP_AGENT} ALL=(root) NOPASSWD: /usr/local/bin/volce-lab-host rpc\n")).unwrap();
+    let (done, refused) = setup_output(&args);
+    assert!(!done && refused.contains("/etc/sudoers.d/volce-lab exists and was not written by setup"), "{refused}");
+    assert!(refused.contains("--replace"), "the refusal names the way out: {refused}");
+
+    // Undo removes the account, its home, the key, the policy skeleton, and
+    // keeps the edited sudoers file.
+    let (done, undone) = setup_output(&["setup", "--undo"]);
+    assert!(done, "{undone}");
+    assert!(undone.contains("kept /etc/sudoers.d/volce-lab"), "{undone}");
+    assert!(nix::unistd::User::from_name(SETUP_AGENT).unwrap().is_none(), "undo left the account");
+    assert!(!Path::new(&home).exists(), "undo left {home}");
+    assert!(!Path::new(&format!("{POLICY_DIR}/policy.json")).exists(), "undo left the unedited policy skeleton");
+    std::fs::remove_file("/etc/sudoers.d/volce-lab").unwrap();
+}
