@@ -106,6 +106,28 @@ pub enum HostCommand {
     /// agent's account, after checking the host and account the workstation
     /// expects. Not run as root and not through sudo.
     SshGate,
+    /// Do the rest of HOST-SETUP.md after the package, idempotently: the
+    /// agent's account (shell /bin/sh, home and ~/.ssh root's), its key bound
+    /// to the ssh gate, the one sudoers rule (checked with visudo -cf), a
+    /// policy skeleton if there is none, the database; then a smoke request
+    /// as the agent and doctor. `--undo` removes what setup made, nothing else.
+    Setup {
+        /// The agent's account (created when missing).
+        #[arg(long, value_name = "NAME", required_unless_present = "undo")]
+        agent: Option<String>,
+        /// The operator's existing account: the policy skeleton's approver.
+        #[arg(long, value_name = "NAME", required_unless_present = "undo")]
+        operator: Option<String>,
+        /// The agent's public key (the .pub file ssh-keygen wrote).
+        #[arg(long, value_name = "FILE", required_unless_present = "undo")]
+        key: Option<std::path::PathBuf>,
+        /// Overwrite an authorized_keys or sudoers file setup did not write.
+        #[arg(long, conflicts_with = "undo")]
+        replace: bool,
+        /// Remove what an earlier setup made (files only while unchanged).
+        #[arg(long, conflicts_with_all = ["agent", "operator", "key"])]
+        undo: bool,
+    },
     /// The audit trail: check its hash chain, print its head, export it.
     #[command(subcommand)]
     Audit(AuditCommand),
@@ -143,10 +165,11 @@ pub enum AuditCommand {
     },
 }
 
-/// `volce-lab-host` has only the host subcommands.
+/// `volce-lab-host` has only the host subcommands. Public so that
+/// `examples/package-assets.rs` renders its man pages and completions.
 #[derive(Debug, Parser)]
 #[command(name = "volce-lab-host", version, about = "The volce-lab root helper on the server.")]
-struct HostCli {
+pub struct HostCli {
     #[command(subcommand)]
     command: HostCommand,
 }
@@ -200,6 +223,15 @@ fn host(command: HostCommand) -> Exit {
         HostCommand::Resolve { plan_id } => crate::host::cli_resolve(&plan_id),
         HostCommand::Doctor => crate::doctor::cli(),
         HostCommand::SshGate => crate::host::gate::cli_ssh_gate(),
+        HostCommand::Setup { agent, operator, key, replace, undo } => {
+            let request = match (agent, operator, key) {
+                (Some(agent), Some(operator), Some(key_file)) if !undo => {
+                    Some(crate::host::setup::Request { agent, operator, key_file, replace })
+                }
+                _ => None, // clap allows only --undo here
+            };
+            crate::host::setup::cli(request)
+        }
         HostCommand::Audit(AuditCommand::Verify { from }) => crate::host::cli_audit_verify(from.as_deref()),
         HostCommand::Audit(AuditCommand::Head) => crate::host::cli_audit_head(),
         HostCommand::Audit(AuditCommand::Prune { before }) => crate::host::cli_audit_prune(&before),

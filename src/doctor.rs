@@ -36,6 +36,14 @@ impl DoctorPaths {
     }
 }
 
+/// What the doctor needs of a policy the helper's parser accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyFacts {
+    /// Every pinned reference: the catalog's and the gateway's.
+    pub images: Vec<String>,
+    pub approvers: Vec<String>,
+}
+
 /// What the doctor learns from outside its own file checks.
 pub trait Probe {
     /// The Docker engine's version, or why it cannot be reached.
@@ -47,10 +55,11 @@ pub trait Probe {
     /// The groups `user` belongs to (primary and supplementary), or None if
     /// there is no such account.
     fn groups_of(&self, user: &str) -> Option<Vec<String>>;
-    /// Parses the policy with the helper's own parser: the pinned images it
-    /// names, or the reason it is refused. Ownership and mode are not its
-    /// business: the doctor checks them itself, as findings of their own.
-    fn policy_images(&self, path: &Path) -> Result<Vec<String>, String>;
+    /// Parses the policy with the helper's own parser: the pinned images and
+    /// the approvers it names, or the reason it is refused. Ownership and mode
+    /// are not its business: the doctor checks them itself, as findings of
+    /// their own.
+    fn policy(&self, path: &Path) -> Result<PolicyFacts, String>;
     /// The store's read-only health report: integrity, schema version,
     /// stuck plans; `None` when no database exists yet (a fresh installation).
     fn store(&self, state_dir: &Path) -> Result<Option<StoreHealth>, String>;
@@ -112,13 +121,13 @@ pub fn diagnose(paths: &DoctorPaths, probe: &dyn Probe) -> Vec<Finding> {
     let mut findings = Vec::new();
     check_helper(paths, &mut findings);
     let agent = check_sudoers(paths, probe, &mut findings);
-    if let Some(agent) = agent {
-        check_agent(&agent, probe, &mut findings);
+    if let Some(agent) = &agent {
+        check_agent(agent, probe, &mut findings);
         if let Some(ssh) = probe.ssh() {
-            ssh::check_ssh(&agent, paths.owner_uid, ssh, &mut findings);
+            ssh::check_ssh(agent, paths.owner_uid, ssh, &mut findings);
         }
     }
-    check_policy(paths, probe, &mut findings);
+    check_policy(paths, probe, agent.as_deref(), &mut findings);
     check_state(paths, probe, &mut findings);
     match probe.docker_version() {
         Ok(version) => findings.push(ok("docker", format!("engine reachable (version {version})"))),
@@ -171,7 +180,8 @@ fn check_helper(paths: &DoctorPaths, findings: &mut Vec<Finding>) {
         findings.push(fail(
             "helper binary",
             format!("{} does not lead to an executable", link.display()),
-            "ln -sfn /usr/local/lib/volce-lab/volce-lab /usr/local/bin/volce-lab-host",
+            "apt-get install --reinstall volce-lab (installed by hand: \
+             ln -sfn /usr/local/lib/volce-lab/volce-lab /usr/local/bin/volce-lab-host)",
         ));
         return;
     };
@@ -254,7 +264,7 @@ fn check_sudoers(paths: &DoctorPaths, probe: &dyn Probe, findings: &mut Vec<Find
 
 /// Groups whose members can become root or reach the Docker socket on a
 /// Debian-like system: membership bypasses the sudoers rule entirely.
-const PRIVILEGED_GROUPS: [&str; 8] = ["docker", "sudo", "root", "wheel", "admin", "lxd", "disk", "shadow"];
+pub const PRIVILEGED_GROUPS: [&str; 8] = ["docker", "sudo", "root", "wheel", "admin", "lxd", "disk", "shadow"];
 
 fn check_agent(agent: &str, probe: &dyn Probe, findings: &mut Vec<Finding>) {
     match probe.groups_of(agent) {
@@ -277,7 +287,7 @@ fn check_agent(agent: &str, probe: &dyn Probe, findings: &mut Vec<Finding>) {
     }
 }
 
-fn check_policy(paths: &DoctorPaths, probe: &dyn Probe, findings: &mut Vec<Finding>) {
+fn check_policy(paths: &DoctorPaths, probe: &dyn Probe, agent: Option<&str>, findings: &mut Vec<Finding>) {
     if let Some(dir) = paths.policy.parent() {
         findings.push(protected(paths, "policy directory", dir, "0755"));
     }
@@ -287,14 +297,15 @@ fn check_policy(paths: &DoctorPaths, probe: &dyn Probe, findings: &mut Vec<Findi
     if !present {
         return;
     }
-    match probe.policy_images(&paths.policy) {
+    match probe.policy(&paths.policy) {
         Err(why) => findings.push(fail(
             "policy content",
             format!("refused: {why}"),
-            "correct /etc/volce-lab/policy.json (see policy/policy.example.jsonc)",
+            "correct /etc/volce-lab/policy.json (see /usr/share/doc/volce-lab/policy.example.jsonc)",
         )),
-        Ok(images) => {
+        Ok(PolicyFacts { images, approvers }) => {
             findings.push(ok("policy content", format!("valid, {} pinned image(s)", images.len())));
+            check_approvers(&approvers, agent, probe, findings);
             for image in images {
                 if probe.image_present(&image) {
                     findings.push(ok("image", format!("{image} is present")));
@@ -306,6 +317,29 @@ fn check_policy(paths: &DoctorPaths, probe: &dyn Probe, findings: &mut Vec<Findi
                     ));
                 }
             }
+        }
+    }
+}
+
+/// An approver must be a person's account that exists, and never the
+/// agent's: the parser cannot know either (accounts come and go, and the
+/// agent is named only in sudoers), so the doctor checks both.
+fn check_approvers(approvers: &[String], agent: Option<&str>, probe: &dyn Probe, findings: &mut Vec<Finding>) {
+    for approver in approvers {
+        if Some(approver.as_str()) == agent {
+            findings.push(fail(
+                "approver",
+                format!("`{approver}` is the agent's own account: the agent could approve its own plans"),
+                format!("remove `{approver}` from approvers in /etc/volce-lab/policy.json"),
+            ));
+        } else if probe.groups_of(approver).is_none() {
+            findings.push(fail(
+                "approver",
+                format!("`{approver}` is not an account on this server: nobody can approve as it"),
+                format!("create the operator's account (useradd --create-home {approver}) or correct approvers"),
+            ));
+        } else {
+            findings.push(ok("approver", format!("`{approver}` is an account and not the agent's")));
         }
     }
 }
@@ -447,4 +481,4 @@ mod tests;
 
 pub mod ssh;
 mod system;
-pub use system::{SystemProbe, cli, load_policy_images, read_drift, read_store_health};
+pub use system::{SystemProbe, cli, load_policy_facts, read_drift, read_store_health};

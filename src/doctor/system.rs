@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use super::{AppDrift, DoctorPaths, Probe, StoreHealth, diagnose, report};
+use super::{AppDrift, DoctorPaths, PolicyFacts, Probe, StoreHealth, diagnose, report};
 
 /// `volce-lab-host doctor` in the shipped binary: the fixed paths, the
 /// system probe, the report on stdout, exit 0 only when all is well.
@@ -15,7 +15,7 @@ pub fn cli() -> crate::exit::Exit {
         eprintln!("volce-lab-host: doctor must run as root (it reads the root-only policy and state)");
         return Exit::Usage;
     }
-    let probe = SystemProbe { policy_images: load_policy_images, store: read_store_health };
+    let probe = SystemProbe { policy: load_policy_facts, store: read_store_health };
     let meta = crate::store::RequestMeta::new(crate::store::AuditOperation::Doctor, "root");
     let (text, healthy) = report(&diagnose(&DoctorPaths::installed(), &probe));
     print!("{text}");
@@ -36,7 +36,8 @@ pub fn cli() -> crate::exit::Exit {
 }
 
 /// The policy's content through the helper's own parser
-/// (`Policy::from_json`): every pinned reference, or the parser's refusal.
+/// (`Policy::from_json`): every pinned reference and the approvers, or the
+/// parser's refusal.
 ///
 /// The bytes come from a plain `fs::read`, not from the helper's loader
 /// (`host::paths::load_policy`), on purpose: the loader refuses the whole
@@ -45,12 +46,12 @@ pub fn cli() -> crate::exit::Exit {
 /// file`, each with its fix) and still says what is wrong with the content.
 /// Known gaps against the loader: it also refuses a symlinked policy file or
 /// directory and a file over 256 KiB, which pass here.
-pub fn load_policy_images(path: &Path) -> Result<Vec<String>, String> {
+pub fn load_policy_facts(path: &Path) -> Result<PolicyFacts, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read it ({})", e.kind()))?;
     let policy = crate::control::policy::Policy::from_json(&bytes).map_err(|e| e.to_string())?;
     let mut images: Vec<String> = policy.catalog.values().map(|r| r.as_str().to_owned()).collect();
     images.push(policy.nginx_image.as_str().to_owned());
-    Ok(images)
+    Ok(PolicyFacts { images, approvers: policy.approvers })
 }
 
 /// The store's own health report (one query, in `crate::store`): opened
@@ -88,12 +89,12 @@ pub fn read_drift(state_dir: &Path) -> Result<Vec<AppDrift>, String> {
 
 /// The probe the shipped binary uses: docker and visudo through the bounded
 /// runner, the account database through libc's NSS lookups. The policy's
-/// content goes through the helper's own parser ([`load_policy_images`]) and
+/// content goes through the helper's own parser ([`load_policy_facts`]) and
 /// the store's health is the store's own read-only report
 /// ([`read_store_health`]); both are given as functions so tests can swap
 /// them.
 pub struct SystemProbe {
-    pub policy_images: fn(&Path) -> Result<Vec<String>, String>,
+    pub policy: fn(&Path) -> Result<PolicyFacts, String>,
     pub store: fn(&Path) -> Result<Option<StoreHealth>, String>,
 }
 
@@ -142,8 +143,8 @@ impl Probe for SystemProbe {
         )
     }
 
-    fn policy_images(&self, path: &Path) -> Result<Vec<String>, String> {
-        (self.policy_images)(path)
+    fn policy(&self, path: &Path) -> Result<PolicyFacts, String> {
+        (self.policy)(path)
     }
 
     fn store(&self, state_dir: &Path) -> Result<Option<StoreHealth>, String> {

@@ -12,7 +12,10 @@ struct FakeProbe {
     images_present: bool,
     sudoers_valid: bool,
     groups: Option<Vec<String>>,
-    policy: Result<Vec<String>, String>,
+    policy: Result<PolicyFacts, String>,
+    /// Accounts the fake account database does not know (besides `groups:
+    /// None`, which makes every account unknown but the operator's).
+    missing_accounts: Vec<String>,
     store: Result<Option<StoreHealth>, String>,
     drift: Result<Vec<AppDrift>, String>,
     asked_groups_for: RefCell<Vec<String>>,
@@ -25,7 +28,11 @@ impl Default for FakeProbe {
             images_present: true,
             sudoers_valid: true,
             groups: Some(vec!["vl-agent".into()]),
-            policy: Ok(vec!["127.0.0.1:15000/web@sha256:".to_owned() + &"a".repeat(64)]),
+            policy: Ok(PolicyFacts {
+                images: vec!["127.0.0.1:15000/web@sha256:".to_owned() + &"a".repeat(64)],
+                approvers: vec!["vl-operator".into()],
+            }),
+            missing_accounts: vec![],
             store: Ok(Some(StoreHealth {
                 integrity_ok: true,
                 schema_version: 1,
@@ -52,9 +59,15 @@ impl Probe for FakeProbe {
     }
     fn groups_of(&self, user: &str) -> Option<Vec<String>> {
         self.asked_groups_for.borrow_mut().push(user.to_owned());
+        if self.missing_accounts.iter().any(|missing| missing == user) {
+            return None;
+        }
+        if user == "vl-operator" {
+            return Some(vec!["vl-operator".into()]);
+        }
         self.groups.clone()
     }
-    fn policy_images(&self, _path: &Path) -> Result<Vec<String>, String> {
+    fn policy(&self, _path: &Path) -> Result<PolicyFacts, String> {
         self.policy.clone()
     }
     fn store(&self, _state_dir: &Path) -> Result<Option<StoreHealth>, String> {
@@ -123,7 +136,7 @@ fn a_good_installation_passes_every_check() {
     let probe = FakeProbe::default();
     let findings = diagnose(&install.paths, &probe);
     assert_eq!(failures(&findings), Vec::<String>::new(), "{findings:#?}");
-    assert_eq!(probe.asked_groups_for.borrow().as_slice(), ["vl-agent"]);
+    assert_eq!(probe.asked_groups_for.borrow().as_slice(), ["vl-agent", "vl-operator"]);
     let (text, healthy) = report(&findings);
     assert!(healthy);
     assert!(text.ends_with("all checks passed\n"));
@@ -267,6 +280,19 @@ fn each_broken_probe_variant_fails_its_own_check() {
             FakeProbe { drift: Err("no socket".into()), ..Default::default() },
             "apps",
         ),
+        (
+            "approver is no account",
+            FakeProbe { missing_accounts: vec!["vl-operator".into()], ..Default::default() },
+            "approver",
+        ),
+        (
+            "the agent approves",
+            FakeProbe {
+                policy: Ok(PolicyFacts { images: vec![], approvers: vec!["vl-operator".into(), "vl-agent".into()] }),
+                ..Default::default()
+            },
+            "approver",
+        ),
     ];
     for (name, probe, subject) in variants {
         let findings = diagnose(&install.paths, &probe);
@@ -276,7 +302,7 @@ fn each_broken_probe_variant_fails_its_own_check() {
 
 #[test]
 fn system_probe_reads_the_account_database() {
-    let probe = SystemProbe { policy_images: |_| Ok(vec![]), store: |_| Ok(None) };
+    let probe = SystemProbe { policy: load_policy_facts, store: |_| Ok(None) };
     let groups = probe.groups_of("root").expect("every system has root");
     assert!(groups.contains(&"root".to_owned()), "{groups:?}");
     assert_eq!(probe.groups_of("volce-lab-no-such-user"), None);
@@ -299,7 +325,7 @@ fn store_health_reads_a_real_database_without_changing_it() {
 }
 
 #[test]
-fn policy_images_come_from_the_helpers_own_parser() {
+fn policy_facts_come_from_the_helpers_own_parser() {
     let example =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("policy/policy.example.jsonc"))
             .unwrap();
@@ -312,12 +338,13 @@ fn policy_images_come_from_the_helpers_own_parser() {
     let dir = tempfile::tempdir().unwrap();
     let installed = dir.path().join("example.json");
     std::fs::write(&installed, json).unwrap();
-    let images = load_policy_images(&installed).unwrap();
+    let PolicyFacts { images, approvers } = load_policy_facts(&installed).unwrap();
     assert!(images.len() >= 2, "{images:?}");
     assert!(images.iter().all(|image| image.contains("@sha256:")));
+    assert!(!approvers.is_empty(), "the example names its approvers");
     let bad = dir.path().join("policy.json");
     std::fs::write(&bad, br#"{"catalog":{"web":"nginx:latest"}}"#).unwrap();
-    assert!(load_policy_images(&bad).is_err());
+    assert!(load_policy_facts(&bad).is_err());
 }
 
 #[test]

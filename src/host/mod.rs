@@ -55,6 +55,7 @@ pub mod paths;
 pub mod process;
 pub mod record;
 pub mod rpc;
+pub mod setup;
 pub mod show;
 
 use std::ffi::OsStr;

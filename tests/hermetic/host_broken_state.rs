@@ -76,8 +76,8 @@ fn doctor_database(h: &Harness) -> Finding {
         fn groups_of(&self, _: &str) -> Option<Vec<String>> {
             None
         }
-        fn policy_images(&self, _: &Path) -> Result<Vec<String>, String> {
-            Ok(vec![])
+        fn policy(&self, _: &Path) -> Result<volce_lab::doctor::PolicyFacts, String> {
+            Ok(volce_lab::doctor::PolicyFacts { images: vec![], approvers: vec![] })
         }
         fn store(&self, state_dir: &Path) -> Result<Option<StoreHealth>, String> {
             volce_lab::doctor::read_store_health(state_dir)

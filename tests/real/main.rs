@@ -29,5 +29,8 @@ mod e2e_host;
 mod e2e_scenario;
 mod e2e_ssh;
 
+// After scripts/package and the e2e teardown: the Debian package, installed and purged.
+mod package;
+
 // After scripts/test's venv with the pinned Python MCP SDK (and ssh from e2e-setup).
 mod mcp_python;

@@ -1,0 +1,66 @@
+//! The pure parts of setup: which names and key files it accepts, the exact
+//! line it binds the key with, and the policy skeleton. The steps that
+//! create accounts and files run as root in the real suite `package`.
+
+use super::*;
+
+const KEY: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB3Kc0v3oY3W0m7Xb9Gx9mR1c8b6yqkQm8uVZk7b5n2Q someone@laptop";
+
+#[test]
+fn a_key_from_ssh_keygen_is_accepted_and_its_comment_replaced() {
+    let (kind, blob) = parse_public_key(&format!("{KEY}\n")).unwrap();
+    assert_eq!(kind, "ssh-ed25519");
+    assert_eq!(
+        authorized_keys_line(&kind, &blob),
+        format!("restrict,command=\"/usr/local/bin/volce-lab-host ssh-gate\" ssh-ed25519 {blob} volce-lab-agent\n")
+    );
+}
+
+#[test]
+fn key_files_that_could_smuggle_options_or_lines_are_refused() {
+    for (what, text) in [
+        ("empty file", String::new()),
+        ("two keys", format!("{KEY}\n{KEY}\n")),
+        ("options in front", format!("command=\"/bin/sh\" {KEY}")),
+        ("restrict turned off by a leading option", format!("no-restrict {KEY}")),
+        ("a private key", "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n".to_owned()),
+        ("no key after the type", "ssh-ed25519".to_owned()),
+        ("a quote in the key", "ssh-ed25519 AAAAC3NzaC1lZDI1\"NTE5AAAAIB3".to_owned()),
+        ("an unknown type", "ssh-dss AAAAB3NzaC1kc3MAAACBAP".to_owned()),
+    ] {
+        let refused = parse_public_key(&text).expect_err(what);
+        assert!(refused.to_string().starts_with("--key: "), "{what}: {refused}");
+    }
+}
+
+#[test]
+fn account_names_are_checked_before_any_program_runs() {
+    for good in ["vl-agent", "_agent", "a", "agent2"] {
+        check_account("agent", good).unwrap();
+    }
+    for bad in ["root", "", "Agent", "-agent", "1agent", "a;b", "a b", "../x", &"a".repeat(33), "agent$"] {
+        let refused = check_account("agent", bad).expect_err(bad);
+        assert!(matches!(refused, SetupError::BadArgument(_)), "{bad}: {refused}");
+        assert!(refused.to_string().contains("--agent"), "{bad}: {refused}");
+    }
+}
+
+#[test]
+fn the_policy_skeleton_parses_and_names_only_the_operator() {
+    let skeleton = policy_skeleton("carol");
+    let policy = crate::control::policy::Policy::from_json(skeleton.as_bytes()).unwrap();
+    assert_eq!(policy.approvers, ["carol"]);
+    assert!(!skeleton.contains("//"), "comments are stripped");
+}
+
+#[test]
+fn the_manifest_round_trips_and_an_unreadable_one_is_empty() {
+    let manifest = Manifest {
+        created_account: Some("vl-agent".into()),
+        created_home: Some("/home/vl-agent".into()),
+        files: vec![WrittenFile { path: SUDOERS.into(), sha256: sha256(b"rule\n") }],
+    };
+    let json = serde_json::to_vec(&manifest).unwrap();
+    assert_eq!(serde_json::from_slice::<Manifest>(&json).unwrap(), manifest);
+    assert_eq!(Manifest::default().files, []);
+}

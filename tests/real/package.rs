@@ -1,0 +1,291 @@
+//! The server's Debian package, installed for real: `dpkg -i` and
+//! `apt-get install ./FILE.deb` on this machine, as root, then
+//! `dpkg --purge`. Proves the layout HOST-SETUP.md promises (the executable
+//! root-owned 0755, the host-mode symlink, the two directories, man pages,
+//! completions, the example policy), that doctor accepts the installed
+//! helper, and that purge leaves only the operator's policy and state.
+//!
+//! Needs root, dpkg, apt-get and the .deb that `scripts/package` built
+//! (its path in VOLCE_LAB_TEST_DEB); it fails loudly without them. It runs
+//! where no other volce-lab installation is (scripts/test runs it after the
+//! e2e teardown) and refuses to start when it finds one.
+
+use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const EXECUTABLE: &str = "/usr/lib/volce-lab/volce-lab";
+const LINK: &str = "/usr/local/bin/volce-lab-host";
+const POLICY_DIR: &str = "/etc/volce-lab";
+const STATE_DIR: &str = "/var/lib/volce-lab";
+
+fn deb() -> PathBuf {
+    assert!(nix::unistd::geteuid().is_root(), "suite package needs root (scripts/test runs it as root)");
+    let path = std::env::var_os("VOLCE_LAB_TEST_DEB")
+        .expect("VOLCE_LAB_TEST_DEB is not set: run ./scripts/package and pass the .deb it prints");
+    let path = PathBuf::from(path);
+    assert!(path.is_file(), "{} (VOLCE_LAB_TEST_DEB) is not a file", path.display());
+    path
+}
+
+fn run(program: &str, args: &[&str]) -> Output {
+    Command::new(program)
+        .args(args)
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .output()
+        .unwrap_or_else(|error| panic!("cannot run {program}: {error}"))
+}
+
+fn ok(program: &str, args: &[&str]) -> Output {
+    let output = run(program, args);
+    assert!(
+        output.status.success(),
+        "{program} {args:?} failed ({}):\n{}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+/// Nothing of volce-lab may be on the machine before a test installs it:
+/// the test would otherwise purge (or judge) someone else's files.
+fn assert_clean_machine() {
+    let listed = run("dpkg-query", &["-W", "-f=${Status}", "volce-lab"]);
+    let status = String::from_utf8_lossy(&listed.stdout);
+    assert!(
+        !status.contains("installed"),
+        "the volce-lab package is already installed ({status}); purge it first: dpkg --purge volce-lab"
+    );
+    for path in [LINK, EXECUTABLE, POLICY_DIR, STATE_DIR] {
+        assert!(
+            Path::new(path).symlink_metadata().is_err(),
+            "{path} exists before the package is installed: run scripts/e2e-teardown (or remove that installation) first"
+        );
+    }
+}
+
+fn mode_and_owner(path: &str) -> (u32, u32) {
+    let meta = Path::new(path).symlink_metadata().unwrap_or_else(|_| panic!("{path} is missing"));
+    (meta.permissions().mode() & 0o7777, meta.uid())
+}
+
+/// What both install paths must leave on the machine.
+fn assert_installed_layout() {
+    assert_eq!(mode_and_owner(EXECUTABLE), (0o755, 0), "{EXECUTABLE}: mode and owner");
+    let link = Path::new(LINK).symlink_metadata().expect("the host-mode symlink is missing");
+    assert!(link.file_type().is_symlink(), "{LINK} must be a symlink (its file name selects host mode)");
+    assert_eq!(std::fs::canonicalize(LINK).unwrap(), Path::new(EXECUTABLE), "{LINK} must lead to {EXECUTABLE}");
+    assert_eq!(mode_and_owner(POLICY_DIR), (0o755, 0), "{POLICY_DIR}: mode and owner");
+    assert_eq!(mode_and_owner(STATE_DIR), (0o700, 0), "{STATE_DIR}: mode and owner");
+
+    let files = String::from_utf8(ok("dpkg", &["-L", "volce-lab"]).stdout).unwrap();
+    for shipped in [
+        EXECUTABLE,
+        LINK,
+        "/usr/share/doc/volce-lab/policy.example.jsonc",
+        "/usr/share/doc/volce-lab/policy.schema.json",
+        "/usr/share/doc/volce-lab/HOST-SETUP.md",
+        "/usr/share/bash-completion/completions/volce-lab-host",
+        "/usr/share/zsh/vendor-completions/_volce-lab-host",
+        "/usr/share/fish/vendor_completions.d/volce-lab-host.fish",
+    ] {
+        assert!(files.lines().any(|line| line == shipped), "dpkg -L volce-lab lacks {shipped}:\n{files}");
+    }
+    // One man page per host subcommand (nested ones too), and the workstation's.
+    for page in ["volce-lab-host", "volce-lab-host-rpc", "volce-lab-host-approve", "volce-lab-host-audit-verify"] {
+        assert!(
+            files.lines().any(|line| line.starts_with(&format!("/usr/share/man/man8/{page}.8"))),
+            "no man page {page}(8) in the package:\n{files}"
+        );
+    }
+    assert!(files.lines().any(|line| line.starts_with("/usr/share/man/man1/volce-lab.1")), "no volce-lab(1)");
+    // The example policy is a whole, parseable example, not an empty stub.
+    let example = std::fs::read_to_string("/usr/share/doc/volce-lab/policy.example.jsonc").unwrap();
+    assert!(example.contains("\"catalog\""), "the installed example policy has no catalog");
+
+    // The helper runs from its installed name, and doctor accepts the
+    // files the package owns (the sudoers rule and policy are the
+    // operator's, so those findings fail until HOST-SETUP's steps).
+    let version = ok(LINK, &["--version"]);
+    assert!(String::from_utf8_lossy(&version.stdout).starts_with("volce-lab-host "), "{version:?}");
+    let doctor = run(LINK, &["doctor"]);
+    let report = String::from_utf8_lossy(&doctor.stdout).into_owned();
+    for line in [
+        "ok   helper link: /usr/local/bin/volce-lab-host owned by uid 0".to_owned(),
+        format!("ok   helper binary: {EXECUTABLE} owned by uid 0, mode 755"),
+        "ok   state directory: /var/lib/volce-lab owned by uid 0, mode 0700".to_owned(),
+    ] {
+        assert!(report.contains(&line), "doctor does not say `{line}`:\n{report}");
+    }
+    assert!(!report.contains("FAIL helper"), "doctor finds fault with the packaged helper:\n{report}");
+}
+
+/// Purge removes every file the package shipped; what the operator put in
+/// the two directories stays, and purge says so.
+fn purge_keeping_operator_files() {
+    let files = String::from_utf8(ok("dpkg", &["-L", "volce-lab"]).stdout).unwrap();
+    std::fs::write(format!("{POLICY_DIR}/policy.json"), "{}\n").unwrap();
+    std::fs::write(format!("{STATE_DIR}/state.db"), b"operator's state").unwrap();
+    let purge = ok("dpkg", &["--purge", "volce-lab"]);
+    let said = String::from_utf8_lossy(&purge.stderr);
+    for dir in [POLICY_DIR, STATE_DIR] {
+        assert!(said.contains(&format!("kept {dir}")), "purge does not say it kept {dir}:\n{said}");
+    }
+    assert_eq!(std::fs::read(format!("{STATE_DIR}/state.db")).unwrap(), b"operator's state");
+    assert!(Path::new(&format!("{POLICY_DIR}/policy.json")).is_file());
+    for file in files.lines().filter(|line| !line.is_empty() && !line.starts_with("/usr/share/man")) {
+        let path = Path::new(file);
+        // /usr, /usr/share/doc, ...: shared with other packages, not ours to remove.
+        let shared_dir = path.is_dir() && !file.contains("volce-lab");
+        assert!(shared_dir || path.symlink_metadata().is_err(), "{file} is left after purge");
+    }
+    // The operator removes their own files; the next install starts clean.
+    std::fs::remove_dir_all(POLICY_DIR).unwrap();
+    std::fs::remove_dir_all(STATE_DIR).unwrap();
+    // An empty directory is removed by purge itself.
+    ok("dpkg", &["-i", deb().to_str().unwrap()]);
+    ok("dpkg", &["--purge", "volce-lab"]);
+    for dir in [POLICY_DIR, STATE_DIR] {
+        assert!(Path::new(dir).symlink_metadata().is_err(), "purge left the empty {dir}");
+    }
+}
+
+/// The tests install one system-wide package: one at a time.
+static SYSTEM: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Undoes an installation whatever state a failed assertion left it in.
+struct Uninstall;
+impl Drop for Uninstall {
+    fn drop(&mut self) {
+        let _ = run("dpkg", &["--purge", "volce-lab"]);
+        let _ = std::fs::remove_dir_all(POLICY_DIR);
+        let _ = std::fs::remove_dir_all(STATE_DIR);
+    }
+}
+
+#[test]
+#[ignore = "root: installs the .deb of scripts/package (scripts/test runs it)"]
+fn dpkg_install_then_purge_leaves_only_the_operators_files() {
+    let _one = SYSTEM.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let deb = deb();
+    assert_clean_machine();
+    let _undo = Uninstall;
+    ok("dpkg", &["-i", deb.to_str().unwrap()]);
+    assert_installed_layout();
+    purge_keeping_operator_files();
+}
+
+#[test]
+#[ignore = "root: installs the .deb of scripts/package (scripts/test runs it)"]
+fn apt_get_install_of_the_file_resolves_its_dependencies() {
+    let _one = SYSTEM.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let deb = deb();
+    assert_clean_machine();
+    let _undo = Uninstall;
+    // `./` makes apt treat the argument as a file, not a package name.
+    let local = format!("./{}", deb.file_name().unwrap().to_str().unwrap());
+    let output = Command::new("apt-get")
+        .args(["install", "-y", "--no-install-recommends", &local])
+        .current_dir(deb.parent().unwrap())
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "apt-get install ./deb failed:\n{}", String::from_utf8_lossy(&output.stderr));
+    assert_installed_layout();
+    let depends = String::from_utf8(ok("dpkg-query", &["-W", "-f=${Depends}", "volce-lab"]).stdout).unwrap();
+    assert!(depends.contains("sudo"), "the package must depend on sudo: {depends}");
+    assert!(depends.contains("libc6"), "cargo-deb's $auto must have found libc6: {depends}");
+}
+
+const SETUP_AGENT: &str = "vl-pkg-agent";
+const SETUP_OPERATOR: &str = "vl-pkg-operator";
+
+/// Removes the test's accounts whatever a failed assertion left.
+struct Accounts;
+impl Drop for Accounts {
+    fn drop(&mut self) {
+        for user in [SETUP_AGENT, SETUP_OPERATOR] {
+            let _ = run("userdel", &[user]);
+            let _ = std::fs::remove_dir_all(format!("/home/{user}"));
+        }
+        let _ = std::fs::remove_file("/etc/sudoers.d/volce-lab");
+    }
+}
+
+fn setup_output(args: &[&str]) -> (bool, String) {
+    let output = run(LINK, args);
+    let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    (output.status.success(), text)
+}
+
+#[test]
+#[ignore = "root: installs the .deb of scripts/package (scripts/test runs it)"]
+fn setup_on_the_installed_package_is_idempotent_refuses_foreign_files_and_undoes_only_its_own() {
+    let _one = SYSTEM.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let deb = deb();
+    assert_clean_machine();
+    let _undo = Uninstall;
+    let _accounts = Accounts;
+    ok("dpkg", &["-i", deb.to_str().unwrap()]);
+    ok("useradd", &["--create-home", SETUP_OPERATOR]);
+    let keys = tempfile::tempdir().unwrap();
+    let key = keys.path().join("agent");
+    ok("ssh-keygen", &["-q", "-t", "ed25519", "-N", "", "-f", key.to_str().unwrap()]);
+    let public = format!("{}.pub", key.display());
+    let args = ["setup", "--agent", SETUP_AGENT, "--operator", SETUP_OPERATOR, "--key", &public];
+
+    // Bad input first: nothing is created.
+    let (done, said) = setup_output(&["setup", "--agent", "root", "--operator", SETUP_OPERATOR, "--key", &public]);
+    assert!(!done && said.contains("--agent cannot be root"), "{said}");
+    let (done, said) = setup_output(&["setup", "--agent", SETUP_AGENT, "--operator", "vl-nobody-here", "--key", &public]);
+    assert!(!done && said.contains("no such account"), "{said}");
+    assert!(nix::unistd::User::from_name(SETUP_AGENT).unwrap().is_none(), "a refused setup created the account");
+
+    let (_, said) = setup_output(&args);
+    for step in ["done agent account: created", "done agent key: wrote", "done sudoers rule: wrote", "done policy: wrote"] {
+        assert!(said.contains(step), "setup did not say `{step}`:\n{said}");
+    }
+    assert!(said.contains("ok   smoke request: rpc answered"), "the smoke request failed:\n{said}");
+    let agent = nix::unistd::User::from_name(SETUP_AGENT).unwrap().expect("the agent account");
+    assert_eq!(agent.shell, Path::new("/bin/sh"));
+    let home = agent.dir.to_str().unwrap().to_owned();
+    assert_eq!(mode_and_owner(&home).1, 0, "the agent's home must be root's");
+    let keys_file = format!("{home}/.ssh/authorized_keys");
+    assert_eq!(mode_and_owner(&keys_file), (0o644, 0));
+    let line = std::fs::read_to_string(&keys_file).unwrap();
+    assert!(line.starts_with("restrict,command=\"/usr/local/bin/volce-lab-host ssh-gate\" ssh-ed25519 "), "{line}");
+    assert_eq!(
+        std::fs::read_to_string("/etc/sudoers.d/volce-lab").unwrap(),
+        format!("{SETUP_AGENT} ALL=(root) NOPASSWD: /usr/local/bin/volce-lab-host rpc\n")
+    );
+    assert_eq!(mode_and_owner("/etc/sudoers.d/volce-lab"), (0o440, 0));
+    assert_eq!(mode_and_owner(&format!("{POLICY_DIR}/policy.json")), (0o600, 0));
+    assert!(Path::new(&format!("{STATE_DIR}/state.db")).is_file(), "setup creates the database");
+    // doctor follows; with the skeleton's placeholder images it can only
+    // object to the images, which the operator has yet to pin.
+    let doctor = &said[said.find("volce-lab-host doctor:").expect("setup runs doctor")..];
+    for line in doctor.lines().filter(|line| line.starts_with("FAIL")) {
+        assert!(line.starts_with("FAIL image:"), "doctor after setup: {line}\n{doctor}");
+    }
+
+    // A second run changes nothing and says so.
+    let (_, again) = setup_output(&args);
+    assert!(!again.lines().any(|line| line.starts_with("done ")), "the second setup changed something:\n{again}");
+
+    // An operator's edit of a file setup wrote is theirs: no overwrite without --replace.
+    std::fs::write("/etc/sudoers.d/volce-lab", format!("# edited\n{SETUP_AGENT} ALL=(root) NOPASSWD: /usr/local/bin/volce-lab-host rpc\n")).unwrap();
+    let (done, refused) = setup_output(&args);
+    assert!(!done && refused.contains("/etc/sudoers.d/volce-lab exists and was not written by setup"), "{refused}");
+    assert!(refused.contains("--replace"), "the refusal names the way out: {refused}");
+
+    // Undo removes the account, its home, the key, the policy skeleton, and
+    // keeps the edited sudoers file.
+    let (done, undone) = setup_output(&["setup", "--undo"]);
+    assert!(done, "{undone}");
+    assert!(undone.contains("kept /etc/sudoers.d/volce-lab"), "{undone}");
+    assert!(nix::unistd::User::from_name(SETUP_AGENT).unwrap().is_none(), "undo left the account");
+    assert!(!Path::new(&home).exists(), "undo left {home}");
+    assert!(!Path::new(&format!("{POLICY_DIR}/policy.json")).exists(), "undo left the unedited policy skeleton");
+    std::fs::remove_file("/etc/sudoers.d/volce-lab").unwrap();
+}
