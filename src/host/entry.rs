@@ -63,7 +63,12 @@ fn refusal_recorded(paths: &HostPaths, operation: AuditOperation, refusal: Refus
 /// store (see [`rpc()`]).
 pub fn cli_rpc() -> Exit {
     let paths = HostPaths::fixed();
-    let reply = match self_check().and_then(|caller| process::guard().map(|()| caller)) {
+    // A refused process guard is answered unrecorded: it means the helper
+    // runs under limits it could not lift (a caller's hard `ulimit -f`), in
+    // which writing the audit row could itself be cut short by SIGXFSZ, the
+    // very split the guard exists to prevent. Nothing was read or changed.
+    let checked = self_check().map_err(|refusal| refusal_recorded(&paths, AuditOperation::Rpc, refusal));
+    let reply = match checked.and_then(|caller| process::guard().map(|()| caller)) {
         Ok(caller) => match std::io::stdin().as_fd().try_clone_to_owned() {
             // Our own handle on fd 0, unbuffered, so poll and read agree.
             Ok(fd) => {
@@ -72,7 +77,7 @@ pub fn cli_rpc() -> Exit {
             }
             Err(_) => Refusal::new(Code::InvalidRequest, "The request could not be read from stdin.").into(),
         },
-        Err(refusal) => Reply::Rejected(refusal_recorded(&paths, AuditOperation::Rpc, refusal)),
+        Err(refusal) => Reply::Rejected(refusal),
     };
     let mut stdout = std::io::stdout().lock();
     let _ = stdout.write_all(reply.to_line().as_bytes());
