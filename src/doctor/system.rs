@@ -155,6 +155,12 @@ impl Probe for SystemProbe {
         read_drift(state_dir)
     }
 
+    fn leftovers(&self, state_dir: &Path, plan: &str) -> Option<Result<Vec<String>, String>> {
+        let id = crate::control::plan::PlanId::parse(plan).ok()?;
+        let engine = crate::docker::cli::DockerCli::new(state_dir);
+        Some(crate::host::leftovers::find(&engine, &id).map(|left| left.lines()).map_err(|e| e.to_string()))
+    }
+
     fn ssh(&self) -> Option<&dyn super::ssh::SshProbe> {
         Some(self)
     }

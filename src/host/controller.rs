@@ -65,6 +65,40 @@ pub trait Liveness {
     fn me(&self) -> Result<Claim, Refusal>;
     /// Whether the claimer is the same, still running process.
     fn alive(&self, claim: &Claim) -> bool;
+    /// The claimer, if it is alive but stopped (it holds its plan
+    /// `executing` until someone continues or kills it). A fake that
+    /// cannot tell says never.
+    fn stopped(&self, _claim: &Claim) -> Option<StoppedClaimer> {
+        None
+    }
+}
+
+/// A live claimer that is stopped: what the operator needs to end it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoppedClaimer {
+    pub pid: i32,
+    /// The claimer leads its own process group (the helper's own session),
+    /// so `kill -KILL -- -PID` also ends a docker call it started.
+    pub group_leader: bool,
+}
+
+impl StoppedClaimer {
+    /// The operator's way out, one step a line, and why it cannot run the
+    /// action twice: a continued claimer finishes and records it; a killed
+    /// one is dead, so the next helper turns the plan into
+    /// `needs_inspection` (claimer_died) and nothing ever claims it again.
+    pub fn way_out(&self, plan: &PlanId) -> String {
+        let pid = self.pid;
+        let kill = if self.group_leader { format!("kill -KILL -- -{pid}") } else { format!("kill -KILL {pid}") };
+        format!(
+            "Its claimer, process {pid}, is stopped: the action is neither finished nor abandoned, and nothing \
+             else will run it. Either let it finish:\n  sudo kill -CONT {pid}\nor end it{} and mark what it \
+             may have left for inspection (the plan becomes needs_inspection, claimer_died, and never runs \
+             again):\n  sudo {kill}\n  sudo volce-lab-host show {plan}   (names what carries its label)\n  \
+             sudo volce-lab-host resolve {plan}   (after you have inspected)\n",
+            if self.group_leader { " with any docker call it started" } else { "" }
+        )
+    }
 }
 
 fn engine_unavailable(_: EngineError) -> Refusal {
@@ -79,6 +113,9 @@ pub struct Resolved {
     pub stored: StoredPlan,
     /// For a deploy plan: what became of its app record.
     pub app: Option<AppAfterResolve>,
+    /// What carries the plan's label on the engine, asked before the
+    /// record changed (or why the engine could not be asked).
+    pub left: Result<crate::host::leftovers::Leftovers, String>,
 }
 
 /// The app record of a resolved deploy plan.
@@ -350,6 +387,27 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             .store
             .read(|tx| tx.load_plan(id).map_err(Refusal::from))?
             .ok_or_else(|| Refusal::new(Code::PlanNotFound, "No plan has this id."))?;
+        if stored.state == PlanState::Executing {
+            // Refused before the write lock: a stopped claimer may hold it.
+            let claimer = match (self.stopped_claimer(&stored), &stored.claim) {
+                (Some(stopped), _) => stopped.way_out(id),
+                (None, Some(claim)) => format!(
+                    "Its claimer, process {}, is still running; wait for it to finish (sudo volce-lab-host \
+                     show {id}).",
+                    claim.pid
+                ),
+                (None, None) => String::new(),
+            };
+            return refuse(
+                Code::NotAwaitingInspection,
+                format!("The plan is executing, not needs_inspection; there is nothing to resolve yet. {claimer}"),
+            );
+        }
+        let left = if stored.state == PlanState::NeedsInspection {
+            self.leftovers(id).map_err(|e| e.to_string())
+        } else {
+            Ok(Default::default())
+        };
         let leftovers = match &stored.plan.payload {
             Payload::Deploy { spec, .. } if stored.state == PlanState::NeedsInspection => {
                 let snapshot = self.engine.snapshot().map_err(engine_unavailable)?;
@@ -399,7 +457,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                     None => None,
                 };
             }
-            Ok(Resolved { stored: tx.load_plan(id)?.expect("just resolved"), app })
+            Ok(Resolved { stored: tx.load_plan(id)?.expect("just resolved"), app, left })
         })
     }
 }
