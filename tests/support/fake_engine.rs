@@ -142,7 +142,7 @@ impl FakeEngine {
     pub fn mutations(&self) -> Vec<Vec<String>> {
         self.calls()
             .into_iter()
-            .filter(|c| !["snapshot", "capacity", "port_free", "logs"].contains(&c[0].as_str()))
+            .filter(|c| !["snapshot", "capacity", "port_free", "logs", "plan_networks"].contains(&c[0].as_str()))
             .collect()
     }
 
