@@ -452,16 +452,15 @@ fn stuck_plan(dir: &Path, probe: &dyn Probe, plan: &str, state: &str) -> Finding
     let left = match probe.leftovers(dir, plan) {
         None => String::new(),
         Some(Ok(lines)) if lines.is_empty() => "; nothing on the engine carries its label".to_owned(),
-        Some(Ok(lines)) => format!("; carrying its label {}={plan}: {}", crate::docker::LABEL_PLAN, lines.join("; ")),
+        Some(Ok(lines)) => {
+            format!("; carrying its label {}={plan}: {}", crate::docker::LABEL_PLAN, lines.join("; "))
+        }
         Some(Err(why)) => format!("; the engine could not be asked what carries its label: {why}"),
     };
     fail(
         "plan",
         format!("{plan} is {state}{left}"),
-        format!(
-            "volce-lab-host show {plan}; {}",
-            crate::host::leftovers::PATH.replace("PLAN_ID", plan)
-        ),
+        format!("volce-lab-host show {plan}; {}", crate::host::leftovers::PATH.replace("PLAN_ID", plan)),
     )
 }
 

@@ -97,7 +97,10 @@ fn a_stuck_plan_names_what_carries_its_label_and_an_executing_one_the_way_out() 
             integrity_ok: true,
             schema_version: 1,
             expected_schema_version: 1,
-            stuck_plans: vec![(dead.clone(), "needs_inspection".into()), (executing.clone(), "executing".into())],
+            stuck_plans: vec![
+                (dead.clone(), "needs_inspection".into()),
+                (executing.clone(), "executing".into()),
+            ],
             audit_rows: 0,
             audit_break: None,
         })),
@@ -120,7 +123,9 @@ fn a_stuck_plan_names_what_carries_its_label_and_an_executing_one_the_way_out() 
     // The engine down: said, not hidden.
     let probe = FakeProbe { leftovers: Some(Err("no socket".into())), ..probe };
     let findings = diagnose(&install.paths, &probe);
-    assert!(findings.iter().any(|f| f.detail.contains("could not be asked what carries its label: no socket")));
+    assert!(
+        findings.iter().any(|f| f.detail.contains("could not be asked what carries its label: no socket"))
+    );
 }
 
 struct Install {

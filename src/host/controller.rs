@@ -27,7 +27,7 @@
 //! - approval is only ever recorded by [`Controller::approve`], which the
 //!   rpc pipeline cannot reach.
 //!
-//! A little over 450 lines: prepare, approve and resolve read best together;
+//! About 500 lines: prepare, approve and resolve read best together;
 //! execute, inventory, logs and the operator's views live in controller/.
 
 use std::path::PathBuf;
@@ -42,6 +42,8 @@ use crate::control::validate::{self, AppState, Context, Probe};
 use crate::control::{Clock, Code, Refusal, refuse};
 use crate::docker::{AppName, Capacity, Engine, EngineError};
 use crate::store::{AuditOutcome, AuditRow, Claim, Event, PlanState, Store, StoreError, StoredPlan};
+
+pub use super::liveness::StoppedClaimer;
 
 mod execute;
 mod inventory;
@@ -70,34 +72,6 @@ pub trait Liveness {
     /// cannot tell says never.
     fn stopped(&self, _claim: &Claim) -> Option<StoppedClaimer> {
         None
-    }
-}
-
-/// A live claimer that is stopped: what the operator needs to end it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StoppedClaimer {
-    pub pid: i32,
-    /// The claimer leads its own process group (the helper's own session),
-    /// so `kill -KILL -- -PID` also ends a docker call it started.
-    pub group_leader: bool,
-}
-
-impl StoppedClaimer {
-    /// The operator's way out, one step a line, and why it cannot run the
-    /// action twice: a continued claimer finishes and records it; a killed
-    /// one is dead, so the next helper turns the plan into
-    /// `needs_inspection` (claimer_died) and nothing ever claims it again.
-    pub fn way_out(&self, plan: &PlanId) -> String {
-        let pid = self.pid;
-        let kill = if self.group_leader { format!("kill -KILL -- -{pid}") } else { format!("kill -KILL {pid}") };
-        format!(
-            "Its claimer, process {pid}, is stopped: the action is neither finished nor abandoned, and nothing \
-             else will run it. Either let it finish:\n  sudo kill -CONT {pid}\nor end it{} and mark what it \
-             may have left for inspection (the plan becomes needs_inspection, claimer_died, and never runs \
-             again):\n  sudo {kill}\n  sudo volce-lab-host show {plan}   (names what carries its label)\n  \
-             sudo volce-lab-host resolve {plan}   (after you have inspected)\n",
-            if self.group_leader { " with any docker call it started" } else { "" }
-        )
     }
 }
 
@@ -389,19 +363,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             .ok_or_else(|| Refusal::new(Code::PlanNotFound, "No plan has this id."))?;
         if stored.state == PlanState::Executing {
             // Refused before the write lock: a stopped claimer may hold it.
-            let claimer = match (self.stopped_claimer(&stored), &stored.claim) {
-                (Some(stopped), _) => stopped.way_out(id),
-                (None, Some(claim)) => format!(
-                    "Its claimer, process {}, is still running; wait for it to finish (sudo volce-lab-host \
-                     show {id}).",
-                    claim.pid
-                ),
-                (None, None) => String::new(),
-            };
-            return refuse(
-                Code::NotAwaitingInspection,
-                format!("The plan is executing, not needs_inspection; there is nothing to resolve yet. {claimer}"),
-            );
+            return Err(self.still_executing(&stored));
         }
         let left = if stored.state == PlanState::NeedsInspection {
             self.leftovers(id).map_err(|e| e.to_string())

@@ -38,8 +38,10 @@ impl Leftovers {
 
     /// One line per object: `container ID NAME (STATE)`, `network ID NAME`.
     pub fn lines(&self) -> Vec<String> {
-        let containers =
-            self.containers.iter().map(|c| format!("container {} {} ({})", c.id, esc(&c.name), esc(&c.state)));
+        let containers = self
+            .containers
+            .iter()
+            .map(|c| format!("container {} {} ({})", c.id, esc(&c.name), esc(&c.state)));
         let networks = self.networks.iter().map(|n| format!("network {} {}", esc(&n.id), esc(&n.name)));
         containers.chain(networks).collect()
     }
@@ -74,7 +76,10 @@ pub fn render(plan: &PlanId, found: &Result<Leftovers, impl std::fmt::Display>) 
             let _ = writeln!(out, "Nothing on the engine carries its label {LABEL_PLAN}={plan}.");
         }
         Ok(left) => {
-            let _ = writeln!(out, "On the engine, carrying its label {LABEL_PLAN}={plan} (what it may have left):");
+            let _ = writeln!(
+                out,
+                "On the engine, carrying its label {LABEL_PLAN}={plan} (what it may have left):"
+            );
             for line in left.lines() {
                 let _ = writeln!(out, "  {line}");
             }

@@ -46,7 +46,9 @@ pub fn render(awaiting: &Awaiting) -> String {
             rows.push(vec![
                 plan.id.to_string(),
                 match (stopped, stored.claimed_at) {
-                    (Some((_, s)), Some(at)) => format!("executing, claimer {} STOPPED (claimed {})", s.pid, time(at)),
+                    (Some((_, s)), Some(at)) => {
+                        format!("executing, claimer {} STOPPED (claimed {})", s.pid, time(at))
+                    }
                     (Some((_, s)), None) => format!("executing, claimer {} STOPPED", s.pid),
                     (None, _) => stored.state.as_str().to_owned(),
                 },

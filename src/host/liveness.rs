@@ -15,9 +15,39 @@
 use crate::control::{Code, Refusal};
 use crate::store::Claim;
 
-use super::controller::{Liveness, StoppedClaimer};
+use super::controller::Liveness;
+use crate::control::plan::PlanId;
 
 const BOOT_ID: &str = "/proc/sys/kernel/random/boot_id";
+
+/// A live claimer that is stopped: what the operator needs to end it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoppedClaimer {
+    pub pid: i32,
+    /// The claimer leads its own process group (the helper's own session),
+    /// so `kill -KILL -- -PID` also ends a docker call it started.
+    pub group_leader: bool,
+}
+
+impl StoppedClaimer {
+    /// The operator's way out, one step a line, and why it cannot run the
+    /// action twice: a continued claimer finishes and records it; a killed
+    /// one is dead, so the next helper turns the plan into
+    /// `needs_inspection` (claimer_died) and nothing ever claims it again.
+    pub fn way_out(&self, plan: &PlanId) -> String {
+        let pid = self.pid;
+        let kill =
+            if self.group_leader { format!("kill -KILL -- -{pid}") } else { format!("kill -KILL {pid}") };
+        format!(
+            "Its claimer, process {pid}, is stopped: the action is neither finished nor abandoned, and nothing \
+             else will run it. Either let it finish:\n  sudo kill -CONT {pid}\nor end it{} and mark what it \
+             may have left for inspection (the plan becomes needs_inspection, claimer_died, and never runs \
+             again):\n  sudo {kill}\n  sudo volce-lab-host show {plan}   (names what carries its label)\n  \
+             sudo volce-lab-host resolve {plan}   (after you have inspected)\n",
+            if self.group_leader { " with any docker call it started" } else { "" }
+        )
+    }
+}
 
 /// The /proc-backed liveness check.
 #[derive(Debug, Clone, Copy, Default)]

@@ -12,12 +12,12 @@ use std::time::{Duration, Instant};
 
 use crate::support::fake_engine::*;
 use crate::support::harness::*;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
 use serde_json::json;
 use volce_lab::control::Code;
 use volce_lab::control::plan::{Digest, PlanId};
 use volce_lab::host::{Executed, ProcLiveness};
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
 use volce_lab::store::{PlanOutcome, PlanState};
 
 const AGENT: &str = "agent";
@@ -184,7 +184,11 @@ fn signal_and_wait(c: &mut TestController, id: &PlanId, pid: i32, signal: Signal
         if c.stopped_claimer(&stored).is_some() == stopped {
             return;
         }
-        assert!(Instant::now() < deadline, "the claimer never became {}", if stopped { "stopped" } else { "running" });
+        assert!(
+            Instant::now() < deadline,
+            "the claimer never became {}",
+            if stopped { "stopped" } else { "running" }
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
 }
@@ -215,12 +219,19 @@ fn a_stopped_claimer_is_shown_with_its_pid_and_killing_it_then_resolving_never_r
     assert_eq!(json["plans"][0]["claimer_stopped_pid"], pid);
     let shown = h.show(&id);
     assert!(shown.contains(&format!("sudo kill -CONT {pid}")), "{shown}");
-    assert!(shown.contains(&format!("sudo kill -KILL -- -{pid}")) || shown.contains(&format!("sudo kill -KILL {pid}")));
+    assert!(
+        shown.contains(&format!("sudo kill -KILL -- -{pid}"))
+            || shown.contains(&format!("sudo kill -KILL {pid}"))
+    );
     let refusal = h.resolve(&id, "alice").unwrap_err();
     assert_eq!(refusal.code, Code::NotAwaitingInspection);
     assert!(refusal.message.contains(&format!("kill -CONT {pid}")), "{}", refusal.message);
     assert_eq!(c.execute(&id, AGENT).unwrap_err().code, Code::PlanExecuting);
-    assert_eq!(c.load(&id, "root").unwrap().state, PlanState::Executing, "a stopped claimer is never abandoned");
+    assert_eq!(
+        c.load(&id, "root").unwrap().state,
+        PlanState::Executing,
+        "a stopped claimer is never abandoned"
+    );
 
     // The way out: kill it (it is stopped, so it never reached the mutation).
     child.kill().unwrap();

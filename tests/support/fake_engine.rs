@@ -21,7 +21,8 @@ use volce_lab::control::plan::PlanId;
 use volce_lab::control::policy::ImageRef;
 use volce_lab::docker::{
     AppRemoval, Capacity, Container, ContainerId, DeploySpec, Deployed, Engine, EngineError, ImageId,
-    LABEL_APP, LABEL_PLAN, LABEL_ROLE, LabelledNetwork, LogWindow, PublishedPort, Snapshot, StartSpec, UpdateSpec,
+    LABEL_APP, LABEL_PLAN, LABEL_ROLE, LabelledNetwork, LogWindow, PublishedPort, Snapshot, StartSpec,
+    UpdateSpec,
 };
 use volce_lab::nginx::ServerName;
 
@@ -142,7 +143,9 @@ impl FakeEngine {
     pub fn mutations(&self) -> Vec<Vec<String>> {
         self.calls()
             .into_iter()
-            .filter(|c| !["snapshot", "capacity", "port_free", "logs", "plan_networks"].contains(&c[0].as_str()))
+            .filter(|c| {
+                !["snapshot", "capacity", "port_free", "logs", "plan_networks"].contains(&c[0].as_str())
+            })
             .collect()
     }
 
@@ -208,7 +211,10 @@ impl Engine for FakeEngine {
             .networks
             .iter()
             .filter(|name| state.network_plans.get(*name).map(String::as_str) == Some(plan.as_str()))
-            .map(|name| LabelledNetwork { id: derived_id(&format!("network {name}")).to_string(), name: name.clone() })
+            .map(|name| LabelledNetwork {
+                id: derived_id(&format!("network {name}")).to_string(),
+                name: name.clone(),
+            })
             .collect())
     }
 

@@ -55,6 +55,26 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
         self.liveness.stopped(claim)
     }
 
+    /// Why an executing plan cannot be resolved, and what to do: wait for a
+    /// running claimer, or continue or kill a stopped one.
+    pub(super) fn still_executing(&self, stored: &StoredPlan) -> Refusal {
+        let id = &stored.plan.id;
+        let claimer = match (self.stopped_claimer(stored), &stored.claim) {
+            (Some(stopped), _) => stopped.way_out(id),
+            (None, Some(claim)) => format!(
+                "Its claimer, process {}, is still running; wait for it to finish (sudo volce-lab-host show {id}).",
+                claim.pid
+            ),
+            (None, None) => String::new(),
+        };
+        Refusal::new(
+            Code::NotAwaitingInspection,
+            format!(
+                "The plan is executing, not needs_inspection; there is nothing to resolve yet. {claimer}"
+            ),
+        )
+    }
+
     /// Read-only: what carries the plan's label on the engine.
     pub fn leftovers(&self, id: &PlanId) -> Result<crate::host::leftovers::Leftovers, EngineError> {
         crate::host::leftovers::find(&self.engine, id)
