@@ -72,6 +72,12 @@ pub trait Probe {
     fn leftovers(&self, _state_dir: &Path, _plan: &str) -> Option<Result<Vec<String>, String>> {
         None
     }
+    /// The claimer of an executing plan, if it is alive but stopped
+    /// (`crate::host::liveness`); `None` when it is not, or this probe
+    /// cannot tell.
+    fn stopped_claimer(&self, _state_dir: &Path, _plan: &str) -> Option<crate::host::StoppedClaimer> {
+        None
+    }
     /// The ssh-side facts (`ssh`: the agent's key, shell, home and
     /// `sudo -l`), when this probe can give them.
     fn ssh(&self) -> Option<&dyn ssh::SshProbe> {
@@ -428,40 +434,10 @@ fn check_state(paths: &DoctorPaths, probe: &dyn Probe, findings: &mut Vec<Findin
             }
             check_drift(dir, probe, findings);
             for (plan, state) in health.stuck_plans {
-                findings.push(stuck_plan(dir, probe, &plan, &state));
+                findings.push(plans::stuck_plan(dir, probe, &plan, &state));
             }
         }
     }
-}
-
-/// A plan that blocks the host, with the way out its state allows: an
-/// executing plan's claimer is running or stopped (show says which, with
-/// the pid); a plan that needs inspection names what carries its label.
-fn stuck_plan(dir: &Path, probe: &dyn Probe, plan: &str, state: &str) -> Finding {
-    if state == "executing" {
-        return fail(
-            "plan",
-            format!("{plan} is executing"),
-            format!(
-                "volce-lab-host show {plan} names its claimer's pid and whether it is stopped; a running one \
-                 finishes by itself; a stopped one: kill -CONT PID to let it finish, or kill -KILL PID, then \
-                 volce-lab-host show {plan} and resolve {plan} (it is then needs_inspection and never runs again)"
-            ),
-        );
-    }
-    let left = match probe.leftovers(dir, plan) {
-        None => String::new(),
-        Some(Ok(lines)) if lines.is_empty() => "; nothing on the engine carries its label".to_owned(),
-        Some(Ok(lines)) => {
-            format!("; carrying its label {}={plan}: {}", crate::docker::LABEL_PLAN, lines.join("; "))
-        }
-        Some(Err(why)) => format!("; the engine could not be asked what carries its label: {why}"),
-    };
-    fail(
-        "plan",
-        format!("{plan} is {state}{left}"),
-        format!("volce-lab-host show {plan}; {}", crate::host::leftovers::PATH.replace("PLAN_ID", plan)),
-    )
 }
 
 /// Each managed app held against the engine: drift is a finding with the
@@ -508,6 +484,7 @@ pub fn report(findings: &[Finding]) -> (String, bool) {
 #[cfg(test)]
 mod tests;
 
+mod plans;
 pub mod ssh;
 mod system;
 pub use system::{SystemProbe, cli, load_policy_facts, read_drift, read_store_health};

@@ -20,6 +20,8 @@ struct FakeProbe {
     drift: Result<Vec<AppDrift>, String>,
     /// What `leftovers` answers for every plan.
     leftovers: Option<Result<Vec<String>, String>>,
+    /// What `stopped_claimer` answers for every plan.
+    stopped: Option<crate::host::StoppedClaimer>,
     asked_groups_for: RefCell<Vec<String>>,
 }
 
@@ -45,6 +47,7 @@ impl Default for FakeProbe {
             })),
             drift: Ok(vec![]),
             leftovers: None,
+            stopped: None,
             asked_groups_for: RefCell::new(vec![]),
         }
     }
@@ -81,6 +84,9 @@ impl Probe for FakeProbe {
     }
     fn leftovers(&self, _state_dir: &Path, _plan: &str) -> Option<Result<Vec<String>, String>> {
         self.leftovers.clone()
+    }
+    fn stopped_claimer(&self, _state_dir: &Path, _plan: &str) -> Option<crate::host::StoppedClaimer> {
+        self.stopped
     }
 }
 
@@ -120,6 +126,14 @@ fn a_stuck_plan_names_what_carries_its_label_and_an_executing_one_the_way_out() 
     assert!(fix.contains(&format!("resolve {dead}")) && fix.contains("remove_app"), "{fix}");
     let fix = of(&executing).fix.unwrap();
     assert!(fix.contains("kill -CONT") && fix.contains("kill -KILL"), "{fix}");
+    // The executing plan's claimer stopped: named with its pid and both ways out.
+    let stopped = crate::host::StoppedClaimer { pid: 4242, group_leader: true };
+    let probe = FakeProbe { stopped: Some(stopped), ..probe };
+    let findings = diagnose(&install.paths, &probe);
+    let finding = findings.iter().find(|f| f.detail.starts_with(&executing)).unwrap();
+    assert!(finding.detail.contains("process 4242, is STOPPED"), "{finding}");
+    let fix = finding.fix.as_deref().unwrap();
+    assert!(fix.contains("kill -CONT 4242") && fix.contains("kill -KILL -- -4242"), "{fix}");
     // The engine down: said, not hidden.
     let probe = FakeProbe { leftovers: Some(Err("no socket".into())), ..probe };
     let findings = diagnose(&install.paths, &probe);

@@ -223,6 +223,13 @@ fn a_stopped_claimer_is_shown_with_its_pid_and_killing_it_then_resolving_never_r
         shown.contains(&format!("sudo kill -KILL -- -{pid}"))
             || shown.contains(&format!("sudo kill -KILL {pid}"))
     );
+    // doctor names it too, from the database read-only and /proc.
+    use volce_lab::doctor::Probe as _;
+    let probe = volce_lab::doctor::SystemProbe {
+        policy: volce_lab::doctor::load_policy_facts,
+        store: volce_lab::doctor::read_store_health,
+    };
+    assert_eq!(probe.stopped_claimer(&h.paths.state_dir, id.as_str()).map(|s| s.pid), Some(pid));
     let refusal = h.resolve(&id, "alice").unwrap_err();
     assert_eq!(refusal.code, Code::NotAwaitingInspection);
     assert!(refusal.message.contains(&format!("kill -CONT {pid}")), "{}", refusal.message);
@@ -241,6 +248,7 @@ fn a_stopped_claimer_is_shown_with_its_pid_and_killing_it_then_resolving_never_r
     assert!(resolved.contains("Nothing on the engine carries its label"), "{resolved}");
     let stored = c.load(&id, "root").unwrap();
     assert_eq!(stored.state, PlanState::Inspected);
+    assert_eq!(probe.stopped_claimer(&h.paths.state_dir, id.as_str()), None);
     assert_eq!(stored.outcome, Some(PlanOutcome::ClaimerDied));
     assert_eq!(c.execute(&id, AGENT).unwrap_err().code, Code::PlanConsumed);
     assert!(logged_mutations(&h.root.join("mutations.log")).is_empty(), "the action never ran");
