@@ -66,6 +66,18 @@ pub trait Probe {
     /// The managed apps whose record and engine disagree
     /// (`crate::host::drift`), read without changing anything.
     fn drift(&self, state_dir: &Path) -> Result<Vec<AppDrift>, String>;
+    /// One line per engine object carrying the plan's label
+    /// (`crate::host::leftovers`), read-only; `None` when this probe cannot
+    /// ask the engine.
+    fn leftovers(&self, _state_dir: &Path, _plan: &str) -> Option<Result<Vec<String>, String>> {
+        None
+    }
+    /// The claimer of an executing plan, if it is alive but stopped
+    /// (`crate::host::liveness`); `None` when it is not, or this probe
+    /// cannot tell.
+    fn stopped_claimer(&self, _state_dir: &Path, _plan: &str) -> Option<crate::host::StoppedClaimer> {
+        None
+    }
     /// The ssh-side facts (`ssh`: the agent's key, shell, home and
     /// `sudo -l`), when this probe can give them.
     fn ssh(&self) -> Option<&dyn ssh::SshProbe> {
@@ -422,14 +434,7 @@ fn check_state(paths: &DoctorPaths, probe: &dyn Probe, findings: &mut Vec<Findin
             }
             check_drift(dir, probe, findings);
             for (plan, state) in health.stuck_plans {
-                findings.push(fail(
-                    "plan",
-                    format!("{plan} is {state}"),
-                    format!(
-                        "volce-lab-host show {plan}; inspect the app's containers and files (HOST-SETUP.md), \
-                         then volce-lab-host resolve {plan}"
-                    ),
-                ));
+                findings.push(plans::stuck_plan(dir, probe, &plan, &state));
             }
         }
     }
@@ -479,6 +484,7 @@ pub fn report(findings: &[Finding]) -> (String, bool) {
 #[cfg(test)]
 mod tests;
 
+mod plans;
 pub mod ssh;
 mod system;
 pub use system::{SystemProbe, cli, load_policy_facts, read_drift, read_store_health};

@@ -40,8 +40,9 @@ use std::time::Duration;
 use super::gateway_file::{backup, open_managed_config, read_bounded, remove_app_dir, rewrite};
 use super::{
     AppRemoval, Capacity, Container, ContainerId, DeploySpec, Deployed, Engine, EngineError, ImageId,
-    LABEL_APP, LogWindow, Snapshot, StartSpec, UpdateSpec,
+    LABEL_APP, LABEL_PLAN, LogWindow, Snapshot, StartSpec, UpdateSpec,
 };
+use crate::control::plan::PlanId;
 use crate::control::policy::ImageRef;
 use crate::exec::{ExecutionStatus, Outcome, ProcessSpec, minimal_env, run_blocking};
 use crate::nginx::ServerName;
@@ -437,6 +438,16 @@ impl<R: Runner> Engine for DockerCli<R> {
 
     fn resolve_image(&self, reference: &ImageRef) -> Result<Option<ImageId>, EngineError> {
         self.resolve_image_id(reference)
+    }
+
+    fn plan_networks(&self, plan: &PlanId) -> Result<Vec<super::LabelledNetwork>, EngineError> {
+        let filter = format!("label={LABEL_PLAN}={plan}");
+        let listed = self.call(
+            "list plan networks",
+            argv(&["network", "ls", "--no-trunc", "--filter", &filter, "--format", "{{.ID}} {{.Name}}"]),
+            QUICK,
+        )?;
+        parse::parse_labelled_networks(&listed)
     }
 
     fn gateway_answers(&self, port: u16, server_name: &ServerName) -> bool {

@@ -404,6 +404,17 @@ pub trait Engine {
     /// Read-only: whether the gateway on 127.0.0.1:`port` answers a GET of
     /// `/` for `server_name` with 2xx or 3xx, in one short try.
     fn gateway_answers(&self, port: u16, server_name: &ServerName) -> bool;
+    /// Read-only: every network carrying the label `io.volce-lab.plan=<plan>`
+    /// (the snapshot lists networks by name only). With the snapshot's
+    /// containers, what a plan that did not finish may have left.
+    fn plan_networks(&self, plan: &PlanId) -> Result<Vec<LabelledNetwork>, EngineError>;
+}
+
+/// A network as the engine lists it: full id and name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct LabelledNetwork {
+    pub id: String,
+    pub name: String,
 }
 
 #[cfg(test)]

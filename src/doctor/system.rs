@@ -155,6 +155,19 @@ impl Probe for SystemProbe {
         read_drift(state_dir)
     }
 
+    fn stopped_claimer(&self, state_dir: &Path, plan: &str) -> Option<crate::host::StoppedClaimer> {
+        use crate::host::Liveness as _;
+        let claims = crate::store::read_claims(&state_dir.join("state.db")).ok()?;
+        let (_, _, claim) = claims.into_iter().find(|(id, _, _)| id.as_str() == plan)?;
+        crate::host::ProcLiveness.stopped(&claim)
+    }
+
+    fn leftovers(&self, state_dir: &Path, plan: &str) -> Option<Result<Vec<String>, String>> {
+        let id = crate::control::plan::PlanId::parse(plan).ok()?;
+        let engine = crate::docker::cli::DockerCli::new(state_dir);
+        Some(crate::host::leftovers::find(&engine, &id).map(|left| left.lines()).map_err(|e| e.to_string()))
+    }
+
     fn ssh(&self) -> Option<&dyn super::ssh::SshProbe> {
         Some(self)
     }

@@ -18,6 +18,10 @@ struct FakeProbe {
     missing_accounts: Vec<String>,
     store: Result<Option<StoreHealth>, String>,
     drift: Result<Vec<AppDrift>, String>,
+    /// What `leftovers` answers for every plan.
+    leftovers: Option<Result<Vec<String>, String>>,
+    /// What `stopped_claimer` answers for every plan.
+    stopped: Option<crate::host::StoppedClaimer>,
     asked_groups_for: RefCell<Vec<String>>,
 }
 
@@ -42,6 +46,8 @@ impl Default for FakeProbe {
                 audit_break: None,
             })),
             drift: Ok(vec![]),
+            leftovers: None,
+            stopped: None,
             asked_groups_for: RefCell::new(vec![]),
         }
     }
@@ -76,6 +82,64 @@ impl Probe for FakeProbe {
     fn drift(&self, _state_dir: &Path) -> Result<Vec<AppDrift>, String> {
         self.drift.clone()
     }
+    fn leftovers(&self, _state_dir: &Path, _plan: &str) -> Option<Result<Vec<String>, String>> {
+        self.leftovers.clone()
+    }
+    fn stopped_claimer(&self, _state_dir: &Path, _plan: &str) -> Option<crate::host::StoppedClaimer> {
+        self.stopped
+    }
+}
+
+/// Tried: a plan whose claimer died left a container and a network; and a
+/// plan still executing (its claimer may be stopped). The first finding
+/// names both objects and the documented path; the second's fix is one
+/// that can work (continue or kill the claimer), not a resolve that refuses.
+#[test]
+fn a_stuck_plan_names_what_carries_its_label_and_an_executing_one_the_way_out() {
+    let install = install();
+    let (dead, executing) = ("ab".repeat(16), "cd".repeat(16));
+    let probe = FakeProbe {
+        store: Ok(Some(StoreHealth {
+            integrity_ok: true,
+            schema_version: 1,
+            expected_schema_version: 1,
+            stuck_plans: vec![
+                (dead.clone(), "needs_inspection".into()),
+                (executing.clone(), "executing".into()),
+            ],
+            audit_rows: 0,
+            audit_break: None,
+        })),
+        leftovers: Some(Ok(vec![
+            format!("container {} vl-web-app (running)", "1".repeat(64)),
+            format!("network {} vl-web", "2".repeat(64)),
+        ])),
+        ..Default::default()
+    };
+    let findings = diagnose(&install.paths, &probe);
+    let of = |plan: &str| findings.iter().find(|f| f.detail.starts_with(plan)).unwrap().clone();
+    let dead_finding = of(&dead);
+    assert!(!dead_finding.ok);
+    assert!(dead_finding.detail.contains("vl-web-app (running)"), "{dead_finding}");
+    assert!(dead_finding.detail.contains("network") && dead_finding.detail.contains("io.volce-lab.plan="));
+    let fix = dead_finding.fix.unwrap();
+    assert!(fix.contains(&format!("resolve {dead}")) && fix.contains("remove_app"), "{fix}");
+    let fix = of(&executing).fix.unwrap();
+    assert!(fix.contains("kill -CONT") && fix.contains("kill -KILL"), "{fix}");
+    // The executing plan's claimer stopped: named with its pid and both ways out.
+    let stopped = crate::host::StoppedClaimer { pid: 4242, group_leader: true };
+    let probe = FakeProbe { stopped: Some(stopped), ..probe };
+    let findings = diagnose(&install.paths, &probe);
+    let finding = findings.iter().find(|f| f.detail.starts_with(&executing)).unwrap();
+    assert!(finding.detail.contains("process 4242, is STOPPED"), "{finding}");
+    let fix = finding.fix.as_deref().unwrap();
+    assert!(fix.contains("kill -CONT 4242") && fix.contains("kill -KILL -- -4242"), "{fix}");
+    // The engine down: said, not hidden.
+    let probe = FakeProbe { leftovers: Some(Err("no socket".into())), ..probe };
+    let findings = diagnose(&install.paths, &probe);
+    assert!(
+        findings.iter().any(|f| f.detail.contains("could not be asked what carries its label: no socket"))
+    );
 }
 
 struct Install {

@@ -27,7 +27,7 @@
 //! - approval is only ever recorded by [`Controller::approve`], which the
 //!   rpc pipeline cannot reach.
 //!
-//! A little over 450 lines: prepare, approve and resolve read best together;
+//! About 500 lines: prepare, approve and resolve read best together;
 //! execute, inventory, logs and the operator's views live in controller/.
 
 use std::path::PathBuf;
@@ -42,6 +42,8 @@ use crate::control::validate::{self, AppState, Context, Probe};
 use crate::control::{Clock, Code, Refusal, refuse};
 use crate::docker::{AppName, Capacity, Engine, EngineError};
 use crate::store::{AuditOutcome, AuditRow, Claim, Event, PlanState, Store, StoreError, StoredPlan};
+
+pub use super::liveness::StoppedClaimer;
 
 mod execute;
 mod inventory;
@@ -65,6 +67,12 @@ pub trait Liveness {
     fn me(&self) -> Result<Claim, Refusal>;
     /// Whether the claimer is the same, still running process.
     fn alive(&self, claim: &Claim) -> bool;
+    /// The claimer, if it is alive but stopped (it holds its plan
+    /// `executing` until someone continues or kills it). A fake that
+    /// cannot tell says never.
+    fn stopped(&self, _claim: &Claim) -> Option<StoppedClaimer> {
+        None
+    }
 }
 
 fn engine_unavailable(_: EngineError) -> Refusal {
@@ -79,6 +87,9 @@ pub struct Resolved {
     pub stored: StoredPlan,
     /// For a deploy plan: what became of its app record.
     pub app: Option<AppAfterResolve>,
+    /// What carries the plan's label on the engine, asked before the
+    /// record changed (or why the engine could not be asked).
+    pub left: Result<crate::host::leftovers::Leftovers, String>,
 }
 
 /// The app record of a resolved deploy plan.
@@ -350,6 +361,15 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             .store
             .read(|tx| tx.load_plan(id).map_err(Refusal::from))?
             .ok_or_else(|| Refusal::new(Code::PlanNotFound, "No plan has this id."))?;
+        if stored.state == PlanState::Executing {
+            // Refused before the write lock: a stopped claimer may hold it.
+            return Err(self.still_executing(&stored));
+        }
+        let left = if stored.state == PlanState::NeedsInspection {
+            self.leftovers(id).map_err(|e| e.to_string())
+        } else {
+            Ok(Default::default())
+        };
         let leftovers = match &stored.plan.payload {
             Payload::Deploy { spec, .. } if stored.state == PlanState::NeedsInspection => {
                 let snapshot = self.engine.snapshot().map_err(engine_unavailable)?;
@@ -399,7 +419,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                     None => None,
                 };
             }
-            Ok(Resolved { stored: tx.load_plan(id)?.expect("just resolved"), app })
+            Ok(Resolved { stored: tx.load_plan(id)?.expect("just resolved"), app, left })
         })
     }
 }

@@ -42,9 +42,16 @@ pub fn render(awaiting: &Awaiting) -> String {
         ];
         for stored in &awaiting.plans {
             let plan = &stored.plan;
+            let stopped = awaiting.stopped.iter().find(|(id, _)| *id == plan.id);
             rows.push(vec![
                 plan.id.to_string(),
-                stored.state.as_str().to_owned(),
+                match (stopped, stored.claimed_at) {
+                    (Some((_, s)), Some(at)) => {
+                        format!("executing, claimer {} STOPPED (claimed {})", s.pid, time(at))
+                    }
+                    (Some((_, s)), None) => format!("executing, claimer {} STOPPED", s.pid),
+                    (None, _) => stored.state.as_str().to_owned(),
+                },
                 plan.action.as_str().to_owned(),
                 plan.payload.app().map(esc).unwrap_or_else(|| "-".to_owned()),
                 esc(&plan.requester),
@@ -59,6 +66,12 @@ pub fn render(awaiting: &Awaiting) -> String {
         out.push_str(&table(&rows));
         out.push_str("Read a plan before you decide: sudo volce-lab-host show PLAN_ID (it prints the approve command).\n");
         out.push_str("End a pending plan you do not want: sudo volce-lab-host reject PLAN_ID.\n");
+        if !awaiting.stopped.is_empty() {
+            out.push_str(
+                "A STOPPED claimer holds its plan executing until it is continued or killed: \
+                 sudo volce-lab-host show PLAN_ID says how (kill -CONT to finish, or kill -KILL, then resolve).\n",
+            );
+        }
         if awaiting.plans.iter().any(|p| p.state == PlanState::NeedsInspection) {
             out.push_str(
                 "A plan that needs inspection blocks every new plan: inspect the server (HOST-SETUP.md), \
@@ -118,6 +131,7 @@ pub fn to_json(awaiting: &Awaiting) -> Value {
                 "approved": stored.approval.is_some(),
                 "approved_by": stored.approval.as_ref().map(|a| &a.by),
                 "approved_at": stored.approval.as_ref().map(|a| time(a.at)),
+                "claimer_stopped_pid": awaiting.stopped.iter().find(|(id, _)| *id == plan.id).map(|(_, s)| s.pid),
             })
         })
         .collect();

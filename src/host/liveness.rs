@@ -5,13 +5,49 @@
 //! A pid alone is not enough: pids are reused, and after a reboot every pid
 //! means something else. A claim counts as alive only when the boot id is
 //! today's and the same pid still has the same start time and is not a zombie.
+//!
+//! A live claimer may be stopped (SIGSTOP, or a TSTP its caller relayed
+//! before the helper blocked it): it holds its plan `executing` and will
+//! not finish until someone sends it CONT. That is still alive, never
+//! abandoned (it would act once continued), but the operator is told, with
+//! the pid, in `list`, `show`, `resolve` and `doctor`.
 
 use crate::control::{Code, Refusal};
 use crate::store::Claim;
 
 use super::controller::Liveness;
+use crate::control::plan::PlanId;
 
 const BOOT_ID: &str = "/proc/sys/kernel/random/boot_id";
+
+/// A live claimer that is stopped: what the operator needs to end it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoppedClaimer {
+    pub pid: i32,
+    /// The claimer leads its own process group (the helper's own session),
+    /// so `kill -KILL -- -PID` also ends a docker call it started.
+    pub group_leader: bool,
+}
+
+impl StoppedClaimer {
+    /// The operator's way out, one step a line, and why it cannot run the
+    /// action twice: a continued claimer finishes and records it; a killed
+    /// one is dead, so the next helper turns the plan into
+    /// `needs_inspection` (claimer_died) and nothing ever claims it again.
+    pub fn way_out(&self, plan: &PlanId) -> String {
+        let pid = self.pid;
+        let kill =
+            if self.group_leader { format!("kill -KILL -- -{pid}") } else { format!("kill -KILL {pid}") };
+        format!(
+            "Its claimer, process {pid}, is stopped: the action is neither finished nor abandoned, and nothing \
+             else will run it. Either let it finish:\n  sudo kill -CONT {pid}\nor end it{} and mark what it \
+             may have left for inspection (the plan becomes needs_inspection, claimer_died, and never runs \
+             again):\n  sudo {kill}\n  sudo volce-lab-host show {plan}   (names what carries its label)\n  \
+             sudo volce-lab-host resolve {plan}   (after you have inspected)\n",
+            if self.group_leader { " with any docker call it started" } else { "" }
+        )
+    }
+}
 
 /// The /proc-backed liveness check.
 #[derive(Debug, Clone, Copy, Default)]
@@ -30,6 +66,12 @@ pub fn proc_stat(pid: i32) -> Option<(char, u64)> {
     Some((state, start))
 }
 
+/// The process group of a process (field 5 of `/proc/<pid>/stat`).
+fn process_group(pid: i32) -> Option<i32> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    text[text.rfind(')')? + 1..].split_whitespace().nth(2)?.parse().ok()
+}
+
 pub fn boot_id() -> Option<String> {
     let id = std::fs::read_to_string(BOOT_ID).ok()?;
     let id = id.trim();
@@ -45,6 +87,19 @@ impl Liveness for ProcLiveness {
                 Err(Refusal::new(Code::StateUnavailable, "This helper cannot identify itself through /proc."))
             }
         }
+    }
+
+    fn stopped(&self, claim: &Claim) -> Option<StoppedClaimer> {
+        // Only the same process (same boot, same start time) counts: a
+        // stopped process that merely reuses the pid is not our claimer.
+        if !self.alive(claim) {
+            return None;
+        }
+        let (state, start) = proc_stat(claim.pid)?;
+        if start != claim.start_time || !matches!(state, 'T' | 't') {
+            return None;
+        }
+        Some(StoppedClaimer { pid: claim.pid, group_leader: process_group(claim.pid) == Some(claim.pid) })
     }
 
     fn alive(&self, claim: &Claim) -> bool {
@@ -88,6 +143,43 @@ mod tests {
         let me = ProcLiveness.me().unwrap();
         assert!(!ProcLiveness.alive(&Claim { boot_id: "other".into(), ..me.clone() }));
         assert!(!ProcLiveness.alive(&Claim { start_time: me.start_time + 1, ..me.clone() }));
+    }
+
+    /// A real `sleep`, stopped with SIGSTOP: alive and stopped; continued:
+    /// alive and not stopped; killed and reaped: neither.
+    #[test]
+    fn a_stopped_sleep_is_alive_and_stopped_until_continued_or_killed() {
+        use nix::sys::signal::{Signal, kill};
+        use nix::unistd::Pid;
+        let mut child = std::process::Command::new("sleep").arg("60").spawn().unwrap();
+        let pid = child.id() as i32;
+        let (_, start_time) = proc_stat(pid).unwrap();
+        let claim = Claim { pid, start_time, boot_id: boot_id().unwrap() };
+        let until = |what: &dyn Fn() -> bool| {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while !what() {
+                assert!(std::time::Instant::now() < deadline, "the sleep never changed state");
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+        };
+        assert_eq!(ProcLiveness.stopped(&claim), None);
+        kill(Pid::from_raw(pid), Signal::SIGSTOP).unwrap();
+        until(&|| ProcLiveness.stopped(&claim).is_some());
+        assert!(ProcLiveness.alive(&claim), "a stopped claimer is alive: it acts once continued");
+        // The sleep is in this test's process group, not its own.
+        assert_eq!(ProcLiveness.stopped(&claim), Some(StoppedClaimer { pid, group_leader: false }));
+        // Another start time is another process, stopped or not.
+        assert_eq!(ProcLiveness.stopped(&Claim { start_time: start_time + 1, ..claim.clone() }), None);
+        kill(Pid::from_raw(pid), Signal::SIGCONT).unwrap();
+        until(&|| ProcLiveness.stopped(&claim).is_none());
+        assert!(ProcLiveness.alive(&claim));
+        kill(Pid::from_raw(pid), Signal::SIGSTOP).unwrap();
+        until(&|| ProcLiveness.stopped(&claim).is_some());
+        // SIGKILL ends a stopped process too; once reaped it is dead.
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(!ProcLiveness.alive(&claim));
+        assert_eq!(ProcLiveness.stopped(&claim), None);
     }
 
     #[test]

@@ -48,6 +48,7 @@ pub mod controller;
 pub mod drift;
 mod entry;
 pub mod gate;
+pub mod leftovers;
 pub mod list;
 pub mod liveness;
 pub mod operator;
@@ -67,7 +68,7 @@ use crate::docker::Engine;
 use crate::exit::Exit;
 use crate::store::AuditOperation;
 
-pub use controller::{AppAfterResolve, Awaiting, Controller, Executed, Liveness, Resolved};
+pub use controller::{AppAfterResolve, Awaiting, Controller, Executed, Liveness, Resolved, StoppedClaimer};
 pub use entry::{
     cli_approve, cli_audit_export, cli_audit_head, cli_audit_prune, cli_audit_verify, cli_list, cli_reject,
     cli_resolve, cli_rpc, cli_show,
@@ -251,8 +252,27 @@ pub fn show<E: Engine, C: Clock, L: Liveness>(
         AuditOperation::Show,
         Some(plan_id),
         |controller| {
-            let stored = controller.load(&PlanId::parse(plan_id)?, caller)?;
-            Ok(if json { json_text(&stored.to_json()) } else { show::render(&stored, now) })
+            let id = PlanId::parse(plan_id)?;
+            let stored = controller.load(&id, caller)?;
+            let stopped = controller.stopped_claimer(&stored);
+            if json {
+                let mut value = stored.to_json();
+                if let (Some(stopped), Some(object)) = (stopped, value.as_object_mut()) {
+                    object.insert("claimer_stopped_pid".into(), stopped.pid.into());
+                }
+                return Ok(json_text(&value));
+            }
+            let mut text = show::render(&stored, now);
+            if let Some(stopped) = stopped {
+                text.push('\n');
+                text.push_str(&stopped.way_out(&id));
+            }
+            if stored.state == crate::store::PlanState::NeedsInspection {
+                // Read-only, after the store was read: no lock is held.
+                text.push('\n');
+                text.push_str(&leftovers::render(&id, &controller.leftovers(&id)));
+            }
+            Ok(text)
         },
     )
 }
@@ -414,7 +434,7 @@ pub fn resolve<E: Engine, C: Clock, L: Liveness>(
 ) -> Result<String, Refusal> {
     let who = operator.into();
     let operator = who.name.as_str();
-    let Resolved { stored, app } = operator_request(
+    let Resolved { stored, app, left } = operator_request(
         paths,
         engine,
         clock,
@@ -445,6 +465,7 @@ pub fn resolve<E: Engine, C: Clock, L: Liveness>(
         )),
         None => {}
     }
+    text.push_str(&leftovers::render(&stored.plan.id, &left));
     Ok(text)
 }
 

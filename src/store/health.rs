@@ -1,6 +1,6 @@
 //! The store's own account of its health, for `volce-lab-host doctor`:
-//! integrity, schema version, plans that block the host, the audit chain. Runs as root
-//! inside the host helper's doctor.
+//! integrity, schema version, plans that block the host (and their claims),
+//! the audit chain. Runs as root inside the host helper's doctor.
 //!
 //! Read-only by construction: the file is opened `SQLITE_OPEN_READ_ONLY`,
 //! no pragma is set and nothing is migrated, so the doctor is never the
@@ -88,4 +88,25 @@ pub fn read_apps(
     // Read-only: no request, no audit row, no syslog copy.
     let wrote = std::cell::Cell::new(false);
     super::transitions::Tx { tx: &tx, request: None, wrote: &wrote, syslog: None }.apps()
+}
+
+/// The claims of every executing plan, read as `read_apps` reads: for the
+/// doctor, which names a claimer that is stopped. Empty when no database
+/// exists yet.
+pub fn read_claims(
+    path: &Path,
+) -> Result<Vec<(crate::control::plan::PlanId, crate::control::plan::Action, super::Claim)>, super::StoreError>
+{
+    if !path.exists() {
+        return Ok(Vec::new());
+    }
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(path, flags)?;
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
+    if version < 1 {
+        return Ok(Vec::new());
+    }
+    let tx = conn.unchecked_transaction()?;
+    let wrote = std::cell::Cell::new(false);
+    super::transitions::Tx { tx: &tx, request: None, wrote: &wrote, syslog: None }.executing_plans()
 }

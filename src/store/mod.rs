@@ -44,7 +44,7 @@ pub use chain::{
 };
 pub use database::{BUSY_TIMEOUT, Store, StoreError};
 pub use fold::WINDOW_SECS as FOLD_WINDOW_SECS;
-pub use health::{StoreHealth, read_apps, read_health};
+pub use health::{StoreHealth, read_apps, read_claims, read_health};
 pub use retention::{MAX_PENDING_PER_REQUESTER, PRUNE_BATCH};
 pub use rows::{
     Approval, AuditEntry, AuditOperation, AuditOutcome, AuditRow, Claim, Event, PlanOutcome, PlanState,

@@ -1162,7 +1162,7 @@ fn list_json_has_stable_fields_and_rfc3339_times() {
             "plan_id": id.as_str(), "state": "pending", "action": "remove_image", "app": null,
             "requester": AGENT, "created_at": "2027-01-15T08:00:00Z", "expires_at": "2027-01-15T08:10:00Z",
             "age_seconds": 0, "seconds_left": 600, "requires_approval": true, "approved": false,
-            "approved_by": null, "approved_at": null,
+            "approved_by": null, "approved_at": null, "claimer_stopped_pid": null,
         })
     );
     assert_eq!(json["plans"].as_array().unwrap().len(), 1);

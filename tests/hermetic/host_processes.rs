@@ -1,5 +1,6 @@
 //! The controller across real OS processes: 16 helpers racing to execute
-//! one approved plan, a helper killed between its claim and the engine, and
+//! one approved plan, a helper killed between its claim and the engine, a
+//! helper stopped there (SIGSTOP) and then continued or killed, and
 //! approvals seen by another process. Each child is this test binary
 //! re-executed with `VL_CHILD_ROLE` set, running the `child` test below
 //! (`host_processes::child` in the hermetic crate).
@@ -11,6 +12,8 @@ use std::time::{Duration, Instant};
 
 use crate::support::fake_engine::*;
 use crate::support::harness::*;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
 use serde_json::json;
 use volce_lab::control::Code;
 use volce_lab::control::plan::{Digest, PlanId};
@@ -27,7 +30,8 @@ fn child() {
     let plan = PlanId::parse(&std::env::var("VL_CHILD_PLAN").unwrap()).unwrap();
     let mut engine = FakeEngine::new().with_log(&dir.join("mutations.log"));
     if let Ok(marker) = std::env::var("VL_CHILD_BLOCK") {
-        engine = engine.with_block(Path::new(&marker), Duration::from_secs(120));
+        let secs = std::env::var("VL_CHILD_BLOCK_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(120);
+        engine = engine.with_block(Path::new(&marker), Duration::from_secs(secs));
     }
     // Race for real: everyone waits for the same starting signal.
     let go = dir.join("go");
@@ -168,4 +172,112 @@ fn a_second_controller_process_sees_approvals_made_by_the_first() {
     let executor = spawn_child(&h.root, "execute", &plan.plan.id, &[]);
     assert_eq!(result_of(executor), "completed");
     assert_eq!(logged_mutations(&h.root.join("mutations.log")).len(), 1);
+}
+
+/// Sends `signal` to the child and waits until its claim is seen stopped
+/// (or, for SIGCONT, no longer stopped) through /proc.
+fn signal_and_wait(c: &mut TestController, id: &PlanId, pid: i32, signal: Signal, stopped: bool) {
+    kill(Pid::from_raw(pid), signal).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let stored = c.load(id, "root").unwrap();
+        if c.stopped_claimer(&stored).is_some() == stopped {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the claimer never became {}",
+            if stopped { "stopped" } else { "running" }
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Tried: the claimer stopped (SIGSTOP) inside the engine, as a relayed TSTP
+/// once did; then the operator's way out with `kill -KILL` and `resolve`.
+/// `list` and `show` name the stopped pid and both ways out; `resolve`
+/// while it is stopped refuses and says the same; after the kill the plan is
+/// needs_inspection (claimer_died), then inspected, and nothing ever runs
+/// the action: the engine saw no mutation, a later execute is refused.
+#[test]
+fn a_stopped_claimer_is_shown_with_its_pid_and_killing_it_then_resolving_never_runs_the_action() {
+    let h = Harness::new();
+    let id = approved_remove_image(&h);
+    let marker = h.root.join("reached-engine");
+    let mut child = spawn_child(&h.root, "execute", &id, &[("VL_CHILD_BLOCK", marker.display().to_string())]);
+    std::fs::write(h.root.join("go"), b"").unwrap();
+    wait_for(&marker);
+    let pid = child.id() as i32;
+    let mut c = h.controller();
+    signal_and_wait(&mut c, &id, pid, Signal::SIGSTOP, true);
+    assert_eq!(c.load(&id, "root").unwrap().claim.unwrap().pid, pid);
+
+    let listed = h.list(false);
+    assert!(listed.contains(&format!("executing, claimer {pid} STOPPED")), "{listed}");
+    assert!(listed.contains("kill -CONT"), "{listed}");
+    let json: serde_json::Value = serde_json::from_str(&h.list(true)).unwrap();
+    assert_eq!(json["plans"][0]["claimer_stopped_pid"], pid);
+    let shown = h.show(&id);
+    assert!(shown.contains(&format!("sudo kill -CONT {pid}")), "{shown}");
+    assert!(
+        shown.contains(&format!("sudo kill -KILL -- -{pid}"))
+            || shown.contains(&format!("sudo kill -KILL {pid}"))
+    );
+    // doctor names it too, from the database read-only and /proc.
+    use volce_lab::doctor::Probe as _;
+    let probe = volce_lab::doctor::SystemProbe {
+        policy: volce_lab::doctor::load_policy_facts,
+        store: volce_lab::doctor::read_store_health,
+    };
+    assert_eq!(probe.stopped_claimer(&h.paths.state_dir, id.as_str()).map(|s| s.pid), Some(pid));
+    let refusal = h.resolve(&id, "alice").unwrap_err();
+    assert_eq!(refusal.code, Code::NotAwaitingInspection);
+    assert!(refusal.message.contains(&format!("kill -CONT {pid}")), "{}", refusal.message);
+    assert_eq!(c.execute(&id, AGENT).unwrap_err().code, Code::PlanExecuting);
+    assert_eq!(
+        c.load(&id, "root").unwrap().state,
+        PlanState::Executing,
+        "a stopped claimer is never abandoned"
+    );
+
+    // The way out: kill it (it is stopped, so it never reached the mutation).
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let resolved = h.resolve(&id, "alice").unwrap();
+    assert!(resolved.contains("now inspected"), "{resolved}");
+    assert!(resolved.contains("Nothing on the engine carries its label"), "{resolved}");
+    let stored = c.load(&id, "root").unwrap();
+    assert_eq!(stored.state, PlanState::Inspected);
+    assert_eq!(probe.stopped_claimer(&h.paths.state_dir, id.as_str()), None);
+    assert_eq!(stored.outcome, Some(PlanOutcome::ClaimerDied));
+    assert_eq!(c.execute(&id, AGENT).unwrap_err().code, Code::PlanConsumed);
+    assert!(logged_mutations(&h.root.join("mutations.log")).is_empty(), "the action never ran");
+}
+
+/// Tried: the other way out, `kill -CONT`: the stopped claimer finishes
+/// its one action and records it; nothing else ran it meanwhile.
+#[test]
+fn a_stopped_claimer_continued_finishes_its_action_exactly_once() {
+    let h = Harness::new();
+    let id = approved_remove_image(&h);
+    let marker = h.root.join("reached-engine");
+    let child = spawn_child(
+        &h.root,
+        "execute",
+        &id,
+        &[("VL_CHILD_BLOCK", marker.display().to_string()), ("VL_CHILD_BLOCK_SECS", "1".into())],
+    );
+    std::fs::write(h.root.join("go"), b"").unwrap();
+    wait_for(&marker);
+    let pid = child.id() as i32;
+    let mut c = h.controller();
+    signal_and_wait(&mut c, &id, pid, Signal::SIGSTOP, true);
+    // Longer than the block: only the stop holds it.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(c.execute(&id, AGENT).unwrap_err().code, Code::PlanExecuting);
+    assert!(logged_mutations(&h.root.join("mutations.log")).is_empty());
+    signal_and_wait(&mut c, &id, pid, Signal::SIGCONT, false);
+    assert_eq!(result_of(child), "completed");
+    assert_eq!(logged_mutations(&h.root.join("mutations.log")).len(), 1, "exactly one engine mutation");
+    assert_eq!(c.load(&id, "root").unwrap().state, PlanState::Completed);
 }

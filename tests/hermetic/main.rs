@@ -17,6 +17,7 @@ mod host_controller;
 mod host_lifecycle;
 mod host_inventory;
 mod host_load;
+mod host_leftovers;
 mod host_logs;
 mod host_policy_files;
 mod host_processes;

@@ -419,3 +419,29 @@ fn a_digest_the_registry_does_not_have_fails_at_the_pull_and_creates_nothing() {
     assert!(lab.networks().is_empty());
     assert!(!lab.app_dir().exists(), "nothing written before the images are there");
 }
+
+/// What `show`, `resolve` and `doctor` name for a plan that did not finish:
+/// on the real engine, the plan's label finds both containers (with their
+/// state) and both networks a deploy created, and another plan's id finds
+/// nothing. Read-only: the lab's guard removes the app afterwards.
+#[test]
+#[ignore = "real parts: run by scripts/test"]
+fn every_object_a_deploy_created_is_found_by_its_plan_label() {
+    use volce_lab::host::leftovers::find;
+    let lab = Lab::new("leftover");
+    let spec = lab.spec();
+    let deployed = lab.engine.deploy(&spec).expect("deploy succeeds");
+    let left = find(&lab.engine, &spec.plan_id).expect("the engine answers");
+    let mut ids: Vec<String> = left.containers.iter().map(|c| c.id.clone()).collect();
+    ids.sort();
+    let mut expected = vec![deployed.app_container.to_string(), deployed.gateway_container.to_string()];
+    expected.sort();
+    assert_eq!(ids, expected);
+    assert!(left.containers.iter().all(|c| c.state == "running"), "{left:?}");
+    let names: Vec<&str> = left.networks.iter().map(|n| n.name.as_str()).collect();
+    let (network, edge) = (format!("vl-{}", lab.app), format!("vl-{}_edge", lab.app));
+    assert!(names.contains(&network.as_str()) && names.contains(&edge.as_str()), "{names:?}");
+    assert_eq!(names.len(), 2, "{names:?}");
+    let other = volce_lab::control::plan::PlanId::parse(&"0f".repeat(16)).unwrap();
+    assert!(find(&lab.engine, &other).unwrap().is_empty());
+}

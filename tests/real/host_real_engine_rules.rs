@@ -413,6 +413,12 @@ impl Engine for RejectedConfig {
     fn gateway_answers(&self, port: u16, server_name: &volce_lab::nginx::ServerName) -> bool {
         self.0.gateway_answers(port, server_name)
     }
+    fn plan_networks(
+        &self,
+        plan: &volce_lab::control::plan::PlanId,
+    ) -> Result<Vec<volce_lab::docker::LabelledNetwork>, EngineError> {
+        self.0.plan_networks(plan)
+    }
     fn host_port_free(&self, port: u16) -> bool {
         self.0.host_port_free(port)
     }

@@ -17,10 +17,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sha2::{Digest as _, Sha256};
+use volce_lab::control::plan::PlanId;
 use volce_lab::control::policy::ImageRef;
 use volce_lab::docker::{
     AppRemoval, Capacity, Container, ContainerId, DeploySpec, Deployed, Engine, EngineError, ImageId,
-    LABEL_APP, LABEL_PLAN, LABEL_ROLE, LogWindow, PublishedPort, Snapshot, StartSpec, UpdateSpec,
+    LABEL_APP, LABEL_PLAN, LABEL_ROLE, LabelledNetwork, LogWindow, PublishedPort, Snapshot, StartSpec,
+    UpdateSpec,
 };
 use volce_lab::nginx::ServerName;
 
@@ -70,6 +72,9 @@ pub struct FakeState {
     pub local_images: BTreeMap<String, ImageId>,
     /// Host ports whose gateway does not answer (every other one does).
     pub silent_ports: Vec<u16>,
+    /// The `io.volce-lab.plan` label of each network that has one, by name
+    /// (the snapshot lists names only, as the real one does).
+    pub network_plans: BTreeMap<String, String>,
 }
 
 #[derive(Clone)]
@@ -111,6 +116,7 @@ impl FakeEngine {
                 logs: BTreeMap::new(),
                 local_images: BTreeMap::new(),
                 silent_ports: Vec::new(),
+                network_plans: BTreeMap::new(),
             })),
             log: None,
             block: None,
@@ -137,7 +143,9 @@ impl FakeEngine {
     pub fn mutations(&self) -> Vec<Vec<String>> {
         self.calls()
             .into_iter()
-            .filter(|c| !["snapshot", "capacity", "port_free", "logs"].contains(&c[0].as_str()))
+            .filter(|c| {
+                !["snapshot", "capacity", "port_free", "logs", "plan_networks"].contains(&c[0].as_str())
+            })
             .collect()
     }
 
@@ -190,6 +198,24 @@ impl Engine for FakeEngine {
         let since = window.since_minutes.map_or("-".to_owned(), |m| format!("{m}m"));
         self.record(vec!["logs".into(), container.to_string(), window.tail.to_string(), since]);
         Ok(self.state.lock().unwrap().logs.get(container).cloned().unwrap_or_default())
+    }
+
+    fn plan_networks(&self, plan: &PlanId) -> Result<Vec<LabelledNetwork>, EngineError> {
+        self.record(vec!["plan_networks".into(), plan.to_string()]);
+        let state = self.state.lock().unwrap();
+        if state.snapshot_fails {
+            return Err(EngineError::Unparsable { step: "list plan networks" });
+        }
+        Ok(state
+            .snapshot
+            .networks
+            .iter()
+            .filter(|name| state.network_plans.get(*name).map(String::as_str) == Some(plan.as_str()))
+            .map(|name| LabelledNetwork {
+                id: derived_id(&format!("network {name}")).to_string(),
+                name: name.clone(),
+            })
+            .collect())
     }
 
     fn snapshot(&self) -> Result<Snapshot, EngineError> {
@@ -252,6 +278,7 @@ impl Engine for FakeEngine {
                 });
             }
             state.snapshot.networks.push(names.network.clone());
+            state.network_plans.insert(names.network.clone(), spec.plan_id.to_string());
             for c in ['a', 'b'] {
                 state.snapshot.images.push(image(c));
             }
@@ -302,6 +329,7 @@ impl Engine for FakeEngine {
         self.edit(|state| {
             state.snapshot.containers.retain(|c| !removal.containers.contains(&c.id));
             state.snapshot.networks.retain(|n| !removal.networks.contains(n));
+            state.network_plans.retain(|n, _| !removal.networks.contains(n));
         });
         Ok(())
     }

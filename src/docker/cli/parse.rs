@@ -100,3 +100,16 @@ pub fn parse_images(out: &[u8]) -> Result<Vec<ImageId>, EngineError> {
 pub fn parse_networks(out: &[u8]) -> Result<Vec<String>, EngineError> {
     Ok(lines(out).into_iter().filter(|n| n.starts_with(crate::docker::names::PREFIX)).collect())
 }
+
+/// `network ls --format '{{.ID}} {{.Name}}'`: a full id and a name a line.
+pub fn parse_labelled_networks(out: &[u8]) -> Result<Vec<crate::docker::LabelledNetwork>, EngineError> {
+    lines(out)
+        .into_iter()
+        .map(|line| match line.split_once(' ') {
+            Some((id, name)) if crate::text::is_lower_hex(id, 64) && !name.is_empty() => {
+                Ok(crate::docker::LabelledNetwork { id: id.to_owned(), name: name.to_owned() })
+            }
+            _ => Err(EngineError::Unparsable { step: "list plan networks" }),
+        })
+        .collect()
+}

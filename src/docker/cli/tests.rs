@@ -791,3 +791,27 @@ fn a_failed_logs_call_names_its_step() {
 }
 
 mod lifecycle;
+
+/// Tried: the networks of a plan, as `show`/`resolve`/`doctor` ask for
+/// them: one read-only `network ls` by the plan's label; a line without a
+/// full id is unparsable, never guessed.
+#[test]
+fn plan_networks_lists_by_the_plans_label_and_refuses_a_garbled_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = PlanId::parse("0123456789abcdef0123456789abcdef").unwrap();
+    let fake = Fake::new(|_| Ok(format!("{} vl-shop\n{} vl-shop_edge\n", hex('3'), hex('4'))));
+    let engine = DockerCli::with_runner(fake, dir.path());
+    let networks = engine.plan_networks(&plan).unwrap();
+    assert_eq!(
+        networks.iter().map(|n| (n.id.as_str(), n.name.as_str())).collect::<Vec<_>>(),
+        [(hex('3').as_str(), "vl-shop"), (hex('4').as_str(), "vl-shop_edge")]
+    );
+    assert_eq!(
+        engine.runner().argv(),
+        [format!(
+            "network ls --no-trunc --filter label=io.volce-lab.plan={plan} --format {{{{.ID}}}} {{{{.Name}}}}"
+        )]
+    );
+    let garbled = DockerCli::with_runner(Fake::new(|_| Ok("abc vl-shop\n".into())), dir.path());
+    assert_eq!(garbled.plan_networks(&plan), Err(EngineError::Unparsable { step: "list plan networks" }));
+}

@@ -1,6 +1,8 @@
 //! The controller's part of the operator's terminal: what awaits an
 //! operator (`list`) and ending a pending plan (`reject`). Runs as root
-//! inside the host helper, for terminal commands only.
+//! inside the host helper, for terminal commands only. Also what `show`
+//! and `list` add to a stored plan: a stopped claimer, and what carries a
+//! plan's label on the engine.
 
 use super::*;
 
@@ -19,6 +21,8 @@ pub struct Awaiting {
     pub expired_pending: u64,
     /// Every app record, by name, as recorded (the engine is not asked).
     pub apps: std::collections::BTreeMap<String, validate::AppRecord>,
+    /// The executing plans whose claimer is alive but stopped.
+    pub stopped: Vec<(PlanId, StoppedClaimer)>,
 }
 
 impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
@@ -28,14 +32,52 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
     pub fn awaiting(&mut self, actor: &str) -> Result<Awaiting, Refusal> {
         self.settle_abandoned(actor)?;
         let now = self.clock.now();
-        self.store.read(|tx| {
+        let mut awaiting = self.store.read(|tx| {
             Ok::<_, Refusal>(Awaiting {
                 now,
                 plans: tx.awaiting_plans(now)?,
                 expired_pending: tx.expired_pending(now)?,
                 apps: tx.apps()?,
+                stopped: Vec::new(),
             })
-        })
+        })?;
+        awaiting.stopped = awaiting
+            .plans
+            .iter()
+            .filter_map(|stored| Some((stored.plan.id.clone(), self.stopped_claimer(stored)?)))
+            .collect();
+        Ok(awaiting)
+    }
+
+    /// The claimer of an executing plan, if it is alive but stopped.
+    pub fn stopped_claimer(&self, stored: &StoredPlan) -> Option<StoppedClaimer> {
+        let claim = stored.claim.as_ref().filter(|_| stored.state == PlanState::Executing)?;
+        self.liveness.stopped(claim)
+    }
+
+    /// Why an executing plan cannot be resolved, and what to do: wait for a
+    /// running claimer, or continue or kill a stopped one.
+    pub(super) fn still_executing(&self, stored: &StoredPlan) -> Refusal {
+        let id = &stored.plan.id;
+        let claimer = match (self.stopped_claimer(stored), &stored.claim) {
+            (Some(stopped), _) => stopped.way_out(id),
+            (None, Some(claim)) => format!(
+                "Its claimer, process {}, is still running; wait for it to finish (sudo volce-lab-host show {id}).",
+                claim.pid
+            ),
+            (None, None) => String::new(),
+        };
+        Refusal::new(
+            Code::NotAwaitingInspection,
+            format!(
+                "The plan is executing, not needs_inspection; there is nothing to resolve yet. {claimer}"
+            ),
+        )
+    }
+
+    /// Read-only: what carries the plan's label on the engine.
+    pub fn leftovers(&self, id: &PlanId) -> Result<crate::host::leftovers::Leftovers, EngineError> {
+        crate::host::leftovers::find(&self.engine, id)
     }
 
     /// Ends a pending plan the operator does not want: `rejected`, with who
