@@ -276,7 +276,8 @@ fn check_sudoers(paths: &DoctorPaths, probe: &dyn Probe, findings: &mut Vec<Find
 
 /// Groups whose members can become root or reach the Docker socket on a
 /// Debian-like system: membership bypasses the sudoers rule entirely.
-pub const PRIVILEGED_GROUPS: [&str; 8] = ["docker", "sudo", "root", "wheel", "admin", "lxd", "disk", "shadow"];
+pub const PRIVILEGED_GROUPS: [&str; 8] =
+    ["docker", "sudo", "root", "wheel", "admin", "lxd", "disk", "shadow"];
 
 fn check_agent(agent: &str, probe: &dyn Probe, findings: &mut Vec<Finding>) {
     match probe.groups_of(agent) {
@@ -336,7 +337,12 @@ fn check_policy(paths: &DoctorPaths, probe: &dyn Probe, agent: Option<&str>, fin
 /// An approver must be a person's account that exists, and never the
 /// agent's: the parser cannot know either (accounts come and go, and the
 /// agent is named only in sudoers), so the doctor checks both.
-fn check_approvers(approvers: &[String], agent: Option<&str>, probe: &dyn Probe, findings: &mut Vec<Finding>) {
+fn check_approvers(
+    approvers: &[String],
+    agent: Option<&str>,
+    probe: &dyn Probe,
+    findings: &mut Vec<Finding>,
+) {
     for approver in approvers {
         if Some(approver.as_str()) == agent {
             findings.push(fail(
@@ -348,7 +354,9 @@ fn check_approvers(approvers: &[String], agent: Option<&str>, probe: &dyn Probe,
             findings.push(fail(
                 "approver",
                 format!("`{approver}` is not an account on this server: nobody can approve as it"),
-                format!("create the operator's account (useradd --create-home {approver}) or correct approvers"),
+                format!(
+                    "create the operator's account (useradd --create-home {approver}) or correct approvers"
+                ),
             ));
         } else {
             findings.push(ok("approver", format!("`{approver}` is an account and not the agent's")));

@@ -352,7 +352,10 @@ fn each_broken_probe_variant_fails_its_own_check() {
         (
             "the agent approves",
             FakeProbe {
-                policy: Ok(PolicyFacts { images: vec![], approvers: vec!["vl-operator".into(), "vl-agent".into()] }),
+                policy: Ok(PolicyFacts {
+                    images: vec![],
+                    approvers: vec!["vl-operator".into(), "vl-agent".into()],
+                }),
                 ..Default::default()
             },
             "approver",

@@ -51,7 +51,9 @@ pub enum SetupError {
     NotRoot,
     #[error("{0}")]
     BadArgument(String),
-    #[error("{path} exists and was not written by setup; review it, then run again with --replace to overwrite it")]
+    #[error(
+        "{path} exists and was not written by setup; review it, then run again with --replace to overwrite it"
+    )]
     WouldReplace { path: String },
     #[error("{step} failed: {why}")]
     Step { step: String, why: String },
@@ -94,7 +96,8 @@ const KEY_TYPES: &[&str] = &[
 /// in the key are refused: the line setup writes carries only its own
 /// options, and the comment is replaced.
 pub fn parse_public_key(text: &str) -> Result<(String, String), SetupError> {
-    let bad = |why: &str| SetupError::BadArgument(format!("--key: {why} (give the .pub file ssh-keygen wrote)"));
+    let bad =
+        |why: &str| SetupError::BadArgument(format!("--key: {why} (give the .pub file ssh-keygen wrote)"));
     let mut lines = text.lines().filter(|line| !line.trim().is_empty());
     let (Some(line), None) = (lines.next(), lines.next()) else {
         return Err(bad("the file must hold exactly one public key line"));
@@ -102,7 +105,9 @@ pub fn parse_public_key(text: &str) -> Result<(String, String), SetupError> {
     let mut fields = line.split_ascii_whitespace();
     let kind = fields.next().unwrap_or_default();
     if !KEY_TYPES.contains(&kind) {
-        return Err(bad("the line does not start with a key type such as ssh-ed25519 (options are not accepted)"));
+        return Err(bad(
+            "the line does not start with a key type such as ssh-ed25519 (options are not accepted)",
+        ));
     }
     let blob = fields.next().unwrap_or_default();
     let base64 = |c: char| c.is_ascii_alphanumeric() || c == '+' || c == '/' || c == '=';
@@ -230,7 +235,11 @@ pub fn setup(request: &Request) -> Result<(), SetupError> {
         return Err(SetupError::BadArgument("--agent and --operator must be different accounts".into()));
     }
     let key_text = fs::read_to_string(&request.key_file).map_err(|e| {
-        SetupError::BadArgument(format!("--key {}: cannot read it ({})", request.key_file.display(), e.kind()))
+        SetupError::BadArgument(format!(
+            "--key {}: cannot read it ({})",
+            request.key_file.display(),
+            e.kind()
+        ))
     })?;
     let (kind, blob) = parse_public_key(&key_text)?;
     if nix::unistd::User::from_name(&request.operator).ok().flatten().is_none() {
@@ -241,7 +250,8 @@ pub fn setup(request: &Request) -> Result<(), SetupError> {
     }
 
     fs::create_dir_all(STATE_DIR).map_err(|e| step_failed("state directory", e))?;
-    fs::set_permissions(STATE_DIR, fs::Permissions::from_mode(0o700)).map_err(|e| step_failed("state directory", e))?;
+    fs::set_permissions(STATE_DIR, fs::Permissions::from_mode(0o700))
+        .map_err(|e| step_failed("state directory", e))?;
     let mut manifest = load_manifest();
     let result = setup_steps(request, &kind, &blob, &mut manifest);
     save_manifest(&manifest)?;
@@ -259,11 +269,15 @@ fn setup_steps(request: &Request, kind: &str, blob: &str, manifest: &mut Manifes
             user
         }
         None => {
-            run("agent account", "/usr/sbin/useradd", &["--create-home", "--shell", "/bin/sh", "--", agent], None)?;
-            let user = nix::unistd::User::from_name(agent)
-                .ok()
-                .flatten()
-                .ok_or_else(|| step_failed("agent account", "useradd succeeded but the account is not there"))?;
+            run(
+                "agent account",
+                "/usr/sbin/useradd",
+                &["--create-home", "--shell", "/bin/sh", "--", agent],
+                None,
+            )?;
+            let user = nix::unistd::User::from_name(agent).ok().flatten().ok_or_else(|| {
+                step_failed("agent account", "useradd succeeded but the account is not there")
+            })?;
             manifest.created_account = Some(agent.to_owned());
             manifest.created_home = Some(user.dir.clone());
             say(true, "agent account", format!("created {agent}"));
@@ -278,18 +292,24 @@ fn setup_steps(request: &Request, kind: &str, blob: &str, manifest: &mut Manifes
     }
     // `*` (not `!`): a locked password makes sshd refuse key logins too.
     run("agent password", "/usr/sbin/usermod", &["-p", "*", "--", agent], None)?;
-    let groups = String::from_utf8_lossy(&run("agent groups", "/usr/bin/id", &["-Gn", "--", agent], None)?).into_owned();
+    let groups = String::from_utf8_lossy(&run("agent groups", "/usr/bin/id", &["-Gn", "--", agent], None)?)
+        .into_owned();
     if let Some(bad) = groups.split_whitespace().find(|g| crate::doctor::PRIVILEGED_GROUPS.contains(g)) {
         return Err(step_failed(
             "agent groups",
-            format!("{agent} is in group {bad}, which bypasses every rule; remove it (gpasswd -d {agent} {bad}) and run again"),
+            format!(
+                "{agent} is in group {bad}, which bypasses every rule; remove it (gpasswd -d {agent} {bad}) and run again"
+            ),
         ));
     }
 
     // 2. Home, dotfiles and ~/.ssh owned by root: out of the account's reach.
     let home = user.dir.clone();
     if !home.is_absolute() || home == Path::new("/") {
-        return Err(step_failed("agent home", format!("{} is not a home directory setup can protect", home.display())));
+        return Err(step_failed(
+            "agent home",
+            format!("{} is not a home directory setup can protect", home.display()),
+        ));
     }
     protect_home(&home)?;
 
@@ -298,10 +318,19 @@ fn setup_steps(request: &Request, kind: &str, blob: &str, manifest: &mut Manifes
     if !ssh_dir.is_dir() {
         fs::create_dir(&ssh_dir).map_err(|e| step_failed("agent ~/.ssh", e))?;
     }
-    nix::unistd::chown(&ssh_dir, Some(nix::unistd::Uid::from_raw(0)), Some(nix::unistd::Gid::from_raw(0))).map_err(|e| step_failed("agent ~/.ssh", e))?;
-    fs::set_permissions(&ssh_dir, fs::Permissions::from_mode(0o755)).map_err(|e| step_failed("agent ~/.ssh", e))?;
+    nix::unistd::chown(&ssh_dir, Some(nix::unistd::Uid::from_raw(0)), Some(nix::unistd::Gid::from_raw(0)))
+        .map_err(|e| step_failed("agent ~/.ssh", e))?;
+    fs::set_permissions(&ssh_dir, fs::Permissions::from_mode(0o755))
+        .map_err(|e| step_failed("agent ~/.ssh", e))?;
     let line = authorized_keys_line(kind, blob);
-    place_file(manifest, "agent key", &ssh_dir.join("authorized_keys"), line.as_bytes(), 0o644, request.replace)?;
+    place_file(
+        manifest,
+        "agent key",
+        &ssh_dir.join("authorized_keys"),
+        line.as_bytes(),
+        0o644,
+        request.replace,
+    )?;
 
     // 4. The one sudoers rule, in force only once visudo accepted it.
     let rule = format!("{}\n", crate::doctor::sudoers_rule(agent));
@@ -318,7 +347,8 @@ fn setup_steps(request: &Request, kind: &str, blob: &str, manifest: &mut Manifes
     }
 
     // 6. The database, so doctor has something to check before any rpc.
-    crate::store::Store::open(&Path::new(STATE_DIR).join("state.db")).map_err(|e| step_failed("database", e))?;
+    crate::store::Store::open(&Path::new(STATE_DIR).join("state.db"))
+        .map_err(|e| step_failed("database", e))?;
     say(false, "database", format!("{STATE_DIR}/state.db is at the current schema"));
 
     // 7. The smoke request, as the agent, through the exact sudoers rule.
@@ -329,8 +359,12 @@ fn setup_steps(request: &Request, kind: &str, blob: &str, manifest: &mut Manifes
         Some(br#"{"operation":"gateway_status"}"#),
     );
     match reply {
-        Ok(reply) => say(false, "smoke request", format!("rpc answered: {}", String::from_utf8_lossy(&reply).trim())),
-        Err(why) => println!("FAIL smoke request: {why}\n     fix: run `sudo volce-lab-host doctor` for the reason"),
+        Ok(reply) => {
+            say(false, "smoke request", format!("rpc answered: {}", String::from_utf8_lossy(&reply).trim()))
+        }
+        Err(why) => {
+            println!("FAIL smoke request: {why}\n     fix: run `sudo volce-lab-host doctor` for the reason")
+        }
     }
     Ok(())
 }
@@ -431,7 +465,8 @@ pub fn undo() -> Result<(), SetupError> {
             run("undo", "/usr/sbin/userdel", &["--", agent], None)?;
             say(true, "undo", format!("removed the account {agent}"));
         }
-        if let Some(home) = manifest.created_home.as_ref().filter(|home| home.starts_with("/home/") && home.exists())
+        if let Some(home) =
+            manifest.created_home.as_ref().filter(|home| home.starts_with("/home/") && home.exists())
         {
             fs::remove_dir_all(home).map_err(|e| step_failed("undo", e))?;
             say(true, "undo", format!("removed {}", home.display()));

@@ -75,7 +75,11 @@ fn assert_installed_layout() {
     assert_eq!(mode_and_owner(EXECUTABLE), (0o755, 0), "{EXECUTABLE}: mode and owner");
     let link = Path::new(LINK).symlink_metadata().expect("the host-mode symlink is missing");
     assert!(link.file_type().is_symlink(), "{LINK} must be a symlink (its file name selects host mode)");
-    assert_eq!(std::fs::canonicalize(LINK).unwrap(), Path::new(EXECUTABLE), "{LINK} must lead to {EXECUTABLE}");
+    assert_eq!(
+        std::fs::canonicalize(LINK).unwrap(),
+        Path::new(EXECUTABLE),
+        "{LINK} must lead to {EXECUTABLE}"
+    );
     assert_eq!(mode_and_owner(POLICY_DIR), (0o755, 0), "{POLICY_DIR}: mode and owner");
     assert_eq!(mode_and_owner(STATE_DIR), (0o700, 0), "{STATE_DIR}: mode and owner");
 
@@ -93,7 +97,9 @@ fn assert_installed_layout() {
         assert!(files.lines().any(|line| line == shipped), "dpkg -L volce-lab lacks {shipped}:\n{files}");
     }
     // One man page per host subcommand (nested ones too), and the workstation's.
-    for page in ["volce-lab-host", "volce-lab-host-rpc", "volce-lab-host-approve", "volce-lab-host-audit-verify"] {
+    for page in
+        ["volce-lab-host", "volce-lab-host-rpc", "volce-lab-host-approve", "volce-lab-host-audit-verify"]
+    {
         assert!(
             files.lines().any(|line| line.starts_with(&format!("/usr/share/man/man8/{page}.8"))),
             "no man page {page}(8) in the package:\n{files}"
@@ -191,7 +197,11 @@ fn apt_get_install_of_the_file_resolves_its_dependencies() {
         .env("DEBIAN_FRONTEND", "noninteractive")
         .output()
         .unwrap();
-    assert!(output.status.success(), "apt-get install ./deb failed:\n{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "apt-get install ./deb failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     assert_installed_layout();
     let depends = String::from_utf8(ok("dpkg-query", &["-W", "-f=${Depends}", "volce-lab"]).stdout).unwrap();
     assert!(depends.contains("sudo"), "the package must depend on sudo: {depends}");
@@ -215,7 +225,8 @@ impl Drop for Accounts {
 
 fn setup_output(args: &[&str]) -> (bool, String) {
     let output = run(LINK, args);
-    let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    let text =
+        format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
     (output.status.success(), text)
 }
 
@@ -236,14 +247,24 @@ fn setup_on_the_installed_package_is_idempotent_refuses_foreign_files_and_undoes
     let args = ["setup", "--agent", SETUP_AGENT, "--operator", SETUP_OPERATOR, "--key", &public];
 
     // Bad input first: nothing is created.
-    let (done, said) = setup_output(&["setup", "--agent", "root", "--operator", SETUP_OPERATOR, "--key", &public]);
+    let (done, said) =
+        setup_output(&["setup", "--agent", "root", "--operator", SETUP_OPERATOR, "--key", &public]);
     assert!(!done && said.contains("--agent cannot be root"), "{said}");
-    let (done, said) = setup_output(&["setup", "--agent", SETUP_AGENT, "--operator", "vl-nobody-here", "--key", &public]);
+    let (done, said) =
+        setup_output(&["setup", "--agent", SETUP_AGENT, "--operator", "vl-nobody-here", "--key", &public]);
     assert!(!done && said.contains("no such account"), "{said}");
-    assert!(nix::unistd::User::from_name(SETUP_AGENT).unwrap().is_none(), "a refused setup created the account");
+    assert!(
+        nix::unistd::User::from_name(SETUP_AGENT).unwrap().is_none(),
+        "a refused setup created the account"
+    );
 
     let (_, said) = setup_output(&args);
-    for step in ["done agent account: created", "done agent key: wrote", "done sudoers rule: wrote", "done policy: wrote"] {
+    for step in [
+        "done agent account: created",
+        "done agent key: wrote",
+        "done sudoers rule: wrote",
+        "done policy: wrote",
+    ] {
         assert!(said.contains(step), "setup did not say `{step}`:\n{said}");
     }
     assert!(said.contains("ok   smoke request: rpc answered"), "the smoke request failed:\n{said}");
@@ -254,7 +275,10 @@ fn setup_on_the_installed_package_is_idempotent_refuses_foreign_files_and_undoes
     let keys_file = format!("{home}/.ssh/authorized_keys");
     assert_eq!(mode_and_owner(&keys_file), (0o644, 0));
     let line = std::fs::read_to_string(&keys_file).unwrap();
-    assert!(line.starts_with("restrict,command=\"/usr/local/bin/volce-lab-host ssh-gate\" ssh-ed25519 "), "{line}");
+    assert!(
+        line.starts_with("restrict,command=\"/usr/local/bin/volce-lab-host ssh-gate\" ssh-ed25519 "),
+        "{line}"
+    );
     assert_eq!(
         std::fs::read_to_string("/etc/sudoers.d/volce-lab").unwrap(),
         format!("{SETUP_AGENT} ALL=(root) NOPASSWD: /usr/local/bin/volce-lab-host rpc\n")
@@ -271,12 +295,22 @@ fn setup_on_the_installed_package_is_idempotent_refuses_foreign_files_and_undoes
 
     // A second run changes nothing and says so.
     let (_, again) = setup_output(&args);
-    assert!(!again.lines().any(|line| line.starts_with("done ")), "the second setup changed something:\n{again}");
+    assert!(
+        !again.lines().any(|line| line.starts_with("done ")),
+        "the second setup changed something:\n{again}"
+    );
 
     // An operator's edit of a file setup wrote is theirs: no overwrite without --replace.
-    std::fs::write("/etc/sudoers.d/volce-lab", format!("# edited\n{SETUP_AGENT} ALL=(root) NOPASSWD: /usr/local/bin/volce-lab-host rpc\n")).unwrap();
+    std::fs::write(
+        "/etc/sudoers.d/volce-lab",
+        format!("# edited\n{SETUP_AGENT} ALL=(root) NOPASSWD: /usr/local/bin/volce-lab-host rpc\n"),
+    )
+    .unwrap();
     let (done, refused) = setup_output(&args);
-    assert!(!done && refused.contains("/etc/sudoers.d/volce-lab exists and was not written by setup"), "{refused}");
+    assert!(
+        !done && refused.contains("/etc/sudoers.d/volce-lab exists and was not written by setup"),
+        "{refused}"
+    );
     assert!(refused.contains("--replace"), "the refusal names the way out: {refused}");
 
     // Undo removes the account, its home, the key, the policy skeleton, and
@@ -286,6 +320,9 @@ fn setup_on_the_installed_package_is_idempotent_refuses_foreign_files_and_undoes
     assert!(undone.contains("kept /etc/sudoers.d/volce-lab"), "{undone}");
     assert!(nix::unistd::User::from_name(SETUP_AGENT).unwrap().is_none(), "undo left the account");
     assert!(!Path::new(&home).exists(), "undo left {home}");
-    assert!(!Path::new(&format!("{POLICY_DIR}/policy.json")).exists(), "undo left the unedited policy skeleton");
+    assert!(
+        !Path::new(&format!("{POLICY_DIR}/policy.json")).exists(),
+        "undo left the unedited policy skeleton"
+    );
     std::fs::remove_file("/etc/sudoers.d/volce-lab").unwrap();
 }

@@ -127,7 +127,11 @@ fn approval_required_keeps_the_fixed_minimum_and_accepts_only_additions() {
         for action in [Action::Stop, Action::RemoveImage, Action::RemoveApp, Action::Start, Action::Update] {
             assert!(policy.terms(action, "h").requires_approval, "{partial}: {action:?}");
         }
-        assert_eq!(policy.terms(Action::Deploy, "h").requires_approval, partial == json!(["deploy"]), "{partial}");
+        assert_eq!(
+            policy.terms(Action::Deploy, "h").requires_approval,
+            partial == json!(["deploy"]),
+            "{partial}"
+        );
     }
     // Tried: an unknown action, a repeat, a string instead of a list, a number.
     for (bad, words) in [

@@ -4,7 +4,8 @@
 
 use super::*;
 
-const KEY: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB3Kc0v3oY3W0m7Xb9Gx9mR1c8b6yqkQm8uVZk7b5n2Q someone@laptop";
+const KEY: &str =
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB3Kc0v3oY3W0m7Xb9Gx9mR1c8b6yqkQm8uVZk7b5n2Q someone@laptop";
 
 #[test]
 fn a_key_from_ssh_keygen_is_accepted_and_its_comment_replaced() {
@@ -12,7 +13,9 @@ fn a_key_from_ssh_keygen_is_accepted_and_its_comment_replaced() {
     assert_eq!(kind, "ssh-ed25519");
     assert_eq!(
         authorized_keys_line(&kind, &blob),
-        format!("restrict,command=\"/usr/local/bin/volce-lab-host ssh-gate\" ssh-ed25519 {blob} volce-lab-agent\n")
+        format!(
+            "restrict,command=\"/usr/local/bin/volce-lab-host ssh-gate\" ssh-ed25519 {blob} volce-lab-agent\n"
+        )
     );
 }
 
