@@ -283,16 +283,9 @@ mod tests {
             exit_code: None,
             duration_ms: Some(5),
             actor: "al\u{1b}[31mice\u{202e}".into(),
-            operation: None,
-            app: None,
-            code: None,
-            process: None,
-            request_id: None,
-            count: None,
-            sudo_uid: None,
-            login_uid: None,
             prev_hash: Some("a".repeat(64)),
             hash: Some("b".repeat(64)),
+            ..ChainedEntry::default()
         };
         let line = json_line(&entry);
         assert!(!line.contains('\u{1b}') && !line.contains('\u{202e}'), "{line}");

@@ -86,7 +86,9 @@ pub fn link(prev_hash: &str, content: &Content<'_>) -> String {
 }
 
 /// One audit row as stored, hashes included (for verify and export).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// `Default` is the row with every optional column empty, as rows written
+/// before migration 7 are.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct ChainedEntry {
     pub seq: i64,
     pub at: i64,
@@ -177,16 +179,7 @@ fn v4_entry(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChainedEntry> {
         exit_code: r.get(6)?,
         duration_ms: r.get(7)?,
         actor: r.get(8)?,
-        operation: None,
-        app: None,
-        code: None,
-        process: None,
-        request_id: None,
-        count: None,
-        sudo_uid: None,
-        login_uid: None,
-        prev_hash: None,
-        hash: None,
+        ..ChainedEntry::default()
     })
 }
 

@@ -75,19 +75,28 @@ pub fn read_health(path: &Path) -> Result<Option<StoreHealth>, rusqlite::Error> 
 pub fn read_apps(
     path: &Path,
 ) -> Result<std::collections::BTreeMap<String, crate::control::validate::AppRecord>, super::StoreError> {
+    read_only(path, |tx| tx.apps())
+}
+
+/// Runs `read` in a transaction on a read-only connection (nothing
+/// migrated, no request, no audit row, no syslog copy); the empty answer
+/// when no database, or an empty one, exists yet.
+fn read_only<T: Default>(
+    path: &Path,
+    read: impl FnOnce(&super::transitions::Tx<'_>) -> Result<T, super::StoreError>,
+) -> Result<T, super::StoreError> {
     if !path.exists() {
-        return Ok(Default::default());
+        return Ok(T::default());
     }
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = Connection::open_with_flags(path, flags)?;
     let version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
     if version < 1 {
-        return Ok(Default::default());
+        return Ok(T::default());
     }
     let tx = conn.unchecked_transaction()?;
-    // Read-only: no request, no audit row, no syslog copy.
     let wrote = std::cell::Cell::new(false);
-    super::transitions::Tx { tx: &tx, request: None, wrote: &wrote, syslog: None }.apps()
+    read(&super::transitions::Tx { tx: &tx, request: None, wrote: &wrote, syslog: None })
 }
 
 /// The claims of every executing plan, read as `read_apps` reads: for the
@@ -97,16 +106,5 @@ pub fn read_claims(
     path: &Path,
 ) -> Result<Vec<(crate::control::plan::PlanId, crate::control::plan::Action, super::Claim)>, super::StoreError>
 {
-    if !path.exists() {
-        return Ok(Vec::new());
-    }
-    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let conn = Connection::open_with_flags(path, flags)?;
-    let version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
-    if version < 1 {
-        return Ok(Vec::new());
-    }
-    let tx = conn.unchecked_transaction()?;
-    let wrote = std::cell::Cell::new(false);
-    super::transitions::Tx { tx: &tx, request: None, wrote: &wrote, syslog: None }.executing_plans()
+    read_only(path, |tx| tx.executing_plans())
 }
