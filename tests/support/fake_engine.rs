@@ -20,8 +20,9 @@ use sha2::{Digest as _, Sha256};
 use volce_lab::control::policy::ImageRef;
 use volce_lab::docker::{
     AppRemoval, Capacity, Container, ContainerId, DeploySpec, Deployed, Engine, EngineError, ImageId,
-    LABEL_APP, LABEL_PLAN, LABEL_ROLE, LogWindow, PublishedPort, Snapshot, StartSpec, UpdateSpec,
+    LABEL_APP, LABEL_PLAN, LABEL_ROLE, LogWindow, Progress, PublishedPort, Snapshot, StartSpec, UpdateSpec,
 };
+use volce_lab::wire::progress::Step;
 use volce_lab::nginx::ServerName;
 
 pub fn image(c: char) -> ImageId {
@@ -211,7 +212,8 @@ impl Engine for FakeEngine {
         Ok(self.state.lock().unwrap().capacity)
     }
 
-    fn deploy(&self, spec: &DeploySpec) -> Result<Deployed, EngineError> {
+    /// Reports the steps the real deploy does, once it succeeded.
+    fn deploy(&self, spec: &DeploySpec, progress: &dyn Progress) -> Result<Deployed, EngineError> {
         self.mutate(vec![
             "deploy".into(),
             spec.app.to_string(),
@@ -256,6 +258,9 @@ impl Engine for FakeEngine {
                 state.snapshot.images.push(image(c));
             }
         });
+        for step in [Step::Pulled, Step::Network, Step::AppStarted, Step::GatewayTested, Step::HealthCheck] {
+            progress.step(step);
+        }
         Ok(Deployed { app_container: app, gateway_container: gateway })
     }
 
@@ -306,7 +311,7 @@ impl Engine for FakeEngine {
         Ok(())
     }
 
-    fn start(&self, spec: &StartSpec) -> Result<(), EngineError> {
+    fn start(&self, spec: &StartSpec, progress: &dyn Progress) -> Result<(), EngineError> {
         self.mutate(vec![
             "start".into(),
             spec.app_container.to_string(),
@@ -321,11 +326,13 @@ impl Engine for FakeEngine {
                 }
             }
         });
+        progress.step(Step::AppStarted);
+        progress.step(Step::HealthCheck);
         Ok(())
     }
 
     /// The new container gets image `e` (the fake's "second catalog image").
-    fn update(&self, spec: &UpdateSpec) -> Result<ContainerId, EngineError> {
+    fn update(&self, spec: &UpdateSpec, progress: &dyn Progress) -> Result<ContainerId, EngineError> {
         self.mutate(vec![
             "update".into(),
             spec.app.to_string(),
@@ -351,6 +358,9 @@ impl Engine for FakeEngine {
             });
             state.snapshot.images.push(image('e'));
         });
+        for step in [Step::Pulled, Step::AppStarted, Step::GatewayTested, Step::HealthCheck, Step::Switched] {
+            progress.step(step);
+        }
         Ok(new)
     }
 
