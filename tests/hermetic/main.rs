@@ -23,5 +23,6 @@ mod host_processes;
 mod mcp_conformance;
 mod mcp_examples;
 mod mcp_management;
+mod mcp_progress;
 mod mcp_stdio;
 mod properties;
