@@ -131,9 +131,12 @@ pub struct ProcessSpec {
     pub stdout_tap: Option<StdoutTap>,
 }
 
+/// What a [`StdoutTap`] calls with each chunk.
+pub type TapFn = dyn Fn(&[u8]) + Send + Sync;
+
 /// A watcher of a run's stdout, see [`ProcessSpec::stdout_tap`].
 #[derive(Clone)]
-pub struct StdoutTap(pub std::sync::Arc<dyn Fn(&[u8]) + Send + Sync>);
+pub struct StdoutTap(pub std::sync::Arc<TapFn>);
 
 impl std::fmt::Debug for StdoutTap {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -55,26 +55,6 @@ fn refusal_recorded(paths: &HostPaths, operation: AuditOperation, refusal: Refus
     record::refused(paths, SystemClock.now(), Caller::from("unknown").request(operation), refusal)
 }
 
-/// Prints each finished step of a long execute as one progress line on
-/// stdout, flushed at once so the workstation sees it while the next step
-/// runs (`crate::wire::progress`). At most `MAX_PROGRESS_LINES`; a failed
-/// write is ignored: the reply, not progress, says what happened.
-struct StdoutProgress {
-    printed: std::cell::Cell<usize>,
-}
-
-impl Progress for StdoutProgress {
-    fn step(&self, step: crate::wire::progress::Step) {
-        if self.printed.get() >= crate::wire::progress::MAX_PROGRESS_LINES {
-            return;
-        }
-        self.printed.set(self.printed.get() + 1);
-        let line = crate::wire::progress::Progress { progress: step }.to_line();
-        let mut stdout = std::io::stdout().lock();
-        let _ = stdout.write_all(line.as_bytes()).and_then(|()| stdout.flush());
-    }
-}
-
 /// `volce-lab-host rpc` in the shipped binary: one request on stdin, one
 /// reply line on stdout (after the progress lines of a long execute), on
 /// the fixed paths and the real engine.
@@ -89,7 +69,8 @@ pub fn cli_rpc() -> Exit {
             // Our own handle on fd 0, unbuffered, so poll and read agree.
             Ok(fd) => {
                 let input = process::DeadlineReader::new(std::fs::File::from(fd), process::REQUEST_DEADLINE);
-                let progress = StdoutProgress { printed: std::cell::Cell::new(0) };
+                // Progress lines go to stdout before the reply, each flushed.
+                let progress = rpc::LineProgress::new(std::io::stdout());
                 rpc_reporting(&paths, real_engine(&paths), SystemClock, ProcLiveness, &caller, input, &progress)
             }
             Err(_) => Refusal::new(Code::InvalidRequest, "The request could not be read from stdin.").into(),
