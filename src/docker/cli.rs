@@ -39,9 +39,8 @@ use std::time::Duration;
 
 use super::gateway_file::{backup, open_managed_config, read_bounded, remove_app_dir, rewrite};
 use super::{
-    Progress,
     AppRemoval, Capacity, Container, ContainerId, DeploySpec, Deployed, Engine, EngineError, ImageId,
-    LABEL_APP, LogWindow, Snapshot, StartSpec, UpdateSpec,
+    LABEL_APP, LogWindow, Progress, Snapshot, StartSpec, UpdateSpec,
 };
 use crate::control::policy::ImageRef;
 use crate::exec::{ExecutionStatus, Outcome, ProcessSpec, minimal_env, run_blocking};

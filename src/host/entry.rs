@@ -71,7 +71,15 @@ pub fn cli_rpc() -> Exit {
                 let input = process::DeadlineReader::new(std::fs::File::from(fd), process::REQUEST_DEADLINE);
                 // Progress lines go to stdout before the reply, each flushed.
                 let progress = rpc::LineProgress::new(std::io::stdout());
-                rpc_reporting(&paths, real_engine(&paths), SystemClock, ProcLiveness, &caller, input, &progress)
+                rpc_reporting(
+                    &paths,
+                    real_engine(&paths),
+                    SystemClock,
+                    ProcLiveness,
+                    &caller,
+                    input,
+                    &progress,
+                )
             }
             Err(_) => Refusal::new(Code::InvalidRequest, "The request could not be read from stdin.").into(),
         },

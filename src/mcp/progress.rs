@@ -108,7 +108,10 @@ mod tests {
             let name = step.as_str().replace('_', " ");
             assert!(step_message(*step).starts_with(&format!("{name}: ")), "{step:?}");
         }
-        assert_eq!(heartbeat_message(Some(Step::AppStarted)), "still working; last step finished: app started");
+        assert_eq!(
+            heartbeat_message(Some(Step::AppStarted)),
+            "still working; last step finished: app started"
+        );
     }
 
     /// The heartbeat is 50 ms here and the slow step 400 ms (the shipped

@@ -58,7 +58,11 @@ pub struct Options {
 impl Options {
     /// The shipped settings: the contract's limits, the audit log from the environment.
     pub fn from_env() -> Options {
-        Options { rpc_limits: rpc::RPC_LIMITS, audit: Audit::from_env(), heartbeat: super::progress::HEARTBEAT }
+        Options {
+            rpc_limits: rpc::RPC_LIMITS,
+            audit: Audit::from_env(),
+            heartbeat: super::progress::HEARTBEAT,
+        }
     }
 }
 
@@ -431,10 +435,8 @@ impl ServerHandler for VolceLab {
         };
         let id = request_id();
         let arguments = request.arguments.as_ref();
-        let watcher = context
-            .meta
-            .get_progress_token()
-            .map(|token| Watcher { token, peer: context.peer.clone() });
+        let watcher =
+            context.meta.get_progress_token().map(|token| Watcher { token, peer: context.peer.clone() });
         tokio::select! {
             biased;
             () = context.ct.cancelled() => {

@@ -165,10 +165,10 @@ mod tests {
     #[test]
     fn lines_outside_the_shape_are_not_progress() {
         for bad in [
-            &b"{\"progress\":\"rebooted\"}"[..],            // a step this build does not know
-            b"{\"progress\":\"pulled\",\"note\":\"x\"}",    // an extra field
+            &b"{\"progress\":\"rebooted\"}"[..], // a step this build does not know
+            b"{\"progress\":\"pulled\",\"note\":\"x\"}", // an extra field
             b"{\"progress\":\"pulled\",\"progress\":\"x\"}", // a repeated key
-            b" {\"progress\":\"pulled\"}",                  // not starting with the object
+            b" {\"progress\":\"pulled\"}",       // not starting with the object
             b"[\"pulled\"]",
             b"volce-lab-gate 1 match web-1 vl-agent",
         ] {
@@ -196,7 +196,8 @@ mod tests {
         let mut malformed = b"{\"progress\":\"pulled\"}\n{\"progress\":1}\n".to_vec();
         malformed.extend_from_slice(reply);
         assert!(Reply::parse(reply_bytes(&malformed)).is_err());
-        let mut many = Progress { progress: Step::Pulled }.to_line().repeat(MAX_PROGRESS_LINES + 1).into_bytes();
+        let mut many =
+            Progress { progress: Step::Pulled }.to_line().repeat(MAX_PROGRESS_LINES + 1).into_bytes();
         many.extend_from_slice(reply);
         assert!(Reply::parse(reply_bytes(&many)).is_err());
     }

@@ -80,8 +80,9 @@ impl Raw {
         let (_, answer) = raw.request("initialize", init).await;
         assert!(answer.get("result").is_some(), "{answer}");
         raw.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
-        let (_, identity) =
-            raw.request("tools/call", json!({"name": "cloud_check", "arguments": {"check": "identity"}})).await;
+        let (_, identity) = raw
+            .request("tools/call", json!({"name": "cloud_check", "arguments": {"check": "identity"}}))
+            .await;
         assert_eq!(identity["result"]["structuredContent"]["status"], "ok", "{identity}");
         raw
     }
@@ -152,10 +153,11 @@ async fn with_a_progress_token_the_steps_and_heartbeats_arrive_in_order_before_t
     let beats = messages.iter().take_while(|m| m.starts_with("still working")).count();
     assert!(beats >= 3, "{messages:?}");
     let steps: Vec<&str> = messages[beats..].to_vec();
-    let expected: Vec<&str> = [Step::Pulled, Step::Network, Step::AppStarted, Step::GatewayTested, Step::HealthCheck]
-        .into_iter()
-        .map(step_message)
-        .collect();
+    let expected: Vec<&str> =
+        [Step::Pulled, Step::Network, Step::AppStarted, Step::GatewayTested, Step::HealthCheck]
+            .into_iter()
+            .map(step_message)
+            .collect();
     assert_eq!(steps, expected, "every step, in order, and nothing after the last");
 }
 
@@ -178,7 +180,8 @@ async fn an_older_helper_that_prints_no_progress_still_answers() {
 
 #[tokio::test]
 async fn a_malformed_progress_line_makes_the_outcome_unknown_and_is_not_forwarded() {
-    let helper = format!("{}printf '%s\\n' '{{\"progress\":\"rebooted\"}}'; {}", progress_line("pulled"), ok_reply());
+    let helper =
+        format!("{}printf '%s\\n' '{{\"progress\":\"rebooted\"}}'; {}", progress_line("pulled"), ok_reply());
     let mut raw = Raw::start(&helper).await;
     let (before, answer) = raw.execute(Some(json!("t"))).await;
     assert_eq!(answer["result"]["structuredContent"]["status"], "unknown", "{answer}");

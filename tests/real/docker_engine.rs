@@ -42,7 +42,11 @@ fn deploy_serves_the_page_through_the_hardened_gateway_only() {
     eprintln!("deploy took {:?}", started.elapsed());
     use volce_lab::wire::progress::Step::*;
     let reported = steps.0.into_inner();
-    assert_eq!(reported, [Pulled, Network, AppStarted, GatewayTested, HealthCheck], "the real deploy reports its steps");
+    assert_eq!(
+        reported,
+        [Pulled, Network, AppStarted, GatewayTested, HealthCheck],
+        "the real deploy reports its steps"
+    );
 
     let page = http_get(lab.port, &lab.server_name(), Duration::from_secs(2)).expect("the gateway answers");
     assert_eq!(page.status, 200);

@@ -419,7 +419,11 @@ impl Engine for RejectedConfig {
     fn capacity(&self) -> Result<Capacity, EngineError> {
         self.0.capacity()
     }
-    fn deploy(&self, spec: &DeploySpec, progress: &dyn volce_lab::docker::Progress) -> Result<Deployed, EngineError> {
+    fn deploy(
+        &self,
+        spec: &DeploySpec,
+        progress: &dyn volce_lab::docker::Progress,
+    ) -> Result<Deployed, EngineError> {
         self.0.deploy(spec, progress)
     }
     fn update_nginx(

@@ -22,8 +22,8 @@ use volce_lab::docker::{
     AppRemoval, Capacity, Container, ContainerId, DeploySpec, Deployed, Engine, EngineError, ImageId,
     LABEL_APP, LABEL_PLAN, LABEL_ROLE, LogWindow, Progress, PublishedPort, Snapshot, StartSpec, UpdateSpec,
 };
-use volce_lab::wire::progress::Step;
 use volce_lab::nginx::ServerName;
+use volce_lab::wire::progress::Step;
 
 pub fn image(c: char) -> ImageId {
     ImageId::parse(&format!("sha256:{}", c.to_string().repeat(64))).unwrap()

@@ -20,8 +20,8 @@ use crate::control::plan::PlanId;
 use crate::docker::gateway_file::{remove_new_config, write_new_config};
 use crate::docker::host_probe::{http_get, port_free};
 use crate::docker::{ContainerId, DeploySpec, Deployed, EngineError, LABEL_PLAN, Progress};
-use crate::wire::progress::Step;
 use crate::nginx::GATEWAY_LISTEN_PORT;
+use crate::wire::progress::Step;
 
 impl<R: Runner> DockerCli<R> {
     /// The whole deploy: refuse before the first mutation if a value or the

@@ -242,7 +242,8 @@ fn progress_lines_before_the_reply_never_count_as_the_reply() {
         assert_eq!(with, old, "progress lines change nothing about {reply}");
     }
     // Only progress lines and no reply: the helper died mid-way.
-    let died = interpret(Operation::Execute, &outcome(ExecutionStatus::NonzeroExit, Some(1), &lines), Mode::Ssh);
+    let died =
+        interpret(Operation::Execute, &outcome(ExecutionStatus::NonzeroExit, Some(1), &lines), Mode::Ssh);
     assert_eq!(died.status, Status::Unknown);
     // A malformed progress line in front of the reply: outside the contract, unknown.
     let bad = format!("{{\"progress\":\"rebooted\"}}\n{ok}");
