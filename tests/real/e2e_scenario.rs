@@ -43,7 +43,11 @@ impl Answer {
 struct Progressed(std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>);
 
 impl rmcp::ClientHandler for Progressed {
-    async fn on_progress(&self, params: ProgressNotificationParam, _context: NotificationContext<RoleClient>) {
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
         let token = match params.progress_token.0 {
             NumberOrString::String(text) => text.to_string(),
             NumberOrString::Number(n) => n.to_string(),
@@ -77,7 +81,8 @@ impl Agent {
         });
         let transport = TokioChildProcess::new(command).expect("start volce-lab mcp-serve");
         let progress = Progressed::default();
-        let client = progress.clone().serve(transport).await.expect("MCP initialize with volce-lab mcp-serve");
+        let client =
+            progress.clone().serve(transport).await.expect("MCP initialize with volce-lab mcp-serve");
         Agent { client, progress }
     }
 
@@ -85,15 +90,16 @@ impl Agent {
         self.call_with(tool, arguments, None).await
     }
 
-    async fn call_with(&self, tool: &'static str, arguments: Value, meta: Option<RequestMetaObject>) -> Answer {
+    async fn call_with(
+        &self,
+        tool: &'static str,
+        arguments: Value,
+        meta: Option<RequestMetaObject>,
+    ) -> Answer {
         let Value::Object(arguments) = arguments else { panic!("arguments must be an object") };
         let mut params = CallToolRequestParams::new(tool).with_arguments(arguments);
         params.meta = meta;
-        let result = self
-            .client
-            .call_tool(params)
-            .await
-            .unwrap_or_else(|e| panic!("{tool}: {e}"));
+        let result = self.client.call_tool(params).await.unwrap_or_else(|e| panic!("{tool}: {e}"));
         let structured =
             result.structured_content.clone().unwrap_or_else(|| panic!("{tool}: no structuredContent"));
         let is_error = result.is_error.unwrap_or(false);
@@ -120,7 +126,8 @@ impl Agent {
     /// handles notifications on tasks of their own, so the last ones may be
     /// handed over a moment after the result (the server sent them before it).
     async fn execute_watched(&self, plan_id: &str, token: &str) -> (Answer, Vec<String>) {
-        let meta = RequestMetaObject::with_progress_token(ProgressToken(NumberOrString::String(token.into())));
+        let meta =
+            RequestMetaObject::with_progress_token(ProgressToken(NumberOrString::String(token.into())));
         let answer = self.call_with("service_execute", json!({"plan_id": plan_id}), Some(meta)).await;
         let messages = || -> Vec<String> {
             let seen = self.progress.0.lock().unwrap();
