@@ -77,23 +77,30 @@ pub async fn watched<F: Future, N: Future<Output = ()>>(
             Some(step) = steps.recv() => {
                 count += 1;
                 last = Some(step);
-                notify(count, step_message(step).to_owned()).await;
+                told(notify(count, step_message(step).to_owned()), heartbeat).await;
                 ticker.reset();
             }
             output = &mut work => {
                 // Steps printed just before the reply are still queued.
                 while let Ok(step) = steps.try_recv() {
                     count += 1;
-                    notify(count, step_message(step).to_owned()).await;
+                    told(notify(count, step_message(step).to_owned()), heartbeat).await;
                 }
                 return output;
             }
             _ = ticker.tick() => {
                 count += 1;
-                notify(count, heartbeat_message(last)).await;
+                told(notify(count, heartbeat_message(last)), heartbeat).await;
             }
         }
     }
+}
+
+/// Waits for one notification to be written, at most `limit`: a client
+/// that stops reading must not stall the run itself (its timeout, its
+/// output limit), which is polled only between notifications.
+async fn told(notification: impl Future<Output = ()>, limit: Duration) {
+    let _ = tokio::time::timeout(limit, notification).await;
 }
 
 #[cfg(test)]

@@ -14,11 +14,13 @@
 //!   cancel drops the work future, and dropping `exec::run` kills the child's
 //!   process group. The audit line of a cancelled call says `unknown`;
 //! - every call, refused or not, leaves exactly one audit line;
+//! - only a `service_execute` whose request carries a progress token gets
+//!   progress notifications (`super::progress`), all sent before its result;
 //! - `ping` answers `{}` in every protocol version and at every point of a
 //!   session ([`Conformant`]), so clients can use it as a keep-alive.
 //!
-//! A little over 450 lines: the handler and the result envelope it builds for
-//! every tool stay together.
+//! About 510 lines: the handler and the result envelope it builds for every
+//! tool stay together.
 
 use std::borrow::Cow;
 use std::sync::Arc;
