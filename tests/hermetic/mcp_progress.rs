@@ -199,3 +199,59 @@ async fn progress_then_a_refusal_is_still_a_refusal() {
     assert_eq!(answer["result"]["structuredContent"]["status"], "rejected", "{answer}");
     assert_eq!(before.last().unwrap()["params"]["message"], step_message(Step::Pulled));
 }
+
+/// An rmcp client that keeps the progress messages it is handed.
+#[derive(Clone, Default)]
+struct Progressed(Arc<std::sync::Mutex<Vec<String>>>);
+
+impl rmcp::ClientHandler for Progressed {
+    async fn on_progress(
+        &self,
+        params: rmcp::model::ProgressNotificationParam,
+        _context: rmcp::service::NotificationContext<rmcp::RoleClient>,
+    ) {
+        self.0.lock().unwrap().push(params.message.unwrap_or_default());
+    }
+}
+
+/// The client agents are built on: its handler is handed every step.
+#[tokio::test]
+async fn an_rmcp_client_with_a_progress_handler_is_handed_the_steps() {
+    use rmcp::ServiceExt as _;
+    use rmcp::model::CallToolRequestParams;
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config {
+        mode: Mode::Ssh,
+        expected_host: "web-1".into(),
+        expected_user: "agent".into(),
+        management: true,
+        ..Config::default()
+    };
+    let inspector = Inspector::with_transport(config, Arc::new(StandIn { rpc: deploying_helper() }));
+    let options = Options {
+        rpc_limits: RPC_LIMITS,
+        audit: Audit::at(dir.path().join("audit.jsonl")),
+        heartbeat: Duration::from_millis(100),
+    };
+    let (client_io, server_io) = tokio::io::duplex(1 << 16);
+    let (read, write) = tokio::io::split(server_io);
+    tokio::spawn(volce_lab::mcp::serve(VolceLab::new(inspector, options), read, write));
+    let seen = Progressed::default();
+    let client = seen.clone().serve(client_io).await.unwrap();
+    let args = |v: Value| v.as_object().unwrap().clone();
+    let identity =
+        CallToolRequestParams::new("cloud_check").with_arguments(args(json!({"check": "identity"})));
+    client.call_tool(identity).await.unwrap();
+    // rmcp's client puts a progress token of its own on every request.
+    let params =
+        CallToolRequestParams::new("service_execute").with_arguments(args(json!({"plan_id": PLAN_ID})));
+    let result = client.call_tool(params).await.unwrap();
+    assert_eq!(result.structured_content.unwrap()["status"], "ok");
+    let steps = || seen.0.lock().unwrap().iter().filter(|m| !m.starts_with("still working")).count();
+    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    while steps() < 5 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let messages = seen.0.lock().unwrap().clone();
+    assert_eq!(steps(), 5, "{messages:?}");
+}

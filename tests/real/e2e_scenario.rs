@@ -13,9 +13,7 @@ use std::time::{Duration, Instant};
 
 use crate::support::e2e::*;
 use rmcp::ServiceExt as _;
-use rmcp::model::{
-    CallToolRequestParams, NumberOrString, ProgressNotificationParam, ProgressToken, RequestMetaObject,
-};
+use rmcp::model::{CallToolRequestParams, NumberOrString, ProgressNotificationParam};
 use rmcp::service::NotificationContext;
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::{ConfigureCommandExt as _, TokioChildProcess};
@@ -87,18 +85,8 @@ impl Agent {
     }
 
     async fn call(&self, tool: &'static str, arguments: Value) -> Answer {
-        self.call_with(tool, arguments, None).await
-    }
-
-    async fn call_with(
-        &self,
-        tool: &'static str,
-        arguments: Value,
-        meta: Option<RequestMetaObject>,
-    ) -> Answer {
         let Value::Object(arguments) = arguments else { panic!("arguments must be an object") };
-        let mut params = CallToolRequestParams::new(tool).with_arguments(arguments);
-        params.meta = meta;
+        let params = CallToolRequestParams::new(tool).with_arguments(arguments);
         let result = self.client.call_tool(params).await.unwrap_or_else(|e| panic!("{tool}: {e}"));
         let structured =
             result.structured_content.clone().unwrap_or_else(|| panic!("{tool}: no structuredContent"));
@@ -121,17 +109,18 @@ impl Agent {
         self.call("service_execute", json!({"plan_id": plan_id})).await
     }
 
-    /// `service_execute` with a progress token: the answer, and the
-    /// messages of the progress notifications for that token. The client
-    /// handles notifications on tasks of their own, so the last ones may be
-    /// handed over a moment after the result (the server sent them before it).
-    async fn execute_watched(&self, plan_id: &str, token: &str) -> (Answer, Vec<String>) {
-        let meta =
-            RequestMetaObject::with_progress_token(ProgressToken(NumberOrString::String(token.into())));
-        let answer = self.call_with("service_execute", json!({"plan_id": plan_id}), Some(meta)).await;
+    /// `service_execute`, and the messages of the progress notifications
+    /// that came with it. rmcp's client puts a progress token of its own on
+    /// every request (`_meta.progressToken`, replacing any the caller sets),
+    /// and only an execute is answered with progress, so what arrives from
+    /// here on is this call's. The client handles notifications on tasks of
+    /// their own, so the last ones may be handed over a moment after the
+    /// result (the server sent them before it).
+    async fn execute_watched(&self, plan_id: &str) -> (Answer, Vec<String>) {
+        let before = self.progress.0.lock().unwrap().len();
+        let answer = self.execute(plan_id).await;
         let messages = || -> Vec<String> {
-            let seen = self.progress.0.lock().unwrap();
-            seen.iter().filter(|(t, _)| t == token).map(|(_, m)| m.clone()).collect()
+            self.progress.0.lock().unwrap()[before..].iter().map(|(_, m)| m.clone()).collect()
         };
         let deadline = Instant::now() + Duration::from_secs(3);
         while Instant::now() < deadline && !messages().iter().any(|m| m.starts_with("health check")) {
@@ -329,8 +318,7 @@ fn the_whole_chain_from_agent_to_docker_and_back() {
                 )
                 .await;
             assert_eq!(planned.status(), "ok", "{}", planned.structured);
-            let token = format!("deploy-{attempt}");
-            let (executed, progress) = agent.execute_watched(&plan_id(&planned), &token).await;
+            let (executed, progress) = agent.execute_watched(&plan_id(&planned)).await;
             if drifted(&executed) && attempt < 3 {
                 step("deploy plan voided by other Docker activity (snapshot_changed): planning again");
                 continue;
