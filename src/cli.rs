@@ -59,6 +59,9 @@ each with exactly these fields and no others:
 The whole request must arrive within 5 seconds (else code request_timeout), and at most 8 helpers run at once \
 (else code busy, at once; nothing is done). \
 Prints one JSON reply on one line (status ok, rejected or needs_inspection) and exits 0 for ok, 1 otherwise. \
+Before the reply, an execute of deploy, start or update prints one line per finished step, at most 16, \
+as {\"progress\":S} with S one of pulled, network, app_started, gateway_tested, health_check, switched; \
+the reply is always the last line. \
 Nothing here approves, rejects, resolves or lists plans: those are the operator's terminal commands.";
 
 /// `volce-lab host ...`, or `volce-lab-host ...` through the symlink.
@@ -294,6 +297,12 @@ mod tests {
         assert!(RPC_HELP.contains(&format!("at most {} helpers", crate::host::process::RPC_SLOTS)));
         for action in crate::control::plan::Action::ALL {
             assert!(RPC_HELP.contains(action.as_str()), "{} missing from rpc --help", action.as_str());
+        }
+        use crate::wire::progress::{MAX_PROGRESS_LINES, Step};
+        assert!(RPC_HELP.contains("{\"progress\":S}"));
+        assert!(RPC_HELP.contains(&format!("at most {MAX_PROGRESS_LINES}")));
+        for step in Step::VARIANTS {
+            assert!(RPC_HELP.contains(step.as_str()), "{} missing from rpc --help", step.as_str());
         }
     }
 

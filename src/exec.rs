@@ -125,6 +125,23 @@ pub struct ProcessSpec {
     /// whose stderr is data rather than its own diagnostics: `docker logs`,
     /// which prints the container's stderr stream there.
     pub stderr_into_stdout: bool,
+    /// Sees each chunk of stdout as it arrives (within `stdout_limit`), for
+    /// a caller that reports progress before the run ends. It only watches:
+    /// the outcome is the same with or without it.
+    pub stdout_tap: Option<StdoutTap>,
+}
+
+/// What a [`StdoutTap`] calls with each chunk.
+pub type TapFn = dyn Fn(&[u8]) + Send + Sync;
+
+/// A watcher of a run's stdout, see [`ProcessSpec::stdout_tap`].
+#[derive(Clone)]
+pub struct StdoutTap(pub std::sync::Arc<TapFn>);
+
+impl std::fmt::Debug for StdoutTap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StdoutTap")
+    }
 }
 
 /// The output limit for read-only checks.
@@ -154,6 +171,7 @@ impl ProcessSpec {
             timeout: Duration::from_secs(12),
             transport: Transport::Local,
             stderr_into_stdout: false,
+            stdout_tap: None,
         }
     }
 }
@@ -239,6 +257,7 @@ async fn read_bounded(
     pipe: Option<impl AsyncRead + Unpin>,
     limit: usize,
     keep: Keep,
+    tap: Option<&StdoutTap>,
 ) -> Result<(Vec<u8>, u64), Overflow> {
     let Some(mut pipe) = pipe else { return Ok((Vec::new(), 0)) };
     let mut kept = Vec::new();
@@ -254,6 +273,9 @@ async fn read_bounded(
             Keep::Head => {
                 let room = limit.saturating_sub(kept.len());
                 kept.extend_from_slice(&buffer[..n.min(room)]);
+                if let Some(tap) = tap {
+                    (tap.0)(&buffer[..n.min(room)]);
+                }
             }
             Keep::Tail(0) => {}
             Keep::Tail(tail) => {
@@ -340,8 +362,8 @@ async fn run_keeping(spec: &ProcessSpec, stderr_tail: usize) -> (Outcome, Vec<u8
     let work = async {
         let (_, (out, _), (err, err_len)) = tokio::try_join!(
             feed,
-            read_bounded(stdout, spec.stdout_limit, Keep::Head),
-            read_bounded(stderr, spec.stderr_limit, Keep::Tail(stderr_tail)),
+            read_bounded(stdout, spec.stdout_limit, Keep::Head, spec.stdout_tap.as_ref()),
+            read_bounded(stderr, spec.stderr_limit, Keep::Tail(stderr_tail), None),
         )?;
         let status = child.wait().await;
         Ok::<_, Overflow>((out, err, err_len, status))

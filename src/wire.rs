@@ -6,7 +6,8 @@
 //!
 //! The exchange: one compact JSON object of at most [`MAX_REQUEST_BYTES`] on
 //! the helper's stdin; one JSON object and a newline on its stdout, exit 0
-//! for `ok` and exit 1 for everything else.
+//! for `ok` and exit 1 for everything else. A long `execute` may print
+//! progress lines before the reply ([`progress`]): the reply stays the last line.
 //!
 //! ```text
 //! {"operation":"gateway_status"} | {"operation":"inventory"}
@@ -30,6 +31,7 @@
 //!   workstation treats it as `unknown` (see `crate::mcp::rpc::interpret`).
 
 pub mod gate;
+pub mod progress;
 
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};

@@ -40,7 +40,7 @@ use std::time::Duration;
 use super::gateway_file::{backup, open_managed_config, read_bounded, remove_app_dir, rewrite};
 use super::{
     AppRemoval, Capacity, Container, ContainerId, DeploySpec, Deployed, Engine, EngineError, ImageId,
-    LABEL_APP, LABEL_PLAN, LogWindow, Snapshot, StartSpec, UpdateSpec,
+    LABEL_APP, LABEL_PLAN, LogWindow, Progress, Snapshot, StartSpec, UpdateSpec,
 };
 use crate::control::plan::PlanId;
 use crate::control::policy::ImageRef;
@@ -319,8 +319,8 @@ impl<R: Runner> Engine for DockerCli<R> {
         super::host_probe::capacity(&self.state_dir)
     }
 
-    fn deploy(&self, spec: &DeploySpec) -> Result<Deployed, EngineError> {
-        self.deploy_within_budget(spec)
+    fn deploy(&self, spec: &DeploySpec, progress: &dyn Progress) -> Result<Deployed, EngineError> {
+        self.deploy_within_budget(spec, progress)
     }
 
     fn update_nginx(
@@ -383,12 +383,12 @@ impl<R: Runner> Engine for DockerCli<R> {
         Ok(())
     }
 
-    fn start(&self, spec: &StartSpec) -> Result<(), EngineError> {
-        self.start_app(spec)
+    fn start(&self, spec: &StartSpec, progress: &dyn Progress) -> Result<(), EngineError> {
+        self.start_app(spec, progress)
     }
 
-    fn update(&self, spec: &UpdateSpec) -> Result<ContainerId, EngineError> {
-        self.update_app(spec)
+    fn update(&self, spec: &UpdateSpec, progress: &dyn Progress) -> Result<ContainerId, EngineError> {
+        self.update_app(spec, progress)
     }
 
     fn logs(&self, container: &ContainerId, window: LogWindow) -> Result<Vec<u8>, EngineError> {

@@ -344,6 +344,21 @@ impl EngineError {
     }
 }
 
+/// Where a long action (deploy, start, update) reports each step it has
+/// finished, as it finishes it. The host helper prints them as progress
+/// lines (`crate::wire::progress`); tests collect them. A report is only
+/// news: it never changes what the engine does next.
+pub trait Progress {
+    fn step(&self, step: crate::wire::progress::Step);
+}
+
+/// Reports nowhere: for callers nobody is watching.
+pub struct NoProgress;
+
+impl Progress for NoProgress {
+    fn step(&self, _step: crate::wire::progress::Step) {}
+}
+
 /// The operations the controller may ask of the engine, and nothing else.
 /// Every mutation names exactly the objects it touches.
 pub trait Engine {
@@ -355,7 +370,7 @@ pub trait Engine {
     fn capacity(&self) -> Result<Capacity, EngineError>;
     /// Pull, create network and both containers, test nginx, start, health
     /// check. On failure removes only what this call created, then errs.
-    fn deploy(&self, spec: &DeploySpec) -> Result<Deployed, EngineError>;
+    fn deploy(&self, spec: &DeploySpec, progress: &dyn Progress) -> Result<Deployed, EngineError>;
     /// Replace the app's nginx.conf in place (same inode), `nginx -t`, reload,
     /// then wait (bounded) until the gateway answers the new server name
     /// on its published port, so `completed` means served;
@@ -383,7 +398,7 @@ pub trait Engine {
     /// with the server name. On failure both are stopped again as
     /// [`Engine::stop`] does and, once seen stopped,
     /// [`EngineError::RolledBack`] is returned.
-    fn start(&self, spec: &StartSpec) -> Result<(), EngineError>;
+    fn start(&self, spec: &StartSpec, progress: &dyn Progress) -> Result<(), EngineError>;
     /// update: pull, start the new app container beside the old one, route
     /// `check_name` to it and health-check it, switch the server name to it
     /// and check again, and only then stop and remove the old container.
@@ -391,7 +406,7 @@ pub trait Engine {
     /// is restored and reloaded, the new container removed, and once the
     /// plan's label is seen gone and the old containers running,
     /// [`EngineError::RolledBack`]. Returns the new container's id.
-    fn update(&self, spec: &UpdateSpec) -> Result<ContainerId, EngineError>;
+    fn update(&self, spec: &UpdateSpec, progress: &dyn Progress) -> Result<ContainerId, EngineError>;
     /// Read-only: the raw log bytes (stdout and stderr, as docker prints
     /// them with timestamps) of exactly this container. The controller
     /// passes only a recorded id of a managed app and makes the bytes safe

@@ -56,7 +56,8 @@ fn refusal_recorded(paths: &HostPaths, operation: AuditOperation, refusal: Refus
 }
 
 /// `volce-lab-host rpc` in the shipped binary: one request on stdin, one
-/// reply line on stdout, on the fixed paths and the real engine.
+/// reply line on stdout (after the progress lines of a long execute), on
+/// the fixed paths and the real engine.
 ///
 /// Order: self-check -> process guard (session, signals, rlimits; before
 /// any thread) -> policy -> slot -> request read within the deadline ->
@@ -73,7 +74,17 @@ pub fn cli_rpc() -> Exit {
             // Our own handle on fd 0, unbuffered, so poll and read agree.
             Ok(fd) => {
                 let input = process::DeadlineReader::new(std::fs::File::from(fd), process::REQUEST_DEADLINE);
-                rpc(&paths, real_engine(&paths), SystemClock, ProcLiveness, &caller, input)
+                // Progress lines go to stdout before the reply, each flushed.
+                let progress = rpc::LineProgress::new(std::io::stdout());
+                rpc_reporting(
+                    &paths,
+                    real_engine(&paths),
+                    SystemClock,
+                    ProcLiveness,
+                    &caller,
+                    input,
+                    &progress,
+                )
             }
             Err(_) => Refusal::new(Code::InvalidRequest, "The request could not be read from stdin.").into(),
         },

@@ -64,7 +64,7 @@ use std::io::Read;
 
 use crate::control::plan::{Action, Digest, PlanId};
 use crate::control::{Clock, Code, Refusal, SystemClock};
-use crate::docker::Engine;
+use crate::docker::{Engine, NoProgress, Progress};
 use crate::exit::Exit;
 use crate::store::AuditOperation;
 
@@ -150,6 +150,20 @@ pub fn rpc<E: Engine, C: Clock, L: Liveness>(
     caller: &str,
     input: impl Read,
 ) -> Reply {
+    rpc_reporting(paths, engine, clock, liveness, caller, input, &NoProgress)
+}
+
+/// [`rpc()`], reporting the steps of a long execute to `progress` (the
+/// shipped helper prints them as progress lines before the reply).
+pub fn rpc_reporting<E: Engine, C: Clock, L: Liveness>(
+    paths: &HostPaths,
+    engine: E,
+    clock: C,
+    liveness: L,
+    caller: &str,
+    input: impl Read,
+    progress: &dyn Progress,
+) -> Reply {
     // Every way out leaves an audit row (`record`): before the store is
     // open, a refusal is recorded on its own; after, through the controller.
     let mut meta = Caller::from(caller).request(AuditOperation::Rpc);
@@ -192,7 +206,7 @@ pub fn rpc<E: Engine, C: Clock, L: Liveness>(
         }
         Request::Execute { plan_id } => match PlanId::parse(&plan_id) {
             Err(refusal) => Err(refusal),
-            Ok(id) => match controller.execute(&id, caller) {
+            Ok(id) => match controller.execute_reporting(&id, caller, progress) {
                 Ok(Executed::Completed(result)) => Ok(result),
                 // Its claimed and needs_inspection rows were written with
                 // the changes, stamped with this request.

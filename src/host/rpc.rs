@@ -1,4 +1,5 @@
-//! The helper's end of the host RPC: reads the bounded request from stdin.
+//! The helper's end of the host RPC: reads the bounded request from stdin,
+//! and prints the progress lines of a long execute ([`LineProgress`]).
 //! The contract itself (request and reply types, the parser, the size
 //! limit) is `crate::wire`, shared with the workstation. Runs as root inside
 //! `volce-lab-host rpc`.
@@ -62,5 +63,60 @@ mod tests {
         let refusal = read_request(Late).unwrap_err();
         assert_eq!(refusal.code, Code::RequestTimeout);
         assert!(refusal.message.contains("5 seconds"), "{}", refusal.message);
+    }
+}
+
+/// Prints each finished step of a long execute as one progress line,
+/// flushed at once, so the workstation sees it while the next step runs
+/// (`crate::wire::progress`). At most `MAX_PROGRESS_LINES`, however many
+/// steps an engine reports. A failed write is ignored: the reply, not
+/// progress, says what happened.
+pub struct LineProgress<W: std::io::Write> {
+    out: std::cell::RefCell<W>,
+    printed: std::cell::Cell<usize>,
+}
+
+impl<W: std::io::Write> LineProgress<W> {
+    pub fn new(out: W) -> LineProgress<W> {
+        LineProgress { out: std::cell::RefCell::new(out), printed: std::cell::Cell::new(0) }
+    }
+
+    pub fn into_inner(self) -> W {
+        self.out.into_inner()
+    }
+}
+
+impl<W: std::io::Write> crate::docker::Progress for LineProgress<W> {
+    fn step(&self, step: crate::wire::progress::Step) {
+        if self.printed.get() >= crate::wire::progress::MAX_PROGRESS_LINES {
+            return;
+        }
+        self.printed.set(self.printed.get() + 1);
+        let line = crate::wire::progress::Progress { progress: step }.to_line();
+        let mut out = self.out.borrow_mut();
+        let _ = out.write_all(line.as_bytes()).and_then(|()| out.flush());
+    }
+}
+
+#[cfg(test)]
+mod progress_tests {
+    use super::*;
+    use crate::docker::Progress as _;
+    use crate::wire::progress::{MAX_PROGRESS_LINES, Progress, Step, reply_bytes};
+
+    #[test]
+    fn the_helper_prints_at_most_the_bounded_number_of_progress_lines() {
+        let sink = LineProgress::new(Vec::new());
+        for _ in 0..MAX_PROGRESS_LINES + 5 {
+            sink.step(Step::HealthCheck);
+        }
+        let mut out = sink.into_inner();
+        let text = String::from_utf8(out.clone()).unwrap();
+        assert_eq!(text.lines().count(), MAX_PROGRESS_LINES);
+        assert!(text.lines().all(|l| Progress::parse_line(l.as_bytes()).is_some()));
+        // Followed by the reply, the reply is what the workstation reads.
+        let reply = Reply::from(Refusal::new(Code::Busy, "Busy.")).to_line();
+        out.extend_from_slice(reply.as_bytes());
+        assert_eq!(reply_bytes(&out), reply.as_bytes());
     }
 }

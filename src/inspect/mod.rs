@@ -308,9 +308,20 @@ impl Inspector {
     /// Verifies identity, then runs the host helper with `request` on stdin,
     /// all under the same lock as the checks. For the management tools.
     pub async fn host_rpc(&self, request: &[u8], limits: Limits) -> Result<Outcome, GateRefusal> {
+        self.host_rpc_watched(request, limits, None).await
+    }
+
+    /// [`Inspector::host_rpc`], with `tap` seeing the helper's stdout as it
+    /// arrives (the progress lines of a long execute).
+    pub async fn host_rpc_watched(
+        &self,
+        request: &[u8],
+        limits: Limits,
+        tap: Option<exec::StdoutTap>,
+    ) -> Result<Outcome, GateRefusal> {
         let mut gate = self.gate.lock().await;
         self.reverify(&mut gate).await.map_err(|(refusal, _)| refusal)?;
-        let (outcome, _) = self.run(RemoteCommand::HostRpc, Some(request), limits).await;
+        let (outcome, _) = self.run_watched(RemoteCommand::HostRpc, Some(request), limits, tap).await;
         // Through the gate: a mismatch means the gate ran nothing.
         if self.take_trip().is_some() {
             *gate = Gate::Mismatched;
@@ -482,6 +493,16 @@ impl Inspector {
         stdin: Option<&[u8]>,
         limits: Limits,
     ) -> (Outcome, Option<SshFailure>) {
+        self.run_watched(command, stdin, limits, None).await
+    }
+
+    async fn run_watched(
+        &self,
+        command: RemoteCommand,
+        stdin: Option<&[u8]>,
+        limits: Limits,
+        tap: Option<exec::StdoutTap>,
+    ) -> (Outcome, Option<SshFailure>) {
         let transport = match &self.backend {
             Backend::Demo => return (demo_outcome(&self.config, command), None),
             Backend::Real(transport) => transport,
@@ -489,7 +510,8 @@ impl Inspector {
         let (specs, framed) = self.specs_for(transport.as_ref(), command, stdin, limits);
         let mut combined: Option<Outcome> = None;
         let mut ssh = None;
-        for spec in specs {
+        for mut spec in specs {
+            spec.stdout_tap = tap.clone();
             let (outcome, tail) = exec::run_with_stderr_tail(&spec).await;
             if outcome.execution.execution_status == ExecutionStatus::SshOrRemote255 {
                 ssh = Some(SshFailure::classify(tail.bytes()));

@@ -16,12 +16,14 @@
 //! tools/     the five tools: names, annotations, schemas, strict argument
 //!            validation (pure)
 //! rpc.rs     host RPC client side: crate::wire reply -> status for the agent (pure)
+//! progress.rs the helper's progress lines -> MCP progress notifications, heartbeat
 //! audit.rs   the local audit line of every call (0700 dir, 0600 file)
 //! server.rs  the rmcp ServerHandler tying them to the Inspector, and the
 //!            Service rmcp runs (`ping` answered in every version)
 //! ```
 
 pub mod audit;
+pub mod progress;
 pub mod rpc;
 pub mod server;
 pub mod tools;

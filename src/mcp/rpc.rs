@@ -15,6 +15,9 @@
 //!   operation is `helper_unavailable`; anything else (timeout, overflow,
 //!   unparsable, other exit, a killed client) is `unknown`, which tells the
 //!   agent to inspect before any retry;
+//! - progress lines before the reply (`crate::wire::progress`) are never
+//!   the reply: only what follows the leading ones is read as the reply,
+//!   exactly as before; anything else in front of it makes it `unknown`;
 //! - nothing is retried here or anywhere else.
 
 use std::time::Duration;
@@ -159,7 +162,11 @@ fn plan_id_of(value: Option<&Value>) -> Option<PlanId> {
 /// Maps the helper's process outcome to an answer, by the wire contract.
 pub fn interpret(operation: Operation, outcome: &Outcome, mode: Mode) -> Answer {
     let execution = &outcome.execution;
-    let reply = Reply::parse(&outcome.stdout);
+    // The progress lines before the reply were news (`crate::mcp::progress`);
+    // the reply is what follows them. A malformed one stays in front of
+    // the reply, which then is not one object: `unknown`.
+    let stdout = crate::wire::progress::reply_bytes(&outcome.stdout);
+    let reply = Reply::parse(stdout);
     match execution.execution_status {
         ExecutionStatus::Ok => match reply {
             Ok(Reply::Ok { operation: named, result }) if named == operation && result.is_object() => {
@@ -211,7 +218,7 @@ pub fn interpret(operation: Operation, outcome: &Outcome, mode: Mode) -> Answer 
             Err(NotAReply::NotOneObject) => {
                 unknown(operation, "the host helper exited 1 without a valid reply; sudo may have refused")
             }
-            Err(NotAReply::OutsideTheContract) => match newer_rejection(&outcome.stdout) {
+            Err(NotAReply::OutsideTheContract) => match newer_rejection(stdout) {
                 Some((code, message)) => rejected(AnswerCode::Newer(code), &message),
                 None => unknown(operation, "the host helper exited 1 with a reply outside the contract"),
             },

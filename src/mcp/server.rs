@@ -14,11 +14,13 @@
 //!   cancel drops the work future, and dropping `exec::run` kills the child's
 //!   process group. The audit line of a cancelled call says `unknown`;
 //! - every call, refused or not, leaves exactly one audit line;
+//! - only a `service_execute` whose request carries a progress token gets
+//!   progress notifications (`super::progress`), all sent before its result;
 //! - `ping` answers `{}` in every protocol version and at every point of a
 //!   session ([`Conformant`]), so clients can use it as a keep-alive.
 //!
-//! A little over 450 lines: the handler and the result envelope it builds for
-//! every tool stay together.
+//! About 510 lines: the handler and the result envelope it builds for every
+//! tool stay together.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -29,7 +31,8 @@ use rmcp::model::{
     Implementation, ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities,
     ServerConfig, ServerResult, Tool,
 };
-use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::model::{ProgressNotificationParam, ProgressToken};
+use rmcp::service::{NotificationContext, Peer, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, Service};
 use serde_json::{Map, Value, json};
 use strum::VariantArray as _;
@@ -49,12 +52,19 @@ use super::tools::{self, Call, ToolName};
 pub struct Options {
     pub rpc_limits: Limits,
     pub audit: Audit,
+    /// The longest a `service_execute` with a progress token goes without
+    /// a progress notification ([`super::progress::HEARTBEAT`]).
+    pub heartbeat: std::time::Duration,
 }
 
 impl Options {
     /// The shipped settings: the contract's limits, the audit log from the environment.
     pub fn from_env() -> Options {
-        Options { rpc_limits: rpc::RPC_LIMITS, audit: Audit::from_env() }
+        Options {
+            rpc_limits: rpc::RPC_LIMITS,
+            audit: Audit::from_env(),
+            heartbeat: super::progress::HEARTBEAT,
+        }
     }
 }
 
@@ -141,22 +151,26 @@ impl VolceLab {
         tool: ToolName,
         arguments: Option<&Map<String, Value>>,
         request_id: String,
+        progress: Option<Watcher>,
     ) -> Outcome {
         match tools::validate(tool, arguments) {
             Err(refusal) => self.refused(tool, refusal, request_id),
             Ok(Call::Check(check)) => self.check(check).await,
-            Ok(Call::Inventory) => self.manage(tool, Request::Inventory {}, None, None, request_id).await,
+            Ok(Call::Inventory) => {
+                self.manage(tool, Request::Inventory {}, None, None, request_id, None).await
+            }
             Ok(Call::Plan { action, parameters }) => {
                 let request = Request::plan(action, parameters);
-                self.manage(tool, request, Some(action), None, request_id).await
+                self.manage(tool, request, Some(action), None, request_id, None).await
             }
+            // Only an execute runs long steps, so only it is watched.
             Ok(Call::Execute { plan_id }) => {
                 let request = Request::execute(&plan_id);
-                self.manage(tool, request, None, Some(plan_id), request_id).await
+                self.manage(tool, request, None, Some(plan_id), request_id, progress).await
             }
             Ok(Call::Logs { app, container, tail, since_minutes }) => {
                 let request = Request::logs(&app, container, tail, since_minutes);
-                self.manage(tool, request, None, None, request_id).await
+                self.manage(tool, request, None, None, request_id, None).await
             }
         }
     }
@@ -221,6 +235,7 @@ impl VolceLab {
         action: Option<Action>,
         plan_id: Option<PlanId>,
         request_id: String,
+        progress: Option<Watcher>,
     ) -> Outcome {
         let config = self.inspector.config();
         let plain = |status: Status| Answer {
@@ -255,7 +270,24 @@ impl VolceLab {
                 }
             } else {
                 // Identity is verified again inside host_rpc, under the same lock as the run.
-                match self.inspector.host_rpc(&bytes, self.options.rpc_limits).await {
+                let limits = self.options.rpc_limits;
+                let ran = match progress {
+                    None => self.inspector.host_rpc(&bytes, limits).await,
+                    Some(Watcher { token, peer }) => {
+                        let run = |tap| self.inspector.host_rpc_watched(&bytes, limits, Some(tap));
+                        let notify = |count: u32, message: String| {
+                            let param = ProgressNotificationParam::new(token.clone(), f64::from(count))
+                                .with_message(message);
+                            let peer = peer.clone();
+                            // A client that went away is no reason to stop the call.
+                            async move {
+                                let _ = peer.notify_progress(param).await;
+                            }
+                        };
+                        super::progress::watched(run, self.options.heartbeat, notify).await
+                    }
+                };
+                match ran {
                     Err(refusal) => {
                         execution = refusal.execution;
                         plain(refusal.status)
@@ -341,6 +373,12 @@ impl VolceLab {
     }
 }
 
+/// Where a call's progress goes: the client's token, and the peer to notify.
+struct Watcher {
+    token: ProgressToken,
+    peer: Peer<RoleServer>,
+}
+
 fn tool_result(outcome: &Outcome) -> CallToolResult {
     let text = outcome.value.to_string();
     let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
@@ -399,6 +437,8 @@ impl ServerHandler for VolceLab {
         };
         let id = request_id();
         let arguments = request.arguments.as_ref();
+        let watcher =
+            context.meta.get_progress_token().map(|token| Watcher { token, peer: context.peer.clone() });
         tokio::select! {
             biased;
             () = context.ct.cancelled() => {
@@ -407,7 +447,7 @@ impl ServerHandler for VolceLab {
                 // MCP: no response for a cancelled request; rmcp discards this one.
                 Err(McpError::internal_error("the call was cancelled", None))
             }
-            outcome = self.run(tool, arguments, id.clone()) => {
+            outcome = self.run(tool, arguments, id.clone(), watcher) => {
                 self.audit(Some(tool), &outcome, started);
                 Ok(tool_result(&outcome).into())
             }

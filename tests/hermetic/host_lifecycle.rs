@@ -340,3 +340,38 @@ fn after_remove_app_and_a_new_deploy_under_the_name_remove_image_takes_the_first
     assert!(!h.engine.snapshot_now().images.contains(&image('a')));
     assert!(!c.store_for_tests().read(|tx| tx.retired_claims()).unwrap().contains_key(&image('a')));
 }
+
+/// A progress sink that keeps the steps it is told.
+#[derive(Default)]
+struct Steps(std::cell::RefCell<Vec<volce_lab::wire::progress::Step>>);
+
+impl volce_lab::docker::Progress for Steps {
+    fn step(&self, step: volce_lab::wire::progress::Step) {
+        self.0.borrow_mut().push(step);
+    }
+}
+
+/// Prepares, approves and executes one plan, reporting its steps.
+fn steps_of(h: &Harness, action: &str, parameters: Value) -> Vec<volce_lab::wire::progress::Step> {
+    let mut c = h.controller();
+    let plan = c.prepare(action, &parameters, AGENT).unwrap();
+    if plan.plan.requires_approval {
+        c.approve(&plan.plan.id, &plan.plan.digest, "alice").unwrap();
+    }
+    let steps = Steps::default();
+    let executed = c.execute_reporting(&plan.plan.id, AGENT, &steps).unwrap();
+    assert!(matches!(executed, Executed::Completed(_)), "{action}: {executed:?}");
+    steps.0.into_inner()
+}
+
+#[test]
+fn deploy_start_and_update_report_their_steps_and_stop_reports_none() {
+    use volce_lab::wire::progress::Step::*;
+    let h = harness();
+    let deploy = steps_of(&h, "deploy", deploy_params("demo", 18001));
+    assert_eq!(deploy, [Pulled, Network, AppStarted, GatewayTested, HealthCheck]);
+    assert_eq!(steps_of(&h, "stop", json!({"app": "demo"})), []);
+    assert_eq!(steps_of(&h, "start", json!({"app": "demo"})), [AppStarted, HealthCheck]);
+    let update = steps_of(&h, "update", json!({"app": "demo", "image": "web2"}));
+    assert_eq!(update, [Pulled, AppStarted, GatewayTested, HealthCheck, Switched]);
+}

@@ -24,5 +24,6 @@ mod host_processes;
 mod mcp_conformance;
 mod mcp_examples;
 mod mcp_management;
+mod mcp_progress;
 mod mcp_stdio;
 mod properties;

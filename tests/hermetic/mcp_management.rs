@@ -92,6 +92,7 @@ impl Setup {
         let options = Options {
             rpc_limits: Limits { output: RPC_LIMITS.output, timeout: self.rpc_timeout },
             audit: Audit::at(dir.path().join("state/volce-lab/audit.jsonl")),
+            heartbeat: volce_lab::mcp::progress::HEARTBEAT,
         };
         let server = VolceLab::new(inspector, options);
         let (client_io, server_io) = tokio::io::duplex(1 << 16);

@@ -18,8 +18,18 @@ use docker_lab::{Lab, assert_hardened, docker, docker_ok, docker_stdin, eventual
 use serde_json::Value;
 use volce_lab::control::policy::ImageRef;
 use volce_lab::docker::cli::http_get;
-use volce_lab::docker::{ContainerId, Engine as _, EngineError, ImageId};
+use volce_lab::docker::{ContainerId, Engine as _, EngineError, ImageId, NoProgress};
 use volce_lab::nginx::render;
+
+/// A progress sink that keeps the steps it is told.
+#[derive(Default)]
+struct Steps(std::cell::RefCell<Vec<volce_lab::wire::progress::Step>>);
+
+impl volce_lab::docker::Progress for Steps {
+    fn step(&self, step: volce_lab::wire::progress::Step) {
+        self.0.borrow_mut().push(step);
+    }
+}
 
 #[test]
 #[ignore = "real parts: run by scripts/test"]
@@ -27,8 +37,16 @@ fn deploy_serves_the_page_through_the_hardened_gateway_only() {
     let lab = Lab::new("deploy");
     let spec = lab.spec();
     let started = Instant::now();
-    let deployed = lab.engine.deploy(&spec).expect("deploy succeeds");
+    let steps = Steps::default();
+    let deployed = lab.engine.deploy(&spec, &steps).expect("deploy succeeds");
     eprintln!("deploy took {:?}", started.elapsed());
+    use volce_lab::wire::progress::Step::*;
+    let reported = steps.0.into_inner();
+    assert_eq!(
+        reported,
+        [Pulled, Network, AppStarted, GatewayTested, HealthCheck],
+        "the real deploy reports its steps"
+    );
 
     let page = http_get(lab.port, &lab.server_name(), Duration::from_secs(2)).expect("the gateway answers");
     assert_eq!(page.status, 200);
@@ -112,7 +130,7 @@ fn deploy_serves_the_page_through_the_hardened_gateway_only() {
 fn nginx_config_serves_the_new_name_and_a_rejected_config_is_rolled_back() {
     let lab = Lab::new("nginx");
     let spec = lab.spec();
-    let deployed = lab.engine.deploy(&spec).expect("deploy succeeds");
+    let deployed = lab.engine.deploy(&spec, &NoProgress).expect("deploy succeeds");
     let gateway = &deployed.gateway_container;
     let path = lab.app_dir().join("nginx.conf");
     let inode = std::fs::metadata(&path).unwrap().ino();
@@ -161,7 +179,7 @@ fn deploy_whose_health_check_fails_removes_what_it_created() {
         docker_ok(&["network", "create", "--label", "volce-lab-test=1", &format!("t-keep-{}", lab.app)]);
     let started = Instant::now();
     assert_eq!(
-        lab.engine.deploy(&spec),
+        lab.engine.deploy(&spec, &NoProgress),
         Err(EngineError::RolledBack { cause: Box::new(EngineError::HealthCheckFailed) }),
         "the rollback is verified"
     );
@@ -179,7 +197,7 @@ fn deploy_whose_health_check_fails_removes_what_it_created() {
 #[ignore = "real parts: run by scripts/test"]
 fn stop_stops_exactly_the_given_containers_with_restart_no() {
     let mut lab = Lab::new("stop");
-    let deployed = lab.engine.deploy(&lab.spec()).expect("deploy succeeds");
+    let deployed = lab.engine.deploy(&lab.spec(), &NoProgress).expect("deploy succeeds");
     let (web, _) = lab.image("web");
     let unmanaged_name = format!("t-unmanaged-{}", lab.app);
     let unmanaged = docker_ok(&[
@@ -259,7 +277,7 @@ fn deploy_on_a_port_held_by_a_foreign_listener_is_refused_and_the_listener_untou
     let lab = Lab::new("port");
     let listener = TcpListener::bind(("127.0.0.1", lab.port)).unwrap();
     assert!(!lab.engine.host_port_free(lab.port));
-    assert_eq!(lab.engine.deploy(&lab.spec()), Err(EngineError::PortTaken { port: lab.port }));
+    assert_eq!(lab.engine.deploy(&lab.spec(), &NoProgress), Err(EngineError::PortTaken { port: lab.port }));
     assert!(lab.labelled_containers().is_empty());
     assert!(lab.networks().is_empty());
     assert!(!lab.app_dir().exists(), "refused before anything was written");
@@ -309,7 +327,7 @@ fn ip_on(container: &Value, network: &str) -> String {
 #[ignore = "real parts: run by scripts/test"]
 fn the_app_is_reachable_from_the_gateway_alone_and_has_no_way_out() {
     let mut lab = Lab::new("isolate");
-    let deployed = lab.engine.deploy(&lab.spec()).expect("deploy succeeds");
+    let deployed = lab.engine.deploy(&lab.spec(), &NoProgress).expect("deploy succeeds");
     let app = inspect("container", deployed.app_container.as_str());
     let gateway = inspect("container", deployed.gateway_container.as_str());
     let internal = format!("vl-{}", lab.app);
@@ -391,7 +409,7 @@ fn a_squatter_on_our_container_name_fails_the_deploy_and_is_left_alone() {
         docker_ok(&["create", "--name", &squatter_name, "--network", "none", &web]).trim().to_owned();
     lab.extra_containers.push(squatter.clone());
 
-    match lab.engine.deploy(&lab.spec()) {
+    match lab.engine.deploy(&lab.spec(), &NoProgress) {
         // The squatter carries no label of the plan: the rollback is verified.
         Err(EngineError::RolledBack { cause })
             if matches!(*cause, EngineError::Call { step: "create gateway container", .. }) => {}
@@ -410,7 +428,7 @@ fn a_digest_the_registry_does_not_have_fails_at_the_pull_and_creates_nothing() {
     let mut spec = lab.spec();
     spec.app_image =
         ImageRef::parse(&format!("127.0.0.1:15000/volce-lab/web@sha256:{}", "0".repeat(64))).unwrap();
-    match lab.engine.deploy(&spec) {
+    match lab.engine.deploy(&spec, &NoProgress) {
         Err(EngineError::RolledBack { cause })
             if matches!(*cause, EngineError::Call { step: "pull app image", .. }) => {}
         other => panic!("expected the pull to fail, rolled back, got {other:?}"),
@@ -430,7 +448,7 @@ fn every_object_a_deploy_created_is_found_by_its_plan_label() {
     use volce_lab::host::leftovers::find;
     let lab = Lab::new("leftover");
     let spec = lab.spec();
-    let deployed = lab.engine.deploy(&spec).expect("deploy succeeds");
+    let deployed = lab.engine.deploy(&spec, &NoProgress).expect("deploy succeeds");
     let left = find(&lab.engine, &spec.plan_id).expect("the engine answers");
     let mut ids: Vec<String> = left.containers.iter().map(|c| c.id.clone()).collect();
     ids.sort();

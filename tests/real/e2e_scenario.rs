@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 
 use crate::support::e2e::*;
 use rmcp::ServiceExt as _;
-use rmcp::model::CallToolRequestParams;
+use rmcp::model::{CallToolRequestParams, NumberOrString, ProgressNotificationParam};
+use rmcp::service::NotificationContext;
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::{ConfigureCommandExt as _, TokioChildProcess};
 use serde_json::{Value, json};
@@ -34,8 +35,28 @@ impl Answer {
     }
 }
 
+/// The agent's client: keeps the progress notifications it receives, as
+/// (token, message), in arrival order.
+#[derive(Clone, Default)]
+struct Progressed(std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>);
+
+impl rmcp::ClientHandler for Progressed {
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let token = match params.progress_token.0 {
+            NumberOrString::String(text) => text.to_string(),
+            NumberOrString::Number(n) => n.to_string(),
+        };
+        self.0.lock().unwrap().push((token, params.message.unwrap_or_default()));
+    }
+}
+
 struct Agent {
-    client: RunningService<RoleClient, ()>,
+    client: RunningService<RoleClient, Progressed>,
+    progress: Progressed,
 }
 
 impl Agent {
@@ -57,17 +78,16 @@ impl Agent {
                 .env("VOLCE_LAB_TIMEOUT", "30");
         });
         let transport = TokioChildProcess::new(command).expect("start volce-lab mcp-serve");
-        let client = ().serve(transport).await.expect("MCP initialize with volce-lab mcp-serve");
-        Agent { client }
+        let progress = Progressed::default();
+        let client =
+            progress.clone().serve(transport).await.expect("MCP initialize with volce-lab mcp-serve");
+        Agent { client, progress }
     }
 
     async fn call(&self, tool: &'static str, arguments: Value) -> Answer {
         let Value::Object(arguments) = arguments else { panic!("arguments must be an object") };
-        let result = self
-            .client
-            .call_tool(CallToolRequestParams::new(tool).with_arguments(arguments))
-            .await
-            .unwrap_or_else(|e| panic!("{tool}: {e}"));
+        let params = CallToolRequestParams::new(tool).with_arguments(arguments);
+        let result = self.client.call_tool(params).await.unwrap_or_else(|e| panic!("{tool}: {e}"));
         let structured =
             result.structured_content.clone().unwrap_or_else(|| panic!("{tool}: no structuredContent"));
         let is_error = result.is_error.unwrap_or(false);
@@ -87,6 +107,26 @@ impl Agent {
 
     async fn execute(&self, plan_id: &str) -> Answer {
         self.call("service_execute", json!({"plan_id": plan_id})).await
+    }
+
+    /// `service_execute`, and the messages of the progress notifications
+    /// that came with it. rmcp's client puts a progress token of its own on
+    /// every request (`_meta.progressToken`, replacing any the caller sets),
+    /// and only an execute is answered with progress, so what arrives from
+    /// here on is this call's. The client handles notifications on tasks of
+    /// their own, so the last ones may be handed over a moment after the
+    /// result (the server sent them before it).
+    async fn execute_watched(&self, plan_id: &str) -> (Answer, Vec<String>) {
+        let before = self.progress.0.lock().unwrap().len();
+        let answer = self.execute(plan_id).await;
+        let messages = || -> Vec<String> {
+            self.progress.0.lock().unwrap()[before..].iter().map(|(_, m)| m.clone()).collect()
+        };
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while Instant::now() < deadline && !messages().iter().any(|m| m.starts_with("health check")) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        (answer, messages())
     }
 }
 
@@ -278,12 +318,25 @@ fn the_whole_chain_from_agent_to_docker_and_back() {
                 )
                 .await;
             assert_eq!(planned.status(), "ok", "{}", planned.structured);
-            let executed = agent.execute(&plan_id(&planned)).await;
+            let (executed, progress) = agent.execute_watched(&plan_id(&planned)).await;
             if drifted(&executed) && attempt < 3 {
                 step("deploy plan voided by other Docker activity (snapshot_changed): planning again");
                 continue;
             }
             assert_eq!(executed.status(), "ok", "{}", executed.structured);
+            // The helper's steps crossed sudo, the helper and ssh as progress
+            // notifications, in order (heartbeats between them aside).
+            let steps: Vec<&str> = progress
+                .iter()
+                .filter(|m| !m.starts_with("still working"))
+                .map(|m| m.split(':').next().unwrap_or(""))
+                .collect();
+            assert_eq!(
+                steps,
+                ["pulled", "network", "app started", "gateway tested", "health check"],
+                "{progress:?}"
+            );
+            step(&format!("deploy progress: {} notifications", progress.len()));
             break;
         }
         step("deploy planned and executed");

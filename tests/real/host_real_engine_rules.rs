@@ -425,8 +425,12 @@ impl Engine for RejectedConfig {
     fn capacity(&self) -> Result<Capacity, EngineError> {
         self.0.capacity()
     }
-    fn deploy(&self, spec: &DeploySpec) -> Result<Deployed, EngineError> {
-        self.0.deploy(spec)
+    fn deploy(
+        &self,
+        spec: &DeploySpec,
+        progress: &dyn volce_lab::docker::Progress,
+    ) -> Result<Deployed, EngineError> {
+        self.0.deploy(spec, progress)
     }
     fn update_nginx(
         &self,
@@ -452,11 +456,19 @@ impl Engine for RejectedConfig {
     fn remove_app(&self, removal: &AppRemoval<'_>) -> Result<(), EngineError> {
         self.0.remove_app(removal)
     }
-    fn start(&self, spec: &volce_lab::docker::StartSpec) -> Result<(), EngineError> {
-        self.0.start(spec)
+    fn start(
+        &self,
+        spec: &volce_lab::docker::StartSpec,
+        progress: &dyn volce_lab::docker::Progress,
+    ) -> Result<(), EngineError> {
+        self.0.start(spec, progress)
     }
-    fn update(&self, spec: &volce_lab::docker::UpdateSpec) -> Result<ContainerId, EngineError> {
-        self.0.update(spec)
+    fn update(
+        &self,
+        spec: &volce_lab::docker::UpdateSpec,
+        progress: &dyn volce_lab::docker::Progress,
+    ) -> Result<ContainerId, EngineError> {
+        self.0.update(spec, progress)
     }
     fn logs(
         &self,

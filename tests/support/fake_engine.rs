@@ -21,10 +21,11 @@ use volce_lab::control::plan::PlanId;
 use volce_lab::control::policy::ImageRef;
 use volce_lab::docker::{
     AppRemoval, Capacity, Container, ContainerId, DeploySpec, Deployed, Engine, EngineError, ImageId,
-    LABEL_APP, LABEL_PLAN, LABEL_ROLE, LabelledNetwork, LogWindow, PublishedPort, Snapshot, StartSpec,
-    UpdateSpec,
+    LABEL_APP, LABEL_PLAN, LABEL_ROLE, LabelledNetwork, LogWindow, Progress, PublishedPort, Snapshot,
+    StartSpec, UpdateSpec,
 };
 use volce_lab::nginx::ServerName;
+use volce_lab::wire::progress::Step;
 
 pub fn image(c: char) -> ImageId {
     ImageId::parse(&format!("sha256:{}", c.to_string().repeat(64))).unwrap()
@@ -237,7 +238,8 @@ impl Engine for FakeEngine {
         Ok(self.state.lock().unwrap().capacity)
     }
 
-    fn deploy(&self, spec: &DeploySpec) -> Result<Deployed, EngineError> {
+    /// Reports the steps the real deploy does, once it succeeded.
+    fn deploy(&self, spec: &DeploySpec, progress: &dyn Progress) -> Result<Deployed, EngineError> {
         self.mutate(vec![
             "deploy".into(),
             spec.app.to_string(),
@@ -283,6 +285,9 @@ impl Engine for FakeEngine {
                 state.snapshot.images.push(image(c));
             }
         });
+        for step in [Step::Pulled, Step::Network, Step::AppStarted, Step::GatewayTested, Step::HealthCheck] {
+            progress.step(step);
+        }
         Ok(Deployed { app_container: app, gateway_container: gateway })
     }
 
@@ -334,7 +339,7 @@ impl Engine for FakeEngine {
         Ok(())
     }
 
-    fn start(&self, spec: &StartSpec) -> Result<(), EngineError> {
+    fn start(&self, spec: &StartSpec, progress: &dyn Progress) -> Result<(), EngineError> {
         self.mutate(vec![
             "start".into(),
             spec.app_container.to_string(),
@@ -349,11 +354,13 @@ impl Engine for FakeEngine {
                 }
             }
         });
+        progress.step(Step::AppStarted);
+        progress.step(Step::HealthCheck);
         Ok(())
     }
 
     /// The new container gets image `e` (the fake's "second catalog image").
-    fn update(&self, spec: &UpdateSpec) -> Result<ContainerId, EngineError> {
+    fn update(&self, spec: &UpdateSpec, progress: &dyn Progress) -> Result<ContainerId, EngineError> {
         self.mutate(vec![
             "update".into(),
             spec.app.to_string(),
@@ -379,6 +386,9 @@ impl Engine for FakeEngine {
             });
             state.snapshot.images.push(image('e'));
         });
+        for step in [Step::Pulled, Step::AppStarted, Step::GatewayTested, Step::HealthCheck, Step::Switched] {
+            progress.step(step);
+        }
         Ok(new)
     }
 

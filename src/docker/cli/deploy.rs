@@ -19,14 +19,19 @@ use super::{DockerCli, NGINX, NGINX_TEST, PULL, QUICK, Runner};
 use crate::control::plan::PlanId;
 use crate::docker::gateway_file::{remove_new_config, write_new_config};
 use crate::docker::host_probe::{http_get, port_free};
-use crate::docker::{ContainerId, DeploySpec, Deployed, EngineError, LABEL_PLAN};
+use crate::docker::{ContainerId, DeploySpec, Deployed, EngineError, LABEL_PLAN, Progress};
 use crate::nginx::GATEWAY_LISTEN_PORT;
+use crate::wire::progress::Step;
 
 impl<R: Runner> DockerCli<R> {
     /// The whole deploy: refuse before the first mutation if a value or the
     /// port is wrong, then the steps under [`super::DEPLOY_BUDGET`], then on
     /// failure remove what this plan created.
-    pub(super) fn deploy_within_budget(&self, spec: &DeploySpec) -> Result<Deployed, EngineError> {
+    pub(super) fn deploy_within_budget(
+        &self,
+        spec: &DeploySpec,
+        progress: &dyn Progress,
+    ) -> Result<Deployed, EngineError> {
         check_untyped_values(spec)?;
         // The controller checked at plan time; a listener may have arrived
         // since. Refusing here creates nothing.
@@ -35,7 +40,7 @@ impl<R: Runner> DockerCli<R> {
         }
         let mut created = Created::default();
         self.set_deadline(Some(std::time::Instant::now() + self.deploy_budget));
-        let result = self.deploy_steps(spec, &mut created);
+        let result = self.deploy_steps(spec, &mut created, progress);
         self.set_deadline(None);
         match result {
             Ok(deployed) => Ok(deployed),
@@ -97,13 +102,19 @@ impl<R: Runner> DockerCli<R> {
         }
     }
 
-    fn deploy_steps(&self, spec: &DeploySpec, created: &mut Created) -> Result<Deployed, EngineError> {
+    fn deploy_steps(
+        &self,
+        spec: &DeploySpec,
+        created: &mut Created,
+        progress: &dyn Progress,
+    ) -> Result<Deployed, EngineError> {
         let app = &spec.app;
         let names = app.names();
         let (network, edge) = (&names.network, &names.edge_network);
         let (app_image, gateway_image) = (spec.app_image.as_str(), spec.gateway_image.as_str());
         self.call("pull app image", argv(&["pull", "--quiet", app_image]), PULL)?;
         self.call("pull gateway image", argv(&["pull", "--quiet", gateway_image]), PULL)?;
+        progress.step(Step::Pulled);
 
         let role_labels = |role: &str| labels(app, role, &spec.plan_id);
         let mut args = argv(&["network", "create", "--driver", "bridge", "--internal"]);
@@ -117,6 +128,7 @@ impl<R: Runner> DockerCli<R> {
         args.push(edge.clone());
         let id = self.call("create edge network", args, QUICK)?;
         created.networks.push(first_line(&id).to_owned());
+        progress.step(Step::Network);
 
         let config_path = write_new_config(&spec.app_dir, &spec.nginx_config)?;
         created.app_dir = true;
@@ -130,6 +142,7 @@ impl<R: Runner> DockerCli<R> {
         args.push(app_image.to_owned());
         let app_id = self.created_container("create app container", args, created)?;
         self.call("start app container", argv(&["start", app_id.as_str()]), QUICK)?;
+        progress.step(Step::AppStarted);
 
         // nginx -t in a one-off container identical to the gateway but for the
         // port: it must resolve `app`, so it joins the internal network.
@@ -138,6 +151,7 @@ impl<R: Runner> DockerCli<R> {
         args.extend(hardening(&spec.limits, "101:101", "no"));
         args.extend(argv(&["--network", network, "--mount", &mount, gateway_image, NGINX, "-t"]));
         self.nginx_test("test nginx config", args, NGINX_TEST)?;
+        progress.step(Step::GatewayTested);
 
         let mut args = argv(&["create", "--name", &names.gateway_container]);
         args.extend(role_labels("gateway"));
@@ -156,6 +170,7 @@ impl<R: Runner> DockerCli<R> {
         if !self.healthy(spec.host_port, spec.server_name.as_str()) {
             return Err(EngineError::HealthCheckFailed);
         }
+        progress.step(Step::HealthCheck);
         Ok(Deployed { app_container: app_id, gateway_container: gateway_id })
     }
 

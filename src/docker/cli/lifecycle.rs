@@ -23,17 +23,18 @@ use super::deploy::Created;
 use super::parse::{first_line, lines};
 use super::{DockerCli, PULL, QUICK, Runner};
 use crate::docker::gateway_file::{backup, open_managed_config, read_bounded, rewrite};
-use crate::docker::{ContainerId, Engine as _, EngineError, StartSpec, UpdateSpec};
+use crate::docker::{ContainerId, Engine as _, EngineError, Progress, StartSpec, UpdateSpec};
+use crate::wire::progress::Step;
 
 /// How long the old container keeps running after the switch, so that the
 /// gateway's old workers finish what they proxy to it.
 const DRAIN: Duration = Duration::from_secs(1);
 
 impl<R: Runner> DockerCli<R> {
-    pub(super) fn start_app(&self, spec: &StartSpec) -> Result<(), EngineError> {
+    pub(super) fn start_app(&self, spec: &StartSpec, progress: &dyn Progress) -> Result<(), EngineError> {
         let ids = [spec.app_container.clone(), spec.gateway.clone()];
         self.set_deadline(Some(std::time::Instant::now() + self.deploy_budget));
-        let result = self.start_steps(spec, &ids);
+        let result = self.start_steps(spec, &ids, progress);
         self.set_deadline(None);
         let Err(error) = result else { return Ok(()) };
         // Back to the recorded state: stopped, restart=no. A step whose
@@ -43,7 +44,12 @@ impl<R: Runner> DockerCli<R> {
         Err(if stopped { EngineError::RolledBack { cause: Box::new(error) } } else { error })
     }
 
-    fn start_steps(&self, spec: &StartSpec, ids: &[ContainerId; 2]) -> Result<(), EngineError> {
+    fn start_steps(
+        &self,
+        spec: &StartSpec,
+        ids: &[ContainerId; 2],
+        progress: &dyn Progress,
+    ) -> Result<(), EngineError> {
         // The app first: the gateway resolves it when it starts.
         for id in ids {
             self.call(
@@ -53,9 +59,11 @@ impl<R: Runner> DockerCli<R> {
             )?;
             self.call("start container", argv(&["start", id.as_str()]), QUICK)?;
         }
+        progress.step(Step::AppStarted);
         if !self.healthy(spec.host_port, spec.server_name.as_str()) {
             return Err(EngineError::HealthCheckFailed);
         }
+        progress.step(Step::HealthCheck);
         Ok(())
     }
 
@@ -72,12 +80,16 @@ impl<R: Runner> DockerCli<R> {
         }
     }
 
-    pub(super) fn update_app(&self, spec: &UpdateSpec) -> Result<ContainerId, EngineError> {
+    pub(super) fn update_app(
+        &self,
+        spec: &UpdateSpec,
+        progress: &dyn Progress,
+    ) -> Result<ContainerId, EngineError> {
         check_update_values(spec)?;
         let mut created = Created::default();
         let mut file_touched = false;
         self.set_deadline(Some(std::time::Instant::now() + self.deploy_budget));
-        let result = self.update_steps(spec, &mut created, &mut file_touched);
+        let result = self.update_steps(spec, &mut created, &mut file_touched, progress);
         self.set_deadline(None);
         let new = match result {
             Ok(new) => new,
@@ -97,10 +109,12 @@ impl<R: Runner> DockerCli<R> {
         spec: &UpdateSpec,
         created: &mut Created,
         file_touched: &mut bool,
+        progress: &dyn Progress,
     ) -> Result<ContainerId, EngineError> {
         let names = spec.app.names();
         let image = spec.app_image.as_str();
         self.call("pull app image", argv(&["pull", "--quiet", image]), PULL)?;
+        progress.step(Step::Pulled);
 
         let mut args = argv(&["create", "--name", &spec.container_name]);
         args.extend(labels(&spec.app, "app", &spec.plan_id));
@@ -112,6 +126,7 @@ impl<R: Runner> DockerCli<R> {
         let new = ContainerId::parse(first_line(&out)).ok_or(EngineError::Unparsable { step })?;
         created.containers.push(new.clone());
         self.call("start new app container", argv(&["start", new.as_str()]), QUICK)?;
+        progress.step(Step::AppStarted);
 
         let mut file = open_managed_config(&spec.app_dir)?;
         if read_bounded(&mut file)? != spec.previous_config.as_bytes() {
@@ -122,14 +137,17 @@ impl<R: Runner> DockerCli<R> {
         *file_touched = true;
         rewrite(&mut file, &spec.staged_config)?;
         self.test_and_reload(&spec.gateway)?;
+        progress.step(Step::GatewayTested);
         if !self.healthy(spec.host_port, spec.check_name.as_str()) {
             return Err(EngineError::HealthCheckFailed);
         }
+        progress.step(Step::HealthCheck);
         rewrite(&mut file, &spec.new_config)?;
         self.test_and_reload(&spec.gateway)?;
         if !self.healthy(spec.host_port, spec.server_name.as_str()) {
             return Err(EngineError::HealthCheckFailed);
         }
+        progress.step(Step::Switched);
         Ok(new)
     }
 

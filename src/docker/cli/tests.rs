@@ -12,9 +12,19 @@ use std::sync::Mutex;
 use super::*;
 use crate::control::plan::PlanId;
 use crate::control::policy::ImageRef;
-use crate::docker::{AppName, AppRemoval, Limits, LogWindow, PublishedPort};
+use crate::docker::{AppName, AppRemoval, Limits, LogWindow, NoProgress, PublishedPort};
 use crate::exec::{Completion, Execution};
 use crate::nginx::ServerName;
+
+/// A progress sink that keeps what it was told.
+#[derive(Default)]
+pub(super) struct Steps(pub(super) std::cell::RefCell<Vec<crate::wire::progress::Step>>);
+
+impl crate::docker::Progress for Steps {
+    fn step(&self, step: crate::wire::progress::Step) {
+        self.0.borrow_mut().push(step);
+    }
+}
 
 type Script = dyn Fn(&[String]) -> Result<String, i32> + Sync;
 
@@ -279,7 +289,11 @@ fn deploy_runs_the_golden_argv_then_probes_with_the_host_header() {
         script(args)
     });
     let engine = DockerCli::with_runner(fake, dir.path());
-    let deployed = engine.deploy(&spec(&app_dir, port)).unwrap();
+    let steps = Steps::default();
+    let deployed = engine.deploy(&spec(&app_dir, port), &steps).unwrap();
+    use crate::wire::progress::Step;
+    let expected = [Step::Pulled, Step::Network, Step::AppStarted, Step::GatewayTested, Step::HealthCheck];
+    assert_eq!(steps.0.borrow().as_slice(), expected, "each deploy step reported once, in order");
     assert_eq!(deployed.app_container.as_str(), hex('a'));
     assert_eq!(deployed.gateway_container.as_str(), hex('b'));
     assert_eq!(engine.runner().argv(), expected_deploy_argv(&app_dir, port));
@@ -306,7 +320,7 @@ fn failed_health_check_removes_exactly_what_the_plan_created() {
     let quick =
         HealthCheck { tries: 2, interval: Duration::from_millis(10), timeout: Duration::from_millis(200) };
     let engine = DockerCli::with_runner(fake, dir.path()).with_health_check(quick);
-    assert_eq!(engine.deploy(&spec(&app_dir, port)), Err(EngineError::HealthCheckFailed));
+    assert_eq!(engine.deploy(&spec(&app_dir, port), &NoProgress), Err(EngineError::HealthCheckFailed));
     let argv = engine.runner().argv();
     let plan = "label=io.volce-lab.plan=0123456789abcdef0123456789abcdef";
     assert_eq!(
@@ -345,7 +359,7 @@ fn a_failed_health_check_whose_rollback_lists_clean_is_rolled_back_and_leaves_no
         HealthCheck { tries: 1, interval: Duration::from_millis(10), timeout: Duration::from_millis(200) };
     let engine = DockerCli::with_runner(fake, dir.path()).with_health_check(quick);
     assert_eq!(
-        engine.deploy(&spec(&app_dir, port)),
+        engine.deploy(&spec(&app_dir, port), &NoProgress),
         Err(EngineError::RolledBack { cause: Box::new(EngineError::HealthCheckFailed) })
     );
     let argv = engine.runner().argv();
@@ -369,7 +383,7 @@ fn a_rollback_whose_verifying_listing_fails_is_not_called_verified() {
         _ => script(args),
     });
     let engine = DockerCli::with_runner(fake, dir.path());
-    assert_eq!(engine.deploy(&spec(&app_dir, free_port())), Err(EngineError::NginxRejected));
+    assert_eq!(engine.deploy(&spec(&app_dir, free_port()), &NoProgress), Err(EngineError::NginxRejected));
     assert!(app_dir.join("nginx.conf").exists(), "the directory stays as evidence");
 }
 
@@ -380,7 +394,7 @@ fn rejected_nginx_test_stops_before_the_gateway_exists() {
     let fake = Fake::new(deploy_script(Some(("run --rm", 1))));
     let engine = DockerCli::with_runner(fake, dir.path());
     assert_eq!(
-        engine.deploy(&spec(&app_dir, free_port())),
+        engine.deploy(&spec(&app_dir, free_port()), &NoProgress),
         Err(EngineError::RolledBack { cause: Box::new(EngineError::NginxRejected) })
     );
     let argv = engine.runner().argv();
@@ -395,7 +409,7 @@ fn docker_failure_at_pull_creates_and_removes_nothing() {
     let app_dir = dir.path().join("shop");
     let fake = Fake::new(deploy_script(Some(("pull", 1))));
     let engine = DockerCli::with_runner(fake, dir.path());
-    match engine.deploy(&spec(&app_dir, free_port())) {
+    match engine.deploy(&spec(&app_dir, free_port()), &NoProgress) {
         Err(EngineError::RolledBack { cause })
             if matches!(*cause, EngineError::Call { step: "pull app image", .. }) => {}
         other => panic!("expected a verified pull failure, got {other:?}"),
@@ -412,7 +426,7 @@ fn deploy_refuses_a_busy_port_and_bad_untyped_values_without_any_call() {
     let busy = listener.local_addr().unwrap().port();
     let engine = DockerCli::with_runner(Fake::new(|_| Ok(String::new())), dir.path());
     let app_dir = dir.path().join("shop");
-    let taken = engine.deploy(&spec(&app_dir, busy)).unwrap_err();
+    let taken = engine.deploy(&spec(&app_dir, busy), &NoProgress).unwrap_err();
     assert_eq!(taken, EngineError::PortTaken { port: busy });
     assert!(taken.changed_nothing(), "refused before the first mutation");
 
@@ -427,7 +441,7 @@ fn deploy_refuses_a_busy_port_and_bad_untyped_values_without_any_call() {
             3 => s.container_port = 0,
             _ => s.limits.millicpus = 0,
         }
-        bad.push(engine.deploy(&s));
+        bad.push(engine.deploy(&s, &NoProgress));
     }
     assert!(bad.iter().all(|r| r == &Err(EngineError::Host { step: "validate deploy spec" })), "{bad:?}");
     assert!(engine.runner().argv().is_empty());
@@ -466,7 +480,7 @@ fn deploy_never_overwrites_an_existing_nginx_conf() {
     let fake = Fake::new(deploy_script(None));
     let engine = DockerCli::with_runner(fake, dir.path());
     assert_eq!(
-        engine.deploy(&spec(&app_dir, free_port())),
+        engine.deploy(&spec(&app_dir, free_port()), &NoProgress),
         Err(EngineError::Host { step: "create nginx.conf (it must not exist yet)" })
     );
     assert_eq!(std::fs::read_to_string(app_dir.join("nginx.conf")).unwrap(), "evidence\n");
@@ -745,7 +759,7 @@ fn a_deploy_that_runs_out_of_budget_gives_later_calls_only_what_is_left() {
         script(args)
     });
     let engine = DockerCli::with_runner(fake, dir.path()).with_deploy_budget(Duration::from_millis(1500));
-    assert!(engine.deploy(&spec(&app_dir, free_port())).is_err());
+    assert!(engine.deploy(&spec(&app_dir, free_port()), &NoProgress).is_err());
     let calls = engine.runner().calls.lock().unwrap().clone();
     let timeout_of =
         |prefix: &str| calls.iter().find(|c| c.args.join(" ").starts_with(prefix)).unwrap().timeout;

@@ -21,7 +21,7 @@ use crate::control::plan::{Action, Payload, Plan, PlanId};
 use crate::control::scope;
 use crate::control::validate::{self, AppRecord, Context};
 use crate::control::{Clock, Code, Refusal, refuse};
-use crate::docker::{AppRemoval, Engine, EngineError, ImageId};
+use crate::docker::{AppRemoval, Engine, EngineError, ImageId, NoProgress, Progress};
 use crate::store::{AuditOutcome, AuditRow, Event, PlanOutcome};
 
 mod record;
@@ -61,6 +61,17 @@ const SNAPSHOT_CHANGED: &str = "The plan's targets on the server (or volce-lab's
 impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
     /// Executes a plan exactly once (see the module's invariants).
     pub fn execute(&mut self, id: &PlanId, requester: &str) -> Result<Executed, Refusal> {
+        self.execute_reporting(id, requester, &NoProgress)
+    }
+
+    /// [`Controller::execute`], reporting the steps of a deploy, start or
+    /// update to `progress` as the engine finishes them.
+    pub fn execute_reporting(
+        &mut self,
+        id: &PlanId,
+        requester: &str,
+        progress: &dyn Progress,
+    ) -> Result<Executed, Refusal> {
         self.settle_abandoned(requester)?;
         let me = self.liveness.me()?;
 
@@ -159,7 +170,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
 
         // The claim is committed: from here on nothing may refuse quietly.
         let started = Instant::now();
-        let result = self.act(&plan.payload);
+        let result = self.act(&plan.payload, progress);
         let duration_ms = started.elapsed().as_millis() as u64;
         // A completed deploy or update records the image ids its containers run (the
         // claim remove_image checks). Read-only, outside any transaction;
@@ -270,11 +281,11 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
     }
 
     /// The one place that mutates through the engine.
-    fn act(&self, payload: &Payload) -> Result<Vec<String>, EngineError> {
+    fn act(&self, payload: &Payload, progress: &dyn Progress) -> Result<Vec<String>, EngineError> {
         match payload {
             Payload::Deploy { spec, .. } => self
                 .engine
-                .deploy(spec)
+                .deploy(spec, progress)
                 .map(|d| vec![d.app_container.to_string(), d.gateway_container.to_string()]),
             Payload::NginxConfig { app_dir, gateway, previous_config, new_config, .. } => self
                 .engine
@@ -290,10 +301,10 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             }
             Payload::Start { spec, .. } => self
                 .engine
-                .start(spec)
+                .start(spec, progress)
                 .map(|()| vec![spec.app_container.to_string(), spec.gateway.to_string()]),
             Payload::Update { spec, .. } => {
-                self.engine.update(spec).map(|new| vec![new.to_string(), spec.gateway.to_string()])
+                self.engine.update(spec, progress).map(|new| vec![new.to_string(), spec.gateway.to_string()])
             }
         }
     }

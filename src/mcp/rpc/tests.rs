@@ -215,3 +215,42 @@ fn helper_messages_are_sanitized() {
     assert_eq!(answer.status, Status::Rejected);
     assert!(answer.message.ends_with("a[2Jbc"), "{}", answer.message);
 }
+
+/// A long execute prints progress lines before its reply: every reply
+/// still means what it says after them, and a helper that prints none (an
+/// older one) is read exactly as before.
+#[test]
+fn progress_lines_before_the_reply_never_count_as_the_reply() {
+    use crate::wire::progress::{Progress, Step};
+    let id = PlanId::parse("0123456789abcdef0123456789abcdef").unwrap();
+    let lines: String = Step::VARIANTS.iter().map(|s| Progress { progress: *s }.to_line()).collect();
+    let ok = Reply::Ok { operation: Operation::Execute, result: json!({"plan_id": id.as_str()}) }.to_line();
+    let inspect = Reply::needs_inspection(id.clone(), "Half done.".into()).to_line();
+    let rejected = Reply::from(Refusal::new(Code::PlanExpired, "No.")).to_line();
+    let newer = "{\"code\":\"from_the_future\",\"message\":\"No.\",\"status\":\"rejected\"}\n";
+    for (exit, reply, status) in [
+        (0, ok.as_str(), Status::Ok),
+        (1, inspect.as_str(), Status::NeedsInspection),
+        (1, rejected.as_str(), Status::Rejected),
+        (1, newer, Status::Rejected),
+    ] {
+        let execution = if exit == 0 { ExecutionStatus::Ok } else { ExecutionStatus::NonzeroExit };
+        let old = interpret(Operation::Execute, &outcome(execution, Some(exit), reply), Mode::Ssh);
+        let new = format!("{lines}{reply}");
+        let with = interpret(Operation::Execute, &outcome(execution, Some(exit), &new), Mode::Ssh);
+        assert_eq!(old.status, status, "{reply}");
+        assert_eq!(with, old, "progress lines change nothing about {reply}");
+    }
+    // Only progress lines and no reply: the helper died mid-way.
+    let died =
+        interpret(Operation::Execute, &outcome(ExecutionStatus::NonzeroExit, Some(1), &lines), Mode::Ssh);
+    assert_eq!(died.status, Status::Unknown);
+    // A malformed progress line in front of the reply: outside the contract, unknown.
+    let bad = format!("{{\"progress\":\"rebooted\"}}\n{ok}");
+    let answer = interpret(Operation::Execute, &outcome(ExecutionStatus::Ok, Some(0), &bad), Mode::Ssh);
+    assert_eq!(answer.status, Status::Unknown);
+    // A progress line after the reply: the reply is no longer the last line.
+    let after = format!("{ok}{}", Progress { progress: Step::Pulled }.to_line());
+    let answer = interpret(Operation::Execute, &outcome(ExecutionStatus::Ok, Some(0), &after), Mode::Ssh);
+    assert_eq!(answer.status, Status::Unknown);
+}

@@ -2,7 +2,7 @@
 //! argv, the health checks' Host headers, and what a failure undoes.
 
 use super::*;
-use crate::docker::{StartSpec, UpdateSpec};
+use crate::docker::{NoProgress, StartSpec, UpdateSpec};
 
 /// Answers `count` HTTP requests on `port` with 200 once `trigger` (a whole
 /// argv line) has first run, recording each request's Host header.
@@ -56,7 +56,7 @@ fn start_restores_the_restart_policy_and_starts_app_then_gateway_then_probes_the
         Ok(String::new())
     });
     let engine = DockerCli::with_runner(fake, "/nonexistent").with_health_check(quick());
-    engine.start(&start_spec(port)).unwrap();
+    engine.start(&start_spec(port), &NoProgress).unwrap();
     assert_eq!(
         engine.runner().argv(),
         [
@@ -78,7 +78,7 @@ fn a_start_that_fails_its_health_check_is_stopped_again_and_rolled_back_once_see
     });
     let engine = DockerCli::with_runner(fake, "/nonexistent").with_health_check(quick());
     assert_eq!(
-        engine.start(&start_spec(port)),
+        engine.start(&start_spec(port), &NoProgress),
         Err(EngineError::RolledBack { cause: Box::new(EngineError::HealthCheckFailed) })
     );
     let argv = engine.runner().argv();
@@ -98,7 +98,7 @@ fn a_start_that_fails_its_health_check_is_stopped_again_and_rolled_back_once_see
         _ => Ok(String::new()),
     });
     let engine = DockerCli::with_runner(fake, "/nonexistent").with_health_check(quick());
-    assert_eq!(engine.start(&start_spec(port)), Err(EngineError::HealthCheckFailed));
+    assert_eq!(engine.start(&start_spec(port), &NoProgress), Err(EngineError::HealthCheckFailed));
 }
 
 const PLAN: &str = "0123456789abcdef0123456789abcdef";
@@ -146,7 +146,11 @@ fn update_starts_the_new_container_beside_the_old_checks_it_twice_then_removes_t
     });
     let engine = DockerCli::with_runner(fake, dir.path()).with_health_check(quick());
     let spec = update_spec(dir.path(), port);
-    assert_eq!(engine.update(&spec).unwrap().as_str(), hex('e'));
+    let steps = Steps::default();
+    assert_eq!(engine.update(&spec, &steps).unwrap().as_str(), hex('e'));
+    use crate::wire::progress::Step;
+    let expected = [Step::Pulled, Step::AppStarted, Step::GatewayTested, Step::HealthCheck, Step::Switched];
+    assert_eq!(steps.0.borrow().as_slice(), expected, "each update step reported once, in order");
     let argv = engine.runner().argv();
     let image = spec.app_image.as_str();
     assert_eq!(argv[0], format!("pull --quiet {image}"));
@@ -192,7 +196,7 @@ fn a_failed_update_restores_the_config_removes_the_new_container_and_is_rolled_b
     let engine = DockerCli::with_runner(fake, dir.path()).with_health_check(quick());
     let spec = update_spec(dir.path(), port);
     assert_eq!(
-        engine.update(&spec),
+        engine.update(&spec, &NoProgress),
         Err(EngineError::RolledBack { cause: Box::new(EngineError::HealthCheckFailed) })
     );
     let argv = engine.runner().argv();
@@ -224,7 +228,7 @@ fn an_update_refuses_a_changed_config_or_a_foreign_name_without_touching_the_old
     let engine = DockerCli::with_runner(fake, dir.path()).with_health_check(quick());
     let spec = update_spec(dir.path(), port);
     assert_eq!(
-        engine.update(&spec),
+        engine.update(&spec, &NoProgress),
         Err(EngineError::RolledBack { cause: Box::new(EngineError::ManagedFileChanged) })
     );
     assert_eq!(std::fs::read_to_string(dir.path().join("nginx.conf")).unwrap(), "# edited by hand\n");
@@ -232,6 +236,6 @@ fn an_update_refuses_a_changed_config_or_a_foreign_name_without_touching_the_old
     bad.container_name = "prod".into();
     let fake = Fake::new(update_script);
     let engine = DockerCli::with_runner(fake, dir.path());
-    assert_eq!(engine.update(&bad), Err(EngineError::Host { step: "validate update spec" }));
+    assert_eq!(engine.update(&bad, &NoProgress), Err(EngineError::Host { step: "validate update spec" }));
     assert!(engine.runner().argv().is_empty(), "nothing ran");
 }
