@@ -344,7 +344,9 @@ fn write_policy(bytes: &[u8]) {
 pub fn agent_rpc(request: &serde_json::Value) -> (Option<i32>, serde_json::Value) {
     let bytes = serde_json::to_vec(request).unwrap();
     let ran = over_ssh("sudo -n /usr/local/bin/volce-lab-host rpc", Some(&bytes));
-    let reply = serde_json::from_str(ran.stdout.trim())
+    // deploy, start and update print their progress lines first; the
+    // reply is what follows them, read as the workstation reads it.
+    let reply = serde_json::from_slice(volce_lab::wire::progress::reply_bytes(ran.stdout.as_bytes()))
         .unwrap_or_else(|_| panic!("the helper's reply is not one JSON object: {ran:?}"));
     (ran.code, reply)
 }
