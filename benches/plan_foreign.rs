@@ -20,8 +20,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use volce_lab::control::SystemClock;
-use volce_lab::docker::cli::INSPECT_TEMPLATE;
 use volce_lab::host::{HostPaths, ProcLiveness};
+
+#[path = "support/snapshot_calls.rs"]
+mod snapshot_calls;
 
 const POLICY: &str = "/var/tmp/volce-lab-test/policy.json";
 const DOCKER: &str = "/usr/bin/docker";
@@ -40,13 +42,7 @@ struct Cleanup {
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        let ids = docker(&["ps", "-aq", "--no-trunc", "--filter", &format!("name={}", self.prefix)]);
-        let ids: Vec<&str> = ids.lines().collect();
-        for chunk in ids.chunks(50) {
-            let mut args = vec!["rm", "-f"];
-            args.extend(chunk);
-            let _ = Command::new(DOCKER).args(&args).output();
-        }
+        snapshot_calls::remove_containers(&docker, &format!("name={}", self.prefix));
         let app = &self.app;
         for name in [format!("vl-{app}-app"), format!("vl-{app}-gateway"), format!("vl-{app}-check")] {
             let _ = Command::new(DOCKER).args(["rm", "-f", &name]).output();
@@ -55,18 +51,6 @@ impl Drop for Cleanup {
             let _ = Command::new(DOCKER).args(["network", "rm", &network]).output();
         }
     }
-}
-
-fn bare_calls() {
-    let ids = docker(&["ps", "-aq", "--no-trunc"]);
-    let ids: Vec<&str> = ids.lines().collect();
-    if !ids.is_empty() {
-        let mut args = vec!["inspect", "--type", "container", "--format", INSPECT_TEMPLATE];
-        args.extend(&ids);
-        docker(&args);
-    }
-    docker(&["image", "ls", "-q", "--no-trunc"]);
-    docker(&["network", "ls", "--no-trunc", "--filter", "name=vl-", "--format", "{{.Name}}"]);
 }
 
 fn rpc(paths: &HostPaths, request: Value) -> Value {
@@ -166,7 +150,7 @@ fn main() {
         ok(rpc(&paths, json!({"operation": "execute", "plan_id": planned["result"]["id"]})), "nginx_config");
         executes.push(t.elapsed());
         let t = Instant::now();
-        bare_calls();
+        snapshot_calls::bare_calls(&docker);
         bare.push(t.elapsed());
     }
     let total = docker(&["ps", "-aq"]).lines().count();

@@ -12,8 +12,11 @@
 use std::time::{Duration, Instant};
 
 use volce_lab::docker::Engine as _;
-use volce_lab::docker::cli::{DockerCli, INSPECT_TEMPLATE, docker_env};
+use volce_lab::docker::cli::{DockerCli, docker_env};
 use volce_lab::exec::{ExecutionStatus, ProcessSpec, run_blocking};
+
+#[path = "support/snapshot_calls.rs"]
+mod snapshot_calls;
 
 const RUNS: usize = 15;
 
@@ -32,32 +35,13 @@ struct Cleanup(String);
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        let filter = format!("label=io.volce-lab.app={}", self.0);
-        let ids = docker(&["ps", "-aq", "--no-trunc", "--filter", &filter]);
-        let ids: Vec<&str> = ids.lines().collect();
-        for chunk in ids.chunks(50) {
-            let mut args = vec!["rm", "-f"];
-            args.extend(chunk);
-            docker(&args);
-        }
+        snapshot_calls::remove_containers(&docker, &format!("label=io.volce-lab.app={}", self.0));
     }
 }
 
 fn stats(mut samples: Vec<Duration>) -> (Duration, Duration) {
     samples.sort();
     (samples[samples.len() / 2], samples[0])
-}
-
-fn bare_calls() {
-    let ids = docker(&["ps", "-aq", "--no-trunc"]);
-    let ids: Vec<&str> = ids.lines().collect();
-    if !ids.is_empty() {
-        let mut args = vec!["inspect", "--type", "container", "--format", INSPECT_TEMPLATE];
-        args.extend(&ids);
-        docker(&args);
-    }
-    docker(&["image", "ls", "-q", "--no-trunc"]);
-    docker(&["network", "ls", "--no-trunc", "--filter", "name=vl-", "--format", "{{.Name}}"]);
 }
 
 const POLICY: &str = "/var/tmp/volce-lab-test/policy.json";
@@ -115,7 +99,7 @@ fn main() {
             engine.snapshot().expect("snapshot");
             ours.push(t.elapsed());
             let t = Instant::now();
-            bare_calls();
+            snapshot_calls::bare_calls(&docker);
             bare.push(t.elapsed());
         }
         let ((om, on), (bm, bn)) = (stats(ours), stats(bare));
