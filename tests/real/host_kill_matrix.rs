@@ -708,29 +708,34 @@ fn after_kill(world: &World, id: &str) -> (String, Vec<String>) {
     (format!("{state} ({outcome})"), left)
 }
 
-/// The steps of one action's matrix. `VOLCE_LAB_KILL_MATRIX=full`: before
-/// every call and after the last. By default (the CI time budget,
-/// RELIABILITY.md): before the first call (the plan is claimed, nothing
-/// asked yet), before every call that changes the engine, and after the
-/// last call; a kill before a read-only call that follows a change leaves
-/// the same engine as the kill after that change's call, which the next
-/// cell's "before" covers.
+/// The steps of one action's kill matrix, by `VOLCE_LAB_KILL_MATRIX`:
+/// - `full`: before every call and after the last (the matrix);
+/// - `changes`: before the first call (the plan is claimed, nothing asked
+///   yet), before every call that changes the engine, after the last call.
+///   A kill before a read-only call leaves engine and store exactly as a
+///   kill before the next change (or after the last call) does;
+/// - unset (CI, within its time budget, RELIABILITY.md): [`few_steps`].
 fn matrix_steps(calls: &[String]) -> Vec<Step> {
-    let full = std::env::var("VOLCE_LAB_KILL_MATRIX").is_ok_and(|v| v == "full");
+    let chosen = std::env::var("VOLCE_LAB_KILL_MATRIX").unwrap_or_default();
+    if chosen != "full" && chosen != "changes" {
+        return few_steps(calls);
+    }
     let mut steps: Vec<Step> = (1..=calls.len())
-        .filter(|n| full || *n == 1 || !read_only(&calls[n - 1]))
+        .filter(|n| chosen == "full" || *n == 1 || !read_only(&calls[n - 1]))
         .map(Step::Before)
         .collect();
     steps.push(Step::After(calls.len()));
     steps
 }
 
-/// A few steps for the relayed signals and the OOM killer: before the
-/// first call, before the first, a middle and the last change, after the
-/// last call.
+/// Before the first call, before the first, a middle and the last change,
+/// and after the last call.
 fn few_steps(calls: &[String]) -> Vec<Step> {
     let changes: Vec<usize> = (1..=calls.len()).filter(|n| !read_only(&calls[n - 1])).collect();
-    let mut picked = vec![1, changes[0], changes[changes.len() / 2], changes[changes.len() - 1]];
+    let mut picked = vec![1];
+    if let (Some(first), Some(last)) = (changes.first(), changes.last()) {
+        picked.extend([*first, changes[changes.len() / 2], *last]);
+    }
     picked.dedup();
     let mut steps: Vec<Step> = picked.into_iter().map(Step::Before).collect();
     steps.push(Step::After(calls.len()));
