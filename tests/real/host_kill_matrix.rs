@@ -933,6 +933,11 @@ impl MemoryCgroup {
 impl Drop for MemoryCgroup {
     fn drop(&mut self) {
         for _ in 0..50 {
+            // A hog whose shell the kernel killed first is nobody's child any more.
+            let procs = std::fs::read_to_string(self.0.join("cgroup.procs")).unwrap_or_default();
+            for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+            }
             if std::fs::remove_dir(&self.0).is_ok() {
                 return;
             }
