@@ -21,6 +21,8 @@ mod docker_engine;
 mod host_real_engine;
 mod host_real_engine_rules;
 mod host_real_lifecycle;
+// The kill matrix: the shipped helper in a mount namespace with a docker wrapper, on the fixed paths.
+mod host_kill_matrix;
 
 // After scripts/e2e-setup: sshd, the accounts, the sudoers rule, the installed helper.
 mod e2e_doctor;
