@@ -43,6 +43,11 @@ pub struct Config {
     /// passphrase: kept only when the variable holds an absolute path to a
     /// socket, else dropped (a stale value must not stop the server, and
     /// ssh without an agent fails with the stable authentication code).
+    /// No `VOLCE_LAB_*` switch opts into it: the variable reaches us only
+    /// from the environment the MCP client was given, which the user wrote
+    /// (its `env` block) or the session where they started the agent; a
+    /// second switch would guard nothing, and ssh uses the socket only to
+    /// authenticate (never forwarded: `ForwardAgent=no` in the argv).
     pub ssh_auth_sock: Option<PathBuf>,
 }
 
