@@ -50,6 +50,7 @@ fn ssh() -> SshTransport {
         alias: ALIAS.into(),
         config_file: Some(SSH_CONFIG.into()),
         connect_timeout: Duration::from_secs(8),
+        auth_sock: None,
     }
 }
 

@@ -39,6 +39,16 @@ pub struct Config {
     pub expected_user: String,
     pub timeout: Duration,
     pub management: bool,
+    /// The ssh-agent socket ssh may use (`SSH_AUTH_SOCK`), for a key with a
+    /// passphrase: kept only when the variable holds an absolute path to a
+    /// socket, else dropped (a stale value must not stop the server, and
+    /// ssh without an agent fails with the stable authentication code).
+    /// No `VOLCE_LAB_*` switch opts into it: the variable reaches us only
+    /// from the environment the MCP client was given, which the user wrote
+    /// (its `env` block) or the session where they started the agent; a
+    /// second switch would guard nothing, and ssh uses the socket only to
+    /// authenticate (never forwarded: `ForwardAgent=no` in the argv).
+    pub ssh_auth_sock: Option<PathBuf>,
 }
 
 /// A configuration value that was refused, with the reason.
@@ -72,6 +82,7 @@ impl Default for Config {
             expected_user: DEMO_USER.to_owned(),
             timeout: Duration::from_secs_f64(DEFAULT_TIMEOUT_SECS),
             management: false,
+            ssh_auth_sock: None,
         }
     }
 }
@@ -193,7 +204,18 @@ impl Config {
             }
         };
 
-        Ok(Config { mode, ssh_alias, ssh_config, expected_host, expected_user, timeout, management })
+        let ssh_auth_sock = lookup("SSH_AUTH_SOCK").map(PathBuf::from).filter(|path| is_agent_socket(path));
+
+        Ok(Config {
+            mode,
+            ssh_alias,
+            ssh_config,
+            expected_host,
+            expected_user,
+            timeout,
+            management,
+            ssh_auth_sock,
+        })
     }
 
     /// The name results use for the target: the alias in ssh mode.
@@ -223,6 +245,16 @@ pub fn is_identifier(value: &str) -> bool {
         && bytes.len() <= 253
         && (bytes[0].is_ascii_alphanumeric() || bytes[0] == b'_')
         && bytes.iter().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+}
+
+/// `SSH_AUTH_SOCK` as ssh may be given it: an absolute path, no control
+/// character, naming a unix socket. Nothing else of the caller's
+/// environment reaches ssh (`crate::exec::minimal_env`).
+pub fn is_agent_socket(path: &std::path::Path) -> bool {
+    use std::os::unix::fs::FileTypeExt as _;
+    path.is_absolute()
+        && !path.as_os_str().as_encoded_bytes().iter().any(u8::is_ascii_control)
+        && std::fs::metadata(path).is_ok_and(|meta| meta.file_type().is_socket())
 }
 
 fn validate_ssh_config(path: &str) -> Result<PathBuf, ConfigError> {
@@ -266,6 +298,24 @@ mod tests {
         pairs.retain(|(k, _)| *k != variable);
         pairs.push((variable, value));
         load(&pairs)
+    }
+
+    /// SSH_AUTH_SOCK is kept only as an absolute path to a socket; any
+    /// other value is dropped without refusing the configuration.
+    #[test]
+    fn ssh_auth_sock_is_kept_only_when_it_names_a_socket() {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("agent.sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        let file = dir.path().join("plain");
+        std::fs::write(&file, "").unwrap();
+        let config = ssh_with("SSH_AUTH_SOCK", socket.to_str().unwrap()).unwrap();
+        assert_eq!(config.ssh_auth_sock.as_deref(), Some(socket.as_path()));
+        for dropped in [file.to_str().unwrap(), "agent.sock", "/nonexistent/agent.sock", ""] {
+            let config = ssh_with("SSH_AUTH_SOCK", dropped).unwrap();
+            assert_eq!(config.ssh_auth_sock, None, "{dropped:?}");
+        }
+        assert_eq!(load(&SSH_OK).unwrap().ssh_auth_sock, None);
     }
 
     #[test]

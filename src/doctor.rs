@@ -39,17 +39,38 @@ impl DoctorPaths {
 /// What the doctor needs of a policy the helper's parser accepted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PolicyFacts {
-    /// Every pinned reference: the catalog's and the gateway's.
+    /// Every pinned reference: the catalog's, then the gateway's.
     pub images: Vec<String>,
+    /// The gateway's (`nginx_image`), also the last of `images`.
+    pub gateway: String,
     pub approvers: Vec<String>,
+}
+
+/// What doctor reads of a local image (`docker image inspect`'s
+/// `Config`) to hold it against the container volce-lab starts from it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct ImageConfig {
+    #[serde(default)]
+    pub user: String,
+    #[serde(default, deserialize_with = "null_as_empty")]
+    pub cmd: Vec<String>,
+    #[serde(default, deserialize_with = "null_as_empty")]
+    pub entrypoint: Vec<String>,
+}
+
+fn null_as_empty<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Vec<String>, D::Error> {
+    use serde::Deserialize as _;
+    Ok(Option::<Vec<String>>::deserialize(de)?.unwrap_or_default())
 }
 
 /// What the doctor learns from outside its own file checks.
 pub trait Probe {
     /// The Docker engine's version, or why it cannot be reached.
     fn docker_version(&self) -> Result<String, String>;
-    /// Whether a pinned image reference is present in the local engine.
-    fn image_present(&self, reference: &str) -> bool;
+    /// The config of a pinned image in the local engine, or None when the
+    /// engine does not have it.
+    fn image_config(&self, reference: &str) -> Option<ImageConfig>;
     /// Whether `visudo -cf <path>` accepts the file.
     fn sudoers_valid(&self, path: &Path) -> bool;
     /// The groups `user` belongs to (primary and supplementary), or None if
@@ -95,10 +116,20 @@ pub struct AppDrift {
 /// What the store says about itself (its home is `crate::store`).
 pub use crate::store::StoreHealth;
 
+/// How a finding weighs. Only a failure makes doctor exit non-zero; a
+/// warning names something that will bite later (an image not pulled
+/// yet, an image built for another user) but does not stop the helper.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    Ok,
+    Warn,
+    Fail,
+}
+
 /// One line of the report.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Finding {
-    pub ok: bool,
+    pub level: Level,
     pub subject: String,
     pub detail: String,
     pub fix: Option<String>,
@@ -106,7 +137,11 @@ pub struct Finding {
 
 impl fmt::Display for Finding {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mark = if self.ok { "ok  " } else { "FAIL" };
+        let mark = match self.level {
+            Level::Ok => "ok  ",
+            Level::Warn => "WARN",
+            Level::Fail => "FAIL",
+        };
         write!(f, "{mark} {}: {}", self.subject, self.detail)?;
         if let Some(fix) = &self.fix {
             write!(f, "\n     fix: {fix}")?;
@@ -116,11 +151,15 @@ impl fmt::Display for Finding {
 }
 
 fn ok(subject: impl Into<String>, detail: impl Into<String>) -> Finding {
-    Finding { ok: true, subject: subject.into(), detail: detail.into(), fix: None }
+    Finding { level: Level::Ok, subject: subject.into(), detail: detail.into(), fix: None }
 }
 
 fn fail(subject: impl Into<String>, detail: impl Into<String>, fix: impl Into<String>) -> Finding {
-    Finding { ok: false, subject: subject.into(), detail: detail.into(), fix: Some(fix.into()) }
+    Finding { level: Level::Fail, subject: subject.into(), detail: detail.into(), fix: Some(fix.into()) }
+}
+
+fn warn(subject: impl Into<String>, detail: impl Into<String>, fix: impl Into<String>) -> Finding {
+    Finding { level: Level::Warn, subject: subject.into(), detail: detail.into(), fix: Some(fix.into()) }
 }
 
 /// The one sudoers line the agent's account may have, for `user`.
@@ -316,20 +355,88 @@ fn check_policy(paths: &DoctorPaths, probe: &dyn Probe, agent: Option<&str>, fin
             format!("refused: {why}"),
             "correct /etc/volce-lab/policy.json (see /usr/share/doc/volce-lab/policy.example.jsonc)",
         )),
-        Ok(PolicyFacts { images, approvers }) => {
+        Ok(PolicyFacts { images, gateway, approvers }) => {
             findings.push(ok("policy content", format!("valid, {} pinned image(s)", images.len())));
             check_approvers(&approvers, agent, probe, findings);
-            for image in images {
-                if probe.image_present(&image) {
-                    findings.push(ok("image", format!("{image} is present")));
-                } else {
-                    findings.push(fail(
-                        "image",
-                        format!("{image} is not in the local engine"),
-                        format!("docker pull {image}"),
-                    ));
-                }
+            for image in &images {
+                let role = if *image == gateway { ImageRole::Gateway } else { ImageRole::App };
+                findings.push(check_image(image, role, probe));
             }
+        }
+    }
+}
+
+/// Which container a pinned image becomes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ImageRole {
+    /// A catalog image: run as `--user 1000:1000`, its own command.
+    App,
+    /// `nginx_image`: run as `--user 101:101`, nginx in the foreground.
+    Gateway,
+}
+
+/// A pinned image held against the container volce-lab starts from it
+/// (HOST-SETUP.md, "The catalog's images"). Only warnings: deploy pulls by
+/// digest, so an image not present yet is normal on a fresh server, and
+/// whether a mismatched image still works only a deploy can tell.
+///
+/// It fits when its `User` is the uid (or uid:gid) volce-lab runs it as, so
+/// the files the image made for its user are that user's in the
+/// container, and its default command starts something: for the gateway,
+/// nginx in the foreground (`daemon off;`), since volce-lab gives it no
+/// command.
+fn check_image(image: &str, role: ImageRole, probe: &dyn Probe) -> Finding {
+    let shown = crate::text::for_terminal(image);
+    let Some(config) = probe.image_config(image) else {
+        return warn(
+            "image",
+            format!("{shown} is not in the local engine (deploy pulls it by digest)"),
+            format!("docker pull {shown}, or check the registry serves it"),
+        );
+    };
+    let (uid, runs_as) = match role {
+        ImageRole::App => ("1000", "1000:1000"),
+        ImageRole::Gateway => ("101", "101:101"),
+    };
+    let command: Vec<&str> = config.entrypoint.iter().chain(&config.cmd).map(String::as_str).collect();
+    let user = crate::text::for_terminal(&config.user);
+    let mut misfits = Vec::new();
+    if config.user != uid && config.user != runs_as {
+        let built_for =
+            if config.user.is_empty() { "root (no USER)".to_owned() } else { format!("`{user}`") };
+        misfits.push(format!("its USER is {built_for}, but volce-lab runs it as {runs_as}"));
+    }
+    match role {
+        ImageRole::App if command.is_empty() => {
+            misfits.push("it has no CMD or ENTRYPOINT, and volce-lab gives it no command".to_owned())
+        }
+        ImageRole::Gateway
+            if !command.iter().any(|word| Path::new(word).file_name().is_some_and(|n| n == "nginx"))
+                || !command.contains(&"daemon off;") =>
+        {
+            misfits.push(format!(
+                "its command {} does not start nginx in the foreground (nginx -g 'daemon off;')",
+                crate::text::for_terminal(&format!("{command:?}"))
+            ))
+        }
+        _ => {}
+    }
+    if misfits.is_empty() {
+        ok("image", format!("{shown} is present, runs as {runs_as} with its own command"))
+    } else {
+        warn(
+            "image",
+            format!("{shown} does not fit the {} template: {}", role.name(), misfits.join("; ")),
+            "rebuild it with USER and CMD as HOST-SETUP.md's images section says, then pin the new digest",
+        )
+    }
+}
+
+impl ImageRole {
+    fn name(self) -> &'static str {
+        match self {
+            ImageRole::App => "app",
+            ImageRole::Gateway => "gateway",
         }
     }
 }
@@ -473,16 +580,19 @@ fn check_drift(dir: &Path, probe: &dyn Probe, findings: &mut Vec<Finding>) {
     }
 }
 
-/// Prints the findings; exit 0 only when every finding is ok.
+/// Prints the findings; exit 0 when none is a failure (warnings pass).
 pub fn report(findings: &[Finding]) -> (String, bool) {
     let mut text = String::new();
     for finding in findings {
         text.push_str(&finding.to_string());
         text.push('\n');
     }
-    let failures = findings.iter().filter(|f| !f.ok).count();
-    if failures == 0 {
+    let failures = findings.iter().filter(|f| f.level == Level::Fail).count();
+    let warnings = findings.iter().filter(|f| f.level == Level::Warn).count();
+    if failures == 0 && warnings == 0 {
         text.push_str("all checks passed\n");
+    } else if failures == 0 {
+        text.push_str(&format!("all checks passed, with {warnings} warning(s)\n"));
     } else {
         text.push_str(&format!("{failures} problem(s) found\n"));
     }

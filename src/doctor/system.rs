@@ -50,8 +50,9 @@ pub fn load_policy_facts(path: &Path) -> Result<PolicyFacts, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read it ({})", e.kind()))?;
     let policy = crate::control::policy::Policy::from_json(&bytes).map_err(|e| e.to_string())?;
     let mut images: Vec<String> = policy.catalog.values().map(|r| r.as_str().to_owned()).collect();
-    images.push(policy.nginx_image.as_str().to_owned());
-    Ok(PolicyFacts { images, approvers: policy.approvers })
+    let gateway = policy.nginx_image.as_str().to_owned();
+    images.push(gateway.clone());
+    Ok(PolicyFacts { images, gateway, approvers: policy.approvers })
 }
 
 /// The store's own health report (one query, in `crate::store`): opened
@@ -118,10 +119,18 @@ impl Probe for SystemProbe {
         }
     }
 
-    fn image_present(&self, reference: &str) -> bool {
-        let outcome =
-            Self::run("/usr/bin/docker", &["image", "inspect", "--format", "{{.Id}}", "--", reference]);
-        outcome.execution.execution_status == crate::exec::ExecutionStatus::Ok
+    /// `docker image inspect --format '{{json .Config}}' -- REF`: fixed
+    /// argv, the reference after `--`.
+    fn image_config(&self, reference: &str) -> Option<super::ImageConfig> {
+        let outcome = Self::run(
+            "/usr/bin/docker",
+            &["image", "inspect", "--format", "{{json .Config}}", "--", reference],
+        );
+        if outcome.execution.execution_status != crate::exec::ExecutionStatus::Ok {
+            return None;
+        }
+        // An image present but with no readable config fits nothing.
+        Some(serde_json::from_slice(&outcome.stdout).unwrap_or_default())
     }
 
     fn sudoers_valid(&self, path: &Path) -> bool {

@@ -7,6 +7,8 @@ use std::os::unix::fs::{PermissionsExt as _, symlink};
 
 use super::*;
 
+const GATEWAY: &str = "127.0.0.1:15000/gateway@sha256:";
+
 struct FakeProbe {
     docker: Result<String, String>,
     images_present: bool,
@@ -33,7 +35,11 @@ impl Default for FakeProbe {
             sudoers_valid: true,
             groups: Some(vec!["vl-agent".into()]),
             policy: Ok(PolicyFacts {
-                images: vec!["127.0.0.1:15000/web@sha256:".to_owned() + &"a".repeat(64)],
+                images: vec![
+                    "127.0.0.1:15000/web@sha256:".to_owned() + &"a".repeat(64),
+                    GATEWAY.to_owned() + &"b".repeat(64),
+                ],
+                gateway: GATEWAY.to_owned() + &"b".repeat(64),
                 approvers: vec!["vl-operator".into()],
             }),
             missing_accounts: vec![],
@@ -57,8 +63,22 @@ impl Probe for FakeProbe {
     fn docker_version(&self) -> Result<String, String> {
         self.docker.clone()
     }
-    fn image_present(&self, _reference: &str) -> bool {
-        self.images_present
+    /// Images that fit their template: the app runs as 1000 with a
+    /// command, the gateway as 101 with nginx in the foreground.
+    fn image_config(&self, reference: &str) -> Option<ImageConfig> {
+        if !self.images_present {
+            return None;
+        }
+        let words = |words: &[&str]| words.iter().map(|w| (*w).to_owned()).collect();
+        Some(if reference.starts_with(GATEWAY) {
+            ImageConfig {
+                user: "101:101".into(),
+                cmd: words(&["/usr/sbin/nginx", "-g", "daemon off;"]),
+                entrypoint: vec![],
+            }
+        } else {
+            ImageConfig { user: "1000".into(), cmd: words(&["/bin/httpd", "-f"]), entrypoint: vec![] }
+        })
     }
     fn sudoers_valid(&self, _path: &Path) -> bool {
         self.sudoers_valid
@@ -119,7 +139,7 @@ fn a_stuck_plan_names_what_carries_its_label_and_an_executing_one_the_way_out() 
     let findings = diagnose(&install.paths, &probe);
     let of = |plan: &str| findings.iter().find(|f| f.detail.starts_with(plan)).unwrap().clone();
     let dead_finding = of(&dead);
-    assert!(!dead_finding.ok);
+    assert_eq!(dead_finding.level, Level::Fail);
     assert!(dead_finding.detail.contains("vl-web-app (running)"), "{dead_finding}");
     assert!(dead_finding.detail.contains("network") && dead_finding.detail.contains("io.volce-lab.plan="));
     let fix = dead_finding.fix.unwrap();
@@ -191,7 +211,7 @@ fn install() -> Install {
 }
 
 fn failures(findings: &[Finding]) -> Vec<String> {
-    findings.iter().filter(|f| !f.ok).map(|f| f.subject.clone()).collect()
+    findings.iter().filter(|f| f.level == Level::Fail).map(|f| f.subject.clone()).collect()
 }
 
 #[test]
@@ -257,7 +277,7 @@ fn each_broken_file_variant_fails_its_own_check() {
         let failed = failures(&findings);
         assert!(failed.contains(&subject.to_string()), "{name}: expected {subject} to fail, got {failed:?}");
         assert!(!report(&findings).1, "{name}: the report must not be healthy");
-        for finding in findings.iter().filter(|f| !f.ok) {
+        for finding in findings.iter().filter(|f| f.level == Level::Fail) {
             assert!(finding.fix.is_some(), "{name}: every failure says how to fix it");
         }
     }
@@ -276,7 +296,6 @@ fn each_broken_probe_variant_fails_its_own_check() {
     };
     let variants: Vec<(&str, FakeProbe, &str)> = vec![
         ("docker down", FakeProbe { docker: Err("no socket".into()), ..Default::default() }, "docker"),
-        ("image missing", FakeProbe { images_present: false, ..Default::default() }, "image"),
         ("visudo rejects", FakeProbe { sudoers_valid: false, ..Default::default() }, "sudoers syntax"),
         (
             "agent in docker group",
@@ -354,6 +373,7 @@ fn each_broken_probe_variant_fails_its_own_check() {
             FakeProbe {
                 policy: Ok(PolicyFacts {
                     images: vec![],
+                    gateway: String::new(),
                     approvers: vec!["vl-operator".into(), "vl-agent".into()],
                 }),
                 ..Default::default()
@@ -405,7 +425,8 @@ fn policy_facts_come_from_the_helpers_own_parser() {
     let dir = tempfile::tempdir().unwrap();
     let installed = dir.path().join("example.json");
     std::fs::write(&installed, json).unwrap();
-    let PolicyFacts { images, approvers } = load_policy_facts(&installed).unwrap();
+    let PolicyFacts { images, gateway, approvers } = load_policy_facts(&installed).unwrap();
+    assert_eq!(images.last(), Some(&gateway), "the gateway's image comes last");
     assert!(images.len() >= 2, "{images:?}");
     assert!(images.iter().all(|image| image.contains("@sha256:")));
     assert!(!approvers.is_empty(), "the example names its approvers");
@@ -433,7 +454,7 @@ fn drift_is_a_finding_that_names_the_reviewed_fix() {
     };
     let findings = diagnose(&install.paths, &probe);
     let finding = findings.iter().find(|f| f.subject == "app shop").expect("a drift finding");
-    assert!(!finding.ok);
+    assert_eq!(finding.level, Level::Fail);
     assert!(finding.detail.contains("containers_missing"), "{}", finding.detail);
     let fix = finding.fix.as_deref().unwrap();
     assert!(fix.contains("remove_app") && fix.contains("volce-lab-host list"), "{fix}");
@@ -447,4 +468,100 @@ fn drift_asks_no_engine_when_nothing_is_managed_and_changes_nothing() {
     let before = std::fs::read(dir.path().join("state.db")).unwrap();
     assert_eq!(read_drift(dir.path()), Ok(vec![]), "no app recorded");
     assert_eq!(std::fs::read(dir.path().join("state.db")).unwrap(), before);
+}
+
+/// An image not pulled yet, or built for another user or command, is a
+/// warning: doctor still passes (a fresh server pulls at the first deploy).
+#[test]
+fn catalog_images_that_are_missing_or_do_not_fit_are_warnings() {
+    let install = install();
+    let missing = diagnose(&install.paths, &FakeProbe { images_present: false, ..Default::default() });
+    let warned: Vec<&Finding> = missing.iter().filter(|f| f.level == Level::Warn).collect();
+    assert_eq!(warned.len(), 2, "{missing:#?}");
+    assert!(warned.iter().all(|f| f.subject == "image" && f.detail.contains("not in the local engine")));
+    let (text, healthy) = report(&missing);
+    assert!(healthy, "warnings alone pass:\n{text}");
+    assert!(
+        text.contains("WARN image: ") && text.ends_with("all checks passed, with 2 warning(s)\n"),
+        "{text}"
+    );
+
+    struct Misfit(FakeProbe, ImageConfig);
+    impl Probe for Misfit {
+        fn docker_version(&self) -> Result<String, String> {
+            self.0.docker_version()
+        }
+        fn image_config(&self, _reference: &str) -> Option<ImageConfig> {
+            Some(self.1.clone())
+        }
+        fn sudoers_valid(&self, path: &Path) -> bool {
+            self.0.sudoers_valid(path)
+        }
+        fn groups_of(&self, user: &str) -> Option<Vec<String>> {
+            self.0.groups_of(user)
+        }
+        fn policy(&self, path: &Path) -> Result<PolicyFacts, String> {
+            self.0.policy(path)
+        }
+        fn store(&self, dir: &Path) -> Result<Option<StoreHealth>, String> {
+            self.0.store(dir)
+        }
+        fn drift(&self, dir: &Path) -> Result<Vec<AppDrift>, String> {
+            self.0.drift(dir)
+        }
+    }
+    let words = |words: &[&str]| -> Vec<String> { words.iter().map(|w| (*w).to_owned()).collect() };
+    for (config, app_says, gateway_says) in [
+        // Root by default: neither fits.
+        (
+            ImageConfig {
+                user: String::new(),
+                cmd: words(&["nginx", "-g", "daemon off;"]),
+                entrypoint: vec![],
+            },
+            Some("its USER is root (no USER), but volce-lab runs it as 1000:1000"),
+            Some("its USER is root (no USER), but volce-lab runs it as 101:101"),
+        ),
+        // A name, not the uid volce-lab passes.
+        (
+            ImageConfig { user: "www-data".into(), cmd: words(&["/bin/app"]), entrypoint: vec![] },
+            Some("its USER is `www-data`"),
+            Some("does not start nginx in the foreground"),
+        ),
+        // The app's uid and no command at all.
+        (
+            ImageConfig { user: "1000:1000".into(), cmd: vec![], entrypoint: vec![] },
+            Some("it has no CMD or ENTRYPOINT"),
+            Some("runs it as 101:101"),
+        ),
+        // nginx, but daemonizing: the container would exit at once.
+        (
+            ImageConfig { user: "101".into(), cmd: words(&["/usr/sbin/nginx"]), entrypoint: vec![] },
+            Some("runs it as 1000:1000"),
+            Some("does not start nginx in the foreground"),
+        ),
+        // The official image's shape with the unprivileged user fits the gateway.
+        (
+            ImageConfig {
+                user: "101".into(),
+                cmd: words(&["nginx", "-g", "daemon off;"]),
+                entrypoint: words(&["/docker-entrypoint.sh"]),
+            },
+            Some("runs it as 1000:1000"),
+            None,
+        ),
+    ] {
+        let findings = diagnose(&install.paths, &Misfit(FakeProbe::default(), config.clone()));
+        assert!(report(&findings).1, "{config:?}: misfits are warnings only");
+        let images: Vec<&Finding> = findings.iter().filter(|f| f.subject == "image").collect();
+        for (finding, says) in images.iter().zip([app_says, gateway_says]) {
+            match says {
+                Some(says) => assert!(
+                    finding.level == Level::Warn && finding.detail.contains(says),
+                    "{config:?}: want a warning with {says:?}, got {finding}"
+                ),
+                None => assert_eq!(finding.level, Level::Ok, "{config:?}: {finding}"),
+            }
+        }
+    }
 }

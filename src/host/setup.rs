@@ -462,7 +462,18 @@ pub fn undo() -> Result<(), SetupError> {
     }
     if let Some(agent) = &manifest.created_account {
         if nix::unistd::User::from_name(agent).ok().flatten().is_some() {
-            run("undo", "/usr/sbin/userdel", &["--", agent], None)?;
+            // userdel refuses while a process runs as the account: most
+            // often the session of a workstation's ssh master.
+            run("undo", "/usr/sbin/userdel", &["--", agent], None).map_err(|why| {
+                step_failed(
+                    "undo",
+                    format!(
+                        "{why}; a process of {agent} is probably still running (pgrep -u {agent} -a: \
+                         a workstation's ssh master, which `ssh -O exit` ends, or an rpc); end it and run \
+                         setup --undo again, before you remove /var/lib/volce-lab (its manifest is there)"
+                    ),
+                )
+            })?;
             say(true, "undo", format!("removed the account {agent}"));
         }
         if let Some(home) =

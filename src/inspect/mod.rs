@@ -212,6 +212,7 @@ impl Inspector {
                 alias: config.ssh_alias.clone(),
                 config_file: config.ssh_config.clone(),
                 connect_timeout: config.timeout.min(Duration::from_secs(8)),
+                auth_sock: config.ssh_auth_sock.clone(),
             }))),
         };
         Inspector {

@@ -94,6 +94,7 @@ fn explain(config: &Config, diagnosis: Diagnosis) -> Vec<String> {
                 alias: config.ssh_alias.clone(),
                 config_file: config.ssh_config.clone(),
                 connect_timeout: config.timeout,
+                auth_sock: None,
             };
             vec![
                 reason.explain().to_owned(),

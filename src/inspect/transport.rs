@@ -100,6 +100,11 @@ pub struct SshTransport {
     pub alias: String,
     pub config_file: Option<PathBuf>,
     pub connect_timeout: Duration,
+    /// The ssh-agent socket handed to ssh as `SSH_AUTH_SOCK`, the one
+    /// variable of the caller's environment it gets (`Config::ssh_auth_sock`
+    /// validated it): a key with a passphrase is unlocked there, never by a
+    /// prompt. Agent forwarding stays off (`ForwardAgent=no`).
+    pub auth_sock: Option<PathBuf>,
 }
 
 pub const SSH_PROGRAM: &str = "/usr/bin/ssh";
@@ -264,6 +269,9 @@ impl SshTransport {
     fn remote_spec(&self, remote: &str, stdin: Option<&[u8]>, limits: Limits) -> ProcessSpec {
         let mut spec = limits.apply(ProcessSpec::new(SSH_PROGRAM, self.argv(remote)), stdin);
         spec.transport = ExecTransport::Ssh;
+        if let Some(socket) = &self.auth_sock {
+            spec.env.push(("SSH_AUTH_SOCK".into(), socket.clone().into()));
+        }
         spec
     }
 }
@@ -299,6 +307,7 @@ mod tests {
             alias: "course-demo".into(),
             config_file: Some("/etc/ssh-test/config".into()),
             connect_timeout: Duration::from_secs(8),
+            auth_sock: None,
         };
         let specs = ssh.specs(RemoteCommand::HostRpc, Some(b"{}"), limits());
         assert_eq!(specs.len(), 1);
@@ -324,6 +333,24 @@ mod tests {
         assert_eq!(argv[argv.len() - 1], "sudo -n /usr/local/bin/volce-lab-host rpc");
         assert_eq!(spec.stdin.as_deref(), Some(&b"{}"[..]));
         assert_eq!(spec.transport, ExecTransport::Ssh);
+        // Without an agent socket ssh gets exactly the minimal environment.
+        assert_eq!(spec.env, crate::exec::minimal_env());
+    }
+
+    /// The agent's socket is the one variable added, and only when configured.
+    #[test]
+    fn an_agent_socket_reaches_ssh_as_ssh_auth_sock_and_nothing_else() {
+        let ssh = SshTransport {
+            alias: "course-demo".into(),
+            config_file: None,
+            connect_timeout: Duration::from_secs(8),
+            auth_sock: Some("/run/user/1000/agent.sock".into()),
+        };
+        for spec in ssh.specs(RemoteCommand::Identity, None, limits()) {
+            let mut expected = crate::exec::minimal_env();
+            expected.push(("SSH_AUTH_SOCK".into(), "/run/user/1000/agent.sock".into()));
+            assert_eq!(spec.env, expected);
+        }
     }
 
     /// Tried: the stderr real ssh clients print for each failure (OpenSSH 9),
@@ -367,6 +394,7 @@ mod tests {
             alias: "course-demo".into(),
             config_file: Some("/etc/ssh-test/config".into()),
             connect_timeout: Duration::from_secs(8),
+            auth_sock: None,
         };
         assert_eq!(ssh.command_to_see_for_yourself(), "ssh -F /etc/ssh-test/config course-demo true");
         ssh.config_file = Some("/home/a b/it's".into());

@@ -67,8 +67,8 @@ fn doctor_database(h: &Harness) -> Finding {
         fn docker_version(&self) -> Result<String, String> {
             Ok("test".into())
         }
-        fn image_present(&self, _: &str) -> bool {
-            true
+        fn image_config(&self, _: &str) -> Option<volce_lab::doctor::ImageConfig> {
+            None
         }
         fn sudoers_valid(&self, _: &Path) -> bool {
             true
@@ -77,7 +77,7 @@ fn doctor_database(h: &Harness) -> Finding {
             None
         }
         fn policy(&self, _: &Path) -> Result<volce_lab::doctor::PolicyFacts, String> {
-            Ok(volce_lab::doctor::PolicyFacts { images: vec![], approvers: vec![] })
+            Ok(volce_lab::doctor::PolicyFacts { images: vec![], gateway: String::new(), approvers: vec![] })
         }
         fn store(&self, state_dir: &Path) -> Result<Option<StoreHealth>, String> {
             volce_lab::doctor::read_store_health(state_dir)
@@ -97,7 +97,7 @@ fn doctor_database(h: &Harness) -> Finding {
     let wanted = ["database", "schema"];
     findings
         .into_iter()
-        .find(|f| wanted.contains(&f.subject.as_str()) && !f.ok)
+        .find(|f| wanted.contains(&f.subject.as_str()) && f.level == volce_lab::doctor::Level::Fail)
         .expect("the doctor fails the database or its schema")
 }
 

@@ -26,7 +26,9 @@ pub const AGENT: &str = "vl-agent";
 pub const OTHER: &str = "vl-other";
 pub const OPERATOR: &str = "vl-operator";
 pub const HOST_LINK: &str = "/usr/local/bin/volce-lab-host";
-pub const INSTALLED: &str = "/usr/local/lib/volce-lab/volce-lab";
+/// Where the package puts the executable (the symlink's target).
+pub const INSTALLED: &str = "/usr/lib/volce-lab/volce-lab";
+pub const LIB_DIR: &str = "/usr/lib/volce-lab";
 pub const POLICY: &str = "/etc/volce-lab/policy.json";
 pub const STATE_DIR: &str = "/var/lib/volce-lab";
 pub const DOCKER: &str = "/usr/local/bin/docker";
@@ -42,7 +44,7 @@ pub fn require_setup() -> String {
     let ready = Path::new(E2E_DIR).join("ready");
     assert!(
         ready.is_file(),
-        "scripts/e2e-setup has not run ({} is missing): run `scripts/e2e-setup target/debug/volce-lab` as root first",
+        "scripts/e2e-setup has not run ({} is missing): as root, run {REINSTALL}",
         ready.display()
     );
     assert!(
@@ -54,22 +56,31 @@ pub fn require_setup() -> String {
     host.trim().to_owned()
 }
 
-/// The server side must run the code under test, not an older install.
-/// `cargo test` builds the binary with the dev-dependencies' features, so it
-/// differs from a `cargo build` one: when the installed binary is not this
-/// exact file, scripts/e2e-setup (idempotent, about a second) installs it.
+/// How to (re)build the installation around the binary under test.
+const REINSTALL: &str =
+    "`./scripts/package --debug` then `scripts/e2e-setup target/debian-debug/volce-lab_*.deb`";
+
+/// The server side must run the code under test, installed the way a server
+/// gets it: the .deb `scripts/package --debug` wraps around the binary
+/// `cargo test` builds, installed by scripts/e2e-setup with dpkg and
+/// `volce-lab-host setup`. An older package fails here, loudly, instead of
+/// being patched over: a copied-in binary would no longer be the
+/// packaged installation the suites are meant to prove (and building a
+/// package from inside `cargo test` would wait on cargo's own lock).
 fn install_binary_under_test() {
     static DONE: std::sync::OnceLock<()> = std::sync::OnceLock::new();
     DONE.get_or_init(|| {
         let under_test = env!("CARGO_BIN_EXE_volce-lab");
-        if Path::new(INSTALLED).is_file() && sha256_file(INSTALLED) == sha256_file(under_test) {
-            return;
-        }
-        eprintln!("e2e: installing the binary under test ({under_test}) with scripts/e2e-setup");
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/e2e-setup");
-        let setup = run(script, &[under_test], None);
-        assert!(setup.ok(), "scripts/e2e-setup {under_test} failed: {setup:?}");
-        assert_eq!(sha256_file(INSTALLED), sha256_file(under_test), "the install did not take");
+        let packaged = run("/usr/bin/dpkg", &["-S", INSTALLED], None);
+        assert!(
+            packaged.ok() && packaged.stdout.starts_with("volce-lab: "),
+            "{INSTALLED} is not the volce-lab package's ({packaged:?}): as root, run {REINSTALL}"
+        );
+        assert!(
+            Path::new(INSTALLED).is_file() && sha256_file(INSTALLED) == sha256_file(under_test),
+            "the installed package holds another build than the binary under test ({under_test}): \
+             as root, run {REINSTALL}"
+        );
     });
 }
 
@@ -240,11 +251,20 @@ pub fn private_tempdir() -> tempfile::TempDir {
 /// one machine. The e2e installation belongs to these tests alone.
 pub fn fresh_host_state(apps: &[&str]) {
     remove_apps(apps);
+    // setup's manifest stays: e2e-teardown's `setup --undo` reads it.
+    let manifest = Path::new(STATE_DIR).join("setup.json");
+    let kept = std::fs::read(&manifest).ok();
     if Path::new(STATE_DIR).exists() {
         std::fs::remove_dir_all(STATE_DIR).expect("remove the helper's state");
     }
     let made = run("/usr/bin/install", &["-d", "-o", "root", "-g", "root", "-m", "0700", STATE_DIR], None);
     assert!(made.ok(), "{made:?}");
+    if let Some(bytes) = kept {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let mut file =
+            std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&manifest).unwrap();
+        file.write_all(&bytes).unwrap();
+    }
 }
 
 /// Docker objects of `apps`: containers, then networks, by our label.

@@ -4,7 +4,12 @@ use super::*;
 use std::os::unix::fs::PermissionsExt as _;
 
 fn ssh(config: Option<PathBuf>) -> SshTransport {
-    SshTransport { alias: "course-demo".into(), config_file: config, connect_timeout: Duration::from_secs(8) }
+    SshTransport {
+        alias: "course-demo".into(),
+        config_file: config,
+        connect_timeout: Duration::from_secs(8),
+        auth_sock: None,
+    }
 }
 
 fn limits() -> Limits {
