@@ -440,6 +440,10 @@ impl<R: Runner> Engine for DockerCli<R> {
         self.resolve_image_id(reference)
     }
 
+    fn image_volumes(&self, reference: &ImageRef) -> Result<Option<Vec<String>>, EngineError> {
+        self.declared_volumes(reference)
+    }
+
     fn plan_networks(&self, plan: &PlanId) -> Result<Vec<super::LabelledNetwork>, EngineError> {
         let filter = format!("label={LABEL_PLAN}={plan}");
         let listed = self.call(

@@ -410,6 +410,12 @@ impl Engine for RejectedConfig {
     ) -> Result<Option<volce_lab::docker::ImageId>, EngineError> {
         self.0.resolve_image(reference)
     }
+    fn image_volumes(
+        &self,
+        reference: &volce_lab::control::policy::ImageRef,
+    ) -> Result<Option<Vec<String>>, EngineError> {
+        self.0.image_volumes(reference)
+    }
     fn gateway_answers(&self, port: u16, server_name: &volce_lab::nginx::ServerName) -> bool {
         self.0.gateway_answers(port, server_name)
     }

@@ -4,7 +4,7 @@
 //! helper; fixed argv, loopback HTTP only.
 
 use super::argv::{INSPECT_TEMPLATE, argv};
-use super::parse::{first_line, parse_inspect_rows};
+use super::parse::{first_line, parse_inspect_rows, parse_volumes};
 use super::{DockerCli, QUICK, Runner};
 use crate::control::policy::ImageRef;
 use crate::docker::host_probe::http_get;
@@ -30,6 +30,40 @@ impl<R: Runner> DockerCli<R> {
                 Ok(None)
             }
             Err(error) => Err(error),
+        }
+    }
+
+    /// The `VOLUME`s a pinned image declares, or `None` when the engine
+    /// holds no such image (exit 1 of `docker image inspect`, as in
+    /// [`Self::resolve_image_id`]): it is pulled at deploy, and checked then.
+    pub(super) fn declared_volumes(&self, reference: &ImageRef) -> Result<Option<Vec<String>>, EngineError> {
+        const STEP: &str = "inspect image volumes";
+        let args =
+            argv(&["image", "inspect", "--format", "{{json .Config.Volumes}}", "--", reference.as_str()]);
+        match self.call(STEP, args, QUICK) {
+            Ok(out) => parse_volumes(&out).map(Some),
+            Err(EngineError::Call { execution, .. })
+                if execution.execution_status == ExecutionStatus::NonzeroExit
+                    && execution.exit_code == Some(1) =>
+            {
+                Ok(None)
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    /// After a pull: refuses an image that declares a `VOLUME` before any
+    /// container is created from it. Docker would give each such path an
+    /// anonymous volume: writable, on the host's disk, unbounded, and left
+    /// behind by every `docker rm` volce-lab runs (never `-v`). The plan was
+    /// refused at plan time if the image was already local; this is the
+    /// check for one that was not.
+    pub(super) fn refuse_volumes(&self, reference: &ImageRef) -> Result<(), EngineError> {
+        match self.declared_volumes(reference)? {
+            Some(volumes) if volumes.is_empty() => Ok(()),
+            Some(volumes) => Err(EngineError::ImageDeclaresVolumes { image: reference.clone(), volumes }),
+            // Just pulled, yet not there: nothing is created from it.
+            None => Err(EngineError::Unparsable { step: "inspect image volumes" }),
         }
     }
 
