@@ -78,6 +78,17 @@ pub trait Probe {
     fn stopped_claimer(&self, _state_dir: &Path, _plan: &str) -> Option<crate::host::StoppedClaimer> {
         None
     }
+    /// What the engine's daemon says of itself and how it was started
+    /// (`engine`: TCP listeners, iptables), when this probe can tell.
+    fn engine(&self) -> Option<engine::EngineFacts> {
+        None
+    }
+    /// The networks of every managed app with the options they were
+    /// created with (`engine`: an app deployed by an older volce-lab keeps
+    /// networks without today's options); empty when this probe cannot ask.
+    fn app_networks(&self, _state_dir: &Path) -> Result<Vec<engine::AppNetwork>, String> {
+        Ok(Vec::new())
+    }
     /// The ssh-side facts (`ssh`: the agent's key, shell, home and
     /// `sudo -l`), when this probe can give them.
     fn ssh(&self) -> Option<&dyn ssh::SshProbe> {
@@ -95,18 +106,39 @@ pub struct AppDrift {
 /// What the store says about itself (its home is `crate::store`).
 pub use crate::store::StoreHealth;
 
+/// How a finding weighs: a warning names what the installation cannot
+/// guarantee on this server (an old engine, an old app network) without
+/// failing the run, since nothing volce-lab does can fix it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    Ok,
+    Warn,
+    Fail,
+}
+
 /// One line of the report.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Finding {
-    pub ok: bool,
+    pub level: Level,
     pub subject: String,
     pub detail: String,
     pub fix: Option<String>,
 }
 
+impl Finding {
+    /// Whether this finding fails the run (exit status, `problem(s) found`).
+    pub fn failed(&self) -> bool {
+        self.level == Level::Fail
+    }
+}
+
 impl fmt::Display for Finding {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mark = if self.ok { "ok  " } else { "FAIL" };
+        let mark = match self.level {
+            Level::Ok => "ok  ",
+            Level::Warn => "WARN",
+            Level::Fail => "FAIL",
+        };
         write!(f, "{mark} {}: {}", self.subject, self.detail)?;
         if let Some(fix) = &self.fix {
             write!(f, "\n     fix: {fix}")?;
@@ -116,11 +148,15 @@ impl fmt::Display for Finding {
 }
 
 fn ok(subject: impl Into<String>, detail: impl Into<String>) -> Finding {
-    Finding { ok: true, subject: subject.into(), detail: detail.into(), fix: None }
+    Finding { level: Level::Ok, subject: subject.into(), detail: detail.into(), fix: None }
 }
 
 fn fail(subject: impl Into<String>, detail: impl Into<String>, fix: impl Into<String>) -> Finding {
-    Finding { ok: false, subject: subject.into(), detail: detail.into(), fix: Some(fix.into()) }
+    Finding { level: Level::Fail, subject: subject.into(), detail: detail.into(), fix: Some(fix.into()) }
+}
+
+fn warn(subject: impl Into<String>, detail: impl Into<String>, fix: impl Into<String>) -> Finding {
+    Finding { level: Level::Warn, subject: subject.into(), detail: detail.into(), fix: Some(fix.into()) }
 }
 
 /// The one sudoers line the agent's account may have, for `user`.
@@ -142,7 +178,11 @@ pub fn diagnose(paths: &DoctorPaths, probe: &dyn Probe) -> Vec<Finding> {
     check_policy(paths, probe, agent.as_deref(), &mut findings);
     check_state(paths, probe, &mut findings);
     match probe.docker_version() {
-        Ok(version) => findings.push(ok("docker", format!("engine reachable (version {version})"))),
+        Ok(version) => {
+            findings.push(ok("docker", format!("engine reachable (version {version})")));
+            engine::check_engine(&version, probe.engine().as_ref(), &mut findings);
+            engine::check_app_networks(probe.app_networks(&paths.state_dir), &mut findings);
+        }
         Err(why) => findings.push(fail(
             "docker",
             format!("engine not reachable: {why}"),
@@ -480,7 +520,11 @@ pub fn report(findings: &[Finding]) -> (String, bool) {
         text.push_str(&finding.to_string());
         text.push('\n');
     }
-    let failures = findings.iter().filter(|f| !f.ok).count();
+    let failures = findings.iter().filter(|f| f.failed()).count();
+    let warnings = findings.iter().filter(|f| f.level == Level::Warn).count();
+    if warnings > 0 {
+        text.push_str(&format!("{warnings} warning(s): what this server cannot guarantee (WARN lines)\n"));
+    }
     if failures == 0 {
         text.push_str("all checks passed\n");
     } else {
@@ -492,6 +536,7 @@ pub fn report(findings: &[Finding]) -> (String, bool) {
 #[cfg(test)]
 mod tests;
 
+pub mod engine;
 mod plans;
 pub mod ssh;
 mod system;

@@ -52,11 +52,12 @@ mod deploy;
 mod lifecycle;
 pub mod parse;
 mod probe;
+pub use probe::NetworkOptions;
 
 /// The host probes keep their old paths here (`docker::cli::http_get`, ...).
 pub use super::host_probe::{HttpReply, http_get, port_free};
 use argv::argv;
-pub use argv::{INSPECT_TEMPLATE, hardening};
+pub use argv::{INHIBIT_IPV4_OPTION, INSPECT_TEMPLATE, NO_MASQUERADE_OPTION, SHM_SIZE, hardening};
 use parse::{lines, parse_container_ids, parse_images, parse_inspect_rows, parse_networks};
 
 /// The only docker program we run.

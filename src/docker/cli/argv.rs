@@ -58,21 +58,26 @@ pub const SHM_SIZE: &str = "8m";
 /// gets no IPv4 address, so nothing on that network reaches the host's
 /// services through it, nor (the network being `--internal`, its default
 /// route pointing at that absent address) through any other host address.
-pub const INHIBIT_IPV4: &str = "com.docker.network.bridge.inhibit_ipv4=true";
+pub const INHIBIT_IPV4_OPTION: (&str, &str) = ("com.docker.network.bridge.inhibit_ipv4", "true");
 /// The engine's option that leaves a bridge's traffic out of the host's
 /// NAT: the edge network publishes (DNAT into it works without it, checked
 /// on 20.10) but the gateway's own connections get no masquerade to the
 /// outside.
-pub const NO_MASQUERADE: &str = "com.docker.network.bridge.enable_ip_masquerade=false";
+pub const NO_MASQUERADE_OPTION: (&str, &str) = ("com.docker.network.bridge.enable_ip_masquerade", "false");
+
+fn opt((key, value): (&str, &str)) -> String {
+    format!("{key}={value}")
+}
 
 /// `docker network create` of an app's internal network: `--internal` (no
-/// forwarding out) and [`INHIBIT_IPV4`] (no host address on it). Measured
+/// forwarding out) and [`INHIBIT_IPV4_OPTION`] (no host address on it). Measured
 /// on Docker 20.10: without the option a container on an `--internal`
 /// network reached a host listener on 0.0.0.0 through its own bridge's
 /// address, docker0's, the edge bridge's and another app's bridge's; with
 /// it, none, while containers on the network still reach each other.
 pub(super) fn app_network(labels: Vec<String>, name: &str) -> Vec<String> {
-    let mut args = argv(&["network", "create", "--driver", "bridge", "--internal", "--opt", INHIBIT_IPV4]);
+    let mut args = argv(&["network", "create", "--driver", "bridge", "--internal", "--opt"]);
+    args.push(opt(INHIBIT_IPV4_OPTION));
     args.extend(labels);
     args.push(name.to_owned());
     args
@@ -81,10 +86,11 @@ pub(super) fn app_network(labels: Vec<String>, name: &str) -> Vec<String> {
 /// `docker network create` of an app's edge network, which carries the
 /// gateway's published port. It must keep its host address (the published
 /// port is forwarded to the gateway through it), so the gateway reaches the
-/// host's services; [`NO_MASQUERADE`] at least keeps its connections from
+/// host's services; [`NO_MASQUERADE_OPTION`] at least keeps its connections from
 /// being NATed to the outside (DOCKER-POLICY.md says exactly what it reaches).
 pub(super) fn edge_network(labels: Vec<String>, name: &str) -> Vec<String> {
-    let mut args = argv(&["network", "create", "--driver", "bridge", "--opt", NO_MASQUERADE]);
+    let mut args = argv(&["network", "create", "--driver", "bridge", "--opt"]);
+    args.push(opt(NO_MASQUERADE_OPTION));
     args.extend(labels);
     args.push(name.to_owned());
     args

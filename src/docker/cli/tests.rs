@@ -882,3 +882,27 @@ fn declared_volumes_parse_strictly() {
         assert!(parse_volumes(bad).is_err(), "{bad:?}");
     }
 }
+
+#[test]
+fn network_options_asks_by_exact_name_and_reads_labels_and_options() {
+    let fake = Fake::new(|args| {
+        match args.last().map(String::as_str) {
+        Some("vl-shop") => Ok(
+            r#"{"labels":{"io.volce-lab.app":"shop"},"options":{"com.docker.network.bridge.inhibit_ipv4":"true"}}"#
+                .to_owned(),
+        ),
+        Some("vl-bare") => Ok(r#"{"labels":null,"options":null}"#.to_owned()),
+        _ => Err(1),
+    }
+    });
+    let engine = DockerCli::with_runner(fake, "/nonexistent");
+    let shop = engine.network_options("vl-shop").unwrap().unwrap();
+    assert_eq!(shop.labels["io.volce-lab.app"], "shop");
+    assert_eq!(shop.options["com.docker.network.bridge.inhibit_ipv4"], "true");
+    assert_eq!(engine.network_options("vl-bare").unwrap().unwrap(), NetworkOptions::default());
+    assert_eq!(engine.network_options("vl-none").unwrap(), None, "exit 1: no such network");
+    assert_eq!(
+        engine.runner().argv()[0],
+        r#"network inspect --format {"labels":{{json .Labels}},"options":{{json .Options}}} -- vl-shop"#
+    );
+}
