@@ -107,7 +107,7 @@ pub fn hardening(limits: &Limits, user: &str, restart: &str) -> Vec<String> {
         // `stop` would wait out its grace period) and reaps zombies.
         "--init".into(),
         "--read-only".into(),
-        // The only writable place: small, no exec, no devices, no setuid;
+        // The only writable directory: small, no exec, no devices, no setuid;
         // mode 1777 so the unprivileged user can write (nginx's pid and temp files).
         "--tmpfs".into(),
         "/tmp:rw,noexec,nosuid,nodev,size=16m,mode=1777".into(),
