@@ -540,4 +540,6 @@ pub mod engine;
 mod plans;
 pub mod ssh;
 mod system;
-pub use system::{SystemProbe, cli, load_policy_facts, read_drift, read_store_health};
+pub use system::{
+    SystemProbe, cli, load_policy_facts, read_app_networks, read_drift, read_engine_facts, read_store_health,
+};

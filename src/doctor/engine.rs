@@ -47,6 +47,20 @@ pub fn major_version(version: &str) -> Option<u32> {
     version.trim().split('.').next()?.parse().ok()
 }
 
+/// The findings of [`check_engine`] alone, for tests on a real engine.
+pub fn engine_findings(version: &str, facts: Option<&EngineFacts>) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    check_engine(version, facts, &mut findings);
+    findings
+}
+
+/// The findings of [`check_app_networks`] alone, for tests on a real engine.
+pub fn app_network_findings(networks: Result<Vec<AppNetwork>, String>) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    check_app_networks(networks, &mut findings);
+    findings
+}
+
 /// The version, TCP and iptables rules; nothing when the probe has no facts.
 pub(super) fn check_engine(version: &str, facts: Option<&EngineFacts>, findings: &mut Vec<Finding>) {
     match major_version(version) {
@@ -92,6 +106,8 @@ pub fn daemon_settings(args: &[String], config: Option<&(PathBuf, String)>) -> D
     while let Some(word) = words.next() {
         let (flag, inline) = match word.split_once('=') {
             Some((flag, value)) => (flag, Some(value.to_owned())),
+            // `-Htcp://...`: the short flag with its value attached.
+            None if word.starts_with("-H") && word.len() > 2 => ("-H", Some(word[2..].to_owned())),
             None => (word.as_str(), None),
         };
         match flag {

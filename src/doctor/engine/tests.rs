@@ -51,6 +51,7 @@ fn a_tcp_listener_is_warned_about_from_each_source() {
         facts(&["WARNING: API is accessible on http://0.0.0.0:2375 without encryption.\n  more"], &[], None),
         facts(&[], &["-H", "tcp://127.0.0.1:2375"], None),
         facts(&[], &["--host=tcp://0.0.0.0:2376", "--tlsverify"], None),
+        facts(&[], &["-Htcp://0.0.0.0:2375"], None),
         facts(&[], &[], Some(r#"{"hosts": ["unix:///var/run/docker.sock", "tcp://10.0.0.1:2375"]}"#)),
     ];
     for source in &sources {

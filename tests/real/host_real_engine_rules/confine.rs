@@ -270,3 +270,52 @@ fn an_app_container_writes_only_tmp_a_small_private_shm_and_message_queues() {
     }
     assert_eq!(status(host.lab.port, &host.lab.server_name()), Some(200), "still serving");
 }
+
+#[test]
+#[ignore = "real parts: run by scripts/test"]
+fn doctor_reads_this_engine_and_names_an_app_network_made_the_old_way() {
+    use volce_lab::doctor::Level;
+    use volce_lab::doctor::engine::{app_network_findings, engine_findings, major_version};
+    let _turn = take_turn();
+    let mut host = Host::new("cdoc");
+    host.deploy("web");
+    // An app as an older volce-lab left it: its network plain --internal,
+    // carrying its label, and a record naming it.
+    let old_app = format!("{}-old", host.lab.app);
+    let label = format!("{}={old_app}", volce_lab::docker::LABEL_APP);
+    let old = TestNetwork { name: format!("vl-{old_app}"), containers: vec![] };
+    docker_ok(&["network", "create", "--internal", "--label", &label, &old.name]);
+    let (web, _) = host.lab.image("web");
+    let stand_in = format!("t-confine-old-{}", host.lab.app);
+    host.lab.extra_containers.push(stand_in.clone());
+    let id = docker_ok(&["create", "--name", &stand_in, "--network", "none", &web]).trim().to_owned();
+    let plan = host.planned("stop", json!({"app": host.lab.app}));
+    record_app(&host, &old_app, &id, &plan, host.lab.port + 1);
+
+    let networks = volce_lab::doctor::read_app_networks(&host.lab.state).unwrap();
+    let names: Vec<&str> = networks.iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(names.len(), 3, "both of today's app and the old app's one: {names:?}");
+    let findings = app_network_findings(Ok(networks));
+    let warned: Vec<String> =
+        findings.iter().filter(|f| f.level == Level::Warn).map(|f| f.to_string()).collect();
+    assert_eq!(warned.len(), 1, "{findings:#?}");
+    assert!(
+        warned[0]
+            .starts_with(&format!("WARN app {old_app}: deployed by an older volce-lab: vl-{old_app} lacks"))
+    );
+    assert!(warned[0].contains("remove_app"), "{}", warned[0]);
+    assert!(!warned[0].contains(&format!("vl-{} ", host.lab.app)), "today's app is not named");
+
+    // This engine's own facts, read the way doctor reads them.
+    let facts = volce_lab::doctor::read_engine_facts();
+    assert!(facts.warnings.is_ok(), "docker info answers: {facts:?}");
+    assert!(facts.daemon_args.is_some(), "dockerd's command line is found through /var/run/docker.pid");
+    let version = docker_ok(&["version", "--format", "{{.Server.Version}}"]).trim().to_owned();
+    let findings = engine_findings(&version, Some(&facts));
+    eprintln!("doctor on this engine:\n{}", findings.iter().map(|f| format!("{f}\n")).collect::<String>());
+    let level = |subject: &str| findings.iter().find(|f| f.subject == subject).map(|f| f.level);
+    let old_engine = major_version(&version).is_none_or(|major| major < 28);
+    assert_eq!(level("docker version"), Some(if old_engine { Level::Warn } else { Level::Ok }));
+    assert_eq!(level("docker daemon"), None, "everything it needs could be read");
+    assert!(level("docker api").is_some() && level("docker iptables").is_some());
+}
