@@ -99,6 +99,17 @@ pub trait Probe {
     fn stopped_claimer(&self, _state_dir: &Path, _plan: &str) -> Option<crate::host::StoppedClaimer> {
         None
     }
+    /// What the engine's daemon says of itself and how it was started
+    /// (`engine`: TCP listeners, iptables), when this probe can tell.
+    fn engine(&self) -> Option<engine::EngineFacts> {
+        None
+    }
+    /// The networks of every managed app with the options they were
+    /// created with (`engine`: an app deployed by an older volce-lab keeps
+    /// networks without today's options); empty when this probe cannot ask.
+    fn app_networks(&self, _state_dir: &Path) -> Result<Vec<engine::AppNetwork>, String> {
+        Ok(Vec::new())
+    }
     /// The ssh-side facts (`ssh`: the agent's key, shell, home and
     /// `sudo -l`), when this probe can give them.
     fn ssh(&self) -> Option<&dyn ssh::SshProbe> {
@@ -117,8 +128,9 @@ pub struct AppDrift {
 pub use crate::store::StoreHealth;
 
 /// How a finding weighs. Only a failure makes doctor exit non-zero; a
-/// warning names something that will bite later (an image not pulled
-/// yet, an image built for another user) but does not stop the helper.
+/// warning names what this server cannot guarantee (an old engine, an old
+/// app network) or what will bite later (an image not pulled yet, an
+/// image built for another user), without stopping the helper.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Level {
     Ok,
@@ -133,6 +145,13 @@ pub struct Finding {
     pub subject: String,
     pub detail: String,
     pub fix: Option<String>,
+}
+
+impl Finding {
+    /// Whether this finding fails the run (exit status, `problem(s) found`).
+    pub fn failed(&self) -> bool {
+        self.level == Level::Fail
+    }
 }
 
 impl fmt::Display for Finding {
@@ -181,7 +200,11 @@ pub fn diagnose(paths: &DoctorPaths, probe: &dyn Probe) -> Vec<Finding> {
     check_policy(paths, probe, agent.as_deref(), &mut findings);
     check_state(paths, probe, &mut findings);
     match probe.docker_version() {
-        Ok(version) => findings.push(ok("docker", format!("engine reachable (version {version})"))),
+        Ok(version) => {
+            findings.push(ok("docker", format!("engine reachable (version {version})")));
+            engine::check_engine(&version, probe.engine().as_ref(), &mut findings);
+            engine::check_app_networks(probe.app_networks(&paths.state_dir), &mut findings);
+        }
         Err(why) => findings.push(fail(
             "docker",
             format!("engine not reachable: {why}"),
@@ -587,12 +610,13 @@ pub fn report(findings: &[Finding]) -> (String, bool) {
         text.push_str(&finding.to_string());
         text.push('\n');
     }
-    let failures = findings.iter().filter(|f| f.level == Level::Fail).count();
+    let failures = findings.iter().filter(|f| f.failed()).count();
     let warnings = findings.iter().filter(|f| f.level == Level::Warn).count();
-    if failures == 0 && warnings == 0 {
+    if warnings > 0 {
+        text.push_str(&format!("{warnings} warning(s): the WARN lines above do not fail the check; read their fix\n"));
+    }
+    if failures == 0 {
         text.push_str("all checks passed\n");
-    } else if failures == 0 {
-        text.push_str(&format!("all checks passed, with {warnings} warning(s)\n"));
     } else {
         text.push_str(&format!("{failures} problem(s) found\n"));
     }
@@ -602,7 +626,10 @@ pub fn report(findings: &[Finding]) -> (String, bool) {
 #[cfg(test)]
 mod tests;
 
+pub mod engine;
 mod plans;
 pub mod ssh;
 mod system;
-pub use system::{SystemProbe, cli, load_policy_facts, read_drift, read_store_health};
+pub use system::{
+    SystemProbe, cli, load_policy_facts, read_app_networks, read_drift, read_engine_facts, read_store_health,
+};

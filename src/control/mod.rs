@@ -56,6 +56,9 @@ pub enum Code {
     AppNotStopped,
     /// update to the image the app already runs.
     ImageUnchanged,
+    /// deploy or update of an image that declares `VOLUME`s (refused at
+    /// plan time when the image is local, else right after the pull).
+    ImageDeclaresVolumes,
     // Plan life cycle.
     InspectionRequired,
     InvalidPlanId,
@@ -292,7 +295,7 @@ mod tests {
     #[test]
     fn code_strings_never_change() {
         use strum::VariantArray as _;
-        const SHIPPED: [&str; 74] = [
+        const SHIPPED: [&str; 75] = [
             "invalid_request",
             "request_too_large",
             "unknown_action",
@@ -317,6 +320,7 @@ mod tests {
             "image_not_managed",
             "app_not_stopped",
             "image_unchanged",
+            "image_declares_volumes",
             "inspection_required",
             "invalid_plan_id",
             "plan_not_found",

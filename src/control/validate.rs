@@ -36,7 +36,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::plan::{Action, ContainerPlan, Impact, Payload, PlanId};
-use super::policy::Policy;
+use super::policy::{ImageRef, Policy};
 use super::{Code, Refusal, refuse};
 use crate::docker::{
     AppName, Capacity, ContainerId, DeploySpec, ImageId, LABEL_APP, LABEL_PLAN, LABEL_ROLE, Snapshot,
@@ -148,6 +148,42 @@ pub trait Probe {
     fn capacity(&self) -> Result<Capacity, Refusal>;
     /// Whether anything (file, directory, symlink) exists at the app's directory.
     fn app_dir_exists(&self, app: &str) -> bool;
+    /// The `VOLUME` paths the image declares, or `None` when it is not in
+    /// the engine yet (the deploy pulls it and checks again).
+    fn image_volumes(&self, reference: &ImageRef) -> Result<Option<Vec<String>>, Refusal>;
+}
+
+/// Refuses a catalog image (or the gateway image) that declares `VOLUME`s,
+/// when the engine already holds it; one that is not there yet is checked
+/// by the deploy right after its pull, with the same code.
+///
+/// Why refuse rather than cover each path with a tmpfs: a declared volume
+/// says the image expects data to persist there, and a tmpfs would drop it
+/// silently at every restart; an anonymous volume instead is writable, on
+/// the host's disk, bounded by nothing, and outlives the container (volce-lab
+/// never removes volumes). Neither fits a read-only container whose only
+/// writable places are small tmpfs mounts.
+pub fn refuse_volumes(what: &str, reference: &ImageRef, probe: &dyn Probe) -> Result<(), Refusal> {
+    match probe.image_volumes(reference)? {
+        Some(volumes) if !volumes.is_empty() => Err(volumes_refusal(what, &volumes, "Nothing was changed.")),
+        _ => Ok(()),
+    }
+}
+
+/// The `image_declares_volumes` refusal: which image, which paths, the fix.
+/// `what` names the image as the reader knows it (a catalog key, or the
+/// gateway image); `after` says what happened to the plan.
+pub fn volumes_refusal(what: &str, volumes: &[String], after: &str) -> Refusal {
+    let paths = crate::text::quoted(&volumes.join(", "), 200);
+    Refusal::new(
+        Code::ImageDeclaresVolumes,
+        format!(
+            "{what} declares VOLUME {paths}: volce-lab runs containers with a read-only root and no volumes, \
+             so it refuses images that declare any. {after} The operator must rebuild the image without VOLUME \
+             (writing only under /tmp) and pin its new digest in the catalog; meanwhile choose another \
+             catalog key."
+        ),
+    )
 }
 
 /// Everything validation reads.
@@ -313,6 +349,8 @@ fn deploy(
         return refuse(Code::PortInUse, format!("Something already listens on 127.0.0.1:{host_port}."));
     }
     capacity_floors(ctx.policy, probe)?;
+    refuse_volumes(&format!("The catalog image `{image_key}`"), app_image, probe)?;
+    refuse_volumes("The gateway image (the policy's nginx_image)", &ctx.policy.nginx_image, probe)?;
 
     let nginx_config = crate::nginx::render(server_name.as_str(), container_port);
     let labels = |role: &str| {

@@ -14,12 +14,15 @@
 //!   never prune.
 //!
 //! Networks: the app sits alone with the gateway on `vl-<app>`, created
-//! `--internal` (no route out, no NAT: a compromised app cannot reach the
-//! internet or other containers). An internal network cannot publish, so the
-//! gateway is created on a second, ordinary bridge `vl-<app>_edge` that
-//! carries the published port, and then joined to `vl-<app>`. The `_` keeps
-//! that name out of the app-name space (`^[a-z][a-z0-9-]*$`), so no app's
-//! network can collide with another app's edge network.
+//! `--internal` with no host address on its bridge (`argv::app_network`):
+//! `--internal` alone still let an app container reach every host address
+//! on Docker 20.10, the option leaves it nothing to reach but the gateway.
+//! An internal network cannot publish, so the gateway is created on a
+//! second, ordinary bridge `vl-<app>_edge` (no masquerade,
+//! `argv::edge_network`) that carries the published port, and then joined
+//! to `vl-<app>`. The `_` keeps that name out of the app-name space
+//! (`^[a-z][a-z0-9-]*$`), so no app's network can collide with another
+//! app's edge network. DOCKER-POLICY.md says what each container can reach.
 //!
 //! Layout: this file holds the engine, its docker calls and snapshot, and
 //! the [`Engine`] impl; `cli/deploy.rs` the deploy steps and their cleanup;
@@ -52,11 +55,12 @@ mod deploy;
 mod lifecycle;
 pub mod parse;
 mod probe;
+pub use probe::NetworkOptions;
 
 /// The host probes keep their old paths here (`docker::cli::http_get`, ...).
 pub use super::host_probe::{HttpReply, http_get, port_free};
 use argv::argv;
-pub use argv::{INSPECT_TEMPLATE, hardening};
+pub use argv::{INHIBIT_IPV4_OPTION, INSPECT_TEMPLATE, NO_MASQUERADE_OPTION, SHM_SIZE, hardening};
 use parse::{lines, parse_container_ids, parse_images, parse_inspect_rows, parse_networks};
 
 /// The only docker program we run.
@@ -438,6 +442,10 @@ impl<R: Runner> Engine for DockerCli<R> {
 
     fn resolve_image(&self, reference: &ImageRef) -> Result<Option<ImageId>, EngineError> {
         self.resolve_image_id(reference)
+    }
+
+    fn image_volumes(&self, reference: &ImageRef) -> Result<Option<Vec<String>>, EngineError> {
+        self.declared_volumes(reference)
     }
 
     fn plan_networks(&self, plan: &PlanId) -> Result<Vec<super::LabelledNetwork>, EngineError> {

@@ -274,6 +274,9 @@ pub enum EngineError {
     ManagedFileChanged,
     /// Anything on the host side (files, directories).
     Host { step: &'static str },
+    /// deploy or update: the pulled image declares `VOLUME`s (its config's
+    /// paths, sorted); refused before any container was created from it.
+    ImageDeclaresVolumes { image: ImageRef, volumes: Vec<String> },
     /// deploy, start or update: a step failed with `cause` after the first
     /// mutation, and the rollback was verified: for deploy and update no
     /// container or network carrying the plan's label is left (and a
@@ -308,6 +311,12 @@ impl fmt::Display for EngineError {
                 f.write_str("the managed nginx.conf differs from the recorded one or is not a regular file")
             }
             EngineError::Host { step } => write!(f, "host file operation failed at step '{step}'"),
+            EngineError::ImageDeclaresVolumes { image, volumes } => write!(
+                f,
+                "the image {} declares VOLUME {}; no container was created from it",
+                image.as_str(),
+                crate::text::for_model(&volumes.join(", "), 200)
+            ),
             EngineError::RolledBack { cause } => {
                 write!(f, "{cause}; the change was rolled back and that was verified")
             }
@@ -416,6 +425,11 @@ pub trait Engine {
     /// to, or `None` when the engine holds no such image (it would be
     /// pulled at deploy).
     fn resolve_image(&self, reference: &ImageRef) -> Result<Option<ImageId>, EngineError>;
+    /// Read-only: the `VOLUME` paths a pinned reference's image declares
+    /// (sorted, empty for none), or `None` when the engine holds no such
+    /// image yet. Validation refuses a plan whose image declares any; deploy
+    /// and update check again after their pull.
+    fn image_volumes(&self, reference: &ImageRef) -> Result<Option<Vec<String>>, EngineError>;
     /// Read-only: whether the gateway on 127.0.0.1:`port` answers a GET of
     /// `/` for `server_name` with 2xx or 3xx, in one short try.
     fn gateway_answers(&self, port: u16, server_name: &ServerName) -> bool;

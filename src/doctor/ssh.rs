@@ -205,11 +205,7 @@ mod tests {
     }
 
     fn failed(findings: &[Finding]) -> Vec<&str> {
-        findings
-            .iter()
-            .filter(|f| f.level == crate::doctor::Level::Fail)
-            .map(|f| f.subject.as_str())
-            .collect()
+        findings.iter().filter(|f| f.failed()).map(|f| f.subject.as_str()).collect()
     }
 
     #[test]

@@ -180,6 +180,88 @@ impl Probe for SystemProbe {
     fn ssh(&self) -> Option<&dyn super::ssh::SshProbe> {
         Some(self)
     }
+
+    fn engine(&self) -> Option<super::engine::EngineFacts> {
+        Some(read_engine_facts())
+    }
+
+    fn app_networks(&self, state_dir: &Path) -> Result<Vec<super::engine::AppNetwork>, String> {
+        read_app_networks(state_dir)
+    }
+}
+
+/// Where dockerd writes its pid unless told otherwise (`--pidfile`).
+const DOCKERD_PIDFILE: &str = "/var/run/docker.pid";
+const DOCKERD_CONFIG: &str = "/etc/docker/daemon.json";
+/// A daemon.json larger than this is not read (it is a few lines).
+const CONFIG_LIMIT: u64 = 256 * 1024;
+
+/// `docker info`'s warnings through the bounded runner, and dockerd's own
+/// command line and configuration file, read from /proc and /etc.
+pub fn read_engine_facts() -> super::engine::EngineFacts {
+    let outcome = SystemProbe::run("/usr/bin/docker", &["info", "--format", "{{json .Warnings}}"]);
+    let warnings = match outcome.execution.execution_status {
+        crate::exec::ExecutionStatus::Ok => serde_json::from_slice::<Option<Vec<String>>>(&outcome.stdout)
+            .map(Option::unwrap_or_default)
+            .map_err(|_| "docker info gave an unparsable answer".to_owned()),
+        status => Err(format!("docker info ended with {status:?}")),
+    };
+    let daemon_args = std::fs::read_to_string(DOCKERD_PIDFILE)
+        .ok()
+        .and_then(|pid| pid.trim().parse::<u32>().ok())
+        .and_then(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).ok())
+        .filter(|cmdline| !cmdline.is_empty())
+        .map(|cmdline| {
+            cmdline
+                .split(|b| *b == 0)
+                .skip(1)
+                .filter(|word| !word.is_empty())
+                .map(|word| String::from_utf8_lossy(word).into_owned())
+                .collect::<Vec<String>>()
+        });
+    let config_path = daemon_args
+        .as_deref()
+        .and_then(|args| {
+            let at = args.iter().position(|a| a == "--config-file")?;
+            args.get(at + 1).cloned()
+        })
+        .or_else(|| {
+            daemon_args.as_deref()?.iter().find_map(|a| a.strip_prefix("--config-file=").map(str::to_owned))
+        })
+        .unwrap_or_else(|| DOCKERD_CONFIG.to_owned());
+    let daemon_config = std::fs::File::open(&config_path).ok().and_then(|file| {
+        use std::io::Read as _;
+        let mut text = String::new();
+        file.take(CONFIG_LIMIT).read_to_string(&mut text).ok()?;
+        Some((std::path::PathBuf::from(&config_path), text))
+    });
+    super::engine::EngineFacts { warnings, daemon_args, daemon_config }
+}
+
+/// The app and edge network of every recorded app, with their options;
+/// a network missing, or not carrying the app's label, is not listed (it is
+/// not the app's: drift and remove_app deal with that).
+pub fn read_app_networks(state_dir: &Path) -> Result<Vec<super::engine::AppNetwork>, String> {
+    let apps = crate::store::read_apps(&state_dir.join("state.db")).map_err(|e| e.to_string())?;
+    let engine = crate::docker::cli::DockerCli::new(state_dir);
+    let mut networks = Vec::new();
+    for record in apps.values() {
+        let Some(app) = crate::docker::AppName::parse(&record.app) else { continue };
+        let names = app.names();
+        for (name, edge) in [(&names.network, false), (&names.edge_network, true)] {
+            let Some(found) = engine.network_options(name).map_err(|e| e.to_string())? else { continue };
+            if found.labels.get(crate::docker::LABEL_APP).map(String::as_str) != Some(app.as_str()) {
+                continue;
+            }
+            networks.push(super::engine::AppNetwork {
+                app: record.app.clone(),
+                name: name.clone(),
+                edge,
+                options: found.options,
+            });
+        }
+    }
+    Ok(networks)
 }
 
 impl super::ssh::SshProbe for SystemProbe {

@@ -36,7 +36,7 @@ use serde_json::{Value, json};
 
 use crate::control::clock::check_expiry;
 use crate::control::plan::{Action, Digest, Payload, Plan, PlanId};
-use crate::control::policy::Policy;
+use crate::control::policy::{ImageRef, Policy};
 use crate::control::scope;
 use crate::control::validate::{self, AppState, Context, Probe};
 use crate::control::{Clock, Code, Refusal, refuse};
@@ -114,6 +114,9 @@ impl<E: Engine> Probe for EngineProbe<'_, E> {
     }
     fn capacity(&self) -> Result<Capacity, Refusal> {
         self.engine.capacity().map_err(engine_unavailable)
+    }
+    fn image_volumes(&self, reference: &ImageRef) -> Result<Option<Vec<String>>, Refusal> {
+        self.engine.image_volumes(reference).map_err(engine_unavailable)
     }
     fn app_dir_exists(&self, app: &str) -> bool {
         // Anything but a clean "not found" counts as existing: refusing a

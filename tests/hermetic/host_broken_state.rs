@@ -97,7 +97,7 @@ fn doctor_database(h: &Harness) -> Finding {
     let wanted = ["database", "schema"];
     findings
         .into_iter()
-        .find(|f| wanted.contains(&f.subject.as_str()) && f.level == volce_lab::doctor::Level::Fail)
+        .find(|f| wanted.contains(&f.subject.as_str()) && f.failed())
         .expect("the doctor fails the database or its schema")
 }
 

@@ -995,6 +995,51 @@ fn a_deploy_step_failure_with_a_verified_rollback_names_the_step_and_no_docker_o
     c.prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap();
 }
 
+#[test]
+fn a_catalog_image_with_volumes_is_refused_at_plan_time_over_rpc_and_nothing_is_recorded() {
+    let h = Harness::new();
+    let reference = format!("127.0.0.1:15000/volce-lab/web@sha256:{}", "a".repeat(64));
+    h.engine.edit(|s| {
+        s.image_volumes.insert(reference, vec!["/data".into()]);
+    });
+    let plan = json!({"operation": "plan", "action": "deploy", "parameters": deploy_params("demo", 18001)});
+    let reply = rpc(&h, AGENT, &plan.to_string());
+    assert_eq!(reply["status"], "rejected", "{reply}");
+    assert_eq!(reply["code"], "image_declares_volumes", "{reply}");
+    let message = reply["message"].as_str().unwrap();
+    assert!(message.contains("`/data`") && message.contains("rebuild the image without VOLUME"), "{message}");
+    assert!(h.engine.calls().iter().all(|c| c[0] != "deploy"), "nothing ran");
+    h.engine.edit(|s| s.image_volumes.clear());
+    assert!(
+        h.controller().prepare("deploy", &deploy_params("demo", 18001), AGENT).is_ok(),
+        "no plan held it"
+    );
+}
+
+#[test]
+fn an_image_found_to_declare_volumes_after_the_pull_fails_the_plan_with_the_same_code() {
+    let h = Harness::new();
+    let mut c = h.controller();
+    // Not local at plan time: the deploy pulls it and finds the VOLUME.
+    let plan = c.prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap();
+    let image = volce_lab::control::policy::ImageRef::parse(&format!(
+        "127.0.0.1:15000/volce-lab/web@sha256:{}",
+        "a".repeat(64)
+    ))
+    .unwrap();
+    let cause = EngineError::ImageDeclaresVolumes { image, volumes: vec!["/data".into()] };
+    h.engine.edit(|s| s.fail_next = Some(EngineError::RolledBack { cause: Box::new(cause) }));
+    match c.execute(&plan.plan.id, AGENT).unwrap() {
+        Executed::Failed { refusal, .. } => {
+            assert_eq!(refusal.code, Code::ImageDeclaresVolumes);
+            assert!(refusal.message.contains("before any container was created"), "{}", refusal.message);
+        }
+        other => panic!("expected failed, got {other:?}"),
+    }
+    let stored = c.load(&plan.plan.id, "root").unwrap();
+    assert_eq!(stored.state, PlanState::Failed, "blocks nothing");
+}
+
 fn app_names(inventory: &Value) -> Vec<String> {
     inventory["apps"].as_array().unwrap().iter().map(|a| a["app"].as_str().unwrap().to_owned()).collect()
 }

@@ -98,7 +98,12 @@ fn deploy_serves_the_page_through_the_hardened_gateway_only() {
     gw_nets.sort();
     assert_eq!(gw_nets, [internal.clone(), edge.clone()]);
     assert_eq!(inspect("network", &internal)["Internal"], true);
+    assert_eq!(inspect("network", &internal)["Options"]["com.docker.network.bridge.inhibit_ipv4"], "true");
     assert_eq!(inspect("network", &edge)["Internal"], false);
+    assert_eq!(
+        inspect("network", &edge)["Options"]["com.docker.network.bridge.enable_ip_masquerade"],
+        "false"
+    );
 
     // The managed file: root-owned 0644 in a 0755 directory.
     let meta = std::fs::metadata(lab.app_dir().join("nginx.conf")).unwrap();

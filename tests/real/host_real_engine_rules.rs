@@ -26,6 +26,10 @@
 
 use crate::support::docker_lab;
 
+// What an app container can reach and write (issue 13), on the same
+// engine turn and `Host` as the rules here.
+mod confine;
+
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
@@ -246,16 +250,25 @@ fn remove_image_is_refused_while_a_running_or_stopped_container_uses_it_and_allo
 /// local registry and drops the local tag, so a deploy pulls it by digest
 /// exactly like the shared images. Returns the pinned reference and its id.
 fn unique_web_image(lab: &mut Lab) -> (String, ImageId) {
+    let label = format!("LABEL io.volce-lab.test={}", lab.app);
+    committed_web_image(lab, "web-rmi-test", &label)
+}
+
+/// The web image committed with one Dockerfile `change`, pushed to the
+/// local registry as `<registry>/volce-lab/<repository>` and untagged (see
+/// [`unique_web_image`]). Returns the pinned reference and the image id.
+fn committed_web_image(lab: &mut Lab, repository: &str, change: &str) -> (String, ImageId) {
     let (web, _) = lab.image("web");
     docker_ok(&["pull", "--quiet", &web]);
     let source = format!("t-rmi-source-{}", lab.app);
     lab.extra_containers.push(source.clone());
     docker_ok(&["create", "--name", &source, "--network", "none", &web]);
-    let repository = web.split('@').next().unwrap().replace("/web", "/web-rmi-test");
+    let repository = web.split('@').next().unwrap().replace("/web", &format!("/{repository}"));
     // One fixed tag: the registry keeps one tag, each run adds one small manifest.
     let tag = format!("{repository}:latest");
+    // The label names this run, so each run's image is its own.
     let label = format!("LABEL io.volce-lab.test={}", lab.app);
-    let id = docker_ok(&["commit", "--change", &label, &source, &tag]);
+    let id = docker_ok(&["commit", "--change", &label, "--change", change, &source, &tag]);
     let image = ImageId::parse(id.trim()).expect("docker commit prints the new image id");
     lab.extra_images.push(image.to_string());
     docker_ok(&["rm", &source]);
@@ -409,6 +422,12 @@ impl Engine for RejectedConfig {
         reference: &volce_lab::control::policy::ImageRef,
     ) -> Result<Option<volce_lab::docker::ImageId>, EngineError> {
         self.0.resolve_image(reference)
+    }
+    fn image_volumes(
+        &self,
+        reference: &volce_lab::control::policy::ImageRef,
+    ) -> Result<Option<Vec<String>>, EngineError> {
+        self.0.image_volumes(reference)
     }
     fn gateway_answers(&self, port: u16, server_name: &volce_lab::nginx::ServerName) -> bool {
         self.0.gateway_answers(port, server_name)

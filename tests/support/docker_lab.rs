@@ -264,6 +264,7 @@ pub fn assert_hardened(c: &Value, user: &str, limits: &Limits) {
     assert!(mode != "host" && mode.starts_with("vl-"), "{name}: network mode {mode}");
     assert_eq!(host["PidMode"], "", "{name}: own pid namespace");
     assert_eq!(host["IpcMode"], "private", "{name}: private ipc");
+    assert_eq!(host["ShmSize"], 8 * 1024 * 1024, "{name}: a small /dev/shm");
     assert!(host["Devices"].as_array().is_none_or(Vec::is_empty), "{name}: no devices");
     assert!(host["Binds"].as_array().is_none_or(Vec::is_empty), "{name}: no -v binds");
     assert_eq!(

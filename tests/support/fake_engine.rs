@@ -71,6 +71,8 @@ pub struct FakeState {
     pub logs: BTreeMap<ContainerId, Vec<u8>>,
     /// What `resolve_image` answers per catalog reference (absent: none).
     pub local_images: BTreeMap<String, ImageId>,
+    /// What `image_volumes` answers per reference (absent: not pulled yet).
+    pub image_volumes: BTreeMap<String, Vec<String>>,
     /// Host ports whose gateway does not answer (every other one does).
     pub silent_ports: Vec<u16>,
     /// The `io.volce-lab.plan` label of each network that has one, by name
@@ -116,6 +118,7 @@ impl FakeEngine {
                 snapshot_fails: false,
                 logs: BTreeMap::new(),
                 local_images: BTreeMap::new(),
+                image_volumes: BTreeMap::new(),
                 silent_ports: Vec::new(),
                 network_plans: BTreeMap::new(),
             })),
@@ -402,6 +405,10 @@ impl Engine for FakeEngine {
     // count what the controller asks to change or to list.
     fn resolve_image(&self, reference: &ImageRef) -> Result<Option<ImageId>, EngineError> {
         Ok(self.state.lock().unwrap().local_images.get(reference.as_str()).cloned())
+    }
+
+    fn image_volumes(&self, reference: &ImageRef) -> Result<Option<Vec<String>>, EngineError> {
+        Ok(self.state.lock().unwrap().image_volumes.get(reference.as_str()).cloned())
     }
 
     fn gateway_answers(&self, port: u16, _server_name: &ServerName) -> bool {

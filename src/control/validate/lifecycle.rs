@@ -150,6 +150,7 @@ pub(super) fn update(
             ),
         );
     }
+    super::refuse_volumes(&format!("The catalog image `{image_key}`"), app_image, probe)?;
     let (Some(old_app), Some(gateway)) = (record.app_container.clone(), record.gateway_container.clone())
     else {
         return refuse(

@@ -17,6 +17,8 @@ struct FakeProbe {
     dir_exists: bool,
     capacity: Capacity,
     asked_capacity: Cell<bool>,
+    /// What `image_volumes` answers, by reference; absent: not pulled yet.
+    volumes: BTreeMap<String, Vec<String>>,
 }
 
 impl Default for FakeProbe {
@@ -26,6 +28,7 @@ impl Default for FakeProbe {
             dir_exists: false,
             capacity: Capacity { free_memory_bytes: 8 << 30, free_disk_bytes: 64 << 30 },
             asked_capacity: Cell::new(false),
+            volumes: BTreeMap::new(),
         }
     }
 }
@@ -40,6 +43,9 @@ impl Probe for FakeProbe {
     }
     fn app_dir_exists(&self, _app: &str) -> bool {
         self.dir_exists
+    }
+    fn image_volumes(&self, reference: &ImageRef) -> Result<Option<Vec<String>>, Refusal> {
+        Ok(self.volumes.get(reference.as_str()).cloned())
     }
 }
 
@@ -451,6 +457,40 @@ fn deploy_enforces_the_disk_floor() {
     let mut world = World::empty();
     world.probe.capacity.free_disk_bytes = 3071 * MIB;
     assert_eq!(world.code(Action::Deploy, deploy_params()), Code::InsufficientCapacity);
+}
+
+#[test]
+fn deploy_refuses_a_catalog_image_that_declares_volumes() {
+    let mut world = World::empty();
+    let reference = world.policy.catalog["web"].as_str().to_owned();
+    world.probe.volumes.insert(reference, vec!["/data".into(), "/var/cache/x".into()]);
+    let refusal = world.derive(Action::Deploy, deploy_params()).unwrap_err();
+    assert_eq!(refusal.code, Code::ImageDeclaresVolumes);
+    assert!(
+        refusal.message.contains("`web`") && refusal.message.contains("/data, /var/cache/x"),
+        "{refusal:?}"
+    );
+    assert!(refusal.message.contains("rebuild the image without VOLUME"), "{refusal:?}");
+}
+
+#[test]
+fn deploy_refuses_a_gateway_image_that_declares_volumes() {
+    let mut world = World::empty();
+    let reference = world.policy.nginx_image.as_str().to_owned();
+    world.probe.volumes.insert(reference, vec!["/var/log/nginx".into()]);
+    let refusal = world.derive(Action::Deploy, deploy_params()).unwrap_err();
+    assert_eq!(refusal.code, Code::ImageDeclaresVolumes);
+    assert!(refusal.message.contains("gateway image"), "{refusal:?}");
+}
+
+#[test]
+fn deploy_of_images_without_volumes_or_not_yet_pulled_is_not_refused_for_volumes() {
+    let mut world = World::empty();
+    let reference = world.policy.catalog["web"].as_str().to_owned();
+    // The app image is local and declares none; the gateway image is not
+    // local yet (the deploy checks it after its pull).
+    world.probe.volumes.insert(reference, vec![]);
+    assert!(world.derive(Action::Deploy, deploy_params()).is_ok());
 }
 
 #[test]

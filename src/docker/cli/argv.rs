@@ -51,6 +51,51 @@ pub(super) fn config_mount(config_path: &Path) -> String {
     format!("type=bind,source={},target={GATEWAY_CONFIG_PATH},readonly", config_path.display())
 }
 
+/// The size of every container's private `/dev/shm` (docker's default is 64m).
+pub const SHM_SIZE: &str = "8m";
+
+/// The engine's option that keeps the host off a bridge network: the bridge
+/// gets no IPv4 address, so nothing on that network reaches the host's
+/// services through it, nor (the network being `--internal`, its default
+/// route pointing at that absent address) through any other host address.
+pub const INHIBIT_IPV4_OPTION: (&str, &str) = ("com.docker.network.bridge.inhibit_ipv4", "true");
+/// The engine's option that leaves a bridge's traffic out of the host's
+/// NAT: the edge network publishes (DNAT into it works without it, checked
+/// on 20.10) but the gateway's own connections get no masquerade to the
+/// outside.
+pub const NO_MASQUERADE_OPTION: (&str, &str) = ("com.docker.network.bridge.enable_ip_masquerade", "false");
+
+fn opt((key, value): (&str, &str)) -> String {
+    format!("{key}={value}")
+}
+
+/// `docker network create` of an app's internal network: `--internal` (no
+/// forwarding out) and [`INHIBIT_IPV4_OPTION`] (no host address on it). Measured
+/// on Docker 20.10: without the option a container on an `--internal`
+/// network reached a host listener on 0.0.0.0 through its own bridge's
+/// address, docker0's, the edge bridge's and another app's bridge's; with
+/// it, none, while containers on the network still reach each other.
+pub(super) fn app_network(labels: Vec<String>, name: &str) -> Vec<String> {
+    let mut args = argv(&["network", "create", "--driver", "bridge", "--internal", "--opt"]);
+    args.push(opt(INHIBIT_IPV4_OPTION));
+    args.extend(labels);
+    args.push(name.to_owned());
+    args
+}
+
+/// `docker network create` of an app's edge network, which carries the
+/// gateway's published port. It must keep its host address (the published
+/// port is forwarded to the gateway through it), so the gateway reaches the
+/// host's services; [`NO_MASQUERADE_OPTION`] at least keeps its connections from
+/// being NATed to the outside (DOCKER-POLICY.md says exactly what it reaches).
+pub(super) fn edge_network(labels: Vec<String>, name: &str) -> Vec<String> {
+    let mut args = argv(&["network", "create", "--driver", "bridge", "--opt"]);
+    args.push(opt(NO_MASQUERADE_OPTION));
+    args.extend(labels);
+    args.push(name.to_owned());
+    args
+}
+
 /// The controls every container we start carries. `restart` is
 /// `unless-stopped` for the app and gateway, `no` for the one-off check.
 pub fn hardening(limits: &Limits, user: &str, restart: &str) -> Vec<String> {
@@ -62,10 +107,19 @@ pub fn hardening(limits: &Limits, user: &str, restart: &str) -> Vec<String> {
         // `stop` would wait out its grace period) and reaps zombies.
         "--init".into(),
         "--read-only".into(),
-        // The only writable place: small, no exec, no devices, no setuid;
+        // The only writable directory: small, no exec, no devices, no setuid;
         // mode 1777 so the unprivileged user can write (nginx's pid and temp files).
         "--tmpfs".into(),
         "/tmp:rw,noexec,nosuid,nodev,size=16m,mode=1777".into(),
+        // Its own IPC namespace, never joinable by another container
+        // (whatever the daemon's default-ipc-mode), and a small /dev/shm
+        // instead of docker's 64 MiB: POSIX shared memory and semaphores
+        // (sem_open, Python's multiprocessing locks) keep working, and what
+        // is written there is bounded here and charged to --memory.
+        "--ipc".into(),
+        "private".into(),
+        "--shm-size".into(),
+        SHM_SIZE.into(),
         "--cap-drop".into(),
         "ALL".into(),
         "--security-opt".into(),

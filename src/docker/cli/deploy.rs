@@ -13,7 +13,7 @@
 //! nothing); anything else keeps it `needs_inspection`, with what is left
 //! kept as evidence.
 
-use super::argv::{argv, config_mount, hardening, labels};
+use super::argv::{app_network, argv, config_mount, edge_network, hardening, labels};
 use super::parse::{first_line, lines};
 use super::{DockerCli, NGINX, NGINX_TEST, PULL, QUICK, Runner};
 use crate::control::plan::PlanId;
@@ -114,19 +114,15 @@ impl<R: Runner> DockerCli<R> {
         let (app_image, gateway_image) = (spec.app_image.as_str(), spec.gateway_image.as_str());
         self.call("pull app image", argv(&["pull", "--quiet", app_image]), PULL)?;
         self.call("pull gateway image", argv(&["pull", "--quiet", gateway_image]), PULL)?;
+        self.refuse_volumes(&spec.app_image)?;
+        self.refuse_volumes(&spec.gateway_image)?;
         progress.step(Step::Pulled);
 
         let role_labels = |role: &str| labels(app, role, &spec.plan_id);
-        let mut args = argv(&["network", "create", "--driver", "bridge", "--internal"]);
-        args.extend(role_labels("network"));
-        args.push(network.clone());
-        let id = self.call("create app network", args, QUICK)?;
+        let id = self.call("create app network", app_network(role_labels("network"), network), QUICK)?;
         created.networks.push(first_line(&id).to_owned());
 
-        let mut args = argv(&["network", "create", "--driver", "bridge"]);
-        args.extend(role_labels("network"));
-        args.push(edge.clone());
-        let id = self.call("create edge network", args, QUICK)?;
+        let id = self.call("create edge network", edge_network(role_labels("network"), edge), QUICK)?;
         created.networks.push(first_line(&id).to_owned());
         progress.step(Step::Network);
 

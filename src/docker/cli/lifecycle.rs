@@ -114,6 +114,7 @@ impl<R: Runner> DockerCli<R> {
         let names = spec.app.names();
         let image = spec.app_image.as_str();
         self.call("pull app image", argv(&["pull", "--quiet", image]), PULL)?;
+        self.refuse_volumes(&spec.app_image)?;
         progress.step(Step::Pulled);
 
         let mut args = argv(&["create", "--name", &spec.container_name]);

@@ -113,3 +113,13 @@ pub fn parse_labelled_networks(out: &[u8]) -> Result<Vec<crate::docker::Labelled
         })
         .collect()
 }
+
+/// The `VOLUME`s an image declares, from `{{json .Config.Volumes}}`: `null`
+/// (none) or an object whose keys are the paths. Sorted.
+pub fn parse_volumes(out: &[u8]) -> Result<Vec<String>, EngineError> {
+    const STEP: &str = "inspect image volumes";
+    let text = std::str::from_utf8(out).map_err(|_| EngineError::Unparsable { step: STEP })?.trim();
+    let volumes: Option<BTreeMap<String, serde_json::Value>> =
+        serde_json::from_str(text).map_err(|_| EngineError::Unparsable { step: STEP })?;
+    Ok(volumes.unwrap_or_default().into_keys().collect())
+}

@@ -3,14 +3,32 @@
 //! whether a gateway answers its server name. Runs as root inside the host
 //! helper; fixed argv, loopback HTTP only.
 
+use std::collections::BTreeMap;
+
 use super::argv::{INSPECT_TEMPLATE, argv};
-use super::parse::{first_line, parse_inspect_rows};
+use super::parse::{first_line, parse_inspect_rows, parse_volumes};
 use super::{DockerCli, QUICK, Runner};
 use crate::control::policy::ImageRef;
 use crate::docker::host_probe::http_get;
 use crate::docker::{ContainerId, EngineError, ImageId};
 use crate::exec::ExecutionStatus;
 use crate::nginx::{GATEWAY_LISTEN_PORT, ServerName};
+
+/// What `docker network inspect` says of a network's labels and options
+/// (`null` for none).
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkOptions {
+    #[serde(default, deserialize_with = "null_as_empty")]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default, deserialize_with = "null_as_empty")]
+    pub options: BTreeMap<String, String>,
+}
+
+fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String>, D::Error> {
+    use serde::Deserialize as _;
+    Ok(Option::<BTreeMap<String, String>>::deserialize(d)?.unwrap_or_default())
+}
 
 impl<R: Runner> DockerCli<R> {
     /// `docker image inspect --format {{.Id}} -- REF`. Exit 1 is docker's
@@ -23,6 +41,61 @@ impl<R: Runner> DockerCli<R> {
             Ok(out) => {
                 ImageId::parse(first_line(&out)).map(Some).ok_or(EngineError::Unparsable { step: STEP })
             }
+            Err(EngineError::Call { execution, .. })
+                if execution.execution_status == ExecutionStatus::NonzeroExit
+                    && execution.exit_code == Some(1) =>
+            {
+                Ok(None)
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    /// The `VOLUME`s a pinned image declares, or `None` when the engine
+    /// holds no such image (exit 1 of `docker image inspect`, as in
+    /// [`Self::resolve_image_id`]): it is pulled at deploy, and checked then.
+    pub(super) fn declared_volumes(&self, reference: &ImageRef) -> Result<Option<Vec<String>>, EngineError> {
+        const STEP: &str = "inspect image volumes";
+        let args =
+            argv(&["image", "inspect", "--format", "{{json .Config.Volumes}}", "--", reference.as_str()]);
+        match self.call(STEP, args, QUICK) {
+            Ok(out) => parse_volumes(&out).map(Some),
+            Err(EngineError::Call { execution, .. })
+                if execution.execution_status == ExecutionStatus::NonzeroExit
+                    && execution.exit_code == Some(1) =>
+            {
+                Ok(None)
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    /// After a pull: refuses an image that declares a `VOLUME` before any
+    /// container is created from it. Docker would give each such path an
+    /// anonymous volume: writable, on the host's disk, unbounded, and left
+    /// behind by every `docker rm` volce-lab runs (never `-v`). The plan was
+    /// refused at plan time if the image was already local; this is the
+    /// check for one that was not.
+    pub(super) fn refuse_volumes(&self, reference: &ImageRef) -> Result<(), EngineError> {
+        match self.declared_volumes(reference)? {
+            Some(volumes) if volumes.is_empty() => Ok(()),
+            Some(volumes) => Err(EngineError::ImageDeclaresVolumes { image: reference.clone(), volumes }),
+            // Just pulled, yet not there: nothing is created from it.
+            None => Err(EngineError::Unparsable { step: "inspect image volumes" }),
+        }
+    }
+
+    /// A network's labels and driver options, by exact name, or `None`
+    /// when the engine has no network of that name (exit 1). For the
+    /// doctor, which names app networks created without today's options.
+    pub fn network_options(&self, name: &str) -> Result<Option<NetworkOptions>, EngineError> {
+        const STEP: &str = "inspect network";
+        let template = r#"{"labels":{{json .Labels}},"options":{{json .Options}}}"#;
+        let args = argv(&["network", "inspect", "--format", template, "--", name]);
+        match self.call(STEP, args, QUICK) {
+            Ok(out) => serde_json::from_slice::<NetworkOptions>(&out)
+                .map(Some)
+                .map_err(|_| EngineError::Unparsable { step: STEP }),
             Err(EngineError::Call { execution, .. })
                 if execution.execution_status == ExecutionStatus::NonzeroExit
                     && execution.exit_code == Some(1) =>

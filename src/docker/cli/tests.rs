@@ -103,7 +103,7 @@ fn free_port() -> u16 {
 }
 
 const HARDENING: &str = "--init --read-only --tmpfs /tmp:rw,noexec,nosuid,nodev,size=16m,mode=1777 \
---cap-drop ALL --security-opt no-new-privileges --pids-limit 128 --memory 268435456 --memory-swap 268435456 \
+--ipc private --shm-size 8m --cap-drop ALL --security-opt no-new-privileges --pids-limit 128 --memory 268435456 --memory-swap 268435456 \
 --cpus 0.500 --log-driver json-file --log-opt max-size=10485760 --log-opt max-file=3";
 
 #[test]
@@ -215,6 +215,7 @@ fn deploy_script(fail: Option<(&'static str, i32)>) -> impl Fn(&[String]) -> Res
             ("create", _) if line.contains("vl-shop-app") => Ok(format!("{}\n", hex('a'))),
             ("create", _) => Ok(format!("{}\n", hex('b'))),
             ("ps", _) | ("network", Some("ls")) => Ok(String::new()),
+            ("image", Some("inspect")) => Ok("null\n".to_owned()),
             _ => Ok(String::new()),
         }
     }
@@ -234,8 +235,18 @@ fn expected_deploy_argv(dir: &Path, port: u16) -> Vec<String> {
     vec![
         format!("pull --quiet {web}"),
         format!("pull --quiet {gw}"),
-        format!("network create --driver bridge --internal {} vl-shop", labels("network")),
-        format!("network create --driver bridge {} vl-shop_edge", labels("network")),
+        format!("image inspect --format {{{{json .Config.Volumes}}}} -- {web}"),
+        format!("image inspect --format {{{{json .Config.Volumes}}}} -- {gw}"),
+        format!(
+            "network create --driver bridge --internal --opt com.docker.network.bridge.inhibit_ipv4=true {} \
+             vl-shop",
+            labels("network")
+        ),
+        format!(
+            "network create --driver bridge --opt com.docker.network.bridge.enable_ip_masquerade=false {} \
+             vl-shop_edge",
+            labels("network")
+        ),
         format!(
             "create --name vl-shop-app {} --user 1000:1000 {HARDENING} --restart unless-stopped --pull never \
              --network vl-shop --network-alias app {web}",
@@ -324,7 +335,7 @@ fn failed_health_check_removes_exactly_what_the_plan_created() {
     let argv = engine.runner().argv();
     let plan = "label=io.volce-lab.plan=0123456789abcdef0123456789abcdef";
     assert_eq!(
-        argv[10..],
+        argv[12..],
         [
             format!("ps -aq --no-trunc --filter {plan}"),
             format!("network ls -q --no-trunc --filter {plan}"),
@@ -828,4 +839,70 @@ fn plan_networks_lists_by_the_plans_label_and_refuses_a_garbled_line() {
     );
     let garbled = DockerCli::with_runner(Fake::new(|_| Ok("abc vl-shop\n".into())), dir.path());
     assert_eq!(garbled.plan_networks(&plan), Err(EngineError::Unparsable { step: "list plan networks" }));
+}
+
+#[test]
+fn a_deploy_whose_pulled_image_declares_a_volume_creates_nothing_and_is_rolled_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let app_dir = dir.path().join("shop");
+    let port = free_port();
+    let script = deploy_script(None);
+    let fake = Fake::new(move |args| {
+        if args[0] == "image" && args.last().is_some_and(|r| r.contains("/web@")) {
+            return Ok("{\"/data\":{},\"/cache\":{}}\n".to_owned());
+        }
+        script(args)
+    });
+    let engine = DockerCli::with_runner(fake, dir.path());
+    let cause = EngineError::ImageDeclaresVolumes {
+        image: spec(&app_dir, port).app_image,
+        volumes: vec!["/cache".into(), "/data".into()],
+    };
+    assert_eq!(
+        engine.deploy(&spec(&app_dir, port), &NoProgress),
+        Err(EngineError::RolledBack { cause: Box::new(cause) })
+    );
+    let argv = engine.runner().argv();
+    assert!(
+        !argv
+            .iter()
+            .any(|a| a.starts_with("network create") || a.starts_with("create") || a.starts_with("run")),
+        "nothing is created from it: {argv:?}"
+    );
+    assert!(!app_dir.exists(), "no app directory either");
+}
+
+#[test]
+fn declared_volumes_parse_strictly() {
+    use super::parse::parse_volumes;
+    assert_eq!(parse_volumes(b"null\n").unwrap(), Vec::<String>::new());
+    assert_eq!(parse_volumes(b"{}").unwrap(), Vec::<String>::new());
+    assert_eq!(parse_volumes(br#"{"/var/lib/x":{},"/data":{}}"#).unwrap(), ["/data", "/var/lib/x"]);
+    for bad in [&b""[..], b"[\"/data\"]", b"{\"/data\":{}} trailing", b"\xff"] {
+        assert!(parse_volumes(bad).is_err(), "{bad:?}");
+    }
+}
+
+#[test]
+fn network_options_asks_by_exact_name_and_reads_labels_and_options() {
+    let fake = Fake::new(|args| {
+        match args.last().map(String::as_str) {
+        Some("vl-shop") => Ok(
+            r#"{"labels":{"io.volce-lab.app":"shop"},"options":{"com.docker.network.bridge.inhibit_ipv4":"true"}}"#
+                .to_owned(),
+        ),
+        Some("vl-bare") => Ok(r#"{"labels":null,"options":null}"#.to_owned()),
+        _ => Err(1),
+    }
+    });
+    let engine = DockerCli::with_runner(fake, "/nonexistent");
+    let shop = engine.network_options("vl-shop").unwrap().unwrap();
+    assert_eq!(shop.labels["io.volce-lab.app"], "shop");
+    assert_eq!(shop.options["com.docker.network.bridge.inhibit_ipv4"], "true");
+    assert_eq!(engine.network_options("vl-bare").unwrap().unwrap(), NetworkOptions::default());
+    assert_eq!(engine.network_options("vl-none").unwrap(), None, "exit 1: no such network");
+    assert_eq!(
+        engine.runner().argv()[0],
+        r#"network inspect --format {"labels":{{json .Labels}},"options":{{json .Options}}} -- vl-shop"#
+    );
 }

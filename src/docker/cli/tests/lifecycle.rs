@@ -130,6 +130,7 @@ fn update_script(args: &[String]) -> Result<String, i32> {
     match args[0].as_str() {
         "create" => Ok(format!("{}\n", hex('e'))),
         "inspect" => Ok("running\nrunning\n".into()),
+        "image" => Ok("null\n".into()),
         _ => Ok(String::new()),
     }
 }
@@ -154,8 +155,9 @@ fn update_starts_the_new_container_beside_the_old_checks_it_twice_then_removes_t
     let argv = engine.runner().argv();
     let image = spec.app_image.as_str();
     assert_eq!(argv[0], format!("pull --quiet {image}"));
+    assert_eq!(argv[1], format!("image inspect --format {{{{json .Config.Volumes}}}} -- {image}"));
     assert_eq!(
-        argv[1],
+        argv[2],
         format!(
             "create --name vl-shop-app-0123456789ab --label io.volce-lab.app=shop --label io.volce-lab.role=app \
              --label io.volce-lab.plan={PLAN} --user 1000:1000 {HARDENING} --restart unless-stopped --pull never \
@@ -164,7 +166,7 @@ fn update_starts_the_new_container_beside_the_old_checks_it_twice_then_removes_t
     );
     let b = hex('b');
     assert_eq!(
-        argv[2..],
+        argv[3..],
         [
             format!("start {}", hex('e')),
             format!("exec {b} {NGINX} -t"),
@@ -203,7 +205,7 @@ fn a_failed_update_restores_the_config_removes_the_new_container_and_is_rolled_b
     let plan = format!("label=io.volce-lab.plan={PLAN}");
     let b = hex('b');
     assert_eq!(
-        argv[5..],
+        argv[6..],
         [
             // The previous config, tested and reloaded.
             format!("exec {b} {NGINX} -t"),

@@ -22,6 +22,11 @@ pub(super) fn rolled_back_refusal(action: Action, cause: &EngineError, id: &Plan
     const AFTER: &str = "Everything the plan created (containers, networks, app directory) was removed and \
                          verified gone; nothing is retried and nothing else changed.";
     match cause {
+        EngineError::ImageDeclaresVolumes { image, volumes } => crate::control::validate::volumes_refusal(
+            &format!("The image {}", image.as_str()),
+            volumes,
+            &format!("Plan {id} failed before any container was created; {AFTER}"),
+        ),
         EngineError::HealthCheckFailed => Refusal::new(
             Code::HealthCheckFailed,
             format!(
@@ -232,6 +237,11 @@ fn update_rolled_back(cause: &EngineError, id: &PlanId) -> Refusal {
     const AFTER: &str = "The old container kept serving throughout; the new container was removed and the \
                          previous nginx.conf restored, and that was verified. Nothing is retried.";
     match cause {
+        EngineError::ImageDeclaresVolumes { image, volumes } => crate::control::validate::volumes_refusal(
+            &format!("The image {}", image.as_str()),
+            volumes,
+            &format!("Plan {id} failed before the new container was created. {AFTER}"),
+        ),
         EngineError::HealthCheckFailed => Refusal::new(
             Code::HealthCheckFailed,
             format!(
