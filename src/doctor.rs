@@ -613,7 +613,9 @@ pub fn report(findings: &[Finding]) -> (String, bool) {
     let failures = findings.iter().filter(|f| f.failed()).count();
     let warnings = findings.iter().filter(|f| f.level == Level::Warn).count();
     if warnings > 0 {
-        text.push_str(&format!("{warnings} warning(s): the WARN lines above do not fail the check; read their fix\n"));
+        text.push_str(&format!(
+            "{warnings} warning(s): the WARN lines above do not fail the check; read their fix\n"
+        ));
     }
     if failures == 0 {
         text.push_str("all checks passed\n");
