@@ -43,7 +43,8 @@
 //! and last 5,000 requests and the windowed one (first and last tenth), with
 //! their ratios (target: <= 1.5). `VL_SOAK_REQUESTS` sets the count
 //! (default 100,000). At the end `volce-lab host audit verify` must pass.
-//! Under `cargo test --all-targets` (no `--bench` argument) it does nothing.
+//! Under `cargo test --all-targets` (no `--bench` argument) it does nothing;
+//! without root or libfaketime it prints `skipped` and why.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -200,8 +201,13 @@ fn main() {
     if !std::env::args().any(|a| a == "--bench") {
         return;
     }
-    assert!(nix::unistd::geteuid().is_root(), "the soak runs the helper as root: run it as root");
-    assert!(Path::new(FAKETIME_LIB).exists(), "{FAKETIME_LIB} is missing: apt-get install faketime");
+    // As the other benches that need the machine's setup: say why, and stop.
+    if !nix::unistd::geteuid().is_root() || !Path::new(FAKETIME_LIB).exists() {
+        println!(
+            "soak: skipped (needs root, for its mount namespace, and {FAKETIME_LIB}: apt-get install faketime)"
+        );
+        return;
+    }
     if std::env::var_os(INSIDE).is_none() {
         // Re-run inside a private mount namespace: our mounts end with it.
         let exe = std::env::current_exe().unwrap();
