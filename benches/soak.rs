@@ -41,8 +41,12 @@
 //! kind), state.db + WAL size, plans and audit rows kept, and the peak RSS
 //! of any helper so far (`RUSAGE_CHILDREN`); then the raw p50 of the first
 //! and last 5,000 requests and the windowed one (first and last tenth), with
-//! their ratios (target: <= 1.5). `VL_SOAK_REQUESTS` sets the count
-//! (default 100,000). At the end `volce-lab host audit verify` must pass.
+//! their ratios (target: <= 1.5). Those compare different moments, and on
+//! a shared machine the load of the moment moves a p50 more than history
+//! does; so last, `VL_SOAK_INTERLEAVED` (default 2,000) requests each run
+//! against the soaked state and an empty one in alternating blocks of 25,
+//! the same moments for both, and their p50 ratio is printed too.
+//! `VL_SOAK_REQUESTS` sets the count (default 100,000). At the end `volce-lab host audit verify` must pass.
 //! Under `cargo test --all-targets` (no `--bench` argument) it does nothing;
 //! without root or libfaketime it prints `skipped` and why.
 
@@ -197,6 +201,84 @@ fn arrange(scratch: &Path) -> Option<tempfile::TempDir> {
     on_disk
 }
 
+/// Timed requests: the kind (an index into [`KINDS`]) and the time.
+type Samples = Vec<(usize, Duration)>;
+
+/// The requests of the mix (module header), 25 to a cycle.
+struct Mix {
+    prepare: String,
+    unknown: String,
+    smuggled: String,
+    inventory: String,
+}
+
+impl Mix {
+    fn new() -> Mix {
+        Mix {
+            prepare:
+                json!({"operation": "plan", "action": "deploy", "parameters": deploy_params("soak", PORT)})
+                    .to_string(),
+            unknown: format!(r#"{{"operation":"execute","plan_id":"{}"}}"#, "f".repeat(32)),
+            smuggled: json!({"operation": "plan", "action": "stop",
+                "parameters": {"app": "legacy", "approved": true}})
+            .to_string(),
+            inventory: r#"{"operation":"inventory"}"#.to_owned(),
+        }
+    }
+
+    /// Request `n`: its kind (an index into [`KINDS`]) and its bytes.
+    fn request(&self, n: usize, pending: &Option<String>) -> (usize, String) {
+        match n % 25 {
+            0 => (0, self.prepare.clone()),
+            1 => match pending {
+                Some(id) => (1, format!(r#"{{"operation":"execute","plan_id":"{id}"}}"#)),
+                None => (2, self.unknown.clone()),
+            },
+            2..=11 => (2, self.unknown.clone()),
+            12 | 13 => (3, self.smuggled.clone()),
+            _ => (4, self.inventory.clone()),
+        }
+    }
+}
+
+/// The end state against an empty one at the same moments: blocks of 25
+/// requests alternate between the soaked state directory and a fresh one
+/// bind-mounted over it, so both halves see the same load on the machine.
+/// Returns the p50 of each (soaked, fresh) and of their inventories.
+fn interleaved(mix: &Mix, scratch: &Path, per_side: usize, mut offset: i64, step: i64) -> [Duration; 4] {
+    let fresh = scratch.join("fresh");
+    std::fs::create_dir(&fresh).unwrap();
+    run(
+        "mount",
+        &["-t", "tmpfs", "-o", "mode=0700,size=8g", "volce-soak-fresh", &fresh.display().to_string()],
+    );
+    // Per side: its samples (kind, time) and its pending plan.
+    let mut sides: [(Samples, Option<String>); 2] = Default::default();
+    for block in 0..(2 * per_side).div_ceil(25) {
+        let side = block % 2;
+        if side == 1 {
+            run("mount", &["--bind", &fresh.display().to_string(), STATE]);
+        }
+        for n in 0..25 {
+            let (kind, request) = mix.request(n, &sides[side].1);
+            let t = Instant::now();
+            let reply = rpc(&request, offset);
+            sides[side].0.push((kind, t.elapsed()));
+            if kind == 0 {
+                sides[side].1 = reply["result"]["id"].as_str().map(str::to_owned);
+            }
+            offset += step;
+        }
+        if side == 1 {
+            run("umount", &[STATE]);
+        }
+    }
+    let all = |side: usize| p50(&sides[side].0.iter().map(|s| s.1).collect::<Vec<_>>());
+    let inventory =
+        |side: usize| p50(&sides[side].0.iter().filter(|s| s.0 == 4).map(|s| s.1).collect::<Vec<_>>());
+    [all(0), all(1), inventory(0), inventory(1)]
+}
+
 fn main() {
     if !std::env::args().any(|a| a == "--bench") {
         return;
@@ -225,16 +307,10 @@ fn main() {
     let scratch = tempfile::tempdir().unwrap();
     let on_disk = arrange(scratch.path());
 
-    let unknown = format!(r#"{{"operation":"execute","plan_id":"{}"}}"#, "f".repeat(32));
-    let prepare = json!({"operation": "plan", "action": "deploy", "parameters": deploy_params("soak", PORT)})
-        .to_string();
-    let smuggled = json!({"operation": "plan", "action": "stop",
-        "parameters": {"app": "legacy", "approved": true}})
-    .to_string();
-    let inventory = r#"{"operation":"inventory"}"#.to_owned();
+    let mix = Mix::new();
 
     let real_start = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() as i64;
-    let mut samples: Vec<(usize, Duration)> = Vec::with_capacity(total);
+    let mut samples: Samples = Vec::with_capacity(total);
     let mut pending: Option<String> = None;
     let mut codes = std::collections::BTreeMap::<String, usize>::new();
     let mut last_prune = 0_i64;
@@ -256,16 +332,7 @@ fn main() {
     );
     for n in 0..total {
         let offset = n as i64 * step;
-        let (kind, request) = match n % 25 {
-            0 => (0, prepare.clone()),
-            1 => match &pending {
-                Some(id) => (1, format!(r#"{{"operation":"execute","plan_id":"{id}"}}"#)),
-                None => (2, unknown.clone()),
-            },
-            2..=11 => (2, unknown.clone()),
-            12 | 13 => (3, smuggled.clone()),
-            _ => (4, inventory.clone()),
-        };
+        let (kind, request) = mix.request(n, &pending);
         let t = Instant::now();
         let reply = rpc(&request, offset);
         samples.push((kind, t.elapsed()));
@@ -301,6 +368,9 @@ fn main() {
         }
     }
     let wall = started.elapsed();
+    let per_side: usize =
+        std::env::var("VL_SOAK_INTERLEAVED").ok().and_then(|n| n.parse().ok()).unwrap_or(2_000);
+    let ab = (per_side > 0).then(|| interleaved(&mix, scratch.path(), per_side, total as i64 * step, step));
     let times: Vec<Duration> = samples.iter().map(|s| s.1).collect();
     let raw = WINDOW.min(total / 10).max(1);
     let (raw_start, raw_end) = (p50(&times[..raw]), p50(&times[total - raw..]));
@@ -323,6 +393,18 @@ fn main() {
         ms(win_end),
         win_end.as_secs_f64() / win_start.as_secs_f64()
     );
+    if let Some([soaked, fresh, soaked_inventory, fresh_inventory]) = ab {
+        println!(
+            "  interleaved, {per_side} requests each in alternating blocks of 25: p50 soaked state {} ms, \
+             empty state {} ms, ratio {:.2}; inventory alone {} vs {} ms, ratio {:.2}",
+            ms(soaked),
+            ms(fresh),
+            soaked.as_secs_f64() / fresh.as_secs_f64(),
+            ms(soaked_inventory),
+            ms(fresh_inventory),
+            soaked_inventory.as_secs_f64() / fresh_inventory.as_secs_f64()
+        );
+    }
     println!("  peak RSS of any helper process: {} KiB", children_peak_kib());
     for (what, n) in &codes {
         println!("  {what}: {n}");
