@@ -1,6 +1,7 @@
 //! Property tests (proptest) of the invariants the fuzz targets in fuzz/
 //! check too, here on stable in the hermetic suite: canonical JSON and the
-//! plan digest, the helper's request parser, the nginx renderer. Pure: no
+//! plan digest, the helper's request parser, the nginx renderer, the ssh
+//! gate's framing (fuzz target ssh_gate). Pure: no
 //! files, no processes. The fuzz targets explore raw bytes for longer; these
 //! pin the same claims into every `cargo test`.
 
@@ -9,6 +10,7 @@ use serde_json::{Map, Value, json};
 use volce_lab::control::Code;
 use volce_lab::control::canonical;
 use volce_lab::nginx::{ServerName, render};
+use volce_lab::wire::gate::{self, Check, Header, Request};
 use volce_lab::wire::parse_request;
 
 use crate::support::nginx_shape::only_our_directives;
@@ -147,6 +149,80 @@ proptest! {
     fn renderer_is_safe_for_whatever_validation_accepts(text in "[a-z0-9.;{}$#\\\\\"' \n-]{1,40}", port in 1024u16..=65535) {
         if let Some(name) = ServerName::parse(&text) {
             prop_assert_eq!(only_our_directives(&render(name.as_str(), port), name.as_str(), port), Ok(()));
+        }
+    }
+
+    /// The gate accepts a remote command only byte for byte: a legacy line,
+    /// or `request_line` of its check and two identifiers. Drawn from the
+    /// gate's own words and shell characters, so near misses are common.
+    #[test]
+    fn gate_accepts_only_the_fixed_lines(
+        words in prop::collection::vec(
+            prop_oneof![Just("#"), Just("volce-lab-gate"), Just("1"), Just("2"), Just("identity"), Just("disk"), Just("rpc"), Just("web-1"), Just("vl-agent"), Just("LC_ALL=C;"), Just("export"), Just("LC_ALL;"), Just("hostname"), Just("&&"), Just("id"), Just("-un"), Just(";"), Just("$(id)"), Just("\n"), Just("")],
+            0..10),
+        separator in prop_oneof![Just(" "), Just("  "), Just("\t"), Just(";")],
+    ) {
+        let text = words.join(separator);
+        match gate::parse_request(Some(text.as_bytes())) {
+            Ok(Request::Legacy(_)) => prop_assert!(
+                [gate::LEGACY_IDENTITY, gate::LEGACY_DISK, gate::LEGACY_RPC].contains(&text.as_str())),
+            Ok(Request::Gated { check, host, user }) => {
+                prop_assert_eq!(gate::request_line(check, &host, &user), text.clone());
+                prop_assert!(!text.contains('\n') && !host.contains(' ') && !user.contains(' '));
+            }
+            Err(reason) => prop_assert_eq!(reason, gate::Refused::NotAFixedRequest),
+        }
+    }
+
+    /// Whatever bytes come back, the reply parser does not panic, and a
+    /// frame it accepts starts with exactly its header's line.
+    #[test]
+    fn gate_reply_parser_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..128)) {
+        if let Ok((header, payload)) = gate::parse_reply(&bytes) {
+            let line = header.line();
+            prop_assert!(bytes.starts_with(line.as_bytes()));
+            prop_assert_eq!(&bytes[line.len()..], payload);
+        }
+    }
+
+    /// The gate's header parses back with its verdict, and it is a match
+    /// only when the observed names are the expected identifiers.
+    #[test]
+    fn gate_header_round_trips_and_matches_only_equal_names(
+        names in prop::collection::vec(prop_oneof![Just("web-1"), Just("vl-agent"), Just("a b"), Just("?"), Just("-x"), Just(""), Just("h\u{e9}")], 4),
+    ) {
+        let header = Header::judge(names[0], names[1], names[2], names[3]);
+        let line = header.line();
+        let (parsed, payload) = gate::parse_reply(line.as_bytes()).expect("a frame");
+        prop_assert_eq!(&parsed, &header);
+        prop_assert!(payload.is_empty());
+        let identifier = volce_lab::config::is_identifier;
+        let same = names[0] == names[2] && names[1] == names[3] && identifier(names[2]) && identifier(names[3]);
+        prop_assert_eq!(header.matched, same);
+    }
+}
+
+/// Every check's gated line is accepted, and every one-character edit of it
+/// (a deletion, or a space, `;` or newline inserted) is refused unless it
+/// is still a fixed line.
+#[test]
+fn gate_refuses_every_small_edit_of_a_fixed_line() {
+    for check in [Check::Identity, Check::Disk, Check::Rpc] {
+        let line = gate::request_line(check, "web-1", "vl-agent");
+        assert!(gate::parse_request(Some(line.as_bytes())).is_ok(), "{line}");
+        for at in 0..=line.len() {
+            let mut edits =
+                vec![format!("{}{}", &line[..at.min(line.len())], &line[(at + 1).min(line.len())..])];
+            for c in [" ", ";", "\n"] {
+                edits.push(format!("{}{c}{}", &line[..at], &line[at..]));
+            }
+            for edit in edits {
+                if let Ok(request) = gate::parse_request(Some(edit.as_bytes())) {
+                    // Only a one-letter shorter host or user stays a fixed line.
+                    let Request::Gated { check: c, host, user } = &request else { panic!("{edit:?}") };
+                    assert_eq!(gate::request_line(*c, host, user), edit);
+                }
+            }
         }
     }
 }
