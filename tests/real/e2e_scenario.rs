@@ -500,12 +500,20 @@ fn refused_attempts_join_the_host_trail_by_request_id_and_no_planted_secret_reac
     let _serial = serial();
     fresh_host_state(&[APP]);
     let _cleanup = Cleanup;
-    let _short = PolicyChange::apply(|policy| policy["plan_ttl_seconds"] = json!(60));
+    // The shortest plan lifetime the policy allows, and deploy under
+    // approval (so a wrong digest is a digest mismatch, not "no approval
+    // needed").
+    let _short = PolicyChange::apply(|policy| {
+        policy["plan_ttl_seconds"] = json!(60);
+        let every: Vec<&str> = volce_lab::control::plan::Action::ALL.iter().map(|a| a.as_str()).collect();
+        policy["approval_required"] = json!(every);
+    });
     let state = private_tempdir();
     let secret = "e2e-planted-secret-9f3a";
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let (plan_id, expired_request) = runtime.block_on(async {
         let agent = Agent::start(&host, state.path()).await;
+        assert_eq!(agent.check("identity").await.status(), "ok");
         let planned = agent
             .plan(
                 "deploy",
