@@ -60,8 +60,10 @@
 //!
 //! And what the gate's own recording cannot promise: a process of the
 //! agent's account (not a key holder, whom the gate confines) can kill the
-//! gate before it records. The key holder cannot: the gate is the only
-//! program the key runs, and it records before it answers.
+//! gate before it records. The key holder cannot run such a process (the
+//! gate is the only program the key runs); it can hang up, and the gate
+//! records before it answers, so hanging up early does not skip the row
+//! (not tested against every way sshd may end a session).
 
 use std::ffi::OsStr;
 use std::io::Write as _;
