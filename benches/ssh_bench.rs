@@ -13,10 +13,19 @@
 //! gate then answers the old fixed lines, as it does for an older
 //! workstation.
 //!
+//! `service_logs` (issue 12): when run as root with the test images of
+//! scripts/test-images, it also deploys one app through the agent's rpc
+//! over the same master (the operator approves with sudo as vl-operator),
+//! and measures the helper's `logs` over the multiplexed, gated connection
+//! next to the bare `docker logs` argv the helper runs, on the server. The
+//! app is removed again (its containers and networks by label; the state
+//! directory is e2e-teardown's).
+//!
 //!     cargo bench --bench ssh_bench [-- ITERATIONS]
 //!
-//! Prints one table row per mode (p50, p90, max, mean in ms). Without the
-//! installation of scripts/e2e-setup it says so and measures nothing.
+//! Prints one table row per mode (p50, p90, max, mean in ms), and the load
+//! average when it started and ended. Without the installation of
+//! scripts/e2e-setup it says so and measures nothing.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -28,6 +37,7 @@ use volce_lab::inspect::gated::Sessions;
 use volce_lab::inspect::ssh_mux::MultiplexedSsh;
 use volce_lab::inspect::transport::{Limits, RemoteCommand, SshTransport, Transport};
 use volce_lab::inspect::{Check, Inspector, Status};
+use volce_lab::wire::{LogContainer, Reply, Request};
 
 const SSH_CONFIG: &str = "/var/tmp/volce-lab-e2e/client/ssh_config";
 const ALIAS: &str = "vl-e2e";
@@ -101,6 +111,144 @@ fn row(name: &str, mut samples: Vec<Duration>) -> f64 {
     ms(at(0.5))
 }
 
+/// The load average as /proc/loadavg says it (1, 5, 15 minutes).
+fn load_average() -> String {
+    let text = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    text.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+}
+
+const LOGS_APP: &str = "bench-logs";
+
+/// A plain command of the benchmark's own (the operator's approve, the
+/// bare docker calls): fixed argv, checked exit.
+fn command(program: &str, args: &[&str]) -> (bool, String) {
+    let output = std::process::Command::new(program)
+        .args(args)
+        .env_clear()
+        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+        .env("LC_ALL", "C")
+        .output()
+        .unwrap_or_else(|e| panic!("{program}: {e}"));
+    let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
+    if !output.status.success() {
+        text.push_str(&String::from_utf8_lossy(&output.stderr));
+    }
+    (output.status.success(), text)
+}
+
+/// The helper's reply to `request`, sent as the agent over the master.
+async fn agent_rpc(inspector: &Inspector, request: &Request) -> Reply {
+    let limits = volce_lab::mcp::rpc::RPC_LIMITS;
+    let outcome =
+        inspector.host_rpc(&request.to_bytes(), limits).await.expect("the gate lets the rpc through");
+    Reply::parse(volce_lab::wire::progress::reply_bytes(&outcome.stdout)).expect("one reply")
+}
+
+fn remove_logs_app() {
+    let filter = format!("label=io.volce-lab.app={LOGS_APP}");
+    let (_, ids) = command("/usr/bin/docker", &["ps", "-aq", "--filter", &filter]);
+    for id in ids.split_whitespace() {
+        command("/usr/bin/docker", &["rm", "-f", id]);
+    }
+    let (_, networks) = command("/usr/bin/docker", &["network", "ls", "-q", "--filter", &filter]);
+    for id in networks.split_whitespace() {
+        command("/usr/bin/docker", &["network", "rm", id]);
+    }
+}
+
+/// Deploys [`LOGS_APP`] as the agent, approved as the operator; `false`
+/// (with the reason printed) when this machine cannot.
+async fn deploy_logs_app(inspector: &Inspector) -> bool {
+    let mut parameters = serde_json::Map::new();
+    for (key, value) in [
+        ("app", serde_json::json!(LOGS_APP)),
+        ("image", serde_json::json!("web")),
+        ("host_port", serde_json::json!(18977)),
+        ("container_port", serde_json::json!(8080)),
+        ("server_name", serde_json::json!("bench-logs.e2e.test")),
+    ] {
+        parameters.insert(key.into(), value);
+    }
+    let planned =
+        agent_rpc(inspector, &Request::plan(volce_lab::control::plan::Action::Deploy, parameters)).await;
+    let Reply::Ok { result, .. } = planned else {
+        println!("service_logs: skipped (the deploy plan was refused: {planned:?})");
+        return false;
+    };
+    let (id, digest) =
+        (result["id"].as_str().unwrap().to_owned(), result["digest"].as_str().unwrap().to_owned());
+    // The test policy may ask no approval for a deploy.
+    let (approved, said) = if result["requires_approval"] == serde_json::json!(true) {
+        command(
+            "/usr/sbin/runuser",
+            &["-u", "vl-operator", "--", "/usr/bin/sudo", "-n", "/usr/local/bin/volce-lab-host"]
+                .into_iter()
+                .chain(["approve", &id, &digest, "--yes"])
+                .collect::<Vec<_>>(),
+        )
+    } else {
+        (true, String::new())
+    };
+    if !approved {
+        println!("service_logs: skipped (the operator's approve failed: {})", said.trim());
+        return false;
+    }
+    let plan_id = volce_lab::control::plan::PlanId::parse(&id).unwrap();
+    match agent_rpc(inspector, &Request::execute(&plan_id)).await {
+        Reply::Ok { .. } => true,
+        other => {
+            println!("service_logs: skipped (the deploy did not complete: {other:?})");
+            false
+        }
+    }
+}
+
+/// `service_logs` over the master next to the bare `docker logs` the helper
+/// runs for it: the two p50s.
+fn measure_logs(
+    runtime: &tokio::runtime::Runtime,
+    inspector: &Inspector,
+    iterations: usize,
+) -> Option<(f64, f64)> {
+    if !nix::unistd::geteuid().is_root() || !Path::new("/etc/volce-lab/policy.json").exists() {
+        println!("service_logs: skipped (needs root and the policy of scripts/test-images)");
+        return None;
+    }
+    remove_logs_app();
+    if !runtime.block_on(deploy_logs_app(inspector)) {
+        remove_logs_app();
+        return None;
+    }
+    let filter = format!("label=io.volce-lab.app={LOGS_APP}");
+    let (_, ids) = command("/usr/bin/docker", &["ps", "-q", "--no-trunc", "--filter", &filter]);
+    let request = Request::logs(LOGS_APP, LogContainer::App, 50, None);
+    let over_ssh: Vec<Duration> = runtime.block_on(async {
+        let mut samples = Vec::with_capacity(iterations);
+        for _ in 0..iterations {
+            let started = Instant::now();
+            let reply = agent_rpc(inspector, &request).await;
+            samples.push(started.elapsed());
+            assert!(matches!(reply, Reply::Ok { .. }), "logs failed: {reply:?}");
+        }
+        samples
+    });
+    // The same argv as the helper's (`docker::cli::argv`), for each of the
+    // app's containers the first that is the app's own.
+    let id = ids.split_whitespace().next().expect("a container of the app").to_owned();
+    let bare: Vec<Duration> = (0..iterations)
+        .map(|_| {
+            let started = Instant::now();
+            let (ok, _) = command("/usr/bin/docker", &["logs", "--tail", "50", "--timestamps", "--", &id]);
+            assert!(ok, "docker logs failed");
+            started.elapsed()
+        })
+        .collect();
+    let logs_p50 = row("service_logs (gate, multiplexed)", over_ssh);
+    let bare_p50 = row("bare docker logs --tail 50, on the server", bare);
+    remove_logs_app();
+    Some((logs_p50, bare_p50))
+}
+
 fn main() {
     // `cargo bench` passes --bench. Under `cargo test --all-targets` this is a
     // debug build whose figures mean nothing: say so and pass.
@@ -123,8 +271,10 @@ fn main() {
     let host = std::fs::read_to_string("/var/tmp/volce-lab-e2e/expected_host").unwrap().trim().to_owned();
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
 
+    let load_at_start = load_average();
     println!(
-        "ssh-mode check latency on loopback (identity re-check + df per check), {iterations} checks per mode"
+        "ssh-mode check latency on loopback (identity re-check + df per check), {iterations} checks per mode; \
+         load average {load_at_start}"
     );
     println!(
         "| {:<38} | {:>5} | {:>8} | {:>8} | {:>8} | {:>8} |",
@@ -161,6 +311,7 @@ fn main() {
     let warm = runtime.block_on(measure(&two, iterations));
     assert_eq!(two.sessions(), Sessions::TwoPerCheck);
     let warm_p50 = row("no gate, multiplexed, 2 sessions/check", warm);
+    let logs = measure_logs(&runtime, &inspector, iterations);
     mux.reset();
 
     println!();
@@ -173,4 +324,11 @@ fn main() {
         "ssh gate: p50 {gated_p50:.1} ms per check with one session (target <= 10 ms: {}), two sessions {warm_p50:.1} ms",
         if gated_p50 <= 10.0 { "met" } else { "NOT met" },
     );
+    if let Some((logs_p50, bare_p50)) = logs {
+        println!(
+            "service_logs: p50 {logs_p50:.1} ms over the master, bare docker logs {bare_p50:.1} ms ({:.1} ms added)",
+            logs_p50 - bare_p50
+        );
+    }
+    println!("load average: {load_at_start} at start, {} at end", load_average());
 }

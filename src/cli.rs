@@ -47,7 +47,7 @@ pub enum Command {
 /// `wire::MAX_REQUEST_BYTES`).
 pub const RPC_HELP: &str = "Answer one JSON request from stdin (the only command the agent may run).
 
-Reads one JSON object of at most 16 KiB on stdin; its \"operation\" key names one of five operations, \
+Reads one JSON object of at most 16 KiB on stdin; its \"operation\" key names one of six operations, \
 each with exactly these fields and no others:
 
   {\"operation\":\"gateway_status\"}                     each managed app's gateway: state, drift, answers
@@ -55,6 +55,7 @@ each with exactly these fields and no others:
   {\"operation\":\"plan\",\"action\":A,\"parameters\":{..}}  store a plan; A is deploy, nginx_config, stop, remove_image, remove_app, start or update
   {\"operation\":\"execute\",\"plan_id\":\"<32 hex>\"}       run a stored plan once
   {\"operation\":\"logs\",\"app\":N,\"container\":C,\"tail\":T}   read-only: safe log lines of a managed container
+  {\"operation\":\"gate_refusal\",\"reason\":R,...}         the ssh gate's: record one refusal (R, the command's length and sha256)
 
 The whole request must arrive within 5 seconds (else code request_timeout), and at most 8 helpers run at once \
 (else code busy, at once; nothing is done). \

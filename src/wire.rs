@@ -14,13 +14,14 @@
 //! {"action":"stop","operation":"plan","parameters":{"app":"web"}}
 //! {"operation":"execute","plan_id":"<32 hex>"}
 //! {"app":"web","container":"app","operation":"logs","since_minutes":30,"tail":50}
+//! {"command_bytes":6,"command_sha256":"<64 hex>","operation":"gate_refusal","reason":"not_a_fixed_request"}
 //! -> {"operation":"inventory","result":{...},"status":"ok"}
 //! -> {"code":"plan_expired","message":"...","status":"rejected"}
 //! -> {"code":"needs_inspection","message":"...","plan_id":"<32 hex>","status":"needs_inspection"}
 //! ```
 //!
 //! Security invariants enforced here:
-//! - the request is exactly the fields of one of five operations
+//! - the request is exactly the fields of one of six operations
 //!   (`deny_unknown_fields`, duplicates refused, nothing but one object);
 //!   there is no approval operation and no approval-like field: approval
 //!   exists only in the terminal `approve` command, so nothing the agent
@@ -49,8 +50,8 @@ pub const PROTOCOL_VERSION: u32 = 1;
 /// The most request bytes the helper reads from stdin.
 pub const MAX_REQUEST_BYTES: usize = 16 * 1024;
 
-/// The names of the five operations: the request's tag and the `operation`
-/// of an `ok` reply.
+/// The names of the six operations: the request's tag and the `operation`
+/// of an `ok` reply (`gate_refusal` is never answered `ok`).
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, strum::IntoStaticStr, strum::VariantArray,
 )]
@@ -63,6 +64,9 @@ pub enum Operation {
     Execute,
     /// Read-only: safe lines of one managed container's log.
     Logs,
+    /// Sent by the ssh gate (`crate::host::gate`), never by the
+    /// workstation: record that the gate refused a remote command.
+    GateRefusal,
 }
 
 impl Operation {
@@ -100,6 +104,17 @@ pub enum Request {
         tail: Value,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         since_minutes: Option<Value>,
+    },
+    /// The ssh gate's record of one refusal: why, and the remote command's
+    /// length and sha256, never its text ([`gate::RefusalRecord`], which
+    /// the helper checks before it records). Changes nothing but the
+    /// audit trail, and is always answered `rejected` with `gate_refused`.
+    GateRefusal {
+        reason: gate::Refused,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        command_bytes: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        command_sha256: Option<String>,
     },
 }
 
@@ -152,6 +167,7 @@ impl Request {
             Request::Plan { .. } => Operation::Plan,
             Request::Execute { .. } => Operation::Execute,
             Request::Logs { .. } => Operation::Logs,
+            Request::GateRefusal { .. } => Operation::GateRefusal,
         }
     }
 
@@ -234,8 +250,9 @@ fn shape_refusal() -> Refusal {
     Refusal::new(
         Code::InvalidRequest,
         "The request's \"operation\" key must be gateway_status, inventory, plan (with action and \
-         parameters), execute (with plan_id) or logs (with app, container, tail and optionally \
-         since_minutes), and no other field may be present.",
+         parameters), execute (with plan_id), logs (with app, container, tail and optionally \
+         since_minutes) or gate_refusal (the ssh gate's, with reason and optionally command_bytes and \
+         command_sha256), and no other field may be present.",
     )
 }
 

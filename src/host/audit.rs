@@ -197,6 +197,9 @@ pub fn json_line(entry: &ChainedEntry) -> String {
         "count": entry.count,
         "sudo_uid": entry.sudo_uid,
         "login_uid": entry.login_uid,
+        "gate_reason": entry.gate_reason,
+        "command_bytes": entry.command_bytes,
+        "command_sha256": entry.command_sha256,
         "prev_hash": entry.prev_hash,
         "hash": entry.hash,
     });
@@ -293,7 +296,7 @@ mod tests {
         assert_eq!(value["actor"], "al\u{1b}[31mice\u{202e}", "escaping keeps the value");
         assert_eq!(value["time"], "1970-01-01T00:16:40Z");
         let keys: Vec<&str> = value.as_object().unwrap().keys().map(String::as_str).collect();
-        assert_eq!(keys.len(), 20, "{keys:?}");
+        assert_eq!(keys.len(), 23, "{keys:?}");
         let row = row_line(&entry);
         assert!(row.contains("al\\u{001b}[31mice\\u{202e}"), "{row}");
         assert!(row.contains("   -  "), "no exit code: {row}");

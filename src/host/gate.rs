@@ -20,14 +20,50 @@
 //! - nothing of the inherited environment but `SSH_ORIGINAL_COMMAND` is read,
 //!   and children get `crate::exec::minimal_env` only.
 //!
-//! A refusal is recorded as metadata only ([`RefusalNotice`]: why, how many
-//! bytes, their sha256; never the text the caller chose) in the system log
-//! (facility authpriv, tag `volce-lab-gate`), through `/dev/log` as any
-//! unprivileged program may. The gate cannot write the host audit trail:
-//! that is root's SQLite database, out of the agent's reach by design.
-//! [`RefusalNotice::to_json`] is the exact metadata a host-audit row for it
-//! takes, for the helper to record once the audit trail has a row kind for
-//! gate refusals.
+//! A refusal is recorded as metadata only (why, how many bytes, their
+//! sha256; never the text the caller chose), twice:
+//! - in the host audit trail: after refusing, and without running anything
+//!   the caller asked for, the gate runs the one command the agent's sudoers
+//!   rule allows, `/usr/bin/sudo -n /usr/local/bin/volce-lab-host rpc`, with
+//!   the fixed, closed `gate_refusal` request on stdin
+//!   ([`wire::gate::RefusalRecord`]); the root helper checks it and appends
+//!   a folded refusal row (operation `ssh_gate`, code `gate_refused`,
+//!   `store::fold`). The gate cannot write root's database itself, and the
+//!   privilege model stays as it was: the agent's account gains no command;
+//! - in the system log (facility authpriv, tag `volce-lab-gate`), through
+//!   `/dev/log` as any unprivileged program may, first: it holds every
+//!   attempt (the trail folds repeats into a count), and it is there even
+//!   when sudo or the helper cannot be reached.
+//!
+//! What a compromised agent account can do with `gate_refusal` (it can run
+//! the rpc through sudo without the gate, with any request it likes):
+//! - forge gate refusals: rows that say `ssh_gate`/`gate_refused` though no
+//!   gate refused anything. They carry the actor sudo named (`SUDO_USER`,
+//!   which the rule does not let the caller set), so they can only accuse
+//!   the agent's account itself; it could already leave refused rows of
+//!   its own with any malformed rpc request;
+//! - choose what the row holds, within a closed shape: one of three reasons,
+//!   a length consistent with it, and 64 hex characters. That is 32 bytes
+//!   of its choosing on the first row of a fold window, shown as hex:
+//!   nothing a terminal interprets, no text, no path, no field the helper
+//!   acts on. The helper refuses any other shape (`invalid_parameters`,
+//!   recorded likewise) and reads nothing else of the request;
+//! - flood: each request costs a sudo and a helper process, helpers are
+//!   bounded (`process::RPC_SLOTS`, beyond them `busy`), and identical
+//!   refusals fold (same actor, operation and code: at most two chained
+//!   rows per window, `store::fold::WINDOW_SECS`), so the trail grows by a
+//!   bounded amount whatever the rate. Forged and real refusals fold
+//!   together, so a flood can bury the detail of a real one inside a
+//!   count: the syslog line of each real one is still there;
+//! - change anything else: no. The request reaches neither the store's
+//!   plans nor the engine; it is answered `gate_refused` after its row.
+//!
+//! And what the gate's own recording cannot promise: a process of the
+//! agent's account (not a key holder, whom the gate confines) can kill the
+//! gate before it records. The key holder cannot run such a process (the
+//! gate is the only program the key runs); it can hang up, and the gate
+//! records before it answers, so hanging up early does not skip the row
+//! (not tested against every way sshd may end a session).
 
 use std::ffi::OsStr;
 use std::io::Write as _;
@@ -36,11 +72,10 @@ use std::os::unix::process::CommandExt as _;
 use std::process::{Command, Stdio};
 
 use serde::Serialize;
-use sha2::{Digest as _, Sha256};
 
-use crate::control::Code;
+use crate::control::{Code, Refusal};
 use crate::exit::Exit;
-use crate::wire::gate::{self, Check, Header, Refused, Request};
+use crate::wire::gate::{self, Check, Header, RefusalRecord, Refused, Request};
 
 /// `df` by absolute path.
 pub const DF: &str = "/usr/bin/df";
@@ -124,7 +159,7 @@ pub struct RefusalNotice {
     pub code: &'static str,
     pub reason: &'static str,
     /// Length of the remote command in bytes (absent: none was given).
-    pub command_bytes: Option<usize>,
+    pub command_bytes: Option<u64>,
     /// sha256 of the remote command, lowercase hex: lets the operator tell
     /// repeated attempts apart without the log holding the caller's text.
     pub command_sha256: Option<String>,
@@ -139,12 +174,12 @@ impl RefusalNotice {
 
 /// Builds the metadata of the refusal of `command` for `reason`.
 pub fn refusal_notice(reason: Refused, command: Option<&OsStr>) -> RefusalNotice {
-    let bytes = command.map(OsStr::as_bytes);
+    let record = RefusalRecord::of(reason, command.map(OsStr::as_bytes));
     RefusalNotice {
         code: Code::GateRefused.as_str(),
         reason: reason.as_str(),
-        command_bytes: bytes.map(<[u8]>::len),
-        command_sha256: bytes.map(|b| crate::text::hex(&Sha256::digest(b))),
+        command_bytes: record.command_bytes,
+        command_sha256: record.command_sha256,
     }
 }
 
@@ -164,6 +199,59 @@ pub fn record_refusal(notice: &RefusalNotice) {
     }
 }
 
+/// How long the gate waits for the helper to record a refusal. The helper
+/// answers in milliseconds; a stuck sudo must not keep a refused session
+/// open (the refusal stands either way, and syslog has it).
+pub const RECORD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The argv that records a refusal in the host audit: exactly the rpc of
+/// the agent's one sudoers rule, by absolute paths.
+pub fn record_argv() -> (&'static str, [&'static str; 3]) {
+    (SUDO, ["-n", crate::inspect::transport::HOST_HELPER, "rpc"])
+}
+
+/// Asks the root helper to append the audit row of `record` (the
+/// `gate_refusal` request on stdin, [`record_argv`]). Whether it was
+/// written is the helper's to say in its reply, which the gate does not
+/// relay: the caller gets the one refusal line whatever happened here.
+/// Returns the helper's reply code, for tests and the gate's own exit path.
+pub fn record_in_audit(record: &RefusalRecord) -> Option<Code> {
+    let (program, args) = record_argv();
+    let mut spec = crate::exec::ProcessSpec::new(program, args);
+    spec.stdin = Some(record.request().to_bytes());
+    spec.timeout = RECORD_TIMEOUT;
+    spec.stdout_limit = 4096;
+    spec.stderr_limit = 4096;
+    let outcome = crate::exec::run_blocking(&spec);
+    match crate::wire::Reply::parse(&outcome.stdout) {
+        Ok(crate::wire::Reply::Rejected(refusal)) => Some(refusal.code),
+        _ => None,
+    }
+}
+
+/// The helper's side of `gate_refusal`: the request's fields checked
+/// against what a gate sends ([`RefusalRecord::checked`]). Anything else is
+/// `invalid_parameters` (and that refusal is recorded instead).
+pub fn gate_refusal(
+    reason: Refused,
+    command_bytes: Option<u64>,
+    command_sha256: Option<&str>,
+) -> Result<RefusalRecord, Refusal> {
+    RefusalRecord::checked(reason, command_bytes, command_sha256).map_err(|_| {
+        Refusal::new(
+            Code::InvalidParameters,
+            "gate_refusal takes a reason, and for a command that was given its length and its sha256 \
+             (64 lowercase hex characters) as the ssh gate sends them; nothing was recorded as a gate refusal.",
+        )
+    })
+}
+
+/// What the helper answers a well-formed `gate_refusal`, once its row is
+/// written: the gate's refusal, as the caller of the gate saw it.
+pub fn recorded_refusal() -> Refusal {
+    Refusal::new(Code::GateRefused, "The ssh gate refused a remote command; the refusal is recorded.")
+}
+
 /// `volce-lab-host ssh-gate` in the shipped binary.
 pub fn cli_ssh_gate() -> Exit {
     // Read once; nothing else of the environment sshd built is consulted.
@@ -171,7 +259,11 @@ pub fn cli_ssh_gate() -> Exit {
     let request = match gate::parse_request(command.as_deref().map(OsStr::as_bytes)) {
         Ok(request) => request,
         Err(reason) => {
+            // Nothing the caller asked for runs: syslog first, then the
+            // host audit through the one sudo rule, then the one line.
+            let bytes = command.as_deref().map(OsStr::as_bytes);
             record_refusal(&refusal_notice(reason, command.as_deref()));
+            record_in_audit(&RefusalRecord::of(reason, bytes));
             eprintln!("{REFUSAL_LINE}");
             return Exit::Failure;
         }
@@ -277,5 +369,27 @@ mod tests {
         assert!(!json.to_string().contains("shadow"), "the caller's text is never recorded: {json}");
         let none = refusal_notice(Refused::NoCommand, None);
         assert_eq!(none.to_json()["command_bytes"], serde_json::Value::Null);
+    }
+
+    #[test]
+    fn a_refusal_is_recorded_through_exactly_the_agents_one_sudo_rule() {
+        // The same argv as the rpc the gate runs for a gated request: the
+        // account needs no second rule for its refusals to be recorded.
+        let Step::Run { program, args, .. } = decide(&Request::Legacy(Check::Rpc), &observed()) else {
+            panic!("rpc runs")
+        };
+        assert_eq!(record_argv(), (program, [args[0], args[1], args[2]]));
+        let bytes =
+            RefusalRecord::of(Refused::NotAFixedRequest, Some(b"cat /etc/shadow")).request().to_bytes();
+        let text = String::from_utf8(bytes).unwrap();
+        assert!(text.contains("\"operation\":\"gate_refusal\"") && !text.contains("shadow"), "{text}");
+        // The helper's checks accept exactly what the gate sends, and answer gate_refused.
+        let record = gate_refusal(Refused::NoCommand, None, None).unwrap();
+        assert_eq!(record, RefusalRecord::of(Refused::NoCommand, None));
+        assert_eq!(recorded_refusal().code, Code::GateRefused);
+        assert_eq!(
+            gate_refusal(Refused::NoCommand, Some(1), None).unwrap_err().code,
+            Code::InvalidParameters
+        );
     }
 }

@@ -183,6 +183,18 @@ pub fn rpc_reporting<E: Engine, C: Clock, L: Liveness>(
     meta.operation = request.operation().into();
     meta.request_id = request_id.map(|id| id.as_str().to_owned());
     let now = clock.now();
+    if let Request::GateRefusal { reason, command_bytes, command_sha256 } = &request {
+        // Recorded like a refusal before the store is open (nothing is
+        // created for it, no engine is asked): see `gate_refusal`.
+        let refusal = match gate::gate_refusal(*reason, *command_bytes, command_sha256.as_deref()) {
+            Ok(record) => {
+                meta.gate = Some(record);
+                gate::recorded_refusal()
+            }
+            Err(refusal) => refusal,
+        };
+        return record::refused(paths, now, meta, refusal).into();
+    }
     let mut controller = match open_with(paths, policy, engine, clock, liveness) {
         Ok(controller) => controller,
         // The store is what failed: there is no trail to write to.
@@ -204,6 +216,9 @@ pub fn rpc_reporting<E: Engine, C: Clock, L: Liveness>(
         Request::Logs { app, container, tail, since_minutes } => {
             controller.logs(&app, &container, &tail, since_minutes.as_ref())
         }
+        // Answered above, before the store was opened; should it get here,
+        // it is the same recorded refusal.
+        Request::GateRefusal { .. } => Err(gate::recorded_refusal()),
         Request::Execute { plan_id } => match PlanId::parse(&plan_id) {
             Err(refusal) => Err(refusal),
             Ok(id) => match controller.execute_reporting(&id, caller, progress) {

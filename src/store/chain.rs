@@ -72,6 +72,12 @@ pub struct Content<'a> {
     pub sudo_uid: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub login_uid: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gate_reason: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command_bytes: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command_sha256: Option<&'a str>,
 }
 
 /// sha256(prev_hash || canonical content), lowercase hex. Public (as
@@ -107,6 +113,9 @@ pub struct ChainedEntry {
     pub count: Option<i64>,
     pub sudo_uid: Option<i64>,
     pub login_uid: Option<i64>,
+    pub gate_reason: Option<String>,
+    pub command_bytes: Option<i64>,
+    pub command_sha256: Option<String>,
     pub prev_hash: Option<String>,
     pub hash: Option<String>,
 }
@@ -131,13 +140,16 @@ impl ChainedEntry {
             count: self.count,
             sudo_uid: self.sudo_uid,
             login_uid: self.login_uid,
+            gate_reason: self.gate_reason.as_deref(),
+            command_bytes: self.command_bytes,
+            command_sha256: self.command_sha256.as_deref(),
         }
     }
 }
 
 const SELECT_ROWS: &str = "SELECT seq, at, event, plan_id, action, outcome, exit_code, duration_ms, actor, \
                            operation, app, code, process, request_id, count, sudo_uid, login_uid, \
-                           prev_hash, hash FROM audit";
+                           gate_reason, command_bytes, command_sha256, prev_hash, hash FROM audit";
 
 /// The columns of a migration-4 audit table, for the backfill that runs
 /// before migration 6 added the rest.
@@ -163,8 +175,11 @@ fn entry(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChainedEntry> {
         count: r.get(14)?,
         sudo_uid: r.get(15)?,
         login_uid: r.get(16)?,
-        prev_hash: r.get(17)?,
-        hash: r.get(18)?,
+        gate_reason: r.get(17)?,
+        command_bytes: r.get(18)?,
+        command_sha256: r.get(19)?,
+        prev_hash: r.get(20)?,
+        hash: r.get(21)?,
     })
 }
 
@@ -209,8 +224,10 @@ pub(super) fn append<'a>(
     let hash = link(&prev, &content);
     tx.prepare_cached(
         "INSERT INTO audit (seq, at, event, plan_id, action, outcome, exit_code, duration_ms, actor,
-             operation, app, code, process, request_id, count, sudo_uid, login_uid, prev_hash, hash)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)",
+             operation, app, code, process, request_id, count, sudo_uid, login_uid,
+             gate_reason, command_bytes, command_sha256, prev_hash, hash)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20,
+             ?21, ?22)",
     )?
     .execute(params![
         content.seq,
@@ -230,6 +247,9 @@ pub(super) fn append<'a>(
         content.count,
         content.sudo_uid,
         content.login_uid,
+        content.gate_reason,
+        content.command_bytes,
+        content.command_sha256,
         prev,
         hash,
     ])?;

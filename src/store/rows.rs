@@ -252,8 +252,8 @@ pub enum AuditOperation {
     /// Not a request: retention pruning plans inside another request.
     Retention,
     AuditPrune,
-    /// The ssh forced command's refusals (the gate calls
-    /// `host::audit::record_refusal`).
+    /// The ssh forced command's refusals: the gate sends the helper a
+    /// `gate_refusal` request, recorded by `host::record::record_refusal`.
     SshGate,
 }
 
@@ -272,6 +272,7 @@ impl From<crate::wire::Operation> for AuditOperation {
             O::Plan => AuditOperation::Plan,
             O::Execute => AuditOperation::Execute,
             O::Logs => AuditOperation::Logs,
+            O::GateRefusal => AuditOperation::SshGate,
         }
     }
 }
@@ -292,6 +293,9 @@ pub struct RequestMeta {
     pub login_uid: Option<u32>,
     /// A validated app name, when the request names one.
     pub app: Option<String>,
+    /// For the ssh gate's `gate_refusal`: why it refused, and the command's
+    /// length and sha256 (checked by `wire::gate::RefusalRecord::checked`).
+    pub gate: Option<crate::wire::gate::RefusalRecord>,
     pub started: std::time::Instant,
 }
 
@@ -304,6 +308,7 @@ impl RequestMeta {
             sudo_uid: None,
             login_uid: None,
             app: None,
+            gate: None,
             started: std::time::Instant::now(),
         }
     }

@@ -376,6 +376,15 @@ pub(super) const MIGRATIONS: &[&str] = &[
     CREATE INDEX plans_finished ON plans (finished_at) WHERE finished_at IS NOT NULL;
     -- The per-requester cap on unexpired pending plans.
     CREATE INDEX plans_pending_requester ON plans (requester, expires_at) WHERE state = 'pending';",
+    // 8: the ssh gate's refusals are rows (issue 13): why the gate refused,
+    // and the remote command's length and sha256 (never its text), on the
+    // first row of a fold (`store::fold`; the count row after it carries
+    // none). Added columns are NULL on every older row, and NULL columns
+    // are not part of a row's hashed content, so every hash stays valid.
+    "ALTER TABLE audit ADD COLUMN gate_reason TEXT CHECK (gate_reason IS NULL OR gate_reason IN
+        ('no_command', 'too_long', 'not_a_fixed_request'));
+     ALTER TABLE audit ADD COLUMN command_bytes INTEGER CHECK (command_bytes IS NULL OR command_bytes >= 0);
+     ALTER TABLE audit ADD COLUMN command_sha256 TEXT CHECK (command_sha256 IS NULL OR length(command_sha256) = 64);",
 ];
 
 /// The step after whose SQL the existing audit rows are chained
@@ -495,6 +504,11 @@ mod tests {
                 sorted(ProcessOutcome::VARIANTS.iter().map(|v| v.as_str())),
             ),
             ("apps.state", check_list(&apps, "state"), sorted(app_states())),
+            (
+                "audit.gate_reason",
+                check_list(&audit, "gate_reason"),
+                sorted(crate::wire::gate::Refused::VARIANTS.iter().map(|v| v.as_str())),
+            ),
         ];
         for (column, schema, code) in cases {
             assert_eq!(

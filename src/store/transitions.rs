@@ -77,6 +77,13 @@ pub(super) fn stamp(meta: Option<&RequestMeta>) -> chain::Content<'_> {
         request_id: meta.request_id.as_deref(),
         sudo_uid: meta.sudo_uid.map(i64::from),
         login_uid: meta.login_uid.map(i64::from),
+        gate_reason: meta.gate.as_ref().map(|g| g.reason.as_str()),
+        command_bytes: meta
+            .gate
+            .as_ref()
+            .and_then(|g| g.command_bytes)
+            .map(|n| i64::try_from(n).unwrap_or(i64::MAX)),
+        command_sha256: meta.gate.as_ref().and_then(|g| g.command_sha256.as_deref()),
         ..chain::Content::default()
     }
 }

@@ -88,7 +88,19 @@ pub enum Request {
 /// Why the gate refused a remote command. A closed set: this, the
 /// command's length and its digest are all a refusal records (never the
 /// text the caller chose).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::VariantArray)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    serde::Serialize,
+    serde::Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+    strum::VariantArray,
+)]
+#[serde(rename_all = "snake_case")]
 #[strum(serialize_all = "snake_case")]
 pub enum Refused {
     /// No remote command: an interactive login (`ssh host`).
@@ -103,6 +115,69 @@ pub enum Refused {
 impl Refused {
     pub fn as_str(self) -> &'static str {
         self.into()
+    }
+}
+
+/// What the gate sends the helper about one refusal (the `gate_refusal`
+/// rpc request), as the helper checked it: a reason from the closed set,
+/// and for a command that was given, its length and its sha256 (lowercase
+/// hex). Never a byte of the command itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefusalRecord {
+    pub reason: Refused,
+    pub command_bytes: Option<u64>,
+    pub command_sha256: Option<String>,
+}
+
+/// Why a `gate_refusal` request's fields do not describe a refusal the
+/// gate could have made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Inconsistent;
+
+impl RefusalRecord {
+    /// The record of refusing `command` (`None`: no remote command).
+    pub fn of(reason: Refused, command: Option<&[u8]>) -> RefusalRecord {
+        use sha2::{Digest as _, Sha256};
+        RefusalRecord {
+            reason,
+            command_bytes: command.map(|c| c.len() as u64),
+            command_sha256: command.map(|c| crate::text::hex(&Sha256::digest(c))),
+        }
+    }
+
+    /// Checks the fields of a `gate_refusal` request: both or neither of
+    /// length and digest, neither exactly when there was no command, a
+    /// length over the limit exactly when the reason is `too_long`, and a
+    /// digest of 64 lowercase hex characters. Whoever can run the helper
+    /// can send this request, so it is held to what the gate itself sends.
+    pub fn checked(
+        reason: Refused,
+        command_bytes: Option<u64>,
+        command_sha256: Option<&str>,
+    ) -> Result<RefusalRecord, Inconsistent> {
+        let consistent = match (reason, command_bytes, command_sha256) {
+            (Refused::NoCommand, None, None) => true,
+            (Refused::TooLong, Some(bytes), Some(sha)) => {
+                bytes > MAX_COMMAND_BYTES as u64 && crate::text::is_lower_hex(sha, 64)
+            }
+            (Refused::NotAFixedRequest, Some(bytes), Some(sha)) => {
+                bytes <= MAX_COMMAND_BYTES as u64 && crate::text::is_lower_hex(sha, 64)
+            }
+            _ => false,
+        };
+        if !consistent {
+            return Err(Inconsistent);
+        }
+        Ok(RefusalRecord { reason, command_bytes, command_sha256: command_sha256.map(str::to_owned) })
+    }
+
+    /// The rpc request that carries this record to the helper.
+    pub fn request(&self) -> crate::wire::Request {
+        crate::wire::Request::GateRefusal {
+            reason: self.reason,
+            command_bytes: self.command_bytes,
+            command_sha256: self.command_sha256.clone(),
+        }
     }
 }
 

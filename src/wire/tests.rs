@@ -26,6 +26,7 @@ fn every_request() -> Vec<Request> {
         Request::plan(Action::Stop, parameters),
         Request::execute(&id()),
         Request::logs("web", LogContainer::Gateway, 200, Some(1440)),
+        gate::RefusalRecord::of(gate::Refused::NotAFixedRequest, Some(b"ls /")).request(),
     ];
     let operations: Vec<Operation> = requests.iter().map(Request::operation).collect();
     assert_eq!(operations, Operation::VARIANTS, "one request per operation");
@@ -55,8 +56,76 @@ fn requests_have_the_v1_bytes() {
         Request::logs("web", LogContainer::App, 50, None).to_bytes(),
         br#"{"app":"web","container":"app","operation":"logs","tail":50}"#
     );
+    assert_eq!(
+        gate::RefusalRecord::of(gate::Refused::NotAFixedRequest, Some(b"ls /")).request().to_bytes(),
+        format!(
+            "{{\"command_bytes\":4,\"command_sha256\":\"{}\",\"operation\":\"gate_refusal\",\
+             \"reason\":\"not_a_fixed_request\"}}",
+            crate::text::hex(&<sha2::Sha256 as sha2::Digest>::digest(b"ls /"))
+        )
+        .as_bytes()
+    );
+    assert_eq!(
+        gate::RefusalRecord::of(gate::Refused::NoCommand, None).request().to_bytes(),
+        br#"{"operation":"gate_refusal","reason":"no_command"}"#
+    );
     for request in every_request() {
         assert!(!request.to_bytes().contains(&b'\n'), "one line");
+    }
+}
+
+/// The gate's record is held to what a gate sends: a closed reason, a
+/// length and a digest of the right shape, nothing else (no text field).
+#[test]
+fn a_gate_refusal_carries_a_closed_reason_a_length_and_a_digest_only() {
+    use gate::{RefusalRecord, Refused};
+    let sha = "a".repeat(64);
+    assert_eq!(
+        code(br#"{"operation":"gate_refusal","reason":"no_command","command":"ls /"}"#),
+        Code::InvalidRequest
+    );
+    assert_eq!(code(br#"{"operation":"gate_refusal","reason":"because"}"#), Code::InvalidRequest);
+    assert_eq!(code(br#"{"operation":"gate_refusal"}"#), Code::InvalidRequest);
+    assert_eq!(
+        code(br#"{"operation":"gate_refusal","reason":"too_long","command_bytes":"2000"}"#),
+        Code::InvalidRequest
+    );
+    assert_eq!(
+        code(br#"{"operation":"gate_refusal","reason":"too_long","command_bytes":-1}"#),
+        Code::InvalidRequest
+    );
+    let checked = |reason, bytes, sha: Option<&str>| RefusalRecord::checked(reason, bytes, sha).is_ok();
+    assert!(checked(Refused::NoCommand, None, None));
+    assert!(checked(Refused::NotAFixedRequest, Some(0), Some(&sha)));
+    assert!(checked(Refused::NotAFixedRequest, Some(1024), Some(&sha)));
+    assert!(checked(Refused::TooLong, Some(1025), Some(&sha)));
+    for (reason, bytes, digest) in [
+        (Refused::NoCommand, Some(3), Some(sha.as_str())),
+        (Refused::NoCommand, None, Some(sha.as_str())),
+        (Refused::NotAFixedRequest, Some(1025), Some(sha.as_str())),
+        (Refused::NotAFixedRequest, Some(3), None),
+        (Refused::NotAFixedRequest, None, Some(sha.as_str())),
+        (Refused::TooLong, Some(1024), Some(sha.as_str())),
+        (Refused::NotAFixedRequest, Some(3), Some("A".repeat(64).as_str())),
+        (Refused::NotAFixedRequest, Some(3), Some("rm -rf /")),
+        (Refused::NotAFixedRequest, Some(3), Some(&"a".repeat(65))),
+    ] {
+        assert!(!checked(reason, bytes, digest), "{reason:?} {bytes:?} {digest:?}");
+    }
+    // What the gate builds always passes the helper's check.
+    for command in [None, Some(&b""[..]), Some(b"ls /"), Some(&[b'x'; 5000][..])] {
+        let reason = match command {
+            None => Refused::NoCommand,
+            Some(c) if c.len() > gate::MAX_COMMAND_BYTES => Refused::TooLong,
+            Some(_) => Refused::NotAFixedRequest,
+        };
+        let record = RefusalRecord::of(reason, command);
+        let Request::GateRefusal { reason, command_bytes, command_sha256 } =
+            parse_request(&record.request().to_bytes()).unwrap()
+        else {
+            panic!("a gate_refusal request")
+        };
+        assert_eq!(RefusalRecord::checked(reason, command_bytes, command_sha256.as_deref()), Ok(record));
     }
 }
 
@@ -75,7 +144,7 @@ fn every_request_the_workstation_sends_parses_back_to_itself() {
 #[test]
 fn operation_names_agree_in_serde_and_strum() {
     let names: Vec<&str> = Operation::VARIANTS.iter().map(|o| o.as_str()).collect();
-    assert_eq!(names, ["gateway_status", "inventory", "plan", "execute", "logs"]);
+    assert_eq!(names, ["gateway_status", "inventory", "plan", "execute", "logs", "gate_refusal"]);
     for operation in Operation::VARIANTS {
         assert_eq!(serde_json::to_value(operation).unwrap(), operation.as_str());
         assert_eq!(serde_json::from_value::<Operation>(json!(operation.as_str())).unwrap(), *operation);

@@ -245,3 +245,81 @@ fn when_the_row_cannot_be_written_nothing_changes_and_the_caller_gets_audit_unav
     }
     assert_eq!(outcome.unwrap_err().code, Code::AuditUnavailable);
 }
+
+/// Issue 13: the ssh gate's refusals are rows. The gate sends the helper a
+/// `gate_refusal` (why, and the command's length and sha256); the helper
+/// records it as a refusal of operation `ssh_gate` with code
+/// `gate_refused`, folded like any other, and never sees the command.
+#[test]
+fn a_gate_refusal_is_a_folded_row_with_its_reason_length_and_digest_and_never_the_command() {
+    use volce_lab::wire::gate::{RefusalRecord, Refused};
+    let h = Harness::new();
+    let command = b"cat /etc/shadow # password=e2e-planted-51c2";
+    let record = RefusalRecord::of(Refused::NotAFixedRequest, Some(command));
+    let before = rows(&h).len();
+    assert_eq!(code_of(&h.rpc(AGENT, &record.request().to_bytes())), Code::GateRefused);
+    let all = rows(&h);
+    assert_eq!(all.len(), before + 1);
+    let row = &all[before];
+    assert_eq!(
+        (row["event"].as_str(), row["operation"].as_str(), row["outcome"].as_str(), row["code"].as_str()),
+        (Some("request"), Some("ssh_gate"), Some("refused"), Some("gate_refused")),
+        "{row}"
+    );
+    assert_eq!(row["actor"], AGENT);
+    assert_eq!(row["gate_reason"], "not_a_fixed_request");
+    assert_eq!(row["command_bytes"], command.len());
+    assert_eq!(row["command_sha256"], record.command_sha256.clone().unwrap());
+    let text = rows(&h).iter().map(Value::to_string).collect::<String>();
+    assert!(!text.contains("shadow") && !text.contains("planted"), "the command's text is in the trail");
+
+    // A login without a command, then a flood: one kind, folded.
+    let login = RefusalRecord::of(Refused::NoCommand, None).request().to_bytes();
+    for _ in 0..100 {
+        assert_eq!(code_of(&h.rpc(AGENT, &login)), Code::GateRefused);
+    }
+    assert_eq!(rows(&h).len(), before + 1, "repeats within the window are counted, not appended");
+    h.clock.advance(FOLD_WINDOW_SECS);
+    assert_eq!(code_of(&h.rpc(AGENT, &login)), Code::GateRefused);
+    let all = rows(&h);
+    let count = &all[before + 1];
+    assert_eq!(
+        (count["operation"].as_str(), count["count"].as_i64()),
+        (Some("ssh_gate"), Some(100)),
+        "{count}"
+    );
+    assert_eq!(count["gate_reason"], Value::Null, "a count row carries no detail");
+    let next = &all[before + 2];
+    assert_eq!((next["gate_reason"].as_str(), next["command_bytes"].as_i64()), (Some("no_command"), None));
+    assert!(intact(&h));
+}
+
+/// Whoever can run the helper can send `gate_refusal`: anything but the
+/// shape a gate sends is refused and recorded as such, with no detail.
+#[test]
+fn a_gate_refusal_of_another_shape_is_invalid_parameters_and_records_no_detail() {
+    let h = Harness::new();
+    for bad in [
+        json!({"operation": "gate_refusal", "reason": "no_command", "command_bytes": 3,
+               "command_sha256": "a".repeat(64)}),
+        json!({"operation": "gate_refusal", "reason": "not_a_fixed_request", "command_bytes": 3,
+               "command_sha256": "not hex at all, a text the caller chose......................!!"}),
+        json!({"operation": "gate_refusal", "reason": "too_long", "command_bytes": 10,
+               "command_sha256": "a".repeat(64)}),
+    ] {
+        assert_eq!(code_of(&h.rpc(AGENT, bad.to_string().as_bytes())), Code::InvalidParameters, "{bad}");
+        h.clock.advance(FOLD_WINDOW_SECS);
+    }
+    let all = rows(&h);
+    let refused: Vec<&Value> = all.iter().filter(|r| r["operation"] == "ssh_gate").collect();
+    assert!(!refused.is_empty());
+    for row in refused {
+        assert_eq!(row["code"], "invalid_parameters", "{row}");
+        assert_eq!((&row["gate_reason"], &row["command_sha256"]), (&Value::Null, &Value::Null), "{row}");
+    }
+    let text = all.iter().map(Value::to_string).collect::<String>();
+    assert!(!text.contains("caller chose"));
+    // Text in a field the request does not have is refused before anything.
+    let extra = json!({"operation": "gate_refusal", "reason": "no_command", "command": "id"});
+    assert_eq!(code_of(&h.rpc(AGENT, extra.to_string().as_bytes())), Code::InvalidRequest);
+}

@@ -528,7 +528,12 @@ fn the_audit_trail_has_one_row_per_change_and_no_free_text() {
             "sudo_uid",
             "login_uid",
             "prev_hash",
-            "hash"
+            "hash",
+            // Migration 8 (appended by ALTER TABLE): a gate refusal's
+            // reason, the command's length and its sha256, never its text.
+            "gate_reason",
+            "command_bytes",
+            "command_sha256"
         ]
     );
 }

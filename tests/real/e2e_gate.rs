@@ -242,3 +242,86 @@ fn the_fixed_requests_work_and_a_check_is_one_gated_session() {
         assert_eq!(identity.output, "");
     });
 }
+
+/// The gate's refusals as the operator finds them: one `audit export` row
+/// each (operation `ssh_gate`, code `gate_refused`, the agent as actor, why,
+/// and the command's length and sha256), never the command's text. Each
+/// attempt runs on a fresh trail: within one fold window a second refusal
+/// of the agent's would be counted on the first one's row (`store::fold`;
+/// the hermetic suite checks the folding).
+#[test]
+#[ignore = "real parts: run by scripts/test"]
+fn a_refused_shell_scp_or_extra_argument_is_a_gate_refused_row_in_audit_export() {
+    require_setup();
+    let _serial = serial();
+    let extra = "sudo -n /usr/local/bin/volce-lab-host rpc extra-e2e-planted-7d1";
+    let scp_target = "/tmp/vl-e2e-scp-audited";
+    type Attempt = Box<dyn Fn() -> Ran>;
+    let attempts: Vec<(&str, Attempt, Option<&str>)> = vec![
+        ("an interactive shell", Box::new(|| ssh(&["-T", "--", ALIAS], Some(b"id\n"))), None),
+        (
+            "scp",
+            Box::new(move || {
+                let mut args = ssh_args(&["-O"]);
+                args.extend([
+                    "/var/tmp/volce-lab-e2e/expected_host".to_owned(),
+                    format!("{ALIAS}:{scp_target}"),
+                ]);
+                run("/usr/bin/scp", &args.iter().map(String::as_str).collect::<Vec<_>>(), None)
+            }),
+            Some("not_a_fixed_request"),
+        ),
+        (
+            "a command with an extra argument",
+            Box::new(move || over_ssh(extra, None)),
+            Some("not_a_fixed_request"),
+        ),
+    ];
+    for (what, attempt, reason) in attempts {
+        fresh_host_state(&[]);
+        // The trail exists once the helper served one request; a fresh
+        // server with no state records nothing (and creates nothing) for a
+        // refusal.
+        let (_, reply) = agent_rpc(&serde_json::json!({"operation": "inventory"}));
+        assert!(reply["status"].is_string(), "{reply}");
+        let ran = attempt();
+        assert_ne!(ran.code, Some(0), "{what}: {ran:?}");
+        let export = run(HOST_LINK, &["audit", "export", "--json"], None);
+        assert!(export.ok(), "{export:?}");
+        let rows: Vec<serde_json::Value> =
+            export.stdout.lines().map(|l| serde_json::from_str(l).expect("one JSON row")).collect();
+        let gated: Vec<&serde_json::Value> = rows.iter().filter(|r| r["operation"] == "ssh_gate").collect();
+        assert_eq!(gated.len(), 1, "{what}: one row for the refusal: {}", export.stdout);
+        let row = gated[0];
+        assert_eq!(
+            (row["event"].as_str(), row["outcome"].as_str(), row["code"].as_str(), row["actor"].as_str()),
+            (Some("request"), Some("refused"), Some("gate_refused"), Some(AGENT)),
+            "{what}: {row}"
+        );
+        match reason {
+            None => {
+                assert_eq!(row["gate_reason"], "no_command", "{what}: {row}");
+                assert_eq!(row["command_sha256"], serde_json::Value::Null);
+            }
+            Some(reason) => {
+                assert_eq!(row["gate_reason"], reason, "{what}: {row}");
+                assert!(row["command_bytes"].as_i64().is_some_and(|n| n > 0), "{what}: {row}");
+                assert_eq!(row["command_sha256"].as_str().map(str::len), Some(64), "{what}: {row}");
+            }
+        }
+        if what.contains("extra") {
+            assert_eq!(row["command_bytes"], extra.len());
+            assert_eq!(
+                row["command_sha256"],
+                volce_lab::text::hex(&<sha2::Sha256 as sha2::Digest>::digest(extra))
+            );
+        }
+        assert!(
+            !export.stdout.contains("planted") && !export.stdout.contains(scp_target),
+            "{what}: text reached the trail"
+        );
+        let verify = run(HOST_LINK, &["audit", "verify"], None);
+        assert!(verify.ok(), "{verify:?}");
+    }
+    assert!(!Path::new(scp_target).exists());
+}

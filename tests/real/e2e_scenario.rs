@@ -457,3 +457,136 @@ fn the_whole_chain_from_agent_to_docker_and_back() {
     assert!(audit.lines().count() >= 10, "one audit line per tool call:\n{audit}");
     assert!(!audit.contains(SERVER_NAME), "the audit log must not carry arguments");
 }
+
+/// Every text column of the helper's audit tables (the chained rows and
+/// the fold counters), read from the state database itself as root.
+fn raw_audit_text() -> String {
+    let conn = rusqlite::Connection::open_with_flags(
+        format!("{STATE_DIR}/state.db"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .expect("open the state database read-only");
+    let mut text = String::new();
+    for table in ["audit", "audit_folds"] {
+        let mut statement = conn.prepare(&format!("SELECT * FROM {table}")).unwrap();
+        let columns = statement.column_count();
+        let mut rows = statement.query([]).unwrap();
+        while let Some(row) = rows.next().unwrap() {
+            for at in 0..columns {
+                if let Ok(rusqlite::types::ValueRef::Text(bytes)) = row.get_ref(at) {
+                    text.push_str(&String::from_utf8_lossy(bytes));
+                    text.push('\n');
+                }
+            }
+        }
+    }
+    text
+}
+
+/// Issue 14, end to end: what the agent tried and was refused is on the
+/// server's trail with its code, joined to the workstation's audit.jsonl by
+/// the request id: an expired plan (a 60 s plan lifetime, the policy's
+/// minimum), the operator's approve with a digest that is not the plan's,
+/// and a command the ssh gate refused. A secret planted in a parameter (the
+/// server name) and in the refused command reaches no audit: not the
+/// host's rows (read from the database, and as exported), not the
+/// workstation's audit.jsonl.
+#[test]
+#[ignore = "real parts: run by scripts/test"]
+fn refused_attempts_join_the_host_trail_by_request_id_and_no_planted_secret_reaches_any_audit() {
+    let host = require_setup();
+    require_host_helper();
+    require_docker_and_policy();
+    let _serial = serial();
+    fresh_host_state(&[APP]);
+    let _cleanup = Cleanup;
+    // The shortest plan lifetime the policy allows, and deploy under
+    // approval (so a wrong digest is a digest mismatch, not "no approval
+    // needed").
+    let _short = PolicyChange::apply(|policy| {
+        policy["plan_ttl_seconds"] = json!(60);
+        let every: Vec<&str> = volce_lab::control::plan::Action::ALL.iter().map(|a| a.as_str()).collect();
+        policy["approval_required"] = json!(every);
+    });
+    let state = private_tempdir();
+    let secret = "e2e-planted-secret-9f3a";
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let (plan_id, expired_request) = runtime.block_on(async {
+        let agent = Agent::start(&host, state.path()).await;
+        assert_eq!(agent.check("identity").await.status(), "ok");
+        let planned = agent
+            .plan(
+                "deploy",
+                json!({"app": APP, "image": "web", "host_port": free_port(), "container_port": 8080,
+                       "server_name": format!("{secret}.e2e.test")}),
+            )
+            .await;
+        assert_eq!(planned.status(), "ok", "{}", planned.structured);
+        let id = plan_id(&planned);
+        assert_eq!(find(&planned.structured, "requires_approval"), Some(&json!(true)));
+        // The operator types a digest that is not the plan's.
+        let wrong = as_operator(&["approve", &id, &"0".repeat(64), "--yes"]);
+        assert!(!wrong.ok() && format!("{wrong:?}").contains("digest_mismatch"), "{wrong:?}");
+        // Whoever holds the agent's key tries a command of its own.
+        let refused = over_ssh(&format!("echo {secret}"), None);
+        assert!(refused.stderr.contains("gate_refused"), "{refused:?}");
+        // The plan outlives its 60 s; the agent executes it anyway.
+        tokio::time::sleep(Duration::from_secs(62)).await;
+        let expired = agent.execute(&id).await;
+        assert_eq!((expired.status(), &expired.structured["code"]), ("rejected", &json!("plan_expired")));
+        let request = expired.structured["request_id"].as_str().expect("a request id").to_owned();
+        agent.client.cancel().await.expect("close the MCP session");
+        (id, request)
+    });
+
+    let export = run(HOST_LINK, &["audit", "export", "--json"], None);
+    assert!(export.ok(), "{export:?}");
+    let rows: Vec<Value> =
+        export.stdout.lines().map(|l| serde_json::from_str(l).expect("one JSON row")).collect();
+    let expired =
+        rows.iter().find(|r| r["request_id"] == expired_request.as_str()).expect("the expired execute's row");
+    assert_eq!(
+        (expired["code"].as_str(), expired["outcome"].as_str(), expired["actor"].as_str()),
+        (Some("plan_expired"), Some("refused"), Some(AGENT)),
+        "{expired}"
+    );
+    assert_eq!(expired["plan_id"], plan_id.as_str());
+    let mismatch = rows.iter().find(|r| r["code"] == "digest_mismatch").expect("the wrong digest's row");
+    assert_eq!(
+        (mismatch["operation"].as_str(), mismatch["actor"].as_str()),
+        (Some("approve"), Some(OPERATOR))
+    );
+    assert_eq!(mismatch["plan_id"], plan_id.as_str());
+    let gate = rows.iter().find(|r| r["operation"] == "ssh_gate").expect("the gate's row");
+    assert_eq!((gate["code"].as_str(), gate["actor"].as_str()), (Some("gate_refused"), Some(AGENT)));
+    let command = format!("echo {secret}");
+    assert_eq!(
+        gate["command_sha256"],
+        volce_lab::text::hex(&<sha2::Sha256 as sha2::Digest>::digest(&command))
+    );
+
+    // The workstation's line for the same call carries the same request id.
+    let audit = std::fs::read_to_string(state.path().join("volce-lab/audit.jsonl")).expect("audit.jsonl");
+    let line: Value = audit
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|l| l["request_id"] == expired_request.as_str())
+        .expect("the workstation's line of the expired execute");
+    assert_eq!(
+        (line["tool"].as_str(), line["plan_id"].as_str()),
+        (Some("service_execute"), Some(plan_id.as_str()))
+    );
+    let prepared = rows.iter().find(|r| r["event"] == "prepared").expect("the prepare's row");
+    assert!(
+        audit.lines().any(|l| l.contains(prepared["request_id"].as_str().expect("the prepare's request id"))),
+        "the prepare's host row joins a workstation line"
+    );
+
+    for (what, text) in
+        [("audit export", &export.stdout), ("the audit tables", &raw_audit_text()), ("audit.jsonl", &audit)]
+    {
+        assert!(!text.contains(secret), "the planted secret reached {what}");
+    }
+    let verify = run(HOST_LINK, &["audit", "verify"], None);
+    assert!(verify.ok(), "{verify:?}");
+}
