@@ -267,8 +267,8 @@ fn a_forged_sudo_user_cannot_approve_reject_or_resolve() {
 /// request (stdin held open), from a job-control shell as NOTES.md says
 /// sudo needs for TSTP: the helper is neither ended nor stopped, still
 /// answers when the request comes, and a stdin that never closes gets
-/// `request_timeout`. TERM/TSTP at each step of a deploy needs a test with
-/// the engine and a way to pause the helper at a step; not here yet.
+/// `request_timeout`. TERM/TSTP at each step of a deploy, with the helper
+/// held at each docker call, is suite host_kill_matrix.
 #[test]
 #[ignore = "real parts: run by scripts/test"]
 fn term_and_tstp_relayed_through_sudo_do_not_stop_or_end_the_helper() {
