@@ -302,6 +302,20 @@ impl<R: Runner> DockerCli<R> {
 }
 
 impl<R: Runner> Engine for DockerCli<R> {
+    fn container(&self, id: &ContainerId) -> Result<Option<Container>, EngineError> {
+        // One inspect instead of a snapshot's four calls. docker fails the
+        // same way for a gone container and an unreachable engine; only
+        // then does the snapshot tell the two apart.
+        let args = argv(&["inspect", "--type", "container", "--format", INSPECT_TEMPLATE, "--", id.as_str()]);
+        match self.call("inspect container", args, QUICK) {
+            Ok(row) => Ok(parse_inspect_rows(&row)?.into_iter().find(|container| &container.id == id)),
+            Err(EngineError::Call { .. }) => {
+                Ok(self.snapshot()?.containers.into_iter().find(|c| &c.id == id))
+            }
+            Err(other) => Err(other),
+        }
+    }
+
     fn snapshot(&self) -> Result<Snapshot, EngineError> {
         // A container removed between `ps` and `inspect` makes inspect fail;
         // a fresh attempt sees a consistent list.

@@ -421,6 +421,13 @@ pub trait Engine {
     /// passes only a recorded id of a managed app and makes the bytes safe
     /// (`crate::logs`) before anything leaves the helper.
     fn logs(&self, container: &ContainerId, window: LogWindow) -> Result<Vec<u8>, EngineError>;
+    /// Read-only: exactly this container as the snapshot lists it, or
+    /// `None` when the engine holds no container with this id. The default
+    /// takes a whole snapshot; the docker CLI engine asks for the one
+    /// container (`service_logs` checks its labels before every read).
+    fn container(&self, id: &ContainerId) -> Result<Option<Container>, EngineError> {
+        Ok(self.snapshot()?.containers.into_iter().find(|container| &container.id == id))
+    }
     /// Read-only: the local image id a pinned catalog reference resolves
     /// to, or `None` when the engine holds no such image (it would be
     /// pulled at deploy).

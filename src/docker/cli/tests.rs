@@ -807,6 +807,43 @@ fn logs_reads_one_container_by_id_with_both_streams() {
     assert!(other.runner().calls.lock().unwrap().iter().all(|c| !c.stderr_into_stdout));
 }
 
+/// Tried: the check before every `service_logs` read. One inspect of
+/// exactly the recorded id; when it fails (gone or engine down look alike
+/// to docker) the snapshot decides: gone is `None`, an engine that fails
+/// the snapshot too is an error.
+#[test]
+fn one_container_is_one_inspect_and_a_failed_inspect_asks_the_snapshot() {
+    let row = format!(
+        r#"{{"id":"{}","name":"/vl-shop-app","image":"sha256:{}","state":"running","labels":{{"io.volce-lab.app":"shop","io.volce-lab.role":"app"}},"ports":{{}}}}"#,
+        hex('c'),
+        hex('d')
+    );
+    let id = ContainerId::parse(&hex('c')).unwrap();
+    let found = DockerCli::with_runner(Fake::new(move |_| Ok(format!("{row}\n"))), "/tmp");
+    let container = found.container(&id).unwrap().expect("the recorded container");
+    assert_eq!((container.app(), container.role()), (Some("shop"), Some("app")));
+    assert_eq!(
+        found.runner().argv(),
+        [format!("inspect --type container --format {INSPECT_TEMPLATE} -- {}", hex('c'))]
+    );
+
+    // Gone: inspect fails, the snapshot (an empty engine) has no such id.
+    let gone = DockerCli::with_runner(
+        Fake::new(|args| match args[0].as_str() {
+            "inspect" => Err(1),
+            "ps" | "image" | "network" => Ok(String::new()),
+            _ => Err(99),
+        }),
+        "/tmp",
+    );
+    assert_eq!(gone.container(&id).unwrap(), None);
+    assert!(gone.runner().argv().contains(&"ps -aq --no-trunc".to_owned()), "the snapshot decided");
+
+    // The engine is down: both fail, and that is an error, never `None`.
+    let down = DockerCli::with_runner(Fake::new(|_| Err(1)), "/tmp");
+    assert!(down.container(&id).is_err());
+}
+
 #[test]
 fn a_failed_logs_call_names_its_step() {
     let engine = DockerCli::with_runner(Fake::new(|_| Err(1)), "/tmp");

@@ -69,11 +69,11 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 ),
             );
         };
-        let snapshot = self.engine.snapshot().map_err(engine_unavailable)?;
-        let ours = snapshot
-            .containers
-            .iter()
-            .any(|c| c.id == id && c.app() == Some(name.as_str()) && c.role() == Some(role.as_str()));
+        let ours = self
+            .engine
+            .container(&id)
+            .map_err(engine_unavailable)?
+            .is_some_and(|c| c.app() == Some(name.as_str()) && c.role() == Some(role.as_str()));
         if !ours {
             return refuse(
                 Code::ContainerSetChanged,
