@@ -53,15 +53,10 @@ pub struct PolicyFacts {
 pub struct ImageConfig {
     #[serde(default)]
     pub user: String,
-    #[serde(default, deserialize_with = "null_as_empty")]
+    #[serde(default, deserialize_with = "crate::docker::cli::null_as_empty")]
     pub cmd: Vec<String>,
-    #[serde(default, deserialize_with = "null_as_empty")]
+    #[serde(default, deserialize_with = "crate::docker::cli::null_as_empty")]
     pub entrypoint: Vec<String>,
-}
-
-fn null_as_empty<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Vec<String>, D::Error> {
-    use serde::Deserialize as _;
-    Ok(Option::<Vec<String>>::deserialize(de)?.unwrap_or_default())
 }
 
 /// What the doctor learns from outside its own file checks.

@@ -56,6 +56,7 @@ mod lifecycle;
 pub mod parse;
 mod probe;
 pub use probe::NetworkOptions;
+pub(crate) use probe::null_as_empty;
 
 /// The host probes keep their old paths here (`docker::cli::http_get`, ...).
 pub use super::host_probe::{HttpReply, http_get, port_free};

@@ -25,22 +25,26 @@ pub struct NetworkOptions {
     pub options: BTreeMap<String, String>,
 }
 
-fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String>, D::Error> {
+/// docker prints `null` for an empty map or list: read it as empty.
+pub(crate) fn null_as_empty<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::Deserialize<'de> + Default,
+{
     use serde::Deserialize as _;
-    Ok(Option::<BTreeMap<String, String>>::deserialize(d)?.unwrap_or_default())
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
 }
 
 impl<R: Runner> DockerCli<R> {
-    /// `docker image inspect --format {{.Id}} -- REF`. Exit 1 is docker's
-    /// "no such image": the caller took a snapshot just before, so the
-    /// engine answers, and an image that is not there is simply absent.
-    pub(super) fn resolve_image_id(&self, reference: &ImageRef) -> Result<Option<ImageId>, EngineError> {
-        const STEP: &str = "resolve catalog image";
-        let args = argv(&["image", "inspect", "--format", "{{.Id}}", "--", reference.as_str()]);
-        match self.call(STEP, args, QUICK) {
-            Ok(out) => {
-                ImageId::parse(first_line(&out)).map(Some).ok_or(EngineError::Unparsable { step: STEP })
-            }
+    /// One `inspect` call whose exit 1 is docker's "no such object": the
+    /// object is absent (`None`), every other failure stays an error.
+    fn call_unless_absent(
+        &self,
+        step: &'static str,
+        args: Vec<String>,
+    ) -> Result<Option<Vec<u8>>, EngineError> {
+        match self.call(step, args, QUICK) {
+            Ok(out) => Ok(Some(out)),
             Err(EngineError::Call { execution, .. })
                 if execution.execution_status == ExecutionStatus::NonzeroExit
                     && execution.exit_code == Some(1) =>
@@ -51,6 +55,20 @@ impl<R: Runner> DockerCli<R> {
         }
     }
 
+    /// `docker image inspect --format {{.Id}} -- REF`. Exit 1 is docker's
+    /// "no such image": the caller took a snapshot just before, so the
+    /// engine answers, and an image that is not there is simply absent.
+    pub(super) fn resolve_image_id(&self, reference: &ImageRef) -> Result<Option<ImageId>, EngineError> {
+        const STEP: &str = "resolve catalog image";
+        let args = argv(&["image", "inspect", "--format", "{{.Id}}", "--", reference.as_str()]);
+        match self.call_unless_absent(STEP, args)? {
+            Some(out) => {
+                ImageId::parse(first_line(&out)).map(Some).ok_or(EngineError::Unparsable { step: STEP })
+            }
+            None => Ok(None),
+        }
+    }
+
     /// The `VOLUME`s a pinned image declares, or `None` when the engine
     /// holds no such image (exit 1 of `docker image inspect`, as in
     /// [`Self::resolve_image_id`]): it is pulled at deploy, and checked then.
@@ -58,16 +76,7 @@ impl<R: Runner> DockerCli<R> {
         const STEP: &str = "inspect image volumes";
         let args =
             argv(&["image", "inspect", "--format", "{{json .Config.Volumes}}", "--", reference.as_str()]);
-        match self.call(STEP, args, QUICK) {
-            Ok(out) => parse_volumes(&out).map(Some),
-            Err(EngineError::Call { execution, .. })
-                if execution.execution_status == ExecutionStatus::NonzeroExit
-                    && execution.exit_code == Some(1) =>
-            {
-                Ok(None)
-            }
-            Err(error) => Err(error),
-        }
+        self.call_unless_absent(STEP, args)?.map(|out| parse_volumes(&out)).transpose()
     }
 
     /// After a pull: refuses an image that declares a `VOLUME` before any
@@ -92,18 +101,12 @@ impl<R: Runner> DockerCli<R> {
         const STEP: &str = "inspect network";
         let template = r#"{"labels":{{json .Labels}},"options":{{json .Options}}}"#;
         let args = argv(&["network", "inspect", "--format", template, "--", name]);
-        match self.call(STEP, args, QUICK) {
-            Ok(out) => serde_json::from_slice::<NetworkOptions>(&out)
-                .map(Some)
-                .map_err(|_| EngineError::Unparsable { step: STEP }),
-            Err(EngineError::Call { execution, .. })
-                if execution.execution_status == ExecutionStatus::NonzeroExit
-                    && execution.exit_code == Some(1) =>
-            {
-                Ok(None)
-            }
-            Err(error) => Err(error),
-        }
+        self.call_unless_absent(STEP, args)?
+            .map(|out| {
+                serde_json::from_slice::<NetworkOptions>(&out)
+                    .map_err(|_| EngineError::Unparsable { step: STEP })
+            })
+            .transpose()
     }
 
     /// One GET of `/` with the server name; 2xx or 3xx counts, as in the
