@@ -24,8 +24,9 @@
 //!                   multiplexed ssh (ssh_mux.rs), the human report (report.rs)
 //! src/mcp/          rmcp server (server.rs), the tools' schemas and argument
 //!                   validation (tools/), host-rpc client (rpc.rs), audit.rs
-//! src/host/         root helper: self-check and the rpc/list/show/approve/
-//!                   reject/resolve pipelines (mod.rs), the controller
+//! src/host/         root helper: the binary's edge (entry.rs), `Host` and
+//!                   the rpc/list/show/approve/reject/resolve pipelines
+//!                   (pipeline.rs), the controller
 //!                   (controller.rs, with execute in controller/execute.rs),
 //!                   paths.rs, the operator's views (show.rs, list.rs),
 //!                   the rpc process guard (process.rs), who the operator

@@ -29,7 +29,7 @@ pub fn cli() -> crate::exit::Exit {
         plan_id: None,
         action: None,
     };
-    if crate::host::record::record_request(&crate::host::HostPaths::fixed(), meta, end).is_err() {
+    if crate::host::request_row::record_request(&crate::host::HostPaths::fixed(), meta, end).is_err() {
         println!("(this run could not be recorded in the audit trail: audit_unavailable)");
     }
     if healthy { Exit::Ok } else { Exit::Failure }

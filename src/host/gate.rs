@@ -253,7 +253,7 @@ pub fn recorded_refusal() -> Refusal {
 }
 
 /// `volce-lab-host ssh-gate` in the shipped binary.
-pub fn cli_ssh_gate() -> Exit {
+pub fn run_ssh_gate() -> Exit {
     // Read once; nothing else of the environment sshd built is consulted.
     let command = std::env::var_os("SSH_ORIGINAL_COMMAND");
     let request = match gate::parse_request(command.as_deref().map(OsStr::as_bytes)) {

@@ -5,8 +5,8 @@
 
 use serde_json::{Value, json};
 use volce_lab::control::Code;
+use volce_lab::host::Caller;
 use volce_lab::host::rpc::Reply;
-use volce_lab::host::{Caller, ProcLiveness};
 use volce_lab::store::{AuditOperation, AuditOutcome, FOLD_WINDOW_SECS, RequestMeta};
 
 use crate::support::fake_engine::unused_image;
@@ -141,18 +141,8 @@ fn operator_commands_leave_rows_with_both_uids() {
         h.controller().prepare("remove_image", &json!({"image_id": unused_image().as_str()}), AGENT).unwrap();
     let id = plan.plan.id.clone();
     let alice = Caller { name: "alice".into(), sudo_uid: Some(1001), login_uid: Some(1001) };
-    let (engine, clock) = (h.engine.clone(), h.clock.clone());
     let wrong = "0".repeat(64);
-    let refused = volce_lab::host::approve(
-        &h.paths,
-        engine,
-        clock,
-        ProcLiveness,
-        &alice,
-        id.as_str(),
-        &wrong,
-        |_, _| volce_lab::host::Decision::Confirmed,
-    );
+    let refused = h.host().approve(&alice, id.as_str(), &wrong, |_, _| volce_lab::host::Decision::Confirmed);
     assert_eq!(refused.unwrap_err().code, Code::DigestMismatch);
     let row = last(&h);
     assert_eq!((row["operation"].as_str(), row["code"].as_str()), (Some("approve"), Some("digest_mismatch")));
@@ -160,8 +150,7 @@ fn operator_commands_leave_rows_with_both_uids() {
     assert_eq!(row["plan_id"], id.as_str());
     h.show(&id);
     assert_eq!((last(&h)["operation"].as_str(), last(&h)["outcome"].as_str()), (Some("show"), Some("ok")));
-    let (engine, clock) = (h.engine.clone(), h.clock.clone());
-    volce_lab::host::reject(&h.paths, engine, clock, ProcLiveness, &alice, id.as_str()).unwrap();
+    h.host().reject(&alice, id.as_str()).unwrap();
     let row = last(&h);
     assert_eq!((row["event"].as_str(), row["operation"].as_str()), (Some("rejected"), Some("reject")));
     assert_eq!(row["sudo_uid"], 1001, "the state change's row carries the uids");

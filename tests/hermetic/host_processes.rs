@@ -17,7 +17,7 @@ use nix::unistd::Pid;
 use serde_json::json;
 use volce_lab::control::Code;
 use volce_lab::control::plan::{Digest, PlanId};
-use volce_lab::host::{Executed, ProcLiveness};
+use volce_lab::host::{Executed, Host, ProcLiveness};
 use volce_lab::store::{PlanOutcome, PlanState};
 
 const AGENT: &str = "agent";
@@ -40,7 +40,7 @@ fn child() {
         std::thread::sleep(Duration::from_millis(1));
     }
     let h = Harness::at(&dir);
-    let mut controller = volce_lab::host::open(&h.paths, engine, h.clock.clone(), ProcLiveness).unwrap();
+    let mut controller = Host::new(h.paths.clone(), engine, h.clock.clone(), ProcLiveness).open().unwrap();
     let result = match role.as_str() {
         "execute" => match controller.execute(&plan, AGENT) {
             Ok(Executed::Completed(_)) => "completed".to_owned(),
