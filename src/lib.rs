@@ -32,7 +32,9 @@
 //!                   the rpc process guard (process.rs), who the operator
 //!                   is (operator.rs), the audit trail's verify/head/export
 //!                   (audit.rs)
-//! src/doctor.rs     the installation's rules; doctor/system.rs probes the system
+//! src/install/      the installation, above host: setup and undo (setup.rs),
+//!                   the doctor's rules (doctor.rs; doctor/system.rs probes
+//!                   the system), the sudoers rule and privileged groups
 //! src/control/      policy, plans, canonical JSON digest, validation, each
 //!                   plan's scope of the engine snapshot (pure, no I/O)
 //! src/store/        SQLite: schema, rows, database, transitions, the audit
@@ -48,11 +50,11 @@ pub mod cli;
 pub mod config;
 pub mod control;
 pub mod docker;
-pub mod doctor;
 pub mod exec;
 pub mod exit;
 pub mod host;
 pub mod inspect;
+pub mod install;
 pub mod logs;
 pub mod mcp;
 pub mod nginx;

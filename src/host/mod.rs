@@ -71,7 +71,6 @@ mod pipeline;
 pub mod process;
 pub mod request_row;
 pub mod rpc;
-pub mod setup;
 pub mod show;
 
 use std::ffi::OsStr;

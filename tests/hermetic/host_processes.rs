@@ -224,10 +224,10 @@ fn a_stopped_claimer_is_shown_with_its_pid_and_killing_it_then_resolving_never_r
             || shown.contains(&format!("sudo kill -KILL {pid}"))
     );
     // doctor names it too, from the database read-only and /proc.
-    use volce_lab::doctor::Probe as _;
-    let probe = volce_lab::doctor::SystemProbe {
-        policy: volce_lab::doctor::load_policy_facts,
-        store: volce_lab::doctor::read_store_health,
+    use volce_lab::install::doctor::Probe as _;
+    let probe = volce_lab::install::doctor::SystemProbe {
+        policy: volce_lab::install::doctor::load_policy_facts,
+        store: volce_lab::install::doctor::read_store_health,
     };
     assert_eq!(probe.stopped_claimer(&h.paths.state_dir, id.as_str()).map(|s| s.pid), Some(pid));
     let refusal = h.resolve(&id, "alice").unwrap_err();

@@ -294,7 +294,7 @@ fn setup_steps(request: &Request, kind: &str, blob: &str, manifest: &mut Manifes
     run("agent password", "/usr/sbin/usermod", &["-p", "*", "--", agent], None)?;
     let groups = String::from_utf8_lossy(&run("agent groups", "/usr/bin/id", &["-Gn", "--", agent], None)?)
         .into_owned();
-    if let Some(bad) = groups.split_whitespace().find(|g| crate::doctor::PRIVILEGED_GROUPS.contains(g)) {
+    if let Some(bad) = groups.split_whitespace().find(|g| super::PRIVILEGED_GROUPS.contains(g)) {
         return Err(step_failed(
             "agent groups",
             format!(
@@ -333,7 +333,7 @@ fn setup_steps(request: &Request, kind: &str, blob: &str, manifest: &mut Manifes
     )?;
 
     // 4. The one sudoers rule, in force only once visudo accepted it.
-    let rule = format!("{}\n", crate::doctor::sudoers_rule(agent));
+    let rule = format!("{}\n", super::sudoers_rule(agent));
     place_sudoers(manifest, rule.as_bytes(), request.replace)?;
 
     // 5. A policy skeleton, never over an existing policy.
@@ -511,7 +511,7 @@ pub fn cli(request: Option<Request>) -> crate::exit::Exit {
         }
         Ok(()) if request.is_some() => {
             println!("\nvolce-lab-host doctor:");
-            crate::doctor::cli()
+            super::doctor::cli()
         }
         Ok(()) => Exit::Ok,
     }

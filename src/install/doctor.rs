@@ -12,6 +12,8 @@ use std::fmt;
 use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 
+use super::{PRIVILEGED_GROUPS, sudoers_rule};
+
 /// Where the installation lives. [`DoctorPaths::installed`] is what the
 /// shipped binary checks; tests point the same rules at temporary files.
 #[derive(Debug, Clone)]
@@ -176,11 +178,6 @@ fn warn(subject: impl Into<String>, detail: impl Into<String>, fix: impl Into<St
     Finding { level: Level::Warn, subject: subject.into(), detail: detail.into(), fix: Some(fix.into()) }
 }
 
-/// The one sudoers line the agent's account may have, for `user`.
-pub fn sudoers_rule(user: &str) -> String {
-    format!("{user} ALL=(root) NOPASSWD: {} rpc", crate::inspect::transport::HOST_HELPER)
-}
-
 /// Runs every check in a fixed order.
 pub fn diagnose(paths: &DoctorPaths, probe: &dyn Probe) -> Vec<Finding> {
     let mut findings = Vec::new();
@@ -330,11 +327,6 @@ fn check_sudoers(paths: &DoctorPaths, probe: &dyn Probe, findings: &mut Vec<Find
     }
     agent.filter(|user| user != "root")
 }
-
-/// Groups whose members can become root or reach the Docker socket on a
-/// Debian-like system: membership bypasses the sudoers rule entirely.
-pub const PRIVILEGED_GROUPS: [&str; 8] =
-    ["docker", "sudo", "root", "wheel", "admin", "lxd", "disk", "shadow"];
 
 fn check_agent(agent: &str, probe: &dyn Probe, findings: &mut Vec<Finding>) {
     match probe.groups_of(agent) {
