@@ -23,7 +23,7 @@
 use libfuzzer_sys::fuzz_target;
 use volce_lab::config::is_identifier;
 use volce_lab::host::gate::{DF, Observed, SUDO, Step, decide};
-use volce_lab::inspect::transport::HOST_HELPER;
+use volce_lab::host::HostPaths;
 use volce_lab::wire::gate::{
     Check, Header, LEGACY_DISK, LEGACY_IDENTITY, LEGACY_RPC, MAX_COMMAND_BYTES, Refused, Request,
     parse_reply, parse_request, request_line,
@@ -34,7 +34,7 @@ fn assert_fixed_run(step: &Step, check: Check) {
     let Step::Run { program, args, stdin, .. } = step else { return };
     match check {
         Check::Disk => assert_eq!((*program, *args, *stdin), (DF, &["-h", "/"][..], false)),
-        Check::Rpc => assert_eq!((*program, *args, *stdin), (SUDO, &["-n", HOST_HELPER, "rpc"][..], true)),
+        Check::Rpc => assert_eq!((*program, *args, *stdin), (SUDO, &["-n", HostPaths::HELPER, "rpc"][..], true)),
         Check::Identity => panic!("identity is answered, never run: {step:?}"),
     }
 }

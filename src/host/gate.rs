@@ -73,6 +73,7 @@ use std::process::{Command, Stdio};
 
 use serde::Serialize;
 
+use super::HostPaths;
 use crate::control::{Code, Refusal};
 use crate::exit::Exit;
 use crate::wire::gate::{self, Check, Header, RefusalRecord, Refused, Request};
@@ -119,12 +120,9 @@ pub enum Step {
 fn run_step(check: Check, header: Option<String>) -> Step {
     match check {
         Check::Disk => Step::Run { header, program: DF, args: &["-h", "/"], stdin: false },
-        Check::Rpc => Step::Run {
-            header,
-            program: SUDO,
-            args: &["-n", crate::inspect::transport::HOST_HELPER, "rpc"],
-            stdin: true,
-        },
+        Check::Rpc => {
+            Step::Run { header, program: SUDO, args: &["-n", HostPaths::HELPER, "rpc"], stdin: true }
+        }
         Check::Identity => unreachable!("identity is answered, not run"),
     }
 }
@@ -207,7 +205,7 @@ pub const RECORD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1
 /// The argv that records a refusal in the host audit: exactly the rpc of
 /// the agent's one sudoers rule, by absolute paths.
 pub fn record_argv() -> (&'static str, [&'static str; 3]) {
-    (SUDO, ["-n", crate::inspect::transport::HOST_HELPER, "rpc"])
+    (SUDO, ["-n", HostPaths::HELPER, "rpc"])
 }
 
 /// Asks the root helper to append the audit row of `record` (the

@@ -13,6 +13,7 @@ use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 
 use super::{PRIVILEGED_GROUPS, sudoers_rule};
+use crate::host::HostPaths;
 
 /// Where the installation lives. [`DoctorPaths::installed`] is what the
 /// shipped binary checks; tests point the same rules at temporary files.
@@ -27,13 +28,15 @@ pub struct DoctorPaths {
 }
 
 impl DoctorPaths {
+    /// The shipped binary's: the helper's own table ([`HostPaths`]).
     pub fn installed() -> DoctorPaths {
+        let HostPaths { policy, state_dir, owner_uid } = HostPaths::fixed();
         DoctorPaths {
-            helper_link: PathBuf::from(crate::inspect::transport::HOST_HELPER),
-            policy: PathBuf::from("/etc/volce-lab/policy.json"),
-            state_dir: PathBuf::from("/var/lib/volce-lab"),
-            sudoers: PathBuf::from("/etc/sudoers.d/volce-lab"),
-            owner_uid: 0,
+            helper_link: PathBuf::from(HostPaths::HELPER),
+            policy,
+            state_dir,
+            sudoers: PathBuf::from(HostPaths::SUDOERS),
+            owner_uid,
         }
     }
 }
@@ -246,8 +249,11 @@ fn check_helper(paths: &DoctorPaths, findings: &mut Vec<Finding>) {
         findings.push(fail(
             "helper binary",
             format!("{} does not lead to an executable", link.display()),
-            "apt-get install --reinstall volce-lab (installed by hand: \
-             ln -sfn /usr/local/lib/volce-lab/volce-lab /usr/local/bin/volce-lab-host)",
+            format!(
+                "apt-get install --reinstall volce-lab (installed by hand: \
+                 ln -sfn /usr/local/lib/volce-lab/volce-lab {})",
+                HostPaths::HELPER
+            ),
         ));
         return;
     };
@@ -311,7 +317,7 @@ fn check_sudoers(paths: &DoctorPaths, probe: &dyn Probe, findings: &mut Vec<Find
             format!(
                 "{} must hold exactly one rule `<agent> ALL=(root) NOPASSWD: {} rpc`",
                 path.display(),
-                crate::inspect::transport::HOST_HELPER
+                HostPaths::HELPER
             ),
             format!("rewrite it with that one line, check it with visudo -cf {}", path.display()),
         )),
@@ -363,11 +369,11 @@ fn check_policy(paths: &DoctorPaths, probe: &dyn Probe, agent: Option<&str>, fin
         Err(why) => findings.push(fail(
             "policy content",
             format!("refused: {why}"),
-            "correct /etc/volce-lab/policy.json (see /usr/share/doc/volce-lab/policy.example.jsonc)",
+            format!("correct {} (see /usr/share/doc/volce-lab/policy.example.jsonc)", paths.policy.display()),
         )),
         Ok(PolicyFacts { images, gateway, approvers }) => {
             findings.push(ok("policy content", format!("valid, {} pinned image(s)", images.len())));
-            check_approvers(&approvers, agent, probe, findings);
+            check_approvers(&paths.policy, &approvers, agent, probe, findings);
             for image in &images {
                 let role = if *image == gateway { ImageRole::Gateway } else { ImageRole::App };
                 findings.push(check_image(image, role, probe));
@@ -455,6 +461,7 @@ impl ImageRole {
 /// agent's: the parser cannot know either (accounts come and go, and the
 /// agent is named only in sudoers), so the doctor checks both.
 fn check_approvers(
+    policy: &Path,
     approvers: &[String],
     agent: Option<&str>,
     probe: &dyn Probe,
@@ -465,7 +472,7 @@ fn check_approvers(
             findings.push(fail(
                 "approver",
                 format!("`{approver}` is the agent's own account: the agent could approve its own plans"),
-                format!("remove `{approver}` from approvers in /etc/volce-lab/policy.json"),
+                format!("remove `{approver}` from approvers in {}", policy.display()),
             ));
         } else if probe.groups_of(approver).is_none() {
             findings.push(fail(
@@ -511,19 +518,22 @@ fn check_state(paths: &DoctorPaths, probe: &dyn Probe, findings: &mut Vec<Findin
             return;
         }
     }
-    /// What a damaged database needs: the helper refuses it
-    /// (`state_corrupt`) until then. HOST-SETUP.md says how the backup is kept.
-    const RESTORE: &str = "the helper refuses it (state_corrupt); keep a copy of /var/lib/volce-lab as \
+    // What a damaged database needs: the helper refuses it
+    // (`state_corrupt`) until then. HOST-SETUP.md says how the backup is kept.
+    let restore = format!(
+        "the helper refuses it (state_corrupt); keep a copy of {} as \
          evidence, then restore state.db from the backup HOST-SETUP.md has you keep \
-         (made with `sqlite3 state.db .backup`) and delete state.db-wal and state.db-shm";
+         (made with `sqlite3 state.db .backup`) and delete state.db-wal and state.db-shm",
+        dir.display()
+    );
     match probe.store(dir) {
-        Err(why) => findings.push(fail("database", format!("cannot be opened: {why}"), RESTORE)),
+        Err(why) => findings.push(fail("database", format!("cannot be opened: {why}"), restore)),
         Ok(None) => findings.push(ok("database", "not created yet: the first rpc creates it")),
         Ok(Some(health)) => {
             if health.integrity_ok {
                 findings.push(ok("database", "PRAGMA integrity_check: ok"));
             } else {
-                findings.push(fail("database", "PRAGMA integrity_check reports damage", RESTORE));
+                findings.push(fail("database", "PRAGMA integrity_check reports damage", restore));
             }
             if health.schema_version == health.expected_schema_version {
                 findings.push(ok("schema", format!("version {}", health.schema_version)));

@@ -12,9 +12,18 @@
 pub mod doctor;
 pub mod setup;
 
+use crate::host::HostPaths;
+
 /// The one sudoers line the agent's account may have, for `user`.
 pub fn sudoers_rule(user: &str) -> String {
-    format!("{user} ALL=(root) NOPASSWD: {} rpc", crate::inspect::transport::HOST_HELPER)
+    format!("{user} ALL=(root) NOPASSWD: {} rpc", HostPaths::HELPER)
+}
+
+/// The options every key of the agent's account carries, exactly: no pty,
+/// no forwarding, no `~/.ssh/rc`, and only the gate runs, whatever the
+/// client asks.
+pub fn gate_key_options() -> String {
+    format!("restrict,command=\"{} ssh-gate\"", HostPaths::HELPER)
 }
 
 /// Groups whose members can become root or reach the Docker socket on a

@@ -34,15 +34,16 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
 use crate::exec::{self, ProcessSpec};
-use crate::inspect::transport::HOST_HELPER;
+use crate::host::HostPaths;
 
-const SUDOERS: &str = "/etc/sudoers.d/volce-lab";
-/// Files whose name contains a dot are skipped by sudo's `@includedir`, so
-/// the candidate is never in force before visudo accepted it.
-const SUDOERS_CANDIDATE: &str = "/etc/sudoers.d/.volce-lab.setup";
-const POLICY: &str = "/etc/volce-lab/policy.json";
-const STATE_DIR: &str = "/var/lib/volce-lab";
-const MANIFEST: &str = "/var/lib/volce-lab/setup.json";
+const SUDOERS: &str = HostPaths::SUDOERS;
+const SUDOERS_CANDIDATE: &str = HostPaths::SUDOERS_CANDIDATE;
+const POLICY: &str = HostPaths::POLICY;
+const STATE_DIR: &str = HostPaths::STATE_DIR;
+
+fn manifest_path() -> PathBuf {
+    HostPaths::fixed().setup_manifest()
+}
 
 /// Why setup stopped. Each message names what to do next.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -117,10 +118,10 @@ pub fn parse_public_key(text: &str) -> Result<(String, String), SetupError> {
     Ok((kind.to_owned(), blob.to_owned()))
 }
 
-/// The agent's one `authorized_keys` line: no pty, no forwarding, no
-/// `~/.ssh/rc`, and only the gate runs, whatever the client asks.
+/// The agent's one `authorized_keys` line: the gate's options
+/// ([`super::gate_key_options`]), the key, a fixed comment.
 pub fn authorized_keys_line(kind: &str, blob: &str) -> String {
-    format!("restrict,command=\"{HOST_HELPER} ssh-gate\" {kind} {blob} volce-lab-agent\n")
+    format!("{} {kind} {blob} volce-lab-agent\n", super::gate_key_options())
 }
 
 /// What `setup` made, so that `--undo` removes exactly that.
@@ -146,12 +147,12 @@ fn sha256(bytes: &[u8]) -> String {
 }
 
 fn load_manifest() -> Manifest {
-    fs::read(MANIFEST).ok().and_then(|bytes| serde_json::from_slice(&bytes).ok()).unwrap_or_default()
+    fs::read(manifest_path()).ok().and_then(|bytes| serde_json::from_slice(&bytes).ok()).unwrap_or_default()
 }
 
 fn save_manifest(manifest: &Manifest) -> Result<(), SetupError> {
     let json = serde_json::to_vec_pretty(manifest).map_err(|e| step_failed("manifest", e))?;
-    write_file(Path::new(MANIFEST), &json, 0o600).map_err(|e| step_failed("manifest", e))
+    write_file(&manifest_path(), &json, 0o600).map_err(|e| step_failed("manifest", e))
 }
 
 /// Writes `bytes` to `path` (mode `mode`, owner root) through a temporary
@@ -341,21 +342,23 @@ fn setup_steps(request: &Request, kind: &str, blob: &str, manifest: &mut Manifes
         say(false, "policy", format!("{POLICY} exists (left as it is)"));
     } else {
         let skeleton = policy_skeleton(&request.operator);
-        fs::create_dir_all("/etc/volce-lab").map_err(|e| step_failed("policy", e))?;
+        if let Some(etc) = Path::new(POLICY).parent() {
+            fs::create_dir_all(etc).map_err(|e| step_failed("policy", e))?;
+        }
         place_file(manifest, "policy", Path::new(POLICY), skeleton.as_bytes(), 0o600, false)?;
         println!("     edit {POLICY}: put your reviewed, digest-pinned images in catalog and nginx_image");
     }
 
     // 6. The database, so doctor has something to check before any rpc.
-    crate::store::Store::open(&Path::new(STATE_DIR).join("state.db"))
-        .map_err(|e| step_failed("database", e))?;
-    say(false, "database", format!("{STATE_DIR}/state.db is at the current schema"));
+    let database = HostPaths::fixed().database();
+    crate::store::Store::open(&database).map_err(|e| step_failed("database", e))?;
+    say(false, "database", format!("{} is at the current schema", database.display()));
 
     // 7. The smoke request, as the agent, through the exact sudoers rule.
     let reply = run(
         "smoke request",
         "/usr/sbin/runuser",
-        &["-u", agent, "--", "/usr/bin/sudo", "-n", HOST_HELPER, "rpc"],
+        &["-u", agent, "--", "/usr/bin/sudo", "-n", HostPaths::HELPER, "rpc"],
         Some(br#"{"operation":"gateway_status"}"#),
     );
     match reply {
@@ -470,7 +473,7 @@ pub fn undo() -> Result<(), SetupError> {
                     format!(
                         "{why}; a process of {agent} is probably still running (pgrep -u {agent} -a: \
                          a workstation's ssh master, which `ssh -O exit` ends, or an rpc); end it and run \
-                         setup --undo again, before you remove /var/lib/volce-lab (its manifest is there)"
+                         setup --undo again, before you remove {STATE_DIR} (its manifest is there)"
                     ),
                 )
             })?;
@@ -483,7 +486,7 @@ pub fn undo() -> Result<(), SetupError> {
             say(true, "undo", format!("removed {}", home.display()));
         }
     }
-    let _ = fs::remove_file(MANIFEST);
+    let _ = fs::remove_file(manifest_path());
     println!("setup is undone; the state directory and any policy you edited are kept");
     Ok(())
 }
