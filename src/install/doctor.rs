@@ -6,9 +6,14 @@
 //! database, the policy parser and the store) come through [`Probe`], so the
 //! rules can be tested on temporary files with a fake probe, and for real on
 //! an installation the end-to-end suite builds. Owner and mode of every
-//! installed file are checked here, on the path, one finding each.
+//! installed file are checked on the path, one finding each.
+//!
+//! Here: the paths, the probe's interface, the helper, sudoers and agent
+//! rules. Beside it: the findings and the report (`finding.rs`), the
+//! policy's content and images (`policy.rs`), the state directory and
+//! database (`state.rs`), stuck plans (`plans.rs`), the engine (`engine.rs`),
+//! the ssh side (`ssh.rs`), and the probe of the real system (`system.rs`).
 
-use std::fmt;
 use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 
@@ -127,60 +132,6 @@ pub struct AppDrift {
 /// What the store says about itself (its home is `crate::store`).
 pub use crate::store::StoreHealth;
 
-/// How a finding weighs. Only a failure makes doctor exit non-zero; a
-/// warning names what this server cannot guarantee (an old engine, an old
-/// app network) or what will bite later (an image not pulled yet, an
-/// image built for another user), without stopping the helper.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Level {
-    Ok,
-    Warn,
-    Fail,
-}
-
-/// One line of the report.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Finding {
-    pub level: Level,
-    pub subject: String,
-    pub detail: String,
-    pub fix: Option<String>,
-}
-
-impl Finding {
-    /// Whether this finding fails the run (exit status, `problem(s) found`).
-    pub fn failed(&self) -> bool {
-        self.level == Level::Fail
-    }
-}
-
-impl fmt::Display for Finding {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mark = match self.level {
-            Level::Ok => "ok  ",
-            Level::Warn => "WARN",
-            Level::Fail => "FAIL",
-        };
-        write!(f, "{mark} {}: {}", self.subject, self.detail)?;
-        if let Some(fix) = &self.fix {
-            write!(f, "\n     fix: {fix}")?;
-        }
-        Ok(())
-    }
-}
-
-fn ok(subject: impl Into<String>, detail: impl Into<String>) -> Finding {
-    Finding { level: Level::Ok, subject: subject.into(), detail: detail.into(), fix: None }
-}
-
-fn fail(subject: impl Into<String>, detail: impl Into<String>, fix: impl Into<String>) -> Finding {
-    Finding { level: Level::Fail, subject: subject.into(), detail: detail.into(), fix: Some(fix.into()) }
-}
-
-fn warn(subject: impl Into<String>, detail: impl Into<String>, fix: impl Into<String>) -> Finding {
-    Finding { level: Level::Warn, subject: subject.into(), detail: detail.into(), fix: Some(fix.into()) }
-}
-
 /// Runs every check in a fixed order.
 pub fn diagnose(paths: &DoctorPaths, probe: &dyn Probe) -> Vec<Finding> {
     let mut findings = Vec::new();
@@ -192,8 +143,8 @@ pub fn diagnose(paths: &DoctorPaths, probe: &dyn Probe) -> Vec<Finding> {
             ssh::check_ssh(agent, paths.owner_uid, ssh, &mut findings);
         }
     }
-    check_policy(paths, probe, agent.as_deref(), &mut findings);
-    check_state(paths, probe, &mut findings);
+    policy::check_policy(paths, probe, agent.as_deref(), &mut findings);
+    state::check_state(paths, probe, &mut findings);
     match probe.docker_version() {
         Ok(version) => {
             findings.push(ok("docker", format!("engine reachable (version {version})")));
@@ -211,7 +162,7 @@ pub fn diagnose(paths: &DoctorPaths, probe: &dyn Probe) -> Vec<Finding> {
 
 /// Checks that `path`'s metadata (not following links) is owned by the
 /// installation owner and not writable by group or others.
-fn protected(paths: &DoctorPaths, subject: &str, path: &Path, fix_mode: &str) -> Finding {
+pub(super) fn protected(paths: &DoctorPaths, subject: &str, path: &Path, fix_mode: &str) -> Finding {
     match std::fs::symlink_metadata(path) {
         Err(_) => {
             fail(subject, format!("{} is missing", path.display()), format!("install {}", path.display()))
@@ -355,280 +306,18 @@ fn check_agent(agent: &str, probe: &dyn Probe, findings: &mut Vec<Finding>) {
     }
 }
 
-fn check_policy(paths: &DoctorPaths, probe: &dyn Probe, agent: Option<&str>, findings: &mut Vec<Finding>) {
-    if let Some(dir) = paths.policy.parent() {
-        findings.push(protected(paths, "policy directory", dir, "0755"));
-    }
-    let file = protected(paths, "policy file", &paths.policy, "0600");
-    let present = !file.detail.ends_with("is missing");
-    findings.push(file);
-    if !present {
-        return;
-    }
-    match probe.policy(&paths.policy) {
-        Err(why) => findings.push(fail(
-            "policy content",
-            format!("refused: {why}"),
-            format!("correct {} (see /usr/share/doc/volce-lab/policy.example.jsonc)", paths.policy.display()),
-        )),
-        Ok(PolicyFacts { images, gateway, approvers }) => {
-            findings.push(ok("policy content", format!("valid, {} pinned image(s)", images.len())));
-            check_approvers(&paths.policy, &approvers, agent, probe, findings);
-            for image in &images {
-                let role = if *image == gateway { ImageRole::Gateway } else { ImageRole::App };
-                findings.push(check_image(image, role, probe));
-            }
-        }
-    }
-}
-
-/// Which container a pinned image becomes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ImageRole {
-    /// A catalog image: run as `--user 1000:1000`, its own command.
-    App,
-    /// `nginx_image`: run as `--user 101:101`, nginx in the foreground.
-    Gateway,
-}
-
-/// A pinned image held against the container volce-lab starts from it
-/// (HOST-SETUP.md, "The catalog's images"). Only warnings: deploy pulls by
-/// digest, so an image not present yet is normal on a fresh server, and
-/// whether a mismatched image still works only a deploy can tell.
-///
-/// It fits when its `User` is the uid (or uid:gid) volce-lab runs it as, so
-/// the files the image made for its user are that user's in the
-/// container, and its default command starts something: for the gateway,
-/// nginx in the foreground (`daemon off;`), since volce-lab gives it no
-/// command.
-fn check_image(image: &str, role: ImageRole, probe: &dyn Probe) -> Finding {
-    let shown = crate::text::for_terminal(image);
-    let Some(config) = probe.image_config(image) else {
-        return warn(
-            "image",
-            format!("{shown} is not in the local engine (deploy pulls it by digest)"),
-            format!("docker pull {shown}, or check the registry serves it"),
-        );
-    };
-    let (uid, runs_as) = match role {
-        ImageRole::App => ("1000", "1000:1000"),
-        ImageRole::Gateway => ("101", "101:101"),
-    };
-    let command: Vec<&str> = config.entrypoint.iter().chain(&config.cmd).map(String::as_str).collect();
-    let user = crate::text::for_terminal(&config.user);
-    let mut misfits = Vec::new();
-    if config.user != uid && config.user != runs_as {
-        let built_for =
-            if config.user.is_empty() { "root (no USER)".to_owned() } else { format!("`{user}`") };
-        misfits.push(format!("its USER is {built_for}, but volce-lab runs it as {runs_as}"));
-    }
-    match role {
-        ImageRole::App if command.is_empty() => {
-            misfits.push("it has no CMD or ENTRYPOINT, and volce-lab gives it no command".to_owned())
-        }
-        ImageRole::Gateway
-            if !command.iter().any(|word| Path::new(word).file_name().is_some_and(|n| n == "nginx"))
-                || !command.contains(&"daemon off;") =>
-        {
-            misfits.push(format!(
-                "its command {} does not start nginx in the foreground (nginx -g 'daemon off;')",
-                crate::text::for_terminal(&format!("{command:?}"))
-            ))
-        }
-        _ => {}
-    }
-    if misfits.is_empty() {
-        ok("image", format!("{shown} is present, runs as {runs_as} with its own command"))
-    } else {
-        warn(
-            "image",
-            format!("{shown} does not fit the {} template: {}", role.name(), misfits.join("; ")),
-            "rebuild it with USER and CMD as HOST-SETUP.md's images section says, then pin the new digest",
-        )
-    }
-}
-
-impl ImageRole {
-    fn name(self) -> &'static str {
-        match self {
-            ImageRole::App => "app",
-            ImageRole::Gateway => "gateway",
-        }
-    }
-}
-
-/// An approver must be a person's account that exists, and never the
-/// agent's: the parser cannot know either (accounts come and go, and the
-/// agent is named only in sudoers), so the doctor checks both.
-fn check_approvers(
-    policy: &Path,
-    approvers: &[String],
-    agent: Option<&str>,
-    probe: &dyn Probe,
-    findings: &mut Vec<Finding>,
-) {
-    for approver in approvers {
-        if Some(approver.as_str()) == agent {
-            findings.push(fail(
-                "approver",
-                format!("`{approver}` is the agent's own account: the agent could approve its own plans"),
-                format!("remove `{approver}` from approvers in {}", policy.display()),
-            ));
-        } else if probe.groups_of(approver).is_none() {
-            findings.push(fail(
-                "approver",
-                format!("`{approver}` is not an account on this server: nobody can approve as it"),
-                format!(
-                    "create the operator's account (useradd --create-home {approver}) or correct approvers"
-                ),
-            ));
-        } else {
-            findings.push(ok("approver", format!("`{approver}` is an account and not the agent's")));
-        }
-    }
-}
-
-fn check_state(paths: &DoctorPaths, probe: &dyn Probe, findings: &mut Vec<Finding>) {
-    let dir = &paths.state_dir;
-    match std::fs::symlink_metadata(dir) {
-        Ok(meta)
-            if meta.is_dir() && meta.uid() == paths.owner_uid && meta.permissions().mode() & 0o077 == 0 =>
-        {
-            findings.push(ok(
-                "state directory",
-                format!("{} owned by uid {}, mode 0700", dir.display(), meta.uid()),
-            ))
-        }
-        Ok(meta) if meta.is_dir() => findings.push(fail(
-            "state directory",
-            format!(
-                "{} is owned by uid {} with mode {:o}; it must be root's alone",
-                dir.display(),
-                meta.uid(),
-                meta.permissions().mode() & 0o7777
-            ),
-            format!("chown root:root {0} && chmod 0700 {0}", dir.display()),
-        )),
-        _ => {
-            findings.push(fail(
-                "state directory",
-                format!("{} is missing or not a directory", dir.display()),
-                "it is created by the first `volce-lab-host rpc`; check the helper runs",
-            ));
-            return;
-        }
-    }
-    // What a damaged database needs: the helper refuses it
-    // (`state_corrupt`) until then. HOST-SETUP.md says how the backup is kept.
-    let restore = format!(
-        "the helper refuses it (state_corrupt); keep a copy of {} as \
-         evidence, then restore state.db from the backup HOST-SETUP.md has you keep \
-         (made with `sqlite3 state.db .backup`) and delete state.db-wal and state.db-shm",
-        dir.display()
-    );
-    match probe.store(dir) {
-        Err(why) => findings.push(fail("database", format!("cannot be opened: {why}"), restore)),
-        Ok(None) => findings.push(ok("database", "not created yet: the first rpc creates it")),
-        Ok(Some(health)) => {
-            if health.integrity_ok {
-                findings.push(ok("database", "PRAGMA integrity_check: ok"));
-            } else {
-                findings.push(fail("database", "PRAGMA integrity_check reports damage", restore));
-            }
-            if health.schema_version == health.expected_schema_version {
-                findings.push(ok("schema", format!("version {}", health.schema_version)));
-            } else {
-                findings.push(fail(
-                    "schema",
-                    format!(
-                        "version {} but this binary expects {}",
-                        health.schema_version, health.expected_schema_version
-                    ),
-                    "install the volce-lab version that wrote this database, or run any rpc to migrate an older one",
-                ));
-            }
-            match &health.audit_break {
-                None => findings.push(ok(
-                    "audit chain",
-                    format!(
-                        "{} rows chain intact (check a kept head: volce-lab-host audit verify --from HASH)",
-                        health.audit_rows
-                    ),
-                )),
-                Some(broken) => {
-                    let (seq, at) = broken.row();
-                    findings.push(fail(
-                        "audit chain",
-                        format!("broken at row seq {seq} ({})", crate::text::rfc3339_seconds(at)),
-                        "volce-lab-host audit verify names what changed; keep state.db as evidence (HOST-SETUP.md)",
-                    ));
-                }
-            }
-            if health.stuck_plans.is_empty() {
-                findings.push(ok("plans", "none executing or needing inspection"));
-            }
-            check_drift(dir, probe, findings);
-            for (plan, state) in health.stuck_plans {
-                findings.push(plans::stuck_plan(dir, probe, &plan, &state));
-            }
-        }
-    }
-}
-
-/// Each managed app held against the engine: drift is a finding with the
-/// reviewed change that settles it (the agent plans it, an approver approves).
-fn check_drift(dir: &Path, probe: &dyn Probe, findings: &mut Vec<Finding>) {
-    match probe.drift(dir) {
-        Err(why) => findings.push(fail(
-            "apps",
-            format!("cannot be held against the engine: {why}"),
-            "see the docker finding; volce-lab-host list shows the records meanwhile",
-        )),
-        Ok(drifted) if drifted.is_empty() => findings.push(ok("apps", "every managed app is as recorded")),
-        Ok(drifted) => {
-            for AppDrift { app, reason } in drifted {
-                findings.push(fail(
-                    format!("app {}", crate::text::for_terminal(&app)),
-                    format!("drifted ({}): {}", reason.as_str(), reason.sentence()),
-                    format!(
-                        "{}; the agent plans it (service_plan), you approve it (volce-lab-host list, show, approve)",
-                        reason.fix()
-                    ),
-                ));
-            }
-        }
-    }
-}
-
-/// Prints the findings; exit 0 when none is a failure (warnings pass).
-pub fn report(findings: &[Finding]) -> (String, bool) {
-    let mut text = String::new();
-    for finding in findings {
-        text.push_str(&finding.to_string());
-        text.push('\n');
-    }
-    let failures = findings.iter().filter(|f| f.failed()).count();
-    let warnings = findings.iter().filter(|f| f.level == Level::Warn).count();
-    if warnings > 0 {
-        text.push_str(&format!(
-            "{warnings} warning(s): the WARN lines above do not fail the check; read their fix\n"
-        ));
-    }
-    if failures == 0 {
-        text.push_str("all checks passed\n");
-    } else {
-        text.push_str(&format!("{failures} problem(s) found\n"));
-    }
-    (text, failures == 0)
-}
-
 #[cfg(test)]
 mod tests;
 
 pub mod engine;
+mod finding;
 mod plans;
+mod policy;
 pub mod ssh;
+mod state;
 mod system;
+pub use finding::{Finding, Level, report};
+use finding::{fail, ok, warn};
 pub use system::{
     SystemProbe, cli, load_policy_facts, read_app_networks, read_drift, read_engine_facts, read_store_health,
 };

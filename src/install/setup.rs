@@ -21,17 +21,14 @@
 //! - no shell: each program is a fixed absolute path with argv built from
 //!   validated names.
 //!
-//! Somewhat over 450 lines on purpose: the steps read top to bottom as one
-//! pipeline, and splitting them would scatter it; the tests are in
+//! Here: the steps, top to bottom as one pipeline. Beside it: what setup
+//! accepts and writes (`setup/content.rs`), the manifest, the files written
+//! through it and `--undo` (`setup/manifest.rs`); the tests are in
 //! `setup/tests.rs`.
 
 use std::fs;
-use std::io::Write as _;
-use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _, PermissionsExt as _};
+use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
-
-use serde::{Deserialize, Serialize};
-use sha2::{Digest as _, Sha256};
 
 use crate::exec::{self, ProcessSpec};
 use crate::host::HostPaths;
@@ -41,9 +38,11 @@ const SUDOERS_CANDIDATE: &str = HostPaths::SUDOERS_CANDIDATE;
 const POLICY: &str = HostPaths::POLICY;
 const STATE_DIR: &str = HostPaths::STATE_DIR;
 
-fn manifest_path() -> PathBuf {
-    HostPaths::fixed().setup_manifest()
-}
+mod content;
+mod manifest;
+pub use content::{authorized_keys_line, check_account, parse_public_key, policy_skeleton};
+pub use manifest::{Manifest, WrittenFile, undo};
+use manifest::{load_manifest, place_file, place_sudoers, save_manifest};
 
 /// Why setup stopped. Each message names what to do next.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -64,109 +63,6 @@ fn step_failed(step: &str, why: impl std::fmt::Display) -> SetupError {
     SetupError::Step { step: step.to_owned(), why: why.to_string() }
 }
 
-/// A Unix account name as setup accepts it: what Debian's `useradd`
-/// accepts by default, minus `$`, and never root.
-pub fn check_account(role: &str, name: &str) -> Result<(), SetupError> {
-    let mut chars = name.chars();
-    let first_ok = chars.next().is_some_and(|c| c.is_ascii_lowercase() || c == '_');
-    let rest_ok = chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
-    if !first_ok || !rest_ok || name.len() > 32 {
-        return Err(SetupError::BadArgument(format!(
-            "--{role} {name:?} is not an account name (a lowercase letter or _, then up to 31 of a-z 0-9 _ -)"
-        )));
-    }
-    if name == "root" {
-        return Err(SetupError::BadArgument(format!("--{role} cannot be root")));
-    }
-    Ok(())
-}
-
-/// The key types OpenSSH's `authorized_keys` takes without options.
-const KEY_TYPES: &[&str] = &[
-    "ssh-ed25519",
-    "sk-ssh-ed25519@openssh.com",
-    "ecdsa-sha2-nistp256",
-    "ecdsa-sha2-nistp384",
-    "ecdsa-sha2-nistp521",
-    "sk-ecdsa-sha2-nistp256@openssh.com",
-    "ssh-rsa",
-];
-
-/// One public key, as `ssh-keygen` writes it (`TYPE BASE64 [comment]`).
-/// Options in front (`command=...`), a second line or anything but base64
-/// in the key are refused: the line setup writes carries only its own
-/// options, and the comment is replaced.
-pub fn parse_public_key(text: &str) -> Result<(String, String), SetupError> {
-    let bad =
-        |why: &str| SetupError::BadArgument(format!("--key: {why} (give the .pub file ssh-keygen wrote)"));
-    let mut lines = text.lines().filter(|line| !line.trim().is_empty());
-    let (Some(line), None) = (lines.next(), lines.next()) else {
-        return Err(bad("the file must hold exactly one public key line"));
-    };
-    let mut fields = line.split_ascii_whitespace();
-    let kind = fields.next().unwrap_or_default();
-    if !KEY_TYPES.contains(&kind) {
-        return Err(bad(
-            "the line does not start with a key type such as ssh-ed25519 (options are not accepted)",
-        ));
-    }
-    let blob = fields.next().unwrap_or_default();
-    let base64 = |c: char| c.is_ascii_alphanumeric() || c == '+' || c == '/' || c == '=';
-    if blob.len() < 16 || blob.len() > 16 * 1024 || !blob.chars().all(base64) {
-        return Err(bad("the key is not base64"));
-    }
-    Ok((kind.to_owned(), blob.to_owned()))
-}
-
-/// The agent's one `authorized_keys` line: the gate's options
-/// ([`super::gate_key_options`]), the key, a fixed comment.
-pub fn authorized_keys_line(kind: &str, blob: &str) -> String {
-    format!("{} {kind} {blob} volce-lab-agent\n", super::gate_key_options())
-}
-
-/// What `setup` made, so that `--undo` removes exactly that.
-#[derive(Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Manifest {
-    /// The agent's account, when setup created it.
-    pub created_account: Option<String>,
-    /// Its home, which undo removes with it (root owns it after setup, so
-    /// `userdel --remove` would leave it behind).
-    pub created_home: Option<PathBuf>,
-    /// Files setup wrote, with the sha256 of what it wrote.
-    pub files: Vec<WrittenFile>,
-}
-
-#[derive(Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub struct WrittenFile {
-    pub path: PathBuf,
-    pub sha256: String,
-}
-
-fn sha256(bytes: &[u8]) -> String {
-    crate::text::hex(&Sha256::digest(bytes))
-}
-
-fn load_manifest() -> Manifest {
-    fs::read(manifest_path()).ok().and_then(|bytes| serde_json::from_slice(&bytes).ok()).unwrap_or_default()
-}
-
-fn save_manifest(manifest: &Manifest) -> Result<(), SetupError> {
-    let json = serde_json::to_vec_pretty(manifest).map_err(|e| step_failed("manifest", e))?;
-    write_file(&manifest_path(), &json, 0o600).map_err(|e| step_failed("manifest", e))
-}
-
-/// Writes `bytes` to `path` (mode `mode`, owner root) through a temporary
-/// file and a rename, so a reader sees the old file or the new one.
-fn write_file(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
-    let candidate = path.with_extension("volce-lab-setup");
-    let _ = fs::remove_file(&candidate);
-    let mut file = fs::OpenOptions::new().write(true).create_new(true).mode(mode).open(&candidate)?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    fs::set_permissions(&candidate, fs::Permissions::from_mode(mode))?;
-    fs::rename(&candidate, path)
-}
-
 /// Runs one fixed program; its stderr is not shown (only whether it worked).
 fn run(step: &str, program: &str, args: &[&str], stdin: Option<&[u8]>) -> Result<Vec<u8>, SetupError> {
     let mut spec = ProcessSpec::new(program, args.iter().copied());
@@ -183,36 +79,6 @@ fn run(step: &str, program: &str, args: &[&str], stdin: Option<&[u8]>) -> Result
 
 fn say(done: bool, step: &str, detail: impl std::fmt::Display) {
     println!("{} {step}: {detail}", if done { "done" } else { "ok  " });
-}
-
-/// Writes `content` at `path` unless it is already there; refuses to
-/// replace a file setup did not write unless `replace`.
-fn place_file(
-    manifest: &mut Manifest,
-    step: &str,
-    path: &Path,
-    content: &[u8],
-    mode: u32,
-    replace: bool,
-) -> Result<(), SetupError> {
-    match fs::read(path) {
-        Ok(existing) if existing == content => {
-            say(false, step, format!("{} already holds it", path.display()));
-            return Ok(());
-        }
-        Ok(existing) => {
-            let ours = manifest.files.iter().any(|f| f.path == path && f.sha256 == sha256(&existing));
-            if !ours && !replace {
-                return Err(SetupError::WouldReplace { path: path.display().to_string() });
-            }
-        }
-        Err(_) => {}
-    }
-    write_file(path, content, mode).map_err(|e| step_failed(step, e))?;
-    manifest.files.retain(|f| f.path != path);
-    manifest.files.push(WrittenFile { path: path.to_owned(), sha256: sha256(content) });
-    say(true, step, format!("wrote {}", path.display()));
-    Ok(())
 }
 
 /// The arguments of `setup`.
@@ -400,94 +266,6 @@ fn protect_home(home: &Path) -> Result<(), SetupError> {
         }
     }
     say(false, "agent home", format!("{} and its dotfiles are root's", home.display()));
-    Ok(())
-}
-
-fn place_sudoers(manifest: &mut Manifest, rule: &[u8], replace: bool) -> Result<(), SetupError> {
-    let path = Path::new(SUDOERS);
-    if let Ok(existing) = fs::read(path) {
-        if existing == rule {
-            say(false, "sudoers rule", format!("{SUDOERS} already holds it"));
-            return Ok(());
-        }
-        let ours = manifest.files.iter().any(|f| f.path == path && f.sha256 == sha256(&existing));
-        if !ours && !replace {
-            return Err(SetupError::WouldReplace { path: SUDOERS.to_owned() });
-        }
-    }
-    let candidate = Path::new(SUDOERS_CANDIDATE);
-    write_file(candidate, rule, 0o440).map_err(|e| step_failed("sudoers rule", e))?;
-    if let Err(why) = run("sudoers rule", "/usr/sbin/visudo", &["-cf", SUDOERS_CANDIDATE], None) {
-        let _ = fs::remove_file(candidate);
-        return Err(why);
-    }
-    fs::rename(candidate, path).map_err(|e| step_failed("sudoers rule", e))?;
-    manifest.files.retain(|f| f.path != path);
-    manifest.files.push(WrittenFile { path: path.to_owned(), sha256: sha256(rule) });
-    say(true, "sudoers rule", format!("wrote {SUDOERS} (visudo -cf accepted it)"));
-    Ok(())
-}
-
-/// The annotated example without its comments, with the operator as the
-/// one approver. Its catalog pins placeholder digests the parser accepts
-/// and no registry serves, so nothing deploys until the operator puts in
-/// the images they reviewed (doctor says so: the images are not present).
-pub fn policy_skeleton(operator: &str) -> String {
-    let example = include_str!("../../policy/policy.example.jsonc");
-    let json: String = example
-        .lines()
-        .filter(|line| !line.trim_start().starts_with("//"))
-        .map(|line| format!("{line}\n"))
-        .collect();
-    let mut policy: serde_json::Value = serde_json::from_str(&json).expect("the example policy is JSON");
-    policy["approvers"] = serde_json::json!([operator]);
-    let mut text = serde_json::to_string_pretty(&policy).expect("a JSON value serializes");
-    text.push('\n');
-    text
-}
-
-/// `setup --undo`: removes what the manifest says setup made, newest
-/// first, each file only while it still holds what setup wrote.
-pub fn undo() -> Result<(), SetupError> {
-    if !nix::unistd::geteuid().is_root() {
-        return Err(SetupError::NotRoot);
-    }
-    let manifest = load_manifest();
-    for file in manifest.files.iter().rev() {
-        match fs::read(&file.path) {
-            Ok(bytes) if sha256(&bytes) == file.sha256 => {
-                fs::remove_file(&file.path).map_err(|e| step_failed("undo", e))?;
-                say(true, "undo", format!("removed {}", file.path.display()));
-            }
-            Ok(_) => println!("kept {}: it changed since setup wrote it (yours now)", file.path.display()),
-            Err(_) => say(false, "undo", format!("{} is already gone", file.path.display())),
-        }
-    }
-    if let Some(agent) = &manifest.created_account {
-        if nix::unistd::User::from_name(agent).ok().flatten().is_some() {
-            // userdel refuses while a process runs as the account: most
-            // often the session of a workstation's ssh master.
-            run("undo", "/usr/sbin/userdel", &["--", agent], None).map_err(|why| {
-                step_failed(
-                    "undo",
-                    format!(
-                        "{why}; a process of {agent} is probably still running (pgrep -u {agent} -a: \
-                         a workstation's ssh master, which `ssh -O exit` ends, or an rpc); end it and run \
-                         setup --undo again, before you remove {STATE_DIR} (its manifest is there)"
-                    ),
-                )
-            })?;
-            say(true, "undo", format!("removed the account {agent}"));
-        }
-        if let Some(home) =
-            manifest.created_home.as_ref().filter(|home| home.starts_with("/home/") && home.exists())
-        {
-            fs::remove_dir_all(home).map_err(|e| step_failed("undo", e))?;
-            say(true, "undo", format!("removed {}", home.display()));
-        }
-    }
-    let _ = fs::remove_file(manifest_path());
-    println!("setup is undone; the state directory and any policy you edited are kept");
     Ok(())
 }
 
