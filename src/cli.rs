@@ -4,7 +4,7 @@
 //!
 //! A leaf: it converts arguments into typed calls of the library's entry
 //! functions (`inspect::report::run`, `mcp::serve_stdio`, `host::run_*`,
-//! `doctor::cli`), and nothing it calls imports anything from here.
+//! `install::doctor::run_doctor`, `install::setup::run_setup`), and nothing it calls imports anything from here.
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -225,16 +225,16 @@ fn host(command: HostCommand) -> Exit {
         HostCommand::Approve { plan_id, digest, yes } => crate::host::run_approve(&plan_id, &digest, yes),
         HostCommand::Reject { plan_id } => crate::host::run_reject(&plan_id),
         HostCommand::Resolve { plan_id } => crate::host::run_resolve(&plan_id),
-        HostCommand::Doctor => crate::install::doctor::cli(),
+        HostCommand::Doctor => crate::install::doctor::run_doctor(),
         HostCommand::SshGate => crate::host::gate::run_ssh_gate(),
         HostCommand::Setup { agent, operator, key, replace, undo } => {
             let request = match (agent, operator, key) {
                 (Some(agent), Some(operator), Some(key_file)) if !undo => {
-                    Some(crate::install::setup::Request { agent, operator, key_file, replace })
+                    Some(crate::install::setup::SetupArgs { agent, operator, key_file, replace })
                 }
                 _ => None, // clap allows only --undo here
             };
-            crate::install::setup::cli(request)
+            crate::install::setup::run_setup(request)
         }
         HostCommand::Audit(AuditCommand::Verify { from }) => crate::host::run_audit_verify(from.as_deref()),
         HostCommand::Audit(AuditCommand::Head) => crate::host::run_audit_head(),

@@ -3,7 +3,7 @@
 //! server (it reads the root-only policy and state); changes nothing.
 //!
 //! The facts that need the outside world (docker, visudo, the account
-//! database, the policy parser and the store) come through [`Probe`], so the
+//! database, the policy parser and the store) come through [`DoctorProbe`], so the
 //! rules can be tested on temporary files with a fake probe, and for real on
 //! an installation the end-to-end suite builds. Owner and mode of every
 //! installed file are checked on the path, one finding each.
@@ -70,7 +70,7 @@ pub struct ImageConfig {
 }
 
 /// What the doctor learns from outside its own file checks.
-pub trait Probe {
+pub trait DoctorProbe {
     /// The Docker engine's version, or why it cannot be reached.
     fn docker_version(&self) -> Result<String, String>;
     /// The config of a pinned image in the local engine, or None when the
@@ -133,7 +133,7 @@ pub struct AppDrift {
 pub use crate::store::StoreHealth;
 
 /// Runs every check in a fixed order.
-pub fn diagnose(paths: &DoctorPaths, probe: &dyn Probe) -> Vec<Finding> {
+pub fn diagnose(paths: &DoctorPaths, probe: &dyn DoctorProbe) -> Vec<Finding> {
     let mut findings = Vec::new();
     check_helper(paths, &mut findings);
     let agent = check_sudoers(paths, probe, &mut findings);
@@ -242,7 +242,11 @@ fn check_directory(paths: &DoctorPaths, dir: &Path, findings: &mut Vec<Finding>)
     }
 }
 
-fn check_sudoers(paths: &DoctorPaths, probe: &dyn Probe, findings: &mut Vec<Finding>) -> Option<String> {
+fn check_sudoers(
+    paths: &DoctorPaths,
+    probe: &dyn DoctorProbe,
+    findings: &mut Vec<Finding>,
+) -> Option<String> {
     let path = &paths.sudoers;
     let finding = protected(paths, "sudoers drop-in", path, "0440");
     let present = !finding.detail.ends_with("is missing");
@@ -285,7 +289,7 @@ fn check_sudoers(paths: &DoctorPaths, probe: &dyn Probe, findings: &mut Vec<Find
     agent.filter(|user| user != "root")
 }
 
-fn check_agent(agent: &str, probe: &dyn Probe, findings: &mut Vec<Finding>) {
+fn check_agent(agent: &str, probe: &dyn DoctorProbe, findings: &mut Vec<Finding>) {
     match probe.groups_of(agent) {
         None => findings.push(fail(
             "agent account",
@@ -319,5 +323,6 @@ mod system;
 pub use finding::{Finding, Level, report};
 use finding::{fail, ok, warn};
 pub use system::{
-    SystemProbe, cli, load_policy_facts, read_app_networks, read_drift, read_engine_facts, read_store_health,
+    SystemProbe, load_policy_facts, read_app_networks, read_drift, read_engine_facts, read_store_health,
+    run_doctor,
 };

@@ -83,7 +83,7 @@ fn say(done: bool, step: &str, detail: impl std::fmt::Display) {
 
 /// The arguments of `setup`.
 #[derive(Debug, Clone)]
-pub struct Request {
+pub struct SetupArgs {
     pub agent: String,
     pub operator: String,
     pub key_file: PathBuf,
@@ -92,27 +92,23 @@ pub struct Request {
 
 /// `setup`: each step in order; stops at the first that fails, with what
 /// was done so far recorded in the manifest.
-pub fn setup(request: &Request) -> Result<(), SetupError> {
+pub fn setup(args: &SetupArgs) -> Result<(), SetupError> {
     if !nix::unistd::geteuid().is_root() {
         return Err(SetupError::NotRoot);
     }
-    check_account("agent", &request.agent)?;
-    check_account("operator", &request.operator)?;
-    if request.agent == request.operator {
+    check_account("agent", &args.agent)?;
+    check_account("operator", &args.operator)?;
+    if args.agent == args.operator {
         return Err(SetupError::BadArgument("--agent and --operator must be different accounts".into()));
     }
-    let key_text = fs::read_to_string(&request.key_file).map_err(|e| {
-        SetupError::BadArgument(format!(
-            "--key {}: cannot read it ({})",
-            request.key_file.display(),
-            e.kind()
-        ))
+    let key_text = fs::read_to_string(&args.key_file).map_err(|e| {
+        SetupError::BadArgument(format!("--key {}: cannot read it ({})", args.key_file.display(), e.kind()))
     })?;
     let (kind, blob) = parse_public_key(&key_text)?;
-    if nix::unistd::User::from_name(&request.operator).ok().flatten().is_none() {
+    if nix::unistd::User::from_name(&args.operator).ok().flatten().is_none() {
         return Err(SetupError::BadArgument(format!(
             "--operator {}: no such account; create the person's account first (adduser {})",
-            request.operator, request.operator
+            args.operator, args.operator
         )));
     }
 
@@ -120,13 +116,13 @@ pub fn setup(request: &Request) -> Result<(), SetupError> {
     fs::set_permissions(STATE_DIR, fs::Permissions::from_mode(0o700))
         .map_err(|e| step_failed("state directory", e))?;
     let mut manifest = load_manifest();
-    let result = setup_steps(request, &kind, &blob, &mut manifest);
+    let result = setup_steps(args, &kind, &blob, &mut manifest);
     save_manifest(&manifest)?;
     result
 }
 
-fn setup_steps(request: &Request, kind: &str, blob: &str, manifest: &mut Manifest) -> Result<(), SetupError> {
-    let agent = request.agent.as_str();
+fn setup_steps(args: &SetupArgs, kind: &str, blob: &str, manifest: &mut Manifest) -> Result<(), SetupError> {
+    let agent = args.agent.as_str();
 
     // 1. The account: key login only, /bin/sh (bash would read ~/.bashrc
     //    for an ssh command), in no privileged group.
@@ -196,18 +192,18 @@ fn setup_steps(request: &Request, kind: &str, blob: &str, manifest: &mut Manifes
         &ssh_dir.join("authorized_keys"),
         line.as_bytes(),
         0o644,
-        request.replace,
+        args.replace,
     )?;
 
     // 4. The one sudoers rule, in force only once visudo accepted it.
     let rule = format!("{}\n", super::sudoers_rule(agent));
-    place_sudoers(manifest, rule.as_bytes(), request.replace)?;
+    place_sudoers(manifest, rule.as_bytes(), args.replace)?;
 
     // 5. A policy skeleton, never over an existing policy.
     if Path::new(POLICY).exists() {
         say(false, "policy", format!("{POLICY} exists (left as it is)"));
     } else {
-        let skeleton = policy_skeleton(&request.operator);
+        let skeleton = policy_skeleton(&args.operator);
         if let Some(etc) = Path::new(POLICY).parent() {
             fs::create_dir_all(etc).map_err(|e| step_failed("policy", e))?;
         }
@@ -220,7 +216,7 @@ fn setup_steps(request: &Request, kind: &str, blob: &str, manifest: &mut Manifes
     crate::store::Store::open(&database).map_err(|e| step_failed("database", e))?;
     say(false, "database", format!("{} is at the current schema", database.display()));
 
-    // 7. The smoke request, as the agent, through the exact sudoers rule.
+    // 7. The smoke args, as the agent, through the exact sudoers rule.
     let reply = run(
         "smoke request",
         "/usr/sbin/runuser",
@@ -271,10 +267,10 @@ fn protect_home(home: &Path) -> Result<(), SetupError> {
 
 /// `volce-lab-host setup ...` in the shipped binary: the steps, then
 /// doctor's report; exit 0 only when both are content.
-pub fn cli(request: Option<Request>) -> crate::exit::Exit {
+pub fn run_setup(args: Option<SetupArgs>) -> crate::exit::Exit {
     use crate::exit::Exit;
-    let outcome = match &request {
-        Some(request) => setup(request),
+    let outcome = match &args {
+        Some(args) => setup(args),
         None => undo(),
     };
     match outcome {
@@ -290,9 +286,9 @@ pub fn cli(request: Option<Request>) -> crate::exit::Exit {
             eprintln!("volce-lab-host setup: {error}");
             Exit::Failure
         }
-        Ok(()) if request.is_some() => {
+        Ok(()) if args.is_some() => {
             println!("\nvolce-lab-host doctor:");
-            super::doctor::cli()
+            super::doctor::run_doctor()
         }
         Ok(()) => Exit::Ok,
     }

@@ -241,10 +241,10 @@ fn when_the_row_cannot_be_written_nothing_changes_and_the_caller_gets_audit_unav
 /// `gate_refused`, folded like any other, and never sees the command.
 #[test]
 fn a_gate_refusal_is_a_folded_row_with_its_reason_length_and_digest_and_never_the_command() {
-    use volce_lab::wire::gate::{RefusalRecord, Refused};
+    use volce_lab::wire::gate::{RefusalReason, RefusalRecord};
     let h = Harness::new();
     let command = b"cat /etc/shadow # password=e2e-planted-51c2";
-    let record = RefusalRecord::of(Refused::NotAFixedRequest, Some(command));
+    let record = RefusalRecord::of(RefusalReason::NotAFixedRequest, Some(command));
     let before = rows(&h).len();
     assert_eq!(code_of(&h.rpc(AGENT, &record.request().to_bytes())), Code::GateRefused);
     let all = rows(&h);
@@ -263,7 +263,7 @@ fn a_gate_refusal_is_a_folded_row_with_its_reason_length_and_digest_and_never_th
     assert!(!text.contains("shadow") && !text.contains("planted"), "the command's text is in the trail");
 
     // A login without a command, then a flood: one kind, folded.
-    let login = RefusalRecord::of(Refused::NoCommand, None).request().to_bytes();
+    let login = RefusalRecord::of(RefusalReason::NoCommand, None).request().to_bytes();
     for _ in 0..100 {
         assert_eq!(code_of(&h.rpc(AGENT, &login)), Code::GateRefused);
     }

@@ -11,7 +11,7 @@ use std::path::Path;
 use serde_json::json;
 use volce_lab::control::Code;
 use volce_lab::host::rpc::Reply;
-use volce_lab::install::doctor::{DoctorPaths, Finding, Probe, StoreHealth};
+use volce_lab::install::doctor::{DoctorPaths, DoctorProbe, Finding, StoreHealth};
 
 use crate::support::harness::*;
 
@@ -63,7 +63,7 @@ fn refused_without_change(h: &Harness, expected: Code) {
 /// The doctor's finding about the database, with the real store probe.
 fn doctor_database(h: &Harness) -> Finding {
     struct StoreOnly;
-    impl Probe for StoreOnly {
+    impl DoctorProbe for StoreOnly {
         fn docker_version(&self) -> Result<String, String> {
             Ok("test".into())
         }

@@ -224,7 +224,7 @@ fn a_stopped_claimer_is_shown_with_its_pid_and_killing_it_then_resolving_never_r
             || shown.contains(&format!("sudo kill -KILL {pid}"))
     );
     // doctor names it too, from the database read-only and /proc.
-    use volce_lab::install::doctor::Probe as _;
+    use volce_lab::install::doctor::DoctorProbe as _;
     let probe = volce_lab::install::doctor::SystemProbe {
         policy: volce_lab::install::doctor::load_policy_facts,
         store: volce_lab::install::doctor::read_store_health,

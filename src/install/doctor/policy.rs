@@ -5,11 +5,11 @@
 
 use std::path::Path;
 
-use super::{DoctorPaths, Finding, PolicyFacts, Probe, fail, ok, protected, warn};
+use super::{DoctorPaths, DoctorProbe, Finding, PolicyFacts, fail, ok, protected, warn};
 
 pub(super) fn check_policy(
     paths: &DoctorPaths,
-    probe: &dyn Probe,
+    probe: &dyn DoctorProbe,
     agent: Option<&str>,
     findings: &mut Vec<Finding>,
 ) {
@@ -58,7 +58,7 @@ enum ImageRole {
 /// container, and its default command starts something: for the gateway,
 /// nginx in the foreground (`daemon off;`), since volce-lab gives it no
 /// command.
-fn check_image(image: &str, role: ImageRole, probe: &dyn Probe) -> Finding {
+fn check_image(image: &str, role: ImageRole, probe: &dyn DoctorProbe) -> Finding {
     let shown = crate::text::for_terminal(image);
     let Some(config) = probe.image_config(image) else {
         return warn(
@@ -121,7 +121,7 @@ fn check_approvers(
     policy: &Path,
     approvers: &[String],
     agent: Option<&str>,
-    probe: &dyn Probe,
+    probe: &dyn DoctorProbe,
     findings: &mut Vec<Finding>,
 ) {
     for approver in approvers {

@@ -6,9 +6,9 @@
 use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::path::Path;
 
-use super::{AppDrift, DoctorPaths, Finding, Probe, fail, ok, plans};
+use super::{AppDrift, DoctorPaths, DoctorProbe, Finding, fail, ok, plans};
 
-pub(super) fn check_state(paths: &DoctorPaths, probe: &dyn Probe, findings: &mut Vec<Finding>) {
+pub(super) fn check_state(paths: &DoctorPaths, probe: &dyn DoctorProbe, findings: &mut Vec<Finding>) {
     let dir = &paths.state_dir;
     match std::fs::symlink_metadata(dir) {
         Ok(meta)
@@ -97,7 +97,7 @@ pub(super) fn check_state(paths: &DoctorPaths, probe: &dyn Probe, findings: &mut
 
 /// Each managed app held against the engine: drift is a finding with the
 /// reviewed change that settles it (the agent plans it, an approver approves).
-fn check_drift(dir: &Path, probe: &dyn Probe, findings: &mut Vec<Finding>) {
+fn check_drift(dir: &Path, probe: &dyn DoctorProbe, findings: &mut Vec<Finding>) {
     match probe.drift(dir) {
         Err(why) => findings.push(fail(
             "apps",

@@ -5,13 +5,13 @@
 
 use std::path::Path;
 
-use super::{AppDrift, DoctorPaths, PolicyFacts, Probe, StoreHealth, diagnose, report};
+use super::{AppDrift, DoctorPaths, DoctorProbe, PolicyFacts, StoreHealth, diagnose, report};
 use crate::docker::cli::{DOCKER, docker_env};
 use crate::host::HostPaths;
 
 /// `volce-lab-host doctor` in the shipped binary: the fixed paths, the
 /// system probe, the report on stdout, exit 0 only when all is well.
-pub fn cli() -> crate::exit::Exit {
+pub fn run_doctor() -> crate::exit::Exit {
     use crate::exit::Exit;
     if !nix::unistd::geteuid().is_root() {
         eprintln!("volce-lab-host: doctor must run as root (it reads the root-only policy and state)");
@@ -118,7 +118,7 @@ impl SystemProbe {
     }
 }
 
-impl Probe for SystemProbe {
+impl DoctorProbe for SystemProbe {
     fn docker_version(&self) -> Result<String, String> {
         let outcome = Self::docker(&["version", "--format", "{{.Server.Version}}"]);
         match outcome.execution.execution_status {
