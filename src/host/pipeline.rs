@@ -50,7 +50,8 @@ impl ShippedHost {
     /// The real engine, the system clock and /proc on `paths` (tests of
     /// the real engine give their own paths).
     pub fn real(paths: HostPaths) -> ShippedHost {
-        Host { engine: real_engine(&paths), paths, clock: SystemClock, liveness: ProcLiveness }
+        let engine = real_engine(&paths);
+        Host::new(paths, engine, SystemClock, ProcLiveness)
     }
 
     /// What the shipped binary uses: [`HostPaths::fixed`] only, and always
@@ -83,6 +84,8 @@ fn json_text(value: &serde_json::Value) -> String {
 }
 
 impl<E: Engine, C: Clock, L: Liveness> Host<E, C, L> {
+    /// A host on `paths` with these collaborators: the shipped binary's
+    /// ([`Host::shipped`]), a real-engine test's, or a fake world's.
     pub fn new(paths: HostPaths, engine: E, clock: C, liveness: L) -> Host<E, C, L> {
         Host { paths, engine, clock, liveness }
     }
