@@ -28,7 +28,8 @@
 //!                   the rpc/list/show/approve/reject/resolve pipelines
 //!                   (pipeline.rs), the controller
 //!                   (controller.rs, with execute in controller/execute.rs),
-//!                   paths.rs, the operator's views (show.rs, list.rs),
+//!                   the one table of installed paths (paths.rs), the
+//!                   operator's views (show.rs, list.rs),
 //!                   the rpc process guard (process.rs), who the operator
 //!                   is (operator.rs), the audit trail's verify/head/export
 //!                   (audit.rs)

@@ -1,5 +1,5 @@
 //! An app's whole life on the machine's real Docker engine, through
-//! `volce_lab::host::rpc` with the engine the shipped binary uses and the
+//! `volce_lab::host::Host::rpc` with the engine the shipped binary uses and the
 //! test policy of scripts/test-images: deploy -> update to `web2` (the old
 //! version answers throughout, polled every 50 ms) -> update to `broken`
 //! (its health check fails: rolled back, the old one answered throughout,
