@@ -167,14 +167,13 @@ fn child_rpc(dir: &str) -> ! {
         state_dir: dir.join("state"),
         owner_uid: nix::unistd::geteuid().as_raw(),
     };
-    let reply = volce_lab::host::rpc(
-        &paths,
+    let reply = volce_lab::host::Host::new(
+        paths.clone(),
         fake_engine::FakeEngine::new(),
         volce_lab::control::SystemClock,
         ProcLiveness,
-        "agent",
-        std::io::stdin().lock(),
-    );
+    )
+    .rpc("agent", std::io::stdin().lock());
     print!("{}", reply.to_line());
     std::process::exit(reply.exit() as i32)
 }

@@ -54,14 +54,13 @@ impl Drop for Cleanup {
 }
 
 fn rpc(paths: &HostPaths, request: Value) -> Value {
-    let reply = volce_lab::host::rpc(
-        paths,
+    let reply = volce_lab::host::Host::new(
+        paths.clone(),
         volce_lab::host::real_engine(paths),
         SystemClock,
         ProcLiveness,
-        "vl-bench",
-        request.to_string().as_bytes(),
-    );
+    )
+    .rpc("vl-bench", request.to_string().as_bytes());
     reply.to_json()
 }
 

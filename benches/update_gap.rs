@@ -25,7 +25,8 @@ const POLICY: &str = "/var/tmp/volce-lab-test/policy.json";
 
 fn rpc(paths: &HostPaths, request: Value) -> Value {
     let engine = volce_lab::host::real_engine(paths);
-    volce_lab::host::rpc(paths, engine, SystemClock, ProcLiveness, "vl-agent", request.to_string().as_bytes())
+    volce_lab::host::Host::new(paths.clone(), engine, SystemClock, ProcLiveness)
+        .rpc("vl-agent", request.to_string().as_bytes())
         .to_json()
 }
 
@@ -37,17 +38,9 @@ fn run(paths: &HostPaths, action: &str, parameters: Value) -> Value {
     if plan["result"]["requires_approval"] == true {
         let digest = plan["result"]["digest"].as_str().unwrap();
         let engine = volce_lab::host::real_engine(paths);
-        volce_lab::host::approve(
-            paths,
-            engine,
-            SystemClock,
-            ProcLiveness,
-            "vl-operator",
-            id,
-            digest,
-            |_, _| volce_lab::host::Decision::Confirmed,
-        )
-        .unwrap();
+        volce_lab::host::Host::new(paths.clone(), engine, SystemClock, ProcLiveness)
+            .approve("vl-operator", id, digest, |_, _| volce_lab::host::Decision::Confirmed)
+            .unwrap();
     }
     rpc(paths, json!({"operation": "execute", "plan_id": id}))
 }

@@ -3,8 +3,8 @@
 //! caller's privilege; host mode checks for root itself (see `host`).
 //!
 //! A leaf: it converts arguments into typed calls of the library's entry
-//! functions (`inspect::report::run`, `mcp::serve_stdio`, `host::cli_*`,
-//! `doctor::cli`), and nothing it calls imports anything from here.
+//! functions (`inspect::report::run`, `mcp::serve_stdio`, `host::run_*`,
+//! `install::doctor::run_doctor`, `install::setup::run_setup`), and nothing it calls imports anything from here.
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -219,28 +219,28 @@ fn dispatch(command: Command) -> Exit {
 
 fn host(command: HostCommand) -> Exit {
     match command {
-        HostCommand::Rpc => crate::host::cli_rpc(),
-        HostCommand::List { json } => crate::host::cli_list(json),
-        HostCommand::Show { plan_id, json } => crate::host::cli_show(&plan_id, json),
-        HostCommand::Approve { plan_id, digest, yes } => crate::host::cli_approve(&plan_id, &digest, yes),
-        HostCommand::Reject { plan_id } => crate::host::cli_reject(&plan_id),
-        HostCommand::Resolve { plan_id } => crate::host::cli_resolve(&plan_id),
-        HostCommand::Doctor => crate::doctor::cli(),
-        HostCommand::SshGate => crate::host::gate::cli_ssh_gate(),
+        HostCommand::Rpc => crate::host::run_rpc(),
+        HostCommand::List { json } => crate::host::run_list(json),
+        HostCommand::Show { plan_id, json } => crate::host::run_show(&plan_id, json),
+        HostCommand::Approve { plan_id, digest, yes } => crate::host::run_approve(&plan_id, &digest, yes),
+        HostCommand::Reject { plan_id } => crate::host::run_reject(&plan_id),
+        HostCommand::Resolve { plan_id } => crate::host::run_resolve(&plan_id),
+        HostCommand::Doctor => crate::install::doctor::run_doctor(),
+        HostCommand::SshGate => crate::host::gate::run_ssh_gate(),
         HostCommand::Setup { agent, operator, key, replace, undo } => {
             let request = match (agent, operator, key) {
                 (Some(agent), Some(operator), Some(key_file)) if !undo => {
-                    Some(crate::host::setup::Request { agent, operator, key_file, replace })
+                    Some(crate::install::setup::SetupArgs { agent, operator, key_file, replace })
                 }
                 _ => None, // clap allows only --undo here
             };
-            crate::host::setup::cli(request)
+            crate::install::setup::run_setup(request)
         }
-        HostCommand::Audit(AuditCommand::Verify { from }) => crate::host::cli_audit_verify(from.as_deref()),
-        HostCommand::Audit(AuditCommand::Head) => crate::host::cli_audit_head(),
-        HostCommand::Audit(AuditCommand::Prune { before }) => crate::host::cli_audit_prune(&before),
+        HostCommand::Audit(AuditCommand::Verify { from }) => crate::host::run_audit_verify(from.as_deref()),
+        HostCommand::Audit(AuditCommand::Head) => crate::host::run_audit_head(),
+        HostCommand::Audit(AuditCommand::Prune { before }) => crate::host::run_audit_prune(&before),
         HostCommand::Audit(AuditCommand::Export { since, json }) => {
-            crate::host::cli_audit_export(since.as_deref(), json)
+            crate::host::run_audit_export(since.as_deref(), json)
         }
     }
 }

@@ -24,14 +24,18 @@
 //!                   multiplexed ssh (ssh_mux.rs), the human report (report.rs)
 //! src/mcp/          rmcp server (server.rs), the tools' schemas and argument
 //!                   validation (tools/), host-rpc client (rpc.rs), audit.rs
-//! src/host/         root helper: self-check and the rpc/list/show/approve/
-//!                   reject/resolve pipelines (mod.rs), the controller
+//! src/host/         root helper: the binary's edge (entry.rs), `Host` and
+//!                   the rpc/list/show/approve/reject/resolve pipelines
+//!                   (pipeline.rs), the controller
 //!                   (controller.rs, with execute in controller/execute.rs),
-//!                   paths.rs, the operator's views (show.rs, list.rs),
+//!                   the one table of installed paths (paths.rs), the
+//!                   operator's views (show.rs, list.rs),
 //!                   the rpc process guard (process.rs), who the operator
 //!                   is (operator.rs), the audit trail's verify/head/export
 //!                   (audit.rs)
-//! src/doctor.rs     the installation's rules; doctor/system.rs probes the system
+//! src/install/      the installation, above host: setup and undo (setup.rs),
+//!                   the doctor's rules (doctor.rs; doctor/system.rs probes
+//!                   the system), the sudoers rule and privileged groups
 //! src/control/      policy, plans, canonical JSON digest, validation, each
 //!                   plan's scope of the engine snapshot (pure, no I/O)
 //! src/store/        SQLite: schema, rows, database, transitions, the audit
@@ -47,11 +51,11 @@ pub mod cli;
 pub mod config;
 pub mod control;
 pub mod docker;
-pub mod doctor;
 pub mod exec;
 pub mod exit;
 pub mod host;
 pub mod inspect;
+pub mod install;
 pub mod logs;
 pub mod mcp;
 pub mod nginx;

@@ -110,7 +110,7 @@ pub enum Request {
     /// the helper checks before it records). Changes nothing but the
     /// audit trail, and is always answered `rejected` with `gate_refused`.
     GateRefusal {
-        reason: gate::Refused,
+        reason: gate::RefusalReason,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         command_bytes: Option<u64>,
         #[serde(default, skip_serializing_if = "Option::is_none")]

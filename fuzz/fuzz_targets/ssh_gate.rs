@@ -22,20 +22,22 @@
 
 use libfuzzer_sys::fuzz_target;
 use volce_lab::config::is_identifier;
-use volce_lab::host::gate::{DF, Observed, SUDO, Step, decide};
-use volce_lab::inspect::transport::HOST_HELPER;
+use volce_lab::host::HostPaths;
+use volce_lab::host::gate::{DF, GateStep, Observed, SUDO, decide};
 use volce_lab::wire::gate::{
-    Check, Header, LEGACY_DISK, LEGACY_IDENTITY, LEGACY_RPC, MAX_COMMAND_BYTES, Refused, Request,
-    parse_reply, parse_request, request_line,
+    GateCheck, GateRequest, Header, LEGACY_DISK, LEGACY_IDENTITY, LEGACY_RPC, MAX_COMMAND_BYTES,
+    RefusalReason, parse_reply, parse_request, request_line,
 };
 
 /// What `decide` may run for `check`: nothing else, ever.
-fn assert_fixed_run(step: &Step, check: Check) {
-    let Step::Run { program, args, stdin, .. } = step else { return };
+fn assert_fixed_run(step: &GateStep, check: GateCheck) {
+    let GateStep::Run { program, args, stdin, .. } = step else { return };
     match check {
-        Check::Disk => assert_eq!((*program, *args, *stdin), (DF, &["-h", "/"][..], false)),
-        Check::Rpc => assert_eq!((*program, *args, *stdin), (SUDO, &["-n", HOST_HELPER, "rpc"][..], true)),
-        Check::Identity => panic!("identity is answered, never run: {step:?}"),
+        GateCheck::Disk => assert_eq!((*program, *args, *stdin), (DF, &["-h", "/"][..], false)),
+        GateCheck::Rpc => {
+            assert_eq!((*program, *args, *stdin), (SUDO, &["-n", HostPaths::HELPER, "rpc"][..], true))
+        }
+        GateCheck::Identity => panic!("identity is answered, never run: {step:?}"),
     }
 }
 
@@ -43,8 +45,11 @@ fn command(data: &[u8]) {
     let request = match parse_request(Some(data)) {
         Ok(request) => request,
         Err(reason) => {
-            let expected =
-                if data.len() > MAX_COMMAND_BYTES { Refused::TooLong } else { Refused::NotAFixedRequest };
+            let expected = if data.len() > MAX_COMMAND_BYTES {
+                RefusalReason::TooLong
+            } else {
+                RefusalReason::NotAFixedRequest
+            };
             assert_eq!(reason, expected);
             return;
         }
@@ -53,27 +58,27 @@ fn command(data: &[u8]) {
     assert!(!text.contains(['\n', '\r', '\0']), "an accepted command is one line: {text:?}");
     let strangers = Observed { host: "gate-fuzz-other".into(), user: "nobody-else".into() };
     match &request {
-        Request::Legacy(check) => {
+        GateRequest::Legacy(check) => {
             let line = match check {
-                Check::Identity => LEGACY_IDENTITY,
-                Check::Disk => LEGACY_DISK,
-                Check::Rpc => LEGACY_RPC,
+                GateCheck::Identity => LEGACY_IDENTITY,
+                GateCheck::Disk => LEGACY_DISK,
+                GateCheck::Rpc => LEGACY_RPC,
             };
             assert_eq!(text, line);
             // A legacy line carries no identity to check: its step is fixed.
             let step = decide(&request, &strangers);
             assert_fixed_run(&step, *check);
-            if *check == Check::Identity {
-                assert!(matches!(step, Step::Reply { .. }), "{step:?}");
+            if *check == GateCheck::Identity {
+                assert!(matches!(step, GateStep::Reply { .. }), "{step:?}");
             }
         }
-        Request::Gated { check, host, user } => {
+        GateRequest::Gated { check, host, user } => {
             assert!(is_identifier(host) && is_identifier(user), "{host:?} {user:?}");
             assert_eq!(request_line(*check, host, user), text, "accepted only byte for byte");
             // Everything after the legacy identity command is one shell comment.
             let comment = text.strip_prefix(LEGACY_IDENTITY).unwrap_or(text);
             assert!(comment.trim_start().starts_with('#'), "{text:?}");
-            assert_eq!(comment.starts_with(' '), *check == Check::Identity);
+            assert_eq!(comment.starts_with(' '), *check == GateCheck::Identity);
 
             // The expected identity observed: the check runs (or is answered).
             let expected = Observed { host: host.clone(), user: user.clone() };
@@ -81,9 +86,9 @@ fn command(data: &[u8]) {
             assert_fixed_run(&step, *check);
             let header = format!("volce-lab-gate 1 match {host} {user}\n");
             match &step {
-                Step::Run { header: Some(line), .. } => assert_eq!(line, &header),
-                Step::Reply { stdout, .. } => {
-                    assert_eq!(*check, Check::Identity);
+                GateStep::Run { header: Some(line), .. } => assert_eq!(line, &header),
+                GateStep::Reply { stdout, .. } => {
+                    assert_eq!(*check, GateCheck::Identity);
                     assert_eq!(stdout, &format!("{header}{host}\n{user}\n").into_bytes());
                 }
                 other => panic!("a gated check always sends its header: {other:?}"),
@@ -91,7 +96,7 @@ fn command(data: &[u8]) {
 
             // Any other identity: one mismatch header, nothing runs.
             if host != &strangers.host || user != &strangers.user {
-                let Step::Reply { stdout, exit } = decide(&request, &strangers) else {
+                let GateStep::Reply { stdout, exit } = decide(&request, &strangers) else {
                     panic!("nothing may run on a mismatch: {request:?}");
                 };
                 assert_eq!(exit, volce_lab::exit::Exit::Failure);
@@ -123,7 +128,7 @@ fn header(data: &[u8]) {
 
 fuzz_target!(|data: &[u8]| {
     let Some((&which, rest)) = data.split_first() else {
-        assert_eq!(parse_request(None), Err(Refused::NoCommand));
+        assert_eq!(parse_request(None), Err(RefusalReason::NoCommand));
         return;
     };
     match which % 3 {

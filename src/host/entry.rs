@@ -3,10 +3,16 @@
 //! self-checks, the approve question on the terminal, and the mapping of
 //! outcomes to what is printed and the exit code. Runs as root.
 
-use std::io::{BufRead as _, Write};
+use std::io::Write as _;
 use std::os::fd::AsFd as _;
 
-use super::*;
+use super::confirm::{Confirmation, ask};
+use super::request_row::{self, Caller};
+use super::rpc::{LineProgress, Reply};
+use super::{ShippedHost, audit, caller, operator, process};
+use crate::control::{Clock as _, Code, Refusal};
+use crate::exit::Exit;
+use crate::store::AuditOperation;
 
 /// The process-level part of every host command's self-check: root,
 /// umask, cwd.
@@ -48,11 +54,11 @@ fn operator_check() -> Result<operator::Operator, Refusal> {
 /// environment is not read a second time (module header of `host`).
 /// `not_root` is never recorded: without root there is no trail to write.
 /// Returns the refusal to answer (`audit_unavailable` if unrecorded).
-fn refusal_recorded(paths: &HostPaths, operation: AuditOperation, refusal: Refusal) -> Refusal {
+fn refusal_recorded(host: &ShippedHost, operation: AuditOperation, refusal: Refusal) -> Refusal {
     if refusal.code == Code::NotRoot {
         return refusal;
     }
-    record::refused(paths, SystemClock.now(), Caller::from("unknown").request(operation), refusal)
+    request_row::refused(&host.paths, host.clock.now(), Caller::from("unknown").request(operation), refusal)
 }
 
 /// `volce-lab-host rpc` in the shipped binary: one request on stdin, one
@@ -60,31 +66,23 @@ fn refusal_recorded(paths: &HostPaths, operation: AuditOperation, refusal: Refus
 /// the fixed paths and the real engine.
 ///
 /// Order: self-check -> process guard (session, signals, rlimits; before
-/// any thread) -> policy -> slot -> request read within the deadline ->
-/// store (see [`rpc()`]).
-pub fn cli_rpc() -> Exit {
-    let paths = HostPaths::fixed();
+/// any thread) -> then [`Host::rpc_reporting`](super::Host::rpc_reporting):
+/// policy -> slot -> request read within the deadline -> store.
+pub fn run_rpc() -> Exit {
+    let host = ShippedHost::shipped();
     // A refused process guard is answered unrecorded: it means the helper
     // runs under limits it could not lift (a caller's hard `ulimit -f`), in
     // which writing the audit row could itself be cut short by SIGXFSZ, the
     // very split the guard exists to prevent. Nothing was read or changed.
-    let checked = self_check().map_err(|refusal| refusal_recorded(&paths, AuditOperation::Rpc, refusal));
+    let checked = self_check().map_err(|refusal| refusal_recorded(&host, AuditOperation::Rpc, refusal));
     let reply = match checked.and_then(|caller| process::guard().map(|()| caller)) {
         Ok(caller) => match std::io::stdin().as_fd().try_clone_to_owned() {
             // Our own handle on fd 0, unbuffered, so poll and read agree.
             Ok(fd) => {
                 let input = process::DeadlineReader::new(std::fs::File::from(fd), process::REQUEST_DEADLINE);
                 // Progress lines go to stdout before the reply, each flushed.
-                let progress = rpc::LineProgress::new(std::io::stdout());
-                rpc_reporting(
-                    &paths,
-                    real_engine(&paths),
-                    SystemClock,
-                    ProcLiveness,
-                    &caller,
-                    input,
-                    &progress,
-                )
+                let progress = LineProgress::new(std::io::stdout());
+                host.rpc_reporting(&caller, input, &progress)
             }
             Err(_) => Refusal::new(Code::InvalidRequest, "The request could not be read from stdin.").into(),
         },
@@ -97,11 +95,9 @@ pub fn cli_rpc() -> Exit {
 }
 
 /// `volce-lab-host show PLAN_ID [--json]` in the shipped binary.
-pub fn cli_show(plan_id: &str, json: bool) -> Exit {
-    let paths = HostPaths::fixed();
-    terminal(self_check().and_then(|caller| {
-        show(&paths, real_engine(&paths), SystemClock, ProcLiveness, &caller, plan_id, json)
-    }))
+pub fn run_show(plan_id: &str, json: bool) -> Exit {
+    let host = ShippedHost::shipped();
+    terminal(self_check().and_then(|caller| host.show(&caller, plan_id, json)))
 }
 
 /// `volce-lab-host approve PLAN_ID DIGEST [--yes]` in the shipped binary:
@@ -109,12 +105,12 @@ pub fn cli_show(plan_id: &str, json: bool) -> Exit {
 /// `yes`, the operator confirms on the terminal by typing the plan's app
 /// name or the digest's first 8 characters. Without a terminal on stdin
 /// and without `yes` it refuses before it opens anything.
-pub fn cli_approve(plan_id: &str, digest: &str, yes: bool) -> Exit {
+pub fn run_approve(plan_id: &str, digest: &str, yes: bool) -> Exit {
     use std::io::IsTerminal as _;
-    let paths = HostPaths::fixed();
+    let host = ShippedHost::shipped();
     let operator = match operator_check() {
         Ok(operator) => operator,
-        Err(refusal) => return terminal(Err(refusal_recorded(&paths, AuditOperation::Approve, refusal))),
+        Err(refusal) => return terminal(Err(refusal_recorded(&host, AuditOperation::Approve, refusal))),
     };
     if !yes && !std::io::stdin().is_terminal() {
         let refusal = Refusal::new(
@@ -123,86 +119,41 @@ pub fn cli_approve(plan_id: &str, digest: &str, yes: bool) -> Exit {
              Run it on a terminal, or pass --yes if a script approves a digest it checked.",
         );
         let meta = Caller::from(&operator).request(AuditOperation::Approve);
-        return terminal(Err(record::refused(&paths, SystemClock.now(), meta, refusal)));
+        return terminal(Err(request_row::refused(&host.paths, host.clock.now(), meta, refusal)));
     }
     let decide = |shown: &str, expected: &Confirmation| {
         ask(std::io::stdin().lock(), std::io::stdout().lock(), shown, expected, yes)
     };
-    terminal(approve(
-        &paths,
-        real_engine(&paths),
-        SystemClock,
-        ProcLiveness,
-        &operator,
-        plan_id,
-        digest,
-        decide,
-    ))
-}
-
-/// Prints the summary, then (unless `yes`) the question, and reads one
-/// line of at most 256 bytes as the answer. A failed read or write
-/// declines.
-pub(super) fn ask(
-    input: impl std::io::BufRead,
-    mut output: impl Write,
-    shown: &str,
-    expected: &Confirmation,
-    yes: bool,
-) -> Decision {
-    let printed = output.write_all(shown.as_bytes()).and_then(|()| output.flush());
-    if yes {
-        return Decision::Confirmed;
-    }
-    if printed.is_err() || write!(output, "\n{}: ", expected.prompt()).and_then(|()| output.flush()).is_err()
-    {
-        return Decision::Declined;
-    }
-    let mut line = String::new();
-    match input.take(256).read_line(&mut line) {
-        Ok(_) => expected.decide(&line),
-        Err(_) => Decision::Declined,
-    }
+    terminal(host.approve(&operator, plan_id, digest, decide))
 }
 
 /// `volce-lab-host list [--json]` (alias `pending`) in the shipped binary.
-pub fn cli_list(json: bool) -> Exit {
-    let paths = HostPaths::fixed();
-    terminal(
-        self_check()
-            .and_then(|caller| list(&paths, real_engine(&paths), SystemClock, ProcLiveness, &caller, json)),
-    )
+pub fn run_list(json: bool) -> Exit {
+    let host = ShippedHost::shipped();
+    terminal(self_check().and_then(|caller| host.list(&caller, json)))
 }
 
 /// `volce-lab-host reject PLAN_ID` in the shipped binary.
-pub fn cli_reject(plan_id: &str) -> Exit {
-    let paths = HostPaths::fixed();
-    terminal(
-        operator_check()
-            .map_err(|refusal| refusal_recorded(&paths, AuditOperation::Reject, refusal))
-            .and_then(|operator| {
-                reject(&paths, real_engine(&paths), SystemClock, ProcLiveness, &operator, plan_id)
-            }),
-    )
+pub fn run_reject(plan_id: &str) -> Exit {
+    let host = ShippedHost::shipped();
+    let checked =
+        operator_check().map_err(|refusal| refusal_recorded(&host, AuditOperation::Reject, refusal));
+    terminal(checked.and_then(|operator| host.reject(&operator, plan_id)))
 }
 
 /// `volce-lab-host resolve PLAN_ID` in the shipped binary.
-pub fn cli_resolve(plan_id: &str) -> Exit {
-    let paths = HostPaths::fixed();
-    terminal(
-        operator_check()
-            .map_err(|refusal| refusal_recorded(&paths, AuditOperation::Resolve, refusal))
-            .and_then(|operator| {
-                resolve(&paths, real_engine(&paths), SystemClock, ProcLiveness, &operator, plan_id)
-            }),
-    )
+pub fn run_resolve(plan_id: &str) -> Exit {
+    let host = ShippedHost::shipped();
+    let checked =
+        operator_check().map_err(|refusal| refusal_recorded(&host, AuditOperation::Resolve, refusal));
+    terminal(checked.and_then(|operator| host.resolve(&operator, plan_id)))
 }
 
 /// `volce-lab-host audit verify [--from HASH]` in the shipped binary: exit
 /// 0 only when the chain is intact (and holds the kept head `from`).
-pub fn cli_audit_verify(from: Option<&str>) -> Exit {
-    let paths = HostPaths::fixed();
-    match process_check().and_then(|()| audit::verify(&paths, from)) {
+pub fn run_audit_verify(from: Option<&str>) -> Exit {
+    let host = ShippedHost::shipped();
+    match process_check().and_then(|()| audit::verify(&host.paths, from)) {
         Ok((text, intact)) => {
             print!("{text}");
             if intact { Exit::Ok } else { Exit::Failure }
@@ -212,25 +163,26 @@ pub fn cli_audit_verify(from: Option<&str>) -> Exit {
 }
 
 /// `volce-lab-host audit head` in the shipped binary.
-pub fn cli_audit_head() -> Exit {
-    let paths = HostPaths::fixed();
-    terminal(process_check().and_then(|()| audit::head(&paths)))
+pub fn run_audit_head() -> Exit {
+    let host = ShippedHost::shipped();
+    terminal(process_check().and_then(|()| audit::head(&host.paths)))
 }
 
 /// `volce-lab-host audit export [--since RFC3339] [--json]` in the shipped binary.
-pub fn cli_audit_export(since: Option<&str>, json: bool) -> Exit {
-    let paths = HostPaths::fixed();
-    terminal(process_check().and_then(|()| audit::export(&paths, since, json)))
+pub fn run_audit_export(since: Option<&str>, json: bool) -> Exit {
+    let host = ShippedHost::shipped();
+    terminal(process_check().and_then(|()| audit::export(&host.paths, since, json)))
 }
 
 /// `volce-lab-host audit prune --before RFC3339` in the shipped binary: an
 /// operator command (it drops rows), so the caller is cross-checked and
 /// both uids are recorded in the pruning's own row.
-pub fn cli_audit_prune(before: &str) -> Exit {
-    let paths = HostPaths::fixed();
+pub fn run_audit_prune(before: &str) -> Exit {
+    let host = ShippedHost::shipped();
     terminal(
-        operator_check()
-            .and_then(|operator| audit::prune(&paths, before, &Caller::from(&operator), SystemClock.now())),
+        operator_check().and_then(|operator| {
+            audit::prune(&host.paths, before, &Caller::from(&operator), host.clock.now())
+        }),
     )
 }
 

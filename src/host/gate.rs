@@ -73,9 +73,10 @@ use std::process::{Command, Stdio};
 
 use serde::Serialize;
 
+use super::HostPaths;
 use crate::control::{Code, Refusal};
 use crate::exit::Exit;
-use crate::wire::gate::{self, Check, Header, RefusalRecord, Refused, Request};
+use crate::wire::gate::{self, GateCheck, GateRequest, Header, RefusalReason, RefusalRecord};
 
 /// `df` by absolute path.
 pub const DF: &str = "/usr/bin/df";
@@ -106,7 +107,7 @@ impl Observed {
 
 /// What the gate does for one accepted request.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Step {
+pub enum GateStep {
     /// Print these bytes and exit: an identity answer, or a mismatch
     /// header (then nothing ran).
     Reply { stdout: Vec<u8>, exit: Exit },
@@ -116,36 +117,33 @@ pub enum Step {
     Run { header: Option<String>, program: &'static str, args: &'static [&'static str], stdin: bool },
 }
 
-fn run_step(check: Check, header: Option<String>) -> Step {
+fn run_step(check: GateCheck, header: Option<String>) -> GateStep {
     match check {
-        Check::Disk => Step::Run { header, program: DF, args: &["-h", "/"], stdin: false },
-        Check::Rpc => Step::Run {
-            header,
-            program: SUDO,
-            args: &["-n", crate::inspect::transport::HOST_HELPER, "rpc"],
-            stdin: true,
-        },
-        Check::Identity => unreachable!("identity is answered, not run"),
+        GateCheck::Disk => GateStep::Run { header, program: DF, args: &["-h", "/"], stdin: false },
+        GateCheck::Rpc => {
+            GateStep::Run { header, program: SUDO, args: &["-n", HostPaths::HELPER, "rpc"], stdin: true }
+        }
+        GateCheck::Identity => unreachable!("identity is answered, not run"),
     }
 }
 
 /// The step for `request` on a host and account observed as `observed`.
 /// Pure: the decision the gate makes, for tests.
-pub fn decide(request: &Request, observed: &Observed) -> Step {
+pub fn decide(request: &GateRequest, observed: &Observed) -> GateStep {
     let identity = || format!("{}\n{}\n", observed.host, observed.user).into_bytes();
     match request {
-        Request::Legacy(Check::Identity) => Step::Reply { stdout: identity(), exit: Exit::Ok },
-        Request::Legacy(check) => run_step(*check, None),
-        Request::Gated { check, host, user } => {
+        GateRequest::Legacy(GateCheck::Identity) => GateStep::Reply { stdout: identity(), exit: Exit::Ok },
+        GateRequest::Legacy(check) => run_step(*check, None),
+        GateRequest::Gated { check, host, user } => {
             let header = Header::judge(&observed.host, &observed.user, host, user);
             if !header.matched {
-                return Step::Reply { stdout: header.line().into_bytes(), exit: Exit::Failure };
+                return GateStep::Reply { stdout: header.line().into_bytes(), exit: Exit::Failure };
             }
             match check {
-                Check::Identity => {
+                GateCheck::Identity => {
                     let mut stdout = header.line().into_bytes();
                     stdout.extend_from_slice(&identity());
-                    Step::Reply { stdout, exit: Exit::Ok }
+                    GateStep::Reply { stdout, exit: Exit::Ok }
                 }
                 check => run_step(*check, Some(header.line())),
             }
@@ -173,7 +171,7 @@ impl RefusalNotice {
 }
 
 /// Builds the metadata of the refusal of `command` for `reason`.
-pub fn refusal_notice(reason: Refused, command: Option<&OsStr>) -> RefusalNotice {
+pub fn refusal_notice(reason: RefusalReason, command: Option<&OsStr>) -> RefusalNotice {
     let record = RefusalRecord::of(reason, command.map(OsStr::as_bytes));
     RefusalNotice {
         code: Code::GateRefused.as_str(),
@@ -186,7 +184,7 @@ pub fn refusal_notice(reason: Refused, command: Option<&OsStr>) -> RefusalNotice
 /// Sends `notice` to the system log (authpriv.warning), best effort and
 /// without blocking: a server without a log daemon loses the line, and the
 /// refusal itself stands either way.
-pub fn record_refusal(notice: &RefusalNotice) {
+pub fn syslog_refusal(notice: &RefusalNotice) {
     const AUTHPRIV_WARNING: u8 = 10 * 8 + 4;
     let line = format!(
         "<{AUTHPRIV_WARNING}>volce-lab-gate[{}]: {}",
@@ -207,7 +205,7 @@ pub const RECORD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1
 /// The argv that records a refusal in the host audit: exactly the rpc of
 /// the agent's one sudoers rule, by absolute paths.
 pub fn record_argv() -> (&'static str, [&'static str; 3]) {
-    (SUDO, ["-n", crate::inspect::transport::HOST_HELPER, "rpc"])
+    (SUDO, ["-n", HostPaths::HELPER, "rpc"])
 }
 
 /// Asks the root helper to append the audit row of `record` (the
@@ -233,7 +231,7 @@ pub fn record_in_audit(record: &RefusalRecord) -> Option<Code> {
 /// against what a gate sends ([`RefusalRecord::checked`]). Anything else is
 /// `invalid_parameters` (and that refusal is recorded instead).
 pub fn gate_refusal(
-    reason: Refused,
+    reason: RefusalReason,
     command_bytes: Option<u64>,
     command_sha256: Option<&str>,
 ) -> Result<RefusalRecord, Refusal> {
@@ -253,7 +251,7 @@ pub fn recorded_refusal() -> Refusal {
 }
 
 /// `volce-lab-host ssh-gate` in the shipped binary.
-pub fn cli_ssh_gate() -> Exit {
+pub fn run_ssh_gate() -> Exit {
     // Read once; nothing else of the environment sshd built is consulted.
     let command = std::env::var_os("SSH_ORIGINAL_COMMAND");
     let request = match gate::parse_request(command.as_deref().map(OsStr::as_bytes)) {
@@ -262,7 +260,7 @@ pub fn cli_ssh_gate() -> Exit {
             // Nothing the caller asked for runs: syslog first, then the
             // host audit through the one sudo rule, then the one line.
             let bytes = command.as_deref().map(OsStr::as_bytes);
-            record_refusal(&refusal_notice(reason, command.as_deref()));
+            syslog_refusal(&refusal_notice(reason, command.as_deref()));
             record_in_audit(&RefusalRecord::of(reason, bytes));
             eprintln!("{REFUSAL_LINE}");
             return Exit::Failure;
@@ -270,11 +268,11 @@ pub fn cli_ssh_gate() -> Exit {
     };
     let mut stdout = std::io::stdout().lock();
     match decide(&request, &Observed::now()) {
-        Step::Reply { stdout: bytes, exit } => {
+        GateStep::Reply { stdout: bytes, exit } => {
             let _ = stdout.write_all(&bytes).and_then(|()| stdout.flush());
             exit
         }
-        Step::Run { header, program, args, stdin } => {
+        GateStep::Run { header, program, args, stdin } => {
             if let Some(header) = header
                 && stdout.write_all(header.as_bytes()).and_then(|()| stdout.flush()).is_err()
             {
@@ -305,31 +303,31 @@ mod tests {
         Observed { host: "web-1".into(), user: "vl-agent".into() }
     }
 
-    fn gated(check: Check, host: &str, user: &str) -> Request {
-        Request::Gated { check, host: host.into(), user: user.into() }
+    fn gated(check: GateCheck, host: &str, user: &str) -> GateRequest {
+        GateRequest::Gated { check, host: host.into(), user: user.into() }
     }
 
     #[test]
     fn a_gated_check_runs_by_absolute_path_only_on_the_expected_identity() {
-        let step = decide(&gated(Check::Rpc, "web-1", "vl-agent"), &observed());
+        let step = decide(&gated(GateCheck::Rpc, "web-1", "vl-agent"), &observed());
         assert_eq!(
             step,
-            Step::Run {
+            GateStep::Run {
                 header: Some("volce-lab-gate 1 match web-1 vl-agent\n".into()),
                 program: "/usr/bin/sudo",
                 args: &["-n", "/usr/local/bin/volce-lab-host", "rpc"],
                 stdin: true,
             }
         );
-        let Step::Run { program, args, stdin, .. } =
-            decide(&gated(Check::Disk, "web-1", "vl-agent"), &observed())
+        let GateStep::Run { program, args, stdin, .. } =
+            decide(&gated(GateCheck::Disk, "web-1", "vl-agent"), &observed())
         else {
             panic!("disk runs")
         };
         assert_eq!((program, args, stdin), ("/usr/bin/df", &["-h", "/"][..], false));
         for (host, user) in [("web-2", "vl-agent"), ("web-1", "vl-other"), ("x", "y")] {
-            for check in [Check::Identity, Check::Disk, Check::Rpc] {
-                let Step::Reply { stdout, exit } = decide(&gated(check, host, user), &observed()) else {
+            for check in [GateCheck::Identity, GateCheck::Disk, GateCheck::Rpc] {
+                let GateStep::Reply { stdout, exit } = decide(&gated(check, host, user), &observed()) else {
                     panic!("{host}/{user}: nothing may run on a mismatch");
                 };
                 assert_eq!(exit, Exit::Failure);
@@ -341,18 +339,18 @@ mod tests {
     #[test]
     fn identity_is_answered_from_what_was_observed() {
         assert_eq!(
-            decide(&gated(Check::Identity, "web-1", "vl-agent"), &observed()),
-            Step::Reply {
+            decide(&gated(GateCheck::Identity, "web-1", "vl-agent"), &observed()),
+            GateStep::Reply {
                 stdout: b"volce-lab-gate 1 match web-1 vl-agent\nweb-1\nvl-agent\n".to_vec(),
                 exit: Exit::Ok
             }
         );
         assert_eq!(
-            decide(&Request::Legacy(Check::Identity), &observed()),
-            Step::Reply { stdout: b"web-1\nvl-agent\n".to_vec(), exit: Exit::Ok }
+            decide(&GateRequest::Legacy(GateCheck::Identity), &observed()),
+            GateStep::Reply { stdout: b"web-1\nvl-agent\n".to_vec(), exit: Exit::Ok }
         );
-        let Step::Run { header: None, program: "/usr/bin/sudo", .. } =
-            decide(&Request::Legacy(Check::Rpc), &observed())
+        let GateStep::Run { header: None, program: "/usr/bin/sudo", .. } =
+            decide(&GateRequest::Legacy(GateCheck::Rpc), &observed())
         else {
             panic!("the legacy rpc line runs the helper without a header")
         };
@@ -360,14 +358,14 @@ mod tests {
 
     #[test]
     fn a_refusal_records_metadata_only() {
-        let notice = refusal_notice(Refused::NotAFixedRequest, Some(OsStr::new("cat /etc/shadow")));
+        let notice = refusal_notice(RefusalReason::NotAFixedRequest, Some(OsStr::new("cat /etc/shadow")));
         let json = notice.to_json();
         assert_eq!(json["code"], "gate_refused");
         assert_eq!(json["reason"], "not_a_fixed_request");
         assert_eq!(json["command_bytes"], 15);
         assert_eq!(json["command_sha256"].as_str().unwrap().len(), 64);
         assert!(!json.to_string().contains("shadow"), "the caller's text is never recorded: {json}");
-        let none = refusal_notice(Refused::NoCommand, None);
+        let none = refusal_notice(RefusalReason::NoCommand, None);
         assert_eq!(none.to_json()["command_bytes"], serde_json::Value::Null);
     }
 
@@ -375,20 +373,21 @@ mod tests {
     fn a_refusal_is_recorded_through_exactly_the_agents_one_sudo_rule() {
         // The same argv as the rpc the gate runs for a gated request: the
         // account needs no second rule for its refusals to be recorded.
-        let Step::Run { program, args, .. } = decide(&Request::Legacy(Check::Rpc), &observed()) else {
+        let GateStep::Run { program, args, .. } = decide(&GateRequest::Legacy(GateCheck::Rpc), &observed())
+        else {
             panic!("rpc runs")
         };
         assert_eq!(record_argv(), (program, [args[0], args[1], args[2]]));
         let bytes =
-            RefusalRecord::of(Refused::NotAFixedRequest, Some(b"cat /etc/shadow")).request().to_bytes();
+            RefusalRecord::of(RefusalReason::NotAFixedRequest, Some(b"cat /etc/shadow")).request().to_bytes();
         let text = String::from_utf8(bytes).unwrap();
         assert!(text.contains("\"operation\":\"gate_refusal\"") && !text.contains("shadow"), "{text}");
         // The helper's checks accept exactly what the gate sends, and answer gate_refused.
-        let record = gate_refusal(Refused::NoCommand, None, None).unwrap();
-        assert_eq!(record, RefusalRecord::of(Refused::NoCommand, None));
+        let record = gate_refusal(RefusalReason::NoCommand, None, None).unwrap();
+        assert_eq!(record, RefusalRecord::of(RefusalReason::NoCommand, None));
         assert_eq!(recorded_refusal().code, Code::GateRefused);
         assert_eq!(
-            gate_refusal(Refused::NoCommand, Some(1), None).unwrap_err().code,
+            gate_refusal(RefusalReason::NoCommand, Some(1), None).unwrap_err().code,
             Code::InvalidParameters
         );
     }

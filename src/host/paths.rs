@@ -24,6 +24,11 @@ use crate::control::{Code, Refusal};
 const POLICY_MAX_BYTES: u64 = 256 * 1024;
 
 /// Where the helper's files are, and who must own them.
+///
+/// The one table of the installation's fixed paths: the constants below
+/// are what the shipped binary uses, and setup, undo, the doctor, the ssh
+/// gate and the workstation's local transport derive theirs from them
+/// (the e2e scripts keep a copy, which a test holds against this table).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostPaths {
     pub policy: PathBuf,
@@ -34,19 +39,45 @@ pub struct HostPaths {
 }
 
 impl HostPaths {
+    /// The helper as the sudoers rule names it: the rule allows exactly
+    /// `<this> rpc`, and the agent's key runs `<this> ssh-gate`. A symlink
+    /// to the package's executable; its file name selects host mode.
+    pub const HELPER: &'static str = "/usr/local/bin/volce-lab-host";
+    /// The operator's policy.
+    pub const POLICY: &'static str = "/etc/volce-lab/policy.json";
+    /// The state directory: the database, the apps' files, setup's manifest.
+    pub const STATE_DIR: &'static str = "/var/lib/volce-lab";
+    /// The agent's one sudoers rule.
+    pub const SUDOERS: &'static str = "/etc/sudoers.d/volce-lab";
+    /// Where setup writes the rule for `visudo -cf` first: sudo's
+    /// `@includedir` skips a name with a dot in it, so the candidate is
+    /// never in force before visudo accepted it.
+    pub const SUDOERS_CANDIDATE: &'static str = "/etc/sudoers.d/.volce-lab.setup";
+    /// The database's file name in the state directory.
+    const DATABASE: &'static str = "state.db";
+
     /// The only paths the shipped binary uses.
     pub fn fixed() -> HostPaths {
         HostPaths {
-            policy: PathBuf::from("/etc/volce-lab/policy.json"),
-            state_dir: PathBuf::from("/var/lib/volce-lab"),
+            policy: PathBuf::from(Self::POLICY),
+            state_dir: PathBuf::from(Self::STATE_DIR),
             owner_uid: 0,
         }
     }
     pub fn database(&self) -> PathBuf {
-        self.state_dir.join("state.db")
+        Self::database_in(&self.state_dir)
+    }
+    /// The database of the state directory `state_dir`: the one place its
+    /// file name is joined (the doctor's probes take a state directory).
+    pub fn database_in(state_dir: &Path) -> PathBuf {
+        state_dir.join(Self::DATABASE)
     }
     pub fn apps_dir(&self) -> PathBuf {
         self.state_dir.join("apps")
+    }
+    /// What setup made, so that `setup --undo` removes exactly that.
+    pub fn setup_manifest(&self) -> PathBuf {
+        self.state_dir.join("setup.json")
     }
 }
 
@@ -175,7 +206,42 @@ mod tests {
         assert_eq!(fixed.policy, Path::new("/etc/volce-lab/policy.json"));
         assert_eq!(fixed.database(), Path::new("/var/lib/volce-lab/state.db"));
         assert_eq!(fixed.apps_dir(), Path::new("/var/lib/volce-lab/apps"));
+        assert_eq!(fixed.setup_manifest(), Path::new("/var/lib/volce-lab/setup.json"));
         assert_eq!(fixed.owner_uid, 0);
+        assert_eq!(HostPaths::HELPER, "/usr/local/bin/volce-lab-host");
+        assert_eq!(HostPaths::SUDOERS, "/etc/sudoers.d/volce-lab");
+        // The wire's fixed rpc line names the same helper (a literal there:
+        // the contract is pure and spells its lines out byte for byte).
+        assert_eq!(crate::wire::gate::LEGACY_RPC, format!("sudo -n {} rpc", HostPaths::HELPER));
+    }
+
+    /// The e2e scripts run before the binary is installed (they refuse to
+    /// touch an installation they did not make), so they keep their own
+    /// copy of the paths; it must be this table.
+    #[test]
+    fn the_e2e_scripts_name_the_same_paths() {
+        let fixed = HostPaths::fixed();
+        let etc = fixed.policy.parent().unwrap().to_str().unwrap().to_owned();
+        let expected = [
+            ("HOST_LINK", HostPaths::HELPER.to_owned()),
+            ("ETC_DIR", etc),
+            ("STATE_DIR", HostPaths::STATE_DIR.to_owned()),
+            ("SUDOERS", HostPaths::SUDOERS.to_owned()),
+        ];
+        for (script, text) in [
+            ("e2e-setup", include_str!("../../scripts/e2e-setup")),
+            ("e2e-teardown", include_str!("../../scripts/e2e-teardown")),
+        ] {
+            let mut seen = 0;
+            for line in text.lines() {
+                let Some((name, value)) = line.split_once('=') else { continue };
+                if let Some((_, want)) = expected.iter().find(|(n, _)| *n == name) {
+                    assert_eq!(value, want, "scripts/{script}: {name}");
+                    seen += 1;
+                }
+            }
+            assert_eq!(seen, expected.len(), "scripts/{script} names each path once");
+        }
     }
 
     #[test]

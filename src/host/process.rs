@@ -152,8 +152,10 @@ pub fn catch(signals: &[Signal]) -> std::io::Result<()> {
     Ok(())
 }
 
-/// The bit mask `/proc/PID/status` prints as `SigBlk` for a set of signals.
-pub fn proc_mask(signals: &[Signal]) -> u64 {
+/// The bit mask `/proc/PID/status` prints as `SigBlk` for a set of signals:
+/// what the tests read back to see which signals the guard blocks.
+#[doc(hidden)]
+pub fn proc_mask_for_tests(signals: &[Signal]) -> u64 {
     signals.iter().fold(0, |mask, signal| mask | 1 << (*signal as i32 - 1))
 }
 
@@ -258,7 +260,7 @@ mod tests {
             assert!(!CAUGHT.contains(&never), "{never}");
         }
         // TERM is signal 15: bit 14 of SigCgt.
-        assert_eq!(proc_mask(&[Signal::SIGTERM]), 1 << 14);
+        assert_eq!(proc_mask_for_tests(&[Signal::SIGTERM]), 1 << 14);
     }
 
     #[test]
@@ -341,8 +343,8 @@ mod tests {
             let spec = crate::exec::ProcessSpec::new("/bin/cat", ["/proc/self/status"]);
             let status = String::from_utf8(crate::exec::run_blocking(&spec).stdout).unwrap();
             assert_eq!(
-                field(&status, "SigBlk") & proc_mask(&[Signal::SIGUSR1]),
-                proc_mask(&[Signal::SIGUSR1])
+                field(&status, "SigBlk") & proc_mask_for_tests(&[Signal::SIGUSR1]),
+                proc_mask_for_tests(&[Signal::SIGUSR1])
             );
         })
         .join()
@@ -358,7 +360,7 @@ mod tests {
     fn children_spawned_through_the_runner_do_not_inherit_a_caught_signal() {
         catch(&[Signal::SIGUSR2]).unwrap();
         let mine = std::fs::read_to_string("/proc/self/status").unwrap();
-        let usr2 = proc_mask(&[Signal::SIGUSR2]);
+        let usr2 = proc_mask_for_tests(&[Signal::SIGUSR2]);
         assert_eq!(field(&mine, "SigCgt") & usr2, usr2, "{mine}");
         let spec = crate::exec::ProcessSpec::new("/bin/cat", ["/proc/self/status"]);
         let status = String::from_utf8(crate::exec::run_blocking(&spec).stdout).unwrap();

@@ -130,7 +130,7 @@ impl Inspector {
         stdin: Option<&[u8]>,
         limits: Limits,
     ) -> (Vec<ProcessSpec>, bool) {
-        use crate::wire::gate::{Check as GateCheck, request_line};
+        use crate::wire::gate::{GateCheck, request_line};
         let check = match command {
             RemoteCommand::Identity => GateCheck::Identity,
             RemoteCommand::Disk => GateCheck::Disk,

@@ -12,12 +12,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::exec::{ProcessSpec, Transport as ExecTransport};
-
-/// The absolute path of the host helper on the server. The sudoers rule
-/// allows exactly `<this> rpc` and nothing else.
-pub const HOST_HELPER: &str = "/usr/local/bin/volce-lab-host";
-/// The one command line the agent's account may run through sudo.
-pub const REMOTE_RPC: &str = crate::wire::gate::LEGACY_RPC;
+use crate::host::HostPaths;
 
 /// Every command volce-lab ever runs against a target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,7 +79,7 @@ impl Transport for LocalTransport {
             ],
             RemoteCommand::Disk => vec![spec("/usr/bin/df", &["-h", "/"], None, limits)],
             RemoteCommand::HostRpc => {
-                vec![spec("/usr/bin/sudo", &["-n", HOST_HELPER, "rpc"], stdin, limits)]
+                vec![spec("/usr/bin/sudo", &["-n", HostPaths::HELPER, "rpc"], stdin, limits)]
             }
         }
     }

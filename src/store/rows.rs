@@ -253,7 +253,7 @@ pub enum AuditOperation {
     Retention,
     AuditPrune,
     /// The ssh forced command's refusals: the gate sends the helper a
-    /// `gate_refusal` request, recorded by `host::record::record_refusal`.
+    /// `gate_refusal` request, recorded by `host::request_row::record_refusal`.
     SshGate,
 }
 

@@ -507,7 +507,7 @@ mod tests {
             (
                 "audit.gate_reason",
                 check_list(&audit, "gate_reason"),
-                sorted(crate::wire::gate::Refused::VARIANTS.iter().map(|v| v.as_str())),
+                sorted(crate::wire::gate::RefusalReason::VARIANTS.iter().map(|v| v.as_str())),
             ),
         ];
         for (column, schema, code) in cases {

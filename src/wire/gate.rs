@@ -60,7 +60,7 @@ pub const MAX_COMMAND_BYTES: usize = 1024;
 /// One of the fixed requests. Closed: nothing else is ever run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumString, strum::VariantArray)]
 #[strum(serialize_all = "snake_case")]
-pub enum Check {
+pub enum GateCheck {
     /// The host name and the account.
     Identity,
     /// `df -h /` in the C locale.
@@ -69,7 +69,7 @@ pub enum Check {
     Rpc,
 }
 
-impl Check {
+impl GateCheck {
     pub fn as_str(self) -> &'static str {
         self.into()
     }
@@ -77,12 +77,12 @@ impl Check {
 
 /// A request the gate accepts.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Request {
+pub enum GateRequest {
     /// One of the lines a workstation without the gate sends: run as before,
     /// no identity pre-check (that workstation checks in its own session).
-    Legacy(Check),
+    Legacy(GateCheck),
     /// A check to run only when this is the expected host and account.
-    Gated { check: Check, host: String, user: String },
+    Gated { check: GateCheck, host: String, user: String },
 }
 
 /// Why the gate refused a remote command. A closed set: this, the
@@ -102,7 +102,7 @@ pub enum Request {
 )]
 #[serde(rename_all = "snake_case")]
 #[strum(serialize_all = "snake_case")]
-pub enum Refused {
+pub enum RefusalReason {
     /// No remote command: an interactive login (`ssh host`).
     NoCommand,
     /// Longer than [`MAX_COMMAND_BYTES`].
@@ -112,7 +112,7 @@ pub enum Refused {
     NotAFixedRequest,
 }
 
-impl Refused {
+impl RefusalReason {
     pub fn as_str(self) -> &'static str {
         self.into()
     }
@@ -124,7 +124,7 @@ impl Refused {
 /// hex). Never a byte of the command itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RefusalRecord {
-    pub reason: Refused,
+    pub reason: RefusalReason,
     pub command_bytes: Option<u64>,
     pub command_sha256: Option<String>,
 }
@@ -136,7 +136,7 @@ pub struct Inconsistent;
 
 impl RefusalRecord {
     /// The record of refusing `command` (`None`: no remote command).
-    pub fn of(reason: Refused, command: Option<&[u8]>) -> RefusalRecord {
+    pub fn of(reason: RefusalReason, command: Option<&[u8]>) -> RefusalRecord {
         use sha2::{Digest as _, Sha256};
         RefusalRecord {
             reason,
@@ -151,16 +151,16 @@ impl RefusalRecord {
     /// digest of 64 lowercase hex characters. Whoever can run the helper
     /// can send this request, so it is held to what the gate itself sends.
     pub fn checked(
-        reason: Refused,
+        reason: RefusalReason,
         command_bytes: Option<u64>,
         command_sha256: Option<&str>,
     ) -> Result<RefusalRecord, Inconsistent> {
         let consistent = match (reason, command_bytes, command_sha256) {
-            (Refused::NoCommand, None, None) => true,
-            (Refused::TooLong, Some(bytes), Some(sha)) => {
+            (RefusalReason::NoCommand, None, None) => true,
+            (RefusalReason::TooLong, Some(bytes), Some(sha)) => {
                 bytes > MAX_COMMAND_BYTES as u64 && crate::text::is_lower_hex(sha, 64)
             }
-            (Refused::NotAFixedRequest, Some(bytes), Some(sha)) => {
+            (RefusalReason::NotAFixedRequest, Some(bytes), Some(sha)) => {
                 bytes <= MAX_COMMAND_BYTES as u64 && crate::text::is_lower_hex(sha, 64)
             }
             _ => false,
@@ -183,43 +183,43 @@ impl RefusalRecord {
 
 /// The remote command a workstation sends for `check`, expecting `host`
 /// and `user` (both validated identifiers).
-pub fn request_line(check: Check, host: &str, user: &str) -> String {
+pub fn request_line(check: GateCheck, host: &str, user: &str) -> String {
     let comment = format!("# {MAGIC} {VERSION} {} {host} {user}", check.as_str());
     match check {
-        Check::Identity => format!("{LEGACY_IDENTITY} {comment}"),
-        Check::Disk | Check::Rpc => comment,
+        GateCheck::Identity => format!("{LEGACY_IDENTITY} {comment}"),
+        GateCheck::Disk | GateCheck::Rpc => comment,
     }
 }
 
 /// Parses the remote command (`None`: sshd set no `SSH_ORIGINAL_COMMAND`).
 /// Exact: one of the three legacy lines, or [`request_line`]'s output for
 /// some check and two identifiers, byte for byte.
-pub fn parse_request(command: Option<&[u8]>) -> Result<Request, Refused> {
-    let command = command.ok_or(Refused::NoCommand)?;
+pub fn parse_request(command: Option<&[u8]>) -> Result<GateRequest, RefusalReason> {
+    let command = command.ok_or(RefusalReason::NoCommand)?;
     if command.len() > MAX_COMMAND_BYTES {
-        return Err(Refused::TooLong);
+        return Err(RefusalReason::TooLong);
     }
-    let text = std::str::from_utf8(command).map_err(|_| Refused::NotAFixedRequest)?;
+    let text = std::str::from_utf8(command).map_err(|_| RefusalReason::NotAFixedRequest)?;
     match text {
-        LEGACY_IDENTITY => return Ok(Request::Legacy(Check::Identity)),
-        LEGACY_DISK => return Ok(Request::Legacy(Check::Disk)),
-        LEGACY_RPC => return Ok(Request::Legacy(Check::Rpc)),
+        LEGACY_IDENTITY => return Ok(GateRequest::Legacy(GateCheck::Identity)),
+        LEGACY_DISK => return Ok(GateRequest::Legacy(GateCheck::Disk)),
+        LEGACY_RPC => return Ok(GateRequest::Legacy(GateCheck::Rpc)),
         _ => {}
     }
     let words: Vec<&str> = text.strip_prefix(LEGACY_IDENTITY).unwrap_or(text).split(' ').collect();
     let ([_, "#", MAGIC, VERSION, check, host, user] | ["#", MAGIC, VERSION, check, host, user]) = words[..]
     else {
-        return Err(Refused::NotAFixedRequest);
+        return Err(RefusalReason::NotAFixedRequest);
     };
-    let check: Check = check.parse().map_err(|_| Refused::NotAFixedRequest)?;
+    let check: GateCheck = check.parse().map_err(|_| RefusalReason::NotAFixedRequest)?;
     if !crate::config::is_identifier(host) || !crate::config::is_identifier(user) {
-        return Err(Refused::NotAFixedRequest);
+        return Err(RefusalReason::NotAFixedRequest);
     }
-    let request = Request::Gated { check, host: host.to_owned(), user: user.to_owned() };
+    let request = GateRequest::Gated { check, host: host.to_owned(), user: user.to_owned() };
     // Rebuilding the line is the exactness check: the identity prefix only
     // on identity, single spaces, nothing before or after.
     if request_line(check, host, user) != text {
-        return Err(Refused::NotAFixedRequest);
+        return Err(RefusalReason::NotAFixedRequest);
     }
     Ok(request)
 }
@@ -290,31 +290,33 @@ mod tests {
 
     #[test]
     fn every_request_line_parses_back_to_itself() {
-        for check in Check::VARIANTS {
+        for check in GateCheck::VARIANTS {
             let line = request_line(*check, "web-1.example", "vl-agent");
             let parsed = parse_request(Some(line.as_bytes())).unwrap();
             assert_eq!(
                 parsed,
-                Request::Gated { check: *check, host: "web-1.example".into(), user: "vl-agent".into() }
+                GateRequest::Gated { check: *check, host: "web-1.example".into(), user: "vl-agent".into() }
             );
         }
         assert_eq!(
-            request_line(Check::Identity, "h", "u"),
+            request_line(GateCheck::Identity, "h", "u"),
             "LC_ALL=C; export LC_ALL; hostname && id -un # volce-lab-gate 1 identity h u"
         );
-        assert_eq!(request_line(Check::Disk, "h", "u"), "# volce-lab-gate 1 disk h u");
-        for (line, check) in
-            [(LEGACY_IDENTITY, Check::Identity), (LEGACY_DISK, Check::Disk), (LEGACY_RPC, Check::Rpc)]
-        {
-            assert_eq!(parse_request(Some(line.as_bytes())), Ok(Request::Legacy(check)));
+        assert_eq!(request_line(GateCheck::Disk, "h", "u"), "# volce-lab-gate 1 disk h u");
+        for (line, check) in [
+            (LEGACY_IDENTITY, GateCheck::Identity),
+            (LEGACY_DISK, GateCheck::Disk),
+            (LEGACY_RPC, GateCheck::Rpc),
+        ] {
+            assert_eq!(parse_request(Some(line.as_bytes())), Ok(GateRequest::Legacy(check)));
         }
     }
 
     /// Tried: what a person or an attacker holding the key types instead.
     #[test]
     fn anything_but_the_fixed_requests_is_refused() {
-        assert_eq!(parse_request(None), Err(Refused::NoCommand));
-        assert_eq!(parse_request(Some(&[b'#'; 1025])), Err(Refused::TooLong));
+        assert_eq!(parse_request(None), Err(RefusalReason::NoCommand));
+        assert_eq!(parse_request(Some(&[b'#'; 1025])), Err(RefusalReason::TooLong));
         for bad in [
             "",
             "ls /",
@@ -343,9 +345,9 @@ mod tests {
             "# volce-lab-gate 1 Disk h u",
             "cat ~/.ssh/authorized_keys",
         ] {
-            assert_eq!(parse_request(Some(bad.as_bytes())), Err(Refused::NotAFixedRequest), "{bad:?}");
+            assert_eq!(parse_request(Some(bad.as_bytes())), Err(RefusalReason::NotAFixedRequest), "{bad:?}");
         }
-        assert_eq!(parse_request(Some(b"LC_ALL=C df -h \xff")), Err(Refused::NotAFixedRequest));
+        assert_eq!(parse_request(Some(b"LC_ALL=C df -h \xff")), Err(RefusalReason::NotAFixedRequest));
     }
 
     #[test]

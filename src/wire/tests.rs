@@ -26,7 +26,7 @@ fn every_request() -> Vec<Request> {
         Request::plan(Action::Stop, parameters),
         Request::execute(&id()),
         Request::logs("web", LogContainer::Gateway, 200, Some(1440)),
-        gate::RefusalRecord::of(gate::Refused::NotAFixedRequest, Some(b"ls /")).request(),
+        gate::RefusalRecord::of(gate::RefusalReason::NotAFixedRequest, Some(b"ls /")).request(),
     ];
     let operations: Vec<Operation> = requests.iter().map(Request::operation).collect();
     assert_eq!(operations, Operation::VARIANTS, "one request per operation");
@@ -57,7 +57,7 @@ fn requests_have_the_v1_bytes() {
         br#"{"app":"web","container":"app","operation":"logs","tail":50}"#
     );
     assert_eq!(
-        gate::RefusalRecord::of(gate::Refused::NotAFixedRequest, Some(b"ls /")).request().to_bytes(),
+        gate::RefusalRecord::of(gate::RefusalReason::NotAFixedRequest, Some(b"ls /")).request().to_bytes(),
         format!(
             "{{\"command_bytes\":4,\"command_sha256\":\"{}\",\"operation\":\"gate_refusal\",\
              \"reason\":\"not_a_fixed_request\"}}",
@@ -66,7 +66,7 @@ fn requests_have_the_v1_bytes() {
         .as_bytes()
     );
     assert_eq!(
-        gate::RefusalRecord::of(gate::Refused::NoCommand, None).request().to_bytes(),
+        gate::RefusalRecord::of(gate::RefusalReason::NoCommand, None).request().to_bytes(),
         br#"{"operation":"gate_refusal","reason":"no_command"}"#
     );
     for request in every_request() {
@@ -78,7 +78,7 @@ fn requests_have_the_v1_bytes() {
 /// length and a digest of the right shape, nothing else (no text field).
 #[test]
 fn a_gate_refusal_carries_a_closed_reason_a_length_and_a_digest_only() {
-    use gate::{RefusalRecord, Refused};
+    use gate::{RefusalReason, RefusalRecord};
     let sha = "a".repeat(64);
     assert_eq!(
         code(br#"{"operation":"gate_refusal","reason":"no_command","command":"ls /"}"#),
@@ -95,29 +95,29 @@ fn a_gate_refusal_carries_a_closed_reason_a_length_and_a_digest_only() {
         Code::InvalidRequest
     );
     let checked = |reason, bytes, sha: Option<&str>| RefusalRecord::checked(reason, bytes, sha).is_ok();
-    assert!(checked(Refused::NoCommand, None, None));
-    assert!(checked(Refused::NotAFixedRequest, Some(0), Some(&sha)));
-    assert!(checked(Refused::NotAFixedRequest, Some(1024), Some(&sha)));
-    assert!(checked(Refused::TooLong, Some(1025), Some(&sha)));
+    assert!(checked(RefusalReason::NoCommand, None, None));
+    assert!(checked(RefusalReason::NotAFixedRequest, Some(0), Some(&sha)));
+    assert!(checked(RefusalReason::NotAFixedRequest, Some(1024), Some(&sha)));
+    assert!(checked(RefusalReason::TooLong, Some(1025), Some(&sha)));
     for (reason, bytes, digest) in [
-        (Refused::NoCommand, Some(3), Some(sha.as_str())),
-        (Refused::NoCommand, None, Some(sha.as_str())),
-        (Refused::NotAFixedRequest, Some(1025), Some(sha.as_str())),
-        (Refused::NotAFixedRequest, Some(3), None),
-        (Refused::NotAFixedRequest, None, Some(sha.as_str())),
-        (Refused::TooLong, Some(1024), Some(sha.as_str())),
-        (Refused::NotAFixedRequest, Some(3), Some("A".repeat(64).as_str())),
-        (Refused::NotAFixedRequest, Some(3), Some("rm -rf /")),
-        (Refused::NotAFixedRequest, Some(3), Some(&"a".repeat(65))),
+        (RefusalReason::NoCommand, Some(3), Some(sha.as_str())),
+        (RefusalReason::NoCommand, None, Some(sha.as_str())),
+        (RefusalReason::NotAFixedRequest, Some(1025), Some(sha.as_str())),
+        (RefusalReason::NotAFixedRequest, Some(3), None),
+        (RefusalReason::NotAFixedRequest, None, Some(sha.as_str())),
+        (RefusalReason::TooLong, Some(1024), Some(sha.as_str())),
+        (RefusalReason::NotAFixedRequest, Some(3), Some("A".repeat(64).as_str())),
+        (RefusalReason::NotAFixedRequest, Some(3), Some("rm -rf /")),
+        (RefusalReason::NotAFixedRequest, Some(3), Some(&"a".repeat(65))),
     ] {
         assert!(!checked(reason, bytes, digest), "{reason:?} {bytes:?} {digest:?}");
     }
     // What the gate builds always passes the helper's check.
     for command in [None, Some(&b""[..]), Some(b"ls /"), Some(&[b'x'; 5000][..])] {
         let reason = match command {
-            None => Refused::NoCommand,
-            Some(c) if c.len() > gate::MAX_COMMAND_BYTES => Refused::TooLong,
-            Some(_) => Refused::NotAFixedRequest,
+            None => RefusalReason::NoCommand,
+            Some(c) if c.len() > gate::MAX_COMMAND_BYTES => RefusalReason::TooLong,
+            Some(_) => RefusalReason::NotAFixedRequest,
         };
         let record = RefusalRecord::of(reason, command);
         let Request::GateRefusal { reason, command_bytes, command_sha256 } =

@@ -5,8 +5,8 @@
 
 use serde_json::{Value, json};
 use volce_lab::control::Code;
+use volce_lab::host::Caller;
 use volce_lab::host::rpc::Reply;
-use volce_lab::host::{Caller, ProcLiveness};
 use volce_lab::store::{AuditOperation, AuditOutcome, FOLD_WINDOW_SECS, RequestMeta};
 
 use crate::support::fake_engine::unused_image;
@@ -141,18 +141,8 @@ fn operator_commands_leave_rows_with_both_uids() {
         h.controller().prepare("remove_image", &json!({"image_id": unused_image().as_str()}), AGENT).unwrap();
     let id = plan.plan.id.clone();
     let alice = Caller { name: "alice".into(), sudo_uid: Some(1001), login_uid: Some(1001) };
-    let (engine, clock) = (h.engine.clone(), h.clock.clone());
     let wrong = "0".repeat(64);
-    let refused = volce_lab::host::approve(
-        &h.paths,
-        engine,
-        clock,
-        ProcLiveness,
-        &alice,
-        id.as_str(),
-        &wrong,
-        |_, _| volce_lab::host::Decision::Confirmed,
-    );
+    let refused = h.host().approve(&alice, id.as_str(), &wrong, |_, _| volce_lab::host::Decision::Confirmed);
     assert_eq!(refused.unwrap_err().code, Code::DigestMismatch);
     let row = last(&h);
     assert_eq!((row["operation"].as_str(), row["code"].as_str()), (Some("approve"), Some("digest_mismatch")));
@@ -160,8 +150,7 @@ fn operator_commands_leave_rows_with_both_uids() {
     assert_eq!(row["plan_id"], id.as_str());
     h.show(&id);
     assert_eq!((last(&h)["operation"].as_str(), last(&h)["outcome"].as_str()), (Some("show"), Some("ok")));
-    let (engine, clock) = (h.engine.clone(), h.clock.clone());
-    volce_lab::host::reject(&h.paths, engine, clock, ProcLiveness, &alice, id.as_str()).unwrap();
+    h.host().reject(&alice, id.as_str()).unwrap();
     let row = last(&h);
     assert_eq!((row["event"].as_str(), row["operation"].as_str()), (Some("rejected"), Some("reject")));
     assert_eq!(row["sudo_uid"], 1001, "the state change's row carries the uids");
@@ -252,10 +241,10 @@ fn when_the_row_cannot_be_written_nothing_changes_and_the_caller_gets_audit_unav
 /// `gate_refused`, folded like any other, and never sees the command.
 #[test]
 fn a_gate_refusal_is_a_folded_row_with_its_reason_length_and_digest_and_never_the_command() {
-    use volce_lab::wire::gate::{RefusalRecord, Refused};
+    use volce_lab::wire::gate::{RefusalReason, RefusalRecord};
     let h = Harness::new();
     let command = b"cat /etc/shadow # password=e2e-planted-51c2";
-    let record = RefusalRecord::of(Refused::NotAFixedRequest, Some(command));
+    let record = RefusalRecord::of(RefusalReason::NotAFixedRequest, Some(command));
     let before = rows(&h).len();
     assert_eq!(code_of(&h.rpc(AGENT, &record.request().to_bytes())), Code::GateRefused);
     let all = rows(&h);
@@ -274,7 +263,7 @@ fn a_gate_refusal_is_a_folded_row_with_its_reason_length_and_digest_and_never_th
     assert!(!text.contains("shadow") && !text.contains("planted"), "the command's text is in the trail");
 
     // A login without a command, then a flood: one kind, folded.
-    let login = RefusalRecord::of(Refused::NoCommand, None).request().to_bytes();
+    let login = RefusalRecord::of(RefusalReason::NoCommand, None).request().to_bytes();
     for _ in 0..100 {
         assert_eq!(code_of(&h.rpc(AGENT, &login)), Code::GateRefused);
     }

@@ -10,8 +10,8 @@ use std::path::Path;
 
 use serde_json::json;
 use volce_lab::control::Code;
-use volce_lab::doctor::{DoctorPaths, Finding, Probe, StoreHealth};
 use volce_lab::host::rpc::Reply;
+use volce_lab::install::doctor::{DoctorPaths, DoctorProbe, Finding, StoreHealth};
 
 use crate::support::harness::*;
 
@@ -63,11 +63,11 @@ fn refused_without_change(h: &Harness, expected: Code) {
 /// The doctor's finding about the database, with the real store probe.
 fn doctor_database(h: &Harness) -> Finding {
     struct StoreOnly;
-    impl Probe for StoreOnly {
+    impl DoctorProbe for StoreOnly {
         fn docker_version(&self) -> Result<String, String> {
             Ok("test".into())
         }
-        fn image_config(&self, _: &str) -> Option<volce_lab::doctor::ImageConfig> {
+        fn image_config(&self, _: &str) -> Option<volce_lab::install::doctor::ImageConfig> {
             None
         }
         fn sudoers_valid(&self, _: &Path) -> bool {
@@ -76,13 +76,17 @@ fn doctor_database(h: &Harness) -> Finding {
         fn groups_of(&self, _: &str) -> Option<Vec<String>> {
             None
         }
-        fn policy(&self, _: &Path) -> Result<volce_lab::doctor::PolicyFacts, String> {
-            Ok(volce_lab::doctor::PolicyFacts { images: vec![], gateway: String::new(), approvers: vec![] })
+        fn policy(&self, _: &Path) -> Result<volce_lab::install::doctor::PolicyFacts, String> {
+            Ok(volce_lab::install::doctor::PolicyFacts {
+                images: vec![],
+                gateway: String::new(),
+                approvers: vec![],
+            })
         }
         fn store(&self, state_dir: &Path) -> Result<Option<StoreHealth>, String> {
-            volce_lab::doctor::read_store_health(state_dir)
+            volce_lab::install::doctor::read_store_health(state_dir)
         }
-        fn drift(&self, _: &Path) -> Result<Vec<volce_lab::doctor::AppDrift>, String> {
+        fn drift(&self, _: &Path) -> Result<Vec<volce_lab::install::doctor::AppDrift>, String> {
             Ok(vec![])
         }
     }
@@ -93,7 +97,7 @@ fn doctor_database(h: &Harness) -> Finding {
         sudoers: h.root.join("no-sudoers"),
         owner_uid: nix::unistd::geteuid().as_raw(),
     };
-    let findings = volce_lab::doctor::diagnose(&paths, &StoreOnly);
+    let findings = volce_lab::install::doctor::diagnose(&paths, &StoreOnly);
     let wanted = ["database", "schema"];
     findings
         .into_iter()

@@ -17,7 +17,7 @@ use nix::unistd::Pid;
 use serde_json::json;
 use volce_lab::control::Code;
 use volce_lab::control::plan::{Digest, PlanId};
-use volce_lab::host::{Executed, ProcLiveness};
+use volce_lab::host::{Executed, Host, ProcLiveness};
 use volce_lab::store::{PlanOutcome, PlanState};
 
 const AGENT: &str = "agent";
@@ -40,7 +40,7 @@ fn child() {
         std::thread::sleep(Duration::from_millis(1));
     }
     let h = Harness::at(&dir);
-    let mut controller = volce_lab::host::open(&h.paths, engine, h.clock.clone(), ProcLiveness).unwrap();
+    let mut controller = Host::new(h.paths.clone(), engine, h.clock.clone(), ProcLiveness).open().unwrap();
     let result = match role.as_str() {
         "execute" => match controller.execute(&plan, AGENT) {
             Ok(Executed::Completed(_)) => "completed".to_owned(),
@@ -224,10 +224,10 @@ fn a_stopped_claimer_is_shown_with_its_pid_and_killing_it_then_resolving_never_r
             || shown.contains(&format!("sudo kill -KILL {pid}"))
     );
     // doctor names it too, from the database read-only and /proc.
-    use volce_lab::doctor::Probe as _;
-    let probe = volce_lab::doctor::SystemProbe {
-        policy: volce_lab::doctor::load_policy_facts,
-        store: volce_lab::doctor::read_store_health,
+    use volce_lab::install::doctor::DoctorProbe as _;
+    let probe = volce_lab::install::doctor::SystemProbe {
+        policy: volce_lab::install::doctor::load_policy_facts,
+        store: volce_lab::install::doctor::read_store_health,
     };
     assert_eq!(probe.stopped_claimer(&h.paths.state_dir, id.as_str()).map(|s| s.pid), Some(pid));
     let refusal = h.resolve(&id, "alice").unwrap_err();

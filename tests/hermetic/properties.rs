@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 use volce_lab::control::Code;
 use volce_lab::control::canonical;
 use volce_lab::nginx::{ServerName, render};
-use volce_lab::wire::gate::{self, Check, Header, Request};
+use volce_lab::wire::gate::{self, GateCheck, GateRequest, Header};
 use volce_lab::wire::parse_request;
 
 use crate::support::nginx_shape::only_our_directives;
@@ -164,13 +164,13 @@ proptest! {
     ) {
         let text = words.join(separator);
         match gate::parse_request(Some(text.as_bytes())) {
-            Ok(Request::Legacy(_)) => prop_assert!(
+            Ok(GateRequest::Legacy(_)) => prop_assert!(
                 [gate::LEGACY_IDENTITY, gate::LEGACY_DISK, gate::LEGACY_RPC].contains(&text.as_str())),
-            Ok(Request::Gated { check, host, user }) => {
+            Ok(GateRequest::Gated { check, host, user }) => {
                 prop_assert_eq!(gate::request_line(check, &host, &user), text.clone());
                 prop_assert!(!text.contains('\n') && !host.contains(' ') && !user.contains(' '));
             }
-            Err(reason) => prop_assert_eq!(reason, gate::Refused::NotAFixedRequest),
+            Err(reason) => prop_assert_eq!(reason, gate::RefusalReason::NotAFixedRequest),
         }
     }
 
@@ -207,7 +207,7 @@ proptest! {
 /// is still a fixed line.
 #[test]
 fn gate_refuses_every_small_edit_of_a_fixed_line() {
-    for check in [Check::Identity, Check::Disk, Check::Rpc] {
+    for check in [GateCheck::Identity, GateCheck::Disk, GateCheck::Rpc] {
         let line = gate::request_line(check, "web-1", "vl-agent");
         assert!(gate::parse_request(Some(line.as_bytes())).is_ok(), "{line}");
         for at in 0..=line.len() {
@@ -219,7 +219,7 @@ fn gate_refuses_every_small_edit_of_a_fixed_line() {
             for edit in edits {
                 if let Ok(request) = gate::parse_request(Some(edit.as_bytes())) {
                     // Only a one-letter shorter host or user stays a fixed line.
-                    let Request::Gated { check: c, host, user } = &request else { panic!("{edit:?}") };
+                    let GateRequest::Gated { check: c, host, user } = &request else { panic!("{edit:?}") };
                     assert_eq!(gate::request_line(*c, host, user), edit);
                 }
             }

@@ -129,15 +129,9 @@ impl World {
 
     fn rpc(&self, request: Value) -> Value {
         let engine = volce_lab::host::real_engine(&self.paths);
-        volce_lab::host::rpc(
-            &self.paths,
-            engine,
-            SystemClock,
-            ProcLiveness,
-            "vl-agent",
-            request.to_string().as_bytes(),
-        )
-        .to_json()
+        volce_lab::host::Host::new(self.paths.clone(), engine, SystemClock, ProcLiveness)
+            .rpc("vl-agent", request.to_string().as_bytes())
+            .to_json()
     }
 
     /// Plans `action` and approves it where it needs approval: the plan id.
@@ -148,17 +142,9 @@ impl World {
         let digest = reply["result"]["digest"].as_str().unwrap();
         if reply["result"]["requires_approval"] != false {
             let engine = volce_lab::host::real_engine(&self.paths);
-            volce_lab::host::approve(
-                &self.paths,
-                engine,
-                SystemClock,
-                ProcLiveness,
-                "vl-operator",
-                &id,
-                digest,
-                |_, _| volce_lab::host::Decision::Confirmed,
-            )
-            .unwrap_or_else(|r| panic!("approve {action}: {r:?}"));
+            volce_lab::host::Host::new(self.paths.clone(), engine, SystemClock, ProcLiveness)
+                .approve("vl-operator", &id, digest, |_, _| volce_lab::host::Decision::Confirmed)
+                .unwrap_or_else(|r| panic!("approve {action}: {r:?}"));
         }
         id
     }
@@ -171,7 +157,8 @@ impl World {
 
     fn resolve(&self, id: &str) -> String {
         let engine = volce_lab::host::real_engine(&self.paths);
-        volce_lab::host::resolve(&self.paths, engine, SystemClock, ProcLiveness, "vl-operator", id)
+        volce_lab::host::Host::new(self.paths.clone(), engine, SystemClock, ProcLiveness)
+            .resolve("vl-operator", id)
             .unwrap_or_else(|r| panic!("resolve {id}: {r:?}"))
     }
 
@@ -1066,9 +1053,9 @@ fn a_stopped_helper_is_visible_and_both_ways_out_run_the_action_at_most_once() {
         let (_, doctor) = world.operator(&["doctor"]);
         assert!(doctor.contains(&format!("process {pid}, is STOPPED")), "doctor: {doctor}");
         let engine = volce_lab::host::real_engine(&world.paths);
-        let refused =
-            volce_lab::host::resolve(&world.paths, engine, SystemClock, ProcLiveness, "vl-operator", &id)
-                .unwrap_err();
+        let refused = volce_lab::host::Host::new(world.paths.clone(), engine, SystemClock, ProcLiveness)
+            .resolve("vl-operator", &id)
+            .unwrap_err();
         assert_eq!(refused.code, volce_lab::control::Code::NotAwaitingInspection);
         let (again, again_calls) = world.execute_counted(&id);
         assert_eq!(again["code"], "plan_executing", "{again}");

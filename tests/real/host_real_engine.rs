@@ -67,14 +67,13 @@ fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
 }
 
 fn rpc(paths: &HostPaths, caller: &str, request: Value) -> Value {
-    let reply = volce_lab::host::rpc(
-        paths,
+    let reply = volce_lab::host::Host::new(
+        paths.clone(),
         volce_lab::host::real_engine(paths),
         SystemClock,
         ProcLiveness,
-        caller,
-        request.to_string().as_bytes(),
-    );
+    )
+    .rpc(caller, request.to_string().as_bytes());
     reply.to_json()
 }
 
@@ -164,17 +163,9 @@ fn the_controller_drives_the_real_engine_end_to_end() {
     let refused = rpc(&paths, "vl-agent", json!({"operation": "execute", "plan_id": id}));
     assert_eq!(refused["code"], "approval_required", "{refused}");
     let engine = volce_lab::host::real_engine(&paths);
-    volce_lab::host::approve(
-        &paths,
-        engine,
-        SystemClock,
-        ProcLiveness,
-        "vl-operator",
-        &id,
-        &digest,
-        |_, _| volce_lab::host::Decision::Confirmed,
-    )
-    .unwrap();
+    volce_lab::host::Host::new(paths.clone(), engine, SystemClock, ProcLiveness)
+        .approve("vl-operator", &id, &digest, |_, _| volce_lab::host::Decision::Confirmed)
+        .unwrap();
     let done = rpc(&paths, "vl-agent", json!({"operation": "execute", "plan_id": id}));
     assert_eq!(done["result"]["outcome"], "completed", "{done}");
 
@@ -267,14 +258,13 @@ fn inventory_with_a_thousand_foreign_containers_stays_small_and_names_none() {
     eprintln!("created 1000 foreign containers in {:?}", started.elapsed());
 
     let started = std::time::Instant::now();
-    let reply = volce_lab::host::rpc(
-        &paths,
+    let reply = volce_lab::host::Host::new(
+        paths.clone(),
         volce_lab::host::real_engine(&paths),
         SystemClock,
         ProcLiveness,
-        "vl-agent",
-        br#"{"operation":"inventory"}"#.as_slice(),
-    );
+    )
+    .rpc("vl-agent", br#"{"operation":"inventory"}"#.as_slice());
     let elapsed = started.elapsed();
     let line = reply.to_line();
     eprintln!("inventory with 1000 foreign containers: {} bytes in {elapsed:?}", line.len());

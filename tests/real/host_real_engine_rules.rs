@@ -74,8 +74,8 @@ impl Host {
 
     fn rpc_with(&self, engine: impl Engine, caller: &str, request: Value) -> Value {
         let input = request.to_string();
-        let reply =
-            volce_lab::host::rpc(&self.paths, engine, SystemClock, ProcLiveness, caller, input.as_bytes());
+        let reply = volce_lab::host::Host::new(self.paths.clone(), engine, SystemClock, ProcLiveness)
+            .rpc(caller, input.as_bytes());
         reply.to_json()
     }
 
@@ -102,24 +102,21 @@ impl Host {
         let stored = self.plan_json(id);
         let digest = stored["digest"].as_str().unwrap();
         let engine = volce_lab::host::real_engine(&self.paths);
-        volce_lab::host::approve(
-            &self.paths,
-            engine,
-            SystemClock,
-            ProcLiveness,
-            OPERATOR,
-            id,
-            digest,
-            // The test decides, as `approve --yes` does.
-            |_, _| volce_lab::host::Decision::Confirmed,
-        )
-        .unwrap_or_else(|refusal| panic!("approval refused: {refusal:?}"));
+        volce_lab::host::Host::new(self.paths.clone(), engine, SystemClock, ProcLiveness)
+            .approve(
+                OPERATOR,
+                id,
+                digest, // The test decides, as `approve --yes` does.
+                |_, _| volce_lab::host::Decision::Confirmed,
+            )
+            .unwrap_or_else(|refusal| panic!("approval refused: {refusal:?}"));
     }
 
     /// The stored plan as `volce-lab-host show --json` prints it.
     fn plan_json(&self, id: &str) -> Value {
         let engine = volce_lab::host::real_engine(&self.paths);
-        let text = volce_lab::host::show(&self.paths, engine, SystemClock, ProcLiveness, OPERATOR, id, true)
+        let text = volce_lab::host::Host::new(self.paths.clone(), engine, SystemClock, ProcLiveness)
+            .show(OPERATOR, id, true)
             .unwrap_or_else(|refusal| panic!("show refused: {refusal:?}"));
         serde_json::from_str(&text).unwrap()
     }
@@ -603,7 +600,8 @@ fn record_app(host: &Host, app: &str, id: &str, plan: &str, port: u16) {
         image_history: Vec::new(),
     };
     let engine = volce_lab::host::real_engine(&host.paths);
-    let mut controller = volce_lab::host::open(&host.paths, engine, SystemClock, ProcLiveness).unwrap();
+    let mut controller =
+        volce_lab::host::Host::new(host.paths.clone(), engine, SystemClock, ProcLiveness).open().unwrap();
     controller
         .store_for_tests()
         .write(|tx| tx.put_app(&record, 0))

@@ -1,5 +1,5 @@
 //! An app's whole life on the machine's real Docker engine, through
-//! `volce_lab::host::rpc` with the engine the shipped binary uses and the
+//! `volce_lab::host::Host::rpc` with the engine the shipped binary uses and the
 //! test policy of scripts/test-images: deploy -> update to `web2` (the old
 //! version answers throughout, polled every 50 ms) -> update to `broken`
 //! (its health check fails: rolled back, the old one answered throughout,
@@ -62,14 +62,8 @@ struct Host {
 impl Host {
     fn rpc(&self, request: Value) -> Value {
         let engine = volce_lab::host::real_engine(&self.paths);
-        let reply = volce_lab::host::rpc(
-            &self.paths,
-            engine,
-            SystemClock,
-            ProcLiveness,
-            "vl-agent",
-            request.to_string().as_bytes(),
-        );
+        let reply = volce_lab::host::Host::new(self.paths.clone(), engine, SystemClock, ProcLiveness)
+            .rpc("vl-agent", request.to_string().as_bytes());
         reply.to_json()
     }
 
@@ -85,17 +79,9 @@ impl Host {
 
     fn approve(&self, id: &str, digest: &str) {
         let engine = volce_lab::host::real_engine(&self.paths);
-        volce_lab::host::approve(
-            &self.paths,
-            engine,
-            SystemClock,
-            ProcLiveness,
-            "vl-operator",
-            id,
-            digest,
-            |_, _| volce_lab::host::Decision::Confirmed,
-        )
-        .unwrap();
+        volce_lab::host::Host::new(self.paths.clone(), engine, SystemClock, ProcLiveness)
+            .approve("vl-operator", id, digest, |_, _| volce_lab::host::Decision::Confirmed)
+            .unwrap();
     }
 
     fn execute(&self, id: &str) -> Value {

@@ -1,6 +1,7 @@
 //! Shared set-up for the host controller tests: a policy and a state
 //! directory on a temporary directory owned by the test's uid, an
-//! adjustable clock, and helpers to open controllers on them.
+//! adjustable clock, and one [`Host`] on them (a fake engine), whose
+//! commands the helpers below run.
 //!
 //! Every world made by [`Harness::new`] starts with one recorded app,
 //! `legacy`: stopped, its containers since removed by an operator, and its
@@ -18,7 +19,7 @@ use serde_json::{Value, json};
 use volce_lab::control::plan::PlanId;
 use volce_lab::control::{Clock, Refusal};
 use volce_lab::host::rpc::Reply;
-use volce_lab::host::{Controller, Decision, HostPaths, ProcLiveness};
+use volce_lab::host::{Controller, Decision, Host, HostPaths, ProcLiveness};
 
 use super::fake_engine::{FakeEngine, unused_image};
 
@@ -72,15 +73,25 @@ pub fn deploy_params(app: &str, port: u16) -> Value {
     json!({"app": app, "image": "web", "host_port": port, "container_port": 8080, "server_name": format!("{app}.example.com")})
 }
 
+/// A world for host tests: its root directory and the one [`Host`] on it.
+/// `h.paths`, `h.engine` and `h.clock` are the host's (through `Deref`):
+/// the engine and the clock share their state with every clone, so what a
+/// test does to them is what the next command sees.
 pub struct Harness {
     pub root: PathBuf,
-    pub paths: HostPaths,
-    pub engine: FakeEngine,
-    pub clock: TestClock,
+    pub host: TestHost,
     _dir: Option<tempfile::TempDir>,
 }
 
+pub type TestHost = Host<FakeEngine, TestClock, ProcLiveness>;
 pub type TestController = Controller<FakeEngine, TestClock, ProcLiveness>;
+
+impl std::ops::Deref for Harness {
+    type Target = TestHost;
+    fn deref(&self) -> &TestHost {
+        &self.host
+    }
+}
 
 fn me() -> u32 {
     nix::unistd::geteuid().as_raw()
@@ -105,9 +116,7 @@ impl Harness {
             HostPaths { policy: etc.join("policy.json"), state_dir: root.join("state"), owner_uid: me() };
         Harness {
             root: root.to_owned(),
-            paths,
-            engine: FakeEngine::new(),
-            clock: TestClock::new(),
+            host: Host::new(paths, FakeEngine::new(), TestClock::new(), ProcLiveness),
             _dir: None,
         }
     }
@@ -177,14 +186,19 @@ impl Harness {
             .unwrap();
     }
 
+    /// The host for one command (a command spends its host, as the
+    /// shipped binary's one command per process does).
+    pub fn host(&self) -> TestHost {
+        self.host.clone()
+    }
+
     pub fn controller(&self) -> TestController {
-        volce_lab::host::open(&self.paths, self.engine.clone(), self.clock.clone(), ProcLiveness).unwrap()
+        self.host().open().unwrap()
     }
 
     /// `volce-lab-host rpc` in library form: one request from `caller`.
     pub fn rpc(&self, caller: &str, request: &[u8]) -> Reply {
-        let (engine, clock) = (self.engine.clone(), self.clock.clone());
-        volce_lab::host::rpc(&self.paths, engine, clock, ProcLiveness, caller, request)
+        self.host().rpc(caller, request)
     }
 
     // The operator's terminal commands in library form: each opens its own
@@ -201,8 +215,7 @@ impl Harness {
     }
 
     fn show_as(&self, id: &PlanId, json: bool) -> String {
-        let (engine, clock) = (self.engine.clone(), self.clock.clone());
-        volce_lab::host::show(&self.paths, engine, clock, ProcLiveness, "root", id.as_str(), json).unwrap()
+        self.host().show("root", id.as_str(), json).unwrap()
     }
 
     /// `approve PLAN_ID DIGEST` by `approver` (the digest as typed: it may be
@@ -233,42 +246,29 @@ impl Harness {
         approver: &str,
         typed: Option<&str>,
     ) -> (String, Result<String, Refusal>) {
-        let (engine, clock) = (self.engine.clone(), self.clock.clone());
         let mut shown = String::new();
-        let result = volce_lab::host::approve(
-            &self.paths,
-            engine,
-            clock,
-            ProcLiveness,
-            approver,
-            plan_id,
-            digest,
-            |text, expected| {
-                shown.push_str(text);
-                match typed {
-                    None => Decision::Confirmed,
-                    Some(line) => expected.decide(line),
-                }
-            },
-        );
+        let result = self.host().approve(approver, plan_id, digest, |text, expected| {
+            shown.push_str(text);
+            match typed {
+                None => Decision::Confirmed,
+                Some(line) => expected.decide(line),
+            }
+        });
         (shown, result)
     }
 
     /// `list` as root (`json`: `list --json`): the text the operator reads.
     pub fn list(&self, json: bool) -> String {
-        let (engine, clock) = (self.engine.clone(), self.clock.clone());
-        volce_lab::host::list(&self.paths, engine, clock, ProcLiveness, "root", json).unwrap()
+        self.host().list("root", json).unwrap()
     }
 
     /// `reject PLAN_ID` by `operator`, the id as typed (it may be malformed).
     pub fn reject(&self, plan_id: &str, operator: &str) -> Result<String, Refusal> {
-        let (engine, clock) = (self.engine.clone(), self.clock.clone());
-        volce_lab::host::reject(&self.paths, engine, clock, ProcLiveness, operator, plan_id)
+        self.host().reject(operator, plan_id)
     }
 
     /// `resolve PLAN_ID` by `operator`.
     pub fn resolve(&self, id: &PlanId, operator: &str) -> Result<String, Refusal> {
-        let (engine, clock) = (self.engine.clone(), self.clock.clone());
-        volce_lab::host::resolve(&self.paths, engine, clock, ProcLiveness, operator, id.as_str())
+        self.host().resolve(operator, id.as_str())
     }
 }

@@ -70,7 +70,8 @@ pub fn child(dir: &Path, index: usize, rounds: usize) {
         result
     };
     // Each operation opens its own controller, as each helper process does.
-    let open = || volce_lab::host::open(&h.paths, engine.clone(), h.clock.clone(), ProcLiveness);
+    let open =
+        || volce_lab::host::Host::new(h.paths.clone(), engine.clone(), h.clock.clone(), ProcLiveness).open();
     // A prepare refused because another helper changed volce-lab's records
     // meanwhile says "prepare it again", and one refused while another
     // helper's plan is executing can be made a moment later: the agent

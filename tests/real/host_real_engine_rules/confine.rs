@@ -274,8 +274,10 @@ fn an_app_container_writes_only_tmp_a_small_private_shm_and_message_queues() {
 #[test]
 #[ignore = "real parts: run by scripts/test"]
 fn doctor_reads_this_engine_and_names_an_app_network_made_the_old_way() {
-    use volce_lab::doctor::Level;
-    use volce_lab::doctor::engine::{app_network_findings, engine_findings, major_version};
+    use volce_lab::install::doctor::Level;
+    use volce_lab::install::doctor::engine::{
+        app_network_findings_for_tests, engine_findings_for_tests, major_version,
+    };
     let _turn = take_turn();
     let mut host = Host::new("cdoc");
     host.deploy("web");
@@ -292,10 +294,10 @@ fn doctor_reads_this_engine_and_names_an_app_network_made_the_old_way() {
     let plan = host.planned("stop", json!({"app": host.lab.app}));
     record_app(&host, &old_app, &id, &plan, host.lab.port + 1);
 
-    let networks = volce_lab::doctor::read_app_networks(&host.lab.state).unwrap();
+    let networks = volce_lab::install::doctor::read_app_networks(&host.lab.state).unwrap();
     let names: Vec<&str> = networks.iter().map(|n| n.name.as_str()).collect();
     assert_eq!(names.len(), 3, "both of today's app and the old app's one: {names:?}");
-    let findings = app_network_findings(Ok(networks));
+    let findings = app_network_findings_for_tests(Ok(networks));
     let warned: Vec<String> =
         findings.iter().filter(|f| f.level == Level::Warn).map(|f| f.to_string()).collect();
     assert_eq!(warned.len(), 1, "{findings:#?}");
@@ -307,11 +309,11 @@ fn doctor_reads_this_engine_and_names_an_app_network_made_the_old_way() {
     assert!(!warned[0].contains(&format!("vl-{} ", host.lab.app)), "today's app is not named");
 
     // This engine's own facts, read the way doctor reads them.
-    let facts = volce_lab::doctor::read_engine_facts();
+    let facts = volce_lab::install::doctor::read_engine_facts();
     assert!(facts.warnings.is_ok(), "docker info answers: {facts:?}");
     assert!(facts.daemon_args.is_some(), "dockerd's command line is found through /var/run/docker.pid");
     let version = docker_ok(&["version", "--format", "{{.Server.Version}}"]).trim().to_owned();
-    let findings = engine_findings(&version, Some(&facts));
+    let findings = engine_findings_for_tests(&version, Some(&facts));
     eprintln!("doctor on this engine:\n{}", findings.iter().map(|f| format!("{f}\n")).collect::<String>());
     let level = |subject: &str| findings.iter().find(|f| f.subject == subject).map(|f| f.level);
     let old_engine = major_version(&version).is_none_or(|major| major < 28);

@@ -1,6 +1,7 @@
-//! Who asked, and the audit rows of requests refused before a controller
-//! was open (policy unusable, `busy`, a request that did not parse or
-//! arrive) or by a gate in front of the helper. Runs as root inside
+//! Who asked ([`Caller`]), and the `request` row of a request answered
+//! without a controller: one refused before a controller was open (policy
+//! unusable, `busy`, a request that did not parse or arrive), by a gate in
+//! front of the helper, or the doctor's run. Runs as root inside
 //! `volce-lab-host`.
 //!
 //! Invariants enforced here:

@@ -48,14 +48,16 @@ pub fn major_version(version: &str) -> Option<u32> {
 }
 
 /// The findings of [`check_engine`] alone, for tests on a real engine.
-pub fn engine_findings(version: &str, facts: Option<&EngineFacts>) -> Vec<Finding> {
+#[doc(hidden)]
+pub fn engine_findings_for_tests(version: &str, facts: Option<&EngineFacts>) -> Vec<Finding> {
     let mut findings = Vec::new();
     check_engine(version, facts, &mut findings);
     findings
 }
 
 /// The findings of [`check_app_networks`] alone, for tests on a real engine.
-pub fn app_network_findings(networks: Result<Vec<AppNetwork>, String>) -> Vec<Finding> {
+#[doc(hidden)]
+pub fn app_network_findings_for_tests(networks: Result<Vec<AppNetwork>, String>) -> Vec<Finding> {
     let mut findings = Vec::new();
     check_app_networks(networks, &mut findings);
     findings

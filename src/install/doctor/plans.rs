@@ -1,16 +1,16 @@
 //! The doctor's finding for a plan that blocks the host: an executing
 //! plan's claimer (stopped, with its pid, or running) and a plan that needs
 //! inspection with what carries its label on the engine. Runs as root
-//! inside `volce-lab-host doctor`; read-only, through [`Probe`].
+//! inside `volce-lab-host doctor`; read-only, through [`DoctorProbe`].
 
 use std::path::Path;
 
-use super::{Finding, Probe, fail};
+use super::{DoctorProbe, Finding, fail};
 
 /// A plan that blocks the host, with the way out its state allows: an
 /// executing plan's claimer is running or stopped (show says which, with
 /// the pid); a plan that needs inspection names what carries its label.
-pub(super) fn stuck_plan(dir: &Path, probe: &dyn Probe, plan: &str, state: &str) -> Finding {
+pub(super) fn stuck_plan(dir: &Path, probe: &dyn DoctorProbe, plan: &str, state: &str) -> Finding {
     if state == "executing" {
         if let Some(stopped) = probe.stopped_claimer(dir, plan) {
             let pid = stopped.pid;

@@ -2,6 +2,7 @@
 //! line it binds the key with, and the policy skeleton. The steps that
 //! create accounts and files run as root in the real suite `package`.
 
+use super::manifest::sha256;
 use super::*;
 
 const KEY: &str =

@@ -5,11 +5,13 @@
 
 use std::path::Path;
 
-use super::{AppDrift, DoctorPaths, PolicyFacts, Probe, StoreHealth, diagnose, report};
+use super::{AppDrift, DoctorPaths, DoctorProbe, PolicyFacts, StoreHealth, diagnose, report};
+use crate::docker::cli::{DOCKER, docker_env};
+use crate::host::HostPaths;
 
 /// `volce-lab-host doctor` in the shipped binary: the fixed paths, the
 /// system probe, the report on stdout, exit 0 only when all is well.
-pub fn cli() -> crate::exit::Exit {
+pub fn run_doctor() -> crate::exit::Exit {
     use crate::exit::Exit;
     if !nix::unistd::geteuid().is_root() {
         eprintln!("volce-lab-host: doctor must run as root (it reads the root-only policy and state)");
@@ -29,7 +31,7 @@ pub fn cli() -> crate::exit::Exit {
         plan_id: None,
         action: None,
     };
-    if crate::host::record::record_request(&crate::host::HostPaths::fixed(), meta, end).is_err() {
+    if crate::host::request_row::record_request(&HostPaths::fixed(), meta, end).is_err() {
         println!("(this run could not be recorded in the audit trail: audit_unavailable)");
     }
     if healthy { Exit::Ok } else { Exit::Failure }
@@ -59,7 +61,7 @@ pub fn load_policy_facts(path: &Path) -> Result<PolicyFacts, String> {
 /// read-only, never migrated (the doctor must not be the thing that upgrades
 /// a database).
 pub fn read_store_health(state_dir: &Path) -> Result<Option<StoreHealth>, String> {
-    let database = state_dir.join("state.db");
+    let database = HostPaths::database_in(state_dir);
     // Before any open: even a read-only one would read a torn log as if the
     // cut-off transactions never happened.
     if let Some(bytes) = crate::store::wal::torn_log(&database) {
@@ -74,7 +76,7 @@ pub fn read_store_health(state_dir: &Path) -> Result<Option<StoreHealth>, String
 /// only (`crate::store::read_apps`), one engine snapshot, nothing changed.
 pub fn read_drift(state_dir: &Path) -> Result<Vec<AppDrift>, String> {
     use crate::docker::Engine as _;
-    let apps = crate::store::read_apps(&state_dir.join("state.db")).map_err(|e| e.to_string())?;
+    let apps = crate::store::read_apps(&HostPaths::database_in(state_dir)).map_err(|e| e.to_string())?;
     if apps.is_empty() {
         return Ok(Vec::new());
     }
@@ -102,15 +104,23 @@ pub struct SystemProbe {
 impl SystemProbe {
     fn run(program: &str, args: &[&str]) -> crate::exec::Outcome {
         let mut spec = crate::exec::ProcessSpec::new(program, args.iter().copied());
-        spec.env.push(("DOCKER_HOST".into(), "unix:///var/run/docker.sock".into()));
+        spec.timeout = std::time::Duration::from_secs(10);
+        crate::exec::run_blocking(&spec)
+    }
+
+    /// `docker ARGS` with the engine's own environment, as the helper's
+    /// docker calls get it (`docker_env`: the socket, root's config).
+    fn docker(args: &[&str]) -> crate::exec::Outcome {
+        let mut spec = crate::exec::ProcessSpec::new(DOCKER, args.iter().copied());
+        spec.env = docker_env();
         spec.timeout = std::time::Duration::from_secs(10);
         crate::exec::run_blocking(&spec)
     }
 }
 
-impl Probe for SystemProbe {
+impl DoctorProbe for SystemProbe {
     fn docker_version(&self) -> Result<String, String> {
-        let outcome = Self::run("/usr/bin/docker", &["version", "--format", "{{.Server.Version}}"]);
+        let outcome = Self::docker(&["version", "--format", "{{.Server.Version}}"]);
         match outcome.execution.execution_status {
             crate::exec::ExecutionStatus::Ok => {
                 Ok(String::from_utf8_lossy(&outcome.stdout).trim().to_owned())
@@ -122,10 +132,7 @@ impl Probe for SystemProbe {
     /// `docker image inspect --format '{{json .Config}}' -- REF`: fixed
     /// argv, the reference after `--`.
     fn image_config(&self, reference: &str) -> Option<super::ImageConfig> {
-        let outcome = Self::run(
-            "/usr/bin/docker",
-            &["image", "inspect", "--format", "{{json .Config}}", "--", reference],
-        );
+        let outcome = Self::docker(&["image", "inspect", "--format", "{{json .Config}}", "--", reference]);
         if outcome.execution.execution_status != crate::exec::ExecutionStatus::Ok {
             return None;
         }
@@ -166,7 +173,7 @@ impl Probe for SystemProbe {
 
     fn stopped_claimer(&self, state_dir: &Path, plan: &str) -> Option<crate::host::StoppedClaimer> {
         use crate::host::Liveness as _;
-        let claims = crate::store::read_claims(&state_dir.join("state.db")).ok()?;
+        let claims = crate::store::read_claims(&HostPaths::database_in(state_dir)).ok()?;
         let (_, _, claim) = claims.into_iter().find(|(id, _, _)| id.as_str() == plan)?;
         crate::host::ProcLiveness.stopped(&claim)
     }
@@ -199,7 +206,7 @@ const CONFIG_LIMIT: u64 = 256 * 1024;
 /// `docker info`'s warnings through the bounded runner, and dockerd's own
 /// command line and configuration file, read from /proc and /etc.
 pub fn read_engine_facts() -> super::engine::EngineFacts {
-    let outcome = SystemProbe::run("/usr/bin/docker", &["info", "--format", "{{json .Warnings}}"]);
+    let outcome = SystemProbe::docker(&["info", "--format", "{{json .Warnings}}"]);
     let warnings = match outcome.execution.execution_status {
         crate::exec::ExecutionStatus::Ok => serde_json::from_slice::<Option<Vec<String>>>(&outcome.stdout)
             .map(Option::unwrap_or_default)
@@ -242,7 +249,7 @@ pub fn read_engine_facts() -> super::engine::EngineFacts {
 /// a network missing, or not carrying the app's label, is not listed (it is
 /// not the app's: drift and remove_app deal with that).
 pub fn read_app_networks(state_dir: &Path) -> Result<Vec<super::engine::AppNetwork>, String> {
-    let apps = crate::store::read_apps(&state_dir.join("state.db")).map_err(|e| e.to_string())?;
+    let apps = crate::store::read_apps(&HostPaths::database_in(state_dir)).map_err(|e| e.to_string())?;
     let engine = crate::docker::cli::DockerCli::new(state_dir);
     let mut networks = Vec::new();
     for record in apps.values() {

@@ -15,9 +15,8 @@ use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 
 use super::{Finding, fail, ok};
-
-/// The options every key of the agent's account must carry, exactly.
-pub const GATE_OPTIONS: &str = "restrict,command=\"/usr/local/bin/volce-lab-host ssh-gate\"";
+use crate::host::HostPaths;
+use crate::install::gate_key_options;
 
 /// What the account database says about the agent.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,7 +36,8 @@ pub trait SshProbe {
 /// Whether `line` is one key bound to the gate: the exact options, a key
 /// type, its base64, an optional comment.
 pub fn is_gate_key_line(line: &str) -> bool {
-    let Some(rest) = line.strip_prefix(GATE_OPTIONS).and_then(|r| r.strip_prefix(' ')) else {
+    let options = gate_key_options();
+    let Some(rest) = line.strip_prefix(options.as_str()).and_then(|r| r.strip_prefix(' ')) else {
         return false;
     };
     let mut words = rest.split(' ');
@@ -86,7 +86,7 @@ pub fn check_ssh(agent: &str, owner_uid: u32, probe: &dyn SshProbe, findings: &m
     }
     check_home(agent, owner_uid, &account, findings);
     check_keys(agent, owner_uid, &account, findings);
-    let rule = format!("(root) NOPASSWD: {} rpc", crate::inspect::transport::HOST_HELPER);
+    let rule = format!("(root) NOPASSWD: {} rpc", HostPaths::HELPER);
     match probe.sudo_rules(agent) {
         Ok(rules) if rules == [rule.clone()] => findings.push(ok("sudo -l", format!("exactly `{rule}`"))),
         Ok(rules) => findings.push(fail(
@@ -128,6 +128,7 @@ fn check_keys(agent: &str, owner_uid: u32, account: &Account, findings: &mut Vec
         account.home.join(".ssh/authorized_keys"),
         account.home.join(".ssh/authorized_keys2"),
     ];
+    let options = gate_key_options();
     let mut keys = 0;
     let mut problems = Vec::new();
     for path in candidates.iter().filter(|p| std::fs::symlink_metadata(p).is_ok()) {
@@ -140,7 +141,7 @@ fn check_keys(agent: &str, owner_uid: u32, account: &Account, findings: &mut Vec
             if is_gate_key_line(line) {
                 keys += 1;
             } else {
-                problems.push(format!("{} has a key without exactly `{GATE_OPTIONS}`", path.display()));
+                problems.push(format!("{} has a key without exactly `{options}`", path.display()));
             }
         }
     }
@@ -149,12 +150,12 @@ fn check_keys(agent: &str, owner_uid: u32, account: &Account, findings: &mut Vec
         problems.push(format!("no key bound to the gate in {}", read.join(", ")));
     }
     if problems.is_empty() {
-        findings.push(ok("agent key", format!("{keys} key(s), each `{GATE_OPTIONS}`, in root-owned files")));
+        findings.push(ok("agent key", format!("{keys} key(s), each `{options}`, in root-owned files")));
     } else {
         findings.push(fail(
             "agent key",
             problems.join("; "),
-            format!("one line `{GATE_OPTIONS} ssh-ed25519 ...` in /etc/ssh/authorized_keys/{agent}, root 0644 (HOST-SETUP.md)"),
+            format!("one line `{options} ssh-ed25519 ...` in /etc/ssh/authorized_keys/{agent}, root 0644 (HOST-SETUP.md)"),
         ));
     }
 }
@@ -179,6 +180,8 @@ mod tests {
     }
 
     const KEY: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJ8w+x/y= vl-agent";
+    /// What HOST-SETUP.md tells the operator to write.
+    const GATE_OPTIONS: &str = "restrict,command=\"/usr/local/bin/volce-lab-host ssh-gate\"";
 
     fn setup() -> (tempfile::TempDir, Fake, u32) {
         let me = nix::unistd::geteuid().as_raw();
@@ -250,6 +253,7 @@ mod tests {
 
     #[test]
     fn key_lines_are_matched_exactly() {
+        assert_eq!(gate_key_options(), GATE_OPTIONS);
         assert!(is_gate_key_line(&format!("{GATE_OPTIONS} {KEY}")));
         assert!(is_gate_key_line(&format!("{GATE_OPTIONS} ssh-ed25519 AAAA")));
         for bad in [

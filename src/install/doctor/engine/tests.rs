@@ -2,7 +2,7 @@
 //! source, iptables turned off each way, and old app networks.
 
 use super::*;
-use crate::doctor::Level;
+use crate::install::doctor::Level;
 
 fn facts(warnings: &[&str], args: &[&str], config: Option<&str>) -> EngineFacts {
     EngineFacts {

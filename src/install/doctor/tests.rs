@@ -64,7 +64,7 @@ impl Default for FakeProbe {
     }
 }
 
-impl Probe for FakeProbe {
+impl DoctorProbe for FakeProbe {
     fn docker_version(&self) -> Result<String, String> {
         self.docker.clone()
     }
@@ -535,7 +535,7 @@ fn catalog_images_that_are_missing_or_do_not_fit_are_warnings() {
     );
 
     struct Misfit(FakeProbe, ImageConfig);
-    impl Probe for Misfit {
+    impl DoctorProbe for Misfit {
         fn docker_version(&self) -> Result<String, String> {
             self.0.docker_version()
         }

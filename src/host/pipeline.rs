@@ -1,0 +1,358 @@
+//! [`Host`]: the helper's collaborators (its paths, the engine, the clock,
+//! the liveness check) held once, and the library form of each command
+//! that opens the controller: `rpc`, `show`, `list`, `approve`, `reject`,
+//! `resolve`. Runs as root inside `volce-lab-host`.
+//!
+//! One `Host` is built per process (`entry.rs`: [`Host::shipped`]) and
+//! spent on the one command the process runs: every method takes `self`,
+//! as sudo-rs's `Pipeline::run` does, so no second command can reuse a
+//! half-used engine or a stale controller. Tests build theirs on a
+//! temporary world with a fake engine ([`Host::new`]).
+//!
+//! Each method is one straight pipeline, readable top to bottom; rpc's is
+//! [`Host::rpc_reporting`].
+
+use std::io::Read;
+
+use super::confirm::{Confirmation, Decision};
+use super::controller::{AppAfterResolve, Controller, Executed, Liveness, Resolved};
+use super::liveness::ProcLiveness;
+use super::paths::{self, HostPaths};
+use super::request_row::{self, Caller};
+use super::rpc::{self, Reply, Request};
+use super::{gate, leftovers, list, process, show};
+use crate::control::plan::{Action, Digest, PlanId};
+use crate::control::{Clock, Code, Refusal, SystemClock};
+use crate::docker::cli::DockerCli;
+use crate::docker::{Engine, NoProgress, Progress};
+use crate::store::{AuditOperation, PlanState, Store};
+
+/// The helper's collaborators, held for one command.
+#[derive(Debug, Clone)]
+pub struct Host<E, C, L> {
+    pub paths: HostPaths,
+    pub engine: E,
+    pub clock: C,
+    pub liveness: L,
+}
+
+/// What the shipped binary runs on: the real engine, the system clock,
+/// /proc.
+pub type ShippedHost = Host<DockerCli, SystemClock, ProcLiveness>;
+
+/// The engine the shipped binary uses: the docker CLI with fixed argv.
+/// There is deliberately no way to select any other engine here.
+pub fn real_engine(paths: &HostPaths) -> DockerCli {
+    DockerCli::new(paths.state_dir.clone())
+}
+
+impl ShippedHost {
+    /// The real engine, the system clock and /proc on `paths` (tests of
+    /// the real engine give their own paths).
+    pub fn real(paths: HostPaths) -> ShippedHost {
+        let engine = real_engine(&paths);
+        Host::new(paths, engine, SystemClock, ProcLiveness)
+    }
+
+    /// What the shipped binary uses: [`HostPaths::fixed`] only, and always
+    /// the real engine; there is no switch that selects a fake.
+    pub fn shipped() -> ShippedHost {
+        Host::real(HostPaths::fixed())
+    }
+}
+
+/// The operator's files are none of the agent's business: the reason
+/// (which may quote the policy or name a path) is for `show` and `doctor`,
+/// run as root on the terminal; the agent gets the code and a fixed sentence.
+fn for_the_agent(refusal: Refusal) -> Refusal {
+    if matches!(refusal.code, Code::PolicyInvalid | Code::UnsafePath) {
+        return Refusal::new(
+            refusal.code,
+            "The server's volce-lab installation is not usable; the operator should run volce-lab-host doctor.",
+        );
+    }
+    refusal
+}
+
+/// Pretty JSON for a terminal or a script: hidden characters escaped
+/// (`crate::text::json_for_terminal`), one trailing newline.
+fn json_text(value: &serde_json::Value) -> String {
+    // Serializing a `Value` cannot fail (its keys are strings).
+    let mut text = crate::text::json_for_terminal(&serde_json::to_string_pretty(value).unwrap_or_default());
+    text.push('\n');
+    text
+}
+
+impl<E: Engine, C: Clock, L: Liveness> Host<E, C, L> {
+    /// A host on `paths` with these collaborators: the shipped binary's
+    /// ([`Host::shipped`]), a real-engine test's, or a fake world's.
+    pub fn new(paths: HostPaths, engine: E, clock: C, liveness: L) -> Host<E, C, L> {
+        Host { paths, engine, clock, liveness }
+    }
+
+    /// Opens the controller on checked paths: the policy, then the state
+    /// directory and the store.
+    pub fn open(self) -> Result<Controller<E, C, L>, Refusal> {
+        let policy = paths::load_policy(&self.paths)?;
+        self.open_with(policy)
+    }
+
+    /// [`Host::open`] with a policy already loaded from these paths.
+    fn open_with(self, policy: crate::control::policy::Policy) -> Result<Controller<E, C, L>, Refusal> {
+        let Host { paths, engine, clock, liveness } = self;
+        paths::prepare_state(&paths)?;
+        let mut store =
+            Store::open(&paths.database()).map_err(|e| crate::store::space::explain(&e, &paths.state_dir))?;
+        // The shipped helper copies each row to the host's syslog; a test's
+        // own paths never touch the machine's.
+        if paths == HostPaths::fixed() {
+            store.send_to_syslog(std::path::Path::new(crate::store::DEV_LOG));
+        }
+        Ok(Controller::new(policy, store, engine, clock, liveness, paths.apps_dir()))
+    }
+
+    /// One rpc request, after the process-level self-check and guard
+    /// (`entry.rs`). The library form of `volce-lab-host rpc`; see
+    /// [`Host::rpc_reporting`].
+    pub fn rpc(self, caller: &str, input: impl Read) -> Reply {
+        self.rpc_reporting(caller, input, &NoProgress)
+    }
+
+    /// [`Host::rpc`], reporting the steps of a long execute to `progress`
+    /// (the shipped helper prints them as progress lines before the reply).
+    ///
+    /// Order: load the policy -> take a slot -> read the request -> (a gate
+    /// refusal is recorded here and answered) -> open the store -> act ->
+    /// record -> reply. The policy is checked first, so a server without a
+    /// usable installation gets nothing created under its state directory.
+    /// The slot comes before the read, so that helpers waiting on a stdin
+    /// that stays open count too: beyond [`process::RPC_SLOTS`] of them the
+    /// next is refused at once (`busy`), and each lives at most the read
+    /// deadline.
+    pub fn rpc_reporting(self, caller: &str, input: impl Read, progress: &dyn Progress) -> Reply {
+        // Every way out records its row (`request_row`): before the store is
+        // open, a refusal is recorded on its own; after, through the
+        // controller.
+        let mut meta = Caller::from(caller).request(AuditOperation::Rpc);
+        let early = |meta, refusal| {
+            request_row::refused(&self.paths, self.clock.now(), meta, for_the_agent(refusal)).into()
+        };
+        let policy = match paths::load_policy(&self.paths) {
+            Ok(policy) => policy,
+            Err(refusal) => return early(meta, refusal),
+        };
+        let _slot = match process::take_slot(&self.paths) {
+            Ok(slot) => slot,
+            Err(refusal) => return early(meta, refusal),
+        };
+        let (request, request_id) = match rpc::read_request(input) {
+            Ok(read) => read,
+            Err(refusal) => return early(meta, refusal),
+        };
+        meta.operation = request.operation().into();
+        meta.request_id = request_id.map(|id| id.as_str().to_owned());
+        let now = self.clock.now();
+        if let Request::GateRefusal { reason, command_bytes, command_sha256 } = &request {
+            // Recorded like a refusal before the store is open (nothing is
+            // created for it, no engine is asked): see `gate_refusal`.
+            let refusal = match gate::gate_refusal(*reason, *command_bytes, command_sha256.as_deref()) {
+                Ok(record) => {
+                    meta.gate = Some(record);
+                    gate::recorded_refusal()
+                }
+                Err(refusal) => refusal,
+            };
+            return request_row::refused(&self.paths, now, meta, refusal).into();
+        }
+        let paths = self.paths.clone();
+        let mut controller = match self.open_with(policy) {
+            Ok(controller) => controller,
+            // The store is what failed: there is no trail to write to.
+            Err(refusal) => return request_row::refused(&paths, now, meta, for_the_agent(refusal)).into(),
+        };
+        controller.begin_request(meta);
+        let operation = request.operation();
+        let (plan_id, action) = match &request {
+            Request::Plan { action, .. } => (None, Action::parse(action).ok()),
+            Request::Execute { plan_id } => (PlanId::parse(plan_id).ok(), None),
+            _ => (None, None),
+        };
+        let result = match request {
+            Request::GatewayStatus {} => controller.gateway_status(),
+            Request::Inventory {} => controller.inventory(caller),
+            Request::Plan { action, parameters } => {
+                controller.prepare(&action, &parameters, caller).map(|stored| stored.to_json())
+            }
+            Request::Logs { app, container, tail, since_minutes } => {
+                controller.logs(&app, &container, &tail, since_minutes.as_ref())
+            }
+            // Answered above, before the store was opened; should it get here,
+            // it is the same recorded refusal.
+            Request::GateRefusal { .. } => Err(gate::recorded_refusal()),
+            Request::Execute { plan_id } => match PlanId::parse(&plan_id) {
+                Err(refusal) => Err(refusal),
+                Ok(id) => match controller.execute_reporting(&id, caller, progress) {
+                    Ok(Executed::Completed(result)) => Ok(result),
+                    // Its claimed and needs_inspection rows were written with
+                    // the changes, stamped with this request.
+                    Ok(Executed::NeedsInspection { plan_id, message }) => {
+                        return Reply::needs_inspection(plan_id, message);
+                    }
+                    Ok(Executed::Failed { refusal, .. }) => Err(refusal),
+                    Err(refusal) => Err(refusal),
+                },
+            },
+        };
+        match controller.answer(result, plan_id.as_ref(), action) {
+            Ok(result) => Reply::Ok { operation, result },
+            Err(refusal) => refusal.into(),
+        }
+    }
+
+    /// Opens the controller for one operator command, runs `work`, and
+    /// records the request (`request_row`): the command's answer is given
+    /// only once its row is written. A policy or store that cannot be
+    /// opened is answered unrecorded.
+    fn operator_request<T>(
+        self,
+        caller: &Caller,
+        operation: AuditOperation,
+        plan_id: Option<&str>,
+        work: impl FnOnce(&mut Controller<E, C, L>) -> Result<T, Refusal>,
+    ) -> Result<T, Refusal> {
+        let mut controller = self.open()?;
+        controller.begin_request(caller.request(operation));
+        let result = work(&mut controller);
+        let id = plan_id.and_then(|id| PlanId::parse(id).ok());
+        controller.answer(result, id.as_ref(), None)
+    }
+
+    /// `show`: the human view (or the stored JSON) of one plan.
+    pub fn show(self, caller: &str, plan_id: &str, json: bool) -> Result<String, Refusal> {
+        let now = self.clock.now();
+        let who = Caller::from(caller);
+        self.operator_request(&who, AuditOperation::Show, Some(plan_id), |controller| {
+            let id = PlanId::parse(plan_id)?;
+            let stored = controller.load(&id, caller)?;
+            let stopped = controller.stopped_claimer(&stored);
+            if json {
+                let mut value = stored.to_json();
+                if let (Some(stopped), Some(object)) = (stopped, value.as_object_mut()) {
+                    object.insert("claimer_stopped_pid".into(), stopped.pid.into());
+                }
+                return Ok(json_text(&value));
+            }
+            let mut text = show::render(&stored, now);
+            if let Some(stopped) = stopped {
+                text.push('\n');
+                text.push_str(&stopped.way_out(&id));
+            }
+            if stored.state == PlanState::NeedsInspection {
+                // Read-only, after the store was read: no lock is held.
+                text.push('\n');
+                text.push_str(&leftovers::render(&id, &controller.leftovers(&id)));
+            }
+            Ok(text)
+        })
+    }
+
+    /// `list`: the plans awaiting an operator and the recorded apps, as
+    /// text or (`json`) one JSON object.
+    pub fn list(self, caller: &str, json: bool) -> Result<String, Refusal> {
+        let who = Caller::from(caller);
+        self.operator_request(&who, AuditOperation::List, None, |controller| {
+            let awaiting = controller.awaiting(caller)?;
+            Ok(if json { json_text(&list::to_json(&awaiting)) } else { list::render(&awaiting) })
+        })
+    }
+
+    /// `reject`: the operator ends a pending plan they do not want.
+    pub fn reject(self, operator: impl Into<Caller>, plan_id: &str) -> Result<String, Refusal> {
+        let who = operator.into();
+        let operator = who.name.as_str();
+        let stored = self.operator_request(&who, AuditOperation::Reject, Some(plan_id), |c| {
+            c.reject(&PlanId::parse(plan_id)?, operator)
+        })?;
+        Ok(format!(
+            "Rejected plan {} ({}) as {}; it will never run. The agent is told so when it tries; \
+             a new plan is needed for the change.\n",
+            stored.plan.id,
+            stored.plan.action.as_str(),
+            crate::text::for_terminal(operator)
+        ))
+    }
+
+    /// `approve`: records the caller's approval of one plan's exact digest.
+    /// Hands the plan's summary (what `show` prints, escaped) and what would
+    /// confirm it to `decide` before it records anything, so the operator
+    /// sees what they approve; records only on [`Decision::Confirmed`]. The
+    /// terminal edge asks (or `--yes` confirms); tests pass the decision.
+    ///
+    /// The summary is read before the approving transaction, yet it is what
+    /// is approved: the body is immutable and sealed by its digest, and the
+    /// approval is recorded only for that digest (state, expiry and policy
+    /// are checked again under the write lock).
+    pub fn approve(
+        self,
+        approver: impl Into<Caller>,
+        plan_id: &str,
+        digest: &str,
+        decide: impl FnOnce(&str, &Confirmation) -> Decision,
+    ) -> Result<String, Refusal> {
+        let who = approver.into();
+        let approver = who.name.as_str();
+        let now = self.clock.now();
+        let stored = self.operator_request(&who, AuditOperation::Approve, Some(plan_id), |c| {
+            let id = PlanId::parse(plan_id)?;
+            let digest = Digest::parse(digest)?;
+            let before = c.load(&id, approver)?;
+            if decide(&show::summary(&before, now), &Confirmation::of(&before)) != Decision::Confirmed {
+                return Err(Refusal::new(
+                    Code::NotConfirmed,
+                    "That is neither the app name nor the digest's first 8 characters; nothing was recorded.",
+                ));
+            }
+            c.approve(&id, &digest, approver)
+        })?;
+        Ok(format!(
+            "\nApproved plan {} ({}) as {approver}; it expires at {} and can be executed once.\n",
+            stored.plan.id,
+            stored.plan.action.as_str(),
+            crate::text::rfc3339_seconds(stored.plan.expires_at)
+        ))
+    }
+
+    /// `resolve`: records that the caller inspected the server after a plan
+    /// that needed inspection, which lets new plans be made again.
+    pub fn resolve(self, operator: impl Into<Caller>, plan_id: &str) -> Result<String, Refusal> {
+        let who = operator.into();
+        let operator = who.name.as_str();
+        let Resolved { stored, app, left } =
+            self.operator_request(&who, AuditOperation::Resolve, Some(plan_id), |c| {
+                c.resolve(&PlanId::parse(plan_id)?, operator)
+            })?;
+        let mut text = format!(
+            "Plan {} ({}) is now inspected, as attested by {operator}; new plans are accepted again.\n",
+            stored.plan.id,
+            stored.plan.action.as_str()
+        );
+        let esc = crate::text::for_terminal;
+        match app {
+            Some(AppAfterResolve::Forgotten(name)) => text.push_str(&format!(
+                "No container of app {} exists: its record is removed, its name, port and quota slot are free. \
+                 Its directory under the state directory is kept as evidence; remove it before deploying that name again.\n",
+                esc(&name)
+            )),
+            Some(AppAfterResolve::Kept { app, state, containers }) => text.push_str(&format!(
+                "The record of app {} is kept ({}); containers of it still exist: {}. \
+                 volce-lab will not change an app that is not running.\n",
+                esc(&app),
+                state.as_str(),
+                if containers.is_empty() { "none".to_owned() } else { esc(&containers.join(", ")) }
+            )),
+            None => {}
+        }
+        text.push_str(&leftovers::render(&stored.plan.id, &left));
+        Ok(text)
+    }
+}

@@ -1,0 +1,328 @@
+//! `volce-lab-host doctor`: a read-only check of the server installation,
+//! one finding per line, each failure with the fix. Runs as root on the
+//! server (it reads the root-only policy and state); changes nothing.
+//!
+//! The facts that need the outside world (docker, visudo, the account
+//! database, the policy parser and the store) come through [`DoctorProbe`], so the
+//! rules can be tested on temporary files with a fake probe, and for real on
+//! an installation the end-to-end suite builds. Owner and mode of every
+//! installed file are checked on the path, one finding each.
+//!
+//! Here: the paths, the probe's interface, the helper, sudoers and agent
+//! rules. Beside it: the findings and the report (`finding.rs`), the
+//! policy's content and images (`policy.rs`), the state directory and
+//! database (`state.rs`), stuck plans (`plans.rs`), the engine (`engine.rs`),
+//! the ssh side (`ssh.rs`), and the probe of the real system (`system.rs`).
+
+use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+use std::path::{Path, PathBuf};
+
+use super::{PRIVILEGED_GROUPS, sudoers_rule};
+use crate::host::HostPaths;
+
+/// Where the installation lives. [`DoctorPaths::installed`] is what the
+/// shipped binary checks; tests point the same rules at temporary files.
+#[derive(Debug, Clone)]
+pub struct DoctorPaths {
+    pub helper_link: PathBuf,
+    pub policy: PathBuf,
+    pub state_dir: PathBuf,
+    pub sudoers: PathBuf,
+    /// The owner every installed file must have: root, except in tests.
+    pub owner_uid: u32,
+}
+
+impl DoctorPaths {
+    /// The shipped binary's: the helper's own table ([`HostPaths`]).
+    pub fn installed() -> DoctorPaths {
+        let HostPaths { policy, state_dir, owner_uid } = HostPaths::fixed();
+        DoctorPaths {
+            helper_link: PathBuf::from(HostPaths::HELPER),
+            policy,
+            state_dir,
+            sudoers: PathBuf::from(HostPaths::SUDOERS),
+            owner_uid,
+        }
+    }
+}
+
+/// What the doctor needs of a policy the helper's parser accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyFacts {
+    /// Every pinned reference: the catalog's, then the gateway's.
+    pub images: Vec<String>,
+    /// The gateway's (`nginx_image`), also the last of `images`.
+    pub gateway: String,
+    pub approvers: Vec<String>,
+}
+
+/// What doctor reads of a local image (`docker image inspect`'s
+/// `Config`) to hold it against the container volce-lab starts from it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct ImageConfig {
+    #[serde(default)]
+    pub user: String,
+    #[serde(default, deserialize_with = "crate::docker::cli::null_as_empty")]
+    pub cmd: Vec<String>,
+    #[serde(default, deserialize_with = "crate::docker::cli::null_as_empty")]
+    pub entrypoint: Vec<String>,
+}
+
+/// What the doctor learns from outside its own file checks.
+pub trait DoctorProbe {
+    /// The Docker engine's version, or why it cannot be reached.
+    fn docker_version(&self) -> Result<String, String>;
+    /// The config of a pinned image in the local engine, or None when the
+    /// engine does not have it.
+    fn image_config(&self, reference: &str) -> Option<ImageConfig>;
+    /// Whether `visudo -cf <path>` accepts the file.
+    fn sudoers_valid(&self, path: &Path) -> bool;
+    /// The groups `user` belongs to (primary and supplementary), or None if
+    /// there is no such account.
+    fn groups_of(&self, user: &str) -> Option<Vec<String>>;
+    /// Parses the policy with the helper's own parser: the pinned images and
+    /// the approvers it names, or the reason it is refused. Ownership and mode
+    /// are not its business: the doctor checks them itself, as findings of
+    /// their own.
+    fn policy(&self, path: &Path) -> Result<PolicyFacts, String>;
+    /// The store's read-only health report: integrity, schema version,
+    /// stuck plans; `None` when no database exists yet (a fresh installation).
+    fn store(&self, state_dir: &Path) -> Result<Option<StoreHealth>, String>;
+    /// The managed apps whose record and engine disagree
+    /// (`crate::host::drift`), read without changing anything.
+    fn drift(&self, state_dir: &Path) -> Result<Vec<AppDrift>, String>;
+    /// One line per engine object carrying the plan's label
+    /// (`crate::host::leftovers`), read-only; `None` when this probe cannot
+    /// ask the engine.
+    fn leftovers(&self, _state_dir: &Path, _plan: &str) -> Option<Result<Vec<String>, String>> {
+        None
+    }
+    /// The claimer of an executing plan, if it is alive but stopped
+    /// (`crate::host::liveness`); `None` when it is not, or this probe
+    /// cannot tell.
+    fn stopped_claimer(&self, _state_dir: &Path, _plan: &str) -> Option<crate::host::StoppedClaimer> {
+        None
+    }
+    /// What the engine's daemon says of itself and how it was started
+    /// (`engine`: TCP listeners, iptables), when this probe can tell.
+    fn engine(&self) -> Option<engine::EngineFacts> {
+        None
+    }
+    /// The networks of every managed app with the options they were
+    /// created with (`engine`: an app deployed by an older volce-lab keeps
+    /// networks without today's options); empty when this probe cannot ask.
+    fn app_networks(&self, _state_dir: &Path) -> Result<Vec<engine::AppNetwork>, String> {
+        Ok(Vec::new())
+    }
+    /// The ssh-side facts (`ssh`: the agent's key, shell, home and
+    /// `sudo -l`), when this probe can give them.
+    fn ssh(&self) -> Option<&dyn ssh::SshProbe> {
+        None
+    }
+}
+
+/// A managed app whose record and engine disagree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppDrift {
+    pub app: String,
+    pub reason: crate::host::drift::DriftReason,
+}
+
+/// What the store says about itself (its home is `crate::store`).
+pub use crate::store::StoreHealth;
+
+/// Runs every check in a fixed order.
+pub fn diagnose(paths: &DoctorPaths, probe: &dyn DoctorProbe) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    check_helper(paths, &mut findings);
+    let agent = check_sudoers(paths, probe, &mut findings);
+    if let Some(agent) = &agent {
+        check_agent(agent, probe, &mut findings);
+        if let Some(ssh) = probe.ssh() {
+            ssh::check_ssh(agent, paths.owner_uid, ssh, &mut findings);
+        }
+    }
+    policy::check_policy(paths, probe, agent.as_deref(), &mut findings);
+    state::check_state(paths, probe, &mut findings);
+    match probe.docker_version() {
+        Ok(version) => {
+            findings.push(ok("docker", format!("engine reachable (version {version})")));
+            engine::check_engine(&version, probe.engine().as_ref(), &mut findings);
+            engine::check_app_networks(probe.app_networks(&paths.state_dir), &mut findings);
+        }
+        Err(why) => findings.push(fail(
+            "docker",
+            format!("engine not reachable: {why}"),
+            "start the engine (systemctl start docker) and check /var/run/docker.sock",
+        )),
+    }
+    findings
+}
+
+/// Checks that `path`'s metadata (not following links) is owned by the
+/// installation owner and not writable by group or others.
+pub(super) fn protected(paths: &DoctorPaths, subject: &str, path: &Path, fix_mode: &str) -> Finding {
+    match std::fs::symlink_metadata(path) {
+        Err(_) => {
+            fail(subject, format!("{} is missing", path.display()), format!("install {}", path.display()))
+        }
+        Ok(meta) if meta.uid() != paths.owner_uid => fail(
+            subject,
+            format!("{} is owned by uid {}, not {}", path.display(), meta.uid(), paths.owner_uid),
+            format!("chown -h root:root {}", path.display()),
+        ),
+        Ok(meta) if !meta.file_type().is_symlink() && meta.permissions().mode() & 0o022 != 0 => fail(
+            subject,
+            format!(
+                "{} is writable by group or others (mode {:o})",
+                path.display(),
+                meta.permissions().mode() & 0o7777
+            ),
+            format!("chmod {fix_mode} {}", path.display()),
+        ),
+        Ok(meta) => ok(
+            subject,
+            format!(
+                "{} owned by uid {}, mode {:o}",
+                path.display(),
+                meta.uid(),
+                meta.permissions().mode() & 0o7777
+            ),
+        ),
+    }
+}
+
+fn check_helper(paths: &DoctorPaths, findings: &mut Vec<Finding>) {
+    let link = &paths.helper_link;
+    findings.push(protected(paths, "helper link", link, "0755"));
+    let Ok(target) = std::fs::canonicalize(link) else {
+        findings.push(fail(
+            "helper binary",
+            format!("{} does not lead to an executable", link.display()),
+            format!(
+                "apt-get install --reinstall volce-lab (installed by hand: \
+                 ln -sfn /usr/local/lib/volce-lab/volce-lab {})",
+                HostPaths::HELPER
+            ),
+        ));
+        return;
+    };
+    findings.push(protected(paths, "helper binary", &target, "0755"));
+    // Every directory above the binary, and above the link, must be root's
+    // too: whoever can write one of them can swap or re-point what the
+    // sudoers rule runs as root.
+    let mut dirs: Vec<&Path> = target.ancestors().skip(1).collect();
+    dirs.extend(link.ancestors().skip(1));
+    dirs.sort();
+    dirs.dedup();
+    for dir in dirs {
+        check_directory(paths, dir, findings);
+    }
+}
+
+/// A root-owned sticky directory (/tmp) lets nobody else rename entries, so
+/// it passes; any other directory writable by group or others does not.
+fn check_directory(paths: &DoctorPaths, dir: &Path, findings: &mut Vec<Finding>) {
+    let Ok(meta) = std::fs::metadata(dir) else { return };
+    let mode = meta.permissions().mode();
+    let owner_ok = meta.uid() == 0 || meta.uid() == paths.owner_uid;
+    let sticky = mode & 0o1000 != 0;
+    if !owner_ok || (mode & 0o022 != 0 && !sticky) {
+        findings.push(fail(
+            "helper directory",
+            format!(
+                "{} (above the helper) is owned by uid {} with mode {:o}",
+                dir.display(),
+                meta.uid(),
+                mode & 0o7777
+            ),
+            format!("chown root:root {0} && chmod go-w {0}", dir.display()),
+        ));
+    }
+}
+
+fn check_sudoers(
+    paths: &DoctorPaths,
+    probe: &dyn DoctorProbe,
+    findings: &mut Vec<Finding>,
+) -> Option<String> {
+    let path = &paths.sudoers;
+    let finding = protected(paths, "sudoers drop-in", path, "0440");
+    let present = !finding.detail.ends_with("is missing");
+    findings.push(finding);
+    if !present {
+        return None;
+    }
+    let content = std::fs::read_to_string(path).unwrap_or_default();
+    let rules: Vec<&str> =
+        content.lines().map(str::trim).filter(|line| !line.is_empty() && !line.starts_with('#')).collect();
+    let agent = match rules.as_slice() {
+        [rule] => {
+            rule.split_whitespace().next().filter(|user| *rule == sudoers_rule(user)).map(str::to_owned)
+        }
+        _ => None,
+    };
+    match &agent {
+        Some(user) if user != "root" && user != "ALL" && !user.starts_with('%') => {
+            findings.push(ok("sudoers rule", format!("exactly `{}`", sudoers_rule(user))))
+        }
+        _ => findings.push(fail(
+            "sudoers rule",
+            format!(
+                "{} must hold exactly one rule `<agent> ALL=(root) NOPASSWD: {} rpc`",
+                path.display(),
+                HostPaths::HELPER
+            ),
+            format!("rewrite it with that one line, check it with visudo -cf {}", path.display()),
+        )),
+    }
+    if probe.sudoers_valid(path) {
+        findings.push(ok("sudoers syntax", "visudo -cf accepts the drop-in"));
+    } else {
+        findings.push(fail(
+            "sudoers syntax",
+            "visudo -cf rejects the drop-in",
+            format!("visudo -f {}", path.display()),
+        ));
+    }
+    agent.filter(|user| user != "root")
+}
+
+fn check_agent(agent: &str, probe: &dyn DoctorProbe, findings: &mut Vec<Finding>) {
+    match probe.groups_of(agent) {
+        None => findings.push(fail(
+            "agent account",
+            format!("the sudoers rule names `{agent}`, which is not an account"),
+            format!("useradd --create-home {agent}, or correct the rule"),
+        )),
+        Some(groups) if groups.iter().any(|g| PRIVILEGED_GROUPS.contains(&g.as_str())) => {
+            let bad: Vec<&String> =
+                groups.iter().filter(|g| PRIVILEGED_GROUPS.contains(&g.as_str())).collect();
+            findings.push(fail(
+                "agent account",
+                format!("`{agent}` is in privileged group(s) {bad:?}: that bypasses every volce-lab rule"),
+                format!("gpasswd -d {agent} <group> for each of them"),
+            ))
+        }
+        Some(_) => findings
+            .push(ok("agent account", format!("`{agent}` is in none of the groups {PRIVILEGED_GROUPS:?}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests;
+
+pub mod engine;
+mod finding;
+mod plans;
+mod policy;
+pub mod ssh;
+mod state;
+mod system;
+pub use finding::{Finding, Level, report};
+use finding::{fail, ok, warn};
+pub use system::{
+    SystemProbe, load_policy_facts, read_app_networks, read_drift, read_engine_facts, read_store_health,
+    run_doctor,
+};

@@ -1,0 +1,146 @@
+//! The doctor's rules on the policy's content: the helper's parser accepts
+//! it, each approver is a person's account and not the agent's, each pinned
+//! image fits the container volce-lab starts from it. Runs as root inside
+//! `volce-lab-host doctor`, on what the probe read.
+
+use std::path::Path;
+
+use super::{DoctorPaths, DoctorProbe, Finding, PolicyFacts, fail, ok, protected, warn};
+
+pub(super) fn check_policy(
+    paths: &DoctorPaths,
+    probe: &dyn DoctorProbe,
+    agent: Option<&str>,
+    findings: &mut Vec<Finding>,
+) {
+    if let Some(dir) = paths.policy.parent() {
+        findings.push(protected(paths, "policy directory", dir, "0755"));
+    }
+    let file = protected(paths, "policy file", &paths.policy, "0600");
+    let present = !file.detail.ends_with("is missing");
+    findings.push(file);
+    if !present {
+        return;
+    }
+    match probe.policy(&paths.policy) {
+        Err(why) => findings.push(fail(
+            "policy content",
+            format!("refused: {why}"),
+            format!("correct {} (see /usr/share/doc/volce-lab/policy.example.jsonc)", paths.policy.display()),
+        )),
+        Ok(PolicyFacts { images, gateway, approvers }) => {
+            findings.push(ok("policy content", format!("valid, {} pinned image(s)", images.len())));
+            check_approvers(&paths.policy, &approvers, agent, probe, findings);
+            for image in &images {
+                let role = if *image == gateway { ImageRole::Gateway } else { ImageRole::App };
+                findings.push(check_image(image, role, probe));
+            }
+        }
+    }
+}
+
+/// Which container a pinned image becomes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ImageRole {
+    /// A catalog image: run as `--user 1000:1000`, its own command.
+    App,
+    /// `nginx_image`: run as `--user 101:101`, nginx in the foreground.
+    Gateway,
+}
+
+/// A pinned image held against the container volce-lab starts from it
+/// (HOST-SETUP.md, "The catalog's images"). Only warnings: deploy pulls by
+/// digest, so an image not present yet is normal on a fresh server, and
+/// whether a mismatched image still works only a deploy can tell.
+///
+/// It fits when its `User` is the uid (or uid:gid) volce-lab runs it as, so
+/// the files the image made for its user are that user's in the
+/// container, and its default command starts something: for the gateway,
+/// nginx in the foreground (`daemon off;`), since volce-lab gives it no
+/// command.
+fn check_image(image: &str, role: ImageRole, probe: &dyn DoctorProbe) -> Finding {
+    let shown = crate::text::for_terminal(image);
+    let Some(config) = probe.image_config(image) else {
+        return warn(
+            "image",
+            format!("{shown} is not in the local engine (deploy pulls it by digest)"),
+            format!("docker pull {shown}, or check the registry serves it"),
+        );
+    };
+    let (uid, runs_as) = match role {
+        ImageRole::App => ("1000", "1000:1000"),
+        ImageRole::Gateway => ("101", "101:101"),
+    };
+    let command: Vec<&str> = config.entrypoint.iter().chain(&config.cmd).map(String::as_str).collect();
+    let user = crate::text::for_terminal(&config.user);
+    let mut misfits = Vec::new();
+    if config.user != uid && config.user != runs_as {
+        let built_for =
+            if config.user.is_empty() { "root (no USER)".to_owned() } else { format!("`{user}`") };
+        misfits.push(format!("its USER is {built_for}, but volce-lab runs it as {runs_as}"));
+    }
+    match role {
+        ImageRole::App if command.is_empty() => {
+            misfits.push("it has no CMD or ENTRYPOINT, and volce-lab gives it no command".to_owned())
+        }
+        ImageRole::Gateway
+            if !command.iter().any(|word| Path::new(word).file_name().is_some_and(|n| n == "nginx"))
+                || !command.contains(&"daemon off;") =>
+        {
+            misfits.push(format!(
+                "its command {} does not start nginx in the foreground (nginx -g 'daemon off;')",
+                crate::text::for_terminal(&format!("{command:?}"))
+            ))
+        }
+        _ => {}
+    }
+    if misfits.is_empty() {
+        ok("image", format!("{shown} is present, runs as {runs_as} with its own command"))
+    } else {
+        warn(
+            "image",
+            format!("{shown} does not fit the {} template: {}", role.name(), misfits.join("; ")),
+            "rebuild it with USER and CMD as HOST-SETUP.md's images section says, then pin the new digest",
+        )
+    }
+}
+
+impl ImageRole {
+    fn name(self) -> &'static str {
+        match self {
+            ImageRole::App => "app",
+            ImageRole::Gateway => "gateway",
+        }
+    }
+}
+
+/// An approver must be a person's account that exists, and never the
+/// agent's: the parser cannot know either (accounts come and go, and the
+/// agent is named only in sudoers), so the doctor checks both.
+fn check_approvers(
+    policy: &Path,
+    approvers: &[String],
+    agent: Option<&str>,
+    probe: &dyn DoctorProbe,
+    findings: &mut Vec<Finding>,
+) {
+    for approver in approvers {
+        if Some(approver.as_str()) == agent {
+            findings.push(fail(
+                "approver",
+                format!("`{approver}` is the agent's own account: the agent could approve its own plans"),
+                format!("remove `{approver}` from approvers in {}", policy.display()),
+            ));
+        } else if probe.groups_of(approver).is_none() {
+            findings.push(fail(
+                "approver",
+                format!("`{approver}` is not an account on this server: nobody can approve as it"),
+                format!(
+                    "create the operator's account (useradd --create-home {approver}) or correct approvers"
+                ),
+            ));
+        } else {
+            findings.push(ok("approver", format!("`{approver}` is an account and not the agent's")));
+        }
+    }
+}

@@ -1,0 +1,121 @@
+//! The doctor's rules on the state directory: its owner and mode, the
+//! database's integrity, schema and audit chain, the managed apps held
+//! against the engine, and plans stuck executing or needing inspection.
+//! Runs as root inside `volce-lab-host doctor`; reads only.
+
+use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+use std::path::Path;
+
+use super::{AppDrift, DoctorPaths, DoctorProbe, Finding, fail, ok, plans};
+
+pub(super) fn check_state(paths: &DoctorPaths, probe: &dyn DoctorProbe, findings: &mut Vec<Finding>) {
+    let dir = &paths.state_dir;
+    match std::fs::symlink_metadata(dir) {
+        Ok(meta)
+            if meta.is_dir() && meta.uid() == paths.owner_uid && meta.permissions().mode() & 0o077 == 0 =>
+        {
+            findings.push(ok(
+                "state directory",
+                format!("{} owned by uid {}, mode 0700", dir.display(), meta.uid()),
+            ))
+        }
+        Ok(meta) if meta.is_dir() => findings.push(fail(
+            "state directory",
+            format!(
+                "{} is owned by uid {} with mode {:o}; it must be root's alone",
+                dir.display(),
+                meta.uid(),
+                meta.permissions().mode() & 0o7777
+            ),
+            format!("chown root:root {0} && chmod 0700 {0}", dir.display()),
+        )),
+        _ => {
+            findings.push(fail(
+                "state directory",
+                format!("{} is missing or not a directory", dir.display()),
+                "it is created by the first `volce-lab-host rpc`; check the helper runs",
+            ));
+            return;
+        }
+    }
+    // What a damaged database needs: the helper refuses it
+    // (`state_corrupt`) until then. HOST-SETUP.md says how the backup is kept.
+    let restore = format!(
+        "the helper refuses it (state_corrupt); keep a copy of {} as \
+         evidence, then restore state.db from the backup HOST-SETUP.md has you keep \
+         (made with `sqlite3 state.db .backup`) and delete state.db-wal and state.db-shm",
+        dir.display()
+    );
+    match probe.store(dir) {
+        Err(why) => findings.push(fail("database", format!("cannot be opened: {why}"), restore)),
+        Ok(None) => findings.push(ok("database", "not created yet: the first rpc creates it")),
+        Ok(Some(health)) => {
+            if health.integrity_ok {
+                findings.push(ok("database", "PRAGMA integrity_check: ok"));
+            } else {
+                findings.push(fail("database", "PRAGMA integrity_check reports damage", restore));
+            }
+            if health.schema_version == health.expected_schema_version {
+                findings.push(ok("schema", format!("version {}", health.schema_version)));
+            } else {
+                findings.push(fail(
+                    "schema",
+                    format!(
+                        "version {} but this binary expects {}",
+                        health.schema_version, health.expected_schema_version
+                    ),
+                    "install the volce-lab version that wrote this database, or run any rpc to migrate an older one",
+                ));
+            }
+            match &health.audit_break {
+                None => findings.push(ok(
+                    "audit chain",
+                    format!(
+                        "{} rows chain intact (check a kept head: volce-lab-host audit verify --from HASH)",
+                        health.audit_rows
+                    ),
+                )),
+                Some(broken) => {
+                    let (seq, at) = broken.row();
+                    findings.push(fail(
+                        "audit chain",
+                        format!("broken at row seq {seq} ({})", crate::text::rfc3339_seconds(at)),
+                        "volce-lab-host audit verify names what changed; keep state.db as evidence (HOST-SETUP.md)",
+                    ));
+                }
+            }
+            if health.stuck_plans.is_empty() {
+                findings.push(ok("plans", "none executing or needing inspection"));
+            }
+            check_drift(dir, probe, findings);
+            for (plan, state) in health.stuck_plans {
+                findings.push(plans::stuck_plan(dir, probe, &plan, &state));
+            }
+        }
+    }
+}
+
+/// Each managed app held against the engine: drift is a finding with the
+/// reviewed change that settles it (the agent plans it, an approver approves).
+fn check_drift(dir: &Path, probe: &dyn DoctorProbe, findings: &mut Vec<Finding>) {
+    match probe.drift(dir) {
+        Err(why) => findings.push(fail(
+            "apps",
+            format!("cannot be held against the engine: {why}"),
+            "see the docker finding; volce-lab-host list shows the records meanwhile",
+        )),
+        Ok(drifted) if drifted.is_empty() => findings.push(ok("apps", "every managed app is as recorded")),
+        Ok(drifted) => {
+            for AppDrift { app, reason } in drifted {
+                findings.push(fail(
+                    format!("app {}", crate::text::for_terminal(&app)),
+                    format!("drifted ({}): {}", reason.as_str(), reason.sentence()),
+                    format!(
+                        "{}; the agent plans it (service_plan), you approve it (volce-lab-host list, show, approve)",
+                        reason.fix()
+                    ),
+                ));
+            }
+        }
+    }
+}

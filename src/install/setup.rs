@@ -1,0 +1,298 @@
+//! `volce-lab-host setup --agent NAME --operator NAME --key FILE` and
+//! `setup --undo`: the steps of HOST-SETUP.md after the package, done
+//! idempotently and shown one line each. Runs as root on the server.
+//!
+//! What it makes, in order: the agent's account (shell `/bin/sh`, key login
+//! only), its home and `~/.ssh` owned by root so the account can neither
+//! edit its key line nor plant a login script, the key bound to the ssh
+//! gate (`restrict,command="... ssh-gate"`), the one sudoers rule (written
+//! beside the drop-in directory's real files under a name sudo ignores,
+//! checked with `visudo -cf`, then renamed into place), a policy skeleton
+//! when there is none, the state directory and database; then it runs the
+//! smoke request as the agent and `doctor`.
+//!
+//! Invariants:
+//! - it never replaces a file it did not write unless `--replace` is given,
+//!   and never touches an existing policy at all;
+//! - everything it creates is recorded in a manifest under the state
+//!   directory, with the sha256 of each file it wrote; `--undo` removes
+//!   exactly those, and only files whose content is still what it wrote
+//!   (an operator's edit is kept, and said so);
+//! - no shell: each program is a fixed absolute path with argv built from
+//!   validated names.
+//!
+//! Here: the steps, top to bottom as one pipeline. Beside it: what setup
+//! accepts and writes (`setup/content.rs`), the manifest, the files written
+//! through it and `--undo` (`setup/manifest.rs`); the tests are in
+//! `setup/tests.rs`.
+
+use std::fs;
+use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+use std::path::{Path, PathBuf};
+
+use crate::exec::{self, ProcessSpec};
+use crate::host::HostPaths;
+
+const SUDOERS: &str = HostPaths::SUDOERS;
+const SUDOERS_CANDIDATE: &str = HostPaths::SUDOERS_CANDIDATE;
+const POLICY: &str = HostPaths::POLICY;
+const STATE_DIR: &str = HostPaths::STATE_DIR;
+
+mod content;
+mod manifest;
+pub use content::{authorized_keys_line, check_account, parse_public_key, policy_skeleton};
+pub use manifest::{Manifest, WrittenFile, undo};
+use manifest::{load_manifest, place_file, place_sudoers, save_manifest};
+
+/// Why setup stopped. Each message names what to do next.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SetupError {
+    #[error("setup must run as root (sudo volce-lab-host setup ...)")]
+    NotRoot,
+    #[error("{0}")]
+    BadArgument(String),
+    #[error(
+        "{path} exists and was not written by setup; review it, then run again with --replace to overwrite it"
+    )]
+    WouldReplace { path: String },
+    #[error("{step} failed: {why}")]
+    Step { step: String, why: String },
+}
+
+fn step_failed(step: &str, why: impl std::fmt::Display) -> SetupError {
+    SetupError::Step { step: step.to_owned(), why: why.to_string() }
+}
+
+/// Runs one fixed program; its stderr is not shown (only whether it worked).
+fn run(step: &str, program: &str, args: &[&str], stdin: Option<&[u8]>) -> Result<Vec<u8>, SetupError> {
+    let mut spec = ProcessSpec::new(program, args.iter().copied());
+    spec.stdin = stdin.map(<[u8]>::to_vec);
+    spec.timeout = std::time::Duration::from_secs(60);
+    spec.stdout_limit = 256 * 1024;
+    let outcome = exec::run_blocking(&spec);
+    let execution = &outcome.execution;
+    if execution.execution_status != exec::ExecutionStatus::Ok {
+        return Err(step_failed(step, format!("{program} {args:?} ended {:?}", execution.execution_status)));
+    }
+    Ok(outcome.stdout)
+}
+
+fn say(done: bool, step: &str, detail: impl std::fmt::Display) {
+    println!("{} {step}: {detail}", if done { "done" } else { "ok  " });
+}
+
+/// The arguments of `setup`.
+#[derive(Debug, Clone)]
+pub struct SetupArgs {
+    pub agent: String,
+    pub operator: String,
+    pub key_file: PathBuf,
+    pub replace: bool,
+}
+
+/// `setup`: each step in order; stops at the first that fails, with what
+/// was done so far recorded in the manifest.
+pub fn setup(args: &SetupArgs) -> Result<(), SetupError> {
+    if !nix::unistd::geteuid().is_root() {
+        return Err(SetupError::NotRoot);
+    }
+    check_account("agent", &args.agent)?;
+    check_account("operator", &args.operator)?;
+    if args.agent == args.operator {
+        return Err(SetupError::BadArgument("--agent and --operator must be different accounts".into()));
+    }
+    let key_text = fs::read_to_string(&args.key_file).map_err(|e| {
+        SetupError::BadArgument(format!("--key {}: cannot read it ({})", args.key_file.display(), e.kind()))
+    })?;
+    let (kind, blob) = parse_public_key(&key_text)?;
+    if nix::unistd::User::from_name(&args.operator).ok().flatten().is_none() {
+        return Err(SetupError::BadArgument(format!(
+            "--operator {}: no such account; create the person's account first (adduser {})",
+            args.operator, args.operator
+        )));
+    }
+
+    fs::create_dir_all(STATE_DIR).map_err(|e| step_failed("state directory", e))?;
+    fs::set_permissions(STATE_DIR, fs::Permissions::from_mode(0o700))
+        .map_err(|e| step_failed("state directory", e))?;
+    let mut manifest = load_manifest();
+    let result = setup_steps(args, &kind, &blob, &mut manifest);
+    save_manifest(&manifest)?;
+    result
+}
+
+fn setup_steps(args: &SetupArgs, kind: &str, blob: &str, manifest: &mut Manifest) -> Result<(), SetupError> {
+    let agent = args.agent.as_str();
+
+    // 1. The account: key login only, /bin/sh (bash would read ~/.bashrc
+    //    for an ssh command), in no privileged group.
+    let user = match nix::unistd::User::from_name(agent).ok().flatten() {
+        Some(user) => {
+            say(false, "agent account", format!("{agent} exists"));
+            user
+        }
+        None => {
+            run(
+                "agent account",
+                "/usr/sbin/useradd",
+                &["--create-home", "--shell", "/bin/sh", "--", agent],
+                None,
+            )?;
+            let user = nix::unistd::User::from_name(agent).ok().flatten().ok_or_else(|| {
+                step_failed("agent account", "useradd succeeded but the account is not there")
+            })?;
+            manifest.created_account = Some(agent.to_owned());
+            manifest.created_home = Some(user.dir.clone());
+            say(true, "agent account", format!("created {agent}"));
+            user
+        }
+    };
+    if user.shell != Path::new("/bin/sh") {
+        run("agent shell", "/usr/sbin/usermod", &["--shell", "/bin/sh", "--", agent], None)?;
+        say(true, "agent shell", format!("{} -> /bin/sh", user.shell.display()));
+    } else {
+        say(false, "agent shell", "/bin/sh");
+    }
+    // `*` (not `!`): a locked password makes sshd refuse key logins too.
+    run("agent password", "/usr/sbin/usermod", &["-p", "*", "--", agent], None)?;
+    let groups = String::from_utf8_lossy(&run("agent groups", "/usr/bin/id", &["-Gn", "--", agent], None)?)
+        .into_owned();
+    if let Some(bad) = groups.split_whitespace().find(|g| super::PRIVILEGED_GROUPS.contains(g)) {
+        return Err(step_failed(
+            "agent groups",
+            format!(
+                "{agent} is in group {bad}, which bypasses every rule; remove it (gpasswd -d {agent} {bad}) and run again"
+            ),
+        ));
+    }
+
+    // 2. Home, dotfiles and ~/.ssh owned by root: out of the account's reach.
+    let home = user.dir.clone();
+    if !home.is_absolute() || home == Path::new("/") {
+        return Err(step_failed(
+            "agent home",
+            format!("{} is not a home directory setup can protect", home.display()),
+        ));
+    }
+    protect_home(&home)?;
+
+    // 3. The key, bound to the gate.
+    let ssh_dir = home.join(".ssh");
+    if !ssh_dir.is_dir() {
+        fs::create_dir(&ssh_dir).map_err(|e| step_failed("agent ~/.ssh", e))?;
+    }
+    nix::unistd::chown(&ssh_dir, Some(nix::unistd::Uid::from_raw(0)), Some(nix::unistd::Gid::from_raw(0)))
+        .map_err(|e| step_failed("agent ~/.ssh", e))?;
+    fs::set_permissions(&ssh_dir, fs::Permissions::from_mode(0o755))
+        .map_err(|e| step_failed("agent ~/.ssh", e))?;
+    let line = authorized_keys_line(kind, blob);
+    place_file(
+        manifest,
+        "agent key",
+        &ssh_dir.join("authorized_keys"),
+        line.as_bytes(),
+        0o644,
+        args.replace,
+    )?;
+
+    // 4. The one sudoers rule, in force only once visudo accepted it.
+    let rule = format!("{}\n", super::sudoers_rule(agent));
+    place_sudoers(manifest, rule.as_bytes(), args.replace)?;
+
+    // 5. A policy skeleton, never over an existing policy.
+    if Path::new(POLICY).exists() {
+        say(false, "policy", format!("{POLICY} exists (left as it is)"));
+    } else {
+        let skeleton = policy_skeleton(&args.operator);
+        if let Some(etc) = Path::new(POLICY).parent() {
+            fs::create_dir_all(etc).map_err(|e| step_failed("policy", e))?;
+        }
+        place_file(manifest, "policy", Path::new(POLICY), skeleton.as_bytes(), 0o600, false)?;
+        println!("     edit {POLICY}: put your reviewed, digest-pinned images in catalog and nginx_image");
+    }
+
+    // 6. The database, so doctor has something to check before any rpc.
+    let database = HostPaths::fixed().database();
+    crate::store::Store::open(&database).map_err(|e| step_failed("database", e))?;
+    say(false, "database", format!("{} is at the current schema", database.display()));
+
+    // 7. The smoke args, as the agent, through the exact sudoers rule.
+    let reply = run(
+        "smoke request",
+        "/usr/sbin/runuser",
+        &["-u", agent, "--", "/usr/bin/sudo", "-n", HostPaths::HELPER, "rpc"],
+        Some(br#"{"operation":"gateway_status"}"#),
+    );
+    match reply {
+        Ok(reply) => {
+            say(false, "smoke request", format!("rpc answered: {}", String::from_utf8_lossy(&reply).trim()))
+        }
+        Err(why) => {
+            println!("FAIL smoke request: {why}\n     fix: run `sudo volce-lab-host doctor` for the reason")
+        }
+    }
+    Ok(())
+}
+
+/// The home directory and every dotfile in it become root's and lose group
+/// and world write; the account keeps read access to what it had.
+fn protect_home(home: &Path) -> Result<(), SetupError> {
+    let (root, root_group) = (Some(nix::unistd::Uid::from_raw(0)), Some(nix::unistd::Gid::from_raw(0)));
+    nix::unistd::chown(home, root, root_group).map_err(|e| step_failed("agent home", e))?;
+    let mode = fs::metadata(home).map_err(|e| step_failed("agent home", e))?.mode() & 0o7777;
+    fs::set_permissions(home, fs::Permissions::from_mode((mode & !0o022) | 0o755))
+        .map_err(|e| step_failed("agent home", e))?;
+    for entry in fs::read_dir(home).map_err(|e| step_failed("agent home", e))?.flatten() {
+        if !entry.file_name().to_string_lossy().starts_with('.') {
+            continue;
+        }
+        let path = entry.path();
+        let meta = fs::symlink_metadata(&path).map_err(|e| step_failed("agent dotfiles", e))?;
+        nix::unistd::fchownat(
+            nix::fcntl::AT_FDCWD,
+            &path,
+            root,
+            root_group,
+            nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+        )
+        .map_err(|e| step_failed("agent dotfiles", e))?;
+        if !meta.file_type().is_symlink() {
+            fs::set_permissions(&path, fs::Permissions::from_mode(meta.mode() & 0o7777 & !0o022))
+                .map_err(|e| step_failed("agent dotfiles", e))?;
+        }
+    }
+    say(false, "agent home", format!("{} and its dotfiles are root's", home.display()));
+    Ok(())
+}
+
+/// `volce-lab-host setup ...` in the shipped binary: the steps, then
+/// doctor's report; exit 0 only when both are content.
+pub fn run_setup(args: Option<SetupArgs>) -> crate::exit::Exit {
+    use crate::exit::Exit;
+    let outcome = match &args {
+        Some(args) => setup(args),
+        None => undo(),
+    };
+    match outcome {
+        Err(SetupError::NotRoot) => {
+            eprintln!("volce-lab-host: {}", SetupError::NotRoot);
+            Exit::Usage
+        }
+        Err(error @ SetupError::BadArgument(_)) => {
+            eprintln!("volce-lab-host setup: {error}");
+            Exit::Usage
+        }
+        Err(error) => {
+            eprintln!("volce-lab-host setup: {error}");
+            Exit::Failure
+        }
+        Ok(()) if args.is_some() => {
+            println!("\nvolce-lab-host doctor:");
+            super::doctor::run_doctor()
+        }
+        Ok(()) => Exit::Ok,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,163 @@
+//! What setup made, recorded so that `setup --undo` removes exactly that:
+//! the [`Manifest`] under the state directory, the files setup writes
+//! through it (each with the sha256 of what it wrote, the sudoers rule only
+//! once `visudo -cf` accepted it), and [`undo`]. Runs as root inside
+//! `volce-lab-host setup`.
+
+use std::fs;
+use std::io::Write as _;
+use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest as _, Sha256};
+
+use super::{STATE_DIR, SUDOERS, SUDOERS_CANDIDATE, SetupError, run, say, step_failed};
+use crate::host::HostPaths;
+
+fn manifest_path() -> PathBuf {
+    HostPaths::fixed().setup_manifest()
+}
+
+/// What `setup` made, so that `--undo` removes exactly that.
+#[derive(Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Manifest {
+    /// The agent's account, when setup created it.
+    pub created_account: Option<String>,
+    /// Its home, which undo removes with it (root owns it after setup, so
+    /// `userdel --remove` would leave it behind).
+    pub created_home: Option<PathBuf>,
+    /// Files setup wrote, with the sha256 of what it wrote.
+    pub files: Vec<WrittenFile>,
+}
+
+#[derive(Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct WrittenFile {
+    pub path: PathBuf,
+    pub sha256: String,
+}
+
+pub(super) fn sha256(bytes: &[u8]) -> String {
+    crate::text::hex(&Sha256::digest(bytes))
+}
+
+pub(super) fn load_manifest() -> Manifest {
+    fs::read(manifest_path()).ok().and_then(|bytes| serde_json::from_slice(&bytes).ok()).unwrap_or_default()
+}
+
+pub(super) fn save_manifest(manifest: &Manifest) -> Result<(), SetupError> {
+    let json = serde_json::to_vec_pretty(manifest).map_err(|e| step_failed("manifest", e))?;
+    write_file(&manifest_path(), &json, 0o600).map_err(|e| step_failed("manifest", e))
+}
+
+/// Writes `bytes` to `path` (mode `mode`, owner root) through a temporary
+/// file and a rename, so a reader sees the old file or the new one.
+fn write_file(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
+    let candidate = path.with_extension("volce-lab-setup");
+    let _ = fs::remove_file(&candidate);
+    let mut file = fs::OpenOptions::new().write(true).create_new(true).mode(mode).open(&candidate)?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    fs::set_permissions(&candidate, fs::Permissions::from_mode(mode))?;
+    fs::rename(&candidate, path)
+}
+
+/// Writes `content` at `path` unless it is already there; refuses to
+/// replace a file setup did not write unless `replace`.
+pub(super) fn place_file(
+    manifest: &mut Manifest,
+    step: &str,
+    path: &Path,
+    content: &[u8],
+    mode: u32,
+    replace: bool,
+) -> Result<(), SetupError> {
+    match fs::read(path) {
+        Ok(existing) if existing == content => {
+            say(false, step, format!("{} already holds it", path.display()));
+            return Ok(());
+        }
+        Ok(existing) => {
+            let ours = manifest.files.iter().any(|f| f.path == path && f.sha256 == sha256(&existing));
+            if !ours && !replace {
+                return Err(SetupError::WouldReplace { path: path.display().to_string() });
+            }
+        }
+        Err(_) => {}
+    }
+    write_file(path, content, mode).map_err(|e| step_failed(step, e))?;
+    manifest.files.retain(|f| f.path != path);
+    manifest.files.push(WrittenFile { path: path.to_owned(), sha256: sha256(content) });
+    say(true, step, format!("wrote {}", path.display()));
+    Ok(())
+}
+
+pub(super) fn place_sudoers(manifest: &mut Manifest, rule: &[u8], replace: bool) -> Result<(), SetupError> {
+    let path = Path::new(SUDOERS);
+    if let Ok(existing) = fs::read(path) {
+        if existing == rule {
+            say(false, "sudoers rule", format!("{SUDOERS} already holds it"));
+            return Ok(());
+        }
+        let ours = manifest.files.iter().any(|f| f.path == path && f.sha256 == sha256(&existing));
+        if !ours && !replace {
+            return Err(SetupError::WouldReplace { path: SUDOERS.to_owned() });
+        }
+    }
+    let candidate = Path::new(SUDOERS_CANDIDATE);
+    write_file(candidate, rule, 0o440).map_err(|e| step_failed("sudoers rule", e))?;
+    if let Err(why) = run("sudoers rule", "/usr/sbin/visudo", &["-cf", SUDOERS_CANDIDATE], None) {
+        let _ = fs::remove_file(candidate);
+        return Err(why);
+    }
+    fs::rename(candidate, path).map_err(|e| step_failed("sudoers rule", e))?;
+    manifest.files.retain(|f| f.path != path);
+    manifest.files.push(WrittenFile { path: path.to_owned(), sha256: sha256(rule) });
+    say(true, "sudoers rule", format!("wrote {SUDOERS} (visudo -cf accepted it)"));
+    Ok(())
+}
+
+/// `setup --undo`: removes what the manifest says setup made, newest
+/// first, each file only while it still holds what setup wrote.
+pub fn undo() -> Result<(), SetupError> {
+    if !nix::unistd::geteuid().is_root() {
+        return Err(SetupError::NotRoot);
+    }
+    let manifest = load_manifest();
+    for file in manifest.files.iter().rev() {
+        match fs::read(&file.path) {
+            Ok(bytes) if sha256(&bytes) == file.sha256 => {
+                fs::remove_file(&file.path).map_err(|e| step_failed("undo", e))?;
+                say(true, "undo", format!("removed {}", file.path.display()));
+            }
+            Ok(_) => println!("kept {}: it changed since setup wrote it (yours now)", file.path.display()),
+            Err(_) => say(false, "undo", format!("{} is already gone", file.path.display())),
+        }
+    }
+    if let Some(agent) = &manifest.created_account {
+        if nix::unistd::User::from_name(agent).ok().flatten().is_some() {
+            // userdel refuses while a process runs as the account: most
+            // often the session of a workstation's ssh master.
+            run("undo", "/usr/sbin/userdel", &["--", agent], None).map_err(|why| {
+                step_failed(
+                    "undo",
+                    format!(
+                        "{why}; a process of {agent} is probably still running (pgrep -u {agent} -a: \
+                         a workstation's ssh master, which `ssh -O exit` ends, or an rpc); end it and run \
+                         setup --undo again, before you remove {STATE_DIR} (its manifest is there)"
+                    ),
+                )
+            })?;
+            say(true, "undo", format!("removed the account {agent}"));
+        }
+        if let Some(home) =
+            manifest.created_home.as_ref().filter(|home| home.starts_with("/home/") && home.exists())
+        {
+            fs::remove_dir_all(home).map_err(|e| step_failed("undo", e))?;
+            say(true, "undo", format!("removed {}", home.display()));
+        }
+    }
+    let _ = fs::remove_file(manifest_path());
+    println!("setup is undone; the state directory and any policy you edited are kept");
+    Ok(())
+}
