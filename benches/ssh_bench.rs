@@ -193,7 +193,7 @@ async fn deploy_logs_app(inspector: &Inspector) -> bool {
         println!("service_logs: skipped (the operator's approve failed: {})", said.trim());
         return false;
     }
-    let plan_id = volce_lab::control::plan::PlanId::parse(&id).unwrap();
+    let plan_id = volce_lab::vocab::PlanId::parse(&id).unwrap();
     match agent_rpc(inspector, &Request::execute(&plan_id)).await {
         Reply::Ok { .. } => true,
         other => {

@@ -57,4 +57,5 @@ pub mod mcp;
 pub mod nginx;
 pub mod store;
 pub mod text;
+pub mod vocab;
 pub mod wire;

@@ -37,9 +37,9 @@ pub mod progress;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
-use crate::control::plan::{Action, PlanId};
-use crate::control::{Code, Refusal};
+use crate::control::plan::Action;
 use crate::exit::Exit;
+use crate::vocab::{Code, PlanId, Refusal};
 
 /// The version of this contract. It is documentation, not a field: the
 /// bytes of version 1 carry no version, and adding one would change them.

@@ -27,7 +27,7 @@ fuzz_target!(|data: &[u8]| {
         }
         _ => {
             if let Ok(networks) = parse::parse_networks(out) {
-                assert!(networks.iter().all(|n| n.starts_with(volce_lab::docker::names::PREFIX)));
+                assert!(networks.iter().all(|n| n.starts_with(volce_lab::vocab::NAME_PREFIX)));
             }
         }
     }

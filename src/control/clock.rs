@@ -12,7 +12,7 @@
 //! for a plan stored before boot times were kept, only the wall clock is
 //! there to go by.
 
-use super::{Code, Refusal};
+use crate::vocab::{Code, Refusal};
 
 /// How far the two clocks may drift apart between prepare and execute:
 /// NTP slews by far less within a plan's lifetime (600 s by default).

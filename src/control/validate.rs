@@ -35,13 +35,12 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::plan::{Action, ContainerPlan, Impact, Payload, PlanId};
-use super::policy::{ImageRef, Policy};
-use super::{Code, Refusal, refuse};
-use crate::docker::{
-    AppName, Capacity, ContainerId, DeploySpec, ImageId, LABEL_APP, LABEL_PLAN, LABEL_ROLE, Snapshot,
+use super::plan::{Action, ContainerPlan, Impact, Payload};
+use super::policy::Policy;
+use crate::vocab::{
+    AppName, Capacity, Code, Container, ContainerId, DeploySpec, ImageId, ImageRef, LABEL_APP, LABEL_PLAN,
+    LABEL_ROLE, PlanId, Refusal, ServerName, Snapshot, refuse,
 };
-use crate::nginx::ServerName;
 
 const MIB: u64 = 1024 * 1024;
 
@@ -255,8 +254,6 @@ fn port(params: &Map<String, Value>, key: &str) -> Result<u16, Refusal> {
         _ => refuse(Code::InvalidPort, format!("{key} must be an integer from 1024 to 65535.")),
     }
 }
-
-pub use crate::nginx::is_server_name;
 
 fn server_name(params: &Map<String, Value>) -> Result<ServerName, Refusal> {
     ServerName::parse(string(params, "server_name")?).ok_or_else(|| {
@@ -586,7 +583,7 @@ fn remove_app(params: &Map<String, Value>, ctx: &Context<'_>) -> Result<(Payload
     // (its ids were never reported, but every object it made carries its
     // unique plan id); an operator has resolved that plan before any new
     // plan is accepted.
-    let ours = |c: &crate::docker::Container| {
+    let ours = |c: &Container| {
         record.containers.contains(&c.id)
             || (record.state == AppState::NeedsInspection
                 && c.labels.get(LABEL_PLAN).map(String::as_str) == Some(record.plan_id.as_str()))

@@ -41,14 +41,12 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::gateway_file::{backup, open_managed_config, read_bounded, remove_app_dir, rewrite};
-use super::{
-    AppRemoval, Capacity, Container, ContainerId, DeploySpec, Deployed, Engine, EngineError, ImageId,
-    LABEL_APP, LABEL_PLAN, LogWindow, Progress, Snapshot, StartSpec, UpdateSpec,
-};
-use crate::control::plan::PlanId;
-use crate::control::policy::ImageRef;
+use super::{AppRemoval, Deployed, Engine, EngineError, LogWindow, Progress};
 use crate::exec::{ExecutionStatus, Outcome, ProcessSpec, minimal_env, run_blocking};
-use crate::nginx::ServerName;
+use crate::vocab::{
+    Capacity, Container, ContainerId, DeploySpec, ImageId, ImageRef, LABEL_APP, LABEL_PLAN, NAME_PREFIX,
+    PlanId, ServerName, Snapshot, StartSpec, UpdateSpec,
+};
 
 mod argv;
 mod deploy;
@@ -236,7 +234,7 @@ impl<R: Runner> DockerCli<R> {
                 scope.spawn(|| self.call("list images", argv(&["image", "ls", "-q", "--no-trunc"]), QUICK));
             let networks = scope.spawn(|| {
                 // A substring match: parse_networks keeps the real prefix.
-                let filter = format!("name={}", super::names::PREFIX);
+                let filter = format!("name={NAME_PREFIX}");
                 self.call(
                     "list networks",
                     argv(&["network", "ls", "--no-trunc", "--filter", &filter, "--format", "{{.Name}}"]),

@@ -172,7 +172,7 @@ impl Probe for SystemProbe {
     }
 
     fn leftovers(&self, state_dir: &Path, plan: &str) -> Option<Result<Vec<String>, String>> {
-        let id = crate::control::plan::PlanId::parse(plan).ok()?;
+        let id = crate::vocab::PlanId::parse(plan).ok()?;
         let engine = crate::docker::cli::DockerCli::new(state_dir);
         Some(crate::host::leftovers::find(&engine, &id).map(|left| left.lines()).map_err(|e| e.to_string()))
     }
@@ -246,11 +246,11 @@ pub fn read_app_networks(state_dir: &Path) -> Result<Vec<super::engine::AppNetwo
     let engine = crate::docker::cli::DockerCli::new(state_dir);
     let mut networks = Vec::new();
     for record in apps.values() {
-        let Some(app) = crate::docker::AppName::parse(&record.app) else { continue };
+        let Some(app) = crate::vocab::AppName::parse(&record.app) else { continue };
         let names = app.names();
         for (name, edge) in [(&names.network, false), (&names.edge_network, true)] {
             let Some(found) = engine.network_options(name).map_err(|e| e.to_string())? else { continue };
-            if found.labels.get(crate::docker::LABEL_APP).map(String::as_str) != Some(app.as_str()) {
+            if found.labels.get(crate::vocab::LABEL_APP).map(String::as_str) != Some(app.as_str()) {
                 continue;
             }
             networks.push(super::engine::AppNetwork {

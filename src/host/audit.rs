@@ -12,9 +12,10 @@
 //!   ids): export prints exactly the stored columns, each text escaped for
 //!   the terminal, never plan parameters.
 
-use crate::control::{Clock as _, Code, Refusal};
+use crate::control::Clock as _;
 use crate::store::{Break, ChainedEntry, Store, Verification};
 use crate::text::{for_terminal, rfc3339_seconds};
+use crate::vocab::{Code, Refusal};
 
 use super::paths;
 use super::{Caller, HostPaths};
@@ -318,7 +319,7 @@ mod tests {
         store
             .write(|tx| {
                 for k in 1..=n {
-                    let id = crate::control::plan::PlanId::parse(&format!("{k:032x}")).unwrap();
+                    let id = crate::vocab::PlanId::parse(&format!("{k:032x}")).unwrap();
                     let plan = crate::control::plan::test_plan(id, 1000);
                     let row = crate::store::AuditRow {
                         at: 1000 + i64::from(k),

@@ -12,7 +12,7 @@
 use serde::Serialize;
 
 use crate::control::validate::{AppRecord, AppState};
-use crate::docker::{AppName, Container, ContainerId, Snapshot};
+use crate::vocab::{AppName, Container, ContainerId, Snapshot};
 
 /// An app's state as the engine shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, strum::IntoStaticStr, strum::VariantArray)]

@@ -73,8 +73,8 @@ use std::process::{Command, Stdio};
 
 use serde::Serialize;
 
-use crate::control::{Code, Refusal};
 use crate::exit::Exit;
+use crate::vocab::{Code, Refusal};
 use crate::wire::gate::{self, Check, Header, RefusalRecord, Refused, Request};
 
 /// `df` by absolute path.

@@ -62,11 +62,12 @@ pub mod show;
 use std::ffi::OsStr;
 use std::io::Read;
 
-use crate::control::plan::{Action, Digest, PlanId};
-use crate::control::{Clock, Code, Refusal, SystemClock};
+use crate::control::plan::Action;
+use crate::control::{Clock, SystemClock};
 use crate::docker::{Engine, NoProgress, Progress};
 use crate::exit::Exit;
 use crate::store::AuditOperation;
+use crate::vocab::{Code, Digest, PlanId, Refusal};
 
 pub use controller::{AppAfterResolve, Awaiting, Controller, Executed, Liveness, Resolved, StoppedClaimer};
 pub use entry::{
@@ -85,7 +86,7 @@ pub fn caller(sudo_user: Option<&OsStr>) -> Result<String, Refusal> {
     match sudo_user {
         None => Ok("root".to_owned()),
         Some(value) => match value.to_str() {
-            Some(name) if crate::control::is_user_name(name) => Ok(name.to_owned()),
+            Some(name) if crate::vocab::is_user_name(name) => Ok(name.to_owned()),
             _ => Err(Refusal::new(Code::InvalidCaller, "SUDO_USER is not a plain unix user name.")),
         },
     }

@@ -18,7 +18,7 @@ use nix::fcntl::{OFlag, openat};
 use nix::sys::stat::Mode;
 
 use crate::control::policy::Policy;
-use crate::control::{Code, Refusal};
+use crate::vocab::{Code, Refusal};
 
 /// The policy file is small; a larger one is refused rather than read.
 const POLICY_MAX_BYTES: u64 = 256 * 1024;

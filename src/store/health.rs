@@ -104,7 +104,6 @@ fn read_only<T: Default>(
 /// exists yet.
 pub fn read_claims(
     path: &Path,
-) -> Result<Vec<(crate::control::plan::PlanId, crate::control::plan::Action, super::Claim)>, super::StoreError>
-{
+) -> Result<Vec<(crate::vocab::PlanId, crate::control::plan::Action, super::Claim)>, super::StoreError> {
     read_only(path, |tx| tx.executing_plans())
 }

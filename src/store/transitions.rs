@@ -27,8 +27,9 @@ use super::rows::{
     Approval, AuditEntry, AuditRow, Claim, PlanOutcome, PlanState, Rejection, RequestMeta, Resolution,
     StoredPlan,
 };
-use crate::control::plan::{Action, Digest, Plan, PlanId};
+use crate::control::plan::{Action, Plan};
 use crate::control::validate::AppRecord;
+use crate::vocab::{Digest, PlanId};
 
 /// The operations available inside a transaction.
 pub struct Tx<'a> {

@@ -50,7 +50,7 @@ use crate::support::docker_lab::{TEST_DIR, docker, docker_ok, read_json};
 const BIN: &str = env!("CARGO_BIN_EXE_volce-lab");
 const ETC: &str = "/etc/volce-lab";
 const STATE: &str = "/var/lib/volce-lab";
-const LABEL_PLAN: &str = volce_lab::docker::LABEL_PLAN;
+const LABEL_PLAN: &str = volce_lab::vocab::LABEL_PLAN;
 
 /// One test of this suite at a time: they share the fixed paths and the
 /// engine's volce-lab objects (a change to any of ours voids a plan).
@@ -1069,7 +1069,7 @@ fn a_stopped_helper_is_visible_and_both_ways_out_run_the_action_at_most_once() {
         let refused =
             volce_lab::host::resolve(&world.paths, engine, SystemClock, ProcLiveness, "vl-operator", &id)
                 .unwrap_err();
-        assert_eq!(refused.code, volce_lab::control::Code::NotAwaitingInspection);
+        assert_eq!(refused.code, volce_lab::vocab::Code::NotAwaitingInspection);
         let (again, again_calls) = world.execute_counted(&id);
         assert_eq!(again["code"], "plan_executing", "{again}");
         assert!(again_calls.iter().all(|c| read_only(c)), "{again_calls:?}");

@@ -38,10 +38,9 @@ use docker_lab::{Lab, docker, docker_ok, eventually, inspect, status};
 use serde_json::{Value, json};
 use volce_lab::control::SystemClock;
 use volce_lab::docker::cli::DockerCli;
-use volce_lab::docker::{
-    AppRemoval, Capacity, ContainerId, DeploySpec, Deployed, Engine, EngineError, ImageId, Snapshot,
-};
+use volce_lab::docker::{AppRemoval, Deployed, Engine, EngineError};
 use volce_lab::host::{HostPaths, ProcLiveness};
+use volce_lab::vocab::{Capacity, ContainerId, DeploySpec, ImageId, Snapshot};
 
 const AGENT: &str = "vl-agent";
 const OPERATOR: &str = "vl-operator";
@@ -419,22 +418,22 @@ impl Engine for RejectedConfig {
     }
     fn resolve_image(
         &self,
-        reference: &volce_lab::control::policy::ImageRef,
-    ) -> Result<Option<volce_lab::docker::ImageId>, EngineError> {
+        reference: &volce_lab::vocab::ImageRef,
+    ) -> Result<Option<volce_lab::vocab::ImageId>, EngineError> {
         self.0.resolve_image(reference)
     }
     fn image_volumes(
         &self,
-        reference: &volce_lab::control::policy::ImageRef,
+        reference: &volce_lab::vocab::ImageRef,
     ) -> Result<Option<Vec<String>>, EngineError> {
         self.0.image_volumes(reference)
     }
-    fn gateway_answers(&self, port: u16, server_name: &volce_lab::nginx::ServerName) -> bool {
+    fn gateway_answers(&self, port: u16, server_name: &volce_lab::vocab::ServerName) -> bool {
         self.0.gateway_answers(port, server_name)
     }
     fn plan_networks(
         &self,
-        plan: &volce_lab::control::plan::PlanId,
+        plan: &volce_lab::vocab::PlanId,
     ) -> Result<Vec<volce_lab::docker::LabelledNetwork>, EngineError> {
         self.0.plan_networks(plan)
     }
@@ -477,14 +476,14 @@ impl Engine for RejectedConfig {
     }
     fn start(
         &self,
-        spec: &volce_lab::docker::StartSpec,
+        spec: &volce_lab::vocab::StartSpec,
         progress: &dyn volce_lab::docker::Progress,
     ) -> Result<(), EngineError> {
         self.0.start(spec, progress)
     }
     fn update(
         &self,
-        spec: &volce_lab::docker::UpdateSpec,
+        spec: &volce_lab::vocab::UpdateSpec,
         progress: &dyn volce_lab::docker::Progress,
     ) -> Result<ContainerId, EngineError> {
         self.0.update(spec, progress)
@@ -538,7 +537,7 @@ fn the_longest_server_name_validation_accepts_is_served() {
     let label = |c: char, n: usize| c.to_string().repeat(n);
     let long = [label('a', 63), label('b', 63), label('c', 63), label('d', 61)].join(".");
     assert_eq!(long.len(), 253);
-    assert!(volce_lab::control::validate::is_server_name(&long));
+    assert!(volce_lab::vocab::is_server_name(&long));
 
     let id = host.planned("deploy", host.deploy_params("web", 8080, &long));
     let done = host.execute(&id);
@@ -561,8 +560,8 @@ fn the_longest_server_name_validation_accepts_is_served() {
 fn labelled_printer(lab: &mut Lab, name: &str, app: &str, role: &str, script: &str) -> String {
     let (web, _) = lab.image("web");
     lab.extra_containers.push(name.to_owned());
-    let app_label = format!("{}={app}", volce_lab::docker::LABEL_APP);
-    let role_label = format!("{}={role}", volce_lab::docker::LABEL_ROLE);
+    let app_label = format!("{}={app}", volce_lab::vocab::LABEL_APP);
+    let role_label = format!("{}={role}", volce_lab::vocab::LABEL_ROLE);
     let args =
         ["run", "-d", "--name", name, "--network", "none", "--label", &app_label, "--label", &role_label];
     let id = docker_ok(&[&args[..], &[web.as_str(), "/bin/busybox", "sh", "-c", script]].concat())
@@ -597,7 +596,7 @@ fn record_app(host: &Host, app: &str, id: &str, plan: &str, port: u16) {
         containers: vec![ContainerId::parse(id).unwrap()],
         app_container: ContainerId::parse(id),
         gateway_container: None,
-        plan_id: volce_lab::control::plan::PlanId::parse(plan).unwrap(),
+        plan_id: volce_lab::vocab::PlanId::parse(plan).unwrap(),
         image_ids: Vec::new(),
         upstream: None,
         image_history: Vec::new(),

@@ -17,15 +17,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sha2::{Digest as _, Sha256};
-use volce_lab::control::plan::PlanId;
-use volce_lab::control::policy::ImageRef;
-use volce_lab::docker::{
-    AppRemoval, Capacity, Container, ContainerId, DeploySpec, Deployed, Engine, EngineError, ImageId,
-    LABEL_APP, LABEL_PLAN, LABEL_ROLE, LabelledNetwork, LogWindow, Progress, PublishedPort, Snapshot,
-    StartSpec, UpdateSpec,
+use volce_lab::docker::{AppRemoval, Deployed, Engine, EngineError, LabelledNetwork, LogWindow, Progress};
+use volce_lab::vocab::{
+    Capacity, Container, ContainerId, DeploySpec, ImageId, ImageRef, LABEL_APP, LABEL_PLAN, LABEL_ROLE,
+    PlanId, PublishedPort, ServerName, Snapshot, StartSpec, Step, UpdateSpec,
 };
-use volce_lab::nginx::ServerName;
-use volce_lab::wire::progress::Step;
 
 pub fn image(c: char) -> ImageId {
     ImageId::parse(&format!("sha256:{}", c.to_string().repeat(64))).unwrap()

@@ -15,10 +15,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
 use serde_json::{Value, json};
-use volce_lab::control::plan::PlanId;
-use volce_lab::control::{Clock, Refusal};
+use volce_lab::control::Clock;
 use volce_lab::host::rpc::Reply;
 use volce_lab::host::{Controller, Decision, HostPaths, ProcLiveness};
+use volce_lab::vocab::{PlanId, Refusal};
 
 use super::fake_engine::{FakeEngine, unused_image};
 

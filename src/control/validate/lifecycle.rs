@@ -18,9 +18,7 @@ use super::{
     string,
 };
 use crate::control::plan::{Action, Impact, Payload};
-use crate::control::{Code, Refusal, refuse};
-use crate::docker::{ContainerId, StartSpec, UpdateSpec};
-use crate::nginx::ServerName;
+use crate::vocab::{Code, ContainerId, Refusal, ServerName, StartSpec, UpdateSpec, refuse};
 
 /// Docker states in which a container is, or is about to be, running.
 fn is_up(state: &str) -> bool {

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::control::policy::tests::sample_policy;
-use crate::docker::{Container, PublishedPort};
+use crate::vocab::{PublishedPort, is_server_name};
 
 struct FakeProbe {
     port_free: bool,

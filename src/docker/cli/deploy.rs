@@ -3,7 +3,7 @@
 //!
 //! Security invariants enforced here: nothing is created before the spec's
 //! untyped values and the host port are checked; every object is created
-//! under a name from [`crate::docker::AppNames`] and carries this plan's
+//! under a name from [`crate::vocab::AppNames`] and carries this plan's
 //! label; a failed deploy removes exactly the containers and networks that
 //! carry this plan's label (or whose ids the steps saw), with `rm -f` only
 //! for those, and the app directory it created (only nginx.conf, then an
@@ -16,12 +16,11 @@
 use super::argv::{app_network, argv, config_mount, edge_network, hardening, labels};
 use super::parse::{first_line, lines};
 use super::{DockerCli, NGINX, NGINX_TEST, PULL, QUICK, Runner};
-use crate::control::plan::PlanId;
 use crate::docker::gateway_file::{remove_new_config, write_new_config};
 use crate::docker::host_probe::{http_get, port_free};
-use crate::docker::{ContainerId, DeploySpec, Deployed, EngineError, LABEL_PLAN, Progress};
+use crate::docker::{Deployed, EngineError, Progress};
 use crate::nginx::GATEWAY_LISTEN_PORT;
-use crate::wire::progress::Step;
+use crate::vocab::{ContainerId, DeploySpec, LABEL_PLAN, PlanId, Step};
 
 impl<R: Runner> DockerCli<R> {
     /// The whole deploy: refuse before the first mutation if a value or the

@@ -23,8 +23,8 @@ use super::deploy::Created;
 use super::parse::{first_line, lines};
 use super::{DockerCli, PULL, QUICK, Runner};
 use crate::docker::gateway_file::{backup, open_managed_config, read_bounded, rewrite};
-use crate::docker::{ContainerId, Engine as _, EngineError, Progress, StartSpec, UpdateSpec};
-use crate::wire::progress::Step;
+use crate::docker::{Engine as _, EngineError, Progress};
+use crate::vocab::{ContainerId, StartSpec, Step, UpdateSpec};
 
 /// How long the old container keeps running after the switch, so that the
 /// gateway's old workers finish what they proxy to it.

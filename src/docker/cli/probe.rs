@@ -8,11 +8,11 @@ use std::collections::BTreeMap;
 use super::argv::{INSPECT_TEMPLATE, argv};
 use super::parse::{first_line, parse_inspect_rows, parse_volumes};
 use super::{DockerCli, QUICK, Runner};
-use crate::control::policy::ImageRef;
+use crate::docker::EngineError;
 use crate::docker::host_probe::http_get;
-use crate::docker::{ContainerId, EngineError, ImageId};
 use crate::exec::ExecutionStatus;
-use crate::nginx::{GATEWAY_LISTEN_PORT, ServerName};
+use crate::nginx::GATEWAY_LISTEN_PORT;
+use crate::vocab::{ContainerId, ImageId, ImageRef, ServerName};
 
 /// What `docker network inspect` says of a network's labels and options
 /// (`null` for none).

@@ -10,18 +10,16 @@ use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::sync::Mutex;
 
 use super::*;
-use crate::control::plan::PlanId;
-use crate::control::policy::ImageRef;
-use crate::docker::{AppName, AppRemoval, Limits, LogWindow, NoProgress, PublishedPort};
+use crate::docker::{AppRemoval, LogWindow, NoProgress};
 use crate::exec::{Completion, Execution};
-use crate::nginx::ServerName;
+use crate::vocab::{AppName, ContainerLimits, PublishedPort, ServerName, Step};
 
 /// A progress sink that keeps what it was told.
 #[derive(Default)]
-pub(super) struct Steps(pub(super) std::cell::RefCell<Vec<crate::wire::progress::Step>>);
+pub(super) struct Steps(pub(super) std::cell::RefCell<Vec<Step>>);
 
 impl crate::docker::Progress for Steps {
-    fn step(&self, step: crate::wire::progress::Step) {
+    fn step(&self, step: Step) {
         self.0.borrow_mut().push(step);
     }
 }
@@ -68,8 +66,8 @@ fn hex(c: char) -> String {
     c.to_string().repeat(64)
 }
 
-fn limits() -> Limits {
-    Limits {
+fn limits() -> ContainerLimits {
+    ContainerLimits {
         memory_bytes: 256 * 1024 * 1024,
         millicpus: 500,
         pids: 128,
@@ -302,7 +300,6 @@ fn deploy_runs_the_golden_argv_then_probes_with_the_host_header() {
     let engine = DockerCli::with_runner(fake, dir.path());
     let steps = Steps::default();
     let deployed = engine.deploy(&spec(&app_dir, port), &steps).unwrap();
-    use crate::wire::progress::Step;
     let expected = [Step::Pulled, Step::Network, Step::AppStarted, Step::GatewayTested, Step::HealthCheck];
     assert_eq!(steps.0.borrow().as_slice(), expected, "each deploy step reported once, in order");
     assert_eq!(deployed.app_container.as_str(), hex('a'));

@@ -19,10 +19,9 @@ use std::collections::BTreeMap;
 
 use super::*;
 use crate::control::validate::AppRecord;
-use crate::docker::Snapshot;
 use crate::host::drift::{self, EngineState};
-use crate::nginx::ServerName;
 use crate::text::rfc3339_seconds;
+use crate::vocab::{ServerName, Snapshot};
 
 /// At most this many free port ranges are listed; `free_count` counts all.
 pub const MAX_FREE_RANGES: usize = 16;
@@ -208,7 +207,7 @@ fn ports_json(range: (u16, u16), apps: &BTreeMap<String, AppRecord>, snapshot: &
     })
 }
 
-fn catalog_ids(catalog: &[Value], gateway: Option<&crate::docker::ImageId>) -> Vec<String> {
+fn catalog_ids(catalog: &[Value], gateway: Option<&crate::vocab::ImageId>) -> Vec<String> {
     let mut ids: Vec<String> =
         catalog.iter().filter_map(|c| c["image_id"].as_str().map(str::to_owned)).collect();
     ids.extend(gateway.map(|g| g.as_str().to_owned()));

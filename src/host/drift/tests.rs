@@ -3,8 +3,7 @@
 use std::collections::BTreeMap;
 
 use super::*;
-use crate::control::plan::PlanId;
-use crate::docker::{ImageId, LABEL_APP};
+use crate::vocab::{ImageId, LABEL_APP, PlanId};
 
 fn id(c: char) -> ContainerId {
     ContainerId::parse(&c.to_string().repeat(64)).unwrap()

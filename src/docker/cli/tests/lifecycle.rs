@@ -2,7 +2,8 @@
 //! argv, the health checks' Host headers, and what a failure undoes.
 
 use super::*;
-use crate::docker::{NoProgress, StartSpec, UpdateSpec};
+use crate::docker::NoProgress;
+use crate::vocab::{StartSpec, UpdateSpec};
 
 /// Answers `count` HTTP requests on `port` with 200 once `trigger` (a whole
 /// argv line) has first run, recording each request's Host header.
@@ -149,7 +150,6 @@ fn update_starts_the_new_container_beside_the_old_checks_it_twice_then_removes_t
     let spec = update_spec(dir.path(), port);
     let steps = Steps::default();
     assert_eq!(engine.update(&spec, &steps).unwrap().as_str(), hex('e'));
-    use crate::wire::progress::Step;
     let expected = [Step::Pulled, Step::AppStarted, Step::GatewayTested, Step::HealthCheck, Step::Switched];
     assert_eq!(steps.0.borrow().as_slice(), expected, "each update step reported once, in order");
     let argv = engine.runner().argv();

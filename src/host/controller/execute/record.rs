@@ -4,10 +4,10 @@
 
 use std::collections::BTreeMap;
 
-use crate::control::plan::{Action, Payload, Plan, PlanId};
+use crate::control::plan::{Action, Payload, Plan};
 use crate::control::validate::{AppRecord, AppState, ImageUse};
-use crate::control::{Code, Refusal};
-use crate::docker::{ContainerId, EngineError, UpdateSpec};
+use crate::docker::EngineError;
+use crate::vocab::{Code, ContainerId, PlanId, Refusal, UpdateSpec};
 
 use super::super::mark_app;
 
@@ -64,7 +64,7 @@ pub(super) fn record_apps(
     plan: &Plan,
     apps: &BTreeMap<String, AppRecord>,
     result: &Result<Vec<String>, EngineError>,
-    after: Option<&crate::docker::Snapshot>,
+    after: Option<&crate::vocab::Snapshot>,
     now: i64,
 ) -> Result<(), Refusal> {
     let ok = result.is_ok();
@@ -175,7 +175,7 @@ fn updated(
     image_key: &str,
     spec: &UpdateSpec,
     new: ContainerId,
-    after: Option<&crate::docker::Snapshot>,
+    after: Option<&crate::vocab::Snapshot>,
     now: i64,
 ) {
     if record.image_history.is_empty() {
