@@ -13,28 +13,13 @@ pub mod policy;
 pub mod scope;
 pub mod validate;
 
-/// Seconds since the Unix epoch. Injected so expiry can be tested.
+/// Seconds since the Unix epoch. Injected so expiry can be tested; the
+/// real one is `crate::host::clock::SystemClock`.
 pub trait Clock {
     fn now(&self) -> i64;
-    /// The boot clock (`clock::boot_now`); `None`, the default, leaves
-    /// expiry to the wall clock alone.
+    /// The boot clock (`crate::host::clock::boot_now`); `None`, the
+    /// default, leaves expiry to the wall clock alone.
     fn boot(&self) -> Option<clock::BootInstant> {
         None
-    }
-}
-
-/// The wall clock.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now(&self) -> i64 {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs() as i64)
-            .unwrap_or(0)
-    }
-    fn boot(&self) -> Option<clock::BootInstant> {
-        clock::boot_now()
     }
 }

@@ -23,7 +23,7 @@ pub fn cli() -> crate::exit::Exit {
     // as it was). Unlike other commands the report is printed even when
     // the row cannot be written: diagnosing a full disk is the doctor's job.
     let end = crate::store::RequestEnd {
-        at: crate::control::Clock::now(&crate::control::SystemClock),
+        at: crate::control::Clock::now(&crate::host::clock::SystemClock),
         outcome: if healthy { crate::store::AuditOutcome::Ok } else { crate::store::AuditOutcome::Failed },
         code: None,
         plan_id: None,

@@ -157,7 +157,7 @@ pub fn export(paths: &HostPaths, since: Option<&str>, json: bool) -> Result<Stri
     let mut store = open(paths)?;
     // Counts of folded refusals whose window has closed go onto the chain
     // first, so the export holds them (`store::fold`).
-    let now = crate::control::SystemClock.now();
+    let now = super::clock::SystemClock.now();
     store.write(|tx| tx.flush_folds(now)).map_err(|e| e.refusal())?;
     let mut out = String::new();
     if !json {

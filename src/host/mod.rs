@@ -44,6 +44,7 @@
 //! row) read best side by side; the terminal edge is `entry.rs`.
 
 pub mod audit;
+pub mod clock;
 pub mod controller;
 pub mod drift;
 mod entry;
@@ -62,13 +63,14 @@ pub mod show;
 use std::ffi::OsStr;
 use std::io::Read;
 
+use crate::control::Clock;
 use crate::control::plan::Action;
-use crate::control::{Clock, SystemClock};
 use crate::docker::{Engine, NoProgress, Progress};
 use crate::exit::Exit;
 use crate::store::AuditOperation;
 use crate::vocab::{Code, Digest, PlanId, Refusal};
 
+use clock::SystemClock;
 pub use controller::{AppAfterResolve, Awaiting, Controller, Executed, Liveness, Resolved, StoppedClaimer};
 pub use entry::{
     cli_approve, cli_audit_export, cli_audit_head, cli_audit_prune, cli_audit_verify, cli_list, cli_reject,

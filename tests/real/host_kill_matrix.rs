@@ -42,7 +42,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::{Value, json};
 
-use volce_lab::control::SystemClock;
+use volce_lab::host::clock::SystemClock;
 use volce_lab::host::{HostPaths, ProcLiveness};
 
 use crate::support::docker_lab::{TEST_DIR, docker, docker_ok, read_json};

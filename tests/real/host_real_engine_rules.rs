@@ -36,9 +36,9 @@ use std::sync::{Mutex, MutexGuard};
 
 use docker_lab::{Lab, docker, docker_ok, eventually, inspect, status};
 use serde_json::{Value, json};
-use volce_lab::control::SystemClock;
 use volce_lab::docker::cli::DockerCli;
 use volce_lab::docker::{AppRemoval, Deployed, Engine, EngineError};
+use volce_lab::host::clock::SystemClock;
 use volce_lab::host::{HostPaths, ProcLiveness};
 use volce_lab::vocab::{Capacity, ContainerId, DeploySpec, ImageId, Snapshot};
 
