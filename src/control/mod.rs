@@ -6,6 +6,7 @@
 //! The I/O around it lives in `crate::store` (SQLite) and `crate::host`
 //! (the rpc/show/approve pipelines).
 
+pub mod app_record;
 pub mod canonical;
 pub mod clock;
 pub mod plan;

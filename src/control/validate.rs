@@ -30,11 +30,11 @@
 //! the rules it enforces, beside the context checks they share.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::app_record::{AppRecord, AppState};
 use super::plan::{Action, ContainerPlan, Impact, Payload};
 use super::policy::Policy;
 use crate::vocab::{
@@ -43,82 +43,6 @@ use crate::vocab::{
 };
 
 const MIB: u64 = 1024 * 1024;
-
-/// The life of an app we deployed. One string table (strum); serde's names
-/// are the same (tested): the store keeps both, and compares them.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr, strum::VariantArray,
-)]
-#[serde(rename_all = "snake_case")]
-#[strum(serialize_all = "snake_case")]
-pub enum AppState {
-    Running,
-    Stopped,
-    NeedsInspection,
-}
-
-impl AppState {
-    pub fn as_str(self) -> &'static str {
-        self.into()
-    }
-}
-
-/// What we know about an app we deployed (stored in the `apps` table).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AppRecord {
-    pub app: String,
-    pub state: AppState,
-    pub host_port: u16,
-    pub container_port: u16,
-    pub server_name: String,
-    pub image_key: String,
-    pub app_image: String,
-    pub gateway_image: String,
-    pub nginx_config: String,
-    pub app_dir: PathBuf,
-    /// Empty when a deploy failed before the engine reported ids.
-    pub containers: Vec<ContainerId>,
-    pub app_container: Option<ContainerId>,
-    pub gateway_container: Option<ContainerId>,
-    /// The last plan that changed this record.
-    pub plan_id: PlanId,
-    /// The image ids our containers of this app ran, from the snapshot taken
-    /// when its deploy completed: volce-lab's claim on those images, the
-    /// only ones remove_image may touch. Absent in records written before
-    /// it existed (no claim: refusing is the safe side).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub image_ids: Vec<ImageId>,
-    /// The network alias the gateway proxies to: absent for the `app` alias
-    /// deploy gives ([`crate::nginx::APP_ALIAS`]), the container's name
-    /// after an update. Absent in older records, which all use `app`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub upstream: Option<String>,
-    /// Every image this app ran, oldest first (deploy, then each completed
-    /// update), so inventory can show what ran before. Absent in records
-    /// written before it existed.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub image_history: Vec<ImageUse>,
-}
-
-impl AppRecord {
-    /// The gateway's upstream host (see [`AppRecord::upstream`]).
-    pub fn upstream(&self) -> &str {
-        self.upstream.as_deref().unwrap_or(crate::nginx::APP_ALIAS)
-    }
-}
-
-/// One image an app ran: the catalog key, the pinned reference (its
-/// digest), and since when (unix seconds).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ImageUse {
-    pub image_key: String,
-    pub app_image: String,
-    /// Absent when unknown: the image an older record ran before its first update.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub since: Option<i64>,
-}
 
 /// Facts about the host that validation needs and the snapshot lacks.
 /// The policy's capacity floors: free memory, and free disk under the state
@@ -484,7 +408,7 @@ fn nginx_config(params: &Map<String, Value>, ctx: &Context<'_>) -> Result<(Paylo
         app,
         gateway,
         app_dir: record.app_dir.clone(),
-        previous_server_name: record.server_name.clone(),
+        previous_server_name: record.server_name.to_string(),
         server_name,
         previous_config: record.nginx_config.clone(),
         new_config,
@@ -543,7 +467,7 @@ fn remove_image(params: &Map<String, Value>, ctx: &Context<'_>) -> Result<(Paylo
         return refuse(Code::ImageNotFound, "No local image has this id.");
     }
     let mut used_by: Vec<String> =
-        ctx.apps.values().filter(|a| a.image_ids.contains(&image_id)).map(|a| a.app.clone()).collect();
+        ctx.apps.values().filter(|a| a.image_ids.contains(&image_id)).map(|a| a.app.to_string()).collect();
     // An app removed with remove_app keeps its claim on its images.
     used_by.extend(ctx.retired.get(&image_id).cloned());
     used_by.sort();

@@ -83,7 +83,7 @@ pub fn read_drift(state_dir: &Path) -> Result<Vec<AppDrift>, String> {
         .values()
         .filter_map(|record| {
             let reason = crate::host::drift::derive(record, &snapshot).drift?;
-            Some(AppDrift { app: record.app.clone(), reason })
+            Some(AppDrift { app: record.app.to_string(), reason })
         })
         .collect())
 }
@@ -246,7 +246,7 @@ pub fn read_app_networks(state_dir: &Path) -> Result<Vec<super::engine::AppNetwo
     let engine = crate::docker::cli::DockerCli::new(state_dir);
     let mut networks = Vec::new();
     for record in apps.values() {
-        let Some(app) = crate::vocab::AppName::parse(&record.app) else { continue };
+        let app = &record.app;
         let names = app.names();
         for (name, edge) in [(&names.network, false), (&names.edge_network, true)] {
             let Some(found) = engine.network_options(name).map_err(|e| e.to_string())? else { continue };
@@ -254,7 +254,7 @@ pub fn read_app_networks(state_dir: &Path) -> Result<Vec<super::engine::AppNetwo
                 continue;
             }
             networks.push(super::engine::AppNetwork {
-                app: record.app.clone(),
+                app: record.app.to_string(),
                 name: name.clone(),
                 edge,
                 options: found.options,

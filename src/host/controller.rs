@@ -35,11 +35,12 @@ use std::path::PathBuf;
 use serde_json::{Value, json};
 
 use crate::control::Clock;
+use crate::control::app_record::AppState;
 use crate::control::clock::check_expiry;
 use crate::control::plan::{Action, Payload, Plan};
 use crate::control::policy::Policy;
 use crate::control::scope;
-use crate::control::validate::{self, AppState, Context, Probe};
+use crate::control::validate::{self, Context, Probe};
 use crate::docker::{Engine, EngineError};
 use crate::store::{AuditOutcome, AuditRow, Claim, Event, PlanState, Store, StoreError, StoredPlan};
 use crate::vocab::{AppName, Capacity, Code, Digest, ImageRef, PlanId, Refusal, refuse};

@@ -74,7 +74,7 @@ pub fn read_health(path: &Path) -> Result<Option<StoreHealth>, rusqlite::Error> 
 /// database exists yet.
 pub fn read_apps(
     path: &Path,
-) -> Result<std::collections::BTreeMap<String, crate::control::validate::AppRecord>, super::StoreError> {
+) -> Result<std::collections::BTreeMap<String, crate::control::app_record::AppRecord>, super::StoreError> {
     read_only(path, |tx| tx.apps())
 }
 

@@ -7,7 +7,7 @@
 use crate::support::fake_engine::*;
 use crate::support::harness::*;
 use serde_json::{Value, json};
-use volce_lab::control::validate::{AppRecord, AppState};
+use volce_lab::control::app_record::{AppRecord, AppState};
 use volce_lab::docker::EngineError;
 use volce_lab::host::Executed;
 use volce_lab::store::{PlanOutcome, PlanState};
@@ -207,7 +207,7 @@ fn update_needs_approval_replaces_the_app_container_and_keeps_the_image_history(
     let after = record(&h, "demo");
     assert_eq!(after.state, AppState::Running);
     assert_eq!(after.image_key, "web2");
-    assert!(after.app_image.starts_with(WEB2));
+    assert!(after.app_image.as_str().starts_with(WEB2));
     assert_ne!(after.app_container, before.app_container);
     assert_eq!(after.gateway_container, before.gateway_container);
     assert_eq!(after.containers.len(), 2);

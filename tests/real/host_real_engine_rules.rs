@@ -581,16 +581,18 @@ fn labelled_printer(lab: &mut Lab, name: &str, app: &str, role: &str, script: &s
 /// straight into the store (no deploy: the container prints what we plant),
 /// as changed last by `plan` (a real, pending plan: the store links them).
 fn record_app(host: &Host, app: &str, id: &str, plan: &str, port: u16) {
-    use volce_lab::control::validate::{AppRecord, AppState};
+    use volce_lab::control::app_record::{AppRecord, AppState};
+    // The images only fill the record: no deploy ran from them.
+    let images = host.lab.spec();
     let record = AppRecord {
-        app: app.to_owned(),
+        app: volce_lab::vocab::AppName::parse(app).unwrap(),
         state: AppState::Running,
         host_port: port,
         container_port: 8080,
-        server_name: format!("{app}.test"),
+        server_name: volce_lab::vocab::ServerName::parse(&format!("{app}.test")).unwrap(),
         image_key: "web".into(),
-        app_image: String::new(),
-        gateway_image: String::new(),
+        app_image: images.app_image,
+        gateway_image: images.gateway_image,
         nginx_config: String::new(),
         app_dir: host.lab.state.join("apps").join(app),
         containers: vec![ContainerId::parse(id).unwrap()],

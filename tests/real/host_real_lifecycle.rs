@@ -116,7 +116,7 @@ impl Host {
         assert_eq!(done["result"]["outcome"], "completed", "{action}: {done}");
     }
 
-    fn record(&self, app: &str) -> Option<volce_lab::control::validate::AppRecord> {
+    fn record(&self, app: &str) -> Option<volce_lab::control::app_record::AppRecord> {
         let mut store = volce_lab::store::Store::open(&self.paths.database()).unwrap();
         store.read(|tx| tx.apps()).unwrap().get(app).cloned()
     }

@@ -92,12 +92,7 @@ pub(super) fn start(
             ),
         );
     }
-    let Some(server_name) = ServerName::parse(&record.server_name) else {
-        return refuse(
-            Code::ContainerSetChanged,
-            format!("The record of {app} names an invalid server name."),
-        );
-    };
+    let server_name = record.server_name.clone();
     let mut containers = record.containers.clone();
     containers.sort();
     let names = app.names();
@@ -139,7 +134,7 @@ pub(super) fn update(
         ),
         _ => refusal,
     })?;
-    if app_image.as_str() == record.app_image {
+    if *app_image == record.app_image {
         return refuse(
             Code::ImageUnchanged,
             format!(
@@ -166,12 +161,7 @@ pub(super) fn update(
             ),
         );
     }
-    let Some(server_name) = ServerName::parse(&record.server_name) else {
-        return refuse(
-            Code::ContainerSetChanged,
-            format!("The record of {app} names an invalid server name."),
-        );
-    };
+    let server_name = record.server_name.clone();
     let capacity = probe.capacity()?;
     let floors = ctx.policy.capacity;
     if capacity.free_memory_bytes < floors.min_free_memory_mib * MIB
@@ -198,7 +188,7 @@ pub(super) fn update(
         plan_id: ctx.plan_id.clone(),
         app: app.clone(),
         app_image: app_image.clone(),
-        previous_image: record.app_image.clone(),
+        previous_image: record.app_image.to_string(),
         old_app: old_app.clone(),
         gateway,
         host_port: record.host_port,

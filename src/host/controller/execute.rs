@@ -17,10 +17,11 @@ use serde_json::{Value, json};
 
 use super::{Controller, EngineProbe, Liveness, audit, engine_unavailable, state_allows_use, terms_hold};
 use crate::control::Clock;
+use crate::control::app_record::AppRecord;
 use crate::control::clock::check_expiry;
 use crate::control::plan::{Action, Payload, Plan};
 use crate::control::scope;
-use crate::control::validate::{self, AppRecord, Context};
+use crate::control::validate::{self, Context};
 use crate::docker::{AppRemoval, Engine, EngineError, NoProgress, Progress};
 use crate::store::{AuditOutcome, AuditRow, Event, PlanOutcome};
 use crate::vocab::{Code, ImageId, PlanId, Refusal, refuse};
