@@ -232,7 +232,7 @@ fn measure_logs(
         }
         samples
     });
-    // The same argv as the helper's (`docker::cli::argv`), for each of the
+    // The same argv as the helper's (`docker::client::argv`), for each of the
     // app's containers the first that is the app's own.
     let id = ids.split_whitespace().next().expect("a container of the app").to_owned();
     let bare: Vec<Duration> = (0..iterations)

@@ -1,6 +1,6 @@
 //! The controller's view of the container engine: one trait ([`Engine`]),
-//! what its operations return and how they fail, and (in `cli.rs`) the
-//! implementation that drives the `docker` CLI with fixed argv. Runs as
+//! what its operations return and how they fail, and (in `client.rs`) the
+//! implementation that runs the docker client with fixed argv. Runs as
 //! root inside the host helper. What the engine takes and reports (the
 //! snapshot, the specs, the ids and names) is the shared vocabulary in
 //! `crate::vocab`, which the controller derives without importing this.
@@ -14,9 +14,9 @@
 
 use std::fmt;
 
-pub mod cli;
+pub mod client;
 mod gateway_file;
-mod host_probe;
+pub mod host_probe;
 
 use serde::{Deserialize, Serialize};
 
@@ -158,14 +158,14 @@ impl EngineError {
 /// finished, as it finishes it. The host helper prints them as progress
 /// lines (`crate::wire::progress`); tests collect them. A report is only
 /// news: it never changes what the engine does next.
-pub trait Progress {
+pub trait ProgressSink {
     fn step(&self, step: Step);
 }
 
 /// Reports nowhere: for callers nobody is watching.
 pub struct NoProgress;
 
-impl Progress for NoProgress {
+impl ProgressSink for NoProgress {
     fn step(&self, _step: Step) {}
 }
 
@@ -180,7 +180,7 @@ pub trait Engine {
     fn capacity(&self) -> Result<Capacity, EngineError>;
     /// Pull, create network and both containers, test nginx, start, health
     /// check. On failure removes only what this call created, then errs.
-    fn deploy(&self, spec: &DeploySpec, progress: &dyn Progress) -> Result<Deployed, EngineError>;
+    fn deploy(&self, spec: &DeploySpec, progress: &dyn ProgressSink) -> Result<Deployed, EngineError>;
     /// Replace the app's nginx.conf in place (same inode), `nginx -t`, reload,
     /// then wait (bounded) until the gateway answers the new server name
     /// on its published port, so `completed` means served;
@@ -208,7 +208,7 @@ pub trait Engine {
     /// with the server name. On failure both are stopped again as
     /// [`Engine::stop`] does and, once seen stopped,
     /// [`EngineError::RolledBack`] is returned.
-    fn start(&self, spec: &StartSpec, progress: &dyn Progress) -> Result<(), EngineError>;
+    fn start(&self, spec: &StartSpec, progress: &dyn ProgressSink) -> Result<(), EngineError>;
     /// update: pull, start the new app container beside the old one, route
     /// `check_name` to it and health-check it, switch the server name to it
     /// and check again, and only then stop and remove the old container.
@@ -216,7 +216,7 @@ pub trait Engine {
     /// is restored and reloaded, the new container removed, and once the
     /// plan's label is seen gone and the old containers running,
     /// [`EngineError::RolledBack`]. Returns the new container's id.
-    fn update(&self, spec: &UpdateSpec, progress: &dyn Progress) -> Result<ContainerId, EngineError>;
+    fn update(&self, spec: &UpdateSpec, progress: &dyn ProgressSink) -> Result<ContainerId, EngineError>;
     /// Read-only: the raw log bytes (stdout and stderr, as docker prints
     /// them with timestamps) of exactly this container. The controller
     /// passes only a recorded id of a managed app and makes the bytes safe
@@ -224,7 +224,7 @@ pub trait Engine {
     fn logs(&self, container: &ContainerId, window: LogWindow) -> Result<Vec<u8>, EngineError>;
     /// Read-only: exactly this container as the snapshot lists it, or
     /// `None` when the engine holds no container with this id. The default
-    /// takes a whole snapshot; the docker CLI engine asks for the one
+    /// takes a whole snapshot; the docker client engine asks for the one
     /// container (`service_logs` checks its labels before every read).
     fn container(&self, id: &ContainerId) -> Result<Option<Container>, EngineError> {
         Ok(self.snapshot()?.containers.into_iter().find(|container| &container.id == id))

@@ -78,7 +78,8 @@ pub fn read_drift(state_dir: &Path) -> Result<Vec<AppDrift>, String> {
     if apps.is_empty() {
         return Ok(Vec::new());
     }
-    let snapshot = crate::docker::cli::DockerCli::new(state_dir).snapshot().map_err(|e| e.to_string())?;
+    let snapshot =
+        crate::docker::client::DockerClient::new(state_dir).snapshot().map_err(|e| e.to_string())?;
     Ok(apps
         .values()
         .filter_map(|record| {
@@ -173,7 +174,7 @@ impl Probe for SystemProbe {
 
     fn leftovers(&self, state_dir: &Path, plan: &str) -> Option<Result<Vec<String>, String>> {
         let id = crate::vocab::PlanId::parse(plan).ok()?;
-        let engine = crate::docker::cli::DockerCli::new(state_dir);
+        let engine = crate::docker::client::DockerClient::new(state_dir);
         Some(crate::host::leftovers::find(&engine, &id).map(|left| left.lines()).map_err(|e| e.to_string()))
     }
 
@@ -243,7 +244,7 @@ pub fn read_engine_facts() -> super::engine::EngineFacts {
 /// not the app's: drift and remove_app deal with that).
 pub fn read_app_networks(state_dir: &Path) -> Result<Vec<super::engine::AppNetwork>, String> {
     let apps = crate::store::read_apps(&state_dir.join("state.db")).map_err(|e| e.to_string())?;
-    let engine = crate::docker::cli::DockerCli::new(state_dir);
+    let engine = crate::docker::client::DockerClient::new(state_dir);
     let mut networks = Vec::new();
     for record in apps.values() {
         let app = &record.app;

@@ -30,7 +30,7 @@
 //!   `SUDO_UID`) is read exactly once (who asked),
 //!   and every child process gets an explicit environment built from
 //!   `crate::exec::minimal_env` (docker calls add their socket and config
-//!   in `crate::docker::cli::docker_env`); `crate::exec` clears the rest. We
+//!   in `crate::docker::client::docker_env`); `crate::exec` clears the rest. We
 //!   do not rewrite our own environment because edition 2024 makes
 //!   `std::env::set_var` unsafe and the crate forbids unsafe; not reading
 //!   it is the stronger guarantee anyway;
@@ -65,7 +65,7 @@ use std::io::Read;
 
 use crate::control::Clock;
 use crate::control::plan::Action;
-use crate::docker::{Engine, NoProgress, Progress};
+use crate::docker::{Engine, NoProgress, ProgressSink};
 use crate::exit::Exit;
 use crate::store::AuditOperation;
 use crate::vocab::{Code, Digest, PlanId, Refusal};
@@ -165,7 +165,7 @@ pub fn rpc_reporting<E: Engine, C: Clock, L: Liveness>(
     liveness: L,
     caller: &str,
     input: impl Read,
-    progress: &dyn Progress,
+    progress: &dyn ProgressSink,
 ) -> Reply {
     // Every way out leaves an audit row (`record`): before the store is
     // open, a refusal is recorded on its own; after, through the controller.
@@ -504,7 +504,7 @@ pub fn resolve<E: Engine, C: Clock, L: Liveness>(
 /// The engine the shipped binary uses: the docker CLI with fixed argv.
 /// There is deliberately no way to select any other engine here.
 pub fn real_engine(paths: &HostPaths) -> impl Engine + use<> {
-    crate::docker::cli::DockerCli::new(paths.state_dir.clone())
+    crate::docker::client::DockerClient::new(paths.state_dir.clone())
 }
 
 #[cfg(test)]

@@ -86,7 +86,7 @@ impl<W: std::io::Write> LineProgress<W> {
     }
 }
 
-impl<W: std::io::Write> crate::docker::Progress for LineProgress<W> {
+impl<W: std::io::Write> crate::docker::ProgressSink for LineProgress<W> {
     fn step(&self, step: crate::vocab::Step) {
         if self.printed.get() >= crate::wire::progress::MAX_PROGRESS_LINES {
             return;
@@ -101,7 +101,7 @@ impl<W: std::io::Write> crate::docker::Progress for LineProgress<W> {
 #[cfg(test)]
 mod progress_tests {
     use super::*;
-    use crate::docker::Progress as _;
+    use crate::docker::ProgressSink as _;
     use crate::vocab::Step;
     use crate::wire::progress::{MAX_PROGRESS_LINES, Progress, reply_bytes};
 

@@ -344,7 +344,7 @@ fn after_remove_app_and_a_new_deploy_under_the_name_remove_image_takes_the_first
 #[derive(Default)]
 struct Steps(std::cell::RefCell<Vec<volce_lab::vocab::Step>>);
 
-impl volce_lab::docker::Progress for Steps {
+impl volce_lab::docker::ProgressSink for Steps {
     fn step(&self, step: volce_lab::vocab::Step) {
         self.0.borrow_mut().push(step);
     }

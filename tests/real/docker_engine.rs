@@ -1,4 +1,4 @@
-//! End-to-end tests of `DockerCli` against the machine's real Docker engine,
+//! End-to-end tests of `DockerClient` against the machine's real Docker engine,
 //! with the images and policy that `scripts/test-images` builds. Run as root
 //! by scripts/test (`-- --ignored`); each test fails loudly when Docker, root
 //! or the test images are missing.
@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use docker_lab::{Lab, assert_hardened, docker, docker_ok, docker_stdin, eventually, inspect, status};
 use serde_json::Value;
-use volce_lab::docker::cli::http_get;
+use volce_lab::docker::host_probe::http_get;
 use volce_lab::docker::{Engine as _, EngineError, NoProgress};
 use volce_lab::nginx::render;
 use volce_lab::vocab::{ContainerId, ImageId, ImageRef};
@@ -25,7 +25,7 @@ use volce_lab::vocab::{ContainerId, ImageId, ImageRef};
 #[derive(Default)]
 struct Steps(std::cell::RefCell<Vec<volce_lab::vocab::Step>>);
 
-impl volce_lab::docker::Progress for Steps {
+impl volce_lab::docker::ProgressSink for Steps {
     fn step(&self, step: volce_lab::vocab::Step) {
         self.0.borrow_mut().push(step);
     }

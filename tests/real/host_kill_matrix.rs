@@ -117,7 +117,7 @@ impl World {
         self.next.set(n + 1);
         let port = (18600..18999)
             .find(|p| {
-                volce_lab::docker::cli::port_free(*p)
+                volce_lab::docker::host_probe::port_free(*p)
                     && !docker_ok(&["ps", "-aq", "--filter", &format!("publish={p}")])
                         .contains(|c: char| c.is_ascii_hexdigit())
             })

@@ -36,7 +36,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use docker_lab::{Lab, docker, docker_ok, eventually, inspect, status};
 use serde_json::{Value, json};
-use volce_lab::docker::cli::DockerCli;
+use volce_lab::docker::client::DockerClient;
 use volce_lab::docker::{AppRemoval, Deployed, Engine, EngineError};
 use volce_lab::host::clock::SystemClock;
 use volce_lab::host::{HostPaths, ProcLiveness};
@@ -189,7 +189,7 @@ fn a_deploy_whose_health_check_fails_is_rolled_back_verified_and_blocks_nothing(
     assert!(host.lab.labelled_containers().is_empty(), "the new containers are removed");
     assert!(host.lab.networks().is_empty(), "the new networks are removed");
     assert!(!host.lab.app_dir().exists(), "the app directory the deploy made is removed");
-    assert!(volce_lab::docker::cli::port_free(host.lab.port), "nothing publishes the port any more");
+    assert!(volce_lab::docker::host_probe::port_free(host.lab.port), "nothing publishes the port any more");
     let stored = host.plan_json(&id);
     assert_eq!((stored["state"].as_str(), stored["outcome"].as_str()), (Some("failed"), Some("rolled_back")));
     assert_eq!(host.app_record(), Value::Null, "no record holds the name, port or quota slot");
@@ -379,7 +379,7 @@ fn assert_nothing_left(host: &Host) {
     assert!(host.lab.labelled_containers().is_empty(), "no container of the app is left");
     assert!(host.lab.networks().is_empty(), "no network of the app is left");
     assert!(!host.lab.app_dir().exists(), "the app directory is gone");
-    assert!(volce_lab::docker::cli::port_free(host.lab.port), "the port is free");
+    assert!(volce_lab::docker::host_probe::port_free(host.lab.port), "the port is free");
     assert_eq!(host.app_record(), Value::Null, "the record is gone");
 }
 
@@ -408,7 +408,7 @@ fn remove_app_removes_a_stopped_or_running_app_and_its_name_and_port_serve_again
 /// The real engine with one thing changed: `update_nginx` gets bytes that
 /// nginx rejects instead of the config the controller rendered. That is
 /// the only way to get such bytes past validation and the sealed payload.
-struct RejectedConfig(DockerCli);
+struct RejectedConfig(DockerClient);
 
 const REJECTED: &str = "events {}\nhttp { this is not nginx }\n";
 
@@ -446,7 +446,7 @@ impl Engine for RejectedConfig {
     fn deploy(
         &self,
         spec: &DeploySpec,
-        progress: &dyn volce_lab::docker::Progress,
+        progress: &dyn volce_lab::docker::ProgressSink,
     ) -> Result<Deployed, EngineError> {
         self.0.deploy(spec, progress)
     }
@@ -477,14 +477,14 @@ impl Engine for RejectedConfig {
     fn start(
         &self,
         spec: &volce_lab::vocab::StartSpec,
-        progress: &dyn volce_lab::docker::Progress,
+        progress: &dyn volce_lab::docker::ProgressSink,
     ) -> Result<(), EngineError> {
         self.0.start(spec, progress)
     }
     fn update(
         &self,
         spec: &volce_lab::vocab::UpdateSpec,
-        progress: &dyn volce_lab::docker::Progress,
+        progress: &dyn volce_lab::docker::ProgressSink,
     ) -> Result<ContainerId, EngineError> {
         self.0.update(spec, progress)
     }
@@ -508,7 +508,7 @@ fn a_config_nginx_rejects_is_rolled_back_and_blocks_nothing() {
 
     let new_name = format!("new-{}", host.lab.server_name());
     let id = host.planned("nginx_config", json!({"app": host.lab.app, "server_name": new_name}));
-    let engine = RejectedConfig(DockerCli::new(host.paths.state_dir.clone()));
+    let engine = RejectedConfig(DockerClient::new(host.paths.state_dir.clone()));
     let reply = host.rpc_with(engine, AGENT, json!({"operation": "execute", "plan_id": id}));
 
     assert_eq!(reply["status"], "rejected", "{reply}");

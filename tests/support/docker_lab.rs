@@ -12,7 +12,8 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use volce_lab::docker::cli::{DockerCli, docker_env, http_get};
+use volce_lab::docker::client::{DockerClient, docker_env};
+use volce_lab::docker::host_probe::http_get;
 use volce_lab::exec::{ExecutionStatus, ProcessSpec, run_blocking};
 use volce_lab::nginx::render;
 use volce_lab::vocab::{
@@ -72,7 +73,7 @@ pub fn read_json(name: &str) -> Value {
 /// One test's world: its engine, state dir, app name and port, and the
 /// objects to remove when it ends.
 pub struct Lab {
-    pub engine: DockerCli,
+    pub engine: DockerClient,
     pub state: PathBuf,
     pub app: String,
     pub port: u16,
@@ -106,7 +107,7 @@ impl Lab {
         std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o700)).unwrap();
         let port = free_port(&suffix);
         Lab {
-            engine: DockerCli::new(&state),
+            engine: DockerClient::new(&state),
             state,
             app,
             port,
@@ -205,7 +206,7 @@ fn free_port(seed: &str) -> u16 {
     let base = u16::from_str_radix(&seed[..4], 16).unwrap() % 900;
     for _ in 0..100 {
         let port = 18000 + (base + NEXT_PORT.fetch_add(7, Ordering::Relaxed)) % 1000;
-        if volce_lab::docker::cli::port_free(port) {
+        if volce_lab::docker::host_probe::port_free(port) {
             return port;
         }
     }

@@ -14,7 +14,7 @@
 use serde_json::{Map, Value};
 
 use super::{
-    AppState, Context, MIB, Probe, app_name, exact_keys, not_in_catalog, owned, owned_running, recorded,
+    AppState, Context, HostFacts, MIB, app_name, exact_keys, not_in_catalog, owned, owned_running, recorded,
     string,
 };
 use crate::control::plan::{Action, Impact, Payload};
@@ -28,7 +28,7 @@ fn is_up(state: &str) -> bool {
 pub(super) fn start(
     params: &Map<String, Value>,
     ctx: &Context<'_>,
-    probe: &dyn Probe,
+    facts: &dyn HostFacts,
 ) -> Result<(Payload, Impact), Refusal> {
     exact_keys(params, Action::Start)?;
     let app = app_name(params)?;
@@ -84,7 +84,7 @@ pub(super) fn start(
             ),
         );
     }
-    if !probe.host_port_free(port) {
+    if !facts.host_port_free(port) {
         return refuse(
             Code::PortInUse,
             format!(
@@ -117,7 +117,7 @@ pub(super) fn start(
 pub(super) fn update(
     params: &Map<String, Value>,
     ctx: &Context<'_>,
-    probe: &dyn Probe,
+    facts: &dyn HostFacts,
 ) -> Result<(Payload, Impact), Refusal> {
     exact_keys(params, Action::Update)?;
     let app = app_name(params)?;
@@ -143,7 +143,7 @@ pub(super) fn update(
             ),
         );
     }
-    super::refuse_volumes(&format!("The catalog image `{image_key}`"), app_image, probe)?;
+    super::refuse_volumes(&format!("The catalog image `{image_key}`"), app_image, facts)?;
     let (Some(old_app), Some(gateway)) = (record.app_container.clone(), record.gateway_container.clone())
     else {
         return refuse(
@@ -162,7 +162,7 @@ pub(super) fn update(
         );
     }
     let server_name = record.server_name.clone();
-    let capacity = probe.capacity()?;
+    let capacity = facts.capacity()?;
     let floors = ctx.policy.capacity;
     if capacity.free_memory_bytes < floors.min_free_memory_mib * MIB
         || capacity.free_disk_bytes < floors.min_free_disk_mib * MIB

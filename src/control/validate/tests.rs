@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::control::policy::tests::sample_policy;
-use crate::vocab::{PublishedPort, is_server_name};
+use crate::vocab::{Container, LABEL_APP, LABEL_PLAN, PublishedPort, is_server_name};
 
 struct FakeProbe {
     port_free: bool,
@@ -33,7 +33,7 @@ impl Default for FakeProbe {
     }
 }
 
-impl Probe for FakeProbe {
+impl HostFacts for FakeProbe {
     fn host_port_free(&self, _port: u16) -> bool {
         self.port_free
     }

@@ -22,7 +22,7 @@ use crate::control::clock::check_expiry;
 use crate::control::plan::{Action, Payload, Plan};
 use crate::control::scope;
 use crate::control::validate::{self, Context};
-use crate::docker::{AppRemoval, Engine, EngineError, NoProgress, Progress};
+use crate::docker::{AppRemoval, Engine, EngineError, NoProgress, ProgressSink};
 use crate::store::{AuditOutcome, AuditRow, Event, PlanOutcome};
 use crate::vocab::{Code, ImageId, PlanId, Refusal, refuse};
 
@@ -72,7 +72,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
         &mut self,
         id: &PlanId,
         requester: &str,
-        progress: &dyn Progress,
+        progress: &dyn ProgressSink,
     ) -> Result<Executed, Refusal> {
         self.settle_abandoned(requester)?;
         let me = self.liveness.me()?;
@@ -283,7 +283,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
     }
 
     /// The one place that mutates through the engine.
-    fn act(&self, payload: &Payload, progress: &dyn Progress) -> Result<Vec<String>, EngineError> {
+    fn act(&self, payload: &Payload, progress: &dyn ProgressSink) -> Result<Vec<String>, EngineError> {
         match payload {
             Payload::Deploy { spec, .. } => self
                 .engine
