@@ -1,10 +1,19 @@
-//! The controller's decision logic: operator policy, plan types, canonical
-//! JSON and its sha256 digest, parameter validation, and terminal escaping
-//! for the operator's view. Pure: no files, no processes, no clock of its
-//! own. Runs inside the root helper, but nothing here needs privilege.
+//! The controller's decision logic: the operator's policy (policy.rs),
+//! plans and the digest that seals them (plan.rs over canonical.rs's
+//! canonical JSON), the validation of an agent's parameters and the
+//! derivation of what a plan will do (validate.rs, validate/), each plan's
+//! scope of the engine snapshot (scope.rs), the record of a deployed app
+//! (app_record.rs), and plan expiry against the wall and boot clocks
+//! (clock.rs). Runs inside the root helper, but nothing here needs
+//! privilege.
 //!
-//! The I/O around it lives in `crate::store` (SQLite) and `crate::host`
-//! (the rpc/show/approve pipelines).
+//! Pure: it opens no file, runs no process and reads no clock. Facts about
+//! the host come in through `validate::HostFacts`, the time through
+//! [`Clock`]; their real implementations are in `crate::host`. It imports
+//! only the shared vocabulary (`crate::vocab`), the gateway renderer
+//! (`crate::nginx`) and `crate::text` (tests/hermetic/layers.rs holds it
+//! to layers below it). The I/O around it lives in `crate::store` (SQLite)
+//! and `crate::host` (the rpc/show/approve pipelines).
 
 pub mod app_record;
 pub mod canonical;

@@ -1,5 +1,7 @@
-//! Plans: the identifiers, the payload the controller derives from validated
-//! parameters, the impact summary, and the digest that binds them. Pure.
+//! Plans: the closed set of actions, the payload the controller derives
+//! from validated parameters, the impact summary, and the digest that binds
+//! them (its id and digest types are `crate::vocab::{PlanId, Digest}`).
+//! Pure.
 //!
 //! Security invariant: a plan is immutable once stored. Its `digest` is the
 //! sha256 of the canonical JSON of every other field, the operator approves

@@ -3,7 +3,7 @@
 //! impact summary. Pure: facts about the host come in through [`HostFacts`].
 //! Runs in the root helper at prepare and again at execute.
 //!
-//! This file is the interface ([`derive`] over a [`Context`]), the checks
+//! This file is the interface ([`derive()`] over a [`Context`]), the checks
 //! every action shares (exact parameters, the recorded app and its
 //! container set, the capacity floors, declared volumes), and the two small
 //! actions on a running app; `deploy.rs`, `lifecycle.rs` (start, update)
