@@ -134,17 +134,22 @@ impl<R: Runner> DockerClient<R> {
         }
     }
 
+    /// A quicker health check, for tests of its failure.
+    #[cfg(test)]
     pub fn with_health_check(mut self, health: HealthCheck) -> Self {
         self.health = health;
         self
     }
 
     /// A shorter deploy budget, for tests of the budget itself.
+    #[cfg(test)]
     pub fn with_deploy_budget(mut self, budget: Duration) -> Self {
         self.deploy_budget = budget;
         self
     }
 
+    /// The runner, for tests that read the argv a fake recorded.
+    #[cfg(test)]
     pub fn runner(&self) -> &R {
         &self.runner
     }
