@@ -170,7 +170,7 @@ fn child_rpc(dir: &str) -> ! {
     let reply = volce_lab::host::Host::new(
         paths.clone(),
         fake_engine::FakeEngine::new(),
-        volce_lab::control::SystemClock,
+        volce_lab::host::clock::SystemClock,
         ProcLiveness,
     )
     .rpc("agent", std::io::stdin().lock());

@@ -19,7 +19,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use volce_lab::control::SystemClock;
+use volce_lab::host::clock::SystemClock;
 use volce_lab::host::{HostPaths, ProcLiveness};
 
 #[path = "support/snapshot_calls.rs"]

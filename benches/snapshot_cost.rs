@@ -1,4 +1,4 @@
-//! Benchmark: what one `DockerCli::snapshot()` costs with 10 and 100 extra
+//! Benchmark: what one `DockerClient::snapshot()` costs with 10 and 100 extra
 //! containers, against the bare docker calls it wraps (same argv, run one
 //! after the other, output not parsed). Runs as root against the real engine
 //! with the test images of `scripts/test-images`; creates labelled containers
@@ -12,7 +12,7 @@
 use std::time::{Duration, Instant};
 
 use volce_lab::docker::Engine as _;
-use volce_lab::docker::cli::{DockerCli, docker_env};
+use volce_lab::docker::client::{DockerClient, docker_env};
 use volce_lab::exec::{ExecutionStatus, ProcessSpec, run_blocking};
 
 #[path = "support/snapshot_calls.rs"]
@@ -70,7 +70,7 @@ fn main() {
         serde_json::from_str(&std::fs::read_to_string(POLICY).expect("read the test policy")).unwrap();
     let web = policy["catalog"]["web"].as_str().unwrap().to_owned();
     docker(&["pull", "--quiet", &web]);
-    let engine = DockerCli::new("/var/tmp");
+    let engine = DockerClient::new("/var/tmp");
     let app = format!("bench-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
     let _cleanup = Cleanup(app.clone());
     let mut created = 0;

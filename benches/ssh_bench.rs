@@ -193,7 +193,7 @@ async fn deploy_logs_app(inspector: &Inspector) -> bool {
         println!("service_logs: skipped (the operator's approve failed: {})", said.trim());
         return false;
     }
-    let plan_id = volce_lab::control::plan::PlanId::parse(&id).unwrap();
+    let plan_id = volce_lab::vocab::PlanId::parse(&id).unwrap();
     match agent_rpc(inspector, &Request::execute(&plan_id)).await {
         Reply::Ok { .. } => true,
         other => {
@@ -232,7 +232,7 @@ fn measure_logs(
         }
         samples
     });
-    // The same argv as the helper's (`docker::cli::argv`), for each of the
+    // The same argv as the helper's (`docker::client::argv`), for each of the
     // app's containers the first that is the app's own.
     let id = ids.split_whitespace().next().expect("a container of the app").to_owned();
     let bare: Vec<Duration> = (0..iterations)

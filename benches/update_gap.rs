@@ -17,8 +17,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use volce_lab::control::SystemClock;
-use volce_lab::docker::cli::http_get;
+use volce_lab::docker::host_probe::http_get;
+use volce_lab::host::clock::SystemClock;
 use volce_lab::host::{HostPaths, ProcLiveness};
 
 const POLICY: &str = "/var/tmp/volce-lab-test/policy.json";

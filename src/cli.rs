@@ -299,7 +299,8 @@ mod tests {
         for action in crate::control::plan::Action::ALL {
             assert!(RPC_HELP.contains(action.as_str()), "{} missing from rpc --help", action.as_str());
         }
-        use crate::wire::progress::{MAX_PROGRESS_LINES, Step};
+        use crate::vocab::Step;
+        use crate::wire::progress::MAX_PROGRESS_LINES;
         assert!(RPC_HELP.contains("{\"progress\":S}"));
         assert!(RPC_HELP.contains(&format!("at most {MAX_PROGRESS_LINES}")));
         for step in Step::VARIANTS {

@@ -6,44 +6,56 @@
 //! both unprivileged. On the server it is the root helper, reached as
 //! `/usr/local/bin/volce-lab-host` (a symlink: that file name selects host mode).
 //!
+//! The map lists the modules top first: each refers only to modules below
+//! it, `control` (the decision logic) reaches no I/O layer, and `vocab`
+//! (what the layers share) nothing but `text`. tests/hermetic/layers.rs
+//! holds the code to this map and to having no import cycle.
+//!
 //! ```text
 //! src/main.rs       thin: hands argv to cli::main and returns its exit code
 //! src/cli.rs        clap types; picks the entry (file name `volce-lab-host` =>
-//!                   host) and calls the typed entry functions below (a leaf)
-//! src/exit.rs       the closed set of exit codes
-//! src/config.rs     workstation configuration from the environment, validated once
-//! src/exec.rs       the one bounded process runner (fixed argv, cleared env,
-//!                   limits, timeout, process group, Execution record)
-//! src/text.rs       small shared helpers: hex, RFC 3339, escaping text for a
-//!                   terminal or a model
-//! src/logs.rs       container log text made safe: escapes, hidden characters,
-//!                   secret-looking values, the 16 KiB cut (pure)
-//! src/wire.rs       the host-RPC contract both ends share: request and reply
-//!                   types, the request parser, the 16 KiB limit (pure)
-//! src/inspect/      read-only checks: demo/local/ssh targets, identity gate,
-//!                   multiplexed ssh (ssh_mux.rs), the human report (report.rs)
+//!                   host) and calls the typed entry functions below
 //! src/mcp/          rmcp server (server.rs), the tools' schemas and argument
 //!                   validation (tools/), host-rpc client (rpc.rs), audit.rs
-//! src/host/         root helper: the binary's edge (entry.rs), `Host` and
-//!                   the rpc/list/show/approve/reject/resolve pipelines
-//!                   (pipeline.rs), the controller
-//!                   (controller.rs, with execute in controller/execute.rs),
-//!                   the one table of installed paths (paths.rs), the
-//!                   operator's views (show.rs, list.rs),
-//!                   the rpc process guard (process.rs), who the operator
-//!                   is (operator.rs), the audit trail's verify/head/export
-//!                   (audit.rs)
 //! src/install/      the installation, above host: setup and undo (setup.rs),
 //!                   the doctor's rules (doctor.rs; doctor/system.rs probes
 //!                   the system), the sudoers rule and privileged groups
-//! src/control/      policy, plans, canonical JSON digest, validation, each
-//!                   plan's scope of the engine snapshot (pure, no I/O)
+//! src/host/         root helper: the binary's edge (entry.rs), `Host` and
+//!                   the rpc/list/show/approve/reject/resolve pipelines
+//!                   (pipeline.rs), the controller (controller.rs, with
+//!                   execute in controller/execute.rs), the one table of
+//!                   installed paths (paths.rs), the real clocks (clock.rs),
+//!                   the operator's views (show.rs, list.rs), the rpc process
+//!                   guard (process.rs), who the operator is (operator.rs),
+//!                   the audit trail's verify/head/export (audit.rs)
+//! src/inspect/      read-only checks: demo/local/ssh targets, identity gate,
+//!                   multiplexed ssh (ssh_mux.rs), the human report (report.rs)
 //! src/store/        SQLite: schema, rows, database, transitions, the audit
 //!                   hash chain (chain.rs), health
-//! src/docker/       trait Engine and snapshot types (mod.rs), Docker names
-//!                   (names.rs), the docker-CLI engine (cli.rs, cli/), the
-//!                   managed nginx.conf (gateway_file.rs), host probes
+//! src/wire.rs       the host-RPC contract both ends share: request and reply
+//!                   types, the request parser, the 16 KiB limit, progress
+//!                   lines (progress.rs), the ssh gate's frames (gate.rs)
+//! src/config.rs     workstation configuration from the environment, validated once
+//! src/docker/       trait Engine, what it returns and how it fails (mod.rs);
+//!                   the engine that runs the docker client (client.rs,
+//!                   client/), the managed nginx.conf (gateway_file.rs), host
+//!                   probes (host_probe.rs)
+//! src/exec.rs       the one bounded process runner (fixed argv, cleared env,
+//!                   limits, timeout, process group, Execution record)
+//! src/control/      the decision logic: policy, plans and their canonical
+//!                   JSON digest, validation, each plan's scope of the engine
+//!                   snapshot, the app record, plan expiry; no files, no
+//!                   processes, no clock (host facts and time come in
+//!                   through traits)
 //! src/nginx.rs      gateway config rendering from validated values only
+//! src/exit.rs       the closed set of exit codes
+//! src/logs.rs       container log text made safe: escapes, hidden characters,
+//!                   secret-looking values, the 16 KiB cut
+//! src/vocab/        what the layers share: refusal codes, plan and Docker
+//!                   ids, validated names, pinned image references, the
+//!                   engine's snapshot and the specs it acts on
+//! src/text.rs       small shared helpers: hex, RFC 3339, escaping text for a
+//!                   terminal or a model
 //! ```
 #![forbid(unsafe_code)]
 
@@ -61,4 +73,5 @@ pub mod mcp;
 pub mod nginx;
 pub mod store;
 pub mod text;
+pub mod vocab;
 pub mod wire;

@@ -37,9 +37,9 @@ pub mod progress;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
-use crate::control::plan::{Action, PlanId};
-use crate::control::{Code, Refusal};
+use crate::control::plan::Action;
 use crate::exit::Exit;
+use crate::vocab::{Code, PlanId, Refusal};
 
 /// The version of this contract. It is documentation, not a field: the
 /// bytes of version 1 carry no version, and adding one would change them.
@@ -49,6 +49,11 @@ pub const PROTOCOL_VERSION: u32 = 1;
 
 /// The most request bytes the helper reads from stdin.
 pub const MAX_REQUEST_BYTES: usize = 16 * 1024;
+
+/// Where the root helper is installed on every server: the workstation runs
+/// `sudo -n <this> rpc` and the sudoers rule allows exactly that, so both
+/// ends must agree on it. `HostPaths::HELPER` is this path.
+pub const HELPER_PATH: &str = "/usr/local/bin/volce-lab-host";
 
 /// The names of the six operations: the request's tag and the `operation`
 /// of an `ok` reply (`gate_refusal` is never answered `ok`).

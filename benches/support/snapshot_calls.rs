@@ -3,7 +3,7 @@
 //! bench created. Each bench passes its own way of running docker. Root,
 //! against the real engine.
 
-use volce_lab::docker::cli::INSPECT_TEMPLATE;
+use volce_lab::docker::client::INSPECT_TEMPLATE;
 
 /// `docker ps`, `inspect` of every container, `image ls` and `network ls`,
 /// with the argv the snapshot uses, output not parsed.

@@ -1,11 +1,11 @@
 //! Fuzz target: the parsers of what the docker CLI prints
-//! (`volce_lab::docker::cli::parse`), which run as root on docker's stdout.
+//! (`volce_lab::docker::client::parse`), which run as root on docker's stdout.
 //! The first byte picks the parser. None may panic; what they accept is
 //! only well-formed ids, and only our labels and network names.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use volce_lab::docker::cli::parse;
+use volce_lab::docker::client::parse;
 
 fuzz_target!(|data: &[u8]| {
     let Some((&which, out)) = data.split_first() else { return };
@@ -27,7 +27,7 @@ fuzz_target!(|data: &[u8]| {
         }
         _ => {
             if let Ok(networks) = parse::parse_networks(out) {
-                assert!(networks.iter().all(|n| n.starts_with(volce_lab::docker::names::PREFIX)));
+                assert!(networks.iter().all(|n| n.starts_with(volce_lab::vocab::NAME_PREFIX)));
             }
         }
     }

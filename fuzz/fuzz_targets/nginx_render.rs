@@ -6,7 +6,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use volce_lab::nginx::{ServerName, render};
+use volce_lab::nginx::render;
+use volce_lab::vocab::ServerName;
 
 #[path = "../../tests/support/nginx_shape.rs"]
 mod nginx_shape;

@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use volce_lab::control::Code;
+use volce_lab::vocab::Code;
 use volce_lab::wire::{MAX_REQUEST_BYTES, parse_request};
 
 fuzz_target!(|data: &[u8]| {

@@ -1,5 +1,7 @@
-//! Plans: the identifiers, the payload the controller derives from validated
-//! parameters, the impact summary, and the digest that binds them. Pure.
+//! Plans: the closed set of actions, the payload the controller derives
+//! from validated parameters, the impact summary, and the digest that binds
+//! them (its id and digest types are `crate::vocab::{PlanId, Digest}`).
+//! Pure.
 //!
 //! Security invariant: a plan is immutable once stored. Its `digest` is the
 //! sha256 of the canonical JSON of every other field, the operator approves
@@ -14,50 +16,14 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{Code, Refusal, canonical};
-use crate::docker::{AppName, ContainerId, DeploySpec, ImageId, StartSpec, UpdateSpec};
-use crate::nginx::ServerName;
+use super::canonical;
+use crate::vocab::{
+    AppName, Code, ContainerId, DeploySpec, Digest, ImageId, PlanId, Refusal, ServerName, StartSpec,
+    UpdateSpec,
+};
 
 /// The version of the plan body format; part of the digest.
 pub const PLAN_FORMAT: u32 = 1;
-
-/// A plan id: 32 lowercase hex characters.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct PlanId(String);
-
-impl PlanId {
-    pub fn parse(value: &str) -> Result<PlanId, Refusal> {
-        if crate::text::is_lower_hex(value, 32) {
-            Ok(PlanId(value.to_owned()))
-        } else {
-            Err(Refusal::new(Code::InvalidPlanId, "A plan id is 32 lowercase hex characters."))
-        }
-    }
-    /// A fresh random id (uuid v4, hex without dashes).
-    pub fn random() -> PlanId {
-        PlanId(uuid::Uuid::new_v4().simple().to_string())
-    }
-}
-
-crate::control::canonical::string_form!(PlanId);
-
-/// A plan digest: 64 lowercase hex characters.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct Digest(String);
-
-impl Digest {
-    pub fn parse(value: &str) -> Result<Digest, Refusal> {
-        if crate::text::is_lower_hex(value, 64) {
-            Ok(Digest(value.to_owned()))
-        } else {
-            Err(Refusal::new(Code::InvalidDigest, "A plan digest is 64 lowercase hex characters."))
-        }
-    }
-}
-
-crate::control::canonical::string_form!(Digest);
 
 /// The closed set of changes a plan can make. Its one string table is the
 /// strum derive; serde's names are the same (tested), because the wire,
@@ -299,7 +265,8 @@ impl Plan {
             requires_approval: terms.requires_approval,
             created_at: now,
             expires_at: now + terms.ttl_seconds,
-            digest: Digest(String::new()),
+            // A placeholder: `compute_digest` leaves this field out.
+            digest: Digest::sha256(&[]),
         };
         plan.digest = plan.compute_digest();
         plan
@@ -309,7 +276,7 @@ impl Plan {
     pub fn compute_digest(&self) -> Digest {
         let mut value = serde_json::to_value(self).expect("plan serializes");
         value.as_object_mut().expect("plan is an object").remove("digest");
-        Digest(canonical::sha256_hex(&value).expect("value serializes"))
+        Digest::sha256(&canonical::to_vec(&value).expect("value serializes"))
     }
 
     /// The terms this plan was sealed with.
@@ -378,18 +345,6 @@ mod tests {
 
     fn sample() -> Plan {
         test_plan(PlanId::parse(&"1".repeat(32)).unwrap(), 1_000)
-    }
-
-    #[test]
-    fn ids_and_digests_are_strict() {
-        assert!(PlanId::parse(&"a".repeat(32)).is_ok());
-        assert_eq!(PlanId::parse(&"A".repeat(32)).unwrap_err().code, Code::InvalidPlanId);
-        assert!(PlanId::parse(&"a".repeat(31)).is_err());
-        assert!(PlanId::parse("../../etc/passwd").is_err());
-        assert_eq!(PlanId::random().as_str().len(), 32);
-        assert!(PlanId::parse(PlanId::random().as_str()).is_ok());
-        assert!(Digest::parse(&"f".repeat(64)).is_ok());
-        assert_eq!(Digest::parse(&"f".repeat(63)).unwrap_err().code, Code::InvalidDigest);
     }
 
     #[test]

@@ -5,41 +5,17 @@
 //!
 //! Security invariant: the agent never names an image reference. It names a
 //! catalog key, and every reference the operator wrote here must be pinned
-//! by digest (`name@sha256:<64 hex>`), so what runs is what was reviewed.
+//! by digest (`name@sha256:<64 hex>`, [`ImageRef`]), so what runs is what
+//! was reviewed.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
 use super::plan::{Action, Terms};
-use crate::docker::Limits;
+use crate::vocab::{ContainerLimits, ImageRef, is_name, is_user_name};
 
 const MIB: u64 = 1024 * 1024;
-
-/// A pinned image reference `name@sha256:<64 lowercase hex>`. Its serde
-/// form is the plain string, and deserializing validates it (a stored plan
-/// with an unpinned reference is refused as corrupt).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct ImageRef(String);
-
-impl ImageRef {
-    pub fn parse(value: &str) -> Option<ImageRef> {
-        let (name, digest) = value.split_once("@sha256:")?;
-        let name_ok = !name.is_empty()
-            && name.len() <= 255
-            && name.as_bytes()[0].is_ascii_alphanumeric()
-            && name.bytes().all(|b| {
-                b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'/' | b':' | b'_' | b'-')
-            });
-        (name_ok && crate::text::is_lower_hex(digest, 64)).then(|| ImageRef(value.to_owned()))
-    }
-}
-
-crate::control::canonical::string_form!(
-    ImageRef,
-    "an image reference must be pinned as name@sha256:<64 lowercase hex>"
-);
 
 /// Free capacity the host must keep before a deploy is accepted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -180,7 +156,7 @@ pub struct Policy {
     pub port_range: (u16, u16),
     pub max_apps: u32,
     pub capacity: CapacityFloors,
-    pub limits: Limits,
+    pub limits: ContainerLimits,
     pub approvers: Vec<String>,
     /// Left out of the serialization (so of the hash) at its default, so a
     /// policy that does not use the key hashes as it did before it existed
@@ -262,7 +238,7 @@ impl Policy {
         }
         let mut catalog = BTreeMap::new();
         for (key, reference) in raw.catalog {
-            if !super::is_name(&key, 31) {
+            if !is_name(&key, 31) {
                 return bad(format!("catalog key {key:?} does not match ^[a-z][a-z0-9-]{{0,30}}$"));
             }
             let Some(pinned) = ImageRef::parse(&reference) else {
@@ -302,7 +278,7 @@ impl Policy {
         }
         let mut approvers = raw.approvers;
         for name in &approvers {
-            if !super::is_user_name(name) {
+            if !is_user_name(name) {
                 return bad(format!("approver {name:?} is not a unix user name"));
             }
         }
@@ -328,7 +304,7 @@ impl Policy {
             port_range: (low as u16, high as u16),
             max_apps: raw.max_apps as u32,
             capacity: c,
-            limits: Limits {
+            limits: ContainerLimits {
                 memory_bytes: l.memory_mib * MIB,
                 millicpus: (l.cpus * 1000.0).round() as u32,
                 pids: l.pids,

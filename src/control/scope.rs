@@ -27,17 +27,17 @@ use serde::Serialize;
 use sha2::{Digest as _, Sha256};
 
 use super::plan::Payload;
-use crate::docker::{Container, ContainerId, ImageId, PublishedPort, Snapshot};
+use crate::vocab::{AppNames, Container, ContainerId, ImageId, PublishedPort, Snapshot};
 
 /// Which objects of the engine a plan is about.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Scope<'a> {
     /// stop, start, update and remove_app: the app's containers.
-    App { names: crate::docker::AppNames, recorded: &'a [ContainerId] },
+    App { names: AppNames, recorded: &'a [ContainerId] },
     /// nginx_config: the one gateway it reconfigures.
     Gateway { gateway: &'a ContainerId },
     /// deploy: the names it will create and the host port it will publish.
-    NewApp { names: crate::docker::AppNames, host_port: u16 },
+    NewApp { names: AppNames, host_port: u16 },
     /// remove_image: the image and whatever references it.
     Image { image: &'a ImageId },
 }

@@ -8,7 +8,8 @@ use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
 use std::time::Duration;
 
-use super::{Capacity, EngineError};
+use super::EngineError;
+use crate::vocab::Capacity;
 
 /// Whether nothing listens on 127.0.0.1:`port`: we can bind it, and a
 /// connection attempt is refused (docker's proxy or a NAT rule may answer

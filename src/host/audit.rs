@@ -12,9 +12,10 @@
 //!   ids): export prints exactly the stored columns, each text escaped for
 //!   the terminal, never plan parameters.
 
-use crate::control::{Clock as _, Code, Refusal};
+use crate::control::Clock as _;
 use crate::store::{Break, ChainedEntry, Store, Verification};
 use crate::text::{for_terminal, rfc3339_seconds};
+use crate::vocab::{Code, Refusal};
 
 use super::paths;
 use super::{Caller, HostPaths};
@@ -156,7 +157,7 @@ pub fn export(paths: &HostPaths, since: Option<&str>, json: bool) -> Result<Stri
     let mut store = open(paths)?;
     // Counts of folded refusals whose window has closed go onto the chain
     // first, so the export holds them (`store::fold`).
-    let now = crate::control::SystemClock.now();
+    let now = super::clock::SystemClock.now();
     store.write(|tx| tx.flush_folds(now)).map_err(|e| e.refusal())?;
     let mut out = String::new();
     if !json {
@@ -318,7 +319,7 @@ mod tests {
         store
             .write(|tx| {
                 for k in 1..=n {
-                    let id = crate::control::plan::PlanId::parse(&format!("{k:032x}")).unwrap();
+                    let id = crate::vocab::PlanId::parse(&format!("{k:032x}")).unwrap();
                     let plan = crate::control::plan::test_plan(id, 1000);
                     let row = crate::store::AuditRow {
                         at: 1000 + i64::from(k),

@@ -34,14 +34,16 @@ use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
+use crate::control::Clock;
+use crate::control::app_record::AppState;
 use crate::control::clock::check_expiry;
-use crate::control::plan::{Action, Digest, Payload, Plan, PlanId};
-use crate::control::policy::{ImageRef, Policy};
+use crate::control::plan::{Action, Payload, Plan};
+use crate::control::policy::Policy;
 use crate::control::scope;
-use crate::control::validate::{self, AppState, Context, Probe};
-use crate::control::{Clock, Code, Refusal, refuse};
-use crate::docker::{AppName, Capacity, Engine, EngineError};
+use crate::control::validate::{self, Context, HostFacts};
+use crate::docker::{Engine, EngineError};
 use crate::store::{AuditOutcome, AuditRow, Claim, Event, PlanState, Store, StoreError, StoredPlan};
+use crate::vocab::{AppName, Capacity, Code, Digest, ImageRef, PlanId, Refusal, refuse};
 
 pub use super::liveness::StoppedClaimer;
 
@@ -108,7 +110,7 @@ struct EngineProbe<'a, E: Engine> {
     apps_dir: &'a std::path::Path,
 }
 
-impl<E: Engine> Probe for EngineProbe<'_, E> {
+impl<E: Engine> HostFacts for EngineProbe<'_, E> {
     fn host_port_free(&self, port: u16) -> bool {
         self.engine.host_port_free(port)
     }

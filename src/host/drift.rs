@@ -11,8 +11,8 @@
 
 use serde::Serialize;
 
-use crate::control::validate::{AppRecord, AppState};
-use crate::docker::{AppName, Container, ContainerId, Snapshot};
+use crate::control::app_record::{AppRecord, AppState};
+use crate::vocab::{Container, ContainerId, Snapshot};
 
 /// An app's state as the engine shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, strum::IntoStaticStr, strum::VariantArray)]
@@ -141,8 +141,7 @@ fn is_recorded(record: &AppRecord, container: &Container) -> bool {
 /// The containers of the snapshot that belong to a recorded app, by id or
 /// because they stand on its names: everything else is foreign.
 pub fn belongs_to(record: &AppRecord, container: &Container) -> bool {
-    is_recorded(record, container)
-        || AppName::parse(&record.app).is_some_and(|name| name.names().claims_container(container))
+    is_recorded(record, container) || record.app.names().claims_container(container)
 }
 
 /// Holds the record against the engine.
@@ -158,11 +157,8 @@ pub fn derive(record: &AppRecord, snapshot: &Snapshot) -> Derived {
             ContainerView { role, id: id.clone(), state }
         })
         .collect();
-    let names = AppName::parse(&record.app).map(|name| name.names());
-    let replaced = snapshot
-        .containers
-        .iter()
-        .any(|c| !is_recorded(record, c) && names.as_ref().is_some_and(|names| names.claims_container(c)));
+    let names = record.app.names();
+    let replaced = snapshot.containers.iter().any(|c| !is_recorded(record, c) && names.claims_container(c));
     // A record without both ids (a deploy that failed before the engine
     // reported them) has containers missing by definition.
     let missing = containers.len() < 2 || containers.iter().any(|c| c.state == "missing");

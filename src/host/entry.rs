@@ -10,9 +10,10 @@ use super::confirm::{Confirmation, ask};
 use super::request_row::{self, Caller};
 use super::rpc::{LineProgress, Reply};
 use super::{ShippedHost, audit, caller, operator, process};
-use crate::control::{Clock as _, Code, Refusal};
+use crate::control::Clock as _;
 use crate::exit::Exit;
 use crate::store::AuditOperation;
+use crate::vocab::{Code, Refusal};
 
 /// The process-level part of every host command's self-check: root,
 /// umask, cwd.

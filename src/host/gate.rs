@@ -74,8 +74,8 @@ use std::process::{Command, Stdio};
 use serde::Serialize;
 
 use super::HostPaths;
-use crate::control::{Code, Refusal};
 use crate::exit::Exit;
+use crate::vocab::{Code, Refusal};
 use crate::wire::gate::{self, GateCheck, GateRequest, Header, RefusalReason, RefusalRecord};
 
 /// `df` by absolute path.

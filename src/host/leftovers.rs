@@ -11,9 +11,9 @@
 
 use std::fmt::Write as _;
 
-use crate::control::plan::PlanId;
-use crate::docker::{Engine, EngineError, LABEL_PLAN, LabelledNetwork};
+use crate::docker::{Engine, EngineError, LabelledNetwork};
 use crate::text::for_terminal as esc;
+use crate::vocab::{LABEL_PLAN, PlanId};
 
 /// One container carrying the plan's label.
 #[derive(Debug, Clone, PartialEq, Eq)]

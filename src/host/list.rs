@@ -96,10 +96,10 @@ pub fn render(awaiting: &Awaiting) -> String {
             vec![["APP", "STATE", "PORT", "SERVER NAME", "IMAGE", "LAST PLAN"].map(str::to_owned).to_vec()];
         for app in awaiting.apps.values() {
             rows.push(vec![
-                esc(&app.app),
+                esc(app.app.as_str()),
                 app.state.as_str().to_owned(),
                 app.host_port.to_string(),
-                esc(&app.server_name),
+                esc(app.server_name.as_str()),
                 esc(&app.image_key),
                 app.plan_id.to_string(),
             ]);

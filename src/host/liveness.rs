@@ -12,11 +12,10 @@
 //! abandoned (it would act once continued), but the operator is told, with
 //! the pid, in `list`, `show`, `resolve` and `doctor`.
 
-use crate::control::{Code, Refusal};
 use crate::store::Claim;
+use crate::vocab::{Code, PlanId, Refusal};
 
 use super::controller::Liveness;
-use crate::control::plan::PlanId;
 
 const BOOT_ID: &str = "/proc/sys/kernel/random/boot_id";
 

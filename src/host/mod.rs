@@ -47,7 +47,7 @@
 //!   `SUDO_UID`) is read exactly once (who asked),
 //!   and every child process gets an explicit environment built from
 //!   `crate::exec::minimal_env` (docker calls add their socket and config
-//!   in `crate::docker::cli::docker_env`); `crate::exec` clears the rest. We
+//!   in `crate::docker::client::docker_env`); `crate::exec` clears the rest. We
 //!   do not rewrite our own environment because edition 2024 makes
 //!   `std::env::set_var` unsafe and the crate forbids unsafe; not reading
 //!   it is the stronger guarantee anyway;
@@ -57,6 +57,7 @@
 //!   sentences with stable codes.
 
 pub mod audit;
+pub mod clock;
 mod confirm;
 pub mod controller;
 pub mod drift;
@@ -75,7 +76,7 @@ pub mod show;
 
 use std::ffi::OsStr;
 
-use crate::control::{Code, Refusal};
+use crate::vocab::{Code, Refusal};
 
 pub use confirm::{Confirmation, Decision};
 pub use controller::{AppAfterResolve, Awaiting, Controller, Executed, Liveness, Resolved, StoppedClaimer};
@@ -95,7 +96,7 @@ pub fn caller(sudo_user: Option<&OsStr>) -> Result<String, Refusal> {
     match sudo_user {
         None => Ok("root".to_owned()),
         Some(value) => match value.to_str() {
-            Some(name) if crate::control::is_user_name(name) => Ok(name.to_owned()),
+            Some(name) if crate::vocab::is_user_name(name) => Ok(name.to_owned()),
             _ => Err(Refusal::new(Code::InvalidCaller, "SUDO_USER is not a plain unix user name.")),
         },
     }

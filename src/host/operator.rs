@@ -17,7 +17,7 @@
 
 use std::ffi::OsStr;
 
-use crate::control::{Code, Refusal};
+use crate::vocab::{Code, Refusal};
 
 /// The kernel's "no login uid" value in `/proc/self/loginuid`.
 pub const LOGINUID_UNSET: u32 = u32::MAX;

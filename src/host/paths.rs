@@ -18,7 +18,7 @@ use nix::fcntl::{OFlag, openat};
 use nix::sys::stat::Mode;
 
 use crate::control::policy::Policy;
-use crate::control::{Code, Refusal};
+use crate::vocab::{Code, Refusal};
 
 /// The policy file is small; a larger one is refused rather than read.
 const POLICY_MAX_BYTES: u64 = 256 * 1024;
@@ -42,7 +42,7 @@ impl HostPaths {
     /// The helper as the sudoers rule names it: the rule allows exactly
     /// `<this> rpc`, and the agent's key runs `<this> ssh-gate`. A symlink
     /// to the package's executable; its file name selects host mode.
-    pub const HELPER: &'static str = "/usr/local/bin/volce-lab-host";
+    pub const HELPER: &'static str = crate::wire::HELPER_PATH;
     /// The operator's policy.
     pub const POLICY: &'static str = "/etc/volce-lab/policy.json";
     /// The state directory: the database, the apps' files, setup's manifest.

@@ -14,6 +14,7 @@
 
 use std::io::Read;
 
+use super::clock::SystemClock;
 use super::confirm::{Confirmation, Decision};
 use super::controller::{AppAfterResolve, Controller, Executed, Liveness, Resolved};
 use super::liveness::ProcLiveness;
@@ -21,11 +22,13 @@ use super::paths::{self, HostPaths};
 use super::request_row::{self, Caller};
 use super::rpc::{self, Reply, Request};
 use super::{gate, leftovers, list, process, show};
-use crate::control::plan::{Action, Digest, PlanId};
-use crate::control::{Clock, Code, Refusal, SystemClock};
-use crate::docker::cli::DockerCli;
-use crate::docker::{Engine, NoProgress, Progress};
+use crate::control::Clock;
+use crate::control::plan::Action;
+use crate::docker::client::DockerClient;
+use crate::docker::{Engine, NoProgress, ProgressSink};
 use crate::store::{AuditOperation, PlanState, Store};
+use crate::vocab::{Code, Refusal};
+use crate::vocab::{Digest, PlanId};
 
 /// The helper's collaborators, held for one command.
 #[derive(Debug, Clone)]
@@ -38,12 +41,12 @@ pub struct Host<E, C, L> {
 
 /// What the shipped binary runs on: the real engine, the system clock,
 /// /proc.
-pub type ShippedHost = Host<DockerCli, SystemClock, ProcLiveness>;
+pub type ShippedHost = Host<DockerClient, SystemClock, ProcLiveness>;
 
 /// The engine the shipped binary uses: the docker CLI with fixed argv.
 /// There is deliberately no way to select any other engine here.
-pub fn real_engine(paths: &HostPaths) -> DockerCli {
-    DockerCli::new(paths.state_dir.clone())
+pub fn real_engine(paths: &HostPaths) -> DockerClient {
+    DockerClient::new(paths.state_dir.clone())
 }
 
 impl ShippedHost {
@@ -129,7 +132,7 @@ impl<E: Engine, C: Clock, L: Liveness> Host<E, C, L> {
     /// that stays open count too: beyond [`process::RPC_SLOTS`] of them the
     /// next is refused at once (`busy`), and each lives at most the read
     /// deadline.
-    pub fn rpc_reporting(self, caller: &str, input: impl Read, progress: &dyn Progress) -> Reply {
+    pub fn rpc_reporting(self, caller: &str, input: impl Read, progress: &dyn ProgressSink) -> Reply {
         // Every way out records its row (`request_row`): before the store is
         // open, a refusal is recorded on its own; after, through the
         // controller.

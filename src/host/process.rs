@@ -40,7 +40,7 @@ use nix::sys::resource::{RLIM_INFINITY, Resource, rlim_t, setrlimit};
 use nix::sys::signal::Signal;
 use nix::sys::stat::Mode;
 
-use crate::control::{Code, Refusal};
+use crate::vocab::{Code, Refusal};
 
 use super::paths::{self, HostPaths};
 

@@ -16,8 +16,8 @@
 //!   stable code, the request id. Never request text.
 
 use super::{HostPaths, paths};
-use crate::control::{Code, Refusal};
 use crate::store::{AuditOperation, AuditOutcome, RequestEnd, RequestMeta, Store};
+use crate::vocab::{Code, Refusal};
 
 pub use super::controller::audit_unavailable;
 

@@ -11,7 +11,7 @@
 
 use std::io::Read;
 
-use crate::control::{Code, Refusal};
+use crate::vocab::{Code, Refusal};
 
 use crate::wire::{MAX_REQUEST_BYTES, RequestId, parse_envelope};
 pub use crate::wire::{Reply, Request};
@@ -86,8 +86,8 @@ impl<W: std::io::Write> LineProgress<W> {
     }
 }
 
-impl<W: std::io::Write> crate::docker::Progress for LineProgress<W> {
-    fn step(&self, step: crate::wire::progress::Step) {
+impl<W: std::io::Write> crate::docker::ProgressSink for LineProgress<W> {
+    fn step(&self, step: crate::vocab::Step) {
         if self.printed.get() >= crate::wire::progress::MAX_PROGRESS_LINES {
             return;
         }
@@ -101,8 +101,9 @@ impl<W: std::io::Write> crate::docker::Progress for LineProgress<W> {
 #[cfg(test)]
 mod progress_tests {
     use super::*;
-    use crate::docker::Progress as _;
-    use crate::wire::progress::{MAX_PROGRESS_LINES, Progress, Step, reply_bytes};
+    use crate::docker::ProgressSink as _;
+    use crate::vocab::Step;
+    use crate::wire::progress::{MAX_PROGRESS_LINES, Progress, reply_bytes};
 
     #[test]
     fn the_helper_prints_at_most_the_bounded_number_of_progress_lines() {

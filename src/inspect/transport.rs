@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::exec::{ProcessSpec, Transport as ExecTransport};
-use crate::host::HostPaths;
+use crate::wire::HELPER_PATH;
 
 /// Every command volce-lab ever runs against a target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,7 +79,7 @@ impl Transport for LocalTransport {
             ],
             RemoteCommand::Disk => vec![spec("/usr/bin/df", &["-h", "/"], None, limits)],
             RemoteCommand::HostRpc => {
-                vec![spec("/usr/bin/sudo", &["-n", HostPaths::HELPER, "rpc"], stdin, limits)]
+                vec![spec("/usr/bin/sudo", &["-n", HELPER_PATH, "rpc"], stdin, limits)]
             }
         }
     }

@@ -63,9 +63,9 @@ pub struct PolicyFacts {
 pub struct ImageConfig {
     #[serde(default)]
     pub user: String,
-    #[serde(default, deserialize_with = "crate::docker::cli::null_as_empty")]
+    #[serde(default, deserialize_with = "crate::docker::client::null_as_empty")]
     pub cmd: Vec<String>,
-    #[serde(default, deserialize_with = "crate::docker::cli::null_as_empty")]
+    #[serde(default, deserialize_with = "crate::docker::client::null_as_empty")]
     pub entrypoint: Vec<String>,
 }
 

@@ -24,8 +24,8 @@ use std::sync::Mutex;
 
 use serde::Serialize;
 
-use crate::control::plan::PlanId;
 use crate::exec::{ExecutionStatus, ProcessOutcome};
+use crate::vocab::PlanId;
 
 /// One audit line. Every field is a fixed word, a number, or an id we
 /// generated or validated.

@@ -20,7 +20,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::exec::StdoutTap;
-use crate::wire::progress::{LineReader, Step};
+use crate::vocab::Step;
+use crate::wire::progress::LineReader;
 
 /// The longest a watched call goes without a notification.
 pub const HEARTBEAT: Duration = Duration::from_secs(10);

@@ -26,11 +26,10 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::config::Mode;
-use crate::control::Code;
-use crate::control::plan::PlanId;
 use crate::exec::{ExecutionStatus, Outcome};
 use crate::inspect::Status;
 use crate::inspect::transport::Limits;
+use crate::vocab::{Code, PlanId};
 use crate::wire::{NotAReply, Operation, Reply};
 
 /// How much reply we read and how long we wait for it. Pulling an image can

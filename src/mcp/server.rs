@@ -37,11 +37,11 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, Service};
 use serde_json::{Map, Value, json};
 use strum::VariantArray as _;
 
-use crate::control::plan::{Action, PlanId};
-use crate::control::{Code, Refusal};
+use crate::control::plan::Action;
 use crate::exec::ExecutionStatus;
 use crate::inspect::transport::Limits;
 use crate::inspect::{Check, Inspector, Status, request_id, timestamp};
+use crate::vocab::{Code, PlanId, Refusal};
 use crate::wire::{self, Request};
 
 use super::audit::{Audit, Record};

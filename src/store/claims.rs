@@ -11,8 +11,7 @@ use rusqlite::params;
 
 use super::StoreError;
 use super::transitions::Tx;
-use crate::control::plan::PlanId;
-use crate::docker::ImageId;
+use crate::vocab::{ImageId, PlanId};
 
 impl Tx<'_> {
     /// Keeps `images` claimed for `app`, which this plan removes.

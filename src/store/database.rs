@@ -21,7 +21,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension as _, TransactionBehavio
 use super::rows::{AuditOutcome, RequestEnd, RequestMeta};
 use super::schema::{self, MIGRATIONS};
 use super::transitions::Tx;
-use crate::control::{Code, Refusal};
+use crate::vocab::{Code, Refusal};
 
 /// How long a writer waits for another helper's transaction.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(30);

@@ -62,7 +62,7 @@ impl Tx<'_> {
             duration_ms: Some(meta.elapsed_ms()),
             actor: &meta.actor,
             app: meta.app.as_deref(),
-            code: end.code.map(crate::control::Code::as_str),
+            code: end.code.map(crate::vocab::Code::as_str),
             ..stamp(Some(meta))
         })
     }

@@ -74,7 +74,7 @@ pub fn read_health(path: &Path) -> Result<Option<StoreHealth>, rusqlite::Error> 
 /// database exists yet.
 pub fn read_apps(
     path: &Path,
-) -> Result<std::collections::BTreeMap<String, crate::control::validate::AppRecord>, super::StoreError> {
+) -> Result<std::collections::BTreeMap<String, crate::control::app_record::AppRecord>, super::StoreError> {
     read_only(path, |tx| tx.apps())
 }
 
@@ -104,7 +104,6 @@ fn read_only<T: Default>(
 /// exists yet.
 pub fn read_claims(
     path: &Path,
-) -> Result<Vec<(crate::control::plan::PlanId, crate::control::plan::Action, super::Claim)>, super::StoreError>
-{
+) -> Result<Vec<(crate::vocab::PlanId, crate::control::plan::Action, super::Claim)>, super::StoreError> {
     read_only(path, |tx| tx.executing_plans())
 }

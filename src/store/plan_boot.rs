@@ -8,7 +8,7 @@ use rusqlite::{OptionalExtension as _, params};
 use super::StoreError;
 use super::transitions::Tx;
 use crate::control::clock::BootInstant;
-use crate::control::plan::PlanId;
+use crate::vocab::PlanId;
 
 impl Tx<'_> {
     /// Records when, by the boot clock, a just-inserted plan was made.

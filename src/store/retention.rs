@@ -40,8 +40,8 @@ const SQL_PRUNABLE_PENDING: &str = "SELECT seq FROM plans WHERE state = 'pending
 /// a break. Returns how many rows were dropped.
 fn prune_chain(tx: &rusqlite::Transaction<'_>, before: i64) -> Result<u64, StoreError> {
     if !chain::verify(tx, None)?.intact() {
-        return Err(StoreError::Refused(crate::control::Refusal::new(
-            crate::control::Code::AuditChainBroken,
+        return Err(StoreError::Refused(crate::vocab::Refusal::new(
+            crate::vocab::Code::AuditChainBroken,
             "The audit chain does not verify; nothing was dropped. Run volce-lab-host audit verify and \
              keep an export of the trail as it is before anything else.",
         )));

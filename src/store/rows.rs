@@ -15,7 +15,8 @@ use serde::Serialize;
 use strum::{EnumString, IntoStaticStr, VariantArray};
 
 use super::StoreError;
-use crate::control::plan::{Digest, Plan};
+use crate::control::plan::Plan;
+use crate::vocab::Digest;
 
 /// A stored name that is not in its enum's table: the row is unreadable.
 fn parse_stored<T: FromStr>(value: &str) -> Result<T, StoreError> {
@@ -324,7 +325,7 @@ pub struct RequestEnd<'a> {
     pub at: i64,
     pub outcome: AuditOutcome,
     /// The stable code of a refusal.
-    pub code: Option<crate::control::Code>,
+    pub code: Option<crate::vocab::Code>,
     pub plan_id: Option<&'a str>,
     pub action: Option<&'a str>,
 }

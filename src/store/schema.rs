@@ -402,8 +402,8 @@ mod tests {
     use strum::VariantArray as _;
 
     use super::MIGRATIONS;
+    use crate::control::app_record::AppState;
     use crate::control::plan::Action;
-    use crate::control::validate::AppState;
     use crate::exec::ProcessOutcome;
     use crate::store::{AuditOperation, AuditOutcome, Event, PlanOutcome, PlanState};
 

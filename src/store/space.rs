@@ -9,7 +9,7 @@
 
 use std::path::Path;
 
-use crate::control::Refusal;
+use crate::vocab::Refusal;
 
 /// Free bytes below which a prepare is refused: many times what one plan
 /// writes (its row, audit row and their index pages, in the log and then
@@ -39,7 +39,7 @@ pub fn require_room(dir: &Path) -> Result<(), Refusal> {
 /// failure on a filesystem below the floor is `state_full`.
 pub fn explain(error: &super::StoreError, dir: &Path) -> Refusal {
     let refusal = error.refusal();
-    if refusal.code == crate::control::Code::StateUnavailable
+    if refusal.code == crate::vocab::Code::StateUnavailable
         && let Err(full) = require_room(dir)
     {
         return full;

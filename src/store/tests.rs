@@ -11,8 +11,8 @@ use super::chain;
 use super::schema::MIGRATIONS;
 use super::transitions::PLAN_COLUMNS;
 use super::*;
-use crate::control::Code;
-use crate::control::plan::{Plan, PlanId};
+use crate::control::plan::Plan;
+use crate::vocab::{Code, PlanId};
 
 fn plan(n: u32, now: i64) -> Plan {
     crate::control::plan::test_plan(PlanId::parse(&format!("{n:032x}")).unwrap(), now)

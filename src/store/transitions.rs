@@ -27,8 +27,9 @@ use super::rows::{
     Approval, AuditEntry, AuditRow, Claim, PlanOutcome, PlanState, Rejection, RequestMeta, Resolution,
     StoredPlan,
 };
-use crate::control::plan::{Action, Digest, Plan, PlanId};
-use crate::control::validate::AppRecord;
+use crate::control::app_record::AppRecord;
+use crate::control::plan::{Action, Plan};
+use crate::vocab::{Digest, PlanId};
 
 /// The operations available inside a transaction.
 pub struct Tx<'a> {
@@ -483,7 +484,7 @@ impl Tx<'_> {
         for row in rows {
             let (name, state, record) = row?;
             let record: AppRecord = serde_json::from_str(&record).map_err(|_| StoreError::Corrupt)?;
-            if record.app != name || record.state.as_str() != state {
+            if record.app.as_str() != name || record.state.as_str() != state {
                 return Err(StoreError::Corrupt);
             }
             apps.insert(name, record);
@@ -501,7 +502,7 @@ impl Tx<'_> {
                  record = excluded.record, plan_id = excluded.plan_id, updated_at = excluded.updated_at",
             )?
             .execute(params![
-                record.app,
+                record.app.as_str(),
                 record.state.as_str(),
                 record.host_port,
                 body,

@@ -12,10 +12,10 @@
 //! ```
 //!
 //! Invariants enforced here:
-//! - a progress line carries one word of a closed set ([`Step`]) and nothing
-//!   else (`deny_unknown_fields`), so no text of the server's reaches the
-//!   client through it, and it can never be mistaken for a reply (a reply
-//!   always has `status`);
+//! - a progress line carries one word of a closed set ([`Step`], from the
+//!   shared vocabulary) and nothing else (`deny_unknown_fields`), so no text
+//!   of the server's reaches the client through it, and it can never be
+//!   mistaken for a reply (a reply always has `status`);
 //! - the helper prints at most [`MAX_PROGRESS_LINES`] of them, each well
 //!   under [`MAX_PROGRESS_LINE_BYTES`]. The reader forwards only lines of
 //!   exactly that shape, at most that many;
@@ -29,32 +29,7 @@
 
 use serde::{Deserialize, Serialize};
 
-/// What a long action has just finished.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr, strum::VariantArray,
-)]
-#[serde(rename_all = "snake_case")]
-#[strum(serialize_all = "snake_case")]
-pub enum Step {
-    /// The images are pulled.
-    Pulled,
-    /// The app's networks exist.
-    Network,
-    /// The (new) app container runs.
-    AppStarted,
-    /// `nginx -t` accepted the gateway's configuration.
-    GatewayTested,
-    /// The app answered through the gateway.
-    HealthCheck,
-    /// update: the server name now routes to the new container.
-    Switched,
-}
-
-impl Step {
-    pub fn as_str(self) -> &'static str {
-        self.into()
-    }
-}
+use crate::vocab::Step;
 
 /// The most progress lines one reply may be preceded by. An update, the
 /// longest action, prints six.

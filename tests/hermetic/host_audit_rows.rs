@@ -4,10 +4,10 @@
 //! row cannot be written. Hermetic: the fake engine, a temporary state dir.
 
 use serde_json::{Value, json};
-use volce_lab::control::Code;
 use volce_lab::host::Caller;
 use volce_lab::host::rpc::Reply;
 use volce_lab::store::{AuditOperation, AuditOutcome, FOLD_WINDOW_SECS, RequestMeta};
+use volce_lab::vocab::Code;
 
 use crate::support::fake_engine::unused_image;
 use crate::support::harness::{Harness, deploy_params};

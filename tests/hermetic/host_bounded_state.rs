@@ -3,7 +3,7 @@
 //! Hermetic: the fake engine and an adjustable clock.
 
 use serde_json::json;
-use volce_lab::control::Code;
+use volce_lab::vocab::Code;
 
 use crate::support::fake_engine::unused_image;
 use crate::support::harness::{Harness, policy_json};

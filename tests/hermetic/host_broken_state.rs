@@ -9,9 +9,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde_json::json;
-use volce_lab::control::Code;
 use volce_lab::host::rpc::Reply;
 use volce_lab::install::doctor::{DoctorPaths, DoctorProbe, Finding, StoreHealth};
+use volce_lab::vocab::Code;
 
 use crate::support::harness::*;
 

@@ -5,14 +5,14 @@
 //! harness's two clocks (`TestClock::step_wall` moves the wall clock only).
 
 use serde_json::json;
-use volce_lab::control::Code;
+use volce_lab::vocab::Code;
 
 use crate::support::fake_engine::unused_image;
 use crate::support::harness::*;
 
 const AGENT: &str = "agent";
 
-fn code<T: std::fmt::Debug>(result: Result<T, volce_lab::control::Refusal>) -> Code {
+fn code<T: std::fmt::Debug>(result: Result<T, volce_lab::vocab::Refusal>) -> Code {
     result.expect_err("must be refused").code
 }
 

@@ -5,12 +5,11 @@
 use crate::support::fake_engine::*;
 use crate::support::harness::*;
 use serde_json::{Value, json};
-use volce_lab::control::Code;
-use volce_lab::control::plan::{Digest, PlanId};
-use volce_lab::docker::{EngineError, PublishedPort};
+use volce_lab::docker::EngineError;
 use volce_lab::host::Executed;
 use volce_lab::host::rpc::Reply;
 use volce_lab::store::PlanState;
+use volce_lab::vocab::{Code, Digest, PlanId, PublishedPort};
 
 const AGENT: &str = "agent";
 
@@ -26,7 +25,7 @@ fn deploy_demo(h: &Harness) -> PlanId {
     plan.plan.id
 }
 
-fn refusal<T: std::fmt::Debug>(result: Result<T, volce_lab::control::Refusal>) -> Code {
+fn refusal<T: std::fmt::Debug>(result: Result<T, volce_lab::vocab::Refusal>) -> Code {
     result.expect_err("must be refused").code
 }
 
@@ -465,7 +464,7 @@ fn a_changed_container_set_refuses_nginx_config_and_stop() {
         let mut intruder = s.snapshot.containers[0].clone();
         intruder.id = container_id('7');
         intruder.name = "intruder".into();
-        intruder.labels.insert(volce_lab::docker::LABEL_APP.into(), "demo".into());
+        intruder.labels.insert(volce_lab::vocab::LABEL_APP.into(), "demo".into());
         s.snapshot.containers.push(intruder);
     });
     let mut c = h.controller();
@@ -740,7 +739,7 @@ fn a_second_controller_sees_the_first_ones_approval() {
 
 #[test]
 fn replies_are_one_line() {
-    let reply = Reply::Rejected(volce_lab::control::Refusal::new(Code::PlanExpired, "x"));
+    let reply = Reply::Rejected(volce_lab::vocab::Refusal::new(Code::PlanExpired, "x"));
     assert_eq!(reply.to_line().matches('\n').count(), 1);
 }
 
@@ -1027,7 +1026,7 @@ fn an_image_found_to_declare_volumes_after_the_pull_fails_the_plan_with_the_same
     let mut c = h.controller();
     // Not local at plan time: the deploy pulls it and finds the VOLUME.
     let plan = c.prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap();
-    let image = volce_lab::control::policy::ImageRef::parse(&format!(
+    let image = volce_lab::vocab::ImageRef::parse(&format!(
         "127.0.0.1:15000/volce-lab/web@sha256:{}",
         "a".repeat(64)
     ))
@@ -1528,7 +1527,7 @@ fn remove_app_refuses_bad_input_and_changes_nothing() {
     // A container labelled as the app that volce-lab did not record.
     h.engine.edit(|s| {
         let mut stray = foreign_container(container_id('e'), "stray", used_image(), "running");
-        stray.labels.insert(volce_lab::docker::LABEL_APP.into(), "demo".into());
+        stray.labels.insert(volce_lab::vocab::LABEL_APP.into(), "demo".into());
         s.snapshot.containers.push(stray);
     });
     assert_eq!(refusal(c.prepare("remove_app", &json!({"app": "demo"}), AGENT)), Code::ContainerSetChanged);
@@ -1558,8 +1557,8 @@ fn after_resolve_remove_app_cleans_up_what_a_failed_deploy_left() {
     // The unverified rollback left the app container, labelled with the plan.
     h.engine.edit(|s| {
         let mut left = foreign_container(container_id('e'), "vl-demo-app", image('a'), "running");
-        left.labels.insert(volce_lab::docker::LABEL_APP.into(), "demo".into());
-        left.labels.insert(volce_lab::docker::LABEL_PLAN.into(), id.to_string());
+        left.labels.insert(volce_lab::vocab::LABEL_APP.into(), "demo".into());
+        left.labels.insert(volce_lab::vocab::LABEL_PLAN.into(), id.to_string());
         s.snapshot.containers.push(left);
     });
     assert_eq!(

@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use crate::support::fake_engine::*;
 use crate::support::harness::*;
 use serde_json::{Value, json};
-use volce_lab::docker::{ContainerId, ImageId, LABEL_APP, LABEL_ROLE, PublishedPort};
 use volce_lab::host::Executed;
+use volce_lab::vocab::{ContainerId, ImageId, LABEL_APP, LABEL_ROLE, PublishedPort};
 
 const AGENT: &str = "agent";
 /// The workstation's reply limit (`volce_lab::mcp::rpc::RPC_LIMITS`).

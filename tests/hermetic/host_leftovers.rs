@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 
 use crate::support::fake_engine::*;
 use crate::support::harness::*;
-use volce_lab::control::plan::{Action, PlanId};
-use volce_lab::docker::{Container, LABEL_APP, LABEL_PLAN, LABEL_ROLE};
+use volce_lab::control::plan::Action;
 use volce_lab::store::{AuditOutcome, AuditRow, Claim, Event, PlanOutcome, PlanState};
+use volce_lab::vocab::{Container, LABEL_APP, LABEL_PLAN, LABEL_ROLE, PlanId};
 
 const AGENT: &str = "agent";
 

@@ -7,12 +7,11 @@
 use crate::support::fake_engine::*;
 use crate::support::harness::*;
 use serde_json::{Value, json};
-use volce_lab::control::Code;
-use volce_lab::control::plan::PlanId;
-use volce_lab::control::validate::{AppRecord, AppState};
-use volce_lab::docker::{EngineError, LABEL_APP};
+use volce_lab::control::app_record::{AppRecord, AppState};
+use volce_lab::docker::EngineError;
 use volce_lab::host::Executed;
 use volce_lab::store::{PlanOutcome, PlanState};
+use volce_lab::vocab::{Code, LABEL_APP, PlanId};
 
 const AGENT: &str = "agent";
 const WEB2: &str = "127.0.0.1:15000/volce-lab/web2@sha256:";
@@ -26,7 +25,7 @@ fn harness() -> Harness {
     h
 }
 
-fn refusal<T: std::fmt::Debug>(result: Result<T, volce_lab::control::Refusal>) -> Code {
+fn refusal<T: std::fmt::Debug>(result: Result<T, volce_lab::vocab::Refusal>) -> Code {
     result.expect_err("must be refused").code
 }
 
@@ -208,7 +207,7 @@ fn update_needs_approval_replaces_the_app_container_and_keeps_the_image_history(
     let after = record(&h, "demo");
     assert_eq!(after.state, AppState::Running);
     assert_eq!(after.image_key, "web2");
-    assert!(after.app_image.starts_with(WEB2));
+    assert!(after.app_image.as_str().starts_with(WEB2));
     assert_ne!(after.app_container, before.app_container);
     assert_eq!(after.gateway_container, before.gateway_container);
     assert_eq!(after.containers.len(), 2);
@@ -343,16 +342,16 @@ fn after_remove_app_and_a_new_deploy_under_the_name_remove_image_takes_the_first
 
 /// A progress sink that keeps the steps it is told.
 #[derive(Default)]
-struct Steps(std::cell::RefCell<Vec<volce_lab::wire::progress::Step>>);
+struct Steps(std::cell::RefCell<Vec<volce_lab::vocab::Step>>);
 
-impl volce_lab::docker::Progress for Steps {
-    fn step(&self, step: volce_lab::wire::progress::Step) {
+impl volce_lab::docker::ProgressSink for Steps {
+    fn step(&self, step: volce_lab::vocab::Step) {
         self.0.borrow_mut().push(step);
     }
 }
 
 /// Prepares, approves and executes one plan, reporting its steps.
-fn steps_of(h: &Harness, action: &str, parameters: Value) -> Vec<volce_lab::wire::progress::Step> {
+fn steps_of(h: &Harness, action: &str, parameters: Value) -> Vec<volce_lab::vocab::Step> {
     let mut c = h.controller();
     let plan = c.prepare(action, &parameters, AGENT).unwrap();
     if plan.plan.requires_approval {
@@ -366,7 +365,7 @@ fn steps_of(h: &Harness, action: &str, parameters: Value) -> Vec<volce_lab::wire
 
 #[test]
 fn deploy_start_and_update_report_their_steps_and_stop_reports_none() {
-    use volce_lab::wire::progress::Step::*;
+    use volce_lab::vocab::Step::*;
     let h = harness();
     let deploy = steps_of(&h, "deploy", deploy_params("demo", 18001));
     assert_eq!(deploy, [Pulled, Network, AppStarted, GatewayTested, HealthCheck]);

@@ -5,8 +5,8 @@
 
 use crate::support::harness::*;
 use serde_json::{Value, json};
-use volce_lab::docker::{ContainerId, LABEL_APP};
 use volce_lab::store::StoreError;
+use volce_lab::vocab::{ContainerId, LABEL_APP};
 
 const AGENT: &str = "agent";
 

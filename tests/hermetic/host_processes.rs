@@ -15,10 +15,9 @@ use crate::support::harness::*;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::json;
-use volce_lab::control::Code;
-use volce_lab::control::plan::{Digest, PlanId};
 use volce_lab::host::{Executed, Host, ProcLiveness};
 use volce_lab::store::{PlanOutcome, PlanState};
+use volce_lab::vocab::{Code, Digest, PlanId};
 
 const AGENT: &str = "agent";
 

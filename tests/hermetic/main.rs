@@ -21,6 +21,7 @@ mod host_load;
 mod host_logs;
 mod host_policy_files;
 mod host_processes;
+mod layers;
 mod mcp_conformance;
 mod mcp_examples;
 mod mcp_management;

@@ -19,7 +19,7 @@ use volce_lab::mcp::audit::Audit;
 use volce_lab::mcp::progress::step_message;
 use volce_lab::mcp::rpc::RPC_LIMITS;
 use volce_lab::mcp::{Options, VolceLab};
-use volce_lab::wire::progress::Step;
+use volce_lab::vocab::Step;
 
 const PLAN_ID: &str = "0123456789abcdef0123456789abcdef";
 

@@ -7,9 +7,9 @@
 
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
-use volce_lab::control::Code;
 use volce_lab::control::canonical;
-use volce_lab::nginx::{ServerName, render};
+use volce_lab::nginx::render;
+use volce_lab::vocab::{Code, ServerName};
 use volce_lab::wire::gate::{self, GateCheck, GateRequest, Header};
 use volce_lab::wire::parse_request;
 

@@ -1,4 +1,4 @@
-//! End-to-end tests of `DockerCli` against the machine's real Docker engine,
+//! End-to-end tests of `DockerClient` against the machine's real Docker engine,
 //! with the images and policy that `scripts/test-images` builds. Run as root
 //! by scripts/test (`-- --ignored`); each test fails loudly when Docker, root
 //! or the test images are missing.
@@ -16,17 +16,17 @@ use std::time::{Duration, Instant};
 
 use docker_lab::{Lab, assert_hardened, docker, docker_ok, docker_stdin, eventually, inspect, status};
 use serde_json::Value;
-use volce_lab::control::policy::ImageRef;
-use volce_lab::docker::cli::http_get;
-use volce_lab::docker::{ContainerId, Engine as _, EngineError, ImageId, NoProgress};
+use volce_lab::docker::host_probe::http_get;
+use volce_lab::docker::{Engine as _, EngineError, NoProgress};
 use volce_lab::nginx::render;
+use volce_lab::vocab::{ContainerId, ImageId, ImageRef};
 
 /// A progress sink that keeps the steps it is told.
 #[derive(Default)]
-struct Steps(std::cell::RefCell<Vec<volce_lab::wire::progress::Step>>);
+struct Steps(std::cell::RefCell<Vec<volce_lab::vocab::Step>>);
 
-impl volce_lab::docker::Progress for Steps {
-    fn step(&self, step: volce_lab::wire::progress::Step) {
+impl volce_lab::docker::ProgressSink for Steps {
+    fn step(&self, step: volce_lab::vocab::Step) {
         self.0.borrow_mut().push(step);
     }
 }
@@ -40,7 +40,7 @@ fn deploy_serves_the_page_through_the_hardened_gateway_only() {
     let steps = Steps::default();
     let deployed = lab.engine.deploy(&spec, &steps).expect("deploy succeeds");
     eprintln!("deploy took {:?}", started.elapsed());
-    use volce_lab::wire::progress::Step::*;
+    use volce_lab::vocab::Step::*;
     let reported = steps.0.into_inner();
     assert_eq!(
         reported,
@@ -465,6 +465,6 @@ fn every_object_a_deploy_created_is_found_by_its_plan_label() {
     let (network, edge) = (format!("vl-{}", lab.app), format!("vl-{}_edge", lab.app));
     assert!(names.contains(&network.as_str()) && names.contains(&edge.as_str()), "{names:?}");
     assert_eq!(names.len(), 2, "{names:?}");
-    let other = volce_lab::control::plan::PlanId::parse(&"0f".repeat(16)).unwrap();
+    let other = volce_lab::vocab::PlanId::parse(&"0f".repeat(16)).unwrap();
     assert!(find(&lab.engine, &other).unwrap().is_empty());
 }

@@ -42,7 +42,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::{Value, json};
 
-use volce_lab::control::SystemClock;
+use volce_lab::host::clock::SystemClock;
 use volce_lab::host::{HostPaths, ProcLiveness};
 
 use crate::support::docker_lab::{TEST_DIR, docker, docker_ok, read_json};
@@ -50,7 +50,7 @@ use crate::support::docker_lab::{TEST_DIR, docker, docker_ok, read_json};
 const BIN: &str = env!("CARGO_BIN_EXE_volce-lab");
 const ETC: &str = "/etc/volce-lab";
 const STATE: &str = "/var/lib/volce-lab";
-const LABEL_PLAN: &str = volce_lab::docker::LABEL_PLAN;
+const LABEL_PLAN: &str = volce_lab::vocab::LABEL_PLAN;
 
 /// One test of this suite at a time: they share the fixed paths and the
 /// engine's volce-lab objects (a change to any of ours voids a plan).
@@ -117,7 +117,7 @@ impl World {
         self.next.set(n + 1);
         let port = (18600..18999)
             .find(|p| {
-                volce_lab::docker::cli::port_free(*p)
+                volce_lab::docker::host_probe::port_free(*p)
                     && !docker_ok(&["ps", "-aq", "--filter", &format!("publish={p}")])
                         .contains(|c: char| c.is_ascii_hexdigit())
             })
@@ -1056,7 +1056,7 @@ fn a_stopped_helper_is_visible_and_both_ways_out_run_the_action_at_most_once() {
         let refused = volce_lab::host::Host::new(world.paths.clone(), engine, SystemClock, ProcLiveness)
             .resolve("vl-operator", &id)
             .unwrap_err();
-        assert_eq!(refused.code, volce_lab::control::Code::NotAwaitingInspection);
+        assert_eq!(refused.code, volce_lab::vocab::Code::NotAwaitingInspection);
         let (again, again_calls) = world.execute_counted(&id);
         assert_eq!(again["code"], "plan_executing", "{again}");
         assert!(again_calls.iter().all(|c| read_only(c)), "{again_calls:?}");

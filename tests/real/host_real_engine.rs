@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use crate::support::docker_lab;
 use docker_lab::{assert_hardened, eventually, inspect, policy_limits, status};
-use volce_lab::control::SystemClock;
+use volce_lab::host::clock::SystemClock;
 use volce_lab::host::{HostPaths, ProcLiveness};
 
 const TEST_POLICY: &str = "/var/tmp/volce-lab-test/policy.json";

@@ -36,12 +36,11 @@ use std::sync::{Mutex, MutexGuard};
 
 use docker_lab::{Lab, docker, docker_ok, eventually, inspect, status};
 use serde_json::{Value, json};
-use volce_lab::control::SystemClock;
-use volce_lab::docker::cli::DockerCli;
-use volce_lab::docker::{
-    AppRemoval, Capacity, ContainerId, DeploySpec, Deployed, Engine, EngineError, ImageId, Snapshot,
-};
+use volce_lab::docker::client::DockerClient;
+use volce_lab::docker::{AppRemoval, Deployed, Engine, EngineError};
+use volce_lab::host::clock::SystemClock;
 use volce_lab::host::{HostPaths, ProcLiveness};
+use volce_lab::vocab::{Capacity, ContainerId, DeploySpec, ImageId, Snapshot};
 
 const AGENT: &str = "vl-agent";
 const OPERATOR: &str = "vl-operator";
@@ -187,7 +186,7 @@ fn a_deploy_whose_health_check_fails_is_rolled_back_verified_and_blocks_nothing(
     assert!(host.lab.labelled_containers().is_empty(), "the new containers are removed");
     assert!(host.lab.networks().is_empty(), "the new networks are removed");
     assert!(!host.lab.app_dir().exists(), "the app directory the deploy made is removed");
-    assert!(volce_lab::docker::cli::port_free(host.lab.port), "nothing publishes the port any more");
+    assert!(volce_lab::docker::host_probe::port_free(host.lab.port), "nothing publishes the port any more");
     let stored = host.plan_json(&id);
     assert_eq!((stored["state"].as_str(), stored["outcome"].as_str()), (Some("failed"), Some("rolled_back")));
     assert_eq!(host.app_record(), Value::Null, "no record holds the name, port or quota slot");
@@ -377,7 +376,7 @@ fn assert_nothing_left(host: &Host) {
     assert!(host.lab.labelled_containers().is_empty(), "no container of the app is left");
     assert!(host.lab.networks().is_empty(), "no network of the app is left");
     assert!(!host.lab.app_dir().exists(), "the app directory is gone");
-    assert!(volce_lab::docker::cli::port_free(host.lab.port), "the port is free");
+    assert!(volce_lab::docker::host_probe::port_free(host.lab.port), "the port is free");
     assert_eq!(host.app_record(), Value::Null, "the record is gone");
 }
 
@@ -406,7 +405,7 @@ fn remove_app_removes_a_stopped_or_running_app_and_its_name_and_port_serve_again
 /// The real engine with one thing changed: `update_nginx` gets bytes that
 /// nginx rejects instead of the config the controller rendered. That is
 /// the only way to get such bytes past validation and the sealed payload.
-struct RejectedConfig(DockerCli);
+struct RejectedConfig(DockerClient);
 
 const REJECTED: &str = "events {}\nhttp { this is not nginx }\n";
 
@@ -416,22 +415,22 @@ impl Engine for RejectedConfig {
     }
     fn resolve_image(
         &self,
-        reference: &volce_lab::control::policy::ImageRef,
-    ) -> Result<Option<volce_lab::docker::ImageId>, EngineError> {
+        reference: &volce_lab::vocab::ImageRef,
+    ) -> Result<Option<volce_lab::vocab::ImageId>, EngineError> {
         self.0.resolve_image(reference)
     }
     fn image_volumes(
         &self,
-        reference: &volce_lab::control::policy::ImageRef,
+        reference: &volce_lab::vocab::ImageRef,
     ) -> Result<Option<Vec<String>>, EngineError> {
         self.0.image_volumes(reference)
     }
-    fn gateway_answers(&self, port: u16, server_name: &volce_lab::nginx::ServerName) -> bool {
+    fn gateway_answers(&self, port: u16, server_name: &volce_lab::vocab::ServerName) -> bool {
         self.0.gateway_answers(port, server_name)
     }
     fn plan_networks(
         &self,
-        plan: &volce_lab::control::plan::PlanId,
+        plan: &volce_lab::vocab::PlanId,
     ) -> Result<Vec<volce_lab::docker::LabelledNetwork>, EngineError> {
         self.0.plan_networks(plan)
     }
@@ -444,7 +443,7 @@ impl Engine for RejectedConfig {
     fn deploy(
         &self,
         spec: &DeploySpec,
-        progress: &dyn volce_lab::docker::Progress,
+        progress: &dyn volce_lab::docker::ProgressSink,
     ) -> Result<Deployed, EngineError> {
         self.0.deploy(spec, progress)
     }
@@ -474,15 +473,15 @@ impl Engine for RejectedConfig {
     }
     fn start(
         &self,
-        spec: &volce_lab::docker::StartSpec,
-        progress: &dyn volce_lab::docker::Progress,
+        spec: &volce_lab::vocab::StartSpec,
+        progress: &dyn volce_lab::docker::ProgressSink,
     ) -> Result<(), EngineError> {
         self.0.start(spec, progress)
     }
     fn update(
         &self,
-        spec: &volce_lab::docker::UpdateSpec,
-        progress: &dyn volce_lab::docker::Progress,
+        spec: &volce_lab::vocab::UpdateSpec,
+        progress: &dyn volce_lab::docker::ProgressSink,
     ) -> Result<ContainerId, EngineError> {
         self.0.update(spec, progress)
     }
@@ -506,7 +505,7 @@ fn a_config_nginx_rejects_is_rolled_back_and_blocks_nothing() {
 
     let new_name = format!("new-{}", host.lab.server_name());
     let id = host.planned("nginx_config", json!({"app": host.lab.app, "server_name": new_name}));
-    let engine = RejectedConfig(DockerCli::new(host.paths.state_dir.clone()));
+    let engine = RejectedConfig(DockerClient::new(host.paths.state_dir.clone()));
     let reply = host.rpc_with(engine, AGENT, json!({"operation": "execute", "plan_id": id}));
 
     assert_eq!(reply["status"], "rejected", "{reply}");
@@ -535,7 +534,7 @@ fn the_longest_server_name_validation_accepts_is_served() {
     let label = |c: char, n: usize| c.to_string().repeat(n);
     let long = [label('a', 63), label('b', 63), label('c', 63), label('d', 61)].join(".");
     assert_eq!(long.len(), 253);
-    assert!(volce_lab::control::validate::is_server_name(&long));
+    assert!(volce_lab::vocab::is_server_name(&long));
 
     let id = host.planned("deploy", host.deploy_params("web", 8080, &long));
     let done = host.execute(&id);
@@ -558,8 +557,8 @@ fn the_longest_server_name_validation_accepts_is_served() {
 fn labelled_printer(lab: &mut Lab, name: &str, app: &str, role: &str, script: &str) -> String {
     let (web, _) = lab.image("web");
     lab.extra_containers.push(name.to_owned());
-    let app_label = format!("{}={app}", volce_lab::docker::LABEL_APP);
-    let role_label = format!("{}={role}", volce_lab::docker::LABEL_ROLE);
+    let app_label = format!("{}={app}", volce_lab::vocab::LABEL_APP);
+    let role_label = format!("{}={role}", volce_lab::vocab::LABEL_ROLE);
     let args =
         ["run", "-d", "--name", name, "--network", "none", "--label", &app_label, "--label", &role_label];
     let id = docker_ok(&[&args[..], &[web.as_str(), "/bin/busybox", "sh", "-c", script]].concat())
@@ -579,22 +578,24 @@ fn labelled_printer(lab: &mut Lab, name: &str, app: &str, role: &str, script: &s
 /// straight into the store (no deploy: the container prints what we plant),
 /// as changed last by `plan` (a real, pending plan: the store links them).
 fn record_app(host: &Host, app: &str, id: &str, plan: &str, port: u16) {
-    use volce_lab::control::validate::{AppRecord, AppState};
+    use volce_lab::control::app_record::{AppRecord, AppState};
+    // The images only fill the record: no deploy ran from them.
+    let images = host.lab.spec();
     let record = AppRecord {
-        app: app.to_owned(),
+        app: volce_lab::vocab::AppName::parse(app).unwrap(),
         state: AppState::Running,
         host_port: port,
         container_port: 8080,
-        server_name: format!("{app}.test"),
+        server_name: volce_lab::vocab::ServerName::parse(&format!("{app}.test")).unwrap(),
         image_key: "web".into(),
-        app_image: String::new(),
-        gateway_image: String::new(),
+        app_image: images.app_image,
+        gateway_image: images.gateway_image,
         nginx_config: String::new(),
         app_dir: host.lab.state.join("apps").join(app),
         containers: vec![ContainerId::parse(id).unwrap()],
         app_container: ContainerId::parse(id),
         gateway_container: None,
-        plan_id: volce_lab::control::plan::PlanId::parse(plan).unwrap(),
+        plan_id: volce_lab::vocab::PlanId::parse(plan).unwrap(),
         image_ids: Vec::new(),
         upstream: None,
         image_history: Vec::new(),

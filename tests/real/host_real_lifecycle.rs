@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use volce_lab::control::SystemClock;
-use volce_lab::docker::cli::http_get;
+use volce_lab::docker::host_probe::http_get;
+use volce_lab::host::clock::SystemClock;
 use volce_lab::host::{HostPaths, ProcLiveness};
 
 const TEST_POLICY: &str = "/var/tmp/volce-lab-test/policy.json";
@@ -102,7 +102,7 @@ impl Host {
         assert_eq!(done["result"]["outcome"], "completed", "{action}: {done}");
     }
 
-    fn record(&self, app: &str) -> Option<volce_lab::control::validate::AppRecord> {
+    fn record(&self, app: &str) -> Option<volce_lab::control::app_record::AppRecord> {
         let mut store = volce_lab::store::Store::open(&self.paths.database()).unwrap();
         store.read(|tx| tx.apps()).unwrap().get(app).cloned()
     }

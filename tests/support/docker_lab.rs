@@ -12,12 +12,13 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use volce_lab::control::plan::PlanId;
-use volce_lab::control::policy::ImageRef;
-use volce_lab::docker::cli::{DockerCli, docker_env, http_get};
-use volce_lab::docker::{AppName, AppNames, DeploySpec, ImageId, LABEL_APP, Limits};
+use volce_lab::docker::client::{DockerClient, docker_env};
+use volce_lab::docker::host_probe::http_get;
 use volce_lab::exec::{ExecutionStatus, ProcessSpec, run_blocking};
-use volce_lab::nginx::{ServerName, render};
+use volce_lab::nginx::render;
+use volce_lab::vocab::{
+    AppName, AppNames, ContainerLimits, DeploySpec, ImageId, ImageRef, LABEL_APP, PlanId, ServerName,
+};
 
 pub const TEST_DIR: &str = "/var/tmp/volce-lab-test";
 
@@ -72,7 +73,7 @@ pub fn read_json(name: &str) -> Value {
 /// One test's world: its engine, state dir, app name and port, and the
 /// objects to remove when it ends.
 pub struct Lab {
-    pub engine: DockerCli,
+    pub engine: DockerClient,
     pub state: PathBuf,
     pub app: String,
     pub port: u16,
@@ -106,7 +107,7 @@ impl Lab {
         std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o700)).unwrap();
         let port = free_port(&suffix);
         Lab {
-            engine: DockerCli::new(&state),
+            engine: DockerClient::new(&state),
             state,
             app,
             port,
@@ -132,7 +133,7 @@ impl Lab {
         (reference, id)
     }
 
-    pub fn limits(&self) -> Limits {
+    pub fn limits(&self) -> ContainerLimits {
         policy_limits(&self.policy)
     }
 
@@ -173,7 +174,7 @@ impl Lab {
 
 /// Every container and network carrying this plan's label, by id.
 pub fn plan_objects(plan_id: &str) -> Vec<String> {
-    let filter = format!("label={}={plan_id}", volce_lab::docker::LABEL_PLAN);
+    let filter = format!("label={}={plan_id}", volce_lab::vocab::LABEL_PLAN);
     let containers = docker_ok(&["ps", "-aq", "--no-trunc", "--filter", &filter]);
     let networks = docker_ok(&["network", "ls", "-q", "--no-trunc", "--filter", &filter]);
     containers.lines().chain(networks.lines()).map(str::to_owned).collect()
@@ -205,7 +206,7 @@ fn free_port(seed: &str) -> u16 {
     let base = u16::from_str_radix(&seed[..4], 16).unwrap() % 900;
     for _ in 0..100 {
         let port = 18000 + (base + NEXT_PORT.fetch_add(7, Ordering::Relaxed)) % 1000;
-        if volce_lab::docker::cli::port_free(port) {
+        if volce_lab::docker::host_probe::port_free(port) {
             return port;
         }
     }
@@ -213,9 +214,9 @@ fn free_port(seed: &str) -> u16 {
 }
 
 /// The container limits a policy file (as JSON) sets.
-pub fn policy_limits(policy: &Value) -> Limits {
+pub fn policy_limits(policy: &Value) -> ContainerLimits {
     let l = &policy["limits"];
-    Limits {
+    ContainerLimits {
         memory_bytes: l["memory_mib"].as_u64().unwrap() * 1024 * 1024,
         millicpus: (l["cpus"].as_f64().unwrap() * 1000.0).round() as u32,
         pids: l["pids"].as_u64().unwrap() as u32,
@@ -240,7 +241,7 @@ pub fn status(port: u16, host: &str) -> Option<u16> {
     http_get(port, host, Duration::from_secs(2)).map(|r| r.status)
 }
 
-pub fn assert_hardened(c: &Value, user: &str, limits: &Limits) {
+pub fn assert_hardened(c: &Value, user: &str, limits: &ContainerLimits) {
     let name = c["Name"].as_str().unwrap();
     let host = &c["HostConfig"];
     assert_eq!(host["ReadonlyRootfs"], true, "{name}: read-only root");

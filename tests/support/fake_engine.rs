@@ -17,15 +17,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sha2::{Digest as _, Sha256};
-use volce_lab::control::plan::PlanId;
-use volce_lab::control::policy::ImageRef;
 use volce_lab::docker::{
-    AppRemoval, Capacity, Container, ContainerId, DeploySpec, Deployed, Engine, EngineError, ImageId,
-    LABEL_APP, LABEL_PLAN, LABEL_ROLE, LabelledNetwork, LogWindow, Progress, PublishedPort, Snapshot,
-    StartSpec, UpdateSpec,
+    AppRemoval, Deployed, Engine, EngineError, LabelledNetwork, LogWindow, ProgressSink,
 };
-use volce_lab::nginx::ServerName;
-use volce_lab::wire::progress::Step;
+use volce_lab::vocab::{
+    Capacity, Container, ContainerId, DeploySpec, ImageId, ImageRef, LABEL_APP, LABEL_PLAN, LABEL_ROLE,
+    PlanId, PublishedPort, ServerName, Snapshot, StartSpec, Step, UpdateSpec,
+};
 
 pub fn image(c: char) -> ImageId {
     ImageId::parse(&format!("sha256:{}", c.to_string().repeat(64))).unwrap()
@@ -242,7 +240,7 @@ impl Engine for FakeEngine {
     }
 
     /// Reports the steps the real deploy does, once it succeeded.
-    fn deploy(&self, spec: &DeploySpec, progress: &dyn Progress) -> Result<Deployed, EngineError> {
+    fn deploy(&self, spec: &DeploySpec, progress: &dyn ProgressSink) -> Result<Deployed, EngineError> {
         self.mutate(vec![
             "deploy".into(),
             spec.app.to_string(),
@@ -342,7 +340,7 @@ impl Engine for FakeEngine {
         Ok(())
     }
 
-    fn start(&self, spec: &StartSpec, progress: &dyn Progress) -> Result<(), EngineError> {
+    fn start(&self, spec: &StartSpec, progress: &dyn ProgressSink) -> Result<(), EngineError> {
         self.mutate(vec![
             "start".into(),
             spec.app_container.to_string(),
@@ -363,7 +361,7 @@ impl Engine for FakeEngine {
     }
 
     /// The new container gets image `e` (the fake's "second catalog image").
-    fn update(&self, spec: &UpdateSpec, progress: &dyn Progress) -> Result<ContainerId, EngineError> {
+    fn update(&self, spec: &UpdateSpec, progress: &dyn ProgressSink) -> Result<ContainerId, EngineError> {
         self.mutate(vec![
             "update".into(),
             spec.app.to_string(),

@@ -16,10 +16,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
 use serde_json::{Value, json};
-use volce_lab::control::plan::PlanId;
-use volce_lab::control::{Clock, Refusal};
+use volce_lab::control::Clock;
 use volce_lab::host::rpc::Reply;
 use volce_lab::host::{Controller, Decision, Host, HostPaths, ProcLiveness};
+use volce_lab::vocab::{PlanId, Refusal};
 
 use super::fake_engine::{FakeEngine, unused_image};
 
@@ -129,9 +129,10 @@ impl Harness {
     /// Records the app `legacy` (see the module header). Its plan row only
     /// satisfies the apps table's reference; it stays pending and blocks nothing.
     fn seed_legacy_app(&self) {
+        use volce_lab::control::app_record::{AppRecord, AppState};
         use volce_lab::control::plan::{Impact, Payload, Plan, Terms};
-        use volce_lab::control::validate::{AppRecord, AppState};
         use volce_lab::store::{AuditOutcome, AuditRow, Event};
+        use volce_lab::vocab::{AppName, ImageRef, ServerName};
         let id = PlanId::parse(&"1e".repeat(16)).unwrap();
         let plan = Plan::seal(
             id.clone(),
@@ -150,14 +151,15 @@ impl Harness {
             START - 3600,
         );
         let record = AppRecord {
-            app: "legacy".into(),
+            app: AppName::parse("legacy").unwrap(),
             state: AppState::Stopped,
             host_port: 18990,
             container_port: 8080,
-            server_name: "legacy.example.com".into(),
+            server_name: ServerName::parse("legacy.example.com").unwrap(),
             image_key: "web".into(),
-            app_image: "x".into(),
-            gateway_image: "y".into(),
+            app_image: ImageRef::parse(&format!("old.example/web@sha256:{}", "1".repeat(64))).unwrap(),
+            gateway_image: ImageRef::parse(&format!("old.example/gateway@sha256:{}", "2".repeat(64)))
+                .unwrap(),
             nginx_config: String::new(),
             app_dir: self.paths.state_dir.join("apps/legacy"),
             containers: vec![],

@@ -23,8 +23,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use volce_lab::control::{Code, Refusal};
 use volce_lab::host::{Executed, ProcLiveness};
+use volce_lab::vocab::{Code, Refusal};
 
 use super::fake_engine::FakeEngine;
 use super::harness::*;
@@ -92,7 +92,7 @@ pub fn child(dir: &Path, index: usize, rounds: usize) {
     };
     // An execute refused only because another helper's plan is executing
     // right now changed nothing, so it may be asked again.
-    let execute = |id: &volce_lab::control::plan::PlanId| -> Result<String, Refusal> {
+    let execute = |id: &volce_lab::vocab::PlanId| -> Result<String, Refusal> {
         let mut last = None;
         for _ in 0..PREPARE_TRIES {
             match timed("execute", &mut || executed(open()?.execute(id, AGENT))) {
@@ -112,7 +112,7 @@ pub fn child(dir: &Path, index: usize, rounds: usize) {
             println!("APP {app} skipped");
             continue;
         };
-        let deploy = volce_lab::control::plan::PlanId::parse(&deploy).unwrap();
+        let deploy = volce_lab::vocab::PlanId::parse(&deploy).unwrap();
         let digest = open().unwrap().load(&deploy, "root").unwrap().plan.digest;
         if round % 4 == 3 {
             let _ = timed("reject", &mut || open()?.reject(&deploy, "alice").map(|_| "ok".into()));
@@ -141,7 +141,7 @@ pub fn child(dir: &Path, index: usize, rounds: usize) {
             println!("APP {app} deployed-not-removed-{}", removal.unwrap_err().code.as_str());
             continue;
         };
-        let removal = volce_lab::control::plan::PlanId::parse(&removal).unwrap();
+        let removal = volce_lab::vocab::PlanId::parse(&removal).unwrap();
         let digest = open().unwrap().load(&removal, "root").unwrap().plan.digest;
         let _ = timed("approve", &mut || open()?.approve(&removal, &digest, "alice").map(|_| "ok".into()));
         let removed = execute(&removal);

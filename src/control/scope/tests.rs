@@ -4,13 +4,11 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use super::digest;
-use crate::control::plan::{Payload, PlanId};
-use crate::control::policy::ImageRef;
-use crate::docker::{
-    AppName, Container, ContainerId, DeploySpec, ImageId, LABEL_APP, LABEL_PLAN, LABEL_ROLE, Limits,
-    PublishedPort, Snapshot,
+use crate::control::plan::Payload;
+use crate::vocab::{
+    AppName, Container, ContainerId, ContainerLimits, DeploySpec, ImageId, ImageRef, LABEL_APP, LABEL_PLAN,
+    LABEL_ROLE, PlanId, PublishedPort, ServerName, Snapshot,
 };
-use crate::nginx::ServerName;
 
 fn id(c: char) -> ContainerId {
     ContainerId::parse(&c.to_string().repeat(64)).unwrap()
@@ -96,7 +94,13 @@ fn deploy_web(host_port: u16) -> Payload {
         server_name: ServerName::parse("web.example").unwrap(),
         nginx_config: String::new(),
         app_dir: PathBuf::from("/state/apps/web"),
-        limits: Limits { memory_bytes: 1, millicpus: 1, pids: 1, log_max_size_bytes: 1, log_max_files: 1 },
+        limits: ContainerLimits {
+            memory_bytes: 1,
+            millicpus: 1,
+            pids: 1,
+            log_max_size_bytes: 1,
+            log_max_files: 1,
+        },
     };
     Payload::Deploy { image_key: "web".into(), network: "vl-web".into(), containers: vec![], spec }
 }

@@ -14,13 +14,11 @@
 use serde_json::{Map, Value};
 
 use super::{
-    AppState, Context, MIB, Probe, app_name, exact_keys, not_in_catalog, owned, owned_running, recorded,
+    AppState, Context, HostFacts, MIB, app_name, exact_keys, not_in_catalog, owned, owned_running, recorded,
     string,
 };
 use crate::control::plan::{Action, Impact, Payload};
-use crate::control::{Code, Refusal, refuse};
-use crate::docker::{ContainerId, StartSpec, UpdateSpec};
-use crate::nginx::ServerName;
+use crate::vocab::{Code, ContainerId, Refusal, ServerName, StartSpec, UpdateSpec, refuse};
 
 /// Docker states in which a container is, or is about to be, running.
 fn is_up(state: &str) -> bool {
@@ -30,7 +28,7 @@ fn is_up(state: &str) -> bool {
 pub(super) fn start(
     params: &Map<String, Value>,
     ctx: &Context<'_>,
-    probe: &dyn Probe,
+    facts: &dyn HostFacts,
 ) -> Result<(Payload, Impact), Refusal> {
     exact_keys(params, Action::Start)?;
     let app = app_name(params)?;
@@ -86,7 +84,7 @@ pub(super) fn start(
             ),
         );
     }
-    if !probe.host_port_free(port) {
+    if !facts.host_port_free(port) {
         return refuse(
             Code::PortInUse,
             format!(
@@ -94,12 +92,7 @@ pub(super) fn start(
             ),
         );
     }
-    let Some(server_name) = ServerName::parse(&record.server_name) else {
-        return refuse(
-            Code::ContainerSetChanged,
-            format!("The record of {app} names an invalid server name."),
-        );
-    };
+    let server_name = record.server_name.clone();
     let mut containers = record.containers.clone();
     containers.sort();
     let names = app.names();
@@ -124,7 +117,7 @@ pub(super) fn start(
 pub(super) fn update(
     params: &Map<String, Value>,
     ctx: &Context<'_>,
-    probe: &dyn Probe,
+    facts: &dyn HostFacts,
 ) -> Result<(Payload, Impact), Refusal> {
     exact_keys(params, Action::Update)?;
     let app = app_name(params)?;
@@ -141,7 +134,7 @@ pub(super) fn update(
         ),
         _ => refusal,
     })?;
-    if app_image.as_str() == record.app_image {
+    if *app_image == record.app_image {
         return refuse(
             Code::ImageUnchanged,
             format!(
@@ -150,7 +143,7 @@ pub(super) fn update(
             ),
         );
     }
-    super::refuse_volumes(&format!("The catalog image `{image_key}`"), app_image, probe)?;
+    super::refuse_volumes(&format!("The catalog image `{image_key}`"), app_image, facts)?;
     let (Some(old_app), Some(gateway)) = (record.app_container.clone(), record.gateway_container.clone())
     else {
         return refuse(
@@ -168,13 +161,8 @@ pub(super) fn update(
             ),
         );
     }
-    let Some(server_name) = ServerName::parse(&record.server_name) else {
-        return refuse(
-            Code::ContainerSetChanged,
-            format!("The record of {app} names an invalid server name."),
-        );
-    };
-    let capacity = probe.capacity()?;
+    let server_name = record.server_name.clone();
+    let capacity = facts.capacity()?;
     let floors = ctx.policy.capacity;
     if capacity.free_memory_bytes < floors.min_free_memory_mib * MIB
         || capacity.free_disk_bytes < floors.min_free_disk_mib * MIB
@@ -200,7 +188,7 @@ pub(super) fn update(
         plan_id: ctx.plan_id.clone(),
         app: app.clone(),
         app_image: app_image.clone(),
-        previous_image: record.app_image.clone(),
+        previous_image: record.app_image.to_string(),
         old_app: old_app.clone(),
         gateway,
         host_port: record.host_port,

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::control::policy::tests::sample_policy;
-use crate::docker::{Container, PublishedPort};
+use crate::vocab::{Container, LABEL_APP, LABEL_PLAN, PublishedPort, is_server_name};
 
 struct FakeProbe {
     port_free: bool,
@@ -33,7 +33,7 @@ impl Default for FakeProbe {
     }
 }
 
-impl Probe for FakeProbe {
+impl HostFacts for FakeProbe {
     fn host_port_free(&self, _port: u16) -> bool {
         self.port_free
     }
@@ -91,14 +91,14 @@ fn base_snapshot() -> Snapshot {
 
 fn record(app: &str, port: u16, state: AppState) -> AppRecord {
     AppRecord {
-        app: app.into(),
+        app: AppName::parse(app).unwrap(),
         state,
         host_port: port,
         container_port: 8080,
-        server_name: "demo.example.com".into(),
+        server_name: ServerName::parse("demo.example.com").unwrap(),
         image_key: "web".into(),
-        app_image: "x".into(),
-        gateway_image: "y".into(),
+        app_image: ImageRef::parse(&format!("old.example/web@sha256:{}", "1".repeat(64))).unwrap(),
+        gateway_image: ImageRef::parse(&format!("old.example/gateway@sha256:{}", "2".repeat(64))).unwrap(),
         nginx_config: crate::nginx::render("demo.example.com", 8080),
         app_dir: format!("/state/apps/{app}").into(),
         containers: vec![id('a'), id('b')],

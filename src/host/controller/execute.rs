@@ -16,13 +16,15 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use super::{Controller, EngineProbe, Liveness, audit, engine_unavailable, state_allows_use, terms_hold};
+use crate::control::Clock;
+use crate::control::app_record::AppRecord;
 use crate::control::clock::check_expiry;
-use crate::control::plan::{Action, Payload, Plan, PlanId};
+use crate::control::plan::{Action, Payload, Plan};
 use crate::control::scope;
-use crate::control::validate::{self, AppRecord, Context};
-use crate::control::{Clock, Code, Refusal, refuse};
-use crate::docker::{AppRemoval, Engine, EngineError, ImageId, NoProgress, Progress};
+use crate::control::validate::{self, Context};
+use crate::docker::{AppRemoval, Engine, EngineError, NoProgress, ProgressSink};
 use crate::store::{AuditOutcome, AuditRow, Event, PlanOutcome};
+use crate::vocab::{Code, ImageId, PlanId, Refusal, refuse};
 
 mod record;
 
@@ -70,7 +72,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
         &mut self,
         id: &PlanId,
         requester: &str,
-        progress: &dyn Progress,
+        progress: &dyn ProgressSink,
     ) -> Result<Executed, Refusal> {
         self.settle_abandoned(requester)?;
         let me = self.liveness.me()?;
@@ -281,7 +283,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
     }
 
     /// The one place that mutates through the engine.
-    fn act(&self, payload: &Payload, progress: &dyn Progress) -> Result<Vec<String>, EngineError> {
+    fn act(&self, payload: &Payload, progress: &dyn ProgressSink) -> Result<Vec<String>, EngineError> {
         match payload {
             Payload::Deploy { spec, .. } => self
                 .engine

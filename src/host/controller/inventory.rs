@@ -18,11 +18,10 @@
 use std::collections::BTreeMap;
 
 use super::*;
-use crate::control::validate::AppRecord;
-use crate::docker::Snapshot;
+use crate::control::app_record::AppRecord;
 use crate::host::drift::{self, EngineState};
-use crate::nginx::ServerName;
 use crate::text::rfc3339_seconds;
+use crate::vocab::Snapshot;
 
 /// At most this many free port ranges are listed; `free_count` counts all.
 pub const MAX_FREE_RANGES: usize = 16;
@@ -45,8 +44,10 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             }));
         }
         let gateway_id = self.engine.resolve_image(&self.policy.nginx_image).map_err(engine_unavailable)?;
-        let apps_json: Vec<Value> =
-            apps.values().map(|record| app_json(record, &snapshot, last_plans.get(&record.app))).collect();
+        let apps_json: Vec<Value> = apps
+            .values()
+            .map(|record| app_json(record, &snapshot, last_plans.get(record.app.as_str())))
+            .collect();
         let unsettled = plans.iter().find(|p| p.state != PlanState::Pending);
         Ok(json!({
             "generated_at": rfc3339_seconds(now),
@@ -77,17 +78,15 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
         let snapshot = self.engine.snapshot().map_err(engine_unavailable)?;
         let gateways: Vec<Value> = apps
             .values()
-            .filter_map(|record| {
-                let app = AppName::parse(&record.app)?;
+            .map(|record| {
+                let app = &record.app;
                 let derived = drift::derive(record, &snapshot);
                 let gateway = derived.containers.iter().find(|c| c.role == drift::Role::Gateway);
                 let stopped_on_purpose = derived.state == EngineState::Stopped
-                    && last_plans.get(&record.app).is_some_and(is_completed_stop);
+                    && last_plans.get(record.app.as_str()).is_some_and(is_completed_stop);
                 let answers = (derived.state == EngineState::Running)
-                    .then(|| ServerName::parse(&record.server_name))
-                    .flatten()
-                    .map(|name| self.engine.gateway_answers(record.host_port, &name));
-                Some(json!({
+                    .then(|| self.engine.gateway_answers(record.host_port, &record.server_name));
+                json!({
                     "app": app,
                     "name": app.names().gateway_container,
                     "state": derived.state,
@@ -95,7 +94,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                     "stopped_on_purpose": stopped_on_purpose,
                     "answers": answers,
                     "drift": drift_json(derived.drift),
-                }))
+                })
             })
             .collect();
         Ok(json!({ "gateways": gateways }))
@@ -111,7 +110,7 @@ fn records(tx: &crate::store::Tx<'_>) -> Result<Records, Refusal> {
     let mut last = BTreeMap::new();
     for record in apps.values() {
         if let Some(plan) = tx.load_plan(&record.plan_id)? {
-            last.insert(record.app.clone(), plan);
+            last.insert(record.app.to_string(), plan);
         }
     }
     Ok((apps, last))
@@ -128,7 +127,7 @@ fn drift_json(reason: Option<drift::DriftReason>) -> Value {
 /// One managed app: the record's facts, the engine's state and any drift.
 fn app_json(record: &AppRecord, snapshot: &Snapshot, last: Option<&StoredPlan>) -> Value {
     let derived = drift::derive(record, snapshot);
-    let digest = record.app_image.split_once('@').map(|(_, digest)| digest);
+    let digest = record.app_image.as_str().split_once('@').map(|(_, digest)| digest);
     json!({
         "app": record.app,
         "state": derived.state,
@@ -208,7 +207,7 @@ fn ports_json(range: (u16, u16), apps: &BTreeMap<String, AppRecord>, snapshot: &
     })
 }
 
-fn catalog_ids(catalog: &[Value], gateway: Option<&crate::docker::ImageId>) -> Vec<String> {
+fn catalog_ids(catalog: &[Value], gateway: Option<&crate::vocab::ImageId>) -> Vec<String> {
     let mut ids: Vec<String> =
         catalog.iter().filter_map(|c| c["image_id"].as_str().map(str::to_owned)).collect();
     ids.extend(gateway.map(|g| g.as_str().to_owned()));
@@ -233,9 +232,7 @@ fn foreign_json(apps: &BTreeMap<String, AppRecord>, snapshot: &Snapshot, catalog
     let networks = snapshot
         .networks
         .iter()
-        .filter(|name| {
-            !apps.values().any(|r| AppName::parse(&r.app).is_some_and(|a| a.names().claims_network(name)))
-        })
+        .filter(|name| !apps.values().any(|r| r.app.names().claims_network(name)))
         .count();
     json!({"containers": containers, "images": images, "networks": networks})
 }

@@ -20,7 +20,7 @@ pub struct Awaiting {
     /// Pending plans whose time ran out: nothing can approve or run them.
     pub expired_pending: u64,
     /// Every app record, by name, as recorded (the engine is not asked).
-    pub apps: std::collections::BTreeMap<String, validate::AppRecord>,
+    pub apps: std::collections::BTreeMap<String, crate::control::app_record::AppRecord>,
     /// The executing plans whose claimer is alive but stopped.
     pub stopped: Vec<(PlanId, StoppedClaimer)>,
 }

@@ -3,8 +3,7 @@
 use std::collections::BTreeMap;
 
 use super::*;
-use crate::control::plan::PlanId;
-use crate::docker::{ImageId, LABEL_APP};
+use crate::vocab::{AppName, ImageId, ImageRef, LABEL_APP, PlanId, ServerName};
 
 fn id(c: char) -> ContainerId {
     ContainerId::parse(&c.to_string().repeat(64)).unwrap()
@@ -27,14 +26,14 @@ fn container(c: char, name: &str, app: Option<&str>, state: &str) -> Container {
 
 fn record(state: AppState) -> AppRecord {
     AppRecord {
-        app: "demo".into(),
+        app: AppName::parse("demo").unwrap(),
         state,
         host_port: 18001,
         container_port: 8080,
-        server_name: "demo.example.com".into(),
+        server_name: ServerName::parse("demo.example.com").unwrap(),
         image_key: "web".into(),
-        app_image: "x".into(),
-        gateway_image: "y".into(),
+        app_image: ImageRef::parse(&format!("old.example/web@sha256:{}", "1".repeat(64))).unwrap(),
+        gateway_image: ImageRef::parse(&format!("old.example/gateway@sha256:{}", "2".repeat(64))).unwrap(),
         nginx_config: String::new(),
         app_dir: "/state/apps/demo".into(),
         containers: vec![id('a'), id('b')],

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use super::{Finding, ok, warn};
-use crate::docker::cli::{INHIBIT_IPV4_OPTION, NO_MASQUERADE_OPTION};
+use crate::docker::client::{INHIBIT_IPV4_OPTION, NO_MASQUERADE_OPTION};
 
 /// What the engine's daemon says of itself and how it was started.
 #[derive(Debug, Clone, PartialEq, Eq)]

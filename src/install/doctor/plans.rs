@@ -39,7 +39,7 @@ pub(super) fn stuck_plan(dir: &Path, probe: &dyn DoctorProbe, plan: &str, state:
         None => String::new(),
         Some(Ok(lines)) if lines.is_empty() => "; nothing on the engine carries its label".to_owned(),
         Some(Ok(lines)) => {
-            format!("; carrying its label {}={plan}: {}", crate::docker::LABEL_PLAN, lines.join("; "))
+            format!("; carrying its label {}={plan}: {}", crate::vocab::LABEL_PLAN, lines.join("; "))
         }
         Some(Err(why)) => format!("; the engine could not be asked what carries its label: {why}"),
     };

@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use super::{AppDrift, DoctorPaths, DoctorProbe, PolicyFacts, StoreHealth, diagnose, report};
-use crate::docker::cli::{DOCKER, docker_env};
+use crate::docker::client::{DOCKER, docker_env};
 use crate::host::HostPaths;
 
 /// `volce-lab-host doctor` in the shipped binary: the fixed paths, the
@@ -25,7 +25,7 @@ pub fn run_doctor() -> crate::exit::Exit {
     // as it was). Unlike other commands the report is printed even when
     // the row cannot be written: diagnosing a full disk is the doctor's job.
     let end = crate::store::RequestEnd {
-        at: crate::control::Clock::now(&crate::control::SystemClock),
+        at: crate::control::Clock::now(&crate::host::clock::SystemClock),
         outcome: if healthy { crate::store::AuditOutcome::Ok } else { crate::store::AuditOutcome::Failed },
         code: None,
         plan_id: None,
@@ -80,12 +80,13 @@ pub fn read_drift(state_dir: &Path) -> Result<Vec<AppDrift>, String> {
     if apps.is_empty() {
         return Ok(Vec::new());
     }
-    let snapshot = crate::docker::cli::DockerCli::new(state_dir).snapshot().map_err(|e| e.to_string())?;
+    let snapshot =
+        crate::docker::client::DockerClient::new(state_dir).snapshot().map_err(|e| e.to_string())?;
     Ok(apps
         .values()
         .filter_map(|record| {
             let reason = crate::host::drift::derive(record, &snapshot).drift?;
-            Some(AppDrift { app: record.app.clone(), reason })
+            Some(AppDrift { app: record.app.to_string(), reason })
         })
         .collect())
 }
@@ -179,8 +180,8 @@ impl DoctorProbe for SystemProbe {
     }
 
     fn leftovers(&self, state_dir: &Path, plan: &str) -> Option<Result<Vec<String>, String>> {
-        let id = crate::control::plan::PlanId::parse(plan).ok()?;
-        let engine = crate::docker::cli::DockerCli::new(state_dir);
+        let id = crate::vocab::PlanId::parse(plan).ok()?;
+        let engine = crate::docker::client::DockerClient::new(state_dir);
         Some(crate::host::leftovers::find(&engine, &id).map(|left| left.lines()).map_err(|e| e.to_string()))
     }
 
@@ -250,18 +251,18 @@ pub fn read_engine_facts() -> super::engine::EngineFacts {
 /// not the app's: drift and remove_app deal with that).
 pub fn read_app_networks(state_dir: &Path) -> Result<Vec<super::engine::AppNetwork>, String> {
     let apps = crate::store::read_apps(&HostPaths::database_in(state_dir)).map_err(|e| e.to_string())?;
-    let engine = crate::docker::cli::DockerCli::new(state_dir);
+    let engine = crate::docker::client::DockerClient::new(state_dir);
     let mut networks = Vec::new();
     for record in apps.values() {
-        let Some(app) = crate::docker::AppName::parse(&record.app) else { continue };
+        let app = &record.app;
         let names = app.names();
         for (name, edge) in [(&names.network, false), (&names.edge_network, true)] {
             let Some(found) = engine.network_options(name).map_err(|e| e.to_string())? else { continue };
-            if found.labels.get(crate::docker::LABEL_APP).map(String::as_str) != Some(app.as_str()) {
+            if found.labels.get(crate::vocab::LABEL_APP).map(String::as_str) != Some(app.as_str()) {
                 continue;
             }
             networks.push(super::engine::AppNetwork {
-                app: record.app.clone(),
+                app: record.app.to_string(),
                 name: name.clone(),
                 edge,
                 options: found.options,

@@ -4,8 +4,8 @@ use serde_json::json;
 use strum::VariantArray as _;
 
 use super::*;
-use crate::control::Refusal;
 use crate::exec::Execution;
+use crate::vocab::Refusal;
 
 fn outcome(status: ExecutionStatus, exit: Option<i32>, stdout: &str) -> Outcome {
     let mut execution = Execution::not_started(status);
@@ -221,7 +221,8 @@ fn helper_messages_are_sanitized() {
 /// older one) is read exactly as before.
 #[test]
 fn progress_lines_before_the_reply_never_count_as_the_reply() {
-    use crate::wire::progress::{Progress, Step};
+    use crate::vocab::Step;
+    use crate::wire::progress::Progress;
     let id = PlanId::parse("0123456789abcdef0123456789abcdef").unwrap();
     let lines: String = Step::VARIANTS.iter().map(|s| Progress { progress: *s }.to_line()).collect();
     let ok = Reply::Ok { operation: Operation::Execute, result: json!({"plan_id": id.as_str()}) }.to_line();

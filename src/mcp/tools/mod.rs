@@ -18,8 +18,9 @@ mod validate;
 use rmcp::model::{Tool, ToolAnnotations};
 use serde_json::{Map, Value};
 
-use crate::control::plan::{Action, PlanId};
+use crate::control::plan::Action;
 use crate::inspect::Check;
+use crate::vocab::PlanId;
 use crate::wire::{LogContainer, Operation};
 
 pub use validate::{MAX_ARGUMENT_BYTES, shown, validate};

@@ -12,9 +12,9 @@
 use serde_json::{Map, Value};
 
 use super::{Call, ToolName};
-use crate::control::plan::{Action, PlanId};
-use crate::control::{Code, Refusal};
+use crate::control::plan::Action;
 use crate::inspect::Check;
+use crate::vocab::{Code, PlanId, Refusal};
 
 /// The largest arguments object we accept, measured as compact JSON. The
 /// host helper reads at most 16 KiB per request

@@ -2,8 +2,9 @@
 //! real temporary SQLite files.
 
 use super::*;
-use crate::control::plan::{Plan, PlanId};
+use crate::control::plan::Plan;
 use crate::store::{AuditRow, RequestMeta, Store};
+use crate::vocab::PlanId;
 
 fn plan(n: u32, now: i64) -> Plan {
     crate::control::plan::test_plan(PlanId::parse(&format!("{n:032x}")).unwrap(), now)
@@ -228,7 +229,7 @@ fn audit_prune_refuses_a_broken_chain_and_drops_nothing() {
         .unwrap();
     let before = count(&mut store, "SELECT count(*) FROM audit");
     let refused = store.write(|tx| tx.prune_audit(1_000_000, 1_000_000, "alice")).unwrap_err();
-    assert_eq!(refused.refusal().code, crate::control::Code::AuditChainBroken);
+    assert_eq!(refused.refusal().code, crate::vocab::Code::AuditChainBroken);
     assert_eq!(count(&mut store, "SELECT count(*) FROM audit"), before);
 }
 

@@ -284,7 +284,7 @@ fn doctor_reads_this_engine_and_names_an_app_network_made_the_old_way() {
     // An app as an older volce-lab left it: its network plain --internal,
     // carrying its label, and a record naming it.
     let old_app = format!("{}-old", host.lab.app);
-    let label = format!("{}={old_app}", volce_lab::docker::LABEL_APP);
+    let label = format!("{}={old_app}", volce_lab::vocab::LABEL_APP);
     let old = TestNetwork { name: format!("vl-{old_app}"), containers: vec![] };
     docker_ok(&["network", "create", "--internal", "--label", &label, &old.name]);
     let (web, _) = host.lab.image("web");

@@ -4,10 +4,10 @@
 
 use std::collections::BTreeMap;
 
-use crate::control::plan::{Action, Payload, Plan, PlanId};
-use crate::control::validate::{AppRecord, AppState, ImageUse};
-use crate::control::{Code, Refusal};
-use crate::docker::{ContainerId, EngineError, UpdateSpec};
+use crate::control::app_record::{AppRecord, AppState, ImageUse};
+use crate::control::plan::{Action, Payload, Plan};
+use crate::docker::EngineError;
+use crate::vocab::{Code, ContainerId, PlanId, Refusal, UpdateSpec};
 
 use super::super::mark_app;
 
@@ -64,7 +64,7 @@ pub(super) fn record_apps(
     plan: &Plan,
     apps: &BTreeMap<String, AppRecord>,
     result: &Result<Vec<String>, EngineError>,
-    after: Option<&crate::docker::Snapshot>,
+    after: Option<&crate::vocab::Snapshot>,
     now: i64,
 ) -> Result<(), Refusal> {
     let ok = result.is_ok();
@@ -89,14 +89,14 @@ pub(super) fn record_apps(
             image_ids.sort();
             image_ids.dedup();
             let record = AppRecord {
-                app: spec.app.to_string(),
+                app: spec.app.clone(),
                 state: if ok { AppState::Running } else { AppState::NeedsInspection },
                 host_port: spec.host_port,
                 container_port: spec.container_port,
-                server_name: spec.server_name.to_string(),
+                server_name: spec.server_name.clone(),
                 image_key: image_key.clone(),
-                app_image: spec.app_image.to_string(),
-                gateway_image: spec.gateway_image.to_string(),
+                app_image: spec.app_image.clone(),
+                gateway_image: spec.gateway_image.clone(),
                 nginx_config: spec.nginx_config.clone(),
                 app_dir: spec.app_dir.clone(),
                 app_container: ids.first().cloned(),
@@ -107,7 +107,7 @@ pub(super) fn record_apps(
                 upstream: None,
                 image_history: vec![ImageUse {
                     image_key: image_key.clone(),
-                    app_image: spec.app_image.to_string(),
+                    app_image: spec.app_image.clone(),
                     since: Some(now),
                 }],
             };
@@ -118,7 +118,7 @@ pub(super) fn record_apps(
                 let mut record = old.clone();
                 record.plan_id = plan.id.clone();
                 if ok {
-                    record.server_name = server_name.to_string();
+                    record.server_name = server_name.clone();
                     record.nginx_config = new_config.clone();
                 } else {
                     record.state = AppState::NeedsInspection;
@@ -175,7 +175,7 @@ fn updated(
     image_key: &str,
     spec: &UpdateSpec,
     new: ContainerId,
-    after: Option<&crate::docker::Snapshot>,
+    after: Option<&crate::vocab::Snapshot>,
     now: i64,
 ) {
     if record.image_history.is_empty() {
@@ -188,7 +188,7 @@ fn updated(
     }
     record.image_history.push(ImageUse {
         image_key: image_key.to_owned(),
-        app_image: spec.app_image.to_string(),
+        app_image: spec.app_image.clone(),
         since: Some(now),
     });
     record.containers.retain(|c| *c != spec.old_app);
@@ -205,7 +205,7 @@ fn updated(
     record.app_container = Some(new);
     record.state = AppState::Running;
     record.image_key = image_key.to_owned();
-    record.app_image = spec.app_image.to_string();
+    record.app_image = spec.app_image.clone();
     record.nginx_config = spec.new_config.clone();
     record.upstream = Some(spec.container_name.clone());
 }

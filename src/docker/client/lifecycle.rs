@@ -21,17 +21,17 @@ use std::time::Duration;
 use super::argv::{argv, hardening, labels};
 use super::deploy::Created;
 use super::parse::{first_line, lines};
-use super::{DockerCli, PULL, QUICK, Runner};
+use super::{DockerClient, PULL, QUICK, Runner};
 use crate::docker::gateway_file::{backup, open_managed_config, read_bounded, rewrite};
-use crate::docker::{ContainerId, Engine as _, EngineError, Progress, StartSpec, UpdateSpec};
-use crate::wire::progress::Step;
+use crate::docker::{Engine as _, EngineError, ProgressSink};
+use crate::vocab::{ContainerId, StartSpec, Step, UpdateSpec};
 
 /// How long the old container keeps running after the switch, so that the
 /// gateway's old workers finish what they proxy to it.
 const DRAIN: Duration = Duration::from_secs(1);
 
-impl<R: Runner> DockerCli<R> {
-    pub(super) fn start_app(&self, spec: &StartSpec, progress: &dyn Progress) -> Result<(), EngineError> {
+impl<R: Runner> DockerClient<R> {
+    pub(super) fn start_app(&self, spec: &StartSpec, progress: &dyn ProgressSink) -> Result<(), EngineError> {
         let ids = [spec.app_container.clone(), spec.gateway.clone()];
         self.set_deadline(Some(std::time::Instant::now() + self.deploy_budget));
         let result = self.start_steps(spec, &ids, progress);
@@ -48,7 +48,7 @@ impl<R: Runner> DockerCli<R> {
         &self,
         spec: &StartSpec,
         ids: &[ContainerId; 2],
-        progress: &dyn Progress,
+        progress: &dyn ProgressSink,
     ) -> Result<(), EngineError> {
         // The app first: the gateway resolves it when it starts.
         for id in ids {
@@ -83,7 +83,7 @@ impl<R: Runner> DockerCli<R> {
     pub(super) fn update_app(
         &self,
         spec: &UpdateSpec,
-        progress: &dyn Progress,
+        progress: &dyn ProgressSink,
     ) -> Result<ContainerId, EngineError> {
         check_update_values(spec)?;
         let mut created = Created::default();
@@ -109,7 +109,7 @@ impl<R: Runner> DockerCli<R> {
         spec: &UpdateSpec,
         created: &mut Created,
         file_touched: &mut bool,
-        progress: &dyn Progress,
+        progress: &dyn ProgressSink,
     ) -> Result<ContainerId, EngineError> {
         let names = spec.app.names();
         let image = spec.app_image.as_str();

@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use crate::docker::{Container, ContainerId, EngineError, ImageId, PublishedPort};
+use crate::docker::EngineError;
+use crate::vocab::{Container, ContainerId, ImageId, NAME_PREFIX, PublishedPort};
 
 /// Only labels under this prefix are kept; others are none of our business.
 const LABEL_PREFIX: &str = "io.volce-lab.";
@@ -98,7 +99,7 @@ pub fn parse_images(out: &[u8]) -> Result<Vec<ImageId>, EngineError> {
 
 /// `--filter name=vl-` matches anywhere in the name; keep the real prefix.
 pub fn parse_networks(out: &[u8]) -> Result<Vec<String>, EngineError> {
-    Ok(lines(out).into_iter().filter(|n| n.starts_with(crate::docker::names::PREFIX)).collect())
+    Ok(lines(out).into_iter().filter(|n| n.starts_with(NAME_PREFIX)).collect())
 }
 
 /// `network ls --format '{{.ID}} {{.Name}}'`: a full id and a name a line.

@@ -3,7 +3,7 @@
 //!
 //! Security invariants enforced here: nothing is created before the spec's
 //! untyped values and the host port are checked; every object is created
-//! under a name from [`crate::docker::AppNames`] and carries this plan's
+//! under a name from [`crate::vocab::AppNames`] and carries this plan's
 //! label; a failed deploy removes exactly the containers and networks that
 //! carry this plan's label (or whose ids the steps saw), with `rm -f` only
 //! for those, and the app directory it created (only nginx.conf, then an
@@ -15,22 +15,21 @@
 
 use super::argv::{app_network, argv, config_mount, edge_network, hardening, labels};
 use super::parse::{first_line, lines};
-use super::{DockerCli, NGINX, NGINX_TEST, PULL, QUICK, Runner};
-use crate::control::plan::PlanId;
+use super::{DockerClient, NGINX, NGINX_TEST, PULL, QUICK, Runner};
 use crate::docker::gateway_file::{remove_new_config, write_new_config};
 use crate::docker::host_probe::{http_get, port_free};
-use crate::docker::{ContainerId, DeploySpec, Deployed, EngineError, LABEL_PLAN, Progress};
+use crate::docker::{Deployed, EngineError, ProgressSink};
 use crate::nginx::GATEWAY_LISTEN_PORT;
-use crate::wire::progress::Step;
+use crate::vocab::{ContainerId, DeploySpec, LABEL_PLAN, PlanId, Step};
 
-impl<R: Runner> DockerCli<R> {
+impl<R: Runner> DockerClient<R> {
     /// The whole deploy: refuse before the first mutation if a value or the
     /// port is wrong, then the steps under [`super::DEPLOY_BUDGET`], then on
     /// failure remove what this plan created.
     pub(super) fn deploy_within_budget(
         &self,
         spec: &DeploySpec,
-        progress: &dyn Progress,
+        progress: &dyn ProgressSink,
     ) -> Result<Deployed, EngineError> {
         check_untyped_values(spec)?;
         // The controller checked at plan time; a listener may have arrived
@@ -106,7 +105,7 @@ impl<R: Runner> DockerCli<R> {
         &self,
         spec: &DeploySpec,
         created: &mut Created,
-        progress: &dyn Progress,
+        progress: &dyn ProgressSink,
     ) -> Result<Deployed, EngineError> {
         let app = &spec.app;
         let names = app.names();

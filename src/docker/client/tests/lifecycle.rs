@@ -2,7 +2,8 @@
 //! argv, the health checks' Host headers, and what a failure undoes.
 
 use super::*;
-use crate::docker::{NoProgress, StartSpec, UpdateSpec};
+use crate::docker::NoProgress;
+use crate::vocab::{StartSpec, UpdateSpec};
 
 /// Answers `count` HTTP requests on `port` with 200 once `trigger` (a whole
 /// argv line) has first run, recording each request's Host header.
@@ -55,7 +56,7 @@ fn start_restores_the_restart_policy_and_starts_app_then_gateway_then_probes_the
         on_call(&args.join(" "));
         Ok(String::new())
     });
-    let engine = DockerCli::with_runner(fake, "/nonexistent").with_health_check(quick());
+    let engine = DockerClient::with_runner(fake, "/nonexistent").with_health_check(quick());
     engine.start(&start_spec(port), &NoProgress).unwrap();
     assert_eq!(
         engine.runner().argv(),
@@ -76,7 +77,7 @@ fn a_start_that_fails_its_health_check_is_stopped_again_and_rolled_back_once_see
         "inspect" => Ok("exited\nexited\n".into()),
         _ => Ok(String::new()),
     });
-    let engine = DockerCli::with_runner(fake, "/nonexistent").with_health_check(quick());
+    let engine = DockerClient::with_runner(fake, "/nonexistent").with_health_check(quick());
     assert_eq!(
         engine.start(&start_spec(port), &NoProgress),
         Err(EngineError::RolledBack { cause: Box::new(EngineError::HealthCheckFailed) })
@@ -97,7 +98,7 @@ fn a_start_that_fails_its_health_check_is_stopped_again_and_rolled_back_once_see
         "inspect" => Ok("exited\nrunning\n".into()),
         _ => Ok(String::new()),
     });
-    let engine = DockerCli::with_runner(fake, "/nonexistent").with_health_check(quick());
+    let engine = DockerClient::with_runner(fake, "/nonexistent").with_health_check(quick());
     assert_eq!(engine.start(&start_spec(port), &NoProgress), Err(EngineError::HealthCheckFailed));
 }
 
@@ -145,11 +146,10 @@ fn update_starts_the_new_container_beside_the_old_checks_it_twice_then_removes_t
         on_call(&args.join(" "));
         update_script(args)
     });
-    let engine = DockerCli::with_runner(fake, dir.path()).with_health_check(quick());
+    let engine = DockerClient::with_runner(fake, dir.path()).with_health_check(quick());
     let spec = update_spec(dir.path(), port);
     let steps = Steps::default();
     assert_eq!(engine.update(&spec, &steps).unwrap().as_str(), hex('e'));
-    use crate::wire::progress::Step;
     let expected = [Step::Pulled, Step::AppStarted, Step::GatewayTested, Step::HealthCheck, Step::Switched];
     assert_eq!(steps.0.borrow().as_slice(), expected, "each update step reported once, in order");
     let argv = engine.runner().argv();
@@ -195,7 +195,7 @@ fn a_failed_update_restores_the_config_removes_the_new_container_and_is_rolled_b
         }
         _ => update_script(args),
     });
-    let engine = DockerCli::with_runner(fake, dir.path()).with_health_check(quick());
+    let engine = DockerClient::with_runner(fake, dir.path()).with_health_check(quick());
     let spec = update_spec(dir.path(), port);
     assert_eq!(
         engine.update(&spec, &NoProgress),
@@ -227,7 +227,7 @@ fn an_update_refuses_a_changed_config_or_a_foreign_name_without_touching_the_old
     let dir = app_dir_with("# edited by hand\n");
     let port = free_port();
     let fake = Fake::new(update_script);
-    let engine = DockerCli::with_runner(fake, dir.path()).with_health_check(quick());
+    let engine = DockerClient::with_runner(fake, dir.path()).with_health_check(quick());
     let spec = update_spec(dir.path(), port);
     assert_eq!(
         engine.update(&spec, &NoProgress),
@@ -237,7 +237,7 @@ fn an_update_refuses_a_changed_config_or_a_foreign_name_without_touching_the_old
     let mut bad = spec.clone();
     bad.container_name = "prod".into();
     let fake = Fake::new(update_script);
-    let engine = DockerCli::with_runner(fake, dir.path());
+    let engine = DockerClient::with_runner(fake, dir.path());
     assert_eq!(engine.update(&bad, &NoProgress), Err(EngineError::Host { step: "validate update spec" }));
     assert!(engine.runner().argv().is_empty(), "nothing ran");
 }

@@ -10,8 +10,8 @@
 use std::path::Path;
 
 use super::GATEWAY_CONFIG_PATH;
-use crate::control::plan::PlanId;
-use crate::docker::{AppName, ContainerId, LABEL_APP, LABEL_PLAN, LABEL_ROLE, Limits, LogWindow};
+use crate::docker::LogWindow;
+use crate::vocab::{AppName, ContainerId, ContainerLimits, LABEL_APP, LABEL_PLAN, LABEL_ROLE, PlanId};
 
 pub(super) fn argv(words: &[&str]) -> Vec<String> {
     words.iter().map(|w| (*w).to_owned()).collect()
@@ -98,7 +98,7 @@ pub(super) fn edge_network(labels: Vec<String>, name: &str) -> Vec<String> {
 
 /// The controls every container we start carries. `restart` is
 /// `unless-stopped` for the app and gateway, `no` for the one-off check.
-pub fn hardening(limits: &Limits, user: &str, restart: &str) -> Vec<String> {
+pub fn hardening(limits: &ContainerLimits, user: &str, restart: &str) -> Vec<String> {
     let memory = limits.memory_bytes.to_string();
     vec![
         "--user".into(),

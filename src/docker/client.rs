@@ -1,5 +1,6 @@
-//! [`DockerCli`]: the [`Engine`] driven through the `docker` CLI. Runs as root
-//! inside the host helper; every docker process goes through `crate::exec`.
+//! [`DockerClient`]: the [`Engine`] implemented by running the docker
+//! client, `/usr/bin/docker`, with fixed argv. Runs as root inside the host
+//! helper; every docker process goes through `crate::exec`.
 //!
 //! Invariants enforced here:
 //! - the program is always `/usr/bin/docker`, argv is built from fixed words
@@ -25,10 +26,14 @@
 //! app's edge network. DOCKER-POLICY.md says what each container can reach.
 //!
 //! Layout: this file holds the engine, its docker calls and snapshot, and
-//! the [`Engine`] impl; `cli/deploy.rs` the deploy steps and their cleanup;
-//! `cli/lifecycle.rs` start and update and their rollback;
-//! `cli/argv.rs` argv building (hardening, labels, mount, inspect
-//! template); `cli/parse.rs` the parsers of docker's output. The managed
+//! the [`Engine`] impl; `client/runner.rs` the one way a docker process is
+//! run ([`Runner`], [`DockerCall`], the fixed program and environment);
+//! `client/deploy.rs` the deploy steps and their cleanup;
+//! `client/lifecycle.rs` start and update and their rollback;
+//! `client/queries.rs` the read-only questions (image ids, declared
+//! volumes, network options, whether a gateway answers);
+//! `client/argv.rs` argv building (hardening, labels, mount, inspect
+//! template); `client/parse.rs` the parsers of docker's output. The managed
 //! nginx.conf on disk is `crate::docker::gateway_file`, the host probes
 //! `crate::docker::host_probe`: neither is docker.
 //!
@@ -36,38 +41,33 @@
 //! reboot of the engine, and `stop` first sets `--restart=no`, so a stopped
 //! app stays stopped even across engine restarts.
 
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::gateway_file::{backup, open_managed_config, read_bounded, remove_app_dir, rewrite};
-use super::{
-    AppRemoval, Capacity, Container, ContainerId, DeploySpec, Deployed, Engine, EngineError, ImageId,
-    LABEL_APP, LABEL_PLAN, LogWindow, Progress, Snapshot, StartSpec, UpdateSpec,
+use super::host_probe::port_free;
+use super::{AppRemoval, Deployed, Engine, EngineError, LogWindow, ProgressSink};
+use crate::exec::ExecutionStatus;
+use crate::vocab::{
+    Capacity, Container, ContainerId, DeploySpec, ImageId, ImageRef, LABEL_APP, LABEL_PLAN, NAME_PREFIX,
+    PlanId, ServerName, Snapshot, StartSpec, UpdateSpec,
 };
-use crate::control::plan::PlanId;
-use crate::control::policy::ImageRef;
-use crate::exec::{ExecutionStatus, Outcome, ProcessSpec, minimal_env, run_blocking};
-use crate::nginx::ServerName;
 
 mod argv;
 mod deploy;
 mod lifecycle;
 pub mod parse;
-mod probe;
-pub use probe::NetworkOptions;
-pub(crate) use probe::null_as_empty;
+mod queries;
+mod runner;
+pub use queries::NetworkOptions;
+pub(crate) use queries::null_as_empty;
+use runner::SMALL_OUTPUT;
+pub use runner::{DOCKER, DOCKER_HOST, DockerCall, DockerProcess, Runner, docker_env};
 
-/// The host probes keep their old paths here (`docker::cli::http_get`, ...).
-pub use super::host_probe::{HttpReply, http_get, port_free};
 use argv::argv;
 pub use argv::{INHIBIT_IPV4_OPTION, INSPECT_TEMPLATE, NO_MASQUERADE_OPTION, SHM_SIZE, hardening};
 use parse::{lines, parse_container_ids, parse_images, parse_inspect_rows, parse_networks};
 
-/// The only docker program we run.
-pub const DOCKER: &str = "/usr/bin/docker";
-/// The only engine we talk to: the local socket, whatever the caller's env says.
-pub const DOCKER_HOST: &str = "unix:///var/run/docker.sock";
 /// Where the gateway finds its configuration (the read-only bind mount).
 pub const GATEWAY_CONFIG_PATH: &str = "/etc/nginx/nginx.conf";
 const NGINX: &str = "/usr/sbin/nginx";
@@ -86,58 +86,11 @@ const STOP: Duration = Duration::from_secs(40);
 pub const DEPLOY_BUDGET: Duration = Duration::from_secs(180);
 const STOP_GRACE_SECONDS: &str = "15";
 
-const SMALL_OUTPUT: usize = 64 * 1024;
 /// `docker logs` of at most 200 lines: far more than the 16 KiB the reply
 /// carries, so only a container that writes huge lines overflows it.
 const LOGS_OUTPUT: usize = 1024 * 1024;
 /// `docker inspect` of every container: about 1 KB each with our template.
 const SNAPSHOT_OUTPUT: usize = 16 * 1024 * 1024;
-
-/// One docker invocation: the argv after the program, its timeout, and how
-/// much stdout we keep.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Call {
-    pub args: Vec<String>,
-    pub timeout: Duration,
-    pub stdout_limit: usize,
-    /// docker's stderr joins stdout (`crate::exec::ProcessSpec::stderr_into_stdout`):
-    /// only for `docker logs`, where it is the container's stderr stream.
-    pub stderr_into_stdout: bool,
-}
-
-/// Runs one docker call. The real one is [`DockerProcess`]; tests pass fakes
-/// that record argv and answer from a script.
-pub trait Runner: Sync {
-    fn run(&self, call: &Call) -> Outcome;
-}
-
-/// Runs `/usr/bin/docker` through `crate::exec::run_blocking`.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct DockerProcess;
-
-/// The fixed environment of every docker call: the minimal one, our socket,
-/// root's own docker config (registry credentials an operator set up), and
-/// no CLI hints on stdout.
-pub fn docker_env() -> Vec<(OsString, OsString)> {
-    let mut env = minimal_env();
-    env.push(("DOCKER_HOST".into(), DOCKER_HOST.into()));
-    env.push(("HOME".into(), "/root".into()));
-    env.push(("DOCKER_CONFIG".into(), "/root/.docker".into()));
-    env.push(("DOCKER_CLI_HINTS".into(), "false".into()));
-    env
-}
-
-impl Runner for DockerProcess {
-    fn run(&self, call: &Call) -> Outcome {
-        let mut spec = ProcessSpec::new(DOCKER, &call.args);
-        spec.env = docker_env();
-        spec.timeout = call.timeout;
-        spec.stdout_limit = call.stdout_limit;
-        spec.stderr_into_stdout = call.stderr_into_stdout;
-        spec.stderr_limit = SMALL_OUTPUT;
-        run_blocking(&spec)
-    }
-}
 
 /// How the new gateway is probed after it starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -153,8 +106,8 @@ impl Default for HealthCheck {
     }
 }
 
-/// The docker-CLI engine.
-pub struct DockerCli<R: Runner = DockerProcess> {
+/// The engine that runs the docker client.
+pub struct DockerClient<R: Runner = DockerProcess> {
     runner: R,
     state_dir: PathBuf,
     health: HealthCheck,
@@ -163,16 +116,16 @@ pub struct DockerCli<R: Runner = DockerProcess> {
     deploy_budget: Duration,
 }
 
-impl DockerCli<DockerProcess> {
+impl DockerClient<DockerProcess> {
     /// The real engine; `state_dir` is where capacity measures free disk.
     pub fn new(state_dir: impl Into<PathBuf>) -> Self {
-        DockerCli::with_runner(DockerProcess, state_dir)
+        DockerClient::with_runner(DockerProcess, state_dir)
     }
 }
 
-impl<R: Runner> DockerCli<R> {
+impl<R: Runner> DockerClient<R> {
     pub fn with_runner(runner: R, state_dir: impl Into<PathBuf>) -> Self {
-        DockerCli {
+        DockerClient {
             runner,
             state_dir: state_dir.into(),
             health: HealthCheck::default(),
@@ -181,17 +134,22 @@ impl<R: Runner> DockerCli<R> {
         }
     }
 
+    /// A quicker health check, for tests of its failure.
+    #[cfg(test)]
     pub fn with_health_check(mut self, health: HealthCheck) -> Self {
         self.health = health;
         self
     }
 
     /// A shorter deploy budget, for tests of the budget itself.
+    #[cfg(test)]
     pub fn with_deploy_budget(mut self, budget: Duration) -> Self {
         self.deploy_budget = budget;
         self
     }
 
+    /// The runner, for tests that read the argv a fake recorded.
+    #[cfg(test)]
     pub fn runner(&self) -> &R {
         &self.runner
     }
@@ -220,7 +178,7 @@ impl<R: Runner> DockerCli<R> {
             ),
             None => timeout,
         };
-        let outcome = self.runner.run(&Call { args, timeout, stdout_limit, stderr_into_stdout: false });
+        let outcome = self.runner.run(&DockerCall { args, timeout, stdout_limit, stderr_into_stdout: false });
         if outcome.execution.execution_status == ExecutionStatus::Ok {
             Ok(outcome.stdout)
         } else {
@@ -236,7 +194,7 @@ impl<R: Runner> DockerCli<R> {
                 scope.spawn(|| self.call("list images", argv(&["image", "ls", "-q", "--no-trunc"]), QUICK));
             let networks = scope.spawn(|| {
                 // A substring match: parse_networks keeps the real prefix.
-                let filter = format!("name={}", super::names::PREFIX);
+                let filter = format!("name={NAME_PREFIX}");
                 self.call(
                     "list networks",
                     argv(&["network", "ls", "--no-trunc", "--filter", &filter, "--format", "{{.Name}}"]),
@@ -302,7 +260,7 @@ impl<R: Runner> DockerCli<R> {
     }
 }
 
-impl<R: Runner> Engine for DockerCli<R> {
+impl<R: Runner> Engine for DockerClient<R> {
     fn container(&self, id: &ContainerId) -> Result<Option<Container>, EngineError> {
         // One inspect instead of a snapshot's four calls. docker fails the
         // same way for a gone container and an unreachable engine; only
@@ -338,7 +296,7 @@ impl<R: Runner> Engine for DockerCli<R> {
         super::host_probe::capacity(&self.state_dir)
     }
 
-    fn deploy(&self, spec: &DeploySpec, progress: &dyn Progress) -> Result<Deployed, EngineError> {
+    fn deploy(&self, spec: &DeploySpec, progress: &dyn ProgressSink) -> Result<Deployed, EngineError> {
         self.deploy_within_budget(spec, progress)
     }
 
@@ -402,11 +360,11 @@ impl<R: Runner> Engine for DockerCli<R> {
         Ok(())
     }
 
-    fn start(&self, spec: &StartSpec, progress: &dyn Progress) -> Result<(), EngineError> {
+    fn start(&self, spec: &StartSpec, progress: &dyn ProgressSink) -> Result<(), EngineError> {
         self.start_app(spec, progress)
     }
 
-    fn update(&self, spec: &UpdateSpec, progress: &dyn Progress) -> Result<ContainerId, EngineError> {
+    fn update(&self, spec: &UpdateSpec, progress: &dyn ProgressSink) -> Result<ContainerId, EngineError> {
         self.update_app(spec, progress)
     }
 
@@ -414,7 +372,7 @@ impl<R: Runner> Engine for DockerCli<R> {
         // Read-only, by full id only; both streams of the container, which
         // docker prints on its stdout and stderr. Nothing of this leaves the
         // helper before `crate::logs` made it safe.
-        let call = Call {
+        let call = DockerCall {
             args: argv::logs(container, window),
             timeout: QUICK,
             stdout_limit: LOGS_OUTPUT,

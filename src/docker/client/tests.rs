@@ -1,4 +1,4 @@
-//! Hermetic tests of the docker-CLI engine: golden argv through a fake
+//! Hermetic tests of the docker-client engine: golden argv through a fake
 //! runner, parsers on recorded docker output, file handling in temp dirs.
 //! No Docker, no root.
 //! Over 450 lines on purpose: every engine operation's golden argv is
@@ -10,18 +10,16 @@ use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::sync::Mutex;
 
 use super::*;
-use crate::control::plan::PlanId;
-use crate::control::policy::ImageRef;
-use crate::docker::{AppName, AppRemoval, Limits, LogWindow, NoProgress, PublishedPort};
-use crate::exec::{Completion, Execution};
-use crate::nginx::ServerName;
+use crate::docker::{AppRemoval, LogWindow, NoProgress};
+use crate::exec::{Completion, Execution, Outcome};
+use crate::vocab::{AppName, ContainerLimits, PublishedPort, ServerName, Step};
 
 /// A progress sink that keeps what it was told.
 #[derive(Default)]
-pub(super) struct Steps(pub(super) std::cell::RefCell<Vec<crate::wire::progress::Step>>);
+pub(super) struct Steps(pub(super) std::cell::RefCell<Vec<Step>>);
 
-impl crate::docker::Progress for Steps {
-    fn step(&self, step: crate::wire::progress::Step) {
+impl crate::docker::ProgressSink for Steps {
+    fn step(&self, step: Step) {
         self.0.borrow_mut().push(step);
     }
 }
@@ -31,7 +29,7 @@ type Script = dyn Fn(&[String]) -> Result<String, i32> + Sync;
 /// Records every call and answers from a script: `Ok(stdout)` is exit 0,
 /// `Err(code)` a nonzero exit with that code.
 struct Fake {
-    calls: Mutex<Vec<Call>>,
+    calls: Mutex<Vec<DockerCall>>,
     script: Box<Script>,
 }
 
@@ -45,7 +43,7 @@ impl Fake {
 }
 
 impl Runner for Fake {
-    fn run(&self, call: &Call) -> Outcome {
+    fn run(&self, call: &DockerCall) -> Outcome {
         self.calls.lock().unwrap().push(call.clone());
         let (status, code, stdout) = match (self.script)(&call.args) {
             Ok(out) => (ExecutionStatus::Ok, 0, out),
@@ -68,8 +66,8 @@ fn hex(c: char) -> String {
     c.to_string().repeat(64)
 }
 
-fn limits() -> Limits {
-    Limits {
+fn limits() -> ContainerLimits {
+    ContainerLimits {
         memory_bytes: 256 * 1024 * 1024,
         millicpus: 500,
         pids: 128,
@@ -126,7 +124,7 @@ fn snapshot_uses_four_calls_and_keeps_only_our_labels() {
         "network" => Ok("vl-shop\nvl-shop_edge\nnot-vl-x\n".into()),
         _ => Err(99),
     });
-    let engine = DockerCli::with_runner(fake, "/nonexistent");
+    let engine = DockerClient::with_runner(fake, "/nonexistent");
     let snapshot = engine.snapshot().unwrap();
 
     let mut argv = engine.runner().argv();
@@ -167,7 +165,7 @@ fn snapshot_of_an_empty_engine_skips_inspect() {
         "inspect" => Err(1),
         _ => Ok(String::new()),
     });
-    let engine = DockerCli::with_runner(fake, "/nonexistent");
+    let engine = DockerClient::with_runner(fake, "/nonexistent");
     assert_eq!(engine.snapshot().unwrap(), Snapshot::default());
     assert!(!engine.runner().argv().iter().any(|a| a.starts_with("inspect")));
 }
@@ -178,7 +176,7 @@ fn snapshot_with_garbage_is_unparsable_not_guessed() {
         "ps" => Ok("not-an-id\n".into()),
         _ => Ok(String::new()),
     });
-    let engine = DockerCli::with_runner(fake, "/nonexistent");
+    let engine = DockerClient::with_runner(fake, "/nonexistent");
     assert_eq!(engine.snapshot(), Err(EngineError::Unparsable { step: "list containers" }));
     assert!(parse_inspect_rows(b"{\"id\":1}").is_err());
     assert!(parse_images(b"deadbeef\n").is_err());
@@ -196,7 +194,7 @@ fn snapshot_retries_when_a_container_vanishes_between_ps_and_inspect() {
         }
         _ => Ok(String::new()),
     });
-    let engine = DockerCli::with_runner(fake, "/nonexistent");
+    let engine = DockerClient::with_runner(fake, "/nonexistent");
     assert!(engine.snapshot().is_ok());
 }
 
@@ -299,10 +297,9 @@ fn deploy_runs_the_golden_argv_then_probes_with_the_host_header() {
         }
         script(args)
     });
-    let engine = DockerCli::with_runner(fake, dir.path());
+    let engine = DockerClient::with_runner(fake, dir.path());
     let steps = Steps::default();
     let deployed = engine.deploy(&spec(&app_dir, port), &steps).unwrap();
-    use crate::wire::progress::Step;
     let expected = [Step::Pulled, Step::Network, Step::AppStarted, Step::GatewayTested, Step::HealthCheck];
     assert_eq!(steps.0.borrow().as_slice(), expected, "each deploy step reported once, in order");
     assert_eq!(deployed.app_container.as_str(), hex('a'));
@@ -330,7 +327,7 @@ fn failed_health_check_removes_exactly_what_the_plan_created() {
     });
     let quick =
         HealthCheck { tries: 2, interval: Duration::from_millis(10), timeout: Duration::from_millis(200) };
-    let engine = DockerCli::with_runner(fake, dir.path()).with_health_check(quick);
+    let engine = DockerClient::with_runner(fake, dir.path()).with_health_check(quick);
     assert_eq!(engine.deploy(&spec(&app_dir, port), &NoProgress), Err(EngineError::HealthCheckFailed));
     let argv = engine.runner().argv();
     let plan = "label=io.volce-lab.plan=0123456789abcdef0123456789abcdef";
@@ -368,7 +365,7 @@ fn a_failed_health_check_whose_rollback_lists_clean_is_rolled_back_and_leaves_no
     });
     let quick =
         HealthCheck { tries: 1, interval: Duration::from_millis(10), timeout: Duration::from_millis(200) };
-    let engine = DockerCli::with_runner(fake, dir.path()).with_health_check(quick);
+    let engine = DockerClient::with_runner(fake, dir.path()).with_health_check(quick);
     assert_eq!(
         engine.deploy(&spec(&app_dir, port), &NoProgress),
         Err(EngineError::RolledBack { cause: Box::new(EngineError::HealthCheckFailed) })
@@ -393,7 +390,7 @@ fn a_rollback_whose_verifying_listing_fails_is_not_called_verified() {
         "ps" if listings.fetch_add(1, std::sync::atomic::Ordering::SeqCst) > 0 => Err(1),
         _ => script(args),
     });
-    let engine = DockerCli::with_runner(fake, dir.path());
+    let engine = DockerClient::with_runner(fake, dir.path());
     assert_eq!(engine.deploy(&spec(&app_dir, free_port()), &NoProgress), Err(EngineError::NginxRejected));
     assert!(app_dir.join("nginx.conf").exists(), "the directory stays as evidence");
 }
@@ -403,7 +400,7 @@ fn rejected_nginx_test_stops_before_the_gateway_exists() {
     let dir = tempfile::tempdir().unwrap();
     let app_dir = dir.path().join("shop");
     let fake = Fake::new(deploy_script(Some(("run --rm", 1))));
-    let engine = DockerCli::with_runner(fake, dir.path());
+    let engine = DockerClient::with_runner(fake, dir.path());
     assert_eq!(
         engine.deploy(&spec(&app_dir, free_port()), &NoProgress),
         Err(EngineError::RolledBack { cause: Box::new(EngineError::NginxRejected) })
@@ -419,7 +416,7 @@ fn docker_failure_at_pull_creates_and_removes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let app_dir = dir.path().join("shop");
     let fake = Fake::new(deploy_script(Some(("pull", 1))));
-    let engine = DockerCli::with_runner(fake, dir.path());
+    let engine = DockerClient::with_runner(fake, dir.path());
     match engine.deploy(&spec(&app_dir, free_port()), &NoProgress) {
         Err(EngineError::RolledBack { cause })
             if matches!(*cause, EngineError::Call { step: "pull app image", .. }) => {}
@@ -435,7 +432,7 @@ fn deploy_refuses_a_busy_port_and_bad_untyped_values_without_any_call() {
     let dir = tempfile::tempdir().unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let busy = listener.local_addr().unwrap().port();
-    let engine = DockerCli::with_runner(Fake::new(|_| Ok(String::new())), dir.path());
+    let engine = DockerClient::with_runner(Fake::new(|_| Ok(String::new())), dir.path());
     let app_dir = dir.path().join("shop");
     let taken = engine.deploy(&spec(&app_dir, busy), &NoProgress).unwrap_err();
     assert_eq!(taken, EngineError::PortTaken { port: busy });
@@ -489,7 +486,7 @@ fn deploy_never_overwrites_an_existing_nginx_conf() {
     std::fs::set_permissions(&app_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::write(app_dir.join("nginx.conf"), "evidence\n").unwrap();
     let fake = Fake::new(deploy_script(None));
-    let engine = DockerCli::with_runner(fake, dir.path());
+    let engine = DockerClient::with_runner(fake, dir.path());
     assert_eq!(
         engine.deploy(&spec(&app_dir, free_port()), &NoProgress),
         Err(EngineError::Host { step: "create nginx.conf (it must not exist yet)" })
@@ -502,7 +499,7 @@ fn deploy_never_overwrites_an_existing_nginx_conf() {
 
 #[test]
 fn stop_disables_restart_then_stops_each_given_id_only() {
-    let engine = DockerCli::with_runner(Fake::new(|_| Ok(String::new())), "/nonexistent");
+    let engine = DockerClient::with_runner(Fake::new(|_| Ok(String::new())), "/nonexistent");
     let ids = [ContainerId::parse(&hex('a')).unwrap(), ContainerId::parse(&hex('b')).unwrap()];
     engine.stop(&ids).unwrap();
     assert_eq!(
@@ -526,7 +523,7 @@ fn remove_app_stops_the_running_removes_exactly_the_given_ids_and_only_its_label
         "network" if args[1] == "ls" => Ok(listing.clone()),
         _ => Ok(String::new()),
     });
-    let engine = DockerCli::with_runner(fake, "/nonexistent");
+    let engine = DockerClient::with_runner(fake, "/nonexistent");
     let app = AppName::parse("shop").unwrap();
     let (a, b) = (ContainerId::parse(&hex('a')).unwrap(), ContainerId::parse(&hex('b')).unwrap());
     let networks = ["vl-shop".to_owned(), "vl-shop_edge".to_owned()];
@@ -562,7 +559,7 @@ fn remove_app_keeps_a_directory_holding_anything_volce_lab_did_not_write() {
         let dir = app_dir_with("x");
         std::fs::write(dir.path().join(stranger), b"x").unwrap();
         let app_dir = dir.path().to_owned();
-        let engine = DockerCli::with_runner(Fake::new(|_| Ok(String::new())), "/nonexistent");
+        let engine = DockerClient::with_runner(Fake::new(|_| Ok(String::new())), "/nonexistent");
         let app = AppName::parse("shop").unwrap();
         let removal =
             AppRemoval { app: &app, containers: &[], running: &[], networks: &[], app_dir: &app_dir };
@@ -576,7 +573,7 @@ fn remove_app_keeps_a_directory_holding_anything_volce_lab_did_not_write() {
 
 #[test]
 fn remove_image_is_never_forced_and_a_refusal_is_an_error() {
-    let engine = DockerCli::with_runner(Fake::new(|_| Err(1)), "/nonexistent");
+    let engine = DockerClient::with_runner(Fake::new(|_| Err(1)), "/nonexistent");
     let image = ImageId::parse(&format!("sha256:{}", hex('e'))).unwrap();
     assert!(matches!(engine.remove_image(&image), Err(EngineError::Call { step: "remove image", .. })));
     assert_eq!(engine.runner().argv(), [format!("image rm --no-prune sha256:{}", hex('e'))]);
@@ -625,7 +622,7 @@ fn update_nginx_writes_in_place_tests_reloads_and_waits_for_the_new_name() {
     let (port, seen) = serve("200 OK", 1);
     let row = gateway_row(port);
     let fake = Fake::new(move |args| Ok(if args[0] == "inspect" { row.clone() } else { String::new() }));
-    let engine = DockerCli::with_runner(fake, dir.path());
+    let engine = DockerClient::with_runner(fake, dir.path());
     let gateway = ContainerId::parse(&hex('b')).unwrap();
     let new = crate::nginx::render("new.example", 8080);
     engine.update_nginx(dir.path(), &gateway, "old\n", &new).unwrap();
@@ -664,7 +661,7 @@ fn a_new_name_that_never_answers_is_an_error_that_needs_an_operator() {
     let fake = Fake::new(move |args| Ok(if args[0] == "inspect" { row.clone() } else { String::new() }));
     let health =
         HealthCheck { tries: 3, interval: Duration::from_millis(10), timeout: Duration::from_secs(1) };
-    let engine = DockerCli::with_runner(fake, dir.path()).with_health_check(health);
+    let engine = DockerClient::with_runner(fake, dir.path()).with_health_check(health);
     let gateway = ContainerId::parse(&hex('b')).unwrap();
     let error = engine
         .update_nginx(dir.path(), &gateway, "old\n", &crate::nginx::render("new.example", 8080))
@@ -684,7 +681,7 @@ fn rejected_update_restores_the_old_bytes_and_reloads_them() {
         let current = std::fs::read_to_string(&path_in_script).unwrap();
         if args.last().unwrap() == "-t" && current == "bad\n" { Err(1) } else { Ok(String::new()) }
     });
-    let engine = DockerCli::with_runner(fake, dir.path());
+    let engine = DockerClient::with_runner(fake, dir.path());
     let gateway = ContainerId::parse(&hex('b')).unwrap();
     assert_eq!(
         engine.update_nginx(dir.path(), &gateway, "old\n", "bad\n"),
@@ -705,7 +702,7 @@ fn rejected_update_restores_the_old_bytes_and_reloads_them() {
 fn a_failed_restore_names_its_own_step() {
     let dir = app_dir_with("old\n");
     // nginx -t fails whatever the file holds (say the app is gone).
-    let engine = DockerCli::with_runner(Fake::new(|_| Err(1)), dir.path());
+    let engine = DockerClient::with_runner(Fake::new(|_| Err(1)), dir.path());
     let gateway = ContainerId::parse(&hex('b')).unwrap();
     match engine.update_nginx(dir.path(), &gateway, "old\n", "new\n") {
         Err(EngineError::Call { step: "restore: nginx -t in gateway", .. }) => {}
@@ -716,7 +713,7 @@ fn a_failed_restore_names_its_own_step() {
 
 #[test]
 fn update_nginx_refuses_a_changed_file_or_a_symlink_and_touches_nothing() {
-    let engine = DockerCli::with_runner(Fake::new(|_| Ok(String::new())), "/nonexistent");
+    let engine = DockerClient::with_runner(Fake::new(|_| Ok(String::new())), "/nonexistent");
     let gateway = ContainerId::parse(&hex('b')).unwrap();
 
     let dir = app_dir_with("edited by hand\n");
@@ -749,7 +746,7 @@ fn a_failed_reload_is_not_reported_as_a_clean_rejection_even_after_restore() {
         let current = std::fs::read_to_string(&path_in_script).unwrap();
         if args.last().unwrap() == "reload" && current == "new\n" { Err(2) } else { Ok(String::new()) }
     });
-    let engine = DockerCli::with_runner(fake, dir.path());
+    let engine = DockerClient::with_runner(fake, dir.path());
     let gateway = ContainerId::parse(&hex('b')).unwrap();
     let error = engine.update_nginx(dir.path(), &gateway, "old\n", "new\n").unwrap_err();
     assert!(matches!(error, EngineError::Call { step: "nginx reload in gateway", .. }), "{error:?}");
@@ -769,7 +766,7 @@ fn a_deploy_that_runs_out_of_budget_gives_later_calls_only_what_is_left() {
         }
         script(args)
     });
-    let engine = DockerCli::with_runner(fake, dir.path()).with_deploy_budget(Duration::from_millis(1500));
+    let engine = DockerClient::with_runner(fake, dir.path()).with_deploy_budget(Duration::from_millis(1500));
     assert!(engine.deploy(&spec(&app_dir, free_port()), &NoProgress).is_err());
     let calls = engine.runner().calls.lock().unwrap().clone();
     let timeout_of =
@@ -787,7 +784,8 @@ fn a_deploy_that_runs_out_of_budget_gives_later_calls_only_what_is_left() {
 
 #[test]
 fn logs_reads_one_container_by_id_with_both_streams() {
-    let engine = DockerCli::with_runner(Fake::new(|_| Ok("2026-12-01T10:00:00.1Z hello\n".into())), "/tmp");
+    let engine =
+        DockerClient::with_runner(Fake::new(|_| Ok("2026-12-01T10:00:00.1Z hello\n".into())), "/tmp");
     let id = ContainerId::parse(&hex('a')).unwrap();
     let out = engine.logs(&id, LogWindow { tail: 50, since_minutes: None }).unwrap();
     assert_eq!(out, b"2026-12-01T10:00:00.1Z hello\n");
@@ -802,7 +800,7 @@ fn logs_reads_one_container_by_id_with_both_streams() {
     let calls = engine.runner().calls.lock().unwrap().clone();
     assert!(calls.iter().all(|c| c.stderr_into_stdout && c.stdout_limit == LOGS_OUTPUT));
     // Every other call keeps docker's stderr away from stdout.
-    let other = DockerCli::with_runner(Fake::new(|_| Ok(String::new())), "/tmp");
+    let other = DockerClient::with_runner(Fake::new(|_| Ok(String::new())), "/tmp");
     other.remove_image(&ImageId::parse(&format!("sha256:{}", hex('b'))).unwrap()).unwrap();
     assert!(other.runner().calls.lock().unwrap().iter().all(|c| !c.stderr_into_stdout));
 }
@@ -819,7 +817,7 @@ fn one_container_is_one_inspect_and_a_failed_inspect_asks_the_snapshot() {
         hex('d')
     );
     let id = ContainerId::parse(&hex('c')).unwrap();
-    let found = DockerCli::with_runner(Fake::new(move |_| Ok(format!("{row}\n"))), "/tmp");
+    let found = DockerClient::with_runner(Fake::new(move |_| Ok(format!("{row}\n"))), "/tmp");
     let container = found.container(&id).unwrap().expect("the recorded container");
     assert_eq!((container.app(), container.role()), (Some("shop"), Some("app")));
     assert_eq!(
@@ -828,7 +826,7 @@ fn one_container_is_one_inspect_and_a_failed_inspect_asks_the_snapshot() {
     );
 
     // Gone: inspect fails, the snapshot (an empty engine) has no such id.
-    let gone = DockerCli::with_runner(
+    let gone = DockerClient::with_runner(
         Fake::new(|args| match args[0].as_str() {
             "inspect" => Err(1),
             "ps" | "image" | "network" => Ok(String::new()),
@@ -840,13 +838,13 @@ fn one_container_is_one_inspect_and_a_failed_inspect_asks_the_snapshot() {
     assert!(gone.runner().argv().contains(&"ps -aq --no-trunc".to_owned()), "the snapshot decided");
 
     // The engine is down: both fail, and that is an error, never `None`.
-    let down = DockerCli::with_runner(Fake::new(|_| Err(1)), "/tmp");
+    let down = DockerClient::with_runner(Fake::new(|_| Err(1)), "/tmp");
     assert!(down.container(&id).is_err());
 }
 
 #[test]
 fn a_failed_logs_call_names_its_step() {
-    let engine = DockerCli::with_runner(Fake::new(|_| Err(1)), "/tmp");
+    let engine = DockerClient::with_runner(Fake::new(|_| Err(1)), "/tmp");
     let id = ContainerId::parse(&hex('a')).unwrap();
     let error = engine.logs(&id, LogWindow { tail: 5, since_minutes: None }).unwrap_err();
     assert!(matches!(error, EngineError::Call { step: "read container logs", .. }), "{error:?}");
@@ -862,7 +860,7 @@ fn plan_networks_lists_by_the_plans_label_and_refuses_a_garbled_line() {
     let dir = tempfile::tempdir().unwrap();
     let plan = PlanId::parse("0123456789abcdef0123456789abcdef").unwrap();
     let fake = Fake::new(|_| Ok(format!("{} vl-shop\n{} vl-shop_edge\n", hex('3'), hex('4'))));
-    let engine = DockerCli::with_runner(fake, dir.path());
+    let engine = DockerClient::with_runner(fake, dir.path());
     let networks = engine.plan_networks(&plan).unwrap();
     assert_eq!(
         networks.iter().map(|n| (n.id.as_str(), n.name.as_str())).collect::<Vec<_>>(),
@@ -874,7 +872,7 @@ fn plan_networks_lists_by_the_plans_label_and_refuses_a_garbled_line() {
             "network ls --no-trunc --filter label=io.volce-lab.plan={plan} --format {{{{.ID}}}} {{{{.Name}}}}"
         )]
     );
-    let garbled = DockerCli::with_runner(Fake::new(|_| Ok("abc vl-shop\n".into())), dir.path());
+    let garbled = DockerClient::with_runner(Fake::new(|_| Ok("abc vl-shop\n".into())), dir.path());
     assert_eq!(garbled.plan_networks(&plan), Err(EngineError::Unparsable { step: "list plan networks" }));
 }
 
@@ -890,7 +888,7 @@ fn a_deploy_whose_pulled_image_declares_a_volume_creates_nothing_and_is_rolled_b
         }
         script(args)
     });
-    let engine = DockerCli::with_runner(fake, dir.path());
+    let engine = DockerClient::with_runner(fake, dir.path());
     let cause = EngineError::ImageDeclaresVolumes {
         image: spec(&app_dir, port).app_image,
         volumes: vec!["/cache".into(), "/data".into()],
@@ -932,7 +930,7 @@ fn network_options_asks_by_exact_name_and_reads_labels_and_options() {
         _ => Err(1),
     }
     });
-    let engine = DockerCli::with_runner(fake, "/nonexistent");
+    let engine = DockerClient::with_runner(fake, "/nonexistent");
     let shop = engine.network_options("vl-shop").unwrap().unwrap();
     assert_eq!(shop.labels["io.volce-lab.app"], "shop");
     assert_eq!(shop.options["com.docker.network.bridge.inhibit_ipv4"], "true");

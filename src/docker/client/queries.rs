@@ -1,18 +1,19 @@
-//! Read-only questions the inventory and web_status ask of the engine and
-//! the gateway: which local image a catalog reference resolves to, and
-//! whether a gateway answers its server name. Runs as root inside the host
-//! helper; fixed argv, loopback HTTP only.
+//! Read-only questions asked of the engine and the gateway: which local
+//! image a catalog reference resolves to, the `VOLUME`s it declares, a
+//! network's labels and options, and whether a gateway answers its server
+//! name. Runs as root inside the host helper; fixed argv, loopback HTTP
+//! only.
 
 use std::collections::BTreeMap;
 
 use super::argv::{INSPECT_TEMPLATE, argv};
 use super::parse::{first_line, parse_inspect_rows, parse_volumes};
-use super::{DockerCli, QUICK, Runner};
-use crate::control::policy::ImageRef;
+use super::{DockerClient, QUICK, Runner};
+use crate::docker::EngineError;
 use crate::docker::host_probe::http_get;
-use crate::docker::{ContainerId, EngineError, ImageId};
 use crate::exec::ExecutionStatus;
-use crate::nginx::{GATEWAY_LISTEN_PORT, ServerName};
+use crate::nginx::GATEWAY_LISTEN_PORT;
+use crate::vocab::{ContainerId, ImageId, ImageRef, ServerName};
 
 /// What `docker network inspect` says of a network's labels and options
 /// (`null` for none).
@@ -35,7 +36,7 @@ where
     Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
 }
 
-impl<R: Runner> DockerCli<R> {
+impl<R: Runner> DockerClient<R> {
     /// One `inspect` call whose exit 1 is docker's "no such object": the
     /// object is absent (`None`), every other failure stays an error.
     fn call_unless_absent(

@@ -1,0 +1,122 @@
+//! What the controller hands the container engine and what the engine
+//! reports back: the specs of the long actions (deploy, start, update),
+//! the resource limits every container gets, the host's free capacity, and
+//! the [`Step`]s a long action reports as it goes. Pure data; the
+//! controller derives the specs from validated input and seals them into
+//! plans, the docker engine acts on them, the wire carries the steps.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use super::{AppName, ContainerId, ImageRef, PlanId, ServerName};
+
+/// Resource limits applied to every container we start (from policy).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainerLimits {
+    /// Bytes of memory (docker `--memory`).
+    pub memory_bytes: u64,
+    /// Thousandths of a CPU (docker `--cpus` = millicpus / 1000).
+    pub millicpus: u32,
+    pub pids: u32,
+    pub log_max_size_bytes: u64,
+    pub log_max_files: u32,
+}
+
+/// Everything a deploy needs, derived by the controller from validated input.
+/// The names and references are validated types, also when a stored plan is
+/// deserialized, so the engine takes them as they are; their serde form is
+/// the plain string, so the sealed plan bytes are what they always were.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeploySpec {
+    pub plan_id: PlanId,
+    pub app: AppName,
+    /// Pinned references `name@sha256:<64 hex>` from the operator's catalog.
+    pub app_image: ImageRef,
+    pub gateway_image: ImageRef,
+    pub host_port: u16,
+    pub container_port: u16,
+    pub server_name: ServerName,
+    /// The rendered nginx.conf the gateway mounts read-only.
+    pub nginx_config: String,
+    /// Root-owned directory for this app under the state directory.
+    pub app_dir: PathBuf,
+    pub limits: ContainerLimits,
+}
+
+/// What a start plan starts (the engine's `start`): the recorded ids of a
+/// stopped app, and where its gateway answers for the health check.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StartSpec {
+    pub app_container: ContainerId,
+    pub gateway: ContainerId,
+    pub host_port: u16,
+    pub server_name: ServerName,
+}
+
+/// Everything an update needs (the engine's `update`), derived by the
+/// controller from the app record and the catalog.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateSpec {
+    pub plan_id: PlanId,
+    pub app: AppName,
+    /// The pinned reference the app moves to, and the one it runs now.
+    pub app_image: ImageRef,
+    pub previous_image: String,
+    /// The app container that serves now; removed only after the switch.
+    pub old_app: ContainerId,
+    pub gateway: ContainerId,
+    pub host_port: u16,
+    pub container_port: u16,
+    pub server_name: ServerName,
+    pub app_dir: PathBuf,
+    /// `vl-<app>-app-<first 12 hex of the plan id>`: the new container's
+    /// name and its alias on the app network (the gateway's upstream).
+    pub container_name: String,
+    /// The Host the gateway routes to the new container while both run, for
+    /// the health check before the switch; never the app's server name.
+    pub check_name: ServerName,
+    /// The managed nginx.conf now, during the check, and after the switch.
+    pub previous_config: String,
+    pub staged_config: String,
+    pub new_config: String,
+    pub limits: ContainerLimits,
+}
+
+/// Free capacity on the host, for the policy floors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capacity {
+    pub free_memory_bytes: u64,
+    pub free_disk_bytes: u64,
+}
+
+/// What a long action (deploy, start, update) has just finished. The
+/// helper prints each as a progress line (`crate::wire::progress`); one
+/// word of this closed set is all such a line carries.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr, strum::VariantArray,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum Step {
+    /// The images are pulled.
+    Pulled,
+    /// The app's networks exist.
+    Network,
+    /// The (new) app container runs.
+    AppStarted,
+    /// `nginx -t` accepted the gateway's configuration.
+    GatewayTested,
+    /// The app answered through the gateway.
+    HealthCheck,
+    /// update: the server name now routes to the new container.
+    Switched,
+}
+
+impl Step {
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+}

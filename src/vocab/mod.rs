@@ -1,0 +1,84 @@
+//! The vocabulary the controller, the engine, the store, the wire and the
+//! gateway renderer share: refusal codes, validated ids and names, pinned
+//! image references, the engine's snapshot and the specs it acts on. Pure
+//! data and its validation; runs wherever it is called, with no privilege.
+//!
+//! A leaf: nothing here imports another module of the crate but
+//! `crate::text` (the layer test in tests/hermetic/layers.rs holds it to
+//! that), so every module above can take these types without reaching
+//! into, or circling through, another.
+//!
+//! - `refusal.rs`: [`Code`] (the stable machine codes) and [`Refusal`];
+//! - `ids.rs`: [`PlanId`], [`Digest`], [`ContainerId`], [`ImageId`],
+//!   [`ImageRef`];
+//! - `names.rs`: the name validators, [`AppName`] and the Docker names
+//!   derived from it ([`AppNames`]), [`ServerName`];
+//! - `snapshot.rs`: the engine's [`Snapshot`] and the `io.volce-lab.*` labels;
+//! - `engine.rs`: the specs the engine acts on ([`DeploySpec`],
+//!   [`StartSpec`], [`UpdateSpec`], [`ContainerLimits`]), [`Capacity`], and
+//!   the progress [`Step`]s it reports.
+//!
+//! Each type has one path: `crate::vocab::<Name>` (the files are private).
+
+/// Gives a validated string newtype (`struct T(String)` with
+/// `fn parse(&str) -> Option<T>`, or `-> Result<T, Refusal>` in the form
+/// without `$expected`) the conversions that make its serde form exactly
+/// the plain string: with `#[serde(try_from = "String", into = "String")]`
+/// its canonical JSON, and so every digest over it, is what a `String` field
+/// gave, and deserializing runs `parse` (`$expected`, or the refusal, is the
+/// error). Also `as_str` and `Display`.
+macro_rules! string_form {
+    ($type:ident, $expected:literal) => {
+        impl TryFrom<String> for $type {
+            type Error = &'static str;
+            fn try_from(value: String) -> Result<Self, Self::Error> {
+                $type::parse(&value).ok_or($expected)
+            }
+        }
+
+        $crate::vocab::string_form!(@common $type);
+    };
+    ($type:ident) => {
+        impl TryFrom<String> for $type {
+            type Error = $crate::vocab::Refusal;
+            fn try_from(value: String) -> Result<Self, Self::Error> {
+                $type::parse(&value)
+            }
+        }
+
+        $crate::vocab::string_form!(@common $type);
+    };
+    (@common $type:ident) => {
+        impl $type {
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl From<$type> for String {
+            fn from(value: $type) -> String {
+                value.0
+            }
+        }
+
+        impl std::fmt::Display for $type {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+    };
+}
+pub(crate) use string_form;
+
+mod engine;
+mod ids;
+mod names;
+mod refusal;
+mod snapshot;
+
+pub use engine::{Capacity, ContainerLimits, DeploySpec, StartSpec, Step, UpdateSpec};
+pub use ids::{ContainerId, Digest, ImageId, ImageRef, PlanId};
+pub(crate) use names::is_name;
+pub use names::{AppName, AppNames, NAME_PREFIX, ServerName, is_app_name, is_server_name, is_user_name};
+pub use refusal::{Code, Refusal, refuse};
+pub use snapshot::{Container, LABEL_APP, LABEL_PLAN, LABEL_ROLE, PublishedPort, Snapshot};

@@ -1,0 +1,305 @@
+//! The stable refusal codes ([`Code`]) and a refusal ([`Refusal`]): what
+//! every layer answers with when it changes nothing. Pure data; the host
+//! helper, the MCP server and the store all build and read them.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// Every stable refusal code, of the host helper and of the MCP server's
+/// own argument checks. The wire carries [`Code::as_str`]; the MCP side
+/// passes it to the agent as is, so a variant's string never changes once
+/// shipped (the golden test below holds every one). The strum derive is the
+/// one name table: `as_str`, `FromStr` and serde all read it.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, strum::IntoStaticStr, strum::EnumString, strum::VariantArray,
+)]
+#[strum(serialize_all = "snake_case")]
+pub enum Code {
+    // Request shape (host rpc).
+    InvalidRequest,
+    RequestTooLarge,
+    UnknownAction,
+    InvalidParameters,
+    // Deploy / nginx_config / stop / remove_image validation.
+    InvalidAppName,
+    ImageNotInCatalog,
+    InvalidPort,
+    PortOutOfRange,
+    PortInUse,
+    PortPublished,
+    PortReserved,
+    InvalidServerName,
+    AppExists,
+    AppQuotaReached,
+    InsufficientCapacity,
+    AppNotFound,
+    AppNotRunning,
+    ContainerSetChanged,
+    InvalidImageId,
+    ImageNotFound,
+    ImageInUse,
+    /// remove_image of an image no app volce-lab deployed has used.
+    ImageNotManaged,
+    /// start of an app that is not stopped (running, or needs inspection).
+    AppNotStopped,
+    /// update to the image the app already runs.
+    ImageUnchanged,
+    /// deploy or update of an image that declares `VOLUME`s (refused at
+    /// plan time when the image is local, else right after the pull).
+    ImageDeclaresVolumes,
+    // Plan life cycle.
+    InspectionRequired,
+    InvalidPlanId,
+    PlanNotFound,
+    PlanExpired,
+    PlanConsumed,
+    PlanInvalidated,
+    PlanExecuting,
+    /// The operator ended the plan with `volce-lab-host reject`.
+    PlanRejected,
+    PlanCorrupt,
+    PolicyChanged,
+    SnapshotChanged,
+    ApprovalRequired,
+    // Approval (terminal only).
+    InvalidDigest,
+    DigestMismatch,
+    ApprovalNotRequired,
+    AlreadyApproved,
+    NotAnApprover,
+    SelfApproval,
+    // Resolve (terminal only).
+    NotAwaitingInspection,
+    // Audit (terminal only).
+    /// `audit verify --from`: not a head hash (64 lowercase hex).
+    InvalidHash,
+    /// `audit export --since`: not an RFC 3339 UTC time.
+    InvalidTime,
+    /// `audit head`: the last row has no hash to print.
+    AuditChainBroken,
+    // Execution that failed but changed nothing (refused, or rolled back
+    // and verified: the plan is `failed` and blocks nothing).
+    NginxRejected,
+    /// deploy: the new app did not answer through its gateway; rolled back.
+    HealthCheckFailed,
+    /// deploy: a docker step failed; rolled back.
+    DeployFailed,
+    /// start: a docker step failed; the containers were stopped again.
+    StartFailed,
+    /// update: a docker step failed; the old container kept serving.
+    UpdateFailed,
+    // The host itself.
+    NotRoot,
+    UnsafePath,
+    PolicyInvalid,
+    StateUnavailable,
+    /// The state database is damaged (SQLite says corrupt or not a
+    /// database, or its write-ahead log is cut short): nothing was changed;
+    /// `doctor` names the file and the recovery (restore from the backup).
+    StateCorrupt,
+    /// The state database was written by a newer volce-lab (its schema
+    /// version is above this build's): refused before it is touched.
+    StateTooNew,
+    /// The state directory's filesystem has no room left for a write:
+    /// refused before anything changed.
+    StateFull,
+    /// The wall clock moved against the boot clock since the plan was made
+    /// (`clock::check_expiry`): the plan is not trusted on either reading.
+    ClockSkew,
+    EngineUnavailable,
+    InvalidCaller,
+    /// Approve/reject/resolve: `SUDO_USER`, `SUDO_UID`, the account
+    /// database and the session's login uid do not name one person.
+    CallerMismatch,
+    /// Approve on a terminal: the operator did not confirm (or there was no
+    /// terminal to ask on and no `--yes`).
+    NotConfirmed,
+    /// All rpc slots are taken (`crate::host::process::RPC_SLOTS`).
+    Busy,
+    /// No complete request arrived on stdin within the read deadline.
+    RequestTimeout,
+    /// The ssh gate (`volce-lab-host ssh-gate`, the forced command of the
+    /// agent's key) got a remote command that is not one of volce-lab's
+    /// fixed requests; nothing ran.
+    GateRefused,
+    /// The request's audit row could not be written (a full or read-only
+    /// state database): nothing was changed and nothing is answered.
+    AuditUnavailable,
+    /// prepare: the requester already has the policy's maximum of
+    /// unexpired pending plans; wait for them to expire or let the operator
+    /// `reject` them.
+    PendingPlansLimit,
+    // Tool arguments the MCP server refused before anything ran (status
+    // `invalid_arguments`); the host helper never answers these.
+    UnexpectedField,
+    MissingField,
+    WrongType,
+    NotAllowed,
+    TooLarge,
+    /// The code of a `needs_inspection` answer: an execute reached Docker
+    /// and failed or is uncertain. Not a refusal: something may have changed.
+    NeedsInspection,
+}
+
+impl Code {
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
+
+impl fmt::Display for Code {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for Code {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+/// Only the names of the table: a code this build does not know is an error.
+impl<'de> Deserialize<'de> for Code {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Code, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+        text.parse().map_err(|_| serde::de::Error::custom(format_args!("unknown refusal code {text:?}")))
+    }
+}
+
+/// A request refused before anything changed: a stable code and one
+/// sentence for the person (or agent) who reads it. The sentence is ours:
+/// it never quotes docker output, and quotes agent text only after
+/// validation made it harmless (an app name, a port, or a name escaped and
+/// capped by `crate::text::quoted`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{message}")]
+pub struct Refusal {
+    pub code: Code,
+    pub message: String,
+}
+
+impl Refusal {
+    pub fn new(code: Code, message: impl Into<String>) -> Refusal {
+        Refusal { code, message: message.into() }
+    }
+}
+
+/// Shorthand used throughout the controller.
+pub fn refuse<T>(code: Code, message: impl Into<String>) -> Result<T, Refusal> {
+    Err(Refusal::new(code, message))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_snake_case_and_unique() {
+        use std::collections::HashSet;
+        use strum::VariantArray as _;
+        let strings: HashSet<_> = Code::VARIANTS.iter().map(|c| c.as_str()).collect();
+        assert_eq!(strings.len(), Code::VARIANTS.len());
+        for code in strings {
+            assert!(code.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'), "{code}");
+            assert!(code.len() <= 64 && code.as_bytes()[0].is_ascii_lowercase(), "{code}");
+        }
+    }
+
+    /// The shipped strings, byte for byte: a rename of a variant must not
+    /// change what the wire carries.
+    #[test]
+    fn code_strings_never_change() {
+        use strum::VariantArray as _;
+        const SHIPPED: [&str; 75] = [
+            "invalid_request",
+            "request_too_large",
+            "unknown_action",
+            "invalid_parameters",
+            "invalid_app_name",
+            "image_not_in_catalog",
+            "invalid_port",
+            "port_out_of_range",
+            "port_in_use",
+            "port_published",
+            "port_reserved",
+            "invalid_server_name",
+            "app_exists",
+            "app_quota_reached",
+            "insufficient_capacity",
+            "app_not_found",
+            "app_not_running",
+            "container_set_changed",
+            "invalid_image_id",
+            "image_not_found",
+            "image_in_use",
+            "image_not_managed",
+            "app_not_stopped",
+            "image_unchanged",
+            "image_declares_volumes",
+            "inspection_required",
+            "invalid_plan_id",
+            "plan_not_found",
+            "plan_expired",
+            "plan_consumed",
+            "plan_invalidated",
+            "plan_executing",
+            "plan_rejected",
+            "plan_corrupt",
+            "policy_changed",
+            "snapshot_changed",
+            "approval_required",
+            "invalid_digest",
+            "digest_mismatch",
+            "approval_not_required",
+            "already_approved",
+            "not_an_approver",
+            "self_approval",
+            "not_awaiting_inspection",
+            "invalid_hash",
+            "invalid_time",
+            "audit_chain_broken",
+            "nginx_rejected",
+            "health_check_failed",
+            "deploy_failed",
+            "start_failed",
+            "update_failed",
+            "not_root",
+            "unsafe_path",
+            "policy_invalid",
+            "state_unavailable",
+            "state_corrupt",
+            "state_too_new",
+            "state_full",
+            "clock_skew",
+            "engine_unavailable",
+            "invalid_caller",
+            "caller_mismatch",
+            "not_confirmed",
+            "busy",
+            "request_timeout",
+            "gate_refused",
+            "audit_unavailable",
+            "pending_plans_limit",
+            "unexpected_field",
+            "missing_field",
+            "wrong_type",
+            "not_allowed",
+            "too_large",
+            "needs_inspection",
+        ];
+        let strings: Vec<&str> = Code::VARIANTS.iter().map(|c| c.as_str()).collect();
+        assert_eq!(strings, SHIPPED);
+        for code in Code::VARIANTS {
+            // serde, FromStr and Display all say the same as as_str.
+            let json = serde_json::to_value(code).unwrap();
+            assert_eq!(json, code.as_str());
+            assert_eq!(serde_json::from_value::<Code>(json).unwrap(), *code);
+            assert_eq!(code.as_str().parse::<Code>().unwrap(), *code);
+            assert_eq!(code.to_string(), code.as_str());
+        }
+        assert!(serde_json::from_value::<Code>(serde_json::json!("Plan_Expired")).is_err());
+        assert!(serde_json::from_value::<Code>(serde_json::json!("no_such_code")).is_err());
+    }
+}
