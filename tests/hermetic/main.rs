@@ -27,3 +27,4 @@ mod mcp_management;
 mod mcp_progress;
 mod mcp_stdio;
 mod properties;
+mod wire_answers;
