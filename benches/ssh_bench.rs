@@ -37,7 +37,7 @@ use volce_lab::inspect::gated::Sessions;
 use volce_lab::inspect::ssh_mux::MultiplexedSsh;
 use volce_lab::inspect::transport::{Limits, RemoteCommand, SshTransport, Transport};
 use volce_lab::inspect::{Check, Inspector, Status};
-use volce_lab::wire::{LogContainer, Reply, Request};
+use volce_lab::wire::{ContainerRole, Reply, Request};
 
 const SSH_CONFIG: &str = "/var/tmp/volce-lab-e2e/client/ssh_config";
 const ALIAS: &str = "vl-e2e";
@@ -221,7 +221,7 @@ fn measure_logs(
     }
     let filter = format!("label=io.volce-lab.app={LOGS_APP}");
     let (_, ids) = command("/usr/bin/docker", &["ps", "-q", "--no-trunc", "--filter", &filter]);
-    let request = Request::logs(LOGS_APP, LogContainer::App, 50, None);
+    let request = Request::logs(LOGS_APP, ContainerRole::App, 50, None);
     let over_ssh: Vec<Duration> = runtime.block_on(async {
         let mut samples = Vec::with_capacity(iterations);
         for _ in 0..iterations {

@@ -67,6 +67,7 @@ use crate::control::{Clock, Code, Refusal, SystemClock};
 use crate::docker::{Engine, NoProgress, Progress};
 use crate::exit::Exit;
 use crate::store::AuditOperation;
+use crate::wire::answers::result_of;
 
 pub use controller::{AppAfterResolve, Awaiting, Controller, Executed, Liveness, Resolved, StoppedClaimer};
 pub use entry::{
@@ -208,7 +209,7 @@ pub fn rpc_reporting<E: Engine, C: Clock, L: Liveness>(
         _ => (None, None),
     };
     let result = match request {
-        Request::GatewayStatus {} => controller.gateway_status(),
+        Request::GatewayStatus {} => controller.gateway_status().map(|body| result_of(&body)),
         Request::Inventory {} => controller.inventory(caller),
         Request::Plan { action, parameters } => {
             controller.prepare(&action, &parameters, caller).map(|stored| stored.to_json())

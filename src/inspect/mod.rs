@@ -39,6 +39,9 @@ use tokio::sync::Mutex;
 
 use crate::config::{Config, Mode};
 use crate::exec::{self, CHECK_OUTPUT_LIMIT, Execution, ExecutionStatus, Outcome};
+use crate::wire::answers::Open;
+use crate::wire::answers::app_state::EngineState;
+use crate::wire::answers::gateways::{Gateway, GatewayStatus};
 use gated::{Link, Sessions};
 use ssh_mux::MultiplexedSsh;
 use transport::{Limits, LocalTransport, RemoteCommand, SshFailure, SshTransport, Transport};
@@ -564,52 +567,33 @@ fn output_text(outcome: &Outcome, status: Status) -> String {
 
 /// The helper's `gateway_status` reply (`{"status":"ok","result":{"gateways":
 /// [...]}}`): healthy only when the list is non-empty and every gateway is
-/// healthy ([`GatewayState::healthy`]). `None` when the answer is not such a reply.
+/// healthy ([`healthy`]). `None` when the answer is not such a reply.
 pub fn gateways_healthy(stdout: &[u8]) -> Option<bool> {
     let gateways = gateway_states(stdout)?;
-    Some(!gateways.is_empty() && gateways.iter().all(GatewayState::healthy))
+    Some(!gateways.is_empty() && gateways.iter().all(healthy))
 }
 
-/// One managed app's gateway as the helper reports it. The fields beyond
-/// `state` are absent in replies of helpers older than drift: such a
-/// gateway is judged by `state` alone, as it always was.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct GatewayState {
-    /// The app's state as the engine shows it: `running`, `stopped` or
-    /// `drifted` (an older helper: docker's word for the gateway container).
-    pub state: String,
-    /// Stopped by a completed stop plan: a choice, not an outage.
-    #[serde(default)]
-    pub stopped_on_purpose: bool,
-    /// For an app that should run: whether its gateway answered its server name.
-    #[serde(default)]
-    pub answers: Option<bool>,
-}
-
-impl GatewayState {
-    /// An app that should run runs and its gateway answers; an app stopped
-    /// on purpose is fine as it is. Drift is never healthy.
-    pub fn healthy(&self) -> bool {
-        match self.state.as_str() {
-            "running" => self.answers != Some(false),
-            "stopped" => self.stopped_on_purpose,
-            _ => false,
-        }
+/// An app that should run runs and its gateway answers; an app stopped on
+/// purpose is fine as it is. Drift is never healthy, and neither is a state
+/// this build does not know (an older helper's docker word, say `exited`).
+/// A gateway from a helper older than drift carries `state` alone, and is
+/// judged by it, as it always was.
+pub fn healthy(gateway: &Gateway) -> bool {
+    match gateway.state {
+        Open::Known(EngineState::Running) => gateway.answers != Some(false),
+        Open::Known(EngineState::Stopped) => gateway.stopped_on_purpose,
+        Open::Known(EngineState::Drifted) | Open::Other(_) => false,
     }
 }
 
 /// Every gateway in a `gateway_status` reply.
 /// The reply is read by the one contract (`crate::wire`): an `ok` that names
 /// another operation is not an answer to this request.
-pub fn gateway_states(stdout: &[u8]) -> Option<Vec<GatewayState>> {
-    #[derive(Deserialize)]
-    struct Gateways {
-        gateways: Vec<GatewayState>,
-    }
+pub fn gateway_states(stdout: &[u8]) -> Option<Vec<Gateway>> {
     match crate::wire::Reply::parse(stdout).ok()? {
         crate::wire::Reply::Ok { operation: crate::wire::Operation::GatewayStatus, result } => {
-            let gateways: Gateways = serde_json::from_value(result).ok()?;
-            Some(gateways.gateways)
+            let status: GatewayStatus = serde_json::from_value(result).ok()?;
+            Some(status.gateways)
         }
         _ => None,
     }

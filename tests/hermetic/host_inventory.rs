@@ -10,6 +10,8 @@ use crate::support::harness::*;
 use serde_json::{Value, json};
 use volce_lab::docker::{ContainerId, ImageId, LABEL_APP, LABEL_ROLE, PublishedPort};
 use volce_lab::host::Executed;
+use volce_lab::wire::answers::app_state::{DriftReason, EngineState};
+use volce_lab::wire::answers::gateways::{Gateway, GatewayStatus};
 
 const AGENT: &str = "agent";
 /// The workstation's reply limit (`volce_lab::mcp::rpc::RPC_LIMITS`).
@@ -36,8 +38,8 @@ fn app<'a>(inventory: &'a Value, name: &str) -> &'a Value {
     inventory["apps"].as_array().unwrap().iter().find(|a| a["app"] == name).unwrap()
 }
 
-fn gateway<'a>(status: &'a Value, name: &str) -> &'a Value {
-    status["gateways"].as_array().unwrap().iter().find(|g| g["app"] == name).unwrap()
+fn gateway<'a>(status: &'a GatewayStatus, name: &str) -> &'a Gateway {
+    status.gateways.iter().find(|g| g.app == name).unwrap()
 }
 
 /// 10,000 foreign containers, each with a name, an image, a published port
@@ -190,8 +192,8 @@ fn a_stopped_app_started_by_hand_is_drift_with_the_fix() {
     let mut c = h.controller();
     assert_eq!(app(&c.inventory(AGENT).unwrap(), "demo")["state"], "stopped");
     let status = c.gateway_status().unwrap();
-    assert_eq!(gateway(&status, "demo")["state"], "stopped");
-    assert_eq!(gateway(&status, "demo")["stopped_on_purpose"], true, "its last plan was a completed stop");
+    assert_eq!(gateway(&status, "demo").state, EngineState::Stopped.into());
+    assert!(gateway(&status, "demo").stopped_on_purpose, "its last plan was a completed stop");
     // An operator runs `docker start` on the gateway.
     h.engine.edit(|s| {
         s.snapshot.containers.iter_mut().find(|c| c.name == "vl-demo-gateway").unwrap().state =
@@ -203,8 +205,8 @@ fn a_stopped_app_started_by_hand_is_drift_with_the_fix() {
     assert_eq!(demo["drift"]["reason"], "record_stopped_but_running");
     assert!(demo["drift"]["fix"].as_str().unwrap().contains("stop plan"));
     let status = c.gateway_status().unwrap();
-    assert_eq!(gateway(&status, "demo")["state"], "drifted");
-    assert_eq!(gateway(&status, "demo")["stopped_on_purpose"], false);
+    assert_eq!(gateway(&status, "demo").state, EngineState::Drifted.into());
+    assert!(!gateway(&status, "demo").stopped_on_purpose);
 }
 
 #[test]
@@ -222,7 +224,8 @@ fn removed_containers_and_a_silent_gateway_are_told_apart() {
     assert_eq!(app(&inventory, "demo")["containers"][0]["state"], "missing");
     assert_eq!(app(&inventory, "shop")["state"], "running", "the engine runs it");
     let status = c.gateway_status().unwrap();
-    assert_eq!(gateway(&status, "demo")["drift"]["reason"], "containers_missing");
-    assert_eq!(gateway(&status, "shop")["answers"], false);
-    assert_eq!(gateway(&status, "shop")["state"], "running");
+    let drift = gateway(&status, "demo").drift.clone().unwrap();
+    assert_eq!(drift.reason, DriftReason::ContainersMissing.into());
+    assert_eq!(gateway(&status, "shop").answers, Some(false));
+    assert_eq!(gateway(&status, "shop").state, EngineState::Running.into());
 }

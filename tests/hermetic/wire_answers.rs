@@ -17,12 +17,17 @@
 //! --test hermetic wire_answers` rewrites the files; review their diff like code.
 
 use std::collections::BTreeMap;
+use std::fmt::Debug;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use volce_lab::control::plan::PlanId;
 use volce_lab::docker::EngineError;
 use volce_lab::exec::{Execution, ExecutionStatus};
+use volce_lab::wire::answers::gateways::GatewayStatus;
 
 use crate::support::fake_engine::image;
 use crate::support::harness::*;
@@ -180,30 +185,101 @@ fn golden_path(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/answers").join(format!("{name}.json"))
 }
 
-#[test]
-fn every_answer_body_is_the_golden_json() {
-    let answers = answers();
-    let mut stable = Stable { root: answers.root.display().to_string(), seen: BTreeMap::new() };
-    for id in &answers.ids {
-        stable.text(id);
-    }
-    let bless = std::env::var_os("VOLCE_LAB_BLESS_GOLDEN").is_some();
-    for (name, body) in &answers.bodies {
-        let stable = stable.value(body);
-        let path = golden_path(name);
-        if bless {
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(&path, serde_json::to_string_pretty(&stable).unwrap() + "\n").unwrap();
-            continue;
+/// The world's bodies as the helper printed them, and with stand-ins.
+struct Bodies {
+    raw: BTreeMap<&'static str, Value>,
+    stable: BTreeMap<&'static str, Value>,
+}
+
+/// The one world, made once for every test here.
+fn bodies() -> &'static Bodies {
+    static BODIES: OnceLock<Bodies> = OnceLock::new();
+    BODIES.get_or_init(|| {
+        let answers = answers();
+        let mut stable = Stable { root: answers.root.display().to_string(), seen: BTreeMap::new() };
+        for id in &answers.ids {
+            stable.text(id);
         }
-        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        let golden: Value = serde_json::from_str(&text).unwrap();
-        assert_eq!(
-            stable,
-            golden,
-            "{name}: the body differs from {}:\n{}",
-            path.display(),
-            serde_json::to_string_pretty(&stable).unwrap()
-        );
+        // In name order, so the stand-ins are numbered the same every run.
+        let stable = answers.bodies.iter().map(|(name, body)| (*name, stable.value(body))).collect();
+        Bodies { raw: answers.bodies, stable }
+    })
+}
+
+/// The body called `name` is its golden file (or, blessing, becomes it).
+fn golden(name: &str) {
+    let stable = &bodies().stable[name];
+    let path = golden_path(name);
+    if std::env::var_os("VOLCE_LAB_BLESS_GOLDEN").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, serde_json::to_string_pretty(stable).unwrap() + "\n").unwrap();
+        return;
     }
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let golden: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        stable,
+        &golden,
+        "{name}: the body differs from {}:\n{}",
+        path.display(),
+        serde_json::to_string_pretty(stable).unwrap()
+    );
+}
+
+/// The body called `name`, as the helper built it (typed) and printed it,
+/// is its golden JSON, and read back through its wire type it is the same
+/// value, which writes the same JSON again.
+fn round_trip<T: Serialize + DeserializeOwned + PartialEq + Debug>(name: &str) {
+    golden(name);
+    let printed = &bodies().raw[name];
+    let typed: T = serde_json::from_value(printed.clone()).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let again = serde_json::to_value(&typed).unwrap();
+    assert_eq!(&again, printed, "{name}: the wire type writes other JSON");
+    assert_eq!(serde_json::from_value::<T>(again).unwrap(), typed, "{name}");
+}
+
+#[test]
+fn gateway_status_round_trips_as_golden() {
+    round_trip::<GatewayStatus>("gateway_status");
+}
+
+#[test]
+fn inventory_is_golden() {
+    golden("inventory");
+}
+
+#[test]
+fn plan_views_are_golden() {
+    for name in ["plan", "plan_completed", "plan_rejected", "plan_inspected"] {
+        golden(name);
+    }
+}
+
+#[test]
+fn execute_is_golden() {
+    golden("execute");
+}
+
+#[test]
+fn logs_are_golden() {
+    golden("logs");
+}
+
+/// No body is left out of the tests above.
+#[test]
+fn every_body_has_a_golden_file() {
+    let names: Vec<&str> = bodies().raw.keys().copied().collect();
+    assert_eq!(
+        names,
+        [
+            "execute",
+            "gateway_status",
+            "inventory",
+            "logs",
+            "plan",
+            "plan_completed",
+            "plan_inspected",
+            "plan_rejected"
+        ]
+    );
 }

@@ -23,6 +23,9 @@ use crate::docker::Snapshot;
 use crate::host::drift::{self, EngineState};
 use crate::nginx::ServerName;
 use crate::text::rfc3339_seconds;
+use crate::wire::ContainerRole;
+use crate::wire::answers::app_state::Drift;
+use crate::wire::answers::gateways::{Gateway, GatewayStatus};
 
 /// At most this many free port ranges are listed; `free_count` counts all.
 pub const MAX_FREE_RANGES: usize = 16;
@@ -72,33 +75,33 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
     /// whether that is on purpose (stopped by a completed stop plan), and,
     /// for an app that should run, whether its gateway answers its server
     /// name. Read-only; web_status judges from this.
-    pub fn gateway_status(&mut self) -> Result<Value, Refusal> {
+    pub fn gateway_status(&mut self) -> Result<GatewayStatus, Refusal> {
         let (apps, last_plans) = self.store.read(records)?;
         let snapshot = self.engine.snapshot().map_err(engine_unavailable)?;
-        let gateways: Vec<Value> = apps
+        let gateways = apps
             .values()
             .filter_map(|record| {
                 let app = AppName::parse(&record.app)?;
                 let derived = drift::derive(record, &snapshot);
-                let gateway = derived.containers.iter().find(|c| c.role == drift::Role::Gateway);
+                let gateway = derived.containers.iter().find(|c| c.role == ContainerRole::Gateway);
                 let stopped_on_purpose = derived.state == EngineState::Stopped
                     && last_plans.get(&record.app).is_some_and(is_completed_stop);
                 let answers = (derived.state == EngineState::Running)
                     .then(|| ServerName::parse(&record.server_name))
                     .flatten()
                     .map(|name| self.engine.gateway_answers(record.host_port, &name));
-                Some(json!({
-                    "app": app,
-                    "name": app.names().gateway_container,
-                    "state": derived.state,
-                    "container_state": gateway.map_or("missing", |g| g.state.as_str()),
-                    "stopped_on_purpose": stopped_on_purpose,
-                    "answers": answers,
-                    "drift": drift_json(derived.drift),
-                }))
+                Some(Gateway {
+                    name: app.names().gateway_container,
+                    app: app.into(),
+                    state: derived.state.into(),
+                    container_state: gateway.map_or("missing", |g| g.state.as_str()).to_owned(),
+                    stopped_on_purpose,
+                    answers,
+                    drift: derived.drift.map(Drift::of),
+                })
             })
             .collect();
-        Ok(json!({ "gateways": gateways }))
+        Ok(GatewayStatus { gateways })
     }
 }
 
@@ -122,7 +125,7 @@ fn is_completed_stop(plan: &StoredPlan) -> bool {
 }
 
 fn drift_json(reason: Option<drift::DriftReason>) -> Value {
-    reason.map_or(Value::Null, |r| json!({"reason": r, "message": r.sentence(), "fix": r.fix()}))
+    json!(reason.map(Drift::of))
 }
 
 /// One managed app: the record's facts, the engine's state and any drift.

@@ -20,7 +20,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
         tail: &Value,
         since_minutes: Option<&Value>,
     ) -> Result<Value, Refusal> {
-        use crate::wire::{LOG_SINCE_MINUTES, LOG_TAIL, LogContainer};
+        use crate::wire::{ContainerRole, LOG_SINCE_MINUTES, LOG_TAIL};
         let shown = |text: &str| crate::text::quoted(text, 40);
         let Some(name) = AppName::parse(app) else {
             return refuse(
@@ -28,7 +28,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 format!("{} is not an app name (^[a-z][a-z0-9-]*$); nothing was read.", shown(app)),
             );
         };
-        let Some(role) = LogContainer::parse(container) else {
+        let Some(role) = ContainerRole::parse(container) else {
             return refuse(
                 Code::InvalidParameters,
                 format!("`container` must be app or gateway (got {}); nothing was read.", shown(container)),
@@ -57,8 +57,8 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             );
         };
         let recorded = match role {
-            LogContainer::App => record.app_container.clone(),
-            LogContainer::Gateway => record.gateway_container.clone(),
+            ContainerRole::App => record.app_container.clone(),
+            ContainerRole::Gateway => record.gateway_container.clone(),
         };
         let Some(id) = recorded else {
             return refuse(

@@ -1,0 +1,67 @@
+//! The bodies of the helper's `ok` answers, one type per operation, written
+//! once for both ends: the root helper (`crate::host`) builds them, and the
+//! unprivileged workstation (`crate::inspect`, `crate::mcp::rpc`) reads the
+//! fields it uses through the same types. Pure data: no I/O.
+//!
+//! ```text
+//! gateway_status  GatewayStatus  gateways.rs   (web_status judges it)
+//! inventory       Inventory      inventory.rs
+//! plan            PlanView       plan_view.rs  (also `volce-lab-host show --json`)
+//! execute         ExecutedPlan   execution.rs
+//! logs            LogLines       log_lines.rs
+//! ```
+//! `app_state.rs` holds the words the inventory and gateway_status share:
+//! an app's state as the engine shows it, and why it drifted.
+//!
+//! The JSON is version 1's (`super::PROTOCOL_VERSION`): the field names, the
+//! nesting and every choice between a null and a missing field are held to
+//! golden files by tests/hermetic/wire_answers.rs. An `ok` reply's `result`
+//! still reaches the agent as the object the helper printed, fields this
+//! build does not know included.
+//!
+//! The workstation and the server are installed separately, so what the
+//! workstation reads tolerates older and newer helpers alike: no type here
+//! refuses unknown fields, a field an older helper did not send defaults
+//! where the workstation reads it, and a word of a closed set this build
+//! does not know is kept ([`Open::Other`]) rather than refused.
+
+pub mod app_state;
+pub mod gateways;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// An answer as the `result` of its `ok` reply.
+pub fn result_of(body: &impl Serialize) -> Value {
+    serde_json::to_value(body).expect("an answer serializes")
+}
+
+/// A word of one of the contract's closed sets: one this build knows, or
+/// the word as another helper sent it (an older helper's docker state
+/// word, a newer helper's new reason). Written as the word either way; the
+/// helper only ever builds [`Open::Known`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Open<T> {
+    Known(T),
+    Other(String),
+}
+
+impl<T> From<T> for Open<T> {
+    fn from(known: T) -> Open<T> {
+        Open::Known(known)
+    }
+}
+
+impl<T: Copy + Into<&'static str>> Open<T> {
+    /// The word as it travels.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Open::Known(known) => (*known).into(),
+            Open::Other(word) => word,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
