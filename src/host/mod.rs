@@ -210,7 +210,7 @@ pub fn rpc_reporting<E: Engine, C: Clock, L: Liveness>(
     };
     let result = match request {
         Request::GatewayStatus {} => controller.gateway_status().map(|body| result_of(&body)),
-        Request::Inventory {} => controller.inventory(caller),
+        Request::Inventory {} => controller.inventory(caller).map(|body| result_of(&body)),
         Request::Plan { action, parameters } => {
             controller.prepare(&action, &parameters, caller).map(|stored| stored.to_json())
         }

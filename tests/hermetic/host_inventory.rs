@@ -34,6 +34,11 @@ fn numbered_id(n: usize) -> ContainerId {
     ContainerId::parse(&format!("{n:064x}")).unwrap()
 }
 
+/// The inventory as the helper prints it.
+fn inventory_json(c: &mut TestController) -> Value {
+    serde_json::to_value(c.inventory(AGENT).unwrap()).unwrap()
+}
+
 fn app<'a>(inventory: &'a Value, name: &str) -> &'a Value {
     inventory["apps"].as_array().unwrap().iter().find(|a| a["app"] == name).unwrap()
 }
@@ -104,7 +109,7 @@ fn the_offer_says_what_may_be_deployed_where_and_how_much() {
         s.local_images.insert(reference.clone(), image('e'));
     });
     deploy(&h, "demo", 18001);
-    let inventory = h.controller().inventory(AGENT).unwrap();
+    let inventory = inventory_json(&mut h.controller());
     let offer = &inventory["offer"];
     assert_eq!(
         offer["catalog"],
@@ -156,7 +161,7 @@ fn free_port_ranges_are_bounded() {
             s.snapshot.containers.push(c);
         }
     });
-    let ports = h.controller().inventory(AGENT).unwrap()["offer"]["ports"].clone();
+    let ports = inventory_json(&mut h.controller())["offer"]["ports"].clone();
     assert_eq!(ports["free"].as_array().unwrap().len(), 16);
     assert_eq!(ports["free_ranges_truncated"], true);
     assert_eq!(ports["free_count"], 899, "1,000 less 100 taken less legacy's");
@@ -169,7 +174,7 @@ fn open_plans_are_listed_with_rfc3339_times_and_their_approval() {
     deploy(&h, "demo", 18001);
     let mut c = h.controller();
     let plan = c.prepare("stop", &json!({"app": "demo"}), AGENT).unwrap();
-    let listed = |c: &mut TestController| c.inventory(AGENT).unwrap()["plans"].clone();
+    let listed = |c: &mut TestController| inventory_json(c)["plans"].clone();
     assert_eq!(
         listed(&mut c),
         json!([{
@@ -190,7 +195,7 @@ fn a_stopped_app_started_by_hand_is_drift_with_the_fix() {
     deploy(&h, "demo", 18001);
     stop(&h, "demo");
     let mut c = h.controller();
-    assert_eq!(app(&c.inventory(AGENT).unwrap(), "demo")["state"], "stopped");
+    assert_eq!(app(&inventory_json(&mut c), "demo")["state"], "stopped");
     let status = c.gateway_status().unwrap();
     assert_eq!(gateway(&status, "demo").state, EngineState::Stopped.into());
     assert!(gateway(&status, "demo").stopped_on_purpose, "its last plan was a completed stop");
@@ -199,7 +204,7 @@ fn a_stopped_app_started_by_hand_is_drift_with_the_fix() {
         s.snapshot.containers.iter_mut().find(|c| c.name == "vl-demo-gateway").unwrap().state =
             "running".into();
     });
-    let demo = app(&c.inventory(AGENT).unwrap(), "demo").clone();
+    let demo = app(&inventory_json(&mut c), "demo").clone();
     assert_eq!(demo["state"], "drifted");
     assert_eq!(demo["recorded_state"], "stopped");
     assert_eq!(demo["drift"]["reason"], "record_stopped_but_running");
@@ -219,7 +224,7 @@ fn removed_containers_and_a_silent_gateway_are_told_apart() {
         s.snapshot.containers.retain(|c| c.name != "vl-demo-app");
     });
     let mut c = h.controller();
-    let inventory = c.inventory(AGENT).unwrap();
+    let inventory = inventory_json(&mut c);
     assert_eq!(app(&inventory, "demo")["drift"]["reason"], "containers_missing");
     assert_eq!(app(&inventory, "demo")["containers"][0]["state"], "missing");
     assert_eq!(app(&inventory, "shop")["state"], "running", "the engine runs it");

@@ -19,6 +19,7 @@ use volce_lab::control::Code;
 use volce_lab::control::plan::{Digest, PlanId};
 use volce_lab::host::{Executed, ProcLiveness};
 use volce_lab::store::{PlanOutcome, PlanState};
+use volce_lab::wire::answers::Word;
 
 const AGENT: &str = "agent";
 
@@ -149,7 +150,7 @@ fn a_process_killed_between_claim_and_engine_leaves_needs_inspection_and_no_seco
     assert_eq!(stored.state, PlanState::NeedsInspection);
     assert_eq!(stored.outcome, Some(PlanOutcome::ClaimerDied));
     let inventory = c.inventory(AGENT).unwrap();
-    assert_eq!(inventory["unsettled_plan"]["state"], "needs_inspection");
+    assert_eq!(inventory.unsettled_plan.unwrap().state, Word::of(PlanState::NeedsInspection));
     assert_eq!(
         c.prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap_err().code,
         Code::InspectionRequired

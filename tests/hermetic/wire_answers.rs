@@ -28,6 +28,7 @@ use volce_lab::control::plan::PlanId;
 use volce_lab::docker::EngineError;
 use volce_lab::exec::{Execution, ExecutionStatus};
 use volce_lab::wire::answers::gateways::GatewayStatus;
+use volce_lab::wire::answers::inventory::Inventory;
 
 use crate::support::fake_engine::image;
 use crate::support::harness::*;
@@ -244,8 +245,8 @@ fn gateway_status_round_trips_as_golden() {
 }
 
 #[test]
-fn inventory_is_golden() {
-    golden("inventory");
+fn inventory_round_trips_as_golden() {
+    round_trip::<Inventory>("inventory");
 }
 
 #[test]

@@ -102,3 +102,118 @@ fn a_gateway_from_a_newer_helper_keeps_what_this_build_does_not_know() {
     assert_eq!(drift.reason, Open::Other("certificate_expired".into()));
     assert_eq!(drift.reason.as_str(), "certificate_expired");
 }
+
+#[test]
+fn an_inventory_is_version_1_json() {
+    use super::inventory::*;
+    use crate::control::plan::{Action, PlanId};
+    use crate::control::validate::AppState;
+    use crate::docker::{ContainerId, ImageId};
+    let id = PlanId::parse(&"1".repeat(32)).unwrap();
+    let container = ContainerId::parse(&"2".repeat(64)).unwrap();
+    let image = ImageId::parse(&format!("sha256:{}", "3".repeat(64))).unwrap();
+    let reference = format!("127.0.0.1:15000/web@sha256:{}", "4".repeat(64));
+    let inventory = Inventory {
+        generated_at: "2027-01-15T08:00:00Z".into(),
+        apps: vec![ManagedApp {
+            app: "demo".into(),
+            state: EngineState::Drifted,
+            recorded_state: AppState::Running,
+            drift: Some(Drift::of(DriftReason::ContainersMissing)),
+            server_name: "demo.example.com".into(),
+            host_port: 18001,
+            container_port: 8080,
+            image: AppImage {
+                key: "web".into(),
+                reference: reference.clone(),
+                digest: Some(format!("sha256:{}", "4".repeat(64))),
+                image_ids: vec![image.clone()],
+            },
+            containers: vec![super::app_state::ContainerView {
+                role: ContainerRole::App,
+                id: container.clone(),
+                state: "missing".into(),
+            }],
+            last_plan: Some(LastPlan {
+                plan_id: id.clone(),
+                action: Action::Deploy,
+                state: Word("completed".into()),
+                outcome: Some(Word("completed".into())),
+                requested_at: "2027-01-15T07:00:00Z".into(),
+                finished_at: None,
+            }),
+        }],
+        offer: Offer {
+            catalog: vec![CatalogImage {
+                key: "web".into(),
+                reference: crate::control::policy::ImageRef::parse(&reference).unwrap(),
+                present: true,
+                image_id: Some(image.clone()),
+            }],
+            gateway_image: GatewayImage {
+                reference: crate::control::policy::ImageRef::parse(&reference).unwrap(),
+                present: false,
+                image_id: None,
+            },
+            ports: PortOffer {
+                first: 18000,
+                last: 18002,
+                used: vec![PortUse { port: 18001, app: "demo".into() }],
+                taken_by_others: 1,
+                free_count: 1,
+                free: vec![[18000, 18000]],
+                free_ranges_truncated: false,
+            },
+            quota: Quota { used: 1, max: 4 },
+            plan_ttl_seconds: 600,
+            actions: vec![Action::Deploy, Action::Stop],
+            approval_required: vec![Action::Stop],
+        },
+        plans: vec![OpenPlan {
+            plan_id: id.clone(),
+            action: Action::RemoveImage,
+            app: None,
+            state: Word("pending".into()),
+            requester: "agent".into(),
+            requested_at: "2027-01-15T08:00:00Z".into(),
+            expires_at: "2027-01-15T08:10:00Z".into(),
+            requires_approval: true,
+            approved: false,
+        }],
+        unsettled_plan: None,
+        foreign: ForeignCounts { containers: 3, images: 2, networks: 1 },
+    };
+    round_trips(
+        &inventory,
+        json!({
+            "generated_at": "2027-01-15T08:00:00Z",
+            "apps": [{
+                "app": "demo", "state": "drifted", "recorded_state": "running",
+                "drift": {"reason": "containers_missing", "message": DriftReason::ContainersMissing.sentence(),
+                          "fix": DriftReason::ContainersMissing.fix()},
+                "server_name": "demo.example.com", "host_port": 18001, "container_port": 8080,
+                "image": {"key": "web", "reference": reference, "digest": format!("sha256:{}", "4".repeat(64)),
+                          "image_ids": [image]},
+                "containers": [{"role": "app", "id": container, "state": "missing"}],
+                "last_plan": {"plan_id": id, "action": "deploy", "state": "completed", "outcome": "completed",
+                              "requested_at": "2027-01-15T07:00:00Z", "finished_at": null},
+            }],
+            "offer": {
+                "catalog": [{"key": "web", "reference": reference, "present": true, "image_id": image}],
+                "gateway_image": {"reference": reference, "present": false, "image_id": null},
+                "ports": {"first": 18000, "last": 18002, "used": [{"port": 18001, "app": "demo"}],
+                          "taken_by_others": 1, "free_count": 1, "free": [[18000, 18000]],
+                          "free_ranges_truncated": false},
+                "quota": {"used": 1, "max": 4},
+                "plan_ttl_seconds": 600,
+                "actions": ["deploy", "stop"],
+                "approval_required": ["stop"],
+            },
+            "plans": [{"plan_id": id, "action": "remove_image", "app": null, "state": "pending",
+                       "requester": "agent", "requested_at": "2027-01-15T08:00:00Z",
+                       "expires_at": "2027-01-15T08:10:00Z", "requires_approval": true, "approved": false}],
+            "unsettled_plan": null,
+            "foreign": {"containers": 3, "images": 2, "networks": 1},
+        }),
+    );
+}
