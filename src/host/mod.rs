@@ -212,7 +212,7 @@ pub fn rpc_reporting<E: Engine, C: Clock, L: Liveness>(
         Request::GatewayStatus {} => controller.gateway_status().map(|body| result_of(&body)),
         Request::Inventory {} => controller.inventory(caller).map(|body| result_of(&body)),
         Request::Plan { action, parameters } => {
-            controller.prepare(&action, &parameters, caller).map(|stored| stored.to_json())
+            controller.prepare(&action, &parameters, caller).map(|stored| result_of(&stored.view()))
         }
         Request::Logs { app, container, tail, since_minutes } => {
             controller.logs(&app, &container, &tail, since_minutes.as_ref())
@@ -286,7 +286,7 @@ pub fn show<E: Engine, C: Clock, L: Liveness>(
             let stored = controller.load(&id, caller)?;
             let stopped = controller.stopped_claimer(&stored);
             if json {
-                let mut value = stored.to_json();
+                let mut value = result_of(&stored.view());
                 if let (Some(stopped), Some(object)) = (stopped, value.as_object_mut()) {
                     object.insert("claimer_stopped_pid".into(), stopped.pid.into());
                 }

@@ -28,6 +28,7 @@
 pub mod app_state;
 pub mod gateways;
 pub mod inventory;
+pub mod plan_view;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

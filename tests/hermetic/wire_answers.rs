@@ -29,6 +29,7 @@ use volce_lab::docker::EngineError;
 use volce_lab::exec::{Execution, ExecutionStatus};
 use volce_lab::wire::answers::gateways::GatewayStatus;
 use volce_lab::wire::answers::inventory::Inventory;
+use volce_lab::wire::answers::plan_view::PlanView;
 
 use crate::support::fake_engine::image;
 use crate::support::harness::*;
@@ -250,9 +251,9 @@ fn inventory_round_trips_as_golden() {
 }
 
 #[test]
-fn plan_views_are_golden() {
+fn plan_views_round_trip_as_golden() {
     for name in ["plan", "plan_completed", "plan_rejected", "plan_inspected"] {
-        golden(name);
+        round_trip::<PlanView>(name);
     }
 }
 

@@ -217,3 +217,48 @@ fn an_inventory_is_version_1_json() {
         }),
     );
 }
+
+/// The view names every field of the sealed plan (a field added to the plan
+/// reaches `show --json` and the agent), its times in RFC 3339, and the life
+/// cycle beside them; never the claim.
+#[test]
+fn a_plan_view_has_every_field_of_the_sealed_plan_and_its_life_cycle() {
+    use super::plan_view::PlanView;
+    use crate::control::plan::{PlanId, test_plan};
+    use crate::store::{Approval, Claim, PlanOutcome, PlanState, Rejection, StoredPlan};
+    let plan = test_plan(PlanId::parse(&"1".repeat(32)).unwrap(), 1_800_000_000);
+    let stored = StoredPlan {
+        plan: plan.clone(),
+        state: PlanState::Completed,
+        approval: Some(Approval { by: "alice".into(), at: 1_800_000_060, digest: plan.digest.clone() }),
+        claim: Some(Claim { pid: 7, start_time: 1, boot_id: "boot".into() }),
+        claimed_at: Some(1_800_000_120),
+        finished_at: Some(1_800_000_180),
+        outcome: Some(PlanOutcome::Completed),
+        resolution: None,
+        rejection: Some(Rejection { by: "bob".into(), at: 1_800_000_240 }),
+    };
+    let view = serde_json::to_value(stored.view()).unwrap();
+    let body = serde_json::to_value(&plan).unwrap();
+    for (key, value) in body.as_object().unwrap() {
+        let expected = match key.as_str() {
+            "created_at" | "expires_at" => json!(crate::text::rfc3339_seconds(value.as_i64().unwrap())),
+            _ => value.clone(),
+        };
+        assert_eq!(view[key], expected, "{key}");
+    }
+    let beside: Vec<&str> =
+        view.as_object().unwrap().keys().map(String::as_str).filter(|key| body.get(*key).is_none()).collect();
+    assert_eq!(
+        beside,
+        ["approval", "claimed_at", "finished_at", "outcome", "rejection", "resolution", "state"]
+    );
+    assert_eq!(view["created_at"], "2027-01-15T08:00:00Z");
+    assert_eq!(view["approval"], json!({"by": "alice", "at": "2027-01-15T08:01:00Z", "digest": plan.digest}));
+    assert_eq!(view["claimed_at"], "2027-01-15T08:02:00Z");
+    assert_eq!((view["state"].clone(), view["outcome"].clone()), (json!("completed"), json!("completed")));
+    assert_eq!(view["resolution"], Value::Null);
+    assert_eq!(view["rejection"], json!({"by": "bob", "at": "2027-01-15T08:04:00Z"}));
+    round_trips(&stored.view(), view.clone());
+    let _: PlanView = serde_json::from_value(view).unwrap();
+}
