@@ -223,7 +223,7 @@ pub fn rpc_reporting<E: Engine, C: Clock, L: Liveness>(
         Request::Execute { plan_id } => match PlanId::parse(&plan_id) {
             Err(refusal) => Err(refusal),
             Ok(id) => match controller.execute_reporting(&id, caller, progress) {
-                Ok(Executed::Completed(result)) => Ok(result),
+                Ok(Executed::Completed(executed)) => Ok(result_of(&executed)),
                 // Its claimed and needs_inspection rows were written with
                 // the changes, stamped with this request.
                 Ok(Executed::NeedsInspection { plan_id, message }) => {

@@ -31,6 +31,7 @@ use crate::control::plan::PlanId;
 use crate::exec::{ExecutionStatus, Outcome};
 use crate::inspect::Status;
 use crate::inspect::transport::Limits;
+use crate::wire::answers::PlanMention;
 use crate::wire::{NotAReply, Operation, Reply};
 
 /// How much reply we read and how long we wait for it. Pulling an image can
@@ -156,10 +157,6 @@ fn sanitize(text: &str) -> String {
     crate::text::for_model(text, 300)
 }
 
-fn plan_id_of(value: Option<&Value>) -> Option<PlanId> {
-    value.and_then(Value::as_str).and_then(|text| PlanId::parse(text).ok())
-}
-
 /// Maps the helper's process outcome to an answer, by the wire contract.
 pub fn interpret(operation: Operation, outcome: &Outcome, mode: Mode) -> Answer {
     let execution = &outcome.execution;
@@ -171,7 +168,7 @@ pub fn interpret(operation: Operation, outcome: &Outcome, mode: Mode) -> Answer 
     match execution.execution_status {
         ExecutionStatus::Ok => match reply {
             Ok(Reply::Ok { operation: named, result }) if named == operation && result.is_object() => {
-                let plan_id = plan_id_of(result.get("plan_id").or_else(|| result.get("id")));
+                let plan_id = PlanMention::of(&result);
                 let message = match operation {
                     Operation::Plan => {
                         "The plan is stored; nothing changed yet. Check requires_approval: when it is \

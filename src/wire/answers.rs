@@ -26,12 +26,15 @@
 //! does not know is kept ([`Open::Other`]) rather than refused.
 
 pub mod app_state;
+pub mod execution;
 pub mod gateways;
 pub mod inventory;
 pub mod plan_view;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
+
+use crate::control::plan::PlanId;
 
 /// An answer as the `result` of its `ok` reply.
 pub fn result_of(body: &impl Serialize) -> Value {
@@ -82,6 +85,34 @@ impl Word {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+}
+
+/// The plan an `ok` answer names, as the workstation reads it from any
+/// operation's body: an execution's `plan_id` ([`execution::ExecutedPlan`]),
+/// else a plan view's `id` ([`plan_view::PlanView`]); no other field is
+/// read. A `plan_id` that is present but is no plan id names no plan (the
+/// `id` is then not consulted), as version 1's reader did.
+#[derive(Debug, Default, Deserialize)]
+pub struct PlanMention {
+    #[serde(default, deserialize_with = "present")]
+    plan_id: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    id: Option<Value>,
+}
+
+impl PlanMention {
+    /// The plan `result` names, if any.
+    pub fn of(result: &Value) -> Option<PlanId> {
+        let mention = PlanMention::deserialize(result).ok()?;
+        let named = mention.plan_id.or(mention.id)?;
+        PlanId::parse(named.as_str()?).ok()
+    }
+}
+
+/// A field that is there, whatever its value (`null` included): only a
+/// missing one is `None`.
+fn present<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(deserializer).map(Some)
 }
 
 #[cfg(test)]

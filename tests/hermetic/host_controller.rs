@@ -13,6 +13,7 @@ use volce_lab::host::Executed;
 use volce_lab::host::rpc::Reply;
 use volce_lab::store::PlanState;
 use volce_lab::wire::answers::app_state::{DriftReason, EngineState};
+use volce_lab::wire::answers::execution::ExecutionOutcome;
 use volce_lab::wire::answers::inventory::{Inventory, ManagedApp};
 use volce_lab::wire::answers::{Open, Word};
 
@@ -24,7 +25,7 @@ fn deploy_demo(h: &Harness) -> PlanId {
     let plan = c.prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap();
     assert!(!plan.plan.requires_approval);
     match c.execute(&plan.plan.id, AGENT).unwrap() {
-        Executed::Completed(result) => assert_eq!(result["outcome"], "completed"),
+        Executed::Completed(result) => assert_eq!(result.outcome, ExecutionOutcome::Completed),
         other => panic!("deploy should complete: {other:?}"),
     }
     plan.plan.id
@@ -344,7 +345,7 @@ fn a_foreign_container_changing_state_voids_no_plan() {
     for plan in [&nginx, &stop, &deploy] {
         flip_foreign(&h);
         match c.execute(&plan.plan.id, AGENT).unwrap() {
-            Executed::Completed(result) => assert_eq!(result["outcome"], "completed"),
+            Executed::Completed(result) => assert_eq!(result.outcome, ExecutionOutcome::Completed),
             other => panic!("{:?} must complete: {other:?}", plan.plan.action),
         }
     }

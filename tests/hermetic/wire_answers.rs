@@ -27,6 +27,7 @@ use serde_json::{Value, json};
 use volce_lab::control::plan::PlanId;
 use volce_lab::docker::EngineError;
 use volce_lab::exec::{Execution, ExecutionStatus};
+use volce_lab::wire::answers::execution::ExecutedPlan;
 use volce_lab::wire::answers::gateways::GatewayStatus;
 use volce_lab::wire::answers::inventory::Inventory;
 use volce_lab::wire::answers::plan_view::PlanView;
@@ -258,8 +259,8 @@ fn plan_views_round_trip_as_golden() {
 }
 
 #[test]
-fn execute_is_golden() {
-    golden("execute");
+fn execute_round_trips_as_golden() {
+    round_trip::<ExecutedPlan>("execute");
 }
 
 #[test]

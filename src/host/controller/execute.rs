@@ -13,8 +13,6 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use serde_json::{Value, json};
-
 use super::{Controller, EngineProbe, Liveness, audit, engine_unavailable, state_allows_use, terms_hold};
 use crate::control::clock::check_expiry;
 use crate::control::plan::{Action, Payload, Plan, PlanId};
@@ -23,6 +21,7 @@ use crate::control::validate::{self, AppRecord, Context};
 use crate::control::{Clock, Code, Refusal, refuse};
 use crate::docker::{AppRemoval, Engine, EngineError, ImageId, NoProgress, Progress};
 use crate::store::{AuditOutcome, AuditRow, Event, PlanOutcome};
+use crate::wire::answers::execution::{ExecutedPlan, ExecutionOutcome};
 
 mod record;
 
@@ -30,7 +29,7 @@ mod record;
 #[derive(Debug, Clone, PartialEq)]
 pub enum Executed {
     /// The engine reported success and the outcome is recorded.
-    Completed(Value),
+    Completed(ExecutedPlan),
     /// The engine failed or the outcome could not be recorded: the change may
     /// be partial, and an operator must look before anything else happens.
     NeedsInspection { plan_id: PlanId, message: String },
@@ -219,14 +218,14 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
         });
 
         match (result, recorded) {
-            (Ok(acted), Ok(())) => Ok(Executed::Completed(json!({
-                "plan_id": id,
-                "action": plan.action,
-                "outcome": "completed",
-                "app": plan.payload.app(),
-                "containers": acted,
-                "duration_ms": duration_ms,
-            }))),
+            (Ok(acted), Ok(())) => Ok(Executed::Completed(ExecutedPlan {
+                plan_id: id.clone(),
+                action: plan.action,
+                outcome: ExecutionOutcome::Completed,
+                app: plan.payload.app().map(str::to_owned),
+                containers: acted,
+                duration_ms,
+            })),
             // Nothing changed, and that is recorded: the plan is `failed`.
             (Err(error), Ok(())) if error.changed_nothing() => Ok(Executed::Failed {
                 plan_id: id.clone(),

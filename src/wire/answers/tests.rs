@@ -262,3 +262,48 @@ fn a_plan_view_has_every_field_of_the_sealed_plan_and_its_life_cycle() {
     round_trips(&stored.view(), view.clone());
     let _: PlanView = serde_json::from_value(view).unwrap();
 }
+
+/// The workstation finds the plan an answer names through the same field
+/// names the helper writes: an execution's `plan_id`, a plan view's `id`.
+#[test]
+fn the_plan_an_answer_names_is_read_from_the_types_the_helper_writes() {
+    use super::execution::{ExecutedPlan, ExecutionOutcome};
+    use crate::control::plan::{Action, PlanId, test_plan};
+    use crate::store::{PlanState, StoredPlan};
+    let id = PlanId::parse(&"5".repeat(32)).unwrap();
+    let executed = ExecutedPlan {
+        plan_id: id.clone(),
+        action: Action::Stop,
+        outcome: ExecutionOutcome::Completed,
+        app: Some("demo".into()),
+        containers: vec!["a".into()],
+        duration_ms: 12,
+    };
+    round_trips(
+        &executed,
+        json!({"plan_id": id, "action": "stop", "outcome": "completed", "app": "demo", "containers": ["a"],
+               "duration_ms": 12}),
+    );
+    assert_eq!(PlanMention::of(&serde_json::to_value(&executed).unwrap()), Some(id.clone()));
+    let stored = StoredPlan {
+        plan: test_plan(id.clone(), 1_800_000_000),
+        state: PlanState::Pending,
+        approval: None,
+        claim: None,
+        claimed_at: None,
+        finished_at: None,
+        outcome: None,
+        resolution: None,
+        rejection: None,
+    };
+    assert_eq!(PlanMention::of(&serde_json::to_value(stored.view()).unwrap()), Some(id.clone()));
+    // As version 1 read them: a present plan_id decides, even a bad one.
+    let valid = id.as_str().to_owned();
+    assert_eq!(PlanMention::of(&json!({"id": valid, "n": 1})), Some(id.clone()));
+    assert_eq!(PlanMention::of(&json!({"plan_id": valid, "id": "x"})), Some(id));
+    assert_eq!(PlanMention::of(&json!({"plan_id": null, "id": valid})), None);
+    assert_eq!(PlanMention::of(&json!({"plan_id": 5, "id": valid})), None);
+    assert_eq!(PlanMention::of(&json!({"id": "not-a-plan"})), None);
+    assert_eq!(PlanMention::of(&json!({})), None);
+    assert_eq!(PlanMention::of(&json!([])), None);
+}
