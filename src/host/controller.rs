@@ -32,7 +32,7 @@
 
 use std::path::PathBuf;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::control::clock::check_expiry;
 use crate::control::plan::{Action, Digest, Payload, Plan, PlanId};

@@ -215,7 +215,7 @@ pub fn rpc_reporting<E: Engine, C: Clock, L: Liveness>(
             controller.prepare(&action, &parameters, caller).map(|stored| result_of(&stored.view()))
         }
         Request::Logs { app, container, tail, since_minutes } => {
-            controller.logs(&app, &container, &tail, since_minutes.as_ref())
+            controller.logs(&app, &container, &tail, since_minutes.as_ref()).map(|body| result_of(&body))
         }
         // Answered above, before the store was opened; should it get here,
         // it is the same recorded refusal.

@@ -29,6 +29,7 @@ pub mod app_state;
 pub mod execution;
 pub mod gateways;
 pub mod inventory;
+pub mod log_lines;
 pub mod plan_view;
 
 use serde::{Deserialize, Deserializer, Serialize};

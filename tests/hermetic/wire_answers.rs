@@ -30,6 +30,7 @@ use volce_lab::exec::{Execution, ExecutionStatus};
 use volce_lab::wire::answers::execution::ExecutedPlan;
 use volce_lab::wire::answers::gateways::GatewayStatus;
 use volce_lab::wire::answers::inventory::Inventory;
+use volce_lab::wire::answers::log_lines::LogLines;
 use volce_lab::wire::answers::plan_view::PlanView;
 
 use crate::support::fake_engine::image;
@@ -264,8 +265,8 @@ fn execute_round_trips_as_golden() {
 }
 
 #[test]
-fn logs_are_golden() {
-    golden("logs");
+fn logs_round_trip_as_golden() {
+    round_trip::<LogLines>("logs");
 }
 
 /// No body is left out of the tests above.

@@ -3,6 +3,7 @@
 //! host helper.
 
 use super::*;
+use crate::wire::answers::log_lines::LogLines;
 
 impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
     /// Read-only: the safe tail of one managed container's log
@@ -19,7 +20,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
         container: &str,
         tail: &Value,
         since_minutes: Option<&Value>,
-    ) -> Result<Value, Refusal> {
+    ) -> Result<LogLines, Refusal> {
         use crate::wire::{ContainerRole, LOG_SINCE_MINUTES, LOG_TAIL};
         let shown = |text: &str| crate::text::quoted(text, 40);
         let Some(name) = AppName::parse(app) else {
@@ -99,16 +100,16 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             _ => Refusal::new(Code::EngineUnavailable, "The container's log could not be read; nothing was shown."),
         })?;
         let logs = crate::logs::render(&raw);
-        Ok(json!({
-            "app": name,
-            "container": role.as_str(),
-            "container_id": id,
-            "tail": tail,
-            "since_minutes": since,
-            "untrusted": crate::logs::UNTRUSTED,
-            "lines": logs.lines,
-            "truncated": logs.truncated,
-            "redactions": logs.redactions,
-        }))
+        Ok(LogLines {
+            app: name,
+            container: role,
+            container_id: id,
+            tail,
+            since_minutes: since,
+            untrusted: crate::logs::UNTRUSTED.to_owned(),
+            lines: logs.lines,
+            truncated: logs.truncated,
+            redactions: logs.redactions,
+        })
     }
 }

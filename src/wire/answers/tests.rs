@@ -307,3 +307,27 @@ fn the_plan_an_answer_names_is_read_from_the_types_the_helper_writes() {
     assert_eq!(PlanMention::of(&json!({})), None);
     assert_eq!(PlanMention::of(&json!([])), None);
 }
+
+#[test]
+fn log_lines_are_version_1_json() {
+    use super::log_lines::LogLines;
+    use crate::docker::{AppName, ContainerId};
+    let id = ContainerId::parse(&"6".repeat(64)).unwrap();
+    let lines = LogLines {
+        app: AppName::parse("demo").unwrap(),
+        container: ContainerRole::Gateway,
+        container_id: id.clone(),
+        tail: 50,
+        since_minutes: None,
+        untrusted: crate::logs::UNTRUSTED.into(),
+        lines: vec!["t1 GET / 200".into()],
+        truncated: false,
+        redactions: 0,
+    };
+    round_trips(
+        &lines,
+        json!({"app": "demo", "container": "gateway", "container_id": id, "tail": 50, "since_minutes": null,
+               "untrusted": crate::logs::UNTRUSTED, "lines": ["t1 GET / 200"], "truncated": false,
+               "redactions": 0}),
+    );
+}
