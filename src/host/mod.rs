@@ -67,7 +67,7 @@ use crate::control::{Clock, Code, Refusal, SystemClock};
 use crate::docker::{Engine, NoProgress, Progress};
 use crate::exit::Exit;
 use crate::store::AuditOperation;
-use crate::wire::answers::result_of;
+use crate::wire::answers::Body;
 
 pub use controller::{AppAfterResolve, Awaiting, Controller, Executed, Liveness, Resolved, StoppedClaimer};
 pub use entry::{
@@ -202,20 +202,19 @@ pub fn rpc_reporting<E: Engine, C: Clock, L: Liveness>(
         Err(refusal) => return record::refused(paths, now, meta, for_the_agent(refusal)).into(),
     };
     controller.begin_request(meta);
-    let operation = request.operation();
     let (plan_id, action) = match &request {
         Request::Plan { action, .. } => (None, Action::parse(action).ok()),
         Request::Execute { plan_id } => (PlanId::parse(plan_id).ok(), None),
         _ => (None, None),
     };
     let result = match request {
-        Request::GatewayStatus {} => controller.gateway_status().map(|body| result_of(&body)),
-        Request::Inventory {} => controller.inventory(caller).map(|body| result_of(&body)),
+        Request::GatewayStatus {} => controller.gateway_status().map(Body::GatewayStatus),
+        Request::Inventory {} => controller.inventory(caller).map(|body| Body::Inventory(Box::new(body))),
         Request::Plan { action, parameters } => {
-            controller.prepare(&action, &parameters, caller).map(|stored| result_of(&stored.view()))
+            controller.prepare(&action, &parameters, caller).map(|stored| Body::Plan(Box::new(stored.view())))
         }
         Request::Logs { app, container, tail, since_minutes } => {
-            controller.logs(&app, &container, &tail, since_minutes.as_ref()).map(|body| result_of(&body))
+            controller.logs(&app, &container, &tail, since_minutes.as_ref()).map(Body::Logs)
         }
         // Answered above, before the store was opened; should it get here,
         // it is the same recorded refusal.
@@ -223,7 +222,7 @@ pub fn rpc_reporting<E: Engine, C: Clock, L: Liveness>(
         Request::Execute { plan_id } => match PlanId::parse(&plan_id) {
             Err(refusal) => Err(refusal),
             Ok(id) => match controller.execute_reporting(&id, caller, progress) {
-                Ok(Executed::Completed(executed)) => Ok(result_of(&executed)),
+                Ok(Executed::Completed(executed)) => Ok(Body::Execute(executed)),
                 // Its claimed and needs_inspection rows were written with
                 // the changes, stamped with this request.
                 Ok(Executed::NeedsInspection { plan_id, message }) => {
@@ -235,7 +234,7 @@ pub fn rpc_reporting<E: Engine, C: Clock, L: Liveness>(
         },
     };
     match controller.answer(result, plan_id.as_ref(), action) {
-        Ok(result) => Reply::Ok { operation, result },
+        Ok(body) => body.into(),
         Err(refusal) => refusal.into(),
     }
 }
@@ -286,7 +285,7 @@ pub fn show<E: Engine, C: Clock, L: Liveness>(
             let stored = controller.load(&id, caller)?;
             let stopped = controller.stopped_claimer(&stored);
             if json {
-                let mut value = result_of(&stored.view());
+                let mut value = Body::Plan(Box::new(stored.view())).to_json();
                 if let (Some(stopped), Some(object)) = (stopped, value.as_object_mut()) {
                     object.insert("claimer_stopped_pid".into(), stopped.pid.into());
                 }

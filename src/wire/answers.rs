@@ -36,10 +36,54 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
 use crate::control::plan::PlanId;
+use crate::wire::{Operation, Reply};
+use execution::ExecutedPlan;
+use gateways::GatewayStatus;
+use inventory::Inventory;
+use log_lines::LogLines;
+use plan_view::PlanView;
 
-/// An answer as the `result` of its `ok` reply.
-pub fn result_of(body: &impl Serialize) -> Value {
-    serde_json::to_value(body).expect("an answer serializes")
+/// The body of an `ok` reply: one variant per operation that answers `ok`
+/// (a gate refusal never does), so a body travels under its own
+/// operation's name only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Body {
+    GatewayStatus(GatewayStatus),
+    Inventory(Box<Inventory>),
+    Plan(Box<PlanView>),
+    Execute(ExecutedPlan),
+    Logs(LogLines),
+}
+
+impl Body {
+    pub fn operation(&self) -> Operation {
+        match self {
+            Body::GatewayStatus(_) => Operation::GatewayStatus,
+            Body::Inventory(_) => Operation::Inventory,
+            Body::Plan(_) => Operation::Plan,
+            Body::Execute(_) => Operation::Execute,
+            Body::Logs(_) => Operation::Logs,
+        }
+    }
+
+    /// The body as its reply's `result`: always an object.
+    pub fn to_json(&self) -> Value {
+        let value = match self {
+            Body::GatewayStatus(body) => serde_json::to_value(body),
+            Body::Inventory(body) => serde_json::to_value(body),
+            Body::Plan(body) => serde_json::to_value(body),
+            Body::Execute(body) => serde_json::to_value(body),
+            Body::Logs(body) => serde_json::to_value(body),
+        };
+        // Structs of strings, numbers and string-keyed maps: nothing fails.
+        value.expect("an answer serializes")
+    }
+}
+
+impl From<Body> for Reply {
+    fn from(body: Body) -> Reply {
+        Reply::Ok { operation: body.operation(), result: body.to_json() }
+    }
 }
 
 /// A word of one of the contract's closed sets: one this build knows, or

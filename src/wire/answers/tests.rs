@@ -331,3 +331,14 @@ fn log_lines_are_version_1_json() {
                "redactions": 0}),
     );
 }
+
+/// A body travels under its own operation's name, and its reply parses back.
+#[test]
+fn a_body_names_its_operation_in_its_reply() {
+    use crate::wire::Operation;
+    let body = Body::GatewayStatus(GatewayStatus { gateways: vec![] });
+    assert_eq!(body.operation(), Operation::GatewayStatus);
+    let reply = Reply::from(body);
+    assert_eq!(reply, Reply::Ok { operation: Operation::GatewayStatus, result: json!({"gateways": []}) });
+    assert_eq!(Reply::parse(reply.to_line().as_bytes()).unwrap(), reply);
+}
