@@ -8,6 +8,8 @@
 //! the helper's stdin; one JSON object and a newline on its stdout, exit 0
 //! for `ok` and exit 1 for everything else. A long `execute` may print
 //! progress lines before the reply ([`progress`]): the reply stays the last line.
+//! The body of an `ok` reply is one type per operation ([`answers`]), built
+//! by the helper and read by the workstation.
 //!
 //! ```text
 //! {"operation":"gateway_status"} | {"operation":"inventory"}
