@@ -283,7 +283,7 @@ fn main() {
     println!("|{:-<40}|{:-<7}|{:-<10}|{:-<10}|{:-<10}|{:-<10}|", "", "", "", "", "", "");
 
     // Fresh connections: a key exchange and an authentication per session.
-    let plain = Inspector::with_transport(config(&host), Arc::new(ssh()));
+    let plain = Inspector::with_transport_for_tests(config(&host), Arc::new(ssh()));
     let fresh = runtime.block_on(measure(&plain, iterations.min(20)));
     let fresh_p50 = row("fresh connection per command", fresh);
 
@@ -296,8 +296,8 @@ fn main() {
     }
     let mux = Arc::new(MultiplexedSsh::with_dir(ssh(), sockets.path().join("ssh")));
     assert_eq!(mux.unavailable(), None);
-    let inspector = Inspector::with_transport(config(&host), mux.clone());
-    let two = Inspector::with_transport(config(&host), Arc::new(NoGate(mux.clone())));
+    let inspector = Inspector::with_transport_for_tests(config(&host), mux.clone());
+    let two = Inspector::with_transport_for_tests(config(&host), Arc::new(NoGate(mux.clone())));
     let cold = runtime.block_on(async {
         let started = Instant::now();
         assert_eq!(inspector.check(Check::Identity).await.status, Status::Ok);

@@ -181,12 +181,15 @@ impl<R: Runner> DockerCli<R> {
         }
     }
 
+    /// A quicker health check, for the unit tests of the steps around it.
+    #[cfg(test)]
     pub fn with_health_check(mut self, health: HealthCheck) -> Self {
         self.health = health;
         self
     }
 
     /// A shorter deploy budget, for tests of the budget itself.
+    #[cfg(test)]
     pub fn with_deploy_budget(mut self, budget: Duration) -> Self {
         self.deploy_budget = budget;
         self

@@ -227,9 +227,10 @@ impl Inspector {
     }
 
     /// An inspector that reaches its target through `transport`. The binary
-    /// never calls this; tests use it to put real stand-in processes behind
-    /// the same gate.
-    pub fn with_transport(config: Config, transport: Arc<dyn Transport>) -> Inspector {
+    /// never calls this; tests and benchmarks use it to put real stand-in
+    /// processes behind the same gate.
+    #[doc(hidden)]
+    pub fn with_transport_for_tests(config: Config, transport: Arc<dyn Transport>) -> Inspector {
         Inspector {
             config,
             backend: Backend::Real(transport),
@@ -336,11 +337,6 @@ impl Inspector {
             self.reset();
         }
         Ok(outcome)
-    }
-
-    /// Whether identity is currently verified (for tests and the report).
-    pub async fn is_verified(&self) -> bool {
-        *self.gate.lock().await == Gate::Verified
     }
 
     /// Why a gated call would be refused right now without running anything

@@ -42,7 +42,7 @@ fn ssh_config() -> Config {
 }
 
 fn scripted(identity: &str, disk: &str, rpc: &str) -> Inspector {
-    Inspector::with_transport(
+    Inspector::with_transport_for_tests(
         ssh_config(),
         Arc::new(Scripted { identity: identity.into(), disk: disk.into(), rpc: rpc.into(), ssh: true }),
     )
@@ -106,7 +106,7 @@ async fn target_drift_stops_hides_output_and_clears_the_gate() {
     assert_eq!(disk.status, Status::IdentityMismatch);
     assert_eq!(disk.output, "");
     assert!(!serde_json::to_string(&disk).unwrap().contains("SECRET"));
-    assert!(!inspector.is_verified().await);
+    assert!(inspector.gate_refusal().await.is_some(), "the gate is closed");
     // The mismatch sticks: later calls stop before anything runs.
     let later = inspector.check(Check::Disk).await;
     assert_eq!(later.status, Status::IdentityMismatch);
@@ -179,7 +179,7 @@ async fn web_status_keeps_diagnosis_apart_from_failure() {
     for (rpc, expected) in cases {
         let mut config = ssh_config();
         config.timeout = Duration::from_secs(1);
-        let inspector = Inspector::with_transport(
+        let inspector = Inspector::with_transport_for_tests(
             config,
             Arc::new(Scripted { identity: GOOD_ID.into(), disk: DF.into(), rpc: rpc.into(), ssh: true }),
         );
@@ -357,7 +357,7 @@ async fn inspect_names_ssh_s_reason_and_the_command_to_see_it_while_results_keep
         }
     }
     // A 255 from a plain local process is no ssh failure to explain.
-    let local = Inspector::with_transport(
+    let local = Inspector::with_transport_for_tests(
         ssh_config(),
         Arc::new(Scripted {
             identity: "echo 'Connection refused' >&2; exit 255".into(),

@@ -2,7 +2,7 @@
 //!
 //! The shipped binary always runs the fixed `sudo -n /usr/local/bin/volce-lab-host rpc`
 //! (locally or over ssh), so these tests build the server in-process through
-//! the library, with an `Inspector::with_transport` whose commands are real
+//! the library, with an `Inspector::with_transport_for_tests` whose commands are real
 //! `/bin/sh` processes playing the target and the helper, and talk to it with
 //! an rmcp client over an in-memory duplex. Runs unprivileged; no network.
 
@@ -88,7 +88,7 @@ impl Setup {
             ..Config::default()
         };
         let stand_in = StandIn { dir: dir.path().to_owned(), identity: self.identity.into(), rpc: self.rpc };
-        let inspector = Inspector::with_transport(config, Arc::new(stand_in));
+        let inspector = Inspector::with_transport_for_tests(config, Arc::new(stand_in));
         let options = Options {
             rpc_limits: Limits { output: RPC_LIMITS.output, timeout: self.rpc_timeout },
             audit: Audit::at(dir.path().join("state/volce-lab/audit.jsonl")),

@@ -64,7 +64,8 @@ impl Raw {
             management: true,
             ..Config::default()
         };
-        let inspector = Inspector::with_transport(config, Arc::new(StandIn { rpc: rpc.to_owned() }));
+        let inspector =
+            Inspector::with_transport_for_tests(config, Arc::new(StandIn { rpc: rpc.to_owned() }));
         let options = Options {
             rpc_limits: Limits { output: RPC_LIMITS.output, timeout: Duration::from_secs(20) },
             audit: Audit::at(PathBuf::from(dir.path()).join("audit.jsonl")),
@@ -227,7 +228,8 @@ async fn an_rmcp_client_with_a_progress_handler_is_handed_the_steps() {
         management: true,
         ..Config::default()
     };
-    let inspector = Inspector::with_transport(config, Arc::new(StandIn { rpc: deploying_helper() }));
+    let inspector =
+        Inspector::with_transport_for_tests(config, Arc::new(StandIn { rpc: deploying_helper() }));
     let options = Options {
         rpc_limits: RPC_LIMITS,
         audit: Audit::at(dir.path().join("audit.jsonl")),

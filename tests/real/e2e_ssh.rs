@@ -35,7 +35,8 @@ fn ssh_transport(config: &Path, alias: &str) -> SshTransport {
 fn multiplexed(config: &Path, host: &str, sockets: PathBuf) -> (Inspector, Mux) {
     let mux = Arc::new(MultiplexedSsh::with_dir(ssh_transport(config, ALIAS), sockets));
     assert_eq!(mux.unavailable(), None, "multiplexing must be available in a private directory");
-    let inspector = Inspector::with_transport(ssh_mode(config, ALIAS, host, AGENT, &[]), mux.clone());
+    let inspector =
+        Inspector::with_transport_for_tests(ssh_mode(config, ALIAS, host, AGENT, &[]), mux.clone());
     (inspector, Mux(mux))
 }
 
@@ -127,7 +128,7 @@ fn pointing_the_alias_at_another_account_stops_every_later_call() {
         let disk = inspector.check(Check::Disk).await;
         assert_eq!(disk.status, Status::IdentityMismatch, "{disk:?}");
         assert_eq!(disk.output, "", "what the other account said is withheld");
-        assert!(!inspector.is_verified().await);
+        assert!(inspector.gate_refusal().await.is_some(), "the gate is closed");
         // From then on nothing runs: identity keeps failing, and the other
         // checks and the host helper stop with identity_mismatch before any
         // process starts.
@@ -187,7 +188,7 @@ fn a_host_key_that_is_not_pinned_is_never_accepted() {
             temp.path().join("ssh"),
         ));
         let config = ssh_mode(Path::new(SSH_CONFIG), alias, &host, AGENT, &[]);
-        let inspector = Inspector::with_transport(config, mux);
+        let inspector = Inspector::with_transport_for_tests(config, mux);
         runtime().block_on(async {
             let identity = inspector.check(Check::Identity).await;
             assert_eq!(identity.status, Status::ConnectionFailed, "{alias}: {identity:?}");

@@ -9,7 +9,7 @@
 //! written the caller answers `audit_unavailable` instead of the result.
 
 use super::*;
-use crate::store::{AuditOperation, RequestEnd, RequestMeta};
+use crate::store::{RequestEnd, RequestMeta};
 
 /// The refusal of a request whose audit row could not be written.
 pub fn audit_unavailable() -> Refusal {
@@ -24,11 +24,6 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
     /// Names the request this controller serves (its audit rows carry it).
     pub fn begin_request(&mut self, meta: RequestMeta) {
         self.store.begin_request(meta);
-    }
-
-    /// The operation of the request being served, if one was named.
-    pub fn request_operation(&self) -> Option<AuditOperation> {
-        self.store.request().map(|meta| meta.operation)
     }
 
     /// Ends the request being served in the audit trail (see

@@ -60,7 +60,7 @@ fn inspector(gate: Option<String>, plain: &str) -> (Inspector, tempfile::TempDir
         ..Config::default()
     };
     let server = Server { gate, plain: plain.into(), log: dir.path().join("sessions") };
-    (Inspector::with_transport(config, Arc::new(server)), dir)
+    (Inspector::with_transport_for_tests(config, Arc::new(server)), dir)
 }
 
 fn sessions(dir: &tempfile::TempDir) -> Vec<String> {
