@@ -23,7 +23,8 @@ use crate::docker::{AppRemoval, Engine, EngineError, ImageId, NoProgress, Progre
 use crate::store::{AuditOutcome, AuditRow, Event, PlanOutcome};
 use crate::wire::answers::execution::{ExecutedPlan, ExecutionOutcome};
 
-mod record;
+mod app_records;
+mod rollback;
 
 /// The answer to `execute` once the engine was reached.
 #[derive(Debug, Clone, PartialEq)]
@@ -213,7 +214,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 },
             };
             tx.finish(id, plan.action, &me, outcome, &row)?;
-            record::record_apps(tx, &plan, &apps, &result, after.as_ref(), now)?;
+            app_records::record_apps(tx, &plan, &apps, &result, after.as_ref(), now)?;
             Ok::<_, Refusal>(())
         });
 
@@ -326,7 +327,7 @@ fn unchanged_refusal(action: Action, error: &EngineError, id: &PlanId) -> Refusa
                  created. Plan {id} is failed; choose another port and prepare a new plan."
             ),
         ),
-        EngineError::RolledBack { cause } => record::rolled_back_refusal(action, cause, id),
+        EngineError::RolledBack { cause } => rollback::rolled_back_refusal(action, cause, id),
         _ => Refusal::new(Code::EngineUnavailable, format!("Plan {id} failed; nothing was changed.")),
     }
 }

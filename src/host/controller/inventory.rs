@@ -17,11 +17,15 @@
 
 use std::collections::BTreeMap;
 
-use super::*;
+use super::{Controller, Liveness, engine_unavailable};
+use crate::control::plan::Action;
 use crate::control::validate::AppRecord;
+use crate::control::{Clock, Refusal};
+use crate::docker::{AppName, Engine};
 use crate::docker::{ImageId, Snapshot};
 use crate::host::drift::{self, EngineState};
 use crate::nginx::ServerName;
+use crate::store::{PlanState, StoredPlan};
 use crate::text::rfc3339_seconds;
 use crate::wire::ContainerRole;
 use crate::wire::answers::Word;

@@ -2,7 +2,11 @@
 //! `service_logs`: read-only, recorded ids only. Runs as root inside the
 //! host helper.
 
-use super::*;
+use serde_json::Value;
+
+use super::{Controller, Liveness, engine_unavailable};
+use crate::control::{Clock, Code, Refusal, refuse};
+use crate::docker::{AppName, Engine, EngineError};
 use crate::wire::answers::log_lines::LogLines;
 
 impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {

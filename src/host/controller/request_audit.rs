@@ -8,8 +8,11 @@
 //! changed nothing gets its `request` row here, and if that row cannot be
 //! written the caller answers `audit_unavailable` instead of the result.
 
-use super::*;
-use crate::store::{RequestEnd, RequestMeta};
+use super::{Controller, Liveness};
+use crate::control::plan::{Action, PlanId};
+use crate::control::{Clock, Code, Refusal};
+use crate::docker::Engine;
+use crate::store::{AuditOutcome, RequestEnd, RequestMeta};
 
 /// The refusal of a request whose audit row could not be written.
 pub fn audit_unavailable() -> Refusal {
@@ -44,17 +47,6 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             action: action.map(Action::as_str),
         };
         self.store.end_request(end).map_err(|_| audit_unavailable())
-    }
-
-    /// Retention (`store::retention`): prunes plans that ended or expired
-    /// more than the policy's `retention_days` ago, in its own write
-    /// transaction with its `pruned` row. Run before each prepare, so the
-    /// state stays bounded by the rate of prepares times the retention.
-    pub(super) fn retain(&mut self, actor: &str) -> Result<(), Refusal> {
-        let now = self.clock.now();
-        let cutoff = now - i64::from(self.policy.retention_days) * 86_400;
-        self.store.write(|tx| tx.prune_plans(cutoff, now, actor).map_err(Refusal::from))?;
-        Ok(())
     }
 
     /// [`Controller::end_request`] for a result: `Ok` is outcome `ok`, a
