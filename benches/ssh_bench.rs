@@ -35,7 +35,7 @@ use volce_lab::config::Config;
 use volce_lab::exec::ProcessSpec;
 use volce_lab::inspect::gated::Sessions;
 use volce_lab::inspect::ssh_mux::MultiplexedSsh;
-use volce_lab::inspect::transport::{Limits, RemoteCommand, SshTransport, Transport};
+use volce_lab::inspect::transport::{CommandCarrier, RemoteCommand, RunLimits, SshTransport};
 use volce_lab::inspect::{Check, Inspector, Status};
 use volce_lab::wire::{ContainerRole, Reply, Request};
 
@@ -67,8 +67,8 @@ fn ssh() -> SshTransport {
 /// The multiplexed transport without its gate lines: two sessions per check.
 struct NoGate(Arc<MultiplexedSsh>);
 
-impl Transport for NoGate {
-    fn specs(&self, command: RemoteCommand, stdin: Option<&[u8]>, limits: Limits) -> Vec<ProcessSpec> {
+impl CommandCarrier for NoGate {
+    fn specs(&self, command: RemoteCommand, stdin: Option<&[u8]>, limits: RunLimits) -> Vec<ProcessSpec> {
         self.0.specs(command, stdin, limits)
     }
     fn reset(&self) {

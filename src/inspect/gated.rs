@@ -12,7 +12,7 @@
 //!   as an identity mismatch: the target stopped being the gated host we
 //!   verified (and, being a comment for a shell, the request ran nothing).
 
-use super::transport::{Limits, RemoteCommand, Transport};
+use super::transport::{CommandCarrier, RemoteCommand, RunLimits};
 use super::{Inspector, Mismatch};
 use crate::exec::{ExecutionStatus, Outcome, ProcessSpec};
 use crate::wire::gate::{Header, parse_reply};
@@ -125,10 +125,10 @@ impl Inspector {
     /// `true` when the reply is a frame to read.
     pub(super) fn specs_for(
         &self,
-        transport: &dyn Transport,
+        transport: &dyn CommandCarrier,
         command: RemoteCommand,
         stdin: Option<&[u8]>,
-        limits: Limits,
+        limits: RunLimits,
     ) -> (Vec<ProcessSpec>, bool) {
         use crate::wire::gate::{Check as GateCheck, request_line};
         let check = match command {

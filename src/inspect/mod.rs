@@ -44,7 +44,7 @@ use crate::wire::answers::app_state::EngineState;
 use crate::wire::answers::gateways::{Gateway, GatewayStatus};
 use gated::{Link, Sessions};
 use ssh_mux::MultiplexedSsh;
-use transport::{Limits, LocalTransport, RemoteCommand, SshFailure, SshTransport, Transport};
+use transport::{CommandCarrier, LocalTransport, RemoteCommand, RunLimits, SshFailure, SshTransport};
 
 /// The closed set of read-only checks. One name table (strum) for
 /// `as_str`; serde's names are tested to be the same.
@@ -145,7 +145,7 @@ pub fn timestamp() -> String {
 /// Where the checks go.
 enum Backend {
     Demo,
-    Real(Arc<dyn Transport>),
+    Real(Arc<dyn CommandCarrier>),
 }
 
 /// The identity state of one inspector. It lives in this process only and
@@ -230,7 +230,7 @@ impl Inspector {
     /// never calls this; tests and benchmarks use it to put real stand-in
     /// processes behind the same gate.
     #[doc(hidden)]
-    pub fn with_transport_for_tests(config: Config, transport: Arc<dyn Transport>) -> Inspector {
+    pub fn with_transport_for_tests(config: Config, transport: Arc<dyn CommandCarrier>) -> Inspector {
         Inspector {
             config,
             backend: Backend::Real(transport),
@@ -247,8 +247,8 @@ impl Inspector {
         matches!(self.backend, Backend::Demo)
     }
 
-    fn limits(&self) -> Limits {
-        Limits { output: CHECK_OUTPUT_LIMIT, timeout: self.config.timeout }
+    fn limits(&self) -> RunLimits {
+        RunLimits { output: CHECK_OUTPUT_LIMIT, timeout: self.config.timeout }
     }
 
     fn result(
@@ -312,7 +312,7 @@ impl Inspector {
 
     /// Verifies identity, then runs the host helper with `request` on stdin,
     /// all under the same lock as the checks. For the management tools.
-    pub async fn host_rpc(&self, request: &[u8], limits: Limits) -> Result<Outcome, GateRefusal> {
+    pub async fn host_rpc(&self, request: &[u8], limits: RunLimits) -> Result<Outcome, GateRefusal> {
         self.host_rpc_watched(request, limits, None).await
     }
 
@@ -321,7 +321,7 @@ impl Inspector {
     pub async fn host_rpc_watched(
         &self,
         request: &[u8],
-        limits: Limits,
+        limits: RunLimits,
         tap: Option<exec::StdoutTap>,
     ) -> Result<Outcome, GateRefusal> {
         let mut gate = self.gate.lock().await;
@@ -355,7 +355,7 @@ impl Inspector {
     /// because an earlier match is not a lease (the alias may point
     /// elsewhere now). Through the ssh gate that second check is the gate's
     /// own, in the check's session, checked again by [`Inspector::run`].
-    async fn reverify(&self, gate: &mut Gate) -> Result<(), Refused> {
+    async fn reverify(&self, gate: &mut Gate) -> Result<(), DiagnosedRefusal> {
         if *gate == Gate::Verified && self.sessions() == Sessions::Gated {
             return Ok(());
         }
@@ -380,7 +380,7 @@ impl Inspector {
 
     /// Runs the identity command and moves the gate: only a match opens it,
     /// and only a match clears an earlier mismatch.
-    async fn verify(&self, gate: &mut Gate) -> Result<(String, Execution), Refused> {
+    async fn verify(&self, gate: &mut Gate) -> Result<(String, Execution), DiagnosedRefusal> {
         if *gate == Gate::Verified {
             *gate = Gate::Unverified;
         }
@@ -491,7 +491,7 @@ impl Inspector {
         &self,
         command: RemoteCommand,
         stdin: Option<&[u8]>,
-        limits: Limits,
+        limits: RunLimits,
     ) -> (Outcome, Option<SshFailure>) {
         self.run_watched(command, stdin, limits, None).await
     }
@@ -500,7 +500,7 @@ impl Inspector {
         &self,
         command: RemoteCommand,
         stdin: Option<&[u8]>,
-        limits: Limits,
+        limits: RunLimits,
         tap: Option<exec::StdoutTap>,
     ) -> (Outcome, Option<SshFailure>) {
         let transport = match &self.backend {
@@ -550,7 +550,7 @@ impl Inspector {
 }
 
 /// A gate refusal, and what the person at the terminal may be told about it.
-type Refused = (GateRefusal, Option<Diagnosis>);
+type DiagnosedRefusal = (GateRefusal, Option<Diagnosis>);
 
 /// The output a result may show: what the target printed, unless the run
 /// failed in a way that makes it meaningless.

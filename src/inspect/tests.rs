@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::transport::{Limits, RemoteCommand, SshFailure, Transport};
+use super::transport::{CommandCarrier, RemoteCommand, RunLimits, SshFailure};
 use super::*;
 use crate::exec::{ProcessSpec, Transport as ExecTransport};
 
@@ -15,8 +15,8 @@ struct Scripted {
     ssh: bool,
 }
 
-impl Transport for Scripted {
-    fn specs(&self, command: RemoteCommand, stdin: Option<&[u8]>, limits: Limits) -> Vec<ProcessSpec> {
+impl CommandCarrier for Scripted {
+    fn specs(&self, command: RemoteCommand, stdin: Option<&[u8]>, limits: RunLimits) -> Vec<ProcessSpec> {
         let script = match command {
             RemoteCommand::Identity => &self.identity,
             RemoteCommand::Disk => &self.disk,
@@ -111,7 +111,7 @@ async fn target_drift_stops_hides_output_and_clears_the_gate() {
     let later = inspector.check(Check::Disk).await;
     assert_eq!(later.status, Status::IdentityMismatch);
     assert!(later.execution.is_none(), "nothing runs after a mismatch");
-    let limits = Limits { output: 1024, timeout: Duration::from_secs(2) };
+    let limits = RunLimits { output: 1024, timeout: Duration::from_secs(2) };
     assert_eq!(inspector.host_rpc(b"{}", limits).await.unwrap_err().status, Status::IdentityMismatch);
 }
 
@@ -230,7 +230,7 @@ async fn concurrent_checks_are_serialized_and_none_is_dropped() {
 #[tokio::test]
 async fn host_rpc_is_gated_like_a_check() {
     let inspector = scripted(GOOD_ID, DF, "cat");
-    let limits = Limits { output: 1024, timeout: Duration::from_secs(2) };
+    let limits = RunLimits { output: 1024, timeout: Duration::from_secs(2) };
     let refused = inspector.host_rpc(b"{}", limits).await.unwrap_err();
     assert_eq!(refused.status, Status::IdentityRequired);
     inspector.check(Check::Identity).await;

@@ -30,13 +30,13 @@ use crate::control::Code;
 use crate::control::plan::PlanId;
 use crate::exec::{ExecutionStatus, Outcome};
 use crate::inspect::Status;
-use crate::inspect::transport::Limits;
+use crate::inspect::transport::RunLimits;
 use crate::wire::answers::PlanMention;
 use crate::wire::{NotAReply, Operation, Reply};
 
 /// How much reply we read and how long we wait for it. Pulling an image can
 /// take minutes, hence the long wait.
-pub const RPC_LIMITS: Limits = Limits { output: 128 * 1024, timeout: Duration::from_secs(240) };
+pub const RPC_LIMITS: RunLimits = RunLimits { output: 128 * 1024, timeout: Duration::from_secs(240) };
 
 /// The code an answer carries: one of this build's, or the well-formed code
 /// of a refusal from a newer helper. The workstation and the server are

@@ -40,7 +40,7 @@ use strum::VariantArray as _;
 use crate::control::plan::{Action, PlanId};
 use crate::control::{Code, Refusal};
 use crate::exec::ExecutionStatus;
-use crate::inspect::transport::Limits;
+use crate::inspect::transport::RunLimits;
 use crate::inspect::{Check, Inspector, Status, request_id, timestamp};
 use crate::wire::{self, Request};
 
@@ -50,7 +50,7 @@ use super::tools::{self, Call, ToolName};
 
 /// What the server needs besides the inspector. Tests shorten the limits.
 pub struct Options {
-    pub rpc_limits: Limits,
+    pub rpc_limits: RunLimits,
     pub audit: Audit,
     /// The longest a `service_execute` with a progress token goes without
     /// a progress notification ([`super::progress::HEARTBEAT`]).
@@ -75,8 +75,8 @@ pub struct VolceLab {
     tools: Vec<Tool>,
 }
 
-/// The result of one call: the structured object plus what the audit needs.
-struct Outcome {
+/// One call as served: the structured result plus what its audit line needs.
+struct Served {
     value: Value,
     status: Status,
     request_id: String,
@@ -152,7 +152,7 @@ impl VolceLab {
         arguments: Option<&Map<String, Value>>,
         request_id: String,
         progress: Option<Watcher>,
-    ) -> Outcome {
+    ) -> Served {
         match tools::validate(tool, arguments) {
             Err(refusal) => self.refused(tool, refusal, request_id),
             Ok(Call::Check(check)) => self.check(check).await,
@@ -175,7 +175,7 @@ impl VolceLab {
         }
     }
 
-    fn refused(&self, tool: ToolName, refusal: Refusal, request_id: String) -> Outcome {
+    fn refused(&self, tool: ToolName, refusal: Refusal, request_id: String) -> Served {
         let mut map = self.base(&request_id);
         map.insert("status".into(), json!(Status::InvalidArguments));
         map.insert("code".into(), json!(refusal.code));
@@ -195,7 +195,7 @@ impl VolceLab {
                 map.insert("result".into(), Value::Null);
             }
         }
-        Outcome {
+        Served {
             value: Value::Object(map),
             status: Status::InvalidArguments,
             request_id,
@@ -207,14 +207,14 @@ impl VolceLab {
         }
     }
 
-    async fn check(&self, check: Check) -> Outcome {
+    async fn check(&self, check: Check) -> Served {
         let result = self.inspector.check(check).await;
         let mut value = serde_json::to_value(&result).unwrap_or_else(|_| json!({}));
         if let Value::Object(map) = &mut value {
             map.insert("code".into(), Value::Null);
             map.insert("message".into(), json!(message(result.status, result.is_demo)));
         }
-        Outcome {
+        Served {
             value,
             status: result.status,
             request_id: result.request_id,
@@ -236,7 +236,7 @@ impl VolceLab {
         plan_id: Option<PlanId>,
         request_id: String,
         progress: Option<Watcher>,
-    ) -> Outcome {
+    ) -> Served {
         let config = self.inspector.config();
         let plain = |status: Status| Answer {
             status,
@@ -315,7 +315,7 @@ impl VolceLab {
         map.insert("result".into(), answer.result.unwrap_or(Value::Null));
         map.insert("exit_code".into(), json!(exit_code));
         map.insert("execution".into(), json!(execution));
-        Outcome {
+        Served {
             value: Value::Object(map),
             status: answer.status,
             request_id,
@@ -327,19 +327,19 @@ impl VolceLab {
         }
     }
 
-    fn audit(&self, tool: Option<ToolName>, outcome: &Outcome, started: Instant) {
+    fn audit(&self, tool: Option<ToolName>, served: &Served, started: Instant) {
         self.options.audit.append(&Record {
             time: timestamp(),
-            request_id: outcome.request_id.clone(),
+            request_id: served.request_id.clone(),
             tool: tool.map(ToolName::as_str),
-            check: outcome.check.map(Check::as_str),
-            action: outcome.action,
-            plan_id: outcome.plan_id.clone(),
+            check: served.check.map(Check::as_str),
+            action: served.action,
+            plan_id: served.plan_id.clone(),
             // A name outside the five is recorded as a fixed word, never echoed.
-            status: if tool.is_some() { outcome.status.as_str() } else { "unknown_tool" },
-            exit_code: outcome.exit_code,
-            execution_status: outcome.execution_status,
-            process_outcome: outcome.execution_status.and_then(crate::exec::ProcessOutcome::of_status),
+            status: if tool.is_some() { served.status.as_str() } else { "unknown_tool" },
+            exit_code: served.exit_code,
+            execution_status: served.execution_status,
+            process_outcome: served.execution_status.and_then(crate::exec::ProcessOutcome::of_status),
             duration_ms: started.elapsed().as_millis() as u64,
         });
     }
@@ -359,7 +359,7 @@ impl VolceLab {
             Ok(Call::Execute { plan_id }) => (None, None, Some(plan_id)),
             _ => (None, None, None),
         };
-        let outcome = Outcome {
+        let served = Served {
             value: Value::Null,
             status: Status::Unknown,
             request_id,
@@ -369,7 +369,7 @@ impl VolceLab {
             exit_code: None,
             execution_status: None,
         };
-        self.audit(Some(tool), &outcome, started);
+        self.audit(Some(tool), &served, started);
     }
 }
 
@@ -379,11 +379,11 @@ struct Watcher {
     peer: Peer<RoleServer>,
 }
 
-fn tool_result(outcome: &Outcome) -> CallToolResult {
-    let text = outcome.value.to_string();
+fn tool_result(served: &Served) -> CallToolResult {
+    let text = served.value.to_string();
     let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
-    result.structured_content = Some(outcome.value.clone());
-    result.is_error = Some(outcome.status != Status::Ok);
+    result.structured_content = Some(served.value.clone());
+    result.is_error = Some(served.status != Status::Ok);
     result
 }
 
@@ -413,7 +413,7 @@ impl ServerHandler for VolceLab {
     ) -> Result<CallToolResponse, McpError> {
         let started = Instant::now();
         let Some(tool) = ToolName::parse(&request.name) else {
-            let outcome = Outcome {
+            let served = Served {
                 value: Value::Null,
                 status: Status::InvalidArguments,
                 request_id: request_id(),
@@ -423,7 +423,7 @@ impl ServerHandler for VolceLab {
                 exit_code: None,
                 execution_status: None,
             };
-            self.audit(None, &outcome, started);
+            self.audit(None, &served, started);
             let names: Vec<&str> = ToolName::VARIANTS.iter().map(|t| t.as_str()).collect();
             let (last, rest) = names.split_last().expect("five tools");
             return Err(McpError::invalid_params(
@@ -447,9 +447,9 @@ impl ServerHandler for VolceLab {
                 // MCP: no response for a cancelled request; rmcp discards this one.
                 Err(McpError::internal_error("the call was cancelled", None))
             }
-            outcome = self.run(tool, arguments, id.clone(), watcher) => {
-                self.audit(Some(tool), &outcome, started);
-                Ok(tool_result(&outcome).into())
+            served = self.run(tool, arguments, id.clone(), watcher) => {
+                self.audit(Some(tool), &served, started);
+                Ok(tool_result(&served).into())
             }
         }
     }
