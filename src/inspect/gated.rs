@@ -2,7 +2,7 @@
 //! checks reach the server (one gated session, or an identity session
 //! before each), and the reading of a gate's framed reply. Pure; runs
 //! unprivileged on the workstation, used only by the identity gate of
-//! [`Inspector`](super::Inspector).
+//! [`Inspector`].
 //!
 //! Invariants enforced here:
 //! - a payload is released only from a frame whose verdict is `match` AND

@@ -23,124 +23,32 @@
 //!   never part of a [`CheckResult`], so no MCP result or audit line can
 //!   carry it.
 //!
-//! Over 450 lines on purpose: the identity gate and the checks it guards share
-//! one lock and stay together, so the gate is read in one place.
+//! The identity gate and the checks it guards share one lock and stay
+//! together here, so the gate is read in one place. What a check answers is
+//! results.rs; web_status's judgement of the helper's answer, web_status.rs;
+//! demo mode's answers, demo.rs.
 
+mod demo;
 pub mod gated;
 pub mod report;
+mod results;
 pub mod ssh_mux;
 pub mod transport;
+mod web_status;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use tokio::sync::Mutex;
 
 use crate::config::{Config, Mode};
 use crate::exec::{self, CHECK_OUTPUT_LIMIT, Execution, ExecutionStatus, Outcome};
-use crate::wire::answers::Open;
-use crate::wire::answers::app_state::EngineState;
-use crate::wire::answers::gateways::{Gateway, GatewayStatus};
 use gated::{Link, Sessions};
 use ssh_mux::MultiplexedSsh;
 use transport::{CommandCarrier, LocalTransport, RemoteCommand, RunLimits, SshFailure, SshTransport};
 
-/// The closed set of read-only checks. One name table (strum) for
-/// `as_str`; serde's names are tested to be the same.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-#[derive(strum::IntoStaticStr, strum::VariantArray)]
-#[strum(serialize_all = "snake_case")]
-pub enum Check {
-    Identity,
-    Disk,
-    WebStatus,
-}
-
-impl Check {
-    /// Every check, in the order they are run and listed (tested to be
-    /// the declaration order, `VariantArray::VARIANTS`).
-    pub const ALL: [Check; 3] = [Check::Identity, Check::Disk, Check::WebStatus];
-    pub fn as_str(self) -> &'static str {
-        self.into()
-    }
-}
-
-/// Every status a result can carry. One set for all tools, so an agent
-/// learns each word once. One name table (strum) for `as_str` and the
-/// published list; serde's names are tested to be the same.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-#[derive(strum::IntoStaticStr, strum::VariantArray)]
-#[strum(serialize_all = "snake_case")]
-pub enum Status {
-    /// The check ran and the target is healthy.
-    Ok,
-    /// Call `identity` first; nothing was run.
-    IdentityRequired,
-    /// The target is not the expected host/user; its answer is withheld.
-    IdentityMismatch,
-    /// ssh could not reach the target (or the remote command exited 255).
-    ConnectionFailed,
-    /// The query worked and the answer is unhealthy (a diagnosis, not an error).
-    CheckFailed,
-    /// The host helper could not be asked: not installed, sudo refused, or no valid answer.
-    HelperUnavailable,
-    Timeout,
-    OutputLimit,
-    /// The ssh client could not be started.
-    SshUnavailable,
-    /// A local program could not be started or ended abnormally.
-    ExecutionFailed,
-    /// Demo mode: management tools run nothing.
-    DemoOnly,
-    /// Management tools are off (`VOLCE_LAB_MANAGEMENT` is not `enabled`).
-    ManagementDisabled,
-    /// The host helper refused the request with a stable code.
-    Rejected,
-    /// We cannot know what happened on the server: inspect before any retry.
-    Unknown,
-    /// The host helper says an execute reached the engine and failed or is
-    /// uncertain: the operator must inspect the plan before anything else.
-    NeedsInspection,
-    /// The tool arguments were refused; nothing ran.
-    InvalidArguments,
-}
-
-impl Status {
-    pub fn as_str(self) -> &'static str {
-        self.into()
-    }
-}
-
-/// The result of one check, as the agent and the report see it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct CheckResult {
-    pub request_id: String,
-    /// UTC, RFC 3339.
-    pub timestamp: String,
-    pub is_demo: bool,
-    pub mode: String,
-    pub target: String,
-    pub check: Check,
-    pub status: Status,
-    pub exit_code: Option<i32>,
-    /// What the target printed, at most 8 KiB; empty when withheld.
-    pub output: String,
-    /// Facts of the process that ran; null when nothing ran.
-    pub execution: Option<Execution>,
-}
-
-/// A fresh request id.
-pub fn request_id() -> String {
-    uuid::Uuid::new_v4().to_string()
-}
-
-/// Now, UTC, RFC 3339 with milliseconds.
-pub fn timestamp() -> String {
-    crate::text::rfc3339_millis_now()
-}
+pub use results::{Check, CheckResult, Diagnosis, GateRefusal, Mismatch, Status, request_id, timestamp};
+pub use web_status::{gateway_states, gateways_healthy, healthy};
 
 /// Where the checks go.
 enum Backend {
@@ -159,34 +67,6 @@ enum Gate {
     /// An identity check saw another host or user: other calls answer
     /// `identity_mismatch` until an identity check matches again.
     Mismatched,
-}
-
-/// Which part of the identity answer differed. Only which part: what the
-/// target said stays withheld, from the person too.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mismatch {
-    Host,
-    User,
-    Both,
-    /// Not the two lines `hostname` and `id -un` print (a login script that
-    /// prints, or another program answering).
-    NotTwoLines,
-}
-
-/// What `volce-lab inspect` tells the person who runs it beyond the result.
-/// Deliberately not `Serialize` and not in [`CheckResult`]: the MCP server
-/// drops it (see [`Inspector::check`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Diagnosis {
-    IdentityMismatch(Mismatch),
-    Ssh(SshFailure),
-}
-
-/// Why a gated call did not get to run.
-#[derive(Debug, Clone, PartialEq)]
-pub struct GateRefusal {
-    pub status: Status,
-    pub execution: Option<Execution>,
 }
 
 /// Runs checks against one target, holding the identity state.
@@ -504,7 +384,7 @@ impl Inspector {
         tap: Option<exec::StdoutTap>,
     ) -> (Outcome, Option<SshFailure>) {
         let transport = match &self.backend {
-            Backend::Demo => return (demo_outcome(&self.config, command), None),
+            Backend::Demo => return (demo::outcome(&self.config, command), None),
             Backend::Real(transport) => transport,
         };
         let (specs, framed) = self.specs_for(transport.as_ref(), command, stdin, limits);
@@ -559,57 +439,6 @@ fn output_text(outcome: &Outcome, status: Status) -> String {
         Status::Ok | Status::CheckFailed => String::from_utf8_lossy(&outcome.stdout).into_owned(),
         _ => String::new(),
     }
-}
-
-/// The helper's `gateway_status` reply (`{"status":"ok","result":{"gateways":
-/// [...]}}`): healthy only when the list is non-empty and every gateway is
-/// healthy ([`healthy`]). `None` when the answer is not such a reply.
-pub fn gateways_healthy(stdout: &[u8]) -> Option<bool> {
-    let gateways = gateway_states(stdout)?;
-    Some(!gateways.is_empty() && gateways.iter().all(healthy))
-}
-
-/// An app that should run runs and its gateway answers; an app stopped on
-/// purpose is fine as it is. Drift is never healthy, and neither is a state
-/// this build does not know (an older helper's docker word, say `exited`).
-/// A gateway from a helper older than drift carries `state` alone, and is
-/// judged by it, as it always was.
-pub fn healthy(gateway: &Gateway) -> bool {
-    match gateway.state {
-        Open::Known(EngineState::Running) => gateway.answers != Some(false),
-        Open::Known(EngineState::Stopped) => gateway.stopped_on_purpose,
-        Open::Known(EngineState::Drifted) | Open::Other(_) => false,
-    }
-}
-
-/// Every gateway in a `gateway_status` reply.
-/// The reply is read by the one contract (`crate::wire`): an `ok` that names
-/// another operation is not an answer to this request.
-pub fn gateway_states(stdout: &[u8]) -> Option<Vec<Gateway>> {
-    match crate::wire::Reply::parse(stdout).ok()? {
-        crate::wire::Reply::Ok { operation: crate::wire::Operation::GatewayStatus, result } => {
-            let status: GatewayStatus = serde_json::from_value(result).ok()?;
-            Some(status.gateways)
-        }
-        _ => None,
-    }
-}
-
-/// Simulated answers: the same shapes a real server gives.
-fn demo_outcome(config: &Config, command: RemoteCommand) -> Outcome {
-    let stdout = match command {
-        RemoteCommand::Identity => format!("{}\n{}\n", config.expected_host, config.expected_user),
-        RemoteCommand::Disk => "Filesystem      Size  Used Avail Use% Mounted on\n\
-                                /dev/demo        20G  2.0G   18G  10% /\n"
-            .to_owned(),
-        RemoteCommand::HostRpc => {
-            let reply = r#"{"status":"ok","operation":"gateway_status","result":{"gateways":[{"answers":true,"app":"demo","container_state":"running","drift":null,"name":"vl-demo-gateway","state":"running","stopped_on_purpose":false}]}}"#;
-            format!("{reply}\n")
-        }
-    };
-    let mut execution = Execution::not_started(ExecutionStatus::Ok);
-    execution.exit_code = Some(0);
-    Outcome { execution, stdout: stdout.into_bytes(), stderr_len: 0 }
 }
 
 #[cfg(test)]

@@ -17,23 +17,22 @@
 //! - only a `service_execute` whose request carries a progress token gets
 //!   progress notifications (`super::progress`), all sent before its result;
 //! - `ping` answers `{}` in every protocol version and at every point of a
-//!   session ([`Conformant`]), so clients can use it as a keep-alive.
+//!   session ([`super::Conformant`]), so clients can use it as a keep-alive.
 //!
-//! About 510 lines: the handler and the result envelope it builds for every
-//! tool stay together.
+//! The handler and the result envelope it builds for every tool stay
+//! together here; the sentence each status carries is sentences.rs, and
+//! the Service rmcp runs (`ping` answered in every version) conformant.rs.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Instant;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ClientNotification, ClientRequest, ContentBlock,
-    Implementation, ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities,
-    ServerConfig, ServerResult, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::model::{ProgressNotificationParam, ProgressToken};
-use rmcp::service::{NotificationContext, Peer, RequestContext};
-use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, Service};
+use rmcp::service::{Peer, RequestContext};
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Map, Value, json};
 use strum::VariantArray as _;
 
@@ -46,6 +45,7 @@ use crate::wire::{self, Request};
 
 use super::audit::{Audit, Record};
 use super::rpc::{self, Answer};
+use super::sentences::message;
 use super::tools::{self, Call, ToolName};
 
 /// What the server needs besides the inspector. Tests shorten the limits.
@@ -85,48 +85,6 @@ struct Served {
     plan_id: Option<PlanId>,
     exit_code: Option<i32>,
     execution_status: Option<ExecutionStatus>,
-}
-
-/// A sentence for each status the agent can meet.
-fn message(status: Status, is_demo: bool) -> &'static str {
-    match status {
-        Status::Ok if is_demo => {
-            "Simulated answer (demo mode): no server was contacted. Say so when you report it."
-        }
-        Status::Ok => "The check ran and the answer is healthy.",
-        Status::IdentityRequired => {
-            "Identity is not verified: call cloud_check with check=identity first; nothing was run."
-        }
-        Status::IdentityMismatch => {
-            "The target is not the expected host and user; its answer is withheld. Stop and tell the user; \
-             do not try another target."
-        }
-        Status::ConnectionFailed => "Could not reach the target (ssh failed or the remote side exited 255).",
-        Status::CheckFailed => "The query worked and the answer is unhealthy; see output.",
-        Status::HelperUnavailable => {
-            "The host helper could not be asked: not installed, sudo refused, or no valid answer."
-        }
-        Status::Timeout => {
-            "No answer before the time limit; the process was killed and the outcome is unconfirmed."
-        }
-        Status::OutputLimit => {
-            "The answer was larger than allowed; the process was killed and nothing is shown."
-        }
-        Status::SshUnavailable => "The ssh client could not be started on this machine.",
-        Status::ExecutionFailed => "A local program could not be started or ended abnormally.",
-        Status::DemoOnly => {
-            "Demo mode: management runs nothing and no server was contacted. Managing a real server needs \
-             local or ssh mode and VOLCE_LAB_MANAGEMENT=enabled, set by the user."
-        }
-        Status::ManagementDisabled => {
-            "Management is switched off; only the user can enable it (VOLCE_LAB_MANAGEMENT=enabled in the \
-             MCP server's configuration). Nothing was run."
-        }
-        Status::Rejected => "The host helper refused the request; nothing changed.",
-        Status::Unknown => "The outcome is unknown; the server may have acted. Do not retry: inspect first.",
-        Status::NeedsInspection => "The change failed or is uncertain; the operator must inspect the plan.",
-        Status::InvalidArguments => "The arguments were refused; nothing was run.",
-    }
 }
 
 impl VolceLab {
@@ -452,57 +410,5 @@ impl ServerHandler for VolceLab {
                 Ok(tool_result(&served).into())
             }
         }
-    }
-}
-
-/// What [`super::serve`] hands to rmcp: [`VolceLab`] with `ping` answered
-/// here, before rmcp's own dispatch can refuse it.
-///
-/// rmcp =3.11.0 answers `ping` two different ways on a 2026-07-28
-/// (stateless) connection. Before the first request that selects the
-/// lifecycle, its serve loop answers it with `{}` (src/service/server.rs:
-/// 573-588). Once a request with complete `_meta` has selected the inline
-/// lifecycle (src/service/server.rs:660, `set_inline_protocol_version`),
-/// every request needs request metadata (src/handler/server.rs:109-113),
-/// none is a legacy one (:132-133, src/service.rs:241-246), and `ping`
-/// becomes `-32601 "ping"` (src/handler/server.rs:143-145), or `-32602`
-/// when it carries no `_meta` (:115-130). The 2026-07-28 revision dropped
-/// `ping` from its method set, but clients on that revision still send it
-/// (the Python `mcp` 2.3 SDK's `send_ping`, fastmcp 4.1.6) as a keep-alive
-/// and health probe, and a probe that succeeds before the first tool call
-/// and fails after it reads as a server that died. So `ping` gets the same
-/// `{}` at every point in every version: it changes nothing, needs no
-/// identity, and says only that we are alive. No rmcp release fixes this
-/// (3.11.0 is the newest on crates.io on 2026-12-01), so the pin stays;
-/// drop this wrapper when one does (tests/hermetic/mcp_conformance.rs
-/// shows it).
-pub struct Conformant(pub VolceLab);
-
-impl Service<RoleServer> for Conformant {
-    async fn handle_request(
-        &self,
-        request: ClientRequest,
-        context: RequestContext<RoleServer>,
-    ) -> Result<ServerResult, McpError> {
-        match request {
-            ClientRequest::PingRequest(_) => Ok(ServerResult::empty(())),
-            request => Service::handle_request(&self.0, request, context).await,
-        }
-    }
-
-    async fn handle_notification(
-        &self,
-        notification: ClientNotification,
-        context: NotificationContext<RoleServer>,
-    ) -> Result<(), McpError> {
-        Service::handle_notification(&self.0, notification, context).await
-    }
-
-    fn get_info(&self) -> ServerConfig {
-        ServerHandler::get_info(&self.0)
-    }
-
-    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
-        ServerHandler::supported_protocol_versions(&self.0)
     }
 }
