@@ -21,3 +21,30 @@ pub(super) fn outcome(config: &Config, command: RemoteCommand) -> Outcome {
     execution.exit_code = Some(0);
     Outcome { execution, stdout: stdout.into_bytes(), stderr_len: 0 }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::Reply;
+    use crate::wire::answers::Body;
+    use crate::wire::answers::app_state::EngineState;
+    use crate::wire::answers::gateways::{Gateway, GatewayStatus};
+
+    /// The simulated web_status answer is the reply a helper prints for one
+    /// healthy app, through the same wire types.
+    #[test]
+    fn the_demo_gateway_answer_is_a_helper_s_reply() {
+        let out = outcome(&Config::default(), RemoteCommand::HostRpc);
+        let gateway = Gateway {
+            app: "demo".into(),
+            name: "vl-demo-gateway".into(),
+            state: EngineState::Running.into(),
+            container_state: "running".into(),
+            stopped_on_purpose: false,
+            answers: Some(true),
+            drift: None,
+        };
+        let helper: Reply = Body::GatewayStatus(GatewayStatus { gateways: vec![gateway] }).into();
+        assert_eq!(Reply::parse(&out.stdout).unwrap(), helper);
+    }
+}

@@ -75,7 +75,8 @@ impl Body {
             Body::Execute(body) => serde_json::to_value(body),
             Body::Logs(body) => serde_json::to_value(body),
         };
-        // Structs of strings, numbers and string-keyed maps: nothing fails.
+        // Strings, numbers and string-keyed maps, and a plan's paths, which
+        // were serialized once already when the plan was sealed: nothing fails.
         value.expect("an answer serializes")
     }
 }
