@@ -21,15 +21,14 @@ use super::{Controller, Liveness, engine_unavailable};
 use crate::control::plan::Action;
 use crate::control::validate::AppRecord;
 use crate::control::{Clock, Refusal};
-use crate::docker::{AppName, Engine};
-use crate::docker::{ImageId, Snapshot};
-use crate::host::drift::{self, EngineState};
+use crate::docker::{AppName, Engine, ImageId, Snapshot};
+use crate::host::drift;
 use crate::nginx::ServerName;
 use crate::store::{PlanState, StoredPlan};
 use crate::text::rfc3339_seconds;
 use crate::wire::ContainerRole;
 use crate::wire::answers::Word;
-use crate::wire::answers::app_state::Drift;
+use crate::wire::answers::app_state::{Drift, EngineState};
 use crate::wire::answers::gateways::{Gateway, GatewayStatus};
 use crate::wire::answers::inventory::{
     AppImage, CatalogImage, ForeignCounts, GatewayImage, Inventory, LastPlan, ManagedApp, Offer, OpenPlan,
