@@ -35,9 +35,9 @@ use volce_lab::config::Config;
 use volce_lab::exec::ProcessSpec;
 use volce_lab::inspect::gated::Sessions;
 use volce_lab::inspect::ssh_mux::MultiplexedSsh;
-use volce_lab::inspect::transport::{Limits, RemoteCommand, SshTransport, Transport};
+use volce_lab::inspect::transport::{CommandCarrier, RemoteCommand, RunLimits, SshTransport};
 use volce_lab::inspect::{Check, Inspector, Status};
-use volce_lab::wire::{LogContainer, Reply, Request};
+use volce_lab::wire::{ContainerRole, Reply, Request};
 
 const SSH_CONFIG: &str = "/var/tmp/volce-lab-e2e/client/ssh_config";
 const ALIAS: &str = "vl-e2e";
@@ -67,8 +67,8 @@ fn ssh() -> SshTransport {
 /// The multiplexed transport without its gate lines: two sessions per check.
 struct NoGate(Arc<MultiplexedSsh>);
 
-impl Transport for NoGate {
-    fn specs(&self, command: RemoteCommand, stdin: Option<&[u8]>, limits: Limits) -> Vec<ProcessSpec> {
+impl CommandCarrier for NoGate {
+    fn specs(&self, command: RemoteCommand, stdin: Option<&[u8]>, limits: RunLimits) -> Vec<ProcessSpec> {
         self.0.specs(command, stdin, limits)
     }
     fn reset(&self) {
@@ -221,7 +221,7 @@ fn measure_logs(
     }
     let filter = format!("label=io.volce-lab.app={LOGS_APP}");
     let (_, ids) = command("/usr/bin/docker", &["ps", "-q", "--no-trunc", "--filter", &filter]);
-    let request = Request::logs(LOGS_APP, LogContainer::App, 50, None);
+    let request = Request::logs(LOGS_APP, ContainerRole::App, 50, None);
     let over_ssh: Vec<Duration> = runtime.block_on(async {
         let mut samples = Vec::with_capacity(iterations);
         for _ in 0..iterations {
@@ -283,7 +283,7 @@ fn main() {
     println!("|{:-<40}|{:-<7}|{:-<10}|{:-<10}|{:-<10}|{:-<10}|", "", "", "", "", "", "");
 
     // Fresh connections: a key exchange and an authentication per session.
-    let plain = Inspector::with_transport(config(&host), Arc::new(ssh()));
+    let plain = Inspector::with_transport_for_tests(config(&host), Arc::new(ssh()));
     let fresh = runtime.block_on(measure(&plain, iterations.min(20)));
     let fresh_p50 = row("fresh connection per command", fresh);
 
@@ -296,8 +296,8 @@ fn main() {
     }
     let mux = Arc::new(MultiplexedSsh::with_dir(ssh(), sockets.path().join("ssh")));
     assert_eq!(mux.unavailable(), None);
-    let inspector = Inspector::with_transport(config(&host), mux.clone());
-    let two = Inspector::with_transport(config(&host), Arc::new(NoGate(mux.clone())));
+    let inspector = Inspector::with_transport_for_tests(config(&host), mux.clone());
+    let two = Inspector::with_transport_for_tests(config(&host), Arc::new(NoGate(mux.clone())));
     let cold = runtime.block_on(async {
         let started = Instant::now();
         assert_eq!(inspector.check(Check::Identity).await.status, Status::Ok);

@@ -8,6 +8,8 @@
 //! the helper's stdin; one JSON object and a newline on its stdout, exit 0
 //! for `ok` and exit 1 for everything else. A long `execute` may print
 //! progress lines before the reply ([`progress`]): the reply stays the last line.
+//! The body of an `ok` reply is one type per operation ([`answers`]), built
+//! by the helper and read by the workstation.
 //!
 //! ```text
 //! {"operation":"gateway_status"} | {"operation":"inventory"}
@@ -31,6 +33,7 @@
 //! - a reply that does not parse as [`Reply`] means nothing: the
 //!   workstation treats it as `unknown` (see `crate::mcp::rpc::interpret`).
 
+pub mod answers;
 pub mod gate;
 pub mod progress;
 
@@ -123,19 +126,33 @@ pub enum Request {
     },
 }
 
-/// Which container of a managed app `logs` reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumString, strum::VariantArray)]
+/// Which of a managed app's two containers: the app's own, or its gateway.
+/// The one container `logs` reads; the role of each container an answer
+/// lists ([`answers::app_state::ContainerView`]).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+    strum::VariantArray,
+)]
+#[serde(rename_all = "snake_case")]
 #[strum(serialize_all = "snake_case")]
-pub enum LogContainer {
+pub enum ContainerRole {
     App,
     Gateway,
 }
 
-impl LogContainer {
+impl ContainerRole {
     pub fn as_str(self) -> &'static str {
         self.into()
     }
-    pub fn parse(text: &str) -> Option<LogContainer> {
+    pub fn parse(text: &str) -> Option<ContainerRole> {
         text.parse().ok()
     }
 }
@@ -156,7 +173,7 @@ impl Request {
     }
 
     /// Built from validated values only (`crate::mcp::tools::validate`).
-    pub fn logs(app: &str, container: LogContainer, tail: u64, since_minutes: Option<u64>) -> Request {
+    pub fn logs(app: &str, container: ContainerRole, tail: u64, since_minutes: Option<u64>) -> Request {
         Request::Logs {
             app: app.to_owned(),
             container: container.as_str().to_owned(),

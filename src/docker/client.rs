@@ -134,7 +134,7 @@ impl<R: Runner> DockerClient<R> {
         }
     }
 
-    /// A quicker health check, for tests of its failure.
+    /// A quicker health check, for the unit tests of the steps around it.
     #[cfg(test)]
     pub fn with_health_check(mut self, health: HealthCheck) -> Self {
         self.health = health;

@@ -27,23 +27,26 @@
 //! - approval is only ever recorded by [`Controller::approve`], which the
 //!   rpc pipeline cannot reach.
 //!
-//! About 500 lines: prepare, approve and resolve read best together;
-//! execute, inventory, logs and the operator's views live in controller/.
+//! Here: the agent's way in (settling abandoned claims, `prepare`, `load`)
+//! and the checks every path shares. In controller/: `execute` (execute.rs,
+//! what it leaves in the app records and the refusals of a verified
+//! rollback in execute/), the read-only answers (inventory.rs, logs.rs), the
+//! operator's terminal commands (operator.rs: list, approve, reject,
+//! resolve) and each request's audit row (request_audit.rs).
 
 use std::path::PathBuf;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::control::Clock;
 use crate::control::app_record::AppState;
-use crate::control::clock::check_expiry;
-use crate::control::plan::{Action, Payload, Plan};
+use crate::control::plan::{Action, Plan};
 use crate::control::policy::Policy;
 use crate::control::scope;
 use crate::control::validate::{self, Context, HostFacts};
 use crate::docker::{Engine, EngineError};
 use crate::store::{AuditOutcome, AuditRow, Claim, Event, PlanState, Store, StoreError, StoredPlan};
-use crate::vocab::{AppName, Capacity, Code, Digest, ImageRef, PlanId, Refusal, refuse};
+use crate::vocab::{Capacity, Code, ImageRef, PlanId, Refusal, refuse};
 
 pub use super::liveness::StoppedClaimer;
 
@@ -51,11 +54,11 @@ mod execute;
 mod inventory;
 mod logs;
 mod operator;
-mod record;
+mod request_audit;
 
 pub use execute::Executed;
-pub use operator::Awaiting;
-pub use record::audit_unavailable;
+pub use operator::{AppAfterResolve, Awaiting, Resolved};
+pub use request_audit::audit_unavailable;
 
 impl From<StoreError> for Refusal {
     fn from(error: StoreError) -> Refusal {
@@ -81,27 +84,6 @@ fn engine_unavailable(_: EngineError) -> Refusal {
     // The engine error may name a docker step; it is ours, but the agent gets
     // one fixed sentence and the operator reads the details on the server.
     Refusal::new(Code::EngineUnavailable, "The container engine could not be queried; nothing was changed.")
-}
-
-/// What `resolve` did.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Resolved {
-    pub stored: StoredPlan,
-    /// For a deploy plan: what became of its app record.
-    pub app: Option<AppAfterResolve>,
-    /// What carries the plan's label on the engine, asked before the
-    /// record changed (or why the engine could not be asked).
-    pub left: Result<crate::host::leftovers::Leftovers, String>,
-}
-
-/// The app record of a resolved deploy plan.
-#[derive(Debug, Clone, PartialEq)]
-pub enum AppAfterResolve {
-    /// No container of it exists: the record is gone, its name, port and
-    /// quota slot are free (its directory stays as evidence).
-    Forgotten(String),
-    /// Kept unchanged; `containers` names what of it still exists.
-    Kept { app: String, state: AppState, containers: Vec<String> },
 }
 
 /// Facts for validation, from the engine and the app directory.
@@ -290,142 +272,23 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
         })
     }
 
+    /// Retention (`store::retention`): prunes plans that ended or expired
+    /// more than the policy's `retention_days` ago, in its own write
+    /// transaction with its `pruned` row. Run before each prepare, so the
+    /// state stays bounded by the rate of prepares times the retention.
+    fn retain(&mut self, actor: &str) -> Result<(), Refusal> {
+        let now = self.clock.now();
+        let cutoff = now - i64::from(self.policy.retention_days) * 86_400;
+        self.store.write(|tx| tx.prune_plans(cutoff, now, actor).map_err(Refusal::from))?;
+        Ok(())
+    }
+
     /// Reads one plan (for `show`), after settling abandoned claims.
     pub fn load(&mut self, id: &PlanId, actor: &str) -> Result<StoredPlan, Refusal> {
         self.settle_abandoned(actor)?;
         self.store
             .read(|tx| tx.load_plan(id).map_err(Refusal::from))?
             .ok_or_else(|| Refusal::new(Code::PlanNotFound, "No plan has this id."))
-    }
-
-    /// Records an operator's approval. Only the terminal `approve` command
-    /// calls this; the rpc pipeline has no path here.
-    pub fn approve(&mut self, id: &PlanId, digest: &Digest, approver: &str) -> Result<StoredPlan, Refusal> {
-        let Controller { policy, policy_hash, store, clock, .. } = self;
-        store.write(|tx| {
-            // Under the write lock, so time spent waiting for it counts.
-            let now = clock.now();
-            let Some(stored) = tx.load_plan(id)? else {
-                return refuse(Code::PlanNotFound, "No plan has this id.");
-            };
-            let plan = &stored.plan;
-            require_approver(policy, approver)?;
-            if approver == plan.requester {
-                return refuse(Code::SelfApproval, "The user who requested a plan cannot approve it.");
-            }
-            if !plan.requires_approval {
-                return refuse(Code::ApprovalNotRequired, "This action does not need an approval.");
-            }
-            state_allows_use(&stored)?;
-            let made = tx.plan_boot(id)?;
-            check_expiry(plan.created_at, plan.expires_at, made.as_ref(), now, clock.boot().as_ref())?;
-            if plan.policy_hash != *policy_hash {
-                return refuse(Code::PolicyChanged, "The policy changed since this plan was made.");
-            }
-            terms_hold(plan, policy, policy_hash)?;
-            if *digest != plan.digest {
-                return refuse(
-                    Code::DigestMismatch,
-                    "The digest does not match this plan; check it with show.",
-                );
-            }
-            if stored.approval.is_some() {
-                return refuse(Code::AlreadyApproved, "This plan is already approved.");
-            }
-            tx.approve(id, plan.action, digest, &audit(now, Event::Approved, AuditOutcome::Ok, approver))?;
-            Ok(tx.load_plan(id)?.expect("just approved"))
-        })
-    }
-
-    /// Marks a plan that needs inspection as `inspected`: the operator
-    /// attests they looked at the server. Only the terminal `resolve`
-    /// command calls this; the rpc pipeline has no path here.
-    ///
-    /// Any approver may resolve, the plan's requester included: resolving
-    /// authorizes no change on the server (it only lifts the host-wide gate
-    /// on new plans, each of which is validated and, where required,
-    /// approved by someone else as usual), and the person who must look at
-    /// the server is whoever is on call.
-    ///
-    /// The app record of a failed deploy is dropped (freeing its name, port
-    /// and quota slot) when it is still `needs_inspection` from this plan and
-    /// a fresh engine snapshot shows no container of that app: nothing of it
-    /// is left to manage. Every other app record is kept as it is: if it is
-    /// `needs_inspection`, volce-lab will neither reconfigure nor stop it
-    /// (both need `running`), because nobody has verified what runs; its
-    /// containers hold the name and the port anyway.
-    pub fn resolve(&mut self, id: &PlanId, operator: &str) -> Result<Resolved, Refusal> {
-        self.settle_abandoned(operator)?;
-        require_approver(&self.policy, operator)?;
-        // A read-only engine call, made before the write transaction, so
-        // the write lock is not held across docker (prepare and execute
-        // still do that; see the module header). Nothing of ours can create
-        // the app's containers meanwhile: no plan executes while this one
-        // needs inspection.
-        let stored = self
-            .store
-            .read(|tx| tx.load_plan(id).map_err(Refusal::from))?
-            .ok_or_else(|| Refusal::new(Code::PlanNotFound, "No plan has this id."))?;
-        if stored.state == PlanState::Executing {
-            // Refused before the write lock: a stopped claimer may hold it.
-            return Err(self.still_executing(&stored));
-        }
-        let left = if stored.state == PlanState::NeedsInspection {
-            self.leftovers(id).map_err(|e| e.to_string())
-        } else {
-            Ok(Default::default())
-        };
-        let leftovers = match &stored.plan.payload {
-            Payload::Deploy { spec, .. } if stored.state == PlanState::NeedsInspection => {
-                let snapshot = self.engine.snapshot().map_err(engine_unavailable)?;
-                let names = spec.app.names();
-                let remaining: Vec<String> = snapshot
-                    .containers
-                    .iter()
-                    .filter(|c| names.claims_container(c))
-                    .map(|c| c.name.clone())
-                    .collect();
-                Some((spec.app.to_string(), remaining))
-            }
-            _ => None,
-        };
-        let now = self.clock.now();
-        self.store.write(|tx| {
-            let Some(stored) = tx.load_plan(id)? else {
-                return refuse(Code::PlanNotFound, "No plan has this id.");
-            };
-            if stored.state != PlanState::NeedsInspection {
-                return refuse(
-                    Code::NotAwaitingInspection,
-                    format!(
-                        "The plan is {}, not needs_inspection; there is nothing to resolve.",
-                        stored.state.as_str()
-                    ),
-                );
-            }
-            tx.resolve(id, stored.plan.action, &audit(now, Event::Inspected, AuditOutcome::Ok, operator))?;
-            let mut app = None;
-            if let Some((name, remaining)) = &leftovers {
-                let record = tx.apps()?.get(name).cloned();
-                app = match record {
-                    Some(r)
-                        if r.state == AppState::NeedsInspection
-                            && r.plan_id == *id
-                            && remaining.is_empty() =>
-                    {
-                        tx.delete_app(name)?;
-                        Some(AppAfterResolve::Forgotten(name.clone()))
-                    }
-                    Some(r) => Some(AppAfterResolve::Kept {
-                        app: name.clone(),
-                        state: r.state,
-                        containers: remaining.clone(),
-                    }),
-                    None => None,
-                };
-            }
-            Ok(Resolved { stored: tx.load_plan(id)?.expect("just resolved"), app, left })
-        })
     }
 }
 

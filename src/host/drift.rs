@@ -9,107 +9,11 @@
 //! app's names (or carries its label) is reported as a replacement, never
 //! adopted.
 
-use serde::Serialize;
-
 use crate::control::app_record::{AppRecord, AppState};
 use crate::vocab::{Container, ContainerId, Snapshot};
-
-/// An app's state as the engine shows it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, strum::IntoStaticStr, strum::VariantArray)]
-#[serde(rename_all = "snake_case")]
-#[strum(serialize_all = "snake_case")]
-pub enum EngineState {
-    /// Recorded running, and every recorded container runs.
-    Running,
-    /// Recorded stopped, and none of its recorded containers runs.
-    Stopped,
-    /// The record and the engine disagree: see [`DriftReason`].
-    Drifted,
-}
-
-/// Why the record and the engine disagree (checked in this order).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, strum::IntoStaticStr, strum::VariantArray)]
-#[serde(rename_all = "snake_case")]
-#[strum(serialize_all = "snake_case")]
-pub enum DriftReason {
-    /// A plan on the app ended unverified; nobody has confirmed what runs.
-    NeedsInspection,
-    /// A recorded container no longer exists.
-    ContainersMissing,
-    /// A container that is not one we recorded stands on the app's names or
-    /// carries its label.
-    ContainersReplaced,
-    /// Recorded stopped, but a recorded container runs (started by hand).
-    RecordStoppedButRunning,
-    /// Recorded running, but a recorded container does not run (crashed,
-    /// restarting, or stopped by hand).
-    RecordRunningButStopped,
-}
-
-impl EngineState {
-    pub fn as_str(self) -> &'static str {
-        self.into()
-    }
-}
-
-impl DriftReason {
-    pub fn as_str(self) -> &'static str {
-        self.into()
-    }
-
-    /// One sentence for the agent and the operator: what disagrees.
-    pub fn sentence(self) -> &'static str {
-        match self {
-            DriftReason::NeedsInspection => {
-                "a plan on this app ended unverified; what runs has not been confirmed"
-            }
-            DriftReason::ContainersMissing => "a container volce-lab recorded for this app no longer exists",
-            DriftReason::ContainersReplaced => {
-                "a container volce-lab did not record stands on this app's names or label"
-            }
-            DriftReason::RecordStoppedButRunning => {
-                "the app was stopped by a plan, but one of its containers runs again"
-            }
-            DriftReason::RecordRunningButStopped => "the app should run, but one of its containers does not",
-        }
-    }
-
-    /// What fixes it: a reviewed plan, or an operator's look.
-    pub fn fix(self) -> &'static str {
-        match self {
-            DriftReason::NeedsInspection => {
-                "resolve the plan after looking at the server (volce-lab-host list), then an approved \
-                 remove_app plan can clean the app up"
-            }
-            DriftReason::ContainersMissing | DriftReason::ContainersReplaced => {
-                "an approved remove_app plan removes what is left of the app and frees its name and port"
-            }
-            DriftReason::RecordStoppedButRunning => {
-                "an approved stop plan stops it again (or remove_app removes it)"
-            }
-            DriftReason::RecordRunningButStopped => {
-                "read its logs (service_logs); an approved stop or remove_app plan settles the record"
-            }
-        }
-    }
-}
-
-/// Which recorded container of an app.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Role {
-    App,
-    Gateway,
-}
-
-/// One recorded container and what the engine says of it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ContainerView {
-    pub role: Role,
-    pub id: ContainerId,
-    /// Docker's state word (`running`, `exited`, ...), or `missing`.
-    pub state: String,
-}
+use crate::wire::ContainerRole;
+// The words live in the contract, which both ends read; doctor names them here.
+use crate::wire::answers::app_state::{ContainerView, DriftReason, EngineState};
 
 /// An app's derived state.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -120,13 +24,13 @@ pub struct Derived {
 }
 
 /// The recorded containers of `record` with their roles, in role order.
-fn recorded(record: &AppRecord) -> Vec<(Role, &ContainerId)> {
+fn recorded(record: &AppRecord) -> Vec<(ContainerRole, &ContainerId)> {
     let mut out = Vec::new();
     if let Some(id) = &record.app_container {
-        out.push((Role::App, id));
+        out.push((ContainerRole::App, id));
     }
     if let Some(id) = &record.gateway_container {
-        out.push((Role::Gateway, id));
+        out.push((ContainerRole::Gateway, id));
     }
     out
 }

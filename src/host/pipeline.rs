@@ -29,6 +29,7 @@ use crate::docker::{Engine, NoProgress, ProgressSink};
 use crate::store::{AuditOperation, PlanState, Store};
 use crate::vocab::{Code, Refusal};
 use crate::vocab::{Digest, PlanId};
+use crate::wire::answers::Body;
 
 /// The helper's collaborators, held for one command.
 #[derive(Debug, Clone)]
@@ -174,20 +175,19 @@ impl<E: Engine, C: Clock, L: Liveness> Host<E, C, L> {
             Err(refusal) => return request_row::refused(&paths, now, meta, for_the_agent(refusal)).into(),
         };
         controller.begin_request(meta);
-        let operation = request.operation();
         let (plan_id, action) = match &request {
             Request::Plan { action, .. } => (None, Action::parse(action).ok()),
             Request::Execute { plan_id } => (PlanId::parse(plan_id).ok(), None),
             _ => (None, None),
         };
         let result = match request {
-            Request::GatewayStatus {} => controller.gateway_status(),
-            Request::Inventory {} => controller.inventory(caller),
-            Request::Plan { action, parameters } => {
-                controller.prepare(&action, &parameters, caller).map(|stored| stored.to_json())
-            }
+            Request::GatewayStatus {} => controller.gateway_status().map(Body::GatewayStatus),
+            Request::Inventory {} => controller.inventory(caller).map(|body| Body::Inventory(Box::new(body))),
+            Request::Plan { action, parameters } => controller
+                .prepare(&action, &parameters, caller)
+                .map(|stored| Body::Plan(Box::new(stored.view()))),
             Request::Logs { app, container, tail, since_minutes } => {
-                controller.logs(&app, &container, &tail, since_minutes.as_ref())
+                controller.logs(&app, &container, &tail, since_minutes.as_ref()).map(Body::Logs)
             }
             // Answered above, before the store was opened; should it get here,
             // it is the same recorded refusal.
@@ -195,7 +195,7 @@ impl<E: Engine, C: Clock, L: Liveness> Host<E, C, L> {
             Request::Execute { plan_id } => match PlanId::parse(&plan_id) {
                 Err(refusal) => Err(refusal),
                 Ok(id) => match controller.execute_reporting(&id, caller, progress) {
-                    Ok(Executed::Completed(result)) => Ok(result),
+                    Ok(Executed::Completed(executed)) => Ok(Body::Execute(executed)),
                     // Its claimed and needs_inspection rows were written with
                     // the changes, stamped with this request.
                     Ok(Executed::NeedsInspection { plan_id, message }) => {
@@ -207,7 +207,7 @@ impl<E: Engine, C: Clock, L: Liveness> Host<E, C, L> {
             },
         };
         match controller.answer(result, plan_id.as_ref(), action) {
-            Ok(result) => Reply::Ok { operation, result },
+            Ok(body) => body.into(),
             Err(refusal) => refusal.into(),
         }
     }
@@ -239,7 +239,7 @@ impl<E: Engine, C: Clock, L: Liveness> Host<E, C, L> {
             let stored = controller.load(&id, caller)?;
             let stopped = controller.stopped_claimer(&stored);
             if json {
-                let mut value = stored.to_json();
+                let mut value = Body::Plan(Box::new(stored.view())).to_json();
                 if let (Some(stopped), Some(object)) = (stopped, value.as_object_mut()) {
                     object.insert("claimer_stopped_pid".into(), stopped.pid.into());
                 }

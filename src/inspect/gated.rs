@@ -2,7 +2,7 @@
 //! checks reach the server (one gated session, or an identity session
 //! before each), and the reading of a gate's framed reply. Pure; runs
 //! unprivileged on the workstation, used only by the identity gate of
-//! [`Inspector`](super::Inspector).
+//! [`Inspector`].
 //!
 //! Invariants enforced here:
 //! - a payload is released only from a frame whose verdict is `match` AND
@@ -12,7 +12,7 @@
 //!   as an identity mismatch: the target stopped being the gated host we
 //!   verified (and, being a comment for a shell, the request ran nothing).
 
-use super::transport::{Limits, RemoteCommand, Transport};
+use super::transport::{CommandCarrier, RemoteCommand, RunLimits};
 use super::{Inspector, Mismatch};
 use crate::exec::{ExecutionStatus, Outcome, ProcessSpec};
 use crate::wire::gate::{Header, parse_reply};
@@ -125,10 +125,10 @@ impl Inspector {
     /// `true` when the reply is a frame to read.
     pub(super) fn specs_for(
         &self,
-        transport: &dyn Transport,
+        transport: &dyn CommandCarrier,
         command: RemoteCommand,
         stdin: Option<&[u8]>,
-        limits: Limits,
+        limits: RunLimits,
     ) -> (Vec<ProcessSpec>, bool) {
         use crate::wire::gate::{GateCheck, request_line};
         let check = match command {

@@ -23,126 +23,37 @@
 //!   never part of a [`CheckResult`], so no MCP result or audit line can
 //!   carry it.
 //!
-//! Over 450 lines on purpose: the identity gate and the checks it guards share
-//! one lock and stay together, so the gate is read in one place.
+//! The identity gate and the checks it guards share one lock and stay
+//! together here, so the gate is read in one place. What a check answers is
+//! results.rs; web_status's judgement of the helper's answer, web_status.rs;
+//! demo mode's answers, demo.rs.
 
+mod demo;
 pub mod gated;
 pub mod report;
+mod results;
 pub mod ssh_mux;
 pub mod transport;
+mod web_status;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use tokio::sync::Mutex;
 
 use crate::config::{Config, Mode};
 use crate::exec::{self, CHECK_OUTPUT_LIMIT, Execution, ExecutionStatus, Outcome};
 use gated::{Link, Sessions};
 use ssh_mux::MultiplexedSsh;
-use transport::{Limits, LocalTransport, RemoteCommand, SshFailure, SshTransport, Transport};
+use transport::{CommandCarrier, LocalTransport, RemoteCommand, RunLimits, SshFailure, SshTransport};
 
-/// The closed set of read-only checks. One name table (strum) for
-/// `as_str`; serde's names are tested to be the same.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-#[derive(strum::IntoStaticStr, strum::VariantArray)]
-#[strum(serialize_all = "snake_case")]
-pub enum Check {
-    Identity,
-    Disk,
-    WebStatus,
-}
-
-impl Check {
-    /// Every check, in the order they are run and listed (tested to be
-    /// the declaration order, `VariantArray::VARIANTS`).
-    pub const ALL: [Check; 3] = [Check::Identity, Check::Disk, Check::WebStatus];
-    pub fn as_str(self) -> &'static str {
-        self.into()
-    }
-}
-
-/// Every status a result can carry. One set for all tools, so an agent
-/// learns each word once. One name table (strum) for `as_str` and the
-/// published list; serde's names are tested to be the same.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-#[derive(strum::IntoStaticStr, strum::VariantArray)]
-#[strum(serialize_all = "snake_case")]
-pub enum Status {
-    /// The check ran and the target is healthy.
-    Ok,
-    /// Call `identity` first; nothing was run.
-    IdentityRequired,
-    /// The target is not the expected host/user; its answer is withheld.
-    IdentityMismatch,
-    /// ssh could not reach the target (or the remote command exited 255).
-    ConnectionFailed,
-    /// The query worked and the answer is unhealthy (a diagnosis, not an error).
-    CheckFailed,
-    /// The host helper could not be asked: not installed, sudo refused, or no valid answer.
-    HelperUnavailable,
-    Timeout,
-    OutputLimit,
-    /// The ssh client could not be started.
-    SshUnavailable,
-    /// A local program could not be started or ended abnormally.
-    ExecutionFailed,
-    /// Demo mode: management tools run nothing.
-    DemoOnly,
-    /// Management tools are off (`VOLCE_LAB_MANAGEMENT` is not `enabled`).
-    ManagementDisabled,
-    /// The host helper refused the request with a stable code.
-    Rejected,
-    /// We cannot know what happened on the server: inspect before any retry.
-    Unknown,
-    /// The host helper says an execute reached the engine and failed or is
-    /// uncertain: the operator must inspect the plan before anything else.
-    NeedsInspection,
-    /// The tool arguments were refused; nothing ran.
-    InvalidArguments,
-}
-
-impl Status {
-    pub fn as_str(self) -> &'static str {
-        self.into()
-    }
-}
-
-/// The result of one check, as the agent and the report see it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct CheckResult {
-    pub request_id: String,
-    /// UTC, RFC 3339.
-    pub timestamp: String,
-    pub is_demo: bool,
-    pub mode: String,
-    pub target: String,
-    pub check: Check,
-    pub status: Status,
-    pub exit_code: Option<i32>,
-    /// What the target printed, at most 8 KiB; empty when withheld.
-    pub output: String,
-    /// Facts of the process that ran; null when nothing ran.
-    pub execution: Option<Execution>,
-}
-
-/// A fresh request id.
-pub fn request_id() -> String {
-    uuid::Uuid::new_v4().to_string()
-}
-
-/// Now, UTC, RFC 3339 with milliseconds.
-pub fn timestamp() -> String {
-    crate::text::rfc3339_millis_now()
-}
+pub use results::{Check, CheckResult, Diagnosis, GateRefusal, Mismatch, Status, request_id, timestamp};
+pub use web_status::{gateway_states, gateways_healthy, healthy};
 
 /// Where the checks go.
 enum Backend {
     Demo,
-    Real(Arc<dyn Transport>),
+    Real(Arc<dyn CommandCarrier>),
 }
 
 /// The identity state of one inspector. It lives in this process only and
@@ -156,34 +67,6 @@ enum Gate {
     /// An identity check saw another host or user: other calls answer
     /// `identity_mismatch` until an identity check matches again.
     Mismatched,
-}
-
-/// Which part of the identity answer differed. Only which part: what the
-/// target said stays withheld, from the person too.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mismatch {
-    Host,
-    User,
-    Both,
-    /// Not the two lines `hostname` and `id -un` print (a login script that
-    /// prints, or another program answering).
-    NotTwoLines,
-}
-
-/// What `volce-lab inspect` tells the person who runs it beyond the result.
-/// Deliberately not `Serialize` and not in [`CheckResult`]: the MCP server
-/// drops it (see [`Inspector::check`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Diagnosis {
-    IdentityMismatch(Mismatch),
-    Ssh(SshFailure),
-}
-
-/// Why a gated call did not get to run.
-#[derive(Debug, Clone, PartialEq)]
-pub struct GateRefusal {
-    pub status: Status,
-    pub execution: Option<Execution>,
 }
 
 /// Runs checks against one target, holding the identity state.
@@ -224,9 +107,10 @@ impl Inspector {
     }
 
     /// An inspector that reaches its target through `transport`. The binary
-    /// never calls this; tests use it to put real stand-in processes behind
-    /// the same gate.
-    pub fn with_transport(config: Config, transport: Arc<dyn Transport>) -> Inspector {
+    /// never calls this; tests and benchmarks use it to put real stand-in
+    /// processes behind the same gate.
+    #[doc(hidden)]
+    pub fn with_transport_for_tests(config: Config, transport: Arc<dyn CommandCarrier>) -> Inspector {
         Inspector {
             config,
             backend: Backend::Real(transport),
@@ -243,8 +127,8 @@ impl Inspector {
         matches!(self.backend, Backend::Demo)
     }
 
-    fn limits(&self) -> Limits {
-        Limits { output: CHECK_OUTPUT_LIMIT, timeout: self.config.timeout }
+    fn limits(&self) -> RunLimits {
+        RunLimits { output: CHECK_OUTPUT_LIMIT, timeout: self.config.timeout }
     }
 
     fn result(
@@ -308,7 +192,7 @@ impl Inspector {
 
     /// Verifies identity, then runs the host helper with `request` on stdin,
     /// all under the same lock as the checks. For the management tools.
-    pub async fn host_rpc(&self, request: &[u8], limits: Limits) -> Result<Outcome, GateRefusal> {
+    pub async fn host_rpc(&self, request: &[u8], limits: RunLimits) -> Result<Outcome, GateRefusal> {
         self.host_rpc_watched(request, limits, None).await
     }
 
@@ -317,7 +201,7 @@ impl Inspector {
     pub async fn host_rpc_watched(
         &self,
         request: &[u8],
-        limits: Limits,
+        limits: RunLimits,
         tap: Option<exec::StdoutTap>,
     ) -> Result<Outcome, GateRefusal> {
         let mut gate = self.gate.lock().await;
@@ -333,11 +217,6 @@ impl Inspector {
             self.reset();
         }
         Ok(outcome)
-    }
-
-    /// Whether identity is currently verified (for tests and the report).
-    pub async fn is_verified(&self) -> bool {
-        *self.gate.lock().await == Gate::Verified
     }
 
     /// Why a gated call would be refused right now without running anything
@@ -356,7 +235,7 @@ impl Inspector {
     /// because an earlier match is not a lease (the alias may point
     /// elsewhere now). Through the ssh gate that second check is the gate's
     /// own, in the check's session, checked again by [`Inspector::run`].
-    async fn reverify(&self, gate: &mut Gate) -> Result<(), Refused> {
+    async fn reverify(&self, gate: &mut Gate) -> Result<(), DiagnosedRefusal> {
         if *gate == Gate::Verified && self.sessions() == Sessions::Gated {
             return Ok(());
         }
@@ -381,7 +260,7 @@ impl Inspector {
 
     /// Runs the identity command and moves the gate: only a match opens it,
     /// and only a match clears an earlier mismatch.
-    async fn verify(&self, gate: &mut Gate) -> Result<(String, Execution), Refused> {
+    async fn verify(&self, gate: &mut Gate) -> Result<(String, Execution), DiagnosedRefusal> {
         if *gate == Gate::Verified {
             *gate = Gate::Unverified;
         }
@@ -492,7 +371,7 @@ impl Inspector {
         &self,
         command: RemoteCommand,
         stdin: Option<&[u8]>,
-        limits: Limits,
+        limits: RunLimits,
     ) -> (Outcome, Option<SshFailure>) {
         self.run_watched(command, stdin, limits, None).await
     }
@@ -501,11 +380,11 @@ impl Inspector {
         &self,
         command: RemoteCommand,
         stdin: Option<&[u8]>,
-        limits: Limits,
+        limits: RunLimits,
         tap: Option<exec::StdoutTap>,
     ) -> (Outcome, Option<SshFailure>) {
         let transport = match &self.backend {
-            Backend::Demo => return (demo_outcome(&self.config, command), None),
+            Backend::Demo => return (demo::outcome(&self.config, command), None),
             Backend::Real(transport) => transport,
         };
         let (specs, framed) = self.specs_for(transport.as_ref(), command, stdin, limits);
@@ -551,7 +430,7 @@ impl Inspector {
 }
 
 /// A gate refusal, and what the person at the terminal may be told about it.
-type Refused = (GateRefusal, Option<Diagnosis>);
+type DiagnosedRefusal = (GateRefusal, Option<Diagnosis>);
 
 /// The output a result may show: what the target printed, unless the run
 /// failed in a way that makes it meaningless.
@@ -560,76 +439,6 @@ fn output_text(outcome: &Outcome, status: Status) -> String {
         Status::Ok | Status::CheckFailed => String::from_utf8_lossy(&outcome.stdout).into_owned(),
         _ => String::new(),
     }
-}
-
-/// The helper's `gateway_status` reply (`{"status":"ok","result":{"gateways":
-/// [...]}}`): healthy only when the list is non-empty and every gateway is
-/// healthy ([`GatewayState::healthy`]). `None` when the answer is not such a reply.
-pub fn gateways_healthy(stdout: &[u8]) -> Option<bool> {
-    let gateways = gateway_states(stdout)?;
-    Some(!gateways.is_empty() && gateways.iter().all(GatewayState::healthy))
-}
-
-/// One managed app's gateway as the helper reports it. The fields beyond
-/// `state` are absent in replies of helpers older than drift: such a
-/// gateway is judged by `state` alone, as it always was.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct GatewayState {
-    /// The app's state as the engine shows it: `running`, `stopped` or
-    /// `drifted` (an older helper: docker's word for the gateway container).
-    pub state: String,
-    /// Stopped by a completed stop plan: a choice, not an outage.
-    #[serde(default)]
-    pub stopped_on_purpose: bool,
-    /// For an app that should run: whether its gateway answered its server name.
-    #[serde(default)]
-    pub answers: Option<bool>,
-}
-
-impl GatewayState {
-    /// An app that should run runs and its gateway answers; an app stopped
-    /// on purpose is fine as it is. Drift is never healthy.
-    pub fn healthy(&self) -> bool {
-        match self.state.as_str() {
-            "running" => self.answers != Some(false),
-            "stopped" => self.stopped_on_purpose,
-            _ => false,
-        }
-    }
-}
-
-/// Every gateway in a `gateway_status` reply.
-/// The reply is read by the one contract (`crate::wire`): an `ok` that names
-/// another operation is not an answer to this request.
-pub fn gateway_states(stdout: &[u8]) -> Option<Vec<GatewayState>> {
-    #[derive(Deserialize)]
-    struct Gateways {
-        gateways: Vec<GatewayState>,
-    }
-    match crate::wire::Reply::parse(stdout).ok()? {
-        crate::wire::Reply::Ok { operation: crate::wire::Operation::GatewayStatus, result } => {
-            let gateways: Gateways = serde_json::from_value(result).ok()?;
-            Some(gateways.gateways)
-        }
-        _ => None,
-    }
-}
-
-/// Simulated answers: the same shapes a real server gives.
-fn demo_outcome(config: &Config, command: RemoteCommand) -> Outcome {
-    let stdout = match command {
-        RemoteCommand::Identity => format!("{}\n{}\n", config.expected_host, config.expected_user),
-        RemoteCommand::Disk => "Filesystem      Size  Used Avail Use% Mounted on\n\
-                                /dev/demo        20G  2.0G   18G  10% /\n"
-            .to_owned(),
-        RemoteCommand::HostRpc => {
-            let reply = r#"{"status":"ok","operation":"gateway_status","result":{"gateways":[{"answers":true,"app":"demo","container_state":"running","drift":null,"name":"vl-demo-gateway","state":"running","stopped_on_purpose":false}]}}"#;
-            format!("{reply}\n")
-        }
-    };
-    let mut execution = Execution::not_started(ExecutionStatus::Ok);
-    execution.exit_code = Some(0);
-    Outcome { execution, stdout: stdout.into_bytes(), stderr_len: 0 }
 }
 
 #[cfg(test)]

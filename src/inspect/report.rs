@@ -7,6 +7,8 @@ use super::transport::SshTransport;
 use super::{Check, CheckResult, Diagnosis, Inspector, Mismatch, Status};
 use crate::config::Config;
 use crate::exit::Exit;
+use crate::wire::answers::Open;
+use crate::wire::answers::app_state::EngineState;
 
 /// Runs identity, disk and web_status against the configured target once
 /// and prints the report (or JSON lines) on stdout.
@@ -143,25 +145,22 @@ fn disk_evidence(output: &str) -> Option<String> {
 }
 
 fn gateway_evidence(output: &str) -> String {
-    let Ok(value) = serde_json::from_str::<serde_json::Value>(output) else {
-        return "unparsable answer".into();
-    };
-    let Some(gateways) = value.pointer("/result/gateways").and_then(|g| g.as_array()) else {
+    let Some(gateways) = super::gateway_states(output.as_bytes()) else {
         return "unparsable answer".into();
     };
     if gateways.is_empty() {
         return "no managed gateway: nothing to call healthy".into();
     }
-    let state = |g: &serde_json::Value| g.get("state").and_then(|s| s.as_str()).unwrap_or("?").to_owned();
-    let running = gateways.iter().filter(|g| state(g) == "running").count();
+    let running = gateways.iter().filter(|g| g.state == Open::Known(EngineState::Running)).count();
     let mut text = format!("{running} of {} gateways running", gateways.len());
-    for gateway in gateways {
-        let app = gateway.get("app").and_then(|a| a.as_str()).unwrap_or("?");
-        if gateway.get("stopped_on_purpose").and_then(|s| s.as_bool()) == Some(true) {
+    for gateway in &gateways {
+        // A helper older than drift may not name the app.
+        let app = if gateway.app.is_empty() { "?" } else { gateway.app.as_str() };
+        if gateway.stopped_on_purpose {
             text.push_str(&format!("; {app} stopped on purpose"));
-        } else if let Some(reason) = gateway.pointer("/drift/reason").and_then(|r| r.as_str()) {
-            text.push_str(&format!("; {app} drifted ({reason})"));
-        } else if gateway.get("answers").and_then(|a| a.as_bool()) == Some(false) {
+        } else if let Some(drift) = &gateway.drift {
+            text.push_str(&format!("; {app} drifted ({})", drift.reason.as_str()));
+        } else if gateway.answers == Some(false) {
             text.push_str(&format!("; {app} runs but its gateway does not answer"));
         }
     }

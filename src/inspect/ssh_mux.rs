@@ -21,7 +21,7 @@
 //! - a master lives at most [`CONTROL_PERSIST_SECS`] after its last session
 //!   (ssh's ControlPersist) and at most [`MASTER_MAX_AGE`] after our first use
 //!   of it, so host key and authentication are checked afresh regularly;
-//! - [`Transport::reset`] (identity mismatch, failure, timeout, unconfirmed
+//! - [`CommandCarrier::reset`] (identity mismatch, failure, timeout, unconfirmed
 //!   run) tells the master to exit, so the next check authenticates afresh;
 //! - the first check starts the master itself (`ControlMaster=auto`). OpenSSH
 //!   detaches a ControlPersist master into its own session with its standard
@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest as _, Sha256};
 
-use super::transport::{Limits, RemoteCommand, SSH_PROGRAM, SshTransport, Transport};
+use super::transport::{CommandCarrier, RemoteCommand, RunLimits, SSH_PROGRAM, SshTransport};
 use crate::exec::{self, ProcessSpec};
 
 /// Idle seconds a master stays up after its last session.
@@ -191,12 +191,12 @@ impl MultiplexedSsh {
     }
 }
 
-impl Transport for MultiplexedSsh {
-    fn specs(&self, command: RemoteCommand, stdin: Option<&[u8]>, limits: Limits) -> Vec<ProcessSpec> {
+impl CommandCarrier for MultiplexedSsh {
+    fn specs(&self, command: RemoteCommand, stdin: Option<&[u8]>, limits: RunLimits) -> Vec<ProcessSpec> {
         self.over_master(self.ssh.specs(command, stdin, limits))
     }
 
-    fn gated(&self, line: &str, stdin: Option<&[u8]>, limits: Limits) -> Option<Vec<ProcessSpec>> {
+    fn gated(&self, line: &str, stdin: Option<&[u8]>, limits: RunLimits) -> Option<Vec<ProcessSpec>> {
         self.ssh.gated(line, stdin, limits).map(|specs| self.over_master(specs))
     }
 

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::transport::{Limits, RemoteCommand, SshFailure, Transport};
+use super::transport::{CommandCarrier, RemoteCommand, RunLimits, SshFailure};
 use super::*;
 use crate::exec::{ProcessSpec, Transport as ExecTransport};
 
@@ -15,8 +15,8 @@ struct Scripted {
     ssh: bool,
 }
 
-impl Transport for Scripted {
-    fn specs(&self, command: RemoteCommand, stdin: Option<&[u8]>, limits: Limits) -> Vec<ProcessSpec> {
+impl CommandCarrier for Scripted {
+    fn specs(&self, command: RemoteCommand, stdin: Option<&[u8]>, limits: RunLimits) -> Vec<ProcessSpec> {
         let script = match command {
             RemoteCommand::Identity => &self.identity,
             RemoteCommand::Disk => &self.disk,
@@ -42,7 +42,7 @@ fn ssh_config() -> Config {
 }
 
 fn scripted(identity: &str, disk: &str, rpc: &str) -> Inspector {
-    Inspector::with_transport(
+    Inspector::with_transport_for_tests(
         ssh_config(),
         Arc::new(Scripted { identity: identity.into(), disk: disk.into(), rpc: rpc.into(), ssh: true }),
     )
@@ -106,12 +106,12 @@ async fn target_drift_stops_hides_output_and_clears_the_gate() {
     assert_eq!(disk.status, Status::IdentityMismatch);
     assert_eq!(disk.output, "");
     assert!(!serde_json::to_string(&disk).unwrap().contains("SECRET"));
-    assert!(!inspector.is_verified().await);
+    assert!(inspector.gate_refusal().await.is_some(), "the gate is closed");
     // The mismatch sticks: later calls stop before anything runs.
     let later = inspector.check(Check::Disk).await;
     assert_eq!(later.status, Status::IdentityMismatch);
     assert!(later.execution.is_none(), "nothing runs after a mismatch");
-    let limits = Limits { output: 1024, timeout: Duration::from_secs(2) };
+    let limits = RunLimits { output: 1024, timeout: Duration::from_secs(2) };
     assert_eq!(inspector.host_rpc(b"{}", limits).await.unwrap_err().status, Status::IdentityMismatch);
 }
 
@@ -179,7 +179,7 @@ async fn web_status_keeps_diagnosis_apart_from_failure() {
     for (rpc, expected) in cases {
         let mut config = ssh_config();
         config.timeout = Duration::from_secs(1);
-        let inspector = Inspector::with_transport(
+        let inspector = Inspector::with_transport_for_tests(
             config,
             Arc::new(Scripted { identity: GOOD_ID.into(), disk: DF.into(), rpc: rpc.into(), ssh: true }),
         );
@@ -230,7 +230,7 @@ async fn concurrent_checks_are_serialized_and_none_is_dropped() {
 #[tokio::test]
 async fn host_rpc_is_gated_like_a_check() {
     let inspector = scripted(GOOD_ID, DF, "cat");
-    let limits = Limits { output: 1024, timeout: Duration::from_secs(2) };
+    let limits = RunLimits { output: 1024, timeout: Duration::from_secs(2) };
     let refused = inspector.host_rpc(b"{}", limits).await.unwrap_err();
     assert_eq!(refused.status, Status::IdentityRequired);
     inspector.check(Check::Identity).await;
@@ -357,7 +357,7 @@ async fn inspect_names_ssh_s_reason_and_the_command_to_see_it_while_results_keep
         }
     }
     // A 255 from a plain local process is no ssh failure to explain.
-    let local = Inspector::with_transport(
+    let local = Inspector::with_transport_for_tests(
         ssh_config(),
         Arc::new(Scripted {
             identity: "echo 'Connection refused' >&2; exit 255".into(),

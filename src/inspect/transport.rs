@@ -25,14 +25,14 @@ pub enum RemoteCommand {
     HostRpc,
 }
 
-/// Limits of one invocation, chosen by the caller.
+/// RunLimits of one invocation, chosen by the caller.
 #[derive(Debug, Clone, Copy)]
-pub struct Limits {
+pub struct RunLimits {
     pub output: usize,
     pub timeout: Duration,
 }
 
-impl Limits {
+impl RunLimits {
     /// Gives `spec` these limits (for stdout and stderr alike) and `stdin`:
     /// what every transport, real or stand-in, does to each process it builds.
     pub fn apply(self, mut spec: ProcessSpec, stdin: Option<&[u8]>) -> ProcessSpec {
@@ -44,15 +44,18 @@ impl Limits {
     }
 }
 
-/// Turns a [`RemoteCommand`] into the processes that carry it out. The
+/// What carries a [`RemoteCommand`] to the target: it turns the command into
+/// the processes that run it (local programs, or an ssh client). The
 /// outputs of the processes are concatenated; the first failure stops.
-pub trait Transport: Send + Sync {
-    fn specs(&self, command: RemoteCommand, stdin: Option<&[u8]>, limits: Limits) -> Vec<ProcessSpec>;
+/// (`crate::exec::Transport` is something else: which kind of process one
+/// spec starts.)
+pub trait CommandCarrier: Send + Sync {
+    fn specs(&self, command: RemoteCommand, stdin: Option<&[u8]>, limits: RunLimits) -> Vec<ProcessSpec>;
     /// The processes that send one ssh-gate request line
     /// (`crate::wire::gate::request_line`), or `None` when this transport
     /// reaches no ssh gate (local mode, stand-ins): then every check keeps
     /// its separate identity session.
-    fn gated(&self, _line: &str, _stdin: Option<&[u8]>, _limits: Limits) -> Option<Vec<ProcessSpec>> {
+    fn gated(&self, _line: &str, _stdin: Option<&[u8]>, _limits: RunLimits) -> Option<Vec<ProcessSpec>> {
         None
     }
     /// Forget any connection state (called after an identity mismatch, a
@@ -62,7 +65,7 @@ pub trait Transport: Send + Sync {
     fn kind(&self) -> &'static str;
 }
 
-fn spec(program: &str, args: &[&str], stdin: Option<&[u8]>, limits: Limits) -> ProcessSpec {
+fn spec(program: &str, args: &[&str], stdin: Option<&[u8]>, limits: RunLimits) -> ProcessSpec {
     limits.apply(ProcessSpec::new(program, args.iter().copied()), stdin)
 }
 
@@ -70,8 +73,8 @@ fn spec(program: &str, args: &[&str], stdin: Option<&[u8]>, limits: Limits) -> P
 #[derive(Debug, Default)]
 pub struct LocalTransport;
 
-impl Transport for LocalTransport {
-    fn specs(&self, command: RemoteCommand, stdin: Option<&[u8]>, limits: Limits) -> Vec<ProcessSpec> {
+impl CommandCarrier for LocalTransport {
+    fn specs(&self, command: RemoteCommand, stdin: Option<&[u8]>, limits: RunLimits) -> Vec<ProcessSpec> {
         match command {
             RemoteCommand::Identity => vec![
                 spec("/usr/bin/hostname", &[], None, limits),
@@ -261,7 +264,7 @@ fn shell_word(word: &str) -> String {
 
 impl SshTransport {
     /// The one ssh process that sends `remote`.
-    fn remote_spec(&self, remote: &str, stdin: Option<&[u8]>, limits: Limits) -> ProcessSpec {
+    fn remote_spec(&self, remote: &str, stdin: Option<&[u8]>, limits: RunLimits) -> ProcessSpec {
         let mut spec = limits.apply(ProcessSpec::new(SSH_PROGRAM, self.argv(remote)), stdin);
         spec.transport = ExecTransport::Ssh;
         if let Some(socket) = &self.auth_sock {
@@ -271,15 +274,15 @@ impl SshTransport {
     }
 }
 
-impl Transport for SshTransport {
-    fn specs(&self, command: RemoteCommand, stdin: Option<&[u8]>, limits: Limits) -> Vec<ProcessSpec> {
+impl CommandCarrier for SshTransport {
+    fn specs(&self, command: RemoteCommand, stdin: Option<&[u8]>, limits: RunLimits) -> Vec<ProcessSpec> {
         vec![self.remote_spec(Self::remote(command), stdin, limits)]
     }
 
     /// The gate line goes in the place of the fixed command. It is built
     /// from validated identifiers only, and is a comment (or the identity
     /// command and a comment) for a login shell that is not the gate.
-    fn gated(&self, line: &str, stdin: Option<&[u8]>, limits: Limits) -> Option<Vec<ProcessSpec>> {
+    fn gated(&self, line: &str, stdin: Option<&[u8]>, limits: RunLimits) -> Option<Vec<ProcessSpec>> {
         Some(vec![self.remote_spec(line, stdin, limits)])
     }
 
@@ -292,8 +295,8 @@ impl Transport for SshTransport {
 mod tests {
     use super::*;
 
-    fn limits() -> Limits {
-        Limits { output: 8192, timeout: Duration::from_secs(12) }
+    fn limits() -> RunLimits {
+        RunLimits { output: 8192, timeout: Duration::from_secs(12) }
     }
 
     #[test]

@@ -126,7 +126,7 @@ pub trait DoctorProbe {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AppDrift {
     pub app: String,
-    pub reason: crate::host::drift::DriftReason,
+    pub reason: crate::wire::answers::app_state::DriftReason,
 }
 
 /// What the store says about itself (its home is `crate::store`).

@@ -9,7 +9,7 @@
 //! Every protocol version rmcp knows is served, 2024-11-05 through the
 //! stateless 2026-07-28, and every method a client sends answers the same
 //! way in any order: two rmcp =3.11.0 faults are worked around here
-//! (`BeforeLifecycle`) and in server.rs ([`Conformant`]);
+//! (`BeforeLifecycle`) and in conformant.rs ([`Conformant`]);
 //! tests/hermetic/mcp_conformance.rs holds the table.
 //!
 //! ```text
@@ -18,13 +18,16 @@
 //! rpc.rs     host RPC client side: crate::wire reply -> status for the agent (pure)
 //! progress.rs the helper's progress lines -> MCP progress notifications, heartbeat
 //! audit.rs   the local audit line of every call (0700 dir, 0600 file)
-//! server.rs  the rmcp ServerHandler tying them to the Inspector, and the
-//!            Service rmcp runs (`ping` answered in every version)
+//! server.rs  the rmcp ServerHandler tying them to the Inspector; the
+//!            sentence of each status in sentences.rs
+//! conformant.rs the Service rmcp runs (`ping` answered in every version)
 //! ```
 
 pub mod audit;
+mod conformant;
 pub mod progress;
 pub mod rpc;
+mod sentences;
 pub mod server;
 pub mod tools;
 
@@ -38,7 +41,8 @@ use rmcp::{RoleServer, Service as _, ServiceExt as _};
 use crate::config::Config;
 use crate::inspect::Inspector;
 
-pub use server::{Conformant, Options, VolceLab};
+pub use conformant::Conformant;
+pub use server::{Options, VolceLab};
 
 /// The longest JSON-RPC line we read. Far above any valid call (arguments
 /// are capped at 12 KiB), low enough that a client cannot make us buffer

@@ -28,13 +28,14 @@ use serde_json::Value;
 use crate::config::Mode;
 use crate::exec::{ExecutionStatus, Outcome};
 use crate::inspect::Status;
-use crate::inspect::transport::Limits;
+use crate::inspect::transport::RunLimits;
 use crate::vocab::{Code, PlanId};
+use crate::wire::answers::PlanMention;
 use crate::wire::{NotAReply, Operation, Reply};
 
 /// How much reply we read and how long we wait for it. Pulling an image can
 /// take minutes, hence the long wait.
-pub const RPC_LIMITS: Limits = Limits { output: 128 * 1024, timeout: Duration::from_secs(240) };
+pub const RPC_LIMITS: RunLimits = RunLimits { output: 128 * 1024, timeout: Duration::from_secs(240) };
 
 /// The code an answer carries: one of this build's, or the well-formed code
 /// of a refusal from a newer helper. The workstation and the server are
@@ -155,10 +156,6 @@ fn sanitize(text: &str) -> String {
     crate::text::for_model(text, 300)
 }
 
-fn plan_id_of(value: Option<&Value>) -> Option<PlanId> {
-    value.and_then(Value::as_str).and_then(|text| PlanId::parse(text).ok())
-}
-
 /// Maps the helper's process outcome to an answer, by the wire contract.
 pub fn interpret(operation: Operation, outcome: &Outcome, mode: Mode) -> Answer {
     let execution = &outcome.execution;
@@ -170,7 +167,7 @@ pub fn interpret(operation: Operation, outcome: &Outcome, mode: Mode) -> Answer 
     match execution.execution_status {
         ExecutionStatus::Ok => match reply {
             Ok(Reply::Ok { operation: named, result }) if named == operation && result.is_object() => {
-                let plan_id = plan_id_of(result.get("plan_id").or_else(|| result.get("id")));
+                let plan_id = PlanMention::of(&result);
                 let message = match operation {
                     Operation::Plan => {
                         "The plan is stored; nothing changed yet. Check requires_approval: when it is \

@@ -17,40 +17,40 @@
 //! - only a `service_execute` whose request carries a progress token gets
 //!   progress notifications (`super::progress`), all sent before its result;
 //! - `ping` answers `{}` in every protocol version and at every point of a
-//!   session ([`Conformant`]), so clients can use it as a keep-alive.
+//!   session ([`super::Conformant`]), so clients can use it as a keep-alive.
 //!
-//! About 510 lines: the handler and the result envelope it builds for every
-//! tool stay together.
+//! The handler and the result envelope it builds for every tool stay
+//! together here; the sentence each status carries is sentences.rs, and
+//! the Service rmcp runs (`ping` answered in every version) conformant.rs.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Instant;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ClientNotification, ClientRequest, ContentBlock,
-    Implementation, ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities,
-    ServerConfig, ServerResult, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::model::{ProgressNotificationParam, ProgressToken};
-use rmcp::service::{NotificationContext, Peer, RequestContext};
-use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, Service};
+use rmcp::service::{Peer, RequestContext};
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Map, Value, json};
 use strum::VariantArray as _;
 
 use crate::control::plan::Action;
 use crate::exec::ExecutionStatus;
-use crate::inspect::transport::Limits;
+use crate::inspect::transport::RunLimits;
 use crate::inspect::{Check, Inspector, Status, request_id, timestamp};
 use crate::vocab::{Code, PlanId, Refusal};
 use crate::wire::{self, Request};
 
 use super::audit::{Audit, Record};
 use super::rpc::{self, Answer};
+use super::sentences::message;
 use super::tools::{self, Call, ToolName};
 
 /// What the server needs besides the inspector. Tests shorten the limits.
 pub struct Options {
-    pub rpc_limits: Limits,
+    pub rpc_limits: RunLimits,
     pub audit: Audit,
     /// The longest a `service_execute` with a progress token goes without
     /// a progress notification ([`super::progress::HEARTBEAT`]).
@@ -75,8 +75,8 @@ pub struct VolceLab {
     tools: Vec<Tool>,
 }
 
-/// The result of one call: the structured object plus what the audit needs.
-struct Outcome {
+/// One call as served: the structured result plus what its audit line needs.
+struct Served {
     value: Value,
     status: Status,
     request_id: String,
@@ -85,48 +85,6 @@ struct Outcome {
     plan_id: Option<PlanId>,
     exit_code: Option<i32>,
     execution_status: Option<ExecutionStatus>,
-}
-
-/// A sentence for each status the agent can meet.
-fn message(status: Status, is_demo: bool) -> &'static str {
-    match status {
-        Status::Ok if is_demo => {
-            "Simulated answer (demo mode): no server was contacted. Say so when you report it."
-        }
-        Status::Ok => "The check ran and the answer is healthy.",
-        Status::IdentityRequired => {
-            "Identity is not verified: call cloud_check with check=identity first; nothing was run."
-        }
-        Status::IdentityMismatch => {
-            "The target is not the expected host and user; its answer is withheld. Stop and tell the user; \
-             do not try another target."
-        }
-        Status::ConnectionFailed => "Could not reach the target (ssh failed or the remote side exited 255).",
-        Status::CheckFailed => "The query worked and the answer is unhealthy; see output.",
-        Status::HelperUnavailable => {
-            "The host helper could not be asked: not installed, sudo refused, or no valid answer."
-        }
-        Status::Timeout => {
-            "No answer before the time limit; the process was killed and the outcome is unconfirmed."
-        }
-        Status::OutputLimit => {
-            "The answer was larger than allowed; the process was killed and nothing is shown."
-        }
-        Status::SshUnavailable => "The ssh client could not be started on this machine.",
-        Status::ExecutionFailed => "A local program could not be started or ended abnormally.",
-        Status::DemoOnly => {
-            "Demo mode: management runs nothing and no server was contacted. Managing a real server needs \
-             local or ssh mode and VOLCE_LAB_MANAGEMENT=enabled, set by the user."
-        }
-        Status::ManagementDisabled => {
-            "Management is switched off; only the user can enable it (VOLCE_LAB_MANAGEMENT=enabled in the \
-             MCP server's configuration). Nothing was run."
-        }
-        Status::Rejected => "The host helper refused the request; nothing changed.",
-        Status::Unknown => "The outcome is unknown; the server may have acted. Do not retry: inspect first.",
-        Status::NeedsInspection => "The change failed or is uncertain; the operator must inspect the plan.",
-        Status::InvalidArguments => "The arguments were refused; nothing was run.",
-    }
 }
 
 impl VolceLab {
@@ -152,7 +110,7 @@ impl VolceLab {
         arguments: Option<&Map<String, Value>>,
         request_id: String,
         progress: Option<Watcher>,
-    ) -> Outcome {
+    ) -> Served {
         match tools::validate(tool, arguments) {
             Err(refusal) => self.refused(tool, refusal, request_id),
             Ok(Call::Check(check)) => self.check(check).await,
@@ -175,7 +133,7 @@ impl VolceLab {
         }
     }
 
-    fn refused(&self, tool: ToolName, refusal: Refusal, request_id: String) -> Outcome {
+    fn refused(&self, tool: ToolName, refusal: Refusal, request_id: String) -> Served {
         let mut map = self.base(&request_id);
         map.insert("status".into(), json!(Status::InvalidArguments));
         map.insert("code".into(), json!(refusal.code));
@@ -195,7 +153,7 @@ impl VolceLab {
                 map.insert("result".into(), Value::Null);
             }
         }
-        Outcome {
+        Served {
             value: Value::Object(map),
             status: Status::InvalidArguments,
             request_id,
@@ -207,14 +165,14 @@ impl VolceLab {
         }
     }
 
-    async fn check(&self, check: Check) -> Outcome {
+    async fn check(&self, check: Check) -> Served {
         let result = self.inspector.check(check).await;
         let mut value = serde_json::to_value(&result).unwrap_or_else(|_| json!({}));
         if let Value::Object(map) = &mut value {
             map.insert("code".into(), Value::Null);
             map.insert("message".into(), json!(message(result.status, result.is_demo)));
         }
-        Outcome {
+        Served {
             value,
             status: result.status,
             request_id: result.request_id,
@@ -236,7 +194,7 @@ impl VolceLab {
         plan_id: Option<PlanId>,
         request_id: String,
         progress: Option<Watcher>,
-    ) -> Outcome {
+    ) -> Served {
         let config = self.inspector.config();
         let plain = |status: Status| Answer {
             status,
@@ -315,7 +273,7 @@ impl VolceLab {
         map.insert("result".into(), answer.result.unwrap_or(Value::Null));
         map.insert("exit_code".into(), json!(exit_code));
         map.insert("execution".into(), json!(execution));
-        Outcome {
+        Served {
             value: Value::Object(map),
             status: answer.status,
             request_id,
@@ -327,19 +285,19 @@ impl VolceLab {
         }
     }
 
-    fn audit(&self, tool: Option<ToolName>, outcome: &Outcome, started: Instant) {
+    fn audit(&self, tool: Option<ToolName>, served: &Served, started: Instant) {
         self.options.audit.append(&Record {
             time: timestamp(),
-            request_id: outcome.request_id.clone(),
+            request_id: served.request_id.clone(),
             tool: tool.map(ToolName::as_str),
-            check: outcome.check.map(Check::as_str),
-            action: outcome.action,
-            plan_id: outcome.plan_id.clone(),
+            check: served.check.map(Check::as_str),
+            action: served.action,
+            plan_id: served.plan_id.clone(),
             // A name outside the five is recorded as a fixed word, never echoed.
-            status: if tool.is_some() { outcome.status.as_str() } else { "unknown_tool" },
-            exit_code: outcome.exit_code,
-            execution_status: outcome.execution_status,
-            process_outcome: outcome.execution_status.and_then(crate::exec::ProcessOutcome::of_status),
+            status: if tool.is_some() { served.status.as_str() } else { "unknown_tool" },
+            exit_code: served.exit_code,
+            execution_status: served.execution_status,
+            process_outcome: served.execution_status.and_then(crate::exec::ProcessOutcome::of_status),
             duration_ms: started.elapsed().as_millis() as u64,
         });
     }
@@ -359,7 +317,7 @@ impl VolceLab {
             Ok(Call::Execute { plan_id }) => (None, None, Some(plan_id)),
             _ => (None, None, None),
         };
-        let outcome = Outcome {
+        let served = Served {
             value: Value::Null,
             status: Status::Unknown,
             request_id,
@@ -369,7 +327,7 @@ impl VolceLab {
             exit_code: None,
             execution_status: None,
         };
-        self.audit(Some(tool), &outcome, started);
+        self.audit(Some(tool), &served, started);
     }
 }
 
@@ -379,11 +337,11 @@ struct Watcher {
     peer: Peer<RoleServer>,
 }
 
-fn tool_result(outcome: &Outcome) -> CallToolResult {
-    let text = outcome.value.to_string();
+fn tool_result(served: &Served) -> CallToolResult {
+    let text = served.value.to_string();
     let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
-    result.structured_content = Some(outcome.value.clone());
-    result.is_error = Some(outcome.status != Status::Ok);
+    result.structured_content = Some(served.value.clone());
+    result.is_error = Some(served.status != Status::Ok);
     result
 }
 
@@ -413,7 +371,7 @@ impl ServerHandler for VolceLab {
     ) -> Result<CallToolResponse, McpError> {
         let started = Instant::now();
         let Some(tool) = ToolName::parse(&request.name) else {
-            let outcome = Outcome {
+            let served = Served {
                 value: Value::Null,
                 status: Status::InvalidArguments,
                 request_id: request_id(),
@@ -423,7 +381,7 @@ impl ServerHandler for VolceLab {
                 exit_code: None,
                 execution_status: None,
             };
-            self.audit(None, &outcome, started);
+            self.audit(None, &served, started);
             let names: Vec<&str> = ToolName::VARIANTS.iter().map(|t| t.as_str()).collect();
             let (last, rest) = names.split_last().expect("five tools");
             return Err(McpError::invalid_params(
@@ -447,62 +405,10 @@ impl ServerHandler for VolceLab {
                 // MCP: no response for a cancelled request; rmcp discards this one.
                 Err(McpError::internal_error("the call was cancelled", None))
             }
-            outcome = self.run(tool, arguments, id.clone(), watcher) => {
-                self.audit(Some(tool), &outcome, started);
-                Ok(tool_result(&outcome).into())
+            served = self.run(tool, arguments, id.clone(), watcher) => {
+                self.audit(Some(tool), &served, started);
+                Ok(tool_result(&served).into())
             }
         }
-    }
-}
-
-/// What [`super::serve`] hands to rmcp: [`VolceLab`] with `ping` answered
-/// here, before rmcp's own dispatch can refuse it.
-///
-/// rmcp =3.11.0 answers `ping` two different ways on a 2026-07-28
-/// (stateless) connection. Before the first request that selects the
-/// lifecycle, its serve loop answers it with `{}` (src/service/server.rs:
-/// 573-588). Once a request with complete `_meta` has selected the inline
-/// lifecycle (src/service/server.rs:660, `set_inline_protocol_version`),
-/// every request needs request metadata (src/handler/server.rs:109-113),
-/// none is a legacy one (:132-133, src/service.rs:241-246), and `ping`
-/// becomes `-32601 "ping"` (src/handler/server.rs:143-145), or `-32602`
-/// when it carries no `_meta` (:115-130). The 2026-07-28 revision dropped
-/// `ping` from its method set, but clients on that revision still send it
-/// (the Python `mcp` 2.3 SDK's `send_ping`, fastmcp 4.1.6) as a keep-alive
-/// and health probe, and a probe that succeeds before the first tool call
-/// and fails after it reads as a server that died. So `ping` gets the same
-/// `{}` at every point in every version: it changes nothing, needs no
-/// identity, and says only that we are alive. No rmcp release fixes this
-/// (3.11.0 is the newest on crates.io on 2026-12-01), so the pin stays;
-/// drop this wrapper when one does (tests/hermetic/mcp_conformance.rs
-/// shows it).
-pub struct Conformant(pub VolceLab);
-
-impl Service<RoleServer> for Conformant {
-    async fn handle_request(
-        &self,
-        request: ClientRequest,
-        context: RequestContext<RoleServer>,
-    ) -> Result<ServerResult, McpError> {
-        match request {
-            ClientRequest::PingRequest(_) => Ok(ServerResult::empty(())),
-            request => Service::handle_request(&self.0, request, context).await,
-        }
-    }
-
-    async fn handle_notification(
-        &self,
-        notification: ClientNotification,
-        context: NotificationContext<RoleServer>,
-    ) -> Result<(), McpError> {
-        Service::handle_notification(&self.0, notification, context).await
-    }
-
-    fn get_info(&self) -> ServerConfig {
-        ServerHandler::get_info(&self.0)
-    }
-
-    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
-        ServerHandler::supported_protocol_versions(&self.0)
     }
 }

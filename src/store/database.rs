@@ -284,11 +284,6 @@ impl Store {
         self.wrote.set(false);
     }
 
-    /// The request set by [`Store::begin_request`].
-    pub fn request(&self) -> Option<&RequestMeta> {
-        self.request.as_ref()
-    }
-
     /// Ends the request in the audit trail: a refusal always gets its
     /// `request` row (folded when it repeats, `fold.rs`); a request that
     /// ended well gets one only if none of its transactions wrote a row

@@ -17,6 +17,8 @@ use strum::{EnumString, IntoStaticStr, VariantArray};
 use super::StoreError;
 use crate::control::plan::Plan;
 use crate::vocab::Digest;
+use crate::wire::answers::Word;
+use crate::wire::answers::plan_view::{ApprovalStamp, PlanView, Stamp};
 
 /// A stored name that is not in its enum's table: the row is unreadable.
 fn parse_stored<T: FromStr>(value: &str) -> Result<T, StoreError> {
@@ -138,37 +140,40 @@ pub struct StoredPlan {
 }
 
 impl StoredPlan {
-    /// The JSON the rpc `plan` reply and `show --json` print: every field of
-    /// the immutable plan, then the life cycle beside it; every time as
-    /// RFC 3339 UTC.
-    pub fn to_json(&self) -> serde_json::Value {
-        let mut value = serde_json::to_value(&self.plan).expect("plan serializes");
-        let object = value.as_object_mut().expect("plan is an object");
-        object.insert("state".into(), serde_json::json!(self.state));
-        object.insert("approval".into(), serde_json::json!(self.approval));
-        object.insert("claimed_at".into(), serde_json::json!(self.claimed_at));
-        object.insert("finished_at".into(), serde_json::json!(self.finished_at));
-        object.insert("outcome".into(), serde_json::json!(self.outcome));
-        object.insert("resolution".into(), serde_json::json!(self.resolution));
-        object.insert("rejection".into(), serde_json::json!(self.rejection));
-        // Times leave the helper as RFC 3339 UTC; the sealed plan (and so
-        // its digest) keeps the Unix seconds it was made with.
-        let time = |at: &mut serde_json::Value| {
-            if let Some(seconds) = at.as_i64() {
-                *at = serde_json::json!(crate::text::rfc3339_seconds(seconds));
-            }
-        };
-        for key in ["created_at", "expires_at", "claimed_at", "finished_at"] {
-            if let Some(at) = object.get_mut(key) {
-                time(at);
-            }
+    /// The plan view the rpc `plan` reply and `show --json` print: every
+    /// field of the immutable plan, then the life cycle beside it; every
+    /// time as RFC 3339 UTC (the sealed plan, and so its digest, keeps the
+    /// Unix seconds it was made with). The wire type defines the JSON.
+    pub fn view(&self) -> PlanView {
+        let time = crate::text::rfc3339_seconds;
+        let plan = &self.plan;
+        let stamp = |by: &str, at: i64| Stamp { by: by.to_owned(), at: time(at) };
+        PlanView {
+            format: plan.format,
+            id: plan.id.clone(),
+            action: plan.action,
+            parameters: plan.parameters.clone(),
+            payload: plan.payload.clone(),
+            impact: plan.impact.clone(),
+            snapshot_digest: plan.snapshot_digest.clone(),
+            policy_hash: plan.policy_hash.clone(),
+            requester: plan.requester.clone(),
+            requires_approval: plan.requires_approval,
+            created_at: time(plan.created_at),
+            expires_at: time(plan.expires_at),
+            digest: plan.digest.clone(),
+            state: Word::of(self.state),
+            approval: self.approval.as_ref().map(|a| ApprovalStamp {
+                by: a.by.clone(),
+                at: time(a.at),
+                digest: a.digest.clone(),
+            }),
+            claimed_at: self.claimed_at.map(time),
+            finished_at: self.finished_at.map(time),
+            outcome: self.outcome.map(Word::of),
+            resolution: self.resolution.as_ref().map(|r| stamp(&r.by, r.at)),
+            rejection: self.rejection.as_ref().map(|r| stamp(&r.by, r.at)),
         }
-        for key in ["approval", "resolution", "rejection"] {
-            if let Some(at) = object.get_mut(key).and_then(|v| v.get_mut("at")) {
-                time(at);
-            }
-        }
-        value
     }
 }
 

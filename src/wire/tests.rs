@@ -25,7 +25,7 @@ fn every_request() -> Vec<Request> {
         Request::Inventory {},
         Request::plan(Action::Stop, parameters),
         Request::execute(&id()),
-        Request::logs("web", LogContainer::Gateway, 200, Some(1440)),
+        Request::logs("web", ContainerRole::Gateway, 200, Some(1440)),
         gate::RefusalRecord::of(gate::RefusalReason::NotAFixedRequest, Some(b"ls /")).request(),
     ];
     let operations: Vec<Operation> = requests.iter().map(Request::operation).collect();
@@ -49,11 +49,11 @@ fn requests_have_the_v1_bytes() {
         br#"{"action":"deploy","operation":"plan","parameters":{"app":"web","container_port":8080}}"#
     );
     assert_eq!(
-        Request::logs("web", LogContainer::App, 50, Some(30)).to_bytes(),
+        Request::logs("web", ContainerRole::App, 50, Some(30)).to_bytes(),
         br#"{"app":"web","container":"app","operation":"logs","since_minutes":30,"tail":50}"#
     );
     assert_eq!(
-        Request::logs("web", LogContainer::App, 50, None).to_bytes(),
+        Request::logs("web", ContainerRole::App, 50, None).to_bytes(),
         br#"{"app":"web","container":"app","operation":"logs","tail":50}"#
     );
     assert_eq!(

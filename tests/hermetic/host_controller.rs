@@ -5,11 +5,16 @@
 use crate::support::fake_engine::*;
 use crate::support::harness::*;
 use serde_json::{Value, json};
+use volce_lab::control::app_record::AppState;
 use volce_lab::docker::EngineError;
 use volce_lab::host::Executed;
 use volce_lab::host::rpc::Reply;
 use volce_lab::store::PlanState;
 use volce_lab::vocab::{Code, Digest, PlanId, PublishedPort};
+use volce_lab::wire::answers::app_state::{DriftReason, EngineState};
+use volce_lab::wire::answers::execution::ExecutionOutcome;
+use volce_lab::wire::answers::inventory::{Inventory, ManagedApp};
+use volce_lab::wire::answers::{Open, Word};
 
 const AGENT: &str = "agent";
 
@@ -19,7 +24,7 @@ fn deploy_demo(h: &Harness) -> PlanId {
     let plan = c.prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap();
     assert!(!plan.plan.requires_approval);
     match c.execute(&plan.plan.id, AGENT).unwrap() {
-        Executed::Completed(result) => assert_eq!(result["outcome"], "completed"),
+        Executed::Completed(result) => assert_eq!(result.outcome, ExecutionOutcome::Completed),
         other => panic!("deploy should complete: {other:?}"),
     }
     plan.plan.id
@@ -40,9 +45,9 @@ fn deploy_executes_once_and_records_the_app() {
     assert_eq!(mutations[0][2], id.as_str());
     assert!(mutations[0][3].contains("@sha256:"), "the pinned reference goes to the engine");
     let inventory = h.controller().inventory(AGENT).unwrap();
-    assert_eq!(inventory["apps"][0]["app"], "demo");
-    assert_eq!(inventory["apps"][0]["state"], "running");
-    assert_eq!(inventory["unsettled_plan"], Value::Null);
+    assert_eq!(inventory.apps[0].app.as_str(), "demo");
+    assert_eq!(inventory.apps[0].state, EngineState::Running);
+    assert_eq!(inventory.unsettled_plan, None);
     assert_eq!(refusal(h.controller().execute(&id, AGENT)), Code::PlanConsumed);
 }
 
@@ -97,7 +102,7 @@ fn stop_needs_approval_and_executes_exactly_the_recorded_containers() {
     assert_eq!(last[0], "stop");
     assert_eq!(last.len(), 3, "exactly the two recorded containers: {last:?}");
     assert_eq!(refusal(c.execute(&stop.plan.id, AGENT)), Code::PlanConsumed);
-    assert_eq!(h.controller().inventory(AGENT).unwrap()["apps"][0]["state"], "stopped");
+    assert_eq!(h.controller().inventory(AGENT).unwrap().apps[0].state, EngineState::Stopped);
 }
 
 #[test]
@@ -308,7 +313,7 @@ fn execute_after_snapshot_drift_is_refused_and_the_approval_is_void() {
         .collect();
     // Claimed first (committed), then voided by a conditional transition.
     assert_eq!(events, ["prepared", "approved", "claimed", "invalidated"]);
-    assert_eq!(c.inventory(AGENT).unwrap()["unsettled_plan"], Value::Null, "nothing is blocked");
+    assert_eq!(c.inventory(AGENT).unwrap().unsettled_plan, None, "nothing is blocked");
 }
 
 /// A foreign container in a restart loop, flipping state between every
@@ -339,7 +344,7 @@ fn a_foreign_container_changing_state_voids_no_plan() {
     for plan in [&nginx, &stop, &deploy] {
         flip_foreign(&h);
         match c.execute(&plan.plan.id, AGENT).unwrap() {
-            Executed::Completed(result) => assert_eq!(result["outcome"], "completed"),
+            Executed::Completed(result) => assert_eq!(result.outcome, ExecutionOutcome::Completed),
             other => panic!("{:?} must complete: {other:?}", plan.plan.action),
         }
     }
@@ -365,11 +370,11 @@ fn a_change_to_the_target_of_an_approved_stop_voids_it_after_the_claim() {
     assert_eq!(stored.state, PlanState::Invalidated);
     assert_eq!(stored.outcome, Some(volce_lab::store::PlanOutcome::SnapshotChanged));
     let inventory = c.inventory(AGENT).unwrap();
-    let demo = inventory["apps"].as_array().unwrap().iter().find(|a| a["app"] == "demo").unwrap();
-    assert_eq!(demo["recorded_state"], "running", "the record is untouched");
+    let demo = inventory.apps.iter().find(|a| a.app.as_str() == "demo").unwrap();
+    assert_eq!(demo.recorded_state, AppState::Running, "the record is untouched");
     // The engine disagrees with the record now, and inventory says so.
-    assert_eq!(demo["state"], "drifted");
-    assert_eq!(demo["drift"]["reason"], "record_running_but_stopped");
+    assert_eq!(demo.state, EngineState::Drifted);
+    assert_eq!(drift_of(demo), Some(DriftReason::RecordRunningButStopped));
 }
 
 #[test]
@@ -435,10 +440,10 @@ fn an_engine_failure_leaves_needs_inspection_and_blocks_new_plans() {
     assert_eq!(refusal(c.prepare("deploy", &deploy_params("other", 18002), AGENT)), Code::InspectionRequired);
     assert_eq!(h.engine.mutations().len(), 1, "nothing was retried");
     let inventory = c.inventory(AGENT).unwrap();
-    assert_eq!(inventory["apps"][0]["recorded_state"], "needs_inspection");
-    assert_eq!(inventory["apps"][0]["state"], "drifted");
-    assert_eq!(inventory["apps"][0]["drift"]["reason"], "needs_inspection");
-    assert_eq!(inventory["unsettled_plan"]["state"], "needs_inspection");
+    assert_eq!(inventory.apps[0].recorded_state, AppState::NeedsInspection);
+    assert_eq!(inventory.apps[0].state, EngineState::Drifted);
+    assert_eq!(drift_of(&inventory.apps[0]), Some(DriftReason::NeedsInspection));
+    assert_eq!(inventory.unsettled_plan.unwrap().state, Word::of(PlanState::NeedsInspection));
 }
 
 #[test]
@@ -453,7 +458,7 @@ fn nginx_config_updates_the_recorded_gateway_and_record() {
     let last = h.engine.mutations().pop().unwrap();
     assert_eq!(last[0], "update_nginx");
     assert!(last[1].ends_with("state/apps/demo"), "{last:?}");
-    assert_eq!(c.inventory(AGENT).unwrap()["apps"][0]["server_name"], "new.example.com");
+    assert_eq!(c.inventory(AGENT).unwrap().apps[0].server_name.as_str(), "new.example.com");
 }
 
 #[test]
@@ -542,7 +547,7 @@ fn a_plan_stores_its_payload_and_digest_immutably() {
     let h = Harness::new();
     let mut c = h.controller();
     let plan = c.prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap();
-    let json = plan.to_json();
+    let json = serde_json::to_value(plan.view()).unwrap();
     for key in [
         "id",
         "action",
@@ -809,7 +814,7 @@ fn resolve_reopens_the_host_for_new_plans_and_frees_a_failed_deploy() {
     // The failed app no longer holds its name, port or quota slot.
     let inventory = h.controller().inventory(AGENT).unwrap();
     assert_eq!(app_names(&inventory), ["legacy"], "demo is gone");
-    assert_eq!(inventory["unsettled_plan"], Value::Null);
+    assert_eq!(inventory.unsettled_plan, None);
     h.controller().prepare("deploy", &deploy_params("other", 18001), AGENT).unwrap();
     assert_eq!(refusal(h.resolve(&id, "alice")), Code::NotAwaitingInspection, "resolve twice");
     let show = h.show(&id);
@@ -844,9 +849,9 @@ fn resolve_keeps_the_record_of_an_app_whose_containers_still_exist() {
     let text = h.resolve(&id, "bob").unwrap();
     assert!(text.contains("is kept (needs_inspection)") && text.contains("vl-demo-app"), "{text}");
     let inventory = h.controller().inventory(AGENT).unwrap();
-    assert_eq!(inventory["apps"][0]["recorded_state"], "needs_inspection");
-    assert_eq!(inventory["apps"][0]["state"], "drifted");
-    assert_eq!(inventory["apps"][0]["drift"]["reason"], "needs_inspection");
+    assert_eq!(inventory.apps[0].recorded_state, AppState::NeedsInspection);
+    assert_eq!(inventory.apps[0].state, EngineState::Drifted);
+    assert_eq!(drift_of(&inventory.apps[0]), Some(DriftReason::NeedsInspection));
     assert_eq!(refusal(h.controller().prepare("stop", &json!({"app": "demo"}), AGENT)), Code::AppNotRunning);
     assert_eq!(
         refusal(h.controller().prepare("deploy", &deploy_params("demo", 18002), AGENT)),
@@ -897,9 +902,9 @@ fn a_rejected_nginx_config_that_was_rolled_back_is_failed_and_blocks_nothing() {
     );
     // The app keeps running with its old record; the host is not blocked.
     let inventory = h.controller().inventory(AGENT).unwrap();
-    assert_eq!(inventory["apps"][0]["state"], "running");
-    assert_eq!(inventory["apps"][0]["server_name"], "demo.example.com");
-    assert_eq!(inventory["unsettled_plan"], Value::Null);
+    assert_eq!(inventory.apps[0].state, EngineState::Running);
+    assert_eq!(inventory.apps[0].server_name.as_str(), "demo.example.com");
+    assert_eq!(inventory.unsettled_plan, None);
     assert_eq!(refusal(h.controller().execute(&id, AGENT)), Code::PlanConsumed, "nothing retries");
     assert_eq!(refusal(h.resolve(&id, "alice")), Code::NotAwaitingInspection);
     let again = h
@@ -918,7 +923,7 @@ fn a_failed_restore_still_needs_inspection() {
         c.prepare("nginx_config", &json!({"app": "demo", "server_name": "new.example.com"}), AGENT).unwrap();
     h.engine.edit(|s| s.fail_next = Some(EngineError::Host { step: "restore the previous nginx.conf" }));
     assert!(matches!(c.execute(&plan.plan.id, AGENT).unwrap(), Executed::NeedsInspection { .. }));
-    assert_eq!(c.inventory(AGENT).unwrap()["apps"][0]["recorded_state"], "needs_inspection");
+    assert_eq!(c.inventory(AGENT).unwrap().apps[0].recorded_state, AppState::NeedsInspection);
     assert_eq!(refusal(c.prepare("stop", &json!({"app": "demo"}), AGENT)), Code::InspectionRequired);
 }
 
@@ -972,7 +977,7 @@ fn a_failed_health_check_with_a_verified_rollback_is_failed_and_the_next_plan_is
     assert_eq!(stored.outcome, Some(volce_lab::store::PlanOutcome::RolledBack));
     let inventory = h.controller().inventory(AGENT).unwrap();
     assert_eq!(app_names(&inventory), ["legacy"], "no record holds the name, port or quota slot");
-    assert_eq!(inventory["unsettled_plan"], Value::Null);
+    assert_eq!(inventory.unsettled_plan, None);
     assert_eq!(refusal(h.controller().execute(&id, AGENT)), Code::PlanConsumed, "nothing retries");
     assert_eq!(refusal(h.resolve(&id, "alice")), Code::NotAwaitingInspection, "nothing to resolve");
     // The corrected plan, same name and port, is accepted and runs at once.
@@ -1044,8 +1049,16 @@ fn an_image_found_to_declare_volumes_after_the_pull_fails_the_plan_with_the_same
     assert_eq!(stored.state, PlanState::Failed, "blocks nothing");
 }
 
-fn app_names(inventory: &Value) -> Vec<String> {
-    inventory["apps"].as_array().unwrap().iter().map(|a| a["app"].as_str().unwrap().to_owned()).collect()
+fn app_names(inventory: &Inventory) -> Vec<String> {
+    inventory.apps.iter().map(|a| a.app.to_string()).collect()
+}
+
+/// Why the app drifted, when it did.
+fn drift_of(app: &ManagedApp) -> Option<DriftReason> {
+    match app.drift.as_ref()?.reason {
+        Open::Known(reason) => Some(reason),
+        Open::Other(_) => None,
+    }
 }
 
 // --- remove_image only for images volce-lab has a claim on -------------------
@@ -1545,9 +1558,9 @@ fn a_failed_remove_app_needs_inspection_and_keeps_the_record() {
     h.engine.edit(|s| s.fail_next = Some(EngineError::Host { step: "remove the app directory" }));
     assert!(matches!(c.execute(&plan.plan.id, AGENT).unwrap(), Executed::NeedsInspection { .. }));
     let inventory = c.inventory(AGENT).unwrap();
-    let demo = inventory["apps"].as_array().unwrap().iter().find(|a| a["app"] == "demo").unwrap();
-    assert_eq!(demo["recorded_state"], "needs_inspection");
-    assert_eq!(demo["state"], "drifted");
+    let demo = inventory.apps.iter().find(|a| a.app.as_str() == "demo").unwrap();
+    assert_eq!(demo.recorded_state, AppState::NeedsInspection);
+    assert_eq!(demo.state, EngineState::Drifted);
 }
 
 #[test]

@@ -10,6 +10,8 @@ use crate::support::harness::*;
 use serde_json::{Value, json};
 use volce_lab::host::Executed;
 use volce_lab::vocab::{ContainerId, ImageId, LABEL_APP, LABEL_ROLE, PublishedPort};
+use volce_lab::wire::answers::app_state::{DriftReason, EngineState};
+use volce_lab::wire::answers::gateways::{Gateway, GatewayStatus};
 
 const AGENT: &str = "agent";
 /// The workstation's reply limit (`volce_lab::mcp::rpc::RPC_LIMITS`).
@@ -32,12 +34,17 @@ fn numbered_id(n: usize) -> ContainerId {
     ContainerId::parse(&format!("{n:064x}")).unwrap()
 }
 
+/// The inventory as the helper prints it.
+fn inventory_json(c: &mut TestController) -> Value {
+    serde_json::to_value(c.inventory(AGENT).unwrap()).unwrap()
+}
+
 fn app<'a>(inventory: &'a Value, name: &str) -> &'a Value {
     inventory["apps"].as_array().unwrap().iter().find(|a| a["app"] == name).unwrap()
 }
 
-fn gateway<'a>(status: &'a Value, name: &str) -> &'a Value {
-    status["gateways"].as_array().unwrap().iter().find(|g| g["app"] == name).unwrap()
+fn gateway<'a>(status: &'a GatewayStatus, name: &str) -> &'a Gateway {
+    status.gateways.iter().find(|g| g.app == name).unwrap()
 }
 
 /// 10,000 foreign containers, each with a name, an image, a published port
@@ -102,7 +109,7 @@ fn the_offer_says_what_may_be_deployed_where_and_how_much() {
         s.local_images.insert(reference.clone(), image('e'));
     });
     deploy(&h, "demo", 18001);
-    let inventory = h.controller().inventory(AGENT).unwrap();
+    let inventory = inventory_json(&mut h.controller());
     let offer = &inventory["offer"];
     assert_eq!(
         offer["catalog"],
@@ -154,7 +161,7 @@ fn free_port_ranges_are_bounded() {
             s.snapshot.containers.push(c);
         }
     });
-    let ports = h.controller().inventory(AGENT).unwrap()["offer"]["ports"].clone();
+    let ports = inventory_json(&mut h.controller())["offer"]["ports"].clone();
     assert_eq!(ports["free"].as_array().unwrap().len(), 16);
     assert_eq!(ports["free_ranges_truncated"], true);
     assert_eq!(ports["free_count"], 899, "1,000 less 100 taken less legacy's");
@@ -167,7 +174,7 @@ fn open_plans_are_listed_with_rfc3339_times_and_their_approval() {
     deploy(&h, "demo", 18001);
     let mut c = h.controller();
     let plan = c.prepare("stop", &json!({"app": "demo"}), AGENT).unwrap();
-    let listed = |c: &mut TestController| c.inventory(AGENT).unwrap()["plans"].clone();
+    let listed = |c: &mut TestController| inventory_json(c)["plans"].clone();
     assert_eq!(
         listed(&mut c),
         json!([{
@@ -188,23 +195,23 @@ fn a_stopped_app_started_by_hand_is_drift_with_the_fix() {
     deploy(&h, "demo", 18001);
     stop(&h, "demo");
     let mut c = h.controller();
-    assert_eq!(app(&c.inventory(AGENT).unwrap(), "demo")["state"], "stopped");
+    assert_eq!(app(&inventory_json(&mut c), "demo")["state"], "stopped");
     let status = c.gateway_status().unwrap();
-    assert_eq!(gateway(&status, "demo")["state"], "stopped");
-    assert_eq!(gateway(&status, "demo")["stopped_on_purpose"], true, "its last plan was a completed stop");
+    assert_eq!(gateway(&status, "demo").state, EngineState::Stopped.into());
+    assert!(gateway(&status, "demo").stopped_on_purpose, "its last plan was a completed stop");
     // An operator runs `docker start` on the gateway.
     h.engine.edit(|s| {
         s.snapshot.containers.iter_mut().find(|c| c.name == "vl-demo-gateway").unwrap().state =
             "running".into();
     });
-    let demo = app(&c.inventory(AGENT).unwrap(), "demo").clone();
+    let demo = app(&inventory_json(&mut c), "demo").clone();
     assert_eq!(demo["state"], "drifted");
     assert_eq!(demo["recorded_state"], "stopped");
     assert_eq!(demo["drift"]["reason"], "record_stopped_but_running");
     assert!(demo["drift"]["fix"].as_str().unwrap().contains("stop plan"));
     let status = c.gateway_status().unwrap();
-    assert_eq!(gateway(&status, "demo")["state"], "drifted");
-    assert_eq!(gateway(&status, "demo")["stopped_on_purpose"], false);
+    assert_eq!(gateway(&status, "demo").state, EngineState::Drifted.into());
+    assert!(!gateway(&status, "demo").stopped_on_purpose);
 }
 
 #[test]
@@ -217,12 +224,13 @@ fn removed_containers_and_a_silent_gateway_are_told_apart() {
         s.snapshot.containers.retain(|c| c.name != "vl-demo-app");
     });
     let mut c = h.controller();
-    let inventory = c.inventory(AGENT).unwrap();
+    let inventory = inventory_json(&mut c);
     assert_eq!(app(&inventory, "demo")["drift"]["reason"], "containers_missing");
     assert_eq!(app(&inventory, "demo")["containers"][0]["state"], "missing");
     assert_eq!(app(&inventory, "shop")["state"], "running", "the engine runs it");
     let status = c.gateway_status().unwrap();
-    assert_eq!(gateway(&status, "demo")["drift"]["reason"], "containers_missing");
-    assert_eq!(gateway(&status, "shop")["answers"], false);
-    assert_eq!(gateway(&status, "shop")["state"], "running");
+    let drift = gateway(&status, "demo").drift.clone().unwrap();
+    assert_eq!(drift.reason, DriftReason::ContainersMissing.into());
+    assert_eq!(gateway(&status, "shop").answers, Some(false));
+    assert_eq!(gateway(&status, "shop").state, EngineState::Running.into());
 }

@@ -28,3 +28,4 @@ mod mcp_management;
 mod mcp_progress;
 mod mcp_stdio;
 mod properties;
+mod wire_answers;

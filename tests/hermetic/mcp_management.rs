@@ -2,7 +2,7 @@
 //!
 //! The shipped binary always runs the fixed `sudo -n /usr/local/bin/volce-lab-host rpc`
 //! (locally or over ssh), so these tests build the server in-process through
-//! the library, with an `Inspector::with_transport` whose commands are real
+//! the library, with an `Inspector::with_transport_for_tests` whose commands are real
 //! `/bin/sh` processes playing the target and the helper, and talk to it with
 //! an rmcp client over an in-memory duplex. Runs unprivileged; no network.
 
@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use volce_lab::config::{Config, Mode};
 use volce_lab::exec::{ProcessSpec, Transport as ExecTransport};
 use volce_lab::inspect::Inspector;
-use volce_lab::inspect::transport::{Limits, RemoteCommand, Transport};
+use volce_lab::inspect::transport::{CommandCarrier, RemoteCommand, RunLimits};
 use volce_lab::mcp::audit::Audit;
 use volce_lab::mcp::rpc::RPC_LIMITS;
 use volce_lab::mcp::{Options, VolceLab};
@@ -36,8 +36,8 @@ struct StandIn {
     rpc: String,
 }
 
-impl Transport for StandIn {
-    fn specs(&self, command: RemoteCommand, stdin: Option<&[u8]>, limits: Limits) -> Vec<ProcessSpec> {
+impl CommandCarrier for StandIn {
+    fn specs(&self, command: RemoteCommand, stdin: Option<&[u8]>, limits: RunLimits) -> Vec<ProcessSpec> {
         let script = match command {
             RemoteCommand::Identity => self.identity.clone(),
             RemoteCommand::Disk => "printf 'Filesystem Size\\n/dev/vda 20G\\n'".to_owned(),
@@ -88,9 +88,9 @@ impl Setup {
             ..Config::default()
         };
         let stand_in = StandIn { dir: dir.path().to_owned(), identity: self.identity.into(), rpc: self.rpc };
-        let inspector = Inspector::with_transport(config, Arc::new(stand_in));
+        let inspector = Inspector::with_transport_for_tests(config, Arc::new(stand_in));
         let options = Options {
-            rpc_limits: Limits { output: RPC_LIMITS.output, timeout: self.rpc_timeout },
+            rpc_limits: RunLimits { output: RPC_LIMITS.output, timeout: self.rpc_timeout },
             audit: Audit::at(dir.path().join("state/volce-lab/audit.jsonl")),
             heartbeat: volce_lab::mcp::progress::HEARTBEAT,
         };

@@ -14,7 +14,7 @@ use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader, DuplexStrea
 use volce_lab::config::{Config, Mode};
 use volce_lab::exec::{ProcessSpec, Transport as ExecTransport};
 use volce_lab::inspect::Inspector;
-use volce_lab::inspect::transport::{Limits, RemoteCommand, Transport};
+use volce_lab::inspect::transport::{CommandCarrier, RemoteCommand, RunLimits};
 use volce_lab::mcp::audit::Audit;
 use volce_lab::mcp::progress::step_message;
 use volce_lab::mcp::rpc::RPC_LIMITS;
@@ -28,8 +28,8 @@ struct StandIn {
     rpc: String,
 }
 
-impl Transport for StandIn {
-    fn specs(&self, command: RemoteCommand, stdin: Option<&[u8]>, limits: Limits) -> Vec<ProcessSpec> {
+impl CommandCarrier for StandIn {
+    fn specs(&self, command: RemoteCommand, stdin: Option<&[u8]>, limits: RunLimits) -> Vec<ProcessSpec> {
         let script = match command {
             RemoteCommand::Identity => "printf 'web-1\\nagent\\n'".to_owned(),
             RemoteCommand::Disk => "printf 'Filesystem Size\\n'".to_owned(),
@@ -64,9 +64,10 @@ impl Raw {
             management: true,
             ..Config::default()
         };
-        let inspector = Inspector::with_transport(config, Arc::new(StandIn { rpc: rpc.to_owned() }));
+        let inspector =
+            Inspector::with_transport_for_tests(config, Arc::new(StandIn { rpc: rpc.to_owned() }));
         let options = Options {
-            rpc_limits: Limits { output: RPC_LIMITS.output, timeout: Duration::from_secs(20) },
+            rpc_limits: RunLimits { output: RPC_LIMITS.output, timeout: Duration::from_secs(20) },
             audit: Audit::at(PathBuf::from(dir.path()).join("audit.jsonl")),
             heartbeat: Duration::from_millis(100),
         };
@@ -227,7 +228,8 @@ async fn an_rmcp_client_with_a_progress_handler_is_handed_the_steps() {
         management: true,
         ..Config::default()
     };
-    let inspector = Inspector::with_transport(config, Arc::new(StandIn { rpc: deploying_helper() }));
+    let inspector =
+        Inspector::with_transport_for_tests(config, Arc::new(StandIn { rpc: deploying_helper() }));
     let options = Options {
         rpc_limits: RPC_LIMITS,
         audit: Audit::at(dir.path().join("audit.jsonl")),

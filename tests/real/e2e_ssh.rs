@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use crate::support::e2e::*;
 use volce_lab::exec::{Completion, ExecutionStatus};
 use volce_lab::inspect::ssh_mux::MultiplexedSsh;
-use volce_lab::inspect::transport::{Limits, SshTransport, Transport};
+use volce_lab::inspect::transport::{CommandCarrier, RunLimits, SshTransport};
 use volce_lab::inspect::{Check, Inspector, Status};
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -35,7 +35,8 @@ fn ssh_transport(config: &Path, alias: &str) -> SshTransport {
 fn multiplexed(config: &Path, host: &str, sockets: PathBuf) -> (Inspector, Mux) {
     let mux = Arc::new(MultiplexedSsh::with_dir(ssh_transport(config, ALIAS), sockets));
     assert_eq!(mux.unavailable(), None, "multiplexing must be available in a private directory");
-    let inspector = Inspector::with_transport(ssh_mode(config, ALIAS, host, AGENT, &[]), mux.clone());
+    let inspector =
+        Inspector::with_transport_for_tests(ssh_mode(config, ALIAS, host, AGENT, &[]), mux.clone());
     (inspector, Mux(mux))
 }
 
@@ -52,7 +53,7 @@ impl std::ops::Deref for Mux {
 
 impl Drop for Mux {
     fn drop(&mut self) {
-        Transport::reset(self.0.as_ref());
+        CommandCarrier::reset(self.0.as_ref());
     }
 }
 
@@ -127,7 +128,7 @@ fn pointing_the_alias_at_another_account_stops_every_later_call() {
         let disk = inspector.check(Check::Disk).await;
         assert_eq!(disk.status, Status::IdentityMismatch, "{disk:?}");
         assert_eq!(disk.output, "", "what the other account said is withheld");
-        assert!(!inspector.is_verified().await);
+        assert!(inspector.gate_refusal().await.is_some(), "the gate is closed");
         // From then on nothing runs: identity keeps failing, and the other
         // checks and the host helper stop with identity_mismatch before any
         // process starts.
@@ -140,7 +141,7 @@ fn pointing_the_alias_at_another_account_stops_every_later_call() {
                 assert_eq!(result.status, Status::IdentityMismatch, "{result:?}");
                 assert!(result.execution.is_none(), "nothing may run: {result:?}");
             }
-            let limits = Limits { output: 8192, timeout: Duration::from_secs(10) };
+            let limits = RunLimits { output: 8192, timeout: Duration::from_secs(10) };
             let rpc = inspector.host_rpc(br#"{"operation":"inventory"}"#, limits).await.unwrap_err();
             assert_eq!(rpc.status, Status::IdentityMismatch);
         }
@@ -187,7 +188,7 @@ fn a_host_key_that_is_not_pinned_is_never_accepted() {
             temp.path().join("ssh"),
         ));
         let config = ssh_mode(Path::new(SSH_CONFIG), alias, &host, AGENT, &[]);
-        let inspector = Inspector::with_transport(config, mux);
+        let inspector = Inspector::with_transport_for_tests(config, mux);
         runtime().block_on(async {
             let identity = inspector.check(Check::Identity).await;
             assert_eq!(identity.status, Status::ConnectionFailed, "{alias}: {identity:?}");
@@ -246,7 +247,7 @@ fn checks_share_one_master_that_outlives_each_check_without_holding_its_pipes() 
         assert_eq!(sockets_in(&sockets), vec![socket.clone()], "one socket, in our directory");
 
         // Teardown on reset leaves nothing behind.
-        Transport::reset(&*mux);
+        CommandCarrier::reset(&*mux);
         assert_eq!(master_pid(&socket), None);
         wait_gone(pid);
         assert!(sockets_in(&sockets).is_empty());
@@ -293,7 +294,7 @@ fn a_timeout_tears_the_master_down() {
         assert_eq!(inspector.check(Check::Identity).await.status, Status::Ok);
         let pid = master_pid(&mux.control_path().unwrap()).expect("master");
         // A read-only request with a deadline no ssh session can meet.
-        let limits = Limits { output: 8192, timeout: Duration::from_millis(1) };
+        let limits = RunLimits { output: 8192, timeout: Duration::from_millis(1) };
         let outcome = inspector.host_rpc(br#"{"operation":"gateway_status"}"#, limits).await.unwrap();
         assert_eq!(outcome.execution.execution_status, ExecutionStatus::Timeout);
         assert_eq!(outcome.execution.completion, Completion::Unconfirmed);
@@ -326,7 +327,7 @@ fn a_changed_ssh_config_gets_a_new_master_and_the_old_one_exits() {
         assert_ne!(new_socket, old_socket);
         assert!(master_pid(&new_socket).is_some());
         assert_eq!(sockets_in(&sockets), vec![new_socket]);
-        Transport::reset(&*mux);
+        CommandCarrier::reset(&*mux);
     });
 }
 
@@ -349,7 +350,7 @@ fn a_master_killed_outright_leaves_a_stale_socket_that_does_not_break_checks() {
         assert_eq!(inspector.check(Check::Disk).await.status, Status::Ok);
         let fresh = master_pid(&socket).expect("ssh replaced the stale socket with a new master");
         assert_ne!(fresh, pid);
-        Transport::reset(&*mux);
+        CommandCarrier::reset(&*mux);
     });
 }
 

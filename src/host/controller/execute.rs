@@ -13,8 +13,6 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use serde_json::{Value, json};
-
 use super::{Controller, EngineProbe, Liveness, audit, engine_unavailable, state_allows_use, terms_hold};
 use crate::control::Clock;
 use crate::control::app_record::AppRecord;
@@ -25,14 +23,16 @@ use crate::control::validate::{self, Context};
 use crate::docker::{AppRemoval, Engine, EngineError, NoProgress, ProgressSink};
 use crate::store::{AuditOutcome, AuditRow, Event, PlanOutcome};
 use crate::vocab::{Code, ImageId, PlanId, Refusal, refuse};
+use crate::wire::answers::execution::{ExecutedPlan, ExecutionOutcome};
 
-mod record;
+mod app_records;
+mod rollback;
 
 /// The answer to `execute` once the engine was reached.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Executed {
     /// The engine reported success and the outcome is recorded.
-    Completed(Value),
+    Completed(ExecutedPlan),
     /// The engine failed or the outcome could not be recorded: the change may
     /// be partial, and an operator must look before anything else happens.
     NeedsInspection { plan_id: PlanId, message: String },
@@ -216,19 +216,19 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 },
             };
             tx.finish(id, plan.action, &me, outcome, &row)?;
-            record::record_apps(tx, &plan, &apps, &result, after.as_ref(), now)?;
+            app_records::record_apps(tx, &plan, &apps, &result, after.as_ref(), now)?;
             Ok::<_, Refusal>(())
         });
 
         match (result, recorded) {
-            (Ok(acted), Ok(())) => Ok(Executed::Completed(json!({
-                "plan_id": id,
-                "action": plan.action,
-                "outcome": "completed",
-                "app": plan.payload.app(),
-                "containers": acted,
-                "duration_ms": duration_ms,
-            }))),
+            (Ok(acted), Ok(())) => Ok(Executed::Completed(ExecutedPlan {
+                plan_id: id.clone(),
+                action: plan.action,
+                outcome: ExecutionOutcome::Completed,
+                app: plan.payload.app().map(str::to_owned),
+                containers: acted,
+                duration_ms,
+            })),
             // Nothing changed, and that is recorded: the plan is `failed`.
             (Err(error), Ok(())) if error.changed_nothing() => Ok(Executed::Failed {
                 plan_id: id.clone(),
@@ -329,7 +329,7 @@ fn unchanged_refusal(action: Action, error: &EngineError, id: &PlanId) -> Refusa
                  created. Plan {id} is failed; choose another port and prepare a new plan."
             ),
         ),
-        EngineError::RolledBack { cause } => record::rolled_back_refusal(action, cause, id),
+        EngineError::RolledBack { cause } => rollback::rolled_back_refusal(action, cause, id),
         _ => Refusal::new(Code::EngineUnavailable, format!("Plan {id} failed; nothing was changed.")),
     }
 }

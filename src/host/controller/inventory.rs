@@ -17,18 +17,30 @@
 
 use std::collections::BTreeMap;
 
-use super::*;
+use super::{Controller, Liveness, engine_unavailable};
+use crate::control::Clock;
 use crate::control::app_record::AppRecord;
-use crate::host::drift::{self, EngineState};
+use crate::control::plan::Action;
+use crate::docker::Engine;
+use crate::host::drift;
+use crate::store::{PlanState, StoredPlan};
 use crate::text::rfc3339_seconds;
-use crate::vocab::Snapshot;
+use crate::vocab::{AppName, ImageId, Refusal, Snapshot};
+use crate::wire::ContainerRole;
+use crate::wire::answers::Word;
+use crate::wire::answers::app_state::{Drift, EngineState};
+use crate::wire::answers::gateways::{Gateway, GatewayStatus};
+use crate::wire::answers::inventory::{
+    AppImage, CatalogImage, ForeignCounts, GatewayImage, Inventory, LastPlan, ManagedApp, Offer, OpenPlan,
+    PortOffer, PortUse, Quota, UnsettledPlan,
+};
 
 /// At most this many free port ranges are listed; `free_count` counts all.
 pub const MAX_FREE_RANGES: usize = 16;
 
 impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
     /// Everything the agent may know about what volce-lab manages here.
-    pub fn inventory(&mut self, actor: &str) -> Result<Value, Refusal> {
+    pub fn inventory(&mut self, actor: &str) -> Result<Inventory, Refusal> {
         self.settle_abandoned(actor)?;
         let now = self.clock.now();
         let (apps, plans, last_plans) = self.store.read(|tx| {
@@ -39,65 +51,73 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
         let mut catalog = Vec::new();
         for (key, reference) in &self.policy.catalog {
             let image_id = self.engine.resolve_image(reference).map_err(engine_unavailable)?;
-            catalog.push(json!({
-                "key": key, "reference": reference, "present": image_id.is_some(), "image_id": image_id,
-            }));
+            catalog.push(CatalogImage {
+                key: key.clone(),
+                reference: reference.clone(),
+                present: image_id.is_some(),
+                image_id,
+            });
         }
         let gateway_id = self.engine.resolve_image(&self.policy.nginx_image).map_err(engine_unavailable)?;
-        let apps_json: Vec<Value> = apps
+        let managed = apps
             .values()
-            .map(|record| app_json(record, &snapshot, last_plans.get(record.app.as_str())))
+            .map(|record| managed_app(record, &snapshot, last_plans.get(record.app.as_str())))
             .collect();
         let unsettled = plans.iter().find(|p| p.state != PlanState::Pending);
-        Ok(json!({
-            "generated_at": rfc3339_seconds(now),
-            "apps": apps_json,
-            "offer": {
-                "catalog": catalog,
-                "gateway_image": {
-                    "reference": self.policy.nginx_image, "present": gateway_id.is_some(), "image_id": gateway_id,
-                },
-                "ports": ports_json(self.policy.port_range, &apps, &snapshot),
-                "quota": {"used": apps.len(), "max": self.policy.max_apps},
-                "plan_ttl_seconds": self.policy.plan_ttl_seconds,
-                "actions": Action::ALL.iter().map(|a| a.as_str()).collect::<Vec<_>>(),
-                "approval_required": self.policy.approval_required.iter().map(|a| a.as_str()).collect::<Vec<_>>(),
+        let foreign = foreign_counts(&apps, &snapshot, catalog_ids(&catalog, gateway_id.as_ref()));
+        let offer = Offer {
+            catalog,
+            gateway_image: GatewayImage {
+                reference: self.policy.nginx_image.clone(),
+                present: gateway_id.is_some(),
+                image_id: gateway_id,
             },
-            "plans": plans.iter().map(plan_json).collect::<Vec<_>>(),
-            "unsettled_plan": unsettled.map(|p| json!({"plan_id": p.plan.id, "state": p.state})),
-            "foreign": foreign_json(&apps, &snapshot, catalog_ids(&catalog, gateway_id.as_ref())),
-        }))
+            ports: port_offer(self.policy.port_range, &apps, &snapshot),
+            quota: Quota { used: apps.len(), max: self.policy.max_apps },
+            plan_ttl_seconds: self.policy.plan_ttl_seconds,
+            actions: Action::ALL.to_vec(),
+            approval_required: self.policy.approval_required.clone(),
+        };
+        Ok(Inventory {
+            generated_at: rfc3339_seconds(now),
+            apps: managed,
+            offer,
+            plans: plans.iter().map(open_plan).collect(),
+            unsettled_plan: unsettled
+                .map(|p| UnsettledPlan { plan_id: p.plan.id.clone(), state: Word::of(p.state) }),
+            foreign,
+        })
     }
 
     /// Each managed app's gateway: the app's state as the engine shows it,
     /// whether that is on purpose (stopped by a completed stop plan), and,
     /// for an app that should run, whether its gateway answers its server
     /// name. Read-only; web_status judges from this.
-    pub fn gateway_status(&mut self) -> Result<Value, Refusal> {
+    pub fn gateway_status(&mut self) -> Result<GatewayStatus, Refusal> {
         let (apps, last_plans) = self.store.read(records)?;
         let snapshot = self.engine.snapshot().map_err(engine_unavailable)?;
-        let gateways: Vec<Value> = apps
+        let gateways = apps
             .values()
             .map(|record| {
                 let app = &record.app;
                 let derived = drift::derive(record, &snapshot);
-                let gateway = derived.containers.iter().find(|c| c.role == drift::Role::Gateway);
+                let gateway = derived.containers.iter().find(|c| c.role == ContainerRole::Gateway);
                 let stopped_on_purpose = derived.state == EngineState::Stopped
                     && last_plans.get(record.app.as_str()).is_some_and(is_completed_stop);
                 let answers = (derived.state == EngineState::Running)
                     .then(|| self.engine.gateway_answers(record.host_port, &record.server_name));
-                json!({
-                    "app": app,
-                    "name": app.names().gateway_container,
-                    "state": derived.state,
-                    "container_state": gateway.map_or("missing", |g| g.state.as_str()),
-                    "stopped_on_purpose": stopped_on_purpose,
-                    "answers": answers,
-                    "drift": drift_json(derived.drift),
-                })
+                Gateway {
+                    name: app.names().gateway_container,
+                    app: app.to_string(),
+                    state: derived.state.into(),
+                    container_state: gateway.map_or("missing", |g| g.state.as_str()).to_owned(),
+                    stopped_on_purpose,
+                    answers,
+                    drift: derived.drift.map(Drift::of),
+                }
             })
             .collect();
-        Ok(json!({ "gateways": gateways }))
+        Ok(GatewayStatus { gateways })
     }
 }
 
@@ -120,60 +140,61 @@ fn is_completed_stop(plan: &StoredPlan) -> bool {
     plan.plan.action == Action::Stop && plan.state == PlanState::Completed
 }
 
-fn drift_json(reason: Option<drift::DriftReason>) -> Value {
-    reason.map_or(Value::Null, |r| json!({"reason": r, "message": r.sentence(), "fix": r.fix()}))
-}
-
 /// One managed app: the record's facts, the engine's state and any drift.
-fn app_json(record: &AppRecord, snapshot: &Snapshot, last: Option<&StoredPlan>) -> Value {
+fn managed_app(record: &AppRecord, snapshot: &Snapshot, last: Option<&StoredPlan>) -> ManagedApp {
     let derived = drift::derive(record, snapshot);
-    let digest = record.app_image.as_str().split_once('@').map(|(_, digest)| digest);
-    json!({
-        "app": record.app,
-        "state": derived.state,
-        "recorded_state": record.state,
-        "drift": drift_json(derived.drift),
-        "server_name": record.server_name,
-        "host_port": record.host_port,
-        "container_port": record.container_port,
-        "image": {"key": record.image_key, "reference": record.app_image, "digest": digest, "image_ids": record.image_ids},
-        "containers": derived.containers,
-        "last_plan": last.map(|p| json!({
-            "plan_id": p.plan.id,
-            "action": p.plan.action,
-            "state": p.state,
-            "outcome": p.outcome,
-            "requested_at": rfc3339_seconds(p.plan.created_at),
-            "finished_at": p.finished_at.map(rfc3339_seconds),
-        })),
-    })
+    let digest = record.app_image.as_str().split_once('@').map(|(_, digest)| digest.to_owned());
+    ManagedApp {
+        app: record.app.clone(),
+        state: derived.state,
+        recorded_state: record.state,
+        drift: derived.drift.map(Drift::of),
+        server_name: record.server_name.clone(),
+        host_port: record.host_port,
+        container_port: record.container_port,
+        image: AppImage {
+            key: record.image_key.clone(),
+            reference: record.app_image.clone(),
+            digest,
+            image_ids: record.image_ids.clone(),
+        },
+        containers: derived.containers,
+        last_plan: last.map(|p| LastPlan {
+            plan_id: p.plan.id.clone(),
+            action: p.plan.action,
+            state: Word::of(p.state),
+            outcome: p.outcome.map(Word::of),
+            requested_at: rfc3339_seconds(p.plan.created_at),
+            finished_at: p.finished_at.map(rfc3339_seconds),
+        }),
+    }
 }
 
 /// An open plan: what it would do, where it stands, until when.
-fn plan_json(stored: &StoredPlan) -> Value {
+fn open_plan(stored: &StoredPlan) -> OpenPlan {
     let plan = &stored.plan;
-    json!({
-        "plan_id": plan.id,
-        "action": plan.action,
-        "app": plan.payload.app(),
-        "state": stored.state,
-        "requester": plan.requester,
-        "requested_at": rfc3339_seconds(plan.created_at),
-        "expires_at": rfc3339_seconds(plan.expires_at),
-        "requires_approval": plan.requires_approval,
-        "approved": stored.approval.is_some(),
-    })
+    OpenPlan {
+        plan_id: plan.id.clone(),
+        action: plan.action,
+        app: plan.payload.app().map(str::to_owned),
+        state: Word::of(stored.state),
+        requester: plan.requester.clone(),
+        requested_at: rfc3339_seconds(plan.created_at),
+        expires_at: rfc3339_seconds(plan.expires_at),
+        requires_approval: plan.requires_approval,
+        approved: stored.approval.is_some(),
+    }
 }
 
 /// The port range: which ports our apps hold, how many something else
 /// publishes (a count: foreign ports are not ours to name), and the free
 /// ones as at most [`MAX_FREE_RANGES`] ranges. "Free" means no app of ours
 /// and no container publishes it; a deploy still probes the port itself.
-fn ports_json(range: (u16, u16), apps: &BTreeMap<String, AppRecord>, snapshot: &Snapshot) -> Value {
+fn port_offer(range: (u16, u16), apps: &BTreeMap<String, AppRecord>, snapshot: &Snapshot) -> PortOffer {
     let (first, last) = range;
     let in_range = |port: u16| (first..=last).contains(&port);
-    let ours: BTreeMap<u16, &str> =
-        apps.values().filter(|r| in_range(r.host_port)).map(|r| (r.host_port, r.app.as_str())).collect();
+    let ours: BTreeMap<u16, &AppName> =
+        apps.values().filter(|r| in_range(r.host_port)).map(|r| (r.host_port, &r.app)).collect();
     let mut others = std::collections::BTreeSet::new();
     for container in &snapshot.containers {
         for port in &container.ports {
@@ -196,26 +217,27 @@ fn ports_json(range: (u16, u16), apps: &BTreeMap<String, AppRecord>, snapshot: &
     }
     let ranges = free.len();
     free.truncate(MAX_FREE_RANGES);
-    json!({
-        "first": first,
-        "last": last,
-        "used": ours.iter().map(|(port, app)| json!({"port": port, "app": app})).collect::<Vec<_>>(),
-        "taken_by_others": others.len(),
-        "free_count": free_count,
-        "free": free,
-        "free_ranges_truncated": ranges > MAX_FREE_RANGES,
-    })
+    PortOffer {
+        first,
+        last,
+        used: ours.iter().map(|(port, app)| PortUse { port: *port, app: (*app).clone() }).collect(),
+        taken_by_others: others.len(),
+        free_count,
+        free,
+        free_ranges_truncated: ranges > MAX_FREE_RANGES,
+    }
 }
 
-fn catalog_ids(catalog: &[Value], gateway: Option<&crate::vocab::ImageId>) -> Vec<String> {
-    let mut ids: Vec<String> =
-        catalog.iter().filter_map(|c| c["image_id"].as_str().map(str::to_owned)).collect();
-    ids.extend(gateway.map(|g| g.as_str().to_owned()));
-    ids
+fn catalog_ids(catalog: &[CatalogImage], gateway: Option<&ImageId>) -> Vec<ImageId> {
+    catalog.iter().filter_map(|c| c.image_id.clone()).chain(gateway.cloned()).collect()
 }
 
 /// What volce-lab does not manage, as counts only.
-fn foreign_json(apps: &BTreeMap<String, AppRecord>, snapshot: &Snapshot, catalog_ids: Vec<String>) -> Value {
+fn foreign_counts(
+    apps: &BTreeMap<String, AppRecord>,
+    snapshot: &Snapshot,
+    catalog_ids: Vec<ImageId>,
+) -> ForeignCounts {
     let containers = snapshot
         .containers
         .iter()
@@ -225,8 +247,7 @@ fn foreign_json(apps: &BTreeMap<String, AppRecord>, snapshot: &Snapshot, catalog
         .images
         .iter()
         .filter(|image| {
-            !catalog_ids.iter().any(|id| id == image.as_str())
-                && !apps.values().any(|record| record.image_ids.contains(image))
+            !catalog_ids.contains(image) && !apps.values().any(|record| record.image_ids.contains(image))
         })
         .count();
     let networks = snapshot
@@ -234,5 +255,5 @@ fn foreign_json(apps: &BTreeMap<String, AppRecord>, snapshot: &Snapshot, catalog
         .iter()
         .filter(|name| !apps.values().any(|r| r.app.names().claims_network(name)))
         .count();
-    json!({"containers": containers, "images": images, "networks": networks})
+    ForeignCounts { containers, images, networks }
 }

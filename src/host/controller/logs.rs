@@ -2,7 +2,13 @@
 //! `service_logs`: read-only, recorded ids only. Runs as root inside the
 //! host helper.
 
-use super::*;
+use serde_json::Value;
+
+use super::{Controller, Liveness, engine_unavailable};
+use crate::control::Clock;
+use crate::docker::{Engine, EngineError};
+use crate::vocab::{AppName, Code, Refusal, refuse};
+use crate::wire::answers::log_lines::LogLines;
 
 impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
     /// Read-only: the safe tail of one managed container's log
@@ -19,8 +25,8 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
         container: &str,
         tail: &Value,
         since_minutes: Option<&Value>,
-    ) -> Result<Value, Refusal> {
-        use crate::wire::{LOG_SINCE_MINUTES, LOG_TAIL, LogContainer};
+    ) -> Result<LogLines, Refusal> {
+        use crate::wire::{ContainerRole, LOG_SINCE_MINUTES, LOG_TAIL};
         let shown = |text: &str| crate::text::quoted(text, 40);
         let Some(name) = AppName::parse(app) else {
             return refuse(
@@ -28,7 +34,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 format!("{} is not an app name (^[a-z][a-z0-9-]*$); nothing was read.", shown(app)),
             );
         };
-        let Some(role) = LogContainer::parse(container) else {
+        let Some(role) = ContainerRole::parse(container) else {
             return refuse(
                 Code::InvalidParameters,
                 format!("`container` must be app or gateway (got {}); nothing was read.", shown(container)),
@@ -57,8 +63,8 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             );
         };
         let recorded = match role {
-            LogContainer::App => record.app_container.clone(),
-            LogContainer::Gateway => record.gateway_container.clone(),
+            ContainerRole::App => record.app_container.clone(),
+            ContainerRole::Gateway => record.gateway_container.clone(),
         };
         let Some(id) = recorded else {
             return refuse(
@@ -99,16 +105,16 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             _ => Refusal::new(Code::EngineUnavailable, "The container's log could not be read; nothing was shown."),
         })?;
         let logs = crate::logs::render(&raw);
-        Ok(json!({
-            "app": name,
-            "container": role.as_str(),
-            "container_id": id,
-            "tail": tail,
-            "since_minutes": since,
-            "untrusted": crate::logs::UNTRUSTED,
-            "lines": logs.lines,
-            "truncated": logs.truncated,
-            "redactions": logs.redactions,
-        }))
+        Ok(LogLines {
+            app: name,
+            container: role,
+            container_id: id,
+            tail,
+            since_minutes: since,
+            untrusted: crate::logs::UNTRUSTED.to_owned(),
+            lines: logs.lines,
+            truncated: logs.truncated,
+            redactions: logs.redactions,
+        })
     }
 }

@@ -1,15 +1,29 @@
 //! The controller's part of the operator's terminal: what awaits an
-//! operator (`list`) and ending a pending plan (`reject`). Runs as root
-//! inside the host helper, for terminal commands only. Also what `show`
+//! operator (`list`), recording an approval (`approve`), ending a pending
+//! plan (`reject`) and attesting an inspection (`resolve`). Also what `show`
 //! and `list` add to a stored plan: a stopped claimer, and what carries a
-//! plan's label on the engine.
+//! plan's label on the engine. Runs as root inside the host helper, for
+//! terminal commands only.
+//!
+//! Security invariant: none of this is reachable from the rpc pipeline (the
+//! request enum, `crate::wire::Request`, has no variant for any of it), so
+//! approval is only ever recorded by [`Controller::approve`], which only the
+//! terminal `approve` command calls.
 
-use super::*;
+use std::collections::BTreeMap;
 
-// ---------------------------------------------------------------------------
-// The operator's terminal: `list` and `reject`. Neither is reachable from the
-// rpc request enum (`crate::wire::Request` has no variant for them).
-// ---------------------------------------------------------------------------
+use super::{
+    Controller, Liveness, StoppedClaimer, audit, engine_unavailable, require_approver, state_allows_use,
+    terms_hold,
+};
+use crate::control::Clock;
+use crate::control::app_record::{AppRecord, AppState};
+use crate::control::clock::check_expiry;
+use crate::control::plan::Payload;
+use crate::docker::{Engine, EngineError};
+use crate::host::leftovers::{self, Leftovers};
+use crate::store::{AuditOutcome, Event, PlanState, StoreError, StoredPlan};
+use crate::vocab::{Code, Digest, PlanId, Refusal, refuse};
 
 /// What awaits an operator, for `volce-lab-host list`, read at `now`.
 #[derive(Debug, Clone, PartialEq)]
@@ -20,9 +34,30 @@ pub struct Awaiting {
     /// Pending plans whose time ran out: nothing can approve or run them.
     pub expired_pending: u64,
     /// Every app record, by name, as recorded (the engine is not asked).
-    pub apps: std::collections::BTreeMap<String, crate::control::app_record::AppRecord>,
+    pub apps: BTreeMap<String, AppRecord>,
     /// The executing plans whose claimer is alive but stopped.
     pub stopped: Vec<(PlanId, StoppedClaimer)>,
+}
+
+/// What `resolve` did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resolved {
+    pub stored: StoredPlan,
+    /// For a deploy plan: what became of its app record.
+    pub app: Option<AppAfterResolve>,
+    /// What carries the plan's label on the engine, asked before the
+    /// record changed (or why the engine could not be asked).
+    pub left: Result<Leftovers, String>,
+}
+
+/// The app record of a resolved deploy plan.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AppAfterResolve {
+    /// No container of it exists: the record is gone, its name, port and
+    /// quota slot are free (its directory stays as evidence).
+    Forgotten(String),
+    /// Kept unchanged; `containers` names what of it still exists.
+    Kept { app: String, state: AppState, containers: Vec<String> },
 }
 
 impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
@@ -76,8 +111,47 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
     }
 
     /// Read-only: what carries the plan's label on the engine.
-    pub fn leftovers(&self, id: &PlanId) -> Result<crate::host::leftovers::Leftovers, EngineError> {
-        crate::host::leftovers::find(&self.engine, id)
+    pub fn leftovers(&self, id: &PlanId) -> Result<Leftovers, EngineError> {
+        leftovers::find(&self.engine, id)
+    }
+
+    /// Records an operator's approval. Only the terminal `approve` command
+    /// calls this; the rpc pipeline has no path here.
+    pub fn approve(&mut self, id: &PlanId, digest: &Digest, approver: &str) -> Result<StoredPlan, Refusal> {
+        let Controller { policy, policy_hash, store, clock, .. } = self;
+        store.write(|tx| {
+            // Under the write lock, so time spent waiting for it counts.
+            let now = clock.now();
+            let Some(stored) = tx.load_plan(id)? else {
+                return refuse(Code::PlanNotFound, "No plan has this id.");
+            };
+            let plan = &stored.plan;
+            require_approver(policy, approver)?;
+            if approver == plan.requester {
+                return refuse(Code::SelfApproval, "The user who requested a plan cannot approve it.");
+            }
+            if !plan.requires_approval {
+                return refuse(Code::ApprovalNotRequired, "This action does not need an approval.");
+            }
+            state_allows_use(&stored)?;
+            let made = tx.plan_boot(id)?;
+            check_expiry(plan.created_at, plan.expires_at, made.as_ref(), now, clock.boot().as_ref())?;
+            if plan.policy_hash != *policy_hash {
+                return refuse(Code::PolicyChanged, "The policy changed since this plan was made.");
+            }
+            terms_hold(plan, policy, policy_hash)?;
+            if *digest != plan.digest {
+                return refuse(
+                    Code::DigestMismatch,
+                    "The digest does not match this plan; check it with show.",
+                );
+            }
+            if stored.approval.is_some() {
+                return refuse(Code::AlreadyApproved, "This plan is already approved.");
+            }
+            tx.approve(id, plan.action, digest, &audit(now, Event::Approved, AuditOutcome::Ok, approver))?;
+            Ok(tx.load_plan(id)?.expect("just approved"))
+        })
     }
 
     /// Ends a pending plan the operator does not want: `rejected`, with who
@@ -109,6 +183,97 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             })?;
             tx.reject(id, stored.plan.action, &audit(now, Event::Rejected, AuditOutcome::Ok, operator))?;
             Ok(tx.load_plan(id)?.ok_or(StoreError::Corrupt)?)
+        })
+    }
+
+    /// Marks a plan that needs inspection as `inspected`: the operator
+    /// attests they looked at the server. Only the terminal `resolve`
+    /// command calls this; the rpc pipeline has no path here.
+    ///
+    /// Any approver may resolve, the plan's requester included: resolving
+    /// authorizes no change on the server (it only lifts the host-wide gate
+    /// on new plans, each of which is validated and, where required,
+    /// approved by someone else as usual), and the person who must look at
+    /// the server is whoever is on call.
+    ///
+    /// The app record of a failed deploy is dropped (freeing its name, port
+    /// and quota slot) when it is still `needs_inspection` from this plan and
+    /// a fresh engine snapshot shows no container of that app: nothing of it
+    /// is left to manage. Every other app record is kept as it is: if it is
+    /// `needs_inspection`, volce-lab will neither reconfigure nor stop it
+    /// (both need `running`), because nobody has verified what runs; its
+    /// containers hold the name and the port anyway.
+    pub fn resolve(&mut self, id: &PlanId, operator: &str) -> Result<Resolved, Refusal> {
+        self.settle_abandoned(operator)?;
+        require_approver(&self.policy, operator)?;
+        // A read-only engine call, made before the write transaction, so
+        // the write lock is not held across docker (prepare and execute
+        // still do that; see the module header). Nothing of ours can create
+        // the app's containers meanwhile: no plan executes while this one
+        // needs inspection.
+        let stored = self
+            .store
+            .read(|tx| tx.load_plan(id).map_err(Refusal::from))?
+            .ok_or_else(|| Refusal::new(Code::PlanNotFound, "No plan has this id."))?;
+        if stored.state == PlanState::Executing {
+            // Refused before the write lock: a stopped claimer may hold it.
+            return Err(self.still_executing(&stored));
+        }
+        let left = if stored.state == PlanState::NeedsInspection {
+            self.leftovers(id).map_err(|e| e.to_string())
+        } else {
+            Ok(Default::default())
+        };
+        let leftovers = match &stored.plan.payload {
+            Payload::Deploy { spec, .. } if stored.state == PlanState::NeedsInspection => {
+                let snapshot = self.engine.snapshot().map_err(engine_unavailable)?;
+                let names = spec.app.names();
+                let remaining: Vec<String> = snapshot
+                    .containers
+                    .iter()
+                    .filter(|c| names.claims_container(c))
+                    .map(|c| c.name.clone())
+                    .collect();
+                Some((spec.app.to_string(), remaining))
+            }
+            _ => None,
+        };
+        let now = self.clock.now();
+        self.store.write(|tx| {
+            let Some(stored) = tx.load_plan(id)? else {
+                return refuse(Code::PlanNotFound, "No plan has this id.");
+            };
+            if stored.state != PlanState::NeedsInspection {
+                return refuse(
+                    Code::NotAwaitingInspection,
+                    format!(
+                        "The plan is {}, not needs_inspection; there is nothing to resolve.",
+                        stored.state.as_str()
+                    ),
+                );
+            }
+            tx.resolve(id, stored.plan.action, &audit(now, Event::Inspected, AuditOutcome::Ok, operator))?;
+            let mut app = None;
+            if let Some((name, remaining)) = &leftovers {
+                let record = tx.apps()?.get(name).cloned();
+                app = match record {
+                    Some(r)
+                        if r.state == AppState::NeedsInspection
+                            && r.plan_id == *id
+                            && remaining.is_empty() =>
+                    {
+                        tx.delete_app(name)?;
+                        Some(AppAfterResolve::Forgotten(name.clone()))
+                    }
+                    Some(r) => Some(AppAfterResolve::Kept {
+                        app: name.clone(),
+                        state: r.state,
+                        containers: remaining.clone(),
+                    }),
+                    None => None,
+                };
+            }
+            Ok(Resolved { stored: tx.load_plan(id)?.expect("just resolved"), app, left })
         })
     }
 }

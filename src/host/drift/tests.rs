@@ -99,8 +99,8 @@ fn containers_are_reported_by_recorded_id_with_missing_ones_named() {
     assert_eq!(
         derived.containers,
         vec![
-            ContainerView { role: Role::App, id: id('a'), state: "running".into() },
-            ContainerView { role: Role::Gateway, id: id('b'), state: "missing".into() },
+            ContainerView { role: ContainerRole::App, id: id('a'), state: "running".into() },
+            ContainerView { role: ContainerRole::Gateway, id: id('b'), state: "missing".into() },
         ]
     );
 }

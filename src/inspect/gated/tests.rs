@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::super::transport::{Limits, RemoteCommand, Transport};
+use super::super::transport::{CommandCarrier, RemoteCommand, RunLimits};
 use super::super::*;
 use crate::exec::{ProcessSpec, Transport as ExecTransport};
 
@@ -19,7 +19,7 @@ struct Server {
 }
 
 impl Server {
-    fn spec(&self, script: &str, line: &str, stdin: Option<&[u8]>, limits: Limits) -> ProcessSpec {
+    fn spec(&self, script: &str, line: &str, stdin: Option<&[u8]>, limits: RunLimits) -> ProcessSpec {
         let script = format!("printf '%s\\n' \"$1\" >> '{}'; {script}", self.log.display());
         let mut spec = limits.apply(ProcessSpec::new("/bin/sh", ["-c", script.as_str(), "sh", line]), stdin);
         spec.transport = ExecTransport::Ssh;
@@ -27,12 +27,12 @@ impl Server {
     }
 }
 
-impl Transport for Server {
-    fn specs(&self, command: RemoteCommand, stdin: Option<&[u8]>, limits: Limits) -> Vec<ProcessSpec> {
+impl CommandCarrier for Server {
+    fn specs(&self, command: RemoteCommand, stdin: Option<&[u8]>, limits: RunLimits) -> Vec<ProcessSpec> {
         let line = transport::SshTransport::remote(command);
         vec![self.spec(&self.plain, line, stdin, limits)]
     }
-    fn gated(&self, line: &str, stdin: Option<&[u8]>, limits: Limits) -> Option<Vec<ProcessSpec>> {
+    fn gated(&self, line: &str, stdin: Option<&[u8]>, limits: RunLimits) -> Option<Vec<ProcessSpec>> {
         self.gate.as_ref().map(|gate| vec![self.spec(gate, line, stdin, limits)])
     }
     fn kind(&self) -> &'static str {
@@ -60,7 +60,7 @@ fn inspector(gate: Option<String>, plain: &str) -> (Inspector, tempfile::TempDir
         ..Config::default()
     };
     let server = Server { gate, plain: plain.into(), log: dir.path().join("sessions") };
-    (Inspector::with_transport(config, Arc::new(server)), dir)
+    (Inspector::with_transport_for_tests(config, Arc::new(server)), dir)
 }
 
 fn sessions(dir: &tempfile::TempDir) -> Vec<String> {
@@ -107,7 +107,7 @@ async fn a_gated_reply_naming_another_host_withholds_the_output_and_stops_later_
     assert_eq!(disk.status, Status::IdentityMismatch, "{disk:?}");
     assert_eq!(disk.output, "");
     assert_eq!(diagnosis, Some(Diagnosis::IdentityMismatch(Mismatch::Host)));
-    let limits = Limits { output: 8192, timeout: Duration::from_secs(5) };
+    let limits = RunLimits { output: 8192, timeout: Duration::from_secs(5) };
     let before = sessions(&dir).len();
     assert_eq!(inspector.host_rpc(b"{}", limits).await.unwrap_err().status, Status::IdentityMismatch);
     assert_eq!(inspector.check(Check::Disk).await.status, Status::IdentityMismatch);
@@ -161,7 +161,7 @@ async fn the_helper_s_reply_comes_through_the_gate_as_the_payload() {
     let (inspector, _dir) =
         inspector(Some(gate_as("web-1", &format!("cat >/dev/null; printf '%s\\n' '{reply}'"))), "");
     assert_eq!(inspector.check(Check::Identity).await.status, Status::Ok);
-    let limits = Limits { output: 8192, timeout: Duration::from_secs(5) };
+    let limits = RunLimits { output: 8192, timeout: Duration::from_secs(5) };
     let outcome = inspector.host_rpc(br#"{"operation":"inventory"}"#, limits).await.unwrap();
     assert_eq!(String::from_utf8(outcome.stdout).unwrap(), format!("{reply}\n"));
 }

@@ -12,8 +12,8 @@ fn ssh(config: Option<PathBuf>) -> SshTransport {
     }
 }
 
-fn limits() -> Limits {
-    Limits { output: 8192, timeout: Duration::from_secs(12) }
+fn limits() -> RunLimits {
+    RunLimits { output: 8192, timeout: Duration::from_secs(12) }
 }
 
 fn argv(spec: &ProcessSpec) -> Vec<String> {

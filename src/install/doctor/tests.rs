@@ -398,7 +398,7 @@ fn each_broken_probe_variant_fails_its_own_check() {
             FakeProbe {
                 drift: Ok(vec![AppDrift {
                     app: "shop".into(),
-                    reason: crate::host::drift::DriftReason::RecordStoppedButRunning,
+                    reason: crate::wire::answers::app_state::DriftReason::RecordStoppedButRunning,
                 }]),
                 ..Default::default()
             },
@@ -494,7 +494,7 @@ fn drift_is_a_finding_that_names_the_reviewed_fix() {
     let probe = FakeProbe {
         drift: Ok(vec![AppDrift {
             app: "shop".into(),
-            reason: crate::host::drift::DriftReason::ContainersMissing,
+            reason: crate::wire::answers::app_state::DriftReason::ContainersMissing,
         }]),
         ..Default::default()
     };

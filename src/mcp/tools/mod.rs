@@ -21,7 +21,7 @@ use serde_json::{Map, Value};
 use crate::control::plan::Action;
 use crate::inspect::Check;
 use crate::vocab::PlanId;
-use crate::wire::{LogContainer, Operation};
+use crate::wire::{ContainerRole, Operation};
 
 pub use validate::{MAX_ARGUMENT_BYTES, shown, validate};
 
@@ -66,7 +66,7 @@ pub enum Call {
     Inventory,
     Plan { action: Action, parameters: Map<String, Value> },
     Execute { plan_id: PlanId },
-    Logs { app: String, container: LogContainer, tail: u64, since_minutes: Option<u64> },
+    Logs { app: String, container: ContainerRole, tail: u64, since_minutes: Option<u64> },
 }
 
 const NEVER_RETRY: &str = "A result with status `unknown` means the server may have acted: \

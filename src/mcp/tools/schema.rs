@@ -125,14 +125,14 @@ pub fn execute_input() -> Arc<JsonObject> {
 }
 
 pub fn logs_input() -> Arc<JsonObject> {
-    use crate::wire::{LOG_SINCE_MINUTES, LOG_TAIL, LOG_TAIL_DEFAULT, LogContainer};
+    use crate::wire::{ContainerRole, LOG_SINCE_MINUTES, LOG_TAIL, LOG_TAIL_DEFAULT};
     object(json!({
         "type": "object",
         "properties": {
             "app": {"type": "string", "description": "A managed app's name (see service_inventory)."},
             "container": {
                 "type": "string",
-                "enum": names(LogContainer::VARIANTS, LogContainer::as_str),
+                "enum": names(ContainerRole::VARIANTS, ContainerRole::as_str),
                 "description": "Which of the app's containers: the app itself or its nginx gateway."
             },
             "tail": {

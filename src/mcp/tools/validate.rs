@@ -226,7 +226,7 @@ pub fn validate(tool: ToolName, arguments: Option<&Map<String, Value>>) -> Resul
 fn logs(tool: &str, arguments: &Map<String, Value>) -> Result<Call, Refusal> {
     use strum::VariantArray as _;
 
-    use crate::wire::{LOG_SINCE_MINUTES, LOG_TAIL, LOG_TAIL_DEFAULT, LogContainer};
+    use crate::wire::{ContainerRole, LOG_SINCE_MINUTES, LOG_TAIL, LOG_TAIL_DEFAULT};
     const ALLOWED: [&str; 4] = ["app", "container", "tail", "since_minutes"];
     let mut required = Map::new();
     for (key, value) in arguments {
@@ -246,12 +246,12 @@ fn logs(tool: &str, arguments: &Map<String, Value>) -> Result<Call, Refusal> {
     exact_fields(tool, &required, &["app", "container"], "argument")?;
     let app = string_field(tool, arguments, "app")?;
     let text = string_field(tool, arguments, "container")?;
-    let container = LogContainer::parse(text).ok_or_else(|| {
+    let container = ContainerRole::parse(text).ok_or_else(|| {
         refuse(
             Code::NotAllowed,
             format!(
                 "`container` must be one of {} (got {}); nothing was run.",
-                one_of(LogContainer::VARIANTS.iter().map(|c| c.as_str())),
+                one_of(ContainerRole::VARIANTS.iter().map(|c| c.as_str())),
                 shown(text)
             ),
         )

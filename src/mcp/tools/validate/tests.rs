@@ -111,24 +111,24 @@ fn every_bad_argument_is_refused_with_its_code() {
 
 #[test]
 fn service_logs_arguments_are_checked_to_the_schema() {
-    use crate::wire::LogContainer;
+    use crate::wire::ContainerRole;
     let call = |value: Value| validate(ToolName::ServiceLogs, Some(&args(value)));
     assert_eq!(
         call(json!({"app": "web", "container": "app"})).unwrap(),
-        Call::Logs { app: "web".into(), container: LogContainer::App, tail: 50, since_minutes: None }
+        Call::Logs { app: "web".into(), container: ContainerRole::App, tail: 50, since_minutes: None }
     );
     assert_eq!(
         call(json!({"app": "web", "container": "gateway", "tail": 200, "since_minutes": 1440})).unwrap(),
         Call::Logs {
             app: "web".into(),
-            container: LogContainer::Gateway,
+            container: ContainerRole::Gateway,
             tail: 200,
             since_minutes: Some(1440)
         }
     );
     assert_eq!(
         call(json!({"app": "web", "container": "app", "tail": 1, "since_minutes": 1})).unwrap(),
-        Call::Logs { app: "web".into(), container: LogContainer::App, tail: 1, since_minutes: Some(1) }
+        Call::Logs { app: "web".into(), container: ContainerRole::App, tail: 1, since_minutes: Some(1) }
     );
     use Code::{MissingField, NotAllowed, UnexpectedField, WrongType};
     let table = [

@@ -8,8 +8,12 @@
 //! changed nothing gets its `request` row here, and if that row cannot be
 //! written the caller answers `audit_unavailable` instead of the result.
 
-use super::*;
-use crate::store::{AuditOperation, RequestEnd, RequestMeta};
+use super::{Controller, Liveness};
+use crate::control::Clock;
+use crate::control::plan::Action;
+use crate::docker::Engine;
+use crate::store::{AuditOutcome, RequestEnd, RequestMeta};
+use crate::vocab::{Code, PlanId, Refusal};
 
 /// The refusal of a request whose audit row could not be written.
 pub fn audit_unavailable() -> Refusal {
@@ -24,11 +28,6 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
     /// Names the request this controller serves (its audit rows carry it).
     pub fn begin_request(&mut self, meta: RequestMeta) {
         self.store.begin_request(meta);
-    }
-
-    /// The operation of the request being served, if one was named.
-    pub fn request_operation(&self) -> Option<AuditOperation> {
-        self.store.request().map(|meta| meta.operation)
     }
 
     /// Ends the request being served in the audit trail (see
@@ -49,17 +48,6 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             action: action.map(Action::as_str),
         };
         self.store.end_request(end).map_err(|_| audit_unavailable())
-    }
-
-    /// Retention (`store::retention`): prunes plans that ended or expired
-    /// more than the policy's `retention_days` ago, in its own write
-    /// transaction with its `pruned` row. Run before each prepare, so the
-    /// state stays bounded by the rate of prepares times the retention.
-    pub(super) fn retain(&mut self, actor: &str) -> Result<(), Refusal> {
-        let now = self.clock.now();
-        let cutoff = now - i64::from(self.policy.retention_days) * 86_400;
-        self.store.write(|tx| tx.prune_plans(cutoff, now, actor).map_err(Refusal::from))?;
-        Ok(())
     }
 
     /// [`Controller::end_request`] for a result: `Ok` is outcome `ok`, a

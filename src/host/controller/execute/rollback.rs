@@ -1,0 +1,110 @@
+//! The refusal for a plan whose change failed and whose rollback was
+//! verified: what failed, what to fix, and that the host is free for the
+//! corrected plan (the plan is `failed`, blocking nothing). Runs as root
+//! inside the host helper; pure (no engine call, no store).
+
+use crate::control::plan::Action;
+use crate::docker::EngineError;
+use crate::vocab::{Code, PlanId, Refusal};
+
+/// A deploy that failed and whose rollback was verified: what failed, what
+/// to fix, and that the host is free for the corrected plan.
+pub(super) fn rolled_back_refusal(action: Action, cause: &EngineError, id: &PlanId) -> Refusal {
+    match action {
+        Action::Start => return start_rolled_back(cause, id),
+        Action::Update => return update_rolled_back(cause, id),
+        _ => {}
+    }
+    const AFTER: &str = "Everything the plan created (containers, networks, app directory) was removed and \
+                         verified gone; nothing is retried and nothing else changed.";
+    match cause {
+        EngineError::ImageDeclaresVolumes { image, volumes } => crate::control::validate::volumes_refusal(
+            &format!("The image {}", image.as_str()),
+            volumes,
+            &format!("Plan {id} failed before any container was created; {AFTER}"),
+        ),
+        EngineError::HealthCheckFailed => Refusal::new(
+            Code::HealthCheckFailed,
+            format!(
+                "The new app did not answer through its gateway with 2xx/3xx in time, so plan {id} failed and \
+                 was rolled back. {AFTER} Check container_port (the port the app listens on inside its \
+                 container) and that the image serves HTTP there, then prepare a new deploy plan."
+            ),
+        ),
+        EngineError::NginxRejected => Refusal::new(
+            Code::NginxRejected,
+            format!(
+                "nginx rejected the gateway configuration (nginx -t), so plan {id} failed and was rolled back. \
+                 {AFTER} Check server_name, then prepare a new deploy plan."
+            ),
+        ),
+        EngineError::Call { step, .. } => Refusal::new(
+            Code::DeployFailed,
+            format!(
+                "The deploy failed at step '{step}', so plan {id} failed and was rolled back. {AFTER} An \
+                 operator can read the details on the server (volce-lab-host show {id}); a pull that fails \
+                 usually means the registry is unreachable."
+            ),
+        ),
+        _ => Refusal::new(
+            Code::DeployFailed,
+            format!("The deploy failed ({cause}), so plan {id} failed and was rolled back. {AFTER}"),
+        ),
+    }
+}
+
+/// A start whose containers were stopped again and seen stopped.
+fn start_rolled_back(cause: &EngineError, id: &PlanId) -> Refusal {
+    const AFTER: &str = "Both containers were stopped again (restart policy no) and seen stopped: the app is \
+                         stopped as before, nothing is retried and nothing else changed.";
+    match cause {
+        EngineError::HealthCheckFailed => Refusal::new(
+            Code::HealthCheckFailed,
+            format!(
+                "The app did not answer through its gateway with 2xx/3xx in time, so plan {id} failed and was \
+                 rolled back. {AFTER} Read its logs (service_logs) before another start plan."
+            ),
+        ),
+        _ => Refusal::new(
+            Code::StartFailed,
+            format!(
+                "The start failed ({cause}), so plan {id} failed and was rolled back. {AFTER} An operator can \
+                 read the details on the server (volce-lab-host show {id})."
+            ),
+        ),
+    }
+}
+
+/// An update whose new container was removed while the old one kept serving.
+fn update_rolled_back(cause: &EngineError, id: &PlanId) -> Refusal {
+    const AFTER: &str = "The old container kept serving throughout; the new container was removed and the \
+                         previous nginx.conf restored, and that was verified. Nothing is retried.";
+    match cause {
+        EngineError::ImageDeclaresVolumes { image, volumes } => crate::control::validate::volumes_refusal(
+            &format!("The image {}", image.as_str()),
+            volumes,
+            &format!("Plan {id} failed before the new container was created. {AFTER}"),
+        ),
+        EngineError::HealthCheckFailed => Refusal::new(
+            Code::HealthCheckFailed,
+            format!(
+                "The new container did not answer through the gateway with 2xx/3xx in time, so plan {id} \
+                 failed and was rolled back. {AFTER} Check that the image serves HTTP on the app's \
+                 container_port; a new update plan can be made at once."
+            ),
+        ),
+        EngineError::NginxRejected => Refusal::new(
+            Code::NginxRejected,
+            format!(
+                "nginx rejected the switched configuration, so plan {id} failed and was rolled back. {AFTER}"
+            ),
+        ),
+        _ => Refusal::new(
+            Code::UpdateFailed,
+            format!(
+                "The update failed ({cause}), so plan {id} failed and was rolled back. {AFTER} An operator can \
+                 read the details on the server (volce-lab-host show {id})."
+            ),
+        ),
+    }
+}

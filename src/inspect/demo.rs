@@ -1,0 +1,50 @@
+//! Demo mode's simulated answers: the same shapes a real server gives, and
+//! no process started. Runs unprivileged on the workstation.
+
+use super::transport::RemoteCommand;
+use crate::config::Config;
+use crate::exec::{Execution, ExecutionStatus, Outcome};
+
+/// Simulated answers: the same shapes a real server gives.
+pub(super) fn outcome(config: &Config, command: RemoteCommand) -> Outcome {
+    let stdout = match command {
+        RemoteCommand::Identity => format!("{}\n{}\n", config.expected_host, config.expected_user),
+        RemoteCommand::Disk => "Filesystem      Size  Used Avail Use% Mounted on\n\
+                                /dev/demo        20G  2.0G   18G  10% /\n"
+            .to_owned(),
+        RemoteCommand::HostRpc => {
+            let reply = r#"{"status":"ok","operation":"gateway_status","result":{"gateways":[{"answers":true,"app":"demo","container_state":"running","drift":null,"name":"vl-demo-gateway","state":"running","stopped_on_purpose":false}]}}"#;
+            format!("{reply}\n")
+        }
+    };
+    let mut execution = Execution::not_started(ExecutionStatus::Ok);
+    execution.exit_code = Some(0);
+    Outcome { execution, stdout: stdout.into_bytes(), stderr_len: 0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::Reply;
+    use crate::wire::answers::Body;
+    use crate::wire::answers::app_state::EngineState;
+    use crate::wire::answers::gateways::{Gateway, GatewayStatus};
+
+    /// The simulated web_status answer is the reply a helper prints for one
+    /// healthy app, through the same wire types.
+    #[test]
+    fn the_demo_gateway_answer_is_a_helper_s_reply() {
+        let out = outcome(&Config::default(), RemoteCommand::HostRpc);
+        let gateway = Gateway {
+            app: "demo".into(),
+            name: "vl-demo-gateway".into(),
+            state: EngineState::Running.into(),
+            container_state: "running".into(),
+            stopped_on_purpose: false,
+            answers: Some(true),
+            drift: None,
+        };
+        let helper: Reply = Body::GatewayStatus(GatewayStatus { gateways: vec![gateway] }).into();
+        assert_eq!(Reply::parse(&out.stdout).unwrap(), helper);
+    }
+}

@@ -1,0 +1,165 @@
+//! The bodies of the helper's `ok` answers, one type per operation, written
+//! once for both ends: the root helper (`crate::host`) builds them, and the
+//! unprivileged workstation (`crate::inspect`, `crate::mcp::rpc`) reads the
+//! fields it uses through the same types. Pure data: no I/O.
+//!
+//! ```text
+//! gateway_status  GatewayStatus  gateways.rs   (web_status judges it)
+//! inventory       Inventory      inventory.rs
+//! plan            PlanView       plan_view.rs  (also `volce-lab-host show --json`)
+//! execute         ExecutedPlan   execution.rs
+//! logs            LogLines       log_lines.rs
+//! ```
+//! `app_state.rs` holds the words the inventory and gateway_status share:
+//! an app's state as the engine shows it, and why it drifted.
+//!
+//! The JSON is version 1's (`super::PROTOCOL_VERSION`): the field names, the
+//! nesting and every choice between a null and a missing field are held to
+//! golden files by tests/hermetic/wire_answers.rs. An `ok` reply's `result`
+//! still reaches the agent as the object the helper printed, fields this
+//! build does not know included.
+//!
+//! The workstation and the server are installed separately, so what the
+//! workstation reads tolerates older and newer helpers alike: no type here
+//! refuses unknown fields, a field an older helper did not send defaults
+//! where the workstation reads it, and a word of a closed set this build
+//! does not know is kept ([`Open::Other`]) rather than refused.
+
+pub mod app_state;
+pub mod execution;
+pub mod gateways;
+pub mod inventory;
+pub mod log_lines;
+pub mod plan_view;
+
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
+
+use crate::vocab::PlanId;
+use crate::wire::{Operation, Reply};
+use execution::ExecutedPlan;
+use gateways::GatewayStatus;
+use inventory::Inventory;
+use log_lines::LogLines;
+use plan_view::PlanView;
+
+/// The body of an `ok` reply: one variant per operation that answers `ok`
+/// (a gate refusal never does), so a body travels under its own
+/// operation's name only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Body {
+    GatewayStatus(GatewayStatus),
+    Inventory(Box<Inventory>),
+    Plan(Box<PlanView>),
+    Execute(ExecutedPlan),
+    Logs(LogLines),
+}
+
+impl Body {
+    pub fn operation(&self) -> Operation {
+        match self {
+            Body::GatewayStatus(_) => Operation::GatewayStatus,
+            Body::Inventory(_) => Operation::Inventory,
+            Body::Plan(_) => Operation::Plan,
+            Body::Execute(_) => Operation::Execute,
+            Body::Logs(_) => Operation::Logs,
+        }
+    }
+
+    /// The body as its reply's `result`: always an object.
+    pub fn to_json(&self) -> Value {
+        let value = match self {
+            Body::GatewayStatus(body) => serde_json::to_value(body),
+            Body::Inventory(body) => serde_json::to_value(body),
+            Body::Plan(body) => serde_json::to_value(body),
+            Body::Execute(body) => serde_json::to_value(body),
+            Body::Logs(body) => serde_json::to_value(body),
+        };
+        // Strings, numbers and string-keyed maps, and a plan's paths, which
+        // were serialized once already when the plan was sealed: nothing fails.
+        value.expect("an answer serializes")
+    }
+}
+
+impl From<Body> for Reply {
+    fn from(body: Body) -> Reply {
+        Reply::Ok { operation: body.operation(), result: body.to_json() }
+    }
+}
+
+/// A word of one of the contract's closed sets: one this build knows, or
+/// the word as another helper sent it (an older helper's docker state
+/// word, a newer helper's new reason). Written as the word either way; the
+/// helper only ever builds [`Open::Known`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Open<T> {
+    Known(T),
+    Other(String),
+}
+
+impl<T> From<T> for Open<T> {
+    fn from(known: T) -> Open<T> {
+        Open::Known(known)
+    }
+}
+
+impl<T: Copy + Into<&'static str>> Open<T> {
+    /// The word as it travels.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Open::Known(known) => (*known).into(),
+            Open::Other(word) => word,
+        }
+    }
+}
+
+/// A word of a closed set defined above this contract: a plan's state or
+/// outcome (`crate::store::PlanState`, `PlanOutcome`), which the store
+/// defines and stores under the same names. The store already reads this
+/// contract, so the contract cannot name its types without a circle; the
+/// helper builds a word only from the enum ([`Word::of`]), and the
+/// workstation reads any word, a newer helper's included.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Word(String);
+
+impl Word {
+    pub fn of(word: impl Into<&'static str>) -> Word {
+        Word(word.into().to_owned())
+    }
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// The plan an `ok` answer names, as the workstation reads it from any
+/// operation's body: an execution's `plan_id` ([`execution::ExecutedPlan`]),
+/// else a plan view's `id` ([`plan_view::PlanView`]); no other field is
+/// read. A `plan_id` that is present but is no plan id names no plan (the
+/// `id` is then not consulted), as version 1's reader did.
+#[derive(Debug, Default, Deserialize)]
+pub struct PlanMention {
+    #[serde(default, deserialize_with = "present")]
+    plan_id: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    id: Option<Value>,
+}
+
+impl PlanMention {
+    /// The plan `result` names, if any.
+    pub fn of(result: &Value) -> Option<PlanId> {
+        let mention = PlanMention::deserialize(result).ok()?;
+        let named = mention.plan_id.or(mention.id)?;
+        PlanId::parse(named.as_str()?).ok()
+    }
+}
+
+/// A field that is there, whatever its value (`null` included): only a
+/// missing one is `None`.
+fn present<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(deserializer).map(Some)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,32 @@
+//! The `execute` answer of a plan that completed: which plan, what it did,
+//! the containers it acted on, how long the engine took. Built as root by
+//! the helper (`Controller::execute`); the workstation reads only its
+//! `plan_id` ([`super::PlanMention`]). An execute that failed answers a
+//! refusal or `needs_inspection` instead (`crate::wire::Reply`), never this.
+
+use serde::{Deserialize, Serialize};
+
+use crate::control::plan::Action;
+use crate::vocab::PlanId;
+
+/// What an execute that completed answers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecutedPlan {
+    pub plan_id: PlanId,
+    pub action: Action,
+    pub outcome: ExecutionOutcome,
+    /// The app the plan was about, null for an image.
+    pub app: Option<String>,
+    /// The containers it acted on: what the engine made or touched.
+    pub containers: Vec<String>,
+    /// How long the engine took.
+    pub duration_ms: u64,
+}
+
+/// The fixed `outcome` of a completed execute (the plan's recorded outcome,
+/// `crate::store::PlanOutcome::Completed`, has the same name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExecutionOutcome {
+    Completed,
+}

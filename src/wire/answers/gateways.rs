@@ -1,0 +1,43 @@
+//! The `gateway_status` answer: each managed app's gateway, what web_status
+//! judges (`crate::inspect`). Built as root by the helper
+//! (`Controller::gateway_status`); read unprivileged on the workstation.
+//!
+//! A helper from before drift sent `name`, `app` and docker's word for the
+//! gateway container as `state`, nothing else: every field but `state`
+//! defaults, and a `state` outside [`EngineState`] is kept as it came
+//! (web_status calls such a gateway unhealthy, as it always did).
+
+use serde::{Deserialize, Serialize};
+
+use super::Open;
+use super::app_state::{Drift, EngineState};
+
+/// The `gateway_status` answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GatewayStatus {
+    pub gateways: Vec<Gateway>,
+}
+
+/// One managed app's gateway.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Gateway {
+    #[serde(default)]
+    pub app: String,
+    /// The gateway container's name.
+    #[serde(default)]
+    pub name: String,
+    /// The app's state as the engine shows it.
+    pub state: Open<EngineState>,
+    /// Docker's word for the recorded gateway container, or `missing`.
+    #[serde(default)]
+    pub container_state: String,
+    /// Stopped by a completed stop plan: a choice, not an outage.
+    #[serde(default)]
+    pub stopped_on_purpose: bool,
+    /// For an app that should run: whether its gateway answered its server
+    /// name (`null` for the others).
+    #[serde(default)]
+    pub answers: Option<bool>,
+    #[serde(default)]
+    pub drift: Option<Drift>,
+}

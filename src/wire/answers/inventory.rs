@@ -1,0 +1,167 @@
+//! The `inventory` answer (`service_inventory`): the managed apps held
+//! against the engine, the operator's offer, the open plans, and counts of
+//! everything else. Built as root by the helper (`Controller::inventory`).
+//! The workstation reads no field of it: the agent gets the object as the
+//! helper printed it (before the workstation reads one of its closed words,
+//! make that field [`super::Open`]).
+//!
+//! Every time is RFC 3339 UTC; foreign objects are counts, never names.
+
+use serde::{Deserialize, Serialize};
+
+use super::Word;
+use super::app_state::{ContainerView, Drift, EngineState};
+use crate::control::app_record::AppState;
+use crate::control::plan::Action;
+use crate::vocab::{AppName, ImageId, ImageRef, PlanId, ServerName};
+
+/// The `inventory` answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Inventory {
+    pub generated_at: String,
+    /// Every app record, by name.
+    pub apps: Vec<ManagedApp>,
+    pub offer: Offer,
+    /// Pending and unexpired, executing, or needing inspection; newest first.
+    pub plans: Vec<OpenPlan>,
+    /// The plan that blocks new ones (executing or needing inspection), or null.
+    pub unsettled_plan: Option<UnsettledPlan>,
+    pub foreign: ForeignCounts,
+}
+
+/// One managed app: the record's facts, the engine's state and any drift.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ManagedApp {
+    pub app: AppName,
+    /// As the engine shows it.
+    pub state: EngineState,
+    /// As volce-lab recorded it.
+    pub recorded_state: AppState,
+    pub drift: Option<Drift>,
+    pub server_name: ServerName,
+    pub host_port: u16,
+    pub container_port: u16,
+    pub image: AppImage,
+    /// The recorded containers, app first.
+    pub containers: Vec<ContainerView>,
+    /// The plan that last changed the record (null when it is gone).
+    pub last_plan: Option<LastPlan>,
+}
+
+/// The image a managed app runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AppImage {
+    /// The catalog key it was chosen by.
+    pub key: String,
+    pub reference: ImageRef,
+    /// The reference's digest (after `@`), null for a reference without one.
+    pub digest: Option<String>,
+    /// The local image ids its containers ran (volce-lab's claim on them).
+    pub image_ids: Vec<ImageId>,
+}
+
+/// The plan that last changed an app record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LastPlan {
+    pub plan_id: PlanId,
+    pub action: Action,
+    /// `crate::store::PlanState`.
+    pub state: Word,
+    /// `crate::store::PlanOutcome`, null until the plan ended.
+    pub outcome: Option<Word>,
+    pub requested_at: String,
+    pub finished_at: Option<String>,
+}
+
+/// What the operator's policy offers the agent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Offer {
+    pub catalog: Vec<CatalogImage>,
+    pub gateway_image: GatewayImage,
+    pub ports: PortOffer,
+    pub quota: Quota,
+    pub plan_ttl_seconds: u32,
+    /// Every action a plan can take.
+    pub actions: Vec<Action>,
+    /// Those that need an operator's approval.
+    pub approval_required: Vec<Action>,
+}
+
+/// One catalog entry, and whether its image is on the host already.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CatalogImage {
+    pub key: String,
+    pub reference: ImageRef,
+    pub present: bool,
+    pub image_id: Option<ImageId>,
+}
+
+/// The gateway image every app's gateway runs, and whether it is here.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GatewayImage {
+    pub reference: ImageRef,
+    pub present: bool,
+    pub image_id: Option<ImageId>,
+}
+
+/// The policy's port range: which ports our apps hold, how many something
+/// else publishes (a count), and the free ones as ranges.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortOffer {
+    pub first: u16,
+    pub last: u16,
+    pub used: Vec<PortUse>,
+    pub taken_by_others: usize,
+    /// Every free port, however many ranges `free` lists.
+    pub free_count: u32,
+    /// `[first, last]` of each free range, the first 16 of them (the
+    /// helper's `MAX_FREE_RANGES`).
+    pub free: Vec<[u16; 2]>,
+    pub free_ranges_truncated: bool,
+}
+
+/// A port of the range one of our apps holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortUse {
+    pub port: u16,
+    pub app: AppName,
+}
+
+/// How many apps there are, and how many the policy allows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Quota {
+    pub used: usize,
+    pub max: u32,
+}
+
+/// An open plan: what it would do, where it stands, until when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpenPlan {
+    pub plan_id: PlanId,
+    pub action: Action,
+    /// The app it is about, null for an image.
+    pub app: Option<String>,
+    /// `crate::store::PlanState`.
+    pub state: Word,
+    pub requester: String,
+    pub requested_at: String,
+    pub expires_at: String,
+    pub requires_approval: bool,
+    pub approved: bool,
+}
+
+/// The plan that blocks every new one until an operator looked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnsettledPlan {
+    pub plan_id: PlanId,
+    /// `crate::store::PlanState`: executing or needs_inspection.
+    pub state: Word,
+}
+
+/// What volce-lab does not manage, as counts only.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForeignCounts {
+    pub containers: usize,
+    pub images: usize,
+    pub networks: usize,
+}

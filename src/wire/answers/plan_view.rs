@@ -1,0 +1,63 @@
+//! The `plan` answer and `volce-lab-host show --json`: one stored plan,
+//! every field of its immutable body, and its life cycle beside it. Built
+//! as root by the helper from the store's row (`StoredPlan::view` in
+//! `crate::store`); the workstation reads only its `id`
+//! ([`super::PlanMention`]).
+//!
+//! The body's fields are the sealed plan's (`crate::control::plan::Plan`,
+//! a test holds the two to the same names) with its times as RFC 3339 UTC:
+//! the sealed plan, and so its digest, keeps the Unix seconds it was made
+//! with.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::Word;
+use crate::control::plan::{Action, Impact, Payload};
+use crate::vocab::{Digest, PlanId};
+
+/// One stored plan as the helper shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanView {
+    pub format: u32,
+    pub id: PlanId,
+    pub action: Action,
+    /// The parameters as the agent sent them (validated).
+    pub parameters: Value,
+    pub payload: Payload,
+    pub impact: Impact,
+    pub snapshot_digest: String,
+    pub policy_hash: String,
+    pub requester: String,
+    pub requires_approval: bool,
+    pub created_at: String,
+    pub expires_at: String,
+    /// What an operator approves.
+    pub digest: Digest,
+    /// `crate::store::PlanState`.
+    pub state: Word,
+    pub approval: Option<ApprovalStamp>,
+    pub claimed_at: Option<String>,
+    pub finished_at: Option<String>,
+    /// `crate::store::PlanOutcome`, null until the plan ended.
+    pub outcome: Option<Word>,
+    /// Present only in state `inspected`.
+    pub resolution: Option<Stamp>,
+    /// Present only in state `rejected`.
+    pub rejection: Option<Stamp>,
+}
+
+/// An operator's approval: who, when, and the digest they approved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalStamp {
+    pub by: String,
+    pub at: String,
+    pub digest: Digest,
+}
+
+/// An operator's `resolve` or `reject` of a plan: who, and when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stamp {
+    pub by: String,
+    pub at: String,
+}
