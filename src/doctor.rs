@@ -567,7 +567,7 @@ fn check_state(paths: &DoctorPaths, probe: &dyn Probe, findings: &mut Vec<Findin
             }
             check_drift(dir, probe, findings);
             for (plan, state) in health.stuck_plans {
-                findings.push(plans::stuck_plan(dir, probe, &plan, &state));
+                findings.push(plans::stuck_plan(dir, probe, plan.as_str(), state.as_str()));
             }
         }
     }

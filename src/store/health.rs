@@ -11,8 +11,10 @@ use std::path::Path;
 use rusqlite::{Connection, OpenFlags};
 
 use super::chain::{self, Break};
+use super::rows::PlanState;
 use super::schema;
 use super::transitions::SQL_UNSETTLED_ALL;
+use crate::control::plan::PlanId;
 
 /// What the store says about itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,7 +23,7 @@ pub struct StoreHealth {
     pub schema_version: i64,
     pub expected_schema_version: i64,
     /// Ids and states of plans in `executing` or `needs_inspection`.
-    pub stuck_plans: Vec<(String, String)>,
+    pub stuck_plans: Vec<(PlanId, PlanState)>,
     /// How many audit rows there are, and the first break of their hash
     /// chain (`None`: intact, or a schema before the chain).
     pub audit_rows: u64,
@@ -42,7 +44,13 @@ pub fn read_health(path: &Path) -> Result<Option<StoreHealth>, rusqlite::Error> 
     // Before step 1 there is no plans table to ask.
     if schema_version >= 1 {
         let mut statement = conn.prepare(SQL_UNSETTLED_ALL)?;
-        let rows = statement.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?;
+        let rows = statement.query_map([], |row| {
+            let (id, state): (String, String) = (row.get(0)?, row.get(1)?);
+            // CHECK constraints hold both columns to their lists, so a value
+            // that does not parse is a damaged file, said as such.
+            let id = PlanId::parse(&id).map_err(|_| unreadable(0))?;
+            Ok((id, PlanState::parse(&state).map_err(|_| unreadable(1))?))
+        })?;
         for row in rows {
             stuck_plans.push(row?);
         }
@@ -67,6 +75,11 @@ pub fn read_health(path: &Path) -> Result<Option<StoreHealth>, rusqlite::Error> 
         audit_rows,
         audit_break,
     }))
+}
+
+/// The error of a stored value that is not what its column holds.
+fn unreadable(column: usize) -> rusqlite::Error {
+    rusqlite::Error::FromSqlConversionFailure(column, rusqlite::types::Type::Text, "not a stored name".into())
 }
 
 /// Every app record, read as `read_health` reads: a read-only connection,

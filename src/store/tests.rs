@@ -487,7 +487,7 @@ fn health_lists_the_unsettled_plans_and_changes_nothing() {
             integrity_ok: true,
             schema_version: Store::supported_version(),
             expected_schema_version: Store::supported_version(),
-            stuck_plans: vec![(stuck.id.as_str().to_owned(), "needs_inspection".to_owned())],
+            stuck_plans: vec![(stuck.id.clone(), PlanState::NeedsInspection)],
             audit_rows: 4,
             audit_break: None,
         }
