@@ -25,11 +25,12 @@
 //! A little over 450 lines with its tests: append, backfill, the anchor
 //! and verify share the row layout and belong together.
 
-use rusqlite::{OptionalExtension as _, Transaction, params};
+use rusqlite::{OptionalExtension as _, params};
 use serde::Serialize;
 use sha2::{Digest as _, Sha256};
 
 use super::StoreError;
+use super::sql::{self, Sql};
 
 /// What the first row chains from.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -147,15 +148,7 @@ impl ChainedEntry {
     }
 }
 
-const SELECT_ROWS: &str = "SELECT seq, at, event, plan_id, action, outcome, exit_code, duration_ms, actor, \
-                           operation, app, code, process, request_id, count, sudo_uid, login_uid, \
-                           gate_reason, command_bytes, command_sha256, prev_hash, hash FROM audit";
-
-/// The columns of a migration-4 audit table, for the backfill that runs
-/// before migration 6 added the rest.
-const SELECT_V4_ROWS: &str =
-    "SELECT seq, at, event, plan_id, action, outcome, exit_code, duration_ms, actor FROM audit";
-
+/// One row of `sql::ALL_ROWS` or `sql::ROWS_SINCE`.
 fn entry(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChainedEntry> {
     Ok(ChainedEntry {
         seq: r.get(0)?,
@@ -183,6 +176,8 @@ fn entry(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChainedEntry> {
     })
 }
 
+/// One row of `sql::V4_ROWS`: the columns of a migration-4 audit table, for
+/// the backfill that runs before migration 6 added the rest.
 fn v4_entry(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChainedEntry> {
     Ok(ChainedEntry {
         seq: r.get(0)?,
@@ -199,11 +194,8 @@ fn v4_entry(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChainedEntry> {
 }
 
 /// The last row's seq and hash, `None` for an empty trail.
-pub(super) fn last(tx: &Transaction<'_>) -> Result<Option<(i64, Option<String>)>, StoreError> {
-    Ok(tx
-        .prepare_cached("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1")?
-        .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))
-        .optional()?)
+pub(super) fn last(tx: Sql<'_>) -> Result<Option<(i64, Option<String>)>, StoreError> {
+    Ok(tx.prepare(sql::LAST_ROW)?.query_row([], |r| Ok((r.get(0)?, r.get(1)?))).optional()?)
 }
 
 /// Appends one row to the chain. `content.seq` is ignored: the row gets the
@@ -211,10 +203,7 @@ pub(super) fn last(tx: &Transaction<'_>) -> Result<Option<(i64, Option<String>)>
 /// without a hash was tampered with; nothing is chained onto it (fail
 /// closed: the caller's whole transaction rolls back).
 /// Returns the content as hashed (with its seq) and its hash.
-pub(super) fn append<'a>(
-    tx: &Transaction<'_>,
-    content: Content<'a>,
-) -> Result<(Content<'a>, String), StoreError> {
+pub(super) fn append<'a>(tx: Sql<'_>, content: Content<'a>) -> Result<(Content<'a>, String), StoreError> {
     let (seq, prev) = match last(tx)? {
         None => anchor(tx)?,
         Some((seq, Some(hash))) => (seq + 1, hash),
@@ -222,14 +211,7 @@ pub(super) fn append<'a>(
     };
     let content = Content { seq, ..content };
     let hash = link(&prev, &content);
-    tx.prepare_cached(
-        "INSERT INTO audit (seq, at, event, plan_id, action, outcome, exit_code, duration_ms, actor,
-             operation, app, code, process, request_id, count, sudo_uid, login_uid,
-             gate_reason, command_bytes, command_sha256, prev_hash, hash)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20,
-             ?21, ?22)",
-    )?
-    .execute(params![
+    tx.prepare(sql::INSERT_AUDIT)?.execute(params![
         content.seq,
         content.at,
         content.event,
@@ -261,22 +243,20 @@ pub(super) fn append<'a>(
 /// seq 1 and [`GENESIS`] when nothing was ever pruned. Stored in the
 /// one-row table `audit_anchor` (migration 6), written only by
 /// `retention::prune_chain`.
-pub(super) fn anchor(tx: &Transaction<'_>) -> Result<(i64, String), StoreError> {
-    let row: Option<(i64, String)> = tx
-        .prepare_cached("SELECT seq, prev_hash FROM audit_anchor WHERE id = 1")?
-        .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))
-        .optional()?;
+pub(super) fn anchor(tx: Sql<'_>) -> Result<(i64, String), StoreError> {
+    let row: Option<(i64, String)> =
+        tx.prepare(sql::ANCHOR)?.query_row([], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
     Ok(row.unwrap_or((1, GENESIS.to_owned())))
 }
 
 /// Migration 4's second half: chains the rows an older schema wrote, oldest
 /// first, as they are at the moment of the migration.
-pub(super) fn backfill(tx: &Transaction<'_>) -> Result<(), StoreError> {
+pub(super) fn backfill(tx: Sql<'_>) -> Result<(), StoreError> {
     let rows: Vec<ChainedEntry> = {
-        let mut statement = tx.prepare(&format!("{SELECT_V4_ROWS} ORDER BY seq"))?;
+        let mut statement = tx.prepare(sql::V4_ROWS)?;
         statement.query_map([], v4_entry)?.collect::<Result<_, _>>()?
     };
-    let mut update = tx.prepare("UPDATE audit SET prev_hash = ?2, hash = ?3 WHERE seq = ?1")?;
+    let mut update = tx.prepare(sql::BACKFILL)?;
     let mut prev = GENESIS.to_owned();
     for row in &rows {
         let hash = link(&prev, &row.content());
@@ -289,11 +269,11 @@ pub(super) fn backfill(tx: &Transaction<'_>) -> Result<(), StoreError> {
 /// Calls `each` with every row whose time is at or after `since`, oldest
 /// first, without holding them all in memory.
 pub(super) fn for_each_since(
-    tx: &Transaction<'_>,
+    tx: Sql<'_>,
     since: i64,
     mut each: impl FnMut(ChainedEntry),
 ) -> Result<(), StoreError> {
-    let mut statement = tx.prepare(&format!("{SELECT_ROWS} WHERE at >= ?1 ORDER BY seq"))?;
+    let mut statement = tx.prepare(sql::ROWS_SINCE)?;
     let rows = statement.query_map([since], entry)?;
     for row in rows {
         each(row?);
@@ -322,12 +302,10 @@ impl Head {
     }
 }
 
-pub(super) fn head(tx: &Transaction<'_>) -> Result<Head, StoreError> {
-    let rows: i64 = tx.prepare_cached("SELECT count(*) FROM audit")?.query_row([], |r| r.get(0))?;
-    let last = tx
-        .prepare_cached("SELECT seq, at, hash FROM audit ORDER BY seq DESC LIMIT 1")?
-        .query_row([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .optional()?;
+pub(super) fn head(tx: Sql<'_>) -> Result<Head, StoreError> {
+    let rows: i64 = tx.prepare(sql::COUNT_ROWS)?.query_row([], |r| r.get(0))?;
+    let last =
+        tx.prepare(sql::HEAD_ROW)?.query_row([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).optional()?;
     let (_, anchor) = anchor(tx)?;
     Ok(Head { rows: rows.max(0) as u64, last, anchor })
 }
@@ -387,9 +365,9 @@ impl Verification {
 /// first break. With `from`, also whether that hash is on the chain before
 /// the break (a kept head that is missing means the tail was cut or the
 /// chain rewritten).
-pub(super) fn verify(tx: &Transaction<'_>, from: Option<&str>) -> Result<Verification, StoreError> {
+pub(super) fn verify(tx: Sql<'_>, from: Option<&str>) -> Result<Verification, StoreError> {
     let (anchor_seq, anchor_hash) = anchor(tx)?;
-    let mut statement = tx.prepare(&format!("{SELECT_ROWS} ORDER BY seq"))?;
+    let mut statement = tx.prepare(sql::ALL_ROWS)?;
     let rows = statement.query_map([], entry)?;
     let mut prev: Option<(i64, String)> = None;
     let mut count = 0u64;

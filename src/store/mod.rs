@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! schema.rs       the append-only migrations (`PRAGMA user_version`)
+//! sql.rs          every statement on the tables, by name, and how far each reads
 //! chain.rs        the audit trail's hash chain: append, backfill, verify
 //! rows.rs         row types and the closed name sets stored in columns
 //! database.rs     Store: open, pragmas read back, migrate, transactions
@@ -35,6 +36,7 @@ mod retention;
 mod rows;
 mod schema;
 pub mod space;
+mod sql;
 mod syslog;
 mod transitions;
 pub mod wal;
@@ -51,9 +53,7 @@ pub use rows::{
     Rejection, RequestEnd, RequestMeta, Resolution, StoredPlan,
 };
 pub use syslog::DEV_LOG;
-pub use transitions::{
-    SQL_AWAITING, SQL_EXECUTING, SQL_EXPIRED_PENDING, SQL_UNSETTLED, SQL_UNSETTLED_ALL, Tx,
-};
+pub use transitions::Tx;
 
 #[cfg(test)]
 mod tests;

@@ -385,6 +385,10 @@ pub(super) const MIGRATIONS: &[&str] = &[
         ('no_command', 'too_long', 'not_a_fixed_request'));
      ALTER TABLE audit ADD COLUMN command_bytes INTEGER CHECK (command_bytes IS NULL OR command_bytes >= 0);
      ALTER TABLE audit ADD COLUMN command_sha256 TEXT CHECK (command_sha256 IS NULL OR length(command_sha256) = 64);",
+    // 9: every request flushes the refusal windows that have closed
+    // (`store::fold`); this index finds them, in the order they are
+    // appended, without reading the windows still open (issue 29).
+    "CREATE INDEX audit_folds_opened ON audit_folds (opened_at, actor, operation, code);",
 ];
 
 /// The step after whose SQL the existing audit rows are chained

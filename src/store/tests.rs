@@ -9,7 +9,7 @@ use rusqlite::{Connection, params};
 
 use super::chain;
 use super::schema::MIGRATIONS;
-use super::transitions::PLAN_COLUMNS;
+use super::sql;
 use super::*;
 use crate::control::Code;
 use crate::control::plan::{Plan, PlanId};
@@ -221,9 +221,9 @@ fn per_request_queries_use_indexes_not_table_scans() {
     let (_dir, mut store) = fresh();
     let conn = store.dangerous_connection_for_tests();
     let queries = [
-        SQL_UNSETTLED.to_owned(),
-        SQL_EXECUTING.to_owned(),
-        format!("SELECT {PLAN_COLUMNS} FROM plans WHERE id = 'x'"),
+        sql::UNSETTLED.sql().to_owned(),
+        sql::EXECUTING.sql().to_owned(),
+        sql::LOAD_PLAN.sql().replace("?1", "'x'"),
         "SELECT at FROM audit WHERE plan_id = 'x' ORDER BY seq".to_owned(),
     ];
     for sql in queries {
@@ -595,7 +595,7 @@ fn the_awaiting_list_is_unexpired_pending_and_unsettled_plans_newest_first() {
 fn the_operators_list_queries_use_their_partial_indexes() {
     let (_dir, mut store) = fresh();
     let conn = store.dangerous_connection_for_tests();
-    for sql in [SQL_AWAITING, SQL_EXPIRED_PENDING] {
+    for sql in [sql::AWAITING.sql(), sql::EXPIRED_PENDING.sql()] {
         let plan: Vec<String> = conn
             .prepare(&format!("EXPLAIN QUERY PLAN {}", sql.replace("?1", "0")))
             .unwrap()
@@ -674,6 +674,7 @@ fn migrating_a_v2_database_keeps_every_row_and_takes_rejections() {
         indexes,
         [
             "Text(\"audit_at\")",
+            "Text(\"audit_folds_opened\")",
             "Text(\"audit_plan\")",
             "Text(\"plans_finished\")",
             "Text(\"plans_pending\")",
@@ -834,7 +835,7 @@ fn a_forged_row_is_named_and_a_recomputed_rewrite_is_caught_by_the_kept_head() {
     let conn = store.dangerous_connection_for_tests();
     conn.execute("UPDATE audit SET actor = 'mallory' WHERE seq = 2", []).unwrap();
     let tx = conn.transaction().unwrap();
-    chain::backfill(&tx).unwrap();
+    chain::backfill(sql::Sql::new(&tx)).unwrap();
     tx.commit().unwrap();
     assert!(verify(&mut store, None).intact(), "a full recomputation is self-consistent");
     let against_kept = verify(&mut store, Some(&kept));
@@ -967,3 +968,5 @@ fn health_reports_a_broken_audit_chain_without_changing_anything() {
 }
 
 mod migration5;
+mod migration9;
+mod statements;
