@@ -10,10 +10,10 @@ use std::path::Path;
 
 use rusqlite::{Connection, OpenFlags};
 
-use super::chain::{self, Break};
 use super::rows::PlanState;
 use super::schema;
 use super::sql::Sql;
+use super::verify::{self, Break};
 use crate::control::plan::PlanId;
 
 /// What the store says about itself.
@@ -62,7 +62,7 @@ pub fn read_health(path: &Path) -> Result<Option<StoreHealth>, rusqlite::Error> 
     // Before step 4 there is no chain to walk.
     let (mut audit_rows, mut audit_break) = (0, None);
     if schema_version >= schema::CHAIN_STEP as i64 {
-        let checked = chain::verify(sql, None).map_err(|e| match e {
+        let checked = verify::verify(sql, None).map_err(|e| match e {
             super::StoreError::Sqlite(e) => e,
             _ => rusqlite::Error::InvalidQuery,
         })?;

@@ -34,7 +34,7 @@ pub const MAX_PENDING_PER_REQUESTER: u64 = 32;
 /// nothing) if the kept part does not verify first: pruning must never hide
 /// a break. Returns how many rows were dropped.
 fn prune_chain(tx: Sql<'_>, before: i64) -> Result<u64, StoreError> {
-    if !chain::verify(tx, None)?.intact() {
+    if !super::verify::verify(tx, None)?.intact() {
         return Err(StoreError::Refused(crate::control::Refusal::new(
             crate::control::Code::AuditChainBroken,
             "The audit chain does not verify; nothing was dropped. Run volce-lab-host audit verify and \
