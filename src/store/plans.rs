@@ -141,7 +141,7 @@ impl Tx<'_> {
         Ok(plans)
     }
 
-    /// How many pending plans expired before `now` (see [`sql::EXPIRED_PENDING`]).
+    /// How many pending plans expired before `now` (`sql::EXPIRED_PENDING`).
     pub fn expired_pending(&self, now: i64) -> Result<u64, StoreError> {
         let count: i64 = self.sql.prepare(sql::EXPIRED_PENDING)?.query_row([now], |r| r.get(0))?;
         Ok(count.max(0) as u64)

@@ -6,9 +6,9 @@
 //! history grows, and the test that holds every statement to that
 //! (`tests/statements.rs`: `EXPLAIN QUERY PLAN` on a database with history)
 //! can only check the statements it knows. [`Sql`] runs nothing but a
-//! [`Statement`], and a `Statement` can only be made by the `statements!`
-//! list below, which also builds [`ALL`]: so a statement the store can run
-//! is a statement the test checks. (The migrations in `schema.rs` and the
+//! [`Statement`], and outside tests a `Statement` can only be made by the
+//! `statements!` list below, which also builds `ALL`: so a statement the
+//! store can run is a statement the test checks. (The migrations in `schema.rs` and the
 //! pragmas `database.rs` sets on opening are not statements on the tables'
 //! rows and stay there.)
 //!
