@@ -11,12 +11,26 @@
 //!
 //! Under `cargo test --all-targets` (no `--bench` argument) it runs 4 × 5.
 
+#[path = "support/stats.rs"]
+mod stats;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
 use std::process::Command;
+use std::time::Duration;
 
 use support::load;
+
+/// The `p`-th fraction of the latencies of `name` (every operation: `None`), in ms.
+fn percentile_ms(report: &load::Report, name: Option<&str>, p: f64) -> f64 {
+    let samples: Vec<Duration> = report
+        .latencies
+        .iter()
+        .filter(|(n, _)| name.is_none_or(|w| w == n.as_str()))
+        .flat_map(|(_, micros)| micros.iter().map(|&us| Duration::from_micros(us)))
+        .collect();
+    stats::ms(stats::percentile(&samples, p))
+}
 
 fn main() {
     if load::child_from_env() {
@@ -41,18 +55,18 @@ fn main() {
             "{:<10} {:>7} {:>9.2} {:>9.2} {:>9.2}",
             name,
             report.latencies[name].len(),
-            report.percentile_ms(Some(name), 50.0),
-            report.percentile_ms(Some(name), 99.0),
-            report.percentile_ms(Some(name), 100.0)
+            percentile_ms(&report, Some(name), 0.5),
+            percentile_ms(&report, Some(name), 0.99),
+            percentile_ms(&report, Some(name), 1.0)
         );
     }
     println!(
         "{:<10} {:>7} {:>9.2} {:>9.2} {:>9.2}",
         "all",
         operations,
-        report.percentile_ms(None, 50.0),
-        report.percentile_ms(None, 99.0),
-        report.percentile_ms(None, 100.0)
+        percentile_ms(&report, None, 0.5),
+        percentile_ms(&report, None, 0.99),
+        percentile_ms(&report, None, 1.0)
     );
     for ((name, outcome), count) in &report.outcomes {
         println!("  {name} -> {outcome}: {count}");

@@ -24,6 +24,8 @@ use volce_lab::host::{HostPaths, ProcLiveness};
 
 #[path = "support/snapshot_calls.rs"]
 mod snapshot_calls;
+#[path = "support/stats.rs"]
+mod stats;
 
 const POLICY: &str = "/var/tmp/volce-lab-test/policy.json";
 const DOCKER: &str = "/usr/bin/docker";
@@ -69,9 +71,8 @@ fn ok(reply: Value, what: &str) -> Value {
     reply
 }
 
-fn p50(mut samples: Vec<Duration>) -> f64 {
-    samples.sort();
-    samples[samples.len() / 2].as_secs_f64() * 1e3
+fn p50(samples: Vec<Duration>) -> f64 {
+    stats::ms(stats::p50(&samples))
 }
 
 fn main() {

@@ -17,6 +17,8 @@ use volce_lab::exec::{ExecutionStatus, ProcessSpec, run_blocking};
 
 #[path = "support/snapshot_calls.rs"]
 mod snapshot_calls;
+#[path = "support/stats.rs"]
+mod stats;
 
 const RUNS: usize = 15;
 
@@ -39,9 +41,9 @@ impl Drop for Cleanup {
     }
 }
 
-fn stats(mut samples: Vec<Duration>) -> (Duration, Duration) {
-    samples.sort();
-    (samples[samples.len() / 2], samples[0])
+/// Median and min.
+fn stats(samples: Vec<Duration>) -> (Duration, Duration) {
+    (stats::p50(&samples), stats::percentile(&samples, 0.0))
 }
 
 const POLICY: &str = "/var/tmp/volce-lab-test/policy.json";

@@ -50,6 +50,8 @@
 //! Under `cargo test --all-targets` (no `--bench` argument) it does nothing;
 //! without root or libfaketime it prints `skipped` and why.
 
+#[path = "support/stats.rs"]
+mod stats;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
@@ -59,6 +61,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::json;
+use stats::p50;
 use support::fake_engine::unused_image;
 use support::harness::{deploy_params, policy_json};
 
@@ -74,17 +77,8 @@ const PORT: u16 = 18_765;
 /// The kinds of request in the mix, in the order they are reported.
 const KINDS: [&str; 5] = ["prepare", "execute_pending", "execute_unknown", "smuggled", "inventory"];
 
-fn p50(samples: &[Duration]) -> Duration {
-    if samples.is_empty() {
-        return Duration::ZERO;
-    }
-    let mut sorted = samples.to_vec();
-    sorted.sort();
-    sorted[sorted.len() / 2]
-}
-
 fn ms(d: Duration) -> String {
-    format!("{:.2}", d.as_secs_f64() * 1000.0)
+    format!("{:.2}", stats::ms(d))
 }
 
 fn run(program: &str, args: &[&str]) {

@@ -39,6 +39,11 @@ use volce_lab::inspect::transport::{CommandCarrier, RemoteCommand, RunLimits, Ss
 use volce_lab::inspect::{Check, Inspector, Status};
 use volce_lab::wire::{ContainerRole, Reply, Request};
 
+use stats::{ms, percentile};
+
+#[path = "support/stats.rs"]
+mod stats;
+
 const SSH_CONFIG: &str = "/var/tmp/volce-lab-e2e/client/ssh_config";
 const ALIAS: &str = "vl-e2e";
 const USER: &str = "vl-agent";
@@ -92,20 +97,15 @@ async fn measure(inspector: &Inspector, iterations: usize) -> Vec<Duration> {
     samples
 }
 
-fn ms(duration: Duration) -> f64 {
-    duration.as_secs_f64() * 1000.0
-}
-
-fn row(name: &str, mut samples: Vec<Duration>) -> f64 {
-    samples.sort();
-    let at = |q: f64| samples[((samples.len() as f64 - 1.0) * q).round() as usize];
+fn row(name: &str, samples: Vec<Duration>) -> f64 {
+    let at = |q: f64| percentile(&samples, q);
     let mean = samples.iter().sum::<Duration>() / samples.len() as u32;
     println!(
         "| {name:<38} | {:>5} | {:>8.1} | {:>8.1} | {:>8.1} | {:>8.1} |",
         samples.len(),
         ms(at(0.5)),
         ms(at(0.9)),
-        ms(*samples.last().unwrap()),
+        ms(at(1.0)),
         ms(mean)
     );
     ms(at(0.5))

@@ -1,5 +1,6 @@
-//! The audit trail's hash chain: appending a row, filling the chain for rows
-//! an older schema wrote, walking it to find the first row that was changed.
+//! The audit trail's hash chain: a row's hashed content, appending a row,
+//! filling the chain for rows an older schema wrote, reading rows as stored.
+//! Walking the chain to find the first row that was changed is `verify.rs`.
 //! Runs as root inside the host helper, always within a transaction.
 //!
 //! Each audit row carries `prev_hash` (the `hash` of the row before it, or
@@ -20,16 +21,14 @@
 //!   adds a column (NULL on old rows) keeps every existing hash valid;
 //! - the chain cannot prove that nothing was cut from its end, nor that the
 //!   whole chain was not recomputed by someone with root: only a head hash
-//!   kept off the host can ([`verify`] with `from`).
-//!
-//! A little over 450 lines with its tests: append, backfill, the anchor
-//! and verify share the row layout and belong together.
+//!   kept off the host can (`verify::verify` with `from`).
 
-use rusqlite::{OptionalExtension as _, Transaction, params};
+use rusqlite::{OptionalExtension as _, params};
 use serde::Serialize;
 use sha2::{Digest as _, Sha256};
 
 use super::StoreError;
+use super::sql::{self, Sql};
 
 /// What the first row chains from.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -147,16 +146,8 @@ impl ChainedEntry {
     }
 }
 
-const SELECT_ROWS: &str = "SELECT seq, at, event, plan_id, action, outcome, exit_code, duration_ms, actor, \
-                           operation, app, code, process, request_id, count, sudo_uid, login_uid, \
-                           gate_reason, command_bytes, command_sha256, prev_hash, hash FROM audit";
-
-/// The columns of a migration-4 audit table, for the backfill that runs
-/// before migration 6 added the rest.
-const SELECT_V4_ROWS: &str =
-    "SELECT seq, at, event, plan_id, action, outcome, exit_code, duration_ms, actor FROM audit";
-
-fn entry(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChainedEntry> {
+/// One row of `sql::ALL_ROWS` or `sql::ROWS_SINCE`.
+pub(super) fn entry(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChainedEntry> {
     Ok(ChainedEntry {
         seq: r.get(0)?,
         at: r.get(1)?,
@@ -183,6 +174,8 @@ fn entry(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChainedEntry> {
     })
 }
 
+/// One row of `sql::V4_ROWS`: the columns of a migration-4 audit table, for
+/// the backfill that runs before migration 6 added the rest.
 fn v4_entry(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChainedEntry> {
     Ok(ChainedEntry {
         seq: r.get(0)?,
@@ -199,11 +192,8 @@ fn v4_entry(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChainedEntry> {
 }
 
 /// The last row's seq and hash, `None` for an empty trail.
-pub(super) fn last(tx: &Transaction<'_>) -> Result<Option<(i64, Option<String>)>, StoreError> {
-    Ok(tx
-        .prepare_cached("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1")?
-        .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))
-        .optional()?)
+pub(super) fn last(tx: Sql<'_>) -> Result<Option<(i64, Option<String>)>, StoreError> {
+    Ok(tx.prepare(sql::LAST_ROW)?.query_row([], |r| Ok((r.get(0)?, r.get(1)?))).optional()?)
 }
 
 /// Appends one row to the chain. `content.seq` is ignored: the row gets the
@@ -211,10 +201,7 @@ pub(super) fn last(tx: &Transaction<'_>) -> Result<Option<(i64, Option<String>)>
 /// without a hash was tampered with; nothing is chained onto it (fail
 /// closed: the caller's whole transaction rolls back).
 /// Returns the content as hashed (with its seq) and its hash.
-pub(super) fn append<'a>(
-    tx: &Transaction<'_>,
-    content: Content<'a>,
-) -> Result<(Content<'a>, String), StoreError> {
+pub(super) fn append<'a>(tx: Sql<'_>, content: Content<'a>) -> Result<(Content<'a>, String), StoreError> {
     let (seq, prev) = match last(tx)? {
         None => anchor(tx)?,
         Some((seq, Some(hash))) => (seq + 1, hash),
@@ -222,14 +209,7 @@ pub(super) fn append<'a>(
     };
     let content = Content { seq, ..content };
     let hash = link(&prev, &content);
-    tx.prepare_cached(
-        "INSERT INTO audit (seq, at, event, plan_id, action, outcome, exit_code, duration_ms, actor,
-             operation, app, code, process, request_id, count, sudo_uid, login_uid,
-             gate_reason, command_bytes, command_sha256, prev_hash, hash)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20,
-             ?21, ?22)",
-    )?
-    .execute(params![
+    tx.prepare(sql::INSERT_AUDIT)?.execute(params![
         content.seq,
         content.at,
         content.event,
@@ -261,22 +241,20 @@ pub(super) fn append<'a>(
 /// seq 1 and [`GENESIS`] when nothing was ever pruned. Stored in the
 /// one-row table `audit_anchor` (migration 6), written only by
 /// `retention::prune_chain`.
-pub(super) fn anchor(tx: &Transaction<'_>) -> Result<(i64, String), StoreError> {
-    let row: Option<(i64, String)> = tx
-        .prepare_cached("SELECT seq, prev_hash FROM audit_anchor WHERE id = 1")?
-        .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))
-        .optional()?;
+pub(super) fn anchor(tx: Sql<'_>) -> Result<(i64, String), StoreError> {
+    let row: Option<(i64, String)> =
+        tx.prepare(sql::ANCHOR)?.query_row([], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
     Ok(row.unwrap_or((1, GENESIS.to_owned())))
 }
 
 /// Migration 4's second half: chains the rows an older schema wrote, oldest
 /// first, as they are at the moment of the migration.
-pub(super) fn backfill(tx: &Transaction<'_>) -> Result<(), StoreError> {
+pub(super) fn backfill(tx: Sql<'_>) -> Result<(), StoreError> {
     let rows: Vec<ChainedEntry> = {
-        let mut statement = tx.prepare(&format!("{SELECT_V4_ROWS} ORDER BY seq"))?;
+        let mut statement = tx.prepare(sql::V4_ROWS)?;
         statement.query_map([], v4_entry)?.collect::<Result<_, _>>()?
     };
-    let mut update = tx.prepare("UPDATE audit SET prev_hash = ?2, hash = ?3 WHERE seq = ?1")?;
+    let mut update = tx.prepare(sql::BACKFILL)?;
     let mut prev = GENESIS.to_owned();
     for row in &rows {
         let hash = link(&prev, &row.content());
@@ -289,155 +267,16 @@ pub(super) fn backfill(tx: &Transaction<'_>) -> Result<(), StoreError> {
 /// Calls `each` with every row whose time is at or after `since`, oldest
 /// first, without holding them all in memory.
 pub(super) fn for_each_since(
-    tx: &Transaction<'_>,
+    tx: Sql<'_>,
     since: i64,
     mut each: impl FnMut(ChainedEntry),
 ) -> Result<(), StoreError> {
-    let mut statement = tx.prepare(&format!("{SELECT_ROWS} WHERE at >= ?1 ORDER BY seq"))?;
+    let mut statement = tx.prepare(sql::ROWS_SINCE)?;
     let rows = statement.query_map([since], entry)?;
     for row in rows {
         each(row?);
     }
     Ok(())
-}
-
-/// The end of the chain: how many rows, and the last one.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Head {
-    pub rows: u64,
-    /// seq, time and hash of the last row; `None` for an empty trail.
-    pub last: Option<(i64, i64, Option<String>)>,
-    /// What the first row chains from: [`GENESIS`], or after `audit prune`
-    /// the last dropped row's hash.
-    pub anchor: String,
-}
-
-impl Head {
-    /// The hash a new row would chain from.
-    pub fn hash(&self) -> Option<&str> {
-        match &self.last {
-            None => Some(&self.anchor),
-            Some((_, _, hash)) => hash.as_deref(),
-        }
-    }
-}
-
-pub(super) fn head(tx: &Transaction<'_>) -> Result<Head, StoreError> {
-    let rows: i64 = tx.prepare_cached("SELECT count(*) FROM audit")?.query_row([], |r| r.get(0))?;
-    let last = tx
-        .prepare_cached("SELECT seq, at, hash FROM audit ORDER BY seq DESC LIMIT 1")?
-        .query_row([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .optional()?;
-    let (_, anchor) = anchor(tx)?;
-    Ok(Head { rows: rows.max(0) as u64, last, anchor })
-}
-
-/// The first place the chain does not hold, named by the row where it shows.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Break {
-    /// The row has no hash, or one of the wrong shape.
-    Unhashed { seq: i64, at: i64 },
-    /// The row's content (or its seq) is not what its hash was computed
-    /// over: the row was edited, or moved to another seq.
-    Altered { seq: i64, at: i64 },
-    /// The row is intact but does not follow the row before it, and seqs
-    /// are missing between them: rows `missing_from..=missing_to` were
-    /// deleted.
-    Deleted { seq: i64, at: i64, missing_from: i64, missing_to: i64 },
-    /// The row is intact and its seq follows on, but it does not chain from
-    /// the row before it: it was inserted, or rows were reordered.
-    Unlinked { seq: i64, at: i64, after: i64 },
-    /// The first row does not chain from the genesis value: the rows before
-    /// it were deleted (or it was inserted there).
-    NotFromGenesis { seq: i64, at: i64 },
-}
-
-impl Break {
-    /// The seq and time of the row where the break shows.
-    pub fn row(&self) -> (i64, i64) {
-        match *self {
-            Break::Unhashed { seq, at }
-            | Break::Altered { seq, at }
-            | Break::Deleted { seq, at, .. }
-            | Break::Unlinked { seq, at, .. }
-            | Break::NotFromGenesis { seq, at } => (seq, at),
-        }
-    }
-}
-
-/// What walking the chain found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Verification {
-    pub rows: u64,
-    pub head: Head,
-    /// The first break, if any (the walk stops there).
-    pub broken: Option<Break>,
-    /// With `from`: whether that hash is some row's hash on the intact
-    /// part of the chain (or the genesis value).
-    pub from_found: Option<bool>,
-}
-
-impl Verification {
-    pub fn intact(&self) -> bool {
-        self.broken.is_none() && self.from_found != Some(false)
-    }
-}
-
-/// Walks the whole chain in seq order, recomputing every hash; stops at the
-/// first break. With `from`, also whether that hash is on the chain before
-/// the break (a kept head that is missing means the tail was cut or the
-/// chain rewritten).
-pub(super) fn verify(tx: &Transaction<'_>, from: Option<&str>) -> Result<Verification, StoreError> {
-    let (anchor_seq, anchor_hash) = anchor(tx)?;
-    let mut statement = tx.prepare(&format!("{SELECT_ROWS} ORDER BY seq"))?;
-    let rows = statement.query_map([], entry)?;
-    let mut prev: Option<(i64, String)> = None;
-    let mut count = 0u64;
-    let mut broken = None;
-    let mut from_found = from.map(|from| from == anchor_hash);
-    for row in rows {
-        let row = row?;
-        count += 1;
-        let (Some(prev_hash), Some(hash)) = (&row.prev_hash, &row.hash) else {
-            broken = Some(Break::Unhashed { seq: row.seq, at: row.at });
-            break;
-        };
-        if !crate::text::is_lower_hex(prev_hash, 64) || !crate::text::is_lower_hex(hash, 64) {
-            broken = Some(Break::Unhashed { seq: row.seq, at: row.at });
-            break;
-        }
-        if link(prev_hash, &row.content()) != *hash {
-            broken = Some(Break::Altered { seq: row.seq, at: row.at });
-            break;
-        }
-        match &prev {
-            None if *prev_hash != anchor_hash || row.seq != anchor_seq => {
-                broken = Some(Break::NotFromGenesis { seq: row.seq, at: row.at });
-                break;
-            }
-            Some((prev_seq, expected)) if prev_hash != expected => {
-                broken = Some(if row.seq > prev_seq + 1 {
-                    Break::Deleted {
-                        seq: row.seq,
-                        at: row.at,
-                        missing_from: prev_seq + 1,
-                        missing_to: row.seq - 1,
-                    }
-                } else {
-                    Break::Unlinked { seq: row.seq, at: row.at, after: *prev_seq }
-                });
-                break;
-            }
-            _ => {}
-        }
-        if from == Some(hash.as_str()) {
-            from_found = Some(true);
-        }
-        prev = Some((row.seq, hash.clone()));
-    }
-    drop(statement);
-    let head = head(tx)?;
-    Ok(Verification { rows: if broken.is_none() { count } else { head.rows }, head, broken, from_found })
 }
 
 #[cfg(test)]

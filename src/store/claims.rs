@@ -22,11 +22,7 @@ impl Tx<'_> {
         plan: &PlanId,
         now: i64,
     ) -> Result<(), StoreError> {
-        let mut statement = self.tx.prepare_cached(
-            "INSERT INTO image_claims (image_id, app, plan_id, retired_at) VALUES (?1, ?2, ?3, ?4)
-             ON CONFLICT (image_id) DO UPDATE SET app = excluded.app, plan_id = excluded.plan_id,
-             retired_at = excluded.retired_at",
-        )?;
+        let mut statement = self.sql.prepare(super::sql::RETIRE_CLAIM)?;
         for image in images {
             statement.execute(params![image.as_str(), app, plan.as_str(), now])?;
         }
@@ -35,7 +31,7 @@ impl Tx<'_> {
 
     /// Every retired claim: image id -> the removed app that last used it.
     pub fn retired_claims(&self) -> Result<BTreeMap<ImageId, String>, StoreError> {
-        let mut statement = self.tx.prepare_cached("SELECT image_id, app FROM image_claims")?;
+        let mut statement = self.sql.prepare(super::sql::RETIRED_CLAIMS)?;
         let rows = statement.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
         let mut claims = BTreeMap::new();
         for row in rows {
@@ -47,7 +43,7 @@ impl Tx<'_> {
 
     /// The image is gone: nothing is left to claim.
     pub fn drop_claim(&self, image: &ImageId) -> Result<(), StoreError> {
-        self.tx.prepare_cached("DELETE FROM image_claims WHERE image_id = ?1")?.execute([image.as_str()])?;
+        self.sql.prepare(super::sql::DROP_CLAIM)?.execute([image.as_str()])?;
         Ok(())
     }
 }

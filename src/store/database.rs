@@ -20,6 +20,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension as _, TransactionBehavio
 
 use super::rows::{AuditOutcome, RequestEnd, RequestMeta};
 use super::schema::{self, MIGRATIONS};
+use super::sql::{self, Sql};
 use super::transitions::Tx;
 use crate::vocab::{Code, Refusal};
 
@@ -221,12 +222,12 @@ impl Store {
         for (index, step) in MIGRATIONS.iter().enumerate().skip(found as usize) {
             tx.execute_batch(step)?;
             if index + 1 == schema::CHAIN_STEP {
-                super::chain::backfill(&tx)?;
+                super::chain::backfill(Sql::new(&tx))?;
             }
             tx.pragma_update(None, "user_version", index as i64 + 1)?;
         }
         let dangling: Option<String> =
-            tx.query_row("PRAGMA foreign_key_check", [], |r| r.get(0)).optional()?;
+            Sql::new(&tx).prepare(sql::FOREIGN_KEY_CHECK)?.query_row([], |r| r.get(0)).optional()?;
         if dangling.is_some() {
             return Err(StoreError::Corrupt);
         }
@@ -260,7 +261,7 @@ impl Store {
         let wrote = Cell::new(false);
         let lines = std::cell::RefCell::new(Vec::new());
         let syslog = self.syslog.as_ref().map(|_| &lines);
-        let value = work(&Tx { tx: &tx, request: self.request.as_ref(), wrote: &wrote, syslog })?;
+        let value = work(&Tx { sql: Sql::new(&tx), request: self.request.as_ref(), wrote: &wrote, syslog })?;
         tx.commit().map_err(|e| E::from(StoreError::from(e)))?;
         if wrote.get() {
             self.wrote.set(true);

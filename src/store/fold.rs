@@ -22,6 +22,7 @@
 use super::StoreError;
 use super::chain::Content;
 use super::rows::{AuditOutcome, Event, RequestEnd};
+use super::sql;
 use super::transitions::{Tx, stamp};
 
 /// How long repeats of one refusal are counted before they are appended.
@@ -36,22 +37,21 @@ impl Tx<'_> {
         let Some(meta) = self.request else { return Ok(()) };
         let operation = meta.operation.as_str();
         if let (AuditOutcome::Refused, Some(code)) = (end.outcome, end.code) {
-            let counted = self
-                .tx
-                .prepare_cached(
-                    "UPDATE audit_folds SET count = count + 1, last_at = max(last_at, ?4)
-                     WHERE actor = ?1 AND operation = ?2 AND code = ?3",
-                )?
-                .execute(rusqlite::params![meta.actor, operation, code.as_str(), end.at])?;
+            let counted = self.sql.prepare(sql::FOLD_COUNT)?.execute(rusqlite::params![
+                meta.actor,
+                operation,
+                code.as_str(),
+                end.at
+            ])?;
             if counted == 1 {
                 return Ok(());
             }
-            self.tx
-                .prepare_cached(
-                    "INSERT INTO audit_folds (actor, operation, code, opened_at, last_at, count)
-                     VALUES (?1, ?2, ?3, ?4, ?4, 0)",
-                )?
-                .execute(rusqlite::params![meta.actor, operation, code.as_str(), end.at])?;
+            self.sql.prepare(sql::FOLD_OPEN)?.execute(rusqlite::params![
+                meta.actor,
+                operation,
+                code.as_str(),
+                end.at
+            ])?;
         }
         self.append(Content {
             at: end.at,
@@ -71,10 +71,7 @@ impl Tx<'_> {
     /// repeats, and forgets every closed window.
     pub fn flush_folds(&self, now: i64) -> Result<(), StoreError> {
         let closed: Vec<(String, String, String, i64, i64)> = {
-            let mut statement = self.tx.prepare_cached(
-                "SELECT actor, operation, code, last_at, count FROM audit_folds
-                 WHERE opened_at + ?1 <= ?2 ORDER BY opened_at, actor, operation, code",
-            )?;
+            let mut statement = self.sql.prepare(sql::FOLDS_CLOSED)?;
             statement
                 .query_map(rusqlite::params![WINDOW_SECS, now], |r| {
                     Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
@@ -96,9 +93,7 @@ impl Tx<'_> {
             }
         }
         if !closed.is_empty() {
-            self.tx
-                .prepare_cached("DELETE FROM audit_folds WHERE opened_at + ?1 <= ?2")?
-                .execute(rusqlite::params![WINDOW_SECS, now])?;
+            self.sql.prepare(sql::FOLDS_DROP)?.execute(rusqlite::params![WINDOW_SECS, now])?;
         }
         Ok(())
     }

@@ -10,9 +10,11 @@ use std::path::Path;
 
 use rusqlite::{Connection, OpenFlags};
 
-use super::chain::{self, Break};
+use super::rows::PlanState;
 use super::schema;
-use super::transitions::SQL_UNSETTLED_ALL;
+use super::sql::Sql;
+use super::verify::{self, Break};
+use crate::vocab::PlanId;
 
 /// What the store says about itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,7 +23,7 @@ pub struct StoreHealth {
     pub schema_version: i64,
     pub expected_schema_version: i64,
     /// Ids and states of plans in `executing` or `needs_inspection`.
-    pub stuck_plans: Vec<(String, String)>,
+    pub stuck_plans: Vec<(PlanId, PlanState)>,
     /// How many audit rows there are, and the first break of their hash
     /// chain (`None`: intact, or a schema before the chain).
     pub audit_rows: u64,
@@ -36,23 +38,31 @@ pub fn read_health(path: &Path) -> Result<Option<StoreHealth>, rusqlite::Error> 
     }
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = Connection::open_with_flags(path, flags)?;
-    let integrity: String = conn.query_row("PRAGMA integrity_check", [], |row| row.get(0))?;
-    let schema_version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
+    // One read-only deferred transaction: one consistent snapshot, nothing
+    // written.
+    let tx = conn.unchecked_transaction()?;
+    let sql = Sql::new(&tx);
+    let integrity: String = sql.prepare(super::sql::INTEGRITY_CHECK)?.query_row([], |row| row.get(0))?;
+    let schema_version: i64 = tx.pragma_query_value(None, "user_version", |row| row.get(0))?;
     let mut stuck_plans = Vec::new();
     // Before step 1 there is no plans table to ask.
     if schema_version >= 1 {
-        let mut statement = conn.prepare(SQL_UNSETTLED_ALL)?;
-        let rows = statement.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?;
+        let mut statement = sql.prepare(super::sql::UNSETTLED_ALL)?;
+        let rows = statement.query_map([], |row| {
+            let (id, state): (String, String) = (row.get(0)?, row.get(1)?);
+            // CHECK constraints hold both columns to their lists, so a value
+            // that does not parse is a damaged file, said as such.
+            let id = PlanId::parse(&id).map_err(|_| unreadable(0))?;
+            Ok((id, PlanState::parse(&state).map_err(|_| unreadable(1))?))
+        })?;
         for row in rows {
             stuck_plans.push(row?);
         }
     }
-    // Before step 4 there is no chain to walk. A read-only deferred
-    // transaction: one consistent snapshot, nothing written.
+    // Before step 4 there is no chain to walk.
     let (mut audit_rows, mut audit_break) = (0, None);
     if schema_version >= schema::CHAIN_STEP as i64 {
-        let tx = conn.unchecked_transaction()?;
-        let checked = chain::verify(&tx, None).map_err(|e| match e {
+        let checked = verify::verify(sql, None).map_err(|e| match e {
             super::StoreError::Sqlite(e) => e,
             _ => rusqlite::Error::InvalidQuery,
         })?;
@@ -67,6 +77,11 @@ pub fn read_health(path: &Path) -> Result<Option<StoreHealth>, rusqlite::Error> 
         audit_rows,
         audit_break,
     }))
+}
+
+/// The error of a stored value that is not what its column holds.
+fn unreadable(column: usize) -> rusqlite::Error {
+    rusqlite::Error::FromSqlConversionFailure(column, rusqlite::types::Type::Text, "not a stored name".into())
 }
 
 /// Every app record, read as `read_health` reads: a read-only connection,
@@ -90,13 +105,13 @@ fn read_only<T: Default>(
     }
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = Connection::open_with_flags(path, flags)?;
-    let version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
+    let version: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0))?;
     if version < 1 {
         return Ok(T::default());
     }
     let tx = conn.unchecked_transaction()?;
     let wrote = std::cell::Cell::new(false);
-    read(&super::transitions::Tx { tx: &tx, request: None, wrote: &wrote, syslog: None })
+    read(&super::transitions::Tx { sql: Sql::new(&tx), request: None, wrote: &wrote, syslog: None })
 }
 
 /// The claims of every executing plan, read as `read_apps` reads: for the

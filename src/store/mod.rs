@@ -3,12 +3,17 @@
 //!
 //! ```text
 //! schema.rs       the append-only migrations (`PRAGMA user_version`)
-//! chain.rs        the audit trail's hash chain: append, backfill, verify
+//! sql.rs          every statement on the tables, by name, and how far each reads
+//! chain.rs        the audit trail's hash chain: a row's content, append, backfill
+//! verify.rs       walking the chain: the first break, the head
 //! rows.rs         row types and the closed name sets stored in columns
 //! database.rs     Store: open, pragmas read back, migrate, transactions
 //! fold.rs         request rows, identical refusals folded into one counted row
 //! syslog.rs       a copy of each committed row for the host's syslog
-//! transitions.rs  Tx: conditional transitions, app records, audit rows
+//! transitions.rs  Tx: inserting a plan, its conditional transitions, their rows
+//! plans.rs        Tx: reading plans (the gate, claims, one plan, the list)
+//! apps.rs         Tx: the app records
+//! trail.rs        Tx: the trail as the operator reads it (head, verify, export)
 //! claims.rs       Tx: the image claims of removed apps
 //! health.rs       the read-only health report the doctor prints
 //! wal.rs          a write-ahead log cut short, seen before SQLite opens it
@@ -25,23 +30,26 @@
 //! chained by hash, so an edited, deleted, inserted or reordered row shows;
 //! per-request queries are served by indexes.
 
+mod apps;
 mod chain;
 mod claims;
 mod database;
 mod fold;
 mod health;
 mod plan_boot;
+mod plans;
 mod retention;
 mod rows;
 mod schema;
 pub mod space;
+mod sql;
 mod syslog;
+mod trail;
 mod transitions;
+mod verify;
 pub mod wal;
 
-pub use chain::{
-    Break, ChainedEntry, Content as ChainContent, GENESIS, Head, Verification, link as chain_link,
-};
+pub use chain::{ChainedEntry, Content as ChainContent, GENESIS, link as chain_link};
 pub use database::{BUSY_TIMEOUT, Store, StoreError};
 pub use fold::WINDOW_SECS as FOLD_WINDOW_SECS;
 pub use health::{StoreHealth, read_apps, read_claims, read_health};
@@ -51,9 +59,8 @@ pub use rows::{
     Rejection, RequestEnd, RequestMeta, Resolution, StoredPlan,
 };
 pub use syslog::DEV_LOG;
-pub use transitions::{
-    SQL_AWAITING, SQL_EXECUTING, SQL_EXPIRED_PENDING, SQL_UNSETTLED, SQL_UNSETTLED_ALL, Tx,
-};
+pub use transitions::Tx;
+pub use verify::{Break, Head, Verification};
 
 #[cfg(test)]
 mod tests;

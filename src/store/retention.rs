@@ -19,6 +19,7 @@ use rusqlite::{OptionalExtension as _, params};
 use super::StoreError;
 use super::chain::{self, Content};
 use super::rows::{AuditOperation, AuditOutcome, Event};
+use super::sql::{self, Sql};
 use super::transitions::{Tx, stamp};
 
 /// The most plans one run of [`Tx::prune_plans`] removes.
@@ -27,29 +28,21 @@ pub const PRUNE_BATCH: i64 = 256;
 /// The most unexpired pending plans one requester may hold.
 pub const MAX_PENDING_PER_REQUESTER: u64 = 32;
 
-const SQL_PRUNABLE: &str = "SELECT seq FROM plans WHERE finished_at IS NOT NULL AND finished_at < ?1 \
-     AND state IN ('completed', 'invalidated', 'inspected', 'failed', 'rejected') \
-     AND id NOT IN (SELECT plan_id FROM apps) AND id NOT IN (SELECT plan_id FROM image_claims) LIMIT ?2";
-const SQL_PRUNABLE_PENDING: &str = "SELECT seq FROM plans WHERE state = 'pending' AND expires_at < ?1 \
-     AND id NOT IN (SELECT plan_id FROM apps) AND id NOT IN (SELECT plan_id FROM image_claims) LIMIT ?2";
-
 /// Drops every row before `before` (unix seconds), keeping the chain
 /// verifiable: the first kept row's seq and prev_hash become the anchor, so
 /// `verify` starts there instead of at `GENESIS`. Refuses (changes
 /// nothing) if the kept part does not verify first: pruning must never hide
 /// a break. Returns how many rows were dropped.
-fn prune_chain(tx: &rusqlite::Transaction<'_>, before: i64) -> Result<u64, StoreError> {
-    if !chain::verify(tx, None)?.intact() {
+fn prune_chain(tx: Sql<'_>, before: i64) -> Result<u64, StoreError> {
+    if !super::verify::verify(tx, None)?.intact() {
         return Err(StoreError::Refused(crate::vocab::Refusal::new(
             crate::vocab::Code::AuditChainBroken,
             "The audit chain does not verify; nothing was dropped. Run volce-lab-host audit verify and \
              keep an export of the trail as it is before anything else.",
         )));
     }
-    let first_kept: Option<(i64, Option<String>)> = tx
-        .prepare_cached("SELECT seq, prev_hash FROM audit WHERE at >= ?1 ORDER BY seq LIMIT 1")?
-        .query_row([before], |r| Ok((r.get(0)?, r.get(1)?)))
-        .optional()?;
+    let first_kept: Option<(i64, Option<String>)> =
+        tx.prepare(sql::FIRST_KEPT)?.query_row([before], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
     let (seq, prev) = match first_kept {
         Some((seq, Some(prev))) => (seq, prev),
         Some((_, None)) => return Err(StoreError::Corrupt),
@@ -60,12 +53,8 @@ fn prune_chain(tx: &rusqlite::Transaction<'_>, before: i64) -> Result<u64, Store
             Some((_, None)) => return Err(StoreError::Corrupt),
         },
     };
-    let dropped = tx.prepare_cached("DELETE FROM audit WHERE seq < ?1")?.execute([seq])?;
-    tx.prepare_cached(
-        "INSERT INTO audit_anchor (id, seq, prev_hash) VALUES (1, ?1, ?2)
-         ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, prev_hash = excluded.prev_hash",
-    )?
-    .execute(params![seq, prev])?;
+    let dropped = tx.prepare(sql::DROP_AUDIT_BEFORE)?.execute([seq])?;
+    tx.prepare(sql::SET_ANCHOR)?.execute(params![seq, prev])?;
     Ok(dropped as u64)
 }
 
@@ -75,15 +64,12 @@ impl Tx<'_> {
     /// `actor`. Returns the count; no row when nothing was due.
     pub fn prune_plans(&self, cutoff: i64, now: i64, actor: &str) -> Result<u64, StoreError> {
         let mut removed = 0usize;
-        for sql in [SQL_PRUNABLE, SQL_PRUNABLE_PENDING] {
+        for statement in [sql::PRUNE_FINISHED, sql::PRUNE_EXPIRED] {
             let left = PRUNE_BATCH - removed as i64;
             if left <= 0 {
                 break;
             }
-            removed += self
-                .tx
-                .prepare_cached(&format!("DELETE FROM plans WHERE seq IN ({sql})"))?
-                .execute(rusqlite::params![cutoff, left])?;
+            removed += self.sql.prepare(statement)?.execute(rusqlite::params![cutoff, left])?;
         }
         if removed > 0 {
             let meta = self.request;
@@ -103,12 +89,8 @@ impl Tx<'_> {
     /// How many unexpired pending plans `requester` holds at `now`
     /// (served by the partial index `plans_pending_requester`).
     pub fn pending_of(&self, requester: &str, now: i64) -> Result<u64, StoreError> {
-        let count: i64 = self
-            .tx
-            .prepare_cached(
-                "SELECT count(*) FROM plans WHERE state = 'pending' AND requester = ?1 AND expires_at >= ?2",
-            )?
-            .query_row(rusqlite::params![requester, now], |r| r.get(0))?;
+        let count: i64 =
+            self.sql.prepare(sql::PENDING_OF)?.query_row(rusqlite::params![requester, now], |r| r.get(0))?;
         Ok(count.max(0) as u64)
     }
 
@@ -118,7 +100,7 @@ impl Tx<'_> {
     /// `now`. Returns how many rows were dropped.
     pub fn prune_audit(&self, before: i64, now: i64, actor: &str) -> Result<u64, StoreError> {
         self.flush_folds(now)?;
-        let dropped = prune_chain(self.tx, before)?;
+        let dropped = prune_chain(self.sql, before)?;
         let meta = self.request;
         // Nothing older: the request still leaves its row, as a plain
         // `request` (a count is at least 1).

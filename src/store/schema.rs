@@ -385,6 +385,10 @@ pub(super) const MIGRATIONS: &[&str] = &[
         ('no_command', 'too_long', 'not_a_fixed_request'));
      ALTER TABLE audit ADD COLUMN command_bytes INTEGER CHECK (command_bytes IS NULL OR command_bytes >= 0);
      ALTER TABLE audit ADD COLUMN command_sha256 TEXT CHECK (command_sha256 IS NULL OR length(command_sha256) = 64);",
+    // 9: every request flushes the refusal windows that have closed
+    // (`store::fold`); this index finds them, in the order they are
+    // appended, without reading the windows still open (issue 29).
+    "CREATE INDEX audit_folds_opened ON audit_folds (opened_at, actor, operation, code);",
 ];
 
 /// The step after whose SQL the existing audit rows are chained
@@ -397,136 +401,4 @@ pub(super) fn supported_version() -> i64 {
 }
 
 #[cfg(test)]
-mod tests {
-    use rusqlite::Connection;
-    use strum::VariantArray as _;
-
-    use super::MIGRATIONS;
-    use crate::control::app_record::AppState;
-    use crate::control::plan::Action;
-    use crate::exec::ProcessOutcome;
-    use crate::store::{AuditOperation, AuditOutcome, Event, PlanOutcome, PlanState};
-
-    /// The `CREATE TABLE` statement of `table` after every migration ran,
-    /// as SQLite itself keeps it.
-    fn table_sql(conn: &Connection, table: &str) -> String {
-        conn.query_row("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?1", [table], |r| {
-            r.get(0)
-        })
-        .unwrap()
-    }
-
-    /// The names in the `IN (...)` list of the CHECK written on `column`'s
-    /// own definition (not the table constraints that also mention it),
-    /// sorted.
-    fn check_list(create_table: &str, column: &str) -> Vec<String> {
-        let body = &create_table[create_table.find('(').unwrap() + 1..create_table.rfind(')').unwrap()];
-        // The column definitions are the commas outside parentheses and quotes.
-        let (mut items, mut start, mut depth, mut quoted) = (Vec::new(), 0, 0, false);
-        for (at, c) in body.char_indices() {
-            match c {
-                '\'' => quoted = !quoted,
-                '(' if !quoted => depth += 1,
-                ')' if !quoted => depth -= 1,
-                ',' if !quoted && depth == 0 => {
-                    items.push(body[start..at].trim());
-                    start = at + 1;
-                }
-                _ => {}
-            }
-        }
-        items.push(body[start..].trim());
-        let definition = items
-            .into_iter()
-            .find(|item| item.split_whitespace().next() == Some(column))
-            .unwrap_or_else(|| panic!("no column {column} in {create_table}"));
-        let list = definition
-            .match_indices(" IN")
-            .find_map(|(at, _)| definition[at + 3..].trim_start().strip_prefix('('))
-            .unwrap_or_else(|| panic!("no IN list on {column}: {definition}"));
-        let mut names: Vec<String> = list[..list.find(')').unwrap()]
-            .split(',')
-            .map(|name| name.trim().strip_prefix('\'').and_then(|n| n.strip_suffix('\'')).unwrap().to_owned())
-            .collect();
-        names.sort();
-        names
-    }
-
-    fn sorted(names: impl IntoIterator<Item = &'static str>) -> Vec<String> {
-        let mut names: Vec<String> = names.into_iter().map(str::to_owned).collect();
-        names.sort();
-        names
-    }
-
-    /// Every app state: the match fails to compile when a variant is added.
-    fn app_states() -> [&'static str; 3] {
-        [AppState::Running, AppState::Stopped, AppState::NeedsInspection].map(|state| match state {
-            AppState::Running | AppState::Stopped | AppState::NeedsInspection => state.as_str(),
-        })
-    }
-
-    #[test]
-    fn each_check_list_is_exactly_its_enums_names() {
-        let conn = Connection::open_in_memory().unwrap();
-        for step in MIGRATIONS {
-            conn.execute_batch(step).unwrap();
-        }
-        let (plans, audit, apps) =
-            (table_sql(&conn, "plans"), table_sql(&conn, "audit"), table_sql(&conn, "apps"));
-        let actions = || sorted(Action::ALL.iter().map(|a| a.as_str()));
-        let cases = [
-            (
-                "plans.state",
-                check_list(&plans, "state"),
-                sorted(PlanState::VARIANTS.iter().map(|v| v.as_str())),
-            ),
-            (
-                "plans.outcome",
-                check_list(&plans, "outcome"),
-                sorted(PlanOutcome::VARIANTS.iter().map(|v| v.as_str())),
-            ),
-            ("plans.action", check_list(&plans, "action"), actions()),
-            ("audit.event", check_list(&audit, "event"), sorted(Event::VARIANTS.iter().map(|v| v.as_str()))),
-            (
-                "audit.outcome",
-                check_list(&audit, "outcome"),
-                sorted(AuditOutcome::VARIANTS.iter().map(|v| v.as_str())),
-            ),
-            ("audit.action", check_list(&audit, "action"), actions()),
-            (
-                "audit.operation",
-                check_list(&audit, "operation"),
-                sorted(AuditOperation::VARIANTS.iter().map(|v| v.as_str())),
-            ),
-            (
-                "audit.process",
-                check_list(&audit, "process"),
-                sorted(ProcessOutcome::VARIANTS.iter().map(|v| v.as_str())),
-            ),
-            ("apps.state", check_list(&apps, "state"), sorted(app_states())),
-            (
-                "audit.gate_reason",
-                check_list(&audit, "gate_reason"),
-                sorted(crate::wire::gate::RefusalReason::VARIANTS.iter().map(|v| v.as_str())),
-            ),
-        ];
-        for (column, schema, code) in cases {
-            assert_eq!(
-                schema, code,
-                "{column}: the CHECK list and the enum differ; a new name needs a migration"
-            );
-        }
-    }
-
-    #[test]
-    fn check_list_reads_only_the_columns_own_constraint() {
-        let sql = "CREATE TABLE t (
-            state TEXT NOT NULL DEFAULT 'b' CHECK (state IN ('b', 'a')),
-            outcome TEXT CHECK (outcome IS NULL OR outcome IN
-                ('x')),
-            CHECK (state IN ('a') OR outcome IN ('y', 'z'))
-        )";
-        assert_eq!(check_list(sql, "state"), ["a", "b"]);
-        assert_eq!(check_list(sql, "outcome"), ["x"]);
-    }
-}
+mod tests;

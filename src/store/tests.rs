@@ -9,7 +9,7 @@ use rusqlite::{Connection, params};
 
 use super::chain;
 use super::schema::MIGRATIONS;
-use super::transitions::PLAN_COLUMNS;
+use super::sql;
 use super::*;
 use crate::control::plan::Plan;
 use crate::vocab::{Code, PlanId};
@@ -214,30 +214,6 @@ fn two_connections_racing_to_claim_get_exactly_one_winner() {
     assert_eq!(winners, 1);
     let audit = Store::open(&path).unwrap().read(|tx| tx.audit_of(&p.id)).unwrap();
     assert_eq!(audit.iter().filter(|a| a.event == "claimed").count(), 1);
-}
-
-#[test]
-fn per_request_queries_use_indexes_not_table_scans() {
-    let (_dir, mut store) = fresh();
-    let conn = store.dangerous_connection_for_tests();
-    let queries = [
-        SQL_UNSETTLED.to_owned(),
-        SQL_EXECUTING.to_owned(),
-        format!("SELECT {PLAN_COLUMNS} FROM plans WHERE id = 'x'"),
-        "SELECT at FROM audit WHERE plan_id = 'x' ORDER BY seq".to_owned(),
-    ];
-    for sql in queries {
-        let plan: Vec<String> = conn
-            .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
-            .unwrap()
-            .query_map([], |r| r.get::<_, String>(3))
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap();
-        let text = plan.join("; ");
-        assert!(!text.contains("SCAN plans") && !text.contains("SCAN audit"), "{sql}: {text}");
-        assert!(text.contains("USING"), "{sql}: {text}");
-    }
 }
 
 fn needs_inspection(store: &mut Store, n: u32) -> Plan {
@@ -487,7 +463,7 @@ fn health_lists_the_unsettled_plans_and_changes_nothing() {
             integrity_ok: true,
             schema_version: Store::supported_version(),
             expected_schema_version: Store::supported_version(),
-            stuck_plans: vec![(stuck.id.as_str().to_owned(), "needs_inspection".to_owned())],
+            stuck_plans: vec![(stuck.id.clone(), PlanState::NeedsInspection)],
             audit_rows: 4,
             audit_break: None,
         }
@@ -595,7 +571,7 @@ fn the_awaiting_list_is_unexpired_pending_and_unsettled_plans_newest_first() {
 fn the_operators_list_queries_use_their_partial_indexes() {
     let (_dir, mut store) = fresh();
     let conn = store.dangerous_connection_for_tests();
-    for sql in [SQL_AWAITING, SQL_EXPIRED_PENDING] {
+    for sql in [sql::AWAITING.sql(), sql::EXPIRED_PENDING.sql()] {
         let plan: Vec<String> = conn
             .prepare(&format!("EXPLAIN QUERY PLAN {}", sql.replace("?1", "0")))
             .unwrap()
@@ -674,6 +650,7 @@ fn migrating_a_v2_database_keeps_every_row_and_takes_rejections() {
         indexes,
         [
             "Text(\"audit_at\")",
+            "Text(\"audit_folds_opened\")",
             "Text(\"audit_plan\")",
             "Text(\"plans_finished\")",
             "Text(\"plans_pending\")",
@@ -834,7 +811,7 @@ fn a_forged_row_is_named_and_a_recomputed_rewrite_is_caught_by_the_kept_head() {
     let conn = store.dangerous_connection_for_tests();
     conn.execute("UPDATE audit SET actor = 'mallory' WHERE seq = 2", []).unwrap();
     let tx = conn.transaction().unwrap();
-    chain::backfill(&tx).unwrap();
+    chain::backfill(sql::Sql::new(&tx)).unwrap();
     tx.commit().unwrap();
     assert!(verify(&mut store, None).intact(), "a full recomputation is self-consistent");
     let against_kept = verify(&mut store, Some(&kept));
@@ -967,3 +944,5 @@ fn health_reports_a_broken_audit_chain_without_changing_anything() {
 }
 
 mod migration5;
+mod migration9;
+mod statements;

@@ -1,7 +1,10 @@
-//! The operations inside one transaction: the plan transitions, the app
-//! records and the audit rows. Runs as root inside the host helper, always
-//! within a transaction [`Store::read`](super::Store::read) or
-//! [`Store::write`](super::Store::write) opened.
+//! The operations inside one transaction ([`Tx`]) and the ones that change
+//! a plan: insert, the transitions, and the audit row each writes. Runs as
+//! root inside the host helper, always within a transaction
+//! [`Store::read`](super::Store::read) or [`Store::write`](super::Store::write)
+//! opened. The other operations on a `Tx` live beside their tables:
+//! `plans.rs` (reading plans), `apps.rs`, `claims.rs`, `plan_boot.rs`,
+//! `fold.rs`, `retention.rs`, `trail.rs` (reading the audit trail).
 //!
 //! Invariants enforced here:
 //! - every transition is one `UPDATE ... WHERE id=? AND state=?` that must
@@ -11,29 +14,23 @@
 //!   free text an agent wrote;
 //! - every audit row is appended to the hash chain by [`chain::append`], the
 //!   only insert into `audit`;
-//! - every query that runs per request is served by an index, so its cost
-//!   does not grow with the number of stored plans.
-//!
-//! A little over 450 lines: one short function per transition, each one
-//! conditional UPDATE and its audit row; splitting them would only scatter them.
+//! - every statement a `Tx` runs is one of `sql.rs`'s table, and those a
+//!   request runs are served by an index, so their cost does not grow with
+//!   the number of stored plans (`tests/statements.rs`).
 
-use std::collections::BTreeMap;
-
-use rusqlite::{OptionalExtension as _, Transaction, params};
+use rusqlite::params;
 
 use super::StoreError;
 use super::chain;
-use super::rows::{
-    Approval, AuditEntry, AuditRow, Claim, PlanOutcome, PlanState, Rejection, RequestMeta, Resolution,
-    StoredPlan,
-};
-use crate::control::app_record::AppRecord;
+use super::rows::{AuditRow, Claim, PlanOutcome, PlanState, RequestMeta};
+use super::sql::{self, Sql, Statement};
 use crate::control::plan::{Action, Plan};
 use crate::vocab::{Digest, PlanId};
 
 /// The operations available inside a transaction.
 pub struct Tx<'a> {
-    pub(super) tx: &'a Transaction<'a>,
+    /// The transaction, which runs only the statements of `sql.rs`.
+    pub(super) sql: Sql<'a>,
     /// The request being served (`Store::begin_request`), if any.
     pub(super) request: Option<&'a RequestMeta>,
     /// Set when this transaction appended an audit row.
@@ -42,33 +39,6 @@ pub struct Tx<'a> {
     /// (`None`: no syslog copy).
     pub(super) syslog: Option<&'a std::cell::RefCell<Vec<String>>>,
 }
-
-/// The new-plan gate. Served by the partial index `plans_unsettled`.
-pub const SQL_UNSETTLED: &str =
-    "SELECT id, state FROM plans WHERE state IN ('executing', 'needs_inspection') LIMIT 1";
-/// Claimed plans. The repeated IN term is what lets SQLite use the partial
-/// index: it only does when the query's WHERE contains the index's WHERE
-/// term verbatim (`state = 'executing'` alone scans the whole table).
-pub const SQL_EXECUTING: &str = "SELECT id, action, claim_pid, claim_start, claim_boot FROM plans \
-                                 WHERE state IN ('executing', 'needs_inspection') AND state = 'executing'";
-
-/// Every unsettled plan, for the doctor's report (not per request).
-pub const SQL_UNSETTLED_ALL: &str =
-    "SELECT id, state FROM plans WHERE state IN ('executing', 'needs_inspection') ORDER BY id";
-
-pub(super) const PLAN_COLUMNS: &str = "body, state, approved_by, approved_at, approved_digest, claim_pid, claim_start, \
-                            claim_boot, claimed_at, finished_at, outcome, resolved_by, resolved_at, rejected_by, rejected_at";
-
-/// The operator's `list`: unexpired pending plans (through the partial index
-/// `plans_pending`) and the unsettled ones (through `plans_unsettled`),
-/// newest first. Operator-only, not per request. `?1` is now.
-pub const SQL_AWAITING: &str = "SELECT id FROM plans WHERE state = 'pending' AND expires_at >= ?1 \
-                                UNION ALL SELECT id FROM plans WHERE state IN ('executing', 'needs_inspection')";
-
-/// How many pending plans have expired (they stay pending for good, and
-/// nothing can approve or execute them). `?1` is now.
-pub const SQL_EXPIRED_PENDING: &str =
-    "SELECT count(*) FROM plans WHERE state = 'pending' AND expires_at < ?1";
 
 /// The request's part of a row: operation, request id, uids.
 pub(super) fn stamp(meta: Option<&RequestMeta>) -> chain::Content<'_> {
@@ -90,134 +60,19 @@ pub(super) fn stamp(meta: Option<&RequestMeta>) -> chain::Content<'_> {
 }
 
 impl Tx<'_> {
-    /// Whether any plan is executing or needs inspection (the new-plan gate).
-    pub fn unsettled_plan(&self) -> Result<Option<(PlanId, PlanState)>, StoreError> {
-        let row: Option<(String, String)> =
-            self.tx.query_row(SQL_UNSETTLED, [], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
-        row.map(|(id, state)| {
-            Ok((PlanId::parse(&id).map_err(|_| StoreError::Corrupt)?, PlanState::parse(&state)?))
-        })
-        .transpose()
-    }
-
-    /// Every plan currently claimed for execution, with its claimer.
-    pub fn executing_plans(&self) -> Result<Vec<(PlanId, Action, Claim)>, StoreError> {
-        let mut statement = self.tx.prepare_cached(SQL_EXECUTING)?;
-        let rows = statement.query_map([], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, i32>(2)?,
-                r.get::<_, i64>(3)?,
-                r.get::<_, String>(4)?,
-            ))
-        })?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (id, action, pid, start, boot) = row?;
-            let id = PlanId::parse(&id).map_err(|_| StoreError::Corrupt)?;
-            let action = Action::parse(&action).map_err(|_| StoreError::Corrupt)?;
-            out.push((id, action, Claim { pid, start_time: start as u64, boot_id: boot }));
-        }
-        Ok(out)
-    }
-
     /// Stores a freshly sealed plan as pending, with its audit row.
     pub fn insert_plan(&self, plan: &Plan, audit: &AuditRow) -> Result<(), StoreError> {
-        self.tx
-            .prepare_cached(
-                "INSERT INTO plans (id, action, body, digest, requires_approval, requester, created_at, expires_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            )?
-            .execute(params![
-                plan.id.as_str(),
-                plan.action.as_str(),
-                plan.canonical_json(),
-                plan.digest.as_str(),
-                plan.requires_approval,
-                plan.requester,
-                plan.created_at,
-                plan.expires_at,
-            ])?;
+        self.sql.prepare(sql::INSERT_PLAN)?.execute(params![
+            plan.id.as_str(),
+            plan.action.as_str(),
+            plan.canonical_json(),
+            plan.digest.as_str(),
+            plan.requires_approval,
+            plan.requester,
+            plan.created_at,
+            plan.expires_at,
+        ])?;
         self.audit_with_app(&plan.id, plan.action, audit, plan.payload.app())
-    }
-
-    /// Reads a plan and checks its body against its digest.
-    pub fn load_plan(&self, id: &PlanId) -> Result<Option<StoredPlan>, StoreError> {
-        let sql = format!("SELECT {PLAN_COLUMNS} FROM plans WHERE id = ?1");
-        let mut statement = self.tx.prepare_cached(&sql)?;
-        let row = statement
-            .query_row([id.as_str()], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, Option<String>>(2)?,
-                    r.get::<_, Option<i64>>(3)?,
-                    r.get::<_, Option<String>>(4)?,
-                    r.get::<_, Option<i32>>(5)?,
-                    r.get::<_, Option<i64>>(6)?,
-                    r.get::<_, Option<String>>(7)?,
-                    r.get::<_, Option<i64>>(8)?,
-                    r.get::<_, Option<i64>>(9)?,
-                    r.get::<_, Option<String>>(10)?,
-                    r.get::<_, Option<String>>(11)?,
-                    r.get::<_, Option<i64>>(12)?,
-                    r.get::<_, Option<String>>(13)?,
-                    r.get::<_, Option<i64>>(14)?,
-                ))
-            })
-            .optional()?;
-        let Some((
-            body,
-            state,
-            by,
-            at,
-            approved_digest,
-            pid,
-            start,
-            boot,
-            claimed_at,
-            finished_at,
-            outcome,
-            resolved_by,
-            resolved_at,
-            rejected_by,
-            rejected_at,
-        )) = row
-        else {
-            return Ok(None);
-        };
-        let plan = Plan::from_stored(&body)?;
-        if plan.id != *id {
-            return Err(StoreError::Corrupt);
-        }
-        let approval = match (by, at, approved_digest) {
-            (Some(by), Some(at), Some(digest)) => {
-                Some(Approval { by, at, digest: Digest::parse(&digest).map_err(|_| StoreError::Corrupt)? })
-            }
-            _ => None,
-        };
-        let claim = match (pid, start, boot) {
-            (Some(pid), Some(start), Some(boot_id)) => Some(Claim { pid, start_time: start as u64, boot_id }),
-            _ => None,
-        };
-        Ok(Some(StoredPlan {
-            plan,
-            state: PlanState::parse(&state)?,
-            approval,
-            claim,
-            claimed_at,
-            finished_at,
-            outcome: outcome.as_deref().map(PlanOutcome::parse).transpose()?,
-            resolution: match (resolved_by, resolved_at) {
-                (Some(by), Some(at)) => Some(Resolution { by, at }),
-                _ => None,
-            },
-            rejection: match (rejected_by, rejected_at) {
-                (Some(by), Some(at)) => Some(Rejection { by, at }),
-                _ => None,
-            },
-        }))
     }
 
     /// Records an approval on a pending, not yet approved plan.
@@ -229,8 +84,7 @@ impl Tx<'_> {
         audit: &AuditRow,
     ) -> Result<(), StoreError> {
         self.transition(
-            "UPDATE plans SET approved_by = ?2, approved_at = ?3, approved_digest = ?4
-                 WHERE id = ?1 AND state = 'pending' AND approved_by IS NULL AND digest = ?4",
+            sql::APPROVE,
             params![id.as_str(), audit.actor, audit.at, digest.as_str()],
             id,
             action,
@@ -247,8 +101,7 @@ impl Tx<'_> {
         audit: &AuditRow,
     ) -> Result<(), StoreError> {
         self.transition(
-            "UPDATE plans SET state = 'executing', claim_pid = ?2, claim_start = ?3, claim_boot = ?4,
-                 claimed_at = ?5 WHERE id = ?1 AND state = 'pending'",
+            sql::CLAIM,
             params![id.as_str(), claim.pid, claim.start_time as i64, claim.boot_id, audit.at],
             id,
             action,
@@ -272,8 +125,7 @@ impl Tx<'_> {
             _ => PlanState::NeedsInspection,
         };
         self.transition(
-            "UPDATE plans SET state = ?2, outcome = ?3, finished_at = ?4
-                 WHERE id = ?1 AND state = 'executing' AND claim_pid = ?5 AND claim_start = ?6 AND claim_boot = ?7",
+            sql::FINISH,
             params![
                 id.as_str(),
                 state.as_str(),
@@ -309,13 +161,7 @@ impl Tx<'_> {
         why: PlanOutcome,
         audit: &AuditRow,
     ) -> Result<(), StoreError> {
-        self.transition(
-            "UPDATE plans SET state = 'invalidated', outcome = ?2, finished_at = ?3 WHERE id = ?1 AND state = 'pending'",
-            params![id.as_str(), why.as_str(), audit.at],
-            id,
-            action,
-            audit,
-        )
+        self.transition(sql::INVALIDATE, params![id.as_str(), why.as_str(), audit.at], id, action, audit)
     }
 
     /// executing -> invalidated, only by the same claimer: a claimed plan
@@ -330,8 +176,7 @@ impl Tx<'_> {
         audit: &AuditRow,
     ) -> Result<(), StoreError> {
         self.transition(
-            "UPDATE plans SET state = 'invalidated', outcome = ?2, finished_at = ?3
-                 WHERE id = ?1 AND state = 'executing' AND claim_pid = ?4 AND claim_start = ?5 AND claim_boot = ?6",
+            sql::VOID_CLAIMED,
             params![id.as_str(), why.as_str(), audit.at, claim.pid, claim.start_time as i64, claim.boot_id],
             id,
             action,
@@ -343,57 +188,13 @@ impl Tx<'_> {
     /// server. Records who and when; the outcome column keeps why the plan
     /// needed inspection.
     pub fn resolve(&self, id: &PlanId, action: Action, audit: &AuditRow) -> Result<(), StoreError> {
-        self.transition(
-            "UPDATE plans SET state = 'inspected', resolved_by = ?2, resolved_at = ?3
-                 WHERE id = ?1 AND state = 'needs_inspection'",
-            params![id.as_str(), audit.actor, audit.at],
-            id,
-            action,
-            audit,
-        )
+        self.transition(sql::RESOLVE, params![id.as_str(), audit.actor, audit.at], id, action, audit)
     }
 
     /// pending -> rejected: an operator ended a plan they do not want.
     /// Records who and when; the plan was never claimed, so it never ran.
     pub fn reject(&self, id: &PlanId, action: Action, audit: &AuditRow) -> Result<(), StoreError> {
-        self.transition(
-            "UPDATE plans SET state = 'rejected', rejected_by = ?2, rejected_at = ?3, finished_at = ?3
-                 WHERE id = ?1 AND state = 'pending'",
-            params![id.as_str(), audit.actor, audit.at],
-            id,
-            action,
-            audit,
-        )
-    }
-
-    /// The plans awaiting an operator at `now`, newest first: pending and
-    /// unexpired, executing, or needing inspection (for `list`).
-    pub fn awaiting_plans(&self, now: i64) -> Result<Vec<StoredPlan>, StoreError> {
-        let mut statement = self.tx.prepare_cached(SQL_AWAITING)?;
-        let ids = statement.query_map([now], |r| r.get::<_, String>(0))?.collect::<Result<Vec<_>, _>>()?;
-        let mut plans = Vec::with_capacity(ids.len());
-        for id in ids {
-            let id = PlanId::parse(&id).map_err(|_| StoreError::Corrupt)?;
-            plans.push(self.load_plan(&id)?.ok_or(StoreError::Corrupt)?);
-        }
-        // Newest first; the id breaks ties so the order is stable.
-        plans.sort_by(|a, b| {
-            (b.plan.created_at, b.plan.id.as_str()).cmp(&(a.plan.created_at, a.plan.id.as_str()))
-        });
-        Ok(plans)
-    }
-
-    /// How many pending plans expired before `now` (see [`SQL_EXPIRED_PENDING`]).
-    pub fn expired_pending(&self, now: i64) -> Result<u64, StoreError> {
-        let count: i64 = self.tx.prepare_cached(SQL_EXPIRED_PENDING)?.query_row([now], |r| r.get(0))?;
-        Ok(count.max(0) as u64)
-    }
-
-    /// Forgets an app record (inside a resolving transaction), freeing its
-    /// name, port and quota slot. Only the named row; nothing else.
-    pub fn delete_app(&self, name: &str) -> Result<(), StoreError> {
-        let changed = self.tx.prepare_cached("DELETE FROM apps WHERE name = ?1")?.execute([name])?;
-        if changed == 1 { Ok(()) } else { Err(StoreError::Conflict(name.to_owned())) }
+        self.transition(sql::REJECT, params![id.as_str(), audit.actor, audit.at], id, action, audit)
     }
 
     /// The one shape of every plan transition: a conditional UPDATE that must
@@ -401,13 +202,13 @@ impl Tx<'_> {
     /// rolls back), then its audit row in the same transaction.
     fn transition(
         &self,
-        sql: &str,
+        statement: Statement,
         params: impl rusqlite::Params,
         id: &PlanId,
         action: Action,
         audit: &AuditRow,
     ) -> Result<(), StoreError> {
-        let changed = self.tx.prepare_cached(sql)?.execute(params)?;
+        let changed = self.sql.prepare(statement)?.execute(params)?;
         self.exactly_one(changed, id)?;
         self.audit(id, action, audit)
     }
@@ -450,87 +251,11 @@ impl Tx<'_> {
 
     /// Every audit row goes through here: onto the chain, and noted.
     pub(super) fn append(&self, content: chain::Content<'_>) -> Result<(), StoreError> {
-        let (content, hash) = chain::append(self.tx, content)?;
+        let (content, hash) = chain::append(self.sql, content)?;
         if let Some(lines) = self.syslog {
             lines.borrow_mut().push(super::syslog::message(&content, &hash));
         }
         self.wrote.set(true);
         Ok(())
-    }
-
-    /// The end of the audit chain (for `audit head`).
-    pub fn audit_head(&self) -> Result<chain::Head, StoreError> {
-        chain::head(self.tx)
-    }
-
-    /// Walks the whole audit chain (for `audit verify`); see `chain::verify`.
-    pub fn verify_audit(&self, from: Option<&str>) -> Result<chain::Verification, StoreError> {
-        chain::verify(self.tx, from)
-    }
-
-    /// Every audit row at or after `since` (unix seconds), oldest first,
-    /// hashes included (for `audit export`).
-    pub fn audit_since(&self, since: i64, each: impl FnMut(chain::ChainedEntry)) -> Result<(), StoreError> {
-        chain::for_each_since(self.tx, since, each)
-    }
-
-    /// Every app we recorded.
-    pub fn apps(&self) -> Result<BTreeMap<String, AppRecord>, StoreError> {
-        let mut statement = self.tx.prepare_cached("SELECT name, state, record FROM apps")?;
-        let rows = statement.query_map([], |r| {
-            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?))
-        })?;
-        let mut apps = BTreeMap::new();
-        for row in rows {
-            let (name, state, record) = row?;
-            let record: AppRecord = serde_json::from_str(&record).map_err(|_| StoreError::Corrupt)?;
-            if record.app.as_str() != name || record.state.as_str() != state {
-                return Err(StoreError::Corrupt);
-            }
-            apps.insert(name, record);
-        }
-        Ok(apps)
-    }
-
-    /// Inserts or replaces an app record (inside a finishing transaction).
-    pub fn put_app(&self, record: &AppRecord, now: i64) -> Result<(), StoreError> {
-        let body = serde_json::to_string(record).map_err(|_| StoreError::Corrupt)?;
-        self.tx
-            .prepare_cached(
-                "INSERT INTO apps (name, state, host_port, record, plan_id, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-                 ON CONFLICT (name) DO UPDATE SET state = excluded.state, host_port = excluded.host_port,
-                 record = excluded.record, plan_id = excluded.plan_id, updated_at = excluded.updated_at",
-            )?
-            .execute(params![
-                record.app.as_str(),
-                record.state.as_str(),
-                record.host_port,
-                body,
-                record.plan_id.as_str(),
-                now
-            ])?;
-        Ok(())
-    }
-
-    /// The state changes of one plan in the audit trail, oldest first (not
-    /// the `request` rows of reads and refusals that named it).
-    pub fn audit_of(&self, id: &PlanId) -> Result<Vec<AuditEntry>, StoreError> {
-        let mut statement = self.tx.prepare_cached(
-            "SELECT at, event, plan_id, action, outcome, exit_code, duration_ms, actor FROM audit
-             WHERE plan_id = ?1 AND event <> 'request' ORDER BY seq",
-        )?;
-        let rows = statement.query_map([id.as_str()], |r| {
-            Ok(AuditEntry {
-                at: r.get(0)?,
-                event: r.get(1)?,
-                plan_id: r.get(2)?,
-                action: r.get(3)?,
-                outcome: r.get(4)?,
-                exit_code: r.get(5)?,
-                duration_ms: r.get(6)?,
-                actor: r.get(7)?,
-            })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
     }
 }

@@ -182,24 +182,6 @@ pub struct Report {
     pub elapsed: Duration,
 }
 
-impl Report {
-    /// The `p`-th percentile (0..=100) over every operation, in ms.
-    pub fn percentile_ms(&self, name: Option<&str>, p: f64) -> f64 {
-        let mut all: Vec<u64> = self
-            .latencies
-            .iter()
-            .filter(|(n, _)| name.is_none_or(|w| w == n.as_str()))
-            .flat_map(|(_, v)| v.clone())
-            .collect();
-        all.sort_unstable();
-        if all.is_empty() {
-            return 0.0;
-        }
-        let index = ((p / 100.0) * (all.len() - 1) as f64).round() as usize;
-        all[index] as f64 / 1000.0
-    }
-}
-
 /// Runs `processes` children of `command` (which must call [`child`] with
 /// the environment it is given) in a fresh world at `dir`, and collects.
 pub fn run(dir: &Path, processes: usize, rounds: usize, command: impl Fn() -> Command) -> Report {

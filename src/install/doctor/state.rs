@@ -89,7 +89,7 @@ pub(super) fn check_state(paths: &DoctorPaths, probe: &dyn DoctorProbe, findings
             }
             check_drift(dir, probe, findings);
             for (plan, state) in health.stuck_plans {
-                findings.push(plans::stuck_plan(dir, probe, &plan, &state));
+                findings.push(plans::stuck_plan(dir, probe, plan.as_str(), state.as_str()));
             }
         }
     }

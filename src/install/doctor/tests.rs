@@ -8,6 +8,10 @@ use std::os::unix::fs::{PermissionsExt as _, symlink};
 
 use super::*;
 
+fn plan_id(id: &str) -> crate::vocab::PlanId {
+    crate::vocab::PlanId::parse(id).unwrap()
+}
+
 const GATEWAY: &str = "127.0.0.1:15000/gateway@sha256:";
 
 struct FakeProbe {
@@ -135,8 +139,8 @@ fn a_stuck_plan_names_what_carries_its_label_and_an_executing_one_the_way_out() 
             schema_version: 1,
             expected_schema_version: 1,
             stuck_plans: vec![
-                (dead.clone(), "needs_inspection".into()),
-                (executing.clone(), "executing".into()),
+                (plan_id(&dead), crate::store::PlanState::NeedsInspection),
+                (plan_id(&executing), crate::store::PlanState::Executing),
             ],
             audit_rows: 0,
             audit_break: None,
@@ -336,7 +340,7 @@ fn each_broken_probe_variant_fails_its_own_check() {
         integrity_ok: true,
         schema_version: 1,
         expected_schema_version: 1,
-        stuck_plans: vec![("ab".repeat(16), "needs_inspection".into())],
+        stuck_plans: vec![(plan_id(&"ab".repeat(16)), crate::store::PlanState::NeedsInspection)],
         audit_rows: 0,
         audit_break: None,
     };

@@ -1,0 +1,150 @@
+//! Reading plans inside a transaction: the new-plan gate, the claimed
+//! plans, one plan checked against its digest, and the operator's list.
+//! Runs as root inside the host helper, within the caller's transaction.
+//!
+//! Invariant: each read is one statement of `sql.rs` served by an index (the
+//! partial indexes `plans_unsettled` and `plans_pending`, or the plan id),
+//! so it costs the same however many plans are stored.
+
+use rusqlite::OptionalExtension as _;
+
+use super::StoreError;
+use super::rows::{Approval, Claim, PlanOutcome, PlanState, Rejection, Resolution, StoredPlan};
+use super::sql;
+use super::transitions::Tx;
+use crate::control::plan::{Action, Plan};
+use crate::vocab::{Digest, PlanId};
+
+impl Tx<'_> {
+    /// Whether any plan is executing or needs inspection (the new-plan gate).
+    pub fn unsettled_plan(&self) -> Result<Option<(PlanId, PlanState)>, StoreError> {
+        let row: Option<(String, String)> =
+            self.sql.prepare(sql::UNSETTLED)?.query_row([], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
+        row.map(|(id, state)| {
+            Ok((PlanId::parse(&id).map_err(|_| StoreError::Corrupt)?, PlanState::parse(&state)?))
+        })
+        .transpose()
+    }
+
+    /// Every plan currently claimed for execution, with its claimer.
+    pub fn executing_plans(&self) -> Result<Vec<(PlanId, Action, Claim)>, StoreError> {
+        let mut statement = self.sql.prepare(sql::EXECUTING)?;
+        let rows = statement.query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, i32>(2)?,
+                r.get::<_, i64>(3)?,
+                r.get::<_, String>(4)?,
+            ))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (id, action, pid, start, boot) = row?;
+            let id = PlanId::parse(&id).map_err(|_| StoreError::Corrupt)?;
+            let action = Action::parse(&action).map_err(|_| StoreError::Corrupt)?;
+            out.push((id, action, Claim { pid, start_time: start as u64, boot_id: boot }));
+        }
+        Ok(out)
+    }
+
+    /// Reads a plan and checks its body against its digest.
+    pub fn load_plan(&self, id: &PlanId) -> Result<Option<StoredPlan>, StoreError> {
+        let mut statement = self.sql.prepare(sql::LOAD_PLAN)?;
+        let row = statement
+            .query_row([id.as_str()], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, Option<String>>(2)?,
+                    r.get::<_, Option<i64>>(3)?,
+                    r.get::<_, Option<String>>(4)?,
+                    r.get::<_, Option<i32>>(5)?,
+                    r.get::<_, Option<i64>>(6)?,
+                    r.get::<_, Option<String>>(7)?,
+                    r.get::<_, Option<i64>>(8)?,
+                    r.get::<_, Option<i64>>(9)?,
+                    r.get::<_, Option<String>>(10)?,
+                    r.get::<_, Option<String>>(11)?,
+                    r.get::<_, Option<i64>>(12)?,
+                    r.get::<_, Option<String>>(13)?,
+                    r.get::<_, Option<i64>>(14)?,
+                ))
+            })
+            .optional()?;
+        let Some((
+            body,
+            state,
+            by,
+            at,
+            approved_digest,
+            pid,
+            start,
+            boot,
+            claimed_at,
+            finished_at,
+            outcome,
+            resolved_by,
+            resolved_at,
+            rejected_by,
+            rejected_at,
+        )) = row
+        else {
+            return Ok(None);
+        };
+        let plan = Plan::from_stored(&body)?;
+        if plan.id != *id {
+            return Err(StoreError::Corrupt);
+        }
+        let approval = match (by, at, approved_digest) {
+            (Some(by), Some(at), Some(digest)) => {
+                Some(Approval { by, at, digest: Digest::parse(&digest).map_err(|_| StoreError::Corrupt)? })
+            }
+            _ => None,
+        };
+        let claim = match (pid, start, boot) {
+            (Some(pid), Some(start), Some(boot_id)) => Some(Claim { pid, start_time: start as u64, boot_id }),
+            _ => None,
+        };
+        Ok(Some(StoredPlan {
+            plan,
+            state: PlanState::parse(&state)?,
+            approval,
+            claim,
+            claimed_at,
+            finished_at,
+            outcome: outcome.as_deref().map(PlanOutcome::parse).transpose()?,
+            resolution: match (resolved_by, resolved_at) {
+                (Some(by), Some(at)) => Some(Resolution { by, at }),
+                _ => None,
+            },
+            rejection: match (rejected_by, rejected_at) {
+                (Some(by), Some(at)) => Some(Rejection { by, at }),
+                _ => None,
+            },
+        }))
+    }
+
+    /// The plans awaiting an operator at `now`, newest first: pending and
+    /// unexpired, executing, or needing inspection (for `list`).
+    pub fn awaiting_plans(&self, now: i64) -> Result<Vec<StoredPlan>, StoreError> {
+        let mut statement = self.sql.prepare(sql::AWAITING)?;
+        let ids = statement.query_map([now], |r| r.get::<_, String>(0))?.collect::<Result<Vec<_>, _>>()?;
+        let mut plans = Vec::with_capacity(ids.len());
+        for id in ids {
+            let id = PlanId::parse(&id).map_err(|_| StoreError::Corrupt)?;
+            plans.push(self.load_plan(&id)?.ok_or(StoreError::Corrupt)?);
+        }
+        // Newest first; the id breaks ties so the order is stable.
+        plans.sort_by(|a, b| {
+            (b.plan.created_at, b.plan.id.as_str()).cmp(&(a.plan.created_at, a.plan.id.as_str()))
+        });
+        Ok(plans)
+    }
+
+    /// How many pending plans expired before `now` (`sql::EXPIRED_PENDING`).
+    pub fn expired_pending(&self, now: i64) -> Result<u64, StoreError> {
+        let count: i64 = self.sql.prepare(sql::EXPIRED_PENDING)?.query_row([now], |r| r.get(0))?;
+        Ok(count.max(0) as u64)
+    }
+}
