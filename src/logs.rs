@@ -9,10 +9,12 @@
 //!   zero-width: `crate::text::for_model`); a tab becomes a space; invalid
 //!   UTF-8 becomes U+FFFD;
 //! - values that look like secrets are replaced by [`REDACTED`] (see
-//!   [`redact_line`] and the private-key blocks in [`render`]), counted;
-//!   redaction runs on the cleaned line, so an escape cannot split a secret
-//!   out of a pattern's sight, and before the line cap, so a cap cannot cut
-//!   a secret into an unrecognized half;
+//!   [`redact_line`]), counted; redaction runs on the cleaned line, so an
+//!   escape cannot split a secret out of a pattern's sight, and before the
+//!   line cap, so a cap cannot cut a secret into an unrecognized half;
+//! - a private key block (`keyblock`) becomes one marker; it ends at its
+//!   END line or at the first line that cannot be key text, so a BEGIN
+//!   without an END cannot hide the lines after it;
 //! - a line is at most [`MAX_LINE_CHARS`] characters, the reply's lines at
 //!   most [`MAX_TEXT_BYTES`]: the newest lines that fit, cut on a line
 //!   boundary, with `truncated` set;
@@ -23,6 +25,8 @@
 //! each is a small scanner tested with its near-misses below.
 
 use serde::Serialize;
+
+mod keyblock;
 
 /// The most bytes of log text (the lines plus one newline each) a reply carries.
 pub const MAX_TEXT_BYTES: usize = 16 * 1024;
@@ -53,7 +57,7 @@ pub fn render(raw: &[u8]) -> SafeLogs {
         lines.pop();
     }
     in_time_order(&mut lines);
-    redact_key_blocks(&mut lines, &mut redactions);
+    keyblock::redact_key_blocks(&mut lines, &mut redactions);
     let lines: Vec<String> = lines.iter().map(|line| cap(&redact_line(line, &mut redactions))).collect();
     let mut kept = Vec::new();
     let mut used = 0;
@@ -78,23 +82,41 @@ pub fn render(raw: &[u8]) -> SafeLogs {
 /// newest lines keeps the newest of both. Lines are left as
 /// they are unless every one carries such a time.
 fn in_time_order(lines: &mut [String]) {
-    fn stamp(line: &str) -> Option<&str> {
-        let head = line.get(..30)?;
-        let b = head.as_bytes();
-        let digits = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_digit);
-        let shaped = digits(0..4)
-            && b[4] == b'-'
-            && b[7] == b'-'
-            && b[10] == b'T'
-            && b[13] == b':'
-            && b[16] == b':'
-            && b[19] == b'.'
-            && digits(20..29)
-            && b[29] == b'Z';
-        shaped.then_some(head)
-    }
     if lines.iter().all(|line| stamp(line).is_some()) {
         lines.sort_by(|a, b| stamp(a).cmp(&stamp(b)));
+    }
+}
+
+/// docker's time at the start of `line` (see [`in_time_order`]).
+fn stamp(line: &str) -> Option<&str> {
+    let head = line.get(..30)?;
+    let b = head.as_bytes();
+    let digits = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_digit);
+    let shaped = digits(0..4)
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && b[10] == b'T'
+        && b[13] == b':'
+        && b[16] == b':'
+        && b[19] == b'.'
+        && digits(20..29)
+        && b[29] == b'Z';
+    shaped.then_some(head)
+}
+
+/// Text with every digit made `0`: a logger's prefix that changes only in
+/// its numbers (a time, a counter) keeps its shape from line to line, while
+/// an ordinary line rarely starts with it.
+fn shape(text: &str) -> String {
+    text.chars().map(|c| if c.is_ascii_digit() { '0' } else { c }).collect()
+}
+
+/// What the application printed on `line`: after docker's time and the
+/// space docker puts after it, when the line has them.
+fn after_stamp(line: &str) -> &str {
+    match stamp(line) {
+        Some(head) => line[head.len()..].strip_prefix(' ').unwrap_or(&line[head.len()..]),
+        None => line,
     }
 }
 
@@ -153,47 +175,6 @@ fn cap(line: &str) -> String {
     let mut out: String = line.chars().take(MAX_LINE_CHARS).collect();
     out.push_str("...");
     out
-}
-
-fn is_begin_key(line: &str) -> bool {
-    line.contains("-----BEGIN") && line.contains("PRIVATE KEY")
-}
-
-fn is_end_key(line: &str) -> bool {
-    line.contains("-----END") && line.contains("PRIVATE KEY")
-}
-
-/// A private key block becomes one marker on its BEGIN line (what came
-/// before BEGIN on that line stays): its body and END line are dropped,
-/// one redaction per block. A block still open at the end is redacted to
-/// the end; an END with no BEGIN in sight (the tail began inside a block)
-/// redacts every line before it.
-fn redact_key_blocks(lines: &mut Vec<String>, redactions: &mut u32) {
-    if let Some(end) = lines.iter().position(|l| is_end_key(l) || is_begin_key(l))
-        && !is_begin_key(&lines[end])
-    {
-        lines.drain(..=end);
-        lines.insert(0, format!("{REDACTED} (the end of a private key block)"));
-        *redactions += 1;
-    }
-    let mut out = Vec::with_capacity(lines.len());
-    let mut inside = false;
-    for line in lines.drain(..) {
-        if inside {
-            inside = !is_end_key(&line);
-            continue;
-        }
-        if let Some(at) = line.find("-----BEGIN")
-            && line[at..].contains("PRIVATE KEY")
-        {
-            out.push(format!("{}{REDACTED} (private key block)", &line[..at]));
-            *redactions += 1;
-            inside = !line[at..].contains("-----END");
-            continue;
-        }
-        out.push(line);
-    }
-    *lines = out;
 }
 
 /// Identifier characters of a key name (`DB_PASSWORD`, `X-Auth-Token`, `api.key`).

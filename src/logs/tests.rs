@@ -150,3 +150,50 @@ fn a_flood_keeps_the_newest_whole_lines_within_16_kib() {
     assert_eq!(render(b"").lines, Vec::<String>::new());
     assert_eq!(render(b"no newline").lines, ["no newline"]);
 }
+
+const T1: &str = "2026-12-01T10:00:00.000000001Z ";
+const T2: &str = "2026-12-01T10:00:00.000000002Z ";
+
+#[test]
+fn lines_after_an_unterminated_key_block_come_through() {
+    let raw = b"-----BEGIN PRIVATE KEY-----\n\
+        MIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n\
+        abcd==\n\
+        GET /health 200\n\
+        later line\n";
+    let logs = render(raw);
+    assert_eq!(logs.lines, ["[REDACTED] (private key block)", "GET /health 200", "later line"]);
+    assert_eq!(logs.redactions, 1);
+    // Encrypted PEM headers and the blank line after them belong to the block.
+    let raw = b"-----BEGIN RSA PRIVATE KEY-----\n\
+        Proc-Type: 4,ENCRYPTED\n\
+        DEK-Info: AES-128-CBC,0123ABCD\n\
+        \n\
+        MIIEowIBAAKCAQEA1234\n\
+        server listening on :8080\n";
+    assert_eq!(render(raw).lines, ["[REDACTED] (private key block)", "server listening on :8080"]);
+    // With docker's times, and a logger's prefix on every line. (A line of
+    // one base64-alphabet word, `INFO ready`, would still count as key text.)
+    let raw =
+        format!("{T1}INFO -----BEGIN PRIVATE KEY-----\n{T2}INFO MIIEvQIBADANBgkq\n{T2}INFO app ready\n");
+    let logs = render(raw.as_bytes());
+    assert_eq!(
+        logs.lines,
+        [format!("{T1}INFO [REDACTED] (private key block)"), format!("{T2}INFO app ready")]
+    );
+    // A line that ends the block can open the next one.
+    let logs =
+        render(b"-----BEGIN PRIVATE KEY-----\nMIIE\nt2 -----BEGIN EC PRIVATE KEY-----\nMHcC\nok then\n");
+    assert_eq!(
+        logs.lines,
+        ["[REDACTED] (private key block)", "t2 [REDACTED] (private key block)", "ok then"]
+    );
+    assert_eq!(logs.redactions, 2);
+}
+
+#[test]
+fn lines_before_a_stray_key_block_end_come_through() {
+    let logs = render(b"starting up\nMIIEvQIBADAN\nabcd==\n-----END PRIVATE KEY-----\nok\n");
+    assert_eq!(logs.lines, ["starting up", "[REDACTED] (the end of a private key block)", "ok"]);
+    assert_eq!(logs.redactions, 1);
+}
