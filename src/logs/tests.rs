@@ -371,3 +371,5 @@ fn decoded_and_lookalike_near_misses_stay() {
     );
     assert_eq!(logs.redactions, 1);
 }
+
+mod properties;
