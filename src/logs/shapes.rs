@@ -196,7 +196,10 @@ pub(super) fn key_values(text: &str, ranges: &mut Vec<Range<usize>>) -> Option<(
         if value.is_empty() || value == REDACTED {
             continue;
         }
-        let spaced_value = spaced && sep == 0 && (quote.is_some() || !prose(value));
+        // The space must follow the name itself: in `"bad password"}` the
+        // name's closing quote ends a sentence, not a key.
+        let spaced_value =
+            spaced && sep == 0 && bytes.get(i) == Some(&b' ') && (quote.is_some() || !prose(value));
         if (always && sep > 0) || spaced_value || (if_random && high_entropy(value)) {
             ranges.push(j..end);
             i = end;

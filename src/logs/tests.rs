@@ -358,6 +358,9 @@ fn decoded_and_lookalike_near_misses_stay() {
         "password%3D",
         "dGhlIHF1aWNrIGJyb3duIGZveA==",
         "Password:",
+        r#"{"level":"error","msg":"login failed","reason":"bad password"}"#,
+        "password_min_length: 12",
+        "secret_santa_enabled: false",
     ] {
         assert_eq!(redacted(line), (line.to_owned(), 0), "{line}");
     }
