@@ -9,20 +9,44 @@
 //!   zero-width: `crate::text::for_model`); a tab becomes a space; invalid
 //!   UTF-8 becomes U+FFFD;
 //! - values that look like secrets are replaced by [`REDACTED`] (see
-//!   [`redact_line`] and the private-key blocks in [`render`]), counted;
-//!   redaction runs on the cleaned line, so an escape cannot split a secret
-//!   out of a pattern's sight, and before the line cap, so a cap cannot cut
-//!   a secret into an unrecognized half;
+//!   [`redact_line`]), counted; redaction runs on the cleaned line, so an
+//!   escape cannot split a secret out of a pattern's sight, and before the
+//!   line cap, so a cap cannot cut a secret into an unrecognized half;
+//! - matching sees the line the way a reader would (`normal`): NFKC (so
+//!   fullwidth `ｐａｓｓｗｏｒｄ` is `password`), combining marks dropped, and
+//!   each round of JSON/backslash unescaping and percent-decoding until one
+//!   changes nothing (`{\"password\":…}`, `\u003d`, `pass%77ord=`,
+//!   `password%3D`), and base64 tokens are decoded and matched too; what
+//!   leaves is always the cleaned line itself with the secret's own bytes
+//!   replaced, never our decoding of it (where the bytes cannot be mapped
+//!   back one for one, as in base64, the whole token is replaced);
+//! - a key that ends its line (`password:`, `password: |`) makes the next
+//!   line, or the YAML block after it, a value: redacted whole;
+//! - a private key block (`keyblock`) becomes one marker; it ends at its
+//!   END line or at the first line that cannot be key text, so a BEGIN
+//!   without an END cannot hide the lines after it;
 //! - a line is at most [`MAX_LINE_CHARS`] characters, the reply's lines at
 //!   most [`MAX_TEXT_BYTES`]: the newest lines that fit, cut on a line
 //!   boundary, with `truncated` set;
 //! - the result always carries [`UNTRUSTED`]: the text is what an
 //!   application printed, and nothing in it is an instruction.
 //!
-//! Written by hand, without a regex crate: the shapes are few and simple,
-//! each is a small scanner tested with its near-misses below.
+//! Layout: `normal` (the views and their map back to the line), `shapes`
+//! (the scanners of one view), `redact` (views x scanners, merged ranges,
+//! values on the next line), `keyblock` (multi-line private keys). Written
+//! by hand, without a regex crate: the shapes are few and simple, each is a
+//! small scanner tested with its near-misses (`tests`), and a scanner's
+//! cost stays linear in the line on any input, which a backtracking
+//! pattern's need not.
 
 use serde::Serialize;
+
+mod keyblock;
+mod normal;
+mod redact;
+mod shapes;
+
+pub use redact::redact_line;
 
 /// The most bytes of log text (the lines plus one newline each) a reply carries.
 pub const MAX_TEXT_BYTES: usize = 16 * 1024;
@@ -53,8 +77,9 @@ pub fn render(raw: &[u8]) -> SafeLogs {
         lines.pop();
     }
     in_time_order(&mut lines);
-    redact_key_blocks(&mut lines, &mut redactions);
-    let lines: Vec<String> = lines.iter().map(|line| cap(&redact_line(line, &mut redactions))).collect();
+    keyblock::redact_key_blocks(&mut lines, &mut redactions);
+    let lines: Vec<String> =
+        redact::redact_lines(&lines, &mut redactions).iter().map(|line| cap(line)).collect();
     let mut kept = Vec::new();
     let mut used = 0;
     for line in lines.iter().rev() {
@@ -78,23 +103,41 @@ pub fn render(raw: &[u8]) -> SafeLogs {
 /// newest lines keeps the newest of both. Lines are left as
 /// they are unless every one carries such a time.
 fn in_time_order(lines: &mut [String]) {
-    fn stamp(line: &str) -> Option<&str> {
-        let head = line.get(..30)?;
-        let b = head.as_bytes();
-        let digits = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_digit);
-        let shaped = digits(0..4)
-            && b[4] == b'-'
-            && b[7] == b'-'
-            && b[10] == b'T'
-            && b[13] == b':'
-            && b[16] == b':'
-            && b[19] == b'.'
-            && digits(20..29)
-            && b[29] == b'Z';
-        shaped.then_some(head)
-    }
     if lines.iter().all(|line| stamp(line).is_some()) {
         lines.sort_by(|a, b| stamp(a).cmp(&stamp(b)));
+    }
+}
+
+/// docker's time at the start of `line` (see [`in_time_order`]).
+fn stamp(line: &str) -> Option<&str> {
+    let head = line.get(..30)?;
+    let b = head.as_bytes();
+    let digits = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_digit);
+    let shaped = digits(0..4)
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && b[10] == b'T'
+        && b[13] == b':'
+        && b[16] == b':'
+        && b[19] == b'.'
+        && digits(20..29)
+        && b[29] == b'Z';
+    shaped.then_some(head)
+}
+
+/// Text with every digit made `0`: a logger's prefix that changes only in
+/// its numbers (a time, a counter) keeps its shape from line to line, while
+/// an ordinary line rarely starts with it.
+fn shape(text: &str) -> String {
+    text.chars().map(|c| if c.is_ascii_digit() { '0' } else { c }).collect()
+}
+
+/// What the application printed on `line`: after docker's time and the
+/// space docker puts after it, when the line has them.
+fn after_stamp(line: &str) -> &str {
+    match stamp(line) {
+        Some(head) => line[head.len()..].strip_prefix(' ').unwrap_or(&line[head.len()..]),
+        None => line,
     }
 }
 
@@ -153,202 +196,6 @@ fn cap(line: &str) -> String {
     let mut out: String = line.chars().take(MAX_LINE_CHARS).collect();
     out.push_str("...");
     out
-}
-
-fn is_begin_key(line: &str) -> bool {
-    line.contains("-----BEGIN") && line.contains("PRIVATE KEY")
-}
-
-fn is_end_key(line: &str) -> bool {
-    line.contains("-----END") && line.contains("PRIVATE KEY")
-}
-
-/// A private key block becomes one marker on its BEGIN line (what came
-/// before BEGIN on that line stays): its body and END line are dropped,
-/// one redaction per block. A block still open at the end is redacted to
-/// the end; an END with no BEGIN in sight (the tail began inside a block)
-/// redacts every line before it.
-fn redact_key_blocks(lines: &mut Vec<String>, redactions: &mut u32) {
-    if let Some(end) = lines.iter().position(|l| is_end_key(l) || is_begin_key(l))
-        && !is_begin_key(&lines[end])
-    {
-        lines.drain(..=end);
-        lines.insert(0, format!("{REDACTED} (the end of a private key block)"));
-        *redactions += 1;
-    }
-    let mut out = Vec::with_capacity(lines.len());
-    let mut inside = false;
-    for line in lines.drain(..) {
-        if inside {
-            inside = !is_end_key(&line);
-            continue;
-        }
-        if let Some(at) = line.find("-----BEGIN")
-            && line[at..].contains("PRIVATE KEY")
-        {
-            out.push(format!("{}{REDACTED} (private key block)", &line[..at]));
-            *redactions += 1;
-            inside = !line[at..].contains("-----END");
-            continue;
-        }
-        out.push(line);
-    }
-    *lines = out;
-}
-
-/// Identifier characters of a key name (`DB_PASSWORD`, `X-Auth-Token`, `api.key`).
-fn is_ident(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.')
-}
-
-/// Characters of an opaque credential (base64, base64url, JWT, hex).
-fn is_credential(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=' | b'_' | b'-' | b'.' | b'~')
-}
-
-/// Key names whose value is always a secret, whatever it looks like.
-const ALWAYS: [&str; 5] = ["password", "passwd", "secret", "token", "authorization"];
-/// Key names whose value is redacted when it looks random ([`high_entropy`]).
-const IF_RANDOM: [&str; 2] = ["key", "token"];
-
-/// Long, mixed and random-looking: a generated credential, not a word.
-fn high_entropy(value: &str) -> bool {
-    let bytes = value.as_bytes();
-    if bytes.len() < 20 || !bytes.iter().all(|b| is_credential(*b)) {
-        return false;
-    }
-    let lower = bytes.iter().any(u8::is_ascii_lowercase);
-    let upper = bytes.iter().any(u8::is_ascii_uppercase);
-    let digit = bytes.iter().any(u8::is_ascii_digit);
-    let classes = [lower, upper, digit].iter().filter(|c| **c).count();
-    let mut counts = [0u32; 256];
-    for b in bytes {
-        counts[usize::from(*b)] += 1;
-    }
-    let n = bytes.len() as f64;
-    let entropy: f64 =
-        counts.iter().filter(|c| **c > 0).map(|c| f64::from(*c) / n).map(|p| -p * p.log2()).sum();
-    digit && (lower || upper) && entropy >= 3.0 && (classes == 3 || bytes.len() >= 32)
-}
-
-/// Replaces the secret-looking values of one cleaned line by [`REDACTED`]
-/// and counts them:
-/// - `NAME=value`, `NAME: value`, `"NAME": "value"` where NAME ends in
-///   password, passwd, secret, token or authorization (case-insensitive);
-///   an `Authorization:` value keeps its scheme word (`Bearer`, `Basic`);
-/// - after a NAME ending in key or token (`=`, `:` or a space), a value of
-///   20 or more credential characters that looks random (`high_entropy`);
-/// - `Bearer <16 or more credential characters>` anywhere;
-/// - AWS access key ids: `AKIA` or `ASIA` and 16 of `[0-9A-Z]`, standing alone.
-pub fn redact_line(line: &str, redactions: &mut u32) -> String {
-    let bytes = line.as_bytes();
-    let lower = line.to_ascii_lowercase();
-    let mut ranges: Vec<(usize, usize)> = Vec::new();
-    let mut i = 0;
-    while i < bytes.len() {
-        if !is_ident(bytes[i]) {
-            i += 1;
-            continue;
-        }
-        let start = i;
-        while i < bytes.len() && is_ident(bytes[i]) {
-            i += 1;
-        }
-        let name = &lower[start..i];
-        // Identifier runs are maximal, so the key id stands alone.
-        if let Some(range) = aws_key(bytes, start, i) {
-            ranges.push(range);
-            continue;
-        }
-        let always = ALWAYS.iter().any(|k| name.ends_with(k));
-        let if_random = IF_RANDOM.iter().any(|k| name.ends_with(k));
-        if name == "bearer"
-            && let Some(range) = after_spaces_credential(bytes, i, 16)
-        {
-            ranges.push(range);
-            continue;
-        }
-        if !always && !if_random {
-            continue;
-        }
-        // After the name: an optional closing quote, spaces, a separator.
-        let mut j = i;
-        if j < bytes.len() && matches!(bytes[j], b'"' | b'\'') {
-            j += 1;
-        }
-        while j < bytes.len() && bytes[j] == b' ' {
-            j += 1;
-        }
-        let separated = j < bytes.len() && matches!(bytes[j], b'=' | b':');
-        if separated {
-            j += 1;
-            while j < bytes.len() && bytes[j] == b' ' {
-                j += 1;
-            }
-        } else if j == i {
-            continue;
-        }
-        let quote = (j < bytes.len() && matches!(bytes[j], b'"' | b'\'')).then(|| bytes[j]);
-        if quote.is_some() {
-            j += 1;
-        }
-        if name.ends_with("authorization") && separated {
-            // Keep the scheme word: `Authorization: Bearer [REDACTED]`.
-            let word = bytes[j..].iter().take_while(|b| b.is_ascii_alphabetic()).count();
-            if word > 0 && bytes.get(j + word) == Some(&b' ') {
-                j += word + 1;
-            }
-        }
-        let end = j + bytes[j..]
-            .iter()
-            .take_while(|b| match quote {
-                Some(q) => **b != q,
-                None => !b.is_ascii_whitespace() && !matches!(b, b',' | b';' | b'&' | b'"' | b'\''),
-            })
-            .count();
-        let value = &line[j..end];
-        if value.is_empty() || value == REDACTED {
-            continue;
-        }
-        if (always && separated) || (if_random && high_entropy(value)) {
-            ranges.push((j, end));
-            i = end;
-        }
-    }
-    ranges.sort();
-    let mut out = String::with_capacity(line.len());
-    let mut at = 0;
-    for (start, end) in ranges {
-        if start < at {
-            continue;
-        }
-        out.push_str(&line[at..start]);
-        out.push_str(REDACTED);
-        *redactions += 1;
-        at = end;
-    }
-    out.push_str(&line[at..]);
-    out
-}
-
-/// `AKIA`/`ASIA` and 16 of `[0-9A-Z]`, the whole identifier run.
-fn aws_key(bytes: &[u8], start: usize, end: usize) -> Option<(usize, usize)> {
-    let word = &bytes[start..end];
-    let shaped = word.len() == 20
-        && (word.starts_with(b"AKIA") || word.starts_with(b"ASIA"))
-        && word[4..].iter().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit());
-    shaped.then_some((start, end))
-}
-
-/// One or more spaces at `from`, then at least `min` credential characters.
-fn after_spaces_credential(bytes: &[u8], from: usize, min: usize) -> Option<(usize, usize)> {
-    let spaces = bytes[from..].iter().take_while(|b| **b == b' ').count();
-    if spaces == 0 {
-        return None;
-    }
-    let start = from + spaces;
-    let len = bytes[start..].iter().take_while(|b| is_credential(**b)).count();
-    (len >= min).then_some((start, start + len))
 }
 
 #[cfg(test)]

@@ -150,3 +150,229 @@ fn a_flood_keeps_the_newest_whole_lines_within_16_kib() {
     assert_eq!(render(b"").lines, Vec::<String>::new());
     assert_eq!(render(b"no newline").lines, ["no newline"]);
 }
+
+// The shapes that leaked before the line was normalised (issue 22): each
+// test is one attack, the expected line keeps everything but the secret.
+
+/// Each line becomes the expected one with exactly one redaction.
+fn each_redacted_once(table: &[(&str, &str)]) {
+    for (line, expected) in table {
+        assert_eq!(redacted(line), ((*expected).to_owned(), 1), "{line}");
+    }
+}
+
+const T1: &str = "2026-12-01T10:00:00.000000001Z ";
+const T2: &str = "2026-12-01T10:00:00.000000002Z ";
+
+#[test]
+fn json_escaped_secrets_are_redacted() {
+    each_redacted_once(&[
+        (
+            r#"{\"password\":\"hunter2\",\"user\":\"bob\"}"#,
+            r#"{\"password\":\"[REDACTED]\",\"user\":\"bob\"}"#,
+        ),
+        (r#"body="{\\\"password\\\":\\\"hunter2\\\"}""#, r#"body="{\\\"password\\\":\\\"[REDACTED]\\\"}""#),
+        // An escaped quote inside the value does not end it.
+        (r#"{\"password\":\"hun\\\"ter2\"}"#, r#"{\"password\":\"[REDACTED]\"}"#),
+    ]);
+}
+
+#[test]
+fn a_value_on_the_line_after_its_key_is_redacted() {
+    let logs = render(b"db:\n  password:\n    hunter2\n  user: bob\n");
+    assert_eq!(logs.lines, ["db:", "  password:", "    [REDACTED]", "  user: bob"]);
+    assert_eq!(logs.redactions, 1);
+    // docker's time stays; the value is what follows it.
+    let raw = format!("{T1}Password:\n{T2}hunter2\n");
+    assert_eq!(render(raw.as_bytes()).lines, [format!("{T1}Password:"), format!("{T2}[REDACTED]")]);
+    // A pretty-printed JSON object.
+    let logs = render(b"{\n  \"password\":\n    \"hunter2\",\n  \"user\": \"bob\"\n}\n");
+    assert_eq!(logs.lines, ["{", "  \"password\":", "    [REDACTED]", "  \"user\": \"bob\"", "}"]);
+    // A YAML block scalar: every more-indented line after it.
+    let logs = render(b"password: |\n  hunter2\n  second line\nnext: 1\n");
+    assert_eq!(logs.lines, ["password: |", "  [REDACTED]", "  [REDACTED]", "next: 1"]);
+    assert_eq!(logs.redactions, 2);
+    // The same with a logger's prefix on every line (found by the property test).
+    let logs = render(b"INFO app: password: |\nINFO app:   hunter2\nINFO app: next: 1\n");
+    assert_eq!(logs.lines, ["INFO app: password: |", "INFO app:   [REDACTED]", "INFO app: next: 1"]);
+    // After a prompt the next line is the value, whatever its indentation.
+    assert_eq!(render(b"Enter password:\nhunter2\n").lines, ["Enter password:", "[REDACTED]"]);
+}
+
+#[test]
+fn base64_of_a_secret_assignment_is_redacted_whole() {
+    each_redacted_once(&[
+        ("config cGFzc3dvcmQ9aHVudGVyMg== loaded", "config [REDACTED] loaded"),
+        ("x-cfg: dXNlcj1ib2IgcGFzc3dvcmQ9aHVudGVyMg", "x-cfg: [REDACTED]"),
+        ("GET /v1/cGFzc3dvcmQ9aHVudGVyMg== 200", "GET /v1/[REDACTED] 200"),
+        ("t dG9rZW49YWJj", "t [REDACTED]"),
+    ]);
+}
+
+#[test]
+fn url_credentials_are_redacted() {
+    each_redacted_once(&[
+        (
+            "connecting to postgres://app:hunter2@db:5432/app",
+            "connecting to postgres://app:[REDACTED]@db:5432/app",
+        ),
+        ("redis://:s3cret@cache:6379/0", "redis://:[REDACTED]@cache:6379/0"),
+        ("DATABASE_URL=mysql://root:p@ss@mysql/app", "DATABASE_URL=mysql://root:[REDACTED]@mysql/app"),
+        // `#` and `?` left unescaped in a password (found by the property test).
+        ("postgres://app:s3c#?x@db/app", "postgres://app:[REDACTED]@db/app"),
+        (
+            "clone https://ghp_16C7e42F292c6912E7710c838347Ae178B4a@github.com/o/r",
+            "clone https://[REDACTED]@github.com/o/r",
+        ),
+    ]);
+}
+
+#[test]
+fn short_and_abbreviated_key_names_are_redacted() {
+    each_redacted_once(&[
+        ("DB_PASS=hunter2", "DB_PASS=[REDACTED]"),
+        ("PWD=hunter2", "PWD=[REDACTED]"),
+        ("pw=ab", "pw=[REDACTED]"),
+        ("api_key=abc", "api_key=[REDACTED]"),
+        ("X-Api-Key: abc", "X-Api-Key: [REDACTED]"),
+        ("dbPass: x1", "dbPass: [REDACTED]"),
+        ("user.pw=x", "user.pw=[REDACTED]"),
+        ("aws_secret_access_key=short1", "aws_secret_access_key=[REDACTED]"),
+        ("private_key=abc", "private_key=[REDACTED]"),
+    ]);
+}
+
+#[test]
+fn a_space_or_colon_separator_is_enough() {
+    each_redacted_once(&[
+        ("PASSWORD hunter2", "PASSWORD [REDACTED]"),
+        ("login with password 'hunter two'", "login with password '[REDACTED]'"),
+        ("DB_PASS: hunter2", "DB_PASS: [REDACTED]"),
+        ("DB_PASS:hunter2", "DB_PASS:[REDACTED]"),
+        ("api_key: abc123", "api_key: [REDACTED]"),
+        ("pw:ab", "pw:[REDACTED]"),
+        ("'password' => 'hunter2'", "'password' => '[REDACTED]'"),
+        ("password := \"hunter2\"", "password := \"[REDACTED]\""),
+        ("<password>hunter 2</password>", "<password>[REDACTED]</password>"),
+        ("run --password hunter2 --user bob", "run --password [REDACTED] --user bob"),
+    ]);
+}
+
+#[test]
+fn fullwidth_letters_and_combining_marks_are_normalised() {
+    each_redacted_once(&[
+        ("ｐａｓｓｗｏｒｄ＝ｈｕｎｔｅｒ２", "ｐａｓｓｗｏｒｄ＝[REDACTED]"),
+        ("ＰＡＳＳＷＯＲＤ: hunter2", "ＰＡＳＳＷＯＲＤ: [REDACTED]"),
+        ("password\u{301}=hunter2", "password\u{301}=[REDACTED]"),
+    ]);
+}
+
+#[test]
+fn percent_encoded_secrets_are_redacted() {
+    each_redacted_once(&[
+        ("GET /login?pass%77ord=hunter2&x=1", "GET /login?pass%77ord=[REDACTED]&x=1"),
+        ("password%3Dhunter2", "password%3D[REDACTED]"),
+        ("q=password%253Dhunter2", "q=password%253D[REDACTED]"),
+        ("%70%61%73%73%77%6f%72%64=hunter2", "%70%61%73%73%77%6f%72%64=[REDACTED]"),
+        ("next=%2Fcb%3Ftoken%3Dabc%26x%3D1", "next=%2Fcb%3Ftoken%3D[REDACTED]%26x%3D1"),
+    ]);
+}
+
+#[test]
+fn unicode_and_backslash_escapes_are_decoded() {
+    each_redacted_once(&[
+        (r"password\u003dhunter2", r"password\u003d[REDACTED]"),
+        (r"pass\x77ord=hunter2", r"pass\x77ord=[REDACTED]"),
+        (r#"{"pass\u0077ord": "hunter2"}"#, r#"{"pass\u0077ord": "[REDACTED]"}"#),
+        (r"\uff50assword=hunter2", r"\uff50assword=[REDACTED]"),
+    ]);
+}
+
+#[test]
+fn lines_after_an_unterminated_key_block_come_through() {
+    let raw = b"-----BEGIN PRIVATE KEY-----\n\
+        MIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n\
+        abcd==\n\
+        GET /health 200\n\
+        later line\n";
+    let logs = render(raw);
+    assert_eq!(logs.lines, ["[REDACTED] (private key block)", "GET /health 200", "later line"]);
+    assert_eq!(logs.redactions, 1);
+    // Encrypted PEM headers and the blank line after them belong to the block.
+    let raw = b"-----BEGIN RSA PRIVATE KEY-----\n\
+        Proc-Type: 4,ENCRYPTED\n\
+        DEK-Info: AES-128-CBC,0123ABCD\n\
+        \n\
+        MIIEowIBAAKCAQEA1234\n\
+        server listening on :8080\n";
+    assert_eq!(render(raw).lines, ["[REDACTED] (private key block)", "server listening on :8080"]);
+    // With docker's times, and a logger's prefix on every line. (A line of
+    // one base64-alphabet word, `INFO ready`, would still count as key text.)
+    let raw =
+        format!("{T1}INFO -----BEGIN PRIVATE KEY-----\n{T2}INFO MIIEvQIBADANBgkq\n{T2}INFO app ready\n");
+    let logs = render(raw.as_bytes());
+    assert_eq!(
+        logs.lines,
+        [format!("{T1}INFO [REDACTED] (private key block)"), format!("{T2}INFO app ready")]
+    );
+    // A line that ends the block can open the next one.
+    let logs =
+        render(b"-----BEGIN PRIVATE KEY-----\nMIIE\nt2 -----BEGIN EC PRIVATE KEY-----\nMHcC\nok then\n");
+    assert_eq!(
+        logs.lines,
+        ["[REDACTED] (private key block)", "t2 [REDACTED] (private key block)", "ok then"]
+    );
+    assert_eq!(logs.redactions, 2);
+}
+
+#[test]
+fn lines_before_a_stray_key_block_end_come_through() {
+    let logs = render(b"starting up\nMIIEvQIBADAN\nabcd==\n-----END PRIVATE KEY-----\nok\n");
+    assert_eq!(logs.lines, ["starting up", "[REDACTED] (the end of a private key block)", "ok"]);
+    assert_eq!(logs.redactions, 1);
+}
+
+#[test]
+fn decoded_and_lookalike_near_misses_stay() {
+    for line in [
+        // The name's last word says what the value is: a policy, a count, a
+        // setting about passwords, not a password.
+        "password_policy: strict",
+        "passwords: 3 rotated",
+        "PasswordAuthentication no",
+        "GET /api/users 200",
+        "pwd changed dir",
+        "passenger=3",
+        "passengers: 12",
+        "bypass=true",
+        "compass: north",
+        "PASS src/app.test.js",
+        "password changed for bob",
+        "https://example.com/a@b",
+        "ssh://git@github.com/org/repo",
+        "git@github.com:org/repo.git",
+        "mail sent to bob@example.com",
+        "100%25 done",
+        r"C:\new\path",
+        r"\u0041BC",
+        "password%3D",
+        "dGhlIHF1aWNrIGJyb3duIGZveA==",
+        "Password:",
+        r#"{"level":"error","msg":"login failed","reason":"bad password"}"#,
+        "password_min_length: 12",
+        "secret_santa_enabled: false",
+    ] {
+        assert_eq!(redacted(line), (line.to_owned(), 0), "{line}");
+    }
+    // A key with `=` and nothing after it is empty, not continued; a value
+    // on its own line keeps the next line out of it.
+    let raw = b"PASSWORD=\nPATH=/usr/bin\npassword reset\nnext line\npassword: x1\nuser: bob\n";
+    let logs = render(raw);
+    assert_eq!(
+        logs.lines,
+        ["PASSWORD=", "PATH=/usr/bin", "password reset", "next line", "password: [REDACTED]", "user: bob"]
+    );
+    assert_eq!(logs.redactions, 1);
+}
+
+mod properties;
