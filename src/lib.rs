@@ -30,10 +30,12 @@
 //!                   the audit trail's verify/head/export (audit.rs)
 //! src/inspect/      read-only checks: demo/local/ssh targets, identity gate,
 //!                   multiplexed ssh (ssh_mux.rs), the human report (report.rs)
-//! src/store/        SQLite: schema, rows, database, transitions, the audit
-//!                   hash chain (chain.rs), health
+//! src/store/        SQLite: every statement in one table (sql.rs), schema,
+//!                   rows, transitions, plan/app/trail reads, retention, the
+//!                   audit hash chain (chain.rs, verify.rs), health
 //! src/wire.rs       the host-RPC contract both ends share: request and reply
-//!                   types, the request parser, the 16 KiB limit, progress
+//!                   types, the request parser, the 16 KiB limit, one typed
+//!                   body per operation that answers ok (answers/), progress
 //!                   lines (progress.rs), the ssh gate's frames (gate.rs)
 //! src/config.rs     workstation configuration from the environment, validated once
 //! src/docker/       trait Engine, what it returns and how it fails (mod.rs);
@@ -50,7 +52,9 @@
 //! src/nginx.rs      gateway config rendering from validated values only
 //! src/exit.rs       the closed set of exit codes
 //! src/logs.rs       container log text made safe: escapes, hidden characters,
-//!                   secret-looking values, the 16 KiB cut
+//!                   secret-looking values matched on the normalised line
+//!                   (logs/normal.rs, redact.rs, shapes.rs), private-key
+//!                   blocks (keyblock.rs), the 16 KiB cut
 //! src/vocab/        what the layers share: refusal codes, plan and Docker
 //!                   ids, validated names, pinned image references, the
 //!                   engine's snapshot and the specs it acts on
