@@ -258,17 +258,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             if let Some(boot) = clock.boot() {
                 tx.set_plan_boot(&plan.id, &boot)?;
             }
-            Ok(StoredPlan {
-                plan,
-                state: PlanState::Pending,
-                approval: None,
-                claim: None,
-                claimed_at: None,
-                finished_at: None,
-                outcome: None,
-                resolution: None,
-                rejection: None,
-            })
+            Ok(StoredPlan::pending(plan))
         })
     }
 

@@ -140,6 +140,21 @@ pub struct StoredPlan {
 }
 
 impl StoredPlan {
+    /// A plan just prepared: pending, nothing approved, claimed or finished.
+    pub fn pending(plan: Plan) -> StoredPlan {
+        StoredPlan {
+            plan,
+            state: PlanState::Pending,
+            approval: None,
+            claim: None,
+            claimed_at: None,
+            finished_at: None,
+            outcome: None,
+            resolution: None,
+            rejection: None,
+        }
+    }
+
     /// The plan view the rpc `plan` reply and `show --json` print: every
     /// field of the immutable plan, then the life cycle beside it; every
     /// time as RFC 3339 UTC (the sealed plan, and so its digest, keeps the

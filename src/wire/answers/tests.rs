@@ -269,7 +269,7 @@ fn a_plan_view_has_every_field_of_the_sealed_plan_and_its_life_cycle() {
 fn the_plan_an_answer_names_is_read_from_the_types_the_helper_writes() {
     use super::execution::{ExecutedPlan, ExecutionOutcome};
     use crate::control::plan::{Action, test_plan};
-    use crate::store::{PlanState, StoredPlan};
+    use crate::store::StoredPlan;
     let id = PlanId::parse(&"5".repeat(32)).unwrap();
     let executed = ExecutedPlan {
         plan_id: id.clone(),
@@ -285,17 +285,7 @@ fn the_plan_an_answer_names_is_read_from_the_types_the_helper_writes() {
                "duration_ms": 12}),
     );
     assert_eq!(PlanMention::of(&serde_json::to_value(&executed).unwrap()), Some(id.clone()));
-    let stored = StoredPlan {
-        plan: test_plan(id.clone(), 1_800_000_000),
-        state: PlanState::Pending,
-        approval: None,
-        claim: None,
-        claimed_at: None,
-        finished_at: None,
-        outcome: None,
-        resolution: None,
-        rejection: None,
-    };
+    let stored = StoredPlan::pending(test_plan(id.clone(), 1_800_000_000));
     assert_eq!(PlanMention::of(&serde_json::to_value(stored.view()).unwrap()), Some(id.clone()));
     // As version 1 read them: a present plan_id decides, even a bad one.
     let valid = id.as_str().to_owned();
