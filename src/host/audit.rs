@@ -64,7 +64,7 @@ pub fn prune(paths: &HostPaths, before: &str, operator: &Caller, now: i64) -> Re
     if before > now {
         return Err(Refusal::new(
             Code::InvalidTime,
-            "--before is in the future; export the rows, then prune before a time that has passed.              Nothing was dropped.",
+            "--before is in the future; export the rows, then prune before a time that has passed. Nothing was dropped.",
         ));
     }
     let mut store = open(paths)?;
@@ -342,6 +342,19 @@ mod tests {
         let (_dir, paths) = temp_paths();
         assert_eq!(verify(&paths, Some("nope")).unwrap_err().code, Code::InvalidHash);
         assert_eq!(export(&paths, Some("yesterday"), false).unwrap_err().code, Code::InvalidTime);
+        assert!(!paths.state_dir.exists(), "nothing was created");
+    }
+
+    #[test]
+    fn a_prune_before_a_future_time_is_refused_in_one_whole_sentence() {
+        let (_dir, paths) = temp_paths();
+        let refusal = prune(&paths, "2099-01-01T00:00:00Z", &Caller::from("op"), 1_800_000_000).unwrap_err();
+        assert_eq!(refusal.code, Code::InvalidTime);
+        // The message once carried a run of spaces from a string continuation.
+        assert!(
+            refusal.message.ends_with("before a time that has passed. Nothing was dropped."),
+            "{refusal:?}"
+        );
         assert!(!paths.state_dir.exists(), "nothing was created");
     }
 

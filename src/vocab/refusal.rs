@@ -182,7 +182,15 @@ pub struct Refusal {
 
 impl Refusal {
     pub fn new(code: Code, message: impl Into<String>) -> Refusal {
-        Refusal { code, message: message.into() }
+        let message = message.into();
+        // A long run of spaces inside a line is the indentation of a string
+        // continuation that lost its backslash (operator messages may align
+        // a few columns): every test that builds a refusal checks its text.
+        debug_assert!(
+            !message.lines().any(|line| line.trim_start().contains("        ")),
+            "a refusal message with a run of spaces: {message:?}"
+        );
+        Refusal { code, message }
     }
 }
 

@@ -84,7 +84,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             return refuse(
                 Code::ContainerSetChanged,
                 format!(
-                    "The recorded {} container of app {name} is gone or no longer carries volce-lab's labels                      for it; nothing was read. Ask the operator to inspect the server.",
+                    "The recorded {} container of app {name} is gone or no longer carries volce-lab's labels for it; nothing was read. Ask the operator to inspect the server.",
                     role.as_str()
                 ),
             );
@@ -99,7 +99,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             {
                 Refusal::new(
                     Code::EngineUnavailable,
-                    "The container's log lines were larger than 1 MiB for this tail; ask for fewer lines;                      nothing was shown.",
+                    "The container's log lines were larger than 1 MiB for this tail; ask for fewer lines; nothing was shown.",
                 )
             }
             _ => Refusal::new(Code::EngineUnavailable, "The container's log could not be read; nothing was shown."),
