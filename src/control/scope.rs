@@ -14,12 +14,15 @@
 //!   foreign container taking the name or the port voids the plan);
 //!   remove_image, the image itself and every container, foreign or not,
 //!   that references it;
-//! - every container volce-lab created (any `io.volce-lab.*` label) is
-//!   digested without its state, so replacing, relabelling or republishing
-//!   one of ours voids every plan, but one of ours restarting does not
-//!   void a plan about another app;
-//! - the `vl-*` networks are all digested (ours, or squatting on our names);
-//! - nothing else of a foreign container is read. Validation at execute
+//! - nothing outside the targets is digested, ours or not: another app
+//!   being deployed, restarted, replaced or removed voids no plan about
+//!   this one (an approval-free deploy of one app must not void a pending
+//!   approval of another), while anything that can conflict with the plan
+//!   is a target (a container on its names or its host port, a container
+//!   using its image);
+//! - of the `vl-*` networks, the ones on the target app's names (ours, or
+//!   squatting on them);
+//! - nothing else is read. Validation at execute
 //!   still re-derives the plan from the whole fresh snapshot, so a foreign
 //!   object that would change the decision is refused there too.
 
@@ -76,15 +79,24 @@ impl<'a> Scope<'a> {
             Scope::Image { image } => container.image_id == **image,
         }
     }
+
+    /// Whether the network called `name` is one of this plan's targets: a
+    /// network on the names of the app it acts on or creates.
+    fn claims_network(&self, name: &str) -> bool {
+        match self {
+            Scope::App { names, .. } | Scope::NewApp { names, .. } => names.claims_network(name),
+            Scope::Gateway { .. } | Scope::Image { .. } => false,
+        }
+    }
 }
 
-/// One container as the digest sees it: `state` only for a target.
+/// One target container as the digest sees it.
 #[derive(Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 struct Entry<'s> {
     id: &'s ContainerId,
     name: &'s str,
     image_id: &'s ImageId,
-    state: Option<&'s str>,
+    state: &'s str,
     labels: &'s std::collections::BTreeMap<String, String>,
     ports: Vec<&'s PublishedPort>,
 }
@@ -95,6 +107,7 @@ struct Scoped<'s> {
     containers: Vec<Entry<'s>>,
     /// remove_image: whether the image is there. Empty for other scopes.
     images: Vec<&'s ImageId>,
+    /// The networks on the target app's names. Empty for other scopes.
     networks: Vec<&'s str>,
 }
 
@@ -102,22 +115,18 @@ fn scoped<'s>(snapshot: &'s Snapshot, scope: &Scope<'_>) -> Scoped<'s> {
     let mut containers: Vec<Entry<'s>> = snapshot
         .containers
         .iter()
-        .filter_map(|c| {
-            let target = scope.targets(c);
-            // `labels` holds only io.volce-lab.* labels: non-empty means ours.
-            let ours = !c.labels.is_empty();
-            (target || ours).then(|| {
-                let mut ports: Vec<&PublishedPort> = c.ports.iter().collect();
-                ports.sort();
-                Entry {
-                    id: &c.id,
-                    name: &c.name,
-                    image_id: &c.image_id,
-                    state: target.then_some(c.state.as_str()),
-                    labels: &c.labels,
-                    ports,
-                }
-            })
+        .filter(|c| scope.targets(c))
+        .map(|c| {
+            let mut ports: Vec<&PublishedPort> = c.ports.iter().collect();
+            ports.sort();
+            Entry {
+                id: &c.id,
+                name: &c.name,
+                image_id: &c.image_id,
+                state: &c.state,
+                labels: &c.labels,
+                ports,
+            }
         })
         .collect();
     containers.sort();
@@ -125,7 +134,8 @@ fn scoped<'s>(snapshot: &'s Snapshot, scope: &Scope<'_>) -> Scoped<'s> {
         Scope::Image { image } => snapshot.images.iter().filter(|i| *i == *image).take(1).collect(),
         _ => Vec::new(),
     };
-    let mut networks: Vec<&str> = snapshot.networks.iter().map(String::as_str).collect();
+    let mut networks: Vec<&str> =
+        snapshot.networks.iter().map(String::as_str).filter(|name| scope.claims_network(name)).collect();
     networks.sort_unstable();
     networks.dedup();
     Scoped { containers, images, networks }

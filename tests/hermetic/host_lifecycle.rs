@@ -299,10 +299,10 @@ fn a_foreign_container_restarting_voids_no_approved_start_or_update_but_a_change
         s.snapshot.containers.iter_mut().find(|c| c.id == prod_id()).unwrap().state = "restarting".into();
         s.snapshot.containers.push(foreign_container(container_id('7'), "cron", used_image(), "exited"));
     });
-    // (Start first: the update replaces a container of ours, which voids
-    // every plan made before it, by design; a start changes only states.)
-    assert!(matches!(c.execute(&start.plan.id, AGENT).unwrap(), Executed::Completed(_)));
+    // The update replaces a container of demo's: that voids no plan about
+    // idle (before issue 22 it voided every plan, so start went first).
     assert!(matches!(c.execute(&update.plan.id, AGENT).unwrap(), Executed::Completed(_)));
+    assert!(matches!(c.execute(&start.plan.id, AGENT).unwrap(), Executed::Completed(_)));
 
     // A change to the target: the app's gateway stops behind volce-lab's back.
     let plan = c.prepare("update", &json!({"app": "demo", "image": "web"}), AGENT).unwrap();
@@ -314,6 +314,24 @@ fn a_foreign_container_restarting_voids_no_approved_start_or_update_but_a_change
     let before = h.engine.mutations().len();
     assert_eq!(refusal(c.execute(&plan.plan.id, AGENT)), Code::SnapshotChanged);
     assert_eq!(h.engine.mutations().len(), before, "nothing acted");
+}
+
+#[test]
+fn an_approval_free_deploy_of_one_app_voids_no_pending_approval_of_another() {
+    // Before issue 22 the pending stop of demo ended snapshot_changed: the
+    // digest covered every container and network of ours.
+    let h = harness();
+    completed(&h, "deploy", deploy_params("demo", 18001));
+    let mut c = h.controller();
+    let stop = c.prepare("stop", &json!({"app": "demo"}), AGENT).unwrap();
+    assert!(stop.plan.requires_approval);
+    let deploy = c.prepare("deploy", &deploy_params("shop", 18002), AGENT).unwrap();
+    assert!(!deploy.plan.requires_approval, "the test policy lets a deploy run unapproved");
+    assert!(matches!(c.execute(&deploy.plan.id, AGENT).unwrap(), Executed::Completed(_)));
+    c.approve(&stop.plan.id, &stop.plan.digest, "alice").unwrap();
+    assert!(matches!(c.execute(&stop.plan.id, AGENT).unwrap(), Executed::Completed(_)));
+    assert_eq!(record(&h, "demo").state, AppState::Stopped);
+    assert_eq!(record(&h, "shop").state, AppState::Running);
 }
 
 // --- remove_app keeps volce-lab's claim on the app's images ------------------
