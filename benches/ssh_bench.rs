@@ -144,21 +144,21 @@ async fn agent_rpc(inspector: &Inspector, request: &Request) -> Reply {
     Reply::parse(volce_lab::wire::progress::reply_bytes(&outcome.stdout)).expect("one reply")
 }
 
-fn remove_logs_app() {
-    let filter = format!("label=io.volce-lab.app={LOGS_APP}");
-    let (_, ids) = command("/usr/bin/docker", &["ps", "-aq", "--filter", &filter]);
-    for id in ids.split_whitespace() {
-        command("/usr/bin/docker", &["rm", "-f", id]);
-    }
-    let (_, networks) = command("/usr/bin/docker", &["network", "ls", "-q", "--filter", &filter]);
-    for id in networks.split_whitespace() {
-        command("/usr/bin/docker", &["network", "rm", id]);
+/// Removes [`LOGS_APP`] through the product, as a user would (a
+/// `remove_app` plan, approved by the operator, executed): a bare
+/// `docker rm -f` would leave a drifted record that fills an app slot.
+/// An app that does not exist is nothing to remove.
+async fn remove_logs_app(inspector: &Inspector) -> Result<(), String> {
+    let mut parameters = serde_json::Map::new();
+    parameters.insert("app".into(), serde_json::json!(LOGS_APP));
+    match run_plan(inspector, volce_lab::control::plan::Action::RemoveApp, parameters).await {
+        Err(why) if why.contains("app_not_found") => Ok(()),
+        other => other,
     }
 }
 
-/// Deploys [`LOGS_APP`] as the agent, approved as the operator; `false`
-/// (with the reason printed) when this machine cannot.
-async fn deploy_logs_app(inspector: &Inspector) -> bool {
+/// Deploys [`LOGS_APP`] as the agent, approved as the operator.
+async fn deploy_logs_app(inspector: &Inspector) -> Result<(), String> {
     let mut parameters = serde_json::Map::new();
     for (key, value) in [
         ("app", serde_json::json!(LOGS_APP)),
@@ -169,37 +169,39 @@ async fn deploy_logs_app(inspector: &Inspector) -> bool {
     ] {
         parameters.insert(key.into(), value);
     }
-    let planned =
-        agent_rpc(inspector, &Request::plan(volce_lab::control::plan::Action::Deploy, parameters)).await;
+    run_plan(inspector, volce_lab::control::plan::Action::Deploy, parameters).await
+}
+
+/// One whole plan: made as the agent, approved as the operator when the
+/// policy asks for it, executed as the agent. `Err` says which step refused.
+async fn run_plan(
+    inspector: &Inspector,
+    action: volce_lab::control::plan::Action,
+    parameters: serde_json::Map<String, serde_json::Value>,
+) -> Result<(), String> {
+    let planned = agent_rpc(inspector, &Request::plan(action, parameters)).await;
     let Reply::Ok { result, .. } = planned else {
-        println!("service_logs: skipped (the deploy plan was refused: {planned:?})");
-        return false;
+        return Err(format!("the {action:?} plan was refused: {planned:?}"));
     };
     let (id, digest) =
         (result["id"].as_str().unwrap().to_owned(), result["digest"].as_str().unwrap().to_owned());
     // The test policy may ask no approval for a deploy.
-    let (approved, said) = if result["requires_approval"] == serde_json::json!(true) {
-        command(
+    if result["requires_approval"] == serde_json::json!(true) {
+        let (approved, said) = command(
             "/usr/sbin/runuser",
             &["-u", "vl-operator", "--", "/usr/bin/sudo", "-n", "/usr/local/bin/volce-lab-host"]
                 .into_iter()
                 .chain(["approve", &id, &digest, "--yes"])
                 .collect::<Vec<_>>(),
-        )
-    } else {
-        (true, String::new())
-    };
-    if !approved {
-        println!("service_logs: skipped (the operator's approve failed: {})", said.trim());
-        return false;
+        );
+        if !approved {
+            return Err(format!("the operator's approve of {action:?} failed: {}", said.trim()));
+        }
     }
     let plan_id = volce_lab::vocab::PlanId::parse(&id).unwrap();
     match agent_rpc(inspector, &Request::execute(&plan_id)).await {
-        Reply::Ok { .. } => true,
-        other => {
-            println!("service_logs: skipped (the deploy did not complete: {other:?})");
-            false
-        }
+        Reply::Ok { .. } => Ok(()),
+        other => Err(format!("the {action:?} plan did not complete: {other:?}")),
     }
 }
 
@@ -214,9 +216,14 @@ fn measure_logs(
         println!("service_logs: skipped (needs root and the policy of scripts/test-images)");
         return None;
     }
-    remove_logs_app();
-    if !runtime.block_on(deploy_logs_app(inspector)) {
-        remove_logs_app();
+    // What an interrupted earlier run left, then a fresh deploy.
+    if let Err(why) = runtime.block_on(remove_logs_app(inspector)) {
+        println!("service_logs: skipped (an earlier {LOGS_APP} could not be removed: {why})");
+        return None;
+    }
+    if let Err(why) = runtime.block_on(deploy_logs_app(inspector)) {
+        println!("service_logs: skipped ({why})");
+        let _ = runtime.block_on(remove_logs_app(inspector));
         return None;
     }
     let filter = format!("label=io.volce-lab.app={LOGS_APP}");
@@ -245,7 +252,9 @@ fn measure_logs(
         .collect();
     let logs_p50 = row("service_logs (gate, multiplexed)", over_ssh);
     let bare_p50 = row("bare docker logs --tail 50, on the server", bare);
-    remove_logs_app();
+    if let Err(why) = runtime.block_on(remove_logs_app(inspector)) {
+        println!("service_logs: {LOGS_APP} stays deployed: {why}; remove it with a remove_app plan");
+    }
     Some((logs_p50, bare_p50))
 }
 
