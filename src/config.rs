@@ -10,6 +10,14 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
+mod fleet;
+mod ssh_hosts;
+mod targets;
+
+pub use fleet::{DEFAULT_FAN_OUT, Fleet, Target};
+pub use ssh_hosts::SshConfigFiles;
+pub use targets::{MAX_TARGETS, TargetEntry};
+
 /// Where the checks run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, strum::IntoStaticStr, strum::VariantArray)]
 #[serde(rename_all = "snake_case")]
@@ -271,7 +279,7 @@ fn validate_ssh_config(path: &str) -> Result<PathBuf, ConfigError> {
 }
 
 /// Shows a refused value safely: control characters escaped, length capped.
-fn quoted(value: &str) -> String {
+pub(crate) fn quoted(value: &str) -> String {
     let shown: String = value.chars().take(80).collect();
     let ellipsis = if value.chars().count() > 80 { "..." } else { "" };
     format!("\"{}{}\"", shown.escape_debug(), ellipsis)
