@@ -33,6 +33,10 @@ use crate::vocab::PlanId;
 pub struct Record {
     pub time: String,
     pub request_id: String,
+    /// The configured target's name; `None` for a fan-out (its checks are
+    /// read-only) or a call refused before a target was chosen.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
     /// `None` when the client named a tool that does not exist.
     pub tool: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -152,6 +156,7 @@ mod tests {
         Record {
             time: "2026-01-01T00:00:00.000Z".into(),
             request_id: "r".into(),
+            target: Some("web-1".into()),
             tool: Some("cloud_check"),
             check: Some("disk"),
             action: None,
@@ -231,6 +236,7 @@ mod process_outcome_tests {
         Record {
             time: "2026-01-01T00:00:00.000Z".into(),
             request_id: "r".into(),
+            target: None,
             tool: Some("cloud_manage"),
             check: None,
             action: None,

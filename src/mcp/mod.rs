@@ -16,6 +16,7 @@
 //! tools/     the five tools: names, annotations, schemas, strict argument
 //!            validation (pure)
 //! rpc.rs     host RPC client side: crate::wire reply -> status for the agent (pure)
+//! fan_out.rs cloud_check over several targets at once, and its summary
 //! progress.rs the helper's progress lines -> MCP progress notifications, heartbeat
 //! audit.rs   the local audit line of every call (0700 dir, 0600 file)
 //! server.rs  the rmcp ServerHandler tying them to the Inspector; the
@@ -25,6 +26,7 @@
 
 pub mod audit;
 mod conformant;
+mod fan_out;
 pub mod progress;
 pub mod rpc;
 mod sentences;
@@ -38,7 +40,7 @@ use rmcp::transport::Transport;
 use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::{RoleServer, Service as _, ServiceExt as _};
 
-use crate::config::Config;
+use crate::config::Fleet;
 use crate::inspect::Inspector;
 
 pub use conformant::Conformant;
@@ -140,9 +142,9 @@ impl<T: Transport<RoleServer>> Transport<RoleServer> for BeforeLifecycle<T> {
 }
 
 /// `volce-lab mcp-serve`: serves stdin/stdout until the client closes them.
-pub fn serve_stdio(config: Config, runtime: &tokio::runtime::Runtime) -> Result<(), String> {
+pub fn serve_stdio(fleet: &Fleet, runtime: &tokio::runtime::Runtime) -> Result<(), String> {
     runtime.block_on(async {
-        let server = VolceLab::new(Inspector::new(config), Options::from_env());
+        let server = VolceLab::for_fleet(fleet, |config| Inspector::new(config.clone()), Options::from_env());
         let (read, write) = rmcp::transport::stdio_pipes();
         serve(server, read, write).await
     })

@@ -36,6 +36,7 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Map, Value, json};
 use strum::VariantArray as _;
 
+use crate::config::{Config, DEFAULT_FAN_OUT, Fleet};
 use crate::control::plan::Action;
 use crate::exec::ExecutionStatus;
 use crate::inspect::transport::RunLimits;
@@ -46,7 +47,7 @@ use crate::wire::{self, Request};
 use super::audit::{Audit, Record};
 use super::rpc::{self, Answer};
 use super::sentences::message;
-use super::tools::{self, Call, ToolName};
+use super::tools::{self, Call, Choices, Selection, ToolName};
 
 /// What the server needs besides the inspector. Tests shorten the limits.
 pub struct Options {
@@ -70,9 +71,20 @@ impl Options {
 
 /// The volce-lab MCP server.
 pub struct VolceLab {
-    inspector: Arc<Inspector>,
+    /// The configured targets, in fleet order; `choices` names them.
+    members: Vec<Member>,
+    choices: Choices,
+    /// How many checks of a fan-out run at once.
+    fan_out: usize,
     options: Options,
     tools: Vec<Tool>,
+}
+
+/// One configured target: its name and its own inspector (its own
+/// identity gate and ssh master).
+struct Member {
+    name: String,
+    inspector: Arc<Inspector>,
 }
 
 /// One call as served: the structured result plus what its audit line needs.
@@ -80,6 +92,9 @@ struct Served {
     value: Value,
     status: Status,
     request_id: String,
+    /// The target's name; `None` for a fan-out or a call refused before
+    /// a target was chosen.
+    target: Option<String>,
     check: Option<Check>,
     action: Option<&'static str>,
     plan_id: Option<PlanId>,
@@ -88,18 +103,53 @@ struct Served {
 }
 
 impl VolceLab {
+    /// A server for one target, named as its configuration names it.
     pub fn new(inspector: Inspector, options: Options) -> VolceLab {
-        VolceLab { inspector: Arc::new(inspector), options, tools: tools::list() }
+        let name = inspector.config().target().to_owned();
+        VolceLab::with_targets(vec![(name, Vec::new(), inspector)], DEFAULT_FAN_OUT, options)
     }
 
-    fn base(&self, request_id: &str) -> Map<String, Value> {
-        let config = self.inspector.config();
+    /// A server for every target of `fleet`, each with the inspector `make` gives it.
+    pub fn for_fleet(fleet: &Fleet, make: impl Fn(&Config) -> Inspector, options: Options) -> VolceLab {
+        let targets =
+            fleet.targets().iter().map(|t| (t.name.clone(), t.groups.clone(), make(&t.config))).collect();
+        VolceLab::with_targets(targets, fleet.fan_out, options)
+    }
+
+    /// (name, groups, inspector) per target, in fleet order.
+    pub fn with_targets(
+        targets: Vec<(String, Vec<String>, Inspector)>,
+        fan_out: usize,
+        options: Options,
+    ) -> VolceLab {
+        let mut choices = Choices::default();
+        let mut members = Vec::with_capacity(targets.len());
+        for (index, (name, groups, inspector)) in targets.into_iter().enumerate() {
+            for group in groups {
+                match choices.groups.iter_mut().find(|(g, _)| *g == group) {
+                    Some((_, indexes)) => indexes.push(index),
+                    None => choices.groups.push((group, vec![index])),
+                }
+            }
+            choices.names.push(name.clone());
+            members.push(Member { name, inspector: Arc::new(inspector) });
+        }
+        choices.groups.sort();
+        let tools = tools::list_for(&choices);
+        VolceLab { members, choices, fan_out: fan_out.max(1), options, tools }
+    }
+
+    /// The fields every result starts with; `member` is `None` only when
+    /// the call was refused before a target was chosen.
+    fn base(&self, member: Option<&Member>, request_id: &str) -> Map<String, Value> {
+        // Mode and demo-ness are the same for every target of a fleet.
+        let config = self.members[0].inspector.config();
         let mut map = Map::new();
         map.insert("request_id".into(), json!(request_id));
         map.insert("timestamp".into(), json!(timestamp()));
-        map.insert("is_demo".into(), json!(self.inspector.is_demo()));
+        map.insert("is_demo".into(), json!(self.members[0].inspector.is_demo()));
         map.insert("mode".into(), json!(config.mode.as_str()));
-        map.insert("target".into(), json!(config.target()));
+        map.insert("target".into(), json!(member.map(|m| m.name.as_str())));
         map
     }
 
@@ -111,30 +161,51 @@ impl VolceLab {
         request_id: String,
         progress: Option<Watcher>,
     ) -> Served {
-        match tools::validate(tool, arguments) {
-            Err(refusal) => self.refused(tool, refusal, request_id),
-            Ok(Call::Check(check)) => self.check(check).await,
+        let (selection, rest) = match self.choices.select(tool, arguments) {
+            Ok(chosen) => chosen,
+            Err(refusal) => return self.refused(tool, None, refusal, request_id),
+        };
+        let call = tools::validate(tool, rest.as_ref().or(arguments));
+        let member = match &selection {
+            Selection::One(index) => &self.members[*index],
+            Selection::FanOut(indexes) => {
+                return match call {
+                    Ok(Call::Check(check)) => self.fan_out(check, indexes, request_id).await,
+                    Ok(_) => unreachable!("only cloud_check takes targets"),
+                    Err(refusal) => self.refused(tool, None, refusal, request_id),
+                };
+            }
+        };
+        match call {
+            Err(refusal) => self.refused(tool, Some(member), refusal, request_id),
+            Ok(Call::Check(check)) => self.check(member, check).await,
             Ok(Call::Inventory) => {
-                self.manage(tool, Request::Inventory {}, None, None, request_id, None).await
+                self.manage(member, tool, Request::Inventory {}, None, None, request_id, None).await
             }
             Ok(Call::Plan { action, parameters }) => {
                 let request = Request::plan(action, parameters);
-                self.manage(tool, request, Some(action), None, request_id, None).await
+                self.manage(member, tool, request, Some(action), None, request_id, None).await
             }
             // Only an execute runs long steps, so only it is watched.
             Ok(Call::Execute { plan_id }) => {
                 let request = Request::execute(&plan_id);
-                self.manage(tool, request, None, Some(plan_id), request_id, progress).await
+                self.manage(member, tool, request, None, Some(plan_id), request_id, progress).await
             }
             Ok(Call::Logs { app, container, tail, since_minutes }) => {
                 let request = Request::logs(&app, container, tail, since_minutes);
-                self.manage(tool, request, None, None, request_id, None).await
+                self.manage(member, tool, request, None, None, request_id, None).await
             }
         }
     }
 
-    fn refused(&self, tool: ToolName, refusal: Refusal, request_id: String) -> Served {
-        let mut map = self.base(&request_id);
+    fn refused(
+        &self,
+        tool: ToolName,
+        member: Option<&Member>,
+        refusal: Refusal,
+        request_id: String,
+    ) -> Served {
+        let mut map = self.base(member, &request_id);
         map.insert("status".into(), json!(Status::InvalidArguments));
         map.insert("code".into(), json!(refusal.code));
         map.insert("message".into(), json!(refusal.message));
@@ -144,6 +215,8 @@ impl VolceLab {
             None => {
                 map.insert("check".into(), Value::Null);
                 map.insert("output".into(), json!(""));
+                map.insert("results".into(), Value::Null);
+                map.insert("summary".into(), Value::Null);
             }
             Some(operation) => {
                 map.insert("tool".into(), json!(tool.as_str()));
@@ -157,6 +230,7 @@ impl VolceLab {
             value: Value::Object(map),
             status: Status::InvalidArguments,
             request_id,
+            target: member.map(|m| m.name.clone()),
             check: None,
             action: None,
             plan_id: None,
@@ -165,15 +239,21 @@ impl VolceLab {
         }
     }
 
-    async fn check(&self, check: Check) -> Served {
-        let result = self.inspector.check(check).await;
+    async fn check(&self, member: &Member, check: Check) -> Served {
+        let result = member.inspector.check(check).await;
         let mut value = serde_json::to_value(&result).unwrap_or_else(|_| json!({}));
         if let Value::Object(map) = &mut value {
+            // The result names the target as the fleet does (the table's
+            // name), which may differ from the alias the inspector dials.
+            map.insert("target".into(), json!(member.name));
             map.insert("code".into(), Value::Null);
             map.insert("message".into(), json!(message(result.status, result.is_demo)));
+            map.insert("results".into(), Value::Null);
+            map.insert("summary".into(), Value::Null);
         }
         Served {
             value,
+            target: Some(member.name.clone()),
             status: result.status,
             request_id: result.request_id,
             check: Some(check),
@@ -184,10 +264,58 @@ impl VolceLab {
         }
     }
 
+    /// `cloud_check` on the targets at `indexes`, at most `fan_out` at
+    /// once: one result per target (as a single check gives it) and the
+    /// summary (`super::fan_out`).
+    async fn fan_out(&self, check: Check, indexes: &[usize], request_id: String) -> Served {
+        let targets: Vec<(String, Arc<Inspector>)> = indexes
+            .iter()
+            .map(|&i| (self.members[i].name.clone(), self.members[i].inspector.clone()))
+            .collect();
+        let answers = super::fan_out::check_all(targets, self.fan_out, check)
+            .await
+            .into_iter()
+            .map(|(name, result)| {
+                let status = result.status;
+                let mut value = serde_json::to_value(&result).unwrap_or_else(|_| json!({}));
+                if let Value::Object(map) = &mut value {
+                    map.insert("target".into(), json!(name));
+                    map.insert("code".into(), Value::Null);
+                    map.insert("message".into(), json!(message(status, result.is_demo)));
+                }
+                (name, value, status)
+            })
+            .collect();
+        let (status, sentence, results, summary) = super::fan_out::gather(check, answers);
+        let mut map = self.base(None, &request_id);
+        map.insert("status".into(), json!(status));
+        map.insert("code".into(), Value::Null);
+        map.insert("message".into(), json!(sentence));
+        map.insert("exit_code".into(), Value::Null);
+        map.insert("execution".into(), Value::Null);
+        map.insert("check".into(), json!(check));
+        map.insert("output".into(), json!(""));
+        map.insert("results".into(), results);
+        map.insert("summary".into(), summary);
+        Served {
+            value: Value::Object(map),
+            status,
+            request_id,
+            target: None,
+            check: Some(check),
+            action: None,
+            plan_id: None,
+            exit_code: None,
+            execution_status: None,
+        }
+    }
+
     /// Runs one host RPC. `action` and `plan_id` are the validated values
     /// `request` was built from, for the result and the audit line.
+    #[allow(clippy::too_many_arguments)] // each is one fact of the call's result and audit line
     async fn manage(
         &self,
+        member: &Member,
         tool: ToolName,
         request: Request,
         action: Option<Action>,
@@ -195,7 +323,8 @@ impl VolceLab {
         request_id: String,
         progress: Option<Watcher>,
     ) -> Served {
-        let config = self.inspector.config();
+        let inspector = &member.inspector;
+        let config = inspector.config();
         let plain = |status: Status| Answer {
             status,
             code: None,
@@ -204,9 +333,9 @@ impl VolceLab {
             plan_id: None,
         };
         let mut execution = None;
-        let answer = if self.inspector.is_demo() {
+        let answer = if inspector.is_demo() {
             plain(Status::DemoOnly)
-        } else if let Some(refusal) = self.inspector.gate_refusal().await {
+        } else if let Some(refusal) = inspector.gate_refusal().await {
             plain(refusal)
         } else if !config.management {
             plain(Status::ManagementDisabled)
@@ -230,9 +359,9 @@ impl VolceLab {
                 // Identity is verified again inside host_rpc, under the same lock as the run.
                 let limits = self.options.rpc_limits;
                 let ran = match progress {
-                    None => self.inspector.host_rpc(&bytes, limits).await,
+                    None => inspector.host_rpc(&bytes, limits).await,
                     Some(Watcher { token, peer }) => {
-                        let run = |tap| self.inspector.host_rpc_watched(&bytes, limits, Some(tap));
+                        let run = |tap| inspector.host_rpc_watched(&bytes, limits, Some(tap));
                         let notify = |count: u32, message: String| {
                             let param = ProgressNotificationParam::new(token.clone(), f64::from(count))
                                 .with_message(message);
@@ -262,7 +391,7 @@ impl VolceLab {
         let plan_id = plan_id.or(answer.plan_id);
         let exit_code = execution.as_ref().and_then(|e| e.exit_code);
         let execution_status = execution.as_ref().map(|e| e.execution_status);
-        let mut map = self.base(&request_id);
+        let mut map = self.base(Some(member), &request_id);
         map.insert("tool".into(), json!(tool.as_str()));
         map.insert("operation".into(), json!(request.operation()));
         map.insert("action".into(), json!(action));
@@ -277,6 +406,7 @@ impl VolceLab {
             value: Value::Object(map),
             status: answer.status,
             request_id,
+            target: Some(member.name.clone()),
             check: None,
             action,
             plan_id,
@@ -289,6 +419,7 @@ impl VolceLab {
         self.options.audit.append(&Record {
             time: timestamp(),
             request_id: served.request_id.clone(),
+            target: served.target.clone(),
             tool: tool.map(ToolName::as_str),
             check: served.check.map(Check::as_str),
             action: served.action,
@@ -311,7 +442,12 @@ impl VolceLab {
         request_id: String,
         started: Instant,
     ) {
-        let (check, action, plan_id) = match tools::validate(tool, arguments) {
+        let (target, rest) = match self.choices.select(tool, arguments) {
+            Ok((Selection::One(index), rest)) => (Some(self.members[index].name.clone()), rest),
+            Ok((Selection::FanOut(_), rest)) => (None, rest),
+            Err(_) => (None, None),
+        };
+        let (check, action, plan_id) = match tools::validate(tool, rest.as_ref().or(arguments)) {
             Ok(Call::Check(check)) => (Some(check), None, None),
             Ok(Call::Plan { action, .. }) => (None, Some(action.as_str()), None),
             Ok(Call::Execute { plan_id }) => (None, None, Some(plan_id)),
@@ -321,6 +457,7 @@ impl VolceLab {
             value: Value::Null,
             status: Status::Unknown,
             request_id,
+            target,
             check,
             action,
             plan_id,
@@ -375,6 +512,7 @@ impl ServerHandler for VolceLab {
                 value: Value::Null,
                 status: Status::InvalidArguments,
                 request_id: request_id(),
+                target: None,
                 check: None,
                 action: None,
                 plan_id: None,

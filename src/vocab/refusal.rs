@@ -137,6 +137,9 @@ pub enum Code {
     WrongType,
     NotAllowed,
     TooLarge,
+    /// `target` or `targets` names no configured target (the message lists
+    /// the choices), or is missing where several are configured.
+    UnknownTarget,
     /// The code of a `needs_inspection` answer: an execute reached Docker
     /// and failed or is uncertain. Not a refusal: something may have changed.
     NeedsInspection,
@@ -220,7 +223,7 @@ mod tests {
     #[test]
     fn code_strings_never_change() {
         use strum::VariantArray as _;
-        const SHIPPED: [&str; 75] = [
+        const SHIPPED: [&str; 76] = [
             "invalid_request",
             "request_too_large",
             "unknown_action",
@@ -295,6 +298,7 @@ mod tests {
             "wrong_type",
             "not_allowed",
             "too_large",
+            "unknown_target",
             "needs_inspection",
         ];
         let strings: Vec<&str> = Code::VARIANTS.iter().map(|c| c.as_str()).collect();

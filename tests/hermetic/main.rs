@@ -27,5 +27,6 @@ mod mcp_examples;
 mod mcp_management;
 mod mcp_progress;
 mod mcp_stdio;
+mod mcp_targets;
 mod properties;
 mod wire_answers;

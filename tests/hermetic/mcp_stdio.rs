@@ -270,6 +270,7 @@ async fn secrets_in_arguments_never_reach_the_audit_log() {
                 [
                     "time",
                     "request_id",
+                    "target",
                     "tool",
                     "check",
                     "action",

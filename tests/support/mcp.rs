@@ -8,8 +8,9 @@
 use rmcp::model::{CallToolResult, Tool};
 use serde_json::{Map, Value};
 
-const KNOWN: [&str; 11] = [
+const KNOWN: [&str; 12] = [
     "type",
+    "items",
     "properties",
     "required",
     "additionalProperties",
@@ -78,6 +79,11 @@ pub fn check(schema: &Value, value: &Value, path: &str) -> Result<(), String> {
             && n > max
         {
             return Err(format!("{path}: {n} > {max}"));
+        }
+    }
+    if let (Some(items), Value::Array(elements)) = (schema.get("items"), value) {
+        for (i, element) in elements.iter().enumerate() {
+            check(items, element, &format!("{path}[{i}]"))?;
         }
     }
     if let Value::Object(object) = value {

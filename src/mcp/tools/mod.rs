@@ -6,6 +6,7 @@
 //! mod.rs       tool names, descriptions, annotations; the validated Call
 //! schema.rs    input and output JSON Schemas, names read from the enums
 //! validate.rs  strict argument validation with precise refusals
+//! target.rs    which configured target(s) a call is about: `target`, `targets`
 //! ```
 //!
 //! Invariant enforced here: rmcp hands arguments over unchecked, so every
@@ -13,6 +14,7 @@
 //! the checks we apply say the same thing, and the tests hold them together.
 
 mod schema;
+mod target;
 mod validate;
 
 use rmcp::model::{Tool, ToolAnnotations};
@@ -23,6 +25,7 @@ use crate::inspect::Check;
 use crate::vocab::PlanId;
 use crate::wire::{ContainerRole, Operation};
 
+pub use target::{Choices, Selection};
 pub use validate::{MAX_ARGUMENT_BYTES, shown, validate};
 
 /// Which tool a call names. The strum table is the one list of names, in
@@ -164,6 +167,19 @@ pub fn list() -> Vec<Tool> {
     .annotate(ToolAnnotations::with_title("Read a managed container's log").read_only(true));
 
     vec![cloud_check, inventory, plan, execute, logs]
+}
+
+/// The five tools for the configured targets: each input schema gains
+/// `target` (an enum of `choices`), and `cloud_check` its `targets` fan-out.
+pub fn list_for(choices: &Choices) -> Vec<Tool> {
+    let mut tools = list();
+    for tool in &mut tools {
+        let Some(name) = ToolName::parse(&tool.name) else { continue };
+        let mut schema = (*tool.input_schema).clone();
+        choices.extend_schema(name, &mut schema);
+        tool.input_schema = std::sync::Arc::new(schema);
+    }
+    tools
 }
 
 /// Guidance sent with `initialize`, for clients that show it to the model.

@@ -175,7 +175,7 @@ fn common_properties() -> Map<String, Value> {
         "timestamp": {"type": "string", "description": "UTC, RFC 3339."},
         "is_demo": {"type": "boolean", "description": "true: simulated, no server was contacted."},
         "mode": {"type": "string", "enum": names(Mode::VARIANTS, Mode::as_str)},
-        "target": {"type": "string"},
+        "target": {"type": ["string", "null"], "description": "The configured target this call was about; null for a fan-out or a call refused before a target was chosen."},
         "status": {"type": "string", "enum": names(Status::VARIANTS, Status::as_str)},
         "code": {"type": ["string", "null"], "description": "Stable machine code of a refusal; null otherwise."},
         "message": {"type": "string", "description": "One sentence saying what the status means and what to do next."},
@@ -209,9 +209,21 @@ pub fn check_output() -> Arc<JsonObject> {
     output_schema(
         json!({
             "check": {"type": ["string", "null"], "enum": names_or_null(&Check::ALL, Check::as_str)},
-            "output": {"type": "string", "description": "What the target printed (at most 8 KiB); empty when withheld or not run."}
+            "output": {"type": "string", "description": "What the target printed (at most 8 KiB); empty when withheld or not run."},
+            "results": {
+                "type": ["array", "null"],
+                "items": {"type": "object"},
+                "description": "A fan-out (`targets`): one result per target, each shaped as a single check's, the targets that are not ok first; null for one target."
+            },
+            "summary": {
+                "type": ["object", "null"],
+                "properties": {"ok": {"type": "integer", "minimum": 0}, "failed": {"type": "integer", "minimum": 0}},
+                "required": ["ok", "failed"],
+                "additionalProperties": false,
+                "description": "A fan-out: how many targets answered ok and how many did not; null for one target."
+            }
         }),
-        "Result of one read-only check.",
+        "Result of one read-only check, or of one check on several targets.",
     )
 }
 
@@ -369,7 +381,7 @@ mod tests {
         let result = derived(settings.into_generator().into_root_schema_for::<crate::inspect::CheckResult>());
         let check = value(check_output());
         let mut envelope = keys(&check);
-        envelope.retain(|k| k != "code" && k != "message");
-        assert_eq!(keys(&result), envelope, "cloud_check = CheckResult + code + message");
+        envelope.retain(|k| !["code", "message", "results", "summary"].contains(&k.as_str()));
+        assert_eq!(keys(&result), envelope, "cloud_check = CheckResult + code + message + the fan-out's two");
     }
 }

@@ -1,0 +1,320 @@
+//! Which configured target a call is about: the `target` argument every
+//! tool takes and the `targets` fan-out of `cloud_check`. Pure; runs
+//! unprivileged inside `volce-lab mcp-serve`.
+//!
+//! Invariants enforced here:
+//! - a call acts on exactly the targets it names: `target` may be left out
+//!   only when one target is configured, and nothing defaults to "the first";
+//! - only `cloud_check` fans out (read-only); every changing tool, and the
+//!   reads whose answers feed a plan, act on one target;
+//! - the selection is taken out of the arguments before the tool's own
+//!   validation, which therefore never sees (or echoes) it.
+
+use serde_json::{Map, Value, json};
+
+use super::ToolName;
+use super::validate::shown;
+use crate::vocab::{Code, Refusal};
+
+/// The names and groups a call may choose from, in fleet order.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Choices {
+    pub names: Vec<String>,
+    /// (group, the indexes of its targets in `names`).
+    pub groups: Vec<(String, Vec<usize>)>,
+}
+
+/// The targets a validated call acts on, as indexes into [`Choices::names`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Selection {
+    One(usize),
+    /// `cloud_check` with `targets`: each target once, in fleet order.
+    FanOut(Vec<usize>),
+}
+
+fn refuse(code: Code, message: String) -> Refusal {
+    Refusal::new(code, message)
+}
+
+impl Choices {
+    fn listed(&self) -> String {
+        self.names.join(", ")
+    }
+
+    fn index(&self, tool: ToolName, field: &str, value: &Value) -> Result<usize, Refusal> {
+        let Value::String(name) = value else {
+            return Err(refuse(
+                Code::WrongType,
+                format!("{}: `{field}` must be a string naming a target; nothing was run.", tool.as_str()),
+            ));
+        };
+        self.names.iter().position(|n| n == name).ok_or_else(|| {
+            refuse(
+                Code::UnknownTarget,
+                format!(
+                    "{}: `{field}` names no configured target (got {}); the targets are {}; nothing was run.",
+                    tool.as_str(),
+                    shown(name),
+                    self.listed()
+                ),
+            )
+        })
+    }
+
+    /// Takes `target` (and, for `cloud_check`, `targets`) out of
+    /// `arguments`, returning the selection and the rest for the tool's
+    /// own validation.
+    pub fn select(
+        &self,
+        tool: ToolName,
+        arguments: Option<&Map<String, Value>>,
+    ) -> Result<(Selection, Option<Map<String, Value>>), Refusal> {
+        let Some(arguments) = arguments else {
+            return self.default_one(tool).map(|one| (one, None));
+        };
+        let mut rest = arguments.clone();
+        let target = rest.remove("target");
+        let targets = if tool == ToolName::CloudCheck { rest.remove("targets") } else { None };
+        let selection = match (target, targets) {
+            (Some(_), Some(_)) => {
+                return Err(refuse(
+                    Code::UnexpectedField,
+                    "cloud_check: give `target` (one server) or `targets` (a fan-out), not both; nothing was run."
+                        .into(),
+                ));
+            }
+            (Some(target), None) => Selection::One(self.index(tool, "target", &target)?),
+            (None, Some(targets)) => Selection::FanOut(self.fan_out(&targets)?),
+            (None, None) => self.default_one(tool)?,
+        };
+        Ok((selection, Some(rest)))
+    }
+
+    fn default_one(&self, tool: ToolName) -> Result<Selection, Refusal> {
+        match self.names.len() {
+            1 => Ok(Selection::One(0)),
+            _ => Err(refuse(
+                Code::MissingField,
+                format!(
+                    "{}: `target` is required when several targets are configured: one of {}{}; nothing was run.",
+                    tool.as_str(),
+                    self.listed(),
+                    if tool == ToolName::CloudCheck {
+                        " (or `targets` to check several at once)"
+                    } else {
+                        ""
+                    }
+                ),
+            )),
+        }
+    }
+
+    /// `targets`: a non-empty list of names, `@group`s or `*`.
+    fn fan_out(&self, targets: &Value) -> Result<Vec<usize>, Refusal> {
+        let Value::Array(items) = targets else {
+            return Err(refuse(
+                Code::WrongType,
+                "cloud_check: `targets` must be a list of target names, @group or \"*\"; nothing was run."
+                    .into(),
+            ));
+        };
+        if items.is_empty() {
+            return Err(refuse(
+                Code::NotAllowed,
+                format!(
+                    "cloud_check: `targets` is empty; name targets ({}), @group or \"*\"; nothing was run.",
+                    self.listed()
+                ),
+            ));
+        }
+        let mut chosen = vec![false; self.names.len()];
+        for item in items {
+            match item.as_str() {
+                Some("*") => chosen.iter_mut().for_each(|c| *c = true),
+                Some(group) if group.starts_with('@') => {
+                    let Some((_, members)) = self.groups.iter().find(|(g, _)| *g == group[1..]) else {
+                        let groups: Vec<String> = self.groups.iter().map(|(g, _)| format!("@{g}")).collect();
+                        return Err(refuse(
+                            Code::UnknownTarget,
+                            format!(
+                                "cloud_check: `targets` names no configured group (got {}); the groups are {}; \
+                                 nothing was run.",
+                                shown(group),
+                                if groups.is_empty() { "none".to_owned() } else { groups.join(", ") }
+                            ),
+                        ));
+                    };
+                    members.iter().for_each(|&i| chosen[i] = true);
+                }
+                _ => chosen[self.index(ToolName::CloudCheck, "targets", item)?] = true,
+            }
+        }
+        Ok(chosen.iter().enumerate().filter(|(_, c)| **c).map(|(i, _)| i).collect())
+    }
+
+    /// The `target` property every input schema gains (an enum of the
+    /// names), and for `cloud_check` the `targets` list; `target` is
+    /// required when several targets are configured, except on
+    /// `cloud_check`, which may take `targets` instead (`select` enforces it).
+    pub fn extend_schema(&self, tool: ToolName, schema: &mut Map<String, Value>) {
+        let several = self.names.len() > 1;
+        let mut choices: Vec<Value> = self.names.iter().map(|n| json!(n)).collect();
+        let target = json!({
+            "type": "string",
+            "enum": choices.clone(),
+            "description": if several {
+                "Which configured server this call is about (required)."
+            } else {
+                "The one configured server (may be left out)."
+            }
+        });
+        if let Some(Value::Object(properties)) = schema.get_mut("properties") {
+            properties.insert("target".into(), target);
+            if tool == ToolName::CloudCheck {
+                choices.extend(self.groups.iter().map(|(g, _)| json!(format!("@{g}"))));
+                choices.push(json!("*"));
+                properties.insert(
+                    "targets".into(),
+                    json!({
+                        "type": "array",
+                        "items": {"type": "string", "enum": choices},
+                        "description": "Read-only fan-out instead of `target`: names, @group or \"*\"; \
+                                        one result per target."
+                    }),
+                );
+            }
+        }
+        if several && tool != ToolName::CloudCheck {
+            if let Some(Value::Array(required)) = schema.get_mut("required") {
+                required.push(json!("target"));
+            } else {
+                schema.insert("required".into(), json!(["target"]));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fleet() -> Choices {
+        Choices {
+            names: vec!["db".into(), "web-1".into(), "web-2".into()],
+            groups: vec![("prod".into(), vec![0, 1]), ("web".into(), vec![1, 2])],
+        }
+    }
+
+    fn args(value: Value) -> Map<String, Value> {
+        value.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn one_target_may_be_left_out_and_several_must_be_named() {
+        let one = Choices { names: vec!["web-1".into()], groups: vec![] };
+        let (selection, rest) = one.select(ToolName::ServiceInventory, None).unwrap();
+        assert_eq!((selection, rest), (Selection::One(0), None));
+        let (selection, rest) = one
+            .select(ToolName::CloudCheck, Some(&args(json!({"check": "disk", "target": "web-1"}))))
+            .unwrap();
+        assert_eq!(selection, Selection::One(0));
+        assert_eq!(rest.unwrap(), args(json!({"check": "disk"})), "the tool never sees `target`");
+
+        for tool in [ToolName::ServicePlan, ToolName::CloudCheck] {
+            let refusal = fleet().select(tool, Some(&args(json!({"check": "disk"})))).unwrap_err();
+            assert_eq!(refusal.code, Code::MissingField, "{tool:?}");
+            assert!(refusal.message.contains("db, web-1, web-2"), "{refusal:?}");
+        }
+        let (selection, _) = fleet()
+            .select(ToolName::ServiceExecute, Some(&args(json!({"plan_id": "x", "target": "web-2"}))))
+            .unwrap();
+        assert_eq!(selection, Selection::One(2));
+    }
+
+    /// What was tried: unknown names and groups, wrong types, both fields,
+    /// an empty list, `targets` on a tool that does not fan out.
+    #[test]
+    fn a_bad_selection_is_refused_with_the_choices_and_runs_nothing() {
+        let cases = [
+            (
+                ToolName::CloudCheck,
+                json!({"check": "disk", "target": "web-3"}),
+                Code::UnknownTarget,
+                "db, web-1, web-2",
+            ),
+            (ToolName::ServicePlan, json!({"target": 7}), Code::WrongType, "must be a string"),
+            (
+                ToolName::CloudCheck,
+                json!({"check": "disk", "targets": ["@dev"]}),
+                Code::UnknownTarget,
+                "@prod, @web",
+            ),
+            (
+                ToolName::CloudCheck,
+                json!({"check": "disk", "targets": ["web-9"]}),
+                Code::UnknownTarget,
+                "db, web-1",
+            ),
+            (ToolName::CloudCheck, json!({"check": "disk", "targets": "*"}), Code::WrongType, "a list"),
+            (ToolName::CloudCheck, json!({"check": "disk", "targets": []}), Code::NotAllowed, "is empty"),
+            (
+                ToolName::CloudCheck,
+                json!({"check": "disk", "targets": ["*"], "target": "db"}),
+                Code::UnexpectedField,
+                "not both",
+            ),
+        ];
+        for (tool, arguments, code, needle) in cases {
+            let refusal = fleet().select(tool, Some(&args(arguments.clone()))).unwrap_err();
+            assert_eq!(refusal.code, code, "{arguments}");
+            assert!(refusal.message.contains(needle), "{arguments}: {}", refusal.message);
+            assert!(refusal.message.ends_with("nothing was run."), "{}", refusal.message);
+        }
+        // `targets` is cloud_check's alone: elsewhere it stays in the
+        // arguments, and the tool's own validation refuses the stray field.
+        let (_, rest) = fleet()
+            .select(ToolName::ServiceInventory, Some(&args(json!({"target": "db", "targets": ["*"]}))))
+            .unwrap();
+        assert!(rest.unwrap().contains_key("targets"));
+    }
+
+    #[test]
+    fn a_fan_out_takes_each_target_once_in_fleet_order() {
+        let pick = |targets: Value| match fleet()
+            .select(ToolName::CloudCheck, Some(&args(json!({"check": "disk", "targets": targets}))))
+            .unwrap()
+            .0
+        {
+            Selection::FanOut(indexes) => indexes,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(pick(json!(["*"])), [0, 1, 2]);
+        assert_eq!(pick(json!(["web-2", "@prod"])), [0, 1, 2]);
+        assert_eq!(pick(json!(["@web", "web-1"])), [1, 2]);
+        assert_eq!(pick(json!(["db"])), [0]);
+    }
+
+    #[test]
+    fn the_schema_lists_the_names_and_requires_a_target_only_among_several() {
+        let mut schema =
+            args(json!({"type": "object", "properties": {"plan_id": {}}, "required": ["plan_id"]}));
+        fleet().extend_schema(ToolName::ServiceExecute, &mut schema);
+        assert_eq!(schema["properties"]["target"]["enum"], json!(["db", "web-1", "web-2"]));
+        assert_eq!(schema["required"], json!(["plan_id", "target"]));
+        assert!(schema["properties"].get("targets").is_none(), "only cloud_check fans out");
+
+        let mut check = args(json!({"type": "object", "properties": {"check": {}}, "required": ["check"]}));
+        fleet().extend_schema(ToolName::CloudCheck, &mut check);
+        assert_eq!(
+            check["properties"]["targets"]["items"]["enum"],
+            json!(["db", "web-1", "web-2", "@prod", "@web", "*"])
+        );
+        assert_eq!(check["required"], json!(["check"]));
+
+        let one = Choices { names: vec!["web-1".into()], groups: vec![] };
+        let mut schema = args(json!({"type": "object", "properties": {}}));
+        one.extend_schema(ToolName::ServiceInventory, &mut schema);
+        assert_eq!(schema["properties"]["target"]["enum"], json!(["web-1"]));
+        assert!(schema.get("required").is_none());
+    }
+}

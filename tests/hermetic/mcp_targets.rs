@@ -1,0 +1,221 @@
+//! Several targets behind one MCP server: every tool takes `target`, each
+//! target keeps its own identity gate and helper, a plan goes only to the
+//! target it names, and `cloud_check` fans out read-only with one result
+//! per target. The targets are stand-in shell scripts, each with its own
+//! directory, run through the real runner. Runs unprivileged; no network.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::ServiceExt as _;
+use rmcp::model::{CallToolRequestParams, Tool};
+use rmcp::service::{RoleClient, RunningService};
+use serde_json::{Value, json};
+use volce_lab::config::{Config, Mode};
+use volce_lab::exec::{ProcessSpec, Transport as ExecTransport};
+use volce_lab::inspect::Inspector;
+use volce_lab::inspect::transport::{CommandCarrier, RemoteCommand, RunLimits};
+use volce_lab::mcp::audit::Audit;
+use volce_lab::mcp::rpc::RPC_LIMITS;
+use volce_lab::mcp::{Options, VolceLab};
+
+use crate::support::mcp::{arguments, structured};
+
+/// One target played by scripts; each run is counted in its own directory.
+struct StandIn {
+    dir: PathBuf,
+    identity: String,
+}
+
+impl CommandCarrier for StandIn {
+    fn specs(&self, command: RemoteCommand, stdin: Option<&[u8]>, limits: RunLimits) -> Vec<ProcessSpec> {
+        let script = match command {
+            RemoteCommand::Identity => format!("echo x >> \"$DIR/identity\"; {}", self.identity),
+            RemoteCommand::Disk => {
+                "echo x >> \"$DIR/disk\"; printf 'Filesystem Size\\n/dev/vda 20G\\n'".into()
+            }
+            RemoteCommand::HostRpc => "echo x >> \"$DIR/rpc\"; cat > \"$DIR/request\"".into(),
+        };
+        let mut spec = limits.apply(ProcessSpec::new("/bin/sh", ["-c", script.as_str()]), stdin);
+        spec.env.push(("DIR".into(), self.dir.clone().into()));
+        spec.transport = ExecTransport::Ssh;
+        vec![spec]
+    }
+
+    fn kind(&self) -> &'static str {
+        "stand-in"
+    }
+}
+
+struct Fleet {
+    client: RunningService<RoleClient, ()>,
+    tools: Vec<Tool>,
+    dir: tempfile::TempDir,
+}
+
+/// db (prod, slow when `slow`), web-1 (prod, web) and web-2 (web, answers
+/// as another host), each expecting its own name.
+async fn fleet(slow: bool) -> Fleet {
+    let dir = tempfile::tempdir().unwrap();
+    let targets = [
+        ("db", vec!["prod"], if slow { "sleep 30" } else { "printf 'db\\nagent\\n'" }),
+        ("web-1", vec!["prod", "web"], "printf 'web-1\\nagent\\n'"),
+        ("web-2", vec!["web"], "printf 'impostor\\nagent\\n'"),
+    ]
+    .into_iter()
+    .map(|(name, groups, identity)| {
+        let target_dir = dir.path().join(name);
+        std::fs::create_dir(&target_dir).unwrap();
+        let config = Config {
+            mode: Mode::Ssh,
+            ssh_alias: name.into(),
+            expected_host: name.into(),
+            expected_user: "agent".into(),
+            timeout: Duration::from_secs(2),
+            management: true,
+            ..Config::default()
+        };
+        let stand_in = StandIn { dir: target_dir, identity: identity.into() };
+        let inspector = Inspector::with_transport_for_tests(config, Arc::new(stand_in));
+        (name.to_owned(), groups.into_iter().map(String::from).collect(), inspector)
+    })
+    .collect();
+    let options = Options {
+        rpc_limits: RunLimits { output: RPC_LIMITS.output, timeout: Duration::from_secs(5) },
+        audit: Audit::at(dir.path().join("state/audit.jsonl")),
+        heartbeat: volce_lab::mcp::progress::HEARTBEAT,
+    };
+    let server = VolceLab::with_targets(targets, 8, options);
+    let (client_io, server_io) = tokio::io::duplex(1 << 16);
+    let (read, write) = tokio::io::split(server_io);
+    tokio::spawn(volce_lab::mcp::serve(server, read, write));
+    let client = ().serve(client_io).await.expect("initialize");
+    let tools = client.list_all_tools().await.expect("tools/list");
+    Fleet { client, tools, dir }
+}
+
+impl Fleet {
+    async fn call(&self, name: &str, args: Value) -> Value {
+        let params = CallToolRequestParams::new(name.to_owned()).with_arguments(arguments(args));
+        let result = self.client.call_tool(params).await.unwrap_or_else(|e| panic!("{name}: {e}"));
+        structured(self.tools.iter().find(|t| t.name == name).unwrap(), &result)
+    }
+
+    /// How many times `what` ran on target `name`.
+    fn runs(&self, name: &str, what: &str) -> usize {
+        let path: PathBuf = self.dir.path().join(name).join(what);
+        std::fs::read_to_string(path).map(|text| text.lines().count()).unwrap_or(0)
+    }
+
+    fn nothing_ran(&self) -> bool {
+        ["db", "web-1", "web-2"]
+            .iter()
+            .all(|t| ["identity", "disk", "rpc"].iter().all(|w| self.runs(t, w) == 0))
+    }
+
+    fn audit(&self) -> Vec<Value> {
+        let text = std::fs::read_to_string(self.dir.path().join("state/audit.jsonl")).unwrap_or_default();
+        text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    }
+}
+
+#[tokio::test]
+async fn every_tool_takes_target_as_an_enum_of_the_names_and_requires_it_among_several() {
+    let fleet = fleet(false).await;
+    assert_eq!(fleet.tools.len(), 5, "each tool once, whatever the number of targets");
+    for tool in &fleet.tools {
+        let schema = Value::Object((*tool.input_schema).clone());
+        assert_eq!(schema["properties"]["target"]["enum"], json!(["db", "web-1", "web-2"]), "{}", tool.name);
+        let required = schema["required"].as_array().cloned().unwrap_or_default();
+        assert_eq!(required.contains(&json!("target")), tool.name != "cloud_check", "{}", tool.name);
+    }
+    let check = fleet.tools.iter().find(|t| t.name == "cloud_check").unwrap();
+    assert_eq!(
+        check.input_schema["properties"]["targets"]["items"]["enum"],
+        json!(["db", "web-1", "web-2", "@prod", "@web", "*"])
+    );
+}
+
+/// What was tried: no target, an unknown target, an unknown group, and
+/// `targets` on a changing tool. Each is invalid_arguments and runs nothing.
+#[tokio::test]
+async fn a_call_that_names_no_configured_target_runs_nothing() {
+    let fleet = fleet(false).await;
+    let cases = [
+        ("service_inventory", json!({}), "missing_field"),
+        ("cloud_check", json!({"check": "disk"}), "missing_field"),
+        (
+            "service_plan",
+            json!({"target": "web-3", "action": "stop", "parameters": {"app": "a"}}),
+            "unknown_target",
+        ),
+        ("cloud_check", json!({"check": "disk", "targets": ["@dev"]}), "unknown_target"),
+        (
+            "service_execute",
+            json!({"target": "db", "targets": ["*"], "plan_id": "0".repeat(32)}),
+            "unexpected_field",
+        ),
+    ];
+    for (tool, args, code) in cases {
+        let result = fleet.call(tool, args.clone()).await;
+        assert_eq!(result["status"], "invalid_arguments", "{args}: {result}");
+        assert_eq!(result["code"], code, "{args}: {result}");
+        assert!(fleet.nothing_ran(), "{args}: something ran");
+    }
+    let listed = fleet.call("service_inventory", json!({"target": "nope"})).await;
+    assert!(listed["message"].as_str().unwrap().contains("the targets are db, web-1, web-2"), "{listed}");
+}
+
+#[tokio::test]
+async fn each_target_keeps_its_own_identity_gate_and_a_call_reaches_only_the_target_it_names() {
+    let fleet = fleet(false).await;
+    let identity = fleet.call("cloud_check", json!({"target": "web-1", "check": "identity"})).await;
+    assert_eq!((identity["status"].as_str(), identity["target"].as_str()), (Some("ok"), Some("web-1")));
+    // web-1's verified identity stands for no other target.
+    let db = fleet.call("service_inventory", json!({"target": "db"})).await;
+    assert_eq!(db["status"], "identity_required", "{db}");
+    assert_eq!(db["target"], "db");
+    // (The stand-in helper's reply is not a whole inventory: only where it went counts.)
+    let inventory = fleet.call("service_inventory", json!({"target": "web-1"})).await;
+    assert_eq!(inventory["target"], "web-1", "{inventory}");
+    assert_eq!(fleet.runs("web-1", "rpc"), 1);
+    assert_eq!(fleet.runs("db", "rpc") + fleet.runs("web-2", "rpc"), 0, "no other helper was asked");
+    let audit = fleet.audit();
+    let targets: Vec<&str> = audit.iter().map(|line| line["target"].as_str().unwrap_or("-")).collect();
+    assert_eq!(targets, ["web-1", "db", "web-1"], "every audit line names its target");
+}
+
+#[tokio::test]
+async fn a_fan_out_gives_one_result_per_target_and_a_slow_or_mismatched_one_fails_only_itself() {
+    let fleet = fleet(true).await;
+    let result = fleet.call("cloud_check", json!({"check": "identity", "targets": ["*"]})).await;
+    assert_eq!(result["status"], "check_failed", "{result}");
+    assert_eq!(result["target"], Value::Null);
+    assert_eq!(result["summary"], json!({"ok": 1, "failed": 2}));
+    let results = result["results"].as_array().unwrap();
+    let seen: Vec<(&str, &str)> =
+        results.iter().map(|r| (r["target"].as_str().unwrap(), r["status"].as_str().unwrap())).collect();
+    // The targets that are not ok come first, in fleet order.
+    assert_eq!(seen, [("db", "timeout"), ("web-2", "identity_mismatch"), ("web-1", "ok")]);
+    let message = result["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("2 of 3 targets are not ok: db (timeout), web-2 (identity_mismatch)"),
+        "{message}"
+    );
+    for name in ["db", "web-1", "web-2"] {
+        assert_eq!(fleet.runs(name, "identity"), 1, "{name}: its own identity check, once");
+    }
+    // A group fans out to its members only; web-1 is verified, web-2 is not.
+    let disk = fleet.call("cloud_check", json!({"check": "disk", "targets": ["@web"]})).await;
+    let seen: Vec<(&str, &str)> = disk["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["target"].as_str().unwrap(), r["status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(seen, [("web-2", "identity_mismatch"), ("web-1", "ok")]);
+    assert_eq!(fleet.runs("web-1", "disk"), 1);
+    assert_eq!(fleet.runs("web-2", "disk") + fleet.runs("db", "disk"), 0);
+    assert_eq!(fleet.runs("db", "identity"), 1, "db was not in the group");
+}
