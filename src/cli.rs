@@ -13,8 +13,9 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 
-use crate::config::Config;
+use crate::config::Fleet;
 use crate::exit::Exit;
+use crate::inspect::report::Which;
 
 /// The file name that selects host mode. Exact match only: a copy named
 /// `volce-lab-host2` or `volce-lab-host.bak` is the ordinary CLI.
@@ -34,7 +35,15 @@ pub enum Command {
         /// Print one JSON result per line instead of the report.
         #[arg(long)]
         json: bool,
+        /// The configured target to check (needed when several are configured).
+        #[arg(long, value_name = "NAME", conflicts_with = "all")]
+        target: Option<String>,
+        /// Check every configured target, one after another.
+        #[arg(long)]
+        all: bool,
     },
+    /// List the configured targets, their groups and whether an ssh master is up; starts nothing.
+    Targets,
     /// Serve the MCP tools on stdin/stdout (started by an agent client).
     McpServe,
     /// Server side: the root helper (installed as /usr/local/bin/volce-lab-host).
@@ -204,11 +213,16 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
 
 fn dispatch(command: Command) -> Exit {
     match command {
-        Command::Inspect { json } => {
-            workstation(|config, runtime| Ok(crate::inspect::report::run(config, &runtime, json)))
-        }
-        Command::McpServe => workstation(|config, runtime| {
-            crate::mcp::serve_stdio(config, &runtime)
+        Command::Inspect { json, target, all } => workstation(|fleet, runtime| {
+            let which = if all { Which::All } else { Which::One(target) };
+            Ok(crate::inspect::report::run(fleet, &runtime, json, which))
+        }),
+        Command::Targets => workstation(|fleet, _| {
+            print!("{}", crate::inspect::report::targets(&fleet));
+            Ok(Exit::Ok)
+        }),
+        Command::McpServe => workstation(|fleet, runtime| {
+            crate::mcp::serve_stdio(&fleet, &runtime)
                 .map_err(|error| anyhow::anyhow!(error))
                 .context("the MCP session ended with an error")?;
             Ok(Exit::Ok)
@@ -249,9 +263,9 @@ fn host(command: HostCommand) -> Exit {
 /// validated configuration and a one-thread runtime (one client needs no
 /// pool, and it starts faster). Bad configuration exits 2 with its one
 /// sentence; any other failure exits 1, printed with its causes.
-fn workstation(entry: impl FnOnce(Config, tokio::runtime::Runtime) -> anyhow::Result<Exit>) -> Exit {
-    let config = match Config::from_env() {
-        Ok(config) => config,
+fn workstation(entry: impl FnOnce(Fleet, tokio::runtime::Runtime) -> anyhow::Result<Exit>) -> Exit {
+    let config = match Fleet::from_env() {
+        Ok(fleet) => fleet,
         Err(error) => {
             eprintln!("volce-lab: {error}");
             return Exit::Usage;

@@ -5,30 +5,115 @@ use std::io::Write as _;
 
 use super::transport::SshTransport;
 use super::{Check, CheckResult, Diagnosis, Inspector, Mismatch, Status};
-use crate::config::Config;
+use crate::config::{Config, Fleet, Target};
 use crate::exit::Exit;
 use crate::wire::answers::Open;
 use crate::wire::answers::app_state::EngineState;
 
-/// Runs identity, disk and web_status against the configured target once
-/// and prints the report (or JSON lines) on stdout.
-pub fn run(config: Config, runtime: &tokio::runtime::Runtime, json: bool) -> Exit {
-    let inspector = Inspector::new(config);
-    let diagnosed = runtime.block_on(async {
-        let mut diagnosed = Vec::new();
-        for check in Check::ALL {
-            diagnosed.push(inspector.check_diagnosed(check).await);
+/// Which targets `inspect` reports on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Which {
+    /// `--target NAME`, or nothing when one target is configured.
+    One(Option<String>),
+    /// `--all`: every configured target, one after another.
+    All,
+}
+
+/// Runs identity, disk and web_status against the chosen targets once
+/// and prints the report (or JSON lines, each naming its target) on stdout.
+pub fn run(fleet: Fleet, runtime: &tokio::runtime::Runtime, json: bool, which: Which) -> Exit {
+    let chosen: Vec<&Target> = match (&which, fleet.targets()) {
+        (Which::All, targets) => targets.iter().collect(),
+        (Which::One(None), [one]) => vec![one],
+        (Which::One(None), _) => {
+            eprintln!(
+                "volce-lab: inspect: several targets are configured ({}); name one with --target NAME, or use --all",
+                fleet.names().join(", ")
+            );
+            return Exit::Usage;
         }
-        diagnosed
-    });
-    let results: Vec<CheckResult> = diagnosed.iter().map(|(result, _)| result.clone()).collect();
-    // JSON lines are the results as the agent gets them: no diagnosis.
-    let text = if json { json_lines(&results) } else { render(&inspector, &diagnosed) };
+        (Which::One(Some(name)), targets) => match targets.iter().find(|t| t.name == *name) {
+            Some(target) => vec![target],
+            None => {
+                eprintln!(
+                    "volce-lab: inspect: --target {} names no configured target; the targets are {}",
+                    crate::text::quoted(name, 40),
+                    fleet.names().join(", ")
+                );
+                return Exit::Usage;
+            }
+        },
+    };
+    let mut all_ok = true;
+    let mut text = String::new();
+    for target in chosen {
+        let inspector = Inspector::new(target.config.clone());
+        let diagnosed = runtime.block_on(async {
+            let mut diagnosed = Vec::new();
+            for check in Check::ALL {
+                diagnosed.push(inspector.check_diagnosed(check).await);
+            }
+            diagnosed
+        });
+        let mut results: Vec<CheckResult> = diagnosed.iter().map(|(result, _)| result.clone()).collect();
+        for result in &mut results {
+            result.target = target.name.clone();
+        }
+        all_ok &= results.iter().all(|r| r.status == Status::Ok);
+        // JSON lines are the results as the agent gets them: no diagnosis.
+        if json {
+            text.push_str(&json_lines(&results));
+        } else {
+            if !text.is_empty() {
+                text.push('\n');
+            }
+            text.push_str(&render(&inspector, &diagnosed));
+        }
+    }
     let mut stdout = std::io::stdout().lock();
     if stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()).is_err() {
         return Exit::Failure;
     }
-    if results.iter().all(|r| r.status == Status::Ok) { Exit::Ok } else { Exit::Failure }
+    if all_ok { Exit::Ok } else { Exit::Failure }
+}
+
+/// `volce-lab targets`: one line per configured target with its alias,
+/// expected identity, management switch, groups and whether this user has
+/// an ssh master up for it. Starts nothing.
+pub fn targets(fleet: &Fleet) -> String {
+    let mut rows = vec![["TARGET", "ALIAS", "EXPECTED", "MANAGEMENT", "GROUPS", "MASTER"].map(String::from)];
+    for target in fleet.targets() {
+        let config = &target.config;
+        let master = match config.mode {
+            crate::config::Mode::Ssh => {
+                match super::ssh_mux::MultiplexedSsh::new(super::ssh_transport(config))
+                    .master_socket_present()
+                {
+                    Some(true) => "up",
+                    Some(false) => "down",
+                    None => "none (no private socket directory)",
+                }
+            }
+            _ => "-",
+        };
+        rows.push([
+            target.name.clone(),
+            if config.mode == crate::config::Mode::Ssh { config.ssh_alias.clone() } else { "-".into() },
+            format!("{}@{}", config.expected_user, config.expected_host),
+            if config.management { "enabled" } else { "disabled" }.into(),
+            if target.groups.is_empty() { "-".into() } else { target.groups.join(",") },
+            master.into(),
+        ]);
+    }
+    let widths: Vec<usize> =
+        (0..6).map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0)).collect();
+    let mut out = String::new();
+    for row in rows {
+        let cells: Vec<String> = row.iter().zip(&widths).map(|(cell, w)| format!("{cell:<w$}")).collect();
+        out.push_str(cells.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
 }
 
 /// One JSON object per line, one line per check.

@@ -107,6 +107,12 @@ impl MultiplexedSsh {
         self.control_path().err()
     }
 
+    /// Whether a master's control socket for this configuration exists
+    /// (an MCP server of this user has one up); `None` without multiplexing.
+    pub fn master_socket_present(&self) -> Option<bool> {
+        self.control_path().ok().map(|path| is_socket(&path))
+    }
+
     /// The control socket the next check would use.
     pub fn control_path(&self) -> Result<PathBuf, MuxUnavailable> {
         self.keyed_path().map(|(path, _)| path)
