@@ -166,3 +166,29 @@ fn readme_ssh_env_block_matches_the_ssh_example() {
     let (_, server) = entry_ssh();
     assert_eq!(block["env"], server["env"]);
 }
+
+/// The many-servers example: one MCP entry naming a targets file, and the
+/// example targets file, accepted as they are once the aliases are Hosts
+/// of the user's ssh_config.
+#[test]
+fn the_targets_example_is_one_entry_and_its_file_gives_three_targets() {
+    let (entry, _) = entry("claude-desktop.targets.json", "mcpServers");
+    let keys: Vec<&str> = entry.env.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(keys, ["VOLCE_LAB_TARGETS", "VOLCE_LAB_TIMEOUT"], "the file holds every per-target fact");
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir(home.path().join(".ssh")).unwrap();
+    std::fs::write(home.path().join(".ssh/config"), "Host web-1 web-2 staging\n    User vl-agent\n").unwrap();
+    let file = examples().join("targets.toml");
+    let table: Vec<(&str, OsString)> = vec![
+        ("HOME", home.path().as_os_str().to_owned()),
+        ("VOLCE_LAB_TARGETS", file.as_os_str().to_owned()),
+        ("VOLCE_LAB_TIMEOUT", "12".into()),
+    ];
+    let fleet = volce_lab::config::Fleet::from_lookup(|name| {
+        table.iter().find(|(k, _)| *k == name).map(|(_, v)| v.clone())
+    })
+    .unwrap_or_else(|error| panic!("examples/targets.toml is refused: {error}"));
+    assert_eq!(fleet.names(), ["staging", "web-1", "web-2"]);
+    assert_eq!(fleet.group("web"), ["web-1", "web-2"]);
+    assert!(fleet.targets().iter().all(|t| t.config.mode == Mode::Ssh));
+}
