@@ -46,6 +46,8 @@ pub fn run(fleet: Fleet, runtime: &tokio::runtime::Runtime, json: bool, which: W
     };
     let mut all_ok = true;
     let mut text = String::new();
+    let mut table_rows: Vec<CheckResult> = Vec::new();
+    let several = chosen.len() > 1;
     for target in chosen {
         let inspector = Inspector::new(target.config.clone());
         let diagnosed = runtime.block_on(async {
@@ -63,12 +65,14 @@ pub fn run(fleet: Fleet, runtime: &tokio::runtime::Runtime, json: bool, which: W
         // JSON lines are the results as the agent gets them: no diagnosis.
         if json {
             text.push_str(&json_lines(&results));
+        } else if several {
+            table_rows.extend(results);
         } else {
-            if !text.is_empty() {
-                text.push('\n');
-            }
             text.push_str(&render(&inspector, &diagnosed));
         }
+    }
+    if several && !json {
+        text = table(&table_rows);
     }
     let mut stdout = std::io::stdout().lock();
     if stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()).is_err() {
@@ -113,6 +117,39 @@ pub fn targets(fleet: &Fleet) -> String {
         out.push_str(cells.join("  ").trim_end());
         out.push('\n');
     }
+    out
+}
+
+/// `inspect --all`: one row per target and check, columns sized to their
+/// content, and the count of checks that are ok. Every cell is ours or
+/// made safe for a terminal (`evidence`).
+pub fn table(results: &[CheckResult]) -> String {
+    let mut rows = vec![["TARGET", "CHECK", "STATUS", "EVIDENCE", "MS"].map(String::from)];
+    for result in results {
+        let duration = result.execution.as_ref().map_or(0, |e| e.duration_ms);
+        rows.push([
+            result.target.clone(),
+            result.check.as_str().to_owned(),
+            result.status.as_str().to_owned(),
+            evidence(result),
+            duration.to_string(),
+        ]);
+    }
+    let widths: Vec<usize> =
+        (0..5).map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0)).collect();
+    let mut out = String::new();
+    for row in &rows {
+        let cells: Vec<String> = row.iter().zip(&widths).map(|(cell, w)| format!("{cell:<w$}")).collect();
+        out.push_str(cells.join("  ").trim_end());
+        out.push('\n');
+    }
+    let ok = results.iter().filter(|r| r.status == Status::Ok).count();
+    let targets = {
+        let mut names: Vec<&str> = results.iter().map(|r| r.target.as_str()).collect();
+        names.dedup();
+        names.len()
+    };
+    out.push_str(&format!("{ok} of {} checks ok on {targets} targets\n", results.len()));
     out
 }
 
@@ -250,4 +287,47 @@ fn gateway_evidence(output: &str) -> String {
         }
     }
     text
+}
+
+#[cfg(test)]
+mod fleet_tests {
+    use super::*;
+    use crate::config::Fleet;
+
+    fn result(target: &str, check: Check, status: Status) -> CheckResult {
+        CheckResult {
+            request_id: "r".into(),
+            timestamp: "t".into(),
+            is_demo: false,
+            mode: "ssh".into(),
+            target: target.into(),
+            check,
+            status,
+            exit_code: None,
+            output: String::new(),
+            execution: None,
+        }
+    }
+
+    #[test]
+    fn the_all_table_has_one_aligned_row_per_target_and_check_and_counts_them() {
+        let text = table(&[
+            result("web-1", Check::Identity, Status::Ok),
+            result("web-1", Check::Disk, Status::Ok),
+            result("database-2", Check::Identity, Status::ConnectionFailed),
+        ]);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].starts_with("TARGET      CHECK     STATUS"), "{text}");
+        assert!(lines[3].starts_with("database-2  identity  connection_failed"), "{text}");
+        assert_eq!(lines[4], "2 of 3 checks ok on 2 targets");
+    }
+
+    #[test]
+    fn targets_lists_each_target_and_starts_nothing() {
+        let text = targets(&Fleet::one(Config::default()));
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert!(lines[0].starts_with("TARGET  ALIAS  EXPECTED"), "{text}");
+        assert!(lines[1].starts_with("demo    -      deploy@demo-host  disabled    -       -"), "{text}");
+    }
 }
