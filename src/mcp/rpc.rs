@@ -29,7 +29,7 @@ use crate::config::Mode;
 use crate::exec::{ExecutionStatus, Outcome};
 use crate::inspect::Status;
 use crate::inspect::transport::RunLimits;
-use crate::vocab::{Code, PlanId};
+use crate::vocab::{Code, MESSAGE_MAX_CHARS, PlanId};
 use crate::wire::answers::PlanMention;
 use crate::wire::{NotAReply, Operation, Reply};
 
@@ -80,10 +80,27 @@ fn newer_rejection(stdout: &[u8]) -> Option<(String, String)> {
 }
 
 fn rejected(code: AnswerCode, message: &str) -> Answer {
+    // Say what happened: a plan that ran and was rolled back is not a
+    // request that was refused before anything ran.
+    let what = match code {
+        AnswerCode::Known(
+            Code::NginxRejected
+            | Code::HealthCheckFailed
+            | Code::DeployFailed
+            | Code::StartFailed
+            | Code::UpdateFailed,
+        ) => {
+            "The plan ran and failed; the host helper rolled its changes back and verified it, and nothing is blocked:"
+        }
+        AnswerCode::Known(_) => "The host helper refused the request; nothing ran and nothing changed:",
+        AnswerCode::Newer(_) => {
+            "The host helper refused the request (with a code this workstation does not know); nothing changed:"
+        }
+    };
     Answer {
         status: Status::Rejected,
         code: Some(code),
-        message: format!("The host helper refused the request; nothing changed: {}", sanitize(message)),
+        message: format!("{what} {}", sanitize(message)),
         result: None,
         plan_id: None,
     }
@@ -152,8 +169,11 @@ fn helper_unavailable() -> Answer {
 
 /// Text from the server, made safe to hand to a model and a terminal:
 /// hidden characters dropped, at most 300 characters.
+/// The helper's sentence, shown whole: its messages are bounded where they
+/// are written ([`MESSAGE_MAX_CHARS`], checked by every test that builds a
+/// refusal), so only a text that is not one of ours is ever cut here.
 fn sanitize(text: &str) -> String {
-    crate::text::for_model(text, 300)
+    crate::text::for_model(text, MESSAGE_MAX_CHARS)
 }
 
 /// Maps the helper's process outcome to an answer, by the wire contract.

@@ -80,5 +80,5 @@ pub use engine::{Capacity, ContainerLimits, DeploySpec, StartSpec, Step, UpdateS
 pub use ids::{ContainerId, Digest, ImageId, ImageRef, PlanId};
 pub(crate) use names::is_name;
 pub use names::{AppName, AppNames, NAME_PREFIX, ServerName, is_app_name, is_server_name, is_user_name};
-pub use refusal::{Code, Refusal, refuse};
+pub use refusal::{Code, MESSAGE_MAX_CHARS, Refusal, refuse};
 pub use snapshot::{Container, LABEL_APP, LABEL_PLAN, LABEL_ROLE, PublishedPort, Snapshot};

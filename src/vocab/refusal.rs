@@ -183,9 +183,18 @@ pub struct Refusal {
     pub message: String,
 }
 
+/// The longest message a refusal carries, in characters: every sentence of
+/// ours fits with room to spare, so the workstation shows it whole and cuts
+/// only a text that is not one of ours.
+pub const MESSAGE_MAX_CHARS: usize = 2_000;
+
 impl Refusal {
     pub fn new(code: Code, message: impl Into<String>) -> Refusal {
         let message = message.into();
+        debug_assert!(
+            message.chars().count() <= MESSAGE_MAX_CHARS,
+            "a refusal message longer than {MESSAGE_MAX_CHARS} characters: {message:?}"
+        );
         // A long run of spaces inside a line is the indentation of a string
         // continuation that lost its backslash (operator messages may align
         // a few columns): every test that builds a refusal checks its text.

@@ -39,7 +39,20 @@ fn every_reply_the_helper_prints_is_read_as_intended() {
             let rejected = Reply::from(Refusal::new(code, "No."));
             let answer = interpret(operation, &exited(&rejected), Mode::Ssh);
             assert_eq!((answer.status, answer.code), (Status::Rejected, Some(code.into())));
-            assert!(answer.message.ends_with("nothing changed: No."), "{}", answer.message);
+            // A plan that ran and was rolled back says so; a refusal says nothing ran.
+            let rolled_back = [
+                Code::NginxRejected,
+                Code::HealthCheckFailed,
+                Code::DeployFailed,
+                Code::StartFailed,
+                Code::UpdateFailed,
+            ];
+            let ending = if rolled_back.contains(&code) {
+                "rolled its changes back and verified it, and nothing is blocked: No."
+            } else {
+                "refused the request; nothing ran and nothing changed: No."
+            };
+            assert!(answer.message.ends_with(ending), "{code}: {}", answer.message);
         }
         let inspect = Reply::needs_inspection(id.clone(), "Half done.".into());
         let answer = interpret(operation, &exited(&inspect), Mode::Ssh);
@@ -176,6 +189,21 @@ fn a_sudo_refusal_is_helper_unavailable_on_a_read_only_call_and_unknown_on_a_cha
             && !may_change(Operation::Logs)
     );
     assert!(may_change(Operation::Plan) && may_change(Operation::Execute));
+}
+
+/// Before issue 26 a message was cut at 300 characters, mid-sentence and
+/// often right where the next step was.
+#[test]
+fn a_long_message_of_the_helper_is_shown_whole() {
+    let sentence = "A failed deploy rolled back; check container_port. ".repeat(30);
+    let refusal = Reply::from(Refusal::new(Code::DeployFailed, sentence.trim_end()));
+    let answer = interpret(
+        Operation::Execute,
+        &outcome(ExecutionStatus::NonzeroExit, Some(1), &refusal.to_line()),
+        Mode::Ssh,
+    );
+    assert!(answer.message.ends_with(sentence.trim_end()), "{}", answer.message);
+    assert!(!answer.message.ends_with("..."));
 }
 
 #[test]
