@@ -3,7 +3,8 @@
 //! drift from the real options: `volce-lab.1` and one page per subcommand,
 //! `volce-lab-host.8` and one page per host subcommand (nested ones as
 //! `volce-lab-host-audit-verify.8`), bash/zsh/fish completions for
-//! `volce-lab-host`, and the host-mode symlink itself.
+//! `volce-lab-host`, the host-mode symlink itself and the workstation's `volce-lab`
+//! symlink on PATH.
 //!
 //! Run by `scripts/package`: `cargo run --example package-assets -- OUT_DIR`.
 //! Unprivileged; writes only under OUT_DIR.
@@ -46,12 +47,16 @@ fn main() -> Result<()> {
         println!("{}", path.display());
     }
 
-    let link = out.join(HOST_NAME);
-    if link.symlink_metadata().is_ok() {
-        fs::remove_file(&link).with_context(|| format!("removing {}", link.display()))?;
+    // The host-mode name, and the workstation's `volce-lab` on PATH
+    // (/usr/bin), both leading to the one executable.
+    for name in [HOST_NAME, "volce-lab"] {
+        let link = out.join(name);
+        if link.symlink_metadata().is_ok() {
+            fs::remove_file(&link).with_context(|| format!("removing {}", link.display()))?;
+        }
+        std::os::unix::fs::symlink(EXECUTABLE, &link).with_context(|| format!("creating {}", link.display()))?;
+        println!("{} -> {EXECUTABLE}", link.display());
     }
-    std::os::unix::fs::symlink(EXECUTABLE, &link).with_context(|| format!("creating {}", link.display()))?;
-    println!("{} -> {EXECUTABLE}", link.display());
     Ok(())
 }
 

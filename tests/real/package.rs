@@ -16,6 +16,8 @@ use std::process::{Command, Output};
 
 const EXECUTABLE: &str = "/usr/lib/volce-lab/volce-lab";
 const LINK: &str = "/usr/local/bin/volce-lab-host";
+/// The workstation's `volce-lab` on PATH (issue 26: README's first steps run it).
+const WORKSTATION_LINK: &str = "/usr/bin/volce-lab";
 const POLICY_DIR: &str = "/etc/volce-lab";
 const STATE_DIR: &str = "/var/lib/volce-lab";
 
@@ -57,7 +59,7 @@ fn assert_clean_machine() {
         !status.contains("installed"),
         "the volce-lab package is already installed ({status}); purge it first: dpkg --purge volce-lab"
     );
-    for path in [LINK, EXECUTABLE, POLICY_DIR, STATE_DIR] {
+    for path in [LINK, WORKSTATION_LINK, EXECUTABLE, POLICY_DIR, STATE_DIR] {
         assert!(
             Path::new(path).symlink_metadata().is_err(),
             "{path} exists before the package is installed: run scripts/e2e-teardown (or remove that installation) first"
@@ -82,11 +84,15 @@ fn assert_installed_layout() {
     );
     assert_eq!(mode_and_owner(POLICY_DIR), (0o755, 0), "{POLICY_DIR}: mode and owner");
     assert_eq!(mode_and_owner(STATE_DIR), (0o700, 0), "{STATE_DIR}: mode and owner");
+    assert_eq!(std::fs::canonicalize(WORKSTATION_LINK).unwrap(), Path::new(EXECUTABLE), "{WORKSTATION_LINK}");
+    let on_path = ok("/usr/bin/env", &["PATH=/usr/bin:/bin", "volce-lab", "--version"]);
+    assert!(String::from_utf8_lossy(&on_path.stdout).starts_with("volce-lab "), "{on_path:?}");
 
     let files = String::from_utf8(ok("dpkg", &["-L", "volce-lab"]).stdout).unwrap();
     for shipped in [
         EXECUTABLE,
         LINK,
+        WORKSTATION_LINK,
         "/usr/share/doc/volce-lab/policy.example.jsonc",
         "/usr/share/doc/volce-lab/policy.schema.json",
         "/usr/share/doc/volce-lab/HOST-SETUP.md",
