@@ -12,7 +12,9 @@ pub fn message(status: Status, is_demo: bool) -> &'static str {
         }
         Status::Ok => "The check ran and the answer is healthy.",
         Status::IdentityRequired => {
-            "Identity is not verified: call cloud_check with check=identity first; nothing was run."
+            "Identity is not verified on this target: not yet in this session, or a failed or timed-out \
+             connection since the last match cleared it (a match is never a lease). Call cloud_check with \
+             check=identity on this target again; nothing was run."
         }
         Status::IdentityMismatch => {
             "The target is not the expected host and user; its answer is withheld. Stop and tell the user; \
