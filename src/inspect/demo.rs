@@ -41,6 +41,7 @@ mod tests {
             state: EngineState::Running.into(),
             container_state: "running".into(),
             stopped_on_purpose: false,
+            stopped_by: None,
             answers: Some(true),
             drift: None,
         };

@@ -48,7 +48,7 @@ use ssh_mux::MultiplexedSsh;
 use transport::{CommandCarrier, LocalTransport, RemoteCommand, RunLimits, SshFailure, SshTransport};
 
 pub use results::{Check, CheckResult, Diagnosis, GateRefusal, Mismatch, Status, request_id, timestamp};
-pub use web_status::{gateway_states, gateways_healthy, healthy};
+pub use web_status::{gateway_states, gateways_healthy, healthy, stopped_sentence};
 
 /// Where the checks go.
 enum Backend {

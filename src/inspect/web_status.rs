@@ -39,3 +39,48 @@ pub fn gateway_states(stdout: &[u8]) -> Option<Vec<Gateway>> {
         _ => None,
     }
 }
+
+/// The sentence of a web_status that is ok while some apps are stopped on
+/// purpose: those serve nothing, by a choice whose plan it names, and the
+/// rest are healthy. `None` when no app is stopped on purpose (the plain
+/// "healthy" sentence is then true as it stands).
+pub fn stopped_sentence(output: &str) -> Option<String> {
+    let gateways = gateway_states(output.as_bytes())?;
+    let stopped: Vec<String> = gateways
+        .iter()
+        .filter(|g| g.stopped_on_purpose)
+        .map(|g| match &g.stopped_by {
+            Some(plan) => format!("{} (stop plan {plan})", g.app),
+            None => g.app.clone(),
+        })
+        .collect();
+    if stopped.is_empty() {
+        return None;
+    }
+    let serving = gateways.len() - stopped.len();
+    Some(format!(
+        "The check ran. Stopped on purpose, and serving nothing until a start plan runs: {}. The other {serving} \
+         app(s) run and their gateways answer.",
+        stopped.join(", ")
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_app_stopped_on_purpose_is_named_with_its_plan_and_the_rest_are_healthy() {
+        let reply = |gateways: &str| {
+            format!(r#"{{"status":"ok","operation":"gateway_status","result":{{"gateways":[{gateways}]}}}}"#)
+        };
+        let running = r#"{"app":"shop","name":"vl-shop-gateway","state":"running","container_state":"running","stopped_on_purpose":false,"answers":true,"drift":null}"#;
+        let stopped = r#"{"app":"demo","name":"vl-demo-gateway","state":"stopped","container_state":"exited","stopped_on_purpose":true,"stopped_by":"0123456789abcdef0123456789abcdef","answers":null,"drift":null}"#;
+        let text = reply(&format!("{running},{stopped}"));
+        assert_eq!(gateways_healthy(text.as_bytes()), Some(true));
+        let sentence = stopped_sentence(&text).unwrap();
+        assert!(sentence.contains("demo (stop plan 0123456789abcdef0123456789abcdef)"), "{sentence}");
+        assert!(sentence.contains("The other 1 app(s) run"), "{sentence}");
+        assert_eq!(stopped_sentence(&reply(running)), None, "nothing stopped: the plain sentence stands");
+    }
+}

@@ -247,7 +247,7 @@ impl VolceLab {
             // name), which may differ from the alias the inspector dials.
             map.insert("target".into(), json!(member.name));
             map.insert("code".into(), Value::Null);
-            map.insert("message".into(), json!(message(result.status, result.is_demo)));
+            map.insert("message".into(), json!(check_sentence(&result)));
             map.insert("results".into(), Value::Null);
             map.insert("summary".into(), Value::Null);
         }
@@ -281,7 +281,7 @@ impl VolceLab {
                 if let Value::Object(map) = &mut value {
                     map.insert("target".into(), json!(name));
                     map.insert("code".into(), Value::Null);
-                    map.insert("message".into(), json!(message(status, result.is_demo)));
+                    map.insert("message".into(), json!(check_sentence(&result)));
                 }
                 (name, value, status)
             })
@@ -466,6 +466,16 @@ impl VolceLab {
         };
         self.audit(Some(tool), &served, started);
     }
+}
+
+/// The sentence of a check's result: the status's, except for a web_status
+/// that is ok while apps are stopped on purpose, which names them.
+fn check_sentence(result: &crate::inspect::CheckResult) -> String {
+    match (result.check, result.status, result.is_demo) {
+        (Check::WebStatus, Status::Ok, false) => crate::inspect::stopped_sentence(&result.output),
+        _ => None,
+    }
+    .unwrap_or_else(|| message(result.status, result.is_demo).to_owned())
 }
 
 /// Where a call's progress goes: the client's token, and the peer to notify.

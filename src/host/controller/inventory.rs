@@ -102,8 +102,11 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 let app = &record.app;
                 let derived = drift::derive(record, &snapshot);
                 let gateway = derived.containers.iter().find(|c| c.role == ContainerRole::Gateway);
-                let stopped_on_purpose = derived.state == EngineState::Stopped
-                    && last_plans.get(record.app.as_str()).is_some_and(is_completed_stop);
+                let stopped_by = last_plans
+                    .get(record.app.as_str())
+                    .filter(|plan| derived.state == EngineState::Stopped && is_completed_stop(plan))
+                    .map(|stored| stored.plan.id.clone());
+                let stopped_on_purpose = stopped_by.is_some();
                 let answers = (derived.state == EngineState::Running)
                     .then(|| self.engine.gateway_answers(record.host_port, &record.server_name));
                 Gateway {
@@ -112,6 +115,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                     state: derived.state.into(),
                     container_state: gateway.map_or("missing", |g| g.state.as_str()).to_owned(),
                     stopped_on_purpose,
+                    stopped_by,
                     answers,
                     drift: derived.drift.map(Drift::of),
                 }

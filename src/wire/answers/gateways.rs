@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Open;
 use super::app_state::{Drift, EngineState};
+use crate::vocab::PlanId;
 
 /// The `gateway_status` answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,6 +35,10 @@ pub struct Gateway {
     /// Stopped by a completed stop plan: a choice, not an outage.
     #[serde(default)]
     pub stopped_on_purpose: bool,
+    /// The completed stop plan that stopped it, when `stopped_on_purpose`
+    /// (absent from helpers older than issue 26).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_by: Option<PlanId>,
     /// For an app that should run: whether its gateway answered its server
     /// name (`null` for the others).
     #[serde(default)]
