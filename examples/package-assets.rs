@@ -54,7 +54,8 @@ fn main() -> Result<()> {
         if link.symlink_metadata().is_ok() {
             fs::remove_file(&link).with_context(|| format!("removing {}", link.display()))?;
         }
-        std::os::unix::fs::symlink(EXECUTABLE, &link).with_context(|| format!("creating {}", link.display()))?;
+        std::os::unix::fs::symlink(EXECUTABLE, &link)
+            .with_context(|| format!("creating {}", link.display()))?;
         println!("{} -> {EXECUTABLE}", link.display());
     }
     Ok(())
