@@ -223,6 +223,11 @@ fn explain(config: &Config, diagnosis: Diagnosis) -> Vec<String> {
             vec![
                 reason.explain().to_owned(),
                 format!("to see ssh's own words, run: {}", ssh.command_to_see_for_yourself()),
+                // With the ssh gate, `true` is refused after a good login:
+                // that line is the gate working, not the fault.
+                "(if it ends with \"volce-lab-gate: refused (gate_refused)\", ssh logged in and the server's \
+                 gate refused `true`, as it refuses every command but volce-lab's own: ssh itself works)"
+                    .to_owned(),
             ]
         }
     }
