@@ -348,8 +348,13 @@ impl Inspector {
                 Some(false) => Status::CheckFailed,
                 None => Status::HelperUnavailable,
             },
-            // sudo refused, helper missing, or the helper rejected the request.
-            ExecutionStatus::NonzeroExit => Status::HelperUnavailable,
+            // The helper refused (a policy it cannot read, a full state...):
+            // the same code every tool gives for that cause. Otherwise sudo
+            // refused or the helper is missing.
+            ExecutionStatus::NonzeroExit => match crate::wire::Reply::parse(&outcome.stdout) {
+                Ok(crate::wire::Reply::Rejected(_)) => Status::Rejected,
+                _ => Status::HelperUnavailable,
+            },
             // Locally, a missing sudo means there is no way to the helper.
             ExecutionStatus::LaunchFailed if self.config.mode != Mode::Ssh => Status::HelperUnavailable,
             other => self.failure_status(other),
@@ -441,7 +446,10 @@ type DiagnosedRefusal = (GateRefusal, Option<Diagnosis>);
 /// failed in a way that makes it meaningless.
 fn output_text(outcome: &Outcome, status: Status) -> String {
     match status {
-        Status::Ok | Status::CheckFailed => String::from_utf8_lossy(&outcome.stdout).into_owned(),
+        // Rejected: the helper's refusal (code and sentence), ours to show.
+        Status::Ok | Status::CheckFailed | Status::Rejected => {
+            String::from_utf8_lossy(&outcome.stdout).into_owned()
+        }
         _ => String::new(),
     }
 }

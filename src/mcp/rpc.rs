@@ -79,7 +79,7 @@ fn newer_rejection(stdout: &[u8]) -> Option<(String, String)> {
     }
 }
 
-fn rejected(code: AnswerCode, message: &str) -> Answer {
+pub(super) fn rejected(code: AnswerCode, message: &str) -> Answer {
     // Say what happened: a plan that ran and was rolled back is not a
     // request that was refused before anything ran.
     let what = match code {

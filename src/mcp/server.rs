@@ -245,9 +245,10 @@ impl VolceLab {
         if let Value::Object(map) = &mut value {
             // The result names the target as the fleet does (the table's
             // name), which may differ from the alias the inspector dials.
+            let (code, sentence) = check_words(&result);
             map.insert("target".into(), json!(member.name));
-            map.insert("code".into(), Value::Null);
-            map.insert("message".into(), json!(check_sentence(&result)));
+            map.insert("code".into(), json!(code));
+            map.insert("message".into(), json!(sentence));
             map.insert("results".into(), Value::Null);
             map.insert("summary".into(), Value::Null);
         }
@@ -279,9 +280,10 @@ impl VolceLab {
                 let status = result.status;
                 let mut value = serde_json::to_value(&result).unwrap_or_else(|_| json!({}));
                 if let Value::Object(map) = &mut value {
+                    let (code, sentence) = check_words(&result);
                     map.insert("target".into(), json!(name));
-                    map.insert("code".into(), Value::Null);
-                    map.insert("message".into(), json!(check_sentence(&result)));
+                    map.insert("code".into(), json!(code));
+                    map.insert("message".into(), json!(sentence));
                 }
                 (name, value, status)
             })
@@ -468,14 +470,27 @@ impl VolceLab {
     }
 }
 
-/// The sentence of a check's result: the status's, except for a web_status
-/// that is ok while apps are stopped on purpose, which names them.
-fn check_sentence(result: &crate::inspect::CheckResult) -> String {
+/// The code and sentence of a check's result: the status's sentence,
+/// except for a web_status that is ok while apps are stopped on purpose
+/// (it names them), or that the helper refused (its code and its whole
+/// sentence, as every management tool gives them for the same cause).
+fn check_words(result: &crate::inspect::CheckResult) -> (Option<rpc::AnswerCode>, String) {
+    let plain = || message(result.status, result.is_demo).to_owned();
     match (result.check, result.status, result.is_demo) {
-        (Check::WebStatus, Status::Ok, false) => crate::inspect::stopped_sentence(&result.output),
-        _ => None,
+        (Check::WebStatus, Status::Ok, false) => {
+            (None, crate::inspect::stopped_sentence(&result.output).unwrap_or_else(plain))
+        }
+        (Check::WebStatus, Status::Rejected, false) => {
+            match crate::wire::Reply::parse(result.output.as_bytes()) {
+                Ok(crate::wire::Reply::Rejected(refusal)) => {
+                    let answer = rpc::rejected(refusal.code.into(), &refusal.message);
+                    (answer.code, answer.message)
+                }
+                _ => (None, plain()),
+            }
+        }
+        _ => (None, plain()),
     }
-    .unwrap_or_else(|| message(result.status, result.is_demo).to_owned())
 }
 
 /// Where a call's progress goes: the client's token, and the peer to notify.

@@ -248,6 +248,26 @@ async fn a_helper_refusal_becomes_rejected_with_its_code() {
     assert_eq!(harness.runs("rpc_calls"), 1);
 }
 
+/// Before issue 26 a policy with a typo made web_status answer
+/// helper_unavailable while service_inventory said policy_invalid.
+#[tokio::test]
+async fn web_status_and_inventory_give_the_same_code_for_the_same_refusal() {
+    let sentence = "The policy /etc/volce-lab/policy.json is invalid: catalog.web is not pinned; fix it, then run doctor.";
+    let harness = Setup::rpc(
+        reply(json!({"status": "rejected", "code": "policy_invalid", "message": sentence})) + "; exit 1",
+    )
+    .start()
+    .await;
+    harness.identify().await;
+    let web = harness.call("cloud_check", json!({"check": "web_status"})).await;
+    let inventory = harness.call("service_inventory", json!({})).await;
+    for result in [&web, &inventory] {
+        assert_eq!(result["status"], "rejected", "{result}");
+        assert_eq!(result["code"], "policy_invalid", "{result}");
+        assert!(result["message"].as_str().unwrap().ends_with(sentence), "the whole sentence: {result}");
+    }
+}
+
 #[tokio::test]
 async fn needs_inspection_is_passed_through() {
     let harness = Setup::rpc(
