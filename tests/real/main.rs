@@ -27,6 +27,7 @@ mod host_kill_matrix;
 // After scripts/e2e-setup: sshd, the accounts, the sudoers rule, the installed helper.
 mod e2e_agent;
 mod e2e_doctor;
+mod e2e_fleet;
 mod e2e_gate;
 mod e2e_host;
 mod e2e_scenario;
