@@ -187,10 +187,17 @@ pub fn validate(tool: ToolName, arguments: Option<&Map<String, Value>>) -> Resul
                         // An integer out of range is a value outside the schema; anything else a wrong type.
                         let code =
                             if other.is_u64() || other.is_i64() { Code::NotAllowed } else { Code::WrongType };
+                        // The operator's range is the server's to say: name
+                        // where to read it instead of a bound it may not use.
+                        let range = if key == "host_port" {
+                            " and inside the operator's range, which service_inventory shows as offer.port_range"
+                        } else {
+                            ""
+                        };
                         return Err(refuse(
                             code,
                             format!(
-                                "parameter `{key}` must be a port number from {} to {}; nothing was run.",
+                                "parameter `{key}` must be a port number from {} to {}{range}; nothing was run.",
                                 PORTS.start(),
                                 PORTS.end()
                             ),

@@ -176,7 +176,8 @@ fn refusals_name_what_is_allowed() {
         "app": "web", "image": "web", "host_port": 80, "container_port": 8080, "server_name": "x"}});
     assert_eq!(
         refused(ToolName::ServicePlan, deploy),
-        "parameter `host_port` must be a port number from 1024 to 65535; nothing was run."
+        "parameter `host_port` must be a port number from 1024 to 65535 and inside the operator's range, \
+         which service_inventory shows as offer.port_range; nothing was run."
     );
 }
 
