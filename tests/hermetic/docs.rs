@@ -38,3 +38,15 @@ fn readme_opens_with_the_run_and_test_commands() {
     let ci = read(".ci/run");
     assert!(ci.contains("./scripts/test"), ".ci/run must call the README test command");
 }
+
+/// The policy's mode as HOST-SETUP states it is the rule the helper
+/// applies (`host::paths`: not writable by group or others): before issue
+/// 26 the docs said 0600 while 0644 was accepted.
+#[test]
+fn host_setup_states_the_policy_mode_the_helper_enforces() {
+    let setup = read("HOST-SETUP.md");
+    let row = setup.lines().find(|l| l.starts_with("| the operator's policy |")).expect("the policy's row");
+    assert!(row.contains("writable by no one else") && row.contains("0644 is accepted"), "{row}");
+    let paths = read("src/host/paths.rs");
+    assert!(paths.contains("meta.mode() & 0o022 != 0"), "the helper's rule changed: update HOST-SETUP's row");
+}
