@@ -24,6 +24,25 @@ pub struct EngineFacts {
     /// dockerd's configuration file (`--config-file`, else
     /// `/etc/docker/daemon.json`) and its text, when it exists.
     pub daemon_config: Option<(PathBuf, String)>,
+    /// Whether the raw table's PREROUTING chain drops packets for
+    /// 127.0.0.0/8 that did not arrive on `lo` (the mitigation the old
+    /// engine's warning names), read with `iptables -t raw -S PREROUTING`;
+    /// `None` when it could not be read.
+    pub loopback_guard: Option<bool>,
+}
+
+/// Whether `rules` (`iptables -S` lines) hold the guard against packets for
+/// 127.0.0.0/8 from other interfaces: a DROP of `-d 127.0.0.0/8` with `! -i lo`.
+pub fn has_loopback_guard(rules: &str) -> bool {
+    rules.lines().any(|line| {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let has = |pair: &[&str]| words.windows(pair.len()).any(|w| w == pair);
+        words.first() == Some(&"-A")
+            && words.get(1) == Some(&"PREROUTING")
+            && has(&["!", "-i", "lo"])
+            && (has(&["-d", "127.0.0.0/8"]) || has(&["-d", "127.0.0.0/255.0.0.0"]))
+            && has(&["-j", "DROP"])
+    })
 }
 
 /// One network of a managed app as the engine shows it.
@@ -65,10 +84,22 @@ pub fn app_network_findings_for_tests(networks: Result<Vec<AppNetwork>, String>)
 
 /// The version, TCP and iptables rules; nothing when the probe has no facts.
 pub(super) fn check_engine(version: &str, facts: Option<&EngineFacts>, findings: &mut Vec<Finding>) {
+    let guarded = facts.and_then(|f| f.loopback_guard) == Some(true);
     match major_version(version) {
         Some(major) if major >= FIRST_SAFE_MAJOR => findings.push(ok(
             "docker version",
             format!("{version}: ports published on 127.0.0.1 are not reachable from other hosts"),
+        )),
+        // The engine carries the risk, and the rule the warning names is in
+        // place: say both, and that nothing is left to do for it.
+        _ if guarded => findings.push(ok(
+            "docker version",
+            format!(
+                "engine {} is older than {FIRST_SAFE_MAJOR} (a host on the same L2 segment could reach ports \
+                 published on 127.0.0.1), and the raw-table rule that drops packets for 127.0.0.0/8 from \
+                 other interfaces is in place",
+                crate::text::for_terminal(version)
+            ),
         )),
         _ => findings.push(warn(
             "docker version",
@@ -80,8 +111,8 @@ pub(super) fn check_engine(version: &str, facts: Option<&EngineFacts>, findings:
             ),
             format!(
                 "upgrade the engine to {FIRST_SAFE_MAJOR} or later; until then keep the host off shared L2 \
-                 segments, or drop such packets before Docker's NAT sees them: \
-                 iptables -t raw -I PREROUTING ! -i lo -d 127.0.0.0/8 -j DROP"
+                 segments, or drop such packets before Docker's NAT sees them (doctor recognises the rule \
+                 and stops warning): iptables -t raw -I PREROUTING ! -i lo -d 127.0.0.0/8 -j DROP"
             ),
         )),
     }

@@ -243,7 +243,12 @@ pub fn read_engine_facts() -> super::engine::EngineFacts {
         file.take(CONFIG_LIMIT).read_to_string(&mut text).ok()?;
         Some((std::path::PathBuf::from(&config_path), text))
     });
-    super::engine::EngineFacts { warnings, daemon_args, daemon_config }
+    // The old engine's mitigation (`engine::check_engine`): fixed argv, the
+    // rules as iptables prints them; unknown when it cannot be read.
+    let raw = SystemProbe::run("/usr/sbin/iptables", &["-t", "raw", "-S", "PREROUTING"]);
+    let loopback_guard = (raw.execution.execution_status == crate::exec::ExecutionStatus::Ok)
+        .then(|| super::engine::has_loopback_guard(&String::from_utf8_lossy(&raw.stdout)));
+    super::engine::EngineFacts { warnings, daemon_args, daemon_config, loopback_guard }
 }
 
 /// The app and edge network of every recorded app, with their options;

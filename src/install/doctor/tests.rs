@@ -252,6 +252,7 @@ fn engine_warnings_are_printed_and_do_not_fail_the_run() {
         ]),
         daemon_args: Some(vec!["--iptables=false".into()]),
         daemon_config: None,
+        loopback_guard: None,
     };
     let old = engine::AppNetwork {
         app: "web".into(),

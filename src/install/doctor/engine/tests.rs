@@ -9,6 +9,7 @@ fn facts(warnings: &[&str], args: &[&str], config: Option<&str>) -> EngineFacts 
         warnings: Ok(warnings.iter().map(|w| (*w).to_owned()).collect()),
         daemon_args: Some(args.iter().map(|a| (*a).to_owned()).collect()),
         daemon_config: config.map(|text| (PathBuf::from("/etc/docker/daemon.json"), text.to_owned())),
+        loopback_guard: None,
     }
 }
 
@@ -43,6 +44,45 @@ fn engines_before_28_are_warned_about_and_28_on_are_not() {
     check_engine("20.10.24", Some(&clean), &mut findings);
     let fix = findings[0].fix.as_deref().unwrap();
     assert!(fix.contains("iptables -t raw -I PREROUTING ! -i lo -d 127.0.0.0/8 -j DROP"), "{fix}");
+}
+
+/// Before issue 26 the old engine's warning stayed after its own
+/// mitigation was in place, and could never be cleared on Debian 12.
+#[test]
+fn the_old_engines_warning_names_its_risk_and_clears_once_the_raw_rule_is_in_place() {
+    let guarded = EngineFacts { loopback_guard: Some(true), ..facts(&[], &[], None) };
+    let mut findings = Vec::new();
+    check_engine("20.10.24+dfsg1", Some(&guarded), &mut findings);
+    let version = findings.iter().find(|f| f.subject == "docker version").unwrap();
+    assert_eq!(version.level, Level::Ok, "{version:?}");
+    assert!(
+        version.detail.contains("raw-table rule") && version.detail.contains("L2 segment"),
+        "{version:?}"
+    );
+    // Without the rule, or when it cannot be read: the warning, once.
+    for guard in [Some(false), None] {
+        let facts = EngineFacts { loopback_guard: guard, ..facts(&[], &[], None) };
+        let mut findings = Vec::new();
+        check_engine("20.10.24+dfsg1", Some(&facts), &mut findings);
+        let warned: Vec<_> = findings.iter().filter(|f| f.subject == "docker version").collect();
+        assert_eq!(warned.len(), 1, "{guard:?}");
+        assert_eq!(warned[0].level, Level::Warn, "{guard:?}");
+    }
+}
+
+#[test]
+fn the_raw_rule_is_recognised_as_iptables_prints_it() {
+    let printed = "-P PREROUTING ACCEPT\n-A PREROUTING ! -i lo -d 127.0.0.0/8 -j DROP\n";
+    assert!(has_loopback_guard(printed));
+    for not_it in [
+        "-P PREROUTING ACCEPT\n",
+        "-A PREROUTING -d 127.0.0.0/8 -j DROP\n",
+        "-A PREROUTING ! -i lo -d 127.0.0.0/8 -j ACCEPT\n",
+        "-A OUTPUT ! -i lo -d 127.0.0.0/8 -j DROP\n",
+        "# -A PREROUTING ! -i lo -d 127.0.0.0/8 -j DROP\n",
+    ] {
+        assert!(!has_loopback_guard(not_it), "{not_it}");
+    }
 }
 
 #[test]
@@ -84,7 +124,12 @@ fn iptables_turned_off_is_warned_about_from_the_flag_or_the_config() {
         assert_eq!(level_of("28.0.0", &on, "docker iptables"), Level::Ok, "{on:?}");
     }
     // What cannot be read is said, not passed.
-    let unknown = EngineFacts { warnings: Err("timeout".into()), daemon_args: None, daemon_config: None };
+    let unknown = EngineFacts {
+        warnings: Err("timeout".into()),
+        daemon_args: None,
+        daemon_config: None,
+        loopback_guard: None,
+    };
     let found = levels("28.0.0", Some(&unknown));
     assert!(found.contains(&("docker api".to_owned(), Level::Warn)), "{found:?}");
     assert!(found.contains(&("docker daemon".to_owned(), Level::Warn)), "{found:?}");
