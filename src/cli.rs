@@ -120,7 +120,8 @@ pub enum HostCommand {
     /// expects. Not run as root and not through sudo.
     SshGate,
     /// Do the rest of HOST-SETUP.md after the package, idempotently: the
-    /// agent's account (shell /bin/sh, home and ~/.ssh root's), its key bound
+    /// agent's account (created; an existing one only with --adopt; shell
+    /// /bin/sh, home and ~/.ssh root's), its key bound
     /// to the ssh gate, the one sudoers rule (checked with visudo -cf), a
     /// policy skeleton if there is none, the database; then a smoke request
     /// as the agent and doctor. `--undo` removes what setup made, nothing else.
@@ -137,6 +138,11 @@ pub enum HostCommand {
         /// Overwrite an authorized_keys or sudoers file setup did not write.
         #[arg(long, conflicts_with = "undo")]
         replace: bool,
+        /// Let setup change an existing --agent account (its shell, password
+        /// and home's owner); --undo then restores them. Without it setup
+        /// refuses an existing account and says what it would change.
+        #[arg(long, conflicts_with = "undo")]
+        adopt: bool,
         /// Remove what an earlier setup made (files only while unchanged).
         #[arg(long, conflicts_with_all = ["agent", "operator", "key"])]
         undo: bool,
@@ -241,10 +247,10 @@ fn host(command: HostCommand) -> Exit {
         HostCommand::Resolve { plan_id } => crate::host::run_resolve(&plan_id),
         HostCommand::Doctor => crate::install::doctor::run_doctor(),
         HostCommand::SshGate => crate::host::gate::run_ssh_gate(),
-        HostCommand::Setup { agent, operator, key, replace, undo } => {
+        HostCommand::Setup { agent, operator, key, replace, adopt, undo } => {
             let request = match (agent, operator, key) {
                 (Some(agent), Some(operator), Some(key_file)) if !undo => {
-                    Some(crate::install::setup::SetupArgs { agent, operator, key_file, replace })
+                    Some(crate::install::setup::SetupArgs { agent, operator, key_file, replace, adopt })
                 }
                 _ => None, // clap allows only --undo here
             };

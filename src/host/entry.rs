@@ -9,7 +9,7 @@ use std::os::fd::AsFd as _;
 use super::confirm::{Confirmation, ask};
 use super::request_row::{self, Caller};
 use super::rpc::{LineProgress, Reply};
-use super::{ShippedHost, audit, caller, operator, process};
+use super::{ShippedHost, audit, caller, operator, process, session};
 use crate::control::Clock as _;
 use crate::exit::Exit;
 use crate::store::AuditOperation;
@@ -34,17 +34,19 @@ fn self_check() -> Result<String, Refusal> {
     caller(std::env::var_os("SUDO_USER").as_deref())
 }
 
-/// The self-check of approve, reject and resolve, which record a person:
-/// [`process_check`], then `SUDO_USER` and `SUDO_UID` (each read once)
-/// cross-checked with the account database and the session's login uid
-/// (`operator::verify`).
+/// The self-check of approve, reject, resolve and audit prune, which
+/// record a person: [`process_check`], then `SUDO_USER` and `SUDO_UID`
+/// (each read once) cross-checked with the account database, the
+/// session's login uid and the sudo that started us (`operator::verify`).
 fn operator_check() -> Result<operator::Operator, Refusal> {
     process_check()?;
     let (user, uid) = (std::env::var_os("SUDO_USER"), std::env::var_os("SUDO_UID"));
+    let sudo = session::observe(&session::SystemProc, std::process::id());
     let facts = operator::Facts {
         sudo_user: user.as_deref(),
         sudo_uid: uid.as_deref(),
         login_uid: operator::login_uid(),
+        sudo: sudo.as_ref(),
     };
     operator::verify(facts, &operator::SystemAccounts)
 }

@@ -38,10 +38,12 @@
 //! - rpc runs in its own process context (`process`: own session, caught
 //!   TERM/TSTP and friends, fixed rlimits, a read deadline, a bounded
 //!   number of helpers) set up before it reads its request;
-//! - approve, reject and resolve record a person only after `operator`
-//!   cross-checked `SUDO_USER` with `SUDO_UID`, the account database and
-//!   the session's login uid; approve records only what the operator
-//!   confirmed (typed on the terminal, or `--yes`);
+//! - approve, reject, resolve and audit prune record a person only after
+//!   `operator` cross-checked `SUDO_USER` with `SUDO_UID`, the account
+//!   database, the session's login uid, and the facts of `session` no
+//!   environment carries (the real uid of the sudo that started the
+//!   helper, the owner of that sudo's terminal); approve records only what
+//!   the operator confirmed (typed on the terminal, or `--yes`);
 //! - at start: umask 077 and cwd `/`. The process environment is not
 //!   trusted and not used: `SUDO_USER` (and, for the operator's commands,
 //!   `SUDO_UID`) is read exactly once (who asked),
@@ -72,6 +74,7 @@ mod pipeline;
 pub mod process;
 pub mod request_row;
 pub mod rpc;
+pub mod session;
 pub mod show;
 
 use std::ffi::OsStr;

@@ -1,22 +1,31 @@
-//! Who is at the terminal: the person an `approve`, `reject` or `resolve`
-//! is recorded for. Runs as root inside the host helper's operator
-//! commands; reads the environment sudo set, the account database and
-//! `/proc/self/loginuid`, and decides in a pure function.
+//! Who is at the terminal: the person an `approve`, `reject`, `resolve` or
+//! `audit prune` is recorded for. Runs as root inside the host helper's
+//! operator commands; reads the environment sudo set, the account
+//! database, `/proc/self/loginuid` and the session facts of `session`, and
+//! decides in a pure function.
 //!
-//! Security invariant: `SUDO_USER` alone is not trusted. A sudo rule with
-//! `SETENV` (or `sudo VAR=value` where the rule allows it) lets a caller set
-//! it to anyone. The name must agree with `SUDO_UID` through the account
-//! database both ways (name -> uid and uid -> name, as sudo itself derives
-//! the name), and, where the kernel keeps a login uid for the session (it is
-//! set at login by pam_loginuid and no later sudo, su or runuser changes it),
-//! with that too. Any disagreement refuses with `caller_mismatch` and
-//! nothing is recorded. A forger who sets both variables consistently is
-//! caught only by the login uid: where the kernel keeps none (4294967295,
-//! or no audit support), that check is skipped, and the approval rests on
-//! the sudo rules as before.
+//! Security invariant: neither `SUDO_USER` nor `SUDO_UID` is trusted. A
+//! sudo rule with `SETENV` (or `sudo VAR=value` where the rule allows it)
+//! lets a caller set both to anyone. The name must agree with `SUDO_UID`
+//! through the account database both ways (name -> uid and uid -> name, as
+//! sudo itself derives the name); then the uid must be confirmed by facts no
+//! environment carries: the real uid of the `sudo` that started the helper
+//! (sudo is set-uid root: its real uid is whoever ran it), the owner of that
+//! sudo's controlling terminal (approval is done at a terminal, and a login's
+//! terminal belongs to the account that logged in), and, where the kernel
+//! keeps a login uid for the session (set at login by pam_loginuid, and no
+//! later sudo, su or runuser changes it), that too. A fact that disagrees,
+//! or a sudo or terminal that is absent, refuses with `caller_mismatch`
+//! naming which, and nothing is recorded.
+//!
+//! Root itself (neither variable set: root ran the helper, not through
+//! sudo) is recorded as `root`; only the login uid is checked there (`su`
+//! from someone's login is refused so that the record names them). Root
+//! needs no terminal: it could write the database directly anyway.
 
 use std::ffi::OsStr;
 
+use super::session::{SudoRun, Terminal};
 use crate::vocab::{Code, Refusal};
 
 /// The kernel's "no login uid" value in `/proc/self/loginuid`.
@@ -32,14 +41,17 @@ pub struct Operator {
     pub login_uid: Option<u32>,
 }
 
-/// The facts [`verify`] decides on, gathered by `facts` in the binary and
-/// injected by tests.
+/// The facts [`verify`] decides on, gathered by `entry::operator_check` in
+/// the binary and injected by tests.
 #[derive(Debug, Clone, Copy)]
 pub struct Facts<'a> {
     pub sudo_user: Option<&'a OsStr>,
     pub sudo_uid: Option<&'a OsStr>,
     /// `None` when unset or unreadable: the check is skipped.
     pub login_uid: Option<u32>,
+    /// The sudo that started the helper (`session::observe`); `None` when
+    /// no sudo is among its ancestors.
+    pub sudo: Option<&'a SudoRun>,
 }
 
 /// The account database, as far as [`verify`] needs it.
@@ -76,6 +88,44 @@ fn mismatch(why: String) -> Refusal {
     Refusal::new(Code::CallerMismatch, format!("{why}; nothing was recorded."))
 }
 
+/// The next step of a refusal on the session facts.
+const AT_YOUR_TERMINAL: &str =
+    "run the command as `sudo volce-lab-host ...` at your own terminal, logged in as yourself";
+
+/// Confirms `uid` (already consistent with `name` in the account
+/// database) with the sudo that started the helper and its terminal.
+fn confirm_session(name: &str, uid: u32, sudo: Option<&SudoRun>) -> Result<(), Refusal> {
+    let Some(sudo) = sudo else {
+        return Err(mismatch(format!(
+            "SUDO_USER and SUDO_UID name {name} (uid {uid}), but no {} process started this command, so \
+             nothing confirms them; {AT_YOUR_TERMINAL}",
+            super::session::SUDO
+        )));
+    };
+    if let Some(other) = sudo.real_uids.iter().find(|real| **real != uid) {
+        return Err(mismatch(format!(
+            "SUDO_UID says {uid} ({name}), but the sudo that started this command was run by uid {other}; \
+             {AT_YOUR_TERMINAL}"
+        )));
+    }
+    match &sudo.terminal {
+        Terminal::Owned { uid: owner, .. } if *owner == uid => Ok(()),
+        Terminal::Owned { path, uid: owner } => Err(mismatch(format!(
+            "the terminal of the sudo that started this command, {}, belongs to uid {owner}, not to {name} \
+             (uid {uid}); {AT_YOUR_TERMINAL}",
+            path.display()
+        ))),
+        Terminal::None => Err(mismatch(format!(
+            "the sudo that started this command has no controlling terminal, and operator commands are \
+             done at a terminal; {AT_YOUR_TERMINAL}"
+        ))),
+        Terminal::Unnamed { major, minor } => Err(mismatch(format!(
+            "the terminal of the sudo that started this command (device {major}:{minor}) is not a node \
+             under /dev/pts or /dev/tty*, so its owner cannot be checked; {AT_YOUR_TERMINAL}"
+        ))),
+    }
+}
+
 /// Decides who the operator is, or refuses. Pure.
 ///
 /// - Neither variable set: root itself ran the command (not through sudo);
@@ -83,12 +133,13 @@ fn mismatch(why: String) -> Refusal {
 ///   someone became root with `su`: refused, they should use sudo from
 ///   their own account so the record names them.
 /// - Both set: the name is a plain user name, the uid plain decimal digits,
-///   the account database maps each to the other, and the login uid (if
-///   any) is that uid.
+///   the account database maps each to the other, the login uid (if any)
+///   is that uid, and so are the real uid of the sudo that started the
+///   helper and the owner of its terminal (both required).
 /// - One without the other: refused.
 pub fn verify(facts: Facts<'_>, accounts: &impl Accounts) -> Result<Operator, Refusal> {
-    let (name, uid) = match (facts.sudo_user, facts.sudo_uid) {
-        (None, None) => ("root".to_owned(), 0),
+    let (name, uid, through_sudo) = match (facts.sudo_user, facts.sudo_uid) {
+        (None, None) => ("root".to_owned(), 0, false),
         (Some(user), Some(uid)) => {
             let name = super::caller(Some(user))?;
             let uid = uid
@@ -115,7 +166,7 @@ pub fn verify(facts: Facts<'_>, accounts: &impl Accounts) -> Result<Operator, Re
                     )));
                 }
             }
-            (name, uid)
+            (name, uid, true)
         }
         _ => return Err(mismatch("SUDO_USER and SUDO_UID must both be set by sudo, or neither".to_owned())),
     };
@@ -126,6 +177,9 @@ pub fn verify(facts: Facts<'_>, accounts: &impl Accounts) -> Result<Operator, Re
             "this session was opened by uid {login}, not by {name} (uid {uid}); run the command through \
              sudo from your own login"
         )));
+    }
+    if through_sudo {
+        confirm_session(&name, uid, facts.sudo)?;
     }
     Ok(Operator { name, uid, login_uid: facts.login_uid })
 }
@@ -156,9 +210,26 @@ mod tests {
         }
     }
 
+    /// The sudo a uid's own login starts: run by it, at its own pts.
+    fn own_sudo(uid: u32) -> SudoRun {
+        SudoRun { real_uids: vec![uid, uid], terminal: Terminal::Owned { path: "/dev/pts/3".into(), uid } }
+    }
+
+    /// The variables and login uid as given; the session facts those of
+    /// SUDO_UID's own sudo at its own terminal (or none, for a non-number).
     fn check(user: Option<&str>, uid: Option<&str>, login: Option<u32>) -> Result<Operator, Refusal> {
+        let sudo = uid.and_then(|uid| uid.parse().ok()).map(own_sudo);
+        check_session(user, uid, login, sudo.as_ref())
+    }
+
+    fn check_session(
+        user: Option<&str>,
+        uid: Option<&str>,
+        login: Option<u32>,
+        sudo: Option<&SudoRun>,
+    ) -> Result<Operator, Refusal> {
         let facts =
-            Facts { sudo_user: user.map(OsStr::new), sudo_uid: uid.map(OsStr::new), login_uid: login };
+            Facts { sudo_user: user.map(OsStr::new), sudo_uid: uid.map(OsStr::new), login_uid: login, sudo };
         verify(facts, &Table)
     }
 
@@ -216,6 +287,56 @@ mod tests {
         }
         // A name that is not a plain user name keeps its own code.
         assert_eq!(check(Some("al ice"), Some("1000"), None).unwrap_err().code, Code::InvalidCaller);
+    }
+
+    #[test]
+    fn both_variables_forged_consistently_are_refused_by_the_session_facts() {
+        // bob (1001) under a SETENV rule: SUDO_USER=alice SUDO_UID=1000, at his own terminal.
+        let bobs = own_sudo(1001);
+        let refusal = refused(check_session(Some("alice"), Some("1000"), None, Some(&bobs)));
+        assert_eq!(refusal.code, Code::CallerMismatch);
+        assert!(refusal.message.contains("run by uid 1001"), "{}", refusal.message);
+        assert!(refusal.message.contains("sudo volce-lab-host"), "the next step: {}", refusal.message);
+        // bob's sudo, started from a process of his left on alice's terminal.
+        let on_alices = SudoRun {
+            real_uids: vec![1001],
+            terminal: Terminal::Owned { path: "/dev/pts/3".into(), uid: 1000 },
+        };
+        let refusal = refused(check_session(Some("alice"), Some("1000"), None, Some(&on_alices)));
+        assert!(refusal.message.contains("run by uid 1001"), "{}", refusal.message);
+        // Nested: alice's sudo runs bob's sudo (`sudo -u bob sudo ...`): every sudo of the run counts.
+        let nested = SudoRun { real_uids: vec![1001, 1000], ..own_sudo(1000) };
+        assert_eq!(
+            refused(check_session(Some("alice"), Some("1000"), None, Some(&nested))).code,
+            Code::CallerMismatch
+        );
+        // alice's own sudo, but a terminal owned by bob (her process on his pts).
+        let bobs_tty = SudoRun {
+            real_uids: vec![1000],
+            terminal: Terminal::Owned { path: "/dev/pts/7".into(), uid: 1001 },
+        };
+        let refusal = refused(check_session(Some("alice"), Some("1000"), None, Some(&bobs_tty)));
+        assert!(
+            refusal.message.contains("/dev/pts/7") && refusal.message.contains("belongs to uid 1001"),
+            "{}",
+            refusal.message
+        );
+    }
+
+    #[test]
+    fn an_absent_sudo_or_terminal_is_refused_and_says_which() {
+        // Root with both variables set by hand, no sudo at all.
+        let refusal = refused(check_session(Some("alice"), Some("1000"), None, None));
+        assert!(refusal.message.contains("no /usr/bin/sudo process"), "{}", refusal.message);
+        // A script's sudo, without a terminal.
+        let headless = SudoRun { real_uids: vec![1000], terminal: Terminal::None };
+        let refusal = refused(check_session(Some("alice"), Some("1000"), None, Some(&headless)));
+        assert!(refusal.message.contains("no controlling terminal"), "{}", refusal.message);
+        let unnamed = SudoRun { real_uids: vec![1000], terminal: Terminal::Unnamed { major: 5, minor: 1 } };
+        let refusal = refused(check_session(Some("alice"), Some("1000"), None, Some(&unnamed)));
+        assert!(refusal.message.contains("device 5:1"), "{}", refusal.message);
+        // Root itself needs neither.
+        assert_eq!(check_session(None, None, None, None).unwrap().name, "root");
     }
 
     #[test]

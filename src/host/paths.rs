@@ -98,14 +98,24 @@ fn check_handle(file: &File, path: &Path, want_dir: bool, owner: u32) -> Result<
         return Err(unsafe_path(path, &format!("is owned by uid {}, not {owner}", meta.uid())));
     }
     if meta.mode() & 0o022 != 0 {
-        return Err(unsafe_path(path, "is writable by group or others"));
+        return Err(unsafe_path(
+            path,
+            &format!("is writable by group or others (mode {:04o})", meta.mode() & 0o7777),
+        ));
     }
     Ok(())
 }
 
 /// Opens a directory without following a symlink and checks the handle.
 pub fn open_dir(path: &Path, owner: u32) -> Result<File, Refusal> {
-    let file = OpenOptions::new()
+    let file = open_dir_nofollow(path)?;
+    check_handle(&file, path, true, owner)?;
+    Ok(file)
+}
+
+/// Opens a directory without following a symlink; checks nothing else.
+fn open_dir_nofollow(path: &Path) -> Result<File, Refusal> {
+    OpenOptions::new()
         .read(true)
         .custom_flags((OFlag::O_NOFOLLOW | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC).bits())
         .open(path)
@@ -117,9 +127,7 @@ pub fn open_dir(path: &Path, owner: u32) -> Result<File, Refusal> {
             }
             _ if e.kind() == std::io::ErrorKind::NotFound => unsafe_path(path, "does not exist"),
             _ => unsafe_path(path, "cannot be opened"),
-        })?;
-    check_handle(&file, path, true, owner)?;
-    Ok(file)
+        })
 }
 
 /// Reads and validates the policy after checking its directory and itself.
@@ -149,11 +157,37 @@ pub fn load_policy(paths: &HostPaths) -> Result<Policy, Refusal> {
         .map_err(|e| Refusal::new(Code::PolicyInvalid, format!("{}: {e}.", path.display())))
 }
 
+/// The state directory's rule on its mode, the one the helper
+/// ([`prepare_state`]) and the doctor both apply: no permission bit for
+/// group or others (0700). It holds the database and its write-ahead log,
+/// whose reader sees every plan and the whole audit trail, so a readable
+/// directory is as wrong as a writable one.
+pub fn state_dir_mode_ok(mode: u32) -> bool {
+    mode & 0o077 == 0
+}
+
 /// Makes sure the state directory (0700) and its `apps/` (0755, readable by
-/// the gateway's uid through the bind mount) exist and are safe.
+/// the gateway's uid through the bind mount) exist and are safe. A state
+/// directory of another mode is refused (`unsafe_path`) naming its mode and
+/// the `chmod` that fixes it, before anything in it is opened.
 pub fn prepare_state(paths: &HostPaths) -> Result<(), Refusal> {
     create_if_missing(&paths.state_dir, 0o700)?;
-    open_dir(&paths.state_dir, paths.owner_uid)?;
+    // The mode first, so that a group-writable directory too is answered
+    // with its mode and the fix; then the owner and kind as for any path.
+    let dir = open_dir_nofollow(&paths.state_dir)?;
+    let mode =
+        dir.metadata().map_err(|_| unsafe_path(&paths.state_dir, "cannot be inspected"))?.mode() & 0o7777;
+    if !state_dir_mode_ok(mode) {
+        return Err(Refusal::new(
+            Code::UnsafePath,
+            format!(
+                "{0} has mode {mode:04o}, and the state directory must be root's alone (mode 0700); nothing was \
+                 read or changed. Run `chmod 0700 {0}`.",
+                paths.state_dir.display()
+            ),
+        ));
+    }
+    check_handle(&dir, &paths.state_dir, true, paths.owner_uid)?;
     let apps = paths.apps_dir();
     create_if_missing(&apps, 0o755)?;
     open_dir(&apps, paths.owner_uid)?;

@@ -138,8 +138,11 @@ impl<E: Engine, C: Clock, L: Liveness> Host<E, C, L> {
         // open, a refusal is recorded on its own; after, through the
         // controller.
         let mut meta = Caller::from(caller).request(AuditOperation::Rpc);
+        // The answer passes `for_the_agent` again: an unsafe state directory
+        // found while recording is the operator's to read (doctor), not the agent's.
         let early = |meta, refusal| {
-            request_row::refused(&self.paths, self.clock.now(), meta, for_the_agent(refusal)).into()
+            for_the_agent(request_row::refused(&self.paths, self.clock.now(), meta, for_the_agent(refusal)))
+                .into()
         };
         let policy = match paths::load_policy(&self.paths) {
             Ok(policy) => policy,
@@ -166,13 +169,15 @@ impl<E: Engine, C: Clock, L: Liveness> Host<E, C, L> {
                 }
                 Err(refusal) => refusal,
             };
-            return request_row::refused(&self.paths, now, meta, refusal).into();
+            return for_the_agent(request_row::refused(&self.paths, now, meta, refusal)).into();
         }
         let paths = self.paths.clone();
         let mut controller = match self.open_with(policy) {
             Ok(controller) => controller,
             // The store is what failed: there is no trail to write to.
-            Err(refusal) => return request_row::refused(&paths, now, meta, for_the_agent(refusal)).into(),
+            Err(refusal) => {
+                return for_the_agent(request_row::refused(&paths, now, meta, for_the_agent(refusal))).into();
+            }
         };
         controller.begin_request(meta);
         let (plan_id, action) = match &request {

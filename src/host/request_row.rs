@@ -6,7 +6,9 @@
 //!
 //! Invariants enforced here:
 //! - a refusal is answered only after its row is committed; when the row
-//!   cannot be written the answer is `audit_unavailable` (fail closed);
+//!   cannot be written the answer is `audit_unavailable` (fail closed), or
+//!   `unsafe_path` when the state directory itself is refused (its owner or
+//!   mode: the answer names the fix);
 //! - nothing is created to record a refusal: on a server whose state
 //!   database does not exist yet (a fresh installation), or cannot be
 //!   opened because it is damaged, newer or on a full disk, the refusal is
@@ -75,7 +77,8 @@ pub enum Recorded {
 /// `store::fold`), at `now`. The one function a gate in front of the helper
 /// (the ssh forced command) calls for its refusals, with
 /// `AuditOperation::SshGate`. `Err(audit_unavailable)` when the row could
-/// not be written.
+/// not be written, `Err(unsafe_path)` (naming what is wrong) when the
+/// state directory's owner or mode is unsafe.
 pub fn record_refusal(
     paths: &HostPaths,
     now: i64,
@@ -103,7 +106,13 @@ pub fn record_request(
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Recorded::NoTrail),
         _ => {}
     }
-    paths::prepare_state(paths).map_err(|_| audit_unavailable())?;
+    // An unsafe state directory (its owner or mode) is answered as such: its
+    // refusal names the fix, where `audit_unavailable` would send the
+    // operator looking for a full disk. Nothing is written into it.
+    paths::prepare_state(paths).map_err(|refusal| match refusal.code {
+        Code::UnsafePath => refusal,
+        _ => audit_unavailable(),
+    })?;
     let mut store = match Store::open(&paths.database()) {
         Ok(store) => store,
         Err(error) => {
@@ -128,7 +137,7 @@ pub(super) fn refused(paths: &HostPaths, now: i64, meta: RequestMeta, refusal: R
         Ok(_) => refusal,
         Err(unrecorded) => {
             // Keep the reason on the operator's side of the helper.
-            debug_assert_eq!(unrecorded.code, Code::AuditUnavailable);
+            debug_assert!(matches!(unrecorded.code, Code::AuditUnavailable | Code::UnsafePath));
             unrecorded
         }
     }

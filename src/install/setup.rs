@@ -38,6 +38,7 @@ const SUDOERS_CANDIDATE: &str = HostPaths::SUDOERS_CANDIDATE;
 const POLICY: &str = HostPaths::POLICY;
 const STATE_DIR: &str = HostPaths::STATE_DIR;
 
+mod adopt;
 mod content;
 mod manifest;
 pub use content::{authorized_keys_line, check_account, parse_public_key, policy_skeleton};
@@ -88,6 +89,8 @@ pub struct SetupArgs {
     pub operator: String,
     pub key_file: PathBuf,
     pub replace: bool,
+    /// Let setup change an existing `--agent` account (`adopt`).
+    pub adopt: bool,
 }
 
 /// `setup`: each step in order; stops at the first that fails, with what
@@ -112,10 +115,40 @@ pub fn setup(args: &SetupArgs) -> Result<(), SetupError> {
         )));
     }
 
+    // Refusals that need the manifest come before anything is made.
+    let mut manifest = load_manifest();
+    if let Some(bound) = manifest.bound_agent().filter(|bound| *bound != args.agent) {
+        return Err(SetupError::BadArgument(format!(
+            "--agent {}: setup has bound {bound} to the ssh gate on this server (its key's forced command \
+             and the sudoers rule that lets the gate record its refusals), and a server has one agent \
+             account; run `volce-lab-host setup --undo` first, then setup for {}",
+            args.agent, args.agent
+        )));
+    }
+    let ours = manifest.created_account.as_deref() == Some(args.agent.as_str())
+        || manifest.adopted.as_ref().is_some_and(|adopted| adopted.name == args.agent);
+    let existing = nix::unistd::User::from_name(&args.agent).ok().flatten().filter(|_| !ours);
+    let adopting = match existing {
+        Some(user) => {
+            let before = adopt::observe(&user)?;
+            if !args.adopt {
+                return Err(adopt::refusal(&before));
+            }
+            Some(before)
+        }
+        None => None,
+    };
+
     fs::create_dir_all(STATE_DIR).map_err(|e| step_failed("state directory", e))?;
     fs::set_permissions(STATE_DIR, fs::Permissions::from_mode(0o700))
         .map_err(|e| step_failed("state directory", e))?;
-    let mut manifest = load_manifest();
+    if let Some(before) = adopting {
+        // Recorded before the first change, so that undo can put it back
+        // whatever step stops setup.
+        say(true, "agent account", format!("adopted {}: setup --undo restores it", before.name));
+        manifest.adopted = Some(before);
+        save_manifest(&manifest)?;
+    }
     let result = setup_steps(args, &kind, &blob, &mut manifest);
     save_manifest(&manifest)?;
     result
@@ -147,14 +180,14 @@ fn setup_steps(args: &SetupArgs, kind: &str, blob: &str, manifest: &mut Manifest
             user
         }
     };
-    if user.shell != Path::new("/bin/sh") {
-        run("agent shell", "/usr/sbin/usermod", &["--shell", "/bin/sh", "--", agent], None)?;
-        say(true, "agent shell", format!("{} -> /bin/sh", user.shell.display()));
+    if user.shell != Path::new(adopt::SHELL) {
+        run("agent shell", "/usr/sbin/usermod", &["--shell", adopt::SHELL, "--", agent], None)?;
+        say(true, "agent shell", format!("{} -> {}", user.shell.display(), adopt::SHELL));
     } else {
-        say(false, "agent shell", "/bin/sh");
+        say(false, "agent shell", adopt::SHELL);
     }
     // `*` (not `!`): a locked password makes sshd refuse key logins too.
-    run("agent password", "/usr/sbin/usermod", &["-p", "*", "--", agent], None)?;
+    run("agent password", "/usr/sbin/usermod", &["-p", adopt::PASSWORD, "--", agent], None)?;
     let groups = String::from_utf8_lossy(&run("agent groups", "/usr/bin/id", &["-Gn", "--", agent], None)?)
         .into_owned();
     if let Some(bad) = groups.split_whitespace().find(|g| super::PRIVILEGED_GROUPS.contains(g)) {
@@ -198,6 +231,7 @@ fn setup_steps(args: &SetupArgs, kind: &str, blob: &str, manifest: &mut Manifest
     // 4. The one sudoers rule, in force only once visudo accepted it.
     let rule = format!("{}\n", super::sudoers_rule(agent));
     place_sudoers(manifest, rule.as_bytes(), args.replace)?;
+    manifest.agent = Some(agent.to_owned());
 
     // 5. A policy skeleton, never over an existing policy.
     if Path::new(POLICY).exists() {

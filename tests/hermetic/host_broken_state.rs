@@ -62,6 +62,14 @@ fn refused_without_change(h: &Harness, expected: Code) {
 
 /// The doctor's finding about the database, with the real store probe.
 fn doctor_database(h: &Harness) -> Finding {
+    doctor_findings(h)
+        .into_iter()
+        .find(|f| ["database", "schema"].contains(&f.subject.as_str()) && f.failed())
+        .expect("the doctor fails the database or its schema")
+}
+
+/// Every finding of the doctor on this world, with the real store probe.
+fn doctor_findings(h: &Harness) -> Vec<Finding> {
     struct StoreOnly;
     impl DoctorProbe for StoreOnly {
         fn docker_version(&self) -> Result<String, String> {
@@ -97,12 +105,42 @@ fn doctor_database(h: &Harness) -> Finding {
         sudoers: h.root.join("no-sudoers"),
         owner_uid: nix::unistd::geteuid().as_raw(),
     };
-    let findings = volce_lab::install::doctor::diagnose(&paths, &StoreOnly);
-    let wanted = ["database", "schema"];
-    findings
-        .into_iter()
-        .find(|f| wanted.contains(&f.subject.as_str()) && f.failed())
-        .expect("the doctor fails the database or its schema")
+    volce_lab::install::doctor::diagnose(&paths, &StoreOnly)
+}
+
+/// Issue 22: the helper served a state directory at 0755 that the doctor
+/// failed, and at 0775 answered "database is full or read-only". Tried: the
+/// directory at each mode with a bit for group or others. The helper and
+/// the doctor apply one rule (`host::paths::state_dir_mode_ok`): the agent's
+/// inventory and prepare are refused (`unsafe_path`, sent to the operator's
+/// doctor) with no byte changed; the operator's `list` and the doctor name
+/// the mode and the `chmod` that fixes it. Back at 0700 both are content.
+#[test]
+fn a_state_directory_not_0700_is_refused_by_the_helper_and_the_doctor_alike_naming_its_mode() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let h = world();
+    let chmod = |mode: u32| {
+        std::fs::set_permissions(&h.paths.state_dir, std::fs::Permissions::from_mode(mode)).unwrap()
+    };
+    let state_finding =
+        || doctor_findings(&h).into_iter().find(|f| f.subject == "state directory").expect("a state finding");
+    for mode in [0o755, 0o775, 0o750, 0o705, 0o701, 0o710] {
+        chmod(mode);
+        refused_without_change(&h, Code::UnsafePath);
+        let Reply::Rejected(answer) = h.rpc(AGENT, br#"{"operation":"inventory"}"#) else { unreachable!() };
+        assert!(answer.message.contains("volce-lab-host doctor"), "{mode:o}: {}", answer.message);
+        assert!(!answer.message.contains("full or read-only"), "{mode:o}: {}", answer.message);
+        let listed = h.host().list("root", false).unwrap_err();
+        assert_eq!(listed.code, Code::UnsafePath, "{mode:o}: {listed:?}");
+        let named = format!("mode {mode:04o}");
+        assert!(listed.message.contains(&named), "{mode:o}: {}", listed.message);
+        assert!(listed.message.contains("chmod 0700"), "the next step: {}", listed.message);
+        let finding = state_finding();
+        assert!(finding.failed() && finding.detail.contains(&format!("{mode:04o}")), "{finding}");
+    }
+    chmod(0o700);
+    assert!(matches!(h.rpc(AGENT, br#"{"operation":"inventory"}"#), Reply::Ok { .. }));
+    assert!(!state_finding().failed());
 }
 
 #[test]
@@ -164,6 +202,9 @@ fn a_write_ahead_log_cut_inside_a_frame_is_refused_and_kept() {
     let mut moved = Harness::at(copy.path());
     moved.write_policy(&policy_json());
     std::fs::create_dir_all(&moved.paths.state_dir).unwrap();
+    // Root's alone, as the helper and the doctor require (not the umask's 0755).
+    std::fs::set_permissions(&moved.paths.state_dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .unwrap();
     for (name, bytes) in files(&h.paths.state_dir) {
         if name != "state.db-shm" {
             std::fs::write(moved.paths.state_dir.join(name), bytes).unwrap();

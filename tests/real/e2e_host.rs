@@ -67,9 +67,12 @@ fn under_a_too_broad_sudo_rule_the_agent_still_cannot_approve_its_own_plan() {
     fresh_host_state(&[app]);
 
     // Deliberately wrong configuration: any helper subcommand through sudo,
-    // and the agent listed as an approver. Both undone when the test ends.
-    let _broad =
-        SudoersDropIn::install("volce-lab-e2e-broad", &format!("{AGENT} ALL=(root) NOPASSWD: {HOST_LINK} *"));
+    // with SETENV (so the agent may set SUDO_USER and SUDO_UID), and the
+    // agent listed as an approver. Both undone when the test ends.
+    let _broad = SudoersDropIn::install(
+        "volce-lab-e2e-broad",
+        &format!("{AGENT} ALL=(root) NOPASSWD:SETENV: {HOST_LINK} *"),
+    );
     let _policy = PolicyChange::apply(|policy| {
         policy["approvers"].as_array_mut().expect("approvers").push(json!(AGENT));
     });
@@ -113,6 +116,30 @@ fn under_a_too_broad_sudo_rule_the_agent_still_cannot_approve_its_own_plan() {
     ] {
         let ran = as_agent(&attempt, None);
         assert!(!ran.ok(), "the agent approved its own plan with `{attempt}`: {ran:?}");
+    }
+    // Issue 22: both variables forged consistently, the operator's name and
+    // uid, which the account database confirms. Without a terminal, at the
+    // agent's own terminal, and from a process of the agent's left on the
+    // operator's terminal: the sudo that started the helper was run by the
+    // agent, and the helper says so.
+    let operator_uid = nix::unistd::User::from_name(OPERATOR).unwrap().unwrap().uid.to_string();
+    let agent_uid = nix::unistd::User::from_name(AGENT).unwrap().unwrap().uid.to_string();
+    let forged_user = format!("SUDO_USER={OPERATOR}");
+    let forged_uid = format!("SUDO_UID={operator_uid}");
+    let forged =
+        ["/usr/bin/sudo", "-n", &forged_user, &forged_uid, HOST_LINK, "approve", &plan_id, &digest, "--yes"];
+    let headless = as_agent(&forged.join(" "), None);
+    for (terminal, ran) in [
+        ("no terminal", headless),
+        ("the agent's terminal", at_terminal(AGENT, AGENT, &forged)),
+        ("the operator's terminal", at_terminal(OPERATOR, AGENT, &forged)),
+    ] {
+        assert_eq!(ran.code, Some(1), "{terminal}: {ran:?}");
+        assert!(ran.stderr.contains("refused (caller_mismatch)"), "{terminal}: {ran:?}");
+        assert!(
+            ran.stderr.contains(&format!("was run by uid {agent_uid}")),
+            "{terminal}: the refusal names the fact that disagrees: {ran:?}"
+        );
     }
     let (code, refused) = agent_rpc(&json!({"operation": "execute", "plan_id": plan_id}));
     assert_eq!(code, Some(1), "execute after self-approval attempts: {refused}");
@@ -190,8 +217,10 @@ fn the_operator_lists_and_rejects_an_agent_plan_and_the_agent_sees_plan_rejected
 /// with a forged environment: the operator's name with another account's
 /// uid; a name with no account; the name without a uid; and (where the
 /// kernel keeps login uids) both variables consistent but the session
-/// opened by another account. Each is `caller_mismatch` before the plan is
-/// even looked up; the consistent pair gets past the check (`plan_not_found`).
+/// opened by another account; and the consistent pair itself, which no
+/// sudo started. Each is `caller_mismatch` before the plan is even looked
+/// up; the operator's own sudo at their terminal gets past the check
+/// (`plan_not_found`).
 #[test]
 #[ignore = "real parts: run by scripts/test"]
 fn a_forged_sudo_user_cannot_approve_reject_or_resolve() {
@@ -241,12 +270,21 @@ fn a_forged_sudo_user_cannot_approve_reject_or_resolve() {
             assert!(stderr.contains("refused (caller_mismatch)"), "{args:?} {env:?}: {stderr}");
             assert!(stderr.contains("nothing was recorded") && quiet, "{args:?} {env:?}: {stderr}");
         }
+        // The consistent pair, set by root without sudo: no sudo confirms it.
         let honest = [("SUDO_USER", OPERATOR), ("SUDO_UID", operator_uid.as_str())];
-        let (_, stderr, _) = helper(args, &honest, None);
-        assert!(
-            stderr.contains("plan_not_found"),
-            "the consistent pair passes the check: {args:?}: {stderr}"
-        );
+        let (code, stderr, quiet) = helper(args, &honest, None);
+        assert_eq!(code, Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains("refused (caller_mismatch)") && quiet, "{args:?}: {stderr}");
+        assert!(stderr.contains("no /usr/bin/sudo process"), "{args:?}: {stderr}");
+        // The operator's own sudo at the operator's terminal passes the check
+        // (their sudo rule has no resolve).
+        if args[0] != "resolve" {
+            let ran = as_operator(args);
+            assert!(
+                ran.stderr.contains("plan_not_found"),
+                "the operator at their terminal: {args:?}: {ran:?}"
+            );
+        }
         let (code, stderr, _) = helper(args, &honest, Some(&other_uid));
         if stderr.contains("loginuid") || (code == Some(1) && !stderr.contains("volce-lab-host")) {
             eprintln!(

@@ -462,7 +462,7 @@ fn as_root_term_and_tstp_while_the_helper_waits_do_not_stop_or_end_it() {
 /// `caller_mismatch` before anything is opened: no state directory appears.
 /// In a session whose login uid is nobody's: root without sudo, and root's
 /// own consistent sudo variables, are refused too; nobody's own variables
-/// pass the check. Then approve without a terminal and without `--yes`:
+/// agree, but no sudo confirms them: refused too. Then approve without a terminal and without `--yes`:
 /// `not_confirmed`, naming `--yes`, and again nothing is created.
 #[test]
 #[ignore = "real parts: run by scripts/test"]
@@ -508,11 +508,13 @@ fn as_root_operator_commands_refuse_a_forged_caller_and_an_unconfirmed_approve()
             assert!(stderr.contains("refused (caller_mismatch)"), "{env:?}: {stderr}");
             assert!(stderr.contains(&format!("opened by uid {NOBODY}")), "{stderr}");
         }
-        // nobody's own session and nobody's sudo variables agree: past the check.
+        // nobody's own session and nobody's sudo variables agree, but no
+        // sudo started the helper to confirm them (issue 22): refused, saying so.
         let output =
             in_session(&nobody, &["host", "reject", &id], &[("SUDO_USER", "nobody"), ("SUDO_UID", &nobody)]);
         let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(stderr.contains("refused (") && !stderr.contains("caller_mismatch"), "{stderr}");
+        assert!(stderr.contains("refused (caller_mismatch)"), "{stderr}");
+        assert!(stderr.contains("no /usr/bin/sudo process"), "{stderr}");
     }
 
     // stdin is a pipe here, not a terminal.

@@ -229,6 +229,34 @@ impl Drop for Accounts {
     }
 }
 
+/// The ssh gate as a key bound to it runs as `agent` (sshd starts the forced
+/// command with the client's command in `SSH_ORIGINAL_COMMAND`), refusing
+/// `ls /`: the refusal must be in the audit trail as `agent`'s row, which
+/// needs the sudoers rule setup wrote for exactly this account.
+fn assert_gate_records_refusals_of(agent: &str) {
+    let gate = run(
+        "/usr/sbin/runuser",
+        &["-u", agent, "--", "/usr/bin/env", "-i", "SSH_ORIGINAL_COMMAND=ls /", LINK, "ssh-gate"],
+    );
+    let stderr = String::from_utf8_lossy(&gate.stderr);
+    assert_eq!(gate.status.code(), Some(1), "the gate as {agent}: {stderr}");
+    assert!(stderr.contains("refused (gate_refused)"), "the gate as {agent}: {stderr}");
+    let export = ok(LINK, &["audit", "export", "--json"]);
+    let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&export.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("one JSON row"))
+        .collect();
+    let row = rows
+        .iter()
+        .find(|row| row["operation"] == "ssh_gate" && row["actor"] == agent)
+        .unwrap_or_else(|| panic!("no ssh_gate row of {agent} in the trail: {rows:?}"));
+    assert_eq!(
+        (row["code"].as_str(), row["gate_reason"].as_str(), row["command_bytes"].as_i64()),
+        (Some("gate_refused"), Some("not_a_fixed_request"), Some(4)),
+        "{row}"
+    );
+}
+
 fn setup_output(args: &[&str]) -> (bool, String) {
     let output = run(LINK, args);
     let text =
@@ -309,6 +337,19 @@ fn setup_on_the_installed_package_is_idempotent_refuses_foreign_files_and_undoes
     assert!(healthy && !report.contains("FAIL"), "doctor after setup:\n{report}");
     assert!(report.contains("warning(s)"), "{report}");
 
+    // Issue 22: the account setup bound to the gate records its refusals.
+    assert_gate_records_refusals_of(SETUP_AGENT);
+    // And a setup for a second agent is refused while this one is bound (it
+    // would replace the one sudoers rule and leave this key's gate unable
+    // to record): nothing changes.
+    let rule = std::fs::read("/etc/sudoers.d/volce-lab").unwrap();
+    let (done, refused) =
+        setup_output(&["setup", "--agent", "vl-pkg-second", "--operator", SETUP_OPERATOR, "--key", &public]);
+    assert!(!done && refused.contains("setup has bound vl-pkg-agent to the ssh gate"), "{refused}");
+    assert!(refused.contains("setup --undo"), "the refusal names the way out: {refused}");
+    assert!(nix::unistd::User::from_name("vl-pkg-second").unwrap().is_none(), "{refused}");
+    assert_eq!(std::fs::read("/etc/sudoers.d/volce-lab").unwrap(), rule);
+
     // A second run changes nothing and says so.
     let (_, again) = setup_output(&args);
     assert!(
@@ -341,4 +382,120 @@ fn setup_on_the_installed_package_is_idempotent_refuses_foreign_files_and_undoes
         "undo left the unedited policy skeleton"
     );
     std::fs::remove_file("/etc/sudoers.d/volce-lab").unwrap();
+}
+
+const ADOPTED: &str = "vl-pkg-adopted";
+
+/// Removes the adopted account whatever a failed assertion left.
+struct AdoptedAccount;
+impl Drop for AdoptedAccount {
+    fn drop(&mut self) {
+        let _ = run("userdel", &[ADOPTED]);
+        let _ = std::fs::remove_dir_all(format!("/home/{ADOPTED}"));
+    }
+}
+
+/// Path, owner, group and mode.
+type Owner = (String, u32, u32, u32);
+
+/// What setup changes in an account: its passwd shell, its shadow password
+/// field, and the owner, group and mode of its home and every dotfile in it.
+fn account_state(name: &str) -> (String, String, Vec<Owner>) {
+    let user = nix::unistd::User::from_name(name).unwrap().expect("the account");
+    let shadow = std::fs::read_to_string("/etc/shadow").unwrap();
+    let password = shadow
+        .lines()
+        .find_map(|line| line.strip_prefix(&format!("{name}:")))
+        .and_then(|rest| rest.split(':').next())
+        .expect("a shadow line")
+        .to_owned();
+    let mut paths = vec![user.dir.clone()];
+    let mut dotfiles: Vec<PathBuf> = std::fs::read_dir(&user.dir)
+        .unwrap()
+        .flatten()
+        .filter(|entry| entry.file_name().to_string_lossy().starts_with('.'))
+        .map(|entry| entry.path())
+        .collect();
+    dotfiles.sort();
+    paths.extend(dotfiles);
+    let owners = paths
+        .iter()
+        .map(|path| {
+            let meta = path.symlink_metadata().unwrap();
+            (path.display().to_string(), meta.uid(), meta.gid(), meta.mode() & 0o7777)
+        })
+        .collect();
+    (user.shell.display().to_string(), password, owners)
+}
+
+/// Issue 22: `setup --agent` of an existing account gave it setup's shell,
+/// password and root-owned home, and `--undo` left them so. Tried: an
+/// existing account with bash, a password hash, and its own home and
+/// dotfiles. Without `--adopt`, setup refuses, says each change it would
+/// make, and changes nothing (no sudoers rule either); with it, setup binds
+/// the account, whose gate refusals reach the trail; `--undo` gives the
+/// account back exactly as it was (shell, shadow field, owners and modes)
+/// and keeps the account.
+#[test]
+#[ignore = "root: installs the .deb of scripts/package (scripts/test runs it)"]
+fn setup_changes_an_existing_account_only_with_adopt_and_undo_gives_it_back() {
+    let _one = SYSTEM.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let deb = deb();
+    assert_clean_machine();
+    let _undo = Uninstall;
+    let _accounts = Accounts;
+    let _adopted = AdoptedAccount;
+    ok("dpkg", &["-i", deb.to_str().unwrap()]);
+    ok("useradd", &["--create-home", SETUP_OPERATOR]);
+    ok("useradd", &["--create-home", "--shell", "/bin/bash", ADOPTED]);
+    // A password hash of someone's (its value does not matter here).
+    ok("usermod", &["-p", "$6$vltest$notarealhash", ADOPTED]);
+    std::fs::write(format!("/home/{ADOPTED}/.vl-own-dotfile"), b"mine\n").unwrap();
+    let uid = nix::unistd::User::from_name(ADOPTED).unwrap().unwrap().uid;
+    nix::unistd::chown(format!("/home/{ADOPTED}/.vl-own-dotfile").as_str(), Some(uid), None).unwrap();
+    let before = account_state(ADOPTED);
+    assert!(before.2.len() > 1, "useradd's skeleton and ours give dotfiles: {before:?}");
+    let keys = tempfile::tempdir().unwrap();
+    let key = keys.path().join("agent");
+    ok("ssh-keygen", &["-q", "-t", "ed25519", "-N", "", "-f", key.to_str().unwrap()]);
+    let public = format!("{}.pub", key.display());
+    let args = ["setup", "--agent", ADOPTED, "--operator", SETUP_OPERATOR, "--key", &public];
+
+    let (done, refused) = setup_output(&args);
+    assert!(!done, "{refused}");
+    for clause in [
+        "--agent vl-pkg-adopted: the account exists, and setup would change it",
+        "its shell /bin/bash becomes /bin/sh",
+        "its password becomes `*`",
+        "/home/vl-pkg-adopted and the dotfiles in it become root's",
+        "--adopt",
+    ] {
+        assert!(refused.contains(clause), "the refusal does not say `{clause}`:\n{refused}");
+    }
+    assert!(!refused.contains("notarealhash"), "{refused}");
+    assert_eq!(account_state(ADOPTED), before, "a refused setup changed the account");
+    assert!(!Path::new("/etc/sudoers.d/volce-lab").exists(), "a refused setup wrote the sudoers rule");
+
+    let mut adopting = args.to_vec();
+    adopting.push("--adopt");
+    let (_, said) = setup_output(&adopting);
+    assert!(said.contains("done agent account: adopted vl-pkg-adopted"), "{said}");
+    assert!(said.contains("ok   smoke request: rpc answered"), "the smoke request failed:\n{said}");
+    let adopted = account_state(ADOPTED);
+    assert_eq!(adopted.0, "/bin/sh");
+    assert_eq!(adopted.1, "*");
+    assert!(adopted.2.iter().all(|(path, uid, ..)| *uid == 0 || path.ends_with("/.ssh")), "{adopted:?}");
+    assert_gate_records_refusals_of(ADOPTED);
+    // A second run knows the account as its own: nothing to adopt again.
+    let (_, again) = setup_output(&args);
+    assert!(
+        !again.lines().any(|line| line.starts_with("done ")),
+        "the second setup changed something:\n{again}"
+    );
+
+    let (done, undone) = setup_output(&["setup", "--undo"]);
+    assert!(done, "{undone}");
+    assert!(undone.contains("done undo: restored vl-pkg-adopted"), "{undone}");
+    assert_eq!(account_state(ADOPTED), before, "undo must give the account back as it was");
+    assert!(!Path::new("/etc/sudoers.d/volce-lab").exists(), "{undone}");
 }

@@ -149,11 +149,53 @@ pub fn as_agent(script: &str, stdin: Option<&[u8]>) -> Ran {
 }
 
 /// The operator at the server's terminal: `sudo volce-lab-host ARGS` as
-/// vl-operator, so the helper sees SUDO_USER=vl-operator.
+/// vl-operator at a terminal of vl-operator's, so the helper sees
+/// SUDO_USER=vl-operator, a sudo run by vl-operator, and that sudo's
+/// terminal owned by vl-operator (`host::operator`).
 pub fn as_operator(args: &[&str]) -> Ran {
-    let mut argv = vec!["-u", OPERATOR, "--", "/usr/bin/sudo", "-n", HOST_LINK];
+    let mut argv = vec!["/usr/bin/sudo", "-n", HOST_LINK];
     argv.extend_from_slice(args);
-    run("/usr/sbin/runuser", &argv, None)
+    at_terminal(OPERATOR, OPERATOR, &argv)
+}
+
+/// Runs `argv` as `user` (root's `runuser`, no login) in a session of its
+/// own whose controlling terminal is a fresh pty owned by `owner`, the way
+/// sshd or login hands a terminal to the account that logged in. stdin is
+/// the terminal; stdout and stderr are pipes, returned. Nothing is typed:
+/// what needs an answer gets end of input. `setsid --ctty` (util-linux)
+/// makes the pty the session's controlling terminal, so no `unsafe`
+/// `pre_exec` is needed here.
+pub fn at_terminal(owner: &str, user: &str, argv: &[&str]) -> Ran {
+    let pty = nix::pty::openpty(None, None).expect("openpty");
+    let uid =
+        nix::unistd::User::from_name(owner).unwrap().unwrap_or_else(|| panic!("no account {owner}")).uid;
+    nix::unistd::fchown(&pty.slave, Some(uid), None).expect("chown the pty to its owner");
+    let mut args = vec!["--ctty", "/usr/sbin/runuser", "-u", user, "--"];
+    args.extend_from_slice(argv);
+    let child = Command::new("/usr/bin/setsid")
+        .args(&args)
+        .env_clear()
+        .env("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+        .env("LC_ALL", "C")
+        .stdin(Stdio::from(pty.slave))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {argv:?} at a terminal: {e}"));
+    // Drain the terminal's output (sudo relays to it) so that nothing blocks
+    // on a full pty; it ends with EIO once the session's last holder closed it.
+    let mut master = std::fs::File::from(pty.master);
+    let drain = std::thread::spawn(move || {
+        let mut sink = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut master, &mut sink);
+    });
+    let output = child.wait_with_output().expect("wait");
+    let _ = drain.join();
+    Ran {
+        code: output.status.code(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
 }
 
 /// Fails loudly while the installed binary has no host controller yet.

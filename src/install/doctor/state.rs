@@ -12,7 +12,9 @@ pub(super) fn check_state(paths: &DoctorPaths, probe: &dyn DoctorProbe, findings
     let dir = &paths.state_dir;
     match std::fs::symlink_metadata(dir) {
         Ok(meta)
-            if meta.is_dir() && meta.uid() == paths.owner_uid && meta.permissions().mode() & 0o077 == 0 =>
+            if meta.is_dir()
+                && meta.uid() == paths.owner_uid
+                && crate::host::paths::state_dir_mode_ok(meta.permissions().mode()) =>
         {
             findings.push(ok(
                 "state directory",
@@ -22,7 +24,8 @@ pub(super) fn check_state(paths: &DoctorPaths, probe: &dyn DoctorProbe, findings
         Ok(meta) if meta.is_dir() => findings.push(fail(
             "state directory",
             format!(
-                "{} is owned by uid {} with mode {:o}; it must be root's alone",
+                "{} is owned by uid {} with mode {:04o}; it must be root's alone (mode 0700), and the helper \
+                 refuses it until then (unsafe_path)",
                 dir.display(),
                 meta.uid(),
                 meta.permissions().mode() & 0o7777

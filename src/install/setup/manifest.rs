@@ -29,6 +29,28 @@ pub struct Manifest {
     pub created_home: Option<PathBuf>,
     /// Files setup wrote, with the sha256 of what it wrote.
     pub files: Vec<WrittenFile>,
+    /// The account whose key and sudoers rule setup wrote: the one it
+    /// bound to the ssh gate (a later setup for another is refused).
+    #[serde(default)]
+    pub agent: Option<String>,
+    /// An existing account setup changed (`--adopt`), as it was before.
+    #[serde(default)]
+    pub adopted: Option<super::adopt::Adopted>,
+}
+
+impl Manifest {
+    /// The account setup bound to the gate: as recorded, or, for a
+    /// manifest from before that was recorded, the one its unedited
+    /// sudoers rule names.
+    pub fn bound_agent(&self) -> Option<String> {
+        self.agent.clone().or_else(|| {
+            let bytes = fs::read(SUDOERS).ok()?;
+            let ours = self.files.iter().any(|f| f.path == Path::new(SUDOERS) && f.sha256 == sha256(&bytes));
+            let text = String::from_utf8(bytes).ok().filter(|_| ours)?;
+            let user = text.split_whitespace().next()?.to_owned();
+            (text.trim() == crate::install::sudoers_rule(&user)).then_some(user)
+        })
+    }
 }
 
 #[derive(Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -133,6 +155,9 @@ pub fn undo() -> Result<(), SetupError> {
             Ok(_) => println!("kept {}: it changed since setup wrote it (yours now)", file.path.display()),
             Err(_) => say(false, "undo", format!("{} is already gone", file.path.display())),
         }
+    }
+    if let Some(adopted) = &manifest.adopted {
+        super::adopt::restore(adopted)?;
     }
     if let Some(agent) = &manifest.created_account {
         if nix::unistd::User::from_name(agent).ok().flatten().is_some() {

@@ -63,8 +63,14 @@ fn the_manifest_round_trips_and_an_unreadable_one_is_empty() {
         created_account: Some("vl-agent".into()),
         created_home: Some("/home/vl-agent".into()),
         files: vec![WrittenFile { path: SUDOERS.into(), sha256: sha256(b"rule\n") }],
+        agent: Some("vl-agent".into()),
+        adopted: None,
     };
     let json = serde_json::to_vec(&manifest).unwrap();
     assert_eq!(serde_json::from_slice::<Manifest>(&json).unwrap(), manifest);
     assert_eq!(Manifest::default().files, []);
+    // A manifest written before `agent` and `adopted` were recorded still reads.
+    let old = br#"{"created_account":"vl-agent","created_home":"/home/vl-agent","files":[]}"#;
+    let read: Manifest = serde_json::from_slice(old).unwrap();
+    assert_eq!((read.agent, read.adopted), (None, None));
 }
