@@ -44,6 +44,10 @@ use stats::{ms, percentile};
 #[path = "support/stats.rs"]
 mod stats;
 
+// The operator's approve at a terminal (`e2e::as_operator`).
+#[path = "../tests/support/mod.rs"]
+mod support;
+
 const SSH_CONFIG: &str = "/var/tmp/volce-lab-e2e/client/ssh_config";
 const ALIAS: &str = "vl-e2e";
 const USER: &str = "vl-agent";
@@ -119,8 +123,8 @@ fn load_average() -> String {
 
 const LOGS_APP: &str = "bench-logs";
 
-/// A plain command of the benchmark's own (the operator's approve, the
-/// bare docker calls): fixed argv, checked exit.
+/// A plain command of the benchmark's own (the bare docker calls): fixed
+/// argv, checked exit.
 fn command(program: &str, args: &[&str]) -> (bool, String) {
     let output = std::process::Command::new(program)
         .args(args)
@@ -186,16 +190,16 @@ async fn run_plan(
     let (id, digest) =
         (result["id"].as_str().unwrap().to_owned(), result["digest"].as_str().unwrap().to_owned());
     // The test policy may ask no approval for a deploy.
+    // The operator approves at a terminal of their own, as the helper
+    // requires (`host::session`), the way the e2e suites do.
     if result["requires_approval"] == serde_json::json!(true) {
-        let (approved, said) = command(
-            "/usr/sbin/runuser",
-            &["-u", "vl-operator", "--", "/usr/bin/sudo", "-n", "/usr/local/bin/volce-lab-host"]
-                .into_iter()
-                .chain(["approve", &id, &digest, "--yes"])
-                .collect::<Vec<_>>(),
-        );
-        if !approved {
-            return Err(format!("the operator's approve of {action:?} failed: {}", said.trim()));
+        let approved = support::e2e::as_operator(&["approve", &id, &digest, "--yes"]);
+        if !approved.ok() {
+            return Err(format!(
+                "the operator's approve of {action:?} failed: {} {}",
+                approved.stdout.trim(),
+                approved.stderr.trim()
+            ));
         }
     }
     let plan_id = volce_lab::vocab::PlanId::parse(&id).unwrap();
