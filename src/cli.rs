@@ -80,6 +80,11 @@ pub enum HostCommand {
     /// Answer one JSON request from stdin (the only command the agent may run).
     #[command(long_about = RPC_HELP)]
     Rpc,
+    /// The process `rpc` starts in its own session to do the work (so that
+    /// sudo's answer to an ALRM, a KILL of rpc's process group, cannot cut
+    /// an action); not for people.
+    #[command(name = "rpc-worker", hide = true)]
+    RpcWorker,
     /// List what awaits you (plans to approve, running, or to check after a
     /// failure), newest first, then the apps volce-lab manages.
     #[command(visible_alias = "pending")]
@@ -240,6 +245,7 @@ fn dispatch(command: Command) -> Exit {
 fn host(command: HostCommand) -> Exit {
     match command {
         HostCommand::Rpc => crate::host::run_rpc(),
+        HostCommand::RpcWorker => crate::host::run_rpc_worker(),
         HostCommand::List { json } => crate::host::run_list(json),
         HostCommand::Show { plan_id, json } => crate::host::run_show(&plan_id, json),
         HostCommand::Approve { plan_id, digest, yes } => crate::host::run_approve(&plan_id, &digest, yes),
@@ -303,6 +309,15 @@ mod tests {
         assert!(!is_host_name(&"volce-lab-host.bak".into()));
         assert!(!is_host_name(&"volce-lab".into()));
         assert!(!is_host_name(&"/tmp/volce-lab-host/volce-lab".into()));
+    }
+
+    /// The front of rpc starts its worker under the name that selects host
+    /// mode, and with the subcommand this CLI parses.
+    #[test]
+    fn the_rpc_worker_is_started_under_the_host_name_and_parses() {
+        assert_eq!(crate::host::front::HOST_NAME, HOST_NAME);
+        let cli = HostCli::try_parse_from([HOST_NAME, crate::host::front::WORKER]).unwrap();
+        assert!(matches!(cli.command, HostCommand::RpcWorker));
     }
 
     #[test]

@@ -3,10 +3,10 @@
 //! self-checks, the approve question on the terminal, and the mapping of
 //! outcomes to what is printed and the exit code. Runs as root.
 
-use std::io::Write as _;
 use std::os::fd::AsFd as _;
 
 use super::confirm::{Confirmation, ask};
+use super::output::{Output, REPLY_DEADLINE};
 use super::request_row::{self, Caller};
 use super::rpc::{LineProgress, Reply};
 use super::{ShippedHost, audit, caller, operator, process, session};
@@ -64,14 +64,27 @@ fn refusal_recorded(host: &ShippedHost, operation: AuditOperation, refusal: Refu
     request_row::refused(&host.paths, host.clock.now(), Caller::from("unknown").request(operation), refusal)
 }
 
-/// `volce-lab-host rpc` in the shipped binary: one request on stdin, one
-/// reply line on stdout (after the progress lines of a long execute), on
-/// the fixed paths and the real engine.
-///
-/// Order: self-check -> process guard (session, signals, rlimits; before
-/// any thread) -> then [`Host::rpc_reporting`](super::Host::rpc_reporting):
-/// policy -> slot -> request read within the deadline -> store.
+/// `volce-lab-host rpc` in the shipped binary: the front (`front.rs`),
+/// which starts [`run_rpc_worker`] in its own session and waits for it. Not
+/// root: answered here, as the worker would (`not_root`).
 pub fn run_rpc() -> Exit {
+    if nix::unistd::geteuid().is_root() {
+        // Handed on unread: the worker reads and checks it once.
+        if let Ok(exit) = super::front::run(std::env::var_os("SUDO_USER").as_deref()) {
+            return exit;
+        }
+    }
+    run_rpc_worker()
+}
+
+/// `volce-lab-host rpc-worker` (hidden; started by the front of `rpc`): one
+/// request on stdin, one reply line on stdout (after the progress lines of
+/// a long execute), on the fixed paths and the real engine.
+///
+/// Order: self-check -> process guard (own session, signals, rlimits;
+/// before any thread) -> then [`Host::rpc_reporting`](super::Host::rpc_reporting):
+/// policy -> slot -> request read within the deadline -> store.
+pub fn run_rpc_worker() -> Exit {
     let host = ShippedHost::shipped();
     // A refused process guard is answered unrecorded: it means the helper
     // runs under limits it could not lift (a caller's hard `ulimit -f`), in
@@ -83,17 +96,35 @@ pub fn run_rpc() -> Exit {
             // Our own handle on fd 0, unbuffered, so poll and read agree.
             Ok(fd) => {
                 let input = process::DeadlineReader::new(std::fs::File::from(fd), process::REQUEST_DEADLINE);
-                // Progress lines go to stdout before the reply, each flushed.
-                let progress = LineProgress::new(std::io::stdout());
-                host.rpc_reporting(&caller, input, &progress)
+                // Progress lines go to stdout before the reply, never
+                // waiting for room (`output`).
+                match Output::stdout() {
+                    Ok(out) => {
+                        let progress = LineProgress::new(out);
+                        let reply = host.rpc_reporting(&caller, input, &progress);
+                        return answer(progress.into_inner(), reply);
+                    }
+                    Err(_) => {
+                        Refusal::new(Code::StateUnavailable, "The helper cannot use its stdout.").into()
+                    }
+                }
             }
             Err(_) => Refusal::new(Code::InvalidRequest, "The request could not be read from stdin.").into(),
         },
         Err(refusal) => Reply::Rejected(refusal),
     };
-    let mut stdout = std::io::stdout().lock();
-    let _ = stdout.write_all(reply.to_line().as_bytes());
-    let _ = stdout.flush();
+    // Answered before anything was recorded or done: still bounded in time.
+    match Output::stdout() {
+        Ok(out) => answer(out, reply),
+        Err(_) => reply.exit(),
+    }
+}
+
+/// Writes the reply line, after its record, waiting for room at most
+/// [`REPLY_DEADLINE`]: an unread stdout ends the helper, it does not keep
+/// it. The exit code says what the reply says, written or not.
+fn answer(mut out: Output, reply: Reply) -> Exit {
+    let _ = out.reply(reply.to_line().as_bytes(), REPLY_DEADLINE);
     reply.exit()
 }
 

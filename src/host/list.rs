@@ -13,6 +13,7 @@
 use serde_json::{Value, json};
 
 use super::controller::Awaiting;
+use super::liveness::Hold;
 use crate::store::{PlanState, StoredPlan};
 use crate::text::{for_terminal as esc, rfc3339_seconds as time};
 
@@ -47,9 +48,9 @@ pub fn render(awaiting: &Awaiting) -> String {
                 plan.id.to_string(),
                 match (stopped, stored.claimed_at) {
                     (Some((_, s)), Some(at)) => {
-                        format!("executing, claimer {} STOPPED (claimed {})", s.pid, time(at))
+                        format!("executing, claimer {} {} (claimed {})", s.pid, s.hold.label(), time(at))
                     }
-                    (Some((_, s)), None) => format!("executing, claimer {} STOPPED", s.pid),
+                    (Some((_, s)), None) => format!("executing, claimer {} {}", s.pid, s.hold.label()),
                     (None, _) => stored.state.as_str().to_owned(),
                 },
                 plan.action.as_str().to_owned(),
@@ -68,8 +69,9 @@ pub fn render(awaiting: &Awaiting) -> String {
         out.push_str("End a pending plan you do not want: sudo volce-lab-host reject PLAN_ID.\n");
         if !awaiting.stopped.is_empty() {
             out.push_str(
-                "A STOPPED claimer holds its plan executing until it is continued or killed: \
-                 sudo volce-lab-host show PLAN_ID says how (kill -CONT to finish, or kill -KILL, then resolve).\n",
+                "A STOPPED claimer holds its plan executing until it is continued or killed, a STUCK one until \
+                 its unread output is let go or it is killed: sudo volce-lab-host show PLAN_ID says how \
+                 (kill -CONT, or end who holds its output, to finish; or kill -KILL, then resolve).\n",
             );
         }
         if awaiting.plans.iter().any(|p| p.state == PlanState::NeedsInspection) {
@@ -117,6 +119,9 @@ pub fn to_json(awaiting: &Awaiting) -> Value {
         .iter()
         .map(|stored| {
             let plan = &stored.plan;
+            let held = |hold: Hold| {
+                awaiting.stopped.iter().find(|(id, s)| *id == plan.id && s.hold == hold).map(|(_, s)| s.pid)
+            };
             json!({
                 "plan_id": plan.id,
                 "state": stored.state,
@@ -131,7 +136,8 @@ pub fn to_json(awaiting: &Awaiting) -> Value {
                 "approved": stored.approval.is_some(),
                 "approved_by": stored.approval.as_ref().map(|a| &a.by),
                 "approved_at": stored.approval.as_ref().map(|a| time(a.at)),
-                "claimer_stopped_pid": awaiting.stopped.iter().find(|(id, _)| *id == plan.id).map(|(_, s)| s.pid),
+                "claimer_stopped_pid": held(Hold::Stopped),
+                "claimer_stuck_on_output_pid": held(Hold::StuckOnOutput),
             })
         })
         .collect();

@@ -35,9 +35,11 @@
 //!   uid is 0;
 //! - list, show, approve, reject, resolve and audit are terminal commands
 //!   only: the rpc request enum has no variant that reaches them;
-//! - rpc runs in its own process context (`process`: own session, caught
-//!   TERM/TSTP and friends, fixed rlimits, a read deadline, a bounded
-//!   number of helpers) set up before it reads its request;
+//! - rpc runs in its own process context (`process`: own session, every
+//!   catchable signal caught, fixed rlimits, a read deadline, a bounded
+//!   number of helpers) set up before it reads its request; its progress
+//!   lines never block and its reply is bounded in time (`rpc`), so an
+//!   unread stdout cannot hold a plan `executing`;
 //! - approve, reject, resolve and audit prune record a person only after
 //!   `operator` cross-checked `SUDO_USER` with `SUDO_UID`, the account
 //!   database, the session's login uid, and the facts of `session` no
@@ -64,11 +66,13 @@ mod confirm;
 pub mod controller;
 pub mod drift;
 mod entry;
+pub mod front;
 pub mod gate;
 pub mod leftovers;
 pub mod list;
 pub mod liveness;
 pub mod operator;
+pub mod output;
 pub mod paths;
 mod pipeline;
 pub mod process;
@@ -85,9 +89,9 @@ pub use confirm::{Confirmation, Decision};
 pub use controller::{AppAfterResolve, Awaiting, Controller, Executed, Liveness, Resolved, StoppedClaimer};
 pub use entry::{
     run_approve, run_audit_export, run_audit_head, run_audit_prune, run_audit_verify, run_list, run_reject,
-    run_resolve, run_rpc, run_show,
+    run_resolve, run_rpc, run_rpc_worker, run_show,
 };
-pub use liveness::ProcLiveness;
+pub use liveness::{Hold, ProcLiveness};
 pub use paths::HostPaths;
 pub use pipeline::{Host, ShippedHost, real_engine};
 pub use request_row::{Caller, Recorded, record_refusal};

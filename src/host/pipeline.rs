@@ -246,7 +246,11 @@ impl<E: Engine, C: Clock, L: Liveness> Host<E, C, L> {
             if json {
                 let mut value = Body::Plan(Box::new(stored.view())).to_json();
                 if let (Some(stopped), Some(object)) = (stopped, value.as_object_mut()) {
-                    object.insert("claimer_stopped_pid".into(), stopped.pid.into());
+                    let key = match stopped.hold {
+                        super::liveness::Hold::Stopped => "claimer_stopped_pid",
+                        super::liveness::Hold::StuckOnOutput => "claimer_stuck_on_output_pid",
+                    };
+                    object.insert(key.into(), stopped.pid.into());
                 }
                 return Ok(json_text(&value));
             }

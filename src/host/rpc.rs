@@ -13,6 +13,7 @@ use std::io::Read;
 
 use crate::vocab::{Code, Refusal};
 
+use super::output::Output;
 use crate::wire::{MAX_REQUEST_BYTES, RequestId, parse_envelope};
 pub use crate::wire::{Reply, Request};
 
@@ -66,35 +67,36 @@ mod tests {
     }
 }
 
-/// Prints each finished step of a long execute as one progress line,
-/// flushed at once, so the workstation sees it while the next step runs
+/// Prints each finished step of a long execute as one progress line, at
+/// once, so the workstation sees it while the next step runs
 /// (`crate::wire::progress`). At most `MAX_PROGRESS_LINES`, however many
-/// steps an engine reports. A failed write is ignored: the reply, not
-/// progress, says what happened.
-pub struct LineProgress<W: std::io::Write> {
-    out: std::cell::RefCell<W>,
+/// steps an engine reports. Never waits: a line the pipe has no room for
+/// is dropped and counted (`super::output`), since the reply, not
+/// progress, says what happened, and the action and its record must not
+/// wait on whoever reads our stdout.
+pub struct LineProgress {
+    out: std::cell::RefCell<Output>,
     printed: std::cell::Cell<usize>,
 }
 
-impl<W: std::io::Write> LineProgress<W> {
-    pub fn new(out: W) -> LineProgress<W> {
+impl LineProgress {
+    pub fn new(out: Output) -> LineProgress {
         LineProgress { out: std::cell::RefCell::new(out), printed: std::cell::Cell::new(0) }
     }
 
-    pub fn into_inner(self) -> W {
+    pub fn into_inner(self) -> Output {
         self.out.into_inner()
     }
 }
 
-impl<W: std::io::Write> crate::docker::ProgressSink for LineProgress<W> {
+impl crate::docker::ProgressSink for LineProgress {
     fn step(&self, step: crate::vocab::Step) {
         if self.printed.get() >= crate::wire::progress::MAX_PROGRESS_LINES {
             return;
         }
         self.printed.set(self.printed.get() + 1);
         let line = crate::wire::progress::Progress { progress: step }.to_line();
-        let mut out = self.out.borrow_mut();
-        let _ = out.write_all(line.as_bytes()).and_then(|()| out.flush());
+        self.out.borrow_mut().offer(line.as_bytes());
     }
 }
 
@@ -107,17 +109,22 @@ mod progress_tests {
 
     #[test]
     fn the_helper_prints_at_most_the_bounded_number_of_progress_lines() {
-        let sink = LineProgress::new(Vec::new());
+        let (mut reader, writer) = std::io::pipe().unwrap();
+        let sink = LineProgress::new(Output::new(writer.into()).unwrap());
         for _ in 0..MAX_PROGRESS_LINES + 5 {
             sink.step(Step::HealthCheck);
         }
-        let mut out = sink.into_inner();
-        let text = String::from_utf8(out.clone()).unwrap();
-        assert_eq!(text.lines().count(), MAX_PROGRESS_LINES);
-        assert!(text.lines().all(|l| Progress::parse_line(l.as_bytes()).is_some()));
         // Followed by the reply, the reply is what the workstation reads.
         let reply = Reply::from(Refusal::new(Code::Busy, "Busy.")).to_line();
-        out.extend_from_slice(reply.as_bytes());
+        let mut output = sink.into_inner();
+        output.reply(reply.as_bytes(), std::time::Duration::from_secs(5)).unwrap();
+        assert_eq!(output.dropped(), 0);
+        drop(output);
+        let mut out = Vec::new();
+        reader.read_to_end(&mut out).unwrap();
+        let text = String::from_utf8(out.clone()).unwrap();
+        assert_eq!(text.lines().count(), MAX_PROGRESS_LINES + 1);
+        assert!(text.lines().take(MAX_PROGRESS_LINES).all(|l| Progress::parse_line(l.as_bytes()).is_some()));
         assert_eq!(reply_bytes(&out), reply.as_bytes());
     }
 }

@@ -1225,6 +1225,7 @@ fn list_json_has_stable_fields_and_rfc3339_times() {
             "requester": AGENT, "created_at": "2027-01-15T08:00:00Z", "expires_at": "2027-01-15T08:10:00Z",
             "age_seconds": 0, "seconds_left": 600, "requires_approval": true, "approved": false,
             "approved_by": null, "approved_at": null, "claimer_stopped_pid": null,
+            "claimer_stuck_on_output_pid": null,
         })
     );
     assert_eq!(json["plans"].as_array().unwrap().len(), 1);

@@ -178,7 +178,7 @@ fn as_root_the_binary_ignores_hostile_environment_variables() {
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use volce_lab::host::process::{CAUGHT, LIMITS, REQUEST_DEADLINE, RPC_SLOTS, proc_mask_for_tests};
+use volce_lab::host::process::{LIMITS, REQUEST_DEADLINE, RPC_SLOTS, caught, proc_mask_for_tests};
 
 /// The root tests share the fixed paths and the helper's slots.
 static ROOT: Mutex<()> = Mutex::new(());
@@ -292,7 +292,7 @@ fn status_field(status: &str, name: &str) -> u64 {
 }
 
 fn catches_all(status: &str) -> bool {
-    let want = proc_mask_for_tests(&CAUGHT);
+    let want = proc_mask_for_tests(&caught());
     !status.is_empty() && status_field(status, "SigCgt") & want == want
 }
 

@@ -162,13 +162,22 @@ fn a_stuck_plan_names_what_carries_its_label_and_an_executing_one_the_way_out() 
     let fix = of(&executing).fix.unwrap();
     assert!(fix.contains("kill -CONT") && fix.contains("kill -KILL"), "{fix}");
     // The executing plan's claimer stopped: named with its pid and both ways out.
-    let stopped = crate::host::StoppedClaimer { pid: 4242, group_leader: true };
+    let stopped = crate::host::StoppedClaimer::stopped(4242, true);
     let probe = FakeProbe { stopped: Some(stopped), ..probe };
     let findings = diagnose(&install.paths, &probe);
     let finding = findings.iter().find(|f| f.detail.starts_with(&executing)).unwrap();
     assert!(finding.detail.contains("process 4242, is STOPPED"), "{finding}");
     let fix = finding.fix.as_deref().unwrap();
     assert!(fix.contains("kill -CONT 4242") && fix.contains("kill -KILL -- -4242"), "{fix}");
+    // Stuck on an unread stdout: named as such, never "finishes by itself".
+    let stuck = crate::host::StoppedClaimer { hold: crate::host::Hold::StuckOnOutput, ..stopped };
+    let probe = FakeProbe { stopped: Some(stuck), ..probe };
+    let findings = diagnose(&install.paths, &probe);
+    let finding = findings.iter().find(|f| f.detail.starts_with(&executing)).unwrap();
+    assert!(finding.detail.contains("process 4242, is STUCK writing its output"), "{finding}");
+    let fix = finding.fix.as_deref().unwrap();
+    assert!(fix.contains("/proc/4242/fd/1") && fix.contains("kill -KILL -- -4242"), "{fix}");
+    assert!(!fix.contains("finishes by itself") && !fix.contains("kill -CONT"), "{fix}");
     // The engine down: said, not hidden.
     let probe = FakeProbe { leftovers: Some(Err("no socket".into())), ..probe };
     let findings = diagnose(&install.paths, &probe);
