@@ -217,6 +217,12 @@ impl World {
     /// the shipped binary (`via_sudo`: `sudo -n` in front, as the agent's
     /// sudoers rule runs it; `job_control`: under `bash -c 'set -m; ...'`).
     fn helper(&self, via_sudo: bool, job_control: bool) -> Child {
+        self.helper_writing_to(via_sudo, job_control, Stdio::piped())
+    }
+
+    /// [`World::helper`] with its stdout on `stdout` (a pipe the test fills
+    /// and does not read, for the blocked-stdout cells).
+    fn helper_writing_to(&self, via_sudo: bool, job_control: bool, stdout: Stdio) -> Child {
         let mut inner: Vec<String> = vec![
             "/usr/bin/unshare".into(),
             "--mount".into(),
@@ -246,7 +252,7 @@ impl World {
             .env_clear()
             .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
             .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
+            .stdout(stdout)
             .stderr(Stdio::null());
         command.spawn().unwrap()
     }
@@ -254,8 +260,20 @@ impl World {
     /// Starts an execute of `id` with the wrapper armed at `step` and waits
     /// until the wrapper blocks there.
     fn execute_until(&self, id: &str, step: Step, via_sudo: bool, job_control: bool) -> Child {
+        self.execute_until_writing_to(id, step, via_sudo, job_control, Stdio::piped())
+    }
+
+    /// [`World::execute_until`] with the helper's stdout on `stdout`.
+    fn execute_until_writing_to(
+        &self,
+        id: &str,
+        step: Step,
+        via_sudo: bool,
+        job_control: bool,
+        stdout: Stdio,
+    ) -> Child {
         self.arm(Some(step));
-        let mut child = self.helper(via_sudo, job_control);
+        let mut child = self.helper_writing_to(via_sudo, job_control, stdout);
         let mut stdin = child.stdin.take().unwrap();
         stdin.write_all(json!({"operation": "execute", "plan_id": id}).to_string().as_bytes()).unwrap();
         drop(stdin);
@@ -263,7 +281,9 @@ impl World {
         while !self.work.join("blocked").exists() {
             if let Some(status) = child.try_wait().unwrap() {
                 let mut stdout = String::new();
-                let _ = child.stdout.take().unwrap().read_to_string(&mut stdout);
+                if let Some(mut out) = child.stdout.take() {
+                    let _ = out.read_to_string(&mut stdout);
+                }
                 let count = std::fs::read_to_string(self.work.join("count")).unwrap_or_default();
                 let block = std::fs::read_to_string(self.work.join("block")).unwrap_or_default();
                 panic!(
@@ -366,7 +386,10 @@ fn finish(mut child: Child, within: Duration) -> (std::process::ExitStatus, Stri
         std::thread::sleep(Duration::from_millis(10));
     };
     let mut stdout = String::new();
-    let _ = child.stdout.take().unwrap().read_to_string(&mut stdout);
+    // None: the cell gave the helper a stdout of its own (a full pipe).
+    if let Some(mut out) = child.stdout.take() {
+        let _ = out.read_to_string(&mut stdout);
+    }
     (status, stdout)
 }
 
@@ -414,18 +437,20 @@ fn kill_tree(root: u32) {
     }
 }
 
-/// The pid of the `volce-lab host rpc` process under `root` (sudo's child).
+/// The pid of the helper's worker under `root` (`volce-lab-host
+/// rpc-worker`, started by the front `volce-lab host rpc` in its own
+/// session): the process that claims, acts and records.
 fn helper_pid(root: u32) -> i32 {
     let started = Instant::now();
     loop {
         for pid in tree(root) {
             let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
             let argv: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-            if argv.first() == Some(&BIN.as_bytes()) && argv.get(2) == Some(&&b"rpc"[..]) {
+            if argv.get(1) == Some(&volce_lab::host::front::WORKER.as_bytes()) {
                 return pid;
             }
         }
-        assert!(started.elapsed() < Duration::from_secs(5), "no helper under {root}");
+        assert!(started.elapsed() < Duration::from_secs(5), "no helper worker under {root}");
         std::thread::sleep(Duration::from_millis(10));
     }
 }
@@ -588,7 +613,7 @@ fn ensure_web2() {
 /// One row of the matrix.
 struct Row {
     action: &'static str,
-    fault: &'static str,
+    fault: String,
     step: String,
     call: String,
     end_state: String,
@@ -774,7 +799,7 @@ fn kill_matrix(action: Action) {
         let recovery = back_to_clean(&world, &app, &before, &id, Some(&left));
         Row {
             action: action.name(),
-            fault: "kill -9",
+            fault: "kill -9".into(),
             step: step.to_string(),
             call,
             end_state,
@@ -783,10 +808,34 @@ fn kill_matrix(action: Action) {
         }
         .print();
     }
+    // Issue 22: at each step, one of the signals the agent's account can
+    // send its sudo (rotating, so each action sees several), and a stdout
+    // that is full and never read; at the step that matters most, every
+    // signal (nginx_config after the new configuration was written: the
+    // helper has changed nginx.conf and not yet recorded it).
+    let relayed = matrix_steps(action, &calls);
+    for (i, step) in relayed.iter().enumerate() {
+        relayed_cell(&world, action, &calls, *step, RELAYABLE[i % RELAYABLE.len()], false);
+        blocked_stdout_cell(&world, action, *step, action == Action::Deploy && i == 0);
+    }
+    if action == Action::NginxConfig {
+        let written = Step::Before((1..=calls.len()).find(|n| !read_only(&calls[n - 1])).unwrap());
+        let already = relayed.iter().position(|step| *step == written);
+        for (i, signal) in RELAYABLE.iter().enumerate() {
+            if already.is_some_and(|at| at % RELAYABLE.len() == i) {
+                continue;
+            }
+            relayed_cell(&world, action, &calls, written, signal, false);
+        }
+    }
     if action == Action::RemoveImage {
         ensure_web2();
     }
-    eprintln!("{} kill matrix: {cells} cells in {:?}", action.name(), started.elapsed());
+    eprintln!(
+        "{} kill matrix: {cells} kill cells and the issue 22 cells in {:?}",
+        action.name(),
+        started.elapsed()
+    );
 }
 
 #[test]
@@ -831,52 +880,165 @@ fn kill_9_at_every_docker_call_of_remove_image() {
     kill_matrix(Action::RemoveImage);
 }
 
+/// The signals the agent's account can send to its `sudo` besides TERM and
+/// TSTP (issue 22), by `kill -s` name: sudo relays USR1, USR2, PIPE and
+/// WINCH to the command, answers ALRM by ending the command's process group
+/// itself (HUP, TERM, then KILL to the front: the worker in its own session
+/// goes on), and dies of a real-time signal itself (the helper goes on).
+const RELAYABLE: [&str; 6] = ["USR1", "USR2", "ALRM", "PIPE", "WINCH", "RTMIN+3"];
+
+/// Sends `signal` (a `kill -s` name, real-time ones included, which nix's
+/// `Signal` cannot name) to `pid`.
+fn send(pid: i32, signal: &str) {
+    let sent = Command::new("/usr/bin/kill").args(["-s", signal, &pid.to_string()]).status().unwrap();
+    assert!(sent.success(), "kill -s {signal} {pid}");
+}
+
+/// One cell: `signal` sent to the `sudo -n` in front of the helper while
+/// it waits at `step` of `action` (`calls`: a clean run's): the action
+/// completes once, with the calls of a clean run, and is recorded.
+fn relayed_cell(
+    world: &World,
+    action: Action,
+    calls: &[String],
+    step: Step,
+    signal: &str,
+    job_control: bool,
+) {
+    let (app, port) = world.app();
+    let _cleanup = AppCleanup(app.clone());
+    let before = volce_lab_objects();
+    let id = prepared(world, action, &app, port);
+    let child = world.execute_until(&id, step, true, job_control);
+    let sudo = if job_control { tree(child.id())[1] } else { child.id() as i32 };
+    let helper = helper_pid(child.id());
+    send(sudo, signal);
+    // ALRM: sudo's HUP and TERM, then its KILL of the front after a pause.
+    std::thread::sleep(Duration::from_millis(if signal == "ALRM" { 2500 } else { 100 }));
+    let state = proc_state(helper);
+    assert!(
+        state != 'T' && state != '?',
+        "{} {step}: {signal} stopped or ended the helper ({state})",
+        action.name()
+    );
+    world.release();
+    let (_, stdout) = finish(child, Duration::from_secs(90));
+    let reply = last_reply(&stdout);
+    assert_eq!(reply["result"]["outcome"], "completed", "{} {step}: {signal}: {reply}", action.name());
+    let call = world
+        .calls()
+        .get(match step {
+            Step::Before(n) | Step::After(n) => n - 1,
+        })
+        .map_or(String::new(), |c| words(c));
+    assert_eq!(shape(&world.calls()), shape(calls), "{step}: the same calls as a clean run, none twice");
+    let (state, _) = world.plan_state(&id);
+    assert_eq!(state, "completed");
+    let (again, again_calls) = world.execute_counted(&id);
+    assert_eq!(again["code"], "plan_consumed", "{again}");
+    assert!(again_calls.iter().all(|c| read_only(c)), "{again_calls:?}");
+    let recovery = back_to_clean(world, &app, &before, &id, None);
+    let fault = match (signal, job_control) {
+        ("TSTP", true) => "TSTP to sudo (set -m)".to_owned(),
+        _ => format!("{signal} to sudo"),
+    };
+    Row {
+        action: action.name(),
+        fault,
+        step: step.to_string(),
+        call,
+        end_state: "completed".into(),
+        labelled: 0,
+        recovery,
+    }
+    .print();
+}
+
+/// A pipe filled to its capacity (64 KiB), as the attack of issue 22 hands
+/// the helper for stdout: (the read end, which the test keeps and does not
+/// read, the write end in blocking mode again).
+fn full_pipe() -> (std::io::PipeReader, std::io::PipeWriter) {
+    use nix::fcntl::{FcntlArg, OFlag, fcntl};
+    let (reader, mut writer) = std::io::pipe().unwrap();
+    let flags = OFlag::from_bits_truncate(fcntl(&writer, FcntlArg::F_GETFL).unwrap());
+    fcntl(&writer, FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK)).unwrap();
+    // Whole lines, so that what the helper writes after them starts a line.
+    let mut filler = [b'x'; 4096];
+    filler[4095] = b'\n';
+    while writer.write(&filler).is_ok() {}
+    fcntl(&writer, FcntlArg::F_SETFL(flags)).unwrap();
+    (reader, writer)
+}
+
+/// One cell: the helper (through `sudo -n`) writes to a stdout pipe that is
+/// full and that nobody reads, and is held at `step`. After the release the
+/// plan must be recorded `completed` while the pipe is still unread (the
+/// record never waits on the output); then, `never_read`: the helper gives
+/// up on its reply and exits within its bound (10 s) with the pipe still
+/// full; else the pipe is read late and its last line is the reply.
+fn blocked_stdout_cell(world: &World, action: Action, step: Step, never_read: bool) {
+    let (app, port) = world.app();
+    let _cleanup = AppCleanup(app.clone());
+    let before = volce_lab_objects();
+    let id = prepared(world, action, &app, port);
+    let (mut reader, writer) = full_pipe();
+    let child = world.execute_until_writing_to(&id, step, true, false, Stdio::from(writer));
+    world.release();
+    let released = Instant::now();
+    while world.plan_state(&id).0 != "completed" {
+        assert!(
+            released.elapsed() < Duration::from_secs(90),
+            "{} {step}: the plan was not recorded while its stdout was full: {:?}",
+            action.name(),
+            world.plan_state(&id)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let recorded = released.elapsed();
+    let mut ended = String::new();
+    if never_read {
+        let (_, _) = finish(child, Duration::from_secs(30));
+        ended = format!(", helper ended {:?} after the release, stdout never read", released.elapsed());
+    } else {
+        let drain = std::thread::spawn(move || {
+            let mut all = Vec::new();
+            let _ = reader.read_to_end(&mut all);
+            all
+        });
+        let (_, _) = finish(child, Duration::from_secs(30));
+        let all = drain.join().unwrap();
+        let text = String::from_utf8_lossy(&all);
+        let reply = last_reply(&text);
+        assert_eq!(reply["result"]["outcome"], "completed", "{} {step}: {reply}", action.name());
+        reader = std::io::pipe().unwrap().0;
+    }
+    drop(reader);
+    eprintln!("{} {step}: recorded {recorded:?} after the release{ended}", action.name());
+    let (again, again_calls) = world.execute_counted(&id);
+    assert_eq!(again["code"], "plan_consumed", "{again}");
+    assert!(again_calls.iter().all(|c| read_only(c)), "{again_calls:?}");
+    let recovery = back_to_clean(world, &app, &before, &id, None);
+    Row {
+        action: action.name(),
+        fault: if never_read { "stdout full, never read" } else { "stdout full, read late" }.into(),
+        step: step.to_string(),
+        call: String::new(),
+        end_state: "completed".into(),
+        labelled: 0,
+        recovery,
+    }
+    .print();
+}
+
 /// A signal the caller's account can send, relayed to the helper at each
 /// step of a deploy: it must neither split nor repeat the action.
 fn relayed_matrix(signal: Signal, job_control: bool) {
     let world = World::enter();
     let started = Instant::now();
     let calls = count_calls(&world, Action::Deploy);
-    let steps = few_steps(&calls);
-    for step in steps {
-        let (app, port) = world.app();
-        let _cleanup = AppCleanup(app.clone());
-        let before = volce_lab_objects();
-        let id = prepared(&world, Action::Deploy, &app, port);
-        let child = world.execute_until(&id, step, true, job_control);
-        let sudo = if job_control { tree(child.id())[1] } else { child.id() as i32 };
-        let helper = helper_pid(child.id());
-        kill(Pid::from_raw(sudo), signal).unwrap();
-        std::thread::sleep(Duration::from_millis(100));
-        let state = proc_state(helper);
-        assert!(state != 'T', "{step}: {signal} stopped the helper");
-        world.release();
-        let (_, stdout) = finish(child, Duration::from_secs(60));
-        let reply = last_reply(&stdout);
-        assert_eq!(reply["result"]["outcome"], "completed", "{step}: {signal}: {reply}");
-        let call = world
-            .calls()
-            .get(match step {
-                Step::Before(n) | Step::After(n) => n - 1,
-            })
-            .map_or(String::new(), |c| words(c));
-        assert_eq!(shape(&world.calls()), shape(&calls), "{step}: the same calls as a clean run, none twice");
-        let (state, _) = world.plan_state(&id);
-        assert_eq!(state, "completed");
-        let (again, again_calls) = world.execute_counted(&id);
-        assert_eq!(again["code"], "plan_consumed", "{again}");
-        assert!(again_calls.iter().all(|c| read_only(c)), "{again_calls:?}");
-        let recovery = back_to_clean(&world, &app, &before, &id, None);
-        Row {
-            action: "deploy",
-            fault: if job_control { "TSTP to sudo (set -m)" } else { "TERM to sudo" },
-            step: step.to_string(),
-            call,
-            end_state: "completed".into(),
-            labelled: 0,
-            recovery,
-        }
-        .print();
+    let name = signal.as_str().trim_start_matches("SIG");
+    for step in few_steps(&calls) {
+        relayed_cell(&world, Action::Deploy, &calls, step, name, job_control);
     }
     eprintln!("deploy {signal} matrix in {:?}", started.elapsed());
 }
@@ -979,7 +1141,8 @@ fn the_oom_killer_at_a_few_steps_of_a_deploy() {
             .map_or(String::new(), |c| words(c));
         let under = tree(child.id());
         let cgroup = MemoryCgroup::new(64 * 1024 * 1024);
-        let helper = child.id() as i32;
+        // The claimer: the worker (the front only waits for it).
+        let helper = helper_pid(child.id());
         std::fs::write(format!("/proc/{helper}/oom_score_adj"), "1000").unwrap();
         cgroup.join(helper);
         // Eight small hogs, none near the helper's score: the kernel picks
@@ -990,19 +1153,22 @@ fn the_oom_killer_at_a_few_steps_of_a_deploy() {
         );
         let hog =
             Hog(Command::new("/bin/sh").args(["-c", &hog_script]).stdout(Stdio::null()).spawn().unwrap());
+        // The front ends once its worker died (exit 1: no reply).
         let (status, _) = finish(child, Duration::from_secs(30));
         drop(hog);
+        let worker_gone = volce_lab::host::liveness::proc_stat(helper).is_none();
         for pid in under {
             let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
         }
-        assert_eq!(status.signal(), Some(9), "{step}: the OOM killer ended the helper");
+        assert!(worker_gone, "{step}: the OOM killer ended the worker");
+        assert_eq!(status.code(), Some(1), "{step}: the front answers its worker's death with exit 1");
         assert!(cgroup.oom_kills() >= 1, "{step}: the kernel counted an OOM kill");
         drop(cgroup);
         let (end_state, left) = after_kill(&world, &id);
         let recovery = back_to_clean(&world, &app, &before, &id, Some(&left));
         Row {
             action: "deploy",
-            fault: "OOM killer",
+            fault: "OOM killer".into(),
             step: step.to_string(),
             call,
             end_state,
@@ -1033,7 +1199,8 @@ fn a_stopped_helper_is_visible_and_both_ways_out_run_the_action_at_most_once() {
         let before = volce_lab_objects();
         let id = prepared(&world, Action::Deploy, &app, port);
         let child = world.execute_until(&id, step, false, false);
-        let pid = child.id() as i32;
+        // The claimer: the worker, not the front sudo would have started.
+        let pid = helper_pid(child.id());
         let under = tree(child.id());
         kill(Pid::from_raw(pid), Signal::SIGSTOP).unwrap();
         let started = Instant::now();
@@ -1075,7 +1242,7 @@ fn a_stopped_helper_is_visible_and_both_ways_out_run_the_action_at_most_once() {
                 let _ = kill(Pid::from_raw(p), Signal::SIGKILL);
             }
             let (status, _) = finish(child, Duration::from_secs(10));
-            assert_eq!(status.signal(), Some(9));
+            assert_eq!(status.signal(), Some(9), "the front is killed with the rest of the tree");
             let (end_state, left) = after_kill(&world, &id);
             let recovery = back_to_clean(&world, &app, &before, &id, Some(&left));
             (end_state, left, recovery)
@@ -1086,7 +1253,8 @@ fn a_stopped_helper_is_visible_and_both_ways_out_run_the_action_at_most_once() {
                 "SIGSTOP, then kill -CONT"
             } else {
                 "SIGSTOP, then kill -KILL -- -PID"
-            },
+            }
+            .into(),
             step: step.to_string(),
             call: words(&calls[first_change - 1]),
             end_state,
