@@ -71,7 +71,8 @@ The whole request must arrive within 5 seconds (else code request_timeout), and 
 Prints one JSON reply on one line (status ok, rejected or needs_inspection) and exits 0 for ok, 1 otherwise. \
 Before the reply, an execute of deploy, start or update prints one line per finished step, at most 16, \
 as {\"progress\":S} with S one of pulled, network, app_started, gateway_tested, health_check, switched; \
-the reply is always the last line. \
+a line stdout has no room for at once is dropped, never waited for; \
+the reply is always the last line, written after the record, and waits at most 10 seconds for room. \
 Nothing here approves, rejects, resolves or lists plans: those are the operator's terminal commands.";
 
 /// `volce-lab host ...`, or `volce-lab-host ...` through the symlink.

@@ -26,7 +26,8 @@
 //!                   execute in controller/execute.rs), the one table of
 //!                   installed paths (paths.rs), the real clocks (clock.rs),
 //!                   the operator's views (show.rs, list.rs), the rpc process
-//!                   guard (process.rs), who the operator is (operator.rs),
+//!                   guard (process.rs), its front and worker (front.rs),
+//!                   its stdout (output.rs), who the operator is (operator.rs),
 //!                   the audit trail's verify/head/export (audit.rs)
 //! src/inspect/      read-only checks: demo/local/ssh targets, identity gate,
 //!                   multiplexed ssh (ssh_mux.rs), the human report (report.rs)

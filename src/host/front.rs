@@ -15,8 +15,9 @@
 //! unrecorded nor cuts an action in the middle.
 //!
 //! Invariants enforced here:
-//! - the worker is this same executable (`/proc/self/exe`, root's own
-//!   file), started with a fixed argv, an empty environment but for the
+//! - the worker is this same executable (the path `/proc/self/exe` names:
+//!   the file sudo ran, in a directory only root writes), started with a
+//!   fixed argv, an empty environment but for the
 //!   `SUDO_USER` sudo set (passed on unread: the worker reads and checks it
 //!   once, as the helper always did), and the front's stdin, stdout and
 //!   stderr: the front never reads or writes them;

@@ -13,10 +13,12 @@
 //! answered without a controller; `confirm.rs` is the approve question.
 //!
 //! Each command is one straight pipeline, readable top to bottom. rpc:
-//! self-check (root, umask, cwd, `SUDO_USER`) -> process guard -> load the
+//! the front (`front.rs`: process guard, then the worker in its own
+//! session, waited for) -> in the worker: self-check (root, umask, cwd,
+//! `SUDO_USER`) -> process guard -> load the
 //! policy -> take a slot -> read the bounded request -> open the store ->
 //! verify, claim, act (`controller::Controller::execute`) -> record ->
-//! reply (`entry::run_rpc`, then [`Host::rpc_reporting`]). The operator's
+//! reply (`entry::run_rpc_worker`, then [`Host::rpc_reporting`]). The operator's
 //! commands: self-check -> load the policy -> open the store -> act ->
 //! record -> print.
 //!
@@ -35,6 +37,9 @@
 //!   uid is 0;
 //! - list, show, approve, reject, resolve and audit are terminal commands
 //!   only: the rpc request enum has no variant that reaches them;
+//! - rpc claims and acts in a worker process of its own session
+//!   (`front.rs`), so sudo's KILL of the command's process group (its
+//!   answer to an ALRM) ends only the front;
 //! - rpc runs in its own process context (`process`: own session, every
 //!   catchable signal caught, fixed rlimits, a read deadline, a bounded
 //!   number of helpers) set up before it reads its request; its progress
