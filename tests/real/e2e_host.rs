@@ -333,6 +333,43 @@ cat /tmp/vl-e2e-sig.out; echo "stat=$(tr -d ' \n' < /tmp/vl-e2e-sig.stat)""#;
     assert!(!ran.stdout.contains("stat=T"), "the helper was stopped: {ran:?}");
 }
 
+/// Issue 22, as the agent's account through the exact sudo rule: USR1,
+/// USR2, PIPE and WINCH (which sudo relays) and then ALRM (which sudo
+/// answers by HUP, TERM and KILL of the command's process group) sent to
+/// `sudo` while the helper waits for its request. The helper's worker, in
+/// its own session, still reads the request and answers it into the
+/// stdout it was given, after sudo itself has gone. The same signals at
+/// each step of each action, with the helper holding a claim: suite
+/// host_kill_matrix.
+#[test]
+#[ignore = "real parts: run by scripts/test"]
+fn relayed_usr1_usr2_pipe_winch_and_alrm_to_sudo_do_not_end_the_helper() {
+    require_setup();
+    require_host_helper();
+    require_docker_and_policy();
+    let _serial = serial();
+    let script = r#"rm -f /tmp/vl-e2e-sig22.out
+{ sleep 3; printf '%s' '{"operation":"execute","plan_id":"0123456789abcdef0123456789abcdef"}'; } \
+  | sudo -n /usr/local/bin/volce-lab-host rpc > /tmp/vl-e2e-sig22.out &
+sudo_pid=$!
+sleep 1
+for s in USR1 USR2 PIPE WINCH; do kill -s $s $sudo_pid; sleep 0.1; done
+kill -0 $sudo_pid && echo sudo=alive-after-relayed
+kill -s ALRM $sudo_pid
+wait $sudo_pid; echo "sudo=$?"
+sleep 4
+cat /tmp/vl-e2e-sig22.out"#;
+    let ran = as_agent(&format!("bash -c '{}'", script.replace('\'', r"'\''")), None);
+    assert!(
+        ran.stdout.contains("sudo=alive-after-relayed"),
+        "the relayed signals ended sudo's command: {ran:?}"
+    );
+    assert!(
+        ran.stdout.contains(r#""code":"plan_not_found""#),
+        "the helper still answered after ALRM: {ran:?}"
+    );
+}
+
 /// Removes the test's app when the test ends, passed or failed.
 struct Cleanup(&'static str);
 
