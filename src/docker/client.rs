@@ -12,7 +12,8 @@
 //! - a failed deploy removes what carries this plan's label (containers,
 //!   networks) and nothing else; the app directory stays as evidence;
 //! - stop and remove_image touch exactly the ids they are given; never `-f`,
-//!   never prune.
+//!   never prune; a refusal by docker is reported as one (nothing changed)
+//!   only once a fresh look shows the target as it was.
 //!
 //! Networks: the app sits alone with the gateway on `vl-<app>`, created
 //! `--internal` with no host address on its bridge (`argv::app_network`):
@@ -30,6 +31,7 @@
 //! run ([`Runner`], [`DockerCall`], the fixed program and environment);
 //! `client/deploy.rs` the deploy steps and their cleanup;
 //! `client/lifecycle.rs` start and update and their rollback;
+//! `client/images.rs` what holds an image and its verified removal;
 //! `client/queries.rs` the read-only questions (image ids, declared
 //! volumes, network options, whether a gateway answers);
 //! `client/argv.rs` argv building (hardening, labels, mount, inspect
@@ -49,12 +51,13 @@ use super::host_probe::port_free;
 use super::{AppRemoval, Deployed, Engine, EngineError, LogWindow, ProgressSink};
 use crate::exec::ExecutionStatus;
 use crate::vocab::{
-    Capacity, Container, ContainerId, DeploySpec, ImageId, ImageRef, LABEL_APP, LABEL_PLAN, NAME_PREFIX,
-    PlanId, ServerName, Snapshot, StartSpec, UpdateSpec,
+    Capacity, Container, ContainerId, DeploySpec, ImageHolds, ImageId, ImageRef, LABEL_APP, LABEL_PLAN,
+    NAME_PREFIX, PlanId, ServerName, Snapshot, StartSpec, UpdateSpec,
 };
 
 mod argv;
 mod deploy;
+mod images;
 mod lifecycle;
 pub mod parse;
 mod queries;
@@ -66,6 +69,7 @@ pub use runner::{DOCKER, DOCKER_HOST, DockerCall, DockerProcess, Runner, docker_
 
 use argv::argv;
 pub use argv::{INHIBIT_IPV4_OPTION, INSPECT_TEMPLATE, NO_MASQUERADE_OPTION, SHM_SIZE, hardening};
+pub use images::IMAGE_TEMPLATE;
 use parse::{lines, parse_container_ids, parse_images, parse_inspect_rows, parse_networks};
 
 /// Where the gateway finds its configuration (the read-only bind mount).
@@ -354,10 +358,13 @@ impl<R: Runner> Engine for DockerClient<R> {
     }
 
     fn remove_image(&self, image: &ImageId) -> Result<(), EngineError> {
-        // Never -f, never prune: if a container still uses the image, docker
-        // refuses and that refusal is the answer.
-        self.call("remove image", argv(&["image", "rm", "--no-prune", image.as_str()]), QUICK)?;
-        Ok(())
+        // Never -f, never prune: if anything still holds the image, docker
+        // refuses and that refusal, once verified, is the answer.
+        self.remove_image_verified(image)
+    }
+
+    fn image_holds(&self, image: &ImageId) -> Result<Option<ImageHolds>, EngineError> {
+        self.holds(image)
     }
 
     fn start(&self, spec: &StartSpec, progress: &dyn ProgressSink) -> Result<(), EngineError> {

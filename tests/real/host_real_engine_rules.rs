@@ -468,6 +468,9 @@ impl Engine for RejectedConfig {
     fn remove_image(&self, image: &ImageId) -> Result<(), EngineError> {
         self.0.remove_image(image)
     }
+    fn image_holds(&self, image: &ImageId) -> Result<Option<volce_lab::vocab::ImageHolds>, EngineError> {
+        self.0.image_holds(image)
+    }
     fn remove_app(&self, removal: &AppRemoval<'_>) -> Result<(), EngineError> {
         self.0.remove_app(removal)
     }
