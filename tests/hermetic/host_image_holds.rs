@@ -1,7 +1,8 @@
 //! remove_image against what holds an image (issue 28), on the fake
 //! engine: refused at plan time with its own code; the same holds appearing
 //! between plan and execute end the plan `failed`, and so does a refusal
-//! docker gives and the engine verified; none of them blocks the host.
+//! docker gives and the engine verified (for stop and remove_app too);
+//! none of them blocks the host.
 //! Hermetic: no root, no Docker.
 
 use crate::support::fake_engine::*;
@@ -127,4 +128,31 @@ fn an_unverified_engine_failure_at_execute_still_needs_inspection() {
     assert!(matches!(h.controller().execute(&id, AGENT).unwrap(), Executed::NeedsInspection { .. }));
     let refused = h.controller().prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap_err();
     assert_eq!(refused.code, Code::InspectionRequired);
+}
+
+/// The same rule for stop and remove_app: a first change docker refused
+/// and the engine verified (`Refused`) ends the plan `failed`, leaves the
+/// app's record as it was and blocks nothing.
+#[test]
+fn a_verified_refusal_of_stop_or_remove_app_is_failed_and_keeps_the_record() {
+    use volce_lab::control::app_record::AppState;
+    for action in ["stop", "remove_app"] {
+        let h = Harness::new();
+        let mut c = h.controller();
+        let deploy = c.prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap();
+        assert!(matches!(c.execute(&deploy.plan.id, AGENT).unwrap(), Executed::Completed(_)));
+        let plan = c.prepare(action, &json!({"app": "demo"}), AGENT).unwrap();
+        c.approve(&plan.plan.id, &plan.plan.digest, "alice").unwrap();
+        h.engine.edit(|s| s.fail_next = Some(EngineError::Refused { step: "disable restart" }));
+        let Executed::Failed { refusal, .. } = c.execute(&plan.plan.id, AGENT).unwrap() else {
+            panic!("{action}: expected failed");
+        };
+        assert_eq!(refusal.code, Code::EngineRefused, "{action}");
+        assert!(refusal.message.contains(action), "{action}: {}", refusal.message);
+        let stored = c.load(&plan.plan.id, "root").unwrap();
+        assert_eq!((stored.state, stored.outcome), (PlanState::Failed, Some(PlanOutcome::NotStarted)));
+        let inventory = c.inventory(AGENT).unwrap();
+        assert_eq!(inventory.apps[0].recorded_state, AppState::Running, "{action}: the record is as it was");
+        c.prepare(action, &json!({"app": "demo"}), AGENT).expect("the host is not blocked");
+    }
 }

@@ -12,24 +12,14 @@
 
 use super::argv::argv;
 use super::parse::{ImageRow, holds_of, parse_image_rows, parse_images};
+use super::verify::engine_said_no;
 use super::{DockerClient, QUICK, Runner, SNAPSHOT_OUTPUT};
 use crate::docker::EngineError;
-use crate::exec::{Completion, Execution, ExecutionStatus};
 use crate::vocab::{ImageHolds, ImageId};
 
 /// One image a line, as JSON: id, parent (empty for none), tags and digest
 /// references (`null` or a list).
 pub const IMAGE_TEMPLATE: &str = r#"{"id":{{json .Id}},"parent":{{json .Parent}},"tags":{{json .RepoTags}},"digests":{{json .RepoDigests}}}"#;
-
-/// Whether a failed call is docker's own "no" (exit 1, the process seen to
-/// its end), as opposed to a timeout, a signal or a lost answer, after
-/// which the engine may still be acting.
-pub(super) fn engine_said_no(execution: &Execution) -> bool {
-    execution.execution_status == ExecutionStatus::NonzeroExit
-        && execution.exit_code == Some(1)
-        && !execution.timed_out
-        && execution.completion == Completion::Confirmed
-}
 
 impl<R: Runner> DockerClient<R> {
     /// [`crate::docker::Engine::image_holds`]. An image removed between

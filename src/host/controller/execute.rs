@@ -350,16 +350,22 @@ fn unchanged_refusal(action: Action, error: &EngineError, id: &PlanId) -> Refusa
             ),
         ),
         EngineError::RolledBack { cause } => rollback::rolled_back_refusal(action, cause, id),
-        EngineError::Refused { .. } => Refusal::new(
-            Code::EngineRefused,
-            format!(
-                "Docker refused the {} and a fresh look showed its target exactly as before, so nothing \
-                 changed (something on the server, such as an image built on it, a new tag or a container \
-                 using it, appeared after the plan was checked). Plan {id} is failed and blocks nothing; \
-                 read the server's state again before preparing a new plan.",
-                action.as_str()
-            ),
-        ),
+        EngineError::Refused { .. } => {
+            let why = match action {
+                Action::RemoveImage => "an image built on it, a new tag or a container using it",
+                _ => "one of the app's containers started, stopped or being removed by hand",
+            };
+            Refusal::new(
+                Code::EngineRefused,
+                format!(
+                    "Docker refused the {} and a fresh look showed its target exactly as before, so nothing \
+                     changed; something on the server ({why}) changed after the plan was checked. Plan {id} \
+                     is failed and blocks nothing; read the server's state again (inventory) before \
+                     preparing a new plan.",
+                    action.as_str()
+                ),
+            )
+        }
         _ => Refusal::new(Code::EngineUnavailable, format!("Plan {id} failed; nothing was changed.")),
     }
 }
