@@ -293,7 +293,8 @@ fn remove_image_is_refused_by_docker_while_anything_holds_it_and_the_refusal_is_
     assert_eq!(holds.children.as_slice(), std::slice::from_ref(&child), "the committed image is a child");
     refused(&lab, "a child image");
     assert!(docker(&["image", "inspect", child.as_str()]).0, "the child is untouched");
-    docker_ok(&["image", "rm", child.as_str()]);
+    // --no-prune: removing a child also removes its untagged parents.
+    docker_ok(&["image", "rm", "--no-prune", child.as_str()]);
 
     // Two tags: docker does not drop them by id without force.
     let tags = ["a", "b"].map(|t| format!("volce-lab-test-{}:{t}", lab.app));

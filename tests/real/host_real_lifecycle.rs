@@ -332,7 +332,7 @@ fn an_app_lives_its_whole_life_on_the_real_engine_and_a_busy_host_voids_nothing(
     assert!(docker(&["rm", &source]).0 && committed, "a child of web committed");
     cleanup.images.insert(0, child.clone());
     assert_eq!(host.plan("remove_image", remove.clone()).unwrap_err()["code"], "image_has_children");
-    assert!(docker(&["image", "rm", &child]).0);
+    assert!(docker(&["image", "rm", "--no-prune", &child]).0);
     match hold_on(&web) {
         // Something the test did not make holds it: the refusal is proven
         // instead, and the image stays for the suites after this one.

@@ -68,8 +68,9 @@ impl Hold {
 
     fn undo(self, made: &str) {
         match self {
-            // A tag beside the image's digest reference: only untagged.
-            Hold::Child | Hold::ExtraTag => docker_ok(&["image", "rm", made]),
+            // --no-prune: never the image under test with the child. A tag
+            // beside the image's digest reference is only untagged.
+            Hold::Child | Hold::ExtraTag => docker_ok(&["image", "rm", "--no-prune", made]),
             Hold::ForeignContainer => docker_ok(&["rm", made]),
         };
     }
