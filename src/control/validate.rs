@@ -26,7 +26,8 @@ use super::app_record::{AppRecord, AppState};
 use super::plan::{Action, Impact, Payload};
 use super::policy::Policy;
 use crate::vocab::{
-    AppName, Capacity, Code, ContainerId, ImageId, ImageRef, PlanId, Refusal, ServerName, Snapshot, refuse,
+    AppName, Capacity, Code, ContainerId, ImageHolds, ImageId, ImageRef, PlanId, Refusal, ServerName,
+    Snapshot, refuse,
 };
 
 const MIB: u64 = 1024 * 1024;
@@ -63,6 +64,9 @@ pub trait HostFacts {
     /// The `VOLUME` paths the image declares, or `None` when it is not in
     /// the engine yet (the deploy pulls it and checks again).
     fn image_volumes(&self, reference: &ImageRef) -> Result<Option<Vec<String>>, Refusal>;
+    /// What holds a local image besides containers (images built on it,
+    /// its references), or `None` when the engine holds no such image.
+    fn image_holds(&self, image: &ImageId) -> Result<Option<ImageHolds>, Refusal>;
 }
 
 /// Refuses a catalog image (or the gateway image) that declares `VOLUME`s,
@@ -124,7 +128,7 @@ pub fn derive(
         Action::Deploy => deploy::deploy(params, ctx, facts),
         Action::NginxConfig => nginx_config(params, ctx),
         Action::Stop => stop(params, ctx),
-        Action::RemoveImage => removal::remove_image(params, ctx),
+        Action::RemoveImage => removal::remove_image(params, ctx, facts),
         Action::RemoveApp => removal::remove_app(params, ctx),
         Action::Start => lifecycle::start(params, ctx, facts),
         Action::Update => lifecycle::update(params, ctx, facts),

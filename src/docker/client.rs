@@ -12,7 +12,8 @@
 //! - a failed deploy removes what carries this plan's label (containers,
 //!   networks) and nothing else; the app directory stays as evidence;
 //! - stop and remove_image touch exactly the ids they are given; never `-f`,
-//!   never prune.
+//!   never prune; a refusal by docker is reported as one (nothing changed)
+//!   only once a fresh look shows the target as it was.
 //!
 //! Networks: the app sits alone with the gateway on `vl-<app>`, created
 //! `--internal` with no host address on its bridge (`argv::app_network`):
@@ -30,6 +31,8 @@
 //! run ([`Runner`], [`DockerCall`], the fixed program and environment);
 //! `client/deploy.rs` the deploy steps and their cleanup;
 //! `client/lifecycle.rs` start and update and their rollback;
+//! `client/images.rs` what holds an image and its verified removal;
+//! `client/verify.rs` when a failed first change is a refusal that changed nothing;
 //! `client/queries.rs` the read-only questions (image ids, declared
 //! volumes, network options, whether a gateway answers);
 //! `client/argv.rs` argv building (hardening, labels, mount, inspect
@@ -49,23 +52,27 @@ use super::host_probe::port_free;
 use super::{AppRemoval, Deployed, Engine, EngineError, LogWindow, ProgressSink};
 use crate::exec::ExecutionStatus;
 use crate::vocab::{
-    Capacity, Container, ContainerId, DeploySpec, ImageId, ImageRef, LABEL_APP, LABEL_PLAN, NAME_PREFIX,
-    PlanId, ServerName, Snapshot, StartSpec, UpdateSpec,
+    Capacity, Container, ContainerId, DeploySpec, ImageHolds, ImageId, ImageRef, LABEL_APP, LABEL_PLAN,
+    NAME_PREFIX, PlanId, ServerName, Snapshot, StartSpec, UpdateSpec,
 };
 
 mod argv;
 mod deploy;
+mod images;
 mod lifecycle;
 pub mod parse;
 mod queries;
 mod runner;
+mod verify;
 pub use queries::NetworkOptions;
 pub(crate) use queries::null_as_empty;
 use runner::SMALL_OUTPUT;
 pub use runner::{DOCKER, DOCKER_HOST, DockerCall, DockerProcess, Runner, docker_env};
+use verify::FirstChange;
 
 use argv::argv;
 pub use argv::{INHIBIT_IPV4_OPTION, INSPECT_TEMPLATE, NO_MASQUERADE_OPTION, SHM_SIZE, hardening};
+pub use images::IMAGE_TEMPLATE;
 use parse::{lines, parse_container_ids, parse_images, parse_inspect_rows, parse_networks};
 
 /// Where the gateway finds its configuration (the read-only bind mount).
@@ -249,6 +256,33 @@ impl<R: Runner> DockerClient<R> {
         }
     }
 
+    /// `--restart=no`, then a graceful stop, for exactly these containers
+    /// (first the policy, so the engine cannot bring one back while or
+    /// after it stops). A refusal of the very first change, verified, is
+    /// [`EngineError::Refused`]; update's own stop of its old container
+    /// comes after other changes and uses [`Self::stop_containers`].
+    fn stop_verifying_first(&self, containers: &[ContainerId]) -> Result<(), EngineError> {
+        const STEP: &str = "disable restart";
+        let Some((first, rest)) = containers.split_first() else {
+            return Ok(());
+        };
+        if let Err(error) = self.call(STEP, argv(&["update", "--restart=no", first.as_str()]), QUICK) {
+            return Err(self.refused_unless_changed(error, first, FirstChange::DisableRestart, STEP));
+        }
+        self.call("stop container", argv(&["stop", "--time", STOP_GRACE_SECONDS, first.as_str()]), STOP)?;
+        self.stop_containers(rest)
+    }
+
+    /// [`Self::stop_verifying_first`] without the verification: every
+    /// failure is the call's error.
+    fn stop_containers(&self, containers: &[ContainerId]) -> Result<(), EngineError> {
+        for id in containers {
+            self.call("disable restart", argv(&["update", "--restart=no", id.as_str()]), QUICK)?;
+            self.call("stop container", argv(&["stop", "--time", STOP_GRACE_SECONDS, id.as_str()]), STOP)?;
+        }
+        Ok(())
+    }
+
     fn test_and_reload(&self, gateway: &ContainerId) -> Result<(), EngineError> {
         self.nginx_test("nginx -t in gateway", argv(&["exec", gateway.as_str(), NGINX, "-t"]), NGINX_TEST)?;
         self.call(
@@ -344,20 +378,17 @@ impl<R: Runner> Engine for DockerClient<R> {
     }
 
     fn stop(&self, containers: &[ContainerId]) -> Result<(), EngineError> {
-        for id in containers {
-            // First the policy, so the engine cannot bring it back while or
-            // after it stops.
-            self.call("disable restart", argv(&["update", "--restart=no", id.as_str()]), QUICK)?;
-            self.call("stop container", argv(&["stop", "--time", STOP_GRACE_SECONDS, id.as_str()]), STOP)?;
-        }
-        Ok(())
+        self.stop_verifying_first(containers)
     }
 
     fn remove_image(&self, image: &ImageId) -> Result<(), EngineError> {
-        // Never -f, never prune: if a container still uses the image, docker
-        // refuses and that refusal is the answer.
-        self.call("remove image", argv(&["image", "rm", "--no-prune", image.as_str()]), QUICK)?;
-        Ok(())
+        // Never -f, never prune: if anything still holds the image, docker
+        // refuses and that refusal, once verified, is the answer.
+        self.remove_image_verified(image)
+    }
+
+    fn image_holds(&self, image: &ImageId) -> Result<Option<ImageHolds>, EngineError> {
+        self.holds(image)
     }
 
     fn start(&self, spec: &StartSpec, progress: &dyn ProgressSink) -> Result<(), EngineError> {
@@ -387,11 +418,20 @@ impl<R: Runner> Engine for DockerClient<R> {
     }
 
     fn remove_app(&self, removal: &AppRemoval<'_>) -> Result<(), EngineError> {
-        self.stop(removal.running)?;
-        for id in removal.containers {
+        self.stop_verifying_first(removal.running)?;
+        for (n, id) in removal.containers.iter().enumerate() {
             // Never -f (a container that runs again is refused, not killed),
             // never -v (volumes are not ours to remove).
-            self.call("remove app container", argv(&["rm", id.as_str()]), QUICK)?;
+            const STEP: &str = "remove app container";
+            if let Err(error) = self.call(STEP, argv(&["rm", id.as_str()]), QUICK) {
+                // The first change of all only when nothing was stopped.
+                let first = n == 0 && removal.running.is_empty();
+                return Err(if first {
+                    self.refused_unless_changed(error, id, FirstChange::Remove, STEP)
+                } else {
+                    error
+                });
+            }
         }
         // Only networks that carry the app's label, by id, and only those
         // of the plan's names: a network on our name that someone else made

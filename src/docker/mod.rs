@@ -21,8 +21,8 @@ pub mod host_probe;
 use serde::{Deserialize, Serialize};
 
 use crate::vocab::{
-    AppName, Capacity, Container, ContainerId, DeploySpec, ImageId, ImageRef, PlanId, ServerName, Snapshot,
-    StartSpec, Step, UpdateSpec,
+    AppName, Capacity, Container, ContainerId, DeploySpec, ImageHolds, ImageId, ImageRef, PlanId, ServerName,
+    Snapshot, StartSpec, Step, UpdateSpec,
 };
 
 /// What a remove_app plan removes (see [`Engine::remove_app`]).
@@ -85,6 +85,11 @@ pub enum EngineError {
     /// run; start's containers are stopped again.
     /// Never built for a step whose outcome is unknown (a timeout).
     RolledBack { cause: Box<EngineError> },
+    /// docker refused the action's first mutation (its own verdict, exit 1,
+    /// seen to the end) and a fresh look afterwards showed the target as it
+    /// was before: nothing changed. Never built from docker's words, which
+    /// stay in `exec`; a refusal that cannot be verified stays a [`EngineError::Call`].
+    Refused { step: &'static str },
 }
 
 impl fmt::Display for EngineError {
@@ -121,6 +126,9 @@ impl fmt::Display for EngineError {
             EngineError::RolledBack { cause } => {
                 write!(f, "{cause}; the change was rolled back and that was verified")
             }
+            EngineError::Refused { step } => {
+                write!(f, "docker refused at step '{step}' and its target was seen unchanged afterwards")
+            }
         }
     }
 }
@@ -137,6 +145,7 @@ impl EngineError {
             EngineError::NginxRejectedAndRestored
                 | EngineError::PortTaken { .. }
                 | EngineError::RolledBack { .. }
+                | EngineError::Refused { .. }
         )
     }
 
@@ -196,8 +205,14 @@ pub trait Engine {
     ) -> Result<(), EngineError>;
     /// `--restart=no`, then a graceful stop, for exactly these containers.
     fn stop(&self, containers: &[ContainerId]) -> Result<(), EngineError>;
-    /// `docker image rm --no-prune <id>`; never forced, never pruned.
+    /// `docker image rm --no-prune <id>`; never forced, never pruned. When
+    /// docker refuses and the image is then seen with the references it
+    /// had before: [`EngineError::Refused`].
     fn remove_image(&self, image: &ImageId) -> Result<(), EngineError>;
+    /// Read-only: what keeps docker from removing this image by id without
+    /// force besides containers (images built on it, its references), or
+    /// `None` when the engine holds no such image.
+    fn image_holds(&self, image: &ImageId) -> Result<Option<ImageHolds>, EngineError>;
     /// Removes one app: stops `running` as [`Engine::stop`] does, removes
     /// exactly `containers` (never forced, never their volumes), the
     /// networks among `networks` that carry the app's label, and the app

@@ -46,7 +46,7 @@ use crate::control::scope;
 use crate::control::validate::{self, Context, HostFacts};
 use crate::docker::{Engine, EngineError};
 use crate::store::{AuditOutcome, AuditRow, Claim, Event, PlanState, Store, StoreError, StoredPlan};
-use crate::vocab::{Capacity, Code, ImageRef, PlanId, Refusal, refuse};
+use crate::vocab::{Capacity, Code, ImageHolds, ImageId, ImageRef, PlanId, Refusal, refuse};
 
 pub use super::liveness::StoppedClaimer;
 
@@ -101,6 +101,9 @@ impl<E: Engine> HostFacts for EngineProbe<'_, E> {
     }
     fn image_volumes(&self, reference: &ImageRef) -> Result<Option<Vec<String>>, Refusal> {
         self.engine.image_volumes(reference).map_err(engine_unavailable)
+    }
+    fn image_holds(&self, image: &ImageId) -> Result<Option<ImageHolds>, Refusal> {
+        self.engine.image_holds(image).map_err(engine_unavailable)
     }
     fn app_dir_exists(&self, app: &str) -> bool {
         // Anything but a clean "not found" counts as existing: refusing a

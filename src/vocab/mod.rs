@@ -13,7 +13,8 @@
 //!   [`ImageRef`];
 //! - `names.rs`: the name validators, [`AppName`] and the Docker names
 //!   derived from it ([`AppNames`]), [`ServerName`];
-//! - `snapshot.rs`: the engine's [`Snapshot`] and the `io.volce-lab.*` labels;
+//! - `snapshot.rs`: the engine's [`Snapshot`], an image's [`ImageHolds`] and
+//!   the `io.volce-lab.*` labels;
 //! - `engine.rs`: the specs the engine acts on ([`DeploySpec`],
 //!   [`StartSpec`], [`UpdateSpec`], [`ContainerLimits`]), [`Capacity`], and
 //!   the progress [`Step`]s it reports.
@@ -81,4 +82,4 @@ pub use ids::{ContainerId, Digest, ImageId, ImageRef, PlanId};
 pub(crate) use names::is_name;
 pub use names::{AppName, AppNames, NAME_PREFIX, ServerName, is_app_name, is_server_name, is_user_name};
 pub use refusal::{Code, MESSAGE_MAX_CHARS, Refusal, refuse};
-pub use snapshot::{Container, LABEL_APP, LABEL_PLAN, LABEL_ROLE, PublishedPort, Snapshot};
+pub use snapshot::{Container, ImageHolds, LABEL_APP, LABEL_PLAN, LABEL_ROLE, PublishedPort, Snapshot};

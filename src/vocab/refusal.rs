@@ -48,6 +48,13 @@ pub enum Code {
     /// deploy or update of an image that declares `VOLUME`s (refused at
     /// plan time when the image is local, else right after the pull).
     ImageDeclaresVolumes,
+    /// remove_image of an image other local images are built on (docker
+    /// refuses it: "dependent child images").
+    ImageHasChildren,
+    /// remove_image of an image whose tags or digest references docker
+    /// will not drop by id without force (several tags, or several
+    /// repositories).
+    ImageHasReferences,
     // Plan life cycle.
     InspectionRequired,
     InvalidPlanId,
@@ -89,6 +96,9 @@ pub enum Code {
     StartFailed,
     /// update: a docker step failed; the old container kept serving.
     UpdateFailed,
+    /// The engine refused an action's first change, and a fresh look showed
+    /// its target as it was: nothing changed.
+    EngineRefused,
     // The host itself.
     NotRoot,
     UnsafePath,
@@ -232,7 +242,7 @@ mod tests {
     #[test]
     fn code_strings_never_change() {
         use strum::VariantArray as _;
-        const SHIPPED: [&str; 76] = [
+        const SHIPPED: [&str; 79] = [
             "invalid_request",
             "request_too_large",
             "unknown_action",
@@ -258,6 +268,8 @@ mod tests {
             "app_not_stopped",
             "image_unchanged",
             "image_declares_volumes",
+            "image_has_children",
+            "image_has_references",
             "inspection_required",
             "invalid_plan_id",
             "plan_not_found",
@@ -285,6 +297,7 @@ mod tests {
             "deploy_failed",
             "start_failed",
             "update_failed",
+            "engine_refused",
             "not_root",
             "unsafe_path",
             "policy_invalid",

@@ -47,6 +47,42 @@ impl Container {
     }
 }
 
+/// What keeps the engine from removing a local image by id without force,
+/// besides the containers that use it (those are in the [`Snapshot`]).
+/// Counts and ids only: the image's tags and digest references are names
+/// someone else chose, so none of them is carried, shown or obeyed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImageHolds {
+    /// Local images (intermediate ones too) whose parent is this image:
+    /// docker refuses to remove an image other images are built on.
+    pub children: Vec<ImageId>,
+    /// How many repository tags (`name:tag`) the image carries.
+    pub tags: usize,
+    /// How many digest references (`name@sha256:...`) the image carries.
+    pub digests: usize,
+    /// Docker's rule for a removal by id without force: the references, if
+    /// any, are at most one tag and name one repository between them.
+    /// Anything else docker refuses ("referenced in multiple repositories").
+    pub references_removable: bool,
+}
+
+impl ImageHolds {
+    /// Docker's rule (see `references_removable`) over the repository
+    /// names of the image's tags and of its digest references.
+    pub fn references_removable(tag_repositories: &[&str], digest_repositories: &[&str]) -> bool {
+        match (tag_repositories, digest_repositories) {
+            ([], []) | ([_], []) | ([], [_]) => true,
+            (tags, digests) if tags.len() <= 1 => {
+                let mut names: Vec<&str> = tags.iter().chain(digests).copied().collect();
+                names.sort_unstable();
+                names.dedup();
+                names.len() == 1
+            }
+            _ => false,
+        }
+    }
+}
+
 /// What the controller sees of the engine, in a stable order, so that two
 /// snapshots of an unchanged engine are equal. Each plan digests only its
 /// scope of it (`crate::control::scope`).
@@ -94,5 +130,25 @@ mod tests {
         assert_eq!(a.digest(), b.digest());
         let c = Snapshot { containers: vec![], images: vec![image('a')], networks: vec![] };
         assert_ne!(a.digest(), c.digest());
+    }
+
+    /// Docker's own cases (moby `isSingleReference`): one reference of any
+    /// kind; a tag and digests of its one repository; digests of one
+    /// repository. Two tags, or two repositories, are refused.
+    #[test]
+    fn references_removable_follows_dockers_rule() {
+        let ok = ImageHolds::references_removable;
+        assert!(ok(&[], &[]));
+        assert!(ok(&["a"], &[]));
+        assert!(ok(&[], &["a"]));
+        assert!(ok(&["a"], &["a"]));
+        assert!(ok(&["a"], &["a", "a"]));
+        assert!(ok(&[], &["a", "a"]));
+        assert!(!ok(&["a", "a"], &[]));
+        assert!(!ok(&["a", "a"], &["a"]));
+        assert!(!ok(&["a", "b"], &[]));
+        assert!(!ok(&["a"], &["b"]));
+        assert!(!ok(&[], &["a", "b"]));
+        assert!(!ok(&["a"], &["a", "b"]));
     }
 }

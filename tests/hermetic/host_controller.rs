@@ -297,11 +297,11 @@ fn execute_after_snapshot_drift_is_refused_and_the_approval_is_void() {
     let mut c = h.controller();
     let plan = c.prepare("remove_image", &json!({"image_id": unused_image().as_str()}), AGENT).unwrap();
     c.approve(&plan.plan.id, &plan.plan.digest, "alice").unwrap();
-    // A container (foreign, stopped) now references the image: its target changed.
-    let user = foreign_container(container_id('e'), "uses-it", unused_image(), "exited");
-    h.engine.edit(|s| s.snapshot.containers.push(user));
+    // Someone removed the image by hand: its target changed. (A container
+    // now using it ends the plan `failed` instead: host_image_holds.)
+    h.engine.edit(|s| s.snapshot.images.retain(|i| *i != unused_image()));
     assert_eq!(refusal(c.execute(&plan.plan.id, AGENT)), Code::SnapshotChanged);
-    h.engine.edit(|s| s.snapshot.containers.retain(|c| c.id != container_id('e')));
+    h.engine.edit(|s| s.snapshot.images.push(unused_image()));
     assert_eq!(refusal(c.execute(&plan.plan.id, AGENT)), Code::PlanInvalidated);
     assert!(h.engine.mutations().is_empty());
     let events: Vec<_> = c
@@ -1321,9 +1321,8 @@ fn reject_refusals_name_the_problem_and_change_nothing() {
     let completed = deploy_demo(&h);
     let invalidated = {
         let id = remove_image_plan(&h);
-        // A container now references the image: the plan's target changed.
-        let user = foreign_container(container_id('e'), "uses-it", unused_image(), "exited");
-        h.engine.edit(|s| s.snapshot.containers.push(user));
+        // The image is gone (removed by hand): the plan's target changed.
+        h.engine.edit(|s| s.snapshot.images.retain(|i| *i != unused_image()));
         assert_eq!(refusal(h.controller().execute(&id, AGENT)), Code::ApprovalRequired);
         let digest = h.controller().load(&id, "root").unwrap().plan.digest;
         h.approve(&id, digest.as_str(), "alice").unwrap();

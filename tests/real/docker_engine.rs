@@ -19,7 +19,7 @@ use serde_json::Value;
 use volce_lab::docker::host_probe::http_get;
 use volce_lab::docker::{Engine as _, EngineError, NoProgress};
 use volce_lab::nginx::render;
-use volce_lab::vocab::{ContainerId, ImageId, ImageRef};
+use volce_lab::vocab::{ContainerId, ImageHolds, ImageId, ImageRef};
 
 /// A progress sink that keeps the steps it is told.
 #[derive(Default)]
@@ -237,9 +237,14 @@ fn stop_stops_exactly_the_given_containers_with_restart_no() {
     assert_eq!(status(lab.port, &lab.server_name()), None, "nothing answers any more");
 }
 
+/// Tried: each thing that makes docker refuse `image rm` by id without
+/// force: a stopped container using the image, an image committed from it
+/// (a child), two extra tags. Each is reported as a hold, and the engine's
+/// own removal is a verified refusal (`Refused`: the image is still there
+/// with the same references), never a silent partial change.
 #[test]
 #[ignore = "real parts: run by scripts/test"]
-fn remove_image_is_refused_by_docker_while_a_stopped_container_uses_it() {
+fn remove_image_is_refused_by_docker_while_anything_holds_it_and_the_refusal_is_verified() {
     let mut lab = Lab::new("rmi");
     // An image of this test alone: an empty root filesystem imported with a
     // unique message gets a unique id, so parallel runs never share it.
@@ -250,6 +255,20 @@ fn remove_image_is_refused_by_docker_while_a_stopped_container_uses_it() {
     assert!(ok, "docker import of an empty tar");
     let image = ImageId::parse(out.trim()).expect("docker import prints the new image id");
     lab.extra_images.push(image.to_string());
+    let free = ImageHolds { children: vec![], tags: 0, digests: 0, references_removable: true };
+    assert_eq!(lab.engine.image_holds(&image).unwrap(), Some(free));
+    let refused = |lab: &Lab, what: &str| {
+        assert_eq!(
+            lab.engine.remove_image(&image),
+            Err(EngineError::Refused { step: "remove image" }),
+            "{what}: docker's refusal, verified"
+        );
+        // Asked by id: `image ls` without -a hides an untagged image that
+        // others are built on.
+        assert!(docker(&["image", "inspect", image.as_str()]).0, "{what}: the image is still there");
+    };
+
+    // A stopped container uses it.
     let holder = docker_ok(&[
         "create",
         "--name",
@@ -261,19 +280,41 @@ fn remove_image_is_refused_by_docker_while_a_stopped_container_uses_it() {
     let holder = holder.trim().to_owned();
     lab.extra_containers.push(holder.clone());
     assert_eq!(inspect("container", &holder)["State"]["Status"], "created");
-
-    match lab.engine.remove_image(&image) {
-        Err(EngineError::Call { step: "remove image", execution }) => {
-            assert_eq!(execution.exit_code, Some(1), "docker's own refusal")
-        }
-        other => panic!("expected docker to refuse, got {other:?}"),
-    }
-    assert!(lab.engine.snapshot().unwrap().images.contains(&image), "the image is still there");
+    refused(&lab, "a stopped container");
     assert!(docker(&["container", "inspect", &holder]).0, "the container was not removed for it");
 
+    // An image committed from that container is built on it.
+    let child = docker_ok(&["commit", "--change", "LABEL io.volce-lab.test=child", &holder]);
+    let child = ImageId::parse(child.trim()).expect("docker commit prints the new image id");
+    // Removed before its parent when the lab drops.
+    lab.extra_images.insert(0, child.to_string());
     docker_ok(&["rm", &holder]);
-    lab.engine.remove_image(&image).expect("removal allowed once unused");
+    let holds = lab.engine.image_holds(&image).unwrap().unwrap();
+    assert_eq!(holds.children.as_slice(), std::slice::from_ref(&child), "the committed image is a child");
+    refused(&lab, "a child image");
+    assert!(docker(&["image", "inspect", child.as_str()]).0, "the child is untouched");
+    // --no-prune: removing a child also removes its untagged parents.
+    docker_ok(&["image", "rm", "--no-prune", child.as_str()]);
+
+    // Two tags: docker does not drop them by id without force.
+    let tags = ["a", "b"].map(|t| format!("volce-lab-test-{}:{t}", lab.app));
+    for tag in &tags {
+        docker_ok(&["tag", image.as_str(), tag]);
+        lab.extra_images.insert(0, tag.clone());
+    }
+    let holds = lab.engine.image_holds(&image).unwrap().unwrap();
+    assert_eq!((holds.tags, holds.digests, holds.references_removable), (2, 0, false));
+    refused(&lab, "two tags");
+    let kept = docker_ok(&["image", "inspect", "--format", "{{len .RepoTags}}", image.as_str()]);
+    assert_eq!(kept.trim(), "2", "both tags are still there");
+    // One tag is a single reference: docker removes it by id, tag and all.
+    docker_ok(&["image", "rm", &tags[1]]);
+    let holds = lab.engine.image_holds(&image).unwrap().unwrap();
+    assert_eq!((holds.tags, holds.references_removable), (1, true));
+
+    lab.engine.remove_image(&image).expect("removal allowed once nothing holds it");
     assert!(!lab.engine.snapshot().unwrap().images.contains(&image));
+    assert_eq!(lab.engine.image_holds(&image).unwrap(), None, "gone");
 }
 
 #[test]

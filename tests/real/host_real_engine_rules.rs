@@ -7,7 +7,9 @@
 //!   that nothing with its plan's label is left, ends `failed` with
 //!   `rolled_back` and blocks nothing: the next plan is accepted at once;
 //! - remove_image is refused while any container, running or stopped, uses
-//!   the image, and removes it once none does;
+//!   the image, and removes it once none does; an image built on it or an
+//!   extra tag refuses it too, and each hold made after the plan ends it
+//!   `failed`, blocking nothing (`image_holds.rs`);
 //! - a foreign listener on the host port refuses the deploy at plan time;
 //! - a foreign container in a restart loop voids no approved stop; a
 //!   change to the app being stopped does (`snapshot_changed`);
@@ -29,6 +31,8 @@ use crate::support::docker_lab;
 // What an app container can reach and write (issue 13), on the same
 // engine turn and `Host` as the rules here.
 mod confine;
+// What holds an image, at plan time and between plan and execute (issue 28).
+mod image_holds;
 
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -467,6 +471,9 @@ impl Engine for RejectedConfig {
     }
     fn remove_image(&self, image: &ImageId) -> Result<(), EngineError> {
         self.0.remove_image(image)
+    }
+    fn image_holds(&self, image: &ImageId) -> Result<Option<volce_lab::vocab::ImageHolds>, EngineError> {
+        self.0.image_holds(image)
     }
     fn remove_app(&self, removal: &AppRemoval<'_>) -> Result<(), EngineError> {
         self.0.remove_app(removal)

@@ -5,7 +5,10 @@
 //! (its health check fails: rolled back, the old one answered throughout,
 //! the next plan is accepted at once) -> stop -> started by hand, stopped
 //! again -> start -> remove_app -> deploy again under the same name and
-//! port -> remove_image of the first image. A foreign container in a
+//! port -> remove_image of the first image (refused while a container uses
+//! it or an image is built on it; on a machine where something the test did
+//! not make holds it, that refusal is what is proven). An unrelated image
+//! exists all along and changes nothing. A foreign container in a
 //! restart loop runs all along and voids nothing; a change to the target
 //! voids an approved plan. Also: remove_app of an app whose containers an
 //! operator removed by hand.
@@ -37,6 +40,8 @@ fn docker(args: &[&str]) -> (bool, String) {
 struct Cleanup {
     apps: Vec<String>,
     foreign: String,
+    /// Images the test made (children first), removed last.
+    images: Vec<String>,
 }
 
 impl Drop for Cleanup {
@@ -52,7 +57,37 @@ impl Drop for Cleanup {
                 let _ = docker(&["network", "rm", &network]);
             }
         }
+        for image in &self.images {
+            let _ = docker(&["image", "rm", image]);
+        }
     }
+}
+
+/// What would make docker refuse to remove `image` by id, as the machine
+/// holds it now (other suites and operators may have left images built on
+/// `web`, or containers of it): the plan's refusal code, or `None` when
+/// nothing does. Asked of docker directly, in the order the controller
+/// checks.
+fn hold_on(image: &str) -> Option<&'static str> {
+    let (_, containers) = docker(&["ps", "-aq", "--no-trunc"]);
+    let containers: Vec<&str> = containers.lines().collect();
+    if !containers.is_empty() {
+        let mut args = vec!["inspect", "--format", "{{.Image}}"];
+        args.extend(&containers);
+        if docker(&args).1.lines().any(|used| used == image) {
+            return Some("image_in_use");
+        }
+    }
+    let (_, images) = docker(&["image", "ls", "-a", "-q", "--no-trunc"]);
+    let mut args = vec!["image", "inspect", "--format", "{{.Parent}}"];
+    args.extend(images.lines());
+    if docker(&args).1.lines().any(|parent| parent == image) {
+        return Some("image_has_children");
+    }
+    let (_, tags) = docker(&["image", "inspect", "--format", "{{len .RepoTags}}", image]);
+    // The catalog image is pulled by digest: no tag at all. One tag of its
+    // own repository would still go; this test only needs "several".
+    (tags.parse::<usize>().unwrap_or(0) > 1).then_some("image_has_references")
 }
 
 struct Host {
@@ -196,9 +231,20 @@ fn an_app_lives_its_whole_life_on_the_real_engine_and_a_busy_host_voids_nothing(
     let (_state, host) = host();
     let app = format!("vllife{}", std::process::id());
     let foreign = format!("vllife-loop-{}", std::process::id());
-    let _cleanup = Cleanup { apps: vec![app.clone()], foreign: foreign.clone() };
+    let mut cleanup = Cleanup { apps: vec![app.clone()], foreign: foreign.clone(), images: vec![] };
     let server = format!("{app}.test");
     let port = free_port();
+    // An unrelated image on the machine, all along: it changes nothing.
+    let mut import = Command::new(DOCKER)
+        .args(["import", "--message", &format!("volce-lab test {app}"), "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut import.stdin.take().unwrap(), &[0u8; 1024]).unwrap();
+    let unrelated = String::from_utf8(import.wait_with_output().unwrap().stdout).unwrap().trim().to_owned();
+    assert!(unrelated.starts_with("sha256:"), "docker import prints the new image id: {unrelated}");
+    cleanup.images.push(unrelated);
 
     // A foreign container in a restart loop, all along.
     let web = image_id("web");
@@ -278,11 +324,30 @@ fn an_app_lives_its_whole_life_on_the_real_engine_and_a_busy_host_voids_nothing(
     let remove = json!({"image_id": web});
     assert_eq!(host.plan("remove_image", remove.clone()).unwrap_err()["code"], "image_in_use");
     assert!(docker(&["rm", "-f", &foreign]).0);
-    host.completed("remove_image", remove);
-    assert!(!docker(&["image", "inspect", &web]).0, "the first image is gone");
-    // Put it back for the suites after this one (they pull by digest).
-    let policy: Value = serde_json::from_slice(&std::fs::read(TEST_POLICY).unwrap()).unwrap();
-    assert!(docker(&["pull", "-q", policy["catalog"]["web"].as_str().unwrap()]).0);
+    // An image built on it (this test's own, committed from a container of
+    // it): docker would refuse, so the plan is refused, and nothing blocks.
+    let source = format!("vllife-child-{}", std::process::id());
+    assert!(docker(&["create", "--name", &source, "--network", "none", &web]).0);
+    let (committed, child) = docker(&["commit", "--change", "LABEL io.volce-lab.test=child", &source]);
+    assert!(docker(&["rm", &source]).0 && committed, "a child of web committed");
+    cleanup.images.insert(0, child.clone());
+    assert_eq!(host.plan("remove_image", remove.clone()).unwrap_err()["code"], "image_has_children");
+    assert!(docker(&["image", "rm", "--no-prune", &child]).0);
+    match hold_on(&web) {
+        // Something the test did not make holds it: the refusal is proven
+        // instead, and the image stays for the suites after this one.
+        Some(code) => {
+            assert_eq!(host.plan("remove_image", remove).unwrap_err()["code"], code);
+            assert!(docker(&["image", "inspect", &web]).0, "the first image is still there");
+        }
+        None => {
+            host.completed("remove_image", remove);
+            assert!(!docker(&["image", "inspect", &web]).0, "the first image is gone");
+            // Put it back for the suites after this one (they pull by digest).
+            let policy: Value = serde_json::from_slice(&std::fs::read(TEST_POLICY).unwrap()).unwrap();
+            assert!(docker(&["pull", "-q", policy["catalog"]["web"].as_str().unwrap()]).0);
+        }
+    }
 }
 
 #[test]
@@ -291,8 +356,11 @@ fn remove_app_cleans_up_an_app_whose_containers_an_operator_removed() {
     let _serial = SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let (_state, host) = host();
     let app = format!("vlgone{}", std::process::id());
-    let _cleanup =
-        Cleanup { apps: vec![app.clone()], foreign: format!("vlgone-none-{}", std::process::id()) };
+    let _cleanup = Cleanup {
+        apps: vec![app.clone()],
+        foreign: format!("vlgone-none-{}", std::process::id()),
+        images: vec![],
+    };
     let port = free_port();
     host.completed(
         "deploy",

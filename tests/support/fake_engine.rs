@@ -21,8 +21,8 @@ use volce_lab::docker::{
     AppRemoval, Deployed, Engine, EngineError, LabelledNetwork, LogWindow, ProgressSink,
 };
 use volce_lab::vocab::{
-    Capacity, Container, ContainerId, DeploySpec, ImageId, ImageRef, LABEL_APP, LABEL_PLAN, LABEL_ROLE,
-    PlanId, PublishedPort, ServerName, Snapshot, StartSpec, Step, UpdateSpec,
+    Capacity, Container, ContainerId, DeploySpec, ImageHolds, ImageId, ImageRef, LABEL_APP, LABEL_PLAN,
+    LABEL_ROLE, PlanId, PublishedPort, ServerName, Snapshot, StartSpec, Step, UpdateSpec,
 };
 
 pub fn image(c: char) -> ImageId {
@@ -76,6 +76,9 @@ pub struct FakeState {
     /// The `io.volce-lab.plan` label of each network that has one, by name
     /// (the snapshot lists names only, as the real one does).
     pub network_plans: BTreeMap<String, String>,
+    /// What `image_holds` answers per image in the snapshot (absent:
+    /// nothing holds it).
+    pub image_holds: BTreeMap<ImageId, ImageHolds>,
 }
 
 #[derive(Clone)]
@@ -119,6 +122,7 @@ impl FakeEngine {
                 image_volumes: BTreeMap::new(),
                 silent_ports: Vec::new(),
                 network_plans: BTreeMap::new(),
+                image_holds: BTreeMap::new(),
             })),
             log: None,
             block: None,
@@ -407,6 +411,15 @@ impl Engine for FakeEngine {
 
     fn image_volumes(&self, reference: &ImageRef) -> Result<Option<Vec<String>>, EngineError> {
         Ok(self.state.lock().unwrap().image_volumes.get(reference.as_str()).cloned())
+    }
+
+    fn image_holds(&self, image: &ImageId) -> Result<Option<ImageHolds>, EngineError> {
+        let state = self.state.lock().unwrap();
+        if !state.snapshot.images.contains(image) {
+            return Ok(None);
+        }
+        let free = ImageHolds { references_removable: true, ..ImageHolds::default() };
+        Ok(Some(state.image_holds.get(image).cloned().unwrap_or(free)))
     }
 
     fn gateway_answers(&self, port: u16, _server_name: &ServerName) -> bool {

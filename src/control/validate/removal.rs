@@ -7,7 +7,10 @@
 //! - remove_image needs a full id that an app volce-lab deployed has used
 //!   (recorded in its app record) and that no container, running or
 //!   stopped, uses now: an image volce-lab has no claim on is never removed,
-//!   however the request is worded or approved;
+//!   however the request is worded or approved; nor one docker would
+//!   refuse without force (images built on it, several tags, references in
+//!   several repositories), each refused with its own code, so that a plan
+//!   docker is bound to refuse is never made;
 //! - remove_app acts only on an app we recorded, in any state, and only on
 //!   its recorded containers that carry its label (or, for an app left
 //!   `needs_inspection` by its failed deploy, those carrying that deploy's
@@ -18,7 +21,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{Context, app_name, exact_keys, string};
+use super::{Context, HostFacts, app_name, exact_keys, string};
 use crate::control::app_record::AppState;
 use crate::control::plan::{Action, Impact, Payload};
 use crate::vocab::{Code, Container, ContainerId, ImageId, LABEL_PLAN, Refusal, refuse};
@@ -26,6 +29,7 @@ use crate::vocab::{Code, Container, ContainerId, ImageId, LABEL_PLAN, Refusal, r
 pub(super) fn remove_image(
     params: &Map<String, Value>,
     ctx: &Context<'_>,
+    facts: &dyn HostFacts,
 ) -> Result<(Payload, Impact), Refusal> {
     exact_keys(params, Action::RemoveImage)?;
     let raw = string(params, "image_id")?;
@@ -47,12 +51,18 @@ pub(super) fn remove_image(
             "No app that volce-lab deployed has used this image; volce-lab only removes images it pulled for its apps.",
         );
     }
-    if ctx.snapshot.containers.iter().any(|c| c.image_id == image_id) {
+    let users = ctx.snapshot.containers.iter().filter(|c| c.image_id == image_id).count();
+    if users > 0 {
         return refuse(
             Code::ImageInUse,
-            "A container, running or stopped, uses this image; it is not removed.",
+            format!(
+                "{users} container(s), running or stopped, use this image, so docker would refuse to remove \
+                 it; nothing was changed. Remove the app that uses it first (remove_app), or, for a \
+                 container volce-lab did not create, ask the operator; then prepare a new plan."
+            ),
         );
     }
+    refuse_held(&image_id, facts)?;
     let impact = Impact {
         target: format!("local image {image_id}, used by app {}", used_by.join(", ")),
         containers_touched: vec![],
@@ -63,6 +73,39 @@ pub(super) fn remove_image(
                 .into(),
     };
     Ok((Payload::RemoveImage { image_id, used_by }, impact))
+}
+
+/// Refuses what docker would refuse to remove by id without force, besides
+/// containers: images built on this one, and references docker does not
+/// drop by id. Names only counts and ids: a tag is someone else's text.
+fn refuse_held(image_id: &ImageId, facts: &dyn HostFacts) -> Result<(), Refusal> {
+    let Some(holds) = facts.image_holds(image_id)? else {
+        return refuse(Code::ImageNotFound, "No local image has this id.");
+    };
+    if let Some(first) = holds.children.first() {
+        let n = holds.children.len();
+        return refuse(
+            Code::ImageHasChildren,
+            format!(
+                "{n} other local image(s) are built on this image (the first is {first}), so docker would \
+                 refuse to remove it and volce-lab never forces; nothing was changed. Ask the operator \
+                 whether those images are still needed; once they are gone, prepare a new plan."
+            ),
+        );
+    }
+    if !holds.references_removable {
+        return refuse(
+            Code::ImageHasReferences,
+            format!(
+                "This image carries {} tag(s) and {} digest reference(s); docker removes an image by id \
+                 only when it has at most one tag and all its references name one repository, and \
+                 volce-lab never forces; nothing was changed. Ask the operator to remove the extra tags \
+                 on the server (docker image rm of each tag not wanted), then prepare a new plan.",
+                holds.tags, holds.digests
+            ),
+        );
+    }
+    Ok(())
 }
 
 pub(super) fn remove_app(

@@ -19,6 +19,8 @@ struct FakeProbe {
     asked_capacity: Cell<bool>,
     /// What `image_volumes` answers, by reference; absent: not pulled yet.
     volumes: BTreeMap<String, Vec<String>>,
+    /// What `image_holds` answers, by image; absent: nothing holds it.
+    holds: BTreeMap<ImageId, Option<ImageHolds>>,
 }
 
 impl Default for FakeProbe {
@@ -29,6 +31,7 @@ impl Default for FakeProbe {
             capacity: Capacity { free_memory_bytes: 8 << 30, free_disk_bytes: 64 << 30 },
             asked_capacity: Cell::new(false),
             volumes: BTreeMap::new(),
+            holds: BTreeMap::new(),
         }
     }
 }
@@ -46,6 +49,13 @@ impl HostFacts for FakeProbe {
     }
     fn image_volumes(&self, reference: &ImageRef) -> Result<Option<Vec<String>>, Refusal> {
         Ok(self.volumes.get(reference.as_str()).cloned())
+    }
+    fn image_holds(&self, image: &ImageId) -> Result<Option<ImageHolds>, Refusal> {
+        Ok(self
+            .holds
+            .get(image)
+            .cloned()
+            .unwrap_or(Some(ImageHolds { references_removable: true, ..ImageHolds::default() })))
     }
 }
 
@@ -658,6 +668,42 @@ fn remove_image_refuses_an_image_used_by_a_running_or_stopped_container() {
             Code::ImageInUse
         );
     }
+}
+
+#[test]
+fn remove_image_refuses_an_image_other_images_are_built_on_naming_count_and_id() {
+    let mut world = with_claim_on_c();
+    let holds = ImageHolds {
+        children: vec![image('e'), image('f')],
+        references_removable: true,
+        ..Default::default()
+    };
+    world.probe.holds.insert(image('c'), Some(holds));
+    let refusal = world.derive(Action::RemoveImage, json!({"image_id": image('c').as_str()})).unwrap_err();
+    assert_eq!(refusal.code, Code::ImageHasChildren);
+    assert!(refusal.message.contains("2 other local image(s)"), "{}", refusal.message);
+    assert!(refusal.message.contains(image('e').as_str()), "{}", refusal.message);
+    assert!(refusal.message.contains("nothing was changed"), "{}", refusal.message);
+}
+
+#[test]
+fn remove_image_refuses_references_docker_does_not_drop_by_id() {
+    let mut world = with_claim_on_c();
+    let holds = ImageHolds { tags: 2, digests: 1, references_removable: false, ..Default::default() };
+    world.probe.holds.insert(image('c'), Some(holds));
+    let refusal = world.derive(Action::RemoveImage, json!({"image_id": image('c').as_str()})).unwrap_err();
+    assert_eq!(refusal.code, Code::ImageHasReferences);
+    assert!(refusal.message.contains("2 tag(s) and 1 digest reference(s)"), "{}", refusal.message);
+}
+
+#[test]
+fn remove_image_of_an_image_gone_since_the_snapshot_is_not_found() {
+    let mut world = with_claim_on_c();
+    world.probe.holds.insert(image('c'), None);
+    assert_eq!(
+        world.code(Action::RemoveImage, json!({"image_id": image('c').as_str()})),
+        Code::ImageNotFound
+    );
 }
 
 #[test]

@@ -23,7 +23,7 @@ use super::deploy::Created;
 use super::parse::{first_line, lines};
 use super::{DockerClient, PULL, QUICK, Runner};
 use crate::docker::gateway_file::{backup, open_managed_config, read_bounded, rewrite};
-use crate::docker::{Engine as _, EngineError, ProgressSink};
+use crate::docker::{EngineError, ProgressSink};
 use crate::vocab::{ContainerId, StartSpec, Step, UpdateSpec};
 
 /// How long the old container keeps running after the switch, so that the
@@ -39,8 +39,9 @@ impl<R: Runner> DockerClient<R> {
         let Err(error) = result else { return Ok(()) };
         // Back to the recorded state: stopped, restart=no. A step whose
         // outcome is unknown may still be carried out after any look.
-        let stopped =
-            !error.outcome_unknown() && self.stop(&ids).is_ok() && self.all_in(&ids, &["exited", "created"]);
+        let stopped = !error.outcome_unknown()
+            && self.stop_containers(&ids).is_ok()
+            && self.all_in(&ids, &["exited", "created"]);
         Err(if stopped { EngineError::RolledBack { cause: Box::new(error) } } else { error })
     }
 
@@ -99,7 +100,7 @@ impl<R: Runner> DockerClient<R> {
         // here on is not rolled back (the new one serves) and needs an operator.
         std::thread::sleep(DRAIN);
         let old = std::slice::from_ref(&spec.old_app);
-        self.stop(old)?;
+        self.stop_containers(old)?;
         self.call("remove old app container", argv(&["rm", spec.old_app.as_str()]), QUICK)?;
         Ok(new)
     }

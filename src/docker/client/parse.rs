@@ -124,3 +124,77 @@ pub fn parse_volumes(out: &[u8]) -> Result<Vec<String>, EngineError> {
         serde_json::from_str(text).map_err(|_| EngineError::Unparsable { step: STEP })?;
     Ok(volumes.unwrap_or_default().into_keys().collect())
 }
+
+/// One image as [`super::IMAGE_TEMPLATE`] prints it: its id, its parent
+/// (empty for none) and its references, sorted. The references are
+/// someone else's names: they are compared and counted, never shown.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageRow {
+    pub id: ImageId,
+    pub parent: Option<ImageId>,
+    pub tags: Vec<String>,
+    pub digests: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawImageRow {
+    id: String,
+    parent: String,
+    tags: Option<Vec<String>>,
+    digests: Option<Vec<String>>,
+}
+
+/// Rows of [`super::IMAGE_TEMPLATE`], one image a line.
+pub fn parse_image_rows(out: &[u8]) -> Result<Vec<ImageRow>, EngineError> {
+    let bad = EngineError::Unparsable { step: "inspect images" };
+    let text = std::str::from_utf8(out).map_err(|_| bad.clone())?;
+    let mut rows = Vec::new();
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let raw: RawImageRow = serde_json::from_str(line).map_err(|_| bad.clone())?;
+        let parent = match raw.parent.as_str() {
+            "" => None,
+            parent => Some(ImageId::parse(parent).ok_or(bad.clone())?),
+        };
+        let mut tags = raw.tags.unwrap_or_default();
+        let mut digests = raw.digests.unwrap_or_default();
+        tags.sort();
+        digests.sort();
+        rows.push(ImageRow { id: ImageId::parse(&raw.id).ok_or(bad.clone())?, parent, tags, digests });
+    }
+    Ok(rows)
+}
+
+/// The repository a tag (`name:tag`) or a digest reference
+/// (`name@sha256:...`) names. A registry's port (`host:port/name`) is not
+/// a tag: the tag is after the last `/`.
+pub fn repository_of(reference: &str) -> &str {
+    if let Some((name, _)) = reference.split_once('@') {
+        return name;
+    }
+    match reference.rsplit_once(':') {
+        Some((name, tag)) if !tag.contains('/') => name,
+        _ => reference,
+    }
+}
+
+/// What holds `image` among `rows` (every local image): the images built
+/// on it and its references, counted. `None` when it is not among them.
+pub fn holds_of(image: &ImageId, rows: &[ImageRow]) -> Option<crate::vocab::ImageHolds> {
+    let row = rows.iter().find(|r| &r.id == image)?;
+    let mut children: Vec<ImageId> =
+        rows.iter().filter(|r| r.parent.as_ref() == Some(image)).map(|r| r.id.clone()).collect();
+    children.sort();
+    children.dedup();
+    let tag_repositories: Vec<&str> = row.tags.iter().map(|t| repository_of(t)).collect();
+    let digest_repositories: Vec<&str> = row.digests.iter().map(|d| repository_of(d)).collect();
+    Some(crate::vocab::ImageHolds {
+        children,
+        tags: row.tags.len(),
+        digests: row.digests.len(),
+        references_removable: crate::vocab::ImageHolds::references_removable(
+            &tag_repositories,
+            &digest_repositories,
+        ),
+    })
+}

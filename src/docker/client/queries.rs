@@ -39,7 +39,7 @@ where
 impl<R: Runner> DockerClient<R> {
     /// One `inspect` call whose exit 1 is docker's "no such object": the
     /// object is absent (`None`), every other failure stays an error.
-    fn call_unless_absent(
+    pub(super) fn call_unless_absent(
         &self,
         step: &'static str,
         args: Vec<String>,

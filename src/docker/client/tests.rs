@@ -571,14 +571,6 @@ fn remove_app_keeps_a_directory_holding_anything_volce_lab_did_not_write() {
     }
 }
 
-#[test]
-fn remove_image_is_never_forced_and_a_refusal_is_an_error() {
-    let engine = DockerClient::with_runner(Fake::new(|_| Err(1)), "/nonexistent");
-    let image = ImageId::parse(&format!("sha256:{}", hex('e'))).unwrap();
-    assert!(matches!(engine.remove_image(&image), Err(EngineError::Call { step: "remove image", .. })));
-    assert_eq!(engine.runner().argv(), [format!("image rm --no-prune sha256:{}", hex('e'))]);
-}
-
 fn app_dir_with(config: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -850,7 +842,9 @@ fn a_failed_logs_call_names_its_step() {
     assert!(matches!(error, EngineError::Call { step: "read container logs", .. }), "{error:?}");
 }
 
+mod images;
 mod lifecycle;
+mod refusals;
 
 /// Tried: the networks of a plan, as `show`/`resolve`/`doctor` ask for
 /// them: one read-only `network ls` by the plan's label; a line without a

@@ -244,8 +244,9 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
     /// The engine's facts for a claimed plan: its scope of a fresh snapshot
     /// has the digest it was sealed with, and it derives to the same
     /// payload and impact. On failure: the outcome to void it with (`None`
-    /// when the engine could not be asked: then it ends `failed`,
-    /// not_started) and the refusal for the agent. Read-only.
+    /// when the engine could not be asked, or when remove_image's image is
+    /// held as docker would refuse: then it ends `failed`, not_started) and
+    /// the refusal for the agent. Read-only.
     fn verify_claimed(
         &self,
         plan: &Plan,
@@ -254,9 +255,6 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
     ) -> Result<(), (Option<PlanOutcome>, Refusal)> {
         let snapshot = self.engine.snapshot().map_err(|e| (None, engine_unavailable(e)))?;
         let changed = |refusal: Refusal| (Some(PlanOutcome::SnapshotChanged), refusal);
-        if scope::digest(&snapshot, &plan.payload) != plan.snapshot_digest {
-            return Err(changed(Refusal::new(Code::SnapshotChanged, SNAPSHOT_CHANGED)));
-        }
         // Re-derive from the stored parameters: references, ports,
         // directories and app records must still say the same.
         let ctx = Context {
@@ -268,7 +266,19 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             plan_id: &plan.id,
         };
         let probe = EngineProbe { engine: &self.engine, apps_dir: &self.apps_dir };
-        match validate::derive(plan.action, &plan.parameters, &ctx, &probe) {
+        let derive = || validate::derive(plan.action, &plan.parameters, &ctx, &probe);
+        if scope::digest(&snapshot, &plan.payload) != plan.snapshot_digest {
+            // A remove_image whose image is now held (a container using it
+            // changes the digest too) says so, as the refusal docker would give.
+            if plan.action == Action::RemoveImage
+                && let Err(refusal) = derive()
+                && held(refusal.code)
+            {
+                return Err((None, refusal));
+            }
+            return Err(changed(Refusal::new(Code::SnapshotChanged, SNAPSHOT_CHANGED)));
+        }
+        match derive() {
             Ok((payload, impact)) if payload == plan.payload && impact == plan.impact => Ok(()),
             Ok(_) => Err(changed(Refusal::new(
                 Code::SnapshotChanged,
@@ -276,6 +286,11 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             ))),
             // The engine could not be asked: nothing is known to have changed.
             Err(refusal) if refusal.code == Code::EngineUnavailable => Err((None, refusal)),
+            // What docker would refuse: nothing is changed and nothing of
+            // the plan's own is known to have changed; it ends `failed`
+            // with the reason, blocking nothing (as a verified refusal by
+            // docker itself would).
+            Err(refusal) if held(refusal.code) => Err((None, refusal)),
             // The same request is refused now (a port taken, an app gone):
             // the plan is void, with the reason of the refusal.
             Err(refusal) => Err(changed(refusal)),
@@ -312,6 +327,11 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
     }
 }
 
+/// remove_image's holds: what docker refuses to remove without force.
+fn held(code: Code) -> bool {
+    matches!(code, Code::ImageInUse | Code::ImageHasChildren | Code::ImageHasReferences)
+}
+
 fn unchanged_refusal(action: Action, error: &EngineError, id: &PlanId) -> Refusal {
     match error {
         EngineError::NginxRejectedAndRestored => Refusal::new(
@@ -330,6 +350,22 @@ fn unchanged_refusal(action: Action, error: &EngineError, id: &PlanId) -> Refusa
             ),
         ),
         EngineError::RolledBack { cause } => rollback::rolled_back_refusal(action, cause, id),
+        EngineError::Refused { .. } => {
+            let why = match action {
+                Action::RemoveImage => "an image built on it, a new tag or a container using it",
+                _ => "one of the app's containers started, stopped or being removed by hand",
+            };
+            Refusal::new(
+                Code::EngineRefused,
+                format!(
+                    "Docker refused the {} and a fresh look showed its target exactly as before, so nothing \
+                     changed; something on the server ({why}) changed after the plan was checked. Plan {id} \
+                     is failed and blocks nothing; read the server's state again (inventory) before \
+                     preparing a new plan.",
+                    action.as_str()
+                ),
+            )
+        }
         _ => Refusal::new(Code::EngineUnavailable, format!("Plan {id} failed; nothing was changed.")),
     }
 }
