@@ -92,6 +92,10 @@ pub(super) fn rejected(code: AnswerCode, message: &str) -> Answer {
         ) => {
             "The plan ran and failed; the host helper rolled its changes back and verified it, and nothing is blocked:"
         }
+        AnswerCode::Known(Code::EngineRefused) => {
+            "The plan ran and docker refused its first change; the host helper verified that nothing changed, \
+             and nothing is blocked:"
+        }
         AnswerCode::Known(_) => "The host helper refused the request; nothing ran and nothing changed:",
         AnswerCode::Newer(_) => {
             "The host helper refused the request (with a code this workstation does not know); nothing changed:"

@@ -49,6 +49,8 @@ fn every_reply_the_helper_prints_is_read_as_intended() {
             ];
             let ending = if rolled_back.contains(&code) {
                 "rolled its changes back and verified it, and nothing is blocked: No."
+            } else if code == Code::EngineRefused {
+                "verified that nothing changed, and nothing is blocked: No."
             } else {
                 "refused the request; nothing ran and nothing changed: No."
             };
