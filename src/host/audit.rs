@@ -93,8 +93,16 @@ pub fn head(paths: &HostPaths) -> Result<String, Refusal> {
         None => "the chain starts from the genesis value".to_owned(),
     };
     Ok(format!(
-        "{hash}\n{} rows; {last}. Keep this hash off the host to check the chain against later.\n",
-        head.rows
+        "{hash}\n{} rows; {last}. The kept rows start at seq {} from anchor {}{}. Keep this hash (and \
+         the anchor) off the host to check the chain against later: volce-lab-host audit verify --from HASH.\n",
+        head.rows,
+        head.anchor_seq,
+        head.anchor,
+        if head.anchor_seq == 1 {
+            " (the genesis value: nothing was ever pruned)"
+        } else {
+            " (set by audit prune)"
+        },
     ))
 }
 
@@ -123,6 +131,12 @@ fn render_verification(checked: &Verification, from: Option<&str>) -> String {
                 "row {} was inserted, or rows were reordered: it does not chain from seq {after}",
                 row(seq, at)
             ),
+            Break::Unaccounted { seq, at, missing_from, missing_to } => format!(
+                "rows seq {missing_from} to {missing_to} are missing and no audit prune row on the chain \
+                 accounts for them: they were deleted from the start and the anchor (audit_anchor) set to \
+                 hide it (the kept rows start at {})",
+                row(seq, at)
+            ),
             Break::NotFromGenesis { seq, at } => format!(
                 "the rows before {} were deleted: the first row does not chain from the genesis value \
                  (or, after audit prune, from where the kept rows start)",
@@ -138,7 +152,14 @@ fn render_verification(checked: &Verification, from: Option<&str>) -> String {
         Some((seq, at, Some(hash))) => format!("head {hash} at {}", row(seq, at)),
         _ => "no rows yet".to_owned(),
     };
-    let mut text = format!("audit chain intact: {} rows, {end}.\n", checked.rows);
+    let start = match checked.head.anchor_seq {
+        1 => "from the genesis value".to_owned(),
+        seq => {
+            format!("from seq {seq}, anchor {}, which the last audit prune row names", checked.head.anchor)
+        }
+    };
+    let mut text =
+        format!("audit chain intact: {} rows, {end}; the kept rows start {start}.\n", checked.rows);
     match (from, checked.from_found) {
         (Some(kept), Some(true)) => text.push_str(&format!("The head you kept, {kept}, is on the chain.\n")),
         (Some(kept), _) => text.push_str(&format!(
@@ -201,6 +222,8 @@ pub fn json_line(entry: &ChainedEntry) -> String {
         "gate_reason": entry.gate_reason,
         "command_bytes": entry.command_bytes,
         "command_sha256": entry.command_sha256,
+        "anchor_seq": entry.anchor_seq,
+        "anchor_hash": entry.anchor_hash,
         "prev_hash": entry.prev_hash,
         "hash": entry.hash,
     });
@@ -297,7 +320,7 @@ mod tests {
         assert_eq!(value["actor"], "al\u{1b}[31mice\u{202e}", "escaping keeps the value");
         assert_eq!(value["time"], "1970-01-01T00:16:40Z");
         let keys: Vec<&str> = value.as_object().unwrap().keys().map(String::as_str).collect();
-        assert_eq!(keys.len(), 23, "{keys:?}");
+        assert_eq!(keys.len(), 25, "{keys:?}");
         let row = row_line(&entry);
         assert!(row.contains("al\\u{001b}[31mice\\u{202e}"), "{row}");
         assert!(row.contains("   -  "), "no exit code: {row}");

@@ -50,11 +50,16 @@
 //!   recorded likewise) and reads nothing else of the request;
 //! - flood: each request costs a sudo and a helper process, helpers are
 //!   bounded (`process::RPC_SLOTS`, beyond them `busy`), and identical
-//!   refusals fold (same actor, operation and code: at most two chained
-//!   rows per window, `store::fold::WINDOW_SECS`), so the trail grows by a
-//!   bounded amount whatever the rate. Forged and real refusals fold
-//!   together, so a flood can bury the detail of a real one inside a
-//!   count: the syslog line of each real one is still there;
+//!   refusals fold (same actor, operation, code and reason: at most two
+//!   chained rows per reason and window, `store::fold::WINDOW_SECS`), so
+//!   the trail grows by a bounded amount whatever the rate. A forged
+//!   refusal opens the window of its own reason only, and the count row
+//!   keeps the length and digest of the latest refused command of that
+//!   reason (issue 22), so a real refusal right after a forged one reaches
+//!   the trail; a forgery sent after it can replace that digest inside a
+//!   count: the syslog line of each real one is still there. A length is
+//!   held to what can reach the gate at all
+//!   (`wire::gate::MAX_RECEIVABLE_COMMAND_BYTES`);
 //! - change anything else: no. The request reaches neither the store's
 //!   plans nor the engine; it is answered `gate_refused` after its row.
 //!

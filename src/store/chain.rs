@@ -77,6 +77,13 @@ pub struct Content<'a> {
     pub command_bytes: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub command_sha256: Option<&'a str>,
+    /// On a `pruned` row of the audit trail's own pruning (migration 10):
+    /// the anchor that pruning set, so `verify` can tell that the kept
+    /// chain's start is accounted for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub anchor_seq: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub anchor_hash: Option<&'a str>,
 }
 
 /// sha256(prev_hash || canonical content), lowercase hex. Public (as
@@ -115,6 +122,8 @@ pub struct ChainedEntry {
     pub gate_reason: Option<String>,
     pub command_bytes: Option<i64>,
     pub command_sha256: Option<String>,
+    pub anchor_seq: Option<i64>,
+    pub anchor_hash: Option<String>,
     pub prev_hash: Option<String>,
     pub hash: Option<String>,
 }
@@ -142,6 +151,8 @@ impl ChainedEntry {
             gate_reason: self.gate_reason.as_deref(),
             command_bytes: self.command_bytes,
             command_sha256: self.command_sha256.as_deref(),
+            anchor_seq: self.anchor_seq,
+            anchor_hash: self.anchor_hash.as_deref(),
         }
     }
 }
@@ -169,8 +180,10 @@ pub(super) fn entry(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChainedEntry> {
         gate_reason: r.get(17)?,
         command_bytes: r.get(18)?,
         command_sha256: r.get(19)?,
-        prev_hash: r.get(20)?,
-        hash: r.get(21)?,
+        anchor_seq: r.get(20)?,
+        anchor_hash: r.get(21)?,
+        prev_hash: r.get(22)?,
+        hash: r.get(23)?,
     })
 }
 
@@ -230,6 +243,8 @@ pub(super) fn append<'a>(tx: Sql<'_>, content: Content<'a>) -> Result<(Content<'
         content.gate_reason,
         content.command_bytes,
         content.command_sha256,
+        content.anchor_seq,
+        content.anchor_hash,
         prev,
         hash,
     ])?;

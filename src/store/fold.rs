@@ -1,47 +1,83 @@
 //! The `request` rows of requests that changed nothing, and the folding of
-//! identical refusals. Runs as root inside the host helper, within the
-//! write transaction `Store::end_request` opens.
+//! identical ones. Runs as root inside the host helper, within the write
+//! transaction `Store::end_request` opens.
 //!
 //! Why folding works this way: a chained row is final the moment it is
 //! appended (its hash covers its content, and the next row's hash covers
 //! its hash), so a count cannot be raised in place without breaking the
 //! chain. Instead:
-//! - the first refusal of a kind (same caller, operation and code) is
-//!   appended at once, as its own row, so an operator sees it immediately;
+//! - the first request of a kind is appended at once, as its own row, so an
+//!   operator sees it immediately. A kind is the caller, the operation, the
+//!   outcome and for a refusal its code and, for the ssh gate's, its reason:
+//!   a successful read (a request that changed nothing and was answered
+//!   `ok`) folds with the same caller's reads of the same operation, a
+//!   refusal with the same refusal. State changes are never folded (they
+//!   are rows of their own, `transitions.rs`);
 //! - repeats of it within [`WINDOW_SECS`] of that first one only raise a
 //!   counter in `audit_folds`, a small unchained table (at most one entry
-//!   per kind of refusal);
+//!   per kind), which also keeps the length and digest of the latest
+//!   refused command of the kind;
 //! - once the window has closed, the next request of any kind appends the
 //!   counter as one chained row (`count` = the repeats, `at` = the last
-//!   one) and drops the entry; `audit export` and `audit head` flush too.
+//!   one, and the latest command's length and digest) and drops the entry;
+//!   `audit export` and `audit head` flush too.
 //!
-//! So a flood of identical refusals adds at most two chained rows per
-//! window, and nothing chained is ever rewritten. What the window holds
+//! So a flood of identical requests adds at most two chained rows per kind
+//! and window, and nothing chained is ever rewritten. What the window holds
 //! before its flush is not yet tamper-evident: at most one window's count.
+//!
+//! Why the reason and the latest digest (issue 22): the agent's account can
+//! send `gate_refusal` itself. Folded by code alone, a forged refusal
+//! opened the window for every reason, and a real refused command right
+//! after it was only a count: its digest never reached the trail. Now a
+//! forged refusal opens the window of its own reason only, and a real one
+//! after it in that window is the latest, whose digest the count row keeps
+//! (a later forgery can replace it; the system log keeps every one).
 
 use super::StoreError;
 use super::chain::Content;
 use super::rows::{AuditOutcome, Event, RequestEnd};
 use super::sql;
 use super::transitions::{Tx, stamp};
+use crate::wire::gate::RefusalRecord;
 
 /// How long repeats of one refusal are counted before they are appended.
 pub const WINDOW_SECS: i64 = 60;
 
+/// The folding key of a request that changed nothing, `None` for one that
+/// is never folded: outcome, code (`""` for a read) and gate reason (`""`
+/// when the request is not the gate's).
+fn kind<'a>(
+    end: &RequestEnd<'_>,
+    gate: Option<&'a RefusalRecord>,
+) -> Option<(AuditOutcome, &'static str, &'a str)> {
+    let reason = gate.map_or("", |g| g.reason.as_str());
+    match (end.outcome, end.code) {
+        (AuditOutcome::Refused, Some(code)) => Some((AuditOutcome::Refused, code.as_str(), reason)),
+        (AuditOutcome::Ok, None) => Some((AuditOutcome::Ok, "", reason)),
+        _ => None,
+    }
+}
+
 impl Tx<'_> {
     /// Appends the `request` row of the request being served (or counts it
-    /// as a repeat of a refusal in its window), after flushing the closed
+    /// as a repeat of its kind in its window), after flushing the closed
     /// windows. Nothing without a request set.
     pub fn record_request(&self, end: &RequestEnd<'_>) -> Result<(), StoreError> {
         self.flush_folds(end.at)?;
         let Some(meta) = self.request else { return Ok(()) };
         let operation = meta.operation.as_str();
-        if let (AuditOutcome::Refused, Some(code)) = (end.outcome, end.code) {
+        if let Some((outcome, code, reason)) = kind(end, meta.gate.as_ref()) {
+            let stamped = stamp(Some(meta));
             let counted = self.sql.prepare(sql::FOLD_COUNT)?.execute(rusqlite::params![
                 meta.actor,
                 operation,
-                code.as_str(),
-                end.at
+                outcome.as_str(),
+                code,
+                reason,
+                end.at,
+                stamped.command_bytes,
+                stamped.command_sha256,
             ])?;
             if counted == 1 {
                 return Ok(());
@@ -49,7 +85,9 @@ impl Tx<'_> {
             self.sql.prepare(sql::FOLD_OPEN)?.execute(rusqlite::params![
                 meta.actor,
                 operation,
-                code.as_str(),
+                outcome.as_str(),
+                code,
+                reason,
                 end.at
             ])?;
         }
@@ -70,24 +108,39 @@ impl Tx<'_> {
     /// Appends one row for every window closed by `now` that counted
     /// repeats, and forgets every closed window.
     pub fn flush_folds(&self, now: i64) -> Result<(), StoreError> {
-        let closed: Vec<(String, String, String, i64, i64)> = {
+        let closed: Vec<Closed> = {
             let mut statement = self.sql.prepare(sql::FOLDS_CLOSED)?;
             statement
                 .query_map(rusqlite::params![WINDOW_SECS, now], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+                    Ok(Closed {
+                        actor: r.get(0)?,
+                        operation: r.get(1)?,
+                        outcome: r.get(2)?,
+                        code: r.get(3)?,
+                        reason: r.get(4)?,
+                        last_at: r.get(5)?,
+                        count: r.get(6)?,
+                        command_bytes: r.get(7)?,
+                        command_sha256: r.get(8)?,
+                    })
                 })?
                 .collect::<Result<_, _>>()?
         };
-        for (actor, operation, code, last_at, count) in &closed {
-            if *count > 0 {
+        for fold in &closed {
+            if fold.count > 0 {
+                let text = |t: &'_ str| Some(t).filter(|t| !t.is_empty()).map(str::to_owned);
+                let (code, reason) = (text(&fold.code), text(&fold.reason));
                 self.append(Content {
-                    at: *last_at,
+                    at: fold.last_at,
                     event: Event::Request.as_str(),
-                    outcome: AuditOutcome::Refused.as_str(),
-                    actor,
-                    operation: Some(operation),
-                    code: Some(code),
-                    count: Some(*count),
+                    outcome: &fold.outcome,
+                    actor: &fold.actor,
+                    operation: Some(&fold.operation),
+                    code: code.as_deref(),
+                    count: Some(fold.count),
+                    gate_reason: reason.as_deref(),
+                    command_bytes: fold.command_bytes,
+                    command_sha256: fold.command_sha256.as_deref(),
                     ..Content::default()
                 })?;
             }
@@ -97,4 +150,17 @@ impl Tx<'_> {
         }
         Ok(())
     }
+}
+
+/// One closed window, as `sql::FOLDS_CLOSED` reads it.
+struct Closed {
+    actor: String,
+    operation: String,
+    outcome: String,
+    code: String,
+    reason: String,
+    last_at: i64,
+    count: i64,
+    command_bytes: Option<i64>,
+    command_sha256: Option<String>,
 }

@@ -33,7 +33,7 @@ pub const MAX_PENDING_PER_REQUESTER: u64 = 32;
 /// `verify` starts there instead of at `GENESIS`. Refuses (changes
 /// nothing) if the kept part does not verify first: pruning must never hide
 /// a break. Returns how many rows were dropped.
-fn prune_chain(tx: Sql<'_>, before: i64) -> Result<u64, StoreError> {
+fn prune_chain(tx: Sql<'_>, before: i64) -> Result<Pruned, StoreError> {
     if !super::verify::verify(tx, None)?.intact() {
         return Err(StoreError::Refused(crate::vocab::Refusal::new(
             crate::vocab::Code::AuditChainBroken,
@@ -48,14 +48,24 @@ fn prune_chain(tx: Sql<'_>, before: i64) -> Result<u64, StoreError> {
         Some((_, None)) => return Err(StoreError::Corrupt),
         // Every row is older: the next row will chain from the last one.
         None => match chain::last(tx)? {
-            None => return Ok(0),
+            None => return Ok(Pruned { dropped: 0, anchor: None }),
             Some((seq, Some(hash))) => (seq + 1, hash),
             Some((_, None)) => return Err(StoreError::Corrupt),
         },
     };
     let dropped = tx.prepare(sql::DROP_AUDIT_BEFORE)?.execute([seq])?;
+    if dropped == 0 {
+        return Ok(Pruned { dropped: 0, anchor: None });
+    }
     tx.prepare(sql::SET_ANCHOR)?.execute(params![seq, prev])?;
-    Ok(dropped as u64)
+    Ok(Pruned { dropped: dropped as u64, anchor: Some((seq, prev)) })
+}
+
+/// What one pruning of the trail did: how many rows it dropped, and the
+/// anchor it set (`None` when it dropped nothing and changed no anchor).
+struct Pruned {
+    dropped: u64,
+    anchor: Option<(i64, String)>,
 }
 
 impl Tx<'_> {
@@ -100,11 +110,11 @@ impl Tx<'_> {
     /// `now`. Returns how many rows were dropped.
     pub fn prune_audit(&self, before: i64, now: i64, actor: &str) -> Result<u64, StoreError> {
         self.flush_folds(now)?;
-        let dropped = prune_chain(self.sql, before)?;
+        let pruned = prune_chain(self.sql, before)?;
         let meta = self.request;
         // Nothing older: the request still leaves its row, as a plain
         // `request` (a count is at least 1).
-        let (event, count) = match dropped {
+        let (event, count) = match pruned.dropped {
             0 => (Event::Request, None),
             n => (Event::Pruned, Some(n as i64)),
         };
@@ -115,9 +125,12 @@ impl Tx<'_> {
             actor,
             count,
             operation: Some(AuditOperation::AuditPrune.as_str()),
+            // The row that accounts for the new start (`verify::unaccounted_start`).
+            anchor_seq: pruned.anchor.as_ref().map(|(seq, _)| *seq),
+            anchor_hash: pruned.anchor.as_ref().map(|(_, hash)| hash.as_str()),
             ..stamp(meta)
         })?;
-        Ok(dropped)
+        Ok(pruned.dropped)
     }
 }
 

@@ -389,6 +389,38 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // (`store::fold`); this index finds them, in the order they are
     // appended, without reading the windows still open (issue 29).
     "CREATE INDEX audit_folds_opened ON audit_folds (opened_at, actor, operation, code);",
+    // 10: the audit says what happened (issue 22).
+    // - `audit_folds` (unchained, rebuilt freely) folds per kind: the
+    //   outcome (`ok` for successful reads, which fold since this step) and
+    //   the gate's reason join the key, so a refusal of one reason no longer
+    //   counts inside another's window; the window keeps the length and
+    //   digest of the latest refused command, which its count row carries.
+    //   Open windows are kept, as refusals of no particular reason.
+    // - `audit.anchor_seq`, `audit.anchor_hash`: a `pruned` row names the
+    //   anchor its pruning set, so `verify` can tell a start that a pruning
+    //   accounts for from rows deleted at the start and the anchor forged.
+    //   NULL on every older row, and NULL columns are not part of a row's
+    //   hashed content, so every hash stays valid.
+    "CREATE TABLE audit_folds_v10 (
+        actor TEXT NOT NULL,
+        operation TEXT NOT NULL,
+        outcome TEXT NOT NULL DEFAULT 'refused' CHECK (outcome IN ('ok', 'refused')),
+        code TEXT NOT NULL,
+        reason TEXT NOT NULL DEFAULT '',
+        opened_at INTEGER NOT NULL,
+        last_at INTEGER NOT NULL,
+        count INTEGER NOT NULL CHECK (count >= 0),
+        command_bytes INTEGER CHECK (command_bytes IS NULL OR command_bytes >= 0),
+        command_sha256 TEXT CHECK (command_sha256 IS NULL OR length(command_sha256) = 64),
+        PRIMARY KEY (actor, operation, outcome, code, reason)
+    );
+    INSERT INTO audit_folds_v10 (actor, operation, code, opened_at, last_at, count)
+    SELECT actor, operation, code, opened_at, last_at, count FROM audit_folds;
+    DROP TABLE audit_folds;
+    ALTER TABLE audit_folds_v10 RENAME TO audit_folds;
+    CREATE INDEX audit_folds_opened ON audit_folds (opened_at, actor, operation, outcome, code, reason);
+    ALTER TABLE audit ADD COLUMN anchor_seq INTEGER CHECK (anchor_seq IS NULL OR anchor_seq >= 1);
+    ALTER TABLE audit ADD COLUMN anchor_hash TEXT CHECK (anchor_hash IS NULL OR length(anchor_hash) = 64);",
 ];
 
 /// The step after whose SQL the existing audit rows are chained

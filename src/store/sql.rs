@@ -101,7 +101,7 @@ macro_rules! audit_rows {
     () => {
         "SELECT seq, at, event, plan_id, action, outcome, exit_code, duration_ms, actor, \
          operation, app, code, process, request_id, count, sudo_uid, login_uid, \
-         gate_reason, command_bytes, command_sha256, prev_hash, hash FROM audit"
+         gate_reason, command_bytes, command_sha256, anchor_seq, anchor_hash, prev_hash, hash FROM audit"
     };
 }
 
@@ -204,9 +204,9 @@ statements! {
     Bounded INSERT_AUDIT =
         "INSERT INTO audit (seq, at, event, plan_id, action, outcome, exit_code, duration_ms, actor,
              operation, app, code, process, request_id, count, sudo_uid, login_uid,
-             gate_reason, command_bytes, command_sha256, prev_hash, hash)
+             gate_reason, command_bytes, command_sha256, anchor_seq, anchor_hash, prev_hash, hash)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20,
-             ?21, ?22)";
+             ?21, ?22, ?23, ?24)";
     /// Where the kept chain starts (a one-row table).
     Bounded ANCHOR = "SELECT seq, prev_hash FROM audit_anchor WHERE id = 1";
     /// The state changes of one plan (`audit_plan`).
@@ -215,17 +215,20 @@ statements! {
 
     // ---- request rows: identical refusals folded (`fold.rs`) ----
 
-    /// One more repeat of a refusal in its open window (the primary key).
-    Bounded FOLD_COUNT = "UPDATE audit_folds SET count = count + 1, last_at = max(last_at, ?4)
-                          WHERE actor = ?1 AND operation = ?2 AND code = ?3";
-    /// A window opened by a refusal's first row.
-    Bounded FOLD_OPEN = "INSERT INTO audit_folds (actor, operation, code, opened_at, last_at, count)
-                         VALUES (?1, ?2, ?3, ?4, ?4, 0)";
+    /// One more repeat of a kind in its open window (the primary key):
+    /// the latest command's length and digest replace the ones before.
+    Bounded FOLD_COUNT = "UPDATE audit_folds SET count = count + 1, last_at = max(last_at, ?6),
+                          command_bytes = ?7, command_sha256 = ?8
+                          WHERE actor = ?1 AND operation = ?2 AND outcome = ?3 AND code = ?4 AND reason = ?5";
+    /// A window opened by a kind's first row.
+    Bounded FOLD_OPEN = "INSERT INTO audit_folds (actor, operation, outcome, code, reason, opened_at, last_at, count)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, 0)";
     /// The windows closed by now, in the order they are appended. `?1` is
     /// the window, `?2` now; the bound is on the column alone, so that the
-    /// index `audit_folds_opened` (migration 9) serves it.
-    Bounded FOLDS_CLOSED = "SELECT actor, operation, code, last_at, count FROM audit_folds
-                            WHERE opened_at <= ?2 - ?1 ORDER BY opened_at, actor, operation, code";
+    /// index `audit_folds_opened` (migration 10) serves it.
+    Bounded FOLDS_CLOSED = "SELECT actor, operation, outcome, code, reason, last_at, count, command_bytes,
+                            command_sha256 FROM audit_folds WHERE opened_at <= ?2 - ?1
+                            ORDER BY opened_at, actor, operation, outcome, code, reason";
     /// Forgets the windows closed by now (`audit_folds_opened`).
     Bounded FOLDS_DROP = "DELETE FROM audit_folds WHERE opened_at <= ?2 - ?1";
 

@@ -943,6 +943,7 @@ fn health_reports_a_broken_audit_chain_without_changing_anything() {
     assert_eq!(std::fs::read(&path).unwrap(), before, "read-only");
 }
 
+mod audit_start;
 mod migration5;
 mod migration9;
 mod statements;

@@ -12,7 +12,8 @@
 use rusqlite::OptionalExtension as _;
 
 use super::StoreError;
-use super::chain::{anchor, entry, link};
+use super::chain::{GENESIS, anchor, entry, link};
+use super::rows::{AuditOperation, Event};
 use super::sql::{self, Sql};
 
 /// The end of the chain: how many rows, and the last one.
@@ -24,6 +25,10 @@ pub struct Head {
     /// What the first row chains from: [`GENESIS`](super::GENESIS), or after `audit prune`
     /// the last dropped row's hash.
     pub anchor: String,
+    /// The seq the kept chain starts at: 1, or after `audit prune` the
+    /// first kept row's. With `anchor`, what an operator keeps beside the
+    /// head hash (`audit head` prints both).
+    pub anchor_seq: i64,
 }
 
 impl Head {
@@ -40,8 +45,8 @@ pub(super) fn head(tx: Sql<'_>) -> Result<Head, StoreError> {
     let rows: i64 = tx.prepare(sql::COUNT_ROWS)?.query_row([], |r| r.get(0))?;
     let last =
         tx.prepare(sql::HEAD_ROW)?.query_row([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).optional()?;
-    let (_, anchor) = anchor(tx)?;
-    Ok(Head { rows: rows.max(0) as u64, last, anchor })
+    let (anchor_seq, anchor) = anchor(tx)?;
+    Ok(Head { rows: rows.max(0) as u64, last, anchor, anchor_seq })
 }
 
 /// The first place the chain does not hold, named by the row where it shows.
@@ -62,6 +67,12 @@ pub enum Break {
     /// The first row does not chain from the genesis value: the rows before
     /// it were deleted (or it was inserted there).
     NotFromGenesis { seq: i64, at: i64 },
+    /// The kept chain starts after seq 1 (from an anchor), and no row of
+    /// the audit trail's own pruning on it names that anchor: rows
+    /// `missing_from..=missing_to` were deleted from the start and the
+    /// anchor set to hide it. `seq`/`at`: the first kept row (the anchor's
+    /// seq and 0 when no row is left).
+    Unaccounted { seq: i64, at: i64, missing_from: i64, missing_to: i64 },
 }
 
 impl Break {
@@ -72,7 +83,8 @@ impl Break {
             | Break::Altered { seq, at }
             | Break::Deleted { seq, at, .. }
             | Break::Unlinked { seq, at, .. }
-            | Break::NotFromGenesis { seq, at } => (seq, at),
+            | Break::NotFromGenesis { seq, at }
+            | Break::Unaccounted { seq, at, .. } => (seq, at),
         }
     }
 }
@@ -107,6 +119,8 @@ pub(super) fn verify(tx: Sql<'_>, from: Option<&str>) -> Result<Verification, St
     let mut count = 0u64;
     let mut broken = None;
     let mut from_found = from.map(|from| from == anchor_hash);
+    let mut first: Option<(i64, i64)> = None;
+    let mut last_prune: Option<(i64, Option<i64>, Option<String>)> = None;
     for row in rows {
         let row = row?;
         count += 1;
@@ -145,9 +159,50 @@ pub(super) fn verify(tx: Sql<'_>, from: Option<&str>) -> Result<Verification, St
         if from == Some(hash.as_str()) {
             from_found = Some(true);
         }
+        if first.is_none() {
+            first = Some((row.seq, row.at));
+        }
+        if row.event == Event::Pruned.as_str()
+            && row.operation.as_deref() == Some(AuditOperation::AuditPrune.as_str())
+        {
+            last_prune = Some((row.seq, row.anchor_seq, row.anchor_hash.clone()));
+        }
         prev = Some((row.seq, hash.clone()));
     }
     drop(statement);
+    if broken.is_none() {
+        broken = unaccounted_start((anchor_seq, &anchor_hash), first, last_prune.as_ref());
+    }
     let head = head(tx)?;
     Ok(Verification { rows: if broken.is_none() { count } else { head.rows }, head, broken, from_found })
+}
+
+/// Whether the kept chain's start is accounted for (issue 22). A start
+/// other than seq 1 and [`GENESIS`] is only ever set by a pruning of the
+/// trail (`retention::prune_chain`), which appends, after the rows it kept,
+/// a chained `pruned` row that names the anchor it set. The newest such row
+/// must name the anchor in force: rows deleted from the start and the
+/// anchor table edited to match (root can) leave no such row, or one that
+/// names an older anchor, and a chained row cannot be added without
+/// breaking the chain after it (or, recomputed whole, the kept head).
+/// A `pruned` row written before migration 10 names no anchor; it is taken
+/// as accounting for the start (it cannot be checked, RELIABILITY.md).
+fn unaccounted_start(
+    (anchor_seq, anchor_hash): (i64, &str),
+    first: Option<(i64, i64)>,
+    last_prune: Option<&(i64, Option<i64>, Option<String>)>,
+) -> Option<Break> {
+    if anchor_seq == 1 && anchor_hash == GENESIS {
+        return None;
+    }
+    let (seq, at) = first.unwrap_or((anchor_seq, 0));
+    let missing_from = match last_prune {
+        Some((_, None, None)) => return None,
+        Some((_, Some(named), Some(hash))) if *named == anchor_seq && hash == anchor_hash => return None,
+        // An older pruning set an earlier start: what lies between it and
+        // this one is what no pruning accounts for.
+        Some((_, Some(named), _)) if *named < anchor_seq => *named,
+        _ => 1,
+    };
+    Some(Break::Unaccounted { seq, at, missing_from, missing_to: (anchor_seq - 1).max(missing_from) })
 }

@@ -57,6 +57,16 @@ pub const LEGACY_RPC: &str = "sudo -n /usr/local/bin/volce-lab-host rpc";
 /// The longest remote command the gate reads; every valid one is far shorter.
 pub const MAX_COMMAND_BYTES: usize = 1024;
 
+/// The longest remote command that can reach the gate at all, so the
+/// longest a `too_long` refusal can record. sshd hands the command over as
+/// the environment string `SSH_ORIGINAL_COMMAND=<command>` (and as the
+/// argument of `shell -c`), and Linux refuses to exec (E2BIG) with any one
+/// argument or environment string longer than `MAX_ARG_STRLEN`: 32 pages,
+/// 131,072 bytes on 4 KiB pages, the terminating NUL included. A longer
+/// length in a `gate_refusal` is not one a gate could have seen (a hermetic
+/// test execs at this length and one past it).
+pub const MAX_RECEIVABLE_COMMAND_BYTES: usize = 32 * 4096 - "SSH_ORIGINAL_COMMAND=".len() - 1;
+
 /// One of the fixed requests. Closed: nothing else is ever run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumString, strum::VariantArray)]
 #[strum(serialize_all = "snake_case")]
@@ -147,7 +157,8 @@ impl RefusalRecord {
 
     /// Checks the fields of a `gate_refusal` request: both or neither of
     /// length and digest, neither exactly when there was no command, a
-    /// length over the limit exactly when the reason is `too_long`, and a
+    /// length over the limit exactly when the reason is `too_long` (and
+    /// never over [`MAX_RECEIVABLE_COMMAND_BYTES`]), and a
     /// digest of 64 lowercase hex characters. Whoever can run the helper
     /// can send this request, so it is held to what the gate itself sends.
     pub fn checked(
@@ -158,7 +169,9 @@ impl RefusalRecord {
         let consistent = match (reason, command_bytes, command_sha256) {
             (RefusalReason::NoCommand, None, None) => true,
             (RefusalReason::TooLong, Some(bytes), Some(sha)) => {
-                bytes > MAX_COMMAND_BYTES as u64 && crate::text::is_lower_hex(sha, 64)
+                bytes > MAX_COMMAND_BYTES as u64
+                    && bytes <= MAX_RECEIVABLE_COMMAND_BYTES as u64
+                    && crate::text::is_lower_hex(sha, 64)
             }
             (RefusalReason::NotAFixedRequest, Some(bytes), Some(sha)) => {
                 bytes <= MAX_COMMAND_BYTES as u64 && crate::text::is_lower_hex(sha, 64)

@@ -363,3 +363,37 @@ fn a_request_id_of_the_wrong_shape_refuses_the_request() {
     }
     assert!(RequestId::parse(&"a".repeat(64)).is_some());
 }
+
+/// Issue 22: `too_long` accepted any length, 99,999,999,999 bytes among
+/// them, though no command that long can reach the gate. Fails on the code
+/// before it (the length was only held to be over the gate's own limit).
+#[test]
+fn a_too_long_refusal_is_bounded_by_what_the_gate_can_receive() {
+    use gate::{MAX_RECEIVABLE_COMMAND_BYTES, RefusalReason, RefusalRecord};
+    let sha = "a".repeat(64);
+    let checked =
+        |bytes: u64| RefusalRecord::checked(RefusalReason::TooLong, Some(bytes), Some(&sha)).is_ok();
+    assert!(checked(gate::MAX_COMMAND_BYTES as u64 + 1));
+    assert!(checked(MAX_RECEIVABLE_COMMAND_BYTES as u64));
+    assert!(!checked(MAX_RECEIVABLE_COMMAND_BYTES as u64 + 1));
+    assert!(!checked(99_999_999_999), "the length the attack sent");
+    assert!(!checked(u64::MAX));
+}
+
+/// The bound above is the kernel's: a program started with
+/// `SSH_ORIGINAL_COMMAND` of exactly [`gate::MAX_RECEIVABLE_COMMAND_BYTES`]
+/// bytes runs, one byte more is refused by exec (E2BIG), as sshd's exec of
+/// the forced command would be. On 4 KiB pages (`MAX_ARG_STRLEN` is 32 pages).
+#[test]
+fn the_longest_receivable_command_is_the_longest_exec_accepts_in_the_environment() {
+    let run = |len: usize| {
+        std::process::Command::new("/bin/true")
+            .env_clear()
+            .env("SSH_ORIGINAL_COMMAND", "x".repeat(len))
+            .status()
+            .map(|status| status.success())
+    };
+    assert!(run(gate::MAX_RECEIVABLE_COMMAND_BYTES).unwrap());
+    let refused = run(gate::MAX_RECEIVABLE_COMMAND_BYTES + 1).unwrap_err();
+    assert_eq!(refused.raw_os_error(), Some(nix::libc::E2BIG), "{refused}");
+}

@@ -262,23 +262,28 @@ fn a_gate_refusal_is_a_folded_row_with_its_reason_length_and_digest_and_never_th
     let text = rows(&h).iter().map(Value::to_string).collect::<String>();
     assert!(!text.contains("shadow") && !text.contains("planted"), "the command's text is in the trail");
 
-    // A login without a command, then a flood: one kind, folded.
+    // A login without a command, then a flood: another reason, so a row of
+    // its own (issue 22: windows are per reason), then one kind, folded.
     let login = RefusalRecord::of(RefusalReason::NoCommand, None).request().to_bytes();
     for _ in 0..100 {
         assert_eq!(code_of(&h.rpc(AGENT, &login)), Code::GateRefused);
     }
-    assert_eq!(rows(&h).len(), before + 1, "repeats within the window are counted, not appended");
+    assert_eq!(rows(&h).len(), before + 2, "repeats within the window are counted, not appended");
     h.clock.advance(FOLD_WINDOW_SECS);
     assert_eq!(code_of(&h.rpc(AGENT, &login)), Code::GateRefused);
     let all = rows(&h);
-    let count = &all[before + 1];
+    assert_eq!(all[before + 1]["gate_reason"], "no_command");
+    let count = &all[before + 2];
     assert_eq!(
         (count["operation"].as_str(), count["count"].as_i64()),
-        (Some("ssh_gate"), Some(100)),
+        (Some("ssh_gate"), Some(99)),
         "{count}"
     );
-    assert_eq!(count["gate_reason"], Value::Null, "a count row carries no detail");
-    let next = &all[before + 2];
+    // Since issue 22 a count row names its reason (windows are per reason);
+    // a login has no command, so no length or digest.
+    assert_eq!(count["gate_reason"], "no_command");
+    assert_eq!((&count["command_bytes"], &count["command_sha256"]), (&Value::Null, &Value::Null));
+    let next = &all[before + 3];
     assert_eq!((next["gate_reason"].as_str(), next["command_bytes"].as_i64()), (Some("no_command"), None));
     assert!(intact(&h));
 }
@@ -311,4 +316,99 @@ fn a_gate_refusal_of_another_shape_is_invalid_parameters_and_records_no_detail()
     // Text in a field the request does not have is refused before anything.
     let extra = json!({"operation": "gate_refusal", "reason": "no_command", "command": "id"});
     assert_eq!(code_of(&h.rpc(AGENT, extra.to_string().as_bytes())), Code::InvalidRequest);
+}
+
+/// Issue 22: the agent's account can send `gate_refusal` itself. A forged
+/// refusal opened the one window of `ssh_gate`/`gate_refused`, so a real
+/// refused command right after it, of any reason, was only a count, and
+/// its digest never reached the trail. Fails on the code before (the
+/// too_long refusal was counted into the forged window, and the count row
+/// carried no digest): windows are per reason, and the count row keeps the
+/// length and digest of the latest refused command.
+#[test]
+fn a_forged_gate_refusal_hides_neither_another_reason_nor_the_digest_of_a_real_refusal_after_it() {
+    use volce_lab::wire::gate::{RefusalReason, RefusalRecord};
+    let h = Harness::new();
+    let before = rows(&h).len();
+    let send = |record: &RefusalRecord| code_of(&h.rpc(AGENT, &record.request().to_bytes()));
+    let forged = RefusalRecord::of(RefusalReason::NotAFixedRequest, Some(b"forged by the agent"));
+    assert_eq!(send(&forged), Code::GateRefused);
+    h.clock.advance(1);
+    let long = vec![b'x'; 4000];
+    let too_long = RefusalRecord::of(RefusalReason::TooLong, Some(&long));
+    assert_eq!(send(&too_long), Code::GateRefused);
+    let all = rows(&h);
+    assert_eq!(all.len(), before + 2, "another reason is a row of its own: {all:?}");
+    assert_eq!(all[before + 1]["gate_reason"], "too_long");
+    assert_eq!(all[before + 1]["command_sha256"], too_long.command_sha256.clone().unwrap());
+    assert_eq!(all[before + 1]["command_bytes"], 4000);
+
+    // A real refusal of the forged one's reason, inside its window.
+    h.clock.advance(1);
+    let real = RefusalRecord::of(RefusalReason::NotAFixedRequest, Some(b"cat /etc/shadow"));
+    assert_eq!(send(&real), Code::GateRefused);
+    assert_eq!(rows(&h).len(), before + 2, "counted in the window");
+    h.clock.advance(FOLD_WINDOW_SECS);
+    h.rpc(AGENT, br#"{"operation":"gateway_status"}"#);
+    let all = rows(&h);
+    let count = all[before + 2..].iter().find(|r| r["count"].is_i64()).expect("the count row");
+    assert_eq!(count["count"], 1);
+    assert_eq!(count["gate_reason"], "not_a_fixed_request");
+    assert_eq!(
+        count["command_sha256"],
+        real.command_sha256.clone().unwrap(),
+        "the real one's digest: {count}"
+    );
+    assert_eq!(count["command_bytes"], 15);
+    assert!(intact(&h));
+}
+
+/// Issue 22: `too_long` accepted any length (99,999,999,999 bytes), though
+/// no command longer than `MAX_RECEIVABLE_COMMAND_BYTES` can reach the
+/// gate. Fails on the code before (it was recorded as a gate refusal).
+#[test]
+fn a_gate_refusal_longer_than_the_gate_can_receive_is_invalid_parameters() {
+    let h = Harness::new();
+    let forged = json!({"operation": "gate_refusal", "reason": "too_long", "command_bytes": 99_999_999_999u64,
+                        "command_sha256": "a".repeat(64)});
+    assert_eq!(code_of(&h.rpc(AGENT, forged.to_string().as_bytes())), Code::InvalidParameters);
+    let row = last(&h);
+    assert_eq!(row["code"], "invalid_parameters");
+    assert_eq!(row["command_bytes"], Value::Null, "{row}");
+}
+
+/// Issue 22: every successful read added a chained row (~225 B), so a
+/// flood of reads grew the trail without bound. Fails on the code before
+/// (100 rows): successful reads fold per actor, operation and window like
+/// refusals, while state changes and refusals stay rows of their own.
+#[test]
+fn a_flood_of_reads_folds_per_actor_operation_and_window_and_state_changes_stay_whole() {
+    let h = Harness::new();
+    let before = rows(&h).len();
+    for _ in 0..100 {
+        assert!(matches!(h.rpc(AGENT, br#"{"operation":"inventory"}"#), Reply::Ok { .. }));
+    }
+    assert_eq!(rows(&h).len(), before + 1, "the first read is a row, its repeats a count");
+    h.rpc(AGENT, br#"{"operation":"gateway_status"}"#);
+    h.rpc("other", br#"{"operation":"inventory"}"#);
+    assert_eq!(rows(&h).len(), before + 3, "another operation, another actor: kinds of their own");
+    // A prepare is a state change: its own row each time, window or not.
+    let prepared_before = rows(&h).iter().filter(|r| r["event"] == "prepared").count();
+    for port in [18001, 18002] {
+        let request = json!({"operation": "plan", "action": "deploy",
+                             "parameters": deploy_params(&format!("demo{port}"), port)});
+        assert!(matches!(h.rpc(AGENT, request.to_string().as_bytes()), Reply::Ok { .. }));
+    }
+    let prepared = rows(&h).iter().filter(|r| r["event"] == "prepared").count();
+    assert_eq!(prepared, prepared_before + 2);
+    h.clock.advance(FOLD_WINDOW_SECS);
+    h.rpc(AGENT, br#"{"operation":"gateway_status"}"#);
+    let all = rows(&h);
+    let counts: Vec<&Value> = all.iter().filter(|r| r["count"].is_i64() && r["event"] == "request").collect();
+    assert_eq!(counts.len(), 1, "{counts:?}");
+    assert_eq!(
+        (counts[0]["operation"].as_str(), counts[0]["outcome"].as_str(), counts[0]["count"].as_i64()),
+        (Some("inventory"), Some("ok"), Some(99))
+    );
+    assert!(intact(&h));
 }

@@ -537,7 +537,10 @@ fn the_audit_trail_has_one_row_per_change_and_no_free_text() {
             // reason, the command's length and its sha256, never its text.
             "gate_reason",
             "command_bytes",
-            "command_sha256"
+            "command_sha256",
+            // Migration 10: the anchor an audit prune row set.
+            "anchor_seq",
+            "anchor_hash"
         ]
     );
 }

@@ -5,6 +5,13 @@
 
 use super::*;
 
+/// The columns of `audit` at version 8 (migration 10 added two).
+pub(super) const AUDIT_V8: &str = "seq, at, event, plan_id, action, outcome, exit_code, duration_ms, actor, \
+    operation, app, code, process, request_id, count, sudo_uid, login_uid, gate_reason, command_bytes, \
+    command_sha256, prev_hash, hash";
+/// The columns of `audit_folds` before migration 10 rebuilt it.
+pub(super) const FOLDS_V8: &str = "actor, operation, code, opened_at, last_at, count";
+
 /// One refused `execute` by `actor` at `at` (a first one opens a window).
 fn refuse(store: &mut Store, actor: &str, at: i64) {
     store.begin_request(RequestMeta::new(AuditOperation::Execute, actor));
@@ -34,14 +41,14 @@ fn migrating_a_v8_database_keeps_its_refusal_windows_and_they_flush_as_before() 
     let old = old_store(&path, 8);
     old.conn.execute("ATTACH DATABASE ?1 AS scratch", [scratch.to_str().unwrap()]).unwrap();
     old.conn
-        .execute_batch(
-            "INSERT INTO audit SELECT * FROM scratch.audit;
-             INSERT INTO audit_folds SELECT * FROM scratch.audit_folds;
+        .execute_batch(&format!(
+            "INSERT INTO audit ({AUDIT_V8}) SELECT {AUDIT_V8} FROM scratch.audit;
+             INSERT INTO audit_folds ({FOLDS_V8}) SELECT {FOLDS_V8} FROM scratch.audit_folds;
              DETACH DATABASE scratch;",
-        )
+        ))
         .unwrap();
-    let audit_before = dump(&old.conn, "SELECT * FROM audit ORDER BY seq");
-    let folds_before = dump(&old.conn, "SELECT * FROM audit_folds ORDER BY actor");
+    let audit_before = dump(&old.conn, &format!("SELECT {AUDIT_V8} FROM audit ORDER BY seq"));
+    let folds_before = dump(&old.conn, &format!("SELECT {FOLDS_V8} FROM audit_folds ORDER BY actor"));
     assert_eq!((audit_before.len(), folds_before.len()), (2, 2));
     drop(old);
 
@@ -50,8 +57,8 @@ fn migrating_a_v8_database_keeps_its_refusal_windows_and_they_flush_as_before() 
     let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).unwrap();
     assert_eq!(version, Store::supported_version());
     assert!(version >= 9);
-    assert_eq!(dump(conn, "SELECT * FROM audit ORDER BY seq"), audit_before);
-    assert_eq!(dump(conn, "SELECT * FROM audit_folds ORDER BY actor"), folds_before);
+    assert_eq!(dump(conn, &format!("SELECT {AUDIT_V8} FROM audit ORDER BY seq")), audit_before);
+    assert_eq!(dump(conn, &format!("SELECT {FOLDS_V8} FROM audit_folds ORDER BY actor")), folds_before);
     let indexes =
         dump(conn, "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'audit_folds'");
     assert!(indexes.iter().any(|i| i.contains("audit_folds_opened")), "{indexes:?}");
