@@ -272,7 +272,10 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
     fn retain(&mut self, actor: &str) -> Result<(), Refusal> {
         let now = self.clock.now();
         let cutoff = now - i64::from(self.policy.retention_days) * 86_400;
-        self.store.write(|tx| tx.prune_plans(cutoff, now, actor).map_err(Refusal::from))?;
+        self.store.write(|tx| {
+            tx.prune_plans(cutoff, now, actor)?;
+            tx.retain_audit(now, actor).map_err(Refusal::from)
+        })?;
         Ok(())
     }
 

@@ -11,7 +11,8 @@
 //!   mode: the answer names the fix);
 //! - nothing is created to record a refusal: on a server whose state
 //!   database does not exist yet (a fresh installation), or cannot be
-//!   opened because it is damaged, newer or on a full disk, the refusal is
+//!   opened because it is damaged, newer or on a full disk (or its row
+//!   would go below the free-space floor), the refusal is
 //!   answered unrecorded with its own code, since there is no trail to
 //!   extend and nothing changed;
 //! - rows hold metadata only: the operation, the caller, the uids, the
@@ -127,8 +128,13 @@ pub fn record_request(
         store.send_to_syslog(std::path::Path::new(crate::store::DEV_LOG));
     }
     store.begin_request(meta);
-    store.end_request(end).map_err(|_| audit_unavailable())?;
-    Ok(Recorded::Written)
+    match store.end_request(end) {
+        Ok(()) => Ok(Recorded::Written),
+        // Below the free-space floor (`Store::write`): as on a full
+        // filesystem, nothing to record into, and nothing was changed.
+        Err(error) if crate::store::space::is_below_floor(&error) => Ok(Recorded::NoTrail),
+        Err(_) => Err(audit_unavailable()),
+    }
 }
 
 /// `refusal`, once recorded; `audit_unavailable` if it could not be.

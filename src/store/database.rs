@@ -128,6 +128,10 @@ pub struct Store {
     wrote: Cell<bool>,
     /// Where committed rows are copied (`syslog.rs`), if anywhere.
     syslog: Option<std::path::PathBuf>,
+    /// The directory whose filesystem every write must leave room on, and
+    /// the free bytes it needs (`space.rs`); `None` for a store on a bare
+    /// connection (tests).
+    floor: Option<(std::path::PathBuf, u64)>,
 }
 
 impl Store {
@@ -152,6 +156,7 @@ impl Store {
             return Err(StoreError::TooNew { found, supported: Store::supported_version() });
         }
         let mut store = Store::from_connection(conn);
+        store.floor = path.parent().map(|dir| (dir.to_owned(), super::space::MIN_FREE_BYTES));
         store.configure()?;
         store.migrate()?;
         Ok(store)
@@ -159,7 +164,7 @@ impl Store {
 
     /// A store on an open connection, serving no request yet.
     pub(super) fn from_connection(conn: Connection) -> Store {
-        Store { conn, request: None, wrote: Cell::new(false), syslog: None }
+        Store { conn, request: None, wrote: Cell::new(false), syslog: None, floor: None }
     }
 
     fn configure(&self) -> Result<(), StoreError> {
@@ -237,11 +242,29 @@ impl Store {
 
     /// Runs `work` in one `BEGIN IMMEDIATE` transaction: committed when it
     /// returns Ok, rolled back (nothing changed) when it returns Err.
+    ///
+    /// Every write first needs the free-space floor (`space.rs`) on the
+    /// database's filesystem, not only a prepare (issue 22): a flood of
+    /// requests that each leave a row must not fill the filesystem to its
+    /// last byte. Below it the write is refused (`state_full`) before
+    /// anything is written.
     pub fn write<T, E: From<StoreError>>(
         &mut self,
         work: impl FnOnce(&Tx<'_>) -> Result<T, E>,
     ) -> Result<T, E> {
+        if let Some((dir, floor)) = &self.floor {
+            super::space::require_room_of(dir, *floor).map_err(|full| E::from(StoreError::Refused(full)))?;
+        }
         self.transaction(TransactionBehavior::Immediate, work)
+    }
+
+    /// Sets the free bytes every write needs (tests: `u64::MAX` makes any
+    /// filesystem too full). The shipped helper never calls it.
+    #[doc(hidden)]
+    pub fn set_free_space_floor_for_tests(&mut self, bytes: u64) {
+        if let Some((_, floor)) = &mut self.floor {
+            *floor = bytes;
+        }
     }
 
     /// A consistent read (deferred transaction: takes no write lock).

@@ -66,6 +66,9 @@ impl Tx<'_> {
     pub fn record_request(&self, end: &RequestEnd<'_>) -> Result<(), StoreError> {
         self.flush_folds(end.at)?;
         let Some(meta) = self.request else { return Ok(()) };
+        // The trail's own retention rides on the request rows, so a flood
+        // of them cannot outgrow it (one indexed read when nothing is due).
+        self.retain_audit(end.at, &meta.actor)?;
         let operation = meta.operation.as_str();
         if let Some((outcome, code, reason)) = kind(end, meta.gate.as_ref()) {
             let stamped = stamp(Some(meta));

@@ -11,8 +11,12 @@
 //!   transaction; the audit rows of pruned plans stay (they are small);
 //! - each run prunes at most [`PRUNE_BATCH`] plans, so its cost per request
 //!   is bounded however much is due (the rest goes in the next runs);
-//! - audit rows are dropped only by `prune_audit` (the operator's `audit
-//!   prune`), which leaves the chain verifiable from its new anchor.
+//! - audit rows are dropped by `prune_audit` (the operator's `audit
+//!   prune`) and by `retain_audit` (rows older than
+//!   [`AUDIT_RETENTION_DAYS`], at most [`AUDIT_PRUNE_BATCH`] per request,
+//!   issue 22), each leaving the chain verifiable from its new anchor and
+//!   recording itself in a chained `pruned` row that names that anchor;
+//!   neither drops a row that does not verify.
 
 use rusqlite::{OptionalExtension as _, params};
 
@@ -27,6 +31,15 @@ pub const PRUNE_BATCH: i64 = 256;
 
 /// The most unexpired pending plans one requester may hold.
 pub const MAX_PENDING_PER_REQUESTER: u64 = 32;
+
+/// How long audit rows are kept before retention drops them: long enough
+/// for an operator's periodic export (HOST-SETUP.md), bounded so that the
+/// trail's size is bounded by its rate of rows (which folding bounds,
+/// `fold.rs`) times this.
+pub const AUDIT_RETENTION_DAYS: i64 = 400;
+
+/// The most audit rows one request's retention drops.
+pub const AUDIT_PRUNE_BATCH: i64 = 1024;
 
 /// Drops every row before `before` (unix seconds), keeping the chain
 /// verifiable: the first kept row's seq and prev_hash become the anchor, so
@@ -68,7 +81,75 @@ struct Pruned {
     anchor: Option<(i64, String)>,
 }
 
+/// Audit retention's part of [`prune_chain`] with a bounded cost: the
+/// rows from the anchor on that are older than `cutoff`, at most
+/// [`AUDIT_PRUNE_BATCH`], each checked to chain from the one before (and
+/// the first kept from the last dropped). Drops nothing when a row there
+/// does not verify (the break stays for `verify` and the doctor to name).
+fn retain_chain(tx: Sql<'_>, cutoff: i64) -> Result<Pruned, StoreError> {
+    let nothing = Pruned { dropped: 0, anchor: None };
+    let oldest: Option<i64> = tx.prepare(sql::FIRST_ROW_AT)?.query_row([], |r| r.get(0)).optional()?;
+    if oldest.is_none_or(|at| at >= cutoff) {
+        return Ok(nothing);
+    }
+    let (mut seq, mut prev) = chain::anchor(tx)?;
+    let rows: Vec<chain::ChainedEntry> = {
+        let mut statement = tx.prepare(sql::ROWS_FROM)?;
+        statement.query_map(params![seq, AUDIT_PRUNE_BATCH], chain::entry)?.collect::<Result<_, _>>()?
+    };
+    let holds = |row: &chain::ChainedEntry, seq: i64, prev: &str| {
+        row.seq == seq
+            && row.prev_hash.as_deref() == Some(prev)
+            && row.hash.as_deref() == Some(chain::link(prev, &row.content()).as_str())
+    };
+    let mut dropped = 0u64;
+    for row in &rows {
+        if !holds(row, seq, &prev) {
+            return Ok(nothing);
+        }
+        if row.at >= cutoff || dropped as i64 == AUDIT_PRUNE_BATCH {
+            break;
+        }
+        dropped += 1;
+        seq += 1;
+        prev = row.hash.clone().unwrap_or_default();
+    }
+    if dropped == 0 {
+        return Ok(nothing);
+    }
+    tx.prepare(sql::DROP_AUDIT_BEFORE)?.execute([seq])?;
+    tx.prepare(sql::SET_ANCHOR)?.execute(params![seq, prev])?;
+    Ok(Pruned { dropped, anchor: Some((seq, prev)) })
+}
+
 impl Tx<'_> {
+    /// Audit retention: drops up to [`AUDIT_PRUNE_BATCH`] rows older than
+    /// [`AUDIT_RETENTION_DAYS`] at `now`, and records it in one chained
+    /// `pruned` row (operation `audit_prune`, by `actor`, naming the new
+    /// anchor). Run with every request row (`fold.rs`) and before each
+    /// prepare; one indexed read when nothing is due.
+    pub fn retain_audit(&self, now: i64, actor: &str) -> Result<u64, StoreError> {
+        let pruned = retain_chain(self.sql, now.saturating_sub(AUDIT_RETENTION_DAYS * 86_400))?;
+        if let Some((seq, hash)) = &pruned.anchor {
+            self.append(Content {
+                at: now,
+                event: Event::Pruned.as_str(),
+                outcome: AuditOutcome::Ok.as_str(),
+                actor,
+                count: Some(pruned.dropped as i64),
+                operation: Some(AuditOperation::AuditPrune.as_str()),
+                anchor_seq: Some(*seq),
+                anchor_hash: Some(hash),
+                // The request's id and uids, not a gate refusal's detail.
+                gate_reason: None,
+                command_bytes: None,
+                command_sha256: None,
+                ..stamp(self.request)
+            })?;
+        }
+        Ok(pruned.dropped)
+    }
+
     /// Removes up to [`PRUNE_BATCH`] plans that ended (or expired) before
     /// `cutoff`, and records how many in one `pruned` row at `now` by
     /// `actor`. Returns the count; no row when nothing was due.

@@ -1,5 +1,6 @@
 //! Room left on the state directory's filesystem, looked at before a
-//! prepare writes anything. Runs as root in the host helper; one statvfs.
+//! prepare writes anything, and before every write transaction of the store
+//! (`Store::write`, issue 22). Runs as root in the host helper; one statvfs.
 //!
 //! Why a floor instead of waiting for SQLITE_FULL: a write that runs out of
 //! space in the middle is rolled back by SQLite, but the refusal should
@@ -27,10 +28,24 @@ pub fn free_bytes(dir: &Path) -> Option<u64> {
 /// [`MIN_FREE_BYTES`] left. A filesystem that cannot be asked is let
 /// through: the write itself then says.
 pub fn require_room(dir: &Path) -> Result<(), Refusal> {
+    require_room_of(dir, MIN_FREE_BYTES)
+}
+
+/// [`require_room`] with another floor (`Store::write` takes its own, which
+/// tests can raise).
+pub fn require_room_of(dir: &Path, floor: u64) -> Result<(), Refusal> {
     match free_bytes(dir) {
-        Some(free) if free < MIN_FREE_BYTES => Err(super::database::full_refusal()),
+        Some(free) if free < floor => Err(super::database::full_refusal()),
         _ => Ok(()),
     }
+}
+
+/// Whether `error` is the refusal of a write below the floor: nothing was
+/// written, so the request can be answered `state_full`, which says what to
+/// do. (A write SQLite found no room for mid-way stays a failure to record:
+/// `audit_unavailable`.)
+pub fn is_below_floor(error: &super::StoreError) -> bool {
+    matches!(error, super::StoreError::Refused(refusal) if refusal.code == crate::vocab::Code::StateFull)
 }
 
 /// The refusal for a store that could not be opened in `dir`: SQLite says

@@ -249,12 +249,21 @@ statements! {
     Bounded PENDING_OF =
         "SELECT count(*) FROM plans WHERE state = 'pending' AND requester = ?1 AND expires_at >= ?2";
 
+    /// Audit retention: the time of the oldest kept row (`max`'s twin:
+    /// one row by the primary key).
+    Bounded FIRST_ROW_AT = "SELECT at FROM audit WHERE seq = (SELECT min(seq) FROM audit)";
+    /// Audit retention: at most `?2 + 1` rows from seq `?1` on (a range of
+    /// the primary key).
+    Bounded ROWS_FROM = concat!(audit_rows!(), " WHERE seq >= ?1 AND seq <= ?1 + ?2 ORDER BY seq");
+
     // ---- the operator's audit commands, the doctor, migrations ----
 
     /// `audit prune`: the first row kept.
     Whole FIRST_KEPT = "SELECT seq, prev_hash FROM audit WHERE at >= ?1 ORDER BY seq LIMIT 1";
-    /// `audit prune`: drops the rows before the first kept.
-    Whole DROP_AUDIT_BEFORE = "DELETE FROM audit WHERE seq < ?1";
+    /// `audit prune` and audit retention: drops the rows before the first
+    /// kept (a range of the primary key; retention drops at most
+    /// `retention::AUDIT_PRUNE_BATCH` with it).
+    Bounded DROP_AUDIT_BEFORE = "DELETE FROM audit WHERE seq < ?1";
     /// `audit prune`: the new anchor.
     Bounded SET_ANCHOR = "INSERT INTO audit_anchor (id, seq, prev_hash) VALUES (1, ?1, ?2)
                           ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, prev_hash = excluded.prev_hash";

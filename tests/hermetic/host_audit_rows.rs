@@ -412,3 +412,24 @@ fn a_flood_of_reads_folds_per_actor_operation_and_window_and_state_changes_stay_
     );
     assert!(intact(&h));
 }
+
+/// Issue 22: below the free-space floor a read wrote its row anyway (only
+/// a prepare looked at the floor). Fails on the code before (the read was
+/// answered and its row written): every write needs the floor, and a
+/// request whose row cannot be written for it is answered `state_full`.
+#[test]
+fn below_the_free_space_floor_a_read_is_answered_state_full_and_leaves_no_row() {
+    let h = Harness::new();
+    let before = rows(&h).len();
+    let mut c = h.controller();
+    c.store_for_tests().set_free_space_floor_for_tests(u64::MAX);
+    c.begin_request(RequestMeta::new(AuditOperation::Inventory, AGENT));
+    let read = c.inventory(AGENT);
+    assert!(read.is_ok());
+    assert_eq!(c.answer(read, None, None).unwrap_err().code, Code::StateFull);
+    c.begin_request(RequestMeta::new(AuditOperation::Plan, AGENT));
+    let refused = c.prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap_err();
+    assert_eq!(refused.code, Code::StateFull);
+    drop(c);
+    assert_eq!(rows(&h).len(), before, "nothing was written");
+}

@@ -47,7 +47,11 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             plan_id: plan_id.map(PlanId::as_str),
             action: action.map(Action::as_str),
         };
-        self.store.end_request(end).map_err(|_| audit_unavailable())
+        self.store.end_request(end).map_err(|error| {
+            // Below the free-space floor nothing was written and nothing is
+            // answered but the refusal that says what to do (issue 22).
+            if crate::store::space::is_below_floor(&error) { error.refusal() } else { audit_unavailable() }
+        })
     }
 
     /// [`Controller::end_request`] for a result: `Ok` is outcome `ok`, a

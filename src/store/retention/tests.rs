@@ -242,3 +242,97 @@ fn audit_prune_with_nothing_older_changes_nothing_but_leaves_its_row() {
     assert_eq!(count(&mut store, "SELECT count(*) FROM audit"), before + 1);
     assert!(intact(&mut store));
 }
+
+/// A read's `request` row at `at` by `actor` (first of its kind: a row).
+fn read_at(store: &mut Store, actor: &str, at: i64) {
+    store.begin_request(RequestMeta::new(AuditOperation::Inventory, actor));
+    let end =
+        crate::store::RequestEnd { at, outcome: AuditOutcome::Ok, code: None, plan_id: None, action: None };
+    store.end_request(end).unwrap();
+}
+
+/// Issue 22: audit rows were never dropped but by the operator. Fails on the
+/// code before (every row stayed): rows older than the audit retention go,
+/// a batch per request, each pruning a chained row that names its anchor,
+/// and the chain verifies throughout.
+#[test]
+fn audit_rows_older_than_their_retention_are_dropped_a_batch_at_a_time_with_a_prune_row() {
+    let (_dir, mut store) = fresh();
+    let old = 1500;
+    store
+        .write(|tx| {
+            for k in 0..old {
+                tx.insert_plan(&plan(k + 1, 1000), &row(Event::Prepared, 1000 + i64::from(k)))?;
+            }
+            Ok::<_, StoreError>(())
+        })
+        .unwrap();
+    let later = 1000 + AUDIT_RETENTION_DAYS * 86_400 + 10_000;
+    read_at(&mut store, "agent", later);
+    let kept = count(&mut store, "SELECT count(*) FROM audit WHERE event = 'prepared'");
+    assert_eq!(kept, i64::from(old) - AUDIT_PRUNE_BATCH, "one batch");
+    let anchor: (i64, i64) = store
+        .dangerous_connection_for_tests()
+        .query_row("SELECT anchor_seq, count FROM audit WHERE event = 'pruned'", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .unwrap();
+    assert_eq!(anchor, (AUDIT_PRUNE_BATCH + 1, AUDIT_PRUNE_BATCH));
+    assert!(intact(&mut store));
+    read_at(&mut store, "other", later + 1);
+    assert_eq!(count(&mut store, "SELECT count(*) FROM audit WHERE event = 'prepared'"), 0);
+    assert_eq!(count(&mut store, "SELECT count(*) FROM audit WHERE event = 'pruned'"), 2);
+    assert!(intact(&mut store));
+    // Nothing more is due: the next request leaves only its own row.
+    let rows = count(&mut store, "SELECT count(*) FROM audit");
+    read_at(&mut store, "third", later + 2);
+    assert_eq!(count(&mut store, "SELECT count(*) FROM audit"), rows + 1);
+}
+
+/// Retention never drops a row that does not verify: the break stays for
+/// `audit verify` and the doctor to name.
+#[test]
+fn audit_retention_drops_nothing_when_its_rows_do_not_verify() {
+    let (_dir, mut store) = fresh();
+    history(&mut store, 4);
+    store
+        .dangerous_connection_for_tests()
+        .execute_batch("UPDATE audit SET actor = 'x' WHERE seq = 2")
+        .unwrap();
+    let rows = count(&mut store, "SELECT count(*) FROM audit");
+    read_at(&mut store, "agent", 1000 + AUDIT_RETENTION_DAYS * 86_400 + 10_000);
+    assert_eq!(count(&mut store, "SELECT count(*) FROM audit"), rows + 1, "only the read's row");
+    assert_eq!(count(&mut store, "SELECT count(*) FROM audit WHERE event = 'pruned'"), 0);
+    assert!(!intact(&mut store));
+}
+
+/// Issue 22: the free-space floor held for a prepare only; every other
+/// write (a read's row, a refusal's) could take the filesystem to its last
+/// byte. Fails on the code before (the read's row was written): below the
+/// floor every write is refused `state_full` and nothing is written.
+#[test]
+fn every_write_below_the_free_space_floor_is_refused_state_full_and_writes_nothing() {
+    let (_dir, mut store) = fresh();
+    history(&mut store, 2);
+    let rows = count(&mut store, "SELECT count(*) FROM audit");
+    store.set_free_space_floor_for_tests(u64::MAX);
+    store.begin_request(RequestMeta::new(AuditOperation::Inventory, "agent"));
+    let end = crate::store::RequestEnd {
+        at: 5000,
+        outcome: AuditOutcome::Ok,
+        code: None,
+        plan_id: None,
+        action: None,
+    };
+    let refused = store.end_request(end).unwrap_err();
+    assert_eq!(refused.refusal().code, crate::vocab::Code::StateFull);
+    assert!(crate::store::space::is_below_floor(&refused));
+    let refused = store.write(|tx| tx.prune_plans(1_000_000, 5000, "agent")).unwrap_err();
+    assert_eq!(refused.refusal().code, crate::vocab::Code::StateFull);
+    assert_eq!(count(&mut store, "SELECT count(*) FROM audit"), rows);
+    // Reads still work; with room again, writes do.
+    assert!(intact(&mut store));
+    store.set_free_space_floor_for_tests(0);
+    read_at(&mut store, "agent", 5001);
+    assert_eq!(count(&mut store, "SELECT count(*) FROM audit"), rows + 1);
+}
