@@ -47,6 +47,13 @@
 //! against the soaked state and an empty one in alternating blocks of 25,
 //! the same moments for both, and their p50 ratio is printed too.
 //! `VL_SOAK_REQUESTS` sets the count (default 100,000). At the end `volce-lab host audit verify` must pass.
+//!
+//! `VL_SOAK_MIX=reads` (issue 22) is a flood of reads instead: every
+//! request an inventory, no operator prune, so what bounds the trail is the
+//! helper's own folding of successful reads (`store::fold`) and its audit
+//! retention. With `VL_SOAK_STEP_SECS=0` the simulated clock runs at the
+//! real one, so the flood comes at the rate the helper can serve it (the
+//! attack in issue 22: 320 reads in 29 s, one row each).
 //! Under `cargo test --all-targets` (no `--bench` argument) it does nothing;
 //! without root or libfaketime it prints `skipped` and why.
 
@@ -204,6 +211,8 @@ struct Mix {
     unknown: String,
     smuggled: String,
     inventory: String,
+    /// `VL_SOAK_MIX=reads`: every request an inventory.
+    reads_only: bool,
 }
 
 impl Mix {
@@ -217,11 +226,15 @@ impl Mix {
                 "parameters": {"app": "legacy", "approved": true}})
             .to_string(),
             inventory: r#"{"operation":"inventory"}"#.to_owned(),
+            reads_only: std::env::var("VL_SOAK_MIX").is_ok_and(|mix| mix == "reads"),
         }
     }
 
     /// Request `n`: its kind (an index into [`KINDS`]) and its bytes.
     fn request(&self, n: usize, pending: &Option<String>) -> (usize, String) {
+        if self.reads_only {
+            return (4, self.inventory.clone());
+        }
         match n % 25 {
             0 => (0, self.prepare.clone()),
             1 => match pending {
@@ -336,7 +349,7 @@ fn main() {
             pending = reply["result"]["id"].as_str().map(str::to_owned);
         }
         // The operator's routine, on the helper's (simulated) clock.
-        if offset - last_prune >= 6 * 3600 {
+        if !mix.reads_only && offset - last_prune >= 6 * 3600 {
             let before = volce_lab::text::rfc3339_seconds(real_start + offset - 86_400);
             operator(&["audit", "prune", "--before", &before], offset);
             last_prune = offset;
@@ -400,6 +413,13 @@ fn main() {
         );
     }
     println!("  peak RSS of any helper process: {} KiB", children_peak_kib());
+    if mix.reads_only {
+        println!(
+            "  read flood: {total} inventories, {} audit rows kept, state.db+wal {:.2} MiB",
+            count("audit"),
+            state_bytes() as f64 / (1 << 20) as f64
+        );
+    }
     for (what, n) in &codes {
         println!("  {what}: {n}");
     }

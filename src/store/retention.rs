@@ -32,11 +32,12 @@ pub const PRUNE_BATCH: i64 = 256;
 /// The most unexpired pending plans one requester may hold.
 pub const MAX_PENDING_PER_REQUESTER: u64 = 32;
 
-/// How long audit rows are kept before retention drops them: long enough
-/// for an operator's periodic export (HOST-SETUP.md), bounded so that the
-/// trail's size is bounded by its rate of rows (which folding bounds,
-/// `fold.rs`) times this.
-pub const AUDIT_RETENTION_DAYS: i64 = 400;
+/// How long audit rows are kept before retention drops them: twice the
+/// default plan retention (so a pruned plan's rows outlive it), long enough
+/// for an operator's periodic export (HOST-SETUP.md), and bounded, so that
+/// the trail's size is bounded by its rate of rows (which folding bounds
+/// to two per kind and minute, `fold.rs`) times this.
+pub const AUDIT_RETENTION_DAYS: i64 = 180;
 
 /// The most audit rows one request's retention drops.
 pub const AUDIT_PRUNE_BATCH: i64 = 1024;
