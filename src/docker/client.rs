@@ -60,6 +60,7 @@ mod argv;
 mod deploy;
 mod images;
 mod lifecycle;
+mod limits;
 pub mod parse;
 mod queries;
 mod runner;
@@ -70,6 +71,9 @@ use runner::SMALL_OUTPUT;
 pub use runner::{DOCKER, DOCKER_HOST, DockerCall, DockerProcess, Runner, docker_env};
 use verify::FirstChange;
 
+pub use limits::{DEPLOY_BUDGET, HealthCheck};
+use limits::{LOGS_OUTPUT, NGINX_TEST, PULL, QUICK, SNAPSHOT_OUTPUT, STOP, STOP_GRACE_SECONDS};
+
 use argv::argv;
 pub use argv::{INHIBIT_IPV4_OPTION, INSPECT_TEMPLATE, NO_MASQUERADE_OPTION, SHM_SIZE, hardening};
 pub use images::IMAGE_TEMPLATE;
@@ -78,40 +82,6 @@ use parse::{lines, parse_container_ids, parse_images, parse_inspect_rows, parse_
 /// Where the gateway finds its configuration (the read-only bind mount).
 pub const GATEWAY_CONFIG_PATH: &str = "/etc/nginx/nginx.conf";
 const NGINX: &str = "/usr/sbin/nginx";
-
-/// Timeouts per kind of call. Pulls move image layers; everything else is a
-/// local API call that answers in well under a second on a healthy engine.
-const QUICK: Duration = Duration::from_secs(20);
-const PULL: Duration = Duration::from_secs(180);
-const NGINX_TEST: Duration = Duration::from_secs(30);
-/// `docker stop --time 15` plus room for the engine's own kill.
-const STOP: Duration = Duration::from_secs(40);
-/// A whole deploy must end (done, or failed and cleaned up) well inside the
-/// 240 s the MCP client waits for the helper's reply; otherwise the agent
-/// reads `unknown` while the server is still acting. Every docker call of a
-/// deploy gets at most what is left of this budget.
-pub const DEPLOY_BUDGET: Duration = Duration::from_secs(180);
-const STOP_GRACE_SECONDS: &str = "15";
-
-/// `docker logs` of at most 200 lines: far more than the 16 KiB the reply
-/// carries, so only a container that writes huge lines overflows it.
-const LOGS_OUTPUT: usize = 1024 * 1024;
-/// `docker inspect` of every container: about 1 KB each with our template.
-const SNAPSHOT_OUTPUT: usize = 16 * 1024 * 1024;
-
-/// How the new gateway is probed after it starts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HealthCheck {
-    pub tries: u32,
-    pub interval: Duration,
-    pub timeout: Duration,
-}
-
-impl Default for HealthCheck {
-    fn default() -> Self {
-        HealthCheck { tries: 10, interval: Duration::from_millis(300), timeout: Duration::from_secs(2) }
-    }
-}
 
 /// The engine that runs the docker client.
 pub struct DockerClient<R: Runner = DockerProcess> {
