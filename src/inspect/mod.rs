@@ -37,7 +37,6 @@ pub mod transport;
 mod web_status;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::sync::Mutex;
 
@@ -83,16 +82,6 @@ pub struct Inspector {
     link: std::sync::Mutex<Link>,
 }
 
-/// How ssh mode reaches the target `config` names.
-pub fn ssh_transport(config: &Config) -> SshTransport {
-    SshTransport {
-        alias: config.ssh_alias.clone(),
-        config_file: config.ssh_config.clone(),
-        connect_timeout: config.timeout.min(Duration::from_secs(8)),
-        auth_sock: config.ssh_auth_sock.clone(),
-    }
-}
-
 impl Inspector {
     /// The inspector the configuration asks for.
     pub fn new(config: Config) -> Inspector {
@@ -101,7 +90,7 @@ impl Inspector {
             Mode::Local => Backend::Real(Arc::new(LocalTransport)),
             // One ssh master per target; fresh connections when no private
             // directory for its socket can be had (see ssh_mux).
-            Mode::Ssh => Backend::Real(Arc::new(MultiplexedSsh::new(ssh_transport(&config)))),
+            Mode::Ssh => Backend::Real(Arc::new(MultiplexedSsh::new(SshTransport::of(&config)))),
         };
         Inspector {
             config,

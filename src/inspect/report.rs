@@ -90,9 +90,7 @@ pub fn targets(fleet: &Fleet) -> String {
         let config = &target.config;
         let master = match config.mode {
             crate::config::Mode::Ssh => {
-                match super::ssh_mux::MultiplexedSsh::new(super::ssh_transport(config))
-                    .master_socket_present()
-                {
+                match super::ssh_mux::MultiplexedSsh::new(SshTransport::of(config)).master_socket_present() {
                     Some(true) => "up",
                     Some(false) => "down",
                     None => "none (no private socket directory)",

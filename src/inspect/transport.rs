@@ -108,6 +108,16 @@ pub struct SshTransport {
 pub const SSH_PROGRAM: &str = "/usr/bin/ssh";
 
 impl SshTransport {
+    /// How ssh mode reaches the target `config` names.
+    pub fn of(config: &crate::config::Config) -> SshTransport {
+        SshTransport {
+            alias: config.ssh_alias.clone(),
+            config_file: config.ssh_config.clone(),
+            connect_timeout: config.timeout.min(Duration::from_secs(8)),
+            auth_sock: config.ssh_auth_sock.clone(),
+        }
+    }
+
     /// The hardened ssh argv: never asks for a password, never accepts an
     /// unknown host key, forwards nothing, no tty; the alias comes last but
     /// one (after `--`, so it can never be read as an option) and the fixed
