@@ -16,6 +16,7 @@
 //! tools/     the five tools: names, annotations, schemas, strict argument
 //!            validation (pure)
 //! rpc.rs     host RPC client side: crate::wire reply -> status for the agent (pure)
+//! envelope.rs the result envelope of every call, and its audit record (pure)
 //! fan_out.rs cloud_check over several targets at once, and its summary
 //! progress.rs the helper's progress lines -> MCP progress notifications, heartbeat
 //! audit.rs   the local audit line of every call (0700 dir, 0600 file)
@@ -26,6 +27,7 @@
 
 pub mod audit;
 mod conformant;
+mod envelope;
 mod fan_out;
 pub mod progress;
 pub mod rpc;

@@ -27,8 +27,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult, PaginatedRequestParams,
+    ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::model::{ProgressNotificationParam, ProgressToken};
 use rmcp::service::{Peer, RequestContext};
@@ -38,13 +38,13 @@ use strum::VariantArray as _;
 
 use crate::config::{Config, DEFAULT_FAN_OUT, Fleet};
 use crate::control::plan::Action;
-use crate::exec::ExecutionStatus;
 use crate::inspect::transport::RunLimits;
 use crate::inspect::{Check, Inspector, Status, request_id, timestamp};
 use crate::vocab::{Code, PlanId, Refusal};
 use crate::wire::{self, Request};
 
-use super::audit::{Audit, Record};
+use super::audit::Audit;
+use super::envelope::{self, Served};
 use super::rpc::{self, Answer};
 use super::sentences::message;
 use super::tools::{self, Call, Choices, Selection, ToolName};
@@ -85,21 +85,6 @@ pub struct VolceLab {
 struct Member {
     name: String,
     inspector: Arc<Inspector>,
-}
-
-/// One call as served: the structured result plus what its audit line needs.
-struct Served {
-    value: Value,
-    status: Status,
-    request_id: String,
-    /// The target's name; `None` for a fan-out or a call refused before
-    /// a target was chosen.
-    target: Option<String>,
-    check: Option<Check>,
-    action: Option<&'static str>,
-    plan_id: Option<PlanId>,
-    exit_code: Option<i32>,
-    execution_status: Option<ExecutionStatus>,
 }
 
 impl VolceLab {
@@ -205,64 +190,12 @@ impl VolceLab {
         refusal: Refusal,
         request_id: String,
     ) -> Served {
-        let mut map = self.base(member, &request_id);
-        map.insert("status".into(), json!(Status::InvalidArguments));
-        map.insert("code".into(), json!(refusal.code));
-        map.insert("message".into(), json!(refusal.message));
-        map.insert("exit_code".into(), Value::Null);
-        map.insert("execution".into(), Value::Null);
-        match tool.operation() {
-            None => {
-                map.insert("check".into(), Value::Null);
-                map.insert("output".into(), json!(""));
-                map.insert("results".into(), Value::Null);
-                map.insert("summary".into(), Value::Null);
-            }
-            Some(operation) => {
-                map.insert("tool".into(), json!(tool.as_str()));
-                map.insert("operation".into(), json!(operation));
-                map.insert("action".into(), Value::Null);
-                map.insert("plan_id".into(), Value::Null);
-                map.insert("result".into(), Value::Null);
-            }
-        }
-        Served {
-            value: Value::Object(map),
-            status: Status::InvalidArguments,
-            request_id,
-            target: member.map(|m| m.name.clone()),
-            check: None,
-            action: None,
-            plan_id: None,
-            exit_code: None,
-            execution_status: None,
-        }
+        let base = self.base(member, &request_id);
+        envelope::refused(base, tool, member.map(|m| m.name.clone()), refusal, request_id)
     }
 
     async fn check(&self, member: &Member, check: Check) -> Served {
-        let result = member.inspector.check(check).await;
-        let mut value = serde_json::to_value(&result).unwrap_or_else(|_| json!({}));
-        if let Value::Object(map) = &mut value {
-            // The result names the target as the fleet does (the table's
-            // name), which may differ from the alias the inspector dials.
-            let (code, sentence) = check_words(&result);
-            map.insert("target".into(), json!(member.name));
-            map.insert("code".into(), json!(code));
-            map.insert("message".into(), json!(sentence));
-            map.insert("results".into(), Value::Null);
-            map.insert("summary".into(), Value::Null);
-        }
-        Served {
-            value,
-            target: Some(member.name.clone()),
-            status: result.status,
-            request_id: result.request_id,
-            check: Some(check),
-            action: None,
-            plan_id: None,
-            exit_code: result.exit_code,
-            execution_status: result.execution.map(|e| e.execution_status),
-        }
+        envelope::check(&member.name, member.inspector.check(check).await)
     }
 
     /// `cloud_check` on the targets at `indexes`, at most `fan_out` at
@@ -273,43 +206,8 @@ impl VolceLab {
             .iter()
             .map(|&i| (self.members[i].name.clone(), self.members[i].inspector.clone()))
             .collect();
-        let answers = super::fan_out::check_all(targets, self.fan_out, check)
-            .await
-            .into_iter()
-            .map(|(name, result)| {
-                let status = result.status;
-                let mut value = serde_json::to_value(&result).unwrap_or_else(|_| json!({}));
-                if let Value::Object(map) = &mut value {
-                    let (code, sentence) = check_words(&result);
-                    map.insert("target".into(), json!(name));
-                    map.insert("code".into(), json!(code));
-                    map.insert("message".into(), json!(sentence));
-                }
-                (name, value, status)
-            })
-            .collect();
-        let (status, sentence, results, summary) = super::fan_out::gather(check, answers);
-        let mut map = self.base(None, &request_id);
-        map.insert("status".into(), json!(status));
-        map.insert("code".into(), Value::Null);
-        map.insert("message".into(), json!(sentence));
-        map.insert("exit_code".into(), Value::Null);
-        map.insert("execution".into(), Value::Null);
-        map.insert("check".into(), json!(check));
-        map.insert("output".into(), json!(""));
-        map.insert("results".into(), results);
-        map.insert("summary".into(), summary);
-        Served {
-            value: Value::Object(map),
-            status,
-            request_id,
-            target: None,
-            check: Some(check),
-            action: None,
-            plan_id: None,
-            exit_code: None,
-            execution_status: None,
-        }
+        let results = super::fan_out::check_all(targets, self.fan_out, check).await;
+        envelope::fan_out(self.base(None, &request_id), check, results, request_id)
     }
 
     /// Runs one host RPC. `action` and `plan_id` are the validated values
@@ -389,50 +287,14 @@ impl VolceLab {
                 }
             }
         };
-        let action = action.map(Action::as_str);
-        let plan_id = plan_id.or(answer.plan_id);
-        let exit_code = execution.as_ref().and_then(|e| e.exit_code);
-        let execution_status = execution.as_ref().map(|e| e.execution_status);
-        let mut map = self.base(Some(member), &request_id);
-        map.insert("tool".into(), json!(tool.as_str()));
-        map.insert("operation".into(), json!(request.operation()));
-        map.insert("action".into(), json!(action));
-        map.insert("plan_id".into(), json!(plan_id));
-        map.insert("status".into(), json!(answer.status));
-        map.insert("code".into(), json!(answer.code));
-        map.insert("message".into(), json!(answer.message));
-        map.insert("result".into(), answer.result.unwrap_or(Value::Null));
-        map.insert("exit_code".into(), json!(exit_code));
-        map.insert("execution".into(), json!(execution));
-        Served {
-            value: Value::Object(map),
-            status: answer.status,
-            request_id,
-            target: Some(member.name.clone()),
-            check: None,
-            action,
-            plan_id,
-            exit_code,
-            execution_status,
-        }
+        let base = self.base(Some(member), &request_id);
+        let facts =
+            envelope::Managed { tool, operation: request.operation(), action, plan_id, answer, execution };
+        envelope::managed(base, facts, member.name.clone(), request_id)
     }
 
     fn audit(&self, tool: Option<ToolName>, served: &Served, started: Instant) {
-        self.options.audit.append(&Record {
-            time: timestamp(),
-            request_id: served.request_id.clone(),
-            target: served.target.clone(),
-            tool: tool.map(ToolName::as_str),
-            check: served.check.map(Check::as_str),
-            action: served.action,
-            plan_id: served.plan_id.clone(),
-            // A name outside the five is recorded as a fixed word, never echoed.
-            status: if tool.is_some() { served.status.as_str() } else { "unknown_tool" },
-            exit_code: served.exit_code,
-            execution_status: served.execution_status,
-            process_outcome: served.execution_status.and_then(crate::exec::ProcessOutcome::of_status),
-            duration_ms: started.elapsed().as_millis() as u64,
-        });
+        self.options.audit.append(&served.record(tool, started));
     }
 
     /// The audit line of a call the client cancelled: we killed whatever ran,
@@ -455,41 +317,8 @@ impl VolceLab {
             Ok(Call::Execute { plan_id }) => (None, None, Some(plan_id)),
             _ => (None, None, None),
         };
-        let served = Served {
-            value: Value::Null,
-            status: Status::Unknown,
-            request_id,
-            target,
-            check,
-            action,
-            plan_id,
-            exit_code: None,
-            execution_status: None,
-        };
+        let served = Served { target, check, action, plan_id, ..Served::bare(Status::Unknown, request_id) };
         self.audit(Some(tool), &served, started);
-    }
-}
-
-/// The code and sentence of a check's result: the status's sentence,
-/// except for a web_status that is ok while apps are stopped on purpose
-/// (it names them), or that the helper refused (its code and its whole
-/// sentence, as every management tool gives them for the same cause).
-fn check_words(result: &crate::inspect::CheckResult) -> (Option<rpc::AnswerCode>, String) {
-    let plain = || message(result.status, result.is_demo).to_owned();
-    match (result.check, result.status, result.is_demo) {
-        (Check::WebStatus, Status::Ok, false) => {
-            (None, crate::inspect::stopped_sentence(&result.output).unwrap_or_else(plain))
-        }
-        (Check::WebStatus, Status::Rejected, false) => {
-            match crate::wire::Reply::parse(result.output.as_bytes()) {
-                Ok(crate::wire::Reply::Rejected(refusal)) => {
-                    let answer = rpc::rejected(refusal.code.into(), &refusal.message);
-                    (answer.code, answer.message)
-                }
-                _ => (None, plain()),
-            }
-        }
-        _ => (None, plain()),
     }
 }
 
@@ -497,14 +326,6 @@ fn check_words(result: &crate::inspect::CheckResult) -> (Option<rpc::AnswerCode>
 struct Watcher {
     token: ProgressToken,
     peer: Peer<RoleServer>,
-}
-
-fn tool_result(served: &Served) -> CallToolResult {
-    let text = served.value.to_string();
-    let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
-    result.structured_content = Some(served.value.clone());
-    result.is_error = Some(served.status != Status::Ok);
-    result
 }
 
 impl ServerHandler for VolceLab {
@@ -533,18 +354,7 @@ impl ServerHandler for VolceLab {
     ) -> Result<CallToolResponse, McpError> {
         let started = Instant::now();
         let Some(tool) = ToolName::parse(&request.name) else {
-            let served = Served {
-                value: Value::Null,
-                status: Status::InvalidArguments,
-                request_id: request_id(),
-                target: None,
-                check: None,
-                action: None,
-                plan_id: None,
-                exit_code: None,
-                execution_status: None,
-            };
-            self.audit(None, &served, started);
+            self.audit(None, &Served::bare(Status::InvalidArguments, request_id()), started);
             let names: Vec<&str> = ToolName::VARIANTS.iter().map(|t| t.as_str()).collect();
             let (last, rest) = names.split_last().expect("five tools");
             return Err(McpError::invalid_params(
@@ -570,7 +380,7 @@ impl ServerHandler for VolceLab {
             }
             served = self.run(tool, arguments, id.clone(), watcher) => {
                 self.audit(Some(tool), &served, started);
-                Ok(tool_result(&served).into())
+                Ok(served.tool_result().into())
             }
         }
     }
