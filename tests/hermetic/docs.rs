@@ -50,3 +50,45 @@ fn host_setup_states_the_policy_mode_the_helper_enforces() {
     let paths = read("src/host/paths.rs");
     assert!(paths.contains("meta.mode() & 0o022 != 0"), "the helper's rule changed: update HOST-SETUP's row");
 }
+
+/// No string literal of the shipped code holds a run of eight or more
+/// spaces inside a line: that is the indentation of a string continuation
+/// that lost its backslash, and it reached users in three messages before
+/// issue 22 (`container_set_changed`, the 1 MiB log refusal, `audit
+/// prune`). Checked on the source, not on messages at run time, because a
+/// message may quote an agent's text, spaces and all.
+#[test]
+fn no_message_carries_a_lost_continuations_run_of_spaces() {
+    fn files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                if path.file_name().is_some_and(|n| n != "tests") {
+                    files(&path, out);
+                }
+            } else if path.extension().is_some_and(|e| e == "rs")
+                && path.file_name().is_some_and(|n| n != "tests.rs")
+            {
+                out.push(path);
+            }
+        }
+    }
+    let mut sources = Vec::new();
+    files(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), &mut sources);
+    let mut found = Vec::new();
+    for path in sources {
+        let text = std::fs::read_to_string(&path).unwrap();
+        // Production code only: a file's tests start at its first #[cfg(test)].
+        let code = text.split("#[cfg(test)]").next().unwrap();
+        for (number, line) in code.lines().enumerate() {
+            // The quoted parts of the line (odd pieces between quotes), each
+            // split where the literal itself breaks the line.
+            for literal in line.split('"').skip(1).step_by(2) {
+                if literal.split("\\n").any(|part| part.trim_start().contains("        ")) {
+                    found.push(format!("{}:{}: {literal}", path.display(), number + 1));
+                }
+            }
+        }
+    }
+    assert!(found.is_empty(), "runs of spaces inside string literals:\n{}", found.join("\n"));
+}
