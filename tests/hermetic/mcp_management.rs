@@ -15,44 +15,18 @@ use rmcp::model::{CallToolRequestParams, Tool};
 use rmcp::service::{RoleClient, RunningService};
 use serde_json::{Value, json};
 use volce_lab::config::{Config, Mode};
-use volce_lab::exec::{ProcessSpec, Transport as ExecTransport};
 use volce_lab::inspect::Inspector;
-use volce_lab::inspect::transport::{CommandCarrier, RemoteCommand, RunLimits};
+use volce_lab::inspect::transport::RunLimits;
 use volce_lab::mcp::audit::Audit;
 use volce_lab::mcp::rpc::RPC_LIMITS;
 use volce_lab::mcp::{Options, VolceLab};
 
-use crate::support::mcp::{arguments, structured};
+use crate::support::mcp::{ScriptedTarget, arguments, structured};
 
 const PLAN_ID: &str = "0123456789abcdef0123456789abcdef";
 const GOOD_IDENTITY: &str = r#"echo x >> "$DIR/identity_calls"; printf 'web-1\nagent\n'"#;
 /// Every stand-in helper first records that it ran and what it read.
 const RPC_PROLOGUE: &str = r#"echo x >> "$DIR/rpc_calls"; cat > "$DIR/request"; "#;
-
-/// The target and its helper, played by shell scripts run through the real runner.
-struct StandIn {
-    dir: PathBuf,
-    identity: String,
-    rpc: String,
-}
-
-impl CommandCarrier for StandIn {
-    fn specs(&self, command: RemoteCommand, stdin: Option<&[u8]>, limits: RunLimits) -> Vec<ProcessSpec> {
-        let script = match command {
-            RemoteCommand::Identity => self.identity.clone(),
-            RemoteCommand::Disk => "printf 'Filesystem Size\\n/dev/vda 20G\\n'".to_owned(),
-            RemoteCommand::HostRpc => format!("{RPC_PROLOGUE}{}", self.rpc),
-        };
-        let mut spec = limits.apply(ProcessSpec::new("/bin/sh", ["-c", script.as_str()]), stdin);
-        spec.env.push(("DIR".into(), self.dir.clone().into()));
-        spec.transport = ExecTransport::Ssh;
-        vec![spec]
-    }
-
-    fn kind(&self) -> &'static str {
-        "stand-in"
-    }
-}
 
 struct Harness {
     client: RunningService<RoleClient, ()>,
@@ -87,7 +61,12 @@ impl Setup {
             management: self.management,
             ..Config::default()
         };
-        let stand_in = StandIn { dir: dir.path().to_owned(), identity: self.identity.into(), rpc: self.rpc };
+        let stand_in = ScriptedTarget {
+            dir: dir.path().to_owned(),
+            identity: self.identity.into(),
+            disk: "printf 'Filesystem Size\\n/dev/vda 20G\\n'".into(),
+            rpc: format!("{RPC_PROLOGUE}{}", self.rpc),
+        };
         let inspector = Inspector::with_transport_for_tests(config, Arc::new(stand_in));
         let options = Options {
             rpc_limits: RunLimits { output: RPC_LIMITS.output, timeout: self.rpc_timeout },

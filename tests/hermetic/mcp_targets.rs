@@ -13,40 +13,13 @@ use rmcp::model::{CallToolRequestParams, Tool};
 use rmcp::service::{RoleClient, RunningService};
 use serde_json::{Value, json};
 use volce_lab::config::{Config, Mode};
-use volce_lab::exec::{ProcessSpec, Transport as ExecTransport};
 use volce_lab::inspect::Inspector;
-use volce_lab::inspect::transport::{CommandCarrier, RemoteCommand, RunLimits};
+use volce_lab::inspect::transport::RunLimits;
 use volce_lab::mcp::audit::Audit;
 use volce_lab::mcp::rpc::RPC_LIMITS;
 use volce_lab::mcp::{Options, VolceLab};
 
-use crate::support::mcp::{arguments, structured};
-
-/// One target played by scripts; each run is counted in its own directory.
-struct StandIn {
-    dir: PathBuf,
-    identity: String,
-}
-
-impl CommandCarrier for StandIn {
-    fn specs(&self, command: RemoteCommand, stdin: Option<&[u8]>, limits: RunLimits) -> Vec<ProcessSpec> {
-        let script = match command {
-            RemoteCommand::Identity => format!("echo x >> \"$DIR/identity\"; {}", self.identity),
-            RemoteCommand::Disk => {
-                "echo x >> \"$DIR/disk\"; printf 'Filesystem Size\\n/dev/vda 20G\\n'".into()
-            }
-            RemoteCommand::HostRpc => "echo x >> \"$DIR/rpc\"; cat > \"$DIR/request\"".into(),
-        };
-        let mut spec = limits.apply(ProcessSpec::new("/bin/sh", ["-c", script.as_str()]), stdin);
-        spec.env.push(("DIR".into(), self.dir.clone().into()));
-        spec.transport = ExecTransport::Ssh;
-        vec![spec]
-    }
-
-    fn kind(&self) -> &'static str {
-        "stand-in"
-    }
-}
+use crate::support::mcp::{ScriptedTarget, arguments, structured};
 
 struct Fleet {
     client: RunningService<RoleClient, ()>,
@@ -76,7 +49,13 @@ async fn fleet(slow: bool) -> Fleet {
             management: true,
             ..Config::default()
         };
-        let stand_in = StandIn { dir: target_dir, identity: identity.into() };
+        // Each run is counted in the target's own directory.
+        let stand_in = ScriptedTarget {
+            dir: target_dir,
+            identity: format!("echo x >> \"$DIR/identity\"; {identity}"),
+            disk: "echo x >> \"$DIR/disk\"; printf 'Filesystem Size\\n/dev/vda 20G\\n'".into(),
+            rpc: "echo x >> \"$DIR/rpc\"; cat > \"$DIR/request\"".into(),
+        };
         let inspector = Inspector::with_transport_for_tests(config, Arc::new(stand_in));
         (name.to_owned(), groups.into_iter().map(String::from).collect(), inspector)
     })

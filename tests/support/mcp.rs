@@ -1,12 +1,45 @@
 //! Shared helpers of the MCP tests: a strict checker for the JSON Schema
-//! subset our tool schemas use, and result helpers. Runs unprivileged.
+//! subset our tool schemas use, result helpers, and a target played by
+//! shell scripts. Runs unprivileged.
 //!
 //! The checker refuses any keyword it does not implement, so a schema can
 //! never quietly rely on something the tests do not check.
 #![allow(dead_code)]
 
+use std::path::PathBuf;
+
 use rmcp::model::{CallToolResult, Tool};
 use serde_json::{Map, Value};
+use volce_lab::exec::{ProcessSpec, Transport as ExecTransport};
+use volce_lab::inspect::transport::{CommandCarrier, RemoteCommand, RunLimits};
+
+/// A target and its helper, played by one `/bin/sh` script per remote
+/// command, run through the real runner with `$DIR` set to `dir` (where
+/// the scripts count their runs and keep what they read).
+pub struct ScriptedTarget {
+    pub dir: PathBuf,
+    pub identity: String,
+    pub disk: String,
+    pub rpc: String,
+}
+
+impl CommandCarrier for ScriptedTarget {
+    fn specs(&self, command: RemoteCommand, stdin: Option<&[u8]>, limits: RunLimits) -> Vec<ProcessSpec> {
+        let script = match command {
+            RemoteCommand::Identity => &self.identity,
+            RemoteCommand::Disk => &self.disk,
+            RemoteCommand::HostRpc => &self.rpc,
+        };
+        let mut spec = limits.apply(ProcessSpec::new("/bin/sh", ["-c", script.as_str()]), stdin);
+        spec.env.push(("DIR".into(), self.dir.clone().into()));
+        spec.transport = ExecTransport::Ssh;
+        vec![spec]
+    }
+
+    fn kind(&self) -> &'static str {
+        "stand-in"
+    }
+}
 
 const KNOWN: [&str; 12] = [
     "type",
