@@ -13,7 +13,7 @@ use super::rows::{Approval, Claim, PlanOutcome, PlanState, Rejection, Resolution
 use super::sql;
 use super::transitions::Tx;
 use crate::control::plan::{Action, Plan};
-use crate::vocab::{Digest, PlanId};
+use crate::vocab::{Digest, PlanId, Refusal};
 
 impl Tx<'_> {
     /// Whether any plan is executing or needs inspection (the new-plan gate).
@@ -69,6 +69,7 @@ impl Tx<'_> {
                     r.get::<_, Option<i64>>(12)?,
                     r.get::<_, Option<String>>(13)?,
                     r.get::<_, Option<i64>>(14)?,
+                    (r.get::<_, Option<String>>(15)?, r.get::<_, Option<String>>(16)?),
                 ))
             })
             .optional()?;
@@ -88,6 +89,7 @@ impl Tx<'_> {
             resolved_at,
             rejected_by,
             rejected_at,
+            failure,
         )) = row
         else {
             return Ok(None);
@@ -120,6 +122,12 @@ impl Tx<'_> {
             },
             rejection: match (rejected_by, rejected_at) {
                 (Some(by), Some(at)) => Some(Rejection { by, at }),
+                _ => None,
+            },
+            failure: match failure {
+                (Some(code), Some(message)) => {
+                    Some(Refusal { code: code.parse().map_err(|_| StoreError::Corrupt)?, message })
+                }
                 _ => None,
             },
         }))

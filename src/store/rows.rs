@@ -16,7 +16,7 @@ use strum::{EnumString, IntoStaticStr, VariantArray};
 
 use super::StoreError;
 use crate::control::plan::Plan;
-use crate::vocab::Digest;
+use crate::vocab::{Digest, Refusal};
 use crate::wire::answers::Word;
 use crate::wire::answers::plan_view::{ApprovalStamp, PlanView, Stamp};
 
@@ -137,6 +137,8 @@ pub struct StoredPlan {
     pub resolution: Option<Resolution>,
     /// Present only in state `rejected`.
     pub rejection: Option<Rejection>,
+    /// Why a `failed` plan failed (migration 11; absent on older rows).
+    pub failure: Option<Refusal>,
 }
 
 impl StoredPlan {
@@ -152,6 +154,7 @@ impl StoredPlan {
             outcome: None,
             resolution: None,
             rejection: None,
+            failure: None,
         }
     }
 
@@ -188,6 +191,7 @@ impl StoredPlan {
             outcome: self.outcome.map(Word::of),
             resolution: self.resolution.as_ref().map(|r| stamp(&r.by, r.at)),
             rejection: self.rejection.as_ref().map(|r| stamp(&r.by, r.at)),
+            failure: self.failure.clone(),
         }
     }
 }

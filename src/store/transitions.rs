@@ -25,7 +25,7 @@ use super::chain;
 use super::rows::{AuditRow, Claim, PlanOutcome, PlanState, RequestMeta};
 use super::sql::{self, Sql, Statement};
 use crate::control::plan::{Action, Plan};
-use crate::vocab::{Digest, PlanId};
+use crate::vocab::{Digest, PlanId, Refusal};
 
 /// The operations available inside a transaction.
 pub struct Tx<'a> {
@@ -119,6 +119,32 @@ impl Tx<'_> {
         outcome: PlanOutcome,
         audit: &AuditRow,
     ) -> Result<(), StoreError> {
+        self.settle(id, action, claim, outcome, None, audit)
+    }
+
+    /// As [`Tx::finish`] for a plan that failed, with the refusal that says
+    /// why (its code and whole sentence), which `show` prints.
+    pub fn fail(
+        &self,
+        id: &PlanId,
+        action: Action,
+        claim: &Claim,
+        outcome: PlanOutcome,
+        failure: &Refusal,
+        audit: &AuditRow,
+    ) -> Result<(), StoreError> {
+        self.settle(id, action, claim, outcome, Some(failure), audit)
+    }
+
+    fn settle(
+        &self,
+        id: &PlanId,
+        action: Action,
+        claim: &Claim,
+        outcome: PlanOutcome,
+        failure: Option<&Refusal>,
+        audit: &AuditRow,
+    ) -> Result<(), StoreError> {
         let state = match outcome {
             PlanOutcome::Completed => PlanState::Completed,
             PlanOutcome::RolledBack | PlanOutcome::NotStarted => PlanState::Failed,
@@ -133,7 +159,9 @@ impl Tx<'_> {
                 audit.at,
                 claim.pid,
                 claim.start_time as i64,
-                claim.boot_id
+                claim.boot_id,
+                failure.map(|f| f.code.as_str()),
+                failure.map(|f| f.message.as_str())
             ],
             id,
             action,

@@ -141,13 +141,14 @@ fn migrating_a_v9_database_keeps_every_row_hash_and_window() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("state.db");
     let old = old_store(&path, 9);
+    let plans = super::migration11::columns_at(9, "plans");
     old.conn.execute("ATTACH DATABASE ?1 AS scratch", [scratch.to_str().unwrap()]).unwrap();
     old.conn
         .execute_batch(&format!(
             "INSERT INTO audit ({AUDIT_V8}) SELECT {AUDIT_V8} FROM scratch.audit;
              INSERT INTO audit_folds ({FOLDS_V8}) SELECT {FOLDS_V8} FROM scratch.audit_folds;
              INSERT INTO audit_anchor SELECT * FROM scratch.audit_anchor;
-             INSERT INTO plans SELECT * FROM scratch.plans;
+             INSERT INTO plans ({plans}) SELECT {plans} FROM scratch.plans;
              DETACH DATABASE scratch;"
         ))
         .unwrap();
@@ -158,7 +159,10 @@ fn migrating_a_v9_database_keeps_every_row_hash_and_window() {
 
     let mut store = Store::open(&path).unwrap();
     let conn = store.dangerous_connection_for_tests();
-    assert_eq!(conn.pragma_query_value(None, "user_version", |r| r.get::<_, i64>(0)).unwrap(), 10);
+    assert_eq!(
+        conn.pragma_query_value(None, "user_version", |r| r.get::<_, i64>(0)).unwrap(),
+        Store::supported_version()
+    );
     assert_eq!(dump(conn, &format!("SELECT {AUDIT_V8} FROM audit ORDER BY seq")), audit_before);
     assert_eq!(dump(conn, &format!("SELECT {FOLDS_V8} FROM audit_folds")), folds_before);
     assert_eq!(dump(conn, "SELECT outcome, reason FROM audit_folds"), ["Text(\"refused\")|Text(\"\")"]);
