@@ -66,6 +66,7 @@
 //!   sentences with stable codes.
 
 pub mod audit;
+pub mod audit_rows;
 pub mod clock;
 mod confirm;
 pub mod controller;
