@@ -6,7 +6,8 @@
 //! Invariants enforced here: every result carries the fields its tool's
 //! output schema requires (`super::tools::schema`), names its target as the
 //! fleet does (the table's name, which may differ from the alias dialled),
-//! and `isError` is true exactly when `status` is not `ok`.
+//! `isError` is true exactly when `status` is not `ok`, and `fix` (the one
+//! next step) is null exactly when it is.
 
 use std::time::Instant;
 

@@ -145,6 +145,10 @@ impl Tx<'_> {
         failure: Option<&Refusal>,
         audit: &AuditRow,
     ) -> Result<(), StoreError> {
+        // Every message of ours fits the column (MESSAGE_MAX_CHARS); one
+        // that did not must not fail the write, which would leave a plan
+        // that changed nothing `executing`: it is then recorded without.
+        let failure = failure.filter(|f| f.message.chars().count() <= crate::vocab::MESSAGE_MAX_CHARS);
         let state = match outcome {
             PlanOutcome::Completed => PlanState::Completed,
             PlanOutcome::RolledBack | PlanOutcome::NotStarted => PlanState::Failed,
