@@ -16,7 +16,7 @@
 //! In-process mux (issue 23): with the master up, a check speaks the
 //! master's protocol itself and starts no ssh client; target p50 <= 6 ms.
 //! The client-process path is measured beside it over the same master by
-//! hiding the in-process client ([`ClientOnly`], as [`NoGate`] does too).
+//! hiding the in-process client (`e2e::ClientOnly`, as [`NoGate`] does too).
 //!
 //! `service_logs` (issue 12): when run as root with the test images of
 //! scripts/test-images, it also deploys one app through the agent's rpc
@@ -75,25 +75,6 @@ fn ssh() -> SshTransport {
         config_file: Some(SSH_CONFIG.into()),
         connect_timeout: Duration::from_secs(8),
         auth_sock: None,
-    }
-}
-
-/// The multiplexed transport with the ssh client as its only way to run
-/// (the default `run`): the client-process path, one gated session.
-struct ClientOnly(Arc<MultiplexedSsh>);
-
-impl CommandCarrier for ClientOnly {
-    fn specs(&self, command: RemoteCommand, stdin: Option<&[u8]>, limits: RunLimits) -> Vec<ProcessSpec> {
-        self.0.specs(command, stdin, limits)
-    }
-    fn gated(&self, line: &str, stdin: Option<&[u8]>, limits: RunLimits) -> Option<Vec<ProcessSpec>> {
-        self.0.gated(line, stdin, limits)
-    }
-    fn reset(&self) {
-        self.0.reset();
-    }
-    fn kind(&self) -> &'static str {
-        "ssh"
     }
 }
 
@@ -344,7 +325,8 @@ fn main() {
     });
     row("multiplexed, first (starts the master)", vec![cold]);
     assert_eq!(inspector.sessions(), Sessions::Gated, "scripts/e2e-setup installs the gate");
-    let client = Inspector::with_transport_for_tests(config(&host), Arc::new(ClientOnly(mux.clone())));
+    let client =
+        Inspector::with_transport_for_tests(config(&host), Arc::new(support::e2e::ClientOnly(mux.clone())));
     let warm = runtime.block_on(measure(&client, iterations));
     let gated_p50 = row("gate, ssh client per check, 1 session", warm);
     let before = mux.carried().in_process;

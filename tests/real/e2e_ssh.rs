@@ -12,9 +12,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::support::e2e::*;
-use volce_lab::exec::{self, Completion, ExecutionStatus, ProcessSpec};
+use volce_lab::exec::{self, Completion, ExecutionStatus};
 use volce_lab::inspect::ssh_mux::{Carried, MultiplexedSsh};
-use volce_lab::inspect::transport::{CommandCarrier, RemoteCommand, RunLimits, SshTransport};
+use volce_lab::inspect::transport::{CommandCarrier, RunLimits, SshTransport};
 use volce_lab::inspect::{Check, Inspector, Status};
 use volce_lab::wire::gate::{GateCheck, request_line};
 
@@ -365,26 +365,6 @@ fn a_master_killed_outright_leaves_a_stale_socket_that_does_not_break_checks() {
 }
 
 // ---- the master's protocol spoken in-process (issue 23) --------------------------
-
-/// The multiplexed transport with the `ssh` client as its only way to run
-/// (the default [`CommandCarrier::run`]): today's client-process path over
-/// the same master, for comparison.
-struct ClientOnly(Arc<MultiplexedSsh>);
-
-impl CommandCarrier for ClientOnly {
-    fn specs(&self, command: RemoteCommand, stdin: Option<&[u8]>, limits: RunLimits) -> Vec<ProcessSpec> {
-        self.0.specs(command, stdin, limits)
-    }
-    fn gated(&self, line: &str, stdin: Option<&[u8]>, limits: RunLimits) -> Option<Vec<ProcessSpec>> {
-        self.0.gated(line, stdin, limits)
-    }
-    fn reset(&self) {
-        self.0.reset();
-    }
-    fn kind(&self) -> &'static str {
-        "ssh"
-    }
-}
 
 /// Runs `work` while a thread watches /proc for `ssh` processes whose
 /// parent is this test process; returns how many distinct ones it saw. A
