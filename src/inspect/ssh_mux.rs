@@ -40,6 +40,7 @@
 
 use std::ffi::OsString;
 use std::fs::{self, DirBuilder};
+use std::os::unix::ffi::OsStrExt as _;
 use std::os::unix::fs::{DirBuilderExt as _, FileTypeExt as _, MetadataExt as _};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -288,14 +289,16 @@ impl MultiplexedSsh {
         if *alias != *self.ssh.alias {
             return None;
         }
-        let socket = spec.args[..end]
-            .iter()
-            .find_map(|a| a.as_encoded_bytes().strip_prefix(b"ControlPath=").map(|p| p.to_vec()))?;
-        let socket = PathBuf::from(OsString::from(String::from_utf8(socket).ok()?));
+        let socket = spec.args[..end].iter().find_map(|a| {
+            let path = a.as_encoded_bytes().strip_prefix(b"ControlPath=")?;
+            Some(PathBuf::from(std::ffi::OsStr::from_bytes(path)))
+        })?;
         let meta = fs::symlink_metadata(&socket).ok()?;
         let ours = meta.file_type().is_socket() && meta.uid() == nix::unistd::geteuid().as_raw();
-        (ours && socket.parent() == Some(dir.as_path()))
-            .then(|| Some((socket, command.to_str()?.to_owned())))?
+        if !ours || socket.parent() != Some(dir.as_path()) {
+            return None;
+        }
+        Some((socket, command.to_str()?.to_owned()))
     }
 }
 
