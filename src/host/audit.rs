@@ -25,7 +25,8 @@ use crate::store::AuditOperation;
 /// The store, opened on checked paths (migrated like every other command).
 fn open(paths: &HostPaths) -> Result<Store, Refusal> {
     paths::prepare_state(paths)?;
-    Store::open(&paths.database()).map_err(|e| e.refusal())
+    let alive = |claim: &crate::store::Claim| super::Liveness::alive(&super::ProcLiveness, claim);
+    Store::open_settled(&paths.database(), &alive).map_err(|e| e.refusal())
 }
 
 /// A kept head as the operator typed it: 64 lowercase hex characters.

@@ -105,8 +105,10 @@ impl<E: Engine, C: Clock, L: Liveness> Host<E, C, L> {
     fn open_with(self, policy: crate::control::policy::Policy) -> Result<Controller<E, C, L>, Refusal> {
         let Host { paths, engine, clock, liveness } = self;
         paths::prepare_state(&paths)?;
-        let mut store =
-            Store::open(&paths.database()).map_err(|e| crate::store::space::explain(&e, &paths.state_dir))?;
+        // A migration after a package upgrade waits for a plan the previous
+        // helper still executes (`Store::open_settled`).
+        let mut store = Store::open_settled(&paths.database(), &|claim| liveness.alive(claim))
+            .map_err(|e| crate::store::space::explain(&e, &paths.state_dir))?;
         // The shipped helper copies each row to the host's syslog; a test's
         // own paths never touch the machine's.
         if paths == HostPaths::fixed() {

@@ -114,12 +114,15 @@ pub fn record_request(
         Code::UnsafePath => refusal,
         _ => audit_unavailable(),
     })?;
-    let mut store = match Store::open(&paths.database()) {
+    let alive = |claim: &crate::store::Claim| super::Liveness::alive(&super::ProcLiveness, claim);
+    let mut store = match Store::open_settled(&paths.database(), &alive) {
         Ok(store) => store,
         Err(error) => {
             let why = crate::store::space::explain(&error, &paths.state_dir);
             return match why.code {
-                Code::StateCorrupt | Code::StateTooNew | Code::StateFull => Ok(Recorded::NoTrail),
+                Code::StateCorrupt | Code::StateTooNew | Code::StateFull | Code::UpgradeWaiting => {
+                    Ok(Recorded::NoTrail)
+                }
                 _ => Err(audit_unavailable()),
             };
         }

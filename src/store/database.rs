@@ -8,6 +8,12 @@
 //!   and read back; a connection where one did not apply is refused, since
 //!   SQLite ignores what it does not understand without a word;
 //! - a database newer than this code is refused, never touched;
+//! - a migration never runs under a plan that an older helper is still
+//!   executing: a package upgrade replaces the binary, not the running
+//!   process, and that process goes on writing the schema it knows. The
+//!   migration waits (the open is refused `upgrade_waiting`, nothing
+//!   changed) until the claim has ended, checked in the migration's own
+//!   write transaction so no claim can slip in between;
 //! - every write runs in a `BEGIN IMMEDIATE` transaction ([`Store::write`]),
 //!   so two helpers never both decide on stale reads.
 
@@ -18,7 +24,7 @@ use std::cell::Cell;
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension as _, TransactionBehavior};
 
-use super::rows::{AuditOutcome, RequestEnd, RequestMeta};
+use super::rows::{AuditOutcome, Claim, RequestEnd, RequestMeta};
 use super::schema::{self, MIGRATIONS};
 use super::sql::{self, Sql};
 use super::transitions::Tx;
@@ -83,6 +89,25 @@ impl StoreError {
     }
 }
 
+/// A migration that waits for a plan an older helper is executing.
+fn upgrade_waiting(
+    plan: &crate::vocab::PlanId,
+    action: crate::control::plan::Action,
+    found: i64,
+    supported: i64,
+) -> Refusal {
+    Refusal::new(
+        Code::UpgradeWaiting,
+        format!(
+            "volce-lab was upgraded while plan {plan} ({action}) was executing under the previous version, \
+             so the state database stays at schema {found} until that plan has finished (this version needs \
+             {supported}); nothing was changed. Run the command again once the plan has finished: \
+             `volce-lab-host list` shows it, and the running helper is never killed for the upgrade.",
+            action = action.as_str()
+        ),
+    )
+}
+
 fn corrupt_refusal() -> Refusal {
     Refusal::new(
         Code::StateCorrupt,
@@ -136,8 +161,18 @@ pub struct Store {
 
 impl Store {
     /// Opens (creating if needed) the database at `path`, applies and checks
-    /// the pragmas, and migrates the schema.
+    /// the pragmas, and migrates the schema. Counts every executing plan's
+    /// claimer as alive (a pending migration waits for all of them); the
+    /// host helper, which can tell, uses [`Store::open_settled`].
     pub fn open(path: &Path) -> Result<Store, StoreError> {
+        Store::open_settled(path, &|_| true)
+    }
+
+    /// [`Store::open`], where a pending migration waits only for the
+    /// executing plans whose claimer `alive` says still runs (a claimer
+    /// that died leaves its plan for the controller to settle, under the
+    /// new schema).
+    pub fn open_settled(path: &Path, alive: &dyn Fn(&Claim) -> bool) -> Result<Store, StoreError> {
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
             | OpenFlags::SQLITE_OPEN_CREATE
             | OpenFlags::SQLITE_OPEN_NOFOLLOW
@@ -158,7 +193,7 @@ impl Store {
         let mut store = Store::from_connection(conn);
         store.floor = path.parent().map(|dir| (dir.to_owned(), super::space::MIN_FREE_BYTES));
         store.configure()?;
-        store.migrate()?;
+        store.migrate(alive)?;
         Ok(store)
     }
 
@@ -197,7 +232,7 @@ impl Store {
         schema::supported_version()
     }
 
-    fn migrate(&mut self) -> Result<(), StoreError> {
+    fn migrate(&mut self, alive: &dyn Fn(&Claim) -> bool) -> Result<(), StoreError> {
         let supported = Store::supported_version();
         // The common case (up to date) needs no write lock.
         let current: i64 = self.conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
@@ -209,7 +244,7 @@ impl Store {
         // switched around it, every reference is checked before the commit,
         // and it is switched on again and read back whatever happened.
         self.conn.pragma_update(None, "foreign_keys", "OFF")?;
-        let result = self.migrate_steps(supported);
+        let result = self.migrate_steps(supported, alive);
         self.conn.pragma_update(None, "foreign_keys", "ON")?;
         let foreign_keys: i64 = self.conn.pragma_query_value(None, "foreign_keys", |r| r.get(0))?;
         if foreign_keys != 1 {
@@ -218,11 +253,20 @@ impl Store {
         result
     }
 
-    fn migrate_steps(&mut self, supported: i64) -> Result<(), StoreError> {
+    fn migrate_steps(&mut self, supported: i64, alive: &dyn Fn(&Claim) -> bool) -> Result<(), StoreError> {
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let found: i64 = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
         if found > supported {
             return Err(StoreError::TooNew { found, supported });
+        }
+        // Step 1 made the plans table; before it nothing can be executing.
+        if found >= 1 {
+            let wrote = Cell::new(false);
+            let executing =
+                Tx { sql: Sql::new(&tx), request: None, wrote: &wrote, syslog: None }.executing_plans()?;
+            if let Some((plan, action, _)) = executing.iter().find(|(_, _, claim)| alive(claim)) {
+                return Err(StoreError::Refused(upgrade_waiting(plan, *action, found, supported)));
+            }
         }
         for (index, step) in MIGRATIONS.iter().enumerate().skip(found as usize) {
             tx.execute_batch(step)?;

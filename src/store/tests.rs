@@ -413,7 +413,8 @@ fn migrating_a_v1_database_keeps_every_row() {
     assert_eq!((plans_before.len(), audit_before.len()), (5, 5 + 1 + 3 + 2 + 1));
     drop(old);
 
-    let mut store = Store::open(&path).unwrap();
+    // The executing plans' claimer is long gone (upgrade.rs has one that lives).
+    let mut store = Store::open_settled(&path, &|_| false).unwrap();
     let conn = store.dangerous_connection_for_tests();
     let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).unwrap();
     assert_eq!(version, Store::supported_version());
@@ -630,7 +631,8 @@ fn migrating_a_v2_database_keeps_every_row_and_takes_rejections() {
     assert_eq!(plans_before.len(), 7);
     drop(old);
 
-    let mut store = Store::open(&path).unwrap();
+    // The executing plans' claimer is long gone (upgrade.rs has one that lives).
+    let mut store = Store::open_settled(&path, &|_| false).unwrap();
     let conn = store.dangerous_connection_for_tests();
     let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).unwrap();
     assert_eq!(version, Store::supported_version());
@@ -893,7 +895,8 @@ fn migrating_a_v3_database_chains_its_rows_in_order_and_keeps_them() {
     assert_eq!(audit_before.len(), 5);
     drop(old);
 
-    let mut store = Store::open(&path).unwrap();
+    // The executing plans' claimer is long gone (upgrade.rs has one that lives).
+    let mut store = Store::open_settled(&path, &|_| false).unwrap();
     let conn = store.dangerous_connection_for_tests();
     let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).unwrap();
     // Migrated to the newest step, whatever came after the chain's (4).
@@ -948,3 +951,4 @@ mod migration11;
 mod migration5;
 mod migration9;
 mod statements;
+mod upgrade;

@@ -111,6 +111,13 @@ pub enum Code {
     /// The state database was written by a newer volce-lab (its schema
     /// version is above this build's): refused before it is touched.
     StateTooNew,
+    /// A package upgrade's schema migration waits for a plan the previous
+    /// version's helper is still executing: refused before anything
+    /// changed, answered again once that plan has finished.
+    UpgradeWaiting,
+    /// `package-check`: the package about to replace this one cannot read
+    /// the state database's schema; dpkg stops before anything changes.
+    DowngradeRefused,
     /// The state directory's filesystem has no room left for a write:
     /// refused before anything changed.
     StateFull,
@@ -235,7 +242,7 @@ mod tests {
     #[test]
     fn code_strings_never_change() {
         use strum::VariantArray as _;
-        const SHIPPED: [&str; 79] = [
+        const SHIPPED: [&str; 81] = [
             "invalid_request",
             "request_too_large",
             "unknown_action",
@@ -297,6 +304,8 @@ mod tests {
             "state_unavailable",
             "state_corrupt",
             "state_too_new",
+            "upgrade_waiting",
+            "downgrade_refused",
             "state_full",
             "clock_skew",
             "engine_unavailable",
