@@ -156,6 +156,15 @@ pub enum HostCommand {
     /// The audit trail: check its hash chain, print its head, export it.
     #[command(subcommand)]
     Audit(AuditCommand),
+    /// Whether the volce-lab package VERSION may replace this one: refused
+    /// when it is older and cannot read the state database's schema. The
+    /// package's prerm asks before every upgrade and downgrade.
+    #[command(name = "package-check")]
+    PackageCheck {
+        /// The incoming package's version, as dpkg gives it (e.g. 0.1.0-1).
+        #[arg(long, value_name = "VERSION")]
+        to: String,
+    },
 }
 
 /// `volce-lab-host audit ...`: views of the audit trail, and dropping its
@@ -253,6 +262,7 @@ fn host(command: HostCommand) -> Exit {
         HostCommand::Reject { plan_id } => crate::host::run_reject(&plan_id),
         HostCommand::Resolve { plan_id } => crate::host::run_resolve(&plan_id),
         HostCommand::Doctor => crate::install::doctor::run_doctor(),
+        HostCommand::PackageCheck { to } => crate::install::package_check::run_package_check(&to),
         HostCommand::SshGate => crate::host::gate::run_ssh_gate(),
         HostCommand::Setup { agent, operator, key, replace, adopt, undo } => {
             let request = match (agent, operator, key) {

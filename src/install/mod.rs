@@ -10,6 +10,7 @@
 //! (`host`) imports from here: an rpc never runs installation code.
 
 pub mod doctor;
+pub mod package_check;
 pub mod setup;
 
 use crate::host::HostPaths;

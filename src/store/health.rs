@@ -79,6 +79,21 @@ pub fn read_health(path: &Path) -> Result<Option<StoreHealth>, rusqlite::Error> 
     }))
 }
 
+/// The schema version of the database at `path`, read on a read-only
+/// connection (nothing migrated, no pragma set); `None` when no database,
+/// or an empty one, exists yet. For `volce-lab-host package-check`.
+pub fn schema_version_of(path: &Path) -> Result<Option<i64>, rusqlite::Error> {
+    if !path.exists() {
+        return Ok(None);
+    }
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    let version: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0))?;
+    Ok((version >= 1).then_some(version))
+}
+
 /// The error of a stored value that is not what its column holds.
 fn unreadable(column: usize) -> rusqlite::Error {
     rusqlite::Error::FromSqlConversionFailure(column, rusqlite::types::Type::Text, "not a stored name".into())

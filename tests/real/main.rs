@@ -32,6 +32,8 @@ mod e2e_gate;
 mod e2e_host;
 mod e2e_scenario;
 mod e2e_ssh;
+// First of the e2e suites: it starts on the previous release's package and upgrades it.
+mod e2e_upgrade;
 
 // After scripts/package and the e2e teardown: the Debian package, installed and purged.
 mod package;

@@ -34,8 +34,17 @@ pub const STATE_DIR: &str = "/var/lib/volce-lab";
 pub const DOCKER: &str = "/usr/local/bin/docker";
 
 /// Fails loudly unless scripts/e2e-setup has built the installation and its
-/// sshd answers; returns the host name the server reports.
+/// sshd answers, and the installed package holds the binary under test;
+/// returns the host name the server reports.
 pub fn require_setup() -> String {
+    let host = require_installation();
+    install_binary_under_test();
+    host
+}
+
+/// [`require_setup`] whatever package is installed: for the upgrade suite,
+/// which starts on the previous release's.
+pub fn require_installation() -> String {
     assert!(
         nix::unistd::geteuid().is_root(),
         "the end-to-end tests run as root (they act as the agent over ssh and as the operator through sudo); \
@@ -51,7 +60,6 @@ pub fn require_setup() -> String {
         TcpStream::connect_timeout(&([127, 0, 0, 1], SSHD_PORT).into(), Duration::from_secs(2)).is_ok(),
         "the e2e sshd does not answer on 127.0.0.1:{SSHD_PORT}: run scripts/e2e-setup again"
     );
-    install_binary_under_test();
     let host = std::fs::read_to_string(Path::new(E2E_DIR).join("expected_host")).expect("expected_host");
     host.trim().to_owned()
 }

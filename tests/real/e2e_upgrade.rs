@@ -1,0 +1,259 @@
+//! End-to-end: the package upgrade over a live installation (issue 27).
+//! scripts/test installs the previous release's package
+//! (packaging/previous-release, built by `scripts/package --previous`) with
+//! scripts/e2e-setup and runs this suite first: it makes state with the old
+//! helper (apps, plans in every state, a plan the old helper is executing),
+//! upgrades to the package under test with `apt-get install ./…deb`, and
+//! shows that everything is still there, that the migration waited for the
+//! executing plan and ran once, that the maintainer scripts touched no app,
+//! and that a downgrade below the new schema is refused before anything
+//! changes. Every e2e suite after it runs on the upgraded installation.
+//!
+//! Runs as root; needs VOLCE_LAB_TEST_DEB (the package under test) and
+//! VOLCE_LAB_TEST_PREVIOUS_DEB (the previous release's), which scripts/test
+//! sets.
+
+use std::time::{Duration, Instant};
+
+use crate::support::e2e::*;
+use serde_json::{Value, json};
+
+/// The schema the previous release reads (src/install/package_check.rs).
+const PREVIOUS_SCHEMA: i64 = 10;
+
+fn installed_version() -> String {
+    let ran = run("/usr/bin/dpkg-query", &["-W", "-f", "${Version}", "volce-lab"], None);
+    assert!(ran.ok(), "dpkg-query: {ran:?}");
+    ran.stdout.trim().to_owned()
+}
+
+/// `apt-get install ./DEB`, as HOST-SETUP.md upgrades.
+fn apt_install(deb: &str) -> Ran {
+    run(
+        "/usr/bin/env",
+        &[
+            "DEBIAN_FRONTEND=noninteractive",
+            "/usr/bin/apt-get",
+            "-o",
+            "DPkg::Lock::Timeout=600",
+            "-qq",
+            "install",
+            "-y",
+            "--allow-downgrades",
+            "--no-install-recommends",
+            deb,
+        ],
+        None,
+    )
+}
+
+/// Plans one action and returns its (id, digest); an engine snapshot moved
+/// by other activity on the machine is not expected here (nothing else
+/// runs while the e2e suites do).
+fn plan(action: &str, parameters: Value) -> (String, String) {
+    let (code, planned) =
+        agent_rpc(&json!({"operation": "plan", "action": action, "parameters": parameters}));
+    assert_eq!(code, Some(0), "{action} plan: {planned}");
+    (find_str(&planned, "id").to_owned(), find_str(&planned, "digest").to_owned())
+}
+
+fn execute(plan_id: &str) -> (Option<i32>, Value) {
+    agent_rpc(&json!({"operation": "execute", "plan_id": plan_id}))
+}
+
+fn deploy(app: &str, container_port: u16) -> (String, String) {
+    plan(
+        "deploy",
+        json!({"app": app, "image": "web", "host_port": free_port(), "container_port": container_port,
+               "server_name": format!("{app}.e2e.test")}),
+    )
+}
+
+/// The state of each plan, as `show --json` gives it (root's own view;
+/// `list` shows only what awaits the operator).
+fn plan_states(ids: &[&str]) -> std::collections::BTreeMap<String, String> {
+    ids.iter().map(|id| (id.to_string(), state_of(id))).collect()
+}
+
+fn state_of(plan_id: &str) -> String {
+    stored_plan(plan_id)["state"].as_str().unwrap_or_default().to_owned()
+}
+
+/// The containers of volce-lab apps: id, state and start time of each.
+fn app_containers() -> Vec<String> {
+    let ids = run(DOCKER, &["ps", "-aq", "--no-trunc", "--filter", "label=io.volce-lab.app"], None);
+    let mut seen: Vec<String> = ids
+        .stdout
+        .split_whitespace()
+        .map(|id| {
+            let facts = run(
+                DOCKER,
+                &["inspect", "--format", "{{.Id}} {{.State.Status}} {{.State.StartedAt}}", id],
+                None,
+            );
+            facts.stdout.trim().to_owned()
+        })
+        .collect();
+    seen.sort();
+    seen
+}
+
+/// The pid of the old helper's `rpc-worker` (the process that executes).
+fn rpc_worker() -> Option<i32> {
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|entry| {
+        let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
+        let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+        let argv: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+        (argv.len() >= 2 && argv[0].ends_with(b"volce-lab-host") && argv[1] == b"rpc-worker").then_some(pid)
+    })
+}
+
+fn signal(pid: i32, signal: nix::sys::signal::Signal) {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal).expect("signal the rpc worker");
+}
+
+/// Executes `plan_id` in a thread and stops the helper's worker once the
+/// plan is `executing` (stopping it, reading the state, and letting it go on
+/// until the claim is seen). Returns the stopped worker and the thread.
+fn execute_and_hold(plan_id: &str) -> (i32, std::thread::JoinHandle<(Option<i32>, Value)>) {
+    use nix::sys::signal::Signal::{SIGCONT, SIGSTOP};
+    let id = plan_id.to_owned();
+    let running = std::thread::spawn(move || execute(&id));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        assert!(Instant::now() < deadline, "the old helper never held {plan_id} executing");
+        if let Some(pid) = rpc_worker() {
+            signal(pid, SIGSTOP);
+            if state_of(plan_id) == "executing" {
+                return (pid, running);
+            }
+            signal(pid, SIGCONT);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+#[ignore = "real parts: run by scripts/test"]
+fn the_package_upgrade_keeps_plans_apps_and_the_trail_and_a_downgrade_below_the_schema_is_refused() {
+    require_installation();
+    require_host_helper();
+    require_docker_and_policy();
+    let _serial = serial();
+    let new_deb = std::env::var("VOLCE_LAB_TEST_DEB").expect("VOLCE_LAB_TEST_DEB: the package under test");
+    let old_deb = std::env::var("VOLCE_LAB_TEST_PREVIOUS_DEB")
+        .expect("VOLCE_LAB_TEST_PREVIOUS_DEB: the previous release");
+    let old_version = installed_version();
+    assert!(
+        old_version.starts_with("0.1.0-"),
+        "the suite starts on the previous release's package (scripts/e2e-setup $(scripts/package --previous)), \
+         not {old_version}"
+    );
+    let apps = ["e2e-up1", "e2e-up2", "e2e-up3"];
+    fresh_host_state(&apps);
+
+    // --- state made by the old helper -------------------------------------------
+    let mut deployed = Vec::new();
+    for app in &apps[..2] {
+        let (id, _) = deploy(app, 8080);
+        let (code, done) = execute(&id);
+        assert_eq!(code, Some(0), "deploy {app}: {done}");
+        deployed.push(id);
+    }
+    let (rejected, _) = plan("stop", json!({"app": "e2e-up1"}));
+    assert!(as_operator(&["reject", &rejected]).ok());
+    let (waiting, waiting_digest) = plan("stop", json!({"app": "e2e-up1"}));
+    let (approved, approved_digest) = plan("stop", json!({"app": "e2e-up2"}));
+    let ok = as_operator(&["approve", &approved, &approved_digest, "--yes"]);
+    assert!(ok.ok(), "approve with the old helper: {ok:?}");
+    // A deploy whose health check cannot pass (nothing listens on 9999 in the
+    // container) runs for seconds before its rollback: long enough to hold.
+    let (in_flight, _) = deploy("e2e-up3", 9999);
+    let (worker, running) = execute_and_hold(&in_flight);
+
+    let ids = [&deployed[0], &deployed[1], &rejected, &waiting, &approved, &in_flight].map(String::as_str);
+    let before = plan_states(&ids);
+    assert_eq!((before[&deployed[0]].as_str(), before[&deployed[1]].as_str()), ("completed", "completed"));
+    assert_eq!(before[&rejected], "rejected");
+    assert_eq!((before[&waiting].as_str(), before[&approved].as_str()), ("pending", "pending"));
+    assert_eq!(before[&in_flight], "executing");
+    let head_before = run(HOST_LINK, &["audit", "head"], None);
+    assert!(head_before.ok(), "audit head: {head_before:?}");
+    let containers_before = app_containers();
+    assert!(containers_before.len() >= 2, "two apps run: {containers_before:?}");
+
+    // --- the upgrade, while the old helper is stopped mid-execute --------------
+    let upgraded = apt_install(&new_deb);
+    assert!(upgraded.ok(), "apt-get install ./new.deb: {upgraded:?}");
+    assert_ne!(installed_version(), old_version);
+    assert_eq!(
+        sha256_file(INSTALLED),
+        sha256_file(env!("CARGO_BIN_EXE_volce-lab")),
+        "the new binary is installed"
+    );
+    assert_eq!(app_containers(), containers_before, "the maintainer scripts touched no app");
+
+    // The new helper does not migrate under the old one's running plan.
+    let list = run(HOST_LINK, &["list"], None);
+    assert_eq!(list.code, Some(1), "list during the held execute: {list:?}");
+    assert!(
+        list.stderr.contains("refused (upgrade_waiting)") && list.stderr.contains(&in_flight),
+        "the refusal names the plan it waits for: {list:?}"
+    );
+    let (code, inventory) = agent_rpc(&json!({"operation": "inventory"}));
+    assert_eq!((code, &inventory["code"]), (Some(1), &json!("upgrade_waiting")), "{inventory}");
+
+    // The old helper finishes its plan (a rollback), then the migration runs.
+    signal(worker, nix::sys::signal::Signal::SIGCONT);
+    let (_, finished) = running.join().expect("the held execute");
+    assert_eq!(finished["status"], "rejected", "the held deploy was rolled back: {finished}");
+
+    let after = plan_states(&ids);
+    for (id, state) in &before {
+        if id != &in_flight {
+            assert_eq!(after.get(id), Some(state), "plan {id} kept its state across the upgrade");
+        }
+    }
+    assert!(!stored_plan(&approved)["approval"].is_null(), "the old helper's approval is kept");
+    assert_eq!(after[&in_flight], "failed", "the held plan ended as the old helper recorded it");
+    let verified = run(HOST_LINK, &["audit", "verify"], None);
+    assert!(verified.ok(), "audit verify across the migration: {verified:?}");
+    let verified_from = run(
+        HOST_LINK,
+        &["audit", "verify", "--from", head_before.stdout.split_whitespace().next().unwrap()],
+        None,
+    );
+    assert!(verified_from.ok(), "the chain still holds the head from before: {verified_from:?}");
+    let doctor = run(HOST_LINK, &["doctor"], None);
+    assert!(doctor.ok(), "doctor after the upgrade: {doctor:?}");
+
+    // Plans made and approved before the upgrade still work after it.
+    let (code, done) = execute(&approved);
+    assert_eq!(code, Some(0), "the plan approved by the old helper executes under the new one: {done}");
+    assert!(as_operator(&["approve", &waiting, &waiting_digest, "--yes"]).ok());
+    let (code, done) = execute(&waiting);
+    assert_eq!(code, Some(0), "a plan made before the upgrade, approved after it: {done}");
+
+    // --- the downgrade ------------------------------------------------------------
+    let containers = app_containers();
+    let binary = sha256_file(INSTALLED);
+    let downgraded = apt_install(&old_deb);
+    if volce_lab::store::Store::supported_version() > PREVIOUS_SCHEMA {
+        assert!(!downgraded.ok(), "a downgrade below the schema must fail: {downgraded:?}");
+        let said = format!("{}{}", downgraded.stdout, downgraded.stderr);
+        assert!(said.contains("refused (downgrade_refused)"), "dpkg's output carries the refusal: {said}");
+        assert!(said.contains("HOST-SETUP.md, Upgrading"), "{said}");
+        assert_eq!(sha256_file(INSTALLED), binary, "the new binary stays");
+        assert_ne!(installed_version(), old_version);
+        let list = run(HOST_LINK, &["list"], None);
+        assert!(list.ok(), "the installation works after the refused downgrade: {list:?}");
+    } else {
+        // No migration since the previous release: it reads this state, and
+        // the downgrade may go on; the new package goes back on for the
+        // suites after this one.
+        assert!(downgraded.ok(), "a downgrade to a release that reads the schema: {downgraded:?}");
+        assert!(apt_install(&new_deb).ok());
+    }
+    assert_eq!(app_containers(), containers, "the downgrade attempt touched no app");
+    remove_apps(&apps);
+}
