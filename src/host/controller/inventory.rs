@@ -31,8 +31,8 @@ use crate::wire::answers::Word;
 use crate::wire::answers::app_state::{Drift, EngineState};
 use crate::wire::answers::gateways::{Gateway, GatewayStatus};
 use crate::wire::answers::inventory::{
-    AppImage, CatalogImage, ForeignCounts, GatewayImage, Inventory, LastPlan, ManagedApp, Offer, OpenPlan,
-    PortOffer, PortUse, Quota, UnsettledPlan,
+    AppImage, CatalogImage, ForeignCounts, GatewayImage, HelperVersion, Inventory, LastPlan, ManagedApp,
+    Offer, OpenPlan, PortOffer, PortUse, Quota, UnsettledPlan,
 };
 
 /// At most this many free port ranges are listed; `free_count` counts all.
@@ -86,6 +86,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             unsettled_plan: unsettled
                 .map(|p| UnsettledPlan { plan_id: p.plan.id.clone(), state: Word::of(p.state) }),
             foreign,
+            helper: Some(HelperVersion::this()),
         })
     }
 

@@ -27,6 +27,30 @@ pub struct Inventory {
     /// The plan that blocks new ones (executing or needing inspection), or null.
     pub unsettled_plan: Option<UnsettledPlan>,
     pub foreign: ForeignCounts,
+    /// The helper that answered: its version and host protocol (issue 27),
+    /// so the agent and the user can see what a server runs. Absent from a
+    /// helper older than 0.2.0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub helper: Option<HelperVersion>,
+}
+
+/// Which volce-lab a server runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HelperVersion {
+    /// The package's upstream version (Cargo.toml's), e.g. `0.2.0`.
+    pub version: String,
+    /// The host RPC's version ([`crate::wire::PROTOCOL_VERSION`]).
+    pub protocol: u32,
+}
+
+impl HelperVersion {
+    /// This build's.
+    pub fn this() -> HelperVersion {
+        HelperVersion {
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            protocol: crate::wire::PROTOCOL_VERSION,
+        }
+    }
 }
 
 /// One managed app: the record's facts, the engine's state and any drift.
