@@ -122,25 +122,33 @@ impl Drop for Held {
     }
 }
 
-/// Executes `plan_id` in a thread and stops the helper's worker once the
-/// plan is `executing` (stopping it, reading the state, and letting it go on
-/// until the claim is seen). Returns the stopped worker and the thread.
+/// Whether the old helper has committed its claim of `plan_id`, read on a
+/// read-only connection: through the helper, a read would wait for the
+/// write lock of a worker stopped inside a transaction.
+fn claimed(plan_id: &str) -> bool {
+    let database = std::path::Path::new(STATE_DIR).join("state.db");
+    volce_lab::store::read_claims(&database)
+        .map(|claims| claims.iter().any(|(id, _, _)| id.as_str() == plan_id))
+        .unwrap_or(false)
+}
+
+/// Executes `plan_id` in a thread and stops the helper's worker while the
+/// plan is `executing`: once its claim is committed, a moment later (the
+/// worker is then in docker's calls, outside any transaction). Returns the
+/// stopped worker and the thread.
 fn execute_and_hold(plan_id: &str) -> (i32, std::thread::JoinHandle<(Option<i32>, Value)>) {
-    use nix::sys::signal::Signal::{SIGCONT, SIGSTOP};
     let id = plan_id.to_owned();
     let running = std::thread::spawn(move || execute(&id));
     let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        assert!(Instant::now() < deadline, "the old helper never held {plan_id} executing");
-        if let Some(pid) = rpc_worker() {
-            signal(pid, SIGSTOP);
-            if state_of(plan_id) == "executing" {
-                return (pid, running);
-            }
-            signal(pid, SIGCONT);
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    while !claimed(plan_id) {
+        assert!(Instant::now() < deadline, "the old helper never claimed {plan_id}");
+        std::thread::sleep(Duration::from_millis(10));
     }
+    std::thread::sleep(Duration::from_millis(500));
+    let pid = rpc_worker().expect("the old helper's rpc-worker runs the plan");
+    signal(pid, nix::sys::signal::Signal::SIGSTOP);
+    assert!(claimed(plan_id), "{plan_id} ended before the worker was held; the deploy must take longer");
+    (pid, running)
 }
 
 #[test]
