@@ -113,6 +113,12 @@ impl Code {
             Code::NotRoot | Code::UnsafePath | Code::StateUnavailable | Code::StateTooNew => {
                 "Stop and tell the operator: they run `sudo volce-lab-host doctor` on the server (HOST-SETUP.md)."
             }
+            Code::UpgradeWaiting => {
+                "Wait a minute and call once more: the server finishes its package upgrade when the plan the message names has ended."
+            }
+            Code::DowngradeRefused => {
+                "Keep the installed version, or restore the state backup taken before the upgrade first (HOST-SETUP.md, Upgrading)."
+            }
             Code::PolicyInvalid => {
                 "Tell the operator the server's policy is invalid: they run `sudo volce-lab-host doctor`, which names the field to fix."
             }
