@@ -135,8 +135,8 @@ fn claimed(plan_id: &str) -> bool {
 /// Executes `plan_id` in a thread and stops the helper's worker while the
 /// plan is `executing`: once its claim is committed, a moment later (the
 /// worker is then in docker's calls, outside any transaction). Returns the
-/// stopped worker and the thread.
-fn execute_and_hold(plan_id: &str) -> (i32, std::thread::JoinHandle<(Option<i32>, Value)>) {
+/// held worker (continued when dropped) and the thread.
+fn execute_and_hold(plan_id: &str) -> (Held, std::thread::JoinHandle<(Option<i32>, Value)>) {
     let id = plan_id.to_owned();
     let running = std::thread::spawn(move || execute(&id));
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -147,8 +147,9 @@ fn execute_and_hold(plan_id: &str) -> (i32, std::thread::JoinHandle<(Option<i32>
     std::thread::sleep(Duration::from_millis(500));
     let pid = rpc_worker().expect("the old helper's rpc-worker runs the plan");
     signal(pid, nix::sys::signal::Signal::SIGSTOP);
+    let held = Held(pid);
     assert!(claimed(plan_id), "{plan_id} ended before the worker was held; the deploy must take longer");
-    (pid, running)
+    (held, running)
 }
 
 #[test]
@@ -187,8 +188,7 @@ fn the_package_upgrade_keeps_plans_apps_and_the_trail_and_a_downgrade_below_the_
     // A deploy whose health check cannot pass (nothing listens on 9999 in the
     // container) runs for seconds before its rollback: long enough to hold.
     let (in_flight, _) = deploy("e2e-up3", 9999);
-    let (worker, running) = execute_and_hold(&in_flight);
-    let held = Held(worker);
+    let (held, running) = execute_and_hold(&in_flight);
 
     let ids = [&deployed[0], &deployed[1], &rejected, &waiting, &approved, &in_flight].map(String::as_str);
     let before = plan_states(&ids);
