@@ -190,8 +190,13 @@ async fn run_plan(
     parameters: serde_json::Map<String, serde_json::Value>,
 ) -> Result<(), String> {
     let planned = agent_rpc(inspector, &Request::plan(action, parameters)).await;
-    let Reply::Ok { result, .. } = planned else {
-        return Err(format!("the {action:?} plan was refused: {planned:?}"));
+    let result = match planned {
+        Reply::Ok { result, .. } => result,
+        // Said by its wire code, which callers match on (`app_not_found`).
+        Reply::Rejected(refusal) => {
+            return Err(format!("the {action:?} plan was refused: {}: {}", refusal.code, refusal.message));
+        }
+        other => return Err(format!("the {action:?} plan was refused: {other:?}")),
     };
     let (id, digest) =
         (result["id"].as_str().unwrap().to_owned(), result["digest"].as_str().unwrap().to_owned());
