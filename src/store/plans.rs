@@ -69,6 +69,8 @@ impl Tx<'_> {
                     r.get::<_, Option<i64>>(12)?,
                     r.get::<_, Option<String>>(13)?,
                     r.get::<_, Option<i64>>(14)?,
+                    r.get::<_, Option<String>>(15)?,
+                    r.get::<_, Option<bool>>(16)?,
                 ))
             })
             .optional()?;
@@ -88,6 +90,8 @@ impl Tx<'_> {
             resolved_at,
             rejected_by,
             rejected_at,
+            rejected_reason,
+            alerted,
         )) = row
         else {
             return Ok(None);
@@ -119,9 +123,10 @@ impl Tx<'_> {
                 _ => None,
             },
             rejection: match (rejected_by, rejected_at) {
-                (Some(by), Some(at)) => Some(Rejection { by, at }),
+                (Some(by), Some(at)) => Some(Rejection { by, at, reason: rejected_reason }),
                 _ => None,
             },
+            alerted,
         }))
     }
 

@@ -121,7 +121,13 @@ pub struct Resolution {
 pub struct Rejection {
     pub by: String,
     pub at: i64,
+    /// The operator's words (`reject --reason`), at most
+    /// [`MAX_REASON_CHARS`]; untrusted text wherever it is shown.
+    pub reason: Option<String>,
 }
+
+/// The most characters of a `reject --reason` (the schema's CHECK too).
+pub const MAX_REASON_CHARS: usize = 500;
 
 /// A plan and its life cycle, as read from the store.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -137,6 +143,9 @@ pub struct StoredPlan {
     pub resolution: Option<Resolution>,
     /// Present only in state `rejected`.
     pub rejection: Option<Rejection>,
+    /// For a plan that waits for approval: whether its syslog alert was
+    /// sent (`false`: it could not be); `None` when none was due or tried.
+    pub alerted: Option<bool>,
 }
 
 impl StoredPlan {
@@ -152,6 +161,7 @@ impl StoredPlan {
             outcome: None,
             resolution: None,
             rejection: None,
+            alerted: None,
         }
     }
 

@@ -421,6 +421,14 @@ pub(super) const MIGRATIONS: &[&str] = &[
     CREATE INDEX audit_folds_opened ON audit_folds (opened_at, actor, operation, outcome, code, reason);
     ALTER TABLE audit ADD COLUMN anchor_seq INTEGER CHECK (anchor_seq IS NULL OR anchor_seq >= 1);
     ALTER TABLE audit ADD COLUMN anchor_hash TEXT CHECK (anchor_hash IS NULL OR length(anchor_hash) = 64);",
+    // 11: reserved for the step another branch adds; renumbered at merge.
+    "SELECT 1;",
+    // 12: the operator's reason for a `reject` (issue 24), bounded, only on a
+    // rejected plan; and whether the syslog alert of a plan that waits for
+    // approval was sent (1) or could not be (0), NULL when none was due.
+    "ALTER TABLE plans ADD COLUMN rejected_reason TEXT CHECK (rejected_reason IS NULL OR
+        (length(rejected_reason) BETWEEN 1 AND 500 AND rejected_by IS NOT NULL));
+     ALTER TABLE plans ADD COLUMN alerted INTEGER CHECK (alerted IS NULL OR alerted IN (0, 1));",
 ];
 
 /// The step after whose SQL the existing audit rows are chained

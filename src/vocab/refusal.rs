@@ -76,6 +76,9 @@ pub enum Code {
     AlreadyApproved,
     NotAnApprover,
     SelfApproval,
+    /// Reject: `--reason` is empty or longer than
+    /// `crate::store::MAX_REASON_CHARS` characters.
+    InvalidReason,
     // Resolve (terminal only).
     NotAwaitingInspection,
     // Audit (terminal only).
@@ -235,7 +238,7 @@ mod tests {
     #[test]
     fn code_strings_never_change() {
         use strum::VariantArray as _;
-        const SHIPPED: [&str; 79] = [
+        const SHIPPED: [&str; 80] = [
             "invalid_request",
             "request_too_large",
             "unknown_action",
@@ -281,6 +284,7 @@ mod tests {
             "already_approved",
             "not_an_approver",
             "self_approval",
+            "invalid_reason",
             "not_awaiting_inspection",
             "invalid_hash",
             "invalid_time",

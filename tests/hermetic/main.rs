@@ -20,6 +20,7 @@ mod host_leftovers;
 mod host_lifecycle;
 mod host_load;
 mod host_logs;
+mod host_operator_wait;
 mod host_policy_files;
 mod host_processes;
 mod layers;

@@ -238,7 +238,8 @@ fn a_plan_view_has_every_field_of_the_sealed_plan_and_its_life_cycle() {
         finished_at: Some(1_800_000_180),
         outcome: Some(PlanOutcome::Completed),
         resolution: None,
-        rejection: Some(Rejection { by: "bob".into(), at: 1_800_000_240 }),
+        rejection: Some(Rejection { by: "bob".into(), at: 1_800_000_240, reason: None }),
+        alerted: None,
     };
     let view = serde_json::to_value(stored.view()).unwrap();
     let body = serde_json::to_value(&plan).unwrap();
