@@ -69,6 +69,8 @@ impl Options {
     }
 }
 
+mod wait;
+
 /// The volce-lab MCP server.
 pub struct VolceLab {
     /// The configured targets, in fleet order; `choices` names them.
@@ -145,6 +147,7 @@ impl VolceLab {
         arguments: Option<&Map<String, Value>>,
         request_id: String,
         progress: Option<Watcher>,
+        form: Option<Peer<RoleServer>>,
     ) -> Served {
         let (selection, rest) = match self.choices.select(tool, arguments) {
             Ok(chosen) => chosen,
@@ -171,10 +174,10 @@ impl VolceLab {
                 let request = Request::plan(action, parameters);
                 self.manage(member, tool, request, Some(action), None, request_id, None).await
             }
-            // Only an execute runs long steps, so only it is watched.
+            // Only an execute runs long steps, so only it is watched; only
+            // it waits for an approval (`wait.rs`).
             Ok(Call::Execute { plan_id }) => {
-                let request = Request::execute(&plan_id);
-                self.manage(member, tool, request, None, Some(plan_id), request_id, progress).await
+                self.execute_waiting(member, plan_id, request_id, progress, form).await
             }
             Ok(Call::Logs { app, container, tail, since_minutes }) => {
                 let request = Request::logs(&app, container, tail, since_minutes);
@@ -323,6 +326,7 @@ impl VolceLab {
 }
 
 /// Where a call's progress goes: the client's token, and the peer to notify.
+#[derive(Clone)]
 struct Watcher {
     token: ProgressToken,
     peer: Peer<RoleServer>,
@@ -378,7 +382,7 @@ impl ServerHandler for VolceLab {
                 // MCP: no response for a cancelled request; rmcp discards this one.
                 Err(McpError::internal_error("the call was cancelled", None))
             }
-            served = self.run(tool, arguments, id.clone(), watcher) => {
+            served = self.run(tool, arguments, id.clone(), watcher, wait::form_peer(&context)) => {
                 self.audit(Some(tool), &served, started);
                 Ok(served.tool_result().into())
             }
