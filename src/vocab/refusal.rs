@@ -153,6 +153,15 @@ pub enum Code {
     /// `target` or `targets` names no configured target (the message lists
     /// the choices), or is missing where several are configured.
     UnknownTarget,
+    /// service_execute's retry (2026-07-28) carried a `requestState` that
+    /// was changed or is not ours; nothing ran.
+    RequestStateTampered,
+    /// ... one issued by another server process, or for another call.
+    RequestStateForeign,
+    /// ... one past its expiry.
+    RequestStateExpired,
+    /// ... one already used once.
+    RequestStateReplayed,
     /// The code of a `needs_inspection` answer: an execute reached Docker
     /// and failed or is uncertain. Not a refusal: something may have changed.
     NeedsInspection,
@@ -238,7 +247,7 @@ mod tests {
     #[test]
     fn code_strings_never_change() {
         use strum::VariantArray as _;
-        const SHIPPED: [&str; 80] = [
+        const SHIPPED: [&str; 84] = [
             "invalid_request",
             "request_too_large",
             "unknown_action",
@@ -318,6 +327,10 @@ mod tests {
             "not_allowed",
             "too_large",
             "unknown_target",
+            "request_state_tampered",
+            "request_state_foreign",
+            "request_state_expired",
+            "request_state_replayed",
             "needs_inspection",
         ];
         let strings: Vec<&str> = Code::VARIANTS.iter().map(|c| c.as_str()).collect();

@@ -2,7 +2,9 @@
 //! client declared form elicitation (issue 24, 2025-11-25 mode): a form
 //! names the plan, Accept only makes the server look again, the plan runs
 //! once and only after the host says it is approved; Decline runs nothing;
-//! a client without the capability gets today's answer. Against a
+//! a client without the capability gets today's answer. The same under
+//! 2026-07-28 through `InputRequiredResult` and a sealed `requestState`,
+//! which a tampered, replayed or foreign retry cannot get past. Against a
 //! stand-in helper whose approval is a file the test writes (the
 //! "operator"), through an rmcp client over an in-memory duplex.
 
@@ -11,11 +13,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction,
-    Implementation, ProtocolVersion,
+    CallToolRequestParams, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
+    ElicitationAction, Implementation, ProtocolVersion,
 };
-use rmcp::service::{RequestContext, RoleClient, RunningService};
-use rmcp::{ClientHandler, ErrorData, ServiceExt as _};
+use rmcp::service::{
+    ClientLifecycleMode, RequestContext, RoleClient, RunningService, serve_client_with_lifecycle,
+};
+use rmcp::{ClientHandler, ErrorData};
 use serde_json::{Value, json};
 use volce_lab::config::{Config, Mode};
 use volce_lab::inspect::Inspector;
@@ -65,6 +69,7 @@ struct FormClient {
     dir: PathBuf,
     forms: Arc<Mutex<Vec<String>>>,
     elicitation: bool,
+    version: ProtocolVersion,
 }
 
 impl ClientHandler for FormClient {
@@ -75,7 +80,7 @@ impl ClientHandler for FormClient {
             ClientCapabilities::default()
         };
         ClientConfig::new(capabilities, Implementation::new("form-client", "1"))
-            .with_protocol_version(ProtocolVersion::V_2025_11_25)
+            .with_protocol_version(self.version.clone())
     }
 
     async fn create_elicitation(
@@ -111,6 +116,10 @@ struct World {
 }
 
 async fn start(user: User, elicitation: bool) -> World {
+    start_at(user, elicitation, ProtocolVersion::V_2025_11_25).await
+}
+
+async fn start_at(user: User, elicitation: bool, version: ProtocolVersion) -> World {
     let dir = tempfile::tempdir().unwrap();
     let config = Config {
         mode: Mode::Ssh,
@@ -136,8 +145,21 @@ async fn start(user: User, elicitation: bool) -> World {
     let (read, write) = tokio::io::split(server_io);
     tokio::spawn(volce_lab::mcp::serve(VolceLab::new(inspector, options), read, write));
     let forms = Arc::new(Mutex::new(Vec::new()));
-    let handler = FormClient { user, dir: dir.path().to_owned(), forms: forms.clone(), elicitation };
-    let client = handler.serve(client_io).await.expect("initialize");
+    let handler = FormClient {
+        user,
+        dir: dir.path().to_owned(),
+        forms: forms.clone(),
+        elicitation,
+        version: version.clone(),
+    };
+    let lifecycle = if version >= ProtocolVersion::V_2026_07_28 {
+        ClientLifecycleMode::Discover { preferred_versions: vec![version.clone()] }
+    } else {
+        ClientLifecycleMode::Initialize
+    };
+    let client = serve_client_with_lifecycle(handler, client_io, lifecycle).await.expect("open the session");
+    let spoken = client.peer_info().expect("the server's answer").protocol_version.clone();
+    assert_eq!(spoken, version, "the session speaks the version under test");
     World { client, forms, dir }
 }
 
@@ -194,7 +216,10 @@ async fn accepting_every_form_while_the_operator_never_approves_runs_nothing() {
     let result = world.execute().await;
     assert_eq!(result["status"], "rejected", "{result}");
     assert_eq!(result["code"], "approval_required");
-    assert!(result["message"].as_str().unwrap().contains("had not approved the plan after 5 looks"), "{result}");
+    assert!(
+        result["message"].as_str().unwrap().contains("had not approved the plan after 5 looks"),
+        "{result}"
+    );
     assert_eq!(world.forms.lock().unwrap().len(), 5, "bounded rounds");
     assert_eq!(world.count("executed"), 0);
 }
@@ -217,4 +242,98 @@ async fn a_client_without_form_elicitation_gets_todays_answer_and_no_form() {
     assert!(result["message"].as_str().unwrap().contains("An operator must approve"), "{result}");
     assert!(world.forms.lock().unwrap().is_empty());
     assert_eq!(world.count("rpc_calls"), 1, "one execute, nothing more");
+}
+
+// --- 2026-07-28: InputRequiredResult and the sealed requestState -------------
+
+const STATELESS: ProtocolVersion = ProtocolVersion::V_2026_07_28;
+
+#[tokio::test]
+async fn under_2026_07_28_the_form_travels_in_input_required_and_the_plan_runs_once_after_approval() {
+    // rmcp's client drives the input_required rounds through its handler.
+    let world = start_at(User::AcceptsOperatorApprovesAfter(2), true, STATELESS).await;
+    let result = world.execute().await;
+    assert_eq!(result["status"], "ok", "{result}");
+    assert_eq!(world.count("executed"), 1);
+    let forms = world.forms.lock().unwrap().clone();
+    assert_eq!(forms.len(), 2, "{forms:?}");
+    assert!(forms[0].contains(&format!("sudo volce-lab-host show {PLAN_ID}")), "{}", forms[0]);
+}
+
+#[tokio::test]
+async fn under_2026_07_28_a_decline_asks_the_host_nothing_and_runs_nothing() {
+    let world = start_at(User::Declines, true, STATELESS).await;
+    let result = world.execute().await;
+    assert_eq!(result["code"], "approval_required", "{result}");
+    assert!(result["message"].as_str().unwrap().starts_with("The user declined"), "{result}");
+    assert_eq!(world.count("executed"), 0);
+    // The first execute and its look; the retry's decline asked nothing.
+    assert_eq!(world.count("rpc_calls"), 2);
+}
+
+fn execute_params(state: Option<String>, action: &str) -> CallToolRequestParams {
+    let mut params =
+        CallToolRequestParams::new("service_execute").with_arguments(arguments(json!({"plan_id": PLAN_ID})));
+    params.request_state = state;
+    params.input_responses = Some(
+        [("operator_approval".to_owned(), json!({"action": action, "content": {}}))].into_iter().collect(),
+    );
+    params
+}
+
+/// One round by hand: the result's structured content, or the state of
+/// an InputRequiredResult.
+async fn once(world: &World, params: CallToolRequestParams) -> Result<Value, String> {
+    match world.client.peer().call_tool_once(params).await.unwrap() {
+        rmcp::model::CallToolResponse::Complete(result) => Ok(result.structured_content.unwrap()),
+        rmcp::model::CallToolResponse::InputRequired(ask) => Err(ask.request_state.expect("a sealed state")),
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_tampered_replayed_or_foreign_request_state_is_refused_with_its_own_code_and_runs_nothing() {
+    let world = start_at(User::Declines, true, STATELESS).await;
+    let identity = world.call("cloud_check", json!({"check": "identity"})).await;
+    assert_eq!(identity["status"], "ok");
+    let first =
+        CallToolRequestParams::new("service_execute").with_arguments(arguments(json!({"plan_id": PLAN_ID})));
+    let state = once(&world, first).await.expect_err("input required");
+    // One character changed.
+    let mut tampered = state.clone().into_bytes();
+    let last = tampered.len() - 1;
+    tampered[last] = if tampered[last] == b'0' { b'1' } else { b'0' };
+    let refused =
+        once(&world, execute_params(Some(String::from_utf8(tampered).unwrap()), "accept")).await.unwrap();
+    assert_eq!(refused["code"], "request_state_tampered", "{refused}");
+    assert!(refused["message"].as_str().unwrap().contains("nothing ran"), "{refused}");
+    // The real state, accepted: the host is asked, not approved, asked again.
+    let next = once(&world, execute_params(Some(state.clone()), "accept")).await.expect_err("asked again");
+    assert_ne!(next, state, "a new state each round");
+    // The spent state again: replayed.
+    let replayed = once(&world, execute_params(Some(state), "accept")).await.unwrap();
+    assert_eq!(replayed["code"], "request_state_replayed", "{replayed}");
+    // A state of another server process (another key): foreign.
+    let other = start_at(User::Declines, true, STATELESS).await;
+    let identity = other.call("cloud_check", json!({"check": "identity"})).await;
+    assert_eq!(identity["status"], "ok");
+    let foreign = once(&other, execute_params(Some(next.clone()), "accept")).await.unwrap();
+    assert_eq!(foreign["code"], "request_state_foreign", "{foreign}");
+    // Another call's arguments with our state: foreign too.
+    let mut params = execute_params(Some(next), "accept");
+    params.arguments = Some(arguments(json!({"plan_id": "f".repeat(32)})));
+    let moved = once(&world, params).await.unwrap();
+    assert_eq!(moved["code"], "request_state_foreign", "{moved}");
+    for w in [&world, &other] {
+        assert_eq!(w.count("executed"), 0, "nothing ran");
+    }
+}
+
+#[tokio::test]
+async fn a_2026_client_without_form_elicitation_gets_todays_answer() {
+    let world = start_at(User::AcceptsOperatorApprovesAfter(1), false, STATELESS).await;
+    let result = world.execute().await;
+    assert_eq!(result["code"], "approval_required", "{result}");
+    assert!(world.forms.lock().unwrap().is_empty());
+    assert_eq!(world.count("rpc_calls"), 1);
 }

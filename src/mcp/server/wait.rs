@@ -12,24 +12,32 @@
 //! Decline, cancel, no answer or a broken form end the wait: nothing runs.
 //! The form asks for no data, so there is nothing for a client (or a hook
 //! answering for it) to fill in that could mean consent.
+//!
+//! Under 2026-07-28 (no server-to-client requests) the same form travels in
+//! an `InputRequiredResult` with a sealed `requestState` (`seal.rs`); the
+//! client's retry carries the answer and the state, which must open (ours,
+//! unchanged, for this call, unexpired, unused) before anything is asked
+//! of the host. A decline on that path asks the host nothing at all.
 
 use std::time::{Duration, SystemTime};
 
 use rmcp::RoleServer;
 use rmcp::model::{
-    ClientResult, ElicitRequest, ElicitRequestParams, ElicitationAction, ElicitationSchema, ProtocolVersion,
-    ServerRequest,
+    CallToolRequestParams, ClientResult, ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction,
+    ElicitationSchema, InputRequest, InputRequiredResult, InputResponses, ProtocolVersion, ServerRequest,
 };
 use rmcp::service::{Peer, RequestContext};
 use serde_json::json;
 
+use super::seal::{self, State};
 use super::{Member, VolceLab, Watcher};
 use crate::inspect::Status;
 use crate::vocab::PlanId;
 use crate::wire::Request;
 use crate::wire::answers::inventory::OpenPlan;
 
-use super::super::envelope::Served;
+use super::super::envelope::{self, Served};
+use super::super::rpc::Answer;
 use super::super::tools::ToolName;
 
 /// At most this many forms per call; then the answer is today's
@@ -39,16 +47,77 @@ pub const ROUNDS: u32 = 5;
 /// The most one form may stay open, besides the plan's own time left.
 const FORM_TIMEOUT: Duration = Duration::from_secs(600);
 
-/// The client's peer, when it can be asked with a form in this request:
-/// it declared form elicitation (or elicitation with no mode, which means
-/// form) and the request is of a protocol that allows server requests.
-pub(super) fn form_peer(context: &RequestContext<RoleServer>) -> Option<Peer<RoleServer>> {
-    let version = context.protocol_version()?;
-    if version >= ProtocolVersion::V_2026_07_28 {
-        return None;
+/// The key of our one input request in an `InputRequiredResult`.
+const INPUT_KEY: &str = "operator_approval";
+
+/// How this call may wait for the operator.
+pub(super) enum Waiter {
+    /// The client cannot show a form: today's answer.
+    Not,
+    /// Before 2026-07-28: ask with `elicitation/create` on this peer.
+    Form(Peer<RoleServer>),
+    /// 2026-07-28: answer `InputRequiredResult`; `state` and `responses`
+    /// are what the client's retry carried, `digest` the arguments'.
+    Retry { state: Option<String>, responses: Option<InputResponses>, digest: String },
+}
+
+impl Waiter {
+    /// From the request: the client declared form elicitation (or
+    /// elicitation with no mode, which means form), and the protocol says
+    /// which way to ask.
+    pub(super) fn of(context: &RequestContext<RoleServer>, request: &CallToolRequestParams) -> Waiter {
+        let form = context
+            .client_capabilities()
+            .and_then(|caps| caps.elicitation)
+            .is_some_and(|e| e.form.is_some() || e.url.is_none());
+        match context.protocol_version() {
+            _ if !form => Waiter::Not,
+            Some(version) if version >= ProtocolVersion::V_2026_07_28 => Waiter::Retry {
+                state: request.request_state.clone(),
+                responses: request.input_responses.clone(),
+                digest: seal::sha256_hex(
+                    serde_json::to_string(&request.arguments).unwrap_or_default().as_bytes(),
+                ),
+            },
+            Some(_) => Waiter::Form(context.peer.clone()),
+            None => Waiter::Not,
+        }
     }
-    let elicitation = context.client_capabilities()?.elicitation?;
-    (elicitation.form.is_some() || elicitation.url.is_none()).then(|| context.peer.clone())
+}
+
+/// A call as served, and, on the 2026-07-28 path, the `InputRequiredResult`
+/// the client gets instead of the result (the served call is its audit line).
+pub struct Outcome {
+    pub(super) served: Served,
+    pub(super) ask: Option<InputRequiredResult>,
+}
+
+impl From<Served> for Outcome {
+    fn from(served: Served) -> Outcome {
+        Outcome { served, ask: None }
+    }
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// The form, as an input request of an `InputRequiredResult`.
+fn form_request(message: String) -> InputRequest {
+    let params = ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message,
+        requested_schema: ElicitationSchema::new(Default::default()),
+    };
+    InputRequest::Elicitation(ElicitRequest::new(params))
+}
+
+/// What the retry answered to our form: only an `accept` looks again.
+fn accepted(responses: Option<&InputResponses>) -> bool {
+    responses
+        .and_then(|r| r.get(INPUT_KEY))
+        .and_then(|value| serde_json::from_value::<ElicitResult>(value.clone()).ok())
+        .is_some_and(|result| result.action == ElicitationAction::Accept)
 }
 
 /// Whether an execute's result is the host's `approval_required`.
@@ -111,6 +180,26 @@ impl VolceLab {
         plan_id: PlanId,
         request_id: String,
         progress: Option<Watcher>,
+        waiter: Waiter,
+    ) -> Outcome {
+        let peer = match waiter {
+            Waiter::Not => None,
+            Waiter::Form(peer) => Some(peer),
+            Waiter::Retry { state, responses, digest } => {
+                let retry = Retry { state, responses, digest };
+                return self.execute_retrying(member, plan_id, request_id, progress, retry).await;
+            }
+        };
+        self.execute_asking(member, plan_id, request_id, progress, peer).await.into()
+    }
+
+    /// The 2025-11-25 path: forms sent with `elicitation/create`.
+    async fn execute_asking(
+        &self,
+        member: &Member,
+        plan_id: PlanId,
+        request_id: String,
+        progress: Option<Watcher>,
         peer: Option<Peer<RoleServer>>,
     ) -> Served {
         let execute = |progress| {
@@ -150,6 +239,117 @@ impl VolceLab {
         still_waiting(first)
     }
 
+    /// The 2026-07-28 path: the form in an `InputRequiredResult`, the
+    /// answer in the retry, bound by the sealed state.
+    async fn execute_retrying(
+        &self,
+        member: &Member,
+        plan_id: PlanId,
+        request_id: String,
+        progress: Option<Watcher>,
+        retry: Retry,
+    ) -> Outcome {
+        let execute = |progress| {
+            let request = Request::execute(&plan_id);
+            self.manage(
+                member,
+                ToolName::ServiceExecute,
+                request,
+                None,
+                Some(plan_id.clone()),
+                request_id.clone(),
+                progress,
+            )
+        };
+        let round = match &retry.state {
+            // The first call: today's execute; the form only if it waits.
+            None => {
+                let first = execute(progress).await;
+                if !waits_for_approval(&first) {
+                    return first.into();
+                }
+                let open = self.open_plan(member, &plan_id, &request_id).await;
+                return match self.input_required(member, &plan_id, &retry.digest, open, 1) {
+                    Some(ask) => Outcome { served: first, ask: Some(ask) },
+                    None => first.into(),
+                };
+            }
+            Some(text) => {
+                match self.sealer.open(text, &member.name, plan_id.as_str(), &retry.digest, now_secs()) {
+                    Err(refusal) => {
+                        return self
+                            .refused(ToolName::ServiceExecute, Some(member), refusal, request_id)
+                            .into();
+                    }
+                    Ok(state) => state.round,
+                }
+            }
+        };
+        if !accepted(retry.responses.as_ref()) {
+            // Declined or cancelled: the host is not asked at all.
+            return self.not_run(member, &plan_id, request_id, DECLINED).into();
+        }
+        let open = self.open_plan(member, &plan_id, &request_id).await;
+        match &open {
+            Some(plan) if plan.approved => return execute(progress).await.into(),
+            None => return execute(progress).await.into(),
+            Some(_) => {}
+        }
+        let waiting = self.not_run(member, &plan_id, request_id, STILL_WAITING);
+        let ask =
+            (round < ROUNDS).then(|| self.input_required(member, &plan_id, &retry.digest, open, round + 1));
+        Outcome { served: waiting, ask: ask.flatten() }
+    }
+
+    /// The `InputRequiredResult` of look `round`, while the plan is open.
+    fn input_required(
+        &self,
+        member: &Member,
+        plan_id: &PlanId,
+        digest: &str,
+        open: Option<OpenPlan>,
+        round: u32,
+    ) -> Option<InputRequiredResult> {
+        let plan = open.filter(|p| p.state.as_str() == "pending")?;
+        let left = left_secs(&plan.expires_at);
+        if left == 0 {
+            return None;
+        }
+        let state = State {
+            target: member.name.clone(),
+            plan_id: plan_id.to_string(),
+            digest: digest.to_owned(),
+            expires_at: now_secs() + left.min(FORM_TIMEOUT.as_secs()),
+            nonce: seal::random_hex(),
+            round,
+        };
+        let request = form_request(form_message(&member.name, &plan, left, round));
+        let requests = [(INPUT_KEY.to_owned(), request)].into_iter().collect();
+        Some(InputRequiredResult::new(Some(requests), Some(self.sealer.seal(&state))))
+    }
+
+    /// `approval_required` without asking the host: nothing ran.
+    fn not_run(&self, member: &Member, plan_id: &PlanId, request_id: String, message: &str) -> Served {
+        let answer = Answer {
+            status: Status::Rejected,
+            code: Some(crate::vocab::Code::ApprovalRequired.into()),
+            message: format!(
+                "{message} Ask the operator to run `sudo volce-lab-host show {plan_id}` on the server."
+            ),
+            result: None,
+            plan_id: None,
+        };
+        let facts = envelope::Managed {
+            tool: ToolName::ServiceExecute,
+            operation: crate::wire::Operation::Execute,
+            action: None,
+            plan_id: Some(plan_id.clone()),
+            answer,
+            execution: None,
+        };
+        envelope::managed(self.base(Some(member), &request_id), facts, member.name.clone(), request_id)
+    }
+
     /// The plan as the host lists it among the open plans, if it is.
     async fn open_plan(&self, member: &Member, plan_id: &PlanId, request_id: &str) -> Option<OpenPlan> {
         let served = self
@@ -171,6 +371,16 @@ impl VolceLab {
     }
 }
 
+/// What the retry of the 2026-07-28 path carried.
+struct Retry {
+    state: Option<String>,
+    responses: Option<InputResponses>,
+    digest: String,
+}
+
+const DECLINED: &str = "The user declined to wait for the operator's approval; nothing ran.";
+const STILL_WAITING: &str = "The operator has not approved the plan yet; nothing ran.";
+
 /// Sets the sentence of the kept `approval_required` result.
 fn with_message(mut served: Served, message: &str) -> Served {
     if let Some(map) = served.value.as_object_mut() {
@@ -182,10 +392,7 @@ fn with_message(mut served: Served, message: &str) -> Served {
 /// The user declined (or cancelled, or did not answer): nothing ran.
 fn declined(first: Served) -> Served {
     let before = first.value["message"].as_str().unwrap_or_default().to_owned();
-    with_message(
-        first,
-        &format!("The user declined to wait for the operator's approval; nothing ran. {before}"),
-    )
+    with_message(first, &format!("{DECLINED} {before}"))
 }
 
 /// Every look found the plan still waiting.
