@@ -70,6 +70,8 @@ struct FormClient {
     forms: Arc<Mutex<Vec<String>>>,
     elicitation: bool,
     version: ProtocolVersion,
+    /// When each accept was handed back.
+    accepted: Arc<Mutex<Vec<std::time::Instant>>>,
 }
 
 impl ClientHandler for FormClient {
@@ -103,6 +105,7 @@ impl ClientHandler for FormClient {
                 if n != 0 && shown == n {
                     std::fs::write(self.dir.join("approved"), "").unwrap();
                 }
+                self.accepted.lock().unwrap().push(std::time::Instant::now());
                 Ok(ElicitResult::new(ElicitationAction::Accept))
             }
         }
@@ -112,6 +115,7 @@ impl ClientHandler for FormClient {
 struct World {
     client: RunningService<RoleClient, FormClient>,
     forms: Arc<Mutex<Vec<String>>>,
+    accepted: Arc<Mutex<Vec<std::time::Instant>>>,
     dir: tempfile::TempDir,
 }
 
@@ -151,7 +155,9 @@ async fn start_at(user: User, elicitation: bool, version: ProtocolVersion) -> Wo
         forms: forms.clone(),
         elicitation,
         version: version.clone(),
+        accepted: Default::default(),
     };
+    let accepted = handler.accepted.clone();
     let lifecycle = if version >= ProtocolVersion::V_2026_07_28 {
         ClientLifecycleMode::Discover { preferred_versions: vec![version.clone()] }
     } else {
@@ -160,7 +166,7 @@ async fn start_at(user: User, elicitation: bool, version: ProtocolVersion) -> Wo
     let client = serve_client_with_lifecycle(handler, client_io, lifecycle).await.expect("open the session");
     let spoken = client.peer_info().expect("the server's answer").protocol_version.clone();
     assert_eq!(spoken, version, "the session speaks the version under test");
-    World { client, forms, dir }
+    World { client, forms, accepted, dir }
 }
 
 impl World {
@@ -208,6 +214,8 @@ async fn accept_before_the_operator_approved_runs_nothing_and_the_plan_runs_once
     }
     // execute (refused), inventory, inventory, inventory (approved), execute.
     assert_eq!(world.count("rpc_calls"), 5);
+    let round = world.accepted.lock().unwrap()[1].elapsed();
+    eprintln!("elicitation path, stand-in helper: accept -> result {round:?} (one look, one execute)");
 }
 
 #[tokio::test]
