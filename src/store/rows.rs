@@ -18,7 +18,7 @@ use super::StoreError;
 use crate::control::plan::Plan;
 use crate::vocab::Digest;
 use crate::wire::answers::Word;
-use crate::wire::answers::plan_view::{ApprovalStamp, PlanView, Stamp};
+use crate::wire::answers::plan_view::{ApprovalStamp, PlanView, RejectionStamp, Stamp};
 
 /// A stored name that is not in its enum's table: the row is unreadable.
 fn parse_stored<T: FromStr>(value: &str) -> Result<T, StoreError> {
@@ -197,7 +197,11 @@ impl StoredPlan {
             finished_at: self.finished_at.map(time),
             outcome: self.outcome.map(Word::of),
             resolution: self.resolution.as_ref().map(|r| stamp(&r.by, r.at)),
-            rejection: self.rejection.as_ref().map(|r| stamp(&r.by, r.at)),
+            rejection: self.rejection.as_ref().map(|r| RejectionStamp {
+                by: r.by.clone(),
+                at: time(r.at),
+                reason: r.reason.clone(),
+            }),
         }
     }
 }

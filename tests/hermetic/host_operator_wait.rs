@@ -71,6 +71,10 @@ fn reject_reason_is_recorded_shown_escaped_and_given_to_the_agent_as_untrusted_w
     assert!(!show.contains("approval REQUIRED"), "{show}");
     let line = show.lines().find(|l| l.starts_with("Reason   ")).expect(&show);
     assert!(line.contains("not during the sale") && !line.contains('\u{1b}'), "escaped: {line:?}");
+    let json = stored_json(&h, &id);
+    assert_eq!(json["rejection"]["by"], "alice");
+    assert!(json["rejection"]["reason"].as_str().unwrap().starts_with("not during the sale"), "{json}");
+    assert!(!h.show_json(&id).contains('\u{1b}'), "show --json escapes it too");
     // The agent's execute: plan_rejected, the words quoted and marked.
     let reply = h.rpc(AGENT, json!({"operation": "execute", "plan_id": id.as_str()}).to_string().as_bytes());
     let reply = reply.to_json();
@@ -98,6 +102,7 @@ fn a_reject_reason_that_is_empty_or_too_long_is_refused_and_changes_nothing() {
     let other = waiting_plan(&h);
     h.reject(other.as_str(), "alice").unwrap();
     assert!(!h.show(&other).contains("Reason"));
+    assert_eq!(stored_json(&h, &other)["rejection"]["reason"], Value::Null);
 }
 
 #[test]

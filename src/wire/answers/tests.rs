@@ -261,7 +261,7 @@ fn a_plan_view_has_every_field_of_the_sealed_plan_and_its_life_cycle() {
     assert_eq!(view["claimed_at"], "2027-01-15T08:02:00Z");
     assert_eq!((view["state"].clone(), view["outcome"].clone()), (json!("completed"), json!("completed")));
     assert_eq!(view["resolution"], Value::Null);
-    assert_eq!(view["rejection"], json!({"by": "bob", "at": "2027-01-15T08:04:00Z"}));
+    assert_eq!(view["rejection"], json!({"by": "bob", "at": "2027-01-15T08:04:00Z", "reason": null}));
     round_trips(&stored.view(), view.clone());
     let _: PlanView = serde_json::from_value(view).unwrap();
 }
