@@ -202,18 +202,7 @@ impl VolceLab {
         progress: Option<Watcher>,
         peer: Option<Peer<RoleServer>>,
     ) -> Served {
-        let execute = |progress| {
-            let request = Request::execute(&plan_id);
-            self.manage(
-                member,
-                ToolName::ServiceExecute,
-                request,
-                None,
-                Some(plan_id.clone()),
-                request_id.clone(),
-                progress,
-            )
-        };
+        let execute = |progress| self.execute_once(member, &plan_id, &request_id, progress);
         let first = execute(progress.clone()).await;
         let Some(peer) = peer.filter(|_| waits_for_approval(&first)) else { return first };
         let mut open = self.open_plan(member, &plan_id, &request_id).await;
@@ -249,18 +238,7 @@ impl VolceLab {
         progress: Option<Watcher>,
         retry: Retry,
     ) -> Outcome {
-        let execute = |progress| {
-            let request = Request::execute(&plan_id);
-            self.manage(
-                member,
-                ToolName::ServiceExecute,
-                request,
-                None,
-                Some(plan_id.clone()),
-                request_id.clone(),
-                progress,
-            )
-        };
+        let execute = |progress| self.execute_once(member, &plan_id, &request_id, progress);
         let round = match &retry.state {
             // The first call: today's execute; the form only if it waits.
             None => {
@@ -348,6 +326,19 @@ impl VolceLab {
             execution: None,
         };
         envelope::managed(self.base(Some(member), &request_id), facts, member.name.clone(), request_id)
+    }
+
+    /// One execute request, as a call without any wait makes it.
+    async fn execute_once(
+        &self,
+        member: &Member,
+        plan_id: &PlanId,
+        request_id: &str,
+        progress: Option<Watcher>,
+    ) -> Served {
+        let request = Request::execute(plan_id);
+        let tool = ToolName::ServiceExecute;
+        self.manage(member, tool, request, None, Some(plan_id.clone()), request_id.to_owned(), progress).await
     }
 
     /// The plan as the host lists it among the open plans, if it is.
