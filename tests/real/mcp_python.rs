@@ -160,7 +160,7 @@ mod approval {
             .env("VOLCE_LAB_EXPECTED_HOST", host)
             .env("VOLCE_LAB_EXPECTED_USER", AGENT)
             .env("VOLCE_LAB_MANAGEMENT", "enabled")
-            .env("VOLCE_LAB_TIMEOUT", "60")
+            .env("VOLCE_LAB_TIMEOUT", "30")
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
