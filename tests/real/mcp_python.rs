@@ -146,12 +146,19 @@ mod approval {
 
     /// Runs the client on `plan_id`; `user` is called with each form's
     /// number once it is shown (and may write `go-N`). The client's report.
-    fn client(host: &str, dir: &Path, choice: &str, plan_id: &str, mut user: impl FnMut(usize)) -> Value {
+    fn client(
+        host: &str,
+        dir: &Path,
+        choice: &str,
+        plan_id: &str,
+        mode: &str,
+        mut user: impl FnMut(usize),
+    ) -> Value {
         let python = std::env::var_os("VOLCE_LAB_TEST_PYTHON").expect("VOLCE_LAB_TEST_PYTHON (scripts/test)");
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/python/approval_client.py");
         let mut child = Command::new(python)
             .arg(script)
-            .args([env!("CARGO_BIN_EXE_volce-lab"), dir.to_str().unwrap(), choice, plan_id])
+            .args([env!("CARGO_BIN_EXE_volce-lab"), dir.to_str().unwrap(), choice, plan_id, mode])
             .env_clear()
             .env("PATH", "/usr/bin:/bin")
             .env("VOLCE_LAB_MODE", "ssh")
@@ -196,16 +203,40 @@ mod approval {
         require_host_helper();
         require_docker_and_policy();
         let _serial = serial();
-        fresh_host_state(&[APP]);
         let _policy = PolicyChange::apply(|policy| policy["approval_required"] = json!(["deploy"]));
+        // The SDK's legacy mode (server-to-client elicitation/create) and its
+        // default mode (InputRequiredResult with the sealed requestState,
+        // driven through the same callback).
+        for (mode, version) in [("legacy", "2025-11-25"), ("default", "2026-07-28")] {
+            fresh_host_state(&[APP]);
+            scenario(&host, mode, version);
+        }
+        // A tampered and a replayed requestState (default mode, by hand).
+        fresh_host_state(&[APP]);
+        let plan = deploy_plan(free_port());
+        let dir = private_tempdir();
+        let report = client(&host, dir.path(), "forge", &plan, "default", |_| {});
+        assert_eq!(
+            report["codes"],
+            json!({"tampered": "request_state_tampered", "genuine": "InputRequiredResult",
+                   "replayed": "request_state_replayed"}),
+            "{report}"
+        );
+        assert_eq!(stored_plan(&plan)["state"], "pending", "nothing ran");
+        assert_eq!(claimed_rows(&plan), 0);
+        remove_apps(&[APP]);
+    }
+
+    fn scenario(host: &str, mode: &str, version: &str) {
+        let host = host.to_owned();
         let port = free_port();
 
         // Decline: approval_required, the user's decline said, nothing ran.
         let declined = deploy_plan(port);
         let dir = private_tempdir();
-        let report = client(&host, dir.path(), "decline", &declined, |_| {});
+        let report = client(&host, dir.path(), "decline", &declined, mode, |_| {});
         assert_eq!(report["sdk"], "2.3.0");
-        assert_eq!(report["protocol_version"], "2025-11-25", "{report}");
+        assert_eq!(report["protocol_version"], version, "{mode}: {report}");
         assert_eq!(report["identity"], "ok", "{report}");
         let result = &report["result"];
         assert_eq!(result["code"], "approval_required", "{report}");
@@ -227,7 +258,7 @@ mod approval {
         let digest = stored_plan(&plan)["digest"].as_str().unwrap().to_owned();
         let dir = private_tempdir();
         let mut approved_at = None;
-        let report = client(&host, dir.path(), "accept", &plan, |n| {
+        let report = client(&host, dir.path(), "accept", &plan, mode, |n| {
             if n == 2 {
                 assert_eq!(stored_plan(&plan)["state"], "pending", "the first accept ran nothing");
                 assert_eq!(claimed_rows(&plan), 0);
@@ -248,13 +279,12 @@ mod approval {
         let execute_ms = result["execution"]["duration_ms"].as_f64().unwrap_or(0.0);
         let approved = approved_at.unwrap().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
         eprintln!(
-            "elicitation path: approval on the host -> accept {:.3} s (the test's own pause); accept -> execution \
+            "{mode} ({version}): approval on the host -> accept {:.3} s (the test's own pause); accept -> execution \
              started {:.3} s (one look, then the execute rpc); accept -> result {:.3} s (the deploy took {:.3} s)",
             accepted - approved,
             (answered - accepted) - execute_ms / 1000.0,
             answered - accepted,
             execute_ms / 1000.0
         );
-        remove_apps(&[APP]);
     }
 }
