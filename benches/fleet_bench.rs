@@ -5,7 +5,11 @@
 //! - the first `cloud_check identity` over all 20 (cold masters), reported;
 //! - `cloud_check disk` fanned out over 1, 5, 10 and 20 targets with the
 //!   masters up, p50 of each; target p50(20) / p50(1) <= 2.5;
-//! - the server's peak RSS (VmHWM) after all of it; target <= 12 MiB.
+//! - the server's peak RSS (VmHWM) after all of it; target <= 12 MiB;
+//! - the CPU time `mcp-serve` itself used per call of each width (user +
+//!   system, from /proc), which says how much of a fan-out is the
+//!   workstation's: with the in-process mux it starts no ssh client, and
+//!   every "server" here is the one sshd on the same cores.
 //!
 //! Run as root after scripts/e2e-setup: `cargo bench --bench fleet_bench -- 20`
 //! (the number is the rounds per width). Prints `skipped` with the reason
@@ -45,6 +49,33 @@ impl Server {
         let answer: serde_json::Value = serde_json::from_str(&line).expect("one JSON-RPC line");
         answer["result"]["structuredContent"].clone()
     }
+}
+
+/// User + system CPU time of `pid` so far, in ms (from /proc/PID/stat).
+fn cpu_ms(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> =
+        stat.rsplit_once(") ").map(|(_, rest)| rest.split(' ').collect()).unwrap_or_default();
+    let ticks: f64 = [11, 12].iter().filter_map(|i| fields.get(*i)?.parse::<f64>().ok()).sum();
+    // /proc counts in USER_HZ, 100 per second on Linux.
+    ticks * 10.0
+}
+
+/// Busy CPU time of the whole machine so far, in ms (the `cpu` line of
+/// /proc/stat: all but idle and iowait): where the sshd, its sessions and
+/// the gate spend theirs.
+fn machine_busy_ms() -> f64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let fields: Vec<f64> = stat
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    let busy: f64 = fields.iter().enumerate().filter(|(i, _)| *i != 3 && *i != 4).map(|(_, v)| v).sum();
+    busy * 10.0
 }
 
 fn load_average() -> String {
@@ -122,13 +153,15 @@ fn main() {
     let cold = server.call(serde_json::json!({"check": "identity", "targets": ["*"]}));
     let cold_ms = ms(started.elapsed());
     assert_eq!(cold["summary"]["failed"], 0, "every target must answer identity: {cold}");
-    println!("| width | p50 ms | max ms |");
-    println!("|---|---|---|");
-    println!("| {TARGETS}, identity, cold masters | {cold_ms:.1} | - |");
+    println!("| width | p50 ms | max ms | mcp-serve CPU ms per call | machine busy CPU ms per call |");
+    println!("|---|---|---|---|---|");
+    println!("| {TARGETS}, identity, cold masters | {cold_ms:.1} | - | - | - |");
     let names: Vec<String> = (1..=TARGETS).map(|i| format!("f{i:02}")).collect();
     let mut p50s = Vec::new();
     for width in WIDTHS {
         let chosen = &names[..width];
+        let cpu_before = cpu_ms(pid);
+        let busy_before = machine_busy_ms();
         let samples: Vec<Duration> = (0..rounds)
             .map(|_| {
                 let started = Instant::now();
@@ -140,7 +173,9 @@ fn main() {
             .collect();
         let max = samples.iter().max().copied().unwrap_or_default();
         let median = ms(p50(&samples));
-        println!("| {width}, disk, masters up | {median:.1} | {:.1} |", ms(max));
+        let cpu = (cpu_ms(pid) - cpu_before) / rounds as f64;
+        let busy = (machine_busy_ms() - busy_before) / rounds as f64;
+        println!("| {width}, disk, masters up | {median:.1} | {:.1} | {cpu:.2} | {busy:.1} |", ms(max));
         p50s.push(median);
     }
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();

@@ -16,7 +16,7 @@
 //! - the caller gets an [`Execution`] record of facts, never a guess.
 
 use std::ffi::OsString;
-use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
+use std::os::unix::process::CommandExt as _;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -24,7 +24,6 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
 
 /// How a run ended, as one closed set. Named by serde and, for the
 /// published schema's list, by strum; a test holds the two equal.
@@ -187,7 +186,7 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    fn launch_failed() -> Outcome {
+    pub(crate) fn launch_failed() -> Outcome {
         Outcome {
             execution: Execution::not_started(ExecutionStatus::LaunchFailed),
             stdout: Vec::new(),
@@ -239,57 +238,6 @@ impl Drop for GroupGuard {
     }
 }
 
-#[derive(Debug)]
-struct Overflow;
-
-/// What [`read_bounded`] keeps of a pipe.
-#[derive(Clone, Copy)]
-enum Keep {
-    /// The first `limit` bytes.
-    Head,
-    /// The last this many bytes.
-    Tail(usize),
-}
-
-/// Reads a pipe to its end, keeping what `keep` says; returns `Overflow` as
-/// soon as more than `limit` bytes arrive.
-async fn read_bounded(
-    pipe: Option<impl AsyncRead + Unpin>,
-    limit: usize,
-    keep: Keep,
-    tap: Option<&StdoutTap>,
-) -> Result<(Vec<u8>, u64), Overflow> {
-    let Some(mut pipe) = pipe else { return Ok((Vec::new(), 0)) };
-    let mut kept = Vec::new();
-    let mut total: u64 = 0;
-    let mut buffer = [0u8; 8192];
-    loop {
-        let n = match pipe.read(&mut buffer).await {
-            Ok(0) | Err(_) => return Ok((kept, total)),
-            Ok(n) => n,
-        };
-        total += n as u64;
-        match keep {
-            Keep::Head => {
-                let room = limit.saturating_sub(kept.len());
-                kept.extend_from_slice(&buffer[..n.min(room)]);
-                if let Some(tap) = tap {
-                    (tap.0)(&buffer[..n.min(room)]);
-                }
-            }
-            Keep::Tail(0) => {}
-            Keep::Tail(tail) => {
-                kept.extend_from_slice(&buffer[..n]);
-                let extra = kept.len().saturating_sub(tail);
-                kept.drain(..extra);
-            }
-        }
-        if total > limit as u64 {
-            return Err(Overflow);
-        }
-    }
-}
-
 /// Runs one process to completion, timeout or overflow, and reports facts.
 pub async fn run(spec: &ProcessSpec) -> Outcome {
     run_keeping(spec, 0).await.0
@@ -298,13 +246,12 @@ pub async fn run(spec: &ProcessSpec) -> Outcome {
 /// [`run`], also keeping the last [`STDERR_TAIL`] bytes of stderr of a run
 /// that exited (none after a timeout or an overflow).
 pub async fn run_with_stderr_tail(spec: &ProcessSpec) -> (Outcome, StderrTail) {
-    let (outcome, tail) = run_keeping(spec, STDERR_TAIL).await;
-    (outcome, StderrTail(tail))
+    run_keeping(spec, STDERR_TAIL).await
 }
 
-async fn run_keeping(spec: &ProcessSpec, stderr_tail: usize) -> (Outcome, Vec<u8>) {
+async fn run_keeping(spec: &ProcessSpec, stderr_tail: usize) -> (Outcome, StderrTail) {
     if !spec.program.is_absolute() {
-        return (Outcome::launch_failed(), Vec::new());
+        return (Outcome::launch_failed(), StderrTail(Vec::new()));
     }
     let mut command = tokio::process::Command::new(&spec.program);
     command
@@ -317,8 +264,12 @@ async fn run_keeping(spec: &ProcessSpec, stderr_tail: usize) -> (Outcome, Vec<u8
     // One pipe for both streams when asked; its write ends live only in
     // the child once `command` is dropped below, so the read ends with it.
     let merged = if spec.stderr_into_stdout {
-        let Ok((reader, writer)) = std::io::pipe() else { return (Outcome::launch_failed(), Vec::new()) };
-        let Ok(second) = writer.try_clone() else { return (Outcome::launch_failed(), Vec::new()) };
+        let Ok((reader, writer)) = std::io::pipe() else {
+            return (Outcome::launch_failed(), StderrTail(Vec::new()));
+        };
+        let Ok(second) = writer.try_clone() else {
+            return (Outcome::launch_failed(), StderrTail(Vec::new()));
+        };
         command.stdout(writer).stderr(second);
         Some(reader)
     } else {
@@ -333,92 +284,44 @@ async fn run_keeping(spec: &ProcessSpec, stderr_tail: usize) -> (Outcome, Vec<u8
     drop(command);
     let mut child = match spawned {
         Ok(child) => child,
-        Err(_) => return (Outcome::launch_failed(), Vec::new()),
+        Err(_) => return (Outcome::launch_failed(), StderrTail(Vec::new())),
     };
     let guard = GroupGuard { pgid: child.id().map(|id| Pid::from_raw(id as i32)) };
 
-    let stdin = child.stdin.take();
-    let stdout: Option<Box<dyn AsyncRead + Unpin + Send>> = match merged {
+    let stdin = child.stdin.take().map(|pipe| Box::new(pipe) as supervise::Writer);
+    let stdout: Option<supervise::Reader> = match merged {
         Some(reader) => match tokio::net::unix::pipe::Receiver::from_owned_fd(reader.into()) {
             Ok(receiver) => Some(Box::new(receiver)),
             // Nothing readable: the run reports no output rather than a guess.
             Err(_) => None,
         },
-        None => child.stdout.take().map(|out| Box::new(out) as Box<dyn AsyncRead + Unpin + Send>),
+        None => child.stdout.take().map(|out| Box::new(out) as supervise::Reader),
     };
-    let stderr = child.stderr.take();
-    let input = spec.stdin.clone().unwrap_or_default();
-    let feed = async move {
-        if let Some(mut stdin) = stdin {
-            // A child that exits without reading its input is not our failure
-            // to report: its exit status says what happened.
-            let _ = stdin.write_all(&input).await;
-            let _ = stdin.shutdown().await;
-        }
-        Ok::<(), Overflow>(())
-    };
+    let stderr = child.stderr.take().map(|err| Box::new(err) as supervise::Reader);
+    let streams = supervise::Streams { stdin, stdout, stderr };
+    let mut ending = ChildEnding { child, guard };
+    supervise::supervise(spec, started, streams, &mut ending, stderr_tail).await
+}
 
-    let deadline = tokio::time::Instant::from_std(started + spec.timeout);
-    let work = async {
-        let (_, (out, _), (err, err_len)) = tokio::try_join!(
-            feed,
-            read_bounded(stdout, spec.stdout_limit, Keep::Head, spec.stdout_tap.as_ref()),
-            read_bounded(stderr, spec.stderr_limit, Keep::Tail(stderr_tail), None),
-        )?;
-        let status = child.wait().await;
-        Ok::<_, Overflow>((out, err, err_len, status))
-    };
+/// A child process as the runner's [`supervise::Ending`]: it ends when it
+/// is reaped; stopping it kills its whole group.
+struct ChildEnding {
+    child: tokio::process::Child,
+    guard: GroupGuard,
+}
 
-    enum End {
-        Exited(Vec<u8>, u64, std::io::Result<std::process::ExitStatus>),
-        Overflow,
-        Timeout,
+impl supervise::Ending for ChildEnding {
+    async fn wait(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.wait().await.ok()
     }
-    let mut tail = Vec::new();
-    let end = match tokio::time::timeout_at(deadline, work).await {
-        Ok(Ok((out, err, err_len, status))) => {
-            tail = err;
-            End::Exited(out, err_len, status)
-        }
-        Ok(Err(Overflow)) => End::Overflow,
-        Err(_) => End::Timeout,
-    };
 
-    // Whatever happened, nothing of this run may outlive it.
-    guard.kill();
-    // After an overflow or a timeout the caller gets no output at all: a
-    // partial answer is too easy to mistake for a whole one.
-    let (stdout, stderr_len, status, killed) = match end {
-        End::Exited(out, err_len, status) => (out, err_len, status.ok(), None),
-        End::Overflow => (Vec::new(), 0, child.wait().await.ok(), Some(ExecutionStatus::OutputLimit)),
-        End::Timeout => (Vec::new(), 0, child.wait().await.ok(), Some(ExecutionStatus::Timeout)),
-    };
-    let duration_ms = started.elapsed().as_millis() as u64;
-    let exit_code = status.and_then(|s| s.code());
-    let signal = status.and_then(|s| s.signal());
+    fn stop(&mut self) {
+        self.guard.kill();
+    }
 
-    let (execution_status, completion) = match killed {
-        Some(status) => (status, Completion::Unconfirmed),
-        None => match (exit_code, signal, spec.transport) {
-            (Some(0), _, _) => (ExecutionStatus::Ok, Completion::Confirmed),
-            (Some(255), _, Transport::Ssh) => (ExecutionStatus::SshOrRemote255, Completion::Unconfirmed),
-            (Some(_), _, _) => (ExecutionStatus::NonzeroExit, Completion::Confirmed),
-            (None, Some(_), Transport::Local) => (ExecutionStatus::Signaled, Completion::Confirmed),
-            // A killed ssh client proves nothing about the remote command.
-            (None, Some(_), Transport::Ssh) => (ExecutionStatus::Signaled, Completion::Unconfirmed),
-            (None, None, _) => (ExecutionStatus::Signaled, Completion::Unconfirmed),
-        },
-    };
-    let execution = Execution {
-        execution_status,
-        exit_code,
-        signal,
-        timed_out: killed == Some(ExecutionStatus::Timeout),
-        output_truncated: killed == Some(ExecutionStatus::OutputLimit),
-        duration_ms,
-        completion,
-    };
-    (Outcome { execution, stdout, stderr_len }, tail)
+    async fn reap(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.wait().await.ok()
+    }
 }
 
 /// [`run`] for synchronous callers (the host helper), on a private runtime.
@@ -430,6 +333,7 @@ pub fn run_blocking(spec: &ProcessSpec) -> Outcome {
 }
 
 mod outcome;
+pub mod supervise;
 pub use outcome::ProcessOutcome;
 
 #[cfg(test)]

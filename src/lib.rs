@@ -30,7 +30,9 @@
 //!                   its stdout (output.rs), who the operator is (operator.rs),
 //!                   the audit trail's verify/head/export (audit.rs)
 //! src/inspect/      read-only checks: demo/local/ssh targets, identity gate,
-//!                   multiplexed ssh (ssh_mux.rs), the human report (report.rs)
+//!                   multiplexed ssh (ssh_mux.rs) and its master's control
+//!                   protocol spoken in-process (mux_client/), the human
+//!                   report (report.rs)
 //! src/store/        SQLite: every statement in one table (sql.rs), schema,
 //!                   rows, transitions, plan/app/trail reads, retention, the
 //!                   audit hash chain (chain.rs, verify.rs), health
@@ -44,7 +46,9 @@
 //!                   client/), the managed nginx.conf (gateway_file.rs), host
 //!                   probes (host_probe.rs)
 //! src/exec.rs       the one bounded process runner (fixed argv, cleared env,
-//!                   limits, timeout, process group, Execution record)
+//!                   limits, timeout, process group, Execution record); its
+//!                   supervision of a started run (supervise.rs) also
+//!                   watches the sessions an ssh master runs for us
 //! src/control/      the decision logic: policy, plans and their canonical
 //!                   JSON digest, validation, each plan's scope of the engine
 //!                   snapshot, the app record, plan expiry; no files, no

@@ -13,10 +13,11 @@
 //!   the terminal, never plan parameters.
 
 use crate::control::Clock as _;
-use crate::store::{Break, ChainedEntry, Store, Verification};
-use crate::text::{for_terminal, rfc3339_seconds};
+use crate::store::{Break, Store, Verification};
+use crate::text::rfc3339_seconds;
 use crate::vocab::{Code, Refusal};
 
+use super::audit_rows::{Table, json_line};
 use super::paths;
 use super::{Caller, HostPaths};
 use crate::store::AuditOperation;
@@ -172,7 +173,8 @@ fn render_verification(checked: &Verification, from: Option<&str>) -> String {
 }
 
 /// `audit export [--since RFC3339] [--json]`: every row at or after `since`,
-/// oldest first, as an aligned table or as JSON lines.
+/// oldest first, as an aligned table or as JSON lines (`audit_rows`: the
+/// same fields either way).
 pub fn export(paths: &HostPaths, since: Option<&str>, json: bool) -> Result<String, Refusal> {
     let since = since.map(parse_since).transpose()?.unwrap_or(i64::MIN);
     let mut store = open(paths)?;
@@ -186,95 +188,22 @@ pub fn export(paths: &HostPaths, since: Option<&str>, json: bool) -> Result<Stri
         _ => {}
     }
     let mut out = String::new();
-    if !json {
-        out.push_str(&table_line([
-            "SEQ", "TIME", "EVENT", "ACTION", "OUTCOME", "EXIT", "MS", "ACTOR", "PLAN",
-        ]));
-    }
+    let mut table = Table::default();
     store
         .read(|tx| {
-            tx.audit_since(since, |entry| {
-                out.push_str(&if json { json_line(&entry) } else { row_line(&entry) })
-            })
+            tx.audit_since(
+                since,
+                |entry| if json { out.push_str(&json_line(&entry)) } else { table.push(&entry) },
+            )
         })
         .map_err(|e| e.refusal())?;
-    Ok(out)
-}
-
-/// One row as one JSON object on one line: the stored columns (`at` as
-/// hashed, in unix seconds, and `time` in RFC 3339), hidden characters
-/// escaped.
-pub fn json_line(entry: &ChainedEntry) -> String {
-    let value = serde_json::json!({
-        "seq": entry.seq,
-        "at": entry.at,
-        "time": rfc3339_seconds(entry.at),
-        "event": entry.event,
-        "plan_id": entry.plan_id,
-        "action": entry.action,
-        "outcome": entry.outcome,
-        "exit_code": entry.exit_code,
-        "duration_ms": entry.duration_ms,
-        "actor": entry.actor,
-        "operation": entry.operation,
-        "app": entry.app,
-        "code": entry.code,
-        "process": entry.process,
-        "request_id": entry.request_id,
-        "count": entry.count,
-        "sudo_uid": entry.sudo_uid,
-        "login_uid": entry.login_uid,
-        "gate_reason": entry.gate_reason,
-        "command_bytes": entry.command_bytes,
-        "command_sha256": entry.command_sha256,
-        "anchor_seq": entry.anchor_seq,
-        "anchor_hash": entry.anchor_hash,
-        "prev_hash": entry.prev_hash,
-        "hash": entry.hash,
-    });
-    let mut line = crate::text::json_for_terminal(&value.to_string());
-    line.push('\n');
-    line
-}
-
-fn row_line(entry: &ChainedEntry) -> String {
-    let number = |n: Option<i64>| n.map_or_else(|| "-".to_owned(), |n| n.to_string());
-    let text = |t: &Option<String>| t.as_deref().map_or_else(|| "-".to_owned(), for_terminal);
-    // A request row names its operation where a plan row names its action;
-    // a refusal's code (and a fold's count) goes where the plan id would.
-    let what = entry.action.as_ref().or(entry.operation.as_ref());
-    let tail = match (&entry.plan_id, &entry.code, entry.count) {
-        (Some(plan), _, _) => for_terminal(plan),
-        (None, Some(code), Some(count)) => format!("{} x{count}", for_terminal(code)),
-        (None, Some(code), None) => for_terminal(code),
-        (None, None, _) => "-".to_owned(),
-    };
-    table_line([
-        &entry.seq.to_string(),
-        &rfc3339_seconds(entry.at),
-        &for_terminal(&entry.event),
-        &text(&what.cloned()),
-        &for_terminal(&entry.outcome),
-        &number(entry.exit_code),
-        &number(entry.duration_ms),
-        &for_terminal(&entry.actor),
-        &tail,
-    ])
-}
-
-/// Fixed widths wide enough for every stored name (the longest event is
-/// `needs_inspection`, the longest operation `gateway_status`): the table lines up
-/// without reading every row first.
-fn table_line(cells: [&str; 9]) -> String {
-    let [seq, time, event, action, outcome, exit, ms, actor, plan] = cells;
-    format!(
-        "{seq:>7}  {time:<20}  {event:<16}  {action:<12}  {outcome:<9}  {exit:>4}  {ms:>7}  {actor:<12}  {plan}\n"
-    )
+    Ok(if json { out } else { table.render() })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::ChainedEntry;
 
     #[test]
     fn a_kept_head_must_be_64_lowercase_hex() {
@@ -326,9 +255,10 @@ mod tests {
         assert_eq!(value["time"], "1970-01-01T00:16:40Z");
         let keys: Vec<&str> = value.as_object().unwrap().keys().map(String::as_str).collect();
         assert_eq!(keys.len(), 25, "{keys:?}");
-        let row = row_line(&entry);
+        let mut table = Table::default();
+        table.push(&entry);
+        let row = table.render();
         assert!(row.contains("al\\u{001b}[31mice\\u{202e}"), "{row}");
-        assert!(row.contains("   -  "), "no exit code: {row}");
     }
 
     /// Paths under a fresh temporary directory, owned by whoever runs the test.

@@ -67,6 +67,7 @@
 
 pub mod alert;
 pub mod audit;
+pub mod audit_rows;
 pub mod clock;
 mod confirm;
 pub mod controller;

@@ -61,6 +61,11 @@ pub fn summary(stored: &StoredPlan, now: i64) -> String {
     if let Some(outcome) = stored.outcome {
         let _ = writeln!(out, "Outcome  {}", outcome.as_str());
     }
+    // Why it failed, in the words the agent was answered (migration 11).
+    if let Some(failure) = &stored.failure {
+        let _ = writeln!(out, "Code     {}", failure.code);
+        let _ = writeln!(out, "Message  {}", esc(&failure.message));
+    }
     if let Some(resolution) = &stored.resolution {
         let _ = writeln!(out, "Resolved inspected by {} at {}", esc(&resolution.by), time(resolution.at));
     }

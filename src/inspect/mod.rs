@@ -30,6 +30,7 @@
 
 mod demo;
 pub mod gated;
+pub mod mux_client;
 pub mod report;
 mod results;
 pub mod ssh_mux;
@@ -391,7 +392,7 @@ impl Inspector {
         let mut ssh = None;
         for mut spec in specs {
             spec.stdout_tap = tap.clone();
-            let (outcome, tail) = exec::run_with_stderr_tail(&spec).await;
+            let (outcome, tail) = transport.run(&spec).await;
             if outcome.execution.execution_status == ExecutionStatus::SshOrRemote255 {
                 ssh = Some(SshFailure::classify(tail.bytes()));
             }

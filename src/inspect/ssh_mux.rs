@@ -29,18 +29,28 @@
 //!   runner would wait for their end) nor dies with the check's process group
 //!   (both proven against a real sshd in tests/real/e2e_ssh.rs). Two processes that
 //!   race to be master are safe: the loser runs its command over a connection
-//!   of its own and exits, leaving nothing behind.
+//!   of its own and exits, leaving nothing behind;
+//! - with a master up, a check starts no `ssh` client: it speaks the
+//!   master's protocol in-process ([`super::mux_client`]) over the socket,
+//!   only after the directory checks above passed again and the socket is
+//!   ours. When that is declined before anything could have run (no
+//!   master yet, a stale socket, another protocol version, a refusal), the
+//!   same check runs through the `ssh` client as before, within what is
+//!   left of its timeout; a session that did start is never run again.
 
 use std::ffi::OsString;
 use std::fs::{self, DirBuilder};
+use std::os::unix::ffi::OsStrExt as _;
 use std::os::unix::fs::{DirBuilderExt as _, FileTypeExt as _, MetadataExt as _};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use sha2::{Digest as _, Sha256};
 
-use super::transport::{CommandCarrier, RemoteCommand, RunLimits, SSH_PROGRAM, SshTransport};
+use super::mux_client::{self, Attempt};
+use super::transport::{CommandCarrier, RemoteCommand, RunFuture, RunLimits, SSH_PROGRAM, SshTransport};
 use crate::exec::{self, ProcessSpec};
 
 /// Idle seconds a master stays up after its last session.
@@ -76,6 +86,17 @@ pub struct MultiplexedSsh {
     ssh: SshTransport,
     dir: Result<PathBuf, MuxUnavailable>,
     master: Mutex<Option<Master>>,
+    in_process: AtomicU64,
+    by_client: AtomicU64,
+}
+
+/// How many runs went each way since the transport was made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Carried {
+    /// Sessions spoken in-process over the master's socket.
+    pub in_process: u64,
+    /// Runs of the `ssh` client (no master yet, declined, no multiplexing).
+    pub by_client: u64,
 }
 
 impl MultiplexedSsh {
@@ -95,11 +116,25 @@ impl MultiplexedSsh {
     }
 
     fn with_dir_result(ssh: SshTransport, dir: Result<PathBuf, MuxUnavailable>) -> MultiplexedSsh {
-        MultiplexedSsh { ssh, dir, master: Mutex::new(None) }
+        MultiplexedSsh {
+            ssh,
+            dir,
+            master: Mutex::new(None),
+            in_process: AtomicU64::new(0),
+            by_client: AtomicU64::new(0),
+        }
     }
 
     pub fn ssh(&self) -> &SshTransport {
         &self.ssh
+    }
+
+    /// How many runs went in-process and how many through the `ssh` client.
+    pub fn carried(&self) -> Carried {
+        Carried {
+            in_process: self.in_process.load(Ordering::Relaxed),
+            by_client: self.by_client.load(Ordering::Relaxed),
+        }
     }
 
     /// Why there is no multiplexing, if there is none.
@@ -206,6 +241,27 @@ impl CommandCarrier for MultiplexedSsh {
         self.ssh.gated(line, stdin, limits).map(|specs| self.over_master(specs))
     }
 
+    fn run<'a>(&'a self, spec: &'a ProcessSpec) -> RunFuture<'a> {
+        Box::pin(async move {
+            let started = Instant::now();
+            let mut client = std::borrow::Cow::Borrowed(spec);
+            if let Some((socket, command)) = self.session_of(spec) {
+                match mux_client::run(&socket, &command, spec).await {
+                    Attempt::Ran(outcome, tail) => {
+                        self.in_process.fetch_add(1, Ordering::Relaxed);
+                        return (outcome, tail);
+                    }
+                    // Nothing ran: the client runs it, within what is left.
+                    Attempt::Declined(_) => {
+                        client.to_mut().timeout = spec.timeout.saturating_sub(started.elapsed());
+                    }
+                }
+            }
+            self.by_client.fetch_add(1, Ordering::Relaxed);
+            exec::run_with_stderr_tail(&client).await
+        })
+    }
+
     fn reset(&self) {
         let old = self.master.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take();
         if let Some(old) = old {
@@ -215,6 +271,34 @@ impl CommandCarrier for MultiplexedSsh {
 
     fn kind(&self) -> &'static str {
         "ssh"
+    }
+}
+
+impl MultiplexedSsh {
+    /// The control socket and remote command of `spec` when it is one of
+    /// ours over a master that may be spoken to in-process: our ssh argv
+    /// (`--`, the alias, one command), its `ControlPath` a socket of ours
+    /// directly in the control directory, which passes its checks again.
+    fn session_of(&self, spec: &ProcessSpec) -> Option<(PathBuf, String)> {
+        let dir = self.dir.as_ref().ok()?;
+        if spec.program != Path::new(SSH_PROGRAM) || private_dir(dir).is_err() {
+            return None;
+        }
+        let end = spec.args.iter().position(|a| a == "--")?;
+        let [alias, command] = &spec.args[end + 1..] else { return None };
+        if *alias != *self.ssh.alias {
+            return None;
+        }
+        let socket = spec.args[..end].iter().find_map(|a| {
+            let path = a.as_encoded_bytes().strip_prefix(b"ControlPath=")?;
+            Some(PathBuf::from(std::ffi::OsStr::from_bytes(path)))
+        })?;
+        let meta = fs::symlink_metadata(&socket).ok()?;
+        let ours = meta.file_type().is_socket() && meta.uid() == nix::unistd::geteuid().as_raw();
+        if !ours || socket.parent() != Some(dir.as_path()) {
+            return None;
+        }
+        Some((socket, command.to_str()?.to_owned()))
     }
 }
 

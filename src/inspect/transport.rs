@@ -11,7 +11,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::exec::{ProcessSpec, Transport as ExecTransport};
+use crate::exec::{Outcome, ProcessSpec, StderrTail, Transport as ExecTransport};
 use crate::wire::HELPER_PATH;
 
 /// Every command volce-lab ever runs against a target.
@@ -44,6 +44,9 @@ impl RunLimits {
     }
 }
 
+/// What [`CommandCarrier::run`] returns.
+pub type RunFuture<'a> = std::pin::Pin<Box<dyn Future<Output = (Outcome, StderrTail)> + Send + 'a>>;
+
 /// What carries a [`RemoteCommand`] to the target: it turns the command into
 /// the processes that run it (local programs, or an ssh client). The
 /// outputs of the processes are concatenated; the first failure stops.
@@ -57,6 +60,12 @@ pub trait CommandCarrier: Send + Sync {
     /// its separate identity session.
     fn gated(&self, _line: &str, _stdin: Option<&[u8]>, _limits: RunLimits) -> Option<Vec<ProcessSpec>> {
         None
+    }
+    /// Runs one process that [`CommandCarrier::specs`] or
+    /// [`CommandCarrier::gated`] built: by default the bounded runner
+    /// starts it; a carrier may carry it another way with the same facts.
+    fn run<'a>(&'a self, spec: &'a ProcessSpec) -> RunFuture<'a> {
+        Box::pin(crate::exec::run_with_stderr_tail(spec))
     }
     /// Forget any connection state (called after an identity mismatch, a
     /// timeout or an unconfirmed run), so the next call starts afresh.

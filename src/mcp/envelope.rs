@@ -6,7 +6,8 @@
 //! Invariants enforced here: every result carries the fields its tool's
 //! output schema requires (`super::tools::schema`), names its target as the
 //! fleet does (the table's name, which may differ from the alias dialled),
-//! and `isError` is true exactly when `status` is not `ok`.
+//! `isError` is true exactly when `status` is not `ok`, and `fix` (the one
+//! next step) is null exactly when it is.
 
 use std::time::Instant;
 
@@ -15,7 +16,7 @@ use serde_json::{Map, Value, json};
 
 use super::audit::Record;
 use super::rpc::{self, Answer, AnswerCode};
-use super::sentences::message;
+use super::sentences::{self, message};
 use super::tools::ToolName;
 use crate::control::plan::Action;
 use crate::exec::{Execution, ExecutionStatus};
@@ -96,6 +97,7 @@ pub(super) fn refused(
     map.insert("status".into(), json!(Status::InvalidArguments));
     map.insert("code".into(), json!(refusal.code));
     map.insert("message".into(), json!(refusal.message));
+    map.insert("fix".into(), fix(Status::InvalidArguments, Some(&refusal.code.into())));
     map.insert("exit_code".into(), Value::Null);
     map.insert("execution".into(), Value::Null);
     match tool.operation() {
@@ -149,6 +151,7 @@ pub(super) fn fan_out(
     map.insert("status".into(), json!(status));
     map.insert("code".into(), Value::Null);
     map.insert("message".into(), json!(sentence));
+    map.insert("fix".into(), if status == Status::Ok { Value::Null } else { json!(sentences::FAN_OUT_FIX) });
     map.insert("exit_code".into(), Value::Null);
     map.insert("execution".into(), Value::Null);
     map.insert("check".into(), json!(check));
@@ -188,6 +191,7 @@ pub(super) fn managed(
     map.insert("status".into(), json!(answer.status));
     map.insert("code".into(), json!(answer.code));
     map.insert("message".into(), json!(answer.message));
+    map.insert("fix".into(), fix(answer.status, answer.code.as_ref()));
     map.insert("result".into(), answer.result.unwrap_or(Value::Null));
     map.insert("exit_code".into(), json!(exit_code));
     map.insert("execution".into(), json!(execution));
@@ -210,9 +214,22 @@ fn check_value(name: &str, result: &CheckResult) -> Value {
         let (code, sentence) = check_words(result);
         map.insert("target".into(), json!(name));
         map.insert("code".into(), json!(code));
+        map.insert("fix".into(), fix(result.status, code.as_ref()));
         map.insert("message".into(), json!(sentence));
     }
     value
+}
+
+/// The `fix` of a result: null when it is ok; else the one next step of its
+/// code (`Code::fix`, the same for every tool), or of its status when it
+/// carries no code (`sentences::status_fix`).
+fn fix(status: Status, code: Option<&AnswerCode>) -> Value {
+    match (status, code) {
+        (Status::Ok, _) => Value::Null,
+        (_, Some(AnswerCode::Known(code))) => json!(code.fix()),
+        (_, Some(AnswerCode::Newer(_))) => json!(sentences::NEWER_CODE_FIX),
+        (status, None) => json!(sentences::status_fix(status)),
+    }
 }
 
 /// The code and sentence of a check's result: the status's sentence,

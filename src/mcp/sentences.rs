@@ -47,3 +47,72 @@ pub fn message(status: Status, is_demo: bool) -> &'static str {
         Status::InvalidArguments => "The arguments were refused; nothing was run.",
     }
 }
+
+/// The one next step of a non-ok result that carries no code (a code
+/// brings its own, `Code::fix`); `None` for `ok`. One whole sentence each,
+/// within `crate::vocab::FIX_MAX_CHARS`.
+pub fn status_fix(status: Status) -> Option<&'static str> {
+    Some(match status {
+        Status::Ok => return None,
+        Status::IdentityRequired => {
+            "Call cloud_check with check=identity on this target, then repeat the call."
+        }
+        Status::IdentityMismatch => {
+            "Stop and tell the user; never edit the configuration to make it pass, and do not try another target."
+        }
+        Status::ConnectionFailed => {
+            "Tell the user the target could not be reached; the network or the host key needs checking before another call."
+        }
+        Status::CheckFailed => "Report what output shows is unhealthy; do not claim it is fixed.",
+        Status::HelperUnavailable => {
+            "Tell the user; the administrator runs `sudo volce-lab-host doctor` on the server (HOST-SETUP.md)."
+        }
+        Status::Timeout | Status::OutputLimit => {
+            "Report it and do not retry blindly: inspect first (cloud_check web_status or service_inventory)."
+        }
+        Status::SshUnavailable => "Install the OpenSSH client on this machine, then call again.",
+        Status::ExecutionFailed => "Report it to the user: a program on this machine could not run.",
+        Status::DemoOnly => {
+            "Say it is a demo; managing a real server needs local or ssh mode and VOLCE_LAB_MANAGEMENT=enabled, set by the user."
+        }
+        Status::ManagementDisabled => {
+            "Tell the user; only they can set VOLCE_LAB_MANAGEMENT=enabled in the MCP server's configuration."
+        }
+        Status::Rejected => "Read the message for the reason; nothing changed.",
+        Status::Unknown => {
+            "Do not retry: inspect first (service_inventory, and ask the operator to run `sudo volce-lab-host show PLAN_ID`)."
+        }
+        Status::NeedsInspection => crate::vocab::Code::NeedsInspection.fix(),
+        Status::InvalidArguments => "Correct the arguments as the message says; nothing ran.",
+    })
+}
+
+/// The next step of a refusal whose code this workstation does not know
+/// (from a newer host helper): a refusal changed nothing whichever build
+/// named it.
+pub const NEWER_CODE_FIX: &str = "Tell the user the server refused with a code newer than this volce-lab; nothing changed, \
+     and updating volce-lab on this machine gives that code's next step.";
+
+/// The next step of a fan-out that is not ok: each target's entry says its own.
+pub const FAN_OUT_FIX: &str = "Read each entry of results that is not ok: each carries its own fix.";
+
+#[cfg(test)]
+mod tests {
+    use strum::VariantArray as _;
+
+    use super::*;
+
+    #[test]
+    fn every_status_but_ok_has_a_whole_fix_sentence() {
+        for status in Status::VARIANTS {
+            let Some(fix) = status_fix(*status) else {
+                assert_eq!(*status, Status::Ok);
+                continue;
+            };
+            for fix in [fix, NEWER_CODE_FIX, FAN_OUT_FIX] {
+                assert!(fix.chars().count() <= crate::vocab::FIX_MAX_CHARS, "{status:?}: {fix}");
+                assert!(fix.starts_with(|c: char| c.is_ascii_uppercase()) && fix.ends_with('.'), "{fix}");
+            }
+        }
+    }
+}

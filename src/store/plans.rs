@@ -13,7 +13,7 @@ use super::rows::{Approval, Claim, PlanOutcome, PlanState, Rejection, Resolution
 use super::sql;
 use super::transitions::Tx;
 use crate::control::plan::{Action, Plan};
-use crate::vocab::{Digest, PlanId};
+use crate::vocab::{Digest, PlanId, Refusal};
 
 impl Tx<'_> {
     /// Whether any plan is executing or needs inspection (the new-plan gate).
@@ -69,8 +69,9 @@ impl Tx<'_> {
                     r.get::<_, Option<i64>>(12)?,
                     r.get::<_, Option<String>>(13)?,
                     r.get::<_, Option<i64>>(14)?,
-                    r.get::<_, Option<String>>(15)?,
-                    r.get::<_, Option<bool>>(16)?,
+                    (r.get::<_, Option<String>>(15)?, r.get::<_, Option<String>>(16)?),
+                    r.get::<_, Option<String>>(17)?,
+                    r.get::<_, Option<bool>>(18)?,
                 ))
             })
             .optional()?;
@@ -90,6 +91,7 @@ impl Tx<'_> {
             resolved_at,
             rejected_by,
             rejected_at,
+            failure,
             rejected_reason,
             alerted,
         )) = row
@@ -124,6 +126,12 @@ impl Tx<'_> {
             },
             rejection: match (rejected_by, rejected_at) {
                 (Some(by), Some(at)) => Some(Rejection { by, at, reason: rejected_reason }),
+                _ => None,
+            },
+            failure: match failure {
+                (Some(code), Some(message)) => {
+                    Some(Refusal { code: code.parse().map_err(|_| StoreError::Corrupt)?, message })
+                }
                 _ => None,
             },
             alerted,

@@ -16,7 +16,7 @@ use strum::{EnumString, IntoStaticStr, VariantArray};
 
 use super::StoreError;
 use crate::control::plan::Plan;
-use crate::vocab::Digest;
+use crate::vocab::{Digest, Refusal};
 use crate::wire::answers::Word;
 use crate::wire::answers::plan_view::{ApprovalStamp, PlanView, RejectionStamp, Stamp};
 
@@ -143,6 +143,8 @@ pub struct StoredPlan {
     pub resolution: Option<Resolution>,
     /// Present only in state `rejected`.
     pub rejection: Option<Rejection>,
+    /// Why a `failed` plan failed (migration 11; absent on older rows).
+    pub failure: Option<Refusal>,
     /// For a plan that waits for approval: whether its syslog alert was
     /// sent (`false`: it could not be); `None` when none was due or tried.
     pub alerted: Option<bool>,
@@ -161,6 +163,7 @@ impl StoredPlan {
             outcome: None,
             resolution: None,
             rejection: None,
+            failure: None,
             alerted: None,
         }
     }
@@ -202,6 +205,7 @@ impl StoredPlan {
                 at: time(r.at),
                 reason: r.reason.clone(),
             }),
+            failure: self.failure.clone(),
         }
     }
 }

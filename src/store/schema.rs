@@ -421,8 +421,12 @@ pub(super) const MIGRATIONS: &[&str] = &[
     CREATE INDEX audit_folds_opened ON audit_folds (opened_at, actor, operation, outcome, code, reason);
     ALTER TABLE audit ADD COLUMN anchor_seq INTEGER CHECK (anchor_seq IS NULL OR anchor_seq >= 1);
     ALTER TABLE audit ADD COLUMN anchor_hash TEXT CHECK (anchor_hash IS NULL OR length(anchor_hash) = 64);",
-    // 11: reserved for the step another branch adds; renumbered at merge.
-    "SELECT 1;",
+    // 11: why a plan failed (issue 26): the code and whole sentence of its
+    // refusal, set with the outcome (`Tx::fail`), so `show` tells the
+    // operator what `rolled_back` alone does not. NULL on older rows.
+    "ALTER TABLE plans ADD COLUMN failure_code TEXT CHECK (failure_code IS NULL OR length(failure_code) BETWEEN 1 AND 64);
+     ALTER TABLE plans ADD COLUMN failure_message TEXT
+        CHECK (failure_message IS NULL OR length(failure_message) BETWEEN 1 AND 2000);",
     // 12: the operator's reason for a `reject` (issue 24), bounded, only on a
     // rejected plan; and whether the syslog alert of a plan that waits for
     // approval was sent (1) or could not be (0), NULL when none was due.

@@ -92,8 +92,8 @@ macro_rules! statements {
 macro_rules! plan_columns {
     () => {
         "body, state, approved_by, approved_at, approved_digest, claim_pid, claim_start, claim_boot, \
-         claimed_at, finished_at, outcome, resolved_by, resolved_at, rejected_by, rejected_at, rejected_reason, \
-         alerted"
+         claimed_at, finished_at, outcome, resolved_by, resolved_at, rejected_by, rejected_at, failure_code, \
+         failure_message, rejected_reason, alerted"
     };
 }
 
@@ -157,7 +157,8 @@ statements! {
     Bounded CLAIM = "UPDATE plans SET state = 'executing', claim_pid = ?2, claim_start = ?3, claim_boot = ?4,
                      claimed_at = ?5 WHERE id = ?1 AND state = 'pending'";
     /// executing -> a finished state, only by the same claimer.
-    Bounded FINISH = "UPDATE plans SET state = ?2, outcome = ?3, finished_at = ?4
+    Bounded FINISH = "UPDATE plans SET state = ?2, outcome = ?3, finished_at = ?4, failure_code = ?8,
+                      failure_message = ?9
                       WHERE id = ?1 AND state = 'executing' AND claim_pid = ?5 AND claim_start = ?6
                       AND claim_boot = ?7";
     /// pending -> invalidated.

@@ -25,7 +25,7 @@ use super::chain;
 use super::rows::{AuditRow, Claim, PlanOutcome, PlanState, RequestMeta};
 use super::sql::{self, Sql, Statement};
 use crate::control::plan::{Action, Plan};
-use crate::vocab::{Digest, PlanId};
+use crate::vocab::{Digest, PlanId, Refusal};
 
 /// The operations available inside a transaction.
 pub struct Tx<'a> {
@@ -119,6 +119,36 @@ impl Tx<'_> {
         outcome: PlanOutcome,
         audit: &AuditRow,
     ) -> Result<(), StoreError> {
+        self.settle(id, action, claim, outcome, None, audit)
+    }
+
+    /// As [`Tx::finish`] for a plan that failed, with the refusal that says
+    /// why (its code and whole sentence), which `show` prints.
+    pub fn fail(
+        &self,
+        id: &PlanId,
+        action: Action,
+        claim: &Claim,
+        outcome: PlanOutcome,
+        failure: &Refusal,
+        audit: &AuditRow,
+    ) -> Result<(), StoreError> {
+        self.settle(id, action, claim, outcome, Some(failure), audit)
+    }
+
+    fn settle(
+        &self,
+        id: &PlanId,
+        action: Action,
+        claim: &Claim,
+        outcome: PlanOutcome,
+        failure: Option<&Refusal>,
+        audit: &AuditRow,
+    ) -> Result<(), StoreError> {
+        // Every message of ours fits the column (MESSAGE_MAX_CHARS); one
+        // that did not must not fail the write, which would leave a plan
+        // that changed nothing `executing`: it is then recorded without.
+        let failure = failure.filter(|f| f.message.chars().count() <= crate::vocab::MESSAGE_MAX_CHARS);
         let state = match outcome {
             PlanOutcome::Completed => PlanState::Completed,
             PlanOutcome::RolledBack | PlanOutcome::NotStarted => PlanState::Failed,
@@ -133,7 +163,9 @@ impl Tx<'_> {
                 audit.at,
                 claim.pid,
                 claim.start_time as i64,
-                claim.boot_id
+                claim.boot_id,
+                failure.map(|f| f.code.as_str()),
+                failure.map(|f| f.message.as_str())
             ],
             id,
             action,

@@ -9,6 +9,8 @@
 //! into, or circling through, another.
 //!
 //! - `refusal.rs`: [`Code`] (the stable machine codes) and [`Refusal`];
+//! - `fix.rs`: [`Code::fix`], the one next step of each code, and
+//!   [`FIX_MAX_CHARS`];
 //! - `ids.rs`: [`PlanId`], [`Digest`], [`ContainerId`], [`ImageId`],
 //!   [`ImageRef`];
 //! - `names.rs`: the name validators, [`AppName`] and the Docker names
@@ -72,12 +74,14 @@ macro_rules! string_form {
 pub(crate) use string_form;
 
 mod engine;
+mod fix;
 mod ids;
 mod names;
 mod refusal;
 mod snapshot;
 
 pub use engine::{Capacity, ContainerLimits, DeploySpec, StartSpec, Step, UpdateSpec};
+pub use fix::FIX_MAX_CHARS;
 pub use ids::{ContainerId, Digest, ImageId, ImageRef, PlanId};
 pub(crate) use names::is_name;
 pub use names::{AppName, AppNames, NAME_PREFIX, ServerName, is_app_name, is_server_name, is_user_name};

@@ -433,3 +433,122 @@ fn below_the_free_space_floor_a_read_is_answered_state_full_and_leaves_no_row() 
     drop(c);
     assert_eq!(rows(&h).len(), before, "nothing was written");
 }
+
+/// Issue 26: `audit export`'s table has a column for every `--json` field,
+/// CODE among them, each as wide as its widest cell: a long operation
+/// (`gateway_status`) and a gate refusal's code stay in their own columns.
+/// Held to tests/golden/audit/export_table.txt (`VOLCE_LAB_BLESS_GOLDEN=1`
+/// rewrites it; review its diff like code).
+#[test]
+fn the_export_table_has_every_json_field_as_an_aligned_column() {
+    use volce_lab::host::audit_rows::{Table, json_line};
+    use volce_lab::store::ChainedEntry;
+    let text = |s: &str| Some(s.to_owned());
+    let hex = |c: char, n: usize| Some(c.to_string().repeat(n));
+    let entries = [
+        ChainedEntry {
+            seq: 1,
+            at: 1_800_000_000,
+            event: "prepared".into(),
+            plan_id: hex('1', 32),
+            action: text("deploy"),
+            outcome: "ok".into(),
+            duration_ms: Some(12),
+            actor: "agent".into(),
+            operation: text("plan"),
+            app: text("demo"),
+            request_id: text("r-plan-1"),
+            prev_hash: hex('0', 64),
+            hash: hex('a', 64),
+            ..ChainedEntry::default()
+        },
+        ChainedEntry {
+            seq: 2,
+            at: 1_800_000_060,
+            event: "request".into(),
+            outcome: "ok".into(),
+            duration_ms: Some(3),
+            actor: "agent".into(),
+            operation: text("gateway_status"),
+            prev_hash: hex('a', 64),
+            hash: hex('b', 64),
+            ..ChainedEntry::default()
+        },
+        ChainedEntry {
+            seq: 3,
+            at: 1_800_000_120,
+            event: "request".into(),
+            outcome: "refused".into(),
+            actor: "agent".into(),
+            operation: text("ssh_gate"),
+            code: text("gate_refused"),
+            gate_reason: text("not_a_fixed_request"),
+            command_bytes: Some(43),
+            command_sha256: hex('c', 64),
+            prev_hash: hex('b', 64),
+            hash: hex('d', 64),
+            ..ChainedEntry::default()
+        },
+        ChainedEntry {
+            seq: 4,
+            at: 1_800_000_200,
+            event: "request".into(),
+            outcome: "refused".into(),
+            actor: "agent".into(),
+            operation: text("execute"),
+            code: text("approval_required"),
+            count: Some(7),
+            sudo_uid: Some(1000),
+            login_uid: Some(1000),
+            prev_hash: hex('d', 64),
+            hash: hex('e', 64),
+            ..ChainedEntry::default()
+        },
+    ];
+    let mut table = Table::default();
+    for entry in &entries {
+        table.push(entry);
+    }
+    let rendered = table.render();
+    // Every --json field has its column, by name.
+    let header: Vec<&str> = rendered.lines().next().unwrap().split_whitespace().collect();
+    let json: Value = serde_json::from_str(&json_line(&entries[2])).unwrap();
+    for key in json.as_object().unwrap().keys() {
+        assert!(header.contains(&key.to_uppercase().as_str()), "no column for {key}: {header:?}");
+    }
+    assert_eq!(header.len(), json.as_object().unwrap().len());
+    // Aligned: each left-aligned column's cells start where its header does.
+    let lines: Vec<&str> = rendered.lines().collect();
+    for name in ["OPERATION", "OUTCOME", "CODE", "GATE_REASON", "ACTOR", "PLAN_ID"] {
+        let at = lines[0].find(name).unwrap();
+        for line in &lines[1..] {
+            assert!(line[..at].ends_with("  ") && !line[at..].starts_with(' '), "{name}:\n{rendered}");
+        }
+    }
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/audit/export_table.txt");
+    if std::env::var_os("VOLCE_LAB_BLESS_GOLDEN").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &rendered).unwrap();
+    }
+    let golden = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert_eq!(rendered, golden, "the table differs from {}:\n{rendered}", path.display());
+}
+
+/// The table of a real trail (a read, a gate refusal, a plan) lines up the
+/// same way, through `audit export` itself.
+#[test]
+fn the_exported_table_of_a_trail_lines_up_its_code_column() {
+    use volce_lab::wire::gate::{RefusalReason, RefusalRecord};
+    let h = Harness::new();
+    assert!(matches!(h.rpc(AGENT, br#"{"operation":"gateway_status"}"#), Reply::Ok { .. }));
+    let record = RefusalRecord::of(RefusalReason::NotAFixedRequest, Some(b"id"));
+    assert_eq!(code_of(&h.rpc(AGENT, &record.request().to_bytes())), Code::GateRefused);
+    let table = volce_lab::host::audit::export(&h.paths, None, false).unwrap();
+    let lines: Vec<&str> = table.lines().collect();
+    let code = lines[0].find("CODE").unwrap();
+    let gate = lines.iter().find(|l| l.contains("ssh_gate")).unwrap();
+    assert_eq!(gate.find("gate_refused"), Some(code), "{table}");
+    let status = lines.iter().find(|l| l.contains("gateway_status")).unwrap();
+    assert_eq!(status.find("gateway_status"), lines[0].find("OPERATION"), "{table}");
+    assert_eq!(lines.len(), rows(&h).len() + 1, "a header and one line per row: {table}");
+}

@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 use volce_lab::config::{Config, Mode};
 
 const BIN: &str = env!("CARGO_BIN_EXE_volce-lab");
-const COMMAND: &str = "/usr/local/bin/volce-lab";
+const COMMAND: &str = "/usr/bin/volce-lab";
 
 fn examples() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("examples")

@@ -227,6 +227,60 @@ async fn a_helper_refusal_becomes_rejected_with_its_code() {
     assert_eq!(harness.runs("rpc_calls"), 1);
 }
 
+/// Every code has its one next step: a whole sentence within the bound.
+#[test]
+fn every_code_has_a_whole_fix_sentence_within_its_bound() {
+    use strum::VariantArray as _;
+    use volce_lab::vocab::{Code, FIX_MAX_CHARS};
+    for code in Code::VARIANTS {
+        let fix = code.fix();
+        assert!(!fix.is_empty() && fix.chars().count() <= FIX_MAX_CHARS, "{code}: {fix}");
+        assert!(fix.starts_with(|c: char| c.is_ascii_uppercase()) && fix.ends_with('.'), "{code}: {fix}");
+        assert!(!fix.ends_with("...") && !fix.contains("  "), "{code}: {fix}");
+    }
+}
+
+/// Issue 26: every result that is not ok carries `code`, the whole
+/// `message` and a separate `fix`, the one next step of its code (the same
+/// sentence for every tool), in structuredContent and the text mirror
+/// (`structured` holds the two equal). Tried: a refusal (nothing ran), a
+/// plan that ran and was rolled back, and arguments refused before anything
+/// ran (a failure that needs inspection: `needs_inspection_is_passed_through`).
+#[tokio::test]
+async fn refused_and_rolled_back_results_carry_their_fix() {
+    use volce_lab::vocab::Code;
+    let rolled_back = "The new app did not answer through its gateway, so the deploy was rolled back and \
+                       verified; nothing is retried and nothing else changed. Check container_port and the \
+                       image, then prepare a new plan.";
+    let cases = [
+        (
+            "approval_required",
+            "An operator must approve this plan on the server first; nothing ran.",
+            Code::ApprovalRequired,
+        ),
+        ("health_check_failed", rolled_back, Code::HealthCheckFailed),
+    ];
+    let mut harness = None;
+    for (code, sentence, known) in cases {
+        let started =
+            Setup::rpc(reply(json!({"status": "rejected", "code": code, "message": sentence})) + "; exit 1")
+                .start()
+                .await;
+        started.identify().await;
+        let result = started.call("service_execute", json!({"plan_id": PLAN_ID})).await;
+        assert_eq!(result["status"], "rejected", "{result}");
+        assert_eq!(result["code"], code);
+        assert!(result["message"].as_str().unwrap().ends_with(sentence), "whole: {result}");
+        assert_eq!(result["fix"], known.fix(), "{result}");
+        harness = Some(started);
+    }
+    let harness = harness.unwrap();
+    let refused = harness.call("service_execute", json!({"plan_id": "not-a-plan", "extra": 1})).await;
+    assert_eq!(refused["status"], "invalid_arguments", "{refused}");
+    let code: Code = refused["code"].as_str().unwrap().parse().unwrap();
+    assert_eq!(refused["fix"], code.fix());
+}
+
 /// Before issue 26 a policy with a typo made web_status answer
 /// helper_unavailable while service_inventory said policy_invalid.
 #[tokio::test]
@@ -261,6 +315,8 @@ async fn needs_inspection_is_passed_through() {
     assert_eq!(result["status"], "needs_inspection", "{result}");
     assert_eq!(result["plan_id"], PLAN_ID);
     assert!(result["message"].as_str().unwrap().contains("do not retry"));
+    // A failure's next step, the same as every tool gives for its code.
+    assert_eq!(result["fix"], volce_lab::vocab::Code::NeedsInspection.fix());
 }
 
 #[tokio::test]

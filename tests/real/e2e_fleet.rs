@@ -128,6 +128,12 @@ impl ServerB {
     /// Kills the sshd and every session it forked (the workstation's master
     /// to B dies with them).
     fn kill(&mut self) {
+        self.signal_all(nix::sys::signal::Signal::SIGKILL);
+        let _ = self.sshd.wait();
+    }
+
+    /// Sends `signal` to the sshd and every session it forked.
+    fn signal_all(&self, signal: nix::sys::signal::Signal) {
         let root = self.sshd.id();
         let mut doomed = vec![root];
         // The namespace's processes are the listener's descendants.
@@ -146,12 +152,8 @@ impl ServerB {
             }
         }
         for pid in doomed {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid as i32),
-                nix::sys::signal::Signal::SIGKILL,
-            );
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), signal);
         }
-        let _ = self.sshd.wait();
     }
 }
 
@@ -359,7 +361,38 @@ async fn two_servers(host_a: &str) {
         "nothing ran on A"
     );
 
-    // B's sshd dies: only b fails, a still answers.
+    // B's sshd, and with it the master's connection, killed while a
+    // fan-out is in flight: B is held stopped first, so that its check is
+    // surely under way when it dies. Only b fails; the others answer
+    // within their own time.
+    b.signal_all(nix::sys::signal::Signal::SIGSTOP);
+    let started = Instant::now();
+    let (in_flight, killed_at) = tokio::join!(
+        call(&agent, "cloud_check", json!({"check": "disk", "targets": ["a", "a2", "a3", "b"]})),
+        async {
+            tokio::time::sleep(Duration::from_millis(800)).await;
+            b.kill();
+            started.elapsed()
+        }
+    );
+    let took = started.elapsed();
+    let seen = statuses(&in_flight);
+    let pairs: Vec<(&str, &str)> = seen.iter().map(|(t, s)| (t.as_str(), s.as_str())).collect();
+    assert_eq!(pairs[0], ("b", "connection_failed"), "{in_flight}");
+    assert_eq!(pairs[1..], [("a", "ok"), ("a2", "ok"), ("a3", "ok")], "{in_flight}");
+    assert_eq!(in_flight["summary"], json!({"ok": 3, "failed": 1}), "{in_flight}");
+    for result in &in_flight["results"].as_array().unwrap()[1..] {
+        let duration = result["execution"]["duration_ms"].as_u64().unwrap_or_else(|| panic!("{result}"));
+        assert!(duration < 2_000, "a target waited for the dying one: {result}");
+    }
+    assert!(took < killed_at + Duration::from_secs(5), "b's failure came {took:?} after the start");
+    println!(
+        "fan-out with b killed in flight: {} ms (killed at {} ms)",
+        took.as_millis(),
+        killed_at.as_millis()
+    );
+
+    // B's sshd stays dead: only b fails, a still answers.
     b.kill();
     let after = call(&agent, "cloud_check", json!({"check": "disk", "targets": ["@prod"]})).await;
     let seen = statuses(&after);

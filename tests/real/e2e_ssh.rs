@@ -12,10 +12,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::support::e2e::*;
-use volce_lab::exec::{Completion, ExecutionStatus};
-use volce_lab::inspect::ssh_mux::MultiplexedSsh;
+use volce_lab::exec::{self, Completion, ExecutionStatus};
+use volce_lab::inspect::ssh_mux::{Carried, MultiplexedSsh};
 use volce_lab::inspect::transport::{CommandCarrier, RunLimits, SshTransport};
 use volce_lab::inspect::{Check, Inspector, Status};
+use volce_lab::wire::gate::{GateCheck, request_line};
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
@@ -347,10 +348,190 @@ fn a_master_killed_outright_leaves_a_stale_socket_that_does_not_break_checks() {
             .unwrap();
         wait_gone(pid);
         assert!(socket.exists(), "SIGKILL leaves the socket file behind");
+        // The in-process client finds nobody on the socket and the check
+        // falls back to the ssh client, which replaces the stale socket.
+        let before = mux.carried();
         assert_eq!(inspector.check(Check::Disk).await.status, Status::Ok);
+        let after = mux.carried();
+        assert_eq!(after.by_client, before.by_client + 1, "fell back to the ssh client: {after:?}");
+        assert_eq!(after.in_process, before.in_process);
         let fresh = master_pid(&socket).expect("ssh replaced the stale socket with a new master");
         assert_ne!(fresh, pid);
+        // And the next check speaks to the new master in-process again.
+        assert_eq!(inspector.check(Check::Disk).await.status, Status::Ok);
+        assert_eq!(mux.carried().in_process, after.in_process + 1);
         CommandCarrier::reset(&*mux);
+    });
+}
+
+// ---- the master's protocol spoken in-process (issue 23) --------------------------
+
+/// Runs `work` while a thread watches /proc for `ssh` processes whose
+/// parent is this test process; returns how many distinct ones it saw. A
+/// client over a master lives for milliseconds; the watcher looks every
+/// half millisecond, and the control run below shows it sees them.
+fn ssh_children_during<T>(work: impl FnOnce() -> T) -> (T, usize) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let me = std::process::id().to_string();
+    let done = Arc::new(AtomicBool::new(false));
+    let watcher = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let mut seen = std::collections::BTreeSet::new();
+            while !done.load(Ordering::Relaxed) {
+                for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+                    let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+                    // pid (comm) state ppid ...
+                    let Some((head, rest)) = stat.rsplit_once(") ") else { continue };
+                    let comm = head.split_once(" (").map(|(_, c)| c);
+                    let ppid = rest.split_whitespace().nth(1);
+                    if comm == Some("ssh") && ppid == Some(me.as_str()) {
+                        seen.insert(entry.file_name());
+                    }
+                }
+                std::thread::sleep(Duration::from_micros(500));
+            }
+            seen.len()
+        })
+    };
+    let result = work();
+    done.store(true, Ordering::Relaxed);
+    (result, watcher.join().unwrap())
+}
+
+#[test]
+#[ignore = "real parts: run by scripts/test"]
+fn checks_over_an_open_master_start_no_ssh_client_process() {
+    let host = require_setup();
+    let _serial = serial();
+    let temp = private_tempdir();
+    let (inspector, mux) = multiplexed(Path::new(SSH_CONFIG), &host, temp.path().join("ssh"));
+    let runtime = runtime();
+    // The first check finds no master: the client starts it.
+    assert_eq!(runtime.block_on(inspector.check(Check::Identity)).status, Status::Ok);
+    assert_eq!(mux.carried(), Carried { in_process: 0, by_client: 1 });
+    let pid = master_pid(&mux.control_path().unwrap()).expect("master");
+
+    let (statuses, children) = ssh_children_during(|| {
+        runtime.block_on(async {
+            let mut statuses = Vec::new();
+            for _ in 0..10 {
+                statuses.push(inspector.check(Check::Disk).await.status);
+            }
+            statuses
+        })
+    });
+    assert!(statuses.iter().all(|s| *s == Status::Ok), "{statuses:?}");
+    assert_eq!(mux.carried(), Carried { in_process: 10, by_client: 1 }, "every later check in-process");
+    assert_eq!(children, 0, "no ssh client process while the checks ran");
+    assert_eq!(master_pid(&mux.control_path().unwrap()), Some(pid), "the same master");
+
+    // Control: the client-process path over the same master, same watcher.
+    let client = Inspector::with_transport_for_tests(
+        ssh_mode(Path::new(SSH_CONFIG), ALIAS, &host, AGENT, &[]),
+        Arc::new(ClientOnly(mux.0.clone())),
+    );
+    let (statuses, children) = ssh_children_during(|| {
+        runtime.block_on(async {
+            let mut statuses = vec![client.check(Check::Identity).await.status];
+            for _ in 0..5 {
+                statuses.push(client.check(Check::Disk).await.status);
+            }
+            statuses
+        })
+    });
+    assert!(statuses.iter().all(|s| *s == Status::Ok), "{statuses:?}");
+    assert!(children >= 3, "the watcher saw only {children} of 6 ssh clients");
+}
+
+/// The same gated lines through the ssh client and in-process over one
+/// master: the same status, exit code, completion and output (for df and
+/// the helper, the gate's header line).
+#[test]
+#[ignore = "real parts: run by scripts/test"]
+fn exit_codes_and_outputs_in_process_match_the_client_path() {
+    let host = require_setup();
+    let _serial = serial();
+    let temp = private_tempdir();
+    let (inspector, mux) = multiplexed(Path::new(SSH_CONFIG), &host, temp.path().join("ssh"));
+    let runtime = runtime();
+    assert_eq!(runtime.block_on(inspector.check(Check::Identity)).status, Status::Ok);
+    let limits = RunLimits { output: 8192, timeout: Duration::from_secs(12) };
+    let bad_request: &[u8] = b"{not json";
+    let cases: Vec<(String, Option<&[u8]>)> = vec![
+        (request_line(GateCheck::Identity, &host, AGENT), None),
+        (request_line(GateCheck::Disk, &host, AGENT), None),
+        // The gate sees another expected host: says mismatch, exits 1.
+        (request_line(GateCheck::Disk, "not-this-host", AGENT), None),
+        // Not a gate request at all.
+        ("echo hello".to_owned(), None),
+        // The helper refuses the request.
+        (request_line(GateCheck::Rpc, &host, AGENT), Some(bad_request)),
+    ];
+    runtime.block_on(async {
+        for (line, stdin) in cases {
+            let spec = mux.gated(&line, stdin, limits).unwrap().remove(0);
+            let (client, _) = exec::run_with_stderr_tail(&spec).await;
+            let before = mux.carried();
+            let (in_process, _) = mux.run(&spec).await;
+            assert_eq!(mux.carried().in_process, before.in_process + 1, "{line}: not in-process");
+            let facts = |o: &exec::Outcome| {
+                (
+                    o.execution.execution_status,
+                    o.execution.exit_code,
+                    o.execution.signal,
+                    o.execution.completion,
+                )
+            };
+            assert_eq!(facts(&in_process), facts(&client), "{line}");
+            let first_line =
+                |o: &exec::Outcome| String::from_utf8_lossy(&o.stdout).lines().next().map(str::to_owned);
+            // df's figures and the helper's reply (its request id) change
+            // from run to run; the gate's header line does not.
+            if line.contains(" disk ") || line.contains(" rpc ") {
+                assert_eq!(first_line(&in_process), first_line(&client), "{line}");
+            } else {
+                assert_eq!(in_process.stdout, client.stdout, "{line}");
+            }
+            assert_eq!(in_process.stderr_len > 0, client.stderr_len > 0, "{line}: stderr");
+        }
+    });
+}
+
+/// A timeout while the master runs the session in-process: reported as the
+/// client path reports it (timeout, unconfirmed), and the master is reset.
+#[test]
+#[ignore = "real parts: run by scripts/test"]
+fn a_timeout_in_process_is_unconfirmed_and_tears_the_master_down() {
+    let host = require_setup();
+    let _serial = serial();
+    let temp = private_tempdir();
+    let sockets = temp.path().join("ssh");
+    let (inspector, mux) = multiplexed(Path::new(SSH_CONFIG), &host, sockets.clone());
+    runtime().block_on(async {
+        assert_eq!(inspector.check(Check::Identity).await.status, Status::Ok);
+        let pid = master_pid(&mux.control_path().unwrap()).expect("master");
+        let request = br#"{"operation":"gateway_status"}"#;
+        // How long the helper takes here, then half of it as the deadline:
+        // the handshake (well under a millisecond) fits, the run does not.
+        let limits = RunLimits { output: 8192, timeout: Duration::from_secs(12) };
+        let whole = inspector.host_rpc(request, limits).await.unwrap();
+        assert_eq!(whole.execution.completion, Completion::Confirmed, "{:?}", whole.execution);
+        let half = Duration::from_millis(whole.execution.duration_ms / 2);
+        assert!(
+            half >= Duration::from_millis(5),
+            "the helper answered in {} ms",
+            whole.execution.duration_ms
+        );
+        let before = mux.carried();
+        let outcome = inspector.host_rpc(request, RunLimits { timeout: half, ..limits }).await.unwrap();
+        assert_eq!(mux.carried().in_process, before.in_process + 1, "the timed-out run was in-process");
+        assert_eq!(outcome.execution.execution_status, ExecutionStatus::Timeout);
+        assert!(outcome.execution.timed_out);
+        assert_eq!(outcome.execution.completion, Completion::Unconfirmed);
+        wait_gone(pid);
+        assert!(sockets_in(&sockets).is_empty());
+        assert_eq!(inspector.check(Check::Disk).await.status, Status::Ok, "the next check connects afresh");
     });
 }
 

@@ -432,3 +432,33 @@ pub fn find<'a>(value: &'a serde_json::Value, key: &str) -> Option<&'a serde_jso
 pub fn find_str<'a>(value: &'a serde_json::Value, key: &str) -> &'a str {
     find(value, key).and_then(|v| v.as_str()).unwrap_or_else(|| panic!("no string {key:?} in {value}"))
 }
+
+/// The multiplexed transport with the `ssh` client as its only way to run
+/// (the default `CommandCarrier::run`): today's client-process path over
+/// the same master, to compare the in-process one with.
+pub struct ClientOnly(pub std::sync::Arc<volce_lab::inspect::ssh_mux::MultiplexedSsh>);
+
+impl volce_lab::inspect::transport::CommandCarrier for ClientOnly {
+    fn specs(
+        &self,
+        command: volce_lab::inspect::transport::RemoteCommand,
+        stdin: Option<&[u8]>,
+        limits: volce_lab::inspect::transport::RunLimits,
+    ) -> Vec<volce_lab::exec::ProcessSpec> {
+        self.0.specs(command, stdin, limits)
+    }
+    fn gated(
+        &self,
+        line: &str,
+        stdin: Option<&[u8]>,
+        limits: volce_lab::inspect::transport::RunLimits,
+    ) -> Option<Vec<volce_lab::exec::ProcessSpec>> {
+        self.0.gated(line, stdin, limits)
+    }
+    fn reset(&self) {
+        self.0.reset();
+    }
+    fn kind(&self) -> &'static str {
+        "ssh"
+    }
+}

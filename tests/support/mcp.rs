@@ -154,6 +154,17 @@ pub fn structured(tool: &Tool, result: &CallToolResult) -> Value {
     assert_eq!(from_text, value, "text content and structuredContent differ");
     let ok = value["status"] == "ok";
     assert_eq!(result.is_error, Some(!ok), "isError must be true exactly when status != ok: {value}");
+    // Every result that is not ok says its one next step; an ok one has none.
+    let entries = value["results"].as_array().cloned().unwrap_or_default();
+    for entry in std::iter::once(&value).chain(&entries) {
+        match entry["status"].as_str() {
+            Some("ok") => assert!(entry["fix"].is_null(), "an ok result has no fix: {entry}"),
+            _ => assert!(
+                entry["fix"].as_str().is_some_and(|fix| fix.ends_with('.') && fix.len() > 10),
+                "a result that is not ok carries its fix: {entry}"
+            ),
+        }
+    }
     let schema = Value::Object((**tool.output_schema.as_ref().expect("outputSchema")).clone());
     if let Err(problem) = check(&schema, &value, &tool.name) {
         panic!("result of {} breaks its outputSchema: {problem}\n{value:#}", tool.name);

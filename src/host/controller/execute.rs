@@ -148,11 +148,12 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             let recorded = self.store.write(|tx| match why {
                 // Nothing was changed and nothing is known to have changed:
                 // the plan is spent (execute-once), the host is not blocked.
-                None => tx.finish(
+                None => tx.fail(
                     id,
                     plan.action,
                     &me,
                     PlanOutcome::NotStarted,
+                    &refusal,
                     &audit(now, Event::Failed, AuditOutcome::Failed, requester),
                 ),
                 Some(why) => tx.void_claimed(
@@ -179,6 +180,13 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
         // if the snapshot fails the claim is simply not recorded.
         let after = match (&plan.payload, &result) {
             (Payload::Deploy { .. } | Payload::Update { .. }, Ok(_)) => self.engine.snapshot().ok(),
+            _ => None,
+        };
+
+        // Why a plan that changed nothing failed: recorded with its outcome
+        // (`show` prints it) and answered to the agent, the same words.
+        let failure = match &result {
+            Err(error) if error.changed_nothing() => Some(unchanged_refusal(plan.action, error, id)),
             _ => None,
         };
 
@@ -215,13 +223,16 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                     _ => None,
                 },
             };
-            tx.finish(id, plan.action, &me, outcome, &row)?;
+            match &failure {
+                Some(failure) => tx.fail(id, plan.action, &me, outcome, failure, &row)?,
+                None => tx.finish(id, plan.action, &me, outcome, &row)?,
+            }
             app_records::record_apps(tx, &plan, &apps, &result, after.as_ref(), now)?;
             Ok::<_, Refusal>(())
         });
 
-        match (result, recorded) {
-            (Ok(acted), Ok(())) => Ok(Executed::Completed(ExecutedPlan {
+        match (result, recorded, failure) {
+            (Ok(acted), Ok(()), _) => Ok(Executed::Completed(ExecutedPlan {
                 plan_id: id.clone(),
                 action: plan.action,
                 outcome: ExecutionOutcome::Completed,
@@ -230,10 +241,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 duration_ms,
             })),
             // Nothing changed, and that is recorded: the plan is `failed`.
-            (Err(error), Ok(())) if error.changed_nothing() => Ok(Executed::Failed {
-                plan_id: id.clone(),
-                refusal: unchanged_refusal(plan.action, &error, id),
-            }),
+            (Err(_), Ok(()), Some(refusal)) => Ok(Executed::Failed { plan_id: id.clone(), refusal }),
             // Engine failed, or it acted and we could not record it. In the
             // second case the plan stays `executing` under our claim; once
             // this process exits, the next helper settles it.

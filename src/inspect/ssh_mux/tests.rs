@@ -164,3 +164,34 @@ fn exit_argv_reads_no_config_and_ends_with_the_alias() {
         ]
     );
 }
+
+/// Only our own argv over a socket of ours, directly in the checked
+/// directory, is spoken to in-process; anything else goes to the client.
+#[test]
+fn only_our_argv_over_our_socket_in_the_private_directory_goes_in_process() {
+    let temp = private_tempdir();
+    let mux = MultiplexedSsh::with_dir(ssh(None), temp.path().join("ssh"));
+    let spec = mux.specs(RemoteCommand::Disk, None, limits()).remove(0);
+    assert_eq!(mux.session_of(&spec), None, "no master yet: the client starts it");
+    let socket = mux.control_path().unwrap();
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    assert_eq!(mux.session_of(&spec), Some((socket.clone(), "LC_ALL=C df -h /".to_owned())));
+
+    let mut other_alias = spec.clone();
+    let at = other_alias.args.len() - 2;
+    other_alias.args[at] = "elsewhere".into();
+    assert_eq!(mux.session_of(&other_alias), None);
+    let mut elsewhere = spec.clone();
+    let outside = temp.path().join("outside");
+    let _outside = std::os::unix::net::UnixListener::bind(&outside).unwrap();
+    for arg in &mut elsewhere.args {
+        if arg.to_string_lossy().starts_with("ControlPath=") {
+            *arg = format!("ControlPath={}", outside.display()).into();
+        }
+    }
+    assert_eq!(mux.session_of(&elsewhere), None, "a socket outside the control directory");
+    // The directory opened to others since: refused, not used.
+    fs::set_permissions(temp.path().join("ssh"), fs::Permissions::from_mode(0o755)).unwrap();
+    assert_eq!(mux.session_of(&spec), None);
+    drop(listener);
+}

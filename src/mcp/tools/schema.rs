@@ -178,7 +178,8 @@ fn common_properties() -> Map<String, Value> {
         "target": {"type": ["string", "null"], "description": "The configured target this call was about; null for a fan-out or a call refused before a target was chosen."},
         "status": {"type": "string", "enum": names(Status::VARIANTS, Status::as_str)},
         "code": {"type": ["string", "null"], "description": "Stable machine code of a refusal; null otherwise."},
-        "message": {"type": "string", "description": "One sentence saying what the status means and what to do next."},
+        "message": {"type": "string", "description": "Whole sentences saying what happened; never cut."},
+        "fix": {"type": ["string", "null"], "description": "The one next step of a result that is not ok, one whole sentence, the same for every tool for the same code; null when status is ok."},
         "exit_code": {"type": ["integer", "null"]},
         "execution": execution_schema()
     });
@@ -203,8 +204,8 @@ fn output_schema(extra: Value, description: &str) -> Arc<JsonObject> {
     }))
 }
 
-/// The output schema of `cloud_check`: the inspection result plus `code`
-/// and `message`. `check` is null only when the arguments were refused.
+/// The output schema of `cloud_check`: the inspection result plus `code`,
+/// `message` and `fix`. `check` is null only when the arguments were refused.
 pub fn check_output() -> Arc<JsonObject> {
     output_schema(
         json!({
@@ -381,7 +382,11 @@ mod tests {
         let result = derived(settings.into_generator().into_root_schema_for::<crate::inspect::CheckResult>());
         let check = value(check_output());
         let mut envelope = keys(&check);
-        envelope.retain(|k| !["code", "message", "results", "summary"].contains(&k.as_str()));
-        assert_eq!(keys(&result), envelope, "cloud_check = CheckResult + code + message + the fan-out's two");
+        envelope.retain(|k| !["code", "message", "fix", "results", "summary"].contains(&k.as_str()));
+        assert_eq!(
+            keys(&result),
+            envelope,
+            "cloud_check = CheckResult + code + message + fix + the fan-out's two"
+        );
     }
 }

@@ -141,23 +141,14 @@ fn migrating_a_v9_database_keeps_every_row_hash_and_window() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("state.db");
     let old = old_store(&path, 9);
+    let plans = super::migration11::columns_at(9, "plans");
     old.conn.execute("ATTACH DATABASE ?1 AS scratch", [scratch.to_str().unwrap()]).unwrap();
-    // The plans columns a v9 database has (later steps add more).
-    let plans_v9: Vec<String> = old
-        .conn
-        .prepare("SELECT name FROM pragma_table_info('plans') ORDER BY cid")
-        .unwrap()
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
-    let plans_v9 = plans_v9.join(", ");
     old.conn
         .execute_batch(&format!(
             "INSERT INTO audit ({AUDIT_V8}) SELECT {AUDIT_V8} FROM scratch.audit;
              INSERT INTO audit_folds ({FOLDS_V8}) SELECT {FOLDS_V8} FROM scratch.audit_folds;
              INSERT INTO audit_anchor SELECT * FROM scratch.audit_anchor;
-             INSERT INTO plans ({plans_v9}) SELECT {plans_v9} FROM scratch.plans;
+             INSERT INTO plans ({plans}) SELECT {plans} FROM scratch.plans;
              DETACH DATABASE scratch;"
         ))
         .unwrap();
@@ -170,7 +161,7 @@ fn migrating_a_v9_database_keeps_every_row_hash_and_window() {
     let conn = store.dangerous_connection_for_tests();
     assert_eq!(
         conn.pragma_query_value(None, "user_version", |r| r.get::<_, i64>(0)).unwrap(),
-        crate::store::schema::supported_version()
+        Store::supported_version()
     );
     assert_eq!(dump(conn, &format!("SELECT {AUDIT_V8} FROM audit ORDER BY seq")), audit_before);
     assert_eq!(dump(conn, &format!("SELECT {FOLDS_V8} FROM audit_folds")), folds_before);

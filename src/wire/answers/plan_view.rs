@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use super::Word;
 use crate::control::plan::{Action, Impact, Payload};
-use crate::vocab::{Digest, PlanId};
+use crate::vocab::{Digest, PlanId, Refusal};
 
 /// One stored plan as the helper shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -45,6 +45,11 @@ pub struct PlanView {
     pub resolution: Option<Stamp>,
     /// Present only in state `rejected`.
     pub rejection: Option<RejectionStamp>,
+    /// Why a `failed` plan failed: its code and whole sentence (null before
+    /// it ended, when it did not fail, and for plans a helper older than
+    /// migration 11 recorded).
+    #[serde(default)]
+    pub failure: Option<Refusal>,
 }
 
 /// An operator's approval: who, when, and the digest they approved.

@@ -239,6 +239,10 @@ fn a_plan_view_has_every_field_of_the_sealed_plan_and_its_life_cycle() {
         outcome: Some(PlanOutcome::Completed),
         resolution: None,
         rejection: Some(Rejection { by: "bob".into(), at: 1_800_000_240, reason: None }),
+        failure: Some(crate::vocab::Refusal::new(
+            crate::vocab::Code::HealthCheckFailed,
+            "It did not answer.",
+        )),
         alerted: None,
     };
     let view = serde_json::to_value(stored.view()).unwrap();
@@ -254,7 +258,7 @@ fn a_plan_view_has_every_field_of_the_sealed_plan_and_its_life_cycle() {
         view.as_object().unwrap().keys().map(String::as_str).filter(|key| body.get(*key).is_none()).collect();
     assert_eq!(
         beside,
-        ["approval", "claimed_at", "finished_at", "outcome", "rejection", "resolution", "state"]
+        ["approval", "claimed_at", "failure", "finished_at", "outcome", "rejection", "resolution", "state"]
     );
     assert_eq!(view["created_at"], "2027-01-15T08:00:00Z");
     assert_eq!(view["approval"], json!({"by": "alice", "at": "2027-01-15T08:01:00Z", "digest": plan.digest}));
@@ -262,6 +266,7 @@ fn a_plan_view_has_every_field_of_the_sealed_plan_and_its_life_cycle() {
     assert_eq!((view["state"].clone(), view["outcome"].clone()), (json!("completed"), json!("completed")));
     assert_eq!(view["resolution"], Value::Null);
     assert_eq!(view["rejection"], json!({"by": "bob", "at": "2027-01-15T08:04:00Z", "reason": null}));
+    assert_eq!(view["failure"], json!({"code": "health_check_failed", "message": "It did not answer."}));
     round_trips(&stored.view(), view.clone());
     let _: PlanView = serde_json::from_value(view).unwrap();
 }

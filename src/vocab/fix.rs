@@ -1,0 +1,159 @@
+//! The one next step of each refusal code ([`Code::fix`]): what the reader
+//! of a non-ok result does next, as one whole sentence. The MCP result's
+//! `fix` field reads it (for a result with a code), so every tool gives the
+//! same next step for the same cause. Pure data.
+//!
+//! Why a table per code and not per message: a message says what happened
+//! in this case (the port, the plan, the state) and stays whole; the fix is
+//! the standing next step for that cause, which a client can show on its
+//! own. The match is exhaustive, so a new code cannot ship without one.
+
+use super::Code;
+
+/// The longest fix sentence, in characters: one sentence, well inside what
+/// a client shows on one screen, and never cut (tests/hermetic/mcp_management.rs
+/// holds every code's).
+pub const FIX_MAX_CHARS: usize = 300;
+
+impl Code {
+    /// The one next step for a result with this code, a whole sentence.
+    pub fn fix(self) -> &'static str {
+        match self {
+            Code::InvalidRequest | Code::UnknownAction | Code::InvalidParameters => {
+                "Correct the request as the message says and send it again; nothing ran."
+            }
+            Code::RequestTooLarge => "Send a smaller request; nothing ran.",
+            Code::InvalidAppName => {
+                "Plan again with an app name that starts with a lowercase letter and has only lowercase letters, digits and hyphens."
+            }
+            Code::ImageNotInCatalog => {
+                "Plan again with one of the catalog keys the message lists, or ask the operator to add the image to the policy's catalog."
+            }
+            Code::InvalidPort | Code::PortOutOfRange => {
+                "Plan again with a port inside the range the message names."
+            }
+            Code::PortInUse | Code::PortPublished | Code::PortReserved => {
+                "Plan again with another host_port from the operator's range."
+            }
+            Code::InvalidServerName => {
+                "Plan again with a lowercase DNS name (a-z, 0-9, hyphens and dots) as server_name."
+            }
+            Code::AppExists => {
+                "Choose another app name, or plan update or remove_app for the existing app if the user wants that."
+            }
+            Code::AppQuotaReached => {
+                "Ask the user whether an app may be removed (remove_app), or ask the operator to raise max_apps."
+            }
+            Code::InsufficientCapacity => {
+                "Tell the user the server lacks free memory or disk; free some on the server before planning again."
+            }
+            Code::AppNotFound => "Read service_inventory for the apps that exist, then plan for one of them.",
+            Code::AppNotRunning => "Read service_inventory; plan a start if the app is stopped on purpose.",
+            Code::ContainerSetChanged => {
+                "Ask the operator to inspect the app's containers on the server; plan nothing for this app until they have."
+            }
+            Code::InvalidImageId => "Plan again with an image id of the form sha256:<64 hex>.",
+            Code::ImageNotFound => {
+                "Read service_inventory for the local images, then plan with one of their ids."
+            }
+            Code::ImageInUse | Code::ImageHasChildren | Code::ImageHasReferences => {
+                "Tell the user what holds the image (the message names it); only the operator decides whether it may go."
+            }
+            Code::ImageNotManaged => {
+                "Leave this image alone: volce-lab removes only images its own apps used; tell the user."
+            }
+            Code::AppNotStopped => "Read service_inventory; only a stopped app can be started.",
+            Code::ImageUnchanged => "Nothing to do: the app already runs that image; tell the user.",
+            Code::ImageDeclaresVolumes => {
+                "Choose a catalog image without VOLUME declarations, or ask the operator to rebuild the image without them."
+            }
+            Code::InspectionRequired | Code::PlanExecuting => {
+                "Stop and ask the operator to inspect the plan the message names on the server (`sudo volce-lab-host show PLAN_ID`)."
+            }
+            Code::InvalidPlanId => "Use the plan_id exactly as service_plan returned it.",
+            Code::PlanNotFound => "Prepare a new plan with service_plan; this id is not on the server.",
+            Code::PlanExpired | Code::PlanInvalidated | Code::PolicyChanged | Code::SnapshotChanged => {
+                "Read the server's state again (service_inventory), then prepare a new plan."
+            }
+            Code::PlanConsumed => {
+                "Do not run it again: read service_inventory for what the plan did, and prepare a new plan only for a new change."
+            }
+            Code::PlanRejected => {
+                "The operator ended this plan: ask the user before planning the same change again."
+            }
+            Code::PlanCorrupt | Code::StateCorrupt => {
+                "Stop and tell the operator: they run `sudo volce-lab-host doctor` on the server, which names the recovery."
+            }
+            Code::ApprovalRequired => {
+                "Ask the operator to run `sudo volce-lab-host show PLAN_ID` on the server and approve it, then call service_execute again."
+            }
+            Code::InvalidDigest | Code::DigestMismatch => {
+                "Copy the approve command exactly as `volce-lab-host show PLAN_ID` prints it."
+            }
+            Code::ApprovalNotRequired | Code::AlreadyApproved => {
+                "Nothing to approve: the plan can be executed as it is."
+            }
+            Code::NotAnApprover => "Ask an operator the policy names as an approver to approve the plan.",
+            Code::SelfApproval => "Ask another approver: the requester cannot approve their own plan.",
+            Code::InvalidReason => {
+                "Give a reason of 1 to 500 characters, or leave --reason out; nothing was recorded."
+            }
+            Code::NotAwaitingInspection => {
+                "Run `sudo volce-lab-host show PLAN_ID` to see the plan's state; only a needs_inspection plan is resolved."
+            }
+            Code::InvalidHash => "Give the 64 lowercase hex characters that `audit head` printed.",
+            Code::InvalidTime => "Give the time in RFC 3339 UTC, such as 2026-01-31T12:00:00Z.",
+            Code::AuditChainBroken => "Run `sudo volce-lab-host audit verify` to see where the chain breaks.",
+            Code::NginxRejected | Code::HealthCheckFailed | Code::DeployFailed | Code::StartFailed => {
+                "Fix what the message names (the image, container_port or server_name), then prepare a new plan; nothing is blocked."
+            }
+            Code::UpdateFailed => {
+                "Fix what the message names (usually the new image), then prepare a new update plan; the old container still serves."
+            }
+            Code::EngineRefused => {
+                "Read the server's state again (service_inventory) before preparing a new plan; nothing changed and nothing is blocked."
+            }
+            Code::NotRoot | Code::UnsafePath | Code::StateUnavailable | Code::StateTooNew => {
+                "Stop and tell the operator: they run `sudo volce-lab-host doctor` on the server (HOST-SETUP.md)."
+            }
+            Code::PolicyInvalid => {
+                "Tell the operator the server's policy is invalid: they run `sudo volce-lab-host doctor`, which names the field to fix."
+            }
+            Code::StateFull | Code::AuditUnavailable => {
+                "Tell the operator the server's state disk is full or read-only; nothing was done, so call again once they freed space."
+            }
+            Code::ClockSkew => {
+                "Tell the operator the server's clock jumped; prepare a new plan once the clock is right."
+            }
+            Code::EngineUnavailable => {
+                "Tell the operator docker is not answering on the server; nothing changed, so call again once it does."
+            }
+            Code::InvalidCaller | Code::CallerMismatch => {
+                "Run the command through sudo from your own login, not as root or another user."
+            }
+            Code::NotConfirmed => "Run the command again on a terminal and confirm, or pass --yes.",
+            Code::Busy => "Tell the user, and try once more in a minute, never in a loop.",
+            Code::RequestTimeout => "Send the request again; nothing was done.",
+            Code::GateRefused => {
+                "Call volce-lab's tools instead: the agent's key runs only volce-lab's fixed requests, so a plain ssh command is refused and nothing ran."
+            }
+            Code::PendingPlansLimit => {
+                "Wait for pending plans to expire, or ask the operator to reject the ones not wanted."
+            }
+            Code::UnexpectedField | Code::MissingField | Code::WrongType | Code::NotAllowed => {
+                "Correct the arguments as the message says, following the tool's input schema; nothing ran."
+            }
+            Code::TooLarge => "Send smaller arguments; nothing ran.",
+            Code::UnknownTarget => "Call again with one of the targets the message lists.",
+            Code::RequestStateTampered
+            | Code::RequestStateForeign
+            | Code::RequestStateExpired
+            | Code::RequestStateReplayed => {
+                "Call service_execute again without a request state; only the operator's approval on the server lets the plan run."
+            }
+            Code::NeedsInspection => {
+                "Stop and ask the operator to inspect the plan on the server (`sudo volce-lab-host show PLAN_ID`); do not retry."
+            }
+        }
+    }
+}
