@@ -91,8 +91,16 @@ pub enum HostCommand {
     #[command(visible_alias = "pending")]
     List {
         /// Print one JSON object instead (stable field names, RFC 3339 UTC times).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "watch")]
         json: bool,
+        /// Keep watching: read the store again every second and print the
+        /// list again when a plan arrives or changes (until Ctrl-C).
+        #[arg(long)]
+        watch: bool,
+        /// With --watch: ring the terminal's bell when a new plan waits for
+        /// your approval.
+        #[arg(long, requires = "watch")]
+        bell: bool,
     },
     /// Show a stored plan to the operator.
     Show {
@@ -113,7 +121,13 @@ pub enum HostCommand {
         yes: bool,
     },
     /// End a pending plan you do not want: it becomes `rejected` and never runs.
-    Reject { plan_id: String },
+    Reject {
+        plan_id: String,
+        /// Why, in your words (at most 500 characters): recorded, shown by
+        /// `show`, and given to the agent marked as untrusted text.
+        #[arg(long, value_name = "TEXT")]
+        reason: Option<String>,
+    },
     /// Record that you checked the server after a failed plan, so that new
     /// plans are accepted again.
     Resolve { plan_id: String },
@@ -256,10 +270,11 @@ fn host(command: HostCommand) -> Exit {
     match command {
         HostCommand::Rpc => crate::host::run_rpc(),
         HostCommand::RpcWorker => crate::host::run_rpc_worker(),
-        HostCommand::List { json } => crate::host::run_list(json),
+        HostCommand::List { watch: true, bell, .. } => crate::host::run_watch(bell),
+        HostCommand::List { json, .. } => crate::host::run_list(json),
         HostCommand::Show { plan_id, json } => crate::host::run_show(&plan_id, json),
         HostCommand::Approve { plan_id, digest, yes } => crate::host::run_approve(&plan_id, &digest, yes),
-        HostCommand::Reject { plan_id } => crate::host::run_reject(&plan_id),
+        HostCommand::Reject { plan_id, reason } => crate::host::run_reject(&plan_id, reason.as_deref()),
         HostCommand::Resolve { plan_id } => crate::host::run_resolve(&plan_id),
         HostCommand::Doctor => crate::install::doctor::run_doctor(),
         HostCommand::PackageCheck { to } => crate::install::package_check::run_package_check(&to),
@@ -357,10 +372,13 @@ mod tests {
     #[test]
     fn host_commands_parse_with_the_list_alias() {
         let parse = |args: &[&str]| HostCli::try_parse_from(args).map(|cli| cli.command);
-        assert!(matches!(parse(&["volce-lab-host", "list"]), Ok(HostCommand::List { json: false })));
+        assert!(matches!(
+            parse(&["volce-lab-host", "list"]),
+            Ok(HostCommand::List { json: false, watch: false, .. })
+        ));
         assert!(matches!(
             parse(&["volce-lab-host", "pending", "--json"]),
-            Ok(HostCommand::List { json: true })
+            Ok(HostCommand::List { json: true, .. })
         ));
         assert!(matches!(parse(&["volce-lab-host", "reject", "abc"]), Ok(HostCommand::Reject { .. })));
         assert!(parse(&["volce-lab-host", "reject"]).is_err(), "reject needs a plan id");

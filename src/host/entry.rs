@@ -167,12 +167,42 @@ pub fn run_list(json: bool) -> Exit {
     terminal(self_check().and_then(|caller| host.list(&caller, json)))
 }
 
-/// `volce-lab-host reject PLAN_ID` in the shipped binary.
-pub fn run_reject(plan_id: &str) -> Exit {
+/// `volce-lab-host list --watch [--bell]` in the shipped binary: the view,
+/// then again whenever it changes, each after a line with the time; the
+/// bell (BEL) for each plan that newly waits for approval under `bell`.
+/// Runs until interrupted.
+pub fn run_watch(bell: bool) -> Exit {
+    use std::io::Write as _;
+    let host = ShippedHost::shipped();
+    let show = |frame: &super::Frame| {
+        let mut out = std::io::stdout().lock();
+        let ring = if bell && !frame.new_waiting.is_empty() { "\x07" } else { "" };
+        let _ = write!(
+            out,
+            "{ring}--- {} ---\n{}\n",
+            crate::text::rfc3339_seconds(super::clock::SystemClock.now()),
+            frame.text
+        );
+        for id in &frame.new_waiting {
+            let _ = writeln!(out, "New plan waits for your approval: sudo volce-lab-host show {id}\n");
+        }
+        match out.flush() {
+            // Nobody reads any more (the pipe closed): stop.
+            Err(_) => std::ops::ControlFlow::Break(()),
+            Ok(()) => std::ops::ControlFlow::Continue(()),
+        }
+    };
+    let pause = || std::thread::sleep(super::WATCH_INTERVAL);
+    let watched = self_check().and_then(|caller| host.watch(&caller, show, pause));
+    terminal(watched.map(|()| String::new()))
+}
+
+/// `volce-lab-host reject PLAN_ID [--reason TEXT]` in the shipped binary.
+pub fn run_reject(plan_id: &str, reason: Option<&str>) -> Exit {
     let host = ShippedHost::shipped();
     let checked =
         operator_check().map_err(|refusal| refusal_recorded(&host, AuditOperation::Reject, refusal));
-    terminal(checked.and_then(|operator| host.reject(&operator, plan_id)))
+    terminal(checked.and_then(|operator| host.reject(&operator, plan_id, reason)))
 }
 
 /// `volce-lab-host resolve PLAN_ID` in the shipped binary.

@@ -65,6 +65,7 @@
 //! - raw docker stderr never reaches a reply: engine errors become fixed
 //!   sentences with stable codes.
 
+pub mod alert;
 pub mod audit;
 pub mod audit_rows;
 pub mod clock;
@@ -86,6 +87,7 @@ pub mod request_row;
 pub mod rpc;
 pub mod session;
 pub mod show;
+mod watch;
 
 use std::ffi::OsStr;
 
@@ -95,12 +97,13 @@ pub use confirm::{Confirmation, Decision};
 pub use controller::{AppAfterResolve, Awaiting, Controller, Executed, Liveness, Resolved, StoppedClaimer};
 pub use entry::{
     run_approve, run_audit_export, run_audit_head, run_audit_prune, run_audit_verify, run_list, run_reject,
-    run_resolve, run_rpc, run_rpc_worker, run_show,
+    run_resolve, run_rpc, run_rpc_worker, run_show, run_watch,
 };
 pub use liveness::{Hold, ProcLiveness};
 pub use paths::HostPaths;
 pub use pipeline::{Host, ShippedHost, real_engine};
 pub use request_row::{Caller, Recorded, record_refusal};
+pub use watch::{Frame, WATCH_INTERVAL};
 
 /// Who is asking, from `SUDO_USER` (set by sudo itself), or `root` when the
 /// helper was run directly by root. Anything that is not a plain unix user

@@ -38,6 +38,10 @@ pub struct Host<E, C, L> {
     pub engine: E,
     pub clock: C,
     pub liveness: L,
+    /// Where the line of a new plan that waits for approval goes
+    /// (`alert.rs`): the host's syslog socket for the shipped helper, none
+    /// on a test's own paths unless the test listens.
+    pub alert_socket: Option<std::path::PathBuf>,
 }
 
 /// What the shipped binary runs on: the real engine, the system clock,
@@ -55,7 +59,8 @@ impl ShippedHost {
     /// the real engine give their own paths).
     pub fn real(paths: HostPaths) -> ShippedHost {
         let engine = real_engine(&paths);
-        Host::new(paths, engine, SystemClock, ProcLiveness)
+        let alert = (paths == HostPaths::fixed()).then(|| crate::store::DEV_LOG.into());
+        Host { alert_socket: alert, ..Host::new(paths, engine, SystemClock, ProcLiveness) }
     }
 
     /// What the shipped binary uses: [`HostPaths::fixed`] only, and always
@@ -91,7 +96,7 @@ impl<E: Engine, C: Clock, L: Liveness> Host<E, C, L> {
     /// A host on `paths` with these collaborators: the shipped binary's
     /// ([`Host::shipped`]), a real-engine test's, or a fake world's.
     pub fn new(paths: HostPaths, engine: E, clock: C, liveness: L) -> Host<E, C, L> {
-        Host { paths, engine, clock, liveness }
+        Host { paths, engine, clock, liveness, alert_socket: None }
     }
 
     /// Opens the controller on checked paths: the policy, then the state
@@ -103,7 +108,7 @@ impl<E: Engine, C: Clock, L: Liveness> Host<E, C, L> {
 
     /// [`Host::open`] with a policy already loaded from these paths.
     fn open_with(self, policy: crate::control::policy::Policy) -> Result<Controller<E, C, L>, Refusal> {
-        let Host { paths, engine, clock, liveness } = self;
+        let Host { paths, engine, clock, liveness, .. } = self;
         paths::prepare_state(&paths)?;
         // A migration after a package upgrade waits for a plan the previous
         // helper still executes (`Store::open_settled`).
@@ -174,6 +179,7 @@ impl<E: Engine, C: Clock, L: Liveness> Host<E, C, L> {
             return for_the_agent(request_row::refused(&self.paths, now, meta, refusal)).into();
         }
         let paths = self.paths.clone();
+        let alert_socket = self.alert_socket.clone();
         let mut controller = match self.open_with(policy) {
             Ok(controller) => controller,
             // The store is what failed: there is no trail to write to.
@@ -190,9 +196,12 @@ impl<E: Engine, C: Clock, L: Liveness> Host<E, C, L> {
         let result = match request {
             Request::GatewayStatus {} => controller.gateway_status().map(Body::GatewayStatus),
             Request::Inventory {} => controller.inventory(caller).map(|body| Body::Inventory(Box::new(body))),
-            Request::Plan { action, parameters } => controller
-                .prepare(&action, &parameters, caller)
-                .map(|stored| Body::Plan(Box::new(stored.view()))),
+            Request::Plan { action, parameters } => {
+                controller.prepare(&action, &parameters, caller).map(|stored| {
+                    let stored = controller.alert_waiting(stored, alert_socket.as_deref());
+                    Body::Plan(Box::new(stored.view()))
+                })
+            }
             Request::Logs { app, container, tail, since_minutes } => {
                 controller.logs(&app, &container, &tail, since_minutes.as_ref()).map(Body::Logs)
             }
@@ -223,7 +232,7 @@ impl<E: Engine, C: Clock, L: Liveness> Host<E, C, L> {
     /// records the request (`request_row`): the command's answer is given
     /// only once its row is written. A policy or store that cannot be
     /// opened is answered unrecorded.
-    fn operator_request<T>(
+    pub(super) fn operator_request<T>(
         self,
         caller: &Caller,
         operation: AuditOperation,
@@ -281,14 +290,22 @@ impl<E: Engine, C: Clock, L: Liveness> Host<E, C, L> {
     }
 
     /// `reject`: the operator ends a pending plan they do not want.
-    pub fn reject(self, operator: impl Into<Caller>, plan_id: &str) -> Result<String, Refusal> {
+    /// `reason` (`--reason`) is recorded with it and shown to the agent as
+    /// the operator's words.
+    pub fn reject(
+        self,
+        operator: impl Into<Caller>,
+        plan_id: &str,
+        reason: Option<&str>,
+    ) -> Result<String, Refusal> {
         let who = operator.into();
         let operator = who.name.as_str();
         let stored = self.operator_request(&who, AuditOperation::Reject, Some(plan_id), |c| {
-            c.reject(&PlanId::parse(plan_id)?, operator)
+            c.reject(&PlanId::parse(plan_id)?, operator, reason)
         })?;
+        let told = if reason.is_some() { ", with your reason," } else { "" };
         Ok(format!(
-            "Rejected plan {} ({}) as {}; it will never run. The agent is told so when it tries; \
+            "Rejected plan {} ({}) as {}; it will never run. The agent is told so{told} when it tries; \
              a new plan is needed for the change.\n",
             stored.plan.id,
             stored.plan.action.as_str(),
@@ -320,6 +337,9 @@ impl<E: Engine, C: Clock, L: Liveness> Host<E, C, L> {
             let id = PlanId::parse(plan_id)?;
             let digest = Digest::parse(digest)?;
             let before = c.load(&id, approver)?;
+            // Before the question: a plan that needs no approval, or an
+            // operator who may not give it, is refused without asking.
+            c.approvable(&before, approver)?;
             if decide(&show::summary(&before, now), &Confirmation::of(&before)) != Decision::Confirmed {
                 return Err(Refusal::new(
                     Code::NotConfirmed,

@@ -53,6 +53,7 @@ pub fn summary(stored: &StoredPlan, now: i64) -> String {
     let _ = writeln!(out, "Plan     {}  ({})", plan.id, plan.action.as_str());
     let approval = match (&stored.approval, plan.requires_approval) {
         (_, false) => "no approval needed".to_owned(),
+        (None, true) if stored.state == PlanState::Rejected => "rejected, never approved".to_owned(),
         (None, true) => "approval REQUIRED, not approved yet".to_owned(),
         (Some(a), true) => format!("approved by {} at {}", esc(&a.by), time(a.at)),
     };
@@ -74,6 +75,15 @@ pub fn summary(stored: &StoredPlan, now: i64) -> String {
             "Rejected by {} at {}; it never ran and never will",
             esc(&rejection.by),
             time(rejection.at)
+        );
+        if let Some(reason) = &rejection.reason {
+            let _ = writeln!(out, "Reason   {}", esc(reason));
+        }
+    }
+    if stored.alerted == Some(false) {
+        let _ = writeln!(
+            out,
+            "Alert    the syslog line for this plan could not be sent (is /dev/log listening?)"
         );
     }
     let _ = writeln!(out, "Asked by {} at {}", esc(&plan.requester), time(plan.created_at));

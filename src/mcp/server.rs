@@ -69,6 +69,11 @@ impl Options {
     }
 }
 
+mod seal;
+mod wait;
+
+use wait::Outcome;
+
 /// The volce-lab MCP server.
 pub struct VolceLab {
     /// The configured targets, in fleet order; `choices` names them.
@@ -78,6 +83,8 @@ pub struct VolceLab {
     fan_out: usize,
     options: Options,
     tools: Vec<Tool>,
+    /// Seals the `requestState` of the 2026-07-28 approval path (`seal.rs`).
+    sealer: seal::Sealer,
 }
 
 /// One configured target: its name and its own inspector (its own
@@ -121,7 +128,7 @@ impl VolceLab {
         }
         choices.groups.sort();
         let tools = tools::list_for(&choices);
-        VolceLab { members, choices, fan_out: fan_out.max(1), options, tools }
+        VolceLab { members, choices, fan_out: fan_out.max(1), options, tools, sealer: seal::Sealer::new() }
     }
 
     /// The fields every result starts with; `member` is `None` only when
@@ -145,10 +152,11 @@ impl VolceLab {
         arguments: Option<&Map<String, Value>>,
         request_id: String,
         progress: Option<Watcher>,
-    ) -> Served {
+        waiter: wait::Waiter,
+    ) -> Outcome {
         let (selection, rest) = match self.choices.select(tool, arguments) {
             Ok(chosen) => chosen,
-            Err(refusal) => return self.refused(tool, None, refusal, request_id),
+            Err(refusal) => return self.refused(tool, None, refusal, request_id).into(),
         };
         let call = tools::validate(tool, rest.as_ref().or(arguments));
         let member = match &selection {
@@ -158,10 +166,11 @@ impl VolceLab {
                     Ok(Call::Check(check)) => self.fan_out(check, indexes, request_id).await,
                     Ok(_) => unreachable!("only cloud_check takes targets"),
                     Err(refusal) => self.refused(tool, None, refusal, request_id),
-                };
+                }
+                .into();
             }
         };
-        match call {
+        let served = match call {
             Err(refusal) => self.refused(tool, Some(member), refusal, request_id),
             Ok(Call::Check(check)) => self.check(member, check).await,
             Ok(Call::Inventory) => {
@@ -171,16 +180,17 @@ impl VolceLab {
                 let request = Request::plan(action, parameters);
                 self.manage(member, tool, request, Some(action), None, request_id, None).await
             }
-            // Only an execute runs long steps, so only it is watched.
+            // Only an execute runs long steps, so only it is watched; only
+            // it waits for an approval (`wait.rs`).
             Ok(Call::Execute { plan_id }) => {
-                let request = Request::execute(&plan_id);
-                self.manage(member, tool, request, None, Some(plan_id), request_id, progress).await
+                return self.execute_waiting(member, plan_id, request_id, progress, waiter).await;
             }
             Ok(Call::Logs { app, container, tail, since_minutes }) => {
                 let request = Request::logs(&app, container, tail, since_minutes);
                 self.manage(member, tool, request, None, None, request_id, None).await
             }
-        }
+        };
+        served.into()
     }
 
     fn refused(
@@ -323,6 +333,7 @@ impl VolceLab {
 }
 
 /// Where a call's progress goes: the client's token, and the peer to notify.
+#[derive(Clone)]
 struct Watcher {
     token: ProgressToken,
     peer: Peer<RoleServer>,
@@ -378,9 +389,12 @@ impl ServerHandler for VolceLab {
                 // MCP: no response for a cancelled request; rmcp discards this one.
                 Err(McpError::internal_error("the call was cancelled", None))
             }
-            served = self.run(tool, arguments, id.clone(), watcher) => {
-                self.audit(Some(tool), &served, started);
-                Ok(served.tool_result().into())
+            outcome = self.run(tool, arguments, id.clone(), watcher, wait::Waiter::of(&context, &request)) => {
+                self.audit(Some(tool), &outcome.served, started);
+                Ok(match outcome.ask {
+                    Some(ask) => ask.into(),
+                    None => outcome.served.tool_result().into(),
+                })
             }
         }
     }

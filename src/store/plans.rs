@@ -70,6 +70,8 @@ impl Tx<'_> {
                     r.get::<_, Option<String>>(13)?,
                     r.get::<_, Option<i64>>(14)?,
                     (r.get::<_, Option<String>>(15)?, r.get::<_, Option<String>>(16)?),
+                    r.get::<_, Option<String>>(17)?,
+                    r.get::<_, Option<bool>>(18)?,
                 ))
             })
             .optional()?;
@@ -90,6 +92,8 @@ impl Tx<'_> {
             rejected_by,
             rejected_at,
             failure,
+            rejected_reason,
+            alerted,
         )) = row
         else {
             return Ok(None);
@@ -121,7 +125,7 @@ impl Tx<'_> {
                 _ => None,
             },
             rejection: match (rejected_by, rejected_at) {
-                (Some(by), Some(at)) => Some(Rejection { by, at }),
+                (Some(by), Some(at)) => Some(Rejection { by, at, reason: rejected_reason }),
                 _ => None,
             },
             failure: match failure {
@@ -130,6 +134,7 @@ impl Tx<'_> {
                 }
                 _ => None,
             },
+            alerted,
         }))
     }
 

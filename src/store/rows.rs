@@ -18,7 +18,7 @@ use super::StoreError;
 use crate::control::plan::Plan;
 use crate::vocab::{Digest, Refusal};
 use crate::wire::answers::Word;
-use crate::wire::answers::plan_view::{ApprovalStamp, PlanView, Stamp};
+use crate::wire::answers::plan_view::{ApprovalStamp, PlanView, RejectionStamp, Stamp};
 
 /// A stored name that is not in its enum's table: the row is unreadable.
 fn parse_stored<T: FromStr>(value: &str) -> Result<T, StoreError> {
@@ -121,7 +121,13 @@ pub struct Resolution {
 pub struct Rejection {
     pub by: String,
     pub at: i64,
+    /// The operator's words (`reject --reason`), at most
+    /// [`MAX_REASON_CHARS`]; untrusted text wherever it is shown.
+    pub reason: Option<String>,
 }
+
+/// The most characters of a `reject --reason` (the schema's CHECK too).
+pub const MAX_REASON_CHARS: usize = 500;
 
 /// A plan and its life cycle, as read from the store.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -139,6 +145,9 @@ pub struct StoredPlan {
     pub rejection: Option<Rejection>,
     /// Why a `failed` plan failed (migration 11; absent on older rows).
     pub failure: Option<Refusal>,
+    /// For a plan that waits for approval: whether its syslog alert was
+    /// sent (`false`: it could not be); `None` when none was due or tried.
+    pub alerted: Option<bool>,
 }
 
 impl StoredPlan {
@@ -155,6 +164,7 @@ impl StoredPlan {
             resolution: None,
             rejection: None,
             failure: None,
+            alerted: None,
         }
     }
 
@@ -190,7 +200,11 @@ impl StoredPlan {
             finished_at: self.finished_at.map(time),
             outcome: self.outcome.map(Word::of),
             resolution: self.resolution.as_ref().map(|r| stamp(&r.by, r.at)),
-            rejection: self.rejection.as_ref().map(|r| stamp(&r.by, r.at)),
+            rejection: self.rejection.as_ref().map(|r| RejectionStamp {
+                by: r.by.clone(),
+                at: time(r.at),
+                reason: r.reason.clone(),
+            }),
             failure: self.failure.clone(),
         }
     }

@@ -427,6 +427,12 @@ pub(super) const MIGRATIONS: &[&str] = &[
     "ALTER TABLE plans ADD COLUMN failure_code TEXT CHECK (failure_code IS NULL OR length(failure_code) BETWEEN 1 AND 64);
      ALTER TABLE plans ADD COLUMN failure_message TEXT
         CHECK (failure_message IS NULL OR length(failure_message) BETWEEN 1 AND 2000);",
+    // 12: the operator's reason for a `reject` (issue 24), bounded, only on a
+    // rejected plan; and whether the syslog alert of a plan that waits for
+    // approval was sent (1) or could not be (0), NULL when none was due.
+    "ALTER TABLE plans ADD COLUMN rejected_reason TEXT CHECK (rejected_reason IS NULL OR
+        (length(rejected_reason) BETWEEN 1 AND 500 AND rejected_by IS NOT NULL));
+     ALTER TABLE plans ADD COLUMN alerted INTEGER CHECK (alerted IS NULL OR alerted IN (0, 1));",
 ];
 
 /// The step after whose SQL the existing audit rows are chained

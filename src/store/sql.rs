@@ -93,7 +93,7 @@ macro_rules! plan_columns {
     () => {
         "body, state, approved_by, approved_at, approved_digest, claim_pid, claim_start, claim_boot, \
          claimed_at, finished_at, outcome, resolved_by, resolved_at, rejected_by, rejected_at, failure_code, \
-         failure_message"
+         failure_message, rejected_reason, alerted"
     };
 }
 
@@ -172,8 +172,10 @@ statements! {
     Bounded RESOLVE = "UPDATE plans SET state = 'inspected', resolved_by = ?2, resolved_at = ?3
                        WHERE id = ?1 AND state = 'needs_inspection'";
     /// pending -> rejected.
-    Bounded REJECT = "UPDATE plans SET state = 'rejected', rejected_by = ?2, rejected_at = ?3, finished_at = ?3
-                      WHERE id = ?1 AND state = 'pending'";
+    Bounded REJECT = "UPDATE plans SET state = 'rejected', rejected_by = ?2, rejected_at = ?3, finished_at = ?3,
+                      rejected_reason = ?4 WHERE id = ?1 AND state = 'pending'";
+    /// Whether the syslog alert of a new plan went out; once per plan.
+    Bounded ALERTED = "UPDATE plans SET alerted = ?2 WHERE id = ?1 AND alerted IS NULL";
 
     // ---- apps and image claims (small tables: one row per app or image) ----
 

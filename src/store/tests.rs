@@ -479,17 +479,17 @@ fn reject_moves_pending_to_rejected_with_who_and_when() {
     store.write(|tx| tx.insert_plan(&p, &row(Event::Prepared, "agent"))).unwrap();
     let mut by = row(Event::Rejected, "alice");
     by.at = 2000;
-    store.write(|tx| tx.reject(&p.id, p.action, &by)).unwrap();
+    store.write(|tx| tx.reject(&p.id, p.action, None, &by)).unwrap();
     let stored = store.read(|tx| tx.load_plan(&p.id)).unwrap().unwrap();
     assert_eq!(stored.state, PlanState::Rejected);
-    assert_eq!(stored.rejection, Some(Rejection { by: "alice".into(), at: 2000 }));
+    assert_eq!(stored.rejection, Some(Rejection { by: "alice".into(), at: 2000, reason: None }));
     assert_eq!((stored.finished_at, stored.claimed_at, stored.outcome), (Some(2000), None, None));
     let audit = store.read(|tx| tx.audit_of(&p.id)).unwrap();
     let rows: Vec<_> =
         audit.iter().map(|a| (a.event.as_str(), a.outcome.as_str(), a.actor.as_str())).collect();
     assert_eq!(rows, [("prepared", "ok", "agent"), ("rejected", "ok", "alice")]);
     // Rejected is terminal: not again, not claimed, not approved.
-    let again = store.write(|tx| tx.reject(&p.id, p.action, &row(Event::Rejected, "bob")));
+    let again = store.write(|tx| tx.reject(&p.id, p.action, None, &row(Event::Rejected, "bob")));
     assert!(matches!(again, Err(StoreError::Conflict(_))), "twice is refused");
     let claimed = store.write(|tx| tx.claim(&p.id, p.action, &claim(), &row(Event::Claimed, "agent")));
     assert!(matches!(claimed, Err(StoreError::Conflict(_))), "a rejected plan is never claimed");
@@ -512,12 +512,13 @@ fn reject_of_an_executing_finished_or_unknown_plan_changes_nothing() {
         .unwrap();
     for p in [&stuck, &executing] {
         let before = store.read(|tx| tx.load_plan(&p.id)).unwrap();
-        let result = store.write(|tx| tx.reject(&p.id, p.action, &row(Event::Rejected, "alice")));
+        let result = store.write(|tx| tx.reject(&p.id, p.action, None, &row(Event::Rejected, "alice")));
         assert!(matches!(result, Err(StoreError::Conflict(_))));
         assert_eq!(store.read(|tx| tx.load_plan(&p.id)).unwrap(), before);
     }
     let unknown = plan(3, 1000);
-    let result = store.write(|tx| tx.reject(&unknown.id, unknown.action, &row(Event::Rejected, "alice")));
+    let result =
+        store.write(|tx| tx.reject(&unknown.id, unknown.action, None, &row(Event::Rejected, "alice")));
     assert!(matches!(result, Err(StoreError::Conflict(_))));
     assert!(store.read(|tx| tx.audit_of(&unknown.id)).unwrap().is_empty());
     // The CHECK constraints hold the invariant even against raw SQL.
@@ -553,7 +554,7 @@ fn the_awaiting_list_is_unexpired_pending_and_unsettled_plans_newest_first() {
             for p in [&old, &new, &expired, &rejected] {
                 tx.insert_plan(p, &row(Event::Prepared, "agent"))?;
             }
-            tx.reject(&rejected.id, rejected.action, &row(Event::Rejected, "alice"))
+            tx.reject(&rejected.id, rejected.action, None, &row(Event::Rejected, "alice"))
         })
         .unwrap();
     // `expired` expired at 700; `old` at 1700 (still open at its last second).
@@ -666,7 +667,7 @@ fn migrating_a_v2_database_keeps_every_row_and_takes_rejections() {
     assert_eq!(states, [Pending, Executing, Completed, NeedsInspection, Invalidated, Inspected, Failed]);
     // The migrated database takes the new transition, and the old ones.
     let one = &ids[0];
-    store.write(|tx| tx.reject(&one.id, one.action, &row(Event::Rejected, "alice"))).unwrap();
+    store.write(|tx| tx.reject(&one.id, one.action, None, &row(Event::Rejected, "alice"))).unwrap();
     assert_eq!(store.read(|tx| tx.load_plan(&one.id)).unwrap().unwrap().state, Rejected);
     let four = &ids[3];
     store.write(|tx| tx.resolve(&four.id, four.action, &row(Event::Inspected, "alice"))).unwrap();
@@ -889,7 +890,7 @@ fn migrating_a_v3_database_chains_its_rows_in_order_and_keeps_them() {
             tx.insert_plan(p, &row(Event::Prepared, "agent"))?;
         }
         tx.approve(&ids[0].id, ids[0].action, &ids[0].digest, &row(Event::Approved, "alice"))?;
-        tx.reject(&ids[1].id, ids[1].action, &row(Event::Rejected, "bob"))
+        tx.reject(&ids[1].id, ids[1].action, None, &row(Event::Rejected, "bob"))
     });
     let audit_before = dump(&old.conn, &format!("SELECT {AUDIT_V1} FROM audit ORDER BY seq"));
     assert_eq!(audit_before.len(), 5);
@@ -912,7 +913,7 @@ fn migrating_a_v3_database_chains_its_rows_in_order_and_keeps_them() {
     let kept = head_hash(&mut store);
     // The migrated chain takes new rows, chained on from the filled ones.
     let three = &ids[2];
-    store.write(|tx| tx.reject(&three.id, three.action, &row(Event::Rejected, "alice"))).unwrap();
+    store.write(|tx| tx.reject(&three.id, three.action, None, &row(Event::Rejected, "alice"))).unwrap();
     let checked = verify(&mut store, Some(&kept));
     assert_eq!((checked.intact(), checked.rows), (true, 6));
     // Backfilled hashes are the same as the ones written row by row.
@@ -923,7 +924,7 @@ fn migrating_a_v3_database_chains_its_rows_in_order_and_keeps_them() {
                 tx.insert_plan(p, &row(Event::Prepared, "agent"))?;
             }
             tx.approve(&ids[0].id, ids[0].action, &ids[0].digest, &row(Event::Approved, "alice"))?;
-            tx.reject(&ids[1].id, ids[1].action, &row(Event::Rejected, "bob"))
+            tx.reject(&ids[1].id, ids[1].action, None, &row(Event::Rejected, "bob"))
         })
         .unwrap();
     assert_eq!(head_hash(&mut written), kept);

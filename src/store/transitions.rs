@@ -225,8 +225,21 @@ impl Tx<'_> {
 
     /// pending -> rejected: an operator ended a plan they do not want.
     /// Records who and when; the plan was never claimed, so it never ran.
-    pub fn reject(&self, id: &PlanId, action: Action, audit: &AuditRow) -> Result<(), StoreError> {
-        self.transition(sql::REJECT, params![id.as_str(), audit.actor, audit.at], id, action, audit)
+    pub fn reject(
+        &self,
+        id: &PlanId,
+        action: Action,
+        reason: Option<&str>,
+        audit: &AuditRow,
+    ) -> Result<(), StoreError> {
+        self.transition(sql::REJECT, params![id.as_str(), audit.actor, audit.at, reason], id, action, audit)
+    }
+
+    /// Records whether the syslog alert of a new plan went out (once per
+    /// plan; a second call changes nothing). Not a state change: no row.
+    pub fn record_alert(&self, id: &PlanId, sent: bool) -> Result<(), StoreError> {
+        self.sql.prepare(sql::ALERTED)?.execute(params![id.as_str(), sent])?;
+        Ok(())
     }
 
     /// The one shape of every plan transition: a conditional UPDATE that must

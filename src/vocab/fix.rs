@@ -95,6 +95,9 @@ impl Code {
             }
             Code::NotAnApprover => "Ask an operator the policy names as an approver to approve the plan.",
             Code::SelfApproval => "Ask another approver: the requester cannot approve their own plan.",
+            Code::InvalidReason => {
+                "Give a reason of 1 to 500 characters, or leave --reason out; nothing was recorded."
+            }
             Code::NotAwaitingInspection => {
                 "Run `sudo volce-lab-host show PLAN_ID` to see the plan's state; only a needs_inspection plan is resolved."
             }
@@ -148,6 +151,12 @@ impl Code {
             }
             Code::TooLarge => "Send smaller arguments; nothing ran.",
             Code::UnknownTarget => "Call again with one of the targets the message lists.",
+            Code::RequestStateTampered
+            | Code::RequestStateForeign
+            | Code::RequestStateExpired
+            | Code::RequestStateReplayed => {
+                "Call service_execute again without a request state; only the operator's approval on the server lets the plan run."
+            }
             Code::NeedsInspection => {
                 "Stop and ask the operator to inspect the plan on the server (`sudo volce-lab-host show PLAN_ID`); do not retry."
             }

@@ -76,6 +76,9 @@ pub enum Code {
     AlreadyApproved,
     NotAnApprover,
     SelfApproval,
+    /// Reject: `--reason` is empty or longer than
+    /// `crate::store::MAX_REASON_CHARS` characters.
+    InvalidReason,
     // Resolve (terminal only).
     NotAwaitingInspection,
     // Audit (terminal only).
@@ -157,6 +160,15 @@ pub enum Code {
     /// `target` or `targets` names no configured target (the message lists
     /// the choices), or is missing where several are configured.
     UnknownTarget,
+    /// service_execute's retry (2026-07-28) carried a `requestState` that
+    /// was changed or is not ours; nothing ran.
+    RequestStateTampered,
+    /// ... one issued by another server process, or for another call.
+    RequestStateForeign,
+    /// ... one past its expiry.
+    RequestStateExpired,
+    /// ... one already used once.
+    RequestStateReplayed,
     /// The code of a `needs_inspection` answer: an execute reached Docker
     /// and failed or is uncertain. Not a refusal: something may have changed.
     NeedsInspection,
@@ -242,7 +254,7 @@ mod tests {
     #[test]
     fn code_strings_never_change() {
         use strum::VariantArray as _;
-        const SHIPPED: [&str; 81] = [
+        const SHIPPED: [&str; 86] = [
             "invalid_request",
             "request_too_large",
             "unknown_action",
@@ -288,6 +300,7 @@ mod tests {
             "already_approved",
             "not_an_approver",
             "self_approval",
+            "invalid_reason",
             "not_awaiting_inspection",
             "invalid_hash",
             "invalid_time",
@@ -323,6 +336,10 @@ mod tests {
             "not_allowed",
             "too_large",
             "unknown_target",
+            "request_state_tampered",
+            "request_state_foreign",
+            "request_state_expired",
+            "request_state_replayed",
             "needs_inspection",
         ];
         let strings: Vec<&str> = Code::VARIANTS.iter().map(|c| c.as_str()).collect();

@@ -150,7 +150,7 @@ fn operator_commands_leave_rows_with_both_uids() {
     assert_eq!(row["plan_id"], id.as_str());
     h.show(&id);
     assert_eq!((last(&h)["operation"].as_str(), last(&h)["outcome"].as_str()), (Some("show"), Some("ok")));
-    h.host().reject(&alice, id.as_str()).unwrap();
+    h.host().reject(&alice, id.as_str(), None).unwrap();
     let row = last(&h);
     assert_eq!((row["event"].as_str(), row["operation"].as_str()), (Some("rejected"), Some("reject")));
     assert_eq!(row["sudo_uid"], 1001, "the state change's row carries the uids");

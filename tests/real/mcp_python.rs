@@ -115,3 +115,176 @@ fn the_python_sdk_lists_calls_pings_and_cancels_in_both_lifecycles() {
         );
     }
 }
+
+mod approval {
+    //! The same SDK as a client that shows forms (`approval_client.py`),
+    //! against the e2e installation: `service_execute` of a plan that waits
+    //! for approval shows the user a form; accepting before the operator
+    //! approved runs nothing; after the operator's `approve` (by sudo, at
+    //! their terminal) the next accept executes the plan exactly once;
+    //! declining runs nothing. Needs scripts/e2e-setup and the test images.
+
+    use std::path::Path;
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    use serde_json::{Value, json};
+
+    use crate::support::e2e::*;
+
+    const APP: &str = "e2e-wait";
+
+    /// A deploy plan of APP (under approval by the test's policy) through
+    /// the agent's rpc: its id.
+    fn deploy_plan(port: u16) -> String {
+        let (code, reply) = agent_rpc(&json!({"operation": "plan", "action": "deploy", "parameters":
+            {"app": APP, "image": "web", "host_port": port, "container_port": 8080, "server_name": "wait.e2e.test"}}));
+        assert_eq!(code, Some(0), "{reply}");
+        assert_eq!(reply["result"]["requires_approval"], true, "{reply}");
+        reply["result"]["id"].as_str().unwrap().to_owned()
+    }
+
+    /// Runs the client on `plan_id`; `user` is called with each form's
+    /// number once it is shown (and may write `go-N`). The client's report.
+    fn client(
+        host: &str,
+        dir: &Path,
+        choice: &str,
+        plan_id: &str,
+        mode: &str,
+        mut user: impl FnMut(usize),
+    ) -> Value {
+        let python = std::env::var_os("VOLCE_LAB_TEST_PYTHON").expect("VOLCE_LAB_TEST_PYTHON (scripts/test)");
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/python/approval_client.py");
+        let mut child = Command::new(python)
+            .arg(script)
+            .args([env!("CARGO_BIN_EXE_volce-lab"), dir.to_str().unwrap(), choice, plan_id, mode])
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("VOLCE_LAB_MODE", "ssh")
+            .env("VOLCE_LAB_SSH_CONFIG", SSH_CONFIG)
+            .env("VOLCE_LAB_SSH_ALIAS", ALIAS)
+            .env("VOLCE_LAB_EXPECTED_HOST", host)
+            .env("VOLCE_LAB_EXPECTED_USER", AGENT)
+            .env("VOLCE_LAB_MANAGEMENT", "enabled")
+            .env("VOLCE_LAB_TIMEOUT", "30")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run the Python client");
+        let mut seen = 0;
+        let deadline = Instant::now() + Duration::from_secs(300);
+        while child.try_wait().unwrap().is_none() && Instant::now() < deadline {
+            if dir.join(format!("form-{}", seen + 1)).exists() {
+                seen += 1;
+                user(seen);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let output = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "the Python client failed ({}):\n{stderr}", output.status);
+        serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stderr}"))
+    }
+
+    fn go(dir: &Path, n: usize) {
+        std::fs::write(dir.join(format!("go-{n}")), "").unwrap();
+    }
+
+    fn claimed_rows(plan_id: &str) -> usize {
+        let export = run(HOST_LINK, &["audit", "export", "--json"], None);
+        export.stdout.lines().filter(|l| l.contains(plan_id) && l.contains("\"claimed\"")).count()
+    }
+
+    #[test]
+    #[ignore = "real parts: run by scripts/test after scripts/e2e-setup (needs the pinned Python SDK in a venv)"]
+    fn the_python_sdk_shows_the_form_and_only_the_operators_approval_runs_the_plan_once() {
+        let host = require_setup();
+        require_host_helper();
+        require_docker_and_policy();
+        let _serial = serial();
+        let _policy = PolicyChange::apply(|policy| policy["approval_required"] = json!(["deploy"]));
+        // The SDK's legacy mode (server-to-client elicitation/create) and its
+        // default mode (InputRequiredResult with the sealed requestState,
+        // driven through the same callback).
+        for (mode, version) in [("legacy", "2025-11-25"), ("default", "2026-07-28")] {
+            fresh_host_state(&[APP]);
+            scenario(&host, mode, version);
+        }
+        // A tampered and a replayed requestState (default mode, by hand).
+        fresh_host_state(&[APP]);
+        let plan = deploy_plan(free_port());
+        let dir = private_tempdir();
+        let report = client(&host, dir.path(), "forge", &plan, "default", |_| {});
+        assert_eq!(
+            report["codes"],
+            json!({"tampered": "request_state_tampered", "genuine": "InputRequiredResult",
+                   "replayed": "request_state_replayed"}),
+            "{report}"
+        );
+        assert_eq!(stored_plan(&plan)["state"], "pending", "nothing ran");
+        assert_eq!(claimed_rows(&plan), 0);
+        remove_apps(&[APP]);
+    }
+
+    fn scenario(host: &str, mode: &str, version: &str) {
+        let host = host.to_owned();
+        let port = free_port();
+
+        // Decline: approval_required, the user's decline said, nothing ran.
+        let declined = deploy_plan(port);
+        let dir = private_tempdir();
+        let report = client(&host, dir.path(), "decline", &declined, mode, |_| {});
+        assert_eq!(report["sdk"], "2.3.0");
+        assert_eq!(report["protocol_version"], version, "{mode}: {report}");
+        assert_eq!(report["identity"], "ok", "{report}");
+        let result = &report["result"];
+        assert_eq!(result["code"], "approval_required", "{report}");
+        assert!(result["message"].as_str().unwrap().starts_with("The user declined"), "{result}");
+        let form = report["forms"][0].as_str().unwrap();
+        for part in
+            [declined.as_str(), "Action: deploy of app e2e-wait", "Time left: ", "sudo volce-lab-host show"]
+        {
+            assert!(form.contains(part), "the form names {part:?}: {form}");
+        }
+        assert_eq!(stored_plan(&declined)["state"], "pending", "nothing ran");
+        assert_eq!(claimed_rows(&declined), 0);
+        let rejected = as_operator(&["reject", &declined, "--reason", "declined in the test"]);
+        assert!(rejected.ok(), "{rejected:?}");
+
+        // Accept before the operator approved: nothing runs, the form comes
+        // again; the operator approves; the next accept executes once.
+        let plan = deploy_plan(port);
+        let digest = stored_plan(&plan)["digest"].as_str().unwrap().to_owned();
+        let dir = private_tempdir();
+        let mut approved_at = None;
+        let report = client(&host, dir.path(), "accept", &plan, mode, |n| {
+            if n == 2 {
+                assert_eq!(stored_plan(&plan)["state"], "pending", "the first accept ran nothing");
+                assert_eq!(claimed_rows(&plan), 0);
+                let approved = as_operator(&["approve", &plan, &digest, "--yes"]);
+                assert!(approved.ok(), "{approved:?}");
+                approved_at = Some(std::time::SystemTime::now());
+            }
+            go(dir.path(), n);
+        });
+        let result = &report["result"];
+        assert_eq!(result["status"], "ok", "{report}");
+        assert_eq!(report["forms"].as_array().unwrap().len(), 2, "{report}");
+        assert_eq!(stored_plan(&plan)["state"], "completed");
+        assert_eq!(claimed_rows(&plan), 1, "executed exactly once");
+        // One round after the accept: the look (inventory) and the execute.
+        let accepted = report["accepted_at"][1].as_f64().unwrap();
+        let answered = report["result_at"].as_f64().unwrap();
+        let execute_ms = result["execution"]["duration_ms"].as_f64().unwrap_or(0.0);
+        let approved = approved_at.unwrap().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
+        eprintln!(
+            "{mode} ({version}): approval on the host -> accept {:.3} s (the test's own pause); accept -> execution \
+             started {:.3} s (one look, then the execute rpc); accept -> result {:.3} s (the deploy took {:.3} s)",
+            accepted - approved,
+            (answered - accepted) - execute_ms / 1000.0,
+            answered - accepted,
+            execute_ms / 1000.0
+        );
+    }
+}

@@ -266,7 +266,12 @@ impl Harness {
 
     /// `reject PLAN_ID` by `operator`, the id as typed (it may be malformed).
     pub fn reject(&self, plan_id: &str, operator: &str) -> Result<String, Refusal> {
-        self.host().reject(operator, plan_id)
+        self.host().reject(operator, plan_id, None)
+    }
+
+    /// `reject PLAN_ID --reason TEXT` by `operator`.
+    pub fn reject_because(&self, plan_id: &str, operator: &str, reason: &str) -> Result<String, Refusal> {
+        self.host().reject(operator, plan_id, Some(reason))
     }
 
     /// `resolve PLAN_ID` by `operator`.

@@ -115,7 +115,7 @@ pub fn child(dir: &Path, index: usize, rounds: usize) {
         let deploy = volce_lab::vocab::PlanId::parse(&deploy).unwrap();
         let digest = open().unwrap().load(&deploy, "root").unwrap().plan.digest;
         if round % 4 == 3 {
-            let _ = timed("reject", &mut || open()?.reject(&deploy, "alice").map(|_| "ok".into()));
+            let _ = timed("reject", &mut || open()?.reject(&deploy, "alice", None).map(|_| "ok".into()));
             let refused = timed("execute", &mut || executed(open()?.execute(&deploy, AGENT)));
             assert_eq!(refused.map_err(|r| r.code), Err(Code::PlanRejected), "{app}");
             println!("APP {app} rejected");

@@ -22,7 +22,7 @@ use crate::control::clock::check_expiry;
 use crate::control::plan::Payload;
 use crate::docker::{Engine, EngineError};
 use crate::host::leftovers::{self, Leftovers};
-use crate::store::{AuditOutcome, Event, PlanState, StoreError, StoredPlan};
+use crate::store::{AuditOutcome, Event, MAX_REASON_CHARS, PlanState, StoreError, StoredPlan};
 use crate::vocab::{Code, Digest, PlanId, Refusal, refuse};
 
 /// What awaits an operator, for `volce-lab-host list`, read at `now`.
@@ -115,6 +115,30 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
         leftovers::find(&self.engine, id)
     }
 
+    /// Whether `approver` could approve `stored` as it is: what `approve`
+    /// checks before it asks the operator to confirm, so nobody confirms a
+    /// plan that needs no approval or that they may not approve. Read-only;
+    /// [`Controller::approve`] checks it all again under the write lock.
+    pub fn approvable(&self, stored: &StoredPlan, approver: &str) -> Result<(), Refusal> {
+        may_approve(&self.policy, stored, approver)
+    }
+
+    /// Announces a new plan that waits for approval with one syslog line to
+    /// `socket` (`host::alert`), and records on the plan whether it went
+    /// out. Never fails the plan: it is stored and answered either way.
+    pub fn alert_waiting(&mut self, mut stored: StoredPlan, socket: Option<&std::path::Path>) -> StoredPlan {
+        let waits = stored.plan.requires_approval && stored.approval.is_none();
+        let Some(socket) = socket.filter(|_| waits && stored.state == PlanState::Pending) else {
+            return stored;
+        };
+        let sent =
+            crate::host::alert::send(socket, &crate::host::alert::line(&stored, self.clock.now())).is_ok();
+        if self.store.write(|tx| tx.record_alert(&stored.plan.id, sent)).is_ok() {
+            stored.alerted = Some(sent);
+        }
+        stored
+    }
+
     /// Records an operator's approval. Only the terminal `approve` command
     /// calls this; the rpc pipeline has no path here.
     pub fn approve(&mut self, id: &PlanId, digest: &Digest, approver: &str) -> Result<StoredPlan, Refusal> {
@@ -126,14 +150,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 return refuse(Code::PlanNotFound, "No plan has this id.");
             };
             let plan = &stored.plan;
-            require_approver(policy, approver)?;
-            if approver == plan.requester {
-                return refuse(Code::SelfApproval, "The user who requested a plan cannot approve it.");
-            }
-            if !plan.requires_approval {
-                return refuse(Code::ApprovalNotRequired, "This action does not need an approval.");
-            }
-            state_allows_use(&stored)?;
+            may_approve(policy, &stored, approver)?;
             let made = tx.plan_boot(id)?;
             check_expiry(plan.created_at, plan.expires_at, made.as_ref(), now, clock.boot().as_ref())?;
             if plan.policy_hash != *policy_hash {
@@ -161,7 +178,16 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
     /// Any approver may reject, the plan's requester included, and an
     /// expired plan too: rejecting authorizes nothing, it only makes sure a
     /// plan never runs (and voids any approval it had).
-    pub fn reject(&mut self, id: &PlanId, operator: &str) -> Result<StoredPlan, Refusal> {
+    ///
+    /// `reason` (the operator's words, checked by [`check_reason`]) is
+    /// recorded with the rejection; the agent reads it marked untrusted.
+    pub fn reject(
+        &mut self,
+        id: &PlanId,
+        operator: &str,
+        reason: Option<&str>,
+    ) -> Result<StoredPlan, Refusal> {
+        check_reason(reason)?;
         self.settle_abandoned(operator)?;
         require_approver(&self.policy, operator)?;
         let Controller { store, clock, .. } = self;
@@ -181,7 +207,12 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                     ),
                 )
             })?;
-            tx.reject(id, stored.plan.action, &audit(now, Event::Rejected, AuditOutcome::Ok, operator))?;
+            tx.reject(
+                id,
+                stored.plan.action,
+                reason,
+                &audit(now, Event::Rejected, AuditOutcome::Ok, operator),
+            )?;
             Ok(tx.load_plan(id)?.ok_or(StoreError::Corrupt)?)
         })
     }
@@ -276,4 +307,46 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             Ok(Resolved { stored: tx.load_plan(id)?.expect("just resolved"), app, left })
         })
     }
+}
+
+/// The checks of an approval that hold whatever is typed: an approver, not
+/// the requester, a plan that needs approval, a state that allows it.
+fn may_approve(
+    policy: &crate::control::policy::Policy,
+    stored: &StoredPlan,
+    approver: &str,
+) -> Result<(), Refusal> {
+    require_approver(policy, approver)?;
+    if approver == stored.plan.requester {
+        return refuse(Code::SelfApproval, "The user who requested a plan cannot approve it.");
+    }
+    if !stored.plan.requires_approval {
+        return refuse(
+            Code::ApprovalNotRequired,
+            "This action does not need an approval; nothing was recorded. The agent can execute it as it is.",
+        );
+    }
+    state_allows_use(stored)
+}
+
+/// A `reject --reason`: absent, or 1 to [`MAX_REASON_CHARS`] characters
+/// that are not all blank. Any character is kept (every view escapes it).
+pub fn check_reason(reason: Option<&str>) -> Result<(), Refusal> {
+    let Some(reason) = reason else { return Ok(()) };
+    let chars = reason.chars().count();
+    if reason.trim().is_empty() || chars > MAX_REASON_CHARS {
+        return refuse(
+            Code::InvalidReason,
+            format!(
+                "The reason is {}; give one of 1 to {MAX_REASON_CHARS} characters, or leave --reason out. \
+                 Nothing was recorded.",
+                if chars > MAX_REASON_CHARS {
+                    format!("{chars} characters long")
+                } else {
+                    "empty".to_owned()
+                }
+            ),
+        );
+    }
+    Ok(())
 }

@@ -44,7 +44,7 @@ fn history(store: &mut Store, n: u32) {
                 let p = plan(k, 1000 + i64::from(k));
                 tx.insert_plan(&p, &row(Event::Prepared, 1000 + i64::from(k)))?;
                 if k % 2 == 1 {
-                    tx.reject(&p.id, p.action, &row(Event::Rejected, 2000 + i64::from(k)))?;
+                    tx.reject(&p.id, p.action, None, &row(Event::Rejected, 2000 + i64::from(k)))?;
                 }
             }
             Ok::<_, StoreError>(())
@@ -117,7 +117,7 @@ fn audit_prune_keeps_the_chain_verifiable_from_its_new_anchor() {
             }
             for k in 1..=3 {
                 let p = plan(k, 0);
-                tx.reject(&p.id, p.action, &row(Event::Rejected, 2000 + i64::from(k)))?;
+                tx.reject(&p.id, p.action, None, &row(Event::Rejected, 2000 + i64::from(k)))?;
             }
             Ok::<_, StoreError>(())
         })

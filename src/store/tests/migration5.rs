@@ -27,7 +27,7 @@ fn migrating_a_chained_v4_database_keeps_every_row_and_the_chain_verifies() {
                 tx.insert_plan(p, &row(Event::Prepared, "agent"))?;
             }
             tx.approve(&plans[0].id, plans[0].action, &plans[0].digest, &row(Event::Approved, "alice"))?;
-            tx.reject(&plans[1].id, plans[1].action, &row(Event::Rejected, "bob"))
+            tx.reject(&plans[1].id, plans[1].action, None, &row(Event::Rejected, "bob"))
         })
         .unwrap();
     let old = old_store(&path, 4);
@@ -62,7 +62,7 @@ fn migrating_a_chained_v4_database_keeps_every_row_and_the_chain_verifies() {
     assert_eq!((checked.intact(), checked.rows), (true, 5));
     let kept = head_hash(&mut store);
     let three = &plans[2];
-    store.write(|tx| tx.reject(&three.id, three.action, &row(Event::Rejected, "alice"))).unwrap();
+    store.write(|tx| tx.reject(&three.id, three.action, None, &row(Event::Rejected, "alice"))).unwrap();
     let checked = verify(&mut store, Some(&kept));
     assert_eq!((checked.intact(), checked.rows), (true, 6));
 }

@@ -44,7 +44,7 @@ pub struct PlanView {
     /// Present only in state `inspected`.
     pub resolution: Option<Stamp>,
     /// Present only in state `rejected`.
-    pub rejection: Option<Stamp>,
+    pub rejection: Option<RejectionStamp>,
     /// Why a `failed` plan failed: its code and whole sentence (null before
     /// it ended, when it did not fail, and for plans a helper older than
     /// migration 11 recorded).
@@ -60,9 +60,18 @@ pub struct ApprovalStamp {
     pub digest: Digest,
 }
 
-/// An operator's `resolve` or `reject` of a plan: who, and when.
+/// An operator's `resolve` of a plan: who, and when.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Stamp {
     pub by: String,
     pub at: String,
+}
+
+/// An operator's `reject`: who, when, and their `--reason` (their words,
+/// untrusted; null without one).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RejectionStamp {
+    pub by: String,
+    pub at: String,
+    pub reason: Option<String>,
 }

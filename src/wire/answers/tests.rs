@@ -240,11 +240,12 @@ fn a_plan_view_has_every_field_of_the_sealed_plan_and_its_life_cycle() {
         finished_at: Some(1_800_000_180),
         outcome: Some(PlanOutcome::Completed),
         resolution: None,
-        rejection: Some(Rejection { by: "bob".into(), at: 1_800_000_240 }),
+        rejection: Some(Rejection { by: "bob".into(), at: 1_800_000_240, reason: None }),
         failure: Some(crate::vocab::Refusal::new(
             crate::vocab::Code::HealthCheckFailed,
             "It did not answer.",
         )),
+        alerted: None,
     };
     let view = serde_json::to_value(stored.view()).unwrap();
     let body = serde_json::to_value(&plan).unwrap();
@@ -266,7 +267,7 @@ fn a_plan_view_has_every_field_of_the_sealed_plan_and_its_life_cycle() {
     assert_eq!(view["claimed_at"], "2027-01-15T08:02:00Z");
     assert_eq!((view["state"].clone(), view["outcome"].clone()), (json!("completed"), json!("completed")));
     assert_eq!(view["resolution"], Value::Null);
-    assert_eq!(view["rejection"], json!({"by": "bob", "at": "2027-01-15T08:04:00Z"}));
+    assert_eq!(view["rejection"], json!({"by": "bob", "at": "2027-01-15T08:04:00Z", "reason": null}));
     assert_eq!(view["failure"], json!({"code": "health_check_failed", "message": "It did not answer."}));
     round_trips(&stored.view(), view.clone());
     let _: PlanView = serde_json::from_value(view).unwrap();
