@@ -250,8 +250,9 @@ pub fn run_audit_prune(before: &str) -> Exit {
     )
 }
 
-/// Prints an operator command's text, or its refusal on stderr.
-fn terminal(result: Result<String, Refusal>) -> Exit {
+/// Prints an operator command's text, or its refusal on stderr (also the
+/// installation's commands', `crate::install`).
+pub fn terminal(result: Result<String, Refusal>) -> Exit {
     match result {
         Ok(text) => {
             print!("{text}");

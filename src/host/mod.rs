@@ -97,7 +97,7 @@ pub use confirm::{Confirmation, Decision};
 pub use controller::{AppAfterResolve, Awaiting, Controller, Executed, Liveness, Resolved, StoppedClaimer};
 pub use entry::{
     run_approve, run_audit_export, run_audit_head, run_audit_prune, run_audit_verify, run_list, run_reject,
-    run_resolve, run_rpc, run_rpc_worker, run_show, run_watch,
+    run_resolve, run_rpc, run_rpc_worker, run_show, run_watch, terminal,
 };
 pub use liveness::{Hold, ProcLiveness};
 pub use paths::HostPaths;

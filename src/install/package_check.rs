@@ -158,16 +158,7 @@ pub fn run_package_check(to: &str) -> Exit {
         );
         return Exit::Usage;
     }
-    match check(&HostPaths::fixed().database(), to) {
-        Ok(text) => {
-            print!("{text}");
-            Exit::Ok
-        }
-        Err(refusal) => {
-            eprintln!("volce-lab-host: refused ({}): {}", refusal.code, refusal.message);
-            Exit::Failure
-        }
-    }
+    crate::host::terminal(check(&HostPaths::fixed().database(), to))
 }
 
 #[cfg(test)]
