@@ -21,7 +21,6 @@ use rmcp::service::{
 };
 use rmcp::{ClientHandler, ErrorData};
 use serde_json::{Value, json};
-use volce_lab::config::{Config, Mode};
 use volce_lab::inspect::Inspector;
 use volce_lab::inspect::transport::RunLimits;
 use volce_lab::mcp::audit::Audit;
@@ -125,14 +124,7 @@ async fn start(user: User, elicitation: bool) -> World {
 
 async fn start_at(user: User, elicitation: bool, version: ProtocolVersion) -> World {
     let dir = tempfile::tempdir().unwrap();
-    let config = Config {
-        mode: Mode::Ssh,
-        expected_host: "web-1".into(),
-        expected_user: "agent".into(),
-        timeout: Duration::from_secs(5),
-        management: true,
-        ..Config::default()
-    };
+    let config = crate::support::mcp::stand_in_config(true);
     let stand_in = ScriptedTarget {
         dir: dir.path().to_owned(),
         identity: "printf 'web-1\\nagent\\n'".into(),

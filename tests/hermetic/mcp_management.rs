@@ -14,7 +14,6 @@ use rmcp::ServiceExt as _;
 use rmcp::model::{CallToolRequestParams, Tool};
 use rmcp::service::{RoleClient, RunningService};
 use serde_json::{Value, json};
-use volce_lab::config::{Config, Mode};
 use volce_lab::inspect::Inspector;
 use volce_lab::inspect::transport::RunLimits;
 use volce_lab::mcp::audit::Audit;
@@ -53,14 +52,7 @@ impl Setup {
 
     async fn start(self) -> Harness {
         let dir = tempfile::tempdir().unwrap();
-        let config = Config {
-            mode: Mode::Ssh,
-            expected_host: "web-1".into(),
-            expected_user: "agent".into(),
-            timeout: Duration::from_secs(5),
-            management: self.management,
-            ..Config::default()
-        };
+        let config = crate::support::mcp::stand_in_config(self.management);
         let stand_in = ScriptedTarget {
             dir: dir.path().to_owned(),
             identity: self.identity.into(),

@@ -56,14 +56,7 @@ struct Raw {
 impl Raw {
     async fn start(rpc: &str) -> Raw {
         let dir = tempfile::tempdir().unwrap();
-        let config = Config {
-            mode: Mode::Ssh,
-            expected_host: "web-1".into(),
-            expected_user: "agent".into(),
-            timeout: Duration::from_secs(5),
-            management: true,
-            ..Config::default()
-        };
+        let config = crate::support::mcp::stand_in_config(true);
         let inspector =
             Inspector::with_transport_for_tests(config, Arc::new(StandIn { rpc: rpc.to_owned() }));
         let options = Options {

@@ -70,6 +70,19 @@ fn type_matches(name: &str, value: &Value) -> bool {
 }
 
 /// Checks `value` against `schema`; returns the first violation found.
+/// The ssh-mode configuration the stand-in targets answer to: host `web-1`,
+/// user `agent`, a 5 s timeout, management as asked.
+pub fn stand_in_config(management: bool) -> volce_lab::config::Config {
+    volce_lab::config::Config {
+        mode: volce_lab::config::Mode::Ssh,
+        expected_host: "web-1".into(),
+        expected_user: "agent".into(),
+        timeout: std::time::Duration::from_secs(5),
+        management,
+        ..volce_lab::config::Config::default()
+    }
+}
+
 pub fn check(schema: &Value, value: &Value, path: &str) -> Result<(), String> {
     let schema = schema.as_object().unwrap_or_else(|| panic!("{path}: schema is not an object"));
     for key in schema.keys() {
