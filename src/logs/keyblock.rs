@@ -4,12 +4,17 @@
 //!
 //! A block holds only what a PEM key can hold: base64 lines, the headers
 //! of an encrypted traditional key (`Proc-Type:`, `DEK-Info:`) and blank
-//! lines. It ends at its END line or at the first line that cannot belong
-//! to it, so a BEGIN without an END (a truncated dump, or an application
-//! hiding its own output) hides only key-shaped lines, never every later
-//! line. What is still hidden after an unterminated BEGIN: lines of one
-//! word in base64's alphabet (`ready`); any line with a space or other
-//! punctuation ends the block.
+//! lines. Lines that cannot belong to it come through where they stand but
+//! do not end it: docker merges an application's stdout and stderr by the
+//! time it read each line, and a threaded application interleaves its own
+//! writers, so a key printed on one stream can have lines of the other
+//! between its BEGIN and its body (seen on a real engine: a stdout line
+//! between BEGIN and the first base64 line on stderr). The block ends only
+//! at its END line or at another BEGIN. A BEGIN without an END (a truncated
+//! dump, or an application hiding its own output) therefore hides every
+//! later key-shaped line of the tail, never a line with a space or other
+//! punctuation: what it costs is one-word lines in base64's alphabet
+//! (`ready`) and blank lines after it.
 
 use super::{REDACTED, after_stamp, shape};
 
@@ -23,19 +28,20 @@ fn is_end_key(line: &str) -> bool {
 
 /// A private key block becomes one marker on its BEGIN line (what came
 /// before BEGIN on that line stays): its body and END line are dropped,
-/// one redaction per block. An END with no BEGIN in sight (the tail began
-/// inside a block) redacts it and the lines before it that can belong to
-/// a block.
+/// one redaction per block. An END with no BEGIN before it (the tail began
+/// inside a block) becomes the marker, and every line before it that can
+/// belong to a block is dropped.
 pub(super) fn redact_key_blocks(lines: &mut Vec<String>, redactions: &mut u32) {
+    let mut out = Vec::with_capacity(lines.len());
     if let Some(end) = lines.iter().position(|l| is_end_key(l) || is_begin_key(l))
         && !is_begin_key(&lines[end])
     {
         let prefix = lines[end].find("-----END").map(|at| prefix_shape(&lines[end], at)).unwrap_or_default();
-        let start = (0..end).rev().take_while(|k| belongs(&lines[*k], &prefix)).last().unwrap_or(end);
-        lines.splice(start..=end, [format!("{REDACTED} (the end of a private key block)")]);
+        out.extend(lines.drain(..end).filter(|line| !belongs(line, &prefix)));
+        lines.remove(0);
+        out.push(format!("{REDACTED} (the end of a private key block)"));
         *redactions += 1;
     }
-    let mut out = Vec::with_capacity(lines.len());
     // The prefix shape of the open block's BEGIN line, while one is open.
     let mut open: Option<String> = None;
     for line in lines.drain(..) {
@@ -47,19 +53,16 @@ pub(super) fn redact_key_blocks(lines: &mut Vec<String>, redactions: &mut u32) {
             if belongs(&line, prefix) {
                 continue;
             }
-            // Not key text: the block ended without its END line.
-            open = None;
         }
         if let Some(at) = line.find("-----BEGIN")
             && line[at..].contains("PRIVATE KEY")
         {
             out.push(format!("{}{REDACTED} (private key block)", &line[..at]));
             *redactions += 1;
-            if !line[at..].contains("-----END") {
-                open = Some(prefix_shape(&line, at));
-            }
+            open = (!line[at..].contains("-----END")).then(|| prefix_shape(&line, at));
             continue;
         }
+        // Not key text: it comes through, and an open block stays open.
         out.push(line);
     }
     *lines = out;

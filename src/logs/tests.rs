@@ -325,6 +325,36 @@ fn lines_after_an_unterminated_key_block_come_through() {
     assert_eq!(logs.redactions, 2);
 }
 
+/// Tried: what a real engine gave for a key printed on stderr while stdout
+/// printed too: a stdout line between BEGIN and the body, and one between
+/// body lines. The body is still hidden, the stdout lines come through.
+#[test]
+fn a_key_block_interleaved_with_another_stream_is_still_hidden_whole() {
+    let raw = format!(
+        "{T1}-----BEGIN RSA PRIVATE KEY-----\n{T1}db password=hunter2 user=app\n{T2}MIIEowIBAAKCAQEAplanted\n\
+         {T2}GET /health 200\n{T2}abcd==\n{T2}-----END RSA PRIVATE KEY-----\n{T2}ready\n"
+    );
+    let logs = render(raw.as_bytes());
+    assert_eq!(
+        logs.lines,
+        [
+            format!("{T1}[REDACTED] (private key block)"),
+            format!("{T1}db password=[REDACTED] user=app"),
+            format!("{T2}GET /health 200"),
+            format!("{T2}ready"),
+        ]
+    );
+    assert_eq!(logs.redactions, 2);
+    // The tail began inside such a block: its body before END goes, wherever
+    // the other stream's lines stand.
+    let logs = render(b"MIIEvQIBADAN\nGET / 200\nabcd==\n-----END PRIVATE KEY-----\nok\n");
+    assert_eq!(logs.lines, ["GET / 200", "[REDACTED] (the end of a private key block)", "ok"]);
+    // Unterminated: a later line with a space comes through, a one-word
+    // base64-alphabet line does not (the cost of staying open).
+    let logs = render(b"-----BEGIN PRIVATE KEY-----\nGET / 200\nMIIE\nready\nserver up\n");
+    assert_eq!(logs.lines, ["[REDACTED] (private key block)", "GET / 200", "server up"]);
+}
+
 #[test]
 fn lines_before_a_stray_key_block_end_come_through() {
     let logs = render(b"starting up\nMIIEvQIBADAN\nabcd==\n-----END PRIVATE KEY-----\nok\n");
