@@ -252,8 +252,8 @@ fn dispatch(command: Command) -> Exit {
             let which = if all { Which::All } else { Which::One(target) };
             Ok(crate::inspect::report::run(fleet, &runtime, json, which))
         }),
-        Command::Targets => workstation(|fleet, _| {
-            print!("{}", crate::inspect::report::targets(&fleet));
+        Command::Targets => workstation(|fleet, runtime| {
+            print!("{}", crate::inspect::report::targets(&fleet, &runtime));
             Ok(Exit::Ok)
         }),
         Command::McpServe => workstation(|fleet, runtime| {

@@ -36,6 +36,7 @@
 pub mod answers;
 pub mod gate;
 pub mod progress;
+pub mod versions;
 
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
@@ -44,11 +45,9 @@ use crate::control::plan::Action;
 use crate::exit::Exit;
 use crate::vocab::{Code, PlanId, Refusal};
 
-/// The version of this contract. It is documentation, not a field: the
-/// bytes of version 1 carry no version, and adding one would change them.
-/// Bump it (and say how both sides tell the versions apart) before any
-/// change to the bytes below.
-pub const PROTOCOL_VERSION: u32 = 1;
+/// This build's protocol; what each version added and what a workstation
+/// may send a server of another one is [`versions`].
+pub use versions::PROTOCOL_VERSION;
 
 /// The most request bytes the helper reads from stdin.
 pub const MAX_REQUEST_BYTES: usize = 16 * 1024;

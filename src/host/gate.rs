@@ -81,7 +81,8 @@ use serde::Serialize;
 use super::HostPaths;
 use crate::exit::Exit;
 use crate::vocab::{Code, Refusal};
-use crate::wire::gate::{self, GateCheck, GateRequest, Header, RefusalReason, RefusalRecord};
+use crate::wire::gate::{self, GateCheck, GateRequest, Header, RefusalReason, RefusalRecord, version_line};
+use crate::wire::versions::HelperVersion;
 
 /// `df` by absolute path.
 pub const DF: &str = "/usr/bin/df";
@@ -148,6 +149,7 @@ pub fn decide(request: &GateRequest, observed: &Observed) -> GateStep {
                 GateCheck::Identity => {
                     let mut stdout = header.line().into_bytes();
                     stdout.extend_from_slice(&identity());
+                    stdout.extend_from_slice(version_line(&HelperVersion::this()).as_bytes());
                     GateStep::Reply { stdout, exit: Exit::Ok }
                 }
                 check => run_step(*check, Some(header.line())),
@@ -346,7 +348,12 @@ mod tests {
         assert_eq!(
             decide(&gated(GateCheck::Identity, "web-1", "vl-agent"), &observed()),
             GateStep::Reply {
-                stdout: b"volce-lab-gate 1 match web-1 vl-agent\nweb-1\nvl-agent\n".to_vec(),
+                stdout: format!(
+                    "volce-lab-gate 1 match web-1 vl-agent\nweb-1\nvl-agent\nvolce-lab-host {} protocol {}\n",
+                    env!("CARGO_PKG_VERSION"),
+                    crate::wire::PROTOCOL_VERSION
+                )
+                .into_bytes(),
                 exit: Exit::Ok
             }
         );

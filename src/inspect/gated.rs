@@ -15,7 +15,8 @@
 use super::transport::{CommandCarrier, RemoteCommand, RunLimits};
 use super::{Inspector, Mismatch};
 use crate::exec::{ExecutionStatus, Outcome, ProcessSpec};
-use crate::wire::gate::{Header, parse_reply};
+use crate::wire::gate::{Header, parse_reply, parse_version};
+use crate::wire::versions::{HelperVersion, ServerVersion};
 
 /// How checks reach the target, as last learned from an identity answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr)]
@@ -55,16 +56,39 @@ impl Sessions {
 /// What an identity answer says once the frame, if any, is read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum IdentityAnswer {
-    /// A gate's frame: the observed host and user, and its verdict.
-    Framed(Header),
+    /// A gate's frame: the observed host and user, its verdict, and the
+    /// helper's version when the gate named it (protocol 2 and later).
+    Framed(Header, Option<HelperVersion>),
     /// Plain text from a shell: judge its two lines as before the gate.
     Plain,
 }
 
 pub fn identity_answer(stdout: &[u8]) -> IdentityAnswer {
     match parse_reply(stdout) {
-        Ok((header, _)) => IdentityAnswer::Framed(header),
+        Ok((header, payload)) => {
+            let helper = header.matched.then(|| parse_version(payload)).flatten();
+            IdentityAnswer::Framed(header, helper)
+        }
         Err(_) => IdentityAnswer::Plain,
+    }
+}
+
+impl IdentityAnswer {
+    /// The gate's header, when a gate answered.
+    pub fn header(&self) -> Option<Header> {
+        match self {
+            IdentityAnswer::Framed(header, _) => Some(header.clone()),
+            IdentityAnswer::Plain => None,
+        }
+    }
+
+    /// What this answer says of the server's helper version.
+    pub fn server_version(&self) -> ServerVersion {
+        match self {
+            IdentityAnswer::Framed(_, Some(helper)) => ServerVersion::Known(helper.clone()),
+            IdentityAnswer::Framed(_, None) => ServerVersion::Before020,
+            IdentityAnswer::Plain => ServerVersion::NoGate,
+        }
     }
 }
 
@@ -92,14 +116,19 @@ pub fn unframe<'a>(stdout: &'a [u8], host: &str, user: &str) -> Result<&'a [u8],
 }
 
 /// See the `link` field of [`Inspector`].
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(super) struct Link {
     pub(super) sessions: Sessions,
     pub(super) tripped: Option<Mismatch>,
+    /// The server's helper version as the last identity answer of the
+    /// expected host said it. Kept across a reset (a new master asks
+    /// again): requests are held to it until the next answer replaces it.
+    pub(super) helper: ServerVersion,
 }
 
 impl Link {
-    pub(super) const NEW: Link = Link { sessions: Sessions::Unknown, tripped: None };
+    pub(super) const NEW: Link =
+        Link { sessions: Sessions::Unknown, tripped: None, helper: ServerVersion::Unknown };
 }
 
 /// The gate-aware parts of the [`Inspector`]: which processes a check
@@ -112,6 +141,11 @@ impl Inspector {
 
     pub(super) fn link(&self) -> std::sync::MutexGuard<'_, Link> {
         self.link.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// What this target's helper is, as its last identity answer said.
+    pub fn server_version(&self) -> ServerVersion {
+        self.link().helper.clone()
     }
 
     /// The mismatch the last gated check's reply showed, if any (taken).
@@ -199,12 +233,22 @@ mod unit {
     #[test]
     fn an_identity_answer_is_framed_only_with_an_exact_header() {
         assert_eq!(identity_answer(b"web-1\nvl-agent\n"), IdentityAnswer::Plain);
-        let IdentityAnswer::Framed(header) =
-            identity_answer(b"volce-lab-gate 1 match web-1 vl-agent\nweb-1\nvl-agent\n")
-        else {
-            panic!("framed")
-        };
+        let old = identity_answer(b"volce-lab-gate 1 match web-1 vl-agent\nweb-1\nvl-agent\n");
+        assert_eq!(old.server_version(), ServerVersion::Before020, "a gate of protocol 1");
+        let IdentityAnswer::Framed(header, None) = old else { panic!("framed") };
         assert!(header.matched);
         assert_eq!(mismatch_of(&header, "web-1", "vl-agent"), None);
+        let new = identity_answer(
+            b"volce-lab-gate 1 match web-1 vl-agent\nweb-1\nvl-agent\nvolce-lab-host 0.3.1 protocol 3\n",
+        );
+        assert_eq!(
+            new.server_version(),
+            ServerVersion::Known(HelperVersion { version: "0.3.1".into(), protocol: 3 })
+        );
+        assert_eq!(identity_answer(b"web-1\nvl-agent\n").server_version(), ServerVersion::NoGate);
+        // A gate that saw another host says nothing the workstation keeps.
+        let other =
+            identity_answer(b"volce-lab-gate 1 mismatch web-2 vl-agent\nvolce-lab-host 9 protocol 9\n");
+        assert_eq!(other.server_version(), ServerVersion::Before020);
     }
 }

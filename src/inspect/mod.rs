@@ -263,10 +263,8 @@ impl Inspector {
         // A gate's frame names what it observed (and checked) itself; a shell
         // prints the two lines. Either way the names are compared here. A
         // gate that saw another identity says so and exits 1.
-        let framed = match gated::identity_answer(&outcome.stdout) {
-            gated::IdentityAnswer::Framed(header) => Some(header),
-            gated::IdentityAnswer::Plain => None,
-        };
+        let answer = gated::identity_answer(&outcome.stdout);
+        let framed = answer.header();
         let gate_said_mismatch = framed.as_ref().is_some_and(|header| !header.matched)
             && outcome.execution.execution_status == ExecutionStatus::NonzeroExit;
         if outcome.execution.execution_status != ExecutionStatus::Ok && !gate_said_mismatch {
@@ -316,6 +314,7 @@ impl Inspector {
             return Err((refusal, Some(Diagnosis::IdentityMismatch(mismatch))));
         }
         *gate = Gate::Verified;
+        self.link().helper = answer.server_version();
         Ok((text, outcome.execution))
     }
 

@@ -47,6 +47,7 @@ pub fn run(fleet: Fleet, runtime: &tokio::runtime::Runtime, json: bool, which: W
     let mut all_ok = true;
     let mut text = String::new();
     let mut table_rows: Vec<CheckResult> = Vec::new();
+    let mut versions = String::new();
     let several = chosen.len() > 1;
     for target in chosen {
         let inspector = Inspector::new(target.config.clone());
@@ -67,12 +68,14 @@ pub fn run(fleet: Fleet, runtime: &tokio::runtime::Runtime, json: bool, which: W
             text.push_str(&json_lines(&results));
         } else if several {
             table_rows.extend(results);
+            let version = inspector.server_version().describe();
+            versions.push_str(&format!("{}: volce-lab {version}\n", target.name));
         } else {
             text.push_str(&render(&inspector, &diagnosed));
         }
     }
     if several && !json {
-        text = table(&table_rows);
+        text = table(&table_rows) + &versions;
     }
     let mut stdout = std::io::stdout().lock();
     if stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()).is_err() {
@@ -82,21 +85,36 @@ pub fn run(fleet: Fleet, runtime: &tokio::runtime::Runtime, json: bool, which: W
 }
 
 /// `volce-lab targets`: one line per configured target with its alias,
-/// expected identity, management switch, groups and whether this user has
-/// an ssh master up for it. Starts nothing.
-pub fn targets(fleet: &Fleet) -> String {
-    let mut rows = vec![["TARGET", "ALIAS", "EXPECTED", "MANAGEMENT", "GROUPS", "MASTER"].map(String::from)];
+/// expected identity, management switch, groups, whether this user has an
+/// ssh master up for it and, through a master that is up, the server's
+/// volce-lab version (its gate's identity answer: one session over the
+/// connection that is already open). Starts no connection.
+pub fn targets(fleet: &Fleet, runtime: &tokio::runtime::Runtime) -> String {
+    let mut rows =
+        vec![["TARGET", "ALIAS", "EXPECTED", "MANAGEMENT", "GROUPS", "MASTER", "VERSION"].map(String::from)];
     for target in fleet.targets() {
         let config = &target.config;
-        let master = match config.mode {
+        let present = match config.mode {
             crate::config::Mode::Ssh => {
-                match super::ssh_mux::MultiplexedSsh::new(SshTransport::of(config)).master_socket_present() {
-                    Some(true) => "up",
-                    Some(false) => "down",
-                    None => "none (no private socket directory)",
-                }
+                super::ssh_mux::MultiplexedSsh::new(SshTransport::of(config)).master_socket_present()
             }
+            _ => None,
+        };
+        let master = match (config.mode, present) {
+            (crate::config::Mode::Ssh, Some(true)) => "up",
+            (crate::config::Mode::Ssh, Some(false)) => "down",
+            (crate::config::Mode::Ssh, None) => "none (no private socket directory)",
             _ => "-",
+        };
+        let version = if present == Some(true) {
+            let inspector = Inspector::new(config.clone());
+            let identity = runtime.block_on(inspector.check(Check::Identity));
+            match identity.status {
+                Status::Ok => inspector.server_version().describe(),
+                status => format!("- (identity: {})", status.as_str()),
+            }
+        } else {
+            "-".into()
         };
         rows.push([
             target.name.clone(),
@@ -105,10 +123,11 @@ pub fn targets(fleet: &Fleet) -> String {
             if config.management { "enabled" } else { "disabled" }.into(),
             if target.groups.is_empty() { "-".into() } else { target.groups.join(",") },
             master.into(),
+            version,
         ]);
     }
     let widths: Vec<usize> =
-        (0..6).map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0)).collect();
+        (0..7).map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0)).collect();
     let mut out = String::new();
     for row in rows {
         let cells: Vec<String> = row.iter().zip(&widths).map(|(cell, w)| format!("{cell:<w$}")).collect();
@@ -191,6 +210,7 @@ pub fn render(inspector: &Inspector, diagnosed: &[(CheckResult, Option<Diagnosis
     // each) or with an identity session before each (no gate).
     if config.mode == crate::config::Mode::Ssh {
         out.push_str(&format!("  {}\n", inspector.sessions().explain()));
+        out.push_str(&format!("  server: volce-lab {}\n", inspector.server_version().describe()));
     }
     let healthy = diagnosed.iter().filter(|(r, _)| r.status == Status::Ok).count();
     out.push_str(&format!("{healthy} of {} checks ok\n", diagnosed.len()));
@@ -327,10 +347,11 @@ mod fleet_tests {
 
     #[test]
     fn targets_lists_each_target_and_starts_nothing() {
-        let text = targets(&Fleet::one(Config::default()));
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let text = targets(&Fleet::one(Config::default()), &runtime);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 2, "{text}");
         assert!(lines[0].starts_with("TARGET  ALIAS  EXPECTED"), "{text}");
-        assert!(lines[1].starts_with("demo    -      deploy@demo-host  disabled    -       -"), "{text}");
+        assert_eq!(lines[1], "demo    -      deploy@demo-host  disabled    -       -       -", "{text}");
     }
 }

@@ -249,6 +249,17 @@ impl VolceLab {
             plain(refusal)
         } else if !config.management {
             plain(Status::ManagementDisabled)
+        } else if let Err(refusal) =
+            wire::versions::may_send(request.needs(), &inspector.server_version(), &member.name)
+        {
+            // Learned at the identity check that opened the gate above.
+            Answer {
+                status: Status::Rejected,
+                code: Some(refusal.code.into()),
+                message: refusal.message,
+                result: None,
+                plan_id: None,
+            }
         } else {
             // The request id goes with the request, so the host's rows for
             // it join this call's audit line (`crate::mcp::audit`).

@@ -157,6 +157,9 @@ impl Code {
             | Code::RequestStateReplayed => {
                 "Call service_execute again without a request state; only the operator's approval on the server lets the plan run."
             }
+            Code::ServerTooOld => {
+                "Upgrade volce-lab on that server (HOST-SETUP.md, Upgrading), then check identity and call again."
+            }
             Code::NeedsInspection => {
                 "Stop and ask the operator to inspect the plan on the server (`sudo volce-lab-host show PLAN_ID`); do not retry."
             }

@@ -169,6 +169,9 @@ pub enum Code {
     RequestStateExpired,
     /// ... one already used once.
     RequestStateReplayed,
+    /// The server's helper speaks an older protocol than the request needs
+    /// (`crate::wire::versions`); nothing was sent.
+    ServerTooOld,
     /// The code of a `needs_inspection` answer: an execute reached Docker
     /// and failed or is uncertain. Not a refusal: something may have changed.
     NeedsInspection,
@@ -254,7 +257,7 @@ mod tests {
     #[test]
     fn code_strings_never_change() {
         use strum::VariantArray as _;
-        const SHIPPED: [&str; 86] = [
+        const SHIPPED: [&str; 87] = [
             "invalid_request",
             "request_too_large",
             "unknown_action",
@@ -340,6 +343,7 @@ mod tests {
             "request_state_foreign",
             "request_state_expired",
             "request_state_replayed",
+            "server_too_old",
             "needs_inspection",
         ];
         let strings: Vec<&str> = Code::VARIANTS.iter().map(|c| c.as_str()).collect();

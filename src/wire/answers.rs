@@ -13,7 +13,7 @@
 //! `app_state.rs` holds the words the inventory and gateway_status share:
 //! an app's state as the engine shows it, and why it drifted.
 //!
-//! The JSON is version 1's (`super::PROTOCOL_VERSION`): the field names, the
+//! The JSON is protocol 1's plus the fields protocol 2 added (`super::versions`): the field names, the
 //! nesting and every choice between a null and a missing field are held to
 //! golden files by tests/hermetic/wire_answers.rs. An `ok` reply's `result`
 //! still reaches the agent as the object the helper printed, fields this

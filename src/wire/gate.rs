@@ -27,6 +27,13 @@
 //! or `volce-lab-gate 1 mismatch OBSERVED_HOST OBSERVED_USER` and nothing
 //! else when the gate saw another host or account (then nothing ran).
 //!
+//! Since protocol 2 (0.2.0) a matching identity answer's payload has a third
+//! line after the two identity lines, [`version_line`]:
+//! `volce-lab-host VERSION protocol N`. Every workstation reads only the
+//! header of an identity frame (the names it compares are the header's), so
+//! an older one passes over the line, and a newer one reading a gate of
+//! protocol 1 finds none ([`crate::wire::versions`]).
+//!
 //! Why it looks like this:
 //! - a gated line is also valid for a plain POSIX login shell: the
 //!   identity request is the old identity command with a comment after it,
@@ -42,6 +49,8 @@
 //! - the observed identity comes back in the header so the workstation
 //!   compares it itself before it releases the payload: the gate's own
 //!   verdict is not trusted alone.
+
+use crate::wire::versions::HelperVersion;
 
 /// The protocol word every gated line and header starts with.
 pub const MAGIC: &str = "volce-lab-gate";
@@ -237,6 +246,33 @@ pub fn parse_request(command: Option<&[u8]>) -> Result<GateRequest, RefusalReaso
     Ok(request)
 }
 
+/// The word the version line of an identity answer starts with.
+const VERSION_WORD: &str = "volce-lab-host";
+
+/// The line a gate of protocol 2 or later adds to a matching identity
+/// answer, newline included.
+pub fn version_line(helper: &HelperVersion) -> String {
+    format!("{VERSION_WORD} {} protocol {}\n", helper.version, helper.protocol)
+}
+
+/// The helper's version in a matching identity answer's payload (the two
+/// identity lines, then [`version_line`]), or `None` when the payload has
+/// no such line (a gate of protocol 1) or a malformed one: a version of
+/// digits and dots, a protocol from 1 up.
+pub fn parse_version(payload: &[u8]) -> Option<HelperVersion> {
+    let text = std::str::from_utf8(payload.get(..payload.len().min(MAX_COMMAND_BYTES))?).ok()?;
+    let line = text.split_inclusive('\n').nth(2)?.strip_suffix('\n')?;
+    let [VERSION_WORD, version, "protocol", protocol] = line.split(' ').collect::<Vec<_>>()[..] else {
+        return None;
+    };
+    let dotted = |v: &str| {
+        (1..=32).contains(&v.len())
+            && v.split('.').all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()))
+    };
+    let protocol: u32 = protocol.parse().ok().filter(|p| *p >= 1 && !protocol.starts_with('0'))?;
+    dotted(version).then(|| HelperVersion { version: version.to_owned(), protocol })
+}
+
 /// What the gate observed and concluded, as its header line says.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Header {
@@ -378,6 +414,32 @@ mod tests {
         let odd = Header::judge("a b", "vl-agent", "a b", "vl-agent");
         assert_eq!(odd.line(), "volce-lab-gate 1 mismatch ? vl-agent\n");
         assert!(!parse_reply(odd.line().as_bytes()).unwrap().0.matched);
+    }
+
+    /// Tried: what a gate of each protocol puts after the identity lines,
+    /// and lines that only look like a version.
+    #[test]
+    fn the_version_line_of_an_identity_answer_is_read_exactly() {
+        let helper = HelperVersion { version: "0.2.0".into(), protocol: 2 };
+        assert_eq!(version_line(&helper), "volce-lab-host 0.2.0 protocol 2\n");
+        let payload = format!("web-1\nvl-agent\n{}", version_line(&helper));
+        assert_eq!(parse_version(payload.as_bytes()), Some(helper));
+        for bad in [
+            &b"web-1\nvl-agent\n"[..],
+            b"",
+            b"web-1\nvl-agent\nvolce-lab-host 0.2.0 protocol 2",
+            b"web-1\nvl-agent\nvolce-lab-host 0.2.0 protocol 0\n",
+            b"web-1\nvl-agent\nvolce-lab-host 0.2.0 protocol 02\n",
+            b"web-1\nvl-agent\nvolce-lab-host 0.2.0 protocol -2\n",
+            b"web-1\nvl-agent\nvolce-lab-host 0.2.0-rc1 protocol 2\n",
+            b"web-1\nvl-agent\nvolce-lab-host 0..2 protocol 2\n",
+            b"web-1\nvl-agent\nvolce-lab-host 0.2.0 protocol 2 extra\n",
+            b"web-1\nvl-agent\nvolce-lab-host  0.2.0 protocol 2\n",
+            b"web-1\nvolce-lab-host 0.2.0 protocol 2\n",
+            b"web-1\nvl-agent\nvolce-lab-host \xff protocol 2\n",
+        ] {
+            assert_eq!(parse_version(bad), None, "{:?}", String::from_utf8_lossy(bad));
+        }
     }
 
     /// Tried: a shell's answer, truncated or forged-looking headers.

@@ -17,6 +17,42 @@ use std::time::{Duration, Instant};
 
 use crate::support::e2e::*;
 use serde_json::{Value, json};
+use volce_lab::inspect::{Check, Inspector, Status};
+use volce_lab::wire::versions::{HelperVersion, ServerVersion};
+
+/// What this build's workstation learns of the server's helper from an
+/// identity check over the real sshd and gate (issue 27), and that the
+/// check itself works whatever the server runs.
+fn server_version_seen(host: &str) -> ServerVersion {
+    let config = ssh_mode(std::path::Path::new(SSH_CONFIG), ALIAS, host, AGENT, &[]);
+    let inspector = Inspector::new(config);
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let identity = runtime.block_on(inspector.check(Check::Identity));
+    assert_eq!(identity.status, Status::Ok, "identity from this workstation: {identity:?}");
+    let disk = runtime.block_on(inspector.check(Check::Disk));
+    assert_eq!(disk.status, Status::Ok, "disk through the gate: {disk:?}");
+    inspector.server_version()
+}
+
+/// `inspect` of a workstation binary at `path` (the previous release's),
+/// configured by the variables as its README says, against the e2e sshd.
+fn inspect_with(path: &str, host: &str) -> Ran {
+    let vars = [
+        "VOLCE_LAB_MODE=ssh".to_owned(),
+        format!("VOLCE_LAB_SSH_CONFIG={SSH_CONFIG}"),
+        format!("VOLCE_LAB_SSH_ALIAS={ALIAS}"),
+        format!("VOLCE_LAB_EXPECTED_HOST={host}"),
+        format!("VOLCE_LAB_EXPECTED_USER={AGENT}"),
+    ];
+    let mut args: Vec<&str> = vars.iter().map(String::as_str).collect();
+    args.extend([path, "inspect"]);
+    run("/usr/bin/env", &args, None)
+}
+
+/// Whether `inspect`'s report says `check` is ok.
+fn reports_ok(report: &str, check: &str) -> bool {
+    report.lines().any(|line| line.split_whitespace().take(2).eq([check, "ok"]))
+}
 
 /// The schema the previous release reads (src/install/package_check.rs).
 const PREVIOUS_SCHEMA: i64 = 10;
@@ -162,6 +198,7 @@ fn the_package_upgrade_keeps_plans_apps_and_the_trail_and_a_downgrade_below_the_
     let new_deb = std::env::var("VOLCE_LAB_TEST_DEB").expect("VOLCE_LAB_TEST_DEB: the package under test");
     let old_deb = std::env::var("VOLCE_LAB_TEST_PREVIOUS_DEB")
         .expect("VOLCE_LAB_TEST_PREVIOUS_DEB: the previous release");
+    let host = require_installation();
     let old_version = installed_version();
     assert!(
         old_version.starts_with("0.1.0-"),
@@ -170,6 +207,14 @@ fn the_package_upgrade_keeps_plans_apps_and_the_trail_and_a_downgrade_below_the_
     );
     let apps = ["e2e-up1", "e2e-up2", "e2e-up3"];
     fresh_host_state(&apps);
+    // This workstation against the old gate: the checks work, and the gate
+    // names no version (protocol 1). Keep the old workstation binary for
+    // the other direction after the upgrade.
+    assert_eq!(server_version_seen(&host), ServerVersion::Before020);
+    let old_workstation = tempfile::tempdir().unwrap();
+    let old_binary = old_workstation.path().join("volce-lab-0.1.0");
+    std::fs::copy(INSTALLED, &old_binary).unwrap();
+    let old_binary = old_binary.to_str().unwrap();
 
     // --- state made by the old helper -------------------------------------------
     let mut deployed = Vec::new();
@@ -267,6 +312,16 @@ fn the_package_upgrade_keeps_plans_apps_and_the_trail_and_a_downgrade_below_the_
     assert!(verified_from.ok(), "the chain still holds the head from before: {verified_from:?}");
     let doctor = run(HOST_LINK, &["doctor"], None);
     assert!(doctor.ok(), "doctor after the upgrade: {doctor:?}");
+
+    // Versions meet: this workstation learns the new helper's version from
+    // the gate, and the previous release's workstation still checks the
+    // upgraded server (it passes over the gate's version line).
+    assert_eq!(server_version_seen(&host), ServerVersion::Known(HelperVersion::this()));
+    let old_inspect = inspect_with(old_binary, &host);
+    assert!(
+        reports_ok(&old_inspect.stdout, "identity") && reports_ok(&old_inspect.stdout, "disk"),
+        "the 0.1.0 workstation against the upgraded server: {old_inspect:?}"
+    );
 
     // Plans made and approved before the upgrade still work after it.
     let (code, done) = execute(&approved);

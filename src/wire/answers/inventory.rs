@@ -14,6 +14,7 @@ use super::app_state::{ContainerView, Drift, EngineState};
 use crate::control::app_record::AppState;
 use crate::control::plan::Action;
 use crate::vocab::{AppName, ImageId, ImageRef, PlanId, ServerName};
+pub use crate::wire::versions::HelperVersion;
 
 /// The `inventory` answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -32,25 +33,6 @@ pub struct Inventory {
     /// helper older than 0.2.0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub helper: Option<HelperVersion>,
-}
-
-/// Which volce-lab a server runs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HelperVersion {
-    /// The package's upstream version (Cargo.toml's), e.g. `0.2.0`.
-    pub version: String,
-    /// The host RPC's version ([`crate::wire::PROTOCOL_VERSION`]).
-    pub protocol: u32,
-}
-
-impl HelperVersion {
-    /// This build's.
-    pub fn this() -> HelperVersion {
-        HelperVersion {
-            version: env!("CARGO_PKG_VERSION").to_owned(),
-            protocol: crate::wire::PROTOCOL_VERSION,
-        }
-    }
 }
 
 /// One managed app: the record's facts, the engine's state and any drift.

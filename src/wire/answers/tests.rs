@@ -184,7 +184,7 @@ fn an_inventory_is_version_1_json() {
         }],
         unsettled_plan: None,
         foreign: ForeignCounts { containers: 3, images: 2, networks: 1 },
-        helper: Some(HelperVersion { version: "0.2.0".into(), protocol: 1 }),
+        helper: Some(HelperVersion { version: "0.2.0".into(), protocol: 2 }),
     };
     round_trips(
         &inventory,
@@ -217,7 +217,7 @@ fn an_inventory_is_version_1_json() {
                        "expires_at": "2027-01-15T08:10:00Z", "requires_approval": true, "approved": false}],
             "unsettled_plan": null,
             "foreign": {"containers": 3, "images": 2, "networks": 1},
-            "helper": {"version": "0.2.0", "protocol": 1},
+            "helper": {"version": "0.2.0", "protocol": 2},
         }),
     );
 }
