@@ -228,6 +228,9 @@ impl RequestId {
 struct Envelope {
     #[serde(default)]
     request_id: Option<String>,
+    /// The workstation's protocol (`versions`); absent means 1.
+    #[serde(default)]
+    protocol: Option<u32>,
     #[serde(flatten)]
     request: Request,
 }
@@ -244,8 +247,44 @@ impl Request {
 }
 
 /// Parses exactly one request and its optional request id, as the helper
-/// does. A request id of the wrong shape refuses the whole request.
+/// does. A request id of the wrong shape refuses the whole request, and so
+/// does a `protocol` this helper does not answer ([`versions::admit`]).
 pub fn parse_envelope(bytes: &[u8]) -> Result<(Request, Option<RequestId>), Refusal> {
+    parse_envelope_as(bytes, versions::Helper::THIS)
+}
+
+/// [`parse_envelope`] as a helper of `helper`'s protocol reads it: what that
+/// protocol did not have yet is refused as that helper refused it
+/// (`versions::Helper::knows`). The shipped helper is
+/// [`versions::Helper::THIS`]; tests build the others.
+pub fn parse_envelope_as(
+    bytes: &[u8],
+    helper: versions::Helper,
+) -> Result<(Request, Option<RequestId>), Refusal> {
+    let (request, id, protocol) = parse_envelope_fields(bytes)?;
+    let refused = |code: Code| match code {
+        Code::UnknownAction => Action::parse("").unwrap_err(),
+        Code::InvalidParameters => Refusal::new(
+            Code::InvalidParameters,
+            "The plan's parameters name one this helper does not know; nothing was done.",
+        ),
+        _ => shape_refusal(),
+    };
+    let beside = [
+        (id.is_some(), versions::Feature::RequestId),
+        (protocol.is_some(), versions::Feature::ProtocolField),
+    ];
+    for (_, feature) in beside.iter().filter(|(present, _)| *present) {
+        helper.knows(*feature).map_err(refused)?;
+    }
+    for feature in versions::features(&request) {
+        helper.knows(feature).map_err(refused)?;
+    }
+    versions::admit(protocol, helper)?;
+    Ok((request, id))
+}
+
+fn parse_envelope_fields(bytes: &[u8]) -> Result<(Request, Option<RequestId>, Option<u32>), Refusal> {
     let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
     if first != Some(&b'{') {
         return Err(Refusal::new(Code::InvalidRequest, "The request must be one JSON object."));
@@ -262,9 +301,12 @@ pub fn parse_envelope(bytes: &[u8]) -> Result<(Request, Option<RequestId>), Refu
             )
         })?),
     };
-    // Without an id, exactly version 1's parser decides.
-    let request = if id.is_none() { parse_request(bytes)? } else { envelope.request };
-    Ok((request, id))
+    // Without an id and a protocol, exactly version 1's parser decides.
+    let request = match (&id, envelope.protocol) {
+        (None, None) => parse_request(bytes)?,
+        _ => envelope.request,
+    };
+    Ok((request, id, envelope.protocol))
 }
 
 fn shape_refusal() -> Refusal {

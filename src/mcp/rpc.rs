@@ -110,6 +110,18 @@ pub(super) fn rejected(code: AnswerCode, message: &str) -> Answer {
     }
 }
 
+/// An inventory answer's message, saying which volce-lab the server runs
+/// (a 0.1.0 helper's inventory does not say it itself).
+pub(super) fn with_server_version(message: &str, server: &crate::wire::versions::ServerVersion) -> String {
+    let this = crate::wire::versions::HelperVersion::this();
+    format!(
+        "{message} The server runs volce-lab {}; this workstation runs {} (protocol {}).",
+        sanitize(&server.describe()),
+        this.version,
+        this.protocol
+    )
+}
+
 /// What a reply means for the agent.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Answer {

@@ -262,11 +262,10 @@ impl VolceLab {
             }
         } else {
             // The request id goes with the request, so the host's rows for
-            // it join this call's audit line (`crate::mcp::audit`).
-            let bytes = match wire::RequestId::parse(&request_id) {
-                Some(id) => request.to_bytes_with_id(&id),
-                None => request.to_bytes(),
-            };
+            // it join this call's audit line (`crate::mcp::audit`); the
+            // protocol field only for a server that reads it (`wire::versions`).
+            let id = wire::RequestId::parse(&request_id);
+            let bytes = request.to_bytes_for(id.as_ref(), &inspector.server_version());
             if bytes.len() > wire::MAX_REQUEST_BYTES {
                 // Unreachable with the argument limit; kept as the last guard.
                 Answer {
@@ -301,7 +300,11 @@ impl VolceLab {
                         plain(refusal.status)
                     }
                     Ok(outcome) => {
-                        let answer = rpc::interpret(request.operation(), &outcome, config.mode);
+                        let mut answer = rpc::interpret(request.operation(), &outcome, config.mode);
+                        if request.operation() == wire::Operation::Inventory && answer.status == Status::Ok {
+                            answer.message =
+                                rpc::with_server_version(&answer.message, &inspector.server_version());
+                        }
                         execution = Some(outcome.execution);
                         answer
                     }

@@ -160,6 +160,9 @@ impl Code {
             Code::ServerTooOld => {
                 "Upgrade volce-lab on that server (HOST-SETUP.md, Upgrading), then check identity and call again."
             }
+            Code::ClientTooOld => {
+                "Upgrade volce-lab on this workstation (HOST-SETUP.md, Upgrading), then check identity and call again."
+            }
             Code::NeedsInspection => {
                 "Stop and ask the operator to inspect the plan on the server (`sudo volce-lab-host show PLAN_ID`); do not retry."
             }

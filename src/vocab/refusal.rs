@@ -172,6 +172,9 @@ pub enum Code {
     /// The server's helper speaks an older protocol than the request needs
     /// (`crate::wire::versions`); nothing was sent.
     ServerTooOld,
+    /// The server's helper no longer answers the workstation's older
+    /// protocol (`crate::wire::versions::admit`); nothing was done.
+    ClientTooOld,
     /// The code of a `needs_inspection` answer: an execute reached Docker
     /// and failed or is uncertain. Not a refusal: something may have changed.
     NeedsInspection,
@@ -257,7 +260,7 @@ mod tests {
     #[test]
     fn code_strings_never_change() {
         use strum::VariantArray as _;
-        const SHIPPED: [&str; 87] = [
+        const SHIPPED: [&str; 88] = [
             "invalid_request",
             "request_too_large",
             "unknown_action",
@@ -344,6 +347,7 @@ mod tests {
             "request_state_expired",
             "request_state_replayed",
             "server_too_old",
+            "client_too_old",
             "needs_inspection",
         ];
         let strings: Vec<&str> = Code::VARIANTS.iter().map(|c| c.as_str()).collect();

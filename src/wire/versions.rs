@@ -17,14 +17,26 @@
 //!   gate: then the server is taken to be protocol 1, which every helper
 //!   serves, so the guess can refuse a request but never misread one.
 //!
-//! No request carries a version: protocol 1's bytes stay what they were,
-//! and the helper refuses any field or operation it does not know
-//! (`deny_unknown_fields`), so even a request sent on a wrong guess changes
-//! nothing on an older helper.
+//! - from protocol 2 a request may say the workstation's protocol
+//!   (`protocol`, beside the operation's fields): the workstation adds it
+//!   only for a server whose gate named protocol 2 or later
+//!   ([`Request::to_bytes_for`]), so a 0.1.0 helper, which refuses any field
+//!   it does not know, is sent protocol 1's bytes exactly. The helper reads
+//!   a request without it as protocol 1's ([`admit`]): it answers every
+//!   protocol from its oldest served one to its own, refuses an older one
+//!   `client_too_old` and a newer one `server_too_old` (a backstop: the
+//!   workstation's own check comes first), both naming both versions.
+//!
+//! What each protocol added is written per feature ([`Feature::since`]:
+//! operations, actions, parameters and fields, in exhaustive matches, so a
+//! new variant cannot ship without its protocol), and the tests hold every
+//! request of this build against helpers one protocol older and newer
+//! ([`Helper`] switches the helper's parser by protocol).
 
 use serde::{Deserialize, Serialize};
 
-use super::Request;
+use super::{Operation, Request, RequestId};
+use crate::control::plan::Action;
 use crate::vocab::{Code, Refusal};
 
 /// This build's protocol. What each one added is [`ADDITIONS`].
@@ -92,19 +104,174 @@ impl ServerVersion {
     }
 }
 
-impl Request {
-    /// The oldest protocol that serves this request as it is. Every request
-    /// of this build is protocol 1's (no request changed in protocol 2).
-    pub fn needs(&self) -> u32 {
+/// The oldest workstation protocol this helper still answers. Raising it
+/// retires a protocol: its workstations get `client_too_old`.
+pub const OLDEST_CLIENT: u32 = 1;
+
+/// One thing a request can use that some protocol added.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Feature {
+    Operation(Operation),
+    Action(Action),
+    /// A `plan` parameter of an action.
+    Parameter(Action, &'static str),
+    /// `logs`' optional `since_minutes`.
+    SinceMinutes,
+    /// The `request_id` beside the operation's fields.
+    RequestId,
+    /// The request's `protocol` field: the workstation's protocol.
+    ProtocolField,
+}
+
+impl Feature {
+    /// The protocol that added it.
+    pub fn since(self) -> u32 {
         match self {
-            Request::GatewayStatus {}
-            | Request::Inventory {}
-            | Request::Plan { .. }
-            | Request::Execute { .. }
-            | Request::Logs { .. }
-            | Request::GateRefusal { .. } => 1,
+            Feature::Operation(
+                Operation::GatewayStatus
+                | Operation::Inventory
+                | Operation::Plan
+                | Operation::Execute
+                | Operation::Logs
+                | Operation::GateRefusal,
+            ) => 1,
+            Feature::Action(
+                Action::Deploy
+                | Action::NginxConfig
+                | Action::Stop
+                | Action::RemoveImage
+                | Action::RemoveApp
+                | Action::Start
+                | Action::Update,
+            ) => 1,
+            // Every parameter so far came with its action.
+            Feature::Parameter(action, _) => Feature::Action(action).since(),
+            Feature::SinceMinutes | Feature::RequestId => 1,
+            Feature::ProtocolField => 2,
         }
     }
+}
+
+/// The features `request` uses (the request id and the protocol field
+/// aside, which travel beside it): its operation, its action and parameters
+/// when they are names this build knows (an unknown one is the helper's to
+/// refuse, `unknown_action`), and its optional fields.
+pub fn features(request: &Request) -> Vec<Feature> {
+    let mut used = vec![Feature::Operation(request.operation())];
+    match request {
+        Request::Plan { action, parameters } => {
+            if let Ok(action) = Action::parse(action) {
+                used.push(Feature::Action(action));
+                for name in parameters.as_object().into_iter().flat_map(|map| map.keys()) {
+                    if let Some(known) = action.parameters().iter().find(|known| **known == name.as_str()) {
+                        used.push(Feature::Parameter(action, known));
+                    }
+                }
+            }
+        }
+        Request::Logs { since_minutes: Some(_), .. } => used.push(Feature::SinceMinutes),
+        _ => {}
+    }
+    used
+}
+
+impl Request {
+    /// The oldest protocol that serves this request as it is: the newest of
+    /// its features'.
+    pub fn needs(&self) -> u32 {
+        features(self).into_iter().map(Feature::since).max().unwrap_or(1)
+    }
+
+    /// The request's bytes for `server`: with the request id when there is
+    /// one, and with this workstation's `protocol` only when the server's
+    /// protocol reads it (else exactly protocol 1's bytes).
+    pub fn to_bytes_for(&self, id: Option<&RequestId>, server: &ServerVersion) -> Vec<u8> {
+        let mut value = serde_json::to_value(self).expect("a request serializes");
+        if let serde_json::Value::Object(map) = &mut value {
+            if let Some(id) = id {
+                map.insert("request_id".into(), id.as_str().into());
+            }
+            if Feature::ProtocolField.since() <= server.protocol() {
+                map.insert("protocol".into(), PROTOCOL_VERSION.min(server.protocol()).into());
+            }
+        }
+        serde_json::to_vec(&value).expect("a JSON value serializes")
+    }
+}
+
+/// What a helper speaks: its own protocol and the oldest workstation
+/// protocol it still answers. A parameter, so that tests build the helpers
+/// of the protocols around this one from the same source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Helper {
+    pub protocol: u32,
+    pub oldest_client: u32,
+}
+
+impl Helper {
+    /// This build's helper.
+    pub const THIS: Helper = Helper { protocol: PROTOCOL_VERSION, oldest_client: OLDEST_CLIENT };
+
+    /// Whether this helper knows `feature`; if not, the code that helper
+    /// refused it with: an unknown action `unknown_action`, an unknown
+    /// parameter `invalid_parameters`, anything else `invalid_request` (its
+    /// parser refuses unknown fields and operations).
+    pub fn knows(self, feature: Feature) -> Result<(), Code> {
+        if feature.since() <= self.protocol {
+            return Ok(());
+        }
+        Err(match feature {
+            Feature::Action(_) => Code::UnknownAction,
+            Feature::Parameter(..) => Code::InvalidParameters,
+            Feature::Operation(_) | Feature::SinceMinutes | Feature::RequestId | Feature::ProtocolField => {
+                Code::InvalidRequest
+            }
+        })
+    }
+}
+
+/// The first release of each protocol, oldest first.
+pub const RELEASES: &[(u32, &str)] = &[(1, "0.1.0"), (2, "0.2.0")];
+
+/// The first release that speaks `protocol` (the newest known for a
+/// protocol this build has not heard of).
+pub fn first_release(protocol: u32) -> &'static str {
+    RELEASES.iter().find(|(p, _)| *p >= protocol).or(RELEASES.last()).map_or("?", |(_, v)| v)
+}
+
+/// The helper's rule: which protocol the request's `protocol` field says
+/// (`None`: absent, protocol 1), or why it is not answered.
+pub fn admit(client: Option<u32>, helper: Helper) -> Result<u32, Refusal> {
+    let client = client.unwrap_or(1);
+    let this = |protocol: u32| {
+        if protocol == PROTOCOL_VERSION { env!("CARGO_PKG_VERSION") } else { first_release(protocol) }
+    };
+    if client > helper.protocol {
+        return Err(Refusal::new(
+            Code::ServerTooOld,
+            format!(
+                "This server runs volce-lab {} (protocol {}) and the request is protocol {client}; nothing \
+                 was done. Upgrade the server's package to volce-lab {} or later (HOST-SETUP.md, Upgrading).",
+                this(helper.protocol),
+                helper.protocol,
+                first_release(client),
+            ),
+        ));
+    }
+    if client < helper.oldest_client {
+        return Err(Refusal::new(
+            Code::ClientTooOld,
+            format!(
+                "This server runs volce-lab {} (protocol {}), which no longer answers protocol {client}; \
+                 nothing was done. Upgrade the workstation's volce-lab to {} or later (HOST-SETUP.md, \
+                 Upgrading).",
+                this(helper.protocol),
+                helper.protocol,
+                first_release(helper.oldest_client),
+            ),
+        ));
+    }
+    Ok(client)
 }
 
 /// Whether a workstation may send a request that `needs` a protocol to
@@ -128,6 +295,9 @@ pub fn may_send(needs: u32, server: &ServerVersion, target: &str) -> Result<(), 
         ),
     ))
 }
+
+#[cfg(test)]
+mod meet;
 
 #[cfg(test)]
 mod tests {

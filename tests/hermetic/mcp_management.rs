@@ -486,3 +486,26 @@ async fn cancelling_a_call_kills_the_helper_process_and_audits_unknown() {
     let after = harness.call("cloud_check", json!({"check": "disk"})).await;
     assert_eq!(after["status"], "ok", "{after}");
 }
+
+/// Tried: a server reached without the ssh gate (the stand-in is a login
+/// shell), whose helper answers as 0.1.0 did: it is sent protocol 1's
+/// bytes, and service_inventory's message says what is known of its version.
+#[tokio::test]
+async fn service_inventory_says_the_servers_version_and_sends_protocol_1_bytes_to_an_unknown_one() {
+    let harness =
+        Setup::rpc(reply(json!({"status": "ok", "operation": "inventory", "result": {"apps": []}})))
+            .start()
+            .await;
+    harness.identify().await;
+    let result = harness.call("service_inventory", json!({})).await;
+    assert_eq!(result["status"], "ok", "{result}");
+    let message = result["message"].as_str().unwrap();
+    assert!(
+        message.contains(
+            "The server runs volce-lab not known (no ssh gate; protocol 1 assumed); this workstation runs"
+        ),
+        "{message}"
+    );
+    let sent: Value = serde_json::from_slice(&std::fs::read(harness.path("request")).unwrap()).unwrap();
+    assert_eq!(sent.get("protocol"), None, "{sent}");
+}

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use crate::support::e2e::*;
 use serde_json::{Value, json};
 use volce_lab::inspect::{Check, Inspector, Status};
-use volce_lab::wire::versions::{HelperVersion, ServerVersion};
+use volce_lab::wire::versions::{HelperVersion, PROTOCOL_VERSION, ServerVersion};
 
 /// What this build's workstation learns of the server's helper from an
 /// identity check over the real sshd and gate (issue 27), and that the
@@ -211,6 +211,15 @@ fn the_package_upgrade_keeps_plans_apps_and_the_trail_and_a_downgrade_below_the_
     // names no version (protocol 1). Keep the old workstation binary for
     // the other direction after the upgrade.
     assert_eq!(server_version_seen(&host), ServerVersion::Before020);
+    // What a protocol-2 server is sent, the old helper cannot read (it
+    // refuses unknown fields): why a server that names no protocol is sent
+    // protocol 1's bytes, which are exactly what 0.1.0's workstation sent.
+    let (code, refused) = agent_rpc(&json!({"operation": "inventory", "protocol": 2}));
+    assert_eq!((code, &refused["code"]), (Some(1), &json!("invalid_request")), "{refused}");
+    assert_eq!(
+        volce_lab::wire::Request::Inventory {}.to_bytes_for(None, &ServerVersion::Before020),
+        br#"{"operation":"inventory"}"#
+    );
     let old_workstation = tempfile::tempdir().unwrap();
     let old_binary = old_workstation.path().join("volce-lab-0.1.0");
     std::fs::copy(INSTALLED, &old_binary).unwrap();
@@ -317,6 +326,13 @@ fn the_package_upgrade_keeps_plans_apps_and_the_trail_and_a_downgrade_below_the_
     // the gate, and the previous release's workstation still checks the
     // upgraded server (it passes over the gate's version line).
     assert_eq!(server_version_seen(&host), ServerVersion::Known(HelperVersion::this()));
+    // The new helper reads this workstation's protocol, and refuses a newer
+    // one than its own server_too_old, naming its version.
+    let (code, _) = agent_rpc(&json!({"operation": "inventory", "protocol": PROTOCOL_VERSION}));
+    assert_eq!(code, Some(0), "the protocol field is read from 0.2.0");
+    let (code, refused) = agent_rpc(&json!({"operation": "inventory", "protocol": PROTOCOL_VERSION + 1}));
+    assert_eq!((code, &refused["code"]), (Some(1), &json!("server_too_old")), "{refused}");
+    assert!(refused["message"].as_str().unwrap().contains(env!("CARGO_PKG_VERSION")), "{refused}");
     let old_inspect = inspect_with(old_binary, &host);
     assert!(
         reports_ok(&old_inspect.stdout, "identity") && reports_ok(&old_inspect.stdout, "disk"),
