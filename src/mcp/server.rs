@@ -30,7 +30,7 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult, PaginatedRequestParams,
     ServerCapabilities, ServerConfig, Tool,
 };
-use rmcp::model::{ProgressNotificationParam, ProgressToken};
+use rmcp::model::{CancelTaskParams, GetTaskParams, GetTaskResult, ProgressNotificationParam, ProgressToken};
 use rmcp::service::{Peer, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Map, Value, json};
@@ -70,12 +70,25 @@ impl Options {
 }
 
 mod seal;
+mod task;
 mod wait;
 
 use wait::Outcome;
 
-/// The volce-lab MCP server.
-pub struct VolceLab {
+/// The volce-lab MCP server: cheap to clone (one shared state), so a
+/// task (`task.rs`) can keep waiting after the call that made it answered.
+#[derive(Clone)]
+pub struct VolceLab(Arc<Shared>);
+
+impl std::ops::Deref for VolceLab {
+    type Target = Shared;
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+/// What every clone of a [`VolceLab`] shares.
+pub struct Shared {
     /// The configured targets, in fleet order; `choices` names them.
     members: Vec<Member>,
     choices: Choices,
@@ -85,10 +98,13 @@ pub struct VolceLab {
     tools: Vec<Tool>,
     /// Seals the `requestState` of the 2026-07-28 approval path (`seal.rs`).
     sealer: seal::Sealer,
+    /// The tasks of the Tasks extension (`task.rs`).
+    tasks: rmcp::task_manager::TaskManager,
 }
 
 /// One configured target: its name and its own inspector (its own
 /// identity gate and ssh master).
+#[derive(Clone)]
 struct Member {
     name: String,
     inspector: Arc<Inspector>,
@@ -128,7 +144,9 @@ impl VolceLab {
         }
         choices.groups.sort();
         let tools = tools::list_for(&choices);
-        VolceLab { members, choices, fan_out: fan_out.max(1), options, tools, sealer: seal::Sealer::new() }
+        let sealer = seal::Sealer::new();
+        let tasks = rmcp::task_manager::TaskManager::new();
+        VolceLab(Arc::new(Shared { members, choices, fan_out: fan_out.max(1), options, tools, sealer, tasks }))
     }
 
     /// The fields every result starts with; `member` is `None` only when
@@ -352,7 +370,7 @@ struct Watcher {
 
 impl ServerHandler for VolceLab {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_tasks().build())
             .with_server_info(Implementation::new("volce-lab", env!("CARGO_PKG_VERSION")))
             .with_instructions(tools::INSTRUCTIONS)
     }
@@ -363,6 +381,24 @@ impl ServerHandler for VolceLab {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         Ok(ListToolsResult::with_all_items(self.tools.clone()))
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        // An unknown or forged id is `invalid_params`; ids are random UUIDs.
+        self.tasks.get_task(&request.task_id).map(GetTaskResult::new)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        // Stops the wait only (`task.rs`); it approves nothing.
+        self.tasks.cancel_task(&request.task_id)
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
@@ -403,7 +439,7 @@ impl ServerHandler for VolceLab {
             outcome = self.run(tool, arguments, id.clone(), watcher, wait::Waiter::of(&context, &request)) => {
                 self.audit(Some(tool), &outcome.served, started);
                 Ok(match outcome.ask {
-                    Some(ask) => ask.into(),
+                    Some(instead) => instead,
                     None => outcome.served.tool_result().into(),
                 })
             }
