@@ -69,6 +69,7 @@ impl Options {
     }
 }
 
+mod demo;
 mod seal;
 mod task;
 mod wait;
@@ -100,6 +101,8 @@ pub struct Shared {
     sealer: seal::Sealer,
     /// The tasks of the Tasks extension (`task.rs`).
     tasks: rmcp::task_manager::TaskManager,
+    /// The simulated plans of demo mode (`demo.rs`).
+    demo_plans: demo::Plans,
 }
 
 /// One configured target: its name and its own inspector (its own
@@ -146,7 +149,7 @@ impl VolceLab {
         let tools = tools::list_for(&choices);
         let sealer = seal::Sealer::new();
         let tasks = rmcp::task_manager::TaskManager::new();
-        VolceLab(Arc::new(Shared { members, choices, fan_out: fan_out.max(1), options, tools, sealer, tasks }))
+        VolceLab(Arc::new(Shared { members, choices, fan_out: fan_out.max(1), options, tools, sealer, tasks, demo_plans: Default::default() }))
     }
 
     /// The fields every result starts with; `member` is `None` only when
@@ -194,12 +197,23 @@ impl VolceLab {
             Ok(Call::Inventory) => {
                 self.manage(member, tool, Request::Inventory {}, None, None, request_id, None).await
             }
+            Ok(Call::Plan { action, parameters }) if member.inspector.is_demo() => {
+                self.demo_plan(member, action, &parameters, request_id)
+            }
             Ok(Call::Plan { action, parameters }) => {
                 let request = Request::plan(action, parameters);
                 self.manage(member, tool, request, Some(action), None, request_id, None).await
             }
             // Only an execute runs long steps, so only it is watched; only
             // it waits for an approval (`wait.rs`).
+            // Demo mode: a simulated plan rehearses the wait (`demo.rs`);
+            // any other id gets today's `demo_only`.
+            Ok(Call::Execute { plan_id }) if member.inspector.is_demo() => {
+                return match self.demo_execute(member, &plan_id, request_id.clone(), waiter).await {
+                    Some(outcome) => outcome,
+                    None => self.execute_waiting(member, plan_id, request_id, progress, wait::Waiter::Not).await,
+                };
+            }
             Ok(Call::Execute { plan_id }) => {
                 return self.execute_waiting(member, plan_id, request_id, progress, waiter).await;
             }

@@ -133,7 +133,7 @@ pub(super) fn waits_for_approval(served: &Served) -> bool {
 
 /// What the user chose on one form.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Choice {
+pub(super) enum Choice {
     LookAgain,
     StopWaiting,
 }
@@ -164,7 +164,7 @@ pub(super) fn left_secs(expires_at: &str) -> u64 {
 }
 
 /// Shows one form and waits for the choice (at most the plan's time left).
-async fn ask(peer: &Peer<RoleServer>, message: String, left: Duration) -> Choice {
+pub(super) async fn ask(peer: &Peer<RoleServer>, message: String, left: Duration) -> Choice {
     let schema = ElicitationSchema::new(Default::default());
     let params = ElicitRequestParams::FormElicitationParams { meta: None, message, requested_schema: schema };
     let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
@@ -384,7 +384,7 @@ struct Retry {
     digest: String,
 }
 
-const DECLINED: &str = "The user declined to wait for the operator's approval; nothing ran.";
+pub(super) const DECLINED: &str = "The user declined to wait for the operator's approval; nothing ran.";
 const STILL_WAITING: &str = "The operator has not approved the plan yet; nothing ran.";
 
 /// Sets the sentence of the kept `approval_required` result.
