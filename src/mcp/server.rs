@@ -149,7 +149,16 @@ impl VolceLab {
         let tools = tools::list_for(&choices);
         let sealer = seal::Sealer::new();
         let tasks = rmcp::task_manager::TaskManager::new();
-        VolceLab(Arc::new(Shared { members, choices, fan_out: fan_out.max(1), options, tools, sealer, tasks, demo_plans: Default::default() }))
+        VolceLab(Arc::new(Shared {
+            members,
+            choices,
+            fan_out: fan_out.max(1),
+            options,
+            tools,
+            sealer,
+            tasks,
+            demo_plans: Default::default(),
+        }))
     }
 
     /// The fields every result starts with; `member` is `None` only when
@@ -211,7 +220,9 @@ impl VolceLab {
             Ok(Call::Execute { plan_id }) if member.inspector.is_demo() => {
                 return match self.demo_execute(member, &plan_id, request_id.clone(), waiter).await {
                     Some(outcome) => outcome,
-                    None => self.execute_waiting(member, plan_id, request_id, progress, wait::Waiter::Not).await,
+                    None => {
+                        self.execute_waiting(member, plan_id, request_id, progress, wait::Waiter::Not).await
+                    }
                 };
             }
             Ok(Call::Execute { plan_id }) => {

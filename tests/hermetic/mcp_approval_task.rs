@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities, ClientConfig, GetTaskParams,
-    Implementation, TaskPayload, TaskStatus,
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities, ClientConfig,
+    GetTaskParams, Implementation, TaskPayload, TaskStatus,
 };
 use rmcp::service::RunningService;
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
@@ -41,7 +41,8 @@ fn helper(expires_at: &str) -> String {
     };
     let none = json!({"status": "ok", "operation": "inventory", "result": {"plans": []}});
     let answer = |code: &str, message: &str| json!({"status": "rejected", "code": code, "message": message});
-    let required = answer("approval_required", "An operator must approve this plan on the server first; nothing ran.");
+    let required =
+        answer("approval_required", "An operator must approve this plan on the server first; nothing ran.");
     let rejected = answer("plan_rejected", "The operator rejected this plan; nothing ran.");
     let expired = answer("plan_expired", "The plan expired before it was approved; nothing ran.");
     let done = json!({"status": "ok", "operation": "execute", "result": {"plan_id": PLAN_ID, "outcome": "completed"}});
@@ -66,8 +67,11 @@ struct TaskClient {
 
 impl ClientHandler for TaskClient {
     fn get_info(&self) -> ClientConfig {
-        let capabilities =
-            if self.tasks { ClientCapabilities::builder().enable_tasks().build() } else { Default::default() };
+        let capabilities = if self.tasks {
+            ClientCapabilities::builder().enable_tasks().build()
+        } else {
+            Default::default()
+        };
         ClientConfig::new(capabilities, Implementation::new("task-client", "1"))
     }
 }
@@ -102,10 +106,11 @@ async fn start(tasks: bool, expires_at: &str) -> World {
 impl World {
     /// Opens the gate, then sends the execute once.
     async fn execute(&self) -> CallToolResponse {
-        let check = CallToolRequestParams::new("cloud_check").with_arguments(arguments(json!({"check": "identity"})));
+        let check =
+            CallToolRequestParams::new("cloud_check").with_arguments(arguments(json!({"check": "identity"})));
         self.client.call_tool(check).await.unwrap();
-        let params =
-            CallToolRequestParams::new("service_execute").with_arguments(arguments(json!({"plan_id": PLAN_ID})));
+        let params = CallToolRequestParams::new("service_execute")
+            .with_arguments(arguments(json!({"plan_id": PLAN_ID})));
         self.client.peer().call_tool_once(params).await.unwrap()
     }
 
@@ -150,7 +155,10 @@ const LATER: &str = "2099-01-01T00:00:00Z";
 async fn approve_while_the_task_waits_completes_it_with_the_result_and_runs_once() {
     let world = start(true, LATER).await;
     let (id, message) = world.task().await;
-    assert!(message.starts_with(&format!("awaiting operator approval of plan {PLAN_ID} on course-demo, ")), "{message}");
+    assert!(
+        message.starts_with(&format!("awaiting operator approval of plan {PLAN_ID} on course-demo, ")),
+        "{message}"
+    );
     assert!(message.contains(" min left"), "{message}");
     // The task looks at the host and keeps waiting: nothing ran.
     tokio::time::sleep(Duration::from_millis(1_500)).await;

@@ -397,12 +397,16 @@ impl rmcp::ClientHandler for Rehearsal {
     }
 }
 
-async fn rehearsal(capabilities: Value) -> (RunningService<RoleClient, Rehearsal>, Rehearsal, tempfile::TempDir) {
+async fn rehearsal(
+    capabilities: Value,
+) -> (RunningService<RoleClient, Rehearsal>, Rehearsal, tempfile::TempDir) {
     let state = tempfile::tempdir().unwrap();
     let transport = TokioChildProcess::new(command(state.path())).expect("spawn volce-lab mcp-serve");
-    let handler = Rehearsal { capabilities: serde_json::from_value(capabilities).unwrap(), forms: Default::default() };
+    let handler =
+        Rehearsal { capabilities: serde_json::from_value(capabilities).unwrap(), forms: Default::default() };
     let client = handler.clone().serve(transport).await.expect("initialize");
-    let check = CallToolRequestParams::new("cloud_check").with_arguments(arguments(json!({"check": "identity"})));
+    let check =
+        CallToolRequestParams::new("cloud_check").with_arguments(arguments(json!({"check": "identity"})));
     client.call_tool(check).await.unwrap();
     (client, handler, state)
 }
@@ -443,7 +447,8 @@ async fn demo_rehearses_plan_then_simulated_approval_then_simulated_result_in_th
     let (client, handler, _state) = rehearsal(json!({})).await;
     let id = demo_plan(&client).await;
     let started = std::time::Instant::now();
-    let params = CallToolRequestParams::new("service_execute").with_arguments(arguments(json!({"plan_id": id})));
+    let params =
+        CallToolRequestParams::new("service_execute").with_arguments(arguments(json!({"plan_id": id})));
     let result = client.call_tool(params).await.unwrap();
     let tools = client.list_all_tools().await.unwrap();
     let done = structured(tools.iter().find(|t| t.name == "service_execute").unwrap(), &result);
@@ -457,7 +462,8 @@ async fn demo_rehearses_plan_then_simulated_approval_then_simulated_result_in_th
 async fn demo_rehearses_the_form_a_client_shows() {
     let (client, handler, _state) = rehearsal(json!({"elicitation": {"form": {}}})).await;
     let id = demo_plan(&client).await;
-    let params = CallToolRequestParams::new("service_execute").with_arguments(arguments(json!({"plan_id": id})));
+    let params =
+        CallToolRequestParams::new("service_execute").with_arguments(arguments(json!({"plan_id": id})));
     let done = client.call_tool(params).await.unwrap().structured_content.unwrap();
     assert_simulated_done(&done, &id);
     let forms = handler.forms.lock().unwrap().clone();
@@ -471,22 +477,27 @@ async fn demo_rehearses_the_task_a_client_polls() {
     let tasks = json!({"extensions": {"io.modelcontextprotocol/tasks": {}}});
     let (client, _handler, _state) = rehearsal(tasks).await;
     let id = demo_plan(&client).await;
-    let params = CallToolRequestParams::new("service_execute").with_arguments(arguments(json!({"plan_id": id})));
-    let rmcp::model::CallToolResponse::Task(created) = client.peer().call_tool_once(params).await.unwrap() else {
+    let params =
+        CallToolRequestParams::new("service_execute").with_arguments(arguments(json!({"plan_id": id})));
+    let rmcp::model::CallToolResponse::Task(created) = client.peer().call_tool_once(params).await.unwrap()
+    else {
         panic!("a task")
     };
     let message = created.task.status_message.clone().unwrap();
     assert!(message.contains("simulated operator") && message.contains(&id), "{message}");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     let payload = loop {
-        let got = client.peer().get_task(rmcp::model::GetTaskParams::new(&created.task.task_id)).await.unwrap();
+        let got =
+            client.peer().get_task(rmcp::model::GetTaskParams::new(&created.task.task_id)).await.unwrap();
         if got.task.status().is_terminal() {
             break got.task.payload;
         }
         assert!(std::time::Instant::now() < deadline, "the simulated operator never approved");
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     };
-    let rmcp::model::TaskPayload::Completed { result } = payload else { panic!("completed, got {payload:?}") };
+    let rmcp::model::TaskPayload::Completed { result } = payload else {
+        panic!("completed, got {payload:?}")
+    };
     assert_simulated_done(&result["structuredContent"], &id);
     client.cancel().await.unwrap();
 }

@@ -75,7 +75,12 @@ impl VolceLab {
             answer,
             execution: None,
         };
-        envelope::managed(self.base(Some(member), request_id), facts, member.name.clone(), request_id.to_owned())
+        envelope::managed(
+            self.base(Some(member), request_id),
+            facts,
+            member.name.clone(),
+            request_id.to_owned(),
+        )
     }
 
     /// `service_plan` in demo mode: a simulated plan that waits for approval.
@@ -181,7 +186,9 @@ impl VolceLab {
                         result: None,
                         plan_id: Some(id.clone()),
                     };
-                    return Some(self.demo_served(member, ToolName::ServiceExecute, declined, &request_id).into());
+                    return Some(
+                        self.demo_served(member, ToolName::ServiceExecute, declined, &request_id).into(),
+                    );
                 }
                 tokio::time::sleep(OPERATOR_DELAY).await;
                 Some(done().into())

@@ -18,9 +18,9 @@
 
 use std::time::{Duration, Instant};
 
+use rmcp::ErrorData as McpError;
 use rmcp::model::{CallToolResult, CreateTaskResult, ErrorCode};
 use rmcp::task_manager::{TaskContext, TaskExit, TaskOptions};
-use rmcp::ErrorData as McpError;
 use serde_json::json;
 
 use super::wait::left_secs;
@@ -139,7 +139,9 @@ mod tests {
         // Tried: minutes rounded up, seconds under a minute.
         let id = PlanId::parse("0123456789abcdef0123456789abcdef").unwrap();
         let message = status_message("web-1", &id, 470);
-        assert!(message.starts_with(&format!("awaiting operator approval of plan {id} on web-1, 8 min left")));
+        assert!(
+            message.starts_with(&format!("awaiting operator approval of plan {id} on web-1, 8 min left"))
+        );
         assert!(status_message("web-1", &id, 42).contains(", 42 s left"));
     }
 }

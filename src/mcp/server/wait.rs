@@ -23,8 +23,9 @@ use std::time::{Duration, SystemTime};
 
 use rmcp::RoleServer;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ClientResult, ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction,
-    ElicitationSchema, InputRequest, InputRequiredResult, InputResponses, ProtocolVersion, ServerRequest,
+    CallToolRequestParams, CallToolResponse, ClientResult, ElicitRequest, ElicitRequestParams, ElicitResult,
+    ElicitationAction, ElicitationSchema, InputRequest, InputRequiredResult, InputResponses, ProtocolVersion,
+    ServerRequest,
 };
 use rmcp::service::{Peer, RequestContext};
 use serde_json::json;
@@ -357,7 +358,12 @@ impl VolceLab {
     }
 
     /// The plan as the host lists it among the open plans, if it is.
-    pub(super) async fn open_plan(&self, member: &Member, plan_id: &PlanId, request_id: &str) -> Option<OpenPlan> {
+    pub(super) async fn open_plan(
+        &self,
+        member: &Member,
+        plan_id: &PlanId,
+        request_id: &str,
+    ) -> Option<OpenPlan> {
         let served = self
             .manage(
                 member,
