@@ -13,7 +13,8 @@
 //!   cancels `RequestContext::ct`. We race the work against that token, so a
 //!   cancel drops the work future, and dropping `exec::run` kills the child's
 //!   process group. The audit line of a cancelled call says `unknown`;
-//! - every call, refused or not, leaves exactly one audit line;
+//! - every call, refused or not, leaves exactly one audit line (a task's
+//!   execute, later, leaves its own: `server/task.rs`);
 //! - only a `service_execute` whose request carries a progress token gets
 //!   progress notifications (`super::progress`), all sent before its result;
 //! - `ping` answers `{}` in every protocol version and at every point of a
