@@ -32,6 +32,8 @@ const PLAN_ID: &str = "0123456789abcdef0123456789abcdef";
 /// `expires_at`. Execute runs (and counts a run) only once `approved`
 /// exists; with `rejected` it answers `plan_rejected`; unapproved it
 /// answers `approval_required` the first time and `plan_expired` after.
+/// While `hiccup` exists, inventory fails (exit 1, no reply) and execute
+/// answers `approval_required`.
 fn helper(expires_at: &str) -> String {
     let plan = |approved: bool| {
         json!({"status": "ok", "operation": "inventory", "result": {"plans": [{
@@ -48,7 +50,9 @@ fn helper(expires_at: &str) -> String {
     let done = json!({"status": "ok", "operation": "execute", "result": {"plan_id": PLAN_ID, "outcome": "completed"}});
     format!(
         r#"echo x >> "$DIR/rpc_calls"; cat > "$DIR/request"
-if grep -q '"operation":"execute"' "$DIR/request"; then
+if [ -e "$DIR/hiccup" ]; then
+  if grep -q '"operation":"execute"' "$DIR/request"; then printf '%s\n' '{required}'; fi; exit 1
+elif grep -q '"operation":"execute"' "$DIR/request"; then
   if [ -e "$DIR/approved" ]; then echo x >> "$DIR/executed"; printf '%s\n' '{done}'
   elif [ -e "$DIR/rejected" ]; then printf '%s\n' '{rejected}'; exit 1
   elif [ -e "$DIR/asked" ]; then printf '%s\n' '{expired}'; exit 1
@@ -228,6 +232,22 @@ async fn a_forged_task_id_reads_nothing_cancels_nothing_and_runs_nothing() {
     // The real task still ends by the host's approval alone, once.
     let payload = world.until_done(&id, Duration::from_secs(10)).await;
     assert!(matches!(payload, TaskPayload::Completed { .. }), "{payload:?}");
+    assert_eq!(world.count("executed"), 1);
+}
+
+#[tokio::test]
+async fn a_failed_look_does_not_end_the_wait() {
+    // Tried: the inventory fails for about two looks (the host still says
+    // approval_required to the execute each sends), then the operator approves.
+    let world = start(true, LATER).await;
+    let (id, _) = world.task().await;
+    world.operator("hiccup");
+    tokio::time::sleep(Duration::from_millis(2_300)).await;
+    std::fs::remove_file(world.dir.path().join("hiccup")).unwrap();
+    world.operator("approved");
+    let payload = world.until_done(&id, Duration::from_secs(10)).await;
+    let TaskPayload::Completed { result } = payload else { panic!("completed, got {payload:?}") };
+    assert_eq!(result["structuredContent"]["status"], "ok", "{result:?}");
     assert_eq!(world.count("executed"), 1);
 }
 

@@ -38,6 +38,10 @@ pub const POLL_INTERVAL_MS: u64 = 2_000;
 /// issue's 2.5 s from approval to execution.
 pub const LOOK_EVERY: Duration = Duration::from_millis(1_000);
 
+/// How often a look that found no plan may meet a host that still says
+/// `approval_required` (a failed inventory) before the task ends with it.
+const HICCUPS: u32 = 3;
+
 /// How long a finished task stays readable beyond the plan's time left.
 const TTL_MARGIN_MS: u64 = 120_000;
 
@@ -106,7 +110,8 @@ impl VolceLab {
         request_id: &str,
         context: &TaskContext,
     ) -> Result<CallToolResult, TaskExit> {
-        let started = Instant::now();
+        let mut started = Instant::now();
+        let mut hiccups = 0;
         loop {
             let look = async {
                 tokio::time::sleep(LOOK_EVERY).await;
@@ -118,15 +123,22 @@ impl VolceLab {
                 () = context.cancelled() => return Err(TaskExit::Cancelled),
                 open = look => open,
             };
-            match still_waits(open.as_ref()) {
-                Some(left) => context.set_status_message(status_message(&member.name, plan_id, left)),
-                None => break,
+            if let Some(left) = still_waits(open.as_ref()) {
+                context.set_status_message(status_message(&member.name, plan_id, left));
+                continue;
             }
+            // Approved, rejected, expired or gone: the host decides and says which.
+            let served = self.execute_once(member, plan_id, request_id, None).await;
+            self.audit(Some(ToolName::ServiceExecute), &served, started);
+            // Still waiting: the look failed (the inventory did not answer),
+            // not the plan; look again, a few times at most.
+            if super::wait::waits_for_approval(&served) && hiccups < HICCUPS {
+                hiccups += 1;
+                started = Instant::now();
+                continue;
+            }
+            return settle(&served);
         }
-        // Approved, rejected, expired or gone: the host decides and says which.
-        let served = self.execute_once(member, plan_id, request_id, None).await;
-        self.audit(Some(ToolName::ServiceExecute), &served, started);
-        settle(&served)
     }
 }
 
