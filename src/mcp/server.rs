@@ -13,7 +13,8 @@
 //!   cancels `RequestContext::ct`. We race the work against that token, so a
 //!   cancel drops the work future, and dropping `exec::run` kills the child's
 //!   process group. The audit line of a cancelled call says `unknown`;
-//! - every call, refused or not, leaves exactly one audit line;
+//! - every call, refused or not, leaves exactly one audit line (a task's
+//!   execute, later, leaves its own: `server/task.rs`);
 //! - only a `service_execute` whose request carries a progress token gets
 //!   progress notifications (`super::progress`), all sent before its result;
 //! - `ping` answers `{}` in every protocol version and at every point of a
@@ -30,7 +31,7 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult, PaginatedRequestParams,
     ServerCapabilities, ServerConfig, Tool,
 };
-use rmcp::model::{ProgressNotificationParam, ProgressToken};
+use rmcp::model::{CancelTaskParams, GetTaskParams, GetTaskResult, ProgressNotificationParam, ProgressToken};
 use rmcp::service::{Peer, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Map, Value, json};
@@ -69,13 +70,28 @@ impl Options {
     }
 }
 
+mod demo;
+mod record;
 mod seal;
+mod task;
 mod wait;
 
 use wait::Outcome;
 
-/// The volce-lab MCP server.
-pub struct VolceLab {
+/// The volce-lab MCP server: cheap to clone (one shared state), so a
+/// task (`task.rs`) can keep waiting after the call that made it answered.
+#[derive(Clone)]
+pub struct VolceLab(Arc<Shared>);
+
+impl std::ops::Deref for VolceLab {
+    type Target = Shared;
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+/// What every clone of a [`VolceLab`] shares.
+pub struct Shared {
     /// The configured targets, in fleet order; `choices` names them.
     members: Vec<Member>,
     choices: Choices,
@@ -85,10 +101,15 @@ pub struct VolceLab {
     tools: Vec<Tool>,
     /// Seals the `requestState` of the 2026-07-28 approval path (`seal.rs`).
     sealer: seal::Sealer,
+    /// The tasks of the Tasks extension (`task.rs`).
+    tasks: rmcp::task_manager::TaskManager,
+    /// The simulated plans of demo mode (`demo.rs`).
+    demo_plans: demo::Plans,
 }
 
 /// One configured target: its name and its own inspector (its own
 /// identity gate and ssh master).
+#[derive(Clone)]
 struct Member {
     name: String,
     inspector: Arc<Inspector>,
@@ -128,7 +149,18 @@ impl VolceLab {
         }
         choices.groups.sort();
         let tools = tools::list_for(&choices);
-        VolceLab { members, choices, fan_out: fan_out.max(1), options, tools, sealer: seal::Sealer::new() }
+        let sealer = seal::Sealer::new();
+        let tasks = rmcp::task_manager::TaskManager::new();
+        VolceLab(Arc::new(Shared {
+            members,
+            choices,
+            fan_out: fan_out.max(1),
+            options,
+            tools,
+            sealer,
+            tasks,
+            demo_plans: Default::default(),
+        }))
     }
 
     /// The fields every result starts with; `member` is `None` only when
@@ -176,12 +208,25 @@ impl VolceLab {
             Ok(Call::Inventory) => {
                 self.manage(member, tool, Request::Inventory {}, None, None, request_id, None).await
             }
+            Ok(Call::Plan { action, parameters }) if member.inspector.is_demo() => {
+                self.demo_plan(member, action, &parameters, request_id)
+            }
             Ok(Call::Plan { action, parameters }) => {
                 let request = Request::plan(action, parameters);
                 self.manage(member, tool, request, Some(action), None, request_id, None).await
             }
             // Only an execute runs long steps, so only it is watched; only
             // it waits for an approval (`wait.rs`).
+            // Demo mode: a simulated plan rehearses the wait (`demo.rs`);
+            // any other id gets today's `demo_only`.
+            Ok(Call::Execute { plan_id }) if member.inspector.is_demo() => {
+                return match self.demo_execute(member, &plan_id, request_id.clone(), waiter).await {
+                    Some(outcome) => outcome,
+                    None => {
+                        self.execute_waiting(member, plan_id, request_id, progress, wait::Waiter::Not).await
+                    }
+                };
+            }
             Ok(Call::Execute { plan_id }) => {
                 return self.execute_waiting(member, plan_id, request_id, progress, waiter).await;
             }
@@ -316,34 +361,6 @@ impl VolceLab {
             envelope::Managed { tool, operation: request.operation(), action, plan_id, answer, execution };
         envelope::managed(base, facts, member.name.clone(), request_id)
     }
-
-    fn audit(&self, tool: Option<ToolName>, served: &Served, started: Instant) {
-        self.options.audit.append(&served.record(tool, started));
-    }
-
-    /// The audit line of a call the client cancelled: we killed whatever ran,
-    /// so what happened on the server is not known.
-    fn audit_cancelled(
-        &self,
-        tool: ToolName,
-        arguments: Option<&Map<String, Value>>,
-        request_id: String,
-        started: Instant,
-    ) {
-        let (target, rest) = match self.choices.select(tool, arguments) {
-            Ok((Selection::One(index), rest)) => (Some(self.members[index].name.clone()), rest),
-            Ok((Selection::FanOut(_), rest)) => (None, rest),
-            Err(_) => (None, None),
-        };
-        let (check, action, plan_id) = match tools::validate(tool, rest.as_ref().or(arguments)) {
-            Ok(Call::Check(check)) => (Some(check), None, None),
-            Ok(Call::Plan { action, .. }) => (None, Some(action.as_str()), None),
-            Ok(Call::Execute { plan_id }) => (None, None, Some(plan_id)),
-            _ => (None, None, None),
-        };
-        let served = Served { target, check, action, plan_id, ..Served::bare(Status::Unknown, request_id) };
-        self.audit(Some(tool), &served, started);
-    }
 }
 
 /// Where a call's progress goes: the client's token, and the peer to notify.
@@ -355,7 +372,7 @@ struct Watcher {
 
 impl ServerHandler for VolceLab {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_tasks().build())
             .with_server_info(Implementation::new("volce-lab", env!("CARGO_PKG_VERSION")))
             .with_instructions(tools::INSTRUCTIONS)
     }
@@ -366,6 +383,24 @@ impl ServerHandler for VolceLab {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         Ok(ListToolsResult::with_all_items(self.tools.clone()))
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        // An unknown or forged id is `invalid_params`; ids are random UUIDs.
+        self.tasks.get_task(&request.task_id).map(GetTaskResult::new)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        // Stops the wait only (`task.rs`); it approves nothing.
+        self.tasks.cancel_task(&request.task_id)
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
@@ -406,7 +441,7 @@ impl ServerHandler for VolceLab {
             outcome = self.run(tool, arguments, id.clone(), watcher, wait::Waiter::of(&context, &request)) => {
                 self.audit(Some(tool), &outcome.served, started);
                 Ok(match outcome.ask {
-                    Some(ask) => ask.into(),
+                    Some(instead) => instead,
                     None => outcome.served.tool_result().into(),
                 })
             }

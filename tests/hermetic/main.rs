@@ -25,6 +25,7 @@ mod host_operator_wait;
 mod host_policy_files;
 mod host_processes;
 mod layers;
+mod mcp_approval_task;
 mod mcp_approval_wait;
 mod mcp_conformance;
 mod mcp_examples;

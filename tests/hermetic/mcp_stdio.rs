@@ -149,9 +149,9 @@ async fn management_tools_in_demo_run_nothing() {
     let session = Session::start().await;
     session.call("cloud_check", json!({"check": "identity"})).await;
     let id = "0123456789abcdef0123456789abcdef";
+    // A plan id that is not one of this session's simulated plans.
     let calls = [
         ("service_inventory", json!({})),
-        ("service_plan", json!({"action": "stop", "parameters": {"app": "web"}})),
         ("service_execute", json!({"plan_id": id})),
         ("service_logs", json!({"app": "web", "container": "app", "tail": 5})),
     ];
@@ -163,10 +163,9 @@ async fn management_tools_in_demo_run_nothing() {
         assert_eq!(result["result"], Value::Null);
     }
     let audit = session.audit();
-    assert_eq!(audit.len(), 5);
-    assert_eq!(audit[3]["plan_id"], id);
-    assert_eq!(audit[4]["tool"], "service_logs");
-    assert_eq!(audit[2]["action"], "stop");
+    assert_eq!(audit.len(), 4);
+    assert_eq!(audit[2]["plan_id"], id);
+    assert_eq!(audit[3]["tool"], "service_logs");
     session.client.cancel().await.unwrap();
 }
 
@@ -367,4 +366,138 @@ fn bad_configuration_exits_2_with_one_sentence_and_nothing_on_stdout() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("VOLCE_LAB_MODE"), "{stderr}");
     assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+}
+
+// --- demo mode rehearses plan -> approve -> execute (issue 24) --------------
+
+/// A client declaring `capabilities`, accepting every form it is shown.
+#[derive(Clone)]
+struct Rehearsal {
+    capabilities: rmcp::model::ClientCapabilities,
+    forms: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl rmcp::ClientHandler for Rehearsal {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        rmcp::model::ClientConfig::new(
+            self.capabilities.clone(),
+            rmcp::model::Implementation::new("rehearsal", "1"),
+        )
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: rmcp::model::ElicitRequestParams,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        if let rmcp::model::ElicitRequestParams::FormElicitationParams { message, .. } = request {
+            self.forms.lock().unwrap().push(message);
+        }
+        Ok(rmcp::model::ElicitResult::new(rmcp::model::ElicitationAction::Accept))
+    }
+}
+
+async fn rehearsal(
+    capabilities: Value,
+) -> (RunningService<RoleClient, Rehearsal>, Rehearsal, tempfile::TempDir) {
+    let state = tempfile::tempdir().unwrap();
+    let transport = TokioChildProcess::new(command(state.path())).expect("spawn volce-lab mcp-serve");
+    let handler =
+        Rehearsal { capabilities: serde_json::from_value(capabilities).unwrap(), forms: Default::default() };
+    let client = handler.clone().serve(transport).await.expect("initialize");
+    let check =
+        CallToolRequestParams::new("cloud_check").with_arguments(arguments(json!({"check": "identity"})));
+    client.call_tool(check).await.unwrap();
+    (client, handler, state)
+}
+
+/// A simulated plan: its id, checked as the operator's view says it.
+async fn demo_plan(client: &RunningService<RoleClient, Rehearsal>) -> String {
+    let params = CallToolRequestParams::new("service_plan")
+        .with_arguments(arguments(json!({"action": "stop", "parameters": {"app": "web"}})));
+    let result = client.call_tool(params).await.unwrap();
+    let tools = client.list_all_tools().await.unwrap();
+    // The simulated plan fits the published output schema.
+    let plan = structured(tools.iter().find(|t| t.name == "service_plan").unwrap(), &result);
+    assert_eq!(plan["status"], "ok", "{plan}");
+    assert_eq!(plan["is_demo"], true);
+    assert_eq!(plan["execution"], Value::Null, "nothing ran");
+    assert_eq!(plan["action"], "stop");
+    let id = plan["plan_id"].as_str().expect("a plan id").to_owned();
+    assert_eq!(plan["result"]["plan_id"], id.as_str());
+    let show = plan["result"]["operator_show"].as_str().unwrap();
+    assert!(show.contains("SIMULATED") && show.contains("app: web"), "{show}");
+    assert_eq!(plan["result"]["operator_approve"], format!("sudo volce-lab-host approve {id}"));
+    assert!(plan["message"].as_str().unwrap().contains("no server was contacted"), "{plan}");
+    id
+}
+
+fn assert_simulated_done(done: &Value, id: &str) {
+    assert_eq!(done["status"], "ok", "{done}");
+    assert_eq!(done["is_demo"], true);
+    assert_eq!(done["execution"], Value::Null, "nothing ran");
+    assert_eq!(done["result"]["simulated"], true);
+    assert_eq!(done["plan_id"], id);
+    assert!(done["message"].as_str().unwrap().contains("a simulated operator approved"), "{done}");
+}
+
+#[tokio::test]
+async fn demo_rehearses_plan_then_simulated_approval_then_simulated_result_in_the_call() {
+    // A client that can neither show a form nor poll a task: the wait stays in the call.
+    let (client, handler, _state) = rehearsal(json!({})).await;
+    let id = demo_plan(&client).await;
+    let started = std::time::Instant::now();
+    let params =
+        CallToolRequestParams::new("service_execute").with_arguments(arguments(json!({"plan_id": id})));
+    let result = client.call_tool(params).await.unwrap();
+    let tools = client.list_all_tools().await.unwrap();
+    let done = structured(tools.iter().find(|t| t.name == "service_execute").unwrap(), &result);
+    assert!(started.elapsed() >= std::time::Duration::from_secs(2), "the operator takes a moment");
+    assert_simulated_done(&done, &id);
+    assert!(handler.forms.lock().unwrap().is_empty());
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn demo_rehearses_the_form_a_client_shows() {
+    let (client, handler, _state) = rehearsal(json!({"elicitation": {"form": {}}})).await;
+    let id = demo_plan(&client).await;
+    let params =
+        CallToolRequestParams::new("service_execute").with_arguments(arguments(json!({"plan_id": id})));
+    let done = client.call_tool(params).await.unwrap().structured_content.unwrap();
+    assert_simulated_done(&done, &id);
+    let forms = handler.forms.lock().unwrap().clone();
+    assert_eq!(forms.len(), 1, "{forms:?}");
+    assert!(forms[0].contains("demo mode") && forms[0].contains(&format!("sudo volce-lab-host show {id}")));
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn demo_rehearses_the_task_a_client_polls() {
+    let tasks = json!({"extensions": {"io.modelcontextprotocol/tasks": {}}});
+    let (client, _handler, _state) = rehearsal(tasks).await;
+    let id = demo_plan(&client).await;
+    let params =
+        CallToolRequestParams::new("service_execute").with_arguments(arguments(json!({"plan_id": id})));
+    let rmcp::model::CallToolResponse::Task(created) = client.peer().call_tool_once(params).await.unwrap()
+    else {
+        panic!("a task")
+    };
+    let message = created.task.status_message.clone().unwrap();
+    assert!(message.contains("simulated operator") && message.contains(&id), "{message}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let payload = loop {
+        let got =
+            client.peer().get_task(rmcp::model::GetTaskParams::new(&created.task.task_id)).await.unwrap();
+        if got.task.status().is_terminal() {
+            break got.task.payload;
+        }
+        assert!(std::time::Instant::now() < deadline, "the simulated operator never approved");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    let rmcp::model::TaskPayload::Completed { result } = payload else {
+        panic!("completed, got {payload:?}")
+    };
+    assert_simulated_done(&result["structuredContent"], &id);
+    client.cancel().await.unwrap();
 }

@@ -23,8 +23,9 @@ use std::time::{Duration, SystemTime};
 
 use rmcp::RoleServer;
 use rmcp::model::{
-    CallToolRequestParams, ClientResult, ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction,
-    ElicitationSchema, InputRequest, InputRequiredResult, InputResponses, ProtocolVersion, ServerRequest,
+    CallToolRequestParams, CallToolResponse, ClientResult, ElicitRequest, ElicitRequestParams, ElicitResult,
+    ElicitationAction, ElicitationSchema, InputRequest, InputRequiredResult, InputResponses, ProtocolVersion,
+    ServerRequest,
 };
 use rmcp::service::{Peer, RequestContext};
 use serde_json::json;
@@ -59,6 +60,9 @@ pub(super) enum Waiter {
     /// 2026-07-28: answer `InputRequiredResult`; `state` and `responses`
     /// are what the client's retry carried, `digest` the arguments'.
     Retry { state: Option<String>, responses: Option<InputResponses>, digest: String },
+    /// The request declared the Tasks extension: answer a task that
+    /// watches the plan on the host (`task.rs`).
+    Task,
 }
 
 impl Waiter {
@@ -70,7 +74,9 @@ impl Waiter {
             .client_capabilities()
             .and_then(|caps| caps.elicitation)
             .is_some_and(|e| e.form.is_some() || e.url.is_none());
+        let tasks = context.client_capabilities().is_some_and(|caps| caps.supports_tasks());
         match context.protocol_version() {
+            _ if tasks => Waiter::Task,
             _ if !form => Waiter::Not,
             Some(version) if version >= ProtocolVersion::V_2026_07_28 => Waiter::Retry {
                 state: request.request_state.clone(),
@@ -86,10 +92,11 @@ impl Waiter {
 }
 
 /// A call as served, and, on the 2026-07-28 path, the `InputRequiredResult`
-/// the client gets instead of the result (the served call is its audit line).
+/// the client gets instead of the result (the served call is its audit
+/// line); on the task path, the task.
 pub struct Outcome {
     pub(super) served: Served,
-    pub(super) ask: Option<InputRequiredResult>,
+    pub(super) ask: Option<CallToolResponse>,
 }
 
 impl From<Served> for Outcome {
@@ -121,13 +128,13 @@ fn accepted(responses: Option<&InputResponses>) -> bool {
 }
 
 /// Whether an execute's result is the host's `approval_required`.
-fn waits_for_approval(served: &Served) -> bool {
+pub(super) fn waits_for_approval(served: &Served) -> bool {
     served.value["code"] == "approval_required"
 }
 
 /// What the user chose on one form.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Choice {
+pub(super) enum Choice {
     LookAgain,
     StopWaiting,
 }
@@ -150,7 +157,7 @@ fn form_message(target: &str, plan: &OpenPlan, left_secs: u64, round: u32) -> St
 }
 
 /// Seconds until `expires_at` (RFC 3339), 0 if past or unreadable.
-fn left_secs(expires_at: &str) -> u64 {
+pub(super) fn left_secs(expires_at: &str) -> u64 {
     humantime::parse_rfc3339(expires_at)
         .ok()
         .and_then(|at| at.duration_since(SystemTime::now()).ok())
@@ -158,7 +165,7 @@ fn left_secs(expires_at: &str) -> u64 {
 }
 
 /// Shows one form and waits for the choice (at most the plan's time left).
-async fn ask(peer: &Peer<RoleServer>, message: String, left: Duration) -> Choice {
+pub(super) async fn ask(peer: &Peer<RoleServer>, message: String, left: Duration) -> Choice {
     let schema = ElicitationSchema::new(Default::default());
     let params = ElicitRequestParams::FormElicitationParams { meta: None, message, requested_schema: schema };
     let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
@@ -188,6 +195,15 @@ impl VolceLab {
             Waiter::Retry { state, responses, digest } => {
                 let retry = Retry { state, responses, digest };
                 return self.execute_retrying(member, plan_id, request_id, progress, retry).await;
+            }
+            Waiter::Task => {
+                let first = self.execute_once(member, &plan_id, &request_id, progress).await;
+                if !waits_for_approval(&first) {
+                    return first.into();
+                }
+                let open = self.open_plan(member, &plan_id, &request_id).await;
+                let task = self.watch_as_task(member, plan_id, request_id, open);
+                return Outcome { served: first, ask: task.map(Into::into) };
             }
         };
         self.execute_asking(member, plan_id, request_id, progress, peer).await.into()
@@ -248,7 +264,7 @@ impl VolceLab {
                 }
                 let open = self.open_plan(member, &plan_id, &request_id).await;
                 return match self.input_required(member, &plan_id, &retry.digest, open, 1) {
-                    Some(ask) => Outcome { served: first, ask: Some(ask) },
+                    Some(ask) => Outcome { served: first, ask: Some(ask.into()) },
                     None => first.into(),
                 };
             }
@@ -276,7 +292,7 @@ impl VolceLab {
         let waiting = self.not_run(member, &plan_id, request_id, STILL_WAITING);
         let ask =
             (round < ROUNDS).then(|| self.input_required(member, &plan_id, &retry.digest, open, round + 1));
-        Outcome { served: waiting, ask: ask.flatten() }
+        Outcome { served: waiting, ask: ask.flatten().map(Into::into) }
     }
 
     /// The `InputRequiredResult` of look `round`, while the plan is open.
@@ -329,7 +345,7 @@ impl VolceLab {
     }
 
     /// One execute request, as a call without any wait makes it.
-    async fn execute_once(
+    pub(super) async fn execute_once(
         &self,
         member: &Member,
         plan_id: &PlanId,
@@ -342,7 +358,12 @@ impl VolceLab {
     }
 
     /// The plan as the host lists it among the open plans, if it is.
-    async fn open_plan(&self, member: &Member, plan_id: &PlanId, request_id: &str) -> Option<OpenPlan> {
+    pub(super) async fn open_plan(
+        &self,
+        member: &Member,
+        plan_id: &PlanId,
+        request_id: &str,
+    ) -> Option<OpenPlan> {
         let served = self
             .manage(
                 member,
@@ -369,7 +390,7 @@ struct Retry {
     digest: String,
 }
 
-const DECLINED: &str = "The user declined to wait for the operator's approval; nothing ran.";
+pub(super) const DECLINED: &str = "The user declined to wait for the operator's approval; nothing ran.";
 const STILL_WAITING: &str = "The operator has not approved the plan yet; nothing ran.";
 
 /// Sets the sentence of the kept `approval_required` result.

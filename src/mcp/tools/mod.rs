@@ -124,7 +124,7 @@ pub fn list() -> Vec<Tool> {
          so), must be approved by an operator on the server (`volce-lab-host approve`) before they expire \
          (expires_at); you cannot approve them. The host helper checks every value against its policy and may answer `rejected` \
          with a stable code: fix the request instead of retrying it unchanged. In demo mode it answers \
-         `demo_only` and records nothing. "
+         a simulated plan (is_demo) and records nothing; service_execute of its id rehearses the approval. "
             .to_owned()
             + NEVER_RETRY,
         schema::plan_input(),
@@ -136,7 +136,10 @@ pub fn list() -> Vec<Tool> {
     let execute = Tool::new(
         ToolName::ServiceExecute.as_str(),
         "Execute one stored plan, once, exactly as it was recorded. A plan that requires approval runs \
-         only after an operator approved it on the server; this tool cannot approve anything. `rejected` \
+         only after an operator approved it on the server; this tool cannot approve anything. When the \
+         client can wait (a form, or the Tasks extension), call it right after such a plan and tell the \
+         user what the operator runs on the server: the call waits for the host's approval (accepting the \
+         form only looks again; never answer it for the user). `rejected` \
          with health_check_failed, nginx_rejected or deploy_failed means the change failed and was rolled \
          back (verified; nothing is blocked): report the fix the message names. `needs_inspection` means \
          the change reached Docker and failed or is uncertain: stop and tell the operator. "

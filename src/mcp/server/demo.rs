@@ -1,0 +1,218 @@
+//! Demo mode rehearses the approval cycle (issue 24): `service_plan`
+//! answers a simulated plan (an id, the `show` and `approve` text the
+//! operator would see on the server), and `service_execute` of that id
+//! waits the way the client can (a task, a form, or in the call) while a
+//! simulated operator approves it after a moment, then answers a simulated
+//! result. Every result says `is_demo`; nothing is contacted and nothing
+//! runs. Runs unprivileged in the MCP server.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use rmcp::model::CreateTaskResult;
+use rmcp::task_manager::TaskOptions;
+use serde_json::{Map, Value, json};
+
+use super::seal;
+use super::wait::{self, Outcome, Waiter};
+use super::{Member, VolceLab};
+use crate::control::plan::Action;
+use crate::inspect::Status;
+use crate::vocab::PlanId;
+
+use super::super::envelope::{self, Served};
+use super::super::rpc::Answer;
+use super::super::tools::ToolName;
+
+/// How long the simulated operator takes to approve.
+pub const OPERATOR_DELAY: Duration = Duration::from_secs(2);
+
+/// At most this many simulated plans are remembered (the oldest go first).
+const KEPT: usize = 32;
+
+/// The simulated plans of this process: id, action, app.
+#[derive(Default)]
+pub struct Plans(Mutex<Vec<(PlanId, Action, Option<String>)>>);
+
+impl Plans {
+    fn add(&self, plan: (PlanId, Action, Option<String>)) {
+        let mut plans = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if plans.len() == KEPT {
+            plans.remove(0);
+        }
+        plans.push(plan);
+    }
+
+    /// The action of the plan an answer names.
+    fn find_answer(&self, answer: &Answer) -> Option<Action> {
+        answer.plan_id.as_ref().and_then(|id| self.find(id)).map(|(action, _)| action)
+    }
+
+    fn find(&self, id: &PlanId) -> Option<(Action, Option<String>)> {
+        let plans = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        plans.iter().find(|(p, ..)| p == id).map(|(_, action, app)| (*action, app.clone()))
+    }
+}
+
+/// What `sudo volce-lab-host show ID` would print for the simulated plan.
+fn show_text(target: &str, id: &PlanId, action: Action, app: Option<&str>) -> String {
+    let app = app.map(|app| format!("\napp: {app}")).unwrap_or_default();
+    format!(
+        "plan {id} (SIMULATED, demo mode)\ntarget: {target}\naction: {}{app}\nstate: pending, approval REQUIRED\n\
+         approve with: sudo volce-lab-host approve {id}\nreject with: sudo volce-lab-host reject {id} --reason TEXT",
+        action.as_str()
+    )
+}
+
+impl VolceLab {
+    fn demo_served(&self, member: &Member, tool: ToolName, answer: Answer, request_id: &str) -> Served {
+        let action = self.demo_plans.find_answer(&answer);
+        let facts = envelope::Managed {
+            tool,
+            operation: tool.operation().expect("a service tool"),
+            action,
+            plan_id: answer.plan_id.clone(),
+            answer,
+            execution: None,
+        };
+        envelope::managed(
+            self.base(Some(member), request_id),
+            facts,
+            member.name.clone(),
+            request_id.to_owned(),
+        )
+    }
+
+    /// `service_plan` in demo mode: a simulated plan that waits for approval.
+    pub(super) fn demo_plan(
+        &self,
+        member: &Member,
+        action: Action,
+        parameters: &Map<String, Value>,
+        request_id: String,
+    ) -> Served {
+        let id = PlanId::parse(&seal::random_hex()).expect("32 hex digits");
+        let app = parameters.get("app").and_then(Value::as_str).map(str::to_owned);
+        let show = show_text(&member.name, &id, action, app.as_deref());
+        self.demo_plans.add((id.clone(), action, app.clone()));
+        let answer = Answer {
+            status: Status::Ok,
+            code: None,
+            message: format!(
+                "Simulated plan (demo mode): no server was contacted and nothing was recorded. On a real \
+                 server this plan waits for an operator, who reviews it with `sudo volce-lab-host show {id}` \
+                 and approves it there. Call service_execute with plan_id {id} to rehearse the wait: a \
+                 simulated operator approves it after a moment. Say it is a demo."
+            ),
+            result: Some(json!({
+                "plan_id": id.as_str(), "action": action.as_str(), "app": app,
+                "requires_approval": true, "simulated": true,
+                "operator_show": show,
+                "operator_approve": format!("sudo volce-lab-host approve {id}"),
+            })),
+            plan_id: Some(id),
+        };
+        self.demo_served(member, ToolName::ServicePlan, answer, &request_id)
+    }
+
+    /// The simulated result once the simulated operator approved.
+    fn demo_done(&self, member: &Member, id: &PlanId, request_id: &str) -> Served {
+        let answer = Answer {
+            status: Status::Ok,
+            code: None,
+            message: format!(
+                "Simulated execution (demo mode): a simulated operator approved plan {id} and nothing ran; \
+                 no server was contacted. On a real server the operator approves with `sudo volce-lab-host \
+                 approve {id}` and the plan then runs once. Say it is a demo."
+            ),
+            result: Some(json!({"plan_id": id.as_str(), "outcome": "completed", "simulated": true})),
+            plan_id: Some(id.clone()),
+        };
+        self.demo_served(member, ToolName::ServiceExecute, answer, request_id)
+    }
+
+    /// `service_execute` in demo mode; `None` for an id that is not one
+    /// of this process's simulated plans (today's `demo_only`).
+    pub(super) async fn demo_execute(
+        &self,
+        member: &Member,
+        id: &PlanId,
+        request_id: String,
+        waiter: Waiter,
+    ) -> Option<Outcome> {
+        let (action, app) = self.demo_plans.find(id)?;
+        let done = || self.demo_done(member, id, &request_id);
+        match waiter {
+            Waiter::Task => {
+                let waiting = Answer {
+                    status: Status::Rejected,
+                    code: Some(crate::vocab::Code::ApprovalRequired.into()),
+                    message: "Simulated (demo mode): the plan waits for a simulated operator.".into(),
+                    result: None,
+                    plan_id: Some(id.clone()),
+                };
+                let served = self.demo_served(member, ToolName::ServiceExecute, waiting, &request_id);
+                let result = done().tool_result();
+                let options = TaskOptions::new()
+                    .with_poll_interval_ms(super::task::POLL_INTERVAL_MS)
+                    .with_status_message(format!(
+                        "awaiting a simulated operator's approval of plan {id} on {} (demo mode)",
+                        member.name
+                    ));
+                let task = self.tasks.spawn(options, move |_context| {
+                    Box::pin(async move {
+                        tokio::time::sleep(OPERATOR_DELAY).await;
+                        Ok(result)
+                    })
+                });
+                Some(Outcome { served, ask: Some(CreateTaskResult::new(task).into()) })
+            }
+            Waiter::Form(peer) => {
+                let message = format!(
+                    "volce-lab demo mode: nothing is contacted. On a real server an operator would now \
+                     approve plan {id} ({} {}) on {} with `sudo volce-lab-host show {id}`. Accept to let a \
+                     simulated operator approve it (accepting approves nothing on a real server); Decline to \
+                     stop waiting.\n\n{}",
+                    action.as_str(),
+                    app.as_deref().unwrap_or(""),
+                    member.name,
+                    show_text(&member.name, id, action, app.as_deref()),
+                );
+                if wait::ask(&peer, message, OPERATOR_DELAY * 60).await == wait::Choice::StopWaiting {
+                    let declined = Answer {
+                        status: Status::Rejected,
+                        code: Some(crate::vocab::Code::ApprovalRequired.into()),
+                        message: format!("{} (demo mode)", wait::DECLINED),
+                        result: None,
+                        plan_id: Some(id.clone()),
+                    };
+                    return Some(
+                        self.demo_served(member, ToolName::ServiceExecute, declined, &request_id).into(),
+                    );
+                }
+                tokio::time::sleep(OPERATOR_DELAY).await;
+                Some(done().into())
+            }
+            // No way to ask the client, or 2026-07-28: the wait stays in the call.
+            Waiter::Not | Waiter::Retry { .. } => {
+                tokio::time::sleep(OPERATOR_DELAY).await;
+                Some(done().into())
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_show_text_is_marked_simulated_and_names_the_commands() {
+        // Tried: an app and none.
+        let id = PlanId::parse("0123456789abcdef0123456789abcdef").unwrap();
+        let text = show_text("demo", &id, Action::Stop, Some("shop"));
+        assert!(text.contains("SIMULATED") && text.contains("app: shop"), "{text}");
+        assert!(text.contains(&format!("sudo volce-lab-host approve {id}")), "{text}");
+        assert!(!show_text("demo", &id, Action::Stop, None).contains("app:"));
+    }
+}
