@@ -175,6 +175,10 @@ pub enum Code {
     /// The code of a `needs_inspection` answer: an execute reached Docker
     /// and failed or is uncertain. Not a refusal: something may have changed.
     NeedsInspection,
+    /// A deploy's `container_port` differs from the one the catalog entry
+    /// says (the message names it), or an update's new entry says another
+    /// port than the app was deployed on.
+    ContainerPortMismatch,
 }
 
 impl Code {
@@ -257,7 +261,7 @@ mod tests {
     #[test]
     fn code_strings_never_change() {
         use strum::VariantArray as _;
-        const SHIPPED: [&str; 87] = [
+        const SHIPPED: [&str; 88] = [
             "invalid_request",
             "request_too_large",
             "unknown_action",
@@ -345,6 +349,7 @@ mod tests {
             "request_state_replayed",
             "server_too_old",
             "needs_inspection",
+            "container_port_mismatch",
         ];
         let strings: Vec<&str> = Code::VARIANTS.iter().map(|c| c.as_str()).collect();
         assert_eq!(strings, SHIPPED);

@@ -202,7 +202,7 @@ fn deploy_with_valid_parameters_derives_pinned_images_config_and_specs() {
     let Payload::Deploy { image_key, network, containers, spec } = payload else { panic!("deploy payload") };
     assert_eq!(image_key, "web");
     assert_eq!(network, "vl-web1");
-    assert_eq!(spec.app_image, world.policy.catalog["web"]);
+    assert_eq!(spec.app_image, world.policy.catalog["web"].image);
     assert_eq!(spec.gateway_image, world.policy.nginx_image);
     assert_eq!(spec.nginx_config, crate::nginx::render("web1.example.com", 8080));
     assert_eq!(spec.app_dir, Path::new("/state/apps/web1"));
@@ -472,7 +472,7 @@ fn deploy_enforces_the_disk_floor() {
 #[test]
 fn deploy_refuses_a_catalog_image_that_declares_volumes() {
     let mut world = World::empty();
-    let reference = world.policy.catalog["web"].as_str().to_owned();
+    let reference = world.policy.catalog["web"].image.as_str().to_owned();
     world.probe.volumes.insert(reference, vec!["/data".into(), "/var/cache/x".into()]);
     let refusal = world.derive(Action::Deploy, deploy_params()).unwrap_err();
     assert_eq!(refusal.code, Code::ImageDeclaresVolumes);
@@ -496,7 +496,7 @@ fn deploy_refuses_a_gateway_image_that_declares_volumes() {
 #[test]
 fn deploy_of_images_without_volumes_or_not_yet_pulled_is_not_refused_for_volumes() {
     let mut world = World::empty();
-    let reference = world.policy.catalog["web"].as_str().to_owned();
+    let reference = world.policy.catalog["web"].image.as_str().to_owned();
     // The app image is local and declares none; the gateway image is not
     // local yet (the deploy checks it after its pull).
     world.probe.volumes.insert(reference, vec![]);

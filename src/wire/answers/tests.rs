@@ -151,6 +151,10 @@ fn an_inventory_is_version_1_json() {
                 reference: crate::vocab::ImageRef::parse(&reference).unwrap(),
                 present: true,
                 image_id: Some(image.clone()),
+                container_port: Some(8080),
+                health_path: crate::vocab::HealthPath::parse("/healthz").unwrap(),
+                has_configuration: false,
+                has_data: false,
             }],
             gateway_image: GatewayImage {
                 reference: crate::vocab::ImageRef::parse(&reference).unwrap(),
