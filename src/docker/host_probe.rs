@@ -147,4 +147,24 @@ mod tests {
         assert!(started.elapsed() < Duration::from_secs(2), "took {:?}", started.elapsed());
         server.join().unwrap();
     }
+
+    /// Tried: a check of `/healthz`: the request line names that path, the
+    /// Host header is the server name, and the reply is read.
+    #[test]
+    fn a_health_check_asks_its_path() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = std::thread::spawn(move || {
+            let (mut stream, _) = listener.accept().unwrap();
+            let mut request = [0u8; 1024];
+            let n = std::io::Read::read(&mut stream, &mut request).unwrap();
+            std::io::Write::write_all(&mut stream, b"HTTP/1.0 204 No Content\r\n\r\n").unwrap();
+            String::from_utf8_lossy(&request[..n]).into_owned()
+        });
+        let path = HealthPath::parse("/healthz").unwrap();
+        let reply = http_get(port, "shop.example", &path, Duration::from_secs(2)).unwrap();
+        assert_eq!(reply.status, 204);
+        let request = server.join().unwrap();
+        assert!(request.starts_with("GET /healthz HTTP/1.0\r\nHost: shop.example\r\n"), "{request:?}");
+    }
 }
