@@ -111,7 +111,10 @@ mod tests {
         );
         assert_eq!(parse_http_reply(b"SSH-2.0-OpenSSH\r\n\r\n"), None);
         assert_eq!(parse_http_reply(b"HTTP/1.1 200 OK\r\n"), None, "no end of head");
-        assert!(http_get(free_port, "bad host\r\nX: y", &HealthPath::default(), Duration::from_millis(100)).is_none());
+        assert!(
+            http_get(free_port, "bad host\r\nX: y", &HealthPath::default(), Duration::from_millis(100))
+                .is_none()
+        );
     }
 
     #[test]

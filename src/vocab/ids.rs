@@ -155,7 +155,10 @@ impl Default for HealthPath {
     }
 }
 
-super::string_form!(HealthPath, "a health path must be absolute, of letters, digits, '/', '-', '.', '_', '~'");
+super::string_form!(
+    HealthPath,
+    "a health path must be absolute, of letters, digits, '/', '-', '.', '_', '~'"
+);
 
 #[cfg(test)]
 mod tests {
@@ -182,8 +185,20 @@ mod tests {
         }
         let long = format!("/{}", "a".repeat(HEALTH_PATH_MAX));
         for bad in [
-            "", "healthz", "/a?b=1", "/a#x", "/a%2e", "/a b", "/a\r\nHost: x", "//evil", "/a//b", "/../etc",
-            "/a/./b", "/a/..", long.as_str(), "/\u{e9}",
+            "",
+            "healthz",
+            "/a?b=1",
+            "/a#x",
+            "/a%2e",
+            "/a b",
+            "/a\r\nHost: x",
+            "//evil",
+            "/a//b",
+            "/../etc",
+            "/a/./b",
+            "/a/..",
+            long.as_str(),
+            "/\u{e9}",
         ] {
             assert!(HealthPath::parse(bad).is_none(), "{bad:?}");
         }

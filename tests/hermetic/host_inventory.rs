@@ -249,7 +249,13 @@ fn the_offer_says_each_entrys_port_and_health_path() {
     let inventory = inventory_json(&mut h.controller());
     let catalog = &inventory["offer"]["catalog"];
     assert_eq!(catalog[0]["key"], "api");
-    assert_eq!((catalog[0]["container_port"].clone(), catalog[0]["health_path"].clone()), (json!(3000), json!("/healthz")));
-    assert_eq!((catalog[1]["key"].clone(), catalog[1]["container_port"].clone()), (json!("web"), Value::Null));
+    assert_eq!(
+        (catalog[0]["container_port"].clone(), catalog[0]["health_path"].clone()),
+        (json!(3000), json!("/healthz"))
+    );
+    assert_eq!(
+        (catalog[1]["key"].clone(), catalog[1]["container_port"].clone()),
+        (json!("web"), Value::Null)
+    );
     assert_eq!(catalog[1]["health_path"], "/");
 }

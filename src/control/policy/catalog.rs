@@ -54,8 +54,12 @@ impl Serialize for CatalogEntry {
         if self.is_bare() {
             return self.image.serialize(serializer);
         }
-        EntryObject { image: &self.image, container_port: self.container_port, health_path: &self.health_path }
-            .serialize(serializer)
+        EntryObject {
+            image: &self.image,
+            container_port: self.container_port,
+            health_path: &self.health_path,
+        }
+        .serialize(serializer)
     }
 }
 
@@ -92,7 +96,11 @@ pub(super) fn entry(key: &str, value: &serde_json::Value) -> Result<CatalogEntry
         None => None,
         Some(port) => match port.as_u64() {
             Some(n) if port.is_u64() && (1024..=65535).contains(&n) => Some(n as u16),
-            _ => return Err(format!("catalog entry {key:?}: container_port must be an integer from 1024 to 65535")),
+            _ => {
+                return Err(format!(
+                    "catalog entry {key:?}: container_port must be an integer from 1024 to 65535"
+                ));
+            }
         },
     };
     let health_path = match object.get("health_path") {

@@ -229,7 +229,10 @@ fn bad_catalog_objects_are_refused_naming_the_key() {
     assert!(refused(json!(["x"])).contains("must be a pinned reference or an object"));
     for port in [json!(80), json!(70000), json!(8080.5), json!("8080"), json!(true), json!(-1)] {
         let message = refused(json!({"image": web_ref(), "container_port": port}));
-        assert!(message.contains("container_port must be an integer from 1024 to 65535"), "{port}: {message}");
+        assert!(
+            message.contains("container_port must be an integer from 1024 to 65535"),
+            "{port}: {message}"
+        );
     }
     for path in [json!("healthz"), json!("/a?b"), json!("/../x"), json!("/a b"), json!(""), json!(1)] {
         let message = refused(json!({"image": web_ref(), "health_path": path}));

@@ -165,7 +165,11 @@ pub(super) fn deploy(
 /// The port the app listens on: the catalog entry's when it sets one (the
 /// agent may leave `container_port` out, and a different value is refused
 /// naming the right one), else the agent's, as before catalog objects.
-fn container_port(params: &Map<String, Value>, image_key: &str, catalog: Option<u16>) -> Result<u16, Refusal> {
+fn container_port(
+    params: &Map<String, Value>,
+    image_key: &str,
+    catalog: Option<u16>,
+) -> Result<u16, Refusal> {
     match (catalog, params.contains_key("container_port")) {
         (Some(port_of_entry), false) => Ok(port_of_entry),
         (Some(port_of_entry), true) => {

@@ -91,7 +91,9 @@ fn exact_fields(
             format!("{what} {} is not accepted: {expected}; nothing was run.", shown(extra)),
         ));
     }
-    if let Some(missing) = allowed.iter().find(|name| !arguments.contains_key(**name) && !optional.contains(name)) {
+    if let Some(missing) =
+        allowed.iter().find(|name| !arguments.contains_key(**name) && !optional.contains(name))
+    {
         return Err(refuse(
             Code::MissingField,
             format!("{tool} needs the {what} `{missing}`; nothing was run."),
