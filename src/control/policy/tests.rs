@@ -207,7 +207,7 @@ fn a_catalog_object_says_the_port_and_the_health_path() {
 /// changes the digest (and so voids pending plans, as any policy change).
 #[test]
 fn catalog_objects_count_in_the_hash_only_for_what_they_add() {
-    let canonical = serde_json::to_value(&sample_policy()).unwrap();
+    let canonical = serde_json::to_value(sample_policy()).unwrap();
     assert_eq!(canonical["catalog"], json!({"web": web_ref()}));
     let only_image = with(|v| v["catalog"]["web"] = json!({"image": web_ref()})).unwrap();
     assert_eq!(only_image.hash(), sample_policy().hash());
