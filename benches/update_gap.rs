@@ -71,7 +71,7 @@ fn polled(port: u16, host: &str, work: impl FnOnce()) -> (usize, usize, Duration
         let (mut polls, mut failed, mut longest) = (0, 0, Duration::ZERO);
         let mut last_good = Instant::now();
         while !flag.load(Ordering::SeqCst) {
-            match http_get(port, &host, Duration::from_secs(2)) {
+            match http_get(port, &host, &Default::default(), Duration::from_secs(2)) {
                 Some(reply) if reply.status == 200 => {
                     longest = longest.max(last_good.elapsed());
                     last_good = Instant::now();

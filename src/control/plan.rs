@@ -69,6 +69,16 @@ impl Action {
     }
     /// The parameters each action takes: exactly these, all required. The
     /// MCP server checks the names; the helper validates names and values.
+    /// Those of [`Action::parameters`] a plan may leave out: a deploy's
+    /// `container_port` when the catalog entry sets it (the controller
+    /// refuses the omission otherwise).
+    pub fn optional_parameters(self) -> &'static [&'static str] {
+        match self {
+            Action::Deploy => &["container_port"],
+            _ => &[],
+        }
+    }
+
     pub fn parameters(self) -> &'static [&'static str] {
         match self {
             Action::Deploy => &["app", "image", "host_port", "container_port", "server_name"],

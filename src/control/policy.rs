@@ -15,6 +15,9 @@ use serde::{Deserialize, Serialize};
 use super::plan::{Action, Terms};
 use crate::vocab::{ContainerLimits, ImageRef, is_name, is_user_name};
 
+mod catalog;
+pub use catalog::CatalogEntry;
+
 const MIB: u64 = 1024 * 1024;
 
 /// Free capacity the host must keep before a deploy is accepted.
@@ -90,7 +93,7 @@ impl Default for RawLimits {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawPolicy {
-    catalog: BTreeMap<String, String>,
+    catalog: BTreeMap<String, serde_json::Value>,
     nginx_image: String,
     #[serde(default = "default_port_range")]
     port_range: [u64; 2],
@@ -151,7 +154,9 @@ fn default_max_apps() -> u64 {
 /// what [`Policy::hash`] covers, so defaults count the same as written values.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Policy {
-    pub catalog: BTreeMap<String, ImageRef>,
+    /// Serialized per [`CatalogEntry`]: an entry that says no more than a
+    /// bare reference hashes as one.
+    pub catalog: BTreeMap<String, CatalogEntry>,
     pub nginx_image: ImageRef,
     pub port_range: (u16, u16),
     pub max_apps: u32,
@@ -237,14 +242,12 @@ impl Policy {
             return bad("catalog is empty: list at least one approved image");
         }
         let mut catalog = BTreeMap::new();
-        for (key, reference) in raw.catalog {
+        for (key, value) in raw.catalog {
             if !is_name(&key, 31) {
                 return bad(format!("catalog key {key:?} does not match ^[a-z][a-z0-9-]{{0,30}}$"));
             }
-            let Some(pinned) = ImageRef::parse(&reference) else {
-                return bad(format!("catalog entry {key:?} is not pinned as name@sha256:<64 lowercase hex>"));
-            };
-            catalog.insert(key, pinned);
+            let entry = catalog::entry(&key, &value).map_err(PolicyError)?;
+            catalog.insert(key, entry);
         }
         let Some(nginx_image) = ImageRef::parse(&raw.nginx_image) else {
             return bad("nginx_image is not pinned as name@sha256:<64 lowercase hex>");

@@ -138,11 +138,10 @@ pub fn derive(
 /// Refuses unless the keys are exactly the action's parameters.
 fn exact_keys(params: &Map<String, Value>, action: Action) -> Result<(), Refusal> {
     let expected = action.parameters();
-    let mut got: Vec<&str> = params.keys().map(String::as_str).collect();
-    got.sort_unstable();
-    let mut want = expected.to_vec();
-    want.sort_unstable();
-    if got != want {
+    let optional = action.optional_parameters();
+    let stray = params.keys().any(|k| !expected.contains(&k.as_str()));
+    let missing = expected.iter().any(|k| !params.contains_key(*k) && !optional.contains(k));
+    if stray || missing {
         return refuse(
             Code::InvalidParameters,
             format!("{} takes exactly these parameters: {}.", action.as_str(), expected.join(", ")),

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::EngineError;
-use crate::vocab::Capacity;
+use crate::vocab::{Capacity, HealthPath};
 
 /// Whether nothing listens on 127.0.0.1:`port`: we can bind it, and a
 /// connection attempt is refused (docker's proxy or a NAT rule may answer
@@ -38,9 +38,11 @@ pub struct HttpReply {
     pub body: Vec<u8>,
 }
 
-/// A minimal HTTP/1.0 GET of `/` on 127.0.0.1 (never anywhere else) with the
-/// given Host header. Reads at most 64 KiB. `None` when nothing sensible came back.
-pub fn http_get(port: u16, host: &str, timeout: Duration) -> Option<HttpReply> {
+/// A minimal HTTP/1.0 GET of `path` (a validated [`HealthPath`], so it goes
+/// into the request line as it is) on 127.0.0.1 (never anywhere else) with
+/// the given Host header. Reads at most 64 KiB. `None` when nothing
+/// sensible came back.
+pub fn http_get(port: u16, host: &str, path: &HealthPath, timeout: Duration) -> Option<HttpReply> {
     if host.is_empty() || !host.bytes().all(|b| b.is_ascii_graphic()) {
         return None;
     }
@@ -49,7 +51,7 @@ pub fn http_get(port: u16, host: &str, timeout: Duration) -> Option<HttpReply> {
     stream.set_read_timeout(Some(timeout)).ok()?;
     stream.set_write_timeout(Some(timeout)).ok()?;
     let request = format!(
-        "GET / HTTP/1.0\r\nHost: {host}\r\nUser-Agent: volce-lab-health\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.0\r\nHost: {host}\r\nUser-Agent: volce-lab-health\r\nConnection: close\r\n\r\n"
     );
     stream.write_all(request.as_bytes()).ok()?;
     // A read timeout bounds each read, not the reply: an app that trickles a
@@ -109,7 +111,10 @@ mod tests {
         );
         assert_eq!(parse_http_reply(b"SSH-2.0-OpenSSH\r\n\r\n"), None);
         assert_eq!(parse_http_reply(b"HTTP/1.1 200 OK\r\n"), None, "no end of head");
-        assert!(http_get(free_port, "bad host\r\nX: y", Duration::from_millis(100)).is_none());
+        assert!(
+            http_get(free_port, "bad host\r\nX: y", &HealthPath::default(), Duration::from_millis(100))
+                .is_none()
+        );
     }
 
     #[test]
@@ -141,8 +146,28 @@ mod tests {
             }
         });
         let started = std::time::Instant::now();
-        assert_eq!(http_get(port, "example.test", Duration::from_millis(500)), None);
+        assert_eq!(http_get(port, "example.test", &HealthPath::default(), Duration::from_millis(500)), None);
         assert!(started.elapsed() < Duration::from_secs(2), "took {:?}", started.elapsed());
         server.join().unwrap();
+    }
+
+    /// Tried: a check of `/healthz`: the request line names that path, the
+    /// Host header is the server name, and the reply is read.
+    #[test]
+    fn a_health_check_asks_its_path() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = std::thread::spawn(move || {
+            let (mut stream, _) = listener.accept().unwrap();
+            let mut request = [0u8; 1024];
+            let n = std::io::Read::read(&mut stream, &mut request).unwrap();
+            std::io::Write::write_all(&mut stream, b"HTTP/1.0 204 No Content\r\n\r\n").unwrap();
+            String::from_utf8_lossy(&request[..n]).into_owned()
+        });
+        let path = HealthPath::parse("/healthz").unwrap();
+        let reply = http_get(port, "shop.example", &path, Duration::from_secs(2)).unwrap();
+        assert_eq!(reply.status, 204);
+        let request = server.join().unwrap();
+        assert!(request.starts_with("GET /healthz HTTP/1.0\r\nHost: shop.example\r\n"), "{request:?}");
     }
 }

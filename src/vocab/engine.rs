@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::{AppName, ContainerId, ImageRef, PlanId, ServerName};
+use super::{AppName, ContainerId, HealthPath, ImageRef, PlanId, ServerName};
 
 /// Resource limits applied to every container we start (from policy).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -36,6 +36,11 @@ pub struct DeploySpec {
     pub gateway_image: ImageRef,
     pub host_port: u16,
     pub container_port: u16,
+    /// What the health check asks (the catalog entry's `health_path`).
+    /// Left out of the plan at `/`, so plans sealed before it existed keep
+    /// their digest.
+    #[serde(default, skip_serializing_if = "HealthPath::is_root")]
+    pub health_path: HealthPath,
     pub server_name: ServerName,
     /// The rendered nginx.conf the gateway mounts read-only.
     pub nginx_config: String,
@@ -53,6 +58,11 @@ pub struct StartSpec {
     pub gateway: ContainerId,
     pub host_port: u16,
     pub server_name: ServerName,
+    /// What the health check asks (the catalog entry's `health_path`).
+    /// Left out of the plan at `/`, so plans sealed before it existed keep
+    /// their digest.
+    #[serde(default, skip_serializing_if = "HealthPath::is_root")]
+    pub health_path: HealthPath,
 }
 
 /// Everything an update needs (the engine's `update`), derived by the
@@ -70,6 +80,11 @@ pub struct UpdateSpec {
     pub gateway: ContainerId,
     pub host_port: u16,
     pub container_port: u16,
+    /// What the health check asks (the catalog entry's `health_path`).
+    /// Left out of the plan at `/`, so plans sealed before it existed keep
+    /// their digest.
+    #[serde(default, skip_serializing_if = "HealthPath::is_root")]
+    pub health_path: HealthPath,
     pub server_name: ServerName,
     pub app_dir: PathBuf,
     /// `vl-<app>-app-<first 12 hex of the plan id>`: the new container's

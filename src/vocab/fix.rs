@@ -29,6 +29,9 @@ impl Code {
             Code::ImageNotInCatalog => {
                 "Plan again with one of the catalog keys the message lists, or ask the operator to add the image to the policy's catalog."
             }
+            Code::ContainerPortMismatch => {
+                "Plan again with the container_port the message names, or leave container_port out: the catalog entry sets it."
+            }
             Code::InvalidPort | Code::PortOutOfRange => {
                 "Plan again with a port inside the range the message names."
             }

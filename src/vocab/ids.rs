@@ -119,6 +119,47 @@ impl ImageRef {
 
 super::string_form!(ImageRef, "an image reference must be pinned as name@sha256:<64 lowercase hex>");
 
+/// The longest health path, in bytes.
+pub const HEALTH_PATH_MAX: usize = 128;
+
+/// The path an app's health check asks through its gateway (the catalog
+/// entry's `health_path`, `/` by default): absolute, at most
+/// [`HEALTH_PATH_MAX`] bytes, only letters, digits, `/`, `-`, `.`, `_` and
+/// `~` (so no query, fragment, percent-escape, space or CR/LF), and no `.`
+/// or `..` segment and no `//`, so it goes into the request line as it is.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct HealthPath(String);
+
+impl HealthPath {
+    pub fn parse(path: &str) -> Option<HealthPath> {
+        let allowed = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'/' | b'-' | b'.' | b'_' | b'~');
+        let ok = path.starts_with('/')
+            && path.len() <= HEALTH_PATH_MAX
+            && path.bytes().all(allowed)
+            && !path.contains("//")
+            && !path.split('/').any(|segment| segment == ".." || segment == ".");
+        ok.then(|| HealthPath(path.to_owned()))
+    }
+
+    /// `/`, the default: a spec or entry at it says nothing more than before
+    /// health paths existed.
+    pub fn is_root(&self) -> bool {
+        self.0 == "/"
+    }
+}
+
+impl Default for HealthPath {
+    fn default() -> Self {
+        HealthPath("/".to_owned())
+    }
+}
+
+super::string_form!(
+    HealthPath,
+    "a health path must be absolute, of letters, digits, '/', '-', '.', '_', '~'"
+);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -134,6 +175,34 @@ mod tests {
         assert!(Digest::parse(&"f".repeat(64)).is_ok());
         assert_eq!(Digest::parse(&"f".repeat(63)).unwrap_err().code, Code::InvalidDigest);
         assert!(Digest::parse(Digest::sha256(b"x").as_str()).is_ok());
+    }
+
+    /// Tried: every trick that would change the request line or its target.
+    #[test]
+    fn health_paths_are_plain_absolute_paths() {
+        for good in ["/", "/healthz", "/api/v1/health", "/a.b-c_d~e"] {
+            assert!(HealthPath::parse(good).is_some(), "{good}");
+        }
+        let long = format!("/{}", "a".repeat(HEALTH_PATH_MAX));
+        for bad in [
+            "",
+            "healthz",
+            "/a?b=1",
+            "/a#x",
+            "/a%2e",
+            "/a b",
+            "/a\r\nHost: x",
+            "//evil",
+            "/a//b",
+            "/../etc",
+            "/a/./b",
+            "/a/..",
+            long.as_str(),
+            "/\u{e9}",
+        ] {
+            assert!(HealthPath::parse(bad).is_none(), "{bad:?}");
+        }
+        assert!(HealthPath::default().is_root());
     }
 
     #[test]

@@ -12,7 +12,7 @@
 //! - `fix.rs`: [`Code::fix`], the one next step of each code, and
 //!   [`FIX_MAX_CHARS`];
 //! - `ids.rs`: [`PlanId`], [`Digest`], [`ContainerId`], [`ImageId`],
-//!   [`ImageRef`];
+//!   [`ImageRef`], [`HealthPath`];
 //! - `names.rs`: the name validators, [`AppName`] and the Docker names
 //!   derived from it ([`AppNames`]), [`ServerName`];
 //! - `snapshot.rs`: the engine's [`Snapshot`], an image's [`ImageHolds`] and
@@ -82,7 +82,7 @@ mod snapshot;
 
 pub use engine::{Capacity, ContainerLimits, DeploySpec, StartSpec, Step, UpdateSpec};
 pub use fix::FIX_MAX_CHARS;
-pub use ids::{ContainerId, Digest, ImageId, ImageRef, PlanId};
+pub use ids::{ContainerId, Digest, HEALTH_PATH_MAX, HealthPath, ImageId, ImageRef, PlanId};
 pub(crate) use names::is_name;
 pub use names::{AppName, AppNames, NAME_PREFIX, ServerName, is_app_name, is_server_name, is_user_name};
 pub use refusal::{Code, MESSAGE_MAX_CHARS, Refusal, refuse};

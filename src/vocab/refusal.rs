@@ -178,6 +178,10 @@ pub enum Code {
     /// The code of a `needs_inspection` answer: an execute reached Docker
     /// and failed or is uncertain. Not a refusal: something may have changed.
     NeedsInspection,
+    /// A deploy's `container_port` differs from the one the catalog entry
+    /// says (the message names it), or an update's new entry says another
+    /// port than the app was deployed on.
+    ContainerPortMismatch,
 }
 
 impl Code {
@@ -349,6 +353,7 @@ mod tests {
             "server_too_old",
             "client_too_old",
             "needs_inspection",
+            "container_port_mismatch",
         ];
         let strings: Vec<&str> = Code::VARIANTS.iter().map(|c| c.as_str()).collect();
         assert_eq!(strings, SHIPPED);

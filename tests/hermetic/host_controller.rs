@@ -1592,3 +1592,43 @@ fn after_resolve_remove_app_cleans_up_what_a_failed_deploy_left() {
     assert_eq!(app_names(&c.inventory(AGENT).unwrap()), ["legacy"]);
     c.prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap();
 }
+
+/// The policy of [`policy_json`] with `web` as an object entry.
+fn policy_with_web_entry(container_port: u16, health_path: &str) -> Value {
+    let mut policy = policy_json();
+    let image = policy["catalog"]["web"].clone();
+    policy["catalog"]["web"] =
+        json!({"image": image, "container_port": container_port, "health_path": health_path});
+    policy
+}
+
+/// Tried: a deploy that leaves container_port out under an entry that sets
+/// 3000 and `/healthz`: the sealed plan carries both, the engine is handed
+/// them, and a wrong agent port is refused before anything is stored.
+#[test]
+fn a_deploy_takes_its_port_and_health_path_from_the_catalog_entry() {
+    use volce_lab::control::plan::Payload;
+    let mut h = Harness::new();
+    h.write_policy(&policy_with_web_entry(3000, "/healthz"));
+    let mut params = deploy_params("demo", 18001);
+    params.as_object_mut().unwrap().remove("container_port");
+    let mut c = h.controller();
+    let plan = c.prepare("deploy", &params, AGENT).unwrap();
+    let Payload::Deploy { spec, .. } = &plan.plan.payload else { panic!("a deploy plan") };
+    assert_eq!((spec.container_port, spec.health_path.as_str()), (3000, "/healthz"));
+    assert!(matches!(c.execute(&plan.plan.id, AGENT).unwrap(), Executed::Completed(_)));
+    let wrong = c.prepare("deploy", &deploy_params("other", 18002), AGENT);
+    assert_eq!(refusal(wrong), Code::ContainerPortMismatch);
+}
+
+/// Tried: the operator changes only the entry's health path while a deploy
+/// plan waits: its policy hash no longer matches, so it is void at execute.
+#[test]
+fn changing_a_catalog_entrys_health_path_voids_its_pending_plans() {
+    let mut h = Harness::new();
+    h.write_policy(&policy_with_web_entry(8080, "/healthz"));
+    let deploy = h.controller().prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap();
+    h.write_policy(&policy_with_web_entry(8080, "/ready"));
+    assert_eq!(refusal(h.controller().execute(&deploy.plan.id, AGENT)), Code::PolicyChanged);
+    assert!(h.engine.mutations().is_empty());
+}

@@ -113,7 +113,8 @@ fn the_offer_says_what_may_be_deployed_where_and_how_much() {
     let offer = &inventory["offer"];
     assert_eq!(
         offer["catalog"],
-        json!([{"key": "web", "reference": reference, "present": true, "image_id": image('e')}])
+        json!([{"key": "web", "reference": reference, "present": true, "image_id": image('e'),
+                "container_port": null, "health_path": "/", "has_configuration": false, "has_data": false}])
     );
     assert_eq!(offer["gateway_image"]["present"], false);
     assert_eq!(offer["gateway_image"]["image_id"], Value::Null);
@@ -233,4 +234,28 @@ fn removed_containers_and_a_silent_gateway_are_told_apart() {
     assert_eq!(drift.reason, DriftReason::ContainersMissing.into());
     assert_eq!(gateway(&status, "shop").answers, Some(false));
     assert_eq!(gateway(&status, "shop").state, EngineState::Running.into());
+}
+
+/// Tried: an object entry beside a bare one: the offer states its port and
+/// health path (what the agent needs to plan without guessing), and the
+/// bare one says the agent names the port.
+#[test]
+fn the_offer_says_each_entrys_port_and_health_path() {
+    let mut h = Harness::new();
+    let mut policy = policy_json();
+    let reference = policy["catalog"]["web"].clone();
+    policy["catalog"]["api"] = json!({"image": reference, "container_port": 3000, "health_path": "/healthz"});
+    h.write_policy(&policy);
+    let inventory = inventory_json(&mut h.controller());
+    let catalog = &inventory["offer"]["catalog"];
+    assert_eq!(catalog[0]["key"], "api");
+    assert_eq!(
+        (catalog[0]["container_port"].clone(), catalog[0]["health_path"].clone()),
+        (json!(3000), json!("/healthz"))
+    );
+    assert_eq!(
+        (catalog[1]["key"].clone(), catalog[1]["container_port"].clone()),
+        (json!("web"), Value::Null)
+    );
+    assert_eq!(catalog[1]["health_path"], "/");
 }

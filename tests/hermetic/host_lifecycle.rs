@@ -392,3 +392,40 @@ fn deploy_start_and_update_report_their_steps_and_stop_reports_none() {
     let update = steps_of(&h, "update", json!({"app": "demo", "image": "web2"}));
     assert_eq!(update, [Pulled, AppStarted, GatewayTested, HealthCheck, Switched]);
 }
+
+// --- catalog entry objects (issue 25) ----------------------------------------
+
+/// Tried: an update to an entry that sets `/ready` and the app's own port
+/// (8080): the sealed spec carries the path; an entry that sets another
+/// port than the app was deployed on refuses the update, naming both, and
+/// a start of the app checks the path of the entry it was deployed by.
+#[test]
+fn an_update_and_a_start_use_the_catalog_entrys_health_path_and_keep_the_port() {
+    use volce_lab::control::plan::Payload;
+    let mut h = harness();
+    completed(&h, "deploy", deploy_params("demo", 18001));
+    let mut policy = policy_json();
+    let web = policy["catalog"]["web"].clone();
+    policy["catalog"]["web"] = json!({"image": web, "health_path": "/up"});
+    let web2 = format!("{WEB2}{}", "d".repeat(64));
+    policy["catalog"]["web2"] = json!({"image": web2, "container_port": 8080, "health_path": "/ready"});
+    policy["catalog"]["other"] = json!({"image": web2, "container_port": 9090});
+    h.write_policy(&policy);
+
+    let mut c = h.controller();
+    let refused = c.prepare("update", &json!({"app": "demo", "image": "other"}), AGENT).unwrap_err();
+    assert_eq!(refused.code, Code::ContainerPortMismatch);
+    assert!(
+        refused.message.contains("container_port 9090, but demo was deployed on 8080"),
+        "{}",
+        refused.message
+    );
+    let plan = c.prepare("update", &json!({"app": "demo", "image": "web2"}), AGENT).unwrap();
+    let Payload::Update { spec, .. } = &plan.plan.payload else { panic!("an update plan") };
+    assert_eq!((spec.container_port, spec.health_path.as_str()), (8080, "/ready"));
+
+    completed(&h, "stop", json!({"app": "demo"}));
+    let plan = h.controller().prepare("start", &json!({"app": "demo"}), AGENT).unwrap();
+    let Payload::Start { spec, .. } = &plan.plan.payload else { panic!("a start plan") };
+    assert_eq!(spec.health_path.as_str(), "/up", "the entry `web` the app was deployed by");
+}

@@ -95,6 +95,19 @@ fn validate(value: &Value, schema: &Value, root: &Value, at: &str, errors: &mut 
             errors.push(format!("{at}: contains no item matching {wanted}"));
         }
     }
+    if let Some(choices) = schema.get("oneOf").and_then(Value::as_array) {
+        let passing = choices
+            .iter()
+            .filter(|choice| {
+                let mut inner = Vec::new();
+                validate(value, choice, root, at, &mut inner);
+                inner.is_empty()
+            })
+            .count();
+        if passing != 1 {
+            errors.push(format!("{at}: matches {passing} of the oneOf choices, not exactly one"));
+        }
+    }
     if let Some(object) = value.as_object() {
         let properties = schema.get("properties").and_then(Value::as_object);
         for required in schema.get("required").and_then(Value::as_array).into_iter().flatten() {
@@ -162,6 +175,8 @@ fn the_example_policy_loads() {
     assert_eq!(policy.port_range, (18000, 18999));
     assert_eq!(policy.approvers, ["alice"]);
     assert!(policy.catalog.contains_key("web"));
+    assert_eq!(policy.catalog["api"].container_port, Some(8080));
+    assert_eq!(policy.catalog["api"].health_path.as_str(), "/healthz");
     assert_eq!(policy.plan_ttl_seconds, 600);
     assert!(policy.requires_approval(Action::Stop) && policy.requires_approval(Action::RemoveImage));
     assert!(!policy.requires_approval(Action::Deploy) && !policy.requires_approval(Action::NginxConfig));
@@ -218,6 +233,26 @@ fn the_schema_lists_exactly_the_fields_the_parser_accepts() {
         assert!(Policy::from_json(policy.to_string().as_bytes()).is_err(), "parser accepts {path} extra");
         assert!(!schema_errors(&policy).is_empty(), "schema accepts {path} extra");
     }
+}
+
+/// Tried: each key of a catalog entry object alone with its image, and an
+/// unknown key: the schema and the parser agree on both.
+#[test]
+fn the_schema_and_the_parser_agree_on_catalog_entry_objects() {
+    let base: Value = serde_json::from_str(&example()).unwrap();
+    let schema = schema();
+    let image = base["catalog"]["api"]["image"].clone();
+    for key in schema["$defs"]["entry"]["properties"].as_object().unwrap().keys() {
+        let mut policy = base.clone();
+        policy["catalog"]["api"] =
+            json!({"image": image.clone(), key.as_str(): base["catalog"]["api"][key].clone()});
+        assert!(Policy::from_json(policy.to_string().as_bytes()).is_ok(), "parser refuses {key}");
+        assert_eq!(schema_errors(&policy), Vec::<String>::new(), "{key}");
+    }
+    let mut policy = base.clone();
+    policy["catalog"]["api"]["env"] = json!("x");
+    assert!(Policy::from_json(policy.to_string().as_bytes()).is_err(), "parser accepts an unknown entry key");
+    assert!(!schema_errors(&policy).is_empty(), "schema accepts an unknown entry key");
 }
 
 #[test]

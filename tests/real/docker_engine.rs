@@ -48,7 +48,8 @@ fn deploy_serves_the_page_through_the_hardened_gateway_only() {
         "the real deploy reports its steps"
     );
 
-    let page = http_get(lab.port, &lab.server_name(), Duration::from_secs(2)).expect("the gateway answers");
+    let page = http_get(lab.port, &lab.server_name(), &Default::default(), Duration::from_secs(2))
+        .expect("the gateway answers");
     assert_eq!(page.status, 200);
     assert_eq!(page.body, b"volce-lab test app: web\n");
     assert_eq!(status(lab.port, "someone-else.test"), Some(404), "other names never reach the app");

@@ -145,7 +145,7 @@ impl Host {
 
 /// The page the app serves through the gateway for `host`, if it answers 200.
 fn page(port: u16, host: &str) -> Option<String> {
-    http_get(port, host, Duration::from_secs(2))
+    http_get(port, host, &Default::default(), Duration::from_secs(2))
         .filter(|r| r.status == 200)
         .map(|r| String::from_utf8_lossy(&r.body).trim().to_owned())
 }

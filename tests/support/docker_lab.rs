@@ -152,6 +152,7 @@ impl Lab {
             gateway_image: image(&self.policy["nginx_image"]),
             host_port: self.port,
             container_port: 8080,
+            health_path: Default::default(),
             nginx_config: render(&server_name, 8080),
             server_name: ServerName::parse(&server_name).expect("a valid server name"),
             app_dir: self.app_dir(),
@@ -238,7 +239,7 @@ pub fn eventually(what: &str, mut f: impl FnMut() -> bool) {
 }
 
 pub fn status(port: u16, host: &str) -> Option<u16> {
-    http_get(port, host, Duration::from_secs(2)).map(|r| r.status)
+    http_get(port, host, &Default::default(), Duration::from_secs(2)).map(|r| r.status)
 }
 
 pub fn assert_hardened(c: &Value, user: &str, limits: &ContainerLimits) {

@@ -176,3 +176,66 @@ fn approvers_must_be_user_names_listed_once() {
     );
     assert!(with(|v| v["approvers"] = json!([])).is_ok());
 }
+
+fn web_ref() -> String {
+    format!("127.0.0.1:15000/volce-lab/web@sha256:{}", "a".repeat(64))
+}
+
+#[test]
+fn a_catalog_object_says_the_port_and_the_health_path() {
+    let policy = with(|v| {
+        v["catalog"]["api"] = json!({"image": web_ref(), "container_port": 3000, "health_path": "/healthz"})
+    })
+    .unwrap();
+    let api = &policy.catalog["api"];
+    assert_eq!(api.image.as_str(), web_ref());
+    assert_eq!(api.container_port, Some(3000));
+    assert_eq!(api.health_path.as_str(), "/healthz");
+    // A bare reference keeps today's meaning: no port, the check asks `/`.
+    assert_eq!(policy.catalog["web"], CatalogEntry::bare(ImageRef::parse(&web_ref()).unwrap()));
+    // Tried: an object with only the image, and with the defaults written out.
+    let only_image = with(|v| v["catalog"]["web"] = json!({"image": web_ref()})).unwrap();
+    assert_eq!(only_image.catalog["web"], policy.catalog["web"]);
+    let root = with(|v| v["catalog"]["web"] = json!({"image": web_ref(), "health_path": "/"})).unwrap();
+    assert_eq!(root.catalog["web"], policy.catalog["web"]);
+}
+
+/// The digest a plan is sealed with: a policy that does not use the object
+/// form serializes its catalog as bare strings, exactly as before objects
+/// existed, so plans made before the upgrade stay valid; an object that
+/// says no more than a bare reference hashes as one; a port or health path
+/// changes the digest (and so voids pending plans, as any policy change).
+#[test]
+fn catalog_objects_count_in_the_hash_only_for_what_they_add() {
+    let canonical = serde_json::to_value(sample_policy()).unwrap();
+    assert_eq!(canonical["catalog"], json!({"web": web_ref()}));
+    let only_image = with(|v| v["catalog"]["web"] = json!({"image": web_ref()})).unwrap();
+    assert_eq!(only_image.hash(), sample_policy().hash());
+    let port = with(|v| v["catalog"]["web"] = json!({"image": web_ref(), "container_port": 8080})).unwrap();
+    assert_ne!(port.hash(), sample_policy().hash());
+    let path = with(|v| v["catalog"]["web"] = json!({"image": web_ref(), "health_path": "/up"})).unwrap();
+    assert_ne!(path.hash(), sample_policy().hash());
+    assert_ne!(path.hash(), port.hash());
+}
+
+#[test]
+fn bad_catalog_objects_are_refused_naming_the_key() {
+    let refused = |entry: Value| with(|v| v["catalog"]["web"] = entry).unwrap_err().0;
+    let unknown = refused(json!({"image": web_ref(), "env": "x"}));
+    assert!(unknown.contains(r#"catalog entry "web" has the unknown key "env""#), "{unknown}");
+    assert!(unknown.contains("image, container_port, health_path"), "{unknown}");
+    assert!(refused(json!({"container_port": 8080})).contains("is not pinned"));
+    assert!(refused(json!({"image": "web:latest"})).contains("is not pinned"));
+    assert!(refused(json!(["x"])).contains("must be a pinned reference or an object"));
+    for port in [json!(80), json!(70000), json!(8080.5), json!("8080"), json!(true), json!(-1)] {
+        let message = refused(json!({"image": web_ref(), "container_port": port}));
+        assert!(
+            message.contains("container_port must be an integer from 1024 to 65535"),
+            "{port}: {message}"
+        );
+    }
+    for path in [json!("healthz"), json!("/a?b"), json!("/../x"), json!("/a b"), json!(""), json!(1)] {
+        let message = refused(json!({"image": web_ref(), "health_path": path}));
+        assert!(message.contains("health_path must be an absolute path"), "{path}: {message}");
+    }
+}

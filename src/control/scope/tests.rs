@@ -91,6 +91,7 @@ fn deploy_web(host_port: u16) -> Payload {
         gateway_image: reference,
         host_port,
         container_port: 8080,
+        health_path: Default::default(),
         server_name: ServerName::parse("web.example").unwrap(),
         nginx_config: String::new(),
         app_dir: PathBuf::from("/state/apps/web"),

@@ -26,11 +26,12 @@ pub(super) fn deploy(
     exact_keys(params, Action::Deploy)?;
     let app = app_name(params)?;
     let image_key = string(params, "image")?;
-    let Some(app_image) = ctx.policy.catalog.get(image_key) else {
+    let Some(entry) = ctx.policy.catalog.get(image_key) else {
         return refuse(Code::ImageNotInCatalog, not_in_catalog(ctx.policy));
     };
+    let app_image = &entry.image;
     let host_port = port(params, "host_port")?;
-    let container_port = port(params, "container_port")?;
+    let container_port = container_port(params, image_key, entry.container_port)?;
     let server_name = server_name(params)?;
     let (low, high) = ctx.policy.port_range;
     if !(low..=high).contains(&host_port) {
@@ -152,10 +153,45 @@ pub(super) fn deploy(
         gateway_image: ctx.policy.nginx_image.clone(),
         host_port,
         container_port,
+        health_path: entry.health_path.clone(),
         server_name,
         nginx_config,
         limits: ctx.policy.limits.clone(),
     };
     let network = names.network;
     Ok((Payload::Deploy { image_key: image_key.to_owned(), network, containers, spec }, impact))
+}
+
+/// The port the app listens on: the catalog entry's when it sets one (the
+/// agent may leave `container_port` out, and a different value is refused
+/// naming the right one), else the agent's, as before catalog objects.
+fn container_port(
+    params: &Map<String, Value>,
+    image_key: &str,
+    catalog: Option<u16>,
+) -> Result<u16, Refusal> {
+    match (catalog, params.contains_key("container_port")) {
+        (Some(port_of_entry), false) => Ok(port_of_entry),
+        (Some(port_of_entry), true) => {
+            let given = port(params, "container_port")?;
+            if given != port_of_entry {
+                return refuse(
+                    Code::ContainerPortMismatch,
+                    format!(
+                        "The catalog entry `{image_key}` listens on container_port {port_of_entry}, not {given}: \
+                         plan again with {port_of_entry}, or leave container_port out."
+                    ),
+                );
+            }
+            Ok(given)
+        }
+        (None, true) => port(params, "container_port"),
+        (None, false) => refuse(
+            Code::InvalidParameters,
+            format!(
+                "The catalog entry `{image_key}` does not say which port its app listens on: deploy needs \
+                 container_port (an integer from 1024 to 65535)."
+            ),
+        ),
+    }
 }

@@ -110,7 +110,16 @@ pub(super) fn start(
                    blocks nothing."
             .into(),
     };
-    let spec = StartSpec { app_container, gateway, host_port: port, server_name };
+    // The entry the app was deployed by says where it answers, while it
+    // still pins the image the app runs; otherwise `/`, as before.
+    let health_path = ctx
+        .policy
+        .catalog
+        .get(&record.image_key)
+        .filter(|entry| entry.image == record.app_image)
+        .map(|entry| entry.health_path.clone())
+        .unwrap_or_default();
+    let spec = StartSpec { app_container, gateway, host_port: port, server_name, health_path };
     Ok((Payload::Start { app, containers, container_names, spec }, impact))
 }
 
@@ -122,9 +131,10 @@ pub(super) fn update(
     exact_keys(params, Action::Update)?;
     let app = app_name(params)?;
     let image_key = string(params, "image")?;
-    let Some(app_image) = ctx.policy.catalog.get(image_key) else {
+    let Some(entry) = ctx.policy.catalog.get(image_key) else {
         return refuse(Code::ImageNotInCatalog, not_in_catalog(ctx.policy));
     };
+    let app_image = &entry.image;
     let record = owned_running(&app, ctx).map_err(|refusal| match refusal.code {
         Code::AppNotRunning => Refusal::new(
             Code::AppNotRunning,
@@ -183,6 +193,17 @@ pub(super) fn update(
     let check_name = ServerName::parse(&format!("{plan}.update.volce-lab.invalid"))
         .expect("a plan id is a valid DNS label");
     let port = record.container_port;
+    if let Some(port_of_entry) = entry.container_port
+        && port_of_entry != port
+    {
+        return refuse(
+            Code::ContainerPortMismatch,
+            format!(
+                "The catalog entry `{image_key}` listens on container_port {port_of_entry}, but {app} was \
+                 deployed on {port}: an update keeps the port, so deploy the entry as a new app instead."
+            ),
+        );
+    }
     let (server, old_upstream) = (server_name.as_str(), record.upstream());
     let spec = UpdateSpec {
         plan_id: ctx.plan_id.clone(),
@@ -193,6 +214,7 @@ pub(super) fn update(
         gateway,
         host_port: record.host_port,
         container_port: port,
+        health_path: entry.health_path.clone(),
         server_name: server_name.clone(),
         app_dir: record.app_dir.clone(),
         previous_config: record.nginx_config.clone(),

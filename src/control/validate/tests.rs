@@ -202,7 +202,7 @@ fn deploy_with_valid_parameters_derives_pinned_images_config_and_specs() {
     let Payload::Deploy { image_key, network, containers, spec } = payload else { panic!("deploy payload") };
     assert_eq!(image_key, "web");
     assert_eq!(network, "vl-web1");
-    assert_eq!(spec.app_image, world.policy.catalog["web"]);
+    assert_eq!(spec.app_image, world.policy.catalog["web"].image);
     assert_eq!(spec.gateway_image, world.policy.nginx_image);
     assert_eq!(spec.nginx_config, crate::nginx::render("web1.example.com", 8080));
     assert_eq!(spec.app_dir, Path::new("/state/apps/web1"));
@@ -472,7 +472,7 @@ fn deploy_enforces_the_disk_floor() {
 #[test]
 fn deploy_refuses_a_catalog_image_that_declares_volumes() {
     let mut world = World::empty();
-    let reference = world.policy.catalog["web"].as_str().to_owned();
+    let reference = world.policy.catalog["web"].image.as_str().to_owned();
     world.probe.volumes.insert(reference, vec!["/data".into(), "/var/cache/x".into()]);
     let refusal = world.derive(Action::Deploy, deploy_params()).unwrap_err();
     assert_eq!(refusal.code, Code::ImageDeclaresVolumes);
@@ -496,7 +496,7 @@ fn deploy_refuses_a_gateway_image_that_declares_volumes() {
 #[test]
 fn deploy_of_images_without_volumes_or_not_yet_pulled_is_not_refused_for_volumes() {
     let mut world = World::empty();
-    let reference = world.policy.catalog["web"].as_str().to_owned();
+    let reference = world.policy.catalog["web"].image.as_str().to_owned();
     // The app image is local and declares none; the gateway image is not
     // local yet (the deploy checks it after its pull).
     world.probe.volumes.insert(reference, vec![]);
@@ -780,4 +780,57 @@ fn a_stored_plan_with_a_bad_name_is_corrupt_even_with_a_matching_digest() {
         let refusal = crate::control::plan::Plan::from_stored(&body).unwrap_err();
         assert_eq!(refusal.code, Code::PlanCorrupt);
     }
+}
+
+/// A world whose `web` entry is an object: port 3000, checked at `/healthz`.
+fn world_with_catalog_port() -> World {
+    let mut world = World::empty();
+    let entry = world.policy.catalog.get_mut("web").unwrap();
+    entry.container_port = Some(3000);
+    entry.health_path = crate::vocab::HealthPath::parse("/healthz").unwrap();
+    world
+}
+
+#[test]
+fn a_catalog_port_is_used_when_the_agent_leaves_container_port_out() {
+    let world = world_with_catalog_port();
+    let mut params = deploy_params();
+    params.as_object_mut().unwrap().remove("container_port");
+    let (payload, _) = world.derive(Action::Deploy, params).unwrap();
+    let Payload::Deploy { spec, .. } = payload else { panic!("deploy payload") };
+    assert_eq!(spec.container_port, 3000);
+    assert_eq!(spec.health_path.as_str(), "/healthz");
+    assert_eq!(spec.nginx_config, crate::nginx::render("web1.example.com", 3000));
+    // The same port given explicitly is accepted too.
+    let (payload, _) = world.derive(Action::Deploy, patched(&[("container_port", json!(3000))])).unwrap();
+    let Payload::Deploy { spec, .. } = payload else { panic!("deploy payload") };
+    assert_eq!(spec.container_port, 3000);
+}
+
+#[test]
+fn an_agent_port_that_differs_from_the_catalogs_is_refused_naming_the_right_one() {
+    let world = world_with_catalog_port();
+    let refused = refusal(&world, patched(&[("container_port", json!(8080))]));
+    assert_eq!(refused.code, Code::ContainerPortMismatch);
+    assert_eq!(
+        refused.message,
+        "The catalog entry `web` listens on container_port 3000, not 8080: plan again with 3000, or leave \
+         container_port out."
+    );
+}
+
+#[test]
+fn a_bare_entry_still_needs_the_agents_port_and_checks_the_root() {
+    let world = World::empty();
+    let mut params = deploy_params();
+    params.as_object_mut().unwrap().remove("container_port");
+    let refused = refusal(&world, params);
+    assert_eq!(refused.code, Code::InvalidParameters);
+    assert!(refused.message.contains("deploy needs container_port"), "{}", refused.message);
+    let (payload, _) = world.derive(Action::Deploy, deploy_params()).unwrap();
+    let Payload::Deploy { spec, .. } = payload else { panic!("deploy payload") };
+    assert!(spec.health_path.is_root());
+    // The sealed spec of a bare entry has no health_path key: the bytes of
+    // a plan are what they were before health paths existed.
+    assert!(serde_json::to_value(&spec).unwrap().get("health_path").is_none());
 }

@@ -20,7 +20,7 @@ use crate::docker::gateway_file::{remove_new_config, write_new_config};
 use crate::docker::host_probe::{http_get, port_free};
 use crate::docker::{Deployed, EngineError, ProgressSink};
 use crate::nginx::GATEWAY_LISTEN_PORT;
-use crate::vocab::{ContainerId, DeploySpec, LABEL_PLAN, PlanId, Step};
+use crate::vocab::{ContainerId, DeploySpec, HealthPath, LABEL_PLAN, PlanId, Step};
 
 impl<R: Runner> DockerClient<R> {
     /// The whole deploy: refuse before the first mutation if a value or the
@@ -162,7 +162,7 @@ impl<R: Runner> DockerClient<R> {
         )?;
         self.call("start gateway container", argv(&["start", gateway_id.as_str()]), QUICK)?;
 
-        if !self.healthy(spec.host_port, spec.server_name.as_str()) {
+        if !self.healthy(spec.host_port, spec.server_name.as_str(), &spec.health_path) {
             return Err(EngineError::HealthCheckFailed);
         }
         progress.step(Step::HealthCheck);
@@ -181,12 +181,12 @@ impl<R: Runner> DockerClient<R> {
         Ok(id)
     }
 
-    pub(super) fn healthy(&self, port: u16, host: &str) -> bool {
+    pub(super) fn healthy(&self, port: u16, host: &str, path: &HealthPath) -> bool {
         for attempt in 0..self.health.tries {
             if attempt > 0 {
                 std::thread::sleep(self.health.interval);
             }
-            if let Some(reply) = http_get(port, host, self.health.timeout)
+            if let Some(reply) = http_get(port, host, path, self.health.timeout)
                 && (200..400).contains(&reply.status)
             {
                 return true;

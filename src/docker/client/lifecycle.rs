@@ -61,7 +61,7 @@ impl<R: Runner> DockerClient<R> {
             self.call("start container", argv(&["start", id.as_str()]), QUICK)?;
         }
         progress.step(Step::AppStarted);
-        if !self.healthy(spec.host_port, spec.server_name.as_str()) {
+        if !self.healthy(spec.host_port, spec.server_name.as_str(), &spec.health_path) {
             return Err(EngineError::HealthCheckFailed);
         }
         progress.step(Step::HealthCheck);
@@ -140,13 +140,13 @@ impl<R: Runner> DockerClient<R> {
         rewrite(&mut file, &spec.staged_config)?;
         self.test_and_reload(&spec.gateway)?;
         progress.step(Step::GatewayTested);
-        if !self.healthy(spec.host_port, spec.check_name.as_str()) {
+        if !self.healthy(spec.host_port, spec.check_name.as_str(), &spec.health_path) {
             return Err(EngineError::HealthCheckFailed);
         }
         progress.step(Step::HealthCheck);
         rewrite(&mut file, &spec.new_config)?;
         self.test_and_reload(&spec.gateway)?;
-        if !self.healthy(spec.host_port, spec.server_name.as_str()) {
+        if !self.healthy(spec.host_port, spec.server_name.as_str(), &spec.health_path) {
             return Err(EngineError::HealthCheckFailed);
         }
         progress.step(Step::Switched);

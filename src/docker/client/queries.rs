@@ -13,7 +13,7 @@ use crate::docker::EngineError;
 use crate::docker::host_probe::http_get;
 use crate::exec::ExecutionStatus;
 use crate::nginx::GATEWAY_LISTEN_PORT;
-use crate::vocab::{ContainerId, ImageId, ImageRef, ServerName};
+use crate::vocab::{ContainerId, HealthPath, ImageId, ImageRef, ServerName};
 
 /// What `docker network inspect` says of a network's labels and options
 /// (`null` for none).
@@ -119,7 +119,7 @@ impl<R: Runner> DockerClient<R> {
     /// One GET of `/` with the server name; 2xx or 3xx counts, as in the
     /// deploy's health check.
     pub(super) fn answers_once(&self, port: u16, server_name: &ServerName) -> bool {
-        http_get(port, server_name.as_str(), self.health.timeout)
+        http_get(port, server_name.as_str(), &HealthPath::default(), self.health.timeout)
             .is_some_and(|r| (200..400).contains(&r.status))
     }
 

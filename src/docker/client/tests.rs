@@ -88,6 +88,7 @@ fn spec(app_dir: &Path, host_port: u16) -> DeploySpec {
         gateway_image: image_ref(&format!("127.0.0.1:15000/volce-lab/gateway@sha256:{}", hex('2'))),
         host_port,
         container_port: 8080,
+        health_path: Default::default(),
         server_name: ServerName::parse("shop.example").unwrap(),
         nginx_config: crate::nginx::render("shop.example", 8080),
         app_dir: app_dir.to_path_buf(),

@@ -49,13 +49,17 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
         })?;
         let snapshot = self.engine.snapshot().map_err(engine_unavailable)?;
         let mut catalog = Vec::new();
-        for (key, reference) in &self.policy.catalog {
-            let image_id = self.engine.resolve_image(reference).map_err(engine_unavailable)?;
+        for (key, entry) in &self.policy.catalog {
+            let image_id = self.engine.resolve_image(&entry.image).map_err(engine_unavailable)?;
             catalog.push(CatalogImage {
                 key: key.clone(),
-                reference: reference.clone(),
+                reference: entry.image.clone(),
                 present: image_id.is_some(),
                 image_id,
+                container_port: entry.container_port,
+                health_path: entry.health_path.clone(),
+                has_configuration: false,
+                has_data: false,
             });
         }
         let gateway_id = self.engine.resolve_image(&self.policy.nginx_image).map_err(engine_unavailable)?;

@@ -51,7 +51,8 @@ pub fn run_doctor() -> crate::exit::Exit {
 pub fn load_policy_facts(path: &Path) -> Result<PolicyFacts, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read it ({})", e.kind()))?;
     let policy = crate::control::policy::Policy::from_json(&bytes).map_err(|e| e.to_string())?;
-    let mut images: Vec<String> = policy.catalog.values().map(|r| r.as_str().to_owned()).collect();
+    let mut images: Vec<String> =
+        policy.catalog.values().map(|entry| entry.image.as_str().to_owned()).collect();
     let gateway = policy.nginx_image.as_str().to_owned();
     images.push(gateway.clone());
     Ok(PolicyFacts { images, gateway, approvers: policy.approvers })

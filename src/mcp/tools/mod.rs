@@ -114,7 +114,8 @@ pub fn list() -> Vec<Tool> {
         ToolName::ServicePlan.as_str(),
         "Record a plan for one Docker change on the server; nothing changes yet. Returns the stored plan \
          (id, digest, impact, whether it needs approval, expiry). Actions and their parameters (exactly \
-         these): deploy {app, image (a catalog key), host_port, container_port, server_name}; \
+         these): deploy {app, image (a catalog key), host_port, container_port (leave it out when \
+         service_inventory's offer.catalog gives the entry's container_port), server_name}; \
          nginx_config {app, server_name}; stop {app}; remove_image {image_id}; remove_app {app} (removes \
          a managed app in any state: its containers, networks, directory and record; never a volume or an \
          image); start {app} (a stopped app, health-checked through its gateway); update {app, image (a \

@@ -97,7 +97,7 @@ pub fn plan_input() -> Arc<JsonObject> {
                     "app": {"type": "string", "description": "Application name (deploy, nginx_config, stop, remove_app, start, update)."},
                     "image": {"type": "string", "description": "Catalog key of the image to deploy or update to (deploy, update)."},
                     "host_port": port("Loopback port of the gateway (deploy)."),
-                    "container_port": port("Port the app listens on inside its container (deploy)."),
+                    "container_port": port("Port the app listens on inside its container (deploy; optional when the catalog entry sets it)."),
                     "server_name": {"type": "string", "description": "nginx server_name (deploy, nginx_config)."},
                     "image_id": {"type": "string", "description": "sha256:<64 hex> of the image to remove (remove_image)."}
                 },

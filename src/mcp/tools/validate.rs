@@ -74,6 +74,7 @@ fn exact_fields(
     tool: &str,
     arguments: &Map<String, Value>,
     allowed: &[&str],
+    optional: &[&str],
     what: &str,
 ) -> Result<(), Refusal> {
     if let Some(extra) = arguments.keys().find(|key| !allowed.contains(&key.as_str())) {
@@ -90,7 +91,9 @@ fn exact_fields(
             format!("{what} {} is not accepted: {expected}; nothing was run.", shown(extra)),
         ));
     }
-    if let Some(missing) = allowed.iter().find(|name| !arguments.contains_key(**name)) {
+    if let Some(missing) =
+        allowed.iter().find(|name| !arguments.contains_key(**name) && !optional.contains(name))
+    {
         return Err(refuse(
             Code::MissingField,
             format!("{tool} needs the {what} `{missing}`; nothing was run."),
@@ -126,7 +129,7 @@ pub fn validate(tool: ToolName, arguments: Option<&Map<String, Value>>) -> Resul
     let name = tool.as_str();
     match tool {
         ToolName::CloudCheck => {
-            exact_fields(name, arguments, &["check"], "argument")?;
+            exact_fields(name, arguments, &["check"], &[], "argument")?;
             let text = string_field(name, arguments, "check")?;
             let check = Check::ALL.into_iter().find(|check| check.as_str() == text).ok_or_else(|| {
                 refuse(
@@ -141,11 +144,11 @@ pub fn validate(tool: ToolName, arguments: Option<&Map<String, Value>>) -> Resul
             Ok(Call::Check(check))
         }
         ToolName::ServiceInventory => {
-            exact_fields(name, arguments, &[], "argument")?;
+            exact_fields(name, arguments, &[], &[], "argument")?;
             Ok(Call::Inventory)
         }
         ToolName::ServicePlan => {
-            exact_fields(name, arguments, &["action", "parameters"], "argument")?;
+            exact_fields(name, arguments, &["action", "parameters"], &[], "argument")?;
             let text = string_field(name, arguments, "action")?;
             let action = Action::parse(text).map_err(|_| {
                 refuse(
@@ -167,7 +170,7 @@ pub fn validate(tool: ToolName, arguments: Option<&Map<String, Value>>) -> Resul
                 }
             };
             let what = format!("{} parameter", action.as_str());
-            exact_fields(name, parameters, action.parameters(), &what)?;
+            exact_fields(name, parameters, action.parameters(), action.optional_parameters(), &what)?;
             for (key, value) in parameters {
                 let kind = PARAMETERS.iter().find(|(name, _)| name == key).map(|(_, kind)| *kind);
                 match (kind, value) {
@@ -210,7 +213,7 @@ pub fn validate(tool: ToolName, arguments: Option<&Map<String, Value>>) -> Resul
         }
         ToolName::ServiceLogs => logs(name, arguments),
         ToolName::ServiceExecute => {
-            exact_fields(name, arguments, &["plan_id"], "argument")?;
+            exact_fields(name, arguments, &["plan_id"], &[], "argument")?;
             let text = string_field(name, arguments, "plan_id")?;
             let plan_id = PlanId::parse(text).map_err(|_| {
                 refuse(
@@ -250,7 +253,7 @@ fn logs(tool: &str, arguments: &Map<String, Value>) -> Result<Call, Refusal> {
             required.insert(key.clone(), value.clone());
         }
     }
-    exact_fields(tool, &required, &["app", "container"], "argument")?;
+    exact_fields(tool, &required, &["app", "container"], &[], "argument")?;
     let app = string_field(tool, arguments, "app")?;
     let text = string_field(tool, arguments, "container")?;
     let container = ContainerRole::parse(text).ok_or_else(|| {

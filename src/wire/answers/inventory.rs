@@ -13,7 +13,7 @@ use super::Word;
 use super::app_state::{ContainerView, Drift, EngineState};
 use crate::control::app_record::AppState;
 use crate::control::plan::Action;
-use crate::vocab::{AppName, ImageId, ImageRef, PlanId, ServerName};
+use crate::vocab::{AppName, HealthPath, ImageId, ImageRef, PlanId, ServerName};
 pub use crate::wire::versions::HelperVersion;
 
 /// The `inventory` answer.
@@ -100,6 +100,19 @@ pub struct CatalogImage {
     pub reference: ImageRef,
     pub present: bool,
     pub image_id: Option<ImageId>,
+    /// The port its app listens on, when the operator's entry says it (then
+    /// a deploy may leave `container_port` out); `null`: the agent names it.
+    #[serde(default)]
+    pub container_port: Option<u16>,
+    /// What the health check asks through the gateway (`/` by default).
+    #[serde(default)]
+    pub health_path: HealthPath,
+    /// Whether the entry gives the app configuration (never a value).
+    #[serde(default)]
+    pub has_configuration: bool,
+    /// Whether the entry gives the app a data directory.
+    #[serde(default)]
+    pub has_data: bool,
 }
 
 /// The gateway image every app's gateway runs, and whether it is here.

@@ -151,6 +151,10 @@ fn an_inventory_is_version_1_json() {
                 reference: crate::vocab::ImageRef::parse(&reference).unwrap(),
                 present: true,
                 image_id: Some(image.clone()),
+                container_port: Some(8080),
+                health_path: crate::vocab::HealthPath::parse("/healthz").unwrap(),
+                has_configuration: false,
+                has_data: false,
             }],
             gateway_image: GatewayImage {
                 reference: crate::vocab::ImageRef::parse(&reference).unwrap(),
@@ -202,7 +206,9 @@ fn an_inventory_is_version_1_json() {
                               "requested_at": "2027-01-15T07:00:00Z", "finished_at": null},
             }],
             "offer": {
-                "catalog": [{"key": "web", "reference": reference, "present": true, "image_id": image}],
+                "catalog": [{"key": "web", "reference": reference, "present": true, "image_id": image,
+                             "container_port": 8080, "health_path": "/healthz",
+                             "has_configuration": false, "has_data": false}],
                 "gateway_image": {"reference": reference, "present": false, "image_id": null},
                 "ports": {"first": 18000, "last": 18002, "used": [{"port": 18001, "app": "demo"}],
                           "taken_by_others": 1, "free_count": 1, "free": [[18000, 18000]],
@@ -341,4 +347,18 @@ fn a_body_names_its_operation_in_its_reply() {
     let reply = Reply::from(body);
     assert_eq!(reply, Reply::Ok { operation: Operation::GatewayStatus, result: json!({"gateways": []}) });
     assert_eq!(Reply::parse(reply.to_line().as_bytes()).unwrap(), reply);
+}
+
+/// Tried: a catalog entry as a helper from before catalog objects writes it
+/// (no port, no health path, no configuration or data flags): it reads as
+/// an entry the agent names the port for, checked at `/`.
+#[test]
+fn an_older_helpers_catalog_entry_reads_with_the_defaults() {
+    use super::inventory::CatalogImage;
+    let reference = format!("r/web@sha256:{}", "a".repeat(64));
+    let old = json!({"key": "web", "reference": reference, "present": false, "image_id": null});
+    let entry: CatalogImage = serde_json::from_value(old).unwrap();
+    assert_eq!(entry.container_port, None);
+    assert!(entry.health_path.is_root());
+    assert!(!entry.has_configuration && !entry.has_data);
 }

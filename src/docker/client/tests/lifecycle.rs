@@ -41,6 +41,7 @@ fn start_spec(port: u16) -> StartSpec {
         gateway: ContainerId::parse(&hex('b')).unwrap(),
         host_port: port,
         server_name: ServerName::parse("shop.example").unwrap(),
+        health_path: Default::default(),
     }
 }
 
@@ -116,6 +117,7 @@ fn update_spec(app_dir: &Path, port: u16) -> UpdateSpec {
         gateway: ContainerId::parse(&hex('b')).unwrap(),
         host_port: port,
         container_port: 8080,
+        health_path: Default::default(),
         server_name: ServerName::parse("shop.example").unwrap(),
         app_dir: app_dir.to_path_buf(),
         previous_config: crate::nginx::render("shop.example", 8080),

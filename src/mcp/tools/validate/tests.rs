@@ -25,6 +25,13 @@ fn good_arguments_are_accepted() {
     let deploy = json!({"action": "deploy", "parameters": {
         "app": "web", "image": "web", "host_port": 18001, "container_port": 8080, "server_name": "x"}});
     assert!(validate(ToolName::ServicePlan, Some(&args(deploy))).is_ok());
+    // Tried: a deploy without container_port: the catalog entry may set it,
+    // so only the host helper can say whether it is missing.
+    let deploy = json!({"action": "deploy", "parameters": {
+        "app": "web", "image": "web", "host_port": 18001, "server_name": "x"}});
+    assert!(validate(ToolName::ServicePlan, Some(&args(deploy))).is_ok());
+    let stop = json!({"action": "stop", "parameters": {}});
+    assert_eq!(validate(ToolName::ServicePlan, Some(&args(stop))).unwrap_err().code, Code::MissingField);
     let id = "0123456789abcdef0123456789abcdef";
     let call = validate(ToolName::ServiceExecute, Some(&args(json!({"plan_id": id})))).unwrap();
     assert_eq!(call, Call::Execute { plan_id: PlanId::parse(id).unwrap() });

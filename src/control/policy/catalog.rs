@@ -1,0 +1,116 @@
+//! One catalog entry of the operator's policy: the pinned image, and how the
+//! app runs (the port it listens on, the path its health check asks). Pure.
+//!
+//! A value is either a bare pinned reference (today's meaning: the agent
+//! names the container port, the health check asks `/`) or an object
+//! `{"image", "container_port", "health_path"}` with no other key. An entry
+//! that says no more than a bare reference serializes as one, so a policy
+//! that does not use the object form hashes as it did before it existed and
+//! plans made under it stay valid across the upgrade.
+
+use serde::{Serialize, Serializer};
+
+use crate::vocab::{HEALTH_PATH_MAX, HealthPath, ImageRef};
+
+/// A validated catalog entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CatalogEntry {
+    pub image: ImageRef,
+    /// The port the app listens on, when the operator says it; then the
+    /// agent may omit `container_port` and a different value is refused.
+    pub container_port: Option<u16>,
+    /// `/` unless the operator says otherwise.
+    pub health_path: HealthPath,
+}
+
+impl CatalogEntry {
+    /// A bare pinned reference: today's meaning.
+    pub fn bare(image: ImageRef) -> CatalogEntry {
+        CatalogEntry { image, container_port: None, health_path: HealthPath::default() }
+    }
+
+    fn is_bare(&self) -> bool {
+        self.container_port.is_none() && self.health_path.is_root()
+    }
+}
+
+/// The object form, as it is hashed (only the keys that differ from a bare
+/// reference's meaning).
+#[derive(Serialize)]
+struct EntryObject<'a> {
+    image: &'a ImageRef,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    container_port: Option<u16>,
+    #[serde(skip_serializing_if = "is_root")]
+    health_path: &'a HealthPath,
+}
+
+fn is_root(path: &&HealthPath) -> bool {
+    path.is_root()
+}
+
+impl Serialize for CatalogEntry {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        if self.is_bare() {
+            return self.image.serialize(serializer);
+        }
+        EntryObject {
+            image: &self.image,
+            container_port: self.container_port,
+            health_path: &self.health_path,
+        }
+        .serialize(serializer)
+    }
+}
+
+/// The keys an entry object may have, in the order messages name them.
+const KEYS: &[&str] = &["image", "container_port", "health_path"];
+
+/// Parses one catalog value (`key` names it in the messages).
+pub(super) fn entry(key: &str, value: &serde_json::Value) -> Result<CatalogEntry, String> {
+    let not_pinned = || format!("catalog entry {key:?} is not pinned as name@sha256:<64 lowercase hex>");
+    let object = match value {
+        serde_json::Value::String(reference) => {
+            return ImageRef::parse(reference).map(CatalogEntry::bare).ok_or_else(not_pinned);
+        }
+        serde_json::Value::Object(object) => object,
+        _ => {
+            return Err(format!(
+                "catalog entry {key:?} must be a pinned reference or an object with {}",
+                KEYS.join(", ")
+            ));
+        }
+    };
+    if let Some(unknown) = object.keys().find(|k| !KEYS.contains(&k.as_str())) {
+        return Err(format!(
+            "catalog entry {key:?} has the unknown key {unknown:?} (known: {})",
+            KEYS.join(", ")
+        ));
+    }
+    let image = object
+        .get("image")
+        .and_then(serde_json::Value::as_str)
+        .and_then(ImageRef::parse)
+        .ok_or_else(not_pinned)?;
+    let container_port = match object.get("container_port") {
+        None => None,
+        Some(port) => match port.as_u64() {
+            Some(n) if port.is_u64() && (1024..=65535).contains(&n) => Some(n as u16),
+            _ => {
+                return Err(format!(
+                    "catalog entry {key:?}: container_port must be an integer from 1024 to 65535"
+                ));
+            }
+        },
+    };
+    let health_path = match object.get("health_path") {
+        None => HealthPath::default(),
+        Some(path) => path.as_str().and_then(HealthPath::parse).ok_or_else(|| {
+            format!(
+                "catalog entry {key:?}: health_path must be an absolute path of at most {HEALTH_PATH_MAX} bytes \
+                 of letters, digits, '/', '-', '.', '_' and '~' (no query, no '..', no '//')"
+            )
+        })?,
+    };
+    Ok(CatalogEntry { image, container_port, health_path })
+}
