@@ -49,8 +49,10 @@ pub const ADDITIONS: &[(u32, &str)] = &[
     (1, "the six operations, the seven actions and their parameters (0.1.0)"),
     (
         2,
-        "the gate's identity answer names the helper's version and protocol; plan views carry `failure` and \
-         the rejection's `reason`, the inventory `helper` (0.2.0); no request changed",
+        "the gate's identity answer names the helper's version and protocol; a request may name its protocol; \
+         a deploy may leave out `container_port` when the catalog entry gives it; plan views carry `failure` \
+         and the rejection's `reason`, the inventory `helper` and each catalog entry's port and health path \
+         (0.2.0)",
     ),
 ];
 
@@ -115,6 +117,10 @@ pub enum Feature {
     Action(Action),
     /// A `plan` parameter of an action.
     Parameter(Action, &'static str),
+    /// A parameter of an action left out because the helper may take it
+    /// from elsewhere: deploy's `container_port` from the catalog entry
+    /// (`Action::optional_parameters`; issue 25).
+    Omitted(Action, &'static str),
     /// `logs`' optional `since_minutes`.
     SinceMinutes,
     /// The `request_id` beside the operation's fields.
@@ -146,6 +152,8 @@ impl Feature {
             ) => 1,
             // Every parameter so far came with its action.
             Feature::Parameter(action, _) => Feature::Action(action).since(),
+            // A helper of protocol 1 refuses a deploy without its port.
+            Feature::Omitted(..) => 2,
             Feature::SinceMinutes | Feature::RequestId => 1,
             Feature::ProtocolField => 2,
         }
@@ -162,9 +170,12 @@ pub fn features(request: &Request) -> Vec<Feature> {
         Request::Plan { action, parameters } => {
             if let Ok(action) = Action::parse(action) {
                 used.push(Feature::Action(action));
-                for name in parameters.as_object().into_iter().flat_map(|map| map.keys()) {
-                    if let Some(known) = action.parameters().iter().find(|known| **known == name.as_str()) {
+                let given = |name: &str| parameters.as_object().is_some_and(|map| map.contains_key(name));
+                for known in action.parameters() {
+                    if given(known) {
                         used.push(Feature::Parameter(action, known));
+                    } else if action.optional_parameters().contains(known) {
+                        used.push(Feature::Omitted(action, known));
                     }
                 }
             }
@@ -222,7 +233,7 @@ impl Helper {
         }
         Err(match feature {
             Feature::Action(_) => Code::UnknownAction,
-            Feature::Parameter(..) => Code::InvalidParameters,
+            Feature::Parameter(..) | Feature::Omitted(..) => Code::InvalidParameters,
             Feature::Operation(_) | Feature::SinceMinutes | Feature::RequestId | Feature::ProtocolField => {
                 Code::InvalidRequest
             }
@@ -352,5 +363,30 @@ mod tests {
             assert!(may_send(request.needs(), &ServerVersion::Before020, "web-1").is_ok());
         }
         assert_eq!(ADDITIONS.last().map(|(protocol, _)| *protocol), Some(PROTOCOL_VERSION));
+    }
+
+    /// Tried: a deploy that leaves `container_port` to the catalog entry
+    /// (issue 25), against a protocol-1 server and helper, and the same
+    /// deploy with the port.
+    #[test]
+    fn a_deploy_without_its_port_needs_protocol_2() {
+        use crate::control::plan::Action;
+        let mut parameters: serde_json::Map<String, serde_json::Value> =
+            ["app", "image", "host_port", "server_name"]
+                .iter()
+                .map(|k| (k.to_string(), "x".into()))
+                .collect();
+        let without = Request::plan(Action::Deploy, parameters.clone());
+        assert_eq!(without.needs(), 2);
+        assert!(features(&without).contains(&Feature::Omitted(Action::Deploy, "container_port")));
+        let refusal = may_send(without.needs(), &ServerVersion::Before020, "web-1").unwrap_err();
+        assert_eq!(refusal.code, Code::ServerTooOld);
+        let old = Helper { protocol: 1, oldest_client: 1 };
+        assert_eq!(
+            old.knows(Feature::Omitted(Action::Deploy, "container_port")),
+            Err(Code::InvalidParameters)
+        );
+        parameters.insert("container_port".into(), 8080.into());
+        assert_eq!(Request::plan(Action::Deploy, parameters).needs(), 1);
     }
 }
