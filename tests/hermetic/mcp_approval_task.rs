@@ -7,7 +7,6 @@
 //! nothing. The "operator" is a file the test writes; the client is
 //! rmcp's, over an in-memory duplex, so the wire is real JSON-RPC.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rmcp::model::{
@@ -17,13 +16,8 @@ use rmcp::model::{
 use rmcp::service::RunningService;
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::{Value, json};
-use volce_lab::inspect::Inspector;
-use volce_lab::inspect::transport::RunLimits;
-use volce_lab::mcp::audit::Audit;
-use volce_lab::mcp::rpc::RPC_LIMITS;
-use volce_lab::mcp::{Options, VolceLab};
 
-use crate::support::mcp::{ScriptedTarget, arguments};
+use crate::support::mcp::arguments;
 
 const PLAN_ID: &str = "0123456789abcdef0123456789abcdef";
 
@@ -87,22 +81,7 @@ struct World {
 
 async fn start(tasks: bool, expires_at: &str) -> World {
     let dir = tempfile::tempdir().unwrap();
-    let stand_in = ScriptedTarget {
-        dir: dir.path().to_owned(),
-        identity: "printf 'web-1\\nagent\\n'".into(),
-        disk: "true".into(),
-        rpc: helper(expires_at),
-    };
-    let config = crate::support::mcp::stand_in_config(true);
-    let inspector = Inspector::with_transport_for_tests(config, Arc::new(stand_in));
-    let options = Options {
-        rpc_limits: RunLimits { output: RPC_LIMITS.output, timeout: Duration::from_secs(10) },
-        audit: Audit::at(dir.path().join("audit.jsonl")),
-        heartbeat: volce_lab::mcp::progress::HEARTBEAT,
-    };
-    let (client_io, server_io) = tokio::io::duplex(1 << 16);
-    let (read, write) = tokio::io::split(server_io);
-    tokio::spawn(volce_lab::mcp::serve(VolceLab::new(inspector, options), read, write));
+    let client_io = crate::support::mcp::serve_in_memory(dir.path(), helper(expires_at));
     let client = TaskClient { tasks }.serve(client_io).await.expect("open the session");
     World { client, dir }
 }

@@ -10,7 +10,6 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
@@ -21,13 +20,8 @@ use rmcp::service::{
 };
 use rmcp::{ClientHandler, ErrorData};
 use serde_json::{Value, json};
-use volce_lab::inspect::Inspector;
-use volce_lab::inspect::transport::RunLimits;
-use volce_lab::mcp::audit::Audit;
-use volce_lab::mcp::rpc::RPC_LIMITS;
-use volce_lab::mcp::{Options, VolceLab};
 
-use crate::support::mcp::{ScriptedTarget, arguments, structured};
+use crate::support::mcp::{arguments, structured};
 
 const PLAN_ID: &str = "0123456789abcdef0123456789abcdef";
 
@@ -124,22 +118,7 @@ async fn start(user: User, elicitation: bool) -> World {
 
 async fn start_at(user: User, elicitation: bool, version: ProtocolVersion) -> World {
     let dir = tempfile::tempdir().unwrap();
-    let config = crate::support::mcp::stand_in_config(true);
-    let stand_in = ScriptedTarget {
-        dir: dir.path().to_owned(),
-        identity: "printf 'web-1\\nagent\\n'".into(),
-        disk: "true".into(),
-        rpc: helper(),
-    };
-    let inspector = Inspector::with_transport_for_tests(config, Arc::new(stand_in));
-    let options = Options {
-        rpc_limits: RunLimits { output: RPC_LIMITS.output, timeout: Duration::from_secs(10) },
-        audit: Audit::at(dir.path().join("audit.jsonl")),
-        heartbeat: volce_lab::mcp::progress::HEARTBEAT,
-    };
-    let (client_io, server_io) = tokio::io::duplex(1 << 16);
-    let (read, write) = tokio::io::split(server_io);
-    tokio::spawn(volce_lab::mcp::serve(VolceLab::new(inspector, options), read, write));
+    let client_io = crate::support::mcp::serve_in_memory(dir.path(), helper());
     let forms = Arc::new(Mutex::new(Vec::new()));
     let handler = FormClient {
         user,

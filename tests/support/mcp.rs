@@ -191,3 +191,32 @@ pub fn arguments(value: Value) -> Map<String, Value> {
         other => panic!("arguments must be an object, not {other}"),
     }
 }
+
+/// An MCP server for the stand-in target (identity `web-1`/`agent`, the
+/// helper the shell script `rpc` plays), management on, audit under `dir`,
+/// served over an in-memory duplex: the client's end.
+pub fn serve_in_memory(dir: &std::path::Path, rpc: String) -> tokio::io::DuplexStream {
+    use volce_lab::mcp::{Options, VolceLab};
+    let stand_in = ScriptedTarget {
+        dir: dir.to_owned(),
+        identity: "printf 'web-1\\nagent\\n'".into(),
+        disk: "true".into(),
+        rpc,
+    };
+    let inspector = volce_lab::inspect::Inspector::with_transport_for_tests(
+        stand_in_config(true),
+        std::sync::Arc::new(stand_in),
+    );
+    let options = Options {
+        rpc_limits: RunLimits {
+            output: volce_lab::mcp::rpc::RPC_LIMITS.output,
+            timeout: std::time::Duration::from_secs(10),
+        },
+        audit: volce_lab::mcp::audit::Audit::at(dir.join("audit.jsonl")),
+        heartbeat: volce_lab::mcp::progress::HEARTBEAT,
+    };
+    let (client_io, server_io) = tokio::io::duplex(1 << 16);
+    let (read, write) = tokio::io::split(server_io);
+    tokio::spawn(volce_lab::mcp::serve(VolceLab::new(inspector, options), read, write));
+    client_io
+}

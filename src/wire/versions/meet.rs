@@ -4,7 +4,10 @@
 
 use serde_json::json;
 
-use super::*;
+use super::{
+    Action, Code, Helper, HelperVersion, PROTOCOL_VERSION, RELEASES, Request, RequestId, ServerVersion,
+    admit, features, first_release, may_send,
+};
 use crate::wire::{ContainerRole, parse_envelope, parse_envelope_as};
 
 /// One request of every kind the workstation sends: each operation, each
