@@ -509,3 +509,23 @@ async fn service_inventory_says_the_servers_version_and_sends_protocol_1_bytes_t
     let sent: Value = serde_json::from_slice(&std::fs::read(harness.path("request")).unwrap()).unwrap();
     assert_eq!(sent.get("protocol"), None, "{sent}");
 }
+
+/// Tried: a deploy that leaves `container_port` to the catalog entry, to a
+/// target that named no version (protocol 1, which refuses that deploy):
+/// `server_too_old` from the workstation, and nothing reaches the helper.
+#[tokio::test]
+async fn a_deploy_without_its_port_is_not_sent_to_a_protocol_1_server() {
+    let harness = Setup::rpc(reply(json!({"status": "ok", "operation": "plan", "result": {}}))).start().await;
+    harness.identify().await;
+    let arguments = json!({"action": "deploy", "parameters": {"app": "web", "image": "web", "host_port": 18080, "server_name": "web.example"}});
+    let result = harness.call("service_plan", arguments).await;
+    assert_eq!(
+        (result["status"].as_str(), result["code"].as_str()),
+        (Some("rejected"), Some("server_too_old")),
+        "{result}"
+    );
+    let message = result["message"].as_str().unwrap();
+    assert!(message.contains("nothing was sent") && message.contains("protocol 2"), "{message}");
+    assert!(result["fix"].as_str().unwrap().starts_with("Upgrade volce-lab on that server"), "{result}");
+    assert!(!harness.path("request").exists(), "the helper was never asked");
+}

@@ -220,6 +220,21 @@ fn the_package_upgrade_keeps_plans_apps_and_the_trail_and_a_downgrade_below_the_
         volce_lab::wire::Request::Inventory {}.to_bytes_for(None, &ServerVersion::Before020),
         br#"{"operation":"inventory"}"#
     );
+    // A deploy that leaves its port to the catalog (protocol 2): 0.1.0
+    // refuses it, so the workstation, having learned the old gate's
+    // protocol, answers server_too_old instead of sending it.
+    let without_port =
+        json!({"app": "e2e-up1", "image": "web", "host_port": 18081, "server_name": "e2e.test"});
+    let (code, refused) =
+        agent_rpc(&json!({"operation": "plan", "action": "deploy", "parameters": without_port.clone()}));
+    assert_eq!((code, &refused["code"]), (Some(1), &json!("invalid_parameters")), "{refused}");
+    let request = volce_lab::wire::Request::plan(
+        volce_lab::control::plan::Action::Deploy,
+        without_port.as_object().unwrap().clone(),
+    );
+    let seen = server_version_seen(&host);
+    let refusal = volce_lab::wire::versions::may_send(request.needs(), &seen, ALIAS).unwrap_err();
+    assert_eq!(refusal.code, volce_lab::vocab::Code::ServerTooOld, "{refusal:?}");
     let old_workstation = tempfile::tempdir().unwrap();
     let old_binary = old_workstation.path().join("volce-lab-0.1.0");
     std::fs::copy(INSTALLED, &old_binary).unwrap();
