@@ -89,7 +89,9 @@ fn command(data: &[u8]) {
                 GateStep::Run { header: Some(line), .. } => assert_eq!(line, &header),
                 GateStep::Reply { stdout, .. } => {
                     assert_eq!(*check, GateCheck::Identity);
-                    assert_eq!(stdout, &format!("{header}{host}\n{user}\n").into_bytes());
+                    // Since protocol 2 the helper's version line follows the identity.
+                    let version = volce_lab::wire::gate::version_line(&volce_lab::wire::versions::HelperVersion::this());
+                    assert_eq!(stdout, &format!("{header}{host}\n{user}\n{version}").into_bytes());
                 }
                 other => panic!("a gated check always sends its header: {other:?}"),
             }

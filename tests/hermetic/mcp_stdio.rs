@@ -427,7 +427,10 @@ async fn demo_plan(client: &RunningService<RoleClient, Rehearsal>) -> String {
     assert_eq!(plan["result"]["plan_id"], id.as_str());
     let show = plan["result"]["operator_show"].as_str().unwrap();
     assert!(show.contains("SIMULATED") && show.contains("app: web"), "{show}");
-    assert_eq!(plan["result"]["operator_approve"], format!("sudo volce-lab-host approve {id}"));
+    // The whole command a real operator types: the id and the digest.
+    let digest = plan["result"]["digest"].as_str().expect("a simulated digest");
+    assert_eq!(plan["result"]["operator_approve"], format!("sudo volce-lab-host approve {id} {digest}"));
+    assert!(show.contains(&format!("digest: {digest}")), "{show}");
     assert!(plan["message"].as_str().unwrap().contains("no server was contacted"), "{plan}");
     id
 }

@@ -54,13 +54,30 @@ impl Plans {
     }
 }
 
+/// The simulated plan's digest: what a real operator approves beside the
+/// id (`approve PLAN_ID DIGEST`), so the rehearsal shows the command whole.
+/// Derived from the id, so nothing more is remembered; it means nothing
+/// anywhere else.
+fn digest_of(id: &PlanId) -> String {
+    use sha2::{Digest as _, Sha256};
+    crate::text::hex(&Sha256::digest(format!("volce-lab demo plan {id}")))
+}
+
+/// The operator's approve command for the simulated plan.
+fn approve_command(id: &PlanId) -> String {
+    format!("sudo volce-lab-host approve {id} {}", digest_of(id))
+}
+
 /// What `sudo volce-lab-host show ID` would print for the simulated plan.
 fn show_text(target: &str, id: &PlanId, action: Action, app: Option<&str>) -> String {
     let app = app.map(|app| format!("\napp: {app}")).unwrap_or_default();
     format!(
-        "plan {id} (SIMULATED, demo mode)\ntarget: {target}\naction: {}{app}\nstate: pending, approval REQUIRED\n\
-         approve with: sudo volce-lab-host approve {id}\nreject with: sudo volce-lab-host reject {id} --reason TEXT",
-        action.as_str()
+        "plan {id} (SIMULATED, demo mode)\ntarget: {target}\naction: {}{app}\ndigest: {}\n\
+         state: pending, approval REQUIRED\napprove with: {}\nreject with: sudo volce-lab-host reject {id} \
+         --reason TEXT",
+        action.as_str(),
+        digest_of(id),
+        approve_command(id),
     )
 }
 
@@ -108,7 +125,8 @@ impl VolceLab {
                 "plan_id": id.as_str(), "action": action.as_str(), "app": app,
                 "requires_approval": true, "simulated": true,
                 "operator_show": show,
-                "operator_approve": format!("sudo volce-lab-host approve {id}"),
+                "digest": digest_of(&id),
+                "operator_approve": approve_command(&id),
             })),
             plan_id: Some(id),
         };
@@ -122,8 +140,9 @@ impl VolceLab {
             code: None,
             message: format!(
                 "Simulated execution (demo mode): a simulated operator approved plan {id} and nothing ran; \
-                 no server was contacted. On a real server the operator approves with `sudo volce-lab-host \
-                 approve {id}` and the plan then runs once. Say it is a demo."
+                 no server was contacted. On a real server the operator approves with `{}` and the plan \
+                 then runs once. Say it is a demo.",
+                approve_command(id)
             ),
             result: Some(json!({"plan_id": id.as_str(), "outcome": "completed", "simulated": true})),
             plan_id: Some(id.clone()),
@@ -212,7 +231,12 @@ mod tests {
         let id = PlanId::parse("0123456789abcdef0123456789abcdef").unwrap();
         let text = show_text("demo", &id, Action::Stop, Some("shop"));
         assert!(text.contains("SIMULATED") && text.contains("app: shop"), "{text}");
-        assert!(text.contains(&format!("sudo volce-lab-host approve {id}")), "{text}");
+        // The approve command is whole: the id and the digest, as the real one takes them.
+        let digest = digest_of(&id);
+        assert!(crate::text::is_lower_hex(&digest, 64), "{digest}");
+        assert!(text.contains(&format!("sudo volce-lab-host approve {id} {digest}\n")), "{text}");
+        assert!(text.contains(&format!("digest: {digest}\n")), "{text}");
+        assert_ne!(digest, digest_of(&PlanId::parse("fedcba9876543210fedcba9876543210").unwrap()));
         assert!(!show_text("demo", &id, Action::Stop, None).contains("app:"));
     }
 }
