@@ -87,8 +87,9 @@ pub fn run(fleet: Fleet, runtime: &tokio::runtime::Runtime, json: bool, which: W
 /// `volce-lab targets`: one line per configured target with its alias,
 /// expected identity, management switch, groups, whether this user has an
 /// ssh master up for it and, through a master that is up, the server's
-/// volce-lab version (its gate's identity answer: one session over the
-/// connection that is already open). Starts no connection.
+/// volce-lab version (its gate's identity answer: one identity check over
+/// the connection that is already open). A target whose master is down is
+/// not contacted; a stale socket makes that one check connect afresh.
 pub fn targets(fleet: &Fleet, runtime: &tokio::runtime::Runtime) -> String {
     let mut rows =
         vec![["TARGET", "ALIAS", "EXPECTED", "MANAGEMENT", "GROUPS", "MASTER", "VERSION"].map(String::from)];
