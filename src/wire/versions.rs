@@ -51,8 +51,8 @@ pub const ADDITIONS: &[(u32, &str)] = &[
         2,
         "the gate's identity answer names the helper's version and protocol; a request may name its protocol; \
          a deploy may leave out `container_port` when the catalog entry gives it; plan views carry `failure` \
-         and the rejection's `reason`, the inventory `helper` and each catalog entry's port and health path \
-         (0.2.0)",
+         and the rejection's `reason`, the inventory `helper`, each catalog entry's port and health path and \
+         the offer's `gateway_access_log` (0.2.0)",
     ),
 ];
 
