@@ -195,7 +195,7 @@ pub fn summary(stored: &StoredPlan, now: i64) -> String {
         Payload::Restart { app, containers, container_names, spec } => {
             let _ = writeln!(
                 out,
-                "Before   app {} as the engine shows it now (running, crashed or stopped by hand):",
+                "Before   app {}, whatever its containers do now (running, crashed, stopped or started by hand):",
                 esc(app.as_str())
             );
             for (name, id) in container_names.iter().zip([&spec.app_container, &spec.gateway]) {
