@@ -170,6 +170,10 @@ pub enum HostCommand {
     /// The audit trail: check its hash chain, print its head, export it.
     #[command(subcommand)]
     Audit(AuditCommand),
+    /// The policy's catalog: pin an image by its registry digest, list the
+    /// entries, remove one.
+    #[command(subcommand)]
+    Catalog(CatalogCommand),
     /// Whether the volce-lab package VERSION may replace this one: refused
     /// when it is older and cannot read the state database's schema. The
     /// package's prerm asks before every upgrade and downgrade.
@@ -178,6 +182,36 @@ pub enum HostCommand {
         /// The incoming package's version, as dpkg gives it (e.g. 0.1.0-1).
         #[arg(long, value_name = "VERSION")]
         to: String,
+    },
+}
+
+/// `volce-lab-host catalog ...`: the operator's changes to the catalog.
+#[derive(Debug, Subcommand)]
+pub enum CatalogCommand {
+    /// Pull IMAGE (name[:tag] or name@sha256:...), check it fits the app
+    /// container, and write KEY's entry with its registry digest and port;
+    /// prints the entry and the pending plans it voids, then asks you to
+    /// type KEY.
+    Pin {
+        key: String,
+        image: String,
+        /// The port the app listens on (default: the one the image exposes).
+        #[arg(long, value_name = "N")]
+        container_port: Option<u16>,
+        /// The path the health check asks (default /).
+        #[arg(long, value_name = "P")]
+        health_path: Option<String>,
+        /// Do not ask (for scripts); without a terminal on stdin it is needed.
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Print each catalog entry and the apps that use it.
+    List,
+    /// Remove KEY from the catalog (refused while an app uses it).
+    Remove {
+        key: String,
+        #[arg(long)]
+        yes: bool,
     },
 }
 
@@ -287,6 +321,14 @@ fn host(command: HostCommand) -> Exit {
                 _ => None, // clap allows only --undo here
             };
             crate::install::setup::run_setup(request)
+        }
+        HostCommand::Catalog(CatalogCommand::Pin { key, image, container_port, health_path, yes }) => {
+            let args = crate::host::catalog::PinArgs { key, image, container_port, health_path };
+            crate::host::run_catalog_pin(&args, yes)
+        }
+        HostCommand::Catalog(CatalogCommand::List) => crate::host::run_catalog_list(),
+        HostCommand::Catalog(CatalogCommand::Remove { key, yes }) => {
+            crate::host::run_catalog_remove(&key, yes)
         }
         HostCommand::Audit(AuditCommand::Verify { from }) => crate::host::run_audit_verify(from.as_deref()),
         HostCommand::Audit(AuditCommand::Head) => crate::host::run_audit_head(),
@@ -412,6 +454,30 @@ mod tests {
             Ok(HostCommand::Audit(AuditCommand::Export { json: true, since: Some(_) }))
         ));
         assert!(parse(&["volce-lab-host", "audit"]).is_err(), "audit needs a subcommand");
+        assert!(matches!(
+            parse(&[
+                "volce-lab-host",
+                "catalog",
+                "pin",
+                "web",
+                "r.example/web:1",
+                "--container-port",
+                "8080"
+            ]),
+            Ok(HostCommand::Catalog(CatalogCommand::Pin { container_port: Some(8080), yes: false, .. }))
+        ));
+        assert!(parse(&["volce-lab-host", "catalog", "pin", "web"]).is_err(), "pin needs an image");
+        assert!(
+            parse(&["volce-lab-host", "catalog", "pin", "web", "x", "--container-port", "70000"]).is_err()
+        );
+        assert!(matches!(
+            parse(&["volce-lab-host", "catalog", "remove", "web", "--yes"]),
+            Ok(HostCommand::Catalog(CatalogCommand::Remove { yes: true, .. }))
+        ));
+        assert!(matches!(
+            parse(&["volce-lab-host", "catalog", "list"]),
+            Ok(HostCommand::Catalog(CatalogCommand::List))
+        ));
         assert!(matches!(parse(&["volce-lab-host", "ssh-gate"]), Ok(HostCommand::SshGate)));
         assert!(parse(&["volce-lab-host", "ssh-gate", "ls"]).is_err(), "the gate takes no arguments");
     }

@@ -33,6 +33,7 @@
 //! `client/lifecycle.rs` start, restart and update and their rollback;
 //! `client/images.rs` what holds an image and its verified removal;
 //! `client/verify.rs` when a failed first change is a refusal that changed nothing;
+//! `client/pin.rs` the pull and inspect of `catalog pin`;
 //! `client/queries.rs` the read-only questions (image ids, declared
 //! volumes, network options, whether a gateway answers);
 //! `client/argv.rs` argv building (hardening, labels, mount, inspect
@@ -62,9 +63,11 @@ mod images;
 mod lifecycle;
 mod limits;
 pub mod parse;
+mod pin;
 mod queries;
 mod runner;
 mod verify;
+pub use pin::{LocalImage, PIN_TEMPLATE};
 pub use queries::NetworkOptions;
 pub(crate) use queries::null_as_empty;
 use runner::SMALL_OUTPUT;

@@ -1,6 +1,7 @@
 //! The approve question: what the operator types to confirm an approval
 //! ([`Confirmation`]), their answer ([`Decision`]), and asking it on the
-//! terminal ([`ask`]). Runs as root inside `volce-lab-host approve`.
+//! terminal ([`ask`]); the catalog commands' question ([`ask_word`]).
+//! Runs as root inside `volce-lab-host approve` and `catalog pin|remove`.
 
 use std::io::{BufRead, Write};
 
@@ -51,22 +52,49 @@ impl Confirmation {
 /// declines.
 pub(super) fn ask(
     input: impl BufRead,
-    mut output: impl Write,
+    output: impl Write,
     shown: &str,
     expected: &Confirmation,
     yes: bool,
+) -> Decision {
+    ask_with(input, output, shown, expected.prompt(), yes, |typed| expected.decide(typed))
+}
+
+/// [`ask`] for another command's question (`catalog pin`, `catalog
+/// remove`): confirmed when the line, surrounding whitespace ignored, is
+/// exactly `word`.
+pub(super) fn ask_word(
+    input: impl BufRead,
+    output: impl Write,
+    shown: &str,
+    prompt: &str,
+    word: &str,
+    yes: bool,
+) -> Decision {
+    ask_with(input, output, shown, prompt, yes, |typed| {
+        let typed = typed.trim();
+        if !typed.is_empty() && typed == word { Decision::Confirmed } else { Decision::Declined }
+    })
+}
+
+fn ask_with(
+    input: impl BufRead,
+    mut output: impl Write,
+    shown: &str,
+    prompt: &str,
+    yes: bool,
+    decide: impl FnOnce(&str) -> Decision,
 ) -> Decision {
     let printed = output.write_all(shown.as_bytes()).and_then(|()| output.flush());
     if yes {
         return Decision::Confirmed;
     }
-    if printed.is_err() || write!(output, "\n{}: ", expected.prompt()).and_then(|()| output.flush()).is_err()
-    {
+    if printed.is_err() || write!(output, "\n{prompt}: ").and_then(|()| output.flush()).is_err() {
         return Decision::Declined;
     }
     let mut line = String::new();
     match input.take(256).read_line(&mut line) {
-        Ok(_) => expected.decide(&line),
+        Ok(_) => decide(&line),
         Err(_) => Decision::Declined,
     }
 }
@@ -96,5 +124,16 @@ mod tests {
         let no_app = Confirmation { app: None, digest_prefix: "0123abcd".into() };
         assert_eq!(no_app.decide("web"), Decision::Declined);
         assert!(!no_app.prompt().contains("app name"));
+    }
+
+    #[test]
+    fn a_catalog_change_is_confirmed_by_its_key_alone() {
+        let ask = |typed: &[u8], yes| ask_word(typed, Vec::new(), "", "type the key", "web", yes);
+        assert_eq!(ask(b"web\n", false), Decision::Confirmed);
+        assert_eq!(ask(b" web \r\n", false), Decision::Confirmed);
+        for typed in [&b""[..], b"\n", b"we\n", b"web2\n", b"y\n"] {
+            assert_eq!(ask(typed, false), Decision::Declined, "{typed:?}");
+        }
+        assert_eq!(ask(b"", true), Decision::Confirmed);
     }
 }

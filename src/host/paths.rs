@@ -132,6 +132,15 @@ fn open_dir_nofollow(path: &Path) -> Result<File, Refusal> {
 
 /// Reads and validates the policy after checking its directory and itself.
 pub fn load_policy(paths: &HostPaths) -> Result<Policy, Refusal> {
+    let bytes = read_policy_bytes(paths)?;
+    Policy::from_json(&bytes)
+        .map_err(|e| Refusal::new(Code::PolicyInvalid, format!("{}: {e}.", paths.policy.display())))
+}
+
+/// The policy file's bytes, read under [`load_policy`]'s checks (its
+/// directory and itself owned by the owner, not group- or world-writable,
+/// no symlink, at most 256 KiB), not yet parsed: `catalog pin` edits them.
+pub fn read_policy_bytes(paths: &HostPaths) -> Result<Vec<u8>, Refusal> {
     let path = &paths.policy;
     let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
         return Err(unsafe_path(path, "is not a file path"));
@@ -153,9 +162,11 @@ pub fn load_policy(paths: &HostPaths) -> Result<Policy, Refusal> {
     if bytes.len() as u64 > POLICY_MAX_BYTES {
         return Err(Refusal::new(Code::PolicyInvalid, format!("{} is larger than 256 KiB.", path.display())));
     }
-    Policy::from_json(&bytes)
-        .map_err(|e| Refusal::new(Code::PolicyInvalid, format!("{}: {e}.", path.display())))
+    Ok(bytes)
 }
+
+/// The policy's mode as setup writes it and `catalog pin` rewrites it.
+pub const POLICY_MODE: u32 = 0o600;
 
 /// The state directory's rule on its mode, the one the helper
 /// ([`prepare_state`]) and the doctor both apply: no permission bit for

@@ -67,6 +67,12 @@ pub struct ImageConfig {
     pub cmd: Vec<String>,
     #[serde(default, deserialize_with = "crate::docker::client::null_as_empty")]
     pub entrypoint: Vec<String>,
+    /// `"8080/tcp"` -> `{}`: the ports the image says it listens on.
+    #[serde(default, deserialize_with = "crate::docker::client::null_as_empty")]
+    pub exposed_ports: std::collections::BTreeMap<String, serde_json::Value>,
+    /// `"/data"` -> `{}`: the `VOLUME`s it declares.
+    #[serde(default, deserialize_with = "crate::docker::client::null_as_empty")]
+    pub volumes: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
 /// What the doctor learns from outside its own file checks.
@@ -133,6 +139,15 @@ pub struct AppDrift {
 
 /// What the store says about itself (its home is `crate::store`).
 pub use crate::store::StoreHealth;
+
+/// The policy's findings alone (its directory, file, content, approvers and
+/// images), as [`diagnose`] makes them: what `catalog pin`'s tests hold a
+/// written policy to.
+pub fn policy_findings(paths: &DoctorPaths, probe: &dyn DoctorProbe) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    policy::check_policy(paths, probe, None, &mut findings);
+    findings
+}
 
 /// Runs every check in a fixed order.
 pub fn diagnose(paths: &DoctorPaths, probe: &dyn DoctorProbe) -> Vec<Finding> {
@@ -319,6 +334,7 @@ pub mod engine;
 mod finding;
 mod plans;
 mod policy;
+pub use policy::{ImageRole, misfits};
 pub mod ssh;
 mod state;
 mod system;

@@ -42,6 +42,7 @@ mod adopt;
 mod content;
 mod manifest;
 pub use content::{authorized_keys_line, check_account, parse_public_key, policy_skeleton};
+pub(crate) use manifest::write_file;
 pub use manifest::{Manifest, WrittenFile, undo};
 use manifest::{load_manifest, place_file, place_sudoers, save_manifest};
 

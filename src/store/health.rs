@@ -129,6 +129,13 @@ fn read_only<T: Default>(
     read(&super::transitions::Tx { sql: Sql::new(&tx), request: None, wrote: &wrote, syslog: None })
 }
 
+/// The plans awaiting an operator at `now` (`Tx::awaiting_plans`), read as
+/// `read_apps` reads: for `catalog pin`, which names the pending plans a
+/// policy change voids. Empty when no database exists yet.
+pub fn read_awaiting(path: &Path, now: i64) -> Result<Vec<super::StoredPlan>, super::StoreError> {
+    read_only(path, |tx| tx.awaiting_plans(now))
+}
+
 /// The claims of every executing plan, read as `read_apps` reads: for the
 /// doctor, which names a claimer that is stopped. Empty when no database
 /// exists yet.

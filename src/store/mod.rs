@@ -52,7 +52,7 @@ pub mod wal;
 pub use chain::{ChainedEntry, Content as ChainContent, GENESIS, link as chain_link};
 pub use database::{BUSY_TIMEOUT, Store, StoreError};
 pub use fold::WINDOW_SECS as FOLD_WINDOW_SECS;
-pub use health::{StoreHealth, read_apps, read_claims, read_health, schema_version_of};
+pub use health::{StoreHealth, read_apps, read_awaiting, read_claims, read_health, schema_version_of};
 pub use retention::{AUDIT_PRUNE_BATCH, AUDIT_RETENTION_DAYS, MAX_PENDING_PER_REQUESTER, PRUNE_BATCH};
 pub use rows::{
     Approval, AuditEntry, AuditOperation, AuditOutcome, AuditRow, Claim, Event, MAX_REASON_CHARS,

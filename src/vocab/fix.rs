@@ -168,6 +168,36 @@ impl Code {
             Code::ClientTooOld => {
                 "Upgrade volce-lab on this workstation (HOST-SETUP.md, Upgrading), then check identity and call again."
             }
+            Code::InvalidCatalogKey => {
+                "Run it again with a key that starts with a lowercase letter and has only lowercase letters, digits and hyphens (at most 31)."
+            }
+            Code::InvalidImageReference => {
+                "Run it again with a reference such as registry.example/team/app:1.2 or name@sha256:<64 hex>, as docker pull takes it."
+            }
+            Code::InvalidCatalogEntry => {
+                "Run it again with --container-port from 1024 to 65535 and an absolute --health-path such as /healthz."
+            }
+            Code::ImagePullFailed => {
+                "Check that the registry serves the reference and that root's docker login reaches it (sudo docker pull REF), then pin again."
+            }
+            Code::ImageNotInRegistry => {
+                "Push the image to a registry first (docker push), then pin it by that registry's reference: deploy pulls by digest."
+            }
+            Code::ImageMisfitsTemplate => {
+                "Rebuild the image with USER 1000:1000 and a CMD as HOST-SETUP.md's images section says, push it, then pin it again."
+            }
+            Code::ContainerPortNeeded => {
+                "Run it again with --container-port N, the port the app listens on inside its container."
+            }
+            Code::CatalogKeyNotFound => {
+                "Run `sudo volce-lab-host catalog list` for the keys the catalog has."
+            }
+            Code::CatalogKeyInUse => {
+                "Remove the apps that use the key first (a remove_app plan), or pin a new image under the key instead."
+            }
+            Code::CatalogEditInvalid => {
+                "Change the policy so that it still loads as the message says (the catalog needs one entry at least); nothing was written."
+            }
             Code::NeedsInspection => {
                 "Stop and ask the operator to inspect the plan on the server (`sudo volce-lab-host show PLAN_ID`); do not retry."
             }

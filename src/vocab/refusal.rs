@@ -182,6 +182,28 @@ pub enum Code {
     /// says (the message names it), or an update's new entry says another
     /// port than the app was deployed on.
     ContainerPortMismatch,
+    // The catalog's operator commands (terminal only: `catalog pin`, `catalog remove`).
+    /// `catalog pin|remove KEY`: not `^[a-z][a-z0-9-]{0,30}$`.
+    InvalidCatalogKey,
+    /// `catalog pin KEY IMAGE`: IMAGE is not `name[:tag][@sha256:<hex>]`.
+    InvalidImageReference,
+    /// `--container-port` outside 1024..=65535, or a bad `--health-path`.
+    InvalidCatalogEntry,
+    /// The pull failed and the engine holds no such image either.
+    ImagePullFailed,
+    /// The image has no registry digest for its repository (built here and
+    /// never pushed, or pinned by a digest the registry does not serve).
+    ImageNotInRegistry,
+    /// Its `User` or `Cmd` does not fit the app template (the doctor's check).
+    ImageMisfitsTemplate,
+    /// It exposes no port, several, or one below 1024, and no `--container-port` was given.
+    ContainerPortNeeded,
+    /// `catalog remove` of a key the catalog does not have.
+    CatalogKeyNotFound,
+    /// `catalog remove` of a key a managed app's record uses.
+    CatalogKeyInUse,
+    /// The edited policy would not load (e.g. the last catalog entry removed).
+    CatalogEditInvalid,
 }
 
 impl Code {
@@ -264,7 +286,7 @@ mod tests {
     #[test]
     fn code_strings_never_change() {
         use strum::VariantArray as _;
-        const SHIPPED: [&str; 89] = [
+        const SHIPPED: [&str; 99] = [
             "invalid_request",
             "request_too_large",
             "unknown_action",
@@ -354,6 +376,16 @@ mod tests {
             "client_too_old",
             "needs_inspection",
             "container_port_mismatch",
+            "invalid_catalog_key",
+            "invalid_image_reference",
+            "invalid_catalog_entry",
+            "image_pull_failed",
+            "image_not_in_registry",
+            "image_misfits_template",
+            "container_port_needed",
+            "catalog_key_not_found",
+            "catalog_key_in_use",
+            "catalog_edit_invalid",
         ];
         let strings: Vec<&str> = Code::VARIANTS.iter().map(|c| c.as_str()).collect();
         assert_eq!(strings, SHIPPED);

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use super::{DoctorPaths, DoctorProbe, Finding, PolicyFacts, fail, ok, protected, warn};
+use super::{DoctorPaths, DoctorProbe, Finding, ImageConfig, PolicyFacts, fail, ok, protected, warn};
 
 pub(super) fn check_policy(
     paths: &DoctorPaths,
@@ -41,7 +41,7 @@ pub(super) fn check_policy(
 
 /// Which container a pinned image becomes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ImageRole {
+pub enum ImageRole {
     /// A catalog image: run as `--user 1000:1000`, its own command.
     App,
     /// `nginx_image`: run as `--user 101:101`, nginx in the foreground.
@@ -67,10 +67,25 @@ fn check_image(image: &str, role: ImageRole, probe: &dyn DoctorProbe) -> Finding
             format!("docker pull {shown}, or check the registry serves it"),
         );
     };
-    let (uid, runs_as) = match role {
-        ImageRole::App => ("1000", "1000:1000"),
-        ImageRole::Gateway => ("101", "101:101"),
-    };
+    let runs_as = role.runs_as();
+    let misfits = misfits(&config, role);
+    if misfits.is_empty() {
+        ok("image", format!("{shown} is present, runs as {runs_as} with its own command"))
+    } else {
+        warn(
+            "image",
+            format!("{shown} does not fit the {} template: {}", role.name(), misfits.join("; ")),
+            "rebuild it with USER and CMD as HOST-SETUP.md's images section says, then pin the new digest",
+        )
+    }
+}
+
+/// What in an image's config does not fit the container volce-lab starts
+/// from it in `role`, one phrase each; empty when it fits. The one check of
+/// an image against the templates: the doctor warns with it, and
+/// `volce-lab-host catalog pin` refuses with it (`image_misfits_template`).
+pub fn misfits(config: &ImageConfig, role: ImageRole) -> Vec<String> {
+    let (uid, runs_as) = (role.uid(), role.runs_as());
     let command: Vec<&str> = config.entrypoint.iter().chain(&config.cmd).map(String::as_str).collect();
     let user = crate::text::for_terminal(&config.user);
     let mut misfits = Vec::new();
@@ -94,18 +109,25 @@ fn check_image(image: &str, role: ImageRole, probe: &dyn DoctorProbe) -> Finding
         }
         _ => {}
     }
-    if misfits.is_empty() {
-        ok("image", format!("{shown} is present, runs as {runs_as} with its own command"))
-    } else {
-        warn(
-            "image",
-            format!("{shown} does not fit the {} template: {}", role.name(), misfits.join("; ")),
-            "rebuild it with USER and CMD as HOST-SETUP.md's images section says, then pin the new digest",
-        )
-    }
+    misfits
 }
 
 impl ImageRole {
+    fn uid(self) -> &'static str {
+        match self {
+            ImageRole::App => "1000",
+            ImageRole::Gateway => "101",
+        }
+    }
+
+    /// The `--user` volce-lab gives the container.
+    pub fn runs_as(self) -> &'static str {
+        match self {
+            ImageRole::App => "1000:1000",
+            ImageRole::Gateway => "101:101",
+        }
+    }
+
     fn name(self) -> &'static str {
         match self {
             ImageRole::App => "app",

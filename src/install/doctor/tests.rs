@@ -84,9 +84,15 @@ impl DoctorProbe for FakeProbe {
                 user: "101:101".into(),
                 cmd: words(&["/usr/sbin/nginx", "-g", "daemon off;"]),
                 entrypoint: vec![],
+                ..Default::default()
             }
         } else {
-            ImageConfig { user: "1000".into(), cmd: words(&["/bin/httpd", "-f"]), entrypoint: vec![] }
+            ImageConfig {
+                user: "1000".into(),
+                cmd: words(&["/bin/httpd", "-f"]),
+                entrypoint: vec![],
+                ..Default::default()
+            }
         })
     }
     fn sudoers_valid(&self, _path: &Path) -> bool {
@@ -583,25 +589,36 @@ fn catalog_images_that_are_missing_or_do_not_fit_are_warnings() {
                 user: String::new(),
                 cmd: words(&["nginx", "-g", "daemon off;"]),
                 entrypoint: vec![],
+                ..Default::default()
             },
             Some("its USER is root (no USER), but volce-lab runs it as 1000:1000"),
             Some("its USER is root (no USER), but volce-lab runs it as 101:101"),
         ),
         // A name, not the uid volce-lab passes.
         (
-            ImageConfig { user: "www-data".into(), cmd: words(&["/bin/app"]), entrypoint: vec![] },
+            ImageConfig {
+                user: "www-data".into(),
+                cmd: words(&["/bin/app"]),
+                entrypoint: vec![],
+                ..Default::default()
+            },
             Some("its USER is `www-data`"),
             Some("does not start nginx in the foreground"),
         ),
         // The app's uid and no command at all.
         (
-            ImageConfig { user: "1000:1000".into(), cmd: vec![], entrypoint: vec![] },
+            ImageConfig { user: "1000:1000".into(), cmd: vec![], entrypoint: vec![], ..Default::default() },
             Some("it has no CMD or ENTRYPOINT"),
             Some("runs it as 101:101"),
         ),
         // nginx, but daemonizing: the container would exit at once.
         (
-            ImageConfig { user: "101".into(), cmd: words(&["/usr/sbin/nginx"]), entrypoint: vec![] },
+            ImageConfig {
+                user: "101".into(),
+                cmd: words(&["/usr/sbin/nginx"]),
+                entrypoint: vec![],
+                ..Default::default()
+            },
             Some("runs it as 1000:1000"),
             Some("does not start nginx in the foreground"),
         ),
@@ -611,6 +628,7 @@ fn catalog_images_that_are_missing_or_do_not_fit_are_warnings() {
                 user: "101".into(),
                 cmd: words(&["nginx", "-g", "daemon off;"]),
                 entrypoint: words(&["/docker-entrypoint.sh"]),
+                ..Default::default()
             },
             Some("runs it as 1000:1000"),
             None,

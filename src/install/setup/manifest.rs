@@ -73,8 +73,9 @@ pub(super) fn save_manifest(manifest: &Manifest) -> Result<(), SetupError> {
 }
 
 /// Writes `bytes` to `path` (mode `mode`, owner root) through a temporary
-/// file and a rename, so a reader sees the old file or the new one.
-fn write_file(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
+/// file and a rename, so a reader sees the old file or the new one. Also
+/// `catalog pin`'s writer of the policy (`crate::host::catalog`).
+pub(crate) fn write_file(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
     let candidate = path.with_extension("volce-lab-setup");
     let _ = fs::remove_file(&candidate);
     let mut file = fs::OpenOptions::new().write(true).create_new(true).mode(mode).open(&candidate)?;

@@ -1,0 +1,372 @@
+//! `volce-lab-host catalog pin|list|remove`: the operator's commands that
+//! change the policy's catalog, so that pinning an image is not hand-edited
+//! JSON. Runs as root inside the host helper, on the operator's terminal;
+//! the agent has no path here (the rpc request enum has no variant for it).
+//!
+//! Each change is prepared ([`prepare_pin`], [`prepare_remove`]) without
+//! writing anything: the policy is read under the loader's owner and mode
+//! checks, its parsed JSON value edited in one place (every other key and
+//! entry kept as it is), and the whole result validated with
+//! `Policy::from_json`, so a policy that would not load is never written.
+//! The operator reads what will be written and which pending plans it
+//! voids (a plan is sealed with the policy's hash, so any change voids
+//! every pending plan made under the old one), confirms, and [`write`]
+//! renames the new file into place (`install::setup::write_file`: a reader
+//! sees the old policy or the new one, mode 0600, owner root), after
+//! checking that nobody changed the file meanwhile.
+//!
+//! No audit row: the audit table's `operation` CHECK list has no catalog
+//! operation, and these commands do not add a schema step. A policy change
+//! stays visible in the trail through what it does: every plan it voids is
+//! refused `policy_changed` with its own row.
+
+use serde_json::Value;
+
+use super::paths::{HostPaths, POLICY_MODE, load_policy, read_policy_bytes};
+use crate::control::policy::{CatalogEntry, Policy};
+use crate::docker::EngineError;
+use crate::docker::client::{DockerClient, LocalImage, Runner};
+use crate::install::doctor::{ImageRole, misfits};
+use crate::store::{PlanState, StoredPlan};
+use crate::text::for_terminal as esc;
+use crate::vocab::{Code, HealthPath, ImageRef, Refusal};
+
+mod reference;
+pub use reference::{PortChoice, Reference, choose_port};
+
+/// What `catalog pin` needs of the engine: the docker client in the shipped
+/// binary, a fake in tests.
+pub trait ImageSource {
+    /// Pulls `reference` (as `docker pull` takes it).
+    fn pull(&self, reference: &str) -> Result<(), EngineError>;
+    /// What the local image says of itself, or `None` when there is none.
+    fn local_image(&self, reference: &str) -> Result<Option<LocalImage>, EngineError>;
+}
+
+impl<R: Runner> ImageSource for DockerClient<R> {
+    fn pull(&self, reference: &str) -> Result<(), EngineError> {
+        self.pull_reference(reference)
+    }
+    fn local_image(&self, reference: &str) -> Result<Option<LocalImage>, EngineError> {
+        DockerClient::local_image(self, reference)
+    }
+}
+
+/// `catalog pin KEY IMAGE [--container-port N] [--health-path P]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PinArgs {
+    pub key: String,
+    pub image: String,
+    pub container_port: Option<u16>,
+    pub health_path: Option<String>,
+}
+
+/// A prepared change of the policy: what the operator reads, and the bytes
+/// [`write`] puts in place.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    /// The key the operator types to confirm.
+    pub key: String,
+    /// What will be written and what it voids, for the terminal.
+    pub shown: String,
+    /// The policy file as it was read: [`write`] refuses if it changed.
+    pub before: Vec<u8>,
+    /// The new policy file; `None` when the change would write the very
+    /// policy that is there (nothing to do, nothing voided).
+    pub after: Option<Vec<u8>>,
+}
+
+fn refused<T>(code: Code, message: impl Into<String>) -> Result<T, Refusal> {
+    Err(Refusal::new(code, message))
+}
+
+fn engine_refusal(_: EngineError) -> Refusal {
+    Refusal::new(Code::EngineUnavailable, "The container engine could not be queried; nothing was written.")
+}
+
+fn check_key(key: &str) -> Result<(), Refusal> {
+    if crate::vocab::is_name(key, 31) {
+        return Ok(());
+    }
+    refused(
+        Code::InvalidCatalogKey,
+        format!(
+            "The catalog key {} is not one: it must match ^[a-z][a-z0-9-]{{0,30}}$. Nothing was written.",
+            crate::text::quoted(key, 64)
+        ),
+    )
+}
+
+/// The current policy file's bytes, its parsed JSON value and its policy,
+/// under the loader's checks. A policy that does not load is not edited:
+/// the operator fixes it by hand first (doctor names the field).
+fn current(paths: &HostPaths) -> Result<(Vec<u8>, Value, Policy), Refusal> {
+    let bytes = read_policy_bytes(paths)?;
+    let policy = load_policy(paths)?;
+    let value: Value = serde_json::from_slice(&bytes)
+        .map_err(|e| Refusal::new(Code::PolicyInvalid, format!("{}: {e}.", paths.policy.display())))?;
+    Ok((bytes, value, policy))
+}
+
+/// Checks pin's arguments and the image, and prepares the new policy.
+/// Pulls the image (or, when the pull fails, reads the local one); writes
+/// nothing.
+pub fn prepare_pin(
+    paths: &HostPaths,
+    source: &dyn ImageSource,
+    args: &PinArgs,
+    now: i64,
+) -> Result<Change, Refusal> {
+    check_key(&args.key)?;
+    let Some(reference) = Reference::parse(&args.image) else {
+        return refused(
+            Code::InvalidImageReference,
+            format!(
+                "{} is not an image reference volce-lab takes: [host[:port]/]name[:tag][@sha256:<64 hex>], \
+                 lowercase. Nothing was pulled or written.",
+                crate::text::quoted(&args.image, 300)
+            ),
+        );
+    };
+    if args.container_port.is_some_and(|port| port < 1024) {
+        return refused(
+            Code::InvalidCatalogEntry,
+            "--container-port must be from 1024 to 65535: the app runs as uid 1000, which cannot listen below \
+             1024. Nothing was written.",
+        );
+    }
+    let health_path = match &args.health_path {
+        None => HealthPath::default(),
+        Some(path) => HealthPath::parse(path).ok_or_else(|| {
+            Refusal::new(
+                Code::InvalidCatalogEntry,
+                format!(
+                    "--health-path {} must be an absolute path of at most {} bytes of letters, digits, '/', '-', \
+                     '.', '_' and '~' (no query, no '..', no '//'). Nothing was written.",
+                    crate::text::quoted(path, 200),
+                    crate::vocab::HEALTH_PATH_MAX
+                ),
+            )
+        })?,
+    };
+    let (before, mut value, policy) = current(paths)?;
+
+    let pull = reference.pull_form();
+    let pulled = source.pull(&pull).is_ok();
+    let Some(image) = source.local_image(&pull).map_err(engine_refusal)? else {
+        return refused(
+            Code::ImagePullFailed,
+            format!(
+                "{} could not be pulled, and the engine holds no such image. Nothing was written.",
+                esc(&pull)
+            ),
+        );
+    };
+    let Some(digest) = reference.registry_digest(&image.digests) else {
+        return refused(
+            Code::ImageNotInRegistry,
+            format!(
+                "{} has no registry digest for {}: it was built here and never pushed, or the registry does not \
+                 serve that digest; deploy pulls by digest, so it cannot be pinned. Nothing was written. Push it \
+                 to a registry first, then pin it by the registry's reference.",
+                esc(&pull),
+                esc(&reference.name)
+            ),
+        );
+    };
+    let pinned = reference.pinned(&digest);
+    let Some(pinned) = ImageRef::parse(&pinned) else {
+        return refused(Code::InvalidImageReference, format!("{} cannot be pinned.", esc(&pinned)));
+    };
+    let misfit = misfits(&image.config, ImageRole::App);
+    if !misfit.is_empty() {
+        return refused(
+            Code::ImageMisfitsTemplate,
+            format!(
+                "{} does not fit the container volce-lab starts from it: {}. Nothing was written.",
+                esc(&pull),
+                misfit.join("; ")
+            ),
+        );
+    }
+    if !image.config.volumes.is_empty() {
+        let volumes: Vec<String> = image.config.volumes.keys().cloned().collect();
+        return Err(crate::control::validate::volumes_refusal(&esc(&pull), &volumes, "Nothing was written."));
+    }
+    let port = match choose_port(args.container_port, &image.config.exposed_ports) {
+        PortChoice::Chosen(port) => port,
+        other => {
+            let why = match other {
+                PortChoice::Several(ports) => format!(
+                    "exposes several ports ({})",
+                    ports.iter().map(u16::to_string).collect::<Vec<_>>().join(", ")
+                ),
+                PortChoice::Privileged(port) => format!("exposes port {port}, below 1024"),
+                _ => "exposes no port".to_owned(),
+            };
+            return refused(
+                Code::ContainerPortNeeded,
+                format!(
+                    "{} {why}, so the catalog entry's container_port cannot be taken from it. Nothing was \
+                     written. Run it again with --container-port N, the port the app listens on.",
+                    esc(&pull)
+                ),
+            );
+        }
+    };
+    let entry = CatalogEntry { image: pinned, container_port: Some(port), health_path };
+    let entry_json = serde_json::to_value(&entry).expect("an entry serializes");
+    let old = value["catalog"].get(&args.key).cloned();
+    value["catalog"][&args.key] = entry_json.clone();
+    let mut shown = format!(
+        "{} {} ({}).\n",
+        if pulled { "Pulled" } else { "Could not pull; read the local image" },
+        esc(&pull),
+        if pulled { "registry digest" } else { "its registry digest as docker last saw it" }
+    );
+    shown.push_str(&match &old {
+        Some(old) => format!("Catalog key `{}`, now: {}\n", args.key, esc(&old.to_string())),
+        None => format!("Catalog key `{}` is new.\n", args.key),
+    });
+    shown.push_str(&format!("It will be: {}\n", esc(&entry_json.to_string())));
+    finish(paths, &policy, args.key.clone(), before, &value, shown, now)
+}
+
+/// Prepares `catalog remove KEY`: refused while a managed app's record
+/// uses the key (its update and removal plans would not find it).
+pub fn prepare_remove(paths: &HostPaths, key: &str, now: i64) -> Result<Change, Refusal> {
+    check_key(key)?;
+    let (before, mut value, policy) = current(paths)?;
+    if !policy.catalog.contains_key(key) {
+        let keys: Vec<&str> = policy.catalog.keys().map(String::as_str).collect();
+        return refused(
+            Code::CatalogKeyNotFound,
+            format!("The catalog has no key `{key}` (it has: {}). Nothing was written.", keys.join(", ")),
+        );
+    }
+    let apps = crate::store::read_apps(&paths.database()).map_err(|e| e.refusal())?;
+    let users: Vec<&str> =
+        apps.values().filter(|record| record.image_key == key).map(|record| record.app.as_str()).collect();
+    if !users.is_empty() {
+        return refused(
+            Code::CatalogKeyInUse,
+            format!(
+                "The catalog key `{key}` is used by the app{} {}: removing it would leave {} without its entry. \
+                 Nothing was written.",
+                if users.len() == 1 { "" } else { "s" },
+                esc(&users.join(", ")),
+                if users.len() == 1 { "it" } else { "them" }
+            ),
+        );
+    }
+    let old = value["catalog"].get(key).cloned().unwrap_or(Value::Null);
+    if let Some(catalog) = value["catalog"].as_object_mut() {
+        catalog.remove(key);
+    }
+    let shown = format!("Catalog key `{key}` will be removed; it is now: {}\n", esc(&old.to_string()));
+    finish(paths, &policy, key.to_owned(), before, &value, shown, now)
+}
+
+/// Validates the edited policy as a whole, names the pending plans it
+/// voids, and makes the [`Change`].
+fn finish(
+    paths: &HostPaths,
+    policy: &Policy,
+    key: String,
+    before: Vec<u8>,
+    value: &Value,
+    mut shown: String,
+    now: i64,
+) -> Result<Change, Refusal> {
+    let mut after = serde_json::to_vec_pretty(value).expect("a JSON value serializes");
+    after.push(b'\n');
+    let new = Policy::from_json(&after).map_err(|e| {
+        Refusal::new(
+            Code::CatalogEditInvalid,
+            format!(
+                "After this change {} would not load ({e}); nothing was written.",
+                paths.policy.display()
+            ),
+        )
+    })?;
+    let old_hash = policy.hash();
+    if new.hash() == old_hash {
+        shown.push_str("The policy already says this: nothing to write, no plan is voided.\n");
+        return Ok(Change { key, shown, before, after: None });
+    }
+    let awaiting = crate::store::read_awaiting(&paths.database(), now).map_err(|e| e.refusal())?;
+    let voided: Vec<&StoredPlan> = awaiting
+        .iter()
+        .filter(|stored| stored.state == PlanState::Pending && stored.plan.policy_hash == old_hash)
+        .collect();
+    if voided.is_empty() {
+        shown.push_str("No pending plan is voided.\n");
+    } else {
+        shown.push_str(&format!(
+            "Writing it voids {} pending plan{} (refused policy_changed from then on):\n",
+            voided.len(),
+            if voided.len() == 1 { "" } else { "s" }
+        ));
+        for stored in voided {
+            let plan = &stored.plan;
+            shown.push_str(&format!(
+                "  {} {} {}{}\n",
+                plan.id,
+                plan.action.as_str(),
+                plan.payload.app().map(esc).unwrap_or_else(|| "-".to_owned()),
+                if stored.approval.is_some() { " (approved)" } else { "" }
+            ));
+        }
+    }
+    Ok(Change { key, shown, before, after: Some(after) })
+}
+
+/// The question after [`Change::shown`].
+pub const PROMPT: &str = "To write the policy, type the catalog key";
+
+/// Writes a confirmed change: refused if the policy file changed since it
+/// was read (nothing written), then renamed into place and read back under
+/// the loader's checks. Returns what to print.
+pub fn write(paths: &HostPaths, change: &Change) -> Result<String, Refusal> {
+    let Some(after) = &change.after else { return Ok(String::new()) };
+    if read_policy_bytes(paths)? != change.before {
+        return refused(
+            Code::CatalogEditInvalid,
+            format!(
+                "{} changed while you were asked; nothing was written. Run the command again.",
+                paths.policy.display()
+            ),
+        );
+    }
+    crate::install::setup::write_file(&paths.policy, after, POLICY_MODE).map_err(|_| {
+        Refusal::new(Code::StateUnavailable, format!("{} could not be written.", paths.policy.display()))
+    })?;
+    load_policy(paths)?;
+    Ok(format!("Wrote {} (mode 0600).\n", paths.policy.display()))
+}
+
+/// `catalog list`: one line per entry, with the apps that use it.
+pub fn list(paths: &HostPaths) -> Result<String, Refusal> {
+    let policy = load_policy(paths)?;
+    let apps = crate::store::read_apps(&paths.database()).map_err(|e| e.refusal())?;
+    let mut out = format!(
+        "{} catalog entr{}:\n",
+        policy.catalog.len(),
+        if policy.catalog.len() == 1 { "y" } else { "ies" }
+    );
+    for (key, entry) in &policy.catalog {
+        let users: Vec<&str> = apps
+            .values()
+            .filter(|record| &record.image_key == key)
+            .map(|record| record.app.as_str())
+            .collect();
+        out.push_str(&format!(
+            "  {key}  {}  container_port {}  health_path {}  apps: {}\n",
+            esc(entry.image.as_str()),
+            entry.container_port.map_or_else(|| "(the agent names it)".to_owned(), |port| port.to_string()),
+            esc(&entry.health_path.to_string()),
+            if users.is_empty() { "none".to_owned() } else { esc(&users.join(", ")) }
+        ));
+    }
+    Ok(out)
+}
