@@ -12,6 +12,7 @@ mod docs;
 mod host_audit_rows;
 mod host_bounded_state;
 mod host_broken_state;
+mod host_catalog;
 mod host_clock;
 mod host_controller;
 mod host_failed_show;

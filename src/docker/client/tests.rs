@@ -946,3 +946,35 @@ fn network_options_asks_by_exact_name_and_reads_labels_and_options() {
         r#"network inspect --format {"labels":{{json .Labels}},"options":{{json .Options}}} -- vl-shop"#
     );
 }
+
+/// `catalog pin`'s two calls: the reference after `--`, one argv element
+/// each, and docker's `null`s read as empty.
+#[test]
+fn pin_pulls_and_inspects_by_fixed_argv() {
+    let reference = "127.0.0.1:15000/team/web:1";
+    let fake = Fake::new(|args| match args[0].as_str() {
+        "pull" => Ok(String::new()),
+        "image" if args.last().unwrap() == "absent:1" => Err(1),
+        "image" => Ok(format!(
+            r#"{{"config":{{"User":"1000","Cmd":["/app"],"Entrypoint":null,"ExposedPorts":{{"8080/tcp":{{}}}},"Volumes":null}},"digests":["127.0.0.1:15000/team/web@sha256:{}"]}}"#,
+            "a".repeat(64)
+        )),
+        _ => Err(2),
+    });
+    let client = DockerClient::with_runner(fake, "/nonexistent");
+    client.pull_reference(reference).unwrap();
+    let image = client.local_image(reference).unwrap().unwrap();
+    assert_eq!(image.config.user, "1000");
+    assert!(image.config.volumes.is_empty() && image.config.entrypoint.is_empty());
+    assert_eq!(image.config.exposed_ports.keys().collect::<Vec<_>>(), ["8080/tcp"]);
+    assert_eq!(image.digests.len(), 1);
+    assert_eq!(client.local_image("absent:1").unwrap(), None, "exit 1: no such image");
+    assert_eq!(
+        client.runner().argv(),
+        [
+            format!("pull --quiet -- {reference}"),
+            format!("image inspect --format {} -- {reference}", super::PIN_TEMPLATE),
+            format!("image inspect --format {} -- absent:1", super::PIN_TEMPLATE),
+        ]
+    );
+}

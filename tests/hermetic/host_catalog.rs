@@ -1,0 +1,327 @@
+//! `volce-lab-host catalog pin|list|remove` in library form on a temporary
+//! world (the harness's policy and store, owner the test's uid) with a
+//! fake image source: the arguments and the image are checked, the policy's
+//! other keys and entries are kept as they were, the written file has the
+//! owner and mode the loader demands, every refusal writes nothing, and the
+//! pending plans a change voids are named and then refused. Hermetic.
+
+use std::cell::RefCell;
+use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+
+use serde_json::{Value, json};
+use volce_lab::docker::EngineError;
+use volce_lab::docker::client::LocalImage;
+use volce_lab::host::catalog::{self, Change, ImageSource, PinArgs};
+use volce_lab::install::doctor::ImageConfig;
+use volce_lab::vocab::{Code, Refusal};
+
+use crate::support::harness::{Harness, deploy_params};
+
+const REPO: &str = "127.0.0.1:15000/team/shop";
+
+fn hex(c: char) -> String {
+    c.to_string().repeat(64)
+}
+
+/// An image source that answers from what the test says and records the
+/// references it was asked for.
+struct FakeSource {
+    pull_ok: bool,
+    image: Option<LocalImage>,
+    asked: RefCell<Vec<String>>,
+}
+
+impl FakeSource {
+    fn new(image: Option<LocalImage>) -> FakeSource {
+        FakeSource { pull_ok: true, image, asked: RefCell::new(Vec::new()) }
+    }
+}
+
+impl ImageSource for FakeSource {
+    fn pull(&self, reference: &str) -> Result<(), EngineError> {
+        self.asked.borrow_mut().push(format!("pull {reference}"));
+        if self.pull_ok { Ok(()) } else { Err(EngineError::Unparsable { step: "pull image" }) }
+    }
+    fn local_image(&self, reference: &str) -> Result<Option<LocalImage>, EngineError> {
+        self.asked.borrow_mut().push(format!("inspect {reference}"));
+        Ok(self.image.clone())
+    }
+}
+
+/// An image that fits the app template: uid 1000, a command, port 8080,
+/// pushed to the test registry.
+fn fitting() -> LocalImage {
+    LocalImage {
+        config: ImageConfig {
+            user: "1000:1000".into(),
+            cmd: vec!["/bin/app".into()],
+            exposed_ports: [("8080/tcp".to_owned(), json!({}))].into(),
+            ..Default::default()
+        },
+        digests: vec![format!("{REPO}@sha256:{}", hex('c'))],
+    }
+}
+
+fn pin_args(key: &str, image: &str) -> PinArgs {
+    PinArgs { key: key.into(), image: image.into(), container_port: None, health_path: None }
+}
+
+/// A policy with keys an operator wrote by hand, all of which must survive.
+fn handwritten() -> Value {
+    json!({
+        "catalog": {
+            "web": format!("127.0.0.1:15000/volce-lab/web@sha256:{}", hex('a')),
+            "api": {"image": format!("r.example/api@sha256:{}", hex('d')), "container_port": 9000, "health_path": "/up"}
+        },
+        "nginx_image": format!("127.0.0.1:15000/volce-lab/gateway@sha256:{}", hex('b')),
+        "approvers": ["alice", "bob"],
+        "max_apps": 6,
+        "limits": {"memory_mib": 384, "cpus": 0.75},
+        "approval_required": ["deploy", "nginx_config"],
+        "retention_days": 30
+    })
+}
+
+fn world() -> Harness {
+    let mut h = Harness::new();
+    h.write_policy(&handwritten());
+    h
+}
+
+fn now(h: &Harness) -> i64 {
+    volce_lab::control::Clock::now(&h.clock)
+}
+
+fn pin(h: &Harness, source: &FakeSource, args: &PinArgs) -> Result<Change, Refusal> {
+    catalog::prepare_pin(&h.paths, source, args, now(h))
+}
+
+fn policy_on_disk(h: &Harness) -> Value {
+    serde_json::from_slice(&std::fs::read(&h.paths.policy).unwrap()).unwrap()
+}
+
+#[test]
+fn pin_writes_the_entry_keeps_every_other_key_and_the_loaders_owner_and_mode() {
+    let h = world();
+    let source = FakeSource::new(Some(fitting()));
+    let change = pin(&h, &source, &pin_args("shop", &format!("{REPO}:1.2"))).unwrap();
+    assert_eq!(*source.asked.borrow(), [format!("pull {REPO}:1.2"), format!("inspect {REPO}:1.2")]);
+    let pinned = format!("{REPO}@sha256:{}", hex('c'));
+    assert!(change.shown.contains("Pulled") && change.shown.contains("`shop` is new"), "{}", change.shown);
+    assert!(
+        change.shown.contains(&pinned) && change.shown.contains("No pending plan is voided"),
+        "{}",
+        change.shown
+    );
+    assert_eq!(policy_on_disk(&h), handwritten(), "nothing is written before the confirmation");
+
+    println!("{}", catalog::write(&h.paths, &change).unwrap());
+    let mut expected = handwritten();
+    expected["catalog"]["shop"] = json!({"image": pinned, "container_port": 8080});
+    assert_eq!(policy_on_disk(&h), expected, "every other key and entry means what it meant");
+    let meta = std::fs::metadata(&h.paths.policy).unwrap();
+    assert_eq!((meta.mode() & 0o7777, meta.uid()), (0o600, h.paths.owner_uid));
+    let policy = volce_lab::host::paths::load_policy(&h.paths).unwrap();
+    assert_eq!(policy.catalog["shop"].container_port, Some(8080));
+    let candidates: Vec<_> = std::fs::read_dir(h.paths.policy.parent().unwrap()).unwrap().collect();
+    assert_eq!(candidates.len(), 1, "no temporary file is left beside the policy");
+
+    // The same pin again: nothing to write, nothing voided.
+    let again = pin(&h, &source, &pin_args("shop", &format!("{REPO}:1.2"))).unwrap();
+    assert_eq!(again.after, None, "{}", again.shown);
+    assert!(again.shown.contains("already says this"));
+
+    // A health path and an explicit port replace the entry; the old one is shown.
+    let args = PinArgs {
+        container_port: Some(3000),
+        health_path: Some("/healthz".into()),
+        ..pin_args("shop", REPO)
+    };
+    let change = pin(&h, &source, &args).unwrap();
+    assert!(change.shown.contains("now: {"), "{}", change.shown);
+    catalog::write(&h.paths, &change).unwrap();
+    assert_eq!(
+        policy_on_disk(&h)["catalog"]["shop"],
+        json!({"image": format!("{REPO}@sha256:{}", hex('c')), "container_port": 3000, "health_path": "/healthz"})
+    );
+    let listed = catalog::list(&h.paths).unwrap();
+    assert!(listed.contains("shop") && listed.contains("container_port 3000"), "{listed}");
+    assert!(listed.contains("web") && listed.contains("apps: legacy"), "{listed}");
+}
+
+/// Each refusal: its code, a sentence that ends in what to do or that
+/// nothing was written, and the policy file unchanged.
+#[test]
+fn every_refusal_has_its_code_and_writes_nothing() {
+    let h = world();
+    let before = std::fs::read(&h.paths.policy).unwrap();
+    let image = |change: &dyn Fn(&mut LocalImage)| {
+        let mut image = fitting();
+        change(&mut image);
+        FakeSource::new(Some(image))
+    };
+    let shop = format!("{REPO}:1");
+    let cases: Vec<(PinArgs, FakeSource, Code, &str)> = vec![
+        (pin_args("Shop", &shop), FakeSource::new(Some(fitting())), Code::InvalidCatalogKey, "^[a-z]"),
+        (pin_args("shop", "--privileged"), FakeSource::new(None), Code::InvalidImageReference, "lowercase"),
+        (
+            pin_args("shop", "shop:1;reboot"),
+            FakeSource::new(None),
+            Code::InvalidImageReference,
+            "Nothing was pulled",
+        ),
+        (
+            PinArgs { health_path: Some("/a/../b".into()), ..pin_args("shop", &shop) },
+            FakeSource::new(Some(fitting())),
+            Code::InvalidCatalogEntry,
+            "--health-path",
+        ),
+        (
+            PinArgs { container_port: Some(80), ..pin_args("shop", &shop) },
+            FakeSource::new(Some(fitting())),
+            Code::InvalidCatalogEntry,
+            "1024",
+        ),
+        (
+            pin_args("shop", &shop),
+            FakeSource { pull_ok: false, ..FakeSource::new(None) },
+            Code::ImagePullFailed,
+            "could not be pulled",
+        ),
+        (
+            pin_args("shop", &shop),
+            image(&|i| i.digests.clear()),
+            Code::ImageNotInRegistry,
+            "Push it to a registry first",
+        ),
+        (
+            pin_args("shop", &format!("{REPO}@sha256:{}", hex('e'))),
+            FakeSource::new(Some(fitting())),
+            Code::ImageNotInRegistry,
+            "registry",
+        ),
+        (
+            pin_args("shop", &shop),
+            image(&|i| i.config.user.clear()),
+            Code::ImageMisfitsTemplate,
+            "root (no USER)",
+        ),
+        (pin_args("shop", &shop), image(&|i| i.config.cmd.clear()), Code::ImageMisfitsTemplate, "no CMD"),
+        (
+            pin_args("shop", &shop),
+            image(&|i| {
+                i.config.volumes.insert("/data".into(), json!({}));
+            }),
+            Code::ImageDeclaresVolumes,
+            "/data",
+        ),
+        (
+            pin_args("shop", &shop),
+            image(&|i| {
+                i.config.exposed_ports.insert("9000/tcp".into(), json!({}));
+            }),
+            Code::ContainerPortNeeded,
+            "several ports (8080, 9000)",
+        ),
+        (
+            pin_args("shop", &shop),
+            image(&|i| i.config.exposed_ports.clear()),
+            Code::ContainerPortNeeded,
+            "--container-port",
+        ),
+    ];
+    for (args, source, code, says) in cases {
+        let refusal = pin(&h, &source, &args).unwrap_err();
+        assert_eq!(refusal.code, code, "{args:?}: {refusal:?}");
+        assert!(refusal.message.contains(says), "{args:?}: {}", refusal.message);
+        assert!(refusal.message.ends_with('.'), "a whole sentence: {}", refusal.message);
+        assert!(!code.fix().is_empty());
+        assert_eq!(std::fs::read(&h.paths.policy).unwrap(), before, "{code}: nothing written");
+    }
+    // A bad reference is refused before the engine is asked anything.
+    let source = FakeSource::new(Some(fitting()));
+    pin(&h, &source, &pin_args("shop", "-v")).unwrap_err();
+    assert!(source.asked.borrow().is_empty());
+}
+
+#[test]
+fn a_failed_pull_reads_the_local_image() {
+    let h = world();
+    let source = FakeSource { pull_ok: false, ..FakeSource::new(Some(fitting())) };
+    let change = pin(&h, &source, &pin_args("shop", &format!("{REPO}:1"))).unwrap();
+    assert!(change.shown.starts_with("Could not pull; read the local image"), "{}", change.shown);
+    assert!(change.after.is_some());
+}
+
+#[test]
+fn the_loaders_rules_hold_before_anything_is_pulled() {
+    let h = world();
+    std::fs::set_permissions(&h.paths.policy, std::fs::Permissions::from_mode(0o620)).unwrap();
+    let source = FakeSource::new(Some(fitting()));
+    let refusal = pin(&h, &source, &pin_args("shop", REPO)).unwrap_err();
+    assert_eq!(refusal.code, Code::UnsafePath, "{refusal:?}");
+    assert!(source.asked.borrow().is_empty());
+    assert_eq!(catalog::prepare_remove(&h.paths, "api", now(&h)).unwrap_err().code, Code::UnsafePath);
+}
+
+#[test]
+fn the_pending_plans_a_change_voids_are_named_and_then_refused() {
+    let h = world();
+    let request =
+        json!({"operation": "plan", "action": "deploy", "parameters": deploy_params("shop", 18001)});
+    let reply = h.rpc("agent", request.to_string().as_bytes()).to_json();
+    assert_eq!(reply["status"], "ok", "{reply}");
+    let id = reply["result"]["id"].as_str().unwrap().to_owned();
+    let plan_id = volce_lab::vocab::PlanId::parse(&id).unwrap();
+    let digest =
+        serde_json::from_str::<Value>(&h.show_json(&plan_id)).unwrap()["digest"].as_str().unwrap().to_owned();
+
+    let change = pin(&h, &FakeSource::new(Some(fitting())), &pin_args("shop", REPO)).unwrap();
+    assert!(change.shown.contains("voids 1 pending plan"), "{}", change.shown);
+    assert!(change.shown.contains(&format!("{id} deploy shop")), "{}", change.shown);
+    catalog::write(&h.paths, &change).unwrap();
+    let refused = h.approve(&plan_id, &digest, "alice").unwrap_err();
+    assert_eq!(refused.code, Code::PolicyChanged, "{refused:?}");
+}
+
+#[test]
+fn remove_is_refused_while_an_app_uses_the_key_and_never_empties_the_catalog() {
+    let mut h = world();
+    let at = now(&h);
+    let in_use = catalog::prepare_remove(&h.paths, "web", at).unwrap_err();
+    assert_eq!(in_use.code, Code::CatalogKeyInUse, "legacy uses web: {in_use:?}");
+    assert!(in_use.message.contains("legacy"), "{}", in_use.message);
+    let unknown = catalog::prepare_remove(&h.paths, "nope", at).unwrap_err();
+    assert_eq!(unknown.code, Code::CatalogKeyNotFound);
+    assert!(unknown.message.contains("api, web"), "{}", unknown.message);
+    assert_eq!(catalog::prepare_remove(&h.paths, "Bad Key", at).unwrap_err().code, Code::InvalidCatalogKey);
+
+    let change = catalog::prepare_remove(&h.paths, "api", at).unwrap();
+    assert!(change.shown.contains("`api` will be removed"), "{}", change.shown);
+    catalog::write(&h.paths, &change).unwrap();
+    let mut expected = handwritten();
+    expected["catalog"].as_object_mut().unwrap().remove("api");
+    assert_eq!(policy_on_disk(&h), expected);
+
+    // The last entry: the policy would not load, so nothing is written.
+    let mut only = handwritten();
+    only["catalog"] = json!({"solo": format!("r.example/solo@sha256:{}", hex('f'))});
+    h.write_policy(&only);
+    let last = catalog::prepare_remove(&h.paths, "solo", at).unwrap_err();
+    assert_eq!(last.code, Code::CatalogEditInvalid, "{last:?}");
+    assert!(last.message.contains("catalog is empty"), "{}", last.message);
+    assert_eq!(policy_on_disk(&h), only);
+}
+
+#[test]
+fn a_policy_changed_while_the_operator_was_asked_is_not_overwritten() {
+    let mut h = world();
+    let change = pin(&h, &FakeSource::new(Some(fitting())), &pin_args("shop", REPO)).unwrap();
+    let mut edited = handwritten();
+    edited["max_apps"] = json!(8);
+    h.write_policy(&edited);
+    let refused = catalog::write(&h.paths, &change).unwrap_err();
+    assert_eq!(refused.code, Code::CatalogEditInvalid);
+    assert!(refused.message.contains("changed while you were asked"), "{}", refused.message);
+    assert_eq!(policy_on_disk(&h), edited);
+}
