@@ -4,7 +4,7 @@
 //!
 //! A leaf: it converts arguments into typed calls of the library's entry
 //! functions (`inspect::report::run`, `mcp::serve_stdio`, `host::run_*`,
-//! `install::doctor::run_doctor`, `install::setup::run_setup`), and nothing it calls imports anything from here.
+//! `install::doctor::run_doctor`, `install::setup::run_setup`, `install::catalog`), and nothing it calls imports anything from here.
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -323,12 +323,12 @@ fn host(command: HostCommand) -> Exit {
             crate::install::setup::run_setup(request)
         }
         HostCommand::Catalog(CatalogCommand::Pin { key, image, container_port, health_path, yes }) => {
-            let args = crate::host::catalog::PinArgs { key, image, container_port, health_path };
-            crate::host::run_catalog_pin(&args, yes)
+            let args = crate::install::catalog::PinArgs { key, image, container_port, health_path };
+            crate::install::catalog::run_catalog_pin(&args, yes)
         }
-        HostCommand::Catalog(CatalogCommand::List) => crate::host::run_catalog_list(),
+        HostCommand::Catalog(CatalogCommand::List) => crate::install::catalog::run_catalog_list(),
         HostCommand::Catalog(CatalogCommand::Remove { key, yes }) => {
-            crate::host::run_catalog_remove(&key, yes)
+            crate::install::catalog::run_catalog_remove(&key, yes)
         }
         HostCommand::Audit(AuditCommand::Verify { from }) => crate::host::run_audit_verify(from.as_deref()),
         HostCommand::Audit(AuditCommand::Head) => crate::host::run_audit_head(),

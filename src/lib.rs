@@ -19,7 +19,8 @@
 //!                   validation (tools/), host-rpc client (rpc.rs), audit.rs
 //! src/install/      the installation, above host: setup and undo (setup.rs),
 //!                   the doctor's rules (doctor.rs; doctor/system.rs probes
-//!                   the system), the sudoers rule and privileged groups
+//!                   the system), the operator's `catalog pin|list|remove`
+//!                   (catalog.rs), the sudoers rule and privileged groups
 //! src/host/         root helper: the binary's edge (entry.rs), `Host` and
 //!                   the rpc/list/show/approve/reject/resolve pipelines
 //!                   (pipeline.rs), the controller (controller.rs, with

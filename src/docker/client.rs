@@ -67,7 +67,7 @@ mod pin;
 mod queries;
 mod runner;
 mod verify;
-pub use pin::{LocalImage, PIN_TEMPLATE};
+pub use pin::{ImageConfig, LocalImage, PIN_TEMPLATE};
 pub use queries::NetworkOptions;
 pub(crate) use queries::null_as_empty;
 use runner::SMALL_OUTPUT;

@@ -63,7 +63,7 @@ pub(super) fn ask(
 /// [`ask`] for another command's question (`catalog pin`, `catalog
 /// remove`): confirmed when the line, surrounding whitespace ignored, is
 /// exactly `word`.
-pub(super) fn ask_word(
+pub fn ask_word(
     input: impl BufRead,
     output: impl Write,
     shown: &str,

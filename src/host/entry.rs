@@ -5,20 +5,19 @@
 
 use std::os::fd::AsFd as _;
 
-use super::catalog::{self, Change};
-use super::confirm::{Confirmation, Decision, ask, ask_word};
+use super::confirm::{Confirmation, ask};
 use super::output::{Output, REPLY_DEADLINE};
 use super::request_row::{self, Caller};
 use super::rpc::{LineProgress, Reply};
-use super::{HostPaths, ShippedHost, audit, caller, operator, process, session};
+use super::{ShippedHost, audit, caller, operator, process, session};
 use crate::control::Clock as _;
 use crate::exit::Exit;
 use crate::store::AuditOperation;
 use crate::vocab::{Code, Refusal};
 
 /// The process-level part of every host command's self-check: root,
-/// umask, cwd.
-fn process_check() -> Result<(), Refusal> {
+/// umask, cwd (also the catalog commands', `crate::install::catalog`).
+pub fn process_check() -> Result<(), Refusal> {
     if !nix::unistd::geteuid().is_root() {
         return Err(Refusal::new(Code::NotRoot, "volce-lab-host must run as root (through sudo)."));
     }
@@ -249,72 +248,6 @@ pub fn run_audit_prune(before: &str) -> Exit {
             audit::prune(&host.paths, before, &Caller::from(&operator), host.clock.now())
         }),
     )
-}
-
-/// `volce-lab-host catalog pin KEY IMAGE [--container-port N]
-/// [--health-path P] [--yes]` in the shipped binary: pulls on the real
-/// engine, then asks as [`confirm_change`] does.
-pub fn run_catalog_pin(args: &catalog::PinArgs, yes: bool) -> Exit {
-    let host = ShippedHost::shipped();
-    let engine = crate::docker::client::DockerClient::new(host.paths.state_dir.clone());
-    confirm_change(&host, yes, |paths, now| catalog::prepare_pin(paths, &engine, args, now))
-}
-
-/// `volce-lab-host catalog remove KEY [--yes]` in the shipped binary.
-pub fn run_catalog_remove(key: &str, yes: bool) -> Exit {
-    let host = ShippedHost::shipped();
-    confirm_change(&host, yes, |paths, now| catalog::prepare_remove(paths, key, now))
-}
-
-/// `volce-lab-host catalog list` in the shipped binary.
-pub fn run_catalog_list() -> Exit {
-    let host = ShippedHost::shipped();
-    terminal(process_check().and_then(|()| catalog::list(&host.paths)))
-}
-
-/// A catalog change: root, a terminal to ask on (or `yes`), the prepared
-/// change printed, the operator types its key, then it is written. Every
-/// refusal on the way writes nothing.
-fn confirm_change(
-    host: &ShippedHost,
-    yes: bool,
-    prepare: impl FnOnce(&HostPaths, i64) -> Result<Change, Refusal>,
-) -> Exit {
-    use std::io::IsTerminal as _;
-    if let Err(refusal) = process_check() {
-        return terminal(Err(refusal));
-    }
-    // Asked before the pull: without a terminal nothing could be confirmed.
-    if !yes && !std::io::stdin().is_terminal() {
-        return terminal(Err(Refusal::new(
-            Code::NotConfirmed,
-            "catalog asks for confirmation on a terminal, and stdin is not one; nothing was written. Run it on \
-             a terminal, or pass --yes if a script checked what it writes.",
-        )));
-    }
-    let change = match prepare(&host.paths, host.clock.now()) {
-        Ok(change) => change,
-        Err(refusal) => return terminal(Err(refusal)),
-    };
-    if change.after.is_none() {
-        return terminal(Ok(change.shown));
-    }
-    let decision = ask_word(
-        std::io::stdin().lock(),
-        std::io::stdout().lock(),
-        &change.shown,
-        catalog::PROMPT,
-        &change.key,
-        yes,
-    );
-    if decision == Decision::Declined {
-        let refusal = Refusal::new(
-            Code::NotConfirmed,
-            "The catalog key was not typed; nothing was written. Run the command again and type the key to write it.",
-        );
-        return terminal(Err(refusal));
-    }
-    terminal(catalog::write(&host.paths, &change))
 }
 
 /// Prints an operator command's text, or its refusal on stderr (also the

@@ -10,9 +10,8 @@
 //! (paths, engine, clock, liveness) built once per process, and the library
 //! form of each command that opens the controller; `controller.rs` acts on
 //! the store and the engine; `request_row.rs` writes the rows of requests
-//! answered without a controller; `confirm.rs` is the approve question;
-//! `catalog.rs` the operator's `catalog pin|list|remove`, which edit the
-//! policy's catalog.
+//! answered without a controller; `confirm.rs` is the approve question
+//! (and the catalog commands', `crate::install::catalog`).
 //!
 //! Each command is one straight pipeline, readable top to bottom. rpc:
 //! the front (`front.rs`: process guard, then the worker in its own
@@ -70,7 +69,6 @@
 pub mod alert;
 pub mod audit;
 pub mod audit_rows;
-pub mod catalog;
 pub mod clock;
 mod confirm;
 pub mod controller;
@@ -96,12 +94,11 @@ use std::ffi::OsStr;
 
 use crate::vocab::{Code, Refusal};
 
-pub use confirm::{Confirmation, Decision};
+pub use confirm::{Confirmation, Decision, ask_word};
 pub use controller::{AppAfterResolve, Awaiting, Controller, Executed, Liveness, Resolved, StoppedClaimer};
 pub use entry::{
-    run_approve, run_audit_export, run_audit_head, run_audit_prune, run_audit_verify, run_catalog_list,
-    run_catalog_pin, run_catalog_remove, run_list, run_reject, run_resolve, run_rpc, run_rpc_worker,
-    run_show, run_watch, terminal,
+    process_check, run_approve, run_audit_export, run_audit_head, run_audit_prune, run_audit_verify,
+    run_list, run_reject, run_resolve, run_rpc, run_rpc_worker, run_show, run_watch, terminal,
 };
 pub use liveness::{Hold, ProcLiveness};
 pub use paths::HostPaths;

@@ -56,24 +56,9 @@ pub struct PolicyFacts {
     pub approvers: Vec<String>,
 }
 
-/// What doctor reads of a local image (`docker image inspect`'s
-/// `Config`) to hold it against the container volce-lab starts from it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
-#[serde(rename_all = "PascalCase")]
-pub struct ImageConfig {
-    #[serde(default)]
-    pub user: String,
-    #[serde(default, deserialize_with = "crate::docker::client::null_as_empty")]
-    pub cmd: Vec<String>,
-    #[serde(default, deserialize_with = "crate::docker::client::null_as_empty")]
-    pub entrypoint: Vec<String>,
-    /// `"8080/tcp"` -> `{}`: the ports the image says it listens on.
-    #[serde(default, deserialize_with = "crate::docker::client::null_as_empty")]
-    pub exposed_ports: std::collections::BTreeMap<String, serde_json::Value>,
-    /// `"/data"` -> `{}`: the `VOLUME`s it declares.
-    #[serde(default, deserialize_with = "crate::docker::client::null_as_empty")]
-    pub volumes: std::collections::BTreeMap<String, serde_json::Value>,
-}
+/// What doctor reads of a local image (`docker image inspect`'s `Config`);
+/// its home is the docker client, which reads it for `catalog pin` too.
+pub use crate::docker::client::ImageConfig;
 
 /// What the doctor learns from outside its own file checks.
 pub trait DoctorProbe {

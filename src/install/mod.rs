@@ -1,6 +1,7 @@
 //! The server's installation, one concern in one home: `volce-lab-host
 //! setup` and `setup --undo` (`setup.rs`), `volce-lab-host doctor`
-//! (`doctor.rs`), and the two rules both hold the server to: the agent's
+//! (`doctor.rs`), `volce-lab-host catalog pin|list|remove` (`catalog.rs`,
+//! which edits the policy's catalog), and the two rules both hold the server to: the agent's
 //! one sudoers line ([`sudoers_rule`]) and the groups it must not be in
 //! ([`PRIVILEGED_GROUPS`]). Runs as root on the server's terminal.
 //!
@@ -9,6 +10,7 @@
 //! and leftovers rules and its audit trail, and nothing on the request path
 //! (`host`) imports from here: an rpc never runs installation code.
 
+pub mod catalog;
 pub mod doctor;
 pub mod package_check;
 pub mod setup;

@@ -11,7 +11,7 @@ use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use serde_json::{Value, json};
 use volce_lab::docker::EngineError;
 use volce_lab::docker::client::LocalImage;
-use volce_lab::host::catalog::{self, Change, ImageSource, PinArgs};
+use volce_lab::install::catalog::{self, Change, ImageSource, PinArgs};
 use volce_lab::install::doctor::ImageConfig;
 use volce_lab::vocab::{Code, Refusal};
 

@@ -314,7 +314,7 @@ fn a_catalog_entry_gives_the_deploy_its_port_and_health_path() {
 #[test]
 #[ignore = "real parts: run by scripts/test"]
 fn catalog_pin_by_tag_writes_a_policy_doctor_accepts_and_a_deploy_uses() {
-    use volce_lab::host::catalog::{self, PinArgs};
+    use volce_lab::install::catalog::{self, PinArgs};
     use volce_lab::install::doctor::{self, DoctorPaths, Level, SystemProbe};
     let _turn = take_turn();
     let lab = Lab::new("rpin");

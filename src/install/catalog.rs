@@ -1,7 +1,9 @@
 //! `volce-lab-host catalog pin|list|remove`: the operator's commands that
 //! change the policy's catalog, so that pinning an image is not hand-edited
-//! JSON. Runs as root inside the host helper, on the operator's terminal;
-//! the agent has no path here (the rpc request enum has no variant for it).
+//! JSON. Runs as root on the operator's terminal (`run.rs`: the shipped
+//! commands); a layer above `crate::host`, so the agent has no path here
+//! (the rpc request enum has no variant for it, and host imports nothing
+//! from `install`).
 //!
 //! Each change is prepared ([`prepare_pin`], [`prepare_remove`]) without
 //! writing anything: the policy is read under the loader's owner and mode
@@ -22,17 +24,19 @@
 
 use serde_json::Value;
 
-use super::paths::{HostPaths, POLICY_MODE, load_policy, read_policy_bytes};
 use crate::control::policy::{CatalogEntry, Policy};
 use crate::docker::EngineError;
 use crate::docker::client::{DockerClient, LocalImage, Runner};
+use crate::host::paths::{HostPaths, POLICY_MODE, load_policy, read_policy_bytes};
 use crate::install::doctor::{ImageRole, misfits};
 use crate::store::{PlanState, StoredPlan};
 use crate::text::for_terminal as esc;
 use crate::vocab::{Code, HealthPath, ImageRef, Refusal};
 
 mod reference;
+mod run;
 pub use reference::{PortChoice, Reference, choose_port};
+pub use run::{run_catalog_list, run_catalog_pin, run_catalog_remove};
 
 /// What `catalog pin` needs of the engine: the docker client in the shipped
 /// binary, a fake in tests.
