@@ -1,0 +1,113 @@
+//! The CLI's parsing: host mode, the subcommands, rpc's help text.
+
+use super::*;
+
+#[test]
+fn host_mode_needs_the_exact_file_name() {
+    assert!(is_host_name(&"/usr/local/bin/volce-lab-host".into()));
+    assert!(is_host_name(&"volce-lab-host".into()));
+    assert!(!is_host_name(&"/usr/local/bin/volce-lab-host2".into()));
+    assert!(!is_host_name(&"volce-lab-host.bak".into()));
+    assert!(!is_host_name(&"volce-lab".into()));
+    assert!(!is_host_name(&"/tmp/volce-lab-host/volce-lab".into()));
+}
+
+/// The front of rpc starts its worker under the name that selects host
+/// mode, and with the subcommand this CLI parses.
+#[test]
+fn the_rpc_worker_is_started_under_the_host_name_and_parses() {
+    assert_eq!(crate::host::front::HOST_NAME, HOST_NAME);
+    let cli = HostCli::try_parse_from([HOST_NAME, crate::host::front::WORKER]).unwrap();
+    assert!(matches!(cli.command, HostCommand::RpcWorker));
+}
+
+#[test]
+fn rpc_help_names_every_operation_and_the_size_limit() {
+    use strum::VariantArray as _;
+    for operation in crate::wire::Operation::VARIANTS {
+        let key = format!("{{\"operation\":\"{}\"", operation.as_str());
+        assert!(RPC_HELP.contains(&key), "{key} missing from rpc --help");
+    }
+    assert!(RPC_HELP.contains(&format!("{} KiB", crate::wire::MAX_REQUEST_BYTES / 1024)));
+    let deadline = crate::host::process::REQUEST_DEADLINE.as_secs();
+    assert!(RPC_HELP.contains(&format!("within {deadline} seconds")));
+    assert!(RPC_HELP.contains(&format!("at most {} helpers", crate::host::process::RPC_SLOTS)));
+    for action in crate::control::plan::Action::ALL {
+        assert!(RPC_HELP.contains(action.as_str()), "{} missing from rpc --help", action.as_str());
+    }
+    use crate::vocab::Step;
+    use crate::wire::progress::MAX_PROGRESS_LINES;
+    assert!(RPC_HELP.contains("{\"progress\":S}"));
+    assert!(RPC_HELP.contains(&format!("at most {MAX_PROGRESS_LINES}")));
+    for step in Step::VARIANTS {
+        assert!(RPC_HELP.contains(step.as_str()), "{} missing from rpc --help", step.as_str());
+    }
+}
+
+#[test]
+fn host_commands_parse_with_the_list_alias() {
+    let parse = |args: &[&str]| HostCli::try_parse_from(args).map(|cli| cli.command);
+    assert!(matches!(
+        parse(&["volce-lab-host", "list"]),
+        Ok(HostCommand::List { json: false, watch: false, .. })
+    ));
+    assert!(matches!(
+        parse(&["volce-lab-host", "pending", "--json"]),
+        Ok(HostCommand::List { json: true, .. })
+    ));
+    assert!(matches!(parse(&["volce-lab-host", "reject", "abc"]), Ok(HostCommand::Reject { .. })));
+    assert!(parse(&["volce-lab-host", "reject"]).is_err(), "reject needs a plan id");
+    assert!(matches!(
+        parse(&["volce-lab-host", "approve", "a", "b"]),
+        Ok(HostCommand::Approve { yes: false, .. })
+    ));
+    assert!(matches!(
+        parse(&["volce-lab-host", "approve", "a", "b", "--yes"]),
+        Ok(HostCommand::Approve { yes: true, .. })
+    ));
+    assert!(parse(&["volce-lab-host", "approve", "a", "b", "--yes=no"]).is_err());
+    assert!(matches!(
+        parse(&["volce-lab-host", "audit", "verify"]),
+        Ok(HostCommand::Audit(AuditCommand::Verify { from: None }))
+    ));
+    assert!(matches!(
+        parse(&["volce-lab-host", "audit", "verify", "--from", "abc"]),
+        Ok(HostCommand::Audit(AuditCommand::Verify { from: Some(_) }))
+    ));
+    assert!(matches!(
+        parse(&["volce-lab-host", "audit", "head"]),
+        Ok(HostCommand::Audit(AuditCommand::Head))
+    ));
+    assert!(matches!(
+        parse(&["volce-lab-host", "audit", "prune", "--before", "2026-09-01T00:00:00Z"]),
+        Ok(HostCommand::Audit(AuditCommand::Prune { .. }))
+    ));
+    assert!(matches!(
+        parse(&["volce-lab-host", "audit", "export", "--json", "--since", "2026-12-01T00:00:00Z"]),
+        Ok(HostCommand::Audit(AuditCommand::Export { json: true, since: Some(_) }))
+    ));
+    assert!(parse(&["volce-lab-host", "audit"]).is_err(), "audit needs a subcommand");
+    assert!(matches!(
+        parse(&["volce-lab-host", "catalog", "pin", "web", "r.example/web:1", "--container-port", "8080"]),
+        Ok(HostCommand::Catalog(CatalogCommand::Pin { container_port: Some(8080), yes: false, .. }))
+    ));
+    assert!(parse(&["volce-lab-host", "catalog", "pin", "web"]).is_err(), "pin needs an image");
+    assert!(parse(&["volce-lab-host", "catalog", "pin", "web", "x", "--container-port", "70000"]).is_err());
+    assert!(matches!(
+        parse(&["volce-lab-host", "catalog", "remove", "web", "--yes"]),
+        Ok(HostCommand::Catalog(CatalogCommand::Remove { yes: true, .. }))
+    ));
+    assert!(matches!(
+        parse(&["volce-lab-host", "catalog", "list"]),
+        Ok(HostCommand::Catalog(CatalogCommand::List))
+    ));
+    assert!(matches!(parse(&["volce-lab-host", "ssh-gate"]), Ok(HostCommand::SshGate)));
+    assert!(parse(&["volce-lab-host", "ssh-gate", "ls"]).is_err(), "the gate takes no arguments");
+}
+
+#[test]
+fn clap_definitions_are_consistent() {
+    use clap::CommandFactory;
+    Cli::command().debug_assert();
+    HostCli::command().debug_assert();
+}
