@@ -94,6 +94,10 @@ fn the_operators_commands_refuse_to_run_as_non_root() {
         vec!["host", "audit", "head"],
         vec!["host", "audit", "export"],
         vec!["host", "audit", "export", "--json", "--since", "2026-12-01T00:00:00Z"],
+        // Refused before anything is pulled or read.
+        vec!["host", "catalog", "list"],
+        vec!["host", "catalog", "pin", "web", "127.0.0.1:15000/volce-lab/web:test", "--yes"],
+        vec!["host", "catalog", "remove", "web", "--yes"],
     ] {
         let output = run(unprivileged_binary(), &args, b"", &[], true);
         assert_eq!(output.status.code(), Some(1), "{args:?}");
