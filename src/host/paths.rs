@@ -21,7 +21,7 @@ use crate::control::policy::Policy;
 use crate::vocab::{Code, Refusal};
 
 /// The policy file is small; a larger one is refused rather than read.
-const POLICY_MAX_BYTES: u64 = 256 * 1024;
+pub const POLICY_MAX_BYTES: u64 = 256 * 1024;
 
 /// Where the helper's files are, and who must own them.
 ///

@@ -27,7 +27,7 @@ use serde_json::Value;
 use crate::control::policy::{CatalogEntry, Policy};
 use crate::docker::EngineError;
 use crate::docker::client::{DockerClient, LocalImage, Runner};
-use crate::host::paths::{HostPaths, POLICY_MODE, load_policy, read_policy_bytes};
+use crate::host::paths::{HostPaths, POLICY_MAX_BYTES, POLICY_MODE, load_policy, read_policy_bytes};
 use crate::install::doctor::{ImageRole, misfits};
 use crate::store::{PlanState, StoredPlan};
 use crate::text::for_terminal as esc;
@@ -293,6 +293,16 @@ fn finish(
             ),
         )
     })?;
+    // The loader refuses a larger file: it would load here and not there.
+    if after.len() as u64 > POLICY_MAX_BYTES {
+        return refused(
+            Code::CatalogEditInvalid,
+            format!(
+                "After this change {} would be larger than 256 KiB; nothing was written.",
+                paths.policy.display()
+            ),
+        );
+    }
     let old_hash = policy.hash();
     if new.hash() == old_hash {
         shown.push_str("The policy already says this: nothing to write, no plan is voided.\n");

@@ -325,3 +325,21 @@ fn a_policy_changed_while_the_operator_was_asked_is_not_overwritten() {
     assert!(refused.message.contains("changed while you were asked"), "{}", refused.message);
     assert_eq!(policy_on_disk(&h), edited);
 }
+
+/// The loader refuses a policy over 256 KiB: an edit that would grow the
+/// file past it is refused, not written and then refused at every load.
+#[test]
+fn an_edit_past_the_loaders_size_limit_is_refused() {
+    let mut h = world();
+    let mut big = handwritten();
+    for i in 0..2300 {
+        big["catalog"][format!("k{i}")] = json!(format!("registry.example/team/app{i}@sha256:{}", hex('a')));
+    }
+    let compact = big.to_string();
+    assert!(compact.len() < 256 * 1024, "{}", compact.len());
+    h.write_policy(&big);
+    let refusal = pin(&h, &FakeSource::new(Some(fitting())), &pin_args("shop", REPO)).unwrap_err();
+    assert_eq!(refusal.code, Code::CatalogEditInvalid, "{refusal:?}");
+    assert!(refusal.message.contains("256 KiB"), "{}", refusal.message);
+    assert_eq!(std::fs::read_to_string(&h.paths.policy).unwrap(), compact);
+}
