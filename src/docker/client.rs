@@ -49,7 +49,7 @@ use std::time::Duration;
 
 use super::gateway_file::{backup, open_managed_config, read_bounded, remove_app_dir, rewrite};
 use super::host_probe::port_free;
-use super::{AppRemoval, Deployed, Engine, EngineError, LogWindow, ProgressSink};
+use super::{AppRemoval, Deployed, Engine, EngineError, LogStreams, LogWindow, ProgressSink};
 use crate::exec::ExecutionStatus;
 use crate::vocab::{
     Capacity, Container, ContainerId, DeploySpec, ImageHolds, ImageId, ImageRef, LABEL_APP, LABEL_PLAN,
@@ -155,7 +155,7 @@ impl<R: Runner> DockerClient<R> {
             ),
             None => timeout,
         };
-        let outcome = self.runner.run(&DockerCall { args, timeout, stdout_limit, stderr_into_stdout: false });
+        let outcome = self.runner.run(&DockerCall { args, timeout, stdout_limit, stderr_is_data: false });
         if outcome.execution.execution_status == ExecutionStatus::Ok {
             Ok(outcome.stdout)
         } else {
@@ -373,19 +373,19 @@ impl<R: Runner> Engine for DockerClient<R> {
         self.update_app(spec, progress)
     }
 
-    fn logs(&self, container: &ContainerId, window: LogWindow) -> Result<Vec<u8>, EngineError> {
+    fn logs(&self, container: &ContainerId, window: LogWindow) -> Result<LogStreams, EngineError> {
         // Read-only, by full id only; both streams of the container, which
-        // docker prints on its stdout and stderr. Nothing of this leaves the
-        // helper before `crate::logs` made it safe.
+        // docker prints on its stdout and stderr, each kept apart. Nothing
+        // of this leaves the helper before `crate::logs` made it safe.
         let call = DockerCall {
             args: argv::logs(container, window),
             timeout: QUICK,
             stdout_limit: LOGS_OUTPUT,
-            stderr_into_stdout: true,
+            stderr_is_data: true,
         };
         let outcome = self.runner.run(&call);
         if outcome.execution.execution_status == ExecutionStatus::Ok {
-            Ok(outcome.stdout)
+            Ok(LogStreams { stdout: outcome.stdout, stderr: outcome.stderr })
         } else {
             Err(EngineError::Call { step: "read container logs", execution: outcome.execution })
         }

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use sha2::{Digest as _, Sha256};
 use volce_lab::docker::{
-    AppRemoval, Deployed, Engine, EngineError, LabelledNetwork, LogWindow, ProgressSink,
+    AppRemoval, Deployed, Engine, EngineError, LabelledNetwork, LogStreams, LogWindow, ProgressSink,
 };
 use volce_lab::vocab::{
     Capacity, Container, ContainerId, DeploySpec, ImageHolds, ImageId, ImageRef, LABEL_APP, LABEL_PLAN,
@@ -208,10 +208,11 @@ pub fn logged_mutations(log: &Path) -> Vec<String> {
 }
 
 impl Engine for FakeEngine {
-    fn logs(&self, container: &ContainerId, window: LogWindow) -> Result<Vec<u8>, EngineError> {
+    fn logs(&self, container: &ContainerId, window: LogWindow) -> Result<LogStreams, EngineError> {
         let since = window.since_minutes.map_or("-".to_owned(), |m| format!("{m}m"));
         self.record(vec!["logs".into(), container.to_string(), window.tail.to_string(), since]);
-        Ok(self.state.lock().unwrap().logs.get(container).cloned().unwrap_or_default())
+        let stdout = self.state.lock().unwrap().logs.get(container).cloned().unwrap_or_default();
+        Ok(LogStreams { stdout, stderr: Vec::new() })
     }
 
     fn plan_networks(&self, plan: &PlanId) -> Result<Vec<LabelledNetwork>, EngineError> {

@@ -58,7 +58,7 @@ impl Runner for Fake {
             duration_ms: 1,
             completion: Completion::Confirmed,
         };
-        Outcome { execution, stdout: stdout.into_bytes(), stderr_len: 0 }
+        Outcome { execution, stdout: stdout.into_bytes(), stderr_len: 0, stderr: Vec::new() }
     }
 }
 
@@ -791,7 +791,7 @@ fn logs_reads_one_container_by_id_with_both_streams() {
         DockerClient::with_runner(Fake::new(|_| Ok("2026-12-01T10:00:00.1Z hello\n".into())), "/tmp");
     let id = ContainerId::parse(&hex('a')).unwrap();
     let out = engine.logs(&id, LogWindow { tail: 50, since_minutes: None }).unwrap();
-    assert_eq!(out, b"2026-12-01T10:00:00.1Z hello\n");
+    assert_eq!(out.stdout, b"2026-12-01T10:00:00.1Z hello\n");
     engine.logs(&id, LogWindow { tail: 200, since_minutes: Some(1440) }).unwrap();
     assert_eq!(
         engine.runner().argv(),
@@ -801,11 +801,11 @@ fn logs_reads_one_container_by_id_with_both_streams() {
         ]
     );
     let calls = engine.runner().calls.lock().unwrap().clone();
-    assert!(calls.iter().all(|c| c.stderr_into_stdout && c.stdout_limit == LOGS_OUTPUT));
+    assert!(calls.iter().all(|c| c.stderr_is_data && c.stdout_limit == LOGS_OUTPUT));
     // Every other call keeps docker's stderr away from stdout.
     let other = DockerClient::with_runner(Fake::new(|_| Ok(String::new())), "/tmp");
     other.remove_image(&ImageId::parse(&format!("sha256:{}", hex('b'))).unwrap()).unwrap();
-    assert!(other.runner().calls.lock().unwrap().iter().all(|c| !c.stderr_into_stdout));
+    assert!(other.runner().calls.lock().unwrap().iter().all(|c| !c.stderr_is_data));
 }
 
 /// Tried: the check before every `service_logs` read. One inspect of

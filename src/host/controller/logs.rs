@@ -104,7 +104,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             }
             _ => Refusal::new(Code::EngineUnavailable, "The container's log could not be read; nothing was shown."),
         })?;
-        let logs = crate::logs::render(&raw);
+        let logs = crate::logs::render(&raw.stdout, &raw.stderr);
         Ok(LogLines {
             app: name,
             container: role,

@@ -226,7 +226,7 @@ impl Engine for HoldBeforeRemoval {
         &self,
         container: &ContainerId,
         window: volce_lab::docker::LogWindow,
-    ) -> Result<Vec<u8>, EngineError> {
+    ) -> Result<volce_lab::docker::LogStreams, EngineError> {
         self.engine.logs(container, window)
     }
 }
