@@ -20,6 +20,9 @@
 //!   leaves is always the cleaned line itself with the secret's own bytes
 //!   replaced, never our decoding of it (where the bytes cannot be mapped
 //!   back one for one, as in base64, the whole token is replaced);
+//! - every value of the app's env file of at least
+//!   [`MIN_CONFIGURED_CHARS`] characters, wherever it stands, as printed or
+//!   JSON-escaped (`configured`), before any pattern runs;
 //! - a key that ends its line (`password:`, `password: |`) makes the next
 //!   line, or the YAML block after it, a value: redacted whole;
 //! - a private key block (`keyblock`) becomes one marker; it ends at its
@@ -41,11 +44,13 @@
 
 use serde::Serialize;
 
+mod configured;
 mod keyblock;
 mod normal;
 mod redact;
 mod shapes;
 
+pub use configured::MIN_CONFIGURED_CHARS;
 pub use redact::redact_line;
 
 /// The most bytes of log text (the lines plus one newline each) a reply carries.
@@ -70,6 +75,14 @@ pub struct SafeLogs {
 /// Makes raw `docker logs` bytes safe (module header), keeping the newest
 /// lines that fit in [`MAX_TEXT_BYTES`].
 pub fn render(raw: &[u8]) -> SafeLogs {
+    render_knowing(raw, &[])
+}
+
+/// [`render`], and first every occurrence of one of `configured` (the
+/// values of the app's env file, `crate::vocab::Configuration::values`)
+/// replaced by [`REDACTED`]: exact match, whatever its shape, for values of
+/// at least [`MIN_CONFIGURED_CHARS`] characters.
+pub fn render_knowing(raw: &[u8], configured: &[&str]) -> SafeLogs {
     let mut redactions = 0;
     let mut lines: Vec<String> =
         raw.split(|b| *b == b'\n').map(|line| clean(&String::from_utf8_lossy(line))).collect();
@@ -77,6 +90,7 @@ pub fn render(raw: &[u8]) -> SafeLogs {
         lines.pop();
     }
     in_time_order(&mut lines);
+    configured::redact(&mut lines, configured, &mut redactions);
     keyblock::redact_key_blocks(&mut lines, &mut redactions);
     let lines: Vec<String> =
         redact::redact_lines(&lines, &mut redactions).iter().map(|line| cap(line)).collect();

@@ -14,8 +14,8 @@
 use serde_json::{Map, Value};
 
 use super::{
-    AppState, Context, HostFacts, MIB, app_name, exact_keys, not_in_catalog, owned, owned_running, recorded,
-    string,
+    AppState, Context, HostFacts, MIB, app_name, configuration, exact_keys, not_in_catalog, owned,
+    owned_running, recorded, string,
 };
 use crate::control::plan::{Action, Impact, Payload};
 use crate::vocab::{Code, ContainerId, Refusal, ServerName, StartSpec, UpdateSpec, refuse};
@@ -154,6 +154,7 @@ pub(super) fn update(
         );
     }
     super::refuse_volumes(&format!("The catalog image `{image_key}`"), app_image, facts)?;
+    let env_file = configuration(entry, facts)?;
     let (Some(old_app), Some(gateway)) = (record.app_container.clone(), record.gateway_container.clone())
     else {
         return refuse(
@@ -229,6 +230,7 @@ pub(super) fn update(
         check_name,
         container_name: container_name.clone(),
         limits: ctx.policy.limits.clone(),
+        env_file,
     };
     let impact = Impact {
         target: format!("app {app}: image {} -> {image_key} ({app_image})", record.image_key),

@@ -1,6 +1,6 @@
 //! The controller's read of one managed container's log for
-//! `service_logs`: read-only, recorded ids only. Runs as root inside the
-//! host helper.
+//! `service_logs`: read-only, recorded ids only, the app's configured
+//! values redacted. Runs as root inside the host helper.
 
 use serde_json::Value;
 
@@ -104,7 +104,26 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             }
             _ => Refusal::new(Code::EngineUnavailable, "The container's log could not be read; nothing was shown."),
         })?;
-        let logs = crate::logs::render(&raw);
+        // The values of the app's configuration are redacted by exact match
+        // (`crate::logs::render_knowing`). If the file cannot be read now,
+        // nothing is shown: without its values no line can be called safe.
+        let configuration = match self.policy.catalog.get(&record.image_key).and_then(|e| e.env_file.as_ref())
+        {
+            Some(name) => {
+                Some(self.env_dir.read(name).map(|(_, configuration)| configuration).map_err(|refusal| {
+                    Refusal::new(
+                        Code::EnvFileInvalid,
+                        format!(
+                            "{} The app's log was not shown: its configured values could not be known.",
+                            refusal.message
+                        ),
+                    )
+                })?)
+            }
+            None => None,
+        };
+        let configured: Vec<&str> = configuration.iter().flat_map(|c| c.values()).collect();
+        let logs = crate::logs::render_knowing(&raw, &configured);
         Ok(LogLines {
             app: name,
             container: role,
