@@ -111,7 +111,7 @@ impl<E: Engine> HostFacts for EngineProbe<'_, E> {
         self.engine.image_holds(image).map_err(engine_unavailable)
     }
     fn env_file(&self, name: &EnvFileName) -> Result<EnvFileUse, Refusal> {
-        self.env_dir.read(name).map(|(used, _)| used)
+        self.env_dir.used(name)
     }
     fn app_dir_exists(&self, app: &str) -> bool {
         // Anything but a clean "not found" counts as existing: refusing a
@@ -153,8 +153,9 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
         Controller { policy, policy_hash, store, engine, clock, liveness, apps_dir, env_dir: EnvDir::fixed() }
     }
 
-    /// Reads env files from `env_dir` instead of `/etc/volce-lab/apps`:
-    /// for tests, which cannot write there. The shipped pipeline never calls it.
+    /// Reads env files (and their hash key) where `env_dir` says: the
+    /// pipeline passes [`EnvDir::of`] its paths, which for the shipped
+    /// binary's fixed paths is [`EnvDir::fixed`], the default.
     pub fn with_env_dir(mut self, env_dir: EnvDir) -> Self {
         self.env_dir = env_dir;
         self
@@ -329,7 +330,7 @@ fn configuration_holds(env_dir: &EnvDir, plan: &Plan) -> Result<(), Refusal> {
     let Some(name) = name.filter(|name| env_dir.path(name) == used.path) else {
         return refuse(Code::PlanCorrupt, "The stored plan names an env file outside the env directory.");
     };
-    let (now, _) = env_dir.read(&name)?;
+    let now = env_dir.used(&name)?;
     if now == *used {
         return Ok(());
     }

@@ -232,9 +232,9 @@ fn configuration(out: &mut String, env_file: Option<&crate::vocab::EnvFileUse>) 
     if let Some(used) = env_file {
         let _ = writeln!(
             out,
-            "  configuration: env file {} (sha256 {}; values not shown)",
+            "  configuration: env file {} (HMAC-SHA256 {}; values not shown)",
             esc(&used.path.display().to_string()),
-            esc(&used.sha256)
+            esc(&used.hmac_sha256)
         );
     }
 }

@@ -65,13 +65,15 @@ impl EnvFileName {
 crate::vocab::string_form!(EnvFileName, "an env file name: [a-z0-9][a-z0-9._-]{0,63}");
 
 /// What a plan records of an env file: where docker reads it at create and
-/// the sha256 of its bytes when the plan was made. Execute and approve
+/// the keyed hash of its bytes when the plan was made. Execute and approve
 /// compare the hash with the file as it is then; a difference voids the plan.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EnvFileUse {
     pub path: PathBuf,
-    pub sha256: String,
+    /// [`env_file_hmac`] under the host's key, never a bare hash (a bare
+    /// one could be tested against guessed values by whoever reads the plan).
+    pub hmac_sha256: String,
 }
 
 /// Why an env file's text was refused: a line number, never the line.
@@ -176,10 +178,29 @@ impl Configuration {
     }
 }
 
-/// sha256 of an env file's bytes, lowercase hex: what a plan records.
-pub fn env_file_sha256(bytes: &[u8]) -> String {
+/// The host's secret key for [`env_file_hmac`] (`crate::host::env_files`
+/// keeps it); `Debug` never prints it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct HashKey(pub [u8; 32]);
+
+impl fmt::Debug for HashKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("HashKey(..)")
+    }
+}
+
+/// HMAC-SHA256 (RFC 2104) of an env file's bytes under `key`, lowercase
+/// hex: what a plan records ([`EnvFileUse::hmac_sha256`]).
+pub fn env_file_hmac(key: &HashKey, bytes: &[u8]) -> String {
     use sha2::Digest as _;
-    sha2::Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+    let (mut inner_pad, mut outer_pad) = ([0x36u8; 64], [0x5cu8; 64]);
+    for (i, byte) in key.0.iter().enumerate() {
+        inner_pad[i] ^= byte;
+        outer_pad[i] ^= byte;
+    }
+    let inner = sha2::Sha256::new().chain_update(inner_pad).chain_update(bytes).finalize();
+    let outer = sha2::Sha256::new().chain_update(outer_pad).chain_update(inner).finalize();
+    outer.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

@@ -87,7 +87,7 @@ mod snapshot;
 pub use engine::{Capacity, ContainerLimits, DeploySpec, StartSpec, Step, UpdateSpec};
 pub use env_file::{
     Configuration, ENV_DIR, ENV_FILE_MAX_BYTES, ENV_FILE_MAX_VARIABLES, ENV_NAME_MAX, EnvFileError,
-    EnvFileName, EnvFileUse, env_file_sha256,
+    EnvFileName, EnvFileUse, HashKey, env_file_hmac,
 };
 pub use fix::FIX_MAX_CHARS;
 pub use ids::{ContainerId, Digest, HEALTH_PATH_MAX, HealthPath, ImageId, ImageRef, PlanId};

@@ -56,7 +56,7 @@ impl HostFacts for FakeProbe {
     fn env_file(&self, name: &crate::vocab::EnvFileName) -> Result<crate::vocab::EnvFileUse, Refusal> {
         match &self.env_sha256 {
             Some(sha256) => {
-                Ok(crate::vocab::EnvFileUse { path: name.policy_path().into(), sha256: sha256.clone() })
+                Ok(crate::vocab::EnvFileUse { path: name.policy_path().into(), hmac_sha256: sha256.clone() })
             }
             None => refuse(Code::EnvFileInvalid, "The env file has mode 0644; nothing was changed."),
         }
@@ -856,7 +856,7 @@ fn a_deploy_of_an_entry_with_configuration_records_the_files_hash() {
     let Payload::Deploy { spec, .. } = payload else { panic!("deploy payload") };
     let used = spec.env_file.expect("the plan records the env file");
     assert_eq!(used.path, Path::new("/etc/volce-lab/apps/web.env"));
-    assert_eq!(used.sha256, "e".repeat(64));
+    assert_eq!(used.hmac_sha256, "e".repeat(64));
     // An entry without one records nothing (and hashes as before).
     let (payload, _) = World::empty().derive(Action::Deploy, deploy_params()).unwrap();
     let Payload::Deploy { spec, .. } = payload else { panic!("deploy payload") };

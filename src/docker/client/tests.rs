@@ -951,7 +951,7 @@ fn configuration_reaches_only_the_app_container_by_path() {
     let mut spec = spec(&app_dir, free_port());
     spec.env_file = Some(crate::vocab::EnvFileUse {
         path: "/etc/volce-lab/apps/shop.env".into(),
-        sha256: "e".repeat(64),
+        hmac_sha256: "e".repeat(64),
     });
     let engine =
         DockerClient::with_runner(Fake::new(deploy_script(Some(("network connect", 1)))), dir.path());

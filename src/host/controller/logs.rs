@@ -109,17 +109,15 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
         // nothing is shown: without its values no line can be called safe.
         let configuration = match self.policy.catalog.get(&record.image_key).and_then(|e| e.env_file.as_ref())
         {
-            Some(name) => {
-                Some(self.env_dir.read(name).map(|(_, configuration)| configuration).map_err(|refusal| {
-                    Refusal::new(
-                        Code::EnvFileInvalid,
-                        format!(
-                            "{} The app's log was not shown: its configured values could not be known.",
-                            refusal.message
-                        ),
-                    )
-                })?)
-            }
+            Some(name) => Some(self.env_dir.configuration(name).map_err(|refusal| {
+                Refusal::new(
+                    Code::EnvFileInvalid,
+                    format!(
+                        "{} The app's log was not shown: its configured values could not be known.",
+                        refusal.message
+                    ),
+                )
+            })?),
             None => None,
         };
         let configured: Vec<&str> = configuration.iter().flat_map(|c| c.values()).collect();
