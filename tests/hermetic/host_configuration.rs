@@ -186,3 +186,35 @@ fn an_unsafe_or_missing_env_file_refuses_the_plan_and_the_logs() {
     assert_eq!(logs["code"], "env_file_invalid", "{logs}");
     assert!(logs.get("result").is_none_or(|r| r["lines"].is_null()), "{logs}");
 }
+
+/// Tried: rotating a secret. An update to the image the app runs is
+/// refused `image_unchanged` while the env file is as the app got it;
+/// once the file is edited the same update is accepted, says so in its
+/// impact, completes, and records the new file's hash, so a second one is
+/// refused again.
+#[test]
+fn an_update_after_the_env_file_changed_rotates_the_configuration() {
+    let h = configured();
+    let planned = plan(&h, "shop", 18001, "web");
+    approve(&h, &planned).unwrap();
+    assert_eq!(execute(&h, &planned)["result"]["outcome"], "completed");
+    let recorded =
+        || h.controller().store_for_tests().read(|tx| tx.apps()).unwrap()["shop"].configuration.clone();
+    let before = recorded().expect("the record keeps the file's hash");
+    let update =
+        json!({"operation": "plan", "action": "update", "parameters": {"app": "shop", "image": "web"}});
+    assert_eq!(rpc(&h, update.clone())["code"], "image_unchanged");
+
+    write_env(&h, &format!("DATABASE_URL=postgres://app:{SECRET}-2@db/shop\nAPI_KEY={API_KEY}\n"));
+    let rotated = rpc(&h, update.clone());
+    assert_eq!(rotated["status"], "ok", "{rotated}");
+    let target = rotated["result"]["impact"]["target"].as_str().unwrap();
+    assert!(target.ends_with("with the configuration of its env file as it is now"), "{target}");
+    approve(&h, &rotated).unwrap();
+    let done = execute(&h, &rotated);
+    assert_eq!(done["result"]["outcome"], "completed", "{done}");
+    holds_no_value("the update", &format!("{rotated}{done}"));
+    let after = recorded().unwrap();
+    assert_ne!(after.hmac_sha256, before.hmac_sha256);
+    assert_eq!(rpc(&h, update)["code"], "image_unchanged");
+}

@@ -129,6 +129,7 @@ fn record(app: &str, port: u16, state: AppState) -> AppRecord {
         image_ids: vec![],
         upstream: None,
         image_history: vec![],
+        configuration: None,
     }
 }
 
