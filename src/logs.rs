@@ -26,8 +26,9 @@
 //! - a key that ends its line (`password:`, `password: |`) makes the next
 //!   line, or the YAML block after it, a value: redacted whole;
 //! - a private key block (`keyblock`) becomes one marker; it ends at its
-//!   END line or at the first line that cannot be key text, so a BEGIN
-//!   without an END cannot hide the lines after it;
+//!   END line or at another BEGIN (the other stream's lines between come
+//!   through where they stand), so a BEGIN without an END hides the later
+//!   key-shaped lines of the tail, never a line of prose;
 //! - a line is at most [`MAX_LINE_CHARS`] characters, the reply's lines at
 //!   most [`MAX_TEXT_BYTES`]: the newest lines that fit, cut on a line
 //!   boundary, with `truncated` set;

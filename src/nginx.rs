@@ -6,8 +6,38 @@
 //! file and every temp path live under the /tmp tmpfs, and it listens on an
 //! unprivileged port inside its container. A default server answers 404 for
 //! every other Host, so only the chosen name reaches the app.
+//!
+//! Requests are logged only when the operator's policy says so
+//! ([`AccessLog`]): a request line carries client addresses and URLs, which
+//! `service_logs` shows the agent (redacted, marked untrusted).
 
 use crate::vocab::ServerName;
+
+/// Whether the gateway logs each request (the policy's
+/// `gateway_access_log`), so `service_logs` of the gateway shows them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AccessLog {
+    #[default]
+    Off,
+    /// nginx's combined format on the container's stdout, which docker
+    /// keeps (bounded by the policy's log limits) and `docker logs` reads.
+    /// The gateway runs as uid 101: docker gives the container's stdio to
+    /// its user, so `/dev/stdout` opens (tests/real: the gateway's log).
+    Stdout,
+}
+
+impl AccessLog {
+    pub fn of(enabled: bool) -> AccessLog {
+        if enabled { AccessLog::Stdout } else { AccessLog::Off }
+    }
+
+    fn directive(self) -> &'static str {
+        match self {
+            AccessLog::Off => "access_log off;",
+            AccessLog::Stdout => "access_log /dev/stdout combined;",
+        }
+    }
+}
 
 /// The port nginx listens on inside the gateway container.
 pub const GATEWAY_LISTEN_PORT: u16 = 8080;
@@ -24,15 +54,15 @@ pub fn server_name_of(config: &str) -> Option<ServerName> {
 
 /// Renders the whole nginx.conf for one app, whose container answers on
 /// the app network as [`APP_ALIAS`] (as deploy creates it).
-pub fn render(server_name: &str, container_port: u16) -> String {
-    render_for(server_name, container_port, APP_ALIAS)
+pub fn render(server_name: &str, container_port: u16, access: AccessLog) -> String {
+    render_for(server_name, container_port, APP_ALIAS, access)
 }
 
 /// [`render`] for an app container reachable as `upstream` (an update's
 /// new container is named, and aliased, after its plan). `upstream` is a
 /// name volce-lab derived (`vl-<app>-app-<hex>`), never an agent's text.
-pub fn render_for(server_name: &str, container_port: u16, upstream: &str) -> String {
-    render_with(server_name, container_port, upstream, "")
+pub fn render_for(server_name: &str, container_port: u16, upstream: &str, access: AccessLog) -> String {
+    render_with(server_name, container_port, upstream, "", access)
 }
 
 /// An update's nginx.conf while both app containers run: `server_name`
@@ -45,6 +75,7 @@ pub fn render_staged(
     upstream: &str,
     check_name: &str,
     new_upstream: &str,
+    access: AccessLog,
 ) -> String {
     let check = format!(
         "    server {{
@@ -57,10 +88,16 @@ pub fn render_staged(
     }}
 "
     );
-    render_with(server_name, container_port, upstream, &check)
+    render_with(server_name, container_port, upstream, &check, access)
 }
 
-fn render_with(server_name: &str, container_port: u16, upstream: &str, extra: &str) -> String {
+fn render_with(
+    server_name: &str,
+    container_port: u16,
+    upstream: &str,
+    extra: &str,
+    access: AccessLog,
+) -> String {
     format!(
         "# Managed by volce-lab. Changes made by hand are refused by later plans.
 worker_processes 1;
@@ -72,7 +109,7 @@ http {{
     # nginx's default bucket (32 or 64 bytes, by CPU cache line) refuses
     # names longer than that at `nginx -t`.
     server_names_hash_bucket_size 512;
-    access_log off;
+    {access_log}
     client_body_temp_path /tmp/client_body;
     proxy_temp_path /tmp/proxy;
     fastcgi_temp_path /tmp/fastcgi;
@@ -94,7 +131,8 @@ http {{
     }}
 {extra}}}
 ",
-        listen = GATEWAY_LISTEN_PORT
+        listen = GATEWAY_LISTEN_PORT,
+        access_log = access.directive(),
     )
 }
 
@@ -104,7 +142,7 @@ mod tests {
 
     #[test]
     fn only_the_chosen_name_is_proxied() {
-        let config = render("shop.example", 3000);
+        let config = render("shop.example", 3000, AccessLog::Off);
         assert!(config.contains("listen 8080 default_server;\n        return 404;"));
         assert!(config.contains("server_name shop.example;"));
         assert!(config.contains("proxy_pass http://app:3000;"));
@@ -116,8 +154,12 @@ mod tests {
 
     #[test]
     fn a_staged_config_sends_only_the_check_name_to_the_new_container() {
-        assert_eq!(render_for("shop.example", 3000, APP_ALIAS), render("shop.example", 3000));
-        let staged = render_staged("shop.example", 3000, "app", "c1.update.invalid", "vl-shop-app-1");
+        assert_eq!(
+            render_for("shop.example", 3000, APP_ALIAS, AccessLog::Off),
+            render("shop.example", 3000, AccessLog::Off)
+        );
+        let staged =
+            render_staged("shop.example", 3000, "app", "c1.update.invalid", "vl-shop-app-1", AccessLog::Off);
         assert!(staged.contains(
             "server_name shop.example;\n        location / {\n            proxy_pass http://app:3000;"
         ));
@@ -128,8 +170,24 @@ mod tests {
     }
 
     #[test]
+    fn requests_are_logged_only_when_the_policy_says_so() {
+        // Tried: the default, and the policy's gateway_access_log, in each renderer.
+        let off = render("shop.example", 3000, AccessLog::Off);
+        assert!(off.contains("    access_log off;\n") && !off.contains("/dev/stdout"));
+        let on = render("shop.example", 3000, AccessLog::of(true));
+        assert!(on.contains("    access_log /dev/stdout combined;\n") && !on.contains("access_log off"));
+        let staged = render_staged("shop.example", 3000, "app", "c1.update.invalid", "n", AccessLog::Stdout);
+        assert!(staged.contains("access_log /dev/stdout combined;"));
+        assert_eq!(on.replace("/dev/stdout combined", "off"), off, "nothing else differs");
+        assert_eq!(server_name_of(&on).unwrap().as_str(), "shop.example");
+    }
+
+    #[test]
     fn the_served_name_is_read_back_from_a_rendered_config_only() {
-        assert_eq!(server_name_of(&render("shop.example", 8080)).unwrap().as_str(), "shop.example");
+        assert_eq!(
+            server_name_of(&render("shop.example", 8080, AccessLog::Off)).unwrap().as_str(),
+            "shop.example"
+        );
         assert_eq!(server_name_of("events {}\n"), None);
         assert_eq!(server_name_of("server_name a.example;\nserver_name b.example;\n"), None, "two names");
         assert_eq!(server_name_of("server_name Bad_Name;\n"), None);

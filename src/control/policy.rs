@@ -110,6 +110,8 @@ struct RawPolicy {
     approval_required: Option<serde_json::Value>,
     #[serde(default = "default_retention_days")]
     retention_days: serde_json::Value,
+    #[serde(default)]
+    gateway_access_log: bool,
 }
 
 /// How long finished plans are kept, unless the policy says otherwise
@@ -178,6 +180,12 @@ pub struct Policy {
     /// run: left out of the hash, so changing it voids no approval.
     #[serde(skip)]
     pub retention_days: u32,
+    /// Whether the gateways that later plans configure log each request
+    /// (`crate::nginx::AccessLog`). Part of the hash when on, since the
+    /// configurations that pending plans rendered differ; left out when
+    /// off, as `plan_ttl_seconds` is at its default.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub gateway_access_log: bool,
 }
 
 /// Why a policy was refused, in words for the operator who wrote it.
@@ -318,6 +326,7 @@ impl Policy {
             plan_ttl_seconds,
             approval_required,
             retention_days,
+            gateway_access_log: raw.gateway_access_log,
         })
     }
 
@@ -339,6 +348,11 @@ impl Policy {
     /// sha256 of the canonical JSON of the validated policy.
     pub fn hash(&self) -> String {
         super::canonical::sha256_hex(self).expect("policy serializes")
+    }
+
+    /// How the gateway that a new plan configures logs requests.
+    pub fn access_log(&self) -> crate::nginx::AccessLog {
+        crate::nginx::AccessLog::of(self.gateway_access_log)
     }
 
     pub fn is_approver(&self, user: &str) -> bool {

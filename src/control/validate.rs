@@ -253,7 +253,12 @@ fn nginx_config(params: &Map<String, Value>, ctx: &Context<'_>) -> Result<(Paylo
         return refuse(Code::AppNotRunning, format!("The gateway of {app} is not running."));
     }
     // To the container the gateway proxies to now (renamed by each update).
-    let new_config = crate::nginx::render_for(server_name.as_str(), record.container_port, record.upstream());
+    let new_config = crate::nginx::render_for(
+        server_name.as_str(),
+        record.container_port,
+        record.upstream(),
+        ctx.policy.access_log(),
+    );
     let impact = Impact {
         target: format!("app {app}: server_name {} -> {server_name}", record.server_name),
         containers_touched: vec![format!("{} (config test and reload)", app.names().gateway_container)],

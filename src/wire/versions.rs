@@ -51,9 +51,9 @@ pub const ADDITIONS: &[(u32, &str)] = &[
         2,
         "the gate's identity answer names the helper's version and protocol; a request may name its protocol; \
          a deploy may leave out `container_port` when the catalog entry gives it; plan views carry `failure` \
-         and the rejection's `reason`, the inventory `helper` and each catalog entry's port and health path; \
-         a deploy's or update's spec names the entry's env file and its keyed hash (`env_file`, never a value) \
-         and the inventory says `has_configuration` (0.2.0)",
+         and the rejection's `reason`, the inventory `helper`, each catalog entry's port and health path and \
+         the offer's `gateway_access_log`; a deploy's or update's spec names the entry's env file and its keyed \
+         hash (`env_file`, never a value) and the inventory says `has_configuration` (0.2.0)",
     ),
 ];
 

@@ -569,7 +569,10 @@ fn a_plan_stores_its_payload_and_digest_immutably() {
     assert_eq!(json["expires_at"], "2027-01-15T08:10:00Z", "RFC 3339 UTC, START + 600 s");
     assert_eq!(json["created_at"], "2027-01-15T08:00:00Z");
     assert_eq!(json["impact"]["data_volumes_deleted"], false);
-    assert_eq!(json["payload"]["spec"]["nginx_config"], volce_lab::nginx::render("demo.example.com", 8080));
+    assert_eq!(
+        json["payload"]["spec"]["nginx_config"],
+        volce_lab::nginx::render("demo.example.com", 8080, volce_lab::nginx::AccessLog::Off)
+    );
     assert_eq!(plan.plan.compute_digest(), plan.plan.digest);
     let reread = c.load(&plan.plan.id, AGENT).unwrap();
     assert_eq!(reread.plan, plan.plan);

@@ -8,7 +8,7 @@
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 use volce_lab::control::canonical;
-use volce_lab::nginx::render;
+use volce_lab::nginx::{AccessLog, render};
 use volce_lab::vocab::{Code, ServerName};
 use volce_lab::wire::gate::{self, GateCheck, GateRequest, Header};
 use volce_lab::wire::parse_request;
@@ -139,7 +139,7 @@ proptest! {
         port in 1024u16..=65535,
     ) {
         let name = ServerName::parse(&name).expect("the strategy writes valid names");
-        let config = render(name.as_str(), port);
+        let config = render(name.as_str(), port, AccessLog::Off);
         prop_assert_eq!(only_our_directives(&config, name.as_str(), port), Ok(()));
     }
 
@@ -148,7 +148,7 @@ proptest! {
     #[test]
     fn renderer_is_safe_for_whatever_validation_accepts(text in "[a-z0-9.;{}$#\\\\\"' \n-]{1,40}", port in 1024u16..=65535) {
         if let Some(name) = ServerName::parse(&text) {
-            prop_assert_eq!(only_our_directives(&render(name.as_str(), port), name.as_str(), port), Ok(()));
+            prop_assert_eq!(only_our_directives(&render(name.as_str(), port, AccessLog::Off), name.as_str(), port), Ok(()));
         }
     }
 
@@ -231,9 +231,9 @@ fn gate_refuses_every_small_edit_of_a_fixed_line() {
 #[test]
 fn shape_check_catches_an_injected_directive() {
     let evil = "x; include /etc/passwd";
-    assert!(only_our_directives(&render(evil, 3000), evil, 3000).is_err());
+    assert!(only_our_directives(&render(evil, 3000, AccessLog::Off), evil, 3000).is_err());
     let block = "x { } server { listen 80";
-    assert!(only_our_directives(&render(block, 3000), block, 3000).is_err());
+    assert!(only_our_directives(&render(block, 3000, AccessLog::Off), block, 3000).is_err());
 }
 
 /// A plan body as the helper stores it reads back, from its canonical JSON

@@ -18,7 +18,7 @@ use docker_lab::{Lab, assert_hardened, docker, docker_ok, docker_stdin, eventual
 use serde_json::Value;
 use volce_lab::docker::host_probe::http_get;
 use volce_lab::docker::{Engine as _, EngineError, NoProgress};
-use volce_lab::nginx::render;
+use volce_lab::nginx::{AccessLog, render};
 use volce_lab::vocab::{ContainerId, ImageHolds, ImageId, ImageRef};
 
 /// A progress sink that keeps the steps it is told.
@@ -142,7 +142,7 @@ fn nginx_config_serves_the_new_name_and_a_rejected_config_is_rolled_back() {
     let inode = std::fs::metadata(&path).unwrap().ino();
 
     let new_name = format!("renamed-{}.test", lab.app);
-    let new_config = render(&new_name, 8080);
+    let new_config = render(&new_name, 8080, AccessLog::Off);
     lab.engine
         .update_nginx(&lab.app_dir(), gateway, &spec.nginx_config, &new_config)
         .expect("update succeeds");
@@ -180,7 +180,7 @@ fn deploy_whose_health_check_fails_removes_what_it_created() {
     let mut spec = lab.spec();
     // nginx -t passes (`app` resolves) but nothing listens on that port: 502.
     spec.container_port = 9;
-    spec.nginx_config = render(spec.server_name.as_str(), 9);
+    spec.nginx_config = render(spec.server_name.as_str(), 9, AccessLog::Off);
     let unrelated =
         docker_ok(&["network", "create", "--label", "volce-lab-test=1", &format!("t-keep-{}", lab.app)]);
     let started = Instant::now();

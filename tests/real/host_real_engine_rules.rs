@@ -375,6 +375,50 @@ fn an_env_file_reaches_the_app_container_and_nothing_else() {
     assert!(!done.to_string().contains(secret), "the update's result: {done}");
 }
 
+/// The policy's `gateway_access_log`: the offer says it is on, and the
+/// gateway a deploy configures logs each request on its stdout, which
+/// `service_logs` of the gateway shows with a token in the URL redacted.
+/// Off (every other test here), the gateway's log holds no request.
+#[test]
+#[ignore = "real parts: run by scripts/test"]
+fn with_gateway_access_log_on_the_gateways_log_shows_each_request_redacted() {
+    use std::io::{Read as _, Write as _};
+    let _turn = take_turn();
+    let lab = Lab::new("raccess");
+    let policy_dir = tempfile::tempdir().unwrap();
+    let mut policy = lab.policy.clone();
+    policy["gateway_access_log"] = json!(true);
+    let policy_path = policy_dir.path().join("policy.json");
+    std::fs::write(&policy_path, policy.to_string()).unwrap();
+    let host = Host::with_policy(lab, policy_path);
+    let inventory = host.rpc(json!({"operation": "inventory"}));
+    assert_eq!(inventory["result"]["offer"]["gateway_access_log"], true, "{inventory}");
+    host.deploy("web");
+
+    // One request whose URL carries a token, as a client would send it.
+    let secret = "q7Zx9Lm2Vb8Nc4Rt6Yp1Ks3Wd5Hj0";
+    let mut stream = TcpStream::connect(("127.0.0.1", host.lab.port)).unwrap();
+    let request =
+        format!("GET /index.html?token={secret} HTTP/1.0\r\nHost: {}\r\n\r\n", host.lab.server_name());
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+
+    let mut text = String::new();
+    eventually("the gateway logged the request", || {
+        let reply =
+            host.rpc(json!({"operation": "logs", "app": host.lab.app, "container": "gateway", "tail": 50}));
+        assert_eq!(reply["status"], "ok", "{reply}");
+        let lines = reply["result"]["lines"].as_array().unwrap();
+        text = lines.iter().map(|l| l.as_str().unwrap()).collect::<Vec<_>>().join("\n");
+        text.contains("\"GET /index.html?token=")
+    });
+    assert!(text.contains("GET /index.html?token=[REDACTED]"), "{text}");
+    assert!(!text.contains(secret), "the token never leaves the server: {text}");
+    assert!(text.contains("\" 200 "), "the status is logged: {text}");
+}
+
 /// Commits the web image with a label naming this run, pushes it to the
 /// local registry and drops the local tag, so a deploy pulls it by digest
 /// exactly like the shared images. Returns the pinned reference and its id.

@@ -118,6 +118,8 @@ fn the_python_sdk_lists_calls_pings_and_cancels_in_both_lifecycles() {
     }
 }
 
+mod tasks;
+
 mod approval {
     //! The same SDK as a client that shows forms (`approval_client.py`),
     //! against the e2e installation: `service_execute` of a plan that waits
@@ -136,11 +138,15 @@ mod approval {
 
     const APP: &str = "e2e-wait";
 
-    /// A deploy plan of APP (under approval by the test's policy) through
-    /// the agent's rpc: its id.
     fn deploy_plan(port: u16) -> String {
+        deploy_plan_of(APP, port)
+    }
+
+    /// A deploy plan of `app` (under approval by the test's policy) through
+    /// the agent's rpc: its id.
+    pub(super) fn deploy_plan_of(app: &str, port: u16) -> String {
         let (code, reply) = agent_rpc(&json!({"operation": "plan", "action": "deploy", "parameters":
-            {"app": APP, "image": "web", "host_port": port, "container_port": 8080, "server_name": "wait.e2e.test"}}));
+            {"app": app, "image": "web", "host_port": port, "container_port": 8080, "server_name": "wait.e2e.test"}}));
         assert_eq!(code, Some(0), "{reply}");
         assert_eq!(reply["result"]["requires_approval"], true, "{reply}");
         reply["result"]["id"].as_str().unwrap().to_owned()
@@ -193,7 +199,7 @@ mod approval {
         std::fs::write(dir.join(format!("go-{n}")), "").unwrap();
     }
 
-    fn claimed_rows(plan_id: &str) -> usize {
+    pub(super) fn claimed_rows(plan_id: &str) -> usize {
         let export = run(HOST_LINK, &["audit", "export", "--json"], None);
         export.stdout.lines().filter(|l| l.contains(plan_id) && l.contains("\"claimed\"")).count()
     }

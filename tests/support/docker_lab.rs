@@ -15,7 +15,7 @@ use serde_json::Value;
 use volce_lab::docker::client::{DockerClient, docker_env};
 use volce_lab::docker::host_probe::http_get;
 use volce_lab::exec::{ExecutionStatus, ProcessSpec, run_blocking};
-use volce_lab::nginx::render;
+use volce_lab::nginx::{AccessLog, render};
 use volce_lab::vocab::{
     AppName, AppNames, ContainerLimits, DeploySpec, ImageId, ImageRef, LABEL_APP, PlanId, ServerName,
 };
@@ -153,7 +153,7 @@ impl Lab {
             host_port: self.port,
             container_port: 8080,
             health_path: Default::default(),
-            nginx_config: render(&server_name, 8080),
+            nginx_config: render(&server_name, 8080, AccessLog::Off),
             server_name: ServerName::parse(&server_name).expect("a valid server name"),
             app_dir: self.app_dir(),
             limits: self.limits(),

@@ -59,7 +59,8 @@ pub fn statements(config: &str) -> Vec<Statement> {
 pub fn only_our_directives(config: &str, name: &str, port: u16) -> Result<(), String> {
     // The reference: the same template rendered with a name and a port that
     // cannot be confused with anything else in it.
-    let ours = statements(&volce_lab::nginx::render("reference.example", 1024));
+    let ours =
+        statements(&volce_lab::nginx::render("reference.example", 1024, volce_lab::nginx::AccessLog::Off));
     let got = statements(config);
     if ours.len() != got.len() {
         return Err(format!("{} statements, the template has {}", got.len(), ours.len()));

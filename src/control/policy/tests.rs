@@ -269,3 +269,16 @@ fn a_catalog_object_may_name_an_env_file_in_the_fixed_directory() {
         );
     }
 }
+
+#[test]
+fn gateway_access_log_is_a_boolean_off_by_default_and_counts_in_the_hash_when_on() {
+    // Tried: absent, false written out, true, and a string.
+    assert!(!sample_policy().gateway_access_log);
+    let off = with(|v| v["gateway_access_log"] = json!(false)).unwrap();
+    assert_eq!(off.hash(), sample_policy().hash(), "plans made before the key existed stay valid");
+    let on = with(|v| v["gateway_access_log"] = json!(true)).unwrap();
+    assert_eq!(on.access_log(), crate::nginx::AccessLog::Stdout);
+    assert_ne!(on.hash(), sample_policy().hash(), "turning it on voids plans rendered without it");
+    let error = with(|v| v["gateway_access_log"] = json!("yes")).unwrap_err();
+    assert!(error.0.contains("invalid type"), "{error}");
+}

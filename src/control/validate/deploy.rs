@@ -105,7 +105,7 @@ pub(super) fn deploy(
     refuse_volumes("The gateway image (the policy's nginx_image)", &ctx.policy.nginx_image, facts)?;
     let env_file = configuration(entry, facts)?;
 
-    let nginx_config = crate::nginx::render(server_name.as_str(), container_port);
+    let nginx_config = crate::nginx::render(server_name.as_str(), container_port, ctx.policy.access_log());
     let labels = |role: &str| {
         BTreeMap::from([
             (LABEL_APP.to_owned(), app.to_string()),

@@ -120,7 +120,7 @@ fn record(app: &str, port: u16, state: AppState) -> AppRecord {
         image_key: "web".into(),
         app_image: ImageRef::parse(&format!("old.example/web@sha256:{}", "1".repeat(64))).unwrap(),
         gateway_image: ImageRef::parse(&format!("old.example/gateway@sha256:{}", "2".repeat(64))).unwrap(),
-        nginx_config: crate::nginx::render("demo.example.com", 8080),
+        nginx_config: crate::nginx::render("demo.example.com", 8080, crate::nginx::AccessLog::Off),
         app_dir: format!("/state/apps/{app}").into(),
         containers: vec![id('a'), id('b')],
         app_container: Some(id('a')),
@@ -216,7 +216,10 @@ fn deploy_with_valid_parameters_derives_pinned_images_config_and_specs() {
     assert_eq!(network, "vl-web1");
     assert_eq!(spec.app_image, world.policy.catalog["web"].image);
     assert_eq!(spec.gateway_image, world.policy.nginx_image);
-    assert_eq!(spec.nginx_config, crate::nginx::render("web1.example.com", 8080));
+    assert_eq!(
+        spec.nginx_config,
+        crate::nginx::render("web1.example.com", 8080, crate::nginx::AccessLog::Off)
+    );
     assert_eq!(spec.app_dir, Path::new("/state/apps/web1"));
     assert_eq!(spec.plan_id, world.plan_id);
     assert_eq!(containers[0].name, "vl-web1-app");
@@ -225,6 +228,24 @@ fn deploy_with_valid_parameters_derives_pinned_images_config_and_specs() {
     assert_eq!(containers[1].labels[LABEL_PLAN], world.plan_id.as_str());
     assert!(!impact.data_volumes_deleted && !impact.shared_nginx_changed);
     assert!(world.probe.asked_capacity.get());
+}
+
+#[test]
+fn the_policys_gateway_access_log_reaches_the_configs_that_deploy_and_nginx_config_render() {
+    // Tried: a deploy and an nginx_config of the demo app, under a policy
+    // with gateway_access_log on.
+    let mut world = World::empty();
+    world.policy.gateway_access_log = true;
+    let (payload, _) = world.derive(Action::Deploy, deploy_params()).unwrap();
+    let Payload::Deploy { spec, .. } = payload else { panic!("deploy payload") };
+    let on = crate::nginx::AccessLog::Stdout;
+    assert_eq!(spec.nginx_config, crate::nginx::render("web1.example.com", 8080, on));
+    let mut world = World::with_demo();
+    world.policy.gateway_access_log = true;
+    let params = json!({"app": "demo", "server_name": "new.example.com"});
+    let (payload, _) = world.derive(Action::NginxConfig, params).unwrap();
+    let Payload::NginxConfig { new_config, .. } = payload else { panic!("nginx_config payload") };
+    assert!(new_config.contains("access_log /dev/stdout combined;"), "{new_config}");
 }
 
 #[test]
@@ -522,8 +543,8 @@ fn nginx_config_of_a_running_owned_app_is_derived() {
         world.derive(Action::NginxConfig, json!({"app": "demo", "server_name": "new.example.com"})).unwrap();
     let Payload::NginxConfig { gateway, new_config, previous_config, .. } = payload else { panic!() };
     assert_eq!(gateway, id('b'));
-    assert_eq!(new_config, crate::nginx::render("new.example.com", 8080));
-    assert_eq!(previous_config, crate::nginx::render("demo.example.com", 8080));
+    assert_eq!(new_config, crate::nginx::render("new.example.com", 8080, crate::nginx::AccessLog::Off));
+    assert_eq!(previous_config, crate::nginx::render("demo.example.com", 8080, crate::nginx::AccessLog::Off));
 }
 
 #[test]
@@ -812,7 +833,10 @@ fn a_catalog_port_is_used_when_the_agent_leaves_container_port_out() {
     let Payload::Deploy { spec, .. } = payload else { panic!("deploy payload") };
     assert_eq!(spec.container_port, 3000);
     assert_eq!(spec.health_path.as_str(), "/healthz");
-    assert_eq!(spec.nginx_config, crate::nginx::render("web1.example.com", 3000));
+    assert_eq!(
+        spec.nginx_config,
+        crate::nginx::render("web1.example.com", 3000, crate::nginx::AccessLog::Off)
+    );
     // The same port given explicitly is accepted too.
     let (payload, _) = world.derive(Action::Deploy, patched(&[("container_port", json!(3000))])).unwrap();
     let Payload::Deploy { spec, .. } = payload else { panic!("deploy payload") };

@@ -90,7 +90,7 @@ fn spec(app_dir: &Path, host_port: u16) -> DeploySpec {
         container_port: 8080,
         health_path: Default::default(),
         server_name: ServerName::parse("shop.example").unwrap(),
-        nginx_config: crate::nginx::render("shop.example", 8080),
+        nginx_config: crate::nginx::render("shop.example", 8080, crate::nginx::AccessLog::Off),
         app_dir: app_dir.to_path_buf(),
         limits: limits(),
         env_file: None,
@@ -310,7 +310,10 @@ fn deploy_runs_the_golden_argv_then_probes_with_the_host_header() {
     assert!(seen.lock().unwrap().starts_with("GET / HTTP/1.0\r\nHost: shop.example\r\n"));
 
     let config = app_dir.join("nginx.conf");
-    assert_eq!(std::fs::read_to_string(&config).unwrap(), crate::nginx::render("shop.example", 8080));
+    assert_eq!(
+        std::fs::read_to_string(&config).unwrap(),
+        crate::nginx::render("shop.example", 8080, crate::nginx::AccessLog::Off)
+    );
     assert_eq!(std::fs::metadata(&config).unwrap().mode() & 0o7777, 0o644);
     assert_eq!(std::fs::metadata(&app_dir).unwrap().mode() & 0o7777, 0o755);
 }
@@ -619,7 +622,7 @@ fn update_nginx_writes_in_place_tests_reloads_and_waits_for_the_new_name() {
     let fake = Fake::new(move |args| Ok(if args[0] == "inspect" { row.clone() } else { String::new() }));
     let engine = DockerClient::with_runner(fake, dir.path());
     let gateway = ContainerId::parse(&hex('b')).unwrap();
-    let new = crate::nginx::render("new.example", 8080);
+    let new = crate::nginx::render("new.example", 8080, crate::nginx::AccessLog::Off);
     engine.update_nginx(dir.path(), &gateway, "old\n", &new).unwrap();
     let path = dir.path().join("nginx.conf");
     assert_eq!(std::fs::read_to_string(&path).unwrap(), new);
@@ -660,7 +663,12 @@ fn a_new_name_that_never_answers_is_an_error_that_needs_an_operator() {
     let engine = DockerClient::with_runner(fake, dir.path()).with_health_check(health);
     let gateway = ContainerId::parse(&hex('b')).unwrap();
     let error = engine
-        .update_nginx(dir.path(), &gateway, "old\n", &crate::nginx::render("new.example", 8080))
+        .update_nginx(
+            dir.path(),
+            &gateway,
+            "old\n",
+            &crate::nginx::render("new.example", 8080, crate::nginx::AccessLog::Off),
+        )
         .unwrap_err();
     assert_eq!(error, EngineError::HealthCheckFailed);
     assert!(!error.changed_nothing());

@@ -82,6 +82,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             plan_ttl_seconds: self.policy.plan_ttl_seconds,
             actions: Action::ALL.to_vec(),
             approval_required: self.policy.approval_required.clone(),
+            gateway_access_log: self.policy.gateway_access_log,
         };
         Ok(Inventory {
             generated_at: rfc3339_seconds(now),

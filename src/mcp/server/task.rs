@@ -12,7 +12,9 @@
 //! `tasks/cancel` only stops it; the one execute is sent when the host
 //! lists the plan approved (or no longer lists it, so the host says why),
 //! and the host checks the approval again when it claims the plan.
-//! Approved: the task completes with the normal result. Rejected or
+//! Approved: the task completes with the normal result, and the execute's
+//! progress goes to the call's progress token as it would have without
+//! the wait. Rejected or
 //! expired: the task fails with that code. Cancelled: nothing runs and the
 //! plan still waits on the server.
 
@@ -24,7 +26,7 @@ use rmcp::task_manager::{TaskContext, TaskExit, TaskOptions};
 use serde_json::json;
 
 use super::wait::left_secs;
-use super::{Member, VolceLab};
+use super::{Member, VolceLab, Watcher};
 use crate::vocab::{Code, PlanId};
 use crate::wire::answers::inventory::OpenPlan;
 
@@ -88,6 +90,7 @@ impl VolceLab {
         plan_id: PlanId,
         request_id: String,
         open: Option<OpenPlan>,
+        progress: Option<Watcher>,
     ) -> Option<CreateTaskResult> {
         let left = still_waits(open.as_ref())?;
         let options = TaskOptions::new()
@@ -96,7 +99,7 @@ impl VolceLab {
             .with_status_message(status_message(&member.name, &plan_id, left));
         let (this, member) = (self.clone(), member.clone());
         let task = self.tasks.spawn(options, move |context| {
-            Box::pin(async move { this.watch(&member, &plan_id, &request_id, &context).await })
+            Box::pin(async move { this.watch(&member, &plan_id, &request_id, progress, &context).await })
         });
         Some(CreateTaskResult::new(task))
     }
@@ -108,6 +111,7 @@ impl VolceLab {
         member: &Member,
         plan_id: &PlanId,
         request_id: &str,
+        progress: Option<Watcher>,
         context: &TaskContext,
     ) -> Result<CallToolResult, TaskExit> {
         let mut started = Instant::now();
@@ -128,7 +132,10 @@ impl VolceLab {
                 continue;
             }
             // Approved, rejected, expired or gone: the host decides and says which.
-            let served = self.execute_once(member, plan_id, request_id, None).await;
+            // The call's progress token stays valid for the task's life
+            // (the Tasks extension), so the execute reports progress as a
+            // call that was never made to wait does.
+            let served = self.execute_once(member, plan_id, request_id, progress.clone()).await;
             self.audit(Some(ToolName::ServiceExecute), &served, started);
             // Still waiting: the look failed (the inventory did not answer),
             // not the plan; look again, a few times at most.

@@ -197,12 +197,12 @@ impl VolceLab {
                 return self.execute_retrying(member, plan_id, request_id, progress, retry).await;
             }
             Waiter::Task => {
-                let first = self.execute_once(member, &plan_id, &request_id, progress).await;
+                let first = self.execute_once(member, &plan_id, &request_id, progress.clone()).await;
                 if !waits_for_approval(&first) {
                     return first.into();
                 }
                 let open = self.open_plan(member, &plan_id, &request_id).await;
-                let task = self.watch_as_task(member, plan_id, request_id, open);
+                let task = self.watch_as_task(member, plan_id, request_id, open, progress);
                 return Outcome { served: first, ask: task.map(Into::into) };
             }
         };

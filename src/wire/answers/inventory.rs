@@ -91,6 +91,11 @@ pub struct Offer {
     pub actions: Vec<Action>,
     /// Those that need an operator's approval.
     pub approval_required: Vec<Action>,
+    /// Whether the gateways that later plans configure log each request
+    /// (the policy's `gateway_access_log`), so `service_logs` of a gateway
+    /// shows requests. Absent from a 0.1.0 helper: off.
+    #[serde(default)]
+    pub gateway_access_log: bool,
 }
 
 /// One catalog entry, and whether its image is on the host already.

@@ -174,6 +174,7 @@ fn an_inventory_is_version_1_json() {
             plan_ttl_seconds: 600,
             actions: vec![Action::Deploy, Action::Stop],
             approval_required: vec![Action::Stop],
+            gateway_access_log: false,
         },
         plans: vec![OpenPlan {
             plan_id: id.clone(),
@@ -216,7 +217,7 @@ fn an_inventory_is_version_1_json() {
                 "quota": {"used": 1, "max": 4},
                 "plan_ttl_seconds": 600,
                 "actions": ["deploy", "stop"],
-                "approval_required": ["stop"],
+                "approval_required": ["stop"], "gateway_access_log": false,
             },
             "plans": [{"plan_id": id, "action": "remove_image", "app": null, "state": "pending",
                        "requester": "agent", "requested_at": "2027-01-15T08:00:00Z",

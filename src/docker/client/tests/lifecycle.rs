@@ -120,9 +120,16 @@ fn update_spec(app_dir: &Path, port: u16) -> UpdateSpec {
         health_path: Default::default(),
         server_name: ServerName::parse("shop.example").unwrap(),
         app_dir: app_dir.to_path_buf(),
-        previous_config: crate::nginx::render("shop.example", 8080),
-        staged_config: crate::nginx::render_staged("shop.example", 8080, "app", &check, &name),
-        new_config: crate::nginx::render_for("shop.example", 8080, &name),
+        previous_config: crate::nginx::render("shop.example", 8080, crate::nginx::AccessLog::Off),
+        staged_config: crate::nginx::render_staged(
+            "shop.example",
+            8080,
+            "app",
+            &check,
+            &name,
+            crate::nginx::AccessLog::Off,
+        ),
+        new_config: crate::nginx::render_for("shop.example", 8080, &name, crate::nginx::AccessLog::Off),
         check_name: ServerName::parse(&check).unwrap(),
         container_name: name,
         limits: limits(),
@@ -141,7 +148,7 @@ fn update_script(args: &[String]) -> Result<String, i32> {
 
 #[test]
 fn update_starts_the_new_container_beside_the_old_checks_it_twice_then_removes_the_old() {
-    let dir = app_dir_with(&crate::nginx::render("shop.example", 8080));
+    let dir = app_dir_with(&crate::nginx::render("shop.example", 8080, crate::nginx::AccessLog::Off));
     let port = free_port();
     // The gateway answers from its first reload on (the staged config).
     let (hosts, on_call) = gateway_on(port, format!("exec {} {NGINX} -s reload", hex('b')), 2);
@@ -187,7 +194,7 @@ fn update_starts_the_new_container_beside_the_old_checks_it_twice_then_removes_t
 
 #[test]
 fn a_failed_update_restores_the_config_removes_the_new_container_and_is_rolled_back_when_verified() {
-    let dir = app_dir_with(&crate::nginx::render("shop.example", 8080));
+    let dir = app_dir_with(&crate::nginx::render("shop.example", 8080, crate::nginx::AccessLog::Off));
     let port = free_port();
     // The first listing by the plan's label finds the new container, the
     // verifying one finds nothing; the old container and gateway run.
