@@ -218,3 +218,26 @@ fn an_update_after_the_env_file_changed_rotates_the_configuration() {
     assert_ne!(after.hmac_sha256, before.hmac_sha256);
     assert_eq!(rpc(&h, update)["code"], "image_unchanged");
 }
+
+/// Tried: the env file edited while the app still runs with the old
+/// values (no update yet), and the app printing the old one: it is
+/// redacted too, known from the app container's environment.
+#[test]
+fn a_value_the_app_still_runs_with_after_an_edit_is_redacted() {
+    let h = configured();
+    let planned = plan(&h, "shop", 18001, "web");
+    approve(&h, &planned).unwrap();
+    assert_eq!(execute(&h, &planned)["result"]["outcome"], "completed");
+    let apps = h.controller().store_for_tests().read(|tx| tx.apps()).unwrap();
+    let container = apps["shop"].app_container.clone().unwrap();
+    let old = format!("postgres://app:{SECRET}@db/shop");
+    h.engine.edit(|state| {
+        state
+            .envs
+            .insert(container.clone(), vec![format!("DATABASE_URL={old}"), format!("API_KEY={API_KEY}")]);
+        state.logs.insert(container.clone(), format!("t1 still using {old}\n").into_bytes());
+    });
+    write_env(&h, "DATABASE_URL=postgres://app:another-one@db/shop\n");
+    let logs = rpc(&h, json!({"operation": "logs", "app": "shop", "container": "app", "tail": 50}));
+    assert_eq!(logs["result"]["lines"], json!(["t1 still using [REDACTED]"]), "{logs}");
+}

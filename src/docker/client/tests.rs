@@ -975,3 +975,22 @@ fn configuration_reaches_only_the_app_container_by_path() {
     );
     assert!(argv.iter().all(|line| !line.contains("--env ") && !line.contains(" -e ")));
 }
+
+/// Tried: a container's environment as docker prints it, `null` for none,
+/// and a gone container (exit 1): the entries, empty, empty; the argv names
+/// the container by full id after `--`.
+#[test]
+fn container_env_reads_one_containers_config_env() {
+    let dir = tempfile::tempdir().unwrap();
+    let id = ContainerId::parse(&hex('a')).unwrap();
+    let engine = DockerClient::with_runner(Fake::new(|_| Ok("[\"A=1\",\"B=x=y\"]\n".to_owned())), dir.path());
+    assert_eq!(engine.container_env(&id).unwrap(), ["A=1", "B=x=y"]);
+    assert_eq!(
+        engine.runner().argv(),
+        [format!("inspect --type container --format {{{{json .Config.Env}}}} -- {}", hex('a'))]
+    );
+    let engine = DockerClient::with_runner(Fake::new(|_| Ok("null\n".to_owned())), dir.path());
+    assert!(engine.container_env(&id).unwrap().is_empty());
+    let engine = DockerClient::with_runner(Fake::new(|_| Err(1)), dir.path());
+    assert!(engine.container_env(&id).unwrap().is_empty());
+}

@@ -6,11 +6,48 @@ use serde_json::Value;
 
 use super::{Controller, Liveness, engine_unavailable};
 use crate::control::Clock;
+use crate::control::app_record::AppRecord;
 use crate::docker::{Engine, EngineError};
 use crate::vocab::{AppName, Code, Refusal, refuse};
 use crate::wire::answers::log_lines::LogLines;
 
 impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
+    /// The values `service_logs` redacts by exact match
+    /// (`crate::logs::render_knowing`) for an app that has or had
+    /// configuration: those of its entry's env file as it is now, and every
+    /// value of its app container's environment, which still holds the
+    /// values it was created with after the file was edited (until an update
+    /// replaces it) or after the entry lost its env file. The image's own
+    /// `ENV` values are among them: redacting those too is the safe side.
+    /// If the file cannot be read nothing is shown: without its values no
+    /// line can be called safe.
+    fn configured_values(&self, record: &AppRecord) -> Result<Vec<String>, Refusal> {
+        let entry_file = self.policy.catalog.get(&record.image_key).and_then(|e| e.env_file.as_ref());
+        if entry_file.is_none() && record.configuration.is_none() {
+            return Ok(Vec::new());
+        }
+        let mut values = Vec::new();
+        if let Some(name) = entry_file {
+            let configuration = self.env_dir.configuration(name).map_err(|refusal| {
+                Refusal::new(
+                    Code::EnvFileInvalid,
+                    format!(
+                        "{} The app's log was not shown: its configured values could not be known.",
+                        refusal.message
+                    ),
+                )
+            })?;
+            values.extend(configuration.values().map(str::to_owned));
+        }
+        if let Some(app) = &record.app_container {
+            let environment = self.engine.container_env(app).map_err(engine_unavailable)?;
+            values.extend(
+                environment.iter().filter_map(|entry| entry.split_once('=')).map(|(_, v)| v.to_owned()),
+            );
+        }
+        Ok(values)
+    }
+
     /// Read-only: the safe tail of one managed container's log
     /// (`service_logs`). Checks again what the workstation checked (the
     /// app name's grammar, the container role, the ranges), then reads only
@@ -104,23 +141,8 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             }
             _ => Refusal::new(Code::EngineUnavailable, "The container's log could not be read; nothing was shown."),
         })?;
-        // The values of the app's configuration are redacted by exact match
-        // (`crate::logs::render_knowing`). If the file cannot be read now,
-        // nothing is shown: without its values no line can be called safe.
-        let configuration = match self.policy.catalog.get(&record.image_key).and_then(|e| e.env_file.as_ref())
-        {
-            Some(name) => Some(self.env_dir.configuration(name).map_err(|refusal| {
-                Refusal::new(
-                    Code::EnvFileInvalid,
-                    format!(
-                        "{} The app's log was not shown: its configured values could not be known.",
-                        refusal.message
-                    ),
-                )
-            })?),
-            None => None,
-        };
-        let configured: Vec<&str> = configuration.iter().flat_map(|c| c.values()).collect();
+        let configured = self.configured_values(&record)?;
+        let configured: Vec<&str> = configured.iter().map(String::as_str).collect();
         let logs = crate::logs::render_knowing(&raw, &configured);
         Ok(LogLines {
             app: name,
