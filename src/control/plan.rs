@@ -51,6 +51,9 @@ pub enum Action {
     RemoveApp,
     Start,
     Update,
+    /// Stops and starts a managed app's own containers: recovers one that
+    /// crashed or was stopped or started by hand, or restarts a healthy one.
+    Restart,
 }
 
 impl Action {
@@ -60,7 +63,7 @@ impl Action {
         value.parse().map_err(|_| {
             Refusal::new(
                 Code::UnknownAction,
-                "The action must be one of deploy, nginx_config, stop, remove_image, remove_app, start, update.",
+                "The action must be one of deploy, nginx_config, stop, remove_image, remove_app, start, update, restart.",
             )
         })
     }
@@ -88,6 +91,7 @@ impl Action {
             Action::RemoveApp => &["app"],
             Action::Start => &["app"],
             Action::Update => &["app", "image"],
+            Action::Restart => &["app"],
         }
     }
     /// The fixed minimum: destructive actions always need an operator's
@@ -96,7 +100,12 @@ impl Action {
     pub fn always_requires_approval(self) -> bool {
         matches!(
             self,
-            Action::Stop | Action::RemoveImage | Action::RemoveApp | Action::Start | Action::Update
+            Action::Stop
+                | Action::RemoveImage
+                | Action::RemoveApp
+                | Action::Start
+                | Action::Update
+                | Action::Restart
         )
     }
 }
@@ -177,6 +186,17 @@ pub enum Payload {
         containers: Vec<ContainerId>,
         spec: UpdateSpec,
     },
+    /// Both recorded containers stopped (gateway first) as a stop plan
+    /// stops them, then started and health-checked as a start plan does.
+    Restart {
+        app: AppName,
+        /// Exactly the recorded container ids, sorted (the scope).
+        containers: Vec<ContainerId>,
+        /// The app's and the gateway's names as the engine shows them now,
+        /// in that order, for the operator.
+        container_names: Vec<String>,
+        spec: StartSpec,
+    },
 }
 
 impl Payload {
@@ -189,6 +209,7 @@ impl Payload {
             Payload::RemoveApp { .. } => Action::RemoveApp,
             Payload::Start { .. } => Action::Start,
             Payload::Update { .. } => Action::Update,
+            Payload::Restart { .. } => Action::Restart,
         }
     }
     /// The app a plan is about, if any.
@@ -198,7 +219,8 @@ impl Payload {
             Payload::NginxConfig { app, .. }
             | Payload::Stop { app, .. }
             | Payload::RemoveApp { app, .. }
-            | Payload::Start { app, .. } => Some(app.as_str()),
+            | Payload::Start { app, .. }
+            | Payload::Restart { app, .. } => Some(app.as_str()),
             Payload::Update { spec, .. } => Some(spec.app.as_str()),
             Payload::RemoveImage { .. } => None,
         }
@@ -406,6 +428,7 @@ mod tests {
         assert!(Action::RemoveApp.always_requires_approval());
         assert!(Action::Start.always_requires_approval());
         assert!(Action::Update.always_requires_approval());
+        assert!(Action::Restart.always_requires_approval());
         assert_eq!(Action::parse("shell").unwrap_err().code, Code::UnknownAction);
         assert_eq!(Action::parse("nginx_config").unwrap(), Action::NginxConfig);
     }
@@ -415,7 +438,7 @@ mod tests {
         let strings: Vec<&str> = Action::ALL.iter().map(|a| a.as_str()).collect();
         assert_eq!(
             strings,
-            ["deploy", "nginx_config", "stop", "remove_image", "remove_app", "start", "update"]
+            ["deploy", "nginx_config", "stop", "remove_image", "remove_app", "start", "update", "restart"]
         );
         for &action in Action::ALL {
             assert_eq!(serde_json::to_value(action).unwrap(), action.as_str());

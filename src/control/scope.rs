@@ -9,6 +9,10 @@
 //!   volce-lab labels, port bindings and state): stop, start, update and
 //!   remove_app, the app's recorded containers and anything carrying its
 //!   app label or one of its names;
+//!   restart, the same but for the state of the app's recorded containers,
+//!   which it does not depend on (it stops whatever runs and starts both,
+//!   and execute re-derives it from the fresh snapshot), so an app whose
+//!   container is in a crash loop can still be restarted;
 //!   nginx_config, the app's gateway; deploy, every container on one of
 //!   the names the deploy will create or publishing its host port (a
 //!   foreign container taking the name or the port voids the plan);
@@ -35,8 +39,10 @@ use crate::vocab::{AppNames, Container, ContainerId, ImageId, PublishedPort, Sna
 /// Which objects of the engine a plan is about.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Scope<'a> {
-    /// stop, start, update and remove_app: the app's containers.
-    App { names: AppNames, recorded: &'a [ContainerId] },
+    /// stop, start, restart, update and remove_app: the app's containers.
+    /// `own_states`: whether the state of a recorded one counts (not for
+    /// restart, see the module's invariants).
+    App { names: AppNames, recorded: &'a [ContainerId], own_states: bool },
     /// nginx_config: the one gateway it reconfigures.
     Gateway { gateway: &'a ContainerId },
     /// deploy: the names it will create and the host port it will publish.
@@ -57,10 +63,13 @@ impl<'a> Scope<'a> {
             Payload::Stop { app, containers, .. }
             | Payload::RemoveApp { app, containers, .. }
             | Payload::Start { app, containers, .. } => {
-                Scope::App { names: app.names(), recorded: containers }
+                Scope::App { names: app.names(), recorded: containers, own_states: true }
+            }
+            Payload::Restart { app, containers, .. } => {
+                Scope::App { names: app.names(), recorded: containers, own_states: false }
             }
             Payload::Update { spec, containers, .. } => {
-                Scope::App { names: spec.app.names(), recorded: containers }
+                Scope::App { names: spec.app.names(), recorded: containers, own_states: true }
             }
             Payload::RemoveImage { image_id, .. } => Scope::Image { image: image_id },
         }
@@ -69,7 +78,7 @@ impl<'a> Scope<'a> {
     /// Whether `container` is one of this plan's targets.
     fn targets(&self, container: &Container) -> bool {
         match self {
-            Scope::App { names, recorded } => {
+            Scope::App { names, recorded, .. } => {
                 recorded.contains(&container.id) || names.claims_container(container)
             }
             Scope::Gateway { gateway } => container.id == **gateway,
@@ -77,6 +86,14 @@ impl<'a> Scope<'a> {
                 names.claims_container(container) || container.ports.iter().any(|p| p.host_port == *host_port)
             }
             Scope::Image { image } => container.image_id == **image,
+        }
+    }
+
+    /// Whether the state of `container`, a target, is digested.
+    fn counts_state(&self, container: &Container) -> bool {
+        match self {
+            Scope::App { recorded, own_states: false, .. } => !recorded.contains(&container.id),
+            _ => true,
         }
     }
 
@@ -123,7 +140,7 @@ fn scoped<'s>(snapshot: &'s Snapshot, scope: &Scope<'_>) -> Scoped<'s> {
                 id: &c.id,
                 name: &c.name,
                 image_id: &c.image_id,
-                state: &c.state,
+                state: if scope.counts_state(c) { &c.state } else { "" },
                 labels: &c.labels,
                 ports,
             }

@@ -6,7 +6,7 @@
 //! This file is the interface ([`derive()`] over a [`Context`]), the checks
 //! every action shares (exact parameters, the recorded app and its
 //! container set, the capacity floors, declared volumes), and the two small
-//! actions on a running app; `deploy.rs`, `lifecycle.rs` (start, update)
+//! actions on a running app; `deploy.rs`, `lifecycle.rs` (start, restart, update)
 //! and `removal.rs` (remove_image, remove_app) each derive the others.
 //!
 //! Security invariants enforced here:
@@ -15,7 +15,7 @@
 //! - the agent names a catalog key, never an image reference;
 //! - nginx_config and stop act only on an app we recorded, whose labelled
 //!   container set is exactly the one we recorded (nothing unmanaged can be
-//!   slipped in by labelling it); start and update share that check.
+//!   slipped in by labelling it); start, restart and update share that check.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -141,6 +141,7 @@ pub fn derive(
         Action::RemoveApp => removal::remove_app(params, ctx),
         Action::Start => lifecycle::start(params, ctx, facts),
         Action::Update => lifecycle::update(params, ctx, facts),
+        Action::Restart => lifecycle::restart(params, ctx, facts),
     }
 }
 

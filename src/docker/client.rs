@@ -30,7 +30,7 @@
 //! the [`Engine`] impl; `client/runner.rs` the one way a docker process is
 //! run ([`Runner`], [`DockerCall`], the fixed program and environment);
 //! `client/deploy.rs` the deploy steps and their cleanup;
-//! `client/lifecycle.rs` start and update and their rollback;
+//! `client/lifecycle.rs` start, restart and update and their rollback;
 //! `client/images.rs` what holds an image and its verified removal;
 //! `client/verify.rs` when a failed first change is a refusal that changed nothing;
 //! `client/queries.rs` the read-only questions (image ids, declared
@@ -366,6 +366,10 @@ impl<R: Runner> Engine for DockerClient<R> {
 
     fn start(&self, spec: &StartSpec, progress: &dyn ProgressSink) -> Result<(), EngineError> {
         self.start_app(spec, progress)
+    }
+
+    fn restart(&self, spec: &StartSpec, progress: &dyn ProgressSink) -> Result<(), EngineError> {
+        self.restart_app(spec, progress)
     }
 
     fn update(&self, spec: &UpdateSpec, progress: &dyn ProgressSink) -> Result<ContainerId, EngineError> {

@@ -78,11 +78,11 @@ pub enum EngineError {
     /// deploy or update: the pulled image declares `VOLUME`s (its config's
     /// paths, sorted); refused before any container was created from it.
     ImageDeclaresVolumes { image: ImageRef, volumes: Vec<String> },
-    /// deploy, start or update: a step failed with `cause` after the first
-    /// mutation, and the rollback was verified: for deploy and update no
-    /// container or network carrying the plan's label is left (and a
-    /// deploy's new app directory is gone); update's old containers still
-    /// run; start's containers are stopped again.
+    /// deploy, start, restart or update: a step failed with `cause` after
+    /// the first mutation, and the rollback was verified: for deploy and
+    /// update no container or network carrying the plan's label is left
+    /// (and a deploy's new app directory is gone); update's old containers
+    /// still run; start's and restart's containers are stopped again.
     /// Never built for a step whose outcome is unknown (a timeout).
     RolledBack { cause: Box<EngineError> },
     /// docker refused the action's first mutation (its own verdict, exit 1,
@@ -224,6 +224,17 @@ pub trait Engine {
     /// [`Engine::stop`] does and, once seen stopped,
     /// [`EngineError::RolledBack`] is returned.
     fn start(&self, spec: &StartSpec, progress: &dyn ProgressSink) -> Result<(), EngineError>;
+    /// restart: the gateway, then the app, stopped as [`Engine::stop`]
+    /// stops them (so a verified refusal of the very first change is
+    /// [`EngineError::Refused`]: nothing changed), then both started as
+    /// [`Engine::start`] starts them, with its rollback (on failure both
+    /// are stopped again and, once seen stopped, [`EngineError::RolledBack`]).
+    /// The default is exactly that; the docker client runs both halves
+    /// within one deploy budget.
+    fn restart(&self, spec: &StartSpec, progress: &dyn ProgressSink) -> Result<(), EngineError> {
+        self.stop(&[spec.gateway.clone(), spec.app_container.clone()])?;
+        self.start(spec, progress)
+    }
     /// update: pull, start the new app container beside the old one, route
     /// `check_name` to it and health-check it, switch the server name to it
     /// and check again, and only then stop and remove the old container.

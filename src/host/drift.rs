@@ -13,7 +13,7 @@ use crate::control::app_record::{AppRecord, AppState};
 use crate::vocab::{Container, ContainerId, Snapshot};
 use crate::wire::ContainerRole;
 // The words live in the contract, which both ends read; doctor names them here.
-use crate::wire::answers::app_state::{ContainerView, DriftReason, EngineState};
+use crate::wire::answers::app_state::{ContainerView, Drift, DriftReason, EngineState};
 
 /// An app's derived state.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,6 +21,36 @@ pub struct Derived {
     pub state: EngineState,
     pub drift: Option<DriftReason>,
     pub containers: Vec<ContainerView>,
+    /// The containers that differ, for the drift's message: name (or role
+    /// and short id) and what the engine shows. Empty without drift.
+    pub differs: Vec<String>,
+}
+
+impl Derived {
+    /// The drift as the answers carry it, its message naming [`Derived::differs`].
+    pub fn drift_view(&self) -> Option<Drift> {
+        self.drift.map(|reason| Drift::naming(reason, &self.differs))
+    }
+}
+
+/// A container's name as a message may carry it: docker's own alphabet
+/// only, capped (names come from the engine, and reach a model and a
+/// terminal).
+fn shown_name(name: &str) -> String {
+    name.trim_start_matches('/')
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+        .take(80)
+        .collect()
+}
+
+/// What the message says of one recorded container: its name and state,
+/// or its role and short id when the engine has no such container.
+fn recorded_phrase(role: ContainerRole, id: &ContainerId, snapshot: &Snapshot) -> String {
+    match snapshot.containers.iter().find(|c| c.id == *id) {
+        Some(c) => format!("{} ({})", shown_name(&c.name), shown_name(&c.state)),
+        None => format!("the {} container {} (missing)", role.as_str(), &id.as_str()[..12]),
+    }
 }
 
 /// The recorded containers of `record` with their roles, in role order.
@@ -80,7 +110,31 @@ pub fn derive(record: &AppRecord, snapshot: &Snapshot) -> Derived {
         (None, AppState::Running) => EngineState::Running,
         (None, _) => EngineState::Stopped,
     };
-    Derived { state, drift, containers }
+    let mine = |pick: &dyn Fn(&ContainerView) -> bool| -> Vec<String> {
+        containers.iter().filter(|c| pick(c)).map(|c| recorded_phrase(c.role, &c.id, snapshot)).collect()
+    };
+    let differs = match drift {
+        None | Some(DriftReason::NeedsInspection) => Vec::new(),
+        Some(DriftReason::ContainersMissing) => {
+            let mut gone = mine(&|c| c.state == "missing");
+            let roles: Vec<ContainerRole> = containers.iter().map(|c| c.role).collect();
+            for role in [ContainerRole::App, ContainerRole::Gateway] {
+                if !roles.contains(&role) {
+                    gone.push(format!("no {} container recorded", role.as_str()));
+                }
+            }
+            gone
+        }
+        Some(DriftReason::ContainersReplaced) => snapshot
+            .containers
+            .iter()
+            .filter(|c| !is_recorded(record, c) && names.claims_container(c))
+            .map(|c| format!("{} ({}, not recorded)", shown_name(&c.name), &c.id.as_str()[..12]))
+            .collect(),
+        Some(DriftReason::RecordStoppedButRunning) => mine(&|c| c.state == "running"),
+        Some(DriftReason::RecordRunningButStopped) => mine(&|c| c.state != "running"),
+    };
+    Derived { state, drift, containers, differs }
 }
 
 #[cfg(test)]

@@ -193,6 +193,24 @@ pub fn summary(stored: &StoredPlan, now: i64) -> String {
                 containers.len()
             );
         }
+        Payload::Restart { app, containers, container_names, spec } => {
+            let _ = writeln!(
+                out,
+                "Before   app {}, whatever its containers do now (running, crashed, stopped or started by hand):",
+                esc(app.as_str())
+            );
+            for (name, id) in container_names.iter().zip([&spec.app_container, &spec.gateway]) {
+                let _ = writeln!(out, "  {} {}", esc(name), id);
+            }
+            let _ = writeln!(
+                out,
+                "After    stopped (gateway, then app), then started (app, then gateway), restart policy \
+                 unless-stopped, answering on 127.0.0.1:{} for {} ({} containers)",
+                spec.host_port,
+                esc(spec.server_name.as_str()),
+                containers.len()
+            );
+        }
         Payload::Update { image_key, spec, .. } => {
             let _ = writeln!(out, "App      {}", esc(spec.app.as_str()));
             let _ = writeln!(out, "Before   {} in container {}", esc(&spec.previous_image), spec.old_app);

@@ -130,6 +130,8 @@ pub trait DoctorProbe {
 pub struct AppDrift {
     pub app: String,
     pub reason: crate::wire::answers::app_state::DriftReason,
+    /// The reason's sentence naming the containers that differ.
+    pub message: String,
 }
 
 /// What the store says about itself (its home is `crate::store`).

@@ -949,6 +949,7 @@ fn health_reports_a_broken_audit_chain_without_changing_anything() {
 
 mod audit_start;
 mod migration11;
+mod migration13;
 mod migration5;
 mod migration9;
 mod statements;

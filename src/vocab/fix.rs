@@ -65,7 +65,9 @@ impl Code {
             Code::ImageNotManaged => {
                 "Leave this image alone: volce-lab removes only images its own apps used; tell the user."
             }
-            Code::AppNotStopped => "Read service_inventory; only a stopped app can be started.",
+            Code::AppNotStopped => {
+                "Read service_inventory; only a stopped app can be started: a restart plan restarts one that should run or runs again."
+            }
             Code::ImageUnchanged => "Nothing to do: the app already runs that image; tell the user.",
             Code::ImageDeclaresVolumes => {
                 "Choose a catalog image without VOLUME declarations, or ask the operator to rebuild the image without them."

@@ -1,4 +1,4 @@
-//! The helper's progress lines: what a long `execute` (deploy, start,
+//! The helper's progress lines: what a long `execute` (deploy, start, restart,
 //! update) has done so far, printed one line per step on stdout before the
 //! reply. Written once for both ends: the helper prints [`Progress::to_line`],
 //! the workstation reads lines as they arrive ([`LineReader`]) and finds the

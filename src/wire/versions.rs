@@ -50,10 +50,11 @@ pub const ADDITIONS: &[(u32, &str)] = &[
     (
         2,
         "the gate's identity answer names the helper's version and protocol; a request may name its protocol; \
-         a deploy may leave out `container_port` when the catalog entry gives it; plan views carry `failure` \
-         and the rejection's `reason`, the inventory `helper`, each catalog entry's port and health path and \
-         the offer's `gateway_access_log`; a deploy's or update's spec names the entry's env file and its keyed \
-         hash (`env_file`, never a value) and the inventory says `has_configuration` (0.2.0)",
+         a deploy may leave out `container_port` when the catalog entry gives it; the `restart` action; plan \
+         views carry `failure` and the rejection's `reason`, the inventory `helper`, each catalog entry's \
+         port and health path and the offer's `gateway_access_log`; a deploy's or update's spec names the \
+         entry's env file and its keyed hash (`env_file`, never a value) and the inventory says \
+         `has_configuration` (0.2.0)",
     ),
 ];
 
@@ -151,6 +152,8 @@ impl Feature {
                 | Action::Start
                 | Action::Update,
             ) => 1,
+            // A helper of protocol 1 answers it `unknown_action`.
+            Feature::Action(Action::Restart) => 2,
             // Every parameter so far came with its action.
             Feature::Parameter(action, _) => Feature::Action(action).since(),
             // A helper of protocol 1 refuses a deploy without its port.
@@ -364,6 +367,27 @@ mod tests {
             assert!(may_send(request.needs(), &ServerVersion::Before020, "web-1").is_ok());
         }
         assert_eq!(ADDITIONS.last().map(|(protocol, _)| *protocol), Some(PROTOCOL_VERSION));
+    }
+
+    /// Tried: a restart (issue 25) against a protocol-1 server (refused
+    /// `server_too_old`, nothing sent) and helper (`unknown_action`), and a
+    /// protocol-2 server (sent).
+    #[test]
+    fn a_restart_needs_protocol_2() {
+        use crate::control::plan::Action;
+        let parameters: serde_json::Map<String, serde_json::Value> =
+            [("app".to_owned(), "web".into())].into_iter().collect();
+        let restart = Request::plan(Action::Restart, parameters);
+        assert_eq!(restart.needs(), 2);
+        assert!(features(&restart).contains(&Feature::Parameter(Action::Restart, "app")));
+        for old in [ServerVersion::Before020, ServerVersion::NoGate, known(1)] {
+            let refusal = may_send(restart.needs(), &old, "web-1").unwrap_err();
+            assert_eq!(refusal.code, Code::ServerTooOld, "{old:?}");
+        }
+        assert!(may_send(restart.needs(), &known(2), "web-1").is_ok());
+        let old = Helper { protocol: 1, oldest_client: 1 };
+        assert_eq!(old.knows(Feature::Action(Action::Restart)), Err(Code::UnknownAction));
+        assert_eq!(Helper::THIS.knows(Feature::Action(Action::Restart)), Ok(()));
     }
 
     /// Tried: a deploy that leaves `container_port` to the catalog entry

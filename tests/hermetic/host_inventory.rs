@@ -127,10 +127,13 @@ fn the_offer_says_what_may_be_deployed_where_and_how_much() {
     assert_eq!(ports["free_ranges_truncated"], false);
     assert_eq!(offer["quota"], json!({"used": 2, "max": 4}));
     assert_eq!(offer["plan_ttl_seconds"], 600);
-    assert_eq!(offer["approval_required"], json!(["stop", "remove_image", "remove_app", "start", "update"]));
+    assert_eq!(
+        offer["approval_required"],
+        json!(["stop", "remove_image", "remove_app", "start", "update", "restart"])
+    );
     assert_eq!(
         offer["actions"],
-        json!(["deploy", "nginx_config", "stop", "remove_image", "remove_app", "start", "update"])
+        json!(["deploy", "nginx_config", "stop", "remove_image", "remove_app", "start", "update", "restart"])
     );
     let demo = app(&inventory, "demo");
     assert_eq!(demo["server_name"], "demo.example.com");

@@ -1,5 +1,5 @@
-//! start and update end to end on the fake engine: approval, what the
-//! engine is asked, the app record afterwards, failures whose rollback was
+//! start, restart and update end to end on the fake engine: approval, what
+//! the engine is asked, the app record afterwards, failures whose rollback was
 //! verified (failed, rolled_back, nothing blocked), bad input (a stable
 //! code and nothing changed), and which changes void an approved plan.
 //! Hermetic: no root, no Docker.
@@ -183,6 +183,185 @@ fn stop_works_on_an_app_an_operator_started_by_hand() {
     assert_eq!(h.engine.mutations().pop().unwrap()[0], "stop");
     assert_eq!(record(&h, "demo").state, AppState::Stopped);
     completed(&h, "start", json!({"app": "demo"}));
+}
+
+// --- restart -----------------------------------------------------------------
+
+/// Sets the engine's state of demo's recorded `role` container ("app" or
+/// "gateway").
+fn set_state(h: &Harness, role: &str, state: &str) {
+    let record = record(h, "demo");
+    let id = if role == "app" { record.app_container } else { record.gateway_container }.unwrap();
+    h.engine.edit(|s| s.snapshot.containers.iter_mut().find(|c| c.id == id).unwrap().state = state.into());
+}
+
+/// demo's drift as the inventory reports it: reason and message.
+fn demo_drift(h: &Harness) -> Option<(String, String, String)> {
+    let inventory = h.controller().inventory(AGENT).unwrap();
+    let app = inventory.apps.iter().find(|a| a.app.as_str() == "demo").unwrap();
+    let drift = serde_json::to_value(app.drift.as_ref()?).unwrap();
+    let text = |k: &str| drift[k].as_str().unwrap().to_owned();
+    Some((text("reason"), text("message"), text("fix")))
+}
+
+#[test]
+fn restart_needs_approval_stops_gateway_then_app_then_starts_both_and_keeps_the_app_running() {
+    let h = harness();
+    completed(&h, "deploy", deploy_params("demo", 18001));
+    let before = record(&h, "demo");
+    let (app, gateway) = (before.app_container.clone().unwrap(), before.gateway_container.clone().unwrap());
+    let mut c = h.controller();
+    let plan = c.prepare("restart", &json!({"app": "demo"}), AGENT).unwrap();
+    assert!(plan.plan.requires_approval, "restart is in the fixed minimum");
+    assert_eq!(refusal(c.execute(&plan.plan.id, AGENT)), Code::ApprovalRequired);
+    let show = h.show(&plan.plan.id);
+    assert!(show.contains("stopped (gateway, then app), then started (app, then gateway)"), "{show}");
+    assert!(show.contains("vl-demo-app") && show.contains("vl-demo-gateway"), "{show}");
+    let mutations = h.engine.mutations().len();
+    c.approve(&plan.plan.id, &plan.plan.digest, "alice").unwrap();
+    assert!(matches!(c.execute(&plan.plan.id, AGENT).unwrap(), Executed::Completed(_)));
+    assert_eq!(
+        h.engine.mutations()[mutations..],
+        [
+            vec!["stop".to_owned(), gateway.to_string(), app.to_string()],
+            ["start", app.as_str(), gateway.as_str(), "127.0.0.1:18001", "demo.example.com"]
+                .map(str::to_owned)
+                .to_vec(),
+        ],
+        "stop's step, then start's, on the recorded ids"
+    );
+    let after = record(&h, "demo");
+    assert_eq!(after.state, AppState::Running);
+    assert_eq!(after.plan_id, plan.plan.id);
+    assert_eq!((after.containers, after.image_key), (before.containers, before.image_key), "nothing else");
+    assert_eq!(refusal(c.execute(&plan.plan.id, AGENT)), Code::PlanConsumed, "executes once");
+}
+
+#[test]
+fn restart_brings_back_an_app_stopped_by_hand_and_the_drift_names_the_container() {
+    let h = harness();
+    completed(&h, "deploy", deploy_params("demo", 18001));
+    // The app container crashed or was stopped by hand: recorded running.
+    set_state(&h, "app", "exited");
+    let (reason, message, fix) = demo_drift(&h).expect("drifted");
+    assert_eq!(reason, "record_running_but_stopped");
+    assert!(message.ends_with(": vl-demo-app (exited)"), "names the container: {message}");
+    assert!(fix.contains("restart plan"), "{fix}");
+    assert_eq!(refusal(h.controller().prepare("start", &json!({"app": "demo"}), AGENT)), Code::AppNotStopped);
+    let start_fix = Code::AppNotStopped.fix();
+    assert!(start_fix.contains("restart plan"), "{start_fix}");
+    completed(&h, "restart", json!({"app": "demo"}));
+    assert_eq!(record(&h, "demo").state, AppState::Running);
+    assert_eq!(demo_drift(&h), None, "record and engine agree again");
+
+    // Started by hand after a stop plan: restart runs it as recorded running.
+    completed(&h, "stop", json!({"app": "demo"}));
+    set_state(&h, "gateway", "running");
+    let (reason, message, _) = demo_drift(&h).expect("drifted");
+    assert_eq!(reason, "record_stopped_but_running");
+    assert!(message.ends_with(": vl-demo-gateway (running)"), "{message}");
+    completed(&h, "restart", json!({"app": "demo"}));
+    assert_eq!((record(&h, "demo").state, demo_drift(&h)), (AppState::Running, None));
+}
+
+#[test]
+fn an_approved_restart_of_an_app_in_a_crash_loop_is_not_voided_by_its_own_containers_flapping() {
+    let h = harness();
+    completed(&h, "deploy", deploy_params("demo", 18001));
+    set_state(&h, "app", "restarting");
+    let mut c = h.controller();
+    let plan = c.prepare("restart", &json!({"app": "demo"}), AGENT).unwrap();
+    c.approve(&plan.plan.id, &plan.plan.digest, "alice").unwrap();
+    // docker's restart policy keeps bringing it up and it keeps exiting.
+    set_state(&h, "app", "running");
+    set_state(&h, "app", "exited");
+    assert!(matches!(c.execute(&plan.plan.id, AGENT).unwrap(), Executed::Completed(_)));
+    // Another container on its names is a change to the target: void.
+    let plan = c.prepare("restart", &json!({"app": "demo"}), AGENT).unwrap();
+    c.approve(&plan.plan.id, &plan.plan.digest, "alice").unwrap();
+    h.engine.edit(|s| {
+        let mut stray = foreign_container(container_id('e'), "vl-demo-app-stray", used_image(), "running");
+        stray.labels.insert(LABEL_APP.into(), "demo".into());
+        s.snapshot.containers.push(stray);
+    });
+    let before = h.engine.mutations().len();
+    assert_eq!(refusal(c.execute(&plan.plan.id, AGENT)), Code::SnapshotChanged);
+    assert_eq!(h.engine.mutations().len(), before, "nothing acted");
+}
+
+#[test]
+fn restart_refuses_bad_input_and_changes_nothing() {
+    let h = harness();
+    completed(&h, "deploy", deploy_params("demo", 18001));
+    completed(&h, "deploy", deploy_params("idle", 18002));
+    completed(&h, "stop", json!({"app": "idle"}));
+    let before = h.engine.mutations().len();
+    let mut c = h.controller();
+    // Tried: an app nobody deployed, an app a stop plan stopped (start's),
+    // an extra field, approval smuggled in, no app, a number, a bad name.
+    for (parameters, code) in [
+        (json!({"app": "ghost"}), Code::AppNotFound),
+        (json!({"app": "idle"}), Code::AppNotRunning),
+        (json!({"app": "demo", "image": "web"}), Code::InvalidParameters),
+        (json!({"app": "demo", "approved": true}), Code::InvalidParameters),
+        (json!({}), Code::InvalidParameters),
+        (json!({"app": 7}), Code::InvalidParameters),
+        (json!({"app": "Demo!"}), Code::InvalidAppName),
+    ] {
+        assert_eq!(refusal(c.prepare("restart", &parameters, AGENT)), code, "{parameters}");
+    }
+    let ghost = c.prepare("restart", &json!({"app": "ghost"}), AGENT).unwrap_err().message;
+    assert!(ghost.contains("ghost is not an app that volce-lab deployed"), "{ghost}");
+    let idle = c.prepare("restart", &json!({"app": "idle"}), AGENT).unwrap_err().message;
+    assert!(idle.contains("a start plan starts it"), "{idle}");
+    // `legacy`'s containers are gone.
+    assert_eq!(refusal(c.prepare("restart", &json!({"app": "legacy"}), AGENT)), Code::ContainerSetChanged);
+    // Its gateway is down and something else listens on its port now.
+    set_state(&h, "gateway", "exited");
+    h.engine.edit(|s| s.busy_ports.push(18001));
+    assert_eq!(refusal(h.controller().prepare("restart", &json!({"app": "demo"}), AGENT)), Code::PortInUse);
+    assert_eq!(h.engine.mutations().len(), before, "nothing changed");
+}
+
+#[test]
+fn a_restart_whose_start_was_rolled_back_ends_failed_with_the_app_recorded_stopped() {
+    let h = harness();
+    completed(&h, "deploy", deploy_params("demo", 18001));
+    h.engine.edit(|s| {
+        s.fail_at =
+            Some(("start", EngineError::RolledBack { cause: Box::new(EngineError::HealthCheckFailed) }))
+    });
+    let (id, executed) = run(&h, "restart", json!({"app": "demo"}));
+    let Executed::Failed { refusal, .. } = executed else {
+        panic!("a verified rollback is failed: {executed:?}")
+    };
+    assert_eq!(refusal.code, Code::HealthCheckFailed);
+    assert!(refusal.message.contains("now stopped and recorded so"), "{}", refusal.message);
+    assert!(refusal.message.contains("a start plan brings it back"), "{}", refusal.message);
+    assert_eq!(plan_state(&h, &id), (PlanState::Failed, Some(PlanOutcome::RolledBack)));
+    assert_eq!(record(&h, "demo").state, AppState::Stopped, "as the rollback left it");
+    // Nothing blocked: the start plan is accepted at once.
+    completed(&h, "start", json!({"app": "demo"}));
+}
+
+#[test]
+fn a_restart_whose_first_stop_docker_refused_changed_nothing_and_one_failed_unverified_needs_inspection() {
+    let h = harness();
+    completed(&h, "deploy", deploy_params("demo", 18001));
+    let before = record(&h, "demo");
+    h.engine.edit(|s| s.fail_at = Some(("stop", EngineError::Refused { step: "disable restart" })));
+    let (id, executed) = run(&h, "restart", json!({"app": "demo"}));
+    let Executed::Failed { refusal, .. } = executed else { panic!("{executed:?}") };
+    assert_eq!(refusal.code, Code::EngineRefused);
+    assert!(refusal.message.contains("Docker refused the restart"), "{}", refusal.message);
+    assert_eq!(plan_state(&h, &id), (PlanState::Failed, Some(PlanOutcome::NotStarted)));
+    assert_eq!(record(&h, "demo"), before, "the record is as it was");
+
+    h.engine.edit(|s| s.fail_at = Some(("start", EngineError::Host { step: "start container" })));
+    let (id, executed) = run(&h, "restart", json!({"app": "demo"}));
+    assert!(matches!(executed, Executed::NeedsInspection { .. }), "{executed:?}");
+    assert_eq!(plan_state(&h, &id).0, PlanState::NeedsInspection);
+    assert_eq!(record(&h, "demo").state, AppState::NeedsInspection);
 }
 
 // --- update ------------------------------------------------------------------
@@ -382,13 +561,14 @@ fn steps_of(h: &Harness, action: &str, parameters: Value) -> Vec<volce_lab::voca
 }
 
 #[test]
-fn deploy_start_and_update_report_their_steps_and_stop_reports_none() {
+fn deploy_start_restart_and_update_report_their_steps_and_stop_reports_none() {
     use volce_lab::vocab::Step::*;
     let h = harness();
     let deploy = steps_of(&h, "deploy", deploy_params("demo", 18001));
     assert_eq!(deploy, [Pulled, Network, AppStarted, GatewayTested, HealthCheck]);
     assert_eq!(steps_of(&h, "stop", json!({"app": "demo"})), []);
     assert_eq!(steps_of(&h, "start", json!({"app": "demo"})), [AppStarted, HealthCheck]);
+    assert_eq!(steps_of(&h, "restart", json!({"app": "demo"})), [AppStarted, HealthCheck]);
     let update = steps_of(&h, "update", json!({"app": "demo", "image": "web2"}));
     assert_eq!(update, [Pulled, AppStarted, GatewayTested, HealthCheck, Switched]);
 }

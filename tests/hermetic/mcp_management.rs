@@ -529,3 +529,22 @@ async fn a_deploy_without_its_port_is_not_sent_to_a_protocol_1_server() {
     assert!(result["fix"].as_str().unwrap().starts_with("Upgrade volce-lab on that server"), "{result}");
     assert!(!harness.path("request").exists(), "the helper was never asked");
 }
+
+/// Tried: a restart (protocol 2, issue 25) to a target that named no
+/// version (taken as protocol 1, whose helper knows no restart):
+/// `server_too_old` from the workstation, and nothing reaches the helper.
+#[tokio::test]
+async fn a_restart_is_not_sent_to_a_protocol_1_server() {
+    let harness = Setup::rpc(reply(json!({"status": "ok", "operation": "plan", "result": {}}))).start().await;
+    harness.identify().await;
+    let arguments = json!({"action": "restart", "parameters": {"app": "web"}});
+    let result = harness.call("service_plan", arguments).await;
+    assert_eq!(
+        (result["status"].as_str(), result["code"].as_str()),
+        (Some("rejected"), Some("server_too_old")),
+        "{result}"
+    );
+    let message = result["message"].as_str().unwrap();
+    assert!(message.contains("nothing was sent") && message.contains("protocol 2"), "{message}");
+    assert!(!harness.path("request").exists(), "the helper was never asked");
+}

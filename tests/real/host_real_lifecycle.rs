@@ -11,7 +11,8 @@
 //! exists all along and changes nothing. A foreign container in a
 //! restart loop runs all along and voids nothing; a change to the target
 //! voids an approved plan. Also: remove_app of an app whose containers an
-//! operator removed by hand.
+//! operator removed by hand, and a crashed app brought back by one restart
+//! plan (issue 25).
 //! Ignored: needs root, Docker and scripts/test-images; fails loudly
 //! without them. Removes every object it created, even when it fails.
 
@@ -378,4 +379,70 @@ fn remove_app_cleans_up_an_app_whose_containers_an_operator_removed() {
         "{networks}"
     );
     assert!(!record.app_dir.exists());
+}
+
+/// Issue 25: an app whose container died (SIGKILL, as a crash or the OOM
+/// killer leaves it: docker does not bring back a killed container) comes
+/// back with one approved restart plan and serves through its gateway; the
+/// inventory's drift names the container; a healthy app restarts too.
+#[test]
+#[ignore = "real parts: run by scripts/test"]
+fn a_crashed_app_comes_back_with_one_restart_plan_and_serves_through_its_gateway() {
+    let _serial = SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let (_state, host) = host();
+    let began = Instant::now();
+    let app = format!("vlback{}", std::process::id());
+    let _cleanup = Cleanup {
+        apps: vec![app.clone()],
+        foreign: format!("vlback-none-{}", std::process::id()),
+        images: vec![],
+    };
+    let (port, server) = (free_port(), format!("{app}.test"));
+    host.completed(
+        "deploy",
+        json!({"app": app, "image": "web", "host_port": port, "container_port": 8080, "server_name": server}),
+    );
+    assert_eq!(page(port, &server).as_deref(), Some("volce-lab test app: web"));
+    let record = host.record(&app).unwrap();
+    let app_id = record.app_container.clone().unwrap();
+    assert!(docker(&["kill", app_id.as_str()]).0, "the app container dies");
+    let state = |id: &str| {
+        docker(&["inspect", "--format", "{{.State.Status}} {{.HostConfig.RestartPolicy.Name}}", id]).1
+    };
+    assert_eq!(state(app_id.as_str()), "exited unless-stopped", "docker leaves a killed container down");
+    assert_eq!(page(port, &server), None, "the gateway has nothing to serve");
+
+    let inventory = host.rpc(json!({"operation": "inventory"}));
+    let entry =
+        inventory["result"]["apps"].as_array().unwrap().iter().find(|a| a["app"] == app.as_str()).unwrap();
+    assert_eq!(
+        (entry["state"].as_str(), entry["drift"]["reason"].as_str()),
+        (Some("drifted"), Some("record_running_but_stopped")),
+        "{entry}"
+    );
+    let message = entry["drift"]["message"].as_str().unwrap();
+    assert!(message.ends_with(&format!(": vl-{app}-app (exited)")), "names the container: {message}");
+    assert!(entry["drift"]["fix"].as_str().unwrap().contains("restart plan"), "{entry}");
+    assert_eq!(host.plan("start", json!({"app": app})).unwrap_err()["code"], "app_not_stopped");
+
+    let restart = Instant::now();
+    let done = host.run("restart", json!({"app": app}));
+    assert_eq!(done["result"]["outcome"], "completed", "{done}");
+    eprintln!("restart of a crashed app: {:?}", restart.elapsed());
+    assert_eq!(page(port, &server).as_deref(), Some("volce-lab test app: web"));
+    for id in &record.containers {
+        assert_eq!(state(id.as_str()), "running unless-stopped", "as deploy left it");
+    }
+    let inventory = host.rpc(json!({"operation": "inventory"}));
+    let entry =
+        inventory["result"]["apps"].as_array().unwrap().iter().find(|a| a["app"] == app.as_str()).unwrap();
+    assert_eq!((entry["state"].as_str(), &entry["drift"]), (Some("running"), &Value::Null), "{entry}");
+
+    // A healthy app restarts as well, and serves again.
+    let restart = Instant::now();
+    host.completed("restart", json!({"app": app}));
+    eprintln!("restart of a healthy app: {:?}", restart.elapsed());
+    assert_eq!(page(port, &server).as_deref(), Some("volce-lab test app: web"));
+    assert_eq!(host.record(&app).unwrap().containers, record.containers, "the same two containers");
+    eprintln!("whole test: {:?}", began.elapsed());
 }

@@ -64,6 +64,9 @@ pub struct FakeState {
     pub capacity: Capacity,
     /// The next mutation fails with this error (after recording the call).
     pub fail_next: Option<EngineError>,
+    /// The next mutation of this kind (the call's first word: `start`,
+    /// `stop`, ...) fails with this error, after recording the call.
+    pub fail_at: Option<(&'static str, EngineError)>,
     pub snapshot_fails: bool,
     /// What `logs` answers per container id (nothing for the others).
     pub logs: BTreeMap<ContainerId, Vec<u8>>,
@@ -118,6 +121,7 @@ impl FakeEngine {
                 busy_ports: Vec::new(),
                 capacity: Capacity { free_memory_bytes: 8 << 30, free_disk_bytes: 64 << 30 },
                 fail_next: None,
+                fail_at: None,
                 snapshot_fails: false,
                 logs: BTreeMap::new(),
                 envs: BTreeMap::new(),
@@ -183,7 +187,11 @@ impl FakeEngine {
             file.write_all(format!("{} {}\n", std::process::id(), call.join(" ")).as_bytes()).unwrap();
         }
         let mut state = self.state.lock().unwrap();
+        let kind_fails = state.fail_at.as_ref().is_some_and(|(kind, _)| *kind == call[0]);
         state.calls.push(call);
+        if kind_fails {
+            return Err(state.fail_at.take().expect("checked above").1);
+        }
         match state.fail_next.take() {
             Some(error) => Err(error),
             None => Ok(()),

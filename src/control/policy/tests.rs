@@ -104,7 +104,14 @@ fn approval_required_keeps_the_fixed_minimum_and_accepts_only_additions() {
     let minimum = sample_policy();
     assert_eq!(
         minimum.approval_required,
-        [Action::Stop, Action::RemoveImage, Action::RemoveApp, Action::Start, Action::Update]
+        [
+            Action::Stop,
+            Action::RemoveImage,
+            Action::RemoveApp,
+            Action::Start,
+            Action::Update,
+            Action::Restart
+        ]
     );
     let all = with(|v| {
         v["approval_required"] =
@@ -115,16 +122,24 @@ fn approval_required_keeps_the_fixed_minimum_and_accepts_only_additions() {
     assert!(all.terms(Action::Deploy, "h").requires_approval);
     assert!(!minimum.terms(Action::Deploy, "h").requires_approval);
     // A list that leaves fixed actions out still requires them: the policy
-    // of a helper from before start and update joined the minimum, an empty
-    // list, and a list naming only an addition.
+    // of a helper from before start and update (or restart) joined the
+    // minimum, an empty list, and a list naming only an addition.
     for partial in [
         json!(["stop", "remove_image", "remove_app"]),
         json!([]),
         json!(["deploy"]),
         json!(["remove_image", "remove_app", "start", "update"]),
+        json!(["stop", "remove_image", "remove_app", "start", "update"]),
     ] {
         let policy = with(|v| v["approval_required"] = partial.clone()).unwrap();
-        for action in [Action::Stop, Action::RemoveImage, Action::RemoveApp, Action::Start, Action::Update] {
+        for action in [
+            Action::Stop,
+            Action::RemoveImage,
+            Action::RemoveApp,
+            Action::Start,
+            Action::Update,
+            Action::Restart,
+        ] {
             assert!(policy.terms(action, "h").requires_approval, "{partial}: {action:?}");
         }
         assert_eq!(

@@ -111,8 +111,19 @@ fn remove_9() -> Payload {
     Payload::RemoveImage { image_id: image('9'), used_by: vec!["old".into()] }
 }
 
+fn restart_shop() -> Payload {
+    let spec = crate::vocab::StartSpec {
+        app_container: id('a'),
+        gateway: id('b'),
+        host_port: 18001,
+        server_name: ServerName::parse("shop.example").unwrap(),
+        health_path: Default::default(),
+    };
+    Payload::Restart { app: app("shop"), containers: vec![id('a'), id('b')], container_names: vec![], spec }
+}
+
 fn every_payload() -> Vec<Payload> {
-    vec![stop_shop(), nginx_shop(), deploy_web(18002), remove_9()]
+    vec![stop_shop(), nginx_shop(), deploy_web(18002), remove_9(), restart_shop()]
 }
 
 /// Whether `change` applied to the world changes the digest of `payload`.
@@ -192,6 +203,27 @@ fn stop_is_void_when_its_app_changes_in_any_way() {
     // A foreign container slipped in under the app's label or one of its names.
     assert!(voids(&stop, |s| s.containers.push(container('6', "sneaky", Some("shop"), "app"))));
     assert!(voids(&stop, |s| s.containers.push(container('6', "vl-shop-check", None, ""))));
+}
+
+#[test]
+fn restart_ignores_its_own_containers_states_but_nothing_else_of_its_app() {
+    let restart = restart_shop();
+    // A crash loop, or an operator stopping or starting one by hand: what
+    // the restart is for; it stops whatever runs and starts both.
+    assert!(!voids(&restart, |s| find(s, "vl-shop-app").state = "restarting".into()));
+    assert!(!voids(&restart, |s| find(s, "vl-shop-gateway").state = "exited".into()));
+    assert!(voids(&restart, |s| s.containers.retain(|c| c.name != "vl-shop-app")));
+    assert!(voids(&restart, |s| find(s, "vl-shop-app").image_id = image('e')));
+    assert!(voids(&restart, |s| find(s, "vl-shop-gateway").ports.push(port(18005))));
+    assert!(voids(&restart, |s| s.containers.push(container('6', "sneaky", Some("shop"), "app"))));
+    // A squatter on its names is digested whole, its state included.
+    let squatter = |s: &mut Snapshot| s.containers.push(container('6', "vl-shop-check", None, ""));
+    assert!(voids(&restart, squatter));
+    let mut with_squatter = world();
+    squatter(&mut with_squatter);
+    let mut flapped = with_squatter.clone();
+    find(&mut flapped, "vl-shop-check").state = "exited".into();
+    assert_ne!(digest(&with_squatter.normalize(), &restart), digest(&flapped.normalize(), &restart));
 }
 
 #[test]

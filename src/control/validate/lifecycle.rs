@@ -1,13 +1,15 @@
-//! Validation of the two actions that bring a managed app back or move it
-//! on: `start` (a stopped app) and `update` (a running app to another
-//! catalog image). Pure, like the rest of `validate`; runs in the root
-//! helper at prepare and again at execute.
+//! Validation of the actions that bring a managed app back or move it on:
+//! `start` (a stopped app), `restart` (an app that should run, whatever
+//! its containers do now) and `update` (a running app to another catalog
+//! image). Pure, like the rest of `validate`; runs in the root helper at
+//! prepare and again at execute.
 //!
 //! Security invariants enforced here:
-//! - both act only on an app we recorded whose labelled container set is
-//!   exactly the recorded one (nothing unmanaged is started or replaced);
-//! - start only starts what is stopped, on the app's recorded port, which
-//!   nothing else may publish or listen on;
+//! - all three act only on an app we recorded whose labelled container set
+//!   is exactly the recorded one (nothing unmanaged is started or replaced);
+//! - start only starts what is stopped, and restart only what is recorded
+//!   running or runs again, on the app's recorded port, which nothing else
+//!   may publish or listen on;
 //! - update names a catalog key, never an image reference, and derives
 //!   every name it creates from the app and the plan id.
 
@@ -17,8 +19,9 @@ use super::{
     AppState, Context, HostFacts, MIB, app_name, configuration, exact_keys, not_in_catalog, owned,
     owned_running, recorded, string,
 };
+use crate::control::app_record::AppRecord;
 use crate::control::plan::{Action, Impact, Payload};
-use crate::vocab::{Code, ContainerId, Refusal, ServerName, StartSpec, UpdateSpec, refuse};
+use crate::vocab::{Code, ContainerId, HealthPath, Refusal, ServerName, StartSpec, UpdateSpec, refuse};
 
 /// Docker states in which a container is, or is about to be, running.
 fn is_up(state: &str) -> bool {
@@ -70,28 +73,8 @@ pub(super) fn start(
             ),
         );
     }
+    port_is_the_apps(record, false, ctx, facts)?;
     let port = record.host_port;
-    let taken = ctx
-        .snapshot
-        .containers
-        .iter()
-        .any(|c| !record.containers.contains(&c.id) && c.ports.iter().any(|p| p.host_port == port));
-    if taken {
-        return refuse(
-            Code::PortPublished,
-            format!(
-                "Another container publishes port {port}, which {app} needs: it cannot start until that port is free."
-            ),
-        );
-    }
-    if !facts.host_port_free(port) {
-        return refuse(
-            Code::PortInUse,
-            format!(
-                "Something listens on 127.0.0.1:{port}, which {app} needs: it cannot start until that port is free."
-            ),
-        );
-    }
     let server_name = record.server_name.clone();
     let mut containers = record.containers.clone();
     containers.sort();
@@ -110,17 +93,128 @@ pub(super) fn start(
                    blocks nothing."
             .into(),
     };
-    // The entry the app was deployed by says where it answers, while it
-    // still pins the image the app runs; otherwise `/`, as before.
-    let health_path = ctx
-        .policy
+    let health_path = deployed_health_path(record, ctx);
+    let spec = StartSpec { app_container, gateway, host_port: port, server_name, health_path };
+    Ok((Payload::Start { app, containers, container_names, spec }, impact))
+}
+
+/// Where the app answers: the entry it was deployed by says so while it
+/// still pins the image the app runs; otherwise `/`, as before.
+fn deployed_health_path(record: &AppRecord, ctx: &Context<'_>) -> HealthPath {
+    ctx.policy
         .catalog
         .get(&record.image_key)
         .filter(|entry| entry.image == record.app_image)
         .map(|entry| entry.health_path.clone())
-        .unwrap_or_default();
-    let spec = StartSpec { app_container, gateway, host_port: port, server_name, health_path };
-    Ok((Payload::Start { app, containers, container_names, spec }, impact))
+        .unwrap_or_default()
+}
+
+/// The app's recorded port, unless a container not of the app publishes
+/// it, or (when `ours_listen` is false) something listens on it.
+fn port_is_the_apps(
+    record: &AppRecord,
+    ours_listen: bool,
+    ctx: &Context<'_>,
+    facts: &dyn HostFacts,
+) -> Result<(), Refusal> {
+    let (app, port) = (&record.app, record.host_port);
+    let taken = ctx
+        .snapshot
+        .containers
+        .iter()
+        .any(|c| !record.containers.contains(&c.id) && c.ports.iter().any(|p| p.host_port == port));
+    if taken {
+        return refuse(
+            Code::PortPublished,
+            format!(
+                "Another container publishes port {port}, which {app} needs: it cannot start until that port is free."
+            ),
+        );
+    }
+    if !ours_listen && !facts.host_port_free(port) {
+        return refuse(
+            Code::PortInUse,
+            format!(
+                "Something listens on 127.0.0.1:{port}, which {app} needs: it cannot start until that port is free."
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// restart: both recorded containers stopped as a stop plan stops them
+/// (gateway first), then started and health-checked as a start plan
+/// does. For an app recorded running, whatever its containers do now
+/// (running, crashed, stopped by hand), and for one recorded stopped whose
+/// containers run again (started by hand); a stopped app is a start's.
+pub(super) fn restart(
+    params: &Map<String, Value>,
+    ctx: &Context<'_>,
+    facts: &dyn HostFacts,
+) -> Result<(Payload, Impact), Refusal> {
+    exact_keys(params, Action::Restart)?;
+    let app = app_name(params)?;
+    let record = recorded(&app, ctx)?;
+    if record.state == AppState::NeedsInspection {
+        return refuse(
+            Code::AppNotRunning,
+            format!(
+                "{app} needs inspection, not a restart: after an operator's resolve, a remove_app plan cleans \
+                 it up and a new deploy brings it back."
+            ),
+        );
+    }
+    let record = owned(&app, record, ctx)?;
+    let find = |id: &Option<ContainerId>| {
+        id.as_ref().and_then(|id| ctx.snapshot.containers.iter().find(|c| c.id == *id))
+    };
+    let (Some(app_c), Some(gateway_c)) = (find(&record.app_container), find(&record.gateway_container))
+    else {
+        return refuse(
+            Code::ContainerSetChanged,
+            format!("{app} has no recorded app and gateway container on the engine."),
+        );
+    };
+    if record.state == AppState::Stopped && !is_up(&app_c.state) && !is_up(&gateway_c.state) {
+        return refuse(
+            Code::AppNotRunning,
+            format!(
+                "{app} is stopped, as a stop plan left it: a start plan starts it (restart is for an app that \
+                 should run, or whose containers were started by hand)."
+            ),
+        );
+    }
+    // Our own gateway holds the port while it is up.
+    port_is_the_apps(record, is_up(&gateway_c.state), ctx, facts)?;
+    let (port, server_name) = (record.host_port, record.server_name.clone());
+    let mut containers = record.containers.clone();
+    containers.sort();
+    let impact = Impact {
+        target: format!("app {app} on 127.0.0.1:{port} for {server_name}"),
+        // Without their states: the plan is not bound to them (scope.rs).
+        containers_touched: [app_c, gateway_c]
+            .iter()
+            .map(|c| format!("{} (stopped, restart=no, then started, restart=unless-stopped)", c.name))
+            .collect(),
+        data_volumes_deleted: false,
+        shared_nginx_changed: false,
+        rollback: "The gateway, then the app, are stopped as a stop plan stops them (if docker refuses the \
+                   first of these and nothing changed, the plan ends failed and changes nothing). If a \
+                   container then does not start or the app does not answer through its gateway, both are \
+                   stopped again (restart=no) and seen stopped: the plan ends failed (rolled_back), the app \
+                   is recorded stopped and blocks nothing; a start plan brings it back once the cause is \
+                   fixed."
+            .into(),
+    };
+    let spec = StartSpec {
+        app_container: app_c.id.clone(),
+        gateway: gateway_c.id.clone(),
+        host_port: port,
+        server_name,
+        health_path: deployed_health_path(record, ctx),
+    };
+    let container_names = vec![app_c.name.clone(), gateway_c.name.clone()];
+    Ok((Payload::Restart { app, containers, container_names, spec }, impact))
 }
 
 pub(super) fn update(

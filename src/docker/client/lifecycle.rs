@@ -1,10 +1,12 @@
-//! The start and the update of a managed app through the docker CLI, and
-//! the rollback of a failed one. Runs as root inside the host helper.
+//! The start, the restart and the update of a managed app through the
+//! docker CLI, and the rollback of a failed one. Runs as root inside the
+//! host helper.
 //!
 //! Security invariants enforced here:
 //! - start touches exactly the two recorded ids; a failed start stops
 //!   them again (restart=no first) and is called rolled back only once
-//!   both are seen stopped;
+//!   both are seen stopped; restart is stop's steps on the same two ids,
+//!   then start's;
 //! - update creates one container, under a name derived from the app and
 //!   the plan id and carrying the plan's label, and removes the old one
 //!   only after the new one answered through the gateway twice (on a
@@ -16,7 +18,7 @@
 //! - nginx reloads are graceful, so the old container serves every
 //!   request until the switch, and in-flight ones for a moment after it.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::argv::{argv, env_file, hardening, labels};
 use super::deploy::Created;
@@ -32,8 +34,33 @@ const DRAIN: Duration = Duration::from_secs(1);
 
 impl<R: Runner> DockerClient<R> {
     pub(super) fn start_app(&self, spec: &StartSpec, progress: &dyn ProgressSink) -> Result<(), EngineError> {
+        self.start_until(spec, Instant::now() + self.deploy_budget, progress)
+    }
+
+    /// The stop plan's steps (gateway first, the first change verified),
+    /// then the start plan's, all within one deploy budget: the agent's
+    /// wait for the reply covers the whole restart.
+    pub(super) fn restart_app(
+        &self,
+        spec: &StartSpec,
+        progress: &dyn ProgressSink,
+    ) -> Result<(), EngineError> {
+        let deadline = Instant::now() + self.deploy_budget;
+        self.set_deadline(Some(deadline));
+        let stopped = self.stop_verifying_first(&[spec.gateway.clone(), spec.app_container.clone()]);
+        self.set_deadline(None);
+        stopped?;
+        self.start_until(spec, deadline, progress)
+    }
+
+    fn start_until(
+        &self,
+        spec: &StartSpec,
+        deadline: Instant,
+        progress: &dyn ProgressSink,
+    ) -> Result<(), EngineError> {
         let ids = [spec.app_container.clone(), spec.gateway.clone()];
-        self.set_deadline(Some(std::time::Instant::now() + self.deploy_budget));
+        self.set_deadline(Some(deadline));
         let result = self.start_steps(spec, &ids, progress);
         self.set_deadline(None);
         let Err(error) = result else { return Ok(()) };

@@ -66,8 +66,8 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
         self.execute_reporting(id, requester, &NoProgress)
     }
 
-    /// [`Controller::execute`], reporting the steps of a deploy, start or
-    /// update to `progress` as the engine finishes them.
+    /// [`Controller::execute`], reporting the steps of a deploy, start,
+    /// restart or update to `progress` as the engine finishes them.
     pub fn execute_reporting(
         &mut self,
         id: &PlanId,
@@ -334,6 +334,10 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             Payload::Update { spec, .. } => {
                 self.engine.update(spec, progress).map(|new| vec![new.to_string(), spec.gateway.to_string()])
             }
+            Payload::Restart { spec, .. } => self
+                .engine
+                .restart(spec, progress)
+                .map(|()| vec![spec.app_container.to_string(), spec.gateway.to_string()]),
         }
     }
 }

@@ -28,7 +28,7 @@ use crate::text::rfc3339_seconds;
 use crate::vocab::{AppName, ImageId, Refusal, Snapshot};
 use crate::wire::ContainerRole;
 use crate::wire::answers::Word;
-use crate::wire::answers::app_state::{Drift, EngineState};
+use crate::wire::answers::app_state::EngineState;
 use crate::wire::answers::gateways::{Gateway, GatewayStatus};
 use crate::wire::answers::inventory::{
     AppImage, CatalogImage, ForeignCounts, GatewayImage, HelperVersion, Inventory, LastPlan, ManagedApp,
@@ -124,7 +124,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                     stopped_on_purpose,
                     stopped_by,
                     answers,
-                    drift: derived.drift.map(Drift::of),
+                    drift: derived.drift_view(),
                 }
             })
             .collect();
@@ -159,7 +159,7 @@ fn managed_app(record: &AppRecord, snapshot: &Snapshot, last: Option<&StoredPlan
         app: record.app.clone(),
         state: derived.state,
         recorded_state: record.state,
-        drift: derived.drift.map(Drift::of),
+        drift: derived.drift_view(),
         server_name: record.server_name.clone(),
         host_port: record.host_port,
         container_port: record.container_port,

@@ -125,3 +125,39 @@ fn every_reason_names_a_fix() {
         assert_eq!(serde_json::to_value(state).unwrap(), state.as_str());
     }
 }
+
+#[test]
+fn the_drift_message_names_the_container_that_differs() {
+    let message = |state: AppState, snapshot: &Snapshot| {
+        derive(&record(state), snapshot).drift_view().map(|drift| drift.message)
+    };
+    let sentence = |reason: DriftReason, named: &str| Some(format!("{}: {named}", reason.sentence()));
+    assert_eq!(message(AppState::Running, &snapshot("running", "running")), None);
+    assert_eq!(
+        message(AppState::Running, &snapshot("exited", "running")),
+        sentence(DriftReason::RecordRunningButStopped, "vl-demo-app (exited)")
+    );
+    assert_eq!(
+        message(AppState::Stopped, &snapshot("exited", "running")),
+        sentence(DriftReason::RecordStoppedButRunning, "vl-demo-gateway (running)")
+    );
+    assert_eq!(
+        message(AppState::Running, &snapshot("running", "")),
+        sentence(
+            DriftReason::ContainersMissing,
+            &format!("the gateway container {} (missing)", "b".repeat(12))
+        )
+    );
+    let mut extra = snapshot("running", "running");
+    extra.containers.push(container('c', "vl-demo-app-x\u{1b}[2J", Some("demo"), "running"));
+    assert_eq!(
+        message(AppState::Running, &extra),
+        sentence(
+            DriftReason::ContainersReplaced,
+            &format!("vl-demo-app-x2J ({}, not recorded)", "c".repeat(12))
+        ),
+        "only docker's name alphabet reaches the message"
+    );
+    let unverified = derive(&record(AppState::NeedsInspection), &snapshot("running", "running"));
+    assert_eq!(unverified.drift_view().unwrap().message, DriftReason::NeedsInspection.sentence());
+}

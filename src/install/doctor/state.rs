@@ -109,10 +109,10 @@ fn check_drift(dir: &Path, probe: &dyn DoctorProbe, findings: &mut Vec<Finding>)
         )),
         Ok(drifted) if drifted.is_empty() => findings.push(ok("apps", "every managed app is as recorded")),
         Ok(drifted) => {
-            for AppDrift { app, reason } in drifted {
+            for AppDrift { app, reason, message } in drifted {
                 findings.push(fail(
                     format!("app {}", crate::text::for_terminal(&app)),
-                    format!("drifted ({}): {}", reason.as_str(), reason.sentence()),
+                    format!("drifted ({}): {}", reason.as_str(), crate::text::for_terminal(&message)),
                     format!(
                         "{}; the agent plans it (service_plan), you approve it (volce-lab-host list, show, approve)",
                         reason.fix()

@@ -89,8 +89,9 @@ pub fn read_drift(state_dir: &Path) -> Result<Vec<AppDrift>, String> {
     Ok(apps
         .values()
         .filter_map(|record| {
-            let reason = crate::host::drift::derive(record, &snapshot).drift?;
-            Some(AppDrift { app: record.app.to_string(), reason })
+            let derived = crate::host::drift::derive(record, &snapshot);
+            let (reason, drift) = (derived.drift?, derived.drift_view()?);
+            Some(AppDrift { app: record.app.to_string(), reason, message: drift.message })
         })
         .collect())
 }

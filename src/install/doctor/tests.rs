@@ -414,6 +414,7 @@ fn each_broken_probe_variant_fails_its_own_check() {
                 drift: Ok(vec![AppDrift {
                     app: "shop".into(),
                     reason: crate::wire::answers::app_state::DriftReason::RecordStoppedButRunning,
+                    message: "one runs again: vl-shop-app (running)".into(),
                 }]),
                 ..Default::default()
             },
@@ -511,6 +512,7 @@ fn drift_is_a_finding_that_names_the_reviewed_fix() {
         drift: Ok(vec![AppDrift {
             app: "shop".into(),
             reason: crate::wire::answers::app_state::DriftReason::ContainersMissing,
+            message: "gone: the app container 0123456789ab (missing)".into(),
         }]),
         ..Default::default()
     };
@@ -518,6 +520,7 @@ fn drift_is_a_finding_that_names_the_reviewed_fix() {
     let finding = findings.iter().find(|f| f.subject == "app shop").expect("a drift finding");
     assert!(finding.failed());
     assert!(finding.detail.contains("containers_missing"), "{}", finding.detail);
+    assert!(finding.detail.contains("0123456789ab (missing)"), "names the container: {}", finding.detail);
     let fix = finding.fix.as_deref().unwrap();
     assert!(fix.contains("remove_app") && fix.contains("volce-lab-host list"), "{fix}");
 }

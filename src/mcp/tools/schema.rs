@@ -94,7 +94,7 @@ pub fn plan_input() -> Arc<JsonObject> {
                 "type": "object",
                 "description": "Exactly the parameters of the chosen action (see the tool description).",
                 "properties": {
-                    "app": {"type": "string", "description": "Application name (deploy, nginx_config, stop, remove_app, start, update)."},
+                    "app": {"type": "string", "description": "Application name (deploy, nginx_config, stop, remove_app, start, update, restart)."},
                     "image": {"type": "string", "description": "Catalog key of the image to deploy or update to (deploy, update)."},
                     "host_port": port("Loopback port of the gateway (deploy)."),
                     "container_port": port("Port the app listens on inside its container (deploy; optional when the catalog entry sets it)."),
@@ -312,12 +312,31 @@ mod tests {
         assert_eq!(range("since_minutes"), (json!(1), json!(1440)));
         assert_eq!(
             p(&management, "action"),
-            json!(["deploy", "nginx_config", "stop", "remove_image", "remove_app", "start", "update", null])
+            json!([
+                "deploy",
+                "nginx_config",
+                "stop",
+                "remove_image",
+                "remove_app",
+                "start",
+                "update",
+                "restart",
+                null
+            ])
         );
         let plan = value(plan_input());
         assert_eq!(
             p(&plan, "action"),
-            json!(["deploy", "nginx_config", "stop", "remove_image", "remove_app", "start", "update"])
+            json!([
+                "deploy",
+                "nginx_config",
+                "stop",
+                "remove_image",
+                "remove_app",
+                "start",
+                "update",
+                "restart"
+            ])
         );
         let port = &plan["properties"]["parameters"]["properties"]["host_port"];
         assert_eq!((port["minimum"].clone(), port["maximum"].clone()), (json!(1024), json!(65535)));

@@ -84,10 +84,12 @@ impl DriftReason {
                 "an approved remove_app plan removes what is left of the app and frees its name and port"
             }
             DriftReason::RecordStoppedButRunning => {
-                "an approved stop plan stops it again (or remove_app removes it)"
+                "an approved stop plan stops it again, an approved restart plan runs it as recorded running \
+                 (or remove_app removes it)"
             }
             DriftReason::RecordRunningButStopped => {
-                "read its logs (service_logs); an approved stop or remove_app plan settles the record"
+                "read its logs (service_logs); an approved restart plan brings it back (stop or remove_app \
+                 settles the record instead)"
             }
         }
     }
@@ -106,7 +108,17 @@ pub struct Drift {
 
 impl Drift {
     pub fn of(reason: DriftReason) -> Drift {
-        Drift { reason: reason.into(), message: reason.sentence().to_owned(), fix: reason.fix().to_owned() }
+        Drift::naming(reason, &[])
+    }
+
+    /// The drift whose message names the containers that differ (each
+    /// already a phrase such as `vl-shop-app (exited)`).
+    pub fn naming(reason: DriftReason, containers: &[String]) -> Drift {
+        let message = match containers {
+            [] => reason.sentence().to_owned(),
+            named => format!("{}: {}", reason.sentence(), named.join(", ")),
+        };
+        Drift { reason: reason.into(), message, fix: reason.fix().to_owned() }
     }
 }
 

@@ -23,6 +23,13 @@ pub(super) fn record_apps(
     now: i64,
 ) -> Result<(), Refusal> {
     let ok = result.is_ok();
+    // A restart rolled back did change something: the app it found
+    // (running, or crashed) is now stopped with restart=no, verified, as a
+    // stop plan leaves it; the record says so, and a start plan is its way
+    // back.
+    if let (Payload::Restart { app, .. }, Err(EngineError::RolledBack { .. })) = (&plan.payload, result) {
+        return mark_app(tx, app.as_str(), AppState::Stopped, &plan.id, now);
+    }
     if result.as_ref().is_err_and(EngineError::changed_nothing) {
         // Nothing changed on the server, so no record changes either: a
         // deploy refused before its first step holds no name, port or
@@ -105,7 +112,7 @@ pub(super) fn record_apps(
         Payload::RemoveApp { app, .. } => {
             mark_app(tx, app.as_str(), AppState::NeedsInspection, &plan.id, now)?
         }
-        Payload::Start { app, .. } => {
+        Payload::Start { app, .. } | Payload::Restart { app, .. } => {
             let state = if ok { AppState::Running } else { AppState::NeedsInspection };
             mark_app(tx, app.as_str(), state, &plan.id, now)?;
         }

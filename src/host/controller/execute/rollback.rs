@@ -12,6 +12,7 @@ use crate::vocab::{Code, PlanId, Refusal};
 pub(super) fn rolled_back_refusal(action: Action, cause: &EngineError, id: &PlanId) -> Refusal {
     match action {
         Action::Start => return start_rolled_back(cause, id),
+        Action::Restart => return restart_rolled_back(cause, id),
         Action::Update => return update_rolled_back(cause, id),
         _ => {}
     }
@@ -70,6 +71,30 @@ fn start_rolled_back(cause: &EngineError, id: &PlanId) -> Refusal {
             format!(
                 "The start failed ({cause}), so plan {id} failed and was rolled back. {AFTER} An operator can \
                  read the details on the server (volce-lab-host show {id})."
+            ),
+        ),
+    }
+}
+
+/// A restart whose start failed: both containers stopped again and seen
+/// stopped, so the app is down (not as it was, unless it was down before).
+fn restart_rolled_back(cause: &EngineError, id: &PlanId) -> Refusal {
+    const AFTER: &str = "Both containers were stopped again (restart policy no) and seen stopped: the app is \
+                         now stopped and recorded so, nothing is retried and nothing is blocked; a start plan \
+                         brings it back once the cause is fixed.";
+    match cause {
+        EngineError::HealthCheckFailed => Refusal::new(
+            Code::HealthCheckFailed,
+            format!(
+                "The app was stopped and started again but did not answer through its gateway with 2xx/3xx in \
+                 time, so plan {id} failed and was rolled back. {AFTER} Read its logs (service_logs) first."
+            ),
+        ),
+        _ => Refusal::new(
+            Code::StartFailed,
+            format!(
+                "The restart failed while starting ({cause}), so plan {id} failed and was rolled back. {AFTER} \
+                 An operator can read the details on the server (volce-lab-host show {id})."
             ),
         ),
     }

@@ -55,7 +55,8 @@ fn every_bad_argument_is_refused_with_its_code() {
         (ToolName::CloudCheck, Some(json!({"check": big})), TooLarge),
         (ToolName::ServiceInventory, Some(json!({"approved": true})), UnexpectedField),
         (ToolName::ServicePlan, Some(json!({"action": "deploy"})), MissingField),
-        (ToolName::ServicePlan, Some(json!({"action": "restart", "parameters": {}})), NotAllowed),
+        (ToolName::ServicePlan, Some(json!({"action": "reboot", "parameters": {}})), NotAllowed),
+        (ToolName::ServicePlan, Some(json!({"action": "restart", "parameters": {}})), MissingField),
         (ToolName::ServicePlan, Some(json!({"action": "stop", "parameters": "app=web"})), WrongType),
         (
             ToolName::ServicePlan,
@@ -176,8 +177,8 @@ fn refusals_name_what_is_allowed() {
         "`check` must be one of identity, disk, web_status (got `cpu`); nothing was run."
     );
     assert_eq!(
-        refused(ToolName::ServicePlan, json!({"action": "restart", "parameters": {}})),
-        "`action` must be one of deploy, nginx_config, stop, remove_image, remove_app, start, update (got `restart`); nothing was run."
+        refused(ToolName::ServicePlan, json!({"action": "reboot", "parameters": {}})),
+        "`action` must be one of deploy, nginx_config, stop, remove_image, remove_app, start, update, restart (got `reboot`); nothing was run."
     );
     let deploy = json!({"action": "deploy", "parameters": {
         "app": "web", "image": "web", "host_port": 80, "container_port": 8080, "server_name": "x"}});
