@@ -20,6 +20,9 @@
 //!   leaves is always the cleaned line itself with the secret's own bytes
 //!   replaced, never our decoding of it (where the bytes cannot be mapped
 //!   back one for one, as in base64, the whole token is replaced);
+//! - every value of the app's env file of at least
+//!   [`MIN_CONFIGURED_CHARS`] characters, wherever it stands, as printed or
+//!   JSON-escaped (`configured`), before any pattern runs;
 //! - a key that ends its line (`password:`, `password: |`) makes the next
 //!   line of the same stream, or the YAML block after it, a value: redacted
 //!   whole (each stream is read on its own, `render`);
@@ -43,11 +46,13 @@
 
 use serde::Serialize;
 
+mod configured;
 mod keyblock;
 mod normal;
 mod redact;
 mod shapes;
 
+pub use configured::MIN_CONFIGURED_CHARS;
 pub use redact::redact_line;
 
 /// The most bytes of log text (the lines plus one newline each) a reply carries.
@@ -75,6 +80,14 @@ pub struct SafeLogs {
 /// the stream they were printed on, whatever the other stream printed
 /// between them in time; then both are put in time order.
 pub fn render(stdout: &[u8], stderr: &[u8]) -> SafeLogs {
+    render_knowing(stdout, stderr, &[])
+}
+
+/// [`render`], and first every occurrence of one of `configured` (the
+/// values of the app's env file, `crate::vocab::Configuration::values`)
+/// replaced by [`REDACTED`]: exact match, whatever its shape, for values of
+/// at least [`MIN_CONFIGURED_CHARS`] characters.
+pub fn render_knowing(stdout: &[u8], stderr: &[u8], configured: &[&str]) -> SafeLogs {
     let mut redactions = 0;
     let streams = [stdout, stderr].map(|raw| {
         let mut lines: Vec<String> =
@@ -82,6 +95,7 @@ pub fn render(stdout: &[u8], stderr: &[u8]) -> SafeLogs {
         if raw.is_empty() || raw.ends_with(b"\n") {
             lines.pop();
         }
+        configured::redact(&mut lines, configured, &mut redactions);
         keyblock::redact_key_blocks(&mut lines, &mut redactions);
         redact::redact_lines(&lines, &mut redactions)
     });

@@ -265,6 +265,9 @@ impl<R: Runner> DockerClient<R> {
 }
 
 impl<R: Runner> Engine for DockerClient<R> {
+    fn container_env(&self, id: &ContainerId) -> Result<Vec<String>, EngineError> {
+        self.environment_of(id)
+    }
     fn container(&self, id: &ContainerId) -> Result<Option<Container>, EngineError> {
         // One inspect instead of a snapshot's four calls. docker fails the
         // same way for a gone container and an unreachable engine; only

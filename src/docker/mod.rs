@@ -257,6 +257,12 @@ pub trait Engine {
     /// passes only a recorded id of a managed app and makes the bytes safe
     /// (`crate::logs`) before anything leaves the helper.
     fn logs(&self, container: &ContainerId, window: LogWindow) -> Result<LogStreams, EngineError>;
+    /// Read-only: the container's environment as docker holds it
+    /// (`Config.Env`, `NAME=value`), empty when the container is gone. It
+    /// holds the operator's configured secrets: only `service_logs`'
+    /// redaction reads it (the values the app still runs with after its env
+    /// file was edited), and nothing of it is ever part of a reply.
+    fn container_env(&self, container: &ContainerId) -> Result<Vec<String>, EngineError>;
     /// Read-only: exactly this container as the snapshot lists it, or
     /// `None` when the engine holds no container with this id. The default
     /// takes a whole snapshot; the docker client engine asks for the one

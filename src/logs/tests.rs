@@ -445,4 +445,5 @@ fn decoded_and_lookalike_near_misses_stay() {
     assert_eq!(logs.redactions, 1);
 }
 
+mod configured;
 mod properties;

@@ -182,6 +182,10 @@ pub enum Code {
     /// says (the message names it), or an update's new entry says another
     /// port than the app was deployed on.
     ContainerPortMismatch,
+    /// A catalog entry's env file is missing, not root's 0600 file in
+    /// `/etc/volce-lab/apps/`, or does not parse (the message says which
+    /// line, never its text).
+    EnvFileInvalid,
 }
 
 impl Code {
@@ -264,7 +268,7 @@ mod tests {
     #[test]
     fn code_strings_never_change() {
         use strum::VariantArray as _;
-        const SHIPPED: [&str; 89] = [
+        const SHIPPED: [&str; 90] = [
             "invalid_request",
             "request_too_large",
             "unknown_action",
@@ -354,6 +358,7 @@ mod tests {
             "client_too_old",
             "needs_inspection",
             "container_port_mismatch",
+            "env_file_invalid",
         ];
         let strings: Vec<&str> = Code::VARIANTS.iter().map(|c| c.as_str()).collect();
         assert_eq!(strings, SHIPPED);

@@ -13,6 +13,7 @@ mod host_audit_rows;
 mod host_bounded_state;
 mod host_broken_state;
 mod host_clock;
+mod host_configuration;
 mod host_controller;
 mod host_failed_show;
 mod host_image_holds;

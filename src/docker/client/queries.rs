@@ -1,6 +1,7 @@
 //! Read-only questions asked of the engine and the gateway: which local
 //! image a catalog reference resolves to, the `VOLUME`s it declares, a
-//! network's labels and options, and whether a gateway answers its server
+//! container's environment (for the log redaction), a network's labels and
+//! options, and whether a gateway answers its server
 //! name. Runs as root inside the host helper; fixed argv, loopback HTTP
 //! only.
 
@@ -99,6 +100,23 @@ impl<R: Runner> DockerClient<R> {
             // Just pulled, yet not there: nothing is created from it.
             None => Err(EngineError::Unparsable { step: "inspect image volumes" }),
         }
+    }
+
+    /// `docker inspect --format {{json .Config.Env}}` of one container: its
+    /// `NAME=value` environment, secrets included, for the log redaction
+    /// only. An absent container (exit 1) has none.
+    pub(super) fn environment_of(&self, id: &ContainerId) -> Result<Vec<String>, EngineError> {
+        const STEP: &str = "inspect container environment";
+        let args =
+            argv(&["inspect", "--type", "container", "--format", "{{json .Config.Env}}", "--", id.as_str()]);
+        self.call_unless_absent(STEP, args)?
+            .map(|out| {
+                serde_json::from_slice::<Option<Vec<String>>>(&out)
+                    .map(Option::unwrap_or_default)
+                    .map_err(|_| EngineError::Unparsable { step: STEP })
+            })
+            .transpose()
+            .map(Option::unwrap_or_default)
     }
 
     /// A network's labels and driver options, by exact name, or `None`

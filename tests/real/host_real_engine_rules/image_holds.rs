@@ -229,6 +229,9 @@ impl Engine for HoldBeforeRemoval {
     ) -> Result<volce_lab::docker::LogStreams, EngineError> {
         self.engine.logs(container, window)
     }
+    fn container_env(&self, container: &ContainerId) -> Result<Vec<String>, EngineError> {
+        self.engine.container_env(container)
+    }
 }
 
 #[test]
