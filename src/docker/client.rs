@@ -72,7 +72,7 @@ pub use runner::{DOCKER, DOCKER_HOST, DockerCall, DockerProcess, Runner, docker_
 use verify::FirstChange;
 
 pub use limits::{DEPLOY_BUDGET, HealthCheck};
-use limits::{LOGS_OUTPUT, NGINX_TEST, PULL, QUICK, SNAPSHOT_OUTPUT, STOP, STOP_GRACE_SECONDS};
+use limits::{NGINX_TEST, PULL, QUICK, SNAPSHOT_OUTPUT, STOP, STOP_GRACE_SECONDS};
 
 use argv::argv;
 pub use argv::{INHIBIT_IPV4_OPTION, INSPECT_TEMPLATE, NO_MASQUERADE_OPTION, SHM_SIZE, hardening};
@@ -377,21 +377,7 @@ impl<R: Runner> Engine for DockerClient<R> {
     }
 
     fn logs(&self, container: &ContainerId, window: LogWindow) -> Result<LogStreams, EngineError> {
-        // Read-only, by full id only; both streams of the container, which
-        // docker prints on its stdout and stderr, each kept apart. Nothing
-        // of this leaves the helper before `crate::logs` made it safe.
-        let call = DockerCall {
-            args: argv::logs(container, window),
-            timeout: QUICK,
-            stdout_limit: LOGS_OUTPUT,
-            stderr_is_data: true,
-        };
-        let outcome = self.runner.run(&call);
-        if outcome.execution.execution_status == ExecutionStatus::Ok {
-            Ok(LogStreams { stdout: outcome.stdout, stderr: outcome.stderr })
-        } else {
-            Err(EngineError::Call { step: "read container logs", execution: outcome.execution })
-        }
+        self.container_logs(container, window)
     }
 
     fn remove_app(&self, removal: &AppRemoval<'_>) -> Result<(), EngineError> {

@@ -802,7 +802,7 @@ fn logs_reads_one_container_by_id_with_both_streams() {
         ]
     );
     let calls = engine.runner().calls.lock().unwrap().clone();
-    assert!(calls.iter().all(|c| c.stderr_is_data && c.stdout_limit == LOGS_OUTPUT));
+    assert!(calls.iter().all(|c| c.stderr_is_data && c.stdout_limit == super::limits::LOGS_OUTPUT));
     // Every other call keeps docker's stderr away from stdout.
     let other = DockerClient::with_runner(Fake::new(|_| Ok(String::new())), "/tmp");
     other.remove_image(&ImageId::parse(&format!("sha256:{}", hex('b'))).unwrap()).unwrap();
