@@ -119,11 +119,12 @@ pub struct ProcessSpec {
     pub stderr_limit: usize,
     pub timeout: Duration,
     pub transport: Transport,
-    /// The child's stderr goes into the stdout pipe (one pipe, the order the
-    /// child wrote in, counted against `stdout_limit`). Only for a program
-    /// whose stderr is data rather than its own diagnostics: `docker logs`,
-    /// which prints the container's stderr stream there.
-    pub stderr_into_stdout: bool,
+    /// The child's stderr is data, not its own diagnostics (`docker logs`,
+    /// which prints the container's stderr stream there): kept whole in
+    /// [`Outcome::stderr`], within `stderr_limit` (more fails the run as
+    /// stdout does). Its own pipe, so the caller knows which stream each
+    /// byte came on.
+    pub stderr_is_data: bool,
     /// Sees each chunk of stdout as it arrives (within `stdout_limit`), for
     /// a caller that reports progress before the run ends. It only watches:
     /// the outcome is the same with or without it.
@@ -169,7 +170,7 @@ impl ProcessSpec {
             stderr_limit: CHECK_OUTPUT_LIMIT,
             timeout: Duration::from_secs(12),
             transport: Transport::Local,
-            stderr_into_stdout: false,
+            stderr_is_data: false,
             stdout_tap: None,
         }
     }
@@ -181,8 +182,12 @@ pub struct Outcome {
     pub execution: Execution,
     /// At most `stdout_limit` bytes; partial when the limit or the timeout hit.
     pub stdout: Vec<u8>,
-    /// How many stderr bytes arrived. The bytes themselves are dropped.
+    /// How many stderr bytes arrived. The bytes themselves are dropped,
+    /// unless the spec said stderr is data.
     pub stderr_len: u64,
+    /// Only with [`ProcessSpec::stderr_is_data`]: the whole stderr of a run
+    /// that ended by itself (empty after a timeout or an overflow).
+    pub stderr: Vec<u8>,
 }
 
 impl Outcome {
@@ -191,6 +196,7 @@ impl Outcome {
             execution: Execution::not_started(ExecutionStatus::LaunchFailed),
             stdout: Vec::new(),
             stderr_len: 0,
+            stderr: Vec::new(),
         }
     }
 }
@@ -261,21 +267,7 @@ async fn run_keeping(spec: &ProcessSpec, stderr_tail: usize) -> (Outcome, Stderr
         .current_dir("/")
         .stdin(if spec.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
         .kill_on_drop(true);
-    // One pipe for both streams when asked; its write ends live only in
-    // the child once `command` is dropped below, so the read ends with it.
-    let merged = if spec.stderr_into_stdout {
-        let Ok((reader, writer)) = std::io::pipe() else {
-            return (Outcome::launch_failed(), StderrTail(Vec::new()));
-        };
-        let Ok(second) = writer.try_clone() else {
-            return (Outcome::launch_failed(), StderrTail(Vec::new()));
-        };
-        command.stdout(writer).stderr(second);
-        Some(reader)
-    } else {
-        command.stdout(Stdio::piped()).stderr(Stdio::piped());
-        None
-    };
+    command.stdout(Stdio::piped()).stderr(Stdio::piped());
     // A group of its own: killing it reaches everything the child started.
     command.as_std_mut().process_group(0);
 
@@ -289,18 +281,19 @@ async fn run_keeping(spec: &ProcessSpec, stderr_tail: usize) -> (Outcome, Stderr
     let guard = GroupGuard { pgid: child.id().map(|id| Pid::from_raw(id as i32)) };
 
     let stdin = child.stdin.take().map(|pipe| Box::new(pipe) as supervise::Writer);
-    let stdout: Option<supervise::Reader> = match merged {
-        Some(reader) => match tokio::net::unix::pipe::Receiver::from_owned_fd(reader.into()) {
-            Ok(receiver) => Some(Box::new(receiver)),
-            // Nothing readable: the run reports no output rather than a guess.
-            Err(_) => None,
-        },
-        None => child.stdout.take().map(|out| Box::new(out) as supervise::Reader),
-    };
+    let stdout = child.stdout.take().map(|out| Box::new(out) as supervise::Reader);
     let stderr = child.stderr.take().map(|err| Box::new(err) as supervise::Reader);
     let streams = supervise::Streams { stdin, stdout, stderr };
     let mut ending = ChildEnding { child, guard };
-    supervise::supervise(spec, started, streams, &mut ending, stderr_tail).await
+    if !spec.stderr_is_data {
+        return supervise::supervise(spec, started, streams, &mut ending, stderr_tail).await;
+    }
+    // Keeping the last `stderr_limit` bytes of a stream that may not pass
+    // `stderr_limit` keeps all of it.
+    let (mut outcome, tail) =
+        supervise::supervise(spec, started, streams, &mut ending, spec.stderr_limit).await;
+    outcome.stderr = tail.0;
+    (outcome, StderrTail(Vec::new()))
 }
 
 /// A child process as the runner's [`supervise::Ending`]: it ends when it

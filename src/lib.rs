@@ -25,7 +25,8 @@
 //!                   the rpc/list/show/approve/reject/resolve pipelines
 //!                   (pipeline.rs), the controller (controller.rs, with
 //!                   execute in controller/execute.rs), the one table of
-//!                   installed paths (paths.rs), the real clocks (clock.rs),
+//!                   installed paths (paths.rs), the operator's env files
+//!                   and their hash key (env_files.rs), the real clocks (clock.rs),
 //!                   the operator's views (show.rs, list.rs), the rpc process
 //!                   guard (process.rs), its front and worker (front.rs),
 //!                   its stdout (output.rs), who the operator is (operator.rs),

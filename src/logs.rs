@@ -20,9 +20,13 @@
 //!   leaves is always the cleaned line itself with the secret's own bytes
 //!   replaced, never our decoding of it (where the bytes cannot be mapped
 //!   back one for one, as in base64, the whole token is replaced);
+//! - every value of the app's env file of at least
+//!   [`MIN_CONFIGURED_CHARS`] characters, wherever it stands, as printed or
+//!   JSON-escaped (`configured`), before any pattern runs;
 //! - a key that ends its line (`password:`, `password: |`) makes the next
-//!   line, or the YAML block after it, a value: redacted whole;
-//! - a private key block (`keyblock`) becomes one marker; it ends at its
+//!   line of the same stream, or the YAML block after it, a value: redacted
+//!   whole (each stream is read on its own, `render`);
+//! - a private key block (`keyblock`) of one stream becomes one marker; it ends at its
 //!   END line or at another BEGIN (the other stream's lines between come
 //!   through where they stand), so a BEGIN without an END hides the later
 //!   key-shaped lines of the tail, never a line of prose;
@@ -42,11 +46,13 @@
 
 use serde::Serialize;
 
+mod configured;
 mod keyblock;
 mod normal;
 mod redact;
 mod shapes;
 
+pub use configured::MIN_CONFIGURED_CHARS;
 pub use redact::redact_line;
 
 /// The most bytes of log text (the lines plus one newline each) a reply carries.
@@ -69,18 +75,31 @@ pub struct SafeLogs {
 }
 
 /// Makes raw `docker logs` bytes safe (module header), keeping the newest
-/// lines that fit in [`MAX_TEXT_BYTES`].
-pub fn render(raw: &[u8]) -> SafeLogs {
+/// lines that fit in [`MAX_TEXT_BYTES`]. Each stream is made safe on its
+/// own, so a key's value on the next line and a private key block follow
+/// the stream they were printed on, whatever the other stream printed
+/// between them in time; then both are put in time order.
+pub fn render(stdout: &[u8], stderr: &[u8]) -> SafeLogs {
+    render_knowing(stdout, stderr, &[])
+}
+
+/// [`render`], and first every occurrence of one of `configured` (the
+/// values of the app's env file, `crate::vocab::Configuration::values`)
+/// replaced by [`REDACTED`]: exact match, whatever its shape, for values of
+/// at least [`MIN_CONFIGURED_CHARS`] characters.
+pub fn render_knowing(stdout: &[u8], stderr: &[u8], configured: &[&str]) -> SafeLogs {
     let mut redactions = 0;
-    let mut lines: Vec<String> =
-        raw.split(|b| *b == b'\n').map(|line| clean(&String::from_utf8_lossy(line))).collect();
-    if raw.is_empty() || raw.ends_with(b"\n") {
-        lines.pop();
-    }
-    in_time_order(&mut lines);
-    keyblock::redact_key_blocks(&mut lines, &mut redactions);
-    let lines: Vec<String> =
-        redact::redact_lines(&lines, &mut redactions).iter().map(|line| cap(line)).collect();
+    let streams = [stdout, stderr].map(|raw| {
+        let mut lines: Vec<String> =
+            raw.split(|b| *b == b'\n').map(|line| clean(&String::from_utf8_lossy(line))).collect();
+        if raw.is_empty() || raw.ends_with(b"\n") {
+            lines.pop();
+        }
+        configured::redact(&mut lines, configured, &mut redactions);
+        keyblock::redact_key_blocks(&mut lines, &mut redactions);
+        redact::redact_lines(&lines, &mut redactions)
+    });
+    let lines: Vec<String> = in_time_order(streams).iter().map(|line| cap(line)).collect();
     let mut kept = Vec::new();
     let mut used = 0;
     for line in lines.iter().rev() {
@@ -95,18 +114,27 @@ pub fn render(raw: &[u8]) -> SafeLogs {
     SafeLogs { lines: kept, truncated, redactions }
 }
 
-/// docker prints a container's stdout and stderr lines through separate
-/// buffers, so one stream's lines can come out ahead of the other's older
-/// ones. With `--timestamps` every line starts with docker's fixed-width
-/// RFC 3339 time (`2026-12-01T10:00:00.123456789Z`, when the engine took
-/// the line in), which sorts as text: a stable sort by it puts the two
-/// streams back in the order the engine received them, so the cut to the
-/// newest lines keeps the newest of both. Lines are left as
-/// they are unless every one carries such a time.
-fn in_time_order(lines: &mut [String]) {
-    if lines.iter().all(|line| stamp(line).is_some()) {
-        lines.sort_by(|a, b| stamp(a).cmp(&stamp(b)));
+/// Both streams as one, in time order. With `--timestamps` every line
+/// starts with docker's fixed-width RFC 3339 time
+/// (`2026-12-01T10:00:00.123456789Z`, when the engine took the line in),
+/// which sorts as text: a stable sort by it interleaves the two streams in
+/// the order the engine received their lines, so the cut to the newest
+/// lines keeps the newest of both. A line without such a time (a redaction
+/// replaced the whole line, or the text is not docker's) sorts with the
+/// line before it in its stream, so each stream keeps its own order.
+fn in_time_order(streams: [Vec<String>; 2]) -> Vec<String> {
+    let mut keyed: Vec<(String, String)> = Vec::new();
+    for stream in streams {
+        let mut time = String::new();
+        for line in stream {
+            if let Some(stamp) = stamp(&line) {
+                time = stamp.to_owned();
+            }
+            keyed.push((time.clone(), line));
+        }
     }
+    keyed.sort_by(|a, b| a.0.cmp(&b.0));
+    keyed.into_iter().map(|(_, line)| line).collect()
 }
 
 /// docker's time at the start of `line` (see [`in_time_order`]).

@@ -6,7 +6,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use volce_lab::nginx::render;
+use volce_lab::nginx::{AccessLog, render};
 use volce_lab::vocab::ServerName;
 
 #[path = "../../tests/support/nginx_shape.rs"]
@@ -17,7 +17,7 @@ fuzz_target!(|data: &[u8]| {
     let port = 1024 + u16::from_le_bytes([port_bytes[0], port_bytes[1]]) % (65535 - 1024 + 1);
     let Ok(name) = std::str::from_utf8(name) else { return };
     let Some(name) = ServerName::parse(name) else { return };
-    let config = render(name.as_str(), port);
+    let config = render(name.as_str(), port, AccessLog::Off);
     if let Err(difference) = nginx_shape::only_our_directives(&config, name.as_str(), port) {
         panic!("{name:?} {port}: {difference}");
     }

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::vocab::{AppName, ContainerId, ImageId, ImageRef, PlanId, ServerName};
+use crate::vocab::{AppName, ContainerId, EnvFileUse, ImageId, ImageRef, PlanId, ServerName};
 
 /// The life of an app we deployed. One string table (strum); serde's names
 /// are the same (tested): the store keeps both, and compares them.
@@ -70,6 +70,11 @@ pub struct AppRecord {
     /// written before it existed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub image_history: Vec<ImageUse>,
+    /// The env file the app container was created with (path and keyed
+    /// hash, never a value), so an update can tell rotated configuration
+    /// from nothing to do. Absent without one, and in older records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub configuration: Option<EnvFileUse>,
 }
 
 impl AppRecord {

@@ -18,8 +18,8 @@ use serde_json::Value;
 
 use super::canonical;
 use crate::vocab::{
-    AppName, Code, ContainerId, DeploySpec, Digest, ImageId, PlanId, Refusal, ServerName, StartSpec,
-    UpdateSpec,
+    AppName, Code, ContainerId, DeploySpec, Digest, EnvFileUse, ImageId, PlanId, Refusal, ServerName,
+    StartSpec, UpdateSpec,
 };
 
 /// The version of the plan body format; part of the digest.
@@ -223,6 +223,15 @@ impl Payload {
             | Payload::Restart { app, .. } => Some(app.as_str()),
             Payload::Update { spec, .. } => Some(spec.app.as_str()),
             Payload::RemoveImage { .. } => None,
+        }
+    }
+    /// The env file the plan creates a container with, if any: its hash
+    /// must still be the file's when the plan is approved and executed.
+    pub fn env_file(&self) -> Option<&EnvFileUse> {
+        match self {
+            Payload::Deploy { spec, .. } => spec.env_file.as_ref(),
+            Payload::Update { spec, .. } => spec.env_file.as_ref(),
+            _ => None,
         }
     }
 }

@@ -24,10 +24,10 @@ use serde_json::{Map, Value};
 
 use super::app_record::{AppRecord, AppState};
 use super::plan::{Action, Impact, Payload};
-use super::policy::Policy;
+use super::policy::{CatalogEntry, Policy};
 use crate::vocab::{
-    AppName, Capacity, Code, ContainerId, ImageHolds, ImageId, ImageRef, PlanId, Refusal, ServerName,
-    Snapshot, refuse,
+    AppName, Capacity, Code, ContainerId, EnvFileName, EnvFileUse, ImageHolds, ImageId, ImageRef, PlanId,
+    Refusal, ServerName, Snapshot, refuse,
 };
 
 const MIB: u64 = 1024 * 1024;
@@ -67,6 +67,15 @@ pub trait HostFacts {
     /// What holds a local image besides containers (images built on it,
     /// its references), or `None` when the engine holds no such image.
     fn image_holds(&self, image: &ImageId) -> Result<Option<ImageHolds>, Refusal>;
+    /// The env file as it is now: the path docker reads and the sha256 of
+    /// its bytes, once its owner, mode and text passed their checks;
+    /// `env_file_invalid` otherwise. Never its values.
+    fn env_file(&self, name: &EnvFileName) -> Result<EnvFileUse, Refusal>;
+}
+
+/// What a plan records of a catalog entry's configuration, if it has any.
+fn configuration(entry: &CatalogEntry, facts: &dyn HostFacts) -> Result<Option<EnvFileUse>, Refusal> {
+    entry.env_file.as_ref().map(|name| facts.env_file(name)).transpose()
 }
 
 /// Refuses a catalog image (or the gateway image) that declares `VOLUME`s,

@@ -50,7 +50,7 @@ use std::time::Duration;
 
 use super::gateway_file::{backup, open_managed_config, read_bounded, remove_app_dir, rewrite};
 use super::host_probe::port_free;
-use super::{AppRemoval, Deployed, Engine, EngineError, LogWindow, ProgressSink};
+use super::{AppRemoval, Deployed, Engine, EngineError, LogStreams, LogWindow, ProgressSink};
 use crate::exec::ExecutionStatus;
 use crate::vocab::{
     Capacity, Container, ContainerId, DeploySpec, ImageHolds, ImageId, ImageRef, LABEL_APP, LABEL_PLAN,
@@ -75,7 +75,7 @@ pub use runner::{DOCKER, DOCKER_HOST, DockerCall, DockerProcess, Runner, docker_
 use verify::FirstChange;
 
 pub use limits::{DEPLOY_BUDGET, HealthCheck};
-use limits::{LOGS_OUTPUT, NGINX_TEST, PULL, QUICK, SNAPSHOT_OUTPUT, STOP, STOP_GRACE_SECONDS};
+use limits::{NGINX_TEST, PULL, QUICK, SNAPSHOT_OUTPUT, STOP, STOP_GRACE_SECONDS};
 
 use argv::argv;
 pub use argv::{INHIBIT_IPV4_OPTION, INSPECT_TEMPLATE, NO_MASQUERADE_OPTION, SHM_SIZE, hardening};
@@ -158,7 +158,7 @@ impl<R: Runner> DockerClient<R> {
             ),
             None => timeout,
         };
-        let outcome = self.runner.run(&DockerCall { args, timeout, stdout_limit, stderr_into_stdout: false });
+        let outcome = self.runner.run(&DockerCall { args, timeout, stdout_limit, stderr_is_data: false });
         if outcome.execution.execution_status == ExecutionStatus::Ok {
             Ok(outcome.stdout)
         } else {
@@ -268,6 +268,9 @@ impl<R: Runner> DockerClient<R> {
 }
 
 impl<R: Runner> Engine for DockerClient<R> {
+    fn container_env(&self, id: &ContainerId) -> Result<Vec<String>, EngineError> {
+        self.environment_of(id)
+    }
     fn container(&self, id: &ContainerId) -> Result<Option<Container>, EngineError> {
         // One inspect instead of a snapshot's four calls. docker fails the
         // same way for a gone container and an unreachable engine; only
@@ -376,22 +379,8 @@ impl<R: Runner> Engine for DockerClient<R> {
         self.update_app(spec, progress)
     }
 
-    fn logs(&self, container: &ContainerId, window: LogWindow) -> Result<Vec<u8>, EngineError> {
-        // Read-only, by full id only; both streams of the container, which
-        // docker prints on its stdout and stderr. Nothing of this leaves the
-        // helper before `crate::logs` made it safe.
-        let call = DockerCall {
-            args: argv::logs(container, window),
-            timeout: QUICK,
-            stdout_limit: LOGS_OUTPUT,
-            stderr_into_stdout: true,
-        };
-        let outcome = self.runner.run(&call);
-        if outcome.execution.execution_status == ExecutionStatus::Ok {
-            Ok(outcome.stdout)
-        } else {
-            Err(EngineError::Call { step: "read container logs", execution: outcome.execution })
-        }
+    fn logs(&self, container: &ContainerId, window: LogWindow) -> Result<LogStreams, EngineError> {
+        self.container_logs(container, window)
     }
 
     fn remove_app(&self, removal: &AppRemoval<'_>) -> Result<(), EngineError> {

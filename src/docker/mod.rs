@@ -42,6 +42,15 @@ pub struct Deployed {
     pub gateway_container: ContainerId,
 }
 
+/// What `docker logs` printed of one container: its two streams, each in
+/// its own pipe, so `crate::logs` follows a value across lines within one
+/// stream while the other stream's lines land between them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LogStreams {
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+}
+
 /// Which lines of a container's log to read: the last `tail` (1..=200,
 /// checked by the controller), within the last `since_minutes` if given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -247,7 +256,13 @@ pub trait Engine {
     /// them with timestamps) of exactly this container. The controller
     /// passes only a recorded id of a managed app and makes the bytes safe
     /// (`crate::logs`) before anything leaves the helper.
-    fn logs(&self, container: &ContainerId, window: LogWindow) -> Result<Vec<u8>, EngineError>;
+    fn logs(&self, container: &ContainerId, window: LogWindow) -> Result<LogStreams, EngineError>;
+    /// Read-only: the container's environment as docker holds it
+    /// (`Config.Env`, `NAME=value`), empty when the container is gone. It
+    /// holds the operator's configured secrets: only `service_logs`'
+    /// redaction reads it (the values the app still runs with after its env
+    /// file was edited), and nothing of it is ever part of a reply.
+    fn container_env(&self, container: &ContainerId) -> Result<Vec<String>, EngineError>;
     /// Read-only: exactly this container as the snapshot lists it, or
     /// `None` when the engine holds no container with this id. The default
     /// takes a whole snapshot; the docker client engine asks for the one

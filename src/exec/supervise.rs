@@ -176,5 +176,5 @@ pub async fn supervise(
         duration_ms,
         completion,
     };
-    (Outcome { execution, stdout, stderr_len }, StderrTail(tail))
+    (Outcome { execution, stdout, stderr_len, stderr: Vec::new() }, StderrTail(tail))
 }

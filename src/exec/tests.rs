@@ -178,26 +178,28 @@ async fn the_stderr_tail_keeps_only_the_end_and_never_shows_it() {
 }
 
 #[tokio::test]
-async fn stderr_into_stdout_keeps_both_streams_in_order() {
-    let mut spec = sh("printf 'out1\\n'; printf 'err1\\n' >&2; printf 'out2\\n'");
-    spec.stderr_into_stdout = true;
+async fn stderr_as_data_is_kept_whole_and_apart_from_stdout() {
+    let mut spec = sh("printf 'out1\\n'; printf 'err1\\n' >&2; printf 'out2\\n'; printf 'err2\\n' >&2");
+    spec.stderr_is_data = true;
+    spec.stderr_limit = 100;
     let outcome = run(&spec).await;
     assert_eq!(outcome.execution.execution_status, ExecutionStatus::Ok);
-    assert_eq!(outcome.stdout, b"out1\nerr1\nout2\n");
-    assert_eq!(outcome.stderr_len, 0);
+    assert_eq!(outcome.stdout, b"out1\nout2\n");
+    assert_eq!((outcome.stderr.as_slice(), outcome.stderr_len), (&b"err1\nerr2\n"[..], 10));
     // Without the flag stderr is still only counted.
     let outcome = run(&sh("printf 'out1\\n'; printf 'err1\\n' >&2")).await;
     assert_eq!((outcome.stdout.as_slice(), outcome.stderr_len), (&b"out1\n"[..], 5));
+    assert!(outcome.stderr.is_empty());
 }
 
 #[tokio::test]
-async fn a_merged_flood_hits_the_stdout_limit() {
+async fn a_flood_of_stderr_as_data_hits_its_limit_and_keeps_nothing() {
     let mut spec = sh("head -c 100000 /dev/zero >&2");
-    spec.stderr_into_stdout = true;
-    spec.stdout_limit = 1000;
+    spec.stderr_is_data = true;
+    spec.stderr_limit = 1000;
     let outcome = run(&spec).await;
     assert_eq!(outcome.execution.execution_status, ExecutionStatus::OutputLimit);
-    assert!(outcome.stdout.is_empty());
+    assert!(outcome.stdout.is_empty() && outcome.stderr.is_empty());
 }
 
 #[test]

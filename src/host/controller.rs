@@ -46,7 +46,11 @@ use crate::control::scope;
 use crate::control::validate::{self, Context, HostFacts};
 use crate::docker::{Engine, EngineError};
 use crate::store::{AuditOutcome, AuditRow, Claim, Event, PlanState, Store, StoreError, StoredPlan};
-use crate::vocab::{Capacity, Code, ImageHolds, ImageId, ImageRef, PlanId, Refusal, refuse};
+use crate::vocab::{
+    Capacity, Code, EnvFileName, EnvFileUse, ImageHolds, ImageId, ImageRef, PlanId, Refusal, refuse,
+};
+
+use super::env_files::EnvDir;
 
 pub use super::liveness::StoppedClaimer;
 
@@ -86,10 +90,11 @@ fn engine_unavailable(_: EngineError) -> Refusal {
     Refusal::new(Code::EngineUnavailable, "The container engine could not be queried; nothing was changed.")
 }
 
-/// Facts for validation, from the engine and the app directory.
+/// Facts for validation, from the engine, the app directory and the env files.
 struct EngineProbe<'a, E: Engine> {
     engine: &'a E,
     apps_dir: &'a std::path::Path,
+    env_dir: &'a EnvDir,
 }
 
 impl<E: Engine> HostFacts for EngineProbe<'_, E> {
@@ -104,6 +109,9 @@ impl<E: Engine> HostFacts for EngineProbe<'_, E> {
     }
     fn image_holds(&self, image: &ImageId) -> Result<Option<ImageHolds>, Refusal> {
         self.engine.image_holds(image).map_err(engine_unavailable)
+    }
+    fn env_file(&self, name: &EnvFileName) -> Result<EnvFileUse, Refusal> {
+        self.env_dir.used(name)
     }
     fn app_dir_exists(&self, app: &str) -> bool {
         // Anything but a clean "not found" counts as existing: refusing a
@@ -124,6 +132,7 @@ pub struct Controller<E: Engine, C: Clock, L: Liveness> {
     clock: C,
     liveness: L,
     apps_dir: PathBuf,
+    env_dir: EnvDir,
 }
 
 fn audit(at: i64, event: Event, outcome: AuditOutcome, actor: &str) -> AuditRow {
@@ -141,7 +150,15 @@ fn audit(at: i64, event: Event, outcome: AuditOutcome, actor: &str) -> AuditRow 
 impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
     pub fn new(policy: Policy, store: Store, engine: E, clock: C, liveness: L, apps_dir: PathBuf) -> Self {
         let policy_hash = policy.hash();
-        Controller { policy, policy_hash, store, engine, clock, liveness, apps_dir }
+        Controller { policy, policy_hash, store, engine, clock, liveness, apps_dir, env_dir: EnvDir::fixed() }
+    }
+
+    /// Reads env files (and their hash key) where `env_dir` says: the
+    /// pipeline passes [`EnvDir::of`] its paths, which for the shipped
+    /// binary's fixed paths is [`EnvDir::fixed`], the default.
+    pub fn with_env_dir(mut self, env_dir: EnvDir) -> Self {
+        self.env_dir = env_dir;
+        self
     }
 
     /// Test hook: the store itself, past every check of the controller.
@@ -193,7 +210,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
         let action = Action::parse(action)?;
         self.settle_abandoned(requester)?;
         self.retain(requester)?;
-        let Controller { policy, policy_hash, store, engine, apps_dir, clock, .. } = self;
+        let Controller { policy, policy_hash, store, engine, apps_dir, env_dir, clock, .. } = self;
         // Before anything is written: a full state filesystem is refused
         // here, not halfway through (`crate::store::space`).
         crate::store::space::require_room(apps_dir.parent().unwrap_or(apps_dir))?;
@@ -220,7 +237,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
         let id = PlanId::random();
         let ctx =
             Context { policy, snapshot: &snapshot, apps: &apps, retired: &retired, apps_dir, plan_id: &id };
-        let probe = EngineProbe { engine: &*engine, apps_dir };
+        let probe = EngineProbe { engine: &*engine, apps_dir, env_dir };
         // Every prepare adds state: none is accepted below the floors.
         validate::capacity_floors(policy, &probe)?;
         let (payload, impact) = validate::derive(action, parameters, &ctx, &probe)?;
@@ -299,6 +316,31 @@ fn terms_hold(plan: &Plan, policy: &Policy, policy_hash: &str) -> Result<(), Ref
     refuse(
         Code::PlanCorrupt,
         "The stored plan's approval rule or lifetime is not what its policy gives it; inspect the state database.",
+    )
+}
+
+/// Refuses a plan whose env file is not what it was when the plan was
+/// made: edited (the operator's configuration is part of what was
+/// reviewed, so the plan is void as after a policy change, but only the
+/// plans of that file's catalog key), or now unsafe or unreadable.
+/// Reads a small root-owned file, never the engine.
+fn configuration_holds(env_dir: &EnvDir, plan: &Plan) -> Result<(), Refusal> {
+    let Some(used) = plan.payload.env_file() else { return Ok(()) };
+    let name = used.path.file_name().and_then(|n| n.to_str()).and_then(EnvFileName::parse);
+    let Some(name) = name.filter(|name| env_dir.path(name) == used.path) else {
+        return refuse(Code::PlanCorrupt, "The stored plan names an env file outside the env directory.");
+    };
+    let now = env_dir.used(&name)?;
+    if now == *used {
+        return Ok(());
+    }
+    refuse(
+        Code::PolicyChanged,
+        format!(
+            "The operator's env file {} changed since this plan was made; the plan is void (and so is any \
+             approval): prepare a new one.",
+            used.path.display()
+        ),
     )
 }
 

@@ -74,6 +74,7 @@ mod confirm;
 pub mod controller;
 pub mod drift;
 mod entry;
+pub mod env_files;
 pub mod front;
 pub mod gate;
 pub mod leftovers;

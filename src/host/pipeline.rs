@@ -119,7 +119,8 @@ impl<E: Engine, C: Clock, L: Liveness> Host<E, C, L> {
         if paths == HostPaths::fixed() {
             store.send_to_syslog(std::path::Path::new(crate::store::DEV_LOG));
         }
-        Ok(Controller::new(policy, store, engine, clock, liveness, paths.apps_dir()))
+        let env_dir = super::env_files::EnvDir::of(&paths);
+        Ok(Controller::new(policy, store, engine, clock, liveness, paths.apps_dir()).with_env_dir(env_dir))
     }
 
     /// One rpc request, after the process-level self-check and guard

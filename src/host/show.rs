@@ -138,6 +138,7 @@ pub fn summary(stored: &StoredPlan, now: i64) -> String {
                 l.log_max_size_bytes >> 20,
                 l.log_max_files
             );
+            configuration(&mut out, spec.env_file.as_ref());
             let _ = writeln!(
                 out,
                 "  nginx.conf at {}:",
@@ -220,6 +221,7 @@ pub fn summary(stored: &StoredPlan, now: i64) -> String {
                 esc(image_key),
                 esc(&spec.container_name)
             );
+            configuration(&mut out, spec.env_file.as_ref());
             let _ =
                 writeln!(out, "  checked first on Host {}, then on {}", spec.check_name, spec.server_name);
             let _ = writeln!(out, "  nginx.conf after the switch:");
@@ -239,4 +241,18 @@ pub fn summary(stored: &StoredPlan, now: i64) -> String {
 
 fn left_secs(stored: &StoredPlan, now: i64) -> i64 {
     stored.plan.expires_at - now
+}
+
+/// The app container's configuration as the operator reviews it: which
+/// file and its hash when the plan was made; its values are never shown
+/// (the operator reads the file itself).
+fn configuration(out: &mut String, env_file: Option<&crate::vocab::EnvFileUse>) {
+    if let Some(used) = env_file {
+        let _ = writeln!(
+            out,
+            "  configuration: env file {} (HMAC-SHA256 {}; values not shown)",
+            esc(&used.path.display().to_string()),
+            esc(&used.hmac_sha256)
+        );
+    }
 }

@@ -19,7 +19,7 @@ pub(super) fn outcome(config: &Config, command: RemoteCommand) -> Outcome {
     };
     let mut execution = Execution::not_started(ExecutionStatus::Ok);
     execution.exit_code = Some(0);
-    Outcome { execution, stdout: stdout.into_bytes(), stderr_len: 0 }
+    Outcome { execution, stdout: stdout.into_bytes(), stderr_len: 0, stderr: Vec::new() }
 }
 
 #[cfg(test)]

@@ -420,6 +420,7 @@ impl Inspector {
             execution: Execution::not_started(ExecutionStatus::LaunchFailed),
             stdout: Vec::new(),
             stderr_len: 0,
+            stderr: Vec::new(),
         });
         if framed {
             self.unframe(&mut outcome);

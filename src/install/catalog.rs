@@ -24,7 +24,7 @@
 
 use serde_json::Value;
 
-use crate::control::policy::{CatalogEntry, Policy};
+use crate::control::policy::Policy;
 use crate::docker::EngineError;
 use crate::docker::client::{DockerClient, LocalImage, Runner};
 use crate::host::paths::{HostPaths, POLICY_MAX_BYTES, POLICY_MODE, load_policy, read_policy_bytes};
@@ -140,8 +140,8 @@ pub fn prepare_pin(
         );
     }
     let health_path = match &args.health_path {
-        None => HealthPath::default(),
-        Some(path) => HealthPath::parse(path).ok_or_else(|| {
+        None => None,
+        Some(path) => Some(HealthPath::parse(path).ok_or_else(|| {
             Refusal::new(
                 Code::InvalidCatalogEntry,
                 format!(
@@ -151,7 +151,7 @@ pub fn prepare_pin(
                     crate::vocab::HEALTH_PATH_MAX
                 ),
             )
-        })?,
+        })?),
     };
     let (before, mut value, policy) = current(paths)?;
 
@@ -218,9 +218,8 @@ pub fn prepare_pin(
             );
         }
     };
-    let entry = CatalogEntry { image: pinned, container_port: Some(port), health_path };
-    let entry_json = serde_json::to_value(&entry).expect("an entry serializes");
     let old = value["catalog"].get(&args.key).cloned();
+    let entry_json = pinned_entry(old.as_ref(), &pinned, port, health_path.as_ref());
     value["catalog"][&args.key] = entry_json.clone();
     let mut shown = format!(
         "{} {} ({}).\n",
@@ -234,6 +233,35 @@ pub fn prepare_pin(
     });
     shown.push_str(&format!("It will be: {}\n", esc(&entry_json.to_string())));
     finish(paths, &policy, args.key.clone(), before, &value, shown, now)
+}
+
+/// The entry pin writes for a key whose value was `old`: the pinned image
+/// and the port, and the health path when one was given ("/" is the
+/// default, so it is left out). Every other key of an old object entry (its
+/// `env_file`, its health path when none was given) is kept: re-pinning a
+/// new version must not drop the operator's configuration.
+fn pinned_entry(
+    old: Option<&Value>,
+    pinned: &ImageRef,
+    port: u16,
+    health_path: Option<&HealthPath>,
+) -> Value {
+    let mut entry = match old {
+        Some(Value::Object(object)) => object.clone(),
+        _ => serde_json::Map::new(),
+    };
+    entry.insert("image".into(), Value::from(pinned.as_str()));
+    entry.insert("container_port".into(), Value::from(port));
+    match health_path {
+        Some(path) if path.is_root() => {
+            entry.remove("health_path");
+        }
+        Some(path) => {
+            entry.insert("health_path".into(), Value::from(path.to_string()));
+        }
+        None => {}
+    }
+    Value::Object(entry)
 }
 
 /// Prepares `catalog remove KEY`: refused while a managed app's record

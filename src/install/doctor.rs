@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 
 use super::{PRIVILEGED_GROUPS, sudoers_rule};
 use crate::host::HostPaths;
+use crate::vocab::EnvFileName;
 
 /// Where the installation lives. [`DoctorPaths::installed`] is what the
 /// shipped binary checks; tests point the same rules at temporary files.
@@ -54,6 +55,8 @@ pub struct PolicyFacts {
     /// The gateway's (`nginx_image`), also the last of `images`.
     pub gateway: String,
     pub approvers: Vec<String>,
+    /// The env files the catalog names (`crate::vocab::EnvFileName`), each once.
+    pub env_files: Vec<EnvFileName>,
 }
 
 /// What doctor reads of a local image (`docker image inspect`'s `Config`);

@@ -2,6 +2,11 @@
 
 use super::*;
 
+/// One stream's bytes made safe, the other stream empty.
+fn render(stdout: &[u8]) -> SafeLogs {
+    super::render(stdout, b"")
+}
+
 fn redacted(line: &str) -> (String, u32) {
     let mut n = 0;
     (redact_line(line, &mut n), n)
@@ -123,14 +128,49 @@ fn invalid_utf8_is_replaced_and_lines_are_capped() {
 
 #[test]
 fn both_streams_are_put_back_in_time_order_before_the_cut() {
-    let raw = b"2026-12-01T10:00:00.000000002Z err b\n\
-        2026-12-01T10:00:00.000000004Z err d\n\
-        2026-12-01T10:00:00.000000001Z out a\n\
-        2026-12-01T10:00:00.000000003Z out c\n";
-    let lines: Vec<String> = render(raw).lines.iter().map(|l| l[31..].to_owned()).collect();
+    let out = b"2026-12-01T10:00:00.000000001Z out a\n2026-12-01T10:00:00.000000003Z out c\n";
+    let err = b"2026-12-01T10:00:00.000000002Z err b\n2026-12-01T10:00:00.000000004Z err d\n";
+    let lines: Vec<String> = super::render(out, err).lines.iter().map(|l| l[31..].to_owned()).collect();
     assert_eq!(lines, ["out a", "err b", "out c", "err d"]);
+    // A line whose time a redaction took (the whole line) stays after its
+    // stream's line before it.
+    let err = b"2026-12-01T10:00:00.000000002Z err b\n\x1b[?\n";
+    let lines = super::render(out, err).lines;
+    assert_eq!(lines.len(), 4, "{lines:?}");
     // A line without docker's time: nothing is reordered.
     assert_eq!(render(b"b\n2026-12-01T10:00:00.000000001Z a\n").lines[0], "b");
+}
+
+/// Tried: a value printed on the line after its key (`password:`), and a
+/// private key's body, on one stream while the other stream's lines fall
+/// between them in time, as docker's timestamps interleave them. Each
+/// stream is read on its own, so the value and the body are still found.
+#[test]
+fn a_value_on_the_next_line_of_its_stream_is_redacted_whatever_the_other_stream_printed_between() {
+    let out = b"2026-12-01T10:00:00.000000001Z Enter the database password:\n\
+        2026-12-01T10:00:00.000000003Z hunter2-not-a-word\n\
+        2026-12-01T10:00:00.000000005Z -----BEGIN PRIVATE KEY-----\n\
+        2026-12-01T10:00:00.000000007Z MIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n\
+        2026-12-01T10:00:00.000000008Z -----END PRIVATE KEY-----\n";
+    let err = b"2026-12-01T10:00:00.000000002Z worker 1 ready\n\
+        2026-12-01T10:00:00.000000006Z worker 2 ready\n";
+    let logs = super::render(out, err);
+    let text = logs.lines.join("\n");
+    assert!(!text.contains("hunter2"), "{text}");
+    assert!(!text.contains("MIIEvQIBADAN"), "{text}");
+    assert!(text.contains("worker 1 ready") && text.contains("worker 2 ready"), "{text}");
+    let bodies: Vec<&str> = logs.lines.iter().map(|l| &l[31..]).collect();
+    assert_eq!(
+        bodies,
+        [
+            "Enter the database password:",
+            "worker 1 ready",
+            "[REDACTED]",
+            "[REDACTED] (private key block)",
+            "worker 2 ready",
+        ]
+    );
+    assert_eq!(logs.redactions, 2);
 }
 
 #[test]
@@ -405,4 +445,5 @@ fn decoded_and_lookalike_near_misses_stay() {
     assert_eq!(logs.redactions, 1);
 }
 
+mod configured;
 mod properties;

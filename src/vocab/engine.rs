@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::{AppName, ContainerId, HealthPath, ImageRef, PlanId, ServerName};
+use super::{AppName, ContainerId, EnvFileUse, HealthPath, ImageRef, PlanId, ServerName};
 
 /// Resource limits applied to every container we start (from policy).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -47,6 +47,11 @@ pub struct DeploySpec {
     /// Root-owned directory for this app under the state directory.
     pub app_dir: PathBuf,
     pub limits: ContainerLimits,
+    /// The catalog entry's configuration: docker reads it at create
+    /// (`--env-file`). Left out of the plan when the entry has none, so
+    /// plans sealed before it existed keep their digest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env_file: Option<EnvFileUse>,
 }
 
 /// What a start plan starts (the engine's `start`): the recorded ids of a
@@ -98,6 +103,9 @@ pub struct UpdateSpec {
     pub staged_config: String,
     pub new_config: String,
     pub limits: ContainerLimits,
+    /// The new entry's configuration, as in [`DeploySpec::env_file`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env_file: Option<EnvFileUse>,
 }
 
 /// Free capacity on the host, for the policy floors.

@@ -127,6 +127,9 @@ impl Code {
             Code::DowngradeRefused => {
                 "Keep the installed version, or restore the state backup taken before the upgrade first (HOST-SETUP.md, Upgrading)."
             }
+            Code::EnvFileInvalid => {
+                "Tell the operator the catalog entry's env file is refused: they run `sudo volce-lab-host doctor`, which names what to fix; never pass a secret yourself."
+            }
             Code::PolicyInvalid => {
                 "Tell the operator the server's policy is invalid: they run `sudo volce-lab-host doctor`, which names the field to fix."
             }

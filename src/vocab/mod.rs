@@ -17,6 +17,9 @@
 //!   derived from it ([`AppNames`]), [`ServerName`];
 //! - `snapshot.rs`: the engine's [`Snapshot`], an image's [`ImageHolds`] and
 //!   the `io.volce-lab.*` labels;
+//! - `env_file.rs`: an app's configuration: [`EnvFileName`], what a plan
+//!   records of it ([`EnvFileUse`]) and the `NAME=value` parser
+//!   ([`Configuration`]);
 //! - `engine.rs`: the specs the engine acts on ([`DeploySpec`],
 //!   [`StartSpec`], [`UpdateSpec`], [`ContainerLimits`]), [`Capacity`], and
 //!   the progress [`Step`]s it reports.
@@ -74,6 +77,7 @@ macro_rules! string_form {
 pub(crate) use string_form;
 
 mod engine;
+mod env_file;
 mod fix;
 mod ids;
 mod names;
@@ -81,6 +85,10 @@ mod refusal;
 mod snapshot;
 
 pub use engine::{Capacity, ContainerLimits, DeploySpec, StartSpec, Step, UpdateSpec};
+pub use env_file::{
+    Configuration, ENV_DIR, ENV_FILE_MAX_BYTES, ENV_FILE_MAX_VARIABLES, ENV_NAME_MAX, EnvFileError,
+    EnvFileName, EnvFileUse, HashKey, env_file_hmac,
+};
 pub use fix::FIX_MAX_CHARS;
 pub use ids::{ContainerId, Digest, HEALTH_PATH_MAX, HealthPath, ImageId, ImageRef, PlanId};
 pub(crate) use names::is_name;

@@ -182,6 +182,10 @@ pub enum Code {
     /// says (the message names it), or an update's new entry says another
     /// port than the app was deployed on.
     ContainerPortMismatch,
+    /// A catalog entry's env file is missing, not root's 0600 file in
+    /// `/etc/volce-lab/apps/`, or does not parse (the message says which
+    /// line, never its text).
+    EnvFileInvalid,
     // The catalog's operator commands (terminal only: `catalog pin`, `catalog remove`).
     /// `catalog pin|remove KEY`: not `^[a-z][a-z0-9-]{0,30}$`.
     InvalidCatalogKey,
@@ -286,7 +290,7 @@ mod tests {
     #[test]
     fn code_strings_never_change() {
         use strum::VariantArray as _;
-        const SHIPPED: [&str; 99] = [
+        const SHIPPED: [&str; 100] = [
             "invalid_request",
             "request_too_large",
             "unknown_action",
@@ -376,6 +380,7 @@ mod tests {
             "client_too_old",
             "needs_inspection",
             "container_port_mismatch",
+            "env_file_invalid",
             "invalid_catalog_key",
             "invalid_image_reference",
             "invalid_catalog_entry",

@@ -52,7 +52,9 @@ pub const ADDITIONS: &[(u32, &str)] = &[
         "the gate's identity answer names the helper's version and protocol; a request may name its protocol; \
          a deploy may leave out `container_port` when the catalog entry gives it; the `restart` action; plan \
          views carry `failure` and the rejection's `reason`, the inventory `helper`, each catalog entry's \
-         port and health path and the offer's `gateway_access_log` (0.2.0)",
+         port and health path and the offer's `gateway_access_log`; a deploy's or update's spec names the \
+         entry's env file and its keyed hash (`env_file`, never a value) and the inventory says \
+         `has_configuration` (0.2.0)",
     ),
 ];
 

@@ -89,6 +89,7 @@ fn doctor_findings(h: &Harness) -> Vec<Finding> {
                 images: vec![],
                 gateway: String::new(),
                 approvers: vec![],
+                env_files: vec![],
             })
         }
         fn store(&self, state_dir: &Path) -> Result<Option<StoreHealth>, String> {

@@ -343,3 +343,26 @@ fn an_edit_past_the_loaders_size_limit_is_refused() {
     assert!(refusal.message.contains("256 KiB"), "{}", refusal.message);
     assert_eq!(std::fs::read_to_string(&h.paths.policy).unwrap(), compact);
 }
+
+/// Re-pinning a key keeps what the operator configured in its entry: the
+/// env file, and the health path unless --health-path is given.
+#[test]
+fn a_repin_keeps_the_entrys_env_file_and_health_path() {
+    let mut h = world();
+    let mut policy = handwritten();
+    policy["catalog"]["api"]["env_file"] = json!("/etc/volce-lab/apps/api.env");
+    h.write_policy(&policy);
+    let source = FakeSource::new(Some(fitting()));
+    let change = pin(&h, &source, &pin_args("api", &format!("{REPO}:2"))).unwrap();
+    catalog::write(&h.paths, &change).unwrap();
+    let written = policy_on_disk(&h);
+    assert_eq!(
+        written["catalog"]["api"],
+        json!({"image": format!("{REPO}@sha256:{}", hex('c')), "container_port": 8080, "health_path": "/up",
+               "env_file": "/etc/volce-lab/apps/api.env"})
+    );
+    let args = PinArgs { health_path: Some("/".into()), ..pin_args("api", &format!("{REPO}:2")) };
+    catalog::write(&h.paths, &pin(&h, &source, &args).unwrap()).unwrap();
+    assert_eq!(policy_on_disk(&h)["catalog"]["api"].get("health_path"), None, "`/` is the default");
+    assert_eq!(policy_on_disk(&h)["catalog"]["api"]["env_file"], "/etc/volce-lab/apps/api.env");
+}

@@ -244,8 +244,13 @@ fn the_schema_and_the_parser_agree_on_catalog_entry_objects() {
     let image = base["catalog"]["api"]["image"].clone();
     for key in schema["$defs"]["entry"]["properties"].as_object().unwrap().keys() {
         let mut policy = base.clone();
-        policy["catalog"]["api"] =
-            json!({"image": image.clone(), key.as_str(): base["catalog"]["api"][key].clone()});
+        // The example names no env file (setup's skeleton is the example,
+        // and a file it names must exist): this test names one.
+        let value = match &base["catalog"]["api"][key] {
+            Value::Null if key == "env_file" => json!("/etc/volce-lab/apps/api.env"),
+            value => value.clone(),
+        };
+        policy["catalog"]["api"] = json!({"image": image.clone(), key.as_str(): value});
         assert!(Policy::from_json(policy.to_string().as_bytes()).is_ok(), "parser refuses {key}");
         assert_eq!(schema_errors(&policy), Vec::<String>::new(), "{key}");
     }
@@ -253,6 +258,30 @@ fn the_schema_and_the_parser_agree_on_catalog_entry_objects() {
     policy["catalog"]["api"]["env"] = json!("x");
     assert!(Policy::from_json(policy.to_string().as_bytes()).is_err(), "parser accepts an unknown entry key");
     assert!(!schema_errors(&policy).is_empty(), "schema accepts an unknown entry key");
+}
+
+/// Tried: an entry's env_file in the fixed directory, and paths outside or
+/// below it: the parser takes exactly the first two; the schema accepts
+/// them (its `pattern`, which this validator does not run, is the
+/// parser's rule: `^/etc/volce-lab/apps/[a-z0-9][a-z0-9._-]{0,63}$`).
+#[test]
+fn the_schema_and_the_parser_agree_on_env_files() {
+    let base: Value = serde_json::from_str(&example()).unwrap();
+    for (path, good) in [
+        ("/etc/volce-lab/apps/api.env", true),
+        ("/etc/volce-lab/apps/a", true),
+        ("/etc/volce-lab/apps/sub/api.env", false),
+        ("/etc/volce-lab/api.env", false),
+        ("api.env", false),
+        ("/etc/volce-lab/apps/Api.env", false),
+    ] {
+        let mut policy = base.clone();
+        policy["catalog"]["api"]["env_file"] = json!(path);
+        assert_eq!(Policy::from_json(policy.to_string().as_bytes()).is_ok(), good, "parser on {path}");
+        if good {
+            assert_eq!(schema_errors(&policy), Vec::<String>::new(), "schema on {path}");
+        }
+    }
 }
 
 #[test]

@@ -14,6 +14,7 @@ mod host_bounded_state;
 mod host_broken_state;
 mod host_catalog;
 mod host_clock;
+mod host_configuration;
 mod host_controller;
 mod host_failed_show;
 mod host_image_holds;

@@ -157,6 +157,7 @@ impl Lab {
             server_name: ServerName::parse(&server_name).expect("a valid server name"),
             app_dir: self.app_dir(),
             limits: self.limits(),
+            env_file: None,
         }
     }
 

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use sha2::{Digest as _, Sha256};
 use volce_lab::docker::{
-    AppRemoval, Deployed, Engine, EngineError, LabelledNetwork, LogWindow, ProgressSink,
+    AppRemoval, Deployed, Engine, EngineError, LabelledNetwork, LogStreams, LogWindow, ProgressSink,
 };
 use volce_lab::vocab::{
     Capacity, Container, ContainerId, DeploySpec, ImageHolds, ImageId, ImageRef, LABEL_APP, LABEL_PLAN,
@@ -70,6 +70,8 @@ pub struct FakeState {
     pub snapshot_fails: bool,
     /// What `logs` answers per container id (nothing for the others).
     pub logs: BTreeMap<ContainerId, Vec<u8>>,
+    /// What `container_env` answers per container id (nothing for the others).
+    pub envs: BTreeMap<ContainerId, Vec<String>>,
     /// What `resolve_image` answers per catalog reference (absent: none).
     pub local_images: BTreeMap<String, ImageId>,
     /// What `image_volumes` answers per reference (absent: not pulled yet).
@@ -122,6 +124,7 @@ impl FakeEngine {
                 fail_at: None,
                 snapshot_fails: false,
                 logs: BTreeMap::new(),
+                envs: BTreeMap::new(),
                 local_images: BTreeMap::new(),
                 image_volumes: BTreeMap::new(),
                 silent_ports: Vec::new(),
@@ -208,10 +211,16 @@ pub fn logged_mutations(log: &Path) -> Vec<String> {
 }
 
 impl Engine for FakeEngine {
-    fn logs(&self, container: &ContainerId, window: LogWindow) -> Result<Vec<u8>, EngineError> {
+    fn container_env(&self, container: &ContainerId) -> Result<Vec<String>, EngineError> {
+        self.record(vec!["container_env".into(), container.to_string()]);
+        Ok(self.state.lock().unwrap().envs.get(container).cloned().unwrap_or_default())
+    }
+
+    fn logs(&self, container: &ContainerId, window: LogWindow) -> Result<LogStreams, EngineError> {
         let since = window.since_minutes.map_or("-".to_owned(), |m| format!("{m}m"));
         self.record(vec!["logs".into(), container.to_string(), window.tail.to_string(), since]);
-        Ok(self.state.lock().unwrap().logs.get(container).cloned().unwrap_or_default())
+        let stdout = self.state.lock().unwrap().logs.get(container).cloned().unwrap_or_default();
+        Ok(LogStreams { stdout, stderr: Vec::new() })
     }
 
     fn plan_networks(&self, plan: &PlanId) -> Result<Vec<LabelledNetwork>, EngineError> {

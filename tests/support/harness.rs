@@ -169,6 +169,7 @@ impl Harness {
             image_ids: vec![unused_image()],
             upstream: None,
             image_history: vec![],
+            configuration: None,
         };
         let row = AuditRow {
             at: START - 3600,

@@ -3,14 +3,18 @@
 //!
 //! A value is either a bare pinned reference (today's meaning: the agent
 //! names the container port, the health check asks `/`) or an object
-//! `{"image", "container_port", "health_path"}` with no other key. An entry
+//! `{"image", "container_port", "health_path", "env_file"}` with no other
+//! key. `env_file` names the app's configuration: a file directly in
+//! `/etc/volce-lab/apps/` (`crate::vocab::EnvFileName`); only its name is
+//! part of the policy, its content is hashed into each plan instead
+//! (`crate::vocab::EnvFileUse`), so editing it voids only that key's plans. An entry
 //! that says no more than a bare reference serializes as one, so a policy
 //! that does not use the object form hashes as it did before it existed and
 //! plans made under it stay valid across the upgrade.
 
 use serde::{Serialize, Serializer};
 
-use crate::vocab::{HEALTH_PATH_MAX, HealthPath, ImageRef};
+use crate::vocab::{ENV_DIR, EnvFileName, HEALTH_PATH_MAX, HealthPath, ImageRef};
 
 /// A validated catalog entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,16 +25,18 @@ pub struct CatalogEntry {
     pub container_port: Option<u16>,
     /// `/` unless the operator says otherwise.
     pub health_path: HealthPath,
+    /// The app's configuration, given to its container at create.
+    pub env_file: Option<EnvFileName>,
 }
 
 impl CatalogEntry {
     /// A bare pinned reference: today's meaning.
     pub fn bare(image: ImageRef) -> CatalogEntry {
-        CatalogEntry { image, container_port: None, health_path: HealthPath::default() }
+        CatalogEntry { image, container_port: None, health_path: HealthPath::default(), env_file: None }
     }
 
     fn is_bare(&self) -> bool {
-        self.container_port.is_none() && self.health_path.is_root()
+        self.container_port.is_none() && self.health_path.is_root() && self.env_file.is_none()
     }
 }
 
@@ -43,6 +49,9 @@ struct EntryObject<'a> {
     container_port: Option<u16>,
     #[serde(skip_serializing_if = "is_root")]
     health_path: &'a HealthPath,
+    /// As the operator wrote it: the absolute path.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    env_file: Option<String>,
 }
 
 fn is_root(path: &&HealthPath) -> bool {
@@ -58,13 +67,14 @@ impl Serialize for CatalogEntry {
             image: &self.image,
             container_port: self.container_port,
             health_path: &self.health_path,
+            env_file: self.env_file.as_ref().map(EnvFileName::policy_path),
         }
         .serialize(serializer)
     }
 }
 
 /// The keys an entry object may have, in the order messages name them.
-const KEYS: &[&str] = &["image", "container_port", "health_path"];
+const KEYS: &[&str] = &["image", "container_port", "health_path", "env_file"];
 
 /// Parses one catalog value (`key` names it in the messages).
 pub(super) fn entry(key: &str, value: &serde_json::Value) -> Result<CatalogEntry, String> {
@@ -112,5 +122,14 @@ pub(super) fn entry(key: &str, value: &serde_json::Value) -> Result<CatalogEntry
             )
         })?,
     };
-    Ok(CatalogEntry { image, container_port, health_path })
+    let env_file = match object.get("env_file") {
+        None => None,
+        Some(path) => Some(path.as_str().and_then(EnvFileName::from_policy_path).ok_or_else(|| {
+            format!(
+                "catalog entry {key:?}: env_file must be the absolute path of a file directly in {ENV_DIR}/, \
+                 named with lowercase letters, digits, '.', '_' and '-' (such as {ENV_DIR}/{key}.env)"
+            )
+        })?),
+    };
+    Ok(CatalogEntry { image, container_port, health_path, env_file })
 }

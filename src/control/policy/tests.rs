@@ -238,7 +238,7 @@ fn bad_catalog_objects_are_refused_naming_the_key() {
     let refused = |entry: Value| with(|v| v["catalog"]["web"] = entry).unwrap_err().0;
     let unknown = refused(json!({"image": web_ref(), "env": "x"}));
     assert!(unknown.contains(r#"catalog entry "web" has the unknown key "env""#), "{unknown}");
-    assert!(unknown.contains("image, container_port, health_path"), "{unknown}");
+    assert!(unknown.contains("image, container_port, health_path, env_file"), "{unknown}");
     assert!(refused(json!({"container_port": 8080})).contains("is not pinned"));
     assert!(refused(json!({"image": "web:latest"})).contains("is not pinned"));
     assert!(refused(json!(["x"])).contains("must be a pinned reference or an object"));
@@ -252,6 +252,36 @@ fn bad_catalog_objects_are_refused_naming_the_key() {
     for path in [json!("healthz"), json!("/a?b"), json!("/../x"), json!("/a b"), json!(""), json!(1)] {
         let message = refused(json!({"image": web_ref(), "health_path": path}));
         assert!(message.contains("health_path must be an absolute path"), "{path}: {message}");
+    }
+}
+
+/// Tried: an entry naming an env file: the policy keeps the name (and its
+/// path is what the hash covers, so pointing at another file voids plans);
+/// paths outside `/etc/volce-lab/apps/` or below it are refused.
+#[test]
+fn a_catalog_object_may_name_an_env_file_in_the_fixed_directory() {
+    let env = with(|v| {
+        v["catalog"]["web"] = json!({"image": web_ref(), "env_file": "/etc/volce-lab/apps/web.env"})
+    })
+    .unwrap();
+    assert_eq!(env.catalog["web"].env_file.as_ref().map(|n| n.as_str()), Some("web.env"));
+    let canonical = serde_json::to_value(&env).unwrap();
+    assert_eq!(canonical["catalog"]["web"]["env_file"], "/etc/volce-lab/apps/web.env");
+    assert_ne!(env.hash(), sample_policy().hash());
+    let refused = |entry: Value| with(|v| v["catalog"]["web"] = entry).unwrap_err().0;
+    for path in [
+        json!("web.env"),
+        json!("/etc/volce-lab/web.env"),
+        json!("/etc/volce-lab/apps/../policy.json"),
+        json!("/etc/volce-lab/apps/a/web.env"),
+        json!("/tmp/web.env"),
+        json!(1),
+    ] {
+        let message = refused(json!({"image": web_ref(), "env_file": path}));
+        assert!(
+            message.contains("env_file must be the absolute path of a file directly in /etc/volce-lab/apps/"),
+            "{path}: {message}"
+        );
     }
 }
 

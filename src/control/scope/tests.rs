@@ -102,6 +102,7 @@ fn deploy_web(host_port: u16) -> Payload {
             log_max_size_bytes: 1,
             log_max_files: 1,
         },
+        env_file: None,
     };
     Payload::Deploy { image_key: "web".into(), network: "vl-web".into(), containers: vec![], spec }
 }

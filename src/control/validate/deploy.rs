@@ -12,8 +12,8 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use super::{
-    Context, HostFacts, app_name, capacity_floors, exact_keys, not_in_catalog, port, refuse_volumes,
-    server_name, string,
+    Context, HostFacts, app_name, capacity_floors, configuration, exact_keys, not_in_catalog, port,
+    refuse_volumes, server_name, string,
 };
 use crate::control::plan::{Action, ContainerPlan, Impact, Payload};
 use crate::vocab::{Code, DeploySpec, LABEL_APP, LABEL_PLAN, LABEL_ROLE, Refusal, refuse};
@@ -103,6 +103,7 @@ pub(super) fn deploy(
     capacity_floors(ctx.policy, facts)?;
     refuse_volumes(&format!("The catalog image `{image_key}`"), app_image, facts)?;
     refuse_volumes("The gateway image (the policy's nginx_image)", &ctx.policy.nginx_image, facts)?;
+    let env_file = configuration(entry, facts)?;
 
     let nginx_config = crate::nginx::render(server_name.as_str(), container_port, ctx.policy.access_log());
     let labels = |role: &str| {
@@ -157,6 +158,7 @@ pub(super) fn deploy(
         server_name,
         nginx_config,
         limits: ctx.policy.limits.clone(),
+        env_file,
     };
     let network = names.network;
     Ok((Payload::Deploy { image_key: image_key.to_owned(), network, containers, spec }, impact))

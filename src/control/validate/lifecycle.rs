@@ -16,8 +16,8 @@
 use serde_json::{Map, Value};
 
 use super::{
-    AppState, Context, HostFacts, MIB, app_name, exact_keys, not_in_catalog, owned, owned_running, recorded,
-    string,
+    AppState, Context, HostFacts, MIB, app_name, configuration, exact_keys, not_in_catalog, owned,
+    owned_running, recorded, string,
 };
 use crate::control::app_record::AppRecord;
 use crate::control::plan::{Action, Impact, Payload};
@@ -238,12 +238,17 @@ pub(super) fn update(
         ),
         _ => refusal,
     })?;
-    if *app_image == record.app_image {
+    // The same image is an update too when the configuration the new
+    // container gets is not the one the app runs with: that is how a
+    // rotated secret reaches the app (edit the env file, then update).
+    let env_file = configuration(entry, facts)?;
+    if *app_image == record.app_image && env_file == record.configuration {
         return refuse(
             Code::ImageUnchanged,
             format!(
-                "{app} already runs the image the catalog pins for {image_key}: there is nothing to update \
-                 (a new digest for the key comes from the operator's catalog)."
+                "{app} already runs the image the catalog pins for {image_key}, with the same configuration: \
+                 there is nothing to update (a new digest for the key, or a changed env file, comes from the \
+                 operator)."
             ),
         );
     }
@@ -324,9 +329,18 @@ pub(super) fn update(
         check_name,
         container_name: container_name.clone(),
         limits: ctx.policy.limits.clone(),
+        env_file,
     };
     let impact = Impact {
-        target: format!("app {app}: image {} -> {image_key} ({app_image})", record.image_key),
+        target: format!(
+            "app {app}: image {} -> {image_key} ({app_image}){}",
+            record.image_key,
+            if spec.env_file != record.configuration {
+                ", with the configuration of its env file as it is now"
+            } else {
+                ""
+            }
+        ),
         containers_touched: vec![
             format!("{container_name} (new, beside the old one)"),
             format!("{} (config switched to the new container, tested, reloaded)", names.gateway_container),

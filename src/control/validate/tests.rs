@@ -21,6 +21,8 @@ struct FakeProbe {
     volumes: BTreeMap<String, Vec<String>>,
     /// What `image_holds` answers, by image; absent: nothing holds it.
     holds: BTreeMap<ImageId, Option<ImageHolds>>,
+    /// What `env_file` answers: the file's hash, or refused.
+    env_sha256: Option<String>,
 }
 
 impl Default for FakeProbe {
@@ -32,6 +34,7 @@ impl Default for FakeProbe {
             asked_capacity: Cell::new(false),
             volumes: BTreeMap::new(),
             holds: BTreeMap::new(),
+            env_sha256: Some("e".repeat(64)),
         }
     }
 }
@@ -49,6 +52,14 @@ impl HostFacts for FakeProbe {
     }
     fn image_volumes(&self, reference: &ImageRef) -> Result<Option<Vec<String>>, Refusal> {
         Ok(self.volumes.get(reference.as_str()).cloned())
+    }
+    fn env_file(&self, name: &crate::vocab::EnvFileName) -> Result<crate::vocab::EnvFileUse, Refusal> {
+        match &self.env_sha256 {
+            Some(sha256) => {
+                Ok(crate::vocab::EnvFileUse { path: name.policy_path().into(), hmac_sha256: sha256.clone() })
+            }
+            None => refuse(Code::EnvFileInvalid, "The env file has mode 0644; nothing was changed."),
+        }
     }
     fn image_holds(&self, image: &ImageId) -> Result<Option<ImageHolds>, Refusal> {
         Ok(self
@@ -118,6 +129,7 @@ fn record(app: &str, port: u16, state: AppState) -> AppRecord {
         image_ids: vec![],
         upstream: None,
         image_history: vec![],
+        configuration: None,
     }
 }
 
@@ -857,4 +869,31 @@ fn a_bare_entry_still_needs_the_agents_port_and_checks_the_root() {
     // The sealed spec of a bare entry has no health_path key: the bytes of
     // a plan are what they were before health paths existed.
     assert!(serde_json::to_value(&spec).unwrap().get("health_path").is_none());
+}
+
+/// Tried: a deploy of an entry with an env file: the plan records the
+/// file's path and hash (never a value), and the gateway gets nothing.
+#[test]
+fn a_deploy_of_an_entry_with_configuration_records_the_files_hash() {
+    let mut world = World::empty();
+    world.policy.catalog.get_mut("web").unwrap().env_file = crate::vocab::EnvFileName::parse("web.env");
+    let (payload, _) = world.derive(Action::Deploy, deploy_params()).unwrap();
+    let Payload::Deploy { spec, .. } = payload else { panic!("deploy payload") };
+    let used = spec.env_file.expect("the plan records the env file");
+    assert_eq!(used.path, Path::new("/etc/volce-lab/apps/web.env"));
+    assert_eq!(used.hmac_sha256, "e".repeat(64));
+    // An entry without one records nothing (and hashes as before).
+    let (payload, _) = World::empty().derive(Action::Deploy, deploy_params()).unwrap();
+    let Payload::Deploy { spec, .. } = payload else { panic!("deploy payload") };
+    assert!(spec.env_file.is_none());
+}
+
+/// Tried: the env file refused by its checks: the deploy is refused with
+/// `env_file_invalid`, nothing derived.
+#[test]
+fn a_deploy_whose_env_file_is_refused_is_refused() {
+    let mut world = World::empty();
+    world.policy.catalog.get_mut("web").unwrap().env_file = crate::vocab::EnvFileName::parse("web.env");
+    world.probe.env_sha256 = None;
+    assert_eq!(world.code(Action::Deploy, deploy_params()), Code::EnvFileInvalid);
 }

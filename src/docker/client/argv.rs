@@ -11,7 +11,9 @@ use std::path::Path;
 
 use super::GATEWAY_CONFIG_PATH;
 use crate::docker::LogWindow;
-use crate::vocab::{AppName, ContainerId, ContainerLimits, LABEL_APP, LABEL_PLAN, LABEL_ROLE, PlanId};
+use crate::vocab::{
+    AppName, ContainerId, ContainerLimits, EnvFileUse, LABEL_APP, LABEL_PLAN, LABEL_ROLE, PlanId,
+};
 
 pub(super) fn argv(words: &[&str]) -> Vec<String> {
     words.iter().map(|w| (*w).to_owned()).collect()
@@ -44,6 +46,27 @@ pub(super) fn logs(container: &ContainerId, window: LogWindow) -> Vec<String> {
     args.push("--".to_owned());
     args.push(container.as_str().to_owned());
     args
+}
+
+/// `--env-file PATH` for an app container whose catalog entry has
+/// configuration; nothing otherwise.
+///
+/// Why the file and not `--env NAME=value`: argv is readable by every
+/// user in /proc/PID/cmdline, and our process facts and execution records
+/// keep the argv; the path names no value. The docker CLI (root, as we
+/// are) opens the file itself and sends the values to the daemon in the
+/// create request, so they reach the container's environment and
+/// `docker inspect` (root's) and nothing else of ours. Its reader takes
+/// `NAME=value` verbatim, the grammar `crate::vocab::Configuration`
+/// refuses every ambiguity of. The plan recorded the file's hash and the
+/// controller checked it again right before this call; between that check
+/// and docker's read only root can change a root-owned 0600 file in a
+/// root-owned directory. Never the gateway: it gets no configuration.
+pub(super) fn env_file(used: Option<&EnvFileUse>) -> Vec<String> {
+    match used {
+        Some(used) => vec!["--env-file".to_owned(), used.path.display().to_string()],
+        None => Vec::new(),
+    }
 }
 
 /// The read-only bind mount of the gateway's nginx.conf.

@@ -13,7 +13,7 @@
 //! nothing); anything else keeps it `needs_inspection`, with what is left
 //! kept as evidence.
 
-use super::argv::{app_network, argv, config_mount, edge_network, hardening, labels};
+use super::argv::{app_network, argv, config_mount, edge_network, env_file, hardening, labels};
 use super::parse::{first_line, lines};
 use super::{DockerClient, NGINX, NGINX_TEST, PULL, QUICK, Runner};
 use crate::docker::gateway_file::{remove_new_config, write_new_config};
@@ -133,6 +133,7 @@ impl<R: Runner> DockerClient<R> {
         let mut args = argv(&["create", "--name", &names.app_container]);
         args.extend(role_labels("app"));
         args.extend(hardening(&spec.limits, "1000:1000", "unless-stopped"));
+        args.extend(env_file(spec.env_file.as_ref()));
         args.extend(argv(&["--network", network, "--network-alias", crate::nginx::APP_ALIAS]));
         args.push(app_image.to_owned());
         let app_id = self.created_container("create app container", args, created)?;
@@ -215,7 +216,10 @@ fn check_untyped_values(spec: &DeploySpec) -> Result<(), EngineError> {
     let dir_ok = spec.app_dir.is_absolute()
         && !dir.is_empty()
         && dir.bytes().all(|c| c.is_ascii_graphic() && !b",:\"'=".contains(&c));
-    if dir_ok && spec.host_port >= 1024 && spec.container_port >= 1 && spec.limits.millicpus > 0 {
+    // An env file path is one argv element after `--env-file`; absolute,
+    // so docker can never read it as an option or relative to its cwd.
+    let env_ok = spec.env_file.as_ref().is_none_or(|used| used.path.is_absolute());
+    if dir_ok && env_ok && spec.host_port >= 1024 && spec.container_port >= 1 && spec.limits.millicpus > 0 {
         Ok(())
     } else {
         Err(EngineError::Host { step: "validate deploy spec" })

@@ -20,7 +20,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::argv::{argv, hardening, labels};
+use super::argv::{argv, env_file, hardening, labels};
 use super::deploy::Created;
 use super::parse::{first_line, lines};
 use super::{DockerClient, PULL, QUICK, Runner};
@@ -148,6 +148,7 @@ impl<R: Runner> DockerClient<R> {
         let mut args = argv(&["create", "--name", &spec.container_name]);
         args.extend(labels(&spec.app, "app", &spec.plan_id));
         args.extend(hardening(&spec.limits, "1000:1000", "unless-stopped"));
+        args.extend(env_file(spec.env_file.as_ref()));
         args.extend(argv(&["--network", &names.network, "--network-alias", &spec.container_name]));
         args.push(image.to_owned());
         let out = self.call("create new app container", args, QUICK)?;

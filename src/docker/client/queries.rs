@@ -1,16 +1,20 @@
 //! Read-only questions asked of the engine and the gateway: which local
 //! image a catalog reference resolves to, the `VOLUME`s it declares, a
-//! network's labels and options, and whether a gateway answers its server
+//! container's log and environment (for `service_logs` and its
+//! redaction), a network's labels and
+//! options, and whether a gateway answers its server
 //! name. Runs as root inside the host helper; fixed argv, loopback HTTP
 //! only.
 
 use std::collections::BTreeMap;
 
 use super::argv::{INSPECT_TEMPLATE, argv};
+use super::limits::LOGS_OUTPUT;
 use super::parse::{first_line, parse_inspect_rows, parse_volumes};
+use super::runner::DockerCall;
 use super::{DockerClient, QUICK, Runner};
-use crate::docker::EngineError;
 use crate::docker::host_probe::http_get;
+use crate::docker::{EngineError, LogStreams, LogWindow};
 use crate::exec::ExecutionStatus;
 use crate::nginx::GATEWAY_LISTEN_PORT;
 use crate::vocab::{ContainerId, HealthPath, ImageId, ImageRef, ServerName};
@@ -43,6 +47,29 @@ const SERVED_IN_A_ROW: u32 = 3;
 const CONFIRM_GAP: std::time::Duration = std::time::Duration::from_millis(20);
 
 impl<R: Runner> DockerClient<R> {
+    /// `docker logs` of one container: read-only, by full id only; both
+    /// streams of the container, which docker prints on its stdout and
+    /// stderr, each kept apart. Nothing of this leaves the helper before
+    /// `crate::logs` made it safe.
+    pub(super) fn container_logs(
+        &self,
+        container: &ContainerId,
+        window: LogWindow,
+    ) -> Result<LogStreams, EngineError> {
+        let call = DockerCall {
+            args: super::argv::logs(container, window),
+            timeout: QUICK,
+            stdout_limit: LOGS_OUTPUT,
+            stderr_is_data: true,
+        };
+        let outcome = self.runner.run(&call);
+        if outcome.execution.execution_status == ExecutionStatus::Ok {
+            Ok(LogStreams { stdout: outcome.stdout, stderr: outcome.stderr })
+        } else {
+            Err(EngineError::Call { step: "read container logs", execution: outcome.execution })
+        }
+    }
+
     /// One `inspect` call whose exit 1 is docker's "no such object": the
     /// object is absent (`None`), every other failure stays an error.
     pub(super) fn call_unless_absent(
@@ -99,6 +126,23 @@ impl<R: Runner> DockerClient<R> {
             // Just pulled, yet not there: nothing is created from it.
             None => Err(EngineError::Unparsable { step: "inspect image volumes" }),
         }
+    }
+
+    /// `docker inspect --format {{json .Config.Env}}` of one container: its
+    /// `NAME=value` environment, secrets included, for the log redaction
+    /// only. An absent container (exit 1) has none.
+    pub(super) fn environment_of(&self, id: &ContainerId) -> Result<Vec<String>, EngineError> {
+        const STEP: &str = "inspect container environment";
+        let args =
+            argv(&["inspect", "--type", "container", "--format", "{{json .Config.Env}}", "--", id.as_str()]);
+        self.call_unless_absent(STEP, args)?
+            .map(|out| {
+                serde_json::from_slice::<Option<Vec<String>>>(&out)
+                    .map(Option::unwrap_or_default)
+                    .map_err(|_| EngineError::Unparsable { step: STEP })
+            })
+            .transpose()
+            .map(Option::unwrap_or_default)
     }
 
     /// A network's labels and driver options, by exact name, or `None`

@@ -27,9 +27,10 @@ pub struct DockerCall {
     pub args: Vec<String>,
     pub timeout: Duration,
     pub stdout_limit: usize,
-    /// docker's stderr joins stdout (`crate::exec::ProcessSpec::stderr_into_stdout`):
-    /// only for `docker logs`, where it is the container's stderr stream.
-    pub stderr_into_stdout: bool,
+    /// docker's stderr is data (`crate::exec::ProcessSpec::stderr_is_data`),
+    /// kept within `stdout_limit`: only for `docker logs`, where it is the
+    /// container's stderr stream.
+    pub stderr_is_data: bool,
 }
 
 /// Runs one docker call. The real one is [`DockerProcess`]; tests pass fakes
@@ -60,8 +61,8 @@ impl Runner for DockerProcess {
         spec.env = docker_env();
         spec.timeout = call.timeout;
         spec.stdout_limit = call.stdout_limit;
-        spec.stderr_into_stdout = call.stderr_into_stdout;
-        spec.stderr_limit = SMALL_OUTPUT;
+        spec.stderr_is_data = call.stderr_is_data;
+        spec.stderr_limit = if call.stderr_is_data { call.stdout_limit } else { SMALL_OUTPUT };
         run_blocking(&spec)
     }
 }

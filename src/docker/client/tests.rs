@@ -58,7 +58,7 @@ impl Runner for Fake {
             duration_ms: 1,
             completion: Completion::Confirmed,
         };
-        Outcome { execution, stdout: stdout.into_bytes(), stderr_len: 0 }
+        Outcome { execution, stdout: stdout.into_bytes(), stderr_len: 0, stderr: Vec::new() }
     }
 }
 
@@ -93,6 +93,7 @@ fn spec(app_dir: &Path, host_port: u16) -> DeploySpec {
         nginx_config: crate::nginx::render("shop.example", 8080, crate::nginx::AccessLog::Off),
         app_dir: app_dir.to_path_buf(),
         limits: limits(),
+        env_file: None,
     }
 }
 
@@ -791,7 +792,7 @@ fn logs_reads_one_container_by_id_with_both_streams() {
         DockerClient::with_runner(Fake::new(|_| Ok("2026-12-01T10:00:00.1Z hello\n".into())), "/tmp");
     let id = ContainerId::parse(&hex('a')).unwrap();
     let out = engine.logs(&id, LogWindow { tail: 50, since_minutes: None }).unwrap();
-    assert_eq!(out, b"2026-12-01T10:00:00.1Z hello\n");
+    assert_eq!(out.stdout, b"2026-12-01T10:00:00.1Z hello\n");
     engine.logs(&id, LogWindow { tail: 200, since_minutes: Some(1440) }).unwrap();
     assert_eq!(
         engine.runner().argv(),
@@ -801,11 +802,11 @@ fn logs_reads_one_container_by_id_with_both_streams() {
         ]
     );
     let calls = engine.runner().calls.lock().unwrap().clone();
-    assert!(calls.iter().all(|c| c.stderr_into_stdout && c.stdout_limit == LOGS_OUTPUT));
+    assert!(calls.iter().all(|c| c.stderr_is_data && c.stdout_limit == super::limits::LOGS_OUTPUT));
     // Every other call keeps docker's stderr away from stdout.
     let other = DockerClient::with_runner(Fake::new(|_| Ok(String::new())), "/tmp");
     other.remove_image(&ImageId::parse(&format!("sha256:{}", hex('b'))).unwrap()).unwrap();
-    assert!(other.runner().calls.lock().unwrap().iter().all(|c| !c.stderr_into_stdout));
+    assert!(other.runner().calls.lock().unwrap().iter().all(|c| !c.stderr_is_data));
 }
 
 /// Tried: the check before every `service_logs` read. One inspect of
@@ -945,6 +946,53 @@ fn network_options_asks_by_exact_name_and_reads_labels_and_options() {
         engine.runner().argv()[0],
         r#"network inspect --format {"labels":{{json .Labels}},"options":{{json .Options}}} -- vl-shop"#
     );
+}
+
+/// Tried: a deploy whose entry has configuration (stopped after the
+/// gateway's create): the app's create reads the env file by path, right
+/// after the hardening; no argv names a value, and the gateway and the
+/// check container get no configuration.
+#[test]
+fn configuration_reaches_only_the_app_container_by_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let app_dir = dir.path().join("shop");
+    let mut spec = spec(&app_dir, free_port());
+    spec.env_file = Some(crate::vocab::EnvFileUse {
+        path: "/etc/volce-lab/apps/shop.env".into(),
+        hmac_sha256: "e".repeat(64),
+    });
+    let engine =
+        DockerClient::with_runner(Fake::new(deploy_script(Some(("network connect", 1)))), dir.path());
+    assert!(engine.deploy(&spec, &Steps::default()).is_err());
+    let argv = engine.runner().argv();
+    let with_env: Vec<&String> = argv.iter().filter(|line| line.contains("--env-file")).collect();
+    assert_eq!(with_env.len(), 1, "{argv:#?}");
+    assert!(with_env[0].starts_with("create --name vl-shop-app "), "{}", with_env[0]);
+    assert!(
+        with_env[0].contains("--pull never --env-file /etc/volce-lab/apps/shop.env --network vl-shop "),
+        "{}",
+        with_env[0]
+    );
+    assert!(argv.iter().all(|line| !line.contains("--env ") && !line.contains(" -e ")));
+}
+
+/// Tried: a container's environment as docker prints it, `null` for none,
+/// and a gone container (exit 1): the entries, empty, empty; the argv names
+/// the container by full id after `--`.
+#[test]
+fn container_env_reads_one_containers_config_env() {
+    let dir = tempfile::tempdir().unwrap();
+    let id = ContainerId::parse(&hex('a')).unwrap();
+    let engine = DockerClient::with_runner(Fake::new(|_| Ok("[\"A=1\",\"B=x=y\"]\n".to_owned())), dir.path());
+    assert_eq!(engine.container_env(&id).unwrap(), ["A=1", "B=x=y"]);
+    assert_eq!(
+        engine.runner().argv(),
+        [format!("inspect --type container --format {{{{json .Config.Env}}}} -- {}", hex('a'))]
+    );
+    let engine = DockerClient::with_runner(Fake::new(|_| Ok("null\n".to_owned())), dir.path());
+    assert!(engine.container_env(&id).unwrap().is_empty());
+    let engine = DockerClient::with_runner(Fake::new(|_| Err(1)), dir.path());
+    assert!(engine.container_env(&id).unwrap().is_empty());
 }
 
 /// `catalog pin`'s two calls: the reference after `--`, one argv element

@@ -261,6 +261,9 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
         apps: &BTreeMap<String, AppRecord>,
         retired: &BTreeMap<ImageId, String>,
     ) -> Result<(), (Option<PlanOutcome>, Refusal)> {
+        // The operator's configuration first: an edited env file voids the
+        // plan the way a changed policy does (its outcome says so).
+        super::configuration_holds(&self.env_dir, plan).map_err(|r| (Some(PlanOutcome::PolicyChanged), r))?;
         let snapshot = self.engine.snapshot().map_err(|e| (None, engine_unavailable(e)))?;
         let changed = |refusal: Refusal| (Some(PlanOutcome::SnapshotChanged), refusal);
         // Re-derive from the stored parameters: references, ports,
@@ -273,7 +276,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             apps_dir: &self.apps_dir,
             plan_id: &plan.id,
         };
-        let probe = EngineProbe { engine: &self.engine, apps_dir: &self.apps_dir };
+        let probe = EngineProbe { engine: &self.engine, apps_dir: &self.apps_dir, env_dir: &self.env_dir };
         let derive = || validate::derive(plan.action, &plan.parameters, &ctx, &probe);
         if scope::digest(&snapshot, &plan.payload) != plan.snapshot_digest {
             // A remove_image whose image is now held (a container using it

@@ -58,7 +58,8 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 image_id,
                 container_port: entry.container_port,
                 health_path: entry.health_path.clone(),
-                has_configuration: false,
+                // Whether, never what: the values stay on the host.
+                has_configuration: entry.env_file.is_some(),
                 has_data: false,
             });
         }

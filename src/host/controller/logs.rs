@@ -1,16 +1,53 @@
 //! The controller's read of one managed container's log for
-//! `service_logs`: read-only, recorded ids only. Runs as root inside the
-//! host helper.
+//! `service_logs`: read-only, recorded ids only, the app's configured
+//! values redacted. Runs as root inside the host helper.
 
 use serde_json::Value;
 
 use super::{Controller, Liveness, engine_unavailable};
 use crate::control::Clock;
+use crate::control::app_record::AppRecord;
 use crate::docker::{Engine, EngineError};
 use crate::vocab::{AppName, Code, Refusal, refuse};
 use crate::wire::answers::log_lines::LogLines;
 
 impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
+    /// The values `service_logs` redacts by exact match
+    /// (`crate::logs::render_knowing`) for an app that has or had
+    /// configuration: those of its entry's env file as it is now, and every
+    /// value of its app container's environment, which still holds the
+    /// values it was created with after the file was edited (until an update
+    /// replaces it) or after the entry lost its env file. The image's own
+    /// `ENV` values are among them: redacting those too is the safe side.
+    /// If the file cannot be read nothing is shown: without its values no
+    /// line can be called safe.
+    fn configured_values(&self, record: &AppRecord) -> Result<Vec<String>, Refusal> {
+        let entry_file = self.policy.catalog.get(&record.image_key).and_then(|e| e.env_file.as_ref());
+        if entry_file.is_none() && record.configuration.is_none() {
+            return Ok(Vec::new());
+        }
+        let mut values = Vec::new();
+        if let Some(name) = entry_file {
+            let configuration = self.env_dir.configuration(name).map_err(|refusal| {
+                Refusal::new(
+                    Code::EnvFileInvalid,
+                    format!(
+                        "{} The app's log was not shown: its configured values could not be known.",
+                        refusal.message
+                    ),
+                )
+            })?;
+            values.extend(configuration.values().map(str::to_owned));
+        }
+        if let Some(app) = &record.app_container {
+            let environment = self.engine.container_env(app).map_err(engine_unavailable)?;
+            values.extend(
+                environment.iter().filter_map(|entry| entry.split_once('=')).map(|(_, v)| v.to_owned()),
+            );
+        }
+        Ok(values)
+    }
+
     /// Read-only: the safe tail of one managed container's log
     /// (`service_logs`). Checks again what the workstation checked (the
     /// app name's grammar, the container role, the ranges), then reads only
@@ -104,7 +141,9 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             }
             _ => Refusal::new(Code::EngineUnavailable, "The container's log could not be read; nothing was shown."),
         })?;
-        let logs = crate::logs::render(&raw);
+        let configured = self.configured_values(&record)?;
+        let configured: Vec<&str> = configured.iter().map(String::as_str).collect();
+        let logs = crate::logs::render_knowing(&raw.stdout, &raw.stderr, &configured);
         Ok(LogLines {
             app: name,
             container: role,

@@ -13,8 +13,8 @@
 use std::collections::BTreeMap;
 
 use super::{
-    Controller, Liveness, StoppedClaimer, audit, engine_unavailable, require_approver, state_allows_use,
-    terms_hold,
+    Controller, Liveness, StoppedClaimer, audit, configuration_holds, engine_unavailable, require_approver,
+    state_allows_use, terms_hold,
 };
 use crate::control::Clock;
 use crate::control::app_record::{AppRecord, AppState};
@@ -142,7 +142,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
     /// Records an operator's approval. Only the terminal `approve` command
     /// calls this; the rpc pipeline has no path here.
     pub fn approve(&mut self, id: &PlanId, digest: &Digest, approver: &str) -> Result<StoredPlan, Refusal> {
-        let Controller { policy, policy_hash, store, clock, .. } = self;
+        let Controller { policy, policy_hash, store, clock, env_dir, .. } = self;
         store.write(|tx| {
             // Under the write lock, so time spent waiting for it counts.
             let now = clock.now();
@@ -157,6 +157,8 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 return refuse(Code::PolicyChanged, "The policy changed since this plan was made.");
             }
             terms_hold(plan, policy, policy_hash)?;
+            // A local file read under the lock, never the engine.
+            configuration_holds(env_dir, plan)?;
             if *digest != plan.digest {
                 return refuse(
                     Code::DigestMismatch,

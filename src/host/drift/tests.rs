@@ -43,6 +43,7 @@ fn record(state: AppState) -> AppRecord {
         image_ids: vec![],
         upstream: None,
         image_history: vec![],
+        configuration: None,
     }
 }
 

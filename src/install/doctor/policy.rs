@@ -1,11 +1,15 @@
 //! The doctor's rules on the policy's content: the helper's parser accepts
-//! it, each approver is a person's account and not the agent's, each pinned
-//! image fits the container volce-lab starts from it. Runs as root inside
+//! it, each approver is a person's account and not the agent's, each env
+//! file is root's private file and parses, each pinned image fits the
+//! container volce-lab starts from it. Runs as root inside
 //! `volce-lab-host doctor`, on what the probe read.
 
 use std::path::Path;
 
 use super::{DoctorPaths, DoctorProbe, Finding, ImageConfig, PolicyFacts, fail, ok, protected, warn};
+use crate::host::HostPaths;
+use crate::host::env_files::EnvDir;
+use crate::vocab::EnvFileName;
 
 pub(super) fn check_policy(
     paths: &DoctorPaths,
@@ -28,14 +32,48 @@ pub(super) fn check_policy(
             format!("refused: {why}"),
             format!("correct {} (see /usr/share/doc/volce-lab/policy.example.jsonc)", paths.policy.display()),
         )),
-        Ok(PolicyFacts { images, gateway, approvers }) => {
+        Ok(PolicyFacts { images, gateway, approvers, env_files }) => {
             findings.push(ok("policy content", format!("valid, {} pinned image(s)", images.len())));
             check_approvers(&paths.policy, &approvers, agent, probe, findings);
+            check_env_files(paths, &env_files, findings);
             for image in &images {
                 let role = if *image == gateway { ImageRole::Gateway } else { ImageRole::App };
                 findings.push(check_image(image, role, probe));
             }
         }
+    }
+}
+
+/// Each env file the catalog names, through the helper's own reader
+/// (`crate::host::env_files`): in the directory beside the policy, root's,
+/// 0600, not a symlink, within its bounds, every line `NAME=value`. A
+/// finding names the file and the line, never a value.
+fn check_env_files(paths: &DoctorPaths, names: &[EnvFileName], findings: &mut Vec<Finding>) {
+    let host = HostPaths {
+        policy: paths.policy.clone(),
+        state_dir: paths.state_dir.clone(),
+        owner_uid: paths.owner_uid,
+    };
+    let env = EnvDir::of(&host);
+    for name in names {
+        let path = env.path(name);
+        let finding = match env.configuration(name) {
+            Ok(configuration) => ok(
+                "env file",
+                format!("{} is root's, mode 0600, {} variable(s)", path.display(), configuration.len()),
+            ),
+            Err(refusal) => fail(
+                "env file",
+                refusal.message.trim_end_matches(" nothing was changed.").trim_end_matches(';').to_owned(),
+                format!(
+                    "create or correct it as root: one NAME=value per line, then chown root:root {0} and \
+                     chmod 600 {0} (the directory {1}: root's, 0755)",
+                    path.display(),
+                    env.dir.display()
+                ),
+            ),
+        };
+        findings.push(finding);
     }
 }
 

@@ -55,7 +55,10 @@ pub fn load_policy_facts(path: &Path) -> Result<PolicyFacts, String> {
         policy.catalog.values().map(|entry| entry.image.as_str().to_owned()).collect();
     let gateway = policy.nginx_image.as_str().to_owned();
     images.push(gateway.clone());
-    Ok(PolicyFacts { images, gateway, approvers: policy.approvers })
+    let mut env_files: Vec<_> = policy.catalog.values().filter_map(|entry| entry.env_file.clone()).collect();
+    env_files.sort();
+    env_files.dedup();
+    Ok(PolicyFacts { images, gateway, approvers: policy.approvers, env_files })
 }
 
 /// The store's own health report (one query, in `crate::store`): opened

@@ -47,6 +47,7 @@ impl Default for FakeProbe {
                     GATEWAY.to_owned() + &"b".repeat(64),
                 ],
                 gateway: GATEWAY.to_owned() + &"b".repeat(64),
+                env_files: vec![],
                 approvers: vec!["vl-operator".into()],
             }),
             missing_accounts: vec![],
@@ -442,6 +443,7 @@ fn each_broken_probe_variant_fails_its_own_check() {
                     images: vec![],
                     gateway: String::new(),
                     approvers: vec!["vl-operator".into(), "vl-agent".into()],
+                    env_files: vec![],
                 }),
                 ..Default::default()
             },
@@ -492,7 +494,7 @@ fn policy_facts_come_from_the_helpers_own_parser() {
     let dir = tempfile::tempdir().unwrap();
     let installed = dir.path().join("example.json");
     std::fs::write(&installed, json).unwrap();
-    let PolicyFacts { images, gateway, approvers } = load_policy_facts(&installed).unwrap();
+    let PolicyFacts { images, gateway, approvers, .. } = load_policy_facts(&installed).unwrap();
     assert_eq!(images.last(), Some(&gateway), "the gateway's image comes last");
     assert!(images.len() >= 2, "{images:?}");
     assert!(images.iter().all(|image| image.contains("@sha256:")));
@@ -647,4 +649,45 @@ fn catalog_images_that_are_missing_or_do_not_fit_are_warnings() {
             }
         }
     }
+}
+
+/// Tried: a catalog naming an env file that is good, then group-readable,
+/// then has a line without '=', then missing: the good one is an ok
+/// finding with its count, each other a failure naming the file (and the
+/// line), with the chown/chmod fix, and never the value.
+#[test]
+fn each_env_file_is_checked_for_owner_mode_and_text() {
+    let install = install();
+    let dir = install.paths.policy.parent().unwrap().join("apps");
+    std::fs::create_dir(&dir).unwrap();
+    chmod(&dir, 0o755);
+    let file = dir.join("web.env");
+    std::fs::write(&file, "TOKEN=s3cr3t-value\nDEBUG=1\n").unwrap();
+    chmod(&file, 0o600);
+    let mut facts = FakeProbe::default().policy.unwrap();
+    facts.env_files = vec![crate::vocab::EnvFileName::parse("web.env").unwrap()];
+    let probe = FakeProbe { policy: Ok(facts), ..Default::default() };
+    let finding = |probe: &FakeProbe| {
+        diagnose(&install.paths, probe)
+            .into_iter()
+            .find(|f| f.subject == "env file")
+            .expect("an env file finding")
+    };
+    let good = finding(&probe);
+    assert!(!good.failed() && good.detail.contains("mode 0600, 2 variable(s)"), "{good}");
+    chmod(&file, 0o640);
+    let readable = finding(&probe);
+    assert!(readable.failed() && readable.detail.contains("has mode 0640"), "{readable}");
+    assert!(
+        readable.fix.as_deref().unwrap().contains(&format!("chmod 600 {}", file.display())),
+        "{readable}"
+    );
+    chmod(&file, 0o600);
+    std::fs::write(&file, "TOKEN=s3cr3t-value\ns3cr3t-value\n").unwrap();
+    let bad = finding(&probe);
+    assert!(bad.failed() && bad.detail.contains("line 2 has no '='"), "{bad}");
+    assert!(!bad.to_string().contains("s3cr3t"), "{bad}");
+    std::fs::remove_file(&file).unwrap();
+    let missing = finding(&probe);
+    assert!(missing.failed() && missing.detail.contains("does not exist"), "{missing}");
 }

@@ -5,6 +5,7 @@
 use proptest::prelude::*;
 
 use super::super::*;
+use super::render;
 
 const KEYS: [&str; 16] = [
     "password",

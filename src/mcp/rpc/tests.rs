@@ -10,7 +10,7 @@ use crate::vocab::Refusal;
 fn outcome(status: ExecutionStatus, exit: Option<i32>, stdout: &str) -> Outcome {
     let mut execution = Execution::not_started(status);
     execution.exit_code = exit;
-    Outcome { execution, stdout: stdout.as_bytes().to_vec(), stderr_len: 0 }
+    Outcome { execution, stdout: stdout.as_bytes().to_vec(), stderr_len: 0, stderr: Vec::new() }
 }
 
 /// What the helper prints, read back as the workstation reads it: with

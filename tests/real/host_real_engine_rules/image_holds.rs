@@ -226,8 +226,11 @@ impl Engine for HoldBeforeRemoval {
         &self,
         container: &ContainerId,
         window: volce_lab::docker::LogWindow,
-    ) -> Result<Vec<u8>, EngineError> {
+    ) -> Result<volce_lab::docker::LogStreams, EngineError> {
         self.engine.logs(container, window)
+    }
+    fn container_env(&self, container: &ContainerId) -> Result<Vec<String>, EngineError> {
+        self.engine.container_env(container)
     }
 }
 

@@ -133,6 +133,7 @@ fn update_spec(app_dir: &Path, port: u16) -> UpdateSpec {
         check_name: ServerName::parse(&check).unwrap(),
         container_name: name,
         limits: limits(),
+        env_file: None,
     }
 }
 

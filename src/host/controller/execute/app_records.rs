@@ -72,6 +72,7 @@ pub(super) fn record_apps(
                     app_image: spec.app_image.clone(),
                     since: Some(now),
                 }],
+                configuration: spec.env_file.clone(),
             };
             tx.put_app(&record, now)?;
         }
@@ -170,4 +171,5 @@ fn updated(
     record.app_image = spec.app_image.clone();
     record.nginx_config = spec.new_config.clone();
     record.upstream = Some(spec.container_name.clone());
+    record.configuration = spec.env_file.clone();
 }
