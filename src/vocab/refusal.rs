@@ -182,6 +182,11 @@ pub enum Code {
     /// says (the message names it), or an update's new entry says another
     /// port than the app was deployed on.
     ContainerPortMismatch,
+    /// A rollback of an app whose record keeps no earlier version (never
+    /// updated, or updated before versions were kept).
+    NothingKept,
+    /// A remove_image of an image a kept version names: rollback needs it.
+    ImageKeptForRollback,
 }
 
 impl Code {
@@ -264,7 +269,7 @@ mod tests {
     #[test]
     fn code_strings_never_change() {
         use strum::VariantArray as _;
-        const SHIPPED: [&str; 89] = [
+        const SHIPPED: [&str; 91] = [
             "invalid_request",
             "request_too_large",
             "unknown_action",
@@ -354,6 +359,8 @@ mod tests {
             "client_too_old",
             "needs_inspection",
             "container_port_mismatch",
+            "nothing_kept",
+            "image_kept_for_rollback",
         ];
         let strings: Vec<&str> = Code::VARIANTS.iter().map(|c| c.as_str()).collect();
         assert_eq!(strings, SHIPPED);

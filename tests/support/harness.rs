@@ -169,6 +169,8 @@ impl Harness {
             image_ids: vec![unused_image()],
             upstream: None,
             image_history: vec![],
+            kept_versions: vec![],
+            health_path: None,
         };
         let row = AuditRow {
             at: START - 3600,

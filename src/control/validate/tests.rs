@@ -118,6 +118,8 @@ fn record(app: &str, port: u16, state: AppState) -> AppRecord {
         image_ids: vec![],
         upstream: None,
         image_history: vec![],
+        kept_versions: vec![],
+        health_path: None,
     }
 }
 

@@ -179,7 +179,9 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
         // claim remove_image checks). Read-only, outside any transaction;
         // if the snapshot fails the claim is simply not recorded.
         let after = match (&plan.payload, &result) {
-            (Payload::Deploy { .. } | Payload::Update { .. }, Ok(_)) => self.engine.snapshot().ok(),
+            (Payload::Deploy { .. } | Payload::Update { .. } | Payload::Rollback { .. }, Ok(_)) => {
+                self.engine.snapshot().ok()
+            }
             _ => None,
         };
 
@@ -227,7 +229,8 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 Some(failure) => tx.fail(id, plan.action, &me, outcome, failure, &row)?,
                 None => tx.finish(id, plan.action, &me, outcome, &row)?,
             }
-            app_records::record_apps(tx, &plan, &apps, &result, after.as_ref(), now)?;
+            let keep = self.policy.keep_versions as usize;
+            app_records::record_apps(tx, &plan, &apps, &result, after.as_ref(), keep, now)?;
             Ok::<_, Refusal>(())
         });
 
@@ -328,7 +331,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 .engine
                 .start(spec, progress)
                 .map(|()| vec![spec.app_container.to_string(), spec.gateway.to_string()]),
-            Payload::Update { spec, .. } => {
+            Payload::Update { spec, .. } | Payload::Rollback { spec, .. } => {
                 self.engine.update(spec, progress).map(|new| vec![new.to_string(), spec.gateway.to_string()])
             }
             Payload::Restart { spec, .. } => self

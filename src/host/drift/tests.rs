@@ -43,6 +43,8 @@ fn record(state: AppState) -> AppRecord {
         image_ids: vec![],
         upstream: None,
         image_history: vec![],
+        kept_versions: vec![],
+        health_path: None,
     }
 }
 
