@@ -93,18 +93,17 @@ pub(super) fn start(
     Ok((Payload::Start { app, containers, container_names, spec }, impact))
 }
 
-/// Where the app answers: as recorded when its version started running;
-/// for an older record, the entry it was deployed by while it still pins
-/// the image the app runs; otherwise `/`, as before.
+/// Where the app answers: the entry it was deployed by says so while it
+/// still pins the image the app runs (the operator's word now); otherwise
+/// where its version was checked when it started running (a rolled-back
+/// version the catalog no longer pins); otherwise `/`, as before.
 pub(super) fn deployed_health_path(record: &AppRecord, ctx: &Context<'_>) -> HealthPath {
-    if let Some(path) = &record.health_path {
-        return path.clone();
-    }
     ctx.policy
         .catalog
         .get(&record.image_key)
         .filter(|entry| entry.image == record.app_image)
         .map(|entry| entry.health_path.clone())
+        .or_else(|| record.health_path.clone())
         .unwrap_or_default()
 }
 
