@@ -622,6 +622,31 @@ fn kept_versions_are_bounded_and_a_rollback_to_a_gone_image_pulls_it_by_digest()
     assert_eq!((after.image_key.as_str(), after.app_image.as_str()), ("web3", web3.as_str()));
 }
 
+/// Tried: an update plan as 0.1.0 sealed it (without what it replaces),
+/// approved before the upgrade: it still runs, and the record keeps the
+/// version it replaced, read from the app record (no image id).
+#[test]
+fn an_update_sealed_before_versions_were_kept_still_runs_and_keeps_the_old_version() {
+    let h = harness();
+    completed(&h, "deploy", deploy_params("demo", 18001));
+    let mut c = h.controller();
+    let fresh = c.prepare("update", &json!({"app": "demo", "image": "web2"}), AGENT).unwrap();
+    let mut old = fresh.plan.clone();
+    let volce_lab::control::plan::Payload::Update { replaces, .. } = &mut old.payload else { panic!() };
+    assert!(replaces.is_some(), "a plan of this version says what it replaces");
+    *replaces = None;
+    old.digest = old.compute_digest();
+    // The stored body rewritten as 0.1.0 wrote it (same id: its names derive from it).
+    let conn = c.store_for_tests().dangerous_connection_for_tests();
+    let sql = "UPDATE plans SET body = ?1, digest = ?2 WHERE id = ?3";
+    conn.execute(sql, [old.canonical_json(), old.digest.as_str().to_owned(), old.id.as_str().to_owned()])
+        .unwrap();
+    c.approve(&old.id, &old.digest, "alice").unwrap();
+    let executed = c.execute(&old.id, AGENT).unwrap();
+    assert!(matches!(executed, Executed::Completed(_)), "{executed:?}");
+    assert_eq!(kept(&h, "demo"), [("web".to_owned(), web_reference(), None)]);
+}
+
 // --- what voids an approved plan ---------------------------------------------
 
 #[test]

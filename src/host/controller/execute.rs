@@ -289,7 +289,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             }
             return Err(changed(Refusal::new(Code::SnapshotChanged, SNAPSHOT_CHANGED)));
         }
-        match derive() {
+        match derive().map(|(payload, impact)| (sealed_form(payload, &plan.payload), impact)) {
             Ok((payload, impact)) if payload == plan.payload && impact == plan.impact => Ok(()),
             Ok(_) => Err(changed(Refusal::new(
                 Code::SnapshotChanged,
@@ -340,6 +340,18 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 .map(|()| vec![spec.app_container.to_string(), spec.gateway.to_string()]),
         }
     }
+}
+
+/// `derived` as `sealed` carries it: an update sealed before updates
+/// recorded what they replace (0.1.0) still runs after the upgrade, and
+/// its record keeps the version from the app record instead (without its
+/// image id). Any other difference still voids the plan.
+fn sealed_form(mut derived: Payload, sealed: &Payload) -> Payload {
+    if let (Payload::Update { replaces, .. }, Payload::Update { replaces: None, .. }) = (&mut derived, sealed)
+    {
+        *replaces = None;
+    }
+    derived
 }
 
 /// remove_image's holds: what docker refuses to remove without force.

@@ -250,7 +250,7 @@ mod tests {
     fn the_kept_list_is_newest_first_bounded_and_never_the_running_one() {
         let (a, b, c, d) = (version('a'), version('b'), version('c'), version('d'));
         let mut list = kept(&[], a.clone(), &b.app_image, 2);
-        assert_eq!(list, [a.clone()]);
+        assert_eq!(list, std::slice::from_ref(&a));
         list = kept(&list, b.clone(), &c.app_image, 2);
         assert_eq!(list, [b.clone(), a.clone()]);
         list = kept(&list, c.clone(), &d.app_image, 2);
