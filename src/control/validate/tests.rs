@@ -130,6 +130,8 @@ fn record(app: &str, port: u16, state: AppState) -> AppRecord {
         upstream: None,
         image_history: vec![],
         configuration: None,
+        kept_versions: vec![],
+        health_path: None,
     }
 }
 
