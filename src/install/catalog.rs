@@ -265,7 +265,7 @@ fn pinned_entry(
 }
 
 /// Prepares `catalog remove KEY`: refused while a managed app's record
-/// uses the key (its update and removal plans would not find it).
+/// uses the key, as the one it runs or as a version kept for rollback.
 pub fn prepare_remove(paths: &HostPaths, key: &str, now: i64) -> Result<Change, Refusal> {
     check_key(key)?;
     let (before, mut value, policy) = current(paths)?;
@@ -277,8 +277,13 @@ pub fn prepare_remove(paths: &HostPaths, key: &str, now: i64) -> Result<Change, 
         );
     }
     let apps = crate::store::read_apps(&paths.database()).map_err(|e| e.refusal())?;
+    // A version kept for rollback counts too: its rollback reads the key's
+    // entry again (its env file).
+    let uses = |record: &crate::control::app_record::AppRecord| {
+        record.image_key == key || record.kept_versions.iter().any(|kept| kept.image_key == key)
+    };
     let users: Vec<&str> =
-        apps.values().filter(|record| record.image_key == key).map(|record| record.app.as_str()).collect();
+        apps.values().filter(|record| uses(record)).map(|record| record.app.as_str()).collect();
     if !users.is_empty() {
         return refused(
             Code::CatalogKeyInUse,

@@ -950,6 +950,7 @@ fn health_reports_a_broken_audit_chain_without_changing_anything() {
 mod audit_start;
 mod migration11;
 mod migration13;
+mod migration14;
 mod migration5;
 mod migration9;
 mod statements;

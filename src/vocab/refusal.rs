@@ -186,6 +186,11 @@ pub enum Code {
     /// `/etc/volce-lab/apps/`, or does not parse (the message says which
     /// line, never its text).
     EnvFileInvalid,
+    /// A rollback of an app whose record keeps no earlier version (never
+    /// updated, or updated before versions were kept).
+    NothingKept,
+    /// A remove_image of an image a kept version names: rollback needs it.
+    ImageKeptForRollback,
     // The catalog's operator commands (terminal only: `catalog pin`, `catalog remove`).
     /// `catalog pin|remove KEY`: not `^[a-z][a-z0-9-]{0,30}$`.
     InvalidCatalogKey,
@@ -290,7 +295,7 @@ mod tests {
     #[test]
     fn code_strings_never_change() {
         use strum::VariantArray as _;
-        const SHIPPED: [&str; 100] = [
+        const SHIPPED: [&str; 102] = [
             "invalid_request",
             "request_too_large",
             "unknown_action",
@@ -381,6 +386,8 @@ mod tests {
             "needs_inspection",
             "container_port_mismatch",
             "env_file_invalid",
+            "nothing_kept",
+            "image_kept_for_rollback",
             "invalid_catalog_key",
             "invalid_image_reference",
             "invalid_catalog_entry",
