@@ -750,7 +750,7 @@ fn a_second_controller_sees_the_first_ones_approval() {
 
 #[test]
 fn replies_are_one_line() {
-    let reply = Reply::Rejected(volce_lab::vocab::Refusal::new(Code::PlanExpired, "x"));
+    let reply = Reply::from(volce_lab::vocab::Refusal::new(Code::PlanExpired, "x"));
     assert_eq!(reply.to_line().matches('\n').count(), 1);
 }
 

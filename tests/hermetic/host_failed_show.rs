@@ -149,3 +149,22 @@ fn a_rolled_back_deploy_whose_log_could_not_be_read_says_so() {
         (json!(false), json!([]))
     );
 }
+
+/// Over the rpc, as the workstation reads it: the refusal and, beside it,
+/// the app log; a failure without one answers as before.
+#[test]
+fn the_rpc_answers_a_rolled_back_execute_with_its_app_log_beside_the_refusal() {
+    use volce_lab::wire::Reply;
+    let h = Harness::new();
+    let mut c = h.controller();
+    let plan = c.prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap();
+    let log =
+        volce_lab::logs::AppLog::render(b"2026-12-01T10:00:00.000000001Z password=swordfish99\n", b"", &[]);
+    let cause = Box::new(EngineError::HealthCheckFailed);
+    h.engine.edit(|s| s.fail_next = Some(EngineError::RolledBack { cause, app_log: Some(log.clone()) }));
+    let request = format!(r#"{{"operation":"execute","plan_id":"{}"}}"#, plan.plan.id);
+    let Reply::Rejected { refusal, app_log } = h.rpc(AGENT, request.as_bytes()) else { panic!("a refusal") };
+    assert_eq!((refusal.code, app_log), (Code::HealthCheckFailed, Some(log)));
+    let line = h.rpc(AGENT, request.as_bytes()).to_line();
+    assert!(!line.contains("swordfish99") && !line.contains("app_log"), "a second execute: no log, {line}");
+}
