@@ -3,7 +3,9 @@
 //! only "Outcome rolled_back"; `show --json` (the plan view the workstation
 //! reads) carries the same as `failure`. The text is held to a golden file
 //! (tests/golden/show/*.txt; `VOLCE_LAB_BLESS_GOLDEN=1` rewrites it, review
-//! its diff like code). Hermetic: the fake engine.
+//! its diff like code). Issue 25: a rolled-back plan also keeps the failed
+//! app container's last lines (`app_log`: redacted, bounded, untrusted),
+//! answered beside the refusal, over the rpc too. Hermetic: the fake engine.
 
 use std::path::Path;
 
