@@ -61,7 +61,7 @@ each with exactly these fields and no others:
 
   {\"operation\":\"gateway_status\"}                     each managed app's gateway: state, drift, answers
   {\"operation\":\"inventory\"}                          managed apps (with drift), the offer, open plans
-  {\"operation\":\"plan\",\"action\":A,\"parameters\":{..}}  store a plan; A is deploy, nginx_config, stop, remove_image, remove_app, start, update or restart
+  {\"operation\":\"plan\",\"action\":A,\"parameters\":{..}}  store a plan; A is deploy, nginx_config, stop, remove_image, remove_app, start, update, restart or rollback
   {\"operation\":\"execute\",\"plan_id\":\"<32 hex>\"}       run a stored plan once
   {\"operation\":\"logs\",\"app\":N,\"container\":C,\"tail\":T}   read-only: safe log lines of a managed container
   {\"operation\":\"gate_refusal\",\"reason\":R,...}         the ssh gate's: record one refusal (R, the command's length and sha256)
@@ -69,7 +69,7 @@ each with exactly these fields and no others:
 The whole request must arrive within 5 seconds (else code request_timeout), and at most 8 helpers run at once \
 (else code busy, at once; nothing is done). \
 Prints one JSON reply on one line (status ok, rejected or needs_inspection) and exits 0 for ok, 1 otherwise. \
-Before the reply, an execute of deploy, start, restart or update prints one line per finished step, at most 16, \
+Before the reply, an execute of deploy, start, restart, update or rollback prints one line per finished step, at most 16, \
 as {\"progress\":S} with S one of pulled, network, app_started, gateway_tested, health_check, switched; \
 a line stdout has no room for at once is dropped, never waited for; \
 the reply is always the last line, written after the record, and waits at most 10 seconds for room. \

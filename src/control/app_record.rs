@@ -13,7 +13,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::vocab::{AppName, ContainerId, EnvFileUse, ImageId, ImageRef, PlanId, ServerName};
+use crate::vocab::{AppName, ContainerId, EnvFileUse, HealthPath, ImageId, ImageRef, PlanId, ServerName};
 
 /// The life of an app we deployed. One string table (strum); serde's names
 /// are the same (tested): the store keeps both, and compares them.
@@ -75,6 +75,15 @@ pub struct AppRecord {
     /// from nothing to do. Absent without one, and in older records.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub configuration: Option<EnvFileUse>,
+    /// The versions completed updates replaced, newest first, at most the
+    /// policy's `keep_versions`: what `rollback` returns to, and what
+    /// remove_image leaves alone. Absent in records written before it existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kept_versions: Vec<KeptVersion>,
+    /// Where the running version answers its health check. Absent in
+    /// records written before it existed (the catalog entry says, then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_path: Option<HealthPath>,
 }
 
 impl AppRecord {
@@ -94,6 +103,21 @@ pub struct ImageUse {
     /// Absent when unknown: the image an older record ran before its first update.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub since: Option<i64>,
+}
+
+/// A version an update replaced: enough to run an update back to it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeptVersion {
+    pub image_key: String,
+    /// The pinned reference it ran: pulled by digest again if the image is gone.
+    pub app_image: ImageRef,
+    /// The local image its container ran, when the engine reported one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_id: Option<ImageId>,
+    pub container_port: u16,
+    /// Where its health check asked.
+    pub health_path: HealthPath,
 }
 
 #[cfg(test)]

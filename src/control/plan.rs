@@ -16,6 +16,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::app_record::KeptVersion;
 use super::canonical;
 use crate::vocab::{
     AppName, Code, ContainerId, DeploySpec, Digest, EnvFileUse, ImageId, PlanId, Refusal, ServerName,
@@ -54,6 +55,9 @@ pub enum Action {
     /// Stops and starts a managed app's own containers: recovers one that
     /// crashed or was stopped or started by hand, or restarts a healthy one.
     Restart,
+    /// Moves a running app back to the newest version an update kept, with
+    /// update's switch, health check and rollback.
+    Rollback,
 }
 
 impl Action {
@@ -63,7 +67,7 @@ impl Action {
         value.parse().map_err(|_| {
             Refusal::new(
                 Code::UnknownAction,
-                "The action must be one of deploy, nginx_config, stop, remove_image, remove_app, start, update, restart.",
+                "The action must be one of deploy, nginx_config, stop, remove_image, remove_app, start, update, restart, rollback.",
             )
         })
     }
@@ -92,6 +96,7 @@ impl Action {
             Action::Start => &["app"],
             Action::Update => &["app", "image"],
             Action::Restart => &["app"],
+            Action::Rollback => &["app"],
         }
     }
     /// The fixed minimum: destructive actions always need an operator's
@@ -106,6 +111,7 @@ impl Action {
                 | Action::Start
                 | Action::Update
                 | Action::Restart
+                | Action::Rollback
         )
     }
 }
@@ -185,6 +191,10 @@ pub enum Payload {
         /// The recorded container ids, sorted (the scope).
         containers: Vec<ContainerId>,
         spec: UpdateSpec,
+        /// The version it replaces, kept for rollback once it completes.
+        /// Omitted when absent, so plans stored before it still match their digest.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        replaces: Option<KeptVersion>,
     },
     /// Both recorded containers stopped (gateway first) as a stop plan
     /// stops them, then started and health-checked as a start plan does.
@@ -196,6 +206,16 @@ pub enum Payload {
         /// in that order, for the operator.
         container_names: Vec<String>,
         spec: StartSpec,
+    },
+    /// An update back to the newest kept version (`spec.app_image`), which
+    /// leaves the kept list; the version it replaces joins it.
+    Rollback {
+        /// The kept version's catalog key, as it was when it ran.
+        image_key: String,
+        /// The recorded container ids, sorted (the scope).
+        containers: Vec<ContainerId>,
+        spec: UpdateSpec,
+        replaces: KeptVersion,
     },
 }
 
@@ -210,6 +230,7 @@ impl Payload {
             Payload::Start { .. } => Action::Start,
             Payload::Update { .. } => Action::Update,
             Payload::Restart { .. } => Action::Restart,
+            Payload::Rollback { .. } => Action::Rollback,
         }
     }
     /// The app a plan is about, if any.
@@ -221,7 +242,7 @@ impl Payload {
             | Payload::RemoveApp { app, .. }
             | Payload::Start { app, .. }
             | Payload::Restart { app, .. } => Some(app.as_str()),
-            Payload::Update { spec, .. } => Some(spec.app.as_str()),
+            Payload::Update { spec, .. } | Payload::Rollback { spec, .. } => Some(spec.app.as_str()),
             Payload::RemoveImage { .. } => None,
         }
     }
@@ -429,6 +450,7 @@ mod tests {
         assert!(Action::Start.always_requires_approval());
         assert!(Action::Update.always_requires_approval());
         assert!(Action::Restart.always_requires_approval());
+        assert!(Action::Rollback.always_requires_approval());
         assert_eq!(Action::parse("shell").unwrap_err().code, Code::UnknownAction);
         assert_eq!(Action::parse("nginx_config").unwrap(), Action::NginxConfig);
     }
@@ -438,7 +460,17 @@ mod tests {
         let strings: Vec<&str> = Action::ALL.iter().map(|a| a.as_str()).collect();
         assert_eq!(
             strings,
-            ["deploy", "nginx_config", "stop", "remove_image", "remove_app", "start", "update", "restart"]
+            [
+                "deploy",
+                "nginx_config",
+                "stop",
+                "remove_image",
+                "remove_app",
+                "start",
+                "update",
+                "restart",
+                "rollback"
+            ]
         );
         for &action in Action::ALL {
             assert_eq!(serde_json::to_value(action).unwrap(), action.as_str());

@@ -112,6 +112,21 @@ struct RawPolicy {
     retention_days: serde_json::Value,
     #[serde(default)]
     gateway_access_log: bool,
+    #[serde(default = "default_keep_versions")]
+    keep_versions: serde_json::Value,
+}
+
+/// How many versions an update keeps for `rollback`, unless the policy
+/// says otherwise (`keep_versions`, within [`KEEP_VERSIONS_RANGE`]).
+pub const DEFAULT_KEEP_VERSIONS: u32 = 2;
+pub const KEEP_VERSIONS_RANGE: std::ops::RangeInclusive<u32> = 1..=10;
+
+fn default_keep_versions() -> serde_json::Value {
+    DEFAULT_KEEP_VERSIONS.into()
+}
+
+fn is_default_keep(keep: &u32) -> bool {
+    *keep == DEFAULT_KEEP_VERSIONS
 }
 
 /// How long finished plans are kept, unless the policy says otherwise
@@ -186,6 +201,12 @@ pub struct Policy {
     /// off, as `plan_ttl_seconds` is at its default.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub gateway_access_log: bool,
+    /// How many replaced versions an app's record keeps for `rollback`
+    /// (each pins the image of one version). Part of the hash, since it
+    /// decides what a pending update's outcome records; left out at its
+    /// default, as `plan_ttl_seconds` is.
+    #[serde(skip_serializing_if = "is_default_keep")]
+    pub keep_versions: u32,
 }
 
 /// Why a policy was refused, in words for the operator who wrote it.
@@ -309,6 +330,17 @@ impl Policy {
                 ));
             }
         };
+        let (low_keep, high_keep) = (KEEP_VERSIONS_RANGE.start(), KEEP_VERSIONS_RANGE.end());
+        let keep_versions = match raw.keep_versions.as_u64().and_then(|n| u32::try_from(n).ok()) {
+            Some(n) if KEEP_VERSIONS_RANGE.contains(&n) => n,
+            _ => {
+                return bad(format!(
+                    "keep_versions must be an integer from {low_keep} to {high_keep} (versions kept for \
+                     rollback), not {}",
+                    raw.keep_versions
+                ));
+            }
+        };
         Ok(Policy {
             catalog,
             nginx_image,
@@ -327,6 +359,7 @@ impl Policy {
             approval_required,
             retention_days,
             gateway_access_log: raw.gateway_access_log,
+            keep_versions,
         })
     }
 

@@ -68,7 +68,7 @@ impl<'a> Scope<'a> {
             Payload::Restart { app, containers, .. } => {
                 Scope::App { names: app.names(), recorded: containers, own_states: false }
             }
-            Payload::Update { spec, containers, .. } => {
+            Payload::Update { spec, containers, .. } | Payload::Rollback { spec, containers, .. } => {
                 Scope::App { names: spec.app.names(), recorded: containers, own_states: true }
             }
             Payload::RemoveImage { image_id, .. } => Scope::Image { image: image_id },

@@ -6,8 +6,9 @@
 //! This file is the interface ([`derive()`] over a [`Context`]), the checks
 //! every action shares (exact parameters, the recorded app and its
 //! container set, the capacity floors, declared volumes), and the two small
-//! actions on a running app; `deploy.rs`, `lifecycle.rs` (start, restart, update)
-//! and `removal.rs` (remove_image, remove_app) each derive the others.
+//! actions on a running app; `deploy.rs`, `lifecycle.rs` (start, restart),
+//! `update.rs` (update, rollback) and `removal.rs` (remove_image,
+//! remove_app) each derive the others.
 //!
 //! Security invariants enforced here:
 //! - parameters are exactly the action's fields, with their exact JSON types
@@ -15,7 +16,8 @@
 //! - the agent names a catalog key, never an image reference;
 //! - nginx_config and stop act only on an app we recorded, whose labelled
 //!   container set is exactly the one we recorded (nothing unmanaged can be
-//!   slipped in by labelling it); start, restart and update share that check.
+//!   slipped in by labelling it); start, restart, update and rollback share
+//!   that check.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -140,8 +142,9 @@ pub fn derive(
         Action::RemoveImage => removal::remove_image(params, ctx, facts),
         Action::RemoveApp => removal::remove_app(params, ctx),
         Action::Start => lifecycle::start(params, ctx, facts),
-        Action::Update => lifecycle::update(params, ctx, facts),
+        Action::Update => update::update(params, ctx, facts),
         Action::Restart => lifecycle::restart(params, ctx, facts),
+        Action::Rollback => update::rollback(params, ctx, facts),
     }
 }
 
@@ -325,6 +328,7 @@ fn stop(params: &Map<String, Value>, ctx: &Context<'_>) -> Result<(Payload, Impa
 mod deploy;
 mod lifecycle;
 mod removal;
+mod update;
 
 #[cfg(test)]
 mod tests;

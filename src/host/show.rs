@@ -230,6 +230,26 @@ pub fn summary(stored: &StoredPlan, now: i64) -> String {
             let _ = writeln!(out, "  nginx.conf after the switch:");
             out.push_str(&indent(&esc_lines(&spec.new_config)));
         }
+        Payload::Rollback { image_key, spec, replaces, .. } => {
+            let _ = writeln!(out, "App      {}", esc(spec.app.as_str()));
+            let _ = writeln!(out, "Before   {} in container {}", esc(&spec.previous_image), spec.old_app);
+            let _ = writeln!(
+                out,
+                "After    ROLLBACK to the kept {} (catalog key {} when it ran) in new container {}",
+                esc(spec.app_image.as_str()),
+                esc(image_key),
+                esc(&spec.container_name)
+            );
+            let _ = writeln!(
+                out,
+                "  pulled by that digest if the host no longer has it; {} is kept for rollback in turn",
+                esc(replaces.app_image.as_str())
+            );
+            let _ =
+                writeln!(out, "  checked first on Host {}, then on {}", spec.check_name, spec.server_name);
+            let _ = writeln!(out, "  nginx.conf after the switch:");
+            out.push_str(&indent(&esc_lines(&spec.new_config)));
+        }
         Payload::RemoveImage { image_id, used_by } => {
             let _ = writeln!(out, "Before   local image {image_id} present, used by no container");
             let apps: Vec<String> = used_by.iter().map(|a| esc(a)).collect();

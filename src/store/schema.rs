@@ -439,7 +439,10 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // rows keep their hashes, and since an action string is copied byte
     // for byte, every link of the chain still verifies.
         include_str!("schema/v13.sql"),
-    // 15 (issue 25; 14 is the `rollback` action's rebuild, which names
+    // 14: the action `rollback` (issue 25) in both action CHECK lists,
+    // rebuilt as step 13 did, for the same reasons: schema/v14.sql.
+    include_str!("schema/v14.sql"),
+    // 15 (issue 25; after 14, the `rollback` action's rebuild, which names
     // every column it copies and so must run before this one): a
     // rolled-back plan's failed app container's last lines
     // (`crate::logs::AppLog` as JSON: safe, bounded, marked untrusted),

@@ -171,6 +171,12 @@ impl Code {
             Code::ClientTooOld => {
                 "Upgrade volce-lab on this workstation (HOST-SETUP.md, Upgrading), then check identity and call again."
             }
+            Code::NothingKept => {
+                "Nothing to roll back to: read service_inventory (kept_versions); an update plan to a catalog key moves the app instead."
+            }
+            Code::ImageKeptForRollback => {
+                "Leave this image: an app keeps it for rollback. It can be removed once that version is no longer kept (later updates push it out, or remove_app removes the app); tell the user."
+            }
             Code::NeedsInspection => {
                 "Stop and ask the operator to inspect the plan on the server (`sudo volce-lab-host show PLAN_ID`); do not retry."
             }

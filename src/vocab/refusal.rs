@@ -186,6 +186,11 @@ pub enum Code {
     /// `/etc/volce-lab/apps/`, or does not parse (the message says which
     /// line, never its text).
     EnvFileInvalid,
+    /// A rollback of an app whose record keeps no earlier version (never
+    /// updated, or updated before versions were kept).
+    NothingKept,
+    /// A remove_image of an image a kept version names: rollback needs it.
+    ImageKeptForRollback,
 }
 
 impl Code {
@@ -268,7 +273,7 @@ mod tests {
     #[test]
     fn code_strings_never_change() {
         use strum::VariantArray as _;
-        const SHIPPED: [&str; 90] = [
+        const SHIPPED: [&str; 92] = [
             "invalid_request",
             "request_too_large",
             "unknown_action",
@@ -359,6 +364,8 @@ mod tests {
             "needs_inspection",
             "container_port_mismatch",
             "env_file_invalid",
+            "nothing_kept",
+            "image_kept_for_rollback",
         ];
         let strings: Vec<&str> = Code::VARIANTS.iter().map(|c| c.as_str()).collect();
         assert_eq!(strings, SHIPPED);

@@ -1,5 +1,5 @@
 //! The helper's progress lines: what a long `execute` (deploy, start, restart,
-//! update) has done so far, printed one line per step on stdout before the
+//! update, rollback) has done so far, printed one line per step on stdout before the
 //! reply. Written once for both ends: the helper prints [`Progress::to_line`],
 //! the workstation reads lines as they arrive ([`LineReader`]) and finds the
 //! reply after them ([`reply_bytes`]). Pure: no I/O.

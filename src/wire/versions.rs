@@ -50,12 +50,13 @@ pub const ADDITIONS: &[(u32, &str)] = &[
     (
         2,
         "the gate's identity answer names the helper's version and protocol; a request may name its protocol; \
-         a deploy may leave out `container_port` when the catalog entry gives it; the `restart` action; plan \
-         views carry `failure` and the rejection's `reason`, the inventory `helper`, each catalog entry's \
-         port and health path and the offer's `gateway_access_log`; a deploy's or update's spec names the \
-         entry's env file and its keyed hash (`env_file`, never a value) and the inventory says \
-         `has_configuration`; a rolled-back execute's refusal and its plan view carry the failed app \
-         container's last lines (`app_log`: redacted, bounded, untrusted) (0.2.0)",
+         a deploy may leave out `container_port` when the catalog entry gives it; the `restart` and \
+         `rollback` actions; plan views carry `failure` and the rejection's `reason`, the inventory `helper`, \
+         each app's `kept_versions`, each catalog entry's port and health path and the offer's \
+         `gateway_access_log`; a deploy's or update's spec names the entry's env file and its keyed hash \
+         (`env_file`, never a value) and the inventory says `has_configuration`; a rolled-back execute's refusal \
+         and its plan view carry the failed app container's last lines (`app_log`: redacted, bounded, \
+         untrusted) (0.2.0)",
     ),
 ];
 
@@ -154,7 +155,7 @@ impl Feature {
                 | Action::Update,
             ) => 1,
             // A helper of protocol 1 answers it `unknown_action`.
-            Feature::Action(Action::Restart) => 2,
+            Feature::Action(Action::Restart | Action::Rollback) => 2,
             // Every parameter so far came with its action.
             Feature::Parameter(action, _) => Feature::Action(action).since(),
             // A helper of protocol 1 refuses a deploy without its port.
@@ -389,6 +390,26 @@ mod tests {
         let old = Helper { protocol: 1, oldest_client: 1 };
         assert_eq!(old.knows(Feature::Action(Action::Restart)), Err(Code::UnknownAction));
         assert_eq!(Helper::THIS.knows(Feature::Action(Action::Restart)), Ok(()));
+    }
+
+    /// Tried: a rollback (issue 25), as a restart: refused `server_too_old`
+    /// by the workstation for a protocol-1 server, `unknown_action` by a
+    /// protocol-1 helper.
+    #[test]
+    fn a_rollback_needs_protocol_2() {
+        use crate::control::plan::Action;
+        let parameters: serde_json::Map<String, serde_json::Value> =
+            [("app".to_owned(), "web".into())].into_iter().collect();
+        let rollback = Request::plan(Action::Rollback, parameters);
+        assert_eq!(rollback.needs(), 2);
+        for old in [ServerVersion::Before020, ServerVersion::NoGate, known(1)] {
+            let refusal = may_send(rollback.needs(), &old, "web-1").unwrap_err();
+            assert_eq!(refusal.code, Code::ServerTooOld, "{old:?}");
+        }
+        assert!(may_send(rollback.needs(), &known(2), "web-1").is_ok());
+        let old = Helper { protocol: 1, oldest_client: 1 };
+        assert_eq!(old.knows(Feature::Action(Action::Rollback)), Err(Code::UnknownAction));
+        assert_eq!(Helper::THIS.knows(Feature::Action(Action::Rollback)), Ok(()));
     }
 
     /// Tried: a deploy that leaves `container_port` to the catalog entry

@@ -129,11 +129,21 @@ fn the_offer_says_what_may_be_deployed_where_and_how_much() {
     assert_eq!(offer["plan_ttl_seconds"], 600);
     assert_eq!(
         offer["approval_required"],
-        json!(["stop", "remove_image", "remove_app", "start", "update", "restart"])
+        json!(["stop", "remove_image", "remove_app", "start", "update", "restart", "rollback"])
     );
     assert_eq!(
         offer["actions"],
-        json!(["deploy", "nginx_config", "stop", "remove_image", "remove_app", "start", "update", "restart"])
+        json!([
+            "deploy",
+            "nginx_config",
+            "stop",
+            "remove_image",
+            "remove_app",
+            "start",
+            "update",
+            "restart",
+            "rollback"
+        ])
     );
     let demo = app(&inventory, "demo");
     assert_eq!(demo["server_name"], "demo.example.com");

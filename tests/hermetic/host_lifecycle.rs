@@ -463,6 +463,194 @@ fn update_refuses_bad_input_and_changes_nothing() {
     assert_eq!(h.engine.mutations().len(), before, "nothing changed");
 }
 
+// --- rollback (issue 25) ----------------------------------------------------
+
+/// The reference the catalog pins for `web` in every harness.
+fn web_reference() -> String {
+    policy_json()["catalog"]["web"].as_str().unwrap().to_owned()
+}
+
+/// The kept versions of `app` as (key, reference, image id).
+fn kept(h: &Harness, app: &str) -> Vec<(String, String, Option<volce_lab::vocab::ImageId>)> {
+    let record = record(h, app);
+    record
+        .kept_versions
+        .iter()
+        .map(|v| (v.image_key.clone(), v.app_image.to_string(), v.image_id.clone()))
+        .collect()
+}
+
+/// Tried: deploy web, update to web2 (web is kept), a rollback (always
+/// approved, same switch as an update: one `update` call of the engine to
+/// web's pinned reference), which keeps web2 in turn; the inventory lists
+/// the kept version; a second rollback goes forward to web2 again.
+#[test]
+fn update_then_rollback_returns_to_the_old_version_and_keeps_the_one_it_left() {
+    let h = harness();
+    completed(&h, "deploy", deploy_params("demo", 18001));
+    assert!(kept(&h, "demo").is_empty(), "a deploy replaces nothing");
+    completed(&h, "update", json!({"app": "demo", "image": "web2"}));
+    assert_eq!(kept(&h, "demo"), [("web".to_owned(), web_reference(), Some(image('a')))]);
+    let updated = record(&h, "demo");
+
+    let mut c = h.controller();
+    let plan = c.prepare("rollback", &json!({"app": "demo"}), AGENT).unwrap();
+    assert!(plan.plan.requires_approval, "rollback is in the fixed minimum");
+    assert_eq!(refusal(c.execute(&plan.plan.id, AGENT)), Code::ApprovalRequired);
+    let target = &plan.plan.impact.target;
+    assert!(
+        target.contains("still on the host") && target.contains("the catalog still pins it for `web`"),
+        "{target}"
+    );
+    let show = h.show(&plan.plan.id);
+    assert!(show.contains("ROLLBACK") && show.contains(&web_reference()), "{show}");
+    c.approve(&plan.plan.id, &plan.plan.digest, "alice").unwrap();
+    assert!(matches!(c.execute(&plan.plan.id, AGENT).unwrap(), Executed::Completed(_)));
+    let call = h.engine.mutations().pop().unwrap();
+    assert_eq!((call[0].as_str(), call[3].as_str()), ("update", web_reference().as_str()));
+    assert_eq!(call[4], updated.app_container.clone().unwrap().to_string(), "the container it replaced");
+
+    let after = record(&h, "demo");
+    assert_eq!((after.state, after.image_key.as_str()), (AppState::Running, "web"));
+    assert_eq!(after.app_image.as_str(), web_reference());
+    assert_eq!(after.gateway_container, updated.gateway_container);
+    let web2 = format!("{WEB2}{}", "d".repeat(64));
+    assert_eq!(kept(&h, "demo"), [("web2".to_owned(), web2.clone(), Some(image('e')))]);
+    let keys: Vec<&str> = after.image_history.iter().map(|u| u.image_key.as_str()).collect();
+    assert_eq!(keys, ["web", "web2", "web"]);
+
+    let inventory = serde_json::to_value(h.controller().inventory(AGENT).unwrap()).unwrap();
+    assert_eq!(
+        inventory["apps"][0]["kept_versions"],
+        json!([{"key": "web2", "reference": web2, "present": true}])
+    );
+    completed(&h, "rollback", json!({"app": "demo"}));
+    assert_eq!(record(&h, "demo").image_key, "web2");
+    assert_eq!(kept(&h, "demo"), [("web".to_owned(), web_reference(), Some(image('a')))]);
+}
+
+/// Tried: an app never updated (nothing kept), one nobody deployed, a
+/// stopped one, an extra parameter, a missing app: each refused with its
+/// code and nothing asked of the engine.
+#[test]
+fn rollback_with_nothing_kept_or_bad_input_is_refused_and_changes_nothing() {
+    let h = harness();
+    completed(&h, "deploy", deploy_params("demo", 18001));
+    completed(&h, "deploy", deploy_params("idle", 18002));
+    completed(&h, "update", json!({"app": "idle", "image": "web2"}));
+    completed(&h, "stop", json!({"app": "idle"}));
+    let before = h.engine.mutations().len();
+    let mut c = h.controller();
+    let nothing = c.prepare("rollback", &json!({"app": "demo"}), AGENT).unwrap_err();
+    assert_eq!(nothing.code, Code::NothingKept);
+    assert!(nothing.message.contains("demo keeps no earlier version"), "{}", nothing.message);
+    assert!(nothing.code.fix().contains("kept_versions"), "{}", nothing.code.fix());
+    for (parameters, code) in [
+        (json!({"app": "ghost"}), Code::AppNotFound),
+        (json!({"app": "idle"}), Code::AppNotRunning),
+        (json!({"app": "demo", "image": "web"}), Code::InvalidParameters),
+        (json!({}), Code::InvalidParameters),
+    ] {
+        assert_eq!(refusal(c.prepare("rollback", &parameters, AGENT)), code, "{parameters}");
+    }
+    assert_eq!(h.engine.mutations().len(), before, "nothing changed");
+}
+
+/// Tried: remove_image of the image the kept version names, once no
+/// container uses it: refused, naming the app and the way out; once a
+/// rollback and an update to a third image push it out beyond
+/// keep_versions 1, the same plan is accepted.
+#[test]
+fn remove_image_refuses_an_image_kept_for_rollback_naming_the_app() {
+    let mut h = harness();
+    let mut policy = policy_json();
+    policy["catalog"]["web2"] = json!(format!("{WEB2}{}", "d".repeat(64)));
+    policy["catalog"]["web3"] = json!(format!("127.0.0.1:15000/volce-lab/web3@sha256:{}", "f".repeat(64)));
+    policy["keep_versions"] = json!(1);
+    h.write_policy(&policy);
+    completed(&h, "deploy", deploy_params("demo", 18001));
+    completed(&h, "update", json!({"app": "demo", "image": "web2"}));
+    assert!(!h.engine.snapshot_now().containers.iter().any(|c| c.image_id == image('a')), "a is unused");
+    let mut c = h.controller();
+    let refused = c.prepare("remove_image", &json!({"image_id": image('a').as_str()}), AGENT).unwrap_err();
+    assert_eq!(refused.code, Code::ImageKeptForRollback);
+    assert!(
+        refused.message.contains("demo keeps this image for rollback") && refused.message.contains("`web`"),
+        "{}",
+        refused.message
+    );
+    assert!(refused.code.fix().contains("rollback"), "{}", refused.code.fix());
+    // web3 is image e in the fake, as web2 is: the kept web2 is e too, so
+    // take the app to web3 and check that web (a) is no longer kept.
+    completed(&h, "update", json!({"app": "demo", "image": "web3"}));
+    assert_eq!(kept(&h, "demo").len(), 1, "keep_versions 1");
+    assert_eq!(kept(&h, "demo")[0].0, "web2");
+    let plan = h.controller().prepare("remove_image", &json!({"image_id": image('a').as_str()}), AGENT);
+    assert!(plan.is_ok(), "{plan:?}");
+}
+
+/// Tried: the default keep_versions (2) across three updates: the two most
+/// recent replaced versions, newest first; a kept image no longer on the
+/// host and a catalog that dropped its key are said in the plan, which
+/// still rolls back (the image is pulled again by its pinned digest).
+#[test]
+fn kept_versions_are_bounded_and_a_rollback_to_a_gone_image_pulls_it_by_digest() {
+    let mut h = harness();
+    let mut policy = policy_json();
+    let web3 = format!("127.0.0.1:15000/volce-lab/web3@sha256:{}", "f".repeat(64));
+    policy["catalog"]["web2"] = json!(format!("{WEB2}{}", "d".repeat(64)));
+    policy["catalog"]["web3"] = json!(web3);
+    h.write_policy(&policy);
+    completed(&h, "deploy", deploy_params("demo", 18001));
+    completed(&h, "update", json!({"app": "demo", "image": "web2"}));
+    completed(&h, "update", json!({"app": "demo", "image": "web3"}));
+    completed(&h, "update", json!({"app": "demo", "image": "web"}));
+    let keys: Vec<String> = kept(&h, "demo").into_iter().map(|(key, ..)| key).collect();
+    assert_eq!(keys, ["web3", "web2"], "newest first, at most 2");
+
+    // The operator drops web3 from the catalog and its image is gone.
+    policy["catalog"].as_object_mut().unwrap().remove("web3");
+    h.write_policy(&policy);
+    h.engine.edit(|s| s.snapshot.images.retain(|i| *i != image('e')));
+    let inventory = serde_json::to_value(h.controller().inventory(AGENT).unwrap()).unwrap();
+    assert_eq!(inventory["apps"][0]["kept_versions"][0]["present"], json!(false));
+    let plan = h.controller().prepare("rollback", &json!({"app": "demo"}), AGENT).unwrap();
+    let target = &plan.plan.impact.target;
+    assert!(
+        target.contains("pulled again by its pinned digest")
+            && target.contains("no longer has the key `web3`"),
+        "{target}"
+    );
+    completed(&h, "rollback", json!({"app": "demo"}));
+    let after = record(&h, "demo");
+    assert_eq!((after.image_key.as_str(), after.app_image.as_str()), ("web3", web3.as_str()));
+}
+
+/// Tried: an update plan as 0.1.0 sealed it (without what it replaces),
+/// approved before the upgrade: it still runs, and the record keeps the
+/// version it replaced, read from the app record (no image id).
+#[test]
+fn an_update_sealed_before_versions_were_kept_still_runs_and_keeps_the_old_version() {
+    let h = harness();
+    completed(&h, "deploy", deploy_params("demo", 18001));
+    let mut c = h.controller();
+    let fresh = c.prepare("update", &json!({"app": "demo", "image": "web2"}), AGENT).unwrap();
+    let mut old = fresh.plan.clone();
+    let volce_lab::control::plan::Payload::Update { replaces, .. } = &mut old.payload else { panic!() };
+    assert!(replaces.is_some(), "a plan of this version says what it replaces");
+    *replaces = None;
+    old.digest = old.compute_digest();
+    // The stored body rewritten as 0.1.0 wrote it (same id: its names derive from it).
+    let conn = c.store_for_tests().dangerous_connection_for_tests();
+    let sql = "UPDATE plans SET body = ?1, digest = ?2 WHERE id = ?3";
+    conn.execute(sql, [old.canonical_json(), old.digest.as_str().to_owned(), old.id.as_str().to_owned()])
+        .unwrap();
+    c.approve(&old.id, &old.digest, "alice").unwrap();
+    let executed = c.execute(&old.id, AGENT).unwrap();
+    assert!(matches!(executed, Executed::Completed(_)), "{executed:?}");
+    assert_eq!(kept(&h, "demo"), [("web".to_owned(), web_reference(), None)]);
+}
+
 // --- what voids an approved plan ---------------------------------------------
 
 #[test]

@@ -548,3 +548,21 @@ async fn a_restart_is_not_sent_to_a_protocol_1_server() {
     assert!(message.contains("nothing was sent") && message.contains("protocol 2"), "{message}");
     assert!(!harness.path("request").exists(), "the helper was never asked");
 }
+
+/// Tried: a rollback (issue 25), as a restart, to a server of the same
+/// protocol-1 kind: `server_too_old`, and nothing reaches the helper.
+#[tokio::test]
+async fn a_rollback_is_not_sent_to_a_protocol_1_server() {
+    let harness = Setup::rpc(reply(json!({"status": "ok", "operation": "plan", "result": {}}))).start().await;
+    harness.identify().await;
+    let arguments = json!({"action": "rollback", "parameters": {"app": "web"}});
+    let result = harness.call("service_plan", arguments).await;
+    assert_eq!(
+        (result["status"].as_str(), result["code"].as_str()),
+        (Some("rejected"), Some("server_too_old")),
+        "{result}"
+    );
+    let message = result["message"].as_str().unwrap();
+    assert!(message.contains("nothing was sent") && message.contains("protocol 2"), "{message}");
+    assert!(!harness.path("request").exists(), "the helper was never asked");
+}

@@ -91,7 +91,17 @@ async fn discovery_lists_exactly_the_five_tools_with_closed_schemas_and_annotati
     let plan = session.tool("service_plan");
     assert_eq!(
         plan.input_schema["properties"]["action"]["enum"],
-        json!(["deploy", "nginx_config", "stop", "remove_image", "remove_app", "start", "update", "restart"])
+        json!([
+            "deploy",
+            "nginx_config",
+            "stop",
+            "remove_image",
+            "remove_app",
+            "start",
+            "update",
+            "restart",
+            "rollback"
+        ])
     );
     assert_eq!(plan.input_schema["properties"]["parameters"]["type"], "object");
     assert_eq!(plan.input_schema["properties"]["parameters"]["additionalProperties"], false);

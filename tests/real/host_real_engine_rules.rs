@@ -800,6 +800,8 @@ fn record_app(host: &Host, app: &str, id: &str, plan: &str, port: u16) {
         upstream: None,
         image_history: Vec::new(),
         configuration: None,
+        kept_versions: Vec::new(),
+        health_path: None,
     };
     let engine = volce_lab::host::real_engine(&host.paths);
     let mut controller =

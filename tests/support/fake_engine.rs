@@ -392,12 +392,15 @@ impl Engine for FakeEngine {
             spec.container_name.clone(),
         ])?;
         let new = derived_id(&format!("{}-app", spec.plan_id));
+        // The catalog's `web` (a deploy's image a, which a rollback may
+        // return to), or any other image (e).
+        let image_id = if spec.app_image.as_str().contains("/web@") { image('a') } else { image('e') };
         self.edit(|state| {
             state.snapshot.containers.retain(|c| c.id != spec.old_app);
             state.snapshot.containers.push(Container {
                 id: new.clone(),
                 name: spec.container_name.clone(),
-                image_id: image('e'),
+                image_id: image_id.clone(),
                 state: "running".into(),
                 labels: BTreeMap::from([
                     (LABEL_APP.to_owned(), spec.app.to_string()),
@@ -406,7 +409,9 @@ impl Engine for FakeEngine {
                 ]),
                 ports: vec![],
             });
-            state.snapshot.images.push(image('e'));
+            if !state.snapshot.images.contains(&image_id) {
+                state.snapshot.images.push(image_id);
+            }
         });
         for step in [Step::Pulled, Step::AppStarted, Step::GatewayTested, Step::HealthCheck, Step::Switched] {
             progress.step(step);

@@ -170,6 +170,8 @@ impl Harness {
             upstream: None,
             image_history: vec![],
             configuration: None,
+            kept_versions: vec![],
+            health_path: None,
         };
         let row = AuditRow {
             at: START - 3600,

@@ -110,7 +110,8 @@ fn approval_required_keeps_the_fixed_minimum_and_accepts_only_additions() {
             Action::RemoveApp,
             Action::Start,
             Action::Update,
-            Action::Restart
+            Action::Restart,
+            Action::Rollback
         ]
     );
     let all = with(|v| {
@@ -139,6 +140,7 @@ fn approval_required_keeps_the_fixed_minimum_and_accepts_only_additions() {
             Action::Start,
             Action::Update,
             Action::Restart,
+            Action::Rollback,
         ] {
             assert!(policy.terms(action, "h").requires_approval, "{partial}: {action:?}");
         }
@@ -296,4 +298,23 @@ fn gateway_access_log_is_a_boolean_off_by_default_and_counts_in_the_hash_when_on
     assert_ne!(on.hash(), sample_policy().hash(), "turning it on voids plans rendered without it");
     let error = with(|v| v["gateway_access_log"] = json!("yes")).unwrap_err();
     assert!(error.0.contains("invalid type"), "{error}");
+}
+
+/// Tried: the default (2), both ends of 1..=10, and each kind of wrong
+/// value; the default is left out of the hash (a policy without the key
+/// hashes as before it existed), another value is not.
+#[test]
+fn keep_versions_is_bounded_and_hashed_only_when_set() {
+    let default = sample_policy();
+    assert_eq!(default.keep_versions, 2);
+    assert_eq!(with(|v| v["keep_versions"] = json!(2)).unwrap().hash(), default.hash());
+    for n in [1, 10] {
+        let policy = with(|v| v["keep_versions"] = json!(n)).unwrap();
+        assert_eq!(policy.keep_versions, n);
+        assert_ne!(policy.hash(), default.hash(), "{n}");
+    }
+    for bad in [json!(0), json!(11), json!("2"), json!(2.0), json!(-1), json!(true), Value::Null] {
+        let error = with(|v| v["keep_versions"] = bad.clone()).unwrap_err();
+        assert!(error.0.contains("keep_versions") && error.0.contains("1 to 10"), "{bad}: {error}");
+    }
 }

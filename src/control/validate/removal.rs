@@ -10,7 +10,8 @@
 //!   however the request is worded or approved; nor one docker would
 //!   refuse without force (images built on it, several tags, references in
 //!   several repositories), each refused with its own code, so that a plan
-//!   docker is bound to refuse is never made;
+//!   docker is bound to refuse is never made; nor one an app keeps for
+//!   rollback (its record's kept versions name it);
 //! - remove_app acts only on an app we recorded, in any state, and only on
 //!   its recorded containers that carry its label (or, for an app left
 //!   `needs_inspection` by its failed deploy, those carrying that deploy's
@@ -49,6 +50,21 @@ pub(super) fn remove_image(
         return refuse(
             Code::ImageNotManaged,
             "No app that volce-lab deployed has used this image; volce-lab only removes images it pulled for its apps.",
+        );
+    }
+    // Checked before its users: the reason that outlives the container.
+    let keeper = ctx.apps.values().find_map(|a| {
+        a.kept_versions.iter().find(|v| v.image_id.as_ref() == Some(&image_id)).map(|v| (a, v))
+    });
+    if let Some((record, version)) = keeper {
+        return refuse(
+            Code::ImageKeptForRollback,
+            format!(
+                "{} keeps this image for rollback (its kept version {} of `{}`), so volce-lab does not remove \
+                 it; nothing was changed. It can be removed once {} no longer keeps that version (later \
+                 updates push it out beyond the policy's keep_versions, or remove_app removes the app).",
+                record.app, version.app_image, version.image_key, record.app
+            ),
         );
     }
     let users = ctx.snapshot.containers.iter().filter(|c| c.image_id == image_id).count();

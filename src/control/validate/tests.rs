@@ -130,6 +130,8 @@ fn record(app: &str, port: u16, state: AppState) -> AppRecord {
         upstream: None,
         image_history: vec![],
         configuration: None,
+        kept_versions: vec![],
+        health_path: None,
     }
 }
 
@@ -896,4 +898,34 @@ fn a_deploy_whose_env_file_is_refused_is_refused() {
     world.policy.catalog.get_mut("web").unwrap().env_file = crate::vocab::EnvFileName::parse("web.env");
     world.probe.env_sha256 = None;
     assert_eq!(world.code(Action::Deploy, deploy_params()), Code::EnvFileInvalid);
+}
+
+/// Tried: a rollback of an app whose catalog entry names an env file, to a
+/// kept version of that key and to one whose key the catalog no longer
+/// has: the new container gets the env file as it is now (the kept key's,
+/// else the running key's), since no version keeps configuration, and
+/// the plan says so.
+#[test]
+fn a_rollback_gets_the_configuration_the_catalog_names_now() {
+    use crate::control::app_record::KeptVersion;
+    let mut world = World::with_demo();
+    world.policy.catalog.get_mut("web").unwrap().env_file = crate::vocab::EnvFileName::parse("web.env");
+    let kept = |key: &str| KeptVersion {
+        image_key: key.into(),
+        app_image: ImageRef::parse(&format!("old.example/web@sha256:{}", "9".repeat(64))).unwrap(),
+        image_id: None,
+        container_port: 8080,
+        health_path: Default::default(),
+    };
+    for key in ["web", "gone"] {
+        world.apps.get_mut("demo").unwrap().kept_versions = vec![kept(key)];
+        let (payload, impact) = world.derive(Action::Rollback, json!({"app": "demo"})).unwrap();
+        let Payload::Rollback { spec, .. } = payload else { panic!("rollback payload") };
+        let used = spec.env_file.expect("the env file of the entry, as it is now");
+        assert_eq!(used.path, Path::new("/etc/volce-lab/apps/web.env"), "{key}");
+        assert!(impact.target.ends_with(", with the configuration of its env file as it is now"), "{key}");
+    }
+    // The env file refused by its checks: so is the rollback.
+    world.probe.env_sha256 = None;
+    assert_eq!(world.code(Action::Rollback, json!({"app": "demo"})), Code::EnvFileInvalid);
 }

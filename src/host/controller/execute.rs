@@ -181,7 +181,9 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
         // claim remove_image checks). Read-only, outside any transaction;
         // if the snapshot fails the claim is simply not recorded.
         let after = match (&plan.payload, &result) {
-            (Payload::Deploy { .. } | Payload::Update { .. }, Ok(_)) => self.engine.snapshot().ok(),
+            (Payload::Deploy { .. } | Payload::Update { .. } | Payload::Rollback { .. }, Ok(_)) => {
+                self.engine.snapshot().ok()
+            }
             _ => None,
         };
 
@@ -243,7 +245,8 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 }
                 None => tx.finish(id, plan.action, &me, outcome, &row)?,
             }
-            app_records::record_apps(tx, &plan, &apps, &result, after.as_ref(), now)?;
+            let keep = self.policy.keep_versions as usize;
+            app_records::record_apps(tx, &plan, &apps, &result, after.as_ref(), keep, now)?;
             Ok::<_, Refusal>(())
         });
 
@@ -305,7 +308,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             }
             return Err(changed(Refusal::new(Code::SnapshotChanged, SNAPSHOT_CHANGED)));
         }
-        match derive() {
+        match derive().map(|(payload, impact)| (sealed_form(payload, &plan.payload), impact)) {
             Ok((payload, impact)) if payload == plan.payload && impact == plan.impact => Ok(()),
             Ok(_) => Err(changed(Refusal::new(
                 Code::SnapshotChanged,
@@ -347,7 +350,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 .engine
                 .start(spec, progress)
                 .map(|()| vec![spec.app_container.to_string(), spec.gateway.to_string()]),
-            Payload::Update { spec, .. } => {
+            Payload::Update { spec, .. } | Payload::Rollback { spec, .. } => {
                 self.engine.update(spec, progress).map(|new| vec![new.to_string(), spec.gateway.to_string()])
             }
             Payload::Restart { spec, .. } => self
@@ -356,6 +359,18 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 .map(|()| vec![spec.app_container.to_string(), spec.gateway.to_string()]),
         }
     }
+}
+
+/// `derived` as `sealed` carries it: an update sealed before updates
+/// recorded what they replace (0.1.0) still runs after the upgrade, and
+/// its record keeps the version from the app record instead (without its
+/// image id). Any other difference still voids the plan.
+fn sealed_form(mut derived: Payload, sealed: &Payload) -> Payload {
+    if let (Payload::Update { replaces, .. }, Payload::Update { replaces: None, .. }) = (&mut derived, sealed)
+    {
+        *replaces = None;
+    }
+    derived
 }
 
 /// remove_image's holds: what docker refuses to remove without force.

@@ -31,8 +31,8 @@ use crate::wire::answers::Word;
 use crate::wire::answers::app_state::EngineState;
 use crate::wire::answers::gateways::{Gateway, GatewayStatus};
 use crate::wire::answers::inventory::{
-    AppImage, CatalogImage, ForeignCounts, GatewayImage, HelperVersion, Inventory, LastPlan, ManagedApp,
-    Offer, OpenPlan, PortOffer, PortUse, Quota, UnsettledPlan,
+    AppImage, CatalogImage, ForeignCounts, GatewayImage, HelperVersion, Inventory, KeptVersionView, LastPlan,
+    ManagedApp, Offer, OpenPlan, PortOffer, PortUse, Quota, UnsettledPlan,
 };
 
 /// At most this many free port ranges are listed; `free_count` counts all.
@@ -178,6 +178,15 @@ fn managed_app(record: &AppRecord, snapshot: &Snapshot, last: Option<&StoredPlan
             requested_at: rfc3339_seconds(p.plan.created_at),
             finished_at: p.finished_at.map(rfc3339_seconds),
         }),
+        kept_versions: record
+            .kept_versions
+            .iter()
+            .map(|v| KeptVersionView {
+                key: v.image_key.clone(),
+                reference: v.app_image.clone(),
+                present: v.image_id.as_ref().is_some_and(|id| snapshot.images.contains(id)),
+            })
+            .collect(),
     }
 }
 

@@ -44,6 +44,8 @@ fn record(state: AppState) -> AppRecord {
         upstream: None,
         image_history: vec![],
         configuration: None,
+        kept_versions: vec![],
+        health_path: None,
     }
 }
 

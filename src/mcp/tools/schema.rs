@@ -94,7 +94,7 @@ pub fn plan_input() -> Arc<JsonObject> {
                 "type": "object",
                 "description": "Exactly the parameters of the chosen action (see the tool description).",
                 "properties": {
-                    "app": {"type": "string", "description": "Application name (deploy, nginx_config, stop, remove_app, start, update, restart)."},
+                    "app": {"type": "string", "description": "Application name (deploy, nginx_config, stop, remove_app, start, update, restart, rollback)."},
                     "image": {"type": "string", "description": "Catalog key of the image to deploy or update to (deploy, update)."},
                     "host_port": port("Loopback port of the gateway (deploy)."),
                     "container_port": port("Port the app listens on inside its container (deploy; optional when the catalog entry sets it)."),
@@ -334,6 +334,7 @@ mod tests {
                 "start",
                 "update",
                 "restart",
+                "rollback",
                 null
             ])
         );
@@ -348,7 +349,8 @@ mod tests {
                 "remove_app",
                 "start",
                 "update",
-                "restart"
+                "restart",
+                "rollback"
             ])
         );
         let port = &plan["properties"]["parameters"]["properties"]["host_port"];

@@ -52,6 +52,21 @@ pub struct ManagedApp {
     pub containers: Vec<ContainerView>,
     /// The plan that last changed the record (null when it is gone).
     pub last_plan: Option<LastPlan>,
+    /// The versions `rollback` can return to, newest first (what it
+    /// returns to is the first). Absent from a helper before 0.2.0.
+    #[serde(default)]
+    pub kept_versions: Vec<KeptVersionView>,
+}
+
+/// A version an update replaced, kept for `rollback`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeptVersionView {
+    /// The catalog key it ran under (the catalog may pin another image now).
+    pub key: String,
+    pub reference: ImageRef,
+    /// Whether the host still has its image; if not, a rollback pulls it
+    /// again by the reference's digest.
+    pub present: bool,
 }
 
 /// The image a managed app runs.

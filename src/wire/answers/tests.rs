@@ -144,6 +144,7 @@ fn an_inventory_is_version_1_json() {
                 requested_at: "2027-01-15T07:00:00Z".into(),
                 finished_at: None,
             }),
+            kept_versions: vec![],
         }],
         offer: Offer {
             catalog: vec![CatalogImage {
@@ -205,6 +206,7 @@ fn an_inventory_is_version_1_json() {
                 "containers": [{"role": "app", "id": container, "state": "missing"}],
                 "last_plan": {"plan_id": id, "action": "deploy", "state": "completed", "outcome": "completed",
                               "requested_at": "2027-01-15T07:00:00Z", "finished_at": null},
+                "kept_versions": [],
             }],
             "offer": {
                 "catalog": [{"key": "web", "reference": reference, "present": true, "image_id": image,

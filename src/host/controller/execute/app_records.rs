@@ -5,10 +5,10 @@
 
 use std::collections::BTreeMap;
 
-use crate::control::app_record::{AppRecord, AppState, ImageUse};
+use crate::control::app_record::{AppRecord, AppState, ImageUse, KeptVersion};
 use crate::control::plan::{Payload, Plan};
 use crate::docker::EngineError;
-use crate::vocab::{ContainerId, Refusal, UpdateSpec};
+use crate::vocab::{ContainerId, ImageRef, Refusal, UpdateSpec};
 
 use super::super::mark_app;
 
@@ -20,6 +20,7 @@ pub(super) fn record_apps(
     apps: &BTreeMap<String, AppRecord>,
     result: &Result<Vec<String>, EngineError>,
     after: Option<&crate::vocab::Snapshot>,
+    keep: usize,
     now: i64,
 ) -> Result<(), Refusal> {
     let ok = result.is_ok();
@@ -73,6 +74,8 @@ pub(super) fn record_apps(
                     since: Some(now),
                 }],
                 configuration: spec.env_file.clone(),
+                kept_versions: vec![],
+                health_path: Some(spec.health_path.clone()),
             };
             tx.put_app(&record, now)?;
         }
@@ -116,19 +119,72 @@ pub(super) fn record_apps(
             let state = if ok { AppState::Running } else { AppState::NeedsInspection };
             mark_app(tx, app.as_str(), state, &plan.id, now)?;
         }
-        Payload::Update { image_key, spec, .. } => {
-            if let Some(old) = apps.get(spec.app.as_str()) {
-                let mut record = old.clone();
-                record.plan_id = plan.id.clone();
-                match result.as_ref().ok().and_then(|ids| ids.first()).and_then(|i| ContainerId::parse(i)) {
-                    Some(new) => updated(&mut record, image_key, spec, new, after, now),
-                    None => record.state = AppState::NeedsInspection,
-                }
-                tx.put_app(&record, now)?;
-            }
+        Payload::Update { image_key, spec, replaces, .. } => {
+            switched(tx, plan, apps, result, image_key, spec, replaces.as_ref(), after, keep, now)?
+        }
+        Payload::Rollback { image_key, spec, replaces, .. } => {
+            switched(tx, plan, apps, result, image_key, spec, Some(replaces), after, keep, now)?
         }
     }
     Ok(())
+}
+
+/// The record after an update or a rollback (one switch): switched, or
+/// `needs_inspection` when the engine failed.
+#[allow(clippy::too_many_arguments)]
+fn switched(
+    tx: &crate::store::Tx<'_>,
+    plan: &Plan,
+    apps: &BTreeMap<String, AppRecord>,
+    result: &Result<Vec<String>, EngineError>,
+    image_key: &str,
+    spec: &UpdateSpec,
+    replaces: Option<&KeptVersion>,
+    after: Option<&crate::vocab::Snapshot>,
+    keep: usize,
+    now: i64,
+) -> Result<(), Refusal> {
+    let Some(old) = apps.get(spec.app.as_str()) else { return Ok(()) };
+    let mut record = old.clone();
+    record.plan_id = plan.id.clone();
+    match result.as_ref().ok().and_then(|ids| ids.first()).and_then(|i| ContainerId::parse(i)) {
+        Some(new) => {
+            // An update planned before versions were kept: the record says
+            // what it replaced, but not its image id or health path.
+            let replaced = replaces.cloned().unwrap_or_else(|| KeptVersion {
+                image_key: record.image_key.clone(),
+                app_image: record.app_image.clone(),
+                image_id: None,
+                container_port: record.container_port,
+                health_path: record.health_path.clone().unwrap_or_default(),
+            });
+            updated(&mut record, image_key, spec, new, after, now);
+            record.kept_versions = kept(&record.kept_versions, replaced, &spec.app_image, keep);
+        }
+        None => record.state = AppState::NeedsInspection,
+    }
+    tx.put_app(&record, now)?;
+    Ok(())
+}
+
+/// The kept versions once `running` runs and `replaced` was left: the one
+/// left first, then the earlier ones, never the one that runs (a rollback
+/// takes its version out of the list) nor one twice, at most `keep`.
+pub(super) fn kept(
+    earlier: &[KeptVersion],
+    replaced: KeptVersion,
+    running: &ImageRef,
+    keep: usize,
+) -> Vec<KeptVersion> {
+    let mut list = vec![replaced];
+    for version in earlier {
+        if !list.iter().any(|v| v.app_image == version.app_image) {
+            list.push(version.clone());
+        }
+    }
+    list.retain(|v| v.app_image != *running);
+    list.truncate(keep);
+    list
 }
 
 /// The record of an app whose update completed: the new container in the
@@ -172,4 +228,40 @@ fn updated(
     record.nginx_config = spec.new_config.clone();
     record.upstream = Some(spec.container_name.clone());
     record.configuration = spec.env_file.clone();
+    record.health_path = Some(spec.health_path.clone());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn version(n: char) -> KeptVersion {
+        KeptVersion {
+            image_key: format!("web{n}"),
+            app_image: ImageRef::parse(&format!("registry.example/web@sha256:{}", n.to_string().repeat(64)))
+                .unwrap(),
+            image_id: None,
+            container_port: 8080,
+            health_path: Default::default(),
+        }
+    }
+
+    /// Tried: updates a -> b -> c -> d with keep 2, then a rollback to c
+    /// (d is kept in turn), and an update back to a kept version.
+    #[test]
+    fn the_kept_list_is_newest_first_bounded_and_never_the_running_one() {
+        let (a, b, c, d) = (version('a'), version('b'), version('c'), version('d'));
+        let mut list = kept(&[], a.clone(), &b.app_image, 2);
+        assert_eq!(list, std::slice::from_ref(&a));
+        list = kept(&list, b.clone(), &c.app_image, 2);
+        assert_eq!(list, [b.clone(), a.clone()]);
+        list = kept(&list, c.clone(), &d.app_image, 2);
+        assert_eq!(list, [c.clone(), b.clone()], "a falls out beyond keep_versions");
+        // rollback: d runs c again, so c leaves the list and d joins it.
+        list = kept(&list, d.clone(), &c.app_image, 2);
+        assert_eq!(list, [d.clone(), b.clone()]);
+        // An update (not a rollback) to b: b is not kept while it runs.
+        list = kept(&list, c.clone(), &b.app_image, 10);
+        assert_eq!(list, [c, d]);
+    }
 }

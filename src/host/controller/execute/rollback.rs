@@ -13,7 +13,7 @@ pub(super) fn rolled_back_refusal(action: Action, cause: &EngineError, id: &Plan
     match action {
         Action::Start => return start_rolled_back(cause, id),
         Action::Restart => return restart_rolled_back(cause, id),
-        Action::Update => return update_rolled_back(cause, id),
+        Action::Update | Action::Rollback => return update_rolled_back(cause, id),
         _ => {}
     }
     const AFTER: &str = "Everything the plan created (containers, networks, app directory) was removed and \

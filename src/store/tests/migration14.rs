@@ -1,0 +1,67 @@
+//! Migration 14 (the action `rollback` in both action CHECK lists) on a
+//! v13 database with plans and a chained audit: every row is kept byte for
+//! byte, the chain still verifies, and a `rollback` row, refused by v13's
+//! schema, is accepted. Test-only; real temporary SQLite files.
+
+use super::migration11::columns_at;
+use super::*;
+
+#[test]
+fn migrating_a_v13_database_keeps_every_row_and_the_chain_and_accepts_rollback() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    let (plans, audit) = (columns_at(13, "plans"), columns_at(13, "audit"));
+    assert_eq!(plans, columns_at(14, "plans"), "the same columns, in the same order");
+    assert_eq!(audit, columns_at(14, "audit"));
+    let ids: Vec<Plan> = (1..=3).map(|n| plan(n, 1000)).collect();
+    let scratch_dir = tempfile::tempdir().unwrap();
+    let scratch = scratch_dir.path().join("scratch.db");
+    Store::open(&scratch)
+        .unwrap()
+        .write(|tx| {
+            for p in &ids {
+                tx.insert_plan(p, &row(Event::Prepared, "agent"))?;
+            }
+            let done = &ids[1];
+            tx.claim(&done.id, done.action, &claim(), &row(Event::Claimed, "agent"))?;
+            tx.finish(
+                &done.id,
+                done.action,
+                &claim(),
+                PlanOutcome::Completed,
+                &row(Event::Completed, "agent"),
+            )
+        })
+        .unwrap();
+    let old = old_store(&path, 13);
+    old.conn.execute("ATTACH DATABASE ?1 AS scratch", [scratch.to_str().unwrap()]).unwrap();
+    old.conn
+        .execute_batch(&format!(
+            "INSERT INTO plans ({plans}) SELECT {plans} FROM scratch.plans;
+             INSERT INTO audit ({audit}) SELECT {audit} FROM scratch.audit;
+             DETACH DATABASE scratch;"
+        ))
+        .unwrap();
+    let refused = old.conn.execute("UPDATE plans SET action = 'rollback' WHERE seq = 1", []);
+    assert!(refused.is_err(), "v13's CHECK knows no rollback");
+    let plans_before = dump(&old.conn, &format!("SELECT {plans} FROM plans ORDER BY seq"));
+    let audit_before = dump(&old.conn, &format!("SELECT {audit} FROM audit ORDER BY seq"));
+    assert_eq!((plans_before.len(), audit_before.len()), (3, 5));
+    drop(old);
+
+    let mut store = Store::open(&path).unwrap();
+    let conn = store.dangerous_connection_for_tests();
+    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).unwrap();
+    assert!(version >= 14, "{version}");
+    assert_eq!(dump(conn, &format!("SELECT {plans} FROM plans ORDER BY seq")), plans_before);
+    assert_eq!(dump(conn, &format!("SELECT {audit} FROM audit ORDER BY seq")), audit_before);
+    let indexes = dump(conn, "SELECT name FROM sqlite_master WHERE type = 'index' ORDER BY name");
+    for index in ["audit_at", "audit_plan", "plans_finished", "plans_pending", "plans_pending_requester"] {
+        assert!(indexes.iter().any(|i| i.contains(index)), "{index}: {indexes:?}");
+    }
+    assert!(verify(&mut store, None).intact(), "every link still verifies");
+    let conn = store.dangerous_connection_for_tests();
+    conn.execute("UPDATE audit SET action = 'rollback' WHERE seq = 1", []).unwrap();
+    conn.execute("UPDATE plans SET action = 'rollback' WHERE seq = 1", []).unwrap();
+    assert!(conn.execute("UPDATE plans SET action = 'reboot' WHERE seq = 1", []).is_err());
+}
