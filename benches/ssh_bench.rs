@@ -193,7 +193,7 @@ async fn run_plan(
     let result = match planned {
         Reply::Ok { result, .. } => result,
         // Said by its wire code, which callers match on (`app_not_found`).
-        Reply::Rejected(refusal) => {
+        Reply::Rejected { refusal, .. } => {
             return Err(format!("the {action:?} plan was refused: {}: {}", refusal.code, refusal.message));
         }
         other => return Err(format!("the {action:?} plan was refused: {other:?}")),

@@ -61,7 +61,8 @@
 //! src/logs.rs       container log text made safe: escapes, hidden characters,
 //!                   secret-looking values matched on the normalised line
 //!                   (logs/normal.rs, redact.rs, shapes.rs), private-key
-//!                   blocks (keyblock.rs), the 16 KiB cut
+//!                   blocks (keyblock.rs), the 16 KiB cut, and the 20-line
+//!                   cut a rolled-back plan keeps (app_log.rs)
 //! src/vocab/        what the layers share: refusal codes, plan and Docker
 //!                   ids, validated names, pinned image references, the
 //!                   engine's snapshot and the specs it acts on

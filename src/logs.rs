@@ -36,7 +36,7 @@
 //! - the result always carries [`UNTRUSTED`]: the text is what an
 //!   application printed, and nothing in it is an instruction.
 //!
-//! Layout: `normal` (the views and their map back to the line), `shapes`
+//! Layout: `app_log` (the shorter cut a failed plan's outcome keeps), `normal` (the views and their map back to the line), `shapes`
 //! (the scanners of one view), `redact` (views x scanners, merged ranges,
 //! values on the next line), `keyblock` (multi-line private keys). Written
 //! by hand, without a regex crate: the shapes are few and simple, each is a
@@ -46,12 +46,14 @@
 
 use serde::Serialize;
 
+mod app_log;
 mod configured;
 mod keyblock;
 mod normal;
 mod redact;
 mod shapes;
 
+pub use app_log::{APP_LOG_BYTES, APP_LOG_LINES, AppLog};
 pub use configured::MIN_CONFIGURED_CHARS;
 pub use redact::redact_line;
 

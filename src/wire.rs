@@ -43,6 +43,7 @@ use serde_json::{Map, Value};
 
 use crate::control::plan::Action;
 use crate::exit::Exit;
+use crate::logs::AppLog;
 use crate::vocab::{Code, PlanId, Refusal};
 
 /// This build's protocol; what each version added and what a workstation
@@ -341,11 +342,18 @@ pub fn parse_request(bytes: &[u8]) -> Result<Request, Refusal> {
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum Reply {
     /// `result` is always an object; the workstation checks that it is.
-    Ok {
-        operation: Operation,
-        result: Value,
+    Ok { operation: Operation, result: Value },
+    /// A refusal; for an execute whose plan ran, failed and was rolled
+    /// back, with the failed app container's last lines beside it
+    /// (`app_log`, protocol 2: absent from older helpers, ignored by older
+    /// workstations, and read as absent when it is not an [`AppLog`], so
+    /// it can never make a refusal `unknown`).
+    Rejected {
+        #[serde(flatten)]
+        refusal: Refusal,
+        #[serde(default, deserialize_with = "app_log_if_valid", skip_serializing_if = "Option::is_none")]
+        app_log: Option<AppLog>,
     },
-    Rejected(Refusal),
     /// An execute reached Docker and failed or is uncertain.
     NeedsInspection {
         code: NeedsInspectionCode,
@@ -362,6 +370,11 @@ pub enum Reply {
 #[serde(rename_all = "snake_case")]
 pub enum NeedsInspectionCode {
     NeedsInspection,
+}
+
+fn app_log_if_valid<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<AppLog>, D::Error> {
+    let value = Value::deserialize(deserializer)?;
+    Ok(serde_json::from_value(value).ok())
 }
 
 fn plan_id_if_valid<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<PlanId>, D::Error> {
@@ -417,7 +430,7 @@ pub enum NotAReply {
 
 impl From<Refusal> for Reply {
     fn from(refusal: Refusal) -> Reply {
-        Reply::Rejected(refusal)
+        Reply::Rejected { refusal, app_log: None }
     }
 }
 

@@ -32,6 +32,7 @@
 //! `client/deploy.rs` the deploy steps and their cleanup;
 //! `client/lifecycle.rs` start, restart and update and their rollback;
 //! `client/images.rs` what holds an image and its verified removal;
+//! `client/last_lines.rs` a failed app container's last lines, read before its rollback;
 //! `client/verify.rs` when a failed first change is a refusal that changed nothing;
 //! `client/pin.rs` the pull and inspect of `catalog pin`;
 //! `client/queries.rs` the read-only questions (image ids, declared
@@ -60,6 +61,7 @@ use crate::vocab::{
 mod argv;
 mod deploy;
 mod images;
+mod last_lines;
 mod lifecycle;
 mod limits;
 pub mod parse;

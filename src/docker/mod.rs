@@ -93,7 +93,11 @@ pub enum EngineError {
     /// (and a deploy's new app directory is gone); update's old containers
     /// still run; start's and restart's containers are stopped again.
     /// Never built for a step whose outcome is unknown (a timeout).
-    RolledBack { cause: Box<EngineError> },
+    /// `app_log`: the failed app container's last lines, read (within the
+    /// plan's budget) before the rollback removed or stopped it, already
+    /// safe (`crate::logs::AppLog`); `None` when the failure came before
+    /// there was an app container. Reading it never decides the outcome.
+    RolledBack { cause: Box<EngineError>, app_log: Option<crate::logs::AppLog> },
     /// docker refused the action's first mutation (its own verdict, exit 1,
     /// seen to the end) and a fresh look afterwards showed the target as it
     /// was before: nothing changed. Never built from docker's words, which
@@ -132,7 +136,7 @@ impl fmt::Display for EngineError {
                 image.as_str(),
                 crate::text::for_model(&volumes.join(", "), 200)
             ),
-            EngineError::RolledBack { cause } => {
+            EngineError::RolledBack { cause, .. } => {
                 write!(f, "{cause}; the change was rolled back and that was verified")
             }
             EngineError::Refused { step } => {

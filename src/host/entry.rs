@@ -111,7 +111,7 @@ pub fn run_rpc_worker() -> Exit {
             }
             Err(_) => Refusal::new(Code::InvalidRequest, "The request could not be read from stdin.").into(),
         },
-        Err(refusal) => Reply::Rejected(refusal),
+        Err(refusal) => Reply::from(refusal),
     };
     // Answered before anything was recorded or done: still bounded in time.
     match Output::stdout() {

@@ -229,7 +229,7 @@ pub fn record_in_audit(record: &RefusalRecord) -> Option<Code> {
     spec.stderr_limit = 4096;
     let outcome = crate::exec::run_blocking(&spec);
     match crate::wire::Reply::parse(&outcome.stdout) {
-        Ok(crate::wire::Reply::Rejected(refusal)) => Some(refusal.code),
+        Ok(crate::wire::Reply::Rejected { refusal, .. }) => Some(refusal.code),
         _ => None,
     }
 }

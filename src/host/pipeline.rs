@@ -194,6 +194,9 @@ impl<E: Engine, C: Clock, L: Liveness> Host<E, C, L> {
             Request::Execute { plan_id } => (PlanId::parse(plan_id).ok(), None),
             _ => (None, None),
         };
+        // A rolled-back plan's failed app container's last lines, answered
+        // beside its refusal (the refusal's code says whose they are).
+        let mut app_log = None;
         let result = match request {
             Request::GatewayStatus {} => controller.gateway_status().map(Body::GatewayStatus),
             Request::Inventory {} => controller.inventory(caller).map(|body| Body::Inventory(Box::new(body))),
@@ -218,14 +221,21 @@ impl<E: Engine, C: Clock, L: Liveness> Host<E, C, L> {
                     Ok(Executed::NeedsInspection { plan_id, message }) => {
                         return Reply::needs_inspection(plan_id, message);
                     }
-                    Ok(Executed::Failed { refusal, .. }) => Err(refusal),
+                    Ok(Executed::Failed { refusal, app_log: log, .. }) => {
+                        app_log = log.map(|log| (refusal.code, log));
+                        Err(refusal)
+                    }
                     Err(refusal) => Err(refusal),
                 },
             },
         };
         match controller.answer(result, plan_id.as_ref(), action) {
             Ok(body) => body.into(),
-            Err(refusal) => refusal.into(),
+            Err(refusal) => {
+                // Not beside another refusal (the request's row could not be written).
+                let app_log = app_log.filter(|(code, _)| *code == refusal.code).map(|(_, log)| log);
+                Reply::Rejected { refusal, app_log }
+            }
         }
     }
 

@@ -341,7 +341,7 @@ impl Inspector {
             // the same code every tool gives for that cause. Otherwise sudo
             // refused or the helper is missing.
             ExecutionStatus::NonzeroExit => match crate::wire::Reply::parse(&outcome.stdout) {
-                Ok(crate::wire::Reply::Rejected(_)) => Status::Rejected,
+                Ok(crate::wire::Reply::Rejected { .. }) => Status::Rejected,
                 _ => Status::HelperUnavailable,
             },
             // Locally, a missing sudo means there is no way to the helper.

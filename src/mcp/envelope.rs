@@ -113,6 +113,7 @@ pub(super) fn refused(
             map.insert("action".into(), Value::Null);
             map.insert("plan_id".into(), Value::Null);
             map.insert("result".into(), Value::Null);
+            map.insert("app_log".into(), Value::Null);
         }
     }
     Served { value: Value::Object(map), target, ..Served::bare(Status::InvalidArguments, request_id) }
@@ -180,6 +181,7 @@ pub(super) fn managed(
     request_id: String,
 ) -> Served {
     let Managed { tool, operation, action, plan_id, answer, execution } = facts;
+    map.insert("app_log".into(), json!(answer.app_log));
     let action = action.map(Action::as_str);
     let plan_id = plan_id.or(answer.plan_id);
     let exit_code = execution.as_ref().and_then(|e| e.exit_code);
@@ -244,7 +246,7 @@ fn check_words(result: &CheckResult) -> (Option<AnswerCode>, String) {
         }
         (Check::WebStatus, Status::Rejected, false) => {
             match crate::wire::Reply::parse(result.output.as_bytes()) {
-                Ok(crate::wire::Reply::Rejected(refusal)) => {
+                Ok(crate::wire::Reply::Rejected { refusal, .. }) => {
                     let answer = rpc::rejected(refusal.code.into(), &refusal.message);
                     (answer.code, answer.message)
                 }

@@ -281,6 +281,7 @@ impl VolceLab {
         let inspector = &member.inspector;
         let config = inspector.config();
         let plain = |status: Status| Answer {
+            app_log: None,
             status,
             code: None,
             message: message(status, false).to_owned(),
@@ -299,6 +300,7 @@ impl VolceLab {
         {
             // Learned at the identity check that opened the gate above.
             Answer {
+                app_log: None,
                 status: Status::Rejected,
                 code: Some(refusal.code.into()),
                 message: refusal.message,
@@ -314,6 +316,7 @@ impl VolceLab {
             if bytes.len() > wire::MAX_REQUEST_BYTES {
                 // Unreachable with the argument limit; kept as the last guard.
                 Answer {
+                    app_log: None,
                     status: Status::InvalidArguments,
                     code: Some(Code::TooLarge.into()),
                     message: "The request would exceed the helper's 16 KiB limit; nothing was run.".into(),

@@ -72,6 +72,7 @@ impl Tx<'_> {
                     (r.get::<_, Option<String>>(15)?, r.get::<_, Option<String>>(16)?),
                     r.get::<_, Option<String>>(17)?,
                     r.get::<_, Option<bool>>(18)?,
+                    r.get::<_, Option<String>>(19)?,
                 ))
             })
             .optional()?;
@@ -94,6 +95,7 @@ impl Tx<'_> {
             failure,
             rejected_reason,
             alerted,
+            app_log,
         )) = row
         else {
             return Ok(None);
@@ -135,6 +137,9 @@ impl Tx<'_> {
                 _ => None,
             },
             alerted,
+            app_log: app_log
+                .map(|json| serde_json::from_str(&json).map_err(|_| StoreError::Corrupt))
+                .transpose()?,
         }))
     }
 

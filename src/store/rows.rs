@@ -148,6 +148,10 @@ pub struct StoredPlan {
     /// For a plan that waits for approval: whether its syslog alert was
     /// sent (`false`: it could not be); `None` when none was due or tried.
     pub alerted: Option<bool>,
+    /// A rolled-back plan's failed app container's last lines (schema step
+    /// 15; absent on older rows and when the failure came before there was
+    /// an app container): safe, bounded, untrusted application output.
+    pub app_log: Option<crate::logs::AppLog>,
 }
 
 impl StoredPlan {
@@ -165,6 +169,7 @@ impl StoredPlan {
             rejection: None,
             failure: None,
             alerted: None,
+            app_log: None,
         }
     }
 
@@ -206,6 +211,7 @@ impl StoredPlan {
                 reason: r.reason.clone(),
             }),
             failure: self.failure.clone(),
+            app_log: self.app_log.clone(),
         }
     }
 }

@@ -442,6 +442,15 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // 14: the action `rollback` (issue 25) in both action CHECK lists,
     // rebuilt as step 13 did, for the same reasons: schema/v14.sql.
     include_str!("schema/v14.sql"),
+    // 15 (issue 25; after 14, the `rollback` action's rebuild, which names
+    // every column it copies and so must run before this one): a
+    // rolled-back plan's failed app container's last lines
+    // (`crate::logs::AppLog` as JSON: safe, bounded, marked untrusted),
+    // kept with the failure (`Tx::keep_app_log`), so `show` says why the
+    // app did not answer. A nullable column added, no rebuild: NULL on
+    // every older row and on every plan without such lines.
+    "ALTER TABLE plans ADD COLUMN app_log TEXT
+        CHECK (app_log IS NULL OR (length(app_log) BETWEEN 2 AND 16384 AND json_valid(app_log)));",
 ];
 
 /// The step after whose SQL the existing audit rows are chained

@@ -93,7 +93,7 @@ macro_rules! plan_columns {
     () => {
         "body, state, approved_by, approved_at, approved_digest, claim_pid, claim_start, claim_boot, \
          claimed_at, finished_at, outcome, resolved_by, resolved_at, rejected_by, rejected_at, failure_code, \
-         failure_message, rejected_reason, alerted"
+         failure_message, rejected_reason, alerted, app_log"
     };
 }
 
@@ -161,6 +161,9 @@ statements! {
                       failure_message = ?9
                       WHERE id = ?1 AND state = 'executing' AND claim_pid = ?5 AND claim_start = ?6
                       AND claim_boot = ?7";
+    /// A failed plan's app log, once, beside its failure (by id).
+    Bounded KEEP_APP_LOG = "UPDATE plans SET app_log = ?2
+                            WHERE id = ?1 AND state = 'failed' AND failure_code IS NOT NULL AND app_log IS NULL";
     /// pending -> invalidated.
     Bounded INVALIDATE = "UPDATE plans SET state = 'invalidated', outcome = ?2, finished_at = ?3
                           WHERE id = ?1 AND state = 'pending'";

@@ -947,6 +947,7 @@ fn health_reports_a_broken_audit_chain_without_changing_anything() {
     assert_eq!(std::fs::read(&path).unwrap(), before, "read-only");
 }
 
+mod app_log;
 mod audit_start;
 mod migration11;
 mod migration13;

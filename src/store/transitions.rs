@@ -136,6 +136,17 @@ impl Tx<'_> {
         self.settle(id, action, claim, outcome, Some(failure), audit)
     }
 
+    /// Keeps a failed plan's app log beside its failure (after
+    /// [`Tx::fail`], in the same transaction, whose audit row stands for
+    /// both: this is part of that transition, not another). Once: a second
+    /// call, or one for a plan that did not fail with a refusal, changes no
+    /// row and is a conflict.
+    pub fn keep_app_log(&self, id: &PlanId, app_log: &crate::logs::AppLog) -> Result<(), StoreError> {
+        let json = serde_json::to_string(app_log).map_err(|_| StoreError::Corrupt)?;
+        let changed = self.sql.prepare(sql::KEEP_APP_LOG)?.execute(params![id.as_str(), json])?;
+        self.exactly_one(changed, id)
+    }
+
     fn settle(
         &self,
         id: &PlanId,

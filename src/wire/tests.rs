@@ -247,7 +247,7 @@ fn replies_follow_the_wire_contract() {
     let ok = Reply::Ok { operation: Operation::Inventory, result: json!({}) };
     assert_eq!(ok.to_line(), "{\"operation\":\"inventory\",\"result\":{},\"status\":\"ok\"}\n");
     assert_eq!(ok.exit(), Exit::Ok);
-    let rejected = Reply::Rejected(Refusal::new(Code::PlanExpired, "Expired."));
+    let rejected = Reply::from(Refusal::new(Code::PlanExpired, "Expired."));
     assert_eq!(
         rejected.to_json(),
         json!({"status": "rejected", "code": "plan_expired", "message": "Expired."})
@@ -396,4 +396,23 @@ fn the_longest_receivable_command_is_the_longest_exec_accepts_in_the_environment
     assert!(run(gate::MAX_RECEIVABLE_COMMAND_BYTES).unwrap());
     let refused = run(gate::MAX_RECEIVABLE_COMMAND_BYTES + 1).unwrap_err();
     assert_eq!(refused.raw_os_error(), Some(nix::libc::E2BIG), "{refused}");
+}
+
+/// Issue 25: a rolled-back execute's refusal carries the failed app's last
+/// lines beside it; a reply without them is today's, and one whose
+/// `app_log` is not an AppLog (a newer or broken helper) is still the
+/// refusal, never `unknown`.
+#[test]
+fn a_rejection_may_carry_an_app_log_and_a_malformed_one_reads_as_absent() {
+    let log = crate::logs::AppLog::render(b"listening on :9090\n", b"", &[]);
+    let refusal = Refusal::new(Code::HealthCheckFailed, "It did not answer.");
+    let reply = Reply::Rejected { refusal: refusal.clone(), app_log: Some(log.clone()) };
+    let value = reply.to_json();
+    assert_eq!(value["app_log"]["lines"], json!(["listening on :9090"]));
+    assert_eq!(value["app_log"]["untrusted"], json!(crate::logs::UNTRUSTED));
+    assert_eq!(Reply::parse(reply.to_line().as_bytes()), Ok(reply));
+    let plain = Reply::from(refusal.clone());
+    assert!(plain.to_json().get("app_log").is_none(), "absent, as from an older helper");
+    let odd = r#"{"status":"rejected","code":"health_check_failed","message":"It did not answer.","app_log":{"lines":7}}"#;
+    assert_eq!(Reply::parse(odd.as_bytes()), Ok(Reply::Rejected { refusal, app_log: None }));
 }

@@ -54,7 +54,9 @@ pub const ADDITIONS: &[(u32, &str)] = &[
          `rollback` actions; plan views carry `failure` and the rejection's `reason`, the inventory `helper`, \
          each app's `kept_versions`, each catalog entry's port and health path and the offer's \
          `gateway_access_log`; a deploy's or update's spec names the entry's env file and its keyed hash \
-         (`env_file`, never a value) and the inventory says `has_configuration` (0.2.0)",
+         (`env_file`, never a value) and the inventory says `has_configuration`; a rolled-back execute's refusal \
+         and its plan view carry the failed app container's last lines (`app_log`: redacted, bounded, \
+         untrusted) (0.2.0)",
     ),
 ];
 

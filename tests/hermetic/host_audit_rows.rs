@@ -29,7 +29,7 @@ fn last(h: &Harness) -> Value {
 
 fn code_of(reply: &Reply) -> Code {
     match reply {
-        Reply::Rejected(refusal) => refusal.code,
+        Reply::Rejected { refusal, .. } => refusal.code,
         other => panic!("not a refusal: {other:?}"),
     }
 }

@@ -43,7 +43,7 @@ fn world() -> Harness {
 
 fn code(reply: Reply) -> Code {
     match reply {
-        Reply::Rejected(refusal) => refusal.code,
+        Reply::Rejected { refusal, .. } => refusal.code,
         other => panic!("must be refused: {other:?}"),
     }
 }
@@ -128,7 +128,9 @@ fn a_state_directory_not_0700_is_refused_by_the_helper_and_the_doctor_alike_nami
     for mode in [0o755, 0o775, 0o750, 0o705, 0o701, 0o710] {
         chmod(mode);
         refused_without_change(&h, Code::UnsafePath);
-        let Reply::Rejected(answer) = h.rpc(AGENT, br#"{"operation":"inventory"}"#) else { unreachable!() };
+        let Reply::Rejected { refusal: answer, .. } = h.rpc(AGENT, br#"{"operation":"inventory"}"#) else {
+            unreachable!()
+        };
         assert!(answer.message.contains("volce-lab-host doctor"), "{mode:o}: {}", answer.message);
         assert!(!answer.message.contains("full or read-only"), "{mode:o}: {}", answer.message);
         let listed = h.host().list("root", false).unwrap_err();

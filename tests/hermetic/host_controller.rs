@@ -750,7 +750,7 @@ fn a_second_controller_sees_the_first_ones_approval() {
 
 #[test]
 fn replies_are_one_line() {
-    let reply = Reply::Rejected(volce_lab::vocab::Refusal::new(Code::PlanExpired, "x"));
+    let reply = Reply::from(volce_lab::vocab::Refusal::new(Code::PlanExpired, "x"));
     assert_eq!(reply.to_line().matches('\n').count(), 1);
 }
 
@@ -940,7 +940,7 @@ fn a_deploy_refused_before_its_first_step_holds_nothing_and_blocks_nothing() {
     let plan = c.prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap();
     h.engine.edit(|s| s.fail_next = Some(EngineError::PortTaken { port: 18001 }));
     match c.execute(&plan.plan.id, AGENT).unwrap() {
-        Executed::Failed { plan_id, refusal } => {
+        Executed::Failed { plan_id, refusal, .. } => {
             assert_eq!(plan_id, plan.plan.id);
             assert_eq!(refusal.code, Code::PortInUse);
         }
@@ -966,7 +966,8 @@ fn a_failed_health_check_with_a_verified_rollback_is_failed_and_the_next_plan_is
     // What the docker engine returns once its listing of the plan's label
     // came back empty after the removals.
     h.engine.edit(|s| {
-        s.fail_next = Some(EngineError::RolledBack { cause: Box::new(EngineError::HealthCheckFailed) })
+        s.fail_next =
+            Some(EngineError::RolledBack { cause: Box::new(EngineError::HealthCheckFailed), app_log: None })
     });
     let reply = rpc(&h, AGENT, &json!({"operation": "execute", "plan_id": id}).to_string());
     assert_eq!(reply["status"], "rejected", "{reply}");
@@ -998,7 +999,7 @@ fn a_deploy_step_failure_with_a_verified_rollback_names_the_step_and_no_docker_o
     let plan = c.prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap();
     let execution = volce_lab::exec::Execution::not_started(volce_lab::exec::ExecutionStatus::NonzeroExit);
     let cause = EngineError::Call { step: "pull app image", execution };
-    h.engine.edit(|s| s.fail_next = Some(EngineError::RolledBack { cause: Box::new(cause) }));
+    h.engine.edit(|s| s.fail_next = Some(EngineError::RolledBack { cause: Box::new(cause), app_log: None }));
     match c.execute(&plan.plan.id, AGENT).unwrap() {
         Executed::Failed { refusal, .. } => {
             assert_eq!(refusal.code, Code::DeployFailed);
@@ -1043,7 +1044,7 @@ fn an_image_found_to_declare_volumes_after_the_pull_fails_the_plan_with_the_same
     ))
     .unwrap();
     let cause = EngineError::ImageDeclaresVolumes { image, volumes: vec!["/data".into()] };
-    h.engine.edit(|s| s.fail_next = Some(EngineError::RolledBack { cause: Box::new(cause) }));
+    h.engine.edit(|s| s.fail_next = Some(EngineError::RolledBack { cause: Box::new(cause), app_log: None }));
     match c.execute(&plan.plan.id, AGENT).unwrap() {
         Executed::Failed { refusal, .. } => {
             assert_eq!(refusal.code, Code::ImageDeclaresVolumes);

@@ -108,7 +108,7 @@ fn a_verified_engine_refusal_at_execute_is_failed_and_blocks_nothing() {
     let id = approved(&h);
     h.engine.edit(|s| s.fail_next = Some(EngineError::Refused { step: "remove image" }));
     match h.controller().execute(&id, AGENT).unwrap() {
-        Executed::Failed { plan_id, refusal } => {
+        Executed::Failed { plan_id, refusal, .. } => {
             assert_eq!(plan_id, id);
             assert_eq!(refusal.code, Code::EngineRefused);
             assert!(refusal.message.contains("nothing changed"), "{}", refusal.message);

@@ -103,7 +103,8 @@ fn a_start_whose_rollback_was_verified_ends_failed_rolled_back_and_blocks_nothin
     let plan = c.prepare("start", &json!({"app": "demo"}), AGENT).unwrap();
     c.approve(&plan.plan.id, &plan.plan.digest, "alice").unwrap();
     h.engine.edit(|s| {
-        s.fail_next = Some(EngineError::RolledBack { cause: Box::new(EngineError::HealthCheckFailed) })
+        s.fail_next =
+            Some(EngineError::RolledBack { cause: Box::new(EngineError::HealthCheckFailed), app_log: None })
     });
     let Executed::Failed { refusal, .. } = c.execute(&plan.plan.id, AGENT).unwrap() else {
         panic!("a verified rollback is failed, not needs_inspection")
@@ -328,8 +329,10 @@ fn a_restart_whose_start_was_rolled_back_ends_failed_with_the_app_recorded_stopp
     let h = harness();
     completed(&h, "deploy", deploy_params("demo", 18001));
     h.engine.edit(|s| {
-        s.fail_at =
-            Some(("start", EngineError::RolledBack { cause: Box::new(EngineError::HealthCheckFailed) }))
+        s.fail_at = Some((
+            "start",
+            EngineError::RolledBack { cause: Box::new(EngineError::HealthCheckFailed), app_log: None },
+        ))
     });
     let (id, executed) = run(&h, "restart", json!({"app": "demo"}));
     let Executed::Failed { refusal, .. } = executed else {
@@ -411,7 +414,8 @@ fn an_update_whose_rollback_was_verified_ends_failed_rolled_back_and_the_next_pl
     completed(&h, "deploy", deploy_params("demo", 18001));
     let before = record(&h, "demo");
     h.engine.edit(|s| {
-        s.fail_next = Some(EngineError::RolledBack { cause: Box::new(EngineError::HealthCheckFailed) })
+        s.fail_next =
+            Some(EngineError::RolledBack { cause: Box::new(EngineError::HealthCheckFailed), app_log: None })
     });
     let (id, executed) = run(&h, "update", json!({"app": "demo", "image": "web2"}));
     let Executed::Failed { refusal, .. } = executed else { panic!("{executed:?}") };

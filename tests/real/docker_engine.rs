@@ -186,7 +186,7 @@ fn deploy_whose_health_check_fails_removes_what_it_created() {
     let started = Instant::now();
     assert_eq!(
         lab.engine.deploy(&spec, &NoProgress),
-        Err(EngineError::RolledBack { cause: Box::new(EngineError::HealthCheckFailed) }),
+        Err(EngineError::RolledBack { cause: Box::new(EngineError::HealthCheckFailed), app_log: None }),
         "the rollback is verified"
     );
     eprintln!("failed deploy took {:?}", started.elapsed());
@@ -458,7 +458,7 @@ fn a_squatter_on_our_container_name_fails_the_deploy_and_is_left_alone() {
 
     match lab.engine.deploy(&lab.spec(), &NoProgress) {
         // The squatter carries no label of the plan: the rollback is verified.
-        Err(EngineError::RolledBack { cause })
+        Err(EngineError::RolledBack { cause, .. })
             if matches!(*cause, EngineError::Call { step: "create gateway container", .. }) => {}
         other => panic!("expected the gateway create to fail on the name, rolled back, got {other:?}"),
     }
@@ -476,7 +476,7 @@ fn a_digest_the_registry_does_not_have_fails_at_the_pull_and_creates_nothing() {
     spec.app_image =
         ImageRef::parse(&format!("127.0.0.1:15000/volce-lab/web@sha256:{}", "0".repeat(64))).unwrap();
     match lab.engine.deploy(&spec, &NoProgress) {
-        Err(EngineError::RolledBack { cause })
+        Err(EngineError::RolledBack { cause, .. })
             if matches!(*cause, EngineError::Call { step: "pull app image", .. }) => {}
         other => panic!("expected the pull to fail, rolled back, got {other:?}"),
     }

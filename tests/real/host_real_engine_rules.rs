@@ -185,8 +185,8 @@ fn a_deploy_whose_health_check_fails_is_rolled_back_verified_and_blocks_nothing(
                "container_port": 8080, "server_name": other.server_name()}),
     );
 
-    // nginx -t passes (`app` resolves) but the app listens on 8080 only: 502.
-    let id = host.planned("deploy", host.deploy_params("web", 8081, &host.lab.server_name()));
+    // nginx -t passes (`app` resolves) but the app listens on 8081 only: 502.
+    let id = host.planned("deploy", host.deploy_params("broken", 8080, &host.lab.server_name()));
     let started = std::time::Instant::now();
     let failed = host.execute(&id);
     eprintln!("the failed deploy ended failed/rolled_back after {:?}", started.elapsed());
@@ -194,6 +194,18 @@ fn a_deploy_whose_health_check_fails_is_rolled_back_verified_and_blocks_nothing(
     assert_eq!(failed["code"], "health_check_failed", "{failed}");
     let message = failed["message"].as_str().unwrap();
     assert!(message.contains("rolled back") && message.contains("container_port"), "{message}");
+    // Why, in the app's own words (issue 25), read before the removal:
+    // redacted, marked untrusted, answered and kept with the plan.
+    let log = &failed["app_log"];
+    assert_eq!(
+        (log["read"].as_bool(), log["untrusted"].as_str()),
+        (Some(true), Some(volce_lab::logs::UNTRUSTED)),
+        "{failed}"
+    );
+    let lines: Vec<&str> = log["lines"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    assert!(lines.iter().any(|l| l.ends_with("volce-lab test app broken: listening on :8081")), "{lines:?}");
+    assert!(lines.iter().any(|l| l.ends_with("password=[REDACTED]")), "{lines:?}");
+    assert!(!failed.to_string().contains("broken-secret-1234"), "{failed}");
 
     assert_eq!(docker_lab::plan_objects(&id), Vec::<String>::new(), "nothing carries the plan's label");
     assert!(host.lab.labelled_containers().is_empty(), "the new containers are removed");
@@ -202,6 +214,7 @@ fn a_deploy_whose_health_check_fails_is_rolled_back_verified_and_blocks_nothing(
     assert!(volce_lab::docker::host_probe::port_free(host.lab.port), "nothing publishes the port any more");
     let stored = host.plan_json(&id);
     assert_eq!((stored["state"].as_str(), stored["outcome"].as_str()), (Some("failed"), Some("rolled_back")));
+    assert_eq!(stored["app_log"], *log, "the plan keeps what the agent was answered");
     assert_eq!(host.app_record(), Value::Null, "no record holds the name, port or quota slot");
 
     // Nothing blocks: the plan made before runs, and the corrected plan

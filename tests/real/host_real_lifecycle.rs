@@ -277,6 +277,9 @@ fn an_app_lives_its_whole_life_on_the_real_engine_and_a_busy_host_voids_nothing(
     let failed = host.run("update", json!({"app": app, "image": "broken"}));
     let (failures, longest, polls) = poller.finish();
     assert_eq!(failed["code"], "health_check_failed", "{failed}");
+    // The new container's last lines, read before its removal (issue 25).
+    let said = failed["app_log"]["lines"].to_string();
+    assert!(said.contains("listening on :8081") && said.contains("password=[REDACTED]"), "{failed}");
     assert!(failures.is_empty(), "the old version answered throughout the failed update: {failures:?}");
     eprintln!("failed update web2 -> broken: {polls} polls, longest gap {longest:?}");
     assert_eq!(host.record(&app).unwrap(), record, "the record is as it was");

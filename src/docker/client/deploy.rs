@@ -38,12 +38,15 @@ impl<R: Runner> DockerClient<R> {
             return Err(EngineError::PortTaken { port: spec.host_port });
         }
         let mut created = Created::default();
-        self.set_deadline(Some(std::time::Instant::now() + self.deploy_budget));
+        let deadline = std::time::Instant::now() + self.deploy_budget;
+        self.set_deadline(Some(deadline));
         let result = self.deploy_steps(spec, &mut created, progress);
         self.set_deadline(None);
         match result {
             Ok(deployed) => Ok(deployed),
             Err(error) => {
+                // Why the app did not answer, read while it still exists.
+                let app_log = self.failed_app_log(&error, created.app.as_ref(), deadline);
                 self.remove_created(&spec.plan_id, &created);
                 // A step that timed out may still be carried out by the
                 // daemon after any listing we make, and a failed file step
@@ -55,7 +58,7 @@ impl<R: Runner> DockerClient<R> {
                     && !matches!(error, EngineError::Host { .. })
                     && self.created_by_plan(&spec.plan_id).is_ok_and(|(c, n)| c.is_empty() && n.is_empty())
                     && (!created.app_dir || remove_new_config(&spec.app_dir));
-                Err(if gone { EngineError::RolledBack { cause: Box::new(error) } } else { error })
+                Err(if gone { EngineError::RolledBack { cause: Box::new(error), app_log } } else { error })
             }
         }
     }
@@ -137,6 +140,7 @@ impl<R: Runner> DockerClient<R> {
         args.extend(argv(&["--network", network, "--network-alias", crate::nginx::APP_ALIAS]));
         args.push(app_image.to_owned());
         let app_id = self.created_container("create app container", args, created)?;
+        created.app = Some(app_id.clone());
         self.call("start app container", argv(&["start", app_id.as_str()]), QUICK)?;
         progress.step(Step::AppStarted);
 
@@ -202,6 +206,9 @@ impl<R: Runner> DockerClient<R> {
 pub(super) struct Created {
     pub(super) containers: Vec<ContainerId>,
     pub(super) networks: Vec<String>,
+    /// The app container among `containers`: whose last lines a failed
+    /// plan keeps.
+    pub(super) app: Option<ContainerId>,
     /// This deploy created the app directory and its nginx.conf (the
     /// controller refuses a deploy whose directory exists).
     app_dir: bool,

@@ -63,13 +63,15 @@ impl<R: Runner> DockerClient<R> {
         self.set_deadline(Some(deadline));
         let result = self.start_steps(spec, &ids, progress);
         self.set_deadline(None);
+        // Why the app did not answer, read before it is stopped again.
         let Err(error) = result else { return Ok(()) };
+        let app_log = self.failed_app_log(&error, Some(&spec.app_container), deadline);
         // Back to the recorded state: stopped, restart=no. A step whose
         // outcome is unknown may still be carried out after any look.
         let stopped = !error.outcome_unknown()
             && self.stop_containers(&ids).is_ok()
             && self.all_in(&ids, &["exited", "created"]);
-        Err(if stopped { EngineError::RolledBack { cause: Box::new(error) } } else { error })
+        Err(if stopped { EngineError::RolledBack { cause: Box::new(error), app_log } } else { error })
     }
 
     fn start_steps(
@@ -116,12 +118,13 @@ impl<R: Runner> DockerClient<R> {
         check_update_values(spec)?;
         let mut created = Created::default();
         let mut file_touched = false;
-        self.set_deadline(Some(std::time::Instant::now() + self.deploy_budget));
+        let deadline = Instant::now() + self.deploy_budget;
+        self.set_deadline(Some(deadline));
         let result = self.update_steps(spec, &mut created, &mut file_touched, progress);
         self.set_deadline(None);
         let new = match result {
             Ok(new) => new,
-            Err(error) => return Err(self.roll_back_update(spec, &created, file_touched, error)),
+            Err(error) => return Err(self.roll_back_update(spec, &created, file_touched, error, deadline)),
         };
         // Switched and answering: the old container goes. A failure from
         // here on is not rolled back (the new one serves) and needs an operator.
@@ -155,6 +158,7 @@ impl<R: Runner> DockerClient<R> {
         let step = "create new app container";
         let new = ContainerId::parse(first_line(&out)).ok_or(EngineError::Unparsable { step })?;
         created.containers.push(new.clone());
+        created.app = Some(new.clone());
         self.call("start new app container", argv(&["start", new.as_str()]), QUICK)?;
         progress.step(Step::AppStarted);
 
@@ -189,6 +193,7 @@ impl<R: Runner> DockerClient<R> {
         created: &Created,
         file_touched: bool,
         error: EngineError,
+        deadline: Instant,
     ) -> EngineError {
         if file_touched {
             let restored = open_managed_config(&spec.app_dir)
@@ -201,11 +206,14 @@ impl<R: Runner> DockerClient<R> {
                 return restore;
             }
         }
+        // After the restore, so the old container serves while it is read;
+        // before the removal, so the new one is still there to read.
+        let app_log = self.failed_app_log(&error, created.app.as_ref(), deadline);
         self.remove_created(&spec.plan_id, created);
         let clean = !error.outcome_unknown()
             && self.created_by_plan(&spec.plan_id).is_ok_and(|(c, n)| c.is_empty() && n.is_empty())
             && self.all_in(&[spec.old_app.clone(), spec.gateway.clone()], &["running"]);
-        if clean { EngineError::RolledBack { cause: Box::new(error) } } else { error }
+        if clean { EngineError::RolledBack { cause: Box::new(error), app_log } } else { error }
     }
 }
 

@@ -56,9 +56,20 @@ impl<R: Runner> DockerClient<R> {
         container: &ContainerId,
         window: LogWindow,
     ) -> Result<LogStreams, EngineError> {
+        self.container_logs_within(container, window, QUICK)
+    }
+
+    /// [`Self::container_logs`] with its own timeout (a failed plan's last
+    /// lines get what is left of its budget).
+    pub(super) fn container_logs_within(
+        &self,
+        container: &ContainerId,
+        window: LogWindow,
+        timeout: std::time::Duration,
+    ) -> Result<LogStreams, EngineError> {
         let call = DockerCall {
             args: super::argv::logs(container, window),
-            timeout: QUICK,
+            timeout,
             stdout_limit: LOGS_OUTPUT,
             stderr_is_data: true,
         };

@@ -66,6 +66,42 @@ fn hex(c: char) -> String {
     c.to_string().repeat(64)
 }
 
+/// What the fake's `docker logs` of a failed app prints: a configured
+/// value (one of its environment's), a secret by pattern, an escape.
+const APP_OUTPUT: &str = "2026-12-01T10:00:00.000000001Z listening on :9090 with hunter2-configured-token\n\
+                          2026-12-01T10:00:00.000000002Z \u{1b}[31mpassword=swordfish99\u{1b}[0m\n";
+/// The failed app container's environment, as `inspect {{json .Config.Env}}` prints it.
+const APP_ENV: &str = "[\"TOKEN=hunter2-configured-token\",\"PATH=/usr/bin\"]\n";
+
+/// The fake's answers to a failed plan's reads of the app's last lines.
+fn app_log_answer(args: &[String]) -> Option<Result<String, i32>> {
+    let line = args.join(" ");
+    match args[0].as_str() {
+        "logs" => Some(Ok(APP_OUTPUT.to_owned())),
+        "inspect" if line.contains(".Config.Env") => Some(Ok(APP_ENV.to_owned())),
+        _ => None,
+    }
+}
+
+/// The AppLog a failed plan carries from [`app_log_answer`].
+fn app_log_read() -> Option<crate::logs::AppLog> {
+    let log =
+        crate::logs::AppLog::render(APP_OUTPUT.as_bytes(), b"", &["hunter2-configured-token", "/usr/bin"]);
+    assert_eq!(log.lines.len(), 2);
+    assert!(
+        log.lines.iter().all(|l| !l.contains("hunter2") && !l.contains("swordfish") && !l.contains('\u{1b}'))
+    );
+    Some(log)
+}
+
+/// The two reads, by full id, in order.
+fn app_log_argv(id: &str) -> [String; 2] {
+    [
+        format!("logs --tail 20 --timestamps -- {id}"),
+        format!("inspect --type container --format {{{{json .Config.Env}}}} -- {id}"),
+    ]
+}
+
 fn limits() -> ContainerLimits {
     ContainerLimits {
         memory_bytes: 256 * 1024 * 1024,
@@ -209,6 +245,9 @@ fn deploy_script(fail: Option<(&'static str, i32)>) -> impl Fn(&[String]) -> Res
         {
             return Err(code);
         }
+        if let Some(answer) = app_log_answer(args) {
+            return answer;
+        }
         match (args[0].as_str(), args.get(1).map(String::as_str)) {
             ("network", Some("create")) if line.ends_with("_edge") => Ok(format!("{}\n", hex('4'))),
             ("network", Some("create")) => Ok(format!("{}\n", hex('3'))),
@@ -339,6 +378,9 @@ fn failed_health_check_removes_exactly_what_the_plan_created() {
     assert_eq!(
         argv[12..],
         [
+            // The app's last lines, while it still exists.
+            app_log_argv(&hex('a'))[0].clone(),
+            app_log_argv(&hex('a'))[1].clone(),
             format!("ps -aq --no-trunc --filter {plan}"),
             format!("network ls -q --no-trunc --filter {plan}"),
             format!("rm -f -v {}", hex('a')),
@@ -373,9 +415,15 @@ fn a_failed_health_check_whose_rollback_lists_clean_is_rolled_back_and_leaves_no
     let engine = DockerClient::with_runner(fake, dir.path()).with_health_check(quick);
     assert_eq!(
         engine.deploy(&spec(&app_dir, port), &NoProgress),
-        Err(EngineError::RolledBack { cause: Box::new(EngineError::HealthCheckFailed) })
+        Err(EngineError::RolledBack {
+            cause: Box::new(EngineError::HealthCheckFailed),
+            app_log: app_log_read()
+        })
     );
     let argv = engine.runner().argv();
+    let read = argv.iter().position(|a| *a == app_log_argv(&hex('a'))[0]).expect("the log was read");
+    let removed = argv.iter().position(|a| a.starts_with("rm -f")).unwrap();
+    assert!(read < removed, "read before the removal: {argv:?}");
     let plan = "label=io.volce-lab.plan=0123456789abcdef0123456789abcdef";
     assert_eq!(
         argv[argv.len() - 2..],
@@ -408,7 +456,7 @@ fn rejected_nginx_test_stops_before_the_gateway_exists() {
     let engine = DockerClient::with_runner(fake, dir.path());
     assert_eq!(
         engine.deploy(&spec(&app_dir, free_port()), &NoProgress),
-        Err(EngineError::RolledBack { cause: Box::new(EngineError::NginxRejected) })
+        Err(EngineError::RolledBack { cause: Box::new(EngineError::NginxRejected), app_log: app_log_read() })
     );
     let argv = engine.runner().argv();
     assert!(!argv.iter().any(|a| a.contains("vl-shop-gateway")));
@@ -423,7 +471,7 @@ fn docker_failure_at_pull_creates_and_removes_nothing() {
     let fake = Fake::new(deploy_script(Some(("pull", 1))));
     let engine = DockerClient::with_runner(fake, dir.path());
     match engine.deploy(&spec(&app_dir, free_port()), &NoProgress) {
-        Err(EngineError::RolledBack { cause })
+        Err(EngineError::RolledBack { cause, .. })
             if matches!(*cause, EngineError::Call { step: "pull app image", .. }) => {}
         other => panic!("expected a verified pull failure, got {other:?}"),
     }
@@ -901,7 +949,7 @@ fn a_deploy_whose_pulled_image_declares_a_volume_creates_nothing_and_is_rolled_b
     };
     assert_eq!(
         engine.deploy(&spec(&app_dir, port), &NoProgress),
-        Err(EngineError::RolledBack { cause: Box::new(cause) })
+        Err(EngineError::RolledBack { cause: Box::new(cause), app_log: None })
     );
     let argv = engine.runner().argv();
     assert!(

@@ -39,7 +39,9 @@ pub enum Executed {
     /// The engine failed but provably changed nothing (see
     /// [`EngineError::changed_nothing`]): the plan is `failed`, the host is
     /// not blocked, and the refusal says what happened.
-    Failed { plan_id: PlanId, refusal: Refusal },
+    /// `app_log`: a rolled-back plan's failed app container's last lines
+    /// (safe, bounded, untrusted), recorded with the refusal.
+    Failed { plan_id: PlanId, refusal: Refusal, app_log: Option<crate::logs::AppLog> },
 }
 
 const PARTIAL: &str = "The change may be partial: an operator must inspect the server before any new plan; \
@@ -191,6 +193,12 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             Err(error) if error.changed_nothing() => Some(unchanged_refusal(plan.action, error, id)),
             _ => None,
         };
+        // Why the app did not answer, when the engine could read it before
+        // its rollback: kept with the failure and answered beside it.
+        let app_log = match &result {
+            Err(EngineError::RolledBack { app_log, .. }) => app_log.clone(),
+            _ => None,
+        };
 
         // Transaction 2: record what happened.
         let now = self.clock.now();
@@ -226,7 +234,15 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 },
             };
             match &failure {
-                Some(failure) => tx.fail(id, plan.action, &me, outcome, failure, &row)?,
+                Some(failure) => {
+                    tx.fail(id, plan.action, &me, outcome, failure, &row)?;
+                    if let Some(app_log) = &app_log {
+                        // Evidence beside the outcome, never the outcome:
+                        // a row that cannot hold it keeps the failure alone
+                        // (the statement's error undoes only itself).
+                        let _ = tx.keep_app_log(id, app_log);
+                    }
+                }
                 None => tx.finish(id, plan.action, &me, outcome, &row)?,
             }
             let keep = self.policy.keep_versions as usize;
@@ -244,7 +260,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 duration_ms,
             })),
             // Nothing changed, and that is recorded: the plan is `failed`.
-            (Err(_), Ok(()), Some(refusal)) => Ok(Executed::Failed { plan_id: id.clone(), refusal }),
+            (Err(_), Ok(()), Some(refusal)) => Ok(Executed::Failed { plan_id: id.clone(), refusal, app_log }),
             // Engine failed, or it acted and we could not record it. In the
             // second case the plan stays `executing` under our claim; once
             // this process exits, the next helper settles it.
@@ -379,7 +395,7 @@ fn unchanged_refusal(action: Action, error: &EngineError, id: &PlanId) -> Refusa
                  created. Plan {id} is failed; choose another port and prepare a new plan."
             ),
         ),
-        EngineError::RolledBack { cause } => rollback::rolled_back_refusal(action, cause, id),
+        EngineError::RolledBack { cause, .. } => rollback::rolled_back_refusal(action, cause, id),
         EngineError::Refused { .. } => {
             let why = match action {
                 Action::RemoveImage => "an image built on it, a new tag or a container using it",

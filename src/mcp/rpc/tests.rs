@@ -285,3 +285,26 @@ fn progress_lines_before_the_reply_never_count_as_the_reply() {
     let answer = interpret(Operation::Execute, &outcome(ExecutionStatus::Ok, Some(0), &after), Mode::Ssh);
     assert_eq!(answer.status, Status::Unknown);
 }
+
+/// Issue 25: service_execute of a rolled-back plan answers the failed app's
+/// last lines beside the refusal, and says they are untrusted.
+#[test]
+fn a_rolled_back_execute_answers_its_app_log_as_untrusted() {
+    let log = crate::logs::AppLog::render(b"listening on :9090\n", b"", &[]);
+    let reply = Reply::Rejected {
+        refusal: Refusal::new(Code::HealthCheckFailed, "It did not answer."),
+        app_log: Some(log.clone()),
+    };
+    let answer = interpret(
+        Operation::Execute,
+        &outcome(ExecutionStatus::NonzeroExit, Some(1), &reply.to_line()),
+        Mode::Ssh,
+    );
+    assert_eq!((answer.status, answer.app_log), (Status::Rejected, Some(log)));
+    assert!(answer.message.contains("untrusted application output"), "{}", answer.message);
+    // A newer helper's unknown code with an app log is still a refusal.
+    let newer = r#"{"status":"rejected","code":"app_frozen","message":"Frozen.","app_log":{"read":false}}"#;
+    let answer =
+        interpret(Operation::Execute, &outcome(ExecutionStatus::NonzeroExit, Some(1), newer), Mode::Ssh);
+    assert_eq!(answer.status, Status::Rejected);
+}

@@ -113,6 +113,7 @@ impl VolceLab {
         let show = show_text(&member.name, &id, action, app.as_deref());
         self.demo_plans.add((id.clone(), action, app.clone()));
         let answer = Answer {
+            app_log: None,
             status: Status::Ok,
             code: None,
             message: format!(
@@ -136,6 +137,7 @@ impl VolceLab {
     /// The simulated result once the simulated operator approved.
     fn demo_done(&self, member: &Member, id: &PlanId, request_id: &str) -> Served {
         let answer = Answer {
+            app_log: None,
             status: Status::Ok,
             code: None,
             message: format!(
@@ -164,6 +166,7 @@ impl VolceLab {
         match waiter {
             Waiter::Task => {
                 let waiting = Answer {
+                    app_log: None,
                     status: Status::Rejected,
                     code: Some(crate::vocab::Code::ApprovalRequired.into()),
                     message: "Simulated (demo mode): the plan waits for a simulated operator.".into(),
@@ -199,6 +202,7 @@ impl VolceLab {
                 );
                 if wait::ask(&peer, message, OPERATOR_DELAY * 60).await == wait::Choice::StopWaiting {
                     let declined = Answer {
+                        app_log: None,
                         status: Status::Rejected,
                         code: Some(crate::vocab::Code::ApprovalRequired.into()),
                         message: format!("{} (demo mode)", wait::DECLINED),

@@ -325,6 +325,7 @@ impl VolceLab {
     /// `approval_required` without asking the host: nothing ran.
     fn not_run(&self, member: &Member, plan_id: &PlanId, request_id: String, message: &str) -> Served {
         let answer = Answer {
+            app_log: None,
             status: Status::Rejected,
             code: Some(crate::vocab::Code::ApprovalRequired.into()),
             message: format!(

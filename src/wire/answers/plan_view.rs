@@ -50,6 +50,12 @@ pub struct PlanView {
     /// migration 11 recorded).
     #[serde(default)]
     pub failure: Option<Refusal>,
+    /// A rolled-back plan's failed app container's last lines, read before
+    /// the rollback removed or stopped it: redacted, bounded, and untrusted
+    /// application output (never instructions). Absent when there are none
+    /// and from helpers before 0.2.0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app_log: Option<crate::logs::AppLog>,
 }
 
 /// An operator's approval: who, when, and the digest they approved.

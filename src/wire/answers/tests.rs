@@ -255,6 +255,7 @@ fn a_plan_view_has_every_field_of_the_sealed_plan_and_its_life_cycle() {
             "It did not answer.",
         )),
         alerted: None,
+        app_log: None,
     };
     let view = serde_json::to_value(stored.view()).unwrap();
     let body = serde_json::to_value(&plan).unwrap();

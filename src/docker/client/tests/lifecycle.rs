@@ -75,18 +75,25 @@ fn start_restores_the_restart_policy_and_starts_app_then_gateway_then_probes_the
 fn a_start_that_fails_its_health_check_is_stopped_again_and_rolled_back_once_seen_stopped() {
     let port = free_port();
     let fake = Fake::new(|args| match args[0].as_str() {
+        _ if app_log_answer(args).is_some() => app_log_answer(args).unwrap(),
         "inspect" => Ok("exited\nexited\n".into()),
         _ => Ok(String::new()),
     });
     let engine = DockerClient::with_runner(fake, "/nonexistent").with_health_check(quick());
     assert_eq!(
         engine.start(&start_spec(port), &NoProgress),
-        Err(EngineError::RolledBack { cause: Box::new(EngineError::HealthCheckFailed) })
+        Err(EngineError::RolledBack {
+            cause: Box::new(EngineError::HealthCheckFailed),
+            app_log: app_log_read()
+        })
     );
     let argv = engine.runner().argv();
     assert_eq!(
         argv[4..],
         [
+            // The app's last lines, before it is stopped again.
+            app_log_argv(&hex('a'))[0].clone(),
+            app_log_argv(&hex('a'))[1].clone(),
             format!("update --restart=no {}", hex('a')),
             format!("stop --time 15 {}", hex('a')),
             format!("update --restart=no {}", hex('b')),
@@ -138,6 +145,9 @@ fn update_spec(app_dir: &Path, port: u16) -> UpdateSpec {
 }
 
 fn update_script(args: &[String]) -> Result<String, i32> {
+    if let Some(answer) = app_log_answer(args) {
+        return answer;
+    }
     match args[0].as_str() {
         "create" => Ok(format!("{}\n", hex('e'))),
         "inspect" => Ok("running\nrunning\n".into()),
@@ -209,7 +219,10 @@ fn a_failed_update_restores_the_config_removes_the_new_container_and_is_rolled_b
     let spec = update_spec(dir.path(), port);
     assert_eq!(
         engine.update(&spec, &NoProgress),
-        Err(EngineError::RolledBack { cause: Box::new(EngineError::HealthCheckFailed) })
+        Err(EngineError::RolledBack {
+            cause: Box::new(EngineError::HealthCheckFailed),
+            app_log: app_log_read()
+        })
     );
     let argv = engine.runner().argv();
     let plan = format!("label=io.volce-lab.plan={PLAN}");
@@ -220,6 +233,9 @@ fn a_failed_update_restores_the_config_removes_the_new_container_and_is_rolled_b
             // The previous config, tested and reloaded.
             format!("exec {b} {NGINX} -t"),
             format!("exec {b} {NGINX} -s reload"),
+            // Then the new container's last lines, while it still exists.
+            app_log_argv(&hex('e'))[0].clone(),
+            app_log_argv(&hex('e'))[1].clone(),
             format!("ps -aq --no-trunc --filter {plan}"),
             format!("network ls -q --no-trunc --filter {plan}"),
             format!("rm -f -v {}", hex('e')),
@@ -241,7 +257,10 @@ fn an_update_refuses_a_changed_config_or_a_foreign_name_without_touching_the_old
     let spec = update_spec(dir.path(), port);
     assert_eq!(
         engine.update(&spec, &NoProgress),
-        Err(EngineError::RolledBack { cause: Box::new(EngineError::ManagedFileChanged) })
+        Err(EngineError::RolledBack {
+            cause: Box::new(EngineError::ManagedFileChanged),
+            app_log: app_log_read()
+        })
     );
     assert_eq!(std::fs::read_to_string(dir.path().join("nginx.conf")).unwrap(), "# edited by hand\n");
     let mut bad = spec.clone();
@@ -250,4 +269,46 @@ fn an_update_refuses_a_changed_config_or_a_foreign_name_without_touching_the_old
     let engine = DockerClient::with_runner(fake, dir.path());
     assert_eq!(engine.update(&bad, &NoProgress), Err(EngineError::Host { step: "validate update spec" }));
     assert!(engine.runner().argv().is_empty(), "nothing ran");
+}
+
+#[test]
+fn a_log_that_cannot_be_read_or_made_safe_is_unreadable_and_the_rollback_still_decides() {
+    let port = free_port();
+    // docker logs fails: the start is still rolled back, its log unreadable.
+    let fake = Fake::new(|args| match args[0].as_str() {
+        "logs" => Err(1),
+        "inspect" => Ok("exited\nexited\n".into()),
+        _ => Ok(String::new()),
+    });
+    let engine = DockerClient::with_runner(fake, "/nonexistent").with_health_check(quick());
+    let unreadable = Some(crate::logs::AppLog::unreadable());
+    assert_eq!(
+        engine.start(&start_spec(port), &NoProgress),
+        Err(EngineError::RolledBack {
+            cause: Box::new(EngineError::HealthCheckFailed),
+            app_log: unreadable.clone()
+        })
+    );
+    // The log reads, but the environment (the values to redact) does not:
+    // nothing of it is called safe.
+    let fake = Fake::new(|args| match args[0].as_str() {
+        "logs" => Ok("2026-12-01T10:00:00.000000001Z token hunter2-configured-token\n".into()),
+        // Exit 1 is docker's "no such container": no values known either.
+        "inspect" if args.join(" ").contains(".Config.Env") => Err(1),
+        "inspect" => Ok("exited\nexited\n".into()),
+        _ => Ok(String::new()),
+    });
+    let engine = DockerClient::with_runner(fake, "/nonexistent").with_health_check(quick());
+    assert_eq!(
+        engine.start(&start_spec(port), &NoProgress),
+        Err(EngineError::RolledBack { cause: Box::new(EngineError::HealthCheckFailed), app_log: unreadable })
+    );
+    // A log read never turns a rollback that is not verified into one.
+    let fake = Fake::new(|args| match args[0].as_str() {
+        _ if app_log_answer(args).is_some() => app_log_answer(args).unwrap(),
+        "inspect" => Ok("exited\nrunning\n".into()),
+        _ => Ok(String::new()),
+    });
+    let engine = DockerClient::with_runner(fake, "/nonexistent").with_health_check(quick());
+    assert_eq!(engine.start(&start_spec(port), &NoProgress), Err(EngineError::HealthCheckFailed));
 }
