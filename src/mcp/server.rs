@@ -39,36 +39,17 @@ use strum::VariantArray as _;
 
 use crate::config::{Config, DEFAULT_FAN_OUT, Fleet};
 use crate::control::plan::Action;
-use crate::inspect::transport::RunLimits;
 use crate::inspect::{Check, Inspector, Status, request_id, timestamp};
 use crate::vocab::{Code, PlanId, Refusal};
 use crate::wire::{self, Request};
 
-use super::audit::Audit;
 use super::envelope::{self, Served};
 use super::rpc::{self, Answer};
 use super::sentences::message;
 use super::tools::{self, Call, Choices, Selection, ToolName};
 
-/// What the server needs besides the inspector. Tests shorten the limits.
-pub struct Options {
-    pub rpc_limits: RunLimits,
-    pub audit: Audit,
-    /// The longest a `service_execute` with a progress token goes without
-    /// a progress notification ([`super::progress::HEARTBEAT`]).
-    pub heartbeat: std::time::Duration,
-}
-
-impl Options {
-    /// The shipped settings: the contract's limits, the audit log from the environment.
-    pub fn from_env() -> Options {
-        Options {
-            rpc_limits: rpc::RPC_LIMITS,
-            audit: Audit::from_env(),
-            heartbeat: super::progress::HEARTBEAT,
-        }
-    }
-}
+mod options;
+pub use options::Options;
 
 mod demo;
 mod record;

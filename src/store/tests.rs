@@ -951,7 +951,6 @@ mod app_log;
 mod audit_start;
 mod migration11;
 mod migration13;
-mod migration14;
 mod migration5;
 mod migration9;
 mod statements;

@@ -3,7 +3,7 @@ CREATE TABLE plans_v13 (
     seq INTEGER PRIMARY KEY,
     id TEXT NOT NULL UNIQUE CHECK (length(id) = 32),
     action TEXT NOT NULL CHECK (action IN
-        ('deploy', 'nginx_config', 'stop', 'remove_image', 'remove_app', 'start', 'update', 'restart')),
+        ('deploy', 'nginx_config', 'stop', 'remove_image', 'remove_app', 'start', 'update', 'restart', 'rollback')),
     body TEXT NOT NULL,
     digest TEXT NOT NULL CHECK (length(digest) = 64),
     requires_approval INTEGER NOT NULL CHECK (requires_approval IN (0, 1)),
@@ -68,7 +68,7 @@ CREATE TABLE audit_v13 (
          'inspected', 'failed', 'rejected', 'request', 'pruned')),
     plan_id TEXT CHECK (plan_id IS NULL OR length(plan_id) = 32),
     action TEXT CHECK (action IS NULL OR action IN
-        ('deploy', 'nginx_config', 'stop', 'remove_image', 'remove_app', 'start', 'update', 'restart')),
+        ('deploy', 'nginx_config', 'stop', 'remove_image', 'remove_app', 'start', 'update', 'restart', 'rollback')),
     outcome TEXT NOT NULL CHECK (outcome IN ('ok', 'failed', 'uncertain', 'refused')),
     exit_code INTEGER,
     duration_ms INTEGER,

@@ -1,4 +1,4 @@
-//! Schema step 15 (a rolled-back plan's failed app container's last lines,
+//! Schema step 14 (a rolled-back plan's failed app container's last lines,
 //! `app_log`): one nullable column added to plans, nothing rebuilt, kept
 //! once beside a failure and read back whole. Test-only; real temporary
 //! SQLite files.

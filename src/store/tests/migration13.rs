@@ -1,13 +1,13 @@
-//! Migration 13 (the action `restart` in both action CHECK lists) on a
-//! v12 database with plans and a chained audit: every row is kept byte for
-//! byte, the chain still verifies, and a `restart` row, refused by v12's
-//! schema, is accepted. Test-only; real temporary SQLite files.
+//! Migration 13 (the actions `restart` and `rollback` in both action CHECK
+//! lists) on a v12 database with plans and a chained audit: every row is
+//! kept byte for byte, the chain still verifies, and `restart` and
+//! `rollback` rows, refused by v12's schema, are accepted. Test-only; real temporary SQLite files.
 
 use super::migration11::columns_at;
 use super::*;
 
 #[test]
-fn migrating_a_v12_database_keeps_every_row_and_the_chain_and_accepts_restart() {
+fn migrating_a_v12_database_keeps_every_row_and_the_chain_and_accepts_restart_and_rollback() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("state.db");
     let (plans, audit) = (columns_at(12, "plans"), columns_at(12, "audit"));
@@ -61,7 +61,9 @@ fn migrating_a_v12_database_keeps_every_row_and_the_chain_and_accepts_restart() 
     }
     assert!(verify(&mut store, None).intact(), "every link still verifies");
     let conn = store.dangerous_connection_for_tests();
-    conn.execute("UPDATE audit SET action = 'restart' WHERE seq = 1", []).unwrap();
-    conn.execute("UPDATE plans SET action = 'restart' WHERE seq = 1", []).unwrap();
+    for action in ["restart", "rollback"] {
+        conn.execute(&format!("UPDATE audit SET action = '{action}' WHERE seq = 1"), []).unwrap();
+        conn.execute(&format!("UPDATE plans SET action = '{action}' WHERE seq = 1"), []).unwrap();
+    }
     assert!(conn.execute("UPDATE plans SET action = 'reboot' WHERE seq = 1", []).is_err());
 }

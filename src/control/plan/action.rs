@@ -1,0 +1,97 @@
+//! The closed set of actions a plan can take, with what each needs: its
+//! parameters, which may be left out, and whether an operator must always
+//! approve it. Pure.
+
+use serde::{Deserialize, Serialize};
+
+use crate::vocab::{Code, Refusal};
+
+/// The closed set of changes a plan can make. Its one string table is the
+/// strum derive; serde's names are the same (tested), because the wire,
+/// the store and the sealed plans all carry them.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+    strum::VariantArray,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum Action {
+    Deploy,
+    NginxConfig,
+    Stop,
+    RemoveImage,
+    RemoveApp,
+    Start,
+    Update,
+    /// Stops and starts a managed app's own containers: recovers one that
+    /// crashed or was stopped or started by hand, or restarts a healthy one.
+    Restart,
+    /// Moves a running app back to the newest version an update kept, with
+    /// update's switch, health check and rollback.
+    Rollback,
+}
+
+impl Action {
+    pub const ALL: &'static [Action] = <Action as strum::VariantArray>::VARIANTS;
+
+    pub fn parse(value: &str) -> Result<Action, Refusal> {
+        value.parse().map_err(|_| {
+            Refusal::new(
+                Code::UnknownAction,
+                "The action must be one of deploy, nginx_config, stop, remove_image, remove_app, start, update, restart, rollback.",
+            )
+        })
+    }
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+    /// The parameters each action takes: exactly these, all required. The
+    /// MCP server checks the names; the helper validates names and values.
+    /// Those of [`Action::parameters`] a plan may leave out: a deploy's
+    /// `container_port` when the catalog entry sets it (the controller
+    /// refuses the omission otherwise).
+    pub fn optional_parameters(self) -> &'static [&'static str] {
+        match self {
+            Action::Deploy => &["container_port"],
+            _ => &[],
+        }
+    }
+
+    pub fn parameters(self) -> &'static [&'static str] {
+        match self {
+            Action::Deploy => &["app", "image", "host_port", "container_port", "server_name"],
+            Action::NginxConfig => &["app", "server_name"],
+            Action::Stop => &["app"],
+            Action::RemoveImage => &["image_id"],
+            Action::RemoveApp => &["app"],
+            Action::Start => &["app"],
+            Action::Update => &["app", "image"],
+            Action::Restart => &["app"],
+            Action::Rollback => &["app"],
+        }
+    }
+    /// The fixed minimum: destructive actions always need an operator's
+    /// approval on the server, whatever the policy says. The policy may add
+    /// others ([`crate::control::policy::Policy::requires_approval`]).
+    pub fn always_requires_approval(self) -> bool {
+        matches!(
+            self,
+            Action::Stop
+                | Action::RemoveImage
+                | Action::RemoveApp
+                | Action::Start
+                | Action::Update
+                | Action::Restart
+                | Action::Rollback
+        )
+    }
+}
