@@ -194,21 +194,20 @@ fn the_schema_lists_exactly_the_fields_the_parser_accepts() {
     let mut fields: Vec<&str> =
         schema["properties"].as_object().unwrap().keys().map(String::as_str).collect();
     fields.sort();
-    assert_eq!(
-        fields,
-        [
-            "approval_required",
-            "approvers",
-            "capacity",
-            "catalog",
-            "limits",
-            "max_apps",
-            "nginx_image",
-            "plan_ttl_seconds",
-            "port_range",
-            "retention_days"
-        ]
-    );
+    // The parser's own list: serde names every field it accepts when it
+    // refuses an unknown one ("unknown field `x`, expected one of `a`, ...").
+    let mut unknown: Value = serde_json::from_str(&example()).unwrap();
+    unknown["approve_all"] = json!(true);
+    let error = Policy::from_json(unknown.to_string().as_bytes()).unwrap_err().to_string();
+    let listed = error.split_once("expected one of").unwrap_or_else(|| panic!("{error}")).1;
+    let mut accepted: Vec<&str> = listed.split('`').skip(1).step_by(2).collect();
+    accepted.sort();
+    assert_eq!(fields, accepted, "policy.schema.json and the parser list different fields");
+    assert!(fields.contains(&"gateway_access_log") && fields.contains(&"keep_versions"), "{fields:?}");
+    // approval_required names exactly the actions there are.
+    let names: Vec<&str> = Action::ALL.iter().map(|a| a.as_str()).collect();
+    let items = &schema["properties"]["approval_required"]["items"]["enum"];
+    assert_eq!(items, &json!(names), "the schema's approval_required enum");
     let base: Value = serde_json::from_str(&example()).unwrap();
     // Each section's keys: the parser accepts every key the schema lists ...
     for section in ["capacity", "limits"] {
