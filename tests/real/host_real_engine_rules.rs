@@ -941,9 +941,15 @@ fn logs_of_a_real_container_are_redacted_stripped_and_truncated_and_only_its_own
         // docker's timestamp, then the app's text: whole lines only.
         assert!(line.len() > 31 && line.as_bytes()[4] == b'-' && line.contains("Z "), "{line:?}");
     }
-    let prompt = lines.iter().position(|l| l.ends_with(" Enter the database password:")).expect("the prompt");
-    assert!(lines[prompt + 1].ends_with(" worker 1 ready"), "the other stream's line between: {lines:?}");
-    assert!(lines[prompt + 2].ends_with(" [REDACTED]"), "the value after it, on its stream: {lines:?}");
+    // The engine stamps each stream as it copies it, so the stderr lines
+    // printed just before the prompt may sort after it; the 0.2 s pauses
+    // put `worker 1 ready` between the prompt and its value in time.
+    let at = |suffix: &str| lines.iter().position(|l| l.ends_with(suffix));
+    let prompt = at(" Enter the database password:").expect("the prompt");
+    let worker = at(" worker 1 ready").expect("the other stream's line comes through");
+    assert!(prompt < worker, "{lines:?}");
+    let value = worker + lines[worker..].iter().position(|l| l.ends_with("Z [REDACTED]")).expect("the value");
+    assert!(lines[prompt + 1..value].iter().all(|l| !l.ends_with("Z [REDACTED]")), "{lines:?}");
     for secret in
         ["hunter2", "hunter3", "eyJhbGci", "AKIAIOSFODNN7EXAMPLE", "MIIEow", "sk_live", "t0k3n", "s3cr3t"]
     {
