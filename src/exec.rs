@@ -12,7 +12,10 @@
 //!   leaves this module, except the last [`STDERR_TAIL`] bytes that
 //!   [`run_with_stderr_tail`] hands over in a [`StderrTail`], which cannot be
 //!   serialized or printed (for classifying ssh's own failure on the
-//!   workstation, never for passing it on);
+//!   workstation, never for passing it on), and the stderr of a run whose
+//!   spec says it is data ([`ProcessSpec::stderr_is_data`]: `docker logs`,
+//!   where it is the container's stream, made safe by `crate::logs` before
+//!   anything of it leaves the helper);
 //! - the caller gets an [`Execution`] record of facts, never a guess.
 
 use std::ffi::OsString;
