@@ -41,10 +41,12 @@ where
 }
 
 /// Answers in a row, each on a new connection, that count as the new
-/// server name being served after a reload (`wait_until_served`).
-const SERVED_IN_A_ROW: u32 = 3;
+/// server name being served after a reload (`wait_until_served`): five,
+/// 50 ms apart, so a quarter of a second without one old worker's answer
+/// (three 20 ms apart still met one once in CI on 2026-12-02, under load).
+const SERVED_IN_A_ROW: u32 = 5;
 /// The pause between those answers.
-const CONFIRM_GAP: std::time::Duration = std::time::Duration::from_millis(20);
+const CONFIRM_GAP: std::time::Duration = std::time::Duration::from_millis(50);
 
 impl<R: Runner> DockerClient<R> {
     /// `docker logs` of one container: read-only, by full id only; both

@@ -664,8 +664,8 @@ fn serve(status: &'static str, answers: usize) -> (u16, std::sync::Arc<Mutex<Vec
 fn update_nginx_writes_in_place_tests_reloads_and_waits_for_the_new_name() {
     let dir = app_dir_with("old\n");
     let inode = std::fs::metadata(dir.path().join("nginx.conf")).unwrap().ino();
-    // Served means three answers in a row, each on a new connection.
-    let (port, seen) = serve("200 OK", 3);
+    // Served means five answers in a row, each on a new connection.
+    let (port, seen) = serve("200 OK", 5);
     let row = gateway_row(port);
     let fake = Fake::new(move |args| Ok(if args[0] == "inspect" { row.clone() } else { String::new() }));
     let engine = DockerClient::with_runner(fake, dir.path());
@@ -684,7 +684,7 @@ fn update_nginx_writes_in_place_tests_reloads_and_waits_for_the_new_name() {
         ]
     );
     let seen = seen.lock().unwrap();
-    assert_eq!(seen.len(), 3, "{seen:?}");
+    assert_eq!(seen.len(), 5, "{seen:?}");
     assert!(seen.iter().all(|s| s.starts_with("GET / HTTP/1.0\r\nHost: new.example\r\n")), "{seen:?}");
     let backups: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
