@@ -13,7 +13,9 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::vocab::{AppName, ContainerId, EnvFileUse, HealthPath, ImageId, ImageRef, PlanId, ServerName};
+use crate::vocab::{
+    AppName, ContainerId, DataUse, EnvFileUse, HealthPath, ImageId, ImageRef, PlanId, ServerName,
+};
 
 /// The life of an app we deployed. One string table (strum); serde's names
 /// are the same (tested): the store keeps both, and compares them.
@@ -84,6 +86,10 @@ pub struct AppRecord {
     /// records written before it existed (the catalog entry says, then).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health_path: Option<HealthPath>,
+    /// The app's data directory, as its containers mount it. Absent
+    /// without one, and in older records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<DataUse>,
 }
 
 impl AppRecord {

@@ -19,8 +19,8 @@ use serde_json::Value;
 use super::app_record::KeptVersion;
 use super::canonical;
 use crate::vocab::{
-    AppName, Code, ContainerId, DeploySpec, Digest, EnvFileUse, ImageId, PlanId, Refusal, ServerName,
-    StartSpec, UpdateSpec,
+    AppName, Code, ContainerId, DataUse, DeploySpec, Digest, EnvFileUse, ImageId, PlanId, Refusal,
+    ServerName, StartSpec, UpdateSpec,
 };
 
 /// The version of the plan body format; part of the digest.
@@ -90,6 +90,13 @@ pub enum Payload {
         networks: Vec<String>,
         /// The app's directory under the state directory.
         app_dir: PathBuf,
+        /// The app's data: unmounted and kept, or (with `purge_data`)
+        /// deleted. Omitted without data, so older plans keep their digest.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        data: Option<DataUse>,
+        /// The agent asked to delete the data for good; omitted when false.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        purge_data: bool,
     },
     Start {
         app: AppName,

@@ -28,8 +28,8 @@ use super::app_record::{AppRecord, AppState};
 use super::plan::{Action, Impact, Payload};
 use super::policy::{CatalogEntry, Policy};
 use crate::vocab::{
-    AppName, Capacity, Code, ContainerId, EnvFileName, EnvFileUse, ImageHolds, ImageId, ImageRef, PlanId,
-    Refusal, ServerName, Snapshot, refuse,
+    AppName, Capacity, Code, ContainerId, DataPath, EnvFileName, EnvFileUse, ImageHolds, ImageId, ImageRef,
+    PlanId, Refusal, ServerName, Snapshot, refuse,
 };
 
 const MIB: u64 = 1024 * 1024;
@@ -73,6 +73,10 @@ pub trait HostFacts {
     /// its bytes, once its owner, mode and text passed their checks;
     /// `env_file_invalid` otherwise. Never its values.
     fn env_file(&self, name: &EnvFileName) -> Result<EnvFileUse, Refusal>;
+    /// The size in MiB of the data image kept at `image`, or `None` when
+    /// nothing is there; anything there that is not a root-owned regular
+    /// file is `data_invalid`.
+    fn kept_data_mib(&self, image: &Path) -> Result<Option<u32>, Refusal>;
 }
 
 /// What a plan records of a catalog entry's configuration, if it has any.
@@ -90,10 +94,25 @@ fn configuration(entry: &CatalogEntry, facts: &dyn HostFacts) -> Result<Option<E
 /// the host's disk, bounded by nothing, and outlives the container (volce-lab
 /// never removes volumes). Neither fits a read-only container whose only
 /// writable places are small tmpfs mounts.
-pub fn refuse_volumes(what: &str, reference: &ImageRef, facts: &dyn HostFacts) -> Result<(), Refusal> {
+///
+/// A `VOLUME` that is exactly the app's data path is covered by the data
+/// directory mounted there (`data`), so it is not refused.
+pub fn refuse_volumes(
+    what: &str,
+    reference: &ImageRef,
+    data: Option<&DataPath>,
+    facts: &dyn HostFacts,
+) -> Result<(), Refusal> {
     match facts.image_volumes(reference)? {
-        Some(volumes) if !volumes.is_empty() => Err(volumes_refusal(what, &volumes, "Nothing was changed.")),
-        _ => Ok(()),
+        Some(volumes) => {
+            let uncovered = crate::vocab::uncovered_volumes(volumes, data);
+            if uncovered.is_empty() {
+                Ok(())
+            } else {
+                Err(volumes_refusal(what, &uncovered, "Nothing was changed."))
+            }
+        }
+        None => Ok(()),
     }
 }
 
@@ -106,9 +125,9 @@ pub fn volumes_refusal(what: &str, volumes: &[String], after: &str) -> Refusal {
         Code::ImageDeclaresVolumes,
         format!(
             "{what} declares VOLUME {paths}: volce-lab runs containers with a read-only root and no volumes, \
-             so it refuses images that declare any. {after} The operator must rebuild the image without VOLUME \
-             (writing only under /tmp) and pin its new digest in the catalog; meanwhile choose another \
-             catalog key."
+             so it refuses images that declare any but the catalog entry's data path. {after} The operator must \
+             rebuild the image without VOLUME (or give the entry a data directory at that path) and pin it in \
+             the catalog; meanwhile choose another catalog key."
         ),
     )
 }
@@ -122,6 +141,8 @@ pub struct Context<'a> {
     pub retired: &'a BTreeMap<ImageId, String>,
     /// `<state dir>/apps`.
     pub apps_dir: &'a Path,
+    /// `<state dir>/data`: the apps' data images and their mount points.
+    pub data_dir: &'a Path,
     pub plan_id: &'a PlanId,
 }
 
@@ -325,6 +346,7 @@ fn stop(params: &Map<String, Value>, ctx: &Context<'_>) -> Result<(Payload, Impa
     Ok((Payload::Stop { app, containers, container_names: names }, impact))
 }
 
+mod data;
 mod deploy;
 mod lifecycle;
 mod removal;

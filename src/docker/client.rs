@@ -32,6 +32,7 @@
 //! `client/deploy.rs` the deploy steps and their cleanup;
 //! `client/lifecycle.rs` start, restart and update and their rollback;
 //! `client/images.rs` what holds an image and its verified removal;
+//! `client/removal.rs` the removal of an app;
 //! `client/last_lines.rs` a failed app container's last lines, read before its rollback;
 //! `client/verify.rs` when a failed first change is a refusal that changed nothing;
 //! `client/pin.rs` the pull and inspect of `catalog pin`;
@@ -49,13 +50,13 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::gateway_file::{backup, open_managed_config, read_bounded, remove_app_dir, rewrite};
+use super::gateway_file::{backup, open_managed_config, read_bounded, rewrite};
 use super::host_probe::port_free;
 use super::{AppRemoval, Deployed, Engine, EngineError, LogStreams, LogWindow, ProgressSink};
 use crate::exec::ExecutionStatus;
 use crate::vocab::{
-    Capacity, Container, ContainerId, DeploySpec, ImageHolds, ImageId, ImageRef, LABEL_APP, LABEL_PLAN,
-    NAME_PREFIX, PlanId, ServerName, Snapshot, StartSpec, UpdateSpec,
+    Capacity, Container, ContainerId, DeploySpec, ImageHolds, ImageId, ImageRef, LABEL_PLAN, NAME_PREFIX,
+    PlanId, ServerName, Snapshot, StartSpec, UpdateSpec,
 };
 
 mod argv;
@@ -67,6 +68,7 @@ mod limits;
 pub mod parse;
 mod pin;
 mod queries;
+mod removal;
 mod runner;
 mod verify;
 pub use pin::{ImageConfig, LocalImage, PIN_TEMPLATE};
@@ -82,7 +84,7 @@ use limits::{NGINX_TEST, PULL, QUICK, SNAPSHOT_OUTPUT, STOP, STOP_GRACE_SECONDS}
 use argv::argv;
 pub use argv::{INHIBIT_IPV4_OPTION, INSPECT_TEMPLATE, NO_MASQUERADE_OPTION, SHM_SIZE, hardening};
 pub use images::IMAGE_TEMPLATE;
-use parse::{lines, parse_container_ids, parse_images, parse_inspect_rows, parse_networks};
+use parse::{parse_container_ids, parse_images, parse_inspect_rows, parse_networks};
 
 /// Where the gateway finds its configuration (the read-only bind mount).
 pub const GATEWAY_CONFIG_PATH: &str = "/etc/nginx/nginx.conf";
@@ -386,39 +388,7 @@ impl<R: Runner> Engine for DockerClient<R> {
     }
 
     fn remove_app(&self, removal: &AppRemoval<'_>) -> Result<(), EngineError> {
-        self.stop_verifying_first(removal.running)?;
-        for (n, id) in removal.containers.iter().enumerate() {
-            // Never -f (a container that runs again is refused, not killed),
-            // never -v (volumes are not ours to remove).
-            const STEP: &str = "remove app container";
-            if let Err(error) = self.call(STEP, argv(&["rm", id.as_str()]), QUICK) {
-                // The first change of all only when nothing was stopped.
-                let first = n == 0 && removal.running.is_empty();
-                return Err(if first {
-                    self.refused_unless_changed(error, id, FirstChange::Remove, STEP)
-                } else {
-                    error
-                });
-            }
-        }
-        // Only networks that carry the app's label, by id, and only those
-        // of the plan's names: a network on our name that someone else made
-        // is left where it is.
-        let filter = format!("label={LABEL_APP}={}", removal.app);
-        let listed = self.call(
-            "find app networks",
-            argv(&["network", "ls", "--no-trunc", "--filter", &filter, "--format", "{{.ID}} {{.Name}}"]),
-            QUICK,
-        )?;
-        for line in lines(&listed) {
-            let Some((id, name)) = line.split_once(' ') else {
-                return Err(EngineError::Unparsable { step: "find app networks" });
-            };
-            if removal.networks.iter().any(|n| n == name) && crate::text::is_lower_hex(id, 64) {
-                self.call("remove app network", argv(&["network", "rm", id]), QUICK)?;
-            }
-        }
-        remove_app_dir(removal.app_dir)
+        self.remove_app_steps(removal)
     }
 
     fn resolve_image(&self, reference: &ImageRef) -> Result<Option<ImageId>, EngineError> {

@@ -5,8 +5,9 @@
 //! snapshot, the specs, the ids and names) is the shared vocabulary in
 //! `crate::vocab`, which the controller derives without importing this.
 //!
-//! Beside it: `gateway_file.rs` (the managed nginx.conf on disk) and
-//! `host_probe.rs` (free port, memory and disk, the health check's GET).
+//! Beside it: `gateway_file.rs` (the managed nginx.conf on disk),
+//! `data_volume.rs` (an app's loop-mounted data image) and `host_probe.rs`
+//! (free port, memory and disk, the health check's GET).
 //!
 //! The controller never builds docker argv itself; it asks an [`Engine`] for
 //! whole operations. Tests of the decision logic pass a fake engine that
@@ -15,6 +16,7 @@
 use std::fmt;
 
 pub mod client;
+pub mod data_volume;
 mod gateway_file;
 pub mod host_probe;
 
@@ -33,6 +35,9 @@ pub struct AppRemoval<'a> {
     pub running: &'a [ContainerId],
     pub networks: &'a [String],
     pub app_dir: &'a std::path::Path,
+    /// The app's data: unmounted last, and deleted when `purge_data`.
+    pub data: Option<&'a crate::vocab::DataUse>,
+    pub purge_data: bool,
 }
 
 /// What a successful deploy created.
@@ -229,7 +234,9 @@ pub trait Engine {
     /// Removes one app: stops `running` as [`Engine::stop`] does, removes
     /// exactly `containers` (never forced, never their volumes), the
     /// networks among `networks` that carry the app's label, and the app
-    /// directory with the files volce-lab wrote into it. Never an image.
+    /// directory with the files volce-lab wrote into it; then unmounts the
+    /// app's data, and deletes it only when the plan purges it. Never an
+    /// image.
     fn remove_app(&self, removal: &AppRemoval<'_>) -> Result<(), EngineError>;
     /// start: restart policy back to `unless-stopped`, then start the app
     /// container and the gateway, then the health check through the gateway

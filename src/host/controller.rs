@@ -98,6 +98,9 @@ struct EngineProbe<'a, E: Engine> {
 }
 
 impl<E: Engine> HostFacts for EngineProbe<'_, E> {
+    fn kept_data_mib(&self, image: &std::path::Path) -> Result<Option<u32>, Refusal> {
+        crate::docker::data_volume::kept_mib(image)
+    }
     fn host_port_free(&self, port: u16) -> bool {
         self.engine.host_port_free(port)
     }
@@ -132,6 +135,8 @@ pub struct Controller<E: Engine, C: Clock, L: Liveness> {
     clock: C,
     liveness: L,
     apps_dir: PathBuf,
+    /// `<state dir>/data` (beside `apps_dir`).
+    data_dir: PathBuf,
     env_dir: EnvDir,
 }
 
@@ -150,7 +155,9 @@ fn audit(at: i64, event: Event, outcome: AuditOutcome, actor: &str) -> AuditRow 
 impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
     pub fn new(policy: Policy, store: Store, engine: E, clock: C, liveness: L, apps_dir: PathBuf) -> Self {
         let policy_hash = policy.hash();
-        Controller { policy, policy_hash, store, engine, clock, liveness, apps_dir, env_dir: EnvDir::fixed() }
+        let data_dir = crate::host::paths::HostPaths::data_dir_in(apps_dir.parent().unwrap_or(&apps_dir));
+        let env_dir = EnvDir::fixed();
+        Controller { policy, policy_hash, store, engine, clock, liveness, apps_dir, data_dir, env_dir }
     }
 
     /// Reads env files (and their hash key) where `env_dir` says: the
@@ -210,7 +217,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
         let action = Action::parse(action)?;
         self.settle_abandoned(requester)?;
         self.retain(requester)?;
-        let Controller { policy, policy_hash, store, engine, apps_dir, env_dir, clock, .. } = self;
+        let Controller { policy, policy_hash, store, engine, apps_dir, data_dir, env_dir, clock, .. } = self;
         // Before anything is written: a full state filesystem is refused
         // here, not halfway through (`crate::store::space`).
         crate::store::space::require_room(apps_dir.parent().unwrap_or(apps_dir))?;
@@ -235,8 +242,16 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
         })?;
         let snapshot = engine.snapshot().map_err(engine_unavailable)?;
         let id = PlanId::random();
-        let ctx =
-            Context { policy, snapshot: &snapshot, apps: &apps, retired: &retired, apps_dir, plan_id: &id };
+        let (apps_now, retired_now) = (&apps, &retired);
+        let ctx = Context {
+            policy,
+            snapshot: &snapshot,
+            apps: apps_now,
+            retired: retired_now,
+            apps_dir,
+            data_dir,
+            plan_id: &id,
+        };
         let probe = EngineProbe { engine: &*engine, apps_dir, env_dir };
         // Every prepare adds state: none is accepted below the floors.
         validate::capacity_floors(policy, &probe)?;

@@ -75,6 +75,14 @@ impl HostPaths {
     pub fn apps_dir(&self) -> PathBuf {
         self.state_dir.join("apps")
     }
+    /// The apps' data images and their mount points, made at the first
+    /// deploy that has data (`crate::docker::data_volume`).
+    pub fn data_dir(&self) -> PathBuf {
+        Self::data_dir_in(&self.state_dir)
+    }
+    pub fn data_dir_in(state_dir: &Path) -> PathBuf {
+        state_dir.join("data")
+    }
     /// What setup made, so that `setup --undo` removes exactly that.
     pub fn setup_manifest(&self) -> PathBuf {
         self.state_dir.join("setup.json")

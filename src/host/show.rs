@@ -165,7 +165,16 @@ pub fn summary(stored: &StoredPlan, now: i64) -> String {
                 let _ = writeln!(out, "  {} {}", esc(name), id);
             }
         }
-        Payload::RemoveApp { app, containers, running, container_names, networks, app_dir } => {
+        Payload::RemoveApp {
+            app,
+            containers,
+            running,
+            container_names,
+            networks,
+            app_dir,
+            data,
+            purge_data,
+        } => {
             let _ = writeln!(out, "Before   app {} and these containers:", esc(app.as_str()));
             for (name, id) in container_names.iter().zip(containers) {
                 let note = if running.contains(id) { " (running: stopped first)" } else { "" };
@@ -181,6 +190,7 @@ pub fn summary(stored: &StoredPlan, now: i64) -> String {
                 out,
                 "After    all of it removed and the app's record forgotten; no volume, no image"
             );
+            removed_data(&mut out, data.as_ref(), *purge_data);
         }
         Payload::Start { app, containers, container_names, spec } => {
             let _ = writeln!(out, "Before   app {} stopped, restart policy no:", esc(app.as_str()));
@@ -269,6 +279,25 @@ fn left_secs(stored: &StoredPlan, now: i64) -> i64 {
 /// The app container's configuration as the operator reviews it: which
 /// file and its hash when the plan was made; its values are never shown
 /// (the operator reads the file itself).
+/// What a remove_app does to the app's data: said in capitals when the
+/// plan deletes it, since that is the one change no plan can undo.
+fn removed_data(out: &mut String, data: Option<&crate::vocab::DataUse>, purge: bool) {
+    let Some(data) = data else { return };
+    let image = esc(&data.image.display().to_string());
+    if purge {
+        let _ = writeln!(
+            out,
+            "         DATA: THIS PLAN DELETES THE APP'S DATA FOR GOOD ({image}, {} MiB)",
+            data.max_mib
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "         data: unmounted and kept at {image}; a deploy of the same app re-attaches it"
+        );
+    }
+}
+
 fn configuration(out: &mut String, env_file: Option<&crate::vocab::EnvFileUse>) {
     if let Some(used) = env_file {
         let _ = writeln!(

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::{AppName, ContainerId, EnvFileUse, HealthPath, ImageRef, PlanId, ServerName};
+use super::{AppName, ContainerId, DataUse, EnvFileUse, HealthPath, ImageRef, PlanId, ServerName};
 
 /// Resource limits applied to every container we start (from policy).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -52,6 +52,10 @@ pub struct DeploySpec {
     /// plans sealed before it existed keep their digest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub env_file: Option<EnvFileUse>,
+    /// The app's data directory, mounted before the app container is
+    /// created. Left out of the plan without one, as `env_file`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<DataUse>,
 }
 
 /// What a start plan starts (the engine's `start`): the recorded ids of a
@@ -68,6 +72,10 @@ pub struct StartSpec {
     /// their digest.
     #[serde(default, skip_serializing_if = "HealthPath::is_root")]
     pub health_path: HealthPath,
+    /// The app's data directory: mounted again (after a reboot, say)
+    /// before the app container starts. Left out without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<DataUse>,
 }
 
 /// Everything an update needs (the engine's `update`), derived by the
@@ -106,6 +114,10 @@ pub struct UpdateSpec {
     /// The new entry's configuration, as in [`DeploySpec::env_file`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub env_file: Option<EnvFileUse>,
+    /// The app's data, which the new container mounts beside the old one
+    /// (both see it during the switch). Left out without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<DataUse>,
 }
 
 /// Free capacity on the host, for the policy floors.

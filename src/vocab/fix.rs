@@ -204,6 +204,9 @@ impl Code {
             Code::CatalogKeyInUse => {
                 "Remove the apps that use the key first (a remove_app plan), or pin a new image under the key instead."
             }
+            Code::DataInvalid => {
+                "Tell the operator what the message names is in the way of the app's data: they move it away, then prepare a new plan."
+            }
             Code::CatalogEditInvalid => {
                 "Change the policy so that it still loads as the message says (the catalog needs one entry at least); nothing was written."
             }

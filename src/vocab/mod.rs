@@ -20,6 +20,8 @@
 //! - `env_file.rs`: an app's configuration: [`EnvFileName`], what a plan
 //!   records of it ([`EnvFileUse`]) and the `NAME=value` parser
 //!   ([`Configuration`]);
+//! - `data.rs`: an app's data directory: [`DataPath`], the catalog's
+//!   [`DataSpec`] and what a plan records of it ([`DataUse`]);
 //! - `engine.rs`: the specs the engine acts on ([`DeploySpec`],
 //!   [`StartSpec`], [`UpdateSpec`], [`ContainerLimits`]), [`Capacity`], and
 //!   the progress [`Step`]s it reports.
@@ -76,6 +78,7 @@ macro_rules! string_form {
 }
 pub(crate) use string_form;
 
+mod data;
 mod engine;
 mod env_file;
 mod fix;
@@ -84,6 +87,7 @@ mod names;
 mod refusal;
 mod snapshot;
 
+pub use data::{DATA_MIB_RANGE, DATA_OWNER, DATA_PATH_MAX, DataPath, DataSpec, DataUse, uncovered_volumes};
 pub use engine::{Capacity, ContainerLimits, DeploySpec, StartSpec, Step, UpdateSpec};
 pub use env_file::{
     Configuration, ENV_DIR, ENV_FILE_MAX_BYTES, ENV_FILE_MAX_VARIABLES, ENV_NAME_MAX, EnvFileError,

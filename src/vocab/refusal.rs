@@ -213,6 +213,9 @@ pub enum Code {
     CatalogKeyInUse,
     /// The edited policy would not load (e.g. the last catalog entry removed).
     CatalogEditInvalid,
+    /// Something at an app's data image path is not a data image volce-lab
+    /// made (not a root-owned regular file).
+    DataInvalid,
 }
 
 impl Code {
@@ -295,7 +298,7 @@ mod tests {
     #[test]
     fn code_strings_never_change() {
         use strum::VariantArray as _;
-        const SHIPPED: [&str; 102] = [
+        const SHIPPED: [&str; 103] = [
             "invalid_request",
             "request_too_large",
             "unknown_action",
@@ -398,6 +401,7 @@ mod tests {
             "catalog_key_not_found",
             "catalog_key_in_use",
             "catalog_edit_invalid",
+            "data_invalid",
         ];
         let strings: Vec<&str> = Code::VARIANTS.iter().map(|c| c.as_str()).collect();
         assert_eq!(strings, SHIPPED);

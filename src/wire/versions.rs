@@ -56,7 +56,8 @@ pub const ADDITIONS: &[(u32, &str)] = &[
          `gateway_access_log`; a deploy's or update's spec names the entry's env file and its keyed hash \
          (`env_file`, never a value) and the inventory says `has_configuration`; a rolled-back execute's refusal \
          and its plan view carry the failed app container's last lines (`app_log`: redacted, bounded, \
-         untrusted) (0.2.0)",
+         untrusted); a catalog entry's `data` directory (the inventory's `has_data`, each app's `data`, a \
+         deploy's, update's, start's and restart's spec), and remove_app's `purge_data` (0.2.0)",
     ),
 ];
 
@@ -156,8 +157,12 @@ impl Feature {
             ) => 1,
             // A helper of protocol 1 answers it `unknown_action`.
             Feature::Action(Action::Restart | Action::Rollback) => 2,
-            // Every parameter so far came with its action.
+            // A helper of protocol 1 refuses it as a stray parameter.
+            Feature::Parameter(Action::RemoveApp, "purge_data") => 2,
+            // Every other parameter so far came with its action.
             Feature::Parameter(action, _) => Feature::Action(action).since(),
+            // Left out, it is the remove_app every protocol knows (data kept).
+            Feature::Omitted(Action::RemoveApp, "purge_data") => 1,
             // A helper of protocol 1 refuses a deploy without its port.
             Feature::Omitted(..) => 2,
             Feature::SinceMinutes | Feature::RequestId => 1,

@@ -881,6 +881,7 @@ fn record_app(host: &Host, app: &str, id: &str, plan: &str, port: u16) {
         configuration: None,
         kept_versions: Vec::new(),
         health_path: None,
+        data: None,
     };
     let engine = volce_lab::host::real_engine(&host.paths);
     let mut controller =

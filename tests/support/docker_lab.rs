@@ -158,6 +158,7 @@ impl Lab {
             app_dir: self.app_dir(),
             limits: self.limits(),
             env_file: None,
+            data: None,
         }
     }
 

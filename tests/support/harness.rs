@@ -172,6 +172,7 @@ impl Harness {
             configuration: None,
             kept_versions: vec![],
             health_path: None,
+            data: None,
         };
         let row = AuditRow {
             at: START - 3600,

@@ -62,6 +62,7 @@ impl Action {
     pub fn optional_parameters(self) -> &'static [&'static str] {
         match self {
             Action::Deploy => &["container_port"],
+            Action::RemoveApp => &["purge_data"],
             _ => &[],
         }
     }
@@ -72,7 +73,7 @@ impl Action {
             Action::NginxConfig => &["app", "server_name"],
             Action::Stop => &["app"],
             Action::RemoveImage => &["image_id"],
-            Action::RemoveApp => &["app"],
+            Action::RemoveApp => &["app", "purge_data"],
             Action::Start => &["app"],
             Action::Update => &["app", "image"],
             Action::Restart => &["app"],

@@ -3,8 +3,9 @@
 //!
 //! A value is either a bare pinned reference (today's meaning: the agent
 //! names the container port, the health check asks `/`) or an object
-//! `{"image", "container_port", "health_path", "env_file"}` with no other
-//! key. `env_file` names the app's configuration: a file directly in
+//! `{"image", "container_port", "health_path", "env_file", "data"}` with no
+//! other key. `data` (`{"path", "max_mib"}`) gives the app a data directory
+//! (`crate::vocab::DataSpec`). `env_file` names the app's configuration: a file directly in
 //! `/etc/volce-lab/apps/` (`crate::vocab::EnvFileName`); only its name is
 //! part of the policy, its content is hashed into each plan instead
 //! (`crate::vocab::EnvFileUse`), so editing it voids only that key's plans. An entry
@@ -14,7 +15,10 @@
 
 use serde::{Serialize, Serializer};
 
-use crate::vocab::{ENV_DIR, EnvFileName, HEALTH_PATH_MAX, HealthPath, ImageRef};
+use crate::vocab::{
+    DATA_MIB_RANGE, DATA_PATH_MAX, DataPath, DataSpec, ENV_DIR, EnvFileName, HEALTH_PATH_MAX, HealthPath,
+    ImageRef,
+};
 
 /// A validated catalog entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,16 +31,27 @@ pub struct CatalogEntry {
     pub health_path: HealthPath,
     /// The app's configuration, given to its container at create.
     pub env_file: Option<EnvFileName>,
+    /// The app's data directory: where it is mounted and its size cap.
+    pub data: Option<DataSpec>,
 }
 
 impl CatalogEntry {
     /// A bare pinned reference: today's meaning.
     pub fn bare(image: ImageRef) -> CatalogEntry {
-        CatalogEntry { image, container_port: None, health_path: HealthPath::default(), env_file: None }
+        CatalogEntry {
+            image,
+            container_port: None,
+            health_path: HealthPath::default(),
+            env_file: None,
+            data: None,
+        }
     }
 
     fn is_bare(&self) -> bool {
-        self.container_port.is_none() && self.health_path.is_root() && self.env_file.is_none()
+        self.container_port.is_none()
+            && self.health_path.is_root()
+            && self.env_file.is_none()
+            && self.data.is_none()
     }
 }
 
@@ -52,6 +67,8 @@ struct EntryObject<'a> {
     /// As the operator wrote it: the absolute path.
     #[serde(skip_serializing_if = "Option::is_none")]
     env_file: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    data: Option<&'a DataSpec>,
 }
 
 fn is_root(path: &&HealthPath) -> bool {
@@ -68,13 +85,14 @@ impl Serialize for CatalogEntry {
             container_port: self.container_port,
             health_path: &self.health_path,
             env_file: self.env_file.as_ref().map(EnvFileName::policy_path),
+            data: self.data.as_ref(),
         }
         .serialize(serializer)
     }
 }
 
 /// The keys an entry object may have, in the order messages name them.
-const KEYS: &[&str] = &["image", "container_port", "health_path", "env_file"];
+const KEYS: &[&str] = &["image", "container_port", "health_path", "env_file", "data"];
 
 /// Parses one catalog value (`key` names it in the messages).
 pub(super) fn entry(key: &str, value: &serde_json::Value) -> Result<CatalogEntry, String> {
@@ -131,5 +149,30 @@ pub(super) fn entry(key: &str, value: &serde_json::Value) -> Result<CatalogEntry
             )
         })?),
     };
-    Ok(CatalogEntry { image, container_port, health_path, env_file })
+    let data = object.get("data").map(|value| data(key, value)).transpose()?;
+    Ok(CatalogEntry { image, container_port, health_path, env_file, data })
+}
+
+/// An entry's `data`: exactly `path` and `max_mib`.
+fn data(key: &str, value: &serde_json::Value) -> Result<DataSpec, String> {
+    let (low, high) = (DATA_MIB_RANGE.start(), DATA_MIB_RANGE.end());
+    let wrong = || {
+        format!(
+            "catalog entry {key:?}: data must be an object with exactly path (an absolute path of at most \
+             {DATA_PATH_MAX} bytes of letters, digits, '/', '-', '.' and '_', outside /tmp, /proc, /sys, /dev, \
+             /etc, /usr, /run and the other system directories) and max_mib (an integer from {low} to {high})"
+        )
+    };
+    let object = value.as_object().filter(|o| o.len() == 2).ok_or_else(wrong)?;
+    let path = object.get("path").and_then(serde_json::Value::as_str).and_then(DataPath::parse);
+    let max_mib = object
+        .get("max_mib")
+        .filter(|n| n.is_u64())
+        .and_then(serde_json::Value::as_u64)
+        .and_then(|n| u32::try_from(n).ok())
+        .filter(|n| DATA_MIB_RANGE.contains(n));
+    match (path, max_mib) {
+        (Some(path), Some(max_mib)) => Ok(DataSpec { path, max_mib }),
+        _ => Err(wrong()),
+    }
 }

@@ -103,6 +103,7 @@ fn deploy_web(host_port: u16) -> Payload {
             log_max_files: 1,
         },
         env_file: None,
+        data: None,
     };
     Payload::Deploy { image_key: "web".into(), network: "vl-web".into(), containers: vec![], spec }
 }
@@ -118,6 +119,7 @@ fn restart_shop() -> Payload {
         host_port: 18001,
         server_name: ServerName::parse("shop.example").unwrap(),
         health_path: Default::default(),
+        data: None,
     };
     Payload::Restart { app: app("shop"), containers: vec![id('a'), id('b')], container_names: vec![], spec }
 }

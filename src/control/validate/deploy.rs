@@ -101,8 +101,13 @@ pub(super) fn deploy(
         return refuse(Code::PortInUse, format!("Something already listens on 127.0.0.1:{host_port}."));
     }
     capacity_floors(ctx.policy, facts)?;
-    refuse_volumes(&format!("The catalog image `{image_key}`"), app_image, facts)?;
-    refuse_volumes("The gateway image (the policy's nginx_image)", &ctx.policy.nginx_image, facts)?;
+    let data = super::data::for_deploy(&app, entry, ctx, facts)?;
+    if let Some((data, false)) = &data {
+        super::data::room_for(data, ctx, facts)?;
+    }
+    let data_path = data.as_ref().map(|(d, _)| &d.path);
+    refuse_volumes(&format!("The catalog image `{image_key}`"), app_image, data_path, facts)?;
+    refuse_volumes("The gateway image (the policy's nginx_image)", &ctx.policy.nginx_image, None, facts)?;
     let env_file = configuration(entry, facts)?;
 
     let nginx_config = crate::nginx::render(server_name.as_str(), container_port, ctx.policy.access_log());
@@ -131,19 +136,21 @@ pub(super) fn deploy(
             labels: labels("gateway"),
         },
     ];
+    let mut containers_touched = vec![
+        format!("{} (new)", names.app_container),
+        format!("{} (new)", names.gateway_container),
+        format!("networks {} and {} (new)", names.network, names.edge_network),
+    ];
+    containers_touched.extend(data.as_ref().map(|(data, kept)| super::data::touched(data, *kept)));
     let impact = Impact {
         target: format!("new app {app} on 127.0.0.1:{host_port} for {server_name}"),
-        containers_touched: vec![
-            format!("{} (new)", names.app_container),
-            format!("{} (new)", names.gateway_container),
-            format!("networks {} and {} (new)", names.network, names.edge_network),
-        ],
+        containers_touched,
         data_volumes_deleted: false,
         shared_nginx_changed: false,
         rollback: "On failure the new containers, networks and app directory are removed and their absence \
                    verified: the plan then ends failed (rolled_back) and blocks nothing. If the removal cannot \
                    be verified, what is left stays as evidence for an operator. Nothing that existed before is \
-                   touched."
+                   touched; new data is removed with the rest, kept data is only unmounted."
             .into(),
     };
     let spec = DeploySpec {
@@ -159,6 +166,7 @@ pub(super) fn deploy(
         nginx_config,
         limits: ctx.policy.limits.clone(),
         env_file,
+        data: data.map(|(data, _)| data),
     };
     let network = names.network;
     Ok((Payload::Deploy { image_key: image_key.to_owned(), network, containers, spec }, impact))

@@ -89,7 +89,8 @@ pub(super) fn start(
             .into(),
     };
     let health_path = deployed_health_path(record, ctx);
-    let spec = StartSpec { app_container, gateway, host_port: port, server_name, health_path };
+    let data = record.data.clone();
+    let spec = StartSpec { app_container, gateway, host_port: port, server_name, health_path, data };
     Ok((Payload::Start { app, containers, container_names, spec }, impact))
 }
 
@@ -210,6 +211,7 @@ pub(super) fn restart(
         host_port: port,
         server_name,
         health_path: deployed_health_path(record, ctx),
+        data: record.data.clone(),
     };
     let container_names = vec![app_c.name.clone(), gateway_c.name.clone()];
     Ok((Payload::Restart { app, containers, container_names, spec }, impact))

@@ -130,6 +130,11 @@ pub(super) fn remove_app(
 ) -> Result<(Payload, Impact), Refusal> {
     exact_keys(params, Action::RemoveApp)?;
     let app = app_name(params)?;
+    let purge_data = match params.get("purge_data") {
+        None => false,
+        Some(Value::Bool(purge)) => *purge,
+        Some(_) => return refuse(Code::InvalidParameters, "purge_data must be true or false."),
+    };
     let Some(record) = ctx.apps.get(app.as_str()) else {
         return refuse(Code::AppNotFound, format!("{app} is not an app that volce-lab deployed."));
     };
@@ -178,6 +183,19 @@ pub(super) fn remove_app(
         .collect();
     touched.extend(networks.iter().map(|n| format!("network {n} (removed)")));
     touched.push(format!("{} (removed)", app_dir.display()));
+    let data = record.data.clone();
+    if let Some(data) = &data {
+        touched.push(if purge_data {
+            format!(
+                "data {} (DELETED FOR GOOD: {} MiB the app wrote at {})",
+                data.image.display(),
+                data.max_mib,
+                data.path
+            )
+        } else {
+            format!("data {} (unmounted and kept: a deploy of {app} re-attaches it)", data.image.display())
+        });
+    }
     let impact = Impact {
         target: format!(
             "app {app} ({}, 127.0.0.1:{}): removed for good, freeing its name, port and quota slot",
@@ -185,12 +203,16 @@ pub(super) fn remove_app(
             record.host_port
         ),
         containers_touched: touched,
-        data_volumes_deleted: false,
+        data_volumes_deleted: purge_data && data.is_some(),
         shared_nginx_changed: false,
         rollback:
             "None: a removed app comes back only by a new deploy. Its images stay (remove_image) and no \
-                   volume is removed."
+                   docker volume is removed; its data is kept unless the plan purges it."
                 .into(),
     };
-    Ok((Payload::RemoveApp { app, containers, running, container_names, networks, app_dir }, impact))
+    let purge_data = purge_data && data.is_some();
+    Ok((
+        Payload::RemoveApp { app, containers, running, container_names, networks, app_dir, data, purge_data },
+        impact,
+    ))
 }

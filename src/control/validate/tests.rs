@@ -23,6 +23,7 @@ struct FakeProbe {
     holds: BTreeMap<ImageId, Option<ImageHolds>>,
     /// What `env_file` answers: the file's hash, or refused.
     env_sha256: Option<String>,
+    kept_data_mib: Option<u32>,
 }
 
 impl Default for FakeProbe {
@@ -35,11 +36,15 @@ impl Default for FakeProbe {
             volumes: BTreeMap::new(),
             holds: BTreeMap::new(),
             env_sha256: Some("e".repeat(64)),
+            kept_data_mib: None,
         }
     }
 }
 
 impl HostFacts for FakeProbe {
+    fn kept_data_mib(&self, _image: &Path) -> Result<Option<u32>, Refusal> {
+        Ok(self.kept_data_mib)
+    }
     fn host_port_free(&self, _port: u16) -> bool {
         self.port_free
     }
@@ -132,6 +137,7 @@ fn record(app: &str, port: u16, state: AppState) -> AppRecord {
         configuration: None,
         kept_versions: vec![],
         health_path: None,
+        data: None,
     }
 }
 
@@ -177,6 +183,7 @@ impl World {
             apps: &self.apps,
             retired: &self.retired,
             apps_dir: Path::new("/state/apps"),
+            data_dir: Path::new("/state/data"),
             plan_id: &self.plan_id,
         };
         derive(action, &params, &ctx, &self.probe)

@@ -52,7 +52,12 @@ pub(super) fn update(
             ),
         );
     }
-    super::refuse_volumes(&format!("The catalog image `{image_key}`"), &entry.image, facts)?;
+    super::refuse_volumes(
+        &format!("The catalog image `{image_key}`"),
+        &entry.image,
+        data_path(record),
+        facts,
+    )?;
     if let Some(port_of_entry) = entry.container_port
         && port_of_entry != record.container_port
     {
@@ -101,7 +106,7 @@ pub(super) fn rollback(
         );
     };
     let key = &to.image_key;
-    super::refuse_volumes(&format!("The kept image of `{key}`"), &to.app_image, facts)?;
+    super::refuse_volumes(&format!("The kept image of `{key}`"), &to.app_image, data_path(record), facts)?;
     if to.container_port != record.container_port {
         return refuse(
             Code::ContainerPortMismatch,
@@ -154,6 +159,12 @@ fn running<'a>(app: &AppName, ctx: &'a Context<'_>, doing: &str) -> Result<&'a A
         ),
         _ => refusal,
     })
+}
+
+/// Where the app's data is mounted: an app keeps its data where its
+/// deploy put it, whatever entry it moves to.
+fn data_path(record: &AppRecord) -> Option<&crate::vocab::DataPath> {
+    record.data.as_ref().map(|data| &data.path)
 }
 
 fn sorted(record: &AppRecord) -> Vec<ContainerId> {
@@ -254,6 +265,7 @@ fn switch(
         container_name: container_name.clone(),
         limits: ctx.policy.limits.clone(),
         env_file: target.env_file.clone(),
+        data: record.data.clone(),
     };
     let impact = Impact {
         target: String::new(),

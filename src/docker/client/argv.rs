@@ -12,7 +12,7 @@ use std::path::Path;
 use super::GATEWAY_CONFIG_PATH;
 use crate::docker::LogWindow;
 use crate::vocab::{
-    AppName, ContainerId, ContainerLimits, EnvFileUse, LABEL_APP, LABEL_PLAN, LABEL_ROLE, PlanId,
+    AppName, ContainerId, ContainerLimits, DataUse, EnvFileUse, LABEL_APP, LABEL_PLAN, LABEL_ROLE, PlanId,
 };
 
 pub(super) fn argv(words: &[&str]) -> Vec<String> {
@@ -65,6 +65,20 @@ pub(super) fn logs(container: &ContainerId, window: LogWindow) -> Vec<String> {
 pub(super) fn env_file(used: Option<&EnvFileUse>) -> Vec<String> {
     match used {
         Some(used) => vec!["--env-file".to_owned(), used.path.display().to_string()],
+        None => Vec::new(),
+    }
+}
+
+/// `--mount` of the app's data directory (its mount point, where
+/// `crate::docker::data_volume` mounted the image) at the entry's path, for
+/// an app container whose entry has data; nothing otherwise. The mount
+/// point's flags (nosuid, nodev, noexec) carry over to the bind mount.
+pub(super) fn data_mount(data: Option<&DataUse>) -> Vec<String> {
+    match data {
+        Some(data) => vec![
+            "--mount".to_owned(),
+            format!("type=bind,source={},target={}", data.mount.display(), data.path),
+        ],
         None => Vec::new(),
     }
 }

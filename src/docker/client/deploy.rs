@@ -13,9 +13,10 @@
 //! nothing); anything else keeps it `needs_inspection`, with what is left
 //! kept as evidence.
 
-use super::argv::{app_network, argv, config_mount, edge_network, env_file, hardening, labels};
+use super::argv::{app_network, argv, config_mount, data_mount, edge_network, env_file, hardening, labels};
 use super::parse::{first_line, lines};
 use super::{DockerClient, NGINX, NGINX_TEST, PULL, QUICK, Runner};
+use crate::docker::data_volume::{self, Ensured};
 use crate::docker::gateway_file::{remove_new_config, write_new_config};
 use crate::docker::host_probe::{http_get, port_free};
 use crate::docker::{Deployed, EngineError, ProgressSink};
@@ -57,7 +58,8 @@ impl<R: Runner> DockerClient<R> {
                 let gone = !error.outcome_unknown()
                     && !matches!(error, EngineError::Host { .. })
                     && self.created_by_plan(&spec.plan_id).is_ok_and(|(c, n)| c.is_empty() && n.is_empty())
-                    && (!created.app_dir || remove_new_config(&spec.app_dir));
+                    && (!created.app_dir || remove_new_config(&spec.app_dir))
+                    && release_data(spec, created.data);
                 Err(if gone { EngineError::RolledBack { cause: Box::new(error), app_log } } else { error })
             }
         }
@@ -116,8 +118,8 @@ impl<R: Runner> DockerClient<R> {
         let (app_image, gateway_image) = (spec.app_image.as_str(), spec.gateway_image.as_str());
         self.call("pull app image", argv(&["pull", "--quiet", app_image]), PULL)?;
         self.call("pull gateway image", argv(&["pull", "--quiet", gateway_image]), PULL)?;
-        self.refuse_volumes(&spec.app_image)?;
-        self.refuse_volumes(&spec.gateway_image)?;
+        self.refuse_volumes(&spec.app_image, spec.data.as_ref().map(|d| &d.path))?;
+        self.refuse_volumes(&spec.gateway_image, None)?;
         progress.step(Step::Pulled);
 
         let role_labels = |role: &str| labels(app, role, &spec.plan_id);
@@ -132,11 +134,15 @@ impl<R: Runner> DockerClient<R> {
         created.app_dir = true;
         let mount = config_mount(&config_path);
 
+        if let Some(data) = &spec.data {
+            created.data = Some(data_volume::ensure(data)?);
+        }
         // The app: on the internal network only, reachable as `app`, publishes nothing.
         let mut args = argv(&["create", "--name", &names.app_container]);
         args.extend(role_labels("app"));
         args.extend(hardening(&spec.limits, "1000:1000", "unless-stopped"));
         args.extend(env_file(spec.env_file.as_ref()));
+        args.extend(data_mount(spec.data.as_ref()));
         args.extend(argv(&["--network", network, "--network-alias", crate::nginx::APP_ALIAS]));
         args.push(app_image.to_owned());
         let app_id = self.created_container("create app container", args, created)?;
@@ -201,6 +207,15 @@ impl<R: Runner> DockerClient<R> {
     }
 }
 
+/// A failed deploy's data back as it was: new data deleted, kept data
+/// unmounted and whole. Whether that succeeded.
+fn release_data(spec: &DeploySpec, ensured: Option<Ensured>) -> bool {
+    match (&spec.data, ensured) {
+        (Some(data), Some(ensured)) => data_volume::release(data, ensured == Ensured::Made).is_ok(),
+        _ => true,
+    }
+}
+
 /// What a deploy created so far, by id.
 #[derive(Debug, Default)]
 pub(super) struct Created {
@@ -212,6 +227,9 @@ pub(super) struct Created {
     /// This deploy created the app directory and its nginx.conf (the
     /// controller refuses a deploy whose directory exists).
     app_dir: bool,
+    /// This deploy mounted the app's data: made now (removed again by a
+    /// failed deploy) or kept from before (only unmounted again).
+    data: Option<Ensured>,
 }
 
 /// The values of a spec that no type carries. The names, references and
@@ -226,7 +244,20 @@ fn check_untyped_values(spec: &DeploySpec) -> Result<(), EngineError> {
     // An env file path is one argv element after `--env-file`; absolute,
     // so docker can never read it as an option or relative to its cwd.
     let env_ok = spec.env_file.as_ref().is_none_or(|used| used.path.is_absolute());
-    if dir_ok && env_ok && spec.host_port >= 1024 && spec.container_port >= 1 && spec.limits.millicpus > 0 {
+    // The mount point goes into the `--mount` list too.
+    let data_ok = spec.data.as_ref().is_none_or(|data| {
+        let mount = data.mount.to_str().unwrap_or("");
+        data.mount.is_absolute()
+            && data.image.is_absolute()
+            && mount.bytes().all(|c| c.is_ascii_graphic() && !b",:\"'=".contains(&c))
+    });
+    if dir_ok
+        && env_ok
+        && data_ok
+        && spec.host_port >= 1024
+        && spec.container_port >= 1
+        && spec.limits.millicpus > 0
+    {
         Ok(())
     } else {
         Err(EngineError::Host { step: "validate deploy spec" })

@@ -20,12 +20,12 @@
 
 use std::time::{Duration, Instant};
 
-use super::argv::{argv, env_file, hardening, labels};
+use super::argv::{argv, data_mount, env_file, hardening, labels};
 use super::deploy::Created;
 use super::parse::{first_line, lines};
 use super::{DockerClient, PULL, QUICK, Runner};
 use crate::docker::gateway_file::{backup, open_managed_config, read_bounded, rewrite};
-use crate::docker::{EngineError, ProgressSink};
+use crate::docker::{EngineError, ProgressSink, data_volume};
 use crate::vocab::{ContainerId, StartSpec, Step, UpdateSpec};
 
 /// How long the old container keeps running after the switch, so that the
@@ -80,6 +80,11 @@ impl<R: Runner> DockerClient<R> {
         ids: &[ContainerId; 2],
         progress: &dyn ProgressSink,
     ) -> Result<(), EngineError> {
+        // Its data before the app: after a reboot the image is not mounted
+        // until a plan mounts it again (`data_volume`, module header).
+        if let Some(data) = &spec.data {
+            data_volume::ensure(data)?;
+        }
         // The app first: the gateway resolves it when it starts.
         for id in ids {
             self.call(
@@ -145,13 +150,17 @@ impl<R: Runner> DockerClient<R> {
         let names = spec.app.names();
         let image = spec.app_image.as_str();
         self.call("pull app image", argv(&["pull", "--quiet", image]), PULL)?;
-        self.refuse_volumes(&spec.app_image)?;
+        self.refuse_volumes(&spec.app_image, spec.data.as_ref().map(|d| &d.path))?;
         progress.step(Step::Pulled);
+        if let Some(data) = &spec.data {
+            data_volume::ensure(data)?;
+        }
 
         let mut args = argv(&["create", "--name", &spec.container_name]);
         args.extend(labels(&spec.app, "app", &spec.plan_id));
         args.extend(hardening(&spec.limits, "1000:1000", "unless-stopped"));
         args.extend(env_file(spec.env_file.as_ref()));
+        args.extend(data_mount(spec.data.as_ref()));
         args.extend(argv(&["--network", &names.network, "--network-alias", &spec.container_name]));
         args.push(image.to_owned());
         let out = self.call("create new app container", args, QUICK)?;

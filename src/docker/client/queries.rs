@@ -17,7 +17,7 @@ use crate::docker::host_probe::http_get;
 use crate::docker::{EngineError, LogStreams, LogWindow};
 use crate::exec::ExecutionStatus;
 use crate::nginx::GATEWAY_LISTEN_PORT;
-use crate::vocab::{ContainerId, HealthPath, ImageId, ImageRef, ServerName};
+use crate::vocab::{ContainerId, DataPath, HealthPath, ImageId, ImageRef, ServerName, uncovered_volumes};
 
 /// What `docker network inspect` says of a network's labels and options
 /// (`null` for none).
@@ -131,9 +131,14 @@ impl<R: Runner> DockerClient<R> {
     /// anonymous volume: writable, on the host's disk, unbounded, and left
     /// behind by every `docker rm` volce-lab runs (never `-v`). The plan was
     /// refused at plan time if the image was already local; this is the
-    /// check for one that was not.
-    pub(super) fn refuse_volumes(&self, reference: &ImageRef) -> Result<(), EngineError> {
-        match self.declared_volumes(reference)? {
+    /// check for one that was not. A volume at exactly the app's data path
+    /// is covered by the data directory mounted there.
+    pub(super) fn refuse_volumes(
+        &self,
+        reference: &ImageRef,
+        data: Option<&DataPath>,
+    ) -> Result<(), EngineError> {
+        match self.declared_volumes(reference)?.map(|volumes| uncovered_volumes(volumes, data)) {
             Some(volumes) if volumes.is_empty() => Ok(()),
             Some(volumes) => Err(EngineError::ImageDeclaresVolumes { image: reference.clone(), volumes }),
             // Just pulled, yet not there: nothing is created from it.

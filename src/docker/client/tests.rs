@@ -130,6 +130,7 @@ fn spec(app_dir: &Path, host_port: u16) -> DeploySpec {
         app_dir: app_dir.to_path_buf(),
         limits: limits(),
         env_file: None,
+        data: None,
     }
 }
 
@@ -586,6 +587,8 @@ fn remove_app_stops_the_running_removes_exactly_the_given_ids_and_only_its_label
         running: &[a],
         networks: &networks,
         app_dir: &app_dir,
+        data: None,
+        purge_data: false,
     };
     engine.remove_app(&removal).unwrap();
     assert_eq!(
@@ -614,8 +617,15 @@ fn remove_app_keeps_a_directory_holding_anything_volce_lab_did_not_write() {
         let app_dir = dir.path().to_owned();
         let engine = DockerClient::with_runner(Fake::new(|_| Ok(String::new())), "/nonexistent");
         let app = AppName::parse("shop").unwrap();
-        let removal =
-            AppRemoval { app: &app, containers: &[], running: &[], networks: &[], app_dir: &app_dir };
+        let removal = AppRemoval {
+            app: &app,
+            containers: &[],
+            running: &[],
+            networks: &[],
+            app_dir: &app_dir,
+            data: None,
+            purge_data: false,
+        };
         assert!(matches!(engine.remove_app(&removal), Err(EngineError::Host { .. })), "{stranger}");
         assert!(
             app_dir.join("nginx.conf").exists() && app_dir.join(stranger).exists(),

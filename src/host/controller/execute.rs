@@ -293,6 +293,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             apps,
             retired,
             apps_dir: &self.apps_dir,
+            data_dir: &self.data_dir,
             plan_id: &plan.id,
         };
         let probe = EngineProbe { engine: &self.engine, apps_dir: &self.apps_dir, env_dir: &self.env_dir };
@@ -342,8 +343,9 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 self.engine.stop(containers).map(|()| containers.iter().map(|c| c.to_string()).collect())
             }
             Payload::RemoveImage { image_id, .. } => self.engine.remove_image(image_id).map(|()| vec![]),
-            Payload::RemoveApp { app, containers, running, networks, app_dir, .. } => {
-                let removal = AppRemoval { app, containers, running, networks, app_dir };
+            Payload::RemoveApp { app, containers, running, networks, app_dir, data, purge_data, .. } => {
+                let (data, purge_data) = (data.as_ref(), *purge_data);
+                let removal = AppRemoval { app, containers, running, networks, app_dir, data, purge_data };
                 self.engine.remove_app(&removal).map(|()| containers.iter().map(|c| c.to_string()).collect())
             }
             Payload::Start { spec, .. } => self

@@ -31,8 +31,8 @@ use crate::wire::answers::Word;
 use crate::wire::answers::app_state::EngineState;
 use crate::wire::answers::gateways::{Gateway, GatewayStatus};
 use crate::wire::answers::inventory::{
-    AppImage, CatalogImage, ForeignCounts, GatewayImage, HelperVersion, Inventory, KeptVersionView, LastPlan,
-    ManagedApp, Offer, OpenPlan, PortOffer, PortUse, Quota, UnsettledPlan,
+    AppImage, CatalogImage, DataView, ForeignCounts, GatewayImage, HelperVersion, Inventory, KeptVersionView,
+    LastPlan, ManagedApp, Offer, OpenPlan, PortOffer, PortUse, Quota, UnsettledPlan,
 };
 
 /// At most this many free port ranges are listed; `free_count` counts all.
@@ -60,7 +60,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 health_path: entry.health_path.clone(),
                 // Whether, never what: the values stay on the host.
                 has_configuration: entry.env_file.is_some(),
-                has_data: false,
+                has_data: entry.data.is_some(),
             });
         }
         let gateway_id = self.engine.resolve_image(&self.policy.nginx_image).map_err(engine_unavailable)?;
@@ -187,6 +187,12 @@ fn managed_app(record: &AppRecord, snapshot: &Snapshot, last: Option<&StoredPlan
                 present: v.image_id.as_ref().is_some_and(|id| snapshot.images.contains(id)),
             })
             .collect(),
+        data: record.data.as_ref().map(|data| DataView {
+            path: data.path.clone(),
+            max_mib: data.max_mib,
+            // Unknown reads as not mounted: the next start mounts it anyway.
+            mounted: crate::docker::data_volume::mounted(&data.mount).unwrap_or(false),
+        }),
     }
 }
 

@@ -46,6 +46,7 @@ fn record(state: AppState) -> AppRecord {
         configuration: None,
         kept_versions: vec![],
         health_path: None,
+        data: None,
     }
 }
 

@@ -99,7 +99,8 @@ pub fn plan_input() -> Arc<JsonObject> {
                     "host_port": port("Loopback port of the gateway (deploy)."),
                     "container_port": port("Port the app listens on inside its container (deploy; optional when the catalog entry sets it)."),
                     "server_name": {"type": "string", "description": "nginx server_name (deploy, nginx_config)."},
-                    "image_id": {"type": "string", "description": "sha256:<64 hex> of the image to remove (remove_image)."}
+                    "image_id": {"type": "string", "description": "sha256:<64 hex> of the image to remove (remove_image)."},
+                    "purge_data": {"type": "boolean", "description": "remove_app only: true deletes the app's data directory for good; left out (or false) keeps it for a later deploy of the same app."}
                 },
                 "additionalProperties": false
             }

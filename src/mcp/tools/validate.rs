@@ -27,16 +27,18 @@ pub const MAX_ARGUMENT_BYTES: usize = 12 * 1024;
 pub(super) enum Kind {
     Text,
     Port,
+    Flag,
 }
 
 /// Every plan parameter any action takes, with its kind.
-pub(super) const PARAMETERS: [(&str, Kind); 6] = [
+pub(super) const PARAMETERS: [(&str, Kind); 7] = [
     ("app", Kind::Text),
     ("image", Kind::Text),
     ("host_port", Kind::Port),
     ("container_port", Kind::Port),
     ("server_name", Kind::Text),
     ("image_id", Kind::Text),
+    ("purge_data", Kind::Flag),
 ];
 
 /// The lowest and highest port a plan may name.
@@ -174,7 +176,16 @@ pub fn validate(tool: ToolName, arguments: Option<&Map<String, Value>>) -> Resul
             for (key, value) in parameters {
                 let kind = PARAMETERS.iter().find(|(name, _)| name == key).map(|(_, kind)| *kind);
                 match (kind, value) {
-                    (Some(Kind::Text), Value::String(_)) => {}
+                    (Some(Kind::Text), Value::String(_)) | (Some(Kind::Flag), Value::Bool(_)) => {}
+                    (Some(Kind::Flag), other) => {
+                        return Err(refuse(
+                            Code::WrongType,
+                            format!(
+                                "parameter `{key}` must be true or false, not {}; nothing was run.",
+                                type_name(other)
+                            ),
+                        ));
+                    }
                     (Some(Kind::Port), Value::Number(n))
                         if n.as_u64().is_some_and(|p| PORTS.contains(&p)) => {}
                     (Some(Kind::Text), other) => {

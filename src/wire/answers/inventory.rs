@@ -56,6 +56,20 @@ pub struct ManagedApp {
     /// returns to is the first). Absent from a helper before 0.2.0.
     #[serde(default)]
     pub kept_versions: Vec<KeptVersionView>,
+    /// The app's data directory, when its catalog entry gave it one.
+    /// Absent from a helper before 0.2.0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<DataView>,
+}
+
+/// An app's data directory: where the app sees it, its cap, and whether
+/// it is mounted now (false after a reboot until a start or restart plan
+/// mounts it again).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DataView {
+    pub path: crate::vocab::DataPath,
+    pub max_mib: u32,
+    pub mounted: bool,
 }
 
 /// A version an update replaced, kept for `rollback`.

@@ -145,6 +145,7 @@ fn an_inventory_is_version_1_json() {
                 finished_at: None,
             }),
             kept_versions: vec![],
+            data: None,
         }],
         offer: Offer {
             catalog: vec![CatalogImage {

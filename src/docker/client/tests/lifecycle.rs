@@ -42,6 +42,7 @@ fn start_spec(port: u16) -> StartSpec {
         host_port: port,
         server_name: ServerName::parse("shop.example").unwrap(),
         health_path: Default::default(),
+        data: None,
     }
 }
 
@@ -141,6 +142,7 @@ fn update_spec(app_dir: &Path, port: u16) -> UpdateSpec {
         container_name: name,
         limits: limits(),
         env_file: None,
+        data: None,
     }
 }
 

@@ -72,6 +72,8 @@ fn remove_app_verifies_a_refused_first_rm_only_when_nothing_was_stopped() {
         running,
         networks: &[],
         app_dir: dir.path(),
+        data: None,
+        purge_data: false,
     };
     let engine = refusing(format!("rm {}", hex('a')), Some("no running"));
     assert_eq!(

@@ -76,6 +76,7 @@ pub(super) fn record_apps(
                 configuration: spec.env_file.clone(),
                 kept_versions: vec![],
                 health_path: Some(spec.health_path.clone()),
+                data: spec.data.clone(),
             };
             tx.put_app(&record, now)?;
         }
@@ -229,6 +230,7 @@ fn updated(
     record.upstream = Some(spec.container_name.clone());
     record.configuration = spec.env_file.clone();
     record.health_path = Some(spec.health_path.clone());
+    record.data = spec.data.clone();
 }
 
 #[cfg(test)]

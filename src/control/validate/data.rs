@@ -1,0 +1,57 @@
+//! What a plan records of an app's data directory ([`DataUse`]), and the
+//! disk it needs. Pure, like the rest of `validate`: whether kept data
+//! exists comes in through [`HostFacts::kept_data_mib`].
+//!
+//! An app's data belongs to its name, not to one deploy: it lives at
+//! `<state>/data/<app>.ext4`, mounted on `<state>/data/<app>`, so a later
+//! deploy under the same name finds what remove_app kept, and its plan
+//! says it re-attaches it.
+
+use super::{Context, HostFacts, MIB};
+use crate::control::policy::CatalogEntry;
+use crate::vocab::{AppName, Code, DataUse, Refusal, refuse};
+
+/// The data a deploy of `entry` as `app` mounts, and whether it was kept
+/// from before (then its size is the kept image's, whatever the entry says
+/// now: a cap is fixed when the image is made).
+pub(super) fn for_deploy(
+    app: &AppName,
+    entry: &CatalogEntry,
+    ctx: &Context<'_>,
+    facts: &dyn HostFacts,
+) -> Result<Option<(DataUse, bool)>, Refusal> {
+    let Some(spec) = &entry.data else { return Ok(None) };
+    let image = ctx.data_dir.join(format!("{app}.ext4"));
+    let mount = ctx.data_dir.join(app.as_str());
+    let kept = facts.kept_data_mib(&image)?;
+    let data = DataUse { path: spec.path.clone(), image, mount, max_mib: kept.unwrap_or(spec.max_mib) };
+    Ok(Some((data, kept.is_some())))
+}
+
+/// New data takes its whole size from the disk when it is made: the free
+/// disk must cover it on top of the policy's floor.
+pub(super) fn room_for(data: &DataUse, ctx: &Context<'_>, facts: &dyn HostFacts) -> Result<(), Refusal> {
+    let floor = ctx.policy.capacity.min_free_disk_mib;
+    let needed = (floor + u64::from(data.max_mib)) * MIB;
+    if facts.capacity()?.free_disk_bytes < needed {
+        return refuse(
+            Code::InsufficientCapacity,
+            format!(
+                "The app's data needs {} MiB of disk on top of the {floor} MiB the host must keep free; ask \
+                 the operator to free disk space or to give the catalog entry a smaller data max_mib.",
+                data.max_mib
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// The impact's line for the data a plan mounts.
+pub(super) fn touched(data: &DataUse, kept: bool) -> String {
+    let (image, path, mib) = (data.image.display(), &data.path, data.max_mib);
+    if kept {
+        format!("data {image} (kept from before, {mib} MiB: re-attached at {path})")
+    } else {
+        format!("data {image} (new, {mib} MiB, mounted at {path})")
+    }
+}

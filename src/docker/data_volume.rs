@@ -1,0 +1,201 @@
+//! An app's data directory on the host: a fixed-size ext4 image under the
+//! state directory's `data/`, loop-mounted (nosuid, nodev, noexec) on the
+//! app's mount point there, which the app container bind-mounts. Runs as
+//! root in the host helper; the programs are fixed paths with argv from
+//! validated values, through `crate::exec` (no shell, no raw stderr).
+//!
+//! Why these choices (DOCKER-POLICY.md, "Data"):
+//! - the kernel enforces the cap: a write past it fails with ENOSPC inside
+//!   the app, and nothing outside the image fills;
+//! - the image is allocated in full when it is made (`posix_fallocate`,
+//!   and `mkfs.ext4 -E nodiscard` so mkfs does not punch it sparse again):
+//!   the capacity check counted exactly what the disk gives up, and an app
+//!   that fills its data leaves the host's free space where it was;
+//! - the mount point is root's with mode 0: while the image is not mounted
+//!   (after a reboot, before a plan mounted it again) an app container that
+//!   the engine restarts finds a directory it can neither read nor write,
+//!   never an empty one on the host's disk that it would fill instead;
+//! - every plan that starts an app container mounts its data first
+//!   ([`ensure`]), so a start or restart after a reboot brings the data back
+//!   before the app runs.
+
+use std::fs::OpenOptions;
+use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, OpenOptionsExt as _};
+use std::path::Path;
+use std::time::Duration;
+
+use nix::fcntl::OFlag;
+
+use super::EngineError;
+use crate::exec::{ExecutionStatus, ProcessSpec, minimal_env, run_blocking};
+use crate::vocab::{Code, DATA_OWNER, DataUse, Refusal};
+
+const MIB: u64 = 1024 * 1024;
+const MKFS: &str = "/usr/sbin/mkfs.ext4";
+const MOUNT: &str = "/usr/bin/mount";
+const UMOUNT: &str = "/usr/bin/umount";
+/// mkfs of a large image writes its inode tables lazily; 60 s is ample.
+const MKFS_TIMEOUT: Duration = Duration::from_secs(60);
+const MOUNT_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// The size in MiB of the data image kept at `image`, if any. Anything at
+/// that path but a root-owned regular file is refused: it is not ours.
+pub fn kept_mib(image: &Path) -> Result<Option<u32>, Refusal> {
+    match std::fs::symlink_metadata(image) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Ok(meta) if meta.is_file() && meta.uid() == 0 => {
+            Ok(Some((meta.len() / MIB).try_into().unwrap_or(u32::MAX)))
+        }
+        _ => Err(Refusal::new(
+            Code::DataInvalid,
+            format!(
+                "{} is not a data image volce-lab made (not a root-owned regular file): ask the operator to \
+                 move it away, then plan again.",
+                image.display()
+            ),
+        )),
+    }
+}
+
+/// What [`ensure`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ensured {
+    /// The image was made by this call (a failed deploy removes it again).
+    Made,
+    /// The image was there already (kept data, or the app's own).
+    Kept,
+}
+
+/// Makes the image if it is missing and mounts it if it is not mounted.
+pub fn ensure(data: &DataUse) -> Result<Ensured, EngineError> {
+    let dir = data.image.parent().ok_or(EngineError::Host { step: "find the data directory" })?;
+    own_dir(dir, 0o700, "create the data directory")?;
+    let made = match kept_mib(&data.image) {
+        Ok(Some(_)) => Ensured::Kept,
+        Ok(None) => {
+            make_image(data)?;
+            Ensured::Made
+        }
+        Err(_) => return Err(EngineError::Host { step: "check the data image" }),
+    };
+    own_dir(&data.mount, 0o000, "create the data mount point")?;
+    if !mounted(&data.mount)? {
+        let image = data.image.display().to_string();
+        let mount = data.mount.display().to_string();
+        let args = ["-t", "ext4", "-o", "loop,nosuid,nodev,noexec", &image, &mount];
+        run(MOUNT, &args, MOUNT_TIMEOUT, "mount the data image")?;
+        if !mounted(&data.mount)? {
+            return Err(EngineError::Host { step: "see the data image mounted" });
+        }
+    }
+    Ok(made)
+}
+
+/// Unmounts the data if it is mounted; with `purge`, deletes the image and
+/// the mount point too.
+pub fn release(data: &DataUse, purge: bool) -> Result<(), EngineError> {
+    if mounted(&data.mount)? {
+        let mount = data.mount.display().to_string();
+        run(UMOUNT, &[mount.as_str()], MOUNT_TIMEOUT, "unmount the data image")?;
+    }
+    if purge {
+        remove_if_present(std::fs::remove_file(&data.image), "delete the data image")?;
+        remove_if_present(std::fs::remove_dir(&data.mount), "remove the data mount point")?;
+    }
+    Ok(())
+}
+
+fn remove_if_present(result: std::io::Result<()>, step: &'static str) -> Result<(), EngineError> {
+    match result {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(EngineError::Host { step }),
+        _ => Ok(()),
+    }
+}
+
+/// Whether something is mounted exactly at `mount` (this process's mount
+/// namespace: the helper's, which is the host's).
+pub fn mounted(mount: &Path) -> Result<bool, EngineError> {
+    let table = std::fs::read_to_string("/proc/self/mountinfo")
+        .map_err(|_| EngineError::Host { step: "read the mount table" })?;
+    // Field 5 is the mount point, with space, tab, newline and backslash
+    // octal-escaped; our paths have none of those.
+    let wanted = mount.to_str().unwrap_or("");
+    Ok(table.lines().any(|line| line.split(' ').nth(4) == Some(wanted)))
+}
+
+/// A directory of root's with exactly `mode`, made if missing; an existing
+/// one must be a real directory (never a symlink) owned by root.
+fn own_dir(dir: &Path, mode: u32, step: &'static str) -> Result<(), EngineError> {
+    match std::fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::DirBuilder::new().mode(mode).create(dir).map_err(|_| EngineError::Host { step })?;
+            // The umask may have taken bits; 0 and 0700 have none to take,
+            // but say the mode once more rather than rely on it.
+            std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(mode))
+                .map_err(|_| EngineError::Host { step })
+        }
+        Ok(meta) if meta.is_dir() && meta.uid() == 0 => Ok(()),
+        _ => Err(EngineError::Host { step }),
+    }
+}
+
+/// A new image of `max_mib`, allocated in full, with an ext4 whose root
+/// belongs to the app's user. A half-made image is removed again.
+fn make_image(data: &DataUse) -> Result<(), EngineError> {
+    let step = "allocate the data image";
+    let file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(OFlag::O_NOFOLLOW.bits())
+        .open(&data.image)
+        .map_err(|_| EngineError::Host { step })?;
+    let length = i64::from(data.max_mib) * MIB as i64;
+    let made = nix::fcntl::posix_fallocate(&file, 0, length)
+        .map_err(|_| EngineError::Host { step })
+        .and_then(|()| file.sync_all().map_err(|_| EngineError::Host { step }));
+    drop(file);
+    let made = made.and_then(|()| {
+        let image = data.image.display().to_string();
+        let options = format!("root_owner={DATA_OWNER},nodiscard");
+        // -m 0: no blocks reserved for root (nothing in the app runs as root).
+        let args = ["-q", "-F", "-m", "0", "-E", &options, &image];
+        run(MKFS, &args, MKFS_TIMEOUT, "make the data filesystem")
+    });
+    if made.is_err() {
+        let _ = std::fs::remove_file(&data.image);
+    }
+    made
+}
+
+/// Runs one of the fixed programs and insists on exit 0.
+fn run(program: &str, args: &[&str], timeout: Duration, step: &'static str) -> Result<(), EngineError> {
+    let mut spec = ProcessSpec::new(program, args.iter().copied());
+    spec.env = minimal_env();
+    spec.timeout = timeout;
+    let outcome = run_blocking(&spec);
+    if outcome.execution.execution_status == ExecutionStatus::Ok {
+        Ok(())
+    } else {
+        Err(EngineError::Call { step, execution: outcome.execution })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nothing_at_the_path_is_no_kept_data_and_a_directory_there_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(kept_mib(&dir.path().join("shop.ext4")).unwrap(), None);
+        let refusal = kept_mib(dir.path()).unwrap_err();
+        assert_eq!(refusal.code, Code::DataInvalid);
+    }
+
+    #[test]
+    fn the_mount_table_names_the_root_and_not_a_made_up_path() {
+        assert!(mounted(Path::new("/")).unwrap());
+        assert!(!mounted(Path::new("/nonexistent/volce-lab/data/shop")).unwrap());
+    }
+}
