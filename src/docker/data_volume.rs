@@ -78,8 +78,10 @@ pub fn ensure(data: &DataUse) -> Result<Ensured, EngineError> {
         }
         Err(_) => return Err(EngineError::Host { step: "check the data image" }),
     };
-    own_dir(&data.mount, 0o000, "create the data mount point")?;
+    // A mounted image's root is the app's, not root's: look at the mount
+    // point itself only while nothing is mounted on it.
     if !mounted(&data.mount)? {
+        own_dir(&data.mount, 0o000, "create the data mount point")?;
         let image = data.image.display().to_string();
         let mount = data.mount.display().to_string();
         let args = ["-t", "ext4", "-o", "loop,nosuid,nodev,noexec", &image, &mount];

@@ -503,3 +503,145 @@ fn a_rollback_after_an_update_serves_the_old_version_with_no_failed_request() {
     eprintln!("whole test: {took:?}");
     assert!(took < Duration::from_secs(15), "{took:?}");
 }
+
+/// Runs `script` with busybox sh inside `container` as the app's user (what
+/// the app itself could do), and whether it succeeded, with its stdout and stderr.
+fn as_app(container: &str, script: &str) -> (bool, String) {
+    let output = Command::new(DOCKER)
+        .args(["exec", "-u", "1000:1000", container, "/bin/busybox", "sh", "-c", script])
+        .output()
+        .expect("docker runs");
+    let text =
+        format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    (output.status.success(), text.trim().to_owned())
+}
+
+/// Free bytes of the filesystem that holds `path`.
+fn free_bytes(path: &Path) -> u64 {
+    let stat = nix::sys::statvfs::statvfs(path).unwrap();
+    stat.blocks_available() as u64 * stat.fragment_size() as u64
+}
+
+/// This process's mount table line for exactly `mount`, if mounted.
+fn mount_line(mount: &Path) -> Option<String> {
+    let table = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let wanted = mount.to_str().unwrap();
+    table.lines().find(|l| l.split(' ').nth(4) == Some(wanted)).map(str::to_owned)
+}
+
+/// Tried (issue 25): a catalog entry with `data` {"/data", 16 MiB}. The app
+/// (as uid 1000, by docker exec) writes a note there; the mount is nosuid,
+/// nodev, noexec; writing 32 MiB fails with ENOSPC inside the container and
+/// the host's free space stays where it was (the image was allocated in
+/// full at deploy). The note survives update, rollback, stop and start,
+/// also when the data was unmounted while the app was stopped (a reboot):
+/// the start mounts it first. remove_app keeps the data (unmounted), a
+/// deploy under the same name re-attaches it and says so, and a remove_app
+/// with purge_data deletes it, which `show` says in capitals.
+#[test]
+#[ignore = "real parts: run by scripts/test"]
+fn an_apps_data_survives_its_life_has_a_kernel_cap_and_goes_only_when_purged() {
+    let _serial = SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let (state, mut host) = host();
+    let began = Instant::now();
+    let mut policy: Value = serde_json::from_slice(&std::fs::read(TEST_POLICY).unwrap()).unwrap();
+    let web = policy["catalog"]["web"].clone();
+    policy["catalog"]["web"] =
+        json!({"image": web, "container_port": 8080, "data": {"path": "/data", "max_mib": 16}});
+    let policy_path = state.path().join("policy.json");
+    std::fs::write(&policy_path, policy.to_string()).unwrap();
+    host.paths.policy = policy_path;
+    let app = format!("vldata{}", std::process::id());
+    let _cleanup = Cleanup {
+        apps: vec![app.clone()],
+        foreign: format!("vldata-none-{}", std::process::id()),
+        images: vec![],
+    };
+    let data_dir = host.paths.state_dir.join("data");
+    let (image, mount) = (data_dir.join(format!("{app}.ext4")), data_dir.join(&app));
+    // Whatever happens, the loop mount goes with the test.
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("/usr/bin/umount").arg(&self.0).stderr(std::process::Stdio::null()).status();
+        }
+    }
+    let _unmount = Unmount(mount.clone());
+    let (port, server) = (free_port(), format!("{app}.test"));
+    let deploy = json!({"app": app, "image": "web", "host_port": port, "server_name": server});
+    host.completed("deploy", deploy.clone());
+    assert_eq!(page(port, &server).as_deref(), Some("volce-lab test app: web"));
+    assert_eq!(std::fs::metadata(&image).unwrap().len(), 16 << 20, "the whole cap, allocated");
+    let line = mount_line(&mount).expect("the data is mounted");
+    for flag in ["nosuid", "nodev", "noexec"] {
+        assert!(line.split(' ').nth(5).unwrap().split(',').any(|f| f == flag), "{flag}: {line}");
+    }
+    let app_container = || host.record(&app).unwrap().app_container.unwrap().to_string();
+    let (ok, out) = as_app(&app_container(), "echo kept > /data/note && cat /data/note");
+    assert!(ok && out == "kept", "the app writes its data: {out}");
+    let inventory = host.rpc(json!({"operation": "inventory"}));
+    let entry =
+        inventory["result"]["apps"].as_array().unwrap().iter().find(|a| a["app"] == app.as_str()).unwrap();
+    assert_eq!(entry["data"], json!({"path": "/data", "max_mib": 16, "mounted": true}), "{entry}");
+    let offer = &inventory["result"]["offer"]["catalog"];
+    assert_eq!(offer.as_array().unwrap().iter().find(|e| e["key"] == "web").unwrap()["has_data"], true);
+
+    let free_before = free_bytes(&host.paths.state_dir);
+    let (ok, out) = as_app(&app_container(), "dd if=/dev/zero of=/data/fill bs=1048576 count=32");
+    assert!(!ok && out.contains("No space left on device"), "the kernel's cap: {out}");
+    let free_after = free_bytes(&host.paths.state_dir);
+    // A sparse image would have given up the 16 MiB the app filled; the
+    // allocated one gives up nothing (other writers on the machine aside).
+    let used = free_before.saturating_sub(free_after);
+    eprintln!("data: host free space used by filling the app's data: {used} bytes");
+    assert!(used < 8 << 20, "host free space {free_before} -> {free_after}");
+    assert!(as_app(&app_container(), "rm /data/fill").0);
+    eprintln!("data: deploy, write, ENOSPC: {:?}", began.elapsed());
+
+    let note = |host: &Host| as_app(&app_container_of(host, &app), "cat /data/note").1;
+    host.completed("update", json!({"app": app, "image": "web2"}));
+    assert_eq!(note(&host), "kept", "after update");
+    host.completed("rollback", json!({"app": app}));
+    assert_eq!(note(&host), "kept", "after rollback");
+    host.completed("stop", json!({"app": app}));
+    // As after a reboot: the image is there, not mounted; the mount point
+    // is root's with mode 0, so nothing could have written beneath it.
+    assert!(Command::new("/usr/bin/umount").arg(&mount).status().unwrap().success());
+    assert!(mount_line(&mount).is_none());
+    let inventory = host.rpc(json!({"operation": "inventory"}));
+    let entry =
+        inventory["result"]["apps"].as_array().unwrap().iter().find(|a| a["app"] == app.as_str()).unwrap();
+    assert_eq!(entry["data"]["mounted"], false, "{entry}");
+    host.completed("start", json!({"app": app}));
+    assert!(mount_line(&mount).is_some(), "start mounted the data before the app");
+    assert_eq!(note(&host), "kept", "after an unmount and a start");
+    eprintln!("data: update, rollback, stop, unmount, start: {:?}", began.elapsed());
+
+    host.completed("remove_app", json!({"app": app}));
+    assert!(image.exists() && mount_line(&mount).is_none(), "kept, unmounted");
+    let (id, _) = host.plan("deploy", deploy.clone()).unwrap();
+    let shown = host_show(&host, &id);
+    assert!(shown.contains("kept from before, 16 MiB: re-attached at /data"), "{shown}");
+    host.execute(&id);
+    assert_eq!(note(&host), "kept", "a deploy under the same name re-attaches the data");
+
+    let (id, digest) = host.plan("remove_app", json!({"app": app, "purge_data": true})).unwrap();
+    let shown = host_show(&host, &id);
+    assert!(shown.contains("THIS PLAN DELETES THE APP'S DATA FOR GOOD"), "{shown}");
+    host.approve(&id, &digest);
+    assert_eq!(host.execute(&id)["result"]["outcome"], "completed");
+    assert!(!image.exists() && !mount.exists() && mount_line(&mount).is_none(), "purged");
+    eprintln!("whole test: {:?}", began.elapsed());
+}
+
+fn app_container_of(host: &Host, app: &str) -> String {
+    host.record(app).unwrap().app_container.unwrap().to_string()
+}
+
+/// The operator's `show PLAN_ID` text.
+fn host_show(host: &Host, id: &str) -> String {
+    let engine = volce_lab::host::real_engine(&host.paths);
+    volce_lab::host::Host::new(host.paths.clone(), engine, SystemClock, ProcLiveness)
+        .show("vl-operator", id, false)
+        .unwrap()
+}

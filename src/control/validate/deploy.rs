@@ -150,8 +150,9 @@ pub(super) fn deploy(
         rollback: "On failure the new containers, networks and app directory are removed and their absence \
                    verified: the plan then ends failed (rolled_back) and blocks nothing. If the removal cannot \
                    be verified, what is left stays as evidence for an operator. Nothing that existed before is \
-                   touched; new data is removed with the rest, kept data is only unmounted."
-            .into(),
+                   touched."
+            .to_owned()
+            + if data.is_some() { " New data is deleted with the rest; kept data is only unmounted again." } else { "" },
     };
     let spec = DeploySpec {
         plan_id: ctx.plan_id.clone(),
