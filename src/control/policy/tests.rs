@@ -318,3 +318,38 @@ fn keep_versions_is_bounded_and_hashed_only_when_set() {
         assert!(error.0.contains("keep_versions") && error.0.contains("1 to 10"), "{bad}: {error}");
     }
 }
+
+/// Tried: an entry with data {"/data", 512}: kept, and part of the hash;
+/// then each malformed `data`: not an object, a missing or extra key, a
+/// path in /tmp, relative or with '..', and max_mib 0, 15, a float, and
+/// above the range: each refused with the one sentence that names the rule.
+#[test]
+fn a_catalog_object_may_give_the_app_a_capped_data_directory() {
+    let with_data = with(|v| {
+        v["catalog"]["web"] = json!({"image": web_ref(), "data": {"path": "/data", "max_mib": 512}})
+    })
+    .unwrap();
+    let data = with_data.catalog["web"].data.as_ref().unwrap();
+    assert_eq!((data.path.as_str(), data.max_mib), ("/data", 512));
+    let canonical = serde_json::to_value(&with_data).unwrap();
+    assert_eq!(canonical["catalog"]["web"]["data"], json!({"path": "/data", "max_mib": 512}));
+    assert_ne!(with_data.hash(), sample_policy().hash());
+    let refused = |data: Value| {
+        with(|v| v["catalog"]["web"] = json!({"image": web_ref(), "data": data})).unwrap_err().0
+    };
+    for data in [
+        json!("/data"),
+        json!({"path": "/data"}),
+        json!({"path": "/data", "max_mib": 64, "owner": 0}),
+        json!({"path": "/tmp/data", "max_mib": 64}),
+        json!({"path": "data", "max_mib": 64}),
+        json!({"path": "/a/../etc", "max_mib": 64}),
+        json!({"path": "/data", "max_mib": 0}),
+        json!({"path": "/data", "max_mib": 15}),
+        json!({"path": "/data", "max_mib": 64.5}),
+        json!({"path": "/data", "max_mib": 1_048_577}),
+    ] {
+        let message = refused(data.clone());
+        assert!(message.contains("data must be an object with exactly path"), "{data}: {message}");
+    }
+}

@@ -936,3 +936,130 @@ fn a_rollback_gets_the_configuration_the_catalog_names_now() {
     world.probe.env_sha256 = None;
     assert_eq!(world.code(Action::Rollback, json!({"app": "demo"})), Code::EnvFileInvalid);
 }
+
+/// A world whose `web` entry has a data directory of 64 MiB at `/data`.
+fn world_with_data() -> World {
+    let mut world = World::empty();
+    world.policy.catalog.get_mut("web").unwrap().data =
+        Some(crate::vocab::DataSpec { path: crate::vocab::DataPath::parse("/data").unwrap(), max_mib: 64 });
+    world
+}
+
+/// Tried: a deploy of an entry with data and none kept (new, the entry's
+/// size, under the state directory's data/), with data kept from before
+/// (re-attached at the kept image's size, and the impact says so), and an
+/// entry without data (nothing recorded: the plan's bytes are as before).
+#[test]
+fn a_deploy_of_an_entry_with_data_records_where_it_lives_and_whether_it_was_kept() {
+    let mut world = world_with_data();
+    let (payload, impact) = world.derive(Action::Deploy, deploy_params()).unwrap();
+    let Payload::Deploy { spec, .. } = payload else { panic!("deploy payload") };
+    let data = spec.data.expect("the plan records the data");
+    assert_eq!(data.image, Path::new("/state/data/web1.ext4"));
+    assert_eq!(data.mount, Path::new("/state/data/web1"));
+    assert_eq!((data.path.as_str(), data.max_mib), ("/data", 64));
+    assert!(
+        impact
+            .containers_touched
+            .iter()
+            .any(|t| t == "data /state/data/web1.ext4 (new, 64 MiB, mounted at /data)")
+    );
+    assert!(impact.rollback.contains("New data is deleted with the rest"), "{}", impact.rollback);
+
+    world.probe.kept_data_mib = Some(32);
+    let (payload, impact) = world.derive(Action::Deploy, deploy_params()).unwrap();
+    let Payload::Deploy { spec, .. } = payload else { panic!("deploy payload") };
+    assert_eq!(spec.data.unwrap().max_mib, 32, "a kept image keeps its size");
+    assert!(
+        impact
+            .containers_touched
+            .iter()
+            .any(|t| t.contains("kept from before, 32 MiB: re-attached at /data"))
+    );
+
+    let (payload, _) = World::empty().derive(Action::Deploy, deploy_params()).unwrap();
+    let Payload::Deploy { spec, .. } = payload else { panic!("deploy payload") };
+    assert!(serde_json::to_value(&spec).unwrap().get("data").is_none());
+}
+
+/// Tried: new data that the free disk cannot cover on top of the floor is
+/// refused `insufficient_capacity`, naming both figures; the same disk
+/// suffices when the data is kept (it is on the disk already).
+#[test]
+fn new_data_is_counted_in_the_capacity_check() {
+    let mut world = world_with_data();
+    let floor = world.policy.capacity.min_free_disk_mib;
+    world.probe.capacity.free_disk_bytes = (floor + 63) << 20;
+    let refused = refusal(&world, deploy_params());
+    assert_eq!(refused.code, Code::InsufficientCapacity);
+    assert!(
+        refused.message.contains(&format!("needs 64 MiB of disk on top of the {floor} MiB")),
+        "{}",
+        refused.message
+    );
+    world.probe.kept_data_mib = Some(64);
+    assert!(world.derive(Action::Deploy, deploy_params()).is_ok());
+}
+
+/// Tried: an image declaring VOLUME /data (also written /data/) with data
+/// at /data is accepted; one declaring /data and /cache is refused naming
+/// /cache only; without data, /data is refused as before.
+#[test]
+fn a_volume_at_exactly_the_data_path_is_covered_and_others_are_still_refused() {
+    let mut world = world_with_data();
+    let web = world.policy.catalog["web"].image.as_str().to_owned();
+    for declared in ["/data", "/data/"] {
+        world.probe.volumes.insert(web.clone(), vec![declared.into()]);
+        assert!(world.derive(Action::Deploy, deploy_params()).is_ok(), "{declared}");
+    }
+    world.probe.volumes.insert(web.clone(), vec!["/cache".into(), "/data".into()]);
+    let refused = refusal(&world, deploy_params());
+    assert_eq!(refused.code, Code::ImageDeclaresVolumes);
+    assert!(
+        refused.message.contains("VOLUME `/cache`") && !refused.message.contains("/data"),
+        "{}",
+        refused.message
+    );
+    let mut bare = World::empty();
+    bare.probe.volumes.insert(web, vec!["/data".into()]);
+    assert_eq!(bare.code(Action::Deploy, deploy_params()), Code::ImageDeclaresVolumes);
+}
+
+/// Tried: remove_app of an app with data, with purge_data left out, false,
+/// true, and a string: kept twice, deleted once (the impact says so), and
+/// the string refused; purge_data on an app without data deletes nothing.
+#[test]
+fn remove_app_keeps_data_unless_purge_data_is_true() {
+    let mut world = World::with_demo();
+    let data = crate::vocab::DataUse {
+        path: crate::vocab::DataPath::parse("/data").unwrap(),
+        image: "/state/data/demo.ext4".into(),
+        mount: "/state/data/demo".into(),
+        max_mib: 64,
+    };
+    world.apps.get_mut("demo").unwrap().data = Some(data.clone());
+    for (params, purge) in [
+        (json!({"app": "demo"}), false),
+        (json!({"app": "demo", "purge_data": false}), false),
+        (json!({"app": "demo", "purge_data": true}), true),
+    ] {
+        let (payload, impact) = world.derive(Action::RemoveApp, params.clone()).unwrap();
+        let Payload::RemoveApp { data: planned, purge_data, .. } = payload else {
+            panic!("remove_app payload")
+        };
+        assert_eq!(
+            (planned.as_ref(), purge_data, impact.data_volumes_deleted),
+            (Some(&data), purge, purge),
+            "{params}"
+        );
+    }
+    assert_eq!(
+        world.code(Action::RemoveApp, json!({"app": "demo", "purge_data": "yes"})),
+        Code::InvalidParameters
+    );
+    world.apps.get_mut("demo").unwrap().data = None;
+    let (payload, impact) =
+        world.derive(Action::RemoveApp, json!({"app": "demo", "purge_data": true})).unwrap();
+    let Payload::RemoveApp { purge_data, .. } = payload else { panic!("remove_app payload") };
+    assert!(!purge_data && !impact.data_volumes_deleted);
+}
