@@ -211,6 +211,10 @@ fn apt_get_install_of_the_file_resolves_its_dependencies() {
     assert_installed_layout();
     let depends = String::from_utf8(ok("dpkg-query", &["-W", "-f=${Depends}", "volce-lab"]).stdout).unwrap();
     assert!(depends.contains("sudo"), "the package must depend on sudo: {depends}");
+    // An app's data directory is an ext4 image the helper makes and mounts.
+    for needed in ["e2fsprogs", "mount"] {
+        assert!(depends.contains(needed), "the package must depend on {needed}: {depends}");
+    }
     assert!(depends.contains("libc6"), "cargo-deb's $auto must have found libc6: {depends}");
 }
 
