@@ -201,6 +201,9 @@ pub enum CatalogCommand {
         /// The path the health check asks (default /).
         #[arg(long, value_name = "P")]
         health_path: Option<String>,
+        /// A data directory for the app: where it sees it and its cap, such as /data:512.
+        #[arg(long, value_name = "PATH:MAX_MIB")]
+        data: Option<String>,
         /// Do not ask (for scripts); without a terminal on stdin it is needed.
         #[arg(long)]
         yes: bool,
@@ -322,8 +325,8 @@ fn host(command: HostCommand) -> Exit {
             };
             crate::install::setup::run_setup(request)
         }
-        HostCommand::Catalog(CatalogCommand::Pin { key, image, container_port, health_path, yes }) => {
-            let args = crate::install::catalog::PinArgs { key, image, container_port, health_path };
+        HostCommand::Catalog(CatalogCommand::Pin { key, image, container_port, health_path, data, yes }) => {
+            let args = crate::install::catalog::PinArgs { key, image, container_port, health_path, data };
             crate::install::catalog::run_catalog_pin(&args, yes)
         }
         HostCommand::Catalog(CatalogCommand::List) => crate::install::catalog::run_catalog_list(),

@@ -31,10 +31,12 @@ use crate::host::paths::{HostPaths, POLICY_MAX_BYTES, POLICY_MODE, load_policy, 
 use crate::install::doctor::{ImageRole, misfits};
 use crate::store::{PlanState, StoredPlan};
 use crate::text::for_terminal as esc;
-use crate::vocab::{Code, HealthPath, ImageRef, Refusal};
+use crate::vocab::{Code, HealthPath, ImageRef, Refusal, uncovered_volumes};
 
+mod entry;
 mod reference;
 mod run;
+use entry::{data_arg, old_data_path, pinned_entry};
 pub use reference::{PortChoice, Reference, choose_port};
 pub use run::{run_catalog_list, run_catalog_pin, run_catalog_remove};
 
@@ -63,6 +65,8 @@ pub struct PinArgs {
     pub image: String,
     pub container_port: Option<u16>,
     pub health_path: Option<String>,
+    /// `--data PATH:MAX_MIB`: the app's data directory (`entry::data_arg`).
+    pub data: Option<String>,
 }
 
 /// A prepared change of the policy: what the operator reads, and the bytes
@@ -153,7 +157,9 @@ pub fn prepare_pin(
             )
         })?),
     };
+    let data = args.data.as_deref().map(data_arg).transpose()?;
     let (before, mut value, policy) = current(paths)?;
+    let old = value["catalog"].get(&args.key).cloned();
 
     let pull = reference.pull_form();
     let pulled = source.pull(&pull).is_ok();
@@ -193,8 +199,11 @@ pub fn prepare_pin(
             ),
         );
     }
-    if !image.config.volumes.is_empty() {
-        let volumes: Vec<String> = image.config.volumes.keys().cloned().collect();
+    // A VOLUME at exactly the entry's data path (given now, or kept from
+    // the old entry) is covered by the data directory.
+    let data_path = data.as_ref().map(|d| d.path.clone()).or_else(|| old_data_path(old.as_ref()));
+    let volumes = uncovered_volumes(image.config.volumes.keys().cloned().collect(), data_path.as_ref());
+    if !volumes.is_empty() {
         return Err(crate::control::validate::volumes_refusal(&esc(&pull), &volumes, "Nothing was written."));
     }
     let port = match choose_port(args.container_port, &image.config.exposed_ports) {
@@ -218,8 +227,7 @@ pub fn prepare_pin(
             );
         }
     };
-    let old = value["catalog"].get(&args.key).cloned();
-    let entry_json = pinned_entry(old.as_ref(), &pinned, port, health_path.as_ref());
+    let entry_json = pinned_entry(old.as_ref(), &pinned, port, health_path.as_ref(), data.as_ref());
     value["catalog"][&args.key] = entry_json.clone();
     let mut shown = format!(
         "{} {} ({}).\n",
@@ -233,35 +241,6 @@ pub fn prepare_pin(
     });
     shown.push_str(&format!("It will be: {}\n", esc(&entry_json.to_string())));
     finish(paths, &policy, args.key.clone(), before, &value, shown, now)
-}
-
-/// The entry pin writes for a key whose value was `old`: the pinned image
-/// and the port, and the health path when one was given ("/" is the
-/// default, so it is left out). Every other key of an old object entry (its
-/// `env_file`, its health path when none was given) is kept: re-pinning a
-/// new version must not drop the operator's configuration.
-fn pinned_entry(
-    old: Option<&Value>,
-    pinned: &ImageRef,
-    port: u16,
-    health_path: Option<&HealthPath>,
-) -> Value {
-    let mut entry = match old {
-        Some(Value::Object(object)) => object.clone(),
-        _ => serde_json::Map::new(),
-    };
-    entry.insert("image".into(), Value::from(pinned.as_str()));
-    entry.insert("container_port".into(), Value::from(port));
-    match health_path {
-        Some(path) if path.is_root() => {
-            entry.remove("health_path");
-        }
-        Some(path) => {
-            entry.insert("health_path".into(), Value::from(path.to_string()));
-        }
-        None => {}
-    }
-    Value::Object(entry)
 }
 
 /// Prepares `catalog remove KEY`: refused while a managed app's record
@@ -407,8 +386,9 @@ pub fn list(paths: &HostPaths) -> Result<String, Refusal> {
             .filter(|record| &record.image_key == key)
             .map(|record| record.app.as_str())
             .collect();
+        let data = entry.data.as_ref().map_or_else(String::new, |d| format!("  data {}:{}", d.path, d.max_mib));
         out.push_str(&format!(
-            "  {key}  {}  container_port {}  health_path {}  apps: {}\n",
+            "  {key}  {}  container_port {}  health_path {}{data}  apps: {}\n",
             esc(entry.image.as_str()),
             entry.container_port.map_or_else(|| "(the agent names it)".to_owned(), |port| port.to_string()),
             esc(&entry.health_path.to_string()),

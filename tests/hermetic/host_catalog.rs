@@ -63,7 +63,7 @@ fn fitting() -> LocalImage {
 }
 
 fn pin_args(key: &str, image: &str) -> PinArgs {
-    PinArgs { key: key.into(), image: image.into(), container_port: None, health_path: None }
+    PinArgs { key: key.into(), image: image.into(), container_port: None, health_path: None, data: None }
 }
 
 /// A policy with keys an operator wrote by hand, all of which must survive.
@@ -365,4 +365,41 @@ fn a_repin_keeps_the_entrys_env_file_and_health_path() {
     catalog::write(&h.paths, &pin(&h, &source, &args).unwrap()).unwrap();
     assert_eq!(policy_on_disk(&h)["catalog"]["api"].get("health_path"), None, "`/` is the default");
     assert_eq!(policy_on_disk(&h)["catalog"]["api"]["env_file"], "/etc/volce-lab/apps/api.env");
+}
+
+/// Tried: `--data /data:64` on an image that declares `VOLUME /data`: the
+/// entry gets the data directory and the volume is covered; a re-pin
+/// without `--data` keeps it (and still accepts the volume); an image with
+/// another VOLUME is refused naming it; and each malformed `--data` (no
+/// size, a size out of range, a path in /tmp, a relative path) is refused
+/// `invalid_catalog_entry` before anything is pulled or written.
+#[test]
+fn pin_gives_the_entry_a_data_directory_that_covers_the_images_volume_at_that_path() {
+    let mut h = world();
+    h.write_policy(&handwritten());
+    let mut image = fitting();
+    image.config.volumes = [("/data".to_owned(), json!({}))].into();
+    let source = FakeSource::new(Some(image.clone()));
+    let args = PinArgs { data: Some("/data:64".into()), ..pin_args("db", &format!("{REPO}:1")) };
+    catalog::write(&h.paths, &pin(&h, &source, &args).unwrap()).unwrap();
+    assert_eq!(policy_on_disk(&h)["catalog"]["db"]["data"], json!({"path": "/data", "max_mib": 64}));
+    let repin = pin(&h, &source, &pin_args("db", &format!("{REPO}:2"))).unwrap();
+    catalog::write(&h.paths, &repin).unwrap();
+    assert_eq!(policy_on_disk(&h)["catalog"]["db"]["data"], json!({"path": "/data", "max_mib": 64}), "kept");
+
+    let before = std::fs::read(&h.paths.policy).unwrap();
+    image.config.volumes = [("/cache".to_owned(), json!({}))].into();
+    let other = FakeSource::new(Some(image));
+    let refused = pin(&h, &other, &pin_args("db", &format!("{REPO}:3"))).unwrap_err();
+    assert_eq!(refused.code, volce_lab::vocab::Code::ImageDeclaresVolumes);
+    assert!(refused.message.contains("/cache"), "{}", refused.message);
+    for bad in ["/data", "/data:8", "/data:99999999", "/tmp/x:64", "data:64", "/data:-1"] {
+        let args = PinArgs { data: Some(bad.into()), ..pin_args("db", &format!("{REPO}:3")) };
+        let untouched = FakeSource::new(Some(fitting()));
+        let refused = pin(&h, &untouched, &args).unwrap_err();
+        assert_eq!(refused.code, volce_lab::vocab::Code::InvalidCatalogEntry, "{bad}");
+        assert!(refused.message.contains("must be PATH:MAX_MIB"), "{bad}: {}", refused.message);
+        assert!(untouched.asked.borrow().is_empty(), "{bad}: nothing pulled");
+    }
+    assert_eq!(std::fs::read(&h.paths.policy).unwrap(), before, "nothing written by a refusal");
 }

@@ -362,7 +362,13 @@ fn catalog_pin_by_tag_writes_a_policy_doctor_accepts_and_a_deploy_uses() {
     let (host, tag) = (&pinned.host, &pinned.tag);
 
     let engine = DockerClient::new(host.paths.state_dir.clone());
-    let args = PinArgs { key: "pinned".into(), image: tag.0.into(), container_port: None, health_path: None };
+    let args = PinArgs {
+        key: "pinned".into(),
+        image: tag.0.into(),
+        container_port: None,
+        health_path: None,
+        data: None,
+    };
     let started = std::time::Instant::now();
     let change =
         catalog::prepare_pin(&host.paths, &engine, &args, volce_lab::control::Clock::now(&SystemClock))
