@@ -386,7 +386,8 @@ pub fn list(paths: &HostPaths) -> Result<String, Refusal> {
             .filter(|record| &record.image_key == key)
             .map(|record| record.app.as_str())
             .collect();
-        let data = entry.data.as_ref().map_or_else(String::new, |d| format!("  data {}:{}", d.path, d.max_mib));
+        let data =
+            entry.data.as_ref().map_or_else(String::new, |d| format!("  data {}:{}", d.path, d.max_mib));
         out.push_str(&format!(
             "  {key}  {}  container_port {}  health_path {}{data}  apps: {}\n",
             esc(entry.image.as_str()),

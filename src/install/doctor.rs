@@ -57,6 +57,8 @@ pub struct PolicyFacts {
     pub approvers: Vec<String>,
     /// The env files the catalog names (`crate::vocab::EnvFileName`), each once.
     pub env_files: Vec<EnvFileName>,
+    /// Whether a catalog entry gives its app a data directory.
+    pub has_data: bool,
 }
 
 /// What doctor reads of a local image (`docker image inspect`'s `Config`);
@@ -86,6 +88,11 @@ pub trait DoctorProbe {
     /// The managed apps whose record and engine disagree
     /// (`crate::host::drift`), read without changing anything.
     fn drift(&self, state_dir: &Path) -> Result<Vec<AppDrift>, String>;
+    /// The data of every recorded app that has some (`data::read_data`);
+    /// `None` when this probe cannot tell.
+    fn data(&self, _state_dir: &Path) -> Option<Result<Vec<data::DataFacts>, String>> {
+        None
+    }
     /// One line per engine object carrying the plan's label
     /// (`crate::host::leftovers`), read-only; `None` when this probe cannot
     /// ask the engine.
@@ -150,6 +157,8 @@ pub fn diagnose(paths: &DoctorPaths, probe: &dyn DoctorProbe) -> Vec<Finding> {
     }
     policy::check_policy(paths, probe, agent.as_deref(), &mut findings);
     state::check_state(paths, probe, &mut findings);
+    let needed = probe.policy(&paths.policy).is_ok_and(|facts| facts.has_data);
+    data::check_data(probe.data(&paths.state_dir), needed, &mut findings);
     match probe.docker_version() {
         Ok(version) => {
             findings.push(ok("docker", format!("engine reachable (version {version})")));
@@ -318,6 +327,7 @@ fn check_agent(agent: &str, probe: &dyn DoctorProbe, findings: &mut Vec<Finding>
 #[cfg(test)]
 mod tests;
 
+pub mod data;
 pub mod engine;
 mod finding;
 mod plans;

@@ -90,6 +90,7 @@ fn doctor_findings(h: &Harness) -> Vec<Finding> {
                 gateway: String::new(),
                 approvers: vec![],
                 env_files: vec![],
+                has_data: false,
             })
         }
         fn store(&self, state_dir: &Path) -> Result<Option<StoreHealth>, String> {

@@ -32,7 +32,7 @@ pub(super) fn check_policy(
             format!("refused: {why}"),
             format!("correct {} (see /usr/share/doc/volce-lab/policy.example.jsonc)", paths.policy.display()),
         )),
-        Ok(PolicyFacts { images, gateway, approvers, env_files }) => {
+        Ok(PolicyFacts { images, gateway, approvers, env_files, .. }) => {
             findings.push(ok("policy content", format!("valid, {} pinned image(s)", images.len())));
             check_approvers(&paths.policy, &approvers, agent, probe, findings);
             check_env_files(paths, &env_files, findings);

@@ -58,7 +58,8 @@ pub fn load_policy_facts(path: &Path) -> Result<PolicyFacts, String> {
     let mut env_files: Vec<_> = policy.catalog.values().filter_map(|entry| entry.env_file.clone()).collect();
     env_files.sort();
     env_files.dedup();
-    Ok(PolicyFacts { images, gateway, approvers: policy.approvers, env_files })
+    let has_data = policy.catalog.values().any(|entry| entry.data.is_some());
+    Ok(PolicyFacts { images, gateway, approvers: policy.approvers, env_files, has_data })
 }
 
 /// The store's own health report (one query, in `crate::store`): opened
@@ -175,6 +176,10 @@ impl DoctorProbe for SystemProbe {
 
     fn drift(&self, state_dir: &Path) -> Result<Vec<AppDrift>, String> {
         read_drift(state_dir)
+    }
+
+    fn data(&self, state_dir: &Path) -> Option<Result<Vec<super::data::DataFacts>, String>> {
+        Some(super::data::read_data(state_dir))
     }
 
     fn stopped_claimer(&self, state_dir: &Path, plan: &str) -> Option<crate::host::StoppedClaimer> {

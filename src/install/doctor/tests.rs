@@ -49,6 +49,7 @@ impl Default for FakeProbe {
                 gateway: GATEWAY.to_owned() + &"b".repeat(64),
                 env_files: vec![],
                 approvers: vec!["vl-operator".into()],
+                has_data: false,
             }),
             missing_accounts: vec![],
             store: Ok(Some(StoreHealth {
@@ -444,6 +445,7 @@ fn each_broken_probe_variant_fails_its_own_check() {
                     gateway: String::new(),
                     approvers: vec!["vl-operator".into(), "vl-agent".into()],
                     env_files: vec![],
+                    has_data: false,
                 }),
                 ..Default::default()
             },
@@ -690,4 +692,38 @@ fn each_env_file_is_checked_for_owner_mode_and_text() {
     std::fs::remove_file(&file).unwrap();
     let missing = finding(&probe);
     assert!(missing.failed() && missing.detail.contains("does not exist"), "{missing}");
+}
+
+/// Tried: an app with data mounted (ok), one recorded running whose data
+/// is not mounted (warn: a restart plan), a stopped one not mounted (ok:
+/// kept), and one whose image is gone (fail, with the way out).
+#[test]
+fn each_apps_data_is_a_finding_with_its_way_out() {
+    use super::data::{DataFacts, check_data};
+    use crate::control::app_record::AppState;
+    let facts = |app: &str, state, image_ok, mounted| DataFacts {
+        app: app.into(),
+        image: format!("/var/lib/volce-lab/data/{app}.ext4").into(),
+        max_mib: 64,
+        state,
+        image_ok,
+        mounted,
+    };
+    let mut findings = Vec::new();
+    let all = vec![
+        facts("up", AppState::Running, true, true),
+        facts("rebooted", AppState::Running, true, false),
+        facts("parked", AppState::Stopped, true, false),
+        facts("lost", AppState::Running, false, false),
+    ];
+    check_data(Some(Ok(all)), true, &mut findings);
+    let (text, _) = super::report(&findings);
+    assert!(text.contains("data of up") && text.contains("(64 MiB) is mounted"), "{text}");
+    assert!(text.contains("is not mounted although the app should run"), "{text}");
+    assert!(text.contains("approve a restart plan of the app"), "{text}");
+    assert!(text.contains("is kept, not mounted while the app is stopped"), "{text}");
+    assert!(text.contains("lost.ext4 is missing or not a root-owned regular file"), "{text}");
+    let mut none = Vec::new();
+    check_data(Some(Ok(vec![])), false, &mut none);
+    assert!(none.is_empty(), "nothing to say without data: {none:?}");
 }

@@ -1,0 +1,105 @@
+//! The apps' data directories (DOCKER-POLICY.md, "Data"): each recorded
+//! app's image is there, root's, and mounted while the app should run; and
+//! the programs that make and mount images exist. Findings only; the facts
+//! come through [`super::DoctorProbe::data`].
+
+use std::path::Path;
+
+use super::finding::{Finding, fail, ok, warn};
+use crate::control::app_record::AppState;
+
+/// One recorded app's data, as the doctor sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DataFacts {
+    pub app: String,
+    pub image: std::path::PathBuf,
+    pub max_mib: u32,
+    pub state: AppState,
+    /// The image is a root-owned regular file.
+    pub image_ok: bool,
+    pub mounted: bool,
+}
+
+/// The programs a data directory needs (`crate::docker::data_volume`).
+const PROGRAMS: &[&str] = &["/usr/sbin/mkfs.ext4", "/usr/bin/mount", "/usr/bin/umount"];
+
+/// The facts of every recorded app with data, read without changing anything.
+pub fn read_data(state_dir: &Path) -> Result<Vec<DataFacts>, String> {
+    let apps = crate::store::read_apps(&crate::host::HostPaths::database_in(state_dir))
+        .map_err(|e| e.to_string())?;
+    Ok(apps
+        .values()
+        .filter_map(|record| {
+            let data = record.data.as_ref()?;
+            Some(DataFacts {
+                app: record.app.to_string(),
+                image: data.image.clone(),
+                max_mib: data.max_mib,
+                state: record.state,
+                image_ok: matches!(crate::docker::data_volume::kept_mib(&data.image), Ok(Some(_))),
+                mounted: crate::docker::data_volume::mounted(&data.mount).unwrap_or(false),
+            })
+        })
+        .collect())
+}
+
+/// One finding per app with data, and one for the programs when any
+/// catalog entry or app has data.
+pub(super) fn check_data(
+    facts: Option<Result<Vec<DataFacts>, String>>,
+    needed: bool,
+    findings: &mut Vec<Finding>,
+) {
+    let facts = match facts {
+        None => return,
+        Some(Err(why)) => {
+            findings.push(fail(
+                "data",
+                format!("the apps' data cannot be read: {why}"),
+                "see the state finding",
+            ));
+            return;
+        }
+        Some(Ok(facts)) => facts,
+    };
+    if needed || !facts.is_empty() {
+        let missing: Vec<&str> = PROGRAMS.iter().copied().filter(|p| !Path::new(p).exists()).collect();
+        if missing.is_empty() {
+            findings.push(ok("data", "mkfs.ext4, mount and umount are there for the apps' data directories"));
+        } else {
+            findings.push(fail(
+                "data",
+                format!("{} missing: apps with data cannot be deployed or started", missing.join(", ")),
+                "apt-get install e2fsprogs mount",
+            ));
+        }
+    }
+    for data in facts {
+        let subject = format!("data of {}", crate::text::for_terminal(&data.app));
+        let image = crate::text::for_terminal(&data.image.display().to_string());
+        if !data.image_ok {
+            findings.push(fail(
+                subject,
+                format!("{image} is missing or not a root-owned regular file"),
+                "restore it from your backup (DOCKER-POLICY.md, Data), or remove the app with a remove_app plan",
+            ));
+        } else if data.mounted {
+            findings.push(ok(subject, format!("{image} ({} MiB) is mounted", data.max_mib)));
+        } else if data.state == AppState::Running {
+            findings.push(warn(
+                subject,
+                format!("{image} is not mounted although the app should run (after a reboot?)"),
+                "approve a restart plan of the app: it mounts the data before the app starts",
+            ));
+        } else {
+            findings.push(ok(
+                subject,
+                format!(
+                    "{image} ({} MiB) is kept, not mounted while the app is {}",
+                    data.max_mib,
+                    data.state.as_str()
+                ),
+            ));
+        }
+    }
+}
