@@ -12,7 +12,8 @@
 //! restart loop runs all along and voids nothing; a change to the target
 //! voids an approved plan. Also: remove_app of an app whose containers an
 //! operator removed by hand, a crashed app brought back by one restart
-//! plan, and a rollback after an update (issue 25).
+//! plan, a rollback after an update, and an app's data directory through
+//! its whole life (issue 25).
 //! Ignored: needs root, Docker and scripts/test-images; fails loudly
 //! without them. Removes every object it created, even when it fails.
 
@@ -533,9 +534,9 @@ fn mount_line(mount: &Path) -> Option<String> {
 /// (as uid 1000, by docker exec) writes a note there; the mount is nosuid,
 /// nodev, noexec; writing 32 MiB fails with ENOSPC inside the container and
 /// the host's free space stays where it was (the image was allocated in
-/// full at deploy). The note survives update, rollback, stop and start,
-/// also when the data was unmounted while the app was stopped (a reboot):
-/// the start mounts it first. remove_app keeps the data (unmounted), a
+/// full at deploy). The note survives update, rollback, stop, start and
+/// restart, also when the data was unmounted while the app was stopped (a
+/// reboot): the start mounts it first. remove_app keeps the data (unmounted), a
 /// deploy under the same name re-attaches it and says so, and a remove_app
 /// with purge_data deletes it, which `show` says in capitals.
 #[test]
@@ -615,7 +616,9 @@ fn an_apps_data_survives_its_life_has_a_kernel_cap_and_goes_only_when_purged() {
     host.completed("start", json!({"app": app}));
     assert!(mount_line(&mount).is_some(), "start mounted the data before the app");
     assert_eq!(note(&host), "kept", "after an unmount and a start");
-    eprintln!("data: update, rollback, stop, unmount, start: {:?}", began.elapsed());
+    host.completed("restart", json!({"app": app}));
+    assert_eq!(note(&host), "kept", "after a restart");
+    eprintln!("data: update, rollback, stop, unmount, start, restart: {:?}", began.elapsed());
 
     host.completed("remove_app", json!({"app": app}));
     assert!(image.exists() && mount_line(&mount).is_none(), "kept, unmounted");
