@@ -620,7 +620,10 @@ fn an_apps_data_survives_its_life_has_a_kernel_cap_and_goes_only_when_purged() {
     assert_eq!(note(&host), "kept", "after a restart");
     eprintln!("data: update, rollback, stop, unmount, start, restart: {:?}", began.elapsed());
 
-    host.completed("remove_app", json!({"app": app}));
+    let removed = host.run("remove_app", json!({"app": app}));
+    assert_eq!(removed["result"]["outcome"], "completed", "{removed}");
+    let kept = json!({"image": image, "kept": true});
+    assert_eq!(removed["result"]["data"], kept, "the result says where: {removed}");
     assert!(image.exists() && mount_line(&mount).is_none(), "kept, unmounted");
     let (id, _) = host.plan("deploy", deploy.clone()).unwrap();
     let shown = host_show(&host, &id);
@@ -632,7 +635,8 @@ fn an_apps_data_survives_its_life_has_a_kernel_cap_and_goes_only_when_purged() {
     let shown = host_show(&host, &id);
     assert!(shown.contains("THIS PLAN DELETES THE APP'S DATA FOR GOOD"), "{shown}");
     host.approve(&id, &digest);
-    assert_eq!(host.execute(&id)["result"]["outcome"], "completed");
+    let purged = host.execute(&id);
+    assert_eq!(purged["result"]["data"], json!({"image": image, "kept": false}), "{purged}");
     assert!(!image.exists() && !mount.exists() && mount_line(&mount).is_none(), "purged");
     eprintln!("whole test: {:?}", began.elapsed());
 }

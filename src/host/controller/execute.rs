@@ -23,7 +23,7 @@ use crate::control::validate::{self, Context};
 use crate::docker::{AppRemoval, Engine, EngineError, NoProgress, ProgressSink};
 use crate::store::{AuditOutcome, AuditRow, Event, PlanOutcome};
 use crate::vocab::{Code, ImageId, PlanId, Refusal, refuse};
-use crate::wire::answers::execution::{ExecutedPlan, ExecutionOutcome};
+use crate::wire::answers::execution::{DataAfter, ExecutedPlan, ExecutionOutcome};
 
 mod app_records;
 mod rollback;
@@ -258,6 +258,12 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 app: plan.payload.app().map(str::to_owned),
                 containers: acted,
                 duration_ms,
+                data: match &plan.payload {
+                    Payload::RemoveApp { data: Some(data), purge_data, .. } => {
+                        Some(DataAfter { image: data.image.clone(), kept: !purge_data })
+                    }
+                    _ => None,
+                },
             })),
             // Nothing changed, and that is recorded: the plan is `failed`.
             (Err(_), Ok(()), Some(refusal)) => Ok(Executed::Failed { plan_id: id.clone(), refusal, app_log }),

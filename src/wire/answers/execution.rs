@@ -21,6 +21,20 @@ pub struct ExecutedPlan {
     pub containers: Vec<String>,
     /// How long the engine took.
     pub duration_ms: u64,
+    /// remove_app of an app with data: where its data image is kept, or
+    /// that it was deleted. Absent otherwise (and from a 0.1.0 helper).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<DataAfter>,
+}
+
+/// What a completed remove_app did with the app's data.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DataAfter {
+    /// The image on the host (`/var/lib/volce-lab/data/<app>.ext4`).
+    pub image: std::path::PathBuf,
+    /// Kept (unmounted: a deploy of the same app re-attaches it), or
+    /// deleted for good (`purge_data`).
+    pub kept: bool,
 }
 
 /// The fixed `outcome` of a completed execute (the plan's recorded outcome,

@@ -299,6 +299,7 @@ fn the_plan_an_answer_names_is_read_from_the_types_the_helper_writes() {
         app: Some("demo".into()),
         containers: vec!["a".into()],
         duration_ms: 12,
+        data: None,
     };
     round_trips(
         &executed,
