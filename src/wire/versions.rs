@@ -36,7 +36,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{Operation, Request, RequestId};
-use crate::control::plan::Action;
+use crate::control::plan::{ALSO_SERVER_NAMES, Action};
 use crate::vocab::{Code, Refusal};
 
 /// This build's protocol. What each one added is [`ADDITIONS`].
@@ -57,7 +57,10 @@ pub const ADDITIONS: &[(u32, &str)] = &[
          (`env_file`, never a value) and the inventory says `has_configuration`; a rolled-back execute's refusal \
          and its plan view carry the failed app container's last lines (`app_log`: redacted, bounded, \
          untrusted); a catalog entry's `data` directory (the inventory's `has_data`, each app's `data`, a \
-         deploy's, update's, start's and restart's spec), and remove_app's `purge_data` (0.2.0)",
+         deploy's, update's, start's and restart's spec), and remove_app's `purge_data`; deploy and \
+         nginx_config take `also_server_names` (at most three names the gateway serves besides \
+         `server_name`), which the deploy's spec, the nginx_config payload and the inventory's app carry \
+         when there are any (0.2.0)",
     ),
 ];
 
@@ -159,10 +162,15 @@ impl Feature {
             Feature::Action(Action::Restart | Action::Rollback) => 2,
             // A helper of protocol 1 refuses it as a stray parameter.
             Feature::Parameter(Action::RemoveApp, "purge_data") => 2,
+            // A helper of protocol 1 refuses it `invalid_parameters`, so it
+            // never serves fewer names than the plan asked for.
+            Feature::Parameter(Action::Deploy | Action::NginxConfig, ALSO_SERVER_NAMES) => 2,
             // Every other parameter so far came with its action.
             Feature::Parameter(action, _) => Feature::Action(action).since(),
             // Left out, it is the remove_app every protocol knows (data kept).
             Feature::Omitted(Action::RemoveApp, "purge_data") => 1,
+            // Left out, it means one name, as every protocol reads it.
+            Feature::Omitted(_, ALSO_SERVER_NAMES) => 1,
             // A helper of protocol 1 refuses a deploy without its port.
             Feature::Omitted(..) => 2,
             Feature::SinceMinutes | Feature::RequestId => 1,
@@ -440,5 +448,35 @@ mod tests {
         );
         parameters.insert("container_port".into(), 8080.into());
         assert_eq!(Request::plan(Action::Deploy, parameters).needs(), 1);
+    }
+
+    /// Tried: a deploy and an nginx_config with `also_server_names`
+    /// (issue 25), against a protocol-1 server (`server_too_old`, nothing
+    /// sent) and helper (`invalid_parameters`: it never serves one name
+    /// where the plan asked for more), and both without the list.
+    #[test]
+    fn more_server_names_need_protocol_2_and_one_name_needs_protocol_1() {
+        use crate::control::plan::Action;
+        let plan = |action: Action, keys: &[&str]| {
+            let parameters: serde_json::Map<String, serde_json::Value> =
+                keys.iter().map(|k| (k.to_string(), serde_json::json!(8080))).collect();
+            Request::plan(action, parameters)
+        };
+        let old = Helper { protocol: 1, oldest_client: 1 };
+        for (action, keys) in [
+            (Action::Deploy, &["app", "image", "host_port", "container_port", "server_name"][..]),
+            (Action::NginxConfig, &["app", "server_name"][..]),
+        ] {
+            assert_eq!(plan(action, keys).needs(), 1, "{action:?} with one name");
+            let with = plan(action, &[keys, &[ALSO_SERVER_NAMES]].concat());
+            assert_eq!(with.needs(), 2, "{action:?}");
+            let refusal = may_send(with.needs(), &ServerVersion::Before020, "web-1").unwrap_err();
+            assert_eq!(refusal.code, Code::ServerTooOld);
+            assert_eq!(
+                old.knows(Feature::Parameter(action, ALSO_SERVER_NAMES)),
+                Err(Code::InvalidParameters)
+            );
+            assert!(may_send(with.needs(), &known(2), "web-1").is_ok());
+        }
     }
 }
