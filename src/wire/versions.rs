@@ -449,34 +449,4 @@ mod tests {
         parameters.insert("container_port".into(), 8080.into());
         assert_eq!(Request::plan(Action::Deploy, parameters).needs(), 1);
     }
-
-    /// Tried: a deploy and an nginx_config with `also_server_names`
-    /// (issue 25), against a protocol-1 server (`server_too_old`, nothing
-    /// sent) and helper (`invalid_parameters`: it never serves one name
-    /// where the plan asked for more), and both without the list.
-    #[test]
-    fn more_server_names_need_protocol_2_and_one_name_needs_protocol_1() {
-        use crate::control::plan::Action;
-        let plan = |action: Action, keys: &[&str]| {
-            let parameters: serde_json::Map<String, serde_json::Value> =
-                keys.iter().map(|k| (k.to_string(), serde_json::json!(8080))).collect();
-            Request::plan(action, parameters)
-        };
-        let old = Helper { protocol: 1, oldest_client: 1 };
-        for (action, keys) in [
-            (Action::Deploy, &["app", "image", "host_port", "container_port", "server_name"][..]),
-            (Action::NginxConfig, &["app", "server_name"][..]),
-        ] {
-            assert_eq!(plan(action, keys).needs(), 1, "{action:?} with one name");
-            let with = plan(action, &[keys, &[ALSO_SERVER_NAMES]].concat());
-            assert_eq!(with.needs(), 2, "{action:?}");
-            let refusal = may_send(with.needs(), &ServerVersion::Before020, "web-1").unwrap_err();
-            assert_eq!(refusal.code, Code::ServerTooOld);
-            assert_eq!(
-                old.knows(Feature::Parameter(action, ALSO_SERVER_NAMES)),
-                Err(Code::InvalidParameters)
-            );
-            assert!(may_send(with.needs(), &known(2), "web-1").is_ok());
-        }
-    }
 }
