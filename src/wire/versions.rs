@@ -160,17 +160,14 @@ impl Feature {
             ) => 1,
             // A helper of protocol 1 answers it `unknown_action`.
             Feature::Action(Action::Restart | Action::Rollback) => 2,
-            // A helper of protocol 1 refuses it as a stray parameter.
-            Feature::Parameter(Action::RemoveApp, "purge_data") => 2,
-            // A helper of protocol 1 refuses it `invalid_parameters`, so it
-            // never serves fewer names than the plan asked for.
-            Feature::Parameter(Action::Deploy | Action::NginxConfig, ALSO_SERVER_NAMES) => 2,
+            // A helper of protocol 1 refuses either as a stray parameter: never
+            // kept data where a purge was asked, nor one name where more were.
+            Feature::Parameter(Action::RemoveApp, "purge_data")
+            | Feature::Parameter(Action::Deploy | Action::NginxConfig, ALSO_SERVER_NAMES) => 2,
             // Every other parameter so far came with its action.
             Feature::Parameter(action, _) => Feature::Action(action).since(),
-            // Left out, it is the remove_app every protocol knows (data kept).
-            Feature::Omitted(Action::RemoveApp, "purge_data") => 1,
-            // Left out, it means one name, as every protocol reads it.
-            Feature::Omitted(_, ALSO_SERVER_NAMES) => 1,
+            // Left out, either is what every protocol knows (data kept, one name).
+            Feature::Omitted(Action::RemoveApp, "purge_data") | Feature::Omitted(_, ALSO_SERVER_NAMES) => 1,
             // A helper of protocol 1 refuses a deploy without its port.
             Feature::Omitted(..) => 2,
             Feature::SinceMinutes | Feature::RequestId => 1,
