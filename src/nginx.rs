@@ -1,6 +1,7 @@
 //! The gateway's nginx.conf, rendered from validated values only: the agent
-//! chooses a server name (a [`ServerName`]: a lowercase DNS name) and the
-//! app's port; everything else is fixed here. Pure, no I/O.
+//! chooses the server names (each a [`ServerName`]: a lowercase DNS name;
+//! the primary one and at most three others) and the app's port; everything
+//! else is fixed here. Pure, no I/O.
 //!
 //! The gateway runs as uid 101 with a read-only root filesystem, so the pid
 //! file and every temp path live under the /tmp tmpfs, and it listens on an
@@ -44,16 +45,34 @@ pub const GATEWAY_LISTEN_PORT: u16 = 8080;
 /// The network alias of the app container on the app's private network.
 pub const APP_ALIAS: &str = "app";
 
-/// The server name a config [`render`]ed for one app serves: the value of
-/// its one `server_name` line, if that is a valid name.
+/// The arguments of one `server_name` directive: the primary name first
+/// (what [`server_name_of`] reads back and the health check asks for), then
+/// the others. Each is a validated [`ServerName`], so each is one word.
+pub fn names_directive(primary: &ServerName, also: &[ServerName]) -> String {
+    std::iter::once(primary).chain(also).map(ServerName::as_str).collect::<Vec<_>>().join(" ")
+}
+
+/// The names a config [`render`]ed for one app serves, primary first: the
+/// words of its one `server_name` line, if each is a valid name.
+pub fn server_names_of(config: &str) -> Option<Vec<ServerName>> {
+    let mut lines = config.lines().filter_map(|l| l.trim().strip_prefix("server_name ")?.strip_suffix(';'));
+    let line = lines.next()?;
+    if lines.next().is_some() {
+        return None;
+    }
+    line.split(' ').map(ServerName::parse).collect()
+}
+
+/// The primary server name of a config [`render`]ed for one app: the first
+/// word of its one `server_name` line (see [`server_names_of`]).
 pub fn server_name_of(config: &str) -> Option<ServerName> {
-    let mut names = config.lines().filter_map(|l| l.trim().strip_prefix("server_name ")?.strip_suffix(';'));
-    let name = names.next()?;
-    names.next().is_none().then(|| ServerName::parse(name)).flatten()
+    server_names_of(config)?.into_iter().next()
 }
 
 /// Renders the whole nginx.conf for one app, whose container answers on
-/// the app network as [`APP_ALIAS`] (as deploy creates it).
+/// the app network as [`APP_ALIAS`] (as deploy creates it). `server_name`
+/// is the directive's arguments: one validated name, or [`names_directive`]
+/// of several.
 pub fn render(server_name: &str, container_port: u16, access: AccessLog) -> String {
     render_for(server_name, container_port, APP_ALIAS, access)
 }
@@ -191,5 +210,31 @@ mod tests {
         assert_eq!(server_name_of("events {}\n"), None);
         assert_eq!(server_name_of("server_name a.example;\nserver_name b.example;\n"), None, "two names");
         assert_eq!(server_name_of("server_name Bad_Name;\n"), None);
+        assert_eq!(server_names_of("server_name a.example Bad_Name;\n"), None, "every word is a name");
+    }
+
+    /// Tried: the primary name and three others, rendered for a deploy and
+    /// staged for an update: one `server_name` line lists them all, primary
+    /// first, and reads back as it went in.
+    #[test]
+    fn every_name_of_an_app_is_on_its_one_server_name_line() {
+        let name = |n: &str| ServerName::parse(n).unwrap();
+        let also = [name("www.shop.example"), name("old.example"), name("www.old.example")];
+        let served = names_directive(&name("shop.example"), &also);
+        assert_eq!(served, "shop.example www.shop.example old.example www.old.example");
+        assert_eq!(names_directive(&name("shop.example"), &[]), "shop.example");
+        let config = render(&served, 3000, AccessLog::Off);
+        assert!(config.contains(&format!("        server_name {served};\n        location / {{\n")));
+        assert_eq!(config.matches("server_name ").count(), 1);
+        let back = server_names_of(&config).unwrap();
+        assert_eq!(back[0], name("shop.example"));
+        assert_eq!(back[1..], also);
+        assert_eq!(server_name_of(&config), Some(name("shop.example")));
+        let staged =
+            render_staged(&served, 3000, "app", "c1.update.invalid", "vl-shop-app-1", AccessLog::Off);
+        assert!(staged.contains(&format!(
+            "server_name {served};\n        location / {{\n            proxy_pass http://app:3000;"
+        )));
+        assert!(staged.contains("server_name c1.update.invalid;\n"));
     }
 }

@@ -44,7 +44,12 @@ pub struct AppRecord {
     pub state: AppState,
     pub host_port: u16,
     pub container_port: u16,
+    /// The primary name: the health check's Host.
     pub server_name: ServerName,
+    /// The other names its gateway serves. Absent when there are none, and
+    /// in records written before it existed (one name).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub also_server_names: Vec<ServerName>,
     pub image_key: String,
     pub app_image: ImageRef,
     pub gateway_image: ImageRef,
@@ -146,6 +151,21 @@ mod tests {
         let record: AppRecord = serde_json::from_value(stored()).unwrap();
         assert_eq!(record.app.as_str(), "shop");
         assert_eq!(serde_json::to_value(&record).unwrap(), stored());
+    }
+
+    /// Tried: a record without the list (one name, as every older record)
+    /// and one with two other names: each reads and writes back unchanged.
+    #[test]
+    fn a_record_keeps_the_other_server_names_and_one_without_them_serves_one() {
+        let record: AppRecord = serde_json::from_value(stored()).unwrap();
+        assert!(record.also_server_names.is_empty());
+        let mut value = stored();
+        value["also_server_names"] = serde_json::json!(["www.shop.example", "old.example"]);
+        let record: AppRecord = serde_json::from_value(value.clone()).unwrap();
+        assert_eq!(record.also_server_names[1].as_str(), "old.example");
+        assert_eq!(serde_json::to_value(&record).unwrap(), value);
+        value["also_server_names"] = serde_json::json!(["Bad_Name"]);
+        assert!(serde_json::from_value::<AppRecord>(value).is_err(), "refused as corrupt");
     }
 
     #[test]

@@ -27,7 +27,7 @@ use crate::vocab::{
 pub const PLAN_FORMAT: u32 = 1;
 
 mod action;
-pub use action::Action;
+pub use action::{ALSO_SERVER_NAMES, Action};
 
 /// One container a deploy will create, as the operator reviews it. The
 /// hardening flags are the engine's fixed template (see `crate::docker`).
@@ -60,7 +60,14 @@ pub enum Payload {
         app_dir: PathBuf,
         /// As recorded in the app record (validated when it was deployed).
         previous_server_name: String,
+        /// The other names it served, as recorded. Left out when there
+        /// were none, so plans stored before it still match their digest.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        previous_also_server_names: Vec<ServerName>,
         server_name: ServerName,
+        /// The other names it serves after (as in [`DeploySpec`]'s).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        also_server_names: Vec<ServerName>,
         previous_config: String,
         new_config: String,
     },

@@ -25,11 +25,11 @@ use std::path::Path;
 use serde_json::{Map, Value};
 
 use super::app_record::{AppRecord, AppState};
-use super::plan::{Action, Impact, Payload};
+use super::plan::{ALSO_SERVER_NAMES, Action, Impact, Payload};
 use super::policy::{CatalogEntry, Policy};
 use crate::vocab::{
     AppName, Capacity, Code, ContainerId, DataPath, EnvFileName, EnvFileUse, ImageHolds, ImageId, ImageRef,
-    PlanId, Refusal, ServerName, Snapshot, refuse,
+    MAX_ALSO_SERVER_NAMES, PlanId, Refusal, ServerName, Snapshot, refuse, served_names,
 };
 
 const MIB: u64 = 1024 * 1024;
@@ -214,6 +214,46 @@ fn server_name(params: &Map<String, Value>) -> Result<ServerName, Refusal> {
     })
 }
 
+/// The names the gateway serves besides `primary` (the agent's
+/// `also_server_names`, none when it is left out): at most
+/// [`MAX_ALSO_SERVER_NAMES`] valid names, none twice, never the primary.
+/// Each refusal is `invalid_server_name` and quotes only validated names.
+fn also_server_names(params: &Map<String, Value>, primary: &ServerName) -> Result<Vec<ServerName>, Refusal> {
+    let invalid = |message: String| Refusal::new(Code::InvalidServerName, message);
+    let Some(value) = params.get(ALSO_SERVER_NAMES) else { return Ok(Vec::new()) };
+    let Some(list) = value.as_array() else {
+        return refuse(Code::InvalidParameters, format!("{ALSO_SERVER_NAMES} must be a list of strings."));
+    };
+    if list.len() > MAX_ALSO_SERVER_NAMES {
+        return Err(invalid(format!(
+            "{ALSO_SERVER_NAMES} holds {} names and an app serves at most {MAX_ALSO_SERVER_NAMES} besides \
+             server_name: plan again with at most {MAX_ALSO_SERVER_NAMES}.",
+            list.len()
+        )));
+    }
+    let mut names: Vec<ServerName> = Vec::with_capacity(list.len());
+    for (i, item) in list.iter().enumerate() {
+        let Some(name) = item.as_str().and_then(ServerName::parse) else {
+            return Err(invalid(format!(
+                "{ALSO_SERVER_NAMES}[{i}] must be a lowercase DNS name (a-z, 0-9, '-' and '.', at most 253 \
+                 characters): plan again with a valid name there, or leave it out."
+            )));
+        };
+        if name == *primary {
+            return Err(invalid(format!(
+                "{ALSO_SERVER_NAMES} repeats server_name {name}, which is always served: plan again without it."
+            )));
+        }
+        if names.contains(&name) {
+            return Err(invalid(format!(
+                "{ALSO_SERVER_NAMES} names {name} twice: plan again with each name once."
+            )));
+        }
+        names.push(name);
+    }
+    Ok(names)
+}
+
 /// The most catalog keys an `image_not_in_catalog` refusal names: keys are
 /// at most 31 characters, and the helper's sentence reaches the agent cut at
 /// 300 (`crate::mcp::rpc`).
@@ -269,6 +309,7 @@ fn nginx_config(params: &Map<String, Value>, ctx: &Context<'_>) -> Result<(Paylo
     exact_keys(params, Action::NginxConfig)?;
     let app = app_name(params)?;
     let server_name = server_name(params)?;
+    let also_server_names = also_server_names(params, &server_name)?;
     let record = owned_running(&app, ctx)?;
     let Some(gateway) = record.gateway_container.clone() else {
         return refuse(Code::ContainerSetChanged, format!("{app} has no recorded gateway."));
@@ -279,13 +320,17 @@ fn nginx_config(params: &Map<String, Value>, ctx: &Context<'_>) -> Result<(Paylo
     }
     // To the container the gateway proxies to now (renamed by each update).
     let new_config = crate::nginx::render_for(
-        server_name.as_str(),
+        &crate::nginx::names_directive(&server_name, &also_server_names),
         record.container_port,
         record.upstream(),
         ctx.policy.access_log(),
     );
     let impact = Impact {
-        target: format!("app {app}: server_name {} -> {server_name}", record.server_name),
+        target: format!(
+            "app {app}: server_name {} -> {}",
+            served_names(record.server_name.as_str(), &record.also_server_names),
+            served_names(server_name.as_str(), &also_server_names)
+        ),
         containers_touched: vec![format!("{} (config test and reload)", app.names().gateway_container)],
         data_volumes_deleted: false,
         shared_nginx_changed: false,
@@ -298,7 +343,9 @@ fn nginx_config(params: &Map<String, Value>, ctx: &Context<'_>) -> Result<(Paylo
         gateway,
         app_dir: record.app_dir.clone(),
         previous_server_name: record.server_name.to_string(),
+        previous_also_server_names: record.also_server_names.clone(),
         server_name,
+        also_server_names,
         previous_config: record.nginx_config.clone(),
         new_config,
     };

@@ -101,7 +101,7 @@ pub fn render(awaiting: &Awaiting) -> String {
                 esc(app.app.as_str()),
                 app.state.as_str().to_owned(),
                 app.host_port.to_string(),
-                esc(app.server_name.as_str()),
+                esc(&crate::vocab::served_names(app.server_name.as_str(), &app.also_server_names)),
                 esc(&app.image_key),
                 app.plan_id.to_string(),
             ]);
@@ -150,6 +150,7 @@ pub fn to_json(awaiting: &Awaiting) -> Value {
                 "state": app.state,
                 "host_port": app.host_port,
                 "server_name": app.server_name,
+                "also_server_names": app.also_server_names,
                 "image": app.image_key,
                 "last_plan": app.plan_id,
             })

@@ -11,6 +11,7 @@ use std::fmt::Write as _;
 use crate::control::plan::Payload;
 use crate::store::{PlanState, StoredPlan};
 use crate::text::{for_terminal as esc, for_terminal_lines as esc_lines};
+use crate::vocab::served_names;
 
 fn time(secs: i64) -> String {
     crate::text::rfc3339_seconds(secs)
@@ -150,12 +151,24 @@ pub fn summary(stored: &StoredPlan, now: i64) -> String {
             out.push_str(&indent(&esc_lines(&spec.nginx_config)));
         }
         Payload::NginxConfig {
-            app, previous_server_name, server_name, previous_config, new_config, ..
+            app,
+            previous_server_name,
+            previous_also_server_names,
+            server_name,
+            also_server_names,
+            previous_config,
+            new_config,
+            ..
         } => {
             let _ = writeln!(out, "App      {}", esc(app.as_str()));
-            let _ = writeln!(out, "Before   server_name {}", esc(previous_server_name));
+            let before = served_names(previous_server_name, previous_also_server_names);
+            let _ = writeln!(out, "Before   server_name {}", esc(&before));
             out.push_str(&indent(&esc_lines(previous_config)));
-            let _ = writeln!(out, "After    server_name {}", esc(server_name.as_str()));
+            let _ = writeln!(
+                out,
+                "After    server_name {}",
+                esc(&served_names(server_name.as_str(), also_server_names))
+            );
             out.push_str(&indent(&esc_lines(new_config)));
         }
         Payload::Stop { app, containers, container_names } => {

@@ -41,7 +41,14 @@ pub struct DeploySpec {
     /// their digest.
     #[serde(default, skip_serializing_if = "HealthPath::is_root")]
     pub health_path: HealthPath,
+    /// The primary name: the health check's Host.
     pub server_name: ServerName,
+    /// The other names the gateway serves (at most
+    /// [`super::MAX_ALSO_SERVER_NAMES`], none twice, never the primary).
+    /// Left out of the plan when there are none, so plans sealed before it
+    /// existed keep their digest.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub also_server_names: Vec<ServerName>,
     /// The rendered nginx.conf the gateway mounts read-only.
     pub nginx_config: String,
     /// Root-owned directory for this app under the state directory.

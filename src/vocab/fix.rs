@@ -39,7 +39,7 @@ impl Code {
                 "Plan again with another host_port from the operator's range."
             }
             Code::InvalidServerName => {
-                "Plan again with a lowercase DNS name (a-z, 0-9, hyphens and dots) as server_name."
+                "Plan again with lowercase DNS names (a-z, 0-9, hyphens and dots): one as server_name, and at most 3 others, each once, in also_server_names."
             }
             Code::AppExists => {
                 "Choose another app name, or plan update or remove_app for the existing app if the user wants that."

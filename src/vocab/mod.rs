@@ -96,6 +96,9 @@ pub use env_file::{
 pub use fix::FIX_MAX_CHARS;
 pub use ids::{ContainerId, Digest, HEALTH_PATH_MAX, HealthPath, ImageId, ImageRef, PlanId};
 pub(crate) use names::is_name;
-pub use names::{AppName, AppNames, NAME_PREFIX, ServerName, is_app_name, is_server_name, is_user_name};
+pub use names::{
+    AppName, AppNames, MAX_ALSO_SERVER_NAMES, NAME_PREFIX, ServerName, is_app_name, is_server_name,
+    is_user_name, served_names,
+};
 pub use refusal::{Code, MESSAGE_MAX_CHARS, Refusal, refuse};
 pub use snapshot::{Container, ImageHolds, LABEL_APP, LABEL_PLAN, LABEL_ROLE, PublishedPort, Snapshot};

@@ -139,6 +139,22 @@ impl ServerName {
 
 super::string_form!(ServerName, "a server name must be a lowercase DNS name");
 
+/// `name (also a, b)`, or `name` alone: how a target and `show` name what
+/// a gateway serves.
+pub fn served_names(primary: &str, also: &[ServerName]) -> String {
+    if also.is_empty() {
+        return primary.to_owned();
+    }
+    let also: Vec<&str> = also.iter().map(ServerName::as_str).collect();
+    format!("{primary} (also {})", also.join(", "))
+}
+
+/// The most names an app's gateway serves besides its primary
+/// `server_name`: four in all, enough for an apex and its `www` and, during
+/// a move, the old host and its `www`. Bounded so that a plan, its `show`
+/// and the gateway's one `server_name` line stay short.
+pub const MAX_ALSO_SERVER_NAMES: usize = 3;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -36,7 +36,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{Operation, Request, RequestId};
-use crate::control::plan::Action;
+use crate::control::plan::{ALSO_SERVER_NAMES, Action};
 use crate::vocab::{Code, Refusal};
 
 /// This build's protocol. What each one added is [`ADDITIONS`].
@@ -57,7 +57,10 @@ pub const ADDITIONS: &[(u32, &str)] = &[
          (`env_file`, never a value) and the inventory says `has_configuration`; a rolled-back execute's refusal \
          and its plan view carry the failed app container's last lines (`app_log`: redacted, bounded, \
          untrusted); a catalog entry's `data` directory (the inventory's `has_data`, each app's `data`, a \
-         deploy's, update's, start's and restart's spec), and remove_app's `purge_data` (0.2.0)",
+         deploy's, update's, start's and restart's spec), and remove_app's `purge_data`; deploy and \
+         nginx_config take `also_server_names` (at most three names the gateway serves besides \
+         `server_name`), which the deploy's spec, the nginx_config payload and the inventory's app carry \
+         when there are any (0.2.0)",
     ),
 ];
 
@@ -157,12 +160,14 @@ impl Feature {
             ) => 1,
             // A helper of protocol 1 answers it `unknown_action`.
             Feature::Action(Action::Restart | Action::Rollback) => 2,
-            // A helper of protocol 1 refuses it as a stray parameter.
-            Feature::Parameter(Action::RemoveApp, "purge_data") => 2,
+            // A helper of protocol 1 refuses either as a stray parameter: never
+            // kept data where a purge was asked, nor one name where more were.
+            Feature::Parameter(Action::RemoveApp, "purge_data")
+            | Feature::Parameter(Action::Deploy | Action::NginxConfig, ALSO_SERVER_NAMES) => 2,
             // Every other parameter so far came with its action.
             Feature::Parameter(action, _) => Feature::Action(action).since(),
-            // Left out, it is the remove_app every protocol knows (data kept).
-            Feature::Omitted(Action::RemoveApp, "purge_data") => 1,
+            // Left out, either is what every protocol knows (data kept, one name).
+            Feature::Omitted(Action::RemoveApp, "purge_data") | Feature::Omitted(_, ALSO_SERVER_NAMES) => 1,
             // A helper of protocol 1 refuses a deploy without its port.
             Feature::Omitted(..) => 2,
             Feature::SinceMinutes | Feature::RequestId => 1,

@@ -1239,7 +1239,7 @@ fn list_json_has_stable_fields_and_rfc3339_times() {
     assert_eq!(
         json["apps"],
         json!([{"app": "legacy", "state": "stopped", "host_port": 18990, "server_name": "legacy.example.com",
-                "image": "web", "last_plan": "1e".repeat(16)}])
+                "also_server_names": [], "image": "web", "last_plan": "1e".repeat(16)}])
     );
 }
 

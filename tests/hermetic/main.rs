@@ -26,6 +26,7 @@ mod host_logs;
 mod host_operator_wait;
 mod host_policy_files;
 mod host_processes;
+mod host_server_names;
 mod layers;
 mod mcp_approval_task;
 mod mcp_approval_wait;

@@ -8,12 +8,12 @@
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 use volce_lab::control::canonical;
-use volce_lab::nginx::{AccessLog, render};
+use volce_lab::nginx::{AccessLog, names_directive, render};
 use volce_lab::vocab::{Code, ServerName};
 use volce_lab::wire::gate::{self, GateCheck, GateRequest, Header};
 use volce_lab::wire::parse_request;
 
-use crate::support::nginx_shape::only_our_directives;
+use crate::support::nginx_shape::{only_our_directives, only_our_directives_for};
 
 /// Any JSON value a request or a plan could hold: nested objects and
 /// arrays of strings (any Unicode), integers of both signs and finite floats.
@@ -141,6 +141,20 @@ proptest! {
         let name = ServerName::parse(&name).expect("the strategy writes valid names");
         let config = render(name.as_str(), port, AccessLog::Off);
         prop_assert_eq!(only_our_directives(&config, name.as_str(), port), Ok(()));
+    }
+
+    /// Every list of valid names a gateway may serve (the primary one and
+    /// up to three others) renders to our statements with exactly those
+    /// names, in order, as the one `server_name` statement's arguments.
+    #[test]
+    fn renderer_writes_every_name_as_one_argument_of_server_name(
+        names in prop::collection::vec("[a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?(\\.[a-z0-9]([a-z0-9-]{0,8}[a-z0-9])?){0,3}", 1..=4),
+        port in 1024u16..=65535,
+    ) {
+        let names: Vec<ServerName> = names.iter().map(|n| ServerName::parse(n).expect("valid names")).collect();
+        let config = render(&names_directive(&names[0], &names[1..]), port, AccessLog::Off);
+        let words: Vec<&str> = names.iter().map(ServerName::as_str).collect();
+        prop_assert_eq!(only_our_directives_for(&config, &words, port), Ok(()));
     }
 
     /// Any text that validation accepts as a name renders safely, drawn

@@ -21,6 +21,8 @@ use serde_json::{Value, json};
 
 const APP: &str = "e2e-web";
 const SERVER_NAME: &str = "web.e2e.test";
+/// The app's other name (`also_server_names`, issue 25).
+const WWW_NAME: &str = "www.web.e2e.test";
 
 /// What one tool call answered: its structured result and whether the
 /// server marked it as an error.
@@ -314,7 +316,7 @@ fn the_whole_chain_from_agent_to_docker_and_back() {
                 .plan(
                     "deploy",
                     json!({"app": APP, "image": "web", "host_port": port, "container_port": 8080,
-                           "server_name": SERVER_NAME}),
+                           "server_name": SERVER_NAME, "also_server_names": [WWW_NAME]}),
                 )
                 .await;
             assert_eq!(planned.status(), "ok", "{}", planned.structured);
@@ -348,6 +350,12 @@ fn the_whole_chain_from_agent_to_docker_and_back() {
         assert_eq!(ours[0]["state"], "running", "{}", web.structured);
         let (code, _body) = http_get(port, SERVER_NAME).expect("the gateway answers on 127.0.0.1");
         assert!((200..400).contains(&code), "HTTP {code} from the gateway");
+        let (www, _) = http_get(port, WWW_NAME).expect("the gateway answers its other name");
+        assert_eq!(www, code, "both names reach the app");
+        let inventory = agent.call("service_inventory", json!({})).await;
+        let apps = inventory.structured["result"]["apps"].as_array().cloned().unwrap_or_default();
+        let names = apps.iter().find(|a| a["app"] == APP).map(|a| a["also_server_names"].clone());
+        assert_eq!(names, Some(json!([WWW_NAME])), "{}", inventory.structured);
         let (app_image, running) = container_state(&format!("vl-{APP}-app")).expect("the app container");
         assert!(running);
         assert!(container_state(&format!("vl-{APP}-gateway")).is_some_and(|(_, running)| running));
@@ -415,6 +423,8 @@ fn the_whole_chain_from_agent_to_docker_and_back() {
         let updated = polled(&agent, port, &["app: web", "app: web2"], "update", json!({"app": APP, "image": "web2"})).await;
         assert_eq!(updated.status(), "ok", "{}", updated.structured);
         assert!(http_get(port, SERVER_NAME).is_some_and(|(_, body)| body.trim().ends_with("app: web2")));
+        let www = http_get(port, WWW_NAME);
+        assert!(www.is_some_and(|(_, body)| body.trim().ends_with("app: web2")), "the update kept both names");
         step("update to web2: the old version answered until the new one did");
 
         let failed = polled(&agent, port, &["app: web2"], "update", json!({"app": APP, "image": "broken"})).await;

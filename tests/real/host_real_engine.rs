@@ -102,7 +102,10 @@ fn the_controller_drives_the_real_engine_end_to_end() {
     let unmanaged_before = docker(&["inspect", "--format", "{{.State.Status}} {{.Id}}", &unmanaged]);
 
     let port = free_port();
-    let params = json!({"app": app, "image": "web", "host_port": port, "container_port": 8080, "server_name": format!("{app}.test")});
+    // Two names (issue 25): the primary one, which the health check asks,
+    // and its www name.
+    let params = json!({"app": app, "image": "web", "host_port": port, "container_port": 8080,
+                        "server_name": format!("{app}.test"), "also_server_names": [format!("www.{app}.test")]});
     let plan =
         rpc(&paths, "vl-agent", json!({"operation": "plan", "action": "deploy", "parameters": params}));
     assert_ne!(
@@ -117,6 +120,7 @@ fn the_controller_drives_the_real_engine_end_to_end() {
     // Served through the gateway for the planned name only, and both
     // containers carry every hardening control of the policy.
     assert_eq!(status(port, &format!("{app}.test")), Some(200), "the page is served for the planned name");
+    assert_eq!(status(port, &format!("www.{app}.test")), Some(200), "and for its other name");
     assert_eq!(status(port, "someone-else.test"), Some(404), "other Host headers are not the app's");
     let policy: Value = serde_json::from_slice(&std::fs::read(TEST_POLICY).unwrap()).unwrap();
     let limits = policy_limits(&policy);
@@ -155,6 +159,9 @@ fn the_controller_drives_the_real_engine_end_to_end() {
     // Old workers finish gracefully after a reload and may still answer for
     // a moment: wait for them to go.
     eventually("the old name is no longer the app's", || status(port, &format!("{app}.test")) == Some(404));
+    eventually("nor its other name: nginx_config sets the list anew", || {
+        status(port, &format!("www.{app}.test")) == Some(404)
+    });
 
     let plan =
         rpc(&paths, "vl-agent", json!({"operation": "plan", "action": "stop", "parameters": {"app": app}}));

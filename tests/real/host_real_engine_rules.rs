@@ -872,6 +872,7 @@ fn record_app(host: &Host, app: &str, id: &str, plan: &str, port: u16) {
         host_port: port,
         container_port: 8080,
         server_name: volce_lab::vocab::ServerName::parse(&format!("{app}.test")).unwrap(),
+        also_server_names: vec![],
         image_key: "web".into(),
         app_image: images.app_image,
         gateway_image: images.gateway_image,

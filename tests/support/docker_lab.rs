@@ -155,6 +155,7 @@ impl Lab {
             health_path: Default::default(),
             nginx_config: render(&server_name, 8080, AccessLog::Off),
             server_name: ServerName::parse(&server_name).expect("a valid server name"),
+            also_server_names: vec![],
             app_dir: self.app_dir(),
             limits: self.limits(),
             env_file: None,

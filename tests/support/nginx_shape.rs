@@ -57,6 +57,12 @@ pub fn statements(config: &str) -> Vec<Statement> {
 /// `server_name` argument and `http://app:<port>` as the only `proxy_pass`
 /// argument; otherwise the first difference.
 pub fn only_our_directives(config: &str, name: &str, port: u16) -> Result<(), String> {
+    only_our_directives_for(config, &[name], port)
+}
+
+/// [`only_our_directives`] for a gateway that serves several names: they
+/// are the `server_name` statement's arguments, in order, and nothing else.
+pub fn only_our_directives_for(config: &str, names: &[&str], port: u16) -> Result<(), String> {
     // The reference: the same template rendered with a name and a port that
     // cannot be confused with anything else in it.
     let ours =
@@ -68,7 +74,11 @@ pub fn only_our_directives(config: &str, name: &str, port: u16) -> Result<(), St
     for (reference, statement) in ours.iter().zip(&got) {
         let mut expected = reference.clone();
         match expected[0].as_str() {
-            "server_name" => expected[1] = name.to_owned(),
+            "server_name" => {
+                let end = expected.split_off(1);
+                expected.extend(names.iter().map(|n| n.to_string()));
+                expected.extend(end.into_iter().skip(1));
+            }
             "proxy_pass" => expected[1] = format!("http://{}:{port}", volce_lab::nginx::APP_ALIAS),
             _ => {}
         }

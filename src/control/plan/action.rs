@@ -6,6 +6,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::vocab::{Code, Refusal};
 
+/// The optional parameter of deploy and nginx_config that lists the names
+/// the gateway serves besides `server_name` (protocol 2; see
+/// `crate::wire::versions`).
+pub const ALSO_SERVER_NAMES: &str = "also_server_names";
+
 /// The closed set of changes a plan can make. Its one string table is the
 /// strum derive; serde's names are the same (tested), because the wire,
 /// the store and the sealed plans all carry them.
@@ -58,10 +63,11 @@ impl Action {
     /// MCP server checks the names; the helper validates names and values.
     /// Those of [`Action::parameters`] a plan may leave out: a deploy's
     /// `container_port` when the catalog entry sets it (the controller
-    /// refuses the omission otherwise).
+    /// refuses the omission otherwise), and [`ALSO_SERVER_NAMES`] (none).
     pub fn optional_parameters(self) -> &'static [&'static str] {
         match self {
-            Action::Deploy => &["container_port"],
+            Action::Deploy => &["container_port", ALSO_SERVER_NAMES],
+            Action::NginxConfig => &[ALSO_SERVER_NAMES],
             Action::RemoveApp => &["purge_data"],
             _ => &[],
         }
@@ -69,8 +75,10 @@ impl Action {
 
     pub fn parameters(self) -> &'static [&'static str] {
         match self {
-            Action::Deploy => &["app", "image", "host_port", "container_port", "server_name"],
-            Action::NginxConfig => &["app", "server_name"],
+            Action::Deploy => {
+                &["app", "image", "host_port", "container_port", "server_name", ALSO_SERVER_NAMES]
+            }
+            Action::NginxConfig => &["app", "server_name", ALSO_SERVER_NAMES],
             Action::Stop => &["app"],
             Action::RemoveImage => &["image_id"],
             Action::RemoveApp => &["app", "purge_data"],

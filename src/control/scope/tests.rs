@@ -76,7 +76,9 @@ fn nginx_shop() -> Payload {
         gateway: id('b'),
         app_dir: PathBuf::from("/state/apps/shop"),
         previous_server_name: "shop.example".into(),
+        previous_also_server_names: vec![],
         server_name: ServerName::parse("new.example").unwrap(),
+        also_server_names: vec![],
         previous_config: String::new(),
         new_config: String::new(),
     }
@@ -93,6 +95,7 @@ fn deploy_web(host_port: u16) -> Payload {
         container_port: 8080,
         health_path: Default::default(),
         server_name: ServerName::parse("web.example").unwrap(),
+        also_server_names: vec![],
         nginx_config: String::new(),
         app_dir: PathBuf::from("/state/apps/web"),
         limits: ContainerLimits {

@@ -12,11 +12,11 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use super::{
-    Context, HostFacts, app_name, capacity_floors, configuration, exact_keys, not_in_catalog, port,
-    refuse_volumes, server_name, string,
+    Context, HostFacts, also_server_names, app_name, capacity_floors, configuration, exact_keys,
+    not_in_catalog, port, refuse_volumes, server_name, string,
 };
 use crate::control::plan::{Action, ContainerPlan, Impact, Payload};
-use crate::vocab::{Code, DeploySpec, LABEL_APP, LABEL_PLAN, LABEL_ROLE, Refusal, refuse};
+use crate::vocab::{Code, DeploySpec, LABEL_APP, LABEL_PLAN, LABEL_ROLE, Refusal, refuse, served_names};
 
 pub(super) fn deploy(
     params: &Map<String, Value>,
@@ -33,6 +33,7 @@ pub(super) fn deploy(
     let host_port = port(params, "host_port")?;
     let container_port = container_port(params, image_key, entry.container_port)?;
     let server_name = server_name(params)?;
+    let also_server_names = also_server_names(params, &server_name)?;
     let (low, high) = ctx.policy.port_range;
     if !(low..=high).contains(&host_port) {
         return refuse(
@@ -110,7 +111,8 @@ pub(super) fn deploy(
     refuse_volumes("The gateway image (the policy's nginx_image)", &ctx.policy.nginx_image, None, facts)?;
     let env_file = configuration(entry, facts)?;
 
-    let nginx_config = crate::nginx::render(server_name.as_str(), container_port, ctx.policy.access_log());
+    let served = crate::nginx::names_directive(&server_name, &also_server_names);
+    let nginx_config = crate::nginx::render(&served, container_port, ctx.policy.access_log());
     let labels = |role: &str| {
         BTreeMap::from([
             (LABEL_APP.to_owned(), app.to_string()),
@@ -143,7 +145,10 @@ pub(super) fn deploy(
     ];
     containers_touched.extend(data.as_ref().map(|(data, kept)| super::data::touched(data, *kept)));
     let impact = Impact {
-        target: format!("new app {app} on 127.0.0.1:{host_port} for {server_name}"),
+        target: format!(
+            "new app {app} on 127.0.0.1:{host_port} for {}",
+            served_names(server_name.as_str(), &also_server_names)
+        ),
         containers_touched,
         data_volumes_deleted: false,
         shared_nginx_changed: false,
@@ -164,6 +169,7 @@ pub(super) fn deploy(
         container_port,
         health_path: entry.health_path.clone(),
         server_name,
+        also_server_names,
         nginx_config,
         limits: ctx.policy.limits.clone(),
         env_file,

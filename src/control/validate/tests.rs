@@ -122,6 +122,7 @@ fn record(app: &str, port: u16, state: AppState) -> AppRecord {
         host_port: port,
         container_port: 8080,
         server_name: ServerName::parse("demo.example.com").unwrap(),
+        also_server_names: vec![],
         image_key: "web".into(),
         app_image: ImageRef::parse(&format!("old.example/web@sha256:{}", "1".repeat(64))).unwrap(),
         gateway_image: ImageRef::parse(&format!("old.example/gateway@sha256:{}", "2".repeat(64))).unwrap(),
@@ -1063,3 +1064,5 @@ fn remove_app_keeps_data_unless_purge_data_is_true() {
     let Payload::RemoveApp { purge_data, .. } = payload else { panic!("remove_app payload") };
     assert!(!purge_data && !impact.data_volumes_deleted);
 }
+
+mod server_names;

@@ -237,7 +237,9 @@ fn switch(
     let check_name = ServerName::parse(&format!("{plan}.update.volce-lab.invalid"))
         .expect("a plan id is a valid DNS label");
     let port = record.container_port;
-    let server = record.server_name.as_str();
+    // Every name the app serves now, so an update or a rollback keeps them.
+    let served = crate::nginx::names_directive(&record.server_name, &record.also_server_names);
+    let server = served.as_str();
     let log = ctx.policy.access_log();
     let spec = UpdateSpec {
         plan_id: ctx.plan_id.clone(),

@@ -126,6 +126,7 @@ fn spec(app_dir: &Path, host_port: u16) -> DeploySpec {
         container_port: 8080,
         health_path: Default::default(),
         server_name: ServerName::parse("shop.example").unwrap(),
+        also_server_names: vec![],
         nginx_config: crate::nginx::render("shop.example", 8080, crate::nginx::AccessLog::Off),
         app_dir: app_dir.to_path_buf(),
         limits: limits(),

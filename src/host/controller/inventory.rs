@@ -161,6 +161,7 @@ fn managed_app(record: &AppRecord, snapshot: &Snapshot, last: Option<&StoredPlan
         recorded_state: record.state,
         drift: derived.drift_view(),
         server_name: record.server_name.clone(),
+        also_server_names: record.also_server_names.clone(),
         host_port: record.host_port,
         container_port: record.container_port,
         image: AppImage {

@@ -31,6 +31,7 @@ fn record(state: AppState) -> AppRecord {
         host_port: 18001,
         container_port: 8080,
         server_name: ServerName::parse("demo.example.com").unwrap(),
+        also_server_names: vec![],
         image_key: "web".into(),
         app_image: ImageRef::parse(&format!("old.example/web@sha256:{}", "1".repeat(64))).unwrap(),
         gateway_image: ImageRef::parse(&format!("old.example/gateway@sha256:{}", "2".repeat(64))).unwrap(),

@@ -97,7 +97,8 @@ pub fn list() -> Vec<Tool> {
     let inventory = Tool::new(
         ToolName::ServiceInventory.as_str(),
         "Read-only: what volce-lab manages on the server. Each managed app with its state as the engine \
-         shows it (`running`, `stopped`, or `drifted` with the reason and the fix), server name, host port, \
+         shows it (`running`, `stopped`, or `drifted` with the reason and the fix), server name (and \
+         also_server_names when it serves more), host port, \
          catalog key and digest, container ids, last plan, kept versions and data directory (path, cap, mounted); the operator's offer (catalog keys and whether \
          each image is present, the port range with used and free ports, quota used/max, plan lifetime, \
          which actions need approval); the open plans (approved or not, until when); and counts only of \
@@ -115,8 +116,9 @@ pub fn list() -> Vec<Tool> {
         "Record a plan for one Docker change on the server; nothing changes yet. Returns the stored plan \
          (id, digest, impact, whether it needs approval, expiry). Actions and their parameters (exactly \
          these): deploy {app, image (a catalog key), host_port, container_port (leave it out when \
-         service_inventory's offer.catalog gives the entry's container_port), server_name}; \
-         nginx_config {app, server_name}; stop {app}; remove_image {image_id}; remove_app {app, purge_data (optional)} (removes \
+         service_inventory's offer.catalog gives the entry's container_port), server_name (the primary \
+         name, the health check's Host), also_server_names (optional: up to 3 more names, e.g. the www \
+         name)}; nginx_config {app, server_name, also_server_names (optional; the whole list anew)}; stop {app}; remove_image {image_id}; remove_app {app, purge_data (optional)} (removes \
          a managed app in any state: its containers, networks, directory and record; never a volume or an \
          image; its data directory is kept unless `purge_data: true`, which deletes it for good: only when \
          the user asked for exactly that); start {app} (a stopped app, health-checked through its gateway); update {app, image (a \

@@ -98,7 +98,13 @@ pub fn plan_input() -> Arc<JsonObject> {
                     "image": {"type": "string", "description": "Catalog key of the image to deploy or update to (deploy, update)."},
                     "host_port": port("Loopback port of the gateway (deploy)."),
                     "container_port": port("Port the app listens on inside its container (deploy; optional when the catalog entry sets it)."),
-                    "server_name": {"type": "string", "description": "nginx server_name (deploy, nginx_config)."},
+                    "server_name": {"type": "string", "description": "The app's primary server name: the Host its health check asks for (deploy, nginx_config)."},
+                    "also_server_names": {
+                        "type": "array",
+                        "items": {"type": "string"},
+                        "maxItems": crate::vocab::MAX_ALSO_SERVER_NAMES,
+                        "description": "Optional: up to three more names the gateway serves, such as the www name or a renamed host kept during a move; each different, never server_name again (deploy, nginx_config). Left out, the app serves server_name only; an nginx_config plan sets the whole list anew."
+                    },
                     "image_id": {"type": "string", "description": "sha256:<64 hex> of the image to remove (remove_image)."},
                     "purge_data": {"type": "boolean", "description": "remove_app only: true deletes the app's data directory for good; left out (or false) keeps it for a later deploy of the same app."}
                 },

@@ -12,9 +12,9 @@
 use serde_json::{Map, Value};
 
 use super::{Call, ToolName};
-use crate::control::plan::Action;
+use crate::control::plan::{ALSO_SERVER_NAMES, Action};
 use crate::inspect::Check;
-use crate::vocab::{Code, PlanId, Refusal};
+use crate::vocab::{Code, MAX_ALSO_SERVER_NAMES, PlanId, Refusal};
 
 /// The largest arguments object we accept, measured as compact JSON. The
 /// host helper reads at most 16 KiB per request
@@ -28,15 +28,19 @@ pub(super) enum Kind {
     Text,
     Port,
     Flag,
+    /// A list of at most [`MAX_ALSO_SERVER_NAMES`] strings; the helper
+    /// judges the names themselves.
+    Names,
 }
 
 /// Every plan parameter any action takes, with its kind.
-pub(super) const PARAMETERS: [(&str, Kind); 7] = [
+pub(super) const PARAMETERS: [(&str, Kind); 8] = [
     ("app", Kind::Text),
     ("image", Kind::Text),
     ("host_port", Kind::Port),
     ("container_port", Kind::Port),
     ("server_name", Kind::Text),
+    (ALSO_SERVER_NAMES, Kind::Names),
     ("image_id", Kind::Text),
     ("purge_data", Kind::Flag),
 ];
@@ -188,6 +192,30 @@ pub fn validate(tool: ToolName, arguments: Option<&Map<String, Value>>) -> Resul
                     }
                     (Some(Kind::Port), Value::Number(n))
                         if n.as_u64().is_some_and(|p| PORTS.contains(&p)) => {}
+                    (Some(Kind::Names), Value::Array(names))
+                        if names.len() <= MAX_ALSO_SERVER_NAMES && names.iter().all(Value::is_string) => {}
+                    (Some(Kind::Names), Value::Array(names)) if names.iter().all(Value::is_string) => {
+                        return Err(refuse(
+                            Code::NotAllowed,
+                            format!(
+                                "parameter `{key}` lists {} names and takes at most {MAX_ALSO_SERVER_NAMES} \
+                                 (server_name is the fourth); nothing was run.",
+                                names.len()
+                            ),
+                        ));
+                    }
+                    (Some(Kind::Names), other) => {
+                        return Err(refuse(
+                            Code::WrongType,
+                            format!(
+                                "parameter `{key}` must be a list of strings, not {}; nothing was run.",
+                                match other {
+                                    Value::Array(_) => "a list holding something else",
+                                    other => type_name(other),
+                                }
+                            ),
+                        ));
+                    }
                     (Some(Kind::Text), other) => {
                         return Err(refuse(
                             Code::WrongType,

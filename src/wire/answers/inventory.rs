@@ -44,7 +44,12 @@ pub struct ManagedApp {
     /// As volce-lab recorded it.
     pub recorded_state: AppState,
     pub drift: Option<Drift>,
+    /// The primary name: the one the health check and `answers` ask for.
     pub server_name: ServerName,
+    /// The other names its gateway serves (`also_server_names`). Absent
+    /// when there are none, and from a helper before 0.2.0.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub also_server_names: Vec<ServerName>,
     pub host_port: u16,
     pub container_port: u16,
     pub image: AppImage,

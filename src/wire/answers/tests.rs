@@ -123,6 +123,7 @@ fn an_inventory_is_version_1_json() {
             recorded_state: AppState::Running,
             drift: Some(Drift::of(DriftReason::ContainersMissing)),
             server_name: crate::vocab::ServerName::parse("demo.example.com").unwrap(),
+            also_server_names: vec![],
             host_port: 18001,
             container_port: 8080,
             image: AppImage {

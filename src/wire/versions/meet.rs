@@ -5,8 +5,8 @@
 use serde_json::json;
 
 use super::{
-    Action, Code, Helper, HelperVersion, PROTOCOL_VERSION, RELEASES, Request, RequestId, ServerVersion,
-    admit, features, first_release, may_send,
+    ALSO_SERVER_NAMES, Action, Code, Feature, Helper, HelperVersion, PROTOCOL_VERSION, RELEASES, Request,
+    RequestId, ServerVersion, admit, features, first_release, may_send,
 };
 use crate::wire::{ContainerRole, parse_envelope, parse_envelope_as};
 
@@ -110,4 +110,30 @@ fn a_newer_helper_answers_the_old_protocol_or_refuses_client_too_old() {
     }
     assert_eq!(first_release(1), "0.1.0");
     assert_eq!(RELEASES.last().unwrap(), &(PROTOCOL_VERSION, env!("CARGO_PKG_VERSION")));
+}
+
+/// Tried: a deploy and an nginx_config with `also_server_names`
+/// (issue 25), against a protocol-1 server (`server_too_old`, nothing
+/// sent) and helper (`invalid_parameters`: it never serves one name
+/// where the plan asked for more), and both without the list.
+#[test]
+fn more_server_names_need_protocol_2_and_one_name_needs_protocol_1() {
+    let plan = |action: Action, keys: &[&str]| {
+        let parameters: serde_json::Map<String, serde_json::Value> =
+            keys.iter().map(|k| (k.to_string(), serde_json::json!(8080))).collect();
+        Request::plan(action, parameters)
+    };
+    let old = Helper { protocol: 1, oldest_client: 1 };
+    for (action, keys) in [
+        (Action::Deploy, &["app", "image", "host_port", "container_port", "server_name"][..]),
+        (Action::NginxConfig, &["app", "server_name"][..]),
+    ] {
+        assert_eq!(plan(action, keys).needs(), 1, "{action:?} with one name");
+        let with = plan(action, &[keys, &[ALSO_SERVER_NAMES]].concat());
+        assert_eq!(with.needs(), 2, "{action:?}");
+        let refusal = may_send(with.needs(), &ServerVersion::Before020, "web-1").unwrap_err();
+        assert_eq!(refusal.code, Code::ServerTooOld);
+        assert_eq!(old.knows(Feature::Parameter(action, ALSO_SERVER_NAMES)), Err(Code::InvalidParameters));
+        assert!(may_send(with.needs(), &server(2), "web-1").is_ok());
+    }
 }

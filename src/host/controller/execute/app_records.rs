@@ -57,6 +57,7 @@ pub(super) fn record_apps(
                 host_port: spec.host_port,
                 container_port: spec.container_port,
                 server_name: spec.server_name.clone(),
+                also_server_names: spec.also_server_names.clone(),
                 image_key: image_key.clone(),
                 app_image: spec.app_image.clone(),
                 gateway_image: spec.gateway_image.clone(),
@@ -80,12 +81,13 @@ pub(super) fn record_apps(
             };
             tx.put_app(&record, now)?;
         }
-        Payload::NginxConfig { app, server_name, new_config, .. } => {
+        Payload::NginxConfig { app, server_name, also_server_names, new_config, .. } => {
             if let Some(old) = apps.get(app.as_str()) {
                 let mut record = old.clone();
                 record.plan_id = plan.id.clone();
                 if ok {
                     record.server_name = server_name.clone();
+                    record.also_server_names = also_server_names.clone();
                     record.nginx_config = new_config.clone();
                 } else {
                     record.state = AppState::NeedsInspection;

@@ -30,6 +30,15 @@ fn good_arguments_are_accepted() {
     let deploy = json!({"action": "deploy", "parameters": {
         "app": "web", "image": "web", "host_port": 18001, "server_name": "x"}});
     assert!(validate(ToolName::ServicePlan, Some(&args(deploy))).is_ok());
+    // Tried: other names on deploy and nginx_config, up to three; the
+    // helper judges each name.
+    let deploy = json!({"action": "deploy", "parameters": {
+        "app": "web", "image": "web", "host_port": 18001, "server_name": "x",
+        "also_server_names": ["www.x", "y", "z"]}});
+    assert!(validate(ToolName::ServicePlan, Some(&args(deploy))).is_ok());
+    let nginx = json!({"action": "nginx_config", "parameters": {
+        "app": "web", "server_name": "x", "also_server_names": []}});
+    assert!(validate(ToolName::ServicePlan, Some(&args(nginx))).is_ok());
     let stop = json!({"action": "stop", "parameters": {}});
     assert_eq!(validate(ToolName::ServicePlan, Some(&args(stop))).unwrap_err().code, Code::MissingField);
     let id = "0123456789abcdef0123456789abcdef";
@@ -93,6 +102,29 @@ fn every_bad_argument_is_refused_with_its_code() {
             Some(json!({"action": "deploy", "parameters": {
             "app": "web", "image": "web", "host_port": "18001", "container_port": 8080, "server_name": "x"}})),
             WrongType,
+        ),
+        (
+            ToolName::ServicePlan,
+            Some(json!({"action": "nginx_config", "parameters": {
+            "app": "web", "server_name": "x", "also_server_names": "www.x"}})),
+            WrongType,
+        ),
+        (
+            ToolName::ServicePlan,
+            Some(json!({"action": "nginx_config", "parameters": {
+            "app": "web", "server_name": "x", "also_server_names": ["www.x", 1]}})),
+            WrongType,
+        ),
+        (
+            ToolName::ServicePlan,
+            Some(json!({"action": "nginx_config", "parameters": {
+            "app": "web", "server_name": "x", "also_server_names": ["a", "b", "c", "d"]}})),
+            NotAllowed,
+        ),
+        (
+            ToolName::ServicePlan,
+            Some(json!({"action": "stop", "parameters": {"app": "web", "also_server_names": []}})),
+            UnexpectedField,
         ),
         (ToolName::ServiceExecute, Some(json!({"plan_id": "0123456789ABCDEF0123456789ABCDEF"})), NotAllowed),
         (ToolName::ServiceExecute, Some(json!({"plan_id": "0123"})), NotAllowed),
