@@ -57,7 +57,7 @@ pub const ADDITIONS: &[(u32, &str)] = &[
          (`env_file`, never a value) and the inventory says `has_configuration`; a rolled-back execute's refusal \
          and its plan view carry the failed app container's last lines (`app_log`: redacted, bounded, \
          untrusted); a catalog entry's `data` directory (the inventory's `has_data`, each app's `data`, a \
-         deploy's, update's, start's and restart's spec), and remove_app's `purge_data`; deploy and \
+         deploy's, update's, start's and restart's spec), and remove_app's `purge_data` and its result's `data`; deploy and \
          nginx_config take `also_server_names` (at most three names the gateway serves besides \
          `server_name`), which the deploy's spec, the nginx_config payload and the inventory's app carry \
          when there are any (0.2.0)",
