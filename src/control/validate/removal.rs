@@ -187,10 +187,10 @@ pub(super) fn remove_app(
     if let Some(data) = &data {
         touched.push(if purge_data {
             format!(
-                "data {} (DELETED FOR GOOD: {} MiB the app wrote at {})",
+                "data {} (DELETED FOR GOOD: everything the app kept at {}, a {} MiB image)",
                 data.image.display(),
-                data.max_mib,
-                data.path
+                data.path,
+                data.max_mib
             )
         } else {
             format!("data {} (unmounted and kept: a deploy of {app} re-attaches it)", data.image.display())
