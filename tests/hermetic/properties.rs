@@ -265,3 +265,25 @@ fn a_stored_plan_reads_back_from_its_canonical_json() {
     let seed = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/fuzz/seeds/plan_stored/legacy"));
     assert_eq!(Plan::from_stored(&seed.unwrap()).unwrap().digest, plan.digest, "the fuzz seed is this plan");
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// Any text the parser accepts as a data path is absolute, stays inside
+    /// docker's `--mount` list (no ',', '=', ':', quote or space), has no
+    /// `.`/`..` segment, and is outside the system directories a mount
+    /// would hide; and it round-trips through serde.
+    #[test]
+    fn an_accepted_data_path_is_safe_in_a_mount_list(path in "(/[a-z.]{0,4}){1,3}|/[ -~]{0,12}|.{0,12}") {
+        use volce_lab::vocab::DataPath;
+        if let Some(parsed) = DataPath::parse(&path) {
+            prop_assert!(path.starts_with('/') && path.len() > 1);
+            prop_assert!(!path.bytes().any(|b| b",=:\"' \\".contains(&b)));
+            prop_assert!(path.split('/').skip(1).all(|s| !s.is_empty() && s != "." && s != ".."));
+            let first = path.split('/').nth(1).unwrap();
+            prop_assert!(!["tmp", "proc", "sys", "dev", "etc", "usr", "run"].contains(&first));
+            let json = serde_json::to_string(&parsed).unwrap();
+            prop_assert_eq!(serde_json::from_str::<DataPath>(&json).unwrap(), parsed);
+        }
+    }
+}
