@@ -1085,3 +1085,20 @@ fn pin_pulls_and_inspects_by_fixed_argv() {
         ]
     );
 }
+
+/// The app container's data mount: the mount point as the source, the
+/// entry's path as the target, one argv element; nothing without data.
+#[test]
+fn the_data_mount_binds_the_mount_point_at_the_entrys_path() {
+    let data = crate::vocab::DataUse {
+        path: crate::vocab::DataPath::parse("/data").unwrap(),
+        image: "/var/lib/volce-lab/data/shop.ext4".into(),
+        mount: "/var/lib/volce-lab/data/shop".into(),
+        max_mib: 64,
+    };
+    assert_eq!(
+        super::argv::data_mount(Some(&data)),
+        ["--mount", "type=bind,source=/var/lib/volce-lab/data/shop,target=/data"]
+    );
+    assert!(super::argv::data_mount(None).is_empty());
+}
