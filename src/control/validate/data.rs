@@ -46,7 +46,15 @@ pub(super) fn room_for(data: &DataUse, ctx: &Context<'_>, facts: &dyn HostFacts)
     Ok(())
 }
 
-/// The impact's line for the data a plan mounts.
+/// The impact's line for the data of an app a start, restart, update or
+/// rollback starts a container of: mounted first when it is not (after a
+/// reboot), and the same data throughout.
+pub(super) fn kept_line(record: &crate::control::app_record::AppRecord) -> Option<String> {
+    let data = record.data.as_ref()?;
+    Some(format!("data {} (the app's, at {}: mounted first if it is not)", data.image.display(), data.path))
+}
+
+/// The impact's line for the data a deploy mounts.
 pub(super) fn touched(data: &DataUse, kept: bool) -> String {
     let (image, path, mib) = (data.image.display(), &data.path, data.max_mib);
     if kept {

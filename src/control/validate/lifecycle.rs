@@ -80,6 +80,7 @@ pub(super) fn start(
         containers_touched: mine
             .iter()
             .map(|c| format!("{} (restart=unless-stopped, started)", c.name))
+            .chain(super::data::kept_line(record))
             .collect(),
         data_volumes_deleted: false,
         shared_nginx_changed: false,
@@ -194,6 +195,7 @@ pub(super) fn restart(
         containers_touched: [app_c, gateway_c]
             .iter()
             .map(|c| format!("{} (stopped, restart=no, then started, restart=unless-stopped)", c.name))
+            .chain(super::data::kept_line(record))
             .collect(),
         data_volumes_deleted: false,
         shared_nginx_changed: false,

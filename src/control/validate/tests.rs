@@ -1066,3 +1066,31 @@ fn remove_app_keeps_data_unless_purge_data_is_true() {
 }
 
 mod server_names;
+
+/// Tried: a restart and an update of an app with data: each plan carries
+/// the app's data (so the engine mounts it first) and its impact says so;
+/// the same app without data carries none and says nothing of it.
+#[test]
+fn the_plans_that_start_an_apps_container_carry_its_data() {
+    let mut world = World::with_demo();
+    let data = crate::vocab::DataUse {
+        path: crate::vocab::DataPath::parse("/data").unwrap(),
+        image: "/state/data/demo.ext4".into(),
+        mount: "/state/data/demo".into(),
+        max_mib: 64,
+    };
+    world.apps.get_mut("demo").unwrap().data = Some(data.clone());
+    let line = "data /state/data/demo.ext4 (the app's, at /data: mounted first if it is not)";
+    let (payload, impact) = world.derive(Action::Restart, json!({"app": "demo"})).unwrap();
+    let Payload::Restart { spec, .. } = payload else { panic!("restart payload") };
+    assert_eq!(spec.data.as_ref(), Some(&data));
+    assert!(impact.containers_touched.iter().any(|t| t == line), "{:?}", impact.containers_touched);
+    let (payload, impact) = world.derive(Action::Update, json!({"app": "demo", "image": "web"})).unwrap();
+    let Payload::Update { spec, .. } = payload else { panic!("update payload") };
+    assert_eq!(spec.data.as_ref(), Some(&data));
+    assert!(impact.containers_touched.iter().any(|t| t == line), "{:?}", impact.containers_touched);
+    world.apps.get_mut("demo").unwrap().data = None;
+    let (payload, impact) = world.derive(Action::Restart, json!({"app": "demo"})).unwrap();
+    let Payload::Restart { spec, .. } = payload else { panic!("restart payload") };
+    assert!(spec.data.is_none() && !impact.containers_touched.iter().any(|t| t.starts_with("data ")));
+}

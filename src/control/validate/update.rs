@@ -275,7 +275,10 @@ fn switch(
             format!("{container_name} (new, beside the old one)"),
             format!("{} (config switched to the new container, tested, reloaded)", names.gateway_container),
             format!("{} (removed once the new one answers)", old.map_or("", |c| c.name.as_str())),
-        ],
+        ]
+        .into_iter()
+        .chain(super::data::kept_line(record))
+        .collect(),
         data_volumes_deleted: false,
         shared_nginx_changed: false,
         rollback:
