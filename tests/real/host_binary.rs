@@ -98,6 +98,10 @@ fn the_operators_commands_refuse_to_run_as_non_root() {
         vec!["host", "catalog", "list"],
         vec!["host", "catalog", "pin", "web", "127.0.0.1:15000/volce-lab/web:test", "--yes"],
         vec!["host", "catalog", "remove", "web", "--yes"],
+        // Refused before the data directory is read or a mount touched.
+        vec!["host", "data", "list"],
+        vec!["host", "data", "mount"],
+        vec!["host", "data", "purge", "blog", "--yes"],
     ] {
         let output = run(unprivileged_binary(), &args, b"", &[], true);
         assert_eq!(output.status.code(), Some(1), "{args:?}");
