@@ -4,7 +4,7 @@
 //!
 //! A leaf: it converts arguments into typed calls of the library's entry
 //! functions (`inspect::report::run`, `mcp::serve_stdio`, `host::run_*`,
-//! `install::doctor::run_doctor`, `install::setup::run_setup`, `install::catalog`), and nothing it calls imports anything from here.
+//! `install::doctor::run_doctor`, `install::setup::run_setup`, `install::catalog`, `install::data`), and nothing it calls imports anything from here.
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -183,6 +183,34 @@ pub enum HostCommand {
         #[arg(long, value_name = "VERSION")]
         to: String,
     },
+    /// The apps' data images: list them, mount the apps' data (at boot,
+    /// before docker), delete kept data no app holds.
+    #[command(subcommand)]
+    Data(DataCommand),
+}
+
+/// `volce-lab-host data ...`: the operator's view of the apps' data
+/// images under /var/lib/volce-lab/data, and their removal.
+#[derive(Debug, Subcommand)]
+pub enum DataCommand {
+    /// Print every data image: app, size, mounted (and MiB used) or not,
+    /// and the app record that holds it, or that it is kept with no app.
+    List,
+    /// Mount the data image of every managed app that has data and is not
+    /// mounted (never makes one: a missing image is reported); exits 1 if
+    /// any could not be mounted. The package's volce-lab-data.service runs
+    /// it at boot, before docker.service.
+    Mount,
+    /// Delete the kept data of APP, which no app record holds (a removed
+    /// app's): unmounts it, deletes the image and its mount point, after
+    /// you type APP. A managed app's data goes with its remove_app plan
+    /// (purge_data: true) instead.
+    Purge {
+        app: String,
+        /// Do not ask (for scripts); without a terminal on stdin it is needed.
+        #[arg(long)]
+        yes: bool,
+    },
 }
 
 /// `volce-lab-host catalog ...`: the operator's changes to the catalog.
@@ -333,6 +361,9 @@ fn host(command: HostCommand) -> Exit {
         HostCommand::Catalog(CatalogCommand::Remove { key, yes }) => {
             crate::install::catalog::run_catalog_remove(&key, yes)
         }
+        HostCommand::Data(DataCommand::List) => crate::install::data::run_data_list(),
+        HostCommand::Data(DataCommand::Mount) => crate::install::data::run_data_mount(),
+        HostCommand::Data(DataCommand::Purge { app, yes }) => crate::install::data::run_data_purge(&app, yes),
         HostCommand::Audit(AuditCommand::Verify { from }) => crate::host::run_audit_verify(from.as_deref()),
         HostCommand::Audit(AuditCommand::Head) => crate::host::run_audit_head(),
         HostCommand::Audit(AuditCommand::Prune { before }) => crate::host::run_audit_prune(&before),

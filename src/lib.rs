@@ -20,7 +20,8 @@
 //! src/install/      the installation, above host: setup and undo (setup.rs),
 //!                   the doctor's rules (doctor.rs; doctor/system.rs probes
 //!                   the system), the operator's `catalog pin|list|remove`
-//!                   (catalog.rs), the sudoers rule and privileged groups
+//!                   (catalog.rs) and `data list|mount|purge` (data.rs),
+//!                   the sudoers rule and privileged groups
 //! src/host/         root helper: the binary's edge (entry.rs), `Host` and
 //!                   the rpc/list/show/approve/reject/resolve pipelines
 //!                   (pipeline.rs), the controller (controller.rs, with

@@ -101,6 +101,15 @@ fn host_commands_parse_with_the_list_alias() {
         parse(&["volce-lab-host", "catalog", "list"]),
         Ok(HostCommand::Catalog(CatalogCommand::List))
     ));
+    assert!(matches!(parse(&["volce-lab-host", "data", "list"]), Ok(HostCommand::Data(DataCommand::List))));
+    assert!(matches!(parse(&["volce-lab-host", "data", "mount"]), Ok(HostCommand::Data(DataCommand::Mount))));
+    assert!(matches!(
+        parse(&["volce-lab-host", "data", "purge", "blog", "--yes"]),
+        Ok(HostCommand::Data(DataCommand::Purge { yes: true, .. }))
+    ));
+    assert!(parse(&["volce-lab-host", "data", "purge"]).is_err(), "purge needs an app");
+    assert!(parse(&["volce-lab-host", "data", "mount", "blog"]).is_err(), "mount takes no app");
+    assert!(parse(&["volce-lab-host", "data"]).is_err(), "data needs a subcommand");
     assert!(matches!(parse(&["volce-lab-host", "ssh-gate"]), Ok(HostCommand::SshGate)));
     assert!(parse(&["volce-lab-host", "ssh-gate", "ls"]).is_err(), "the gate takes no arguments");
 }

@@ -17,7 +17,12 @@
 //!   never an empty one on the host's disk that it would fill instead;
 //! - every plan that starts an app container mounts its data first
 //!   ([`ensure`]), so a start or restart after a reboot brings the data back
-//!   before the app runs.
+//!   before the app runs;
+//! - at boot, before docker.service brings the apps back by their restart
+//!   policy, `volce-lab-host data mount` (the package's
+//!   `volce-lab-data.service`) mounts every recorded app's kept image
+//!   ([`mount_kept`]), which never makes one: new, empty data in place of a
+//!   lost image must not look like the app's own.
 
 use std::fs::OpenOptions;
 use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, OpenOptionsExt as _};
@@ -41,9 +46,15 @@ const MOUNT_TIMEOUT: Duration = Duration::from_secs(20);
 /// The size in MiB of the data image kept at `image`, if any. Anything at
 /// that path but a root-owned regular file is refused: it is not ours.
 pub fn kept_mib(image: &Path) -> Result<Option<u32>, Refusal> {
+    kept_mib_of(image, 0)
+}
+
+/// [`kept_mib`] for an image that must be owned by `owner` (root in the
+/// shipped binary; the operator commands' tests pass their own uid).
+pub fn kept_mib_of(image: &Path, owner: u32) -> Result<Option<u32>, Refusal> {
     match std::fs::symlink_metadata(image) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Ok(meta) if meta.is_file() && meta.uid() == 0 => {
+        Ok(meta) if meta.is_file() && meta.uid() == owner => {
             Ok(Some((meta.len() / MIB).try_into().unwrap_or(u32::MAX)))
         }
         _ => Err(Refusal::new(
@@ -78,33 +89,85 @@ pub fn ensure(data: &DataUse) -> Result<Ensured, EngineError> {
         }
         Err(_) => return Err(EngineError::Host { step: "check the data image" }),
     };
+    mount_image(&data.image, &data.mount)?;
+    Ok(made)
+}
+
+/// What [`mount_kept`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mounted {
+    /// It mounted the image now.
+    Now,
+    /// The image was mounted already.
+    Already,
+}
+
+/// Mounts the image kept at `image` on `mount` if it is not mounted, and
+/// never makes one: a missing image is an error (`volce-lab-host data
+/// mount` after a reboot reports it; only a plan may make new, empty data).
+pub fn mount_kept(image: &Path, mount: &Path) -> Result<Mounted, EngineError> {
+    match kept_mib(image) {
+        Ok(Some(_)) => {}
+        Ok(None) => return Err(EngineError::Host { step: "find the data image" }),
+        Err(_) => return Err(EngineError::Host { step: "check the data image" }),
+    }
+    if mounted(mount)? {
+        return Ok(Mounted::Already);
+    }
+    mount_image(image, mount)?;
+    Ok(Mounted::Now)
+}
+
+/// Mounts `image` on `mount` unless something is mounted there, then
+/// checks that it is.
+fn mount_image(image: &Path, mount: &Path) -> Result<(), EngineError> {
     // A mounted image's root is the app's, not root's: look at the mount
     // point itself only while nothing is mounted on it.
-    if !mounted(&data.mount)? {
-        own_dir(&data.mount, 0o000, "create the data mount point")?;
-        let image = data.image.display().to_string();
-        let mount = data.mount.display().to_string();
-        let args = ["-t", "ext4", "-o", "loop,nosuid,nodev,noexec", &image, &mount];
+    if !mounted(mount)? {
+        own_dir(mount, 0o000, "create the data mount point")?;
+        let (image, mount_arg) = (image.display().to_string(), mount.display().to_string());
+        let args = ["-t", "ext4", "-o", "loop,nosuid,nodev,noexec", &image, &mount_arg];
         run(MOUNT, &args, MOUNT_TIMEOUT, "mount the data image")?;
-        if !mounted(&data.mount)? {
+        if !mounted(mount)? {
             return Err(EngineError::Host { step: "see the data image mounted" });
         }
     }
-    Ok(made)
+    Ok(())
 }
 
 /// Unmounts the data if it is mounted; with `purge`, deletes the image and
 /// the mount point too.
 pub fn release(data: &DataUse, purge: bool) -> Result<(), EngineError> {
-    if mounted(&data.mount)? {
-        let mount = data.mount.display().to_string();
-        run(UMOUNT, &[mount.as_str()], MOUNT_TIMEOUT, "unmount the data image")?;
-    }
+    unmount(&data.mount)?;
     if purge {
-        remove_if_present(std::fs::remove_file(&data.image), "delete the data image")?;
-        remove_if_present(std::fs::remove_dir(&data.mount), "remove the data mount point")?;
+        delete(&data.image, &data.mount)?;
     }
     Ok(())
+}
+
+/// Unmounts whatever is mounted on `mount`, if anything is.
+pub fn unmount(mount: &Path) -> Result<(), EngineError> {
+    if mounted(mount)? {
+        let mount = mount.display().to_string();
+        run(UMOUNT, &[mount.as_str()], MOUNT_TIMEOUT, "unmount the data image")?;
+    }
+    Ok(())
+}
+
+/// Deletes an unmounted image and its (empty) mount point; what is not
+/// there is not an error.
+pub fn delete(image: &Path, mount: &Path) -> Result<(), EngineError> {
+    remove_if_present(std::fs::remove_file(image), "delete the data image")?;
+    remove_if_present(std::fs::remove_dir(mount), "remove the data mount point")
+}
+
+/// MiB in use on the filesystem mounted on `mount` (its own metadata, the
+/// journal among it, included).
+pub fn used_mib(mount: &Path) -> Result<u64, EngineError> {
+    let stat = nix::sys::statvfs::statvfs(mount)
+        .map_err(|_| EngineError::Host { step: "statvfs of the data mount" })?;
+    let used = (stat.blocks() as u64).saturating_sub(stat.blocks_free() as u64);
+    Ok(used.saturating_mul(stat.fragment_size() as u64) / MIB)
 }
 
 fn remove_if_present(result: std::io::Result<()>, step: &'static str) -> Result<(), EngineError> {

@@ -1,7 +1,8 @@
 //! The server's installation, one concern in one home: `volce-lab-host
 //! setup` and `setup --undo` (`setup.rs`), `volce-lab-host doctor`
 //! (`doctor.rs`), `volce-lab-host catalog pin|list|remove` (`catalog.rs`,
-//! which edits the policy's catalog), and the two rules both hold the server to: the agent's
+//! which edits the policy's catalog), `volce-lab-host data list|mount|purge`
+//! (`data.rs`, the apps' data images), and the two rules both hold the server to: the agent's
 //! one sudoers line ([`sudoers_rule`]) and the groups it must not be in
 //! ([`PRIVILEGED_GROUPS`]). Runs as root on the server's terminal.
 //!
@@ -11,6 +12,7 @@
 //! (`host`) imports from here: an rpc never runs installation code.
 
 pub mod catalog;
+pub mod data;
 pub mod doctor;
 pub mod package_check;
 pub mod setup;

@@ -207,6 +207,18 @@ impl Code {
             Code::DataInvalid => {
                 "Tell the operator what the message names is in the way of the app's data: they move it away, then prepare a new plan."
             }
+            Code::DataNotFound => {
+                "Run `sudo volce-lab-host data list` for the data images the server keeps and the apps they belong to."
+            }
+            Code::DataHeld => {
+                "Delete a managed app's data with a remove_app plan with purge_data: true (approved as any remove_app), not with data purge."
+            }
+            Code::DataPlanOpen => {
+                "End the plan that names the app first (reject it if pending, resolve it after an inspection), then purge again."
+            }
+            Code::DataActionFailed => {
+                "Read which step failed in the message, fix that on the server (a busy mount: fuser -vm PATH), then run the command again."
+            }
             Code::CatalogEditInvalid => {
                 "Change the policy so that it still loads as the message says (the catalog needs one entry at least); nothing was written."
             }

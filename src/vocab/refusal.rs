@@ -216,6 +216,18 @@ pub enum Code {
     /// Something at an app's data image path is not a data image volce-lab
     /// made (not a root-owned regular file).
     DataInvalid,
+    // The data operator commands (terminal only: `data list|mount|purge`).
+    /// `data purge APP`: no data image of that app name is kept.
+    DataNotFound,
+    /// `data purge APP`: a managed app's record holds the data (then it is
+    /// a remove_app plan with `purge_data: true`).
+    DataHeld,
+    /// `data purge APP`: a plan that names the app is pending, executing or
+    /// needs inspection (a deploy would re-attach the data).
+    DataPlanOpen,
+    /// A mount, unmount or delete of data failed on the host (`data mount`
+    /// names each app it could not mount).
+    DataActionFailed,
 }
 
 impl Code {
@@ -298,7 +310,7 @@ mod tests {
     #[test]
     fn code_strings_never_change() {
         use strum::VariantArray as _;
-        const SHIPPED: [&str; 103] = [
+        const SHIPPED: [&str; 107] = [
             "invalid_request",
             "request_too_large",
             "unknown_action",
@@ -402,6 +414,10 @@ mod tests {
             "catalog_key_in_use",
             "catalog_edit_invalid",
             "data_invalid",
+            "data_not_found",
+            "data_held",
+            "data_plan_open",
+            "data_action_failed",
         ];
         let strings: Vec<&str> = Code::VARIANTS.iter().map(|c| c.as_str()).collect();
         assert_eq!(strings, SHIPPED);

@@ -16,6 +16,7 @@ mod host_catalog;
 mod host_clock;
 mod host_configuration;
 mod host_controller;
+mod host_data;
 mod host_failed_show;
 mod host_image_holds;
 mod host_inventory;

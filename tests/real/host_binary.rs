@@ -98,6 +98,10 @@ fn the_operators_commands_refuse_to_run_as_non_root() {
         vec!["host", "catalog", "list"],
         vec!["host", "catalog", "pin", "web", "127.0.0.1:15000/volce-lab/web:test", "--yes"],
         vec!["host", "catalog", "remove", "web", "--yes"],
+        // Refused before the data directory is read or a mount touched.
+        vec!["host", "data", "list"],
+        vec!["host", "data", "mount"],
+        vec!["host", "data", "purge", "blog", "--yes"],
     ] {
         let output = run(unprivileged_binary(), &args, b"", &[], true);
         assert_eq!(output.status.code(), Some(1), "{args:?}");
@@ -530,4 +534,71 @@ fn as_root_operator_commands_refuse_a_forged_caller_and_an_unconfirmed_approve()
     if !existed {
         assert!(!Path::new(STATE).exists(), "a refused operator command created the state directory");
     }
+}
+
+/// `data list` and `data purge` of the shipped binary on a real loop image
+/// kept with no app (made and mounted as a deploy does, under the fixed
+/// state directory): list shows it kept; purge refuses without a terminal
+/// and without --yes, and an app with no data; with --yes it unmounts the
+/// image and deletes it and its mount point, saying so.
+#[test]
+#[ignore = "real parts: run by scripts/test"]
+fn as_root_data_purge_deletes_a_kept_loop_image_only_when_confirmed() {
+    use volce_lab::docker::data_volume;
+    let _world = RootWorld::enter();
+    if !Path::new(STATE).exists() {
+        // FixedInstall removes it again: it did not exist when it looked.
+        std::fs::create_dir(STATE).unwrap();
+        std::fs::set_permissions(STATE, std::fs::Permissions::from_mode(0o700)).unwrap();
+    }
+    let data_dir = Path::new(STATE).join("data");
+    let made_dir = !data_dir.exists();
+    let app = format!("vlpurge{}", std::process::id());
+    let data = volce_lab::vocab::DataUse {
+        path: volce_lab::vocab::DataPath::parse("/data").unwrap(),
+        image: data_dir.join(format!("{app}.ext4")),
+        mount: data_dir.join(&app),
+        max_mib: 16,
+    };
+    /// Whatever happens, the image and the mount go with the test.
+    struct Gone(volce_lab::vocab::DataUse, bool);
+    impl Drop for Gone {
+        fn drop(&mut self) {
+            let _ = data_volume::release(&self.0, true);
+            if self.1 {
+                let _ = std::fs::remove_dir(self.0.image.parent().unwrap());
+            }
+        }
+    }
+    let _gone = Gone(data.clone(), made_dir);
+    let began = Instant::now();
+    assert_eq!(data_volume::ensure(&data).unwrap(), data_volume::Ensured::Made);
+    assert!(data_volume::mounted(&data.mount).unwrap());
+
+    let listed = run(Path::new(BIN), &["host", "data", "list"], b"", &[], false);
+    let stdout = String::from_utf8_lossy(&listed.stdout).into_owned();
+    assert_eq!(listed.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&listed.stderr));
+    let row =
+        stdout.lines().find(|l| l.starts_with(&format!("  {app} "))).unwrap_or_else(|| panic!("{stdout}"));
+    assert!(row.contains("16 MiB") && row.contains("mounted, ") && row.contains("kept, no app"), "{stdout}");
+
+    for (args, code) in [
+        (vec!["host", "data", "purge", app.as_str()], "not_confirmed"),
+        (vec!["host", "data", "purge", "vl-no-such-app", "--yes"], "data_not_found"),
+    ] {
+        let output = run(Path::new(BIN), &args, b"", &[], false);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains(&format!("refused ({code})")), "{args:?}: {stderr}");
+        assert!(data.image.is_file() && data_volume::mounted(&data.mount).unwrap(), "{args:?}: untouched");
+    }
+
+    let output = run(Path::new(BIN), &["host", "data", "purge", &app, "--yes"], b"", &[], false);
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert_eq!(output.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
+    assert!(stdout.contains(&format!("Unmounted {}.", data.mount.display())), "{stdout}");
+    assert!(stdout.contains(&format!("Deleted {} (16 MiB)", data.image.display())), "{stdout}");
+    assert!(!data_volume::mounted(&data.mount).unwrap(), "unmounted");
+    assert!(!data.image.exists() && !data.mount.exists(), "the image and its mount point are gone");
+    eprintln!("data purge on a real loop image: {:?}", began.elapsed());
 }

@@ -538,7 +538,10 @@ fn mount_line(mount: &Path) -> Option<String> {
 /// restart, also when the data was unmounted while the app was stopped (a
 /// reboot): the start mounts it first. remove_app keeps the data (unmounted), a
 /// deploy under the same name re-attaches it and says so, and a remove_app
-/// with purge_data deletes it, which `show` says in capitals.
+/// with purge_data deletes it, which `show` says in capitals. Before that
+/// purge: `data list` shows the re-attached image held by the app, `data
+/// purge` refuses it, and after a stop and an unmount `data mount` mounts it
+/// again with the app's note in it.
 #[test]
 #[ignore = "real parts: run by scripts/test"]
 fn an_apps_data_survives_its_life_has_a_kernel_cap_and_goes_only_when_purged() {
@@ -630,6 +633,30 @@ fn an_apps_data_survives_its_life_has_a_kernel_cap_and_goes_only_when_purged() {
     assert!(shown.contains("kept from before, 16 MiB: re-attached at /data"), "{shown}");
     host.execute(&id);
     assert_eq!(note(&host), "kept", "a deploy under the same name re-attaches the data");
+
+    // The operator's commands on the real loop image: `data list` shows it
+    // held by the app, `data purge` refuses it (remove_app's to delete),
+    // and after an unmount as at a reboot `data mount` brings it back.
+    let operator_steps = Instant::now();
+    let mounts = volce_lab::install::data::HostMounts;
+    let listed = volce_lab::install::data::list(&host.paths, &mounts).unwrap();
+    let row =
+        listed.lines().find(|l| l.starts_with(&format!("  {app} "))).unwrap_or_else(|| panic!("{listed}"));
+    assert!(row.contains("16 MiB") && row.contains("mounted, ") && row.contains("MiB used"), "{listed}");
+    assert!(row.ends_with(&format!("app {app} (running)")), "{listed}");
+    let now = volce_lab::control::Clock::now(&SystemClock);
+    let held = volce_lab::install::data::prepare_purge(&host.paths, &mounts, &app, now).unwrap_err();
+    assert_eq!(held.code, volce_lab::vocab::Code::DataHeld, "{held:?}");
+    host.completed("stop", json!({"app": app}));
+    assert!(Command::new("/usr/bin/umount").arg(&mount).status().unwrap().success());
+    let report = volce_lab::install::data::mount_all(&host.paths, &mounts).unwrap();
+    assert_eq!(report.failed, 0, "{}", report.text);
+    assert!(report.text.contains(&format!("{app}: mounted {}", image.display())), "{}", report.text);
+    assert!(mount_line(&mount).is_some(), "data mount mounted it");
+    assert_eq!(std::fs::read_to_string(mount.join("note")).unwrap(), "kept\n", "the app's own data");
+    let again = volce_lab::install::data::mount_all(&host.paths, &mounts).unwrap();
+    assert!(again.text.contains(&format!("{app}: already mounted")), "{}", again.text);
+    eprintln!("data: list, purge refused, stop, unmount, data mount: {:?}", operator_steps.elapsed());
 
     let (id, digest) = host.plan("remove_app", json!({"app": app, "purge_data": true})).unwrap();
     let shown = host_show(&host, &id);

@@ -20,6 +20,11 @@ const LINK: &str = "/usr/local/bin/volce-lab-host";
 const WORKSTATION_LINK: &str = "/usr/bin/volce-lab";
 const POLICY_DIR: &str = "/etc/volce-lab";
 const STATE_DIR: &str = "/var/lib/volce-lab";
+/// The unit that mounts the apps' data at boot, before docker.service.
+const DATA_UNIT: &str = "/usr/lib/systemd/system/volce-lab-data.service";
+/// Where `deb-systemd-helper enable` links it (systemctl need not run:
+/// the CI machine's PID 1 may not be systemd).
+const DATA_UNIT_WANTED: &str = "/etc/systemd/system/multi-user.target.wants/volce-lab-data.service";
 
 fn deb() -> PathBuf {
     assert!(nix::unistd::geteuid().is_root(), "suite package needs root (scripts/test runs it as root)");
@@ -99,9 +104,11 @@ fn assert_installed_layout() {
         "/usr/share/bash-completion/completions/volce-lab-host",
         "/usr/share/zsh/vendor-completions/_volce-lab-host",
         "/usr/share/fish/vendor_completions.d/volce-lab-host.fish",
+        DATA_UNIT,
     ] {
         assert!(files.lines().any(|line| line == shipped), "dpkg -L volce-lab lacks {shipped}:\n{files}");
     }
+    assert_data_unit();
     // One man page per host subcommand (nested ones too), and the workstation's.
     for page in
         ["volce-lab-host", "volce-lab-host-rpc", "volce-lab-host-approve", "volce-lab-host-audit-verify"]
@@ -133,6 +140,39 @@ fn assert_installed_layout() {
     assert!(!report.contains("FAIL helper"), "doctor finds fault with the packaged helper:\n{report}");
 }
 
+/// The boot unit: ordered before docker.service, run once, enabled where
+/// deb-systemd-helper is (it links the unit without a running systemd),
+/// and its command works on the installed helper: with no app yet it
+/// mounts nothing and exits 0.
+fn assert_data_unit() {
+    assert_eq!(mode_and_owner(DATA_UNIT), (0o644, 0), "{DATA_UNIT}: mode and owner");
+    let unit = std::fs::read_to_string(DATA_UNIT).unwrap();
+    for line in [
+        "Type=oneshot",
+        "RemainAfterExit=yes",
+        "Before=docker.service",
+        "After=local-fs.target",
+        "WantedBy=multi-user.target",
+    ] {
+        assert!(unit.lines().any(|l| l == line), "{DATA_UNIT} lacks `{line}`:\n{unit}");
+    }
+    if Path::new("/usr/bin/deb-systemd-helper").exists() {
+        // deb-systemd-helper links /lib/systemd/..., the same file on a
+        // merged /usr: compare where the link leads.
+        assert!(
+            std::fs::symlink_metadata(DATA_UNIT_WANTED).is_ok_and(|meta| meta.file_type().is_symlink()),
+            "the package does not enable the data unit: {DATA_UNIT_WANTED}"
+        );
+        let wanted = std::fs::canonicalize(DATA_UNIT_WANTED).unwrap();
+        assert_eq!(wanted, std::fs::canonicalize(DATA_UNIT).unwrap(), "{DATA_UNIT_WANTED}");
+    }
+    let exec = unit.lines().find_map(|l| l.strip_prefix("ExecStart=")).expect("the unit has an ExecStart");
+    let argv: Vec<&str> = exec.split(' ').collect();
+    assert_eq!(argv, [LINK, "data", "mount"], "{DATA_UNIT}: ExecStart");
+    let mounted = ok(argv[0], &argv[1..]);
+    assert_eq!(String::from_utf8_lossy(&mounted.stdout), "No app has data: nothing to mount.\n");
+}
+
 /// Purge removes every file the package shipped; what the operator put in
 /// the two directories stays, and purge says so.
 fn purge_keeping_operator_files() {
@@ -152,6 +192,7 @@ fn purge_keeping_operator_files() {
         let shared_dir = path.is_dir() && !file.contains("volce-lab");
         assert!(shared_dir || path.symlink_metadata().is_err(), "{file} is left after purge");
     }
+    assert!(Path::new(DATA_UNIT_WANTED).symlink_metadata().is_err(), "purge leaves the data unit enabled");
     // The operator removes their own files; the next install starts clean.
     std::fs::remove_dir_all(POLICY_DIR).unwrap();
     std::fs::remove_dir_all(STATE_DIR).unwrap();

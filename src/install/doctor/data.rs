@@ -81,7 +81,8 @@ pub(super) fn check_data(
             findings.push(fail(
                 subject,
                 format!("{image} is missing or not a root-owned regular file"),
-                "restore it from your backup (DOCKER-POLICY.md, Data), or remove the app with a remove_app plan",
+                "restore it from your backup (DOCKER-POLICY.md, Data) and run `volce-lab-host data mount`, or \
+                 remove the app with a remove_app plan",
             ));
         } else if data.mounted {
             findings.push(ok(subject, format!("{image} ({} MiB) is mounted", data.max_mib)));
@@ -89,7 +90,8 @@ pub(super) fn check_data(
             findings.push(warn(
                 subject,
                 format!("{image} is not mounted although the app should run (after a reboot?)"),
-                "approve a restart plan of the app: it mounts the data before the app starts",
+                "run `volce-lab-host data mount` (what volce-lab-data.service does at boot: is it enabled?), or \
+                 approve a restart plan of the app: it mounts the data before the app starts",
             ));
         } else {
             findings.push(ok(

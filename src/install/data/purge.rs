@@ -1,0 +1,165 @@
+//! `volce-lab-host data purge APP`, prepared ([`prepare_purge`]: checks
+//! and what the operator reads, nothing changed) and done ([`purge`]: the
+//! checks again, then unmount, delete). Runs as root on the operator's
+//! terminal. Only kept data goes here: no app record holds it and no open
+//! plan names its app; a managed app's data goes with its remove_app plan.
+
+use std::path::PathBuf;
+
+use super::{DataMounts, Found, paths_of, step_of, survey};
+use crate::docker::EngineError;
+use crate::docker::data_volume;
+use crate::host::HostPaths;
+use crate::vocab::{AppName, Code, Refusal};
+
+/// A prepared `data purge APP`: what the operator reads and what goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Purge {
+    /// The app name, which the operator types to confirm.
+    pub app: String,
+    pub image: PathBuf,
+    pub mount: PathBuf,
+    pub mib: u32,
+    /// What will be deleted, for the terminal.
+    pub shown: String,
+}
+
+/// The question after [`Purge::shown`].
+pub const PROMPT: &str = "To delete this data for good, type the app name";
+
+/// Checks that `app`'s data is kept with no app record holding it and no
+/// open plan naming it, and says what a purge deletes. Changes nothing.
+pub fn prepare_purge(
+    paths: &HostPaths,
+    mounts: &dyn DataMounts,
+    app: &str,
+    now: i64,
+) -> Result<Purge, Refusal> {
+    let Some(name) = AppName::parse(app) else {
+        return Err(Refusal::new(
+            Code::InvalidAppName,
+            format!(
+                "{} is not an app name (^[a-z][a-z0-9-]{{0,30}}$); nothing was deleted.",
+                crate::text::quoted(app, 80)
+            ),
+        ));
+    };
+    let app = name.as_str();
+    let (image, mount) = paths_of(paths, app);
+    let entries = survey(paths)?;
+    let entry = entries.get(app);
+    let mib = match entry.map(|entry| entry.found) {
+        Some(Found::Image(mib)) => mib,
+        Some(Found::NotOurs) => {
+            return Err(Refusal::new(
+                Code::DataInvalid,
+                format!(
+                    "{} is not a data image volce-lab made (not root's regular file), so data purge leaves it \
+                     alone; nothing was deleted. Look at it and move it away by hand.",
+                    image.display()
+                ),
+            ));
+        }
+        Some(Found::Missing) | None => {
+            return Err(Refusal::new(
+                Code::DataNotFound,
+                format!(
+                    "No data of {app} is kept: {} does not exist. Nothing was deleted; `volce-lab-host data \
+                     list` shows the data images there are.",
+                    image.display()
+                ),
+            ));
+        }
+    };
+    if let Some(state) = entry.and_then(|entry| entry.holder) {
+        return Err(Refusal::new(
+            Code::DataHeld,
+            format!(
+                "The data of {app} belongs to the managed app {app} ({}); nothing was deleted. Its data goes \
+                 with the app: a remove_app plan with purge_data: true, which you approve as any remove_app.",
+                state.as_str()
+            ),
+        ));
+    }
+    let open: Vec<String> = crate::store::read_awaiting(&paths.database(), now)
+        .map_err(|e| e.refusal())?
+        .iter()
+        .filter(|stored| stored.plan.payload.app() == Some(app))
+        .map(|stored| {
+            format!("{} {} ({})", stored.plan.id, stored.plan.action.as_str(), stored.state.as_str())
+        })
+        .collect();
+    if !open.is_empty() {
+        return Err(Refusal::new(
+            Code::DataPlanOpen,
+            format!(
+                "A plan names the app {app} and may still use its data: {}. Nothing was deleted. Reject a \
+                 pending one (`volce-lab-host reject PLAN_ID`), let an executing one end, or resolve one that \
+                 needs inspection, then purge again.",
+                open.join(", ")
+            ),
+        ));
+    }
+    let mounted = mounts.mounted(&mount).map_err(|e| failed(app, &e))?;
+    let mut shown = format!("The data of {app}, kept with no app: {} ({mib} MiB).\n", image.display());
+    if mounted {
+        let used = mounts.used_mib(&mount).map_or_else(|_| "?".to_owned(), |used| used.to_string());
+        shown.push_str(&format!(
+            "It is mounted on {} ({used} MiB used): it will be unmounted.\n",
+            mount.display()
+        ));
+    }
+    shown.push_str(&format!(
+        "Purging deletes the image and its mount point {} for good; keep a copy first if you may need it \
+         (DOCKER-POLICY.md, \"Data\").\n",
+        mount.display()
+    ));
+    Ok(Purge { app: app.to_owned(), image, mount, mib, shown })
+}
+
+fn failed(app: &str, error: &EngineError) -> Refusal {
+    Refusal::new(
+        Code::DataActionFailed,
+        format!(
+            "The data of {app}: {}. Fix that on the server (a busy mount: fuser -vm on its mount point), then run \
+             the command again.",
+            step_of(error)
+        ),
+    )
+}
+
+/// Deletes confirmed kept data: the checks of [`prepare_purge`] again (a
+/// deploy planned or an app recorded while the operator was asked stops
+/// it, nothing deleted), then unmount, delete the image, remove the mount
+/// point. Returns what to print.
+pub fn purge(
+    paths: &HostPaths,
+    mounts: &dyn DataMounts,
+    confirmed: &Purge,
+    now: i64,
+) -> Result<String, Refusal> {
+    let again = prepare_purge(paths, mounts, &confirmed.app, now)?;
+    if (&again.image, &again.mount, again.mib) != (&confirmed.image, &confirmed.mount, confirmed.mib) {
+        return Err(Refusal::new(
+            Code::DataActionFailed,
+            format!(
+                "The data of {} changed while you were asked; nothing was deleted. Run the command again.",
+                confirmed.app
+            ),
+        ));
+    }
+    let app = confirmed.app.as_str();
+    let mut out = String::new();
+    if mounts.mounted(&confirmed.mount).map_err(|e| failed(app, &e))? {
+        mounts.unmount(&confirmed.mount).map_err(|e| failed(app, &e))?;
+        out.push_str(&format!("Unmounted {}.\n", confirmed.mount.display()));
+    }
+    data_volume::delete(&confirmed.image, &confirmed.mount).map_err(|e| failed(app, &e))?;
+    out.push_str(&format!(
+        "Deleted {} ({} MiB) and the mount point {}.\n",
+        confirmed.image.display(),
+        confirmed.mib,
+        confirmed.mount.display()
+    ));
+    Ok(out)
+}
