@@ -208,7 +208,7 @@ impl Code {
                 "Tell the operator what the message names is in the way of the app's data: they move it away, then prepare a new plan."
             }
             Code::DataNotFound => {
-                "Run `sudo volce-lab-host data list` for the data images the server keeps and the apps they belong to."
+                "The operator runs `sudo volce-lab-host data list` for the data images the server keeps and the apps they belong to; a missing one is restored from a backup (DOCKER-POLICY.md, Data)."
             }
             Code::DataHeld => {
                 "Delete a managed app's data with a remove_app plan with purge_data: true (approved as any remove_app), not with data purge."

@@ -46,6 +46,29 @@ pub(super) fn room_for(data: &DataUse, ctx: &Context<'_>, facts: &dyn HostFacts)
     Ok(())
 }
 
+/// A start, restart, update or rollback never makes new, empty data for
+/// an app whose image is gone: that would hand the app an empty
+/// directory where its data was. Refused `data_not_found` instead (the
+/// engine checks again, `data_volume::mount_kept`).
+pub(super) fn still_there(
+    record: &crate::control::app_record::AppRecord,
+    facts: &dyn HostFacts,
+) -> Result<(), Refusal> {
+    let Some(data) = &record.data else { return Ok(()) };
+    if facts.kept_data_mib(&data.image)?.is_some() {
+        return Ok(());
+    }
+    refuse(
+        Code::DataNotFound,
+        format!(
+            "The data image of {} ({}) is missing, and volce-lab never replaces it with an empty one: ask the \
+             operator to restore it from a backup; nothing was changed.",
+            record.app,
+            data.image.display()
+        ),
+    )
+}
+
 /// The impact's line for the data of an app a start, restart, update or
 /// rollback starts a container of: mounted first when it is not (after a
 /// reboot), and the same data throughout.

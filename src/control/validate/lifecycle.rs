@@ -69,6 +69,7 @@ pub(super) fn start(
         );
     }
     port_is_the_apps(record, false, ctx, facts)?;
+    super::data::still_there(record, facts)?;
     let port = record.host_port;
     let server_name = record.server_name.clone();
     let mut containers = record.containers.clone();
@@ -186,6 +187,7 @@ pub(super) fn restart(
     }
     // Our own gateway holds the port while it is up.
     port_is_the_apps(record, is_up(&gateway_c.state), ctx, facts)?;
+    super::data::still_there(record, facts)?;
     let (port, server_name) = (record.host_port, record.server_name.clone());
     let mut containers = record.containers.clone();
     containers.sort();

@@ -1067,7 +1067,8 @@ fn remove_app_keeps_data_unless_purge_data_is_true() {
 
 mod server_names;
 
-/// Tried: a restart and an update of an app with data: each plan carries
+/// Tried: a restart and an update of an app with data, first with its
+/// image gone (refused `data_not_found`), then there: each plan carries
 /// the app's data (so the engine mounts it first) and its impact says so;
 /// the same app without data carries none and says nothing of it.
 #[test]
@@ -1080,6 +1081,15 @@ fn the_plans_that_start_an_apps_container_carry_its_data() {
         max_mib: 64,
     };
     world.apps.get_mut("demo").unwrap().data = Some(data.clone());
+    // Its image gone: refused, never replaced by an empty one.
+    for (action, params) in
+        [(Action::Restart, json!({"app": "demo"})), (Action::Update, json!({"app": "demo", "image": "web"}))]
+    {
+        let refused = world.derive(action, params).unwrap_err();
+        assert_eq!(refused.code, Code::DataNotFound, "{action:?}");
+        assert!(refused.message.contains("never replaces it with an empty one"), "{}", refused.message);
+    }
+    world.probe.kept_data_mib = Some(64);
     let line = "data /state/data/demo.ext4 (the app's, at /data: mounted first if it is not)";
     let (payload, impact) = world.derive(Action::Restart, json!({"app": "demo"})).unwrap();
     let Payload::Restart { spec, .. } = payload else { panic!("restart payload") };

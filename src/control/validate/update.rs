@@ -217,6 +217,7 @@ fn switch(
             ),
         );
     }
+    super::data::still_there(record, facts)?;
     let capacity = facts.capacity()?;
     let floors = ctx.policy.capacity;
     if capacity.free_memory_bytes < floors.min_free_memory_mib * MIB

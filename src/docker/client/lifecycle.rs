@@ -83,7 +83,7 @@ impl<R: Runner> DockerClient<R> {
         // Its data before the app: after a reboot the image is not mounted
         // until a plan mounts it again (`data_volume`, module header).
         if let Some(data) = &spec.data {
-            data_volume::ensure(data)?;
+            data_volume::mount_kept(&data.image, &data.mount)?;
         }
         // The app first: the gateway resolves it when it starts.
         for id in ids {
@@ -153,7 +153,7 @@ impl<R: Runner> DockerClient<R> {
         self.refuse_volumes(&spec.app_image, spec.data.as_ref().map(|d| &d.path))?;
         progress.step(Step::Pulled);
         if let Some(data) = &spec.data {
-            data_volume::ensure(data)?;
+            data_volume::mount_kept(&data.image, &data.mount)?;
         }
 
         let mut args = argv(&["create", "--name", &spec.container_name]);
