@@ -16,8 +16,8 @@
 //!   whether it is mounted (and what it uses then), and whether an app
 //!   record holds it, plus every record whose image is missing.
 //! - [`mount_all`]: mounts the image of every app record with data, and
-//!   never makes one: a missing image is reported (a plan would make new,
-//!   empty data in its place, which must not pass for the app's own).
+//!   never makes one: a missing image is reported (new, empty data must not
+//!   pass for the app's own; only a deploy makes data).
 //! - [`prepare_purge`] then [`purge`]: deletes kept data that no app record
 //!   holds and no open plan names; a record's data goes only with its
 //!   remove_app plan (`purge_data: true`), which the operator approves as
@@ -277,8 +277,9 @@ pub fn mount_all(paths: &HostPaths, mounts: &dyn DataMounts) -> Result<MountRepo
         let (image, mount) = (entry.image.display(), entry.mount.display());
         let line = match entry.found {
             Found::Missing => Err(format!(
-                "its image {image} is missing; nothing was made in its place. Restore the image from your backup \
-                 (a start or restart plan would make new, empty data), then run this again"
+                "its image {image} is missing; nothing was made in its place (no plan makes one for a recorded \
+                 app either: its start or restart is refused data_not_found). Restore the image from your \
+                 backup, then run this again"
             )),
             Found::NotOurs => Err(format!(
                 "{image} is not a data image volce-lab made (not root's regular file); move it away"
