@@ -1026,18 +1026,23 @@ fn a_volume_at_exactly_the_data_path_is_covered_and_others_are_still_refused() {
     assert_eq!(bare.code(Action::Deploy, deploy_params()), Code::ImageDeclaresVolumes);
 }
 
+/// The data of the demo app: 64 MiB at /data, under /state/data.
+fn demo_data() -> crate::vocab::DataUse {
+    crate::vocab::DataUse {
+        path: crate::vocab::DataPath::parse("/data").unwrap(),
+        image: "/state/data/demo.ext4".into(),
+        mount: "/state/data/demo".into(),
+        max_mib: 64,
+    }
+}
+
 /// Tried: remove_app of an app with data, with purge_data left out, false,
 /// true, and a string: kept twice, deleted once (the impact says so), and
 /// the string refused; purge_data on an app without data deletes nothing.
 #[test]
 fn remove_app_keeps_data_unless_purge_data_is_true() {
     let mut world = World::with_demo();
-    let data = crate::vocab::DataUse {
-        path: crate::vocab::DataPath::parse("/data").unwrap(),
-        image: "/state/data/demo.ext4".into(),
-        mount: "/state/data/demo".into(),
-        max_mib: 64,
-    };
+    let data = demo_data();
     world.apps.get_mut("demo").unwrap().data = Some(data.clone());
     for (params, purge) in [
         (json!({"app": "demo"}), false),
@@ -1074,12 +1079,7 @@ mod server_names;
 #[test]
 fn the_plans_that_start_an_apps_container_carry_its_data() {
     let mut world = World::with_demo();
-    let data = crate::vocab::DataUse {
-        path: crate::vocab::DataPath::parse("/data").unwrap(),
-        image: "/state/data/demo.ext4".into(),
-        mount: "/state/data/demo".into(),
-        max_mib: 64,
-    };
+    let data = demo_data();
     world.apps.get_mut("demo").unwrap().data = Some(data.clone());
     // Its image gone: refused, never replaced by an empty one.
     for (action, params) in
