@@ -435,6 +435,18 @@ fn kill_tree(root: u32) {
     for pid in &pids {
         let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
     }
+    // A killed process is not dead at once: until the kernel has taken it
+    // down (a zombie, or gone) the helper's liveness check rightly sees
+    // its claimer alive. Seen once in CI: a plan still `executing` when
+    // show looked right after the kill, under load. A power loss is over
+    // when the processes are, so wait for that (bounded).
+    let started = Instant::now();
+    for pid in &pids {
+        while !matches!(proc_state(*pid), 'Z' | 'X' | '?') {
+            assert!(started.elapsed() < Duration::from_secs(10), "pid {pid} outlived SIGKILL by 10 s");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
 }
 
 /// The pid of the helper's worker under `root` (`volce-lab-host
