@@ -32,6 +32,8 @@ use super::harness::*;
 const AGENT: &str = "agent";
 /// How often a child prepares again after `snapshot_changed`.
 const PREPARE_TRIES: usize = 20;
+/// How long a child keeps asking while another helper's plan executes.
+const BUSY_WAIT: Duration = Duration::from_secs(10);
 
 /// The policy of a load run: deploy needs approval too; 64 apps.
 pub fn policy() -> serde_json::Value {
@@ -76,34 +78,37 @@ pub fn child(dir: &Path, index: usize, rounds: usize) {
     // meanwhile says "prepare it again", and one refused while another
     // helper's plan is executing can be made a moment later: the agent
     // does, a few times.
+    // While another helper executes, it waits a moment between tries, up to
+    // BUSY_WAIT (without the pause, 20 tries could all fall inside one slow
+    // execute on a loaded machine, as seen once in CI).
     let prepare = |action: &str, parameters: serde_json::Value| -> Result<String, Refusal> {
-        let mut last = None;
-        for _ in 0..PREPARE_TRIES {
+        let (mut changed, started) = (0, Instant::now());
+        loop {
             match timed("prepare", &mut || {
                 open()?.prepare(action, &parameters, AGENT).map(|p| p.plan.id.to_string())
             }) {
-                Err(refusal) if refusal.code == Code::SnapshotChanged || busy(&refusal) => {
-                    last = Some(refusal)
+                Err(refusal) if refusal.code == Code::SnapshotChanged && changed + 1 < PREPARE_TRIES => {
+                    changed += 1
+                }
+                Err(refusal) if busy(&refusal) && started.elapsed() < BUSY_WAIT => {
+                    std::thread::sleep(Duration::from_millis(5))
                 }
                 other => return other,
             }
         }
-        Err(last.expect("at least one try"))
     };
     // An execute refused only because another helper's plan is executing
     // right now changed nothing, so it may be asked again.
     let execute = |id: &volce_lab::vocab::PlanId| -> Result<String, Refusal> {
-        let mut last = None;
-        for _ in 0..PREPARE_TRIES {
+        let started = Instant::now();
+        loop {
             match timed("execute", &mut || executed(open()?.execute(id, AGENT))) {
-                Err(refusal) if busy(&refusal) => {
-                    last = Some(refusal);
-                    std::thread::sleep(Duration::from_millis(2));
+                Err(refusal) if busy(&refusal) && started.elapsed() < BUSY_WAIT => {
+                    std::thread::sleep(Duration::from_millis(5))
                 }
                 other => return other,
             }
         }
-        Err(last.expect("at least one try"))
     };
     for round in 0..rounds {
         let app = format!("l{index}r{round}");
