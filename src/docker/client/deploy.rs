@@ -236,21 +236,23 @@ pub(super) struct Created {
 /// the plan id are validated types ([`DeploySpec`]); what is left is the
 /// path that goes into a `--mount` list (no separators, quotes or
 /// controls) and the numbers.
+/// A host path that can stand as a `source=` in docker's comma-separated
+/// `--mount` list: absolute, with no separator, quote or control.
+fn fits_mount_list(path: &std::path::Path) -> bool {
+    let text = path.to_str().unwrap_or("");
+    path.is_absolute()
+        && !text.is_empty()
+        && text.bytes().all(|c| c.is_ascii_graphic() && !b",:\"'=".contains(&c))
+}
+
 fn check_untyped_values(spec: &DeploySpec) -> Result<(), EngineError> {
-    let dir = spec.app_dir.to_str().unwrap_or("");
-    let dir_ok = spec.app_dir.is_absolute()
-        && !dir.is_empty()
-        && dir.bytes().all(|c| c.is_ascii_graphic() && !b",:\"'=".contains(&c));
+    let dir_ok = fits_mount_list(&spec.app_dir);
     // An env file path is one argv element after `--env-file`; absolute,
     // so docker can never read it as an option or relative to its cwd.
     let env_ok = spec.env_file.as_ref().is_none_or(|used| used.path.is_absolute());
     // The mount point goes into the `--mount` list too.
-    let data_ok = spec.data.as_ref().is_none_or(|data| {
-        let mount = data.mount.to_str().unwrap_or("");
-        data.mount.is_absolute()
-            && data.image.is_absolute()
-            && mount.bytes().all(|c| c.is_ascii_graphic() && !b",:\"'=".contains(&c))
-    });
+    let data_ok =
+        spec.data.as_ref().is_none_or(|data| fits_mount_list(&data.mount) && data.image.is_absolute());
     if dir_ok
         && env_ok
         && data_ok
