@@ -161,7 +161,7 @@ async fn agent_rpc(inspector: &Inspector, request: &Request) -> Reply {
 async fn remove_logs_app(inspector: &Inspector) -> Result<(), String> {
     let mut parameters = serde_json::Map::new();
     parameters.insert("app".into(), serde_json::json!(LOGS_APP));
-    match run_plan(inspector, volce_lab::control::plan::Action::RemoveApp, parameters).await {
+    match run_plan(inspector, volce_lab::vocab::Action::RemoveApp, parameters).await {
         Err(why) if why.contains("app_not_found") => Ok(()),
         other => other,
     }
@@ -179,14 +179,14 @@ async fn deploy_logs_app(inspector: &Inspector) -> Result<(), String> {
     ] {
         parameters.insert(key.into(), value);
     }
-    run_plan(inspector, volce_lab::control::plan::Action::Deploy, parameters).await
+    run_plan(inspector, volce_lab::vocab::Action::Deploy, parameters).await
 }
 
 /// One whole plan: made as the agent, approved as the operator when the
 /// policy asks for it, executed as the agent. `Err` says which step refused.
 async fn run_plan(
     inspector: &Inspector,
-    action: volce_lab::control::plan::Action,
+    action: volce_lab::vocab::Action,
     parameters: serde_json::Map<String, serde_json::Value>,
 ) -> Result<(), String> {
     let planned = agent_rpc(inspector, &Request::plan(action, parameters)).await;

@@ -41,9 +41,9 @@ pub mod versions;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
-use crate::control::plan::Action;
 use crate::exit::Exit;
 use crate::logs::AppLog;
+use crate::vocab::Action;
 use crate::vocab::{Code, PlanId, Refusal};
 
 /// This build's protocol; what each version added and what a workstation

@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use volce_lab::control::plan::Action;
+use volce_lab::vocab::Action;
 use volce_lab::control::policy::Policy;
 
 fuzz_target!(|data: &[u8]| {

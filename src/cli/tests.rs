@@ -32,7 +32,7 @@ fn rpc_help_names_every_operation_and_the_size_limit() {
     let deadline = crate::host::process::REQUEST_DEADLINE.as_secs();
     assert!(RPC_HELP.contains(&format!("within {deadline} seconds")));
     assert!(RPC_HELP.contains(&format!("at most {} helpers", crate::host::process::RPC_SLOTS)));
-    for action in crate::control::plan::Action::ALL {
+    for action in crate::vocab::Action::ALL {
         assert!(RPC_HELP.contains(action.as_str()), "{} missing from rpc --help", action.as_str());
     }
     use crate::vocab::Step;

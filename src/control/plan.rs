@@ -19,15 +19,12 @@ use serde_json::Value;
 use super::app_record::KeptVersion;
 use super::canonical;
 use crate::vocab::{
-    AppName, Code, ContainerId, DataUse, DeploySpec, Digest, EnvFileUse, ImageId, PlanId, Refusal,
+    Action, AppName, Code, ContainerId, DataUse, DeploySpec, Digest, EnvFileUse, ImageId, PlanId, Refusal,
     ServerName, StartSpec, UpdateSpec,
 };
 
 /// The version of the plan body format; part of the digest.
 pub const PLAN_FORMAT: u32 = 1;
-
-mod action;
-pub use action::{ALSO_SERVER_NAMES, Action};
 
 /// One container a deploy will create, as the operator reviews it. The
 /// hardening flags are the engine's fixed template (see `crate::docker`).

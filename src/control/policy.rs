@@ -12,7 +12,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::plan::{Action, Terms};
+use super::plan::Terms;
+use crate::vocab::Action;
 use crate::vocab::{ContainerLimits, ImageRef, is_name, is_user_name};
 
 mod catalog;

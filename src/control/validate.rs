@@ -25,8 +25,9 @@ use std::path::Path;
 use serde_json::{Map, Value};
 
 use super::app_record::{AppRecord, AppState};
-use super::plan::{ALSO_SERVER_NAMES, Action, Impact, Payload};
+use super::plan::{Impact, Payload};
 use super::policy::{CatalogEntry, Policy};
+use crate::vocab::{ALSO_SERVER_NAMES, Action};
 use crate::vocab::{
     AppName, Capacity, Code, ContainerId, DataPath, EnvFileName, EnvFileUse, ImageHolds, ImageId, ImageRef,
     MAX_ALSO_SERVER_NAMES, PlanId, Refusal, ServerName, Snapshot, refuse, served_names,

@@ -40,12 +40,14 @@ use serde_json::Value;
 
 use crate::control::Clock;
 use crate::control::app_record::AppState;
-use crate::control::plan::{Action, Plan};
+use crate::control::plan::Plan;
 use crate::control::policy::Policy;
 use crate::control::scope;
 use crate::control::validate::{self, Context, HostFacts};
 use crate::docker::{Engine, EngineError};
-use crate::store::{AuditOutcome, AuditRow, Claim, Event, PlanState, Store, StoreError, StoredPlan};
+use crate::store::{AuditOutcome, AuditRow, Claim, Event, Store, StoreError, StoredPlan};
+use crate::vocab::Action;
+use crate::vocab::PlanState;
 use crate::vocab::{
     Capacity, Code, EnvFileName, EnvFileUse, ImageHolds, ImageId, ImageRef, PlanId, Refusal, refuse,
 };

@@ -14,8 +14,9 @@ use serde_json::{Value, json};
 
 use super::controller::Awaiting;
 use super::liveness::Hold;
-use crate::store::{PlanState, StoredPlan};
+use crate::store::StoredPlan;
 use crate::text::{for_terminal as esc, rfc3339_seconds as time};
+use crate::vocab::PlanState;
 
 /// The one line for an empty list: what it means and what to do.
 pub const NOTHING_AWAITS: &str = "No plan awaits you: nothing is pending, executing or needing inspection. \

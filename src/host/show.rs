@@ -9,8 +9,9 @@
 use std::fmt::Write as _;
 
 use crate::control::plan::Payload;
-use crate::store::{PlanState, StoredPlan};
+use crate::store::StoredPlan;
 use crate::text::{for_terminal as esc, for_terminal_lines as esc_lines};
+use crate::vocab::PlanState;
 use crate::vocab::served_names;
 
 fn time(secs: i64) -> String {

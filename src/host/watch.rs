@@ -19,7 +19,8 @@ use super::pipeline::Host;
 use super::request_row::Caller;
 use crate::control::Clock;
 use crate::docker::Engine;
-use crate::store::{AuditOperation, PlanState};
+use crate::store::AuditOperation;
+use crate::vocab::PlanState;
 use crate::vocab::{PlanId, Refusal};
 
 /// How often the store is read again: a new plan shows within two seconds.

@@ -29,8 +29,9 @@ use crate::docker::EngineError;
 use crate::docker::client::{DockerClient, LocalImage, Runner};
 use crate::host::paths::{HostPaths, POLICY_MAX_BYTES, POLICY_MODE, load_policy, read_policy_bytes};
 use crate::install::doctor::{ImageRole, misfits};
-use crate::store::{PlanState, StoredPlan};
+use crate::store::StoredPlan;
 use crate::text::for_terminal as esc;
+use crate::vocab::PlanState;
 use crate::vocab::{Code, HealthPath, ImageRef, Refusal, uncovered_volumes};
 
 mod entry;

@@ -18,9 +18,9 @@ use super::audit::Record;
 use super::rpc::{self, Answer, AnswerCode};
 use super::sentences::{self, message};
 use super::tools::ToolName;
-use crate::control::plan::Action;
 use crate::exec::{Execution, ExecutionStatus};
 use crate::inspect::{Check, CheckResult, Status, timestamp};
+use crate::vocab::Action;
 use crate::vocab::{PlanId, Refusal};
 use crate::wire::Operation;
 

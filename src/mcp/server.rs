@@ -38,8 +38,8 @@ use serde_json::{Map, Value, json};
 use strum::VariantArray as _;
 
 use crate::config::{Config, DEFAULT_FAN_OUT, Fleet};
-use crate::control::plan::Action;
 use crate::inspect::{Check, Inspector, Status, request_id, timestamp};
+use crate::vocab::Action;
 use crate::vocab::{Code, PlanId, Refusal};
 use crate::wire::{self, Request};
 

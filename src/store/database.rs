@@ -92,7 +92,7 @@ impl StoreError {
 /// A migration that waits for a plan an older helper is executing.
 fn upgrade_waiting(
     plan: &crate::vocab::PlanId,
-    action: crate::control::plan::Action,
+    action: crate::vocab::Action,
     found: i64,
     supported: i64,
 ) -> Refusal {

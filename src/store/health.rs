@@ -10,11 +10,11 @@ use std::path::Path;
 
 use rusqlite::{Connection, OpenFlags};
 
-use super::rows::PlanState;
 use super::schema;
 use super::sql::Sql;
 use super::verify::{self, Break};
 use crate::vocab::PlanId;
+use crate::vocab::PlanState;
 
 /// What the store says about itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,7 +53,7 @@ pub fn read_health(path: &Path) -> Result<Option<StoreHealth>, rusqlite::Error> 
             // CHECK constraints hold both columns to their lists, so a value
             // that does not parse is a damaged file, said as such.
             let id = PlanId::parse(&id).map_err(|_| unreadable(0))?;
-            Ok((id, PlanState::parse(&state).map_err(|_| unreadable(1))?))
+            Ok((id, super::rows::parse_stored::<PlanState>(&state).map_err(|_| unreadable(1))?))
         })?;
         for row in rows {
             stuck_plans.push(row?);
@@ -141,6 +141,6 @@ pub fn read_awaiting(path: &Path, now: i64) -> Result<Vec<super::StoredPlan>, su
 /// exists yet.
 pub fn read_claims(
     path: &Path,
-) -> Result<Vec<(crate::vocab::PlanId, crate::control::plan::Action, super::Claim)>, super::StoreError> {
+) -> Result<Vec<(crate::vocab::PlanId, crate::vocab::Action, super::Claim)>, super::StoreError> {
     read_only(path, |tx| tx.executing_plans())
 }

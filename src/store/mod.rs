@@ -55,8 +55,8 @@ pub use fold::WINDOW_SECS as FOLD_WINDOW_SECS;
 pub use health::{StoreHealth, read_apps, read_awaiting, read_claims, read_health, schema_version_of};
 pub use retention::{AUDIT_PRUNE_BATCH, AUDIT_RETENTION_DAYS, MAX_PENDING_PER_REQUESTER, PRUNE_BATCH};
 pub use rows::{
-    Approval, AuditEntry, AuditOperation, AuditOutcome, AuditRow, Claim, Event, MAX_REASON_CHARS,
-    PlanOutcome, PlanState, Rejection, RequestEnd, RequestMeta, Resolution, StoredPlan,
+    Approval, AuditEntry, AuditOperation, AuditOutcome, AuditRow, Claim, Event, MAX_REASON_CHARS, Rejection,
+    RequestEnd, RequestMeta, Resolution, StoredPlan,
 };
 pub use syslog::DEV_LOG;
 pub use transitions::Tx;

@@ -9,11 +9,13 @@
 use rusqlite::OptionalExtension as _;
 
 use super::StoreError;
-use super::rows::{Approval, Claim, PlanOutcome, PlanState, Rejection, Resolution, StoredPlan};
+use super::rows::{Approval, Claim, Rejection, Resolution, StoredPlan, parse_stored};
 use super::sql;
 use super::transitions::Tx;
-use crate::control::plan::{Action, Plan};
+use crate::control::plan::Plan;
+use crate::vocab::Action;
 use crate::vocab::{Digest, PlanId, Refusal};
+use crate::vocab::{PlanOutcome, PlanState};
 
 impl Tx<'_> {
     /// Whether any plan is executing or needs inspection (the new-plan gate).
@@ -21,7 +23,7 @@ impl Tx<'_> {
         let row: Option<(String, String)> =
             self.sql.prepare(sql::UNSETTLED)?.query_row([], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
         row.map(|(id, state)| {
-            Ok((PlanId::parse(&id).map_err(|_| StoreError::Corrupt)?, PlanState::parse(&state)?))
+            Ok((PlanId::parse(&id).map_err(|_| StoreError::Corrupt)?, parse_stored::<PlanState>(&state)?))
         })
         .transpose()
     }
@@ -116,12 +118,12 @@ impl Tx<'_> {
         };
         Ok(Some(StoredPlan {
             plan,
-            state: PlanState::parse(&state)?,
+            state: parse_stored::<PlanState>(&state)?,
             approval,
             claim,
             claimed_at,
             finished_at,
-            outcome: outcome.as_deref().map(PlanOutcome::parse).transpose()?,
+            outcome: outcome.as_deref().map(parse_stored::<PlanOutcome>).transpose()?,
             resolution: match (resolved_by, resolved_at) {
                 (Some(by), Some(at)) => Some(Resolution { by, at }),
                 _ => None,

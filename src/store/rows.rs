@@ -16,79 +16,13 @@ use strum::{EnumString, IntoStaticStr, VariantArray};
 
 use super::StoreError;
 use crate::control::plan::Plan;
-use crate::vocab::{Digest, Refusal};
-use crate::wire::answers::Word;
+use crate::vocab::{Digest, PlanOutcome, PlanState, Refusal};
+use crate::wire::answers::Open;
 use crate::wire::answers::plan_view::{ApprovalStamp, PlanView, RejectionStamp, Stamp};
 
 /// A stored name that is not in its enum's table: the row is unreadable.
-fn parse_stored<T: FromStr>(value: &str) -> Result<T, StoreError> {
+pub(super) fn parse_stored<T: FromStr>(value: &str) -> Result<T, StoreError> {
     value.parse().map_err(|_| StoreError::Corrupt)
-}
-
-/// Where a plan is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, IntoStaticStr, EnumString, VariantArray)]
-#[serde(rename_all = "snake_case")]
-#[strum(serialize_all = "snake_case")]
-pub enum PlanState {
-    Pending,
-    Executing,
-    Completed,
-    NeedsInspection,
-    /// Refused at execute because the policy or the server changed: its
-    /// approval is void for good.
-    Invalidated,
-    /// Was `needs_inspection`; an operator attested with `resolve` that they
-    /// inspected the server. Terminal.
-    Inspected,
-    /// The engine failed but provably changed nothing (refused before its
-    /// first mutation, or rolled back and verified). Terminal; blocks nothing.
-    Failed,
-    /// Was `pending`; an operator ended it with `reject` before it ran.
-    /// Terminal; it never runs, and any approval it had is void.
-    Rejected,
-}
-
-impl PlanState {
-    pub fn as_str(self) -> &'static str {
-        self.into()
-    }
-    pub(super) fn parse(value: &str) -> Result<PlanState, StoreError> {
-        parse_stored(value)
-    }
-}
-
-/// Why a plan ended where it did (a category, never free text).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, IntoStaticStr, EnumString, VariantArray)]
-#[serde(rename_all = "snake_case")]
-#[strum(serialize_all = "snake_case")]
-pub enum PlanOutcome {
-    Completed,
-    /// The engine reported a failure; the change may be partial.
-    EngineFailed,
-    /// The process that claimed the plan died before recording an outcome.
-    ClaimerDied,
-    /// Never written by this code: when the engine acted but the result
-    /// could not be recorded, the plan stays `executing` under its claim and
-    /// the next helper abandons it as `claimer_died`. Kept because both
-    /// migrations' CHECK lists allow `record_failed`, so a database may hold
-    /// it; dropping the variant would make such a row unreadable, and
-    /// dropping the name from the schema needs a table rebuild.
-    RecordFailed,
-    PolicyChanged,
-    SnapshotChanged,
-    /// The change failed, and what it had changed was restored and verified.
-    RolledBack,
-    /// The engine refused before its first mutation: nothing was touched.
-    NotStarted,
-}
-
-impl PlanOutcome {
-    pub fn as_str(self) -> &'static str {
-        self.into()
-    }
-    pub(super) fn parse(value: &str) -> Result<PlanOutcome, StoreError> {
-        parse_stored(value)
-    }
 }
 
 /// Who claimed a plan for execution: enough to tell later whether that
@@ -195,7 +129,7 @@ impl StoredPlan {
             created_at: time(plan.created_at),
             expires_at: time(plan.expires_at),
             digest: plan.digest.clone(),
-            state: Word::of(self.state),
+            state: self.state.into(),
             approval: self.approval.as_ref().map(|a| ApprovalStamp {
                 by: a.by.clone(),
                 at: time(a.at),
@@ -203,7 +137,7 @@ impl StoredPlan {
             }),
             claimed_at: self.claimed_at.map(time),
             finished_at: self.finished_at.map(time),
-            outcome: self.outcome.map(Word::of),
+            outcome: self.outcome.map(Open::Known),
             resolution: self.resolution.as_ref().map(|r| stamp(&r.by, r.at)),
             rejection: self.rejection.as_ref().map(|r| RejectionStamp {
                 by: r.by.clone(),
@@ -436,7 +370,7 @@ mod tests {
 
     #[test]
     fn an_unknown_stored_name_is_a_corrupt_row() {
-        assert!(matches!(PlanState::parse("approved"), Err(StoreError::Corrupt)));
-        assert!(matches!(PlanOutcome::parse("Completed"), Err(StoreError::Corrupt)));
+        assert!(matches!(parse_stored::<PlanState>("approved"), Err(StoreError::Corrupt)));
+        assert!(matches!(parse_stored::<PlanOutcome>("Completed"), Err(StoreError::Corrupt)));
     }
 }

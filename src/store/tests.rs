@@ -12,7 +12,7 @@ use super::schema::MIGRATIONS;
 use super::sql;
 use super::*;
 use crate::control::plan::Plan;
-use crate::vocab::{Code, PlanId};
+use crate::vocab::{Code, PlanId, PlanOutcome, PlanState};
 
 fn plan(n: u32, now: i64) -> Plan {
     crate::control::plan::test_plan(PlanId::parse(&format!("{n:032x}")).unwrap(), now)

@@ -22,10 +22,12 @@ use rusqlite::params;
 
 use super::StoreError;
 use super::chain;
-use super::rows::{AuditRow, Claim, PlanOutcome, PlanState, RequestMeta};
+use super::rows::{AuditRow, Claim, RequestMeta};
 use super::sql::{self, Sql, Statement};
-use crate::control::plan::{Action, Plan};
+use crate::control::plan::Plan;
+use crate::vocab::Action;
 use crate::vocab::{Digest, PlanId, Refusal};
+use crate::vocab::{PlanOutcome, PlanState};
 
 /// The operations available inside a transaction.
 pub struct Tx<'a> {

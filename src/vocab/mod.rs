@@ -9,6 +9,8 @@
 //! into, or circling through, another.
 //!
 //! - `refusal.rs`: [`Code`] (the stable machine codes) and [`Refusal`];
+//! - `action.rs`: [`Action`], the closed set of changes a plan can make;
+//! - `plan_state.rs`: a plan's [`PlanState`] and [`PlanOutcome`];
 //! - `fix.rs`: [`Code::fix`], the one next step of each code, and
 //!   [`FIX_MAX_CHARS`];
 //! - `ids.rs`: [`PlanId`], [`Digest`], [`ContainerId`], [`ImageId`],
@@ -78,15 +80,18 @@ macro_rules! string_form {
 }
 pub(crate) use string_form;
 
+mod action;
 mod data;
 mod engine;
 mod env_file;
 mod fix;
 mod ids;
 mod names;
+mod plan_state;
 mod refusal;
 mod snapshot;
 
+pub use action::{ALSO_SERVER_NAMES, Action};
 pub use data::{DATA_MIB_RANGE, DATA_OWNER, DATA_PATH_MAX, DataPath, DataSpec, DataUse, uncovered_volumes};
 pub use engine::{Capacity, ContainerLimits, DeploySpec, StartSpec, Step, UpdateSpec};
 pub use env_file::{
@@ -100,5 +105,6 @@ pub use names::{
     AppName, AppNames, MAX_ALSO_SERVER_NAMES, NAME_PREFIX, ServerName, is_app_name, is_server_name,
     is_user_name, served_names,
 };
+pub use plan_state::{PlanOutcome, PlanState};
 pub use refusal::{Code, MESSAGE_MAX_CHARS, Refusal, refuse};
 pub use snapshot::{Container, ImageHolds, LABEL_APP, LABEL_PLAN, LABEL_ROLE, PublishedPort, Snapshot};

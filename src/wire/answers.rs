@@ -114,25 +114,6 @@ impl<T: Copy + Into<&'static str>> Open<T> {
     }
 }
 
-/// A word of a closed set defined above this contract: a plan's state or
-/// outcome (`crate::store::PlanState`, `PlanOutcome`), which the store
-/// defines and stores under the same names. The store already reads this
-/// contract, so the contract cannot name its types without a circle; the
-/// helper builds a word only from the enum ([`Word::of`]), and the
-/// workstation reads any word, a newer helper's included.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct Word(String);
-
-impl Word {
-    pub fn of(word: impl Into<&'static str>) -> Word {
-        Word(word.into().to_owned())
-    }
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
 /// The plan an `ok` answer names, as the workstation reads it from any
 /// operation's body: an execution's `plan_id` ([`execution::ExecutedPlan`]),
 /// else a plan view's `id` ([`plan_view::PlanView`]); no other field is

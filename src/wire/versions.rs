@@ -36,7 +36,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{Operation, Request, RequestId};
-use crate::control::plan::{ALSO_SERVER_NAMES, Action};
+use crate::vocab::{ALSO_SERVER_NAMES, Action};
 use crate::vocab::{Code, Refusal};
 
 /// This build's protocol. What each one added is [`ADDITIONS`].
@@ -367,7 +367,7 @@ mod tests {
         let requests = [
             Request::GatewayStatus {},
             Request::Inventory {},
-            Request::plan(crate::control::plan::Action::Stop, serde_json::Map::new()),
+            Request::plan(crate::vocab::Action::Stop, serde_json::Map::new()),
             Request::execute(&crate::vocab::PlanId::parse("0123456789abcdef0123456789abcdef").unwrap()),
             Request::logs("web", crate::wire::ContainerRole::App, 5, None),
             crate::wire::gate::RefusalRecord::of(crate::wire::gate::RefusalReason::NoCommand, None).request(),
@@ -386,7 +386,7 @@ mod tests {
     /// protocol-2 server (sent).
     #[test]
     fn a_restart_needs_protocol_2() {
-        use crate::control::plan::Action;
+        use crate::vocab::Action;
         let parameters: serde_json::Map<String, serde_json::Value> =
             [("app".to_owned(), "web".into())].into_iter().collect();
         let restart = Request::plan(Action::Restart, parameters);
@@ -407,7 +407,7 @@ mod tests {
     /// protocol-1 helper.
     #[test]
     fn a_rollback_needs_protocol_2() {
-        use crate::control::plan::Action;
+        use crate::vocab::Action;
         let parameters: serde_json::Map<String, serde_json::Value> =
             [("app".to_owned(), "web".into())].into_iter().collect();
         let rollback = Request::plan(Action::Rollback, parameters);
@@ -427,7 +427,7 @@ mod tests {
     /// deploy with the port.
     #[test]
     fn a_deploy_without_its_port_needs_protocol_2() {
-        use crate::control::plan::Action;
+        use crate::vocab::Action;
         let mut parameters: serde_json::Map<String, serde_json::Value> =
             ["app", "image", "host_port", "server_name"]
                 .iter()

@@ -156,7 +156,7 @@ fn editing_the_env_file_voids_the_pending_plans_of_its_key_only() {
     holds_no_value("the refusal", &reply.to_string());
     let id = volce_lab::vocab::PlanId::parse(approved_plan["result"]["id"].as_str().unwrap()).unwrap();
     let stored = h.controller().load(&id, "root").unwrap();
-    assert_eq!(stored.state, volce_lab::store::PlanState::Invalidated);
+    assert_eq!(stored.state, volce_lab::vocab::PlanState::Invalidated);
     assert_eq!(stored.outcome.map(|o| o.as_str()), Some("policy_changed"));
 
     approve(&h, &plain_plan).unwrap();

@@ -9,12 +9,12 @@ use volce_lab::control::app_record::AppState;
 use volce_lab::docker::EngineError;
 use volce_lab::host::Executed;
 use volce_lab::host::rpc::Reply;
-use volce_lab::store::PlanState;
+use volce_lab::vocab::PlanState;
 use volce_lab::vocab::{Code, Digest, PlanId, PublishedPort};
+use volce_lab::wire::answers::Open;
 use volce_lab::wire::answers::app_state::{DriftReason, EngineState};
 use volce_lab::wire::answers::execution::ExecutionOutcome;
 use volce_lab::wire::answers::inventory::{Inventory, ManagedApp};
-use volce_lab::wire::answers::{Open, Word};
 
 const AGENT: &str = "agent";
 
@@ -368,7 +368,7 @@ fn a_change_to_the_target_of_an_approved_stop_voids_it_after_the_claim() {
     assert_eq!(h.engine.mutations().len(), before, "nothing was asked of the engine");
     let stored = c.load(&stop.plan.id, "root").unwrap();
     assert_eq!(stored.state, PlanState::Invalidated);
-    assert_eq!(stored.outcome, Some(volce_lab::store::PlanOutcome::SnapshotChanged));
+    assert_eq!(stored.outcome, Some(volce_lab::vocab::PlanOutcome::SnapshotChanged));
     let inventory = c.inventory(AGENT).unwrap();
     let demo = inventory.apps.iter().find(|a| a.app.as_str() == "demo").unwrap();
     assert_eq!(demo.recorded_state, AppState::Running, "the record is untouched");
@@ -408,7 +408,7 @@ fn an_engine_outage_after_the_claim_spends_the_plan_changes_nothing_and_blocks_n
     let stored = c.load(&deploy.plan.id, "root").unwrap();
     assert_eq!(
         (stored.state, stored.outcome),
-        (PlanState::Failed, Some(volce_lab::store::PlanOutcome::NotStarted))
+        (PlanState::Failed, Some(volce_lab::vocab::PlanOutcome::NotStarted))
     );
     h.engine.edit(|s| s.snapshot_fails = false);
     assert_eq!(refusal(c.execute(&deploy.plan.id, AGENT)), Code::PlanConsumed, "nothing retries");
@@ -443,7 +443,7 @@ fn an_engine_failure_leaves_needs_inspection_and_blocks_new_plans() {
     assert_eq!(inventory.apps[0].recorded_state, AppState::NeedsInspection);
     assert_eq!(inventory.apps[0].state, EngineState::Drifted);
     assert_eq!(drift_of(&inventory.apps[0]), Some(DriftReason::NeedsInspection));
-    assert_eq!(inventory.unsettled_plan.unwrap().state, Word::of(PlanState::NeedsInspection));
+    assert_eq!(inventory.unsettled_plan.unwrap().state, Open::Known(PlanState::NeedsInspection));
 }
 
 #[test]
@@ -900,7 +900,7 @@ fn a_rejected_nginx_config_that_was_rolled_back_is_failed_and_blocks_nothing() {
     let id = PlanId::parse(&id).unwrap();
     let stored = h.controller().load(&id, "root").unwrap();
     assert_eq!(stored.state, PlanState::Failed);
-    assert_eq!(stored.outcome, Some(volce_lab::store::PlanOutcome::RolledBack));
+    assert_eq!(stored.outcome, Some(volce_lab::vocab::PlanOutcome::RolledBack));
     let audit = h.controller().store_for_tests().read(|tx| tx.audit_of(&id)).unwrap();
     assert_eq!(
         (audit.last().unwrap().event.as_str(), audit.last().unwrap().outcome.as_str()),
@@ -947,7 +947,7 @@ fn a_deploy_refused_before_its_first_step_holds_nothing_and_blocks_nothing() {
         other => panic!("expected failed, got {other:?}"),
     }
     let stored = c.load(&plan.plan.id, "root").unwrap();
-    assert_eq!(stored.outcome, Some(volce_lab::store::PlanOutcome::NotStarted));
+    assert_eq!(stored.outcome, Some(volce_lab::vocab::PlanOutcome::NotStarted));
     let inventory = c.inventory(AGENT).unwrap();
     assert_eq!(app_names(&inventory), ["legacy"], "no record holds the name, port or quota slot");
     c.prepare("deploy", &deploy_params("demo", 18002), AGENT).unwrap();
@@ -981,7 +981,7 @@ fn a_failed_health_check_with_a_verified_rollback_is_failed_and_the_next_plan_is
     let id = PlanId::parse(&id).unwrap();
     let stored = h.controller().load(&id, "root").unwrap();
     assert_eq!(stored.state, PlanState::Failed);
-    assert_eq!(stored.outcome, Some(volce_lab::store::PlanOutcome::RolledBack));
+    assert_eq!(stored.outcome, Some(volce_lab::vocab::PlanOutcome::RolledBack));
     let inventory = h.controller().inventory(AGENT).unwrap();
     assert_eq!(app_names(&inventory), ["legacy"], "no record holds the name, port or quota slot");
     assert_eq!(inventory.unsettled_plan, None);

@@ -10,8 +10,8 @@ use crate::support::harness::*;
 use serde_json::{Value, json};
 use volce_lab::docker::EngineError;
 use volce_lab::host::Executed;
-use volce_lab::store::{PlanOutcome, PlanState};
 use volce_lab::vocab::{Code, ImageHolds, PlanId};
+use volce_lab::vocab::{PlanOutcome, PlanState};
 
 const AGENT: &str = "agent";
 

@@ -7,9 +7,10 @@ use std::collections::BTreeMap;
 
 use crate::support::fake_engine::*;
 use crate::support::harness::*;
-use volce_lab::control::plan::Action;
-use volce_lab::store::{AuditOutcome, AuditRow, Claim, Event, PlanOutcome, PlanState};
+use volce_lab::store::{AuditOutcome, AuditRow, Claim, Event};
+use volce_lab::vocab::Action;
 use volce_lab::vocab::{Container, LABEL_APP, LABEL_PLAN, LABEL_ROLE, PlanId};
+use volce_lab::vocab::{PlanOutcome, PlanState};
 
 const AGENT: &str = "agent";
 

@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 use volce_lab::control::app_record::{AppRecord, AppState};
 use volce_lab::docker::EngineError;
 use volce_lab::host::Executed;
-use volce_lab::store::{PlanOutcome, PlanState};
 use volce_lab::vocab::{Code, LABEL_APP, PlanId};
+use volce_lab::vocab::{PlanOutcome, PlanState};
 
 const AGENT: &str = "agent";
 const WEB2: &str = "127.0.0.1:15000/volce-lab/web2@sha256:";

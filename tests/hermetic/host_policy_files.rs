@@ -8,8 +8,8 @@
 use std::path::Path;
 
 use serde_json::{Value, json};
-use volce_lab::control::plan::Action;
 use volce_lab::control::policy::Policy;
+use volce_lab::vocab::Action;
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))

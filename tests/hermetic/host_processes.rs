@@ -16,9 +16,9 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::json;
 use volce_lab::host::{Executed, Host, ProcLiveness};
-use volce_lab::store::{PlanOutcome, PlanState};
 use volce_lab::vocab::{Code, Digest, PlanId};
-use volce_lab::wire::answers::Word;
+use volce_lab::vocab::{PlanOutcome, PlanState};
+use volce_lab::wire::answers::Open;
 
 const AGENT: &str = "agent";
 
@@ -149,7 +149,7 @@ fn a_process_killed_between_claim_and_engine_leaves_needs_inspection_and_no_seco
     assert_eq!(stored.state, PlanState::NeedsInspection);
     assert_eq!(stored.outcome, Some(PlanOutcome::ClaimerDied));
     let inventory = c.inventory(AGENT).unwrap();
-    assert_eq!(inventory.unsettled_plan.unwrap().state, Word::of(PlanState::NeedsInspection));
+    assert_eq!(inventory.unsettled_plan.unwrap().state, Open::Known(PlanState::NeedsInspection));
     assert_eq!(
         c.prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap_err().code,
         Code::InspectionRequired

@@ -515,7 +515,7 @@ fn refused_attempts_join_the_host_trail_by_request_id_and_no_planted_secret_reac
     // needed").
     let _short = PolicyChange::apply(|policy| {
         policy["plan_ttl_seconds"] = json!(60);
-        let every: Vec<&str> = volce_lab::control::plan::Action::ALL.iter().map(|a| a.as_str()).collect();
+        let every: Vec<&str> = volce_lab::vocab::Action::ALL.iter().map(|a| a.as_str()).collect();
         policy["approval_required"] = json!(every);
     });
     let state = private_tempdir();

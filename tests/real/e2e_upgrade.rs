@@ -229,7 +229,7 @@ fn the_package_upgrade_keeps_plans_apps_and_the_trail_and_a_downgrade_below_the_
         agent_rpc(&json!({"operation": "plan", "action": "deploy", "parameters": without_port.clone()}));
     assert_eq!((code, &refused["code"]), (Some(1), &json!("invalid_parameters")), "{refused}");
     let request = volce_lab::wire::Request::plan(
-        volce_lab::control::plan::Action::Deploy,
+        volce_lab::vocab::Action::Deploy,
         without_port.as_object().unwrap().clone(),
     );
     let seen = server_version_seen(&host);

@@ -15,7 +15,8 @@ use super::{
     Context, HostFacts, also_server_names, app_name, capacity_floors, configuration, exact_keys,
     not_in_catalog, port, refuse_volumes, server_name, string,
 };
-use crate::control::plan::{Action, ContainerPlan, Impact, Payload};
+use crate::control::plan::{ContainerPlan, Impact, Payload};
+use crate::vocab::Action;
 use crate::vocab::{Code, DeploySpec, LABEL_APP, LABEL_PLAN, LABEL_ROLE, Refusal, refuse, served_names};
 
 pub(super) fn deploy(

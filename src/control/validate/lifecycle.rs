@@ -15,7 +15,8 @@ use serde_json::{Map, Value};
 
 use super::{AppState, Context, HostFacts, app_name, exact_keys, owned, recorded};
 use crate::control::app_record::AppRecord;
-use crate::control::plan::{Action, Impact, Payload};
+use crate::control::plan::{Impact, Payload};
+use crate::vocab::Action;
 use crate::vocab::{Code, ContainerId, HealthPath, Refusal, StartSpec, refuse};
 
 /// Docker states in which a container is, or is about to be, running.

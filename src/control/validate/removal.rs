@@ -24,7 +24,8 @@ use serde_json::{Map, Value};
 
 use super::{Context, HostFacts, app_name, exact_keys, string};
 use crate::control::app_record::AppState;
-use crate::control::plan::{Action, Impact, Payload};
+use crate::control::plan::{Impact, Payload};
+use crate::vocab::Action;
 use crate::vocab::{Code, Container, ContainerId, ImageId, LABEL_PLAN, Refusal, refuse};
 
 pub(super) fn remove_image(

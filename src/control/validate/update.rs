@@ -21,7 +21,8 @@ use super::{
     Context, HostFacts, MIB, app_name, configuration, exact_keys, not_in_catalog, owned_running, string,
 };
 use crate::control::app_record::{AppRecord, KeptVersion};
-use crate::control::plan::{Action, Impact, Payload};
+use crate::control::plan::{Impact, Payload};
+use crate::vocab::Action;
 use crate::vocab::{
     AppName, Code, ContainerId, EnvFileUse, HealthPath, ImageRef, Refusal, ServerName, UpdateSpec, refuse,
 };

@@ -17,11 +17,13 @@ use super::{Controller, EngineProbe, Liveness, audit, engine_unavailable, state_
 use crate::control::Clock;
 use crate::control::app_record::AppRecord;
 use crate::control::clock::check_expiry;
-use crate::control::plan::{Action, Payload, Plan};
+use crate::control::plan::{Payload, Plan};
 use crate::control::scope;
 use crate::control::validate::{self, Context};
 use crate::docker::{AppRemoval, Engine, EngineError, NoProgress, ProgressSink};
-use crate::store::{AuditOutcome, AuditRow, Event, PlanOutcome};
+use crate::store::{AuditOutcome, AuditRow, Event};
+use crate::vocab::Action;
+use crate::vocab::PlanOutcome;
 use crate::vocab::{Code, ImageId, PlanId, Refusal, refuse};
 use crate::wire::answers::execution::{DataAfter, ExecutedPlan, ExecutionOutcome};
 

@@ -20,14 +20,15 @@ use std::collections::BTreeMap;
 use super::{Controller, Liveness, engine_unavailable};
 use crate::control::Clock;
 use crate::control::app_record::AppRecord;
-use crate::control::plan::Action;
 use crate::docker::Engine;
 use crate::host::drift;
-use crate::store::{PlanState, StoredPlan};
+use crate::store::StoredPlan;
 use crate::text::rfc3339_seconds;
+use crate::vocab::Action;
+use crate::vocab::PlanState;
 use crate::vocab::{AppName, ImageId, Refusal, Snapshot};
 use crate::wire::ContainerRole;
-use crate::wire::answers::Word;
+use crate::wire::answers::Open;
 use crate::wire::answers::app_state::EngineState;
 use crate::wire::answers::gateways::{Gateway, GatewayStatus};
 use crate::wire::answers::inventory::{
@@ -90,7 +91,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             offer,
             plans: plans.iter().map(open_plan).collect(),
             unsettled_plan: unsettled
-                .map(|p| UnsettledPlan { plan_id: p.plan.id.clone(), state: Word::of(p.state) }),
+                .map(|p| UnsettledPlan { plan_id: p.plan.id.clone(), state: p.state.into() }),
             foreign,
             helper: Some(HelperVersion::this()),
         })
@@ -174,8 +175,8 @@ fn managed_app(record: &AppRecord, snapshot: &Snapshot, last: Option<&StoredPlan
         last_plan: last.map(|p| LastPlan {
             plan_id: p.plan.id.clone(),
             action: p.plan.action,
-            state: Word::of(p.state),
-            outcome: p.outcome.map(Word::of),
+            state: p.state.into(),
+            outcome: p.outcome.map(Open::Known),
             requested_at: rfc3339_seconds(p.plan.created_at),
             finished_at: p.finished_at.map(rfc3339_seconds),
         }),
@@ -204,7 +205,7 @@ fn open_plan(stored: &StoredPlan) -> OpenPlan {
         plan_id: plan.id.clone(),
         action: plan.action,
         app: plan.payload.app().map(str::to_owned),
-        state: Word::of(stored.state),
+        state: stored.state.into(),
         requester: plan.requester.clone(),
         requested_at: rfc3339_seconds(plan.created_at),
         expires_at: rfc3339_seconds(plan.expires_at),

@@ -22,7 +22,8 @@ use crate::control::clock::check_expiry;
 use crate::control::plan::Payload;
 use crate::docker::{Engine, EngineError};
 use crate::host::leftovers::{self, Leftovers};
-use crate::store::{AuditOutcome, Event, MAX_REASON_CHARS, PlanState, StoreError, StoredPlan};
+use crate::store::{AuditOutcome, Event, MAX_REASON_CHARS, StoreError, StoredPlan};
+use crate::vocab::PlanState;
 use crate::vocab::{Code, Digest, PlanId, Refusal, refuse};
 
 /// What awaits an operator, for `volce-lab-host list`, read at `now`.

@@ -10,9 +10,9 @@
 
 use super::{Controller, Liveness};
 use crate::control::Clock;
-use crate::control::plan::Action;
 use crate::docker::Engine;
 use crate::store::{AuditOutcome, RequestEnd, RequestMeta};
+use crate::vocab::Action;
 use crate::vocab::{Code, PlanId, Refusal};
 
 /// The refusal of a request whose audit row could not be written.

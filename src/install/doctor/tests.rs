@@ -147,8 +147,8 @@ fn a_stuck_plan_names_what_carries_its_label_and_an_executing_one_the_way_out() 
             schema_version: 1,
             expected_schema_version: 1,
             stuck_plans: vec![
-                (plan_id(&dead), crate::store::PlanState::NeedsInspection),
-                (plan_id(&executing), crate::store::PlanState::Executing),
+                (plan_id(&dead), crate::vocab::PlanState::NeedsInspection),
+                (plan_id(&executing), crate::vocab::PlanState::Executing),
             ],
             audit_rows: 0,
             audit_break: None,
@@ -358,7 +358,7 @@ fn each_broken_probe_variant_fails_its_own_check() {
         integrity_ok: true,
         schema_version: 1,
         expected_schema_version: 1,
-        stuck_plans: vec![(plan_id(&"ab".repeat(16)), crate::store::PlanState::NeedsInspection)],
+        stuck_plans: vec![(plan_id(&"ab".repeat(16)), crate::vocab::PlanState::NeedsInspection)],
         audit_rows: 0,
         audit_break: None,
     };

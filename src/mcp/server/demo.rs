@@ -16,8 +16,8 @@ use serde_json::{Map, Value, json};
 use super::seal;
 use super::wait::{self, Outcome, Waiter};
 use super::{Member, VolceLab};
-use crate::control::plan::Action;
 use crate::inspect::Status;
+use crate::vocab::Action;
 use crate::vocab::PlanId;
 
 use super::super::envelope::{self, Served};

@@ -27,7 +27,8 @@ use serde_json::json;
 
 use super::wait::left_secs;
 use super::{Member, VolceLab, Watcher};
-use crate::vocab::{Code, PlanId};
+use crate::vocab::{Code, PlanId, PlanState};
+use crate::wire::answers::Open;
 use crate::wire::answers::inventory::OpenPlan;
 
 use super::super::envelope::Served;
@@ -64,7 +65,7 @@ fn status_message(target: &str, plan_id: &PlanId, left_secs: u64) -> String {
 
 /// Whether the plan still waits: listed, pending, not approved, unexpired.
 fn still_waits(open: Option<&OpenPlan>) -> Option<u64> {
-    let plan = open.filter(|p| p.state.as_str() == "pending" && !p.approved)?;
+    let plan = open.filter(|p| p.state == Open::Known(PlanState::Pending) && !p.approved)?;
     Some(left_secs(&plan.expires_at)).filter(|&left| left > 0)
 }
 

@@ -33,8 +33,9 @@ use serde_json::json;
 use super::seal::{self, State};
 use super::{Member, VolceLab, Watcher};
 use crate::inspect::Status;
-use crate::vocab::PlanId;
+use crate::vocab::{PlanId, PlanState};
 use crate::wire::Request;
+use crate::wire::answers::Open;
 use crate::wire::answers::inventory::OpenPlan;
 
 use super::super::envelope::{self, Served};
@@ -223,7 +224,7 @@ impl VolceLab {
         let Some(peer) = peer.filter(|_| waits_for_approval(&first)) else { return first };
         let mut open = self.open_plan(member, &plan_id, &request_id).await;
         for round in 1..=ROUNDS {
-            let Some(plan) = open.filter(|p| p.state.as_str() == "pending") else { break };
+            let Some(plan) = open.filter(|p| p.state == Open::Known(PlanState::Pending)) else { break };
             let left = left_secs(&plan.expires_at);
             if left == 0 {
                 break;
@@ -304,7 +305,7 @@ impl VolceLab {
         open: Option<OpenPlan>,
         round: u32,
     ) -> Option<InputRequiredResult> {
-        let plan = open.filter(|p| p.state.as_str() == "pending")?;
+        let plan = open.filter(|p| p.state == Open::Known(PlanState::Pending))?;
         let left = left_secs(&plan.expires_at);
         if left == 0 {
             return None;

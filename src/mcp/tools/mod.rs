@@ -20,8 +20,8 @@ mod validate;
 use rmcp::model::{Tool, ToolAnnotations};
 use serde_json::{Map, Value};
 
-use crate::control::plan::Action;
 use crate::inspect::Check;
+use crate::vocab::Action;
 use crate::vocab::PlanId;
 use crate::wire::{ContainerRole, Operation};
 

@@ -33,9 +33,9 @@ use strum::VariantArray as _;
 use super::ToolName;
 use super::validate::PORTS;
 use crate::config::Mode;
-use crate::control::plan::Action;
 use crate::exec::{Completion, ExecutionStatus};
 use crate::inspect::{Check, Status};
+use crate::vocab::Action;
 
 /// The strings of `variants`, as JSON.
 fn names<T: Copy>(variants: &[T], name: fn(T) -> &'static str) -> Vec<Value> {

@@ -12,8 +12,8 @@
 use serde_json::{Map, Value};
 
 use super::{Call, ToolName};
-use crate::control::plan::{ALSO_SERVER_NAMES, Action};
 use crate::inspect::Check;
+use crate::vocab::{ALSO_SERVER_NAMES, Action};
 use crate::vocab::{Code, MAX_ALSO_SERVER_NAMES, PlanId, Refusal};
 
 /// The largest arguments object we accept, measured as compact JSON. The

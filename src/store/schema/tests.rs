@@ -7,9 +7,10 @@ use strum::VariantArray as _;
 
 use super::MIGRATIONS;
 use crate::control::app_record::AppState;
-use crate::control::plan::Action;
 use crate::exec::ProcessOutcome;
-use crate::store::{AuditOperation, AuditOutcome, Event, PlanOutcome, PlanState};
+use crate::store::{AuditOperation, AuditOutcome, Event};
+use crate::vocab::Action;
+use crate::vocab::{PlanOutcome, PlanState};
 
 /// The `CREATE TABLE` statement of `table` after every migration ran,
 /// as SQLite itself keeps it.

@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::control::plan::Action;
+use crate::vocab::Action;
 use crate::vocab::PlanId;
 
 /// What an execute that completed answers.
@@ -38,7 +38,7 @@ pub struct DataAfter {
 }
 
 /// The fixed `outcome` of a completed execute (the plan's recorded outcome,
-/// `crate::store::PlanOutcome::Completed`, has the same name).
+/// `crate::vocab::PlanOutcome::Completed`, has the same name).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ExecutionOutcome {

@@ -9,11 +9,12 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Word;
+use super::Open;
 use super::app_state::{ContainerView, Drift, EngineState};
 use crate::control::app_record::AppState;
-use crate::control::plan::Action;
+use crate::vocab::Action;
 use crate::vocab::{AppName, HealthPath, ImageId, ImageRef, PlanId, ServerName};
+use crate::vocab::{PlanOutcome, PlanState};
 pub use crate::wire::versions::HelperVersion;
 
 /// The `inventory` answer.
@@ -105,10 +106,10 @@ pub struct AppImage {
 pub struct LastPlan {
     pub plan_id: PlanId,
     pub action: Action,
-    /// `crate::store::PlanState`.
-    pub state: Word,
-    /// `crate::store::PlanOutcome`, null until the plan ended.
-    pub outcome: Option<Word>,
+    /// [`PlanState`].
+    pub state: Open<PlanState>,
+    /// [`PlanOutcome`], null until the plan ended.
+    pub outcome: Option<Open<PlanOutcome>>,
     pub requested_at: String,
     pub finished_at: Option<String>,
 }
@@ -199,8 +200,8 @@ pub struct OpenPlan {
     pub action: Action,
     /// The app it is about, null for an image.
     pub app: Option<String>,
-    /// `crate::store::PlanState`.
-    pub state: Word,
+    /// [`PlanState`].
+    pub state: Open<PlanState>,
     pub requester: String,
     pub requested_at: String,
     pub expires_at: String,
@@ -212,8 +213,8 @@ pub struct OpenPlan {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UnsettledPlan {
     pub plan_id: PlanId,
-    /// `crate::store::PlanState`: executing or needs_inspection.
-    pub state: Word,
+    /// [`PlanState`]: executing or needs_inspection.
+    pub state: Open<PlanState>,
 }
 
 /// What volce-lab does not manage, as counts only.

@@ -12,9 +12,10 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::Word;
-use crate::control::plan::{Action, Impact, Payload};
-use crate::vocab::{Digest, PlanId, Refusal};
+use super::Open;
+use crate::control::plan::{Impact, Payload};
+use crate::vocab::Action;
+use crate::vocab::{Digest, PlanId, PlanOutcome, PlanState, Refusal};
 
 /// One stored plan as the helper shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,13 +35,13 @@ pub struct PlanView {
     pub expires_at: String,
     /// What an operator approves.
     pub digest: Digest,
-    /// `crate::store::PlanState`.
-    pub state: Word,
+    /// [`PlanState`].
+    pub state: Open<PlanState>,
     pub approval: Option<ApprovalStamp>,
     pub claimed_at: Option<String>,
     pub finished_at: Option<String>,
-    /// `crate::store::PlanOutcome`, null until the plan ended.
-    pub outcome: Option<Word>,
+    /// [`PlanOutcome`], null until the plan ended.
+    pub outcome: Option<Open<PlanOutcome>>,
     /// Present only in state `inspected`.
     pub resolution: Option<Stamp>,
     /// Present only in state `rejected`.

@@ -9,6 +9,7 @@ use strum::VariantArray as _;
 use super::app_state::{Drift, DriftReason, EngineState};
 use super::gateways::{Gateway, GatewayStatus};
 use super::*;
+use crate::vocab::{PlanOutcome, PlanState};
 use crate::wire::ContainerRole;
 
 /// `value` is written as `golden` and reads back as itself.
@@ -109,7 +110,7 @@ fn a_gateway_from_a_newer_helper_keeps_what_this_build_does_not_know() {
 fn an_inventory_is_version_1_json() {
     use super::inventory::*;
     use crate::control::app_record::AppState;
-    use crate::control::plan::Action;
+    use crate::vocab::Action;
     use crate::vocab::{AppName, ContainerId, ImageId, PlanId};
     let id = PlanId::parse(&"1".repeat(32)).unwrap();
     let container = ContainerId::parse(&"2".repeat(64)).unwrap();
@@ -140,8 +141,8 @@ fn an_inventory_is_version_1_json() {
             last_plan: Some(LastPlan {
                 plan_id: id.clone(),
                 action: Action::Deploy,
-                state: Word("completed".into()),
-                outcome: Some(Word("completed".into())),
+                state: PlanState::Completed.into(),
+                outcome: Some(PlanOutcome::Completed.into()),
                 requested_at: "2027-01-15T07:00:00Z".into(),
                 finished_at: None,
             }),
@@ -183,7 +184,7 @@ fn an_inventory_is_version_1_json() {
             plan_id: id.clone(),
             action: Action::RemoveImage,
             app: None,
-            state: Word("pending".into()),
+            state: PlanState::Pending.into(),
             requester: "agent".into(),
             requested_at: "2027-01-15T08:00:00Z".into(),
             expires_at: "2027-01-15T08:10:00Z".into(),
@@ -240,7 +241,8 @@ fn an_inventory_is_version_1_json() {
 fn a_plan_view_has_every_field_of_the_sealed_plan_and_its_life_cycle() {
     use super::plan_view::PlanView;
     use crate::control::plan::test_plan;
-    use crate::store::{Approval, Claim, PlanOutcome, PlanState, Rejection, StoredPlan};
+    use crate::store::{Approval, Claim, Rejection, StoredPlan};
+    use crate::vocab::{PlanOutcome, PlanState};
     let plan = test_plan(PlanId::parse(&"1".repeat(32)).unwrap(), 1_800_000_000);
     let stored = StoredPlan {
         plan: plan.clone(),
@@ -290,8 +292,9 @@ fn a_plan_view_has_every_field_of_the_sealed_plan_and_its_life_cycle() {
 #[test]
 fn the_plan_an_answer_names_is_read_from_the_types_the_helper_writes() {
     use super::execution::{ExecutedPlan, ExecutionOutcome};
-    use crate::control::plan::{Action, test_plan};
+    use crate::control::plan::test_plan;
     use crate::store::StoredPlan;
+    use crate::vocab::Action;
     let id = PlanId::parse(&"5".repeat(32)).unwrap();
     let executed = ExecutedPlan {
         plan_id: id.clone(),

@@ -3,8 +3,8 @@
 //! corrected plan (the plan is `failed`, blocking nothing). Runs as root
 //! inside the host helper; pure (no engine call, no store).
 
-use crate::control::plan::Action;
 use crate::docker::EngineError;
+use crate::vocab::Action;
 use crate::vocab::{Code, PlanId, Refusal};
 
 /// A deploy that failed and whose rollback was verified: what failed, what
