@@ -44,6 +44,14 @@
 //!                   body per operation that answers ok (answers/), progress
 //!                   lines (progress.rs), the ssh gate's frames (gate.rs)
 //! src/config.rs     workstation configuration from the environment, validated once
+//! src/actions/      the plan actions, one file each behind one trait
+//!                   (mod.rs: `PlanAction`, the registration that gives the
+//!                   sealed `Payload` and its dispatch): parameters and their
+//!                   validation, scope, the lines `show` prints, the engine
+//!                   steps and the record effect; the sealed plan and its
+//!                   digest (plan.rs); execute, show and the records ask
+//!                   the action, the generic path only claims, verifies,
+//!                   acts and records
 //! src/docker/       trait Engine, what it returns and how it fails (mod.rs);
 //!                   the engine that runs the docker client (client.rs,
 //!                   client/), the managed nginx.conf (gateway_file.rs), host
@@ -52,9 +60,10 @@
 //!                   limits, timeout, process group, Execution record); its
 //!                   supervision of a started run (supervise.rs) also
 //!                   watches the sessions an ssh master runs for us
-//! src/control/      the decision logic: policy, plans and their canonical
-//!                   JSON digest, validation, each plan's scope of the engine
-//!                   snapshot, the app record, plan expiry; no files, no
+//! src/control/      the decision logic: policy and a plan's terms,
+//!                   canonical JSON, the checks every action's validation
+//!                   shares, the scope of the engine snapshot a plan is bound
+//!                   to, the app record, plan expiry; no files, no
 //!                   processes, no clock (host facts and time come in
 //!                   through traits)
 //! src/nginx.rs      gateway config rendering from validated values only
@@ -72,6 +81,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+pub mod actions;
 pub mod cli;
 pub mod config;
 pub mod control;

@@ -1,11 +1,11 @@
-//! Fuzz target: a stored plan body (`volce_lab::control::plan::Plan::from_stored`),
+//! Fuzz target: a stored plan body (`volce_lab::actions::plan::Plan::from_stored`),
 //! which the root helper reads back from its database. It must never panic;
 //! a body it accepts has the digest of its canonical JSON, and that canonical
 //! JSON reads back as the same plan.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use volce_lab::control::plan::Plan;
+use volce_lab::actions::plan::Plan;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(body) = std::str::from_utf8(data) else { return };

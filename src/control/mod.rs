@@ -1,10 +1,11 @@
-//! The controller's decision logic: the operator's policy (policy.rs),
-//! plans and the digest that seals them (plan.rs over canonical.rs's
-//! canonical JSON), the validation of an agent's parameters and the
-//! derivation of what a plan will do (validate.rs, validate/), each plan's
-//! scope of the engine snapshot (scope.rs), the record of a deployed app
-//! (app_record.rs), and plan expiry against the wall and boot clocks
-//! (clock.rs). Runs inside the root helper, but nothing here needs
+//! The controller's decision logic: the operator's policy and the terms it
+//! gives a plan (policy.rs), canonical JSON (canonical.rs, which plans are
+//! sealed over in `crate::actions::plan`), the checks every action shares
+//! when it validates an agent's parameters (validate.rs, validate/), the
+//! scope of the engine snapshot a plan is bound to and its digest
+//! (scope.rs), the record of a deployed app (app_record.rs), and plan
+//! expiry against the wall and boot clocks (clock.rs). Each action's own
+//! derivation lives in `crate::actions`. Runs inside the root helper, but nothing here needs
 //! privilege.
 //!
 //! Pure: it opens no file, runs no process and reads no clock. Facts about
@@ -18,7 +19,6 @@
 pub mod app_record;
 pub mod canonical;
 pub mod clock;
-pub mod plan;
 pub mod policy;
 pub mod scope;
 pub mod validate;

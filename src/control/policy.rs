@@ -12,7 +12,6 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::plan::Terms;
 use crate::vocab::Action;
 use crate::vocab::{ContainerLimits, ImageRef, is_name, is_user_name};
 
@@ -166,6 +165,15 @@ fn default_port_range() -> [u64; 2] {
 }
 fn default_max_apps() -> u64 {
     4
+}
+
+/// What the policy in force decides for a new plan: which policy it is
+/// bound to, whether it needs an approval, and how long it lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Terms {
+    pub policy_hash: String,
+    pub requires_approval: bool,
+    pub ttl_seconds: i64,
 }
 
 /// A policy that passed every rule. Its serialization (canonical JSON) is

@@ -33,7 +33,6 @@
 use serde::Serialize;
 use sha2::{Digest as _, Sha256};
 
-use super::plan::Payload;
 use crate::vocab::{AppNames, Container, ContainerId, ImageId, PublishedPort, Snapshot};
 
 /// Which objects of the engine a plan is about.
@@ -52,29 +51,6 @@ pub enum Scope<'a> {
 }
 
 impl<'a> Scope<'a> {
-    /// The scope of a sealed payload: a function of the plan alone, so
-    /// prepare and execute agree on it.
-    pub fn of(payload: &'a Payload) -> Scope<'a> {
-        match payload {
-            Payload::Deploy { spec, .. } => {
-                Scope::NewApp { names: spec.app.names(), host_port: spec.host_port }
-            }
-            Payload::NginxConfig { gateway, .. } => Scope::Gateway { gateway },
-            Payload::Stop { app, containers, .. }
-            | Payload::RemoveApp { app, containers, .. }
-            | Payload::Start { app, containers, .. } => {
-                Scope::App { names: app.names(), recorded: containers, own_states: true }
-            }
-            Payload::Restart { app, containers, .. } => {
-                Scope::App { names: app.names(), recorded: containers, own_states: false }
-            }
-            Payload::Update { spec, containers, .. } | Payload::Rollback { spec, containers, .. } => {
-                Scope::App { names: spec.app.names(), recorded: containers, own_states: true }
-            }
-            Payload::RemoveImage { image_id, .. } => Scope::Image { image: image_id },
-        }
-    }
-
     /// Whether `container` is one of this plan's targets.
     fn targets(&self, container: &Container) -> bool {
         match self {
@@ -160,11 +136,7 @@ fn scoped<'s>(snapshot: &'s Snapshot, scope: &Scope<'_>) -> Scoped<'s> {
 
 /// sha256 over the JSON of the scoped snapshot, as lowercase hex: the
 /// snapshot digest a plan is sealed with and checked against.
-pub fn digest(snapshot: &Snapshot, payload: &Payload) -> String {
-    let bytes =
-        serde_json::to_vec(&scoped(snapshot, &Scope::of(payload))).expect("a scoped snapshot serializes");
+pub fn digest(snapshot: &Snapshot, scope: &Scope<'_>) -> String {
+    let bytes = serde_json::to_vec(&scoped(snapshot, scope)).expect("a scoped snapshot serializes");
     crate::text::hex(&Sha256::digest(&bytes))
 }
-
-#[cfg(test)]
-mod tests;

@@ -1,23 +1,20 @@
-//! Validation of an agent's plan parameters against the policy, the stored
-//! apps and a fresh engine snapshot, and derivation of the payload and the
-//! impact summary. Pure: facts about the host come in through [`HostFacts`].
-//! Runs in the root helper at prepare and again at execute.
-//!
-//! This file is the interface ([`derive()`] over a [`Context`]), the checks
-//! every action shares (exact parameters, the recorded app and its
-//! container set, the capacity floors, declared volumes), and the two small
-//! actions on a running app; `deploy.rs`, `lifecycle.rs` (start, restart),
-//! `update.rs` (update, rollback) and `removal.rs` (remove_image,
-//! remove_app) each derive the others.
+//! The checks every plan action shares when it validates an agent's
+//! parameters against the policy, the stored apps and a fresh engine
+//! snapshot: what validation reads ([`Context`], and the host's facts
+//! through [`HostFacts`]), exact parameters and their types, the recorded
+//! app and its container set, the capacity floors, declared volumes, an
+//! app's data (`data.rs`). Each action's own derivation is in
+//! `crate::actions`. Pure; runs in the root helper at prepare and again at
+//! execute.
 //!
 //! Security invariants enforced here:
 //! - parameters are exactly the action's fields, with their exact JSON types
 //!   (an integer is never a boolean or a float); anything else is refused;
-//! - the agent names a catalog key, never an image reference;
-//! - nginx_config and stop act only on an app we recorded, whose labelled
-//!   container set is exactly the one we recorded (nothing unmanaged can be
-//!   slipped in by labelling it); start, restart, update and rollback share
-//!   that check.
+//! - the agent names a catalog key, never an image reference
+//!   ([`not_in_catalog`] is the refusal);
+//! - [`owned`]: an app we recorded, whose labelled container set is exactly
+//!   the one we recorded (nothing unmanaged can be slipped in by labelling
+//!   it); every action on an existing app but remove_app checks it.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -25,15 +22,14 @@ use std::path::Path;
 use serde_json::{Map, Value};
 
 use super::app_record::{AppRecord, AppState};
-use super::plan::{Impact, Payload};
 use super::policy::{CatalogEntry, Policy};
 use crate::vocab::{ALSO_SERVER_NAMES, Action};
 use crate::vocab::{
     AppName, Capacity, Code, ContainerId, DataPath, EnvFileName, EnvFileUse, ImageHolds, ImageId, ImageRef,
-    MAX_ALSO_SERVER_NAMES, PlanId, Refusal, ServerName, Snapshot, refuse, served_names,
+    MAX_ALSO_SERVER_NAMES, PlanId, Refusal, ServerName, Snapshot, refuse,
 };
 
-const MIB: u64 = 1024 * 1024;
+pub const MIB: u64 = 1024 * 1024;
 
 /// The policy's capacity floors: free memory, and free disk under the state
 /// directory. Checked by every prepare (each adds state) and again by a
@@ -81,7 +77,7 @@ pub trait HostFacts {
 }
 
 /// What a plan records of a catalog entry's configuration, if it has any.
-fn configuration(entry: &CatalogEntry, facts: &dyn HostFacts) -> Result<Option<EnvFileUse>, Refusal> {
+pub fn configuration(entry: &CatalogEntry, facts: &dyn HostFacts) -> Result<Option<EnvFileUse>, Refusal> {
     entry.env_file.as_ref().map(|name| facts.env_file(name)).transpose()
 }
 
@@ -147,31 +143,8 @@ pub struct Context<'a> {
     pub plan_id: &'a PlanId,
 }
 
-/// Validates `parameters` for `action` and derives what execution will do.
-pub fn derive(
-    action: Action,
-    parameters: &Value,
-    ctx: &Context<'_>,
-    facts: &dyn HostFacts,
-) -> Result<(Payload, Impact), Refusal> {
-    let Some(params) = parameters.as_object() else {
-        return refuse(Code::InvalidParameters, "parameters must be a JSON object.");
-    };
-    match action {
-        Action::Deploy => deploy::deploy(params, ctx, facts),
-        Action::NginxConfig => nginx_config(params, ctx),
-        Action::Stop => stop(params, ctx),
-        Action::RemoveImage => removal::remove_image(params, ctx, facts),
-        Action::RemoveApp => removal::remove_app(params, ctx),
-        Action::Start => lifecycle::start(params, ctx, facts),
-        Action::Update => update::update(params, ctx, facts),
-        Action::Restart => lifecycle::restart(params, ctx, facts),
-        Action::Rollback => update::rollback(params, ctx, facts),
-    }
-}
-
 /// Refuses unless the keys are exactly the action's parameters.
-fn exact_keys(params: &Map<String, Value>, action: Action) -> Result<(), Refusal> {
+pub fn exact_keys(params: &Map<String, Value>, action: Action) -> Result<(), Refusal> {
     let expected = action.parameters();
     let optional = action.optional_parameters();
     let stray = params.keys().any(|k| !expected.contains(&k.as_str()));
@@ -185,20 +158,20 @@ fn exact_keys(params: &Map<String, Value>, action: Action) -> Result<(), Refusal
     Ok(())
 }
 
-fn string<'a>(params: &'a Map<String, Value>, key: &str) -> Result<&'a str, Refusal> {
+pub fn string<'a>(params: &'a Map<String, Value>, key: &str) -> Result<&'a str, Refusal> {
     params
         .get(key)
         .and_then(Value::as_str)
         .ok_or_else(|| Refusal::new(Code::InvalidParameters, format!("{key} must be a string.")))
 }
 
-fn app_name(params: &Map<String, Value>) -> Result<AppName, Refusal> {
+pub fn app_name(params: &Map<String, Value>) -> Result<AppName, Refusal> {
     AppName::parse(string(params, "app")?)
         .ok_or_else(|| Refusal::new(Code::InvalidAppName, "app must match ^[a-z][a-z0-9-]{0,30}$."))
 }
 
 /// An integer in 1024..=65535. JSON booleans and floats are not integers.
-fn port(params: &Map<String, Value>, key: &str) -> Result<u16, Refusal> {
+pub fn port(params: &Map<String, Value>, key: &str) -> Result<u16, Refusal> {
     let value = params.get(key).and_then(|v| if v.is_u64() || v.is_i64() { v.as_i64() } else { None });
     match value {
         Some(n) if (1024..=65535).contains(&n) => Ok(n as u16),
@@ -206,7 +179,7 @@ fn port(params: &Map<String, Value>, key: &str) -> Result<u16, Refusal> {
     }
 }
 
-fn server_name(params: &Map<String, Value>) -> Result<ServerName, Refusal> {
+pub fn server_name(params: &Map<String, Value>) -> Result<ServerName, Refusal> {
     ServerName::parse(string(params, "server_name")?).ok_or_else(|| {
         Refusal::new(
             Code::InvalidServerName,
@@ -219,7 +192,10 @@ fn server_name(params: &Map<String, Value>) -> Result<ServerName, Refusal> {
 /// `also_server_names`, none when it is left out): at most
 /// [`MAX_ALSO_SERVER_NAMES`] valid names, none twice, never the primary.
 /// Each refusal is `invalid_server_name` and quotes only validated names.
-fn also_server_names(params: &Map<String, Value>, primary: &ServerName) -> Result<Vec<ServerName>, Refusal> {
+pub fn also_server_names(
+    params: &Map<String, Value>,
+    primary: &ServerName,
+) -> Result<Vec<ServerName>, Refusal> {
     let invalid = |message: String| Refusal::new(Code::InvalidServerName, message);
     let Some(value) = params.get(ALSO_SERVER_NAMES) else { return Ok(Vec::new()) };
     let Some(list) = value.as_array() else {
@@ -264,7 +240,7 @@ const KEYS_NAMED: usize = 6;
 /// the catalog offers. Keys passed the policy's name check
 /// (`^[a-z][a-z0-9-]{0,30}$`), so they are quoted as they are; the agent's
 /// text is never repeated.
-fn not_in_catalog(policy: &Policy) -> String {
+pub fn not_in_catalog(policy: &Policy) -> String {
     let keys: Vec<String> = policy.catalog.keys().take(KEYS_NAMED).map(|k| format!("`{k}`")).collect();
     let more = policy.catalog.len().saturating_sub(KEYS_NAMED);
     let more = if more > 0 { format!(" and {more} more") } else { String::new() };
@@ -275,7 +251,7 @@ fn not_in_catalog(policy: &Policy) -> String {
 }
 
 /// The recorded app, running, with exactly its recorded container set.
-fn owned_running<'a>(app: &AppName, ctx: &'a Context<'_>) -> Result<&'a AppRecord, Refusal> {
+pub fn owned_running<'a>(app: &AppName, ctx: &'a Context<'_>) -> Result<&'a AppRecord, Refusal> {
     let record = recorded(app, ctx)?;
     if record.state != AppState::Running {
         return refuse(Code::AppNotRunning, format!("{app} is {}, not running.", record.state.as_str()));
@@ -283,7 +259,7 @@ fn owned_running<'a>(app: &AppName, ctx: &'a Context<'_>) -> Result<&'a AppRecor
     owned(app, record, ctx)
 }
 
-fn recorded<'a>(app: &AppName, ctx: &'a Context<'_>) -> Result<&'a AppRecord, Refusal> {
+pub fn recorded<'a>(app: &AppName, ctx: &'a Context<'_>) -> Result<&'a AppRecord, Refusal> {
     ctx.apps.get(app.as_str()).ok_or_else(|| {
         Refusal::new(Code::AppNotFound, format!("{app} is not an app that volce-lab deployed."))
     })
@@ -291,7 +267,7 @@ fn recorded<'a>(app: &AppName, ctx: &'a Context<'_>) -> Result<&'a AppRecord, Re
 
 /// `record`, whose labelled container set on the engine is exactly the
 /// recorded one (nothing unmanaged slipped in, nothing replaced).
-fn owned<'a>(app: &AppName, record: &'a AppRecord, ctx: &Context<'_>) -> Result<&'a AppRecord, Refusal> {
+pub fn owned<'a>(app: &AppName, record: &'a AppRecord, ctx: &Context<'_>) -> Result<&'a AppRecord, Refusal> {
     let mut labelled: Vec<&ContainerId> =
         ctx.snapshot.containers.iter().filter(|c| c.app() == Some(app.as_str())).map(|c| &c.id).collect();
     labelled.sort();
@@ -306,99 +282,4 @@ fn owned<'a>(app: &AppName, record: &'a AppRecord, ctx: &Context<'_>) -> Result<
     Ok(record)
 }
 
-fn nginx_config(params: &Map<String, Value>, ctx: &Context<'_>) -> Result<(Payload, Impact), Refusal> {
-    exact_keys(params, Action::NginxConfig)?;
-    let app = app_name(params)?;
-    let server_name = server_name(params)?;
-    let also_server_names = also_server_names(params, &server_name)?;
-    let record = owned_running(&app, ctx)?;
-    let Some(gateway) = record.gateway_container.clone() else {
-        return refuse(Code::ContainerSetChanged, format!("{app} has no recorded gateway."));
-    };
-    let running = ctx.snapshot.containers.iter().any(|c| c.id == gateway && c.state == "running");
-    if !running {
-        return refuse(Code::AppNotRunning, format!("The gateway of {app} is not running."));
-    }
-    // To the container the gateway proxies to now (renamed by each update).
-    let new_config = crate::nginx::render_for(
-        &crate::nginx::names_directive(&server_name, &also_server_names),
-        record.container_port,
-        record.upstream(),
-        ctx.policy.access_log(),
-    );
-    let impact = Impact {
-        target: format!(
-            "app {app}: server_name {} -> {}",
-            served_names(record.server_name.as_str(), &record.also_server_names),
-            served_names(server_name.as_str(), &also_server_names)
-        ),
-        containers_touched: vec![format!("{} (config test and reload)", app.names().gateway_container)],
-        data_volumes_deleted: false,
-        shared_nginx_changed: false,
-        rollback: "If the new configuration fails nginx -t or the reload, the previous nginx.conf is \
-                   restored, tested and reloaded."
-            .into(),
-    };
-    let payload = Payload::NginxConfig {
-        app,
-        gateway,
-        app_dir: record.app_dir.clone(),
-        previous_server_name: record.server_name.to_string(),
-        previous_also_server_names: record.also_server_names.clone(),
-        server_name,
-        also_server_names,
-        previous_config: record.nginx_config.clone(),
-        new_config,
-    };
-    Ok((payload, impact))
-}
-
-fn stop(params: &Map<String, Value>, ctx: &Context<'_>) -> Result<(Payload, Impact), Refusal> {
-    exact_keys(params, Action::Stop)?;
-    let app = app_name(params)?;
-    // A stopped record whose containers run again (an operator started them
-    // by hand) can be stopped too: that brings record and engine together.
-    let record = recorded(&app, ctx)?;
-    if record.state == AppState::NeedsInspection {
-        return refuse(
-            Code::AppNotRunning,
-            format!("{app} needs inspection: after an operator's resolve, a remove_app plan cleans it up."),
-        );
-    }
-    let record = owned(&app, record, ctx)?;
-    let any_running =
-        ctx.snapshot.containers.iter().any(|c| record.containers.contains(&c.id) && c.state == "running");
-    if !any_running {
-        return refuse(Code::AppNotRunning, format!("No container of {app} is running."));
-    }
-    let mut containers = record.containers.clone();
-    containers.sort();
-    let mut names: Vec<String> = ctx
-        .snapshot
-        .containers
-        .iter()
-        .filter(|c| containers.contains(&c.id))
-        .map(|c| c.name.clone())
-        .collect();
-    names.sort();
-    let impact = Impact {
-        target: format!("app {app}"),
-        containers_touched: names.iter().map(|n| format!("{n} (restart=no, graceful stop)")).collect(),
-        data_volumes_deleted: false,
-        shared_nginx_changed: false,
-        rollback: "None automatic: the containers stay stopped with restart policy no; starting them \
-                   again is a separate, reviewed change: a start plan for this app, which the operator \
-                   approves."
-            .into(),
-    };
-    Ok((Payload::Stop { app, containers, container_names: names }, impact))
-}
-
-mod data;
-mod deploy;
-mod lifecycle;
-mod removal;
-mod update;
-
-#[cfg(test)]
-mod tests;
+pub mod data;

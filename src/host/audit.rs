@@ -279,7 +279,7 @@ mod tests {
             .write(|tx| {
                 for k in 1..=n {
                     let id = crate::vocab::PlanId::parse(&format!("{k:032x}")).unwrap();
-                    let plan = crate::control::plan::test_plan(id, 1000);
+                    let plan = crate::actions::plan::test_plan(id, 1000);
                     let row = crate::store::AuditRow {
                         at: 1000 + i64::from(k),
                         event: crate::store::Event::Prepared,

@@ -38,9 +38,9 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
+use crate::actions::plan::Plan;
 use crate::control::Clock;
 use crate::control::app_record::AppState;
-use crate::control::plan::Plan;
 use crate::control::policy::Policy;
 use crate::control::scope;
 use crate::control::validate::{self, Context, HostFacts};
@@ -257,8 +257,8 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
         let probe = EngineProbe { engine: &*engine, apps_dir, env_dir };
         // Every prepare adds state: none is accepted below the floors.
         validate::capacity_floors(policy, &probe)?;
-        let (payload, impact) = validate::derive(action, parameters, &ctx, &probe)?;
-        let snapshot_digest = scope::digest(&snapshot, &payload);
+        let (payload, impact) = crate::actions::derive(action, parameters, &ctx, &probe)?;
+        let snapshot_digest = scope::digest(&snapshot, &payload.scope());
         store.write(|tx| {
             // Decide again under the lock what the store decides: a plan
             // may have failed, or the records changed, meanwhile.

@@ -8,18 +8,12 @@
 
 use std::fmt::Write as _;
 
-use crate::control::plan::Payload;
 use crate::store::StoredPlan;
-use crate::text::{for_terminal as esc, for_terminal_lines as esc_lines};
+use crate::text::for_terminal as esc;
 use crate::vocab::PlanState;
-use crate::vocab::served_names;
 
 fn time(secs: i64) -> String {
     crate::text::rfc3339_seconds(secs)
-}
-
-fn indent(text: &str) -> String {
-    text.lines().map(|l| format!("      | {l}\n")).collect()
 }
 
 /// The human view of a stored plan at time `now`: the summary, then the
@@ -116,171 +110,7 @@ pub fn summary(stored: &StoredPlan, now: i64) -> String {
     let _ = writeln!(out, "Shared nginx changed: {}", never(plan.impact.shared_nginx_changed));
     let _ = writeln!(out, "Rollback {}", esc(&plan.impact.rollback));
     let _ = writeln!(out);
-    match &plan.payload {
-        Payload::Deploy { image_key, network, containers, spec } => {
-            let _ = writeln!(out, "Before   no app {}, no network {}", esc(spec.app.as_str()), esc(network));
-            let _ =
-                writeln!(out, "After    app {} from catalog key {}", esc(spec.app.as_str()), esc(image_key));
-            for c in containers {
-                let publish =
-                    c.publish.as_deref().map(|p| format!(", publishes {}", esc(p))).unwrap_or_default();
-                let _ = writeln!(
-                    out,
-                    "  {} ({}): {} as user {}{publish}",
-                    esc(&c.name),
-                    esc(&c.role),
-                    esc(&c.image),
-                    esc(&c.user)
-                );
-            }
-            let l = &spec.limits;
-            let _ = writeln!(
-                out,
-                "  limits: memory {} MiB, {} millicpus, {} pids, logs {} MiB x {}",
-                l.memory_bytes >> 20,
-                l.millicpus,
-                l.pids,
-                l.log_max_size_bytes >> 20,
-                l.log_max_files
-            );
-            configuration(&mut out, spec.env_file.as_ref());
-            let _ = writeln!(
-                out,
-                "  nginx.conf at {}:",
-                esc(&spec.app_dir.join("nginx.conf").display().to_string())
-            );
-            out.push_str(&indent(&esc_lines(&spec.nginx_config)));
-        }
-        Payload::NginxConfig {
-            app,
-            previous_server_name,
-            previous_also_server_names,
-            server_name,
-            also_server_names,
-            previous_config,
-            new_config,
-            ..
-        } => {
-            let _ = writeln!(out, "App      {}", esc(app.as_str()));
-            let before = served_names(previous_server_name, previous_also_server_names);
-            let _ = writeln!(out, "Before   server_name {}", esc(&before));
-            out.push_str(&indent(&esc_lines(previous_config)));
-            let _ = writeln!(
-                out,
-                "After    server_name {}",
-                esc(&served_names(server_name.as_str(), also_server_names))
-            );
-            out.push_str(&indent(&esc_lines(new_config)));
-        }
-        Payload::Stop { app, containers, container_names } => {
-            let _ = writeln!(out, "Before   app {} running", esc(app.as_str()));
-            let _ = writeln!(out, "After    these containers stopped, restart policy no:");
-            for (name, id) in container_names.iter().zip(containers) {
-                let _ = writeln!(out, "  {} {}", esc(name), id);
-            }
-        }
-        Payload::RemoveApp {
-            app,
-            containers,
-            running,
-            container_names,
-            networks,
-            app_dir,
-            data,
-            purge_data,
-        } => {
-            let _ = writeln!(out, "Before   app {} and these containers:", esc(app.as_str()));
-            for (name, id) in container_names.iter().zip(containers) {
-                let note = if running.contains(id) { " (running: stopped first)" } else { "" };
-                let _ = writeln!(out, "  {} {}{note}", esc(name), id);
-            }
-            let _ = writeln!(
-                out,
-                "         networks: {}",
-                networks.iter().map(|n| esc(n)).collect::<Vec<_>>().join(", ")
-            );
-            let _ = writeln!(out, "         directory: {}", esc(&app_dir.display().to_string()));
-            let _ = writeln!(
-                out,
-                "After    all of it removed and the app's record forgotten; no volume, no image"
-            );
-            removed_data(&mut out, data.as_ref(), *purge_data);
-        }
-        Payload::Start { app, containers, container_names, spec } => {
-            let _ = writeln!(out, "Before   app {} stopped, restart policy no:", esc(app.as_str()));
-            for (name, id) in container_names.iter().zip([&spec.app_container, &spec.gateway]) {
-                let _ = writeln!(out, "  {} {}", esc(name), id);
-            }
-            let _ = writeln!(
-                out,
-                "After    started (app, then gateway), restart policy unless-stopped, answering on \
-                 127.0.0.1:{} for {} ({} containers)",
-                spec.host_port,
-                esc(spec.server_name.as_str()),
-                containers.len()
-            );
-        }
-        Payload::Restart { app, containers, container_names, spec } => {
-            let _ = writeln!(
-                out,
-                "Before   app {}, whatever its containers do now (running, crashed, stopped or started by hand):",
-                esc(app.as_str())
-            );
-            for (name, id) in container_names.iter().zip([&spec.app_container, &spec.gateway]) {
-                let _ = writeln!(out, "  {} {}", esc(name), id);
-            }
-            let _ = writeln!(
-                out,
-                "After    stopped (gateway, then app), then started (app, then gateway), restart policy \
-                 unless-stopped, answering on 127.0.0.1:{} for {} ({} containers)",
-                spec.host_port,
-                esc(spec.server_name.as_str()),
-                containers.len()
-            );
-        }
-        Payload::Update { image_key, spec, .. } => {
-            let _ = writeln!(out, "App      {}", esc(spec.app.as_str()));
-            let _ = writeln!(out, "Before   {} in container {}", esc(&spec.previous_image), spec.old_app);
-            let _ = writeln!(
-                out,
-                "After    {} (catalog key {}) in new container {}",
-                esc(spec.app_image.as_str()),
-                esc(image_key),
-                esc(&spec.container_name)
-            );
-            configuration(&mut out, spec.env_file.as_ref());
-            let _ =
-                writeln!(out, "  checked first on Host {}, then on {}", spec.check_name, spec.server_name);
-            let _ = writeln!(out, "  nginx.conf after the switch:");
-            out.push_str(&indent(&esc_lines(&spec.new_config)));
-        }
-        Payload::Rollback { image_key, spec, replaces, .. } => {
-            let _ = writeln!(out, "App      {}", esc(spec.app.as_str()));
-            let _ = writeln!(out, "Before   {} in container {}", esc(&spec.previous_image), spec.old_app);
-            let _ = writeln!(
-                out,
-                "After    ROLLBACK to the kept {} (catalog key {} when it ran) in new container {}",
-                esc(spec.app_image.as_str()),
-                esc(image_key),
-                esc(&spec.container_name)
-            );
-            let _ = writeln!(
-                out,
-                "  pulled by that digest if the host no longer has it; {} is kept for rollback in turn",
-                esc(replaces.app_image.as_str())
-            );
-            let _ =
-                writeln!(out, "  checked first on Host {}, then on {}", spec.check_name, spec.server_name);
-            let _ = writeln!(out, "  nginx.conf after the switch:");
-            out.push_str(&indent(&esc_lines(&spec.new_config)));
-        }
-        Payload::RemoveImage { image_id, used_by } => {
-            let _ = writeln!(out, "Before   local image {image_id} present, used by no container");
-            let apps: Vec<String> = used_by.iter().map(|a| esc(a)).collect();
-            let _ = writeln!(out, "         it was used by app(s) volce-lab deployed: {}", apps.join(", "));
-            let _ = writeln!(out, "After    removed with docker image rm --no-prune (never forced)");
-        }
-    }
+    plan.payload.review(&mut out);
     let _ = writeln!(out);
     let _ = writeln!(out, "Digest   {}", plan.digest);
     out
@@ -288,39 +118,6 @@ pub fn summary(stored: &StoredPlan, now: i64) -> String {
 
 fn left_secs(stored: &StoredPlan, now: i64) -> i64 {
     stored.plan.expires_at - now
-}
-
-/// The app container's configuration as the operator reviews it: which
-/// file and its hash when the plan was made; its values are never shown
-/// (the operator reads the file itself).
-/// What a remove_app does to the app's data: said in capitals when the
-/// plan deletes it, since that is the one change no plan can undo.
-fn removed_data(out: &mut String, data: Option<&crate::vocab::DataUse>, purge: bool) {
-    let Some(data) = data else { return };
-    let image = esc(&data.image.display().to_string());
-    if purge {
-        let _ = writeln!(
-            out,
-            "         DATA: THIS PLAN DELETES THE APP'S DATA FOR GOOD ({image}, {} MiB)",
-            data.max_mib
-        );
-    } else {
-        let _ = writeln!(
-            out,
-            "         data: unmounted and kept at {image}; a deploy of the same app re-attaches it"
-        );
-    }
-}
-
-fn configuration(out: &mut String, env_file: Option<&crate::vocab::EnvFileUse>) {
-    if let Some(used) = env_file {
-        let _ = writeln!(
-            out,
-            "  configuration: env file {} (HMAC-SHA256 {}; values not shown)",
-            esc(&used.path.display().to_string()),
-            esc(&used.hmac_sha256)
-        );
-    }
 }
 
 /// A rolled-back plan's failed app container's last lines, under a heading

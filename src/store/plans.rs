@@ -12,7 +12,7 @@ use super::StoreError;
 use super::rows::{Approval, Claim, Rejection, Resolution, StoredPlan, parse_stored};
 use super::sql;
 use super::transitions::Tx;
-use crate::control::plan::Plan;
+use crate::actions::plan::Plan;
 use crate::vocab::Action;
 use crate::vocab::{Digest, PlanId, Refusal};
 use crate::vocab::{PlanOutcome, PlanState};

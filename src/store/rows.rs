@@ -15,7 +15,7 @@ use serde::Serialize;
 use strum::{EnumString, IntoStaticStr, VariantArray};
 
 use super::StoreError;
-use crate::control::plan::Plan;
+use crate::actions::plan::Plan;
 use crate::vocab::{Digest, PlanOutcome, PlanState, Refusal};
 use crate::wire::answers::Open;
 use crate::wire::answers::plan_view::{ApprovalStamp, PlanView, RejectionStamp, Stamp};

@@ -11,11 +11,11 @@ use super::chain;
 use super::schema::MIGRATIONS;
 use super::sql;
 use super::*;
-use crate::control::plan::Plan;
+use crate::actions::plan::Plan;
 use crate::vocab::{Code, PlanId, PlanOutcome, PlanState};
 
 fn plan(n: u32, now: i64) -> Plan {
-    crate::control::plan::test_plan(PlanId::parse(&format!("{n:032x}")).unwrap(), now)
+    crate::actions::plan::test_plan(PlanId::parse(&format!("{n:032x}")).unwrap(), now)
 }
 
 fn row(event: Event, actor: &str) -> AuditRow {

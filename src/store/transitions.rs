@@ -24,7 +24,7 @@ use super::StoreError;
 use super::chain;
 use super::rows::{AuditRow, Claim, RequestMeta};
 use super::sql::{self, Sql, Statement};
-use crate::control::plan::Plan;
+use crate::actions::plan::Plan;
 use crate::vocab::Action;
 use crate::vocab::{Digest, PlanId, Refusal};
 use crate::vocab::{PlanOutcome, PlanState};

@@ -96,6 +96,16 @@ pub struct DataUse {
 /// containers' user (`crate::docker` runs them as `1000:1000`).
 pub const DATA_OWNER: &str = "1000:1000";
 
+/// What a completed remove_app did with the app's data.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DataAfter {
+    /// The image on the host (`/var/lib/volce-lab/data/<app>.ext4`).
+    pub image: std::path::PathBuf,
+    /// Kept (unmounted: a deploy of the same app re-attaches it), or
+    /// deleted for good (`purge_data`).
+    pub kept: bool,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -92,7 +92,9 @@ mod refusal;
 mod snapshot;
 
 pub use action::{ALSO_SERVER_NAMES, Action};
-pub use data::{DATA_MIB_RANGE, DATA_OWNER, DATA_PATH_MAX, DataPath, DataSpec, DataUse, uncovered_volumes};
+pub use data::{
+    DATA_MIB_RANGE, DATA_OWNER, DATA_PATH_MAX, DataAfter, DataPath, DataSpec, DataUse, uncovered_volumes,
+};
 pub use engine::{Capacity, ContainerLimits, DeploySpec, StartSpec, Step, UpdateSpec};
 pub use env_file::{
     Configuration, ENV_DIR, ENV_FILE_MAX_BYTES, ENV_FILE_MAX_VARIABLES, ENV_NAME_MAX, EnvFileError,

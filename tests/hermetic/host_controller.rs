@@ -1611,14 +1611,16 @@ fn policy_with_web_entry(container_port: u16, health_path: &str) -> Value {
 /// them, and a wrong agent port is refused before anything is stored.
 #[test]
 fn a_deploy_takes_its_port_and_health_path_from_the_catalog_entry() {
-    use volce_lab::control::plan::Payload;
+    use volce_lab::actions::Payload;
     let mut h = Harness::new();
     h.write_policy(&policy_with_web_entry(3000, "/healthz"));
     let mut params = deploy_params("demo", 18001);
     params.as_object_mut().unwrap().remove("container_port");
     let mut c = h.controller();
     let plan = c.prepare("deploy", &params, AGENT).unwrap();
-    let Payload::Deploy { spec, .. } = &plan.plan.payload else { panic!("a deploy plan") };
+    let Payload::Deploy(volce_lab::actions::Deploy { spec, .. }) = &plan.plan.payload else {
+        panic!("a deploy plan")
+    };
     assert_eq!((spec.container_port, spec.health_path.as_str()), (3000, "/healthz"));
     assert!(matches!(c.execute(&plan.plan.id, AGENT).unwrap(), Executed::Completed(_)));
     let wrong = c.prepare("deploy", &deploy_params("other", 18002), AGENT);

@@ -636,7 +636,10 @@ fn an_update_sealed_before_versions_were_kept_still_runs_and_keeps_the_old_versi
     let mut c = h.controller();
     let fresh = c.prepare("update", &json!({"app": "demo", "image": "web2"}), AGENT).unwrap();
     let mut old = fresh.plan.clone();
-    let volce_lab::control::plan::Payload::Update { replaces, .. } = &mut old.payload else { panic!() };
+    let volce_lab::actions::Payload::Update(volce_lab::actions::Update { replaces, .. }) = &mut old.payload
+    else {
+        panic!()
+    };
     assert!(replaces.is_some(), "a plan of this version says what it replaces");
     *replaces = None;
     old.digest = old.compute_digest();
@@ -773,7 +776,7 @@ fn deploy_start_restart_and_update_report_their_steps_and_stop_reports_none() {
 /// a start of the app checks the path of the entry it was deployed by.
 #[test]
 fn an_update_and_a_start_use_the_catalog_entrys_health_path_and_keep_the_port() {
-    use volce_lab::control::plan::Payload;
+    use volce_lab::actions::Payload;
     let mut h = harness();
     completed(&h, "deploy", deploy_params("demo", 18001));
     let mut policy = policy_json();
@@ -793,11 +796,15 @@ fn an_update_and_a_start_use_the_catalog_entrys_health_path_and_keep_the_port() 
         refused.message
     );
     let plan = c.prepare("update", &json!({"app": "demo", "image": "web2"}), AGENT).unwrap();
-    let Payload::Update { spec, .. } = &plan.plan.payload else { panic!("an update plan") };
+    let Payload::Update(volce_lab::actions::Update { spec, .. }) = &plan.plan.payload else {
+        panic!("an update plan")
+    };
     assert_eq!((spec.container_port, spec.health_path.as_str()), (8080, "/ready"));
 
     completed(&h, "stop", json!({"app": "demo"}));
     let plan = h.controller().prepare("start", &json!({"app": "demo"}), AGENT).unwrap();
-    let Payload::Start { spec, .. } = &plan.plan.payload else { panic!("a start plan") };
+    let Payload::Start(volce_lab::actions::Start { spec, .. }) = &plan.plan.payload else {
+        panic!("a start plan")
+    };
     assert_eq!(spec.health_path.as_str(), "/up", "the entry `web` the app was deployed by");
 }

@@ -37,6 +37,7 @@ const LAYERS: &[Layer] = &[
     Layer { module: "store", never: &["docker"], only: None },
     layer("wire"),
     layer("config"),
+    Layer { module: "actions", never: &["exec"], only: None },
     Layer { module: "docker", never: &["control"], only: None },
     layer("exec"),
     Layer { module: "control", never: &["host", "store", "docker", "mcp", "inspect", "install"], only: None },
@@ -261,7 +262,7 @@ fn the_top_level_modules_have_no_import_cycle() {
 #[test]
 fn references_are_read_from_code_in_every_form_the_crate_uses() {
     assert_eq!(referenced("use crate::vocab::{Code, Refusal};"), ["vocab"]);
-    assert_eq!(referenced("use crate::{control::plan, store};"), ["control", "store"]);
+    assert_eq!(referenced("use crate::{actions::plan, store};"), ["actions", "store"]);
     assert_eq!(referenced("        $crate::vocab::string_form!(@common $type);"), ["vocab"]);
     assert_eq!(referenced("let x = crate::text::hex(&crate::docker::f());"), ["text", "docker"]);
     assert!(referenced("use volce_lab::control::Clock;").is_empty());

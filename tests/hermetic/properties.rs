@@ -255,7 +255,7 @@ fn shape_check_catches_an_injected_directive() {
 /// starts from this body: fuzz/seeds/plan_stored/legacy).
 #[test]
 fn a_stored_plan_reads_back_from_its_canonical_json() {
-    use volce_lab::control::plan::Plan;
+    use volce_lab::actions::plan::Plan;
     let harness = crate::support::harness::Harness::new();
     let db = rusqlite::Connection::open(harness.paths.state_dir.join("state.db")).unwrap();
     let body: String = db.query_row("SELECT body FROM plans LIMIT 1", [], |row| row.get(0)).unwrap();

@@ -129,15 +129,19 @@ impl Harness {
     /// Records the app `legacy` (see the module header). Its plan row only
     /// satisfies the apps table's reference; it stays pending and blocks nothing.
     fn seed_legacy_app(&self) {
+        use volce_lab::actions::{Impact, Payload, Plan};
         use volce_lab::control::app_record::{AppRecord, AppState};
-        use volce_lab::control::plan::{Impact, Payload, Plan, Terms};
+        use volce_lab::control::policy::Terms;
         use volce_lab::store::{AuditOutcome, AuditRow, Event};
         use volce_lab::vocab::{AppName, ImageRef, ServerName};
         let id = PlanId::parse(&"1e".repeat(16)).unwrap();
         let plan = Plan::seal(
             id.clone(),
             json!({"image_id": "sha256:0"}),
-            Payload::RemoveImage { image_id: unused_image(), used_by: vec![] },
+            Payload::RemoveImage(volce_lab::actions::RemoveImage {
+                image_id: unused_image(),
+                used_by: vec![],
+            }),
             Impact {
                 target: "seed".into(),
                 containers_touched: vec![],

@@ -14,7 +14,7 @@ use crate::vocab::{AppName, Code, DataUse, Refusal, refuse};
 /// The data a deploy of `entry` as `app` mounts, and whether it was kept
 /// from before (then its size is the kept image's, whatever the entry says
 /// now: a cap is fixed when the image is made).
-pub(super) fn for_deploy(
+pub fn for_deploy(
     app: &AppName,
     entry: &CatalogEntry,
     ctx: &Context<'_>,
@@ -30,7 +30,7 @@ pub(super) fn for_deploy(
 
 /// New data takes its whole size from the disk when it is made: the free
 /// disk must cover it on top of the policy's floor.
-pub(super) fn room_for(data: &DataUse, ctx: &Context<'_>, facts: &dyn HostFacts) -> Result<(), Refusal> {
+pub fn room_for(data: &DataUse, ctx: &Context<'_>, facts: &dyn HostFacts) -> Result<(), Refusal> {
     let floor = ctx.policy.capacity.min_free_disk_mib;
     let needed = (floor + u64::from(data.max_mib)) * MIB;
     if facts.capacity()?.free_disk_bytes < needed {
@@ -50,7 +50,7 @@ pub(super) fn room_for(data: &DataUse, ctx: &Context<'_>, facts: &dyn HostFacts)
 /// an app whose image is gone: that would hand the app an empty
 /// directory where its data was. Refused `data_not_found` instead (the
 /// engine checks again, `data_volume::mount_kept`).
-pub(super) fn still_there(
+pub fn still_there(
     record: &crate::control::app_record::AppRecord,
     facts: &dyn HostFacts,
 ) -> Result<(), Refusal> {
@@ -72,13 +72,13 @@ pub(super) fn still_there(
 /// The impact's line for the data of an app a start, restart, update or
 /// rollback starts a container of: mounted first when it is not (after a
 /// reboot), and the same data throughout.
-pub(super) fn kept_line(record: &crate::control::app_record::AppRecord) -> Option<String> {
+pub fn kept_line(record: &crate::control::app_record::AppRecord) -> Option<String> {
     let data = record.data.as_ref()?;
     Some(format!("data {} (the app's, at {}: mounted first if it is not)", data.image.display(), data.path))
 }
 
 /// The impact's line for the data a deploy mounts.
-pub(super) fn touched(data: &DataUse, kept: bool) -> String {
+pub fn touched(data: &DataUse, kept: bool) -> String {
     let (image, path, mib) = (data.image.display(), &data.path, data.max_mib);
     if kept {
         format!("data {image} (kept from before, {mib} MiB: re-attached at {path})")

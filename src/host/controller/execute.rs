@@ -14,21 +14,19 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use super::{Controller, EngineProbe, Liveness, audit, engine_unavailable, state_allows_use, terms_hold};
+use crate::actions::{self, Done, Payload, Plan, held};
 use crate::control::Clock;
 use crate::control::app_record::AppRecord;
 use crate::control::clock::check_expiry;
-use crate::control::plan::{Payload, Plan};
 use crate::control::scope;
-use crate::control::validate::{self, Context};
-use crate::docker::{AppRemoval, Engine, EngineError, NoProgress, ProgressSink};
-use crate::store::{AuditOutcome, AuditRow, Event};
-use crate::vocab::Action;
+use crate::control::validate::Context;
+use crate::docker::{Engine, EngineError, NoProgress, ProgressSink};
+use crate::store::{AuditOutcome, AuditRow, Claim, Event};
 use crate::vocab::PlanOutcome;
 use crate::vocab::{Code, ImageId, PlanId, Refusal, refuse};
-use crate::wire::answers::execution::{DataAfter, ExecutedPlan, ExecutionOutcome};
+use crate::wire::answers::execution::{ExecutedPlan, ExecutionOutcome};
 
 mod app_records;
-mod rollback;
 
 /// The answer to `execute` once the engine was reached.
 #[derive(Debug, Clone, PartialEq)]
@@ -71,7 +69,8 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
     }
 
     /// [`Controller::execute`], reporting the steps of a deploy, start,
-    /// restart or update to `progress` as the engine finishes them.
+    /// restart or update to `progress` as the engine finishes them. One
+    /// straight pipeline: claim, verify, act, record, answer.
     pub fn execute_reporting(
         &mut self,
         id: &PlanId,
@@ -80,9 +79,24 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
     ) -> Result<Executed, Refusal> {
         self.settle_abandoned(requester)?;
         let me = self.liveness.me()?;
+        let (plan, apps, retired) = self.claim(id, requester, &me)?;
+        // Claimed and committed; nothing has been asked of the engine yet.
+        self.verify_or_void(&plan, &apps, &retired, requester, &me)?;
+        // The claim is committed: from here on nothing may refuse quietly.
+        let acted = self.act(&plan, progress);
+        let recorded = self.record(&plan, &apps, &acted, requester, &me);
+        Ok(answer(&plan, acted, recorded))
+    }
 
-        // Transaction 1: verify what the store knows and claim, or refuse.
-        // No engine call happens inside it.
+    /// Transaction 1: verify what the store knows and claim, or refuse.
+    /// No engine call happens inside it.
+    #[allow(clippy::type_complexity)]
+    fn claim(
+        &mut self,
+        id: &PlanId,
+        requester: &str,
+        me: &Claim,
+    ) -> Result<(Plan, BTreeMap<String, AppRecord>, BTreeMap<ImageId, String>), Refusal> {
         let verdict = {
             let Controller { policy, policy_hash, store, clock, .. } = self;
             store.write(|tx| {
@@ -130,7 +144,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                         }
                     }
                 }
-                tx.claim(id, plan.action, &me, &audit(now, Event::Claimed, AuditOutcome::Ok, requester))?;
+                tx.claim(id, plan.action, me, &audit(now, Event::Claimed, AuditOutcome::Ok, requester))?;
                 // The records stay as read here until this plan is finished:
                 // no other plan executes while one is `executing`.
                 Ok(Verdict::Claimed {
@@ -140,14 +154,24 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 })
             })?
         };
-        let (plan, apps, retired) = match verdict {
-            Verdict::Claimed { plan, apps, retired } => (*plan, apps, retired),
-            Verdict::RefuseAfterCommit(refusal) => return Err(refusal),
-        };
+        match verdict {
+            Verdict::Claimed { plan, apps, retired } => Ok((*plan, apps, retired)),
+            Verdict::RefuseAfterCommit(refusal) => Err(refusal),
+        }
+    }
 
-        // Claimed and committed; nothing has been asked of the engine yet.
-        // Verify the engine's facts now, and void the plan if they changed.
-        if let Err((why, refusal)) = self.verify_claimed(&plan, &apps, &retired) {
+    /// Verifies the engine's facts for the claimed plan, and voids the plan
+    /// if they changed (or fails it, when nothing is known to have changed).
+    fn verify_or_void(
+        &mut self,
+        plan: &Plan,
+        apps: &BTreeMap<String, AppRecord>,
+        retired: &BTreeMap<ImageId, String>,
+        requester: &str,
+        me: &Claim,
+    ) -> Result<(), Refusal> {
+        let id = &plan.id;
+        if let Err((why, refusal)) = self.verify_claimed(plan, apps, retired) {
             let now = self.clock.now();
             let recorded = self.store.write(|tx| match why {
                 // Nothing was changed and nothing is known to have changed:
@@ -155,7 +179,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 None => tx.fail(
                     id,
                     plan.action,
-                    &me,
+                    me,
                     PlanOutcome::NotStarted,
                     &refusal,
                     &audit(now, Event::Failed, AuditOutcome::Failed, requester),
@@ -163,7 +187,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 Some(why) => tx.void_claimed(
                     id,
                     plan.action,
-                    &me,
+                    me,
                     why,
                     &audit(now, Event::Invalidated, AuditOutcome::Refused, requester),
                 ),
@@ -174,25 +198,25 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             recorded?;
             return Err(refusal);
         }
+        Ok(())
+    }
 
-        // The claim is committed: from here on nothing may refuse quietly.
+    /// The one mutation: the plan's action asks the engine, once.
+    fn act(&self, plan: &Plan, progress: &dyn ProgressSink) -> Acted {
         let started = Instant::now();
-        let result = self.act(&plan.payload, progress);
+        let result = plan.payload.act(&self.engine, progress);
         let duration_ms = started.elapsed().as_millis() as u64;
         // A completed deploy or update records the image ids its containers run (the
         // claim remove_image checks). Read-only, outside any transaction;
         // if the snapshot fails the claim is simply not recorded.
-        let after = match (&plan.payload, &result) {
-            (Payload::Deploy { .. } | Payload::Update { .. } | Payload::Rollback { .. }, Ok(_)) => {
-                self.engine.snapshot().ok()
-            }
+        let after = match &result {
+            Ok(_) if plan.payload.records_images() => self.engine.snapshot().ok(),
             _ => None,
         };
-
         // Why a plan that changed nothing failed: recorded with its outcome
         // (`show` prints it) and answered to the agent, the same words.
         let failure = match &result {
-            Err(error) if error.changed_nothing() => Some(unchanged_refusal(plan.action, error, id)),
+            Err(error) if error.changed_nothing() => Some(unchanged_refusal(&plan.payload, error, &plan.id)),
             _ => None,
         };
         // Why the app did not answer, when the engine could read it before
@@ -201,11 +225,23 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             Err(EngineError::RolledBack { app_log, .. }) => app_log.clone(),
             _ => None,
         };
+        Acted { result, duration_ms, after, failure, app_log }
+    }
 
-        // Transaction 2: record what happened.
+    /// Transaction 2: record what happened, and what the action makes of
+    /// the app records.
+    fn record(
+        &mut self,
+        plan: &Plan,
+        apps: &BTreeMap<String, AppRecord>,
+        acted: &Acted,
+        requester: &str,
+        me: &Claim,
+    ) -> Result<(), Refusal> {
+        let id = &plan.id;
         let now = self.clock.now();
-        let recorded = self.store.write(|tx| {
-            let (outcome, event, category, exit_code) = match &result {
+        self.store.write(|tx| {
+            let (outcome, event, category, exit_code) = match &acted.result {
                 Ok(_) => (PlanOutcome::Completed, Event::Completed, AuditOutcome::Ok, None),
                 Err(EngineError::NginxRejectedAndRestored | EngineError::RolledBack { .. }) => {
                     (PlanOutcome::RolledBack, Event::Failed, AuditOutcome::Failed, None)
@@ -226,54 +262,38 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 event,
                 outcome: category,
                 exit_code,
-                duration_ms: Some(duration_ms),
+                duration_ms: Some(acted.duration_ms),
                 actor: requester.to_owned(),
                 // The docker call's category (same words as the
                 // workstation's audit.jsonl), when one failed.
-                process: match &result {
+                process: match &acted.result {
                     Err(EngineError::Call { execution, .. }) => crate::exec::ProcessOutcome::of(execution),
                     _ => None,
                 },
             };
-            match &failure {
+            match &acted.failure {
                 Some(failure) => {
-                    tx.fail(id, plan.action, &me, outcome, failure, &row)?;
-                    if let Some(app_log) = &app_log {
+                    tx.fail(id, plan.action, me, outcome, failure, &row)?;
+                    if let Some(app_log) = &acted.app_log {
                         // Evidence beside the outcome, never the outcome:
                         // a row that cannot hold it keeps the failure alone
                         // (the statement's error undoes only itself).
                         let _ = tx.keep_app_log(id, app_log);
                     }
                 }
-                None => tx.finish(id, plan.action, &me, outcome, &row)?,
+                None => tx.finish(id, plan.action, me, outcome, &row)?,
             }
-            let keep = self.policy.keep_versions as usize;
-            app_records::record_apps(tx, &plan, &apps, &result, after.as_ref(), keep, now)?;
+            let done = Done {
+                plan_id: id,
+                apps,
+                result: &acted.result,
+                after: acted.after.as_ref(),
+                keep: self.policy.keep_versions as usize,
+                now,
+            };
+            app_records::apply(tx, &plan.payload.record(&done), id, now)?;
             Ok::<_, Refusal>(())
-        });
-
-        match (result, recorded, failure) {
-            (Ok(acted), Ok(()), _) => Ok(Executed::Completed(ExecutedPlan {
-                plan_id: id.clone(),
-                action: plan.action,
-                outcome: ExecutionOutcome::Completed,
-                app: plan.payload.app().map(str::to_owned),
-                containers: acted,
-                duration_ms,
-                data: match &plan.payload {
-                    Payload::RemoveApp { data: Some(data), purge_data, .. } => {
-                        Some(DataAfter { image: data.image.clone(), kept: !purge_data })
-                    }
-                    _ => None,
-                },
-            })),
-            // Nothing changed, and that is recorded: the plan is `failed`.
-            (Err(_), Ok(()), Some(refusal)) => Ok(Executed::Failed { plan_id: id.clone(), refusal, app_log }),
-            // Engine failed, or it acted and we could not record it. In the
-            // second case the plan stays `executing` under our claim; once
-            // this process exits, the next helper settles it.
-            _ => Ok(Executed::NeedsInspection { plan_id: id.clone(), message: PARTIAL.to_owned() }),
-        }
+        })
     }
 
     /// The engine's facts for a claimed plan: its scope of a fresh snapshot
@@ -305,11 +325,11 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             plan_id: &plan.id,
         };
         let probe = EngineProbe { engine: &self.engine, apps_dir: &self.apps_dir, env_dir: &self.env_dir };
-        let derive = || validate::derive(plan.action, &plan.parameters, &ctx, &probe);
-        if scope::digest(&snapshot, &plan.payload) != plan.snapshot_digest {
+        let derive = || actions::derive(plan.action, &plan.parameters, &ctx, &probe);
+        if scope::digest(&snapshot, &plan.payload.scope()) != plan.snapshot_digest {
             // A remove_image whose image is now held (a container using it
             // changes the digest too) says so, as the refusal docker would give.
-            if plan.action == Action::RemoveImage
+            if plan.payload.held_ends_failed()
                 && let Err(refusal) = derive()
                 && held(refusal.code)
             {
@@ -317,7 +337,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             }
             return Err(changed(Refusal::new(Code::SnapshotChanged, SNAPSHOT_CHANGED)));
         }
-        match derive().map(|(payload, impact)| (sealed_form(payload, &plan.payload), impact)) {
+        match derive().map(|(payload, impact)| (payload.into_sealed_form(&plan.payload), impact)) {
             Ok((payload, impact)) if payload == plan.payload && impact == plan.impact => Ok(()),
             Ok(_) => Err(changed(Refusal::new(
                 Code::SnapshotChanged,
@@ -335,60 +355,46 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             Err(refusal) => Err(changed(refusal)),
         }
     }
+}
 
-    /// The one place that mutates through the engine.
-    fn act(&self, payload: &Payload, progress: &dyn ProgressSink) -> Result<Vec<String>, EngineError> {
-        match payload {
-            Payload::Deploy { spec, .. } => self
-                .engine
-                .deploy(spec, progress)
-                .map(|d| vec![d.app_container.to_string(), d.gateway_container.to_string()]),
-            Payload::NginxConfig { app_dir, gateway, previous_config, new_config, .. } => self
-                .engine
-                .update_nginx(app_dir, gateway, previous_config, new_config)
-                .map(|()| vec![gateway.to_string()]),
-            Payload::Stop { containers, .. } => {
-                self.engine.stop(containers).map(|()| containers.iter().map(|c| c.to_string()).collect())
-            }
-            Payload::RemoveImage { image_id, .. } => self.engine.remove_image(image_id).map(|()| vec![]),
-            Payload::RemoveApp { app, containers, running, networks, app_dir, data, purge_data, .. } => {
-                let (data, purge_data) = (data.as_ref(), *purge_data);
-                let removal = AppRemoval { app, containers, running, networks, app_dir, data, purge_data };
-                self.engine.remove_app(&removal).map(|()| containers.iter().map(|c| c.to_string()).collect())
-            }
-            Payload::Start { spec, .. } => self
-                .engine
-                .start(spec, progress)
-                .map(|()| vec![spec.app_container.to_string(), spec.gateway.to_string()]),
-            Payload::Update { spec, .. } | Payload::Rollback { spec, .. } => {
-                self.engine.update(spec, progress).map(|new| vec![new.to_string(), spec.gateway.to_string()])
-            }
-            Payload::Restart { spec, .. } => self
-                .engine
-                .restart(spec, progress)
-                .map(|()| vec![spec.app_container.to_string(), spec.gateway.to_string()]),
+/// The answer once the engine was reached: completed, failed with
+/// nothing changed (and that recorded), or needs_inspection.
+fn answer(plan: &Plan, acted: Acted, recorded: Result<(), Refusal>) -> Executed {
+    let id = &plan.id;
+    match (acted.result, recorded, acted.failure) {
+        (Ok(containers), Ok(()), _) => Executed::Completed(ExecutedPlan {
+            plan_id: id.clone(),
+            action: plan.action,
+            outcome: ExecutionOutcome::Completed,
+            app: plan.payload.app().map(str::to_owned),
+            containers,
+            duration_ms: acted.duration_ms,
+            data: plan.payload.data_after(),
+        }),
+        // Nothing changed, and that is recorded: the plan is `failed`.
+        (Err(_), Ok(()), Some(refusal)) => {
+            Executed::Failed { plan_id: id.clone(), refusal, app_log: acted.app_log }
         }
+        // Engine failed, or it acted and we could not record it. In the
+        // second case the plan stays `executing` under our claim; once
+        // this process exits, the next helper settles it.
+        _ => Executed::NeedsInspection { plan_id: id.clone(), message: PARTIAL.to_owned() },
     }
 }
 
-/// `derived` as `sealed` carries it: an update sealed before updates
-/// recorded what they replace (0.1.0) still runs after the upgrade, and
-/// its record keeps the version from the app record instead (without its
-/// image id). Any other difference still voids the plan.
-fn sealed_form(mut derived: Payload, sealed: &Payload) -> Payload {
-    if let (Payload::Update { replaces, .. }, Payload::Update { replaces: None, .. }) = (&mut derived, sealed)
-    {
-        *replaces = None;
-    }
-    derived
+/// What the engine answered, and what the record needs of it.
+struct Acted {
+    result: Result<Vec<String>, EngineError>,
+    duration_ms: u64,
+    /// The engine once more after a completed plan that records images.
+    after: Option<crate::vocab::Snapshot>,
+    /// Why a plan that changed nothing failed.
+    failure: Option<Refusal>,
+    /// A rolled-back plan's failed app container's last lines.
+    app_log: Option<crate::logs::AppLog>,
 }
 
-/// remove_image's holds: what docker refuses to remove without force.
-fn held(code: Code) -> bool {
-    matches!(code, Code::ImageInUse | Code::ImageHasChildren | Code::ImageHasReferences)
-}
-
-fn unchanged_refusal(action: Action, error: &EngineError, id: &PlanId) -> Refusal {
+fn unchanged_refusal(payload: &Payload, error: &EngineError, id: &PlanId) -> Refusal {
     match error {
         EngineError::NginxRejectedAndRestored => Refusal::new(
             Code::NginxRejected,
@@ -405,12 +411,9 @@ fn unchanged_refusal(action: Action, error: &EngineError, id: &PlanId) -> Refusa
                  created. Plan {id} is failed; choose another port and prepare a new plan."
             ),
         ),
-        EngineError::RolledBack { cause, .. } => rollback::rolled_back_refusal(action, cause, id),
+        EngineError::RolledBack { cause, .. } => payload.rolled_back(cause, id),
         EngineError::Refused { .. } => {
-            let why = match action {
-                Action::RemoveImage => "an image built on it, a new tag or a container using it",
-                _ => "one of the app's containers started, stopped or being removed by hand",
-            };
+            let why = payload.refused_because();
             Refusal::new(
                 Code::EngineRefused,
                 format!(
@@ -418,7 +421,7 @@ fn unchanged_refusal(action: Action, error: &EngineError, id: &PlanId) -> Refusa
                      changed; something on the server ({why}) changed after the plan was checked. Plan {id} \
                      is failed and blocks nothing; read the server's state again (inventory) before \
                      preparing a new plan.",
-                    action.as_str()
+                    payload.action().as_str()
                 ),
             )
         }

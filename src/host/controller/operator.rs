@@ -16,10 +16,10 @@ use super::{
     Controller, Liveness, StoppedClaimer, audit, configuration_holds, engine_unavailable, require_approver,
     state_allows_use, terms_hold,
 };
+use crate::actions::Payload;
 use crate::control::Clock;
 use crate::control::app_record::{AppRecord, AppState};
 use crate::control::clock::check_expiry;
-use crate::control::plan::Payload;
 use crate::docker::{Engine, EngineError};
 use crate::host::leftovers::{self, Leftovers};
 use crate::store::{AuditOutcome, Event, MAX_REASON_CHARS, StoreError, StoredPlan};
@@ -259,16 +259,16 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             Ok(Default::default())
         };
         let leftovers = match &stored.plan.payload {
-            Payload::Deploy { spec, .. } if stored.state == PlanState::NeedsInspection => {
+            Payload::Deploy(deploy) if stored.state == PlanState::NeedsInspection => {
                 let snapshot = self.engine.snapshot().map_err(engine_unavailable)?;
-                let names = spec.app.names();
+                let names = deploy.spec.app.names();
                 let remaining: Vec<String> = snapshot
                     .containers
                     .iter()
                     .filter(|c| names.claims_container(c))
                     .map(|c| c.name.clone())
                     .collect();
-                Some((spec.app.to_string(), remaining))
+                Some((deploy.spec.app.to_string(), remaining))
             }
             _ => None,
         };

@@ -2,12 +2,12 @@
 //! real temporary SQLite files.
 
 use super::*;
-use crate::control::plan::Plan;
+use crate::actions::plan::Plan;
 use crate::store::{AuditRow, RequestMeta, Store};
 use crate::vocab::PlanId;
 
 fn plan(n: u32, now: i64) -> Plan {
-    crate::control::plan::test_plan(PlanId::parse(&format!("{n:032x}")).unwrap(), now)
+    crate::actions::plan::test_plan(PlanId::parse(&format!("{n:032x}")).unwrap(), now)
 }
 
 fn row(event: Event, at: i64) -> AuditRow {

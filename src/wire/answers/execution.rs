@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::vocab::Action;
-use crate::vocab::PlanId;
+use crate::vocab::{DataAfter, PlanId};
 
 /// What an execute that completed answers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -25,16 +25,6 @@ pub struct ExecutedPlan {
     /// that it was deleted. Absent otherwise (and from a 0.1.0 helper).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<DataAfter>,
-}
-
-/// What a completed remove_app did with the app's data.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DataAfter {
-    /// The image on the host (`/var/lib/volce-lab/data/<app>.ext4`).
-    pub image: std::path::PathBuf,
-    /// Kept (unmounted: a deploy of the same app re-attaches it), or
-    /// deleted for good (`purge_data`).
-    pub kept: bool,
 }
 
 /// The fixed `outcome` of a completed execute (the plan's recorded outcome,

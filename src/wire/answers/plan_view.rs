@@ -4,7 +4,7 @@
 //! `crate::store`); the workstation reads only its `id`
 //! ([`super::PlanMention`]).
 //!
-//! The body's fields are the sealed plan's (`crate::control::plan::Plan`,
+//! The body's fields are the sealed plan's (`crate::actions::plan::Plan`,
 //! a test holds the two to the same names) with its times as RFC 3339 UTC:
 //! the sealed plan, and so its digest, keeps the Unix seconds it was made
 //! with.
@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::Open;
-use crate::control::plan::{Impact, Payload};
+use crate::actions::{Impact, Payload};
 use crate::vocab::Action;
 use crate::vocab::{Digest, PlanId, PlanOutcome, PlanState, Refusal};
 

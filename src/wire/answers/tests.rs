@@ -240,7 +240,7 @@ fn an_inventory_is_version_1_json() {
 #[test]
 fn a_plan_view_has_every_field_of_the_sealed_plan_and_its_life_cycle() {
     use super::plan_view::PlanView;
-    use crate::control::plan::test_plan;
+    use crate::actions::plan::test_plan;
     use crate::store::{Approval, Claim, Rejection, StoredPlan};
     use crate::vocab::{PlanOutcome, PlanState};
     let plan = test_plan(PlanId::parse(&"1".repeat(32)).unwrap(), 1_800_000_000);
@@ -292,7 +292,7 @@ fn a_plan_view_has_every_field_of_the_sealed_plan_and_its_life_cycle() {
 #[test]
 fn the_plan_an_answer_names_is_read_from_the_types_the_helper_writes() {
     use super::execution::{ExecutedPlan, ExecutionOutcome};
-    use crate::control::plan::test_plan;
+    use crate::actions::plan::test_plan;
     use crate::store::StoredPlan;
     use crate::vocab::Action;
     let id = PlanId::parse(&"5".repeat(32)).unwrap();

@@ -1,21 +1,17 @@
-//! The refusal for a plan whose change failed and whose rollback was
+//! The refusals for a plan whose change failed and whose rollback was
 //! verified: what failed, what to fix, and that the host is free for the
-//! corrected plan (the plan is `failed`, blocking nothing). Runs as root
-//! inside the host helper; pure (no engine call, no store).
+//! corrected plan (the plan is `failed`, blocking nothing). One sentence
+//! set per kind of rollback, which the actions name in
+//! `PlanAction::rolled_back`. Runs as root inside the host helper; pure
+//! (no engine call, no store).
 
 use crate::docker::EngineError;
-use crate::vocab::Action;
 use crate::vocab::{Code, PlanId, Refusal};
 
-/// A deploy that failed and whose rollback was verified: what failed, what
-/// to fix, and that the host is free for the corrected plan.
-pub(super) fn rolled_back_refusal(action: Action, cause: &EngineError, id: &PlanId) -> Refusal {
-    match action {
-        Action::Start => return start_rolled_back(cause, id),
-        Action::Restart => return restart_rolled_back(cause, id),
-        Action::Update | Action::Rollback => return update_rolled_back(cause, id),
-        _ => {}
-    }
+/// A change that created things (a deploy) and whose rollback removed
+/// them and verified it: what failed, what to fix, and that the host is
+/// free for the corrected plan.
+pub(super) fn created_and_removed(cause: &EngineError, id: &PlanId) -> Refusal {
     const AFTER: &str = "Everything the plan created (containers, networks, app directory) was removed and \
                          verified gone; nothing is retried and nothing else changed.";
     match cause {
@@ -55,7 +51,7 @@ pub(super) fn rolled_back_refusal(action: Action, cause: &EngineError, id: &Plan
 }
 
 /// A start whose containers were stopped again and seen stopped.
-fn start_rolled_back(cause: &EngineError, id: &PlanId) -> Refusal {
+pub(super) fn start(cause: &EngineError, id: &PlanId) -> Refusal {
     const AFTER: &str = "Both containers were stopped again (restart policy no) and seen stopped: the app is \
                          stopped as before, nothing is retried and nothing else changed.";
     match cause {
@@ -78,7 +74,7 @@ fn start_rolled_back(cause: &EngineError, id: &PlanId) -> Refusal {
 
 /// A restart whose start failed: both containers stopped again and seen
 /// stopped, so the app is down (not as it was, unless it was down before).
-fn restart_rolled_back(cause: &EngineError, id: &PlanId) -> Refusal {
+pub(super) fn restart(cause: &EngineError, id: &PlanId) -> Refusal {
     const AFTER: &str = "Both containers were stopped again (restart policy no) and seen stopped: the app is \
                          now stopped and recorded so, nothing is retried and nothing is blocked; a start plan \
                          brings it back once the cause is fixed.";
@@ -101,7 +97,7 @@ fn restart_rolled_back(cause: &EngineError, id: &PlanId) -> Refusal {
 }
 
 /// An update whose new container was removed while the old one kept serving.
-fn update_rolled_back(cause: &EngineError, id: &PlanId) -> Refusal {
+pub(super) fn update(cause: &EngineError, id: &PlanId) -> Refusal {
     const AFTER: &str = "The old container kept serving throughout; the new container was removed and the \
                          previous nginx.conf restored, and that was verified. Nothing is retried.";
     match cause {

@@ -1,7 +1,7 @@
-//! Plans: the closed set of actions, the payload the controller derives
-//! from validated parameters, the impact summary, and the digest that binds
-//! them (its id and digest types are `crate::vocab::{PlanId, Digest}`).
-//! Pure.
+//! Plans: the sealed body (an action's payload, see `super::Payload`, the
+//! parameters it was derived from, the impact summary, the terms) and the
+//! digest that binds them (its id and digest types are
+//! `crate::vocab::{PlanId, Digest}`). Pure.
 //!
 //! Security invariant: a plan is immutable once stored. Its `digest` is the
 //! sha256 of the canonical JSON of every other field, the operator approves
@@ -10,176 +10,16 @@
 //! The mutable life cycle (state, approval, claim) lives beside the body in
 //! the store and is deliberately outside the digest.
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
-
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::app_record::KeptVersion;
-use super::canonical;
-use crate::vocab::{
-    Action, AppName, Code, ContainerId, DataUse, DeploySpec, Digest, EnvFileUse, ImageId, PlanId, Refusal,
-    ServerName, StartSpec, UpdateSpec,
-};
+use super::Payload;
+use crate::control::canonical;
+use crate::control::policy::Terms;
+use crate::vocab::{Action, Code, Digest, PlanId, Refusal};
 
 /// The version of the plan body format; part of the digest.
 pub const PLAN_FORMAT: u32 = 1;
-
-/// One container a deploy will create, as the operator reviews it. The
-/// hardening flags are the engine's fixed template (see `crate::docker`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ContainerPlan {
-    pub name: String,
-    pub role: String,
-    pub image: String,
-    pub user: String,
-    /// `127.0.0.1:<host_port>:8080` for the gateway, nothing for the app.
-    pub publish: Option<String>,
-    pub labels: BTreeMap<String, String>,
-}
-
-/// What `execute` hands the engine, derived by us from validated input.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-pub enum Payload {
-    Deploy {
-        /// The catalog key the agent chose; `spec.app_image` is what it maps to.
-        image_key: String,
-        network: String,
-        containers: Vec<ContainerPlan>,
-        spec: DeploySpec,
-    },
-    NginxConfig {
-        app: AppName,
-        gateway: ContainerId,
-        app_dir: PathBuf,
-        /// As recorded in the app record (validated when it was deployed).
-        previous_server_name: String,
-        /// The other names it served, as recorded. Left out when there
-        /// were none, so plans stored before it still match their digest.
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        previous_also_server_names: Vec<ServerName>,
-        server_name: ServerName,
-        /// The other names it serves after (as in [`DeploySpec`]'s).
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        also_server_names: Vec<ServerName>,
-        previous_config: String,
-        new_config: String,
-    },
-    Stop {
-        app: AppName,
-        /// Exactly the recorded container ids, sorted.
-        containers: Vec<ContainerId>,
-        container_names: Vec<String>,
-    },
-    RemoveImage {
-        image_id: ImageId,
-        /// The apps volce-lab deployed whose containers used this image (its
-        /// claim on it), sorted; never empty for a plan made by this version.
-        /// Omitted when empty, so plans stored before it still match their digest.
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        used_by: Vec<String>,
-    },
-    RemoveApp {
-        app: AppName,
-        /// Exactly the recorded container ids that exist now, sorted.
-        containers: Vec<ContainerId>,
-        /// Those of them running now: stopped first (restart=no, graceful).
-        running: Vec<ContainerId>,
-        /// Their names, for the operator.
-        container_names: Vec<String>,
-        /// The app's two network names, those that exist now.
-        networks: Vec<String>,
-        /// The app's directory under the state directory.
-        app_dir: PathBuf,
-        /// The app's data: unmounted and kept, or (with `purge_data`)
-        /// deleted. Omitted without data, so older plans keep their digest.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        data: Option<DataUse>,
-        /// The agent asked to delete the data for good; omitted when false.
-        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-        purge_data: bool,
-    },
-    Start {
-        app: AppName,
-        /// Exactly the recorded container ids, sorted (the scope).
-        containers: Vec<ContainerId>,
-        container_names: Vec<String>,
-        spec: StartSpec,
-    },
-    Update {
-        /// The catalog key the agent chose; `spec.app_image` is what it maps to.
-        image_key: String,
-        /// The recorded container ids, sorted (the scope).
-        containers: Vec<ContainerId>,
-        spec: UpdateSpec,
-        /// The version it replaces, kept for rollback once it completes.
-        /// Omitted when absent, so plans stored before it still match their digest.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        replaces: Option<KeptVersion>,
-    },
-    /// Both recorded containers stopped (gateway first) as a stop plan
-    /// stops them, then started and health-checked as a start plan does.
-    Restart {
-        app: AppName,
-        /// Exactly the recorded container ids, sorted (the scope).
-        containers: Vec<ContainerId>,
-        /// The app's and the gateway's names as the engine shows them now,
-        /// in that order, for the operator.
-        container_names: Vec<String>,
-        spec: StartSpec,
-    },
-    /// An update back to the newest kept version (`spec.app_image`), which
-    /// leaves the kept list; the version it replaces joins it.
-    Rollback {
-        /// The kept version's catalog key, as it was when it ran.
-        image_key: String,
-        /// The recorded container ids, sorted (the scope).
-        containers: Vec<ContainerId>,
-        spec: UpdateSpec,
-        replaces: KeptVersion,
-    },
-}
-
-impl Payload {
-    pub fn action(&self) -> Action {
-        match self {
-            Payload::Deploy { .. } => Action::Deploy,
-            Payload::NginxConfig { .. } => Action::NginxConfig,
-            Payload::Stop { .. } => Action::Stop,
-            Payload::RemoveImage { .. } => Action::RemoveImage,
-            Payload::RemoveApp { .. } => Action::RemoveApp,
-            Payload::Start { .. } => Action::Start,
-            Payload::Update { .. } => Action::Update,
-            Payload::Restart { .. } => Action::Restart,
-            Payload::Rollback { .. } => Action::Rollback,
-        }
-    }
-    /// The app a plan is about, if any.
-    pub fn app(&self) -> Option<&str> {
-        match self {
-            Payload::Deploy { spec, .. } => Some(spec.app.as_str()),
-            Payload::NginxConfig { app, .. }
-            | Payload::Stop { app, .. }
-            | Payload::RemoveApp { app, .. }
-            | Payload::Start { app, .. }
-            | Payload::Restart { app, .. } => Some(app.as_str()),
-            Payload::Update { spec, .. } | Payload::Rollback { spec, .. } => Some(spec.app.as_str()),
-            Payload::RemoveImage { .. } => None,
-        }
-    }
-    /// The env file the plan creates a container with, if any: its hash
-    /// must still be the file's when the plan is approved and executed.
-    pub fn env_file(&self) -> Option<&EnvFileUse> {
-        match self {
-            Payload::Deploy { spec, .. } => spec.env_file.as_ref(),
-            Payload::Update { spec, .. } => spec.env_file.as_ref(),
-            _ => None,
-        }
-    }
-}
 
 /// What a plan will touch, in the words the operator reviews.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -192,15 +32,6 @@ pub struct Impact {
     /// Always false: the host's own nginx is never touched, only per-app gateways.
     pub shared_nginx_changed: bool,
     pub rollback: String,
-}
-
-/// What the policy in force decides for a new plan: which policy it is
-/// bound to, whether it needs an approval, and how long it lives.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Terms {
-    pub policy_hash: String,
-    pub requires_approval: bool,
-    pub ttl_seconds: i64,
 }
 
 /// A stored plan: the immutable body and its digest.
@@ -306,11 +137,12 @@ impl Plan {
 /// the store (one definition, so both test the same shape).
 #[cfg(test)]
 pub(crate) fn test_plan(id: PlanId, created_at: i64) -> Plan {
-    let image = ImageId::parse(&format!("sha256:{}", "c".repeat(64))).expect("a valid image id");
+    let image =
+        crate::vocab::ImageId::parse(&format!("sha256:{}", "c".repeat(64))).expect("a valid image id");
     Plan::seal(
         id,
         serde_json::json!({"image_id": image.as_str()}),
-        Payload::RemoveImage { image_id: image, used_by: vec![] },
+        Payload::RemoveImage(super::RemoveImage { image_id: image, used_by: vec![] }),
         Impact {
             target: "image".into(),
             containers_touched: vec![],

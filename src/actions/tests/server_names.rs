@@ -39,7 +39,7 @@ fn a_deploy_serves_every_name_on_one_server_name_line_and_checks_the_first() {
     let world = World::empty();
     let (payload, impact) =
         world.derive(Action::Deploy, with_also(json!(["www.web1.example.com", "old.example"]))).unwrap();
-    let Payload::Deploy { spec, .. } = payload else { panic!("deploy payload") };
+    let Payload::Deploy(Deploy { spec, .. }) = payload else { panic!("deploy payload") };
     assert_eq!(spec.server_name.as_str(), "web1.example.com", "the health check's Host");
     let also: Vec<&str> = spec.also_server_names.iter().map(ServerName::as_str).collect();
     assert_eq!(also, ["www.web1.example.com", "old.example"]);
@@ -81,7 +81,9 @@ fn nginx_config_sets_the_whole_list_anew_and_says_what_it_was() {
     let params =
         json!({"app": "demo", "server_name": "new.example.com", "also_server_names": ["demo.example.com"]});
     let (payload, impact) = world.derive(Action::NginxConfig, params).unwrap();
-    let Payload::NginxConfig { previous_also_server_names, also_server_names, new_config, .. } = payload
+    let Payload::NginxConfig(NginxConfig {
+        previous_also_server_names, also_server_names, new_config, ..
+    }) = payload
     else {
         panic!("nginx_config payload")
     };
@@ -95,7 +97,7 @@ fn nginx_config_sets_the_whole_list_anew_and_says_what_it_was() {
     // Left out: one name again.
     let (payload, _) =
         world.derive(Action::NginxConfig, json!({"app": "demo", "server_name": "new.example.com"})).unwrap();
-    let Payload::NginxConfig { also_server_names, new_config, .. } = payload else { panic!() };
+    let Payload::NginxConfig(NginxConfig { also_server_names, new_config, .. }) = payload else { panic!() };
     assert!(also_server_names.is_empty());
     assert!(new_config.contains("server_name new.example.com;\n"), "{new_config}");
 }
@@ -118,10 +120,10 @@ fn update_and_rollback_keep_every_name() {
     }];
     let line = "server_name demo.example.com www.demo.example.com;\n";
     let (payload, _) = world.derive(Action::Update, json!({"app": "demo", "image": "web"})).unwrap();
-    let Payload::Update { spec, .. } = payload else { panic!("update payload") };
+    let Payload::Update(Update { spec, .. }) = payload else { panic!("update payload") };
     assert!(spec.staged_config.contains(line) && spec.new_config.contains(line), "{}", spec.new_config);
     assert_eq!(spec.server_name.as_str(), "demo.example.com");
     let (payload, _) = world.derive(Action::Rollback, json!({"app": "demo"})).unwrap();
-    let Payload::Rollback { spec, .. } = payload else { panic!("rollback payload") };
+    let Payload::Rollback(Rollback { spec, .. }) = payload else { panic!("rollback payload") };
     assert!(spec.staged_config.contains(line) && spec.new_config.contains(line), "{}", spec.new_config);
 }

@@ -9,7 +9,10 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use super::*;
+use crate::control::app_record::{AppRecord, AppState};
 use crate::control::policy::tests::sample_policy;
+use crate::control::validate::{Context, HostFacts, MIB};
+use crate::vocab::{AppName, Capacity, ContainerId, ImageHolds, ImageRef, ServerName, Snapshot};
 use crate::vocab::{Container, LABEL_APP, LABEL_PLAN, PublishedPort, is_server_name};
 
 struct FakeProbe {
@@ -221,7 +224,9 @@ fn patched(patch: &[(&str, Value)]) -> Value {
 fn deploy_with_valid_parameters_derives_pinned_images_config_and_specs() {
     let world = World::empty();
     let (payload, impact) = world.derive(Action::Deploy, deploy_params()).unwrap();
-    let Payload::Deploy { image_key, network, containers, spec } = payload else { panic!("deploy payload") };
+    let Payload::Deploy(Deploy { image_key, network, containers, spec }) = payload else {
+        panic!("deploy payload")
+    };
     assert_eq!(image_key, "web");
     assert_eq!(network, "vl-web1");
     assert_eq!(spec.app_image, world.policy.catalog["web"].image);
@@ -247,14 +252,16 @@ fn the_policys_gateway_access_log_reaches_the_configs_that_deploy_and_nginx_conf
     let mut world = World::empty();
     world.policy.gateway_access_log = true;
     let (payload, _) = world.derive(Action::Deploy, deploy_params()).unwrap();
-    let Payload::Deploy { spec, .. } = payload else { panic!("deploy payload") };
+    let Payload::Deploy(Deploy { spec, .. }) = payload else { panic!("deploy payload") };
     let on = crate::nginx::AccessLog::Stdout;
     assert_eq!(spec.nginx_config, crate::nginx::render("web1.example.com", 8080, on));
     let mut world = World::with_demo();
     world.policy.gateway_access_log = true;
     let params = json!({"app": "demo", "server_name": "new.example.com"});
     let (payload, _) = world.derive(Action::NginxConfig, params).unwrap();
-    let Payload::NginxConfig { new_config, .. } = payload else { panic!("nginx_config payload") };
+    let Payload::NginxConfig(NginxConfig { new_config, .. }) = payload else {
+        panic!("nginx_config payload")
+    };
     assert!(new_config.contains("access_log /dev/stdout combined;"), "{new_config}");
 }
 
@@ -551,7 +558,9 @@ fn nginx_config_of_a_running_owned_app_is_derived() {
     let world = World::with_demo();
     let (payload, _) =
         world.derive(Action::NginxConfig, json!({"app": "demo", "server_name": "new.example.com"})).unwrap();
-    let Payload::NginxConfig { gateway, new_config, previous_config, .. } = payload else { panic!() };
+    let Payload::NginxConfig(NginxConfig { gateway, new_config, previous_config, .. }) = payload else {
+        panic!()
+    };
     assert_eq!(gateway, id('b'));
     assert_eq!(new_config, crate::nginx::render("new.example.com", 8080, crate::nginx::AccessLog::Off));
     assert_eq!(previous_config, crate::nginx::render("demo.example.com", 8080, crate::nginx::AccessLog::Off));
@@ -612,11 +621,11 @@ fn stop_of_a_running_owned_app_names_exactly_its_recorded_containers() {
     let (payload, impact) = world.derive(Action::Stop, json!({"app": "demo"})).unwrap();
     assert_eq!(
         payload,
-        Payload::Stop {
+        Payload::Stop(Stop {
             app: AppName::parse("demo").unwrap(),
             containers: vec![id('a'), id('b')],
             container_names: vec!["vl-demo-app".into(), "vl-demo-gateway".into()],
-        }
+        })
     );
     assert!(!impact.containers_touched.iter().any(|c| c.contains("prod")));
 }
@@ -664,7 +673,10 @@ fn remove_image_of_an_unused_image_we_deployed_is_derived() {
     let world = with_claim_on_c();
     let (payload, impact) =
         world.derive(Action::RemoveImage, json!({"image_id": image('c').as_str()})).unwrap();
-    assert_eq!(payload, Payload::RemoveImage { image_id: image('c'), used_by: vec!["old".into()] });
+    assert_eq!(
+        payload,
+        Payload::RemoveImage(RemoveImage { image_id: image('c'), used_by: vec!["old".into()] })
+    );
     assert!(impact.target.contains("used by app old"), "{}", impact.target);
 }
 
@@ -766,7 +778,7 @@ const GOLDEN: [(Action, &str); 3] = [
 
 #[test]
 fn plans_sealed_before_the_newtypes_still_verify_and_derive_byte_identically() {
-    use crate::control::plan::Plan;
+    use crate::actions::plan::Plan;
     let id = PlanId::parse(&"7".repeat(32)).unwrap();
     for (action, golden) in GOLDEN {
         let stored = Plan::from_stored(golden).expect("a stored plan still parses and matches its digest");
@@ -820,7 +832,7 @@ fn a_stored_plan_with_a_bad_name_is_corrupt_even_with_a_matching_digest() {
         let digest = crate::control::canonical::sha256_hex(&value).unwrap();
         value["digest"] = json!(digest);
         let body = crate::control::canonical::to_string(&value).unwrap();
-        let refusal = crate::control::plan::Plan::from_stored(&body).unwrap_err();
+        let refusal = crate::actions::plan::Plan::from_stored(&body).unwrap_err();
         assert_eq!(refusal.code, Code::PlanCorrupt);
     }
 }
@@ -840,7 +852,7 @@ fn a_catalog_port_is_used_when_the_agent_leaves_container_port_out() {
     let mut params = deploy_params();
     params.as_object_mut().unwrap().remove("container_port");
     let (payload, _) = world.derive(Action::Deploy, params).unwrap();
-    let Payload::Deploy { spec, .. } = payload else { panic!("deploy payload") };
+    let Payload::Deploy(Deploy { spec, .. }) = payload else { panic!("deploy payload") };
     assert_eq!(spec.container_port, 3000);
     assert_eq!(spec.health_path.as_str(), "/healthz");
     assert_eq!(
@@ -849,7 +861,7 @@ fn a_catalog_port_is_used_when_the_agent_leaves_container_port_out() {
     );
     // The same port given explicitly is accepted too.
     let (payload, _) = world.derive(Action::Deploy, patched(&[("container_port", json!(3000))])).unwrap();
-    let Payload::Deploy { spec, .. } = payload else { panic!("deploy payload") };
+    let Payload::Deploy(Deploy { spec, .. }) = payload else { panic!("deploy payload") };
     assert_eq!(spec.container_port, 3000);
 }
 
@@ -874,7 +886,7 @@ fn a_bare_entry_still_needs_the_agents_port_and_checks_the_root() {
     assert_eq!(refused.code, Code::InvalidParameters);
     assert!(refused.message.contains("deploy needs container_port"), "{}", refused.message);
     let (payload, _) = world.derive(Action::Deploy, deploy_params()).unwrap();
-    let Payload::Deploy { spec, .. } = payload else { panic!("deploy payload") };
+    let Payload::Deploy(Deploy { spec, .. }) = payload else { panic!("deploy payload") };
     assert!(spec.health_path.is_root());
     // The sealed spec of a bare entry has no health_path key: the bytes of
     // a plan are what they were before health paths existed.
@@ -888,13 +900,13 @@ fn a_deploy_of_an_entry_with_configuration_records_the_files_hash() {
     let mut world = World::empty();
     world.policy.catalog.get_mut("web").unwrap().env_file = crate::vocab::EnvFileName::parse("web.env");
     let (payload, _) = world.derive(Action::Deploy, deploy_params()).unwrap();
-    let Payload::Deploy { spec, .. } = payload else { panic!("deploy payload") };
+    let Payload::Deploy(Deploy { spec, .. }) = payload else { panic!("deploy payload") };
     let used = spec.env_file.expect("the plan records the env file");
     assert_eq!(used.path, Path::new("/etc/volce-lab/apps/web.env"));
     assert_eq!(used.hmac_sha256, "e".repeat(64));
     // An entry without one records nothing (and hashes as before).
     let (payload, _) = World::empty().derive(Action::Deploy, deploy_params()).unwrap();
-    let Payload::Deploy { spec, .. } = payload else { panic!("deploy payload") };
+    let Payload::Deploy(Deploy { spec, .. }) = payload else { panic!("deploy payload") };
     assert!(spec.env_file.is_none());
 }
 
@@ -928,7 +940,7 @@ fn a_rollback_gets_the_configuration_the_catalog_names_now() {
     for key in ["web", "gone"] {
         world.apps.get_mut("demo").unwrap().kept_versions = vec![kept(key)];
         let (payload, impact) = world.derive(Action::Rollback, json!({"app": "demo"})).unwrap();
-        let Payload::Rollback { spec, .. } = payload else { panic!("rollback payload") };
+        let Payload::Rollback(Rollback { spec, .. }) = payload else { panic!("rollback payload") };
         let used = spec.env_file.expect("the env file of the entry, as it is now");
         assert_eq!(used.path, Path::new("/etc/volce-lab/apps/web.env"), "{key}");
         assert!(impact.target.ends_with(", with the configuration of its env file as it is now"), "{key}");
@@ -954,7 +966,7 @@ fn world_with_data() -> World {
 fn a_deploy_of_an_entry_with_data_records_where_it_lives_and_whether_it_was_kept() {
     let mut world = world_with_data();
     let (payload, impact) = world.derive(Action::Deploy, deploy_params()).unwrap();
-    let Payload::Deploy { spec, .. } = payload else { panic!("deploy payload") };
+    let Payload::Deploy(Deploy { spec, .. }) = payload else { panic!("deploy payload") };
     let data = spec.data.expect("the plan records the data");
     assert_eq!(data.image, Path::new("/state/data/web1.ext4"));
     assert_eq!(data.mount, Path::new("/state/data/web1"));
@@ -969,7 +981,7 @@ fn a_deploy_of_an_entry_with_data_records_where_it_lives_and_whether_it_was_kept
 
     world.probe.kept_data_mib = Some(32);
     let (payload, impact) = world.derive(Action::Deploy, deploy_params()).unwrap();
-    let Payload::Deploy { spec, .. } = payload else { panic!("deploy payload") };
+    let Payload::Deploy(Deploy { spec, .. }) = payload else { panic!("deploy payload") };
     assert_eq!(spec.data.unwrap().max_mib, 32, "a kept image keeps its size");
     assert!(
         impact
@@ -979,7 +991,7 @@ fn a_deploy_of_an_entry_with_data_records_where_it_lives_and_whether_it_was_kept
     );
 
     let (payload, _) = World::empty().derive(Action::Deploy, deploy_params()).unwrap();
-    let Payload::Deploy { spec, .. } = payload else { panic!("deploy payload") };
+    let Payload::Deploy(Deploy { spec, .. }) = payload else { panic!("deploy payload") };
     assert!(serde_json::to_value(&spec).unwrap().get("data").is_none());
 }
 
@@ -1050,7 +1062,7 @@ fn remove_app_keeps_data_unless_purge_data_is_true() {
         (json!({"app": "demo", "purge_data": true}), true),
     ] {
         let (payload, impact) = world.derive(Action::RemoveApp, params.clone()).unwrap();
-        let Payload::RemoveApp { data: planned, purge_data, .. } = payload else {
+        let Payload::RemoveApp(RemoveApp { data: planned, purge_data, .. }) = payload else {
             panic!("remove_app payload")
         };
         assert_eq!(
@@ -1066,10 +1078,11 @@ fn remove_app_keeps_data_unless_purge_data_is_true() {
     world.apps.get_mut("demo").unwrap().data = None;
     let (payload, impact) =
         world.derive(Action::RemoveApp, json!({"app": "demo", "purge_data": true})).unwrap();
-    let Payload::RemoveApp { purge_data, .. } = payload else { panic!("remove_app payload") };
+    let Payload::RemoveApp(RemoveApp { purge_data, .. }) = payload else { panic!("remove_app payload") };
     assert!(!purge_data && !impact.data_volumes_deleted);
 }
 
+mod scope;
 mod server_names;
 
 /// Tried: a restart and an update of an app with data, first with its
@@ -1092,15 +1105,15 @@ fn the_plans_that_start_an_apps_container_carry_its_data() {
     world.probe.kept_data_mib = Some(64);
     let line = "data /state/data/demo.ext4 (the app's, at /data: mounted first if it is not)";
     let (payload, impact) = world.derive(Action::Restart, json!({"app": "demo"})).unwrap();
-    let Payload::Restart { spec, .. } = payload else { panic!("restart payload") };
+    let Payload::Restart(Restart { spec, .. }) = payload else { panic!("restart payload") };
     assert_eq!(spec.data.as_ref(), Some(&data));
     assert!(impact.containers_touched.iter().any(|t| t == line), "{:?}", impact.containers_touched);
     let (payload, impact) = world.derive(Action::Update, json!({"app": "demo", "image": "web"})).unwrap();
-    let Payload::Update { spec, .. } = payload else { panic!("update payload") };
+    let Payload::Update(Update { spec, .. }) = payload else { panic!("update payload") };
     assert_eq!(spec.data.as_ref(), Some(&data));
     assert!(impact.containers_touched.iter().any(|t| t == line), "{:?}", impact.containers_touched);
     world.apps.get_mut("demo").unwrap().data = None;
     let (payload, impact) = world.derive(Action::Restart, json!({"app": "demo"})).unwrap();
-    let Payload::Restart { spec, .. } = payload else { panic!("restart payload") };
+    let Payload::Restart(Restart { spec, .. }) = payload else { panic!("restart payload") };
     assert!(spec.data.is_none() && !impact.containers_touched.iter().any(|t| t.starts_with("data ")));
 }

@@ -1,10 +1,16 @@
-//! The scope of each action: which changes of the engine void a plan.
+//! The scope of each action (`PlanAction::scope`): which changes of the
+//! engine void a plan.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use super::digest;
-use crate::control::plan::Payload;
+use crate::actions::{Deploy, NginxConfig, Payload, RemoveImage, Restart, Stop};
+use crate::control::scope;
+
+/// The scoped digest of `payload`'s scope of `snapshot`.
+fn digest(snapshot: &Snapshot, payload: &Payload) -> String {
+    scope::digest(snapshot, &payload.scope())
+}
 use crate::vocab::{
     AppName, Container, ContainerId, ContainerLimits, DeploySpec, ImageId, ImageRef, LABEL_APP, LABEL_PLAN,
     LABEL_ROLE, PlanId, PublishedPort, ServerName, Snapshot,
@@ -67,11 +73,11 @@ fn app(name: &str) -> AppName {
 }
 
 fn stop_shop() -> Payload {
-    Payload::Stop { app: app("shop"), containers: vec![id('a'), id('b')], container_names: vec![] }
+    Payload::Stop(Stop { app: app("shop"), containers: vec![id('a'), id('b')], container_names: vec![] })
 }
 
 fn nginx_shop() -> Payload {
-    Payload::NginxConfig {
+    Payload::NginxConfig(NginxConfig {
         app: app("shop"),
         gateway: id('b'),
         app_dir: PathBuf::from("/state/apps/shop"),
@@ -81,7 +87,7 @@ fn nginx_shop() -> Payload {
         also_server_names: vec![],
         previous_config: String::new(),
         new_config: String::new(),
-    }
+    })
 }
 
 fn deploy_web(host_port: u16) -> Payload {
@@ -108,11 +114,11 @@ fn deploy_web(host_port: u16) -> Payload {
         env_file: None,
         data: None,
     };
-    Payload::Deploy { image_key: "web".into(), network: "vl-web".into(), containers: vec![], spec }
+    Payload::Deploy(Deploy { image_key: "web".into(), network: "vl-web".into(), containers: vec![], spec })
 }
 
 fn remove_9() -> Payload {
-    Payload::RemoveImage { image_id: image('9'), used_by: vec!["old".into()] }
+    Payload::RemoveImage(RemoveImage { image_id: image('9'), used_by: vec!["old".into()] })
 }
 
 fn restart_shop() -> Payload {
@@ -124,7 +130,12 @@ fn restart_shop() -> Payload {
         health_path: Default::default(),
         data: None,
     };
-    Payload::Restart { app: app("shop"), containers: vec![id('a'), id('b')], container_names: vec![], spec }
+    Payload::Restart(Restart {
+        app: app("shop"),
+        containers: vec![id('a'), id('b')],
+        container_names: vec![],
+        spec,
+    })
 }
 
 fn every_payload() -> Vec<Payload> {
