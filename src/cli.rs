@@ -22,7 +22,7 @@ use crate::inspect::report::Which;
 pub const HOST_NAME: &str = "volce-lab-host";
 
 #[derive(Debug, Parser)]
-#[command(name = "volce-lab", version, about = "Let an AI agent look after one Linux server, safely.")]
+#[command(name = "volce-lab", version, about = "Let an AI agent look after Linux servers, safely.")]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
