@@ -139,7 +139,7 @@ pub enum HostCommand {
     /// agent's account, after checking the host and account the workstation
     /// expects. Not run as root and not through sudo.
     SshGate,
-    /// Do the rest of HOST-SETUP.md after the package, idempotently: the
+    /// Do the rest of docs/server-install.md after the package, idempotently: the
     /// agent's account (created; an existing one only with --adopt; shell
     /// /bin/sh, home and ~/.ssh root's), its key bound
     /// to the ssh gate, the one sudoers rule (checked with visudo -cf), a

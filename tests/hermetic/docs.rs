@@ -536,3 +536,62 @@ fn readme_stays_short() {
     let lines = read("README.md").lines().count();
     assert!(lines <= 160, "README.md has {lines} lines: move detail to docs/");
 }
+
+/// The upgrade table of docs/server-install.md names, for this package's
+/// version, the state schema this build writes: it said 12 while `doctor`
+/// printed 14 (issue 37).
+#[test]
+fn upgrade_table_states_the_schema_this_version_writes() {
+    let setup = read("docs/server-install.md");
+    let version = env!("CARGO_PKG_VERSION");
+    let row = setup
+        .lines()
+        .find(|l| l.starts_with(&format!("| {version} |")))
+        .unwrap_or_else(|| panic!("docs/server-install.md's upgrade table has no row for {version}"));
+    let schema = row.split(" | ").nth(1).unwrap().split(' ').next().unwrap();
+    assert_eq!(schema.parse::<i64>().ok(), Some(volce_lab::store::Store::supported_version()), "{row}");
+}
+
+/// Every Markdown file the code, the benches, the scripts or the packaging
+/// names exists: a bare page name (`server-install.md`, as messages and man
+/// pages give it, the package installing docs/ flat) in docs/, a path from
+/// the repository's root. Messages named HOST-SETUP.md for a while after it
+/// was split (issue 37).
+#[test]
+fn every_page_the_code_names_exists() {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else {
+                out.push(path);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    for dir in ["src", "benches", "scripts", "packaging", "examples", "tests/real", "tests/support"] {
+        walk(&root().join(dir), &mut files);
+    }
+    files.extend(
+        ["Cargo.toml", "policy/policy.example.jsonc", "policy/policy.schema.json"].map(|f| root().join(f)),
+    );
+    let mut missing = Vec::new();
+    for file in files {
+        let Ok(text) = std::fs::read_to_string(&file) else { continue };
+        let words = text.split(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '/' | '_' | '-')));
+        for word in words.filter(|w| w.ends_with(".md") && w.len() > 3) {
+            let word = word.trim_start_matches("./");
+            // An installed path (usr/share/doc/volce-lab/README.md) names the
+            // file by its base name.
+            let name = word.rsplit('/').next().unwrap();
+            let found = root().join(word).exists()
+                || root().join("docs").join(name).exists()
+                || root().join(name).exists();
+            if !found && word.chars().next().is_some_and(|c| c.is_ascii_alphabetic()) {
+                missing.push(format!("{}: {word}", relative(&file)));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "pages named but missing:\n{}", missing.join("\n"));
+}
