@@ -5,7 +5,7 @@
 //! shared file). Prints the latency percentiles per operation, the
 //! outcomes, and checks that each approved plan reached the engine exactly
 //! once and that no caller saw a locked database. Unprivileged; a
-//! temporary directory only. See RELIABILITY.md.
+//! temporary directory only. See docs/reliability.md.
 //!
 //!   cargo bench --bench load [-- PROCESSES ROUNDS]      (default 16 200)
 //!

@@ -35,7 +35,7 @@
 //! plans with an approval smuggled into the parameters (refused), 11
 //! inventories (reads, one row each). Every simulated 6 hours the
 //! operator's routine runs `volce-lab host audit prune --before` (one day
-//! back), as HOST-SETUP describes after an export.
+//! back), as docs/server-install.md describes after an export.
 //!
 //! Reports: per tenth of the run, the p50 of its requests (all, and per
 //! kind), state.db + WAL size, plans and audit rows kept, and the peak RSS

@@ -61,6 +61,36 @@ fn main() -> Result<()> {
     Ok(())
 }
 
+/// Where the package puts the docs (Cargo.toml's assets: docs/*.md, flat).
+const DOCS: &str = "/usr/share/doc/volce-lab";
+
+/// A SEE ALSO section naming the doc pages a reader of this section needs:
+/// the man pages say what each option is, the pages why and what next, so
+/// both lead to the same files (issue 37).
+fn see_also(section: &str) -> String {
+    let pages: &[&str] = if section == "8" {
+        &[
+            "server-install.md",
+            "operator.md",
+            "policy.md",
+            "data.md",
+            "env-files.md",
+            "troubleshooting.md",
+            "security.md",
+        ]
+    } else {
+        &["workstation.md", "tools.md", "troubleshooting.md", "security.md"]
+    };
+    let mut roff = String::from(".SH \"SEE ALSO\"\n");
+    for (i, page) in pages.iter().enumerate() {
+        if i > 0 {
+            roff.push_str(".br\n");
+        }
+        roff.push_str(&format!("{DOCS}/{page}\n"));
+    }
+    roff
+}
+
 /// One page for `command`, named `page` and typed as `typed`, then one for
 /// each visible subcommand, recursively (`page-sub`, typed `typed sub`).
 fn write_pages(dir: &Path, command: clap::Command, page: &str, typed: &str, section: &str) -> Result<()> {
@@ -69,6 +99,7 @@ fn write_pages(dir: &Path, command: clap::Command, page: &str, typed: &str, sect
     let command = command.name(&*page.to_owned().leak()).bin_name(&*typed.to_owned().leak());
     let mut text = Vec::new();
     clap_mangen::Man::new(command.clone()).section(section).render(&mut text)?;
+    text.extend_from_slice(see_also(section).as_bytes());
     let path = dir.join(format!("{page}.{section}"));
     fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
     println!("{}", path.display());

@@ -22,7 +22,7 @@ use crate::inspect::report::Which;
 pub const HOST_NAME: &str = "volce-lab-host";
 
 #[derive(Debug, Parser)]
-#[command(name = "volce-lab", version, about = "Let an AI agent look after one Linux server, safely.")]
+#[command(name = "volce-lab", version, about = "Let an AI agent look after Linux servers, safely.")]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -139,7 +139,7 @@ pub enum HostCommand {
     /// agent's account, after checking the host and account the workstation
     /// expects. Not run as root and not through sudo.
     SshGate,
-    /// Do the rest of HOST-SETUP.md after the package, idempotently: the
+    /// Do the rest of docs/server-install.md after the package, idempotently: the
     /// agent's account (created; an existing one only with --adopt; shell
     /// /bin/sh, home and ~/.ssh root's), its key bound
     /// to the ssh gate, the one sudoers rule (checked with visudo -cf), a

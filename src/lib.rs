@@ -1,5 +1,5 @@
-//! volce-lab: let an AI agent look after one Linux server through a few fixed
-//! MCP tools, with destructive Docker changes approved by a human on the server.
+//! volce-lab: let an AI agent look after Linux servers through a few fixed MCP
+//! tools, with destructive Docker changes approved by a human on each server.
 //!
 //! One executable, installed twice. On the workstation it is an MCP stdio
 //! server (`volce-lab mcp-serve`) and a terminal report (`volce-lab inspect`),

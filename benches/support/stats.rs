@@ -1,6 +1,6 @@
 //! How every bench summarises its samples: one percentile (nearest rank on
 //! the sorted samples, `round((n - 1) * p)`), so that a p50 means the same
-//! in each figure of BENCHMARKS.md. No privilege; pure.
+//! in each figure of docs/benchmarks.md. No privilege; pure.
 #![allow(dead_code)]
 
 use std::time::Duration;

@@ -24,7 +24,7 @@
 //! `argv::edge_network`) that carries the published port, and then joined
 //! to `vl-<app>`. The `_` keeps that name out of the app-name space
 //! (`^[a-z][a-z0-9-]*$`), so no app's network can collide with another
-//! app's edge network. DOCKER-POLICY.md says what each container can reach.
+//! app's edge network. docs/docker-policy.md says what each container can reach.
 //!
 //! Layout: this file holds the engine, its docker calls and snapshot, and
 //! the [`Engine`] impl; `client/runner.rs` the one way a docker process is

@@ -4,7 +4,7 @@
 //! root in the host helper; the programs are fixed paths with argv from
 //! validated values, through `crate::exec` (no shell, no raw stderr).
 //!
-//! Why these choices (DOCKER-POLICY.md, "Data"):
+//! Why these choices (docs/data.md):
 //! - the kernel enforces the cap: a write past it fails with ENOSPC inside
 //!   the app, and nothing outside the image fills;
 //! - the image is allocated in full when it is made (`posix_fallocate`,

@@ -1,6 +1,6 @@
 //! `volce-lab-host ssh-gate`: the forced command of the agent's ssh key
 //! (`restrict,command="/usr/local/bin/volce-lab-host ssh-gate"` in a
-//! root-owned authorized_keys, HOST-SETUP.md). Runs as the agent's account,
+//! root-owned authorized_keys, docs/server-install.md). Runs as the agent's account,
 //! unprivileged: it is started by sshd for every session of that key,
 //! whatever the client asked for, and reads what was asked from
 //! `SSH_ORIGINAL_COMMAND`. The contract is `crate::wire::gate`.
@@ -92,7 +92,7 @@ pub const SUDO: &str = "/usr/bin/sudo";
 
 /// The line every refusal prints on stderr, the same whatever was asked.
 pub const REFUSAL_LINE: &str = "volce-lab-gate: refused (gate_refused): this key runs only volce-lab's fixed \
-                                requests; nothing ran (HOST-SETUP.md, the ssh gate).";
+                                requests; nothing ran (server-install.md, the ssh gate).";
 
 /// The host and account this gate runs as, as `hostname` and `id -un`
 /// would print them (`?` when they cannot be read).

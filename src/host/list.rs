@@ -77,7 +77,7 @@ pub fn render(awaiting: &Awaiting) -> String {
         }
         if awaiting.plans.iter().any(|p| p.state == PlanState::NeedsInspection) {
             out.push_str(
-                "A plan that needs inspection blocks every new plan: inspect the server (HOST-SETUP.md), \
+                "A plan that needs inspection blocks every new plan: inspect the server (operator.md), \
                  then sudo volce-lab-host resolve PLAN_ID.\n",
             );
         }

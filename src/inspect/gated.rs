@@ -47,7 +47,7 @@ impl Sessions {
             }
             Sessions::TwoPerCheck => {
                 "sessions: two per check (identity, then the check): the server has no ssh gate for this key \
-                 (HOST-SETUP.md, the ssh gate)"
+                 (server-install.md, the ssh gate)"
             }
         }
     }

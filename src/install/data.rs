@@ -1,5 +1,5 @@
 //! `volce-lab-host data list|mount|purge`: the operator's commands for the
-//! apps' data images (`crate::docker::data_volume`; DOCKER-POLICY.md,
+//! apps' data images (`crate::docker::data_volume`; docs/docker-policy.md,
 //! "Data"). Runs as root on the operator's terminal and, for `data mount`,
 //! once at boot from the package's `volce-lab-data.service`
 //! (`run.rs`: the shipped commands); a layer above `crate::host`, so the

@@ -118,7 +118,7 @@ pub fn decide(own: Version, to: Version, state: Option<i64>) -> Result<String, R
                  {state} (written by {own}), so dpkg stops here and nothing changed: {own} stays installed. \
                  Keep {own} (or install a version at least as new); to go back to {to} anyway, first restore \
                  /var/lib/volce-lab from the backup you took before upgrading to schema {state}, then install \
-                 {to} with VOLCE_LAB_PACKAGE_CHECK=skip in dpkg's environment (HOST-SETUP.md, Upgrading).",
+                 {to} with VOLCE_LAB_PACKAGE_CHECK=skip in dpkg's environment (server-install.md, Upgrading).",
                 read = to.schema_read_by()
             ),
         )),

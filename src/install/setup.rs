@@ -1,5 +1,5 @@
 //! `volce-lab-host setup --agent NAME --operator NAME --key FILE` and
-//! `setup --undo`: the steps of HOST-SETUP.md after the package, done
+//! `setup --undo`: the steps of docs/server-install.md after the package, done
 //! idempotently and shown one line each. Runs as root on the server.
 //!
 //! What it makes, in order: the agent's account (shell `/bin/sh`, key login

@@ -10,7 +10,7 @@ use super::{REDACTED, clean};
 /// log, and where they are blanked tells the reader the value anyway
 /// (`listening on [REDACTED]`); a value that short is a setting, not a
 /// secret, and the patterns still catch `PASSWORD=x` shapes. Eight
-/// characters is below any credential worth the name (DOCKER-POLICY.md).
+/// characters is below any credential worth the name (docs/docker-policy.md).
 pub const MIN_CONFIGURED_CHARS: usize = 8;
 
 /// Replaces, in each cleaned line, every occurrence of each value long

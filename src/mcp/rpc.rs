@@ -184,7 +184,7 @@ fn helper_unavailable() -> Answer {
         message: "The host helper could not be asked (it exited 1 without a reply, as when sudo refuses \
                   because the sudoers rule is missing or does not match, or the helper is not installed), \
                   so nothing was read or changed: report it; the administrator runs `volce-lab-host doctor` \
-                  on the server (HOST-SETUP.md)."
+                  on the server (server-install.md)."
             .to_owned(),
         result: None,
         plan_id: None,

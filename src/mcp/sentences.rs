@@ -65,7 +65,7 @@ pub fn status_fix(status: Status) -> Option<&'static str> {
         }
         Status::CheckFailed => "Report what output shows is unhealthy; do not claim it is fixed.",
         Status::HelperUnavailable => {
-            "Tell the user; the administrator runs `sudo volce-lab-host doctor` on the server (HOST-SETUP.md)."
+            "Tell the user; the administrator runs `sudo volce-lab-host doctor` on the server (server-install.md)."
         }
         Status::Timeout | Status::OutputLimit => {
             "Report it and do not retry blindly: inspect first (cloud_check web_status or service_inventory)."

@@ -112,7 +112,7 @@ fn corrupt_refusal() -> Refusal {
     Refusal::new(
         Code::StateCorrupt,
         "The host's state database is damaged; nothing was changed. The operator runs \
-         `volce-lab-host doctor` and restores state.db from the backup (HOST-SETUP.md).",
+         `volce-lab-host doctor` and restores state.db from the backup (operator.md).",
     )
 }
 

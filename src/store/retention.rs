@@ -34,7 +34,7 @@ pub const MAX_PENDING_PER_REQUESTER: u64 = 32;
 
 /// How long audit rows are kept before retention drops them: twice the
 /// default plan retention (so a pruned plan's rows outlive it), long enough
-/// for an operator's periodic export (HOST-SETUP.md), and bounded, so that
+/// for an operator's periodic export (docs/operator.md), and bounded, so that
 /// the trail's size is bounded by its rate of rows (which folding bounds
 /// to two per kind and minute, `fold.rs`) times this.
 pub const AUDIT_RETENTION_DAYS: i64 = 180;

@@ -186,7 +186,7 @@ pub(super) fn verify(tx: Sql<'_>, from: Option<&str>) -> Result<Verification, St
 /// names an older anchor, and a chained row cannot be added without
 /// breaking the chain after it (or, recomputed whole, the kept head).
 /// A `pruned` row written before migration 10 names no anchor; it is taken
-/// as accounting for the start (it cannot be checked, RELIABILITY.md).
+/// as accounting for the start (it cannot be checked, docs/reliability.md).
 fn unaccounted_start(
     (anchor_seq, anchor_hash): (i64, &str),
     first: Option<(i64, i64)>,

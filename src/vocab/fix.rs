@@ -119,13 +119,13 @@ impl Code {
                 "Read the server's state again (service_inventory) before preparing a new plan; nothing changed and nothing is blocked."
             }
             Code::NotRoot | Code::UnsafePath | Code::StateUnavailable | Code::StateTooNew => {
-                "Stop and tell the operator: they run `sudo volce-lab-host doctor` on the server (HOST-SETUP.md)."
+                "Stop and tell the operator: they run `sudo volce-lab-host doctor` on the server (server-install.md)."
             }
             Code::UpgradeWaiting => {
                 "Wait a minute and call once more: the server finishes its package upgrade when the plan the message names has ended."
             }
             Code::DowngradeRefused => {
-                "Keep the installed version, or restore the state backup taken before the upgrade first (HOST-SETUP.md, Upgrading)."
+                "Keep the installed version, or restore the state backup taken before the upgrade first (server-install.md, Upgrading)."
             }
             Code::EnvFileInvalid => {
                 "Tell the operator the catalog entry's env file is refused: they run `sudo volce-lab-host doctor`, which names what to fix; never pass a secret yourself."
@@ -166,10 +166,10 @@ impl Code {
                 "Call service_execute again without a request state; only the operator's approval on the server lets the plan run."
             }
             Code::ServerTooOld => {
-                "Upgrade volce-lab on that server (HOST-SETUP.md, Upgrading), then check identity and call again."
+                "Upgrade volce-lab on that server (server-install.md, Upgrading), then check identity and call again."
             }
             Code::ClientTooOld => {
-                "Upgrade volce-lab on this workstation (HOST-SETUP.md, Upgrading), then check identity and call again."
+                "Upgrade volce-lab on this workstation (server-install.md, Upgrading), then check identity and call again."
             }
             Code::NothingKept => {
                 "Nothing to roll back to: read service_inventory (kept_versions); an update plan to a catalog key moves the app instead."
@@ -193,7 +193,7 @@ impl Code {
                 "Push the image to a registry first (docker push), then pin it by that registry's reference: deploy pulls by digest."
             }
             Code::ImageMisfitsTemplate => {
-                "Rebuild the image with USER 1000:1000 and a CMD as HOST-SETUP.md's images section says, push it, then pin it again."
+                "Rebuild the image with USER 1000:1000 and a CMD as server-install.md's images section says, push it, then pin it again."
             }
             Code::ContainerPortNeeded => {
                 "Run it again with --container-port N, the port the app listens on inside its container."
@@ -208,7 +208,7 @@ impl Code {
                 "Tell the operator what the message names is in the way of the app's data: they move it away, then prepare a new plan."
             }
             Code::DataNotFound => {
-                "The operator runs `sudo volce-lab-host data list` for the data images the server keeps and the apps they belong to; a missing one is restored from a backup (DOCKER-POLICY.md, Data)."
+                "The operator runs `sudo volce-lab-host data list` for the data images the server keeps and the apps they belong to; a missing one is restored from a backup (data.md)."
             }
             Code::DataHeld => {
                 "Delete a managed app's data with a remove_app plan with purge_data: true (approved as any remove_app), not with data purge."

@@ -42,7 +42,7 @@ use crate::vocab::{Code, Refusal};
 /// This build's protocol. What each one added is [`ADDITIONS`].
 pub const PROTOCOL_VERSION: u32 = 2;
 
-/// What each protocol added, oldest first: the table HOST-SETUP.md's
+/// What each protocol added, oldest first: the table docs/server-install.md's
 /// compatibility section repeats. A change to a request, an operation, an
 /// action or a field adds a row here and makes [`Request::needs`] say so.
 pub const ADDITIONS: &[(u32, &str)] = &[
@@ -86,7 +86,7 @@ pub enum ServerVersion {
     /// No identity answer yet (or none since the server was last reached).
     Unknown,
     /// A login shell answered identity: the server has no ssh gate for this
-    /// key, so it cannot say (HOST-SETUP.md, the ssh gate).
+    /// key, so it cannot say (docs/server-install.md, the ssh gate).
     NoGate,
     /// A gate answered without a version: a release before 0.2.0.
     Before020,
@@ -278,7 +278,7 @@ pub fn admit(client: Option<u32>, helper: Helper) -> Result<u32, Refusal> {
             Code::ServerTooOld,
             format!(
                 "This server runs volce-lab {} (protocol {}) and the request is protocol {client}; nothing \
-                 was done. Upgrade the server's package to volce-lab {} or later (HOST-SETUP.md, Upgrading).",
+                 was done. Upgrade the server's package to volce-lab {} or later (server-install.md, Upgrading).",
                 this(helper.protocol),
                 helper.protocol,
                 first_release(client),
@@ -290,7 +290,7 @@ pub fn admit(client: Option<u32>, helper: Helper) -> Result<u32, Refusal> {
             Code::ClientTooOld,
             format!(
                 "This server runs volce-lab {} (protocol {}), which no longer answers protocol {client}; \
-                 nothing was done. Upgrade the workstation's volce-lab to {} or later (HOST-SETUP.md, \
+                 nothing was done. Upgrade the workstation's volce-lab to {} or later (server-install.md, \
                  Upgrading).",
                 this(helper.protocol),
                 helper.protocol,
@@ -314,7 +314,7 @@ pub fn may_send(needs: u32, server: &ServerVersion, target: &str) -> Result<(), 
         format!(
             "Target {target} runs volce-lab {}, and this request needs protocol {needs}, which this \
              workstation ({}, protocol {}) speaks; nothing was sent. Upgrade the server's package \
-             (HOST-SETUP.md, Upgrading: `apt-get install ./volce-lab_{}_amd64.deb`).",
+             (server-install.md, Upgrading: `apt-get install ./volce-lab_{}_amd64.deb`).",
             server.describe(),
             this.version,
             this.protocol,

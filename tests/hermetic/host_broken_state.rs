@@ -2,7 +2,7 @@
 //! than this build, a write-ahead log cut short. Each time the helper's
 //! rpc pipeline refuses with a stable code and changes no byte of the
 //! files, and the doctor names the problem and the recovery (restore from
-//! the backup HOST-SETUP.md has the operator keep). Hermetic: the library
+//! the backup docs/operator.md has the operator keep). Hermetic: the library
 //! pipeline on the fake engine in a temporary state directory.
 
 use std::collections::BTreeMap;

@@ -302,8 +302,8 @@ fn a_forged_sudo_user_cannot_approve_reject_or_resolve() {
 }
 
 /// A TERM and a TSTP relayed through sudo while the helper waits for its
-/// request (stdin held open), from a job-control shell as NOTES.md says
-/// sudo needs for TSTP: the helper is neither ended nor stopped, still
+/// request (stdin held open), from a job-control shell, which sudo
+/// needs to relay a TSTP: the helper is neither ended nor stopped, still
 /// answers when the request comes, and a stdin that never closes gets
 /// `request_timeout`. TERM/TSTP at each step of a deploy, with the helper
 /// held at each docker call, is suite host_kill_matrix.

@@ -63,7 +63,7 @@ fn installed_version() -> String {
     ran.stdout.trim().to_owned()
 }
 
-/// `apt-get install ./DEB`, as HOST-SETUP.md upgrades.
+/// `apt-get install ./DEB`, as docs/server-install.md upgrades.
 fn apt_install(deb: &str) -> Ran {
     run(
         "/usr/bin/env",
@@ -369,7 +369,7 @@ fn the_package_upgrade_keeps_plans_apps_and_the_trail_and_a_downgrade_below_the_
         assert!(!downgraded.ok(), "a downgrade below the schema must fail: {downgraded:?}");
         let said = format!("{}{}", downgraded.stdout, downgraded.stderr);
         assert!(said.contains("refused (downgrade_refused)"), "dpkg's output carries the refusal: {said}");
-        assert!(said.contains("HOST-SETUP.md, Upgrading"), "{said}");
+        assert!(said.contains("server-install.md, Upgrading"), "{said}");
         assert_eq!(sha256_file(INSTALLED), binary, "the new binary stays");
         assert_ne!(installed_version(), old_version);
         let list = run(HOST_LINK, &["list"], None);

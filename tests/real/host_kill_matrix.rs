@@ -17,7 +17,7 @@
 //! `plan_consumed` with no mutating docker call; `show` and `doctor` name
 //! exactly the objects carrying the plan's label; `resolve` then an
 //! approved `remove_app` (or, where resolve forgot the app, removing by hand
-//! what `show` named, as HOST-SETUP.md says) leaves nothing of the app;
+//! what `show` named, as docs/server-install.md says) leaves nothing of the app;
 //! `PRAGMA integrity_check` is ok; every volce-lab object on the engine is
 //! one that was there before the cell.
 //! The deploy matrix again with a TERM relayed through `sudo -n` and a TSTP
@@ -768,7 +768,7 @@ fn after_kill(world: &World, id: &str) -> (String, Vec<String>) {
 ///   yet), before every call that changes the engine, after the last call.
 ///   A kill before a read-only call leaves engine and store exactly as a
 ///   kill before the next change (or after the last call) does;
-/// - unset (CI, within its time budget, RELIABILITY.md): [`few_steps`],
+/// - unset (CI, within its time budget, docs/reliability.md): [`few_steps`],
 ///   without the first call for the actions other than deploy (every
 ///   action's execute begins with the same claim and verification snapshot,
 ///   which deploy's cells cover).
@@ -857,7 +857,7 @@ fn kill_matrix(action: Action) {
     let relayed = if every_step || !action.is_a_sequence_of_others() {
         matrix_steps(action, &calls)
     } else {
-        // CI's time (RELIABILITY.md): the relayed signals are the helper's,
+        // CI's time (docs/reliability.md): the relayed signals are the helper's,
         // whatever the action; its others' cells try them.
         Vec::new()
     };
@@ -1133,14 +1133,14 @@ impl MemoryCgroup {
     fn new(limit: u64) -> MemoryCgroup {
         let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
         let line = own.lines().find(|l| l.split(':').nth(1) == Some("memory")).expect(
-            "no cgroup v1 memory controller in /proc/self/cgroup (RELIABILITY.md says what this needs)",
+            "no cgroup v1 memory controller in /proc/self/cgroup (docs/reliability.md says what this needs)",
         );
         let own_path = line.splitn(3, ':').nth(2).unwrap().trim_start_matches('/');
         let dir = Path::new("/sys/fs/cgroup/memory")
             .join(own_path)
             .join(format!("vl-kill-oom-{}", std::process::id()));
         std::fs::create_dir(&dir).unwrap_or_else(|e| {
-            panic!("cannot create the memory cgroup {}: {e} (RELIABILITY.md)", dir.display())
+            panic!("cannot create the memory cgroup {}: {e} (docs/reliability.md)", dir.display())
         });
         std::fs::write(dir.join("memory.limit_in_bytes"), limit.to_string()).unwrap();
         // Without swap accounting the file is missing: then the limit above is all.

@@ -1,6 +1,6 @@
 //! The server's Debian package, installed for real: `dpkg -i` and
 //! `apt-get install ./FILE.deb` on this machine, as root, then
-//! `dpkg --purge`. Proves the layout HOST-SETUP.md promises (the executable
+//! `dpkg --purge`. Proves the layout docs/server-install.md promises (the executable
 //! root-owned 0755, the host-mode symlink, the two directories, man pages,
 //! completions, the example policy), that doctor accepts the installed
 //! helper, and that purge leaves only the operator's policy and state.
@@ -100,7 +100,7 @@ fn assert_installed_layout() {
         WORKSTATION_LINK,
         "/usr/share/doc/volce-lab/policy.example.jsonc",
         "/usr/share/doc/volce-lab/policy.schema.json",
-        "/usr/share/doc/volce-lab/HOST-SETUP.md",
+        "/usr/share/doc/volce-lab/server-install.md",
         "/usr/share/bash-completion/completions/volce-lab-host",
         "/usr/share/zsh/vendor-completions/_volce-lab-host",
         "/usr/share/fish/vendor_completions.d/volce-lab-host.fish",
@@ -125,7 +125,7 @@ fn assert_installed_layout() {
 
     // The helper runs from its installed name, and doctor accepts the
     // files the package owns (the sudoers rule and policy are the
-    // operator's, so those findings fail until HOST-SETUP's steps).
+    // operator's, so those findings fail until docs/server-install.md's steps).
     let version = ok(LINK, &["--version"]);
     assert!(String::from_utf8_lossy(&version.stdout).starts_with("volce-lab-host "), "{version:?}");
     let doctor = run(LINK, &["doctor"]);

@@ -124,7 +124,7 @@ pub(super) fn app_network(labels: Vec<String>, name: &str) -> Vec<String> {
 /// gateway's published port. It must keep its host address (the published
 /// port is forwarded to the gateway through it), so the gateway reaches the
 /// host's services; [`NO_MASQUERADE_OPTION`] at least keeps its connections from
-/// being NATed to the outside (DOCKER-POLICY.md says exactly what it reaches).
+/// being NATed to the outside (docs/docker-policy.md says exactly what it reaches).
 pub(super) fn edge_network(labels: Vec<String>, name: &str) -> Vec<String> {
     let mut args = argv(&["network", "create", "--driver", "bridge", "--opt"]);
     args.push(opt(NO_MASQUERADE_OPTION));

@@ -111,7 +111,7 @@ pub fn prepare_purge(
     }
     shown.push_str(&format!(
         "Purging deletes the image and its mount point {} for good; keep a copy first if you may need it \
-         (DOCKER-POLICY.md, \"Data\").\n",
+         (data.md).\n",
         mount.display()
     ));
     Ok(Purge { app: app.to_owned(), image, mount, mib, shown })

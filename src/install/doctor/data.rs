@@ -1,4 +1,4 @@
-//! The apps' data directories (DOCKER-POLICY.md, "Data"): each recorded
+//! The apps' data directories (docs/data.md): each recorded
 //! app's image is there, root's, and mounted while the app should run; and
 //! the programs that make and mount images exist. Findings only; the facts
 //! come through [`super::DoctorProbe::data`].
@@ -81,7 +81,7 @@ pub(super) fn check_data(
             findings.push(fail(
                 subject,
                 format!("{image} is missing or not a root-owned regular file"),
-                "restore it from your backup (DOCKER-POLICY.md, Data) and run `volce-lab-host data mount`, or \
+                "restore it from your backup (data.md) and run `volce-lab-host data mount`, or \
                  remove the app with a remove_app plan",
             ));
         } else if data.mounted {

@@ -1,6 +1,6 @@
 //! The doctor's rules on the Docker engine itself: what volce-lab cannot
 //! guarantee on the running engine. Each is a warning, not a failure: the
-//! installation is not broken, but a promise of DOCKER-POLICY.md is weaker
+//! installation is not broken, but a promise of docs/docker-policy.md is weaker
 //! than written until the operator changes the engine. Pure, on facts the
 //! probe gathered (`system.rs`: `docker version`, `docker info`, dockerd's
 //! command line and configuration file, `docker network inspect`); runs as
@@ -249,7 +249,7 @@ fn check_iptables(facts: &EngineFacts, findings: &mut Vec<Finding>) {
             settings.iptables_off.join(" and ")
         ),
         "remove the iptables=false setting and restart the engine (or write equivalent rules yourself: \
-         DOCKER-POLICY.md says what volce-lab relies on)",
+         docker-policy.md says what volce-lab relies on)",
     ));
 }
 

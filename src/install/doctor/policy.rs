@@ -87,7 +87,7 @@ pub enum ImageRole {
 }
 
 /// A pinned image held against the container volce-lab starts from it
-/// (HOST-SETUP.md, "The catalog's images"). Only warnings: deploy pulls by
+/// (server-install.md, "The catalog's images"). Only warnings: deploy pulls by
 /// digest, so an image not present yet is normal on a fresh server, and
 /// whether a mismatched image still works only a deploy can tell.
 ///
@@ -113,7 +113,7 @@ fn check_image(image: &str, role: ImageRole, probe: &dyn DoctorProbe) -> Finding
         warn(
             "image",
             format!("{shown} does not fit the {} template: {}", role.name(), misfits.join("; ")),
-            "rebuild it with USER and CMD as HOST-SETUP.md's images section says, then pin the new digest",
+            "rebuild it with USER and CMD as server-install.md's images section says, then pin the new digest",
         )
     }
 }

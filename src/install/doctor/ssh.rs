@@ -4,7 +4,7 @@
 //! lists exactly the one rule. Runs as root on the server; reads only.
 //!
 //! The key files checked are the places sshd reads them from in the setups
-//! HOST-SETUP.md describes: `/etc/ssh/authorized_keys/AGENT` (an
+//! docs/server-install.md describes: `/etc/ssh/authorized_keys/AGENT` (an
 //! `AuthorizedKeysFile /etc/ssh/authorized_keys/%u` in a `Match User`
 //! block) and `~AGENT/.ssh/authorized_keys` (and `authorized_keys2`). Every
 //! one that exists must pass; at least one must hold a key. A custom
@@ -69,7 +69,7 @@ fn not_agents(path: &Path, owner_uid: u32, agent_uid: u32) -> Option<String> {
 /// The ssh-side findings for `agent`.
 pub fn check_ssh(agent: &str, owner_uid: u32, probe: &dyn SshProbe, findings: &mut Vec<Finding>) {
     let Some(account) = probe.account(agent) else {
-        findings.push(fail("agent ssh", format!("`{agent}` is not an account"), "see HOST-SETUP.md"));
+        findings.push(fail("agent ssh", format!("`{agent}` is not an account"), "see server-install.md"));
         return;
     };
     if account.shell == Path::new("/bin/sh") {
@@ -114,7 +114,7 @@ fn check_home(agent: &str, owner_uid: u32, account: &Account, findings: &mut Vec
             "agent home",
             problems.join("; "),
             format!(
-                "chown root:root {} and its dotfiles; chmod go-w them (HOST-SETUP.md)",
+                "chown root:root {} and its dotfiles; chmod go-w them (server-install.md)",
                 account.home.display()
             ),
         ));
@@ -155,7 +155,7 @@ fn check_keys(agent: &str, owner_uid: u32, account: &Account, findings: &mut Vec
         findings.push(fail(
             "agent key",
             problems.join("; "),
-            format!("one line `{options} ssh-ed25519 ...` in /etc/ssh/authorized_keys/{agent}, root 0644 (HOST-SETUP.md)"),
+            format!("one line `{options} ssh-ed25519 ...` in /etc/ssh/authorized_keys/{agent}, root 0644 (server-install.md)"),
         ));
     }
 }
@@ -180,7 +180,7 @@ mod tests {
     }
 
     const KEY: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJ8w+x/y= vl-agent";
-    /// What HOST-SETUP.md tells the operator to write.
+    /// What docs/server-install.md tells the operator to write.
     const GATE_OPTIONS: &str = "restrict,command=\"/usr/local/bin/volce-lab-host ssh-gate\"";
 
     fn setup() -> (tempfile::TempDir, Fake, u32) {

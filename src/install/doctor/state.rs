@@ -42,10 +42,10 @@ pub(super) fn check_state(paths: &DoctorPaths, probe: &dyn DoctorProbe, findings
         }
     }
     // What a damaged database needs: the helper refuses it
-    // (`state_corrupt`) until then. HOST-SETUP.md says how the backup is kept.
+    // (`state_corrupt`) until then. docs/operator.md says how the backup is kept.
     let restore = format!(
         "the helper refuses it (state_corrupt); keep a copy of {} as \
-         evidence, then restore state.db from the backup HOST-SETUP.md has you keep \
+         evidence, then restore state.db from the backup operator.md has you keep \
          (made with `sqlite3 state.db .backup`) and delete state.db-wal and state.db-shm",
         dir.display()
     );
@@ -83,7 +83,7 @@ pub(super) fn check_state(paths: &DoctorPaths, probe: &dyn DoctorProbe, findings
                     findings.push(fail(
                         "audit chain",
                         format!("broken at row seq {seq} ({})", crate::text::rfc3339_seconds(at)),
-                        "volce-lab-host audit verify names what changed; keep state.db as evidence (HOST-SETUP.md)",
+                        "volce-lab-host audit verify names what changed; keep state.db as evidence (operator.md)",
                     ));
                 }
             }

@@ -487,7 +487,7 @@ fn policy_facts_come_from_the_helpers_own_parser() {
     let example =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("policy/policy.example.jsonc"))
             .unwrap();
-    // Installed the way policy/README.md says: comment lines stripped.
+    // Installed the way docs/server-install.md says: comment lines stripped.
     let json: String = example
         .lines()
         .filter(|line| !line.trim_start().starts_with("//"))

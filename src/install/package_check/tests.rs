@@ -58,7 +58,7 @@ fn a_downgrade_goes_on_only_to_a_version_that_reads_the_state() {
         "0.1.0 reads state schemas up to 10",
         &format!("at schema {}", read_by_first + 1),
         "nothing changed: 0.3.0 stays installed",
-        "HOST-SETUP.md, Upgrading",
+        "server-install.md, Upgrading",
     ] {
         assert!(refusal.message.contains(words), "{words:?} in {}", refusal.message);
     }

@@ -12,7 +12,7 @@
 //! - the operator's `approve` completes the task with the normal result,
 //!   executed exactly once, with the deploy's progress sent to the call's
 //!   progress token; the time from the approval to the start of the
-//!   execution is printed (BENCHMARKS.md, issue 24).
+//!   execution is printed (docs/benchmarks.md, issue 24).
 //!
 //! - `volce-lab-host list --watch --bell` names the new plan within 2 s.
 //!
