@@ -61,7 +61,7 @@ each with exactly these fields and no others:
 
   {\"operation\":\"gateway_status\"}                     each managed app's gateway: state, drift, answers
   {\"operation\":\"inventory\"}                          managed apps (with drift), the offer, open plans
-  {\"operation\":\"plan\",\"action\":A,\"parameters\":{..}}  store a plan; A is deploy, nginx_config, stop, remove_image, remove_app, start, update, restart or rollback
+  {\"operation\":\"plan\",\"action\":A,\"parameters\":{..}}  store a plan; A names a plan action (any other: code unknown_action, which lists them)
   {\"operation\":\"execute\",\"plan_id\":\"<32 hex>\"}       run a stored plan once
   {\"operation\":\"logs\",\"app\":N,\"container\":C,\"tail\":T}   read-only: safe log lines of a managed container
   {\"operation\":\"gate_refusal\",\"reason\":R,...}         the ssh gate's: record one refusal (R, the command's length and sha256)

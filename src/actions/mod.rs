@@ -9,7 +9,7 @@
 //!
 //! The generic path (`crate::host::controller`) only claims, verifies,
 //! acts and records, asking the action through [`Payload`]'s dispatch; the
-//! one place that lists the actions is the [`actions!`] registration below.
+//! one place that lists the actions is the `actions!` registration below.
 //! A new action is one new file and one line there (and its name in the
 //! closed set, `crate::vocab::Action`, with its parameters and whether it
 //! always needs an approval: the MCP server and the policy read those).

@@ -50,10 +50,9 @@ impl Action {
 
     pub fn parse(value: &str) -> Result<Action, Refusal> {
         value.parse().map_err(|_| {
-            Refusal::new(
-                Code::UnknownAction,
-                "The action must be one of deploy, nginx_config, stop, remove_image, remove_app, start, update, restart, rollback.",
-            )
+            // Listed from the one name table, so a new action is named here too.
+            let names: Vec<&str> = Action::ALL.iter().map(|a| a.as_str()).collect();
+            Refusal::new(Code::UnknownAction, format!("The action must be one of {}.", names.join(", ")))
         })
     }
     pub fn as_str(self) -> &'static str {
