@@ -53,7 +53,7 @@ pub enum Command {
 
 /// What `volce-lab-host rpc --help` says about the request: the contract of
 /// `crate::wire` in one screen (a test holds it to `wire::Operation` and
-/// `wire::MAX_REQUEST_BYTES`).
+/// `wire::MAX_REQUEST_BYTES`), with the actions filled in by [`rpc_help`].
 pub const RPC_HELP: &str = "Answer one JSON request from stdin (the only command the agent may run).
 
 Reads one JSON object of at most 16 KiB on stdin; its \"operation\" key names one of six operations, \
@@ -61,7 +61,7 @@ each with exactly these fields and no others:
 
   {\"operation\":\"gateway_status\"}                     each managed app's gateway: state, drift, answers
   {\"operation\":\"inventory\"}                          managed apps (with drift), the offer, open plans
-  {\"operation\":\"plan\",\"action\":A,\"parameters\":{..}}  store a plan; A names a plan action (any other: code unknown_action, which lists them)
+  {\"operation\":\"plan\",\"action\":A,\"parameters\":{..}}  store a plan; A is one of {actions}
   {\"operation\":\"execute\",\"plan_id\":\"<32 hex>\"}       run a stored plan once
   {\"operation\":\"logs\",\"app\":N,\"container\":C,\"tail\":T}   read-only: safe log lines of a managed container
   {\"operation\":\"gate_refusal\",\"reason\":R,...}         the ssh gate's: record one refusal (R, the command's length and sha256)
@@ -75,11 +75,18 @@ a line stdout has no room for at once is dropped, never waited for; \
 the reply is always the last line, written after the record, and waits at most 10 seconds for room. \
 Nothing here approves, rejects, resolves or lists plans: those are the operator's terminal commands.";
 
+/// [`RPC_HELP`] with the actions named from their one name table, so a new
+/// action is listed without an edit here.
+pub fn rpc_help() -> String {
+    let names: Vec<&str> = crate::vocab::Action::ALL.iter().map(|a| a.as_str()).collect();
+    RPC_HELP.replace("{actions}", &names.join(", "))
+}
+
 /// `volce-lab host ...`, or `volce-lab-host ...` through the symlink.
 #[derive(Debug, Subcommand)]
 pub enum HostCommand {
     /// Answer one JSON request from stdin (the only command the agent may run).
-    #[command(long_about = RPC_HELP)]
+    #[command(long_about = rpc_help())]
     Rpc,
     /// The process `rpc` starts in its own session to do the work (so that
     /// sudo's answer to an ALRM, a KILL of rpc's process group, cannot cut
