@@ -951,6 +951,7 @@ mod app_log;
 mod audit_start;
 mod migration11;
 mod migration13;
+mod migration15;
 mod migration5;
 mod migration9;
 mod statements;

@@ -1,0 +1,71 @@
+//! Migration 15 (the action names leave both action CHECKs; a name's shape
+//! stays) on a v14 database with plans, an app log and a chained audit:
+//! every row is kept byte for byte, the chain still verifies, and an
+//! action no version has yet, refused by v14's schema, is accepted, while
+//! a name of the wrong shape is still refused. Test-only; real temporary
+//! SQLite files.
+
+use super::migration11::columns_at;
+use super::*;
+
+#[test]
+fn migrating_a_v14_database_keeps_every_row_and_the_chain_and_accepts_any_action_name_of_the_shape() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    let (plans, audit) = (columns_at(14, "plans"), columns_at(14, "audit"));
+    assert_eq!(plans, columns_at(15, "plans"), "the same columns, in the same order");
+    assert_eq!(audit, columns_at(15, "audit"));
+    let ids: Vec<Plan> = (1..=3).map(|n| plan(n, 1000)).collect();
+    let scratch_dir = tempfile::tempdir().unwrap();
+    let scratch = scratch_dir.path().join("scratch.db");
+    Store::open(&scratch)
+        .unwrap()
+        .write(|tx| {
+            for p in &ids {
+                tx.insert_plan(p, &row(Event::Prepared, "agent"))?;
+            }
+            let done = &ids[1];
+            tx.claim(&done.id, done.action, &claim(), &row(Event::Claimed, "agent"))?;
+            tx.finish(
+                &done.id,
+                done.action,
+                &claim(),
+                PlanOutcome::Completed,
+                &row(Event::Completed, "agent"),
+            )
+        })
+        .unwrap();
+    let old = old_store(&path, 14);
+    old.conn.execute("ATTACH DATABASE ?1 AS scratch", [scratch.to_str().unwrap()]).unwrap();
+    old.conn
+        .execute_batch(&format!(
+            "INSERT INTO plans ({plans}) SELECT {plans} FROM scratch.plans;
+             INSERT INTO audit ({audit}) SELECT {audit} FROM scratch.audit;
+             DETACH DATABASE scratch;"
+        ))
+        .unwrap();
+    old.conn.execute("UPDATE plans SET app_log = '{\"lines\":[]}' WHERE seq = 2", []).unwrap();
+    let refused = old.conn.execute("UPDATE plans SET action = 'run_task' WHERE seq = 1", []);
+    assert!(refused.is_err(), "v14's CHECK knows no run_task");
+    let plans_before = dump(&old.conn, &format!("SELECT {plans} FROM plans ORDER BY seq"));
+    let audit_before = dump(&old.conn, &format!("SELECT {audit} FROM audit ORDER BY seq"));
+    assert_eq!((plans_before.len(), audit_before.len()), (3, 5));
+    drop(old);
+
+    let mut store = Store::open(&path).unwrap();
+    let conn = store.dangerous_connection_for_tests();
+    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).unwrap();
+    assert!(version >= 15, "{version}");
+    assert_eq!(dump(conn, &format!("SELECT {plans} FROM plans ORDER BY seq")), plans_before);
+    assert_eq!(dump(conn, &format!("SELECT {audit} FROM audit ORDER BY seq")), audit_before);
+    let indexes = dump(conn, "SELECT name FROM sqlite_master WHERE type = 'index' ORDER BY name");
+    for index in ["audit_at", "audit_plan", "plans_finished", "plans_pending", "plans_pending_requester"] {
+        assert!(indexes.iter().any(|i| i.contains(index)), "{index}: {indexes:?}");
+    }
+    assert!(verify(&mut store, None).intact(), "every link still verifies");
+    let conn = store.dangerous_connection_for_tests();
+    conn.execute("UPDATE audit SET action = 'run_task' WHERE seq = 1", []).unwrap();
+    conn.execute("UPDATE plans SET action = 'run_task' WHERE seq = 1", []).unwrap();
+    assert!(conn.execute("UPDATE plans SET action = 'Reboot' WHERE seq = 1", []).is_err());
+    assert!(conn.execute("UPDATE audit SET action = 'run task' WHERE seq = 1", []).is_err());
+}
