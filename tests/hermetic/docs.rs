@@ -243,12 +243,12 @@ fn every_relative_link_resolves() {
                 broken.push(format!("{}: {link}: no such file", relative(&file)));
                 continue;
             }
-            if let Some(anchor) = anchor {
-                if target.extension().is_some_and(|e| e == "md") {
-                    let headings = anchors(&std::fs::read_to_string(&target).unwrap());
-                    if !headings.contains(anchor) {
-                        broken.push(format!("{}: {link}: no heading with that anchor", relative(&file)));
-                    }
+            if let Some(anchor) = anchor
+                && target.extension().is_some_and(|e| e == "md")
+            {
+                let headings = anchors(&std::fs::read_to_string(&target).unwrap());
+                if !headings.contains(anchor) {
+                    broken.push(format!("{}: {link}: no heading with that anchor", relative(&file)));
                 }
             }
         }
@@ -504,10 +504,10 @@ fn policy_page_documents_every_key_of_the_schema_and_the_targets_file() {
                 wrong.push(format!("{key}: the schema's default is {default}, the entry says {stated:?}"));
             }
         }
-        if let (Some(min), Some(max)) = (spec.get("minimum"), spec.get("maximum")) {
-            if !entry.contains(&format!("{min} to {max}")) {
-                wrong.push(format!("{key}: the entry does not say the schema's range {min} to {max}"));
-            }
+        if let (Some(min), Some(max)) = (spec.get("minimum"), spec.get("maximum"))
+            && !entry.contains(&format!("{min} to {max}"))
+        {
+            wrong.push(format!("{key}: the entry does not say the schema's range {min} to {max}"));
         }
     }
     assert!(wrong.is_empty(), "docs/policy.md disagrees with the schema:\n{}", wrong.join("\n"));
