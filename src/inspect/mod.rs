@@ -43,9 +43,10 @@ use tokio::sync::Mutex;
 
 use crate::config::{Config, Mode};
 use crate::exec::{self, CHECK_OUTPUT_LIMIT, Execution, ExecutionStatus, Outcome};
+use crate::wire::remote::RemoteCommand;
 use gated::{Link, Sessions};
 use ssh_mux::MultiplexedSsh;
-use transport::{CommandCarrier, LocalTransport, RemoteCommand, RunLimits, SshFailure, SshTransport};
+use transport::{CommandCarrier, LocalTransport, RunLimits, SshFailure, SshTransport};
 
 pub use results::{Check, CheckResult, Diagnosis, GateRefusal, Mismatch, Status, request_id, timestamp};
 pub use web_status::{gateway_states, gateways_healthy, healthy, stopped_sentence};
@@ -201,7 +202,7 @@ impl Inspector {
     ) -> Result<Outcome, GateRefusal> {
         let mut gate = self.gate.lock().await;
         self.reverify(&mut gate).await.map_err(|(refusal, _)| refusal)?;
-        let (outcome, _) = self.run_watched(RemoteCommand::HostRpc, Some(request), limits, tap).await;
+        let (outcome, _) = self.run_watched(RemoteCommand::Rpc, Some(request), limits, tap).await;
         // Through the gate: a mismatch means the gate ran nothing.
         if self.take_trip().is_some() {
             *gate = Gate::Mismatched;
@@ -330,7 +331,7 @@ impl Inspector {
 
     async fn web_status(&self) -> (Status, String, Execution, Option<SshFailure>) {
         let request = crate::wire::Request::GatewayStatus {}.to_bytes();
-        let (outcome, ssh) = self.run(RemoteCommand::HostRpc, Some(&request), self.limits()).await;
+        let (outcome, ssh) = self.run(RemoteCommand::Rpc, Some(&request), self.limits()).await;
         let status = match outcome.execution.execution_status {
             ExecutionStatus::Ok => match gateways_healthy(&outcome.stdout) {
                 Some(true) => Status::Ok,
