@@ -14,7 +14,7 @@ mod fleet;
 mod ssh_hosts;
 mod targets;
 
-pub use fleet::{DEFAULT_FAN_OUT, Fleet, Target};
+pub use fleet::{DEFAULT_FAN_OUT, Fleet, FleetTarget};
 pub use ssh_hosts::SshConfigFiles;
 pub use targets::{MAX_TARGETS, TargetEntry};
 

@@ -12,7 +12,9 @@ use std::time::Instant;
 
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 
-use super::{Completion, Execution, ExecutionStatus, Outcome, ProcessSpec, StderrTail, StdoutTap, Transport};
+use super::{
+    Completion, Execution, ExecutionStatus, ProcessOutput, ProcessSpec, StderrTail, StdoutTap, Transport,
+};
 
 /// Our end of a run's stdin.
 pub type Writer = Box<dyn AsyncWrite + Unpin + Send>;
@@ -103,7 +105,7 @@ pub async fn supervise(
     streams: Streams,
     ending: &mut impl Ending,
     stderr_tail: usize,
-) -> (Outcome, StderrTail) {
+) -> (ProcessOutput, StderrTail) {
     let Streams { stdin, stdout, stderr } = streams;
     let input = spec.stdin.clone().unwrap_or_default();
     let feed = async move {
@@ -176,5 +178,5 @@ pub async fn supervise(
         duration_ms,
         completion,
     };
-    (Outcome { execution, stdout, stderr_len, stderr: Vec::new() }, StderrTail(tail))
+    (ProcessOutput { execution, stdout, stderr_len, stderr: Vec::new() }, StderrTail(tail))
 }

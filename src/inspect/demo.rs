@@ -2,11 +2,11 @@
 //! no process started. Runs unprivileged on the workstation.
 
 use crate::config::Config;
-use crate::exec::{Execution, ExecutionStatus, Outcome};
+use crate::exec::{Execution, ExecutionStatus, ProcessOutput};
 use crate::wire::remote::RemoteCommand;
 
 /// Simulated answers: the same shapes a real server gives.
-pub(super) fn outcome(config: &Config, command: RemoteCommand) -> Outcome {
+pub(super) fn outcome(config: &Config, command: RemoteCommand) -> ProcessOutput {
     let stdout = match command {
         RemoteCommand::Identity => format!("{}\n{}\n", config.expected_host, config.expected_user),
         RemoteCommand::Disk => "Filesystem      Size  Used Avail Use% Mounted on\n\
@@ -19,7 +19,7 @@ pub(super) fn outcome(config: &Config, command: RemoteCommand) -> Outcome {
     };
     let mut execution = Execution::not_started(ExecutionStatus::Ok);
     execution.exit_code = Some(0);
-    Outcome { execution, stdout: stdout.into_bytes(), stderr_len: 0, stderr: Vec::new() }
+    ProcessOutput { execution, stdout: stdout.into_bytes(), stderr_len: 0, stderr: Vec::new() }
 }
 
 #[cfg(test)]

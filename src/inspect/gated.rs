@@ -14,7 +14,7 @@
 
 use super::transport::{CommandCarrier, RunLimits};
 use super::{Inspector, Mismatch};
-use crate::exec::{ExecutionStatus, Outcome, ProcessSpec};
+use crate::exec::{ExecutionStatus, ProcessOutput, ProcessSpec};
 use crate::wire::gate::{Header, parse_reply, parse_version};
 use crate::wire::remote::RemoteCommand;
 use crate::wire::versions::{HelperVersion, ServerVersion};
@@ -181,7 +181,7 @@ impl Inspector {
     /// a frame is a mismatch ([`Inspector::take_trip`]); a run that did not
     /// complete (ssh failed, timeout, overflow) keeps its status, and its
     /// unproven output is dropped either way.
-    pub(super) fn unframe(&self, outcome: &mut Outcome) {
+    pub(super) fn unframe(&self, outcome: &mut ProcessOutput) {
         let completed =
             matches!(outcome.execution.execution_status, ExecutionStatus::Ok | ExecutionStatus::NonzeroExit);
         match unframe(&outcome.stdout, &self.config().expected_host, &self.config().expected_user) {

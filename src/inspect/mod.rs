@@ -42,7 +42,7 @@ use std::sync::Arc;
 use tokio::sync::Mutex;
 
 use crate::config::{Config, Mode};
-use crate::exec::{self, CHECK_OUTPUT_LIMIT, Execution, ExecutionStatus, Outcome};
+use crate::exec::{self, CHECK_OUTPUT_LIMIT, Execution, ExecutionStatus, ProcessOutput};
 use crate::wire::remote::RemoteCommand;
 use gated::{Link, Sessions};
 use ssh_mux::MultiplexedSsh;
@@ -188,7 +188,7 @@ impl Inspector {
 
     /// Verifies identity, then runs the host helper with `request` on stdin,
     /// all under the same lock as the checks. For the management tools.
-    pub async fn host_rpc(&self, request: &[u8], limits: RunLimits) -> Result<Outcome, GateRefusal> {
+    pub async fn host_rpc(&self, request: &[u8], limits: RunLimits) -> Result<ProcessOutput, GateRefusal> {
         self.host_rpc_watched(request, limits, None).await
     }
 
@@ -199,7 +199,7 @@ impl Inspector {
         request: &[u8],
         limits: RunLimits,
         tap: Option<exec::StdoutTap>,
-    ) -> Result<Outcome, GateRefusal> {
+    ) -> Result<ProcessOutput, GateRefusal> {
         let mut gate = self.gate.lock().await;
         self.reverify(&mut gate).await.map_err(|(refusal, _)| refusal)?;
         let (outcome, _) = self.run_watched(RemoteCommand::Rpc, Some(request), limits, tap).await;
@@ -372,7 +372,7 @@ impl Inspector {
         command: RemoteCommand,
         stdin: Option<&[u8]>,
         limits: RunLimits,
-    ) -> (Outcome, Option<SshFailure>) {
+    ) -> (ProcessOutput, Option<SshFailure>) {
         self.run_watched(command, stdin, limits, None).await
     }
 
@@ -382,13 +382,13 @@ impl Inspector {
         stdin: Option<&[u8]>,
         limits: RunLimits,
         tap: Option<exec::StdoutTap>,
-    ) -> (Outcome, Option<SshFailure>) {
+    ) -> (ProcessOutput, Option<SshFailure>) {
         let transport = match &self.backend {
             Backend::Demo => return (demo::outcome(&self.config, command), None),
             Backend::Real(transport) => transport,
         };
         let (specs, framed) = self.specs_for(transport.as_ref(), command, stdin, limits);
-        let mut combined: Option<Outcome> = None;
+        let mut combined: Option<ProcessOutput> = None;
         let mut ssh = None;
         for mut spec in specs {
             spec.stdout_tap = tap.clone();
@@ -417,7 +417,7 @@ impl Inspector {
         if combined.as_ref().is_some_and(|o| o.execution.completion == exec::Completion::Unconfirmed) {
             self.reset();
         }
-        let mut outcome = combined.unwrap_or_else(|| Outcome {
+        let mut outcome = combined.unwrap_or_else(|| ProcessOutput {
             execution: Execution::not_started(ExecutionStatus::LaunchFailed),
             stdout: Vec::new(),
             stderr_len: 0,
@@ -435,7 +435,7 @@ type DiagnosedRefusal = (GateRefusal, Option<Diagnosis>);
 
 /// The output a result may show: what the target printed, unless the run
 /// failed in a way that makes it meaningless.
-fn output_text(outcome: &Outcome, status: Status) -> String {
+fn output_text(outcome: &ProcessOutput, status: Status) -> String {
     match status {
         // Rejected: the helper's refusal (code and sentence), ours to show.
         Status::Ok | Status::CheckFailed | Status::Rejected => {

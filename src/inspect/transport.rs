@@ -12,7 +12,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::exec::{Outcome, ProcessSpec, StderrTail, Transport as ExecTransport};
+use crate::exec::{ProcessOutput, ProcessSpec, StderrTail, Transport as ExecTransport};
 use crate::wire::remote::RemoteCommand;
 
 /// RunLimits of one invocation, chosen by the caller.
@@ -35,7 +35,7 @@ impl RunLimits {
 }
 
 /// What [`CommandCarrier::run`] returns.
-pub type RunFuture<'a> = std::pin::Pin<Box<dyn Future<Output = (Outcome, StderrTail)> + Send + 'a>>;
+pub type RunFuture<'a> = std::pin::Pin<Box<dyn Future<Output = (ProcessOutput, StderrTail)> + Send + 'a>>;
 
 /// What carries a [`RemoteCommand`] to the target: it turns the command into
 /// the processes that run it (local programs, or an ssh client). The

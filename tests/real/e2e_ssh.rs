@@ -476,7 +476,7 @@ fn exit_codes_and_outputs_in_process_match_the_client_path() {
             let before = mux.carried();
             let (in_process, _) = mux.run(&spec).await;
             assert_eq!(mux.carried().in_process, before.in_process + 1, "{line}: not in-process");
-            let facts = |o: &exec::Outcome| {
+            let facts = |o: &exec::ProcessOutput| {
                 (
                     o.execution.execution_status,
                     o.execution.exit_code,
@@ -485,8 +485,9 @@ fn exit_codes_and_outputs_in_process_match_the_client_path() {
                 )
             };
             assert_eq!(facts(&in_process), facts(&client), "{line}");
-            let first_line =
-                |o: &exec::Outcome| String::from_utf8_lossy(&o.stdout).lines().next().map(str::to_owned);
+            let first_line = |o: &exec::ProcessOutput| {
+                String::from_utf8_lossy(&o.stdout).lines().next().map(str::to_owned)
+            };
             // df's figures and the helper's reply (its request id) change
             // from run to run; the gate's header line does not.
             if line.contains(" disk ") || line.contains(" rpc ") {
