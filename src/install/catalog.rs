@@ -36,7 +36,7 @@ use crate::vocab::{Code, HealthPath, ImageRef, Refusal, uncovered_volumes};
 mod entry;
 mod reference;
 mod run;
-use entry::{data_arg, old_data_path, pinned_entry};
+use entry::{data_arg, pinned_entry};
 pub use reference::{PortChoice, Reference, choose_port};
 pub use run::{run_catalog_list, run_catalog_pin, run_catalog_remove};
 
@@ -201,7 +201,8 @@ pub fn prepare_pin(
     }
     // A VOLUME at exactly the entry's data path (given now, or kept from
     // the old entry) is covered by the data directory.
-    let data_path = data.as_ref().map(|d| d.path.clone()).or_else(|| old_data_path(old.as_ref()));
+    let old_data = policy.catalog.get(&args.key).and_then(|entry| entry.data.as_ref());
+    let data_path = data.as_ref().or(old_data).map(|d| d.path.clone());
     let volumes = uncovered_volumes(image.config.volumes.keys().cloned().collect(), data_path.as_ref());
     if !volumes.is_empty() {
         return Err(crate::control::validate::volumes_refusal(&esc(&pull), &volumes, "Nothing was written."));
