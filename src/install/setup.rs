@@ -255,7 +255,7 @@ fn setup_steps(args: &SetupArgs, kind: &str, blob: &str, manifest: &mut Manifest
     let reply = run(
         "smoke request",
         "/usr/sbin/runuser",
-        &["-u", agent, "--", "/usr/bin/sudo", "-n", HostPaths::HELPER, "rpc"],
+        &[&["-u", agent, "--", HostPaths::SUDO][..], crate::wire::remote::RPC_ARGS].concat(),
         Some(br#"{"operation":"gateway_status"}"#),
     );
     match reply {

@@ -296,7 +296,7 @@ impl super::ssh::SshProbe for SystemProbe {
     /// `sudo -l -U USER` as root: the entries after "may run the following
     /// commands", one per line.
     fn sudo_rules(&self, user: &str) -> Result<Vec<String>, String> {
-        let outcome = Self::run("/usr/bin/sudo", &["-n", "-l", "-U", user]);
+        let outcome = Self::run(HostPaths::SUDO, &["-n", "-l", "-U", user]);
         if outcome.execution.execution_status != crate::exec::ExecutionStatus::Ok {
             return Err(format!("sudo -l -U {user} failed ({:?})", outcome.execution.execution_status));
         }
