@@ -10,7 +10,18 @@ use std::ops::Range;
 
 use super::REDACTED;
 use super::normal::{self, View};
-use super::redact::Next;
+
+/// What the line after a scanned one holds: a key at the end of a line
+/// ([`key_values`]) leaves its value to the lines after it (`super::redact`
+/// carries it there).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Next {
+    /// The value of a key this line ended with (`password:`).
+    Value,
+    /// A YAML block scalar (`password: |`): every following line indented
+    /// deeper than the key.
+    Block,
+}
 
 /// The shortest base64 token worth decoding: `pw=x` is eight characters.
 const MIN_BASE64_CHARS: usize = 8;

@@ -80,7 +80,7 @@ impl StoreError {
             ),
             StoreError::TornLog { .. } => corrupt_refusal(),
             StoreError::Sqlite(e) if is_corrupt(e) => corrupt_refusal(),
-            StoreError::Sqlite(e) if is_full(e) => full_refusal(),
+            StoreError::Sqlite(e) if is_full(e) => super::space::full_refusal(),
             _ => Refusal::new(
                 Code::StateUnavailable,
                 "The host's state database is unavailable; nothing was changed.",
@@ -113,16 +113,6 @@ fn corrupt_refusal() -> Refusal {
         Code::StateCorrupt,
         "The host's state database is damaged; nothing was changed. The operator runs \
          `volce-lab-host doctor` and restores state.db from the backup (HOST-SETUP.md).",
-    )
-}
-
-/// Also what a prepare gets when the free-space floor of
-/// `crate::store::space` is not met.
-pub(crate) fn full_refusal() -> Refusal {
-    Refusal::new(
-        Code::StateFull,
-        "The host's state directory has no room left; nothing was changed. The operator frees \
-         space on its filesystem (volce-lab-host doctor shows how much is free), then this works again.",
     )
 }
 
