@@ -106,6 +106,7 @@ impl Inspector {
     /// never calls this; tests and benchmarks use it to put real stand-in
     /// processes behind the same gate.
     #[doc(hidden)]
+    #[cfg(any(test, feature = "test-hatches"))]
     pub fn with_transport_for_tests(config: Config, transport: Arc<dyn CommandCarrier>) -> Inspector {
         Inspector {
             config,

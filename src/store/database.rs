@@ -295,6 +295,7 @@ impl Store {
     /// Sets the free bytes every write needs (tests: `u64::MAX` makes any
     /// filesystem too full). The shipped helper never calls it.
     #[doc(hidden)]
+    #[cfg(any(test, feature = "test-hatches"))]
     pub fn set_free_space_floor_for_tests(&mut self, bytes: u64) {
         if let Some((_, floor)) = &mut self.floor {
             *floor = bytes;
@@ -363,7 +364,10 @@ impl Store {
     /// The raw connection, bypassing every transition, transaction and audit
     /// row: only for tests and benchmarks that fill history fast or break a
     /// database on purpose. Public because integration tests and benches
-    /// cannot see `#[cfg(test)]` items; the shipped helper never calls it.
+    /// cannot see `#[cfg(test)]` items; compiled only with the `test-hatches`
+    /// feature, which only the test builds enable (Cargo.toml), so the
+    /// shipped helper does not contain it.
+    #[cfg(any(test, feature = "test-hatches"))]
     pub fn dangerous_connection_for_tests(&mut self) -> &mut Connection {
         &mut self.conn
     }
