@@ -157,18 +157,7 @@ pub async fn supervise(
     let exit_code = status.and_then(|s| s.code());
     let signal = status.and_then(|s| s.signal());
 
-    let (execution_status, completion) = match killed {
-        Some(status) => (status, Completion::Unconfirmed),
-        None => match (exit_code, signal, spec.transport) {
-            (Some(0), _, _) => (ExecutionStatus::Ok, Completion::Confirmed),
-            (Some(255), _, Transport::Ssh) => (ExecutionStatus::SshOrRemote255, Completion::Unconfirmed),
-            (Some(_), _, _) => (ExecutionStatus::NonzeroExit, Completion::Confirmed),
-            (None, Some(_), Transport::Local) => (ExecutionStatus::Signaled, Completion::Confirmed),
-            // A killed ssh client proves nothing about the remote command.
-            (None, Some(_), Transport::Ssh) => (ExecutionStatus::Signaled, Completion::Unconfirmed),
-            (None, None, _) => (ExecutionStatus::Signaled, Completion::Unconfirmed),
-        },
-    };
+    let (execution_status, completion) = classify(killed, exit_code, signal, spec.transport);
     let execution = Execution {
         execution_status,
         exit_code,
@@ -179,4 +168,27 @@ pub async fn supervise(
         completion,
     };
     (ProcessOutput { execution, stdout, stderr_len, stderr: Vec::new() }, StderrTail(tail))
+}
+
+/// What a run's end says: the status we killed it with (`killed`), or else
+/// its exit code or signal, read for the kind of process it was; and
+/// whether that confirms what happened to the command.
+fn classify(
+    killed: Option<ExecutionStatus>,
+    exit_code: Option<i32>,
+    signal: Option<i32>,
+    transport: Transport,
+) -> (ExecutionStatus, Completion) {
+    match killed {
+        Some(status) => (status, Completion::Unconfirmed),
+        None => match (exit_code, signal, transport) {
+            (Some(0), _, _) => (ExecutionStatus::Ok, Completion::Confirmed),
+            (Some(255), _, Transport::Ssh) => (ExecutionStatus::SshOrRemote255, Completion::Unconfirmed),
+            (Some(_), _, _) => (ExecutionStatus::NonzeroExit, Completion::Confirmed),
+            (None, Some(_), Transport::Local) => (ExecutionStatus::Signaled, Completion::Confirmed),
+            // A killed ssh client proves nothing about the remote command.
+            (None, Some(_), Transport::Ssh) => (ExecutionStatus::Signaled, Completion::Unconfirmed),
+            (None, None, _) => (ExecutionStatus::Signaled, Completion::Unconfirmed),
+        },
+    }
 }
