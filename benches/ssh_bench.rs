@@ -40,8 +40,9 @@ use volce_lab::config::Config;
 use volce_lab::exec::ProcessSpec;
 use volce_lab::inspect::gated::Sessions;
 use volce_lab::inspect::ssh_mux::MultiplexedSsh;
-use volce_lab::inspect::transport::{CommandCarrier, RemoteCommand, RunLimits, SshTransport};
+use volce_lab::inspect::transport::{CommandCarrier, RunLimits, SshTransport};
 use volce_lab::inspect::{Check, Inspector, Status};
+use volce_lab::wire::remote::RemoteCommand;
 use volce_lab::wire::{ContainerRole, Reply, Request};
 
 use stats::{ms, percentile};

@@ -14,7 +14,7 @@ mod fleet;
 mod ssh_hosts;
 mod targets;
 
-pub use fleet::{DEFAULT_FAN_OUT, Fleet, Target};
+pub use fleet::{DEFAULT_FAN_OUT, Fleet, FleetTarget};
 pub use ssh_hosts::SshConfigFiles;
 pub use targets::{MAX_TARGETS, TargetEntry};
 
@@ -102,81 +102,17 @@ impl Config {
     }
 
     /// Reads configuration through `lookup`, so tests can supply a table.
+    /// Each variable is read and checked in turn; the first refused one is
+    /// the error.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<OsString>) -> Result<Config, ConfigError> {
-        let get = |variable: &'static str| -> Result<Option<String>, ConfigError> {
-            match lookup(variable) {
-                None => Ok(None),
-                Some(raw) => match raw.into_string() {
-                    Ok(value) if value.is_empty() => Err(ConfigError {
-                        variable,
-                        reason: "is set but empty; unset it or give a value".into(),
-                    }),
-                    Ok(value) => Ok(Some(value)),
-                    Err(_) => Err(ConfigError { variable, reason: "is not valid UTF-8".into() }),
-                },
-            }
-        };
-
-        let mode = match get("VOLCE_LAB_MODE")?.as_deref() {
-            None => Mode::Demo,
-            Some(text) => <Mode as strum::VariantArray>::VARIANTS
-                .iter()
-                .copied()
-                .find(|mode| mode.as_str() == text)
-                .ok_or_else(|| ConfigError {
-                    variable: "VOLCE_LAB_MODE",
-                    reason: format!("must be demo, local or ssh (got {})", quoted(text)),
-                })?,
-        };
-
-        let ssh_alias = match get("VOLCE_LAB_SSH_ALIAS")? {
-            None => DEFAULT_ALIAS.to_owned(),
-            Some(alias) if is_alias(&alias) => alias,
-            Some(alias) => {
-                return Err(ConfigError {
-                    variable: "VOLCE_LAB_SSH_ALIAS",
-                    reason: format!(
-                        "must be an ssh_config alias: a letter or digit, then up to 63 letters, digits, '_' or '-' (got {})",
-                        quoted(&alias)
-                    ),
-                });
-            }
-        };
-
-        let ssh_config = match get("VOLCE_LAB_SSH_CONFIG")? {
-            None => None,
-            Some(path) => Some(validate_ssh_config(&path)?),
-        };
-
-        // Outside demo mode the expected identity must be stated: inheriting a
-        // default would make the identity gate compare against a guess.
-        let expected = |variable: &'static str, demo_default: &str| -> Result<String, ConfigError> {
-            let value = match get(variable)? {
-                Some(value) => value,
-                None if mode == Mode::Demo => demo_default.to_owned(),
-                None => {
-                    return Err(ConfigError {
-                        variable,
-                        reason: format!(
-                            "is required in {} mode: the exact answer the server gives, checked before every call",
-                            mode.as_str()
-                        ),
-                    });
-                }
-            };
-            if !is_identifier(&value) {
-                return Err(ConfigError {
-                    variable,
-                    reason: format!(
-                        "must be a simple name: letters, digits, '_', '.' or '-', not starting with '.' or '-' (got {})",
-                        quoted(&value)
-                    ),
-                });
-            }
-            Ok(value)
-        };
-        let expected_host = expected("VOLCE_LAB_EXPECTED_HOST", DEMO_HOST)?;
-        let expected_user = expected("VOLCE_LAB_EXPECTED_USER", DEMO_USER)?;
+        let get = |variable: &'static str| variable_of(&lookup, variable);
+        let mode = mode_of(get("VOLCE_LAB_MODE")?)?;
+        let ssh_alias = alias_of(get("VOLCE_LAB_SSH_ALIAS")?)?;
+        let ssh_config = get("VOLCE_LAB_SSH_CONFIG")?.map(|path| validate_ssh_config(&path)).transpose()?;
+        let expected_host =
+            expected_of("VOLCE_LAB_EXPECTED_HOST", get("VOLCE_LAB_EXPECTED_HOST")?, mode, DEMO_HOST)?;
+        let expected_user =
+            expected_of("VOLCE_LAB_EXPECTED_USER", get("VOLCE_LAB_EXPECTED_USER")?, mode, DEMO_USER)?;
         // The agent's account must not be root: every boundary of the design
         // (sudoers rule, root-owned state) means nothing to root.
         if expected_user == "root" {
@@ -185,35 +121,9 @@ impl Config {
                 reason: "must not be root; use an unprivileged account for the agent".into(),
             });
         }
-
-        let timeout = match get("VOLCE_LAB_TIMEOUT")? {
-            None => Duration::from_secs_f64(DEFAULT_TIMEOUT_SECS),
-            Some(text) => match text.trim().parse::<f64>() {
-                Ok(secs) if secs.is_finite() && (1.0..=30.0).contains(&secs) && text.trim() == text => {
-                    Duration::from_secs_f64(secs)
-                }
-                _ => {
-                    return Err(ConfigError {
-                        variable: "VOLCE_LAB_TIMEOUT",
-                        reason: format!("must be a number of seconds from 1 to 30 (got {})", quoted(&text)),
-                    });
-                }
-            },
-        };
-
-        let management = match get("VOLCE_LAB_MANAGEMENT")?.as_deref() {
-            None | Some("disabled") => false,
-            Some("enabled") => true,
-            Some(other) => {
-                return Err(ConfigError {
-                    variable: "VOLCE_LAB_MANAGEMENT",
-                    reason: format!("must be enabled or disabled (got {})", quoted(other)),
-                });
-            }
-        };
-
+        let timeout = timeout_of(get("VOLCE_LAB_TIMEOUT")?)?;
+        let management = management_of(get("VOLCE_LAB_MANAGEMENT")?)?;
         let ssh_auth_sock = lookup("SSH_AUTH_SOCK").map(PathBuf::from).filter(|path| is_agent_socket(path));
-
         Ok(Config {
             mode,
             ssh_alias,
@@ -233,6 +143,111 @@ impl Config {
             Mode::Local => "localhost",
             Mode::Demo => "demo",
         }
+    }
+}
+
+/// One variable as text: unset is `None`; set but empty, or not UTF-8, is
+/// refused (an empty value is a mistake, not a way to unset).
+fn variable_of(
+    lookup: &impl Fn(&str) -> Option<OsString>,
+    variable: &'static str,
+) -> Result<Option<String>, ConfigError> {
+    match lookup(variable) {
+        None => Ok(None),
+        Some(raw) => match raw.into_string() {
+            Ok(value) if value.is_empty() => {
+                Err(ConfigError { variable, reason: "is set but empty; unset it or give a value".into() })
+            }
+            Ok(value) => Ok(Some(value)),
+            Err(_) => Err(ConfigError { variable, reason: "is not valid UTF-8".into() }),
+        },
+    }
+}
+
+/// `VOLCE_LAB_MODE`: demo unless set.
+fn mode_of(value: Option<String>) -> Result<Mode, ConfigError> {
+    let Some(text) = value else { return Ok(Mode::Demo) };
+    <Mode as strum::VariantArray>::VARIANTS.iter().copied().find(|mode| mode.as_str() == text).ok_or_else(
+        || ConfigError {
+            variable: "VOLCE_LAB_MODE",
+            reason: format!("must be demo, local or ssh (got {})", quoted(&text)),
+        },
+    )
+}
+
+/// `VOLCE_LAB_SSH_ALIAS`: [`DEFAULT_ALIAS`] unless set.
+fn alias_of(value: Option<String>) -> Result<String, ConfigError> {
+    match value {
+        None => Ok(DEFAULT_ALIAS.to_owned()),
+        Some(alias) if is_alias(&alias) => Ok(alias),
+        Some(alias) => Err(ConfigError {
+            variable: "VOLCE_LAB_SSH_ALIAS",
+            reason: format!(
+                "must be an ssh_config alias: a letter or digit, then up to 63 letters, digits, '_' or '-' (got {})",
+                quoted(&alias)
+            ),
+        }),
+    }
+}
+
+/// One half of the expected identity. Outside demo mode it must be stated:
+/// inheriting a default would make the identity gate compare against a
+/// guess.
+fn expected_of(
+    variable: &'static str,
+    value: Option<String>,
+    mode: Mode,
+    demo_default: &str,
+) -> Result<String, ConfigError> {
+    let value = match value {
+        Some(value) => value,
+        None if mode == Mode::Demo => demo_default.to_owned(),
+        None => {
+            return Err(ConfigError {
+                variable,
+                reason: format!(
+                    "is required in {} mode: the exact answer the server gives, checked before every call",
+                    mode.as_str()
+                ),
+            });
+        }
+    };
+    if !is_identifier(&value) {
+        return Err(ConfigError {
+            variable,
+            reason: format!(
+                "must be a simple name: letters, digits, '_', '.' or '-', not starting with '.' or '-' (got {})",
+                quoted(&value)
+            ),
+        });
+    }
+    Ok(value)
+}
+
+/// `VOLCE_LAB_TIMEOUT`: seconds from 1 to 30, [`DEFAULT_TIMEOUT_SECS`]
+/// unless set.
+fn timeout_of(value: Option<String>) -> Result<Duration, ConfigError> {
+    let Some(text) = value else { return Ok(Duration::from_secs_f64(DEFAULT_TIMEOUT_SECS)) };
+    match text.trim().parse::<f64>() {
+        Ok(secs) if secs.is_finite() && (1.0..=30.0).contains(&secs) && text.trim() == text => {
+            Ok(Duration::from_secs_f64(secs))
+        }
+        _ => Err(ConfigError {
+            variable: "VOLCE_LAB_TIMEOUT",
+            reason: format!("must be a number of seconds from 1 to 30 (got {})", quoted(&text)),
+        }),
+    }
+}
+
+/// `VOLCE_LAB_MANAGEMENT`: off unless `enabled`.
+fn management_of(value: Option<String>) -> Result<bool, ConfigError> {
+    match value.as_deref() {
+        None | Some("disabled") => Ok(false),
+        Some("enabled") => Ok(true),
+        Some(other) => Err(ConfigError {
+            variable: "VOLCE_LAB_MANAGEMENT",
+            reason: format!("must be enabled or disabled (got {})", quoted(other)),
+        }),
     }
 }
 

@@ -124,7 +124,7 @@ pub struct ProcessSpec {
     pub transport: Transport,
     /// The child's stderr is data, not its own diagnostics (`docker logs`,
     /// which prints the container's stderr stream there): kept whole in
-    /// [`Outcome::stderr`], within `stderr_limit` (more fails the run as
+    /// [`ProcessOutput::stderr`], within `stderr_limit` (more fails the run as
     /// stdout does). Its own pipe, so the caller knows which stream each
     /// byte came on.
     pub stderr_is_data: bool,
@@ -179,9 +179,10 @@ impl ProcessSpec {
     }
 }
 
-/// The record plus what the caller may see of the output.
+/// What one run of a [`ProcessSpec`] gave: the record plus what the caller
+/// may see of the output.
 #[derive(Debug, Clone)]
-pub struct Outcome {
+pub struct ProcessOutput {
     pub execution: Execution,
     /// At most `stdout_limit` bytes; partial when the limit or the timeout hit.
     pub stdout: Vec<u8>,
@@ -193,9 +194,15 @@ pub struct Outcome {
     pub stderr: Vec<u8>,
 }
 
-impl Outcome {
-    pub(crate) fn launch_failed() -> Outcome {
-        Outcome {
+/// The old name of [`ProcessOutput`], kept only for `src/mcp/rpc.rs` and its
+/// tests, which another change owns: `mcp::server::wait::Outcome` is
+/// something else (a served tool result). Remove when they import
+/// `ProcessOutput`.
+pub type Outcome = ProcessOutput;
+
+impl ProcessOutput {
+    pub(crate) fn launch_failed() -> ProcessOutput {
+        ProcessOutput {
             execution: Execution::not_started(ExecutionStatus::LaunchFailed),
             stdout: Vec::new(),
             stderr_len: 0,
@@ -248,19 +255,19 @@ impl Drop for GroupGuard {
 }
 
 /// Runs one process to completion, timeout or overflow, and reports facts.
-pub async fn run(spec: &ProcessSpec) -> Outcome {
+pub async fn run(spec: &ProcessSpec) -> ProcessOutput {
     run_keeping(spec, 0).await.0
 }
 
 /// [`run`], also keeping the last [`STDERR_TAIL`] bytes of stderr of a run
 /// that exited (none after a timeout or an overflow).
-pub async fn run_with_stderr_tail(spec: &ProcessSpec) -> (Outcome, StderrTail) {
+pub async fn run_with_stderr_tail(spec: &ProcessSpec) -> (ProcessOutput, StderrTail) {
     run_keeping(spec, STDERR_TAIL).await
 }
 
-async fn run_keeping(spec: &ProcessSpec, stderr_tail: usize) -> (Outcome, StderrTail) {
+async fn run_keeping(spec: &ProcessSpec, stderr_tail: usize) -> (ProcessOutput, StderrTail) {
     if !spec.program.is_absolute() {
-        return (Outcome::launch_failed(), StderrTail(Vec::new()));
+        return (ProcessOutput::launch_failed(), StderrTail(Vec::new()));
     }
     let mut command = tokio::process::Command::new(&spec.program);
     command
@@ -279,7 +286,7 @@ async fn run_keeping(spec: &ProcessSpec, stderr_tail: usize) -> (Outcome, Stderr
     drop(command);
     let mut child = match spawned {
         Ok(child) => child,
-        Err(_) => return (Outcome::launch_failed(), StderrTail(Vec::new())),
+        Err(_) => return (ProcessOutput::launch_failed(), StderrTail(Vec::new())),
     };
     let guard = GroupGuard { pgid: child.id().map(|id| Pid::from_raw(id as i32)) };
 
@@ -321,10 +328,10 @@ impl supervise::Ending for ChildEnding {
 }
 
 /// [`run`] for synchronous callers (the host helper), on a private runtime.
-pub fn run_blocking(spec: &ProcessSpec) -> Outcome {
+pub fn run_blocking(spec: &ProcessSpec) -> ProcessOutput {
     match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(runtime) => runtime.block_on(run(spec)),
-        Err(_) => Outcome::launch_failed(),
+        Err(_) => ProcessOutput::launch_failed(),
     }
 }
 

@@ -42,7 +42,9 @@
 //! src/wire.rs       the host-RPC contract both ends share: request and reply
 //!                   types, the request parser, the 16 KiB limit, one typed
 //!                   body per operation that answers ok (answers/), progress
-//!                   lines (progress.rs), the ssh gate's frames (gate.rs)
+//!                   lines (progress.rs), the ssh gate's frames (gate.rs),
+//!                   the closed set of commands run on a target with their
+//!                   argv and shell lines (remote.rs)
 //! src/config.rs     workstation configuration from the environment, validated once
 //! src/actions/      the plan actions, one file each behind one trait
 //!                   (mod.rs: `PlanAction`, the registration that gives the

@@ -36,6 +36,7 @@
 pub mod answers;
 pub mod gate;
 pub mod progress;
+pub mod remote;
 pub mod versions;
 
 use serde::{Deserialize, Deserializer, Serialize};

@@ -23,21 +23,22 @@
 use libfuzzer_sys::fuzz_target;
 use volce_lab::config::is_identifier;
 use volce_lab::host::HostPaths;
-use volce_lab::host::gate::{DF, GateStep, Observed, SUDO, decide};
+use volce_lab::host::gate::{GateStep, Observed, decide};
 use volce_lab::wire::gate::{
-    GateCheck, GateRequest, Header, LEGACY_DISK, LEGACY_IDENTITY, LEGACY_RPC, MAX_COMMAND_BYTES,
+    GateRequest, Header, LEGACY_DISK, LEGACY_IDENTITY, LEGACY_RPC, MAX_COMMAND_BYTES,
     RefusalReason, parse_reply, parse_request, request_line,
 };
+use volce_lab::wire::remote::{DF_PATH, RemoteCommand, SUDO_PATH};
 
 /// What `decide` may run for `check`: nothing else, ever.
-fn assert_fixed_run(step: &GateStep, check: GateCheck) {
+fn assert_fixed_run(step: &GateStep, check: RemoteCommand) {
     let GateStep::Run { program, args, stdin, .. } = step else { return };
     match check {
-        GateCheck::Disk => assert_eq!((*program, *args, *stdin), (DF, &["-h", "/"][..], false)),
-        GateCheck::Rpc => {
-            assert_eq!((*program, *args, *stdin), (SUDO, &["-n", HostPaths::HELPER, "rpc"][..], true))
+        RemoteCommand::Disk => assert_eq!((*program, *args, *stdin), (DF_PATH, &["-h", "/"][..], false)),
+        RemoteCommand::Rpc => {
+            assert_eq!((*program, *args, *stdin), (SUDO_PATH, &["-n", HostPaths::HELPER, "rpc"][..], true))
         }
-        GateCheck::Identity => panic!("identity is answered, never run: {step:?}"),
+        RemoteCommand::Identity => panic!("identity is answered, never run: {step:?}"),
     }
 }
 
@@ -60,15 +61,15 @@ fn command(data: &[u8]) {
     match &request {
         GateRequest::Legacy(check) => {
             let line = match check {
-                GateCheck::Identity => LEGACY_IDENTITY,
-                GateCheck::Disk => LEGACY_DISK,
-                GateCheck::Rpc => LEGACY_RPC,
+                RemoteCommand::Identity => LEGACY_IDENTITY,
+                RemoteCommand::Disk => LEGACY_DISK,
+                RemoteCommand::Rpc => LEGACY_RPC,
             };
             assert_eq!(text, line);
             // A legacy line carries no identity to check: its step is fixed.
             let step = decide(&request, &strangers);
             assert_fixed_run(&step, *check);
-            if *check == GateCheck::Identity {
+            if *check == RemoteCommand::Identity {
                 assert!(matches!(step, GateStep::Reply { .. }), "{step:?}");
             }
         }
@@ -78,7 +79,7 @@ fn command(data: &[u8]) {
             // Everything after the legacy identity command is one shell comment.
             let comment = text.strip_prefix(LEGACY_IDENTITY).unwrap_or(text);
             assert!(comment.trim_start().starts_with('#'), "{text:?}");
-            assert_eq!(comment.starts_with(' '), *check == GateCheck::Identity);
+            assert_eq!(comment.starts_with(' '), *check == RemoteCommand::Identity);
 
             // The expected identity observed: the check runs (or is answered).
             let expected = Observed { host: host.clone(), user: user.clone() };
@@ -88,7 +89,7 @@ fn command(data: &[u8]) {
             match &step {
                 GateStep::Run { header: Some(line), .. } => assert_eq!(line, &header),
                 GateStep::Reply { stdout, .. } => {
-                    assert_eq!(*check, GateCheck::Identity);
+                    assert_eq!(*check, RemoteCommand::Identity);
                     // Since protocol 2 the helper's version line follows the identity.
                     let version = volce_lab::wire::gate::version_line(&volce_lab::wire::versions::HelperVersion::this());
                     assert_eq!(stdout, &format!("{header}{host}\n{user}\n{version}").into_bytes());

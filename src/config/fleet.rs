@@ -10,7 +10,7 @@ use super::{Config, ConfigError, Mode, SshConfigFiles, quoted, targets};
 /// One server of the workstation's fleet: its name (what tools take as
 /// `target`), its groups (`@group` in a fan-out) and its own configuration.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Target {
+pub struct FleetTarget {
     pub name: String,
     pub groups: Vec<String>,
     pub config: Config,
@@ -21,7 +21,7 @@ pub struct Target {
 /// give (named by its alias; local and demo mode are one target too).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Fleet {
-    targets: Vec<Target>,
+    targets: Vec<FleetTarget>,
     /// How many checks of a fan-out run at once (`VOLCE_LAB_FAN_OUT`).
     pub fan_out: usize,
 }
@@ -38,7 +38,7 @@ impl Fleet {
     /// One target (what tests and the single-target variables give).
     pub fn one(config: Config) -> Fleet {
         let name = config.target().to_owned();
-        Fleet { targets: vec![Target { name, groups: Vec::new(), config }], fan_out: DEFAULT_FAN_OUT }
+        Fleet { targets: vec![FleetTarget { name, groups: Vec::new(), config }], fan_out: DEFAULT_FAN_OUT }
     }
 
     /// Reads the process environment, the targets file and the ssh_config
@@ -123,12 +123,12 @@ impl Fleet {
                     undeclared(&entry.ssh_alias, &files)
                 )));
             }
-            fleet.targets.push(Target { name: entry.name, groups: entry.groups, config });
+            fleet.targets.push(FleetTarget { name: entry.name, groups: entry.groups, config });
         }
         Ok(fleet)
     }
 
-    pub fn targets(&self) -> &[Target] {
+    pub fn targets(&self) -> &[FleetTarget] {
         &self.targets
     }
 

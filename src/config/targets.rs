@@ -58,14 +58,29 @@ struct TableShape {
     groups: Vec<Spanned<String>>,
 }
 
+/// The file being parsed: its path and text, to name lines in refusals.
+struct Source<'a> {
+    path: &'a Path,
+    text: &'a str,
+}
+
+impl Source<'_> {
+    /// The 1-based line a byte span starts on.
+    fn line_of(&self, span: Range<usize>) -> usize {
+        self.text[..span.start.min(self.text.len())].matches('\n').count() + 1
+    }
+
+    /// A refusal naming the file, the line of `span` and `key`.
+    fn at(&self, span: Range<usize>, key: &str, why: &str) -> String {
+        format!("{}, line {}, key {key}: {why}", self.path.display(), self.line_of(span))
+    }
+}
+
 /// Parses the text of the targets file at `path` (named in refusals).
 pub fn parse(path: &Path, text: &str) -> Result<Vec<TargetEntry>, String> {
-    let line_of = |span: Range<usize>| text[..span.start.min(text.len())].matches('\n').count() + 1;
-    let at = |span: Range<usize>, key: &str, why: &str| {
-        format!("{}, line {}, key {key}: {why}", path.display(), line_of(span))
-    };
+    let source = Source { path, text };
     let shape: FileShape = toml::from_str(text).map_err(|error| {
-        let line = error.span().map_or(1, line_of);
+        let line = error.span().map_or(1, |span| source.line_of(span));
         // toml's own message names the key (missing, unknown or mistyped);
         // only its first line, without the excerpt of the file it appends.
         let why = error.message().lines().next().unwrap_or("not valid TOML").trim_end_matches('.');
@@ -88,81 +103,97 @@ pub fn parse(path: &Path, text: &str) -> Result<Vec<TargetEntry>, String> {
     }
     let mut entries: Vec<TargetEntry> = Vec::with_capacity(shape.targets.len());
     for (name, table) in shape.targets {
-        let key = |field: &str| format!("targets.{}.{field}", name.get_ref());
-        if !is_alias(name.get_ref()) {
-            return Err(at(
-                name.span(),
-                &format!("targets.{}", name.get_ref().escape_debug()),
-                "a target's name must be a letter or digit, then up to 63 letters, digits, '_' or '-'.",
-            ));
-        }
-        let line = line_of(table.span());
-        let table = table.into_inner();
-        let ssh_alias = match table.ssh_alias {
-            None => name.get_ref().clone(),
-            Some(alias) if is_alias(alias.get_ref()) => alias.into_inner(),
-            Some(alias) => {
-                return Err(at(
-                    alias.span(),
-                    &key("ssh_alias"),
-                    "must be an ssh_config alias: a letter or digit, then up to 63 letters, digits, '_' or '-'.",
-                ));
-            }
-        };
-        if let Some(first) = entries.iter().find(|e| e.ssh_alias == ssh_alias) {
-            return Err(format!(
-                "{}, line {line}, key {}: the alias {ssh_alias} is also target {}'s (line {}); one server \
-                 is one target.",
-                path.display(),
-                key("ssh_alias"),
-                first.name,
-                first.line
-            ));
-        }
-        for (field, value) in
-            [("expected_host", &table.expected_host), ("expected_user", &table.expected_user)]
-        {
-            if !is_identifier(value.get_ref()) {
-                return Err(at(
-                    value.span(),
-                    &key(field),
-                    "must be a simple name: letters, digits, '_', '.' or '-', not starting with '.' or '-'.",
-                ));
-            }
-        }
-        // The agent's account must not be root: every boundary of the
-        // design (sudoers rule, root-owned state) means nothing to root.
-        if table.expected_user.get_ref() == "root" {
-            return Err(at(
-                table.expected_user.span(),
-                &key("expected_user"),
-                "must not be root; use an unprivileged account for the agent.",
-            ));
-        }
-        let mut groups = Vec::with_capacity(table.groups.len());
-        for group in table.groups {
-            if !is_alias(group.get_ref()) {
-                return Err(at(
-                    group.span(),
-                    &key("groups"),
-                    "a group's name must be a letter or digit, then up to 63 letters, digits, '_' or '-'.",
-                ));
-            }
-            if !groups.contains(group.get_ref()) {
-                groups.push(group.into_inner());
-            }
-        }
-        entries.push(TargetEntry {
-            name: name.into_inner(),
-            ssh_alias,
-            expected_host: table.expected_host.into_inner(),
-            expected_user: table.expected_user.into_inner(),
-            management: table.management,
-            groups,
-            line,
-        });
+        let entry = target(&source, name, table, &entries)?;
+        entries.push(entry);
     }
     Ok(entries)
+}
+
+/// One `[targets.NAME]` table, checked on its own and against the targets
+/// before it (`earlier`: no two share an alias).
+fn target(
+    source: &Source,
+    name: Spanned<String>,
+    table: Spanned<TableShape>,
+    earlier: &[TargetEntry],
+) -> Result<TargetEntry, String> {
+    let key = |field: &str| format!("targets.{}.{field}", name.get_ref());
+    if !is_alias(name.get_ref()) {
+        return Err(source.at(
+            name.span(),
+            &format!("targets.{}", name.get_ref().escape_debug()),
+            "a target's name must be a letter or digit, then up to 63 letters, digits, '_' or '-'.",
+        ));
+    }
+    let line = source.line_of(table.span());
+    let table = table.into_inner();
+    let ssh_alias = match table.ssh_alias {
+        None => name.get_ref().clone(),
+        Some(alias) if is_alias(alias.get_ref()) => alias.into_inner(),
+        Some(alias) => {
+            return Err(source.at(
+                alias.span(),
+                &key("ssh_alias"),
+                "must be an ssh_config alias: a letter or digit, then up to 63 letters, digits, '_' or '-'.",
+            ));
+        }
+    };
+    if let Some(first) = earlier.iter().find(|e| e.ssh_alias == ssh_alias) {
+        return Err(format!(
+            "{}, line {line}, key {}: the alias {ssh_alias} is also target {}'s (line {}); one server \
+             is one target.",
+            source.path.display(),
+            key("ssh_alias"),
+            first.name,
+            first.line
+        ));
+    }
+    for (field, value) in [("expected_host", &table.expected_host), ("expected_user", &table.expected_user)] {
+        if !is_identifier(value.get_ref()) {
+            return Err(source.at(
+                value.span(),
+                &key(field),
+                "must be a simple name: letters, digits, '_', '.' or '-', not starting with '.' or '-'.",
+            ));
+        }
+    }
+    // The agent's account must not be root: every boundary of the
+    // design (sudoers rule, root-owned state) means nothing to root.
+    if table.expected_user.get_ref() == "root" {
+        return Err(source.at(
+            table.expected_user.span(),
+            &key("expected_user"),
+            "must not be root; use an unprivileged account for the agent.",
+        ));
+    }
+    let groups = groups(source, table.groups, &key("groups"))?;
+    Ok(TargetEntry {
+        name: name.into_inner(),
+        ssh_alias,
+        expected_host: table.expected_host.into_inner(),
+        expected_user: table.expected_user.into_inner(),
+        management: table.management,
+        groups,
+        line,
+    })
+}
+
+/// A target's groups, each an alias-shaped name, duplicates dropped.
+fn groups(source: &Source, given: Vec<Spanned<String>>, key: &str) -> Result<Vec<String>, String> {
+    let mut groups = Vec::with_capacity(given.len());
+    for group in given {
+        if !is_alias(group.get_ref()) {
+            return Err(source.at(
+                group.span(),
+                key,
+                "a group's name must be a letter or digit, then up to 63 letters, digits, '_' or '-'.",
+            ));
+        }
+        if !groups.contains(group.get_ref()) {
+            groups.push(group.into_inner());
+        }
+    }
+    Ok(groups)
 }
 
 #[cfg(test)]

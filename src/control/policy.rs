@@ -16,7 +16,7 @@ use crate::vocab::Action;
 use crate::vocab::{ContainerLimits, ImageRef, is_name, is_user_name};
 
 mod catalog;
-pub use catalog::CatalogEntry;
+pub use catalog::{CatalogEntry, EntryFields};
 
 const MIB: u64 = 1024 * 1024;
 

@@ -12,7 +12,9 @@ use std::time::Instant;
 
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 
-use super::{Completion, Execution, ExecutionStatus, Outcome, ProcessSpec, StderrTail, StdoutTap, Transport};
+use super::{
+    Completion, Execution, ExecutionStatus, ProcessOutput, ProcessSpec, StderrTail, StdoutTap, Transport,
+};
 
 /// Our end of a run's stdin.
 pub type Writer = Box<dyn AsyncWrite + Unpin + Send>;
@@ -103,7 +105,7 @@ pub async fn supervise(
     streams: Streams,
     ending: &mut impl Ending,
     stderr_tail: usize,
-) -> (Outcome, StderrTail) {
+) -> (ProcessOutput, StderrTail) {
     let Streams { stdin, stdout, stderr } = streams;
     let input = spec.stdin.clone().unwrap_or_default();
     let feed = async move {
@@ -155,18 +157,7 @@ pub async fn supervise(
     let exit_code = status.and_then(|s| s.code());
     let signal = status.and_then(|s| s.signal());
 
-    let (execution_status, completion) = match killed {
-        Some(status) => (status, Completion::Unconfirmed),
-        None => match (exit_code, signal, spec.transport) {
-            (Some(0), _, _) => (ExecutionStatus::Ok, Completion::Confirmed),
-            (Some(255), _, Transport::Ssh) => (ExecutionStatus::SshOrRemote255, Completion::Unconfirmed),
-            (Some(_), _, _) => (ExecutionStatus::NonzeroExit, Completion::Confirmed),
-            (None, Some(_), Transport::Local) => (ExecutionStatus::Signaled, Completion::Confirmed),
-            // A killed ssh client proves nothing about the remote command.
-            (None, Some(_), Transport::Ssh) => (ExecutionStatus::Signaled, Completion::Unconfirmed),
-            (None, None, _) => (ExecutionStatus::Signaled, Completion::Unconfirmed),
-        },
-    };
+    let (execution_status, completion) = classify(killed, exit_code, signal, spec.transport);
     let execution = Execution {
         execution_status,
         exit_code,
@@ -176,5 +167,28 @@ pub async fn supervise(
         duration_ms,
         completion,
     };
-    (Outcome { execution, stdout, stderr_len, stderr: Vec::new() }, StderrTail(tail))
+    (ProcessOutput { execution, stdout, stderr_len, stderr: Vec::new() }, StderrTail(tail))
+}
+
+/// What a run's end says: the status we killed it with (`killed`), or else
+/// its exit code or signal, read for the kind of process it was; and
+/// whether that confirms what happened to the command.
+fn classify(
+    killed: Option<ExecutionStatus>,
+    exit_code: Option<i32>,
+    signal: Option<i32>,
+    transport: Transport,
+) -> (ExecutionStatus, Completion) {
+    match killed {
+        Some(status) => (status, Completion::Unconfirmed),
+        None => match (exit_code, signal, transport) {
+            (Some(0), _, _) => (ExecutionStatus::Ok, Completion::Confirmed),
+            (Some(255), _, Transport::Ssh) => (ExecutionStatus::SshOrRemote255, Completion::Unconfirmed),
+            (Some(_), _, _) => (ExecutionStatus::NonzeroExit, Completion::Confirmed),
+            (None, Some(_), Transport::Local) => (ExecutionStatus::Signaled, Completion::Confirmed),
+            // A killed ssh client proves nothing about the remote command.
+            (None, Some(_), Transport::Ssh) => (ExecutionStatus::Signaled, Completion::Unconfirmed),
+            (None, None, _) => (ExecutionStatus::Signaled, Completion::Unconfirmed),
+        },
+    }
 }

@@ -173,6 +173,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
     /// Test hook: the store itself, past every check of the controller.
     /// For tests and benchmarks that set up or read back state directly;
     /// the host pipelines never call it.
+    #[cfg(any(test, feature = "test-hatches"))]
     pub fn store_for_tests(&mut self) -> &mut Store {
         &mut self.store
     }

@@ -23,8 +23,7 @@ use nix::sys::stat::Mode;
 
 use super::paths::HostPaths;
 use crate::vocab::{
-    Code, Configuration, ENV_DIR, ENV_FILE_MAX_BYTES, EnvFileName, EnvFileUse, HashKey, Refusal,
-    env_file_hmac,
+    Code, Configuration, ENV_FILE_MAX_BYTES, EnvFileName, EnvFileUse, HashKey, Refusal, env_file_hmac,
 };
 
 /// The key's file name in the state directory.
@@ -56,7 +55,7 @@ impl EnvDir {
 
     pub fn fixed() -> EnvDir {
         let env = EnvDir::of(&HostPaths::fixed());
-        debug_assert_eq!(env.dir, Path::new(ENV_DIR));
+        debug_assert_eq!(env.dir, Path::new(HostPaths::ENV_DIR));
         env
     }
 

@@ -78,17 +78,11 @@ use std::process::{Command, Stdio};
 
 use serde::Serialize;
 
-use super::HostPaths;
 use crate::exit::Exit;
 use crate::vocab::{Code, Refusal};
-use crate::wire::gate::{self, GateCheck, GateRequest, Header, RefusalReason, RefusalRecord, version_line};
+use crate::wire::gate::{self, GateRequest, Header, RefusalReason, RefusalRecord, version_line};
+use crate::wire::remote::{RPC_ARGS, RemoteCommand, SUDO_PATH};
 use crate::wire::versions::HelperVersion;
-
-/// `df` by absolute path.
-pub const DF: &str = "/usr/bin/df";
-/// `sudo` by absolute path: a `sudo` of the caller's choosing (a shell
-/// function, a file earlier in PATH) is never consulted.
-pub const SUDO: &str = "/usr/bin/sudo";
 
 /// The line every refusal prints on stderr, the same whatever was asked.
 pub const REFUSAL_LINE: &str = "volce-lab-gate: refused (gate_refused): this key runs only volce-lab's fixed \
@@ -123,14 +117,11 @@ pub enum GateStep {
     Run { header: Option<String>, program: &'static str, args: &'static [&'static str], stdin: bool },
 }
 
-fn run_step(check: GateCheck, header: Option<String>) -> GateStep {
-    match check {
-        GateCheck::Disk => GateStep::Run { header, program: DF, args: &["-h", "/"], stdin: false },
-        GateCheck::Rpc => {
-            GateStep::Run { header, program: SUDO, args: &["-n", HostPaths::HELPER, "rpc"], stdin: true }
-        }
-        GateCheck::Identity => unreachable!("identity is answered, not run"),
-    }
+/// The step that runs `command` by its one argv (`RemoteCommand::program`);
+/// only the helper's rpc reads the caller's stdin.
+fn run_step(command: RemoteCommand, header: Option<String>) -> GateStep {
+    let Some((program, args)) = command.program() else { unreachable!("identity is answered, not run") };
+    GateStep::Run { header, program, args, stdin: command == RemoteCommand::Rpc }
 }
 
 /// The step for `request` on a host and account observed as `observed`.
@@ -138,7 +129,9 @@ fn run_step(check: GateCheck, header: Option<String>) -> GateStep {
 pub fn decide(request: &GateRequest, observed: &Observed) -> GateStep {
     let identity = || format!("{}\n{}\n", observed.host, observed.user).into_bytes();
     match request {
-        GateRequest::Legacy(GateCheck::Identity) => GateStep::Reply { stdout: identity(), exit: Exit::Ok },
+        GateRequest::Legacy(RemoteCommand::Identity) => {
+            GateStep::Reply { stdout: identity(), exit: Exit::Ok }
+        }
         GateRequest::Legacy(check) => run_step(*check, None),
         GateRequest::Gated { check, host, user } => {
             let header = Header::judge(&observed.host, &observed.user, host, user);
@@ -146,7 +139,7 @@ pub fn decide(request: &GateRequest, observed: &Observed) -> GateStep {
                 return GateStep::Reply { stdout: header.line().into_bytes(), exit: Exit::Failure };
             }
             match check {
-                GateCheck::Identity => {
+                RemoteCommand::Identity => {
                     let mut stdout = header.line().into_bytes();
                     stdout.extend_from_slice(&identity());
                     stdout.extend_from_slice(version_line(&HelperVersion::this()).as_bytes());
@@ -211,8 +204,8 @@ pub const RECORD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1
 
 /// The argv that records a refusal in the host audit: exactly the rpc of
 /// the agent's one sudoers rule, by absolute paths.
-pub fn record_argv() -> (&'static str, [&'static str; 3]) {
-    (SUDO, ["-n", HostPaths::HELPER, "rpc"])
+pub fn record_argv() -> (&'static str, &'static [&'static str]) {
+    (SUDO_PATH, RPC_ARGS)
 }
 
 /// Asks the root helper to append the audit row of `record` (the
@@ -310,13 +303,13 @@ mod tests {
         Observed { host: "web-1".into(), user: "vl-agent".into() }
     }
 
-    fn gated(check: GateCheck, host: &str, user: &str) -> GateRequest {
+    fn gated(check: RemoteCommand, host: &str, user: &str) -> GateRequest {
         GateRequest::Gated { check, host: host.into(), user: user.into() }
     }
 
     #[test]
     fn a_gated_check_runs_by_absolute_path_only_on_the_expected_identity() {
-        let step = decide(&gated(GateCheck::Rpc, "web-1", "vl-agent"), &observed());
+        let step = decide(&gated(RemoteCommand::Rpc, "web-1", "vl-agent"), &observed());
         assert_eq!(
             step,
             GateStep::Run {
@@ -327,13 +320,13 @@ mod tests {
             }
         );
         let GateStep::Run { program, args, stdin, .. } =
-            decide(&gated(GateCheck::Disk, "web-1", "vl-agent"), &observed())
+            decide(&gated(RemoteCommand::Disk, "web-1", "vl-agent"), &observed())
         else {
             panic!("disk runs")
         };
         assert_eq!((program, args, stdin), ("/usr/bin/df", &["-h", "/"][..], false));
         for (host, user) in [("web-2", "vl-agent"), ("web-1", "vl-other"), ("x", "y")] {
-            for check in [GateCheck::Identity, GateCheck::Disk, GateCheck::Rpc] {
+            for check in [RemoteCommand::Identity, RemoteCommand::Disk, RemoteCommand::Rpc] {
                 let GateStep::Reply { stdout, exit } = decide(&gated(check, host, user), &observed()) else {
                     panic!("{host}/{user}: nothing may run on a mismatch");
                 };
@@ -346,7 +339,7 @@ mod tests {
     #[test]
     fn identity_is_answered_from_what_was_observed() {
         assert_eq!(
-            decide(&gated(GateCheck::Identity, "web-1", "vl-agent"), &observed()),
+            decide(&gated(RemoteCommand::Identity, "web-1", "vl-agent"), &observed()),
             GateStep::Reply {
                 stdout: format!(
                     "volce-lab-gate 1 match web-1 vl-agent\nweb-1\nvl-agent\nvolce-lab-host {} protocol {}\n",
@@ -358,11 +351,11 @@ mod tests {
             }
         );
         assert_eq!(
-            decide(&GateRequest::Legacy(GateCheck::Identity), &observed()),
+            decide(&GateRequest::Legacy(RemoteCommand::Identity), &observed()),
             GateStep::Reply { stdout: b"web-1\nvl-agent\n".to_vec(), exit: Exit::Ok }
         );
         let GateStep::Run { header: None, program: "/usr/bin/sudo", .. } =
-            decide(&GateRequest::Legacy(GateCheck::Rpc), &observed())
+            decide(&GateRequest::Legacy(RemoteCommand::Rpc), &observed())
         else {
             panic!("the legacy rpc line runs the helper without a header")
         };
@@ -385,11 +378,12 @@ mod tests {
     fn a_refusal_is_recorded_through_exactly_the_agents_one_sudo_rule() {
         // The same argv as the rpc the gate runs for a gated request: the
         // account needs no second rule for its refusals to be recorded.
-        let GateStep::Run { program, args, .. } = decide(&GateRequest::Legacy(GateCheck::Rpc), &observed())
+        let GateStep::Run { program, args, .. } =
+            decide(&GateRequest::Legacy(RemoteCommand::Rpc), &observed())
         else {
             panic!("rpc runs")
         };
-        assert_eq!(record_argv(), (program, [args[0], args[1], args[2]]));
+        assert_eq!(record_argv(), (program, args));
         let bytes =
             RefusalRecord::of(RefusalReason::NotAFixedRequest, Some(b"cat /etc/shadow")).request().to_bytes();
         let text = String::from_utf8(bytes).unwrap();

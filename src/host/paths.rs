@@ -43,8 +43,16 @@ impl HostPaths {
     /// `<this> rpc`, and the agent's key runs `<this> ssh-gate`. A symlink
     /// to the package's executable; its file name selects host mode.
     pub const HELPER: &'static str = crate::wire::HELPER_PATH;
+    /// The one `sudo` whose rule reaches the helper and whose processes
+    /// count as an operator's session; the workstation's local transport
+    /// and the ssh gate run it too, so its home is the wire contract.
+    pub const SUDO: &'static str = crate::wire::remote::SUDO_PATH;
     /// The operator's policy.
     pub const POLICY: &'static str = "/etc/volce-lab/policy.json";
+    /// The apps' env files, beside the policy: the policy names them by
+    /// this path, so its home is the shared vocabulary (`crate::vocab`,
+    /// which the pure policy code can import and this table cannot).
+    pub const ENV_DIR: &'static str = crate::vocab::ENV_DIR;
     /// The state directory: the database, the apps' files, setup's manifest.
     pub const STATE_DIR: &'static str = "/var/lib/volce-lab";
     /// The agent's one sudoers rule.
@@ -263,6 +271,8 @@ mod tests {
         assert_eq!(fixed.owner_uid, 0);
         assert_eq!(HostPaths::HELPER, "/usr/local/bin/volce-lab-host");
         assert_eq!(HostPaths::SUDOERS, "/etc/sudoers.d/volce-lab");
+        assert_eq!(HostPaths::SUDO, "/usr/bin/sudo");
+        assert_eq!(Path::new(HostPaths::ENV_DIR), fixed.policy.parent().unwrap().join("apps"));
         // The wire's fixed rpc line names the same helper (a literal there:
         // the contract is pure and spells its lines out byte for byte).
         assert_eq!(crate::wire::gate::LEGACY_RPC, format!("sudo -n {} rpc", HostPaths::HELPER));

@@ -206,6 +206,7 @@ pub fn catch(signals: &[i32]) -> std::io::Result<()> {
 /// The bit mask `/proc/PID/status` prints as `SigBlk` for a set of signals:
 /// what the tests read back to see which signals the guard blocks.
 #[doc(hidden)]
+#[cfg(any(test, feature = "test-hatches"))]
 pub fn proc_mask_for_tests(signals: &[i32]) -> u64 {
     signals.iter().fold(0, |mask, signal| mask | 1 << (*signal - 1))
 }

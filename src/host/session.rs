@@ -22,7 +22,7 @@
 use std::path::{Path, PathBuf};
 
 /// The one sudo binary whose processes count (Debian's `sudo` package).
-pub const SUDO: &str = "/usr/bin/sudo";
+pub const SUDO: &str = super::HostPaths::SUDO;
 
 /// How far up the helper's ancestors the sudo is looked for.
 const MAX_DEPTH: usize = 16;

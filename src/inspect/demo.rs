@@ -1,25 +1,25 @@
 //! Demo mode's simulated answers: the same shapes a real server gives, and
 //! no process started. Runs unprivileged on the workstation.
 
-use super::transport::RemoteCommand;
 use crate::config::Config;
-use crate::exec::{Execution, ExecutionStatus, Outcome};
+use crate::exec::{Execution, ExecutionStatus, ProcessOutput};
+use crate::wire::remote::RemoteCommand;
 
 /// Simulated answers: the same shapes a real server gives.
-pub(super) fn outcome(config: &Config, command: RemoteCommand) -> Outcome {
+pub(super) fn outcome(config: &Config, command: RemoteCommand) -> ProcessOutput {
     let stdout = match command {
         RemoteCommand::Identity => format!("{}\n{}\n", config.expected_host, config.expected_user),
         RemoteCommand::Disk => "Filesystem      Size  Used Avail Use% Mounted on\n\
                                 /dev/demo        20G  2.0G   18G  10% /\n"
             .to_owned(),
-        RemoteCommand::HostRpc => {
+        RemoteCommand::Rpc => {
             let reply = r#"{"status":"ok","operation":"gateway_status","result":{"gateways":[{"answers":true,"app":"demo","container_state":"running","drift":null,"name":"vl-demo-gateway","state":"running","stopped_on_purpose":false}]}}"#;
             format!("{reply}\n")
         }
     };
     let mut execution = Execution::not_started(ExecutionStatus::Ok);
     execution.exit_code = Some(0);
-    Outcome { execution, stdout: stdout.into_bytes(), stderr_len: 0, stderr: Vec::new() }
+    ProcessOutput { execution, stdout: stdout.into_bytes(), stderr_len: 0, stderr: Vec::new() }
 }
 
 #[cfg(test)]
@@ -34,7 +34,7 @@ mod tests {
     /// healthy app, through the same wire types.
     #[test]
     fn the_demo_gateway_answer_is_a_helper_s_reply() {
-        let out = outcome(&Config::default(), RemoteCommand::HostRpc);
+        let out = outcome(&Config::default(), RemoteCommand::Rpc);
         let gateway = Gateway {
             app: "demo".into(),
             name: "vl-demo-gateway".into(),

@@ -12,10 +12,11 @@
 //!   as an identity mismatch: the target stopped being the gated host we
 //!   verified (and, being a comment for a shell, the request ran nothing).
 
-use super::transport::{CommandCarrier, RemoteCommand, RunLimits};
+use super::transport::{CommandCarrier, RunLimits};
 use super::{Inspector, Mismatch};
-use crate::exec::{ExecutionStatus, Outcome, ProcessSpec};
+use crate::exec::{ExecutionStatus, ProcessOutput, ProcessSpec};
 use crate::wire::gate::{Header, parse_reply, parse_version};
+use crate::wire::remote::RemoteCommand;
 use crate::wire::versions::{HelperVersion, ServerVersion};
 
 /// How checks reach the target, as last learned from an identity answer.
@@ -164,15 +165,10 @@ impl Inspector {
         stdin: Option<&[u8]>,
         limits: RunLimits,
     ) -> (Vec<ProcessSpec>, bool) {
-        use crate::wire::gate::{GateCheck, request_line};
-        let check = match command {
-            RemoteCommand::Identity => GateCheck::Identity,
-            RemoteCommand::Disk => GateCheck::Disk,
-            RemoteCommand::HostRpc => GateCheck::Rpc,
-        };
+        use crate::wire::gate::request_line;
         let framed = command != RemoteCommand::Identity;
         if !framed || self.sessions() == Sessions::Gated {
-            let line = request_line(check, &self.config().expected_host, &self.config().expected_user);
+            let line = request_line(command, &self.config().expected_host, &self.config().expected_user);
             if let Some(specs) = transport.gated(&line, stdin, limits) {
                 return (specs, framed);
             }
@@ -185,7 +181,7 @@ impl Inspector {
     /// a frame is a mismatch ([`Inspector::take_trip`]); a run that did not
     /// complete (ssh failed, timeout, overflow) keeps its status, and its
     /// unproven output is dropped either way.
-    pub(super) fn unframe(&self, outcome: &mut Outcome) {
+    pub(super) fn unframe(&self, outcome: &mut ProcessOutput) {
         let completed =
             matches!(outcome.execution.execution_status, ExecutionStatus::Ok | ExecutionStatus::NonzeroExit);
         match unframe(&outcome.stdout, &self.config().expected_host, &self.config().expected_user) {

@@ -42,10 +42,11 @@ use std::sync::Arc;
 use tokio::sync::Mutex;
 
 use crate::config::{Config, Mode};
-use crate::exec::{self, CHECK_OUTPUT_LIMIT, Execution, ExecutionStatus, Outcome};
+use crate::exec::{self, CHECK_OUTPUT_LIMIT, Execution, ExecutionStatus, ProcessOutput};
+use crate::wire::remote::RemoteCommand;
 use gated::{Link, Sessions};
 use ssh_mux::MultiplexedSsh;
-use transport::{CommandCarrier, LocalTransport, RemoteCommand, RunLimits, SshFailure, SshTransport};
+use transport::{CommandCarrier, LocalTransport, RunLimits, SshFailure, SshTransport};
 
 pub use results::{Check, CheckResult, Diagnosis, GateRefusal, Mismatch, Status, request_id, timestamp};
 pub use web_status::{gateway_states, gateways_healthy, healthy, stopped_sentence};
@@ -105,6 +106,7 @@ impl Inspector {
     /// never calls this; tests and benchmarks use it to put real stand-in
     /// processes behind the same gate.
     #[doc(hidden)]
+    #[cfg(any(test, feature = "test-hatches"))]
     pub fn with_transport_for_tests(config: Config, transport: Arc<dyn CommandCarrier>) -> Inspector {
         Inspector {
             config,
@@ -187,7 +189,7 @@ impl Inspector {
 
     /// Verifies identity, then runs the host helper with `request` on stdin,
     /// all under the same lock as the checks. For the management tools.
-    pub async fn host_rpc(&self, request: &[u8], limits: RunLimits) -> Result<Outcome, GateRefusal> {
+    pub async fn host_rpc(&self, request: &[u8], limits: RunLimits) -> Result<ProcessOutput, GateRefusal> {
         self.host_rpc_watched(request, limits, None).await
     }
 
@@ -198,10 +200,10 @@ impl Inspector {
         request: &[u8],
         limits: RunLimits,
         tap: Option<exec::StdoutTap>,
-    ) -> Result<Outcome, GateRefusal> {
+    ) -> Result<ProcessOutput, GateRefusal> {
         let mut gate = self.gate.lock().await;
         self.reverify(&mut gate).await.map_err(|(refusal, _)| refusal)?;
-        let (outcome, _) = self.run_watched(RemoteCommand::HostRpc, Some(request), limits, tap).await;
+        let (outcome, _) = self.run_watched(RemoteCommand::Rpc, Some(request), limits, tap).await;
         // Through the gate: a mismatch means the gate ran nothing.
         if self.take_trip().is_some() {
             *gate = Gate::Mismatched;
@@ -330,7 +332,7 @@ impl Inspector {
 
     async fn web_status(&self) -> (Status, String, Execution, Option<SshFailure>) {
         let request = crate::wire::Request::GatewayStatus {}.to_bytes();
-        let (outcome, ssh) = self.run(RemoteCommand::HostRpc, Some(&request), self.limits()).await;
+        let (outcome, ssh) = self.run(RemoteCommand::Rpc, Some(&request), self.limits()).await;
         let status = match outcome.execution.execution_status {
             ExecutionStatus::Ok => match gateways_healthy(&outcome.stdout) {
                 Some(true) => Status::Ok,
@@ -371,7 +373,7 @@ impl Inspector {
         command: RemoteCommand,
         stdin: Option<&[u8]>,
         limits: RunLimits,
-    ) -> (Outcome, Option<SshFailure>) {
+    ) -> (ProcessOutput, Option<SshFailure>) {
         self.run_watched(command, stdin, limits, None).await
     }
 
@@ -381,13 +383,13 @@ impl Inspector {
         stdin: Option<&[u8]>,
         limits: RunLimits,
         tap: Option<exec::StdoutTap>,
-    ) -> (Outcome, Option<SshFailure>) {
+    ) -> (ProcessOutput, Option<SshFailure>) {
         let transport = match &self.backend {
             Backend::Demo => return (demo::outcome(&self.config, command), None),
             Backend::Real(transport) => transport,
         };
         let (specs, framed) = self.specs_for(transport.as_ref(), command, stdin, limits);
-        let mut combined: Option<Outcome> = None;
+        let mut combined: Option<ProcessOutput> = None;
         let mut ssh = None;
         for mut spec in specs {
             spec.stdout_tap = tap.clone();
@@ -416,7 +418,7 @@ impl Inspector {
         if combined.as_ref().is_some_and(|o| o.execution.completion == exec::Completion::Unconfirmed) {
             self.reset();
         }
-        let mut outcome = combined.unwrap_or_else(|| Outcome {
+        let mut outcome = combined.unwrap_or_else(|| ProcessOutput {
             execution: Execution::not_started(ExecutionStatus::LaunchFailed),
             stdout: Vec::new(),
             stderr_len: 0,
@@ -434,7 +436,7 @@ type DiagnosedRefusal = (GateRefusal, Option<Diagnosis>);
 
 /// The output a result may show: what the target printed, unless the run
 /// failed in a way that makes it meaningless.
-fn output_text(outcome: &Outcome, status: Status) -> String {
+fn output_text(outcome: &ProcessOutput, status: Status) -> String {
     match status {
         // Rejected: the helper's refusal (code and sentence), ours to show.
         Status::Ok | Status::CheckFailed | Status::Rejected => {

@@ -41,7 +41,7 @@ use tokio::net::UnixStream;
 use tokio::net::unix::pipe;
 
 use crate::exec::supervise::{self, Ending, Streams};
-use crate::exec::{Outcome, ProcessSpec, STDERR_TAIL, StderrTail};
+use crate::exec::{ProcessOutput, ProcessSpec, STDERR_TAIL, StderrTail};
 
 pub mod packet;
 use packet::Message;
@@ -74,7 +74,7 @@ pub enum Declined {
 #[derive(Debug)]
 pub enum Attempt {
     /// The master ran it (or may have): the facts, as the runner reports them.
-    Ran(Outcome, StderrTail),
+    Ran(ProcessOutput, StderrTail),
     /// Nothing ran; run the `ssh` client instead.
     Declined(Declined),
 }

@@ -5,7 +5,7 @@ use std::io::Write as _;
 
 use super::transport::SshTransport;
 use super::{Check, CheckResult, Diagnosis, Inspector, Mismatch, Status};
-use crate::config::{Config, Fleet, Target};
+use crate::config::{Config, Fleet, FleetTarget};
 use crate::exit::Exit;
 use crate::wire::answers::Open;
 use crate::wire::answers::app_state::EngineState;
@@ -22,7 +22,7 @@ pub enum Which {
 /// Runs identity, disk and web_status against the chosen targets once
 /// and prints the report (or JSON lines, each naming its target) on stdout.
 pub fn run(fleet: Fleet, runtime: &tokio::runtime::Runtime, json: bool, which: Which) -> Exit {
-    let chosen: Vec<&Target> = match (&which, fleet.targets()) {
+    let chosen: Vec<&FleetTarget> = match (&which, fleet.targets()) {
         (Which::All, targets) => targets.iter().collect(),
         (Which::One(None), [one]) => vec![one],
         (Which::One(None), _) => {

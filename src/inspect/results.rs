@@ -10,8 +10,12 @@ use serde::{Deserialize, Serialize};
 use super::transport::SshFailure;
 use crate::exec::Execution;
 
-/// The closed set of read-only checks. One name table (strum) for
-/// `as_str`; serde's names are tested to be the same.
+/// The closed set of read-only checks, the agent's words (published in the
+/// tools' schemas). One name table (strum) for `as_str`; serde's names are
+/// tested to be the same. Not the set of commands run on a target
+/// (`crate::wire::remote::RemoteCommand`, which the ssh gate shares):
+/// `web_status` is asked through the helper's rpc, and the rpc, which the
+/// management tools also send, is no check an agent can name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 #[derive(strum::IntoStaticStr, strum::VariantArray)]

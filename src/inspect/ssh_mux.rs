@@ -50,8 +50,9 @@ use std::time::{Duration, Instant};
 use sha2::{Digest as _, Sha256};
 
 use super::mux_client::{self, Attempt};
-use super::transport::{CommandCarrier, RemoteCommand, RunFuture, RunLimits, SSH_PROGRAM, SshTransport};
+use super::transport::{CommandCarrier, RunFuture, RunLimits, SSH_PROGRAM, SshTransport};
 use crate::exec::{self, ProcessSpec};
+use crate::wire::remote::RemoteCommand;
 
 /// Idle seconds a master stays up after its last session.
 pub const CONTROL_PERSIST_SECS: u64 = 60;

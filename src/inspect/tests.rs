@@ -4,9 +4,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::transport::{CommandCarrier, RemoteCommand, RunLimits, SshFailure};
+use super::transport::{CommandCarrier, RunLimits, SshFailure};
 use super::*;
 use crate::exec::{ProcessSpec, Transport as ExecTransport};
+use crate::wire::remote::RemoteCommand;
 
 struct Scripted {
     identity: String,
@@ -20,7 +21,7 @@ impl CommandCarrier for Scripted {
         let script = match command {
             RemoteCommand::Identity => &self.identity,
             RemoteCommand::Disk => &self.disk,
-            RemoteCommand::HostRpc => &self.rpc,
+            RemoteCommand::Rpc => &self.rpc,
         };
         let mut spec = limits.apply(ProcessSpec::new("/bin/sh", ["-c", script.as_str()]), stdin);
         spec.transport = if self.ssh { ExecTransport::Ssh } else { ExecTransport::Local };

@@ -2,8 +2,9 @@
 //! mode) or through a hardened ssh client (ssh mode). Runs unprivileged on
 //! the workstation.
 //!
-//! The set of commands is closed ([`RemoteCommand`]); neither the agent nor
-//! the configuration can add one. Bytes for the host helper travel on stdin,
+//! The set of commands is closed (`crate::wire::remote::RemoteCommand`,
+//! shared with the ssh gate); neither the agent nor the configuration can
+//! add one. Bytes for the host helper travel on stdin,
 //! never inside an argv or a remote command string, so nothing parses them
 //! on the way.
 
@@ -11,19 +12,8 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::exec::{Outcome, ProcessSpec, StderrTail, Transport as ExecTransport};
-use crate::wire::HELPER_PATH;
-
-/// Every command volce-lab ever runs against a target.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RemoteCommand {
-    /// `hostname` then `id -un`, one per line.
-    Identity,
-    /// `df -h /` in the C locale.
-    Disk,
-    /// `sudo -n /usr/local/bin/volce-lab-host rpc`, request on stdin.
-    HostRpc,
-}
+use crate::exec::{ProcessOutput, ProcessSpec, StderrTail, Transport as ExecTransport};
+use crate::wire::remote::RemoteCommand;
 
 /// RunLimits of one invocation, chosen by the caller.
 #[derive(Debug, Clone, Copy)]
@@ -45,7 +35,7 @@ impl RunLimits {
 }
 
 /// What [`CommandCarrier::run`] returns.
-pub type RunFuture<'a> = std::pin::Pin<Box<dyn Future<Output = (Outcome, StderrTail)> + Send + 'a>>;
+pub type RunFuture<'a> = std::pin::Pin<Box<dyn Future<Output = (ProcessOutput, StderrTail)> + Send + 'a>>;
 
 /// What carries a [`RemoteCommand`] to the target: it turns the command into
 /// the processes that run it (local programs, or an ssh client). The
@@ -89,9 +79,9 @@ impl CommandCarrier for LocalTransport {
                 spec("/usr/bin/hostname", &[], None, limits),
                 spec("/usr/bin/id", &["-un"], None, limits),
             ],
-            RemoteCommand::Disk => vec![spec("/usr/bin/df", &["-h", "/"], None, limits)],
-            RemoteCommand::HostRpc => {
-                vec![spec("/usr/bin/sudo", &["-n", HELPER_PATH, "rpc"], stdin, limits)]
+            RemoteCommand::Disk | RemoteCommand::Rpc => {
+                let (program, args) = command.program().expect("disk and rpc run one program");
+                vec![spec(program, args, stdin.filter(|_| command == RemoteCommand::Rpc), limits)]
             }
         }
     }
@@ -169,11 +159,7 @@ impl SshTransport {
     /// remote login shell interprets them, which is why nothing variable
     /// ever goes into them.
     pub fn remote(command: RemoteCommand) -> &'static str {
-        match command {
-            RemoteCommand::Identity => crate::wire::gate::LEGACY_IDENTITY,
-            RemoteCommand::Disk => crate::wire::gate::LEGACY_DISK,
-            RemoteCommand::HostRpc => crate::wire::gate::LEGACY_RPC,
-        }
+        command.legacy_line()
     }
 }
 
@@ -326,7 +312,7 @@ mod tests {
             connect_timeout: Duration::from_secs(8),
             auth_sock: None,
         };
-        let specs = ssh.specs(RemoteCommand::HostRpc, Some(b"{}"), limits());
+        let specs = ssh.specs(RemoteCommand::Rpc, Some(b"{}"), limits());
         assert_eq!(specs.len(), 1);
         let spec = &specs[0];
         assert_eq!(spec.program, PathBuf::from("/usr/bin/ssh"));
@@ -430,12 +416,12 @@ mod tests {
     #[test]
     fn local_commands_are_fixed_absolute_programs() {
         let local = LocalTransport;
-        for command in [RemoteCommand::Identity, RemoteCommand::Disk, RemoteCommand::HostRpc] {
+        for command in [RemoteCommand::Identity, RemoteCommand::Disk, RemoteCommand::Rpc] {
             for spec in local.specs(command, None, limits()) {
                 assert!(spec.program.is_absolute());
             }
         }
-        let rpc = &local.specs(RemoteCommand::HostRpc, Some(b"x"), limits())[0];
+        let rpc = &local.specs(RemoteCommand::Rpc, Some(b"x"), limits())[0];
         assert_eq!(rpc.program, PathBuf::from("/usr/bin/sudo"));
         let argv: Vec<String> = rpc.args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
         assert_eq!(argv, ["-n", "/usr/local/bin/volce-lab-host", "rpc"]);

@@ -37,7 +37,7 @@ use crate::vocab::{Code, HealthPath, ImageRef, Refusal, uncovered_volumes};
 mod entry;
 mod reference;
 mod run;
-use entry::{data_arg, old_data_path, pinned_entry};
+use entry::{data_arg, pinned_entry};
 pub use reference::{PortChoice, Reference, choose_port};
 pub use run::{run_catalog_list, run_catalog_pin, run_catalog_remove};
 
@@ -126,6 +126,50 @@ pub fn prepare_pin(
     args: &PinArgs,
     now: i64,
 ) -> Result<Change, Refusal> {
+    let checked = check_pin_args(args)?;
+    let (before, mut value, policy) = current(paths)?;
+    let old = value["catalog"].get(&args.key).cloned();
+    let image = fetch_image(source, &checked.reference)?;
+    // A VOLUME at exactly the entry's data path (given now, or kept from
+    // the old entry) is covered by the data directory.
+    let old_data = policy.catalog.get(&args.key).and_then(|entry| entry.data.as_ref());
+    let data_path = checked.data.as_ref().or(old_data).map(|d| d.path.clone());
+    let volumes = uncovered_volumes(image.local.config.volumes.keys().cloned().collect(), data_path.as_ref());
+    if !volumes.is_empty() {
+        return Err(crate::control::validate::volumes_refusal(
+            &esc(&image.pull),
+            &volumes,
+            "Nothing was written.",
+        ));
+    }
+    let port = entry_port(args.container_port, &image)?;
+    let entry_json =
+        pinned_entry(old.as_ref(), &image.pinned, port, checked.health_path.as_ref(), checked.data.as_ref());
+    value["catalog"][&args.key] = entry_json.clone();
+    let mut shown = format!(
+        "{} {} ({}).\n",
+        if image.pulled { "Pulled" } else { "Could not pull; read the local image" },
+        esc(&image.pull),
+        if image.pulled { "registry digest" } else { "its registry digest as docker last saw it" }
+    );
+    shown.push_str(&match &old {
+        Some(old) => format!("Catalog key `{}`, now: {}\n", args.key, esc(&old.to_string())),
+        None => format!("Catalog key `{}` is new.\n", args.key),
+    });
+    shown.push_str(&format!("It will be: {}\n", esc(&entry_json.to_string())));
+    finish(paths, &policy, args.key.clone(), before, &value, shown, now)
+}
+
+/// Pin's arguments, checked before anything is read or pulled.
+struct PinChecked {
+    reference: Reference,
+    health_path: Option<HealthPath>,
+    data: Option<crate::vocab::DataSpec>,
+}
+
+/// Checks the key, the image reference, the port, the health path and the
+/// data directory pin was given, in that order.
+fn check_pin_args(args: &PinArgs) -> Result<PinChecked, Refusal> {
     check_key(&args.key)?;
     let Some(reference) = Reference::parse(&args.image) else {
         return refused(
@@ -159,9 +203,22 @@ pub fn prepare_pin(
         })?),
     };
     let data = args.data.as_deref().map(data_arg).transpose()?;
-    let (before, mut value, policy) = current(paths)?;
-    let old = value["catalog"].get(&args.key).cloned();
+    Ok(PinChecked { reference, health_path, data })
+}
 
+/// The image pin found: how it was asked for, whether the pull worked,
+/// what the engine holds, and its pinned reference.
+struct FetchedImage {
+    pull: String,
+    pulled: bool,
+    local: LocalImage,
+    pinned: ImageRef,
+}
+
+/// Pulls `reference` (or reads the local image when the pull fails), pins
+/// it by its registry digest, and checks that it fits the container
+/// volce-lab starts from it.
+fn fetch_image(source: &dyn ImageSource, reference: &Reference) -> Result<FetchedImage, Refusal> {
     let pull = reference.pull_form();
     let pulled = source.pull(&pull).is_ok();
     let Some(image) = source.local_image(&pull).map_err(engine_refusal)? else {
@@ -200,48 +257,29 @@ pub fn prepare_pin(
             ),
         );
     }
-    // A VOLUME at exactly the entry's data path (given now, or kept from
-    // the old entry) is covered by the data directory.
-    let data_path = data.as_ref().map(|d| d.path.clone()).or_else(|| old_data_path(old.as_ref()));
-    let volumes = uncovered_volumes(image.config.volumes.keys().cloned().collect(), data_path.as_ref());
-    if !volumes.is_empty() {
-        return Err(crate::control::validate::volumes_refusal(&esc(&pull), &volumes, "Nothing was written."));
-    }
-    let port = match choose_port(args.container_port, &image.config.exposed_ports) {
-        PortChoice::Chosen(port) => port,
-        other => {
-            let why = match other {
-                PortChoice::Several(ports) => format!(
-                    "exposes several ports ({})",
-                    ports.iter().map(u16::to_string).collect::<Vec<_>>().join(", ")
-                ),
-                PortChoice::Privileged(port) => format!("exposes port {port}, below 1024"),
-                _ => "exposes no port".to_owned(),
-            };
-            return refused(
-                Code::ContainerPortNeeded,
-                format!(
-                    "{} {why}, so the catalog entry's container_port cannot be taken from it. Nothing was \
-                     written. Run it again with --container-port N, the port the app listens on.",
-                    esc(&pull)
-                ),
-            );
-        }
+    Ok(FetchedImage { pull, pulled, local: image, pinned })
+}
+
+/// The entry's container port: the one given, or the one port the image
+/// exposes.
+fn entry_port(given: Option<u16>, image: &FetchedImage) -> Result<u16, Refusal> {
+    let why = match choose_port(given, &image.local.config.exposed_ports) {
+        PortChoice::Chosen(port) => return Ok(port),
+        PortChoice::Several(ports) => format!(
+            "exposes several ports ({})",
+            ports.iter().map(u16::to_string).collect::<Vec<_>>().join(", ")
+        ),
+        PortChoice::Privileged(port) => format!("exposes port {port}, below 1024"),
+        PortChoice::NoneExposed => "exposes no port".to_owned(),
     };
-    let entry_json = pinned_entry(old.as_ref(), &pinned, port, health_path.as_ref(), data.as_ref());
-    value["catalog"][&args.key] = entry_json.clone();
-    let mut shown = format!(
-        "{} {} ({}).\n",
-        if pulled { "Pulled" } else { "Could not pull; read the local image" },
-        esc(&pull),
-        if pulled { "registry digest" } else { "its registry digest as docker last saw it" }
-    );
-    shown.push_str(&match &old {
-        Some(old) => format!("Catalog key `{}`, now: {}\n", args.key, esc(&old.to_string())),
-        None => format!("Catalog key `{}` is new.\n", args.key),
-    });
-    shown.push_str(&format!("It will be: {}\n", esc(&entry_json.to_string())));
-    finish(paths, &policy, args.key.clone(), before, &value, shown, now)
+    refused(
+        Code::ContainerPortNeeded,
+        format!(
+            "{} {why}, so the catalog entry's container_port cannot be taken from it. Nothing was \
+             written. Run it again with --container-port N, the port the app listens on.",
+            esc(&image.pull)
+        ),
+    )
 }
 
 /// Prepares `catalog remove KEY`: refused while a managed app's record

@@ -155,11 +155,58 @@ pub fn setup(args: &SetupArgs) -> Result<(), SetupError> {
     result
 }
 
+/// Setup's steps in order; the first that fails stops the rest (the
+/// manifest records what the earlier ones changed, for undo).
 fn setup_steps(args: &SetupArgs, kind: &str, blob: &str, manifest: &mut Manifest) -> Result<(), SetupError> {
     let agent = args.agent.as_str();
 
     // 1. The account: key login only, /bin/sh (bash would read ~/.bashrc
     //    for an ssh command), in no privileged group.
+    let user = agent_account(agent, manifest)?;
+
+    // 2. Home, dotfiles and ~/.ssh owned by root: out of the account's reach.
+    let home = user.dir.clone();
+    if !home.is_absolute() || home == Path::new("/") {
+        return Err(step_failed(
+            "agent home",
+            format!("{} is not a home directory setup can protect", home.display()),
+        ));
+    }
+    protect_home(&home)?;
+
+    // 3. The key, bound to the gate.
+    agent_key(&home, kind, blob, manifest, args.replace)?;
+
+    // 4. The one sudoers rule, in force only once visudo accepted it.
+    let rule = format!("{}\n", super::sudoers_rule(agent));
+    place_sudoers(manifest, rule.as_bytes(), args.replace)?;
+    manifest.agent = Some(agent.to_owned());
+
+    // 5. A policy skeleton, never over an existing policy.
+    if Path::new(POLICY).exists() {
+        say(false, "policy", format!("{POLICY} exists (left as it is)"));
+    } else {
+        let skeleton = policy_skeleton(&args.operator);
+        if let Some(etc) = Path::new(POLICY).parent() {
+            fs::create_dir_all(etc).map_err(|e| step_failed("policy", e))?;
+        }
+        place_file(manifest, "policy", Path::new(POLICY), skeleton.as_bytes(), 0o600, false)?;
+        println!("     edit {POLICY}: put your reviewed, digest-pinned images in catalog and nginx_image");
+    }
+
+    // 6. The database, so doctor has something to check before any rpc.
+    let database = HostPaths::fixed().database();
+    crate::store::Store::open(&database).map_err(|e| step_failed("database", e))?;
+    say(false, "database", format!("{} is at the current schema", database.display()));
+
+    // 7. The smoke request, as the agent, through the exact sudoers rule.
+    smoke_request(agent);
+    Ok(())
+}
+
+/// Step 1: the agent's account, made when it is missing, with the gate's
+/// shell, no usable password, and in no privileged group.
+fn agent_account(agent: &str, manifest: &mut Manifest) -> Result<nix::unistd::User, SetupError> {
     let user = match nix::unistd::User::from_name(agent).ok().flatten() {
         Some(user) => {
             say(false, "agent account", format!("{agent} exists"));
@@ -199,18 +246,17 @@ fn setup_steps(args: &SetupArgs, kind: &str, blob: &str, manifest: &mut Manifest
             ),
         ));
     }
+    Ok(user)
+}
 
-    // 2. Home, dotfiles and ~/.ssh owned by root: out of the account's reach.
-    let home = user.dir.clone();
-    if !home.is_absolute() || home == Path::new("/") {
-        return Err(step_failed(
-            "agent home",
-            format!("{} is not a home directory setup can protect", home.display()),
-        ));
-    }
-    protect_home(&home)?;
-
-    // 3. The key, bound to the gate.
+/// Step 3: `~/.ssh` root's, and the one authorized key, bound to the gate.
+fn agent_key(
+    home: &Path,
+    kind: &str,
+    blob: &str,
+    manifest: &mut Manifest,
+    replace: bool,
+) -> Result<(), SetupError> {
     let ssh_dir = home.join(".ssh");
     if !ssh_dir.is_dir() {
         fs::create_dir(&ssh_dir).map_err(|e| step_failed("agent ~/.ssh", e))?;
@@ -220,42 +266,16 @@ fn setup_steps(args: &SetupArgs, kind: &str, blob: &str, manifest: &mut Manifest
     fs::set_permissions(&ssh_dir, fs::Permissions::from_mode(0o755))
         .map_err(|e| step_failed("agent ~/.ssh", e))?;
     let line = authorized_keys_line(kind, blob);
-    place_file(
-        manifest,
-        "agent key",
-        &ssh_dir.join("authorized_keys"),
-        line.as_bytes(),
-        0o644,
-        args.replace,
-    )?;
+    place_file(manifest, "agent key", &ssh_dir.join("authorized_keys"), line.as_bytes(), 0o644, replace)
+}
 
-    // 4. The one sudoers rule, in force only once visudo accepted it.
-    let rule = format!("{}\n", super::sudoers_rule(agent));
-    place_sudoers(manifest, rule.as_bytes(), args.replace)?;
-    manifest.agent = Some(agent.to_owned());
-
-    // 5. A policy skeleton, never over an existing policy.
-    if Path::new(POLICY).exists() {
-        say(false, "policy", format!("{POLICY} exists (left as it is)"));
-    } else {
-        let skeleton = policy_skeleton(&args.operator);
-        if let Some(etc) = Path::new(POLICY).parent() {
-            fs::create_dir_all(etc).map_err(|e| step_failed("policy", e))?;
-        }
-        place_file(manifest, "policy", Path::new(POLICY), skeleton.as_bytes(), 0o600, false)?;
-        println!("     edit {POLICY}: put your reviewed, digest-pinned images in catalog and nginx_image");
-    }
-
-    // 6. The database, so doctor has something to check before any rpc.
-    let database = HostPaths::fixed().database();
-    crate::store::Store::open(&database).map_err(|e| step_failed("database", e))?;
-    say(false, "database", format!("{} is at the current schema", database.display()));
-
-    // 7. The smoke args, as the agent, through the exact sudoers rule.
+/// Step 7: the agent's rpc through the exact sudoers rule, as the agent.
+/// Reported, never fatal: doctor says why it failed.
+fn smoke_request(agent: &str) {
     let reply = run(
         "smoke request",
         "/usr/sbin/runuser",
-        &["-u", agent, "--", "/usr/bin/sudo", "-n", HostPaths::HELPER, "rpc"],
+        &[&["-u", agent, "--", HostPaths::SUDO][..], crate::wire::remote::RPC_ARGS].concat(),
         Some(br#"{"operation":"gateway_status"}"#),
     );
     match reply {
@@ -266,7 +286,6 @@ fn setup_steps(args: &SetupArgs, kind: &str, blob: &str, manifest: &mut Manifest
             println!("FAIL smoke request: {why}\n     fix: run `sudo volce-lab-host doctor` for the reason")
         }
     }
-    Ok(())
 }
 
 /// The home directory and every dotfile in it become root's and lose group

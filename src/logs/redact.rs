@@ -6,20 +6,11 @@
 
 use std::ops::Range;
 
-use super::{REDACTED, after_stamp, normal, shape, shapes};
+use super::shapes::{self, Next};
+use super::{REDACTED, after_stamp, normal, shape};
 
 /// How deep a base64 token inside decoded base64 is still decoded.
 const MAX_BASE64_DEPTH: usize = 2;
-
-/// What the line after a scanned one holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Next {
-    /// The value of a key this line ended with (`password:`).
-    Value,
-    /// A YAML block scalar (`password: |`): every following line indented
-    /// deeper than the key.
-    Block,
-}
 
 /// What a line's scan found: line ranges to redact and, when the line ended
 /// with a key whose value is still to come, what comes and where (a line

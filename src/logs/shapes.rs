@@ -10,7 +10,18 @@ use std::ops::Range;
 
 use super::REDACTED;
 use super::normal::{self, View};
-use super::redact::Next;
+
+/// What the line after a scanned one holds: a key at the end of a line
+/// ([`key_values`]) leaves its value to the lines after it (`super::redact`
+/// carries it there).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Next {
+    /// The value of a key this line ended with (`password:`).
+    Value,
+    /// A YAML block scalar (`password: |`): every following line indented
+    /// deeper than the key.
+    Block,
+}
 
 /// The shortest base64 token worth decoding: `pw=x` is eight characters.
 const MIN_BASE64_CHARS: usize = 8;
@@ -117,39 +128,101 @@ pub(super) fn key_values(text: &str, ranges: &mut Vec<Range<usize>>) -> Option<(
             ranges.push(range);
             continue;
         }
-        let name = &text[start..i];
-        // Most names end in no letter any key word ends in: skip them
-        // before building the compact form (a long line has many names).
+        let Some(kind) = NameKind::of(&text[start..i], &mut compact) else { continue };
+        if kind.bearer
+            && let Some(range) = after_spaces_credential(bytes, i, 16)
+        {
+            ranges.push(range);
+            continue;
+        }
+        if !kind.always && !kind.if_random {
+            continue;
+        }
+        let Some(after) = After::name(bytes, start, i) else { continue };
+        if kind.always && after.colon {
+            // `password:` ends the line: the value is on the next (a
+            // prompt, YAML, pretty JSON). `password=` is an empty value.
+            let key = start - usize::from(start > 0 && matches!(bytes[start - 1], b'"' | b'\''));
+            match text[after.value..].trim_end() {
+                "" => next = Some((Next::Value, key)),
+                "|" | "|-" | "|+" | ">" | ">-" | ">+" => {
+                    next = Some((Next::Block, key));
+                    continue;
+                }
+                _ => {}
+            }
+        }
+        if let Some(range) = secret_value(text, i, &kind, &after) {
+            i = range.end;
+            ranges.push(range);
+        }
+    }
+    next
+}
+
+/// What the words of a name make of it as a key.
+struct NameKind {
+    /// Its value is a secret whatever it looks like (`DB_PASSWORD`).
+    always: bool,
+    /// Its value may follow after a space alone (`PASSWORD hunter2`).
+    spaced: bool,
+    /// Its value is a secret when it looks random (`key`, `token`).
+    if_random: bool,
+    /// `Bearer`: a credential follows.
+    bearer: bool,
+    /// `Authorization`: its value keeps its scheme word.
+    authorization: bool,
+}
+
+impl NameKind {
+    /// `None` for the many names that end in no letter any key word ends
+    /// in: skipped before the compact form is built (a long line has many
+    /// names). `compact` is a buffer kept across names.
+    fn of(name: &str, compact: &mut String) -> Option<NameKind> {
         let last = name.bytes().rev().find(u8::is_ascii_alphanumeric).unwrap_or(0);
         if !LAST_LETTERS[usize::from(last.to_ascii_lowercase() & 0x7f)] {
-            continue;
+            return None;
         }
         compact.clear();
         compact.extend(
             name.bytes().filter(u8::is_ascii_alphanumeric).map(|b| char::from(b.to_ascii_lowercase())),
         );
         let ends = |words: &[&str]| words.iter().any(|w| compact.ends_with(w));
-        let always = ends(&ALWAYS) || ALWAYS_WORD.iter().any(|w| last_word(name).eq_ignore_ascii_case(w));
-        let spaced = ends(&SPACED);
-        let if_random = ends(&IF_RANDOM);
-        if compact == "bearer"
-            && let Some(range) = after_spaces_credential(bytes, i, 16)
-        {
-            ranges.push(range);
-            continue;
-        }
-        if !always && !if_random {
-            continue;
-        }
-        // After the name: an optional closing quote, spaces, a separator.
-        let mut j = i;
+        Some(NameKind {
+            always: ends(&ALWAYS) || ALWAYS_WORD.iter().any(|w| last_word(name).eq_ignore_ascii_case(w)),
+            spaced: ends(&SPACED),
+            if_random: ends(&IF_RANDOM),
+            bearer: compact == "bearer",
+            authorization: compact.ends_with("authorization"),
+        })
+    }
+}
+
+/// What follows a key's name: where its value starts and what separated
+/// them.
+struct After {
+    /// The byte the value starts at (its opening quote, if any).
+    value: usize,
+    /// The separator's length: 0 (spaces only), 1 (`=`, `:`, a tag's `>`)
+    /// or 2 (`=>`, `:=`).
+    sep: usize,
+    /// The separator is a single `:`.
+    colon: bool,
+    /// `<password>value</password>`: the tag's `>` separates, and the
+    /// value runs to the next `<` as if that were its closing quote.
+    xml: bool,
+}
+
+impl After {
+    /// After the name at `start..end`: an optional closing quote, spaces, a
+    /// separator. `None` when nothing at all follows the name.
+    fn name(bytes: &[u8], start: usize, end: usize) -> Option<After> {
+        let mut j = end;
         if j < bytes.len() && matches!(bytes[j], b'"' | b'\'') {
             j += 1;
         }
         j = skip_spaces(bytes, j);
-        // `<password>value</password>`: the tag's `>` separates, and the
-        // value runs to the next `<` as if that were its closing quote.
-        let xml = j == i && start > 0 && bytes[start - 1] == b'<' && bytes.get(j) == Some(&b'>');
+        let xml = j == end && start > 0 && bytes[start - 1] == b'<' && bytes.get(j) == Some(&b'>');
         let sep = match (bytes.get(j), bytes.get(j + 1)) {
             _ if xml => 1,
             (Some(b'='), Some(b'>')) | (Some(b':'), Some(b'=')) => 2,
@@ -159,53 +232,47 @@ pub(super) fn key_values(text: &str, ranges: &mut Vec<Range<usize>>) -> Option<(
         let colon = sep == 1 && bytes[j] == b':';
         if sep > 0 {
             j = skip_spaces(bytes, j + sep);
-        } else if j == i {
-            continue;
+        } else if j == end {
+            return None;
         }
-        if always && colon {
-            // `password:` ends the line: the value is on the next (a
-            // prompt, YAML, pretty JSON). `password=` is an empty value.
-            let key = start - usize::from(start > 0 && matches!(bytes[start - 1], b'"' | b'\''));
-            match text[j..].trim_end() {
-                "" => next = Some((Next::Value, key)),
-                "|" | "|-" | "|+" | ">" | ">-" | ">+" => {
-                    next = Some((Next::Block, key));
-                    continue;
-                }
-                _ => {}
-            }
-        }
-        let quote = (j < bytes.len() && matches!(bytes[j], b'"' | b'\'')).then(|| bytes[j]);
-        if quote.is_some() {
-            j += 1;
-        }
-        let quote = if xml { Some(b'<') } else { quote };
-        if compact.ends_with("authorization") && sep > 0 {
-            // Keep the scheme word: `Authorization: Bearer [REDACTED]`.
-            let word = bytes[j..].iter().take_while(|b| b.is_ascii_alphabetic()).count();
-            if word > 0 && bytes.get(j + word) == Some(&b' ') {
-                j += word + 1;
-            }
-        }
-        // Where only a random-looking value would be redacted, its end is
-        // the first non-credential character: an unclosed quote after every
-        // `key` of a long line must not make each one scan to the end.
-        let only_random = !(spaced || (always && sep > 0));
-        let end = value_end(text, j, quote, only_random);
-        let value = &text[j..end];
-        if value.is_empty() || value == REDACTED {
-            continue;
-        }
-        // The space must follow the name itself: in `"bad password"}` the
-        // name's closing quote ends a sentence, not a key.
-        let spaced_value =
-            spaced && sep == 0 && bytes.get(i) == Some(&b' ') && (quote.is_some() || !prose(value));
-        if (always && sep > 0) || spaced_value || (if_random && high_entropy(value)) {
-            ranges.push(j..end);
-            i = end;
+        Some(After { value: j, sep, colon, xml })
+    }
+}
+
+/// The value after a key that is to be redacted, if it is one (the name
+/// ends at `name_end`).
+fn secret_value(text: &str, name_end: usize, kind: &NameKind, after: &After) -> Option<Range<usize>> {
+    let bytes = text.as_bytes();
+    let mut j = after.value;
+    let quote = (j < bytes.len() && matches!(bytes[j], b'"' | b'\'')).then(|| bytes[j]);
+    if quote.is_some() {
+        j += 1;
+    }
+    let quote = if after.xml { Some(b'<') } else { quote };
+    if kind.authorization && after.sep > 0 {
+        // Keep the scheme word: `Authorization: Bearer [REDACTED]`.
+        let word = bytes[j..].iter().take_while(|b| b.is_ascii_alphabetic()).count();
+        if word > 0 && bytes.get(j + word) == Some(&b' ') {
+            j += word + 1;
         }
     }
-    next
+    // Where only a random-looking value would be redacted, its end is
+    // the first non-credential character: an unclosed quote after every
+    // `key` of a long line must not make each one scan to the end.
+    let only_random = !(kind.spaced || (kind.always && after.sep > 0));
+    let end = value_end(text, j, quote, only_random);
+    let value = &text[j..end];
+    if value.is_empty() || value == REDACTED {
+        return None;
+    }
+    // The space must follow the name itself: in `"bad password"}` the
+    // name's closing quote ends a sentence, not a key.
+    let spaced_value = kind.spaced
+        && after.sep == 0
+        && bytes.get(name_end) == Some(&b' ')
+        && (quote.is_some() || !prose(value));
+    let secret = (kind.always && after.sep > 0) || spaced_value || (kind.if_random && high_entropy(value));
+    secret.then_some(j..end)
 }
 
 fn skip_spaces(bytes: &[u8], from: usize) -> usize {

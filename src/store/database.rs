@@ -80,7 +80,7 @@ impl StoreError {
             ),
             StoreError::TornLog { .. } => corrupt_refusal(),
             StoreError::Sqlite(e) if is_corrupt(e) => corrupt_refusal(),
-            StoreError::Sqlite(e) if is_full(e) => full_refusal(),
+            StoreError::Sqlite(e) if is_full(e) => super::space::full_refusal(),
             _ => Refusal::new(
                 Code::StateUnavailable,
                 "The host's state database is unavailable; nothing was changed.",
@@ -113,16 +113,6 @@ fn corrupt_refusal() -> Refusal {
         Code::StateCorrupt,
         "The host's state database is damaged; nothing was changed. The operator runs \
          `volce-lab-host doctor` and restores state.db from the backup (operator.md).",
-    )
-}
-
-/// Also what a prepare gets when the free-space floor of
-/// `crate::store::space` is not met.
-pub(crate) fn full_refusal() -> Refusal {
-    Refusal::new(
-        Code::StateFull,
-        "The host's state directory has no room left; nothing was changed. The operator frees \
-         space on its filesystem (volce-lab-host doctor shows how much is free), then this works again.",
     )
 }
 
@@ -305,6 +295,7 @@ impl Store {
     /// Sets the free bytes every write needs (tests: `u64::MAX` makes any
     /// filesystem too full). The shipped helper never calls it.
     #[doc(hidden)]
+    #[cfg(any(test, feature = "test-hatches"))]
     pub fn set_free_space_floor_for_tests(&mut self, bytes: u64) {
         if let Some((_, floor)) = &mut self.floor {
             *floor = bytes;
@@ -373,7 +364,10 @@ impl Store {
     /// The raw connection, bypassing every transition, transaction and audit
     /// row: only for tests and benchmarks that fill history fast or break a
     /// database on purpose. Public because integration tests and benches
-    /// cannot see `#[cfg(test)]` items; the shipped helper never calls it.
+    /// cannot see `#[cfg(test)]` items; compiled only with the `test-hatches`
+    /// feature, which only the test builds enable (Cargo.toml), so the
+    /// shipped helper does not contain it.
+    #[cfg(any(test, feature = "test-hatches"))]
     pub fn dangerous_connection_for_tests(&mut self) -> &mut Connection {
         &mut self.conn
     }

@@ -7,6 +7,10 @@
 //! in this case (the port, the plan, the state) and stays whole; the fix is
 //! the standing next step for that cause, which a client can show on its
 //! own. The match is exhaustive, so a new code cannot ship without one.
+//!
+//! [`Code::fix`] is long on purpose (over the ~80 lines a function is
+//! otherwise split at): it is a data table, one arm per code, and splitting
+//! it would only spread one table over several places.
 
 use super::Code;
 

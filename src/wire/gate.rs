@@ -50,6 +50,9 @@
 //!   compares it itself before it releases the payload: the gate's own
 //!   verdict is not trusted alone.
 
+use strum::VariantArray as _;
+
+use super::remote::RemoteCommand;
 use crate::wire::versions::HelperVersion;
 
 /// The protocol word every gated line and header starts with.
@@ -57,11 +60,9 @@ pub const MAGIC: &str = "volce-lab-gate";
 /// The one version of this framing.
 pub const VERSION: &str = "1";
 
-/// What a workstation without the gate sends for identity (and what a
-/// shell runs for the gated identity request, the comment aside).
-pub const LEGACY_IDENTITY: &str = "LC_ALL=C; export LC_ALL; hostname && id -un";
-pub const LEGACY_DISK: &str = "LC_ALL=C df -h /";
-pub const LEGACY_RPC: &str = "sudo -n /usr/local/bin/volce-lab-host rpc";
+/// The three fixed lines a workstation without the gate sends: their home
+/// is the closed set of remote commands ([`super::remote`]).
+pub use super::remote::{LEGACY_DISK, LEGACY_IDENTITY, LEGACY_RPC};
 
 /// The longest remote command the gate reads; every valid one is far shorter.
 pub const MAX_COMMAND_BYTES: usize = 1024;
@@ -76,32 +77,14 @@ pub const MAX_COMMAND_BYTES: usize = 1024;
 /// test execs at this length and one past it).
 pub const MAX_RECEIVABLE_COMMAND_BYTES: usize = 32 * 4096 - "SSH_ORIGINAL_COMMAND=".len() - 1;
 
-/// One of the fixed requests. Closed: nothing else is ever run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumString, strum::VariantArray)]
-#[strum(serialize_all = "snake_case")]
-pub enum GateCheck {
-    /// The host name and the account.
-    Identity,
-    /// `df -h /` in the C locale.
-    Disk,
-    /// `sudo -n /usr/local/bin/volce-lab-host rpc`, the request on stdin.
-    Rpc,
-}
-
-impl GateCheck {
-    pub fn as_str(self) -> &'static str {
-        self.into()
-    }
-}
-
 /// A request the gate accepts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GateRequest {
     /// One of the lines a workstation without the gate sends: run as before,
     /// no identity pre-check (that workstation checks in its own session).
-    Legacy(GateCheck),
+    Legacy(RemoteCommand),
     /// A check to run only when this is the expected host and account.
-    Gated { check: GateCheck, host: String, user: String },
+    Gated { check: RemoteCommand, host: String, user: String },
 }
 
 /// Why the gate refused a remote command. A closed set: this, the
@@ -205,11 +188,11 @@ impl RefusalRecord {
 
 /// The remote command a workstation sends for `check`, expecting `host`
 /// and `user` (both validated identifiers).
-pub fn request_line(check: GateCheck, host: &str, user: &str) -> String {
+pub fn request_line(check: RemoteCommand, host: &str, user: &str) -> String {
     let comment = format!("# {MAGIC} {VERSION} {} {host} {user}", check.as_str());
     match check {
-        GateCheck::Identity => format!("{LEGACY_IDENTITY} {comment}"),
-        GateCheck::Disk | GateCheck::Rpc => comment,
+        RemoteCommand::Identity => format!("{LEGACY_IDENTITY} {comment}"),
+        RemoteCommand::Disk | RemoteCommand::Rpc => comment,
     }
 }
 
@@ -222,18 +205,15 @@ pub fn parse_request(command: Option<&[u8]>) -> Result<GateRequest, RefusalReaso
         return Err(RefusalReason::TooLong);
     }
     let text = std::str::from_utf8(command).map_err(|_| RefusalReason::NotAFixedRequest)?;
-    match text {
-        LEGACY_IDENTITY => return Ok(GateRequest::Legacy(GateCheck::Identity)),
-        LEGACY_DISK => return Ok(GateRequest::Legacy(GateCheck::Disk)),
-        LEGACY_RPC => return Ok(GateRequest::Legacy(GateCheck::Rpc)),
-        _ => {}
+    if let Some(legacy) = RemoteCommand::VARIANTS.iter().find(|c| c.legacy_line() == text) {
+        return Ok(GateRequest::Legacy(*legacy));
     }
     let words: Vec<&str> = text.strip_prefix(LEGACY_IDENTITY).unwrap_or(text).split(' ').collect();
     let ([_, "#", MAGIC, VERSION, check, host, user] | ["#", MAGIC, VERSION, check, host, user]) = words[..]
     else {
         return Err(RefusalReason::NotAFixedRequest);
     };
-    let check: GateCheck = check.parse().map_err(|_| RefusalReason::NotAFixedRequest)?;
+    let check: RemoteCommand = check.parse().map_err(|_| RefusalReason::NotAFixedRequest)?;
     if !crate::config::is_identifier(host) || !crate::config::is_identifier(user) {
         return Err(RefusalReason::NotAFixedRequest);
     }

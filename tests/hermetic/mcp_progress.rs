@@ -14,12 +14,13 @@ use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader, DuplexStrea
 use volce_lab::config::{Config, Mode};
 use volce_lab::exec::{ProcessSpec, Transport as ExecTransport};
 use volce_lab::inspect::Inspector;
-use volce_lab::inspect::transport::{CommandCarrier, RemoteCommand, RunLimits};
+use volce_lab::inspect::transport::{CommandCarrier, RunLimits};
 use volce_lab::mcp::audit::Audit;
 use volce_lab::mcp::progress::step_message;
 use volce_lab::mcp::rpc::RPC_LIMITS;
 use volce_lab::mcp::{Options, VolceLab};
 use volce_lab::vocab::Step;
+use volce_lab::wire::remote::RemoteCommand;
 
 const PLAN_ID: &str = "0123456789abcdef0123456789abcdef";
 
@@ -33,7 +34,7 @@ impl CommandCarrier for StandIn {
         let script = match command {
             RemoteCommand::Identity => "printf 'web-1\\nagent\\n'".to_owned(),
             RemoteCommand::Disk => "printf 'Filesystem Size\\n'".to_owned(),
-            RemoteCommand::HostRpc => format!("cat > /dev/null; {}", self.rpc),
+            RemoteCommand::Rpc => format!("cat > /dev/null; {}", self.rpc),
         };
         let mut spec = limits.apply(ProcessSpec::new("/bin/sh", ["-c", script.as_str()]), stdin);
         spec.transport = ExecTransport::Ssh;

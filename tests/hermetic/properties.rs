@@ -10,8 +10,9 @@ use serde_json::{Map, Value, json};
 use volce_lab::control::canonical;
 use volce_lab::nginx::{AccessLog, names_directive, render};
 use volce_lab::vocab::{Code, ServerName};
-use volce_lab::wire::gate::{self, GateCheck, GateRequest, Header};
+use volce_lab::wire::gate::{self, GateRequest, Header};
 use volce_lab::wire::parse_request;
+use volce_lab::wire::remote::RemoteCommand;
 
 use crate::support::nginx_shape::{only_our_directives, only_our_directives_for};
 
@@ -221,7 +222,7 @@ proptest! {
 /// is still a fixed line.
 #[test]
 fn gate_refuses_every_small_edit_of_a_fixed_line() {
-    for check in [GateCheck::Identity, GateCheck::Disk, GateCheck::Rpc] {
+    for check in [RemoteCommand::Identity, RemoteCommand::Disk, RemoteCommand::Rpc] {
         let line = gate::request_line(check, "web-1", "vl-agent");
         assert!(gate::parse_request(Some(line.as_bytes())).is_ok(), "{line}");
         for at in 0..=line.len() {

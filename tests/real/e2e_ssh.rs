@@ -16,7 +16,8 @@ use volce_lab::exec::{self, Completion, ExecutionStatus};
 use volce_lab::inspect::ssh_mux::{Carried, MultiplexedSsh};
 use volce_lab::inspect::transport::{CommandCarrier, RunLimits, SshTransport};
 use volce_lab::inspect::{Check, Inspector, Status};
-use volce_lab::wire::gate::{GateCheck, request_line};
+use volce_lab::wire::gate::request_line;
+use volce_lab::wire::remote::RemoteCommand;
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
@@ -459,14 +460,14 @@ fn exit_codes_and_outputs_in_process_match_the_client_path() {
     let limits = RunLimits { output: 8192, timeout: Duration::from_secs(12) };
     let bad_request: &[u8] = b"{not json";
     let cases: Vec<(String, Option<&[u8]>)> = vec![
-        (request_line(GateCheck::Identity, &host, AGENT), None),
-        (request_line(GateCheck::Disk, &host, AGENT), None),
+        (request_line(RemoteCommand::Identity, &host, AGENT), None),
+        (request_line(RemoteCommand::Disk, &host, AGENT), None),
         // The gate sees another expected host: says mismatch, exits 1.
-        (request_line(GateCheck::Disk, "not-this-host", AGENT), None),
+        (request_line(RemoteCommand::Disk, "not-this-host", AGENT), None),
         // Not a gate request at all.
         ("echo hello".to_owned(), None),
         // The helper refuses the request.
-        (request_line(GateCheck::Rpc, &host, AGENT), Some(bad_request)),
+        (request_line(RemoteCommand::Rpc, &host, AGENT), Some(bad_request)),
     ];
     runtime.block_on(async {
         for (line, stdin) in cases {
@@ -475,7 +476,7 @@ fn exit_codes_and_outputs_in_process_match_the_client_path() {
             let before = mux.carried();
             let (in_process, _) = mux.run(&spec).await;
             assert_eq!(mux.carried().in_process, before.in_process + 1, "{line}: not in-process");
-            let facts = |o: &exec::Outcome| {
+            let facts = |o: &exec::ProcessOutput| {
                 (
                     o.execution.execution_status,
                     o.execution.exit_code,
@@ -484,8 +485,9 @@ fn exit_codes_and_outputs_in_process_match_the_client_path() {
                 )
             };
             assert_eq!(facts(&in_process), facts(&client), "{line}");
-            let first_line =
-                |o: &exec::Outcome| String::from_utf8_lossy(&o.stdout).lines().next().map(str::to_owned);
+            let first_line = |o: &exec::ProcessOutput| {
+                String::from_utf8_lossy(&o.stdout).lines().next().map(str::to_owned)
+            };
             // df's figures and the helper's reply (its request id) change
             // from run to run; the gate's header line does not.
             if line.contains(" disk ") || line.contains(" rpc ") {

@@ -449,7 +449,7 @@ pub struct ClientOnly(pub std::sync::Arc<volce_lab::inspect::ssh_mux::Multiplexe
 impl volce_lab::inspect::transport::CommandCarrier for ClientOnly {
     fn specs(
         &self,
-        command: volce_lab::inspect::transport::RemoteCommand,
+        command: volce_lab::wire::remote::RemoteCommand,
         stdin: Option<&[u8]>,
         limits: volce_lab::inspect::transport::RunLimits,
     ) -> Vec<volce_lab::exec::ProcessSpec> {

@@ -11,7 +11,8 @@ use std::path::PathBuf;
 use rmcp::model::{CallToolResult, Tool};
 use serde_json::{Map, Value};
 use volce_lab::exec::{ProcessSpec, Transport as ExecTransport};
-use volce_lab::inspect::transport::{CommandCarrier, RemoteCommand, RunLimits};
+use volce_lab::inspect::transport::{CommandCarrier, RunLimits};
+use volce_lab::wire::remote::RemoteCommand;
 
 /// A target and its helper, played by one `/bin/sh` script per remote
 /// command, run through the real runner with `$DIR` set to `dir` (where
@@ -28,7 +29,7 @@ impl CommandCarrier for ScriptedTarget {
         let script = match command {
             RemoteCommand::Identity => &self.identity,
             RemoteCommand::Disk => &self.disk,
-            RemoteCommand::HostRpc => &self.rpc,
+            RemoteCommand::Rpc => &self.rpc,
         };
         let mut spec = limits.apply(ProcessSpec::new("/bin/sh", ["-c", script.as_str()]), stdin);
         spec.env.push(("DIR".into(), self.dir.clone().into()));

@@ -13,11 +13,11 @@
 //! that does not use the object form hashes as it did before it existed and
 //! plans made under it stay valid across the upgrade.
 
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::{Map, Value};
 
 use crate::vocab::{
-    DATA_MIB_RANGE, DATA_PATH_MAX, DataPath, DataSpec, ENV_DIR, EnvFileName, HEALTH_PATH_MAX, HealthPath,
-    ImageRef,
+    DATA_MIB_RANGE, DATA_PATH_MAX, DataSpec, ENV_DIR, EnvFileName, HEALTH_PATH_MAX, HealthPath, ImageRef,
 };
 
 /// A validated catalog entry.
@@ -55,24 +55,60 @@ impl CatalogEntry {
     }
 }
 
-/// The object form, as it is hashed (only the keys that differ from a bare
-/// reference's meaning).
-#[derive(Serialize)]
-struct EntryObject<'a> {
-    image: &'a ImageRef,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    container_port: Option<u16>,
-    #[serde(skip_serializing_if = "is_root")]
-    health_path: &'a HealthPath,
+/// The object form of an entry, field for field as the policy file holds
+/// it: the one serde type that the loader reads ([`entry`] then checks each
+/// field, in this order, with its own message), that a [`CatalogEntry`]
+/// serializes through (so the policy hash), and that `catalog pin` edits
+/// and writes (`crate::install::catalog`). Each field is the JSON as
+/// written, `null` included: a wrong type gets the entry's own message
+/// rather than serde's, and a key the operator wrote needlessly
+/// (`"health_path": "/"`) survives a re-pin as it was.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct EntryFields {
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub image: Option<Value>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub container_port: Option<Value>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub health_path: Option<Value>,
     /// As the operator wrote it: the absolute path.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    env_file: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    data: Option<&'a DataSpec>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub env_file: Option<Value>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+    /// Keys no entry has: [`entry`] refuses the entry, naming the first.
+    #[serde(flatten)]
+    pub unknown: Map<String, Value>,
 }
 
-fn is_root(path: &&HealthPath) -> bool {
-    path.is_root()
+/// A key that is there is `Some`, even when its value is `null` (serde's
+/// `Option` would read `null` as absent, and accept `"container_port": null`).
+fn present<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(deserializer).map(Some)
+}
+
+impl EntryFields {
+    /// The fields of an object entry as written (`None` for a bare
+    /// reference or anything else that is no object).
+    pub fn of(value: &Value) -> Option<EntryFields> {
+        value.as_object()?;
+        EntryFields::deserialize(value).ok()
+    }
+
+    /// The object form of `entry`: only the keys that differ from a bare
+    /// reference's meaning.
+    fn of_entry(entry: &CatalogEntry) -> Result<EntryFields, serde_json::Error> {
+        Ok(EntryFields {
+            image: Some(serde_json::to_value(&entry.image)?),
+            container_port: entry.container_port.map(Value::from),
+            health_path: (!entry.health_path.is_root())
+                .then(|| serde_json::to_value(&entry.health_path))
+                .transpose()?,
+            env_file: entry.env_file.as_ref().map(|name| Value::from(name.policy_path())),
+            data: entry.data.as_ref().map(serde_json::to_value).transpose()?,
+            unknown: Map::new(),
+        })
+    }
 }
 
 impl Serialize for CatalogEntry {
@@ -80,47 +116,39 @@ impl Serialize for CatalogEntry {
         if self.is_bare() {
             return self.image.serialize(serializer);
         }
-        EntryObject {
-            image: &self.image,
-            container_port: self.container_port,
-            health_path: &self.health_path,
-            env_file: self.env_file.as_ref().map(EnvFileName::policy_path),
-            data: self.data.as_ref(),
-        }
-        .serialize(serializer)
+        EntryFields::of_entry(self).map_err(serde::ser::Error::custom)?.serialize(serializer)
     }
 }
 
-/// The keys an entry object may have, in the order messages name them.
+/// The keys an entry object may have, in the order messages name them
+/// (tested to be [`EntryFields`]'s).
 const KEYS: &[&str] = &["image", "container_port", "health_path", "env_file", "data"];
 
 /// Parses one catalog value (`key` names it in the messages).
-pub(super) fn entry(key: &str, value: &serde_json::Value) -> Result<CatalogEntry, String> {
+pub(super) fn entry(key: &str, value: &Value) -> Result<CatalogEntry, String> {
     let not_pinned = || format!("catalog entry {key:?} is not pinned as name@sha256:<64 lowercase hex>");
-    let object = match value {
-        serde_json::Value::String(reference) => {
+    let fields = match value {
+        Value::String(reference) => {
             return ImageRef::parse(reference).map(CatalogEntry::bare).ok_or_else(not_pinned);
         }
-        serde_json::Value::Object(object) => object,
-        _ => {
-            return Err(format!(
-                "catalog entry {key:?} must be a pinned reference or an object with {}",
-                KEYS.join(", ")
-            ));
-        }
+        Value::Object(_) => EntryFields::of(value),
+        _ => None,
     };
-    if let Some(unknown) = object.keys().find(|k| !KEYS.contains(&k.as_str())) {
+    let Some(fields) = fields else {
+        return Err(format!(
+            "catalog entry {key:?} must be a pinned reference or an object with {}",
+            KEYS.join(", ")
+        ));
+    };
+    if let Some(unknown) = fields.unknown.keys().next() {
         return Err(format!(
             "catalog entry {key:?} has the unknown key {unknown:?} (known: {})",
             KEYS.join(", ")
         ));
     }
-    let image = object
-        .get("image")
-        .and_then(serde_json::Value::as_str)
-        .and_then(ImageRef::parse)
-        .ok_or_else(not_pinned)?;
-    let container_port = match object.get("container_port") {
+    let image =
+        fields.image.as_ref().and_then(Value::as_str).and_then(ImageRef::parse).ok_or_else(not_pinned)?;
+    let container_port = match &fields.container_port {
         None => None,
         Some(port) => match port.as_u64() {
             Some(n) if port.is_u64() && (1024..=65535).contains(&n) => Some(n as u16),
@@ -131,7 +159,7 @@ pub(super) fn entry(key: &str, value: &serde_json::Value) -> Result<CatalogEntry
             }
         },
     };
-    let health_path = match object.get("health_path") {
+    let health_path = match &fields.health_path {
         None => HealthPath::default(),
         Some(path) => path.as_str().and_then(HealthPath::parse).ok_or_else(|| {
             format!(
@@ -140,7 +168,7 @@ pub(super) fn entry(key: &str, value: &serde_json::Value) -> Result<CatalogEntry
             )
         })?,
     };
-    let env_file = match object.get("env_file") {
+    let env_file = match &fields.env_file {
         None => None,
         Some(path) => Some(path.as_str().and_then(EnvFileName::from_policy_path).ok_or_else(|| {
             format!(
@@ -149,12 +177,12 @@ pub(super) fn entry(key: &str, value: &serde_json::Value) -> Result<CatalogEntry
             )
         })?),
     };
-    let data = object.get("data").map(|value| data(key, value)).transpose()?;
+    let data = fields.data.as_ref().map(|value| data(key, value)).transpose()?;
     Ok(CatalogEntry { image, container_port, health_path, env_file, data })
 }
 
-/// An entry's `data`: exactly `path` and `max_mib`.
-fn data(key: &str, value: &serde_json::Value) -> Result<DataSpec, String> {
+/// An entry's `data`: exactly `path` and `max_mib` ([`DataSpec`]).
+fn data(key: &str, value: &Value) -> Result<DataSpec, String> {
     let (low, high) = (DATA_MIB_RANGE.start(), DATA_MIB_RANGE.end());
     let wrong = || {
         format!(
@@ -163,16 +191,39 @@ fn data(key: &str, value: &serde_json::Value) -> Result<DataSpec, String> {
              /etc, /usr, /run and the other system directories) and max_mib (an integer from {low} to {high})"
         )
     };
-    let object = value.as_object().filter(|o| o.len() == 2).ok_or_else(wrong)?;
-    let path = object.get("path").and_then(serde_json::Value::as_str).and_then(DataPath::parse);
-    let max_mib = object
-        .get("max_mib")
-        .filter(|n| n.is_u64())
-        .and_then(serde_json::Value::as_u64)
-        .and_then(|n| u32::try_from(n).ok())
-        .filter(|n| DATA_MIB_RANGE.contains(n));
-    match (path, max_mib) {
-        (Some(path), Some(max_mib)) => Ok(DataSpec { path, max_mib }),
-        _ => Err(wrong()),
+    // `DataSpec`'s serde form checks the path and the type; the two keys
+    // and the range are the catalog's.
+    value
+        .as_object()
+        .filter(|o| o.len() == 2)
+        .and_then(|_| DataSpec::deserialize(value).ok())
+        .filter(|spec| DATA_MIB_RANGE.contains(&spec.max_mib))
+        .ok_or_else(wrong)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_keys_messages_name_are_the_fields_of_the_one_entry_type() {
+        let all = EntryFields {
+            image: Some(Value::Null),
+            container_port: Some(Value::Null),
+            health_path: Some(Value::Null),
+            env_file: Some(Value::Null),
+            data: Some(Value::Null),
+            unknown: Map::new(),
+        };
+        let Value::Object(written) = serde_json::to_value(&all).unwrap() else { panic!("an object") };
+        let mut keys: Vec<&str> = written.keys().map(String::as_str).collect();
+        let mut known = KEYS.to_vec();
+        keys.sort_unstable();
+        known.sort_unstable();
+        assert_eq!(keys, known);
+        // A key written as null is there (and refused), not absent.
+        let read = EntryFields::of(&serde_json::json!({"image": "x", "container_port": null})).unwrap();
+        assert_eq!(read.container_port, Some(Value::Null));
+        assert_eq!(read.health_path, None);
     }
 }

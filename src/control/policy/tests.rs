@@ -255,6 +255,20 @@ fn bad_catalog_objects_are_refused_naming_the_key() {
         let message = refused(json!({"image": web_ref(), "health_path": path}));
         assert!(message.contains("health_path must be an absolute path"), "{path}: {message}");
     }
+    // A key written as null is a wrong value, not a missing key.
+    assert!(refused(json!({"image": null})).contains("is not pinned"));
+    for (key, message) in [
+        ("container_port", "container_port must be an integer"),
+        ("health_path", "health_path must be an absolute path"),
+        ("env_file", "env_file must be the absolute path"),
+        ("data", "data must be an object with exactly path"),
+    ] {
+        let refusal = refused(json!({"image": web_ref(), key: null}));
+        assert!(refusal.contains(message), "{key}: null: {refusal}");
+    }
+    // Two unknown keys: the first in the object's key order is named.
+    let two = refused(json!({"image": web_ref(), "zz": 1, "aa": 2}));
+    assert!(two.contains(r#"has the unknown key "aa""#), "{two}");
 }
 
 /// Tried: an entry naming an env file: the policy keeps the name (and its
@@ -348,6 +362,10 @@ fn a_catalog_object_may_give_the_app_a_capped_data_directory() {
         json!({"path": "/data", "max_mib": 15}),
         json!({"path": "/data", "max_mib": 64.5}),
         json!({"path": "/data", "max_mib": 1_048_577}),
+        json!({"path": "/data", "max_mib": 4_294_967_296u64}),
+        json!({"path": "/data", "max_mib": -64}),
+        json!({"path": null, "max_mib": 64}),
+        json!({"max_mib": 64, "other": 1}),
     ] {
         let message = refused(data.clone());
         assert!(message.contains("data must be an object with exactly path"), "{data}: {message}");

@@ -11,7 +11,7 @@
 use std::ffi::OsString;
 use std::time::Duration;
 
-use crate::exec::{Outcome, ProcessSpec, minimal_env, run_blocking};
+use crate::exec::{ProcessOutput, ProcessSpec, minimal_env, run_blocking};
 
 /// The only docker program we run.
 pub const DOCKER: &str = "/usr/bin/docker";
@@ -36,7 +36,7 @@ pub struct DockerCall {
 /// Runs one docker call. The real one is [`DockerProcess`]; tests pass fakes
 /// that record argv and answer from a script.
 pub trait Runner: Sync {
-    fn run(&self, call: &DockerCall) -> Outcome;
+    fn run(&self, call: &DockerCall) -> ProcessOutput;
 }
 
 /// Runs `/usr/bin/docker` through `crate::exec::run_blocking`.
@@ -56,7 +56,7 @@ pub fn docker_env() -> Vec<(OsString, OsString)> {
 }
 
 impl Runner for DockerProcess {
-    fn run(&self, call: &DockerCall) -> Outcome {
+    fn run(&self, call: &DockerCall) -> ProcessOutput {
         let mut spec = ProcessSpec::new(DOCKER, &call.args);
         spec.env = docker_env();
         spec.timeout = call.timeout;

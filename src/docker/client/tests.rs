@@ -11,7 +11,7 @@ use std::sync::Mutex;
 
 use super::*;
 use crate::docker::{AppRemoval, LogWindow, NoProgress};
-use crate::exec::{Completion, Execution, Outcome};
+use crate::exec::{Completion, Execution, ProcessOutput};
 use crate::vocab::{AppName, ContainerLimits, PublishedPort, ServerName, Step};
 
 /// A progress sink that keeps what it was told.
@@ -43,7 +43,7 @@ impl Fake {
 }
 
 impl Runner for Fake {
-    fn run(&self, call: &DockerCall) -> Outcome {
+    fn run(&self, call: &DockerCall) -> ProcessOutput {
         self.calls.lock().unwrap().push(call.clone());
         let (status, code, stdout) = match (self.script)(&call.args) {
             Ok(out) => (ExecutionStatus::Ok, 0, out),
@@ -58,7 +58,7 @@ impl Runner for Fake {
             duration_ms: 1,
             completion: Completion::Confirmed,
         };
-        Outcome { execution, stdout: stdout.into_bytes(), stderr_len: 0, stderr: Vec::new() }
+        ProcessOutput { execution, stdout: stdout.into_bytes(), stderr_len: 0, stderr: Vec::new() }
     }
 }
 

@@ -6,9 +6,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::super::transport::{CommandCarrier, RemoteCommand, RunLimits};
+use super::super::transport::{CommandCarrier, RunLimits};
 use super::super::*;
 use crate::exec::{ProcessSpec, Transport as ExecTransport};
+use crate::wire::remote::RemoteCommand;
 
 /// `gate` answers the gated lines (it gets the line as `$1`); `plain`
 /// answers the fixed legacy commands. Every session appends its line to `log`.

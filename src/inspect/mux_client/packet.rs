@@ -71,17 +71,18 @@ pub enum Message {
     },
 }
 
-/// A packet body being built.
+/// A packet being written: its body built field by field, then framed
+/// with its length. (Not `crate::wire::answers::Body`, the helper's answer.)
 #[derive(Default)]
-struct Body(Vec<u8>);
+struct PacketWriter(Vec<u8>);
 
-impl Body {
-    fn u32(mut self, value: u32) -> Body {
+impl PacketWriter {
+    fn u32(mut self, value: u32) -> PacketWriter {
         self.0.extend_from_slice(&value.to_be_bytes());
         self
     }
 
-    fn string(self, bytes: &[u8]) -> Body {
+    fn string(self, bytes: &[u8]) -> PacketWriter {
         let mut body = self.u32(bytes.len() as u32);
         body.0.extend_from_slice(bytes);
         body
@@ -97,14 +98,14 @@ impl Body {
 
 /// Our hello: version 4, no extensions.
 pub fn hello() -> Vec<u8> {
-    Body::default().u32(MUX_MSG_HELLO).u32(VERSION).framed()
+    PacketWriter::default().u32(MUX_MSG_HELLO).u32(VERSION).framed()
 }
 
 /// A passenger session that runs `command`: no tty, no X11 or agent
 /// forwarding, no subsystem, no escape character, an empty TERM and no
 /// environment, whatever the master's configuration would allow.
 pub fn new_session(request_id: u32, command: &str) -> Vec<u8> {
-    Body::default()
+    PacketWriter::default()
         .u32(MUX_C_NEW_SESSION)
         .u32(request_id)
         .string(b"") // reserved
@@ -221,7 +222,7 @@ mod tests {
     fn packet(fields: &[Result<u32, &[u8]>]) -> Vec<u8> {
         fields
             .iter()
-            .fold(Body::default(), |body, field| match field {
+            .fold(PacketWriter::default(), |body, field| match field {
                 Ok(value) => body.u32(*value),
                 Err(bytes) => body.string(bytes),
             })

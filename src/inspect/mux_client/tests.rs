@@ -141,7 +141,7 @@ fn session(script: Script, spec: &ProcessSpec) -> (Attempt, Seen) {
     (attempt, master.join().unwrap())
 }
 
-fn ran(attempt: Attempt) -> (Outcome, StderrTail) {
+fn ran(attempt: Attempt) -> (ProcessOutput, StderrTail) {
     match attempt {
         Attempt::Ran(outcome, tail) => (outcome, tail),
         Attempt::Declined(why) => panic!("declined: {why}"),

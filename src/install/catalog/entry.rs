@@ -1,9 +1,11 @@
 //! The catalog entry `catalog pin` writes: the pinned image, the port, and
 //! what the operator gave on the command line (`--health-path`, `--data`),
-//! over whatever else an old object entry held. Pure.
+//! over whatever else an old object entry held, as the one entry type
+//! (`crate::control::policy::EntryFields`). Pure.
 
 use serde_json::Value;
 
+use crate::control::policy::EntryFields;
 use crate::vocab::{Code, DATA_MIB_RANGE, DataPath, DataSpec, HealthPath, ImageRef, Refusal};
 
 /// The entry pin writes for a key whose value was `old`: the pinned image
@@ -19,25 +21,18 @@ pub(super) fn pinned_entry(
     health_path: Option<&HealthPath>,
     data: Option<&DataSpec>,
 ) -> Value {
-    let mut entry = match old {
-        Some(Value::Object(object)) => object.clone(),
-        _ => serde_json::Map::new(),
-    };
-    entry.insert("image".into(), Value::from(pinned.as_str()));
-    entry.insert("container_port".into(), Value::from(port));
+    let mut entry = old.and_then(EntryFields::of).unwrap_or_default();
+    entry.image = Some(Value::from(pinned.as_str()));
+    entry.container_port = Some(Value::from(port));
     match health_path {
-        Some(path) if path.is_root() => {
-            entry.remove("health_path");
-        }
-        Some(path) => {
-            entry.insert("health_path".into(), Value::from(path.to_string()));
-        }
+        Some(path) if path.is_root() => entry.health_path = None,
+        Some(path) => entry.health_path = Some(Value::from(path.to_string())),
         None => {}
     }
     if let Some(data) = data {
-        entry.insert("data".into(), serde_json::json!({"path": data.path, "max_mib": data.max_mib}));
+        entry.data = Some(serde_json::to_value(data).expect("a data spec serializes"));
     }
-    Value::Object(entry)
+    serde_json::to_value(&entry).expect("an entry serializes")
 }
 
 /// `--data PATH:MAX_MIB` (`/data:512`): the app's data directory. The path
@@ -60,9 +55,4 @@ pub(super) fn data_arg(arg: &str) -> Result<DataSpec, Refusal> {
             ),
         )
     })
-}
-
-/// The data path an existing object entry gives, if any.
-pub(super) fn old_data_path(old: Option<&Value>) -> Option<DataPath> {
-    old?.get("data")?.get("path")?.as_str().and_then(DataPath::parse)
 }

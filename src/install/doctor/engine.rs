@@ -68,6 +68,7 @@ pub fn major_version(version: &str) -> Option<u32> {
 
 /// The findings of [`check_engine`] alone, for tests on a real engine.
 #[doc(hidden)]
+#[cfg(any(test, feature = "test-hatches"))]
 pub fn engine_findings_for_tests(version: &str, facts: Option<&EngineFacts>) -> Vec<Finding> {
     let mut findings = Vec::new();
     check_engine(version, facts, &mut findings);
@@ -76,6 +77,7 @@ pub fn engine_findings_for_tests(version: &str, facts: Option<&EngineFacts>) -> 
 
 /// The findings of [`check_app_networks`] alone, for tests on a real engine.
 #[doc(hidden)]
+#[cfg(any(test, feature = "test-hatches"))]
 pub fn app_network_findings_for_tests(networks: Result<Vec<AppNetwork>, String>) -> Vec<Finding> {
     let mut findings = Vec::new();
     check_app_networks(networks, &mut findings);

@@ -109,7 +109,7 @@ pub struct SystemProbe {
 }
 
 impl SystemProbe {
-    fn run(program: &str, args: &[&str]) -> crate::exec::Outcome {
+    fn run(program: &str, args: &[&str]) -> crate::exec::ProcessOutput {
         let mut spec = crate::exec::ProcessSpec::new(program, args.iter().copied());
         spec.timeout = std::time::Duration::from_secs(10);
         crate::exec::run_blocking(&spec)
@@ -117,7 +117,7 @@ impl SystemProbe {
 
     /// `docker ARGS` with the engine's own environment, as the helper's
     /// docker calls get it (`docker_env`: the socket, root's config).
-    fn docker(args: &[&str]) -> crate::exec::Outcome {
+    fn docker(args: &[&str]) -> crate::exec::ProcessOutput {
         let mut spec = crate::exec::ProcessSpec::new(DOCKER, args.iter().copied());
         spec.env = docker_env();
         spec.timeout = std::time::Duration::from_secs(10);
@@ -296,7 +296,7 @@ impl super::ssh::SshProbe for SystemProbe {
     /// `sudo -l -U USER` as root: the entries after "may run the following
     /// commands", one per line.
     fn sudo_rules(&self, user: &str) -> Result<Vec<String>, String> {
-        let outcome = Self::run("/usr/bin/sudo", &["-n", "-l", "-U", user]);
+        let outcome = Self::run(HostPaths::SUDO, &["-n", "-l", "-U", user]);
         if outcome.execution.execution_status != crate::exec::ExecutionStatus::Ok {
             return Err(format!("sudo -l -U {user} failed ({:?})", outcome.execution.execution_status));
         }

@@ -1,11 +1,10 @@
 //! The gate contract's parsers and framing, byte for byte.
 
 use super::*;
-use strum::VariantArray as _;
 
 #[test]
 fn every_request_line_parses_back_to_itself() {
-    for check in GateCheck::VARIANTS {
+    for check in RemoteCommand::VARIANTS {
         let line = request_line(*check, "web-1.example", "vl-agent");
         let parsed = parse_request(Some(line.as_bytes())).unwrap();
         assert_eq!(
@@ -14,13 +13,15 @@ fn every_request_line_parses_back_to_itself() {
         );
     }
     assert_eq!(
-        request_line(GateCheck::Identity, "h", "u"),
+        request_line(RemoteCommand::Identity, "h", "u"),
         "LC_ALL=C; export LC_ALL; hostname && id -un # volce-lab-gate 1 identity h u"
     );
-    assert_eq!(request_line(GateCheck::Disk, "h", "u"), "# volce-lab-gate 1 disk h u");
-    for (line, check) in
-        [(LEGACY_IDENTITY, GateCheck::Identity), (LEGACY_DISK, GateCheck::Disk), (LEGACY_RPC, GateCheck::Rpc)]
-    {
+    assert_eq!(request_line(RemoteCommand::Disk, "h", "u"), "# volce-lab-gate 1 disk h u");
+    for (line, check) in [
+        (LEGACY_IDENTITY, RemoteCommand::Identity),
+        (LEGACY_DISK, RemoteCommand::Disk),
+        (LEGACY_RPC, RemoteCommand::Rpc),
+    ] {
         assert_eq!(parse_request(Some(line.as_bytes())), Ok(GateRequest::Legacy(check)));
     }
 }
