@@ -276,17 +276,7 @@ impl Policy {
     }
 
     fn validate(raw: RawPolicy) -> Result<Policy, PolicyError> {
-        if raw.catalog.is_empty() {
-            return bad("catalog is empty: list at least one approved image");
-        }
-        let mut catalog = BTreeMap::new();
-        for (key, value) in raw.catalog {
-            if !is_name(&key, 31) {
-                return bad(format!("catalog key {key:?} does not match ^[a-z][a-z0-9-]{{0,30}}$"));
-            }
-            let entry = catalog::entry(&key, &value).map_err(PolicyError)?;
-            catalog.insert(key, entry);
-        }
+        let catalog = catalog_of(raw.catalog)?;
         let Some(nginx_image) = ImageRef::parse(&raw.nginx_image) else {
             return bad("nginx_image is not pinned as name@sha256:<64 lowercase hex>");
         };
@@ -297,36 +287,12 @@ impl Policy {
         if !(1..=64).contains(&raw.max_apps) {
             return bad("max_apps must be between 1 and 64");
         }
-        let l = raw.limits;
-        if !(6..=1024 * 1024).contains(&l.memory_mib) {
-            return bad("limits.memory_mib must be between 6 and 1048576");
-        }
-        if !l.cpus.is_finite() || !(0.01..=1024.0).contains(&l.cpus) {
-            return bad("limits.cpus must be between 0.01 and 1024");
-        }
-        if !(16..=1_000_000).contains(&l.pids) {
-            return bad("limits.pids must be between 16 and 1000000");
-        }
-        if !(1..=1024).contains(&l.log_max_size_mib) {
-            return bad("limits.log_max_size_mib must be between 1 and 1024");
-        }
-        if !(1..=100).contains(&l.log_max_files) {
-            return bad("limits.log_max_files must be between 1 and 100");
-        }
+        let limits = limits_of(raw.limits)?;
         let c = raw.capacity;
         if c.min_free_memory_mib > 1 << 30 || c.min_free_disk_mib > 1 << 40 {
             return bad("capacity floors are implausibly large");
         }
-        let mut approvers = raw.approvers;
-        for name in &approvers {
-            if !is_user_name(name) {
-                return bad(format!("approver {name:?} is not a unix user name"));
-            }
-        }
-        approvers.sort();
-        if approvers.windows(2).any(|w| w[0] == w[1]) {
-            return bad("approvers lists a user twice");
-        }
+        let approvers = approvers_of(raw.approvers)?;
         let plan_ttl_seconds = plan_ttl_seconds(&raw.plan_ttl_seconds)?;
         let approval_required = approval_required(raw.approval_required.as_ref())?;
         let (low_days, high_days) = (RETENTION_DAYS_RANGE.start(), RETENTION_DAYS_RANGE.end());
@@ -356,13 +322,7 @@ impl Policy {
             port_range: (low as u16, high as u16),
             max_apps: raw.max_apps as u32,
             capacity: c,
-            limits: ContainerLimits {
-                memory_bytes: l.memory_mib * MIB,
-                millicpus: (l.cpus * 1000.0).round() as u32,
-                pids: l.pids,
-                log_max_size_bytes: l.log_max_size_mib * MIB,
-                log_max_files: l.log_max_files,
-            },
+            limits,
             approvers,
             plan_ttl_seconds,
             approval_required,
@@ -400,6 +360,64 @@ impl Policy {
     pub fn is_approver(&self, user: &str) -> bool {
         self.approvers.iter().any(|a| a == user)
     }
+}
+
+/// The catalog: not empty, each key a name, each entry valid.
+fn catalog_of(
+    raw: BTreeMap<String, serde_json::Value>,
+) -> Result<BTreeMap<String, CatalogEntry>, PolicyError> {
+    if raw.is_empty() {
+        return bad("catalog is empty: list at least one approved image");
+    }
+    let mut catalog = BTreeMap::new();
+    for (key, value) in raw {
+        if !is_name(&key, 31) {
+            return bad(format!("catalog key {key:?} does not match ^[a-z][a-z0-9-]{{0,30}}$"));
+        }
+        let entry = catalog::entry(&key, &value).map_err(PolicyError)?;
+        catalog.insert(key, entry);
+    }
+    Ok(catalog)
+}
+
+/// Every container's limits, each in its range.
+fn limits_of(l: RawLimits) -> Result<ContainerLimits, PolicyError> {
+    if !(6..=1024 * 1024).contains(&l.memory_mib) {
+        return bad("limits.memory_mib must be between 6 and 1048576");
+    }
+    if !l.cpus.is_finite() || !(0.01..=1024.0).contains(&l.cpus) {
+        return bad("limits.cpus must be between 0.01 and 1024");
+    }
+    if !(16..=1_000_000).contains(&l.pids) {
+        return bad("limits.pids must be between 16 and 1000000");
+    }
+    if !(1..=1024).contains(&l.log_max_size_mib) {
+        return bad("limits.log_max_size_mib must be between 1 and 1024");
+    }
+    if !(1..=100).contains(&l.log_max_files) {
+        return bad("limits.log_max_files must be between 1 and 100");
+    }
+    Ok(ContainerLimits {
+        memory_bytes: l.memory_mib * MIB,
+        millicpus: (l.cpus * 1000.0).round() as u32,
+        pids: l.pids,
+        log_max_size_bytes: l.log_max_size_mib * MIB,
+        log_max_files: l.log_max_files,
+    })
+}
+
+/// The approvers: unix user names, sorted, none twice.
+fn approvers_of(mut approvers: Vec<String>) -> Result<Vec<String>, PolicyError> {
+    for name in &approvers {
+        if !is_user_name(name) {
+            return bad(format!("approver {name:?} is not a unix user name"));
+        }
+    }
+    approvers.sort();
+    if approvers.windows(2).any(|w| w[0] == w[1]) {
+        return bad("approvers lists a user twice");
+    }
+    Ok(approvers)
 }
 
 #[cfg(test)]

@@ -37,35 +37,7 @@ pub fn render(awaiting: &Awaiting) -> String {
             if count == 1 { "s" } else { "" },
             time(now)
         ));
-        let mut rows = vec![
-            ["PLAN", "STATE", "ACTION", "APP", "REQUESTER", "AGE", "LEFT", "APPROVED"]
-                .map(str::to_owned)
-                .to_vec(),
-        ];
-        for stored in &awaiting.plans {
-            let plan = &stored.plan;
-            let stopped = awaiting.stopped.iter().find(|(id, _)| *id == plan.id);
-            rows.push(vec![
-                plan.id.to_string(),
-                match (stopped, stored.claimed_at) {
-                    (Some((_, s)), Some(at)) => {
-                        format!("executing, claimer {} {} (claimed {})", s.pid, s.hold.label(), time(at))
-                    }
-                    (Some((_, s)), None) => format!("executing, claimer {} {}", s.pid, s.hold.label()),
-                    (None, _) => stored.state.as_str().to_owned(),
-                },
-                plan.action.as_str().to_owned(),
-                plan.payload.app().map(esc).unwrap_or_else(|| "-".to_owned()),
-                esc(&plan.requester),
-                duration(now - plan.created_at),
-                match seconds_left(stored, now) {
-                    Some(left) => format!("{} min {} s", left / 60, left % 60),
-                    None => "-".to_owned(),
-                },
-                approved(stored),
-            ]);
-        }
-        out.push_str(&table(&rows));
+        out.push_str(&table(&plan_rows(awaiting)));
         out.push_str("Read a plan before you decide: sudo volce-lab-host show PLAN_ID (it prints the approve command).\n");
         out.push_str("End a pending plan you do not want: sudo volce-lab-host reject PLAN_ID.\n");
         if !awaiting.stopped.is_empty() {
@@ -91,6 +63,46 @@ pub fn render(awaiting: &Awaiting) -> String {
         ));
     }
     out.push('\n');
+    apps_lines(&mut out, awaiting);
+    out
+}
+
+/// The table of awaiting plans, a header row first.
+fn plan_rows(awaiting: &Awaiting) -> Vec<Vec<String>> {
+    let now = awaiting.now;
+    let mut rows = vec![
+        ["PLAN", "STATE", "ACTION", "APP", "REQUESTER", "AGE", "LEFT", "APPROVED"]
+            .map(str::to_owned)
+            .to_vec(),
+    ];
+    for stored in &awaiting.plans {
+        let plan = &stored.plan;
+        let stopped = awaiting.stopped.iter().find(|(id, _)| *id == plan.id);
+        rows.push(vec![
+            plan.id.to_string(),
+            match (stopped, stored.claimed_at) {
+                (Some((_, s)), Some(at)) => {
+                    format!("executing, claimer {} {} (claimed {})", s.pid, s.hold.label(), time(at))
+                }
+                (Some((_, s)), None) => format!("executing, claimer {} {}", s.pid, s.hold.label()),
+                (None, _) => stored.state.as_str().to_owned(),
+            },
+            plan.action.as_str().to_owned(),
+            plan.payload.app().map(esc).unwrap_or_else(|| "-".to_owned()),
+            esc(&plan.requester),
+            duration(now - plan.created_at),
+            match seconds_left(stored, now) {
+                Some(left) => format!("{} min {} s", left / 60, left % 60),
+                None => "-".to_owned(),
+            },
+            approved(stored),
+        ]);
+    }
+    rows
+}
+
+/// The managed apps, as recorded.
+fn apps_lines(out: &mut String, awaiting: &Awaiting) {
     if awaiting.apps.is_empty() {
         out.push_str("No app is managed yet.\n");
     } else {
@@ -109,7 +121,6 @@ pub fn render(awaiting: &Awaiting) -> String {
         }
         out.push_str(&table(&rows));
     }
-    out
 }
 
 /// The JSON view: stable field names, times RFC 3339 UTC.

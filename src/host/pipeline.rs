@@ -195,41 +195,13 @@ impl<E: Engine, C: Clock, L: Liveness> Host<E, C, L> {
             Request::Execute { plan_id } => (PlanId::parse(plan_id).ok(), None),
             _ => (None, None),
         };
-        // A rolled-back plan's failed app container's last lines, answered
-        // beside its refusal (the refusal's code says whose they are).
-        let mut app_log = None;
-        let result = match request {
-            Request::GatewayStatus {} => controller.gateway_status().map(Body::GatewayStatus),
-            Request::Inventory {} => controller.inventory(caller).map(|body| Body::Inventory(Box::new(body))),
-            Request::Plan { action, parameters } => {
-                controller.prepare(&action, &parameters, caller).map(|stored| {
-                    let stored = controller.alert_waiting(stored, alert_socket.as_deref());
-                    Body::Plan(Box::new(stored.view()))
-                })
-            }
-            Request::Logs { app, container, tail, since_minutes } => {
-                controller.logs(&app, &container, &tail, since_minutes.as_ref()).map(Body::Logs)
-            }
-            // Answered above, before the store was opened; should it get here,
-            // it is the same recorded refusal.
-            Request::GateRefusal { .. } => Err(gate::recorded_refusal()),
-            Request::Execute { plan_id } => match PlanId::parse(&plan_id) {
-                Err(refusal) => Err(refusal),
-                Ok(id) => match controller.execute_reporting(&id, caller, progress) {
-                    Ok(Executed::Completed(executed)) => Ok(Body::Execute(executed)),
-                    // Its claimed and needs_inspection rows were written with
-                    // the changes, stamped with this request.
-                    Ok(Executed::NeedsInspection { plan_id, message }) => {
-                        return Reply::needs_inspection(plan_id, message);
-                    }
-                    Ok(Executed::Failed { refusal, app_log: log, .. }) => {
-                        app_log = log.map(|log| (refusal.code, log));
-                        Err(refusal)
-                    }
-                    Err(refusal) => Err(refusal),
-                },
-            },
-        };
+        let (result, app_log) =
+            match serve(&mut controller, request, caller, progress, alert_socket.as_deref()) {
+                Served::Answer(result, app_log) => (result, app_log),
+                // Its claimed and needs_inspection rows were written with the
+                // changes, stamped with this request.
+                Served::NeedsInspection(reply) => return reply,
+            };
         match controller.answer(result, plan_id.as_ref(), action) {
             Ok(body) => body.into(),
             Err(refusal) => {
@@ -401,4 +373,57 @@ impl<E: Engine, C: Clock, L: Liveness> Host<E, C, L> {
         text.push_str(&leftovers::render(&stored.plan.id, &left));
         Ok(text)
     }
+}
+
+/// What one request of the agent's comes to, before it is recorded.
+enum Served {
+    /// The operation's answer, and a rolled-back plan's app log with the
+    /// code of the refusal it goes beside.
+    Answer(Result<Body, Refusal>, Option<(Code, crate::logs::AppLog)>),
+    /// An execute that may have changed something: answered as it is.
+    NeedsInspection(Reply),
+}
+
+/// Runs one request of the agent's on the open controller.
+fn serve<E: Engine, C: Clock, L: Liveness>(
+    controller: &mut Controller<E, C, L>,
+    request: Request,
+    caller: &str,
+    progress: &dyn ProgressSink,
+    alert_socket: Option<&std::path::Path>,
+) -> Served {
+    // A rolled-back plan's failed app container's last lines, answered
+    // beside its refusal (the refusal's code says whose they are).
+    let mut app_log = None;
+    let result = match request {
+        Request::GatewayStatus {} => controller.gateway_status().map(Body::GatewayStatus),
+        Request::Inventory {} => controller.inventory(caller).map(|body| Body::Inventory(Box::new(body))),
+        Request::Plan { action, parameters } => {
+            controller.prepare(&action, &parameters, caller).map(|stored| {
+                let stored = controller.alert_waiting(stored, alert_socket);
+                Body::Plan(Box::new(stored.view()))
+            })
+        }
+        Request::Logs { app, container, tail, since_minutes } => {
+            controller.logs(&app, &container, &tail, since_minutes.as_ref()).map(Body::Logs)
+        }
+        // Answered above, before the store was opened; should it get here,
+        // it is the same recorded refusal.
+        Request::GateRefusal { .. } => Err(gate::recorded_refusal()),
+        Request::Execute { plan_id } => match PlanId::parse(&plan_id) {
+            Err(refusal) => Err(refusal),
+            Ok(id) => match controller.execute_reporting(&id, caller, progress) {
+                Ok(Executed::Completed(executed)) => Ok(Body::Execute(executed)),
+                Ok(Executed::NeedsInspection { plan_id, message }) => {
+                    return Served::NeedsInspection(Reply::needs_inspection(plan_id, message));
+                }
+                Ok(Executed::Failed { refusal, app_log: log, .. }) => {
+                    app_log = log.map(|log| (refusal.code, log));
+                    Err(refusal)
+                }
+                Err(refusal) => Err(refusal),
+            },
+        },
+    };
+    Served::Answer(result, app_log)
 }

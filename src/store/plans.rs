@@ -53,96 +53,8 @@ impl Tx<'_> {
     /// Reads a plan and checks its body against its digest.
     pub fn load_plan(&self, id: &PlanId) -> Result<Option<StoredPlan>, StoreError> {
         let mut statement = self.sql.prepare(sql::LOAD_PLAN)?;
-        let row = statement
-            .query_row([id.as_str()], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, Option<String>>(2)?,
-                    r.get::<_, Option<i64>>(3)?,
-                    r.get::<_, Option<String>>(4)?,
-                    r.get::<_, Option<i32>>(5)?,
-                    r.get::<_, Option<i64>>(6)?,
-                    r.get::<_, Option<String>>(7)?,
-                    r.get::<_, Option<i64>>(8)?,
-                    r.get::<_, Option<i64>>(9)?,
-                    r.get::<_, Option<String>>(10)?,
-                    r.get::<_, Option<String>>(11)?,
-                    r.get::<_, Option<i64>>(12)?,
-                    r.get::<_, Option<String>>(13)?,
-                    r.get::<_, Option<i64>>(14)?,
-                    (r.get::<_, Option<String>>(15)?, r.get::<_, Option<String>>(16)?),
-                    r.get::<_, Option<String>>(17)?,
-                    r.get::<_, Option<bool>>(18)?,
-                    r.get::<_, Option<String>>(19)?,
-                ))
-            })
-            .optional()?;
-        let Some((
-            body,
-            state,
-            by,
-            at,
-            approved_digest,
-            pid,
-            start,
-            boot,
-            claimed_at,
-            finished_at,
-            outcome,
-            resolved_by,
-            resolved_at,
-            rejected_by,
-            rejected_at,
-            failure,
-            rejected_reason,
-            alerted,
-            app_log,
-        )) = row
-        else {
-            return Ok(None);
-        };
-        let plan = Plan::from_stored(&body)?;
-        if plan.id != *id {
-            return Err(StoreError::Corrupt);
-        }
-        let approval = match (by, at, approved_digest) {
-            (Some(by), Some(at), Some(digest)) => {
-                Some(Approval { by, at, digest: Digest::parse(&digest).map_err(|_| StoreError::Corrupt)? })
-            }
-            _ => None,
-        };
-        let claim = match (pid, start, boot) {
-            (Some(pid), Some(start), Some(boot_id)) => Some(Claim { pid, start_time: start as u64, boot_id }),
-            _ => None,
-        };
-        Ok(Some(StoredPlan {
-            plan,
-            state: parse_stored::<PlanState>(&state)?,
-            approval,
-            claim,
-            claimed_at,
-            finished_at,
-            outcome: outcome.as_deref().map(parse_stored::<PlanOutcome>).transpose()?,
-            resolution: match (resolved_by, resolved_at) {
-                (Some(by), Some(at)) => Some(Resolution { by, at }),
-                _ => None,
-            },
-            rejection: match (rejected_by, rejected_at) {
-                (Some(by), Some(at)) => Some(Rejection { by, at, reason: rejected_reason }),
-                _ => None,
-            },
-            failure: match failure {
-                (Some(code), Some(message)) => {
-                    Some(Refusal { code: code.parse().map_err(|_| StoreError::Corrupt)?, message })
-                }
-                _ => None,
-            },
-            alerted,
-            app_log: app_log
-                .map(|json| serde_json::from_str(&json).map_err(|_| StoreError::Corrupt))
-                .transpose()?,
-        }))
+        let row = statement.query_row([id.as_str()], PlanRow::read).optional()?;
+        row.map(|row| row.into_stored(id)).transpose()
     }
 
     /// The plans awaiting an operator at `now`, newest first: pending and
@@ -166,5 +78,102 @@ impl Tx<'_> {
     pub fn expired_pending(&self, now: i64) -> Result<u64, StoreError> {
         let count: i64 = self.sql.prepare(sql::EXPIRED_PENDING)?.query_row([now], |r| r.get(0))?;
         Ok(count.max(0) as u64)
+    }
+}
+
+/// One row of `sql::LOAD_PLAN` as SQLite gives it, before it is checked.
+struct PlanRow {
+    body: String,
+    state: String,
+    approved_by: Option<String>,
+    approved_at: Option<i64>,
+    approved_digest: Option<String>,
+    pid: Option<i32>,
+    start: Option<i64>,
+    boot: Option<String>,
+    claimed_at: Option<i64>,
+    finished_at: Option<i64>,
+    outcome: Option<String>,
+    resolved_by: Option<String>,
+    resolved_at: Option<i64>,
+    rejected_by: Option<String>,
+    rejected_at: Option<i64>,
+    failure: (Option<String>, Option<String>),
+    rejected_reason: Option<String>,
+    alerted: Option<bool>,
+    app_log: Option<String>,
+}
+
+impl PlanRow {
+    /// The columns in `sql::LOAD_PLAN`'s order.
+    fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<PlanRow> {
+        Ok(PlanRow {
+            body: r.get(0)?,
+            state: r.get(1)?,
+            approved_by: r.get(2)?,
+            approved_at: r.get(3)?,
+            approved_digest: r.get(4)?,
+            pid: r.get(5)?,
+            start: r.get(6)?,
+            boot: r.get(7)?,
+            claimed_at: r.get(8)?,
+            finished_at: r.get(9)?,
+            outcome: r.get(10)?,
+            resolved_by: r.get(11)?,
+            resolved_at: r.get(12)?,
+            rejected_by: r.get(13)?,
+            rejected_at: r.get(14)?,
+            failure: (r.get(15)?, r.get(16)?),
+            rejected_reason: r.get(17)?,
+            alerted: r.get(18)?,
+            app_log: r.get(19)?,
+        })
+    }
+
+    /// The stored plan, once its body matches its digest and its id, and
+    /// every name and stamp in the row is one the code knows.
+    fn into_stored(self, id: &PlanId) -> Result<StoredPlan, StoreError> {
+        let plan = Plan::from_stored(&self.body)?;
+        if plan.id != *id {
+            return Err(StoreError::Corrupt);
+        }
+        let approval = match (self.approved_by, self.approved_at, self.approved_digest) {
+            (Some(by), Some(at), Some(digest)) => {
+                Some(Approval { by, at, digest: Digest::parse(&digest).map_err(|_| StoreError::Corrupt)? })
+            }
+            _ => None,
+        };
+        let claim = match (self.pid, self.start, self.boot) {
+            (Some(pid), Some(start), Some(boot_id)) => Some(Claim { pid, start_time: start as u64, boot_id }),
+            _ => None,
+        };
+        Ok(StoredPlan {
+            plan,
+            state: parse_stored::<PlanState>(&self.state)?,
+            approval,
+            claim,
+            claimed_at: self.claimed_at,
+            finished_at: self.finished_at,
+            outcome: self.outcome.as_deref().map(parse_stored::<PlanOutcome>).transpose()?,
+            resolution: match (self.resolved_by, self.resolved_at) {
+                (Some(by), Some(at)) => Some(Resolution { by, at }),
+                _ => None,
+            },
+            rejection: match (self.rejected_by, self.rejected_at) {
+                (Some(by), Some(at)) => Some(Rejection { by, at, reason: self.rejected_reason }),
+                _ => None,
+            },
+            failure: match self.failure {
+                (Some(code), Some(message)) => {
+                    Some(Refusal { code: code.parse().map_err(|_| StoreError::Corrupt)?, message })
+                }
+                _ => None,
+            },
+            alerted: self.alerted,
+            app_log: self
+                .app_log
+                .map(|json| serde_json::from_str(&json).map_err(|_| StoreError::Corrupt))
+                .transpose()?,
+        })
     }
 }

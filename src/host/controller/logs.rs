@@ -63,35 +63,8 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
         tail: &Value,
         since_minutes: Option<&Value>,
     ) -> Result<LogLines, Refusal> {
-        use crate::wire::{ContainerRole, LOG_SINCE_MINUTES, LOG_TAIL};
-        let shown = |text: &str| crate::text::quoted(text, 40);
-        let Some(name) = AppName::parse(app) else {
-            return refuse(
-                Code::InvalidAppName,
-                format!("{} is not an app name (^[a-z][a-z0-9-]*$); nothing was read.", shown(app)),
-            );
-        };
-        let Some(role) = ContainerRole::parse(container) else {
-            return refuse(
-                Code::InvalidParameters,
-                format!("`container` must be app or gateway (got {}); nothing was read.", shown(container)),
-            );
-        };
-        let number = |value: &Value, field: &str, range: std::ops::RangeInclusive<u64>| {
-            value.as_u64().filter(|n| range.contains(n)).ok_or_else(|| {
-                let got = crate::text::for_model(&value.to_string(), 40);
-                Refusal::new(
-                    Code::InvalidParameters,
-                    format!(
-                        "`{field}` must be a whole number from {} to {} (got {got}); nothing was read.",
-                        range.start(),
-                        range.end()
-                    ),
-                )
-            })
-        };
-        let tail = number(tail, "tail", LOG_TAIL)?;
-        let since = since_minutes.map(|v| number(v, "since_minutes", LOG_SINCE_MINUTES)).transpose()?;
+        use crate::wire::ContainerRole;
+        let (name, role, tail, since) = log_request(app, container, tail, since_minutes)?;
         let record = self.store.read(|tx| Ok::<_, Refusal>(tx.apps()?.get(name.as_str()).cloned()))?;
         let Some(record) = record else {
             return refuse(
@@ -156,4 +129,45 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             redactions: logs.redactions,
         })
     }
+}
+
+/// The request's fields, checked again as the workstation checked them:
+/// the app name's grammar, the container role, the ranges of `tail` and
+/// `since_minutes`. Each refusal quotes what it got, cut and escaped.
+fn log_request(
+    app: &str,
+    container: &str,
+    tail: &Value,
+    since_minutes: Option<&Value>,
+) -> Result<(AppName, crate::wire::ContainerRole, u64, Option<u64>), Refusal> {
+    use crate::wire::{ContainerRole, LOG_SINCE_MINUTES, LOG_TAIL};
+    let shown = |text: &str| crate::text::quoted(text, 40);
+    let Some(name) = AppName::parse(app) else {
+        return refuse(
+            Code::InvalidAppName,
+            format!("{} is not an app name (^[a-z][a-z0-9-]*$); nothing was read.", shown(app)),
+        );
+    };
+    let Some(role) = ContainerRole::parse(container) else {
+        return refuse(
+            Code::InvalidParameters,
+            format!("`container` must be app or gateway (got {}); nothing was read.", shown(container)),
+        );
+    };
+    let number = |value: &Value, field: &str, range: std::ops::RangeInclusive<u64>| {
+        value.as_u64().filter(|n| range.contains(n)).ok_or_else(|| {
+            let got = crate::text::for_model(&value.to_string(), 40);
+            Refusal::new(
+                Code::InvalidParameters,
+                format!(
+                    "`{field}` must be a whole number from {} to {} (got {got}); nothing was read.",
+                    range.start(),
+                    range.end()
+                ),
+            )
+        })
+    };
+    let tail = number(tail, "tail", LOG_TAIL)?;
+    let since = since_minutes.map(|v| number(v, "since_minutes", LOG_SINCE_MINUTES)).transpose()?;
+    Ok((name, role, tail, since))
 }

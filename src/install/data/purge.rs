@@ -81,6 +81,27 @@ pub fn prepare_purge(
             ),
         ));
     }
+    refuse_open_plans(paths, app, now)?;
+    let mounted = mounts.mounted(&mount).map_err(|e| failed(app, &e))?;
+    let mut shown = format!("The data of {app}, kept with no app: {} ({mib} MiB).\n", image.display());
+    if mounted {
+        let used = mounts.used_mib(&mount).map_or_else(|_| "?".to_owned(), |used| used.to_string());
+        shown.push_str(&format!(
+            "It is mounted on {} ({used} MiB used): it will be unmounted.\n",
+            mount.display()
+        ));
+    }
+    shown.push_str(&format!(
+        "Purging deletes the image and its mount point {} for good; keep a copy first if you may need it \
+         (data.md).\n",
+        mount.display()
+    ));
+    Ok(Purge { app: app.to_owned(), image, mount, mib, shown })
+}
+
+/// No plan that is pending, executing or needing inspection names `app`:
+/// it may still use the data.
+fn refuse_open_plans(paths: &HostPaths, app: &str, now: i64) -> Result<(), Refusal> {
     let open: Vec<String> = crate::store::read_awaiting(&paths.database(), now)
         .map_err(|e| e.refusal())?
         .iter()
@@ -100,21 +121,7 @@ pub fn prepare_purge(
             ),
         ));
     }
-    let mounted = mounts.mounted(&mount).map_err(|e| failed(app, &e))?;
-    let mut shown = format!("The data of {app}, kept with no app: {} ({mib} MiB).\n", image.display());
-    if mounted {
-        let used = mounts.used_mib(&mount).map_or_else(|_| "?".to_owned(), |used| used.to_string());
-        shown.push_str(&format!(
-            "It is mounted on {} ({used} MiB used): it will be unmounted.\n",
-            mount.display()
-        ));
-    }
-    shown.push_str(&format!(
-        "Purging deletes the image and its mount point {} for good; keep a copy first if you may need it \
-         (data.md).\n",
-        mount.display()
-    ));
-    Ok(Purge { app: app.to_owned(), image, mount, mib, shown })
+    Ok(())
 }
 
 fn failed(app: &str, error: &EngineError) -> Refusal {

@@ -10,36 +10,8 @@ use super::{AppDrift, DoctorPaths, DoctorProbe, Finding, fail, ok, plans};
 
 pub(super) fn check_state(paths: &DoctorPaths, probe: &dyn DoctorProbe, findings: &mut Vec<Finding>) {
     let dir = &paths.state_dir;
-    match std::fs::symlink_metadata(dir) {
-        Ok(meta)
-            if meta.is_dir()
-                && meta.uid() == paths.owner_uid
-                && crate::host::paths::state_dir_mode_ok(meta.permissions().mode()) =>
-        {
-            findings.push(ok(
-                "state directory",
-                format!("{} owned by uid {}, mode 0700", dir.display(), meta.uid()),
-            ))
-        }
-        Ok(meta) if meta.is_dir() => findings.push(fail(
-            "state directory",
-            format!(
-                "{} is owned by uid {} with mode {:04o}; it must be root's alone (mode 0700), and the helper \
-                 refuses it until then (unsafe_path)",
-                dir.display(),
-                meta.uid(),
-                meta.permissions().mode() & 0o7777
-            ),
-            format!("chown root:root {0} && chmod 0700 {0}", dir.display()),
-        )),
-        _ => {
-            findings.push(fail(
-                "state directory",
-                format!("{} is missing or not a directory", dir.display()),
-                "it is created by the first `volce-lab-host rpc`; check the helper runs",
-            ));
-            return;
-        }
+    if !state_dir_findings(paths, findings) {
+        return;
     }
     // What a damaged database needs: the helper refuses it
     // (`state_corrupt`) until then. docs/operator.md says how the backup is kept.
@@ -100,6 +72,43 @@ pub(super) fn check_state(paths: &DoctorPaths, probe: &dyn DoctorProbe, findings
 
 /// Each managed app held against the engine: drift is a finding with the
 /// reviewed change that settles it (the agent plans it, an approver approves).
+/// The state directory's owner and mode; false when there is none to look in.
+fn state_dir_findings(paths: &DoctorPaths, findings: &mut Vec<Finding>) -> bool {
+    let dir = &paths.state_dir;
+    match std::fs::symlink_metadata(dir) {
+        Ok(meta)
+            if meta.is_dir()
+                && meta.uid() == paths.owner_uid
+                && crate::host::paths::state_dir_mode_ok(meta.permissions().mode()) =>
+        {
+            findings.push(ok(
+                "state directory",
+                format!("{} owned by uid {}, mode 0700", dir.display(), meta.uid()),
+            ))
+        }
+        Ok(meta) if meta.is_dir() => findings.push(fail(
+            "state directory",
+            format!(
+                "{} is owned by uid {} with mode {:04o}; it must be root's alone (mode 0700), and the helper \
+                 refuses it until then (unsafe_path)",
+                dir.display(),
+                meta.uid(),
+                meta.permissions().mode() & 0o7777
+            ),
+            format!("chown root:root {0} && chmod 0700 {0}", dir.display()),
+        )),
+        _ => {
+            findings.push(fail(
+                "state directory",
+                format!("{} is missing or not a directory", dir.display()),
+                "it is created by the first `volce-lab-host rpc`; check the helper runs",
+            ));
+            return false;
+        }
+    }
+    true
+}
+
 fn check_drift(dir: &Path, probe: &dyn DoctorProbe, findings: &mut Vec<Finding>) {
     match probe.drift(dir) {
         Err(why) => findings.push(fail(
