@@ -13,7 +13,7 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::{Done, Impact, PlanAction, RecordChange, config_lines, configuration};
+use super::action::{Done, Impact, PlanAction, RecordChange, config_lines, configuration};
 use crate::control::app_record::{AppRecord, ImageUse};
 use crate::control::policy::CatalogEntry;
 use crate::control::scope::Scope;

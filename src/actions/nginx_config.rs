@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::{Done, Impact, PlanAction, RecordChange, config_lines};
+use super::action::{Done, Impact, PlanAction, RecordChange, config_lines};
 use crate::control::app_record::AppState;
 use crate::control::scope::Scope;
 use crate::control::validate::{

@@ -14,25 +14,13 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::Payload;
+use super::action::Impact;
 use crate::control::canonical;
 use crate::control::policy::Terms;
 use crate::vocab::{Action, Code, Digest, PlanId, Refusal};
 
 /// The version of the plan body format; part of the digest.
 pub const PLAN_FORMAT: u32 = 1;
-
-/// What a plan will touch, in the words the operator reviews.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Impact {
-    pub target: String,
-    pub containers_touched: Vec<String>,
-    /// Always false: no action of ours deletes a volume.
-    pub data_volumes_deleted: bool,
-    /// Always false: the host's own nginx is never touched, only per-app gateways.
-    pub shared_nginx_changed: bool,
-    pub rollback: String,
-}
 
 /// A stored plan: the immutable body and its digest.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

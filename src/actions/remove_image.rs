@@ -16,7 +16,7 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::{Done, Impact, PlanAction, RecordChange};
+use super::action::{Done, Impact, PlanAction, RecordChange};
 use crate::control::scope::Scope;
 use crate::control::validate::{Context, HostFacts, exact_keys, string};
 use crate::docker::{Engine, EngineError, ProgressSink};

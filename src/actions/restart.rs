@@ -16,8 +16,9 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::action::{Done, Impact, PlanAction, RecordChange, marked};
+use super::rolled_back;
 use super::start::{deployed_health_path, is_up, port_is_the_apps};
-use super::{Done, Impact, PlanAction, RecordChange, marked, rolled_back};
 use crate::control::app_record::{AppRecord, AppState};
 use crate::control::scope::Scope;
 use crate::control::validate::{Context, HostFacts, app_name, data, exact_keys, owned, recorded};

@@ -16,10 +16,11 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::action::{Done, Impact, PlanAction, RecordChange};
+use super::rolled_back;
 use super::update::{
     SwitchTo, configured_now, data_path, running, sorted, switch, switch_lines, switch_on, switched,
 };
-use super::{Done, Impact, PlanAction, RecordChange, rolled_back};
 use crate::control::app_record::KeptVersion;
 use crate::control::scope::Scope;
 use crate::control::validate::{

@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::{Done, Impact, PlanAction, RecordChange, marked};
+use super::action::{Done, Impact, PlanAction, RecordChange, marked};
 use crate::control::app_record::AppState;
 use crate::control::scope::Scope;
 use crate::control::validate::{Context, HostFacts, app_name, exact_keys, owned, recorded};

@@ -12,7 +12,7 @@ use super::*;
 use crate::control::app_record::{AppRecord, AppState};
 use crate::control::policy::tests::sample_policy;
 use crate::control::validate::{Context, HostFacts, MIB};
-use crate::vocab::{AppName, Capacity, ContainerId, ImageHolds, ImageRef, ServerName, Snapshot};
+use crate::vocab::{AppName, Capacity, ContainerId, ImageHolds, ImageId, ImageRef, ServerName, Snapshot};
 use crate::vocab::{Container, LABEL_APP, LABEL_PLAN, PublishedPort, is_server_name};
 
 struct FakeProbe {

@@ -17,8 +17,9 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::action::{Done, Impact, PlanAction, RecordChange, config_lines, configuration};
+use super::rolled_back;
 use super::start::deployed_health_path;
-use super::{Done, Impact, PlanAction, RecordChange, config_lines, configuration, rolled_back};
 use crate::control::app_record::{AppRecord, AppState, ImageUse, KeptVersion};
 use crate::control::scope::Scope;
 use crate::control::validate::{

@@ -129,7 +129,8 @@ impl Harness {
     /// Records the app `legacy` (see the module header). Its plan row only
     /// satisfies the apps table's reference; it stays pending and blocks nothing.
     fn seed_legacy_app(&self) {
-        use volce_lab::actions::{Impact, Payload, Plan};
+        use volce_lab::actions::plan::Plan;
+        use volce_lab::actions::{Impact, Payload};
         use volce_lab::control::app_record::{AppRecord, AppState};
         use volce_lab::control::policy::Terms;
         use volce_lab::store::{AuditOutcome, AuditRow, Event};

@@ -14,7 +14,8 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use super::{Controller, EngineProbe, Liveness, audit, engine_unavailable, state_allows_use, terms_hold};
-use crate::actions::{self, Done, Payload, Plan, held};
+use crate::actions::plan::Plan;
+use crate::actions::{self, Done, Payload, held};
 use crate::control::Clock;
 use crate::control::app_record::AppRecord;
 use crate::control::clock::check_expiry;
