@@ -30,7 +30,18 @@ pub use validate::{MAX_ARGUMENT_BYTES, shown, validate};
 
 /// Which tool a call names. The strum table is the one list of names, in
 /// the order `tools/list` presents them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumString, strum::VariantArray)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    serde::Serialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+    strum::VariantArray,
+)]
+#[serde(rename_all = "snake_case")]
 #[strum(serialize_all = "snake_case")]
 pub enum ToolName {
     CloudCheck,
