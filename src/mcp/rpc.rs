@@ -161,7 +161,8 @@ impl Answer {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Returned {
     /// The object the helper printed, fields this build does not know
-    /// included.
+    /// included, with a plan view's `id` named `plan_id`, as every tool
+    /// result names a plan ([`PlanForAgent`]).
     pub object: Map<String, Value>,
     /// What the workstation acts on, through the wire's types.
     pub read: Read,
@@ -173,11 +174,36 @@ impl Returned {
         // unwrapped again, never copied.
         let value = Value::Object(object);
         let read = Read::of(operation, &value);
+        let value = match operation {
+            Operation::Plan => PlanForAgent::rename(value),
+            _ => value,
+        };
         let object = match value {
             Value::Object(object) => object,
             _ => Map::new(),
         };
         Returned { object, read }
+    }
+}
+
+/// A plan view as the agent gets it: its `id` named `plan_id`, the name
+/// every tool result gives a plan id (the result's own `plan_id`, an
+/// execution's, the inventory's plans, a demo plan's). The wire keeps `id`
+/// (`crate::wire::answers::plan_view`, also `volce-lab-host show --json`),
+/// so helpers and workstations of every protocol still read each other;
+/// only what the agent reads is renamed.
+#[derive(Serialize, Deserialize)]
+struct PlanForAgent {
+    #[serde(rename(deserialize = "id"), default, skip_serializing_if = "Option::is_none")]
+    plan_id: Option<Value>,
+    #[serde(flatten)]
+    rest: Map<String, Value>,
+}
+
+impl PlanForAgent {
+    /// `object` with its `id` named `plan_id`; as it came if it cannot be.
+    fn rename(object: Value) -> Value {
+        PlanForAgent::deserialize(&object).and_then(serde_json::to_value).unwrap_or(object)
     }
 }
 

@@ -37,9 +37,13 @@ fn every_reply_the_helper_prints_is_read_as_intended() {
         let answer = interpret(operation, &exited(&ok), Mode::Ssh);
         assert_eq!(answer.status, Status::Ok, "{operation:?}");
         assert_eq!(answer.plan_id.as_ref(), named, "{operation:?}");
-        // The agent gets the object as printed, unknown fields included.
+        // The agent gets the object as printed, unknown fields included;
+        // a plan view's id is named plan_id, as every result names a plan.
         let object = Value::Object(answer.result.expect("a body").object);
-        assert_eq!(object, printed, "{operation:?}");
+        match operation {
+            Operation::Plan => assert_eq!(object, json!({"plan_id": id.as_str(), "n": 1})),
+            _ => assert_eq!(object, printed, "{operation:?}"),
+        }
         // The same reply answers another operation's request: unknown.
         for other in Operation::VARIANTS.iter().copied().filter(|o| *o != operation) {
             assert_eq!(interpret(other, &exited(&ok), Mode::Ssh).status, Status::Unknown);

@@ -125,7 +125,7 @@ pub fn list() -> Vec<Tool> {
     let plan = Tool::new(
         ToolName::ServicePlan.as_str(),
         "Record a plan for one Docker change on the server; nothing changes yet. Returns the stored plan \
-         (id, digest, impact, whether it needs approval, expiry). Actions and their parameters (exactly \
+         (plan_id, digest, impact, whether it needs approval, expiry). Actions and their parameters (exactly \
          these): deploy {app, image (a catalog key), host_port, container_port (leave it out when \
          service_inventory's offer.catalog gives the entry's container_port), server_name (the primary \
          name, the health check's Host), also_server_names (optional: up to 3 more names, e.g. the www \
