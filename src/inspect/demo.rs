@@ -1,9 +1,14 @@
-//! Demo mode's simulated answers: the same shapes a real server gives, and
+//! Demo mode's simulated answers: built through the types a real server's
+//! answers are (the helper's `gateway_status` body is `crate::wire`'s), and
 //! no process started. Runs unprivileged on the workstation.
 
 use super::transport::RemoteCommand;
 use crate::config::Config;
 use crate::exec::{Execution, ExecutionStatus, Outcome};
+use crate::wire::Reply;
+use crate::wire::answers::Body;
+use crate::wire::answers::app_state::EngineState;
+use crate::wire::answers::gateways::{Gateway, GatewayStatus};
 
 /// Simulated answers: the same shapes a real server gives.
 pub(super) fn outcome(config: &Config, command: RemoteCommand) -> Outcome {
@@ -12,40 +17,40 @@ pub(super) fn outcome(config: &Config, command: RemoteCommand) -> Outcome {
         RemoteCommand::Disk => "Filesystem      Size  Used Avail Use% Mounted on\n\
                                 /dev/demo        20G  2.0G   18G  10% /\n"
             .to_owned(),
-        RemoteCommand::HostRpc => {
-            let reply = r#"{"status":"ok","operation":"gateway_status","result":{"gateways":[{"answers":true,"app":"demo","container_state":"running","drift":null,"name":"vl-demo-gateway","state":"running","stopped_on_purpose":false}]}}"#;
-            format!("{reply}\n")
-        }
+        RemoteCommand::HostRpc => Reply::from(Body::GatewayStatus(healthy_demo_app())).to_line(),
     };
     let mut execution = Execution::not_started(ExecutionStatus::Ok);
     execution.exit_code = Some(0);
     Outcome { execution, stdout: stdout.into_bytes(), stderr_len: 0, stderr: Vec::new() }
 }
 
+/// The helper's `gateway_status` body for one healthy app, `demo`.
+fn healthy_demo_app() -> GatewayStatus {
+    let gateway = Gateway {
+        app: "demo".into(),
+        name: "vl-demo-gateway".into(),
+        state: EngineState::Running.into(),
+        container_state: "running".into(),
+        stopped_on_purpose: false,
+        stopped_by: None,
+        answers: Some(true),
+        drift: None,
+    };
+    GatewayStatus { gateways: vec![gateway] }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::Reply;
-    use crate::wire::answers::Body;
-    use crate::wire::answers::app_state::EngineState;
-    use crate::wire::answers::gateways::{Gateway, GatewayStatus};
 
-    /// The simulated web_status answer is the reply a helper prints for one
-    /// healthy app, through the same wire types.
+    /// The simulated web_status answer is byte for byte the line a helper
+    /// prints for one healthy app (before, demo mode wrote its own copy
+    /// with `status` first), and web_status judges it healthy.
     #[test]
     fn the_demo_gateway_answer_is_a_helper_s_reply() {
         let out = outcome(&Config::default(), RemoteCommand::HostRpc);
-        let gateway = Gateway {
-            app: "demo".into(),
-            name: "vl-demo-gateway".into(),
-            state: EngineState::Running.into(),
-            container_state: "running".into(),
-            stopped_on_purpose: false,
-            stopped_by: None,
-            answers: Some(true),
-            drift: None,
-        };
-        let helper: Reply = Body::GatewayStatus(GatewayStatus { gateways: vec![gateway] }).into();
-        assert_eq!(Reply::parse(&out.stdout).unwrap(), helper);
+        let helper = r#"{"operation":"gateway_status","result":{"gateways":[{"answers":true,"app":"demo","container_state":"running","drift":null,"name":"vl-demo-gateway","state":"running","stopped_on_purpose":false}]},"status":"ok"}"#;
+        assert_eq!(String::from_utf8(out.stdout.clone()).unwrap(), format!("{helper}\n"));
+        assert!(crate::inspect::gateways_healthy(&out.stdout).unwrap());
     }
 }
