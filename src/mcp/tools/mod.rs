@@ -9,6 +9,10 @@
 //! target.rs    which configured target(s) a call is about: `target`, `targets`
 //! ```
 //!
+//! [`list`] is long (about 110 lines) and stays whole: it is a data table,
+//! the five tools' descriptions, schemas and annotations, one block each,
+//! with no step between them to split at.
+//!
 //! Invariant enforced here: rmcp hands arguments over unchecked, so every
 //! call passes [`validate`] before anything runs; the schemas we publish and
 //! the checks we apply say the same thing, and the tests hold them together.
