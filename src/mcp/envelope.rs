@@ -20,7 +20,7 @@ use super::sentences::message;
 use super::tools::ToolName;
 use crate::config::Mode;
 use crate::exec::{Execution, ExecutionStatus};
-use crate::inspect::{Check, CheckResult, Status, timestamp};
+use crate::inspect::{Check, CheckResult, Status, WebReply, timestamp};
 use crate::vocab::Action;
 use crate::vocab::{PlanId, Refusal};
 use crate::wire::Operation;
@@ -224,18 +224,14 @@ fn target_check(name: &str, mode: Mode, result: CheckResult) -> TargetCheck {
 /// sentence, as every management tool gives them for the same cause).
 fn check_words(result: &CheckResult) -> (Option<AnswerCode>, String) {
     let plain = || message(result.status, result.is_demo).to_owned();
-    match (result.check, result.status, result.is_demo) {
-        (Check::WebStatus, Status::Ok, false) => {
-            (None, crate::inspect::stopped_sentence(&result.output).unwrap_or_else(plain))
+    // The reply as web_status read it: never parsed again here.
+    match (result.check, result.status, result.is_demo, &result.reply) {
+        (Check::WebStatus, Status::Ok, false, Some(WebReply::Gateways(gateways))) => {
+            (None, crate::inspect::stopped_sentence_of(gateways).unwrap_or_else(plain))
         }
-        (Check::WebStatus, Status::Rejected, false) => {
-            match crate::wire::Reply::parse(result.output.as_bytes()) {
-                Ok(crate::wire::Reply::Rejected { refusal, .. }) => {
-                    let answer = rpc::rejected(refusal.code.into(), &refusal.message);
-                    (answer.code, answer.message)
-                }
-                _ => (None, plain()),
-            }
+        (Check::WebStatus, Status::Rejected, false, Some(WebReply::Refused(refusal))) => {
+            let answer = rpc::rejected(refusal.code.into(), &refusal.message);
+            (answer.code, answer.message)
         }
         _ => (None, plain()),
     }
