@@ -58,7 +58,7 @@ mod seal;
 mod task;
 mod wait;
 
-use wait::Outcome;
+use wait::Handled;
 
 /// The volce-lab MCP server: cheap to clone (one shared state), so a
 /// task (`task.rs`) can keep waiting after the call that made it answered.
@@ -167,7 +167,7 @@ impl VolceLab {
         request_id: String,
         progress: Option<Watcher>,
         waiter: wait::Waiter,
-    ) -> Outcome {
+    ) -> Handled {
         let (selection, rest) = match self.choices.select(tool, arguments) {
             Ok(chosen) => chosen,
             Err(refusal) => return self.refused(tool, None, refusal, request_id).into(),
@@ -203,7 +203,7 @@ impl VolceLab {
             // any other id gets today's `demo_only`.
             Ok(Call::Execute { plan_id }) if member.inspector.is_demo() => {
                 return match self.demo_execute(member, &plan_id, request_id.clone(), waiter).await {
-                    Some(outcome) => outcome,
+                    Some(handled) => handled,
                     None => {
                         self.execute_waiting(member, plan_id, request_id, progress, wait::Waiter::Not).await
                     }
@@ -422,11 +422,11 @@ impl ServerHandler for VolceLab {
                 // MCP: no response for a cancelled request; rmcp discards this one.
                 Err(McpError::internal_error("the call was cancelled", None))
             }
-            outcome = self.run(tool, arguments, id.clone(), watcher, wait::Waiter::of(&context, &request)) => {
-                self.audit(Some(tool), &outcome.served, started);
-                Ok(match outcome.ask {
+            handled = self.run(tool, arguments, id.clone(), watcher, wait::Waiter::of(&context, &request)) => {
+                self.audit(Some(tool), &handled.served, started);
+                Ok(match handled.ask {
                     Some(instead) => instead,
-                    None => outcome.served.tool_result().into(),
+                    None => handled.served.tool_result().into(),
                 })
             }
         }

@@ -15,7 +15,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::seal;
-use super::wait::{self, Outcome, Waiter};
+use super::wait::{self, Handled, Waiter};
 use super::{Member, VolceLab};
 use crate::inspect::Status;
 use crate::vocab::{Action, Code, PlanId};
@@ -191,7 +191,7 @@ impl VolceLab {
         id: &PlanId,
         request_id: String,
         waiter: Waiter,
-    ) -> Option<Outcome> {
+    ) -> Option<Handled> {
         let (action, app) = self.demo_plans.find(id)?;
         let done = || self.demo_done(member, id, &request_id);
         match waiter {
@@ -215,7 +215,7 @@ impl VolceLab {
                         Ok(result)
                     })
                 });
-                Some(Outcome { served, ask: Some(CreateTaskResult::new(task).into()) })
+                Some(Handled { served, ask: Some(CreateTaskResult::new(task).into()) })
             }
             Waiter::Form(peer) => {
                 let message = format!(

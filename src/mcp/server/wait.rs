@@ -21,13 +21,6 @@
 
 use std::time::{Duration, SystemTime};
 
-use super::seal::{self, State};
-use super::{Member, VolceLab, Watcher};
-use crate::inspect::Status;
-use crate::vocab::{Code, PlanId, PlanState};
-use crate::wire::Request;
-use crate::wire::answers::Open;
-use crate::wire::answers::read::ListedPlan;
 use rmcp::RoleServer;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ClientResult, ElicitRequest, ElicitRequestParams, ElicitResult,
@@ -35,6 +28,14 @@ use rmcp::model::{
     ServerRequest,
 };
 use rmcp::service::{Peer, RequestContext};
+
+use super::seal::{self, State};
+use super::{Member, VolceLab, Watcher};
+use crate::inspect::Status;
+use crate::vocab::{Code, PlanId, PlanState};
+use crate::wire::Request;
+use crate::wire::answers::Open;
+use crate::wire::answers::read::ListedPlan;
 
 use super::super::envelope::{self, Served};
 use super::super::rpc::{Answer, AnswerCode};
@@ -93,14 +94,14 @@ impl Waiter {
 /// A call as served, and, on the 2026-07-28 path, the `InputRequiredResult`
 /// the client gets instead of the result (the served call is its audit
 /// line); on the task path, the task.
-pub struct Outcome {
+pub struct Handled {
     pub(super) served: Served,
     pub(super) ask: Option<CallToolResponse>,
 }
 
-impl From<Served> for Outcome {
-    fn from(served: Served) -> Outcome {
-        Outcome { served, ask: None }
+impl From<Served> for Handled {
+    fn from(served: Served) -> Handled {
+        Handled { served, ask: None }
     }
 }
 
@@ -190,7 +191,7 @@ impl VolceLab {
         request_id: String,
         progress: Option<Watcher>,
         waiter: Waiter,
-    ) -> Outcome {
+    ) -> Handled {
         let peer = match waiter {
             Waiter::Not => None,
             Waiter::Form(peer) => Some(peer),
@@ -205,7 +206,7 @@ impl VolceLab {
                 }
                 let open = self.open_plan(member, &plan_id, &request_id).await;
                 let task = self.watch_as_task(member, plan_id, request_id, open, progress);
-                return Outcome { served: first, ask: task.map(Into::into) };
+                return Handled { served: first, ask: task.map(Into::into) };
             }
         };
         self.execute_asking(member, plan_id, request_id, progress, peer).await.into()
@@ -255,7 +256,7 @@ impl VolceLab {
         request_id: String,
         progress: Option<Watcher>,
         retry: Retry,
-    ) -> Outcome {
+    ) -> Handled {
         let execute = |progress| self.execute_once(member, &plan_id, &request_id, progress);
         let round = match &retry.state {
             // The first call: today's execute; the form only if it waits.
@@ -266,7 +267,7 @@ impl VolceLab {
                 }
                 let open = self.open_plan(member, &plan_id, &request_id).await;
                 return match self.input_required(member, &plan_id, &retry.digest, open, 1) {
-                    Some(ask) => Outcome { served: first, ask: Some(ask.into()) },
+                    Some(ask) => Handled { served: first, ask: Some(ask.into()) },
                     None => first.into(),
                 };
             }
@@ -294,7 +295,7 @@ impl VolceLab {
         let waiting = self.not_run(member, &plan_id, request_id, STILL_WAITING);
         let ask =
             (round < ROUNDS).then(|| self.input_required(member, &plan_id, &retry.digest, open, round + 1));
-        Outcome { served: waiting, ask: ask.flatten().map(Into::into) }
+        Handled { served: waiting, ask: ask.flatten().map(Into::into) }
     }
 
     /// The `InputRequiredResult` of look `round`, while the plan is open.
