@@ -162,7 +162,7 @@ impl Answer {
 pub struct Returned {
     /// The object the helper printed, fields this build does not know
     /// included, with a plan view's `id` named `plan_id`, as every tool
-    /// result names a plan ([`PlanForAgent`]).
+    /// result names a plan (`PlanForAgent`).
     pub object: Map<String, Value>,
     /// What the workstation acts on, through the wire's types.
     pub read: Read,

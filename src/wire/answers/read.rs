@@ -62,10 +62,15 @@ struct OpenPlans {
     plans: Vec<ListedPlan>,
 }
 
+/// The open plans, each read on its own: a plan this build cannot read (a
+/// newer helper's action word, say) is left out rather than making the
+/// whole list unreadable, so the wait still finds the plan it waits for
+/// (which this workstation made, with an action it knows).
 fn listed<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<ListedPlan>, D::Error> {
-    let plans = Vec::<OpenPlan>::deserialize(deserializer)?;
-    Ok(plans
+    let entries = Vec::<Value>::deserialize(deserializer)?;
+    Ok(entries
         .into_iter()
+        .filter_map(|entry| OpenPlan::deserialize(entry).ok())
         .map(|plan| {
             let expires = humantime::parse_rfc3339(&plan.expires_at).ok();
             ListedPlan { plan, expires }

@@ -362,7 +362,16 @@ fn an_inventorys_open_plans_are_read_with_their_expiry() {
     bad_time.expires_at = "soon".into();
     let read = Read::of(Operation::Inventory, &json!({"plans": [bad_time]}));
     assert_eq!(read.open_plan(&id).map(|listed| listed.expires), Some(None));
-    assert_eq!(Read::of(Operation::Inventory, &json!({"plans": [{"plan_id": id}]})), Read::Nothing);
+    // A newer helper's plan with an action this build does not know is
+    // left out; the plan beside it is still found.
+    let mut newer = serde_json::to_value(&plan).unwrap();
+    newer["action"] = json!("an_action_from_a_newer_helper");
+    newer["plan_id"] = json!("7".repeat(32));
+    let read = Read::of(Operation::Inventory, &json!({"plans": [newer, plan]}));
+    assert_eq!(read.open_plan(&id).map(|listed| &listed.plan), Some(&plan));
+    assert_eq!(read.open_plan(&PlanId::parse(&"7".repeat(32)).unwrap()), None);
+    assert_eq!(Read::of(Operation::Inventory, &json!({"plans": [{"plan_id": id}]})).open_plan(&id), None);
+    assert_eq!(Read::of(Operation::Inventory, &json!({"plans": {}})), Read::Nothing);
     assert_eq!(Read::of(Operation::Inventory, &json!({"apps": []})), Read::Nothing);
 }
 
