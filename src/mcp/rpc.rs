@@ -15,6 +15,11 @@
 //!   operation is `helper_unavailable`; anything else (timeout, overflow,
 //!   unparsable, other exit, a killed client) is `unknown`, which tells the
 //!   agent to inspect before any retry;
+//! - an `ok` body is read once ([`Returned`]): the workstation acts only on
+//!   the fields `crate::wire::answers::read` reads through the helper's
+//!   types, and the agent gets the object as the helper printed it, fields
+//!   this build does not know included; only a plan view's `id` is named
+//!   `plan_id` for it, as every result names a plan;
 //! - progress lines before the reply (`crate::wire::progress`) are never
 //!   the reply: only what follows the leading ones is read as the reply,
 //!   exactly as before; anything else in front of it makes it `unknown`;
