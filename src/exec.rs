@@ -194,12 +194,6 @@ pub struct ProcessOutput {
     pub stderr: Vec<u8>,
 }
 
-/// The old name of [`ProcessOutput`], kept only for `src/mcp/rpc.rs` and its
-/// tests, which another change owns: `mcp::server::wait::Outcome` is
-/// something else (a served tool result). Remove when they import
-/// `ProcessOutput`.
-pub type Outcome = ProcessOutput;
-
 impl ProcessOutput {
     pub(crate) fn launch_failed() -> ProcessOutput {
         ProcessOutput {

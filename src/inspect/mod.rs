@@ -49,7 +49,9 @@ use ssh_mux::MultiplexedSsh;
 use transport::{CommandCarrier, LocalTransport, RunLimits, SshFailure, SshTransport};
 
 pub use results::{Check, CheckResult, Diagnosis, GateRefusal, Mismatch, Status, request_id, timestamp};
-pub use web_status::{gateway_states, gateways_healthy, healthy, stopped_sentence};
+pub use web_status::{
+    WebReply, all_healthy, gateway_states, gateways_healthy, healthy, stopped_sentence, stopped_sentence_of,
+};
 
 /// Where the checks go.
 enum Backend {
@@ -146,6 +148,7 @@ impl Inspector {
             exit_code: execution.as_ref().and_then(|e| e.exit_code),
             output,
             execution,
+            reply: None,
         }
     }
 
@@ -169,9 +172,12 @@ impl Inspector {
         if let Err((refusal, diagnosis)) = self.reverify(&mut gate).await {
             return (self.result(check, refusal.status, String::new(), refusal.execution), diagnosis);
         }
-        let (status, output, execution, ssh) = match check {
+        let (status, output, execution, ssh, reply) = match check {
             Check::Identity => unreachable!("handled above"),
-            Check::Disk => self.disk().await,
+            Check::Disk => {
+                let (status, output, execution, ssh) = self.disk().await;
+                (status, output, execution, ssh, None)
+            }
             Check::WebStatus => self.web_status().await,
         };
         // Through the gate the check's own session carried the identity
@@ -184,7 +190,8 @@ impl Inspector {
             return (result, Some(Diagnosis::IdentityMismatch(mismatch)));
         }
         let diagnosis = ssh.filter(|_| status == Status::ConnectionFailed).map(Diagnosis::Ssh);
-        (self.result(check, status, output, Some(execution)), diagnosis)
+        let result = CheckResult { reply, ..self.result(check, status, output, Some(execution)) };
+        (result, diagnosis)
     }
 
     /// Verifies identity, then runs the host helper with `request` on stdin,
@@ -330,27 +337,26 @@ impl Inspector {
         (status, output_text(&outcome, status), outcome.execution, ssh)
     }
 
-    async fn web_status(&self) -> (Status, String, Execution, Option<SshFailure>) {
+    /// The helper's `gateway_status`, judged; its reply, read once, goes
+    /// with the result.
+    async fn web_status(&self) -> (Status, String, Execution, Option<SshFailure>, Option<WebReply>) {
         let request = crate::wire::Request::GatewayStatus {}.to_bytes();
         let (outcome, ssh) = self.run(RemoteCommand::Rpc, Some(&request), self.limits()).await;
-        let status = match outcome.execution.execution_status {
-            ExecutionStatus::Ok => match gateways_healthy(&outcome.stdout) {
-                Some(true) => Status::Ok,
-                Some(false) => Status::CheckFailed,
-                None => Status::HelperUnavailable,
-            },
+        let reply = WebReply::read(&outcome.stdout);
+        let status = match (outcome.execution.execution_status, &reply) {
+            (ExecutionStatus::Ok, Some(WebReply::Gateways(gateways))) if all_healthy(gateways) => Status::Ok,
+            (ExecutionStatus::Ok, Some(WebReply::Gateways(_))) => Status::CheckFailed,
+            (ExecutionStatus::Ok, _) => Status::HelperUnavailable,
             // The helper refused (a policy it cannot read, a full state...):
             // the same code every tool gives for that cause. Otherwise sudo
             // refused or the helper is missing.
-            ExecutionStatus::NonzeroExit => match crate::wire::Reply::parse(&outcome.stdout) {
-                Ok(crate::wire::Reply::Rejected { .. }) => Status::Rejected,
-                _ => Status::HelperUnavailable,
-            },
+            (ExecutionStatus::NonzeroExit, Some(WebReply::Refused(_))) => Status::Rejected,
+            (ExecutionStatus::NonzeroExit, _) => Status::HelperUnavailable,
             // Locally, a missing sudo means there is no way to the helper.
-            ExecutionStatus::LaunchFailed if self.config.mode != Mode::Ssh => Status::HelperUnavailable,
-            other => self.failure_status(other),
+            (ExecutionStatus::LaunchFailed, _) if self.config.mode != Mode::Ssh => Status::HelperUnavailable,
+            (other, _) => self.failure_status(other),
         };
-        (status, output_text(&outcome, status), outcome.execution, ssh)
+        (status, output_text(&outcome, status), outcome.execution, ssh, reply)
     }
 
     fn failure_status(&self, status: ExecutionStatus) -> Status {

@@ -330,6 +330,7 @@ mod fleet_tests {
             exit_code: None,
             output: String::new(),
             execution: None,
+            reply: None,
         }
     }
 

@@ -98,6 +98,11 @@ pub struct CheckResult {
     pub output: String,
     /// Facts of the process that ran; null when nothing ran.
     pub execution: Option<Execution>,
+    /// web_status: the helper's reply as the check read it, so no later
+    /// reader (the MCP result's sentence and code) parses `output` again.
+    /// Not serialized: `output` is what the agent reads.
+    #[serde(skip)]
+    pub reply: Option<super::web_status::WebReply>,
 }
 
 /// A fresh request id.

@@ -1,17 +1,49 @@
 //! web_status's judgement of the helper's `gateway_status` answer
 //! (`crate::wire::answers::gateways`): which gateways are healthy, and
-//! whether all are. Pure; runs unprivileged on the workstation.
+//! whether all are. The reply is read once, as a [`WebReply`], which the
+//! result carries on for the MCP server's sentence and code. Pure; runs
+//! unprivileged on the workstation.
 
+use crate::vocab::Refusal;
 use crate::wire::answers::Open;
 use crate::wire::answers::app_state::EngineState;
 use crate::wire::answers::gateways::{Gateway, GatewayStatus};
+use crate::wire::{Operation, Reply};
+
+/// The helper's reply to web_status's `gateway_status` request, as the
+/// check read it: the gateways of its answer, or its refusal.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WebReply {
+    Gateways(Vec<Gateway>),
+    Refused(Refusal),
+}
+
+impl WebReply {
+    /// The reply in `stdout`, read by the one contract (`crate::wire`): an
+    /// `ok` that names another operation is not an answer to this request.
+    pub fn read(stdout: &[u8]) -> Option<WebReply> {
+        match Reply::parse(stdout).ok()? {
+            Reply::Ok { operation: Operation::GatewayStatus, result } => {
+                let status: GatewayStatus = serde_json::from_value(result).ok()?;
+                Some(WebReply::Gateways(status.gateways))
+            }
+            Reply::Rejected { refusal, .. } => Some(WebReply::Refused(refusal)),
+            _ => None,
+        }
+    }
+}
+
+/// Healthy only when the list is non-empty and every gateway is healthy
+/// ([`healthy`]).
+pub fn all_healthy(gateways: &[Gateway]) -> bool {
+    !gateways.is_empty() && gateways.iter().all(healthy)
+}
 
 /// The helper's `gateway_status` reply (`{"status":"ok","result":{"gateways":
 /// [...]}}`): healthy only when the list is non-empty and every gateway is
 /// healthy ([`healthy`]). `None` when the answer is not such a reply.
 pub fn gateways_healthy(stdout: &[u8]) -> Option<bool> {
-    let gateways = gateway_states(stdout)?;
-    Some(!gateways.is_empty() && gateways.iter().all(healthy))
+    gateway_states(stdout).map(|gateways| all_healthy(&gateways))
 }
 
 /// An app that should run runs and its gateway answers; an app stopped on
@@ -27,16 +59,11 @@ pub fn healthy(gateway: &Gateway) -> bool {
     }
 }
 
-/// Every gateway in a `gateway_status` reply.
-/// The reply is read by the one contract (`crate::wire`): an `ok` that names
-/// another operation is not an answer to this request.
+/// Every gateway in a `gateway_status` reply ([`WebReply::read`]).
 pub fn gateway_states(stdout: &[u8]) -> Option<Vec<Gateway>> {
-    match crate::wire::Reply::parse(stdout).ok()? {
-        crate::wire::Reply::Ok { operation: crate::wire::Operation::GatewayStatus, result } => {
-            let status: GatewayStatus = serde_json::from_value(result).ok()?;
-            Some(status.gateways)
-        }
-        _ => None,
+    match WebReply::read(stdout)? {
+        WebReply::Gateways(gateways) => Some(gateways),
+        WebReply::Refused(_) => None,
     }
 }
 
@@ -45,7 +72,11 @@ pub fn gateway_states(stdout: &[u8]) -> Option<Vec<Gateway>> {
 /// rest are healthy. `None` when no app is stopped on purpose (the plain
 /// "healthy" sentence is then true as it stands).
 pub fn stopped_sentence(output: &str) -> Option<String> {
-    let gateways = gateway_states(output.as_bytes())?;
+    stopped_sentence_of(&gateway_states(output.as_bytes())?)
+}
+
+/// [`stopped_sentence`] of the gateways a reply listed.
+pub fn stopped_sentence_of(gateways: &[Gateway]) -> Option<String> {
     let stopped: Vec<String> = gateways
         .iter()
         .filter(|g| g.stopped_on_purpose)

@@ -3,30 +3,33 @@
 //! call. Pure (the server runs the calls; this shapes what they gave).
 //! Runs unprivileged inside `volce-lab mcp-serve`.
 //!
-//! Invariants enforced here: every result carries the fields its tool's
-//! output schema requires (`super::tools::schema`), names its target as the
-//! fleet does (the table's name, which may differ from the alias dialled),
-//! `isError` is true exactly when `status` is not `ok`, and `fix` (the one
-//! next step) is null exactly when it is.
+//! Invariants enforced here: every result is one of the typed results of
+//! `super::result` (which carry the fields the output schemas require,
+//! name the target as the fleet does, and give `fix` exactly when the
+//! status is not `ok`), and `isError` is true exactly when `status` is not
+//! `ok`.
 
 use std::time::Instant;
 
 use rmcp::model::{CallToolResult, ContentBlock};
-use serde_json::{Map, Value, json};
 
 use super::audit::Record;
+use super::result::{Base, CheckOutput, ManagementOutput, Output, Summary, TargetCheck, Verdict};
 use super::rpc::{self, Answer, AnswerCode};
-use super::sentences::{self, message};
+use super::sentences::message;
 use super::tools::ToolName;
+use crate::config::Mode;
 use crate::exec::{Execution, ExecutionStatus};
-use crate::inspect::{Check, CheckResult, Status, timestamp};
+use crate::inspect::{Check, CheckResult, Status, WebReply, timestamp};
 use crate::vocab::Action;
 use crate::vocab::{PlanId, Refusal};
 use crate::wire::Operation;
 
-/// One call as served: the structured result plus what its audit line needs.
+/// One call as served: the typed result plus what its audit line needs.
 pub(super) struct Served {
-    pub(super) value: Value,
+    /// `None` for a call with no result to show (an unknown tool, a
+    /// cancelled call).
+    pub(super) output: Option<Output>,
     pub(super) status: Status,
     pub(super) request_id: String,
     /// The target's name; `None` for a fan-out or a call refused before
@@ -44,7 +47,7 @@ impl Served {
     /// only its audit line.
     pub(super) fn bare(status: Status, request_id: String) -> Served {
         Served {
-            value: Value::Null,
+            output: None,
             status,
             request_id,
             target: None,
@@ -54,6 +57,25 @@ impl Served {
             exit_code: None,
             execution_status: None,
         }
+    }
+
+    /// The code the result carries, if any.
+    pub(super) fn code(&self) -> Option<&AnswerCode> {
+        self.output.as_ref().and_then(|output| output.verdict().code.as_ref())
+    }
+
+    /// The result's sentence (empty for a call with no result).
+    pub(super) fn message(&self) -> &str {
+        self.output.as_ref().map_or("", |output| output.verdict().message.as_str())
+    }
+
+    /// The same result with another sentence (the approval wait says why
+    /// it kept the helper's answer).
+    pub(super) fn with_message(mut self, message: String) -> Served {
+        if let Some(output) = &mut self.output {
+            output.verdict_mut().message = message;
+        }
+        self
     }
 
     /// The local audit line of this call (`tool` is `None` for a name
@@ -78,8 +100,9 @@ impl Served {
     /// The MCP result: `structuredContent`, the same JSON as text, and
     /// `isError` exactly when the status is not ok.
     pub(super) fn tool_result(&self) -> CallToolResult {
-        let mut result = CallToolResult::success(vec![ContentBlock::text(self.value.to_string())]);
-        result.structured_content = Some(self.value.clone());
+        let value = self.output.as_ref().map_or(serde_json::Value::Null, Output::to_json);
+        let mut result = CallToolResult::success(vec![ContentBlock::text(value.to_string())]);
+        result.structured_content = Some(value);
         result.is_error = Some(self.status != Status::Ok);
         result
     }
@@ -87,79 +110,62 @@ impl Served {
 
 /// A call refused before anything ran: `invalid_arguments` with the code
 /// and sentence of the refusal, and every field of the tool's schema.
-pub(super) fn refused(
-    mut map: Map<String, Value>,
-    tool: ToolName,
-    target: Option<String>,
-    refusal: Refusal,
-    request_id: String,
-) -> Served {
-    map.insert("status".into(), json!(Status::InvalidArguments));
-    map.insert("code".into(), json!(refusal.code));
-    map.insert("message".into(), json!(refusal.message));
-    map.insert("fix".into(), fix(Status::InvalidArguments, Some(&refusal.code.into())));
-    map.insert("exit_code".into(), Value::Null);
-    map.insert("execution".into(), Value::Null);
-    match tool.operation() {
-        None => {
-            map.insert("check".into(), Value::Null);
-            map.insert("output".into(), json!(""));
-            map.insert("results".into(), Value::Null);
-            map.insert("summary".into(), Value::Null);
-        }
-        Some(operation) => {
-            map.insert("tool".into(), json!(tool.as_str()));
-            map.insert("operation".into(), json!(operation));
-            map.insert("action".into(), Value::Null);
-            map.insert("plan_id".into(), Value::Null);
-            map.insert("result".into(), Value::Null);
-            map.insert("app_log".into(), Value::Null);
-        }
-    }
-    Served { value: Value::Object(map), target, ..Served::bare(Status::InvalidArguments, request_id) }
+pub(super) fn refused(base: Base, tool: ToolName, refusal: Refusal, request_id: String) -> Served {
+    let verdict = Verdict::new(Status::InvalidArguments, Some(refusal.code.into()), refusal.message);
+    let target = base.target.clone();
+    let output = match tool.operation() {
+        None => Output::Check(Box::new(CheckOutput::refused(base, verdict))),
+        Some(operation) => Output::Management(Box::new(ManagementOutput {
+            base,
+            tool,
+            operation,
+            action: None,
+            plan_id: None,
+            verdict,
+            result: None,
+            exit_code: None,
+            execution: None,
+            app_log: None,
+        })),
+    };
+    Served { output: Some(output), target, ..Served::bare(Status::InvalidArguments, request_id) }
 }
 
 /// One check's result as `cloud_check` gives it for target `name`.
-pub(super) fn check(name: &str, result: CheckResult) -> Served {
-    let mut value = check_value(name, &result);
-    if let Value::Object(map) = &mut value {
-        map.insert("results".into(), Value::Null);
-        map.insert("summary".into(), Value::Null);
-    }
+pub(super) fn check(name: &str, mode: Mode, result: CheckResult) -> Served {
+    let (check, status, exit_code) = (result.check, result.status, result.exit_code);
+    let execution_status = result.execution.as_ref().map(|e| e.execution_status);
+    let target = target_check(name, mode, result);
+    let request_id = target.base.request_id.clone();
     Served {
-        value,
+        output: Some(Output::Check(Box::new(CheckOutput::one(target)))),
         target: Some(name.to_owned()),
-        check: Some(result.check),
-        exit_code: result.exit_code,
-        execution_status: result.execution.as_ref().map(|e| e.execution_status),
-        ..Served::bare(result.status, result.request_id.clone())
+        check: Some(check),
+        exit_code,
+        execution_status,
+        ..Served::bare(status, request_id)
     }
 }
 
 /// A fan-out's result: one entry per target (each as a single check's),
 /// the not-ok ones first, and the summary (`super::fan_out::gather`).
 pub(super) fn fan_out(
-    mut map: Map<String, Value>,
+    base: Base,
     check: Check,
     results: Vec<(String, CheckResult)>,
     request_id: String,
 ) -> Served {
-    let answers = results
-        .iter()
-        .map(|(name, result)| (name.clone(), check_value(name, result), result.status))
-        .collect();
-    let (status, sentence, results, summary) = super::fan_out::gather(check, answers);
-    map.insert("status".into(), json!(status));
-    map.insert("code".into(), Value::Null);
-    map.insert("message".into(), json!(sentence));
-    map.insert("fix".into(), if status == Status::Ok { Value::Null } else { json!(sentences::FAN_OUT_FIX) });
-    map.insert("exit_code".into(), Value::Null);
-    map.insert("execution".into(), Value::Null);
-    map.insert("check".into(), json!(check));
-    map.insert("output".into(), json!(""));
-    map.insert("results".into(), results);
-    map.insert("summary".into(), summary);
-    Served { value: Value::Object(map), check: Some(check), ..Served::bare(status, request_id) }
+    let mode = base.mode;
+    let answers = results.into_iter().map(|(name, result)| target_check(&name, mode, result)).collect();
+    let (status, sentence, results, summary): (Status, String, Vec<TargetCheck>, Summary) =
+        super::fan_out::gather(check, answers);
+    let verdict = Verdict::of_fan_out(status, sentence);
+    let output = CheckOutput::fan_out(base, check, verdict, results, summary);
+    Served {
+        output: Some(Output::Check(Box::new(output))),
+        check: Some(check),
+        ..Served::bare(status, request_id)
+    }
 }
 
 /// What one management call gave: the facts its result and audit line show.
@@ -173,65 +179,43 @@ pub(super) struct Managed {
     pub(super) execution: Option<Execution>,
 }
 
-/// A management call's result for target `name`.
-pub(super) fn managed(
-    mut map: Map<String, Value>,
-    facts: Managed,
-    name: String,
-    request_id: String,
-) -> Served {
+/// A management call's result for the target `base` names.
+pub(super) fn managed(base: Base, facts: Managed, request_id: String) -> Served {
     let Managed { tool, operation, action, plan_id, answer, execution } = facts;
-    map.insert("app_log".into(), json!(answer.app_log));
-    let action = action.map(Action::as_str);
-    let plan_id = plan_id.or(answer.plan_id);
+    let Answer { status, code, message, result, plan_id: named, app_log } = answer;
+    let plan_id = plan_id.or(named);
     let exit_code = execution.as_ref().and_then(|e| e.exit_code);
     let execution_status = execution.as_ref().map(|e| e.execution_status);
-    map.insert("tool".into(), json!(tool.as_str()));
-    map.insert("operation".into(), json!(operation));
-    map.insert("action".into(), json!(action));
-    map.insert("plan_id".into(), json!(plan_id));
-    map.insert("status".into(), json!(answer.status));
-    map.insert("code".into(), json!(answer.code));
-    map.insert("message".into(), json!(answer.message));
-    map.insert("fix".into(), fix(answer.status, answer.code.as_ref()));
-    map.insert("result".into(), answer.result.unwrap_or(Value::Null));
-    map.insert("exit_code".into(), json!(exit_code));
-    map.insert("execution".into(), json!(execution));
-    Served {
-        value: Value::Object(map),
-        target: Some(name),
+    let target = base.target.clone();
+    let output = ManagementOutput {
+        base,
+        tool,
+        operation,
         action,
+        plan_id: plan_id.clone(),
+        verdict: Verdict::new(status, code, message),
+        result: result.map(|returned| returned.object),
+        exit_code,
+        execution,
+        app_log,
+    };
+    Served {
+        output: Some(Output::Management(Box::new(output))),
+        target,
+        action: action.map(Action::as_str),
         plan_id,
         exit_code,
         execution_status,
-        ..Served::bare(answer.status, request_id)
+        ..Served::bare(status, request_id)
     }
 }
 
-/// A check's result object for target `name`: the result, named as the
-/// fleet names it, with its code and sentence ([`check_words`]).
-fn check_value(name: &str, result: &CheckResult) -> Value {
-    let mut value = serde_json::to_value(result).unwrap_or_else(|_| json!({}));
-    if let Value::Object(map) = &mut value {
-        let (code, sentence) = check_words(result);
-        map.insert("target".into(), json!(name));
-        map.insert("code".into(), json!(code));
-        map.insert("fix".into(), fix(result.status, code.as_ref()));
-        map.insert("message".into(), json!(sentence));
-    }
-    value
-}
-
-/// The `fix` of a result: null when it is ok; else the one next step of its
-/// code (`Code::fix`, the same for every tool), or of its status when it
-/// carries no code (`sentences::status_fix`).
-fn fix(status: Status, code: Option<&AnswerCode>) -> Value {
-    match (status, code) {
-        (Status::Ok, _) => Value::Null,
-        (_, Some(AnswerCode::Known(code))) => json!(code.fix()),
-        (_, Some(AnswerCode::Newer(_))) => json!(sentences::NEWER_CODE_FIX),
-        (status, None) => json!(sentences::status_fix(status)),
-    }
+/// A check's result for target `name`: the result, named as the fleet
+/// names it, with its code and sentence ([`check_words`]).
+fn target_check(name: &str, mode: Mode, result: CheckResult) -> TargetCheck {
+    let (code, sentence) = check_words(&result);
+    let verdict = Verdict::new(result.status, code, sentence);
+    TargetCheck::new(name, mode, result, verdict)
 }
 
 /// The code and sentence of a check's result: the status's sentence,
@@ -240,18 +224,14 @@ fn fix(status: Status, code: Option<&AnswerCode>) -> Value {
 /// sentence, as every management tool gives them for the same cause).
 fn check_words(result: &CheckResult) -> (Option<AnswerCode>, String) {
     let plain = || message(result.status, result.is_demo).to_owned();
-    match (result.check, result.status, result.is_demo) {
-        (Check::WebStatus, Status::Ok, false) => {
-            (None, crate::inspect::stopped_sentence(&result.output).unwrap_or_else(plain))
+    // The reply as web_status read it: never parsed again here.
+    match (result.check, result.status, result.is_demo, &result.reply) {
+        (Check::WebStatus, Status::Ok, false, Some(WebReply::Gateways(gateways))) => {
+            (None, crate::inspect::stopped_sentence_of(gateways).unwrap_or_else(plain))
         }
-        (Check::WebStatus, Status::Rejected, false) => {
-            match crate::wire::Reply::parse(result.output.as_bytes()) {
-                Ok(crate::wire::Reply::Rejected { refusal, .. }) => {
-                    let answer = rpc::rejected(refusal.code.into(), &refusal.message);
-                    (answer.code, answer.message)
-                }
-                _ => (None, plain()),
-            }
+        (Check::WebStatus, Status::Rejected, false, Some(WebReply::Refused(refusal))) => {
+            let answer = rpc::rejected(refusal.code.into(), &refusal.message);
+            (answer.code, answer.message)
         }
         _ => (None, plain()),
     }

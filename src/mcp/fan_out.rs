@@ -13,10 +13,10 @@
 
 use std::sync::Arc;
 
-use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
+use super::result::{Summary, TargetCheck};
 use crate::inspect::{Check, CheckResult, Inspector, Status};
 
 /// Runs `check` on every `(name, inspector)`, at most `width` at once;
@@ -46,21 +46,26 @@ pub async fn check_all(
     results.into_iter().map(|(_, name, result)| (name, result)).collect()
 }
 
-/// The fan-out's answer from each target's result object (as a single
-/// `cloud_check` would give it) and status: the overall status (`ok` only
-/// when every target is), the sentence, the results with the targets
-/// that are not ok first, and the ok / failed counts.
-pub fn gather(check: Check, answers: Vec<(String, Value, Status)>) -> (Status, String, Value, Value) {
+/// The fan-out's answer from each target's result (as a single
+/// `cloud_check` would give it): the overall status (`ok` only when every
+/// target is), the sentence, the results with the targets that are not ok
+/// first, and the ok / failed counts.
+pub fn gather(check: Check, answers: Vec<TargetCheck>) -> (Status, String, Vec<TargetCheck>, Summary) {
     let (ok, not_ok): (Vec<_>, Vec<_>) =
-        answers.into_iter().partition(|(_, _, status)| *status == Status::Ok);
+        answers.into_iter().partition(|answer| answer.verdict.status == Status::Ok);
     let total = ok.len() + not_ok.len();
     let status = if not_ok.is_empty() { Status::Ok } else { Status::CheckFailed };
     let message = if not_ok.is_empty() {
         let all = if total == 1 { "The one target".to_owned() } else { format!("All {total} targets") };
         format!("{all} answered {} ok.", check.as_str())
     } else {
-        let named: Vec<String> =
-            not_ok.iter().map(|(name, _, status)| format!("{name} ({})", status.as_str())).collect();
+        let named: Vec<String> = not_ok
+            .iter()
+            .map(|answer| {
+                let name = answer.base.target.as_deref().unwrap_or_default();
+                format!("{name} ({})", answer.verdict.status.as_str())
+            })
+            .collect();
         format!(
             "{} of {total} targets are not ok: {}; each result's message says what to do, and the other {} \
              answered ok.",
@@ -69,18 +74,38 @@ pub fn gather(check: Check, answers: Vec<(String, Value, Status)>) -> (Status, S
             ok.len()
         )
     };
-    let summary = json!({"ok": ok.len(), "failed": not_ok.len()});
-    let results: Vec<Value> = not_ok.into_iter().chain(ok).map(|(_, value, _)| value).collect();
-    (status, message, Value::Array(results), summary)
+    let summary = Summary { ok: ok.len(), failed: not_ok.len() };
+    let results = not_ok.into_iter().chain(ok).collect();
+    (status, message, results, summary)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Mode;
+    use crate::mcp::result::{Base, Verdict};
+
+    fn answer(name: &str, status: Status) -> TargetCheck {
+        let base = Base {
+            request_id: "r".into(),
+            timestamp: "t".into(),
+            is_demo: false,
+            mode: Mode::Ssh,
+            target: Some(name.into()),
+        };
+        let verdict = Verdict::new(status, None, String::new());
+        TargetCheck {
+            base,
+            check: Check::Disk,
+            exit_code: None,
+            output: String::new(),
+            execution: None,
+            verdict,
+        }
+    }
 
     #[test]
     fn the_targets_that_are_not_ok_come_first_and_are_named() {
-        let answer = |name: &str, status: Status| (name.to_owned(), json!({"target": name}), status);
         let (status, message, results, summary) = gather(
             Check::Disk,
             vec![
@@ -91,16 +116,15 @@ mod tests {
             ],
         );
         assert_eq!(status, Status::CheckFailed);
-        assert_eq!(summary, json!({"ok": 2, "failed": 2}));
-        let order: Vec<&str> =
-            results.as_array().unwrap().iter().map(|r| r["target"].as_str().unwrap()).collect();
+        assert_eq!(summary, Summary { ok: 2, failed: 2 });
+        let order: Vec<&str> = results.iter().map(|r| r.base.target.as_deref().unwrap()).collect();
         assert_eq!(order, ["b", "d", "a", "c"]);
         assert!(
             message.starts_with("2 of 4 targets are not ok: b (connection_failed), d (identity_mismatch);")
         );
 
         let (status, message, _, summary) = gather(Check::Identity, vec![answer("a", Status::Ok)]);
-        assert_eq!((status, summary), (Status::Ok, json!({"ok": 1, "failed": 0})));
+        assert_eq!((status, summary), (Status::Ok, Summary { ok: 1, failed: 0 }));
         assert_eq!(message, "The one target answered identity ok.");
     }
 }

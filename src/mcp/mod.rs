@@ -16,7 +16,9 @@
 //! tools/     the five tools: names, annotations, schemas, strict argument
 //!            validation (pure)
 //! rpc.rs     host RPC client side: crate::wire reply -> status for the agent (pure)
-//! envelope.rs the result envelope of every call, and its audit record (pure)
+//! result.rs  the typed result of each tool, what the client reads (pure)
+//! envelope.rs builds those results from what a call gave, and its audit
+//!            record (pure)
 //! fan_out.rs cloud_check over several targets at once, and its summary
 //! progress.rs the helper's progress lines -> MCP progress notifications, heartbeat
 //! audit.rs   the local audit line of every call (0700 dir, 0600 file)
@@ -30,6 +32,7 @@ mod conformant;
 mod envelope;
 mod fan_out;
 pub mod progress;
+mod result;
 pub mod rpc;
 mod sentences;
 pub mod server;

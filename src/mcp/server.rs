@@ -34,18 +34,19 @@ use rmcp::model::{
 use rmcp::model::{CancelTaskParams, GetTaskParams, GetTaskResult, ProgressNotificationParam, ProgressToken};
 use rmcp::service::{Peer, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use strum::VariantArray as _;
 
 use crate::config::{Config, DEFAULT_FAN_OUT, Fleet};
+use crate::exec::Execution;
 use crate::inspect::{Check, Inspector, Status, request_id, timestamp};
 use crate::vocab::Action;
 use crate::vocab::{Code, PlanId, Refusal};
 use crate::wire::{self, Request};
 
 use super::envelope::{self, Served};
+use super::result::Base;
 use super::rpc::{self, Answer};
-use super::sentences::message;
 use super::tools::{self, Call, Choices, Selection, ToolName};
 
 mod options;
@@ -57,7 +58,7 @@ mod seal;
 mod task;
 mod wait;
 
-use wait::Outcome;
+use wait::Handled;
 
 /// The volce-lab MCP server: cheap to clone (one shared state), so a
 /// task (`task.rs`) can keep waiting after the call that made it answered.
@@ -146,16 +147,16 @@ impl VolceLab {
 
     /// The fields every result starts with; `member` is `None` only when
     /// the call was refused before a target was chosen.
-    fn base(&self, member: Option<&Member>, request_id: &str) -> Map<String, Value> {
+    fn base(&self, member: Option<&Member>, request_id: &str) -> Base {
         // Mode and demo-ness are the same for every target of a fleet.
-        let config = self.members[0].inspector.config();
-        let mut map = Map::new();
-        map.insert("request_id".into(), json!(request_id));
-        map.insert("timestamp".into(), json!(timestamp()));
-        map.insert("is_demo".into(), json!(self.members[0].inspector.is_demo()));
-        map.insert("mode".into(), json!(config.mode.as_str()));
-        map.insert("target".into(), json!(member.map(|m| m.name.as_str())));
-        map
+        let inspector = &self.members[0].inspector;
+        Base {
+            request_id: request_id.to_owned(),
+            timestamp: timestamp(),
+            is_demo: inspector.is_demo(),
+            mode: inspector.config().mode,
+            target: member.map(|m| m.name.clone()),
+        }
     }
 
     /// Validates and runs one call of a known tool.
@@ -166,7 +167,7 @@ impl VolceLab {
         request_id: String,
         progress: Option<Watcher>,
         waiter: wait::Waiter,
-    ) -> Outcome {
+    ) -> Handled {
         let (selection, rest) = match self.choices.select(tool, arguments) {
             Ok(chosen) => chosen,
             Err(refusal) => return self.refused(tool, None, refusal, request_id).into(),
@@ -202,7 +203,7 @@ impl VolceLab {
             // any other id gets today's `demo_only`.
             Ok(Call::Execute { plan_id }) if member.inspector.is_demo() => {
                 return match self.demo_execute(member, &plan_id, request_id.clone(), waiter).await {
-                    Some(outcome) => outcome,
+                    Some(handled) => handled,
                     None => {
                         self.execute_waiting(member, plan_id, request_id, progress, wait::Waiter::Not).await
                     }
@@ -226,12 +227,12 @@ impl VolceLab {
         refusal: Refusal,
         request_id: String,
     ) -> Served {
-        let base = self.base(member, &request_id);
-        envelope::refused(base, tool, member.map(|m| m.name.clone()), refusal, request_id)
+        envelope::refused(self.base(member, &request_id), tool, refusal, request_id)
     }
 
     async fn check(&self, member: &Member, check: Check) -> Served {
-        envelope::check(&member.name, member.inspector.check(check).await)
+        let mode = member.inspector.config().mode;
+        envelope::check(&member.name, mode, member.inspector.check(check).await)
     }
 
     /// `cloud_check` on the targets at `indexes`, at most `fan_out` at
@@ -246,8 +247,9 @@ impl VolceLab {
         envelope::fan_out(self.base(None, &request_id), check, results, request_id)
     }
 
-    /// Runs one host RPC. `action` and `plan_id` are the validated values
-    /// `request` was built from, for the result and the audit line.
+    /// Runs one host RPC as a tool call: its result and audit facts.
+    /// `action` and `plan_id` are the validated values `request` was built
+    /// from, for the result and the audit line.
     #[allow(clippy::too_many_arguments)] // each is one fact of the call's result and audit line
     async fn manage(
         &self,
@@ -259,91 +261,89 @@ impl VolceLab {
         request_id: String,
         progress: Option<Watcher>,
     ) -> Served {
-        let inspector = &member.inspector;
-        let config = inspector.config();
-        let plain = |status: Status| Answer {
-            app_log: None,
-            status,
-            code: None,
-            message: message(status, false).to_owned(),
-            result: None,
-            plan_id: None,
-        };
-        let mut execution = None;
-        let answer = if inspector.is_demo() {
-            plain(Status::DemoOnly)
-        } else if let Some(refusal) = inspector.gate_refusal().await {
-            plain(refusal)
-        } else if !config.management {
-            plain(Status::ManagementDisabled)
-        } else if let Err(refusal) =
-            wire::versions::may_send(request.needs(), &inspector.server_version(), &member.name)
-        {
-            // Learned at the identity check that opened the gate above.
-            Answer {
-                app_log: None,
-                status: Status::Rejected,
-                code: Some(refusal.code.into()),
-                message: refusal.message,
-                result: None,
-                plan_id: None,
-            }
-        } else {
-            // The request id goes with the request, so the host's rows for
-            // it join this call's audit line (`crate::mcp::audit`); the
-            // protocol field only for a server that reads it (`wire::versions`).
-            let id = wire::RequestId::parse(&request_id);
-            let bytes = request.to_bytes_for(id.as_ref(), &inspector.server_version());
-            if bytes.len() > wire::MAX_REQUEST_BYTES {
-                // Unreachable with the argument limit; kept as the last guard.
-                Answer {
-                    app_log: None,
-                    status: Status::InvalidArguments,
-                    code: Some(Code::TooLarge.into()),
-                    message: "The request would exceed the helper's 16 KiB limit; nothing was run.".into(),
-                    result: None,
-                    plan_id: None,
-                }
-            } else {
-                // Identity is verified again inside host_rpc, under the same lock as the run.
-                let limits = self.options.rpc_limits;
-                let ran = match progress {
-                    None => inspector.host_rpc(&bytes, limits).await,
-                    Some(Watcher { token, peer }) => {
-                        let run = |tap| inspector.host_rpc_watched(&bytes, limits, Some(tap));
-                        let notify = |count: u32, message: String| {
-                            let param = ProgressNotificationParam::new(token.clone(), f64::from(count))
-                                .with_message(message);
-                            let peer = peer.clone();
-                            // A client that went away is no reason to stop the call.
-                            async move {
-                                let _ = peer.notify_progress(param).await;
-                            }
-                        };
-                        super::progress::watched(run, self.options.heartbeat, notify).await
-                    }
-                };
-                match ran {
-                    Err(refusal) => {
-                        execution = refusal.execution;
-                        plain(refusal.status)
-                    }
-                    Ok(outcome) => {
-                        let mut answer = rpc::interpret(request.operation(), &outcome, config.mode);
-                        if request.operation() == wire::Operation::Inventory && answer.status == Status::Ok {
-                            answer.message =
-                                rpc::with_server_version(&answer.message, &inspector.server_version());
-                        }
-                        execution = Some(outcome.execution);
-                        answer
-                    }
-                }
-            }
-        };
+        let (answer, execution) = self.ask(member, &request, &request_id, progress).await;
         let base = self.base(Some(member), &request_id);
         let facts =
             envelope::Managed { tool, operation: request.operation(), action, plan_id, answer, execution };
-        envelope::managed(base, facts, member.name.clone(), request_id)
+        envelope::managed(base, facts, request_id)
+    }
+
+    /// Asks the host helper of `member`, through the rpc client, behind
+    /// every check a management call passes (demo mode, the identity gate,
+    /// the user's switch, the server's protocol, the request's size): the
+    /// typed answer, and the facts of the process when one ran.
+    async fn ask(
+        &self,
+        member: &Member,
+        request: &Request,
+        request_id: &str,
+        progress: Option<Watcher>,
+    ) -> (Answer, Option<Execution>) {
+        let inspector = &member.inspector;
+        if inspector.is_demo() {
+            return (Answer::plain(Status::DemoOnly), None);
+        }
+        if let Some(refusal) = inspector.gate_refusal().await {
+            return (Answer::plain(refusal), None);
+        }
+        if !inspector.config().management {
+            return (Answer::plain(Status::ManagementDisabled), None);
+        }
+        // Learned at the identity check that opened the gate above.
+        if let Err(refusal) =
+            wire::versions::may_send(request.needs(), &inspector.server_version(), &member.name)
+        {
+            return (Answer::new(Status::Rejected, Some(refusal.code.into()), refusal.message), None);
+        }
+        // The request id goes with the request, so the host's rows for
+        // it join this call's audit line (`crate::mcp::audit`); the
+        // protocol field only for a server that reads it (`wire::versions`).
+        let id = wire::RequestId::parse(request_id);
+        let bytes = request.to_bytes_for(id.as_ref(), &inspector.server_version());
+        if bytes.len() > wire::MAX_REQUEST_BYTES {
+            // Unreachable with the argument limit; kept as the last guard.
+            let message = "The request would exceed the helper's 16 KiB limit; nothing was run.";
+            return (
+                Answer::new(Status::InvalidArguments, Some(Code::TooLarge.into()), message.into()),
+                None,
+            );
+        }
+        // Identity is verified again inside host_rpc, under the same lock as the run.
+        match self.send(inspector, &bytes, progress).await {
+            Err(refusal) => (Answer::plain(refusal.status), refusal.execution),
+            Ok(outcome) => {
+                let operation = request.operation();
+                let mut answer = rpc::interpret(operation, &outcome, inspector.config().mode);
+                if operation == wire::Operation::Inventory && answer.status == Status::Ok {
+                    answer.message = rpc::with_server_version(&answer.message, &inspector.server_version());
+                }
+                (answer, Some(outcome.execution))
+            }
+        }
+    }
+
+    /// Sends `bytes` to the helper; with a watcher, its progress lines
+    /// become the client's progress notifications (`super::progress`).
+    async fn send(
+        &self,
+        inspector: &Inspector,
+        bytes: &[u8],
+        progress: Option<Watcher>,
+    ) -> Result<crate::exec::ProcessOutput, crate::inspect::GateRefusal> {
+        let limits = self.options.rpc_limits;
+        let Some(Watcher { token, peer }) = progress else {
+            return inspector.host_rpc(bytes, limits).await;
+        };
+        let run = |tap| inspector.host_rpc_watched(bytes, limits, Some(tap));
+        let notify = |count: u32, message: String| {
+            let param = ProgressNotificationParam::new(token.clone(), f64::from(count)).with_message(message);
+            let peer = peer.clone();
+            // A client that went away is no reason to stop the call.
+            async move {
+                let _ = peer.notify_progress(param).await;
+            }
+        };
+        super::progress::watched(run, self.options.heartbeat, notify).await
     }
 }
 
@@ -422,11 +422,11 @@ impl ServerHandler for VolceLab {
                 // MCP: no response for a cancelled request; rmcp discards this one.
                 Err(McpError::internal_error("the call was cancelled", None))
             }
-            outcome = self.run(tool, arguments, id.clone(), watcher, wait::Waiter::of(&context, &request)) => {
-                self.audit(Some(tool), &outcome.served, started);
-                Ok(match outcome.ask {
+            handled = self.run(tool, arguments, id.clone(), watcher, wait::Waiter::of(&context, &request)) => {
+                self.audit(Some(tool), &handled.served, started);
+                Ok(match handled.ask {
                     Some(instead) => instead,
-                    None => outcome.served.tool_result().into(),
+                    None => handled.served.tool_result().into(),
                 })
             }
         }

@@ -1,7 +1,8 @@
 //! The bodies of the helper's `ok` answers, one type per operation, written
 //! once for both ends: the root helper (`crate::host`) builds them, and the
 //! unprivileged workstation (`crate::inspect`, `crate::mcp::rpc`) reads the
-//! fields it uses through the same types. Pure data: no I/O.
+//! fields it uses through the same types (`read.rs`: what it acts on in
+//! each operation's body). Pure data: no I/O.
 //!
 //! ```text
 //! gateway_status  GatewayStatus  gateways.rs   (web_status judges it)
@@ -31,11 +32,11 @@ pub mod gateways;
 pub mod inventory;
 pub mod log_lines;
 pub mod plan_view;
+pub mod read;
 
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::vocab::PlanId;
 use crate::wire::{Operation, Reply};
 use execution::ExecutedPlan;
 use gateways::GatewayStatus;
@@ -112,34 +113,6 @@ impl<T: Copy + Into<&'static str>> Open<T> {
             Open::Other(word) => word,
         }
     }
-}
-
-/// The plan an `ok` answer names, as the workstation reads it from any
-/// operation's body: an execution's `plan_id` ([`execution::ExecutedPlan`]),
-/// else a plan view's `id` ([`plan_view::PlanView`]); no other field is
-/// read. A `plan_id` that is present but is no plan id names no plan (the
-/// `id` is then not consulted), as version 1's reader did.
-#[derive(Debug, Default, Deserialize)]
-pub struct PlanMention {
-    #[serde(default, deserialize_with = "present")]
-    plan_id: Option<Value>,
-    #[serde(default, deserialize_with = "present")]
-    id: Option<Value>,
-}
-
-impl PlanMention {
-    /// The plan `result` names, if any.
-    pub fn of(result: &Value) -> Option<PlanId> {
-        let mention = PlanMention::deserialize(result).ok()?;
-        let named = mention.plan_id.or(mention.id)?;
-        PlanId::parse(named.as_str()?).ok()
-    }
-}
-
-/// A field that is there, whatever its value (`null` included): only a
-/// missing one is `None`.
-fn present<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, D::Error> {
-    Value::deserialize(deserializer).map(Some)
 }
 
 #[cfg(test)]

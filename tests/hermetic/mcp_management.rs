@@ -188,6 +188,10 @@ async fn plan_payload_arrives_byte_exact_at_the_helper() {
     assert_eq!(result["status"], "ok", "{result}");
     assert_eq!(result["plan_id"], PLAN_ID);
     assert_eq!(result["action"], "deploy");
+    // The stored plan names its id plan_id, as every result (and demo mode's plan) does.
+    assert_eq!(result["result"]["plan_id"], PLAN_ID, "{result}");
+    assert_eq!(result["result"].get("id"), None, "{result}");
+    assert_eq!(result["result"]["requires_approval"], false, "the rest as the helper printed it");
 
     let received = std::fs::read(harness.path("request")).unwrap();
     let expected =

@@ -7,10 +7,10 @@ use super::*;
 use crate::exec::Execution;
 use crate::vocab::Refusal;
 
-fn outcome(status: ExecutionStatus, exit: Option<i32>, stdout: &str) -> Outcome {
+fn outcome(status: ExecutionStatus, exit: Option<i32>, stdout: &str) -> ProcessOutput {
     let mut execution = Execution::not_started(status);
     execution.exit_code = exit;
-    Outcome { execution, stdout: stdout.as_bytes().to_vec(), stderr_len: 0, stderr: Vec::new() }
+    ProcessOutput { execution, stdout: stdout.as_bytes().to_vec(), stderr_len: 0, stderr: Vec::new() }
 }
 
 /// What the helper prints, read back as the workstation reads it: with
@@ -26,11 +26,24 @@ fn every_reply_the_helper_prints_is_read_as_intended() {
         outcome(status, Some(exit), &reply.to_line())
     };
     for operation in Operation::VARIANTS.iter().copied() {
-        let ok = Reply::Ok { operation, result: json!({"id": id.as_str(), "n": 1}) };
+        // Each operation names its plan in its own field (a plan view's
+        // `id`, an execution's `plan_id`); the others name none.
+        let (printed, named) = match operation {
+            Operation::Plan => (json!({"id": id.as_str(), "n": 1}), Some(&id)),
+            Operation::Execute => (json!({"plan_id": id.as_str(), "n": 1}), Some(&id)),
+            _ => (json!({"id": id.as_str(), "n": 1}), None),
+        };
+        let ok = Reply::Ok { operation, result: printed.clone() };
         let answer = interpret(operation, &exited(&ok), Mode::Ssh);
         assert_eq!(answer.status, Status::Ok, "{operation:?}");
-        assert_eq!(answer.result, Some(json!({"id": id.as_str(), "n": 1})));
-        assert_eq!(answer.plan_id.as_ref(), Some(&id));
+        assert_eq!(answer.plan_id.as_ref(), named, "{operation:?}");
+        // The agent gets the object as printed, unknown fields included;
+        // a plan view's id is named plan_id, as every result names a plan.
+        let object = Value::Object(answer.result.expect("a body").object);
+        match operation {
+            Operation::Plan => assert_eq!(object, json!({"plan_id": id.as_str(), "n": 1})),
+            _ => assert_eq!(object, printed, "{operation:?}"),
+        }
         // The same reply answers another operation's request: unknown.
         for other in Operation::VARIANTS.iter().copied().filter(|o| *o != operation) {
             assert_eq!(interpret(other, &exited(&ok), Mode::Ssh).status, Status::Unknown);

@@ -11,17 +11,20 @@ use std::time::Duration;
 
 use rmcp::model::CreateTaskResult;
 use rmcp::task_manager::TaskOptions;
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::{Map, Value};
 
 use super::seal;
-use super::wait::{self, Outcome, Waiter};
+use super::wait::{self, Handled, Waiter};
 use super::{Member, VolceLab};
 use crate::inspect::Status;
-use crate::vocab::Action;
-use crate::vocab::PlanId;
+use crate::vocab::{Action, Code, PlanId};
+use crate::wire::Operation;
+use crate::wire::answers::execution::ExecutionOutcome;
+use crate::wire::answers::read::Read;
 
 use super::super::envelope::{self, Served};
-use super::super::rpc::Answer;
+use super::super::rpc::{Answer, Returned};
 use super::super::tools::ToolName;
 
 /// How long the simulated operator takes to approve.
@@ -54,6 +57,40 @@ impl Plans {
     }
 }
 
+/// The `result` of a simulated plan: its `plan_id` (as every result
+/// names a plan), and what the operator would see and run.
+#[derive(Serialize)]
+struct SimulatedPlan<'a> {
+    plan_id: &'a PlanId,
+    action: Action,
+    app: Option<&'a str>,
+    requires_approval: bool,
+    simulated: bool,
+    operator_show: String,
+    digest: String,
+    operator_approve: String,
+}
+
+/// The `result` of a simulated execution: the plan, and the outcome word
+/// a real execution carries.
+#[derive(Serialize)]
+struct SimulatedExecution<'a> {
+    plan_id: &'a PlanId,
+    outcome: ExecutionOutcome,
+    simulated: bool,
+}
+
+/// A simulated body as an `ok` answer's: the object, read as a real
+/// answer to `operation` naming `plan_id` is.
+fn returned(body: impl Serialize, operation: Operation, plan_id: &PlanId) -> Option<Returned> {
+    let Ok(Value::Object(object)) = serde_json::to_value(body) else { return None };
+    let read = match operation {
+        Operation::Plan => Read::Plan { plan_id: plan_id.clone() },
+        _ => Read::Execute { plan_id: plan_id.clone() },
+    };
+    Some(Returned { object, read })
+}
+
 /// The simulated plan's digest: what a real operator approves beside the
 /// id (`approve PLAN_ID DIGEST`), so the rehearsal shows the command whole.
 /// Derived from the id, so nothing more is remembered; it means nothing
@@ -84,20 +121,13 @@ fn show_text(target: &str, id: &PlanId, action: Action, app: Option<&str>) -> St
 impl VolceLab {
     fn demo_served(&self, member: &Member, tool: ToolName, answer: Answer, request_id: &str) -> Served {
         let action = self.demo_plans.find_answer(&answer);
-        let facts = envelope::Managed {
-            tool,
-            operation: tool.operation().expect("a service tool"),
-            action,
-            plan_id: answer.plan_id.clone(),
-            answer,
-            execution: None,
+        let operation = match tool {
+            ToolName::ServicePlan => Operation::Plan,
+            _ => Operation::Execute,
         };
-        envelope::managed(
-            self.base(Some(member), request_id),
-            facts,
-            member.name.clone(),
-            request_id.to_owned(),
-        )
+        let plan_id = answer.plan_id.clone();
+        let facts = envelope::Managed { tool, operation, action, plan_id, answer, execution: None };
+        envelope::managed(self.base(Some(member), request_id), facts, request_id.to_owned())
     }
 
     /// `service_plan` in demo mode: a simulated plan that waits for approval.
@@ -112,42 +142,43 @@ impl VolceLab {
         let app = parameters.get("app").and_then(Value::as_str).map(str::to_owned);
         let show = show_text(&member.name, &id, action, app.as_deref());
         self.demo_plans.add((id.clone(), action, app.clone()));
+        let message = format!(
+            "Simulated plan (demo mode): no server was contacted and nothing was recorded. On a real \
+             server this plan waits for an operator, who reviews it with `sudo volce-lab-host show {id}` \
+             and approves it there. Call service_execute with plan_id {id} to rehearse the wait: a \
+             simulated operator approves it after a moment. Say it is a demo."
+        );
+        let plan = SimulatedPlan {
+            plan_id: &id,
+            action,
+            app: app.as_deref(),
+            requires_approval: true,
+            simulated: true,
+            operator_show: show,
+            digest: digest_of(&id),
+            operator_approve: approve_command(&id),
+        };
         let answer = Answer {
-            app_log: None,
-            status: Status::Ok,
-            code: None,
-            message: format!(
-                "Simulated plan (demo mode): no server was contacted and nothing was recorded. On a real \
-                 server this plan waits for an operator, who reviews it with `sudo volce-lab-host show {id}` \
-                 and approves it there. Call service_execute with plan_id {id} to rehearse the wait: a \
-                 simulated operator approves it after a moment. Say it is a demo."
-            ),
-            result: Some(json!({
-                "plan_id": id.as_str(), "action": action.as_str(), "app": app,
-                "requires_approval": true, "simulated": true,
-                "operator_show": show,
-                "digest": digest_of(&id),
-                "operator_approve": approve_command(&id),
-            })),
-            plan_id: Some(id),
+            result: returned(plan, Operation::Plan, &id),
+            plan_id: Some(id.clone()),
+            ..Answer::new(Status::Ok, None, message)
         };
         self.demo_served(member, ToolName::ServicePlan, answer, &request_id)
     }
 
     /// The simulated result once the simulated operator approved.
     fn demo_done(&self, member: &Member, id: &PlanId, request_id: &str) -> Served {
+        let message = format!(
+            "Simulated execution (demo mode): a simulated operator approved plan {id} and nothing ran; \
+             no server was contacted. On a real server the operator approves with `{}` and the plan \
+             then runs once. Say it is a demo.",
+            approve_command(id)
+        );
+        let done = SimulatedExecution { plan_id: id, outcome: ExecutionOutcome::Completed, simulated: true };
         let answer = Answer {
-            app_log: None,
-            status: Status::Ok,
-            code: None,
-            message: format!(
-                "Simulated execution (demo mode): a simulated operator approved plan {id} and nothing ran; \
-                 no server was contacted. On a real server the operator approves with `{}` and the plan \
-                 then runs once. Say it is a demo.",
-                approve_command(id)
-            ),
-            result: Some(json!({"plan_id": id.as_str(), "outcome": "completed", "simulated": true})),
+            result: returned(done, Operation::Execute, id),
             plan_id: Some(id.clone()),
+            ..Answer::new(Status::Ok, None, message)
         };
         self.demo_served(member, ToolName::ServiceExecute, answer, request_id)
     }
@@ -160,18 +191,15 @@ impl VolceLab {
         id: &PlanId,
         request_id: String,
         waiter: Waiter,
-    ) -> Option<Outcome> {
+    ) -> Option<Handled> {
         let (action, app) = self.demo_plans.find(id)?;
         let done = || self.demo_done(member, id, &request_id);
         match waiter {
             Waiter::Task => {
+                let message = "Simulated (demo mode): the plan waits for a simulated operator.";
                 let waiting = Answer {
-                    app_log: None,
-                    status: Status::Rejected,
-                    code: Some(crate::vocab::Code::ApprovalRequired.into()),
-                    message: "Simulated (demo mode): the plan waits for a simulated operator.".into(),
-                    result: None,
                     plan_id: Some(id.clone()),
+                    ..Answer::new(Status::Rejected, Some(Code::ApprovalRequired.into()), message.into())
                 };
                 let served = self.demo_served(member, ToolName::ServiceExecute, waiting, &request_id);
                 let result = done().tool_result();
@@ -187,7 +215,7 @@ impl VolceLab {
                         Ok(result)
                     })
                 });
-                Some(Outcome { served, ask: Some(CreateTaskResult::new(task).into()) })
+                Some(Handled { served, ask: Some(CreateTaskResult::new(task).into()) })
             }
             Waiter::Form(peer) => {
                 let message = format!(
@@ -201,13 +229,10 @@ impl VolceLab {
                     show_text(&member.name, id, action, app.as_deref()),
                 );
                 if wait::ask(&peer, message, OPERATOR_DELAY * 60).await == wait::Choice::StopWaiting {
+                    let message = format!("{} (demo mode)", wait::DECLINED);
                     let declined = Answer {
-                        app_log: None,
-                        status: Status::Rejected,
-                        code: Some(crate::vocab::Code::ApprovalRequired.into()),
-                        message: format!("{} (demo mode)", wait::DECLINED),
-                        result: None,
                         plan_id: Some(id.clone()),
+                        ..Answer::new(Status::Rejected, Some(Code::ApprovalRequired.into()), message)
                     };
                     return Some(
                         self.demo_served(member, ToolName::ServiceExecute, declined, &request_id).into(),

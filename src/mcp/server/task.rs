@@ -23,15 +23,16 @@ use std::time::{Duration, Instant};
 use rmcp::ErrorData as McpError;
 use rmcp::model::{CallToolResult, CreateTaskResult, ErrorCode};
 use rmcp::task_manager::{TaskContext, TaskExit, TaskOptions};
-use serde_json::json;
+use serde::Serialize;
 
-use super::wait::left_secs;
+use super::wait::{left_secs, pending};
 use super::{Member, VolceLab, Watcher};
-use crate::vocab::{Code, PlanId, PlanState};
-use crate::wire::answers::Open;
-use crate::wire::answers::inventory::OpenPlan;
+use crate::vocab::{Code, PlanId};
+use crate::wire::answers::read::ListedPlan;
 
 use super::super::envelope::Served;
+use super::super::result::Output;
+use super::super::rpc::AnswerCode;
 use super::super::tools::ToolName;
 
 /// How often the client is told to poll `tasks/get`.
@@ -64,22 +65,32 @@ fn status_message(target: &str, plan_id: &PlanId, left_secs: u64) -> String {
 }
 
 /// Whether the plan still waits: listed, pending, not approved, unexpired.
-fn still_waits(open: Option<&OpenPlan>) -> Option<u64> {
-    let plan = open.filter(|p| p.state == Open::Known(PlanState::Pending) && !p.approved)?;
-    Some(left_secs(&plan.expires_at)).filter(|&left| left > 0)
+fn still_waits(open: Option<ListedPlan>) -> Option<u64> {
+    let plan = pending(open).filter(|listed| !listed.plan.approved)?;
+    Some(left_secs(&plan)).filter(|&left| left > 0)
+}
+
+/// A failed task's error `data`: why, and the execute's whole result.
+#[derive(Serialize)]
+struct Failed<'a> {
+    code: Code,
+    result: &'a Option<Output>,
 }
 
 /// The task's end from the execute's result: rejected or expired fail with
 /// that code, anything else completes with the normal result.
 fn settle(served: &Served) -> Result<CallToolResult, TaskExit> {
-    let code = served.value["code"].as_str().unwrap_or_default();
-    let failed = [Code::PlanRejected, Code::PlanExpired].iter().any(|c| c.as_str() == code);
-    if failed {
-        let message = served.value["message"].as_str().unwrap_or(code).to_owned();
-        let data = json!({"code": code, "result": served.value});
-        return Err(TaskExit::Error(McpError::new(TASK_FAILED, message, Some(data))));
+    match served.code() {
+        Some(&AnswerCode::Known(code @ (Code::PlanRejected | Code::PlanExpired))) => {
+            let message = match served.message() {
+                "" => code.as_str().to_owned(),
+                message => message.to_owned(),
+            };
+            let data = serde_json::to_value(Failed { code, result: &served.output }).ok();
+            Err(TaskExit::Error(McpError::new(TASK_FAILED, message, data)))
+        }
+        _ => Ok(served.tool_result()),
     }
-    Ok(served.tool_result())
 }
 
 impl VolceLab {
@@ -90,10 +101,10 @@ impl VolceLab {
         member: &Member,
         plan_id: PlanId,
         request_id: String,
-        open: Option<OpenPlan>,
+        open: Option<ListedPlan>,
         progress: Option<Watcher>,
     ) -> Option<CreateTaskResult> {
-        let left = still_waits(open.as_ref())?;
+        let left = still_waits(open)?;
         let options = TaskOptions::new()
             .with_ttl_ms(left * 1_000 + TTL_MARGIN_MS)
             .with_poll_interval_ms(POLL_INTERVAL_MS)
@@ -128,7 +139,7 @@ impl VolceLab {
                 () = context.cancelled() => return Err(TaskExit::Cancelled),
                 open = look => open,
             };
-            if let Some(left) = still_waits(open.as_ref()) {
+            if let Some(left) = still_waits(open) {
                 context.set_status_message(status_message(&member.name, plan_id, left));
                 continue;
             }

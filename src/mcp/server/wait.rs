@@ -28,18 +28,17 @@ use rmcp::model::{
     ServerRequest,
 };
 use rmcp::service::{Peer, RequestContext};
-use serde_json::json;
 
 use super::seal::{self, State};
 use super::{Member, VolceLab, Watcher};
 use crate::inspect::Status;
-use crate::vocab::{PlanId, PlanState};
+use crate::vocab::{Code, PlanId, PlanState};
 use crate::wire::Request;
 use crate::wire::answers::Open;
-use crate::wire::answers::inventory::OpenPlan;
+use crate::wire::answers::read::ListedPlan;
 
 use super::super::envelope::{self, Served};
-use super::super::rpc::Answer;
+use super::super::rpc::{Answer, AnswerCode};
 use super::super::tools::ToolName;
 
 /// At most this many forms per call; then the answer is today's
@@ -95,14 +94,14 @@ impl Waiter {
 /// A call as served, and, on the 2026-07-28 path, the `InputRequiredResult`
 /// the client gets instead of the result (the served call is its audit
 /// line); on the task path, the task.
-pub struct Outcome {
+pub struct Handled {
     pub(super) served: Served,
     pub(super) ask: Option<CallToolResponse>,
 }
 
-impl From<Served> for Outcome {
-    fn from(served: Served) -> Outcome {
-        Outcome { served, ask: None }
+impl From<Served> for Handled {
+    fn from(served: Served) -> Handled {
+        Handled { served, ask: None }
     }
 }
 
@@ -130,7 +129,7 @@ fn accepted(responses: Option<&InputResponses>) -> bool {
 
 /// Whether an execute's result is the host's `approval_required`.
 pub(super) fn waits_for_approval(served: &Served) -> bool {
-    served.value["code"] == "approval_required"
+    served.code() == Some(&AnswerCode::Known(Code::ApprovalRequired))
 }
 
 /// What the user chose on one form.
@@ -141,7 +140,8 @@ pub(super) enum Choice {
 }
 
 /// The form's text: everything the user needs to get the operator to act.
-fn form_message(target: &str, plan: &OpenPlan, left_secs: u64, round: u32) -> String {
+fn form_message(target: &str, listed: &ListedPlan, left_secs: u64, round: u32) -> String {
+    let plan = &listed.plan;
     let app = plan.app.as_deref().map(|app| format!(" of app {app}")).unwrap_or_default();
     format!(
         "volce-lab is waiting for an operator to approve a plan on the server.\n\
@@ -157,12 +157,14 @@ fn form_message(target: &str, plan: &OpenPlan, left_secs: u64, round: u32) -> St
     )
 }
 
-/// Seconds until `expires_at` (RFC 3339), 0 if past or unreadable.
-pub(super) fn left_secs(expires_at: &str) -> u64 {
-    humantime::parse_rfc3339(expires_at)
-        .ok()
-        .and_then(|at| at.duration_since(SystemTime::now()).ok())
-        .map_or(0, |left| left.as_secs())
+/// Seconds until the plan expires, 0 if past or unreadable.
+pub(super) fn left_secs(listed: &ListedPlan) -> u64 {
+    listed.expires.and_then(|at| at.duration_since(SystemTime::now()).ok()).map_or(0, |left| left.as_secs())
+}
+
+/// The plan while it waits for approval: listed and pending.
+pub(super) fn pending(open: Option<ListedPlan>) -> Option<ListedPlan> {
+    open.filter(|listed| listed.plan.state == Open::Known(PlanState::Pending))
 }
 
 /// Shows one form and waits for the choice (at most the plan's time left).
@@ -189,7 +191,7 @@ impl VolceLab {
         request_id: String,
         progress: Option<Watcher>,
         waiter: Waiter,
-    ) -> Outcome {
+    ) -> Handled {
         let peer = match waiter {
             Waiter::Not => None,
             Waiter::Form(peer) => Some(peer),
@@ -204,7 +206,7 @@ impl VolceLab {
                 }
                 let open = self.open_plan(member, &plan_id, &request_id).await;
                 let task = self.watch_as_task(member, plan_id, request_id, open, progress);
-                return Outcome { served: first, ask: task.map(Into::into) };
+                return Handled { served: first, ask: task.map(Into::into) };
             }
         };
         self.execute_asking(member, plan_id, request_id, progress, peer).await.into()
@@ -224,8 +226,8 @@ impl VolceLab {
         let Some(peer) = peer.filter(|_| waits_for_approval(&first)) else { return first };
         let mut open = self.open_plan(member, &plan_id, &request_id).await;
         for round in 1..=ROUNDS {
-            let Some(plan) = open.filter(|p| p.state == Open::Known(PlanState::Pending)) else { break };
-            let left = left_secs(&plan.expires_at);
+            let Some(plan) = pending(open) else { break };
+            let left = left_secs(&plan);
             if left == 0 {
                 break;
             }
@@ -236,7 +238,7 @@ impl VolceLab {
             open = self.open_plan(member, &plan_id, &request_id).await;
             match &open {
                 // Approved on the host: the one execute; the host checks again.
-                Some(plan) if plan.approved => return execute(progress).await,
+                Some(listed) if listed.plan.approved => return execute(progress).await,
                 Some(_) => {}
                 // No longer open (expired, rejected, used): the host says which.
                 None => return execute(progress).await,
@@ -254,7 +256,7 @@ impl VolceLab {
         request_id: String,
         progress: Option<Watcher>,
         retry: Retry,
-    ) -> Outcome {
+    ) -> Handled {
         let execute = |progress| self.execute_once(member, &plan_id, &request_id, progress);
         let round = match &retry.state {
             // The first call: today's execute; the form only if it waits.
@@ -265,7 +267,7 @@ impl VolceLab {
                 }
                 let open = self.open_plan(member, &plan_id, &request_id).await;
                 return match self.input_required(member, &plan_id, &retry.digest, open, 1) {
-                    Some(ask) => Outcome { served: first, ask: Some(ask.into()) },
+                    Some(ask) => Handled { served: first, ask: Some(ask.into()) },
                     None => first.into(),
                 };
             }
@@ -286,14 +288,14 @@ impl VolceLab {
         }
         let open = self.open_plan(member, &plan_id, &request_id).await;
         match &open {
-            Some(plan) if plan.approved => return execute(progress).await.into(),
+            Some(listed) if listed.plan.approved => return execute(progress).await.into(),
             None => return execute(progress).await.into(),
             Some(_) => {}
         }
         let waiting = self.not_run(member, &plan_id, request_id, STILL_WAITING);
         let ask =
             (round < ROUNDS).then(|| self.input_required(member, &plan_id, &retry.digest, open, round + 1));
-        Outcome { served: waiting, ask: ask.flatten().map(Into::into) }
+        Handled { served: waiting, ask: ask.flatten().map(Into::into) }
     }
 
     /// The `InputRequiredResult` of look `round`, while the plan is open.
@@ -302,11 +304,11 @@ impl VolceLab {
         member: &Member,
         plan_id: &PlanId,
         digest: &str,
-        open: Option<OpenPlan>,
+        open: Option<ListedPlan>,
         round: u32,
     ) -> Option<InputRequiredResult> {
-        let plan = open.filter(|p| p.state == Open::Known(PlanState::Pending))?;
-        let left = left_secs(&plan.expires_at);
+        let plan = pending(open)?;
+        let left = left_secs(&plan);
         if left == 0 {
             return None;
         }
@@ -325,16 +327,9 @@ impl VolceLab {
 
     /// `approval_required` without asking the host: nothing ran.
     fn not_run(&self, member: &Member, plan_id: &PlanId, request_id: String, message: &str) -> Served {
-        let answer = Answer {
-            app_log: None,
-            status: Status::Rejected,
-            code: Some(crate::vocab::Code::ApprovalRequired.into()),
-            message: format!(
-                "{message} Ask the operator to run `sudo volce-lab-host show {plan_id}` on the server."
-            ),
-            result: None,
-            plan_id: None,
-        };
+        let message =
+            format!("{message} Ask the operator to run `sudo volce-lab-host show {plan_id}` on the server.");
+        let answer = Answer::new(Status::Rejected, Some(Code::ApprovalRequired.into()), message);
         let facts = envelope::Managed {
             tool: ToolName::ServiceExecute,
             operation: crate::wire::Operation::Execute,
@@ -343,7 +338,7 @@ impl VolceLab {
             answer,
             execution: None,
         };
-        envelope::managed(self.base(Some(member), &request_id), facts, member.name.clone(), request_id)
+        envelope::managed(self.base(Some(member), &request_id), facts, request_id)
     }
 
     /// One execute request, as a call without any wait makes it.
@@ -359,29 +354,18 @@ impl VolceLab {
         self.manage(member, tool, request, None, Some(plan_id.clone()), request_id.to_owned(), progress).await
     }
 
-    /// The plan as the host lists it among the open plans, if it is.
+    /// The plan as the host lists it among the open plans, if it is:
+    /// the read-only inventory, asked through the rpc client and read
+    /// typed (`crate::wire::answers::read`), with no result of its own.
     pub(super) async fn open_plan(
         &self,
         member: &Member,
         plan_id: &PlanId,
         request_id: &str,
-    ) -> Option<OpenPlan> {
-        let served = self
-            .manage(
-                member,
-                ToolName::ServiceInventory,
-                Request::Inventory {},
-                None,
-                None,
-                request_id.to_owned(),
-                None,
-            )
-            .await;
-        if served.status != Status::Ok {
-            return None;
-        }
-        let plans: Vec<OpenPlan> = serde_json::from_value(served.value["result"]["plans"].clone()).ok()?;
-        plans.into_iter().find(|plan| plan.plan_id == *plan_id)
+    ) -> Option<ListedPlan> {
+        let (answer, _) = self.ask(member, &Request::Inventory {}, request_id, None).await;
+        let returned = answer.result.filter(|_| answer.status == Status::Ok)?;
+        returned.read.open_plan(plan_id).cloned()
     }
 }
 
@@ -395,27 +379,17 @@ struct Retry {
 pub(super) const DECLINED: &str = "The user declined to wait for the operator's approval; nothing ran.";
 const STILL_WAITING: &str = "The operator has not approved the plan yet; nothing ran.";
 
-/// Sets the sentence of the kept `approval_required` result.
-fn with_message(mut served: Served, message: &str) -> Served {
-    if let Some(map) = served.value.as_object_mut() {
-        map.insert("message".into(), json!(message));
-    }
-    served
-}
-
 /// The user declined (or cancelled, or did not answer): nothing ran.
 fn declined(first: Served) -> Served {
-    let before = first.value["message"].as_str().unwrap_or_default().to_owned();
-    with_message(first, &format!("{DECLINED} {before}"))
+    let message = format!("{DECLINED} {}", first.message());
+    first.with_message(message)
 }
 
 /// Every look found the plan still waiting.
 fn still_waiting(first: Served) -> Served {
-    let before = first.value["message"].as_str().unwrap_or_default().to_owned();
-    with_message(
-        first,
-        &format!(
-            "The operator had not approved the plan after {ROUNDS} looks, or it is no longer open; nothing ran. {before}"
-        ),
-    )
+    let message = format!(
+        "The operator had not approved the plan after {ROUNDS} looks, or it is no longer open; nothing ran. {}",
+        first.message()
+    );
+    first.with_message(message)
 }

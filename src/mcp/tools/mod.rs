@@ -9,6 +9,10 @@
 //! target.rs    which configured target(s) a call is about: `target`, `targets`
 //! ```
 //!
+//! [`list`] is long (about 110 lines) and stays whole: it is a data table,
+//! the five tools' descriptions, schemas and annotations, one block each,
+//! with no step between them to split at.
+//!
 //! Invariant enforced here: rmcp hands arguments over unchecked, so every
 //! call passes [`validate`] before anything runs; the schemas we publish and
 //! the checks we apply say the same thing, and the tests hold them together.
@@ -30,7 +34,18 @@ pub use validate::{MAX_ARGUMENT_BYTES, shown, validate};
 
 /// Which tool a call names. The strum table is the one list of names, in
 /// the order `tools/list` presents them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumString, strum::VariantArray)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    serde::Serialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+    strum::VariantArray,
+)]
+#[serde(rename_all = "snake_case")]
 #[strum(serialize_all = "snake_case")]
 pub enum ToolName {
     CloudCheck,
@@ -114,7 +129,7 @@ pub fn list() -> Vec<Tool> {
     let plan = Tool::new(
         ToolName::ServicePlan.as_str(),
         "Record a plan for one Docker change on the server; nothing changes yet. Returns the stored plan \
-         (id, digest, impact, whether it needs approval, expiry). Actions and their parameters (exactly \
+         (plan_id, digest, impact, whether it needs approval, expiry). Actions and their parameters (exactly \
          these): deploy {app, image (a catalog key), host_port, container_port (leave it out when \
          service_inventory's offer.catalog gives the entry's container_port), server_name (the primary \
          name, the health check's Host), also_server_names (optional: up to 3 more names, e.g. the www \

@@ -18,9 +18,10 @@
 //! small subset (`type`, `enum`, `properties`, `required`,
 //! `additionalProperties`, `pattern`, `minimum`, `maximum`) that simple
 //! validators in MCP clients handle, and the MCP tests refuse any other
-//! keyword. The envelope is also assembled from a `CheckResult` plus fields,
-//! not one serializable type. Instead, `outputs_describe_the_types_they_publish`
-//! below checks the written schemas against the types' derived ones.
+//! keyword. Instead, `outputs_describe_the_types_they_publish` below checks
+//! the written schemas against the types' derived ones, and
+//! `every_result_has_exactly_the_fields_of_its_schema` holds each typed
+//! result (`super::super::result`) to its schema, field for field.
 //! Input schemas stay written by hand for the same reason, and because
 //! `validate` refuses with sentences a derived parser would not give.
 
@@ -380,6 +381,7 @@ mod tests {
         agree(ExecutionStatus::VARIANTS, ExecutionStatus::as_str);
         agree(Completion::VARIANTS, Completion::as_str);
         agree(Action::ALL, Action::as_str);
+        agree(ToolName::VARIANTS, ToolName::as_str);
         assert_eq!(Check::ALL, Check::VARIANTS);
         for status in Status::VARIANTS {
             assert_eq!(serde_json::from_value::<Status>(json!(status.as_str())).unwrap(), *status);
@@ -404,6 +406,69 @@ mod tests {
             assert_eq!(required, properties.keys().map(String::as_str).collect::<Vec<_>>());
             assert_eq!(schema["properties"]["execution"]["additionalProperties"], false);
         }
+    }
+
+    /// Each typed result, as each of its constructors makes it, has
+    /// exactly the fields its tool's schema lists: every one, no other.
+    #[test]
+    fn every_result_has_exactly_the_fields_of_its_schema() {
+        use crate::mcp::result::{
+            Base, CheckOutput, ManagementOutput, Output, Summary, TargetCheck, Verdict,
+        };
+        let base = |target: Option<&str>| Base {
+            request_id: "r".into(),
+            timestamp: "t".into(),
+            is_demo: false,
+            mode: Mode::Ssh,
+            target: target.map(str::to_owned),
+        };
+        let verdict = || Verdict::new(Status::Ok, None, "m".into());
+        let target = TargetCheck {
+            base: base(Some("web-1")),
+            check: Check::Disk,
+            exit_code: Some(0),
+            output: "o".into(),
+            execution: None,
+            verdict: verdict(),
+        };
+        let keys = |value: Value| value.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+        let schema_keys = |schema: Arc<JsonObject>| keys(value(schema)["properties"].clone());
+        let checks = [
+            CheckOutput::one(target.clone()),
+            CheckOutput::fan_out(
+                base(None),
+                Check::Disk,
+                verdict(),
+                vec![target.clone()],
+                Summary { ok: 1, failed: 0 },
+            ),
+            CheckOutput::refused(base(None), verdict()),
+        ];
+        for output in checks {
+            let json = Output::Check(Box::new(output)).to_json();
+            assert_eq!(keys(json), schema_keys(check_output()));
+        }
+        let mut entry = schema_keys(check_output());
+        entry.retain(|key| key != "results" && key != "summary");
+        assert_eq!(
+            keys(serde_json::to_value(&target).unwrap()),
+            entry,
+            "a fan-out's entry is a single check's"
+        );
+        let management = ManagementOutput {
+            base: base(Some("web-1")),
+            tool: ToolName::ServicePlan,
+            operation: crate::wire::Operation::Plan,
+            action: Some(Action::Stop),
+            plan_id: None,
+            verdict: verdict(),
+            result: None,
+            exit_code: None,
+            execution: None,
+            app_log: None,
+        };
+        let json = Output::Management(Box::new(management)).to_json();
+        assert_eq!(keys(json), schema_keys(management_output()));
     }
 
     /// The written `execution` schema and the `check` result fields say what

@@ -134,138 +134,145 @@ pub fn validate(tool: ToolName, arguments: Option<&Map<String, Value>>) -> Resul
     }
     let name = tool.as_str();
     match tool {
-        ToolName::CloudCheck => {
-            exact_fields(name, arguments, &["check"], &[], "argument")?;
-            let text = string_field(name, arguments, "check")?;
-            let check = Check::ALL.into_iter().find(|check| check.as_str() == text).ok_or_else(|| {
-                refuse(
-                    Code::NotAllowed,
-                    format!(
-                        "`check` must be one of {} (got {}); nothing was run.",
-                        one_of(Check::ALL.map(Check::as_str)),
-                        shown(text)
-                    ),
-                )
-            })?;
-            Ok(Call::Check(check))
-        }
+        ToolName::CloudCheck => check(name, arguments),
         ToolName::ServiceInventory => {
             exact_fields(name, arguments, &[], &[], "argument")?;
             Ok(Call::Inventory)
         }
-        ToolName::ServicePlan => {
-            exact_fields(name, arguments, &["action", "parameters"], &[], "argument")?;
-            let text = string_field(name, arguments, "action")?;
-            let action = Action::parse(text).map_err(|_| {
-                refuse(
-                    Code::NotAllowed,
-                    format!(
-                        "`action` must be one of {} (got {}); nothing was run.",
-                        one_of(Action::ALL.iter().map(|a| a.as_str())),
-                        shown(text)
-                    ),
-                )
-            })?;
-            let parameters = match &arguments["parameters"] {
-                Value::Object(parameters) => parameters,
-                other => {
-                    return Err(refuse(
-                        Code::WrongType,
-                        format!("`parameters` must be an object, not {}; nothing was run.", type_name(other)),
-                    ));
-                }
-            };
-            let what = format!("{} parameter", action.as_str());
-            exact_fields(name, parameters, action.parameters(), action.optional_parameters(), &what)?;
-            for (key, value) in parameters {
-                let kind = PARAMETERS.iter().find(|(name, _)| name == key).map(|(_, kind)| *kind);
-                match (kind, value) {
-                    (Some(Kind::Text), Value::String(_)) | (Some(Kind::Flag), Value::Bool(_)) => {}
-                    (Some(Kind::Flag), other) => {
-                        return Err(refuse(
-                            Code::WrongType,
-                            format!(
-                                "parameter `{key}` must be true or false, not {}; nothing was run.",
-                                type_name(other)
-                            ),
-                        ));
-                    }
-                    (Some(Kind::Port), Value::Number(n))
-                        if n.as_u64().is_some_and(|p| PORTS.contains(&p)) => {}
-                    (Some(Kind::Names), Value::Array(names))
-                        if names.len() <= MAX_ALSO_SERVER_NAMES && names.iter().all(Value::is_string) => {}
-                    (Some(Kind::Names), Value::Array(names)) if names.iter().all(Value::is_string) => {
-                        return Err(refuse(
-                            Code::NotAllowed,
-                            format!(
-                                "parameter `{key}` lists {} names and takes at most {MAX_ALSO_SERVER_NAMES} \
-                                 (server_name is the fourth); nothing was run.",
-                                names.len()
-                            ),
-                        ));
-                    }
-                    (Some(Kind::Names), other) => {
-                        return Err(refuse(
-                            Code::WrongType,
-                            format!(
-                                "parameter `{key}` must be a list of strings, not {}; nothing was run.",
-                                match other {
-                                    Value::Array(_) => "a list holding something else",
-                                    other => type_name(other),
-                                }
-                            ),
-                        ));
-                    }
-                    (Some(Kind::Text), other) => {
-                        return Err(refuse(
-                            Code::WrongType,
-                            format!(
-                                "parameter `{key}` must be a string, not {}; nothing was run.",
-                                type_name(other)
-                            ),
-                        ));
-                    }
-                    (Some(Kind::Port), other) => {
-                        // An integer out of range is a value outside the schema; anything else a wrong type.
-                        let code =
-                            if other.is_u64() || other.is_i64() { Code::NotAllowed } else { Code::WrongType };
-                        // The operator's range is the server's to say: name
-                        // where to read it instead of a bound it may not use.
-                        let range = if key == "host_port" {
-                            " and inside the operator's range, which service_inventory shows as offer.port_range"
-                        } else {
-                            ""
-                        };
-                        return Err(refuse(
-                            code,
-                            format!(
-                                "parameter `{key}` must be a port number from {} to {}{range}; nothing was run.",
-                                PORTS.start(),
-                                PORTS.end()
-                            ),
-                        ));
-                    }
-                    (None, _) => unreachable!("exact_fields admits only known parameters"),
-                }
-            }
-            Ok(Call::Plan { action, parameters: parameters.clone() })
-        }
+        ToolName::ServicePlan => plan(name, arguments),
         ToolName::ServiceLogs => logs(name, arguments),
-        ToolName::ServiceExecute => {
-            exact_fields(name, arguments, &["plan_id"], &[], "argument")?;
-            let text = string_field(name, arguments, "plan_id")?;
-            let plan_id = PlanId::parse(text).map_err(|_| {
-                refuse(
-                    Code::NotAllowed,
-                    format!(
-                        "`plan_id` must be 32 lowercase hex characters as service_plan returned it (got {}); nothing was run.",
-                        shown(text)
-                    ),
-                )
-            })?;
-            Ok(Call::Execute { plan_id })
-        }
+        ToolName::ServiceExecute => execute(name, arguments),
     }
+}
+
+/// `cloud_check`: `check`, one of [`Check::ALL`].
+fn check(tool: &str, arguments: &Map<String, Value>) -> Result<Call, Refusal> {
+    exact_fields(tool, arguments, &["check"], &[], "argument")?;
+    let text = string_field(tool, arguments, "check")?;
+    let check = Check::ALL.into_iter().find(|check| check.as_str() == text).ok_or_else(|| {
+        refuse(
+            Code::NotAllowed,
+            format!(
+                "`check` must be one of {} (got {}); nothing was run.",
+                one_of(Check::ALL.map(Check::as_str)),
+                shown(text)
+            ),
+        )
+    })?;
+    Ok(Call::Check(check))
+}
+
+/// `service_plan`: `action` and exactly its `parameters`, each of its kind.
+fn plan(tool: &str, arguments: &Map<String, Value>) -> Result<Call, Refusal> {
+    exact_fields(tool, arguments, &["action", "parameters"], &[], "argument")?;
+    let text = string_field(tool, arguments, "action")?;
+    let action = Action::parse(text).map_err(|_| {
+        refuse(
+            Code::NotAllowed,
+            format!(
+                "`action` must be one of {} (got {}); nothing was run.",
+                one_of(Action::ALL.iter().map(|a| a.as_str())),
+                shown(text)
+            ),
+        )
+    })?;
+    let parameters = match &arguments["parameters"] {
+        Value::Object(parameters) => parameters,
+        other => {
+            return Err(refuse(
+                Code::WrongType,
+                format!("`parameters` must be an object, not {}; nothing was run.", type_name(other)),
+            ));
+        }
+    };
+    let what = format!("{} parameter", action.as_str());
+    exact_fields(tool, parameters, action.parameters(), action.optional_parameters(), &what)?;
+    for (key, value) in parameters {
+        parameter(key, value)?;
+    }
+    Ok(Call::Plan { action, parameters: parameters.clone() })
+}
+
+/// One plan parameter `key` (admitted by `exact_fields`): its value is of
+/// the parameter's kind ([`PARAMETERS`]).
+fn parameter(key: &str, value: &Value) -> Result<(), Refusal> {
+    let kind = PARAMETERS.iter().find(|(name, _)| *name == key).map(|(_, kind)| *kind);
+    let wrong_type = |what: &str, other: &Value| {
+        refuse(
+            Code::WrongType,
+            format!("parameter `{key}` must be {what}, not {}; nothing was run.", type_name(other)),
+        )
+    };
+    match (kind, value) {
+        (Some(Kind::Text), Value::String(_)) | (Some(Kind::Flag), Value::Bool(_)) => Ok(()),
+        (Some(Kind::Flag), other) => Err(wrong_type("true or false", other)),
+        (Some(Kind::Port), Value::Number(n)) if n.as_u64().is_some_and(|p| PORTS.contains(&p)) => Ok(()),
+        (Some(Kind::Names), Value::Array(names))
+            if names.len() <= MAX_ALSO_SERVER_NAMES && names.iter().all(Value::is_string) =>
+        {
+            Ok(())
+        }
+        (Some(Kind::Names), Value::Array(names)) if names.iter().all(Value::is_string) => Err(refuse(
+            Code::NotAllowed,
+            format!(
+                "parameter `{key}` lists {} names and takes at most {MAX_ALSO_SERVER_NAMES} \
+                 (server_name is the fourth); nothing was run.",
+                names.len()
+            ),
+        )),
+        (Some(Kind::Names), Value::Array(_)) => Err(refuse(
+            Code::WrongType,
+            format!(
+                "parameter `{key}` must be a list of strings, not a list holding something else; nothing was run."
+            ),
+        )),
+        (Some(Kind::Names), other) => Err(wrong_type("a list of strings", other)),
+        (Some(Kind::Text), other) => Err(wrong_type("a string", other)),
+        (Some(Kind::Port), other) => Err(port_refusal(key, other)),
+        // exact_fields admits only known parameters; were another to come
+        // through, it is still refused, never run.
+        (None, _) => Err(refuse(
+            Code::UnexpectedField,
+            format!("parameter {} is not accepted; nothing was run.", shown(key)),
+        )),
+    }
+}
+
+/// A port parameter that is no port of [`PORTS`].
+fn port_refusal(key: &str, value: &Value) -> Refusal {
+    // An integer out of range is a value outside the schema; anything else a wrong type.
+    let code = if value.is_u64() || value.is_i64() { Code::NotAllowed } else { Code::WrongType };
+    // The operator's range is the server's to say: name where to read it
+    // instead of a bound it may not use.
+    let range = if key == "host_port" {
+        " and inside the operator's range, which service_inventory shows as offer.port_range"
+    } else {
+        ""
+    };
+    refuse(
+        code,
+        format!(
+            "parameter `{key}` must be a port number from {} to {}{range}; nothing was run.",
+            PORTS.start(),
+            PORTS.end()
+        ),
+    )
+}
+
+/// `service_execute`: `plan_id`, 32 lowercase hex.
+fn execute(tool: &str, arguments: &Map<String, Value>) -> Result<Call, Refusal> {
+    exact_fields(tool, arguments, &["plan_id"], &[], "argument")?;
+    let text = string_field(tool, arguments, "plan_id")?;
+    let plan_id = PlanId::parse(text).map_err(|_| {
+        refuse(
+            Code::NotAllowed,
+            format!(
+                "`plan_id` must be 32 lowercase hex characters as service_plan returned it (got {}); nothing was run.",
+                shown(text)
+            ),
+        )
+    })?;
+    Ok(Call::Execute { plan_id })
 }
 
 /// `service_logs`: `app` and `container` required, `tail` (default

@@ -1,7 +1,7 @@
 //! The `execute` answer of a plan that completed: which plan, what it did,
 //! the containers it acted on, how long the engine took. Built as root by
 //! the helper (`Controller::execute`); the workstation reads only its
-//! `plan_id` ([`super::PlanMention`]). An execute that failed answers a
+//! `plan_id` ([`super::read`]). An execute that failed answers a
 //! refusal or `needs_inspection` instead (`crate::wire::Reply`), never this.
 
 use serde::{Deserialize, Serialize};

@@ -1,9 +1,10 @@
 //! The `inventory` answer (`service_inventory`): the managed apps held
 //! against the engine, the operator's offer, the open plans, and counts of
 //! everything else. Built as root by the helper (`Controller::inventory`).
-//! The workstation reads no field of it: the agent gets the object as the
-//! helper printed it (before the workstation reads one of its closed words,
-//! make that field [`super::Open`]).
+//! The workstation reads only its open plans (the approval wait,
+//! [`super::read`]); the agent gets the object as the helper printed it
+//! (before the workstation reads one of its closed words, make that field
+//! [`super::Open`]).
 //!
 //! Every time is RFC 3339 UTC; foreign objects are counts, never names.
 

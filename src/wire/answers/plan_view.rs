@@ -2,7 +2,7 @@
 //! every field of its immutable body, and its life cycle beside it. Built
 //! as root by the helper from the store's row (`StoredPlan::view` in
 //! `crate::store`); the workstation reads only its `id`
-//! ([`super::PlanMention`]).
+//! ([`super::read`]).
 //!
 //! The body's fields are the sealed plan's (`crate::actions::plan::Plan`,
 //! a test holds the two to the same names) with its times as RFC 3339 UTC:

@@ -9,7 +9,7 @@ use strum::VariantArray as _;
 use super::app_state::{Drift, DriftReason, EngineState};
 use super::gateways::{Gateway, GatewayStatus};
 use super::*;
-use crate::vocab::{PlanOutcome, PlanState};
+use crate::vocab::{PlanId, PlanOutcome, PlanState};
 use crate::wire::ContainerRole;
 
 /// `value` is written as `golden` and reads back as itself.
@@ -288,13 +288,16 @@ fn a_plan_view_has_every_field_of_the_sealed_plan_and_its_life_cycle() {
 }
 
 /// The workstation finds the plan an answer names through the same field
-/// names the helper writes: an execution's `plan_id`, a plan view's `id`.
+/// names and types the helper writes: an execution's `plan_id`, a plan
+/// view's `id`, each read only from its own operation's answer.
 #[test]
 fn the_plan_an_answer_names_is_read_from_the_types_the_helper_writes() {
     use super::execution::{ExecutedPlan, ExecutionOutcome};
+    use super::read::Read;
     use crate::actions::plan::test_plan;
     use crate::store::StoredPlan;
     use crate::vocab::Action;
+    use crate::wire::Operation;
     let id = PlanId::parse(&"5".repeat(32)).unwrap();
     let executed = ExecutedPlan {
         plan_id: id.clone(),
@@ -310,18 +313,66 @@ fn the_plan_an_answer_names_is_read_from_the_types_the_helper_writes() {
         json!({"plan_id": id, "action": "stop", "outcome": "completed", "app": "demo", "containers": ["a"],
                "duration_ms": 12}),
     );
-    assert_eq!(PlanMention::of(&serde_json::to_value(&executed).unwrap()), Some(id.clone()));
-    let stored = StoredPlan::pending(test_plan(id.clone(), 1_800_000_000));
-    assert_eq!(PlanMention::of(&serde_json::to_value(stored.view()).unwrap()), Some(id.clone()));
-    // As version 1 read them: a present plan_id decides, even a bad one.
+    let executed = serde_json::to_value(&executed).unwrap();
+    assert_eq!(Read::of(Operation::Execute, &executed).plan_id(), Some(&id));
+    let view =
+        serde_json::to_value(StoredPlan::pending(test_plan(id.clone(), 1_800_000_000)).view()).unwrap();
+    assert_eq!(Read::of(Operation::Plan, &view).plan_id(), Some(&id));
+    // Each operation's own field only; a field that is no plan id names no plan.
+    assert_eq!(Read::of(Operation::Plan, &executed), Read::Nothing);
+    assert_eq!(Read::of(Operation::Execute, &view), Read::Nothing);
+    assert_eq!(Read::of(Operation::Inventory, &view), Read::Nothing);
     let valid = id.as_str().to_owned();
-    assert_eq!(PlanMention::of(&json!({"id": valid, "n": 1})), Some(id.clone()));
-    assert_eq!(PlanMention::of(&json!({"plan_id": valid, "id": "x"})), Some(id));
-    assert_eq!(PlanMention::of(&json!({"plan_id": null, "id": valid})), None);
-    assert_eq!(PlanMention::of(&json!({"plan_id": 5, "id": valid})), None);
-    assert_eq!(PlanMention::of(&json!({"id": "not-a-plan"})), None);
-    assert_eq!(PlanMention::of(&json!({})), None);
-    assert_eq!(PlanMention::of(&json!([])), None);
+    // A newer helper's fields around it change nothing.
+    assert_eq!(Read::of(Operation::Plan, &json!({"id": valid, "n": 1})).plan_id(), Some(&id));
+    assert_eq!(Read::of(Operation::Plan, &json!({"id": "not-a-plan"})), Read::Nothing);
+    assert_eq!(Read::of(Operation::Execute, &json!({"plan_id": null})), Read::Nothing);
+    assert_eq!(Read::of(Operation::Execute, &json!({"plan_id": 5})), Read::Nothing);
+    assert_eq!(Read::of(Operation::Logs, &json!({"plan_id": valid})), Read::Nothing);
+    assert_eq!(Read::of(Operation::Plan, &json!({})), Read::Nothing);
+    assert_eq!(Read::of(Operation::Plan, &json!([])), Read::Nothing);
+}
+
+/// The approval wait reads an inventory's open plans through `OpenPlan`,
+/// each expiry read as a time once; a list it cannot read lists nothing.
+#[test]
+fn an_inventorys_open_plans_are_read_with_their_expiry() {
+    use super::inventory::OpenPlan;
+    use super::read::Read;
+    use crate::vocab::Action;
+    use crate::wire::Operation;
+    let id = PlanId::parse(&"6".repeat(32)).unwrap();
+    let plan = OpenPlan {
+        plan_id: id.clone(),
+        action: Action::Stop,
+        app: Some("shop".into()),
+        state: PlanState::Pending.into(),
+        requester: "agent".into(),
+        requested_at: "2026-12-02T05:00:00Z".into(),
+        expires_at: "2099-01-01T00:00:00Z".into(),
+        requires_approval: true,
+        approved: false,
+    };
+    let inventory = json!({"generated_at": "x", "plans": [plan], "from_a_newer_helper": 1});
+    let read = Read::of(Operation::Inventory, &inventory);
+    let listed = read.open_plan(&id).expect("listed");
+    assert_eq!(listed.plan, plan);
+    assert_eq!(listed.expires, Some(humantime::parse_rfc3339("2099-01-01T00:00:00Z").unwrap()));
+    let mut bad_time = plan.clone();
+    bad_time.expires_at = "soon".into();
+    let read = Read::of(Operation::Inventory, &json!({"plans": [bad_time]}));
+    assert_eq!(read.open_plan(&id).map(|listed| listed.expires), Some(None));
+    // A newer helper's plan with an action this build does not know is
+    // left out; the plan beside it is still found.
+    let mut newer = serde_json::to_value(&plan).unwrap();
+    newer["action"] = json!("an_action_from_a_newer_helper");
+    newer["plan_id"] = json!("7".repeat(32));
+    let read = Read::of(Operation::Inventory, &json!({"plans": [newer, plan]}));
+    assert_eq!(read.open_plan(&id).map(|listed| &listed.plan), Some(&plan));
+    assert_eq!(read.open_plan(&PlanId::parse(&"7".repeat(32)).unwrap()), None);
+    assert_eq!(Read::of(Operation::Inventory, &json!({"plans": [{"plan_id": id}]})).open_plan(&id), None);
+    assert_eq!(Read::of(Operation::Inventory, &json!({"plans": {}})), Read::Nothing);
+    assert_eq!(Read::of(Operation::Inventory, &json!({"apps": []})), Read::Nothing);
 }
 
 #[test]
