@@ -75,6 +75,9 @@ enum Gate {
 /// Runs checks against one target, holding the identity state.
 pub struct Inspector {
     config: Config,
+    /// The target's name in every result: its fleet name (the ssh alias,
+    /// `localhost` or `demo` when no targets file names it).
+    name: String,
     backend: Backend,
     /// The three-state identity gate, held for the whole of each gated call:
     /// calls are serialized, and none runs on a verdict another call is
@@ -97,11 +100,19 @@ impl Inspector {
             Mode::Ssh => Backend::Real(Arc::new(MultiplexedSsh::new(SshTransport::of(&config)))),
         };
         Inspector {
+            name: config.target().to_owned(),
             config,
             backend,
             gate: Mutex::new(Gate::Unverified),
             link: std::sync::Mutex::new(Link::NEW),
         }
+    }
+
+    /// The same inspector, whose results name its target `name` (a
+    /// targets file's name for it, which may differ from its ssh alias).
+    pub fn named(mut self, name: &str) -> Inspector {
+        name.clone_into(&mut self.name);
+        self
     }
 
     /// An inspector that reaches its target through `transport`. The binary
@@ -111,6 +122,7 @@ impl Inspector {
     #[cfg(any(test, feature = "test-hatches"))]
     pub fn with_transport_for_tests(config: Config, transport: Arc<dyn CommandCarrier>) -> Inspector {
         Inspector {
+            name: config.target().to_owned(),
             config,
             backend: Backend::Real(transport),
             gate: Mutex::new(Gate::Unverified),
@@ -142,7 +154,7 @@ impl Inspector {
             timestamp: timestamp(),
             is_demo: self.is_demo(),
             mode: self.config.mode.as_str().to_owned(),
-            target: self.config.target().to_owned(),
+            target: self.name.clone(),
             check,
             status,
             exit_code: execution.as_ref().and_then(|e| e.exit_code),

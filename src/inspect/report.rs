@@ -50,7 +50,7 @@ pub fn run(fleet: Fleet, runtime: &tokio::runtime::Runtime, json: bool, which: W
     let mut versions = String::new();
     let several = chosen.len() > 1;
     for target in chosen {
-        let inspector = Inspector::new(target.config.clone());
+        let inspector = Inspector::new(target.config.clone()).named(&target.name);
         let diagnosed = runtime.block_on(async {
             let mut diagnosed = Vec::new();
             for check in Check::ALL {
@@ -58,10 +58,7 @@ pub fn run(fleet: Fleet, runtime: &tokio::runtime::Runtime, json: bool, which: W
             }
             diagnosed
         });
-        let mut results: Vec<CheckResult> = diagnosed.iter().map(|(result, _)| result.clone()).collect();
-        for result in &mut results {
-            result.target = target.name.clone();
-        }
+        let results: Vec<CheckResult> = diagnosed.iter().map(|(result, _)| result.clone()).collect();
         all_ok &= results.iter().all(|r| r.status == Status::Ok);
         // JSON lines are the results as the agent gets them: no diagnosis.
         if json {

@@ -90,6 +90,8 @@ pub struct CheckResult {
     pub timestamp: String,
     pub is_demo: bool,
     pub mode: String,
+    /// The target as the agent names it: its fleet name (the ssh alias,
+    /// `localhost` or `demo` when no targets file names it).
     pub target: String,
     pub check: Check,
     pub status: Status,

@@ -69,6 +69,15 @@ async fn demo_needs_identity_first_then_everything_is_ok_and_labelled() {
     }
 }
 
+/// A target is named in its results as the agent names it: the fleet
+/// name a targets file gives, else its configuration's own name.
+#[tokio::test]
+async fn results_name_the_target_by_its_fleet_name() {
+    assert_eq!(Inspector::new(Config::default()).check(Check::Identity).await.target, "demo");
+    let named = Inspector::new(Config::default()).named("web-1");
+    assert_eq!(named.check(Check::Identity).await.target, "web-1");
+}
+
 #[tokio::test]
 async fn disk_before_identity_runs_no_process() {
     let dir = tempfile::tempdir().unwrap();

@@ -149,7 +149,11 @@ impl<T: Transport<RoleServer>> Transport<RoleServer> for BeforeLifecycle<T> {
 /// `volce-lab mcp-serve`: serves stdin/stdout until the client closes them.
 pub fn serve_stdio(fleet: &Fleet, runtime: &tokio::runtime::Runtime) -> Result<(), String> {
     runtime.block_on(async {
-        let server = VolceLab::for_fleet(fleet, |config| Inspector::new(config.clone()), Options::from_env());
+        let server = VolceLab::for_fleet(
+            fleet,
+            |target| Inspector::new(target.config.clone()).named(&target.name),
+            Options::from_env(),
+        );
         let (read, write) = rmcp::transport::stdio_pipes();
         serve(server, read, write).await
     })

@@ -37,7 +37,7 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Map, Value};
 use strum::VariantArray as _;
 
-use crate::config::{Config, DEFAULT_FAN_OUT, Fleet};
+use crate::config::{DEFAULT_FAN_OUT, Fleet, FleetTarget};
 use crate::exec::Execution;
 use crate::inspect::{Check, Inspector, Status, request_id, timestamp};
 use crate::vocab::Action;
@@ -105,9 +105,8 @@ impl VolceLab {
     }
 
     /// A server for every target of `fleet`, each with the inspector `make` gives it.
-    pub fn for_fleet(fleet: &Fleet, make: impl Fn(&Config) -> Inspector, options: Options) -> VolceLab {
-        let targets =
-            fleet.targets().iter().map(|t| (t.name.clone(), t.groups.clone(), make(&t.config))).collect();
+    pub fn for_fleet(fleet: &Fleet, make: impl Fn(&FleetTarget) -> Inspector, options: Options) -> VolceLab {
+        let targets = fleet.targets().iter().map(|t| (t.name.clone(), t.groups.clone(), make(t))).collect();
         VolceLab::with_targets(targets, fleet.fan_out, options)
     }
 
