@@ -45,7 +45,7 @@ use crate::control::policy::Policy;
 use crate::control::scope;
 use crate::control::validate::{self, Context, HostFacts};
 use crate::docker::{Engine, EngineError};
-use crate::store::{AuditOutcome, AuditRow, Claim, Event, Store, StoreError, StoredPlan};
+use crate::store::{AuditOutcome, AuditRow, Event, Store, StoreError, StoredPlan};
 use crate::vocab::Action;
 use crate::vocab::PlanState;
 use crate::vocab::{
@@ -54,7 +54,7 @@ use crate::vocab::{
 
 use super::env_files::EnvDir;
 
-pub use super::liveness::StoppedClaimer;
+pub use super::liveness::{Liveness, StoppedClaimer};
 
 mod execute;
 mod inventory;
@@ -69,20 +69,6 @@ pub use request_audit::audit_unavailable;
 impl From<StoreError> for Refusal {
     fn from(error: StoreError) -> Refusal {
         error.refusal()
-    }
-}
-
-/// Who this process is, and whether the process behind a claim still lives.
-pub trait Liveness {
-    /// The claim this process writes when it takes a plan.
-    fn me(&self) -> Result<Claim, Refusal>;
-    /// Whether the claimer is the same, still running process.
-    fn alive(&self, claim: &Claim) -> bool;
-    /// The claimer, if it is alive but stopped (it holds its plan
-    /// `executing` until someone continues or kills it). A fake that
-    /// cannot tell says never.
-    fn stopped(&self, _claim: &Claim) -> Option<StoppedClaimer> {
-        None
     }
 }
 

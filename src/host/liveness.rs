@@ -19,7 +19,19 @@
 use crate::store::Claim;
 use crate::vocab::{Code, PlanId, Refusal};
 
-use super::controller::Liveness;
+/// Who this process is, and whether the process behind a claim still lives.
+pub trait Liveness {
+    /// The claim this process writes when it takes a plan.
+    fn me(&self) -> Result<Claim, Refusal>;
+    /// Whether the claimer is the same, still running process.
+    fn alive(&self, claim: &Claim) -> bool;
+    /// The claimer, if it is alive but stopped (it holds its plan
+    /// `executing` until someone continues or kills it). A fake that
+    /// cannot tell says never.
+    fn stopped(&self, _claim: &Claim) -> Option<StoppedClaimer> {
+        None
+    }
+}
 
 const BOOT_ID: &str = "/proc/sys/kernel/random/boot_id";
 
