@@ -65,7 +65,7 @@ pub fn uncovered_volumes(mut volumes: Vec<String>, data: Option<&DataPath>) -> V
     volumes
 }
 
-super::string_form!(
+super::string_form::string_form!(
     DataPath,
     "a data path must be absolute, of letters, digits, '/', '-', '.', '_', outside the system directories"
 );

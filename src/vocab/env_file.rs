@@ -62,7 +62,7 @@ impl EnvFileName {
     }
 }
 
-crate::vocab::string_form!(EnvFileName, "an env file name: [a-z0-9][a-z0-9._-]{0,63}");
+super::string_form::string_form!(EnvFileName, "an env file name: [a-z0-9][a-z0-9._-]{0,63}");
 
 /// What a plan records of an env file: where docker reads it at create and
 /// the keyed hash of its bytes when the plan was made. Execute and approve

@@ -26,7 +26,7 @@ impl PlanId {
     }
 }
 
-super::string_form!(PlanId);
+super::string_form::string_form!(PlanId);
 
 /// A plan digest: 64 lowercase hex characters.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -48,7 +48,7 @@ impl Digest {
     }
 }
 
-super::string_form!(Digest);
+super::string_form::string_form!(Digest);
 
 /// A full container id: 64 lowercase hex characters.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -117,7 +117,10 @@ impl ImageRef {
     }
 }
 
-super::string_form!(ImageRef, "an image reference must be pinned as name@sha256:<64 lowercase hex>");
+super::string_form::string_form!(
+    ImageRef,
+    "an image reference must be pinned as name@sha256:<64 lowercase hex>"
+);
 
 /// The longest health path, in bytes.
 pub const HEALTH_PATH_MAX: usize = 128;
@@ -155,7 +158,7 @@ impl Default for HealthPath {
     }
 }
 
-super::string_form!(
+super::string_form::string_form!(
     HealthPath,
     "a health path must be absolute, of letters, digits, '/', '-', '.', '_', '~'"
 );

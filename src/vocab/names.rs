@@ -62,7 +62,7 @@ impl AppName {
     }
 }
 
-super::string_form!(AppName, "an app name must match ^[a-z][a-z0-9-]{0,30}$");
+super::string_form::string_form!(AppName, "an app name must match ^[a-z][a-z0-9-]{0,30}$");
 
 /// The Docker objects of one app (see `crate::docker::client` for why
 /// there are two networks).
@@ -137,7 +137,7 @@ impl ServerName {
     }
 }
 
-super::string_form!(ServerName, "a server name must be a lowercase DNS name");
+super::string_form::string_form!(ServerName, "a server name must be a lowercase DNS name");
 
 /// `name (also a, b)`, or `name` alone: how a target and `show` name what
 /// a gateway serves.
