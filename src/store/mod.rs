@@ -34,6 +34,7 @@ mod apps;
 mod chain;
 mod claims;
 mod database;
+mod error;
 mod fold;
 mod health;
 mod plan_boot;
@@ -50,7 +51,8 @@ mod verify;
 pub mod wal;
 
 pub use chain::{ChainedEntry, Content as ChainContent, GENESIS, link as chain_link};
-pub use database::{BUSY_TIMEOUT, Store, StoreError};
+pub use database::{BUSY_TIMEOUT, Store};
+pub use error::StoreError;
 pub use fold::WINDOW_SECS as FOLD_WINDOW_SECS;
 pub use health::{StoreHealth, read_apps, read_awaiting, read_claims, read_health, schema_version_of};
 pub use retention::{AUDIT_PRUNE_BATCH, AUDIT_RETENTION_DAYS, MAX_PENDING_PER_REQUESTER, PRUNE_BATCH};

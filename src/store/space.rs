@@ -17,16 +17,6 @@ use crate::vocab::{Code, Refusal};
 /// in the database at checkpoint), so the writes that follow it fit too.
 pub const MIN_FREE_BYTES: u64 = 1024 * 1024;
 
-/// What a write below the floor gets, and also a write SQLite found no
-/// room for (SQLITE_FULL, `super::database`): one sentence for one cause.
-pub(crate) fn full_refusal() -> Refusal {
-    Refusal::new(
-        Code::StateFull,
-        "The host's state directory has no room left; nothing was changed. The operator frees \
-         space on its filesystem (volce-lab-host doctor shows how much is free), then this works again.",
-    )
-}
-
 /// Free bytes as an unprivileged writer counts them (`f_bavail`): root
 /// may use the reserved blocks too, but they are the system's margin.
 pub fn free_bytes(dir: &Path) -> Option<u64> {
@@ -45,7 +35,7 @@ pub fn require_room(dir: &Path) -> Result<(), Refusal> {
 /// tests can raise).
 pub fn require_room_of(dir: &Path, floor: u64) -> Result<(), Refusal> {
     match free_bytes(dir) {
-        Some(free) if free < floor => Err(full_refusal()),
+        Some(free) if free < floor => Err(super::error::full_refusal()),
         _ => Ok(()),
     }
 }
@@ -54,15 +44,15 @@ pub fn require_room_of(dir: &Path, floor: u64) -> Result<(), Refusal> {
 /// written, so the request can be answered `state_full`, which says what to
 /// do. (A write SQLite found no room for mid-way stays a failure to record:
 /// `audit_unavailable`.)
-pub fn is_below_floor(error: &super::StoreError) -> bool {
-    matches!(error, super::StoreError::Refused(refusal) if refusal.code == Code::StateFull)
+pub fn is_below_floor(error: &super::error::StoreError) -> bool {
+    matches!(error, super::error::StoreError::Refused(refusal) if refusal.code == Code::StateFull)
 }
 
 /// The refusal for a store that could not be opened in `dir`: SQLite says
 /// an I/O error or "cannot open" (not SQLITE_FULL) when the shared-memory
 /// file of the log cannot be made on a full filesystem, so an unexplained
 /// failure on a filesystem below the floor is `state_full`.
-pub fn explain(error: &super::StoreError, dir: &Path) -> Refusal {
+pub fn explain(error: &super::error::StoreError, dir: &Path) -> Refusal {
     let refusal = error.refusal();
     if refusal.code == Code::StateUnavailable
         && let Err(full) = require_room(dir)
