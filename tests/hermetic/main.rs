@@ -9,6 +9,7 @@ mod support;
 
 mod cli;
 mod docs;
+mod file_circles;
 mod host_audit_rows;
 mod host_bounded_state;
 mod host_broken_state;
