@@ -85,6 +85,8 @@ pub struct Shared {
     sealer: seal::Sealer,
     /// The tasks of the Tasks extension (`task.rs`).
     tasks: rmcp::task_manager::TaskManager,
+    /// Where each task's watch stands, for an honest `tasks/cancel` (`task.rs`).
+    task_phases: task::Phases,
     /// The simulated plans of demo mode (`demo.rs`).
     demo_plans: demo::Plans,
 }
@@ -140,6 +142,7 @@ impl VolceLab {
             tools,
             sealer,
             tasks,
+            task_phases: Default::default(),
             demo_plans: Default::default(),
         }))
     }
@@ -382,8 +385,9 @@ impl ServerHandler for VolceLab {
         request: CancelTaskParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        // Stops the wait only (`task.rs`); it approves nothing.
-        self.tasks.cancel_task(&request.task_id)
+        // Stops the wait only (`task.rs`); it approves nothing, and it
+        // says so when it comes too late to stop anything.
+        self.task_phases.cancel(&request.task_id, &self.tasks)
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {

@@ -3,7 +3,8 @@
 //! task naming the plan; the server watches the plan on the (stand-in)
 //! host; approved -> the plan runs once and the task completes with the
 //! normal result; rejected or expired -> the task fails with that code;
-//! `tasks/cancel` -> nothing runs. A forged task id reads nothing and runs
+//! `tasks/cancel` -> nothing runs; a cancel once the execute is sent or
+//! the task ended is an error naming the plan (issue 38). A forged task id reads nothing and runs
 //! nothing. The "operator" is a file the test writes; the client is
 //! rmcp's, over an in-memory duplex, so the wire is real JSON-RPC.
 
@@ -27,7 +28,8 @@ const PLAN_ID: &str = "0123456789abcdef0123456789abcdef";
 /// exists; with `rejected` it answers `plan_rejected`; unapproved it
 /// answers `approval_required` the first time and `plan_expired` after.
 /// While `hiccup` exists, inventory fails (exit 1, no reply) and execute
-/// answers `approval_required`.
+/// answers `approval_required`. With `slow`, an approved execute writes
+/// `executing` and takes 2 s.
 fn helper(expires_at: &str) -> String {
     let plan = |approved: bool| {
         json!({"status": "ok", "operation": "inventory", "result": {"plans": [{
@@ -47,7 +49,9 @@ fn helper(expires_at: &str) -> String {
 if [ -e "$DIR/hiccup" ]; then
   if grep -q '"operation":"execute"' "$DIR/request"; then printf '%s\n' '{required}'; fi; exit 1
 elif grep -q '"operation":"execute"' "$DIR/request"; then
-  if [ -e "$DIR/approved" ]; then echo x >> "$DIR/executed"; printf '%s\n' '{done}'
+  if [ -e "$DIR/approved" ]; then
+    if [ -e "$DIR/slow" ]; then : > "$DIR/executing"; sleep 2; fi
+    echo x >> "$DIR/executed"; printf '%s\n' '{done}'
   elif [ -e "$DIR/rejected" ]; then printf '%s\n' '{rejected}'; exit 1
   elif [ -e "$DIR/asked" ]; then printf '%s\n' '{expired}'; exit 1
   else : > "$DIR/asked"; printf '%s\n' '{required}'; exit 1; fi
@@ -194,6 +198,44 @@ async fn cancel_stops_the_wait_and_nothing_runs_even_after_approval() {
     tokio::time::sleep(Duration::from_millis(2_500)).await;
     assert_eq!(world.count("executed"), 0, "nothing ran");
     assert_eq!(world.count("rpc_calls"), calls, "the host is not asked again");
+}
+
+/// The error of a `tasks/cancel` that should have been refused.
+async fn refused_cancel(world: &World, id: &str) -> String {
+    match world.client.peer().cancel_task(CancelTaskParams::new(id)).await {
+        Err(rmcp::ServiceError::McpError(error)) => error.message.into_owned(),
+        other => panic!("a cancel too late must be refused, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_cancel_after_the_plan_ran_is_refused_naming_the_plan_as_done() {
+    let world = start(true, LATER).await;
+    let (id, _) = world.task().await;
+    world.operator("approved");
+    let payload = world.until_done(&id, Duration::from_secs(10)).await;
+    assert!(matches!(payload, TaskPayload::Completed { .. }), "{payload:?}");
+    let message = refused_cancel(&world, &id).await;
+    assert!(message.contains(&format!("plan {PLAN_ID} is done")), "{message}");
+    assert_eq!(world.count("executed"), 1);
+}
+
+#[tokio::test]
+async fn a_cancel_while_the_plan_executes_is_refused_and_the_task_completes() {
+    let world = start(true, LATER).await;
+    let (id, _) = world.task().await;
+    world.operator("slow");
+    world.operator("approved");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !world.dir.path().join("executing").exists() {
+        assert!(Instant::now() < deadline, "the execute never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let message = refused_cancel(&world, &id).await;
+    assert!(message.contains(&format!("plan {PLAN_ID} is executing")), "{message}");
+    let payload = world.until_done(&id, Duration::from_secs(10)).await;
+    assert!(matches!(payload, TaskPayload::Completed { .. }), "{payload:?}");
+    assert_eq!(world.count("executed"), 1);
 }
 
 #[tokio::test]

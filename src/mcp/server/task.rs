@@ -17,13 +17,22 @@
 //! the wait. Rejected or
 //! expired: the task fails with that code. Cancelled: nothing runs and the
 //! plan still waits on the server.
+//!
+//! A cancel is honest (issue 38): it answers OK only while the task still
+//! waits. Once the watch has claimed the plan for its execute (under the
+//! same lock a cancel takes, so the two cannot cross), or the task has
+//! ended, `tasks/cancel` is an error naming the plan as executing or done;
+//! the rmcp task manager alone would acknowledge any cancel of a known task.
 
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use rmcp::ErrorData as McpError;
-use rmcp::model::{CallToolResult, CreateTaskResult, ErrorCode};
-use rmcp::task_manager::{TaskContext, TaskExit, TaskOptions};
+use rmcp::model::{CallToolResult, CreateTaskResult, ErrorCode, TaskStatus};
+use rmcp::task_manager::{TaskContext, TaskExit, TaskManager, TaskOptions};
 use serde::Serialize;
+use serde_json::json;
 
 use super::wait::{left_secs, pending};
 use super::{Member, VolceLab, Watcher};
@@ -51,6 +60,86 @@ const TTL_MARGIN_MS: u64 = 120_000;
 
 /// The JSON-RPC error code of a failed task; `data.code` says why.
 const TASK_FAILED: ErrorCode = ErrorCode(-32000);
+
+/// Where each task's watch stands, by task id: which plan it waits for,
+/// and whether it has claimed the plan for its execute. Entries leave when
+/// the task manager has forgotten the task (its retention ended), so the
+/// map holds no more than the manager does.
+#[derive(Default)]
+pub struct Phases(Mutex<HashMap<String, (PlanId, Phase)>>);
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Phase {
+    /// Looking at the host; a cancel still stops everything.
+    Waiting,
+    /// The execute is sent (or about to be): too late for a cancel.
+    Claimed,
+}
+
+impl Phases {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (PlanId, Phase)>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn watch(&self, task_id: &str, plan_id: &PlanId, tasks: &TaskManager) {
+        let mut phases = self.lock();
+        phases.retain(|id, _| tasks.get_task(id).is_ok());
+        phases.insert(task_id.to_owned(), (plan_id.clone(), Phase::Waiting));
+    }
+
+    /// Claims the plan for the execute unless a cancel came first; the
+    /// check and the claim happen under the lock `cancel` holds while it
+    /// records a cancel, so exactly one of the two wins.
+    fn claim(&self, context: &TaskContext) -> bool {
+        let mut phases = self.lock();
+        if context.is_cancel_requested() {
+            return false;
+        }
+        if let Some((_, phase)) = phases.get_mut(context.task_id()) {
+            *phase = Phase::Claimed;
+        }
+        true
+    }
+
+    /// The host answered that the plan still waits (nothing ran): a cancel
+    /// may stop the wait again.
+    fn unclaim(&self, task_id: &str) {
+        if let Some((_, phase)) = self.lock().get_mut(task_id) {
+            *phase = Phase::Waiting;
+        }
+    }
+
+    /// `tasks/cancel`: OK while the task waits (or was already cancelled);
+    /// an error naming the plan once it is executing or the task has ended.
+    pub fn cancel(&self, task_id: &str, tasks: &TaskManager) -> Result<(), McpError> {
+        let phases = self.lock();
+        let status = tasks.get_task(task_id)?.task.status;
+        let Some((plan_id, phase)) = phases.get(task_id) else {
+            return tasks.cancel_task(task_id);
+        };
+        match (status, phase) {
+            (TaskStatus::Cancelled, _) => Ok(()),
+            (TaskStatus::Completed | TaskStatus::Failed, _) => Err(too_late(plan_id, "done")),
+            (_, Phase::Claimed) => Err(too_late(plan_id, "executing")),
+            (_, Phase::Waiting) => tasks.cancel_task(task_id),
+        }
+    }
+}
+
+/// The error of a cancel that came too late: nothing was stopped.
+fn too_late(plan_id: &PlanId, state: &str) -> McpError {
+    let message = match state {
+        "executing" => format!(
+            "too late to cancel: plan {plan_id} is executing on the host; the task ends with its result \
+             (tasks/get)"
+        ),
+        _ => format!(
+            "too late to cancel: the task of plan {plan_id} is done; tasks/get has its result, and what \
+             ran stays as it is"
+        ),
+    };
+    McpError::invalid_request(message, Some(json!({"plan_id": plan_id.to_string(), "plan": state})))
+}
 
 /// "awaiting operator approval of plan … on web-1, 8 min left".
 fn status_message(target: &str, plan_id: &PlanId, left_secs: u64) -> String {
@@ -111,6 +200,8 @@ impl VolceLab {
             .with_status_message(status_message(&member.name, &plan_id, left));
         let (this, member) = (self.clone(), member.clone());
         let task = self.tasks.spawn(options, move |context| {
+            // Before the client can know the id: a cancel always finds it.
+            this.task_phases.watch(context.task_id(), &plan_id, &this.tasks);
             Box::pin(async move { this.watch(&member, &plan_id, &request_id, progress, &context).await })
         });
         Some(CreateTaskResult::new(task))
@@ -144,6 +235,10 @@ impl VolceLab {
                 continue;
             }
             // Approved, rejected, expired or gone: the host decides and says which.
+            // A cancel that came after the look still wins here, never after.
+            if !self.task_phases.claim(context) {
+                return Err(TaskExit::Cancelled);
+            }
             // The call's progress token stays valid for the task's life
             // (the Tasks extension), so the execute reports progress as a
             // call that was never made to wait does.
@@ -154,6 +249,7 @@ impl VolceLab {
             if super::wait::waits_for_approval(&served) && hiccups < HICCUPS {
                 hiccups += 1;
                 started = Instant::now();
+                self.task_phases.unclaim(context.task_id());
                 continue;
             }
             return settle(&served);
