@@ -126,6 +126,20 @@ mod tests {
         assert!(!no_app.prompt().contains("app name"));
     }
 
+    /// Pins the 256-byte bound (issue 38, mutation testing): the answer is
+    /// the line's first 256 bytes, so a reply that fills them is read whole
+    /// and a byte past them is never read.
+    #[test]
+    fn the_answer_is_at_most_the_first_256_bytes_of_the_line() {
+        let expected = Confirmation { app: Some("web".into()), digest_prefix: "0123abcd".into() };
+        let answer = |tail: &str| format!("{}web{tail}", " ".repeat(253)).into_bytes();
+        // 256 bytes, then "x": the x is not part of the answer.
+        assert_eq!(ask(&answer("x\n")[..], Vec::new(), "", &expected, false), Decision::Confirmed);
+        // One space more pushes the "b" past the bound: "we", declined.
+        let longer = [&b" "[..], &answer("x\n")[..]].concat();
+        assert_eq!(ask(&longer[..], Vec::new(), "", &expected, false), Decision::Declined);
+    }
+
     #[test]
     fn a_catalog_change_is_confirmed_by_its_key_alone() {
         let ask = |typed: &[u8], yes| ask_word(typed, Vec::new(), "", "type the key", "web", yes);

@@ -163,3 +163,23 @@ fn scan(line: &str, depth: usize) -> Found {
     }
     found
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Pins the widening loops of `replace` (issue 38, mutation testing):
+    /// no view yields a range inside a character today, so only a direct
+    /// call shows that such a range grows to the whole character instead
+    /// of panicking or leaving half of it.
+    #[test]
+    fn a_range_inside_a_multi_byte_character_widens_to_the_whole_character() {
+        // "é" is bytes 1..3 of "aé b".
+        let mut n = 0;
+        let mut one = |range: Range<usize>| replace("aé b", vec![range], &mut n);
+        assert_eq!(one(2..3), format!("a{REDACTED} b"));
+        assert_eq!(one(0..2), format!("{REDACTED} b"));
+        assert_eq!(one(2..2), "aé b", "an empty range redacts nothing");
+        assert_eq!(n, 2);
+    }
+}

@@ -239,6 +239,32 @@ fn a_value_on_the_line_after_its_key_is_redacted() {
     assert_eq!(render(b"Enter password:\nhunter2\n").lines, ["Enter password:", "[REDACTED]"]);
 }
 
+/// Pins the depth rule of `redact_lines` (issue 38, mutation testing): a
+/// value is as deep as its key or deeper, so a shallower line ends it, and
+/// a blank line does not end a block.
+#[test]
+fn a_key_without_a_value_ends_at_a_shallower_line_and_a_block_spans_blank_lines() {
+    let logs = render(b"db:\n  password:\nuser: bob\n");
+    assert_eq!(logs.lines, ["db:", "  password:", "user: bob"]);
+    assert_eq!(logs.redactions, 0);
+    // As deep as the key is still its value (the safe side).
+    assert_eq!(render(b"  password:\n  hunter2\n").lines, ["  password:", "  [REDACTED]"]);
+    let logs = render(b"password: |\n  hunter2\n\n  second line\nnext: 1\n");
+    assert_eq!(logs.lines, ["password: |", "  [REDACTED]", "", "  [REDACTED]", "next: 1"]);
+    assert_eq!(logs.redactions, 2);
+}
+
+/// Pins `MAX_BASE64_DEPTH` (2): base64 inside base64 is decoded and
+/// redacted; a third layer is not looked into (the bound that keeps a
+/// line's scan cheap), so it stays as printed.
+#[test]
+fn base64_is_decoded_two_layers_deep_and_no_deeper() {
+    let twice = "Y0dGemMzZHZjbVE5YUhWdWRHVnlNZz09";
+    assert_eq!(redacted(&format!("config {twice} loaded")), ("config [REDACTED] loaded".to_owned(), 1));
+    let thrice = "WTBkR2VtTXpaSFpqYlZFNVlVaFdkV1JIVm5sTlp6MDk=";
+    assert_eq!(redacted(&format!("config {thrice} loaded")), (format!("config {thrice} loaded"), 0));
+}
+
 #[test]
 fn base64_of_a_secret_assignment_is_redacted_whole() {
     each_redacted_once(&[

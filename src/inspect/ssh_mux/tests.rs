@@ -133,15 +133,34 @@ fn a_changed_ssh_config_gets_another_master() {
     assert_ne!(other_alias.control_path().unwrap(), second);
 }
 
+/// The master we last used, if any.
+fn remembered(mux: &MultiplexedSsh) -> Option<PathBuf> {
+    mux.master.lock().unwrap().as_ref().map(|m| m.path.clone())
+}
+
 #[test]
 fn reset_without_a_master_is_harmless() {
     let temp = private_tempdir();
-    let mux = MultiplexedSsh::with_dir(ssh(None), temp.path().join("ssh"));
+    let dir = temp.path().join("ssh");
+    let mux = MultiplexedSsh::with_dir(ssh(None), dir.clone());
     mux.reset();
+    assert_eq!(remembered(&mux), None);
     let _ = mux.specs(RemoteCommand::Identity, None, limits());
-    // No master is listening on the path: nothing to tell, nothing to remove.
+    let path = mux.control_path().unwrap();
+    assert_eq!(remembered(&mux), Some(path.clone()), "specs chose the master");
+    // No master is listening on the path: nothing to tell, nothing to
+    // remove, but the master is forgotten so the next check starts afresh.
     mux.reset();
+    assert_eq!(remembered(&mux), None, "reset forgets the master");
+    assert_eq!(fs::read_dir(&dir).unwrap().count(), 0, "nothing created");
+    assert_eq!(mux.master_socket_present(), Some(false));
+    // Only a socket is ever removed: a file that is not one stays.
+    let _ = mux.specs(RemoteCommand::Identity, None, limits());
+    fs::write(&path, "not a socket").unwrap();
     mux.reset();
+    assert_eq!(remembered(&mux), None);
+    assert_eq!(fs::read_to_string(&path).unwrap(), "not a socket");
+    assert_eq!(mux.carried(), Carried { in_process: 0, by_client: 0 }, "nothing ran");
 }
 
 #[test]

@@ -27,6 +27,26 @@ fn every_request_line_parses_back_to_itself() {
 }
 
 /// Tried: what a person or an attacker holding the key types instead.
+/// Pins the limit's edge (issue 38, mutation testing): a command of exactly
+/// [`MAX_COMMAND_BYTES`] is read (and refused as not fixed, not as too
+/// long), one byte more is too long, and the helper's check accepts the
+/// record the gate makes of each: a gate and helper that disagree on the
+/// edge would lose that refusal from the audit trail.
+#[test]
+fn a_command_of_exactly_the_limit_is_read_and_its_refusal_record_is_accepted() {
+    for (len, reason) in [
+        (MAX_COMMAND_BYTES, RefusalReason::NotAFixedRequest),
+        (MAX_COMMAND_BYTES + 1, RefusalReason::TooLong),
+    ] {
+        let command = vec![b'#'; len];
+        assert_eq!(parse_request(Some(&command)), Err(reason), "{len} bytes");
+        let record = RefusalRecord::of(reason, Some(&command));
+        let checked =
+            RefusalRecord::checked(record.reason, record.command_bytes, record.command_sha256.as_deref());
+        assert_eq!(checked, Ok(record), "{len} bytes");
+    }
+}
+
 #[test]
 fn anything_but_the_fixed_requests_is_refused() {
     assert_eq!(parse_request(None), Err(RefusalReason::NoCommand));
