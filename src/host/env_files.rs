@@ -83,7 +83,10 @@ impl EnvDir {
     fn text(&self, name: &EnvFileName) -> Result<(PathBuf, Vec<u8>, Configuration), Refusal> {
         let path = self.path(name);
         let bytes = self.bytes(&path, name)?;
-        let configuration = Configuration::parse(&bytes).map_err(|e| invalid(&path, &e.to_string()))?;
+        // "does not parse:" makes one sentence of the path and the parser's
+        // reason ("line 3 has no '='", "it is larger than ..."), issue 38.
+        let configuration =
+            Configuration::parse(&bytes).map_err(|e| invalid(&path, &format!("does not parse: {e}")))?;
         Ok((path, bytes, configuration))
     }
 
@@ -280,6 +283,16 @@ mod tests {
             refusal.message.contains("line 1") && !refusal.message.contains("s3cr3t"),
             "{}",
             refusal.message
+        );
+        // One sentence: the path, then why it does not parse.
+        let (_root, env, name) = layout("TOKEN\n", 0o600);
+        let path = env.dir.join("shop.env");
+        assert_eq!(
+            env.configuration(&name).unwrap_err().message,
+            format!(
+                "The env file {} does not parse: line 1 has no '=' (write NAME=value); nothing was changed.",
+                path.display()
+            )
         );
     }
 }

@@ -376,8 +376,8 @@ impl ServerHandler for VolceLab {
         request: GetTaskParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, McpError> {
-        // An unknown or forged id is `invalid_params`; ids are random UUIDs.
-        self.tasks.get_task(&request.task_id).map(GetTaskResult::new)
+        // An unknown or forged id is `invalid_params`, quoted short (`task.rs`).
+        task::known(&request.task_id, self.tasks.get_task(&request.task_id)).map(GetTaskResult::new)
     }
 
     async fn cancel_task(

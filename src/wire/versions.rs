@@ -266,6 +266,11 @@ pub fn first_release(protocol: u32) -> &'static str {
     RELEASES.iter().find(|(p, _)| *p >= protocol).or(RELEASES.last()).map_or("?", |(_, v)| v)
 }
 
+/// Whether some release this build knows of speaks `protocol`.
+fn released(protocol: u32) -> bool {
+    RELEASES.iter().any(|(p, _)| *p == protocol)
+}
+
 /// The helper's rule: which protocol the request's `protocol` field says
 /// (`None`: absent, protocol 1), or why it is not answered.
 pub fn admit(client: Option<u32>, helper: Helper) -> Result<u32, Refusal> {
@@ -273,30 +278,39 @@ pub fn admit(client: Option<u32>, helper: Helper) -> Result<u32, Refusal> {
     let this = |protocol: u32| {
         if protocol == PROTOCOL_VERSION { env!("CARGO_PKG_VERSION") } else { first_release(protocol) }
     };
+    let runs = format!("This server runs volce-lab {} (protocol {})", this(helper.protocol), helper.protocol);
+    // Each sentence says what is true of the number sent (issue 38): an
+    // upgrade is named only when a known release would answer it.
     if client > helper.protocol {
+        let upgrade = if released(client) {
+            format!("Upgrade the server's package to volce-lab {} or later", first_release(client))
+        } else {
+            "No release this server knows of speaks it: upgrade the server's package to the release \
+             the workstation runs"
+                .to_owned()
+        };
         return Err(Refusal::new(
             Code::ServerTooOld,
             format!(
-                "This server runs volce-lab {} (protocol {}) and the request is protocol {client}; nothing \
-                 was done. Upgrade the server's package to volce-lab {} or later (server-install.md, Upgrading).",
-                this(helper.protocol),
-                helper.protocol,
-                first_release(client),
+                "{runs} and the request is protocol {client}; nothing was done. {upgrade} \
+                 (server-install.md, Upgrading)."
             ),
         ));
     }
     if client < helper.oldest_client {
-        return Err(Refusal::new(
-            Code::ClientTooOld,
+        let message = if client == 0 {
             format!(
-                "This server runs volce-lab {} (protocol {}), which no longer answers protocol {client}; \
-                 nothing was done. Upgrade the workstation's volce-lab to {} or later (server-install.md, \
-                 Upgrading).",
-                this(helper.protocol),
-                helper.protocol,
+                "{runs}, and the request is protocol 0, which no volce-lab ever spoke (protocols start at \
+                 1); nothing was done."
+            )
+        } else {
+            format!(
+                "{runs}, which no longer answers protocol {client}; nothing was done. Upgrade the \
+                 workstation's volce-lab to {} or later (server-install.md, Upgrading).",
                 first_release(helper.oldest_client),
-            ),
-        ));
+            )
+        };
+        return Err(Refusal::new(Code::ClientTooOld, message));
     }
     Ok(client)
 }

@@ -250,6 +250,17 @@ async fn a_forged_task_id_reads_nothing_cancels_nothing_and_runs_nothing() {
         assert!(world.client.peer().get_task(GetTaskParams::new(&bad)).await.is_err(), "{bad}");
         assert!(world.client.peer().cancel_task(CancelTaskParams::new(&bad)).await.is_err(), "{bad}");
     }
+    // A forged id of 5,000 characters is quoted short, escaped (issue 38).
+    let long = format!("\u{1b}[31m{}", "z".repeat(5_000));
+    for error in [
+        world.client.peer().get_task(GetTaskParams::new(&long)).await.unwrap_err(),
+        world.client.peer().cancel_task(CancelTaskParams::new(&long)).await.unwrap_err(),
+    ] {
+        let rmcp::ServiceError::McpError(error) = error else { panic!("an MCP error, got {error:?}") };
+        assert!(error.message.len() < 100, "{}", error.message);
+        assert!(error.message.starts_with("unknown task `"), "{}", error.message);
+        assert!(!error.message.contains('\u{1b}'), "{}", error.message);
+    }
     // The real task still ends by the host's approval alone, once.
     let payload = world.until_done(&id, Duration::from_secs(10)).await;
     assert!(matches!(payload, TaskPayload::Completed { .. }), "{payload:?}");

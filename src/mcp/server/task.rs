@@ -42,7 +42,7 @@ use crate::wire::answers::read::ListedPlan;
 use super::super::envelope::Served;
 use super::super::result::Output;
 use super::super::rpc::AnswerCode;
-use super::super::tools::ToolName;
+use super::super::tools::{ToolName, shown};
 
 /// How often the client is told to poll `tasks/get`.
 pub const POLL_INTERVAL_MS: u64 = 2_000;
@@ -113,17 +113,25 @@ impl Phases {
     /// an error naming the plan once it is executing or the task has ended.
     pub fn cancel(&self, task_id: &str, tasks: &TaskManager) -> Result<(), McpError> {
         let phases = self.lock();
-        let status = tasks.get_task(task_id)?.task.status;
+        let status = known(task_id, tasks.get_task(task_id))?.task.status;
         let Some((plan_id, phase)) = phases.get(task_id) else {
-            return tasks.cancel_task(task_id);
+            return known(task_id, tasks.cancel_task(task_id));
         };
         match (status, phase) {
             (TaskStatus::Cancelled, _) => Ok(()),
             (TaskStatus::Completed | TaskStatus::Failed, _) => Err(too_late(plan_id, "done")),
             (_, Phase::Claimed) => Err(too_late(plan_id, "executing")),
-            (_, Phase::Waiting) => tasks.cancel_task(task_id),
+            (_, Phase::Waiting) => known(task_id, tasks.cancel_task(task_id)),
         }
     }
+}
+
+/// The task manager's answer for `task_id`, whose only error is an unknown
+/// id; that error echoed the whole id the client sent (a forged one of
+/// 5,000 characters came back whole, issue 38), so it is replaced by one
+/// quoting at most a short, escaped prefix. Ids are random UUIDs.
+pub fn known<T>(task_id: &str, answer: Result<T, McpError>) -> Result<T, McpError> {
+    answer.map_err(|_| McpError::invalid_params(format!("unknown task {}", shown(task_id)), None))
 }
 
 /// The error of a cancel that came too late: nothing was stopped.

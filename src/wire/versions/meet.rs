@@ -112,6 +112,36 @@ fn a_newer_helper_answers_the_old_protocol_or_refuses_client_too_old() {
     assert_eq!(RELEASES.last().unwrap(), &(PROTOCOL_VERSION, env!("CARGO_PKG_VERSION")));
 }
 
+/// Tried: the protocols a forged request named in the attack of issue 38
+/// (0, 3 and 999): no message names an upgrade that would not help.
+#[test]
+fn a_protocol_no_release_speaks_is_refused_without_a_false_upgrade() {
+    for future in [PROTOCOL_VERSION + 1, 999] {
+        let refusal = admit(Some(future), Helper::THIS).unwrap_err();
+        assert_eq!(refusal.code, Code::ServerTooOld);
+        assert!(
+            refusal.message.contains(&format!("the request is protocol {future};")),
+            "{}",
+            refusal.message
+        );
+        assert!(refusal.message.contains("No release this server knows of speaks it"), "{}", refusal.message);
+        let release = format!("to volce-lab {} or later", env!("CARGO_PKG_VERSION"));
+        assert!(!refusal.message.contains(&release), "{}", refusal.message);
+    }
+    let zero = admit(Some(0), Helper::THIS).unwrap_err();
+    assert_eq!(zero.code, Code::ClientTooOld);
+    assert!(zero.message.contains("protocol 0, which no volce-lab ever spoke"), "{}", zero.message);
+    assert!(!zero.message.contains("Upgrade"), "{}", zero.message);
+    // A known protocol still names the release that speaks it.
+    let old = Helper { protocol: 1, oldest_client: 1 };
+    let refusal = admit(Some(2), old).unwrap_err();
+    assert!(
+        refusal.message.contains("Upgrade the server's package to volce-lab 0.2.0 or later"),
+        "{}",
+        refusal.message
+    );
+}
+
 /// Tried: a deploy and an nginx_config with `also_server_names`
 /// (issue 25), against a protocol-1 server (`server_too_old`, nothing
 /// sent) and helper (`invalid_parameters`: it never serves one name
