@@ -10,7 +10,9 @@
 //! whatever arguments the rule allows. The agent's own rule is checked
 //! exactly by `ssh.rs`; this check covers the rules an operator added for
 //! anyone else. Accounts the local account database does not list (LDAP,
-//! sssd) are not enumerated.
+//! sssd) are not enumerated, and a rule is recognised by the helper's fixed
+//! path in it: a rule on another path to the same file (a symlink) or on
+//! `ALL` is not this check's (an `ALL` rule is root anyway).
 
 use super::ssh::SshProbe;
 use super::{Finding, fail, ok};
