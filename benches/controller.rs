@@ -18,8 +18,12 @@
 //!    `PRUNE_BATCH` deletions and one commit, whatever the backlog.
 //! 2. The cost of one rpc request refused after loading the policy and
 //!    opening the store: in-process on temporary paths (library form), and,
-//!    when run as root on a configured host, the wall time of a real
-//!    `volce-lab-host rpc` process on the fixed paths. Target: under 3 ms.
+//!    only with `--installed-host` (`cargo bench --bench controller --
+//!    --installed-host`) as root on a configured host, the wall time of a
+//!    real `volce-lab-host rpc` process on the fixed paths. Target: under
+//!    3 ms; a miss prints FAILED and exits 1. Without the flag a bench never
+//!    touches an installation: those requests are refused, but each leaves a
+//!    row in the real audit trail.
 //!
 //! The request used for (2) is `execute` of an unknown plan id: it loads and
 //! checks the policy, opens and migrates the store, settles abandoned
@@ -262,8 +266,16 @@ fn process_baseline() -> Duration {
     p50(&samples)
 }
 
-/// p50 wall time of a real `volce-lab host rpc` process on the fixed paths.
-fn refused_rpc_process() -> Result<Duration, &'static str> {
+/// The flag that lets this bench send requests to the installed helper.
+const INSTALLED_HOST: &str = "--installed-host";
+
+/// p50 wall time of a real `volce-lab host rpc` process on the fixed paths,
+/// only when the operator asked for it with [`INSTALLED_HOST`].
+fn refused_rpc_process(installed_host: bool) -> Result<Duration, &'static str> {
+    if !installed_host {
+        return Err("pass --installed-host to measure it: it sends requests to the installed helper, each \
+                    leaving a row in the real audit trail");
+    }
     if !nix::unistd::geteuid().is_root() {
         return Err("needs root");
     }
@@ -327,8 +339,21 @@ fn main() {
         let verdict = match at {
             0 => "the baseline".to_owned(),
             1 | 2 => {
-                failed |= ratios.0 >= 1.5 || ratios.1 >= 1.5;
-                format!("ratio prepare {:.2}  execute {:.2}  (target < 1.5)", ratios.0, ratios.1)
+                let missed = ratios.0 >= 1.5 || ratios.1 >= 1.5;
+                failed |= missed;
+                format!(
+                    "ratio prepare {:.2}  execute {:.2}  (target < 1.5) {}",
+                    ratios.0,
+                    ratios.1,
+                    // A quick run is a debug build: its figures are not held to the target.
+                    if quick {
+                        "(quick run, not held to it)"
+                    } else if missed {
+                        "FAILED"
+                    } else {
+                        "met"
+                    }
+                )
             }
             _ => format!(
                 "ratio prepare {:.2}  execute {:.2}  (each prepare prunes {}: bounded, no target)",
@@ -347,12 +372,23 @@ fn main() {
         ms(refused_rpc_child_process())
     );
     println!("  process start-up alone (volce-lab --version): p50 {}", ms(process_baseline()));
-    match refused_rpc_process() {
-        Ok(p50) => println!("  real process on the fixed paths: p50 {}  (target < 3 ms)", ms(p50)),
+    let installed_host = std::env::args().any(|a| a == INSTALLED_HOST);
+    let mut process_missed = false;
+    match refused_rpc_process(installed_host) {
+        Ok(p50) if p50 >= Duration::from_millis(3) => {
+            process_missed = true;
+            println!("  real process on the fixed paths: p50 {}  (target < 3 ms) FAILED", ms(p50));
+        }
+        Ok(p50) => println!("  real process on the fixed paths: p50 {}  (target < 3 ms) met", ms(p50)),
         Err(why) => println!("  real process on the fixed paths: skipped ({why})"),
     }
     if !quick && failed {
         eprintln!("FAILED: cost grows with history");
+    }
+    if process_missed {
+        eprintln!("FAILED: a refused rpc on the installed host took 3 ms or more");
+    }
+    if (!quick && failed) || process_missed {
         std::process::exit(1);
     }
 }

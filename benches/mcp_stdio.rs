@@ -140,7 +140,7 @@ fn main() {
     .filter_map(|(missed, name)| missed.then_some(name))
     .collect();
     if !missed.is_empty() {
-        println!("mcp_stdio: target missed: {}", missed.join(", "));
+        println!("mcp_stdio: FAILED: target missed: {}", missed.join(", "));
         std::process::exit(1);
     }
 }

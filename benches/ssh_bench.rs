@@ -26,7 +26,11 @@
 //! app is removed again (its containers and networks by label; the state
 //! directory is e2e-teardown's).
 //!
-//!     cargo bench --bench ssh_bench [-- ITERATIONS]
+//!     cargo bench --bench ssh_bench [-- ITERATIONS] [--installed-host]
+//!
+//! The `service_logs` part runs only with `--installed-host`: it deploys
+//! through the installed helper, and a bench touches an installation only
+//! when asked.
 //!
 //! Prints one table row per mode (p50, p90, max, mean in ms), and the load
 //! average when it started and ended. Without the installation of
@@ -228,6 +232,14 @@ fn measure_logs(
     inspector: &Inspector,
     iterations: usize,
 ) -> Option<(f64, f64)> {
+    // It deploys and removes an app through the installed helper: only when asked.
+    if !std::env::args().any(|a| a == "--installed-host") {
+        println!(
+            "service_logs: skipped (pass --installed-host to measure it: it deploys an app through the installed \
+             helper)"
+        );
+        return None;
+    }
     if !nix::unistd::geteuid().is_root() || !Path::new("/etc/volce-lab/policy.json").exists() {
         println!("service_logs: skipped (needs root and the policy of scripts/test-images)");
         return None;
@@ -290,7 +302,7 @@ fn main() {
     }
     let iterations: usize = std::env::args()
         .skip(1)
-        .find(|a| a != "--bench")
+        .find(|a| !a.starts_with("--"))
         .map(|a| a.parse().expect("ITERATIONS"))
         .unwrap_or(50);
     let host = std::fs::read_to_string("/var/tmp/volce-lab-e2e/expected_host").unwrap().trim().to_owned();
@@ -348,17 +360,17 @@ fn main() {
     println!();
     println!(
         "multiplexing: p50 {warm_p50:.1} ms per check (target < 20 ms: {}), {:.0}x faster than fresh connections",
-        if warm_p50 < 20.0 { "met" } else { "NOT met" },
+        if warm_p50 < 20.0 { "met" } else { "FAILED" },
         fresh_p50 / warm_p50
     );
     println!(
         "ssh gate: p50 {gated_p50:.1} ms per check with one session (target <= 10 ms: {}), two sessions {warm_p50:.1} ms",
-        if gated_p50 <= 10.0 { "met" } else { "NOT met" },
+        if gated_p50 <= 10.0 { "met" } else { "FAILED" },
     );
     println!(
         "in-process mux: p50 {in_process_p50:.1} ms per gated check (target <= 6 ms: {}), {gated_p50:.1} ms \
          with an ssh client per check ({:.1} ms saved)",
-        if in_process_p50 <= 6.0 { "met" } else { "NOT met" },
+        if in_process_p50 <= 6.0 { "met" } else { "FAILED" },
         gated_p50 - in_process_p50
     );
     if let Some((logs_p50, bare_p50)) = logs {
@@ -368,4 +380,8 @@ fn main() {
         );
     }
     println!("load average: {load_at_start} at start, {} at end", load_average());
+    // A missed target fails the run, as the other benches do.
+    if warm_p50 >= 20.0 || gated_p50 > 10.0 || in_process_p50 > 6.0 {
+        std::process::exit(1);
+    }
 }

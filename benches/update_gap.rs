@@ -151,6 +151,7 @@ fn main() {
         worst.as_millis()
     );
     if failures > 0 {
+        println!("update_gap: FAILED: {failures} requests failed during the updates");
         std::process::exit(1);
     }
 }

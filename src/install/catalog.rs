@@ -13,9 +13,11 @@
 //! The operator reads what will be written and which pending plans it
 //! voids (a plan is sealed with the policy's hash, so any change voids
 //! every pending plan made under the old one), confirms, and [`write`]
-//! renames the new file into place (`install::setup::write_file`: a reader
-//! sees the old policy or the new one, mode 0600, owner root), after
-//! checking that nobody changed the file meanwhile.
+//! renames the new file into place (`install::setup::write_file`: a unique
+//! temporary file, so a reader sees the old policy or the new one, mode
+//! 0600, owner root), holding an exclusive lock on the policy's directory
+//! from the check that nobody changed the file meanwhile until it has read
+//! the written file back.
 //!
 //! No audit row: the audit table's `operation` CHECK list has no catalog
 //! operation, and these commands do not add a schema step. A policy change
@@ -389,11 +391,17 @@ fn finish(
 /// The question after [`Change::shown`].
 pub const PROMPT: &str = "To write the policy, type the catalog key";
 
-/// Writes a confirmed change: refused if the policy file changed since it
-/// was read (nothing written), then renamed into place and read back under
-/// the loader's checks. Returns what to print.
+/// Writes a confirmed change under the policy's lock ([`lock_policy`]):
+/// refused if the policy file changed since it was read (nothing written),
+/// then renamed into place and read back, still under the lock, so what
+/// was confirmed is what the file holds. Returns what to print.
+///
+/// Why the lock: without it two operators (or two scripted `--yes` runs)
+/// could both find the file unchanged, and the second rename would drop
+/// the first one's entry after it had printed "Wrote".
 pub fn write(paths: &HostPaths, change: &Change) -> Result<String, Refusal> {
     let Some(after) = &change.after else { return Ok(String::new()) };
+    let _lock = lock_policy(paths)?;
     if read_policy_bytes(paths)? != change.before {
         return refused(
             Code::CatalogEditInvalid,
@@ -404,10 +412,46 @@ pub fn write(paths: &HostPaths, change: &Change) -> Result<String, Refusal> {
         );
     }
     crate::install::setup::write_file(&paths.policy, after, POLICY_MODE).map_err(|_| {
-        Refusal::new(Code::StateUnavailable, format!("{} could not be written.", paths.policy.display()))
+        Refusal::new(
+            Code::StateUnavailable,
+            format!(
+                "{} could not be written; it still holds the policy as it was. Check that its directory is \
+                 writable by root and not full, then run the command again.",
+                paths.policy.display()
+            ),
+        )
     })?;
+    if read_policy_bytes(paths)? != *after {
+        return refused(
+            Code::StateUnavailable,
+            format!(
+                "{} does not hold what was written: something wrote it meanwhile without the lock. Run \
+                 `volce-lab-host catalog list` to see what it holds, then run the command again.",
+                paths.policy.display()
+            ),
+        );
+    }
     load_policy(paths)?;
     Ok(format!("Wrote {} (mode 0600).\n", paths.policy.display()))
+}
+
+/// An exclusive `flock` on the policy's directory, checked as the loader
+/// checks it, held until the returned guard drops: every operator command
+/// that edits the policy takes it for its check-write-verify. The directory
+/// rather than a lock file beside the policy, so there is no extra file to
+/// create, plant or leave behind in `/etc/volce-lab`.
+pub(crate) fn lock_policy(paths: &HostPaths) -> Result<nix::fcntl::Flock<std::fs::File>, Refusal> {
+    let dir = paths.policy.parent().unwrap_or(std::path::Path::new("/"));
+    let handle = crate::host::paths::open_dir(dir, paths.owner_uid)?;
+    nix::fcntl::Flock::lock(handle, nix::fcntl::FlockArg::LockExclusive).map_err(|_| {
+        Refusal::new(
+            Code::StateUnavailable,
+            format!(
+                "{} could not be locked for the edit; nothing was written. Run the command again.",
+                dir.display()
+            ),
+        )
+    })
 }
 
 /// `catalog list`: one line per entry, with the apps that use it.

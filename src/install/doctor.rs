@@ -155,6 +155,11 @@ pub fn diagnose(paths: &DoctorPaths, probe: &dyn DoctorProbe) -> Vec<Finding> {
             ssh::check_ssh(agent, paths.owner_uid, ssh, &mut findings);
         }
     }
+    // Every account's rules, not only the agent's: a SETENV rule on the
+    // helper is root whoever it names.
+    if let Some(ssh) = probe.ssh() {
+        loader::check_loader_rules(ssh, &mut findings);
+    }
     policy::check_policy(paths, probe, agent.as_deref(), &mut findings);
     state::check_state(paths, probe, &mut findings);
     let needed = probe.policy(&paths.policy).is_ok_and(|facts| facts.has_data);
@@ -330,6 +335,7 @@ mod tests;
 pub mod data;
 pub mod engine;
 mod finding;
+pub mod loader;
 mod plans;
 mod policy;
 pub use policy::{ImageRole, misfits};

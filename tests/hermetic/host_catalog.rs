@@ -326,6 +326,63 @@ fn a_policy_changed_while_the_operator_was_asked_is_not_overwritten() {
     assert_eq!(policy_on_disk(&h), edited);
 }
 
+/// Sixteen pins of sixteen keys at once, each written the moment all are
+/// prepared, each retried as its refusal says ("run the command again"):
+/// every pin that returned Ok has its key in the file, and in the end all
+/// sixteen are there. Without the policy's lock two writers both found the
+/// file unchanged and the later rename dropped the earlier key after it had
+/// printed "Wrote"; with one fixed temporary name they removed each
+/// other's file ("could not be written").
+#[test]
+fn concurrent_pins_never_lose_a_written_key() {
+    const PINS: usize = 16;
+    let h = world();
+    let at = now(&h);
+    let barrier = std::sync::Barrier::new(PINS);
+    let reported: Vec<(String, usize)> = std::thread::scope(|scope| {
+        let pins: Vec<_> = (0..PINS)
+            .map(|i| {
+                let (paths, barrier) = (&h.paths, &barrier);
+                scope.spawn(move || {
+                    let key = format!("k{i}");
+                    let source = FakeSource::new(Some(fitting()));
+                    for attempt in 0..PINS * 4 {
+                        let change = catalog::prepare_pin(paths, &source, &pin_args(&key, REPO), at).unwrap();
+                        if attempt == 0 {
+                            barrier.wait();
+                        }
+                        match catalog::write(paths, &change) {
+                            Ok(_) => {
+                                let on_disk: Value =
+                                    serde_json::from_slice(&std::fs::read(&paths.policy).unwrap()).unwrap();
+                                // Other keys may arrive later; this one must be there now and stay.
+                                assert!(
+                                    on_disk["catalog"].get(&key).is_some(),
+                                    "{key} printed Wrote but is absent"
+                                );
+                                return (key, attempt);
+                            }
+                            Err(refusal) => assert!(
+                                refusal.message.contains("changed while you were asked"),
+                                "{key}: {refusal:?}"
+                            ),
+                        }
+                    }
+                    panic!("{key} was never written");
+                })
+            })
+            .collect();
+        pins.into_iter().map(|pin| pin.join().unwrap()).collect()
+    });
+    let on_disk = policy_on_disk(&h);
+    for (key, _) in &reported {
+        assert!(on_disk["catalog"].get(key).is_some(), "{key} was written and then lost: {on_disk}");
+    }
+    assert_eq!(on_disk["catalog"].as_object().unwrap().len(), 2 + PINS);
+    let leftovers: Vec<_> = std::fs::read_dir(h.paths.policy.parent().unwrap()).unwrap().collect();
+    assert_eq!(leftovers.len(), 1, "no temporary file is left beside the policy");
+}
+
 /// The loader refuses a policy over 256 KiB: an edit that would grow the
 /// file past it is refused, not written and then refused at every load.
 #[test]

@@ -7,6 +7,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod bench_rules;
 mod cli;
 mod docs;
 mod file_circles;

@@ -31,6 +31,10 @@ pub trait SshProbe {
     fn account(&self, user: &str) -> Option<Account>;
     /// The rules `sudo -l -U USER` lists for `user`, one per entry, trimmed.
     fn sudo_rules(&self, user: &str) -> Result<Vec<String>, String>;
+    /// Every account name the local account database lists.
+    fn accounts(&self) -> Vec<String>;
+    /// What `sudo -n -l -U USER` prints for `user`, whole.
+    fn sudo_listing(&self, user: &str) -> Result<String, String>;
 }
 
 /// Whether `line` is one key bound to the gate: the exact options, a key
@@ -176,6 +180,12 @@ mod tests {
         }
         fn sudo_rules(&self, _user: &str) -> Result<Vec<String>, String> {
             Ok(self.rules.clone())
+        }
+        fn accounts(&self) -> Vec<String> {
+            Vec::new()
+        }
+        fn sudo_listing(&self, _user: &str) -> Result<String, String> {
+            Ok(String::new())
         }
     }
 

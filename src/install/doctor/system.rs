@@ -296,21 +296,29 @@ impl super::ssh::SshProbe for SystemProbe {
     /// `sudo -l -U USER` as root: the entries after "may run the following
     /// commands", one per line.
     fn sudo_rules(&self, user: &str) -> Result<Vec<String>, String> {
+        let text = self.sudo_listing(user)?;
+        if text.contains("is not allowed to run sudo") {
+            return Ok(Vec::new());
+        }
+        Ok(super::loader::parse_listing(&text).rules)
+    }
+
+    /// The names in `/etc/passwd` (accounts from LDAP or sssd are not
+    /// listed there, and not checked).
+    fn accounts(&self) -> Vec<String> {
+        let text = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+        text.lines()
+            .filter_map(|line| line.split(':').next())
+            .filter(|n| !n.is_empty())
+            .map(str::to_owned)
+            .collect()
+    }
+
+    fn sudo_listing(&self, user: &str) -> Result<String, String> {
         let outcome = Self::run(HostPaths::SUDO, &["-n", "-l", "-U", user]);
         if outcome.execution.execution_status != crate::exec::ExecutionStatus::Ok {
             return Err(format!("sudo -l -U {user} failed ({:?})", outcome.execution.execution_status));
         }
-        let text = String::from_utf8_lossy(&outcome.stdout);
-        if text.contains("is not allowed to run sudo") {
-            return Ok(Vec::new());
-        }
-        Ok(text
-            .lines()
-            .skip_while(|line| !line.contains("may run the following commands"))
-            .skip(1)
-            .map(str::trim)
-            .filter(|line| !line.is_empty())
-            .map(str::to_owned)
-            .collect())
+        Ok(String::from_utf8_lossy(&outcome.stdout).into_owned())
     }
 }

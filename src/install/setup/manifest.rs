@@ -74,15 +74,37 @@ pub(super) fn save_manifest(manifest: &Manifest) -> Result<(), SetupError> {
 
 /// Writes `bytes` to `path` (mode `mode`, owner root) through a temporary
 /// file and a rename, so a reader sees the old file or the new one. Also
-/// `catalog pin`'s writer of the policy (`crate::host::catalog`).
+/// `catalog pin`'s writer of the policy (`crate::install::catalog`, which
+/// holds the policy's lock around it).
+///
+/// The temporary file is new for each call (`create_new`, a name of the
+/// process id and a counter), never one fixed name: two writers sharing
+/// one would remove, truncate or rename each other's half-written file.
+/// Its name starts with a dot and holds dots, so sudo's `includedir`
+/// ignores it beside a sudoers rule.
 pub(crate) fn write_file(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
-    let candidate = path.with_extension("volce-lab-setup");
-    let _ = fs::remove_file(&candidate);
-    let mut file = fs::OpenOptions::new().write(true).create_new(true).mode(mode).open(&candidate)?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    fs::set_permissions(&candidate, fs::Permissions::from_mode(mode))?;
-    fs::rename(&candidate, path)
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let (candidate, mut file) = loop {
+        let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let candidate = path.with_file_name(format!(".{name}.{}.{n}.volce-lab-tmp", std::process::id()));
+        match fs::OpenOptions::new().write(true).create_new(true).mode(mode).open(&candidate) {
+            Ok(file) => break (candidate, file),
+            // Left by a process of the same id that died mid-write: next number.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    };
+    let written = (|| {
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        fs::set_permissions(&candidate, fs::Permissions::from_mode(mode))?;
+        fs::rename(&candidate, path)
+    })();
+    if written.is_err() {
+        let _ = fs::remove_file(&candidate);
+    }
+    written
 }
 
 /// Writes `content` at `path` unless it is already there; refuses to
