@@ -13,35 +13,7 @@ fn migrating_a_v12_database_keeps_every_row_and_the_chain_and_accepts_restart_an
     let (plans, audit) = (columns_at(12, "plans"), columns_at(12, "audit"));
     assert_eq!(plans, columns_at(13, "plans"), "the same columns, in the same order");
     assert_eq!(audit, columns_at(13, "audit"));
-    let ids: Vec<Plan> = (1..=3).map(|n| plan(n, 1000)).collect();
-    let scratch_dir = tempfile::tempdir().unwrap();
-    let scratch = scratch_dir.path().join("scratch.db");
-    Store::open(&scratch)
-        .unwrap()
-        .write(|tx| {
-            for p in &ids {
-                tx.insert_plan(p, &row(Event::Prepared, "agent"))?;
-            }
-            let done = &ids[1];
-            tx.claim(&done.id, done.action, &claim(), &row(Event::Claimed, "agent"))?;
-            tx.finish(
-                &done.id,
-                done.action,
-                &claim(),
-                PlanOutcome::Completed,
-                &row(Event::Completed, "agent"),
-            )
-        })
-        .unwrap();
-    let old = old_store(&path, 12);
-    old.conn.execute("ATTACH DATABASE ?1 AS scratch", [scratch.to_str().unwrap()]).unwrap();
-    old.conn
-        .execute_batch(&format!(
-            "INSERT INTO plans ({plans}) SELECT {plans} FROM scratch.plans;
-             INSERT INTO audit ({audit}) SELECT {audit} FROM scratch.audit;
-             DETACH DATABASE scratch;"
-        ))
-        .unwrap();
+    let old = seeded_old_store(&path, 12);
     let refused = old.conn.execute("UPDATE plans SET action = 'restart' WHERE seq = 1", []);
     assert!(refused.is_err(), "v12's CHECK knows no restart");
     let plans_before = dump(&old.conn, &format!("SELECT {plans} FROM plans ORDER BY seq"));
@@ -67,4 +39,41 @@ fn migrating_a_v12_database_keeps_every_row_and_the_chain_and_accepts_restart_an
     }
     // Since step 15 the columns check a name's shape only (migration15.rs).
     assert!(conn.execute("UPDATE plans SET action = 'Reboot' WHERE seq = 1", []).is_err());
+}
+
+/// A database at schema `version` holding three plans (one completed) and
+/// their chained audit rows, written by today's store and copied in column
+/// by column; shared by the migrations that rebuild both tables.
+pub(super) fn seeded_old_store(path: &std::path::Path, version: usize) -> Store {
+    let (plans, audit) = (columns_at(version, "plans"), columns_at(version, "audit"));
+    let ids: Vec<Plan> = (1..=3).map(|n| plan(n, 1000)).collect();
+    let scratch_dir = tempfile::tempdir().unwrap();
+    let scratch = scratch_dir.path().join("scratch.db");
+    Store::open(&scratch)
+        .unwrap()
+        .write(|tx| {
+            for p in &ids {
+                tx.insert_plan(p, &row(Event::Prepared, "agent"))?;
+            }
+            let done = &ids[1];
+            tx.claim(&done.id, done.action, &claim(), &row(Event::Claimed, "agent"))?;
+            tx.finish(
+                &done.id,
+                done.action,
+                &claim(),
+                PlanOutcome::Completed,
+                &row(Event::Completed, "agent"),
+            )
+        })
+        .unwrap();
+    let old = old_store(path, version);
+    old.conn.execute("ATTACH DATABASE ?1 AS scratch", [scratch.to_str().unwrap()]).unwrap();
+    old.conn
+        .execute_batch(&format!(
+            "INSERT INTO plans ({plans}) SELECT {plans} FROM scratch.plans;
+             INSERT INTO audit ({audit}) SELECT {audit} FROM scratch.audit;
+             DETACH DATABASE scratch;"
+        ))
+        .unwrap();
+    old
 }

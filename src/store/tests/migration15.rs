@@ -6,6 +6,7 @@
 //! SQLite files.
 
 use super::migration11::columns_at;
+use super::migration13::seeded_old_store;
 use super::*;
 
 #[test]
@@ -15,35 +16,7 @@ fn migrating_a_v14_database_keeps_every_row_and_the_chain_and_accepts_any_action
     let (plans, audit) = (columns_at(14, "plans"), columns_at(14, "audit"));
     assert_eq!(plans, columns_at(15, "plans"), "the same columns, in the same order");
     assert_eq!(audit, columns_at(15, "audit"));
-    let ids: Vec<Plan> = (1..=3).map(|n| plan(n, 1000)).collect();
-    let scratch_dir = tempfile::tempdir().unwrap();
-    let scratch = scratch_dir.path().join("scratch.db");
-    Store::open(&scratch)
-        .unwrap()
-        .write(|tx| {
-            for p in &ids {
-                tx.insert_plan(p, &row(Event::Prepared, "agent"))?;
-            }
-            let done = &ids[1];
-            tx.claim(&done.id, done.action, &claim(), &row(Event::Claimed, "agent"))?;
-            tx.finish(
-                &done.id,
-                done.action,
-                &claim(),
-                PlanOutcome::Completed,
-                &row(Event::Completed, "agent"),
-            )
-        })
-        .unwrap();
-    let old = old_store(&path, 14);
-    old.conn.execute("ATTACH DATABASE ?1 AS scratch", [scratch.to_str().unwrap()]).unwrap();
-    old.conn
-        .execute_batch(&format!(
-            "INSERT INTO plans ({plans}) SELECT {plans} FROM scratch.plans;
-             INSERT INTO audit ({audit}) SELECT {audit} FROM scratch.audit;
-             DETACH DATABASE scratch;"
-        ))
-        .unwrap();
+    let old = seeded_old_store(&path, 14);
     old.conn.execute("UPDATE plans SET app_log = '{\"lines\":[]}' WHERE seq = 2", []).unwrap();
     let refused = old.conn.execute("UPDATE plans SET action = 'run_task' WHERE seq = 1", []);
     assert!(refused.is_err(), "v14's CHECK knows no run_task");
