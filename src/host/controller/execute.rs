@@ -48,13 +48,22 @@ pub enum Executed {
 const PARTIAL: &str = "The change may be partial: an operator must inspect the server before any new plan; \
                        nothing will be retried.";
 
+/// A plan claimed under this process, with the records as the claim read
+/// them: they stay so until the plan is finished, since no other plan
+/// executes while one is `executing`.
+struct Claimed {
+    plan: Plan,
+    apps: BTreeMap<String, AppRecord>,
+    retired: BTreeMap<ImageId, String>,
+}
+
 /// What transaction 1 decided. The transaction commits for both variants;
 /// a refusal that has nothing to record is the transaction's own `Err`
 /// instead, which rolls it back.
 enum Verdict {
     /// The plan is claimed under this process: verify it against the
     /// engine, then act on it. (Boxed: a plan is large next to a refusal.)
-    Claimed { plan: Box<Plan>, apps: BTreeMap<String, AppRecord>, retired: BTreeMap<ImageId, String> },
+    Claimed(Box<Claimed>),
     /// The plan was invalidated (the policy changed): commit the
     /// invalidation, so it is void for good, then refuse.
     RefuseAfterCommit(Refusal),
@@ -80,7 +89,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
     ) -> Result<Executed, Refusal> {
         self.settle_abandoned(requester)?;
         let me = self.liveness.me()?;
-        let (plan, apps, retired) = self.claim(id, requester, &me)?;
+        let Claimed { plan, apps, retired } = self.claim(id, requester, &me)?;
         // Claimed and committed; nothing has been asked of the engine yet.
         self.verify_or_void(&plan, &apps, &retired, requester, &me)?;
         // The claim is committed: from here on nothing may refuse quietly.
@@ -91,13 +100,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
 
     /// Transaction 1: verify what the store knows and claim, or refuse.
     /// No engine call happens inside it.
-    #[allow(clippy::type_complexity)]
-    fn claim(
-        &mut self,
-        id: &PlanId,
-        requester: &str,
-        me: &Claim,
-    ) -> Result<(Plan, BTreeMap<String, AppRecord>, BTreeMap<ImageId, String>), Refusal> {
+    fn claim(&mut self, id: &PlanId, requester: &str, me: &Claim) -> Result<Claimed, Refusal> {
         let verdict = {
             let Controller { policy, policy_hash, store, clock, .. } = self;
             store.write(|tx| {
@@ -148,15 +151,15 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 tx.claim(id, plan.action, me, &audit(now, Event::Claimed, AuditOutcome::Ok, requester))?;
                 // The records stay as read here until this plan is finished:
                 // no other plan executes while one is `executing`.
-                Ok(Verdict::Claimed {
-                    plan: Box::new(stored.plan.clone()),
+                Ok(Verdict::Claimed(Box::new(Claimed {
+                    plan: stored.plan.clone(),
                     apps: tx.apps()?,
                     retired: tx.retired_claims()?,
-                })
+                })))
             })?
         };
         match verdict {
-            Verdict::Claimed { plan, apps, retired } => Ok((*plan, apps, retired)),
+            Verdict::Claimed(claimed) => Ok(*claimed),
             Verdict::RefuseAfterCommit(refusal) => Err(refusal),
         }
     }
