@@ -19,7 +19,8 @@ use serde_json::{Map, Value};
 use super::action::{Done, Impact, PlanAction, RecordChange};
 use super::rolled_back;
 use super::update::{
-    SwitchTo, configured_now, data_path, running, sorted, switch, switch_lines, switch_on, switched,
+    SwitchTo, configured_now, data_path, running, sorted, switch, switch_before, switch_lines, switch_on,
+    switched,
 };
 use crate::control::app_record::KeptVersion;
 use crate::control::scope::Scope;
@@ -122,8 +123,7 @@ impl PlanAction for Rollback {
 
     fn review(&self, out: &mut String) {
         let spec = &self.spec;
-        let _ = writeln!(out, "App      {}", esc(spec.app.as_str()));
-        let _ = writeln!(out, "Before   {} in container {}", esc(&spec.previous_image), spec.old_app);
+        switch_before(out, spec);
         let _ = writeln!(
             out,
             "After    ROLLBACK to the kept {} (catalog key {} when it ran) in new container {}",

@@ -118,8 +118,7 @@ impl PlanAction for Update {
 
     fn review(&self, out: &mut String) {
         let spec = &self.spec;
-        let _ = writeln!(out, "App      {}", esc(spec.app.as_str()));
-        let _ = writeln!(out, "Before   {} in container {}", esc(&spec.previous_image), spec.old_app);
+        switch_before(out, spec);
         let _ = writeln!(
             out,
             "After    {} (catalog key {}) in new container {}",
@@ -153,6 +152,13 @@ impl PlanAction for Update {
         }
         self
     }
+}
+
+/// The lines both switches start with in `show`: the app, and the version
+/// that runs now in which container.
+pub(super) fn switch_before(out: &mut String, spec: &UpdateSpec) {
+    let _ = writeln!(out, "App      {}", esc(spec.app.as_str()));
+    let _ = writeln!(out, "Before   {} in container {}", esc(&spec.previous_image), spec.old_app);
 }
 
 /// The lines both switches end with in `show`: where the new container is
