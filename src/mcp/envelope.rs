@@ -16,7 +16,7 @@ use rmcp::model::{CallToolResult, ContentBlock};
 use super::audit::Record;
 use super::result::{Base, CheckOutput, ManagementOutput, Output, Summary, TargetCheck, Verdict};
 use super::rpc::{self, Answer, AnswerCode};
-use super::sentences::message;
+use super::sentences::{self, message};
 use super::tools::ToolName;
 use crate::config::Mode;
 use crate::exec::{Execution, ExecutionStatus};
@@ -213,9 +213,24 @@ pub(super) fn managed(base: Base, facts: Managed, request_id: String) -> Served 
 /// A check's result for target `name`: the result, named as the fleet
 /// names it, with its code and sentence ([`check_words`]).
 fn target_check(name: &str, mode: Mode, result: CheckResult) -> TargetCheck {
-    let (code, sentence) = check_words(&result);
-    let verdict = Verdict::new(result.status, code, sentence);
+    let verdict = if no_gateway_yet(&result) {
+        // Not unhealthy, and not healthy either: status stays check_failed
+        // (nothing serves), but the words say why and what would change it.
+        Verdict::with_own_fix(result.status, sentences::NO_GATEWAY_YET.into(), sentences::NO_GATEWAY_YET_FIX)
+    } else {
+        let (code, sentence) = check_words(&result);
+        Verdict::new(result.status, code, sentence)
+    };
     TargetCheck::new(name, mode, result, verdict)
+}
+
+/// A web_status whose helper answered with no gateway at all: a server
+/// volce-lab has deployed nothing on yet.
+fn no_gateway_yet(result: &CheckResult) -> bool {
+    matches!(
+        (result.check, result.status, result.is_demo, &result.reply),
+        (Check::WebStatus, Status::CheckFailed, false, Some(WebReply::Gateways(gateways))) if gateways.is_empty()
+    )
 }
 
 /// The code and sentence of a check's result: the status's sentence,

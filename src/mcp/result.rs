@@ -68,6 +68,12 @@ impl Verdict {
         Verdict { status, code, message, fix }
     }
 
+    /// A verdict whose words are its own case's rather than its status's
+    /// (web_status with no gateway yet: not unhealthy, nothing serves).
+    pub fn with_own_fix(status: Status, message: String, fix: &'static str) -> Verdict {
+        Verdict { status, code: None, message, fix: Some(fix) }
+    }
+
     /// A fan-out's verdict: its one next step, when not ok, is to read
     /// each entry that is not.
     pub fn of_fan_out(status: Status, message: String) -> Verdict {

@@ -93,6 +93,15 @@ pub fn status_fix(status: Status) -> Option<&'static str> {
 pub const NEWER_CODE_FIX: &str = "Tell the user the server refused with a code newer than this volce-lab; nothing changed, \
      and updating volce-lab on this machine gives that code's next step.";
 
+/// web_status's sentence on a server with no managed gateway yet (the
+/// helper answered, with an empty list): nothing is broken, nothing serves.
+pub const NO_GATEWAY_YET: &str = "No managed gateway yet: volce-lab has deployed no app on this server, so nothing \
+     serves and nothing is called healthy.";
+
+/// The next step of [`NO_GATEWAY_YET`].
+pub const NO_GATEWAY_YET_FIX: &str =
+    "Report that no app is deployed here yet; to serve one, propose a deploy with service_plan.";
+
 /// The next step of a fan-out that is not ok: each target's entry says its own.
 pub const FAN_OUT_FIX: &str = "Read each entry of results that is not ok: each carries its own fix.";
 
@@ -109,7 +118,7 @@ mod tests {
                 assert_eq!(*status, Status::Ok);
                 continue;
             };
-            for fix in [fix, NEWER_CODE_FIX, FAN_OUT_FIX] {
+            for fix in [fix, NEWER_CODE_FIX, FAN_OUT_FIX, NO_GATEWAY_YET_FIX] {
                 assert!(fix.chars().count() <= crate::vocab::FIX_MAX_CHARS, "{status:?}: {fix}");
                 assert!(fix.starts_with(|c: char| c.is_ascii_uppercase()) && fix.ends_with('.'), "{fix}");
             }

@@ -297,6 +297,24 @@ async fn web_status_and_inventory_give_the_same_code_for_the_same_refusal() {
     }
 }
 
+/// A server with no app yet: the helper answers ok with no gateway. Before
+/// issue 37 the agent read "the answer is unhealthy; see output" next to an
+/// output that said ok; it now reads why nothing serves and what to do.
+#[tokio::test]
+async fn web_status_on_a_server_with_no_app_says_no_managed_gateway_yet() {
+    let harness =
+        Setup::rpc(reply(json!({"status": "ok", "operation": "gateway_status", "result": {"gateways": []}})))
+            .start()
+            .await;
+    harness.identify().await;
+    let web = harness.call("cloud_check", json!({"check": "web_status"})).await;
+    assert_eq!(web["status"], "check_failed", "nothing serves: {web}");
+    let message = web["message"].as_str().unwrap();
+    assert!(message.starts_with("No managed gateway yet"), "{web}");
+    assert!(!message.contains("unhealthy"), "{web}");
+    assert!(web["fix"].as_str().unwrap().contains("service_plan"), "{web}");
+}
+
 #[tokio::test]
 async fn needs_inspection_is_passed_through() {
     let harness = Setup::rpc(
