@@ -71,7 +71,7 @@ mod queries;
 mod removal;
 mod runner;
 mod verify;
-pub use pin::{ImageConfig, LocalImage, PIN_TEMPLATE};
+pub use pin::{ImageConfig, LocalImage, PIN_TEMPLATE, PullFailure};
 pub use queries::NetworkOptions;
 pub(crate) use queries::null_as_empty;
 use runner::SMALL_OUTPUT;

@@ -28,7 +28,7 @@ use serde_json::Value;
 
 use crate::control::policy::Policy;
 use crate::docker::EngineError;
-use crate::docker::client::{DockerClient, LocalImage, Runner};
+use crate::docker::client::{DockerClient, LocalImage, PullFailure, Runner};
 use crate::host::paths::{HostPaths, POLICY_MAX_BYTES, POLICY_MODE, load_policy, read_policy_bytes};
 use crate::install::doctor::{ImageRole, misfits};
 use crate::store::StoredPlan;
@@ -46,14 +46,14 @@ pub use run::{run_catalog_list, run_catalog_pin, run_catalog_remove};
 /// What `catalog pin` needs of the engine: the docker client in the shipped
 /// binary, a fake in tests.
 pub trait ImageSource {
-    /// Pulls `reference` (as `docker pull` takes it).
-    fn pull(&self, reference: &str) -> Result<(), EngineError>;
+    /// Pulls `reference` (as `docker pull` takes it); a failure says why.
+    fn pull(&self, reference: &str) -> Result<(), PullFailure>;
     /// What the local image says of itself, or `None` when there is none.
     fn local_image(&self, reference: &str) -> Result<Option<LocalImage>, EngineError>;
 }
 
 impl<R: Runner> ImageSource for DockerClient<R> {
-    fn pull(&self, reference: &str) -> Result<(), EngineError> {
+    fn pull(&self, reference: &str) -> Result<(), PullFailure> {
         self.pull_reference(reference)
     }
     fn local_image(&self, reference: &str) -> Result<Option<LocalImage>, EngineError> {
@@ -222,13 +222,18 @@ struct FetchedImage {
 /// volce-lab starts from it.
 fn fetch_image(source: &dyn ImageSource, reference: &Reference) -> Result<FetchedImage, Refusal> {
     let pull = reference.pull_form();
-    let pulled = source.pull(&pull).is_ok();
+    let pull_failure = source.pull(&pull).err();
+    let pulled = pull_failure.is_none();
     let Some(image) = source.local_image(&pull).map_err(engine_refusal)? else {
+        // The pull worked but the image is gone again: read as the engine's words.
+        let failure = pull_failure.unwrap_or(PullFailure::Unrecognised);
         return refused(
             Code::ImagePullFailed,
             format!(
-                "{} could not be pulled, and the engine holds no such image. Nothing was written.",
-                esc(&pull)
+                "{} could not be pulled: {}, and the engine holds no such image. Nothing was written. {}",
+                esc(&pull),
+                failure.clause(),
+                failure.next_step()
             ),
         );
     };

@@ -10,7 +10,7 @@ use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 
 use serde_json::{Value, json};
 use volce_lab::docker::EngineError;
-use volce_lab::docker::client::LocalImage;
+use volce_lab::docker::client::{LocalImage, PullFailure};
 use volce_lab::install::catalog::{self, Change, ImageSource, PinArgs};
 use volce_lab::install::doctor::ImageConfig;
 use volce_lab::vocab::{Code, Refusal};
@@ -38,9 +38,9 @@ impl FakeSource {
 }
 
 impl ImageSource for FakeSource {
-    fn pull(&self, reference: &str) -> Result<(), EngineError> {
+    fn pull(&self, reference: &str) -> Result<(), PullFailure> {
         self.asked.borrow_mut().push(format!("pull {reference}"));
-        if self.pull_ok { Ok(()) } else { Err(EngineError::Unparsable { step: "pull image" }) }
+        if self.pull_ok { Ok(()) } else { Err(PullFailure::NoSuchImage) }
     }
     fn local_image(&self, reference: &str) -> Result<Option<LocalImage>, EngineError> {
         self.asked.borrow_mut().push(format!("inspect {reference}"));
@@ -186,7 +186,7 @@ fn every_refusal_has_its_code_and_writes_nothing() {
             pin_args("shop", &shop),
             FakeSource { pull_ok: false, ..FakeSource::new(None) },
             Code::ImagePullFailed,
-            "could not be pulled",
+            "could not be pulled: the registry answered that it has no such tag or digest",
         ),
         (
             pin_args("shop", &shop),

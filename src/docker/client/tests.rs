@@ -1102,3 +1102,74 @@ fn the_data_mount_binds_the_mount_point_at_the_entrys_path() {
     );
     assert!(super::argv::data_mount(None).is_empty());
 }
+
+/// Issue 37: `image_pull_failed` hid the registry's reason. Docker's own
+/// words for each cause (Docker 20.10-28, a local registry and Docker Hub)
+/// name one reason of the closed set; the words themselves go nowhere.
+#[test]
+fn a_failed_pull_names_the_registrys_reason_from_dockers_words() {
+    use super::PullFailure::*;
+    let cases = [
+        (
+            "Error response from daemon: manifest for 127.0.0.1:15000/team/web:nope not found: manifest unknown: manifest unknown",
+            NoSuchImage,
+        ),
+        ("Error response from daemon: manifest unknown", NoSuchImage),
+        (
+            "Error response from daemon: pull access denied for nosuch, repository does not exist or may require 'docker login': denied: requested access to the resource is denied",
+            NotFoundOrDenied,
+        ),
+        (
+            "Error response from daemon: Head \"https://registry.example/v2/team/web/manifests/1\": unauthorized: authentication required",
+            AccessDenied,
+        ),
+        (
+            "Error response from daemon: Get \"https://r.example/v2/\": no basic auth credentials",
+            AccessDenied,
+        ),
+        (
+            "Error response from daemon: Get \"http://127.0.0.1:1/v2/\": dial tcp 127.0.0.1:1: connect: connection refused",
+            Unreachable,
+        ),
+        (
+            "Error response from daemon: Get \"https://nowhere.invalid/v2/\": dial tcp: lookup nowhere.invalid: no such host",
+            Unreachable,
+        ),
+        (
+            "Error response from daemon: Get \"https://127.0.0.1:5000/v2/\": http: server gave HTTP response to HTTPS client",
+            Unreachable,
+        ),
+        ("Error response from daemon: something new", Unrecognised),
+        ("", Unrecognised),
+    ];
+    for (words, reason) in cases {
+        assert_eq!(PullFailure::of_words(words.as_bytes()), reason, "{words}");
+    }
+    for reason in <PullFailure as strum::VariantArray>::VARIANTS {
+        let step = reason.next_step();
+        assert!(step.starts_with(char::is_uppercase) && step.ends_with('.'), "{step}");
+        assert!(!reason.clause().ends_with('.'), "a clause, inside a sentence");
+    }
+}
+
+/// The pull's words are read (stderr as data) and never shown; our own
+/// time limit is its own reason.
+#[test]
+fn a_pull_reads_dockers_words_and_its_timeout_is_its_own_reason() {
+    struct Words(ExecutionStatus, &'static str);
+    impl Runner for Words {
+        fn run(&self, call: &DockerCall) -> ProcessOutput {
+            assert!(call.stderr_is_data, "the words are needed to name the reason");
+            let mut execution = Execution::not_started(self.0);
+            execution.completion = Completion::Confirmed;
+            ProcessOutput { execution, stdout: Vec::new(), stderr_len: 0, stderr: self.1.as_bytes().to_vec() }
+        }
+    }
+    let refused = DockerClient::with_runner(
+        Words(ExecutionStatus::NonzeroExit, "Error response from daemon: manifest unknown"),
+        "/nonexistent",
+    );
+    assert_eq!(refused.pull_reference("127.0.0.1:15000/a:1"), Err(super::PullFailure::NoSuchImage));
+    let slow = DockerClient::with_runner(Words(ExecutionStatus::Timeout, ""), "/nonexistent");
+    assert_eq!(slow.pull_reference("127.0.0.1:15000/a:1"), Err(super::PullFailure::TimedOut));
+}
