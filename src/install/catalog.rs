@@ -258,9 +258,10 @@ fn fetch_image(source: &dyn ImageSource, reference: &Reference) -> Result<Fetche
         return refused(
             Code::ImageMisfitsTemplate,
             format!(
-                "{} does not fit the container volce-lab starts from it: {}. Nothing was written.",
+                "{} does not fit the container volce-lab starts from it: {}. Nothing was written. {}",
                 esc(&pull),
-                misfit.join("; ")
+                misfit.join("; "),
+                Code::ImageMisfitsTemplate.fix()
             ),
         );
     }

@@ -236,6 +236,10 @@ fn every_refusal_has_its_code_and_writes_nothing() {
         assert!(refusal.message.contains(says), "{args:?}: {}", refusal.message);
         assert!(refusal.message.ends_with('.'), "a whole sentence: {}", refusal.message);
         assert!(!code.fix().is_empty());
+        if code == Code::ImageMisfitsTemplate {
+            // Issue 37: it said what was wrong and not what to do.
+            assert!(refusal.message.ends_with(code.fix()), "the next step: {}", refusal.message);
+        }
         assert_eq!(std::fs::read(&h.paths.policy).unwrap(), before, "{code}: nothing written");
     }
     // A bad reference is refused before the engine is asked anything.
