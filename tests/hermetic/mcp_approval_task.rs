@@ -116,11 +116,16 @@ impl World {
     /// Polls `tasks/get` (faster than the suggested 2 s, to time it) until
     /// the task ends, at most `within`.
     async fn until_done(&self, id: &str, within: Duration) -> TaskPayload {
+        self.until_ended(id, within).await.0
+    }
+
+    /// [`World::until_done`], with the task's last status message.
+    async fn until_ended(&self, id: &str, within: Duration) -> (TaskPayload, String) {
         let deadline = Instant::now() + within;
         loop {
             let got = self.client.peer().get_task(GetTaskParams::new(id)).await.unwrap();
             if got.task.status().is_terminal() {
-                return got.task.payload;
+                return (got.task.payload, got.task.task.status_message.unwrap_or_default());
             }
             assert!(Instant::now() < deadline, "the task still works after {within:?}");
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -152,8 +157,10 @@ async fn approve_while_the_task_waits_completes_it_with_the_result_and_runs_once
     assert_eq!(world.count("executed"), 0);
     let approved = Instant::now();
     world.operator("approved");
-    let payload = world.until_done(&id, Duration::from_secs(10)).await;
+    let (payload, last) = world.until_ended(&id, Duration::from_secs(10)).await;
     let took = approved.elapsed();
+    // Issue 37: the message said "awaiting operator approval" to the end.
+    assert_eq!(last, format!("plan {PLAN_ID} on course-demo ended: ok; tasks/get has the whole result"));
     eprintln!("task path, stand-in helper: operator approval -> task completed in {took:?}");
     let TaskPayload::Completed { result } = payload else { panic!("completed, got {payload:?}") };
     assert_eq!(result["structuredContent"]["status"], "ok", "{result:?}");
@@ -167,7 +174,8 @@ async fn reject_while_the_task_waits_fails_it_with_plan_rejected_and_runs_nothin
     let world = start(true, LATER).await;
     let (id, _) = world.task().await;
     world.operator("rejected");
-    let payload = world.until_done(&id, Duration::from_secs(10)).await;
+    let (payload, last) = world.until_ended(&id, Duration::from_secs(10)).await;
+    assert_eq!(last, format!("the operator rejected plan {PLAN_ID} on course-demo; nothing ran"));
     let TaskPayload::Failed { error } = payload else { panic!("failed, got {payload:?}") };
     assert_eq!(error["data"]["code"], "plan_rejected", "{error:?}");
     assert_eq!(world.count("executed"), 0);
@@ -190,8 +198,9 @@ async fn cancel_stops_the_wait_and_nothing_runs_even_after_approval() {
     let world = start(true, LATER).await;
     let (id, _) = world.task().await;
     world.client.peer().cancel_task(CancelTaskParams::new(&id)).await.unwrap();
-    let payload = world.until_done(&id, Duration::from_secs(5)).await;
+    let (payload, last) = world.until_ended(&id, Duration::from_secs(5)).await;
     assert_eq!(payload, TaskPayload::Cancelled);
+    assert!(last.starts_with("cancelled: nothing ran"), "{last}");
     let calls = world.count("rpc_calls");
     // The operator approves after the cancel: the cancelled task does not run it.
     world.operator("approved");

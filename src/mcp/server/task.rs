@@ -161,6 +161,36 @@ fn status_message(target: &str, plan_id: &PlanId, left_secs: u64) -> String {
     )
 }
 
+/// The status message once the wait is over (issue 37: it said "awaiting
+/// operator approval" to the end, even on a completed task).
+fn ended_message(target: &str, plan_id: &PlanId, end: End<'_>) -> String {
+    match end {
+        End::Cancelled => {
+            format!("cancelled: nothing ran; plan {plan_id} still waits for the operator on {target}")
+        }
+        End::Executing => format!("plan {plan_id} on {target} left the wait; executing it now"),
+        End::Served(served) => match served.code() {
+            Some(&AnswerCode::Known(Code::PlanRejected)) => {
+                format!("the operator rejected plan {plan_id} on {target}; nothing ran")
+            }
+            Some(&AnswerCode::Known(Code::PlanExpired)) => {
+                format!("plan {plan_id} on {target} expired before an approval; nothing ran")
+            }
+            _ => format!(
+                "plan {plan_id} on {target} ended: {}; tasks/get has the whole result",
+                served.status.as_str()
+            ),
+        },
+    }
+}
+
+/// Where a wait ended, for [`ended_message`].
+enum End<'a> {
+    Cancelled,
+    Executing,
+    Served(&'a Served),
+}
+
 /// Whether the plan still waits: listed, pending, not approved, unexpired.
 fn still_waits(open: Option<ListedPlan>) -> Option<u64> {
     let plan = pending(open).filter(|listed| !listed.plan.approved)?;
@@ -233,9 +263,13 @@ impl VolceLab {
                 self.open_plan(member, plan_id, request_id).await
             };
             // A cancel drops the look (a read-only inventory), never an execute.
+            let cancelled = || {
+                context.set_status_message(ended_message(&member.name, plan_id, End::Cancelled));
+                Err(TaskExit::Cancelled)
+            };
             let open = tokio::select! {
                 biased;
-                () = context.cancelled() => return Err(TaskExit::Cancelled),
+                () = context.cancelled() => return cancelled(),
                 open = look => open,
             };
             if let Some(left) = still_waits(open) {
@@ -245,8 +279,9 @@ impl VolceLab {
             // Approved, rejected, expired or gone: the host decides and says which.
             // A cancel that came after the look still wins here, never after.
             if !self.task_phases.claim(context) {
-                return Err(TaskExit::Cancelled);
+                return cancelled();
             }
+            context.set_status_message(ended_message(&member.name, plan_id, End::Executing));
             // The call's progress token stays valid for the task's life
             // (the Tasks extension), so the execute reports progress as a
             // call that was never made to wait does.
@@ -260,6 +295,7 @@ impl VolceLab {
                 self.task_phases.unclaim(context.task_id());
                 continue;
             }
+            context.set_status_message(ended_message(&member.name, plan_id, End::Served(&served)));
             return settle(&served);
         }
     }
