@@ -8,7 +8,8 @@
 //!   was not stored is never announced;
 //! - best effort and never blocking: one datagram on a non-blocking unix
 //!   socket; a failure to send never fails the plan, it is recorded on the
-//!   plan (`alerted = 0`) and `show` says so;
+//!   plan (`alerted = 0`); `doctor` says once whether the system log
+//!   listens at all ([`listening`]), rather than `show` on every plan;
 //! - every value the agent chose is escaped as for the terminal, so the
 //!   line cannot forge a second line or hide part of itself.
 
@@ -46,4 +47,10 @@ pub fn send(socket: &Path, line: &str) -> std::io::Result<()> {
     sender.set_nonblocking(true)?;
     sender.connect(socket)?;
     sender.send(line.as_bytes()).map(|_| ())
+}
+
+/// Whether a system logger listens on `socket`: a datagram socket connects
+/// to it (nothing is sent). The doctor's question, asked once per run.
+pub fn listening(socket: &Path) -> bool {
+    UnixDatagram::unbound().and_then(|sender| sender.connect(socket)).is_ok()
 }

@@ -79,12 +79,6 @@ pub fn summary(stored: &StoredPlan, now: i64) -> String {
             let _ = writeln!(out, "Reason   {}", esc(reason));
         }
     }
-    if stored.alerted == Some(false) {
-        let _ = writeln!(
-            out,
-            "Alert    the syslog line for this plan could not be sent (is /dev/log listening?)"
-        );
-    }
     let _ = writeln!(out, "Asked by {} at {}", esc(&plan.requester), time(plan.created_at));
     let left = plan.expires_at - now;
     let left = if stored.state != PlanState::Pending {

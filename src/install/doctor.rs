@@ -116,6 +116,12 @@ pub trait DoctorProbe {
     fn app_networks(&self, _state_dir: &Path) -> Result<Vec<engine::AppNetwork>, String> {
         Ok(Vec::new())
     }
+    /// Whether the host's system logger listens on /dev/log (a plan that
+    /// waits for approval is announced there); `None` when this probe
+    /// cannot tell.
+    fn system_log(&self) -> Option<bool> {
+        None
+    }
     /// The ssh-side facts (`ssh`: the agent's key, shell, home and
     /// `sudo -l`), when this probe can give them.
     fn ssh(&self) -> Option<&dyn ssh::SshProbe> {
@@ -162,6 +168,7 @@ pub fn diagnose(paths: &DoctorPaths, probe: &dyn DoctorProbe) -> Vec<Finding> {
     }
     policy::check_policy(paths, probe, agent.as_deref(), &mut findings);
     state::check_state(paths, probe, &mut findings);
+    check_system_log(probe.system_log(), &mut findings);
     let needed = probe.policy(&paths.policy).is_ok_and(|facts| facts.has_data);
     data::check_data(probe.data(&paths.state_dir), needed, &mut findings);
     match probe.docker_version() {
@@ -177,6 +184,25 @@ pub fn diagnose(paths: &DoctorPaths, probe: &dyn DoctorProbe) -> Vec<Finding> {
         )),
     }
     findings
+}
+
+/// Whether new plans that wait for approval reach the operator's alerting:
+/// said once here, not on every plan `show` prints (issue 37).
+fn check_system_log(listening: Option<bool>, findings: &mut Vec<Finding>) {
+    let dev_log = crate::store::DEV_LOG;
+    match listening {
+        None => {}
+        Some(true) => findings
+            .push(ok("system log", format!("{dev_log} listens: a plan that waits for approval is announced there"))),
+        Some(false) => findings.push(warn(
+            "system log",
+            format!(
+                "nothing listens on {dev_log}: a plan that waits for approval is not announced to your alerting, \
+                 and the ssh gate's refusals reach no log"
+            ),
+            "start the system logger (systemctl start systemd-journald, or install rsyslog), then run doctor again",
+        )),
+    }
 }
 
 /// Checks that `path`'s metadata (not following links) is owned by the

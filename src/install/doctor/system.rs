@@ -195,6 +195,9 @@ impl DoctorProbe for SystemProbe {
         Some(crate::host::leftovers::find(&engine, &id).map(|left| left.lines()).map_err(|e| e.to_string()))
     }
 
+    fn system_log(&self) -> Option<bool> {
+        Some(crate::host::alert::listening(Path::new(crate::store::DEV_LOG)))
+    }
     fn ssh(&self) -> Option<&dyn super::ssh::SshProbe> {
         Some(self)
     }

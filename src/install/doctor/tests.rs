@@ -31,6 +31,7 @@ struct FakeProbe {
     stopped: Option<crate::host::StoppedClaimer>,
     engine: Option<engine::EngineFacts>,
     networks: Result<Vec<engine::AppNetwork>, String>,
+    system_log: Option<bool>,
     asked_groups_for: RefCell<Vec<String>>,
 }
 
@@ -65,6 +66,7 @@ impl Default for FakeProbe {
             stopped: None,
             engine: None,
             networks: Ok(vec![]),
+            system_log: None,
             asked_groups_for: RefCell::new(vec![]),
         }
     }
@@ -130,6 +132,9 @@ impl DoctorProbe for FakeProbe {
     }
     fn app_networks(&self, _state_dir: &Path) -> Result<Vec<engine::AppNetwork>, String> {
         self.networks.clone()
+    }
+    fn system_log(&self) -> Option<bool> {
+        self.system_log
     }
 }
 
@@ -292,6 +297,41 @@ fn engine_warnings_are_printed_and_do_not_fail_the_run() {
     assert!(healthy, "warnings leave the exit status 0");
     assert!(text.contains("WARN docker version: engine 20.10.24+dfsg1 is older than 28"), "{text}");
     assert!(text.contains("4 warning(s)") && text.ends_with("all checks passed\n"), "{text}");
+}
+
+/// Issue 37: `show` printed "the syslog line ... could not be sent" on every
+/// plan of a host without a system logger. Doctor says it once: a WARN with
+/// the way to start one, or an OK line when something listens.
+#[test]
+fn a_host_without_a_system_logger_is_one_warning_in_doctor() {
+    let install = install();
+    let silent = FakeProbe { system_log: Some(false), ..Default::default() };
+    let findings = diagnose(&install.paths, &silent);
+    assert_eq!(failures(&findings), Vec::<String>::new(), "a warning, not a failure");
+    let warned: Vec<&Finding> = findings.iter().filter(|f| f.subject == "system log").collect();
+    assert_eq!(warned.len(), 1, "{findings:#?}");
+    assert_eq!(warned[0].level, Level::Warn);
+    assert!(
+        warned[0].detail.contains("/dev/log")
+            && warned[0].fix.as_deref().is_some_and(|f| f.contains("systemd-journald")),
+        "{:?}",
+        warned[0]
+    );
+    let listening = FakeProbe { system_log: Some(true), ..Default::default() };
+    let findings = diagnose(&install.paths, &listening);
+    let line = findings.iter().find(|f| f.subject == "system log").expect("one line");
+    assert_eq!(line.level, Level::Ok);
+}
+
+/// The real question on real sockets: a bound datagram socket listens, a
+/// path with nothing bound does not.
+#[test]
+fn listening_tells_a_bound_socket_from_an_empty_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("log");
+    assert!(!crate::host::alert::listening(&path));
+    let _bound = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
+    assert!(crate::host::alert::listening(&path));
 }
 
 #[test]
