@@ -380,19 +380,26 @@ fn bad_configuration_exits_2_with_one_sentence_and_nothing_on_stdout() {
 
 // --- demo mode rehearses plan -> approve -> execute (issue 24) --------------
 
-/// A client declaring `capabilities`, accepting every form it is shown.
+/// A client declaring `capabilities`, accepting every form it is shown
+/// (or declining each, with `declines`), speaking `version` when set.
 #[derive(Clone)]
 struct Rehearsal {
     capabilities: rmcp::model::ClientCapabilities,
     forms: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    version: Option<rmcp::model::ProtocolVersion>,
+    declines: bool,
 }
 
 impl rmcp::ClientHandler for Rehearsal {
     fn get_info(&self) -> rmcp::model::ClientConfig {
-        rmcp::model::ClientConfig::new(
+        let config = rmcp::model::ClientConfig::new(
             self.capabilities.clone(),
             rmcp::model::Implementation::new("rehearsal", "1"),
-        )
+        );
+        match &self.version {
+            Some(version) => config.with_protocol_version(version.clone()),
+            None => config,
+        }
     }
 
     async fn create_elicitation(
@@ -403,18 +410,41 @@ impl rmcp::ClientHandler for Rehearsal {
         if let rmcp::model::ElicitRequestParams::FormElicitationParams { message, .. } = request {
             self.forms.lock().unwrap().push(message);
         }
-        Ok(rmcp::model::ElicitResult::new(rmcp::model::ElicitationAction::Accept))
+        let action = if self.declines {
+            rmcp::model::ElicitationAction::Decline
+        } else {
+            rmcp::model::ElicitationAction::Accept
+        };
+        Ok(rmcp::model::ElicitResult::new(action))
     }
 }
 
 async fn rehearsal(
     capabilities: Value,
 ) -> (RunningService<RoleClient, Rehearsal>, Rehearsal, tempfile::TempDir) {
+    let handler = Rehearsal {
+        capabilities: serde_json::from_value(capabilities).unwrap(),
+        forms: Default::default(),
+        version: None,
+        declines: false,
+    };
+    rehearsal_with(handler).await
+}
+
+async fn rehearsal_with(
+    handler: Rehearsal,
+) -> (RunningService<RoleClient, Rehearsal>, Rehearsal, tempfile::TempDir) {
     let state = tempfile::tempdir().unwrap();
     let transport = TokioChildProcess::new(command(state.path())).expect("spawn volce-lab mcp-serve");
-    let handler =
-        Rehearsal { capabilities: serde_json::from_value(capabilities).unwrap(), forms: Default::default() };
-    let client = handler.clone().serve(transport).await.expect("initialize");
+    let lifecycle = match &handler.version {
+        Some(version) => {
+            rmcp::service::ClientLifecycleMode::Discover { preferred_versions: vec![version.clone()] }
+        }
+        None => rmcp::service::ClientLifecycleMode::Initialize,
+    };
+    let client = rmcp::service::serve_client_with_lifecycle(handler.clone(), transport, lifecycle)
+        .await
+        .expect("open the session");
     let check =
         CallToolRequestParams::new("cloud_check").with_arguments(arguments(json!({"check": "identity"})));
     client.call_tool(check).await.unwrap();
@@ -483,6 +513,40 @@ async fn demo_rehearses_the_form_a_client_shows() {
     assert_eq!(forms.len(), 1, "{forms:?}");
     assert!(forms[0].contains("demo mode") && forms[0].contains(&format!("sudo volce-lab-host show {id}")));
     client.cancel().await.unwrap();
+}
+
+/// Issue 37: under 2026-07-28 the demo waited 2 s in the call although the
+/// client declared forms. It now answers the InputRequiredResult the real
+/// path gives: accepting it completes the simulated plan, declining it
+/// answers approval_required, as on a real server.
+#[tokio::test]
+async fn demo_rehearses_the_2026_07_28_form_and_its_decline() {
+    for declines in [false, true] {
+        let handler = Rehearsal {
+            capabilities: serde_json::from_value(json!({"elicitation": {"form": {}}})).unwrap(),
+            forms: Default::default(),
+            version: Some(rmcp::model::ProtocolVersion::V_2026_07_28),
+            declines,
+        };
+        let (client, handler, _state) = rehearsal_with(handler).await;
+        let id = demo_plan(&client).await;
+        let params =
+            CallToolRequestParams::new("service_execute").with_arguments(arguments(json!({"plan_id": id})));
+        let answer = client.call_tool(params).await.unwrap().structured_content.unwrap();
+        let forms = handler.forms.lock().unwrap().clone();
+        assert_eq!(forms.len(), 1, "one form, as the real path asks: {forms:?}");
+        assert!(
+            forms[0].contains("demo mode") && forms[0].contains(&format!("sudo volce-lab-host show {id}"))
+        );
+        if declines {
+            assert_eq!(answer["code"], "approval_required", "{answer}");
+            assert!(answer["message"].as_str().unwrap().starts_with("The user declined"), "{answer}");
+            assert_eq!(answer["is_demo"], true);
+        } else {
+            assert_simulated_done(&answer, &id);
+        }
+        client.cancel().await.unwrap();
+    }
 }
 
 #[tokio::test]

@@ -218,36 +218,70 @@ impl VolceLab {
                 Some(Handled { served, ask: Some(CreateTaskResult::new(task).into()) })
             }
             Waiter::Form(peer) => {
-                let message = format!(
-                    "volce-lab demo mode: nothing is contacted. On a real server an operator would now \
-                     approve plan {id} ({} {}) on {} with `sudo volce-lab-host show {id}`. Accept to let a \
-                     simulated operator approve it (accepting approves nothing on a real server); Decline to \
-                     stop waiting.\n\n{}",
-                    action.as_str(),
-                    app.as_deref().unwrap_or(""),
-                    member.name,
-                    show_text(&member.name, id, action, app.as_deref()),
-                );
+                let message = form_message(member, id, action, app.as_deref());
                 if wait::ask(&peer, message, OPERATOR_DELAY * 60).await == wait::Choice::StopWaiting {
-                    let message = format!("{} (demo mode)", wait::DECLINED);
-                    let declined = Answer {
-                        plan_id: Some(id.clone()),
-                        ..Answer::new(Status::Rejected, Some(Code::ApprovalRequired.into()), message)
-                    };
-                    return Some(
-                        self.demo_served(member, ToolName::ServiceExecute, declined, &request_id).into(),
-                    );
+                    return Some(self.demo_declined(member, id, &request_id).into());
                 }
                 tokio::time::sleep(OPERATOR_DELAY).await;
                 Some(done().into())
             }
-            // No way to ask the client, or 2026-07-28: the wait stays in the call.
-            Waiter::Not | Waiter::Retry { .. } => {
+            // 2026-07-28 (issue 37: it waited in the call although the
+            // client declared forms): the same InputRequiredResult and sealed
+            // state the real path gives, so a decline can be rehearsed too.
+            Waiter::Retry { state: None, digest, .. } => {
+                let message = "Simulated (demo mode): the plan waits for a simulated operator.";
+                let waiting = Answer {
+                    plan_id: Some(id.clone()),
+                    ..Answer::new(Status::Rejected, Some(Code::ApprovalRequired.into()), message.into())
+                };
+                let served = self.demo_served(member, ToolName::ServiceExecute, waiting, &request_id);
+                let form = form_message(member, id, action, app.as_deref());
+                let ask = self.sealed_form(member, id, &digest, form, OPERATOR_DELAY.as_secs() * 60, 1);
+                Some(Handled { served, ask: Some(ask.into()) })
+            }
+            Waiter::Retry { state: Some(state), responses, digest } => {
+                if let Err(refusal) = self.opened_round(member, id, &state, &digest) {
+                    return Some(
+                        self.refused(ToolName::ServiceExecute, Some(member), refusal, request_id).into(),
+                    );
+                }
+                if !wait::accepted(responses.as_ref()) {
+                    return Some(self.demo_declined(member, id, &request_id).into());
+                }
+                tokio::time::sleep(OPERATOR_DELAY).await;
+                Some(done().into())
+            }
+            // No way to ask the client: the wait stays in the call.
+            Waiter::Not => {
                 tokio::time::sleep(OPERATOR_DELAY).await;
                 Some(done().into())
             }
         }
     }
+
+    /// The user declined the simulated wait: nothing ran (nothing would have).
+    fn demo_declined(&self, member: &Member, id: &PlanId, request_id: &str) -> Served {
+        let message = format!("{} (demo mode)", wait::DECLINED);
+        let declined = Answer {
+            plan_id: Some(id.clone()),
+            ..Answer::new(Status::Rejected, Some(Code::ApprovalRequired.into()), message)
+        };
+        self.demo_served(member, ToolName::ServiceExecute, declined, request_id)
+    }
+}
+
+/// The demo's approval form: what a real operator would do, and that
+/// accepting approves nothing real.
+fn form_message(member: &Member, id: &PlanId, action: Action, app: Option<&str>) -> String {
+    format!(
+        "volce-lab demo mode: nothing is contacted. On a real server an operator would now approve plan {id} \
+         ({} {}) on {} with `sudo volce-lab-host show {id}`. Accept to let a simulated operator approve it \
+         (accepting approves nothing on a real server); Decline to stop waiting.\n\n{}",
+        action.as_str(),
+        app.unwrap_or(""),
+        member.name,
+        show_text(&member.name, id, action, app),
+    )
 }
 
 #[cfg(test)]

@@ -120,7 +120,7 @@ fn form_request(message: String) -> InputRequest {
 }
 
 /// What the retry answered to our form: only an `accept` looks again.
-fn accepted(responses: Option<&InputResponses>) -> bool {
+pub(super) fn accepted(responses: Option<&InputResponses>) -> bool {
     responses
         .and_then(|r| r.get(INPUT_KEY))
         .and_then(|value| serde_json::from_value::<ElicitResult>(value.clone()).ok())
@@ -271,16 +271,12 @@ impl VolceLab {
                     None => first.into(),
                 };
             }
-            Some(text) => {
-                match self.sealer.open(text, &member.name, plan_id.as_str(), &retry.digest, now_secs()) {
-                    Err(refusal) => {
-                        return self
-                            .refused(ToolName::ServiceExecute, Some(member), refusal, request_id)
-                            .into();
-                    }
-                    Ok(state) => state.round,
+            Some(text) => match self.opened_round(member, &plan_id, text, &retry.digest) {
+                Err(refusal) => {
+                    return self.refused(ToolName::ServiceExecute, Some(member), refusal, request_id).into();
                 }
-            }
+                Ok(round) => round,
+            },
         };
         if !accepted(retry.responses.as_ref()) {
             // Declined or cancelled: the host is not asked at all.
@@ -312,6 +308,22 @@ impl VolceLab {
         if left == 0 {
             return None;
         }
+        let message = form_message(&member.name, &plan, left, round);
+        Some(self.sealed_form(member, plan_id, digest, message, left, round))
+    }
+
+    /// An `InputRequiredResult` asking `message` in one form, with a state
+    /// sealed for this target, plan and call, good for `left` seconds (at
+    /// most the form's own limit). Demo mode asks the same way.
+    pub(super) fn sealed_form(
+        &self,
+        member: &Member,
+        plan_id: &PlanId,
+        digest: &str,
+        message: String,
+        left: u64,
+        round: u32,
+    ) -> InputRequiredResult {
         let state = State {
             target: member.name.clone(),
             plan_id: plan_id.to_string(),
@@ -320,9 +332,20 @@ impl VolceLab {
             nonce: seal::random_hex(),
             round,
         };
-        let request = form_request(form_message(&member.name, &plan, left, round));
-        let requests = [(INPUT_KEY.to_owned(), request)].into_iter().collect();
-        Some(InputRequiredResult::new(Some(requests), Some(self.sealer.seal(&state))))
+        let requests = [(INPUT_KEY.to_owned(), form_request(message))].into_iter().collect();
+        InputRequiredResult::new(Some(requests), Some(self.sealer.seal(&state)))
+    }
+
+    /// The round a retry's sealed `state` answers, or why it is refused
+    /// (tampered, foreign, expired, replayed: `seal.rs`).
+    pub(super) fn opened_round(
+        &self,
+        member: &Member,
+        plan_id: &PlanId,
+        state: &str,
+        digest: &str,
+    ) -> Result<u32, crate::vocab::Refusal> {
+        self.sealer.open(state, &member.name, plan_id.as_str(), digest, now_secs()).map(|state| state.round)
     }
 
     /// `approval_required` without asking the host: nothing ran.
