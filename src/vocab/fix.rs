@@ -72,6 +72,9 @@ impl Code {
             Code::AppNotStopped => {
                 "Read service_inventory; only a stopped app can be started: a restart plan restarts one that should run or runs again."
             }
+            Code::AppExited => {
+                "Plan a restart of the app: it should run and its container exited; start is only for an app a stop plan stopped."
+            }
             Code::ImageUnchanged => "Nothing to do: the app already runs that image; tell the user.",
             Code::ImageDeclaresVolumes => {
                 "Choose a catalog image without VOLUME declarations, or ask the operator to rebuild the image without them."

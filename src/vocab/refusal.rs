@@ -43,6 +43,9 @@ pub enum Code {
     ImageNotManaged,
     /// start of an app that is not stopped (running, or needs inspection).
     AppNotStopped,
+    /// start of an app recorded running whose container exited (crashed,
+    /// or stopped by hand): a restart plan is the way, not a start.
+    AppExited,
     /// update to the image the app already runs.
     ImageUnchanged,
     /// deploy or update of an image that declares `VOLUME`s (refused at
@@ -310,7 +313,7 @@ mod tests {
     #[test]
     fn code_strings_never_change() {
         use strum::VariantArray as _;
-        const SHIPPED: [&str; 107] = [
+        const SHIPPED: [&str; 108] = [
             "invalid_request",
             "request_too_large",
             "unknown_action",
@@ -334,6 +337,7 @@ mod tests {
             "image_in_use",
             "image_not_managed",
             "app_not_stopped",
+            "app_exited",
             "image_unchanged",
             "image_declares_volumes",
             "image_has_children",
