@@ -319,6 +319,11 @@ impl VolceLab {
                 if operation == wire::Operation::Inventory && answer.status == Status::Ok {
                     answer.message = rpc::with_server_version(&answer.message, &inspector.server_version());
                 }
+                if answer.code == Some(Code::PlanNotFound.into())
+                    && let Some(elsewhere) = self.choices.plan_elsewhere(&member.name)
+                {
+                    answer.message = format!("{} {elsewhere}", answer.message);
+                }
                 (answer, Some(outcome.execution))
             }
         }

@@ -30,6 +30,11 @@ struct Fleet {
 /// db (prod, slow when `slow`), web-1 (prod, web) and web-2 (web, answers
 /// as another host), each expecting its own name.
 async fn fleet(slow: bool) -> Fleet {
+    fleet_answering(slow, "").await
+}
+
+/// [`fleet`], each helper then running `reply` (shell) after it read the request.
+async fn fleet_answering(slow: bool, reply: &str) -> Fleet {
     let dir = tempfile::tempdir().unwrap();
     let targets = [
         ("db", vec!["prod"], if slow { "sleep 30" } else { "printf 'db\\nagent\\n'" }),
@@ -54,7 +59,7 @@ async fn fleet(slow: bool) -> Fleet {
             dir: target_dir,
             identity: format!("echo x >> \"$DIR/identity\"; {identity}"),
             disk: "echo x >> \"$DIR/disk\"; printf 'Filesystem Size\\n/dev/vda 20G\\n'".into(),
-            rpc: "echo x >> \"$DIR/rpc\"; cat > \"$DIR/request\"".into(),
+            rpc: format!("echo x >> \"$DIR/rpc\"; cat > \"$DIR/request\"; {reply}"),
         };
         let inspector = Inspector::with_transport_for_tests(config, Arc::new(stand_in));
         (name.to_owned(), groups.into_iter().map(String::from).collect(), inspector)
@@ -197,4 +202,28 @@ async fn a_fan_out_gives_one_result_per_target_and_a_slow_or_mismatched_one_fail
     assert_eq!(fleet.runs("web-1", "disk"), 1);
     assert_eq!(fleet.runs("web-2", "disk") + fleet.runs("db", "disk"), 0);
     assert_eq!(fleet.runs("db", "identity"), 1, "db was not in the group");
+}
+
+/// Issue 37: a `plan_not_found` among several targets read as "this plan
+/// does not exist; make a new one", when the id was only another
+/// server's. Tried: web-1's helper refuses the id `plan_not_found`; the
+/// result says plans are per server, names the target asked and the other
+/// targets, and the fix points at calling again with the right target.
+#[tokio::test]
+async fn plan_not_found_among_several_targets_says_plans_are_per_server() {
+    let reply = r#"printf '%s\n' '{"status":"rejected","code":"plan_not_found","message":"No plan has this id."}'; exit 1"#;
+    let fleet = fleet_answering(false, reply).await;
+    let identity = fleet.call("cloud_check", json!({"target": "web-1", "check": "identity"})).await;
+    assert_eq!(identity["status"], "ok", "{identity}");
+    let result = fleet.call("service_execute", json!({"target": "web-1", "plan_id": "a".repeat(32)})).await;
+    assert_eq!(
+        (result["status"].as_str(), result["code"].as_str()),
+        (Some("rejected"), Some("plan_not_found"))
+    );
+    let message = result["message"].as_str().unwrap();
+    assert!(message.contains("No plan has this id."), "the helper's sentence stays whole: {message}");
+    assert!(message.contains("Plans are per server and this call asked web-1"), "{message}");
+    assert!(message.contains("(db, web-2)"), "names the other targets: {message}");
+    let fix = result["fix"].as_str().unwrap();
+    assert!(fix.contains("another target") && fix.contains("service_plan"), "{fix}");
 }
