@@ -68,6 +68,16 @@ impl Verdict {
         Verdict { status, code, message, fix }
     }
 
+    /// This verdict with `fix` as its next step in place of its status's
+    /// or code's, when this configuration has its own (`Answer::fix`). An
+    /// ok verdict keeps no fix.
+    pub fn instead(mut self, fix: Option<&'static str>) -> Verdict {
+        if self.fix.is_some() && fix.is_some() {
+            self.fix = fix;
+        }
+        self
+    }
+
     /// A fan-out's verdict: its one next step, when not ok, is to read
     /// each entry that is not.
     pub fn of_fan_out(status: Status, message: String) -> Verdict {

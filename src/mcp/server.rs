@@ -289,7 +289,7 @@ impl VolceLab {
             return (Answer::plain(refusal), None);
         }
         if !inspector.config().management {
-            return (Answer::plain(Status::ManagementDisabled), None);
+            return (Answer::management_disabled(&inspector.config().management_switch), None);
         }
         // Learned at the identity check that opened the gate above.
         if let Err(refusal) =
