@@ -194,7 +194,7 @@ pub enum Code {
     NothingKept,
     /// A remove_image of an image a kept version names: rollback needs it.
     ImageKeptForRollback,
-    // The catalog's operator commands (terminal only: `catalog pin`, `catalog remove`).
+    // The catalog's operator commands (terminal only: `catalog pin|remove|gateway-image|env-file`).
     /// `catalog pin|remove KEY`: not `^[a-z][a-z0-9-]{0,30}$`.
     InvalidCatalogKey,
     /// `catalog pin KEY IMAGE`: IMAGE is not `name[:tag][@sha256:<hex>]`.
@@ -210,11 +210,12 @@ pub enum Code {
     ImageMisfitsTemplate,
     /// It exposes no port, several, or one below 1024, and no `--container-port` was given.
     ContainerPortNeeded,
-    /// `catalog remove` of a key the catalog does not have.
+    /// `catalog remove|env-file` of a key the catalog does not have.
     CatalogKeyNotFound,
     /// `catalog remove` of a key a managed app's record uses.
     CatalogKeyInUse,
-    /// The edited policy would not load (e.g. the last catalog entry removed).
+    /// The edited policy would not load, or the policy file changed while
+    /// the operator was asked.
     CatalogEditInvalid,
     /// Something at an app's data image path is not a data image volce-lab
     /// made (not a root-owned regular file).

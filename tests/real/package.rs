@@ -366,16 +366,22 @@ fn setup_on_the_installed_package_is_idempotent_refuses_foreign_files_and_undoes
     assert_eq!(mode_and_owner(&format!("{POLICY_DIR}/policy.json")), (0o600, 0));
     assert!(Path::new(&format!("{STATE_DIR}/state.db")).is_file(), "setup creates the database");
     // doctor follows and passes on this fresh installation, before any rpc
-    // of the operator's: the skeleton's placeholder images, which the
-    // operator has yet to pin and nobody has pulled, are only warnings.
+    // of the operator's: the skeleton's placeholder gateway image, which the
+    // operator has yet to pin and nobody has pulled, and its empty catalog
+    // (issue 37) are only warnings.
     let doctor = &said[said.find("volce-lab-host doctor:").expect("setup runs doctor")..];
     assert!(done, "setup's doctor must pass right after setup:\n{said}");
     assert!(!doctor.contains("FAIL"), "doctor after setup:\n{doctor}");
     let warned: Vec<&str> = doctor.lines().filter(|line| line.starts_with("WARN")).collect();
     assert!(
         !warned.is_empty()
-            && warned.iter().all(|line| line.starts_with("WARN image: ") || line.starts_with("WARN docker ")),
-        "only the placeholder images (and what the engine cannot guarantee) are warned about:\n{doctor}"
+            && warned.iter().all(|line| {
+                line.starts_with("WARN image: ")
+                    || line.starts_with("WARN docker ")
+                    || line.starts_with("WARN policy content: valid, but the catalog is empty")
+            }),
+        "only the placeholder gateway image, the empty catalog (and what the engine cannot guarantee) are \
+         warned about:\n{doctor}"
     );
     // And on its own, as the operator runs it next.
     let (healthy, report) = setup_output(&["doctor"]);
