@@ -178,7 +178,7 @@ pub enum HostCommand {
     #[command(subcommand)]
     Audit(AuditCommand),
     /// The policy's catalog: pin an image by its registry digest, list the
-    /// entries, remove one.
+    /// entries, remove one, name an entry's env file, pin the gateway image.
     #[command(subcommand)]
     Catalog(CatalogCommand),
     /// Whether the volce-lab package VERSION may replace this one: refused
@@ -248,6 +248,32 @@ pub enum CatalogCommand {
     /// Remove KEY from the catalog (refused while an app uses it).
     Remove {
         key: String,
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Pull IMAGE (name[:tag] or name@sha256:...), check it fits the
+    /// gateway container (uid 101, nginx in the foreground), and write it
+    /// as the policy's nginx_image with its registry digest; prints what
+    /// changes and the pending plans it voids, then asks you to type gateway.
+    #[command(name = "gateway-image")]
+    GatewayImage {
+        image: String,
+        /// Do not ask (for scripts); without a terminal on stdin it is needed.
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Name the env file of KEY's entry (an absolute path directly in
+    /// /etc/volce-lab/apps/, root's, mode 0600, already there), or with
+    /// --none stop naming one; asks you to type KEY.
+    #[command(name = "env-file")]
+    EnvFile {
+        key: String,
+        #[arg(required_unless_present = "none", conflicts_with = "none")]
+        path: Option<String>,
+        /// The entry names no env file any more (the file is left as it is).
+        #[arg(long)]
+        none: bool,
+        /// Do not ask (for scripts); without a terminal on stdin it is needed.
         #[arg(long)]
         yes: bool,
     },
@@ -365,6 +391,12 @@ fn host(command: HostCommand) -> Exit {
             crate::install::catalog::run_catalog_pin(&args, yes)
         }
         HostCommand::Catalog(CatalogCommand::List) => crate::install::catalog::run_catalog_list(),
+        HostCommand::Catalog(CatalogCommand::GatewayImage { image, yes }) => {
+            crate::install::catalog::run_catalog_gateway_image(&image, yes)
+        }
+        HostCommand::Catalog(CatalogCommand::EnvFile { key, path, none: _, yes }) => {
+            crate::install::catalog::run_catalog_env_file(&key, path.as_deref(), yes)
+        }
         HostCommand::Catalog(CatalogCommand::Remove { key, yes }) => {
             crate::install::catalog::run_catalog_remove(&key, yes)
         }

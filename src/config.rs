@@ -47,6 +47,9 @@ pub struct Config {
     pub expected_user: String,
     pub timeout: Duration,
     pub management: bool,
+    /// Where `management` is set: what a `management_disabled` answer
+    /// tells the user to change.
+    pub management_switch: ManagementSwitch,
     /// The ssh-agent socket ssh may use (`SSH_AUTH_SOCK`), for a key with a
     /// passphrase: kept only when the variable holds an absolute path to a
     /// socket, else dropped (a stale value must not stop the server, and
@@ -57,6 +60,37 @@ pub struct Config {
     /// second switch would guard nothing, and ssh uses the socket only to
     /// authenticate (never forwarded: `ForwardAgent=no` in the argv).
     pub ssh_auth_sock: Option<PathBuf>,
+}
+
+/// Where a target's management switch is set. Issue 37: a call refused
+/// `management_disabled` named `VOLCE_LAB_MANAGEMENT` to a user of a targets
+/// file, where that variable must stay unset; the answer names this instead.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ManagementSwitch {
+    /// `VOLCE_LAB_MANAGEMENT`, or its absence (one target).
+    #[default]
+    Variable,
+    /// The `management` key of the target's table in the targets file.
+    TargetsFile { path: PathBuf, target: String },
+}
+
+/// The words that set the management switch, in `VOLCE_LAB_MANAGEMENT` and
+/// as a string for the targets file's `management` (which also takes a
+/// TOML boolean): on or off, each spelled two ways, so that what one place
+/// takes the other takes too (issue 37). Exactly these, lowercase: the
+/// switch lets an agent change servers, so it is turned on only by a word
+/// that means nothing else, and any other spelling (`yes`, `1`, `on`,
+/// `TRUE`, ...) is refused with this list rather than guessed at.
+pub const MANAGEMENT_WORDS: &str = "enabled, disabled, true or false";
+
+/// Whether `word` switches management on (`Some(true)`), off, or is none
+/// of [`MANAGEMENT_WORDS`] (`None`).
+pub fn management_word(word: &str) -> Option<bool> {
+    match word {
+        "enabled" | "true" => Some(true),
+        "disabled" | "false" => Some(false),
+        _ => None,
+    }
 }
 
 /// A configuration value that was refused, with the reason.
@@ -90,6 +124,7 @@ impl Default for Config {
             expected_user: DEMO_USER.to_owned(),
             timeout: Duration::from_secs_f64(DEFAULT_TIMEOUT_SECS),
             management: false,
+            management_switch: ManagementSwitch::Variable,
             ssh_auth_sock: None,
         }
     }
@@ -132,6 +167,7 @@ impl Config {
             expected_user,
             timeout,
             management,
+            management_switch: ManagementSwitch::Variable,
             ssh_auth_sock,
         })
     }
@@ -239,16 +275,13 @@ fn timeout_of(value: Option<String>) -> Result<Duration, ConfigError> {
     }
 }
 
-/// `VOLCE_LAB_MANAGEMENT`: off unless `enabled`.
+/// `VOLCE_LAB_MANAGEMENT`: off unless set to `enabled` or `true`.
 fn management_of(value: Option<String>) -> Result<bool, ConfigError> {
-    match value.as_deref() {
-        None | Some("disabled") => Ok(false),
-        Some("enabled") => Ok(true),
-        Some(other) => Err(ConfigError {
-            variable: "VOLCE_LAB_MANAGEMENT",
-            reason: format!("must be enabled or disabled (got {})", quoted(other)),
-        }),
-    }
+    let Some(text) = value else { return Ok(false) };
+    management_word(&text).ok_or_else(|| ConfigError {
+        variable: "VOLCE_LAB_MANAGEMENT",
+        reason: format!("must be {MANAGEMENT_WORDS} (got {})", quoted(&text)),
+    })
 }
 
 /// `^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`: never an option (`-F`), never a
@@ -321,6 +354,24 @@ mod tests {
         pairs.retain(|(k, _)| *k != variable);
         pairs.push((variable, value));
         load(&pairs)
+    }
+
+    /// Issue 37: the targets file took `management = true` while the
+    /// variable refused `true`. Tried: the four words both places take, and
+    /// the spellings a user might guess (yes/no, 1/0, on/off, other cases,
+    /// blanks around a word): refused, the error listing what is accepted.
+    #[test]
+    fn management_takes_enabled_disabled_true_and_false_and_lists_them_otherwise() {
+        for (word, on) in [("enabled", true), ("true", true), ("disabled", false), ("false", false)] {
+            let config = ssh_with("VOLCE_LAB_MANAGEMENT", word).unwrap();
+            assert_eq!(config.management, on, "{word}");
+            assert_eq!(config.management_switch, ManagementSwitch::Variable);
+        }
+        assert!(!load(&SSH_OK).unwrap().management, "off unless set");
+        for word in ["yes", "no", "1", "0", "on", "off", "TRUE", "Enabled", " true", "enable"] {
+            let error = ssh_with("VOLCE_LAB_MANAGEMENT", word).expect_err(word);
+            assert!(error.reason.contains("must be enabled, disabled, true or false"), "{error}");
+        }
     }
 
     /// SSH_AUTH_SOCK is kept only as an absolute path to a socket; any
@@ -399,7 +450,6 @@ mod tests {
             ("VOLCE_LAB_TIMEOUT", " 12"),
             ("VOLCE_LAB_TIMEOUT", "1e9"),
             ("VOLCE_LAB_MANAGEMENT", "yes"),
-            ("VOLCE_LAB_MANAGEMENT", "true"),
         ];
         for (variable, value) in table {
             let error =

@@ -19,8 +19,9 @@
 //!                   validation (tools/), host-rpc client (rpc.rs), audit.rs
 //! src/install/      the installation, above host: setup and undo (setup.rs),
 //!                   the doctor's rules (doctor.rs; doctor/system.rs probes
-//!                   the system), the operator's `catalog pin|list|remove`
-//!                   (catalog.rs) and `data list|mount|purge` (data.rs),
+//!                   the system), the operator's `catalog pin|list|remove|
+//!                   gateway-image|env-file` (catalog.rs) and
+//!                   `data list|mount|purge` (data.rs),
 //!                   the sudoers rule and privileged groups
 //! src/host/         root helper: the binary's edge (entry.rs), `Host` and
 //!                   the rpc/list/show/approve/reject/resolve pipelines

@@ -39,6 +39,36 @@ pub(super) fn is_up(state: &str) -> bool {
     matches!(state, "running" | "restarting")
 }
 
+/// Why a start of an app recorded running is refused. Its containers up:
+/// `app_not_stopped`, there is nothing to start. One of them exited (it
+/// crashed, or was stopped by hand): `app_exited`, naming it, since the way
+/// back differs (a restart plan; a start is for what a stop plan stopped,
+/// and telling the agent "running already" sent it looking elsewhere).
+fn recorded_running(app: &AppName, record: &AppRecord, ctx: &Context<'_>) -> Refusal {
+    let down: Vec<String> = ctx
+        .snapshot
+        .containers
+        .iter()
+        .filter(|c| record.containers.contains(&c.id) && !is_up(&c.state))
+        // Engine text reaches a model and a terminal: escaped.
+        .map(|c| format!("{} ({})", esc(c.name.trim_start_matches('/')), esc(&c.state)))
+        .collect();
+    if down.is_empty() {
+        return Refusal::new(
+            Code::AppNotStopped,
+            format!("{app} is running already; there is nothing to start."),
+        );
+    }
+    Refusal::new(
+        Code::AppExited,
+        format!(
+            "{app} should run, but its container exited: {}. A start is only for an app a stop plan \
+             stopped; a restart plan starts it again, health-checked.",
+            down.join(", ")
+        ),
+    )
+}
+
 impl PlanAction for Start {
     const ACTION: Action = Action::Start;
 
@@ -52,12 +82,7 @@ impl PlanAction for Start {
         let record = recorded(&app, ctx)?;
         match record.state {
             AppState::Stopped => {}
-            AppState::Running => {
-                return refuse(
-                    Code::AppNotStopped,
-                    format!("{app} is running already; there is nothing to start."),
-                );
-            }
+            AppState::Running => return Err(recorded_running(&app, record, ctx)),
             AppState::NeedsInspection => {
                 return refuse(
                     Code::AppNotStopped,

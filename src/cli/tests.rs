@@ -102,6 +102,26 @@ fn host_commands_parse_with_the_list_alias() {
         parse(&["volce-lab-host", "catalog", "list"]),
         Ok(HostCommand::Catalog(CatalogCommand::List))
     ));
+    // Issue 37: the gateway image and an entry's env file have commands.
+    assert!(matches!(
+        parse(&["volce-lab-host", "catalog", "gateway-image", "r.example/gw:1", "--yes"]),
+        Ok(HostCommand::Catalog(CatalogCommand::GatewayImage { yes: true, .. }))
+    ));
+    assert!(matches!(
+        parse(&["volce-lab-host", "catalog", "env-file", "web", "/etc/volce-lab/apps/web.env"]),
+        Ok(HostCommand::Catalog(CatalogCommand::EnvFile { path: Some(_), none: false, .. }))
+    ));
+    assert!(matches!(
+        parse(&["volce-lab-host", "catalog", "env-file", "web", "--none"]),
+        Ok(HostCommand::Catalog(CatalogCommand::EnvFile { path: None, none: true, .. }))
+    ));
+    for args in [
+        &["volce-lab-host", "catalog", "env-file", "web"][..],
+        &["volce-lab-host", "catalog", "env-file", "web", "/etc/volce-lab/apps/web.env", "--none"],
+        &["volce-lab-host", "catalog", "gateway-image"],
+    ] {
+        assert!(parse(args).is_err(), "{args:?}: a path or --none, exactly one; an image");
+    }
     assert!(matches!(parse(&["volce-lab-host", "data", "list"]), Ok(HostCommand::Data(DataCommand::List))));
     assert!(matches!(parse(&["volce-lab-host", "data", "mount"]), Ok(HostCommand::Data(DataCommand::Mount))));
     assert!(matches!(

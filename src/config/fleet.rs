@@ -5,7 +5,7 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use super::{Config, ConfigError, Mode, SshConfigFiles, quoted, targets};
+use super::{Config, ConfigError, ManagementSwitch, Mode, SshConfigFiles, quoted, targets};
 
 /// One server of the workstation's fleet: its name (what tools take as
 /// `target`), its groups (`@group` in a fan-out) and its own configuration.
@@ -112,7 +112,9 @@ impl Fleet {
                 "VOLCE_LAB_MANAGEMENT" => Some(OsString::from(management)),
                 other => lookup(other),
             };
-            let config = Config::from_lookup(overlay)?;
+            let mut config = Config::from_lookup(overlay)?;
+            config.management_switch =
+                ManagementSwitch::TargetsFile { path: path.clone(), target: entry.name.clone() };
             let files = SshConfigFiles::of(config.ssh_config.as_deref(), home.as_deref());
             if !files.declares(&entry.ssh_alias) {
                 return Err(refuse(format!(
@@ -217,6 +219,15 @@ mod tests {
         );
         assert_eq!(web.config.expected_host, "web-1.internal");
         assert!(web.config.management && !db.config.management, "management is per target");
+        // Where each switch is set, for management_disabled (issue 37).
+        let switch = |target: &str| ManagementSwitch::TargetsFile {
+            path: world.targets_file(),
+            target: target.into(),
+        };
+        assert_eq!(
+            (&db.config.management_switch, &web.config.management_switch),
+            (&switch("db"), &switch("web-1"))
+        );
         assert!(fleet.targets().iter().all(|t| t.config.mode == Mode::Ssh));
         assert!(
             fleet.targets().iter().all(|t| t.config.timeout.as_secs() == 5),

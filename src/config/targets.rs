@@ -19,7 +19,7 @@ use std::path::Path;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::{is_alias, is_identifier};
+use super::{MANAGEMENT_WORDS, is_alias, is_identifier, management_word};
 
 /// At most this many targets: a fan-out runs at most 8 at once, and a file
 /// longer than this is more likely a mistake than a fleet.
@@ -52,8 +52,8 @@ struct TableShape {
     ssh_alias: Option<Spanned<String>>,
     expected_host: Spanned<String>,
     expected_user: Spanned<String>,
-    #[serde(default)]
-    management: bool,
+    /// A TOML boolean or one of [`MANAGEMENT_WORDS`] ([`management`]).
+    management: Option<Spanned<toml::Value>>,
     #[serde(default)]
     groups: Vec<Spanned<String>>,
 }
@@ -167,14 +167,34 @@ fn target(
         ));
     }
     let groups = groups(source, table.groups, &key("groups"))?;
+    let management = management(source, table.management, &key("management"))?;
     Ok(TargetEntry {
         name: name.into_inner(),
         ssh_alias,
         expected_host: table.expected_host.into_inner(),
         expected_user: table.expected_user.into_inner(),
-        management: table.management,
+        management,
         groups,
         line,
+    })
+}
+
+/// A target's `management`: off when absent; `true`/`false`, or the words
+/// `VOLCE_LAB_MANAGEMENT` takes as a string, so one spelling works in both
+/// places (issue 37).
+fn management(source: &Source, given: Option<Spanned<toml::Value>>, key: &str) -> Result<bool, String> {
+    let Some(given) = given else { return Ok(false) };
+    let on = match given.get_ref() {
+        toml::Value::Boolean(on) => Some(*on),
+        toml::Value::String(word) => management_word(word),
+        _ => None,
+    };
+    on.ok_or_else(|| {
+        source.at(
+            given.span(),
+            key,
+            &format!("must be true or false, or as a string one of {MANAGEMENT_WORDS} (default false)."),
+        )
     })
 }
 
@@ -286,6 +306,35 @@ groups = ["prod", "data", "prod"]
             assert!(error.starts_with("/home/u/targets.toml, "), "{tried}: {error}");
             assert!(error.contains(place), "{tried}: {error}");
             assert!(error.ends_with('.') && !error.contains('\n'), "{tried}: one sentence: {error:?}");
+        }
+    }
+
+    /// Issue 37: `management` took only a boolean while the variable took
+    /// only enabled/disabled. Tried: every word either place takes, as a
+    /// string and as a boolean; a guess (`"yes"`, `1`, `"on"`): refused at
+    /// the key's line, listing what is accepted.
+    #[test]
+    fn management_takes_a_boolean_or_the_words_the_variable_takes() {
+        let with = |value: &str| {
+            parsed(&format!(
+                "[targets.a]\nexpected_host = \"h\"\nexpected_user = \"u\"\nmanagement = {value}\n"
+            ))
+        };
+        for (value, on) in [
+            ("true", true),
+            ("false", false),
+            ("\"enabled\"", true),
+            ("\"disabled\"", false),
+            ("\"true\"", true),
+            ("\"false\"", false),
+        ] {
+            assert_eq!(with(value).unwrap()[0].management, on, "{value}");
+        }
+        for value in ["\"yes\"", "1", "\"on\"", "\"Enabled\"", "[true]"] {
+            let error = with(value).expect_err(value);
+            assert!(error.contains("line 4, key targets.a.management: must be true or false"), "{error}");
+            assert!(error.contains("enabled, disabled, true or false"), "{error}");
+            assert!(error.ends_with('.') && !error.contains('\n'), "{error}");
         }
     }
 

@@ -362,13 +362,13 @@ impl Policy {
     }
 }
 
-/// The catalog: not empty, each key a name, each entry valid.
+/// The catalog: each key a name, each entry valid. It may be empty (issue
+/// 37): setup's skeleton starts with none, so the operator pins what they
+/// reviewed instead of removing placeholders first, and every reader says
+/// "the catalog is empty" ([`EMPTY_CATALOG`]) rather than failing oddly.
 fn catalog_of(
     raw: BTreeMap<String, serde_json::Value>,
 ) -> Result<BTreeMap<String, CatalogEntry>, PolicyError> {
-    if raw.is_empty() {
-        return bad("catalog is empty: list at least one approved image");
-    }
     let mut catalog = BTreeMap::new();
     for (key, value) in raw {
         if !is_name(&key, 31) {
@@ -379,6 +379,10 @@ fn catalog_of(
     }
     Ok(catalog)
 }
+
+/// What every reader of an empty catalog says: the fact and the next step.
+pub const EMPTY_CATALOG: &str =
+    "the catalog is empty; pin an image with `sudo volce-lab-host catalog pin KEY IMAGE`";
 
 /// Every container's limits, each in its range.
 fn limits_of(l: RawLimits) -> Result<ContainerLimits, PolicyError> {

@@ -241,6 +241,12 @@ const KEYS_NAMED: usize = 6;
 /// (`^[a-z][a-z0-9-]{0,30}$`), so they are quoted as they are; the agent's
 /// text is never repeated.
 pub fn not_in_catalog(policy: &Policy) -> String {
+    if policy.catalog.is_empty() {
+        // Nothing to choose from: the operator's step, not the agent's.
+        return "image must be a key of the operator's catalog, and the catalog is empty: nothing can be \
+                deployed until the operator pins an image on the server (`sudo volce-lab-host catalog pin KEY IMAGE`)."
+            .to_owned();
+    }
     let keys: Vec<String> = policy.catalog.keys().take(KEYS_NAMED).map(|k| format!("`{k}`")).collect();
     let more = policy.catalog.len().saturating_sub(KEYS_NAMED);
     let more = if more > 0 { format!(" and {more} more") } else { String::new() };

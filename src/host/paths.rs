@@ -378,6 +378,6 @@ mod tests {
         std::fs::write(&paths.policy, br#"{"catalog":{},"nginx_image":"x","approvers":[]}"#).unwrap();
         let refusal = load_policy(&paths).unwrap_err();
         assert_eq!(refusal.code, Code::PolicyInvalid);
-        assert!(refusal.message.contains("catalog is empty"), "{}", refusal.message);
+        assert!(refusal.message.contains("nginx_image is not pinned"), "{}", refusal.message);
     }
 }

@@ -321,9 +321,10 @@ impl<E: Engine, C: Clock, L: Liveness> Host<E, C, L> {
             let id = PlanId::parse(plan_id)?;
             let digest = Digest::parse(digest)?;
             let before = c.load(&id, approver)?;
-            // Before the question: a plan that needs no approval, or an
-            // operator who may not give it, is refused without asking.
-            c.approvable(&before, approver)?;
+            // Before the question: a plan that needs no approval, an
+            // operator who may not give it, or a digest that is not the
+            // plan's is refused without asking.
+            c.approvable(&before, &digest, approver)?;
             if decide(&show::summary(&before, now), &Confirmation::of(&before)) != Decision::Confirmed {
                 return Err(Refusal::new(
                     Code::NotConfirmed,

@@ -63,7 +63,8 @@ pub enum Status {
     ExecutionFailed,
     /// Demo mode: management tools run nothing.
     DemoOnly,
-    /// Management tools are off (`VOLCE_LAB_MANAGEMENT` is not `enabled`).
+    /// Management tools are off (`VOLCE_LAB_MANAGEMENT`, or the target's
+    /// `management` key in the targets file, is not on).
     ManagementDisabled,
     /// The host helper refused the request with a stable code.
     Rejected,

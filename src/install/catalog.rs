@@ -1,11 +1,12 @@
-//! `volce-lab-host catalog pin|list|remove`: the operator's commands that
-//! change the policy's catalog, so that pinning an image is not hand-edited
-//! JSON. Runs as root on the operator's terminal (`run.rs`: the shipped
+//! `volce-lab-host catalog pin|list|remove|gateway-image|env-file`: the
+//! operator's commands that change the policy's catalog and its gateway
+//! image, so that no part of it is hand-edited JSON. Runs as root on the operator's terminal (`run.rs`: the shipped
 //! commands); a layer above `crate::host`, so the agent has no path here
 //! (the rpc request enum has no variant for it, and host imports nothing
 //! from `install`).
 //!
-//! Each change is prepared ([`prepare_pin`], [`prepare_remove`]) without
+//! Each change is prepared ([`prepare_pin`], [`prepare_remove`],
+//! [`prepare_gateway_image`], [`prepare_env_file`]) without
 //! writing anything: the policy is read under the loader's owner and mode
 //! checks, its parsed JSON value edited in one place (every other key and
 //! entry kept as it is), and the whole result validated with
@@ -37,11 +38,17 @@ use crate::vocab::PlanState;
 use crate::vocab::{Code, HealthPath, ImageRef, Refusal, uncovered_volumes};
 
 mod entry;
+mod env_file;
+mod gateway;
 mod reference;
 mod run;
 use entry::{data_arg, pinned_entry};
+pub use env_file::prepare_env_file;
+pub use gateway::prepare_gateway_image;
 pub use reference::{PortChoice, Reference, choose_port};
-pub use run::{run_catalog_list, run_catalog_pin, run_catalog_remove};
+pub use run::{
+    run_catalog_env_file, run_catalog_gateway_image, run_catalog_list, run_catalog_pin, run_catalog_remove,
+};
 
 /// What `catalog pin` needs of the engine: the docker client in the shipped
 /// binary, a fake in tests.
@@ -76,8 +83,10 @@ pub struct PinArgs {
 /// [`write`] puts in place.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Change {
-    /// The key the operator types to confirm.
+    /// What the operator types to confirm: the catalog key, or `gateway`.
     pub key: String,
+    /// The question that asks for [`Change::key`].
+    pub prompt: &'static str,
     /// What will be written and what it voids, for the terminal.
     pub shown: String,
     /// The policy file as it was read: [`write`] refuses if it changed.
@@ -131,7 +140,7 @@ pub fn prepare_pin(
     let checked = check_pin_args(args)?;
     let (before, mut value, policy) = current(paths)?;
     let old = value["catalog"].get(&args.key).cloned();
-    let image = fetch_image(source, &checked.reference)?;
+    let image = fetch_image(source, &checked.reference, ImageRole::App)?;
     // A VOLUME at exactly the entry's data path (given now, or kept from
     // the old entry) is covered by the data directory.
     let old_data = policy.catalog.get(&args.key).and_then(|entry| entry.data.as_ref());
@@ -173,16 +182,7 @@ struct PinChecked {
 /// data directory pin was given, in that order.
 fn check_pin_args(args: &PinArgs) -> Result<PinChecked, Refusal> {
     check_key(&args.key)?;
-    let Some(reference) = Reference::parse(&args.image) else {
-        return refused(
-            Code::InvalidImageReference,
-            format!(
-                "{} is not an image reference volce-lab takes: [host[:port]/]name[:tag][@sha256:<64 hex>], \
-                 lowercase. Nothing was pulled or written.",
-                crate::text::quoted(&args.image, 300)
-            ),
-        );
-    };
+    let reference = check_reference(&args.image)?;
     if args.container_port.is_some_and(|port| port < 1024) {
         return refused(
             Code::InvalidCatalogEntry,
@@ -208,6 +208,35 @@ fn check_pin_args(args: &PinArgs) -> Result<PinChecked, Refusal> {
     Ok(PinChecked { reference, health_path, data })
 }
 
+/// An image as `catalog pin` and `catalog gateway-image` take it.
+fn check_reference(image: &str) -> Result<Reference, Refusal> {
+    Reference::parse(image).ok_or_else(|| {
+        Refusal::new(
+            Code::InvalidImageReference,
+            format!(
+                "{} is not an image reference volce-lab takes: [host[:port]/]name[:tag][@sha256:<64 hex>], \
+                 lowercase. Nothing was pulled or written.",
+                crate::text::quoted(image, 300)
+            ),
+        )
+    })
+}
+
+/// The `catalog_key_not_found` refusal for `key`, naming the keys there
+/// are, or saying the catalog is empty and how to fill it.
+fn key_not_found(key: &str, policy: &Policy) -> Refusal {
+    let message = if policy.catalog.is_empty() {
+        format!(
+            "The catalog has no key `{key}`: {}. Nothing was written.",
+            crate::control::policy::EMPTY_CATALOG
+        )
+    } else {
+        let keys: Vec<&str> = policy.catalog.keys().map(String::as_str).collect();
+        format!("The catalog has no key `{key}` (it has: {}). Nothing was written.", keys.join(", "))
+    };
+    Refusal::new(Code::CatalogKeyNotFound, message)
+}
+
 /// The image pin found: how it was asked for, whether the pull worked,
 /// what the engine holds, and its pinned reference.
 struct FetchedImage {
@@ -219,8 +248,12 @@ struct FetchedImage {
 
 /// Pulls `reference` (or reads the local image when the pull fails), pins
 /// it by its registry digest, and checks that it fits the container
-/// volce-lab starts from it.
-fn fetch_image(source: &dyn ImageSource, reference: &Reference) -> Result<FetchedImage, Refusal> {
+/// volce-lab starts from it in `role`.
+fn fetch_image(
+    source: &dyn ImageSource,
+    reference: &Reference,
+    role: ImageRole,
+) -> Result<FetchedImage, Refusal> {
     let pull = reference.pull_form();
     let pull_failure = source.pull(&pull).err();
     let pulled = pull_failure.is_none();
@@ -253,7 +286,7 @@ fn fetch_image(source: &dyn ImageSource, reference: &Reference) -> Result<Fetche
     let Some(pinned) = ImageRef::parse(&pinned) else {
         return refused(Code::InvalidImageReference, format!("{} cannot be pinned.", esc(&pinned)));
     };
-    let misfit = misfits(&image.config, ImageRole::App);
+    let misfit = misfits(&image.config, role);
     if !misfit.is_empty() {
         return refused(
             Code::ImageMisfitsTemplate,
@@ -261,7 +294,7 @@ fn fetch_image(source: &dyn ImageSource, reference: &Reference) -> Result<Fetche
                 "{} does not fit the container volce-lab starts from it: {}. Nothing was written. {}",
                 esc(&pull),
                 misfit.join("; "),
-                Code::ImageMisfitsTemplate.fix()
+                role.rebuild_step()
             ),
         );
     }
@@ -296,11 +329,7 @@ pub fn prepare_remove(paths: &HostPaths, key: &str, now: i64) -> Result<Change, 
     check_key(key)?;
     let (before, mut value, policy) = current(paths)?;
     if !policy.catalog.contains_key(key) {
-        let keys: Vec<&str> = policy.catalog.keys().map(String::as_str).collect();
-        return refused(
-            Code::CatalogKeyNotFound,
-            format!("The catalog has no key `{key}` (it has: {}). Nothing was written.", keys.join(", ")),
-        );
+        return Err(key_not_found(key, &policy));
     }
     let apps = crate::store::read_apps(&paths.database()).map_err(|e| e.refusal())?;
     // A version kept for rollback counts too: its rollback reads the key's
@@ -365,7 +394,7 @@ fn finish(
     let old_hash = policy.hash();
     if new.hash() == old_hash {
         shown.push_str("The policy already says this: nothing to write, no plan is voided.\n");
-        return Ok(Change { key, shown, before, after: None });
+        return Ok(Change { key, prompt: PROMPT, shown, before, after: None });
     }
     let awaiting = crate::store::read_awaiting(&paths.database(), now).map_err(|e| e.refusal())?;
     let voided: Vec<&StoredPlan> = awaiting
@@ -391,7 +420,7 @@ fn finish(
             ));
         }
     }
-    Ok(Change { key, shown, before, after: Some(after) })
+    Ok(Change { key, prompt: PROMPT, shown, before, after: Some(after) })
 }
 
 /// The question after [`Change::shown`].
@@ -460,9 +489,16 @@ pub(crate) fn lock_policy(paths: &HostPaths) -> Result<nix::fcntl::Flock<std::fs
     })
 }
 
-/// `catalog list`: one line per entry, with the apps that use it.
+/// `catalog list`: one line per entry, with the apps that use it, then the
+/// gateway image; an empty catalog says so and how to fill it.
 pub fn list(paths: &HostPaths) -> Result<String, Refusal> {
     let policy = load_policy(paths)?;
+    let gateway = format!("Gateway image (nginx_image): {}\n", esc(policy.nginx_image.as_str()));
+    if policy.catalog.is_empty() {
+        let mut empty = crate::control::policy::EMPTY_CATALOG.to_owned();
+        empty[..1].make_ascii_uppercase();
+        return Ok(format!("{empty}.\n{gateway}"));
+    }
     let apps = crate::store::read_apps(&paths.database()).map_err(|e| e.refusal())?;
     let mut out = format!(
         "{} catalog entr{}:\n",
@@ -485,5 +521,6 @@ pub fn list(paths: &HostPaths) -> Result<String, Refusal> {
             if users.is_empty() { "none".to_owned() } else { esc(&users.join(", ")) }
         ));
     }
+    out.push_str(&gateway);
     Ok(out)
 }

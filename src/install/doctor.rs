@@ -52,6 +52,8 @@ impl DoctorPaths {
 pub struct PolicyFacts {
     /// Every pinned reference: the catalog's, then the gateway's.
     pub images: Vec<String>,
+    /// How many entries the catalog has (none is valid: setup's skeleton).
+    pub catalog_entries: usize,
     /// The gateway's (`nginx_image`), also the last of `images`.
     pub gateway: String,
     pub approvers: Vec<String>,

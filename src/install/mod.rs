@@ -1,7 +1,8 @@
 //! The server's installation, one concern in one home: `volce-lab-host
 //! setup` and `setup --undo` (`setup.rs`), `volce-lab-host doctor`
-//! (`doctor.rs`), `volce-lab-host catalog pin|list|remove` (`catalog.rs`,
-//! which edits the policy's catalog), `volce-lab-host data list|mount|purge`
+//! (`doctor.rs`), `volce-lab-host catalog pin|list|remove|gateway-image|env-file`
+//! (`catalog.rs`, which edits the policy's catalog and gateway image),
+//! `volce-lab-host data list|mount|purge`
 //! (`data.rs`, the apps' data images), and the two rules both hold the server to: the agent's
 //! one sudoers line ([`sudoers_rule`]) and the groups it must not be in
 //! ([`PRIVILEGED_GROUPS`]). Runs as root on the server's terminal.

@@ -191,7 +191,11 @@ fn setup_steps(args: &SetupArgs, kind: &str, blob: &str, manifest: &mut Manifest
             fs::create_dir_all(etc).map_err(|e| step_failed("policy", e))?;
         }
         place_file(manifest, "policy", Path::new(POLICY), skeleton.as_bytes(), 0o600, false)?;
-        println!("     edit {POLICY}: put your reviewed, digest-pinned images in catalog and nginx_image");
+        println!(
+            "     the catalog is empty: pin the gateway and the app images you reviewed with\n       \
+             sudo volce-lab-host catalog gateway-image IMAGE\n       \
+             sudo volce-lab-host catalog pin KEY IMAGE"
+        );
     }
 
     // 6. The database, so doctor has something to check before any rpc.

@@ -182,7 +182,7 @@ pub(super) struct Managed {
 /// A management call's result for the target `base` names.
 pub(super) fn managed(base: Base, facts: Managed, request_id: String) -> Served {
     let Managed { tool, operation, action, plan_id, answer, execution } = facts;
-    let Answer { status, code, message, result, plan_id: named, app_log } = answer;
+    let Answer { status, code, message, result, plan_id: named, app_log, fix } = answer;
     let plan_id = plan_id.or(named);
     let exit_code = execution.as_ref().and_then(|e| e.exit_code);
     let execution_status = execution.as_ref().map(|e| e.execution_status);
@@ -193,7 +193,7 @@ pub(super) fn managed(base: Base, facts: Managed, request_id: String) -> Served 
         operation,
         action,
         plan_id: plan_id.clone(),
-        verdict: Verdict::new(status, code, message),
+        verdict: Verdict::new(status, code, message).instead(fix),
         result: result.map(|returned| returned.object),
         exit_code,
         execution,
@@ -216,7 +216,8 @@ fn target_check(name: &str, mode: Mode, result: CheckResult) -> TargetCheck {
     let verdict = if no_gateway_yet(&result) {
         // Not unhealthy, and not healthy either: status stays check_failed
         // (nothing serves), but the words say why and what would change it.
-        Verdict::with_own_fix(result.status, sentences::NO_GATEWAY_YET.into(), sentences::NO_GATEWAY_YET_FIX)
+        Verdict::new(result.status, None, sentences::NO_GATEWAY_YET.into())
+            .instead(Some(sentences::NO_GATEWAY_YET_FIX))
     } else {
         let (code, sentence) = check_words(&result);
         Verdict::new(result.status, code, sentence)

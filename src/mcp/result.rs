@@ -68,10 +68,14 @@ impl Verdict {
         Verdict { status, code, message, fix }
     }
 
-    /// A verdict whose words are its own case's rather than its status's
-    /// (web_status with no gateway yet: not unhealthy, nothing serves).
-    pub fn with_own_fix(status: Status, message: String, fix: &'static str) -> Verdict {
-        Verdict { status, code: None, message, fix: Some(fix) }
+    /// This verdict with `fix` as its next step in place of its status's
+    /// or code's, when this configuration has its own (`Answer::fix`). An
+    /// ok verdict keeps no fix.
+    pub fn instead(mut self, fix: Option<&'static str>) -> Verdict {
+        if self.fix.is_some() && fix.is_some() {
+            self.fix = fix;
+        }
+        self
     }
 
     /// A fan-out's verdict: its one next step, when not ok, is to read

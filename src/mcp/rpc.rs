@@ -147,12 +147,23 @@ pub struct Answer {
     /// An execute whose plan was rolled back: the failed app container's
     /// last lines, as the helper made them safe (untrusted app output).
     pub app_log: Option<crate::logs::AppLog>,
+    /// The next step, where this configuration's differs from the one its
+    /// status or code gives everywhere else (`Verdict::instead`); only
+    /// `management_disabled` with a targets file has one.
+    pub fix: Option<&'static str>,
 }
 
 impl Answer {
     /// An answer with no body, plan or app log.
     pub fn new(status: Status, code: Option<AnswerCode>, message: String) -> Answer {
-        Answer { status, code, message, result: None, plan_id: None, app_log: None }
+        Answer { status, code, message, result: None, plan_id: None, app_log: None, fix: None }
+    }
+
+    /// `management_disabled`, naming where `switch` is set: the variable,
+    /// or the target's `management` key in the targets file.
+    pub fn management_disabled(switch: &crate::config::ManagementSwitch) -> Answer {
+        let (message, fix) = super::sentences::management_disabled(switch);
+        Answer { fix, ..Answer::new(Status::ManagementDisabled, None, message) }
     }
 
     /// An answer of `status` with the sentence that status carries.

@@ -2,6 +2,7 @@
 //! agent (a refusal or an rpc answer brings its own). Pure; runs
 //! unprivileged on the workstation.
 
+use crate::config::ManagementSwitch;
 use crate::inspect::Status;
 
 /// A sentence for each status the agent can meet.
@@ -87,6 +88,30 @@ pub fn status_fix(status: Status) -> Option<&'static str> {
     })
 }
 
+/// The sentence and the next step of `management_disabled` for a target
+/// whose switch is `switch`. With a targets file, `VOLCE_LAB_MANAGEMENT`
+/// must stay unset, so naming it sent the user the wrong way (issue 37):
+/// the target's `management` key in that file is named instead. `None` as
+/// the fix: the status's own ([`status_fix`]).
+pub fn management_disabled(switch: &ManagementSwitch) -> (String, Option<&'static str>) {
+    match switch {
+        ManagementSwitch::Variable => (message(Status::ManagementDisabled, false).to_owned(), None),
+        ManagementSwitch::TargetsFile { path, target } => (
+            format!(
+                "Management is switched off for target {target}; only the user can enable it (management = true \
+                 in its [targets.{target}] table of the targets file {}, then a restart of the MCP server). \
+                 Nothing was run.",
+                crate::text::for_terminal(&path.display().to_string())
+            ),
+            Some(TARGETS_FILE_MANAGEMENT_FIX),
+        ),
+    }
+}
+
+/// The next step of `management_disabled` when a targets file sets the switch.
+pub const TARGETS_FILE_MANAGEMENT_FIX: &str = "Tell the user; only they can set management = true in this target's table of the targets file \
+     (VOLCE_LAB_TARGETS) and restart the MCP server.";
+
 /// The next step of a refusal whose code this workstation does not know
 /// (from a newer host helper): a refusal changed nothing whichever build
 /// named it.
@@ -118,7 +143,7 @@ mod tests {
                 assert_eq!(*status, Status::Ok);
                 continue;
             };
-            for fix in [fix, NEWER_CODE_FIX, FAN_OUT_FIX, NO_GATEWAY_YET_FIX] {
+            for fix in [fix, NEWER_CODE_FIX, FAN_OUT_FIX, NO_GATEWAY_YET_FIX, TARGETS_FILE_MANAGEMENT_FIX] {
                 assert!(fix.chars().count() <= crate::vocab::FIX_MAX_CHARS, "{status:?}: {fix}");
                 assert!(fix.starts_with(|c: char| c.is_ascii_uppercase()) && fix.ends_with('.'), "{fix}");
             }

@@ -289,7 +289,7 @@ impl VolceLab {
             return (Answer::plain(refusal), None);
         }
         if !inspector.config().management {
-            return (Answer::plain(Status::ManagementDisabled), None);
+            return (Answer::management_disabled(&inspector.config().management_switch), None);
         }
         // Learned at the identity check that opened the gate above.
         if let Err(refusal) =
@@ -318,6 +318,11 @@ impl VolceLab {
                 let mut answer = rpc::interpret(operation, &outcome, inspector.config().mode);
                 if operation == wire::Operation::Inventory && answer.status == Status::Ok {
                     answer.message = rpc::with_server_version(&answer.message, &inspector.server_version());
+                }
+                if answer.code == Some(Code::PlanNotFound.into())
+                    && let Some(elsewhere) = self.choices.plan_elsewhere(&member.name)
+                {
+                    answer.message = format!("{} {elsewhere}", answer.message);
                 }
                 (answer, Some(outcome.execution))
             }

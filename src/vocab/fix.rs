@@ -72,6 +72,9 @@ impl Code {
             Code::AppNotStopped => {
                 "Read service_inventory; only a stopped app can be started: a restart plan restarts one that should run or runs again."
             }
+            Code::AppExited => {
+                "Plan a restart of the app: it should run and its container exited; start is only for an app a stop plan stopped."
+            }
             Code::ImageUnchanged => "Nothing to do: the app already runs that image; tell the user.",
             Code::ImageDeclaresVolumes => {
                 "Choose a catalog image without VOLUME declarations, or ask the operator to rebuild the image without them."
@@ -80,7 +83,9 @@ impl Code {
                 "Stop and ask the operator to inspect the plan the message names on the server (`sudo volce-lab-host show PLAN_ID`)."
             }
             Code::InvalidPlanId => "Use the plan_id exactly as service_plan returned it.",
-            Code::PlanNotFound => "Prepare a new plan with service_plan; this id is not on the server.",
+            Code::PlanNotFound => {
+                "This id is not on the server asked: plans are per server, so if the plan was made on another target, call again with that target; else prepare a new plan with service_plan."
+            }
             Code::PlanExpired | Code::PlanInvalidated | Code::PolicyChanged | Code::SnapshotChanged => {
                 "Read the server's state again (service_inventory), then prepare a new plan."
             }

@@ -43,6 +43,9 @@ pub enum Code {
     ImageNotManaged,
     /// start of an app that is not stopped (running, or needs inspection).
     AppNotStopped,
+    /// start of an app recorded running whose container exited (crashed,
+    /// or stopped by hand): a restart plan is the way, not a start.
+    AppExited,
     /// update to the image the app already runs.
     ImageUnchanged,
     /// deploy or update of an image that declares `VOLUME`s (refused at
@@ -191,7 +194,7 @@ pub enum Code {
     NothingKept,
     /// A remove_image of an image a kept version names: rollback needs it.
     ImageKeptForRollback,
-    // The catalog's operator commands (terminal only: `catalog pin`, `catalog remove`).
+    // The catalog's operator commands (terminal only: `catalog pin|remove|gateway-image|env-file`).
     /// `catalog pin|remove KEY`: not `^[a-z][a-z0-9-]{0,30}$`.
     InvalidCatalogKey,
     /// `catalog pin KEY IMAGE`: IMAGE is not `name[:tag][@sha256:<hex>]`.
@@ -207,11 +210,12 @@ pub enum Code {
     ImageMisfitsTemplate,
     /// It exposes no port, several, or one below 1024, and no `--container-port` was given.
     ContainerPortNeeded,
-    /// `catalog remove` of a key the catalog does not have.
+    /// `catalog remove|env-file` of a key the catalog does not have.
     CatalogKeyNotFound,
     /// `catalog remove` of a key a managed app's record uses.
     CatalogKeyInUse,
-    /// The edited policy would not load (e.g. the last catalog entry removed).
+    /// The edited policy would not load, or the policy file changed while
+    /// the operator was asked.
     CatalogEditInvalid,
     /// Something at an app's data image path is not a data image volce-lab
     /// made (not a root-owned regular file).
@@ -310,7 +314,7 @@ mod tests {
     #[test]
     fn code_strings_never_change() {
         use strum::VariantArray as _;
-        const SHIPPED: [&str; 107] = [
+        const SHIPPED: [&str; 108] = [
             "invalid_request",
             "request_too_large",
             "unknown_action",
@@ -334,6 +338,7 @@ mod tests {
             "image_in_use",
             "image_not_managed",
             "app_not_stopped",
+            "app_exited",
             "image_unchanged",
             "image_declares_volumes",
             "image_has_children",

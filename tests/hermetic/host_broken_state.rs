@@ -87,6 +87,7 @@ fn doctor_findings(h: &Harness) -> Vec<Finding> {
         fn policy(&self, _: &Path) -> Result<volce_lab::install::doctor::PolicyFacts, String> {
             Ok(volce_lab::install::doctor::PolicyFacts {
                 images: vec![],
+                catalog_entries: 0,
                 gateway: String::new(),
                 approvers: vec![],
                 env_files: vec![],

@@ -289,7 +289,7 @@ fn the_pending_plans_a_change_voids_are_named_and_then_refused() {
 }
 
 #[test]
-fn remove_is_refused_while_an_app_uses_the_key_and_never_empties_the_catalog() {
+fn remove_is_refused_while_an_app_uses_the_key_and_may_empty_the_catalog() {
     let mut h = world();
     let at = now(&h);
     let in_use = catalog::prepare_remove(&h.paths, "web", at).unwrap_err();
@@ -307,14 +307,160 @@ fn remove_is_refused_while_an_app_uses_the_key_and_never_empties_the_catalog() {
     expected["catalog"].as_object_mut().unwrap().remove("api");
     assert_eq!(policy_on_disk(&h), expected);
 
-    // The last entry: the policy would not load, so nothing is written.
+    // The last entry (issue 37: it could never go, so setup's placeholders
+    // stayed): removed, and the empty catalog is a valid policy.
     let mut only = handwritten();
     only["catalog"] = json!({"solo": format!("r.example/solo@sha256:{}", hex('f'))});
     h.write_policy(&only);
-    let last = catalog::prepare_remove(&h.paths, "solo", at).unwrap_err();
-    assert_eq!(last.code, Code::CatalogEditInvalid, "{last:?}");
-    assert!(last.message.contains("catalog is empty"), "{}", last.message);
-    assert_eq!(policy_on_disk(&h), only);
+    catalog::write(&h.paths, &catalog::prepare_remove(&h.paths, "solo", at).unwrap()).unwrap();
+    assert_eq!(policy_on_disk(&h)["catalog"], json!({}));
+}
+
+/// Issue 37: with an empty catalog every reader says so and names
+/// `catalog pin`. Tried: `catalog list`, `catalog remove` and `catalog
+/// env-file` of a key, a deploy plan, and the inventory's offer (an empty
+/// list); pinning from there works.
+#[test]
+fn an_empty_catalog_is_valid_and_every_reader_says_to_pin_an_image() {
+    let mut h = world();
+    let mut empty = handwritten();
+    empty["catalog"] = json!({});
+    h.write_policy(&empty);
+    let at = now(&h);
+    let list = catalog::list(&h.paths).unwrap();
+    assert!(
+        list.starts_with(
+            "The catalog is empty; pin an image with `sudo volce-lab-host catalog pin KEY IMAGE`."
+        ),
+        "{list}"
+    );
+    assert!(list.contains("Gateway image (nginx_image): 127.0.0.1:15000/volce-lab/gateway@"), "{list}");
+    for refusal in [
+        catalog::prepare_remove(&h.paths, "web", at).unwrap_err(),
+        catalog::prepare_env_file(&h.paths, "web", None, at).unwrap_err(),
+    ] {
+        assert_eq!(refusal.code, Code::CatalogKeyNotFound);
+        assert!(refusal.message.contains("the catalog is empty; pin an image with"), "{}", refusal.message);
+    }
+    let deploy = h.controller().prepare("deploy", &deploy_params("shop", 18001), "agent").unwrap_err();
+    assert_eq!(deploy.code, Code::ImageNotInCatalog);
+    assert!(
+        deploy.message.contains("the catalog is empty") && deploy.message.contains("catalog pin"),
+        "{}",
+        deploy.message
+    );
+    let inventory = h.controller().inventory("agent").unwrap();
+    assert!(inventory.offer.catalog.is_empty());
+    let source = FakeSource::new(Some(fitting()));
+    catalog::write(&h.paths, &pin(&h, &source, &pin_args("shop", &format!("{REPO}:1"))).unwrap()).unwrap();
+    assert!(catalog::list(&h.paths).unwrap().starts_with("1 catalog entry:"));
+}
+
+/// An image that fits the gateway template: uid 101, nginx in the foreground.
+fn gateway_image() -> LocalImage {
+    LocalImage {
+        config: ImageConfig {
+            user: "101".into(),
+            cmd: vec!["nginx".into(), "-g".into(), "daemon off;".into()],
+            ..Default::default()
+        },
+        digests: vec![format!("127.0.0.1:15000/team/gateway@sha256:{}", hex('e'))],
+    }
+}
+
+/// Issue 37: the gateway image had no command, so the operator edited
+/// policy.json by hand. Tried: a fitting image by tag (pinned by its
+/// registry digest, every other key kept, the operator types `gateway`),
+/// then refused ones that write nothing: a bad reference, an app-shaped
+/// image (uid 1000), an image with a VOLUME, none at all.
+#[test]
+fn gateway_image_pins_nginx_image_by_its_registry_digest_and_checks_the_gateway_template() {
+    let h = world();
+    let source = FakeSource::new(Some(gateway_image()));
+    let change =
+        catalog::prepare_gateway_image(&h.paths, &source, "127.0.0.1:15000/team/gateway:1.27", now(&h))
+            .unwrap();
+    assert_eq!((change.key.as_str(), change.prompt), ("gateway", "To write the policy, type gateway"));
+    let pinned = format!("127.0.0.1:15000/team/gateway@sha256:{}", hex('e'));
+    assert!(change.shown.contains(&format!("It will be: {pinned}")), "{}", change.shown);
+    assert_eq!(policy_on_disk(&h), handwritten(), "nothing before the confirmation");
+    catalog::write(&h.paths, &change).unwrap();
+    let mut expected = handwritten();
+    expected["nginx_image"] = json!(pinned);
+    assert_eq!(policy_on_disk(&h), expected);
+
+    let before = std::fs::read(&h.paths.policy).unwrap();
+    let mut app_shaped = gateway_image();
+    app_shaped.config.user = "1000:1000".into();
+    let mut volume = gateway_image();
+    volume.config.volumes = [("/var/cache/nginx".to_owned(), json!({}))].into();
+    let cases = [
+        ("nginx latest", FakeSource::new(Some(gateway_image())), Code::InvalidImageReference),
+        ("127.0.0.1:15000/team/gateway:1", FakeSource::new(Some(app_shaped)), Code::ImageMisfitsTemplate),
+        ("127.0.0.1:15000/team/gateway:1", FakeSource::new(Some(volume)), Code::ImageDeclaresVolumes),
+        ("127.0.0.1:15000/team/gateway:1", FakeSource::new(None), Code::ImagePullFailed),
+    ];
+    for (image, source, code) in cases {
+        let refusal = catalog::prepare_gateway_image(&h.paths, &source, image, now(&h)).unwrap_err();
+        assert_eq!(refusal.code, code, "{image}: {refusal:?}");
+        if code == Code::ImageMisfitsTemplate {
+            // The gateway's own next step, not the app's USER 1000:1000.
+            assert!(refusal.message.ends_with("pin it again with catalog gateway-image."), "{refusal:?}");
+        }
+    }
+    assert_eq!(std::fs::read(&h.paths.policy).unwrap(), before, "nothing was written");
+}
+
+/// Issue 37: an entry's env file had no command either. Tried: naming a
+/// good file on a bare entry (it becomes an object, nothing else changes),
+/// `--none` (the env file goes, the health path stays), and refusals that
+/// write nothing: a path outside /etc/volce-lab/apps/, a name with `..`, a
+/// file that is not there, one with a group-readable mode, an unknown key.
+#[test]
+fn env_file_names_or_drops_an_entrys_env_file_through_the_same_checks_as_deploy() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let h = world();
+    let dir = h.root.join("etc/apps");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let write = |name: &str, mode: u32| {
+        std::fs::write(dir.join(name), "API_KEY=k\n").unwrap();
+        std::fs::set_permissions(dir.join(name), std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    write("web.env", 0o600);
+    write("open.env", 0o640);
+    let at = now(&h);
+    let change = catalog::prepare_env_file(&h.paths, "web", Some("/etc/volce-lab/apps/web.env"), at).unwrap();
+    assert_eq!((change.key.as_str(), change.prompt), ("web", catalog::PROMPT));
+    catalog::write(&h.paths, &change).unwrap();
+    let mut expected = handwritten();
+    expected["catalog"]["web"] =
+        json!({"image": handwritten()["catalog"]["web"], "env_file": "/etc/volce-lab/apps/web.env"});
+    assert_eq!(policy_on_disk(&h), expected);
+
+    let before = std::fs::read(&h.paths.policy).unwrap();
+    let cases = [
+        ("web", "/etc/web.env", Code::InvalidCatalogEntry),
+        ("web", "/etc/volce-lab/apps/../shadow", Code::InvalidCatalogEntry),
+        ("web", "apps/web.env", Code::InvalidCatalogEntry),
+        ("web", "/etc/volce-lab/apps/missing.env", Code::EnvFileInvalid),
+        ("web", "/etc/volce-lab/apps/open.env", Code::EnvFileInvalid),
+        ("nope", "/etc/volce-lab/apps/web.env", Code::CatalogKeyNotFound),
+        ("Bad", "/etc/volce-lab/apps/web.env", Code::InvalidCatalogKey),
+    ];
+    for (key, path, code) in cases {
+        let refusal = catalog::prepare_env_file(&h.paths, key, Some(path), at).unwrap_err();
+        assert_eq!(refusal.code, code, "{key} {path}: {refusal:?}");
+        assert!(refusal.message.contains("Nothing was written"), "{}", refusal.message);
+    }
+    assert_eq!(std::fs::read(&h.paths.policy).unwrap(), before, "nothing was written");
+
+    let mut with_env = handwritten();
+    with_env["catalog"]["api"]["env_file"] = json!("/etc/volce-lab/apps/web.env");
+    let mut h = h;
+    h.write_policy(&with_env);
+    catalog::write(&h.paths, &catalog::prepare_env_file(&h.paths, "api", None, at).unwrap()).unwrap();
+    assert_eq!(policy_on_disk(&h), handwritten(), "--none drops only the env file");
 }
 
 #[test]

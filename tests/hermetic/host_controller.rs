@@ -1413,14 +1413,17 @@ fn approve_prints_the_summary_show_prints_before_it_records() {
     let id = remove_image_plan(&h);
     let shown_by_show = h.show(&id);
     let digest = h.controller().load(&id, "root").unwrap().plan.digest;
-    // A wrong digest: the operator still sees which plan that id is; nothing is recorded.
+    // A wrong digest is refused before the summary and the question (issue
+    // 37); the refusal names `show`, which prints the summary; nothing is recorded.
     let (shown, result) = h.approve_showing(id.as_str(), &"0".repeat(64), "alice");
-    assert_eq!(result.unwrap_err().code, Code::DigestMismatch);
+    let refusal = result.unwrap_err();
+    assert_eq!(refusal.code, Code::DigestMismatch);
+    assert_eq!(shown, "");
+    assert!(refusal.message.contains(&format!("volce-lab-host show {id}")), "{}", refusal.message);
+    assert_eq!(events(&h, &id), ["prepared"]);
+    let (shown, result) = h.approve_showing(id.as_str(), digest.as_str(), "alice");
     assert!(shown_by_show.starts_with(&shown) && shown.contains(&format!("Digest   {digest}")), "{shown}");
     assert!(!shown.contains("type exactly") && !shown.contains("volce-lab-host"), "no next command: {shown}");
-    assert_eq!(events(&h, &id), ["prepared"]);
-    let (shown_ok, result) = h.approve_showing(id.as_str(), digest.as_str(), "alice");
-    assert_eq!(shown_ok, shown, "the same summary");
     assert!(result.unwrap().contains("Approved plan"));
     assert_eq!(events(&h, &id), ["prepared", "approved"]);
     // An unknown or malformed id shows nothing.

@@ -248,9 +248,14 @@ fn restart_brings_back_an_app_stopped_by_hand_and_the_drift_names_the_container(
     assert_eq!(reason, "record_running_but_stopped");
     assert!(message.ends_with(": vl-demo-app (exited)"), "names the container: {message}");
     assert!(fix.contains("restart plan"), "{fix}");
-    assert_eq!(refusal(h.controller().prepare("start", &json!({"app": "demo"}), AGENT)), Code::AppNotStopped);
-    let start_fix = Code::AppNotStopped.fix();
-    assert!(start_fix.contains("restart plan"), "{start_fix}");
+    // Issue 37: start answered "demo is running already" here. It says the
+    // container exited and that a restart plan is the way, under its own code.
+    let exited = h.controller().prepare("start", &json!({"app": "demo"}), AGENT).unwrap_err();
+    assert_eq!(exited.code, Code::AppExited, "{}", exited.message);
+    assert!(exited.message.contains("vl-demo-app (exited)"), "names the container: {}", exited.message);
+    assert!(exited.message.contains("restart plan"), "{}", exited.message);
+    assert!(!exited.message.contains("running already"), "{}", exited.message);
+    assert!(Code::AppExited.fix().contains("restart"), "{}", Code::AppExited.fix());
     completed(&h, "restart", json!({"app": "demo"}));
     assert_eq!(record(&h, "demo").state, AppState::Running);
     assert_eq!(demo_drift(&h), None, "record and engine agree again");

@@ -59,6 +59,36 @@ fn approve_refuses_before_asking_when_no_approval_is_needed_or_the_caller_may_no
     assert!(shown.contains(id.as_str()), "{shown}");
 }
 
+/// Issue 37: a mistyped digest was asked about first and refused
+/// `digest_mismatch` only after the operator had confirmed. Tried: a
+/// digest one character off, with a decide that records whether it ran
+/// and would confirm, and with the typed answer that would confirm (the
+/// plan's digest prefix); the refusal comes first, nothing is shown,
+/// asked or recorded, and the right digest still approves.
+#[test]
+fn approve_with_a_wrong_digest_refuses_before_asking() {
+    let h = Harness::new();
+    let id = waiting_plan(&h);
+    let right = digest(&h, &id);
+    let wrong = format!("{}{}", if right.starts_with('0') { "1" } else { "0" }, &right[1..]);
+    let mut asked = false;
+    let result = h.host().approve("alice", id.as_str(), &wrong, |_, _| {
+        asked = true;
+        volce_lab::host::Decision::Confirmed
+    });
+    let refusal = result.unwrap_err();
+    assert_eq!(refusal.code, Code::DigestMismatch);
+    assert!(!asked, "the confirmation was asked for a digest that is not the plan's");
+    assert!(refusal.message.contains(&format!("sudo volce-lab-host show {id}")), "{}", refusal.message);
+    // The same through the harness's typing: the prefix that would confirm.
+    let (shown, result) = h.approve_typing(id.as_str(), &wrong, "alice", Some(&right[..8]));
+    assert_eq!(result.unwrap_err().code, Code::DigestMismatch);
+    assert_eq!(shown, "", "nothing was shown or asked");
+    assert!(h.controller().load(&id, "root").unwrap().approval.is_none(), "nothing was recorded");
+    let (_, result) = h.approve_typing(id.as_str(), &right, "alice", Some(&right[..8]));
+    assert!(result.unwrap().contains("Approved plan"));
+}
+
 #[test]
 fn reject_reason_is_recorded_shown_escaped_and_given_to_the_agent_as_untrusted_words() {
     let h = Harness::new();

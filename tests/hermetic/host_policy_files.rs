@@ -289,6 +289,8 @@ fn the_schema_and_the_parser_accept_the_edges_and_the_additions() {
     let cases = [
         ("plan_ttl_seconds", json!(60)),
         ("plan_ttl_seconds", json!(3600)),
+        // Issue 37: an empty catalog is valid (setup's policy starts so).
+        ("catalog", json!({})),
         ("approval_required", json!(["update", "remove_app", "start", "remove_image", "stop"])),
         (
             "approval_required",
@@ -313,7 +315,6 @@ fn the_schema_and_the_parser_agree_on_bounds() {
         ("port_range", json!([80, 18999])),
         ("port_range", json!([18000])),
         ("approvers", json!(["alice", "alice"])),
-        ("catalog", json!({})),
         ("limits", json!({"cpus": 0})),
         ("limits", json!({"pids": 8})),
         ("limits", json!({"memory_mib": 5})),

@@ -30,6 +30,11 @@ struct Fleet {
 /// db (prod, slow when `slow`), web-1 (prod, web) and web-2 (web, answers
 /// as another host), each expecting its own name.
 async fn fleet(slow: bool) -> Fleet {
+    fleet_answering(slow, "").await
+}
+
+/// [`fleet`], each helper then running `reply` (shell) after it read the request.
+async fn fleet_answering(slow: bool, reply: &str) -> Fleet {
     let dir = tempfile::tempdir().unwrap();
     let targets = [
         ("db", vec!["prod"], if slow { "sleep 30" } else { "printf 'db\\nagent\\n'" }),
@@ -54,7 +59,7 @@ async fn fleet(slow: bool) -> Fleet {
             dir: target_dir,
             identity: format!("echo x >> \"$DIR/identity\"; {identity}"),
             disk: "echo x >> \"$DIR/disk\"; printf 'Filesystem Size\\n/dev/vda 20G\\n'".into(),
-            rpc: "echo x >> \"$DIR/rpc\"; cat > \"$DIR/request\"".into(),
+            rpc: format!("echo x >> \"$DIR/rpc\"; cat > \"$DIR/request\"; {reply}"),
         };
         let inspector = Inspector::with_transport_for_tests(config, Arc::new(stand_in));
         (name.to_owned(), groups.into_iter().map(String::from).collect(), inspector)
@@ -197,4 +202,96 @@ async fn a_fan_out_gives_one_result_per_target_and_a_slow_or_mismatched_one_fail
     assert_eq!(fleet.runs("web-1", "disk"), 1);
     assert_eq!(fleet.runs("web-2", "disk") + fleet.runs("db", "disk"), 0);
     assert_eq!(fleet.runs("db", "identity"), 1, "db was not in the group");
+}
+
+/// Issue 37: a `plan_not_found` among several targets read as "this plan
+/// does not exist; make a new one", when the id was only another
+/// server's. Tried: web-1's helper refuses the id `plan_not_found`; the
+/// result says plans are per server, names the target asked and the other
+/// targets, and the fix points at calling again with the right target.
+#[tokio::test]
+async fn plan_not_found_among_several_targets_says_plans_are_per_server() {
+    let reply = r#"printf '%s\n' '{"status":"rejected","code":"plan_not_found","message":"No plan has this id."}'; exit 1"#;
+    let fleet = fleet_answering(false, reply).await;
+    let identity = fleet.call("cloud_check", json!({"target": "web-1", "check": "identity"})).await;
+    assert_eq!(identity["status"], "ok", "{identity}");
+    let result = fleet.call("service_execute", json!({"target": "web-1", "plan_id": "a".repeat(32)})).await;
+    assert_eq!(
+        (result["status"].as_str(), result["code"].as_str()),
+        (Some("rejected"), Some("plan_not_found"))
+    );
+    let message = result["message"].as_str().unwrap();
+    assert!(message.contains("No plan has this id."), "the helper's sentence stays whole: {message}");
+    assert!(message.contains("Plans are per server and this call asked web-1"), "{message}");
+    assert!(message.contains("(db, web-2)"), "names the other targets: {message}");
+    let fix = result["fix"].as_str().unwrap();
+    assert!(fix.contains("another target") && fix.contains("service_plan"), "{fix}");
+}
+
+/// Issue 37: with a targets file, `management_disabled` told the user to
+/// set VOLCE_LAB_MANAGEMENT, which must stay unset there. Tried: a real
+/// targets file read by `Fleet::from_lookup`, web-1 with `management =
+/// false`; its service call names the target's `management` key and the
+/// file, in the message and the fix, and not the variable.
+#[tokio::test]
+async fn management_disabled_with_a_targets_file_names_the_targets_management_key() {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir(home.path().join(".ssh")).unwrap();
+    std::fs::write(home.path().join(".ssh/config"), "Host web-1\n").unwrap();
+    let file = home.path().join("targets.toml");
+    std::fs::write(
+        &file,
+        "[targets.web-1]\nexpected_host = \"web-1\"\nexpected_user = \"agent\"\nmanagement = false\n",
+    )
+    .unwrap();
+    let env =
+        [("HOME", home.path().as_os_str().to_owned()), ("VOLCE_LAB_TARGETS", file.clone().into_os_string())];
+    let fleet = volce_lab::config::Fleet::from_lookup(|name| {
+        env.iter().find(|(k, _)| *k == name).map(|(_, v)| v.clone())
+    })
+    .unwrap();
+    let options = Options {
+        rpc_limits: RunLimits { output: RPC_LIMITS.output, timeout: Duration::from_secs(5) },
+        audit: Audit::at(home.path().join("state/audit.jsonl")),
+        heartbeat: volce_lab::mcp::progress::HEARTBEAT,
+    };
+    let dir = home.path().to_owned();
+    let server = VolceLab::for_fleet(
+        &fleet,
+        |target| {
+            let stand_in = ScriptedTarget {
+                dir: dir.clone(),
+                identity: "printf 'web-1\\nagent\\n'".into(),
+                disk: "true".into(),
+                rpc: "echo x >> \"$DIR/rpc\"".into(),
+            };
+            Inspector::with_transport_for_tests(target.config.clone(), Arc::new(stand_in))
+        },
+        options,
+    );
+    let (client_io, server_io) = tokio::io::duplex(1 << 16);
+    let (read, write) = tokio::io::split(server_io);
+    tokio::spawn(volce_lab::mcp::serve(server, read, write));
+    let client = ().serve(client_io).await.expect("initialize");
+    let tools = client.list_all_tools().await.expect("tools/list");
+    let call = |name: &'static str, args: Value| {
+        let params = CallToolRequestParams::new(name).with_arguments(arguments(args));
+        let tools = &tools;
+        let client = &client;
+        async move {
+            let result = client.call_tool(params).await.unwrap();
+            structured(tools.iter().find(|t| t.name == name).unwrap(), &result)
+        }
+    };
+    assert_eq!(call("cloud_check", json!({"check": "identity"})).await["status"], "ok");
+    let result = call("service_inventory", json!({})).await;
+    assert_eq!(result["status"], "management_disabled", "{result}");
+    let (message, fix) = (result["message"].as_str().unwrap(), result["fix"].as_str().unwrap());
+    assert!(message.contains("management = true in its [targets.web-1] table"), "{message}");
+    assert!(message.contains(&file.display().to_string()), "names the file: {message}");
+    assert!(fix.contains("management = true") && fix.contains("targets file"), "{fix}");
+    for text in [message, fix] {
+        assert!(!text.contains("VOLCE_LAB_MANAGEMENT"), "names a variable that does not apply: {text}");
+    }
+    assert!(!home.path().join("rpc").exists(), "the helper was never asked");
 }

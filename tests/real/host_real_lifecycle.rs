@@ -427,7 +427,7 @@ fn a_crashed_app_comes_back_with_one_restart_plan_and_serves_through_its_gateway
     let message = entry["drift"]["message"].as_str().unwrap();
     assert!(message.ends_with(&format!(": vl-{app}-app (exited)")), "names the container: {message}");
     assert!(entry["drift"]["fix"].as_str().unwrap().contains("restart plan"), "{entry}");
-    assert_eq!(host.plan("start", json!({"app": app})).unwrap_err()["code"], "app_not_stopped");
+    assert_eq!(host.plan("start", json!({"app": app})).unwrap_err()["code"], "app_exited");
 
     let restart = Instant::now();
     let done = host.run("restart", json!({"app": app}));

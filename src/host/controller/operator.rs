@@ -116,12 +116,16 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
         leftovers::find(&self.engine, id)
     }
 
-    /// Whether `approver` could approve `stored` as it is: what `approve`
-    /// checks before it asks the operator to confirm, so nobody confirms a
-    /// plan that needs no approval or that they may not approve. Read-only;
-    /// [`Controller::approve`] checks it all again under the write lock.
-    pub fn approvable(&self, stored: &StoredPlan, approver: &str) -> Result<(), Refusal> {
-        may_approve(&self.policy, stored, approver)
+    /// Whether `approver` could approve `stored` with `digest` as it is:
+    /// what `approve` checks before it asks the operator to confirm, so
+    /// nobody confirms a plan that needs no approval, that they may not
+    /// approve, or whose digest they mistyped (issue 37: the question came
+    /// first, and a confirmed answer was then refused). Read-only;
+    /// [`Controller::approve`] checks it all again under the write lock,
+    /// with the checks of state and time that only hold there.
+    pub fn approvable(&self, stored: &StoredPlan, digest: &Digest, approver: &str) -> Result<(), Refusal> {
+        may_approve(&self.policy, stored, approver)?;
+        digest_matches(stored, digest)
     }
 
     /// Announces a new plan that waits for approval with one syslog line to
@@ -160,12 +164,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             terms_hold(plan, policy, policy_hash)?;
             // A local file read under the lock, never the engine.
             configuration_holds(env_dir, plan)?;
-            if *digest != plan.digest {
-                return refuse(
-                    Code::DigestMismatch,
-                    "The digest does not match this plan; check it with show.",
-                );
-            }
+            digest_matches(&stored, digest)?;
             if stored.approval.is_some() {
                 return refuse(Code::AlreadyApproved, "This plan is already approved.");
             }
@@ -330,6 +329,21 @@ fn may_approve(
         );
     }
     state_allows_use(stored)
+}
+
+/// The typed digest is the plan's: what the operator read in `show`.
+fn digest_matches(stored: &StoredPlan, digest: &Digest) -> Result<(), Refusal> {
+    if *digest == stored.plan.digest {
+        return Ok(());
+    }
+    refuse(
+        Code::DigestMismatch,
+        format!(
+            "The digest does not match plan {}; nothing was asked or recorded. Read the plan and its \
+             digest with `sudo volce-lab-host show {}`, then approve with the digest it prints.",
+            stored.plan.id, stored.plan.id
+        ),
+    )
 }
 
 /// A `reject --reason`: absent, or 1 to [`MAX_REASON_CHARS`] characters

@@ -17,6 +17,21 @@ pub fn run_catalog_pin(args: &PinArgs, yes: bool) -> Exit {
     confirm_change(&host, yes, |paths, now| super::prepare_pin(paths, &engine, args, now))
 }
 
+/// `volce-lab-host catalog gateway-image IMAGE [--yes]` in the shipped
+/// binary: pulls on the real engine, then asks as [`confirm_change`] does.
+pub fn run_catalog_gateway_image(image: &str, yes: bool) -> Exit {
+    let host = ShippedHost::shipped();
+    let engine = crate::docker::client::DockerClient::new(host.paths.state_dir.clone());
+    confirm_change(&host, yes, |paths, now| super::prepare_gateway_image(paths, &engine, image, now))
+}
+
+/// `volce-lab-host catalog env-file KEY PATH|--none [--yes]` in the shipped
+/// binary (`file` is `None` for `--none`).
+pub fn run_catalog_env_file(key: &str, file: Option<&str>, yes: bool) -> Exit {
+    let host = ShippedHost::shipped();
+    confirm_change(&host, yes, |paths, now| super::prepare_env_file(paths, key, file, now))
+}
+
 /// `volce-lab-host catalog remove KEY [--yes]` in the shipped binary.
 pub fn run_catalog_remove(key: &str, yes: bool) -> Exit {
     let host = ShippedHost::shipped();
@@ -60,14 +75,17 @@ fn confirm_change(
         std::io::stdin().lock(),
         std::io::stdout().lock(),
         &change.shown,
-        super::PROMPT,
+        change.prompt,
         &change.key,
         yes,
     );
     if decision == Decision::Declined {
         let refusal = Refusal::new(
             Code::NotConfirmed,
-            "The catalog key was not typed; nothing was written. Run the command again and type the key to write it.",
+            format!(
+                "`{}` was not typed; nothing was written. Run the command again and type it to write the change.",
+                change.key
+            ),
         );
         return terminal(Err(refusal));
     }

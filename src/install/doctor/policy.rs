@@ -32,8 +32,17 @@ pub(super) fn check_policy(
             format!("refused: {why}"),
             format!("correct {} (see /usr/share/doc/volce-lab/policy.example.jsonc)", paths.policy.display()),
         )),
-        Ok(PolicyFacts { images, gateway, approvers, env_files, .. }) => {
-            findings.push(ok("policy content", format!("valid, {} pinned image(s)", images.len())));
+        Ok(PolicyFacts { images, catalog_entries, gateway, approvers, env_files, .. }) => {
+            findings.push(if catalog_entries == 0 {
+                // Valid (setup's skeleton starts so), but nothing can be deployed yet.
+                warn(
+                    "policy content",
+                    "valid, but the catalog is empty: nothing can be deployed yet",
+                    "pin an image you reviewed: sudo volce-lab-host catalog pin KEY IMAGE",
+                )
+            } else {
+                ok("policy content", format!("valid, {} pinned image(s)", images.len()))
+            });
             check_approvers(&paths.policy, &approvers, agent, probe, findings);
             check_env_files(paths, &env_files, findings);
             for image in &images {
@@ -99,10 +108,15 @@ pub enum ImageRole {
 fn check_image(image: &str, role: ImageRole, probe: &dyn DoctorProbe) -> Finding {
     let shown = crate::text::for_terminal(image);
     let Some(config) = probe.image_config(image) else {
+        // The pin commands pull and check it, and replace a placeholder.
+        let pin = match role {
+            ImageRole::App => "sudo volce-lab-host catalog pin KEY IMAGE",
+            ImageRole::Gateway => "sudo volce-lab-host catalog gateway-image IMAGE",
+        };
         return warn(
             "image",
             format!("{shown} is not in the local engine (deploy pulls it by digest)"),
-            format!("docker pull {shown}, or check the registry serves it"),
+            format!("docker pull {shown}, or check the registry serves it; to pin another image: {pin}"),
         );
     };
     let runs_as = role.runs_as();
@@ -155,6 +169,17 @@ impl ImageRole {
         match self {
             ImageRole::App => "1000",
             ImageRole::Gateway => "101",
+        }
+    }
+
+    /// What to do about an image that misfits this role, one whole sentence.
+    pub fn rebuild_step(self) -> &'static str {
+        match self {
+            ImageRole::App => crate::vocab::Code::ImageMisfitsTemplate.fix(),
+            ImageRole::Gateway => {
+                "Rebuild the gateway image with USER 101 and nginx -g 'daemon off;' as its command, push it, \
+                 then pin it again with catalog gateway-image."
+            }
         }
     }
 

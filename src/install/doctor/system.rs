@@ -59,7 +59,8 @@ pub fn load_policy_facts(path: &Path) -> Result<PolicyFacts, String> {
     env_files.sort();
     env_files.dedup();
     let has_data = policy.catalog.values().any(|entry| entry.data.is_some());
-    Ok(PolicyFacts { images, gateway, approvers: policy.approvers, env_files, has_data })
+    let catalog_entries = policy.catalog.len();
+    Ok(PolicyFacts { images, catalog_entries, gateway, approvers: policy.approvers, env_files, has_data })
 }
 
 /// The store's own health report (one query, in `crate::store`): opened

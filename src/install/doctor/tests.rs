@@ -47,6 +47,7 @@ impl Default for FakeProbe {
                     "127.0.0.1:15000/web@sha256:".to_owned() + &"a".repeat(64),
                     GATEWAY.to_owned() + &"b".repeat(64),
                 ],
+                catalog_entries: 1,
                 gateway: GATEWAY.to_owned() + &"b".repeat(64),
                 env_files: vec![],
                 approvers: vec!["vl-operator".into()],
@@ -482,6 +483,7 @@ fn each_broken_probe_variant_fails_its_own_check() {
             FakeProbe {
                 policy: Ok(PolicyFacts {
                     images: vec![],
+                    catalog_entries: 0,
                     gateway: String::new(),
                     approvers: vec!["vl-operator".into(), "vl-agent".into()],
                     env_files: vec![],
@@ -581,6 +583,32 @@ fn drift_asks_no_engine_when_nothing_is_managed_and_changes_nothing() {
     let before = std::fs::read(dir.path().join("state.db")).unwrap();
     assert_eq!(read_drift(dir.path()), Ok(vec![]), "no app recorded");
     assert_eq!(std::fs::read(dir.path().join("state.db")).unwrap(), before);
+}
+
+/// Issue 37: setup's skeleton now starts with an empty catalog, which is
+/// valid. Tried: a policy with no catalog entry and a gateway image not
+/// pulled (the skeleton's placeholder): doctor passes with a warning that
+/// says nothing can be deployed and names `catalog pin`, and the gateway's
+/// warning names `catalog gateway-image`.
+#[test]
+fn an_empty_catalog_and_a_missing_gateway_image_are_warnings_naming_the_pin_commands() {
+    let install = install();
+    let mut probe = FakeProbe { images_present: false, ..Default::default() };
+    if let Ok(facts) = &mut probe.policy {
+        facts.images.remove(0);
+        facts.catalog_entries = 0;
+    }
+    let findings = diagnose(&install.paths, &probe);
+    let content = findings.iter().find(|f| f.subject == "policy content").unwrap();
+    assert_eq!(content.level, Level::Warn, "{content:?}");
+    assert!(content.detail.contains("the catalog is empty"), "{content:?}");
+    assert!(
+        content.fix.as_deref().unwrap().contains("sudo volce-lab-host catalog pin KEY IMAGE"),
+        "{content:?}"
+    );
+    let gateway = findings.iter().find(|f| f.subject == "image").unwrap();
+    assert!(gateway.fix.as_deref().unwrap().contains("catalog gateway-image IMAGE"), "{gateway:?}");
+    assert!(report(&findings).1, "warnings alone pass");
 }
 
 /// An image not pulled yet, or built for another user or command, is a

@@ -66,9 +66,11 @@ pub fn authorized_keys_line(kind: &str, blob: &str) -> String {
 }
 
 /// The annotated example without its comments, with the operator as the
-/// one approver. Its catalog pins placeholder digests the parser accepts
-/// and no registry serves, so nothing deploys until the operator puts in
-/// the images they reviewed (doctor says so: the images are not present).
+/// one approver and an empty catalog: the operator pins the images they
+/// reviewed (`catalog pin`), with no placeholder entries to remove first
+/// (issue 37). Its gateway image is a placeholder digest the parser accepts
+/// and no registry serves, which `catalog gateway-image` replaces (doctor
+/// says so: the image is not present).
 pub fn policy_skeleton(operator: &str) -> String {
     let example = include_str!("../../../policy/policy.example.jsonc");
     let json: String = example
@@ -78,6 +80,7 @@ pub fn policy_skeleton(operator: &str) -> String {
         .collect();
     let mut policy: serde_json::Value = serde_json::from_str(&json).expect("the example policy is JSON");
     policy["approvers"] = serde_json::json!([operator]);
+    policy["catalog"] = serde_json::json!({});
     let mut text = serde_json::to_string_pretty(&policy).expect("a JSON value serializes");
     text.push('\n');
     text

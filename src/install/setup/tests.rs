@@ -55,6 +55,9 @@ fn the_policy_skeleton_parses_and_names_only_the_operator() {
     let policy = crate::control::policy::Policy::from_json(skeleton.as_bytes()).unwrap();
     assert_eq!(policy.approvers, ["carol"]);
     assert!(!skeleton.contains("//"), "comments are stripped");
+    // Issue 37: the skeleton's placeholder keys took two `catalog remove`
+    // runs, and the last could not go. It starts empty now.
+    assert!(policy.catalog.is_empty(), "no placeholder entries: {skeleton}");
 }
 
 #[test]

@@ -32,6 +32,12 @@ pub enum Selection {
     FanOut(Vec<usize>),
 }
 
+/// At most this many other targets, in at most this many characters, are
+/// named in a `plan_not_found` (`Choices::plan_elsewhere`); more are counted,
+/// so a large fleet does not bury the sentence.
+const MAX_NAMED_OTHERS: usize = 6;
+const MAX_NAMED_CHARS: usize = 120;
+
 fn refuse(code: Code, message: String) -> Refusal {
     Refusal::new(code, message)
 }
@@ -59,6 +65,28 @@ impl Choices {
                 ),
             )
         })
+    }
+
+    /// The sentence a `plan_not_found` from `asked` gains when several
+    /// targets are configured (issue 37): plans are per server, so the id
+    /// may be another target's, and the agent's next step is that target,
+    /// not a new plan. The other targets are named when they are few and
+    /// short, else counted. `None` with one target: there is no other.
+    pub fn plan_elsewhere(&self, asked: &str) -> Option<String> {
+        let others: Vec<&str> = self.names.iter().map(String::as_str).filter(|n| *n != asked).collect();
+        if others.is_empty() {
+            return None;
+        }
+        let listed = others.join(", ");
+        let which = if others.len() <= MAX_NAMED_OTHERS && listed.len() <= MAX_NAMED_CHARS {
+            listed
+        } else {
+            format!("one of the {} others configured", others.len())
+        };
+        Some(format!(
+            "Plans are per server and this call asked {asked}; if the plan was made on another target \
+             ({which}), call service_execute again with that target."
+        ))
     }
 
     /// Takes `target` (and, for `cloud_check`, `targets`) out of
@@ -207,6 +235,20 @@ mod tests {
 
     fn args(value: Value) -> Map<String, Value> {
         value.as_object().unwrap().clone()
+    }
+
+    /// Issue 37: `plan_not_found` says nothing of targets with one, names
+    /// the others among a few, and counts them in a large fleet.
+    #[test]
+    fn a_plan_not_found_names_the_other_targets_when_they_are_few() {
+        let one = Choices { names: vec!["web-1".into()], groups: vec![] };
+        assert_eq!(one.plan_elsewhere("web-1"), None);
+        let few = fleet().plan_elsewhere("db").unwrap();
+        assert!(few.contains("asked db;") && few.contains("(web-1, web-2)"), "{few}");
+        let many = Choices { names: (0..40).map(|i| format!("server-{i}")).collect(), groups: vec![] };
+        let counted = many.plan_elsewhere("server-3").unwrap();
+        assert!(counted.contains("(one of the 39 others configured)"), "{counted}");
+        assert!(counted.ends_with("with that target."), "{counted}");
     }
 
     #[test]
