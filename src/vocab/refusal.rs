@@ -228,6 +228,11 @@ pub enum Code {
     /// A mount, unmount or delete of data failed on the host (`data mount`
     /// names each app it could not mount).
     DataActionFailed,
+    /// Two configured targets answered (or expect) the same identity, host
+    /// and account: volce-lab cannot tell them apart, so a plan made
+    /// through one may be known on the other (issue 38). Names both; a
+    /// fan-out still reports each target.
+    TargetsShareIdentity,
 }
 
 impl Code {
@@ -310,7 +315,7 @@ mod tests {
     #[test]
     fn code_strings_never_change() {
         use strum::VariantArray as _;
-        const SHIPPED: [&str; 107] = [
+        const SHIPPED: [&str; 108] = [
             "invalid_request",
             "request_too_large",
             "unknown_action",
@@ -418,6 +423,7 @@ mod tests {
             "data_held",
             "data_plan_open",
             "data_action_failed",
+            "targets_share_identity",
         ];
         let strings: Vec<&str> = Code::VARIANTS.iter().map(|c| c.as_str()).collect();
         assert_eq!(strings, SHIPPED);
