@@ -233,6 +233,10 @@ pub enum Code {
     /// through one may be known on the other (issue 38). Names both; a
     /// fan-out still reports each target.
     TargetsShareIdentity,
+    /// A deploy would re-attach kept data made for another catalog entry
+    /// or path (or kept by a build that did not record which): the
+    /// message names the entry it belongs to and `data purge`.
+    DataEntryMismatch,
 }
 
 impl Code {
@@ -315,7 +319,7 @@ mod tests {
     #[test]
     fn code_strings_never_change() {
         use strum::VariantArray as _;
-        const SHIPPED: [&str; 108] = [
+        const SHIPPED: [&str; 109] = [
             "invalid_request",
             "request_too_large",
             "unknown_action",
@@ -424,6 +428,7 @@ mod tests {
             "data_plan_open",
             "data_action_failed",
             "targets_share_identity",
+            "data_entry_mismatch",
         ];
         let strings: Vec<&str> = Code::VARIANTS.iter().map(|c| c.as_str()).collect();
         assert_eq!(strings, SHIPPED);
