@@ -82,7 +82,7 @@ impl PlanAction for Deploy {
         nothing_there(&app, ctx, facts)?;
         port_free(host_port, ctx, facts)?;
         capacity_floors(ctx.policy, facts)?;
-        let data = data::for_deploy(&app, entry, ctx, facts)?;
+        let data = data::for_deploy(&app, image_key, entry, ctx, facts)?;
         if let Some((data, false)) = &data {
             data::room_for(data, ctx, facts)?;
         }

@@ -27,6 +27,8 @@ struct FakeProbe {
     /// What `env_file` answers: the file's hash, or refused.
     env_sha256: Option<String>,
     kept_data_mib: Option<u32>,
+    /// What `kept_data_for` answers: the record beside the kept image.
+    kept_for: Option<crate::vocab::KeptFor>,
 }
 
 impl Default for FakeProbe {
@@ -40,6 +42,7 @@ impl Default for FakeProbe {
             holds: BTreeMap::new(),
             env_sha256: Some("e".repeat(64)),
             kept_data_mib: None,
+            kept_for: None,
         }
     }
 }
@@ -47,6 +50,9 @@ impl Default for FakeProbe {
 impl HostFacts for FakeProbe {
     fn kept_data_mib(&self, _image: &Path) -> Result<Option<u32>, Refusal> {
         Ok(self.kept_data_mib)
+    }
+    fn kept_data_for(&self, _image: &Path) -> Result<Option<crate::vocab::KeptFor>, Refusal> {
+        Ok(self.kept_for.clone())
     }
     fn host_port_free(&self, _port: u16) -> bool {
         self.port_free
@@ -958,6 +964,53 @@ fn world_with_data() -> World {
     world
 }
 
+/// Data of `mib` kept at the app's image path, recorded as `entry`'s at `path`.
+fn keep_data(world: &mut World, mib: u32, entry: &str, path: &str) {
+    world.probe.kept_data_mib = Some(mib);
+    world.probe.kept_for = Some(crate::vocab::KeptFor {
+        entry: entry.into(),
+        path: crate::vocab::DataPath::parse(path).unwrap(),
+    });
+}
+
+/// Issue 38 (item 2): kept data followed the app's name, not the entry it
+/// was made for. Tried: web1's data kept by a remove_app of web1 under
+/// `web` (at /data), then a deploy of web1 under `static` (a file server
+/// whose data is at /www): it re-attached the old app's files there, a
+/// database among them, to be served. Fails on the code before (the
+/// deploy was accepted, "kept from before ... re-attached at /www").
+/// Also tried: the same entry at another path, and data kept with no
+/// record (an earlier build): each refused `data_entry_mismatch`, naming
+/// the entry it belongs to and `data purge`; the same entry and path is
+/// accepted. Derive runs at prepare and again at execute, so a record
+/// that changed between the two voids the plan the same way.
+#[test]
+fn kept_data_is_re_attached_only_under_the_entry_and_path_it_was_kept_for() {
+    let mut world = world_with_data();
+    let mut file_server = world.policy.catalog["web"].clone();
+    file_server.data =
+        Some(crate::vocab::DataSpec { path: crate::vocab::DataPath::parse("/www").unwrap(), max_mib: 64 });
+    world.policy.catalog.insert("static".into(), file_server);
+    keep_data(&mut world, 32, "web", "/data");
+    let refused = refusal(&world, patched(&[("image", json!("static"))]));
+    assert_eq!(refused.code, Code::DataEntryMismatch, "{}", refused.message);
+    for named in ["belongs to catalog entry `web` at /data", "not to `static` at /www", "data purge web1"] {
+        assert!(refused.message.contains(named), "{named}: {}", refused.message);
+    }
+    assert!(world.derive(Action::Deploy, deploy_params()).is_ok(), "its own entry re-attaches it");
+
+    keep_data(&mut world, 32, "web", "/srv/old");
+    assert_eq!(refusal(&world, deploy_params()).code, Code::DataEntryMismatch, "another path");
+    world.probe.kept_for = None;
+    let unrecorded = refusal(&world, deploy_params());
+    assert_eq!(unrecorded.code, Code::DataEntryMismatch);
+    assert!(unrecorded.message.contains("no record of the catalog entry"), "{}", unrecorded.message);
+    assert!(unrecorded.message.contains("data purge web1"), "{}", unrecorded.message);
+    // Nothing kept: new data under any entry, the record not asked for.
+    world.probe.kept_data_mib = None;
+    assert!(world.derive(Action::Deploy, patched(&[("image", json!("static"))])).is_ok());
+}
+
 /// Tried: a deploy of an entry with data and none kept (new, the entry's
 /// size, under the state directory's data/), with data kept from before
 /// (re-attached at the kept image's size, and the impact says so), and an
@@ -979,7 +1032,7 @@ fn a_deploy_of_an_entry_with_data_records_where_it_lives_and_whether_it_was_kept
     );
     assert!(impact.rollback.contains("New data is deleted with the rest"), "{}", impact.rollback);
 
-    world.probe.kept_data_mib = Some(32);
+    keep_data(&mut world, 32, "web", "/data");
     let (payload, impact) = world.derive(Action::Deploy, deploy_params()).unwrap();
     let Payload::Deploy(Deploy { spec, .. }) = payload else { panic!("deploy payload") };
     assert_eq!(spec.data.unwrap().max_mib, 32, "a kept image keeps its size");
@@ -1010,7 +1063,7 @@ fn new_data_is_counted_in_the_capacity_check() {
         "{}",
         refused.message
     );
-    world.probe.kept_data_mib = Some(64);
+    keep_data(&mut world, 64, "web", "/data");
     assert!(world.derive(Action::Deploy, deploy_params()).is_ok());
 }
 

@@ -9,6 +9,13 @@
 //! `Match` as ssh reads them (keywords case-insensitive, `=` or spaces,
 //! `#` comments, quoted arguments, `Include` globs relative to `~/.ssh`
 //! for the user's file and `/etc/ssh` for the system's, depth 16).
+//!
+//! Case, as ssh has it (issue 38): the keyword `Host` is matched in any
+//! case, but its patterns are matched against the name given on the
+//! command line case-sensitively (readconf.c: `match_pattern(host, arg)`,
+//! a plain byte compare; ssh lowercases the name only after reading its
+//! configuration). So `RT-A` is not declared by `Host rt-a`: ssh would
+//! dial it with the `Host *` defaults. `ssh -G` agrees (a test asks it).
 
 use std::path::{Path, PathBuf};
 
@@ -83,7 +90,7 @@ fn read_file(file: &Path, base: &Path, depth: usize, lines: &mut Vec<Vec<String>
         let words = words(line);
         let Some((keyword, arguments)) = words.split_first() else { continue };
         match keyword.to_ascii_lowercase().as_str() {
-            "host" => lines.push(arguments.iter().map(|p| p.to_ascii_lowercase()).collect()),
+            "host" => lines.push(arguments.to_vec()),
             "include" if depth < MAX_DEPTH => {
                 for pattern in arguments {
                     for included in expand(pattern, base) {
@@ -157,10 +164,11 @@ fn expand(pattern: &str, base: &Path) -> Vec<PathBuf> {
     found
 }
 
-/// ssh's pattern match: `*` any run, `?` one character; ASCII case-insensitive.
+/// ssh's pattern match (`match_pattern`): `*` any run, `?` one character,
+/// every other character itself, case included. glob(3), which expands
+/// `Include`, is case-sensitive too.
 fn glob(pattern: &str, text: &str) -> bool {
-    let (p, t): (Vec<char>, Vec<char>) =
-        (pattern.to_ascii_lowercase().chars().collect(), text.to_ascii_lowercase().chars().collect());
+    let (p, t): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
     let (mut pi, mut ti, mut star, mut mark) = (0, 0, None, 0);
     while ti < t.len() {
         if pi < p.len() && (p[pi] == '?' || p[pi] == t[ti]) {
@@ -201,11 +209,12 @@ mod tests {
             "# mine\nHost web-1 web-2\n  HostName 10.0.0.1\nhost=db-*  !db-old\nHOST \"quoted\"\nHost *\n  User x\n",
         );
         let files = SshConfigFiles::of(Some(&file), None);
-        for alias in ["web-1", "WEB-2", "db-main", "quoted"] {
+        for alias in ["web-1", "web-2", "db-main", "quoted"] {
             assert!(files.declares(alias), "{alias}");
         }
-        // A typo is matched only by `Host *`, which is no declaration.
-        for alias in ["web-l", "db-old", "web", "anything"] {
+        // A typo is matched only by `Host *`, which is no declaration; so
+        // is another case (ssh matches Host patterns case-sensitively).
+        for alias in ["web-l", "db-old", "web", "anything", "WEB-2", "Web-1", "DB-main"] {
             assert!(!files.declares(alias), "{alias}");
         }
     }
@@ -240,5 +249,55 @@ mod tests {
     fn glob_matches_as_ssh_does() {
         assert!(glob("a*c", "abbbc") && glob("a?c", "abc") && glob("*", "") && glob("vl-e2e*", "vl-e2e"));
         assert!(!glob("a?c", "ac") && !glob("a*d", "abc") && !glob("abc", "abcd"));
+        assert!(!glob("abc", "ABC") && !glob("A*", "abc") && glob("?b?", "Abc"));
+    }
+
+    /// Issue 38 (item 5): `RT-A` passed as declared beside `Host rt-a`
+    /// (patterns were compared in any case), and ssh then dialled it with
+    /// the `Host *` defaults (port 22, root). Fails on the code before.
+    /// What ssh itself does is read from `ssh -G`, which resolves the
+    /// configuration and connects nowhere: a declared alias gets its Host
+    /// block's port, any other name the `Host *` one; volce-lab's answer
+    /// must agree for each name tried.
+    #[test]
+    fn declares_agrees_with_what_ssh_g_applies_case_included() {
+        let dir = tempfile::tempdir().unwrap();
+        let extra = write(dir.path(), "extra", "Host Db-1\n  Port 2204\n");
+        let file = write(
+            dir.path(),
+            "config",
+            &format!(
+                "Include {}\nHost rt-a\n  Port 2201\nHOST RT-B\n  Port 2202\nhost=web-*  !web-old\n  \
+                 Port 2203\nHost *\n  Port 22\n  User root\n",
+                extra.display()
+            ),
+        );
+        let files = SshConfigFiles::of(Some(&file), None);
+        let names =
+            ["rt-a", "RT-A", "Rt-a", "RT-B", "rt-b", "web-1", "WEB-1", "web-old", "Db-1", "db-1", "other"];
+        let expected = [true, false, false, true, false, true, false, false, true, false, false];
+        for (name, declared) in names.iter().zip(expected) {
+            assert_eq!(files.declares(name), declared, "{name}");
+        }
+        let ssh = Path::new("/usr/bin/ssh");
+        if !ssh.exists() {
+            eprintln!("no /usr/bin/ssh: checked against the expected table only");
+            return;
+        }
+        for name in names {
+            let out = std::process::Command::new(ssh)
+                .args(["-G", "-F"])
+                .arg(&file)
+                .args(["--", name])
+                .stdin(std::process::Stdio::null())
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+            let port = String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .find_map(|l| l.strip_prefix("port ").map(str::to_owned))
+                .unwrap();
+            assert_eq!(files.declares(name), port != "22", "{name}: ssh -G gives port {port}");
+        }
     }
 }

@@ -7,8 +7,8 @@
 //!   come from its own table, never from another's or from a default;
 //! - names and aliases follow the alias rule of `VOLCE_LAB_SSH_ALIAS`, so
 //!   they can never be an ssh option or a `user@host`; no two targets share
-//!   an alias (two names for one server would let one name's facts stand
-//!   for the other's);
+//!   an alias, in any case (two names for one server would let one name's
+//!   facts stand for the other's; ssh lowercases the name it dials);
 //! - a refusal is one sentence naming the file, the line and the key, and
 //!   nothing runs (the caller exits 2).
 
@@ -138,13 +138,17 @@ fn target(
             ));
         }
     };
-    if let Some(first) = earlier.iter().find(|e| e.ssh_alias == ssh_alias) {
+    // In any case: ssh lowercases a name before it dials it, so `RT-A`
+    // and `rt-a` reach one server unless two Host blocks say otherwise,
+    // and a name that differs only in case is more likely a slip.
+    if let Some(first) = earlier.iter().find(|e| e.ssh_alias.eq_ignore_ascii_case(&ssh_alias)) {
         return Err(format!(
-            "{}, line {line}, key {}: the alias {ssh_alias} is also target {}'s (line {}); one server \
-             is one target.",
+            "{}, line {line}, key {}: the alias {ssh_alias} is also target {}'s ({}, line {}; aliases \
+             are compared in any case); one server is one target.",
             source.path.display(),
             key("ssh_alias"),
             first.name,
+            first.ssh_alias,
             first.line
         ));
     }
@@ -276,6 +280,12 @@ groups = ["prod", "data", "prod"]
                 "[targets.a]\nexpected_host = \"h\"\nexpected_user = \"u\"\n[targets.b]\nssh_alias = \"a\"\nexpected_host = \"h2\"\nexpected_user = \"u\"\n",
                 "line 4, key targets.b.ssh_alias",
                 "a duplicate alias",
+            ),
+            (
+                "[targets.a]\nssh_alias = \"rt-a\"\nexpected_host = \"h\"\nexpected_user = \"u\"\n\
+                 [targets.b]\nssh_alias = \"RT-A\"\nexpected_host = \"h2\"\nexpected_user = \"u\"\n",
+                "line 5, key targets.b.ssh_alias",
+                "an alias that differs from another only in case (issue 38)",
             ),
             (
                 "[targets.a]\nssh_alias = \"-oProxyCommand=id\"\nexpected_host = \"h\"\nexpected_user = \"u\"\n",

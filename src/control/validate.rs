@@ -74,6 +74,10 @@ pub trait HostFacts {
     /// nothing is there; anything there that is not a root-owned regular
     /// file is `data_invalid`.
     fn kept_data_mib(&self, image: &Path) -> Result<Option<u32>, Refusal>;
+    /// What the data kept at `image` was made for ([`crate::vocab::KeptFor`]),
+    /// or `None` when no record is beside it; a record that is not root's
+    /// own file, or does not parse, is `data_invalid`.
+    fn kept_data_for(&self, image: &Path) -> Result<Option<crate::vocab::KeptFor>, Refusal>;
 }
 
 /// What a plan records of a catalog entry's configuration, if it has any.

@@ -22,7 +22,11 @@
 //!   policy, `volce-lab-host data mount` (the package's
 //!   `volce-lab-data.service`) mounts every recorded app's kept image
 //!   ([`mount_kept`]), which never makes one: new, empty data in place of a
-//!   lost image must not look like the app's own.
+//!   lost image must not look like the app's own;
+//! - kept data carries a record of the catalog entry and path it was kept
+//!   for ([`bind_kept`], `<app>.entry` beside the image, root's 0600), read
+//!   by a deploy's validation ([`kept_for`]) so another entry never gets
+//!   it (issue 38); deleting the image deletes its record.
 
 use std::fs::OpenOptions;
 use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, OpenOptionsExt as _};
@@ -33,7 +37,7 @@ use nix::fcntl::OFlag;
 
 use super::EngineError;
 use crate::exec::{ExecutionStatus, ProcessSpec, minimal_env, run_blocking};
-use crate::vocab::{Code, DATA_OWNER, DataUse, Refusal};
+use crate::vocab::{Code, DATA_OWNER, DataUse, KeptFor, Refusal};
 
 const MIB: u64 = 1024 * 1024;
 const MKFS: &str = "/usr/sbin/mkfs.ext4";
@@ -68,6 +72,70 @@ pub fn kept_mib_of(image: &Path, owner: u32) -> Result<Option<u32>, Refusal> {
     }
 }
 
+/// The longest record of what kept data was made for.
+const KEPT_FOR_MAX: u64 = 4096;
+
+/// What the data kept at `image` was made for, from the record beside it;
+/// `None` when there is none. Anything but a root-owned regular file that
+/// only root may write, holding one [`KeptFor`], is refused: not ours.
+pub fn kept_for(image: &Path) -> Result<Option<KeptFor>, Refusal> {
+    kept_for_of(image, 0)
+}
+
+/// [`kept_for`] for a record that must be owned by `owner` (root in the
+/// shipped binary; tests pass their own uid).
+pub fn kept_for_of(image: &Path, owner: u32) -> Result<Option<KeptFor>, Refusal> {
+    let record = KeptFor::beside(image);
+    let invalid = || {
+        Refusal::new(
+            Code::DataInvalid,
+            format!(
+                "{} is not a record volce-lab wrote (a root-owned regular file that only root may write, \
+                 naming one catalog entry and path): ask the operator to move it away, then plan again.",
+                record.display()
+            ),
+        )
+    };
+    match std::fs::symlink_metadata(&record) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Ok(meta)
+            if meta.is_file()
+                && meta.uid() == owner
+                && meta.mode() & 0o022 == 0
+                && meta.len() <= KEPT_FOR_MAX =>
+        {
+            let text = std::fs::read_to_string(&record).map_err(|_| invalid())?;
+            serde_json::from_str(&text).map(Some).map_err(|_| invalid())
+        }
+        _ => Err(invalid()),
+    }
+}
+
+/// Records what the data kept at `image` was made for: written whole to a
+/// new file (root's 0600), then renamed over any older record.
+pub fn bind_kept(image: &Path, kept: &KeptFor) -> Result<(), EngineError> {
+    let step = "record the kept data's catalog entry";
+    let record = KeptFor::beside(image);
+    let fresh = record.with_extension("entry.new");
+    let _ = std::fs::remove_file(&fresh);
+    let text = serde_json::to_string(kept).map_err(|_| EngineError::Host { step })?;
+    let written = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(OFlag::O_NOFOLLOW.bits())
+        .open(&fresh)
+        .and_then(|mut file| {
+            std::io::Write::write_all(&mut file, text.as_bytes())?;
+            file.sync_all()
+        })
+        .and_then(|()| std::fs::rename(&fresh, &record));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&fresh);
+    }
+    written.map_err(|_| EngineError::Host { step })
+}
+
 /// What [`ensure`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ensured {
@@ -84,6 +152,8 @@ pub fn ensure(data: &DataUse) -> Result<Ensured, EngineError> {
     let made = match kept_mib(&data.image) {
         Ok(Some(_)) => Ensured::Kept,
         Ok(None) => {
+            // A record left beside an image that is gone speaks of other data.
+            let _ = std::fs::remove_file(KeptFor::beside(&data.image));
             make_image(data)?;
             Ensured::Made
         }
@@ -158,6 +228,7 @@ pub fn unmount(mount: &Path) -> Result<(), EngineError> {
 /// there is not an error.
 pub fn delete(image: &Path, mount: &Path) -> Result<(), EngineError> {
     remove_if_present(std::fs::remove_file(image), "delete the data image")?;
+    remove_if_present(std::fs::remove_file(KeptFor::beside(image)), "delete the kept data's record")?;
     remove_if_present(std::fs::remove_dir(mount), "remove the data mount point")
 }
 
@@ -262,5 +333,32 @@ mod tests {
     fn the_mount_table_names_the_root_and_not_a_made_up_path() {
         assert!(mounted(Path::new("/")).unwrap());
         assert!(!mounted(Path::new("/nonexistent/volce-lab/data/shop")).unwrap());
+    }
+
+    /// Issue 38: the record of what kept data was made for is read back as
+    /// written, is nothing when absent, and anything not ours is refused.
+    #[test]
+    fn the_record_of_kept_data_reads_back_and_only_a_private_file_of_ours_counts() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let image = dir.path().join("shop.ext4");
+        let me = nix::unistd::geteuid().as_raw();
+        assert_eq!(kept_for_of(&image, me), Ok(None));
+        let kept = KeptFor { entry: "db".into(), path: crate::vocab::DataPath::parse("/data").unwrap() };
+        bind_kept(&image, &kept).unwrap();
+        let record = dir.path().join("shop.entry");
+        assert_eq!(std::fs::metadata(&record).unwrap().mode() & 0o777, 0o600);
+        assert_eq!(kept_for_of(&image, me), Ok(Some(kept.clone())));
+        let other = KeptFor { entry: "static".into(), ..kept };
+        bind_kept(&image, &other).unwrap();
+        assert_eq!(kept_for_of(&image, me), Ok(Some(other)), "a later record replaces the older one");
+        std::fs::set_permissions(&record, std::fs::Permissions::from_mode(0o666)).unwrap();
+        assert_eq!(kept_for_of(&image, me).unwrap_err().code, Code::DataInvalid, "writable by others");
+        std::fs::write(&record, "{\"entry\":\"db\"}").unwrap();
+        std::fs::set_permissions(&record, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(kept_for_of(&image, me).unwrap_err().code, Code::DataInvalid, "no path");
+        assert_eq!(kept_for_of(&image, me + 1).unwrap_err().code, Code::DataInvalid, "another owner");
+        delete(&image, &dir.path().join("shop")).unwrap();
+        assert!(!record.exists(), "deleting the data deletes its record");
     }
 }

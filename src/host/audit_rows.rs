@@ -39,6 +39,8 @@ pub fn fields(entry: &ChainedEntry) -> Vec<(&'static str, Value)> {
         ("login_uid", json!(entry.login_uid)),
         ("command_bytes", json!(entry.command_bytes)),
         ("command_sha256", json!(entry.command_sha256)),
+        ("command_digests", json!(entry.command_digests)),
+        ("commands_beyond", json!(entry.commands_beyond)),
         ("anchor_seq", json!(entry.anchor_seq)),
         ("anchor_hash", json!(entry.anchor_hash)),
         ("at", json!(entry.at)),
@@ -70,6 +72,12 @@ impl Table {
         let cell = |value: &Value| match value {
             Value::Null => ("-".to_owned(), false),
             Value::String(text) => (for_terminal(text), false),
+            // A count row's digests: one cell, comma-separated.
+            Value::Array(items) => {
+                let texts: Vec<String> =
+                    items.iter().map(|v| v.as_str().map_or(v.to_string(), for_terminal)).collect();
+                (texts.join(","), false)
+            }
             other => (other.to_string(), true),
         };
         self.rows.push(fields(entry).iter().map(|(_, value)| cell(value)).collect());
@@ -124,6 +132,6 @@ mod tests {
         keys.sort();
         columns.sort();
         assert_eq!(columns, keys, "{text}");
-        assert_eq!(keys.len(), 25);
+        assert_eq!(keys.len(), 27);
     }
 }

@@ -89,6 +89,9 @@ impl<E: Engine> HostFacts for EngineProbe<'_, E> {
     fn kept_data_mib(&self, image: &std::path::Path) -> Result<Option<u32>, Refusal> {
         crate::docker::data_volume::kept_mib(image)
     }
+    fn kept_data_for(&self, image: &std::path::Path) -> Result<Option<crate::vocab::KeptFor>, Refusal> {
+        crate::docker::data_volume::kept_for(image)
+    }
     fn host_port_free(&self, port: u16) -> bool {
         self.engine.host_port_free(port)
     }

@@ -12,8 +12,10 @@
 //! - control sockets live only in a private directory: owned by us, mode 0700,
 //!   not a symlink, inside a parent nobody else can write; checked before each
 //!   use. When no such directory can be had, or the socket path would not fit
-//!   a unix socket address, there is no multiplexing at all (fresh
-//!   connections, as [`SshTransport`] alone), never a fallback to a shared path;
+//!   a unix socket address, there is no multiplexing at all: fresh
+//!   connections with `ControlMaster=no` and `ControlPath=none`, never a
+//!   fallback to a shared path nor to the ControlPath of the user's
+//!   ssh_config (a socket planted there would carry our sessions);
 //! - a master is keyed by everything that decides where and how it connects:
 //!   our uid, the alias, the ssh_config path and its bytes, the connect
 //!   timeout. A changed configuration gets a new master and the old one is
@@ -63,6 +65,9 @@ pub const MASTER_MAX_AGE: Duration = Duration::from_secs(600);
 const SOCKET_PATH_MAX: usize = 107 - 17;
 /// How long we wait for a master to acknowledge `-O exit`.
 const EXIT_TIMEOUT: Duration = Duration::from_secs(3);
+/// The options of a run without a private control directory: ssh neither
+/// becomes a master nor uses any control socket, whatever its config says.
+const NO_MULTIPLEXING: [&str; 4] = ["-o", "ControlMaster=no", "-o", "ControlPath=none"];
 
 /// Why checks run over fresh connections instead of a master.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -210,22 +215,27 @@ impl MultiplexedSsh {
 
 impl MultiplexedSsh {
     /// `specs` (the plain transport's processes) over the current master,
-    /// or as they are when there is no multiplexing.
+    /// or, when there is no multiplexing, with multiplexing switched off.
     fn over_master(&self, mut specs: Vec<ProcessSpec>) -> Vec<ProcessSpec> {
-        let path = match self.keyed_path() {
-            Ok((path, key)) => self.current(path, key),
-            Err(_) => return specs,
+        let options = match self.keyed_path() {
+            Ok((path, key)) => {
+                let mut control_path = OsString::from("ControlPath=");
+                control_path.push(self.current(path, key).as_os_str());
+                vec![
+                    "-o".into(),
+                    "ControlMaster=auto".into(),
+                    "-o".into(),
+                    control_path,
+                    "-o".into(),
+                    format!("ControlPersist={CONTROL_PERSIST_SECS}").into(),
+                ]
+            }
+            // Not the plain argv: ssh would still honour a ControlPath of the
+            // user's ssh_config, and a socket another local user planted
+            // there would carry our session (issue 38). Command-line options
+            // win over the file: no master, no socket of anyone's.
+            Err(_) => NO_MULTIPLEXING.iter().map(OsString::from).collect(),
         };
-        let mut control_path = OsString::from("ControlPath=");
-        control_path.push(path.as_os_str());
-        let options: Vec<OsString> = vec![
-            "-o".into(),
-            "ControlMaster=auto".into(),
-            "-o".into(),
-            control_path,
-            "-o".into(),
-            format!("ControlPersist={CONTROL_PERSIST_SECS}").into(),
-        ];
         for spec in &mut specs {
             spec.args = with_options(&spec.args, &options);
         }

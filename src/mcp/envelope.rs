@@ -14,6 +14,7 @@ use std::time::Instant;
 use rmcp::model::{CallToolResult, ContentBlock};
 
 use super::audit::Record;
+use super::fan_out::SharedIdentity;
 use super::result::{Base, CheckOutput, ManagementOutput, Output, Summary, TargetCheck, Verdict};
 use super::rpc::{self, Answer, AnswerCode};
 use super::sentences::{self, message};
@@ -153,13 +154,14 @@ pub(super) fn fan_out(
     base: Base,
     check: Check,
     results: Vec<(String, CheckResult)>,
+    shared: &[SharedIdentity],
     request_id: String,
 ) -> Served {
     let mode = base.mode;
     let answers = results.into_iter().map(|(name, result)| target_check(&name, mode, result)).collect();
-    let (status, sentence, results, summary): (Status, String, Vec<TargetCheck>, Summary) =
-        super::fan_out::gather(check, answers);
-    let verdict = Verdict::of_fan_out(status, sentence);
+    let (verdict, results, summary): (Verdict, Vec<TargetCheck>, Summary) =
+        super::fan_out::gather(check, answers, shared);
+    let status = verdict.status;
     let output = CheckOutput::fan_out(base, check, verdict, results, summary);
     Served {
         output: Some(Output::Check(Box::new(output))),

@@ -9,15 +9,75 @@
 //!   timeout (each check runs as its own task; a slot frees when its
 //!   check ends) and fails no other (one result per target, whatever it is);
 //! - the answer leads with the targets that are not ok, so the text mirror
-//!   a model reads first says what needs attention.
+//!   a model reads first says what needs attention;
+//! - two targets that both answered ok as the same identity (host and
+//!   account) are named (`targets_share_identity`, issue 38): each still
+//!   has its result, but the answer is not ok, since everything that takes
+//!   targets to be distinct servers (a plan made on one is unknown on the
+//!   other) would be false for them.
 
 use std::sync::Arc;
 
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use super::result::{Summary, TargetCheck};
+use super::result::{Summary, TargetCheck, Verdict};
 use crate::inspect::{Check, CheckResult, Inspector, Status};
+use crate::vocab::Code;
+
+/// A group of configured targets that share one identity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SharedIdentity {
+    pub host: String,
+    pub user: String,
+    /// Two or more, in the order given.
+    pub targets: Vec<String>,
+}
+
+/// The groups of two or more of `identities` (name, host, account) that
+/// share a host and account, in the order their first member was given.
+pub fn sharing<'a>(identities: impl IntoIterator<Item = (&'a str, &'a str, &'a str)>) -> Vec<SharedIdentity> {
+    let mut groups: Vec<SharedIdentity> = Vec::new();
+    for (name, host, user) in identities {
+        match groups.iter_mut().find(|g| g.host == host && g.user == user) {
+            Some(group) => group.targets.push(name.to_owned()),
+            None => groups.push(SharedIdentity {
+                host: host.to_owned(),
+                user: user.to_owned(),
+                targets: vec![name.to_owned()],
+            }),
+        }
+    }
+    groups.retain(|g| g.targets.len() > 1);
+    groups
+}
+
+impl SharedIdentity {
+    /// The sentence naming the group, as a fan-out's answer gives it.
+    pub fn answered(&self) -> String {
+        format!(
+            "Targets {} answered as one identity (host {}, account {}): volce-lab cannot tell them apart, so a \
+             plan made through one of them may be known on the others (targets_share_identity).",
+            self.targets.join(", "),
+            self.host,
+            self.user
+        )
+    }
+
+    /// The note a call naming `target`, one of the group, carries.
+    pub fn note_for(&self, target: &str) -> String {
+        let others: Vec<&str> = self.targets.iter().map(String::as_str).filter(|t| *t != target).collect();
+        format!(
+            "Note (targets_share_identity): {} also expect{} host {} and account {}, so volce-lab cannot tell \
+             {target} from {}: a plan made through either may be known on both; treat them as one server.",
+            others.join(", "),
+            if others.len() == 1 { "s" } else { "" },
+            self.host,
+            self.user,
+            if others.len() == 1 { "it" } else { "them" }
+        )
+    }
+}
 
 /// Runs `check` on every `(name, inspector)`, at most `width` at once;
 /// the results come back in the order given.
@@ -47,10 +107,27 @@ pub async fn check_all(
 }
 
 /// The fan-out's answer from each target's result (as a single
-/// `cloud_check` would give it): the overall status (`ok` only when every
-/// target is), the sentence, the results with the targets that are not ok
+/// `cloud_check` would give it) and the groups of targets that answered
+/// as one identity: the verdict (`ok` only when every target is and no two
+/// share an identity), the results with the targets that are not ok
 /// first, and the ok / failed counts.
-pub fn gather(check: Check, answers: Vec<TargetCheck>) -> (Status, String, Vec<TargetCheck>, Summary) {
+pub fn gather(
+    check: Check,
+    answers: Vec<TargetCheck>,
+    shared: &[SharedIdentity],
+) -> (Verdict, Vec<TargetCheck>, Summary) {
+    let (status, message, results, summary) = each(check, answers);
+    if shared.is_empty() {
+        return (Verdict::of_fan_out(status, message), results, summary);
+    }
+    let named: Vec<String> = shared.iter().map(SharedIdentity::answered).collect();
+    let message = format!("{message} {}", named.join(" "));
+    let verdict = Verdict::new(Status::CheckFailed, Some(Code::TargetsShareIdentity.into()), message);
+    (verdict, results, summary)
+}
+
+/// [`gather`] of the results alone.
+fn each(check: Check, answers: Vec<TargetCheck>) -> (Status, String, Vec<TargetCheck>, Summary) {
     let (ok, not_ok): (Vec<_>, Vec<_>) =
         answers.into_iter().partition(|answer| answer.verdict.status == Status::Ok);
     let total = ok.len() + not_ok.len();
@@ -106,7 +183,7 @@ mod tests {
 
     #[test]
     fn the_targets_that_are_not_ok_come_first_and_are_named() {
-        let (status, message, results, summary) = gather(
+        let (status, message, results, summary) = each(
             Check::Disk,
             vec![
                 answer("a", Status::Ok),
@@ -123,8 +200,39 @@ mod tests {
             message.starts_with("2 of 4 targets are not ok: b (connection_failed), d (identity_mismatch);")
         );
 
-        let (status, message, _, summary) = gather(Check::Identity, vec![answer("a", Status::Ok)]);
+        let (status, message, _, summary) = each(Check::Identity, vec![answer("a", Status::Ok)]);
         assert_eq!((status, summary), (Status::Ok, Summary { ok: 1, failed: 0 }));
         assert_eq!(message, "The one target answered identity ok.");
+    }
+
+    /// Issue 38: two names for one server. Groups are of two or more, by
+    /// host and account together, in the order given.
+    #[test]
+    fn targets_sharing_a_host_and_account_are_grouped_and_named() {
+        let groups = sharing([
+            ("a", "srv", "agent"),
+            ("b", "other", "agent"),
+            ("c", "srv", "agent"),
+            ("d", "srv", "deploy"),
+            ("e", "other", "agent"),
+        ]);
+        let names: Vec<&[String]> = groups.iter().map(|g| g.targets.as_slice()).collect();
+        assert_eq!(names, [["a", "c"], ["b", "e"]]);
+        assert!(sharing([("a", "srv", "agent"), ("b", "srv", "deploy")]).is_empty());
+        assert_eq!(
+            groups[0].note_for("c"),
+            "Note (targets_share_identity): a also expects host srv and account agent, so volce-lab cannot \
+             tell c from it: a plan made through either may be known on both; treat them as one server."
+        );
+        let (verdict, results, summary) =
+            gather(Check::Identity, vec![answer("a", Status::Ok), answer("c", Status::Ok)], &groups[..1]);
+        assert_eq!(
+            (verdict.status, summary, results.len()),
+            (Status::CheckFailed, Summary { ok: 2, failed: 0 }, 2)
+        );
+        assert_eq!(verdict.code, Some(Code::TargetsShareIdentity.into()));
+        assert!(
+            verdict.message.starts_with("All 2 targets answered identity ok. Targets a, c answered as one")
+        );
     }
 }

@@ -97,6 +97,9 @@ pub struct Shared {
 struct Member {
     name: String,
     inspector: Arc<Inspector>,
+    /// Whatever its call, the note that other targets expect this one's
+    /// identity (issue 38: volce-lab cannot tell them apart).
+    shared: Option<String>,
 }
 
 impl VolceLab {
@@ -128,9 +131,18 @@ impl VolceLab {
                 }
             }
             choices.names.push(name.clone());
-            members.push(Member { name, inspector: Arc::new(inspector) });
+            members.push(Member { name, inspector: Arc::new(inspector), shared: None });
         }
         choices.groups.sort();
+        let identities = members.iter().map(|m| {
+            let config = m.inspector.config();
+            (m.name.as_str(), config.expected_host.as_str(), config.expected_user.as_str())
+        });
+        for group in super::fan_out::sharing(identities) {
+            for member in members.iter_mut().filter(|m| group.targets.contains(&m.name)) {
+                member.shared = Some(group.note_for(&member.name));
+            }
+        }
         let tools = tools::list_for(&choices);
         let sealer = seal::Sealer::new();
         let tasks = rmcp::task_manager::TaskManager::new();
@@ -161,7 +173,9 @@ impl VolceLab {
         }
     }
 
-    /// Validates and runs one call of a known tool.
+    /// Validates and runs one call of a known tool. A call on a target
+    /// that shares its identity with another carries the note that says so,
+    /// whatever its answer: the servers may be one.
     async fn run(
         &self,
         tool: ToolName,
@@ -174,6 +188,30 @@ impl VolceLab {
             Ok(chosen) => chosen,
             Err(refusal) => return self.refused(tool, None, refusal, request_id).into(),
         };
+        let shared = match &selection {
+            Selection::One(index) => self.members[*index].shared.as_deref(),
+            Selection::FanOut(_) => None,
+        };
+        let mut handled = self.dispatch(tool, selection, rest, arguments, request_id, progress, waiter).await;
+        if let Some(note) = shared {
+            let message = format!("{} {note}", handled.served.message());
+            handled.served = handled.served.with_message(message);
+        }
+        handled
+    }
+
+    /// [`VolceLab::run`] once the targets are chosen.
+    #[allow(clippy::too_many_arguments)] // run's own arguments, and what select gave
+    async fn dispatch(
+        &self,
+        tool: ToolName,
+        selection: Selection,
+        rest: Option<Map<String, Value>>,
+        arguments: Option<&Map<String, Value>>,
+        request_id: String,
+        progress: Option<Watcher>,
+        waiter: wait::Waiter,
+    ) -> Handled {
         let call = tools::validate(tool, rest.as_ref().or(arguments));
         let member = match &selection {
             Selection::One(index) => &self.members[*index],
@@ -246,7 +284,15 @@ impl VolceLab {
             .map(|&i| (self.members[i].name.clone(), self.members[i].inspector.clone()))
             .collect();
         let results = super::fan_out::check_all(targets, self.fan_out, check).await;
-        envelope::fan_out(self.base(None, &request_id), check, results, request_id)
+        // An ok answer passed the target's identity gate: it answered as
+        // its expected host and account.
+        let answered =
+            results.iter().zip(indexes).filter(|((_, r), _)| r.status == Status::Ok).map(|(_, &i)| {
+                let config = self.members[i].inspector.config();
+                (self.members[i].name.as_str(), config.expected_host.as_str(), config.expected_user.as_str())
+            });
+        let shared = super::fan_out::sharing(answered);
+        envelope::fan_out(self.base(None, &request_id), check, results, &shared, request_id)
     }
 
     /// Runs one host RPC as a tool call: its result and audit facts.

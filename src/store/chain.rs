@@ -84,6 +84,14 @@ pub struct Content<'a> {
     pub anchor_seq: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub anchor_hash: Option<&'a str>,
+    /// On a count row of refused commands (migration 16): every distinct
+    /// digest its window counted, the first 16 (`fold::MAX_DIGESTS`)
+    /// in the order first seen, and how many repeats came beyond them.
+    /// Hashed as a JSON array, whatever text stores it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command_digests: Option<&'a [String]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub commands_beyond: Option<i64>,
 }
 
 /// sha256(prev_hash || canonical content), lowercase hex. Public (as
@@ -124,6 +132,8 @@ pub struct ChainedEntry {
     pub command_sha256: Option<String>,
     pub anchor_seq: Option<i64>,
     pub anchor_hash: Option<String>,
+    pub command_digests: Option<Vec<String>>,
+    pub commands_beyond: Option<i64>,
     pub prev_hash: Option<String>,
     pub hash: Option<String>,
 }
@@ -153,6 +163,8 @@ impl ChainedEntry {
             command_sha256: self.command_sha256.as_deref(),
             anchor_seq: self.anchor_seq,
             anchor_hash: self.anchor_hash.as_deref(),
+            command_digests: self.command_digests.as_deref(),
+            commands_beyond: self.commands_beyond,
         }
     }
 }
@@ -182,8 +194,18 @@ pub(super) fn entry(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChainedEntry> {
         command_sha256: r.get(19)?,
         anchor_seq: r.get(20)?,
         anchor_hash: r.get(21)?,
-        prev_hash: r.get(22)?,
-        hash: r.get(23)?,
+        command_digests: r.get::<_, Option<String>>(22)?.map(|text| digests(22, &text)).transpose()?,
+        commands_beyond: r.get(23)?,
+        prev_hash: r.get(24)?,
+        hash: r.get(25)?,
+    })
+}
+
+/// A stored list of digests (a JSON array, as `append` writes it). Its
+/// shape is checked by the schema; anything else is a corrupt row.
+pub(super) fn digests(column: usize, text: &str) -> rusqlite::Result<Vec<String>> {
+    serde_json::from_str(text).map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(column, rusqlite::types::Type::Text, Box::new(e))
     })
 }
 
@@ -245,6 +267,8 @@ pub(super) fn append<'a>(tx: Sql<'_>, content: Content<'a>) -> Result<(Content<'
         content.command_sha256,
         content.anchor_seq,
         content.anchor_hash,
+        content.command_digests.map(|d| serde_json::Value::from(d.to_vec()).to_string()),
+        content.commands_beyond,
         prev,
         hash,
     ])?;

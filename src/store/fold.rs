@@ -16,11 +16,13 @@
 //! - repeats of it within [`WINDOW_SECS`] of that first one only raise a
 //!   counter in `audit_folds`, a small unchained table (at most one entry
 //!   per kind), which also keeps the length and digest of the latest
-//!   refused command of the kind;
+//!   refused command of the kind and every distinct digest it counted (the
+//!   first [`MAX_DIGESTS`], then only how many repeats came beyond them);
 //! - once the window has closed, the next request of any kind appends the
 //!   counter as one chained row (`count` = the repeats, `at` = the last
-//!   one, and the latest command's length and digest) and drops the entry;
-//!   `audit export` and `audit head` flush too.
+//!   one, the latest command's length and digest, `command_digests` and
+//!   `commands_beyond`) and drops the entry; `audit export` and `audit
+//!   head` flush too.
 //!
 //! So a flood of identical requests adds at most two chained rows per kind
 //! and window, and nothing chained is ever rewritten. What the window holds
@@ -31,8 +33,16 @@
 //! opened the window for every reason, and a real refused command right
 //! after it was only a count: its digest never reached the trail. Now a
 //! forged refusal opens the window of its own reason only, and a real one
-//! after it in that window is the latest, whose digest the count row keeps
-//! (a later forgery can replace it; the system log keeps every one).
+//! after it in that window is the latest, whose digest the count row keeps.
+//!
+//! Why every distinct digest (issue 38): the latest alone could be replaced
+//! by a forgery sent right after the real command, which then left no
+//! trace in the trail. A window now keeps each distinct digest it counts,
+//! so a forgery can only add digests, never remove one; bounded at
+//! [`MAX_DIGESTS`] so a flood of distinct forgeries costs a fixed size
+//! (the repeats beyond are counted in `commands_beyond`, and the real one
+//! could hide only after 16 distinct forgeries that the count row shows).
+//! The system log keeps every one.
 
 use super::StoreError;
 use super::chain::Content;
@@ -43,6 +53,10 @@ use crate::wire::gate::RefusalRecord;
 
 /// How long repeats of one refusal are counted before they are appended.
 pub const WINDOW_SECS: i64 = 60;
+
+/// How many distinct command digests one window keeps; repeats beyond
+/// them are only counted (the schema holds the list to this, step 16).
+pub const MAX_DIGESTS: i64 = 16;
 
 /// The folding key of a request that changed nothing, `None` for one that
 /// is never folded: outcome, code (`""` for a read) and gate reason (`""`
@@ -81,6 +95,7 @@ impl Tx<'_> {
                 end.at,
                 stamped.command_bytes,
                 stamped.command_sha256,
+                MAX_DIGESTS,
             ])?;
             if counted == 1 {
                 return Ok(());
@@ -125,6 +140,8 @@ impl Tx<'_> {
                         count: r.get(6)?,
                         command_bytes: r.get(7)?,
                         command_sha256: r.get(8)?,
+                        digests: super::chain::digests(9, &r.get::<_, String>(9)?)?,
+                        beyond: r.get(10)?,
                     })
                 })?
                 .collect::<Result<_, _>>()?
@@ -144,6 +161,8 @@ impl Tx<'_> {
                     gate_reason: reason.as_deref(),
                     command_bytes: fold.command_bytes,
                     command_sha256: fold.command_sha256.as_deref(),
+                    command_digests: Some(fold.digests.as_slice()).filter(|d| !d.is_empty()),
+                    commands_beyond: Some(fold.beyond).filter(|b| *b > 0),
                     ..Content::default()
                 })?;
             }
@@ -166,4 +185,6 @@ struct Closed {
     count: i64,
     command_bytes: Option<i64>,
     command_sha256: Option<String>,
+    digests: Vec<String>,
+    beyond: i64,
 }

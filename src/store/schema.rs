@@ -411,6 +411,25 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // the order the earlier steps left them (14's app_log last): the audit
     // rows keep their hashes, and every link of the chain still verifies.
     include_str!("schema/v15.sql"),
+    // 16 (issue 38): a refusal window keeps every distinct command digest
+    // it counted, not the latest alone, so a forged refusal after a real
+    // one of the same reason no longer replaces the real one's digest.
+    // `audit_folds.digests` (a JSON array, the first 16 distinct, in the
+    // order first seen) and `beyond` (the repeats whose digest was not
+    // kept) fill the window; the count row carries them as
+    // `command_digests` and `commands_beyond`. Why a step and not an
+    // existing column: every column that could hold the list checks its
+    // shape (`command_sha256` is 64 characters), and loosening that is a
+    // rebuild. Columns added, nothing rebuilt: NULL on every older audit
+    // row, and NULL columns are not part of a row's hashed content, so
+    // every hash stays valid; an open window starts with an empty list.
+    "ALTER TABLE audit_folds ADD COLUMN digests TEXT NOT NULL DEFAULT '[]'
+        CHECK (json_valid(digests) AND json_type(digests) = 'array' AND json_array_length(digests) <= 16);
+     ALTER TABLE audit_folds ADD COLUMN beyond INTEGER NOT NULL DEFAULT 0 CHECK (beyond >= 0);
+     ALTER TABLE audit ADD COLUMN command_digests TEXT CHECK (command_digests IS NULL OR
+        (json_valid(command_digests) AND json_type(command_digests) = 'array'
+         AND json_array_length(command_digests) BETWEEN 1 AND 16));
+     ALTER TABLE audit ADD COLUMN commands_beyond INTEGER CHECK (commands_beyond IS NULL OR commands_beyond >= 1);",
 ];
 
 /// The step after whose SQL the existing audit rows are chained

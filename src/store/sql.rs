@@ -102,7 +102,8 @@ macro_rules! audit_rows {
     () => {
         "SELECT seq, at, event, plan_id, action, outcome, exit_code, duration_ms, actor, \
          operation, app, code, process, request_id, count, sudo_uid, login_uid, \
-         gate_reason, command_bytes, command_sha256, anchor_seq, anchor_hash, prev_hash, hash FROM audit"
+         gate_reason, command_bytes, command_sha256, anchor_seq, anchor_hash, command_digests, \
+         commands_beyond, prev_hash, hash FROM audit"
     };
 }
 
@@ -211,9 +212,10 @@ statements! {
     Bounded INSERT_AUDIT =
         "INSERT INTO audit (seq, at, event, plan_id, action, outcome, exit_code, duration_ms, actor,
              operation, app, code, process, request_id, count, sudo_uid, login_uid,
-             gate_reason, command_bytes, command_sha256, anchor_seq, anchor_hash, prev_hash, hash)
+             gate_reason, command_bytes, command_sha256, anchor_seq, anchor_hash, command_digests,
+             commands_beyond, prev_hash, hash)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20,
-             ?21, ?22, ?23, ?24)";
+             ?21, ?22, ?23, ?24, ?25, ?26)";
     /// Where the kept chain starts (a one-row table).
     Bounded ANCHOR = "SELECT seq, prev_hash FROM audit_anchor WHERE id = 1";
     /// The state changes of one plan (`audit_plan`).
@@ -223,9 +225,17 @@ statements! {
     // ---- request rows: identical refusals folded (`fold.rs`) ----
 
     /// One more repeat of a kind in its open window (the primary key):
-    /// the latest command's length and digest replace the ones before.
+    /// the latest command's length and digest replace the ones before, and
+    /// a digest the window has not seen joins its list while the list holds
+    /// fewer than `?9`, else counts in `beyond` (issue 38). Every
+    /// expression reads the row as it was before this update.
     Bounded FOLD_COUNT = "UPDATE audit_folds SET count = count + 1, last_at = max(last_at, ?6),
-                          command_bytes = ?7, command_sha256 = ?8
+                          command_bytes = ?7, command_sha256 = ?8,
+                          digests = CASE WHEN ?8 IS NULL OR ?8 IN (SELECT value FROM json_each(digests))
+                              OR json_array_length(digests) >= ?9 THEN digests
+                              ELSE json_insert(digests, '$[#]', ?8) END,
+                          beyond = beyond + CASE WHEN ?8 IS NULL OR ?8 IN (SELECT value FROM json_each(digests))
+                              OR json_array_length(digests) < ?9 THEN 0 ELSE 1 END
                           WHERE actor = ?1 AND operation = ?2 AND outcome = ?3 AND code = ?4 AND reason = ?5";
     /// A window opened by a kind's first row.
     Bounded FOLD_OPEN = "INSERT INTO audit_folds (actor, operation, outcome, code, reason, opened_at, last_at, count)
@@ -234,7 +244,7 @@ statements! {
     /// the window, `?2` now; the bound is on the column alone, so that the
     /// index `audit_folds_opened` (migration 10) serves it.
     Bounded FOLDS_CLOSED = "SELECT actor, operation, outcome, code, reason, last_at, count, command_bytes,
-                            command_sha256 FROM audit_folds WHERE opened_at <= ?2 - ?1
+                            command_sha256, digests, beyond FROM audit_folds WHERE opened_at <= ?2 - ?1
                             ORDER BY opened_at, actor, operation, outcome, code, reason";
     /// Forgets the windows closed by now (`audit_folds_opened`).
     Bounded FOLDS_DROP = "DELETE FROM audit_folds WHERE opened_at <= ?2 - ?1";

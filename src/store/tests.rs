@@ -952,6 +952,7 @@ mod audit_start;
 mod migration11;
 mod migration13;
 mod migration15;
+mod migration16;
 mod migration5;
 mod migration9;
 mod statements;

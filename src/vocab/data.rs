@@ -92,6 +92,26 @@ pub struct DataUse {
     pub max_mib: u32,
 }
 
+/// What kept data was made for (issue 38): the catalog entry of the app
+/// that kept it and the path that app saw it at. Written beside the image
+/// (`<app>.entry`) when a remove_app keeps it, from the app's record; a
+/// deploy re-attaches kept data only under the same entry and path, so
+/// one app's files (a database among them) never appear at another
+/// entry's path (a static server's `/www`, say) because the name matched.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeptFor {
+    pub entry: String,
+    pub path: DataPath,
+}
+
+impl KeptFor {
+    /// Where the record of `image` lives: beside it, `<app>.entry`.
+    pub fn beside(image: &std::path::Path) -> PathBuf {
+        image.with_extension("entry")
+    }
+}
+
 /// The uid:gid that owns the root of every data filesystem: the app
 /// containers' user (`crate::docker` runs them as `1000:1000`).
 pub const DATA_OWNER: &str = "1000:1000";

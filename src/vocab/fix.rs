@@ -231,6 +231,12 @@ impl Code {
             Code::CatalogEditInvalid => {
                 "Change the policy so that it still loads as the message says (the catalog needs one entry at least); nothing was written."
             }
+            Code::DataEntryMismatch => {
+                "Deploy the app under the catalog entry the message names, or choose another app name; only the operator can delete the kept data (`volce-lab-host data purge APP`)."
+            }
+            Code::TargetsShareIdentity => {
+                "Treat the named targets as one server until the workstation's user gives each server its own host name (and expected_host) or removes one target from the targets file."
+            }
             Code::NeedsInspection => {
                 "Stop and ask the operator to inspect the plan on the server (`sudo volce-lab-host show PLAN_ID`); do not retry."
             }

@@ -44,7 +44,8 @@ mod string_form;
 
 pub use action::{ALSO_SERVER_NAMES, Action};
 pub use data::{
-    DATA_MIB_RANGE, DATA_OWNER, DATA_PATH_MAX, DataAfter, DataPath, DataSpec, DataUse, uncovered_volumes,
+    DATA_MIB_RANGE, DATA_OWNER, DATA_PATH_MAX, DataAfter, DataPath, DataSpec, DataUse, KeptFor,
+    uncovered_volumes,
 };
 pub use engine::{Capacity, ContainerLimits, DeploySpec, StartSpec, Step, UpdateSpec};
 pub use env_file::{

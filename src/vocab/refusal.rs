@@ -232,6 +232,15 @@ pub enum Code {
     /// A mount, unmount or delete of data failed on the host (`data mount`
     /// names each app it could not mount).
     DataActionFailed,
+    /// Two configured targets answered (or expect) the same identity, host
+    /// and account: volce-lab cannot tell them apart, so a plan made
+    /// through one may be known on the other (issue 38). Names both; a
+    /// fan-out still reports each target.
+    TargetsShareIdentity,
+    /// A deploy would re-attach kept data made for another catalog entry
+    /// or path (or kept by a build that did not record which): the
+    /// message names the entry it belongs to and `data purge`.
+    DataEntryMismatch,
 }
 
 impl Code {
@@ -314,7 +323,7 @@ mod tests {
     #[test]
     fn code_strings_never_change() {
         use strum::VariantArray as _;
-        const SHIPPED: [&str; 108] = [
+        const SHIPPED: [&str; 110] = [
             "invalid_request",
             "request_too_large",
             "unknown_action",
@@ -423,6 +432,8 @@ mod tests {
             "data_held",
             "data_plan_open",
             "data_action_failed",
+            "targets_share_identity",
+            "data_entry_mismatch",
         ];
         let strings: Vec<&str> = Code::VARIANTS.iter().map(|c| c.as_str()).collect();
         assert_eq!(strings, SHIPPED);

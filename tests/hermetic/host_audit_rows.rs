@@ -363,6 +363,55 @@ fn a_forged_gate_refusal_hides_neither_another_reason_nor_the_digest_of_a_real_r
     assert!(intact(&h));
 }
 
+/// Issue 38 (item 7): a window kept only its latest command's digest, so a
+/// real refused command (`cat /etc/shadow`) counted in the window of a
+/// forged refusal of the same reason vanished from the trail once another
+/// forgery followed it. Tried: forged, real, forged again, then a flood of
+/// 20 more distinct forgeries in the next window. Fails on the code before
+/// (the count row carried the last forgery's digest alone): the count row
+/// carries every distinct digest of its window, in the order first seen,
+/// at most 16, and how many repeats came beyond them.
+#[test]
+fn a_forged_gate_refusal_after_a_real_one_in_its_window_hides_neither_digest() {
+    use volce_lab::wire::gate::{RefusalReason, RefusalRecord};
+    let h = Harness::new();
+    let before = rows(&h).len();
+    let send = |record: &RefusalRecord| code_of(&h.rpc(AGENT, &record.request().to_bytes()));
+    let forged = RefusalRecord::of(RefusalReason::NotAFixedRequest, Some(b"forged by the agent"));
+    let real = RefusalRecord::of(RefusalReason::NotAFixedRequest, Some(b"cat /etc/shadow"));
+    for record in [&forged, &real, &forged] {
+        assert_eq!(send(record), Code::GateRefused);
+        h.clock.advance(1);
+    }
+    h.clock.advance(FOLD_WINDOW_SECS);
+    h.rpc(AGENT, br#"{"operation":"gateway_status"}"#);
+    let all = rows(&h);
+    assert_eq!(all[before]["command_sha256"], forged.command_sha256.clone().unwrap(), "the window's first");
+    let count = all[before + 1..].iter().find(|r| r["count"].is_i64()).expect("the count row");
+    assert_eq!(count["count"], 2);
+    let digests = [real.command_sha256.clone().unwrap(), forged.command_sha256.clone().unwrap()];
+    assert_eq!(count["command_digests"], json!(digests), "every distinct digest, first seen first: {count}");
+    assert_eq!(count["commands_beyond"], Value::Null, "{count}");
+    assert_eq!(count["command_sha256"], forged.command_sha256.clone().unwrap(), "the latest, as before");
+
+    // Bounded: 1 row, then 20 repeats of 20 distinct commands.
+    let flood: Vec<RefusalRecord> = (0..21)
+        .map(|n| RefusalRecord::of(RefusalReason::NotAFixedRequest, Some(format!("forged {n}").as_bytes())))
+        .collect();
+    for record in &flood {
+        assert_eq!(send(record), Code::GateRefused);
+    }
+    h.clock.advance(FOLD_WINDOW_SECS);
+    h.rpc(AGENT, br#"{"operation":"inventory"}"#);
+    let all = rows(&h);
+    let count = all.iter().rev().find(|r| r["count"].is_i64() && r["operation"] == "ssh_gate").unwrap();
+    assert_eq!(count["count"], 20);
+    let kept: Vec<Value> = flood[1..17].iter().map(|r| json!(r.command_sha256.clone().unwrap())).collect();
+    assert_eq!(count["command_digests"], Value::Array(kept), "the first 16 distinct: {count}");
+    assert_eq!(count["commands_beyond"], 4);
+    assert!(intact(&h));
+}
+
 /// Issue 22: `too_long` accepted any length (99,999,999,999 bytes), though
 /// no command longer than `MAX_RECEIVABLE_COMMAND_BYTES` can reach the
 /// gate. Fails on the code before (it was recorded as a gate refusal).
@@ -502,6 +551,25 @@ fn the_export_table_has_every_json_field_as_an_aligned_column() {
             login_uid: Some(1000),
             prev_hash: hex('d', 64),
             hash: hex('e', 64),
+            ..ChainedEntry::default()
+        },
+        // Issue 38: a gate count row names every distinct digest.
+        ChainedEntry {
+            seq: 5,
+            at: 1_800_000_240,
+            event: "request".into(),
+            outcome: "refused".into(),
+            actor: "agent".into(),
+            operation: text("ssh_gate"),
+            code: text("gate_refused"),
+            count: Some(3),
+            gate_reason: text("not_a_fixed_request"),
+            command_bytes: Some(15),
+            command_sha256: hex('c', 64),
+            command_digests: Some(vec!["1".repeat(64), "c".repeat(64)]),
+            commands_beyond: Some(1),
+            prev_hash: hex('e', 64),
+            hash: hex('f', 64),
             ..ChainedEntry::default()
         },
     ];

@@ -540,7 +540,11 @@ fn the_audit_trail_has_one_row_per_change_and_no_free_text() {
             "command_sha256",
             // Migration 10: the anchor an audit prune row set.
             "anchor_seq",
-            "anchor_hash"
+            "anchor_hash",
+            // Migration 16: a count row's distinct command digests (a
+            // JSON list of sha256s, never text) and the repeats beyond.
+            "command_digests",
+            "commands_beyond"
         ]
     );
 }

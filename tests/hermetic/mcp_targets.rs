@@ -35,36 +35,50 @@ async fn fleet(slow: bool) -> Fleet {
 
 /// [`fleet`], each helper then running `reply` (shell) after it read the request.
 async fn fleet_answering(slow: bool, reply: &str) -> Fleet {
+    serve_answering(
+        &[
+            ("db", &["prod"], "db", if slow { "sleep 30" } else { "printf 'db\\nagent\\n'" }),
+            ("web-1", &["prod", "web"], "web-1", "printf 'web-1\\nagent\\n'"),
+            ("web-2", &["web"], "web-2", "printf 'impostor\\nagent\\n'"),
+        ],
+        reply,
+    )
+    .await
+}
+
+/// A server for `targets`: (name, groups, expected host, identity script).
+async fn serve(targets: &[(&str, &[&str], &str, &str)]) -> Fleet {
+    serve_answering(targets, "").await
+}
+
+/// [`serve`], each helper then running `reply` (shell) after it read the request.
+async fn serve_answering(targets: &[(&str, &[&str], &str, &str)], reply: &str) -> Fleet {
     let dir = tempfile::tempdir().unwrap();
-    let targets = [
-        ("db", vec!["prod"], if slow { "sleep 30" } else { "printf 'db\\nagent\\n'" }),
-        ("web-1", vec!["prod", "web"], "printf 'web-1\\nagent\\n'"),
-        ("web-2", vec!["web"], "printf 'impostor\\nagent\\n'"),
-    ]
-    .into_iter()
-    .map(|(name, groups, identity)| {
-        let target_dir = dir.path().join(name);
-        std::fs::create_dir(&target_dir).unwrap();
-        let config = Config {
-            mode: Mode::Ssh,
-            ssh_alias: name.into(),
-            expected_host: name.into(),
-            expected_user: "agent".into(),
-            timeout: Duration::from_secs(2),
-            management: true,
-            ..Config::default()
-        };
-        // Each run is counted in the target's own directory.
-        let stand_in = ScriptedTarget {
-            dir: target_dir,
-            identity: format!("echo x >> \"$DIR/identity\"; {identity}"),
-            disk: "echo x >> \"$DIR/disk\"; printf 'Filesystem Size\\n/dev/vda 20G\\n'".into(),
-            rpc: format!("echo x >> \"$DIR/rpc\"; cat > \"$DIR/request\"; {reply}"),
-        };
-        let inspector = Inspector::with_transport_for_tests(config, Arc::new(stand_in));
-        (name.to_owned(), groups.into_iter().map(String::from).collect(), inspector)
-    })
-    .collect();
+    let targets = targets
+        .iter()
+        .map(|&(name, groups, expected_host, identity)| {
+            let target_dir = dir.path().join(name);
+            std::fs::create_dir(&target_dir).unwrap();
+            let config = Config {
+                mode: Mode::Ssh,
+                ssh_alias: name.into(),
+                expected_host: expected_host.into(),
+                expected_user: "agent".into(),
+                timeout: Duration::from_secs(2),
+                management: true,
+                ..Config::default()
+            };
+            // Each run is counted in the target's own directory.
+            let stand_in = ScriptedTarget {
+                dir: target_dir,
+                identity: format!("echo x >> \"$DIR/identity\"; {identity}"),
+                disk: "echo x >> \"$DIR/disk\"; printf 'Filesystem Size\\n/dev/vda 20G\\n'".into(),
+                rpc: format!("echo x >> \"$DIR/rpc\"; cat > \"$DIR/request\"; {reply}"),
+            };
+            let inspector = Inspector::with_transport_for_tests(config, Arc::new(stand_in));
+            (name.to_owned(), groups.iter().map(|g| String::from(*g)).collect(), inspector)
+        })
+        .collect();
     let options = Options {
         rpc_limits: RunLimits { output: RPC_LIMITS.output, timeout: Duration::from_secs(5) },
         audit: Audit::at(dir.path().join("state/audit.jsonl")),
@@ -294,4 +308,46 @@ async fn management_disabled_with_a_targets_file_names_the_targets_management_ke
         assert!(!text.contains("VOLCE_LAB_MANAGEMENT"), "names a variable that does not apply: {text}");
     }
     assert!(!home.path().join("rpc").exists(), "the helper was never asked");
+}
+
+/// Issue 38 (item 5): two aliases that reach one server made "a plan made
+/// on one target is unknown to every other" false, and nothing said so.
+/// Tried: rt-a and rt-b both expect and answer host srv, account agent (a
+/// stand-in answering the same identity for both); solo is another
+/// server. Fails on the code before (the fan-out said all ok, and a call
+/// on rt-a carried no word of rt-b): the fan-out still gives each target's
+/// result but is not ok, naming both with `targets_share_identity`, and
+/// every call naming one of them carries the note.
+#[tokio::test]
+async fn two_targets_answering_as_one_identity_are_named_in_a_fan_out_and_on_each_call() {
+    let fleet = serve(&[
+        ("rt-a", &[], "srv", "printf 'srv\\nagent\\n'"),
+        ("rt-b", &[], "srv", "printf 'srv\\nagent\\n'"),
+        ("solo", &[], "solo", "printf 'solo\\nagent\\n'"),
+    ])
+    .await;
+    let result = fleet.call("cloud_check", json!({"check": "identity", "targets": ["*"]})).await;
+    assert_eq!(result["status"], "check_failed", "{result}");
+    assert_eq!(result["code"], "targets_share_identity", "{result}");
+    assert_eq!(result["summary"], json!({"ok": 3, "failed": 0}), "each target still reports");
+    let message = result["message"].as_str().unwrap();
+    assert!(
+        message.contains("Targets rt-a, rt-b answered as one identity (host srv, account agent)"),
+        "{message}"
+    );
+    assert!(!message.contains("solo,") && !message.contains(", solo"), "{message}");
+    assert!(result["fix"].as_str().unwrap().contains("one server"), "{result}");
+    // A fan-out over solo and one of them names nothing.
+    let apart = fleet.call("cloud_check", json!({"check": "identity", "targets": ["rt-a", "solo"]})).await;
+    assert_eq!((apart["status"].as_str(), apart["code"].as_str()), (Some("ok"), None), "{apart}");
+    // A management call on rt-a (its helper's answer is the stand-in's,
+    // only the note counts) and a check on rt-b carry the note; solo's not.
+    let inventory = fleet.call("service_inventory", json!({"target": "rt-a"})).await;
+    let note = "Note (targets_share_identity): rt-b also expects host srv and account agent";
+    assert!(inventory["message"].as_str().unwrap().contains(note), "{inventory}");
+    let check = fleet.call("cloud_check", json!({"target": "rt-b", "check": "identity"})).await;
+    assert_eq!(check["status"], "ok");
+    assert!(check["message"].as_str().unwrap().contains("rt-a also expects host srv"), "{check}");
+    let solo = fleet.call("cloud_check", json!({"target": "solo", "check": "identity"})).await;
+    assert!(!solo["message"].as_str().unwrap().contains("targets_share_identity"), "{solo}");
 }

@@ -552,6 +552,10 @@ fn an_apps_data_survives_its_life_has_a_kernel_cap_and_goes_only_when_purged() {
     let web = policy["catalog"]["web"].clone();
     policy["catalog"]["web"] =
         json!({"image": web, "container_port": 8080, "data": {"path": "/data", "max_mib": 16}});
+    // Another entry with data elsewhere, as a static file server's /www
+    // (issue 38): the kept data must never be re-attached there.
+    policy["catalog"]["files"] =
+        json!({"image": web, "container_port": 8080, "data": {"path": "/www", "max_mib": 16}});
     let policy_path = state.path().join("policy.json");
     std::fs::write(&policy_path, policy.to_string()).unwrap();
     host.paths.policy = policy_path;
@@ -628,6 +632,15 @@ fn an_apps_data_survives_its_life_has_a_kernel_cap_and_goes_only_when_purged() {
     let kept = json!({"image": image, "kept": true});
     assert_eq!(removed["result"]["data"], kept, "the result says where: {removed}");
     assert!(image.exists() && mount_line(&mount).is_none(), "kept, unmounted");
+    // Issue 38: the kept data is bound to the entry and path it was kept
+    // for; a deploy of the same name under another entry is refused.
+    let record = data_dir.join(format!("{app}.entry"));
+    let bound: Value = serde_json::from_slice(&std::fs::read(&record).unwrap()).unwrap();
+    assert_eq!(bound, json!({"entry": "web", "path": "/data"}));
+    let mut elsewhere = deploy.clone();
+    elsewhere["image"] = json!("files");
+    let refused = host.plan("deploy", elsewhere).unwrap_err();
+    assert_eq!(refused["code"], "data_entry_mismatch", "{refused}");
     let (id, _) = host.plan("deploy", deploy.clone()).unwrap();
     let shown = host_show(&host, &id);
     assert!(shown.contains("kept from before, 16 MiB: re-attached at /data"), "{shown}");
@@ -665,6 +678,7 @@ fn an_apps_data_survives_its_life_has_a_kernel_cap_and_goes_only_when_purged() {
     let purged = host.execute(&id);
     assert_eq!(purged["result"]["data"], json!({"image": image, "kept": false}), "{purged}");
     assert!(!image.exists() && !mount.exists() && mount_line(&mount).is_none(), "purged");
+    assert!(!record.exists(), "its record went with it");
     eprintln!("whole test: {:?}", began.elapsed());
 }
 

@@ -5,7 +5,11 @@
 //! An app's data belongs to its name, not to one deploy: it lives at
 //! `<state>/data/<app>.ext4`, mounted on `<state>/data/<app>`, so a later
 //! deploy under the same name finds what remove_app kept, and its plan
-//! says it re-attaches it.
+//! says it re-attaches it. But only under the catalog entry and path it
+//! was kept for (issue 38): kept data is bound to its entry, not to the
+//! name alone, so another entry's deploy under the name is refused
+//! `data_entry_mismatch` (at prepare, and again at execute, which derives
+//! the plan anew).
 
 use super::{Context, HostFacts, MIB};
 use crate::control::policy::CatalogEntry;
@@ -16,6 +20,7 @@ use crate::vocab::{AppName, Code, DataUse, Refusal, refuse};
 /// now: a cap is fixed when the image is made).
 pub fn for_deploy(
     app: &AppName,
+    key: &str,
     entry: &CatalogEntry,
     ctx: &Context<'_>,
     facts: &dyn HostFacts,
@@ -24,8 +29,46 @@ pub fn for_deploy(
     let image = ctx.data_dir.join(format!("{app}.ext4"));
     let mount = ctx.data_dir.join(app.as_str());
     let kept = facts.kept_data_mib(&image)?;
+    if kept.is_some() {
+        kept_for_this_entry(app, key, spec, &image, facts)?;
+    }
     let data = DataUse { path: spec.path.clone(), image, mount, max_mib: kept.unwrap_or(spec.max_mib) };
     Ok(Some((data, kept.is_some())))
+}
+
+/// Kept data is re-attached only under the entry and at the path it was
+/// kept for. Data kept without a record (by a build before issue 38) is
+/// refused too: nothing says which entry it belongs to, and guessing
+/// from the name is what let one app's files reach another's path.
+fn kept_for_this_entry(
+    app: &AppName,
+    key: &str,
+    spec: &crate::vocab::DataSpec,
+    image: &std::path::Path,
+    facts: &dyn HostFacts,
+) -> Result<(), Refusal> {
+    let message = match facts.kept_data_for(image)? {
+        Some(kept) if kept.entry == key && kept.path == spec.path => return Ok(()),
+        Some(kept) => format!(
+            "The data kept for {app} ({}) belongs to catalog entry `{}` at {}, not to `{key}` at {}: it is \
+             re-attached only by a deploy of {app} under `{}`. Deploy under that entry, choose another app \
+             name, or ask the operator to delete the kept data (`volce-lab-host data purge {app}`); nothing \
+             was changed.",
+            image.display(),
+            kept.entry,
+            kept.path,
+            spec.path,
+            kept.entry
+        ),
+        None => format!(
+            "The data kept for {app} ({}) has no record of the catalog entry it was made for (an earlier \
+             build kept it), so it is not re-attached under `{key}`: choose another app name, or ask the \
+             operator to check what it holds and either delete it (`volce-lab-host data purge {app}`) or \
+             record its entry (docs/data.md); nothing was changed.",
+            image.display()
+        ),
+    };
+    refuse(Code::DataEntryMismatch, message)
 }
 
 /// New data takes its whole size from the disk when it is made: the free

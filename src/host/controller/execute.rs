@@ -24,7 +24,7 @@ use crate::control::validate::Context;
 use crate::docker::{Engine, EngineError, NoProgress, ProgressSink};
 use crate::store::{AuditOutcome, AuditRow, Claim, Event};
 use crate::vocab::PlanOutcome;
-use crate::vocab::{Code, ImageId, PlanId, Refusal, refuse};
+use crate::vocab::{Code, DataAfter, ImageId, KeptFor, PlanId, Refusal, refuse};
 use crate::wire::answers::execution::{ExecutedPlan, ExecutionOutcome};
 
 mod app_records;
@@ -95,6 +95,9 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
         // The claim is committed: from here on nothing may refuse quietly.
         let acted = self.act(&plan, progress);
         let recorded = self.record(&plan, &apps, &acted, requester, &me);
+        if acted.result.is_ok() && recorded.is_ok() {
+            bind_kept_data(&plan, &apps);
+        }
         Ok(answer(&plan, acted, recorded))
     }
 
@@ -359,6 +362,21 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             Err(refusal) => Err(changed(refusal)),
         }
     }
+}
+
+/// After a completed plan that kept an app's data (a remove_app without
+/// `purge_data`): the record of the catalog entry and path it was kept
+/// for, from the app's record as the claim read it (issue 38; a deploy
+/// re-attaches it only under those). Data an earlier build made gets its
+/// record here too, from the record that keeps it. A record that cannot
+/// be written fails closed: the data stays kept, and a deploy refuses it
+/// as unrecorded until the operator records or purges it.
+fn bind_kept_data(plan: &Plan, apps: &BTreeMap<String, AppRecord>) {
+    let Some(DataAfter { image, kept: true }) = plan.payload.data_after() else { return };
+    let Some(record) = plan.payload.app().and_then(|app| apps.get(app)) else { return };
+    let Some(data) = &record.data else { return };
+    let kept = KeptFor { entry: record.image_key.clone(), path: data.path.clone() };
+    let _ = crate::docker::data_volume::bind_kept(&image, &kept);
 }
 
 /// The answer once the engine was reached: completed, failed with

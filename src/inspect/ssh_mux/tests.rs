@@ -102,7 +102,64 @@ fn without_a_private_directory_checks_use_fresh_connections() {
     let mux = MultiplexedSsh::with_dir(ssh(None), open);
     assert!(matches!(mux.unavailable(), Some(MuxUnavailable::NoDirectory(_))));
     let spec = &mux.specs(RemoteCommand::Identity, None, limits())[0];
-    assert!(!argv(spec).iter().any(|a| a.starts_with("Control")), "{:?}", argv(spec));
+    assert_multiplexing_off(&argv(spec));
+}
+
+/// The argv of a run without multiplexing: no master, no control socket,
+/// set on the command line so no ssh_config can bring either back.
+fn assert_multiplexing_off(args: &[String]) {
+    let end = args.iter().position(|a| a == "--").expect("our argv ends options with --");
+    for option in ["ControlMaster=no", "ControlPath=none"] {
+        let at =
+            args.iter().position(|a| a == option).unwrap_or_else(|| panic!("{option} missing: {args:?}"));
+        assert_eq!(args[at - 1], "-o");
+        assert!(at < end, "{option} after --: {args:?}");
+    }
+    assert!(!args.iter().any(|a| a.starts_with("ControlPersist")), "{args:?}");
+}
+
+/// Issue 38: without a private directory the plain argv let ssh honour
+/// the ControlPath of the user's ssh_config, where another local user
+/// could have planted a socket (ssh connected to it and sent a mux
+/// hello). What ssh makes of our argv is read from `ssh -G`, which
+/// resolves the configuration and connects nowhere.
+#[test]
+fn without_a_private_directory_a_configured_control_path_is_never_used() {
+    let temp = private_tempdir();
+    let open = temp.path().join("open");
+    fs::create_dir(&open).unwrap();
+    fs::set_permissions(&open, fs::Permissions::from_mode(0o755)).unwrap();
+    let config = temp.path().join("ssh_config");
+    let planted = temp.path().join("planted");
+    fs::write(
+        &config,
+        format!(
+            "Host course-demo\n    HostName 192.0.2.1\n    ControlMaster auto\n    ControlPath {}\n",
+            planted.display()
+        ),
+    )
+    .unwrap();
+    let mux = MultiplexedSsh::with_dir(ssh(Some(config)), open);
+    let spec = &mux.specs(RemoteCommand::Identity, None, limits())[0];
+    assert_multiplexing_off(&argv(spec));
+    if !Path::new(SSH_PROGRAM).exists() {
+        eprintln!("no {SSH_PROGRAM}: the argv is checked, ssh's reading of it is not");
+        return;
+    }
+    let out = std::process::Command::new(SSH_PROGRAM)
+        .arg("-G")
+        .args(&spec.args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let resolved = String::from_utf8_lossy(&out.stdout).to_ascii_lowercase();
+    let lines: Vec<&str> = resolved.lines().collect();
+    assert!(lines.contains(&"hostname 192.0.2.1"), "the config was read: {resolved}");
+    assert!(lines.contains(&"controlmaster false"), "{resolved}");
+    // ssh -G prints no controlpath line at all when it is none.
+    assert!(!resolved.contains(&planted.display().to_string().to_ascii_lowercase()), "{resolved}");
+    assert!(lines.iter().all(|l| !l.starts_with("controlpath ") || *l == "controlpath none"), "{resolved}");
 }
 
 #[test]
@@ -112,7 +169,7 @@ fn a_socket_path_too_long_for_sun_path_disables_multiplexing() {
     let mux = MultiplexedSsh::with_dir(ssh(None), long);
     assert!(matches!(mux.unavailable(), Some(MuxUnavailable::PathTooLong(_))));
     let spec = &mux.specs(RemoteCommand::Identity, None, limits())[0];
-    assert!(!argv(spec).iter().any(|a| a.starts_with("Control")));
+    assert_multiplexing_off(&argv(spec));
 }
 
 #[test]

@@ -67,11 +67,17 @@ fn with_history() -> (tempfile::TempDir, Store) {
 
 /// Whether the index `name` is partial (`CREATE INDEX ... WHERE ...`): a
 /// walk of it reads only the rows in a bounded state, not the history.
+/// A step's `INDEX` word that names no index of ours (`SCAN json_each
+/// VIRTUAL TABLE INDEX 1:`, a table-valued function over one value) is no
+/// partial index.
 fn is_partial(conn: &Connection, name: &str) -> bool {
+    use rusqlite::OptionalExtension as _;
     conn.query_row("SELECT sql FROM sqlite_master WHERE type = 'index' AND name = ?1", [name], |r| {
         r.get::<_, Option<String>>(0)
     })
+    .optional()
     .unwrap()
+    .flatten()
     .is_some_and(|sql| sql.contains(" WHERE "))
 }
 
