@@ -134,7 +134,7 @@ impl<E: Engine, C: Clock, L: Liveness> Host<E, C, L> {
     /// [`Host::rpc`], reporting the steps of a long execute to `progress`
     /// (the shipped helper prints them as progress lines before the reply).
     ///
-    /// Order: load the policy -> take a slot -> read the request -> (a gate
+    /// Order: the pause (`pause.rs`) -> load the policy -> take a slot -> read the request -> (a gate
     /// refusal is recorded here and answered) -> open the store -> act ->
     /// record -> reply. The policy is checked first, so a server without a
     /// usable installation gets nothing created under its state directory.
@@ -153,6 +153,17 @@ impl<E: Engine, C: Clock, L: Liveness> Host<E, C, L> {
             for_the_agent(request_row::refused(&self.paths, self.clock.now(), meta, for_the_agent(refusal)))
                 .into()
         };
+        // First of all: a paused helper opens nothing (`pause.rs`), since
+        // any open of the store could migrate it. The refusal is counted
+        // beside the pause, and written to the trail when it ends.
+        match super::pause::current(&self.paths) {
+            Ok(None) => {}
+            Ok(Some(pause)) => {
+                super::pause::count_refusal(&self.paths, caller);
+                return pause.refusal().into();
+            }
+            Err(refusal) => return early(meta, refusal),
+        }
         let policy = match paths::load_policy(&self.paths) {
             Ok(policy) => policy,
             Err(refusal) => return early(meta, refusal),

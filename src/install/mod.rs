@@ -2,7 +2,8 @@
 //! setup` and `setup --undo` (`setup.rs`), `volce-lab-host doctor`
 //! (`doctor.rs`), `volce-lab-host catalog pin|list|remove` (`catalog.rs`,
 //! which edits the policy's catalog), `volce-lab-host data list|mount|purge`
-//! (`data.rs`, the apps' data images), and the two rules both hold the server to: the agent's
+//! (`data.rs`, the apps' data images), `volce-lab-host state backup|restore`
+//! (`state.rs`), and the two rules both hold the server to: the agent's
 //! one sudoers line ([`sudoers_rule`]) and the groups it must not be in
 //! ([`PRIVILEGED_GROUPS`]). Runs as root on the server's terminal.
 //!
@@ -16,6 +17,7 @@ pub mod data;
 pub mod doctor;
 pub mod package_check;
 pub mod setup;
+pub mod state;
 
 use crate::host::HostPaths;
 

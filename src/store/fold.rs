@@ -60,6 +60,44 @@ fn kind<'a>(
 }
 
 impl Tx<'_> {
+    /// The row of an operator's command on the helper's own state (pause,
+    /// resume, state backup, state restore): a `request` row with outcome
+    /// `ok`, no operation (the table's list predates them) and the command
+    /// in `code`, stamped with the request's caller and uids.
+    pub fn record_state_command(
+        &self,
+        at: i64,
+        command: super::rows::StateCommand,
+    ) -> Result<(), StoreError> {
+        let Some(meta) = self.request else { return Ok(()) };
+        self.append(Content {
+            at,
+            event: Event::Request.as_str(),
+            outcome: AuditOutcome::Ok.as_str(),
+            duration_ms: Some(meta.elapsed_ms()),
+            actor: &meta.actor,
+            code: Some(command.as_str()),
+            ..Content { operation: None, ..stamp(Some(meta)) }
+        })
+    }
+
+    /// The agent's requests refused `paused`, counted beside the pause
+    /// (outside the store, which a paused helper never opens) and written
+    /// when the pause ends: one row for `actor`, operation `rpc`, outcome
+    /// `refused`, code `paused`, with how many there were.
+    pub fn record_paused_refusals(&self, at: i64, actor: &str, count: i64) -> Result<(), StoreError> {
+        self.append(Content {
+            at,
+            event: Event::Request.as_str(),
+            outcome: AuditOutcome::Refused.as_str(),
+            actor,
+            operation: Some(super::rows::AuditOperation::Rpc.as_str()),
+            code: Some(crate::vocab::Code::Paused.as_str()),
+            count: Some(count.max(1)),
+            ..Content::default()
+        })
+    }
+
     /// Appends the `request` row of the request being served (or counts it
     /// as a repeat of its kind in its window), after flushing the closed
     /// windows. Nothing without a request set.

@@ -256,6 +256,25 @@ impl From<crate::wire::Operation> for AuditOperation {
     }
 }
 
+/// The operator's commands on the helper's own state. The audit table's
+/// operation list predates them and a new schema step is not theirs to
+/// add, so their rows carry no operation and name the command in `code`
+/// (`Tx::record_state_command`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
+pub enum StateCommand {
+    Pause,
+    Resume,
+    StateBackup,
+    StateRestore,
+}
+
+impl StateCommand {
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
+
 /// Who asked for what: stamped on every audit row a request writes, so the
 /// rows of one request (and the workstation's `audit.jsonl` line with the
 /// same request id) can be joined. Metadata only: ids, names, numbers.

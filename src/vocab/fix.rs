@@ -128,6 +128,15 @@ impl Code {
             Code::UpgradeWaiting => {
                 "Wait a minute and call once more: the server finishes its package upgrade when the plan the message names has ended."
             }
+            Code::Paused => {
+                "Stop and tell the user the operator paused volce-lab on this server (the message gives their reason); do not retry in a loop: ask again once they say it is resumed."
+            }
+            Code::DowngradePending => {
+                "Stop and tell the user the server is being downgraded; do not retry in a loop: ask again once the operator says the old package is installed."
+            }
+            Code::PauseRequired => {
+                "Run `sudo volce-lab-host pause --reason TEXT` first, then the restore again (server-install.md, Upgrading)."
+            }
             Code::DowngradeRefused => {
                 "Keep the installed version, or restore the state backup taken before the upgrade first (server-install.md, Upgrading)."
             }
