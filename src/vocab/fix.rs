@@ -138,7 +138,7 @@ impl Code {
                 "Run `sudo volce-lab-host pause --reason TEXT` first, then the restore again (server-install.md, Upgrading)."
             }
             Code::DowngradeRefused => {
-                "Keep the installed version, or restore the state backup taken before the upgrade first (server-install.md, Upgrading)."
+                "Keep the installed version, or pause, `state restore BACKUP --for-downgrade` the backup taken before the upgrade, then install again (server-install.md, Upgrading)."
             }
             Code::EnvFileInvalid => {
                 "Tell the operator the catalog entry's env file is refused: they run `sudo volce-lab-host doctor`, which names what to fix; never pass a secret yourself."

@@ -39,10 +39,12 @@ pub(super) fn check_state(paths: &DoctorPaths, probe: &dyn DoctorProbe, findings
                 findings.push(fail(
                     "schema",
                     format!(
-                        "version {}, restored for a downgrade (state restore --for-downgrade): this binary                          (schema {}) holds it unmigrated and refuses every request (downgrade_pending)",
+                        "version {}, restored for a downgrade (state restore --for-downgrade): this binary \
+                         (schema {}) holds it unmigrated and refuses every request (downgrade_pending)",
                         health.schema_version, health.expected_schema_version
                     ),
-                    "install the old package now (server-install.md, Upgrading); installing this one again                      lifts the hold instead",
+                    "install the old package now (server-install.md, Upgrading); installing this one again \
+                     lifts the hold instead",
                 ));
             } else {
                 findings.push(fail(
