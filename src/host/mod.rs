@@ -73,6 +73,7 @@ pub mod audit_rows;
 pub mod clock;
 mod confirm;
 pub mod controller;
+pub mod counted;
 pub mod drift;
 mod entry;
 pub mod env_files;

@@ -14,16 +14,15 @@
 //!   operator's reason) before the policy, a slot or the store is touched:
 //!   nothing in the state database is opened or changed;
 //! - a refused rpc cannot write its row without opening the store, so it
-//!   is counted beside the pause instead (`paused.refused`, one caller name
-//!   a line, at most [`MAX_REFUSED_BYTES`]) and the counts are written to
-//!   the audit trail when the pause ends, one counted row per caller;
+//!   is counted beside the pause instead (`counted.rs`) and the counts are
+//!   written to the audit trail when the pause ends, one counted row per
+//!   caller;
 //! - the files are trusted only as root's, not writable by group or
 //!   others, and never through a symlink (opened under the checked state
 //!   directory's handle, `O_NOFOLLOW`); an unreadable pause file still
 //!   pauses (fail closed);
 //! - operator commands never look at the pause: they keep working.
 
-use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{Read as _, Write as _};
 use std::os::unix::fs::OpenOptionsExt as _;
@@ -33,6 +32,7 @@ use nix::fcntl::{OFlag, openat};
 use nix::sys::stat::Mode;
 use serde::{Deserialize, Serialize};
 
+use super::counted::{self, Counts, Tally};
 use super::paths::{self, HostPaths};
 use super::request_row::{self, Caller, audit_unavailable};
 use crate::store::{AuditOperation, StateCommand, Store};
@@ -40,13 +40,8 @@ use crate::vocab::{Code, Refusal};
 
 /// The pause's file name in the state directory.
 pub const PAUSE_FILE: &str = "paused";
-/// The callers of the refused requests, one name a line.
-pub const REFUSED_FILE: &str = "paused.refused";
 /// A pause file is a few hundred bytes; a larger one is not read.
 const MAX_PAUSE_BYTES: u64 = 4096;
-/// Beyond this the refusals are no longer counted one by one (the row then
-/// says "at least").
-pub const MAX_REFUSED_BYTES: u64 = 64 * 1024;
 
 /// A pause in force: who set it, when, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -106,60 +101,20 @@ pub fn current(paths: &HostPaths) -> Result<Option<Pause>, Refusal> {
     Ok(Some(read.ok().and_then(|_| serde_json::from_slice(&bytes).ok()).unwrap_or(unreadable)))
 }
 
-/// Counts one refused request of `caller` beside the pause. Best effort:
-/// the refusal stands whether or not it could be counted.
-pub fn count_refusal(paths: &HostPaths, caller: &str) {
-    let path = paths.state_dir.join(REFUSED_FILE);
-    let opened = std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .mode(0o600)
-        .custom_flags((OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC).bits())
-        .open(&path);
-    let Ok(mut file) = opened else { return };
-    if paths::check_handle(&file, &path, false, paths.owner_uid).is_err() {
-        return;
-    }
-    if file.metadata().is_ok_and(|meta| meta.len() < MAX_REFUSED_BYTES) {
-        let _ = file.write_all(format!("{caller}\n").as_bytes());
-    }
-}
-
-/// Takes the counted refusals away (renamed, read, removed): how many each
-/// caller had, and whether the count reached its cap.
-pub fn take_refusals(paths: &HostPaths) -> (BTreeMap<String, i64>, bool) {
-    let path = paths.state_dir.join(REFUSED_FILE);
-    let taken = paths.state_dir.join(format!(".{REFUSED_FILE}.taken"));
-    let mut counts = BTreeMap::new();
-    if std::fs::rename(&path, &taken).is_err() {
-        return (counts, false);
-    }
-    let text = std::fs::read(&taken).unwrap_or_default();
-    let _ = std::fs::remove_file(&taken);
-    for name in String::from_utf8_lossy(&text).lines().filter(|name| crate::vocab::is_user_name(name)) {
-        *counts.entry(name.to_owned()).or_insert(0) += 1;
-    }
-    (counts, text.len() as u64 >= MAX_REFUSED_BYTES)
-}
-
 /// Writes the counted refusals and `command`'s row in one transaction of
 /// `store` (pause, resume and restore end a pause's count this way).
 pub fn record(
     store: &mut Store,
     caller: &Caller,
     command: StateCommand,
-    counts: &BTreeMap<String, i64>,
+    counts: &Counts,
     now: i64,
 ) -> Result<(), Refusal> {
+    // The request's meta stamps the command's row with the operator's
+    // uids; its operation is not stored (`record_state_command`).
     store.begin_request(caller.request(AuditOperation::Rpc));
-    store
-        .write(|tx| {
-            for (actor, count) in counts {
-                tx.record_paused_refusals(now, actor, *count)?;
-            }
-            tx.record_state_command(now, command)
-        })
-        .map_err(|_: crate::store::StoreError| audit_unavailable())
+    counted::write(store, Tally::Paused, counts, now, |tx| tx.record_state_command(now, command))
+        .map_err(|_| audit_unavailable())
 }
 
 /// `pause [--reason TEXT]`: recorded, then in force. Pausing again
@@ -169,7 +124,7 @@ pub fn pause(paths: &HostPaths, caller: &Caller, reason: Option<&str>, now: i64)
     paths::prepare_state(paths)?;
     let again = current(paths)?.is_some();
     // Counts left from an earlier pause's last moments are not this one's.
-    let (counts, _) = if again { (BTreeMap::new(), false) } else { take_refusals(paths) };
+    let counts = if again { Counts::default() } else { counted::take(paths, Tally::Paused) };
     if let Some(mut store) = request_row::open_for_rows(paths)? {
         record(&mut store, caller, StateCommand::Pause, &counts, now)?;
     }
@@ -215,7 +170,7 @@ pub fn lift(paths: &HostPaths) -> Result<(), Refusal> {
             format!("{} could not be removed; the pause stays. Remove it by hand.", path.display()),
         )),
         _ => {
-            let _ = std::fs::remove_file(paths.state_dir.join(REFUSED_FILE));
+            let _ = std::fs::remove_file(paths.state_dir.join(Tally::Paused.file()));
             Ok(())
         }
     }
@@ -227,18 +182,18 @@ pub fn resume(paths: &HostPaths, caller: &Caller, now: i64) -> Result<String, Re
     let Some(pause) = current(paths)? else {
         return Ok("volce-lab is not paused; nothing changed.\n".to_owned());
     };
-    let (counts, capped) = take_refusals(paths);
+    let counts = counted::take(paths, Tally::Paused);
     if let Some(mut store) = request_row::open_for_rows(paths)? {
         record(&mut store, caller, StateCommand::Resume, &counts, now)?;
     }
     lift(paths)?;
-    let refused: i64 = counts.values().sum();
+    let refused = counts.total();
     Ok(format!(
         "Resumed: agent requests are served again. While paused (since {}, by {}), {}{refused} request{} {} \
          refused `paused`; the audit trail has the count.\n",
         crate::text::rfc3339_seconds(pause.at),
         crate::text::for_terminal(&pause.by),
-        if capped { "at least " } else { "" },
+        if counts.capped { "at least " } else { "" },
         if refused == 1 { "" } else { "s" },
         if refused == 1 { "was" } else { "were" },
     ))

@@ -50,7 +50,8 @@ fn upgrade_waiting(
             "volce-lab was upgraded while plan {plan} ({action}) was executing under the previous version, \
              so the state database stays at schema {found} until that plan has finished (this version needs \
              {supported}); nothing was changed. Run the command again once the plan has finished: \
-             `volce-lab-host list` shows it, and the running helper is never killed for the upgrade.",
+             `volce-lab-host list` shows it (it and `audit head` answer meanwhile, without migrating), and \
+             the running helper is never killed for the upgrade.",
             action = action.as_str()
         ),
     )

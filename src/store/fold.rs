@@ -81,18 +81,25 @@ impl Tx<'_> {
         })
     }
 
-    /// The agent's requests refused `paused`, counted beside the pause
-    /// (outside the store, which a paused helper never opens) and written
-    /// when the pause ends: one row for `actor`, operation `rpc`, outcome
-    /// `refused`, code `paused`, with how many there were.
-    pub fn record_paused_refusals(&self, at: i64, actor: &str, count: i64) -> Result<(), StoreError> {
+    /// Requests refused while the store could not be opened to record
+    /// them (`paused`, `upgrade_waiting`), counted beside it and written
+    /// once it opens: one row for `actor`'s `operation`, outcome
+    /// `refused`, the code, with how many there were.
+    pub fn record_counted_refusals(
+        &self,
+        at: i64,
+        actor: &str,
+        operation: super::rows::AuditOperation,
+        code: crate::vocab::Code,
+        count: i64,
+    ) -> Result<(), StoreError> {
         self.append(Content {
             at,
             event: Event::Request.as_str(),
             outcome: AuditOutcome::Refused.as_str(),
             actor,
-            operation: Some(super::rows::AuditOperation::Rpc.as_str()),
-            code: Some(crate::vocab::Code::Paused.as_str()),
+            operation: Some(operation.as_str()),
+            code: Some(code.as_str()),
             count: Some(count.max(1)),
             ..Content::default()
         })

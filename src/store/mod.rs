@@ -59,7 +59,9 @@ pub use chain::{ChainedEntry, Content as ChainContent, GENESIS, link as chain_li
 pub use database::{BUSY_TIMEOUT, Store};
 pub use error::StoreError;
 pub use fold::WINDOW_SECS as FOLD_WINDOW_SECS;
-pub use health::{StoreHealth, read_apps, read_awaiting, read_claims, read_health, schema_version_of};
+pub use health::{
+    StoreHealth, read_apps, read_awaiting, read_claims, read_head, read_health, schema_version_of,
+};
 pub use retention::{AUDIT_PRUNE_BATCH, AUDIT_RETENTION_DAYS, MAX_PENDING_PER_REQUESTER, PRUNE_BATCH};
 pub use rows::{
     Approval, AuditEntry, AuditOperation, AuditOutcome, AuditRow, Claim, Event, MAX_REASON_CHARS, Rejection,

@@ -210,7 +210,9 @@ pub struct AuditRow {
 
 /// What a `volce-lab-host` request was: the rpc operations, the operator's
 /// commands, and the helper's own retention run. Stored in `audit.operation`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, IntoStaticStr, EnumString, VariantArray)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, IntoStaticStr, EnumString, VariantArray,
+)]
 #[serde(rename_all = "snake_case")]
 #[strum(serialize_all = "snake_case")]
 pub enum AuditOperation {

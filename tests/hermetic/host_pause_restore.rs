@@ -262,3 +262,74 @@ fn state_backup_waits_for_no_plan_executing_and_names_a_verified_copy_by_its_hea
     let trail = volce_lab::host::audit::export(&copy, None, true).unwrap();
     assert!(trail.lines().last().unwrap().contains(r#""code":"state_backup""#), "{trail}");
 }
+
+/// Issue 46, item 4. Tried: a migration that waits for a plan a live
+/// helper executes (here: this test process's claim, on a database whose
+/// `user_version` says one schema older), then two agent requests, the
+/// operator's `list` and `audit head`, then the plan ending. Before, every
+/// one was refused `upgrade_waiting`, the message sent the operator to
+/// `list`, which was refused too, and nothing of the refusals reached the
+/// trail. Now `list` answers with the executing plan and `audit head` with
+/// the head, both read without migrating, and the refusals are written,
+/// counted, by the first open after the migration.
+#[test]
+fn while_a_migration_waits_list_and_audit_head_answer_and_the_refusals_are_counted() {
+    use volce_lab::host::Liveness as _;
+    let h = world();
+    let id = h.controller().prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap().plan.id;
+    let me = volce_lab::host::ProcLiveness.me().unwrap();
+    let older = Store::supported_version() - 1;
+    {
+        let mut c = h.controller();
+        let conn = c.store_for_tests().dangerous_connection_for_tests();
+        let claimed = conn
+            .execute(
+                "UPDATE plans SET state = 'executing', claim_pid = ?2, claim_start = ?3, claim_boot = ?4, \
+                 claimed_at = 1 WHERE id = ?1",
+                rusqlite::params![id.as_str(), me.pid, me.start_time as i64, me.boot_id],
+            )
+            .unwrap();
+        assert_eq!(claimed, 1);
+        conn.pragma_update(None, "user_version", older).unwrap();
+    }
+    for _ in 0..2 {
+        let refusal = refused(h.rpc(AGENT, INVENTORY));
+        assert_eq!(refusal.code, Code::UpgradeWaiting, "{refusal:?}");
+        assert!(
+            refusal.message.contains("volce-lab-host list"),
+            "names the command that answers: {refusal:?}"
+        );
+    }
+    let listed = h.host().list("root", false).unwrap();
+    assert!(listed.contains("upgrade_waiting") && listed.contains(id.as_str()), "{listed}");
+    assert_eq!(
+        h.host().list("root", true).unwrap_err().code,
+        Code::UpgradeWaiting,
+        "JSON keeps its one shape"
+    );
+    let head = volce_lab::host::audit::head(&h.paths).unwrap();
+    assert!(head.contains("Read without migrating"), "{head}");
+    assert_eq!(user_version(&h.paths.database()), older, "nothing migrated while it waits");
+
+    // The plan ends and the migration ran (here by hand: the database has
+    // this schema's shape already): the next open writes the counts.
+    {
+        let conn = rusqlite::Connection::open(h.paths.database()).unwrap();
+        conn.execute(
+            "UPDATE plans SET state = 'completed', outcome = 'completed', finished_at = 2 WHERE id = ?1",
+            [id.as_str()],
+        )
+        .unwrap();
+        conn.pragma_update(None, "user_version", Store::supported_version()).unwrap();
+    }
+    assert!(matches!(h.rpc(AGENT, INVENTORY), Reply::Ok { .. }));
+    let trail = volce_lab::host::audit::export(&h.paths, None, true).unwrap();
+    let rows: Vec<serde_json::Value> = trail.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let counted = |actor: &str, operation: &str| {
+        rows.iter()
+            .find(|r| r["code"] == "upgrade_waiting" && r["actor"] == actor && r["operation"] == operation)
+            .map(|r| r["count"].clone())
+    };
+    assert_eq!(counted(AGENT, "inventory"), Some(json!(2)), "{trail}");
+    assert_eq!(counted("root", "list"), Some(json!(2)), "both lists were counted: {trail}");
+}

@@ -305,10 +305,17 @@ fn the_package_upgrade_keeps_plans_apps_and_the_trail_and_a_downgrade_below_the_
     let list = run(HOST_LINK, &["list"], None);
     let (code, inventory) = agent_rpc(&json!({"operation": "inventory"}));
     if migrates {
-        assert_eq!(list.code, Some(1), "list during the held execute: {list:?}");
+        // Issue 46: the operator's list and audit head answer, read
+        // without migrating, naming the plan the migration waits for.
+        assert!(list.ok(), "list answers while the migration waits: {list:?}");
         assert!(
-            list.stderr.contains("refused (upgrade_waiting)") && list.stderr.contains(&in_flight),
-            "the refusal names the plan it waits for: {list:?}"
+            list.stdout.contains("upgrade_waiting") && list.stdout.contains(&in_flight),
+            "the list names the plan it waits for: {list:?}"
+        );
+        let head = run(HOST_LINK, &["audit", "head"], None);
+        assert!(
+            head.ok() && head.stdout.contains("Read without migrating"),
+            "audit head while it waits: {head:?}"
         );
         assert_eq!((code, &inventory["code"]), (Some(1), &json!("upgrade_waiting")), "{inventory}");
     } else {
@@ -347,6 +354,13 @@ fn the_package_upgrade_keeps_plans_apps_and_the_trail_and_a_downgrade_below_the_
     }
     let verified = run(HOST_LINK, &["audit", "verify"], None);
     assert!(verified.ok(), "audit verify across the migration: {verified:?}");
+    if migrates {
+        let trail = run(HOST_LINK, &["audit", "export", "--json"], None);
+        assert!(
+            trail.stdout.lines().any(|row| row.contains(r#""code":"upgrade_waiting""#)),
+            "the requests refused while the migration waited are counted in the trail: {trail:?}"
+        );
+    }
     let verified_from = run(
         HOST_LINK,
         &["audit", "verify", "--from", head_before.stdout.split_whitespace().next().unwrap()],

@@ -70,7 +70,7 @@ fn record_and_check(paths: &HostPaths, caller: &Caller, now: i64) -> Result<(), 
     if let Some((plan, action, _)) = store.read(|tx| tx.executing_plans()).map_err(|e| e.refusal())?.first() {
         return Err(executing(plan, *action, "a restore"));
     }
-    let (counts, _) = pause::take_refusals(paths);
+    let counts = crate::host::counted::take(paths, crate::host::counted::Tally::Paused);
     pause::record(&mut store, caller, StateCommand::StateRestore, &counts, now)
 }
 
