@@ -48,21 +48,33 @@ fn copy(from: &Connection, dest: &Path) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Folds the write-ahead log of the database at `path` into it and leaves
-/// WAL mode, so that no `-wal` or `-shm` file is left to pair with a file
-/// put in its place. `Ok(false)` when another connection has it open
-/// (SQLite then keeps WAL mode): nothing may replace it now.
-pub fn release_log(path: &Path) -> Result<bool, StoreError> {
+/// Folds the write-ahead log of the database at `path` into it, leaves
+/// WAL mode, and takes its exclusive lock, so that no `-wal` or `-shm`
+/// file is left to pair with a file put in its place and no helper opens
+/// the old file meanwhile. Keep the returned connection until the new file
+/// is renamed into place (dropping it releases the lock; nothing was
+/// written under it). `None` when another connection has it open (SQLite
+/// then keeps WAL mode, or the lock): nothing may replace it now.
+pub fn release_log(path: &Path) -> Result<Option<Connection>, StoreError> {
     let flags =
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NOFOLLOW | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = Connection::open_with_flags(path, flags)?;
     conn.busy_timeout(std::time::Duration::from_secs(2))?;
+    let busy = |e: &rusqlite::Error| {
+        matches!(e, rusqlite::Error::SqliteFailure(f, _)
+            if matches!(f.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked))
+    };
     let mode: String = match conn.pragma_update_and_check(None, "journal_mode", "DELETE", |r| r.get(0)) {
         Ok(mode) => mode,
-        Err(rusqlite::Error::SqliteFailure(e, _)) if e.code == rusqlite::ErrorCode::DatabaseBusy => {
-            return Ok(false);
-        }
+        Err(e) if busy(&e) => return Ok(None),
         Err(e) => return Err(e.into()),
     };
-    Ok(mode.eq_ignore_ascii_case("delete"))
+    if !mode.eq_ignore_ascii_case("delete") {
+        return Ok(None);
+    }
+    match conn.execute_batch("BEGIN EXCLUSIVE") {
+        Ok(()) => Ok(Some(conn)),
+        Err(e) if busy(&e) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
 }

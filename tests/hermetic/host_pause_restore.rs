@@ -333,3 +333,29 @@ fn while_a_migration_waits_list_and_audit_head_answer_and_the_refusals_are_count
     assert_eq!(counted(AGENT, "inventory"), Some(json!(2)), "{trail}");
     assert_eq!(counted("root", "list"), Some(json!(2)), "both lists were counted: {trail}");
 }
+
+/// A restore while another connection has the database open (a helper the
+/// pause did not stop: an operator's command, a running execute's) would
+/// leave that connection's write-ahead log beside the restored file.
+/// Tried: a connection that keeps the database open during the restore.
+/// Refused `busy` before anything is recorded, nothing restored, no hold
+/// left; once it closed, the restore goes through.
+#[test]
+fn a_restore_waits_for_every_other_connection_to_close() {
+    let h = world();
+    let scratch = tempfile::tempdir().unwrap();
+    let backup = older_backup(scratch.path(), 10);
+    let alice = Caller::from("alice");
+    pause::pause(&h.paths, &alice, None, now(&h)).unwrap();
+    let holder = rusqlite::Connection::open(h.paths.database()).unwrap();
+    let _: i64 = holder.query_row("SELECT count(*) FROM plans", [], |r| r.get(0)).unwrap();
+    let refusal = state::restore(&h.paths, &backup, RestoreFor::Downgrade, &alice, now(&h)).unwrap_err();
+    assert_eq!(refusal.code, Code::Busy, "{refusal:?}");
+    assert_eq!(user_version(&h.paths.database()), Store::supported_version(), "nothing restored");
+    assert!(!volce_lab::store::hold::held(&h.paths.database()), "no hold left");
+    drop(holder);
+    let trail = volce_lab::host::audit::export(&h.paths, None, true).unwrap();
+    assert!(!trail.contains("state_restore"), "a refused restore records none: {trail}");
+    state::restore(&h.paths, &backup, RestoreFor::Downgrade, &alice, now(&h)).unwrap();
+    assert_eq!(user_version(&h.paths.database()), 10);
+}

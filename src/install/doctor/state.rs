@@ -19,7 +19,7 @@ pub(super) fn check_state(paths: &DoctorPaths, probe: &dyn DoctorProbe, findings
     let restore = format!(
         "the helper refuses it (state_corrupt); keep a copy of {} as \
          evidence, then restore state.db from the backup operator.md has you keep \
-         (made with `sqlite3 state.db .backup`) and delete state.db-wal and state.db-shm",
+         (`volce-lab-host state backup`, or `sqlite3 state.db .backup`) and delete state.db-wal and state.db-shm",
         dir.display()
     );
     match probe.store(dir) {

@@ -42,6 +42,9 @@ pub fn restore(
             ),
         ));
     }
+    // Before anything is recorded: a database another process holds open
+    // (a `list --watch`, say) is refused as it is, with nothing written.
+    drop(exclusive(paths)?);
     record_and_check(paths, caller, now)?;
     put_in_place(paths, &database, goal)?;
     Ok(match goal {
@@ -75,7 +78,8 @@ fn record_and_check(paths: &HostPaths, caller: &Caller, now: i64) -> Result<(), 
 }
 
 /// Copies the backup beside the database and renames it into place, after
-/// the current database gave up its write-ahead log. For a downgrade the
+/// the current database gave up its write-ahead log (its lock held until
+/// the rename). For a downgrade the
 /// hold is left first, so the older database is never seen without it,
 /// and the pause is lifted last.
 fn put_in_place(paths: &HostPaths, database: &Path, goal: RestoreFor) -> Result<(), Refusal> {
@@ -86,14 +90,10 @@ fn put_in_place(paths: &HostPaths, database: &Path, goal: RestoreFor) -> Result<
     std::fs::File::open(&candidate)
         .and_then(|file| file.sync_all())
         .map_err(|_| failed("Syncing", &candidate))?;
-    if target.exists() && !crate::store::release_log(&target).map_err(|e| e.refusal())? {
+    // Held until the rename: no helper opens the old file meanwhile.
+    let released = exclusive(paths).inspect_err(|_| {
         let _ = std::fs::remove_file(&candidate);
-        return Err(Refusal::new(
-            Code::Busy,
-            "Another volce-lab-host process has the state database open, so it cannot be replaced now; nothing \
-             was restored. Wait until it has ended (`ps -C volce-lab-host`), then run the restore again.",
-        ));
-    }
+    })?;
     if goal == RestoreFor::Downgrade {
         let hold = crate::store::hold::hold_path(&target);
         let written = std::fs::OpenOptions::new()
@@ -111,6 +111,7 @@ fn put_in_place(paths: &HostPaths, database: &Path, goal: RestoreFor) -> Result<
     }
     std::fs::rename(&candidate, &target).map_err(|_| failed("Renaming", &candidate))?;
     let _ = std::fs::File::open(&paths.state_dir).and_then(|dir| dir.sync_all());
+    drop(released);
     if goal == RestoreFor::Downgrade {
         pause::lift(paths)?;
     }
@@ -118,3 +119,21 @@ fn put_in_place(paths: &HostPaths, database: &Path, goal: RestoreFor) -> Result<
 }
 
 use std::os::unix::fs::OpenOptionsExt as _;
+
+/// The current database without its write-ahead log and under our
+/// exclusive lock (`store::release_log`); `None` when there is none yet.
+fn exclusive(paths: &HostPaths) -> Result<Option<rusqlite::Connection>, Refusal> {
+    let target = paths.database();
+    if !target.exists() {
+        return Ok(None);
+    }
+    match crate::store::release_log(&target).map_err(|e| e.refusal())? {
+        Some(held) => Ok(Some(held)),
+        None => Err(Refusal::new(
+            Code::Busy,
+            "Another process has the state database open (a `volce-lab-host list --watch`, a running \
+             execute), so it cannot be replaced now; nothing was restored or recorded. End it (`ps -C \
+             volce-lab-host`), then run the restore again.",
+        )),
+    }
+}
