@@ -7,7 +7,7 @@
 //! Invariants enforced here:
 //! - a copy is made page by page by SQLite itself, never by copying files
 //!   (a file copy of a WAL database misses what the log still holds);
-//! - a database is replaced only after [`release_log`] folded its log into
+//! - a database is replaced only after [`with_log_released`] folded its log into
 //!   it and left rollback-journal mode, which SQLite grants only while no
 //!   other connection has it open: a leftover `-wal` or `-shm` file would
 //!   otherwise be read as the log of the database put in its place.
@@ -15,7 +15,7 @@
 use std::path::Path;
 
 use rusqlite::backup::Backup;
-use rusqlite::{Connection, MAIN_DB, OpenFlags};
+use rusqlite::{Connection, MAIN_DB, OpenFlags, TransactionBehavior};
 
 use super::Store;
 use super::error::StoreError;
@@ -49,17 +49,20 @@ fn copy(from: &Connection, dest: &Path) -> Result<(), StoreError> {
 }
 
 /// Folds the write-ahead log of the database at `path` into it, leaves
-/// WAL mode, and takes its exclusive lock, so that no `-wal` or `-shm`
-/// file is left to pair with a file put in its place and no helper opens
-/// the old file meanwhile. Keep the returned connection until the new file
-/// is renamed into place (dropping it releases the lock; nothing was
-/// written under it). `None` when another connection has it open (SQLite
-/// then keeps WAL mode, or the lock): nothing may replace it now.
-pub fn release_log(path: &Path) -> Result<Option<Connection>, StoreError> {
+/// WAL mode, and runs `work` under its exclusive lock, so that no `-wal`
+/// or `-shm` file is left to pair with a file `work` puts in its place and
+/// no helper opens the old file meanwhile (nothing is written under the
+/// lock; it is released after `work`). `Ok(None)` when another connection
+/// has it open (SQLite then keeps WAL mode, or the lock): nothing may
+/// replace it now, and `work` did not run.
+pub fn with_log_released<T, E: From<StoreError>>(
+    path: &Path,
+    work: impl FnOnce() -> Result<T, E>,
+) -> Result<Option<T>, E> {
     let flags =
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NOFOLLOW | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let conn = Connection::open_with_flags(path, flags)?;
-    conn.busy_timeout(std::time::Duration::from_secs(2))?;
+    let mut conn = Connection::open_with_flags(path, flags).map_err(StoreError::from)?;
+    conn.busy_timeout(std::time::Duration::from_secs(2)).map_err(StoreError::from)?;
     let busy = |e: &rusqlite::Error| {
         matches!(e, rusqlite::Error::SqliteFailure(f, _)
             if matches!(f.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked))
@@ -67,14 +70,18 @@ pub fn release_log(path: &Path) -> Result<Option<Connection>, StoreError> {
     let mode: String = match conn.pragma_update_and_check(None, "journal_mode", "DELETE", |r| r.get(0)) {
         Ok(mode) => mode,
         Err(e) if busy(&e) => return Ok(None),
-        Err(e) => return Err(e.into()),
+        Err(e) => return Err(StoreError::from(e).into()),
     };
     if !mode.eq_ignore_ascii_case("delete") {
         return Ok(None);
     }
-    match conn.execute_batch("BEGIN EXCLUSIVE") {
-        Ok(()) => Ok(Some(conn)),
-        Err(e) if busy(&e) => Ok(None),
-        Err(e) => Err(e.into()),
-    }
+    let locked = match conn.transaction_with_behavior(TransactionBehavior::Exclusive) {
+        Ok(locked) => locked,
+        Err(e) if busy(&e) => return Ok(None),
+        Err(e) => return Err(StoreError::from(e).into()),
+    };
+    let done = work()?;
+    // Rolled back: nothing was written under the lock.
+    drop(locked);
+    Ok(Some(done))
 }

@@ -54,7 +54,7 @@ mod transitions;
 mod verify;
 pub mod wal;
 
-pub use backup::{copy_database, release_log};
+pub use backup::{copy_database, with_log_released};
 pub use chain::{ChainedEntry, Content as ChainContent, GENESIS, link as chain_link};
 pub use database::{BUSY_TIMEOUT, Store};
 pub use error::StoreError;

@@ -44,7 +44,7 @@ pub fn restore(
     }
     // Before anything is recorded: a database another process holds open
     // (a `list --watch`, say) is refused as it is, with nothing written.
-    drop(exclusive(paths)?);
+    exclusively(paths, || Ok(()))?;
     record_and_check(paths, caller, now)?;
     put_in_place(paths, &database, goal)?;
     Ok(match goal {
@@ -90,12 +90,21 @@ fn put_in_place(paths: &HostPaths, database: &Path, goal: RestoreFor) -> Result<
     std::fs::File::open(&candidate)
         .and_then(|file| file.sync_all())
         .map_err(|_| failed("Syncing", &candidate))?;
-    // Held until the rename: no helper opens the old file meanwhile.
-    let released = exclusive(paths).inspect_err(|_| {
+    // Under the old file's lock: no helper opens it until the new one is in.
+    exclusively(paths, || swap(&candidate, &target, goal)).inspect_err(|_| {
         let _ = std::fs::remove_file(&candidate);
     })?;
     if goal == RestoreFor::Downgrade {
-        let hold = crate::store::hold::hold_path(&target);
+        pause::lift(paths)?;
+    }
+    Ok(())
+}
+
+/// For a downgrade the hold first, so the older database is never there
+/// without it; then the rename, made durable.
+fn swap(candidate: &Path, target: &Path, goal: RestoreFor) -> Result<(), Refusal> {
+    if goal == RestoreFor::Downgrade {
+        let hold = crate::store::hold::hold_path(target);
         let written = std::fs::OpenOptions::new()
             .write(true)
             .create(true)
@@ -109,31 +118,30 @@ fn put_in_place(paths: &HostPaths, database: &Path, goal: RestoreFor) -> Result<
             });
         written.map_err(|_| failed("Writing", &hold))?;
     }
-    std::fs::rename(&candidate, &target).map_err(|_| failed("Renaming", &candidate))?;
-    let _ = std::fs::File::open(&paths.state_dir).and_then(|dir| dir.sync_all());
-    drop(released);
-    if goal == RestoreFor::Downgrade {
-        pause::lift(paths)?;
+    std::fs::rename(candidate, target).map_err(|_| failed("Renaming", candidate))?;
+    if let Some(dir) = target.parent() {
+        let _ = std::fs::File::open(dir).and_then(|dir| dir.sync_all());
     }
     Ok(())
 }
 
 use std::os::unix::fs::OpenOptionsExt as _;
 
-/// The current database without its write-ahead log and under our
-/// exclusive lock (`store::release_log`); `None` when there is none yet.
-fn exclusive(paths: &HostPaths) -> Result<Option<rusqlite::Connection>, Refusal> {
+/// Runs `work` on the current database released from its write-ahead log
+/// and under its exclusive lock (`store::with_log_released`); at once when
+/// there is no database yet. Refused `busy` when another process has it
+/// open.
+fn exclusively<T>(paths: &HostPaths, work: impl FnOnce() -> Result<T, Refusal>) -> Result<T, Refusal> {
     let target = paths.database();
     if !target.exists() {
-        return Ok(None);
+        return work();
     }
-    match crate::store::release_log(&target).map_err(|e| e.refusal())? {
-        Some(held) => Ok(Some(held)),
-        None => Err(Refusal::new(
+    crate::store::with_log_released(&target, work)?.ok_or_else(|| {
+        Refusal::new(
             Code::Busy,
             "Another process has the state database open (a `volce-lab-host list --watch`, a running \
              execute), so it cannot be replaced now; nothing was restored or recorded. End it (`ps -C \
              volce-lab-host`), then run the restore again.",
-        )),
-    }
+        )
+    })
 }
