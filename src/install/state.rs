@@ -33,7 +33,9 @@ use crate::host::{HostPaths, pause};
 use crate::store::{StateCommand, Store};
 use crate::vocab::{Code, Refusal};
 
+mod restore;
 mod run;
+pub use restore::restore;
 pub use run::{run_state_backup, run_state_restore};
 
 /// Where `state backup` writes unless told: root's, 0700.
@@ -216,6 +218,3 @@ fn backup_schema(database: &Path) -> Result<i64, Refusal> {
     }
     Ok(schema)
 }
-
-mod restore;
-pub use restore::restore;

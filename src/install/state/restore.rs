@@ -3,6 +3,7 @@
 //! the operator's terminal; see the module header of `state` for the order
 //! and why it is safe with an agent still polling.
 
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::Path;
 
 use super::{RestoreFor, backup_database, backup_schema, executing, failed};
@@ -124,8 +125,6 @@ fn swap(candidate: &Path, target: &Path, goal: RestoreFor) -> Result<(), Refusal
     }
     Ok(())
 }
-
-use std::os::unix::fs::OpenOptionsExt as _;
 
 /// Runs `work` on the current database released from its write-ahead log
 /// and under its exclusive lock (`store::with_log_released`); at once when
