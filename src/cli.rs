@@ -4,7 +4,7 @@
 //!
 //! A leaf: it converts arguments into typed calls of the library's entry
 //! functions (`inspect::report::run`, `mcp::serve_stdio`, `host::run_*`,
-//! `install::doctor::run_doctor`, `install::setup::run_setup`, `install::catalog`, `install::data`), and nothing it calls imports anything from here.
+//! `install::doctor::run_doctor`, `install::setup::run_setup`, `install::catalog`, `install::data`, `install::state`), and nothing it calls imports anything from here.
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -194,6 +194,46 @@ pub enum HostCommand {
     /// before docker), delete kept data no app holds.
     #[command(subcommand)]
     Data(DataCommand),
+    /// Refuse every agent request (rpc) from now on, before the state is
+    /// opened, until `resume`: for a downgrade, maintenance or an incident.
+    /// Your own commands keep working; the refusals are counted in the
+    /// audit trail when the pause ends.
+    Pause {
+        /// Why, in your words (at most 500 characters): given to the agent
+        /// with each refusal.
+        #[arg(long, value_name = "TEXT")]
+        reason: Option<String>,
+    },
+    /// Lift the pause: agent requests are served again.
+    Resume,
+    /// The state database: back it up, restore a backup (also the way back
+    /// to an older package).
+    #[command(subcommand)]
+    State(StateCommand),
+}
+
+/// `volce-lab-host state ...`: copies of the state database.
+#[derive(Debug, Subcommand)]
+pub enum StateCommand {
+    /// Copy the state database (SQLite's online backup; refused while a
+    /// plan executes), the env files and the data images' index into a
+    /// new directory named with the time and the audit head it ends at.
+    Backup {
+        /// Where to put it (made root's 0700; default /var/backups/volce-lab).
+        #[arg(long, value_name = "DIR")]
+        into: Option<std::path::PathBuf>,
+    },
+    /// Put a backup (its directory, or a state.db) in place of the state
+    /// database; only while the agent is paused and no plan executes.
+    Restore {
+        backup: std::path::PathBuf,
+        /// The backup is for an older package you install next: this
+        /// version then never migrates it (every command answers
+        /// downgrade_pending until the old package is in), and the pause is
+        /// lifted.
+        #[arg(long)]
+        for_downgrade: bool,
+    },
 }
 
 /// `volce-lab-host data ...`: the operator's view of the apps' data
@@ -403,6 +443,14 @@ fn host(command: HostCommand) -> Exit {
         HostCommand::Data(DataCommand::List) => crate::install::data::run_data_list(),
         HostCommand::Data(DataCommand::Mount) => crate::install::data::run_data_mount(),
         HostCommand::Data(DataCommand::Purge { app, yes }) => crate::install::data::run_data_purge(&app, yes),
+        HostCommand::Pause { reason } => crate::host::run_pause(reason.as_deref()),
+        HostCommand::Resume => crate::host::run_resume(),
+        HostCommand::State(StateCommand::Backup { into }) => {
+            crate::install::state::run_state_backup(into.as_deref())
+        }
+        HostCommand::State(StateCommand::Restore { backup, for_downgrade }) => {
+            crate::install::state::run_state_restore(&backup, for_downgrade)
+        }
         HostCommand::Audit(AuditCommand::Verify { from }) => crate::host::run_audit_verify(from.as_deref()),
         HostCommand::Audit(AuditCommand::Head) => crate::host::run_audit_head(),
         HostCommand::Audit(AuditCommand::Prune { before }) => crate::host::run_audit_prune(&before),

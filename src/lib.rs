@@ -20,8 +20,9 @@
 //! src/install/      the installation, above host: setup and undo (setup.rs),
 //!                   the doctor's rules (doctor.rs; doctor/system.rs probes
 //!                   the system), the operator's `catalog pin|list|remove|
-//!                   gateway-image|env-file` (catalog.rs) and
-//!                   `data list|mount|purge` (data.rs),
+//!                   gateway-image|env-file` (catalog.rs), `data list|mount|
+//!                   purge` (data.rs) and `state backup|restore` (state.rs:
+//!                   the way back to an older package),
 //!                   the sudoers rule and privileged groups
 //! src/host/         root helper: the binary's edge (entry.rs), `Host` and
 //!                   the rpc/list/show/approve/reject/resolve pipelines
@@ -32,7 +33,10 @@
 //!                   the operator's views (show.rs, list.rs), the rpc process
 //!                   guard (process.rs), its front and worker (front.rs),
 //!                   its stdout (output.rs), who the operator is (operator.rs),
-//!                   the audit trail's verify/head/export (audit.rs)
+//!                   the audit trail's verify/head/export (audit.rs), the
+//!                   operator's pause of the agent (pause.rs) and the
+//!                   refusals counted while the store cannot record them
+//!                   (counted.rs)
 //! src/inspect/      read-only checks: demo/local/ssh targets, identity gate,
 //!                   multiplexed ssh (ssh_mux.rs) and its master's control
 //!                   protocol spoken in-process (mux_client/), the human

@@ -131,6 +131,23 @@ fn host_commands_parse_with_the_list_alias() {
     assert!(parse(&["volce-lab-host", "data", "purge"]).is_err(), "purge needs an app");
     assert!(parse(&["volce-lab-host", "data", "mount", "blog"]).is_err(), "mount takes no app");
     assert!(parse(&["volce-lab-host", "data"]).is_err(), "data needs a subcommand");
+    // Issue 46: the pause and the state commands.
+    assert!(matches!(
+        parse(&["volce-lab-host", "pause", "--reason", "downgrade"]),
+        Ok(HostCommand::Pause { reason: Some(_) })
+    ));
+    assert!(matches!(parse(&["volce-lab-host", "pause"]), Ok(HostCommand::Pause { reason: None })));
+    assert!(matches!(parse(&["volce-lab-host", "resume"]), Ok(HostCommand::Resume)));
+    assert!(parse(&["volce-lab-host", "resume", "now"]).is_err(), "resume takes nothing");
+    assert!(matches!(
+        parse(&["volce-lab-host", "state", "backup", "--into", "/root/b"]),
+        Ok(HostCommand::State(StateCommand::Backup { into: Some(_) }))
+    ));
+    assert!(matches!(
+        parse(&["volce-lab-host", "state", "restore", "/root/b", "--for-downgrade"]),
+        Ok(HostCommand::State(StateCommand::Restore { for_downgrade: true, .. }))
+    ));
+    assert!(parse(&["volce-lab-host", "state", "restore"]).is_err(), "restore needs a backup");
     assert!(matches!(parse(&["volce-lab-host", "ssh-gate"]), Ok(HostCommand::SshGate)));
     assert!(parse(&["volce-lab-host", "ssh-gate", "ls"]).is_err(), "the gate takes no arguments");
 }

@@ -81,9 +81,22 @@ pub fn prune(paths: &HostPaths, before: &str, operator: &Caller, now: i64) -> Re
 
 /// `audit head`: the head hash on its own line (for scripts: `| head -n 1`),
 /// then the row count and the last row.
+///
+/// While a migration waits for a plan the previous version executes
+/// (`upgrade_waiting`), the head is read without migrating, on a read-only
+/// connection (issue 46: the operator's reads answer then too); the note
+/// after it says so.
 pub fn head(paths: &HostPaths) -> Result<String, Refusal> {
-    let mut store = open(paths)?;
-    let head = store.read(|tx| tx.audit_head()).map_err(|e| e.refusal())?;
+    let (head, note) = match open(paths) {
+        Ok(mut store) => (store.read(|tx| tx.audit_head()).map_err(|e| e.refusal())?, ""),
+        Err(refusal) if refusal.code == Code::UpgradeWaiting => {
+            let head = crate::store::read_head(&paths.database()).map_err(|_| refusal.clone())?;
+            let note = "(Read without migrating: the state database waits for a plan the previous version \
+                        executes, upgrade_waiting.)\n";
+            (head.ok_or(refusal)?, note)
+        }
+        Err(refusal) => return Err(refusal),
+    };
     let Some(hash) = head.hash() else {
         return Err(Refusal::new(
             Code::AuditChainBroken,
@@ -105,7 +118,7 @@ pub fn head(paths: &HostPaths) -> Result<String, Refusal> {
         } else {
             " (set by audit prune)"
         },
-    ))
+    ) + note)
 }
 
 /// `audit verify [--from HASH]`: the report, and whether the chain is intact

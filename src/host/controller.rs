@@ -63,7 +63,7 @@ mod operator;
 mod request_audit;
 
 pub use execute::Executed;
-pub use operator::{AppAfterResolve, Awaiting, Resolved};
+pub use operator::{AppAfterResolve, Awaiting, Resolved, check_reason};
 pub use request_audit::audit_unavailable;
 
 impl From<StoreError> for Refusal {

@@ -38,7 +38,7 @@ fn self_check() -> Result<String, Refusal> {
 /// record a person: [`process_check`], then `SUDO_USER` and `SUDO_UID`
 /// (each read once) cross-checked with the account database, the
 /// session's login uid and the sudo that started us (`operator::verify`).
-fn operator_check() -> Result<operator::Operator, Refusal> {
+pub fn operator_check() -> Result<operator::Operator, Refusal> {
     process_check()?;
     let (user, uid) = (std::env::var_os("SUDO_USER"), std::env::var_os("SUDO_UID"));
     let sudo = session::observe(&session::SystemProc, std::process::id());
@@ -211,6 +211,26 @@ pub fn run_resolve(plan_id: &str) -> Exit {
     let checked =
         operator_check().map_err(|refusal| refusal_recorded(&host, AuditOperation::Resolve, refusal));
     terminal(checked.and_then(|operator| host.resolve(&operator, plan_id)))
+}
+
+/// `volce-lab-host pause [--reason TEXT]` in the shipped binary: records a
+/// person, like approve. A refused caller check is answered unrecorded:
+/// the trail has no operation for pause (`store::StateCommand`).
+pub fn run_pause(reason: Option<&str>) -> Exit {
+    let host = ShippedHost::shipped();
+    terminal(operator_check().and_then(|operator| {
+        super::pause::pause(&host.paths, &Caller::from(&operator), reason, host.clock.now())
+    }))
+}
+
+/// `volce-lab-host resume` in the shipped binary.
+pub fn run_resume() -> Exit {
+    let host = ShippedHost::shipped();
+    terminal(
+        operator_check().and_then(|operator| {
+            super::pause::resume(&host.paths, &Caller::from(&operator), host.clock.now())
+        }),
+    )
 }
 
 /// `volce-lab-host audit verify [--from HASH]` in the shipped binary: exit

@@ -22,6 +22,25 @@ use crate::vocab::PlanState;
 pub const NOTHING_AWAITS: &str = "No plan awaits you: nothing is pending, executing or needing inspection. \
      When the agent asks for an approval it names a plan: read it with sudo volce-lab-host show PLAN_ID.";
 
+/// `list` while a migration waits for a plan the previous version
+/// executes: the refusal's sentence, then each executing plan and its
+/// claimer, read without migrating; the rest of the list follows once the
+/// migration ran.
+pub fn render_waiting(
+    waiting: &crate::vocab::Refusal,
+    executing: &[(crate::vocab::PlanId, crate::vocab::Action, crate::store::Claim)],
+) -> String {
+    let mut out = format!("upgrade_waiting: {}\n\nExecuting under the previous version:\n", waiting.message);
+    for (plan, action, claim) in executing {
+        out.push_str(&format!("  {plan}  {}  executing, by helper pid {}\n", action.as_str(), claim.pid));
+    }
+    out.push_str(
+        "\nThe rest of the list (plans awaiting you, the apps) is shown once that plan has finished and the \
+         migration ran; nothing was changed.\n",
+    );
+    out
+}
+
 /// The text view.
 pub fn render(awaiting: &Awaiting) -> String {
     let now = awaiting.now;

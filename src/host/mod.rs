@@ -1,7 +1,8 @@
 //! The root helper on the server: `volce-lab-host rpc` (the only command the
 //! agent's account may run, through an exact sudoers rule), the operator's
 //! `list`, `show PLAN_ID`, `approve PLAN_ID DIGEST`, `reject PLAN_ID` and
-//! `resolve PLAN_ID`, and the audit trail's `audit verify`, `audit head`,
+//! `resolve PLAN_ID`, `pause [--reason TEXT]` and `resume` (`pause.rs`:
+//! the agent's access refused before anything is opened), and the audit trail's `audit verify`, `audit head`,
 //! `audit export` and `audit prune` (`audit.rs`). Runs as root; the ssh
 //! gate in front of it (`gate.rs`) runs as the agent's account.
 //!
@@ -72,6 +73,7 @@ pub mod audit_rows;
 pub mod clock;
 mod confirm;
 pub mod controller;
+pub mod counted;
 pub mod drift;
 mod entry;
 pub mod env_files;
@@ -83,6 +85,7 @@ pub mod liveness;
 pub mod operator;
 pub mod output;
 pub mod paths;
+pub mod pause;
 mod pipeline;
 pub mod process;
 pub mod request_row;
@@ -98,8 +101,9 @@ use crate::vocab::{Code, Refusal};
 pub use confirm::{Confirmation, Decision, ask_word};
 pub use controller::{AppAfterResolve, Awaiting, Controller, Executed, Liveness, Resolved, StoppedClaimer};
 pub use entry::{
-    process_check, run_approve, run_audit_export, run_audit_head, run_audit_prune, run_audit_verify,
-    run_list, run_reject, run_resolve, run_rpc, run_rpc_worker, run_show, run_watch, terminal,
+    operator_check, process_check, run_approve, run_audit_export, run_audit_head, run_audit_prune,
+    run_audit_verify, run_list, run_pause, run_reject, run_resolve, run_resume, run_rpc, run_rpc_worker,
+    run_show, run_watch, terminal,
 };
 pub use liveness::{Hold, ProcLiveness};
 pub use paths::HostPaths;

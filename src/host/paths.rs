@@ -102,7 +102,7 @@ fn unsafe_path(path: &Path, why: &str) -> Refusal {
 }
 
 /// Checks an opened handle: kind, owner, and no group/world write bit.
-fn check_handle(file: &File, path: &Path, want_dir: bool, owner: u32) -> Result<(), Refusal> {
+pub(crate) fn check_handle(file: &File, path: &Path, want_dir: bool, owner: u32) -> Result<(), Refusal> {
     let meta = file.metadata().map_err(|_| unsafe_path(path, "cannot be inspected"))?;
     if want_dir && !meta.is_dir() {
         return Err(unsafe_path(path, "is not a directory"));

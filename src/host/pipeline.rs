@@ -115,6 +115,8 @@ impl<E: Engine, C: Clock, L: Liveness> Host<E, C, L> {
         // helper still executes (`Store::open_settled`).
         let mut store = Store::open_settled(&paths.database(), &|claim| liveness.alive(claim))
             .map_err(|e| crate::store::space::explain(&e, &paths.state_dir))?;
+        // The requests refused while it waited go onto the trail now.
+        super::counted::flush_waiting(&mut store, &paths, clock.now());
         // The shipped helper copies each row to the host's syslog; a test's
         // own paths never touch the machine's.
         if paths == HostPaths::fixed() {
@@ -134,7 +136,7 @@ impl<E: Engine, C: Clock, L: Liveness> Host<E, C, L> {
     /// [`Host::rpc`], reporting the steps of a long execute to `progress`
     /// (the shipped helper prints them as progress lines before the reply).
     ///
-    /// Order: load the policy -> take a slot -> read the request -> (a gate
+    /// Order: the pause (`pause.rs`) -> load the policy -> take a slot -> read the request -> (a gate
     /// refusal is recorded here and answered) -> open the store -> act ->
     /// record -> reply. The policy is checked first, so a server without a
     /// usable installation gets nothing created under its state directory.
@@ -153,6 +155,22 @@ impl<E: Engine, C: Clock, L: Liveness> Host<E, C, L> {
             for_the_agent(request_row::refused(&self.paths, self.clock.now(), meta, for_the_agent(refusal)))
                 .into()
         };
+        // First of all: a paused helper opens nothing (`pause.rs`), since
+        // any open of the store could migrate it. The refusal is counted
+        // beside the pause, and written to the trail when it ends.
+        match super::pause::current(&self.paths) {
+            Ok(None) => {}
+            Ok(Some(pause)) => {
+                super::counted::count(
+                    &self.paths,
+                    super::counted::Tally::Paused,
+                    caller,
+                    AuditOperation::Rpc,
+                );
+                return pause.refusal().into();
+            }
+            Err(refusal) => return early(meta, refusal),
+        }
         let policy = match paths::load_policy(&self.paths) {
             Ok(policy) => policy,
             Err(refusal) => return early(meta, refusal),
@@ -184,8 +202,17 @@ impl<E: Engine, C: Clock, L: Liveness> Host<E, C, L> {
         let alert_socket = self.alert_socket.clone();
         let mut controller = match self.open_with(policy) {
             Ok(controller) => controller,
-            // The store is what failed: there is no trail to write to.
+            // The store is what failed: there is no trail to write to. A
+            // migration that waits is counted, and written once it ran.
             Err(refusal) => {
+                if refusal.code == Code::UpgradeWaiting {
+                    super::counted::count(
+                        &paths,
+                        super::counted::Tally::UpgradeWaiting,
+                        caller,
+                        meta.operation,
+                    );
+                }
                 return for_the_agent(request_row::refused(&paths, now, meta, for_the_agent(refusal))).into();
             }
         };
@@ -223,7 +250,12 @@ impl<E: Engine, C: Clock, L: Liveness> Host<E, C, L> {
         plan_id: Option<&str>,
         work: impl FnOnce(&mut Controller<E, C, L>) -> Result<T, Refusal>,
     ) -> Result<T, Refusal> {
-        let mut controller = self.open()?;
+        let paths = self.paths.clone();
+        let mut controller = self.open().inspect_err(|refusal| {
+            if refusal.code == Code::UpgradeWaiting {
+                super::counted::count(&paths, super::counted::Tally::UpgradeWaiting, &caller.name, operation);
+            }
+        })?;
         controller.begin_request(caller.request(operation));
         let result = work(&mut controller);
         let id = plan_id.and_then(|id| PlanId::parse(id).ok());
@@ -265,12 +297,25 @@ impl<E: Engine, C: Clock, L: Liveness> Host<E, C, L> {
 
     /// `list`: the plans awaiting an operator and the recorded apps, as
     /// text or (`json`) one JSON object.
+    ///
+    /// While a migration waits for a plan the previous version executes
+    /// (`upgrade_waiting`), the text form answers with the executing plans,
+    /// read without migrating (`list::render_waiting`); the JSON form keeps
+    /// its one shape and is refused.
     pub fn list(self, caller: &str, json: bool) -> Result<String, Refusal> {
         let who = Caller::from(caller);
-        self.operator_request(&who, AuditOperation::List, None, |controller| {
+        let database = self.paths.database();
+        let listed = self.operator_request(&who, AuditOperation::List, None, |controller| {
             let awaiting = controller.awaiting(caller)?;
             Ok(if json { json_text(&list::to_json(&awaiting)) } else { list::render(&awaiting) })
-        })
+        });
+        match listed {
+            Err(refusal) if refusal.code == Code::UpgradeWaiting && !json => {
+                let executing = crate::store::read_claims(&database).map_err(|_| refusal.clone())?;
+                Ok(list::render_waiting(&refusal, &executing))
+            }
+            other => other,
+        }
     }
 
     /// `reject`: the operator ends a pending plan they do not want.

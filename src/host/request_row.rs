@@ -103,8 +103,25 @@ pub fn record_request(
     meta: RequestMeta,
     end: RequestEnd<'_>,
 ) -> Result<Recorded, Refusal> {
+    let Some(mut store) = open_for_rows(paths)? else { return Ok(Recorded::NoTrail) };
+    store.begin_request(meta);
+    match store.end_request(end) {
+        Ok(()) => Ok(Recorded::Written),
+        // Below the free-space floor (`Store::write`): as on a full
+        // filesystem, nothing to record into, and nothing was changed.
+        Err(error) if crate::store::space::is_below_floor(&error) => Ok(Recorded::NoTrail),
+        Err(_) => Err(audit_unavailable()),
+    }
+}
+
+/// The store a row is written to without a controller, `None` when there
+/// is no trail to write to: the database does not exist, or cannot be
+/// opened because it is damaged, newer, on a full disk, waiting for an
+/// upgrade or held for a downgrade (also the pause's and the state
+/// commands' rows, `pause.rs`, `crate::install::state`).
+pub fn open_for_rows(paths: &HostPaths) -> Result<Option<Store>, Refusal> {
     match std::fs::symlink_metadata(paths.database()) {
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Recorded::NoTrail),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         _ => {}
     }
     // An unsafe state directory (its owner or mode) is answered as such: its
@@ -120,9 +137,11 @@ pub fn record_request(
         Err(error) => {
             let why = crate::store::space::explain(&error, &paths.state_dir);
             return match why.code {
-                Code::StateCorrupt | Code::StateTooNew | Code::StateFull | Code::UpgradeWaiting => {
-                    Ok(Recorded::NoTrail)
-                }
+                Code::StateCorrupt
+                | Code::StateTooNew
+                | Code::StateFull
+                | Code::UpgradeWaiting
+                | Code::DowngradePending => Ok(None),
                 _ => Err(audit_unavailable()),
             };
         }
@@ -130,14 +149,7 @@ pub fn record_request(
     if *paths == HostPaths::fixed() {
         store.send_to_syslog(std::path::Path::new(crate::store::DEV_LOG));
     }
-    store.begin_request(meta);
-    match store.end_request(end) {
-        Ok(()) => Ok(Recorded::Written),
-        // Below the free-space floor (`Store::write`): as on a full
-        // filesystem, nothing to record into, and nothing was changed.
-        Err(error) if crate::store::space::is_below_floor(&error) => Ok(Recorded::NoTrail),
-        Err(_) => Err(audit_unavailable()),
-    }
+    Ok(Some(store))
 }
 
 /// `refusal`, once recorded; `audit_unavailable` if it could not be.

@@ -2,8 +2,9 @@
 //! setup` and `setup --undo` (`setup.rs`), `volce-lab-host doctor`
 //! (`doctor.rs`), `volce-lab-host catalog pin|list|remove|gateway-image|env-file`
 //! (`catalog.rs`, which edits the policy's catalog and gateway image),
-//! `volce-lab-host data list|mount|purge`
-//! (`data.rs`, the apps' data images), and the two rules both hold the server to: the agent's
+//! `volce-lab-host data list|mount|purge` (`data.rs`, the apps' data images),
+//! `volce-lab-host state backup|restore` (`state.rs`), and the two rules both
+//! hold the server to: the agent's
 //! one sudoers line ([`sudoers_rule`]) and the groups it must not be in
 //! ([`PRIVILEGED_GROUPS`]). Runs as root on the server's terminal.
 //!
@@ -17,6 +18,7 @@ pub mod data;
 pub mod doctor;
 pub mod package_check;
 pub mod setup;
+pub mod state;
 
 use crate::host::HostPaths;
 

@@ -116,9 +116,10 @@ pub fn decide(own: Version, to: Version, state: Option<i64>) -> Result<String, R
             format!(
                 "volce-lab {to} reads state schemas up to {read}, and this server's state database is at schema \
                  {state} (written by {own}), so dpkg stops here and nothing changed: {own} stays installed. \
-                 Keep {own} (or install a version at least as new); to go back to {to} anyway, first restore \
-                 /var/lib/volce-lab from the backup you took before upgrading to schema {state}, then install \
-                 {to} with VOLCE_LAB_PACKAGE_CHECK=skip in dpkg's environment (server-install.md, Upgrading).",
+                 Keep {own} (or install a version at least as new); to go back to {to}, pause the agent \
+                 (`volce-lab-host pause --reason downgrade`), restore the backup you took before upgrading \
+                 with `volce-lab-host state restore BACKUP --for-downgrade`, then install {to} again: this check \
+                 then passes (server-install.md, Upgrading).",
                 read = to.schema_read_by()
             ),
         )),

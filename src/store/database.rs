@@ -8,6 +8,9 @@
 //!   and read back; a connection where one did not apply is refused, since
 //!   SQLite ignores what it does not understand without a word;
 //! - a database newer than this code is refused, never touched;
+//! - a database older than this code is not migrated while the restore
+//!   hold's marker is beside it (`hold.rs`): refused `downgrade_pending`
+//!   before any pragma, so it stays as the old package reads it;
 //! - a migration never runs under a plan that an older helper is still
 //!   executing: a package upgrade replaces the binary, not the running
 //!   process, and that process goes on writing the schema it knows. The
@@ -47,7 +50,8 @@ fn upgrade_waiting(
             "volce-lab was upgraded while plan {plan} ({action}) was executing under the previous version, \
              so the state database stays at schema {found} until that plan has finished (this version needs \
              {supported}); nothing was changed. Run the command again once the plan has finished: \
-             `volce-lab-host list` shows it, and the running helper is never killed for the upgrade.",
+             `volce-lab-host list` shows it (it and `audit head` answer meanwhile, without migrating), and \
+             the running helper is never killed for the upgrade.",
             action = action.as_str()
         ),
     )
@@ -101,6 +105,14 @@ impl Store {
         let found: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
         if found > Store::supported_version() {
             return Err(StoreError::TooNew { found, supported: Store::supported_version() });
+        }
+        // Before the pragmas too: a held backup stays byte for byte as the
+        // old package will read it (the open above wrote nothing).
+        if found < Store::supported_version() && super::hold::held(path) {
+            return Err(StoreError::Refused(super::hold::downgrade_pending(
+                found,
+                Store::supported_version(),
+            )));
         }
         let mut store = Store::from_connection(conn);
         store.floor = path.parent().map(|dir| (dir.to_owned(), super::space::MIN_FREE_BYTES));
@@ -280,6 +292,21 @@ impl Store {
         }
         self.write(|tx| tx.record_request(&end))?;
         self.wrote.set(true);
+        Ok(())
+    }
+
+    /// Creates an empty database at `path` as the version whose schema is
+    /// `version` left it (WAL mode, `user_version` set, nothing migrated
+    /// beyond it): the hermetic tests of the way back to an older package
+    /// restore one. Compiled only with `test-hatches`, as below.
+    #[cfg(any(test, feature = "test-hatches"))]
+    pub fn dangerous_create_at_schema_for_tests(path: &Path, version: usize) -> Result<(), StoreError> {
+        let conn = Connection::open(path)?;
+        let _: String = conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))?;
+        for step in &MIGRATIONS[..version] {
+            conn.execute_batch(step)?;
+        }
+        conn.pragma_update(None, "user_version", version as i64)?;
         Ok(())
     }
 

@@ -74,6 +74,51 @@ fn kind<'a>(
 }
 
 impl Tx<'_> {
+    /// The row of an operator's command on the helper's own state (pause,
+    /// resume, state backup, state restore): a `request` row with outcome
+    /// `ok`, no operation (the table's list predates them) and the command
+    /// in `code`, stamped with the request's caller and uids.
+    pub fn record_state_command(
+        &self,
+        at: i64,
+        command: super::rows::StateCommand,
+    ) -> Result<(), StoreError> {
+        let Some(meta) = self.request else { return Ok(()) };
+        self.append(Content {
+            at,
+            event: Event::Request.as_str(),
+            outcome: AuditOutcome::Ok.as_str(),
+            duration_ms: Some(meta.elapsed_ms()),
+            actor: &meta.actor,
+            code: Some(command.as_str()),
+            ..Content { operation: None, ..stamp(Some(meta)) }
+        })
+    }
+
+    /// Requests refused while the store could not be opened to record
+    /// them (`paused`, `upgrade_waiting`), counted beside it and written
+    /// once it opens: one row for `actor`'s `operation`, outcome
+    /// `refused`, the code, with how many there were.
+    pub fn record_counted_refusals(
+        &self,
+        at: i64,
+        actor: &str,
+        operation: super::rows::AuditOperation,
+        code: crate::vocab::Code,
+        count: i64,
+    ) -> Result<(), StoreError> {
+        self.append(Content {
+            at,
+            event: Event::Request.as_str(),
+            outcome: AuditOutcome::Refused.as_str(),
+            actor,
+            operation: Some(operation.as_str()),
+            code: Some(code.as_str()),
+            count: Some(count.max(1)),
+            ..Content::default()
+        })
+    }
+
     /// Appends the `request` row of the request being served (or counts it
     /// as a repeat of its kind in its window), after flushing the closed
     /// windows. Nothing without a request set.

@@ -136,6 +136,13 @@ pub fn read_awaiting(path: &Path, now: i64) -> Result<Vec<super::StoredPlan>, su
     read_only(path, |tx| tx.awaiting_plans(now))
 }
 
+/// The audit trail's head, read as `read_apps` reads (nothing migrated):
+/// for `audit head` while a migration waits (`upgrade_waiting`). `None`
+/// when there is no database yet.
+pub fn read_head(path: &Path) -> Result<Option<super::Head>, super::StoreError> {
+    read_only(path, |tx| tx.audit_head().map(Some))
+}
+
 /// The claims of every executing plan, read as `read_apps` reads: for the
 /// doctor, which names a claimer that is stopped. Empty when no database
 /// exists yet.

@@ -16,6 +16,8 @@
 //! trail.rs        Tx: the trail as the operator reads it (head, verify, export)
 //! claims.rs       Tx: the image claims of removed apps
 //! health.rs       the read-only health report the doctor prints
+//! hold.rs         the restore hold: an older database left unmigrated for a downgrade
+//! backup.rs       `state backup`: a consistent copy by SQLite's online backup
 //! wal.rs          a write-ahead log cut short, seen before SQLite opens it
 //! plan_boot.rs    the boot clock at a plan's prepare (expiry across clock steps)
 //! space.rs        the free-space floor a prepare needs (`state_full`)
@@ -31,12 +33,14 @@
 //! per-request queries are served by indexes.
 
 mod apps;
+mod backup;
 mod chain;
 mod claims;
 mod database;
 mod error;
 mod fold;
 mod health;
+pub mod hold;
 mod plan_boot;
 mod plans;
 mod retention;
@@ -50,15 +54,18 @@ mod transitions;
 mod verify;
 pub mod wal;
 
+pub use backup::{copy_database, with_log_released};
 pub use chain::{ChainedEntry, Content as ChainContent, GENESIS, link as chain_link};
 pub use database::{BUSY_TIMEOUT, Store};
 pub use error::StoreError;
 pub use fold::WINDOW_SECS as FOLD_WINDOW_SECS;
-pub use health::{StoreHealth, read_apps, read_awaiting, read_claims, read_health, schema_version_of};
+pub use health::{
+    StoreHealth, read_apps, read_awaiting, read_claims, read_head, read_health, schema_version_of,
+};
 pub use retention::{AUDIT_PRUNE_BATCH, AUDIT_RETENTION_DAYS, MAX_PENDING_PER_REQUESTER, PRUNE_BATCH};
 pub use rows::{
     Approval, AuditEntry, AuditOperation, AuditOutcome, AuditRow, Claim, Event, MAX_REASON_CHARS, Rejection,
-    RequestEnd, RequestMeta, Resolution, StoredPlan,
+    RequestEnd, RequestMeta, Resolution, StateCommand, StoredPlan,
 };
 pub use syslog::DEV_LOG;
 pub use transitions::Tx;

@@ -210,7 +210,9 @@ pub struct AuditRow {
 
 /// What a `volce-lab-host` request was: the rpc operations, the operator's
 /// commands, and the helper's own retention run. Stored in `audit.operation`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, IntoStaticStr, EnumString, VariantArray)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, IntoStaticStr, EnumString, VariantArray,
+)]
 #[serde(rename_all = "snake_case")]
 #[strum(serialize_all = "snake_case")]
 pub enum AuditOperation {
@@ -253,6 +255,25 @@ impl From<crate::wire::Operation> for AuditOperation {
             O::Logs => AuditOperation::Logs,
             O::GateRefusal => AuditOperation::SshGate,
         }
+    }
+}
+
+/// The operator's commands on the helper's own state. The audit table's
+/// operation list predates them and a new schema step is not theirs to
+/// add, so their rows carry no operation and name the command in `code`
+/// (`Tx::record_state_command`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
+pub enum StateCommand {
+    Pause,
+    Resume,
+    StateBackup,
+    StateRestore,
+}
+
+impl StateCommand {
+    pub fn as_str(self) -> &'static str {
+        self.into()
     }
 }
 

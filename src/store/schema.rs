@@ -436,6 +436,10 @@ pub(super) const MIGRATIONS: &[&str] = &[
 /// (`chain::backfill`, which needs sha256 and so cannot be SQL).
 pub(super) const CHAIN_STEP: usize = 4;
 
+/// The step that gave audit rows their list of command digests
+/// (`fold.rs`); an older database's rows are read without it.
+pub(super) const DIGESTS_STEP: i64 = 16;
+
 /// The schema version this code writes: the number of migrations.
 pub(super) fn supported_version() -> i64 {
     MIGRATIONS.len() as i64

@@ -98,12 +98,21 @@ macro_rules! plan_columns {
 }
 
 /// Every column of an audit row, in the order `chain::entry` reads them.
+/// With `"NULL, NULL"` in place of the two columns of step 16, the same
+/// for a database before it (a restore held for a downgrade, a migration
+/// that waits): its rows carry no digest list.
 macro_rules! audit_rows {
     () => {
-        "SELECT seq, at, event, plan_id, action, outcome, exit_code, duration_ms, actor, \
-         operation, app, code, process, request_id, count, sudo_uid, login_uid, \
-         gate_reason, command_bytes, command_sha256, anchor_seq, anchor_hash, command_digests, \
-         commands_beyond, prev_hash, hash FROM audit"
+        audit_rows!("command_digests, commands_beyond")
+    };
+    ($digests:literal) => {
+        concat!(
+            "SELECT seq, at, event, plan_id, action, outcome, exit_code, duration_ms, actor, \
+             operation, app, code, process, request_id, count, sudo_uid, login_uid, \
+             gate_reason, command_bytes, command_sha256, anchor_seq, anchor_hash, ",
+            $digests,
+            ", prev_hash, hash FROM audit"
+        )
     };
 }
 
@@ -290,6 +299,11 @@ statements! {
     Bounded HEAD_ROW = "SELECT seq, at, hash FROM audit WHERE seq = (SELECT max(seq) FROM audit)";
     /// `audit verify` and the doctor: every row in order.
     Whole ALL_ROWS = concat!(audit_rows!(), " ORDER BY seq");
+    /// The schema version of the database at hand (`verify` reads older ones too).
+    Bounded SCHEMA_VERSION = "SELECT user_version FROM pragma_user_version";
+    /// [`ALL_ROWS`] of a database before schema step 16 (`verify` on the
+    /// doctor's read of an older database).
+    Whole ALL_ROWS_BEFORE_DIGESTS = concat!(audit_rows!("NULL, NULL"), " ORDER BY seq");
     /// `audit export --since`: the rows from `?1` on.
     Whole ROWS_SINCE = concat!(audit_rows!(), " WHERE at >= ?1 ORDER BY seq");
     /// Migration 4: the rows before the chain, with the columns they had.

@@ -113,7 +113,12 @@ impl Verification {
 /// chain rewritten).
 pub(super) fn verify(tx: Sql<'_>, from: Option<&str>) -> Result<Verification, StoreError> {
     let (anchor_seq, anchor_hash) = anchor(tx)?;
-    let mut statement = tx.prepare(sql::ALL_ROWS)?;
+    // The doctor reads older databases too (held for a downgrade, or
+    // waiting for a migration): their rows have no digest columns.
+    let version: i64 = tx.prepare(sql::SCHEMA_VERSION)?.query_row([], |r| r.get(0))?;
+    let all =
+        if version >= super::schema::DIGESTS_STEP { sql::ALL_ROWS } else { sql::ALL_ROWS_BEFORE_DIGESTS };
+    let mut statement = tx.prepare(all)?;
     let rows = statement.query_map([], entry)?;
     let mut prev: Option<(i64, String)> = None;
     let mut count = 0u64;

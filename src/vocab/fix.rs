@@ -133,8 +133,17 @@ impl Code {
             Code::UpgradeWaiting => {
                 "Wait a minute and call once more: the server finishes its package upgrade when the plan the message names has ended."
             }
+            Code::Paused => {
+                "Stop and tell the user the operator paused volce-lab on this server (the message gives their reason); do not retry in a loop: ask again once they say it is resumed."
+            }
+            Code::DowngradePending => {
+                "Stop and tell the user the server is being downgraded; do not retry in a loop: ask again once the operator says the old package is installed."
+            }
+            Code::PauseRequired => {
+                "Run `sudo volce-lab-host pause --reason TEXT` first, then the restore again (server-install.md, Upgrading)."
+            }
             Code::DowngradeRefused => {
-                "Keep the installed version, or restore the state backup taken before the upgrade first (server-install.md, Upgrading)."
+                "Keep the installed version, or pause, `state restore BACKUP --for-downgrade` the backup taken before the upgrade, then install again (server-install.md, Upgrading)."
             }
             Code::EnvFileInvalid => {
                 "Tell the operator the catalog entry's env file is refused: they run `sudo volce-lab-host doctor`, which names what to fix; never pass a secret yourself."

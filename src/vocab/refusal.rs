@@ -124,6 +124,15 @@ pub enum Code {
     /// `package-check`: the package about to replace this one cannot read
     /// the state database's schema; dpkg stops before anything changes.
     DowngradeRefused,
+    /// The operator paused the agent's access (`volce-lab-host pause`):
+    /// every rpc is refused, before the store is opened, until `resume`.
+    Paused,
+    /// The state database was restored for a downgrade (`state restore
+    /// --for-downgrade`): this version does not migrate it, and every open
+    /// is refused until the old package is installed.
+    DowngradePending,
+    /// `state restore` while the agent's access is not paused.
+    PauseRequired,
     /// The state directory's filesystem has no room left for a write:
     /// refused before anything changed.
     StateFull,
@@ -323,7 +332,7 @@ mod tests {
     #[test]
     fn code_strings_never_change() {
         use strum::VariantArray as _;
-        const SHIPPED: [&str; 110] = [
+        const SHIPPED: [&str; 113] = [
             "invalid_request",
             "request_too_large",
             "unknown_action",
@@ -389,6 +398,9 @@ mod tests {
             "state_too_new",
             "upgrade_waiting",
             "downgrade_refused",
+            "paused",
+            "downgrade_pending",
+            "pause_required",
             "state_full",
             "clock_skew",
             "engine_unavailable",

@@ -328,7 +328,7 @@ pub fn may_send(needs: u32, server: &ServerVersion, target: &str) -> Result<(), 
         format!(
             "Target {target} runs volce-lab {}, and this request needs protocol {needs}, which this \
              workstation ({}, protocol {}) speaks; nothing was sent. Upgrade the server's package \
-             (server-install.md, Upgrading: `apt-get install ./volce-lab_{}_amd64.deb`).",
+             (server-install.md, Upgrading: `apt-get install ./volce-lab_{}-1_amd64.deb`).",
             server.describe(),
             this.version,
             this.protocol,
@@ -347,6 +347,16 @@ mod tests {
 
     fn known(protocol: u32) -> ServerVersion {
         ServerVersion::Known(HelperVersion { version: format!("0.{protocol}.0"), protocol })
+    }
+
+    /// Issue 46: the refusal named `volce-lab_0.2.0_amd64.deb`, a file
+    /// scripts/package never writes (cargo-deb adds the Debian revision:
+    /// `volce-lab_0.2.0-1_amd64.deb`). Tried: the refusal to a 0.1.0 server.
+    #[test]
+    fn server_too_old_names_the_package_file_scripts_package_writes() {
+        let refusal = may_send(PROTOCOL_VERSION, &known(PROTOCOL_VERSION - 1), "web-1").unwrap_err();
+        let file = format!("./volce-lab_{}-1_amd64.deb", HelperVersion::this().version);
+        assert!(refusal.message.contains(&file), "{}", refusal.message);
     }
 
     /// Tried: a request of protocol N against servers of N-1, N and N+1,

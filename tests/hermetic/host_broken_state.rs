@@ -69,7 +69,7 @@ fn doctor_database(h: &Harness) -> Finding {
 }
 
 /// Every finding of the doctor on this world, with the real store probe.
-fn doctor_findings(h: &Harness) -> Vec<Finding> {
+pub(crate) fn doctor_findings(h: &Harness) -> Vec<Finding> {
     struct StoreOnly;
     impl DoctorProbe for StoreOnly {
         fn docker_version(&self) -> Result<String, String> {

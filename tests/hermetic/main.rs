@@ -27,6 +27,7 @@ mod host_lifecycle;
 mod host_load;
 mod host_logs;
 mod host_operator_wait;
+mod host_pause_restore;
 mod host_policy_files;
 mod host_processes;
 mod host_server_names;

@@ -583,6 +583,10 @@ fn the_agent_cannot_sudo_anything_but_the_rpc() {
         format!("sudo -n {HOST_LINK} show {plan}"),
         format!("sudo -n {HOST_LINK} show --json {plan}"),
         format!("sudo -n {HOST_LINK} doctor"),
+        // Issue 46: the pause and the restore are the operator's alone.
+        format!("sudo -n {HOST_LINK} resume"),
+        format!("sudo -n {HOST_LINK} pause"),
+        format!("sudo -n {HOST_LINK} state restore /tmp/backup --for-downgrade"),
         format!("sudo -n {HOST_LINK}"),
         format!("sudo -n {HOST_LINK} rpc extra"),
         format!("sudo -n {HOST_LINK} rpc rpc"),

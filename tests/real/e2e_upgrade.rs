@@ -7,7 +7,11 @@
 //! shows that everything is still there, that the migration waited for the
 //! executing plan and ran once, that the maintainer scripts touched no app,
 //! and that a downgrade below the new schema is refused before anything
-//! changes. Every e2e suite after it runs on the upgraded installation.
+//! changes. Then it walks the documented way back (issue 46): pause, the
+//! backup taken before the upgrade restored with the hold, the old package
+//! installed, the apps still served by the old helper; and forward again
+//! to the package under test. Every e2e suite after it runs on the
+//! upgraded installation.
 //!
 //! Runs as root; needs VOLCE_LAB_TEST_DEB (the package under test) and
 //! VOLCE_LAB_TEST_PREVIOUS_DEB (the previous release's), which scripts/test
@@ -254,6 +258,21 @@ fn the_package_upgrade_keeps_plans_apps_and_the_trail_and_a_downgrade_below_the_
     let (approved, approved_digest) = plan("stop", json!({"app": "e2e-up2"}));
     let ok = as_operator(&["approve", &approved, &approved_digest, "--yes"]);
     assert!(ok.ok(), "approve with the old helper: {ok:?}");
+    // The backup the way back restores (server-install.md, Upgrading: taken
+    // before the upgrade). 0.1.0 has no `state backup`, so it is what
+    // `sqlite3 state.db .backup` makes, by SQLite's online backup API, at a
+    // quiet moment: no plan executes, the helper is not running.
+    let backup_dir = private_tempdir();
+    let backup = backup_dir.path().join("state.db");
+    volce_lab::store::copy_database(&std::path::Path::new(STATE_DIR).join("state.db"), &backup)
+        .expect("a backup of the 0.1.0 state before the upgrade");
+    let ports: Vec<u16> = deployed
+        .iter()
+        .map(|id| {
+            find(&stored_plan(id), "host_port").and_then(Value::as_u64).expect("the deploy's host_port")
+                as u16
+        })
+        .collect();
     // A deploy whose health check cannot pass (nothing listens on 9999 in the
     // container) runs for seconds before its rollback: long enough to hold.
     let (in_flight, _) = deploy("e2e-up3", 9999);
@@ -286,10 +305,17 @@ fn the_package_upgrade_keeps_plans_apps_and_the_trail_and_a_downgrade_below_the_
     let list = run(HOST_LINK, &["list"], None);
     let (code, inventory) = agent_rpc(&json!({"operation": "inventory"}));
     if migrates {
-        assert_eq!(list.code, Some(1), "list during the held execute: {list:?}");
+        // Issue 46: the operator's list and audit head answer, read
+        // without migrating, naming the plan the migration waits for.
+        assert!(list.ok(), "list answers while the migration waits: {list:?}");
         assert!(
-            list.stderr.contains("refused (upgrade_waiting)") && list.stderr.contains(&in_flight),
-            "the refusal names the plan it waits for: {list:?}"
+            list.stdout.contains("upgrade_waiting") && list.stdout.contains(&in_flight),
+            "the list names the plan it waits for: {list:?}"
+        );
+        let head = run(HOST_LINK, &["audit", "head"], None);
+        assert!(
+            head.ok() && head.stdout.contains("Read without migrating"),
+            "audit head while it waits: {head:?}"
         );
         assert_eq!((code, &inventory["code"]), (Some(1), &json!("upgrade_waiting")), "{inventory}");
     } else {
@@ -328,6 +354,13 @@ fn the_package_upgrade_keeps_plans_apps_and_the_trail_and_a_downgrade_below_the_
     }
     let verified = run(HOST_LINK, &["audit", "verify"], None);
     assert!(verified.ok(), "audit verify across the migration: {verified:?}");
+    if migrates {
+        let trail = run(HOST_LINK, &["audit", "export", "--json"], None);
+        assert!(
+            trail.stdout.lines().any(|row| row.contains(r#""code":"upgrade_waiting""#)),
+            "the requests refused while the migration waited are counted in the trail: {trail:?}"
+        );
+    }
     let verified_from = run(
         HOST_LINK,
         &["audit", "verify", "--from", head_before.stdout.split_whitespace().next().unwrap()],
@@ -374,13 +407,139 @@ fn the_package_upgrade_keeps_plans_apps_and_the_trail_and_a_downgrade_below_the_
         assert_ne!(installed_version(), old_version);
         let list = run(HOST_LINK, &["list"], None);
         assert!(list.ok(), "the installation works after the refused downgrade: {list:?}");
+        assert_eq!(app_containers(), containers, "the downgrade attempt touched no app");
+        // The documented way back, walked to its end, then forward again.
+        let served = Served { apps: &apps[..2], ports: &ports };
+        the_way_back(&served, backup.to_str().unwrap(), &old_deb, &old_version);
+        forward_again(&served, &new_deb);
     } else {
         // No migration since the previous release: it reads this state, and
         // the downgrade may go on; the new package goes back on for the
         // suites after this one.
         assert!(downgraded.ok(), "a downgrade to a release that reads the schema: {downgraded:?}");
         assert!(apt_install(&new_deb).ok());
+        assert_eq!(app_containers(), containers, "the downgrade touched no app");
     }
-    assert_eq!(app_containers(), containers, "the downgrade attempt touched no app");
     remove_apps(&apps);
+}
+
+/// The apps made before the upgrade, and the gateway ports they serve on.
+struct Served<'a> {
+    apps: &'a [&'a str],
+    ports: &'a [u16],
+}
+
+impl Served<'_> {
+    /// Each app answers through the gateway (HTTP 2xx or 3xx).
+    fn assert_serving(&self, when: &str) {
+        for (app, port) in self.apps.iter().zip(self.ports) {
+            let answer = http_get(*port, &format!("{app}.e2e.test"));
+            assert!(
+                answer.as_ref().is_some_and(|(code, _)| (200..400).contains(code)),
+                "{app} must serve through the gateway on port {port} {when}: {answer:?}"
+            );
+        }
+    }
+}
+
+/// Plans, approves (when the policy asks for it) and executes `action` on
+/// `app` with the installed helper.
+fn planned_and_executed(action: &str, app: &str) {
+    let (id, digest) = plan(action, json!({"app": app}));
+    let approved = as_operator(&["approve", &id, &digest, "--yes"]);
+    assert!(
+        approved.ok() || approved.stderr.contains("approval_not_required"),
+        "approve {action} {app}: {approved:?}"
+    );
+    let (code, done) = execute(&id);
+    assert_eq!(code, Some(0), "{action} {app}: {done}");
+}
+
+/// The way back of server-install.md ("Upgrading"), with the agent's
+/// requests arriving all along: pause, restore the pre-upgrade backup with
+/// the hold, install the old package (its package-check passes: the old
+/// version reads the restored schema), and the old helper serves the apps.
+fn the_way_back(served: &Served<'_>, backup: &str, old_deb: &str, old_version: &str) {
+    // The stop plans executed after the upgrade stopped both apps; the
+    // backup says they run, so start them again first (with the new helper).
+    for app in served.apps {
+        planned_and_executed("start", app);
+    }
+    served.assert_serving("before the way back");
+
+    let paused = as_operator(&["pause", "--reason", "downgrade to 0.1.0"]);
+    assert!(paused.ok(), "pause: {paused:?}");
+    let (code, refused) = agent_rpc(&json!({"operation": "inventory"}));
+    assert_eq!(
+        (code, &refused["code"]),
+        (Some(1), &json!("paused")),
+        "the agent is refused while paused: {refused}"
+    );
+    assert!(
+        refused["message"].as_str().unwrap_or("").contains("downgrade to 0.1.0"),
+        "with the reason: {refused}"
+    );
+
+    let restored = as_operator(&["state", "restore", backup, "--for-downgrade"]);
+    assert!(restored.ok(), "state restore --for-downgrade: {restored:?}");
+    let database = std::path::Path::new(STATE_DIR).join("state.db");
+    let schema = || volce_lab::store::schema_version_of(&database).expect("the restored schema");
+    assert_eq!(schema(), Some(PREVIOUS_SCHEMA), "the backup's schema is in place");
+    // Held: the agent, `list` and the doctor all leave it unmigrated.
+    let (code, held) = agent_rpc(&json!({"operation": "inventory"}));
+    assert_eq!(
+        (code, &held["code"]),
+        (Some(1), &json!("downgrade_pending")),
+        "the agent meets the hold: {held}"
+    );
+    let list = run(HOST_LINK, &["list"], None);
+    assert!(list.stderr.contains("refused (downgrade_pending)"), "list meets the hold: {list:?}");
+    let doctor = run(HOST_LINK, &["doctor"], None);
+    assert!(doctor.stdout.contains("restored for a downgrade"), "the doctor names the hold: {doctor:?}");
+    assert_eq!(schema(), Some(PREVIOUS_SCHEMA), "nothing migrated the held backup");
+
+    // No VOLCE_LAB_PACKAGE_CHECK=skip: the installed package-check reads
+    // the restored schema, which 0.1.0 reads.
+    let downgraded = apt_install(old_deb);
+    assert!(downgraded.ok(), "the old package installs over the held backup: {downgraded:?}");
+    assert_eq!(installed_version(), old_version, "0.1.0 is installed again");
+    let wants = "/etc/systemd/system/multi-user.target.wants/volce-lab-data.service";
+    assert!(std::fs::symlink_metadata(wants).is_err(), "no dangling enable link of the data unit is left");
+    let (code, inventory) = agent_rpc(&json!({"operation": "inventory"}));
+    assert_eq!(code, Some(0), "the old helper answers the agent (it knows no pause): {inventory}");
+    for app in served.apps {
+        assert!(inventory.to_string().contains(app), "the old helper manages {app}: {inventory}");
+    }
+    let (code, gateways) = agent_rpc(&json!({"operation": "gateway_status"}));
+    assert_eq!(code, Some(0), "gateway_status with the old helper: {gateways}");
+    served.assert_serving("with the old package");
+    let verified = run(HOST_LINK, &["audit", "verify"], None);
+    assert!(verified.ok(), "the old helper verifies the restored trail: {verified:?}");
+    assert_eq!(schema(), Some(PREVIOUS_SCHEMA), "the old helper keeps its schema");
+}
+
+/// Back to the package under test, so the suites after this one run on an
+/// upgraded installation: the postinst lifts the hold, the new helper
+/// migrates, and the apps keep serving.
+fn forward_again(served: &Served<'_>, new_deb: &str) {
+    let upgraded = apt_install(new_deb);
+    assert!(upgraded.ok(), "apt-get install ./new.deb after the way back: {upgraded:?}");
+    assert_eq!(
+        sha256_file(INSTALLED),
+        sha256_file(env!("CARGO_BIN_EXE_volce-lab")),
+        "the new binary is back"
+    );
+    let hold = std::path::Path::new(STATE_DIR).join(volce_lab::store::hold::HOLD_FILE);
+    assert!(!hold.exists(), "the postinst lifted the restore hold");
+    let (code, inventory) = agent_rpc(&json!({"operation": "inventory"}));
+    assert_eq!(code, Some(0), "the new helper migrates and answers: {inventory}");
+    let database = std::path::Path::new(STATE_DIR).join("state.db");
+    assert_eq!(
+        volce_lab::store::schema_version_of(&database).unwrap(),
+        Some(volce_lab::store::Store::supported_version()),
+        "migrated to this build's schema"
+    );
+    let verified = run(HOST_LINK, &["audit", "verify"], None);
+    assert!(verified.ok(), "audit verify after going forward again: {verified:?}");
+    served.assert_serving("after going forward again");
 }

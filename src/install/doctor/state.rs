@@ -13,12 +13,13 @@ pub(super) fn check_state(paths: &DoctorPaths, probe: &dyn DoctorProbe, findings
     if !state_dir_findings(paths, findings) {
         return;
     }
+    check_pause(dir, findings);
     // What a damaged database needs: the helper refuses it
     // (`state_corrupt`) until then. docs/operator.md says how the backup is kept.
     let restore = format!(
         "the helper refuses it (state_corrupt); keep a copy of {} as \
          evidence, then restore state.db from the backup operator.md has you keep \
-         (made with `sqlite3 state.db .backup`) and delete state.db-wal and state.db-shm",
+         (`volce-lab-host state backup`, or `sqlite3 state.db .backup`) and delete state.db-wal and state.db-shm",
         dir.display()
     );
     match probe.store(dir) {
@@ -30,8 +31,21 @@ pub(super) fn check_state(paths: &DoctorPaths, probe: &dyn DoctorProbe, findings
             } else {
                 findings.push(fail("database", "PRAGMA integrity_check reports damage", restore));
             }
+            let held = crate::store::hold::held(&crate::host::HostPaths::database_in(dir));
             if health.schema_version == health.expected_schema_version {
                 findings.push(ok("schema", format!("version {}", health.schema_version)));
+            } else if held && health.schema_version < health.expected_schema_version {
+                // Read-only, as every probe here: the hold is reported, never lifted.
+                findings.push(fail(
+                    "schema",
+                    format!(
+                        "version {}, restored for a downgrade (state restore --for-downgrade): this binary \
+                         (schema {}) holds it unmigrated and refuses every request (downgrade_pending)",
+                        health.schema_version, health.expected_schema_version
+                    ),
+                    "install the old package now (server-install.md, Upgrading); installing this one again \
+                     lifts the hold instead",
+                ));
             } else {
                 findings.push(fail(
                     "schema",
@@ -67,6 +81,26 @@ pub(super) fn check_state(paths: &DoctorPaths, probe: &dyn DoctorProbe, findings
                 findings.push(plans::stuck_plan(dir, probe, plan.as_str(), state.as_str()));
             }
         }
+    }
+}
+
+/// A pause in force is said, with who set it and why (`host::pause`).
+fn check_pause(dir: &Path, findings: &mut Vec<Finding>) {
+    let paths = crate::host::HostPaths { state_dir: dir.to_owned(), ..crate::host::HostPaths::fixed() };
+    let owner = std::fs::symlink_metadata(dir).map(|meta| meta.uid()).unwrap_or(0);
+    if let Ok(Some(pause)) =
+        crate::host::pause::current(&crate::host::HostPaths { owner_uid: owner, ..paths })
+    {
+        findings.push(super::warn(
+            "agent access",
+            format!(
+                "paused by {} at {}{}: every rpc is refused (paused)",
+                crate::text::for_terminal(&pause.by),
+                crate::text::rfc3339_seconds(pause.at),
+                pause.reason.map(|r| format!(" ({})", crate::text::for_terminal(&r))).unwrap_or_default()
+            ),
+            "sudo volce-lab-host resume, once the maintenance is done",
+        ));
     }
 }
 

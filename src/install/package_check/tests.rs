@@ -59,6 +59,10 @@ fn a_downgrade_goes_on_only_to_a_version_that_reads_the_state() {
         &format!("at schema {}", read_by_first + 1),
         "nothing changed: 0.3.0 stays installed",
         "server-install.md, Upgrading",
+        // Issue 46: the order it named (restore, then the old package with
+        // the check skipped) let any open migrate the restored database back.
+        "state restore BACKUP --for-downgrade",
+        "volce-lab-host pause",
     ] {
         assert!(refusal.message.contains(words), "{words:?} in {}", refusal.message);
     }
