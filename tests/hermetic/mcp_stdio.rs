@@ -361,7 +361,10 @@ async fn every_tools_results_hold_to_its_trimmed_output_schema() {
     }
     session.call("cloud_check", json!({"check": "identity"})).await;
     let plan = session.call("service_plan", json!({"action": "stop", "parameters": {"app": "web"}})).await;
-    assert_eq!((&plan["status"], &plan["tool"], &plan["operation"]), (&json!("ok"), &json!("service_plan"), &json!("plan")));
+    assert_eq!(
+        (&plan["status"], &plan["tool"], &plan["operation"]),
+        (&json!("ok"), &json!("service_plan"), &json!("plan"))
+    );
     let id = plan["plan_id"].as_str().unwrap();
     let calls = [
         ("cloud_check", json!({"check": "disk"})),
