@@ -6,11 +6,13 @@
 //! `SSH_ORIGINAL_COMMAND`. The contract is `crate::wire::gate`.
 //!
 //! Invariants enforced here:
-//! - only the fixed requests of `wire::gate::parse_request` run, each as a
-//!   fixed argv by absolute path with a cleared environment and no shell
-//!   (`/usr/bin/df -h /`, `/usr/bin/sudo -n /usr/local/bin/volce-lab-host
-//!   rpc`); the identity is read from the kernel and the account database
-//!   (`gethostname`, the passwd entry of our uid), not by running programs;
+//! - only the fixed requests of `wire::gate::parse_request` run; the one
+//!   program the gate starts is `/usr/bin/sudo -n
+//!   /usr/local/bin/volce-lab-host rpc`, by absolute path with a cleared
+//!   environment and no shell; the identity is read from the kernel and the
+//!   account database (`gethostname`, the passwd entry of our uid), and the
+//!   disk check from `statvfs` and `/proc/self/mounts` ([`disk`], what
+//!   `df -h /` prints), not by running programs;
 //! - anything else (an interactive login, `ls /`, scp and sftp, extra
 //!   arguments) is refused with one stable line on stderr and exit 1, and
 //!   nothing runs;
@@ -78,6 +80,8 @@ use std::process::{Command, Stdio};
 
 use serde::Serialize;
 
+pub mod disk;
+
 use crate::exit::Exit;
 use crate::vocab::{Code, Refusal};
 use crate::wire::gate::{self, GateRequest, Header, RefusalReason, RefusalRecord, version_line};
@@ -111,6 +115,9 @@ pub enum GateStep {
     /// Print these bytes and exit: an identity answer, or a mismatch
     /// header (then nothing ran).
     Reply { stdout: Vec<u8>, exit: Exit },
+    /// Print `header` (if any), then what `df -h /` prints, read
+    /// in-process ([`disk::df_h`]).
+    Disk { header: Option<String> },
     /// Print `header` (if any), then become `program args`: its output and
     /// exit status are the reply's. `stdin`: the child reads ours (the
     /// helper's request); else it gets /dev/null.
@@ -132,6 +139,7 @@ pub fn decide(request: &GateRequest, observed: &Observed) -> GateStep {
         GateRequest::Legacy(RemoteCommand::Identity) => {
             GateStep::Reply { stdout: identity(), exit: Exit::Ok }
         }
+        GateRequest::Legacy(RemoteCommand::Disk) => GateStep::Disk { header: None },
         GateRequest::Legacy(check) => run_step(*check, None),
         GateRequest::Gated { check, host, user } => {
             let header = Header::judge(&observed.host, &observed.user, host, user);
@@ -145,6 +153,7 @@ pub fn decide(request: &GateRequest, observed: &Observed) -> GateStep {
                     stdout.extend_from_slice(version_line(&HelperVersion::this()).as_bytes());
                     GateStep::Reply { stdout, exit: Exit::Ok }
                 }
+                RemoteCommand::Disk => GateStep::Disk { header: Some(header.line()) },
                 check => run_step(*check, Some(header.line())),
             }
         }
@@ -272,6 +281,19 @@ pub fn run_ssh_gate() -> Exit {
             let _ = stdout.write_all(&bytes).and_then(|()| stdout.flush());
             exit
         }
+        GateStep::Disk { header } => {
+            // df's failure shape: a sentence on stderr, exit 1, nothing more
+            // on stdout than the header.
+            let (text, exit) = match disk::df_h("/") {
+                Ok(text) => (text, Exit::Ok),
+                Err(error) => {
+                    eprintln!("volce-lab-gate: df: {error}");
+                    (String::new(), Exit::Failure)
+                }
+            };
+            let written = stdout.write_all(format!("{}{text}", header.unwrap_or_default()).as_bytes());
+            if written.and_then(|()| stdout.flush()).is_err() { Exit::Failure } else { exit }
+        }
         GateStep::Run { header, program, args, stdin } => {
             if let Some(header) = header
                 && stdout.write_all(header.as_bytes()).and_then(|()| stdout.flush()).is_err()
@@ -319,12 +341,15 @@ mod tests {
                 stdin: true,
             }
         );
-        let GateStep::Run { program, args, stdin, .. } =
-            decide(&gated(RemoteCommand::Disk, "web-1", "vl-agent"), &observed())
-        else {
-            panic!("disk runs")
-        };
-        assert_eq!((program, args, stdin), ("/usr/bin/df", &["-h", "/"][..], false));
+        // Issue 44: the disk check starts no program, gated or legacy.
+        assert_eq!(
+            decide(&gated(RemoteCommand::Disk, "web-1", "vl-agent"), &observed()),
+            GateStep::Disk { header: Some("volce-lab-gate 1 match web-1 vl-agent\n".into()) }
+        );
+        assert_eq!(
+            decide(&GateRequest::Legacy(RemoteCommand::Disk), &observed()),
+            GateStep::Disk { header: None }
+        );
         for (host, user) in [("web-2", "vl-agent"), ("web-1", "vl-other"), ("x", "y")] {
             for check in [RemoteCommand::Identity, RemoteCommand::Disk, RemoteCommand::Rpc] {
                 let GateStep::Reply { stdout, exit } = decide(&gated(check, host, user), &observed()) else {

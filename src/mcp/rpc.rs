@@ -346,6 +346,9 @@ fn ok(operation: Operation, result: Map<String, Value>) -> Answer {
 fn exited_1(operation: Operation, stdout: &[u8]) -> Answer {
     match Reply::parse(stdout) {
         Ok(Reply::Rejected { refusal, app_log }) => {
+            // Only an execute rolls a plan back, and only service_execute's
+            // output schema admits an app_log: another answer's is dropped.
+            let app_log = app_log.filter(|_| operation == Operation::Execute);
             let answer = rejected(refusal.code.into(), &refusal.message);
             let message = match &app_log {
                 Some(log) if log.read => format!(

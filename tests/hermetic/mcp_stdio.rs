@@ -297,6 +297,88 @@ async fn secrets_in_arguments_never_reach_the_audit_log() {
     session.client.cancel().await.unwrap();
 }
 
+/// Issue 44: what every session pays in context. The `tools/list` answer
+/// as the binary writes it stays within 16 KB, and the part a model reads
+/// (descriptions and input schemas) within 8 KB. A size is not a timing,
+/// so this test, not a bench, guards it (docs/benchmarks.md).
+#[tokio::test]
+async fn tools_list_fits_the_context_budget() {
+    const LIST_BYTES: usize = 16_000;
+    const MODEL_BYTES: usize = 8_000;
+    let state = tempfile::tempdir().unwrap();
+    let mut child = command(state.path()).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    for message in [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "size", "version": "0"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+    ] {
+        stdin.write_all(format!("{message}\n").as_bytes()).await.unwrap();
+    }
+    let line = loop {
+        let line = tokio::time::timeout(std::time::Duration::from_secs(10), lines.next_line())
+            .await
+            .expect("server answers")
+            .unwrap()
+            .expect("a tools/list answer");
+        if serde_json::from_str::<Value>(&line).unwrap()["id"] == 2 {
+            break line;
+        }
+    };
+    let answer: Value = serde_json::from_str(&line).unwrap();
+    let tools = answer["result"]["tools"].as_array().expect("tools");
+    assert_eq!(tools.len(), 5);
+    let model: usize = tools
+        .iter()
+        .map(|tool| tool["description"].as_str().unwrap().len() + tool["inputSchema"].to_string().len())
+        .sum();
+    assert!(line.len() <= LIST_BYTES, "tools/list is {} bytes, over {LIST_BYTES}", line.len());
+    assert!(model <= MODEL_BYTES, "descriptions + input schemas are {model} bytes, over {MODEL_BYTES}");
+    drop(stdin);
+    child.wait().await.unwrap();
+}
+
+/// Issue 44 trimmed the output schemas (one tool and operation each, a
+/// null `action` or `app_log` where the tool has none): a refusal and a
+/// demo answer of each of the five tools still hold to their tool's
+/// schema (`structured` validates every field).
+#[tokio::test]
+async fn every_tools_results_hold_to_its_trimmed_output_schema() {
+    let session = Session::start().await;
+    let refusals = [
+        ("cloud_check", json!({"check": "uptime"})),
+        ("service_inventory", json!({"approved": true})),
+        ("service_plan", json!({"action": "reboot", "parameters": {}})),
+        ("service_execute", json!({"plan_id": "nope"})),
+        ("service_logs", json!({"app": "web"})),
+    ];
+    for (name, args) in refusals {
+        let result = session.call(name, args).await;
+        assert_eq!(result["status"], "invalid_arguments", "{result}");
+        assert_eq!(result["action"], Value::Null, "{result}");
+    }
+    session.call("cloud_check", json!({"check": "identity"})).await;
+    let plan = session.call("service_plan", json!({"action": "stop", "parameters": {"app": "web"}})).await;
+    assert_eq!(
+        (&plan["status"], &plan["tool"], &plan["operation"]),
+        (&json!("ok"), &json!("service_plan"), &json!("plan"))
+    );
+    let id = plan["plan_id"].as_str().unwrap();
+    let calls = [
+        ("cloud_check", json!({"check": "disk"})),
+        ("service_inventory", json!({})),
+        ("service_execute", json!({"plan_id": id})),
+        ("service_logs", json!({"app": "web", "container": "gateway"})),
+    ];
+    for (name, args) in calls {
+        let result = session.call(name, args).await;
+        assert_eq!(result["is_demo"], true, "{result}");
+    }
+    session.client.cancel().await.unwrap();
+}
+
 /// Raw JSON-RPC: garbage lines get an error or nothing, never a crash, and
 /// every line on stdout is a JSON-RPC message.
 #[tokio::test]

@@ -321,3 +321,20 @@ fn a_rolled_back_execute_answers_its_app_log_as_untrusted() {
         interpret(Operation::Execute, &outcome(ExecutionStatus::NonzeroExit, Some(1), newer), Mode::Ssh);
     assert_eq!(answer.status, Status::Rejected);
 }
+
+/// Issue 44: only service_execute's output schema admits an `app_log`, so
+/// one in any other operation's refusal is dropped, message and all.
+#[test]
+fn an_app_log_outside_execute_is_dropped() {
+    let log = crate::logs::AppLog::render(b"listening on :9090\n", b"", &[]);
+    let reply = Reply::Rejected {
+        refusal: Refusal::new(Code::HealthCheckFailed, "It did not answer."),
+        app_log: Some(log),
+    };
+    for operation in [Operation::Plan, Operation::Inventory, Operation::Logs] {
+        let outcome = outcome(ExecutionStatus::NonzeroExit, Some(1), &reply.to_line());
+        let answer = interpret(operation, &outcome, Mode::Ssh);
+        assert_eq!((answer.status, answer.app_log), (Status::Rejected, None), "{operation:?}");
+        assert!(!answer.message.contains("app_log"), "{}", answer.message);
+    }
+}

@@ -187,15 +187,9 @@ impl Choices {
     pub fn extend_schema(&self, tool: ToolName, schema: &mut Map<String, Value>) {
         let several = self.names.len() > 1;
         let mut choices: Vec<Value> = self.names.iter().map(|n| json!(n)).collect();
-        let target = json!({
-            "type": "string",
-            "enum": choices.clone(),
-            "description": if several {
-                "Which configured server this call is about (required)."
-            } else {
-                "The one configured server (may be left out)."
-            }
-        });
+        // No description: `required` says whether it may be left out, and
+        // every byte here is in the model's context five times (issue 44).
+        let target = json!({"type": "string", "enum": choices.clone()});
         if let Some(Value::Object(properties)) = schema.get_mut("properties") {
             properties.insert("target".into(), target);
             if tool == ToolName::CloudCheck {
@@ -206,8 +200,7 @@ impl Choices {
                     json!({
                         "type": "array",
                         "items": {"type": "string", "enum": choices},
-                        "description": "Read-only fan-out instead of `target`: names, @group or \"*\"; \
-                                        one result per target."
+                        "description": "A read-only fan-out instead of `target`."
                     }),
                 );
             }
