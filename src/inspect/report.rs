@@ -292,7 +292,7 @@ fn gateway_evidence(output: &str) -> String {
         return "unparsable answer".into();
     };
     if gateways.is_empty() {
-        return "no managed gateway: nothing to call healthy".into();
+        return "no managed gateway yet: no app deployed".into();
     }
     let running = gateways.iter().filter(|g| g.state == Open::Known(EngineState::Running)).count();
     let mut text = format!("{running} of {} gateways running", gateways.len());

@@ -88,10 +88,15 @@ pub fn stopped_sentence_of(gateways: &[Gateway]) -> Option<String> {
     if stopped.is_empty() {
         return None;
     }
-    let serving = gateways.len() - stopped.len();
+    // "The other 0 app(s) run" read oddly on a server whose only app is
+    // stopped (issue 37's walk): say what is true of the rest, if any.
+    let rest = match gateways.len() - stopped.len() {
+        0 => "No other app is managed here.".to_owned(),
+        1 => "The other app runs and its gateway answers.".to_owned(),
+        serving => format!("The other {serving} apps run and their gateways answer."),
+    };
     Some(format!(
-        "The check ran. Stopped on purpose, and serving nothing until a start plan runs: {}. The other {serving} \
-         app(s) run and their gateways answer.",
+        "The check ran. Stopped on purpose, and serving nothing until a start plan runs: {}. {rest}",
         stopped.join(", ")
     ))
 }
@@ -111,7 +116,10 @@ mod tests {
         assert_eq!(gateways_healthy(text.as_bytes()), Some(true));
         let sentence = stopped_sentence(&text).unwrap();
         assert!(sentence.contains("demo (stop plan 0123456789abcdef0123456789abcdef)"), "{sentence}");
-        assert!(sentence.contains("The other 1 app(s) run"), "{sentence}");
+        assert!(sentence.ends_with("The other app runs and its gateway answers."), "{sentence}");
         assert_eq!(stopped_sentence(&reply(running)), None, "nothing stopped: the plain sentence stands");
+        // The only app stopped: no "other 0 app(s)" (seen on the newcomer walk).
+        let alone = stopped_sentence(&reply(stopped)).unwrap();
+        assert!(alone.ends_with("No other app is managed here."), "{alone}");
     }
 }

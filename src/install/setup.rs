@@ -41,7 +41,9 @@ const STATE_DIR: &str = HostPaths::STATE_DIR;
 mod adopt;
 mod content;
 mod manifest;
-pub use content::{authorized_keys_line, check_account, parse_public_key, policy_skeleton};
+pub use content::{
+    PLACEHOLDER_REGISTRY, authorized_keys_line, check_account, parse_public_key, policy_skeleton,
+};
 pub(crate) use manifest::write_file;
 pub use manifest::{Manifest, WrittenFile, undo};
 use manifest::{load_manifest, place_file, place_sudoers, save_manifest};

@@ -113,6 +113,15 @@ fn check_image(image: &str, role: ImageRole, probe: &dyn DoctorProbe) -> Finding
             ImageRole::App => "sudo volce-lab-host catalog pin KEY IMAGE",
             ImageRole::Gateway => "sudo volce-lab-host catalog gateway-image IMAGE",
         };
+        // The skeleton's placeholder (issue 37's walk: its fix began with a
+        // `docker pull` of an image no registry serves).
+        if image.starts_with(crate::install::setup::PLACEHOLDER_REGISTRY) {
+            return warn(
+                "image",
+                format!("{shown} is the policy skeleton's placeholder, which no registry serves"),
+                format!("pin the image you reviewed in its place: {pin}"),
+            );
+        }
         return warn(
             "image",
             format!("{shown} is not in the local engine (deploy pulls it by digest)"),

@@ -609,6 +609,23 @@ fn an_empty_catalog_and_a_missing_gateway_image_are_warnings_naming_the_pin_comm
     let gateway = findings.iter().find(|f| f.subject == "image").unwrap();
     assert!(gateway.fix.as_deref().unwrap().contains("catalog gateway-image IMAGE"), "{gateway:?}");
     assert!(report(&findings).1, "warnings alone pass");
+
+    // The skeleton's own placeholder (walked on a clean machine: its fix
+    // began with a `docker pull` of an image no registry serves): said as
+    // such, and the fix is only the pin.
+    let placeholder = crate::install::setup::policy_skeleton("alice");
+    let gateway_image: serde_json::Value = serde_json::from_str(&placeholder).unwrap();
+    let gateway_image = gateway_image["nginx_image"].as_str().unwrap().to_owned();
+    assert!(gateway_image.starts_with(crate::install::setup::PLACEHOLDER_REGISTRY), "{gateway_image}");
+    if let Ok(facts) = &mut probe.policy {
+        facts.images = vec![gateway_image.clone()];
+        facts.gateway = gateway_image;
+    }
+    let findings = diagnose(&install.paths, &probe);
+    let gateway = findings.iter().find(|f| f.subject == "image").unwrap();
+    assert!(gateway.detail.contains("the policy skeleton's placeholder"), "{gateway:?}");
+    let fix = gateway.fix.as_deref().unwrap();
+    assert!(!fix.contains("docker pull") && fix.contains("catalog gateway-image IMAGE"), "{gateway:?}");
 }
 
 /// An image not pulled yet, or built for another user or command, is a

@@ -65,6 +65,11 @@ pub fn authorized_keys_line(kind: &str, blob: &str) -> String {
     format!("{} {kind} {blob} volce-lab-agent\n", crate::install::gate_key_options())
 }
 
+/// The registry of the example's placeholder images (example.com is
+/// reserved: nothing is served there). The doctor tells a placeholder from
+/// an image that is merely not pulled yet by it.
+pub const PLACEHOLDER_REGISTRY: &str = "registry.example.com/";
+
 /// The annotated example without its comments, with the operator as the
 /// one approver and an empty catalog: the operator pins the images they
 /// reviewed (`catalog pin`), with no placeholder entries to remove first
