@@ -20,9 +20,12 @@
 //!   leaves is always the cleaned line itself with the secret's own bytes
 //!   replaced, never our decoding of it (where the bytes cannot be mapped
 //!   back one for one, as in base64, the whole token is replaced);
-//! - every value of the app's env file of at least
-//!   [`MIN_CONFIGURED_CHARS`] characters, wherever it stands, as printed or
-//!   JSON-escaped (`configured`), before any pattern runs;
+//! - every value of the app's env file (and its container's environment)
+//!   of at least [`MIN_CONFIGURED_CHARS`] characters, wherever it stands,
+//!   before any pattern runs, and every run of 12 or more of its
+//!   characters, in the forms an app prints a value in: as printed,
+//!   JSON-escaped, ASCII case folded, percent-encoded, hex, base64 (both
+//!   alphabets, any alignment), reversed, spaced out (`configured`);
 //! - a key that ends its line (`password:`, `password: |`) makes the next
 //!   line of the same stream, or the YAML block after it, a value: redacted
 //!   whole (each stream is read on its own, `render`);
@@ -38,11 +41,13 @@
 //!
 //! Layout: `app_log` (the shorter cut a failed plan's outcome keeps), `normal` (the views and their map back to the line), `shapes`
 //! (the scanners of one view), `redact` (views x scanners, merged ranges,
-//! values on the next line), `keyblock` (multi-line private keys). Written
-//! by hand, without a regex crate: the shapes are few and simple, each is a
-//! small scanner tested with its near-misses (`tests`), and a scanner's
-//! cost stays linear in the line on any input, which a backtracking
-//! pattern's need not.
+//! values on the next line), `keyblock` (multi-line private keys),
+//! `configured` (the app's own values). The shapes are written by hand,
+//! without a regex crate: they are few and simple, each is a small scanner
+//! tested with its near-misses (`tests`), and a scanner's cost stays
+//! linear in the line on any input, which a backtracking pattern's need
+//! not. The configured values are thousands of literal patterns, one
+//! Aho-Corasick automaton (`aho-corasick`), linear too.
 
 use serde::Serialize;
 
@@ -87,17 +92,20 @@ pub fn render(stdout: &[u8], stderr: &[u8]) -> SafeLogs {
 
 /// [`render`], and first every occurrence of one of `configured` (the
 /// values of the app's env file, `crate::vocab::Configuration::values`)
-/// replaced by [`REDACTED`]: exact match, whatever its shape, for values of
-/// at least [`MIN_CONFIGURED_CHARS`] characters.
+/// replaced by [`REDACTED`], whatever its shape, for values of at least
+/// [`MIN_CONFIGURED_CHARS`] characters: the value or a run of 12 or more of
+/// its characters, as printed or in one of the encodings `configured`
+/// lists. The matcher is built once for both streams.
 pub fn render_knowing(stdout: &[u8], stderr: &[u8], configured: &[&str]) -> SafeLogs {
     let mut redactions = 0;
+    let configured = configured::Configured::new(configured);
     let streams = [stdout, stderr].map(|raw| {
         let mut lines: Vec<String> =
             raw.split(|b| *b == b'\n').map(|line| clean(&String::from_utf8_lossy(line))).collect();
         if raw.is_empty() || raw.ends_with(b"\n") {
             lines.pop();
         }
-        configured::redact(&mut lines, configured, &mut redactions);
+        configured.redact(&mut lines, &mut redactions);
         keyblock::redact_key_blocks(&mut lines, &mut redactions);
         redact::redact_lines(&lines, &mut redactions)
     });
@@ -114,6 +122,16 @@ pub fn render_knowing(stdout: &[u8], stderr: &[u8], configured: &[&str]) -> Safe
     let truncated = kept.len() < lines.len();
     kept.reverse();
     SafeLogs { lines: kept, truncated, redactions }
+}
+
+/// The configured values' stage alone (`configured`), on lines already
+/// cleaned, returning how many values it replaced: what
+/// `benches/log_redaction.rs` times apart from the patterns that follow it.
+#[cfg(any(test, feature = "test-hatches"))]
+pub fn redact_configured_for_tests(lines: &mut [String], configured: &[&str]) -> u32 {
+    let mut redactions = 0;
+    configured::Configured::new(configured).redact(lines, &mut redactions);
+    redactions
 }
 
 /// Both streams as one, in time order. With `--timestamps` every line

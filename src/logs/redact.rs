@@ -109,7 +109,7 @@ pub(super) fn redact_lines(lines: &[String], redactions: &mut u32) -> Vec<String
 
 /// `line` with each of `ranges` (merged where they overlap) replaced by
 /// [`REDACTED`], one count each.
-fn replace(line: &str, mut ranges: Vec<Range<usize>>, redactions: &mut u32) -> String {
+pub(super) fn replace(line: &str, mut ranges: Vec<Range<usize>>, redactions: &mut u32) -> String {
     ranges.retain(|r| !r.is_empty());
     ranges.sort_by_key(|r| r.start);
     let mut merged: Vec<Range<usize>> = Vec::with_capacity(ranges.len());

@@ -473,3 +473,4 @@ fn decoded_and_lookalike_near_misses_stay() {
 
 mod configured;
 mod properties;
+mod transformed;

@@ -110,6 +110,59 @@ proptest! {
         prop_assert!(logs.redactions >= 1, "{raw:?}");
     }
 
+    /// A configured value, or a run of 12 or more of its characters, in
+    /// any of the forms `configured` knows (case folded, hex, percent,
+    /// reversed, spaced out, JSON-escaped, base64 of either alphabet after
+    /// 0 to 5 bytes of other text), between words: no 12-character run of
+    /// it can be read back, and it is counted.
+    #[test]
+    fn no_run_of_a_configured_value_leaves_in_any_form(
+        value in "[A-Za-z0-9!#$*.~_/+=@:?\"-]{9,37}",
+        form in 0u8..11,
+        cut in any::<(prop::sample::Index, prop::sample::Index)>(),
+        prefix in "[a-z]{0,5}",
+        before in "[a-z ]{0,20}",
+        after in "[a-z ]{0,20}",
+    ) {
+        let secret = format!("S3c{value}");
+        let chars: Vec<char> = secret.chars().collect();
+        let len = 12 + cut.0.index(chars.len() - 11);
+        let start = cut.1.index(chars.len() - len + 1);
+        let run: String = chars[start..start + len].iter().collect();
+        let windows: Vec<String> = (0..=run.len() - 12).map(|k| run[k..k + 12].to_owned()).collect();
+        let fold = |text: &str| text.chars().filter(|c| !c.is_whitespace()).collect::<String>().to_ascii_lowercase();
+        let percent = |text: &str| text.bytes().map(|b| if b.is_ascii_alphanumeric() || b"-._~".contains(&b) { char::from(b).to_string() } else { format!("%{b:02X}") }).collect::<String>();
+        let json = |text: &str| serde_json::to_string(text).unwrap().trim_matches('"').to_owned();
+        let transform: fn(&str) -> String = match form {
+            0 => |w| w.to_owned(),
+            1 => |w| w.to_uppercase(),
+            2 => |w| w.to_lowercase(),
+            3 => super::transformed::hex,
+            4 => |w| super::transformed::hex(w).to_uppercase(),
+            5 => |w| w.chars().rev().collect(),
+            6 => |w| w.chars().map(String::from).collect::<Vec<_>>().join(" "),
+            _ => |w| w.to_owned(),
+        };
+        let printed = match form {
+            7 => percent(&run),
+            8 => json(&run),
+            9 => super::transformed::base64_in(format!("{prefix}{secret}").as_bytes(), super::transformed::STANDARD),
+            10 => super::transformed::base64_in(format!("{prefix}{secret}").as_bytes(), super::transformed::URL_SAFE),
+            _ => transform(&run),
+        };
+        let (lines, count) = super::transformed::stage(&[&format!("{before} {printed} {after}")], &[&secret]);
+        prop_assert!(count >= 1, "{printed} of {secret}: {lines:?}");
+        let out = fold(&lines[0]);
+        if form >= 9 {
+            super::transformed::assert_base64_cut(&lines[0], &format!("{before} "), &printed, &format!(" {after}"), prefix.len());
+        } else {
+            for window in &windows {
+                let spelled = match form { 7 => percent(window), 8 => json(window), _ => transform(window) };
+                prop_assert!(!out.contains(&fold(&spelled)), "{spelled} of {secret} in {lines:?}");
+            }
+        }
+    }
+
     /// Any bytes: no panic, the limits hold, nothing hidden comes out.
     #[test]
     fn render_keeps_its_limits_on_any_bytes(raw in prop::collection::vec(any::<u8>(), 0..512)) {
