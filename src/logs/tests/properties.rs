@@ -132,7 +132,12 @@ proptest! {
         let windows: Vec<String> = (0..=run.len() - 12).map(|k| run[k..k + 12].to_owned()).collect();
         let fold = |text: &str| text.chars().filter(|c| !c.is_whitespace()).collect::<String>().to_ascii_lowercase();
         let percent = |text: &str| text.bytes().map(|b| if b.is_ascii_alphanumeric() || b"-._~".contains(&b) { char::from(b).to_string() } else { format!("%{b:02X}") }).collect::<String>();
-        let json = |text: &str| serde_json::to_string(text).unwrap().trim_matches('"').to_owned();
+        // Exactly the enclosing quotes: trim_matches also took an escaped
+        // quote's `"` at the end, printing `\` alone (a run that ends in `"`).
+        let json = |text: &str| {
+            let quoted = serde_json::to_string(text).unwrap();
+            quoted[1..quoted.len() - 1].to_owned()
+        };
         let transform: fn(&str) -> String = match form {
             0 => |w| w.to_owned(),
             1 => |w| w.to_uppercase(),
