@@ -38,20 +38,9 @@ fn fullwidth(text: &str) -> String {
         .collect()
 }
 
+/// Standard base64, padded: the one test encoder (`transformed.rs`).
 fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let n = chunk.iter().enumerate().fold(0u32, |n, (k, b)| n | u32::from(*b) << (16 - 8 * k));
-        for k in 0..4 {
-            if k <= chunk.len() {
-                out.push(char::from(ALPHABET[(n >> (18 - 6 * k) & 63) as usize]));
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
+    super::transformed::base64_in(bytes, super::transformed::STANDARD)
 }
 
 /// The log text for one generated case, and the spellings of the secret in
