@@ -155,20 +155,10 @@ impl<E: Engine, C: Clock, L: Liveness> Host<E, C, L> {
             for_the_agent(request_row::refused(&self.paths, self.clock.now(), meta, for_the_agent(refusal)))
                 .into()
         };
-        // First of all: a paused helper opens nothing (`pause.rs`), since
-        // any open of the store could migrate it. The refusal is counted
-        // beside the pause, and written to the trail when it ends.
-        match super::pause::current(&self.paths) {
+        // First of all: a paused helper opens nothing (`paused`).
+        match self.paused(caller) {
             Ok(None) => {}
-            Ok(Some(pause)) => {
-                super::counted::count(
-                    &self.paths,
-                    super::counted::Tally::Paused,
-                    caller,
-                    AuditOperation::Rpc,
-                );
-                return pause.refusal().into();
-            }
+            Ok(Some(reply)) => return reply,
             Err(refusal) => return early(meta, refusal),
         }
         let policy = match paths::load_policy(&self.paths) {
@@ -217,11 +207,7 @@ impl<E: Engine, C: Clock, L: Liveness> Host<E, C, L> {
             }
         };
         controller.begin_request(meta);
-        let (plan_id, action) = match &request {
-            Request::Plan { action, .. } => (None, Action::parse(action).ok()),
-            Request::Execute { plan_id } => (PlanId::parse(plan_id).ok(), None),
-            _ => (None, None),
-        };
+        let (plan_id, action) = subject(&request);
         let (result, app_log) =
             match serve(&mut controller, request, caller, progress, alert_socket.as_deref()) {
                 Served::Answer(result, app_log) => (result, app_log),
@@ -237,6 +223,17 @@ impl<E: Engine, C: Clock, L: Liveness> Host<E, C, L> {
                 Reply::Rejected { refusal, app_log }
             }
         }
+    }
+
+    /// The refusal of a paused helper, which opens nothing (`pause.rs`):
+    /// any open of the store could migrate it. The refusal is counted
+    /// beside the pause and written to the trail when the pause ends.
+    /// `Err` when the pause file itself is unsafe (refused as any early
+    /// refusal is).
+    fn paused(&self, caller: &str) -> Result<Option<Reply>, Refusal> {
+        let Some(pause) = super::pause::current(&self.paths)? else { return Ok(None) };
+        super::counted::count(&self.paths, super::counted::Tally::Paused, caller, AuditOperation::Rpc);
+        Ok(Some(pause.refusal().into()))
     }
 
     /// Opens the controller for one operator command, runs `work`, and
@@ -472,4 +469,13 @@ fn serve<E: Engine, C: Clock, L: Liveness>(
         },
     };
     Served::Answer(result, app_log)
+}
+
+/// The plan or action a request is about, for its answer's audit row.
+fn subject(request: &Request) -> (Option<PlanId>, Option<Action>) {
+    match request {
+        Request::Plan { action, .. } => (None, Action::parse(action).ok()),
+        Request::Execute { plan_id } => (PlanId::parse(plan_id).ok(), None),
+        _ => (None, None),
+    }
 }
