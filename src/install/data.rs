@@ -36,6 +36,7 @@ use crate::control::app_record::{AppRecord, AppState};
 use crate::docker::EngineError;
 use crate::docker::data_volume::{self, Mounted};
 use crate::host::HostPaths;
+use crate::text::for_terminal as esc;
 use crate::vocab::{AppName, Code, Refusal};
 
 mod purge;
@@ -93,6 +94,10 @@ struct Entry {
     holder: Option<AppState>,
     /// An app record of this name exists but uses no data.
     record_without_data: bool,
+    /// Kept data (no record holds it): the catalog entry and path its
+    /// record beside the image names (issue 38), `Ok(None)` when there is
+    /// no record, `Err` when the record is not one volce-lab wrote.
+    kept_for: Result<Option<crate::vocab::KeptFor>, ()>,
 }
 
 /// The image and mount point of `app`'s data, as the deploy derives them
@@ -163,12 +168,23 @@ fn survey(paths: &HostPaths) -> Result<BTreeMap<String, Entry>, Refusal> {
             found: found_at(&image, paths.owner_uid),
             holder: record.filter(holds).map(|record| record.state),
             record_without_data: record.is_some_and(|record| record.data.is_none()),
+            kept_for: data_volume::kept_for_of(&image, paths.owner_uid).map_err(|_| ()),
             image,
             mount,
         };
         entries.insert(app, entry);
     }
     Ok(entries)
+}
+
+/// Whom kept data belongs to, as `data list` says it: a deploy re-attaches
+/// it only under that catalog entry and path (`data_entry_mismatch`).
+fn kept_for(kept: &Result<Option<crate::vocab::KeptFor>, ()>) -> String {
+    match kept {
+        Ok(Some(kept)) => format!(", for catalog entry {} at {}", esc(&kept.entry), kept.path.as_str()),
+        Ok(None) => ", no record of its catalog entry (no deploy re-attaches it)".to_owned(),
+        Err(()) => ", its entry record is not one volce-lab wrote".to_owned(),
+    }
 }
 
 fn plural(n: usize, one: &str, many: &str) -> String {
@@ -227,9 +243,15 @@ pub fn list(paths: &HostPaths, mounts: &dyn DataMounts) -> Result<String, Refusa
                 "not a data image volce-lab made (not root's regular file): move it away by hand".to_owned()
             }
             (None, _) if entry.record_without_data => {
-                format!("kept; the app {app} runs without data: `volce-lab-host data purge {app}` deletes it")
+                format!(
+                    "kept{}; the app {app} runs without data: `volce-lab-host data purge {app}` deletes it",
+                    kept_for(&entry.kept_for)
+                )
             }
-            (None, _) => format!("kept, no app: `volce-lab-host data purge {app}` deletes it"),
+            (None, _) => format!(
+                "kept, no app{}: `volce-lab-host data purge {app}` deletes it",
+                kept_for(&entry.kept_for)
+            ),
         };
         rows.push([app.clone(), size, mounted, held]);
     }

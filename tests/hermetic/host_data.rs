@@ -159,6 +159,10 @@ fn list_names_every_image_its_size_mount_and_holder() {
     keep_image(&h, "shop", 16);
     record_with_data(&h, "shop", AppState::Running);
     keep_image(&h, "blog", 64);
+    let kept_for =
+        volce_lab::vocab::KeptFor { entry: "static".into(), path: DataPath::parse("/www").unwrap() };
+    volce_lab::docker::data_volume::bind_kept(&image(&h, "blog"), &kept_for).unwrap();
+    keep_image(&h, "notes", 8);
     record_with_data(&h, "api", AppState::Stopped);
     keep_image(&h, "legacy", 32);
     std::fs::create_dir(image(&h, "odd")).unwrap();
@@ -170,11 +174,18 @@ fn list_names_every_image_its_size_mount_and_holder() {
     };
     let listed = data::list(&h.paths, &fake).unwrap();
     println!("{listed}");
-    assert!(listed.starts_with(&format!("4 data images in {}:\n", data_dir(&h).display())), "{listed}");
+    assert!(listed.starts_with(&format!("5 data images in {}:\n", data_dir(&h).display())), "{listed}");
     assert_eq!(line(&listed, "shop"), "  shop  16 MiB  mounted, 3 MiB used  app shop (running)");
     assert_eq!(
         line(&listed, "blog"),
-        "  blog  64 MiB  not mounted  kept, no app: `volce-lab-host data purge blog` deletes it"
+        "  blog  64 MiB  not mounted  kept, no app, for catalog entry static at /www: `volce-lab-host data purge \
+         blog` deletes it"
+    );
+    // Kept by an older version, with no record: the list says no deploy
+    // re-attaches it (issue 38, item 2), so the way out is the purge.
+    assert!(
+        line(&listed, "notes").contains("no record of its catalog entry (no deploy re-attaches it)"),
+        "{listed}"
     );
     assert!(
         line(&listed, "api").contains("image missing  not mounted  app api (stopped): restore"),
@@ -182,7 +193,7 @@ fn list_names_every_image_its_size_mount_and_holder() {
     );
     assert!(line(&listed, "legacy").contains("the app legacy runs without data"), "{listed}");
     assert!(line(&listed, "odd").contains("not a data image volce-lab made"), "{listed}");
-    assert_eq!(listed.lines().count(), 6, "names no app could have are not ours to list:\n{listed}");
+    assert_eq!(listed.lines().count(), 7, "names no app could have are not ours to list:\n{listed}");
     assert!(fake.changes().is_empty(), "list changes nothing: {:?}", fake.changes());
 }
 
