@@ -21,6 +21,8 @@ pub const FIX_MAX_CHARS: usize = 300;
 
 impl Code {
     /// The one next step for a result with this code, a whole sentence.
+    /// A data table, one arm per code, kept whole on purpose: the match is
+    /// what makes the compiler insist that every code has its step.
     pub fn fix(self) -> &'static str {
         match self {
             Code::InvalidRequest | Code::UnknownAction | Code::InvalidParameters => {

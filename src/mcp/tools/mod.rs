@@ -96,7 +96,9 @@ service_inventory (and ask the operator to run `volce-lab-host show <plan_id>`) 
 /// model's context (issue 44: at most 8 KB, tests/hermetic/mcp_stdio.rs
 /// measures it), so each keeps the rules the model must follow and the
 /// parameters it must send; the explanations live in the skill
-/// (skills/cloud-service-inspect/SKILL.md) and docs/tools.md.
+/// (skills/cloud-service-inspect/SKILL.md) and docs/tools.md. A data
+/// table, one entry per tool, and left whole on purpose: split, the five
+/// descriptions could no longer be read side by side.
 pub fn list() -> Vec<Tool> {
     let cloud_check = Tool::new(
         ToolName::CloudCheck.as_str(),
