@@ -21,17 +21,7 @@ fn migrating_a_v12_database_keeps_every_row_and_the_chain_and_accepts_restart_an
     assert_eq!((plans_before.len(), audit_before.len()), (3, 5));
     drop(old);
 
-    let mut store = Store::open(&path).unwrap();
-    let conn = store.dangerous_connection_for_tests();
-    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).unwrap();
-    assert!(version >= 13, "{version}");
-    assert_eq!(dump(conn, &format!("SELECT {plans} FROM plans ORDER BY seq")), plans_before);
-    assert_eq!(dump(conn, &format!("SELECT {audit} FROM audit ORDER BY seq")), audit_before);
-    let indexes = dump(conn, "SELECT name FROM sqlite_master WHERE type = 'index' ORDER BY name");
-    for index in ["audit_at", "audit_plan", "plans_finished", "plans_pending", "plans_pending_requester"] {
-        assert!(indexes.iter().any(|i| i.contains(index)), "{index}: {indexes:?}");
-    }
-    assert!(verify(&mut store, None).intact(), "every link still verifies");
+    let mut store = reopened_keeping(&path, 13, (&plans, &audit), (&plans_before, &audit_before));
     let conn = store.dangerous_connection_for_tests();
     for action in ["restart", "rollback"] {
         conn.execute(&format!("UPDATE audit SET action = '{action}' WHERE seq = 1"), []).unwrap();
@@ -39,6 +29,29 @@ fn migrating_a_v12_database_keeps_every_row_and_the_chain_and_accepts_restart_an
     }
     // Since step 15 the columns check a name's shape only (migration15.rs).
     assert!(conn.execute("UPDATE plans SET action = 'Reboot' WHERE seq = 1", []).is_err());
+}
+
+/// Opens the store at `path` (migrating it to at least `version`) and
+/// checks what a table rebuild must keep: every row of `columns` (plans,
+/// audit) as `before` dumped it, the indexes, and every link of the chain.
+pub(super) fn reopened_keeping(
+    path: &std::path::Path,
+    version: i64,
+    (plans, audit): (&str, &str),
+    (plans_before, audit_before): (&[String], &[String]),
+) -> Store {
+    let mut store = Store::open(path).unwrap();
+    let conn = store.dangerous_connection_for_tests();
+    let migrated: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).unwrap();
+    assert!(migrated >= version, "{migrated}");
+    assert_eq!(dump(conn, &format!("SELECT {plans} FROM plans ORDER BY seq")), plans_before);
+    assert_eq!(dump(conn, &format!("SELECT {audit} FROM audit ORDER BY seq")), audit_before);
+    let indexes = dump(conn, "SELECT name FROM sqlite_master WHERE type = 'index' ORDER BY name");
+    for index in ["audit_at", "audit_plan", "plans_finished", "plans_pending", "plans_pending_requester"] {
+        assert!(indexes.iter().any(|i| i.contains(index)), "{index}: {indexes:?}");
+    }
+    assert!(verify(&mut store, None).intact(), "every link still verifies");
+    store
 }
 
 /// A database at schema `version` holding three plans (one completed) and

@@ -6,7 +6,7 @@
 //! SQLite files.
 
 use super::migration11::columns_at;
-use super::migration13::seeded_old_store;
+use super::migration13::{reopened_keeping, seeded_old_store};
 use super::*;
 
 #[test]
@@ -25,17 +25,7 @@ fn migrating_a_v14_database_keeps_every_row_and_the_chain_and_accepts_any_action
     assert_eq!((plans_before.len(), audit_before.len()), (3, 5));
     drop(old);
 
-    let mut store = Store::open(&path).unwrap();
-    let conn = store.dangerous_connection_for_tests();
-    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).unwrap();
-    assert!(version >= 15, "{version}");
-    assert_eq!(dump(conn, &format!("SELECT {plans} FROM plans ORDER BY seq")), plans_before);
-    assert_eq!(dump(conn, &format!("SELECT {audit} FROM audit ORDER BY seq")), audit_before);
-    let indexes = dump(conn, "SELECT name FROM sqlite_master WHERE type = 'index' ORDER BY name");
-    for index in ["audit_at", "audit_plan", "plans_finished", "plans_pending", "plans_pending_requester"] {
-        assert!(indexes.iter().any(|i| i.contains(index)), "{index}: {indexes:?}");
-    }
-    assert!(verify(&mut store, None).intact(), "every link still verifies");
+    let mut store = reopened_keeping(&path, 15, (&plans, &audit), (&plans_before, &audit_before));
     let conn = store.dangerous_connection_for_tests();
     conn.execute("UPDATE audit SET action = 'run_task' WHERE seq = 1", []).unwrap();
     conn.execute("UPDATE plans SET action = 'run_task' WHERE seq = 1", []).unwrap();
