@@ -23,11 +23,12 @@
 //! ```
 //!
 //! Security invariants enforced here:
-//! - the request is exactly the fields of one of six operations
+//! - the request is exactly the fields of one of eight operations
 //!   (`deny_unknown_fields`, duplicates refused, nothing but one object);
-//!   there is no approval operation and no approval-like field: approval
-//!   exists only in the terminal `approve` command, so nothing the agent
-//!   sends can approve;
+//!   the only approval the agent can send is one it carries for the
+//!   operator (`signed_approval`): a statement and an OpenSSH signature the
+//!   host verifies against its own `allowed_signers` and its own rendering
+//!   of the plan, so nothing the agent can make approves;
 //! - both directions go through serde_json from typed values: nothing is
 //!   spliced into text, and the request travels on stdin, never in argv;
 //! - a reply that does not parse as [`Reply`] means nothing: the
@@ -37,6 +38,7 @@ pub mod answers;
 pub mod gate;
 pub mod progress;
 pub mod remote;
+pub mod signed;
 pub mod versions;
 
 use serde::{Deserialize, Deserializer, Serialize};
@@ -59,7 +61,7 @@ pub const MAX_REQUEST_BYTES: usize = 16 * 1024;
 /// ends must agree on it. `HostPaths::HELPER` is this path.
 pub const HELPER_PATH: &str = "/usr/local/bin/volce-lab-host";
 
-/// The names of the six operations: the request's tag and the `operation`
+/// The names of the eight operations: the request's tag and the `operation`
 /// of an `ok` reply (`gate_refusal` is never answered `ok`).
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, strum::IntoStaticStr, strum::VariantArray,
@@ -76,6 +78,12 @@ pub enum Operation {
     /// Sent by the ssh gate (`crate::host::gate`), never by the
     /// workstation: record that the gate refused a remote command.
     GateRefusal,
+    /// Read-only: the approval statement the host renders for one of the
+    /// caller's pending plans, which the operator signs (issue 42).
+    Statement,
+    /// Carries an operator's signed statement ([`signed::SignedApproval`]);
+    /// the host records the approval only if it verifies (`host::signed`).
+    SignedApproval,
 }
 
 impl Operation {
@@ -125,6 +133,15 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         command_sha256: Option<String>,
     },
+    Statement {
+        plan_id: String,
+    },
+    /// `approval` is the text `volce-lab approve` printed: checked by the
+    /// helper ([`signed::SignedApproval::parse`]), never trusted as given.
+    SignedApproval {
+        plan_id: String,
+        approval: String,
+    },
 }
 
 /// Which of a managed app's two containers: the app's own, or its gateway.
@@ -173,6 +190,14 @@ impl Request {
         Request::Execute { plan_id: plan_id.as_str().to_owned() }
     }
 
+    pub fn statement(plan_id: &PlanId) -> Request {
+        Request::Statement { plan_id: plan_id.as_str().to_owned() }
+    }
+
+    pub fn signed_approval(plan_id: &PlanId, approval: &signed::SignedApproval) -> Request {
+        Request::SignedApproval { plan_id: plan_id.as_str().to_owned(), approval: approval.to_text() }
+    }
+
     /// Built from validated values only (`crate::mcp::tools::validate`).
     pub fn logs(app: &str, container: ContainerRole, tail: u64, since_minutes: Option<u64>) -> Request {
         Request::Logs {
@@ -191,6 +216,8 @@ impl Request {
             Request::Execute { .. } => Operation::Execute,
             Request::Logs { .. } => Operation::Logs,
             Request::GateRefusal { .. } => Operation::GateRefusal,
+            Request::Statement { .. } => Operation::Statement,
+            Request::SignedApproval { .. } => Operation::SignedApproval,
         }
     }
 
@@ -316,8 +343,9 @@ fn shape_refusal() -> Refusal {
         Code::InvalidRequest,
         "The request's \"operation\" key must be gateway_status, inventory, plan (with action and \
          parameters), execute (with plan_id), logs (with app, container, tail and optionally \
-         since_minutes) or gate_refusal (the ssh gate's, with reason and optionally command_bytes and \
-         command_sha256), and no other field may be present.",
+         since_minutes), gate_refusal (the ssh gate's, with reason and optionally command_bytes and \
+         command_sha256), statement (with plan_id) or signed_approval (with plan_id and approval), and no \
+         other field may be present.",
     )
 }
 

@@ -114,6 +114,21 @@ struct RawPolicy {
     gateway_access_log: bool,
     #[serde(default = "default_keep_versions")]
     keep_versions: serde_json::Value,
+    #[serde(default)]
+    signed_approvals: Option<SignedApprovals>,
+}
+
+/// The policy's `signed_approvals` object (issue 42): present, this host
+/// also takes approvals signed on the operator's own device and verified
+/// against `/etc/volce-lab/allowed_signers`; absent, it takes approvals at
+/// its terminal only. A key held in a file is accepted only where
+/// `software_keys` says so: an agent with a shell on the workstation that
+/// holds such a key file could read it and sign.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SignedApprovals {
+    #[serde(default)]
+    pub software_keys: bool,
 }
 
 /// How many versions an update keeps for `rollback`, unless the policy
@@ -216,6 +231,11 @@ pub struct Policy {
     /// default, as `plan_ttl_seconds` is.
     #[serde(skip_serializing_if = "is_default_keep")]
     pub keep_versions: u32,
+    /// Who may approve, and with which keys, is a rule about what may run:
+    /// part of the hash when present, left out when absent (as
+    /// `plan_ttl_seconds` at its default), so enabling it voids pending plans.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signed_approvals: Option<SignedApprovals>,
 }
 
 /// Why a policy was refused, in words for the operator who wrote it.
@@ -329,6 +349,7 @@ impl Policy {
             retention_days,
             gateway_access_log: raw.gateway_access_log,
             keep_versions,
+            signed_approvals: raw.signed_approvals,
         })
     }
 

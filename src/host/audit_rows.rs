@@ -41,6 +41,8 @@ pub fn fields(entry: &ChainedEntry) -> Vec<(&'static str, Value)> {
         ("command_sha256", json!(entry.command_sha256)),
         ("command_digests", json!(entry.command_digests)),
         ("commands_beyond", json!(entry.commands_beyond)),
+        ("signer_key", json!(entry.signer_key)),
+        ("statement_sha256", json!(entry.statement_sha256)),
         ("anchor_seq", json!(entry.anchor_seq)),
         ("anchor_hash", json!(entry.anchor_hash)),
         ("at", json!(entry.at)),
@@ -132,6 +134,6 @@ mod tests {
         keys.sort();
         columns.sort();
         assert_eq!(columns, keys, "{text}");
-        assert_eq!(keys.len(), 27);
+        assert_eq!(keys.len(), 29);
     }
 }

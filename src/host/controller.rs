@@ -61,6 +61,7 @@ mod inventory;
 mod logs;
 mod operator;
 mod request_audit;
+mod signed;
 
 pub use execute::Executed;
 pub use operator::{AppAfterResolve, Awaiting, Resolved, check_reason};

@@ -92,6 +92,7 @@ pub mod request_row;
 pub mod rpc;
 pub mod session;
 pub mod show;
+pub mod signed;
 mod watch;
 
 use std::ffi::OsStr;

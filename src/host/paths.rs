@@ -53,6 +53,8 @@ impl HostPaths {
     /// this path, so its home is the shared vocabulary (`crate::vocab`,
     /// which the pure policy code can import and this table cannot).
     pub const ENV_DIR: &'static str = crate::vocab::ENV_DIR;
+    /// The file name of [`HostPaths::allowed_signers`].
+    pub const ALLOWED_SIGNERS: &'static str = "allowed_signers";
     /// The state directory: the database, the apps' files, setup's manifest.
     pub const STATE_DIR: &'static str = "/var/lib/volce-lab";
     /// The agent's one sudoers rule.
@@ -94,6 +96,12 @@ impl HostPaths {
     /// What setup made, so that `setup --undo` removes exactly that.
     pub fn setup_manifest(&self) -> PathBuf {
         self.state_dir.join("setup.json")
+    }
+
+    /// Who may sign approvals on their own device (issue 42): an OpenSSH
+    /// `allowed_signers` file beside the policy, under the same checks.
+    pub fn allowed_signers(&self) -> PathBuf {
+        self.policy.with_file_name(Self::ALLOWED_SIGNERS)
     }
 }
 
@@ -158,19 +166,7 @@ pub fn load_policy(paths: &HostPaths) -> Result<Policy, Refusal> {
 /// no symlink, at most 256 KiB), not yet parsed: `catalog pin` edits them.
 pub fn read_policy_bytes(paths: &HostPaths) -> Result<Vec<u8>, Refusal> {
     let path = &paths.policy;
-    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
-        return Err(unsafe_path(path, "is not a file path"));
-    };
-    let dir_handle = open_dir(dir, paths.owner_uid)?;
-    // Open the file relative to the checked directory handle.
-    let fd = openat(&dir_handle, name, OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC, Mode::empty())
-        .map_err(|e| match e {
-            nix::errno::Errno::ENOENT => unsafe_path(path, "does not exist"),
-            nix::errno::Errno::ELOOP => unsafe_path(path, "is a symlink"),
-            _ => unsafe_path(path, "cannot be opened"),
-        })?;
-    let file = File::from(fd);
-    check_handle(&file, path, false, paths.owner_uid)?;
+    let file = open_owned_file(path, paths.owner_uid)?.ok_or_else(|| unsafe_path(path, "does not exist"))?;
     let mut bytes = Vec::new();
     file.take(POLICY_MAX_BYTES + 1)
         .read_to_end(&mut bytes)
@@ -179,6 +175,31 @@ pub fn read_policy_bytes(paths: &HostPaths) -> Result<Vec<u8>, Refusal> {
         return Err(Refusal::new(Code::PolicyInvalid, format!("{} is larger than 256 KiB.", path.display())));
     }
     Ok(bytes)
+}
+
+/// Opens a file of the operator's configuration under the policy's checks:
+/// its directory and itself owned by `owner`, neither group- nor
+/// world-writable, no symlink. `None` when it does not exist.
+pub fn open_owned_file(path: &Path, owner: u32) -> Result<Option<File>, Refusal> {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(unsafe_path(path, "is not a file path"));
+    };
+    let dir_handle = open_dir(dir, owner)?;
+    // Open the file relative to the checked directory handle.
+    let fd = match openat(
+        &dir_handle,
+        name,
+        OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => fd,
+        Err(nix::errno::Errno::ENOENT) => return Ok(None),
+        Err(nix::errno::Errno::ELOOP) => return Err(unsafe_path(path, "is a symlink")),
+        Err(_) => return Err(unsafe_path(path, "cannot be opened")),
+    };
+    let file = File::from(fd);
+    check_handle(&file, path, false, owner)?;
+    Ok(Some(file))
 }
 
 /// The policy's mode as setup writes it and `catalog pin` rewrites it.

@@ -209,7 +209,7 @@ impl<E: Engine, C: Clock, L: Liveness> Host<E, C, L> {
         controller.begin_request(meta);
         let (plan_id, action) = subject(&request);
         let (result, app_log) =
-            match serve(&mut controller, request, caller, progress, alert_socket.as_deref()) {
+            match serve(&mut controller, request, caller, progress, alert_socket.as_deref(), &paths) {
                 Served::Answer(result, app_log) => (result, app_log),
                 // Its claimed and needs_inspection rows were written with the
                 // changes, stamped with this request.
@@ -434,7 +434,11 @@ fn serve<E: Engine, C: Clock, L: Liveness>(
     caller: &str,
     progress: &dyn ProgressSink,
     alert_socket: Option<&std::path::Path>,
+    paths: &HostPaths,
 ) -> Served {
+    // Only the two operations of signed approvals read the host's identity
+    // and the signers' file: built for them alone.
+    let verifier = || super::signed::Verifier::of(paths);
     // A rolled-back plan's failed app container's last lines, answered
     // beside its refusal (the refusal's code says whose they are).
     let mut app_log = None;
@@ -453,6 +457,12 @@ fn serve<E: Engine, C: Clock, L: Liveness>(
         // Answered above, before the store was opened; should it get here,
         // it is the same recorded refusal.
         Request::GateRefusal { .. } => Err(gate::recorded_refusal()),
+        Request::Statement { plan_id } => PlanId::parse(&plan_id)
+            .and_then(|id| controller.statement(&id, caller, &verifier().identity))
+            .map(Body::Statement),
+        Request::SignedApproval { plan_id, approval } => PlanId::parse(&plan_id)
+            .and_then(|id| controller.approve_signed(&id, caller, &approval, &verifier()))
+            .map(|stored| Body::SignedApproval(Box::new(stored.view()))),
         Request::Execute { plan_id } => match PlanId::parse(&plan_id) {
             Err(refusal) => Err(refusal),
             Ok(id) => match controller.execute_reporting(&id, caller, progress) {
@@ -475,7 +485,9 @@ fn serve<E: Engine, C: Clock, L: Liveness>(
 fn subject(request: &Request) -> (Option<PlanId>, Option<Action>) {
     match request {
         Request::Plan { action, .. } => (None, Action::parse(action).ok()),
-        Request::Execute { plan_id } => (PlanId::parse(plan_id).ok(), None),
+        Request::Execute { plan_id }
+        | Request::Statement { plan_id }
+        | Request::SignedApproval { plan_id, .. } => (PlanId::parse(plan_id).ok(), None),
         _ => (None, None),
     }
 }

@@ -191,7 +191,7 @@ impl Returned {
         let value = Value::Object(object);
         let read = Read::of(operation, &value);
         let value = match operation {
-            Operation::Plan => PlanForAgent::rename(value),
+            Operation::Plan | Operation::SignedApproval => PlanForAgent::rename(value),
             _ => value,
         };
         let object = match value {
@@ -234,7 +234,15 @@ fn unknown(operation: Operation, reason: &str) -> Answer {
         Operation::Plan => {
             "a plan may have been recorded. Do not retry blindly: inspect first (service_inventory)."
         }
-        Operation::Inventory | Operation::GatewayStatus | Operation::Logs | Operation::GateRefusal => {
+        Operation::SignedApproval => {
+            "the approval may have been recorded. Do not retry blindly: inspect the plan first \
+             (service_inventory shows whether it is approved)."
+        }
+        Operation::Inventory
+        | Operation::GatewayStatus
+        | Operation::Logs
+        | Operation::GateRefusal
+        | Operation::Statement => {
             "nothing is known about the server from this call. Do not retry blindly: inspect first \
               (cloud_check web_status, or ask the operator)."
         }
@@ -246,9 +254,14 @@ fn unknown(operation: Operation, reason: &str) -> Answer {
 /// outcome we cannot know. Every new operation must say which it is.
 fn may_change(operation: Operation) -> bool {
     match operation {
-        Operation::Plan | Operation::Execute => true,
+        // A signed approval records the approval (and nothing on the engine).
+        Operation::Plan | Operation::Execute | Operation::SignedApproval => true,
         // gate_refusal adds an audit row and nothing else; the workstation never sends it.
-        Operation::Inventory | Operation::GatewayStatus | Operation::Logs | Operation::GateRefusal => false,
+        Operation::Inventory
+        | Operation::GatewayStatus
+        | Operation::Logs
+        | Operation::GateRefusal
+        | Operation::Statement => false,
     }
 }
 
@@ -325,6 +338,8 @@ fn ok(operation: Operation, result: Map<String, Value>) -> Answer {
              true, an operator must approve the plan on the server before service_execute."
         }
         Operation::Execute => "The helper reports the plan executed; see result.",
+        Operation::SignedApproval => "The host verified the operator's signature and recorded the approval.",
+        Operation::Statement => "The host's approval statement for the plan; see result.text.",
         Operation::Inventory | Operation::GatewayStatus | Operation::GateRefusal => {
             "The helper answered; see result."
         }

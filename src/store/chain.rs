@@ -92,6 +92,13 @@ pub struct Content<'a> {
     pub command_digests: Option<&'a [String]>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub commands_beyond: Option<i64>,
+    /// On the `approved` row of a signed approval (migration 17): the
+    /// signing key's OpenSSH fingerprint and the sha256 of the statement
+    /// it signed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signer_key: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub statement_sha256: Option<&'a str>,
 }
 
 /// sha256(prev_hash || canonical content), lowercase hex. Public (as
@@ -134,6 +141,8 @@ pub struct ChainedEntry {
     pub anchor_hash: Option<String>,
     pub command_digests: Option<Vec<String>>,
     pub commands_beyond: Option<i64>,
+    pub signer_key: Option<String>,
+    pub statement_sha256: Option<String>,
     pub prev_hash: Option<String>,
     pub hash: Option<String>,
 }
@@ -165,6 +174,8 @@ impl ChainedEntry {
             anchor_hash: self.anchor_hash.as_deref(),
             command_digests: self.command_digests.as_deref(),
             commands_beyond: self.commands_beyond,
+            signer_key: self.signer_key.as_deref(),
+            statement_sha256: self.statement_sha256.as_deref(),
         }
     }
 }
@@ -196,8 +207,10 @@ pub(super) fn entry(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChainedEntry> {
         anchor_hash: r.get(21)?,
         command_digests: r.get::<_, Option<String>>(22)?.map(|text| digests(22, &text)).transpose()?,
         commands_beyond: r.get(23)?,
-        prev_hash: r.get(24)?,
-        hash: r.get(25)?,
+        signer_key: r.get(24)?,
+        statement_sha256: r.get(25)?,
+        prev_hash: r.get(26)?,
+        hash: r.get(27)?,
     })
 }
 
@@ -269,6 +282,8 @@ pub(super) fn append<'a>(tx: Sql<'_>, content: Content<'a>) -> Result<(Content<'
         content.anchor_hash,
         content.command_digests.map(|d| serde_json::Value::from(d.to_vec()).to_string()),
         content.commands_beyond,
+        content.signer_key,
+        content.statement_sha256,
         prev,
         hash,
     ])?;

@@ -236,6 +236,10 @@ pub enum AuditOperation {
     /// The ssh forced command's refusals: the gate sends the helper a
     /// `gate_refusal` request, recorded by `host::request_row::record_refusal`.
     SshGate,
+    /// The rpc's `statement` and `signed_approval` (migration 17 let the
+    /// column take any name of the shape).
+    Statement,
+    SignedApproval,
 }
 
 impl AuditOperation {
@@ -254,6 +258,8 @@ impl From<crate::wire::Operation> for AuditOperation {
             O::Execute => AuditOperation::Execute,
             O::Logs => AuditOperation::Logs,
             O::GateRefusal => AuditOperation::SshGate,
+            O::Statement => AuditOperation::Statement,
+            O::SignedApproval => AuditOperation::SignedApproval,
         }
     }
 }
@@ -275,6 +281,15 @@ impl StateCommand {
     pub fn as_str(self) -> &'static str {
         self.into()
     }
+}
+
+/// What a signed approval's `approved` row carries besides the approver
+/// (`Tx::approve_signed`): the signing key's OpenSSH fingerprint
+/// (`SHA256:...`) and the sha256 (hex) of the statement it signed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignedBy {
+    pub key: String,
+    pub statement_sha256: String,
 }
 
 /// Who asked for what: stamped on every audit row a request writes, so the

@@ -430,6 +430,17 @@ pub(super) const MIGRATIONS: &[&str] = &[
         (json_valid(command_digests) AND json_type(command_digests) = 'array'
          AND json_array_length(command_digests) BETWEEN 1 AND 16));
      ALTER TABLE audit ADD COLUMN commands_beyond INTEGER CHECK (commands_beyond IS NULL OR commands_beyond >= 1);",
+    // 17 (issue 42): an approval signed on the operator's own device is
+    // recorded with the key that signed it (`signer_key`, its OpenSSH
+    // SHA256 fingerprint) and the digest of the statement it signed
+    // (`statement_sha256`), both in the row's hashed content. In the same
+    // rebuild the `operation` column keeps only the shape of a name, as
+    // step 15 did for `action`: the rpc's new operations (`statement`,
+    // `signed_approval`) and the operator's state commands no longer each
+    // need a rebuild. Rebuilt as step 15 was, every older column copied as
+    // it is, in order: the rows keep their hashes (the new columns are NULL
+    // on them, and NULL columns are not hashed), and the chain verifies.
+    include_str!("schema/v17.sql"),
 ];
 
 /// The step after whose SQL the existing audit rows are chained
@@ -439,6 +450,10 @@ pub(super) const CHAIN_STEP: usize = 4;
 /// The step that gave audit rows their list of command digests
 /// (`fold.rs`); an older database's rows are read without it.
 pub(super) const DIGESTS_STEP: i64 = 16;
+
+/// The step that gave audit rows the signer of a signed approval; an older
+/// database's rows are read without it.
+pub(super) const SIGNERS_STEP: i64 = 17;
 
 /// The schema version this code writes: the number of migrations.
 pub(super) fn supported_version() -> i64 {

@@ -98,19 +98,21 @@ macro_rules! plan_columns {
 }
 
 /// Every column of an audit row, in the order `chain::entry` reads them.
-/// With `"NULL, NULL"` in place of the two columns of step 16, the same
-/// for a database before it (a restore held for a downgrade, a migration
-/// that waits): its rows carry no digest list.
+/// With `"NULL, NULL"` in place of the two columns of a later step, the
+/// same for a database before it (a restore held for a downgrade, a
+/// migration that waits): step 16's digest list, step 17's signer.
 macro_rules! audit_rows {
     () => {
-        audit_rows!("command_digests, commands_beyond")
+        audit_rows!("command_digests, commands_beyond", "signer_key, statement_sha256")
     };
-    ($digests:literal) => {
+    ($digests:literal, $signer:literal) => {
         concat!(
             "SELECT seq, at, event, plan_id, action, outcome, exit_code, duration_ms, actor, \
              operation, app, code, process, request_id, count, sudo_uid, login_uid, \
              gate_reason, command_bytes, command_sha256, anchor_seq, anchor_hash, ",
             $digests,
+            ", ",
+            $signer,
             ", prev_hash, hash FROM audit"
         )
     };
@@ -222,9 +224,9 @@ statements! {
         "INSERT INTO audit (seq, at, event, plan_id, action, outcome, exit_code, duration_ms, actor,
              operation, app, code, process, request_id, count, sudo_uid, login_uid,
              gate_reason, command_bytes, command_sha256, anchor_seq, anchor_hash, command_digests,
-             commands_beyond, prev_hash, hash)
+             commands_beyond, signer_key, statement_sha256, prev_hash, hash)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20,
-             ?21, ?22, ?23, ?24, ?25, ?26)";
+             ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28)";
     /// Where the kept chain starts (a one-row table).
     Bounded ANCHOR = "SELECT seq, prev_hash FROM audit_anchor WHERE id = 1";
     /// The state changes of one plan (`audit_plan`).
@@ -303,7 +305,10 @@ statements! {
     Bounded SCHEMA_VERSION = "SELECT user_version FROM pragma_user_version";
     /// [`ALL_ROWS`] of a database before schema step 16 (`verify` on the
     /// doctor's read of an older database).
-    Whole ALL_ROWS_BEFORE_DIGESTS = concat!(audit_rows!("NULL, NULL"), " ORDER BY seq");
+    Whole ALL_ROWS_BEFORE_DIGESTS = concat!(audit_rows!("NULL, NULL", "NULL, NULL"), " ORDER BY seq");
+    /// [`ALL_ROWS`] of a database at schema step 16.
+    Whole ALL_ROWS_BEFORE_SIGNERS =
+        concat!(audit_rows!("command_digests, commands_beyond", "NULL, NULL"), " ORDER BY seq");
     /// `audit export --since`: the rows from `?1` on.
     Whole ROWS_SINCE = concat!(audit_rows!(), " WHERE at >= ?1 ORDER BY seq");
     /// Migration 4: the rows before the chain, with the columns they had.

@@ -953,6 +953,7 @@ mod migration11;
 mod migration13;
 mod migration15;
 mod migration16;
+mod migration17;
 mod migration5;
 mod migration9;
 mod statements;

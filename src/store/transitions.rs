@@ -22,7 +22,7 @@ use rusqlite::params;
 
 use super::StoreError;
 use super::chain;
-use super::rows::{AuditRow, Claim, RequestMeta};
+use super::rows::{AuditRow, Claim, RequestMeta, SignedBy};
 use super::sql::{self, Sql, Statement};
 use crate::actions::plan::Plan;
 use crate::vocab::Action;
@@ -92,6 +92,28 @@ impl Tx<'_> {
             action,
             audit,
         )
+    }
+
+    /// Records an approval signed on the operator's own device: as
+    /// [`Tx::approve`], with the signing key and the statement's digest on
+    /// the `approved` row (migration 17), so the trail says which key
+    /// approved what.
+    pub fn approve_signed(
+        &self,
+        id: &PlanId,
+        action: Action,
+        digest: &Digest,
+        audit: &AuditRow,
+        signed: &SignedBy,
+    ) -> Result<(), StoreError> {
+        let changed = self.sql.prepare(sql::APPROVE)?.execute(params![
+            id.as_str(),
+            audit.actor,
+            audit.at,
+            digest.as_str()
+        ])?;
+        self.exactly_one(changed, id)?;
+        self.plan_row(id, action, audit, None, Some(signed))
     }
 
     /// pending -> executing, recording the claimer.
@@ -290,6 +312,18 @@ impl Tx<'_> {
         row: &AuditRow,
         app: Option<&str>,
     ) -> Result<(), StoreError> {
+        self.plan_row(id, action, row, app, None)
+    }
+
+    /// [`Tx::audit_with_app`], with a signed approval's facts when there are.
+    fn plan_row(
+        &self,
+        id: &PlanId,
+        action: Action,
+        row: &AuditRow,
+        app: Option<&str>,
+        signed: Option<&SignedBy>,
+    ) -> Result<(), StoreError> {
         let meta = self.request;
         self.append(chain::Content {
             seq: 0,
@@ -303,6 +337,8 @@ impl Tx<'_> {
             actor: &row.actor,
             app: app.or(meta.and_then(|m| m.app.as_deref())),
             process: row.process.map(crate::exec::ProcessOutcome::as_str),
+            signer_key: signed.map(|s| s.key.as_str()),
+            statement_sha256: signed.map(|s| s.statement_sha256.as_str()),
             ..stamp(meta)
         })
     }

@@ -116,8 +116,13 @@ pub(super) fn verify(tx: Sql<'_>, from: Option<&str>) -> Result<Verification, St
     // The doctor reads older databases too (held for a downgrade, or
     // waiting for a migration): their rows have no digest columns.
     let version: i64 = tx.prepare(sql::SCHEMA_VERSION)?.query_row([], |r| r.get(0))?;
-    let all =
-        if version >= super::schema::DIGESTS_STEP { sql::ALL_ROWS } else { sql::ALL_ROWS_BEFORE_DIGESTS };
+    let all = if version >= super::schema::SIGNERS_STEP {
+        sql::ALL_ROWS
+    } else if version >= super::schema::DIGESTS_STEP {
+        sql::ALL_ROWS_BEFORE_SIGNERS
+    } else {
+        sql::ALL_ROWS_BEFORE_DIGESTS
+    };
     let mut statement = tx.prepare(all)?;
     let rows = statement.query_map([], entry)?;
     let mut prev: Option<(i64, String)> = None;

@@ -111,6 +111,27 @@ impl Code {
             }
             Code::NotAnApprover => "Ask an operator the policy names as an approver to approve the plan.",
             Code::SelfApproval => "Ask another approver: the requester cannot approve their own plan.",
+            Code::SignedApprovalMalformed => {
+                "Ask the operator for the whole text `volce-lab approve` printed (statement and signature block) and pass it unchanged."
+            }
+            Code::SignedApprovalsOff => {
+                "Ask the operator to approve at the server's terminal, or to enable signed approvals there (docs/operator.md)."
+            }
+            Code::SignersFileUnsafe => {
+                "Tell the operator that allowed_signers must be root's file, writable by root only; run volce-lab-host doctor on the server."
+            }
+            Code::SignatureInvalid => {
+                "Ask the operator to sign the plan's statement again with a key listed in the server's allowed_signers."
+            }
+            Code::SignatureNamespace => {
+                "Ask the operator to sign with `volce-lab approve`, which uses the volce-lab-approval namespace."
+            }
+            Code::SoftwareKeyRefused => {
+                "Ask the operator to sign with their hardware (FIDO) key: this server accepts no key held in a file."
+            }
+            Code::ApprovalForAnotherHost | Code::ApprovalForAnotherPlan | Code::StatementMismatch => {
+                "Ask the operator to sign this server's statement of this plan (volce-lab approve TARGET PLAN_ID); nothing was recorded."
+            }
             Code::InvalidReason => {
                 "Give a reason of 1 to 500 characters, or leave --reason out; nothing was recorded."
             }

@@ -250,6 +250,29 @@ pub enum Code {
     /// or path (or kept by a build that did not record which): the
     /// message names the entry it belongs to and `data purge`.
     DataEntryMismatch,
+    // Signed approval (issue 42: `host::signed`), each refusal its own code.
+    /// Not a statement followed by one SSH signature block.
+    SignedApprovalMalformed,
+    /// The policy has no `signed_approvals`, or `/etc/volce-lab/allowed_signers`
+    /// does not exist: this host takes approvals at its terminal only.
+    SignedApprovalsOff,
+    /// `allowed_signers` is not root's file that only root can write.
+    SignersFileUnsafe,
+    /// The signature does not verify against any line of `allowed_signers`
+    /// (an unknown key, a revoked one, or bytes that were changed).
+    SignatureInvalid,
+    /// The signature was made for another namespace than volce-lab's.
+    SignatureNamespace,
+    /// Signed with a key held in a file, where the policy accepts only
+    /// hardware (FIDO) keys.
+    SoftwareKeyRefused,
+    /// The signed statement names another host.
+    ApprovalForAnotherHost,
+    /// The signed statement names another plan.
+    ApprovalForAnotherPlan,
+    /// The signed statement is not this host's statement of the plan (a
+    /// parameter, the digest, the expiry or the requester differs).
+    StatementMismatch,
 }
 
 impl Code {
@@ -332,7 +355,7 @@ mod tests {
     #[test]
     fn code_strings_never_change() {
         use strum::VariantArray as _;
-        const SHIPPED: [&str; 113] = [
+        const SHIPPED: [&str; 122] = [
             "invalid_request",
             "request_too_large",
             "unknown_action",
@@ -446,6 +469,15 @@ mod tests {
             "data_action_failed",
             "targets_share_identity",
             "data_entry_mismatch",
+            "signed_approval_malformed",
+            "signed_approvals_off",
+            "signers_file_unsafe",
+            "signature_invalid",
+            "signature_namespace",
+            "software_key_refused",
+            "approval_for_another_host",
+            "approval_for_another_plan",
+            "statement_mismatch",
         ];
         let strings: Vec<&str> = Code::VARIANTS.iter().map(|c| c.as_str()).collect();
         assert_eq!(strings, SHIPPED);

@@ -10,6 +10,8 @@
 //! plan            PlanView       plan_view.rs  (also `volce-lab-host show --json`)
 //! execute         ExecutedPlan   execution.rs
 //! logs            LogLines       log_lines.rs
+//! statement       ApprovalStatement  statement.rs
+//! signed_approval PlanView       plan_view.rs  (the plan, approved)
 //! ```
 //! `app_state.rs` holds the words the inventory and gateway_status share:
 //! an app's state as the engine shows it, and why it drifted.
@@ -33,6 +35,7 @@ pub mod inventory;
 pub mod log_lines;
 pub mod plan_view;
 pub mod read;
+pub mod statement;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -43,6 +46,7 @@ use gateways::GatewayStatus;
 use inventory::Inventory;
 use log_lines::LogLines;
 use plan_view::PlanView;
+use statement::ApprovalStatement;
 
 /// The body of an `ok` reply: one variant per operation that answers `ok`
 /// (a gate refusal never does), so a body travels under its own
@@ -54,6 +58,9 @@ pub enum Body {
     Plan(Box<PlanView>),
     Execute(ExecutedPlan),
     Logs(LogLines),
+    Statement(ApprovalStatement),
+    /// The plan a signed approval approved.
+    SignedApproval(Box<PlanView>),
 }
 
 impl Body {
@@ -64,6 +71,8 @@ impl Body {
             Body::Plan(_) => Operation::Plan,
             Body::Execute(_) => Operation::Execute,
             Body::Logs(_) => Operation::Logs,
+            Body::Statement(_) => Operation::Statement,
+            Body::SignedApproval(_) => Operation::SignedApproval,
         }
     }
 
@@ -75,6 +84,8 @@ impl Body {
             Body::Plan(body) => serde_json::to_value(body),
             Body::Execute(body) => serde_json::to_value(body),
             Body::Logs(body) => serde_json::to_value(body),
+            Body::Statement(body) => serde_json::to_value(body),
+            Body::SignedApproval(body) => serde_json::to_value(body),
         };
         // Strings, numbers and string-keyed maps, and a plan's paths, which
         // were serialized once already when the plan was sealed: nothing fails.

@@ -27,6 +27,14 @@ fn every_request() -> Vec<Request> {
         Request::execute(&id()),
         Request::logs("web", ContainerRole::Gateway, 200, Some(1440)),
         gate::RefusalRecord::of(gate::RefusalReason::NotAFixedRequest, Some(b"ls /")).request(),
+        Request::statement(&id()),
+        Request::signed_approval(
+            &id(),
+            &signed::SignedApproval {
+                statement: format!("{}\nplan: x\n", signed::STATEMENT_HEADER),
+                signature: format!("{}\nU1NIU0lH\n{}\n", signed::SIGNATURE_BEGIN, signed::SIGNATURE_END),
+            },
+        ),
     ];
     let operations: Vec<Operation> = requests.iter().map(Request::operation).collect();
     assert_eq!(operations, Operation::VARIANTS, "one request per operation");
@@ -144,7 +152,19 @@ fn every_request_the_workstation_sends_parses_back_to_itself() {
 #[test]
 fn operation_names_agree_in_serde_and_strum() {
     let names: Vec<&str> = Operation::VARIANTS.iter().map(|o| o.as_str()).collect();
-    assert_eq!(names, ["gateway_status", "inventory", "plan", "execute", "logs", "gate_refusal"]);
+    assert_eq!(
+        names,
+        [
+            "gateway_status",
+            "inventory",
+            "plan",
+            "execute",
+            "logs",
+            "gate_refusal",
+            "statement",
+            "signed_approval"
+        ]
+    );
     for operation in Operation::VARIANTS {
         assert_eq!(serde_json::to_value(operation).unwrap(), operation.as_str());
         assert_eq!(serde_json::from_value::<Operation>(json!(operation.as_str())).unwrap(), *operation);

@@ -60,7 +60,8 @@ pub const ADDITIONS: &[(u32, &str)] = &[
          deploy's, update's, start's and restart's spec), and remove_app's `purge_data` and its result's `data`; deploy and \
          nginx_config take `also_server_names` (at most three names the gateway serves besides \
          `server_name`), which the deploy's spec, the nginx_config payload and the inventory's app carry \
-         when there are any (0.2.0)",
+         when there are any; the `statement` and `signed_approval` operations (an approval signed on the \
+         operator's own device, carried by the agent, verified by the host) (0.2.0)",
     ),
 ];
 
@@ -149,6 +150,8 @@ impl Feature {
                 | Operation::Logs
                 | Operation::GateRefusal,
             ) => 1,
+            // A helper of protocol 1 refuses either as an unknown operation.
+            Feature::Operation(Operation::Statement | Operation::SignedApproval) => 2,
             Feature::Action(
                 Action::Deploy
                 | Action::NginxConfig
@@ -384,10 +387,19 @@ mod tests {
         }
     }
 
-    /// Every operation of this build is protocol 1's: a helper of any
-    /// release serves it, and a 0.1.0 server is sent all of them.
+    /// Every operation of this build but the two of signed approvals is
+    /// protocol 1's: a helper of any release serves it, and a 0.1.0 server
+    /// is sent all of them; `statement` and `signed_approval` need protocol
+    /// 2, and a 0.1.0 server is sent neither (`server_too_old`).
     #[test]
     fn every_request_of_this_build_needs_protocol_1() {
+        let id = crate::vocab::PlanId::parse("0123456789abcdef0123456789abcdef").unwrap();
+        let signed = Request::SignedApproval { plan_id: id.as_str().into(), approval: String::new() };
+        for request in [Request::statement(&id), signed] {
+            assert_eq!(request.needs(), 2, "{request:?}");
+            let refused = may_send(request.needs(), &ServerVersion::Before020, "web-1").unwrap_err();
+            assert_eq!(refused.code, Code::ServerTooOld);
+        }
         let requests = [
             Request::GatewayStatus {},
             Request::Inventory {},
@@ -397,7 +409,7 @@ mod tests {
             crate::wire::gate::RefusalRecord::of(crate::wire::gate::RefusalReason::NoCommand, None).request(),
         ];
         let operations: Vec<_> = requests.iter().map(Request::operation).collect();
-        assert_eq!(operations, super::super::Operation::VARIANTS, "one request per operation");
+        assert_eq!(operations, super::super::Operation::VARIANTS[..6], "one request per operation");
         for request in &requests {
             assert_eq!(request.needs(), 1, "{request:?}");
             assert!(may_send(request.needs(), &ServerVersion::Before020, "web-1").is_ok());

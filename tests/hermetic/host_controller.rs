@@ -544,7 +544,11 @@ fn the_audit_trail_has_one_row_per_change_and_no_free_text() {
             // Migration 16: a count row's distinct command digests (a
             // JSON list of sha256s, never text) and the repeats beyond.
             "command_digests",
-            "commands_beyond"
+            "commands_beyond",
+            // Migration 17: a signed approval's key fingerprint and the
+            // sha256 of the statement it signed.
+            "signer_key",
+            "statement_sha256"
         ]
     );
 }

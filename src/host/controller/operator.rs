@@ -6,9 +6,10 @@
 //! terminal commands only.
 //!
 //! Security invariant: none of this is reachable from the rpc pipeline (the
-//! request enum, `crate::wire::Request`, has no variant for any of it), so
-//! approval is only ever recorded by [`Controller::approve`], which only the
-//! terminal `approve` command calls.
+//! request enum, `crate::wire::Request`, has no variant for any of it), but
+//! for the recording of an approval whose signature the host verified
+//! (`signed.rs` beside this file): an approval is recorded only by the
+//! terminal `approve` command or with a verified signature.
 
 use std::collections::BTreeMap;
 
@@ -22,7 +23,7 @@ use crate::control::app_record::{AppRecord, AppState};
 use crate::control::clock::check_expiry;
 use crate::docker::{Engine, EngineError};
 use crate::host::leftovers::{self, Leftovers};
-use crate::store::{AuditOutcome, Event, MAX_REASON_CHARS, StoreError, StoredPlan};
+use crate::store::{AuditOutcome, Event, MAX_REASON_CHARS, SignedBy, StoreError, StoredPlan};
 use crate::vocab::PlanState;
 use crate::vocab::{Code, Digest, PlanId, Refusal, refuse};
 
@@ -145,8 +146,21 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
     }
 
     /// Records an operator's approval. Only the terminal `approve` command
-    /// calls this; the rpc pipeline has no path here.
+    /// calls this with no signature; the rpc pipeline reaches it only
+    /// through [`Controller::approve_signed`], with a signature the host verified.
     pub fn approve(&mut self, id: &PlanId, digest: &Digest, approver: &str) -> Result<StoredPlan, Refusal> {
+        self.record_approval(id, digest, approver, None)
+    }
+
+    /// The approval's checks under the write lock, and its transition:
+    /// the terminal's (`signed` none) and a signed one's alike.
+    pub(super) fn record_approval(
+        &mut self,
+        id: &PlanId,
+        digest: &Digest,
+        approver: &str,
+        signed: Option<&SignedBy>,
+    ) -> Result<StoredPlan, Refusal> {
         let Controller { policy, policy_hash, store, clock, env_dir, .. } = self;
         store.write(|tx| {
             // Under the write lock, so time spent waiting for it counts.
@@ -168,7 +182,11 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             if stored.approval.is_some() {
                 return refuse(Code::AlreadyApproved, "This plan is already approved.");
             }
-            tx.approve(id, plan.action, digest, &audit(now, Event::Approved, AuditOutcome::Ok, approver))?;
+            let row = audit(now, Event::Approved, AuditOutcome::Ok, approver);
+            match signed {
+                None => tx.approve(id, plan.action, digest, &row)?,
+                Some(signed) => tx.approve_signed(id, plan.action, digest, &row, signed)?,
+            }
             Ok(tx.load_plan(id)?.expect("just approved"))
         })
     }
@@ -313,7 +331,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
 
 /// The checks of an approval that hold whatever is typed: an approver, not
 /// the requester, a plan that needs approval, a state that allows it.
-fn may_approve(
+pub(super) fn may_approve(
     policy: &crate::control::policy::Policy,
     stored: &StoredPlan,
     approver: &str,

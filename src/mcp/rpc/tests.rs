@@ -29,7 +29,7 @@ fn every_reply_the_helper_prints_is_read_as_intended() {
         // Each operation names its plan in its own field (a plan view's
         // `id`, an execution's `plan_id`); the others name none.
         let (printed, named) = match operation {
-            Operation::Plan => (json!({"id": id.as_str(), "n": 1}), Some(&id)),
+            Operation::Plan | Operation::SignedApproval => (json!({"id": id.as_str(), "n": 1}), Some(&id)),
             Operation::Execute => (json!({"plan_id": id.as_str(), "n": 1}), Some(&id)),
             _ => (json!({"id": id.as_str(), "n": 1}), None),
         };
@@ -41,7 +41,9 @@ fn every_reply_the_helper_prints_is_read_as_intended() {
         // a plan view's id is named plan_id, as every result names a plan.
         let object = Value::Object(answer.result.expect("a body").object);
         match operation {
-            Operation::Plan => assert_eq!(object, json!({"plan_id": id.as_str(), "n": 1})),
+            Operation::Plan | Operation::SignedApproval => {
+                assert_eq!(object, json!({"plan_id": id.as_str(), "n": 1}))
+            }
             _ => assert_eq!(object, printed, "{operation:?}"),
         }
         // The same reply answers another operation's request: unknown.

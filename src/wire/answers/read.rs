@@ -82,12 +82,16 @@ impl Read {
     /// What `result`, the body of an `ok` answer to `operation`, says.
     pub fn of(operation: Operation, result: &Value) -> Read {
         let read = match operation {
-            Operation::Plan => StoredPlan::deserialize(result).map(|p| Read::Plan { plan_id: p.id }),
+            Operation::Plan | Operation::SignedApproval => {
+                StoredPlan::deserialize(result).map(|p| Read::Plan { plan_id: p.id })
+            }
             Operation::Execute => RanPlan::deserialize(result).map(|p| Read::Execute { plan_id: p.plan_id }),
             Operation::Inventory => {
                 OpenPlans::deserialize(result).map(|p| Read::Inventory { plans: p.plans })
             }
-            Operation::GatewayStatus | Operation::Logs | Operation::GateRefusal => return Read::Nothing,
+            Operation::GatewayStatus | Operation::Logs | Operation::GateRefusal | Operation::Statement => {
+                return Read::Nothing;
+            }
         };
         read.unwrap_or(Read::Nothing)
     }

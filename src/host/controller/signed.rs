@@ -1,0 +1,120 @@
+//! The controller's part of approvals signed on the operator's own device
+//! (issue 42): the statement the agent fetches for the operator to sign,
+//! and the approval the agent carries back. Runs as root inside the host
+//! helper's rpc pipeline.
+//!
+//! Security invariant: [`Controller::approve_signed`] records an approval
+//! only for a signature the host verified (`crate::host::signed`) over the
+//! statement this host renders, byte for byte, from its own record of the
+//! plan; then every check of the terminal's `approve` applies to the
+//! signer as it would to an operator at the terminal (an approver, not the
+//! requester, a pending plan in time, under the same policy).
+
+use super::operator::may_approve;
+use super::{Controller, Liveness, state_allows_use};
+use crate::control::Clock;
+use crate::docker::Engine;
+use crate::host::signed::statement::{self, HostIdentity};
+use crate::host::signed::{Signer, Verifier};
+use crate::store::StoredPlan;
+use crate::vocab::{Code, PlanId, Refusal, refuse};
+use crate::wire::answers::statement::ApprovalStatement;
+use crate::wire::signed::{NAMESPACE, SignedApproval, statement_field};
+
+impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
+    /// The statement of one of `caller`'s plans that waits for approval.
+    pub fn statement(
+        &mut self,
+        id: &PlanId,
+        caller: &str,
+        host: &HostIdentity,
+    ) -> Result<ApprovalStatement, Refusal> {
+        let stored = self.load(id, caller)?;
+        if stored.plan.requester != caller {
+            return refuse(Code::PlanNotFound, "No plan of yours has this id.");
+        }
+        if !stored.plan.requires_approval {
+            return refuse(
+                Code::ApprovalNotRequired,
+                "This plan needs no approval, so it has no statement to sign; execute it as it is.",
+            );
+        }
+        state_allows_use(&stored)?;
+        if stored.approval.is_some() {
+            return refuse(Code::AlreadyApproved, "This plan is already approved; execute it.");
+        }
+        Ok(ApprovalStatement {
+            plan_id: id.clone(),
+            namespace: NAMESPACE.to_owned(),
+            text: statement::render(host, &stored),
+        })
+    }
+
+    /// Records the approval `approval` carries for plan `id`, if its
+    /// signature verifies and it signs this host's statement of that plan.
+    /// The checks, in order, each refusal with its own code: the text's
+    /// shape; the signature (`Verifier::verify`); the statement's host,
+    /// then its plan; the plan; the whole statement; then the terminal's.
+    pub fn approve_signed(
+        &mut self,
+        id: &PlanId,
+        caller: &str,
+        approval: &str,
+        verifier: &Verifier,
+    ) -> Result<StoredPlan, Refusal> {
+        let signed = SignedApproval::parse(approval)?;
+        let signer = verifier.verify(&self.policy, &signed)?;
+        let ours = verifier.identity.line();
+        if statement_field(&signed.statement, "host") != Some(ours.as_str()) {
+            return refuse(
+                Code::ApprovalForAnotherHost,
+                format!(
+                    "{} signed a statement of another host, not of this one ({}); nothing was recorded. An \
+                     approval counts only on the host whose statement was signed.",
+                    signer.principal,
+                    crate::text::for_terminal(&ours)
+                ),
+            );
+        }
+        if statement_field(&signed.statement, "plan") != Some(id.as_str()) {
+            return refuse(
+                Code::ApprovalForAnotherPlan,
+                format!(
+                    "{} signed the statement of another plan, not of plan {id}; nothing was recorded. An \
+                     approval counts only for the plan whose statement was signed.",
+                    signer.principal
+                ),
+            );
+        }
+        let stored = self.load(id, caller)?;
+        if signed.statement != statement::render(&verifier.identity, &stored) {
+            return Err(mismatch(&signer, id));
+        }
+        may_approve(&self.policy, &stored, &signer.principal).map_err(nothing_recorded)?;
+        self.record_approval(id, &stored.plan.digest, &signer.principal, Some(&signer.signed_by()))
+            .map_err(nothing_recorded)
+    }
+}
+
+/// The terminal's refusals say what is wrong with the plan or the
+/// approver; the agent carrying a signature is also told that it counted
+/// for nothing.
+fn nothing_recorded(refusal: Refusal) -> Refusal {
+    if refusal.message.contains("othing was") {
+        return refusal;
+    }
+    Refusal::new(refusal.code, format!("{} The signed approval was not recorded.", refusal.message))
+}
+
+fn mismatch(signer: &Signer, id: &PlanId) -> Refusal {
+    Refusal::new(
+        Code::StatementMismatch,
+        format!(
+            "{} signed a statement of plan {id} that differs from this host's (a parameter, the requester, \
+             a time or the digest is not what the host recorded): what was signed is not what would run. \
+             Nothing was recorded; the operator reads and signs the statement `volce-lab approve` fetches \
+             from this host.",
+            signer.principal
+        ),
+    )
+}

@@ -1,0 +1,18 @@
+//! The `statement` answer (issue 42): the text an operator signs to approve
+//! one plan from their own device, as the host rendered it from its record
+//! (`host::statement`). The workstation's `volce-lab approve` shows it and
+//! signs exactly these bytes; the host accepts the signature only over the
+//! statement it renders again when the approval arrives.
+
+use serde::{Deserialize, Serialize};
+
+use crate::vocab::PlanId;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalStatement {
+    pub plan_id: PlanId,
+    /// The namespace to sign in (`crate::wire::signed::NAMESPACE`).
+    pub namespace: String,
+    /// The statement, ending with a newline.
+    pub text: String,
+}
