@@ -7,7 +7,7 @@
 //! `install::doctor::run_doctor`, `install::setup::run_setup`, `install::catalog`, `install::data`, `install::state`), and nothing it calls imports anything from here.
 
 use std::ffi::OsString;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context as _;
@@ -46,6 +46,24 @@ pub enum Command {
     Targets,
     /// Serve the MCP tools on stdin/stdout (started by an agent client).
     McpServe,
+    /// Approve a plan from your own machine: print the server's statement of it, sign it with your
+    /// SSH key (a FIDO key is the documented choice), and print or send the signed approval.
+    Approve {
+        /// The plan id the agent gave you.
+        plan_id: String,
+        /// The configured target (needed when several are configured).
+        #[arg(long, value_name = "NAME")]
+        target: Option<String>,
+        /// Sign with this key (ssh-keygen -Y sign -f KEY); without it the statement is only printed.
+        #[arg(long, value_name = "KEY", conflicts_with = "signed")]
+        key: Option<PathBuf>,
+        /// Send an approval signed already (the statement and its signature block) instead.
+        #[arg(long, value_name = "FILE")]
+        signed: Option<PathBuf>,
+        /// Send the signed approval to the server now, instead of printing it for the agent.
+        #[arg(long)]
+        send: bool,
+    },
     /// Server side: the root helper (installed as /usr/local/bin/volce-lab-host).
     #[command(subcommand)]
     Host(HostCommand),
@@ -56,7 +74,7 @@ pub enum Command {
 /// `wire::MAX_REQUEST_BYTES`), with the actions filled in by [`rpc_help`].
 pub const RPC_HELP: &str = "Answer one JSON request from stdin (the only command the agent may run).
 
-Reads one JSON object of at most 16 KiB on stdin; its \"operation\" key names one of six operations, \
+Reads one JSON object of at most 16 KiB on stdin; its \"operation\" key names one of eight operations, \
 each with exactly these fields and no others:
 
   {\"operation\":\"gateway_status\"}                     each managed app's gateway: state, drift, answers
@@ -65,6 +83,8 @@ each with exactly these fields and no others:
   {\"operation\":\"execute\",\"plan_id\":\"<32 hex>\"}       run a stored plan once
   {\"operation\":\"logs\",\"app\":N,\"container\":C,\"tail\":T}   read-only: safe log lines of a managed container
   {\"operation\":\"gate_refusal\",\"reason\":R,...}         the ssh gate's: record one refusal (R, the command's length and sha256)
+  {\"operation\":\"statement\",\"plan_id\":\"<32 hex>\"}     read-only: the approval statement an operator signs
+  {\"operation\":\"signed_approval\",\"plan_id\":P,\"approval\":S}  an operator's signed statement, verified here
 
 The whole request must arrive within 5 seconds (else code request_timeout), and at most 8 helpers run at once \
 (else code busy, at once; nothing is done). \
@@ -73,7 +93,8 @@ Before the reply, an execute of deploy, start, restart, update or rollback print
 as {\"progress\":S} with S one of pulled, network, app_started, gateway_tested, health_check, switched; \
 a line stdout has no room for at once is dropped, never waited for; \
 the reply is always the last line, written after the record, and waits at most 10 seconds for room. \
-Nothing here approves, rejects, resolves or lists plans: those are the operator's terminal commands.";
+Nothing here approves but an operator's signature this host verifies against /etc/volce-lab/allowed_signers; \
+rejecting, resolving and listing plans are the operator's terminal commands.";
 
 /// [`RPC_HELP`] with the actions named from their one name table, so a new
 /// action is listed without an edit here.
@@ -399,6 +420,10 @@ fn dispatch(command: Command) -> Exit {
                 .map_err(|error| anyhow::anyhow!(error))
                 .context("the MCP session ended with an error")?;
             Ok(Exit::Ok)
+        }),
+        Command::Approve { plan_id, target, key, signed, send } => workstation(|fleet, runtime| {
+            let args = crate::mcp::approve::ApproveArgs { target, plan_id, key, signed, send };
+            crate::mcp::approve::run(&fleet, &runtime, &args)
         }),
         Command::Host(command) => host(command),
     }

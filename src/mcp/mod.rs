@@ -27,6 +27,7 @@
 //! conformant.rs the Service rmcp runs (`ping` answered in every version)
 //! ```
 
+pub mod approve;
 pub mod audit;
 mod conformant;
 mod envelope;

@@ -55,6 +55,7 @@ pub use options::Options;
 mod demo;
 mod record;
 mod seal;
+mod signed;
 mod task;
 mod wait;
 
@@ -241,7 +242,7 @@ impl VolceLab {
             // it waits for an approval (`wait.rs`).
             // Demo mode: a simulated plan rehearses the wait (`demo.rs`);
             // any other id gets today's `demo_only`.
-            Ok(Call::Execute { plan_id }) if member.inspector.is_demo() => {
+            Ok(Call::Execute { plan_id, .. }) if member.inspector.is_demo() => {
                 return match self.demo_execute(member, &plan_id, request_id.clone(), waiter).await {
                     Some(handled) => handled,
                     None => {
@@ -249,8 +250,11 @@ impl VolceLab {
                     }
                 };
             }
-            Ok(Call::Execute { plan_id }) => {
+            Ok(Call::Execute { plan_id, signed_approval: None }) => {
                 return self.execute_waiting(member, plan_id, request_id, progress, waiter).await;
+            }
+            Ok(Call::Execute { plan_id, signed_approval: Some(signed) }) => {
+                return self.execute_signed(member, plan_id, signed, request_id, progress, waiter).await;
             }
             Ok(Call::Logs { app, container, tail, since_minutes }) => {
                 let request = Request::logs(&app, container, tail, since_minutes);
@@ -293,6 +297,19 @@ impl VolceLab {
             });
         let shared = super::fan_out::sharing(answered);
         envelope::fan_out(self.base(None, &request_id), check, results, &shared, request_id)
+    }
+
+    /// The inspector of the configured target `name` (`super::approve`).
+    pub(super) fn inspector(&self, name: &str) -> Arc<Inspector> {
+        let member = self.members.iter().find(|m| m.name == name).expect("a configured target");
+        member.inspector.clone()
+    }
+
+    /// One request to the target `name` by the checked path every tool
+    /// uses (`super::approve`, the operator's own command).
+    pub(super) async fn ask_target(&self, name: &str, request: &Request) -> (Answer, Option<Execution>) {
+        let member = self.members.iter().find(|m| m.name == name).expect("a configured target");
+        self.ask(member, request, &request_id(), None).await
     }
 
     /// Runs one host RPC as a tool call: its result and audit facts.

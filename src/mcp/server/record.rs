@@ -33,7 +33,7 @@ impl VolceLab {
         let (check, action, plan_id) = match tools::validate(tool, rest.as_ref().or(arguments)) {
             Ok(Call::Check(check)) => (Some(check), None, None),
             Ok(Call::Plan { action, .. }) => (None, Some(action.as_str()), None),
-            Ok(Call::Execute { plan_id }) => (None, None, Some(plan_id)),
+            Ok(Call::Execute { plan_id, .. }) => (None, None, Some(plan_id)),
             _ => (None, None, None),
         };
         let served = Served { target, check, action, plan_id, ..Served::bare(Status::Unknown, request_id) };

@@ -82,9 +82,22 @@ impl ToolName {
 pub enum Call {
     Check(Check),
     Inventory,
-    Plan { action: Action, parameters: Map<String, Value> },
-    Execute { plan_id: PlanId },
-    Logs { app: String, container: ContainerRole, tail: u64, since_minutes: Option<u64> },
+    Plan {
+        action: Action,
+        parameters: Map<String, Value>,
+    },
+    /// `signed_approval`: the operator's signed statement, carried to the
+    /// host before the execute (`crate::mcp::server::signed`).
+    Execute {
+        plan_id: PlanId,
+        signed_approval: Option<crate::wire::signed::SignedApproval>,
+    },
+    Logs {
+        app: String,
+        container: ContainerRole,
+        tail: u64,
+        since_minutes: Option<u64>,
+    },
 }
 
 const NEVER_RETRY: &str = "Status `unknown` means the server may have acted: never retry it; call \
@@ -154,6 +167,8 @@ pub fn list() -> Vec<Tool> {
         ToolName::ServiceExecute.as_str(),
         "Execute one stored plan, once, exactly as recorded. A plan that requires approval runs only \
          after an operator approved it on the server; this tool cannot approve anything. When the \
+         operator gives you a signed approval (the text `volce-lab approve` printed), pass it unchanged \
+         as `signed_approval`: the server verifies it. When the \
          client can wait (a form, or the Tasks extension), call it right after such a plan and tell \
          the user what the operator runs: the call waits for the approval (accepting the form only \
          looks again; never answer it for the user). `rejected` with health_check_failed, \

@@ -259,9 +259,18 @@ fn port_refusal(key: &str, value: &Value) -> Refusal {
     )
 }
 
-/// `service_execute`: `plan_id`, 32 lowercase hex.
+/// `service_execute`: `plan_id`, 32 lowercase hex, and optionally
+/// `signed_approval`, a statement and its signature block in one string
+/// (its shape checked here; only the host can say whether it approves).
 fn execute(tool: &str, arguments: &Map<String, Value>) -> Result<Call, Refusal> {
-    exact_fields(tool, arguments, &["plan_id"], &[], "argument")?;
+    exact_fields(tool, arguments, &["plan_id", "signed_approval"], &["signed_approval"], "argument")?;
+    let signed_approval = match arguments.get("signed_approval") {
+        None => None,
+        Some(_) => {
+            let text = string_field(tool, arguments, "signed_approval")?;
+            Some(crate::wire::signed::SignedApproval::parse(text)?)
+        }
+    };
     let text = string_field(tool, arguments, "plan_id")?;
     let plan_id = PlanId::parse(text).map_err(|_| {
         refuse(
@@ -272,7 +281,7 @@ fn execute(tool: &str, arguments: &Map<String, Value>) -> Result<Call, Refusal> 
             ),
         )
     })?;
-    Ok(Call::Execute { plan_id })
+    Ok(Call::Execute { plan_id, signed_approval })
 }
 
 /// `service_logs`: `app` and `container` required, `tail` (default

@@ -43,7 +43,7 @@ fn good_arguments_are_accepted() {
     assert_eq!(validate(ToolName::ServicePlan, Some(&args(stop))).unwrap_err().code, Code::MissingField);
     let id = "0123456789abcdef0123456789abcdef";
     let call = validate(ToolName::ServiceExecute, Some(&args(json!({"plan_id": id})))).unwrap();
-    assert_eq!(call, Call::Execute { plan_id: PlanId::parse(id).unwrap() });
+    assert_eq!(call, Call::Execute { plan_id: PlanId::parse(id).unwrap(), signed_approval: None });
 }
 
 #[test]

@@ -1,0 +1,165 @@
+//! `volce-lab approve`: the operator's side of a signed approval (issue 42),
+//! on their own machine, as themselves. Fetches the statement the host
+//! renders for one plan (through the same checked rpc path the MCP tools
+//! use: the identity gate, the management switch, the server's protocol),
+//! shows it, and either leaves the signing to the operator, or signs it with
+//! `ssh-keygen -Y sign` (a FIDO key asks for its touch and PIN on this
+//! terminal) and prints the signed approval for the agent to carry, or
+//! sends it to the host itself. Runs unprivileged.
+//!
+//! Nothing here decides: a statement shown here that was changed on its way
+//! only makes the signature useless, since the host accepts a signature
+//! over its own statement alone.
+
+use std::io::{BufRead as _, Write as _};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context as _, bail};
+
+use super::server::{Options, VolceLab};
+use crate::config::Fleet;
+use crate::exit::Exit;
+use crate::inspect::{Check, Inspector, Status};
+use crate::vocab::PlanId;
+use crate::wire::Request;
+use crate::wire::answers::statement::ApprovalStatement;
+use crate::wire::signed::{NAMESPACE, SignedApproval, statement_field};
+
+/// What `volce-lab approve` was asked.
+#[derive(Debug, Clone)]
+pub struct ApproveArgs {
+    pub target: Option<String>,
+    pub plan_id: String,
+    /// Sign here with this key (`ssh-keygen -Y sign -f`).
+    pub key: Option<PathBuf>,
+    /// An approval signed already (elsewhere), to send.
+    pub signed: Option<PathBuf>,
+    /// Send the signed approval to the host instead of printing it.
+    pub send: bool,
+}
+
+/// Runs `volce-lab approve` on `fleet`.
+pub fn run(fleet: &Fleet, runtime: &tokio::runtime::Runtime, args: &ApproveArgs) -> anyhow::Result<Exit> {
+    let plan_id = PlanId::parse(&args.plan_id).map_err(|_| {
+        anyhow::anyhow!("the plan id must be 32 lowercase hex characters, as the agent gave it")
+    })?;
+    let target = choose(fleet, args.target.as_deref())?;
+    let server =
+        VolceLab::for_fleet(fleet, |t| Inspector::new(t.config.clone()).named(&t.name), Options::from_env());
+    runtime.block_on(async {
+        let identity = server.inspector(&target).check(Check::Identity).await;
+        if identity.status != Status::Ok {
+            bail!(
+                "{target}: the identity check did not pass ({}); run `volce-lab inspect --target {target}`",
+                identity.status.as_str()
+            );
+        }
+        let signed = match &args.signed {
+            Some(file) => read_signed(file)?,
+            None => {
+                let statement = statement(&server, &target, &plan_id).await?;
+                print!("{}", statement.text);
+                let Some(key) = &args.key else {
+                    eprintln!(
+                        "\nSign exactly the text above (ssh-keygen -Y sign -f KEY -n {NAMESPACE}), or run this again \
+                         with --key KEY."
+                    );
+                    return Ok(Exit::Ok);
+                };
+                confirm(&statement)?;
+                sign(&statement, key)?
+            }
+        };
+        if !args.send {
+            eprintln!("\nGive the agent this signed approval, unchanged (service_execute's signed_approval):\n");
+            print!("{}", signed.to_text());
+            return Ok(Exit::Ok);
+        }
+        let (answer, _) = server.ask_target(&target, &Request::signed_approval(&plan_id, &signed)).await;
+        println!("{}: {}", answer.status.as_str(), answer.message);
+        Ok(if answer.status == Status::Ok { Exit::Ok } else { Exit::Failure })
+    })
+}
+
+fn choose(fleet: &Fleet, target: Option<&str>) -> anyhow::Result<String> {
+    match (target, fleet.names().as_slice()) {
+        (None, [one]) => Ok((*one).to_owned()),
+        (None, names) => {
+            bail!("several targets are configured ({}); name one with --target NAME", names.join(", "))
+        }
+        (Some(name), names) if names.contains(&name) => Ok(name.to_owned()),
+        (Some(name), names) => bail!(
+            "--target {} names no configured target; the targets are {}",
+            crate::text::quoted(name, 40),
+            names.join(", ")
+        ),
+    }
+}
+
+async fn statement(server: &VolceLab, target: &str, plan_id: &PlanId) -> anyhow::Result<ApprovalStatement> {
+    let (answer, _) = server.ask_target(target, &Request::statement(plan_id)).await;
+    if answer.status != Status::Ok {
+        bail!("{target}: {}: {}", answer.status.as_str(), answer.message);
+    }
+    let body = answer.result.map(|r| r.object).context("the host's answer carries no statement")?;
+    serde_json::from_value(serde_json::Value::Object(body))
+        .context("the host's statement does not follow the contract")
+}
+
+/// The operator types the digest's first 8 characters: they read it.
+fn confirm(statement: &ApprovalStatement) -> anyhow::Result<()> {
+    let digest = statement_field(&statement.text, "digest").context("the statement names no digest")?;
+    eprint!("\nTo sign this statement, type the first 8 characters of its digest: ");
+    std::io::stderr().flush().ok();
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line).context("cannot read the answer")?;
+    if line.trim().len() != 8 || !digest.starts_with(line.trim()) {
+        bail!("that is not the digest's first 8 characters; nothing was signed");
+    }
+    Ok(())
+}
+
+/// `ssh-keygen -Y sign` over the statement, on this terminal (a FIDO key
+/// asks for its touch and PIN here), in a private temporary directory.
+fn sign(statement: &ApprovalStatement, key: &Path) -> anyhow::Result<SignedApproval> {
+    let dir = tempfile_dir()?;
+    let file = dir.0.join("statement");
+    std::fs::write(&file, &statement.text).context("cannot write the statement to sign")?;
+    let status = Command::new(crate::host::signed::keygen::SSH_KEYGEN)
+        .args(["-Y", "sign", "-n", NAMESPACE, "-f"])
+        .arg(key)
+        .arg(&file)
+        .status()
+        .context("cannot start ssh-keygen (package openssh-client)")?;
+    if !status.success() {
+        bail!("ssh-keygen did not sign (it exited {status}); nothing was signed");
+    }
+    let signature =
+        std::fs::read_to_string(dir.0.join("statement.sig")).context("ssh-keygen wrote no signature")?;
+    Ok(SignedApproval { statement: statement.text.clone(), signature })
+}
+
+fn read_signed(file: &Path) -> anyhow::Result<SignedApproval> {
+    let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+    SignedApproval::parse(&text).map_err(|refusal| anyhow::anyhow!("{}: {}", refusal.code, refusal.message))
+}
+
+/// A private directory removed when dropped.
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn tempfile_dir() -> anyhow::Result<TempDir> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    let dir = std::env::temp_dir().join(format!("volce-lab-approve-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&dir)
+        .context("cannot make a private temporary directory")?;
+    Ok(TempDir(dir))
+}
