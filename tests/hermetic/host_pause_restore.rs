@@ -263,22 +263,54 @@ fn state_backup_waits_for_no_plan_executing_and_names_a_verified_copy_by_its_hea
     assert!(trail.lines().last().unwrap().contains(r#""code":"state_backup""#), "{trail}");
 }
 
+/// The database of `h` as an older version (at `schema`) left it: its
+/// plans and apps, each column that schema has, copied into a new database
+/// at that schema, which takes its place. Built this way, not by lowering
+/// `user_version`, so the copy `list` and `show` migrate in memory runs
+/// every later step for real.
+fn as_older_schema(h: &Harness, schema: usize) {
+    let database = h.paths.database();
+    let older = h.paths.state_dir.join("older.db");
+    Store::dangerous_create_at_schema_for_tests(&older, schema).unwrap();
+    {
+        let conn = rusqlite::Connection::open(&older).unwrap();
+        conn.execute("ATTACH DATABASE ?1 AS current", [database.to_str().unwrap()]).unwrap();
+        for table in ["plans", "apps"] {
+            let mut columns = conn.prepare("SELECT name FROM pragma_table_info(?1, 'main')").unwrap();
+            let columns: Vec<String> =
+                columns.query_map([table], |r| r.get(0)).unwrap().map(Result::unwrap).collect();
+            let list = columns.join(", ");
+            conn.execute(
+                &format!("INSERT INTO main.{table} ({list}) SELECT {list} FROM current.{table}"),
+                [],
+            )
+            .unwrap();
+        }
+        conn.execute("DETACH DATABASE current", []).unwrap();
+    }
+    for suffix in ["-wal", "-shm"] {
+        let _ = std::fs::remove_file(h.paths.state_dir.join(format!("state.db{suffix}")));
+    }
+    std::fs::rename(&older, &database).unwrap();
+}
+
 /// Issue 46, item 4. Tried: a migration that waits for a plan a live
-/// helper executes (here: this test process's claim, on a database whose
-/// `user_version` says one schema older), then two agent requests, the
-/// operator's `list` and `audit head`, then the plan ending. Before, every
-/// one was refused `upgrade_waiting`, the message sent the operator to
-/// `list`, which was refused too, and nothing of the refusals reached the
-/// trail. Now `list` answers with the executing plan and `audit head` with
-/// the head, both read without migrating, and the refusals are written,
-/// counted, by the first open after the migration.
+/// helper executes (here: this test process's claim, on a database an
+/// older version left at schema 15, with a pending plan beside it), then
+/// two agent requests, the operator's `list`, `list --json`, `show` and
+/// `show --json` and `audit head`, then the plan ending. Before, every
+/// request was refused `upgrade_waiting`; `list` answered with the
+/// executing plans alone, and `list --json` and `show` were refused.
+/// Now all of them answer, from a copy migrated in memory and saying so,
+/// with the pending plan too; the file stays at schema 15; and the
+/// requests are written, counted, by the first open after the migration.
 #[test]
-fn while_a_migration_waits_list_and_audit_head_answer_and_the_refusals_are_counted() {
+fn while_a_migration_waits_list_show_and_audit_head_answer_and_the_refusals_are_counted() {
     use volce_lab::host::Liveness as _;
     let h = world();
     let id = h.controller().prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap().plan.id;
+    let pending = h.controller().prepare("deploy", &deploy_params("other", 18002), AGENT).unwrap().plan.id;
     let me = volce_lab::host::ProcLiveness.me().unwrap();
-    let older = Store::supported_version() - 1;
     {
         let mut c = h.controller();
         let conn = c.store_for_tests().dangerous_connection_for_tests();
@@ -290,29 +322,36 @@ fn while_a_migration_waits_list_and_audit_head_answer_and_the_refusals_are_count
             )
             .unwrap();
         assert_eq!(claimed, 1);
-        conn.pragma_update(None, "user_version", older).unwrap();
     }
+    as_older_schema(&h, 15);
     for _ in 0..2 {
         let refusal = refused(h.rpc(AGENT, INVENTORY));
         assert_eq!(refusal.code, Code::UpgradeWaiting, "{refusal:?}");
         assert!(
-            refusal.message.contains("volce-lab-host list"),
-            "names the command that answers: {refusal:?}"
+            refusal.message.contains("volce-lab-host list") && refusal.message.contains("show"),
+            "names the commands that answer: {refusal:?}"
         );
     }
+    let copy = "copy of the state database migrated in memory";
     let listed = h.host().list("root", false).unwrap();
-    assert!(listed.contains("upgrade_waiting") && listed.contains(id.as_str()), "{listed}");
-    assert_eq!(
-        h.host().list("root", true).unwrap_err().code,
-        Code::UpgradeWaiting,
-        "JSON keeps its one shape"
-    );
+    assert!(listed.starts_with("upgrade_waiting: ") && listed.contains(copy), "{listed}");
+    assert!(listed.contains(id.as_str()) && listed.contains(pending.as_str()), "the whole list: {listed}");
+    let listed: serde_json::Value = serde_json::from_str(&h.host().list("root", true).unwrap()).unwrap();
+    assert!(listed["upgrade_waiting"].as_str().unwrap().contains(id.as_str()), "{listed}");
+    let plans: Vec<&str> =
+        listed["plans"].as_array().unwrap().iter().map(|p| p["plan_id"].as_str().unwrap()).collect();
+    assert!(plans.contains(&id.as_str()) && plans.contains(&pending.as_str()), "{listed}");
+    let shown = h.host().show("root", pending.as_str(), false).unwrap();
+    assert!(shown.starts_with("upgrade_waiting: ") && shown.contains(pending.as_str()), "{shown}");
+    let shown: serde_json::Value =
+        serde_json::from_str(&h.host().show("root", pending.as_str(), true).unwrap()).unwrap();
+    assert_eq!(shown["id"], pending.as_str(), "{shown}");
+    assert!(shown["upgrade_waiting"].is_string(), "{shown}");
     let head = volce_lab::host::audit::head(&h.paths).unwrap();
     assert!(head.contains("Read without migrating"), "{head}");
-    assert_eq!(user_version(&h.paths.database()), older, "nothing migrated while it waits");
+    assert_eq!(user_version(&h.paths.database()), 15, "nothing migrated while it waits");
 
-    // The plan ends and the migration ran (here by hand: the database has
-    // this schema's shape already): the next open writes the counts.
+    // The plan ends: the next open migrates and writes the counts.
     {
         let conn = rusqlite::Connection::open(h.paths.database()).unwrap();
         conn.execute(
@@ -320,9 +359,11 @@ fn while_a_migration_waits_list_and_audit_head_answer_and_the_refusals_are_count
             [id.as_str()],
         )
         .unwrap();
-        conn.pragma_update(None, "user_version", Store::supported_version()).unwrap();
     }
     assert!(matches!(h.rpc(AGENT, INVENTORY), Reply::Ok { .. }));
+    assert_eq!(user_version(&h.paths.database()), Store::supported_version());
+    let listed: serde_json::Value = serde_json::from_str(&h.host().list("root", true).unwrap()).unwrap();
+    assert!(listed["upgrade_waiting"].is_null(), "{listed}");
     let trail = volce_lab::host::audit::export(&h.paths, None, true).unwrap();
     let rows: Vec<serde_json::Value> = trail.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     let counted = |actor: &str, operation: &str| {
@@ -332,6 +373,7 @@ fn while_a_migration_waits_list_and_audit_head_answer_and_the_refusals_are_count
     };
     assert_eq!(counted(AGENT, "inventory"), Some(json!(2)), "{trail}");
     assert_eq!(counted("root", "list"), Some(json!(2)), "both lists were counted: {trail}");
+    assert_eq!(counted("root", "show"), Some(json!(2)), "both shows were counted: {trail}");
 }
 
 /// A restore while another connection has the database open (a helper the
