@@ -33,10 +33,12 @@ use crate::host::{HostPaths, pause};
 use crate::store::{StateCommand, Store};
 use crate::vocab::{Code, Refusal};
 
+pub mod differences;
 mod restore;
 mod run;
+pub use differences::{diff, remove_container};
 pub use restore::restore;
-pub use run::{run_state_backup, run_state_restore};
+pub use run::{run_state_backup, run_state_diff, run_state_remove_container, run_state_restore};
 
 /// Where `state backup` writes unless told: root's, 0700.
 pub const BACKUP_DIR: &str = "/var/backups/volce-lab";

@@ -401,3 +401,82 @@ fn a_restore_waits_for_every_other_connection_to_close() {
     state::restore(&h.paths, &backup, RestoreFor::Downgrade, &alice, now(&h)).unwrap();
     assert_eq!(user_version(&h.paths.database()), 10);
 }
+
+/// Issue 46, item 2 (its ways out). Tried: a deploy prepared, a backup,
+/// the deploy executed, then the backup restored for this version, as an
+/// administrator restoring a backup taken just before a change would.
+/// Before, nothing said what the restored record no longer knew: the
+/// deploy's two containers stood unrecorded (`resolve` called them
+/// foreign, remove_app refused), its plan pending as if it never ran, and
+/// only `docker rm` by hand cleared them (this did not compile: there was
+/// no `state diff` nor `state remove-container`). Now `state diff` names
+/// both containers and the plan, each with its command; `remove-container`
+/// refuses without the pause, refuses a container without volce-lab's
+/// labels (the world's `prod`), removes each labelled one, recorded in the
+/// trail with its app; `reject` ends the plan; and `state diff` then says
+/// only the world's own difference (legacy's record without containers) is left.
+#[test]
+fn after_a_restore_state_diff_names_each_difference_and_its_command_and_remove_container_ends_the_unrecorded()
+{
+    let h = world();
+    let alice = Caller::from("alice");
+    let scratch = tempfile::tempdir().unwrap();
+    let late = h.controller().prepare("deploy", &deploy_params("late", 18003), AGENT).unwrap().plan.id;
+    let backup = state::backup(&h.paths, &scratch.path().join("backups"), &alice, now(&h)).unwrap();
+    h.controller().execute(&late, AGENT).unwrap();
+    let made: Vec<(String, String)> = h
+        .engine
+        .snapshot_now()
+        .containers
+        .iter()
+        .filter(|c| c.app() == Some("late"))
+        .map(|c| (c.id.to_string(), c.name.clone()))
+        .collect();
+    assert_eq!(made.len(), 2, "the deploy made its app and gateway: {made:?}");
+    let before = state::diff(&h.paths, &h.engine, now(&h)).unwrap();
+    // The world's `legacy` record has no containers: a difference of its own, the one left at the end.
+    assert!(
+        before.starts_with("1 difference ") && before.contains("app legacy"),
+        "before the restore: {before}"
+    );
+
+    pause::pause(&h.paths, &alice, Some("restore"), now(&h)).unwrap();
+    state::restore(&h.paths, &backup, RestoreFor::ThisVersion, &alice, now(&h)).unwrap();
+    let said = state::diff(&h.paths, &h.engine, now(&h)).unwrap();
+    assert!(said.starts_with("4 differences"), "{said}");
+    for (id, _) in &made {
+        assert!(said.contains(&format!("state remove-container {id}")), "{said}");
+    }
+    assert!(said.contains(&format!("reject {late}")) && said.contains("it ran after the backup"), "{said}");
+    assert!(!said.contains("prod"), "a container without volce-lab's labels is none of its business: {said}");
+
+    let yes = |_: &str, _: &str| volce_lab::host::Decision::Confirmed;
+    let remove =
+        |container: &str| state::remove_container(&h.paths, &h.engine, container, &alice, now(&h), yes);
+    pause::resume(&h.paths, &alice, now(&h)).unwrap();
+    assert_eq!(remove(&made[0].0).unwrap_err().code, Code::PauseRequired);
+    pause::pause(&h.paths, &alice, Some("cleanup"), now(&h)).unwrap();
+    let foreign = remove("prod").unwrap_err();
+    assert_eq!(foreign.code, Code::InvalidParameters, "{foreign:?}");
+    assert!(foreign.message.contains("state diff"), "{foreign:?}");
+    let declined = state::remove_container(&h.paths, &h.engine, &made[0].1, &alice, now(&h), |_, _| {
+        volce_lab::host::Decision::Declined
+    });
+    assert_eq!(declined.unwrap_err().code, Code::NotConfirmed);
+    for (_, name) in &made {
+        let said = remove(name).unwrap();
+        assert!(said.contains("Removed container"), "{said}");
+    }
+    let left: Vec<String> = h.engine.snapshot_now().containers.iter().map(|c| c.name.clone()).collect();
+    assert!(left.iter().any(|n| n == "prod") && !left.iter().any(|n| n.contains("late")), "{left:?}");
+    h.reject_because(late.as_str(), "alice", "restored from a backup; it ran already").unwrap();
+    assert_eq!(state::diff(&h.paths, &h.engine, now(&h)).unwrap(), before, "only legacy's record is left");
+    let trail = volce_lab::host::audit::export(&h.paths, None, true).unwrap();
+    let removals: Vec<&str> =
+        trail.lines().filter(|l| l.contains(r#""code":"state_remove_container""#)).collect();
+    assert_eq!(removals.len(), 2, "{trail}");
+    assert!(
+        removals.iter().all(|row| row.contains(r#""app":"late""#) && row.contains(r#""actor":"alice""#)),
+        "{removals:?}"
+    );
+}
