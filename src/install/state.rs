@@ -19,6 +19,8 @@
 //!   this version never migrates the older backup, then lifts the pause:
 //!   from then on every open answers `downgrade_pending` until the old
 //!   package is installed, which knows neither file and serves as before.
+//! - [`diff`] and [`remove_container`] (`differences.rs`): what a restored
+//!   record and the engine disagree on, each with the command that ends it.
 //!
 //! Their audit rows carry no operation (the table's list predates them,
 //! `store::StateCommand`): the backup's is the last row of the backup, so
