@@ -255,6 +255,23 @@ pub enum StateCommand {
         #[arg(long)]
         for_downgrade: bool,
     },
+    /// Read-only: what the state database and the engine disagree on
+    /// (containers volce-lab labelled that no record holds, plans the
+    /// engine contradicts, records whose containers are gone), each with
+    /// the command that ends it. `restore` prints it too.
+    Diff,
+    /// Stop and remove one container that carries volce-lab's app label
+    /// and that no app record holds (as `state diff` lists them); only
+    /// while the agent is paused and no plan executes; asks you to type
+    /// its name. Never a container without volce-lab's labels.
+    #[command(name = "remove-container")]
+    RemoveContainer {
+        /// The container's full id or its name.
+        container: String,
+        /// Do not ask (for scripts); without a terminal on stdin it is needed.
+        #[arg(long)]
+        yes: bool,
+    },
 }
 
 /// `volce-lab-host data ...`: the operator's view of the apps' data
@@ -475,6 +492,10 @@ fn host(command: HostCommand) -> Exit {
         }
         HostCommand::State(StateCommand::Restore { backup, for_downgrade }) => {
             crate::install::state::run_state_restore(&backup, for_downgrade)
+        }
+        HostCommand::State(StateCommand::Diff) => crate::install::state::run_state_diff(),
+        HostCommand::State(StateCommand::RemoveContainer { container, yes }) => {
+            crate::install::state::run_state_remove_container(&container, yes)
         }
         HostCommand::Audit(AuditCommand::Verify { from }) => crate::host::run_audit_verify(from.as_deref()),
         HostCommand::Audit(AuditCommand::Head) => crate::host::run_audit_head(),

@@ -21,8 +21,9 @@
 //!                   the doctor's rules (doctor.rs; doctor/system.rs probes
 //!                   the system), the operator's `catalog pin|list|remove|
 //!                   gateway-image|env-file` (catalog.rs), `data list|mount|
-//!                   purge` (data.rs) and `state backup|restore` (state.rs:
-//!                   the way back to an older package),
+//!                   purge` (data.rs) and `state backup|restore|diff|
+//!                   remove-container` (state.rs: the way back to an older
+//!                   package, and what a restore left differing from the engine),
 //!                   the sudoers rule and privileged groups
 //! src/host/         root helper: the binary's edge (entry.rs), `Host` and
 //!                   the rpc/list/show/approve/reject/resolve pipelines

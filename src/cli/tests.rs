@@ -148,6 +148,15 @@ fn host_commands_parse_with_the_list_alias() {
         Ok(HostCommand::State(StateCommand::Restore { for_downgrade: true, .. }))
     ));
     assert!(parse(&["volce-lab-host", "state", "restore"]).is_err(), "restore needs a backup");
+    assert!(matches!(
+        parse(&["volce-lab-host", "state", "diff"]),
+        Ok(HostCommand::State(StateCommand::Diff))
+    ));
+    assert!(matches!(
+        parse(&["volce-lab-host", "state", "remove-container", "vl-demo-app", "--yes"]),
+        Ok(HostCommand::State(StateCommand::RemoveContainer { yes: true, .. }))
+    ));
+    assert!(parse(&["volce-lab-host", "state", "remove-container"]).is_err(), "it names one container");
     assert!(matches!(parse(&["volce-lab-host", "ssh-gate"]), Ok(HostCommand::SshGate)));
     assert!(parse(&["volce-lab-host", "ssh-gate", "ls"]).is_err(), "the gate takes no arguments");
 }

@@ -361,6 +361,13 @@ impl<R: Runner> Engine for DockerClient<R> {
         self.stop_verifying_first(containers)
     }
 
+    fn remove_container(&self, container: &ContainerId) -> Result<(), EngineError> {
+        self.stop_verifying_first(std::slice::from_ref(container))?;
+        // Never -f (a container that runs again is refused, not killed),
+        // never -v (volumes are not ours to remove).
+        self.call("remove container", argv(&["rm", container.as_str()]), QUICK).map(|_| ())
+    }
+
     fn remove_image(&self, image: &ImageId) -> Result<(), EngineError> {
         // Never -f, never prune: if anything still holds the image, docker
         // refuses and that refusal, once verified, is the answer.

@@ -238,6 +238,12 @@ pub trait Engine {
     /// app's data, and deletes it only when the plan purges it. Never an
     /// image.
     fn remove_app(&self, removal: &AppRemoval<'_>) -> Result<(), EngineError>;
+    /// Removes exactly this one container, which the operator's `state
+    /// remove-container` found carrying volce-lab's label with no app
+    /// record holding it: stopped as [`Engine::stop`] stops it, then
+    /// removed, never forced and never with its volumes. Never a network,
+    /// a directory or data.
+    fn remove_container(&self, container: &ContainerId) -> Result<(), EngineError>;
     /// start: restart policy back to `unless-stopped`, then start the app
     /// container and the gateway, then the health check through the gateway
     /// with the server name. On failure both are stopped again as

@@ -66,7 +66,7 @@ fn recorded(record: &AppRecord) -> Vec<(ContainerRole, &ContainerId)> {
 }
 
 /// Whether `container` is one of ours for this record: its id was recorded.
-fn is_recorded(record: &AppRecord, container: &Container) -> bool {
+pub fn is_recorded(record: &AppRecord, container: &Container) -> bool {
     record.containers.contains(&container.id)
         || record.app_container.as_ref() == Some(&container.id)
         || record.gateway_container.as_ref() == Some(&container.id)

@@ -22,23 +22,16 @@ use crate::vocab::PlanState;
 pub const NOTHING_AWAITS: &str = "No plan awaits you: nothing is pending, executing or needing inspection. \
      When the agent asks for an approval it names a plan: read it with sudo volce-lab-host show PLAN_ID.";
 
-/// `list` while a migration waits for a plan the previous version
-/// executes: the refusal's sentence, then each executing plan and its
-/// claimer, read without migrating; the rest of the list follows once the
-/// migration ran.
-pub fn render_waiting(
-    waiting: &crate::vocab::Refusal,
-    executing: &[(crate::vocab::PlanId, crate::vocab::Action, crate::store::Claim)],
-) -> String {
-    let mut out = format!("upgrade_waiting: {}\n\nExecuting under the previous version:\n", waiting.message);
-    for (plan, action, claim) in executing {
-        out.push_str(&format!("  {plan}  {}  executing, by helper pid {}\n", action.as_str(), claim.pid));
-    }
-    out.push_str(
-        "\nThe rest of the list (plans awaiting you, the apps) is shown once that plan has finished and the \
-         migration ran; nothing was changed.\n",
-    );
-    out
+/// What `list` and `show` say first while a migration waits for a plan
+/// the previous version executes: the refusal's sentence, and that what
+/// follows was read from a copy migrated in memory.
+pub fn waiting_note(waiting: &crate::vocab::Refusal, command: &str) -> String {
+    format!(
+        "upgrade_waiting: {}\nWhat follows was read from a copy of the state database migrated in memory; the \
+         database itself stays unchanged until that plan has finished. This {command} is counted in the audit \
+         trail then, not recorded now.\n\n",
+        waiting.message
+    )
 }
 
 /// The text view.
@@ -143,7 +136,9 @@ fn apps_lines(out: &mut String, awaiting: &Awaiting) {
 }
 
 /// The JSON view: stable field names, times RFC 3339 UTC.
-pub fn to_json(awaiting: &Awaiting) -> Value {
+/// The JSON view; `upgrade_waiting` is the waiting refusal's sentence when
+/// it was read from a copy migrated in memory (`Host::list`), else null.
+pub fn to_json(awaiting: &Awaiting, waiting: Option<&crate::vocab::Refusal>) -> Value {
     let now = awaiting.now;
     let plans: Vec<Value> = awaiting
         .plans
@@ -192,6 +187,7 @@ pub fn to_json(awaiting: &Awaiting) -> Value {
         "plans": plans,
         "expired_pending": awaiting.expired_pending,
         "apps": apps,
+        "upgrade_waiting": waiting.map(|refusal| &refusal.message),
     })
 }
 

@@ -84,6 +84,54 @@ fn for_the_agent(refusal: Refusal) -> Refusal {
     refusal
 }
 
+/// How an operator command meets a migration that waits for a plan the
+/// previous version executes (`upgrade_waiting`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum WhileWaiting {
+    /// Refused: the command writes, or must record what it read.
+    Refuse,
+    /// Answered from a copy migrated in memory: the command only reads.
+    ReadCopy,
+}
+
+/// The waiting refusal, when not even a copy of the database could be read
+/// and migrated in memory: the migration itself would fail the same way.
+fn copy_unreadable(waiting: &Refusal, error: &crate::store::StoreError) -> Refusal {
+    Refusal::new(
+        waiting.code,
+        format!(
+            "{} A copy of it could not be read and migrated in memory either ({}); `volce-lab-host audit head` \
+             answers, and `volce-lab-host doctor` checks the database.",
+            waiting.message,
+            error.refusal().code.as_str()
+        ),
+    )
+}
+
+/// `show --json`: the plan as the agent's answers carry it, with what
+/// only the operator learns here: a stopped claimer's pid, and while a
+/// migration waits, its sentence (`upgrade_waiting`).
+fn show_json(
+    stored: &crate::store::StoredPlan,
+    stopped: Option<&super::StoppedClaimer>,
+    waiting: Option<&Refusal>,
+) -> serde_json::Value {
+    let mut value = Body::Plan(Box::new(stored.view())).to_json();
+    if let Some(object) = value.as_object_mut() {
+        if let Some(stopped) = stopped {
+            let key = match stopped.hold {
+                super::liveness::Hold::Stopped => "claimer_stopped_pid",
+                super::liveness::Hold::StuckOnOutput => "claimer_stuck_on_output_pid",
+            };
+            object.insert(key.into(), stopped.pid.into());
+        }
+        if let Some(waiting) = waiting {
+            object.insert("upgrade_waiting".into(), waiting.message.clone().into());
+        }
+    }
+    value
+}
+
 /// Pretty JSON for a terminal or a script: hidden characters escaped
 /// (`crate::text::json_for_terminal`), one trailing newline.
 fn json_text(value: &serde_json::Value) -> String {
@@ -109,21 +157,33 @@ impl<E: Engine, C: Clock, L: Liveness> Host<E, C, L> {
 
     /// [`Host::open`] with a policy already loaded from these paths.
     fn open_with(self, policy: crate::control::policy::Policy) -> Result<Controller<E, C, L>, Refusal> {
-        let Host { paths, engine, clock, liveness, .. } = self;
-        paths::prepare_state(&paths)?;
-        // A migration after a package upgrade waits for a plan the previous
-        // helper still executes (`Store::open_settled`).
-        let mut store = Store::open_settled(&paths.database(), &|claim| liveness.alive(claim))
+        let store = self.open_store()?;
+        Ok(self.controller_on(policy, store))
+    }
+
+    /// The checked state directory and its store, migrated. A migration
+    /// after a package upgrade waits for a plan the previous helper still
+    /// executes (`Store::open_settled`: refused `upgrade_waiting`).
+    fn open_store(&self) -> Result<Store, Refusal> {
+        let paths = &self.paths;
+        paths::prepare_state(paths)?;
+        let mut store = Store::open_settled(&paths.database(), &|claim| self.liveness.alive(claim))
             .map_err(|e| crate::store::space::explain(&e, &paths.state_dir))?;
         // The requests refused while it waited go onto the trail now.
-        super::counted::flush_waiting(&mut store, &paths, clock.now());
+        super::counted::flush_waiting(&mut store, paths, self.clock.now());
         // The shipped helper copies each row to the host's syslog; a test's
         // own paths never touch the machine's.
-        if paths == HostPaths::fixed() {
+        if *paths == HostPaths::fixed() {
             store.send_to_syslog(std::path::Path::new(crate::store::DEV_LOG));
         }
+        Ok(store)
+    }
+
+    /// The controller on `store` with this host's collaborators.
+    fn controller_on(self, policy: crate::control::policy::Policy, store: Store) -> Controller<E, C, L> {
+        let Host { paths, engine, clock, liveness, .. } = self;
         let env_dir = super::env_files::EnvDir::of(&paths);
-        Ok(Controller::new(policy, store, engine, clock, liveness, paths.apps_dir()).with_env_dir(env_dir))
+        Controller::new(policy, store, engine, clock, liveness, paths.apps_dir()).with_env_dir(env_dir)
     }
 
     /// One rpc request, after the process-level self-check and guard
@@ -247,72 +307,111 @@ impl<E: Engine, C: Clock, L: Liveness> Host<E, C, L> {
         plan_id: Option<&str>,
         work: impl FnOnce(&mut Controller<E, C, L>) -> Result<T, Refusal>,
     ) -> Result<T, Refusal> {
-        let paths = self.paths.clone();
-        let mut controller = self.open().inspect_err(|refusal| {
-            if refusal.code == Code::UpgradeWaiting {
-                super::counted::count(&paths, super::counted::Tally::UpgradeWaiting, &caller.name, operation);
+        self.operator_command(caller, operation, plan_id, WhileWaiting::Refuse, work)
+            .map(|(answer, _)| answer)
+    }
+
+    /// [`Host::operator_request`] for a command that only reads (`list`,
+    /// `show`): while a migration waits (`upgrade_waiting`), `work` runs on
+    /// a copy of the database migrated in memory
+    /// (`Store::open_migrated_copy`), the file itself untouched; the
+    /// request is counted as the waiting refusals are, not recorded, and
+    /// the refusal comes back beside the answer for the command to say so.
+    fn operator_read<T>(
+        self,
+        caller: &Caller,
+        operation: AuditOperation,
+        plan_id: Option<&str>,
+        work: impl FnOnce(&mut Controller<E, C, L>) -> Result<T, Refusal>,
+    ) -> Result<(T, Option<Refusal>), Refusal> {
+        self.operator_command(caller, operation, plan_id, WhileWaiting::ReadCopy, work)
+    }
+
+    fn operator_command<T>(
+        self,
+        caller: &Caller,
+        operation: AuditOperation,
+        plan_id: Option<&str>,
+        waiting: WhileWaiting,
+        work: impl FnOnce(&mut Controller<E, C, L>) -> Result<T, Refusal>,
+    ) -> Result<(T, Option<Refusal>), Refusal> {
+        let policy = paths::load_policy(&self.paths)?;
+        let store = match self.open_store() {
+            Ok(store) => store,
+            Err(refusal) if refusal.code == Code::UpgradeWaiting => {
+                super::counted::count(
+                    &self.paths,
+                    super::counted::Tally::UpgradeWaiting,
+                    &caller.name,
+                    operation,
+                );
+                if waiting == WhileWaiting::Refuse {
+                    return Err(refusal);
+                }
+                let copy = Store::open_migrated_copy(&self.paths.database())
+                    .map_err(|error| copy_unreadable(&refusal, &error))?;
+                let mut controller = self.controller_on(policy, copy);
+                return work(&mut controller).map(|answer| (answer, Some(refusal)));
             }
-        })?;
+            Err(refusal) => return Err(refusal),
+        };
+        let mut controller = self.controller_on(policy, store);
         controller.begin_request(caller.request(operation));
         let result = work(&mut controller);
         let id = plan_id.and_then(|id| PlanId::parse(id).ok());
-        controller.answer(result, id.as_ref(), None)
+        controller.answer(result, id.as_ref(), None).map(|answer| (answer, None))
     }
 
-    /// `show`: the human view (or the stored JSON) of one plan.
+    /// `show`: the human view (or the stored JSON) of one plan. While a
+    /// migration waits (`upgrade_waiting`) it answers from a copy migrated
+    /// in memory (`operator_read`), and says so first.
     pub fn show(self, caller: &str, plan_id: &str, json: bool) -> Result<String, Refusal> {
         let now = self.clock.now();
         let who = Caller::from(caller);
-        self.operator_request(&who, AuditOperation::Show, Some(plan_id), |controller| {
-            let id = PlanId::parse(plan_id)?;
-            let stored = controller.load(&id, caller)?;
-            let stopped = controller.stopped_claimer(&stored);
-            if json {
-                let mut value = Body::Plan(Box::new(stored.view())).to_json();
-                if let (Some(stopped), Some(object)) = (stopped, value.as_object_mut()) {
-                    let key = match stopped.hold {
-                        super::liveness::Hold::Stopped => "claimer_stopped_pid",
-                        super::liveness::Hold::StuckOnOutput => "claimer_stuck_on_output_pid",
-                    };
-                    object.insert(key.into(), stopped.pid.into());
-                }
-                return Ok(json_text(&value));
-            }
-            let mut text = show::render(&stored, now);
-            if let Some(stopped) = stopped {
-                text.push('\n');
-                text.push_str(&stopped.way_out(&id));
-            }
-            if stored.state == PlanState::NeedsInspection {
+        let ((stored, stopped, left), waiting) =
+            self.operator_read(&who, AuditOperation::Show, Some(plan_id), |controller| {
+                let id = PlanId::parse(plan_id)?;
+                let stored = controller.load(&id, caller)?;
+                let stopped = controller.stopped_claimer(&stored);
                 // Read-only, after the store was read: no lock is held.
-                text.push('\n');
-                text.push_str(&leftovers::render(&id, &controller.leftovers(&id)));
-            }
-            Ok(text)
-        })
+                let left =
+                    (!json && stored.state == PlanState::NeedsInspection).then(|| controller.leftovers(&id));
+                Ok((stored, stopped, left))
+            })?;
+        if json {
+            return Ok(json_text(&show_json(&stored, stopped.as_ref(), waiting.as_ref())));
+        }
+        let mut text = waiting.map(|waiting| list::waiting_note(&waiting, "show")).unwrap_or_default();
+        text.push_str(&show::render(&stored, now));
+        if let Some(stopped) = stopped {
+            text.push('\n');
+            text.push_str(&stopped.way_out(&stored.plan.id));
+        }
+        if let Some(left) = left {
+            text.push('\n');
+            text.push_str(&leftovers::render(&stored.plan.id, &left));
+        }
+        Ok(text)
     }
 
     /// `list`: the plans awaiting an operator and the recorded apps, as
     /// text or (`json`) one JSON object.
     ///
     /// While a migration waits for a plan the previous version executes
-    /// (`upgrade_waiting`), the text form answers with the executing plans,
-    /// read without migrating (`list::render_waiting`); the JSON form keeps
-    /// its one shape and is refused.
+    /// (`upgrade_waiting`), both forms answer from a copy of the database
+    /// migrated in memory (`operator_read`): the text says so first, the
+    /// JSON in its `upgrade_waiting` field (null otherwise).
     pub fn list(self, caller: &str, json: bool) -> Result<String, Refusal> {
         let who = Caller::from(caller);
-        let database = self.paths.database();
-        let listed = self.operator_request(&who, AuditOperation::List, None, |controller| {
-            let awaiting = controller.awaiting(caller)?;
-            Ok(if json { json_text(&list::to_json(&awaiting)) } else { list::render(&awaiting) })
-        });
-        match listed {
-            Err(refusal) if refusal.code == Code::UpgradeWaiting && !json => {
-                let executing = crate::store::read_claims(&database).map_err(|_| refusal.clone())?;
-                Ok(list::render_waiting(&refusal, &executing))
-            }
-            other => other,
-        }
+        let (awaiting, waiting) =
+            self.operator_read(&who, AuditOperation::List, None, |controller| controller.awaiting(caller))?;
+        Ok(if json {
+            json_text(&list::to_json(&awaiting, waiting.as_ref()))
+        } else {
+            let mut text = waiting.map(|waiting| list::waiting_note(&waiting, "list")).unwrap_or_default();
+            text.push_str(&list::render(&awaiting));
+            text
+        })
     }
 
     /// `reject`: the operator ends a pending plan they do not want.

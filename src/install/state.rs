@@ -19,6 +19,8 @@
 //!   this version never migrates the older backup, then lifts the pause:
 //!   from then on every open answers `downgrade_pending` until the old
 //!   package is installed, which knows neither file and serves as before.
+//! - [`diff`] and [`remove_container`] (`differences.rs`): what a restored
+//!   record and the engine disagree on, each with the command that ends it.
 //!
 //! Their audit rows carry no operation (the table's list predates them,
 //! `store::StateCommand`): the backup's is the last row of the backup, so
@@ -33,10 +35,12 @@ use crate::host::{HostPaths, pause};
 use crate::store::{StateCommand, Store};
 use crate::vocab::{Code, Refusal};
 
+pub mod differences;
 mod restore;
 mod run;
+pub use differences::{diff, remove_container};
 pub use restore::restore;
-pub use run::{run_state_backup, run_state_restore};
+pub use run::{run_state_backup, run_state_diff, run_state_remove_container, run_state_restore};
 
 /// Where `state backup` writes unless told: root's, 0700.
 pub const BACKUP_DIR: &str = "/var/backups/volce-lab";

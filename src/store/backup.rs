@@ -1,8 +1,9 @@
 //! Whole-database copies: `state backup` (SQLite's online backup API, so
-//! the copy is one consistent snapshot however busy the database is) and
-//! the copy `state restore` puts in place, and the hand-over of a database
-//! from its write-ahead log before it is replaced. Runs as root inside the
-//! host helper.
+//! the copy is one consistent snapshot however busy the database is), the
+//! copy `state restore` puts in place, the copy in memory that `list` and
+//! `show` read while a migration waits ([`Store::open_migrated_copy`]),
+//! and the hand-over of a database from its write-ahead log before it is
+//! replaced. Runs as root inside the host helper.
 //!
 //! Invariants enforced here:
 //! - a copy is made page by page by SQLite itself, never by copying files
@@ -28,6 +29,38 @@ impl Store {
     /// backup API (one consistent snapshot, whatever else writes).
     pub fn backup_to(&self, dest: &Path) -> Result<(), StoreError> {
         copy(&self.conn, dest)
+    }
+
+    /// A copy of the database at `path` in memory, migrated there to this
+    /// schema: what `list` and `show` read while the file's own migration
+    /// waits for a plan the previous version executes (`upgrade_waiting`).
+    /// The file is opened read-only and never migrated; the copy migrates
+    /// without waiting for that plan, since nothing of it is ever written
+    /// back, and it is gone when the store is dropped. A newer schema or a
+    /// held restore is refused as [`Store::open`] refuses them.
+    pub fn open_migrated_copy(path: &Path) -> Result<Store, StoreError> {
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let source = Connection::open_with_flags(path, flags)?;
+        let found: i64 = source.pragma_query_value(None, "user_version", |r| r.get(0))?;
+        if found > Store::supported_version() {
+            return Err(StoreError::TooNew { found, supported: Store::supported_version() });
+        }
+        if found < Store::supported_version() && super::hold::held(path) {
+            return Err(StoreError::Refused(super::hold::downgrade_pending(
+                found,
+                Store::supported_version(),
+            )));
+        }
+        let mut conn = Connection::open_in_memory()?;
+        Backup::new_with_names(&source, MAIN_DB, &mut conn, MAIN_DB)?.run_to_completion(
+            PAGES_PER_STEP,
+            std::time::Duration::from_millis(10),
+            None,
+        )?;
+        drop(source);
+        let mut copy = Store::from_connection(conn);
+        copy.migrate(&|_| false)?;
+        Ok(copy)
     }
 }
 

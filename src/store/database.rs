@@ -50,8 +50,8 @@ fn upgrade_waiting(
             "volce-lab was upgraded while plan {plan} ({action}) was executing under the previous version, \
              so the state database stays at schema {found} until that plan has finished (this version needs \
              {supported}); nothing was changed. Run the command again once the plan has finished: \
-             `volce-lab-host list` shows it (it and `audit head` answer meanwhile, without migrating), and \
-             the running helper is never killed for the upgrade.",
+             `volce-lab-host list` shows it (it, `show` and `audit head` answer meanwhile, the database \
+             unmigrated), and the running helper is never killed for the upgrade.",
             action = action.as_str()
         ),
     )
@@ -156,7 +156,7 @@ impl Store {
         schema::supported_version()
     }
 
-    fn migrate(&mut self, alive: &dyn Fn(&Claim) -> bool) -> Result<(), StoreError> {
+    pub(super) fn migrate(&mut self, alive: &dyn Fn(&Claim) -> bool) -> Result<(), StoreError> {
         let supported = Store::supported_version();
         // The common case (up to date) needs no write lock.
         let current: i64 = self.conn.pragma_query_value(None, "user_version", |r| r.get(0))?;

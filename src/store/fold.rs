@@ -91,6 +91,8 @@ impl Tx<'_> {
             duration_ms: Some(meta.elapsed_ms()),
             actor: &meta.actor,
             code: Some(command.as_str()),
+            // The app the command was about (`state remove-container`'s).
+            app: meta.app.as_deref(),
             ..Content { operation: None, ..stamp(Some(meta)) }
         })
     }

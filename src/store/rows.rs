@@ -275,6 +275,9 @@ pub enum StateCommand {
     Resume,
     StateBackup,
     StateRestore,
+    /// `state remove-container`: one container volce-lab labelled and no
+    /// record holds, removed (the row names its app).
+    StateRemoveContainer,
 }
 
 impl StateCommand {

@@ -263,22 +263,54 @@ fn state_backup_waits_for_no_plan_executing_and_names_a_verified_copy_by_its_hea
     assert!(trail.lines().last().unwrap().contains(r#""code":"state_backup""#), "{trail}");
 }
 
+/// The database of `h` as an older version (at `schema`) left it: its
+/// plans and apps, each column that schema has, copied into a new database
+/// at that schema, which takes its place. Built this way, not by lowering
+/// `user_version`, so the copy `list` and `show` migrate in memory runs
+/// every later step for real.
+fn as_older_schema(h: &Harness, schema: usize) {
+    let database = h.paths.database();
+    let older = h.paths.state_dir.join("older.db");
+    Store::dangerous_create_at_schema_for_tests(&older, schema).unwrap();
+    {
+        let conn = rusqlite::Connection::open(&older).unwrap();
+        conn.execute("ATTACH DATABASE ?1 AS current", [database.to_str().unwrap()]).unwrap();
+        for table in ["plans", "apps"] {
+            let mut columns = conn.prepare("SELECT name FROM pragma_table_info(?1, 'main')").unwrap();
+            let columns: Vec<String> =
+                columns.query_map([table], |r| r.get(0)).unwrap().map(Result::unwrap).collect();
+            let list = columns.join(", ");
+            conn.execute(
+                &format!("INSERT INTO main.{table} ({list}) SELECT {list} FROM current.{table}"),
+                [],
+            )
+            .unwrap();
+        }
+        conn.execute("DETACH DATABASE current", []).unwrap();
+    }
+    for suffix in ["-wal", "-shm"] {
+        let _ = std::fs::remove_file(h.paths.state_dir.join(format!("state.db{suffix}")));
+    }
+    std::fs::rename(&older, &database).unwrap();
+}
+
 /// Issue 46, item 4. Tried: a migration that waits for a plan a live
-/// helper executes (here: this test process's claim, on a database whose
-/// `user_version` says one schema older), then two agent requests, the
-/// operator's `list` and `audit head`, then the plan ending. Before, every
-/// one was refused `upgrade_waiting`, the message sent the operator to
-/// `list`, which was refused too, and nothing of the refusals reached the
-/// trail. Now `list` answers with the executing plan and `audit head` with
-/// the head, both read without migrating, and the refusals are written,
-/// counted, by the first open after the migration.
+/// helper executes (here: this test process's claim, on a database an
+/// older version left at schema 15, with a pending plan beside it), then
+/// two agent requests, the operator's `list`, `list --json`, `show` and
+/// `show --json` and `audit head`, then the plan ending. Before, every
+/// request was refused `upgrade_waiting`; `list` answered with the
+/// executing plans alone, and `list --json` and `show` were refused.
+/// Now all of them answer, from a copy migrated in memory and saying so,
+/// with the pending plan too; the file stays at schema 15; and the
+/// requests are written, counted, by the first open after the migration.
 #[test]
-fn while_a_migration_waits_list_and_audit_head_answer_and_the_refusals_are_counted() {
+fn while_a_migration_waits_list_show_and_audit_head_answer_and_the_refusals_are_counted() {
     use volce_lab::host::Liveness as _;
     let h = world();
     let id = h.controller().prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap().plan.id;
+    let pending = h.controller().prepare("deploy", &deploy_params("other", 18002), AGENT).unwrap().plan.id;
     let me = volce_lab::host::ProcLiveness.me().unwrap();
-    let older = Store::supported_version() - 1;
     {
         let mut c = h.controller();
         let conn = c.store_for_tests().dangerous_connection_for_tests();
@@ -290,29 +322,36 @@ fn while_a_migration_waits_list_and_audit_head_answer_and_the_refusals_are_count
             )
             .unwrap();
         assert_eq!(claimed, 1);
-        conn.pragma_update(None, "user_version", older).unwrap();
     }
+    as_older_schema(&h, 15);
     for _ in 0..2 {
         let refusal = refused(h.rpc(AGENT, INVENTORY));
         assert_eq!(refusal.code, Code::UpgradeWaiting, "{refusal:?}");
         assert!(
-            refusal.message.contains("volce-lab-host list"),
-            "names the command that answers: {refusal:?}"
+            refusal.message.contains("volce-lab-host list") && refusal.message.contains("show"),
+            "names the commands that answer: {refusal:?}"
         );
     }
+    let copy = "copy of the state database migrated in memory";
     let listed = h.host().list("root", false).unwrap();
-    assert!(listed.contains("upgrade_waiting") && listed.contains(id.as_str()), "{listed}");
-    assert_eq!(
-        h.host().list("root", true).unwrap_err().code,
-        Code::UpgradeWaiting,
-        "JSON keeps its one shape"
-    );
+    assert!(listed.starts_with("upgrade_waiting: ") && listed.contains(copy), "{listed}");
+    assert!(listed.contains(id.as_str()) && listed.contains(pending.as_str()), "the whole list: {listed}");
+    let listed: serde_json::Value = serde_json::from_str(&h.host().list("root", true).unwrap()).unwrap();
+    assert!(listed["upgrade_waiting"].as_str().unwrap().contains(id.as_str()), "{listed}");
+    let plans: Vec<&str> =
+        listed["plans"].as_array().unwrap().iter().map(|p| p["plan_id"].as_str().unwrap()).collect();
+    assert!(plans.contains(&id.as_str()) && plans.contains(&pending.as_str()), "{listed}");
+    let shown = h.host().show("root", pending.as_str(), false).unwrap();
+    assert!(shown.starts_with("upgrade_waiting: ") && shown.contains(pending.as_str()), "{shown}");
+    let shown: serde_json::Value =
+        serde_json::from_str(&h.host().show("root", pending.as_str(), true).unwrap()).unwrap();
+    assert_eq!(shown["id"], pending.as_str(), "{shown}");
+    assert!(shown["upgrade_waiting"].is_string(), "{shown}");
     let head = volce_lab::host::audit::head(&h.paths).unwrap();
     assert!(head.contains("Read without migrating"), "{head}");
-    assert_eq!(user_version(&h.paths.database()), older, "nothing migrated while it waits");
+    assert_eq!(user_version(&h.paths.database()), 15, "nothing migrated while it waits");
 
-    // The plan ends and the migration ran (here by hand: the database has
-    // this schema's shape already): the next open writes the counts.
+    // The plan ends: the next open migrates and writes the counts.
     {
         let conn = rusqlite::Connection::open(h.paths.database()).unwrap();
         conn.execute(
@@ -320,9 +359,11 @@ fn while_a_migration_waits_list_and_audit_head_answer_and_the_refusals_are_count
             [id.as_str()],
         )
         .unwrap();
-        conn.pragma_update(None, "user_version", Store::supported_version()).unwrap();
     }
     assert!(matches!(h.rpc(AGENT, INVENTORY), Reply::Ok { .. }));
+    assert_eq!(user_version(&h.paths.database()), Store::supported_version());
+    let listed: serde_json::Value = serde_json::from_str(&h.host().list("root", true).unwrap()).unwrap();
+    assert!(listed["upgrade_waiting"].is_null(), "{listed}");
     let trail = volce_lab::host::audit::export(&h.paths, None, true).unwrap();
     let rows: Vec<serde_json::Value> = trail.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     let counted = |actor: &str, operation: &str| {
@@ -332,6 +373,7 @@ fn while_a_migration_waits_list_and_audit_head_answer_and_the_refusals_are_count
     };
     assert_eq!(counted(AGENT, "inventory"), Some(json!(2)), "{trail}");
     assert_eq!(counted("root", "list"), Some(json!(2)), "both lists were counted: {trail}");
+    assert_eq!(counted("root", "show"), Some(json!(2)), "both shows were counted: {trail}");
 }
 
 /// A restore while another connection has the database open (a helper the
@@ -358,4 +400,83 @@ fn a_restore_waits_for_every_other_connection_to_close() {
     assert!(!trail.contains("state_restore"), "a refused restore records none: {trail}");
     state::restore(&h.paths, &backup, RestoreFor::Downgrade, &alice, now(&h)).unwrap();
     assert_eq!(user_version(&h.paths.database()), 10);
+}
+
+/// Issue 46, item 2 (its ways out). Tried: a deploy prepared, a backup,
+/// the deploy executed, then the backup restored for this version, as an
+/// administrator restoring a backup taken just before a change would.
+/// Before, nothing said what the restored record no longer knew: the
+/// deploy's two containers stood unrecorded (`resolve` called them
+/// foreign, remove_app refused), its plan pending as if it never ran, and
+/// only `docker rm` by hand cleared them (this did not compile: there was
+/// no `state diff` nor `state remove-container`). Now `state diff` names
+/// both containers and the plan, each with its command; `remove-container`
+/// refuses without the pause, refuses a container without volce-lab's
+/// labels (the world's `prod`), removes each labelled one, recorded in the
+/// trail with its app; `reject` ends the plan; and `state diff` then says
+/// only the world's own difference (legacy's record without containers) is left.
+#[test]
+fn after_a_restore_state_diff_names_each_difference_and_its_command_and_remove_container_ends_the_unrecorded()
+{
+    let h = world();
+    let alice = Caller::from("alice");
+    let scratch = tempfile::tempdir().unwrap();
+    let late = h.controller().prepare("deploy", &deploy_params("late", 18003), AGENT).unwrap().plan.id;
+    let backup = state::backup(&h.paths, &scratch.path().join("backups"), &alice, now(&h)).unwrap();
+    h.controller().execute(&late, AGENT).unwrap();
+    let made: Vec<(String, String)> = h
+        .engine
+        .snapshot_now()
+        .containers
+        .iter()
+        .filter(|c| c.app() == Some("late"))
+        .map(|c| (c.id.to_string(), c.name.clone()))
+        .collect();
+    assert_eq!(made.len(), 2, "the deploy made its app and gateway: {made:?}");
+    let before = state::diff(&h.paths, &h.engine, now(&h)).unwrap();
+    // The world's `legacy` record has no containers: a difference of its own, the one left at the end.
+    assert!(
+        before.starts_with("1 difference ") && before.contains("app legacy"),
+        "before the restore: {before}"
+    );
+
+    pause::pause(&h.paths, &alice, Some("restore"), now(&h)).unwrap();
+    state::restore(&h.paths, &backup, RestoreFor::ThisVersion, &alice, now(&h)).unwrap();
+    let said = state::diff(&h.paths, &h.engine, now(&h)).unwrap();
+    assert!(said.starts_with("4 differences"), "{said}");
+    for (id, _) in &made {
+        assert!(said.contains(&format!("state remove-container {id}")), "{said}");
+    }
+    assert!(said.contains(&format!("reject {late}")) && said.contains("it ran after the backup"), "{said}");
+    assert!(!said.contains("prod"), "a container without volce-lab's labels is none of its business: {said}");
+
+    let yes = |_: &str, _: &str| volce_lab::host::Decision::Confirmed;
+    let remove =
+        |container: &str| state::remove_container(&h.paths, &h.engine, container, &alice, now(&h), yes);
+    pause::resume(&h.paths, &alice, now(&h)).unwrap();
+    assert_eq!(remove(&made[0].0).unwrap_err().code, Code::PauseRequired);
+    pause::pause(&h.paths, &alice, Some("cleanup"), now(&h)).unwrap();
+    let foreign = remove("prod").unwrap_err();
+    assert_eq!(foreign.code, Code::InvalidParameters, "{foreign:?}");
+    assert!(foreign.message.contains("state diff"), "{foreign:?}");
+    let declined = state::remove_container(&h.paths, &h.engine, &made[0].1, &alice, now(&h), |_, _| {
+        volce_lab::host::Decision::Declined
+    });
+    assert_eq!(declined.unwrap_err().code, Code::NotConfirmed);
+    for (_, name) in &made {
+        let said = remove(name).unwrap();
+        assert!(said.contains("Removed container"), "{said}");
+    }
+    let left: Vec<String> = h.engine.snapshot_now().containers.iter().map(|c| c.name.clone()).collect();
+    assert!(left.iter().any(|n| n == "prod") && !left.iter().any(|n| n.contains("late")), "{left:?}");
+    h.reject_because(late.as_str(), "alice", "restored from a backup; it ran already").unwrap();
+    assert_eq!(state::diff(&h.paths, &h.engine, now(&h)).unwrap(), before, "only legacy's record is left");
+    let trail = volce_lab::host::audit::export(&h.paths, None, true).unwrap();
+    let removals: Vec<&str> =
+        trail.lines().filter(|l| l.contains(r#""code":"state_remove_container""#)).collect();
+    assert_eq!(removals.len(), 2, "{trail}");
+    assert!(
+        removals.iter().all(|row| row.contains(r#""app":"late""#) && row.contains(r#""actor":"alice""#)),
+        "{removals:?}"
+    );
 }

@@ -305,12 +305,23 @@ fn the_package_upgrade_keeps_plans_apps_and_the_trail_and_a_downgrade_below_the_
     let list = run(HOST_LINK, &["list"], None);
     let (code, inventory) = agent_rpc(&json!({"operation": "inventory"}));
     if migrates {
-        // Issue 46: the operator's list and audit head answer, read
-        // without migrating, naming the plan the migration waits for.
+        // Issue 46: the operator's list (text and JSON), show and audit
+        // head answer, the database unmigrated, naming the plan the
+        // migration waits for.
         assert!(list.ok(), "list answers while the migration waits: {list:?}");
         assert!(
             list.stdout.contains("upgrade_waiting") && list.stdout.contains(&in_flight),
             "the list names the plan it waits for: {list:?}"
+        );
+        assert!(list.stdout.contains(&approved), "the whole list, from a copy migrated in memory: {list:?}");
+        let listed = run(HOST_LINK, &["list", "--json"], None);
+        assert!(listed.ok(), "list --json while the migration waits: {listed:?}");
+        let listed: Value = serde_json::from_str(&listed.stdout).expect("list --json is JSON");
+        assert!(listed["upgrade_waiting"].as_str().is_some_and(|s| s.contains(&in_flight)), "{listed}");
+        let shown = run(HOST_LINK, &["show", &approved], None);
+        assert!(
+            shown.ok() && shown.stdout.starts_with("upgrade_waiting: ") && shown.stdout.contains(&approved),
+            "show while the migration waits: {shown:?}"
         );
         let head = run(HOST_LINK, &["audit", "head"], None);
         assert!(

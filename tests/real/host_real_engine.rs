@@ -288,3 +288,79 @@ fn inventory_with_a_thousand_foreign_containers_stays_small_and_names_none() {
     drop(foreign);
     assert!(docker(&["ps", "-aq", "--filter", &format!("name={prefix}")]).is_empty(), "all removed");
 }
+
+/// Issue 46, item 2 on the real engine: a container carrying volce-lab's
+/// app label that the state database does not record (as one made after
+/// the backup a restore put back), beside one without labels. `state
+/// diff` names the labelled one with its command and not the other;
+/// `state remove-container`, paused, refuses the unlabelled one and leaves
+/// it, and stops and removes the labelled one through the docker client
+/// the shipped helper uses, recorded in the trail. Self-contained: its
+/// image is an empty one imported here (a created container never starts),
+/// so it needs root and Docker but not scripts/test-images.
+#[test]
+#[ignore = "real parts: run by scripts/test"]
+fn state_remove_container_removes_only_a_labelled_unrecorded_container_on_the_real_engine() {
+    let _alone = one_at_a_time();
+    assert!(nix::unistd::geteuid().is_root(), "needs root (the helper's checks expect root-owned files)");
+    assert!(
+        !docker(&["version", "--format", "{{.Server.Version}}"]).is_empty(),
+        "the Docker engine is not reachable"
+    );
+    let state = tempfile::tempdir().unwrap();
+    let paths =
+        HostPaths { policy: PathBuf::from(TEST_POLICY), state_dir: state.path().join("state"), owner_uid: 0 };
+    volce_lab::host::paths::prepare_state(&paths).unwrap();
+    drop(volce_lab::store::Store::open(&paths.database()).unwrap());
+    let app = format!("vlrestored{}", std::process::id());
+    let unmanaged = format!("vlrestored-unmanaged-{}", std::process::id());
+    let _cleanup = Cleanup { app: app.clone(), unmanaged: unmanaged.clone() };
+    let image = format!("volce-lab-test-empty:{}", std::process::id());
+    let imported = Command::new(DOCKER)
+        .args(["import", "-", &image])
+        .stdin(std::fs::File::open(empty_tar(state.path())).unwrap())
+        .output()
+        .unwrap();
+    assert!(imported.status.success(), "docker import: {imported:?}");
+    let labelled = docker(&[
+        "create",
+        "--name",
+        &format!("vl-{app}-app"),
+        "--label",
+        &format!("io.volce-lab.app={app}"),
+        "--label",
+        "io.volce-lab.role=app",
+        &image,
+        "/never-started",
+    ]);
+    docker(&["create", "--name", &unmanaged, &image, "/never-started"]);
+    assert_eq!(labelled.len(), 64, "the labelled container: {labelled}");
+
+    let engine = volce_lab::host::real_engine(&paths);
+    let alice = volce_lab::host::Caller::from("alice");
+    let now = || volce_lab::control::Clock::now(&SystemClock);
+    let said = volce_lab::install::state::diff(&paths, &engine, now()).unwrap();
+    assert!(said.contains(&format!("state remove-container {labelled}")), "{said}");
+    assert!(!said.contains(&unmanaged), "{said}");
+    volce_lab::host::pause::pause(&paths, &alice, Some("cleanup"), now()).unwrap();
+    let yes = |_: &str, _: &str| volce_lab::host::Decision::Confirmed;
+    let remove = |container: &str| {
+        volce_lab::install::state::remove_container(&paths, &engine, container, &alice, now(), yes)
+    };
+    assert_eq!(remove(&unmanaged).unwrap_err().code, volce_lab::vocab::Code::InvalidParameters);
+    assert!(!docker(&["ps", "-aq", "--filter", &format!("name=^{unmanaged}$")]).is_empty(), "left alone");
+    let done = remove(&labelled).unwrap();
+    assert!(done.contains("Removed container"), "{done}");
+    assert!(docker(&["ps", "-aq", "--filter", &format!("id={labelled}")]).is_empty(), "removed");
+    let trail = volce_lab::host::audit::export(&paths, None, true).unwrap();
+    assert!(trail.contains(r#""code":"state_remove_container""#), "{trail}");
+    let _ = Command::new(DOCKER).args(["rm", "-f", &unmanaged]).output();
+    let _ = Command::new(DOCKER).args(["image", "rm", &image]).output();
+}
+
+/// An empty tar archive (two zero blocks) for `docker import`.
+fn empty_tar(dir: &Path) -> PathBuf {
+    let path = dir.join("empty.tar");
+    std::fs::write(&path, vec![0u8; 1024]).unwrap();
+    path
+}

@@ -787,6 +787,9 @@ impl Engine for RejectedConfig {
     fn remove_app(&self, removal: &AppRemoval<'_>) -> Result<(), EngineError> {
         self.0.remove_app(removal)
     }
+    fn remove_container(&self, container: &ContainerId) -> Result<(), EngineError> {
+        self.0.remove_container(container)
+    }
     fn start(
         &self,
         spec: &volce_lab::vocab::StartSpec,

@@ -346,6 +346,12 @@ impl Engine for FakeEngine {
         Ok(())
     }
 
+    fn remove_container(&self, container: &ContainerId) -> Result<(), EngineError> {
+        self.mutate(vec!["remove_container".to_owned(), container.to_string()])?;
+        self.edit(|state| state.snapshot.containers.retain(|c| c.id != *container));
+        Ok(())
+    }
+
     fn remove_app(&self, removal: &AppRemoval<'_>) -> Result<(), EngineError> {
         let mut call = vec!["remove_app".to_owned(), removal.app.to_string()];
         call.extend(removal.containers.iter().map(|c| c.to_string()));

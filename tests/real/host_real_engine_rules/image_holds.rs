@@ -208,6 +208,9 @@ impl Engine for HoldBeforeRemoval {
     fn remove_app(&self, removal: &AppRemoval<'_>) -> Result<(), EngineError> {
         self.engine.remove_app(removal)
     }
+    fn remove_container(&self, container: &ContainerId) -> Result<(), EngineError> {
+        self.engine.remove_container(container)
+    }
     fn start(
         &self,
         spec: &volce_lab::vocab::StartSpec,
