@@ -214,8 +214,8 @@ pub fn run_resolve(plan_id: &str) -> Exit {
 }
 
 /// `volce-lab-host pause [--reason TEXT]` in the shipped binary: records a
-/// person, like approve. A refused caller check is answered unrecorded:
-/// the trail has no operation for pause (`store::StateCommand`).
+/// person, like approve. A refused caller check is answered unrecorded, as
+/// a pause's own refusals are (the pause's file decides, not the store).
 pub fn run_pause(reason: Option<&str>) -> Exit {
     let host = ShippedHost::shipped();
     terminal(operator_check().and_then(|operator| {

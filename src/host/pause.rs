@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 use super::counted::{self, Counts, Tally};
 use super::paths::{self, HostPaths};
 use super::request_row::{self, Caller, audit_unavailable};
-use crate::store::{AuditOperation, StateCommand, Store};
+use crate::store::{AuditOperation, Store};
 use crate::vocab::{Code, Refusal};
 
 /// The pause's file name in the state directory.
@@ -106,14 +106,14 @@ pub fn current(paths: &HostPaths) -> Result<Option<Pause>, Refusal> {
 pub fn record(
     store: &mut Store,
     caller: &Caller,
-    command: StateCommand,
+    command: AuditOperation,
     counts: &Counts,
     now: i64,
 ) -> Result<(), Refusal> {
-    // The request's meta stamps the command's row with the operator's
-    // uids; its operation is not stored (`record_state_command`).
-    store.begin_request(caller.request(AuditOperation::Rpc));
-    counted::write(store, Tally::Paused, counts, now, |tx| tx.record_state_command(now, command))
+    // The request's meta stamps the command's row with its operation and
+    // the operator's uids (`record_state_command`).
+    store.begin_request(caller.request(command));
+    counted::write(store, Tally::Paused, counts, now, |tx| tx.record_state_command(now))
         .map_err(|_| audit_unavailable())
 }
 
@@ -126,7 +126,7 @@ pub fn pause(paths: &HostPaths, caller: &Caller, reason: Option<&str>, now: i64)
     // Counts left from an earlier pause's last moments are not this one's.
     let counts = if again { Counts::default() } else { counted::take(paths, Tally::Paused) };
     if let Some(mut store) = request_row::open_for_rows(paths)? {
-        record(&mut store, caller, StateCommand::Pause, &counts, now)?;
+        record(&mut store, caller, AuditOperation::Pause, &counts, now)?;
     }
     let pause = Pause { reason: reason.map(str::to_owned), by: caller.name.clone(), at: now };
     write_pause(&paths.state_dir, &pause)?;
@@ -184,7 +184,7 @@ pub fn resume(paths: &HostPaths, caller: &Caller, now: i64) -> Result<String, Re
     };
     let counts = counted::take(paths, Tally::Paused);
     if let Some(mut store) = request_row::open_for_rows(paths)? {
-        record(&mut store, caller, StateCommand::Resume, &counts, now)?;
+        record(&mut store, caller, AuditOperation::Resume, &counts, now)?;
     }
     lift(paths)?;
     let refused = counts.total();

@@ -23,7 +23,7 @@
 //!   record and the engine disagree on, each with the command that ends it.
 //!
 //! Their audit rows carry no operation (the table's list predates them,
-//! `store::StateCommand`): the backup's is the last row of the backup, so
+//! `store::AuditOperation`): the backup's is the last row of the backup, so
 //! the head in its name is the row of the backup itself; the restore's is
 //! written to the database it replaces (and the host's syslog), since the
 //! restored one is not this version's to write.
@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 
 use crate::host::request_row::{self, Caller};
 use crate::host::{HostPaths, pause};
-use crate::store::{StateCommand, Store};
+use crate::store::{AuditOperation, Store};
 use crate::vocab::{Code, Refusal};
 
 pub mod differences;
@@ -78,7 +78,7 @@ pub fn backup(paths: &HostPaths, into: &Path, caller: &Caller, now: i64) -> Resu
     if let Some((plan, action, _)) = store.read(|tx| tx.executing_plans()).map_err(|e| e.refusal())?.first() {
         return Err(executing(plan, *action, "a backup"));
     }
-    pause::record(&mut store, caller, StateCommand::StateBackup, &Default::default(), now)?;
+    pause::record(&mut store, caller, AuditOperation::StateBackup, &Default::default(), now)?;
     make_private_dir(into)?;
     let partial = into.join(format!(".partial-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&partial);

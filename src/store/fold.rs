@@ -75,14 +75,10 @@ fn kind<'a>(
 
 impl Tx<'_> {
     /// The row of an operator's command on the helper's own state (pause,
-    /// resume, state backup, state restore): a `request` row with outcome
-    /// `ok`, no operation (the table's list predates them) and the command
-    /// in `code`, stamped with the request's caller and uids.
-    pub fn record_state_command(
-        &self,
-        at: i64,
-        command: super::rows::StateCommand,
-    ) -> Result<(), StoreError> {
+    /// resume, state backup, restore, remove-container): a `request` row
+    /// with outcome `ok`, its operation the request's (`AuditOperation::Pause`,
+    /// ...), stamped with the request's caller and uids.
+    pub fn record_state_command(&self, at: i64) -> Result<(), StoreError> {
         let Some(meta) = self.request else { return Ok(()) };
         self.append(Content {
             at,
@@ -90,10 +86,9 @@ impl Tx<'_> {
             outcome: AuditOutcome::Ok.as_str(),
             duration_ms: Some(meta.elapsed_ms()),
             actor: &meta.actor,
-            code: Some(command.as_str()),
             // The app the command was about (`state remove-container`'s).
             app: meta.app.as_deref(),
-            ..Content { operation: None, ..stamp(Some(meta)) }
+            ..stamp(Some(meta))
         })
     }
 

@@ -65,7 +65,7 @@ pub use health::{
 pub use retention::{AUDIT_PRUNE_BATCH, AUDIT_RETENTION_DAYS, MAX_PENDING_PER_REQUESTER, PRUNE_BATCH};
 pub use rows::{
     Approval, AuditEntry, AuditOperation, AuditOutcome, AuditRow, Claim, Event, MAX_REASON_CHARS, Rejection,
-    RequestEnd, RequestMeta, Resolution, SignedBy, StateCommand, StoredPlan,
+    RequestEnd, RequestMeta, Resolution, SignedBy, StoredPlan,
 };
 pub use syslog::DEV_LOG;
 pub use transitions::Tx;

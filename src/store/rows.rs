@@ -240,6 +240,15 @@ pub enum AuditOperation {
     /// column take any name of the shape).
     Statement,
     SignedApproval,
+    /// The operator's commands on the helper's own state (before migration
+    /// 17 their rows named the command in `code`, with no operation).
+    Pause,
+    Resume,
+    StateBackup,
+    StateRestore,
+    /// `state remove-container`: one container volce-lab labelled and no
+    /// record holds, removed (the row names its app).
+    StateRemoveContainer,
 }
 
 impl AuditOperation {
@@ -261,28 +270,6 @@ impl From<crate::wire::Operation> for AuditOperation {
             O::Statement => AuditOperation::Statement,
             O::SignedApproval => AuditOperation::SignedApproval,
         }
-    }
-}
-
-/// The operator's commands on the helper's own state. The audit table's
-/// operation list predates them and a new schema step is not theirs to
-/// add, so their rows carry no operation and name the command in `code`
-/// (`Tx::record_state_command`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr)]
-#[strum(serialize_all = "snake_case")]
-pub enum StateCommand {
-    Pause,
-    Resume,
-    StateBackup,
-    StateRestore,
-    /// `state remove-container`: one container volce-lab labelled and no
-    /// record holds, removed (the row names its app).
-    StateRemoveContainer,
-}
-
-impl StateCommand {
-    pub fn as_str(self) -> &'static str {
-        self.into()
     }
 }
 

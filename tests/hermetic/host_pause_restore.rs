@@ -100,9 +100,12 @@ fn a_paused_helper_refuses_every_rpc_before_the_store_and_counts_them_at_resume(
         (&json!(2), &json!(AGENT), &json!("refused"))
     );
     for command in ["pause", "resume"] {
-        let row =
-            rows.iter().find(|r| r["code"] == command).unwrap_or_else(|| panic!("{command}'s row: {trail}"));
+        let row = rows
+            .iter()
+            .find(|r| r["operation"] == command)
+            .unwrap_or_else(|| panic!("{command}'s row: {trail}"));
         assert_eq!(row["actor"], "alice", "{row}");
+        assert_eq!(row["code"], json!(null), "the command is the row's operation, not a code: {row}");
     }
     assert!(volce_lab::host::audit::verify(&h.paths, None).unwrap().1, "the chain verifies");
     assert_eq!(
@@ -260,7 +263,7 @@ fn state_backup_waits_for_no_plan_executing_and_names_a_verified_copy_by_its_hea
     assert!(volce_lab::host::audit::verify(&copy, Some(hash)).unwrap().1, "the copy's chain verifies");
     assert!(done.join("env").is_dir() && done.join("data-index.txt").is_file());
     let trail = volce_lab::host::audit::export(&copy, None, true).unwrap();
-    assert!(trail.lines().last().unwrap().contains(r#""code":"state_backup""#), "{trail}");
+    assert!(trail.lines().last().unwrap().contains(r#""operation":"state_backup""#), "{trail}");
 }
 
 /// The database of `h` as an older version (at `schema`) left it: its
@@ -473,7 +476,7 @@ fn after_a_restore_state_diff_names_each_difference_and_its_command_and_remove_c
     assert_eq!(state::diff(&h.paths, &h.engine, now(&h)).unwrap(), before, "only legacy's record is left");
     let trail = volce_lab::host::audit::export(&h.paths, None, true).unwrap();
     let removals: Vec<&str> =
-        trail.lines().filter(|l| l.contains(r#""code":"state_remove_container""#)).collect();
+        trail.lines().filter(|l| l.contains(r#""operation":"state_remove_container""#)).collect();
     assert_eq!(removals.len(), 2, "{trail}");
     assert!(
         removals.iter().all(|row| row.contains(r#""app":"late""#) && row.contains(r#""actor":"alice""#)),

@@ -353,7 +353,7 @@ fn state_remove_container_removes_only_a_labelled_unrecorded_container_on_the_re
     assert!(done.contains("Removed container"), "{done}");
     assert!(docker(&["ps", "-aq", "--filter", &format!("id={labelled}")]).is_empty(), "removed");
     let trail = volce_lab::host::audit::export(&paths, None, true).unwrap();
-    assert!(trail.contains(r#""code":"state_remove_container""#), "{trail}");
+    assert!(trail.contains(r#""operation":"state_remove_container""#), "{trail}");
     let _ = Command::new(DOCKER).args(["rm", "-f", &unmanaged]).output();
     let _ = Command::new(DOCKER).args(["image", "rm", &image]).output();
 }

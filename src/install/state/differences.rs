@@ -27,7 +27,7 @@ use crate::control::app_record::AppRecord;
 use crate::docker::Engine;
 use crate::host::request_row::{self, Caller};
 use crate::host::{Decision, HostPaths, drift, pause};
-use crate::store::{StateCommand, StoredPlan};
+use crate::store::{AuditOperation, StoredPlan};
 use crate::text::for_terminal as esc;
 use crate::vocab::{Action, Code, ContainerId, LABEL_PLAN, PlanId, PlanState, Refusal, Snapshot};
 use crate::wire::answers::app_state::DriftReason;
@@ -239,12 +239,10 @@ pub fn remove_container(
             "The container's name was not typed; nothing was removed. Run the command again and type it.",
         ));
     }
-    let mut meta = caller.request(crate::store::AuditOperation::Rpc);
+    let mut meta = caller.request(AuditOperation::StateRemoveContainer);
     meta.app = crate::vocab::AppName::parse(&app).map(|name| name.to_string());
     store.begin_request(meta);
-    store
-        .write(|tx| tx.record_state_command(now, StateCommand::StateRemoveContainer))
-        .map_err(|_| request_row::audit_unavailable())?;
+    store.write(|tx| tx.record_state_command(now)).map_err(|_| request_row::audit_unavailable())?;
     drop(store);
     engine.remove_container(&id).map_err(|error| {
         Refusal::new(

@@ -9,7 +9,7 @@ use std::path::Path;
 use super::{RestoreFor, backup_database, backup_schema, executing, failed};
 use crate::host::request_row::{self, Caller};
 use crate::host::{HostPaths, pause};
-use crate::store::{StateCommand, Store};
+use crate::store::{AuditOperation, Store};
 use crate::vocab::{Code, Refusal};
 
 /// Restores `backup` (a `state backup` directory or a database file) on
@@ -75,7 +75,7 @@ fn record_and_check(paths: &HostPaths, caller: &Caller, now: i64) -> Result<(), 
         return Err(executing(plan, *action, "a restore"));
     }
     let counts = crate::host::counted::take(paths, crate::host::counted::Tally::Paused);
-    pause::record(&mut store, caller, StateCommand::StateRestore, &counts, now)
+    pause::record(&mut store, caller, AuditOperation::StateRestore, &counts, now)
 }
 
 /// Copies the backup beside the database and renames it into place, after
