@@ -153,8 +153,11 @@ fn a_signed_approval_carried_by_the_agent_is_verified_recorded_and_executes_once
     let statement = s.statement(&id);
     assert!(statement.contains(&format!("plan: {id}")) && statement.contains("action: remove_image"));
     assert_eq!(s.statement(&id), statement, "the same bytes every time");
-    // Before the approval, the execute is refused as today.
-    assert_eq!(s.execute(&id)["code"], "approval_required");
+    // Before the approval, the execute is refused as today, and says the
+    // operator may also sign on their own machine.
+    let waiting = s.execute(&id);
+    assert_eq!(waiting["code"], "approval_required");
+    assert!(waiting["message"].as_str().unwrap().contains(&format!("volce-lab approve {id}")), "{waiting}");
     let approval = s.sign("alice", &statement, NAMESPACE);
     let reply = s.carry(&id, &approval);
     assert_eq!(reply["status"], "ok", "{reply}");
@@ -227,6 +230,8 @@ fn the_operators_switches_and_files_decide_whether_a_signature_counts() {
     let id = s.plan();
     let approval = s.sign("alice", &s.statement(&id), NAMESPACE);
     s.refused(&id, &approval, Code::SignedApprovalsOff, "signed approvals off in the policy");
+    let waiting = s.execute(&id);
+    assert!(!waiting["message"].as_str().unwrap().contains("volce-lab approve"), "off: {waiting}");
 }
 
 #[test]

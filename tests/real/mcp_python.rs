@@ -118,6 +118,7 @@ fn the_python_sdk_lists_calls_pings_and_cancels_in_both_lifecycles() {
     }
 }
 
+mod signed;
 mod tasks;
 
 mod approval {

@@ -138,14 +138,24 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                     match &stored.approval {
                         Some(approval) if approval.digest == plan.digest => {}
                         _ => {
+                            // Never a ready approve line: the digest must
+                            // reach the operator from `show` on the server,
+                            // or from the statement their own command fetches.
+                            let signed = if policy.signed_approvals.is_some() {
+                                format!(
+                                    " This server also takes an approval signed on their own machine: \
+                                     `volce-lab approve {id} --key KEY` there prints the text to pass as \
+                                     signed_approval."
+                                )
+                            } else {
+                                String::new()
+                            };
                             return refuse(
                                 Code::ApprovalRequired,
-                                // Never a ready approve line: the digest must
-                                // reach the operator from `show` on the server.
                                 format!(
                                     "An operator must approve this plan on the server first: ask them to \
                                      run `sudo volce-lab-host show {id}` there and approve it with the \
-                                     command show prints; nothing ran."
+                                     command show prints; nothing ran.{signed}"
                                 ),
                             );
                         }

@@ -46,6 +46,30 @@ fn good_arguments_are_accepted() {
     assert_eq!(call, Call::Execute { plan_id: PlanId::parse(id).unwrap(), signed_approval: None });
 }
 
+/// Issue 42: a signed approval's shape is checked before anything is sent
+/// (the host alone judges its signature). Tried: a statement with its
+/// block, the block alone, plain words, a number.
+#[test]
+fn a_signed_approval_is_carried_only_in_its_shape() {
+    use crate::wire::signed::{SIGNATURE_BEGIN, SIGNATURE_END, STATEMENT_HEADER};
+    let id = "0123456789abcdef0123456789abcdef";
+    let block = format!("{SIGNATURE_BEGIN}\nU1NIU0lH\n{SIGNATURE_END}\n");
+    let text = format!("{STATEMENT_HEADER}\nplan: {id}\n{block}");
+    let call =
+        validate(ToolName::ServiceExecute, Some(&args(json!({"plan_id": id, "signed_approval": text}))));
+    let Ok(Call::Execute { signed_approval: Some(signed), .. }) = call else { panic!("{call:?}") };
+    assert_eq!(signed.to_text(), text);
+    for (bad, code) in [
+        (json!(block), Code::SignedApprovalMalformed),
+        (json!("approve it, please"), Code::SignedApprovalMalformed),
+        (json!(1), Code::WrongType),
+    ] {
+        let refused =
+            validate(ToolName::ServiceExecute, Some(&args(json!({"plan_id": id, "signed_approval": bad}))));
+        assert_eq!(refused.unwrap_err().code, code);
+    }
+}
+
 #[test]
 fn every_bad_argument_is_refused_with_its_code() {
     use Code::{MissingField, NotAllowed, TooLarge, UnexpectedField, WrongType};
