@@ -18,12 +18,14 @@
 //! (`install::sudoers_file`: no pty, no PAM session, no credentials for
 //! the rpc) lets sudo exec the helper in its own place, so no sudo process
 //! is left to answer an ALRM, and the helper's parent is the caller's own
-//! process (the ssh gate, as the agent). A process whose real, effective,
-//! saved and filesystem uids are all other than root cannot signal the
-//! helper, whose are all root; so when the parent is such a process
-//! ([`needs_worker`] says no) the front runs the worker's path itself: one
-//! start of the binary per request. Any other parent (a sudo that waits,
-//! root, one that cannot be read) gets the worker, as before.
+//! process (under the gate, which execs sudo: the account's shell sshd
+//! started). A process whose real, effective, saved and filesystem uids
+//! are all other than root cannot signal the helper, whose are all root;
+//! so when the parent is such a process ([`needs_worker`] says no) the
+//! front runs the worker's path itself: one start of the binary per
+//! request. Any other parent (a sudo that waits, root, one that cannot be
+//! read) gets the worker, as before. What the parent could do later (run
+//! a set-uid program) it could do to a worker just the same.
 //!
 //! Invariants enforced here:
 //! - a single process only under a parent that cannot signal it, read from
@@ -124,7 +126,8 @@ mod tests {
 
     #[test]
     fn only_a_parent_with_no_root_uid_is_spared_the_worker() {
-        // The ssh gate as the agent, which sudo replaced by the helper.
+        // The agent's shell under sshd: its child (the gate, then sudo)
+        // became the helper.
         assert!(cannot_signal_root(&status("1001\t1001\t1001\t1001")));
         // A sudo that forked and waits: real uid the caller's, the others root.
         assert!(!cannot_signal_root(&status("1001\t0\t0\t0")));
