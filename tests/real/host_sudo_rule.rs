@@ -172,6 +172,10 @@ fn sudo_lists_the_one_rule_and_no_option_that_passes_a_loader_variable() {
     for option in ["!use_pty", "!pam_session", "!pam_setcred"] {
         assert!(options.contains(option), "{option} not in force for the rpc: {}", text(&listed));
     }
+    // The doctor's warning reads the same listing and finds nothing missing.
+    let missing =
+        volce_lab::install::doctor::ssh::rpc_options_missing(&String::from_utf8_lossy(&listed.stdout));
+    assert_eq!(missing, Vec::<&str>::new(), "{}", text(&listed));
 }
 
 /// The processes under `root`, as (pid, parent, cmdline with NULs as
