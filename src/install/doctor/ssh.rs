@@ -127,8 +127,7 @@ pub fn rpc_options_missing(listing: &str) -> Vec<&'static str> {
             let last = entries
                 .iter()
                 .flat_map(|entry| entry.split([',', ' ']))
-                .filter(|word| word.trim_start_matches('!') == name)
-                .next_back();
+                .rfind(|word| word.trim_start_matches('!') == name);
             last != Some(*wanted)
         })
         .collect()
