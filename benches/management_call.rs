@@ -13,7 +13,8 @@
 //! machine's own installation is neither seen nor touched: `/etc`,
 //! `/var/lib` and `/usr/local/bin` are overlays with a tmpfs upper layer
 //! (the agent's account `vl-bench-agent` is added there, with the sudoers
-//! drop-in, the policy and the helper), and `/usr/bin/docker` is the
+//! drop-in and the helper), `/etc/volce-lab` is a tmpfs of its own (the
+//! test policy, nothing of an installation's), and `/usr/bin/docker` is the
 //! script soak binds there too (no containers, one image, no networks).
 //! The state directory is a fresh directory on the disk under /var/tmp
 //! (`VL_MC_STATE=tmpfs`: a tmpfs, to see what the fsyncs cost). The binary
@@ -126,8 +127,9 @@ fn arrange(scratch: &Path) -> Option<tempfile::TempDir> {
         let options = format!("lowerdir={dir},upperdir={},workdir={}", upper.display(), work.display());
         run("mount", &["-t", "overlay", "overlay", "-o", &options, dir]);
     }
+    // Empty, whatever an installation on this machine keeps there.
     std::fs::create_dir_all("/etc/volce-lab").unwrap();
-    std::fs::set_permissions("/etc/volce-lab", std::fs::Permissions::from_mode(0o755)).unwrap();
+    run("mount", &["-t", "tmpfs", "-o", "mode=0755", "volce-mc-etc", "/etc/volce-lab"]);
     write("/etc/volce-lab/policy.json", &policy_json().to_string(), 0o600);
     std::fs::create_dir_all(STATE).unwrap();
     let on_disk = if std::env::var("VL_MC_STATE").is_ok_and(|s| s == "tmpfs") {

@@ -9,8 +9,9 @@
 //! --mount`, util-linux), so the machine's own installation is neither seen
 //! nor touched: `/etc`, `/var/lib` and `/usr/local/bin` are overlays with a
 //! tmpfs upper layer holding the account `vl-rule-agent`, the drop-in
-//! (`visudo -c` must accept the whole configuration), the test policy and
-//! the shipped binary; `/usr/bin/docker` is a script answering an empty
+//! (`visudo -c` must accept the whole configuration) and the shipped
+//! binary; `/etc/volce-lab` (the test policy) and `/var/lib/volce-lab` are
+//! tmpfs of their own, empty whatever an installation keeps there; `/usr/bin/docker` is a script answering an empty
 //! engine. Ignored: needs root, sudo, visudo, useradd, runuser and unshare,
 //! and fails loudly without them.
 
@@ -39,7 +40,9 @@ for pair in /etc:etc /var/lib:varlib /usr/local/bin:bin; do
     mount -t overlay overlay -o "lowerdir=$d,upperdir=$S/mnt/$n-up,workdir=$S/mnt/$n-work" "$d"
 done
 mkdir -p /etc/volce-lab /var/lib/volce-lab
-chmod 0755 /etc/volce-lab; chmod 0700 /var/lib/volce-lab
+# Empty, whatever an installation on this machine keeps there.
+mount -t tmpfs -o mode=0755 vl-rule-etc /etc/volce-lab
+mount -t tmpfs -o mode=0700 vl-rule-state /var/lib/volce-lab
 install -m 0600 "$S/policy.json" /etc/volce-lab/policy.json
 install -m 0755 "$S/volce-lab" /usr/local/bin/volce-lab-host
 mount --bind "$S/docker" /usr/bin/docker
