@@ -156,6 +156,15 @@ fn arrange(scratch: &Path) -> Option<tempfile::TempDir> {
     // this bench runs from a debug one).
     let binary = std::env::var("VL_MC_BINARY").unwrap_or_else(|_| BIN.to_owned());
     println!("binary: {binary}");
+    // Removed first: where the machine has the package installed, HELPER
+    // is a symlink into /usr/lib/volce-lab (not an overlay here), and a copy
+    // onto it would write through it into the installed binary. Removed,
+    // the overlay hides it and the copy is a file of the upper layer.
+    match std::fs::remove_file(HELPER) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => panic!("remove {HELPER} in the overlay: {e}"),
+    }
     std::fs::copy(&binary, HELPER).unwrap();
     std::fs::set_permissions(HELPER, std::fs::Permissions::from_mode(0o755)).unwrap();
     run("useradd", &["--no-create-home", "--home-dir", "/nonexistent", "--shell", "/bin/sh", AGENT]);
