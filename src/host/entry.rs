@@ -65,10 +65,12 @@ fn refusal_recorded(host: &ShippedHost, operation: AuditOperation, refusal: Refu
 }
 
 /// `volce-lab-host rpc` in the shipped binary: the front (`front.rs`),
-/// which starts [`run_rpc_worker`] in its own session and waits for it. Not
+/// which starts [`run_rpc_worker`] in its own session and waits for it
+/// when its parent could end it (a sudo that waits), else runs it itself
+/// (sudo exec'd the helper in its place: one start per request). Not
 /// root: answered here, as the worker would (`not_root`).
 pub fn run_rpc() -> Exit {
-    if nix::unistd::geteuid().is_root() {
+    if nix::unistd::geteuid().is_root() && super::front::needs_worker() {
         // Handed on unread: the worker reads and checks it once.
         if let Ok(exit) = super::front::run(std::env::var_os("SUDO_USER").as_deref()) {
             return exit;

@@ -16,7 +16,7 @@
 //!
 //! Each command is one straight pipeline, readable top to bottom. rpc:
 //! the front (`front.rs`: process guard, then the worker in its own
-//! session, waited for) -> in the worker: self-check (root, umask, cwd,
+//! session, waited for, unless no process can end the front) -> in the worker: self-check (root, umask, cwd,
 //! `SUDO_USER`) -> process guard -> load the
 //! policy -> take a slot -> read the bounded request -> open the store ->
 //! verify, claim, act (`controller::Controller::execute`) -> record ->
@@ -41,7 +41,10 @@
 //!   only: the rpc request enum has no variant that reaches them;
 //! - rpc claims and acts in a worker process of its own session
 //!   (`front.rs`), so sudo's KILL of the command's process group (its
-//!   answer to an ALRM) ends only the front;
+//!   answer to an ALRM) ends only the front; in the front's own process
+//!   only when sudo exec'd it in place (the documented rule) and its
+//!   parent holds no root uid, so no process can end it on a caller's
+//!   behalf;
 //! - rpc runs in its own process context (`process`: own session, every
 //!   catchable signal caught, fixed rlimits, a read deadline, a bounded
 //!   number of helpers) set up before it reads its request; its progress

@@ -5,7 +5,7 @@
 //! `volce-lab-host data list|mount|purge` (`data.rs`, the apps' data images),
 //! `volce-lab-host state backup|restore` (`state.rs`), and the two rules both
 //! hold the server to: the agent's
-//! one sudoers line ([`sudoers_rule`]) and the groups it must not be in
+//! one sudoers line ([`sudoers_rule`], in the drop-in [`sudoers_file`]) and the groups it must not be in
 //! ([`PRIVILEGED_GROUPS`]). Runs as root on the server's terminal.
 //!
 //! A layer above `crate::host`: it reads the host's paths
@@ -25,6 +25,41 @@ use crate::host::HostPaths;
 /// The one sudoers line the agent's account may have, for `user`.
 pub fn sudoers_rule(user: &str) -> String {
     format!("{user} ALL=(root) NOPASSWD: {} rpc", HostPaths::HELPER)
+}
+
+/// The sudoers options for the rpc command alone (whoever runs it): what
+/// sudo 1.9 need not do for a call the helper audits itself, so that it
+/// execs the helper in its own place instead of forking and waiting
+/// (sudoers keeps a process waiting while any of these is on):
+/// - `!use_pty`: no pseudo-terminal. It guards a terminal against the
+///   command typing into it; the gate's sessions have none (`restrict`)
+///   and the helper reads and writes only its pipes;
+/// - `!pam_session`, `!pam_setcred`: no PAM session or credentials for
+///   root. They set limits (the helper sets its own, `host::process`) and
+///   log "session opened/closed" twice per call; sudo's own log line of
+///   each call stays.
+///
+/// Kept: the account check (`pam_acct_mgmt`: a locked or expired agent is
+/// refused on every call, even over a master opened before), sudo's syslog
+/// line, `env_reset` and `secure_path`. Measured in docs/benchmarks.md.
+pub const RPC_DEFAULTS: &str = "!use_pty, !pam_session, !pam_setcred";
+
+/// The alias [`sudoers_file`] names the rpc command by: `Defaults!` takes
+/// a command with arguments only through one.
+pub const RPC_ALIAS: &str = "VOLCE_LAB_RPC";
+
+/// The whole drop-in setup writes for `user`: the rpc command's options
+/// ([`RPC_DEFAULTS`]) and the one rule ([`sudoers_rule`]), which
+/// `sudo -l -U USER` still lists alone.
+pub fn sudoers_file(user: &str) -> String {
+    format!(
+        "# volce-lab: the agent may run the helper's rpc only (docs/server-install.md)\n\
+         Cmnd_Alias {RPC_ALIAS} = {helper} rpc\n\
+         Defaults!{RPC_ALIAS} {RPC_DEFAULTS}\n\
+         {rule}\n",
+        helper = HostPaths::HELPER,
+        rule = sudoers_rule(user)
+    )
 }
 
 /// The options every key of the agent's account carries, exactly: no pty,

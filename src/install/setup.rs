@@ -179,9 +179,9 @@ fn setup_steps(args: &SetupArgs, kind: &str, blob: &str, manifest: &mut Manifest
     // 3. The key, bound to the gate.
     agent_key(&home, kind, blob, manifest, args.replace)?;
 
-    // 4. The one sudoers rule, in force only once visudo accepted it.
-    let rule = format!("{}\n", super::sudoers_rule(agent));
-    place_sudoers(manifest, rule.as_bytes(), args.replace)?;
+    // 4. The one sudoers rule and its command's options, in force only
+    // once visudo accepted them.
+    place_sudoers(manifest, super::sudoers_file(agent).as_bytes(), args.replace)?;
     manifest.agent = Some(agent.to_owned());
 
     // 5. A policy skeleton, never over an existing policy.

@@ -315,6 +315,13 @@ fn term_and_tstp_relayed_through_sudo_do_not_stop_or_end_the_helper() {
     // The answers compared below (plan_not_found) need the installed policy.
     require_docker_and_policy();
     let _serial = serial();
+    // sudo's options before issue 44 (it forks, waits, relays and answers
+    // signals): the drop-in setup writes lets sudo exec the helper in its
+    // place instead, leaving no sudo to signal (suite host_sudo_rule).
+    let _before = SudoersDropIn::install(
+        "volce-lab-e2e-before",
+        &format!("Defaults!{} use_pty, pam_session, pam_setcred", volce_lab::install::RPC_ALIAS),
+    );
     // As the agent's account: start the helper through the exact rule with
     // a stdin that stays open 2 s, signal sudo (only sudo: it relays to the
     // helper), then send the request.
@@ -348,6 +355,13 @@ fn relayed_usr1_usr2_pipe_winch_and_alrm_to_sudo_do_not_end_the_helper() {
     require_host_helper();
     require_docker_and_policy();
     let _serial = serial();
+    // sudo's options before issue 44 (it forks, waits, relays and answers
+    // signals): the drop-in setup writes lets sudo exec the helper in its
+    // place instead, leaving no sudo to signal (suite host_sudo_rule).
+    let _before = SudoersDropIn::install(
+        "volce-lab-e2e-before",
+        &format!("Defaults!{} use_pty, pam_session, pam_setcred", volce_lab::install::RPC_ALIAS),
+    );
     let script = r#"rm -f /tmp/vl-e2e-sig22.out
 { sleep 3; printf '%s' '{"operation":"execute","plan_id":"0123456789abcdef0123456789abcdef"}'; } \
   | sudo -n /usr/local/bin/volce-lab-host rpc > /tmp/vl-e2e-sig22.out &

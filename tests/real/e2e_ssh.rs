@@ -565,7 +565,8 @@ fn the_agent_account_is_plain_and_sudo_lists_exactly_the_rpc_rule() {
     assert_eq!(rules, ["(root) NOPASSWD: /usr/local/bin/volce-lab-host rpc"], "{}", listed.stdout);
 
     let sudoers = std::fs::read_to_string("/etc/sudoers.d/volce-lab").unwrap();
-    assert_eq!(sudoers, "vl-agent ALL=(root) NOPASSWD: /usr/local/bin/volce-lab-host rpc\n");
+    assert_eq!(sudoers, volce_lab::install::sudoers_file("vl-agent"));
+    assert!(sudoers.ends_with("\nvl-agent ALL=(root) NOPASSWD: /usr/local/bin/volce-lab-host rpc\n"));
     assert!(run("/usr/sbin/visudo", &["-cqf", "/etc/sudoers.d/volce-lab"], None).ok());
 }
 

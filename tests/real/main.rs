@@ -13,6 +13,8 @@ mod support;
 // host_disk_full: root mounts a small tmpfs.
 mod host_binary;
 mod host_disk_full;
+// host_sudo_rule: root, sudo, unshare; the agent's drop-in in a mount namespace of its own.
+mod host_sudo_rule;
 mod local_mode;
 mod mcp_local;
 

@@ -360,7 +360,7 @@ fn setup_on_the_installed_package_is_idempotent_refuses_foreign_files_and_undoes
     );
     assert_eq!(
         std::fs::read_to_string("/etc/sudoers.d/volce-lab").unwrap(),
-        format!("{SETUP_AGENT} ALL=(root) NOPASSWD: /usr/local/bin/volce-lab-host rpc\n")
+        volce_lab::install::sudoers_file(SETUP_AGENT)
     );
     assert_eq!(mode_and_owner("/etc/sudoers.d/volce-lab"), (0o440, 0));
     assert_eq!(mode_and_owner(&format!("{POLICY_DIR}/policy.json")), (0o600, 0));

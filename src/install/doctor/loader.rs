@@ -219,6 +219,22 @@ mod tests {
         assert!(findings[0].failed() && findings[0].detail.contains("ghost"), "{}", findings[0]);
     }
 
+    /// `sudo -l -U vl-agent` under the drop-in setup writes (sudo 1.9.13,
+    /// Debian 12, as the real suite host_sudo_rule reads it): the
+    /// command's options wrap onto a second line and carry no loader risk.
+    #[test]
+    fn the_drop_in_setup_writes_lists_one_rule_and_no_loader_risk() {
+        let text = "Matching Defaults entries for vl-agent on vm:\n    env_reset, mail_badpass,\n    \
+                    secure_path=/usr/local/sbin\\:/usr/local/bin\\:/usr/sbin\\:/usr/bin\\:/sbin\\:/bin,\n    use_pty\n\n\
+                    Runas and Command-specific defaults for vl-agent:\n    \
+                    Defaults!/usr/local/bin/volce-lab-host rpc !use_pty, !pam_session,\n    !pam_setcred\n\n\
+                    User vl-agent may run the following commands on vm:\n    \
+                    (root) NOPASSWD: /usr/local/bin/volce-lab-host rpc\n";
+        let parsed = parse_listing(text);
+        assert_eq!(parsed.rules, [AGENT_RULE]);
+        assert_eq!(loader_risk(&parsed), None, "{:?}", parsed.defaults);
+    }
+
     #[test]
     fn the_listing_splits_defaults_from_rules() {
         let parsed = parse_listing(&listing("ops", ", env_keep+=LD_PRELOAD", AGENT_RULE));

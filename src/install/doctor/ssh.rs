@@ -1,7 +1,8 @@
 //! The doctor's ssh-side rules: the agent's key is bound to the ssh gate in
 //! a file the agent cannot change, the account's shell is `/bin/sh`, its
 //! home and dotfiles are not its own to write, and `sudo -l -U AGENT`
-//! lists exactly the one rule. Runs as root on the server; reads only.
+//! lists exactly the one rule (and, a warning only, the rpc's options of
+//! the drop-in setup writes). Runs as root on the server; reads only.
 //!
 //! The key files checked are the places sshd reads them from in the setups
 //! docs/server-install.md describes: `/etc/ssh/authorized_keys/AGENT` (an
@@ -14,7 +15,7 @@
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 
-use super::{Finding, fail, ok};
+use super::{Finding, fail, ok, warn};
 use crate::host::HostPaths;
 use crate::install::gate_key_options;
 
@@ -99,6 +100,57 @@ pub fn check_ssh(agent: &str, owner_uid: u32, probe: &dyn SshProbe, findings: &m
             format!("remove every other rule for {agent} from /etc/sudoers and /etc/sudoers.d"),
         )),
         Err(why) => findings.push(fail("sudo -l", why, format!("run sudo -l -U {agent} and read it"))),
+    }
+    if let Ok(listing) = probe.sudo_listing(agent) {
+        check_rpc_options(&listing, findings);
+    }
+}
+
+/// The options of the drop-in setup writes ([`crate::install::RPC_DEFAULTS`])
+/// that `listing` (`sudo -l`) does not show in force for the rpc: the last
+/// `Defaults!` entry naming the rpc that sets an option decides it, as
+/// sudo applies them in order.
+pub fn rpc_options_missing(listing: &str) -> Vec<&'static str> {
+    let flat = listing.split_whitespace().collect::<Vec<_>>().join(" ");
+    let marker = format!("Defaults!{} rpc ", HostPaths::HELPER);
+    // Each entry for the rpc, up to the next entry or the rules' heading.
+    let entries: Vec<&str> = flat
+        .split(marker.as_str())
+        .skip(1)
+        .map(|rest| rest.split(" Defaults").next().unwrap_or(rest))
+        .map(|rest| rest.split(" User ").next().unwrap_or(rest))
+        .collect();
+    crate::install::RPC_DEFAULTS
+        .split(", ")
+        .filter(|wanted| {
+            let name = wanted.trim_start_matches('!');
+            let last = entries
+                .iter()
+                .flat_map(|entry| entry.split([',', ' ']))
+                .rfind(|word| word.trim_start_matches('!') == name);
+            last != Some(*wanted)
+        })
+        .collect()
+}
+
+/// A warning, not a failure: without the options every call still works,
+/// but sudo forks and waits, opens a PAM session, and the helper starts
+/// twice (docs/server-install.md, step 4).
+fn check_rpc_options(listing: &str, findings: &mut Vec<Finding>) {
+    let missing = rpc_options_missing(listing);
+    if missing.is_empty() {
+        findings.push(ok("sudo options", format!("the rpc runs with {}", crate::install::RPC_DEFAULTS)));
+    } else {
+        findings.push(warn(
+            "sudo options",
+            format!(
+                "the rpc runs without {}: sudo forks and waits and the helper starts twice per call (slower, \
+                 as safe)",
+                missing.join(", ")
+            ),
+            "run volce-lab-host setup again with the same arguments (it replaces the rule it wrote), or write \
+             the file of docs/server-install.md step 4 with visudo, then run doctor again",
+        ));
     }
 }
 
@@ -259,6 +311,33 @@ mod tests {
 
         fake.rules.push("(ALL) NOPASSWD: /usr/bin/id".into());
         assert_eq!(failed(&findings(&fake, me)), ["sudo -l"]);
+    }
+
+    /// `sudo -l` under the drop-in setup writes (sudo 1.9.13 wraps it), under
+    /// the one-line rule of before, and with a later entry turning one back on.
+    #[test]
+    fn the_rpc_options_are_read_from_the_last_entry_that_sets_each() {
+        let head = "Matching Defaults entries for vl-agent on vm:\n    env_reset, use_pty\n\n\
+                    Runas and Command-specific defaults for vl-agent:\n";
+        let tail = "\nUser vl-agent may run the following commands on vm:\n    \
+                    (root) NOPASSWD: /usr/local/bin/volce-lab-host rpc\n";
+        let ours =
+            "    Defaults!/usr/local/bin/volce-lab-host rpc !use_pty, !pam_session,\n    !pam_setcred\n";
+        assert_eq!(rpc_options_missing(&format!("{head}{ours}{tail}")), Vec::<&str>::new());
+        assert_eq!(
+            rpc_options_missing(&format!("{head}{tail}")),
+            ["!use_pty", "!pam_session", "!pam_setcred"],
+            "the one-line rule: only the global use_pty"
+        );
+        let again = "    Defaults!/usr/local/bin/volce-lab-host rpc use_pty\n";
+        assert_eq!(rpc_options_missing(&format!("{head}{ours}{again}{tail}")), ["!use_pty"]);
+        let other = "    Defaults!/usr/bin/true !use_pty, !pam_session, !pam_setcred\n";
+        assert_eq!(rpc_options_missing(&format!("{head}{other}{tail}")).len(), 3, "another command's");
+        let mut findings = Vec::new();
+        check_rpc_options(&format!("{head}{tail}"), &mut findings);
+        assert!(
+            !findings[0].failed() && findings[0].fix.as_deref().is_some_and(|f| f.contains("setup again"))
+        );
     }
 
     #[test]

@@ -21,6 +21,23 @@ fn a_key_from_ssh_keygen_is_accepted_and_its_comment_replaced() {
 }
 
 #[test]
+fn the_sudoers_drop_in_is_the_one_rule_and_options_for_the_rpc_alone() {
+    let text = crate::install::sudoers_file("vl-agent");
+    assert_eq!(
+        text,
+        "# volce-lab: the agent may run the helper's rpc only (docs/server-install.md)\n\
+         Cmnd_Alias VOLCE_LAB_RPC = /usr/local/bin/volce-lab-host rpc\n\
+         Defaults!VOLCE_LAB_RPC !use_pty, !pam_session, !pam_setcred\n\
+         vl-agent ALL=(root) NOPASSWD: /usr/local/bin/volce-lab-host rpc\n"
+    );
+    // One grant, and no option that widens what the caller can pass.
+    assert_eq!(text.matches("NOPASSWD").count(), 1);
+    for widening in ["setenv", "env_keep", "SETENV", "!env_reset", "ALL, ", "!authenticate"] {
+        assert!(!text.contains(widening), "{widening} in {text}");
+    }
+}
+
+#[test]
 fn key_files_that_could_smuggle_options_or_lines_are_refused() {
     for (what, text) in [
         ("empty file", String::new()),
