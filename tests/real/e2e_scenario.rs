@@ -66,18 +66,7 @@ impl Agent {
     /// configuration would: the binary and a handful of variables.
     async fn start(host: &str, state: &std::path::Path) -> Agent {
         let command = tokio::process::Command::new(env!("CARGO_BIN_EXE_volce-lab")).configure(|cmd| {
-            cmd.arg("mcp-serve")
-                .env_clear()
-                .env("PATH", "/usr/bin:/bin")
-                .env("HOME", "/root")
-                .env("XDG_STATE_HOME", state)
-                .env("VOLCE_LAB_MODE", "ssh")
-                .env("VOLCE_LAB_SSH_CONFIG", SSH_CONFIG)
-                .env("VOLCE_LAB_SSH_ALIAS", ALIAS)
-                .env("VOLCE_LAB_EXPECTED_HOST", host)
-                .env("VOLCE_LAB_EXPECTED_USER", AGENT)
-                .env("VOLCE_LAB_MANAGEMENT", "enabled")
-                .env("VOLCE_LAB_TIMEOUT", "30");
+            cmd.arg("mcp-serve").env_clear().envs(workstation_env(host, state));
         });
         let transport = TokioChildProcess::new(command).expect("start volce-lab mcp-serve");
         let progress = Progressed::default();

@@ -255,6 +255,24 @@ pub fn write_ssh_config(path: &Path, user: &str, extra: &str) {
     std::fs::rename(&temp, path).unwrap();
 }
 
+/// The environment an agent client gives `volce-lab` for the e2e target:
+/// PATH and HOME, `state` as its state directory (audit log, masters), the
+/// ssh-mode variables and management on. For `Command::env_clear().envs(..)`.
+pub fn workstation_env(host: &str, state: &Path) -> Vec<(&'static str, OsString)> {
+    vec![
+        ("PATH", "/usr/bin:/bin".into()),
+        ("HOME", "/root".into()),
+        ("XDG_STATE_HOME", state.as_os_str().to_owned()),
+        ("VOLCE_LAB_MODE", "ssh".into()),
+        ("VOLCE_LAB_SSH_CONFIG", SSH_CONFIG.into()),
+        ("VOLCE_LAB_SSH_ALIAS", ALIAS.into()),
+        ("VOLCE_LAB_EXPECTED_HOST", host.into()),
+        ("VOLCE_LAB_EXPECTED_USER", AGENT.into()),
+        ("VOLCE_LAB_MANAGEMENT", "enabled".into()),
+        ("VOLCE_LAB_TIMEOUT", "30".into()),
+    ]
+}
+
 /// The workstation configuration for ssh mode, as the variables would give it.
 pub fn ssh_mode(ssh_config: &Path, alias: &str, host: &str, user: &str, extra: &[(&str, &str)]) -> Config {
     let mut table: Vec<(String, OsString)> = vec![

@@ -69,15 +69,7 @@ fn approve(host: &str, args: &[&str], stdin: &str) -> (Option<i32>, String, Stri
         .arg("approve")
         .args(args)
         .env_clear()
-        .env("PATH", "/usr/bin:/bin")
-        .env("HOME", "/root")
-        .env("XDG_STATE_HOME", state.path())
-        .env("VOLCE_LAB_MODE", "ssh")
-        .env("VOLCE_LAB_SSH_CONFIG", SSH_CONFIG)
-        .env("VOLCE_LAB_SSH_ALIAS", ALIAS)
-        .env("VOLCE_LAB_EXPECTED_HOST", host)
-        .env("VOLCE_LAB_EXPECTED_USER", AGENT)
-        .env("VOLCE_LAB_MANAGEMENT", "enabled")
+        .envs(workstation_env(host, state.path()))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -114,6 +106,7 @@ fn signed_by_cli(host: &str, plan_id: &str, key: &Path) -> String {
 
 /// The Python SDK carrying `good` (after `forged`) in service_execute.
 fn python_client(host: &str, plan_id: &str, good: &Path, forged: &Path) -> Value {
+    let state = private_tempdir();
     let python = std::env::var_os("VOLCE_LAB_TEST_PYTHON").expect("VOLCE_LAB_TEST_PYTHON (scripts/test)");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/python/signed_client.py");
     let output = Command::new(python)
@@ -122,14 +115,7 @@ fn python_client(host: &str, plan_id: &str, good: &Path, forged: &Path) -> Value
         .arg(good)
         .arg(forged)
         .env_clear()
-        .env("PATH", "/usr/bin:/bin")
-        .env("VOLCE_LAB_MODE", "ssh")
-        .env("VOLCE_LAB_SSH_CONFIG", SSH_CONFIG)
-        .env("VOLCE_LAB_SSH_ALIAS", ALIAS)
-        .env("VOLCE_LAB_EXPECTED_HOST", host)
-        .env("VOLCE_LAB_EXPECTED_USER", AGENT)
-        .env("VOLCE_LAB_MANAGEMENT", "enabled")
-        .env("VOLCE_LAB_TIMEOUT", "30")
+        .envs(workstation_env(host, state.path()))
         .output()
         .expect("run the Python client");
     let stderr = String::from_utf8_lossy(&output.stderr);
