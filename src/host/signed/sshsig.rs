@@ -47,9 +47,21 @@ pub struct KeyFacts {
 
 /// Reads a public key given as the base64 blob of an OpenSSH key line (the
 /// word after the key type in a `.pub` file or `allowed_signers`), or
-/// `None` when it is not one. Like [`facts`], reads claims only.
+/// `None` when it is not one. Like [`facts`], reads claims only; a blob is
+/// taken for a key when, as every OpenSSH key type's is, it is its type
+/// then at least one more length-prefixed string, and nothing else.
 pub fn public_key(base64_blob: &str) -> Option<KeyFacts> {
-    key_facts(&STANDARD.decode(base64_blob).ok()?)
+    let blob = STANDARD.decode(base64_blob).ok()?;
+    let mut reader = Reader(&blob);
+    let mut strings = 0;
+    while !reader.0.is_empty() {
+        reader.string()?;
+        strings += 1;
+    }
+    if strings < 2 {
+        return None;
+    }
+    key_facts(&blob)
 }
 
 /// The type and fingerprint of a key blob; its fingerprint is what
@@ -184,6 +196,9 @@ mod tests {
         assert_eq!(super::facts(&armor).unwrap().fingerprint, facts.fingerprint);
         assert_eq!(public_key("not base64!"), None);
         assert_eq!(public_key(&STANDARD.encode(string(b""))), None, "no key type");
+        assert_eq!(public_key(&STANDARD.encode(string(b"ssh-ed25519"))), None, "no key after its type");
+        let trailing = [STANDARD.decode(blob).unwrap(), vec![0, 0]].concat();
+        assert_eq!(public_key(&STANDARD.encode(trailing)), None, "bytes after its last string");
     }
 
     #[test]
