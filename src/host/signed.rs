@@ -34,7 +34,7 @@ use crate::wire::signed::{NAMESPACE, SignedApproval};
 pub use statement::HostIdentity;
 
 /// The most bytes of `allowed_signers` read: thousands of key lines.
-const SIGNERS_MAX_BYTES: u64 = 256 * 1024;
+pub const SIGNERS_MAX_BYTES: u64 = 256 * 1024;
 
 /// A signature that verified: who signed, with which key, over what.
 #[derive(Debug, Clone, PartialEq, Eq)]

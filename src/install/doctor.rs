@@ -11,7 +11,8 @@
 //! Here: the paths, the probe's interface, the helper, sudoers and agent
 //! rules. Beside it: the findings and the report (`finding.rs`), the
 //! policy's content and images (`policy.rs`), the state directory and
-//! database (`state.rs`), stuck plans (`plans.rs`), the engine (`engine.rs`),
+//! database (`state.rs`), who may sign approvals (`signers.rs`, reading
+//! `allowed_signers.rs`), stuck plans (`plans.rs`), the engine (`engine.rs`),
 //! the ssh side (`ssh.rs`), and the probe of the real system (`system.rs`).
 
 use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
@@ -45,6 +46,16 @@ impl DoctorPaths {
             owner_uid,
         }
     }
+
+    /// The helper's paths for this installation, for the files the doctor
+    /// finds through them (env files, `allowed_signers`).
+    pub(super) fn host(&self) -> HostPaths {
+        HostPaths {
+            policy: self.policy.clone(),
+            state_dir: self.state_dir.clone(),
+            owner_uid: self.owner_uid,
+        }
+    }
 }
 
 /// What the doctor needs of a policy the helper's parser accepted.
@@ -61,6 +72,8 @@ pub struct PolicyFacts {
     pub env_files: Vec<EnvFileName>,
     /// Whether a catalog entry gives its app a data directory.
     pub has_data: bool,
+    /// The policy's `signed_approvals`: `None`, approvals at the terminal only.
+    pub signed_approvals: Option<crate::control::policy::SignedApprovals>,
 }
 
 /// What doctor reads of a local image (`docker image inspect`'s `Config`);
@@ -169,6 +182,7 @@ pub fn diagnose(paths: &DoctorPaths, probe: &dyn DoctorProbe) -> Vec<Finding> {
         loader::check_loader_rules(ssh, &mut findings);
     }
     policy::check_policy(paths, probe, agent.as_deref(), &mut findings);
+    signers::check_signers(paths, probe.policy(&paths.policy).ok().as_ref(), &mut findings);
     state::check_state(paths, probe, &mut findings);
     check_system_log(probe.system_log(), &mut findings);
     let needed = probe.policy(&paths.policy).is_ok_and(|facts| facts.has_data);
@@ -360,6 +374,7 @@ fn check_agent(agent: &str, probe: &dyn DoctorProbe, findings: &mut Vec<Finding>
 #[cfg(test)]
 mod tests;
 
+mod allowed_signers;
 pub mod data;
 pub mod engine;
 mod finding;
@@ -367,6 +382,7 @@ pub mod loader;
 mod plans;
 mod policy;
 pub use policy::{ImageRole, misfits};
+mod signers;
 pub mod ssh;
 mod state;
 mod system;

@@ -9,7 +9,9 @@
 //! beside the drop-in directory's real files under a name sudo ignores,
 //! checked with `visudo -cf`, then renamed into place), a policy skeleton
 //! when there is none, the state directory and database; then it runs the
-//! smoke request as the agent and `doctor`.
+//! smoke request as the agent and `doctor`. It never writes root's
+//! `allowed_signers` (who may sign approvals, issue 42): that is the
+//! operator's, like an existing policy; setup says whether it exists.
 //!
 //! Invariants:
 //! - it never replaces a file it did not write unless `--replace` is given,
@@ -200,6 +202,11 @@ fn setup_steps(args: &SetupArgs, kind: &str, blob: &str, manifest: &mut Manifest
         );
     }
 
+    // 5b. Who may sign approvals on their own device: the operator's file,
+    //     which setup neither writes nor removes (so --undo never takes it).
+    let signers = HostPaths::fixed().allowed_signers();
+    say(false, "allowed_signers", signers_note(&signers, signers.exists()));
+
     // 6. The database, so doctor has something to check before any rpc.
     let database = HostPaths::fixed().database();
     crate::store::Store::open(&database).map_err(|e| step_failed("database", e))?;
@@ -208,6 +215,23 @@ fn setup_steps(args: &SetupArgs, kind: &str, blob: &str, manifest: &mut Manifest
     // 7. The smoke request, as the agent, through the exact sudoers rule.
     smoke_request(agent);
     Ok(())
+}
+
+/// Setup's line on `allowed_signers`: signed approvals stay off without
+/// it, and doctor (run next) lists its signers when it exists.
+fn signers_note(path: &Path, exists: bool) -> String {
+    if exists {
+        format!(
+            "{} exists (the operator's, left as it is): doctor lists who may sign approvals",
+            path.display()
+        )
+    } else {
+        format!(
+            "{} does not exist: approvals are taken at this server's terminal only; to approve from your own \
+             device, see docs/operator.md (\"Approve from your own device\")",
+            path.display()
+        )
+    }
 }
 
 /// Step 1: the agent's account, made when it is missing, with the gate's

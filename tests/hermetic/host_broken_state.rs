@@ -92,6 +92,7 @@ pub(crate) fn doctor_findings(h: &Harness) -> Vec<Finding> {
                 approvers: vec![],
                 env_files: vec![],
                 has_data: false,
+                signed_approvals: None,
             })
         }
         fn store(&self, state_dir: &Path) -> Result<Option<StoreHealth>, String> {

@@ -24,11 +24,55 @@ pub struct SigFacts {
 }
 
 impl SigFacts {
-    /// A key whose private half lives on a FIDO authenticator: OpenSSH's
-    /// `sk-` key types. Any other key is a file someone could copy.
+    /// A key whose private half lives on a FIDO authenticator.
     pub fn hardware_key(&self) -> bool {
-        self.key_type.starts_with("sk-")
+        hardware_key_type(&self.key_type)
     }
+}
+
+/// Whether `key_type` is one of OpenSSH's `sk-` types, whose private half
+/// lives on a FIDO authenticator. Any other key is a file someone could copy.
+pub fn hardware_key_type(key_type: &str) -> bool {
+    key_type.starts_with("sk-")
+}
+
+/// What a public key says about itself: its type and fingerprint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyFacts {
+    /// The type named inside the key blob, e.g. `ssh-ed25519`.
+    pub key_type: String,
+    /// As in [`SigFacts::fingerprint`].
+    pub fingerprint: String,
+}
+
+/// Reads a public key given as the base64 blob of an OpenSSH key line (the
+/// word after the key type in a `.pub` file or `allowed_signers`), or
+/// `None` when it is not one. Like [`facts`], reads claims only; a blob is
+/// taken for a key when, as every OpenSSH key type's is, it is its type
+/// then at least one more length-prefixed string, and nothing else.
+pub fn public_key(base64_blob: &str) -> Option<KeyFacts> {
+    let blob = STANDARD.decode(base64_blob).ok()?;
+    let mut reader = Reader(&blob);
+    let mut strings = 0;
+    while !reader.0.is_empty() {
+        reader.string()?;
+        strings += 1;
+    }
+    if strings < 2 {
+        return None;
+    }
+    key_facts(&blob)
+}
+
+/// The type and fingerprint of a key blob; its fingerprint is what
+/// `ssh-keygen -l` prints: the unpadded base64 of the blob's sha256.
+fn key_facts(blob: &[u8]) -> Option<KeyFacts> {
+    let key_type = String::from_utf8(Reader(blob).string()?.to_vec()).ok()?;
+    if key_type.is_empty() || key_type.len() > 64 || !key_type.bytes().all(|b| b.is_ascii_graphic()) {
+        return None;
+    }
+    let fingerprint = format!("SHA256:{}", STANDARD_NO_PAD.encode(Sha256::digest(blob)));
+    Some(KeyFacts { key_type, fingerprint })
 }
 
 /// Reads the facts of an armored signature, or `None` when it is not one.
@@ -47,11 +91,7 @@ pub fn facts(armor: &str) -> Option<SigFacts> {
     }
     let key = reader.string()?;
     let namespace = String::from_utf8(reader.string()?.to_vec()).ok()?;
-    let key_type = String::from_utf8(Reader(key).string()?.to_vec()).ok()?;
-    if key_type.is_empty() || key_type.len() > 64 || !key_type.bytes().all(|b| b.is_ascii_graphic()) {
-        return None;
-    }
-    let fingerprint = format!("SHA256:{}", STANDARD_NO_PAD.encode(Sha256::digest(key)));
+    let KeyFacts { key_type, fingerprint } = key_facts(key)?;
     Some(SigFacts { key_type, fingerprint, namespace })
 }
 
@@ -118,6 +158,47 @@ mod tests {
 
     fn facts_of(key_type: &str, namespace: &str) -> SigFacts {
         facts(&armor(key_type, namespace, 1)).unwrap()
+    }
+
+    /// The fingerprint `ssh-keygen -l` prints for a real key, from its
+    /// `.pub` line's blob and from a signature it made: the same function.
+    #[test]
+    fn a_public_keys_fingerprint_is_ssh_keygens() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = dir.path().join("k");
+        let status = std::process::Command::new(crate::host::signed::keygen::SSH_KEYGEN)
+            .args(["-q", "-t", "ed25519", "-N", "", "-C", "", "-f"])
+            .arg(&key)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let listed = std::process::Command::new(crate::host::signed::keygen::SSH_KEYGEN)
+            .arg("-lf")
+            .arg(key.with_extension("pub"))
+            .output()
+            .unwrap();
+        let listed = String::from_utf8(listed.stdout).unwrap();
+        let line = std::fs::read_to_string(key.with_extension("pub")).unwrap();
+        let blob = line.split_whitespace().nth(1).unwrap();
+        let facts = public_key(blob).unwrap();
+        assert_eq!(facts.key_type, "ssh-ed25519");
+        assert_eq!(listed.split_whitespace().nth(1), Some(facts.fingerprint.as_str()), "{listed}");
+        let message = dir.path().join("m");
+        std::fs::write(&message, b"statement").unwrap();
+        let signed = std::process::Command::new(crate::host::signed::keygen::SSH_KEYGEN)
+            .args(["-q", "-Y", "sign", "-n", "volce-lab-approval", "-f"])
+            .arg(&key)
+            .arg(&message)
+            .status()
+            .unwrap();
+        assert!(signed.success());
+        let armor = std::fs::read_to_string(message.with_extension("sig")).unwrap();
+        assert_eq!(super::facts(&armor).unwrap().fingerprint, facts.fingerprint);
+        assert_eq!(public_key("not base64!"), None);
+        assert_eq!(public_key(&STANDARD.encode(string(b""))), None, "no key type");
+        assert_eq!(public_key(&STANDARD.encode(string(b"ssh-ed25519"))), None, "no key after its type");
+        let trailing = [STANDARD.decode(blob).unwrap(), vec![0, 0]].concat();
+        assert_eq!(public_key(&STANDARD.encode(trailing)), None, "bytes after its last string");
     }
 
     #[test]

@@ -7,7 +7,6 @@
 use std::path::Path;
 
 use super::{DoctorPaths, DoctorProbe, Finding, ImageConfig, PolicyFacts, fail, ok, protected, warn};
-use crate::host::HostPaths;
 use crate::host::env_files::EnvDir;
 use crate::vocab::EnvFileName;
 
@@ -58,12 +57,7 @@ pub(super) fn check_policy(
 /// 0600, not a symlink, within its bounds, every line `NAME=value`. A
 /// finding names the file and the line, never a value.
 fn check_env_files(paths: &DoctorPaths, names: &[EnvFileName], findings: &mut Vec<Finding>) {
-    let host = HostPaths {
-        policy: paths.policy.clone(),
-        state_dir: paths.state_dir.clone(),
-        owner_uid: paths.owner_uid,
-    };
-    let env = EnvDir::of(&host);
+    let env = EnvDir::of(&paths.host());
     for name in names {
         let path = env.path(name);
         let finding = match env.configuration(name) {

@@ -60,7 +60,15 @@ pub fn load_policy_facts(path: &Path) -> Result<PolicyFacts, String> {
     env_files.dedup();
     let has_data = policy.catalog.values().any(|entry| entry.data.is_some());
     let catalog_entries = policy.catalog.len();
-    Ok(PolicyFacts { images, catalog_entries, gateway, approvers: policy.approvers, env_files, has_data })
+    Ok(PolicyFacts {
+        images,
+        catalog_entries,
+        gateway,
+        approvers: policy.approvers,
+        env_files,
+        has_data,
+        signed_approvals: policy.signed_approvals,
+    })
 }
 
 /// The store's own health report (one query, in `crate::store`): opened

@@ -52,6 +52,7 @@ impl Default for FakeProbe {
                 env_files: vec![],
                 approvers: vec!["vl-operator".into()],
                 has_data: false,
+                signed_approvals: None,
             }),
             missing_accounts: vec![],
             store: Ok(Some(StoreHealth {
@@ -488,6 +489,7 @@ fn each_broken_probe_variant_fails_its_own_check() {
                     approvers: vec!["vl-operator".into(), "vl-agent".into()],
                     env_files: vec![],
                     has_data: false,
+                    signed_approvals: None,
                 }),
                 ..Default::default()
             },
@@ -812,3 +814,5 @@ fn each_apps_data_is_a_finding_with_its_way_out() {
     check_data(Some(Ok(vec![])), false, &mut none);
     assert!(none.is_empty(), "nothing to say without data: {none:?}");
 }
+
+mod signers;

@@ -94,3 +94,16 @@ fn the_manifest_round_trips_and_an_unreadable_one_is_empty() {
     let read: Manifest = serde_json::from_slice(old).unwrap();
     assert_eq!((read.agent, read.adopted), (None, None));
 }
+
+/// Setup writes no allowed_signers (undo can therefore never take one):
+/// its line says signed approvals are off without the file, and points at
+/// doctor's list with it.
+#[test]
+fn the_allowed_signers_line_says_whether_signed_approvals_can_be_on() {
+    let path = HostPaths::fixed().allowed_signers();
+    let absent = signers_note(&path, false);
+    assert!(absent.starts_with("/etc/volce-lab/allowed_signers does not exist"), "{absent}");
+    assert!(absent.contains("terminal only") && absent.contains("Approve from your own device"), "{absent}");
+    let present = signers_note(&path, true);
+    assert!(present.contains("left as it is") && present.contains("doctor lists"), "{present}");
+}
