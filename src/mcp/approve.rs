@@ -41,10 +41,20 @@ pub struct ApproveArgs {
 
 /// Runs `volce-lab approve` on `fleet`.
 pub fn run(fleet: &Fleet, runtime: &tokio::runtime::Runtime, args: &ApproveArgs) -> anyhow::Result<Exit> {
-    let plan_id = PlanId::parse(&args.plan_id).map_err(|_| {
-        anyhow::anyhow!("the plan id must be 32 lowercase hex characters, as the agent gave it")
-    })?;
-    let target = choose(fleet, args.target.as_deref())?;
+    // Bad arguments exit 2, as `inspect`'s do; a refusal by the server exits 1.
+    let Ok(plan_id) = PlanId::parse(&args.plan_id) else {
+        eprintln!(
+            "volce-lab: approve: the plan id must be 32 lowercase hex characters, as the agent gave it"
+        );
+        return Ok(Exit::Usage);
+    };
+    let target = match choose(fleet, args.target.as_deref()) {
+        Ok(target) => target,
+        Err(error) => {
+            eprintln!("volce-lab: approve: {error}");
+            return Ok(Exit::Usage);
+        }
+    };
     let server =
         VolceLab::for_fleet(fleet, |t| Inspector::new(t.config.clone()).named(&t.name), Options::from_env());
     runtime.block_on(async {

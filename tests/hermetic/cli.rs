@@ -143,3 +143,22 @@ fn rpc_help_documents_the_request_shape_and_list_and_reject_exist() {
     let help = text(&help.stdout);
     assert!(help.contains("list") && help.contains("[alias: pending]") && help.contains("reject"), "{help}");
 }
+
+/// Issue 42's `volce-lab approve` in demo mode: bad arguments exit 2
+/// before anything is asked; a demo target has no statement to sign, and
+/// says so with exit 1. Tried: a short plan id, an unknown target, a
+/// valid id.
+#[test]
+fn approve_refuses_bad_arguments_with_2_and_a_demo_target_with_1() {
+    let short = run(&["approve", "abc"], &[]);
+    assert_eq!(short.status.code(), Some(2), "{}", text(&short.stderr));
+    assert!(text(&short.stderr).contains("32 lowercase hex"), "{}", text(&short.stderr));
+    let id = "0123456789abcdef0123456789abcdef";
+    let unknown = run(&["approve", id, "--target", "nowhere"], &[]);
+    assert_eq!(unknown.status.code(), Some(2), "{}", text(&unknown.stderr));
+    assert!(text(&unknown.stderr).contains("names no configured target"), "{}", text(&unknown.stderr));
+    let demo = run(&["approve", id], &[]);
+    assert_eq!(demo.status.code(), Some(1), "{}", text(&demo.stderr));
+    assert!(text(&demo.stderr).contains("demo_only"), "{}", text(&demo.stderr));
+    assert!(text(&demo.stdout).is_empty(), "nothing to sign was printed: {}", text(&demo.stdout));
+}
