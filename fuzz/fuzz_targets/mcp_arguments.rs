@@ -2,8 +2,9 @@
 //! (`volce_lab::mcp::tools::validate`), unprivileged in `mcp-serve`, on
 //! arguments the model wrote. The first byte picks the tool, the rest is the
 //! arguments' JSON. It must never panic; a plan, execute or logs call it
-//! accepts becomes a request that the helper's parser accepts and that fits
-//! the helper's 16 KiB limit.
+//! accepts becomes requests (an execute carrying a signed approval: the
+//! signed_approval request, then the execute) that the helper's parser
+//! accepts and that fit the helper's 16 KiB limit.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -22,13 +23,20 @@ fuzz_target!(|data: &[u8]| {
         Err(_) => return,
     };
     let Ok(call) = validate(tool, arguments.as_ref()) else { return };
-    let request = match call {
-        Call::Plan { action, parameters } => Request::plan(action, parameters),
-        Call::Execute { plan_id } => Request::execute(&plan_id),
-        Call::Logs { app, container, tail, since_minutes } => Request::logs(&app, container, tail, since_minutes),
+    let requests = match call {
+        Call::Plan { action, parameters } => vec![Request::plan(action, parameters)],
+        Call::Execute { plan_id, signed_approval } => {
+            let signed = signed_approval.map(|signed| Request::signed_approval(&plan_id, &signed));
+            signed.into_iter().chain([Request::execute(&plan_id)]).collect()
+        }
+        Call::Logs { app, container, tail, since_minutes } => {
+            vec![Request::logs(&app, container, tail, since_minutes)]
+        }
         Call::Check(_) | Call::Inventory => return,
     };
-    let bytes = request.to_bytes();
-    assert!(bytes.len() <= MAX_REQUEST_BYTES, "{} request bytes", bytes.len());
-    assert_eq!(parse_request(&bytes).expect("the helper accepts what validation accepted"), request);
+    for request in requests {
+        let bytes = request.to_bytes();
+        assert!(bytes.len() <= MAX_REQUEST_BYTES, "{} request bytes", bytes.len());
+        assert_eq!(parse_request(&bytes).expect("the helper accepts what validation accepted"), request);
+    }
 });

@@ -30,9 +30,12 @@ pub const SIGNATURE_BEGIN: &str = "-----BEGIN SSH SIGNATURE-----";
 pub const SIGNATURE_END: &str = "-----END SSH SIGNATURE-----";
 
 /// The most bytes a signed approval may have: a statement of a plan with
-/// every parameter set, and the armored signature of the largest key type
-/// (about 1.3 KiB for a FIDO key). Below the request limit with room to spare.
-pub const MAX_SIGNED_BYTES: usize = 12 * 1024;
+/// every parameter set (under 2 KiB), and the armored signature of the
+/// largest key type (about 1.5 KiB for RSA 4096, under 1 KiB for a FIDO
+/// key). With no control character but the line end, JSON at most doubles
+/// it (a newline is `\n`), so its `signed_approval` request stays under
+/// the helper's 16 KiB (`crate::wire::MAX_REQUEST_BYTES`).
+pub const MAX_SIGNED_BYTES: usize = 7 * 1024;
 
 /// A statement and its armored signature, split apart.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,6 +68,9 @@ impl SignedApproval {
             )));
         }
         let text = text.replace("\r\n", "\n");
+        if text.chars().any(|c| c.is_control() && c != '\n') {
+            return Err(malformed("holds a control character other than a line end"));
+        }
         let Some(begin) = text.find(&format!("\n{SIGNATURE_BEGIN}\n")) else {
             return Err(malformed("has no SSH signature block under its statement"));
         };
@@ -120,6 +126,17 @@ mod tests {
         assert_eq!(statement_field(&signed.statement, "digest"), None);
     }
 
+    /// The largest text that parses, all line ends, still makes a request
+    /// the helper takes (the fuzz target mcp_arguments holds the same).
+    #[test]
+    fn the_largest_signed_approval_fits_the_request_limit() {
+        let pad = "\n".repeat(MAX_SIGNED_BYTES - statement().len() - SIG.len());
+        let signed = SignedApproval::parse(&format!("{}{pad}{SIG}", statement())).unwrap();
+        let id = crate::vocab::PlanId::parse(&"0".repeat(32)).unwrap();
+        let bytes = crate::wire::Request::signed_approval(&id, &signed).to_bytes();
+        assert!(bytes.len() <= crate::wire::MAX_REQUEST_BYTES, "{}", bytes.len());
+    }
+
     #[test]
     fn anything_else_is_refused_with_its_reason() {
         let cases = [
@@ -130,6 +147,7 @@ mod tests {
             // A second block is text after the first.
             (format!("{}{SIG}{SIG}", statement()), "more text after"),
             (format!("{}{SIG}{}", statement(), "x".repeat(MAX_SIGNED_BYTES)), "bytes, more than"),
+            (format!("{}\u{1b}[2J{SIG}", statement()), "control character"),
         ];
         for (text, why) in cases {
             let refusal = SignedApproval::parse(&text).unwrap_err();
