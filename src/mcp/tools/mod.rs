@@ -166,9 +166,9 @@ pub fn list() -> Vec<Tool> {
     let execute = Tool::new(
         ToolName::ServiceExecute.as_str(),
         "Execute one stored plan, once, exactly as recorded. A plan that requires approval runs only \
-         after an operator approved it on the server; this tool cannot approve anything. When the \
-         operator gives you a signed approval (the text `volce-lab approve` printed), pass it unchanged \
-         as `signed_approval`: the server verifies it. When the \
+         after an operator approved it on the server; this tool cannot approve anything. Pass a signed \
+         approval the operator gave you (what `volce-lab approve` printed) unchanged as \
+         `signed_approval`. When the \
          client can wait (a form, or the Tasks extension), call it right after such a plan and tell \
          the user what the operator runs: the call waits for the approval (accepting the form only \
          looks again; never answer it for the user). `rejected` with health_check_failed, \

@@ -111,11 +111,7 @@ pub fn execute_input() -> Arc<JsonObject> {
         "type": "object",
         "properties": {
             "plan_id": {"type": "string", "pattern": "^[a-f0-9]{32}$", "description": "What service_plan returned."},
-            "signed_approval": {
-                "type": "string",
-                "maxLength": crate::wire::signed::MAX_SIGNED_BYTES,
-                "description": "Only the operator's signed approval text, unchanged."
-            }
+            "signed_approval": {"type": "string", "maxLength": crate::wire::signed::MAX_SIGNED_BYTES}
         },
         "required": ["plan_id"],
         "additionalProperties": false
