@@ -553,4 +553,27 @@ fn forward_again(served: &Served<'_>, new_deb: &str) {
     let verified = run(HOST_LINK, &["audit", "verify"], None);
     assert!(verified.ok(), "audit verify after going forward again: {verified:?}");
     served.assert_serving("after going forward again");
+    setup_again();
+}
+
+/// The last step of docs/server-install.md's Upgrading: `setup` again with
+/// the arguments it was first run with. The previous release's setup wrote
+/// the one-line sudoers rule, which doctor warns of (`sudo options`); run
+/// again, setup replaces it with the drop-in of this version (issue 44),
+/// and the suites after this one find the installation a fresh setup makes.
+fn setup_again() {
+    let before = run(HOST_LINK, &["doctor"], None);
+    assert!(
+        before.stdout.contains("WARN sudo options"),
+        "the old rule is named after the upgrade: {before:?}"
+    );
+    let key = format!("{E2E_DIR}/client/id_ed25519.pub");
+    let again = run(HOST_LINK, &["setup", "--agent", AGENT, "--operator", OPERATOR, "--key", &key], None);
+    assert!(again.ok(), "setup again after the upgrade: {again:?}");
+    let sudoers = std::fs::read_to_string("/etc/sudoers.d/volce-lab").unwrap();
+    assert_eq!(sudoers, volce_lab::install::sudoers_file(AGENT), "setup wrote this version's drop-in");
+    let after = run(HOST_LINK, &["doctor"], None);
+    assert!(after.ok() && !after.stdout.contains("WARN sudo options"), "{after:?}");
+    let (code, inventory) = agent_rpc(&json!({"operation": "inventory"}));
+    assert_eq!(code, Some(0), "the agent's rpc under the new rule: {inventory}");
 }
