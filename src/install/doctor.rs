@@ -303,6 +303,24 @@ fn check_directory(paths: &DoctorPaths, dir: &Path, findings: &mut Vec<Finding>)
     }
 }
 
+/// The agent a drop-in is for, when it is what setup writes
+/// (`install::sudoers_file`: the rpc's options and the one rule), or the
+/// one-line rule setup wrote before issue 44 (whose missing options
+/// `check_rpc_options` warns of); comments and blank lines aside.
+fn sudoers_agent(content: &str) -> Option<String> {
+    let lines = |text: &str| -> Vec<String> {
+        text.lines()
+            .map(str::trim)
+            .filter(|line| !line.is_empty() && !line.starts_with('#'))
+            .map(str::to_owned)
+            .collect()
+    };
+    let rules = lines(content);
+    let rule = rules.last()?;
+    let user = rule.split_whitespace().next().filter(|user| *rule == sudoers_rule(user))?;
+    (rules.len() == 1 || rules == lines(&crate::install::sudoers_file(user))).then(|| user.to_owned())
+}
+
 fn check_sudoers(
     paths: &DoctorPaths,
     probe: &dyn DoctorProbe,
@@ -316,14 +334,7 @@ fn check_sudoers(
         return None;
     }
     let content = std::fs::read_to_string(path).unwrap_or_default();
-    let rules: Vec<&str> =
-        content.lines().map(str::trim).filter(|line| !line.is_empty() && !line.starts_with('#')).collect();
-    let agent = match rules.as_slice() {
-        [rule] => {
-            rule.split_whitespace().next().filter(|user| *rule == sudoers_rule(user)).map(str::to_owned)
-        }
-        _ => None,
-    };
+    let agent = sudoers_agent(&content);
     match &agent {
         Some(user) if user != "root" && user != "ALL" && !user.starts_with('%') => {
             findings.push(ok("sudoers rule", format!("exactly `{}`", sudoers_rule(user))))
@@ -331,11 +342,16 @@ fn check_sudoers(
         _ => findings.push(fail(
             "sudoers rule",
             format!(
-                "{} must hold exactly one rule `<agent> ALL=(root) NOPASSWD: {} rpc`",
+                "{} must hold exactly one rule `<agent> ALL=(root) NOPASSWD: {} rpc`, with the rpc's options \
+                 of docs/server-install.md step 4 or alone",
                 path.display(),
                 HostPaths::HELPER
             ),
-            format!("rewrite it with that one line, check it with visudo -cf {}", path.display()),
+            format!(
+                "run volce-lab-host setup again (it writes the file), or write the file of step 4 with visudo \
+                 -cf {}",
+                path.display()
+            ),
         )),
     }
     if probe.sudoers_valid(path) {

@@ -816,3 +816,29 @@ fn each_apps_data_is_a_finding_with_its_way_out() {
 }
 
 mod signers;
+
+/// The drop-in setup writes since issue 44 (the rpc's options and the
+/// rule) is the agent's, as the one-line rule of before is; anything else
+/// is not. Tried: both forms, comments and blank lines around them, the
+/// file for root, an extra rule, a changed option, the options alone.
+#[test]
+fn the_sudoers_drop_in_is_setups_file_or_the_one_line_rule_of_before() {
+    let file = crate::install::sudoers_file("vl-agent");
+    assert_eq!(super::sudoers_agent(&file).as_deref(), Some("vl-agent"));
+    assert_eq!(
+        super::sudoers_agent(&format!("# a comment\n\n{}\n", sudoers_rule("vl-agent"))).as_deref(),
+        Some("vl-agent")
+    );
+    assert_eq!(
+        super::sudoers_agent(&format!("{file}\n# kept by the operator\n")).as_deref(),
+        Some("vl-agent")
+    );
+    let extra = format!("{file}vl-agent ALL=(root) NOPASSWD: /bin/sh\n");
+    let changed = file.replace("!pam_session", "pam_session");
+    let options_alone: String = file.lines().take(3).map(|l| format!("{l}\n")).collect();
+    for bad in [extra, changed, options_alone, String::new()] {
+        assert_eq!(super::sudoers_agent(&bad), None, "{bad}");
+    }
+    // For root it is the agent's own shape, refused by check_sudoers.
+    assert_eq!(super::sudoers_agent(&crate::install::sudoers_file("root")).as_deref(), Some("root"));
+}
