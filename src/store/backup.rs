@@ -41,16 +41,7 @@ impl Store {
     pub fn open_migrated_copy(path: &Path) -> Result<Store, StoreError> {
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let source = Connection::open_with_flags(path, flags)?;
-        let found: i64 = source.pragma_query_value(None, "user_version", |r| r.get(0))?;
-        if found > Store::supported_version() {
-            return Err(StoreError::TooNew { found, supported: Store::supported_version() });
-        }
-        if found < Store::supported_version() && super::hold::held(path) {
-            return Err(StoreError::Refused(super::hold::downgrade_pending(
-                found,
-                Store::supported_version(),
-            )));
-        }
+        super::database::check_readable(&source, path)?;
         let mut conn = Connection::open_in_memory()?;
         Backup::new_with_names(&source, MAIN_DB, &mut conn, MAIN_DB)?.run_to_completion(
             PAGES_PER_STEP,

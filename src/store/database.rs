@@ -99,21 +99,8 @@ impl Store {
             return Err(StoreError::TornLog { bytes });
         }
         let conn = Connection::open_with_flags(path, flags)?;
-        // A newer schema is refused before the pragmas below could rewrite
-        // its header (journal_mode), so the file stays byte for byte as the
-        // newer program left it.
-        let found: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
-        if found > Store::supported_version() {
-            return Err(StoreError::TooNew { found, supported: Store::supported_version() });
-        }
-        // Before the pragmas too: a held backup stays byte for byte as the
-        // old package will read it (the open above wrote nothing).
-        if found < Store::supported_version() && super::hold::held(path) {
-            return Err(StoreError::Refused(super::hold::downgrade_pending(
-                found,
-                Store::supported_version(),
-            )));
-        }
+        // Before the pragmas below could rewrite its header (journal_mode).
+        check_readable(&conn, path)?;
         let mut store = Store::from_connection(conn);
         store.floor = path.parent().map(|dir| (dir.to_owned(), super::space::MIN_FREE_BYTES));
         store.configure()?;
@@ -320,4 +307,20 @@ impl Store {
     pub fn dangerous_connection_for_tests(&mut self) -> &mut Connection {
         &mut self.conn
     }
+}
+
+/// Whether this build may read the database `conn` opened at `path`: a
+/// newer schema is refused (`TooNew`), so the file
+/// stays byte for byte as the newer program left it, and so is an older one
+/// held for a downgrade (`downgrade_pending`), which stays as the old
+/// package will read it. Reads only; the caller has written nothing yet.
+pub(super) fn check_readable(conn: &Connection, path: &Path) -> Result<(), StoreError> {
+    let found: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    if found > Store::supported_version() {
+        return Err(StoreError::TooNew { found, supported: Store::supported_version() });
+    }
+    if found < Store::supported_version() && super::hold::held(path) {
+        return Err(StoreError::Refused(super::hold::downgrade_pending(found, Store::supported_version())));
+    }
+    Ok(())
 }
