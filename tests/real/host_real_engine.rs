@@ -66,6 +66,21 @@ fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// Fails loudly unless the test runs as root with an engine to talk to.
+fn require_root_and_engine() {
+    assert!(nix::unistd::geteuid().is_root(), "needs root (the helper's checks expect root-owned files)");
+    assert!(
+        !docker(&["version", "--format", "{{.Server.Version}}"]).is_empty(),
+        "the Docker engine is not reachable"
+    );
+}
+
+/// The helper's paths for a test: the test policy, a state directory
+/// under `dir`, root as the owner.
+fn test_paths(dir: &Path) -> HostPaths {
+    HostPaths { policy: PathBuf::from(TEST_POLICY), state_dir: dir.join("state"), owner_uid: 0 }
+}
+
 fn rpc(paths: &HostPaths, caller: &str, request: Value) -> Value {
     let reply = volce_lab::host::Host::new(
         paths.clone(),
@@ -81,16 +96,11 @@ fn rpc(paths: &HostPaths, caller: &str, request: Value) -> Value {
 #[ignore = "real parts: run by scripts/test"]
 fn the_controller_drives_the_real_engine_end_to_end() {
     let _alone = one_at_a_time();
-    assert!(nix::unistd::geteuid().is_root(), "needs root (the helper's checks expect root-owned files)");
+    require_root_and_engine();
     assert!(Path::new(TEST_POLICY).exists(), "{TEST_POLICY} is missing: run scripts/test-images first");
-    assert!(
-        !docker(&["version", "--format", "{{.Server.Version}}"]).is_empty(),
-        "the Docker engine is not reachable"
-    );
 
     let state = tempfile::tempdir().unwrap();
-    let paths =
-        HostPaths { policy: PathBuf::from(TEST_POLICY), state_dir: state.path().join("state"), owner_uid: 0 };
+    let paths = test_paths(state.path());
     let app = format!("vlhost{}", std::process::id());
     let unmanaged = format!("vlhost-unmanaged-{}", std::process::id());
     let _cleanup = Cleanup { app: app.clone(), unmanaged: unmanaged.clone() };
@@ -242,8 +252,7 @@ fn inventory_with_a_thousand_foreign_containers_stays_small_and_names_none() {
         "run scripts/test-images"
     );
     let state = tempfile::tempdir().unwrap();
-    let paths =
-        HostPaths { policy: PathBuf::from(TEST_POLICY), state_dir: state.path().join("state"), owner_uid: 0 };
+    let paths = test_paths(state.path());
     let prefix = format!("vlinv-foreign-{}", std::process::id());
     let foreign = Foreign(std::sync::Mutex::new(Vec::new()));
     let started = std::time::Instant::now();
@@ -302,14 +311,9 @@ fn inventory_with_a_thousand_foreign_containers_stays_small_and_names_none() {
 #[ignore = "real parts: run by scripts/test"]
 fn state_remove_container_removes_only_a_labelled_unrecorded_container_on_the_real_engine() {
     let _alone = one_at_a_time();
-    assert!(nix::unistd::geteuid().is_root(), "needs root (the helper's checks expect root-owned files)");
-    assert!(
-        !docker(&["version", "--format", "{{.Server.Version}}"]).is_empty(),
-        "the Docker engine is not reachable"
-    );
+    require_root_and_engine();
     let state = tempfile::tempdir().unwrap();
-    let paths =
-        HostPaths { policy: PathBuf::from(TEST_POLICY), state_dir: state.path().join("state"), owner_uid: 0 };
+    let paths = test_paths(state.path());
     volce_lab::host::paths::prepare_state(&paths).unwrap();
     drop(volce_lab::store::Store::open(&paths.database()).unwrap());
     let app = format!("vlrestored{}", std::process::id());
