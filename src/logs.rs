@@ -57,10 +57,12 @@ mod keyblock;
 mod normal;
 mod redact;
 mod shapes;
+mod task_run;
 
 pub use app_log::{APP_LOG_BYTES, APP_LOG_LINES, AppLog};
 pub use configured::MIN_CONFIGURED_CHARS;
 pub use redact::redact_line;
+pub use task_run::TaskRun;
 
 /// The most bytes of log text (the lines plus one newline each) a reply carries.
 pub const MAX_TEXT_BYTES: usize = 16 * 1024;

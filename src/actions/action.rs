@@ -75,7 +75,7 @@ pub trait PlanAction: Sized {
 
     /// The one mutation: the engine calls this action makes, and the
     /// containers it acted on, for the agent.
-    fn act<E: Engine>(&self, engine: &E, progress: &dyn ProgressSink) -> Result<Vec<String>, EngineError>;
+    fn act<E: Engine>(&self, engine: &E, progress: &dyn ProgressSink) -> Result<Effect, EngineError>;
 
     /// What the app records become once the engine acted (`done.ok()`
     /// says whether it reported success; if not, nobody knows what is left).
@@ -117,7 +117,7 @@ pub trait PlanAction: Sized {
 pub struct Done<'a> {
     pub plan_id: &'a PlanId,
     pub apps: &'a std::collections::BTreeMap<String, AppRecord>,
-    pub result: &'a Result<Vec<String>, EngineError>,
+    pub result: &'a Result<Effect, EngineError>,
     /// The engine once more after a completed execution, for an action
     /// that [`PlanAction::RECORDS_IMAGES`]; `None` otherwise or unread.
     pub after: Option<&'a Snapshot>,
@@ -138,6 +138,21 @@ impl Done<'_> {
     /// `state` when the engine reported success, else `NeedsInspection`.
     pub(super) fn state_if_ok(&self, state: AppState) -> AppState {
         if self.ok() { state } else { AppState::NeedsInspection }
+    }
+}
+
+/// What a completed `act` did: the containers it acted on (what the
+/// engine made or touched, for the agent), and for a run_task what the
+/// task left (its exit code and safe output).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Effect {
+    pub containers: Vec<String>,
+    pub task: Option<crate::logs::TaskRun>,
+}
+
+impl From<Vec<String>> for Effect {
+    fn from(containers: Vec<String>) -> Effect {
+        Effect { containers, task: None }
     }
 }
 

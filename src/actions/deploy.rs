@@ -13,7 +13,7 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::action::{Done, Impact, PlanAction, RecordChange, config_lines, configuration};
+use super::action::{Done, Effect, Impact, PlanAction, RecordChange, config_lines, configuration};
 use crate::control::app_record::{AppRecord, ImageUse};
 use crate::control::policy::CatalogEntry;
 use crate::control::scope::Scope;
@@ -163,10 +163,10 @@ impl PlanAction for Deploy {
         config_lines(out, &spec.nginx_config);
     }
 
-    fn act<E: Engine>(&self, engine: &E, progress: &dyn ProgressSink) -> Result<Vec<String>, EngineError> {
+    fn act<E: Engine>(&self, engine: &E, progress: &dyn ProgressSink) -> Result<Effect, EngineError> {
         engine
             .deploy(&self.spec, progress)
-            .map(|d| vec![d.app_container.to_string(), d.gateway_container.to_string()])
+            .map(|d| Effect::from(vec![d.app_container.to_string(), d.gateway_container.to_string()]))
     }
 
     fn record(&self, done: &Done<'_>) -> Vec<RecordChange> {
@@ -174,7 +174,7 @@ impl PlanAction for Deploy {
         let ids: Vec<ContainerId> = done
             .result
             .as_ref()
-            .map(|ids| ids.iter().filter_map(|i| ContainerId::parse(i)).collect())
+            .map(|effect| effect.containers.iter().filter_map(|i| ContainerId::parse(i)).collect())
             .unwrap_or_default();
         let mut image_ids: Vec<_> = done
             .after

@@ -41,11 +41,12 @@ mod remove_image;
 mod restart;
 mod rollback;
 mod rolled_back;
+mod run_task;
 mod start;
 mod stop;
 mod update;
 
-pub use action::{Done, Impact, PlanAction, RecordChange, held};
+pub use action::{Done, Effect, Impact, PlanAction, RecordChange, held};
 pub use deploy::ContainerPlan;
 pub use deploy::Deploy;
 pub use nginx_config::NginxConfig;
@@ -53,6 +54,7 @@ pub use remove_app::RemoveApp;
 pub use remove_image::RemoveImage;
 pub use restart::Restart;
 pub use rollback::Rollback;
+pub use run_task::RunTask;
 pub use start::Start;
 pub use stop::Stop;
 pub use update::{Update, kept};
@@ -117,7 +119,7 @@ macro_rules! actions {
                 &self,
                 engine: &E,
                 progress: &dyn ProgressSink,
-            ) -> Result<Vec<String>, EngineError> {
+            ) -> Result<Effect, EngineError> {
                 match self { $(Payload::$name(a) => a.act(engine, progress),)* }
             }
             /// The record changes after an execution: the action's own when
@@ -158,6 +160,7 @@ actions! {
     Update(Update),
     Restart(Restart),
     Rollback(Rollback),
+    RunTask(RunTask),
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::action::{Done, Impact, PlanAction, RecordChange, config_lines};
+use super::action::{Done, Effect, Impact, PlanAction, RecordChange, config_lines};
 use crate::control::app_record::AppState;
 use crate::control::scope::Scope;
 use crate::control::validate::{
@@ -116,10 +116,10 @@ impl PlanAction for NginxConfig {
         config_lines(out, &self.new_config);
     }
 
-    fn act<E: Engine>(&self, engine: &E, _progress: &dyn ProgressSink) -> Result<Vec<String>, EngineError> {
+    fn act<E: Engine>(&self, engine: &E, _progress: &dyn ProgressSink) -> Result<Effect, EngineError> {
         engine
             .update_nginx(&self.app_dir, &self.gateway, &self.previous_config, &self.new_config)
-            .map(|()| vec![self.gateway.to_string()])
+            .map(|()| Effect::from(vec![self.gateway.to_string()]))
     }
 
     fn record(&self, done: &Done<'_>) -> Vec<RecordChange> {

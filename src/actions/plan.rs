@@ -195,6 +195,7 @@ mod tests {
         assert!(Action::Update.always_requires_approval());
         assert!(Action::Restart.always_requires_approval());
         assert!(Action::Rollback.always_requires_approval());
+        assert!(Action::RunTask.always_requires_approval());
         assert_eq!(Action::parse("shell").unwrap_err().code, Code::UnknownAction);
         assert_eq!(Action::parse("nginx_config").unwrap(), Action::NginxConfig);
     }
@@ -213,7 +214,8 @@ mod tests {
                 "start",
                 "update",
                 "restart",
-                "rollback"
+                "rollback",
+                "run_task"
             ]
         );
         for &action in Action::ALL {

@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::action::{Done, Impact, PlanAction, RecordChange, marked};
+use super::action::{Done, Effect, Impact, PlanAction, RecordChange, marked};
 use crate::control::app_record::{AppRecord, AppState};
 use crate::control::scope::Scope;
 use crate::control::validate::{Context, HostFacts, app_name, exact_keys};
@@ -128,7 +128,7 @@ impl PlanAction for RemoveApp {
         self.review_data(out);
     }
 
-    fn act<E: Engine>(&self, engine: &E, _progress: &dyn ProgressSink) -> Result<Vec<String>, EngineError> {
+    fn act<E: Engine>(&self, engine: &E, _progress: &dyn ProgressSink) -> Result<Effect, EngineError> {
         let removal = AppRemoval {
             app: &self.app,
             containers: &self.containers,
@@ -138,7 +138,9 @@ impl PlanAction for RemoveApp {
             data: self.data.as_ref(),
             purge_data: self.purge_data,
         };
-        engine.remove_app(&removal).map(|()| self.containers.iter().map(|c| c.to_string()).collect())
+        engine
+            .remove_app(&removal)
+            .map(|()| Effect::from(self.containers.iter().map(|c| c.to_string()).collect::<Vec<_>>()))
     }
 
     /// Removed: the record goes, freeing the name, the port and the quota

@@ -16,7 +16,7 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::action::{Done, Impact, PlanAction, RecordChange};
+use super::action::{Done, Effect, Impact, PlanAction, RecordChange};
 use crate::control::scope::Scope;
 use crate::control::validate::{Context, HostFacts, exact_keys, string};
 use crate::docker::{Engine, EngineError, ProgressSink};
@@ -122,8 +122,8 @@ impl PlanAction for RemoveImage {
         let _ = writeln!(out, "After    removed with docker image rm --no-prune (never forced)");
     }
 
-    fn act<E: Engine>(&self, engine: &E, _progress: &dyn ProgressSink) -> Result<Vec<String>, EngineError> {
-        engine.remove_image(&self.image_id).map(|()| vec![])
+    fn act<E: Engine>(&self, engine: &E, _progress: &dyn ProgressSink) -> Result<Effect, EngineError> {
+        engine.remove_image(&self.image_id).map(|()| Effect::from(vec![]))
     }
 
     fn record(&self, done: &Done<'_>) -> Vec<RecordChange> {

@@ -16,7 +16,7 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::action::{Done, Impact, PlanAction, RecordChange, marked};
+use super::action::{Done, Effect, Impact, PlanAction, RecordChange, marked};
 use super::rolled_back;
 use super::start::{deployed_health_path, is_up, port_is_the_apps};
 use crate::control::app_record::{AppRecord, AppState};
@@ -126,11 +126,11 @@ impl PlanAction for Restart {
         );
     }
 
-    fn act<E: Engine>(&self, engine: &E, progress: &dyn ProgressSink) -> Result<Vec<String>, EngineError> {
+    fn act<E: Engine>(&self, engine: &E, progress: &dyn ProgressSink) -> Result<Effect, EngineError> {
         let spec = &self.spec;
         engine
             .restart(spec, progress)
-            .map(|()| vec![spec.app_container.to_string(), spec.gateway.to_string()])
+            .map(|()| Effect::from(vec![spec.app_container.to_string(), spec.gateway.to_string()]))
     }
 
     fn record(&self, done: &Done<'_>) -> Vec<RecordChange> {

@@ -16,7 +16,7 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::action::{Done, Impact, PlanAction, RecordChange};
+use super::action::{Done, Effect, Impact, PlanAction, RecordChange};
 use super::rolled_back;
 use super::update::{
     SwitchTo, configured_now, data_path, running, sorted, switch, switch_before, switch_lines, switch_on,
@@ -139,7 +139,7 @@ impl PlanAction for Rollback {
         switch_lines(out, spec);
     }
 
-    fn act<E: Engine>(&self, engine: &E, progress: &dyn ProgressSink) -> Result<Vec<String>, EngineError> {
+    fn act<E: Engine>(&self, engine: &E, progress: &dyn ProgressSink) -> Result<Effect, EngineError> {
         switch_on(engine, &self.spec, progress)
     }
 

@@ -50,6 +50,19 @@ pub(super) fn created_and_removed(cause: &EngineError, id: &PlanId) -> Refusal {
     }
 }
 
+/// A task whose container could not be created or started, removed again
+/// and seen gone: the task never ran.
+pub(super) fn task(cause: &EngineError, id: &PlanId) -> Refusal {
+    Refusal::new(
+        Code::TaskFailed,
+        format!(
+            "The task never ran: Docker failed to set up its container ({cause}). Plan {id} is failed; the \
+             container was removed and seen gone, and nothing else changed. An operator can read the details \
+             on the server (volce-lab-host show {id})."
+        ),
+    )
+}
+
 /// A start whose containers were stopped again and seen stopped.
 pub(super) fn start(cause: &EngineError, id: &PlanId) -> Refusal {
     const AFTER: &str = "Both containers were stopped again (restart policy no) and seen stopped: the app is \

@@ -14,7 +14,7 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::action::{Done, Impact, PlanAction, RecordChange, marked};
+use super::action::{Done, Effect, Impact, PlanAction, RecordChange, marked};
 use super::rolled_back;
 use crate::control::app_record::{AppRecord, AppState};
 use crate::control::scope::Scope;
@@ -165,9 +165,11 @@ impl PlanAction for Start {
         );
     }
 
-    fn act<E: Engine>(&self, engine: &E, progress: &dyn ProgressSink) -> Result<Vec<String>, EngineError> {
+    fn act<E: Engine>(&self, engine: &E, progress: &dyn ProgressSink) -> Result<Effect, EngineError> {
         let spec = &self.spec;
-        engine.start(spec, progress).map(|()| vec![spec.app_container.to_string(), spec.gateway.to_string()])
+        engine
+            .start(spec, progress)
+            .map(|()| Effect::from(vec![spec.app_container.to_string(), spec.gateway.to_string()]))
     }
 
     fn record(&self, done: &Done<'_>) -> Vec<RecordChange> {

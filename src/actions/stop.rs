@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::action::{Done, Impact, PlanAction, RecordChange, marked};
+use super::action::{Done, Effect, Impact, PlanAction, RecordChange, marked};
 use crate::control::app_record::AppState;
 use crate::control::scope::Scope;
 use crate::control::validate::{Context, HostFacts, app_name, exact_keys, owned, recorded};
@@ -96,8 +96,10 @@ impl PlanAction for Stop {
         }
     }
 
-    fn act<E: Engine>(&self, engine: &E, _progress: &dyn ProgressSink) -> Result<Vec<String>, EngineError> {
-        engine.stop(&self.containers).map(|()| self.containers.iter().map(|c| c.to_string()).collect())
+    fn act<E: Engine>(&self, engine: &E, _progress: &dyn ProgressSink) -> Result<Effect, EngineError> {
+        engine
+            .stop(&self.containers)
+            .map(|()| Effect::from(self.containers.iter().map(|c| c.to_string()).collect::<Vec<_>>()))
     }
 
     fn record(&self, done: &Done<'_>) -> Vec<RecordChange> {

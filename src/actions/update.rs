@@ -17,7 +17,7 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::action::{Done, Impact, PlanAction, RecordChange, config_lines, configuration};
+use super::action::{Done, Effect, Impact, PlanAction, RecordChange, config_lines, configuration};
 use super::rolled_back;
 use super::start::deployed_health_path;
 use crate::control::app_record::{AppRecord, AppState, ImageUse, KeptVersion};
@@ -130,7 +130,7 @@ impl PlanAction for Update {
         switch_lines(out, spec);
     }
 
-    fn act<E: Engine>(&self, engine: &E, progress: &dyn ProgressSink) -> Result<Vec<String>, EngineError> {
+    fn act<E: Engine>(&self, engine: &E, progress: &dyn ProgressSink) -> Result<Effect, EngineError> {
         switch_on(engine, &self.spec, progress)
     }
 
@@ -174,8 +174,8 @@ pub(super) fn switch_on<E: Engine>(
     engine: &E,
     spec: &UpdateSpec,
     progress: &dyn ProgressSink,
-) -> Result<Vec<String>, EngineError> {
-    engine.update(spec, progress).map(|new| vec![new.to_string(), spec.gateway.to_string()])
+) -> Result<Effect, EngineError> {
+    engine.update(spec, progress).map(|new| Effect::from(vec![new.to_string(), spec.gateway.to_string()]))
 }
 
 /// The record of a running app, with the refusal words of `doing`.
@@ -359,7 +359,13 @@ pub(super) fn switched(
     let Some(old) = done.apps.get(spec.app.as_str()) else { return Vec::new() };
     let mut record = old.clone();
     record.plan_id = done.plan_id.clone();
-    match done.result.as_ref().ok().and_then(|ids| ids.first()).and_then(|i| ContainerId::parse(i)) {
+    match done
+        .result
+        .as_ref()
+        .ok()
+        .and_then(|effect| effect.containers.first())
+        .and_then(|i| ContainerId::parse(i))
+    {
         Some(new) => {
             // An update planned before versions were kept: the record says
             // what it replaced, but not its image id or health path.

@@ -34,6 +34,7 @@
 //! `client/images.rs` what holds an image and its verified removal;
 //! `client/removal.rs` the removal of an app;
 //! `client/last_lines.rs` a failed app container's last lines, read before its rollback;
+//! `client/task.rs` run_task: one declared task in a container of its own, then removed;
 //! `client/verify.rs` when a failed first change is a refusal that changed nothing;
 //! `client/pin.rs` the pull and inspect of `catalog pin`;
 //! `client/queries.rs` the read-only questions (image ids, declared
@@ -56,7 +57,7 @@ use super::{AppRemoval, Deployed, Engine, EngineError, LogStreams, LogWindow, Pr
 use crate::exec::ExecutionStatus;
 use crate::vocab::{
     Capacity, Container, ContainerId, DeploySpec, ImageHolds, ImageId, ImageRef, LABEL_PLAN, NAME_PREFIX,
-    PlanId, ServerName, Snapshot, StartSpec, UpdateSpec,
+    PlanId, ServerName, Snapshot, StartSpec, TaskSpec, UpdateSpec,
 };
 
 mod argv;
@@ -70,6 +71,7 @@ mod pin;
 mod queries;
 mod removal;
 mod runner;
+mod task;
 mod verify;
 pub use pin::{ImageConfig, LocalImage, PIN_TEMPLATE, PullFailure};
 pub use queries::NetworkOptions;
@@ -418,6 +420,10 @@ impl<R: Runner> Engine for DockerClient<R> {
 
     fn gateway_answers(&self, port: u16, server_name: &ServerName) -> bool {
         self.answers_once(port, server_name)
+    }
+
+    fn run_task(&self, spec: &TaskSpec) -> Result<crate::logs::TaskRun, EngineError> {
+        self.run_task_steps(spec)
     }
 }
 

@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::vocab::{
     AppName, Capacity, Container, ContainerId, DeploySpec, ImageHolds, ImageId, ImageRef, PlanId, ServerName,
-    Snapshot, StartSpec, Step, UpdateSpec,
+    Snapshot, StartSpec, Step, TaskSpec, UpdateSpec,
 };
 
 /// What a remove_app plan removes (see [`Engine::remove_app`]).
@@ -108,6 +108,12 @@ pub enum EngineError {
     /// was before: nothing changed. Never built from docker's words, which
     /// stay in `exec`; a refusal that cannot be verified stays a [`EngineError::Call`].
     Refused { step: &'static str },
+    /// run_task: the task ran to its end with an exit code other than 0,
+    /// and its container was removed and seen gone. Built only then.
+    TaskFailed { run: crate::logs::TaskRun },
+    /// run_task: the task ran out of its time; its container was stopped,
+    /// removed and seen gone (`output`: what it printed until then).
+    TaskTimedOut { output: crate::logs::AppLog },
 }
 
 impl fmt::Display for EngineError {
@@ -147,6 +153,12 @@ impl fmt::Display for EngineError {
             EngineError::Refused { step } => {
                 write!(f, "docker refused at step '{step}' and its target was seen unchanged afterwards")
             }
+            EngineError::TaskFailed { run } => {
+                write!(f, "the task {} exited with code {}; its container was removed", run.task, run.exit_code)
+            }
+            EngineError::TaskTimedOut { .. } => f.write_str(
+                "the task ran out of its time and was stopped; its container was removed",
+            ),
         }
     }
 }
@@ -164,7 +176,21 @@ impl EngineError {
                 | EngineError::PortTaken { .. }
                 | EngineError::RolledBack { .. }
                 | EngineError::Refused { .. }
+                | EngineError::TaskFailed { .. }
+                | EngineError::TaskTimedOut { .. }
         )
+    }
+
+    /// The safe, untrusted lines that explain the failure, when the engine
+    /// read some: a rolled-back plan's failed app container's, or what a
+    /// failed or timed-out task printed.
+    pub fn output(&self) -> Option<&crate::logs::AppLog> {
+        match self {
+            EngineError::RolledBack { app_log, .. } => app_log.as_ref(),
+            EngineError::TaskFailed { run } => Some(&run.output),
+            EngineError::TaskTimedOut { output } => Some(output),
+            _ => None,
+        }
     }
 
     /// Whether the engine may still act on this step after we stopped
@@ -303,6 +329,15 @@ pub trait Engine {
     /// (the snapshot lists networks by name only). With the snapshot's
     /// containers, what a plan that did not finish may have left.
     fn plan_networks(&self, plan: &PlanId) -> Result<Vec<LabelledNetwork>, EngineError>;
+    /// run_task: mount the app's kept data if it is not (never making
+    /// one), create the task's container from the app's image with the
+    /// app's configuration, data and internal network and the task's argv,
+    /// start it, wait at most the spec's timeout, read its last lines made
+    /// safe, remove it and see it gone. Exit 0 is `Ok`; another code
+    /// [`EngineError::TaskFailed`], a timeout [`EngineError::TaskTimedOut`],
+    /// each only once the container is seen gone; a failure before the
+    /// start, its container seen gone, [`EngineError::RolledBack`].
+    fn run_task(&self, spec: &TaskSpec) -> Result<crate::logs::TaskRun, EngineError>;
 }
 
 /// A network as the engine lists it: full id and name.

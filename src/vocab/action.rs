@@ -43,6 +43,9 @@ pub enum Action {
     /// Moves a running app back to the newest version an update kept, with
     /// update's switch, health check and rollback.
     Rollback,
+    /// Runs one task the app's catalog entry declares (fixed argv, the
+    /// operator's) once, in a new container of the app's current image.
+    RunTask,
 }
 
 impl Action {
@@ -85,6 +88,7 @@ impl Action {
             Action::Update => &["app", "image"],
             Action::Restart => &["app"],
             Action::Rollback => &["app"],
+            Action::RunTask => &["app", "task"],
         }
     }
     /// The fixed minimum: destructive actions always need an operator's
@@ -100,6 +104,7 @@ impl Action {
                 | Action::Update
                 | Action::Restart
                 | Action::Rollback
+                | Action::RunTask
         )
     }
 }

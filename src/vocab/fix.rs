@@ -263,6 +263,12 @@ impl Code {
             Code::CatalogEditInvalid => {
                 "Change the policy so that it still loads as the message says (the catalog needs one entry at least); nothing was written."
             }
+            Code::TaskNotDeclared => {
+                "Plan again with one of the tasks the message lists; only the operator declares tasks (the catalog entry's tasks)."
+            }
+            Code::TaskFailed | Code::TaskTimedOut => {
+                "Report the exit code and the output (untrusted) to the user; the app was not changed by volce-lab, but the task's own work may be partial: never run it again without their word."
+            }
             Code::DataEntryMismatch => {
                 "Deploy the app under the catalog entry the message names, or choose another app name; only the operator can delete the kept data (`volce-lab-host data purge APP`)."
             }

@@ -26,7 +26,9 @@
 //!   [`DataSpec`] and what a plan records of it ([`DataUse`]);
 //! - `engine.rs`: the specs the engine acts on ([`DeploySpec`],
 //!   [`StartSpec`], [`UpdateSpec`], [`ContainerLimits`]), [`Capacity`], and
-//!   the progress [`Step`]s it reports.
+//!   the progress [`Step`]s it reports;
+//! - `task.rs`: operator-declared tasks: [`TaskName`], [`TaskArgv`] and what
+//!   the engine runs for one ([`TaskSpec`]).
 //!
 //! Each type has one path: `crate::vocab::<Name>` (the files are private).
 
@@ -41,6 +43,7 @@ mod plan_state;
 mod refusal;
 mod snapshot;
 mod string_form;
+mod task;
 
 pub use action::{ALSO_SERVER_NAMES, Action};
 pub use data::{
@@ -62,3 +65,4 @@ pub use names::{
 pub use plan_state::{PlanOutcome, PlanState};
 pub use refusal::{Code, MESSAGE_MAX_CHARS, Refusal, refuse};
 pub use snapshot::{Container, ImageHolds, LABEL_APP, LABEL_PLAN, LABEL_ROLE, PublishedPort, Snapshot};
+pub use task::{MAX_TASKS, TASK_ARG_MAX_BYTES, TASK_ARGV_MAX, TASK_TIMEOUT, TaskArgv, TaskName, TaskSpec};

@@ -273,6 +273,17 @@ pub enum Code {
     /// The signed statement is not this host's statement of the plan (a
     /// parameter, the digest, the expiry or the requester differs).
     StatementMismatch,
+    // Operator-declared tasks (issue 40: `crate::actions::RunTask`).
+    /// run_task: the app's catalog entry declares no task of that name
+    /// (the message lists the ones it declares).
+    TaskNotDeclared,
+    /// run_task: the task ran and exited with a code other than 0; its
+    /// container is removed, what it did inside the app's data or database
+    /// is its own. The output comes back beside the refusal.
+    TaskFailed,
+    /// run_task: the task ran out of its time, and was stopped and
+    /// removed; what it did before is its own.
+    TaskTimedOut,
 }
 
 impl Code {
@@ -355,7 +366,7 @@ mod tests {
     #[test]
     fn code_strings_never_change() {
         use strum::VariantArray as _;
-        const SHIPPED: [&str; 122] = [
+        const SHIPPED: [&str; 125] = [
             "invalid_request",
             "request_too_large",
             "unknown_action",
@@ -478,6 +489,9 @@ mod tests {
             "approval_for_another_host",
             "approval_for_another_plan",
             "statement_mismatch",
+            "task_not_declared",
+            "task_failed",
+            "task_timed_out",
         ];
         let strings: Vec<&str> = Code::VARIANTS.iter().map(|c| c.as_str()).collect();
         assert_eq!(strings, SHIPPED);

@@ -61,7 +61,9 @@ pub const ADDITIONS: &[(u32, &str)] = &[
          nginx_config take `also_server_names` (at most three names the gateway serves besides \
          `server_name`), which the deploy's spec, the nginx_config payload and the inventory's app carry \
          when there are any; the `statement` and `signed_approval` operations (an approval signed on the \
-         operator's own device, carried by the agent, verified by the host) (0.2.0)",
+         operator's own device, carried by the agent, verified by the host); the `run_task` action (a task \
+         the catalog entry declares, run once; its execute result's `task` carries the exit code and the \
+         redacted, untrusted output) (0.2.0)",
     ),
 ];
 
@@ -162,7 +164,7 @@ impl Feature {
                 | Action::Update,
             ) => 1,
             // A helper of protocol 1 answers it `unknown_action`.
-            Feature::Action(Action::Restart | Action::Rollback) => 2,
+            Feature::Action(Action::Restart | Action::Rollback | Action::RunTask) => 2,
             // A helper of protocol 1 refuses either as a stray parameter: never
             // kept data where a purge was asked, nor one name where more were.
             Feature::Parameter(Action::RemoveApp, "purge_data")

@@ -129,7 +129,7 @@ fn the_offer_says_what_may_be_deployed_where_and_how_much() {
     assert_eq!(offer["plan_ttl_seconds"], 600);
     assert_eq!(
         offer["approval_required"],
-        json!(["stop", "remove_image", "remove_app", "start", "update", "restart", "rollback"])
+        json!(["stop", "remove_image", "remove_app", "start", "update", "restart", "rollback", "run_task"])
     );
     assert_eq!(
         offer["actions"],
@@ -142,7 +142,8 @@ fn the_offer_says_what_may_be_deployed_where_and_how_much() {
             "start",
             "update",
             "restart",
-            "rollback"
+            "rollback",
+            "run_task"
         ])
     );
     let demo = app(&inventory, "demo");

@@ -120,6 +120,11 @@ fn validate(value: &Value, schema: &Value, root: &Value, at: &str, errors: &mut 
         {
             errors.push(format!("{at}: fewer than {min} properties"));
         }
+        if let Some(max) = schema.get("maxProperties").and_then(Value::as_u64)
+            && (object.len() as u64) > max
+        {
+            errors.push(format!("{at}: more than {max} properties"));
+        }
         for (key, item) in object {
             if let Some(names) = schema.get("propertyNames") {
                 validate(&json!(key), names, root, &format!("{at}/{key} (name)"), errors);
@@ -177,6 +182,8 @@ fn the_example_policy_loads() {
     assert!(policy.catalog.contains_key("web"));
     assert_eq!(policy.catalog["api"].container_port, Some(8080));
     assert_eq!(policy.catalog["api"].health_path.as_str(), "/healthz");
+    let migrate = &policy.catalog["api"].tasks[&volce_lab::vocab::TaskName::parse("migrate").unwrap()];
+    assert_eq!(migrate.all(), ["/app/bin/migrate", "--to", "latest"]);
     assert_eq!(policy.plan_ttl_seconds, 600);
     assert!(policy.requires_approval(Action::Stop) && policy.requires_approval(Action::RemoveImage));
     assert!(!policy.requires_approval(Action::Deploy) && !policy.requires_approval(Action::NginxConfig));

@@ -32,6 +32,7 @@ mod host_policy_files;
 mod host_processes;
 mod host_server_names;
 mod host_signed_approval;
+mod host_tasks;
 mod layers;
 mod mcp_approval_task;
 mod mcp_approval_wait;

@@ -100,7 +100,8 @@ async fn discovery_lists_exactly_the_five_tools_with_closed_schemas_and_annotati
             "start",
             "update",
             "restart",
-            "rollback"
+            "rollback",
+            "run_task"
         ])
     );
     assert_eq!(plan.input_schema["properties"]["parameters"]["type"], "object");

@@ -42,6 +42,8 @@ use crate::support::docker_lab;
 mod confine;
 // What holds an image, at plan time and between plan and execute (issue 28).
 mod image_holds;
+// run_task: a declared task beside the app (issue 40).
+mod tasks;
 
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -746,6 +748,9 @@ impl Engine for RejectedConfig {
         plan: &volce_lab::vocab::PlanId,
     ) -> Result<Vec<volce_lab::docker::LabelledNetwork>, EngineError> {
         self.0.plan_networks(plan)
+    }
+    fn run_task(&self, spec: &volce_lab::vocab::TaskSpec) -> Result<volce_lab::logs::TaskRun, EngineError> {
+        self.0.run_task(spec)
     }
     fn host_port_free(&self, port: u16) -> bool {
         self.0.host_port_free(port)

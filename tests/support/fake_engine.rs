@@ -20,9 +20,10 @@ use sha2::{Digest as _, Sha256};
 use volce_lab::docker::{
     AppRemoval, Deployed, Engine, EngineError, LabelledNetwork, LogStreams, LogWindow, ProgressSink,
 };
+use volce_lab::logs::{AppLog, TaskRun};
 use volce_lab::vocab::{
     Capacity, Container, ContainerId, DeploySpec, ImageHolds, ImageId, ImageRef, LABEL_APP, LABEL_PLAN,
-    LABEL_ROLE, PlanId, PublishedPort, ServerName, Snapshot, StartSpec, Step, UpdateSpec,
+    LABEL_ROLE, PlanId, PublishedPort, ServerName, Snapshot, StartSpec, Step, TaskSpec, UpdateSpec,
 };
 
 pub fn image(c: char) -> ImageId {
@@ -84,6 +85,11 @@ pub struct FakeState {
     /// What `image_holds` answers per image in the snapshot (absent:
     /// nothing holds it).
     pub image_holds: BTreeMap<ImageId, ImageHolds>,
+    /// What a `run_task` exits with and prints (stdout; rendered with the
+    /// values of `task_env` as a real run renders with its container's).
+    pub task_exit: i64,
+    pub task_output: Vec<u8>,
+    pub task_env: Vec<String>,
 }
 
 #[derive(Clone)]
@@ -128,6 +134,9 @@ impl FakeEngine {
                 local_images: BTreeMap::new(),
                 image_volumes: BTreeMap::new(),
                 silent_ports: Vec::new(),
+                task_exit: 0,
+                task_output: Vec::new(),
+                task_env: Vec::new(),
                 network_plans: BTreeMap::new(),
                 image_holds: BTreeMap::new(),
             })),
@@ -344,6 +353,20 @@ impl Engine for FakeEngine {
             }
         });
         Ok(())
+    }
+
+    /// Records the call with the task's argv, and answers with the exit
+    /// code and output the state says, the container gone either way.
+    fn run_task(&self, spec: &TaskSpec) -> Result<TaskRun, EngineError> {
+        let mut call = vec!["run_task".to_owned(), spec.app.to_string(), spec.task.to_string()];
+        call.extend(spec.argv.all().iter().cloned());
+        self.mutate(call)?;
+        let state = self.state.lock().unwrap();
+        let values: Vec<&str> =
+            state.task_env.iter().filter_map(|e| e.split_once('=')).map(|(_, v)| v).collect();
+        let output = AppLog::render(&state.task_output, b"", &values);
+        let run = TaskRun { task: spec.task.clone(), exit_code: state.task_exit, output };
+        if run.exit_code == 0 { Ok(run) } else { Err(EngineError::TaskFailed { run }) }
     }
 
     fn remove_container(&self, container: &ContainerId) -> Result<(), EngineError> {

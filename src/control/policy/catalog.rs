@@ -3,8 +3,9 @@
 //!
 //! A value is either a bare pinned reference (today's meaning: the agent
 //! names the container port, the health check asks `/`) or an object
-//! `{"image", "container_port", "health_path", "env_file", "data"}` with no
-//! other key. `data` (`{"path", "max_mib"}`) gives the app a data directory
+//! `{"image", "container_port", "health_path", "env_file", "data", "tasks"}`
+//! with no other key. `tasks` (`{"NAME": ["/argv/0", "arg", ...]}`) declares
+//! the commands a `run_task` plan may run (issue 40). `data` (`{"path", "max_mib"}`) gives the app a data directory
 //! (`crate::vocab::DataSpec`). `env_file` names the app's configuration: a file directly in
 //! `/etc/volce-lab/apps/` (`crate::vocab::EnvFileName`); only its name is
 //! part of the policy, its content is hashed into each plan instead
@@ -13,11 +14,14 @@
 //! that does not use the object form hashes as it did before it existed and
 //! plans made under it stay valid across the upgrade.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
 use crate::vocab::{
     DATA_MIB_RANGE, DATA_PATH_MAX, DataSpec, ENV_DIR, EnvFileName, HEALTH_PATH_MAX, HealthPath, ImageRef,
+    MAX_TASKS, TASK_ARG_MAX_BYTES, TASK_ARGV_MAX, TaskArgv, TaskName,
 };
 
 /// A validated catalog entry.
@@ -33,6 +37,9 @@ pub struct CatalogEntry {
     pub env_file: Option<EnvFileName>,
     /// The app's data directory: where it is mounted and its size cap.
     pub data: Option<DataSpec>,
+    /// The commands a `run_task` plan may run, by name, each with its
+    /// fixed argv (issue 40). Empty when the entry declares none.
+    pub tasks: BTreeMap<TaskName, TaskArgv>,
 }
 
 impl CatalogEntry {
@@ -44,6 +51,7 @@ impl CatalogEntry {
             health_path: HealthPath::default(),
             env_file: None,
             data: None,
+            tasks: BTreeMap::new(),
         }
     }
 
@@ -52,6 +60,7 @@ impl CatalogEntry {
             && self.health_path.is_root()
             && self.env_file.is_none()
             && self.data.is_none()
+            && self.tasks.is_empty()
     }
 }
 
@@ -76,6 +85,8 @@ pub struct EntryFields {
     pub env_file: Option<Value>,
     #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
     pub data: Option<Value>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub tasks: Option<Value>,
     /// Keys no entry has: [`entry`] refuses the entry, naming the first.
     #[serde(flatten)]
     pub unknown: Map<String, Value>,
@@ -106,6 +117,7 @@ impl EntryFields {
                 .transpose()?,
             env_file: entry.env_file.as_ref().map(|name| Value::from(name.policy_path())),
             data: entry.data.as_ref().map(serde_json::to_value).transpose()?,
+            tasks: (!entry.tasks.is_empty()).then(|| serde_json::to_value(&entry.tasks)).transpose()?,
             unknown: Map::new(),
         })
     }
@@ -122,7 +134,7 @@ impl Serialize for CatalogEntry {
 
 /// The keys an entry object may have, in the order messages name them
 /// (tested to be [`EntryFields`]'s).
-const KEYS: &[&str] = &["image", "container_port", "health_path", "env_file", "data"];
+const KEYS: &[&str] = &["image", "container_port", "health_path", "env_file", "data", "tasks"];
 
 /// Parses one catalog value (`key` names it in the messages).
 pub(super) fn entry(key: &str, value: &Value) -> Result<CatalogEntry, String> {
@@ -178,7 +190,35 @@ pub(super) fn entry(key: &str, value: &Value) -> Result<CatalogEntry, String> {
         })?),
     };
     let data = fields.data.as_ref().map(|value| data(key, value)).transpose()?;
-    Ok(CatalogEntry { image, container_port, health_path, env_file, data })
+    let tasks = fields.tasks.as_ref().map(|value| tasks(key, value)).transpose()?.unwrap_or_default();
+    Ok(CatalogEntry { image, container_port, health_path, env_file, data, tasks })
+}
+
+/// An entry's `tasks`: an object of at most [`MAX_TASKS`] names, each with
+/// its argv as a list of strings ([`TaskName`], [`TaskArgv`]).
+fn tasks(key: &str, value: &Value) -> Result<BTreeMap<TaskName, TaskArgv>, String> {
+    let wrong = |what: String| {
+        format!(
+            "catalog entry {key:?}: tasks must be an object of at most {MAX_TASKS} tasks, each a name (a lowercase \
+             letter, then at most 31 lowercase letters, digits, '-' and '_') with its argv, a list of 1 to \
+             {TASK_ARGV_MAX} strings of 1 to {TASK_ARG_MAX_BYTES} bytes without control characters, the first not \
+             starting with '-' (such as {{\"migrate\": [\"/app/bin/migrate\"]}}); {what}"
+        )
+    };
+    let Some(object) = value.as_object() else { return Err(wrong("this is no object".to_owned())) };
+    if object.len() > MAX_TASKS {
+        return Err(wrong(format!("it declares {}", object.len())));
+    }
+    let mut tasks = BTreeMap::new();
+    for (name, argv) in object {
+        let task = TaskName::parse(name).ok_or_else(|| wrong(format!("{name:?} is no task name")))?;
+        let argv = serde_json::from_value::<Vec<String>>(argv.clone())
+            .ok()
+            .and_then(TaskArgv::parse)
+            .ok_or_else(|| wrong(format!("the argv of {name:?} is not such a list")))?;
+        tasks.insert(task, argv);
+    }
+    Ok(tasks)
 }
 
 /// An entry's `data`: exactly `path` and `max_mib` ([`DataSpec`]).
@@ -213,6 +253,7 @@ mod tests {
             health_path: Some(Value::Null),
             env_file: Some(Value::Null),
             data: Some(Value::Null),
+            tasks: Some(Value::Null),
             unknown: Map::new(),
         };
         let Value::Object(written) = serde_json::to_value(&all).unwrap() else { panic!("an object") };

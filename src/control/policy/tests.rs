@@ -112,7 +112,8 @@ fn approval_required_keeps_the_fixed_minimum_and_accepts_only_additions() {
             Action::Start,
             Action::Update,
             Action::Restart,
-            Action::Rollback
+            Action::Rollback,
+            Action::RunTask
         ]
     );
     let all = with(|v| {

@@ -238,7 +238,7 @@ pub(super) struct Created {
 /// controls) and the numbers.
 /// A host path that can stand as a `source=` in docker's comma-separated
 /// `--mount` list: absolute, with no separator, quote or control.
-fn fits_mount_list(path: &std::path::Path) -> bool {
+pub(super) fn fits_mount_list(path: &std::path::Path) -> bool {
     let text = path.to_str().unwrap_or("");
     path.is_absolute()
         && !text.is_empty()

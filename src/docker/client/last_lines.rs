@@ -41,7 +41,7 @@ impl<R: Runner> DockerClient<R> {
     /// `docker logs --tail 20 --timestamps` and the environment of `app`,
     /// each bounded by QUICK and by what is left until `deadline`, made safe
     /// and cut ([`AppLog::render`]).
-    fn last_lines(&self, app: &ContainerId, deadline: Instant) -> AppLog {
+    pub(super) fn last_lines(&self, app: &ContainerId, deadline: Instant) -> AppLog {
         let left = deadline.saturating_duration_since(Instant::now());
         if left < LEAST_LEFT {
             return AppLog::unreadable();

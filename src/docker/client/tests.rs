@@ -916,6 +916,7 @@ fn a_failed_logs_call_names_its_step() {
 mod images;
 mod lifecycle;
 mod refusals;
+mod task;
 
 /// Tried: the networks of a plan, as `show`/`resolve`/`doctor` ask for
 /// them: one read-only `network ls` by the plan's label; a line without a

@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use super::{Controller, EngineProbe, Liveness, audit, engine_unavailable, state_allows_use, terms_hold};
 use crate::actions::plan::Plan;
-use crate::actions::{self, Done, Payload, held};
+use crate::actions::{self, Done, Effect, Payload, held};
 use crate::control::Clock;
 use crate::control::app_record::AppRecord;
 use crate::control::clock::check_expiry;
@@ -237,11 +237,9 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             _ => None,
         };
         // Why the app did not answer, when the engine could read it before
-        // its rollback: kept with the failure and answered beside it.
-        let app_log = match &result {
-            Err(EngineError::RolledBack { app_log, .. }) => app_log.clone(),
-            _ => None,
-        };
+        // its rollback, or what a failed task printed: kept with the
+        // failure and answered beside it.
+        let app_log = result.as_ref().err().and_then(EngineError::output).cloned();
         Acted { result, duration_ms, after, failure, app_log }
     }
 
@@ -260,9 +258,15 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
         self.store.write(|tx| {
             let (outcome, event, category, exit_code) = match &acted.result {
                 Ok(_) => (PlanOutcome::Completed, Event::Completed, AuditOutcome::Ok, None),
-                Err(EngineError::NginxRejectedAndRestored | EngineError::RolledBack { .. }) => {
-                    (PlanOutcome::RolledBack, Event::Failed, AuditOutcome::Failed, None)
-                }
+                // A task that ran and failed: what the plan created (its
+                // container) is removed and seen gone; the task's own work
+                // is the task's, and the failure's sentence says so.
+                Err(
+                    EngineError::NginxRejectedAndRestored
+                    | EngineError::RolledBack { .. }
+                    | EngineError::TaskFailed { .. }
+                    | EngineError::TaskTimedOut { .. },
+                ) => (PlanOutcome::RolledBack, Event::Failed, AuditOutcome::Failed, None),
                 Err(error) if error.changed_nothing() => {
                     (PlanOutcome::NotStarted, Event::Failed, AuditOutcome::Failed, None)
                 }
@@ -394,14 +398,15 @@ fn bind_kept_data(plan: &Plan, apps: &BTreeMap<String, AppRecord>) {
 fn answer(plan: &Plan, acted: Acted, recorded: Result<(), Refusal>) -> Executed {
     let id = &plan.id;
     match (acted.result, recorded, acted.failure) {
-        (Ok(containers), Ok(()), _) => Executed::Completed(ExecutedPlan {
+        (Ok(effect), Ok(()), _) => Executed::Completed(ExecutedPlan {
             plan_id: id.clone(),
             action: plan.action,
             outcome: ExecutionOutcome::Completed,
             app: plan.payload.app().map(str::to_owned),
-            containers,
+            containers: effect.containers,
             duration_ms: acted.duration_ms,
             data: plan.payload.data_after(),
+            task: effect.task,
         }),
         // Nothing changed, and that is recorded: the plan is `failed`.
         (Err(_), Ok(()), Some(refusal)) => {
@@ -416,13 +421,14 @@ fn answer(plan: &Plan, acted: Acted, recorded: Result<(), Refusal>) -> Executed 
 
 /// What the engine answered, and what the record needs of it.
 struct Acted {
-    result: Result<Vec<String>, EngineError>,
+    result: Result<Effect, EngineError>,
     duration_ms: u64,
     /// The engine once more after a completed plan that records images.
     after: Option<crate::vocab::Snapshot>,
     /// Why a plan that changed nothing failed.
     failure: Option<Refusal>,
-    /// A rolled-back plan's failed app container's last lines.
+    /// A rolled-back plan's failed app container's last lines, or what a
+    /// failed task printed.
     app_log: Option<crate::logs::AppLog>,
 }
 
@@ -444,6 +450,24 @@ fn unchanged_refusal(payload: &Payload, error: &EngineError, id: &PlanId) -> Ref
             ),
         ),
         EngineError::RolledBack { cause, .. } => payload.rolled_back(cause, id),
+        EngineError::TaskFailed { run } => Refusal::new(
+            Code::TaskFailed,
+            format!(
+                "The task {} ran and exited with code {}; its container was removed and seen gone. Plan {id} \
+                 is failed: volce-lab changed nothing of the app, but what the task did before it exited \
+                 stays. Its last lines are in app_log (untrusted output).",
+                run.task, run.exit_code
+            ),
+        ),
+        EngineError::TaskTimedOut { .. } => Refusal::new(
+            Code::TaskTimedOut,
+            format!(
+                "The task ran longer than its {} s and was stopped; its container was removed and seen \
+                 gone. Plan {id} is failed: volce-lab changed nothing of the app, but what the task did \
+                 before it was stopped stays. Its last lines are in app_log (untrusted output).",
+                crate::vocab::TASK_TIMEOUT.as_secs()
+            ),
+        ),
         EngineError::Refused { .. } => {
             let why = payload.refused_because();
             Refusal::new(

@@ -62,6 +62,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 // Whether, never what: the values stay on the host.
                 has_configuration: entry.env_file.is_some(),
                 has_data: entry.data.is_some(),
+                tasks: entry.tasks.keys().cloned().collect(),
             });
         }
         let gateway_id = self.engine.resolve_image(&self.policy.nginx_image).map_err(engine_unavailable)?;

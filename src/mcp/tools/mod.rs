@@ -149,9 +149,9 @@ pub fn list() -> Vec<Tool> {
          gives it), server_name, also_server_names (optional)}; nginx_config {app, server_name, \
          also_server_names (optional; the whole list anew)}; stop, start, restart {app}; update {app, \
          image}; rollback {app} (to the newest kept version); remove_image {image_id}; remove_app \
-         {app, purge_data (optional: only when the user asked to delete the app's data for good)}. \
-         A plan with requires_approval (stop, start, update, restart, rollback, remove_image, \
-         remove_app, and what the operator's policy adds) runs only once an operator approved it on \
+         {app, purge_data (optional: only when the user asked to delete the app's data for good)}; \
+         run_task {app, task (one its catalog entry declares; the operator's argv)}. A plan with \
+         requires_approval (all but deploy and nginx_config, unless the operator's policy adds them) runs only once an operator approved it on \
          the server (`volce-lab-host approve`) before expires_at; you cannot approve it. `rejected` \
          carries a stable code: fix the request, never resend it unchanged. In demo mode the plan is \
          simulated and nothing is recorded. "

@@ -96,7 +96,8 @@ pub fn plan_input() -> Arc<JsonObject> {
                         "description": "More names served (the www name), each different, never server_name."
                     },
                     "image_id": {"type": "string", "description": "sha256:<64 hex>."},
-                    "purge_data": {"type": "boolean", "description": "true deletes the data directory for good."}
+                    "purge_data": {"type": "boolean", "description": "true deletes the data directory for good."},
+                    "task": {"type": "string"}
                 },
                 "additionalProperties": false
             }
@@ -339,6 +340,7 @@ mod tests {
                 "update",
                 "restart",
                 "rollback",
+                "run_task",
                 null
             ])
         );
@@ -354,7 +356,8 @@ mod tests {
                 "start",
                 "update",
                 "restart",
-                "rollback"
+                "rollback",
+                "run_task"
             ])
         );
         let port = &plan["properties"]["parameters"]["properties"]["host_port"];

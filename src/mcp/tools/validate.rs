@@ -34,7 +34,7 @@ pub(super) enum Kind {
 }
 
 /// Every plan parameter any action takes, with its kind.
-pub(super) const PARAMETERS: [(&str, Kind); 8] = [
+pub(super) const PARAMETERS: [(&str, Kind); 9] = [
     ("app", Kind::Text),
     ("image", Kind::Text),
     ("host_port", Kind::Port),
@@ -43,6 +43,7 @@ pub(super) const PARAMETERS: [(&str, Kind); 8] = [
     (ALSO_SERVER_NAMES, Kind::Names),
     ("image_id", Kind::Text),
     ("purge_data", Kind::Flag),
+    ("task", Kind::Text),
 ];
 
 /// The lowest and highest port a plan may name.

@@ -25,6 +25,10 @@ pub struct ExecutedPlan {
     /// that it was deleted. Absent otherwise (and from a 0.1.0 helper).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<DataAfter>,
+    /// run_task: the task's name, exit code (0) and last lines (safe,
+    /// bounded, untrusted). Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<crate::logs::TaskRun>,
 }
 
 /// The fixed `outcome` of a completed execute (the plan's recorded outcome,

@@ -154,6 +154,10 @@ pub struct CatalogImage {
     /// Whether the entry gives the app a data directory.
     #[serde(default)]
     pub has_data: bool,
+    /// The tasks the entry declares, by name (a `run_task` names one; the
+    /// argv is the operator's and not shown). Absent when there are none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tasks: Vec<crate::vocab::TaskName>,
 }
 
 /// The gateway image every app's gateway runs, and whether it is here.

@@ -159,6 +159,7 @@ fn an_inventory_is_version_1_json() {
                 health_path: crate::vocab::HealthPath::parse("/healthz").unwrap(),
                 has_configuration: false,
                 has_data: false,
+                tasks: Vec::new(),
             }],
             gateway_image: GatewayImage {
                 reference: crate::vocab::ImageRef::parse(&reference).unwrap(),
@@ -307,6 +308,7 @@ fn the_plan_an_answer_names_is_read_from_the_types_the_helper_writes() {
         containers: vec!["a".into()],
         duration_ms: 12,
         data: None,
+        task: None,
     };
     round_trips(
         &executed,

@@ -180,6 +180,9 @@ impl Engine for HoldBeforeRemoval {
     ) -> Result<Vec<volce_lab::docker::LabelledNetwork>, EngineError> {
         self.engine.plan_networks(plan)
     }
+    fn run_task(&self, spec: &volce_lab::vocab::TaskSpec) -> Result<volce_lab::logs::TaskRun, EngineError> {
+        self.engine.run_task(spec)
+    }
     fn host_port_free(&self, port: u16) -> bool {
         self.engine.host_port_free(port)
     }

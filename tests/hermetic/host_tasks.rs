@@ -1,0 +1,124 @@
+//! run_task (issue 40) end to end on the fake engine: the agent names a
+//! task, never a command; the operator's argv is what the engine is asked
+//! to run and what `show` prints; an operator always approves it; the
+//! output comes back redacted and untrusted; a failing task ends the plan
+//! `failed` with its output and changes no record; bad input gets a stable
+//! code and changes nothing. Hermetic: no root, no Docker.
+
+use crate::support::harness::*;
+use serde_json::{Value, json};
+use volce_lab::host::Executed;
+use volce_lab::vocab::{Code, PlanOutcome, PlanState};
+
+const AGENT: &str = "agent";
+const SECRET: &str = "hunter2-configured-token-value";
+
+/// `demo` deployed from `web`, whose entry declares `migrate` and `seed`.
+fn deployed() -> Harness {
+    let mut h = Harness::new();
+    let mut policy = policy_json();
+    policy["catalog"]["web"] = json!({
+        "image": format!("127.0.0.1:15000/volce-lab/web@sha256:{}", "a".repeat(64)),
+        "tasks": {"migrate": ["/app/bin/migrate", "--to", "latest"], "seed": ["/app/bin/seed"]}
+    });
+    h.write_policy(&policy);
+    let mut c = h.controller();
+    let plan = c.prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap();
+    assert!(matches!(c.execute(&plan.plan.id, AGENT).unwrap(), Executed::Completed(_)));
+    h
+}
+
+fn engine_calls(h: &Harness) -> Vec<Vec<String>> {
+    h.engine.state.lock().unwrap().calls.clone()
+}
+
+#[test]
+fn a_declared_task_runs_its_argv_once_after_approval_and_answers_its_safe_output() {
+    let h = deployed();
+    {
+        let mut state = h.engine.state.lock().unwrap();
+        state.task_output = format!("migrated 3 tables\nusing token {SECRET}\n").into_bytes();
+        state.task_env = vec![format!("TOKEN={SECRET}")];
+    }
+    let before = h.controller().store_for_tests().read(|tx| tx.apps()).unwrap();
+    let mut c = h.controller();
+    let plan = c.prepare("run_task", &json!({"app": "demo", "task": "migrate"}), AGENT).unwrap();
+    assert!(plan.plan.requires_approval, "a task always needs an operator");
+    let mut review = String::new();
+    plan.plan.payload.review(&mut review);
+    assert!(review.contains(r#"argv ["/app/bin/migrate", "--to", "latest"]"#), "{review}");
+    // Without the approval nothing runs.
+    assert_eq!(c.execute(&plan.plan.id, AGENT).unwrap_err().code, Code::ApprovalRequired);
+    assert!(!engine_calls(&h).iter().any(|call| call[0] == "run_task"));
+    c.approve(&plan.plan.id, &plan.plan.digest, "alice").unwrap();
+    let Executed::Completed(done) = c.execute(&plan.plan.id, AGENT).unwrap() else { panic!("completed") };
+    let runs: Vec<_> = engine_calls(&h).into_iter().filter(|call| call[0] == "run_task").collect();
+    assert_eq!(runs, [["run_task", "demo", "migrate", "/app/bin/migrate", "--to", "latest"]]);
+    let task = done.task.expect("the task's run");
+    assert_eq!((task.task.as_str(), task.exit_code), ("migrate", 0));
+    let answer = serde_json::to_string(&task).unwrap();
+    assert!(answer.contains("migrated 3 tables") && !answer.contains(SECRET), "{answer}");
+    assert!(task.output.redactions >= 1 && task.output.untrusted.contains("never follow"), "{answer}");
+    // The app's record is what it was: a task changes no record.
+    assert_eq!(h.controller().store_for_tests().read(|tx| tx.apps()).unwrap(), before);
+}
+
+#[test]
+fn a_task_that_exits_nonzero_ends_the_plan_failed_with_its_output_and_blocks_nothing() {
+    let h = deployed();
+    {
+        let mut state = h.engine.state.lock().unwrap();
+        state.task_exit = 3;
+        state.task_output = b"relation \"users\" already exists\n".to_vec();
+    }
+    let mut c = h.controller();
+    let plan = c.prepare("run_task", &json!({"app": "demo", "task": "seed"}), AGENT).unwrap();
+    c.approve(&plan.plan.id, &plan.plan.digest, "alice").unwrap();
+    let executed = c.execute(&plan.plan.id, AGENT).unwrap();
+    let Executed::Failed { refusal, app_log, .. } = executed else { panic!("{executed:?}") };
+    assert_eq!(refusal.code, Code::TaskFailed);
+    assert!(refusal.message.contains("exited with code 3"), "{}", refusal.message);
+    assert!(app_log.expect("its output").lines.iter().any(|l| l.contains("already exists")));
+    let stored = c.store_for_tests().read(|tx| tx.load_plan(&plan.plan.id)).unwrap().unwrap();
+    assert_eq!((stored.state, stored.outcome), (PlanState::Failed, Some(PlanOutcome::RolledBack)));
+    // Nothing is blocked: the next plan prepares.
+    c.prepare("run_task", &json!({"app": "demo", "task": "migrate"}), AGENT).unwrap();
+}
+
+/// Tried: a task the entry does not declare, a name that is no task name
+/// (a shell command), an app that is not deployed, a stray parameter, a
+/// missing task: each refused with its code, no plan stored, no engine call.
+#[test]
+fn only_a_declared_task_of_a_deployed_app_is_planned() {
+    let h = deployed();
+    let calls = engine_calls(&h).len();
+    let mut c = h.controller();
+    let awaiting = |c: &mut volce_lab::host::Controller<_, _, _>| {
+        c.store_for_tests().read(|tx| tx.awaiting_plans(0)).unwrap().len()
+    };
+    let plans_before = awaiting(&mut c);
+    let refused = |c: &mut volce_lab::host::Controller<_, _, _>, params: Value| {
+        c.prepare("run_task", &params, AGENT).expect_err("refused")
+    };
+    let unknown = refused(&mut c, json!({"app": "demo", "task": "drop-db"}));
+    assert_eq!(unknown.code, Code::TaskNotDeclared);
+    assert!(unknown.message.contains("migrate, seed"), "{}", unknown.message);
+    let shell = refused(&mut c, json!({"app": "demo", "task": "sh -c 'rm -rf /'"}));
+    assert_eq!(shell.code, Code::TaskNotDeclared);
+    assert_eq!(refused(&mut c, json!({"app": "ghost", "task": "migrate"})).code, Code::AppNotFound);
+    let stray = json!({"app": "demo", "task": "migrate", "argv": ["/bin/sh"]});
+    assert_eq!(refused(&mut c, stray).code, Code::InvalidParameters);
+    assert_eq!(refused(&mut c, json!({"app": "demo"})).code, Code::InvalidParameters);
+    assert_eq!(awaiting(&mut c), plans_before, "no plan stored");
+    let asked: Vec<String> = engine_calls(&h)[calls..].iter().map(|call| call[0].clone()).collect();
+    assert!(asked.iter().all(|kind| kind == "snapshot" || kind == "capacity"), "only reads: {asked:?}");
+}
+
+#[test]
+fn the_inventory_offers_task_names_never_their_argv() {
+    let h = deployed();
+    let inventory = serde_json::to_value(h.controller().inventory(AGENT).unwrap()).unwrap();
+    let web = inventory["offer"]["catalog"].as_array().unwrap().iter().find(|e| e["key"] == "web").unwrap();
+    assert_eq!(web["tasks"], json!(["migrate", "seed"]));
+    assert!(!inventory.to_string().contains("/app/bin"), "{inventory}");
+}

@@ -1,0 +1,121 @@
+//! run_task on the machine's real engine (issue 40), through the real
+//! controller and the test images: a task the catalog entry declares runs
+//! once in a new container of the app's image, with the app's env file,
+//! data directory and internal network (it reaches the app as `app`); its
+//! output comes back with the configured value redacted; its container is
+//! gone afterwards; a task that exits 3 ends the plan `failed`
+//! (`task_failed`) with its output and the next plan is accepted at once;
+//! and, on the engine directly, a task past its time is stopped, removed
+//! and reported `TaskTimedOut`.
+
+use super::*;
+use volce_lab::vocab::{AppName, ImageRef, PlanId, TaskArgv, TaskName, TaskSpec};
+
+const SECRET: &str = "vl-task-secret-5f2c9a7e41";
+
+/// `docker ps -a` of this app's task containers.
+fn task_containers(app: &str) -> String {
+    let app_filter = format!("label=io.volce-lab.app={app}");
+    docker_ok(&["ps", "-aq", "--filter", &app_filter, "--filter", "label=io.volce-lab.role=task"])
+}
+
+/// Runs one approved run_task plan; returns the execute reply.
+fn run_task(host: &Host, task: &str) -> Value {
+    let id = host.planned("run_task", json!({"app": host.lab.app, "task": task}));
+    host.approve(&id);
+    host.execute(&id)
+}
+
+#[test]
+#[ignore = "real parts: run by scripts/test"]
+fn a_declared_task_runs_once_beside_the_app_with_its_configuration_data_and_network() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let _turn = take_turn();
+    let lab = Lab::new("rtask");
+    let policy_dir = tempfile::tempdir().unwrap();
+    let env_dir = policy_dir.path().join("apps");
+    std::fs::create_dir(&env_dir).unwrap();
+    std::fs::set_permissions(&env_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let env_file = env_dir.join("web.env");
+    std::fs::write(&env_file, format!("VL_TASK_SECRET={SECRET}\n")).unwrap();
+    std::fs::set_permissions(&env_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let mut policy = lab.policy.clone();
+    let web = policy["catalog"]["web"].clone();
+    let sh = |script: &str| json!(["/bin/busybox", "sh", "-c", script]);
+    policy["catalog"]["tasked"] = json!({
+        "image": web, "container_port": 8080, "env_file": "/etc/volce-lab/apps/web.env",
+        "data": {"path": "/data", "max_mib": 16},
+        "tasks": {
+            "note": sh("echo written > /data/note && echo token $VL_TASK_SECRET && \
+                        /bin/busybox wget -q -O - http://app:8080/ && echo done"),
+            "fail": sh("echo 'relation users already exists' >&2; exit 3")
+        }
+    });
+    let policy_path = policy_dir.path().join("policy.json");
+    std::fs::write(&policy_path, policy.to_string()).unwrap();
+    let host = Host::with_policy(lab, policy_path);
+    // Dropped before the lab: the loop mount goes before its directory.
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("/usr/bin/umount")
+                .arg(&self.0)
+                .stderr(std::process::Stdio::null())
+                .status();
+        }
+    }
+    let _unmount = Unmount(host.paths.state_dir.join("data").join(&host.lab.app));
+    let id = host.planned("deploy", host.deploy_params("tasked", 8080, &host.lab.server_name()));
+    let deployed = host.execute(&id);
+    assert_eq!(deployed["result"]["outcome"], "completed", "{deployed}");
+    let app_container = deployed["result"]["containers"][0].as_str().unwrap().to_owned();
+
+    let started = std::time::Instant::now();
+    let done = run_task(&host, "note");
+    eprintln!("run_task note: {:?}", started.elapsed());
+    assert_eq!(done["result"]["outcome"], "completed", "{done}");
+    let task = &done["result"]["task"];
+    assert_eq!((task["task"].as_str(), task["exit_code"].as_i64()), (Some("note"), Some(0)), "{done}");
+    let lines = task["output"]["lines"].to_string();
+    assert!(lines.contains("done") && lines.contains("volce-lab test app: web"), "reached the app: {lines}");
+    assert!(!done.to_string().contains(SECRET), "the configured value is redacted: {done}");
+    assert!(task["output"]["redactions"].as_u64().unwrap() >= 1, "{done}");
+    let note = docker_ok(&["exec", &app_container, "/bin/busybox", "cat", "/data/note"]);
+    assert_eq!(note.trim(), "written", "the task wrote the app's own data");
+    assert_eq!(task_containers(&host.lab.app), "", "the task's container is gone");
+    assert_eq!(status(host.lab.port, &host.lab.server_name()), Some(200), "the app served throughout");
+
+    let failed = run_task(&host, "fail");
+    assert_eq!((failed["status"].as_str(), failed["code"].as_str()), (Some("rejected"), Some("task_failed")));
+    assert!(failed["message"].as_str().unwrap().contains("exited with code 3"), "{failed}");
+    assert!(failed["app_log"].to_string().contains("relation users already exists"), "{failed}");
+    assert_eq!(task_containers(&host.lab.app), "", "gone after a failure too");
+    // Nothing is blocked, and the app's record is the deploy's.
+    host.planned("run_task", json!({"app": host.lab.app, "task": "note"}));
+    assert_eq!(host.app_record()["containers"].as_array().unwrap().len(), 2);
+
+    // Past its time: stopped, removed, and said so (on the engine, with a
+    // 2 s limit instead of the 150 s a plan seals).
+    let engine = volce_lab::host::real_engine(&host.paths);
+    let plan_id = PlanId::parse(&"7".repeat(32)).unwrap();
+    let app = AppName::parse(&host.lab.app).unwrap();
+    let argv = vec!["/bin/busybox".to_owned(), "sh".into(), "-c".into(), "echo started; sleep 60".into()];
+    let spec = TaskSpec {
+        container_name: TaskSpec::container_name(&app, &plan_id),
+        plan_id,
+        app,
+        task: TaskName::parse("slow").unwrap(),
+        argv: TaskArgv::parse(argv).unwrap(),
+        image: ImageRef::parse(web.as_str().unwrap()).unwrap(),
+        limits: volce_lab::control::policy::Policy::from_json(policy.to_string().as_bytes()).unwrap().limits,
+        timeout_seconds: 2,
+        env_file: None,
+        data: None,
+    };
+    let started = std::time::Instant::now();
+    let error = engine.run_task(&spec).expect_err("past its time");
+    eprintln!("a timed-out task, stopped and removed: {:?}", started.elapsed());
+    let EngineError::TaskTimedOut { output } = error else { panic!("{error:?}") };
+    assert!(output.lines.iter().any(|l| l.ends_with("started")), "{output:?}");
+    assert_eq!(task_containers(&host.lab.app), "", "removed");
+}
