@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::action::{Done, Effect, Impact, PlanAction, RecordChange, config_lines, configuration};
+use super::run_task::{RunsIn, before_start, before_start_line, task_line};
 use crate::control::app_record::{AppRecord, ImageUse};
 use crate::control::policy::CatalogEntry;
 use crate::control::scope::Scope;
@@ -25,7 +26,7 @@ use crate::docker::{Engine, EngineError, ProgressSink};
 use crate::text::for_terminal as esc;
 use crate::vocab::{
     Action, AppName, AppNames, Code, ContainerId, DataUse, DeploySpec, EnvFileUse, LABEL_APP, LABEL_PLAN,
-    LABEL_ROLE, Refusal, refuse, served_names,
+    LABEL_ROLE, Refusal, TaskSpec, refuse, served_names,
 };
 
 /// One container a deploy will create, as the operator reviews it. The
@@ -90,6 +91,12 @@ impl PlanAction for Deploy {
         refuse_volumes(&format!("The catalog image `{image_key}`"), &entry.image, data_path, facts)?;
         refuse_volumes("The gateway image (the policy's nginx_image)", &ctx.policy.nginx_image, None, facts)?;
         let env_file = configured(entry, facts)?;
+        let runs_in = RunsIn {
+            image: &entry.image,
+            env_file: env_file.clone(),
+            data: data.as_ref().map(|d| d.0.clone()),
+        };
+        let before_start = before_start(&app, entry, runs_in, ctx);
 
         let served = crate::nginx::names_directive(&server_name, &also_server_names);
         let names = app.names();
@@ -99,6 +106,7 @@ impl PlanAction for Deploy {
             host_port,
             &served_names(server_name.as_str(), &also_server_names),
             data.as_ref(),
+            before_start.as_ref(),
         );
         let spec = DeploySpec {
             plan_id: ctx.plan_id.clone(),
@@ -115,6 +123,7 @@ impl PlanAction for Deploy {
             limits: ctx.policy.limits.clone(),
             env_file,
             data: data.map(|(data, _)| data),
+            before_start,
         };
         let containers = containers(&spec, entry, &names, ctx);
         Ok((Deploy { image_key: image_key.to_owned(), network: names.network, containers, spec }, impact))
@@ -158,6 +167,9 @@ impl PlanAction for Deploy {
             l.log_max_files
         );
         configuration(out, spec.env_file.as_ref());
+        if let Some(task) = &spec.before_start {
+            let _ = writeln!(out, "  before the app starts, once: task {}", task_line(task));
+        }
         let _ =
             writeln!(out, "  nginx.conf at {}:", esc(&spec.app_dir.join("nginx.conf").display().to_string()));
         config_lines(out, &spec.nginx_config);
@@ -327,6 +339,7 @@ fn impact(
     host_port: u16,
     served: &str,
     data: Option<&(DataUse, bool)>,
+    before_start: Option<&TaskSpec>,
 ) -> Impact {
     let mut containers_touched = vec![
         format!("{} (new)", names.app_container),
@@ -334,6 +347,7 @@ fn impact(
         format!("networks {} and {} (new)", names.network, names.edge_network),
     ];
     containers_touched.extend(data.map(|(data, kept)| data::touched(data, *kept)));
+    containers_touched.extend(before_start.map(before_start_line));
     Impact {
         target: format!("new app {app} on 127.0.0.1:{host_port} for {served}"),
         containers_touched,

@@ -85,7 +85,8 @@ impl PlanAction for Rollback {
             Some(entry) => configured(entry, facts)?,
             None => None,
         };
-        let target = SwitchTo { image: &to.app_image, health_path: &to.health_path, env_file };
+        let target =
+            SwitchTo { image: &to.app_image, health_path: &to.health_path, env_file, before_start: None };
         let (spec, mut impact, replaces) = switch(&app, record, &target, ctx, facts)?;
         let present = to.image_id.as_ref().is_some_and(|id| ctx.snapshot.images.contains(id));
         let source = if present {

@@ -35,6 +35,9 @@ pub(super) fn created_and_removed(cause: &EngineError, id: &PlanId) -> Refusal {
                  {AFTER} Check server_name, then prepare a new deploy plan."
             ),
         ),
+        EngineError::TaskFailed { .. } | EngineError::TaskTimedOut { .. } => {
+            before_start_failed(cause, id, AFTER)
+        }
         EngineError::Call { step, .. } => Refusal::new(
             Code::DeployFailed,
             format!(
@@ -48,6 +51,28 @@ pub(super) fn created_and_removed(cause: &EngineError, id: &PlanId) -> Refusal {
             format!("The deploy failed ({cause}), so plan {id} failed and was rolled back. {AFTER}"),
         ),
     }
+}
+
+/// A deploy or update whose `before_start` task failed (`cause`), rolled
+/// back as `after` says: the task's code, with what the task did left to
+/// the user (it ran before the new version, and may have done part).
+fn before_start_failed(cause: &EngineError, id: &PlanId, after: &str) -> Refusal {
+    let (code, what) = match cause {
+        EngineError::TaskFailed { run } => {
+            (Code::TaskFailed, format!("task {} exited with code {}", run.task, run.exit_code))
+        }
+        _ => (
+            Code::TaskTimedOut,
+            format!("task ran longer than its {} s", crate::vocab::TASK_TIMEOUT.as_secs()),
+        ),
+    };
+    Refusal::new(
+        code,
+        format!(
+            "The before_start {what}, so plan {id} failed and was rolled back before the new version started. \
+             {after} What the task did before it ended stays; its last lines are in app_log (untrusted output)."
+        ),
+    )
 }
 
 /// A task whose container could not be created or started, removed again
@@ -133,6 +158,9 @@ pub(super) fn update(cause: &EngineError, id: &PlanId) -> Refusal {
                 "nginx rejected the switched configuration, so plan {id} failed and was rolled back. {AFTER}"
             ),
         ),
+        EngineError::TaskFailed { .. } | EngineError::TaskTimedOut { .. } => {
+            before_start_failed(cause, id, AFTER)
+        }
         _ => Refusal::new(
             Code::UpdateFailed,
             format!(

@@ -29,7 +29,8 @@ use crate::control::validate::{
 use crate::docker::{Engine, EngineError, ProgressSink};
 use crate::text::for_terminal as esc;
 use crate::vocab::{
-    Action, AppName, Code, ContainerId, EnvFileUse, PlanId, Refusal, TASK_TIMEOUT, TaskName, TaskSpec, refuse,
+    Action, AppName, Code, ContainerId, DataUse, EnvFileUse, ImageRef, PlanId, Refusal, TASK_TIMEOUT,
+    TaskArgv, TaskName, TaskSpec, refuse,
 };
 
 /// A run_task's payload.
@@ -80,18 +81,8 @@ impl PlanAction for RunTask {
         let env_file = configured(entry, facts)?;
         let mut containers = record.containers.clone();
         containers.sort();
-        let spec = TaskSpec {
-            plan_id: ctx.plan_id.clone(),
-            container_name: TaskSpec::container_name(&app, ctx.plan_id),
-            app: app.clone(),
-            task,
-            argv,
-            image: record.app_image.clone(),
-            limits: ctx.policy.limits.clone(),
-            timeout_seconds: TASK_TIMEOUT.as_secs() as u32,
-            env_file,
-            data: record.data.clone(),
-        };
+        let runs_in = RunsIn { image: &record.app_image, env_file, data: record.data.clone() };
+        let spec = task_spec(&app, (task, argv), runs_in, ctx);
         let impact = impact(&spec, record);
         Ok((RunTask { containers, spec }, impact))
     }
@@ -110,10 +101,8 @@ impl PlanAction for RunTask {
 
     fn review(&self, out: &mut String) {
         let spec = &self.spec;
-        let argv: Vec<String> = spec.argv.all().iter().map(|arg| format!("{:?}", esc(arg))).collect();
         let _ = writeln!(out, "App      {} (its containers are not touched)", esc(spec.app.as_str()));
-        let _ =
-            writeln!(out, "Task     {}: argv [{}] (the catalog's)", esc(spec.task.as_str()), argv.join(", "));
+        let _ = writeln!(out, "Task     {}", task_line(spec));
         let _ = writeln!(
             out,
             "Runs     once, in new container {} of {}, on network vl-{} only, at most {} s; then removed",
@@ -146,6 +135,62 @@ impl PlanAction for RunTask {
     fn rolled_back(cause: &EngineError, id: &PlanId) -> Refusal {
         super::rolled_back::task(cause, id)
     }
+}
+
+/// Where a task runs: the image, and the configuration and data its
+/// container gets (the app's, or the new version's for `before_start`).
+pub(super) struct RunsIn<'a> {
+    pub image: &'a ImageRef,
+    pub env_file: Option<EnvFileUse>,
+    pub data: Option<DataUse>,
+}
+
+/// The engine's spec of one declared task for `app` under this plan.
+pub(super) fn task_spec(
+    app: &AppName,
+    (task, argv): (TaskName, TaskArgv),
+    runs_in: RunsIn<'_>,
+    ctx: &Context<'_>,
+) -> TaskSpec {
+    TaskSpec {
+        plan_id: ctx.plan_id.clone(),
+        container_name: TaskSpec::container_name(app, ctx.plan_id),
+        app: app.clone(),
+        task,
+        argv,
+        image: runs_in.image.clone(),
+        limits: ctx.policy.limits.clone(),
+        timeout_seconds: TASK_TIMEOUT.as_secs() as u32,
+        env_file: runs_in.env_file,
+        data: runs_in.data,
+    }
+}
+
+/// The `before_start` task of `entry`, if it names one, as the engine runs it.
+pub(super) fn before_start(
+    app: &AppName,
+    entry: &crate::control::policy::CatalogEntry,
+    runs_in: RunsIn<'_>,
+    ctx: &Context<'_>,
+) -> Option<TaskSpec> {
+    let task = entry.before_start.clone()?;
+    let argv = entry.tasks.get(&task)?.clone();
+    Some(task_spec(app, (task, argv), runs_in, ctx))
+}
+
+/// The impact's line for a deploy's or update's `before_start` task.
+pub(super) fn before_start_line(spec: &TaskSpec) -> String {
+    format!(
+        "{} (new, runs task {} once before the new version starts, at most {} s, then removed; if it fails, \
+         the plan fails and is rolled back; what the task did stays)",
+        spec.container_name, spec.task, spec.timeout_seconds
+    )
+}
+
+/// The line `show` prints for a task: its name and the operator's argv.
+pub(super) fn task_line(spec: &TaskSpec) -> String {
+    let argv: Vec<String> = spec.argv.all().iter().map(|arg| format!("{:?}", esc(arg))).collect();
+    format!("{}: argv [{}] (the catalog's)", esc(spec.task.as_str()), argv.join(", "))
 }
 
 /// What a run_task touches, in the operator's words.

@@ -19,6 +19,7 @@ use serde_json::{Map, Value};
 
 use super::action::{Done, Effect, Impact, PlanAction, RecordChange, config_lines, configuration};
 use super::rolled_back;
+use super::run_task::{RunsIn, before_start, before_start_line, task_line};
 use super::start::deployed_health_path;
 use crate::control::app_record::{AppRecord, AppState, ImageUse, KeptVersion};
 use crate::control::scope::Scope;
@@ -91,7 +92,12 @@ impl PlanAction for Update {
                 ),
             );
         }
-        let target = SwitchTo { image: &entry.image, health_path: &entry.health_path, env_file };
+        let target = SwitchTo {
+            image: &entry.image,
+            health_path: &entry.health_path,
+            env_file,
+            before_start: Some(entry),
+        };
         let (spec, mut impact, replaces) = switch(&app, record, &target, ctx, facts)?;
         impact.target = format!(
             "app {app}: image {} -> {image_key} ({}){}",
@@ -127,6 +133,9 @@ impl PlanAction for Update {
             esc(&spec.container_name)
         );
         configuration(out, spec.env_file.as_ref());
+        if let Some(task) = &spec.before_start {
+            let _ = writeln!(out, "  before the new container starts, once: task {}", task_line(task));
+        }
         switch_lines(out, spec);
     }
 
@@ -222,6 +231,9 @@ pub(super) struct SwitchTo<'a> {
     pub image: &'a ImageRef,
     pub health_path: &'a HealthPath,
     pub env_file: Option<EnvFileUse>,
+    /// The entry's `before_start` task (an update's; a rollback runs none:
+    /// the older version meets the data as the newer one left it).
+    pub before_start: Option<&'a crate::control::policy::CatalogEntry>,
 }
 
 /// The switch both actions run: the spec, the impact (its target left to
@@ -290,9 +302,15 @@ pub(super) fn switch(
         limits: ctx.policy.limits.clone(),
         env_file: target.env_file.clone(),
         data: record.data.clone(),
+        before_start: target.before_start.and_then(|entry| {
+            let runs_in =
+                RunsIn { image: target.image, env_file: target.env_file.clone(), data: record.data.clone() };
+            before_start(app, entry, runs_in, ctx)
+        }),
     };
-    let impact =
+    let mut impact =
         switch_impact(record, &names.gateway_container, &container_name, old.map_or("", |c| c.name.as_str()));
+    impact.containers_touched.extend(spec.before_start.as_ref().map(before_start_line));
     let replaces = KeptVersion {
         image_key: record.image_key.clone(),
         app_image: record.app_image.clone(),

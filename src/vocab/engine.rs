@@ -6,10 +6,13 @@
 //! plans, the docker engine acts on them, the wire carries the steps.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{AppName, ContainerId, DataUse, EnvFileUse, HealthPath, ImageRef, PlanId, ServerName};
+use super::{
+    AppName, ContainerId, DataUse, EnvFileUse, HealthPath, ImageRef, PlanId, ServerName, TaskArgv, TaskName,
+};
 
 /// Resource limits applied to every container we start (from policy).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,6 +66,11 @@ pub struct DeploySpec {
     /// created. Left out of the plan without one, as `env_file`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<DataUse>,
+    /// The entry's `before_start` task, run in the app's image once its
+    /// network and data are there and before its container is created; a
+    /// failure rolls the deploy back. Left out without one, as `env_file`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before_start: Option<TaskSpec>,
 }
 
 /// What a start plan starts (the engine's `start`): the recorded ids of a
@@ -125,6 +133,11 @@ pub struct UpdateSpec {
     /// (both see it during the switch). Left out without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<DataUse>,
+    /// The entry's `before_start` task, run in the new image before the new
+    /// container is created; a failure rolls the update back. Left out
+    /// without one, so plans sealed before it existed keep their digest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before_start: Option<TaskSpec>,
 }
 
 /// Free capacity on the host, for the policy floors.
@@ -160,5 +173,39 @@ pub enum Step {
 impl Step {
     pub fn as_str(self) -> &'static str {
         self.into()
+    }
+}
+
+/// What the engine runs for a `run_task` plan: the task's argv in a new
+/// container named [`TaskSpec::container_name`], from the image the app runs,
+/// with the app's configuration, data and internal network, hardened and
+/// limited as the app container is, for at most `timeout_seconds`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskSpec {
+    pub plan_id: PlanId,
+    pub app: AppName,
+    pub task: TaskName,
+    pub argv: TaskArgv,
+    /// The pinned reference the app's container runs (pulled by its deploy
+    /// or update; the task never pulls).
+    pub image: ImageRef,
+    /// `vl-<app>-task-<first 12 hex of the plan id>`.
+    pub container_name: String,
+    pub limits: ContainerLimits,
+    pub timeout_seconds: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env_file: Option<EnvFileUse>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<DataUse>,
+}
+
+impl TaskSpec {
+    /// The container's name for `app` and `plan`.
+    pub fn container_name(app: &AppName, plan: &PlanId) -> String {
+        format!("{}-task-{}", super::AppNames::of(app).network, &plan.as_str()[..12])
+    }
+    pub fn timeout(&self) -> Duration {
+        Duration::from_secs(u64::from(self.timeout_seconds))
     }
 }

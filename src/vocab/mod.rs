@@ -25,10 +25,10 @@
 //! - `data.rs`: an app's data directory: [`DataPath`], the catalog's
 //!   [`DataSpec`] and what a plan records of it ([`DataUse`]);
 //! - `engine.rs`: the specs the engine acts on ([`DeploySpec`],
-//!   [`StartSpec`], [`UpdateSpec`], [`ContainerLimits`]), [`Capacity`], and
+//!   [`StartSpec`], [`UpdateSpec`], [`TaskSpec`], [`ContainerLimits`]), [`Capacity`], and
 //!   the progress [`Step`]s it reports;
-//! - `task.rs`: operator-declared tasks: [`TaskName`], [`TaskArgv`] and what
-//!   the engine runs for one ([`TaskSpec`]).
+//! - `task.rs`: operator-declared tasks: [`TaskName`] and [`TaskArgv`]
+//!   (what the engine runs for one, [`TaskSpec`], is in `engine.rs`).
 //!
 //! Each type has one path: `crate::vocab::<Name>` (the files are private).
 
@@ -50,7 +50,7 @@ pub use data::{
     DATA_MIB_RANGE, DATA_OWNER, DATA_PATH_MAX, DataAfter, DataPath, DataSpec, DataUse, KeptFor,
     uncovered_volumes,
 };
-pub use engine::{Capacity, ContainerLimits, DeploySpec, StartSpec, Step, UpdateSpec};
+pub use engine::{Capacity, ContainerLimits, DeploySpec, StartSpec, Step, TaskSpec, UpdateSpec};
 pub use env_file::{
     Configuration, ENV_DIR, ENV_FILE_MAX_BYTES, ENV_FILE_MAX_VARIABLES, ENV_NAME_MAX, EnvFileError,
     EnvFileName, EnvFileUse, HashKey, env_file_hmac,
@@ -65,4 +65,4 @@ pub use names::{
 pub use plan_state::{PlanOutcome, PlanState};
 pub use refusal::{Code, MESSAGE_MAX_CHARS, Refusal, refuse};
 pub use snapshot::{Container, ImageHolds, LABEL_APP, LABEL_PLAN, LABEL_ROLE, PublishedPort, Snapshot};
-pub use task::{MAX_TASKS, TASK_ARG_MAX_BYTES, TASK_ARGV_MAX, TASK_TIMEOUT, TaskArgv, TaskName, TaskSpec};
+pub use task::{MAX_TASKS, TASK_ARG_MAX_BYTES, TASK_ARGV_MAX, TASK_TIMEOUT, TaskArgv, TaskName};

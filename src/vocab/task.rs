@@ -1,7 +1,8 @@
 //! Operator-declared tasks (issue 40): a catalog entry may name commands
 //! with fixed argv ([`TaskName`] → [`TaskArgv`]); a `run_task` plan runs one
 //! of them once, in a new container of the app's current image
-//! ([`TaskSpec`]). Pure data and its validation.
+//! (`super::TaskSpec`, with the engine's other specs). Pure data and its
+//! validation.
 //!
 //! Why the argv is validated so narrowly: it is the operator's, but it
 //! travels in a sealed plan, in `show` and in docker's argv (one element
@@ -12,8 +13,6 @@
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-
-use super::{AppName, ContainerLimits, DataUse, EnvFileUse, ImageRef, PlanId};
 
 /// The most tasks one catalog entry declares.
 pub const MAX_TASKS: usize = 16;
@@ -104,40 +103,6 @@ impl TryFrom<Vec<String>> for TaskArgv {
 impl From<TaskArgv> for Vec<String> {
     fn from(argv: TaskArgv) -> Vec<String> {
         argv.0
-    }
-}
-
-/// What the engine runs for a `run_task` plan: the task's argv in a new
-/// container named [`TaskSpec::container_name`], from the image the app runs,
-/// with the app's configuration, data and internal network, hardened and
-/// limited as the app container is, for at most `timeout_seconds`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TaskSpec {
-    pub plan_id: PlanId,
-    pub app: AppName,
-    pub task: TaskName,
-    pub argv: TaskArgv,
-    /// The pinned reference the app's container runs (pulled by its deploy
-    /// or update; the task never pulls).
-    pub image: ImageRef,
-    /// `vl-<app>-task-<first 12 hex of the plan id>`.
-    pub container_name: String,
-    pub limits: ContainerLimits,
-    pub timeout_seconds: u32,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub env_file: Option<EnvFileUse>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub data: Option<DataUse>,
-}
-
-impl TaskSpec {
-    /// The container's name for `app` and `plan`.
-    pub fn container_name(app: &AppName, plan: &PlanId) -> String {
-        format!("{}-task-{}", super::AppNames::of(app).network, &plan.as_str()[..12])
-    }
-    pub fn timeout(&self) -> Duration {
-        Duration::from_secs(u64::from(self.timeout_seconds))
     }
 }
 

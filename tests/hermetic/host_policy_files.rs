@@ -257,6 +257,10 @@ fn the_schema_and_the_parser_agree_on_catalog_entry_objects() {
             value => value.clone(),
         };
         policy["catalog"]["api"] = json!({"image": image.clone(), key.as_str(): value});
+        if key == "before_start" {
+            // It names one of the entry's tasks: alone it is refused.
+            policy["catalog"]["api"]["tasks"] = base["catalog"]["api"]["tasks"].clone();
+        }
         assert!(Policy::from_json(policy.to_string().as_bytes()).is_ok(), "parser refuses {key}");
         assert_eq!(schema_errors(&policy), Vec::<String>::new(), "{key}");
     }

@@ -122,3 +122,81 @@ fn the_inventory_offers_task_names_never_their_argv() {
     assert_eq!(web["tasks"], json!(["migrate", "seed"]));
     assert!(!inventory.to_string().contains("/app/bin"), "{inventory}");
 }
+
+/// A policy whose `web` and `web2` entries run `migrate` before they start.
+fn with_before_start() -> Harness {
+    let mut h = Harness::new();
+    let mut policy = policy_json();
+    let entry = |c: char, name: &str| {
+        json!({
+            "image": format!("127.0.0.1:15000/volce-lab/{name}@sha256:{}", c.to_string().repeat(64)),
+            "tasks": {"migrate": ["/app/bin/migrate"]},
+            "before_start": "migrate"
+        })
+    };
+    policy["catalog"]["web"] = entry('a', "web");
+    policy["catalog"]["web2"] = entry('d', "web2");
+    h.write_policy(&policy);
+    h
+}
+
+#[test]
+fn a_deploy_runs_its_before_start_task_before_the_app_and_show_says_so() {
+    let h = with_before_start();
+    let mut c = h.controller();
+    let plan = c.prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap();
+    let mut review = String::new();
+    plan.plan.payload.review(&mut review);
+    assert!(
+        review.contains(r#"before the app starts, once: task migrate: argv ["/app/bin/migrate"]"#),
+        "{review}"
+    );
+    assert!(plan.plan.impact.containers_touched.iter().any(|line| line.contains("runs task migrate once")));
+    assert!(matches!(c.execute(&plan.plan.id, AGENT).unwrap(), Executed::Completed(_)));
+    let kinds: Vec<String> = engine_calls(&h).iter().map(|call| call[0].clone()).collect();
+    let deploy = kinds.iter().position(|k| k == "deploy").unwrap();
+    assert_eq!(kinds[deploy + 1], "run_task", "{kinds:?}");
+}
+
+/// Tried: an update whose before_start task exits 3. The plan ends failed
+/// with task_failed and the task's output; the app's record (so the version
+/// it serves) is the deploy's; the next plan is accepted at once.
+#[test]
+fn an_update_whose_before_start_fails_keeps_the_old_version_and_blocks_nothing() {
+    let h = with_before_start();
+    let mut c = h.controller();
+    let plan = c.prepare("deploy", &deploy_params("demo", 18001), AGENT).unwrap();
+    assert!(matches!(c.execute(&plan.plan.id, AGENT).unwrap(), Executed::Completed(_)));
+    let before = c.store_for_tests().read(|tx| tx.apps()).unwrap();
+    {
+        let mut state = h.engine.state.lock().unwrap();
+        state.task_exit = 3;
+        state.task_output = b"migration 0042 failed: column exists\n".to_vec();
+    }
+    let update = c.prepare("update", &json!({"app": "demo", "image": "web2"}), AGENT).unwrap();
+    c.approve(&update.plan.id, &update.plan.digest, "alice").unwrap();
+    let executed = c.execute(&update.plan.id, AGENT).unwrap();
+    let Executed::Failed { refusal, app_log, .. } = executed else { panic!("{executed:?}") };
+    assert_eq!(refusal.code, Code::TaskFailed, "{}", refusal.message);
+    assert!(refusal.message.contains("before_start task migrate exited with code 3"), "{}", refusal.message);
+    assert!(app_log.unwrap().lines.iter().any(|l| l.contains("column exists")));
+    assert_eq!(c.store_for_tests().read(|tx| tx.apps()).unwrap(), before, "the old version's record");
+    c.prepare("restart", &json!({"app": "demo"}), AGENT).unwrap();
+}
+
+/// Tried: before_start naming a task the entry does not declare, or no
+/// string: the policy is refused with the entry's own message.
+#[test]
+fn before_start_must_name_a_declared_task() {
+    use volce_lab::control::policy::Policy;
+    for bad in [json!("seed"), json!(1), json!(["migrate"])] {
+        let mut policy = policy_json();
+        policy["catalog"]["web"] = json!({
+            "image": format!("127.0.0.1:15000/volce-lab/web@sha256:{}", "a".repeat(64)),
+            "tasks": {"migrate": ["/app/bin/migrate"]},
+            "before_start": bad.clone()
+        });
+        let error = Policy::from_json(policy.to_string().as_bytes()).unwrap_err().to_string();
+        assert!(error.contains("before_start must name one of the entry's tasks"), "{bad}: {error}");
+    }
+}

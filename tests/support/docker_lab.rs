@@ -160,6 +160,7 @@ impl Lab {
             limits: self.limits(),
             env_file: None,
             data: None,
+            before_start: None,
         }
     }
 

@@ -100,6 +100,19 @@ pub struct FakeEngine {
 }
 
 impl FakeEngine {
+    /// A deploy's or update's `before_start`: run as [`Engine::run_task`]
+    /// runs it (recorded as `run_task`); a failure is the plan's, rolled
+    /// back and verified, with the task's output as its log.
+    fn before_start(&self, task: Option<&TaskSpec>) -> Result<(), EngineError> {
+        match task.map(|task| self.run_task(task)) {
+            Some(Err(error)) => {
+                let app_log = error.output().cloned();
+                Err(EngineError::RolledBack { cause: Box::new(error), app_log })
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// A world with one unmanaged container `prod` publishing port 80.
     pub fn new() -> FakeEngine {
         let prod = Container {
@@ -279,6 +292,7 @@ impl Engine for FakeEngine {
             spec.gateway_image.to_string(),
             format!("127.0.0.1:{}:8080", spec.host_port),
         ])?;
+        self.before_start(spec.before_start.as_ref())?;
         let app = derived_id(&format!("{}-app", spec.plan_id));
         let gateway = derived_id(&format!("{}-gateway", spec.plan_id));
         let names = spec.app.names();
@@ -420,6 +434,7 @@ impl Engine for FakeEngine {
             spec.old_app.to_string(),
             spec.container_name.clone(),
         ])?;
+        self.before_start(spec.before_start.as_ref())?;
         let new = derived_id(&format!("{}-app", spec.plan_id));
         // The catalog's `web` (a deploy's image a, which a rollback may
         // return to), or any other image (e).

@@ -113,6 +113,7 @@ fn deploy_web(host_port: u16) -> Payload {
         },
         env_file: None,
         data: None,
+        before_start: None,
     };
     Payload::Deploy(Deploy { image_key: "web".into(), network: "vl-web".into(), containers: vec![], spec })
 }

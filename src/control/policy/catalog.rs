@@ -5,7 +5,8 @@
 //! names the container port, the health check asks `/`) or an object
 //! `{"image", "container_port", "health_path", "env_file", "data", "tasks"}`
 //! with no other key. `tasks` (`{"NAME": ["/argv/0", "arg", ...]}`) declares
-//! the commands a `run_task` plan may run (issue 40). `data` (`{"path", "max_mib"}`) gives the app a data directory
+//! the commands a `run_task` plan may run (issue 40); `before_start` names
+//! the one a deploy or update runs before the new version starts. `data` (`{"path", "max_mib"}`) gives the app a data directory
 //! (`crate::vocab::DataSpec`). `env_file` names the app's configuration: a file directly in
 //! `/etc/volce-lab/apps/` (`crate::vocab::EnvFileName`); only its name is
 //! part of the policy, its content is hashed into each plan instead
@@ -40,6 +41,9 @@ pub struct CatalogEntry {
     /// The commands a `run_task` plan may run, by name, each with its
     /// fixed argv (issue 40). Empty when the entry declares none.
     pub tasks: BTreeMap<TaskName, TaskArgv>,
+    /// The task a deploy or update runs in the new version's image before
+    /// its container starts (Kamal's pre-deploy hook); one of `tasks`.
+    pub before_start: Option<TaskName>,
 }
 
 impl CatalogEntry {
@@ -52,6 +56,7 @@ impl CatalogEntry {
             env_file: None,
             data: None,
             tasks: BTreeMap::new(),
+            before_start: None,
         }
     }
 
@@ -61,6 +66,7 @@ impl CatalogEntry {
             && self.env_file.is_none()
             && self.data.is_none()
             && self.tasks.is_empty()
+            && self.before_start.is_none()
     }
 }
 
@@ -87,6 +93,8 @@ pub struct EntryFields {
     pub data: Option<Value>,
     #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
     pub tasks: Option<Value>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub before_start: Option<Value>,
     /// Keys no entry has: [`entry`] refuses the entry, naming the first.
     #[serde(flatten)]
     pub unknown: Map<String, Value>,
@@ -118,6 +126,7 @@ impl EntryFields {
             env_file: entry.env_file.as_ref().map(|name| Value::from(name.policy_path())),
             data: entry.data.as_ref().map(serde_json::to_value).transpose()?,
             tasks: (!entry.tasks.is_empty()).then(|| serde_json::to_value(&entry.tasks)).transpose()?,
+            before_start: entry.before_start.as_ref().map(|task| Value::from(task.as_str())),
             unknown: Map::new(),
         })
     }
@@ -134,7 +143,8 @@ impl Serialize for CatalogEntry {
 
 /// The keys an entry object may have, in the order messages name them
 /// (tested to be [`EntryFields`]'s).
-const KEYS: &[&str] = &["image", "container_port", "health_path", "env_file", "data", "tasks"];
+const KEYS: &[&str] =
+    &["image", "container_port", "health_path", "env_file", "data", "tasks", "before_start"];
 
 /// Parses one catalog value (`key` names it in the messages).
 pub(super) fn entry(key: &str, value: &Value) -> Result<CatalogEntry, String> {
@@ -191,7 +201,15 @@ pub(super) fn entry(key: &str, value: &Value) -> Result<CatalogEntry, String> {
     };
     let data = fields.data.as_ref().map(|value| data(key, value)).transpose()?;
     let tasks = fields.tasks.as_ref().map(|value| tasks(key, value)).transpose()?.unwrap_or_default();
-    Ok(CatalogEntry { image, container_port, health_path, env_file, data, tasks })
+    let before_start = match &fields.before_start {
+        None => None,
+        Some(name) => Some(
+            name.as_str().and_then(TaskName::parse).filter(|t| tasks.contains_key(t)).ok_or_else(|| {
+                format!("catalog entry {key:?}: before_start must name one of the entry's tasks, not {name}")
+            })?,
+        ),
+    };
+    Ok(CatalogEntry { image, container_port, health_path, env_file, data, tasks, before_start })
 }
 
 /// An entry's `tasks`: an object of at most [`MAX_TASKS`] names, each with
@@ -254,6 +272,7 @@ mod tests {
             env_file: Some(Value::Null),
             data: Some(Value::Null),
             tasks: Some(Value::Null),
+            before_start: Some(Value::Null),
             unknown: Map::new(),
         };
         let Value::Object(written) = serde_json::to_value(&all).unwrap() else { panic!("an object") };

@@ -46,8 +46,11 @@ impl<R: Runner> DockerClient<R> {
         match result {
             Ok(deployed) => Ok(deployed),
             Err(error) => {
-                // Why the app did not answer, read while it still exists.
-                let app_log = self.failed_app_log(&error, created.app.as_ref(), deadline);
+                // Why the app did not answer, read while it still exists,
+                // or what its before_start task printed.
+                let app_log = self
+                    .failed_app_log(&error, created.app.as_ref(), deadline)
+                    .or_else(|| error.output().cloned());
                 self.remove_created(&spec.plan_id, &created);
                 // A step that timed out may still be carried out by the
                 // daemon after any listing we make, and a failed file step
@@ -136,6 +139,10 @@ impl<R: Runner> DockerClient<R> {
 
         if let Some(data) = &spec.data {
             created.data = Some(data_volume::ensure(data)?);
+        }
+        if let Some(task) = &spec.before_start {
+            // Its container is gone once this returns, whatever it says.
+            self.before_start(task)?;
         }
         // The app: on the internal network only, reachable as `app`, publishes nothing.
         let mut args = argv(&["create", "--name", &names.app_container]);

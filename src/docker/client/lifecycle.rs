@@ -155,6 +155,11 @@ impl<R: Runner> DockerClient<R> {
         if let Some(data) = &spec.data {
             data_volume::mount_kept(&data.image, &data.mount)?;
         }
+        if let Some(task) = &spec.before_start {
+            // In the new image, before its container exists; the old one
+            // serves throughout. Its container is gone once this returns.
+            self.before_start(task)?;
+        }
 
         let mut args = argv(&["create", "--name", &spec.container_name]);
         args.extend(labels(&spec.app, "app", &spec.plan_id));
@@ -217,7 +222,8 @@ impl<R: Runner> DockerClient<R> {
         }
         // After the restore, so the old container serves while it is read;
         // before the removal, so the new one is still there to read.
-        let app_log = self.failed_app_log(&error, created.app.as_ref(), deadline);
+        let app_log =
+            self.failed_app_log(&error, created.app.as_ref(), deadline).or_else(|| error.output().cloned());
         self.remove_created(&spec.plan_id, created);
         let clean = !error.outcome_unknown()
             && self.created_by_plan(&spec.plan_id).is_ok_and(|(c, n)| c.is_empty() && n.is_empty())

@@ -70,6 +70,17 @@ impl<R: Runner> DockerClient<R> {
         }
     }
 
+    /// A deploy's or update's `before_start` task: run as run_task runs it;
+    /// the plan's own rollback, which follows any error, verifies what is
+    /// left, so a task that never started is its cause as it was.
+    pub(super) fn before_start(&self, task: &TaskSpec) -> Result<(), EngineError> {
+        match self.run_task_steps(task) {
+            Ok(_) => Ok(()),
+            Err(EngineError::RolledBack { cause, .. }) => Err(*cause),
+            Err(error) => Err(error),
+        }
+    }
+
     /// `docker create` of the task's container (noted in `created`), then
     /// `docker start`.
     fn create_and_start(&self, spec: &TaskSpec, created: &mut Created) -> Result<ContainerId, EngineError> {
@@ -90,13 +101,17 @@ impl<R: Runner> DockerClient<R> {
         Ok(id)
     }
 
-    /// A task that never ran: its container removed, and, once nothing of
-    /// the plan's is seen left after a step whose outcome is known,
-    /// [`EngineError::RolledBack`] (the plan ends failed).
+    /// A task that never ran: its container removed, and, once no container
+    /// of the plan's is seen left after a step whose outcome is known,
+    /// [`EngineError::RolledBack`] (the plan ends failed). A task creates
+    /// no network; a deploy's `before_start` runs before the app's
+    /// containers exist, beside the deploy's networks.
     fn not_started(&self, spec: &TaskSpec, error: EngineError, created: &Created) -> EngineError {
-        self.remove_created(&spec.plan_id, created);
+        for id in &created.containers {
+            let _ = self.call("remove new task container", argv(&["rm", "-f", "-v", id.as_str()]), QUICK);
+        }
         let gone = !error.outcome_unknown()
-            && self.created_by_plan(&spec.plan_id).is_ok_and(|(c, n)| c.is_empty() && n.is_empty());
+            && self.created_by_plan(&spec.plan_id).is_ok_and(|(containers, _)| containers.is_empty());
         if gone { EngineError::RolledBack { cause: Box::new(error), app_log: None } } else { error }
     }
 

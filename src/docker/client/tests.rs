@@ -132,6 +132,7 @@ fn spec(app_dir: &Path, host_port: u16) -> DeploySpec {
         limits: limits(),
         env_file: None,
         data: None,
+        before_start: None,
     }
 }
 

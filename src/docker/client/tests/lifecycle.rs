@@ -143,6 +143,7 @@ fn update_spec(app_dir: &Path, port: u16) -> UpdateSpec {
         limits: limits(),
         env_file: None,
         data: None,
+        before_start: None,
     }
 }
 
