@@ -200,3 +200,49 @@ fn before_start_must_name_a_declared_task() {
         assert!(error.contains("before_start must name one of the entry's tasks"), "{bad}: {error}");
     }
 }
+
+/// Tried: a task's container left behind (a helper killed while the task
+/// ran leaves it, its plan `needs_inspection` once settled). Every plan of
+/// the app is refused `container_set_changed` until it goes; `state diff`
+/// names it with its command, and `state remove-container` (paused) removes
+/// it; then the app takes plans again. No raw `docker rm` is needed.
+#[test]
+fn a_task_container_left_behind_is_named_by_state_diff_and_removed_by_its_command() {
+    use std::collections::BTreeMap;
+    use volce_lab::control::Clock as _;
+    use volce_lab::host::{Caller, Decision, pause};
+    use volce_lab::install::state;
+    use volce_lab::vocab::{Container, ContainerId, LABEL_APP, LABEL_PLAN, LABEL_ROLE};
+    let h = deployed();
+    let id = ContainerId::parse(&"7".repeat(64)).unwrap();
+    let name = format!("vl-demo-task-{}", "4".repeat(12));
+    let image_id =
+        h.engine.snapshot_now().containers.iter().find(|c| c.name == "vl-demo-app").unwrap().image_id.clone();
+    h.engine.state.lock().unwrap().snapshot.containers.push(Container {
+        id: id.clone(),
+        name: name.clone(),
+        image_id,
+        state: "running".into(),
+        labels: BTreeMap::from([
+            (LABEL_APP.to_owned(), "demo".to_owned()),
+            (LABEL_ROLE.to_owned(), "task".to_owned()),
+            (LABEL_PLAN.to_owned(), "4".repeat(32)),
+        ]),
+        ports: vec![],
+    });
+    let params = json!({"app": "demo", "task": "migrate"});
+    assert_eq!(
+        h.controller().prepare("run_task", &params, AGENT).unwrap_err().code,
+        Code::ContainerSetChanged
+    );
+    let now = h.clock.now();
+    let said = state::diff(&h.paths, &h.engine, now).unwrap();
+    assert!(said.contains(&format!("state remove-container {id}")), "{said}");
+    let alice = Caller::from("alice");
+    pause::pause(&h.paths, &alice, Some("cleanup"), now).unwrap();
+    let removed =
+        state::remove_container(&h.paths, &h.engine, &name, &alice, now, |_, _| Decision::Confirmed);
+    assert!(removed.unwrap().contains("Removed container"));
+    pause::resume(&h.paths, &alice, now).unwrap();
+    h.controller().prepare("run_task", &params, AGENT).unwrap();
+}
