@@ -51,11 +51,13 @@ impl<R: Runner> DockerClient<R> {
         let output = self.last_lines(&id, Instant::now() + QUICK);
         match waited {
             Ok(out) => {
+                // Removed first, whatever docker said: an answer we cannot
+                // read leaves no container behind either.
+                self.remove_task(spec, &id)?;
                 let exit_code = first_line(&out)
                     .trim()
                     .parse::<i64>()
                     .map_err(|_| EngineError::Unparsable { step: "wait for task" })?;
-                self.remove_task(spec, &id)?;
                 let run = TaskRun { task: spec.task.clone(), exit_code, output };
                 if exit_code == 0 { Ok(run) } else { Err(EngineError::TaskFailed { run }) }
             }
