@@ -14,6 +14,9 @@ use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+// The signed APT repository (issue 45).
+mod apt_repo;
+
 const EXECUTABLE: &str = "/usr/lib/volce-lab/volce-lab";
 const LINK: &str = "/usr/local/bin/volce-lab-host";
 /// The workstation's `volce-lab` on PATH (issue 26: README's first steps run it).
