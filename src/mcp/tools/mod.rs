@@ -144,17 +144,17 @@ pub fn list() -> Vec<Tool> {
     let plan = Tool::new(
         ToolName::ServicePlan.as_str(),
         "Record a plan for one Docker change on the server; nothing changes yet. Returns the plan \
-         (plan_id, digest, impact, requires_approval, expires_at). Actions and their parameters, \
-         exactly: deploy {app, image, host_port, container_port (leave it out when the catalog entry \
-         gives it), server_name, also_server_names (optional)}; nginx_config {app, server_name, \
+         (plan_id, impact, requires_approval, expires_at). Actions and their parameters, exactly: \
+         deploy {app, image, host_port, container_port (leave it out when the catalog entry gives \
+         it), server_name, also_server_names (optional)}; nginx_config {app, server_name, \
          also_server_names (optional; the whole list anew)}; stop, start, restart {app}; update {app, \
          image}; rollback {app} (to the newest kept version); remove_image {image_id}; remove_app \
-         {app, purge_data (optional: only when the user asked to delete the app's data for good)}; \
-         run_task {app, task (one its catalog entry declares; the operator's argv)}. A plan with \
-         requires_approval (all but deploy and nginx_config, unless the operator's policy adds them) runs only once an operator approved it on \
-         the server (`volce-lab-host approve`) before expires_at; you cannot approve it. `rejected` \
-         carries a stable code: fix the request, never resend it unchanged. In demo mode the plan is \
-         simulated and nothing is recorded. "
+         {app, purge_data (optional: only if the user asked to delete its data for good)}; run_task \
+         {app, task (a name its catalog entry lists)}. A plan with requires_approval (all but deploy \
+         and nginx_config, unless the operator's policy adds them) runs only once an operator \
+         approved it on the server (`volce-lab-host approve`) before expires_at; you cannot approve \
+         it. `rejected` carries a stable code: fix the request, never resend it unchanged. In demo \
+         mode the plan is simulated and nothing is recorded. "
             .to_owned()
             + NEVER_RETRY,
         schema::plan_input(),
@@ -167,14 +167,12 @@ pub fn list() -> Vec<Tool> {
         ToolName::ServiceExecute.as_str(),
         "Execute one stored plan, once, exactly as recorded. A plan that requires approval runs only \
          after an operator approved it on the server; this tool cannot approve anything. Pass a signed \
-         approval the operator gave you (what `volce-lab approve` printed) unchanged as \
-         `signed_approval`. When the \
-         client can wait (a form, or the Tasks extension), call it right after such a plan and tell \
-         the user what the operator runs: the call waits for the approval (accepting the form only \
-         looks again; never answer it for the user). `rejected` with health_check_failed, \
-         nginx_rejected or deploy_failed: the change failed and was rolled back; report the fix. \
-         `needs_inspection`: the change reached Docker and failed or is uncertain: stop and tell the \
-         operator. "
+         approval the operator gave you unchanged as `signed_approval`. When the client can wait (a \
+         form, or the Tasks extension), call it right after such a plan and tell the user what the \
+         operator runs: the call waits for the approval (accepting the form only looks again; never \
+         answer it for the user). `rejected` once it ran (health_check_failed, task_failed, ...): it \
+         failed and was rolled back; report the fix. `needs_inspection`: the change reached Docker and \
+         failed or is uncertain: stop and tell the operator. "
             .to_owned()
             + NEVER_RETRY,
         schema::execute_input(),
