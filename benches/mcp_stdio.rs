@@ -5,11 +5,18 @@
 //!   of 30 spawns);
 //! - `tools/call` latency (cloud_check disk, after identity), p50 and p99
 //!   over 1,000 sequential calls, each one write + one read of a line;
-//! - peak RSS of the server (VmHWM from /proc/<pid>/status, read before it exits).
+//! - peak RSS of the server (VmHWM from /proc/<pid>/status, read before it exits);
+//! - peak RSS with a targets file of 1 and of 20 ssh targets (issue 44):
+//!   after `tools/list` and one `cloud_check identity` over every target,
+//!   each refused on 127.0.0.1 (a port nothing listens on): the server's
+//!   own share of a fleet, without an sshd. `fleet_bench` measures it with
+//!   the targets answering.
 //!
-//! Targets on a 2-core machine: startup < 10 ms, p50 < 0.1 ms, peak RSS < 8 MiB.
+//! Targets on a 2-core machine: startup < 10 ms, p50 < 0.1 ms, peak RSS < 8 MiB
+//! (one target) and <= 12 MiB (20 targets).
 //! Run: `cargo bench --bench mcp_stdio` (prints one line per figure and
-//! exits 1 when a target is missed). Runs unprivileged; no network.
+//! exits 1 when a target is missed). Runs unprivileged; no network but
+//! loopback.
 
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -36,10 +43,16 @@ struct Server {
 
 impl Server {
     fn spawn(state: &std::path::Path) -> Server {
+        Server::spawn_with(state, &[])
+    }
+
+    /// [`Server::spawn`] with `env` added to its clean environment.
+    fn spawn_with(state: &std::path::Path, env: &[(&str, &std::ffi::OsStr)]) -> Server {
         let mut child = Command::new(BIN)
             .arg("mcp-serve")
             .env_clear()
             .env("XDG_STATE_HOME", state)
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -74,6 +87,51 @@ impl Server {
         let status = self.child.wait().unwrap();
         assert!(status.success(), "server exit: {status}");
     }
+}
+
+/// Peak RSS in KiB of a server whose targets file names `count` ssh
+/// targets, after `tools/list` and one identity fan-out over all of them,
+/// every connection refused on loopback.
+fn fleet_peak_rss_kib(count: usize) -> u64 {
+    let dir = tempfile::tempdir().unwrap();
+    // A port nothing listens on: bound, then let go.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let names: Vec<String> = (1..=count).map(|i| format!("t{i:02}")).collect();
+    let targets: String = names
+        .iter()
+        .map(|n| {
+            format!(
+                "[targets.{n}]\nssh_alias = \"{n}\"\nexpected_host = \"{n}\"\nexpected_user = \"agent\"\n"
+            )
+        })
+        .collect();
+    std::fs::write(dir.path().join("targets.toml"), targets).unwrap();
+    // The catch-all keeps every name on loopback: nothing goes to DNS.
+    let ssh_config = format!(
+        "Host {}\n    Port {port}\n    BatchMode yes\nHost *\n    HostName 127.0.0.1\n",
+        names.join(" ")
+    );
+    std::fs::write(dir.path().join("ssh_config"), ssh_config).unwrap();
+    let (targets, config) = (dir.path().join("targets.toml"), dir.path().join("ssh_config"));
+    let env = [
+        ("PATH", std::ffi::OsStr::new("/usr/bin:/bin")),
+        ("HOME", dir.path().as_os_str()),
+        // The tempdir is ours and 0700: control sockets stay in it.
+        ("XDG_RUNTIME_DIR", dir.path().as_os_str()),
+        ("VOLCE_LAB_TARGETS", targets.as_os_str()),
+        ("VOLCE_LAB_SSH_CONFIG", config.as_os_str()),
+    ];
+    let mut server = Server::spawn_with(&dir.path().join("state"), &env);
+    server.exchange(INITIALIZE, true);
+    server.exchange(INITIALIZED, false);
+    let list = server.exchange(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#, true);
+    assert!(list.contains("cloud_check"), "{list}");
+    let fan_out = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"cloud_check","arguments":{"check":"identity","targets":["*"]}}}"#;
+    let answer = server.exchange(fan_out, true);
+    assert!(answer.contains(&format!(r#""failed":{count}"#)), "every target refused: {answer}");
+    let peak = server.peak_rss_kib();
+    server.finish();
+    peak
 }
 
 fn main() {
@@ -131,10 +189,18 @@ fn main() {
         ms(p99)
     );
     println!("mcp_stdio peak RSS (VmHWM): {peak_mib:.2} MiB (target < 8 MiB)");
+    let (one_mib, twenty_mib) =
+        (fleet_peak_rss_kib(1) as f64 / 1024.0, fleet_peak_rss_kib(20) as f64 / 1024.0);
+    println!(
+        "mcp_stdio peak RSS, targets file, identity fan-out refused on loopback: 1 target {one_mib:.2} MiB \
+         (target <= 8 MiB), 20 targets {twenty_mib:.2} MiB (target <= 12 MiB)"
+    );
     let missed: Vec<&str> = [
         (startup >= Duration::from_millis(10), "startup"),
         (p50 >= Duration::from_micros(100), "p50 latency"),
         (peak_mib >= 8.0, "peak RSS"),
+        (one_mib > 8.0, "peak RSS with 1 target"),
+        (twenty_mib > 12.0, "peak RSS with 20 targets"),
     ]
     .into_iter()
     .filter_map(|(missed, name)| missed.then_some(name))

@@ -298,16 +298,9 @@ async fn secrets_in_arguments_never_reach_the_audit_log() {
     session.client.cancel().await.unwrap();
 }
 
-/// Issue 44: what every session pays in context. The `tools/list` answer
-/// as the binary writes it stays within 16 KB, and the part a model reads
-/// (descriptions and input schemas) within 8 KB. A size is not a timing,
-/// so this test, not a bench, guards it (docs/benchmarks.md).
-#[tokio::test]
-async fn tools_list_fits_the_context_budget() {
-    const LIST_BYTES: usize = 16_000;
-    const MODEL_BYTES: usize = 8_000;
-    let state = tempfile::tempdir().unwrap();
-    let mut child = command(state.path()).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+/// The `tools/list` answer as `command` writes it on stdout: one line.
+async fn tools_list_line(mut command: tokio::process::Command) -> String {
+    let mut child = command.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
     let mut stdin = child.stdin.take().unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     for message in [
@@ -328,17 +321,98 @@ async fn tools_list_fits_the_context_budget() {
             break line;
         }
     };
-    let answer: Value = serde_json::from_str(&line).unwrap();
+    drop(stdin);
+    assert!(child.wait().await.unwrap().success());
+    line
+}
+
+/// The bytes of what a model reads in a `tools/list` answer: each tool's
+/// description and input schema.
+fn model_bytes(answer: &Value) -> usize {
     let tools = answer["result"]["tools"].as_array().expect("tools");
-    assert_eq!(tools.len(), 5);
-    let model: usize = tools
+    tools
         .iter()
         .map(|tool| tool["description"].as_str().unwrap().len() + tool["inputSchema"].to_string().len())
-        .sum();
+        .sum()
+}
+
+/// Issue 44: what every session pays in context. The `tools/list` answer
+/// as the binary writes it stays within 16 KB, and the part a model reads
+/// (descriptions and input schemas) within 8 KB. A size is not a timing,
+/// so this test, not a bench, guards it (docs/benchmarks.md).
+#[tokio::test]
+async fn tools_list_fits_the_context_budget() {
+    const LIST_BYTES: usize = 16_000;
+    const MODEL_BYTES: usize = 8_000;
+    let state = tempfile::tempdir().unwrap();
+    let line = tools_list_line(command(state.path())).await;
+    let answer: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(answer["result"]["tools"].as_array().expect("tools").len(), 5);
+    let model = model_bytes(&answer);
     assert!(line.len() <= LIST_BYTES, "tools/list is {} bytes, over {LIST_BYTES}", line.len());
     assert!(model <= MODEL_BYTES, "descriptions + input schemas are {model} bytes, over {MODEL_BYTES}");
-    drop(stdin);
-    child.wait().await.unwrap();
+}
+
+/// `tools/list` of a server whose targets file names `count` ssh targets
+/// (`t01`...), never contacted: its answer and its size.
+async fn tools_list_of_targets(count: usize) -> (Value, usize) {
+    let home = tempfile::tempdir().unwrap();
+    let names: Vec<String> = (1..=count).map(|i| format!("t{i:02}")).collect();
+    let targets: String = names
+        .iter()
+        .map(|n| {
+            format!(
+                "[targets.{n}]\nssh_alias = \"{n}\"\nexpected_host = \"{n}\"\nexpected_user = \"agent\"\n"
+            )
+        })
+        .collect();
+    std::fs::write(home.path().join("targets.toml"), targets).unwrap();
+    // Every alias declared, and a catch-all on loopback: no name would
+    // ever go to DNS (nothing connects here anyway).
+    let ssh_config = format!("Host {}\nHost *\n    HostName 127.0.0.1\n", names.join(" "));
+    std::fs::write(home.path().join("ssh_config"), ssh_config).unwrap();
+    let mut command = command(&home.path().join("state"));
+    command
+        .env("HOME", home.path())
+        .env("VOLCE_LAB_TARGETS", home.path().join("targets.toml"))
+        .env("VOLCE_LAB_SSH_CONFIG", home.path().join("ssh_config"));
+    let line = tools_list_line(command).await;
+    (serde_json::from_str(&line).unwrap(), line.len())
+}
+
+/// Each tool's input schema with the target names taken out of its
+/// `target` enum and of `cloud_check`'s `targets` items.
+fn without_target_names(answer: &Value) -> Value {
+    let mut answer = answer.clone();
+    for tool in answer["result"]["tools"].as_array_mut().unwrap() {
+        let properties = &mut tool["inputSchema"]["properties"];
+        properties["target"]["enum"] = json!([]);
+        if let Some(items) = properties.get_mut("targets") {
+            items["items"]["enum"] = json!([]);
+        }
+    }
+    answer
+}
+
+/// Issue 44: is `tools/list` constant in the number of servers? Tried: a
+/// targets file of 2 and of 20 ssh targets (the binary, nothing
+/// contacted). Not byte for byte: every tool's `target` enum, and
+/// `cloud_check`'s `targets`, list the names, so each target adds its name
+/// six times (`,"t03"` is 6 bytes: 36 bytes a target here). Held here:
+/// the names are the only thing that grows, and a model pays for them
+/// exactly as often (docs/benchmarks.md has the figures). One target is
+/// the budget test's; it differs from two only in `target` becoming
+/// required, which does not grow either.
+#[tokio::test]
+async fn tools_list_grows_by_the_target_names_alone() {
+    let (two, two_bytes) = tools_list_of_targets(2).await;
+    let (twenty, twenty_bytes) = tools_list_of_targets(20).await;
+    assert_eq!(without_target_names(&two), without_target_names(&twenty), "only the names may differ");
+    let per_target = r#","t03""#.len() * 6;
+    assert_eq!(twenty_bytes - two_bytes, 18 * per_target, "tools/list: {two_bytes} -> {twenty_bytes} bytes");
+    assert_eq!(model_bytes(&twenty) - model_bytes(&two), 18 * per_target, "what a model reads");
+    let names = &twenty["result"]["tools"][0]["inputSchema"]["properties"]["target"]["enum"];
+    assert_eq!(names.as_array().unwrap().len(), 20, "{names}");
 }
 
 /// Issue 44 trimmed the output schemas (one tool and operation each, a
