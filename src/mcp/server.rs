@@ -428,7 +428,7 @@ impl ServerHandler for VolceLab {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_tasks().build())
             .with_server_info(Implementation::new("volce-lab", env!("CARGO_PKG_VERSION")))
-            .with_instructions(tools::INSTRUCTIONS)
+            .with_instructions(format!("{} {}", tools::INSTRUCTIONS, self.choices.described()))
     }
 
     async fn list_tools(

@@ -43,6 +43,23 @@ fn refuse(code: Code, message: String) -> Refusal {
 }
 
 impl Choices {
+    /// The configured targets and groups as the server's instructions say
+    /// them, once per session: the one place a client reads the names
+    /// before its first call (see [`Choices::extend_schema`]).
+    pub fn described(&self) -> String {
+        let groups: Vec<String> = self
+            .groups
+            .iter()
+            .map(|(group, members)| {
+                let names: Vec<&str> = members.iter().map(|i| self.names[*i].as_str()).collect();
+                format!("@{group} ({})", names.join(", "))
+            })
+            .collect();
+        let groups =
+            if groups.is_empty() { String::new() } else { format!("; groups: {}", groups.join(", ")) };
+        format!("Configured targets: {}{groups}.", self.names.join(", "))
+    }
+
     fn listed(&self) -> String {
         self.names.join(", ")
     }
@@ -180,27 +197,29 @@ impl Choices {
         Ok(chosen.iter().enumerate().filter(|(_, c)| **c).map(|(i, _)| i).collect())
     }
 
-    /// The `target` property every input schema gains (an enum of the
-    /// names), and for `cloud_check` the `targets` list; `target` is
-    /// required when several targets are configured, except on
-    /// `cloud_check`, which may take `targets` instead (`select` enforces it).
+    /// The `target` property every input schema gains, and for
+    /// `cloud_check` the `targets` list; `target` is required when several
+    /// targets are configured, except on `cloud_check`, which may take
+    /// `targets` instead (`select` enforces it).
+    ///
+    /// Why the names are not an `enum` here (issue 44): every byte of an
+    /// input schema is in the model's context on every `tools/list`, and
+    /// the names would be there six times each, so the list would grow
+    /// with the fleet (16 KB were passed at 3 targets). They are said once,
+    /// in the server's instructions ([`Choices::described`]), and a call
+    /// that names no configured target is refused with the list
+    /// (`unknown_target`), running nothing.
     pub fn extend_schema(&self, tool: ToolName, schema: &mut Map<String, Value>) {
         let several = self.names.len() > 1;
-        let mut choices: Vec<Value> = self.names.iter().map(|n| json!(n)).collect();
-        // No description: `required` says whether it may be left out, and
-        // every byte here is in the model's context five times (issue 44).
-        let target = json!({"type": "string", "enum": choices.clone()});
         if let Some(Value::Object(properties)) = schema.get_mut("properties") {
-            properties.insert("target".into(), target);
+            properties.insert("target".into(), json!({"type": "string"}));
             if tool == ToolName::CloudCheck {
-                choices.extend(self.groups.iter().map(|(g, _)| json!(format!("@{g}"))));
-                choices.push(json!("*"));
                 properties.insert(
                     "targets".into(),
                     json!({
                         "type": "array",
-                        "items": {"type": "string", "enum": choices},
-                        "description": "A read-only fan-out instead of `target`."
+                        "items": {"type": "string"},
+                        "description": "A read-only fan-out instead of `target`: names, @group or \"*\"."
                     }),
                 );
             }
@@ -330,26 +349,29 @@ mod tests {
     }
 
     #[test]
-    fn the_schema_lists_the_names_and_requires_a_target_only_among_several() {
+    fn the_schema_names_no_target_and_requires_one_only_among_several() {
         let mut schema =
             args(json!({"type": "object", "properties": {"plan_id": {}}, "required": ["plan_id"]}));
         fleet().extend_schema(ToolName::ServiceExecute, &mut schema);
-        assert_eq!(schema["properties"]["target"]["enum"], json!(["db", "web-1", "web-2"]));
+        assert_eq!(schema["properties"]["target"], json!({"type": "string"}));
         assert_eq!(schema["required"], json!(["plan_id", "target"]));
         assert!(schema["properties"].get("targets").is_none(), "only cloud_check fans out");
 
         let mut check = args(json!({"type": "object", "properties": {"check": {}}, "required": ["check"]}));
         fleet().extend_schema(ToolName::CloudCheck, &mut check);
-        assert_eq!(
-            check["properties"]["targets"]["items"]["enum"],
-            json!(["db", "web-1", "web-2", "@prod", "@web", "*"])
-        );
+        assert_eq!(check["properties"]["targets"]["items"], json!({"type": "string"}));
         assert_eq!(check["required"], json!(["check"]));
 
         let one = Choices { names: vec!["web-1".into()], groups: vec![] };
         let mut schema = args(json!({"type": "object", "properties": {}}));
         one.extend_schema(ToolName::ServiceInventory, &mut schema);
-        assert_eq!(schema["properties"]["target"]["enum"], json!(["web-1"]));
+        assert_eq!(schema["properties"]["target"], json!({"type": "string"}));
         assert!(schema.get("required").is_none());
+        // The names are said once, with the groups' members.
+        assert_eq!(
+            fleet().described(),
+            "Configured targets: db, web-1, web-2; groups: @prod (db, web-1), @web (web-1, web-2)."
+        );
+        assert_eq!(one.described(), "Configured targets: web-1.");
     }
 }
