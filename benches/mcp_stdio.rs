@@ -24,6 +24,8 @@ use std::time::{Duration, Instant};
 
 use stats::{ms, percentile};
 
+#[path = "../tests/support/named_targets.rs"]
+mod named_targets;
 #[path = "support/stats.rs"]
 mod stats;
 
@@ -96,16 +98,8 @@ fn fleet_peak_rss_kib(count: usize) -> u64 {
     let dir = tempfile::tempdir().unwrap();
     // A port nothing listens on: bound, then let go.
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let names: Vec<String> = (1..=count).map(|i| format!("t{i:02}")).collect();
-    let targets: String = names
-        .iter()
-        .map(|n| {
-            format!(
-                "[targets.{n}]\nssh_alias = \"{n}\"\nexpected_host = \"{n}\"\nexpected_user = \"agent\"\n"
-            )
-        })
-        .collect();
-    std::fs::write(dir.path().join("targets.toml"), targets).unwrap();
+    let names = named_targets::names(count);
+    std::fs::write(dir.path().join("targets.toml"), named_targets::targets_toml(&names)).unwrap();
     // The catch-all keeps every name on loopback: nothing goes to DNS.
     let ssh_config = format!(
         "Host {}\n    Port {port}\n    BatchMode yes\nHost *\n    HostName 127.0.0.1\n",

@@ -357,15 +357,8 @@ async fn tools_list_fits_the_context_budget() {
 /// (`t01`...), never contacted: its answer and its size.
 async fn tools_list_of_targets(count: usize) -> (Value, usize) {
     let home = tempfile::tempdir().unwrap();
-    let names: Vec<String> = (1..=count).map(|i| format!("t{i:02}")).collect();
-    let targets: String = names
-        .iter()
-        .map(|n| {
-            format!(
-                "[targets.{n}]\nssh_alias = \"{n}\"\nexpected_host = \"{n}\"\nexpected_user = \"agent\"\n"
-            )
-        })
-        .collect();
+    let names = crate::support::named_targets::names(count);
+    let targets = crate::support::named_targets::targets_toml(&names);
     std::fs::write(home.path().join("targets.toml"), targets).unwrap();
     // Every alias declared, and a catch-all on loopback: no name would
     // ever go to DNS (nothing connects here anyway).

@@ -14,6 +14,8 @@
 //!   temporary policy and state directory (hermetic);
 //! - `load`: N processes × R rounds of mixed operations on one state directory (hermetic);
 //! - `mcp`: a strict checker for our tool schemas, result helpers (hermetic);
+//! - `named_targets`: a targets file of N ssh targets `t01`... (hermetic, also
+//!   benches/mcp_stdio.rs);
 //! - `nginx_shape`: the statements of a rendered nginx.conf (hermetic, also fuzz/);
 //! - `unprivileged`: the binary where an unprivileged account can run it;
 //! - `docker_lab`: the real engine and the images of `scripts/test-images` (root);
@@ -28,5 +30,6 @@ pub mod fake_engine;
 pub mod harness;
 pub mod load;
 pub mod mcp;
+pub mod named_targets;
 pub mod nginx_shape;
 pub mod unprivileged;

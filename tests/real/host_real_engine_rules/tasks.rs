@@ -19,6 +19,39 @@ fn task_containers(app: &str) -> String {
     docker_ok(&["ps", "-aq", "--filter", &app_filter, "--filter", "label=io.volce-lab.role=task"])
 }
 
+/// A task argv that runs `script` with busybox's sh.
+fn sh(script: &str) -> Value {
+    json!(["/bin/busybox", "sh", "-c", script])
+}
+
+/// Unmounts the app's data when dropped, whatever the test left.
+struct Unmount(PathBuf);
+
+impl Drop for Unmount {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("/usr/bin/umount")
+            .arg(&self.0)
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
+}
+
+/// The lab's host under `policy` (written into `dir`) with catalog entry
+/// `entry` deployed: the host, the guard of its app's data mount, and the
+/// app container's id. Bound in that order, the guard is dropped before
+/// the host and its lab, so the loop mount goes before its directory.
+fn deployed(lab: Lab, policy: &Value, dir: &Path, entry: &str) -> (Host, Unmount, String) {
+    let policy_path = dir.join("policy.json");
+    std::fs::write(&policy_path, policy.to_string()).unwrap();
+    let host = Host::with_policy(lab, policy_path);
+    let unmount = Unmount(host.paths.state_dir.join("data").join(&host.lab.app));
+    let id = host.planned("deploy", host.deploy_params(entry, 8080, &host.lab.server_name()));
+    let done = host.execute(&id);
+    assert_eq!(done["result"]["outcome"], "completed", "{done}");
+    let app_container = done["result"]["containers"][0].as_str().unwrap().to_owned();
+    (host, unmount, app_container)
+}
+
 /// Runs one approved run_task plan; returns the execute reply.
 fn run_task(host: &Host, task: &str) -> Value {
     let id = host.planned("run_task", json!({"app": host.lab.app, "task": task}));
@@ -41,7 +74,6 @@ fn a_declared_task_runs_once_beside_the_app_with_its_configuration_data_and_netw
     std::fs::set_permissions(&env_file, std::fs::Permissions::from_mode(0o600)).unwrap();
     let mut policy = lab.policy.clone();
     let web = policy["catalog"]["web"].clone();
-    let sh = |script: &str| json!(["/bin/busybox", "sh", "-c", script]);
     policy["catalog"]["tasked"] = json!({
         "image": web, "container_port": 8080, "env_file": "/etc/volce-lab/apps/web.env",
         "data": {"path": "/data", "max_mib": 16},
@@ -51,24 +83,7 @@ fn a_declared_task_runs_once_beside_the_app_with_its_configuration_data_and_netw
             "fail": sh("echo 'relation users already exists' >&2; exit 3")
         }
     });
-    let policy_path = policy_dir.path().join("policy.json");
-    std::fs::write(&policy_path, policy.to_string()).unwrap();
-    let host = Host::with_policy(lab, policy_path);
-    // Dropped before the lab: the loop mount goes before its directory.
-    struct Unmount(PathBuf);
-    impl Drop for Unmount {
-        fn drop(&mut self) {
-            let _ = std::process::Command::new("/usr/bin/umount")
-                .arg(&self.0)
-                .stderr(std::process::Stdio::null())
-                .status();
-        }
-    }
-    let _unmount = Unmount(host.paths.state_dir.join("data").join(&host.lab.app));
-    let id = host.planned("deploy", host.deploy_params("tasked", 8080, &host.lab.server_name()));
-    let deployed = host.execute(&id);
-    assert_eq!(deployed["result"]["outcome"], "completed", "{deployed}");
-    let app_container = deployed["result"]["containers"][0].as_str().unwrap().to_owned();
+    let (host, _unmount, app_container) = deployed(lab, &policy, policy_dir.path(), "tasked");
 
     let started = std::time::Instant::now();
     let done = run_task(&host, "note");
@@ -132,7 +147,6 @@ fn a_failing_before_start_task_keeps_the_old_version_serving() {
     let lab = Lab::new("rbefore");
     let policy_dir = tempfile::tempdir().unwrap();
     let mut policy = lab.policy.clone();
-    let sh = |script: &str| json!(["/bin/busybox", "sh", "-c", script]);
     let entry = |image: &Value, script: &str| {
         json!({"image": image, "container_port": 8080, "data": {"path": "/data", "max_mib": 16},
                "tasks": {"migrate": sh(script)}, "before_start": "migrate"})
@@ -141,23 +155,7 @@ fn a_failing_before_start_task_keeps_the_old_version_serving() {
     policy["catalog"]["migrating"] = entry(&web, "echo 1 > /data/schema && echo migrated");
     policy["catalog"]["halfway"] =
         entry(&web2, "echo half > /data/partial; echo 'column already exists' >&2; exit 4");
-    let policy_path = policy_dir.path().join("policy.json");
-    std::fs::write(&policy_path, policy.to_string()).unwrap();
-    let host = Host::with_policy(lab, policy_path);
-    struct Unmount(PathBuf);
-    impl Drop for Unmount {
-        fn drop(&mut self) {
-            let _ = std::process::Command::new("/usr/bin/umount")
-                .arg(&self.0)
-                .stderr(std::process::Stdio::null())
-                .status();
-        }
-    }
-    let _unmount = Unmount(host.paths.state_dir.join("data").join(&host.lab.app));
-    let id = host.planned("deploy", host.deploy_params("migrating", 8080, &host.lab.server_name()));
-    let deployed = host.execute(&id);
-    assert_eq!(deployed["result"]["outcome"], "completed", "{deployed}");
-    let app_container = deployed["result"]["containers"][0].as_str().unwrap().to_owned();
+    let (host, _unmount, app_container) = deployed(lab, &policy, policy_dir.path(), "migrating");
     let schema = docker_ok(&["exec", &app_container, "/bin/busybox", "cat", "/data/schema"]);
     assert_eq!(schema.trim(), "1", "the app starts on what its migration wrote");
     let record = host.app_record();
