@@ -2,10 +2,11 @@
 //! holding the package under test, signed with a key the test makes in a
 //! GNUPGHOME of its own; apt, pointed at it with `signed-by` and lists of
 //! its own (the machine's sources and lists are not touched), installs the
-//! package from it. Then the two ways a repository can lie: an index
-//! changed after signing (a version bumped) and a Release signed by
-//! another key. apt refuses both at `update`, and the lie never reaches the
-//! candidate version.
+//! package from it. Then the three ways a repository can lie: a package
+//! changed after signing (apt refuses to install it), an index changed
+//! after signing (a version bumped) and a Release signed by another key
+//! (apt refuses both at `update`, and the lie never reaches the candidate
+//! version).
 
 use std::process::Command;
 
@@ -121,6 +122,23 @@ fn a_signed_repository_installs_the_package_and_apt_refuses_what_its_signature_d
     assert!(installed.status.success(), "apt-get install: {}", String::from_utf8_lossy(&installed.stderr));
     assert_installed_layout();
     ok("dpkg", &["--purge", "volce-lab"]);
+
+    // A package changed after signing, its index left as signed: apt
+    // refuses the download and installs nothing.
+    let name = deb.file_name().unwrap();
+    let published = std::fs::read(repo.join(name)).unwrap();
+    let mut altered = published.clone();
+    altered.extend_from_slice(b"one byte more");
+    std::fs::write(repo.join(name), &altered).unwrap();
+    let (updated, said) = apt.update();
+    assert!(updated, "the index is still the signed one: {said}");
+    let refused = apt.run("apt-get", &["install", "-y", "--no-install-recommends", "volce-lab"]);
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "apt installed an altered package");
+    assert!(said.contains("Hash Sum mismatch") || said.contains("File has unexpected size"), "{said}");
+    let status = run("dpkg-query", &["-W", "-f=${Status}", "volce-lab"]);
+    assert!(!String::from_utf8_lossy(&status.stdout).contains(" installed"), "nothing was installed");
+    std::fs::write(repo.join(name), &published).unwrap();
 
     // An index changed after signing: the version bumped in Packages (and
     // its gzip), Release and its signatures left as they were.
