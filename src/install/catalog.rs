@@ -491,6 +491,21 @@ pub(crate) fn lock_policy(paths: &HostPaths) -> Result<nix::fcntl::Flock<std::fs
 
 /// `catalog list`: one line per entry, with the apps that use it, then the
 /// gateway image; an empty catalog says so and how to fill it.
+/// The tasks an entry declares (issue 40), one line each with its argv as
+/// the operator wrote it, escaped for the terminal; the `before_start` one
+/// says so.
+fn task_lines(entry: &crate::control::policy::CatalogEntry) -> String {
+    entry
+        .tasks
+        .iter()
+        .map(|(task, argv)| {
+            let argv: Vec<String> = argv.all().iter().map(|arg| format!("{:?}", esc(arg))).collect();
+            let first = if entry.before_start.as_ref() == Some(task) { "  (before_start)" } else { "" };
+            format!("    task {task}: [{}]{first}\n", argv.join(", "))
+        })
+        .collect()
+}
+
 pub fn list(paths: &HostPaths) -> Result<String, Refusal> {
     let policy = load_policy(paths)?;
     let gateway = format!("Gateway image (nginx_image): {}\n", esc(policy.nginx_image.as_str()));
@@ -520,6 +535,7 @@ pub fn list(paths: &HostPaths) -> Result<String, Refusal> {
             esc(&entry.health_path.to_string()),
             if users.is_empty() { "none".to_owned() } else { esc(&users.join(", ")) }
         ));
+        out.push_str(&task_lines(entry));
     }
     out.push_str(&gateway);
     Ok(out)

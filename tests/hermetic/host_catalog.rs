@@ -149,6 +149,34 @@ fn pin_writes_the_entry_keeps_every_other_key_and_the_loaders_owner_and_mode() {
     assert!(listed.contains("web") && listed.contains("apps: legacy"), "{listed}");
 }
 
+/// Issue 40: an entry's tasks and its before_start are the operator's,
+/// written by hand; `catalog list` shows them with their argv, and a
+/// re-pin of the entry (a new digest, a port) keeps both as written.
+#[test]
+fn a_repin_keeps_the_entrys_tasks_and_catalog_list_shows_them() {
+    let mut h = Harness::new();
+    let mut policy = handwritten();
+    policy["catalog"]["shop"] = json!({
+        "image": format!("{REPO}@sha256:{}", hex('d')), "container_port": 8080,
+        "tasks": {"migrate": ["/bin/app", "migrate", "--to", "latest"], "seed": ["/bin/app", "seed"]},
+        "before_start": "migrate"
+    });
+    h.write_policy(&policy);
+    let listed = catalog::list(&h.paths).unwrap();
+    assert!(
+        listed.contains(r#"    task migrate: ["/bin/app", "migrate", "--to", "latest"]  (before_start)"#),
+        "{listed}"
+    );
+    assert!(listed.contains(r#"    task seed: ["/bin/app", "seed"]"#), "{listed}");
+    let source = FakeSource::new(Some(fitting()));
+    let change = pin(&h, &source, &pin_args("shop", &format!("{REPO}:1.3"))).unwrap();
+    catalog::write(&h.paths, &change).unwrap();
+    let written = &policy_on_disk(&h)["catalog"]["shop"];
+    assert_eq!(written["image"], json!(format!("{REPO}@sha256:{}", hex('c'))), "re-pinned: {written}");
+    assert_eq!(written["tasks"], policy["catalog"]["shop"]["tasks"], "{written}");
+    assert_eq!(written["before_start"], "migrate", "{written}");
+}
+
 /// Each refusal: its code, a sentence that ends in what to do or that
 /// nothing was written, and the policy file unchanged.
 #[test]
