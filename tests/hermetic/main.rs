@@ -39,6 +39,7 @@ mod mcp_approval_wait;
 mod mcp_conformance;
 mod mcp_examples;
 mod mcp_management;
+mod mcp_packaging;
 mod mcp_progress;
 mod mcp_stdio;
 mod mcp_targets;

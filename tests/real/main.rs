@@ -42,3 +42,5 @@ mod package;
 
 // After scripts/test's venv with the pinned Python MCP SDK (and ssh from e2e-setup).
 mod mcp_python;
+// The same venv's jsonschema: the .mcpb bundle and server.json against their published schemas.
+mod mcp_bundle;
