@@ -31,7 +31,7 @@ use crate::docker::{Engine, EngineError, ProgressSink};
 use crate::text::for_terminal as esc;
 use crate::vocab::{
     Action, AppName, Code, ContainerId, EnvFileUse, HealthPath, ImageRef, PlanId, Refusal, ServerName,
-    UpdateSpec, refuse,
+    TaskSpec, UpdateSpec, refuse,
 };
 
 /// An update's payload.
@@ -236,6 +236,20 @@ pub(super) struct SwitchTo<'a> {
     pub before_start: Option<&'a crate::control::policy::CatalogEntry>,
 }
 
+/// The `before_start` task of the entry an update moves to, in its image,
+/// with its configuration and the app's data; none for a rollback.
+fn switch_task(
+    app: &AppName,
+    record: &AppRecord,
+    target: &SwitchTo<'_>,
+    ctx: &Context<'_>,
+) -> Option<TaskSpec> {
+    let entry = target.before_start?;
+    let runs_in =
+        RunsIn { image: target.image, env_file: target.env_file.clone(), data: record.data.clone() };
+    before_start(app, entry, runs_in, ctx)
+}
+
 /// The switch both actions run: the spec, the impact (its target left to
 /// the caller) and the version it replaces, as a rollback would need it.
 pub(super) fn switch(
@@ -302,11 +316,7 @@ pub(super) fn switch(
         limits: ctx.policy.limits.clone(),
         env_file: target.env_file.clone(),
         data: record.data.clone(),
-        before_start: target.before_start.and_then(|entry| {
-            let runs_in =
-                RunsIn { image: target.image, env_file: target.env_file.clone(), data: record.data.clone() };
-            before_start(app, entry, runs_in, ctx)
-        }),
+        before_start: switch_task(app, record, target, ctx),
     };
     let mut impact =
         switch_impact(record, &names.gateway_container, &container_name, old.map_or("", |c| c.name.as_str()));
