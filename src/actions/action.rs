@@ -89,7 +89,8 @@ pub trait PlanAction: Sized {
     }
 
     /// The refusal for a change that failed and whose rollback was
-    /// verified: what failed, what to fix.
+    /// verified (for run_task also a task that ended badly, its container
+    /// seen gone): what failed, what to fix.
     fn rolled_back(cause: &EngineError, id: &PlanId) -> Refusal {
         rolled_back::created_and_removed(cause, id)
     }

@@ -75,17 +75,38 @@ fn before_start_failed(cause: &EngineError, id: &PlanId, after: &str) -> Refusal
     )
 }
 
-/// A task whose container could not be created or started, removed again
-/// and seen gone: the task never ran.
+/// A run_task whose container is removed and seen gone: the task ran and
+/// exited with another code than 0, ran out of its time, or (any other
+/// cause) never ran because Docker could not set its container up.
 pub(super) fn task(cause: &EngineError, id: &PlanId) -> Refusal {
-    Refusal::new(
-        Code::TaskFailed,
-        format!(
-            "The task never ran: Docker failed to set up its container ({cause}). Plan {id} is failed; the \
-             container was removed and seen gone, and nothing else changed. An operator can read the details \
-             on the server (volce-lab-host show {id})."
+    match cause {
+        EngineError::TaskFailed { run } => Refusal::new(
+            Code::TaskFailed,
+            format!(
+                "The task {} ran and exited with code {}; its container was removed and seen gone. Plan {id} \
+                 is failed: volce-lab changed nothing of the app, but what the task did before it exited \
+                 stays. Its last lines are in app_log (untrusted output).",
+                run.task, run.exit_code
+            ),
         ),
-    )
+        EngineError::TaskTimedOut { .. } => Refusal::new(
+            Code::TaskTimedOut,
+            format!(
+                "The task ran longer than its {} s and was stopped; its container was removed and seen \
+                 gone. Plan {id} is failed: volce-lab changed nothing of the app, but what the task did \
+                 before it was stopped stays. Its last lines are in app_log (untrusted output).",
+                crate::vocab::TASK_TIMEOUT.as_secs()
+            ),
+        ),
+        _ => Refusal::new(
+            Code::TaskFailed,
+            format!(
+                "The task never ran: Docker failed to set up its container ({cause}). Plan {id} is failed; \
+                 the container was removed and seen gone, and nothing else changed. An operator can read the \
+                 details on the server (volce-lab-host show {id})."
+            ),
+        ),
+    }
 }
 
 /// A start whose containers were stopped again and seen stopped.

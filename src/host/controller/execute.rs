@@ -450,24 +450,9 @@ fn unchanged_refusal(payload: &Payload, error: &EngineError, id: &PlanId) -> Ref
             ),
         ),
         EngineError::RolledBack { cause, .. } => payload.rolled_back(cause, id),
-        EngineError::TaskFailed { run } => Refusal::new(
-            Code::TaskFailed,
-            format!(
-                "The task {} ran and exited with code {}; its container was removed and seen gone. Plan {id} \
-                 is failed: volce-lab changed nothing of the app, but what the task did before it exited \
-                 stays. Its last lines are in app_log (untrusted output).",
-                run.task, run.exit_code
-            ),
-        ),
-        EngineError::TaskTimedOut { .. } => Refusal::new(
-            Code::TaskTimedOut,
-            format!(
-                "The task ran longer than its {} s and was stopped; its container was removed and seen \
-                 gone. Plan {id} is failed: volce-lab changed nothing of the app, but what the task did \
-                 before it was stopped stays. Its last lines are in app_log (untrusted output).",
-                crate::vocab::TASK_TIMEOUT.as_secs()
-            ),
-        ),
+        // A task that ran and failed: its container is undone and seen
+        // gone, as a rollback's is; the action says what that means.
+        EngineError::TaskFailed { .. } | EngineError::TaskTimedOut { .. } => payload.rolled_back(error, id),
         EngineError::Refused { .. } => {
             let why = payload.refused_because();
             Refusal::new(
