@@ -48,9 +48,7 @@ impl<R: Runner> DockerClient<R> {
             Err(error) => {
                 // Why the app did not answer, read while it still exists,
                 // or what its before_start task printed.
-                let app_log = self
-                    .failed_app_log(&error, created.app.as_ref(), deadline)
-                    .or_else(|| error.output().cloned());
+                let app_log = self.failed_app_log(&error, created.app.as_ref(), deadline);
                 self.remove_created(&spec.plan_id, &created);
                 // A step that timed out may still be carried out by the
                 // daemon after any listing we make, and a failed file step

@@ -28,14 +28,17 @@ const LEAST_LEFT: Duration = Duration::from_secs(1);
 impl<R: Runner> DockerClient<R> {
     /// The last lines of `app` after `error`, unless its outcome is
     /// unknown (a step that timed out is never rolled back, so nothing is
-    /// read for it) or there is no app container yet.
+    /// read for it) or there is no app container yet; then what `error`
+    /// read itself, if anything (a `before_start` task's output).
     pub(super) fn failed_app_log(
         &self,
         error: &EngineError,
         app: Option<&ContainerId>,
         deadline: Instant,
     ) -> Option<AppLog> {
-        app.filter(|_| !error.outcome_unknown()).map(|app| self.last_lines(app, deadline))
+        app.filter(|_| !error.outcome_unknown())
+            .map(|app| self.last_lines(app, deadline))
+            .or_else(|| error.output().cloned())
     }
 
     /// `docker logs --tail 20 --timestamps` and the environment of `app`,

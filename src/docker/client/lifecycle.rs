@@ -222,8 +222,7 @@ impl<R: Runner> DockerClient<R> {
         }
         // After the restore, so the old container serves while it is read;
         // before the removal, so the new one is still there to read.
-        let app_log =
-            self.failed_app_log(&error, created.app.as_ref(), deadline).or_else(|| error.output().cloned());
+        let app_log = self.failed_app_log(&error, created.app.as_ref(), deadline);
         self.remove_created(&spec.plan_id, created);
         let clean = !error.outcome_unknown()
             && self.created_by_plan(&spec.plan_id).is_ok_and(|(c, n)| c.is_empty() && n.is_empty())
