@@ -215,6 +215,10 @@ pub enum HostCommand {
     /// before docker), delete kept data no app holds.
     #[command(subcommand)]
     Data(DataCommand),
+    /// The backup repository the policy's `backup` names: make it, list the
+    /// snapshots volce-lab made, verify it. The copies are `backup` plans.
+    #[command(subcommand)]
+    Backup(BackupCommand),
     /// Refuse every agent request (rpc) from now on, before the state is
     /// opened, until `resume`: for a downgrade, maintenance or an incident.
     /// Your own commands keep working; the refusals are counted in the
@@ -296,6 +300,18 @@ pub enum DataCommand {
         #[arg(long)]
         yes: bool,
     },
+}
+
+/// `volce-lab-host backup ...`: the operator's repository commands.
+#[derive(Debug, Subcommand)]
+pub enum BackupCommand {
+    /// Make the repository (`restic init`) with the policy's password file.
+    Init,
+    /// Print the snapshots volce-lab made, of APP or of every app, oldest
+    /// first: id, time, app, catalog entry, image and plan.
+    List { app: Option<String> },
+    /// Verify the repository's structure (`restic check`).
+    Check,
 }
 
 /// `volce-lab-host catalog ...`: the operator's changes to the catalog.
@@ -485,6 +501,11 @@ fn host(command: HostCommand) -> Exit {
         HostCommand::Data(DataCommand::List) => crate::install::data::run_data_list(),
         HostCommand::Data(DataCommand::Mount) => crate::install::data::run_data_mount(),
         HostCommand::Data(DataCommand::Purge { app, yes }) => crate::install::data::run_data_purge(&app, yes),
+        HostCommand::Backup(BackupCommand::Init) => crate::install::backup::run(crate::install::backup::init),
+        HostCommand::Backup(BackupCommand::List { app }) => crate::install::backup::run_list(app.as_deref()),
+        HostCommand::Backup(BackupCommand::Check) => {
+            crate::install::backup::run(crate::install::backup::check)
+        }
         HostCommand::Pause { reason } => crate::host::run_pause(reason.as_deref()),
         HostCommand::Resume => crate::host::run_resume(),
         HostCommand::State(StateCommand::Backup { into }) => {

@@ -149,11 +149,13 @@ impl Done<'_> {
 pub struct Effect {
     pub containers: Vec<String>,
     pub task: Option<crate::logs::TaskRun>,
+    /// backup: the snapshot it recorded and what the copy cost.
+    pub backup: Option<crate::vocab::BackupRun>,
 }
 
 impl From<Vec<String>> for Effect {
     fn from(containers: Vec<String>) -> Effect {
-        Effect { containers, task: None }
+        Effect { containers, ..Effect::default() }
     }
 }
 

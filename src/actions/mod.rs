@@ -34,6 +34,7 @@ use crate::vocab::{Action, AppName, Code, DataAfter, EnvFileUse, PlanId, Refusal
 pub mod plan;
 
 mod action;
+mod backup;
 mod deploy;
 mod nginx_config;
 mod remove_app;
@@ -47,6 +48,7 @@ mod stop;
 mod update;
 
 pub use action::{Done, Effect, Impact, PlanAction, RecordChange, held};
+pub use backup::Backup;
 pub use deploy::ContainerPlan;
 pub use deploy::Deploy;
 pub use nginx_config::NginxConfig;
@@ -161,6 +163,7 @@ actions! {
     Restart(Restart),
     Rollback(Rollback),
     RunTask(RunTask),
+    Backup(Backup),
 }
 
 #[cfg(test)]

@@ -196,6 +196,8 @@ mod tests {
         assert!(Action::Restart.always_requires_approval());
         assert!(Action::Rollback.always_requires_approval());
         assert!(Action::RunTask.always_requires_approval());
+        // A backup only reads the app's data: the policy may add it.
+        assert!(!Action::Backup.always_requires_approval());
         assert_eq!(Action::parse("shell").unwrap_err().code, Code::UnknownAction);
         assert_eq!(Action::parse("nginx_config").unwrap(), Action::NginxConfig);
     }
@@ -215,7 +217,8 @@ mod tests {
                 "update",
                 "restart",
                 "rollback",
-                "run_task"
+                "run_task",
+                "backup"
             ]
         );
         for &action in Action::ALL {

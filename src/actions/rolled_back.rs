@@ -109,6 +109,24 @@ pub(super) fn task(cause: &EngineError, id: &PlanId) -> Refusal {
     }
 }
 
+/// A backup that failed before a snapshot was recorded: its data was only
+/// read, and thawed again if it was frozen.
+pub(super) fn backup(cause: &EngineError, id: &PlanId) -> Refusal {
+    let step = match cause {
+        EngineError::BackupFailed { step } => step,
+        _ => "the copy",
+    };
+    Refusal::new(
+        Code::BackupFailed,
+        format!(
+            "The backup failed at step '{step}', before any snapshot was recorded. Plan {id} is failed: the \
+             app's data was only read (and thawed again if it was frozen), nothing of the app changed and \
+             nothing is retried. An operator can read the details on the server (volce-lab-host show {id}; \
+             volce-lab-host backup check for the repository)."
+        ),
+    )
+}
+
 /// A start whose containers were stopped again and seen stopped.
 pub(super) fn start(cause: &EngineError, id: &PlanId) -> Refusal {
     const AFTER: &str = "Both containers were stopped again (restart policy no) and seen stopped: the app is \

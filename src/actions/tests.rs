@@ -1135,6 +1135,7 @@ fn remove_app_keeps_data_unless_purge_data_is_true() {
     assert!(!purge_data && !impact.data_volumes_deleted);
 }
 
+mod backup;
 mod scope;
 mod server_names;
 

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::vocab::Action;
-use crate::vocab::{ContainerLimits, ImageRef, is_name, is_user_name};
+use crate::vocab::{BackupConfig, ContainerLimits, ImageRef, KEEP_MAX, is_name, is_user_name};
 
 mod catalog;
 pub use catalog::{CatalogEntry, EntryFields};
@@ -116,6 +116,8 @@ struct RawPolicy {
     keep_versions: serde_json::Value,
     #[serde(default)]
     signed_approvals: Option<SignedApprovals>,
+    #[serde(default)]
+    backup: Option<serde_json::Value>,
 }
 
 /// The policy's `signed_approvals` object (issue 42): present, this host
@@ -236,6 +238,11 @@ pub struct Policy {
     /// `plan_ttl_seconds` at its default), so enabling it voids pending plans.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub signed_approvals: Option<SignedApprovals>,
+    /// Where `backup` plans copy apps' data (issue 41), its password file
+    /// and the retention. Part of the hash when present (a pending backup
+    /// plan was made for this repository), left out when absent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backup: Option<BackupConfig>,
 }
 
 /// Why a policy was refused, in words for the operator who wrote it.
@@ -286,6 +293,28 @@ fn approval_required(value: Option<&serde_json::Value>) -> Result<Vec<Action>, P
         actions.push(action);
     }
     Ok(Action::ALL.iter().copied().filter(|a| actions.contains(a) || minimum.contains(a)).collect())
+}
+
+/// `backup`: the repository (an absolute path or `sftp:`), the password
+/// file (an absolute path; its owner and mode are checked when it is used,
+/// as the env files' are) and at least one retention rule.
+fn backup_of(value: &serde_json::Value) -> Result<BackupConfig, PolicyError> {
+    let config: BackupConfig = serde_json::from_value(value.clone()).map_err(|e| {
+        PolicyError(format!(
+            "backup must be {{\"repository\": an absolute path or sftp:user@host:/path, \"password_file\": an \
+             absolute path, \"keep\": {{\"last\"|\"daily\"|\"weekly\"|\"monthly\": 1 to {KEEP_MAX}}}}}: {e}"
+        ))
+    })?;
+    let file = config.password_file.to_str().unwrap_or_default();
+    if !file.starts_with('/') || file.chars().any(char::is_control) || file.split('/').any(|p| p == "..") {
+        return bad("backup.password_file must be an absolute path (e.g. /etc/volce-lab/backup.password)");
+    }
+    if !config.keep.valid() {
+        return bad(format!(
+            "backup.keep needs at least one of last, daily, weekly, monthly, each from 1 to {KEEP_MAX}"
+        ));
+    }
+    Ok(config)
 }
 
 impl Policy {
@@ -350,6 +379,7 @@ impl Policy {
             gateway_access_log: raw.gateway_access_log,
             keep_versions,
             signed_approvals: raw.signed_approvals,
+            backup: raw.backup.as_ref().map(backup_of).transpose()?,
         })
     }
 

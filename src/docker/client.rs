@@ -425,6 +425,12 @@ impl<R: Runner> Engine for DockerClient<R> {
     fn run_task(&self, spec: &TaskSpec) -> Result<crate::logs::TaskRun, EngineError> {
         self.run_task_steps(spec)
     }
+
+    /// Not a docker call: restic and fsfreeze on the host (`super::backup`),
+    /// behind the engine so the controller's tests fake it as the rest.
+    fn backup(&self, spec: &crate::vocab::BackupSpec) -> Result<crate::vocab::BackupRun, EngineError> {
+        super::backup::run(spec)
+    }
 }
 
 #[cfg(test)]

@@ -27,6 +27,10 @@
 //!   for ([`bind_kept`], `<app>.entry` beside the image, root's 0600), read
 //!   by a deploy's validation ([`kept_for`]) so another entry never gets
 //!   it (issue 38); deleting the image deletes its record.
+//! - a backup freezes the mounted filesystem for its copy ([`freeze`],
+//!   [`thaw`]; `backup.rs`); a mount that finds the image mounted already
+//!   thaws it, so a backup killed in between never leaves the app's writes
+//!   waiting past the next plan that starts it or `data mount`.
 
 use std::fs::OpenOptions;
 use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, OpenOptionsExt as _};
@@ -43,6 +47,8 @@ const MIB: u64 = 1024 * 1024;
 const MKFS: &str = "/usr/sbin/mkfs.ext4";
 const MOUNT: &str = "/usr/bin/mount";
 const UMOUNT: &str = "/usr/bin/umount";
+const FSFREEZE: &str = "/usr/sbin/fsfreeze";
+const FREEZE_TIMEOUT: Duration = Duration::from_secs(20);
 /// mkfs of a large image writes its inode tables lazily; 60 s is ample.
 const MKFS_TIMEOUT: Duration = Duration::from_secs(60);
 const MOUNT_TIMEOUT: Duration = Duration::from_secs(20);
@@ -193,7 +199,12 @@ pub fn mount_kept(image: &Path, mount: &Path) -> Result<Mounted, EngineError> {
 fn mount_image(image: &Path, mount: &Path) -> Result<(), EngineError> {
     // A mounted image's root is the app's, not root's: look at the mount
     // point itself only while nothing is mounted on it.
-    if !mounted(mount)? {
+    if mounted(mount)? {
+        // A backup stopped between its freeze and its thaw (its helper
+        // killed) would leave the app's writes waiting for ever: every
+        // plan that starts the app, and `data mount`, lifts it.
+        let _ = thaw(mount);
+    } else {
         own_dir(mount, 0o000, "create the data mount point")?;
         let (image, mount_arg) = (image.display().to_string(), mount.display().to_string());
         let args = ["-t", "ext4", "-o", "loop,nosuid,nodev,noexec", &image, &mount_arg];
@@ -203,6 +214,20 @@ fn mount_image(image: &Path, mount: &Path) -> Result<(), EngineError> {
         }
     }
     Ok(())
+}
+
+/// Freezes the filesystem mounted on `mount` (`fsfreeze --freeze`): writes
+/// wait from here until [`thaw`], reads go on. For a backup's consistent copy.
+pub fn freeze(mount: &Path) -> Result<(), EngineError> {
+    let mount = mount.display().to_string();
+    run(FSFREEZE, &["--freeze", &mount], FREEZE_TIMEOUT, "freeze the app's data")
+}
+
+/// `fsfreeze --unfreeze`; whether it succeeded (it fails, changing nothing,
+/// on a filesystem that is not frozen).
+pub fn thaw(mount: &Path) -> bool {
+    let mount = mount.display().to_string();
+    run(FSFREEZE, &["--unfreeze", &mount], FREEZE_TIMEOUT, "thaw the app's data").is_ok()
 }
 
 /// Unmounts the data if it is mounted; with `purge`, deletes the image and

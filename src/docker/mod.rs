@@ -15,6 +15,7 @@
 
 use std::fmt;
 
+pub mod backup;
 pub mod client;
 pub mod data_volume;
 mod gateway_file;
@@ -23,8 +24,8 @@ pub mod host_probe;
 use serde::{Deserialize, Serialize};
 
 use crate::vocab::{
-    AppName, Capacity, Container, ContainerId, DeploySpec, ImageHolds, ImageId, ImageRef, PlanId, ServerName,
-    Snapshot, StartSpec, Step, TaskSpec, UpdateSpec,
+    AppName, BackupRun, BackupSpec, Capacity, Container, ContainerId, DeploySpec, ImageHolds, ImageId,
+    ImageRef, PlanId, ServerName, Snapshot, StartSpec, Step, TaskSpec, UpdateSpec,
 };
 
 /// What a remove_app plan removes (see [`Engine::remove_app`]).
@@ -114,6 +115,10 @@ pub enum EngineError {
     /// run_task: the task ran out of its time; its container was stopped,
     /// removed and seen gone (`output`: what it printed until then).
     TaskTimedOut { output: crate::logs::AppLog },
+    /// backup: a step before or of the copy failed (`step` names it); the
+    /// app's data was not changed and, if it was frozen, thawed again and
+    /// seen thawed. No snapshot was recorded.
+    BackupFailed { step: &'static str },
 }
 
 impl fmt::Display for EngineError {
@@ -159,6 +164,9 @@ impl fmt::Display for EngineError {
             EngineError::TaskTimedOut { .. } => f.write_str(
                 "the task ran out of its time and was stopped; its container was removed",
             ),
+            EngineError::BackupFailed { step } => {
+                write!(f, "the backup failed at step '{step}'; the app's data is as it was")
+            }
         }
     }
 }
@@ -178,6 +186,7 @@ impl EngineError {
                 | EngineError::Refused { .. }
                 | EngineError::TaskFailed { .. }
                 | EngineError::TaskTimedOut { .. }
+                | EngineError::BackupFailed { .. }
         )
     }
 
@@ -338,6 +347,11 @@ pub trait Engine {
     /// each only once the container is seen gone; a failure before the
     /// start, its container seen gone, [`EngineError::RolledBack`].
     fn run_task(&self, spec: &TaskSpec) -> Result<crate::logs::TaskRun, EngineError>;
+
+    /// backup (issue 41): the app's mounted data copied into the operator's
+    /// repository while its filesystem is frozen, then the retention
+    /// (`backup.rs`). Nothing of the app's containers is touched.
+    fn backup(&self, spec: &BackupSpec) -> Result<BackupRun, EngineError>;
 }
 
 /// A network as the engine lists it: full id and name.

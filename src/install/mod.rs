@@ -3,6 +3,7 @@
 //! (`doctor.rs`), `volce-lab-host catalog pin|list|remove|gateway-image|env-file`
 //! (`catalog.rs`, which edits the policy's catalog and gateway image),
 //! `volce-lab-host data list|mount|purge` (`data.rs`, the apps' data images),
+//! `volce-lab-host backup init|list|check` (`backup.rs`, the backup repository),
 //! `volce-lab-host state backup|restore` (`state.rs`), and the two rules both
 //! hold the server to: the agent's
 //! one sudoers line ([`sudoers_rule`], in the drop-in [`sudoers_file`]) and the groups it must not be in
@@ -13,6 +14,7 @@
 //! and leftovers rules and its audit trail, and nothing on the request path
 //! (`host`) imports from here: an rpc never runs installation code.
 
+pub mod backup;
 pub mod catalog;
 pub mod data;
 pub mod doctor;

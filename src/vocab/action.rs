@@ -46,6 +46,9 @@ pub enum Action {
     /// Runs one task the app's catalog entry declares (fixed argv, the
     /// operator's) once, in a new container of the app's current image.
     RunTask,
+    /// Copies the app's data into the operator's backup repository while
+    /// the app serves (issue 41).
+    Backup,
 }
 
 impl Action {
@@ -89,6 +92,7 @@ impl Action {
             Action::Restart => &["app"],
             Action::Rollback => &["app"],
             Action::RunTask => &["app", "task"],
+            Action::Backup => &["app"],
         }
     }
     /// The fixed minimum: destructive actions always need an operator's

@@ -269,6 +269,15 @@ impl Code {
             Code::TaskFailed | Code::TaskTimedOut => {
                 "Report the exit code and the output (untrusted) to the user; the app was not changed by volce-lab, but the task's own work may be partial: never run it again without their word."
             }
+            Code::BackupNotConfigured => {
+                "Tell the user the operator must add a backup object to the server's policy (docs/data.md#backups); the agent cannot."
+            }
+            Code::AppHasNoData => {
+                "Nothing to back up: the app keeps no data directory. Tell the user; do not retry."
+            }
+            Code::BackupFailed => {
+                "Report the step to the user; the app was not changed. The operator reads the details on the server (volce-lab-host show PLAN, volce-lab-host backup check)."
+            }
             Code::DataEntryMismatch => {
                 "Deploy the app under the catalog entry the message names, or choose another app name; only the operator can delete the kept data (`volce-lab-host data purge APP`)."
             }

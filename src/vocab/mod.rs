@@ -27,12 +27,15 @@
 //! - `engine.rs`: the specs the engine acts on ([`DeploySpec`],
 //!   [`StartSpec`], [`UpdateSpec`], [`TaskSpec`], [`ContainerLimits`]), [`Capacity`], and
 //!   the progress [`Step`]s it reports;
+//! - `backup.rs`: backups of an app's data: the policy's [`BackupConfig`],
+//!   what the engine backs up ([`BackupSpec`]) and what it left ([`BackupRun`]);
 //! - `task.rs`: operator-declared tasks: [`TaskName`] and [`TaskArgv`]
 //!   (what the engine runs for one, [`TaskSpec`], is in `engine.rs`).
 //!
 //! Each type has one path: `crate::vocab::<Name>` (the files are private).
 
 mod action;
+mod backup;
 mod data;
 mod engine;
 mod env_file;
@@ -46,6 +49,10 @@ mod string_form;
 mod task;
 
 pub use action::{ALSO_SERVER_NAMES, Action};
+pub use backup::{
+    BACKUP_TAG, BACKUP_TIMEOUT, BackupConfig, BackupRepository, BackupRun, BackupSpec, KEEP_MAX, Retention,
+    RetentionApplied, SnapshotId,
+};
 pub use data::{
     DATA_MIB_RANGE, DATA_OWNER, DATA_PATH_MAX, DataAfter, DataPath, DataSpec, DataUse, KeptFor,
     uncovered_volumes,

@@ -284,6 +284,14 @@ pub enum Code {
     /// run_task: the task ran out of its time, and was stopped and
     /// removed; what it did before is its own.
     TaskTimedOut,
+    // Backups (issue 41: `crate::actions::Backup`).
+    /// backup: the policy has no `backup` object (no repository).
+    BackupNotConfigured,
+    /// backup: the app's catalog entry gives it no data directory.
+    AppHasNoData,
+    /// backup: the copy failed before a snapshot was recorded (the
+    /// message names the step); the app and its data are as they were.
+    BackupFailed,
 }
 
 impl Code {
@@ -366,7 +374,7 @@ mod tests {
     #[test]
     fn code_strings_never_change() {
         use strum::VariantArray as _;
-        const SHIPPED: [&str; 125] = [
+        const SHIPPED: [&str; 128] = [
             "invalid_request",
             "request_too_large",
             "unknown_action",
@@ -492,6 +500,9 @@ mod tests {
             "task_not_declared",
             "task_failed",
             "task_timed_out",
+            "backup_not_configured",
+            "app_has_no_data",
+            "backup_failed",
         ];
         let strings: Vec<&str> = Code::VARIANTS.iter().map(|c| c.as_str()).collect();
         assert_eq!(strings, SHIPPED);

@@ -143,7 +143,8 @@ fn the_offer_says_what_may_be_deployed_where_and_how_much() {
             "update",
             "restart",
             "rollback",
-            "run_task"
+            "run_task",
+            "backup"
         ])
     );
     let demo = app(&inventory, "demo");

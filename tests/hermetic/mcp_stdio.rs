@@ -101,7 +101,8 @@ async fn discovery_lists_exactly_the_five_tools_with_closed_schemas_and_annotati
             "update",
             "restart",
             "rollback",
-            "run_task"
+            "run_task",
+            "backup"
         ])
     );
     assert_eq!(plan.input_schema["properties"]["parameters"]["type"], "object");

@@ -44,6 +44,8 @@ mod confine;
 mod image_holds;
 // run_task: a declared task beside the app (issue 40).
 mod tasks;
+// backup: the app's data into restic's repository (issue 41).
+mod backups;
 
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -751,6 +753,12 @@ impl Engine for RejectedConfig {
     }
     fn run_task(&self, spec: &volce_lab::vocab::TaskSpec) -> Result<volce_lab::logs::TaskRun, EngineError> {
         self.0.run_task(spec)
+    }
+    fn backup(
+        &self,
+        spec: &volce_lab::vocab::BackupSpec,
+    ) -> Result<volce_lab::vocab::BackupRun, EngineError> {
+        self.0.backup(spec)
     }
     fn host_port_free(&self, port: u16) -> bool {
         self.0.host_port_free(port)

@@ -22,8 +22,9 @@ use volce_lab::docker::{
 };
 use volce_lab::logs::{AppLog, TaskRun};
 use volce_lab::vocab::{
-    Capacity, Container, ContainerId, DeploySpec, ImageHolds, ImageId, ImageRef, LABEL_APP, LABEL_PLAN,
-    LABEL_ROLE, PlanId, PublishedPort, ServerName, Snapshot, StartSpec, Step, TaskSpec, UpdateSpec,
+    BackupRun, BackupSpec, Capacity, Container, ContainerId, DeploySpec, ImageHolds, ImageId, ImageRef,
+    LABEL_APP, LABEL_PLAN, LABEL_ROLE, PlanId, PublishedPort, RetentionApplied, ServerName, Snapshot,
+    SnapshotId, StartSpec, Step, TaskSpec, UpdateSpec,
 };
 
 pub fn image(c: char) -> ImageId {
@@ -381,6 +382,22 @@ impl Engine for FakeEngine {
         let output = AppLog::render(&state.task_output, b"", &values);
         let run = TaskRun { task: spec.task.clone(), exit_code: state.task_exit, output };
         if run.exit_code == 0 { Ok(run) } else { Err(EngineError::TaskFailed { run }) }
+    }
+
+    /// Records the call with the snapshot's tags and answers a fixed run
+    /// (`fail_at` with `backup` makes it fail instead).
+    fn backup(&self, spec: &BackupSpec) -> Result<BackupRun, EngineError> {
+        let mut call = vec!["backup".to_owned(), spec.app.to_string(), spec.data.mount.display().to_string()];
+        call.extend(spec.tags());
+        self.mutate(call)?;
+        Ok(BackupRun {
+            snapshot: SnapshotId::parse("0123abcd").unwrap(),
+            files: 3,
+            bytes: 4096,
+            added_bytes: 1024,
+            writes_paused_ms: 5,
+            retention: RetentionApplied::Applied,
+        })
     }
 
     fn remove_container(&self, container: &ContainerId) -> Result<(), EngineError> {

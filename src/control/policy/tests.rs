@@ -117,8 +117,16 @@ fn approval_required_keeps_the_fixed_minimum_and_accepts_only_additions() {
         ]
     );
     let all = with(|v| {
-        v["approval_required"] =
-            json!(["nginx_config", "remove_image", "update", "deploy", "stop", "start", "remove_app"])
+        v["approval_required"] = json!([
+            "nginx_config",
+            "remove_image",
+            "update",
+            "deploy",
+            "stop",
+            "backup",
+            "start",
+            "remove_app"
+        ])
     })
     .unwrap();
     assert_eq!(all.approval_required, Action::ALL, "kept in one order, whatever was written");
@@ -372,4 +380,32 @@ fn a_catalog_object_may_give_the_app_a_capped_data_directory() {
         let message = refused(data.clone());
         assert!(message.contains("data must be an object with exactly path"), "{data}: {message}");
     }
+}
+
+/// Tried: no `backup` (no repository), a good one, and each way one can be
+/// wrong (a relative repository, an option-like sftp host, a relative
+/// password file, no retention rule, a rule of 0, an unknown key). A
+/// present `backup` is part of the hash; an absent one leaves it as it was.
+#[test]
+fn backup_names_a_repository_a_private_password_file_and_a_retention() {
+    let good = json!({"repository": "/srv/backup/volce-lab", "password_file": "/etc/volce-lab/backup.password",
+                      "keep": {"daily": 7, "weekly": 4}});
+    assert_eq!(sample_policy().backup, None);
+    let policy = with(|v| v["backup"] = good.clone()).unwrap();
+    let backup = policy.backup.clone().unwrap();
+    assert_eq!(backup.repository.as_str(), "/srv/backup/volce-lab");
+    assert_eq!(backup.keep.describe(), "daily 7, weekly 4");
+    assert_ne!(policy.hash(), sample_policy().hash(), "the repository is part of what a plan was made for");
+    let bad = |key: &str, value: Value| {
+        let mut backup = good.clone();
+        backup[key] = value;
+        with(|v| v["backup"] = backup).unwrap_err().0
+    };
+    assert!(bad("repository", json!("backups")).contains("repository"));
+    assert!(bad("repository", json!("sftp:-oProxyCommand=x")).contains("repository"));
+    assert!(bad("password_file", json!("backup.password")).contains("absolute path"));
+    assert!(bad("keep", json!({})).contains("at least one"));
+    assert!(bad("keep", json!({"daily": 0})).contains("from 1 to 1000"));
+    assert!(bad("keep", json!({"hourly": 3})).contains("unknown field"));
+    assert!(bad("extra", json!(1)).contains("unknown field"));
 }

@@ -407,6 +407,7 @@ fn answer(plan: &Plan, acted: Acted, recorded: Result<(), Refusal>) -> Executed 
             duration_ms: acted.duration_ms,
             data: plan.payload.data_after(),
             task: effect.task,
+            backup: effect.backup.map(Box::new),
         }),
         // Nothing changed, and that is recorded: the plan is `failed`.
         (Err(_), Ok(()), Some(refusal)) => {
@@ -453,6 +454,8 @@ fn unchanged_refusal(payload: &Payload, error: &EngineError, id: &PlanId) -> Ref
         // A task that ran and failed: its container is undone and seen
         // gone, as a rollback's is; the action says what that means.
         EngineError::TaskFailed { .. } | EngineError::TaskTimedOut { .. } => payload.rolled_back(error, id),
+        // A backup that stopped before its snapshot only read the data.
+        EngineError::BackupFailed { .. } => payload.rolled_back(error, id),
         EngineError::Refused { .. } => {
             let why = payload.refused_because();
             Refusal::new(

@@ -341,6 +341,7 @@ mod tests {
                 "restart",
                 "rollback",
                 "run_task",
+                "backup",
                 null
             ])
         );
@@ -357,7 +358,8 @@ mod tests {
                 "update",
                 "restart",
                 "rollback",
-                "run_task"
+                "run_task",
+                "backup"
             ])
         );
         let port = &plan["properties"]["parameters"]["properties"]["host_port"];

@@ -29,6 +29,11 @@ pub struct ExecutedPlan {
     /// bounded, untrusted). Absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task: Option<crate::logs::TaskRun>,
+    /// backup: the snapshot it recorded, its size and what it added, how
+    /// long the app's writes waited, and whether the retention ran.
+    /// Absent otherwise. Boxed: the answer travels inside every reply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup: Option<Box<crate::vocab::BackupRun>>,
 }
 
 /// The fixed `outcome` of a completed execute (the plan's recorded outcome,

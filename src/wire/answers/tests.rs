@@ -309,6 +309,7 @@ fn the_plan_an_answer_names_is_read_from_the_types_the_helper_writes() {
         duration_ms: 12,
         data: None,
         task: None,
+        backup: None,
     };
     round_trips(
         &executed,

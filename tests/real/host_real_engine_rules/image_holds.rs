@@ -183,6 +183,12 @@ impl Engine for HoldBeforeRemoval {
     fn run_task(&self, spec: &volce_lab::vocab::TaskSpec) -> Result<volce_lab::logs::TaskRun, EngineError> {
         self.engine.run_task(spec)
     }
+    fn backup(
+        &self,
+        spec: &volce_lab::vocab::BackupSpec,
+    ) -> Result<volce_lab::vocab::BackupRun, EngineError> {
+        self.engine.backup(spec)
+    }
     fn host_port_free(&self, port: u16) -> bool {
         self.engine.host_port_free(port)
     }

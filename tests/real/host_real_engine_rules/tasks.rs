@@ -25,7 +25,7 @@ fn sh(script: &str) -> Value {
 }
 
 /// Unmounts the app's data when dropped, whatever the test left.
-struct Unmount(PathBuf);
+pub(super) struct Unmount(PathBuf);
 
 impl Drop for Unmount {
     fn drop(&mut self) {
@@ -40,7 +40,7 @@ impl Drop for Unmount {
 /// `entry` deployed: the host, the guard of its app's data mount, and the
 /// app container's id. Bound in that order, the guard is dropped before
 /// the host and its lab, so the loop mount goes before its directory.
-fn deployed(lab: Lab, policy: &Value, dir: &Path, entry: &str) -> (Host, Unmount, String) {
+pub(super) fn deployed(lab: Lab, policy: &Value, dir: &Path, entry: &str) -> (Host, Unmount, String) {
     let policy_path = dir.join("policy.json");
     std::fs::write(&policy_path, policy.to_string()).unwrap();
     let host = Host::with_policy(lab, policy_path);

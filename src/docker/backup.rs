@@ -1,0 +1,260 @@
+//! Backups of an app's data with restic (issue 41): the copy a `backup`
+//! plan makes, and the repository commands the operator runs (`backup
+//! init|list|check`). Runs as root in the host helper; restic is a fixed
+//! path with argv from validated values, through `crate::exec` (no shell,
+//! no raw stderr); its password is read by restic from the operator's
+//! root-only file and never passes through us.
+//!
+//! Why restic (docs/data.md#backups): encryption, deduplication, retention
+//! (`forget --prune`) and verification (`check`) in one Debian package,
+//! with local and `sftp:` repositories and JSON output for every command we
+//! read; borg offers the same but its repository over ssh needs borg on the
+//! backup host too.
+//!
+//! Invariants enforced here:
+//! - a consistent copy while the app serves: the data's filesystem is
+//!   frozen (`fsfreeze`) while restic reads it, so no write lands halfway
+//!   through the copy; reads go on, writes wait. It is thawed on every
+//!   path out, and a thaw that fails is an error of its own (the plan
+//!   needs inspection: the app's writes would wait for ever), never hidden;
+//! - nothing is read unless the data is mounted: the empty mount point
+//!   must never pass for the app's data;
+//! - the password file must be root's regular file that nobody else can
+//!   read or write, checked before restic runs;
+//! - every snapshot carries [`BACKUP_TAG`] and the app's tag, and the
+//!   retention and the listing only ever name snapshots with both.
+
+use std::os::unix::fs::MetadataExt as _;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+
+use super::EngineError;
+use super::data_volume;
+use crate::exec::{ExecutionStatus, ProcessOutput, ProcessSpec, minimal_env, run_blocking};
+use crate::vocab::{AppName, BACKUP_TAG, BackupConfig, BackupRun, BackupSpec, RetentionApplied, SnapshotId};
+
+pub const RESTIC: &str = "/usr/bin/restic";
+/// What one restic command may print on stdout with `--json --quiet`.
+const RESTIC_STDOUT: usize = 4 << 20;
+/// How long a listing, an init or a check may take.
+pub const REPOSITORY_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// The whole backup (see the module's invariants).
+pub fn run(spec: &BackupSpec) -> Result<BackupRun, EngineError> {
+    let failed = |step| EngineError::BackupFailed { step };
+    password_file_ok(&spec.config.password_file, 0).map_err(|_| failed("check the backup password file"))?;
+    if !Path::new(RESTIC).is_file() {
+        return Err(failed("find restic"));
+    }
+    if !data_volume::mounted(&spec.data.mount)? {
+        return Err(failed("see the app's data mounted"));
+    }
+    let started = Instant::now();
+    data_volume::freeze(&spec.data.mount).map_err(|_| failed("freeze the app's data"))?;
+    let copied = restic(&spec.config, &backup_args(spec), spec.timeout());
+    let thawed = data_volume::thaw(&spec.data.mount);
+    let writes_paused_ms = started.elapsed().as_millis() as u64;
+    if !thawed {
+        return Err(EngineError::Host { step: "thaw the app's data" });
+    }
+    if copied.execution.execution_status != ExecutionStatus::Ok {
+        return Err(failed("restic backup"));
+    }
+    let summary = summary(&copied.stdout).ok_or(failed("read restic's summary"))?;
+    let retention = retention(spec);
+    Ok(BackupRun {
+        snapshot: summary.snapshot_id,
+        files: summary.total_files_processed,
+        bytes: summary.total_bytes_processed,
+        added_bytes: summary.data_added,
+        writes_paused_ms,
+        retention,
+    })
+}
+
+/// restic's arguments for one backup of the mounted data.
+fn backup_args(spec: &BackupSpec) -> Vec<String> {
+    let mut args = vec!["backup".to_owned()];
+    for tag in spec.tags() {
+        args.extend(["--tag".to_owned(), tag]);
+    }
+    args.push(spec.data.mount.display().to_string());
+    args
+}
+
+/// `forget --prune` of the app's snapshots beyond the retention.
+fn retention(spec: &BackupSpec) -> RetentionApplied {
+    let mut args = vec!["forget".to_owned(), "--tag".to_owned(), app_filter(&spec.app), "--prune".to_owned()];
+    for (option, keep) in spec.config.keep.rules() {
+        args.extend([option.to_owned(), keep.to_string()]);
+    }
+    let spent = spec.timeout().saturating_sub(Duration::from_secs(1));
+    match restic(&spec.config, &args, spent).execution.execution_status {
+        ExecutionStatus::Ok => RetentionApplied::Applied,
+        _ => RetentionApplied::Failed,
+    }
+}
+
+/// The tag filter that names `app`'s snapshots of ours (restic reads a
+/// comma as "both").
+fn app_filter(app: &AppName) -> String {
+    format!("{BACKUP_TAG},{}", BackupSpec::app_tag(app))
+}
+
+/// The fields of restic's backup summary we read.
+#[derive(Deserialize)]
+struct Summary {
+    snapshot_id: SnapshotId,
+    total_files_processed: u64,
+    total_bytes_processed: u64,
+    data_added: u64,
+}
+
+/// The summary line of `backup --json --quiet`.
+fn summary(stdout: &[u8]) -> Option<Summary> {
+    let line = stdout.split(|b| *b == b'\n').rev().find(|line| !line.is_empty())?;
+    let value: serde_json::Value = serde_json::from_slice(line).ok()?;
+    (value.get("message_type")?.as_str()? == "summary").then_some(())?;
+    serde_json::from_value(value).ok()
+}
+
+/// One snapshot of ours as `restic snapshots --json` lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Listed {
+    pub short_id: SnapshotId,
+    pub time: String,
+    #[serde(default)]
+    pub tags: Vec<String>,
+}
+
+impl Listed {
+    /// The value of the tag `key=...`, if the snapshot has one.
+    pub fn tag(&self, key: &str) -> Option<&str> {
+        self.tags.iter().find_map(|tag| tag.strip_prefix(key)?.strip_prefix('='))
+    }
+}
+
+/// The snapshots of ours in the repository (of `app`, or of every app),
+/// oldest first.
+pub fn list(config: &BackupConfig, app: Option<&AppName>) -> Result<Vec<Listed>, EngineError> {
+    let filter = app.map_or_else(|| BACKUP_TAG.to_owned(), app_filter);
+    let args = ["snapshots".to_owned(), "--tag".to_owned(), filter];
+    let out = repository_command(config, &args, "restic snapshots")?;
+    serde_json::from_slice::<Option<Vec<Listed>>>(&out)
+        .map(Option::unwrap_or_default)
+        .map_err(|_| EngineError::Unparsable { step: "restic snapshots" })
+}
+
+/// `restic init`: makes the repository with the operator's password.
+pub fn init(config: &BackupConfig) -> Result<(), EngineError> {
+    repository_command(config, &["init".to_owned()], "restic init").map(drop)
+}
+
+/// `restic check`: the repository's structure is sound.
+pub fn check(config: &BackupConfig) -> Result<(), EngineError> {
+    repository_command(config, &["check".to_owned()], "restic check").map(drop)
+}
+
+/// One repository command for the operator, after the password file's check.
+fn repository_command(
+    config: &BackupConfig,
+    args: &[String],
+    step: &'static str,
+) -> Result<Vec<u8>, EngineError> {
+    password_file_ok(&config.password_file, 0)
+        .map_err(|_| EngineError::BackupFailed { step: "check the backup password file" })?;
+    let out = restic(config, args, REPOSITORY_TIMEOUT);
+    match out.execution.execution_status {
+        ExecutionStatus::Ok => Ok(out.stdout),
+        _ => Err(EngineError::Call { step, execution: out.execution }),
+    }
+}
+
+/// restic with the repository, the password file and `args`: no cache
+/// (nothing of the repository is kept on the host beside it), JSON, quiet.
+fn restic(config: &BackupConfig, args: &[String], timeout: Duration) -> ProcessOutput {
+    let mut argv = vec![
+        "--repo".to_owned(),
+        config.repository.as_str().to_owned(),
+        "--password-file".to_owned(),
+        config.password_file.display().to_string(),
+        "--no-cache".to_owned(),
+        "--json".to_owned(),
+        "--quiet".to_owned(),
+    ];
+    argv.extend(args.iter().cloned());
+    let mut spec = fixed(RESTIC, argv, timeout);
+    spec.stdout_limit = RESTIC_STDOUT;
+    // An sftp repository's ssh reads root's own keys and known hosts.
+    spec.env.push(("HOME".into(), "/root".into()));
+    run_blocking(&spec)
+}
+
+fn fixed(program: &str, args: impl IntoIterator<Item = String>, timeout: Duration) -> ProcessSpec {
+    let mut spec = ProcessSpec::new(program, args);
+    spec.env = minimal_env();
+    spec.timeout = timeout;
+    spec
+}
+
+/// Whether `path` is a regular file owned by `owner` that no one else may
+/// read or write (the password of the whole repository is in it).
+pub fn password_file_ok(path: &Path, owner: u32) -> Result<(), &'static str> {
+    let meta = std::fs::symlink_metadata(path).map_err(|_| "it cannot be read")?;
+    if !meta.is_file() || meta.uid() != owner {
+        return Err("it is not root's regular file");
+    }
+    if meta.mode() & 0o077 != 0 {
+        return Err("group or others may read or write it (chmod 600 it)");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_summary_is_the_last_line_and_only_a_summary_counts() {
+        let out =
+            b"{\"message_type\":\"status\"}\n{\"message_type\":\"summary\",\"total_files_processed\":2,\
+                    \"total_bytes_processed\":5,\"data_added\":1048,\"snapshot_id\":\"49effc15\"}\n";
+        let read = summary(out).unwrap();
+        assert_eq!(
+            (read.snapshot_id.as_str(), read.total_files_processed, read.data_added),
+            ("49effc15", 2, 1048)
+        );
+        assert!(summary(b"{\"message_type\":\"status\"}\n").is_none());
+        assert!(summary(b"{\"message_type\":\"summary\",\"snapshot_id\":\"NOT-HEX\"}").is_none());
+        assert!(summary(b"").is_none());
+    }
+
+    #[test]
+    fn a_listed_snapshot_gives_its_tags_by_key() {
+        let listed: Vec<Listed> = serde_json::from_str(
+            r#"[{"time":"2026-12-06T16:14:45Z","short_id":"1e4d6c43","id":"x","paths":["/d"],
+                 "tags":["volce-lab","app=blog","plan=abc"]}]"#,
+        )
+        .unwrap();
+        assert_eq!(listed[0].tag("app"), Some("blog"));
+        assert_eq!(listed[0].tag("plan"), Some("abc"));
+        assert_eq!(listed[0].tag("entry"), None);
+    }
+
+    #[test]
+    fn the_password_file_must_be_private() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("pass");
+        std::fs::write(&file, "secret\n").unwrap();
+        let me = nix::unistd::geteuid().as_raw();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o640)).unwrap();
+        assert!(password_file_ok(&file, me).is_err());
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(password_file_ok(&file, me).is_ok());
+        assert!(password_file_ok(&file, me + 1).is_err());
+        assert!(password_file_ok(&dir.path().join("missing"), me).is_err());
+    }
+}

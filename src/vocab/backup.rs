@@ -1,0 +1,208 @@
+//! Backups of an app's data (issue 41): the operator's repository
+//! ([`BackupRepository`]) and retention ([`Retention`]) as the policy's
+//! `backup` object gives them ([`BackupConfig`]), what a `backup` plan asks
+//! the engine ([`BackupSpec`]) and what it left ([`BackupRun`]), and a
+//! snapshot's id ([`SnapshotId`]). Pure data and its validation.
+//!
+//! Why the repository string is validated so narrowly: it is the
+//! operator's, but it reaches restic's argv (one element, never a shell)
+//! and the operator's `show`; a control character could hide part of it,
+//! and a leading `-` would be read as an option.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::string_form::string_form;
+use super::{AppName, DataUse, ImageRef, PlanId};
+
+/// How long one backup may take (the copy, then the retention): inside the
+/// 240 s the MCP client waits for the helper's reply, as a deploy is.
+pub const BACKUP_TIMEOUT: Duration = Duration::from_secs(180);
+/// The tag every snapshot volce-lab makes carries, so `backup list` and the
+/// retention never count a snapshot someone else put in the repository.
+pub const BACKUP_TAG: &str = "volce-lab";
+/// The most snapshots of each kind a retention rule keeps.
+pub const KEEP_MAX: u32 = 1000;
+
+/// Where backups go: an absolute path (another disk) or restic's `sftp:`
+/// form (`sftp:user@host:/path`), at most 512 bytes, no whitespace or
+/// control character, no leading `-`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct BackupRepository(String);
+
+impl BackupRepository {
+    pub fn parse(value: &str) -> Option<BackupRepository> {
+        let plain = !value.is_empty()
+            && value.len() <= 512
+            && !value.chars().any(|c| c.is_control() || c.is_whitespace());
+        let path_ok = value.starts_with('/') && !value.split('/').any(|part| part == "..");
+        let sftp_ok =
+            value.strip_prefix("sftp:").is_some_and(|rest| !rest.is_empty() && !rest.starts_with('-'));
+        (plain && (path_ok || sftp_ok)).then(|| BackupRepository(value.to_owned()))
+    }
+}
+
+string_form!(BackupRepository, "not a backup repository (an absolute path, or sftp:user@host:/path)");
+
+/// How many snapshots of one app the repository keeps after each backup
+/// (restic's `forget --keep-*`): at least one rule, each 1 to [`KEEP_MAX`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Retention {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub daily: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weekly: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub monthly: Option<u32>,
+}
+
+impl Retention {
+    /// Each rule with restic's option for it, in a fixed order.
+    pub fn rules(&self) -> Vec<(&'static str, u32)> {
+        [("--keep-last", self.last), ("--keep-daily", self.daily), ("--keep-weekly", self.weekly)]
+            .into_iter()
+            .chain([("--keep-monthly", self.monthly)])
+            .filter_map(|(option, keep)| keep.map(|keep| (option, keep)))
+            .collect()
+    }
+
+    /// Whether the rule set is one the policy accepts.
+    pub fn valid(&self) -> bool {
+        let rules = self.rules();
+        !rules.is_empty() && rules.iter().all(|(_, keep)| (1..=KEEP_MAX).contains(keep))
+    }
+
+    /// The rules in the operator's words (`last 7, daily 14`).
+    pub fn describe(&self) -> String {
+        let words = self.rules().into_iter().map(|(option, keep)| format!("{} {keep}", &option[7..]));
+        words.collect::<Vec<_>>().join(", ")
+    }
+}
+
+/// The policy's `backup` object: the operator's repository, the root-only
+/// file holding its password, and the retention.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BackupConfig {
+    pub repository: BackupRepository,
+    pub password_file: PathBuf,
+    pub keep: Retention,
+}
+
+/// A restic snapshot's id as an operator or the agent names it: 8 (the
+/// short form restic prints) to 64 lowercase hex characters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct SnapshotId(String);
+
+impl SnapshotId {
+    pub fn parse(value: &str) -> Option<SnapshotId> {
+        let hex = value.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        (hex && (8..=64).contains(&value.len())).then(|| SnapshotId(value.to_owned()))
+    }
+}
+
+string_form!(SnapshotId, "not a snapshot id (8 to 64 lowercase hex characters)");
+
+/// What the engine backs up for a `backup` plan: the app's data directory
+/// as mounted, into the operator's repository, tagged so a snapshot names
+/// the app, its catalog entry, the image it ran and the plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BackupSpec {
+    pub plan_id: PlanId,
+    pub app: AppName,
+    pub entry: String,
+    pub image: ImageRef,
+    pub data: DataUse,
+    pub config: BackupConfig,
+    pub timeout_seconds: u32,
+}
+
+impl BackupSpec {
+    /// The snapshot's tags: [`BACKUP_TAG`] and one `key=value` per fact.
+    pub fn tags(&self) -> Vec<String> {
+        vec![
+            BACKUP_TAG.to_owned(),
+            Self::app_tag(&self.app),
+            format!("entry={}", self.entry),
+            format!("image={}", self.image.as_str().rsplit_once('@').map_or("", |(_, digest)| digest)),
+            format!("plan={}", self.plan_id.as_str()),
+        ]
+    }
+    /// The tag every snapshot of `app` carries.
+    pub fn app_tag(app: &AppName) -> String {
+        format!("app={}", app.as_str())
+    }
+    pub fn timeout(&self) -> Duration {
+        Duration::from_secs(u64::from(self.timeout_seconds))
+    }
+}
+
+/// Whether the retention ran after a backup (a failure there leaves the
+/// new snapshot in place and only keeps more old ones than the rule says).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RetentionApplied {
+    Applied,
+    Failed,
+}
+
+/// What one backup left, as the agent and the operator read it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BackupRun {
+    pub snapshot: SnapshotId,
+    /// Files and bytes the snapshot holds, and the bytes it added to the
+    /// repository (after deduplication and compression).
+    pub files: u64,
+    pub bytes: u64,
+    pub added_bytes: u64,
+    /// How long the app's writes waited: its data's filesystem was frozen
+    /// while restic read it (reads go on).
+    pub writes_paused_ms: u64,
+    pub retention: RetentionApplied,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_repository_is_an_absolute_path_or_sftp_and_nothing_that_reads_as_an_option() {
+        for good in ["/srv/backup/volce-lab", "sftp:backup@vault:/srv/restic", "/mnt/usb"] {
+            assert!(BackupRepository::parse(good).is_some(), "{good}");
+        }
+        let long = format!("/{}", "a".repeat(512));
+        for bad in
+            ["", "relative/dir", "-r", "/srv/../etc", "/srv/a b", "/srv/a\nb", "sftp:", "sftp:-oProxy", &long]
+        {
+            assert!(BackupRepository::parse(bad).is_none(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn retention_needs_a_rule_within_bounds_and_names_restic_options_in_order() {
+        assert!(!Retention::default().valid());
+        assert!(!Retention { daily: Some(0), ..Retention::default() }.valid());
+        assert!(!Retention { last: Some(KEEP_MAX + 1), ..Retention::default() }.valid());
+        let keep = Retention { monthly: Some(6), last: Some(3), ..Retention::default() };
+        assert!(keep.valid());
+        assert_eq!(keep.rules(), vec![("--keep-last", 3), ("--keep-monthly", 6)]);
+        assert_eq!(keep.describe(), "last 3, monthly 6");
+    }
+
+    #[test]
+    fn a_snapshot_id_is_short_or_full_lowercase_hex() {
+        assert!(SnapshotId::parse("49effc15").is_some());
+        assert!(SnapshotId::parse(&"a".repeat(64)).is_some());
+        for bad in ["49effc1", "49EFFC15", "latest", "49effc15:/data", &"a".repeat(65)] {
+            assert!(SnapshotId::parse(bad).is_none(), "{bad}");
+        }
+    }
+}

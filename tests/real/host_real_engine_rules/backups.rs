@@ -1,0 +1,107 @@
+//! backup on the machine's real engine with Debian's restic (issue 41),
+//! through the real controller and the operator's repository commands in
+//! library form: `backup init` makes the repository; a `backup` plan needs
+//! no approval by default, copies the app's mounted data while the app
+//! serves (its filesystem frozen for the copy and thawed after), and its
+//! snapshot holds exactly what the app wrote (restored by restic itself
+//! and compared); `backup list` names it with its app, entry and plan; the
+//! retention keeps `last: 2` of three; a password file others may read
+//! ends the plan `failed` (`backup_failed`) having read nothing, the data
+//! still writable and the next plan accepted.
+
+use super::*;
+use volce_lab::install::backup as operator;
+
+const RESTIC: &str = "/usr/bin/restic";
+
+/// The app writes `text` into its own data, as uid 1000 inside its container.
+fn app_writes(app_container: &str, text: &str) {
+    docker_ok(&["exec", app_container, "/bin/busybox", "sh", "-c", &format!("echo {text} > /data/note")]);
+}
+
+/// restic's own restore of `snapshot` into a new directory; what the app's
+/// note held then.
+fn restored_note(repository: &Path, password: &Path, snapshot: &str, mount: &Path) -> String {
+    let target = tempfile::tempdir().unwrap();
+    let status = std::process::Command::new(RESTIC)
+        .args(["--repo", repository.to_str().unwrap(), "--password-file", password.to_str().unwrap()])
+        .args(["--no-cache", "--quiet", "restore", snapshot, "--target", target.path().to_str().unwrap()])
+        .status()
+        .unwrap();
+    assert!(status.success(), "restic restore {snapshot}");
+    let inside = target.path().join(mount.strip_prefix("/").unwrap()).join("note");
+    std::fs::read_to_string(inside).unwrap().trim().to_owned()
+}
+
+/// One backup plan, executed without an approval.
+fn backup(host: &Host) -> Value {
+    let reply = host.plan("backup", json!({"app": host.lab.app}));
+    assert_eq!(reply["result"]["requires_approval"], false, "no approval by default: {reply}");
+    host.execute(reply["result"]["id"].as_str().unwrap())
+}
+
+#[test]
+#[ignore = "real parts: run by scripts/test"]
+fn a_backup_copies_the_apps_data_while_it_serves_and_restic_gives_it_back() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let _turn = take_turn();
+    assert!(Path::new(RESTIC).is_file(), "restic is not installed: scripts/test installs Debian's restic");
+    let lab = Lab::new("rbackup");
+    let dir = tempfile::tempdir().unwrap();
+    let (repository, password) = (dir.path().join("repo"), dir.path().join("backup.password"));
+    std::fs::write(&password, "a-long-random-backup-password\n").unwrap();
+    std::fs::set_permissions(&password, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let mut policy = lab.policy.clone();
+    let web = policy["catalog"]["web"].clone();
+    policy["catalog"]["kept"] =
+        json!({"image": web, "container_port": 8080, "data": {"path": "/data", "max_mib": 16}});
+    policy["backup"] = json!({"repository": repository, "password_file": password, "keep": {"last": 2}});
+    let (host, _unmount, app_container) = super::tasks::deployed(lab, &policy, dir.path(), "kept");
+    let mount = host.paths.state_dir.join("data").join(&host.lab.app);
+
+    let made = operator::init(&host.paths).unwrap();
+    assert!(made.contains("Made the backup repository"), "{made}");
+    app_writes(&app_container, "first");
+    let done = backup(&host);
+    assert_eq!(done["result"]["outcome"], "completed", "{done}");
+    let run = &done["result"]["backup"];
+    let snapshot = run["snapshot"].as_str().unwrap().to_owned();
+    assert!(run["files"].as_u64().unwrap() >= 1 && run["bytes"].as_u64().unwrap() >= 6, "{run}");
+    assert_eq!(run["retention"], "applied", "{run}");
+    eprintln!("backup: {run}");
+    assert_eq!(
+        restored_note(&repository, &password, &snapshot, &mount),
+        "first",
+        "the snapshot holds the data"
+    );
+    assert_eq!(status(host.lab.port, &host.lab.server_name()), Some(200), "the app serves");
+    let listed = operator::list(&host.paths, Some(&host.lab.app)).unwrap();
+    let plan = done["result"]["plan_id"].as_str().unwrap();
+    assert!(listed.contains(&snapshot) && listed.contains(" kept ") && listed.contains(plan), "{listed}");
+
+    // Thawed: the app writes again at once; two more backups, and the
+    // retention keeps the newest two.
+    app_writes(&app_container, "second");
+    let second = backup(&host);
+    app_writes(&app_container, "third");
+    let third = backup(&host);
+    let newest = third["result"]["backup"]["snapshot"].as_str().unwrap().to_owned();
+    assert_eq!(restored_note(&repository, &password, &newest, &mount), "third", "{third}");
+    let listed = operator::list(&host.paths, Some(&host.lab.app)).unwrap();
+    assert!(!listed.contains(&snapshot), "the oldest is forgotten: {listed}");
+    let kept = second["result"]["backup"]["snapshot"].as_str().unwrap();
+    assert!(listed.contains(kept) && listed.contains(&newest), "{listed}");
+    assert!(operator::check(&host.paths).unwrap().contains("is sound"));
+
+    // A password file others may read: refused before restic runs.
+    std::fs::set_permissions(&password, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let failed = backup(&host);
+    assert_eq!(
+        (failed["status"].as_str(), failed["code"].as_str()),
+        (Some("rejected"), Some("backup_failed"))
+    );
+    assert!(failed["message"].as_str().unwrap().contains("check the backup password file"), "{failed}");
+    app_writes(&app_container, "fourth");
+    std::fs::set_permissions(&password, std::fs::Permissions::from_mode(0o600)).unwrap();
+    assert_eq!(backup(&host)["result"]["outcome"], "completed", "nothing is blocked");
+}
