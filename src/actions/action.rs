@@ -151,6 +151,8 @@ pub struct Effect {
     pub task: Option<crate::logs::TaskRun>,
     /// backup: the snapshot it recorded and what the copy cost.
     pub backup: Option<crate::vocab::BackupRun>,
+    /// restore: the snapshot put in place and the safety snapshot taken.
+    pub restore: Option<crate::vocab::RestoreRun>,
 }
 
 impl From<Vec<String>> for Effect {

@@ -40,6 +40,7 @@ mod nginx_config;
 mod remove_app;
 mod remove_image;
 mod restart;
+mod restore;
 mod rollback;
 mod rolled_back;
 mod run_task;
@@ -55,6 +56,7 @@ pub use nginx_config::NginxConfig;
 pub use remove_app::RemoveApp;
 pub use remove_image::RemoveImage;
 pub use restart::Restart;
+pub use restore::Restore;
 pub use rollback::Rollback;
 pub use run_task::RunTask;
 pub use start::Start;
@@ -164,6 +166,7 @@ actions! {
     Rollback(Rollback),
     RunTask(RunTask),
     Backup(Backup),
+    Restore(Restore),
 }
 
 #[cfg(test)]

@@ -198,6 +198,7 @@ mod tests {
         assert!(Action::RunTask.always_requires_approval());
         // A backup only reads the app's data: the policy may add it.
         assert!(!Action::Backup.always_requires_approval());
+        assert!(Action::Restore.always_requires_approval());
         assert_eq!(Action::parse("shell").unwrap_err().code, Code::UnknownAction);
         assert_eq!(Action::parse("nginx_config").unwrap(), Action::NginxConfig);
     }
@@ -218,7 +219,8 @@ mod tests {
                 "restart",
                 "rollback",
                 "run_task",
-                "backup"
+                "backup",
+                "restore"
             ]
         );
         for &action in Action::ALL {

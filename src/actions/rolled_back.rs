@@ -127,6 +127,27 @@ pub(super) fn backup(cause: &EngineError, id: &PlanId) -> Refusal {
     )
 }
 
+/// A restore that failed, or whose app did not answer on the restored
+/// data: the data is as it was (never touched, or its safety snapshot put
+/// back) and the app runs again if it ran.
+pub(super) fn restore(cause: &EngineError, id: &PlanId) -> Refusal {
+    let what = match cause {
+        EngineError::BackupFailed { step } => format!("The restore failed at step '{step}'"),
+        EngineError::HealthCheckFailed => {
+            "The app did not answer its health check on the restored data".into()
+        }
+        other => format!("The restore failed ({other})"),
+    };
+    Refusal::new(
+        Code::RestoreFailed,
+        format!(
+            "{what}, so plan {id} failed: the app's data is as it was before the plan (untouched, or its \
+             safety snapshot put back) and the app was started again if it ran. Nothing is retried. An \
+             operator can read the details on the server (volce-lab-host show {id})."
+        ),
+    )
+}
+
 /// A start whose containers were stopped again and seen stopped.
 pub(super) fn start(cause: &EngineError, id: &PlanId) -> Refusal {
     const AFTER: &str = "Both containers were stopped again (restart policy no) and seen stopped: the app is \

@@ -124,7 +124,11 @@ impl PlanAction for RunTask {
 
     fn act<E: Engine>(&self, engine: &E, _progress: &dyn ProgressSink) -> Result<Effect, EngineError> {
         let run = engine.run_task(&self.spec)?;
-        Ok(Effect { containers: vec![self.spec.container_name.clone()], task: Some(run), backup: None })
+        Ok(Effect {
+            containers: vec![self.spec.container_name.clone()],
+            task: Some(run),
+            ..Effect::default()
+        })
     }
 
     /// The app's record is the same after a task, whatever it did.

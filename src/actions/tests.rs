@@ -29,6 +29,8 @@ struct FakeProbe {
     kept_data_mib: Option<u32>,
     /// What `kept_data_for` answers: the record beside the kept image.
     kept_for: Option<crate::vocab::KeptFor>,
+    /// What the backup repository holds (`backup_snapshot` finds by prefix).
+    snapshots: Vec<crate::vocab::SnapshotFacts>,
 }
 
 impl Default for FakeProbe {
@@ -43,6 +45,7 @@ impl Default for FakeProbe {
             env_sha256: Some("e".repeat(64)),
             kept_data_mib: None,
             kept_for: None,
+            snapshots: Vec::new(),
         }
     }
 }
@@ -56,6 +59,14 @@ impl HostFacts for FakeProbe {
     }
     fn host_port_free(&self, _port: u16) -> bool {
         self.port_free
+    }
+    fn backup_snapshot(
+        &self,
+        _config: &crate::vocab::BackupConfig,
+        _app: &AppName,
+        id: &crate::vocab::SnapshotId,
+    ) -> Result<Option<crate::vocab::SnapshotFacts>, Refusal> {
+        Ok(self.snapshots.iter().find(|s| s.id.as_str().starts_with(id.as_str())).cloned())
     }
     fn capacity(&self) -> Result<Capacity, Refusal> {
         self.asked_capacity.set(true);

@@ -78,6 +78,15 @@ pub trait HostFacts {
     /// or `None` when no record is beside it; a record that is not root's
     /// own file, or does not parse, is `data_invalid`.
     fn kept_data_for(&self, image: &Path) -> Result<Option<crate::vocab::KeptFor>, Refusal>;
+    /// What the backup repository holds of `app`'s snapshot `id` (a prefix
+    /// of its full id), or `None` when no snapshot of ours of that app has
+    /// it; a repository that does not answer is `backup_failed`.
+    fn backup_snapshot(
+        &self,
+        config: &crate::vocab::BackupConfig,
+        app: &crate::vocab::AppName,
+        id: &crate::vocab::SnapshotId,
+    ) -> Result<Option<crate::vocab::SnapshotFacts>, Refusal>;
 }
 
 /// What a plan records of a catalog entry's configuration, if it has any.

@@ -33,7 +33,10 @@ use serde::Deserialize;
 use super::EngineError;
 use super::data_volume;
 use crate::exec::{ExecutionStatus, ProcessOutput, ProcessSpec, minimal_env, run_blocking};
-use crate::vocab::{AppName, BACKUP_TAG, BackupConfig, BackupRun, BackupSpec, RetentionApplied, SnapshotId};
+use crate::vocab::{
+    AppName, BACKUP_TAG, BackupConfig, BackupRun, BackupSpec, RestoreSpec, RetentionApplied, SnapshotFacts,
+    SnapshotId,
+};
 
 pub const RESTIC: &str = "/usr/bin/restic";
 /// What one restic command may print on stdout with `--json --quiet`.
@@ -76,12 +79,142 @@ pub fn run(spec: &BackupSpec) -> Result<BackupRun, EngineError> {
 
 /// restic's arguments for one backup of the mounted data.
 fn backup_args(spec: &BackupSpec) -> Vec<String> {
+    tagged_backup(&spec.tags(), &spec.data.mount)
+}
+
+/// `backup --tag T... MOUNT`.
+fn tagged_backup(tags: &[String], mount: &Path) -> Vec<String> {
     let mut args = vec!["backup".to_owned()];
-    for tag in spec.tags() {
-        args.extend(["--tag".to_owned(), tag]);
+    for tag in tags {
+        args.extend(["--tag".to_owned(), tag.clone()]);
     }
-    args.push(spec.data.mount.display().to_string());
+    args.push(mount.display().to_string());
     args
+}
+
+/// The data part of a restore, with the app stopped: a safety snapshot of
+/// the data as it is, then the data replaced by the snapshot's. A failure
+/// before the replacement touched anything is [`EngineError::BackupFailed`];
+/// one after it puts the safety snapshot back and is
+/// [`EngineError::RolledBack`] once that worked, else the step that failed
+/// (the data is then neither, and needs an operator). Returns the safety
+/// snapshot's id.
+pub fn restore_data(spec: &RestoreSpec) -> Result<SnapshotId, EngineError> {
+    let failed = |step| EngineError::BackupFailed { step };
+    password_file_ok(&spec.config.password_file, 0).map_err(|_| failed("check the backup password file"))?;
+    if !Path::new(RESTIC).is_file() {
+        return Err(failed("find restic"));
+    }
+    if !data_volume::mounted(&spec.data.mount)? {
+        return Err(failed("see the app's data mounted"));
+    }
+    let copied = restic(&spec.config, &tagged_backup(&spec.safety_tags(), &spec.data.mount), spec.timeout());
+    let safety = match copied.execution.execution_status {
+        ExecutionStatus::Ok => summary(&copied.stdout).ok_or(failed("read the safety snapshot's summary"))?,
+        _ => return Err(failed("take the safety snapshot")),
+    };
+    let mount = &spec.data.mount;
+    let path = spec.snapshot.paths.first().map(String::as_str).unwrap_or_default();
+    if replace(&spec.config, mount, &spec.snapshot.id, path).is_err() {
+        let own = mount.display().to_string();
+        return match replace(&spec.config, mount, &safety.snapshot_id, &own) {
+            Ok(()) => Err(EngineError::RolledBack {
+                cause: Box::new(failed("restore the snapshot")),
+                app_log: None,
+            }),
+            Err(step) => Err(EngineError::Host { step }),
+        };
+    }
+    Ok(safety.snapshot_id)
+}
+
+/// The directory a restore unpacks into, inside the data's own filesystem
+/// (so moving its entries into place is a rename).
+const STAGING: &str = ".volce-lab-restore";
+
+/// Replaces everything in the mounted data (but ext4's `lost+found`) with
+/// what `snapshot` holds under `path`.
+pub fn replace(
+    config: &BackupConfig,
+    mount: &Path,
+    snapshot: &SnapshotId,
+    path: &str,
+) -> Result<(), &'static str> {
+    let staging = mount.join(STAGING);
+    clear(mount).map_err(|()| "clear the app's data")?;
+    let args = [
+        "restore".to_owned(),
+        snapshot.as_str().to_owned(),
+        "--target".to_owned(),
+        staging.display().to_string(),
+    ];
+    if restic(config, &args, REPOSITORY_TIMEOUT).execution.execution_status != ExecutionStatus::Ok {
+        let _ = std::fs::remove_dir_all(&staging);
+        return Err("restic restore");
+    }
+    let unpacked = staging.join(path.trim_start_matches('/'));
+    let moved = std::fs::read_dir(&unpacked).and_then(|entries| {
+        for entry in entries {
+            let entry = entry?;
+            if entry.file_name() != "lost+found" {
+                std::fs::rename(entry.path(), mount.join(entry.file_name()))?;
+            }
+        }
+        Ok(())
+    });
+    let removed = std::fs::remove_dir_all(&staging);
+    moved.and(removed).map_err(|_| "move the restored files into place")
+}
+
+/// Removes every entry of the mounted data but `lost+found` (never
+/// following a link: `remove_dir_all` removes a link, not its target).
+fn clear(mount: &Path) -> Result<(), ()> {
+    let entries = std::fs::read_dir(mount).map_err(drop)?;
+    for entry in entries {
+        let entry = entry.map_err(drop)?;
+        if entry.file_name() == "lost+found" {
+            continue;
+        }
+        let removed = match entry.file_type() {
+            Ok(kind) if kind.is_dir() => std::fs::remove_dir_all(entry.path()),
+            _ => std::fs::remove_file(entry.path()),
+        };
+        removed.map_err(drop)?;
+    }
+    Ok(())
+}
+
+/// What the repository says of `app`'s snapshot `id` (a prefix of its full
+/// id, as `backup list` prints it): `None` when no snapshot of ours of that
+/// app has it.
+pub fn snapshot_facts(
+    config: &BackupConfig,
+    app: &AppName,
+    id: &SnapshotId,
+) -> Result<Option<SnapshotFacts>, EngineError> {
+    let listed = list(config, Some(app))?;
+    let mut found = listed.into_iter().filter(|s| s.id.starts_with(id.as_str()));
+    let (Some(snapshot), None) = (found.next(), found.next()) else { return Ok(None) };
+    let full = SnapshotId::parse(&snapshot.id).ok_or(EngineError::Unparsable { step: "restic snapshots" })?;
+    let args = ["stats".to_owned(), full.as_str().to_owned()];
+    let out = repository_command(config, &args, "restic stats")?;
+    let stats: Stats =
+        serde_json::from_slice(&out).map_err(|_| EngineError::Unparsable { step: "restic stats" })?;
+    Ok(Some(SnapshotFacts {
+        id: full,
+        time: snapshot.time,
+        tags: snapshot.tags,
+        paths: snapshot.paths,
+        files: stats.total_file_count,
+        bytes: stats.total_size,
+    }))
+}
+
+/// `restic stats --json` (restore size).
+#[derive(Deserialize)]
+struct Stats {
+    total_size: u64,
+    total_file_count: u64,
 }
 
 /// `forget --prune` of the app's snapshots beyond the retention.
@@ -123,10 +256,13 @@ fn summary(stdout: &[u8]) -> Option<Summary> {
 /// One snapshot of ours as `restic snapshots --json` lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct Listed {
+    pub id: String,
     pub short_id: SnapshotId,
     pub time: String,
     #[serde(default)]
     pub tags: Vec<String>,
+    #[serde(default)]
+    pub paths: Vec<String>,
 }
 
 impl Listed {

@@ -34,6 +34,7 @@
 //! `client/images.rs` what holds an image and its verified removal;
 //! `client/removal.rs` the removal of an app;
 //! `client/last_lines.rs` a failed app container's last lines, read before its rollback;
+//! `client/restore.rs` restore: the app stopped, its data replaced from a snapshot, started again;
 //! `client/task.rs` run_task: one declared task in a container of its own, then removed;
 //! `client/verify.rs` when a failed first change is a refusal that changed nothing;
 //! `client/pin.rs` the pull and inspect of `catalog pin`;
@@ -70,6 +71,7 @@ pub mod parse;
 mod pin;
 mod queries;
 mod removal;
+mod restore;
 mod runner;
 mod task;
 mod verify;
@@ -430,6 +432,14 @@ impl<R: Runner> Engine for DockerClient<R> {
     /// behind the engine so the controller's tests fake it as the rest.
     fn backup(&self, spec: &crate::vocab::BackupSpec) -> Result<crate::vocab::BackupRun, EngineError> {
         super::backup::run(spec)
+    }
+
+    fn restore(
+        &self,
+        spec: &crate::vocab::RestoreSpec,
+        progress: &dyn ProgressSink,
+    ) -> Result<crate::vocab::RestoreRun, EngineError> {
+        self.restore_steps(spec, progress)
     }
 }
 

@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::vocab::{
     AppName, BackupRun, BackupSpec, Capacity, Container, ContainerId, DeploySpec, ImageHolds, ImageId,
-    ImageRef, PlanId, ServerName, Snapshot, StartSpec, Step, TaskSpec, UpdateSpec,
+    ImageRef, PlanId, RestoreRun, RestoreSpec, ServerName, Snapshot, StartSpec, Step, TaskSpec, UpdateSpec,
 };
 
 /// What a remove_app plan removes (see [`Engine::remove_app`]).
@@ -352,6 +352,14 @@ pub trait Engine {
     /// repository while its filesystem is frozen, then the retention
     /// (`backup.rs`). Nothing of the app's containers is touched.
     fn backup(&self, spec: &BackupSpec) -> Result<BackupRun, EngineError>;
+
+    /// restore (issue 41): the app stopped as a stop plan stops it (if it
+    /// runs), a safety snapshot of its data, the data replaced by the
+    /// snapshot's, then the app started and health-checked as a start plan
+    /// does. A failure after the first change puts the safety snapshot back
+    /// and starts the app again: [`EngineError::RolledBack`] once that
+    /// worked; anything else needs an operator.
+    fn restore(&self, spec: &RestoreSpec, progress: &dyn ProgressSink) -> Result<RestoreRun, EngineError>;
 }
 
 /// A network as the engine lists it: full id and name.

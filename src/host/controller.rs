@@ -96,6 +96,22 @@ impl<E: Engine> HostFacts for EngineProbe<'_, E> {
     fn host_port_free(&self, port: u16) -> bool {
         self.engine.host_port_free(port)
     }
+    fn backup_snapshot(
+        &self,
+        config: &crate::vocab::BackupConfig,
+        app: &crate::vocab::AppName,
+        id: &crate::vocab::SnapshotId,
+    ) -> Result<Option<crate::vocab::SnapshotFacts>, Refusal> {
+        // restic, not the engine: the repository is the operator's, read
+        // with the policy's password file (`crate::docker::backup`).
+        crate::docker::backup::snapshot_facts(config, app, id).map_err(|_| {
+            Refusal::new(
+                Code::BackupFailed,
+                "The backup repository could not be read (restic snapshots or stats failed); nothing was \
+                 changed. The operator checks it with `volce-lab-host backup check`.",
+            )
+        })
+    }
     fn capacity(&self) -> Result<Capacity, Refusal> {
         self.engine.capacity().map_err(engine_unavailable)
     }

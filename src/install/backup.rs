@@ -125,7 +125,7 @@ mod tests {
     #[test]
     fn the_listing_prints_our_tags_and_says_when_there_is_nothing() {
         let listed: Vec<Listed> = serde_json::from_str(&format!(
-            r#"[{{"time":"2026-12-06T16:14:45.115529559Z","short_id":"1e4d6c43",
+            r#"[{{"time":"2026-12-06T16:14:45.115529559Z","short_id":"1e4d6c43","id":"1e4d6c43ff",
                  "tags":["volce-lab","app=blog","entry=web","image=sha256:{}","plan=abc"]}}]"#,
             "5".repeat(64)
         ))

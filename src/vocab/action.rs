@@ -49,6 +49,9 @@ pub enum Action {
     /// Copies the app's data into the operator's backup repository while
     /// the app serves (issue 41).
     Backup,
+    /// Replaces the app's data by one of its snapshots, the app stopped
+    /// around it (issue 41).
+    Restore,
 }
 
 impl Action {
@@ -93,6 +96,7 @@ impl Action {
             Action::Rollback => &["app"],
             Action::RunTask => &["app", "task"],
             Action::Backup => &["app"],
+            Action::Restore => &["app", "snapshot"],
         }
     }
     /// The fixed minimum: destructive actions always need an operator's
@@ -109,6 +113,7 @@ impl Action {
                 | Action::Restart
                 | Action::Rollback
                 | Action::RunTask
+                | Action::Restore
         )
     }
 }

@@ -15,7 +15,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::string_form::string_form;
-use super::{AppName, DataUse, ImageRef, PlanId};
+use super::{AppName, ContainerId, DataUse, ImageRef, PlanId, StartSpec};
 
 /// How long one backup may take (the copy, then the retention): inside the
 /// 240 s the MCP client waits for the helper's reply, as a deploy is.
@@ -167,6 +167,86 @@ pub struct BackupRun {
     /// while restic read it (reads go on).
     pub writes_paused_ms: u64,
     pub retention: RetentionApplied,
+}
+
+/// One snapshot of an app's data as a `restore` plan shows it, read from
+/// the repository at prepare (and again at execute, so a snapshot that
+/// changed or went voids the plan).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SnapshotFacts {
+    /// The full id (64 hex), whatever prefix was asked.
+    pub id: SnapshotId,
+    /// When it was taken (RFC 3339, as restic records it).
+    pub time: String,
+    /// Its tags: the app, catalog entry, image and plan that made it.
+    pub tags: Vec<String>,
+    /// The one path it holds (the app's data mount when volce-lab made it).
+    pub paths: Vec<String>,
+    pub files: u64,
+    pub bytes: u64,
+}
+
+impl SnapshotFacts {
+    /// The value of the tag `key=...`, if it has one.
+    pub fn tag(&self, key: &str) -> Option<&str> {
+        self.tags.iter().find_map(|tag| tag.strip_prefix(key)?.strip_prefix('='))
+    }
+}
+
+/// What the engine does for a `restore` plan: stop the app if it runs,
+/// take a safety snapshot of its data as it is then, replace the data with
+/// the snapshot's, and start the app again and check its health; a failure
+/// after the data was touched puts the safety snapshot back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RestoreSpec {
+    pub plan_id: PlanId,
+    pub app: AppName,
+    pub entry: String,
+    pub image: ImageRef,
+    pub data: DataUse,
+    pub config: BackupConfig,
+    pub snapshot: SnapshotFacts,
+    /// The gateway's and the app's containers, stopped first (in that
+    /// order) when the app runs; empty for a stopped app.
+    pub stop: Vec<ContainerId>,
+    /// How the app is started again afterwards; `None` for an app that was
+    /// stopped (it stays stopped).
+    pub start: Option<StartSpec>,
+    pub timeout_seconds: u32,
+}
+
+impl RestoreSpec {
+    /// The safety snapshot's tags: a backup's, and `safety`.
+    pub fn safety_tags(&self) -> Vec<String> {
+        let backup = BackupSpec {
+            plan_id: self.plan_id.clone(),
+            app: self.app.clone(),
+            entry: self.entry.clone(),
+            image: self.image.clone(),
+            data: self.data.clone(),
+            config: self.config.clone(),
+            timeout_seconds: self.timeout_seconds,
+        };
+        let mut tags = backup.tags();
+        tags.push("safety".to_owned());
+        tags
+    }
+    pub fn timeout(&self) -> Duration {
+        Duration::from_secs(u64::from(self.timeout_seconds))
+    }
+}
+
+/// What a restore left: the snapshot it put in place and the safety
+/// snapshot of the data it replaced (the way back).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RestoreRun {
+    pub restored: SnapshotId,
+    pub safety: SnapshotId,
+    /// Whether the app was started again and answered its health check
+    /// (false: it was stopped before the restore and stays so).
+    pub started: bool,
 }
 
 #[cfg(test)]

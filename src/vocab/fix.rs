@@ -278,6 +278,12 @@ impl Code {
             Code::BackupFailed => {
                 "Report the step to the user; the app was not changed. The operator reads the details on the server (volce-lab-host show PLAN, volce-lab-host backup check)."
             }
+            Code::SnapshotNotFound => {
+                "Ask the user which snapshot to restore: a backup's result names its id, and the operator lists them with volce-lab-host backup list APP."
+            }
+            Code::RestoreFailed => {
+                "Report the message to the user: the app runs on the data it had before, nothing is retried. The operator reads the details on the server (volce-lab-host show PLAN)."
+            }
             Code::DataEntryMismatch => {
                 "Deploy the app under the catalog entry the message names, or choose another app name; only the operator can delete the kept data (`volce-lab-host data purge APP`)."
             }

@@ -292,6 +292,11 @@ pub enum Code {
     /// backup: the copy failed before a snapshot was recorded (the
     /// message names the step); the app and its data are as they were.
     BackupFailed,
+    /// restore: no snapshot volce-lab made of the app has that id.
+    SnapshotNotFound,
+    /// restore: it failed and the safety snapshot was put back, the app
+    /// started again (the message says what failed).
+    RestoreFailed,
 }
 
 impl Code {
@@ -374,7 +379,7 @@ mod tests {
     #[test]
     fn code_strings_never_change() {
         use strum::VariantArray as _;
-        const SHIPPED: [&str; 128] = [
+        const SHIPPED: [&str; 130] = [
             "invalid_request",
             "request_too_large",
             "unknown_action",
@@ -503,6 +508,8 @@ mod tests {
             "backup_not_configured",
             "app_has_no_data",
             "backup_failed",
+            "snapshot_not_found",
+            "restore_failed",
         ];
         let strings: Vec<&str> = Code::VARIANTS.iter().map(|c| c.as_str()).collect();
         assert_eq!(strings, SHIPPED);

@@ -164,7 +164,9 @@ impl Feature {
                 | Action::Update,
             ) => 1,
             // A helper of protocol 1 answers it `unknown_action`.
-            Feature::Action(Action::Restart | Action::Rollback | Action::RunTask | Action::Backup) => 2,
+            Feature::Action(
+                Action::Restart | Action::Rollback | Action::RunTask | Action::Backup | Action::Restore,
+            ) => 2,
             // A helper of protocol 1 refuses either as a stray parameter: never
             // kept data where a purge was asked, nor one name where more were.
             Feature::Parameter(Action::RemoveApp, "purge_data")

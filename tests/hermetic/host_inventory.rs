@@ -129,7 +129,17 @@ fn the_offer_says_what_may_be_deployed_where_and_how_much() {
     assert_eq!(offer["plan_ttl_seconds"], 600);
     assert_eq!(
         offer["approval_required"],
-        json!(["stop", "remove_image", "remove_app", "start", "update", "restart", "rollback", "run_task"])
+        json!([
+            "stop",
+            "remove_image",
+            "remove_app",
+            "start",
+            "update",
+            "restart",
+            "rollback",
+            "run_task",
+            "restore"
+        ])
     );
     assert_eq!(
         offer["actions"],
@@ -144,7 +154,8 @@ fn the_offer_says_what_may_be_deployed_where_and_how_much() {
             "restart",
             "rollback",
             "run_task",
-            "backup"
+            "backup",
+            "restore"
         ])
     );
     let demo = app(&inventory, "demo");

@@ -102,7 +102,8 @@ async fn discovery_lists_exactly_the_five_tools_with_closed_schemas_and_annotati
             "restart",
             "rollback",
             "run_task",
-            "backup"
+            "backup",
+            "restore"
         ])
     );
     assert_eq!(plan.input_schema["properties"]["parameters"]["type"], "object");
@@ -388,6 +389,7 @@ async fn tools_list_is_the_same_whatever_the_number_of_targets() {
         assert_eq!(many, two, "{count} targets");
         assert_eq!(many_bytes, two_bytes, "{count} targets");
     }
+    eprintln!("tools/list: {two_bytes} bytes, model text {}", model_bytes(&two));
     assert!(two_bytes <= 16_000 && model_bytes(&two) <= 8_000, "{two_bytes} bytes");
 }
 

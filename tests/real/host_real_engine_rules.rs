@@ -760,6 +760,13 @@ impl Engine for RejectedConfig {
     ) -> Result<volce_lab::vocab::BackupRun, EngineError> {
         self.0.backup(spec)
     }
+    fn restore(
+        &self,
+        spec: &volce_lab::vocab::RestoreSpec,
+        progress: &dyn volce_lab::docker::ProgressSink,
+    ) -> Result<volce_lab::vocab::RestoreRun, EngineError> {
+        self.0.restore(spec, progress)
+    }
     fn host_port_free(&self, port: u16) -> bool {
         self.0.host_port_free(port)
     }

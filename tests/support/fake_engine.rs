@@ -23,8 +23,8 @@ use volce_lab::docker::{
 use volce_lab::logs::{AppLog, TaskRun};
 use volce_lab::vocab::{
     BackupRun, BackupSpec, Capacity, Container, ContainerId, DeploySpec, ImageHolds, ImageId, ImageRef,
-    LABEL_APP, LABEL_PLAN, LABEL_ROLE, PlanId, PublishedPort, RetentionApplied, ServerName, Snapshot,
-    SnapshotId, StartSpec, Step, TaskSpec, UpdateSpec,
+    LABEL_APP, LABEL_PLAN, LABEL_ROLE, PlanId, PublishedPort, RestoreRun, RestoreSpec, RetentionApplied,
+    ServerName, Snapshot, SnapshotId, StartSpec, Step, TaskSpec, UpdateSpec,
 };
 
 pub fn image(c: char) -> ImageId {
@@ -398,6 +398,15 @@ impl Engine for FakeEngine {
             writes_paused_ms: 5,
             retention: RetentionApplied::Applied,
         })
+    }
+
+    /// Records the call with the snapshot's id and answers a fixed safety
+    /// snapshot (`fail_at` with `restore` makes it fail instead).
+    fn restore(&self, spec: &RestoreSpec, _progress: &dyn ProgressSink) -> Result<RestoreRun, EngineError> {
+        let call = vec!["restore".to_owned(), spec.app.to_string(), spec.snapshot.id.to_string()];
+        self.mutate(call)?;
+        let safety = SnapshotId::parse("5afe5afe").unwrap();
+        Ok(RestoreRun { restored: spec.snapshot.id.clone(), safety, started: spec.start.is_some() })
     }
 
     fn remove_container(&self, container: &ContainerId) -> Result<(), EngineError> {

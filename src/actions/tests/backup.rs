@@ -2,6 +2,7 @@
 //! what the plan seals from the policy and the app's record.
 
 use super::*;
+use crate::actions::restore::Restore;
 use crate::vocab::{BackupConfig, BackupRepository, DataPath, DataUse, Retention};
 
 fn configured(world: &mut World) {
@@ -74,4 +75,66 @@ fn a_backup_is_refused_where_there_is_nowhere_or_nothing_to_copy() {
     assert_eq!(world.code(Action::Backup, json!({"app": "other"})), Code::AppNotFound);
     let stray = json!({"app": "demo", "repository": "/tmp/mine"});
     assert_eq!(world.code(Action::Backup, stray), Code::InvalidParameters);
+}
+
+/// `demo`'s snapshot `0123abcd…` as the repository lists it.
+fn snapshot(entry: &str, path: &str) -> crate::vocab::SnapshotFacts {
+    crate::vocab::SnapshotFacts {
+        id: crate::vocab::SnapshotId::parse(&format!("0123abcd{}", "e".repeat(56))).unwrap(),
+        time: "2026-12-06T16:14:45Z".into(),
+        tags: vec!["volce-lab".into(), "app=demo".into(), format!("entry={entry}"), "plan=p1".into()],
+        paths: vec![path.into()],
+        files: 3,
+        bytes: 4096,
+    }
+}
+
+#[test]
+fn a_restore_seals_the_snapshot_stops_and_starts_a_running_app_and_always_needs_an_operator() {
+    let mut world = demo_with_data();
+    world.probe.snapshots.push(snapshot("web", "/state/data/demo"));
+    let (payload, impact) =
+        world.derive(Action::Restore, json!({"app": "demo", "snapshot": "0123abcd"})).unwrap();
+    let Payload::Restore(Restore { spec, .. }) = payload.clone() else { panic!("restore payload") };
+    assert_eq!(spec.snapshot, world.probe.snapshots[0], "the full id and what the repository said");
+    assert_eq!(spec.stop, [id('b'), id('a')], "gateway first, as a stop");
+    assert_eq!(spec.start.as_ref().map(|s| s.host_port), Some(18001));
+    assert!(Action::Restore.always_requires_approval());
+    let mut review = String::new();
+    payload.review(&mut review);
+    assert!(
+        review.contains("Restores snapshot 0123abcd") && review.contains("REPLACES everything"),
+        "{review}"
+    );
+    assert!(impact.rollback.contains("safety snapshot"), "{impact:?}");
+
+    // A stopped app is neither stopped nor started.
+    world.apps.get_mut("demo").unwrap().state = AppState::Stopped;
+    let (Payload::Restore(Restore { spec, .. }), _) =
+        world.derive(Action::Restore, json!({"app": "demo", "snapshot": "0123abcd"})).unwrap()
+    else {
+        panic!("restore payload")
+    };
+    assert!(spec.stop.is_empty() && spec.start.is_none(), "{spec:?}");
+}
+
+/// Tried: an id that is no snapshot id, one the repository does not have,
+/// a snapshot of another entry, one of another path, and a repository the
+/// agent names: each refused with its code.
+#[test]
+fn a_restore_takes_only_a_snapshot_of_this_apps_data_under_its_entry() {
+    let mut world = demo_with_data();
+    world.probe.snapshots.push(snapshot("web", "/state/data/demo"));
+    let code = |world: &World, snapshot: &str| {
+        world.code(Action::Restore, json!({"app": "demo", "snapshot": snapshot}))
+    };
+    assert_eq!(code(&world, "latest"), Code::InvalidParameters);
+    assert_eq!(code(&world, "0123ABCD"), Code::InvalidParameters);
+    assert_eq!(code(&world, "feedbeef"), Code::SnapshotNotFound);
+    world.probe.snapshots[0] = snapshot("static", "/state/data/demo");
+    assert_eq!(code(&world, "0123abcd"), Code::DataEntryMismatch);
+    world.probe.snapshots[0] = snapshot("web", "/elsewhere");
+    assert_eq!(code(&world, "0123abcd"), Code::DataEntryMismatch);
+    let stray = json!({"app": "demo", "snapshot": "0123abcd", "repository": "/tmp/mine"});
+    assert_eq!(world.code(Action::Restore, stray), Code::InvalidParameters);
 }

@@ -113,7 +113,8 @@ fn approval_required_keeps_the_fixed_minimum_and_accepts_only_additions() {
             Action::Update,
             Action::Restart,
             Action::Rollback,
-            Action::RunTask
+            Action::RunTask,
+            Action::Restore
         ]
     );
     let all = with(|v| {

@@ -408,6 +408,7 @@ fn answer(plan: &Plan, acted: Acted, recorded: Result<(), Refusal>) -> Executed 
             data: plan.payload.data_after(),
             task: effect.task,
             backup: effect.backup.map(Box::new),
+            restore: effect.restore.map(Box::new),
         }),
         // Nothing changed, and that is recorded: the plan is `failed`.
         (Err(_), Ok(()), Some(refusal)) => {

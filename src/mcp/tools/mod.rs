@@ -150,8 +150,8 @@ pub fn list() -> Vec<Tool> {
          also_server_names (optional; the whole list anew)}; stop, start, restart {app}; update {app, \
          image}; rollback {app} (to the newest kept version); remove_image {image_id}; remove_app \
          {app, purge_data (optional: only if the user asked to delete its data for good)}; run_task \
-         {app, task (a name its catalog entry lists)}; backup {app} (its data, to the operator's \
-         repository). A plan with requires_approval (all but deploy, nginx_config and backup, unless \
+         {app, task (a name its catalog entry lists)}; backup {app} (its data); restore {app, \
+         snapshot}. A plan with requires_approval (all but deploy, nginx_config and backup, unless \
          the policy adds them) runs only once an operator \
          approved it on the server (`volce-lab-host approve`) before expires_at; you cannot approve \
          it. `rejected` carries a stable code: fix the request, never resend it unchanged. In demo \

@@ -97,7 +97,8 @@ pub fn plan_input() -> Arc<JsonObject> {
                     },
                     "image_id": {"type": "string", "description": "sha256:<64 hex>."},
                     "purge_data": {"type": "boolean", "description": "true deletes the data directory for good."},
-                    "task": {"type": "string"}
+                    "task": {"type": "string"},
+                    "snapshot": {"type": "string"}
                 },
                 "additionalProperties": false
             }
@@ -342,6 +343,7 @@ mod tests {
                 "rollback",
                 "run_task",
                 "backup",
+                "restore",
                 null
             ])
         );
@@ -359,7 +361,8 @@ mod tests {
                 "restart",
                 "rollback",
                 "run_task",
-                "backup"
+                "backup",
+                "restore"
             ])
         );
         let port = &plan["properties"]["parameters"]["properties"]["host_port"];

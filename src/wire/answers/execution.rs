@@ -34,6 +34,11 @@ pub struct ExecutedPlan {
     /// Absent otherwise. Boxed: the answer travels inside every reply.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup: Option<Box<crate::vocab::BackupRun>>,
+    /// restore: the snapshot it put in place, the safety snapshot of the
+    /// data it replaced, and whether the app was started again. Absent
+    /// otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restore: Option<Box<crate::vocab::RestoreRun>>,
 }
 
 /// The fixed `outcome` of a completed execute (the plan's recorded outcome,

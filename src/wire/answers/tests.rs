@@ -310,6 +310,7 @@ fn the_plan_an_answer_names_is_read_from_the_types_the_helper_writes() {
         data: None,
         task: None,
         backup: None,
+        restore: None,
     };
     round_trips(
         &executed,

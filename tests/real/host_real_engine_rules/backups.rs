@@ -104,4 +104,73 @@ fn a_backup_copies_the_apps_data_while_it_serves_and_restic_gives_it_back() {
     app_writes(&app_container, "fourth");
     std::fs::set_permissions(&password, std::fs::Permissions::from_mode(0o600)).unwrap();
     assert_eq!(backup(&host)["result"]["outcome"], "completed", "nothing is blocked");
+
+    restore_puts_the_snapshot_in_place_and_keeps_a_safety_snapshot(&host, &newest, (&repository, &password));
+}
+
+/// Tried: a restore of the snapshot holding "third" while the app holds
+/// "fourth": the plan needs an operator; executed, the app was stopped,
+/// answers again on the restored data, and the safety snapshot holds
+/// "fourth". Then, on the data part alone, a snapshot id the repository
+/// cannot restore: the data is put back from a new safety snapshot
+/// (`RolledBack`), still "third".
+fn restore_puts_the_snapshot_in_place_and_keeps_a_safety_snapshot(
+    host: &Host,
+    third: &str,
+    (repository, password): (&Path, &Path),
+) {
+    let mount = host.paths.state_dir.join("data").join(&host.lab.app);
+    let reply = host.plan("restore", json!({"app": host.lab.app, "snapshot": third}));
+    assert_eq!(reply["result"]["requires_approval"], true, "{reply}");
+    let id = reply["result"]["id"].as_str().unwrap().to_owned();
+    host.approve(&id);
+    let started = std::time::Instant::now();
+    let done = host.execute(&id);
+    eprintln!("restore: {:?} {}", started.elapsed(), done["result"]["restore"]);
+    assert_eq!(done["result"]["outcome"], "completed", "{done}");
+    let run = &done["result"]["restore"];
+    assert_eq!(run["started"], true, "{run}");
+    let note = std::fs::read_to_string(mount.join("note")).unwrap();
+    assert_eq!(note.trim(), "third", "the snapshot's data is in place");
+    assert_eq!(status(host.lab.port, &host.lab.server_name()), Some(200), "the app answers again");
+    let safety = run["safety"].as_str().unwrap();
+    assert_eq!(
+        restored_note(repository, password, safety, &mount),
+        "fourth",
+        "the way back holds what it replaced"
+    );
+
+    let policy = volce_lab::host::paths::load_policy(&host.paths).unwrap();
+    let app = volce_lab::vocab::AppName::parse(&host.lab.app).unwrap();
+    let data = volce_lab::vocab::DataUse {
+        path: volce_lab::vocab::DataPath::parse("/data").unwrap(),
+        image: host.paths.state_dir.join("data").join(format!("{}.ext4", host.lab.app)),
+        mount: mount.clone(),
+        max_mib: 16,
+    };
+    let mut facts = volce_lab::docker::backup::snapshot_facts(
+        policy.backup.as_ref().unwrap(),
+        &app,
+        &volce_lab::vocab::SnapshotId::parse(third).unwrap(),
+    )
+    .unwrap()
+    .unwrap();
+    facts.id = volce_lab::vocab::SnapshotId::parse(&"0".repeat(64)).unwrap();
+    let spec = volce_lab::vocab::RestoreSpec {
+        plan_id: volce_lab::vocab::PlanId::parse(&"6".repeat(32)).unwrap(),
+        app,
+        entry: "kept".into(),
+        image: policy.catalog["kept"].image.clone(),
+        data,
+        config: policy.backup.unwrap(),
+        snapshot: facts,
+        stop: vec![],
+        start: None,
+        timeout_seconds: 60,
+    };
+    let error = volce_lab::docker::backup::restore_data(&spec).expect_err("no such snapshot");
+    assert!(matches!(error, EngineError::RolledBack { .. }), "{error:?}");
+    let note = std::fs::read_to_string(mount.join("note")).unwrap();
+    assert_eq!(note.trim(), "third", "put back as it was");
+    assert!(!mount.join(".volce-lab-restore").exists(), "no staging left");
 }

@@ -189,6 +189,13 @@ impl Engine for HoldBeforeRemoval {
     ) -> Result<volce_lab::vocab::BackupRun, EngineError> {
         self.engine.backup(spec)
     }
+    fn restore(
+        &self,
+        spec: &volce_lab::vocab::RestoreSpec,
+        progress: &dyn volce_lab::docker::ProgressSink,
+    ) -> Result<volce_lab::vocab::RestoreRun, EngineError> {
+        self.engine.restore(spec, progress)
+    }
     fn host_port_free(&self, port: u16) -> bool {
         self.engine.host_port_free(port)
     }
