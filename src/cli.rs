@@ -312,6 +312,10 @@ pub enum BackupCommand {
     List { app: Option<String> },
     /// Verify the repository's structure (`restic check`).
     Check,
+    /// Back up each app of the policy's `backup.schedule` whose last
+    /// backup is a period old (what the package's volce-lab-backup.timer
+    /// runs hourly once enabled); exits 1 if a due backup did not complete.
+    RunDue,
 }
 
 /// `volce-lab-host catalog ...`: the operator's changes to the catalog.
@@ -503,6 +507,7 @@ fn host(command: HostCommand) -> Exit {
         HostCommand::Data(DataCommand::Purge { app, yes }) => crate::install::data::run_data_purge(&app, yes),
         HostCommand::Backup(BackupCommand::Init) => crate::install::backup::run(crate::install::backup::init),
         HostCommand::Backup(BackupCommand::List { app }) => crate::install::backup::run_list(app.as_deref()),
+        HostCommand::Backup(BackupCommand::RunDue) => crate::install::backup::run_due_shipped(),
         HostCommand::Backup(BackupCommand::Check) => {
             crate::install::backup::run(crate::install::backup::check)
         }

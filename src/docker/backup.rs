@@ -34,8 +34,8 @@ use super::EngineError;
 use super::data_volume;
 use crate::exec::{ExecutionStatus, ProcessOutput, ProcessSpec, minimal_env, run_blocking};
 use crate::vocab::{
-    AppName, BACKUP_TAG, BackupConfig, BackupRun, BackupSpec, RestoreSpec, RetentionApplied, SnapshotFacts,
-    SnapshotId,
+    AppName, BACKUP_TAG, BackupConfig, BackupDone, BackupMissed, BackupRecord, BackupRun, BackupSpec,
+    RestoreSpec, RetentionApplied, SnapshotFacts, SnapshotId,
 };
 
 pub const RESTIC: &str = "/usr/bin/restic";
@@ -44,8 +44,62 @@ const RESTIC_STDOUT: usize = 4 << 20;
 /// How long a listing, an init or a check may take.
 pub const REPOSITORY_TIMEOUT: Duration = Duration::from_secs(600);
 
-/// The whole backup (see the module's invariants).
+/// The whole backup (see the module's invariants), and what it did kept
+/// in the app's backup record ([`record`]).
 pub fn run(spec: &BackupSpec) -> Result<BackupRun, EngineError> {
+    let result = copy(spec);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_secs() as i64);
+    let mut kept = record(&spec.data.image);
+    match &result {
+        Ok(run) => {
+            kept.last_success = Some(BackupDone {
+                at: now,
+                snapshot: run.snapshot.clone(),
+                bytes: run.bytes,
+                added_bytes: run.added_bytes,
+            });
+        }
+        Err(EngineError::BackupFailed { step } | EngineError::Host { step }) => {
+            kept.last_failure = Some(BackupMissed { at: now, step: (*step).to_owned() });
+        }
+        Err(_) => kept.last_failure = Some(BackupMissed { at: now, step: "restic".to_owned() }),
+    }
+    // The record only informs (run-due, inventory, doctor): a write that
+    // fails leaves the backup's own result as it is.
+    let _ = write_record(&spec.data.image, &kept);
+    result
+}
+
+/// The backup record kept beside the data image `image`: empty when there
+/// is none, or when what is there is not root's regular file that parses.
+pub fn record(image: &Path) -> BackupRecord {
+    let path = BackupRecord::beside(image);
+    match std::fs::symlink_metadata(&path) {
+        Ok(meta) if meta.is_file() && meta.uid() == 0 && meta.len() <= 4096 => std::fs::read(&path)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+            .unwrap_or_default(),
+        _ => BackupRecord::default(),
+    }
+}
+
+/// Writes the record whole (a new 0600 file renamed over the old one).
+fn write_record(image: &Path, kept: &BackupRecord) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let path = BackupRecord::beside(image);
+    let fresh = path.with_extension("backup.new");
+    let _ = std::fs::remove_file(&fresh);
+    let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&fresh)?;
+    file.write_all(&serde_json::to_vec(kept).unwrap_or_default())?;
+    file.sync_all()?;
+    std::fs::rename(&fresh, &path)
+}
+
+/// The copy itself: checks, freeze, restic, thaw, retention.
+fn copy(spec: &BackupSpec) -> Result<BackupRun, EngineError> {
     let failed = |step| EngineError::BackupFailed { step };
     password_file_ok(&spec.config.password_file, 0).map_err(|_| failed("check the backup password file"))?;
     if !Path::new(RESTIC).is_file() {

@@ -254,6 +254,8 @@ pub fn unmount(mount: &Path) -> Result<(), EngineError> {
 pub fn delete(image: &Path, mount: &Path) -> Result<(), EngineError> {
     remove_if_present(std::fs::remove_file(image), "delete the data image")?;
     remove_if_present(std::fs::remove_file(KeptFor::beside(image)), "delete the kept data's record")?;
+    let backups = crate::vocab::BackupRecord::beside(image);
+    remove_if_present(std::fs::remove_file(backups), "delete the data's backup record")?;
     remove_if_present(std::fs::remove_dir(mount), "remove the data mount point")
 }
 

@@ -26,6 +26,82 @@ pub fn run_list(app: Option<&str>) -> Exit {
     terminal(process_check().and_then(|()| list(&ShippedHost::shipped().paths, app)))
 }
 
+/// The requester of the plans a schedule makes, as the audit trail names it.
+pub const SCHEDULE: &str = "volce-lab-schedule";
+
+/// `backup run-due` in the shipped binary (the package's timer runs it):
+/// exits 1 when a due backup did not complete.
+pub fn run_due_shipped() -> Exit {
+    if let Err(refusal) = process_check() {
+        return terminal(Err(refusal));
+    }
+    let now =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+    match run_due(&ShippedHost::shipped().paths, now) {
+        Ok((text, true)) => terminal(Ok(text)),
+        Ok((text, false)) => {
+            print!("{text}");
+            Exit::Failure
+        }
+        Err(refusal) => terminal(Err(refusal)),
+    }
+}
+
+/// `backup run-due`: a `backup` plan, requested by [`SCHEDULE`] and executed
+/// at once, for each app of the policy's `backup.schedule` whose last
+/// successful backup is a period old (or that has none). The policy's
+/// schedule is the operator's consent to them, so it runs only where a
+/// backup needs no approval. Returns a line per scheduled app, and whether
+/// every due backup completed.
+pub fn run_due(paths: &HostPaths, now: i64) -> Result<(String, bool), Refusal> {
+    let policy = load_policy(paths)?;
+    let config = configured(paths)?;
+    if policy.requires_approval(crate::vocab::Action::Backup) {
+        return Err(Refusal::new(
+            Code::ApprovalRequired,
+            "The policy's approval_required lists backup, so no backup runs on a schedule (nobody would \
+             approve it); nothing was done. Take backup out of approval_required, or approve backup plans \
+             one by one.",
+        ));
+    }
+    if config.schedule.is_empty() {
+        return Ok((
+            "No app is scheduled for backups (the policy's backup.schedule is empty).\n".into(),
+            true,
+        ));
+    }
+    let mut controller = ShippedHost::real(paths.clone()).open()?;
+    let (mut text, mut all_done) = (String::new(), true);
+    for (app, every) in &config.schedule {
+        let image = paths.data_dir().join(format!("{app}.ext4"));
+        let kept = backup::record(&image);
+        if !kept.due(*every, now) {
+            text.push_str(&format!(
+                "{app}: not due ({every:?} schedule; last backup less than a period ago)\n"
+            ));
+            continue;
+        }
+        let line = match controller.prepare("backup", &serde_json::json!({"app": app}), SCHEDULE) {
+            Err(refusal) => format!("refused ({}): {}", refusal.code, refusal.message),
+            Ok(plan) => match controller.execute(&plan.plan.id, SCHEDULE) {
+                Ok(crate::host::Executed::Completed(done)) => match done.backup {
+                    Some(run) => format!("backed up: snapshot {}, {} bytes", run.snapshot, run.bytes),
+                    None => "backed up".to_owned(),
+                },
+                Ok(crate::host::Executed::Failed { refusal, .. }) | Err(refusal) => {
+                    format!("failed ({}): {}", refusal.code, refusal.message)
+                }
+                Ok(crate::host::Executed::NeedsInspection { plan_id, .. }) => {
+                    format!("needs inspection: volce-lab-host show {plan_id}")
+                }
+            },
+        };
+        all_done &= line.starts_with("backed up");
+        text.push_str(&format!("{app}: {line}\n"));
+    }
+    Ok((text, all_done))
+}
+
 /// `backup init`: makes the repository with the policy's password.
 pub fn init(paths: &HostPaths) -> Result<String, Refusal> {
     let config = configured(paths)?;

@@ -74,6 +74,8 @@ pub struct PolicyFacts {
     pub has_data: bool,
     /// The policy's `signed_approvals`: `None`, approvals at the terminal only.
     pub signed_approvals: Option<crate::control::policy::SignedApprovals>,
+    /// The policy's `backup`: `None`, no backups.
+    pub backup: Option<crate::vocab::BackupConfig>,
 }
 
 /// What doctor reads of a local image (`docker image inspect`'s `Config`);
@@ -186,7 +188,16 @@ pub fn diagnose(paths: &DoctorPaths, probe: &dyn DoctorProbe) -> Vec<Finding> {
     state::check_state(paths, probe, &mut findings);
     check_system_log(probe.system_log(), &mut findings);
     let needed = probe.policy(&paths.policy).is_ok_and(|facts| facts.has_data);
-    data::check_data(probe.data(&paths.state_dir), needed, &mut findings);
+    let data_facts = probe.data(&paths.state_dir);
+    if let (Ok(policy), Some(Ok(facts))) = (probe.policy(&paths.policy), &data_facts)
+        && let Some(backup) = &policy.backup
+    {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        data::check_backups(backup, facts, now, &mut findings);
+    }
+    data::check_data(data_facts, needed, &mut findings);
     match probe.docker_version() {
         Ok(version) => {
             findings.push(ok("docker", format!("engine reachable (version {version})")));

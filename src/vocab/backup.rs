@@ -86,13 +86,83 @@ impl Retention {
 }
 
 /// The policy's `backup` object: the operator's repository, the root-only
-/// file holding its password, and the retention.
+/// file holding its password, the retention, and the apps backed up on a
+/// schedule (`volce-lab-host backup run-due`, the package's timer).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BackupConfig {
     pub repository: BackupRepository,
     pub password_file: PathBuf,
     pub keep: Retention,
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub schedule: std::collections::BTreeMap<AppName, BackupEvery>,
+}
+
+/// How often a scheduled app is backed up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BackupEvery {
+    Hourly,
+    Daily,
+    Weekly,
+}
+
+impl BackupEvery {
+    pub fn seconds(self) -> i64 {
+        match self {
+            BackupEvery::Hourly => 3600,
+            BackupEvery::Daily => 86_400,
+            BackupEvery::Weekly => 7 * 86_400,
+        }
+    }
+}
+
+/// What the host keeps of an app's backups, beside its data image
+/// (`<app>.backup`, root's 0600): the last one that recorded a snapshot and
+/// the last one that failed, for `run-due`, the inventory and the doctor.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BackupRecord {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_success: Option<BackupDone>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_failure: Option<BackupMissed>,
+}
+
+/// A backup that recorded a snapshot: when (Unix seconds), which, how big.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BackupDone {
+    pub at: i64,
+    pub snapshot: SnapshotId,
+    pub bytes: u64,
+    pub added_bytes: u64,
+}
+
+/// A backup that failed: when, and the step.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BackupMissed {
+    pub at: i64,
+    pub step: String,
+}
+
+impl BackupRecord {
+    /// Where it is kept: beside the app's data image.
+    pub fn beside(image: &std::path::Path) -> PathBuf {
+        image.with_extension("backup")
+    }
+
+    /// Whether a backup every `every` is due at `now`: none yet, or the
+    /// last success is that old.
+    pub fn due(&self, every: BackupEvery, now: i64) -> bool {
+        self.last_success.as_ref().is_none_or(|done| now - done.at >= every.seconds())
+    }
+    /// Whether a scheduled backup is late at `now`: none yet, or no
+    /// success within two of its periods (one missed run is tolerated).
+    pub fn late(&self, every: BackupEvery, now: i64) -> bool {
+        self.last_success.as_ref().is_none_or(|done| now - done.at > 2 * every.seconds())
+    }
 }
 
 /// A restic snapshot's id as an operator or the agent names it: 8 (the
@@ -275,6 +345,25 @@ mod tests {
         assert!(keep.valid());
         assert_eq!(keep.rules(), vec![("--keep-last", 3), ("--keep-monthly", 6)]);
         assert_eq!(keep.describe(), "last 3, monthly 6");
+    }
+
+    #[test]
+    fn a_backup_is_due_after_its_period_and_late_after_two() {
+        let done = |at| BackupRecord {
+            last_success: Some(BackupDone {
+                at,
+                snapshot: SnapshotId::parse("0123abcd").unwrap(),
+                bytes: 1,
+                added_bytes: 1,
+            }),
+            last_failure: None,
+        };
+        assert!(BackupRecord::default().due(BackupEvery::Daily, 0), "never backed up");
+        assert!(!done(1000).due(BackupEvery::Hourly, 1000 + 3599));
+        assert!(done(1000).due(BackupEvery::Hourly, 1000 + 3600));
+        assert!(!done(0).late(BackupEvery::Daily, 2 * 86_400), "one missed run is tolerated");
+        assert!(done(0).late(BackupEvery::Daily, 2 * 86_400 + 1));
+        assert!(BackupRecord::default().late(BackupEvery::Hourly, 0), "a scheduled app never backed up");
     }
 
     #[test]

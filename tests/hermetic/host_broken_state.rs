@@ -93,6 +93,7 @@ pub(crate) fn doctor_findings(h: &Harness) -> Vec<Finding> {
                 env_files: vec![],
                 has_data: false,
                 signed_approvals: None,
+                backup: None,
             })
         }
         fn store(&self, state_dir: &Path) -> Result<Option<StoreHealth>, String> {

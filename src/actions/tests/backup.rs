@@ -10,6 +10,7 @@ fn configured(world: &mut World) {
         repository: BackupRepository::parse("/srv/backup/volce-lab").unwrap(),
         password_file: "/etc/volce-lab/backup.password".into(),
         keep: Retention { daily: Some(7), ..Retention::default() },
+        schedule: Default::default(),
     });
 }
 

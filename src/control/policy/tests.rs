@@ -409,4 +409,11 @@ fn backup_names_a_repository_a_private_password_file_and_a_retention() {
     assert!(bad("keep", json!({"daily": 0})).contains("from 1 to 1000"));
     assert!(bad("keep", json!({"hourly": 3})).contains("unknown field"));
     assert!(bad("extra", json!(1)).contains("unknown field"));
+    assert!(bad("schedule", json!({"blog": "monthly"})).contains("unknown variant"));
+    assert!(bad("schedule", json!({"Not An App": "daily"})).contains("backup must be"));
+    let mut scheduled = good.clone();
+    scheduled["schedule"] = json!({"blog": "daily"});
+    let policy = with(|v| v["backup"] = scheduled).unwrap();
+    let every = policy.backup.unwrap().schedule.into_iter().next().unwrap();
+    assert_eq!((every.0.as_str(), every.1), ("blog", crate::vocab::BackupEvery::Daily));
 }

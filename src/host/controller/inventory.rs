@@ -68,7 +68,9 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
         let gateway_id = self.engine.resolve_image(&self.policy.nginx_image).map_err(engine_unavailable)?;
         let managed = apps
             .values()
-            .map(|record| managed_app(record, &snapshot, last_plans.get(record.app.as_str())))
+            .map(|record| {
+                managed_app(record, &snapshot, last_plans.get(record.app.as_str()), (&self.policy, now))
+            })
             .collect();
         let unsettled = plans.iter().find(|p| p.state != PlanState::Pending);
         let foreign = foreign_counts(&apps, &snapshot, catalog_ids(&catalog, gateway_id.as_ref()));
@@ -154,7 +156,12 @@ fn is_completed_stop(plan: &StoredPlan) -> bool {
 }
 
 /// One managed app: the record's facts, the engine's state and any drift.
-fn managed_app(record: &AppRecord, snapshot: &Snapshot, last: Option<&StoredPlan>) -> ManagedApp {
+fn managed_app(
+    record: &AppRecord,
+    snapshot: &Snapshot,
+    last: Option<&StoredPlan>,
+    (policy, now): (&crate::control::policy::Policy, i64),
+) -> ManagedApp {
     let derived = drift::derive(record, snapshot);
     let digest = record.app_image.as_str().split_once('@').map(|(_, digest)| digest.to_owned());
     ManagedApp {
@@ -195,7 +202,27 @@ fn managed_app(record: &AppRecord, snapshot: &Snapshot, last: Option<&StoredPlan
             max_mib: data.max_mib,
             // Unknown reads as not mounted: the next start mounts it anyway.
             mounted: crate::docker::data_volume::mounted(&data.mount).unwrap_or(false),
+            backup: policy.backup.as_ref().map(|config| backup_view(&record.app, &data.image, config, now)),
         }),
+    }
+}
+
+/// What the app's backup record and the policy's schedule say of it.
+fn backup_view(
+    app: &AppName,
+    image: &std::path::Path,
+    config: &crate::vocab::BackupConfig,
+    now: i64,
+) -> crate::wire::answers::inventory::BackupView {
+    let kept = crate::docker::backup::record(image);
+    let schedule = config.schedule.get(app).copied();
+    crate::wire::answers::inventory::BackupView {
+        last_success_at: kept.last_success.as_ref().map(|done| rfc3339_seconds(done.at)),
+        snapshot: kept.last_success.as_ref().map(|done| done.snapshot.clone()),
+        bytes: kept.last_success.as_ref().map(|done| done.bytes),
+        last_failure_at: kept.last_failure.as_ref().map(|missed| rfc3339_seconds(missed.at)),
+        late: schedule.is_some_and(|every| kept.late(every, now)),
+        schedule,
     }
 }
 

@@ -18,6 +18,8 @@ pub struct DataFacts {
     /// The image is a root-owned regular file.
     pub image_ok: bool,
     pub mounted: bool,
+    /// What the host kept of its backups (`<app>.backup`).
+    pub backup: crate::vocab::BackupRecord,
 }
 
 /// The programs a data directory needs (`crate::docker::data_volume`).
@@ -38,9 +40,64 @@ pub fn read_data(state_dir: &Path) -> Result<Vec<DataFacts>, String> {
                 state: record.state,
                 image_ok: matches!(crate::docker::data_volume::kept_mib(&data.image), Ok(Some(_))),
                 mounted: crate::docker::data_volume::mounted(&data.mount).unwrap_or(false),
+                backup: crate::docker::backup::record(&data.image),
             })
         })
         .collect())
+}
+
+/// With a `backup` in the policy: restic is there and the password file
+/// private, and per scheduled app whether its backup is late and whether
+/// its last attempt failed.
+pub(super) fn check_backups(
+    config: &crate::vocab::BackupConfig,
+    facts: &[DataFacts],
+    now: i64,
+    findings: &mut Vec<Finding>,
+) {
+    if !Path::new(crate::docker::backup::RESTIC).exists() {
+        findings.push(fail(
+            "backup",
+            "the policy names a backup repository but restic is not installed",
+            "apt-get install restic",
+        ));
+    }
+    match crate::docker::backup::password_file_ok(&config.password_file, 0) {
+        Ok(()) => {
+            findings.push(ok("backup", format!("{} is root's, mode 0600", config.password_file.display())))
+        }
+        Err(why) => findings.push(fail(
+            "backup",
+            format!("{}: {why}", config.password_file.display()),
+            "chown root:root it and chmod 600 it (docs/policy.md#backuppassword_file)",
+        )),
+    }
+    for data in facts {
+        let subject = format!("backup of {}", crate::text::for_terminal(&data.app));
+        let kept = &data.backup;
+        let last = kept
+            .last_success
+            .as_ref()
+            .map_or_else(|| "never".to_owned(), |d| crate::text::rfc3339_seconds(d.at));
+        let failed_since =
+            kept.last_failure.as_ref().filter(|f| kept.last_success.as_ref().is_none_or(|d| f.at > d.at));
+        let every = config.schedule.iter().find(|(app, _)| app.as_str() == data.app).map(|(_, every)| *every);
+        if let Some(missed) = failed_since {
+            findings.push(warn(
+                subject,
+                format!("its last backup failed at step '{}' ({}); last success: {last}", missed.step, crate::text::rfc3339_seconds(missed.at)),
+                "fix the step (docs/troubleshooting.md, backup_failed), then `volce-lab-host backup run-due` or a backup plan",
+            ));
+        } else if let Some(every) = every.filter(|every| kept.late(*every, now)) {
+            findings.push(warn(
+                subject,
+                format!("scheduled {every:?}, its last successful backup is late: {last}"),
+                "systemctl enable --now volce-lab-backup.timer (it runs `volce-lab-host backup run-due` hourly), or run it now",
+            ));
+        } else if every.is_some() || kept.last_success.is_some() {
+            findings.push(ok(subject, format!("last successful backup: {last}")));
+        }
+    }
 }
 
 /// One finding per app with data, and one for the programs when any

@@ -68,6 +68,7 @@ pub fn load_policy_facts(path: &Path) -> Result<PolicyFacts, String> {
         env_files,
         has_data,
         signed_approvals: policy.signed_approvals,
+        backup: policy.backup,
     })
 }
 

@@ -53,6 +53,7 @@ impl Default for FakeProbe {
                 approvers: vec!["vl-operator".into()],
                 has_data: false,
                 signed_approvals: None,
+                backup: None,
             }),
             missing_accounts: vec![],
             store: Ok(Some(StoreHealth {
@@ -490,6 +491,7 @@ fn each_broken_probe_variant_fails_its_own_check() {
                     env_files: vec![],
                     has_data: false,
                     signed_approvals: None,
+                    backup: None,
                 }),
                 ..Default::default()
             },
@@ -795,6 +797,7 @@ fn each_apps_data_is_a_finding_with_its_way_out() {
         state,
         image_ok,
         mounted,
+        backup: Default::default(),
     };
     let mut findings = Vec::new();
     let all = vec![
@@ -841,4 +844,57 @@ fn the_sudoers_drop_in_is_setups_file_or_the_one_line_rule_of_before() {
     }
     // For root it is the agent's own shape, refused by check_sudoers.
     assert_eq!(super::sudoers_agent(&crate::install::sudoers_file("root")).as_deref(), Some("root"));
+}
+
+/// Tried: a scheduled app never backed up (late), one backed up an hour
+/// ago on a daily schedule (ok), one whose last attempt failed after its
+/// last success (warn, naming the step), and a password file others may
+/// read (fail).
+#[test]
+fn each_scheduled_backup_is_a_finding_and_a_late_or_failed_one_says_what_to_do() {
+    use super::data::{DataFacts, check_backups};
+    use crate::vocab::{BackupDone, BackupMissed, BackupRecord, SnapshotId};
+    let dir = tempfile::tempdir().unwrap();
+    let password = dir.path().join("backup.password");
+    std::fs::write(&password, "x\n").unwrap();
+    std::fs::set_permissions(&password, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let config: crate::vocab::BackupConfig = serde_json::from_value(serde_json::json!({
+        "repository": "/srv/backup", "password_file": password, "keep": {"last": 3},
+        "schedule": {"never": "daily", "fresh": "daily", "broken": "hourly"}
+    }))
+    .unwrap();
+    let done =
+        |at| BackupDone { at, snapshot: SnapshotId::parse("0123abcd").unwrap(), bytes: 1, added_bytes: 1 };
+    let facts = |app: &str, backup| DataFacts {
+        app: app.into(),
+        image: format!("/var/lib/volce-lab/data/{app}.ext4").into(),
+        max_mib: 64,
+        state: crate::control::app_record::AppState::Running,
+        image_ok: true,
+        mounted: true,
+        backup,
+    };
+    let now = 1_000_000;
+    let all = vec![
+        facts("never", BackupRecord::default()),
+        facts("fresh", BackupRecord { last_success: Some(done(now - 3600)), last_failure: None }),
+        facts(
+            "broken",
+            BackupRecord {
+                last_success: Some(done(now - 60)),
+                last_failure: Some(BackupMissed { at: now - 30, step: "restic backup".into() }),
+            },
+        ),
+    ];
+    let mut findings = Vec::new();
+    check_backups(&config, &all, now, &mut findings);
+    let text: Vec<String> = findings.iter().map(|f| format!("{f:?}")).collect();
+    let about = |subject: &str| text.iter().find(|t| t.contains(subject)).cloned().unwrap_or_default();
+    assert!(
+        about("backup of never").contains("Warn") && about("backup of never").contains("never"),
+        "{text:?}"
+    );
+    assert!(about("backup of fresh").contains("Ok"), "{text:?}");
+    assert!(about("backup of broken").contains("restic backup"), "{text:?}");
+    assert!(text.iter().any(|t| t.contains("Fail") && t.contains("group or others")), "{text:?}");
 }

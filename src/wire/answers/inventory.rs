@@ -77,6 +77,22 @@ pub struct DataView {
     pub path: crate::vocab::DataPath,
     pub max_mib: u32,
     pub mounted: bool,
+    /// Its backups (issue 41), when the policy names a repository.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup: Option<BackupView>,
+}
+
+/// What the host knows of an app's backups: the last one that recorded a
+/// snapshot, the last one that failed, the schedule, and whether a
+/// scheduled backup is late (none within two periods).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BackupView {
+    pub last_success_at: Option<String>,
+    pub snapshot: Option<crate::vocab::SnapshotId>,
+    pub bytes: Option<u64>,
+    pub last_failure_at: Option<String>,
+    pub schedule: Option<crate::vocab::BackupEvery>,
+    pub late: bool,
 }
 
 /// A version an update replaced, kept for `rollback`.

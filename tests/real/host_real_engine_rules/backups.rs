@@ -55,7 +55,8 @@ fn a_backup_copies_the_apps_data_while_it_serves_and_restic_gives_it_back() {
     let web = policy["catalog"]["web"].clone();
     policy["catalog"]["kept"] =
         json!({"image": web, "container_port": 8080, "data": {"path": "/data", "max_mib": 16}});
-    policy["backup"] = json!({"repository": repository, "password_file": password, "keep": {"last": 2}});
+    let schedule = json!({lab.app.as_str(): "daily"});
+    policy["backup"] = json!({"repository": repository, "password_file": password, "keep": {"last": 2}, "schedule": schedule});
     let (host, _unmount, app_container) = super::tasks::deployed(lab, &policy, dir.path(), "kept");
     let mount = host.paths.state_dir.join("data").join(&host.lab.app);
 
@@ -106,6 +107,28 @@ fn a_backup_copies_the_apps_data_while_it_serves_and_restic_gives_it_back() {
     assert_eq!(backup(&host)["result"]["outcome"], "completed", "nothing is blocked");
 
     restore_puts_the_snapshot_in_place_and_keeps_a_safety_snapshot(&host, &newest, (&repository, &password));
+    run_due_backs_up_only_what_its_schedule_says_is_due(&host);
+}
+
+/// Tried (the schedule, `backup run-due`): right after a backup the daily
+/// app is not due and nothing runs; a day later (the command's clock) it is
+/// backed up by a plan the schedule requested, which the inventory then
+/// shows as its last backup, not late.
+fn run_due_backs_up_only_what_its_schedule_says_is_due(host: &Host) {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+    let (text, all) = operator::run_due(&host.paths, now).unwrap();
+    assert!(all && text.contains("not due"), "{text}");
+    let (text, all) = operator::run_due(&host.paths, now + 86_400).unwrap();
+    assert!(all && text.contains("backed up: snapshot"), "{text}");
+    let snapshot = text.split("snapshot ").nth(1).unwrap().split(',').next().unwrap().to_owned();
+    let listed = operator::list(&host.paths, Some(&host.lab.app)).unwrap();
+    assert!(listed.contains(&snapshot), "{listed}");
+    let backup = &host.app_record()["data"]["backup"];
+    assert_eq!(
+        (backup["snapshot"].as_str(), backup["late"].as_bool()),
+        (Some(snapshot.as_str()), Some(false))
+    );
+    assert_eq!(backup["schedule"], "daily", "{backup}");
 }
 
 /// Tried: a restore of the snapshot holding "third" while the app holds
