@@ -203,11 +203,8 @@ impl Witness {
                 )));
             }
             let at = found.found_at;
-            *entry = Entry {
-                head: Head { seq: host.seq, hash: host.hash.clone(), at, claimed: None },
-                checked_at: now,
-                mismatch: None,
-            };
+            *entry =
+                Entry { head: Head::new(host.seq, host.hash.clone(), at), checked_at: now, mismatch: None };
             Ok(Ok(host))
         })
     }

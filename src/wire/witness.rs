@@ -81,6 +81,20 @@ pub struct AuditProof {
     pub rows: Vec<String>,
 }
 
+/// How far apart two [`Mark`]s are at least, and the most a head keeps:
+/// one per 6 hours covers the retention (720), with room to spare.
+pub const MARK_SPACING_SECS: i64 = 6 * 3600;
+pub const MAX_MARKS: usize = 800;
+
+/// A row the workstation witnessed earlier, by seq and time: a chain whose
+/// start moved past one younger than the retention was cut beyond it, even
+/// when the newest witnessed row is still kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mark {
+    pub seq: i64,
+    pub at: i64,
+}
+
 /// What a workstation holds of one target's chain after a check.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Head {
@@ -92,6 +106,38 @@ pub struct Head {
     /// one proof carries): checked when a later proof passes that seq.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claimed: Option<Witnessed>,
+    /// Earlier witnessed rows younger than the retention, oldest first,
+    /// at least [`MARK_SPACING_SECS`] apart (the head itself is one too).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub marks: Vec<Mark>,
+}
+
+impl Head {
+    /// A head with no claim and no marks (the operator's accepted one).
+    pub fn new(seq: i64, hash: String, at: i64) -> Head {
+        Head { seq, hash, at, claimed: None, marks: Vec::new() }
+    }
+
+    /// The newest witnessed row, younger than the retention at `now`, that
+    /// a chain starting at `anchor_seq` no longer keeps.
+    fn cut_by(&self, anchor_seq: i64, now: i64) -> Option<i64> {
+        let young = |at: i64| at >= now.saturating_sub(RETENTION_SECS);
+        let head = Mark { seq: self.seq, at: self.at };
+        self.marks.iter().chain([&head]).filter(|m| m.seq < anchor_seq && young(m.at)).map(|m| m.seq).max()
+    }
+
+    /// The marks a head that follows this one keeps at `now`.
+    fn marks_after(&self, now: i64) -> Vec<Mark> {
+        let mut marks: Vec<Mark> =
+            self.marks.iter().copied().filter(|m| m.at >= now.saturating_sub(RETENTION_SECS)).collect();
+        let young = self.at >= now.saturating_sub(RETENTION_SECS);
+        if young && marks.last().is_none_or(|last| self.at >= last.at + MARK_SPACING_SECS) {
+            marks.push(Mark { seq: self.seq, at: self.at });
+        }
+        let over = marks.len().saturating_sub(MAX_MARKS);
+        marks.drain(..over);
+        marks
+    }
 }
 
 /// How a host's answer failed the witness; every one names the witnessed
@@ -105,8 +151,9 @@ pub enum Mismatch {
     /// The host keeps that seq but not with the witnessed hash, or its
     /// rows do not hash to what it names: the chain was rewritten.
     Rewritten { seq: i64 },
-    /// The host no longer keeps the witnessed row, which is younger than
-    /// its retention: rows were cut from the start.
+    /// The host's kept chain starts after a witnessed row (`seq`, the
+    /// newest such) that is younger than its retention: rows were cut
+    /// from the start.
     FrontCut { seq: i64, anchor_seq: i64 },
     /// An `ok` answer of a helper whose protocol carries its head came
     /// without one (or the helper now says protocol 1).
@@ -135,8 +182,8 @@ impl Mismatch {
                  (rows rewritten)"
             ),
             Mismatch::FrontCut { seq, anchor_seq } => format!(
-                "the host's audit chain now starts at seq {anchor_seq}, past seq {seq} that this workstation \
-                 witnessed less than 180 days ago (rows cut beyond the retention)"
+                "the host's audit chain now starts at seq {anchor_seq}, past seq {seq}, a row this workstation \
+                 witnessed that is less than 180 days old (rows cut beyond the retention)"
             ),
             Mismatch::Withheld { seq } => format!(
                 "the host answered without its audit head, which it carried before (witnessed up to seq {seq})"
@@ -175,12 +222,19 @@ pub fn link(prev: &str, content: &[u8]) -> String {
 /// target never witnessed) at `now` (unix seconds): the new head to hold,
 /// or the mismatch. `Ok(None)`: nothing to witness yet (an empty trail).
 pub fn check(held: Option<&Head>, proof: &AuditProof, now: i64) -> Result<Option<Head>, Mismatch> {
+    // A head restored from an older state is named as that, whatever its start.
+    if let Some(head) = held
+        && proof.seq >= head.seq
+        && let Some(seq) = head.cut_by(proof.anchor_seq, now)
+    {
+        return Err(Mismatch::FrontCut { seq, anchor_seq: proof.anchor_seq });
+    }
     let start = match (held, proof.after) {
         (Some(head), Some(after)) if after == head.seq => Start::Witnessed(head),
         // Rows after a seq we did not send: not a proof of ours.
         (Some(head), Some(_)) => return Err(Mismatch::Rewritten { seq: head.seq }),
         (None, Some(_)) => Start::Taken,
-        (Some(head), None) => judge_lost(head, proof, now)?,
+        (Some(head), None) => judge_lost(head, proof)?,
         (None, None) => Start::Taken,
     };
     let (mut hash, mut expected) = match start {
@@ -224,8 +278,8 @@ pub fn check(held: Option<&Head>, proof: &AuditProof, now: i64) -> Result<Option
         std::cmp::Ordering::Less => Some(Witnessed { seq: proof.seq, hash: proof.hash.clone() }),
         _ => return Err(bad()),
     };
-    // A head taken on the host's word keeps what was claimed before it.
-    Ok(Some(Head { seq, hash, at, claimed }))
+    let marks = held.map(|head| head.marks_after(now)).unwrap_or_default();
+    Ok(Some(Head { seq, hash, at, claimed, marks }))
 }
 
 /// Where a proof's rows start from.
@@ -239,12 +293,10 @@ enum Start<'a> {
 
 /// The host no longer chains from the witnessed head: allowed only when
 /// retention may have dropped it, else the mismatch that says how it went.
-fn judge_lost<'a>(head: &Head, proof: &AuditProof, now: i64) -> Result<Start<'a>, Mismatch> {
-    if proof.anchor_seq > head.seq {
-        if head.at < now.saturating_sub(RETENTION_SECS) {
-            return Ok(Start::Taken);
-        }
-        return Err(Mismatch::FrontCut { seq: head.seq, anchor_seq: proof.anchor_seq });
+fn judge_lost<'a>(head: &Head, proof: &AuditProof) -> Result<Start<'a>, Mismatch> {
+    // Retention may have dropped it: `check` refused a cut of a younger row.
+    if proof.anchor_seq > head.seq && proof.seq >= head.seq {
+        return Ok(Start::Taken);
     }
     if proof.seq < head.seq {
         return Err(Mismatch::RolledBack { seq: head.seq, host_seq: proof.seq });
