@@ -280,7 +280,12 @@ impl VolceLab {
 
     async fn check(&self, member: &Member, check: Check) -> Served {
         let mode = member.inspector.config().mode;
-        envelope::check(&member.name, mode, member.inspector.check(check).await)
+        envelope::check(
+            &member.name,
+            mode,
+            member.inspector.check(check).await,
+            self.witness_note(&member.name),
+        )
     }
 
     /// `cloud_check` on the targets at `indexes`, at most `fan_out` at
@@ -300,7 +305,8 @@ impl VolceLab {
                 (self.members[i].name.as_str(), config.expected_host.as_str(), config.expected_user.as_str())
             });
         let shared = super::fan_out::sharing(answered);
-        envelope::fan_out(self.base(None, &request_id), check, results, &shared, request_id)
+        let note = |name: &str| self.witness_note(name);
+        envelope::fan_out(self.base(None, &request_id), check, results, &shared, request_id, note)
     }
 
     /// The inspector of the configured target `name` (`super::approve`).
@@ -407,6 +413,12 @@ impl VolceLab {
                 (answer, Some(outcome.execution))
             }
         }
+    }
+
+    /// What a read-only check of `target` says while its trail failed the
+    /// witness: the checks still run (`super::witness`).
+    fn witness_note(&self, target: &str) -> Option<String> {
+        self.witness.held(target)?.mismatch.map(|found| found.note(target))
     }
 
     /// Takes the audit proof `outcome` carried into `member`'s witness

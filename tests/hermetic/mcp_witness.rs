@@ -217,6 +217,9 @@ async fn a_restored_old_state_db_is_caught_and_management_refused_until_accepted
     assert!(message.contains(&format!("seq {}", grown.head.seq)), "{message}");
     assert!(message.contains("audit_witness_mismatch"), "{message}");
     assert!(matches!(lab.mismatch(), Some(Mismatch::RolledBack { seq, .. }) if seq == grown.head.seq));
+    let check = lab.call("cloud_check", json!({"check": "disk"})).await;
+    assert_eq!(check["status"], "ok", "read-only checks still run: {check}");
+    assert!(check.to_string().contains("audit_witness_mismatch"), "and say so: {check}");
     let sent = lab.rpc_calls();
     let refused = lab.plan().await;
     assert_eq!(refused["code"], "audit_witness_mismatch", "{refused}");
