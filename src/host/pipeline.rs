@@ -219,17 +219,8 @@ impl<E: Engine, C: Clock, L: Liveness> Host<E, C, L> {
         // open, a refusal is recorded on its own; after, through the
         // controller.
         let mut meta = Caller::from(caller).request(AuditOperation::Rpc);
-        // The answer passes `for_the_agent` again: an unsafe state directory
-        // found while recording is the operator's to read (doctor), not the agent's.
-        let early = |meta, refusal| {
-            Reply::from(for_the_agent(request_row::refused(
-                &self.paths,
-                self.clock.now(),
-                meta,
-                for_the_agent(refusal),
-            )))
-            .into()
-        };
+        // The answer passes `for_the_agent` again (`recorded`).
+        let early = |meta, refusal| recorded(&self.paths, self.clock.now(), meta, for_the_agent(refusal));
         // First of all: a paused helper opens nothing (`paused`).
         match self.paused(caller) {
             Ok(None) => {}
@@ -264,7 +255,7 @@ impl<E: Engine, C: Clock, L: Liveness> Host<E, C, L> {
                 }
                 Err(refusal) => refusal,
             };
-            return Reply::from(for_the_agent(request_row::refused(&self.paths, now, meta, refusal))).into();
+            return recorded(&self.paths, now, meta, refusal);
         }
         let paths = self.paths.clone();
         let alert_socket = self.alert_socket.clone();
@@ -281,33 +272,23 @@ impl<E: Engine, C: Clock, L: Liveness> Host<E, C, L> {
                         meta.operation,
                     );
                 }
-                return Reply::from(for_the_agent(request_row::refused(
-                    &paths,
-                    now,
-                    meta,
-                    for_the_agent(refusal),
-                )))
-                .into();
+                return recorded(&paths, now, meta, for_the_agent(refusal));
             }
         };
         controller.begin_request(meta);
         let (plan_id, action) = subject(&request);
-        let (result, app_log) =
-            match serve(&mut controller, request, caller, progress, alert_socket.as_deref(), &paths) {
-                Served::Answer(result, app_log) => (result, app_log),
-                // Its claimed and needs_inspection rows were written with the
-                // changes, stamped with this request.
-                Served::NeedsInspection(reply) => {
-                    return Answered { audit: witnessed(&mut controller, witness), reply };
+        let reply = match serve(&mut controller, request, caller, progress, alert_socket.as_deref(), &paths) {
+            Served::Answer(result, app_log) => match controller.answer(result, plan_id.as_ref(), action) {
+                Ok(body) => body.into(),
+                Err(refusal) => {
+                    // Not beside another refusal (the request's row could not be written).
+                    let app_log = app_log.filter(|(code, _)| *code == refusal.code).map(|(_, log)| log);
+                    Reply::Rejected { refusal, app_log }
                 }
-            };
-        let reply = match controller.answer(result, plan_id.as_ref(), action) {
-            Ok(body) => body.into(),
-            Err(refusal) => {
-                // Not beside another refusal (the request's row could not be written).
-                let app_log = app_log.filter(|(code, _)| *code == refusal.code).map(|(_, log)| log);
-                Reply::Rejected { refusal, app_log }
-            }
+            },
+            // Its claimed and needs_inspection rows were written with the
+            // changes, stamped with this request.
+            Served::NeedsInspection(reply) => reply,
         };
         Answered { audit: witnessed(&mut controller, witness), reply }
     }
@@ -605,6 +586,13 @@ fn serve<E: Engine, C: Clock, L: Liveness>(
         },
     };
     Served::Answer(result, app_log)
+}
+
+/// A refusal before the store is open, recorded on its own
+/// (`request_row::refused`) and made fit for the agent again: an unsafe
+/// state directory found while recording is the operator's to read.
+fn recorded(paths: &HostPaths, now: i64, meta: crate::store::RequestMeta, refusal: Refusal) -> Answered {
+    Reply::from(for_the_agent(request_row::refused(paths, now, meta, refusal))).into()
 }
 
 /// The proof beside a reply to a request of protocol 2 or later
