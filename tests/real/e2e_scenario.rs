@@ -192,6 +192,18 @@ impl Drop for Cleanup {
     }
 }
 
+/// What every test of this suite starts with: the installation checked,
+/// the suite's lock held, the host's state fresh, and the cleanup armed
+/// (dropped first, while the lock is still held). Returns the host name.
+fn prepared() -> (String, std::sync::MutexGuard<'static, ()>, Cleanup) {
+    let host = require_setup();
+    require_host_helper();
+    require_docker_and_policy();
+    let serial = serial();
+    fresh_host_state(&[APP]);
+    (host, serial, Cleanup)
+}
+
 /// A container volce-lab did not create, restarting all through the
 /// scenario's second half: it must void nothing.
 const FOREIGN: &str = "e2e-restart-loop";
@@ -262,12 +274,7 @@ async fn polled(
 #[test]
 #[ignore = "real parts: run by scripts/test"]
 fn the_whole_chain_from_agent_to_docker_and_back() {
-    let host = require_setup();
-    require_host_helper();
-    require_docker_and_policy();
-    let _serial = serial();
-    fresh_host_state(&[APP]);
-    let _cleanup = Cleanup;
+    let (host, _serial, _cleanup) = prepared();
     let state = private_tempdir();
     let port = free_port();
 
@@ -493,12 +500,7 @@ fn raw_audit_text() -> String {
 #[test]
 #[ignore = "real parts: run by scripts/test"]
 fn refused_attempts_join_the_host_trail_by_request_id_and_no_planted_secret_reaches_any_audit() {
-    let host = require_setup();
-    require_host_helper();
-    require_docker_and_policy();
-    let _serial = serial();
-    fresh_host_state(&[APP]);
-    let _cleanup = Cleanup;
+    let (host, _serial, _cleanup) = prepared();
     // The shortest plan lifetime the policy allows, and deploy under
     // approval (so a wrong digest is a digest mismatch, not "no approval
     // needed").
@@ -601,12 +603,7 @@ fn refused_attempts_join_the_host_trail_by_request_id_and_no_planted_secret_reac
 #[test]
 #[ignore = "real parts: run by scripts/test"]
 fn a_restored_old_state_db_is_audit_witness_mismatch_until_the_operator_accepts() {
-    let host = require_setup();
-    require_host_helper();
-    require_docker_and_policy();
-    let _serial = serial();
-    fresh_host_state(&[APP]);
-    let _cleanup = Cleanup;
+    let (host, _serial, _cleanup) = prepared();
     let state = private_tempdir();
     let backups = private_tempdir();
     let witness = |args: &[&str]| {
