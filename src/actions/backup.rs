@@ -21,12 +21,15 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::action::{Done, Effect, Impact, PlanAction, RecordChange};
-use crate::control::app_record::AppState;
+use crate::control::app_record::{AppRecord, AppState};
 use crate::control::scope::Scope;
 use crate::control::validate::{Context, HostFacts, app_name, data, exact_keys, owned, recorded};
 use crate::docker::{Engine, EngineError, ProgressSink};
 use crate::text::for_terminal as esc;
-use crate::vocab::{Action, AppName, BACKUP_TIMEOUT, BackupSpec, Code, ContainerId, PlanId, Refusal, refuse};
+use crate::vocab::{
+    Action, AppName, BACKUP_TIMEOUT, BackupConfig, BackupSpec, Code, ContainerId, DataUse, PlanId, Refusal,
+    refuse,
+};
 
 /// A backup's payload.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -47,32 +50,7 @@ impl PlanAction for Backup {
     ) -> Result<(Backup, Impact), Refusal> {
         exact_keys(params, Action::Backup)?;
         let app = app_name(params)?;
-        let record = recorded(&app, ctx)?;
-        if record.state == AppState::NeedsInspection {
-            return refuse(
-                Code::AppNotRunning,
-                format!("{app} needs inspection: no backup runs until an operator has resolved it."),
-            );
-        }
-        let record = owned(&app, record, ctx)?;
-        let Some(config) = ctx.policy.backup.clone() else {
-            return refuse(
-                Code::BackupNotConfigured,
-                "This server's policy names no backup repository (its `backup` object), so there is nowhere to \
-                 copy the data to; nothing was changed.",
-            );
-        };
-        let Some(data_use) = record.data.clone() else {
-            return refuse(
-                Code::AppHasNoData,
-                format!(
-                    "{app} keeps no data directory (its catalog entry `{}` declares none), so there is nothing \
-                     to back up; nothing was changed.",
-                    record.image_key
-                ),
-            );
-        };
-        data::still_there(record, facts)?;
+        let (record, config, data_use) = backed_up(&app, ctx, facts)?;
         let mut containers = record.containers.clone();
         containers.sort();
         let spec = BackupSpec {
@@ -128,6 +106,43 @@ impl PlanAction for Backup {
     fn rolled_back(cause: &EngineError, id: &PlanId) -> Refusal {
         super::rolled_back::backup(cause, id)
     }
+}
+
+/// The app a backup or a restore is about, the policy's repository and the
+/// app's data: a recorded app of ours, not needing inspection, with data
+/// that is there, on a server whose policy names a repository.
+pub(super) fn backed_up<'a>(
+    app: &AppName,
+    ctx: &'a Context<'a>,
+    facts: &dyn HostFacts,
+) -> Result<(&'a AppRecord, BackupConfig, DataUse), Refusal> {
+    let record = recorded(app, ctx)?;
+    if record.state == AppState::NeedsInspection {
+        return refuse(
+            Code::AppNotRunning,
+            format!("{app} needs inspection: no backup or restore runs until an operator has resolved it."),
+        );
+    }
+    let record = owned(app, record, ctx)?;
+    let Some(config) = ctx.policy.backup.clone() else {
+        return refuse(
+            Code::BackupNotConfigured,
+            "This server's policy names no backup repository (its `backup` object), so there is nothing to copy \
+             to or restore from; nothing was changed.",
+        );
+    };
+    let Some(data_use) = record.data.clone() else {
+        return refuse(
+            Code::AppHasNoData,
+            format!(
+                "{app} keeps no data directory (its catalog entry `{}` declares none), so there is nothing to \
+                 back up or restore; nothing was changed.",
+                record.image_key
+            ),
+        );
+    };
+    data::still_there(record, facts)?;
+    Ok((record, config, data_use))
 }
 
 /// What a backup touches, in the operator's words.

@@ -25,7 +25,7 @@ use super::action::{Done, Effect, Impact, PlanAction, RecordChange, marked};
 use super::start::deployed_health_path;
 use crate::control::app_record::{AppRecord, AppState};
 use crate::control::scope::Scope;
-use crate::control::validate::{Context, HostFacts, app_name, data, exact_keys, owned, recorded, string};
+use crate::control::validate::{Context, HostFacts, app_name, exact_keys, string};
 use crate::docker::{Engine, EngineError, ProgressSink};
 use crate::text::for_terminal as esc;
 use crate::vocab::{
@@ -52,16 +52,7 @@ impl PlanAction for Restore {
     ) -> Result<(Restore, Impact), Refusal> {
         exact_keys(params, Action::Restore)?;
         let app = app_name(params)?;
-        let record = recorded(&app, ctx)?;
-        if record.state == AppState::NeedsInspection {
-            return refuse(
-                Code::AppNotRunning,
-                format!("{app} needs inspection: nothing is restored until an operator has resolved it."),
-            );
-        }
-        let record = owned(&app, record, ctx)?;
-        let (config, data_use) = backed_up(record, ctx)?;
-        data::still_there(record, facts)?;
+        let (record, config, data_use) = super::backup::backed_up(&app, ctx, facts)?;
         let snapshot = snapshot_of(record, &config, &data_use, string(params, "snapshot")?, facts)?;
         let running = record.state == AppState::Running;
         let (stop, start) = match (running, &record.app_container, &record.gateway_container) {
@@ -149,28 +140,6 @@ impl PlanAction for Restore {
     fn rolled_back(cause: &EngineError, id: &PlanId) -> Refusal {
         super::rolled_back::restore(cause, id)
     }
-}
-
-/// The policy's repository and the app's data, or why there is nothing to
-/// restore.
-fn backed_up(record: &AppRecord, ctx: &Context<'_>) -> Result<(BackupConfig, DataUse), Refusal> {
-    let Some(config) = ctx.policy.backup.clone() else {
-        return refuse(
-            Code::BackupNotConfigured,
-            "This server's policy names no backup repository (its `backup` object), so there is nothing to \
-             restore from; nothing was changed.",
-        );
-    };
-    let Some(data_use) = record.data.clone() else {
-        return refuse(
-            Code::AppHasNoData,
-            format!(
-                "{} keeps no data directory, so there is nothing to restore; nothing was changed.",
-                record.app
-            ),
-        );
-    };
-    Ok((config, data_use))
 }
 
 /// The snapshot the agent named, as the repository has it: one volce-lab

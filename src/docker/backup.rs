@@ -98,16 +98,25 @@ fn write_record(image: &Path, kept: &BackupRecord) -> std::io::Result<()> {
     std::fs::rename(&fresh, &path)
 }
 
-/// The copy itself: checks, freeze, restic, thaw, retention.
-fn copy(spec: &BackupSpec) -> Result<BackupRun, EngineError> {
+/// What a copy or a restore checks before restic runs: the password file
+/// is private, restic is there, the app's data is mounted (its empty mount
+/// point must never pass for its data).
+fn ready(config: &BackupConfig, mount: &Path) -> Result<(), EngineError> {
     let failed = |step| EngineError::BackupFailed { step };
-    password_file_ok(&spec.config.password_file, 0).map_err(|_| failed("check the backup password file"))?;
+    password_file_ok(&config.password_file, 0).map_err(|_| failed("check the backup password file"))?;
     if !Path::new(RESTIC).is_file() {
         return Err(failed("find restic"));
     }
-    if !data_volume::mounted(&spec.data.mount)? {
+    if !data_volume::mounted(mount)? {
         return Err(failed("see the app's data mounted"));
     }
+    Ok(())
+}
+
+/// The copy itself: checks, freeze, restic, thaw, retention.
+fn copy(spec: &BackupSpec) -> Result<BackupRun, EngineError> {
+    let failed = |step| EngineError::BackupFailed { step };
+    ready(&spec.config, &spec.data.mount)?;
     let started = Instant::now();
     data_volume::freeze(&spec.data.mount).map_err(|_| failed("freeze the app's data"))?;
     let copied = restic(&spec.config, &backup_args(spec), spec.timeout());
@@ -155,13 +164,7 @@ fn tagged_backup(tags: &[String], mount: &Path) -> Vec<String> {
 /// snapshot's id.
 pub fn restore_data(spec: &RestoreSpec) -> Result<SnapshotId, EngineError> {
     let failed = |step| EngineError::BackupFailed { step };
-    password_file_ok(&spec.config.password_file, 0).map_err(|_| failed("check the backup password file"))?;
-    if !Path::new(RESTIC).is_file() {
-        return Err(failed("find restic"));
-    }
-    if !data_volume::mounted(&spec.data.mount)? {
-        return Err(failed("see the app's data mounted"));
-    }
+    ready(&spec.config, &spec.data.mount)?;
     let copied = restic(&spec.config, &tagged_backup(&spec.safety_tags(), &spec.data.mount), spec.timeout());
     let safety = match copied.execution.execution_status {
         ExecutionStatus::Ok => summary(&copied.stdout).ok_or(failed("read the safety snapshot's summary"))?,
@@ -322,7 +325,7 @@ pub struct Listed {
 impl Listed {
     /// The value of the tag `key=...`, if the snapshot has one.
     pub fn tag(&self, key: &str) -> Option<&str> {
-        self.tags.iter().find_map(|tag| tag.strip_prefix(key)?.strip_prefix('='))
+        crate::vocab::tag_value(&self.tags, key)
     }
 }
 

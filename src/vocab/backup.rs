@@ -260,8 +260,13 @@ pub struct SnapshotFacts {
 impl SnapshotFacts {
     /// The value of the tag `key=...`, if it has one.
     pub fn tag(&self, key: &str) -> Option<&str> {
-        self.tags.iter().find_map(|tag| tag.strip_prefix(key)?.strip_prefix('='))
+        tag_value(&self.tags, key)
     }
+}
+
+/// The value of the tag `key=...` among a snapshot's `tags`, if any.
+pub fn tag_value<'a>(tags: &'a [String], key: &str) -> Option<&'a str> {
+    tags.iter().find_map(|tag| tag.strip_prefix(key)?.strip_prefix('='))
 }
 
 /// What the engine does for a `restore` plan: stop the app if it runs,

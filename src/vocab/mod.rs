@@ -52,7 +52,7 @@ pub use action::{ALSO_SERVER_NAMES, Action};
 pub use backup::{
     BACKUP_TAG, BACKUP_TIMEOUT, BackupConfig, BackupDone, BackupEvery, BackupMissed, BackupRecord,
     BackupRepository, BackupRun, BackupSpec, KEEP_MAX, RestoreRun, RestoreSpec, Retention, RetentionApplied,
-    SnapshotFacts, SnapshotId,
+    SnapshotFacts, SnapshotId, tag_value,
 };
 pub use data::{
     DATA_MIB_RANGE, DATA_OWNER, DATA_PATH_MAX, DataAfter, DataPath, DataSpec, DataUse, KeptFor,
