@@ -105,8 +105,14 @@ pub fn run_due(paths: &HostPaths, now: i64) -> Result<(String, bool), Refusal> {
 /// `backup init`: makes the repository with the policy's password.
 pub fn init(paths: &HostPaths) -> Result<String, Refusal> {
     let config = configured(paths)?;
-    backup::init(&config)
-        .map_err(|e| failed(&config, &e, "restic init makes a repository only where none is"))?;
+    backup::init(&config).map_err(|e| {
+        failed(
+            &config,
+            &e,
+            "a repository may be there already (`volce-lab-host backup check` opens it), or the path is not \
+                 writable or the backup host not reachable",
+        )
+    })?;
     Ok(format!(
         "Made the backup repository {}. Keep a copy of {} off this server: without it no snapshot can be read.\n",
         esc(config.repository.as_str()),
@@ -183,10 +189,17 @@ fn failed(config: &BackupConfig, error: &EngineError, next: &str) -> Refusal {
         EngineError::BackupFailed { step } | EngineError::Call { step, .. } => *step,
         _ => "restic",
     };
-    let why = if step == "check the backup password file" {
-        format!("{} must be root's regular file with mode 0600", config.password_file.display())
+    let file = config.password_file.display();
+    let (why, next) = if step == "check the backup password file" {
+        (
+            format!("{file} must be root's regular file with mode 0600"),
+            format!("chown root:root {file}; chmod 600 {file}"),
+        )
     } else {
-        format!("the repository {} did not answer as asked", esc(config.repository.as_str()))
+        (
+            format!("the repository {} did not answer as asked", esc(config.repository.as_str())),
+            next.to_owned(),
+        )
     };
     Refusal::new(
         Code::BackupFailed,
@@ -197,6 +210,28 @@ fn failed(config: &BackupConfig, error: &EngineError, next: &str) -> Refusal {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Tried: a password file others may read, and a repository restic
+    /// cannot open: each names its step and its own next step.
+    #[test]
+    fn a_failed_command_names_its_step_and_the_next_step_that_fixes_it() {
+        let config: BackupConfig = serde_json::from_value(serde_json::json!({
+            "repository": "/srv/backup", "password_file": "/etc/volce-lab/backup.password", "keep": {"last": 1}
+        }))
+        .unwrap();
+        let file =
+            failed(&config, &EngineError::BackupFailed { step: "check the backup password file" }, "unused");
+        assert!(
+            file.message.contains("Next: chown root:root /etc/volce-lab/backup.password; chmod 600"),
+            "{file}"
+        );
+        let call = EngineError::Unparsable { step: "restic init" };
+        let repository = failed(&config, &call, "look at the repository");
+        assert!(
+            repository.message.contains("/srv/backup did not answer")
+                && repository.message.ends_with("repository.")
+        );
+    }
 
     #[test]
     fn the_listing_prints_our_tags_and_says_when_there_is_nothing() {
