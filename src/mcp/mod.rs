@@ -38,7 +38,6 @@ pub mod rpc;
 mod sentences;
 pub mod server;
 pub mod tools;
-pub mod witness;
 
 use std::borrow::Cow;
 

@@ -958,4 +958,3 @@ mod migration5;
 mod migration9;
 mod statements;
 mod upgrade;
-mod witness;
