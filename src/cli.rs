@@ -64,9 +64,30 @@ pub enum Command {
         #[arg(long)]
         send: bool,
     },
+    /// This workstation's witness of each target's audit trail.
+    #[command(subcommand)]
+    Audit(WorkstationAudit),
     /// Server side: the root helper (installed as /usr/local/bin/volce-lab-host).
     #[command(subcommand)]
     Host(HostCommand),
+}
+
+/// `volce-lab audit ...`: the workstation's side of the audit trail.
+#[derive(Debug, Subcommand)]
+pub enum WorkstationAudit {
+    /// Show each target's witnessed audit head and its age, and any mismatch; or resolve one.
+    Witness {
+        /// After a mismatch: take the head the target last named as witnessed (check it first against
+        /// `sudo volce-lab-host audit head` on the server).
+        #[arg(long, value_name = "TARGET", requires = "head", conflicts_with = "forget")]
+        accept: Option<String>,
+        /// With --accept: the head hash `audit head` printed on the server (64 lowercase hex).
+        #[arg(long, value_name = "HASH", requires = "accept")]
+        head: Option<String>,
+        /// Drop the target's witnessed head; its next answer is witnessed as a first one.
+        #[arg(long, value_name = "TARGET")]
+        forget: Option<String>,
+    },
 }
 
 /// What `volce-lab-host rpc --help` says about the request: the contract of
@@ -461,6 +482,10 @@ fn dispatch(command: Command) -> Exit {
         Command::Approve { plan_id, target, key, signed, send } => workstation(|fleet, runtime| {
             let args = crate::mcp::approve::ApproveArgs { target, plan_id, key, signed, send };
             crate::mcp::approve::run(&fleet, &runtime, &args)
+        }),
+        Command::Audit(WorkstationAudit::Witness { accept, head, forget }) => workstation(|fleet, _| {
+            let args = crate::mcp::witness::Resolve::of(accept, head, forget);
+            crate::mcp::witness::run(&fleet, args)
         }),
         Command::Host(command) => host(command),
     }

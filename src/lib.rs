@@ -16,7 +16,8 @@
 //! src/cli.rs        clap types; picks the entry (file name `volce-lab-host` =>
 //!                   host) and calls the typed entry functions below
 //! src/mcp/          rmcp server (server.rs), the tools' schemas and argument
-//!                   validation (tools/), host-rpc client (rpc.rs), audit.rs
+//!                   validation (tools/), host-rpc client (rpc.rs), audit.rs,
+//!                   each target's witnessed audit head (witness.rs)
 //! src/install/      the installation, above host: setup and undo (setup.rs),
 //!                   the doctor's rules (doctor.rs; doctor/system.rs probes
 //!                   the system), the operator's `catalog pin|list|remove|
@@ -49,6 +50,8 @@
 //!                   types, the request parser, the 16 KiB limit, one typed
 //!                   body per operation that answers ok (answers/), progress
 //!                   lines (progress.rs), the ssh gate's frames (gate.rs),
+//!                   the audit head witnessed off the host and its proof
+//!                   (witness.rs),
 //!                   the closed set of commands run on a target with their
 //!                   argv and shell lines (remote.rs)
 //! src/config.rs     workstation configuration from the environment, validated once

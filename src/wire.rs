@@ -40,6 +40,7 @@ pub mod progress;
 pub mod remote;
 pub mod signed;
 pub mod versions;
+pub mod witness;
 
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
@@ -260,8 +261,23 @@ struct Envelope {
     /// The workstation's protocol (`versions`); absent means 1.
     #[serde(default)]
     protocol: Option<u32>,
+    /// The audit head the workstation witnessed (protocol 2, `witness`).
+    #[serde(default)]
+    witness: Option<witness::Witnessed>,
     #[serde(flatten)]
     request: Request,
+}
+
+/// A request as the helper received it: the operation, and what travels
+/// beside it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Received {
+    pub request: Request,
+    pub id: Option<RequestId>,
+    /// The workstation's protocol, as admitted ([`versions::admit`]).
+    pub protocol: u32,
+    /// The audit head the workstation witnessed ([`witness`]).
+    pub witness: Option<witness::Witnessed>,
 }
 
 impl Request {
@@ -282,6 +298,12 @@ pub fn parse_envelope(bytes: &[u8]) -> Result<(Request, Option<RequestId>), Refu
     parse_envelope_as(bytes, versions::Helper::THIS)
 }
 
+/// [`parse_envelope`] with everything beside the operation: what the
+/// shipped helper reads.
+pub fn receive(bytes: &[u8]) -> Result<Received, Refusal> {
+    receive_as(bytes, versions::Helper::THIS)
+}
+
 /// [`parse_envelope`] as a helper of `helper`'s protocol reads it: what that
 /// protocol did not have yet is refused as that helper refused it
 /// (`versions::Helper::knows`). The shipped helper is
@@ -290,7 +312,12 @@ pub fn parse_envelope_as(
     bytes: &[u8],
     helper: versions::Helper,
 ) -> Result<(Request, Option<RequestId>), Refusal> {
-    let (request, id, protocol) = parse_envelope_fields(bytes)?;
+    receive_as(bytes, helper).map(|received| (received.request, received.id))
+}
+
+/// [`receive`] as a helper of `helper`'s protocol reads it.
+pub fn receive_as(bytes: &[u8], helper: versions::Helper) -> Result<Received, Refusal> {
+    let (request, id, protocol, witness) = parse_envelope_fields(bytes)?;
     let refused = |code: Code| match code {
         Code::UnknownAction => Action::parse("").unwrap_err(),
         Code::InvalidParameters => Refusal::new(
@@ -302,6 +329,7 @@ pub fn parse_envelope_as(
     let beside = [
         (id.is_some(), versions::Feature::RequestId),
         (protocol.is_some(), versions::Feature::ProtocolField),
+        (witness.is_some(), versions::Feature::WitnessField),
     ];
     for (_, feature) in beside.iter().filter(|(present, _)| *present) {
         helper.knows(*feature).map_err(refused)?;
@@ -309,11 +337,15 @@ pub fn parse_envelope_as(
     for feature in versions::features(&request) {
         helper.knows(feature).map_err(refused)?;
     }
-    versions::admit(protocol, helper)?;
-    Ok((request, id))
+    let protocol = versions::admit(protocol, helper)?;
+    Ok(Received { request, id, protocol, witness })
 }
 
-fn parse_envelope_fields(bytes: &[u8]) -> Result<(Request, Option<RequestId>, Option<u32>), Refusal> {
+/// The envelope's parts: the request, its id, the protocol it names and
+/// the witnessed audit head.
+type Fields = (Request, Option<RequestId>, Option<u32>, Option<witness::Witnessed>);
+
+fn parse_envelope_fields(bytes: &[u8]) -> Result<Fields, Refusal> {
     let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
     if first != Some(&b'{') {
         return Err(Refusal::new(Code::InvalidRequest, "The request must be one JSON object."));
@@ -330,12 +362,18 @@ fn parse_envelope_fields(bytes: &[u8]) -> Result<(Request, Option<RequestId>, Op
             )
         })?),
     };
-    // Without an id and a protocol, exactly version 1's parser decides.
-    let request = match (&id, envelope.protocol) {
-        (None, None) => parse_request(bytes)?,
+    if envelope.witness.as_ref().is_some_and(|w| !w.is_shaped()) {
+        return Err(Refusal::new(
+            Code::InvalidRequest,
+            "The witness must be a seq of 1 or more and its 64 lowercase hex hash; nothing was done.",
+        ));
+    }
+    // Without an id, a protocol and a witness, exactly version 1's parser decides.
+    let request = match (&id, envelope.protocol, &envelope.witness) {
+        (None, None, None) => parse_request(bytes)?,
         _ => envelope.request,
     };
-    Ok((request, id, envelope.protocol))
+    Ok((request, id, envelope.protocol, envelope.witness))
 }
 
 fn shape_refusal() -> Refusal {
@@ -444,6 +482,39 @@ impl Reply {
             Reply::Ok { .. } => Exit::Ok,
             _ => Exit::Failure,
         }
+    }
+}
+
+/// A reply with the host's audit proof beside it (`audit`, protocol 2:
+/// [`witness::AuditProof`]), as the helper prints it to a request of
+/// protocol 2 or later. A reply printed without a proof is exactly the
+/// [`Reply`]'s line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answered {
+    pub reply: Reply,
+    pub audit: Option<witness::AuditProof>,
+}
+
+impl Answered {
+    /// One line: the reply's object with `audit` beside `status`.
+    pub fn to_line(&self) -> String {
+        let mut value = self.reply.to_json();
+        if let (Value::Object(map), Some(audit)) = (&mut value, &self.audit) {
+            map.insert("audit".into(), serde_json::to_value(audit).expect("a proof serializes"));
+        }
+        let mut line = serde_json::to_string(&value).expect("a JSON value serializes");
+        line.push('\n');
+        line
+    }
+
+    pub fn exit(&self) -> Exit {
+        self.reply.exit()
+    }
+}
+
+impl From<Reply> for Answered {
+    fn from(reply: Reply) -> Answered {
+        Answered { reply, audit: None }
     }
 }
 

@@ -103,8 +103,8 @@ pub fn run_rpc_worker() -> Exit {
                 match Output::stdout() {
                     Ok(out) => {
                         let progress = LineProgress::new(out);
-                        let reply = host.rpc_reporting(&caller, input, &progress);
-                        return answer(progress.into_inner(), reply);
+                        let answered = host.rpc_answered(&caller, input, &progress);
+                        return answer(progress.into_inner(), answered);
                     }
                     Err(_) => {
                         Refusal::new(Code::StateUnavailable, "The helper cannot use its stdout.").into()
@@ -117,7 +117,7 @@ pub fn run_rpc_worker() -> Exit {
     };
     // Answered before anything was recorded or done: still bounded in time.
     match Output::stdout() {
-        Ok(out) => answer(out, reply),
+        Ok(out) => answer(out, reply.into()),
         Err(_) => reply.exit(),
     }
 }
@@ -125,9 +125,9 @@ pub fn run_rpc_worker() -> Exit {
 /// Writes the reply line, after its record, waiting for room at most
 /// [`REPLY_DEADLINE`]: an unread stdout ends the helper, it does not keep
 /// it. The exit code says what the reply says, written or not.
-fn answer(mut out: Output, reply: Reply) -> Exit {
-    let _ = out.reply(reply.to_line().as_bytes(), REPLY_DEADLINE);
-    reply.exit()
+fn answer(mut out: Output, answered: crate::wire::Answered) -> Exit {
+    let _ = out.reply(answered.to_line().as_bytes(), REPLY_DEADLINE);
+    answered.exit()
 }
 
 /// `volce-lab-host show PLAN_ID [--json]` in the shipped binary.

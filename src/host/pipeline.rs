@@ -30,6 +30,7 @@ use crate::vocab::Action;
 use crate::vocab::PlanState;
 use crate::vocab::{Code, Refusal};
 use crate::vocab::{Digest, PlanId};
+use crate::wire::Answered;
 use crate::wire::answers::Body;
 
 /// The helper's collaborators, held for one command.
@@ -205,20 +206,25 @@ impl<E: Engine, C: Clock, L: Liveness> Host<E, C, L> {
     /// next is refused at once (`busy`), and each lives at most the read
     /// deadline.
     pub fn rpc_reporting(self, caller: &str, input: impl Read, progress: &dyn ProgressSink) -> Reply {
+        self.rpc_answered(caller, input, progress).reply
+    }
+
+    /// [`Host::rpc_reporting`] with the audit proof beside the reply
+    /// (`crate::wire::witness`): what the shipped helper prints. Only a
+    /// request of protocol 2 or later gets one, and only once the store is
+    /// open: it is read after the request's own row is written, so the
+    /// head it names includes it.
+    pub fn rpc_answered(self, caller: &str, input: impl Read, progress: &dyn ProgressSink) -> Answered {
         // Every way out records its row (`request_row`): before the store is
         // open, a refusal is recorded on its own; after, through the
         // controller.
         let mut meta = Caller::from(caller).request(AuditOperation::Rpc);
-        // The answer passes `for_the_agent` again: an unsafe state directory
-        // found while recording is the operator's to read (doctor), not the agent's.
-        let early = |meta, refusal| {
-            for_the_agent(request_row::refused(&self.paths, self.clock.now(), meta, for_the_agent(refusal)))
-                .into()
-        };
+        // The answer passes `for_the_agent` again (`recorded`).
+        let early = |meta, refusal| recorded(&self.paths, self.clock.now(), meta, for_the_agent(refusal));
         // First of all: a paused helper opens nothing (`paused`).
         match self.paused(caller) {
             Ok(None) => {}
-            Ok(Some(reply)) => return reply,
+            Ok(Some(reply)) => return reply.into(),
             Err(refusal) => return early(meta, refusal),
         }
         let policy = match paths::load_policy(&self.paths) {
@@ -229,10 +235,13 @@ impl<E: Engine, C: Clock, L: Liveness> Host<E, C, L> {
             Ok(slot) => slot,
             Err(refusal) => return early(meta, refusal),
         };
-        let (request, request_id) = match rpc::read_request(input) {
+        let received = match rpc::read_request(input) {
             Ok(read) => read,
             Err(refusal) => return early(meta, refusal),
         };
+        let (request, request_id) = (received.request, received.id);
+        // Only a workstation of protocol 2 or later reads a proof beside the reply.
+        let witness = (received.protocol >= 2).then_some(received.witness);
         meta.operation = request.operation().into();
         meta.request_id = request_id.map(|id| id.as_str().to_owned());
         let now = self.clock.now();
@@ -246,7 +255,7 @@ impl<E: Engine, C: Clock, L: Liveness> Host<E, C, L> {
                 }
                 Err(refusal) => refusal,
             };
-            return for_the_agent(request_row::refused(&self.paths, now, meta, refusal)).into();
+            return recorded(&self.paths, now, meta, refusal);
         }
         let paths = self.paths.clone();
         let alert_socket = self.alert_socket.clone();
@@ -263,26 +272,25 @@ impl<E: Engine, C: Clock, L: Liveness> Host<E, C, L> {
                         meta.operation,
                     );
                 }
-                return for_the_agent(request_row::refused(&paths, now, meta, for_the_agent(refusal))).into();
+                return recorded(&paths, now, meta, for_the_agent(refusal));
             }
         };
         controller.begin_request(meta);
         let (plan_id, action) = subject(&request);
-        let (result, app_log) =
-            match serve(&mut controller, request, caller, progress, alert_socket.as_deref(), &paths) {
-                Served::Answer(result, app_log) => (result, app_log),
-                // Its claimed and needs_inspection rows were written with the
-                // changes, stamped with this request.
-                Served::NeedsInspection(reply) => return reply,
-            };
-        match controller.answer(result, plan_id.as_ref(), action) {
-            Ok(body) => body.into(),
-            Err(refusal) => {
-                // Not beside another refusal (the request's row could not be written).
-                let app_log = app_log.filter(|(code, _)| *code == refusal.code).map(|(_, log)| log);
-                Reply::Rejected { refusal, app_log }
-            }
-        }
+        let reply = match serve(&mut controller, request, caller, progress, alert_socket.as_deref(), &paths) {
+            Served::Answer(result, app_log) => match controller.answer(result, plan_id.as_ref(), action) {
+                Ok(body) => body.into(),
+                Err(refusal) => {
+                    // Not beside another refusal (the request's row could not be written).
+                    let app_log = app_log.filter(|(code, _)| *code == refusal.code).map(|(_, log)| log);
+                    Reply::Rejected { refusal, app_log }
+                }
+            },
+            // Its claimed and needs_inspection rows were written with the
+            // changes, stamped with this request.
+            Served::NeedsInspection(reply) => reply,
+        };
+        Answered { audit: witnessed(&mut controller, witness), reply }
     }
 
     /// The refusal of a paused helper, which opens nothing (`pause.rs`):
@@ -578,6 +586,24 @@ fn serve<E: Engine, C: Clock, L: Liveness>(
         },
     };
     Served::Answer(result, app_log)
+}
+
+/// A refusal before the store is open, recorded on its own
+/// (`request_row::refused`) and made fit for the agent again: an unsafe
+/// state directory found while recording is the operator's to read.
+fn recorded(paths: &HostPaths, now: i64, meta: crate::store::RequestMeta, refusal: Refusal) -> Answered {
+    Reply::from(for_the_agent(request_row::refused(paths, now, meta, refusal))).into()
+}
+
+/// The proof beside a reply to a request of protocol 2 or later
+/// (`witness`: `Some` of what the request carried): `None` for an older
+/// request, or when the trail cannot be read (the workstation then sees a
+/// reply without its head, which it does not take as witnessed).
+fn witnessed<E: Engine, C: Clock, L: Liveness>(
+    controller: &mut Controller<E, C, L>,
+    witness: Option<Option<crate::wire::witness::Witnessed>>,
+) -> Option<crate::wire::witness::AuditProof> {
+    controller.audit_proof(witness?.as_ref())
 }
 
 /// The plan or action a request is about, for its answer's audit row.

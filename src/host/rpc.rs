@@ -14,12 +14,12 @@ use std::io::Read;
 use crate::vocab::{Code, Refusal};
 
 use super::output::Output;
-use crate::wire::{MAX_REQUEST_BYTES, RequestId, parse_envelope};
+use crate::wire::{MAX_REQUEST_BYTES, Received, receive};
 pub use crate::wire::{Reply, Request};
 
 /// Reads at most [`MAX_REQUEST_BYTES`] and parses exactly one request and
-/// the request id the workstation sent with it.
-pub fn read_request(input: impl Read) -> Result<(Request, Option<RequestId>), Refusal> {
+/// what the workstation sent beside it (its id, protocol, witnessed head).
+pub fn read_request(input: impl Read) -> Result<Received, Refusal> {
     let mut bytes = Vec::with_capacity(1024);
     input.take(MAX_REQUEST_BYTES as u64 + 1).read_to_end(&mut bytes).map_err(|error| match error.kind() {
         std::io::ErrorKind::TimedOut => Refusal::new(
@@ -35,7 +35,7 @@ pub fn read_request(input: impl Read) -> Result<(Request, Option<RequestId>), Re
     if bytes.len() > MAX_REQUEST_BYTES {
         return Err(Refusal::new(Code::RequestTooLarge, "The request is larger than 16 KiB."));
     }
-    parse_envelope(&bytes)
+    receive(&bytes)
 }
 
 #[cfg(test)]
@@ -48,7 +48,8 @@ mod tests {
         assert_eq!(read_request(&big[..]).unwrap_err().code, Code::RequestTooLarge);
         let mut exact = br#"{"operation":"inventory"}"#.to_vec();
         exact.resize(MAX_REQUEST_BYTES, b' ');
-        assert_eq!(read_request(&exact[..]).unwrap(), (Request::Inventory {}, None));
+        let received = read_request(&exact[..]).unwrap();
+        assert_eq!((received.request, received.id, received.witness), (Request::Inventory {}, None, None));
         // An endless reader is cut at the limit.
         assert_eq!(read_request(std::io::repeat(b' ')).unwrap_err().code, Code::RequestTooLarge);
     }

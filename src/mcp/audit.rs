@@ -83,6 +83,11 @@ impl Audit {
         Audit { path: Some(path), file: Mutex::new(None) }
     }
 
+    /// Where the log is, if it is on (the witness lives beside it).
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
     /// No local audit log.
     pub fn disabled() -> Audit {
         Audit { path: None, file: Mutex::new(None) }

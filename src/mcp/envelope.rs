@@ -133,10 +133,12 @@ pub(super) fn refused(base: Base, tool: ToolName, refusal: Refusal, request_id: 
 }
 
 /// One check's result as `cloud_check` gives it for target `name`.
-pub(super) fn check(name: &str, mode: Mode, result: CheckResult) -> Served {
+/// `note`: a sentence the target's result carries besides its own (the
+/// witness's, `super::witness`, while the target's trail failed it).
+pub(super) fn check(name: &str, mode: Mode, result: CheckResult, note: Option<String>) -> Served {
     let (check, status, exit_code) = (result.check, result.status, result.exit_code);
     let execution_status = result.execution.as_ref().map(|e| e.execution_status);
-    let target = target_check(name, mode, result);
+    let target = noted(target_check(name, mode, result), note);
     let request_id = target.base.request_id.clone();
     Served {
         output: Some(Output::Check(Box::new(CheckOutput::one(target)))),
@@ -156,9 +158,13 @@ pub(super) fn fan_out(
     results: Vec<(String, CheckResult)>,
     shared: &[SharedIdentity],
     request_id: String,
+    note: impl Fn(&str) -> Option<String>,
 ) -> Served {
     let mode = base.mode;
-    let answers = results.into_iter().map(|(name, result)| target_check(&name, mode, result)).collect();
+    let answers = results
+        .into_iter()
+        .map(|(name, result)| noted(target_check(&name, mode, result), note(&name)))
+        .collect();
     let (verdict, results, summary): (Verdict, Vec<TargetCheck>, Summary) =
         super::fan_out::gather(check, answers, shared);
     let status = verdict.status;
@@ -214,6 +220,14 @@ pub(super) fn managed(base: Base, facts: Managed, request_id: String) -> Served 
 
 /// A check's result for target `name`: the result, named as the fleet
 /// names it, with its code and sentence ([`check_words`]).
+/// `target` with `note` after its sentence.
+fn noted(mut target: TargetCheck, note: Option<String>) -> TargetCheck {
+    if let Some(note) = note {
+        target.verdict.message = format!("{} {note}", target.verdict.message);
+    }
+    target
+}
+
 fn target_check(name: &str, mode: Mode, result: CheckResult) -> TargetCheck {
     let verdict = if no_gateway_yet(&result) {
         // Not unhealthy, and not healthy either: status stays check_failed

@@ -38,6 +38,7 @@ pub mod rpc;
 mod sentences;
 pub mod server;
 pub mod tools;
+pub mod witness;
 
 use std::borrow::Cow;
 

@@ -82,6 +82,11 @@ struct NewerRejection {
     #[serde(default)]
     #[allow(dead_code)] // allowed, never read: the code is not ours
     app_log: Option<serde::de::IgnoredAny>,
+    /// The host's audit proof (protocol 2), read beside the reply
+    /// (`crate::wire::witness::carried`), never here.
+    #[serde(default)]
+    #[allow(dead_code)]
+    audit: Option<serde::de::IgnoredAny>,
 }
 
 /// The one `status` word a [`NewerRejection`] carries.
@@ -252,7 +257,7 @@ fn unknown(operation: Operation, reason: &str) -> Answer {
 
 /// Whether the operation may change the server: only these can leave an
 /// outcome we cannot know. Every new operation must say which it is.
-fn may_change(operation: Operation) -> bool {
+pub(super) fn may_change(operation: Operation) -> bool {
     match operation {
         // A signed approval records the approval (and nothing on the engine).
         Operation::Plan | Operation::Execute | Operation::SignedApproval => true,

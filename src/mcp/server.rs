@@ -90,6 +90,8 @@ pub struct Shared {
     task_phases: task::Phases,
     /// The simulated plans of demo mode (`demo.rs`).
     demo_plans: demo::Plans,
+    /// Each target's witnessed audit head, beside the audit log (`super::witness`).
+    witness: super::witness::Witness,
 }
 
 /// One configured target: its name and its own inspector (its own
@@ -147,6 +149,7 @@ impl VolceLab {
         let tools = tools::list_for(&choices);
         let sealer = seal::Sealer::new();
         let tasks = rmcp::task_manager::TaskManager::new();
+        let witness = super::witness::Witness::beside(options.audit.path());
         VolceLab(Arc::new(Shared {
             members,
             choices,
@@ -157,6 +160,7 @@ impl VolceLab {
             tasks,
             task_phases: Default::default(),
             demo_plans: Default::default(),
+            witness,
         }))
     }
 
@@ -276,7 +280,12 @@ impl VolceLab {
 
     async fn check(&self, member: &Member, check: Check) -> Served {
         let mode = member.inspector.config().mode;
-        envelope::check(&member.name, mode, member.inspector.check(check).await)
+        envelope::check(
+            &member.name,
+            mode,
+            member.inspector.check(check).await,
+            self.witness_note(&member.name),
+        )
     }
 
     /// `cloud_check` on the targets at `indexes`, at most `fan_out` at
@@ -296,7 +305,8 @@ impl VolceLab {
                 (self.members[i].name.as_str(), config.expected_host.as_str(), config.expected_user.as_str())
             });
         let shared = super::fan_out::sharing(answered);
-        envelope::fan_out(self.base(None, &request_id), check, results, &shared, request_id)
+        let note = |name: &str| self.witness_note(name);
+        envelope::fan_out(self.base(None, &request_id), check, results, &shared, request_id, note)
     }
 
     /// The inspector of the configured target `name` (`super::approve`).
@@ -360,11 +370,23 @@ impl VolceLab {
         {
             return (Answer::new(Status::Rejected, Some(refusal.code.into()), refusal.message), None);
         }
+        // A target whose trail failed the witness is managed no more
+        // until the operator resolves it (`super::witness`).
+        let held = self.witness.held(&member.name);
+        if let Some(found) = held.as_ref().and_then(|entry| entry.mismatch.as_ref())
+            && rpc::may_change(request.operation())
+        {
+            let code = Some(Code::AuditWitnessMismatch.into());
+            return (Answer::new(Status::Rejected, code, found.refusal_message(&member.name)), None);
+        }
         // The request id goes with the request, so the host's rows for
         // it join this call's audit line (`crate::mcp::audit`); the
-        // protocol field only for a server that reads it (`wire::versions`).
+        // protocol field and the witnessed head only for a server that
+        // reads them (`wire::versions`).
         let id = wire::RequestId::parse(request_id);
-        let bytes = request.to_bytes_for(id.as_ref(), &inspector.server_version());
+        let witnessed =
+            held.map(|entry| wire::witness::Witnessed { seq: entry.head.seq, hash: entry.head.hash });
+        let bytes = request.to_bytes_witnessed(id.as_ref(), &inspector.server_version(), witnessed.as_ref());
         if bytes.len() > wire::MAX_REQUEST_BYTES {
             // Unreachable with the argument limit; kept as the last guard.
             let message = "The request would exceed the helper's 16 KiB limit; nothing was run.";
@@ -387,8 +409,31 @@ impl VolceLab {
                 {
                     answer.message = format!("{} {elsewhere}", answer.message);
                 }
+                self.witness_answer(member, &outcome, &mut answer);
                 (answer, Some(outcome.execution))
             }
+        }
+    }
+
+    /// What a read-only check of `target` says while its trail failed the
+    /// witness: the checks still run (`super::witness`).
+    fn witness_note(&self, target: &str) -> Option<String> {
+        self.witness.held(target)?.mismatch.map(|found| found.note(target))
+    }
+
+    /// Takes the audit proof `outcome` carried into `member`'s witness
+    /// (`super::witness`); an answer of a target whose trail failed it
+    /// says so (the call that finds it still reports what the host did).
+    fn witness_answer(&self, member: &Member, outcome: &crate::exec::ProcessOutput, answer: &mut Answer) {
+        let proof = wire::witness::carried(wire::progress::reply_bytes(&outcome.stdout));
+        let observed = super::witness::Observed {
+            carries: member.inspector.server_version().protocol() >= 2,
+            ok: answer.status == Status::Ok,
+            proof: proof.as_ref(),
+        };
+        let entry = self.witness.observe(&member.name, &observed, super::witness::now());
+        if let Some(found) = entry.as_ref().and_then(|entry| entry.mismatch.as_ref()) {
+            answer.message = format!("{} {}", answer.message, found.note(&member.name));
         }
     }
 

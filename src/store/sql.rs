@@ -284,6 +284,10 @@ statements! {
     /// the primary key).
     Bounded ROWS_FROM = concat!(audit_rows!(), " WHERE seq >= ?1 AND seq <= ?1 + ?2 ORDER BY seq");
 
+    /// The audit proof a reply carries (`trail::audit_proof`): the hash of
+    /// the row at seq `?1` (the workstation's witnessed one).
+    Bounded ROW_HASH = "SELECT hash FROM audit WHERE seq = ?1";
+
     // ---- the operator's audit commands, the doctor, migrations ----
 
     /// `audit prune`: the first row kept.

@@ -958,3 +958,4 @@ mod migration5;
 mod migration9;
 mod statements;
 mod upgrade;
+mod witness;

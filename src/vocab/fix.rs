@@ -140,6 +140,9 @@ impl Code {
             }
             Code::InvalidHash => "Give the 64 lowercase hex characters that `audit head` printed.",
             Code::InvalidTime => "Give the time in RFC 3339 UTC, such as 2026-01-31T12:00:00Z.",
+            Code::AuditWitnessMismatch => {
+                "Stop managing this target and tell the operator: they compare `volce-lab audit witness` with the server's `audit head` and accept or investigate."
+            }
             Code::AuditChainBroken => "Run `sudo volce-lab-host audit verify` to see where the chain breaks.",
             Code::NginxRejected | Code::HealthCheckFailed | Code::DeployFailed | Code::StartFailed => {
                 "Fix what the message names (the image, container_port or server_name), then prepare a new plan; nothing is blocked."

@@ -181,6 +181,11 @@ pub enum Code {
     RequestStateExpired,
     /// ... one already used once.
     RequestStateReplayed,
+    /// The target's audit chain no longer extends the head this
+    /// workstation witnessed (`crate::wire::witness`): rewritten, rolled
+    /// back or cut beyond its retention. Management to it is refused
+    /// until the operator accepts its head (`volce-lab audit witness`).
+    AuditWitnessMismatch,
     /// The server's helper speaks an older protocol than the request needs
     /// (`crate::wire::versions`); nothing was sent.
     ServerTooOld,
@@ -379,7 +384,7 @@ mod tests {
     #[test]
     fn code_strings_never_change() {
         use strum::VariantArray as _;
-        const SHIPPED: [&str; 130] = [
+        const SHIPPED: [&str; 131] = [
             "invalid_request",
             "request_too_large",
             "unknown_action",
@@ -469,6 +474,7 @@ mod tests {
             "request_state_foreign",
             "request_state_expired",
             "request_state_replayed",
+            "audit_witness_mismatch",
             "server_too_old",
             "client_too_old",
             "needs_inspection",

@@ -63,7 +63,9 @@ pub const ADDITIONS: &[(u32, &str)] = &[
          when there are any; the `statement` and `signed_approval` operations (an approval signed on the \
          operator's own device, carried by the agent, verified by the host); the `run_task` action (a task \
          the catalog entry declares, run once; its execute result's `task` carries the exit code and the \
-         redacted, untrusted output) (0.2.0)",
+         redacted, untrusted output); a request may carry the audit head the workstation witnessed \
+         (`witness`), and a reply to a protocol-2 request carries the host's audit head and the rows that \
+         prove it extends the witnessed one (`audit`) (0.2.0)",
     ),
 ];
 
@@ -138,6 +140,9 @@ pub enum Feature {
     RequestId,
     /// The request's `protocol` field: the workstation's protocol.
     ProtocolField,
+    /// The request's `witness` field: the audit head the workstation
+    /// witnessed (`super::witness`).
+    WitnessField,
 }
 
 impl Feature {
@@ -178,7 +183,7 @@ impl Feature {
             // A helper of protocol 1 refuses a deploy without its port.
             Feature::Omitted(..) => 2,
             Feature::SinceMinutes | Feature::RequestId => 1,
-            Feature::ProtocolField => 2,
+            Feature::ProtocolField | Feature::WitnessField => 2,
         }
     }
 }
@@ -220,6 +225,17 @@ impl Request {
     /// one, and with this workstation's `protocol` only when the server's
     /// protocol reads it (else exactly protocol 1's bytes).
     pub fn to_bytes_for(&self, id: Option<&RequestId>, server: &ServerVersion) -> Vec<u8> {
+        self.to_bytes_witnessed(id, server, None)
+    }
+
+    /// [`Request::to_bytes_for`] with the audit head the workstation
+    /// witnessed, for a server whose protocol reads it (else left out).
+    pub fn to_bytes_witnessed(
+        &self,
+        id: Option<&RequestId>,
+        server: &ServerVersion,
+        witness: Option<&super::witness::Witnessed>,
+    ) -> Vec<u8> {
         let mut value = serde_json::to_value(self).expect("a request serializes");
         if let serde_json::Value::Object(map) = &mut value {
             if let Some(id) = id {
@@ -227,6 +243,9 @@ impl Request {
             }
             if Feature::ProtocolField.since() <= server.protocol() {
                 map.insert("protocol".into(), PROTOCOL_VERSION.min(server.protocol()).into());
+            }
+            if let Some(witness) = witness.filter(|_| Feature::WitnessField.since() <= server.protocol()) {
+                map.insert("witness".into(), serde_json::to_value(witness).expect("a witness serializes"));
             }
         }
         serde_json::to_vec(&value).expect("a JSON value serializes")
@@ -257,9 +276,11 @@ impl Helper {
         Err(match feature {
             Feature::Action(_) => Code::UnknownAction,
             Feature::Parameter(..) | Feature::Omitted(..) => Code::InvalidParameters,
-            Feature::Operation(_) | Feature::SinceMinutes | Feature::RequestId | Feature::ProtocolField => {
-                Code::InvalidRequest
-            }
+            Feature::Operation(_)
+            | Feature::SinceMinutes
+            | Feature::RequestId
+            | Feature::ProtocolField
+            | Feature::WitnessField => Code::InvalidRequest,
         })
     }
 }

@@ -43,5 +43,6 @@ mod mcp_packaging;
 mod mcp_progress;
 mod mcp_stdio;
 mod mcp_targets;
+mod mcp_witness;
 mod properties;
 mod wire_answers;

@@ -192,6 +192,18 @@ impl Drop for Cleanup {
     }
 }
 
+/// What every test of this suite starts with: the installation checked,
+/// the suite's lock held, the host's state fresh, and the cleanup armed
+/// (dropped first, while the lock is still held). Returns the host name.
+fn prepared() -> (String, std::sync::MutexGuard<'static, ()>, Cleanup) {
+    let host = require_setup();
+    require_host_helper();
+    require_docker_and_policy();
+    let serial = serial();
+    fresh_host_state(&[APP]);
+    (host, serial, Cleanup)
+}
+
 /// A container volce-lab did not create, restarting all through the
 /// scenario's second half: it must void nothing.
 const FOREIGN: &str = "e2e-restart-loop";
@@ -262,12 +274,7 @@ async fn polled(
 #[test]
 #[ignore = "real parts: run by scripts/test"]
 fn the_whole_chain_from_agent_to_docker_and_back() {
-    let host = require_setup();
-    require_host_helper();
-    require_docker_and_policy();
-    let _serial = serial();
-    fresh_host_state(&[APP]);
-    let _cleanup = Cleanup;
+    let (host, _serial, _cleanup) = prepared();
     let state = private_tempdir();
     let port = free_port();
 
@@ -493,12 +500,7 @@ fn raw_audit_text() -> String {
 #[test]
 #[ignore = "real parts: run by scripts/test"]
 fn refused_attempts_join_the_host_trail_by_request_id_and_no_planted_secret_reaches_any_audit() {
-    let host = require_setup();
-    require_host_helper();
-    require_docker_and_policy();
-    let _serial = serial();
-    fresh_host_state(&[APP]);
-    let _cleanup = Cleanup;
+    let (host, _serial, _cleanup) = prepared();
     // The shortest plan lifetime the policy allows, and deploy under
     // approval (so a wrong digest is a digest mismatch, not "no approval
     // needed").
@@ -588,4 +590,74 @@ fn refused_attempts_join_the_host_trail_by_request_id_and_no_planted_secret_reac
     }
     let verify = run(HOST_LINK, &["audit", "verify"], None);
     assert!(verify.ok(), "{verify:?}");
+}
+
+/// Issue 45, end to end: the workstation witnesses the installed host's
+/// audit head over the real ssh gate and sudo rule; the operator backs the
+/// state up, the agent calls twice more, and the operator restores the
+/// backup the documented way (pause, `state restore`, resume). The agent's
+/// next read says `audit_witness_mismatch` naming the witnessed seq, a plan
+/// is refused with it before anything is sent, and after `volce-lab audit
+/// witness --accept` with the head `audit head` prints, plans reach the
+/// host again.
+#[test]
+#[ignore = "real parts: run by scripts/test"]
+fn a_restored_old_state_db_is_audit_witness_mismatch_until_the_operator_accepts() {
+    let (host, _serial, _cleanup) = prepared();
+    let state = private_tempdir();
+    let backups = private_tempdir();
+    let witness = |args: &[&str]| {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_volce-lab"))
+            .args(["audit", "witness"])
+            .args(args)
+            .env_clear()
+            .envs(workstation_env(&host, state.path()))
+            .output()
+            .expect("run volce-lab audit witness");
+        (output.status.code(), String::from_utf8_lossy(&output.stdout).into_owned())
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    runtime.block_on(async {
+        let agent = Agent::start(&host, state.path()).await;
+        assert_eq!(agent.check("identity").await.status(), "ok");
+        assert_eq!(agent.call("service_inventory", json!({})).await.status(), "ok");
+        let backed_up = as_operator(&["state", "backup", "--into", &backups.path().to_string_lossy()]);
+        assert!(backed_up.ok(), "state backup: {backed_up:?}");
+        // Two more calls, a minute apart in the trail's folding (a plan is a row of its own).
+        let planned = agent.plan("stop", json!({"app": APP})).await;
+        assert_eq!(planned.status(), "rejected", "{}", planned.structured);
+        assert_eq!(agent.call("service_inventory", json!({})).await.status(), "ok");
+        let (_, shown) = witness(&[]);
+        let seq: i64 = shown.split("seq ").nth(1).and_then(|s| s.split(' ').next()).unwrap().parse().unwrap();
+        let backup = std::fs::read_dir(backups.path()).unwrap().next().unwrap().unwrap().path();
+        for step in [
+            vec!["pause", "--reason", "restore for issue 45"],
+            vec!["state", "restore", backup.to_str().unwrap()],
+            vec!["resume"],
+        ] {
+            let ran = as_operator(&step);
+            assert!(ran.ok(), "{step:?}: {ran:?}");
+        }
+        let read = agent.call("service_inventory", json!({})).await;
+        assert_eq!(read.status(), "ok", "reads still run: {}", read.structured);
+        let message = read.structured["message"].as_str().unwrap();
+        assert!(
+            message.contains("audit_witness_mismatch") && message.contains(&format!("seq {seq}")),
+            "{message}"
+        );
+        let refused = agent.plan("stop", json!({"app": APP})).await;
+        assert_eq!(refused.structured["code"], "audit_witness_mismatch", "{}", refused.structured);
+        let (code, shown) = witness(&[]);
+        assert_eq!(code, Some(0));
+        assert!(shown.contains(&format!("MISMATCH at seq {seq}")), "{shown}");
+        let head = run(HOST_LINK, &["audit", "head"], None);
+        assert!(head.ok(), "{head:?}");
+        let hash = head.stdout.lines().next().unwrap().trim().to_owned();
+        let (code, accepted) = witness(&["--accept", ALIAS, "--head", &hash]);
+        assert_eq!(code, Some(0), "{accepted}");
+        let planned = agent.plan("stop", json!({"app": APP})).await;
+        assert_ne!(planned.structured["code"], "audit_witness_mismatch", "{}", planned.structured);
+        assert!(!witness(&[]).1.contains("MISMATCH"), "the host's answer extends the accepted head");
+        agent.client.cancel().await.expect("close the MCP session");
+    });
 }

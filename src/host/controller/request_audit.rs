@@ -70,4 +70,13 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
         self.end_request(outcome, code, plan_id, action)?;
         result
     }
+
+    /// The audit proof beside this request's reply (`Tx::audit_proof`),
+    /// read after its row was written; `None` when the trail cannot be read.
+    pub fn audit_proof(
+        &mut self,
+        witnessed: Option<&crate::wire::witness::Witnessed>,
+    ) -> Option<crate::wire::witness::AuditProof> {
+        self.store.read(|tx| tx.audit_proof(witnessed)).ok().flatten()
+    }
 }
