@@ -27,7 +27,10 @@ GO_TIMEOUT = 120
 
 async def main(binary, directory, choice, plan_id, mode):
     report = {"sdk": version("mcp"), "forms": [], "accepted_at": []}
-    env = {key: value for key, value in os.environ.items() if key.startswith("VOLCE_LAB_")}
+    # XDG_STATE_HOME too: the server's audit log and witness belong to this
+    # test, never to the machine's /root (a witness left there by an earlier
+    # run meets a reinstalled host as a rolled-back trail).
+    env = {key: value for key, value in os.environ.items() if key.startswith("VOLCE_LAB_") or key == "XDG_STATE_HOME"}
     env.update({"PATH": "/usr/bin:/bin", "HOME": "/root", "XDG_STATE_HOME": os.path.join(directory, "state")})
 
     async def elicit(context, params):

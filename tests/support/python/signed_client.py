@@ -21,7 +21,10 @@ from mcp import Client, StdioServerParameters
 
 async def main(binary, plan_id, good_file, forged_file):
     report = {"sdk": version("mcp"), "calls": []}
-    env = {key: value for key, value in os.environ.items() if key.startswith("VOLCE_LAB_")}
+    # XDG_STATE_HOME too: the server's audit log and witness belong to this
+    # test, never to the machine's /root (a witness left there by an earlier
+    # run meets a reinstalled host as a rolled-back trail).
+    env = {key: value for key, value in os.environ.items() if key.startswith("VOLCE_LAB_") or key == "XDG_STATE_HOME"}
     env.update({"PATH": "/usr/bin:/bin", "HOME": "/root"})
     with open(good_file) as file:
         good = file.read()
