@@ -240,6 +240,10 @@ pub enum HostCommand {
     /// snapshots volce-lab made, verify it. The copies are `backup` plans.
     #[command(subcommand)]
     Backup(BackupCommand),
+    /// The HTTPS edge of the policy's `edge` object: start it, show it,
+    /// remove it (expose and unexpose plans choose what it serves).
+    #[command(subcommand)]
+    Edge(EdgeCommand),
     /// Refuse every agent request (rpc) from now on, before the state is
     /// opened, until `resume`: for a downgrade, maintenance or an incident.
     /// Your own commands keep working; the refusals are counted in the
@@ -337,6 +341,19 @@ pub enum BackupCommand {
     /// backup is a period old (what the package's volce-lab-backup.timer
     /// runs hourly once enabled); exits 1 if a due backup did not complete.
     RunDue,
+}
+
+/// `volce-lab-host edge ...`: the operator's commands for the HTTPS edge.
+#[derive(Debug, Subcommand)]
+pub enum EdgeCommand {
+    /// Start the edge on the policy's edge.http and edge.https addresses,
+    /// serving no app yet; refused if an address is taken (naming what holds it).
+    Enable,
+    /// Print the edge's addresses, whether it runs, and each exposed name
+    /// with its certificate.
+    Status,
+    /// Remove the edge, its network and its files; refused while an app is exposed.
+    Disable,
 }
 
 /// `volce-lab-host catalog ...`: the operator's changes to the catalog.
@@ -536,6 +553,9 @@ fn host(command: HostCommand) -> Exit {
         HostCommand::Backup(BackupCommand::Check) => {
             crate::install::backup::run(crate::install::backup::check)
         }
+        HostCommand::Edge(EdgeCommand::Enable) => crate::install::edge::run(crate::install::edge::enable),
+        HostCommand::Edge(EdgeCommand::Status) => crate::install::edge::run(crate::install::edge::status),
+        HostCommand::Edge(EdgeCommand::Disable) => crate::install::edge::run(crate::install::edge::disable),
         HostCommand::Pause { reason } => crate::host::run_pause(reason.as_deref()),
         HostCommand::Resume => crate::host::run_resume(),
         HostCommand::State(StateCommand::Backup { into }) => {

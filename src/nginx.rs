@@ -14,6 +14,8 @@
 
 use crate::vocab::ServerName;
 
+pub mod edge;
+
 /// Whether the gateway logs each request (the policy's
 /// `gateway_access_log`), so `service_logs` of the gateway shows them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -223,6 +223,7 @@ impl PlanAction for Deploy {
             kept_versions: vec![],
             health_path: Some(spec.health_path.clone()),
             data: spec.data.clone(),
+            exposed: None,
         }))]
     }
 }

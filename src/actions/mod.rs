@@ -36,6 +36,8 @@ pub mod plan;
 mod action;
 mod backup;
 mod deploy;
+mod edge;
+mod expose;
 mod nginx_config;
 mod remove_app;
 mod remove_image;
@@ -46,12 +48,14 @@ mod rolled_back;
 mod run_task;
 mod start;
 mod stop;
+mod unexpose;
 mod update;
 
 pub use action::{Done, Effect, Impact, PlanAction, RecordChange, held};
 pub use backup::Backup;
 pub use deploy::ContainerPlan;
 pub use deploy::Deploy;
+pub use expose::Expose;
 pub use nginx_config::NginxConfig;
 pub use remove_app::RemoveApp;
 pub use remove_image::RemoveImage;
@@ -61,6 +65,7 @@ pub use rollback::Rollback;
 pub use run_task::RunTask;
 pub use start::Start;
 pub use stop::Stop;
+pub use unexpose::Unexpose;
 pub use update::{Update, kept};
 
 /// The registration: one line per action, `Variant(module::Type)`, the
@@ -167,6 +172,8 @@ actions! {
     RunTask(RunTask),
     Backup(Backup),
     Restore(Restore),
+    Expose(Expose),
+    Unexpose(Unexpose),
 }
 
 #[cfg(test)]

@@ -199,6 +199,9 @@ mod tests {
         // A backup only reads the app's data: the policy may add it.
         assert!(!Action::Backup.always_requires_approval());
         assert!(Action::Restore.always_requires_approval());
+        // Making an app public, and taking it off, is the operator's review.
+        assert!(Action::Expose.always_requires_approval());
+        assert!(Action::Unexpose.always_requires_approval());
         assert_eq!(Action::parse("shell").unwrap_err().code, Code::UnknownAction);
         assert_eq!(Action::parse("nginx_config").unwrap(), Action::NginxConfig);
     }
@@ -220,7 +223,9 @@ mod tests {
                 "rollback",
                 "run_task",
                 "backup",
-                "restore"
+                "restore",
+                "expose",
+                "unexpose"
             ]
         );
         for &action in Action::ALL {

@@ -18,13 +18,15 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::action::{Done, Effect, Impact, PlanAction, RecordChange, marked};
+use super::edge::{running_edge, taken_off};
 use crate::control::app_record::{AppRecord, AppState};
 use crate::control::scope::Scope;
 use crate::control::validate::{Context, HostFacts, app_name, exact_keys};
 use crate::docker::{AppRemoval, Engine, EngineError, ProgressSink};
 use crate::text::for_terminal as esc;
 use crate::vocab::{
-    Action, AppName, Code, Container, ContainerId, DataAfter, DataUse, LABEL_PLAN, Refusal, refuse,
+    Action, AppName, Code, Container, ContainerId, DataAfter, DataUse, EDGE_CONTAINER, EdgeChange,
+    LABEL_PLAN, Refusal, refuse,
 };
 
 /// A remove_app's payload.
@@ -49,6 +51,10 @@ pub struct RemoveApp {
     /// The agent asked to delete the data for good; omitted when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub purge_data: bool,
+    /// An exposed app's names taken off the HTTPS edge first (issue 39).
+    /// Omitted when it is not exposed, so older plans keep their digest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edge: Option<EdgeChange>,
 }
 
 impl PlanAction for RemoveApp {
@@ -92,6 +98,12 @@ impl PlanAction for RemoveApp {
             .filter(|n| ctx.snapshot.networks.contains(n))
             .collect();
         let data = record.data.clone();
+        // The edge joined the app's edge network: it leaves it first, or
+        // the network could not be removed.
+        let edge = match &record.exposed {
+            Some(exposure) => Some(taken_off(ctx, running_edge(ctx)?, &app, exposure)),
+            None => None,
+        };
         let payload = RemoveApp {
             app,
             containers,
@@ -101,6 +113,7 @@ impl PlanAction for RemoveApp {
             app_dir,
             purge_data: purge_data && data.is_some(),
             data,
+            edge,
         };
         let impact = payload.impact(record, &present, purge_data);
         Ok((payload, impact))
@@ -123,12 +136,23 @@ impl PlanAction for RemoveApp {
         let networks: Vec<String> = self.networks.iter().map(|n| esc(n)).collect();
         let _ = writeln!(out, "         networks: {}", networks.join(", "));
         let _ = writeln!(out, "         directory: {}", esc(&self.app_dir.display().to_string()));
+        if let Some(change) = &self.edge {
+            let names: Vec<String> = change.remove.iter().map(|n| esc(n.as_str())).collect();
+            let _ = writeln!(
+                out,
+                "First    its names {} taken off the HTTPS edge (its config tested, reloaded)",
+                names.join(", ")
+            );
+        }
         let _ =
             writeln!(out, "After    all of it removed and the app's record forgotten; no volume, no image");
         self.review_data(out);
     }
 
     fn act<E: Engine>(&self, engine: &E, _progress: &dyn ProgressSink) -> Result<Effect, EngineError> {
+        if let Some(change) = &self.edge {
+            engine.edge_apply(change)?;
+        }
         let removal = AppRemoval {
             app: &self.app,
             containers: &self.containers,
@@ -171,6 +195,9 @@ impl RemoveApp {
                 format!("{} ({stop}removed)", c.name)
             })
             .collect();
+        if self.edge.is_some() {
+            touched.push(format!("{EDGE_CONTAINER} (the HTTPS edge: stops serving the app's names first)"));
+        }
         touched.extend(self.networks.iter().map(|n| format!("network {n} (removed)")));
         touched.push(format!("{} (removed)", self.app_dir.display()));
         if let Some(data) = &self.data {

@@ -148,6 +148,28 @@ pub(super) fn restore(cause: &EngineError, id: &PlanId) -> Refusal {
     )
 }
 
+/// An expose or unexpose whose edge change was undone: the old
+/// configuration back and reloaded, the joined network left, the new
+/// certificate copies deleted.
+pub(super) fn edge(cause: &EngineError, id: &PlanId) -> Refusal {
+    let what = match cause {
+        EngineError::NginxRejected => "The edge's nginx refused the new configuration (nginx -t)".to_owned(),
+        EngineError::HealthCheckFailed => {
+            "A name did not reach its app through the edge with 2xx/3xx in time".to_owned()
+        }
+        EngineError::EdgeNotRunning => "The edge was not running".to_owned(),
+        other => format!("The edge change failed ({other})"),
+    };
+    Refusal::new(
+        Code::EdgeFailed,
+        format!(
+            "{what}, so plan {id} failed: the edge serves what it served before (its old configuration put \
+             back and reloaded, the certificate copies of this plan deleted). Nothing is retried. An operator \
+             can read the details on the server (volce-lab-host show {id}, volce-lab-host edge status)."
+        ),
+    )
+}
+
 /// A start whose containers were stopped again and seen stopped.
 pub(super) fn start(cause: &EngineError, id: &PlanId) -> Refusal {
     const AFTER: &str = "Both containers were stopped again (restart policy no) and seen stopped: the app is \

@@ -60,6 +60,12 @@ impl HostFacts for FakeProbe {
     fn host_port_free(&self, _port: u16) -> bool {
         self.port_free
     }
+    fn certificate(&self, files: &crate::vocab::CertificateFiles) -> Result<String, String> {
+        match files.cert.to_str() {
+            Some(path) if path.contains("missing") => Err(format!("{path} does not exist")),
+            _ => Ok("ab".repeat(32)),
+        }
+    }
     fn backup_snapshot(
         &self,
         _config: &crate::vocab::BackupConfig,
@@ -159,6 +165,7 @@ fn record(app: &str, port: u16, state: AppState) -> AppRecord {
         kept_versions: vec![],
         health_path: None,
         data: None,
+        exposed: None,
     }
 }
 

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::vocab::{
-    AppName, ContainerId, DataUse, EnvFileUse, HealthPath, ImageId, ImageRef, PlanId, ServerName,
+    AppName, ContainerId, DataUse, EnvFileUse, Exposure, HealthPath, ImageId, ImageRef, PlanId, ServerName,
 };
 
 /// The life of an app we deployed. One string table (strum); serde's names
@@ -95,6 +95,11 @@ pub struct AppRecord {
     /// without one, and in older records.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<DataUse>,
+    /// Its names the HTTPS edge serves, each with its certificate (issue
+    /// 39): set by an expose plan, cleared by unexpose. Absent when it is
+    /// not exposed, and in older records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exposed: Option<Exposure>,
 }
 
 impl AppRecord {

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::vocab::Action;
-use crate::vocab::{BackupConfig, ContainerLimits, ImageRef, KEEP_MAX, is_name, is_user_name};
+use crate::vocab::{BackupConfig, ContainerLimits, EdgeConfig, ImageRef, KEEP_MAX, is_name, is_user_name};
 
 mod catalog;
 pub use catalog::{CatalogEntry, EntryFields};
@@ -118,6 +118,8 @@ struct RawPolicy {
     signed_approvals: Option<SignedApprovals>,
     #[serde(default)]
     backup: Option<serde_json::Value>,
+    #[serde(default)]
+    edge: Option<serde_json::Value>,
 }
 
 /// The policy's `signed_approvals` object (issue 42): present, this host
@@ -243,6 +245,11 @@ pub struct Policy {
     /// plan was made for this repository), left out when absent.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub backup: Option<BackupConfig>,
+    /// The HTTPS edge (issue 39): where it answers and the certificate of
+    /// each name. Part of the hash when present (an expose plan was made for
+    /// these addresses and files), left out when absent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub edge: Option<EdgeConfig>,
 }
 
 /// Why a policy was refused, in words for the operator who wrote it.
@@ -317,6 +324,23 @@ fn backup_of(value: &serde_json::Value) -> Result<BackupConfig, PolicyError> {
     Ok(config)
 }
 
+/// `edge`: two addresses with ports, the certificate files of each name
+/// (absolute paths; their owner and mode are checked when an expose plan
+/// is made) and the two switches.
+fn edge_of(value: &serde_json::Value) -> Result<EdgeConfig, PolicyError> {
+    let config: EdgeConfig = serde_json::from_value(value.clone()).map_err(|e| {
+        PolicyError(format!(
+            "edge must be {{\"http\": \"ADDRESS:PORT\", \"https\": \"ADDRESS:PORT\", \"certificates\": \
+             {{\"NAME\": {{\"cert\": \"/path.pem\", \"key\": \"/path.key\"}}}}, \"redirect_http\": true|false, \
+             \"hsts\": true|false}} (addresses as 0.0.0.0:443 or [::]:443, names lowercase): {e}"
+        ))
+    })?;
+    match config.problem() {
+        Some(problem) => bad(problem),
+        None => Ok(config),
+    }
+}
+
 impl Policy {
     /// Parses and validates the policy file's bytes.
     pub fn from_json(bytes: &[u8]) -> Result<Policy, PolicyError> {
@@ -380,6 +404,7 @@ impl Policy {
             keep_versions,
             signed_approvals: raw.signed_approvals,
             backup: raw.backup.as_ref().map(backup_of).transpose()?,
+            edge: raw.edge.as_ref().map(edge_of).transpose()?,
         })
     }
 

@@ -87,6 +87,10 @@ pub trait HostFacts {
         app: &crate::vocab::AppName,
         id: &crate::vocab::SnapshotId,
     ) -> Result<Option<crate::vocab::SnapshotFacts>, Refusal>;
+    /// The sha256 of the certificate an edge name uses, once its file and
+    /// its key's passed their checks (root's, not writable by others, the
+    /// key not readable by others, PEM); why not, in the operator's words.
+    fn certificate(&self, files: &crate::vocab::CertificateFiles) -> Result<String, String>;
 }
 
 /// What a plan records of a catalog entry's configuration, if it has any.

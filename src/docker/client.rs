@@ -63,6 +63,7 @@ use crate::vocab::{
 
 mod argv;
 mod deploy;
+mod edge;
 mod images;
 mod last_lines;
 mod lifecycle;
@@ -75,6 +76,7 @@ mod restore;
 mod runner;
 mod task;
 mod verify;
+pub use edge::{EdgeSetup, EdgeState};
 pub use pin::{ImageConfig, LocalImage, PIN_TEMPLATE, PullFailure};
 pub use queries::NetworkOptions;
 pub(crate) use queries::null_as_empty;
@@ -440,6 +442,10 @@ impl<R: Runner> Engine for DockerClient<R> {
         progress: &dyn ProgressSink,
     ) -> Result<crate::vocab::RestoreRun, EngineError> {
         self.restore_steps(spec, progress)
+    }
+
+    fn edge_apply(&self, change: &crate::vocab::EdgeChange) -> Result<(), EngineError> {
+        self.edge_apply_steps(change)
     }
 }
 

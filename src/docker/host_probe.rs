@@ -23,6 +23,70 @@ pub fn port_free(port: u16) -> bool {
     bindable && TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err()
 }
 
+/// Whether nothing listens on `address` (the edge's, issue 39): we can bind
+/// it, and a connection to it (to loopback for an unspecified address) is
+/// refused, as [`port_free`] asks for a loopback port.
+pub fn address_free(address: SocketAddr) -> bool {
+    if address.port() == 0 {
+        return false;
+    }
+    let target = match address.ip() {
+        std::net::IpAddr::V4(ip) if ip.is_unspecified() => {
+            SocketAddr::from((Ipv4Addr::LOCALHOST, address.port()))
+        }
+        std::net::IpAddr::V6(ip) if ip.is_unspecified() => {
+            SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, address.port()))
+        }
+        _ => address,
+    };
+    TcpListener::bind(address).is_ok()
+        && TcpStream::connect_timeout(&target, Duration::from_millis(200)).is_err()
+}
+
+/// The process that listens on TCP `port` (any address), as `NAME (pid N)`,
+/// when /proc tells: the socket's inode from /proc/net/tcp and tcp6, then
+/// the process holding it. `None` when nothing is found (or we may not look).
+pub fn port_holder(port: u16) -> Option<String> {
+    let inodes: Vec<String> = ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .filter_map(|table| std::fs::read_to_string(table).ok())
+        .flat_map(|text| listening_inodes(&text, port))
+        .collect();
+    if inodes.is_empty() {
+        return None;
+    }
+    let wanted: Vec<String> = inodes.iter().map(|inode| format!("socket:[{inode}]")).collect();
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        let Ok(fds) = std::fs::read_dir(entry.path().join("fd")) else { continue };
+        let holds = fds.flatten().any(|fd| {
+            std::fs::read_link(fd.path())
+                .is_ok_and(|target| wanted.iter().any(|w| target.as_os_str() == w.as_str()))
+        });
+        if holds {
+            let name = std::fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
+            let name: String = name.trim().chars().filter(|c| c.is_ascii_graphic()).take(16).collect();
+            return Some(format!("{name} (pid {pid})"));
+        }
+    }
+    None
+}
+
+/// The inodes of the sockets in LISTEN state (`0A`) on `port` in one
+/// /proc/net/tcp* table.
+fn listening_inodes(table: &str, port: u16) -> Vec<String> {
+    let wanted = format!(":{port:04X}");
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let (local, state, inode) = (fields.get(1)?, fields.get(3)?, fields.get(9)?);
+            (local.ends_with(&wanted) && *state == "0A" && *inode != "0").then(|| (*inode).to_owned())
+        })
+        .collect()
+}
+
 /// `MemAvailable` of /proc/meminfo, in bytes.
 pub(crate) fn mem_available(meminfo: &str) -> Option<u64> {
     let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
@@ -97,6 +161,19 @@ pub(super) fn capacity(state_dir: &Path) -> Result<Capacity, EngineError> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_listener_is_found_by_its_port_and_named() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        assert!(!super::address_free(listener.local_addr().unwrap()));
+        let holder = super::port_holder(port).expect("this test's own process holds it");
+        assert!(holder.contains(&format!("(pid {})", std::process::id())), "{holder}");
+        drop(listener);
+        let table = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n   0: 00000000:01BB 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 4242 1\n";
+        assert_eq!(super::listening_inodes(table, 443), vec!["4242".to_owned()]);
+        assert!(super::listening_inodes(table, 80).is_empty());
+    }
+
     use super::*;
 
     #[test]

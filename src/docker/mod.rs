@@ -18,14 +18,16 @@ use std::fmt;
 pub mod backup;
 pub mod client;
 pub mod data_volume;
+pub mod edge_files;
 mod gateway_file;
 pub mod host_probe;
 
 use serde::{Deserialize, Serialize};
 
 use crate::vocab::{
-    AppName, BackupRun, BackupSpec, Capacity, Container, ContainerId, DeploySpec, ImageHolds, ImageId,
-    ImageRef, PlanId, RestoreRun, RestoreSpec, ServerName, Snapshot, StartSpec, Step, TaskSpec, UpdateSpec,
+    AppName, BackupRun, BackupSpec, Capacity, Container, ContainerId, DeploySpec, EdgeChange, ImageHolds,
+    ImageId, ImageRef, PlanId, RestoreRun, RestoreSpec, ServerName, Snapshot, StartSpec, Step, TaskSpec,
+    UpdateSpec,
 };
 
 /// What a remove_app plan removes (see [`Engine::remove_app`]).
@@ -119,6 +121,11 @@ pub enum EngineError {
     /// app's data was not changed and, if it was frozen, thawed again and
     /// seen thawed. No snapshot was recorded.
     BackupFailed { step: &'static str },
+    /// An address the edge would publish is held by something else
+    /// (issue 39): refused before anything was made.
+    AddressTaken { address: std::net::SocketAddr },
+    /// An expose or unexpose found no running edge: nothing was changed.
+    EdgeNotRunning,
 }
 
 impl fmt::Display for EngineError {
@@ -167,6 +174,10 @@ impl fmt::Display for EngineError {
             EngineError::BackupFailed { step } => {
                 write!(f, "the backup failed at step '{step}'; the app's data is as it was")
             }
+            EngineError::AddressTaken { address } => {
+                write!(f, "{address} is taken by another listener; nothing was created")
+            }
+            EngineError::EdgeNotRunning => f.write_str("the edge is not running; nothing was changed"),
         }
     }
 }
@@ -187,6 +198,8 @@ impl EngineError {
                 | EngineError::TaskFailed { .. }
                 | EngineError::TaskTimedOut { .. }
                 | EngineError::BackupFailed { .. }
+                | EngineError::AddressTaken { .. }
+                | EngineError::EdgeNotRunning
         )
     }
 
@@ -360,6 +373,15 @@ pub trait Engine {
     /// and starts the app again: [`EngineError::RolledBack`] once that
     /// worked; anything else needs an operator.
     fn restore(&self, spec: &RestoreSpec, progress: &dyn ProgressSink) -> Result<RestoreRun, EngineError>;
+
+    /// expose and unexpose (issue 39): the running edge's copies of the
+    /// change's certificates installed, the app's edge network joined, its
+    /// nginx.conf replaced by the change's (tested by the edge's own
+    /// `nginx -t`, reloaded), each probed name seen reaching its app
+    /// through the edge; then the network left and the copies deleted that
+    /// the change takes away. A failure puts the old config back:
+    /// [`EngineError::RolledBack`] once it was reloaded.
+    fn edge_apply(&self, change: &EdgeChange) -> Result<(), EngineError>;
 }
 
 /// A network as the engine lists it: full id and name.

@@ -96,6 +96,13 @@ impl<E: Engine> HostFacts for EngineProbe<'_, E> {
     fn host_port_free(&self, port: u16) -> bool {
         self.engine.host_port_free(port)
     }
+    fn certificate(&self, files: &crate::vocab::CertificateFiles) -> Result<String, String> {
+        // Files of the operator's, not the engine's (`crate::docker::edge_files`).
+        use crate::docker::edge_files::{read_operator_file, sha256_hex};
+        let cert = read_operator_file(&files.cert, false).map_err(|e| e.to_string())?;
+        read_operator_file(&files.key, true).map_err(|e| e.to_string())?;
+        Ok(sha256_hex(&cert))
+    }
     fn backup_snapshot(
         &self,
         config: &crate::vocab::BackupConfig,

@@ -4,6 +4,7 @@
 //! (`catalog.rs`, which edits the policy's catalog and gateway image),
 //! `volce-lab-host data list|mount|purge` (`data.rs`, the apps' data images),
 //! `volce-lab-host backup init|list|check` (`backup.rs`, the backup repository),
+//! `volce-lab-host edge enable|status|disable` (`edge.rs`, the HTTPS edge),
 //! `volce-lab-host state backup|restore` (`state.rs`), and the two rules both
 //! hold the server to: the agent's
 //! one sudoers line ([`sudoers_rule`], in the drop-in [`sudoers_file`]) and the groups it must not be in
@@ -18,6 +19,7 @@ pub mod backup;
 pub mod catalog;
 pub mod data;
 pub mod doctor;
+pub mod edge;
 pub mod package_check;
 pub mod setup;
 pub mod state;

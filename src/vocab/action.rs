@@ -52,6 +52,11 @@ pub enum Action {
     /// Replaces the app's data by one of its snapshots, the app stopped
     /// around it (issue 41).
     Restore,
+    /// Makes an app's names reachable over HTTPS through the operator's
+    /// edge, with the certificates the policy names (issue 39).
+    Expose,
+    /// Takes an app's names off the edge again (issue 39).
+    Unexpose,
 }
 
 impl Action {
@@ -97,6 +102,8 @@ impl Action {
             Action::RunTask => &["app", "task"],
             Action::Backup => &["app"],
             Action::Restore => &["app", "snapshot"],
+            Action::Expose => &["app"],
+            Action::Unexpose => &["app"],
         }
     }
     /// The fixed minimum: destructive actions always need an operator's
@@ -114,6 +121,8 @@ impl Action {
                 | Action::Rollback
                 | Action::RunTask
                 | Action::Restore
+                | Action::Expose
+                | Action::Unexpose
         )
     }
 }

@@ -287,6 +287,30 @@ impl Code {
             Code::RestoreFailed => {
                 "Report the message to the user: the app runs on the data it had before, nothing is retried. The operator reads the details on the server (volce-lab-host show PLAN)."
             }
+            Code::EdgeNotConfigured => {
+                "Tell the user the operator must add an edge object to the server's policy (docs/edge.md); the agent cannot."
+            }
+            Code::EdgeNotEnabled => {
+                "Tell the user the operator must start the edge on the server: volce-lab-host edge enable (docs/edge.md)."
+            }
+            Code::AlreadyExposed => {
+                "Nothing to do: the app's names already answer over HTTPS. Check with service_inventory."
+            }
+            Code::AppNotExposed => {
+                "Nothing to do: the app's names are not on the edge. Check with service_inventory."
+            }
+            Code::EdgeCertificateInvalid => {
+                "Tell the user which name the message names: the operator adds or fixes its certificate files in the policy's edge.certificates (docs/edge.md), then plan again."
+            }
+            Code::EdgeFailed => {
+                "Report the message to the user: the edge serves what it served before, nothing is retried. The operator reads the details on the server (volce-lab-host show PLAN, volce-lab-host edge status)."
+            }
+            Code::EdgeAddressTaken => {
+                "Stop what holds the address (the message names it where it can), or change edge.http or edge.https in the policy, then run volce-lab-host edge enable again."
+            }
+            Code::EdgeInUse => {
+                "Take the exposed apps off the edge first (an unexpose plan for each app the message lists), then run volce-lab-host edge disable again."
+            }
             Code::DataEntryMismatch => {
                 "Deploy the app under the catalog entry the message names, or choose another app name; only the operator can delete the kept data (`volce-lab-host data purge APP`)."
             }

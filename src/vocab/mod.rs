@@ -29,6 +29,8 @@
 //!   the progress [`Step`]s it reports;
 //! - `backup.rs`: backups of an app's data: the policy's [`BackupConfig`],
 //!   what the engine backs up ([`BackupSpec`]) and what it left ([`BackupRun`]);
+//! - `edge.rs`: the HTTPS edge: the policy's [`EdgeConfig`] and what an
+//!   app's [`Exposure`] records;
 //! - `task.rs`: operator-declared tasks: [`TaskName`] and [`TaskArgv`]
 //!   (what the engine runs for one, [`TaskSpec`], is in `engine.rs`).
 //!
@@ -37,6 +39,7 @@
 mod action;
 mod backup;
 mod data;
+mod edge;
 mod engine;
 mod env_file;
 mod fix;
@@ -57,6 +60,10 @@ pub use backup::{
 pub use data::{
     DATA_MIB_RANGE, DATA_OWNER, DATA_PATH_MAX, DataAfter, DataPath, DataSpec, DataUse, KeptFor,
     uncovered_volumes,
+};
+pub use edge::{
+    CertificateFiles, EDGE_CONTAINER, EDGE_HTTP_PORT, EDGE_HTTPS_PORT, EDGE_NETWORK, EDGE_PROBE_PORT,
+    EDGE_ROLE, EDGE_UID, EdgeChange, EdgeConfig, ExposedName, Exposure,
 };
 pub use engine::{Capacity, ContainerLimits, DeploySpec, StartSpec, Step, TaskSpec, UpdateSpec};
 pub use env_file::{

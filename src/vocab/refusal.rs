@@ -302,6 +302,26 @@ pub enum Code {
     /// restore: it failed and the safety snapshot was put back, the app
     /// started again (the message says what failed).
     RestoreFailed,
+    // The HTTPS edge (issue 39: `crate::actions::Expose`, `Unexpose`).
+    /// expose, unexpose, `edge enable`: the policy has no `edge` object.
+    EdgeNotConfigured,
+    /// expose, unexpose: no edge of ours runs (`volce-lab-host edge enable`).
+    EdgeNotEnabled,
+    /// expose: the app's names are on the edge already.
+    AlreadyExposed,
+    /// unexpose: the app's names are not on the edge.
+    AppNotExposed,
+    /// expose: a name of the app has no certificate in the policy, or its
+    /// files cannot be used (the message names the name and why).
+    EdgeCertificateInvalid,
+    /// expose, unexpose: the edge refused the change or a name did not
+    /// reach its app through it; the old configuration was put back.
+    EdgeFailed,
+    /// `edge enable`: an address of the policy's `edge` is held by another
+    /// listener (the message names it where /proc tells).
+    EdgeAddressTaken,
+    /// `edge disable`: apps are still exposed through it.
+    EdgeInUse,
 }
 
 impl Code {
@@ -384,7 +404,7 @@ mod tests {
     #[test]
     fn code_strings_never_change() {
         use strum::VariantArray as _;
-        const SHIPPED: [&str; 131] = [
+        const SHIPPED: [&str; 139] = [
             "invalid_request",
             "request_too_large",
             "unknown_action",
@@ -516,6 +536,14 @@ mod tests {
             "backup_failed",
             "snapshot_not_found",
             "restore_failed",
+            "edge_not_configured",
+            "edge_not_enabled",
+            "already_exposed",
+            "app_not_exposed",
+            "edge_certificate_invalid",
+            "edge_failed",
+            "edge_address_taken",
+            "edge_in_use",
         ];
         let strings: Vec<&str> = Code::VARIANTS.iter().map(|c| c.as_str()).collect();
         assert_eq!(strings, SHIPPED);

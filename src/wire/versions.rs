@@ -170,7 +170,13 @@ impl Feature {
             ) => 1,
             // A helper of protocol 1 answers it `unknown_action`.
             Feature::Action(
-                Action::Restart | Action::Rollback | Action::RunTask | Action::Backup | Action::Restore,
+                Action::Restart
+                | Action::Rollback
+                | Action::RunTask
+                | Action::Backup
+                | Action::Restore
+                | Action::Expose
+                | Action::Unexpose,
             ) => 2,
             // A helper of protocol 1 refuses either as a stray parameter: never
             // kept data where a purge was asked, nor one name where more were.

@@ -138,7 +138,9 @@ fn the_offer_says_what_may_be_deployed_where_and_how_much() {
             "restart",
             "rollback",
             "run_task",
-            "restore"
+            "restore",
+            "expose",
+            "unexpose"
         ])
     );
     assert_eq!(
@@ -155,7 +157,9 @@ fn the_offer_says_what_may_be_deployed_where_and_how_much() {
             "rollback",
             "run_task",
             "backup",
-            "restore"
+            "restore",
+            "expose",
+            "unexpose"
         ])
     );
     let demo = app(&inventory, "demo");

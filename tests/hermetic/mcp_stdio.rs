@@ -103,7 +103,9 @@ async fn discovery_lists_exactly_the_five_tools_with_closed_schemas_and_annotati
             "rollback",
             "run_task",
             "backup",
-            "restore"
+            "restore",
+            "expose",
+            "unexpose"
         ])
     );
     assert_eq!(plan.input_schema["properties"]["parameters"]["type"], "object");

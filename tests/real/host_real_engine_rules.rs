@@ -767,6 +767,9 @@ impl Engine for RejectedConfig {
     ) -> Result<volce_lab::vocab::RestoreRun, EngineError> {
         self.0.restore(spec, progress)
     }
+    fn edge_apply(&self, change: &volce_lab::vocab::EdgeChange) -> Result<(), EngineError> {
+        self.0.edge_apply(change)
+    }
     fn host_port_free(&self, port: u16) -> bool {
         self.0.host_port_free(port)
     }
@@ -946,6 +949,7 @@ fn record_app(host: &Host, app: &str, id: &str, plan: &str, port: u16) {
         kept_versions: Vec::new(),
         health_path: None,
         data: None,
+        exposed: None,
     };
     let engine = volce_lab::host::real_engine(&host.paths);
     let mut controller =

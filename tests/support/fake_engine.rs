@@ -409,6 +409,17 @@ impl Engine for FakeEngine {
         Ok(RestoreRun { restored: spec.snapshot.id.clone(), safety, started: spec.start.is_some() })
     }
 
+    /// Records the call with the names it installs, removes and probes
+    /// (`fail_at` with `edge_apply` makes it fail instead).
+    fn edge_apply(&self, change: &volce_lab::vocab::EdgeChange) -> Result<(), EngineError> {
+        let mut call = vec!["edge_apply".to_owned()];
+        call.extend(change.install.iter().map(|e| format!("+{}", e.name)));
+        call.extend(change.remove.iter().map(|n| format!("-{n}")));
+        call.extend(change.connect.iter().map(|n| format!("connect {n}")));
+        call.extend(change.disconnect.iter().map(|n| format!("disconnect {n}")));
+        self.mutate(call)
+    }
+
     fn remove_container(&self, container: &ContainerId) -> Result<(), EngineError> {
         self.mutate(vec!["remove_container".to_owned(), container.to_string()])?;
         self.edit(|state| state.snapshot.containers.retain(|c| c.id != *container));

@@ -179,6 +179,7 @@ impl Harness {
             kept_versions: vec![],
             health_path: None,
             data: None,
+            exposed: None,
         };
         let row = AuditRow {
             at: START - 3600,

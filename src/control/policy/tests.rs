@@ -114,7 +114,9 @@ fn approval_required_keeps_the_fixed_minimum_and_accepts_only_additions() {
             Action::Restart,
             Action::Rollback,
             Action::RunTask,
-            Action::Restore
+            Action::Restore,
+            Action::Expose,
+            Action::Unexpose
         ]
     );
     let all = with(|v| {

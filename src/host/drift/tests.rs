@@ -48,6 +48,7 @@ fn record(state: AppState) -> AppRecord {
         kept_versions: vec![],
         health_path: None,
         data: None,
+        exposed: None,
     }
 }
 

@@ -117,7 +117,7 @@ pub fn list() -> Vec<Tool> {
         ToolName::CloudCheck.as_str(),
         "Read-only check of one configured server (`target`; may be left out when only one is \
          configured) or of several (`targets`: names, @group or \"*\"; one result each in `results`, \
-         the ones not ok first, and a `summary`). Call `identity` first: every other check answers \
+         and a `summary`). Call `identity` first: every other check answers \
          `identity_required` until identity matched on that target. `disk` shows `df -h /`; \
          `web_status` asks the host helper whether every managed gateway runs. When `is_demo` is true \
          the answer is simulated and no server was contacted: say so. Stop on `identity_mismatch`; \
@@ -151,9 +151,8 @@ pub fn list() -> Vec<Tool> {
          image}; rollback {app} (to the newest kept version); remove_image {image_id}; remove_app \
          {app, purge_data (optional: only if the user asked to delete its data for good)}; run_task \
          {app, task (a name its catalog entry lists)}; backup {app} (its data); restore {app, \
-         snapshot}. A plan with requires_approval (all but deploy, nginx_config and backup, unless \
-         the policy adds them) runs only once an operator \
-         approved it on the server (`volce-lab-host approve`) before expires_at; you cannot approve \
+         snapshot}; expose, unexpose {app} (HTTPS via the operator's edge). A plan with \
+         requires_approval runs only once an operator approved it on the server (`volce-lab-host approve`) before expires_at; you cannot approve \
          it. `rejected` carries a stable code: fix the request, never resend it unchanged. In demo \
          mode the plan is simulated and nothing is recorded. "
             .to_owned()
@@ -171,7 +170,7 @@ pub fn list() -> Vec<Tool> {
          approval the operator gave you unchanged as `signed_approval`. When the client can wait (a \
          form, or the Tasks extension), call it right after such a plan and tell the user what the \
          operator runs: the call waits for the approval (accepting the form only looks again; never \
-         answer it for the user). `rejected` once it ran (health_check_failed, task_failed, ...): it \
+         answer it for the user). `rejected` once it ran (health_check_failed, ...): it \
          failed and was rolled back; report the fix. `needs_inspection`: the change reached Docker and \
          failed or is uncertain: stop and tell the operator. "
             .to_owned()

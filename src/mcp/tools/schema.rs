@@ -344,6 +344,8 @@ mod tests {
                 "run_task",
                 "backup",
                 "restore",
+                "expose",
+                "unexpose",
                 null
             ])
         );
@@ -362,7 +364,9 @@ mod tests {
                 "rollback",
                 "run_task",
                 "backup",
-                "restore"
+                "restore",
+                "expose",
+                "unexpose"
             ])
         );
         let port = &plan["properties"]["parameters"]["properties"]["host_port"];

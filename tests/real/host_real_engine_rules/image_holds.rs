@@ -196,6 +196,9 @@ impl Engine for HoldBeforeRemoval {
     ) -> Result<volce_lab::vocab::RestoreRun, EngineError> {
         self.engine.restore(spec, progress)
     }
+    fn edge_apply(&self, change: &volce_lab::vocab::EdgeChange) -> Result<(), EngineError> {
+        self.engine.edge_apply(change)
+    }
     fn host_port_free(&self, port: u16) -> bool {
         self.engine.host_port_free(port)
     }
