@@ -46,6 +46,8 @@ mod image_holds;
 mod tasks;
 // backup: the app's data into restic's repository (issue 41).
 mod backups;
+// The HTTPS edge: expose and unexpose (issue 39).
+mod edge;
 
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};

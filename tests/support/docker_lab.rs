@@ -267,7 +267,8 @@ pub fn assert_hardened(c: &Value, user: &str, limits: &ContainerLimits) {
     );
     assert_eq!(host["Privileged"], false, "{name}: not privileged");
     let mode = host["NetworkMode"].as_str().unwrap();
-    assert!(mode != "host" && mode.starts_with("vl-"), "{name}: network mode {mode}");
+    // One of ours: an app's `vl-<app>...`, or the edge's `vl_edge`.
+    assert!(mode != "host" && (mode.starts_with("vl-") || mode == "vl_edge"), "{name}: network mode {mode}");
     assert_eq!(host["PidMode"], "", "{name}: own pid namespace");
     assert_eq!(host["IpcMode"], "private", "{name}: private ipc");
     assert_eq!(host["ShmSize"], 8 * 1024 * 1024, "{name}: a small /dev/shm");

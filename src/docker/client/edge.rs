@@ -21,7 +21,9 @@ use std::path::Path;
 
 use super::argv::{argv, edge_network, hardening};
 use super::parse::first_line;
-use super::{DockerClient, GATEWAY_CONFIG_PATH, NGINX, NGINX_TEST, QUICK, Runner, STOP, STOP_GRACE_SECONDS};
+use super::{
+    DockerClient, GATEWAY_CONFIG_PATH, NGINX, NGINX_TEST, PULL, QUICK, Runner, STOP, STOP_GRACE_SECONDS,
+};
 use crate::docker::EngineError;
 use crate::docker::edge_files::{self, certs_dir, edge_dir};
 use crate::docker::gateway_file::{
@@ -117,6 +119,9 @@ impl<R: Runner> DockerClient<R> {
     }
 
     fn edge_enable_steps(&self, setup: &EdgeSetup<'_>) -> Result<EdgeState, EngineError> {
+        // By digest, as a deploy pulls the gateway: every container of ours
+        // is created with `--pull never`.
+        self.call("pull the edge's image", argv(&["pull", "--quiet", setup.image.as_str()]), PULL)?;
         let dir = self.edge_dir();
         edge_files::make_dirs(&dir)?;
         let _ = std::fs::remove_file(dir.join("nginx.conf"));
