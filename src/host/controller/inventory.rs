@@ -171,6 +171,7 @@ fn managed_app(
         drift: derived.drift_view(),
         server_name: record.server_name.clone(),
         also_server_names: record.also_server_names.clone(),
+        exposed: record.exposed.iter().flat_map(|e| e.names.iter().map(|n| n.name.clone())).collect(),
         host_port: record.host_port,
         container_port: record.container_port,
         image: AppImage {

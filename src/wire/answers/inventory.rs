@@ -67,6 +67,10 @@ pub struct ManagedApp {
     /// Absent from a helper before 0.2.0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<DataView>,
+    /// The names the HTTPS edge serves of it (an expose plan put them
+    /// there). Absent when it is not exposed, and from a helper before 0.2.0.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exposed: Vec<ServerName>,
 }
 
 /// An app's data directory: where the app sees it, its cap, and whether

@@ -148,6 +148,7 @@ fn an_inventory_is_version_1_json() {
             }),
             kept_versions: vec![],
             data: None,
+            exposed: vec![],
         }],
         offer: Offer {
             catalog: vec![CatalogImage {

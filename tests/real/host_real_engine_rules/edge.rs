@@ -202,6 +202,10 @@ fn exposed_apps_answer_over_https_with_their_own_certificates_until_taken_off() 
         let done = approved(&host, "expose", json!({"app": app}));
         assert_eq!(done["result"]["outcome"], "completed", "{done}");
     }
+    let inventory = host.rpc(json!({"operation": "inventory"}));
+    let exposed: Vec<&Value> =
+        inventory["result"]["apps"].as_array().unwrap().iter().map(|a| &a["exposed"]).collect();
+    assert!(exposed.contains(&&json!([a_name])) && exposed.contains(&&json!([b_name])), "{inventory}");
     let ca = certs.join("ca.pem");
     assert_eq!(https(&ca, &a_name), Some(200), "A over HTTPS, its certificate verified");
     assert_eq!(https(&ca, &b_name), Some(200), "B over HTTPS, its own certificate (SNI)");
