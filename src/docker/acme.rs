@@ -25,8 +25,10 @@
 //!   directory before lego runs, and after every run each file in it is
 //!   0600 and each directory 0700 (lego 4.9 writes the account key 0644);
 //!   nothing there is followed through a link;
-//! - a renewal that fails leaves the certificate in place as it was: lego
-//!   writes the new files only once it holds the new certificate;
+//! - the live certificate files change only by rename, once lego has
+//!   finished well: lego works in a staging directory ([`STAGING`]), so a
+//!   run that fails, times out or is killed leaves them as they were, and
+//!   a reader never sees a file half-written;
 //! - the CA bundle for the directory's own TLS (`LEGO_CA_CERTIFICATES`) is
 //!   set only when the spec names one (tests, with pebble); otherwise lego
 //!   trusts the system's roots.
@@ -58,7 +60,7 @@ const LEGO_OUTPUT: usize = 256 << 10;
 /// its webroot) and returns it with its facts read back.
 pub fn obtain(spec: &AcmeSpec) -> Result<Certificate, AcmeError> {
     prepare(spec)?;
-    lego(spec, &obtain_args(spec))?;
+    staged(spec, |path| obtain_args(spec, path))?;
     certificate(spec)
 }
 
@@ -71,7 +73,7 @@ pub fn renew(spec: &AcmeSpec, days: u32) -> Result<Renewal, AcmeError> {
     }
     prepare(spec)?;
     let before = certificate(spec)?;
-    lego(spec, &renew_args(spec, days))?;
+    staged(spec, |path| renew_args(spec, path, days))?;
     let after = certificate(spec)?;
     Ok(match after.facts.sha256 == before.facts.sha256 {
         true => Renewal::NotDue { certificate: after },
@@ -155,10 +157,77 @@ fn restrict_below(dir: &Path, depth: usize) {
     }
 }
 
+/// The directory lego works in, inside the state directory: its
+/// `accounts` is a link to the state directory's own, its `certificates`
+/// starts as a copy of the live files of the spec's certificate.
+const STAGING: &str = ".lego-run";
+/// What lego keeps of one certificate, the certificate last (the file a
+/// reader looks at first).
+const LEGO_FILES: [&str; 4] = [".key", ".issuer.crt", ".json", ".crt"];
+
+/// Runs lego (with the argv `args` gives for a working directory) in the
+/// staging directory, and on success moves what it wrote into the live
+/// `certificates/`, one rename per file: a run killed or failed midway
+/// leaves the live files as they were, and none is ever half-written
+/// (lego itself rewrites files in place).
+fn staged(spec: &AcmeSpec, args: impl FnOnce(&Path) -> Vec<String>) -> Result<(), AcmeError> {
+    let staging = spec.state_dir.join(STAGING);
+    let live = spec.state_dir.join("certificates");
+    // What a run killed earlier left (a link inside is removed, not followed).
+    let _ = std::fs::remove_dir_all(&staging);
+    let made = stage(spec, &staging, &live);
+    let ran = made.and_then(|()| lego(spec, &args(&staging)));
+    let installed = ran.and_then(|()| install(&staging.join("certificates"), &live, spec.primary()));
+    let _ = std::fs::remove_dir_all(&staging);
+    restrict(&spec.state_dir);
+    installed
+}
+
+/// Makes the staging directory: `accounts` linked, the live certificate's
+/// files copied (0600, as the originals).
+fn stage(spec: &AcmeSpec, staging: &Path, live: &Path) -> Result<(), AcmeError> {
+    let unsafe_state = |_| AcmeError::UnsafeState;
+    let mut private = std::fs::DirBuilder::new();
+    private.mode(0o700).recursive(true);
+    private.create(spec.state_dir.join("accounts")).map_err(unsafe_state)?;
+    private.create(staging.join("certificates")).map_err(unsafe_state)?;
+    std::os::unix::fs::symlink("../accounts", staging.join("accounts")).map_err(unsafe_state)?;
+    for suffix in LEGO_FILES {
+        let name = format!("{}{suffix}", spec.primary().as_str());
+        if std::fs::symlink_metadata(live.join(&name)).is_ok_and(|meta| meta.is_file()) {
+            std::fs::copy(live.join(&name), staging.join("certificates").join(&name))
+                .map_err(unsafe_state)?;
+        }
+    }
+    Ok(())
+}
+
+/// Moves the certificate lego wrote in `staged` into `live`, when it is a
+/// new one (its `.crt` differs): each file synced, then renamed over the
+/// old, the certificate last, then the directory synced.
+fn install(staged: &Path, live: &Path, primary: &ServerName) -> Result<(), AcmeError> {
+    let failed = |_| AcmeError::CertificateUnreadable;
+    let certificate = format!("{}.crt", primary.as_str());
+    let new = std::fs::read(staged.join(&certificate)).map_err(failed)?;
+    if std::fs::read(live.join(&certificate)).is_ok_and(|old| old == new) {
+        return Ok(());
+    }
+    std::fs::DirBuilder::new().mode(0o700).recursive(true).create(live).map_err(failed)?;
+    for suffix in LEGO_FILES {
+        let name = format!("{}{suffix}", primary.as_str());
+        let from = staged.join(&name);
+        if std::fs::symlink_metadata(&from).is_ok_and(|meta| meta.is_file()) {
+            std::fs::File::open(&from).and_then(|file| file.sync_all()).map_err(failed)?;
+            std::fs::rename(&from, live.join(&name)).map_err(failed)?;
+        }
+    }
+    std::fs::File::open(live).and_then(|dir| dir.sync_all()).map_err(failed)
+}
+
 /// The options every lego run takes: the directory, the account, where
-/// state lives, HTTP-01 through the webroot, lego's own time bounds, and
+/// it works (`path`, the staging directory), HTTP-01 through the webroot, lego's own time bounds, and
 /// the names (the first names the files).
-fn global_args(spec: &AcmeSpec) -> Vec<String> {
+fn global_args(spec: &AcmeSpec, path: &Path) -> Vec<String> {
     let mut args: Vec<String> = [
         "--server",
         spec.directory.as_str(),
@@ -166,7 +235,7 @@ fn global_args(spec: &AcmeSpec) -> Vec<String> {
         "--email",
         spec.contact.as_str(),
         "--path",
-        &spec.state_dir.display().to_string(),
+        &path.display().to_string(),
         "--key-type",
         "ec256",
         "--http",
@@ -187,8 +256,8 @@ fn global_args(spec: &AcmeSpec) -> Vec<String> {
 }
 
 /// `run`: register the account if it is new, then obtain.
-fn obtain_args(spec: &AcmeSpec) -> Vec<String> {
-    let mut args = global_args(spec);
+fn obtain_args(spec: &AcmeSpec, path: &Path) -> Vec<String> {
+    let mut args = global_args(spec, path);
     args.push("run".to_owned());
     args
 }
@@ -196,8 +265,8 @@ fn obtain_args(spec: &AcmeSpec) -> Vec<String> {
 /// `renew --days N --no-random-sleep`: lego sleeps up to 8 minutes before
 /// a renewal when not at a terminal, to spread load on the CA; the host's
 /// timer spreads its start instead, and our run has a time bound.
-fn renew_args(spec: &AcmeSpec, days: u32) -> Vec<String> {
-    let mut args = global_args(spec);
+fn renew_args(spec: &AcmeSpec, path: &Path, days: u32) -> Vec<String> {
+    let mut args = global_args(spec, path);
     args.extend(["renew".to_owned(), "--days".to_owned(), days.to_string(), "--no-random-sleep".to_owned()]);
     args
 }

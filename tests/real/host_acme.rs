@@ -291,7 +291,9 @@ fn spec(root: &Path, names_: &[&str], directory_ca: Option<PathBuf>) -> AcmeSpec
     }
 }
 
-/// Every file under `dir` is root's 0600 and every directory root's 0700.
+/// Every file under `dir` is root's 0600 and every directory root's 0700
+/// (a link fails it: lego's staging directory, whose `accounts` is one,
+/// must be gone).
 fn assert_private(dir: &Path) {
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();

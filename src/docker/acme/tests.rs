@@ -23,7 +23,7 @@ const GLOBAL: &[&str] = &[
     "--email",
     "ops@example.com",
     "--path",
-    "/var/lib/volce-lab/edge/acme",
+    "/var/lib/volce-lab/edge/acme/.lego-run",
     "--key-type",
     "ec256",
     "--http",
@@ -43,14 +43,16 @@ const GLOBAL: &[&str] = &[
 fn obtain_runs_lego_run_with_the_exact_argv() {
     let mut expected: Vec<&str> = GLOBAL.to_vec();
     expected.push("run");
-    assert_eq!(obtain_args(&spec(&["a.example", "www.a.example"])), expected);
+    let staging = Path::new("/var/lib/volce-lab/edge/acme/.lego-run");
+    assert_eq!(obtain_args(&spec(&["a.example", "www.a.example"]), staging), expected);
 }
 
 #[test]
 fn renew_runs_lego_renew_with_days_and_no_random_sleep() {
     let mut expected: Vec<&str> = GLOBAL.to_vec();
     expected.extend(["renew", "--days", "30", "--no-random-sleep"]);
-    assert_eq!(renew_args(&spec(&["a.example", "www.a.example"]), 30), expected);
+    let staging = Path::new("/var/lib/volce-lab/edge/acme/.lego-run");
+    assert_eq!(renew_args(&spec(&["a.example", "www.a.example"]), staging, 30), expected);
 }
 
 #[test]
@@ -222,4 +224,30 @@ fn restrict_makes_files_0600_and_directories_0700_without_following_links() {
     assert_eq!(mode(&keys), 0o700);
     assert_eq!(mode(&dir.path().join("accounts")), 0o700);
     assert_eq!(mode(outside.path()), 0o644, "a link is not followed");
+}
+
+#[test]
+fn only_a_new_certificate_is_installed_and_its_files_move_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let (staged, live) = (dir.path().join("staged"), dir.path().join("live"));
+    std::fs::create_dir(&staged).unwrap();
+    let primary = ServerName::parse("a.example").unwrap();
+    for (suffix, body) in [(".crt", "cert 1"), (".key", "key 1"), (".issuer.crt", "issuer"), (".json", "{}")]
+    {
+        std::fs::write(staged.join(format!("a.example{suffix}")), body).unwrap();
+    }
+    install(&staged, &live, &primary).unwrap();
+    assert_eq!(std::fs::read_to_string(live.join("a.example.key")).unwrap(), "key 1");
+    assert!(!staged.join("a.example.crt").exists(), "moved, not copied");
+    assert_eq!(std::fs::symlink_metadata(&live).unwrap().mode() & 0o777, 0o700);
+
+    // The same certificate (a renewal that was not due): nothing moves.
+    std::fs::write(staged.join("a.example.crt"), "cert 1").unwrap();
+    std::fs::write(staged.join("a.example.key"), "key 2").unwrap();
+    install(&staged, &live, &primary).unwrap();
+    assert_eq!(std::fs::read_to_string(live.join("a.example.key")).unwrap(), "key 1");
+    // No certificate staged: nothing to install.
+    std::fs::remove_file(staged.join("a.example.crt")).unwrap();
+    assert_eq!(install(&staged, &live, &primary), Err(AcmeError::CertificateUnreadable));
+    assert_eq!(std::fs::read_to_string(live.join("a.example.crt")).unwrap(), "cert 1");
 }
