@@ -33,9 +33,12 @@
 //!   set only when the spec names one (tests, with pebble); otherwise lego
 //!   trusts the system's roots.
 
+use std::fs::File;
 use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, PermissionsExt as _};
 use std::path::Path;
 use std::time::Duration;
+
+use nix::fcntl::{Flock, FlockArg};
 
 use crate::exec::{ExecutionStatus, ProcessSpec, minimal_env};
 use crate::vocab::{
@@ -59,19 +62,21 @@ const LEGO_OUTPUT: usize = 256 << 10;
 /// Obtains one certificate for the spec's names (answering HTTP-01 from
 /// its webroot) and returns it with its facts read back.
 pub fn obtain(spec: &AcmeSpec) -> Result<Certificate, AcmeError> {
-    prepare(spec)?;
+    let _held = prepare(spec)?;
     staged(spec, |path| obtain_args(spec, path))?;
     certificate(spec)
 }
 
 /// Renews the spec's certificate when it has fewer than `days` days left
 /// (lego's `renew --days`); otherwise leaves it as it is. Which of the two
-/// happened is read from the certificate itself, before and after.
+/// happened is read from the certificate itself, before and after. The
+/// new certificate covers the old one's names and the spec's (lego merges
+/// them): a name set that changed is a new [`obtain`].
 pub fn renew(spec: &AcmeSpec, days: u32) -> Result<Renewal, AcmeError> {
     if !(1..=RENEW_DAYS_MAX).contains(&days) {
         return Err(AcmeError::InvalidSpec);
     }
-    prepare(spec)?;
+    let _held = prepare(spec)?;
     let before = certificate(spec)?;
     staged(spec, |path| renew_args(spec, path, days))?;
     let after = certificate(spec)?;
@@ -101,8 +106,9 @@ pub fn files(state_dir: &Path, primary: &ServerName) -> CertificateFiles {
 }
 
 /// Before lego runs: a valid spec, lego installed, the webroot a real
-/// directory, the state directory root's 0700 (made so when missing).
-fn prepare(spec: &AcmeSpec) -> Result<(), AcmeError> {
+/// directory, the state directory root's 0700 (made so when missing), and
+/// its lock held (returned: held until dropped).
+fn prepare(spec: &AcmeSpec) -> Result<Flock<File>, AcmeError> {
     if !spec.valid() {
         return Err(AcmeError::InvalidSpec);
     }
@@ -116,7 +122,40 @@ fn prepare(spec: &AcmeSpec) -> Result<(), AcmeError> {
     if std::fs::symlink_metadata(&spec.state_dir).is_err() {
         let _ = std::fs::DirBuilder::new().mode(0o700).create(&spec.state_dir);
     }
-    state_dir_ok(&spec.state_dir, nix::unistd::geteuid().as_raw())
+    state_dir_ok(&spec.state_dir, nix::unistd::geteuid().as_raw())?;
+    lock(&spec.state_dir, LOCK_WAIT)
+}
+
+/// The lock file in the state directory: one lego run at a time (a
+/// renewal by the timer and an obtain by a plan share the account and the
+/// staging directory).
+const LOCK: &str = ".lock";
+/// How long a run waits for another to finish before it gives up.
+const LOCK_WAIT: Duration = Duration::from_secs(60);
+
+/// Takes the state directory's lock, waiting at most `wait` for it.
+fn lock(state_dir: &Path, wait: Duration) -> Result<Flock<File>, AcmeError> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .mode(0o600)
+        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+        .open(state_dir.join(LOCK))
+        .map_err(|_| AcmeError::UnsafeState)?;
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(held) => return Ok(held),
+            Err((back, nix::errno::Errno::EWOULDBLOCK)) if std::time::Instant::now() < deadline => {
+                file = back;
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) => return Err(AcmeError::Busy),
+            Err(_) => return Err(AcmeError::UnsafeState),
+        }
+    }
 }
 
 /// Whether `path` is a directory (not a link) of `owner` that no one else

@@ -274,6 +274,8 @@ pub enum AcmeError {
     NameRejected { name: ServerName },
     #[error("The ACME directory's rate limit was reached: try again later (hours for Let's Encrypt).")]
     RateLimited,
+    #[error("Another certificate run holds the ACME state directory: try again in a minute.")]
+    Busy,
     #[error("Lego did not finish in time: try again, and check the directory's status.")]
     Timeout,
     #[error("The certificate in the ACME state directory is missing or cannot be read: obtain a new one.")]
@@ -295,6 +297,7 @@ impl AcmeError {
             AcmeError::ChallengeFailed { .. } => "challenge_failed",
             AcmeError::NameRejected { .. } => "name_rejected",
             AcmeError::RateLimited => "rate_limited",
+            AcmeError::Busy => "busy",
             AcmeError::Timeout => "timeout",
             AcmeError::CertificateUnreadable => "certificate_unreadable",
             AcmeError::Unknown => "unknown",
@@ -427,7 +430,23 @@ mod tests {
             serde_json::to_value(&failed).unwrap(),
             serde_json::json!({"cause": "challenge_failed", "name": "a.example"})
         );
-        for error in [failed, AcmeError::RateLimited, AcmeError::Unknown, AcmeError::UnreachableDirectory] {
+        let name = ServerName::parse("a.example").unwrap();
+        let every = [
+            AcmeError::InvalidSpec,
+            AcmeError::LegoMissing,
+            AcmeError::UnsafeState,
+            AcmeError::UnreachableDirectory,
+            AcmeError::UntrustedDirectory,
+            AcmeError::AccountRefused,
+            failed,
+            AcmeError::NameRejected { name },
+            AcmeError::RateLimited,
+            AcmeError::Busy,
+            AcmeError::Timeout,
+            AcmeError::CertificateUnreadable,
+            AcmeError::Unknown,
+        ];
+        for error in every {
             assert_eq!(serde_json::to_value(&error).unwrap()["cause"], error.code());
             let sentence = error.to_string();
             assert!(sentence.starts_with(char::is_uppercase) && sentence.ends_with('.'), "{sentence}");

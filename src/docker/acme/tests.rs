@@ -251,3 +251,20 @@ fn only_a_new_certificate_is_installed_and_its_files_move_whole() {
     assert_eq!(install(&staged, &live, &primary), Err(AcmeError::CertificateUnreadable));
     assert_eq!(std::fs::read_to_string(live.join("a.example.crt")).unwrap(), "cert 1");
 }
+
+#[test]
+fn one_run_at_a_time_holds_the_state_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let held = lock(dir.path(), Duration::ZERO).unwrap();
+    assert_eq!(lock(dir.path(), Duration::from_millis(300)).unwrap_err(), AcmeError::Busy);
+    drop(held);
+    assert!(lock(dir.path(), Duration::ZERO).is_ok());
+    let mode = std::fs::symlink_metadata(dir.path().join(LOCK)).unwrap().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    // A link in the lock's place is never followed.
+    let other = tempfile::tempdir().unwrap();
+    std::fs::remove_file(dir.path().join(LOCK)).unwrap();
+    std::os::unix::fs::symlink(other.path().join("target"), dir.path().join(LOCK)).unwrap();
+    assert_eq!(lock(dir.path(), Duration::ZERO).unwrap_err(), AcmeError::UnsafeState);
+    assert!(!other.path().join("target").exists());
+}
