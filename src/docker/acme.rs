@@ -26,12 +26,17 @@
 //!   0600 and each directory 0700 (lego 4.9 writes the account key 0644);
 //!   nothing there is followed through a link;
 //! - the live certificate files change only by rename, once lego has
-//!   finished well: lego works in a staging directory ([`STAGING`]), so a
-//!   run that fails, times out or is killed leaves them as they were, and
-//!   a reader never sees a file half-written;
+//!   finished well: lego works in a staging directory (`.lego-run`), so
+//!   a run that fails, times out or is killed leaves them as they were,
+//!   and a reader never sees a file half-written;
+//! - one lego run at a time per state directory (an flock on its `.lock`);
 //! - the CA bundle for the directory's own TLS (`LEGO_CA_CERTIFICATES`) is
 //!   set only when the spec names one (tests, with pebble); otherwise lego
 //!   trusts the system's roots.
+//!
+//! lego registers the account with `--accept-tos`: an operator who names
+//! a directory in the policy accepts its terms of service (the policy's
+//! documentation must say so).
 
 use std::fs::File;
 use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, PermissionsExt as _};
