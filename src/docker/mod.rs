@@ -15,6 +15,7 @@
 
 use std::fmt;
 
+pub mod acme;
 pub mod backup;
 pub mod client;
 pub mod data_volume;

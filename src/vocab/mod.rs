@@ -36,6 +36,7 @@
 //!
 //! Each type has one path: `crate::vocab::<Name>` (the files are private).
 
+mod acme;
 mod action;
 mod backup;
 mod data;
@@ -51,6 +52,11 @@ mod snapshot;
 mod string_form;
 mod task;
 
+pub use acme::{
+    ACME_CONTACT_MAX, ACME_DIRECTORY_MAX, ACME_NAMES_MAX, AcmeContact, AcmeDirectory, AcmeError, AcmeSpec,
+    CertFingerprint, CertName, CertSerial, Certificate, CertificateFacts, CertificateFiles, IssuerName,
+    LETS_ENCRYPT, RENEW_DAYS_MAX, Renewal,
+};
 pub use action::{ALSO_SERVER_NAMES, Action};
 pub use backup::{
     BACKUP_TAG, BACKUP_TIMEOUT, BackupConfig, BackupDone, BackupEvery, BackupMissed, BackupRecord,

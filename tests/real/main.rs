@@ -18,6 +18,9 @@ mod host_sudo_rule;
 mod local_mode;
 mod mcp_local;
 
+// host_acme: root, Debian's lego and pebble on 127.0.0.1 (no Docker).
+mod host_acme;
+
 // After scripts/test-images: the machine's Docker engine.
 mod docker_engine;
 mod host_real_engine;
