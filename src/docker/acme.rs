@@ -47,8 +47,8 @@ use nix::fcntl::{Flock, FlockArg};
 
 use crate::exec::{ExecutionStatus, ProcessSpec, minimal_env};
 use crate::vocab::{
-    AcmeError, AcmeSpec, CertFingerprint, CertName, CertSerial, Certificate, CertificateFacts,
-    CertificateFiles, IssuerName, RENEW_DAYS_MAX, Renewal, ServerName,
+    AcmeError, AcmeFiles, AcmeSpec, CertFingerprint, CertName, CertSerial, Certificate, CertificateFacts,
+    IssuerName, RENEW_DAYS_MAX, Renewal, ServerName,
 };
 
 pub const LEGO: &str = "/usr/bin/lego";
@@ -100,10 +100,10 @@ pub fn certificate(spec: &AcmeSpec) -> Result<Certificate, AcmeError> {
 
 /// Where lego keeps the certificate filed under `primary` (its first name;
 /// lego would rewrite `*` and `:`, which no server name has).
-pub fn files(state_dir: &Path, primary: &ServerName) -> CertificateFiles {
+pub fn files(state_dir: &Path, primary: &ServerName) -> AcmeFiles {
     let dir = state_dir.join("certificates");
     let name = primary.as_str();
-    CertificateFiles {
+    AcmeFiles {
         certificate: dir.join(format!("{name}.crt")),
         key: dir.join(format!("{name}.key")),
         issuer: dir.join(format!("{name}.issuer.crt")),

@@ -225,7 +225,7 @@ impl CertificateFacts {
 /// private key, and the issuer's certificate.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct CertificateFiles {
+pub struct AcmeFiles {
     pub certificate: PathBuf,
     pub key: PathBuf,
     pub issuer: PathBuf,
@@ -235,7 +235,7 @@ pub struct CertificateFiles {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Certificate {
     pub facts: CertificateFacts,
-    pub files: CertificateFiles,
+    pub files: AcmeFiles,
 }
 
 /// What a renewal did.

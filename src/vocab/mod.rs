@@ -53,9 +53,9 @@ mod string_form;
 mod task;
 
 pub use acme::{
-    ACME_CONTACT_MAX, ACME_DIRECTORY_MAX, ACME_NAMES_MAX, AcmeContact, AcmeDirectory, AcmeError, AcmeSpec,
-    CertFingerprint, CertName, CertSerial, Certificate, CertificateFacts, CertificateFiles, IssuerName,
-    LETS_ENCRYPT, RENEW_DAYS_MAX, Renewal,
+    ACME_CONTACT_MAX, ACME_DIRECTORY_MAX, ACME_NAMES_MAX, AcmeContact, AcmeDirectory, AcmeError, AcmeFiles,
+    AcmeSpec, CertFingerprint, CertName, CertSerial, Certificate, CertificateFacts, IssuerName, LETS_ENCRYPT,
+    RENEW_DAYS_MAX, Renewal,
 };
 pub use action::{ALSO_SERVER_NAMES, Action};
 pub use backup::{
