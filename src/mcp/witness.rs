@@ -44,6 +44,13 @@ pub struct Entry {
     pub mismatch: Option<Found>,
 }
 
+impl Entry {
+    /// The head a request to the target carries (its `witness` field).
+    pub fn witnessed(&self) -> Witnessed {
+        Witnessed { seq: self.head.seq, hash: self.head.hash.clone() }
+    }
+}
+
 /// A failed check: how, when, and the head the host named then (the
 /// latest answer's, which the operator compares with `audit head`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
