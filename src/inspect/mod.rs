@@ -44,13 +44,15 @@ use tokio::sync::Mutex;
 use crate::config::{Config, Mode};
 use crate::exec::{self, CHECK_OUTPUT_LIMIT, Execution, ExecutionStatus, ProcessOutput};
 use crate::wire::remote::RemoteCommand;
+use crate::wire::witness::Witnessed;
 use gated::{Link, Sessions};
 use ssh_mux::MultiplexedSsh;
 use transport::{CommandCarrier, LocalTransport, RunLimits, SshFailure, SshTransport};
 
 pub use results::{Check, CheckResult, Diagnosis, GateRefusal, Mismatch, Status, request_id, timestamp};
 pub use web_status::{
-    WebReply, all_healthy, gateway_states, gateways_healthy, healthy, stopped_sentence, stopped_sentence_of,
+    Carried, WebReply, all_healthy, gateway_states, gateways_healthy, healthy, stopped_sentence,
+    stopped_sentence_of, without_proof,
 };
 
 /// Where the checks go.
@@ -161,6 +163,7 @@ impl Inspector {
             output,
             execution,
             reply: None,
+            carried: None,
         }
     }
 
@@ -169,9 +172,21 @@ impl Inspector {
         self.check_diagnosed(check).await.0
     }
 
+    /// [`Inspector::check`] whose helper request (web_status's) carries
+    /// the audit head the workstation witnessed, as every rpc does; the
+    /// proof the answer carried comes back in `carried`, for the MCP
+    /// server's witness to check (`crate::mcp::witness`).
+    pub async fn check_witnessed(&self, check: Check, witnessed: Option<&Witnessed>) -> CheckResult {
+        self.checked(check, witnessed).await.0
+    }
+
     /// [`Inspector::check`] plus, for the person at the terminal, what the
     /// result withholds in a form safe to show.
     pub async fn check_diagnosed(&self, check: Check) -> (CheckResult, Option<Diagnosis>) {
+        self.checked(check, None).await
+    }
+
+    async fn checked(&self, check: Check, witnessed: Option<&Witnessed>) -> (CheckResult, Option<Diagnosis>) {
         let mut gate = self.gate.lock().await;
         if check == Check::Identity {
             return match self.verify(&mut gate).await {
@@ -184,13 +199,13 @@ impl Inspector {
         if let Err((refusal, diagnosis)) = self.reverify(&mut gate).await {
             return (self.result(check, refusal.status, String::new(), refusal.execution), diagnosis);
         }
-        let (status, output, execution, ssh, reply) = match check {
+        let Ran { status, output, execution, ssh, reply, carried } = match check {
             Check::Identity => unreachable!("handled above"),
             Check::Disk => {
                 let (status, output, execution, ssh) = self.disk().await;
-                (status, output, execution, ssh, None)
+                Ran { status, output, execution, ssh, reply: None, carried: None }
             }
-            Check::WebStatus => self.web_status().await,
+            Check::WebStatus => self.web_status(witnessed).await,
         };
         // Through the gate the check's own session carried the identity
         // proof: a reply that did not prove it stops this and every later
@@ -202,7 +217,7 @@ impl Inspector {
             return (result, Some(Diagnosis::IdentityMismatch(mismatch)));
         }
         let diagnosis = ssh.filter(|_| status == Status::ConnectionFailed).map(Diagnosis::Ssh);
-        let result = CheckResult { reply, ..self.result(check, status, output, Some(execution)) };
+        let result = CheckResult { reply, carried, ..self.result(check, status, output, Some(execution)) };
         (result, diagnosis)
     }
 
@@ -350,12 +365,22 @@ impl Inspector {
     }
 
     /// The helper's `gateway_status`, judged; its reply, read once, goes
-    /// with the result.
-    async fn web_status(&self) -> (Status, String, Execution, Option<SshFailure>, Option<WebReply>) {
-        let request = crate::wire::Request::GatewayStatus {}.to_bytes();
-        let (outcome, ssh) = self.run(RemoteCommand::Rpc, Some(&request), self.limits()).await;
+    /// with the result. The request carries `witnessed` (for a server
+    /// whose protocol reads it, as `Request::to_bytes_witnessed` decides
+    /// for every rpc) and the answer's proof goes up unjudged ([`Carried`]).
+    async fn web_status(&self, witnessed: Option<&Witnessed>) -> Ran {
+        let server = self.server_version();
+        let request = crate::wire::Request::GatewayStatus {}.to_bytes_witnessed(None, &server, witnessed);
+        // The proof beside a reply may hold up to 32 KiB of audit rows:
+        // read as much as the rpc client reads, show at most 8 KiB of the rest.
+        let limits = RunLimits { output: WEB_STATUS_READ, ..self.limits() };
+        let (outcome, ssh) = self.run(RemoteCommand::Rpc, Some(&request), limits).await;
         let reply = WebReply::read(&outcome.stdout);
+        let shown = without_proof(&outcome.stdout);
         let status = match (outcome.execution.execution_status, &reply) {
+            (ExecutionStatus::Ok | ExecutionStatus::NonzeroExit, _) if shown.len() > CHECK_OUTPUT_LIMIT => {
+                Status::OutputLimit
+            }
             (ExecutionStatus::Ok, Some(WebReply::Gateways(gateways))) if all_healthy(gateways) => Status::Ok,
             (ExecutionStatus::Ok, Some(WebReply::Gateways(_))) => Status::CheckFailed,
             (ExecutionStatus::Ok, _) => Status::HelperUnavailable,
@@ -368,7 +393,20 @@ impl Inspector {
             (ExecutionStatus::LaunchFailed, _) if self.config.mode != Mode::Ssh => Status::HelperUnavailable,
             (other, _) => self.failure_status(other),
         };
-        (status, output_text(&outcome, status), outcome.execution, ssh, reply)
+        let output = match status {
+            Status::Ok | Status::CheckFailed | Status::Rejected => {
+                String::from_utf8_lossy(&shown).into_owned()
+            }
+            _ => String::new(),
+        };
+        // Demo mode runs no helper: nothing to witness.
+        let carried = (!self.is_demo()).then(|| Carried {
+            carries: crate::wire::versions::Feature::WitnessField.since() <= server.protocol(),
+            ok: outcome.execution.execution_status == ExecutionStatus::Ok
+                && matches!(reply, Some(WebReply::Gateways(_))),
+            proof: crate::wire::witness::carried(&outcome.stdout),
+        });
+        Ran { status, output, execution: outcome.execution, ssh, reply, carried }
     }
 
     fn failure_status(&self, status: ExecutionStatus) -> Status {
@@ -447,6 +485,21 @@ impl Inspector {
         }
         (outcome, ssh)
     }
+}
+
+/// How much of web_status's reply is read: as much as the rpc client
+/// reads of any reply (`crate::mcp::rpc::RPC_LIMITS`), since a protocol 2
+/// reply carries its audit proof beside the gateways.
+const WEB_STATUS_READ: usize = 128 * 1024;
+
+/// One check's run: what its result shows, and what goes with it.
+struct Ran {
+    status: Status,
+    output: String,
+    execution: Execution,
+    ssh: Option<SshFailure>,
+    reply: Option<WebReply>,
+    carried: Option<Carried>,
 }
 
 /// A gate refusal, and what the person at the terminal may be told about it.

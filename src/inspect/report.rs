@@ -328,6 +328,7 @@ mod fleet_tests {
             output: String::new(),
             execution: None,
             reply: None,
+            carried: None,
         }
     }
 

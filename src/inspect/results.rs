@@ -106,6 +106,11 @@ pub struct CheckResult {
     /// Not serialized: `output` is what the agent reads.
     #[serde(skip)]
     pub reply: Option<super::web_status::WebReply>,
+    /// web_status: what the helper's answer gave the workstation's
+    /// witness; `Some` exactly when the helper was run and its answer is
+    /// the result's (not after a gate refusal or mismatch). Not serialized.
+    #[serde(skip)]
+    pub carried: Option<super::web_status::Carried>,
 }
 
 /// A fresh request id.

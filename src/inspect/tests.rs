@@ -211,6 +211,27 @@ async fn web_status_sends_the_fixed_request_on_stdin() {
     assert_eq!(inspector.check(Check::WebStatus).await.status, Status::Ok);
 }
 
+/// A reply carrying a proof larger than a check's 8 KiB (a host far ahead
+/// of the witness) is read whole; the proof goes up in `carried` and the
+/// agent's output is the reply without it.
+#[tokio::test]
+async fn web_status_reads_a_large_proof_and_shows_the_reply_without_it() {
+    let rows = format!("\"{}\"", "r".repeat(1000));
+    let rows = vec![rows; 20].join(",");
+    let reply = format!(
+        r#"{{"status":"ok","operation":"gateway_status","result":{{"gateways":[{{"name":"g","state":"running"}}]}},"audit":{{"seq":9,"hash":"{}","anchor_seq":1,"after":3,"rows":[{rows}]}}}}"#,
+        "a".repeat(64)
+    );
+    let inspector = scripted(GOOD_ID, DF, &format!("cat > /dev/null; printf '%s\\n' '{reply}'"));
+    inspector.check(Check::Identity).await;
+    let result = inspector.check(Check::WebStatus).await;
+    assert_eq!(result.status, Status::Ok, "{}", result.output);
+    assert!(!result.output.contains("audit") && result.output.contains("gateways"), "{}", result.output);
+    let carried = result.carried.expect("the helper ran");
+    assert!(carried.ok && !carried.carries, "a server without the gate's version is protocol 1");
+    assert_eq!(carried.proof.map(|p| (p.seq, p.rows.len())), Some((9, 20)));
+}
+
 #[tokio::test]
 async fn concurrent_checks_are_serialized_and_none_is_dropped() {
     let dir = tempfile::tempdir().unwrap();

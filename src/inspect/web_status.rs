@@ -1,14 +1,50 @@
 //! web_status's judgement of the helper's `gateway_status` answer
 //! (`crate::wire::answers::gateways`): which gateways are healthy, and
 //! whether all are. The reply is read once, as a [`WebReply`], which the
-//! result carries on for the MCP server's sentence and code. Pure; runs
-//! unprivileged on the workstation.
+//! result carries on for the MCP server's sentence and code; the audit
+//! proof beside it ([`Carried`]) goes up unjudged, to the workstation's
+//! witness (`crate::mcp::witness`), which lives above this layer. Pure;
+//! runs unprivileged on the workstation.
+
+use std::borrow::Cow;
 
 use crate::vocab::Refusal;
 use crate::wire::answers::Open;
 use crate::wire::answers::app_state::EngineState;
 use crate::wire::answers::gateways::{Gateway, GatewayStatus};
+use crate::wire::witness::AuditProof;
 use crate::wire::{Operation, Reply};
+
+/// What web_status's helper answer gave the witness, as the rpc client's
+/// answers give it (`crate::mcp::witness::Observed`): this layer only
+/// sends the witnessed head and carries the proof up; the check is the
+/// MCP server's, the one every other answer passes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Carried {
+    /// Whether the server's protocol carries an audit head (2 or later),
+    /// as the request was built for it.
+    pub carries: bool,
+    /// Whether the helper answered `ok` (exit 0, a `gateway_status` result).
+    pub ok: bool,
+    /// The reply's `audit` field (`crate::wire::witness::carried`).
+    pub proof: Option<AuditProof>,
+}
+
+/// The reply as the result shows it: without the `audit` proof beside it,
+/// which is the witness's to read (up to 32 KiB of audit rows no agent
+/// needs). A reply without one (a protocol 1 helper's) is shown byte for
+/// byte as it came.
+pub fn without_proof(stdout: &[u8]) -> Cow<'_, [u8]> {
+    let Ok(serde_json::Value::Object(mut reply)) = serde_json::from_slice(stdout.trim_ascii_end()) else {
+        return Cow::Borrowed(stdout);
+    };
+    if reply.remove("audit").is_none() {
+        return Cow::Borrowed(stdout);
+    }
+    let mut bytes = serde_json::to_vec(&reply).expect("a JSON object serializes");
+    bytes.push(b'\n');
+    Cow::Owned(bytes)
+}
 
 /// The helper's reply to web_status's `gateway_status` request, as the
 /// check read it: the gateways of its answer, or its refusal.

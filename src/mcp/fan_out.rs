@@ -24,6 +24,7 @@ use tokio::task::JoinSet;
 use super::result::{Summary, TargetCheck, Verdict};
 use crate::inspect::{Check, CheckResult, Inspector, Status};
 use crate::vocab::Code;
+use crate::wire::witness::Witnessed;
 
 /// A group of configured targets that share one identity.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,21 +80,22 @@ impl SharedIdentity {
     }
 }
 
-/// Runs `check` on every `(name, inspector)`, at most `width` at once;
-/// the results come back in the order given.
-pub async fn check_all(
-    targets: Vec<(String, Arc<Inspector>)>,
-    width: usize,
-    check: Check,
-) -> Vec<(String, CheckResult)> {
+/// One target of a fan-out: its name, its inspector, and the audit head
+/// this workstation witnessed of it (`super::witness`), which its helper
+/// request carries.
+pub type Target = (String, Arc<Inspector>, Option<Witnessed>);
+
+/// Runs `check` on every [`Target`], at most `width` at once; the results
+/// come back in the order given.
+pub async fn check_all(targets: Vec<Target>, width: usize, check: Check) -> Vec<(String, CheckResult)> {
     let slots = Arc::new(Semaphore::new(width.max(1)));
     let mut tasks = JoinSet::new();
-    for (index, (name, inspector)) in targets.into_iter().enumerate() {
+    for (index, (name, inspector, witnessed)) in targets.into_iter().enumerate() {
         let slots = slots.clone();
         tasks.spawn(async move {
             // The semaphore is never closed, so a permit always comes.
             let _slot = slots.acquire_owned().await.expect("the fan-out's semaphore stays open");
-            (index, name, inspector.check(check).await)
+            (index, name, inspector.check_witnessed(check, witnessed.as_ref()).await)
         });
     }
     let mut results: Vec<(usize, String, CheckResult)> = Vec::with_capacity(tasks.len());

@@ -280,23 +280,28 @@ impl VolceLab {
 
     async fn check(&self, member: &Member, check: Check) -> Served {
         let mode = member.inspector.config().mode;
-        envelope::check(
-            &member.name,
-            mode,
-            member.inspector.check(check).await,
-            self.witness_note(&member.name),
-        )
+        let witnessed = self.witness.held(&member.name).map(|entry| entry.witnessed());
+        let result = member.inspector.check_witnessed(check, witnessed.as_ref()).await;
+        self.witness_check(&member.name, &result);
+        envelope::check(&member.name, mode, result, self.witness_note(&member.name))
     }
 
     /// `cloud_check` on the targets at `indexes`, at most `fan_out` at
     /// once: one result per target (as a single check gives it) and the
     /// summary (`super::fan_out`).
     async fn fan_out(&self, check: Check, indexes: &[usize], request_id: String) -> Served {
-        let targets: Vec<(String, Arc<Inspector>)> = indexes
+        let targets: Vec<super::fan_out::Target> = indexes
             .iter()
-            .map(|&i| (self.members[i].name.clone(), self.members[i].inspector.clone()))
+            .map(|&i| {
+                let name = &self.members[i].name;
+                let witnessed = self.witness.held(name).map(|entry| entry.witnessed());
+                (name.clone(), self.members[i].inspector.clone(), witnessed)
+            })
             .collect();
         let results = super::fan_out::check_all(targets, self.fan_out, check).await;
+        for (name, result) in &results {
+            self.witness_check(name, result);
+        }
         // An ok answer passed the target's identity gate: it answered as
         // its expected host and account.
         let answered =
@@ -384,8 +389,7 @@ impl VolceLab {
         // protocol field and the witnessed head only for a server that
         // reads them (`wire::versions`).
         let id = wire::RequestId::parse(request_id);
-        let witnessed =
-            held.map(|entry| wire::witness::Witnessed { seq: entry.head.seq, hash: entry.head.hash });
+        let witnessed = held.map(|entry| entry.witnessed());
         let bytes = request.to_bytes_witnessed(id.as_ref(), &inspector.server_version(), witnessed.as_ref());
         if bytes.len() > wire::MAX_REQUEST_BYTES {
             // Unreachable with the argument limit; kept as the last guard.
@@ -435,6 +439,20 @@ impl VolceLab {
         if let Some(found) = entry.as_ref().and_then(|entry| entry.mismatch.as_ref()) {
             answer.message = format!("{} {}", answer.message, found.note(&member.name));
         }
+    }
+
+    /// Takes what a check's helper answer carried (web_status's
+    /// `gateway_status`, `crate::inspect::Carried`) into `target`'s witness,
+    /// as [`Self::witness_answer`] takes an rpc's: a mismatch it finds is
+    /// recorded, and the check's result says so ([`Self::witness_note`]).
+    fn witness_check(&self, target: &str, result: &crate::inspect::CheckResult) {
+        let Some(carried) = &result.carried else { return };
+        let observed = super::witness::Observed {
+            carries: carried.carries,
+            ok: carried.ok,
+            proof: carried.proof.as_ref(),
+        };
+        self.witness.observe(target, &observed, super::witness::now());
     }
 
     /// Sends `bytes` to the helper; with a watcher, its progress lines

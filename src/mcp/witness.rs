@@ -44,6 +44,13 @@ pub struct Entry {
     pub mismatch: Option<Found>,
 }
 
+impl Entry {
+    /// The head a request to the target carries (its `witness` field).
+    pub fn witnessed(&self) -> Witnessed {
+        Witnessed { seq: self.head.seq, hash: self.head.hash.clone() }
+    }
+}
+
 /// A failed check: how, when, and the head the host named then (the
 /// latest answer's, which the operator compares with `audit head`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -445,7 +452,8 @@ fn show(entries: &BTreeMap<String, Entry>, names: &[&str], now: i64) -> String {
             match &found.host {
                 Some(host) => text.push_str(&format!(
                     "  The host now names seq {} hash {}. Check it against `sudo volce-lab-host audit head` and \
-                     `audit verify` on the server, then: volce-lab audit witness --accept {name} --head {}\n",
+                     `audit verify` on the server, then: volce-lab audit witness --accept {name} --head {}\n  \
+                     (A server reinstalled from scratch has a new chain: volce-lab audit witness --forget {name})\n",
                     host.seq, host.hash, host.hash
                 )),
                 None => text.push_str(&format!(

@@ -292,3 +292,57 @@ async fn an_older_server_keeps_working_not_witnessed() {
     let planned = lab.plan().await;
     assert_ne!(planned["code"], "audit_witness_mismatch", "{planned}");
 }
+
+/// `cloud_check web_status` as a call the host answers: the head it
+/// witnessed.
+async fn web_status(lab: &Lab) -> Value {
+    lab.call("cloud_check", json!({"check": "web_status"})).await
+}
+
+/// Tried: web_status's `gateway_status` carries the witnessed head and its
+/// answer's proof is checked like any rpc's: it witnesses growth, then,
+/// after an old state.db was restored, records the roll-back and says so
+/// (the proof itself never reaches the agent); a later plan is refused
+/// without anything sent.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_web_status_answer_that_does_not_extend_the_witness_is_caught() {
+    let lab = Lab::start(GATE_V2).await;
+    lab.inventory().await;
+    let backup = lab.dir.path().join("old-state.db");
+    volce_lab::store::copy_database(&lab.database(), &backup).unwrap();
+    let old = lab.witness().held("web-1").unwrap().head.seq;
+    for _ in 0..2 {
+        let read = web_status(&lab).await;
+        assert!(!read.to_string().contains("audit_witness_mismatch"), "{read}");
+    }
+    let grown = lab.witness().held("web-1").unwrap();
+    assert!(grown.head.seq > old && grown.mismatch.is_none(), "web_status witnessed the growth: {grown:?}");
+    restore(&lab.database(), &backup);
+    let read = web_status(&lab).await;
+    assert!(matches!(lab.mismatch(), Some(Mismatch::RolledBack { seq, .. }) if seq == grown.head.seq));
+    let message = read["results"][0]["message"].as_str().or(read["message"].as_str()).unwrap().to_owned();
+    assert!(message.contains("audit_witness_mismatch"), "{read}");
+    assert!(message.contains(&format!("seq {}", grown.head.seq)), "{read}");
+    assert!(!read.to_string().contains("anchor_seq"), "the proof stays on the workstation: {read}");
+    let sent = lab.rpc_calls();
+    let refused = lab.plan().await;
+    assert_eq!(refused["code"], "audit_witness_mismatch", "{refused}");
+    assert_eq!(lab.rpc_calls(), sent, "nothing was sent");
+}
+
+/// Tried: a server witnessed through web_status that then answers as a
+/// 0.1.0 one (no gate, so no head): the witness holds it withheld, as an
+/// rpc's answer would, and management is refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_that_stops_carrying_its_head_is_caught_by_web_status() {
+    let identity = format!(r#"if [ -f "$DIR/downgraded" ]; then {NO_GATE}; else {GATE_V2}; fi"#);
+    let lab = Lab::start(&identity).await;
+    web_status(&lab).await;
+    let held = lab.witness().held("web-1").expect("a first witness from web_status").head;
+    std::fs::write(lab.dir.path().join("downgraded"), "").unwrap();
+    assert_eq!(lab.call("cloud_check", json!({"check": "identity"})).await["status"], "ok");
+    let read = web_status(&lab).await;
+    assert_eq!(lab.mismatch(), Some(Mismatch::Withheld { seq: held.seq }), "{read}");
+    assert!(read.to_string().contains("audit_witness_mismatch"), "{read}");
+    assert_eq!(lab.plan().await["code"], "audit_witness_mismatch");
+}

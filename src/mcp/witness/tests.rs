@@ -131,6 +131,10 @@ fn the_listing_names_each_target_its_head_age_and_mismatch() {
     assert!(text.contains("checked 2m ago"), "{text}");
     assert!(text.contains("MISMATCH at seq 6 (1m ago)"), "{text}");
     assert!(text.contains("--accept web-1 --head "), "{text}");
+    assert!(
+        text.contains("reinstalled from scratch has a new chain: volce-lab audit witness --forget web-1"),
+        "{text}"
+    );
     assert!(text.contains("web-2: not witnessed"), "{text}");
     let unknown = Resolve::Forget { target: "db-9".into() };
     assert_eq!(resolve_with(&witness, &["web-1"], &unknown, NOW).unwrap().1, crate::exit::Exit::Usage);

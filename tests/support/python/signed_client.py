@@ -7,7 +7,7 @@ changed, validly signed), with the GOOD one, and with the GOOD one again.
 One JSON report on stdout for tests/real/mcp_python.rs. Runs as the test's
 user.
 
-    python signed_client.py BINARY PLAN_ID GOOD_FILE FORGED_FILE   (environment: the server's VOLCE_LAB_*)
+    python signed_client.py BINARY PLAN_ID GOOD_FILE FORGED_FILE   (environment: the server's VOLCE_LAB_* and its own XDG_STATE_HOME)
 """
 
 import json
@@ -24,6 +24,8 @@ async def main(binary, plan_id, good_file, forged_file):
     # XDG_STATE_HOME too: the server's audit log and witness belong to this
     # test, never to the machine's /root (a witness left there by an earlier
     # run meets a reinstalled host as a rolled-back trail).
+    if not os.environ.get("XDG_STATE_HOME", "").startswith("/"):
+        sys.exit("signed_client.py: XDG_STATE_HOME must name the test's own state directory")
     env = {key: value for key, value in os.environ.items() if key.startswith("VOLCE_LAB_") or key == "XDG_STATE_HOME"}
     env.update({"PATH": "/usr/bin:/bin", "HOME": "/root"})
     with open(good_file) as file:
