@@ -354,6 +354,14 @@ pub enum EdgeCommand {
     Status,
     /// Remove the edge, its network and its files; refused while an app is exposed.
     Disable,
+    /// Renew each exposed name's certificate from the policy's edge.acme that
+    /// has fewer than DAYS left, and reload the edge (what the package's
+    /// volce-lab-edge-renew.timer runs daily once enabled); exits 1 if one failed.
+    Renew {
+        #[arg(long, value_name = "DAYS", default_value_t = crate::install::edge::RENEW_DAYS,
+              value_parser = clap::value_parser!(u32).range(1..=3650))]
+        days: u32,
+    },
 }
 
 /// `volce-lab-host catalog ...`: the operator's changes to the catalog.
@@ -556,6 +564,7 @@ fn host(command: HostCommand) -> Exit {
         HostCommand::Edge(EdgeCommand::Enable) => crate::install::edge::run(crate::install::edge::enable),
         HostCommand::Edge(EdgeCommand::Status) => crate::install::edge::run(crate::install::edge::status),
         HostCommand::Edge(EdgeCommand::Disable) => crate::install::edge::run(crate::install::edge::disable),
+        HostCommand::Edge(EdgeCommand::Renew { days }) => crate::install::edge::run_renew(days),
         HostCommand::Pause { reason } => crate::host::run_pause(reason.as_deref()),
         HostCommand::Resume => crate::host::run_resume(),
         HostCommand::State(StateCommand::Backup { into }) => {

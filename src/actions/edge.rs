@@ -77,6 +77,7 @@ pub(super) fn taken_off(
         plan_id: ctx.plan_id.clone(),
         config: config_with(ctx, edge, app, None),
         install: Vec::new(),
+        obtain: None,
         remove: exposure.names.iter().map(|n| n.name.clone()).collect(),
         connect: None,
         disconnect: Some(app.names().edge_network),
@@ -88,13 +89,6 @@ pub(super) fn taken_off(
 /// The lines `show` prints of an exposure: each name with its certificate.
 pub(super) fn review_names(out: &mut String, exposure: &Exposure) {
     for exposed in &exposure.names {
-        let _ = writeln!(
-            out,
-            "Name     {}: certificate {} (sha256 {}), key {}",
-            esc(exposed.name.as_str()),
-            esc(&exposed.files.cert.display().to_string()),
-            &exposed.cert_sha256[..16.min(exposed.cert_sha256.len())],
-            esc(&exposed.files.key.display().to_string()),
-        );
+        let _ = writeln!(out, "Name     {}: {}", esc(exposed.name.as_str()), esc(&exposed.source.describe()));
     }
 }

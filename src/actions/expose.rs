@@ -26,8 +26,8 @@ use crate::control::validate::{Context, HostFacts, app_name, exact_keys, owned, 
 use crate::docker::{Engine, EngineError, ProgressSink};
 use crate::text::for_terminal as esc;
 use crate::vocab::{
-    Action, AppName, Code, ContainerId, EDGE_CONTAINER, EdgeChange, EdgeConfig, ExposedName, Exposure,
-    PlanId, Refusal, refuse,
+    AcmeOrder, Action, AppName, CertSource, Code, ContainerId, EDGE_CONTAINER, EdgeChange, EdgeConfig,
+    ExposedName, Exposure, PlanId, Refusal, refuse,
 };
 
 /// An expose's payload.
@@ -77,7 +77,17 @@ impl PlanAction for Expose {
         let change = EdgeChange {
             plan_id: ctx.plan_id.clone(),
             config: config_with(ctx, edge, &app, Some(&exposure)),
-            install: exposure.names.clone(),
+            install: exposure
+                .names
+                .iter()
+                .filter(|n| matches!(n.source, CertSource::File { .. }))
+                .cloned()
+                .collect(),
+            obtain: edge
+                .acme
+                .clone()
+                .map(|acme| AcmeOrder { acme, names: exposure.acme_names() })
+                .filter(|o| !o.names.is_empty()),
             remove: Vec::new(),
             connect: Some(app.names().edge_network),
             disconnect: None,
@@ -149,12 +159,20 @@ fn certified(
     let mut exposed = Vec::new();
     let mut problems = Vec::new();
     for name in names {
-        match edge.certificates.get(name) {
-            None => problems.push(format!("{name} has no entry in the policy's edge.certificates")),
-            Some(files) => match facts.certificate(files) {
-                Ok(cert_sha256) => {
-                    exposed.push(ExposedName { name: name.clone(), files: files.clone(), cert_sha256 })
-                }
+        // The operator's files first; ACME for a name without any.
+        match (edge.certificates.get(name), &edge.acme) {
+            (None, Some(acme)) => exposed.push(ExposedName {
+                name: name.clone(),
+                source: CertSource::Acme { directory: acme.directory.clone() },
+            }),
+            (None, None) => problems.push(format!(
+                "{name} has no entry in the policy's edge.certificates (and the policy names no edge.acme)"
+            )),
+            (Some(files), _) => match facts.certificate(files) {
+                Ok(cert_sha256) => exposed.push(ExposedName {
+                    name: name.clone(),
+                    source: CertSource::File { files: files.clone(), cert_sha256 },
+                }),
                 Err(problem) => problems.push(format!("{name}: {problem}")),
             },
         }

@@ -158,6 +158,7 @@ pub(super) fn edge(cause: &EngineError, id: &PlanId) -> Refusal {
             "A name did not reach its app through the edge with 2xx/3xx in time".to_owned()
         }
         EngineError::EdgeNotRunning => "The edge was not running".to_owned(),
+        EngineError::Acme(error) => format!("No certificate came from ACME ({}: {error})", error.code()),
         other => format!("The edge change failed ({other})"),
     };
     Refusal::new(

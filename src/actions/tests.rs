@@ -1154,6 +1154,7 @@ fn remove_app_keeps_data_unless_purge_data_is_true() {
 }
 
 mod backup;
+mod edge;
 mod scope;
 mod server_names;
 

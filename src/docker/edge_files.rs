@@ -24,7 +24,7 @@ use sha2::{Digest as _, Sha256};
 
 use super::EngineError;
 use crate::nginx::edge::cert_files;
-use crate::vocab::{EDGE_UID, ExposedName, ServerName};
+use crate::vocab::{CertSource, EDGE_UID, ExposedName, ServerName};
 
 /// The largest certificate chain or key we read (a chain of a few
 /// certificates is a few KiB).
@@ -38,6 +38,18 @@ pub fn edge_dir(state_dir: &Path) -> PathBuf {
 /// Where the edge's copies of the certificates are (mounted read-only).
 pub fn certs_dir(edge_dir: &Path) -> PathBuf {
     edge_dir.join("certs")
+}
+
+/// Where the edge serves the ACME challenges from (mounted read-only):
+/// lego writes its answers here.
+pub fn webroot(edge_dir: &Path) -> PathBuf {
+    edge_dir.join("acme-webroot")
+}
+
+/// Where lego keeps the ACME account and the certificates it obtained
+/// (root's, 0700: `crate::docker::acme`).
+pub fn acme_state(edge_dir: &Path) -> PathBuf {
+    edge_dir.join("acme")
 }
 
 /// Why an operator's certificate file cannot be used, in the operator's words.
@@ -105,7 +117,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 /// reads its files through the bind mounts); an existing one must be a
 /// real directory of root's that nobody else can write.
 pub(super) fn make_dirs(edge_dir: &Path) -> Result<(), EngineError> {
-    for dir in [edge_dir.to_path_buf(), certs_dir(edge_dir)] {
+    for dir in [edge_dir.to_path_buf(), certs_dir(edge_dir), webroot(edge_dir)] {
         match std::fs::symlink_metadata(&dir) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 DirBuilder::new()
@@ -129,14 +141,31 @@ pub(super) fn make_dirs(edge_dir: &Path) -> Result<(), EngineError> {
 /// Installs the edge's copies of one name's certificate and key, once the
 /// certificate is checked to be the one the plan sealed.
 pub(super) fn install(certs: &Path, exposed: &ExposedName) -> Result<(), EngineError> {
+    let CertSource::File { files, cert_sha256 } = &exposed.source else { return Ok(()) };
     let changed = EngineError::Host { step: "read the certificate the plan sealed (it changed or is gone)" };
-    let cert = read_operator_file(&exposed.files.cert, false).map_err(|_| changed.clone())?;
-    if sha256_hex(&cert) != exposed.cert_sha256 {
+    let cert = read_operator_file(&files.cert, false).map_err(|_| changed.clone())?;
+    if sha256_hex(&cert) != *cert_sha256 {
         return Err(changed);
     }
-    let key = read_operator_file(&exposed.files.key, true)
+    let key = read_operator_file(&files.key, true)
         .map_err(|_| EngineError::Host { step: "read the certificate's key" })?;
     let (cert_name, key_name) = cert_files(&exposed.name);
+    write_copy(certs, &cert_name, &cert, 0o644, None)?;
+    write_copy(certs, &key_name, &key, 0o400, Some(EDGE_UID))
+}
+
+/// Installs the edge's copies of an ACME certificate (lego's chain and
+/// key, root's own files) for `name`.
+pub(super) fn install_acme(
+    certs: &Path,
+    name: &ServerName,
+    files: &crate::vocab::AcmeFiles,
+) -> Result<(), EngineError> {
+    let cert = read_operator_file(&files.certificate, false)
+        .map_err(|_| EngineError::Host { step: "read the certificate lego obtained" })?;
+    let key = read_operator_file(&files.key, true)
+        .map_err(|_| EngineError::Host { step: "read the key of the certificate lego obtained" })?;
+    let (cert_name, key_name) = cert_files(name);
     write_copy(certs, &cert_name, &cert, 0o644, None)?;
     write_copy(certs, &key_name, &key, 0o400, Some(EDGE_UID))
 }

@@ -127,6 +127,9 @@ pub enum EngineError {
     AddressTaken { address: std::net::SocketAddr },
     /// An expose or unexpose found no running edge: nothing was changed.
     EdgeNotRunning,
+    /// The ACME CA gave no certificate (issue 39): asked before the edge
+    /// changed, so nothing was changed.
+    Acme(crate::vocab::AcmeError),
 }
 
 impl fmt::Display for EngineError {
@@ -179,6 +182,7 @@ impl fmt::Display for EngineError {
                 write!(f, "{address} is taken by another listener; nothing was created")
             }
             EngineError::EdgeNotRunning => f.write_str("the edge is not running; nothing was changed"),
+            EngineError::Acme(error) => write!(f, "no certificate from ACME ({}): {error}", error.code()),
         }
     }
 }
@@ -201,6 +205,7 @@ impl EngineError {
                 | EngineError::BackupFailed { .. }
                 | EngineError::AddressTaken { .. }
                 | EngineError::EdgeNotRunning
+                | EngineError::Acme(_)
         )
     }
 

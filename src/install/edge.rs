@@ -23,7 +23,7 @@ use crate::host::request_row;
 use crate::host::{HostPaths, ShippedHost, process_check, terminal};
 use crate::nginx::edge::{Switches, render};
 use crate::text::for_terminal as esc;
-use crate::vocab::{Code, EDGE_CONTAINER, EdgeConfig, Refusal};
+use crate::vocab::{AcmeOrder, Code, EDGE_CONTAINER, EdgeConfig, Refusal};
 
 /// One of the commands in the shipped binary: root, the fixed paths.
 pub fn run(command: fn(&HostPaths) -> Result<String, Refusal>) -> Exit {
@@ -113,15 +113,66 @@ pub fn status(paths: &HostPaths) -> Result<String, Refusal> {
         for name in &exposure.names {
             let _ = writeln!(
                 out,
-                "{}: {} with {} (sha256 {})",
+                "{}: {} with {}",
                 esc(record.app.as_str()),
                 esc(name.name.as_str()),
-                esc(&name.files.cert.display().to_string()),
-                &name.cert_sha256[..16.min(name.cert_sha256.len())]
+                esc(&name.source.describe())
             );
         }
     }
     Ok(out)
+}
+
+/// How many days before its expiry `edge renew` renews a certificate
+/// (Let's Encrypt's advice for its 90-day certificates).
+pub const RENEW_DAYS: u32 = 30;
+
+/// `edge renew` in the shipped binary (the package's
+/// volce-lab-edge-renew.timer runs it daily): exits 1 when a renewal failed.
+pub fn run_renew(days: u32) -> Exit {
+    if let Err(refusal) = process_check() {
+        return terminal(Err(refusal));
+    }
+    match renew(&ShippedHost::shipped().paths, days) {
+        Ok((text, true)) => terminal(Ok(text)),
+        Ok((text, false)) => {
+            print!("{text}");
+            Exit::Failure
+        }
+        Err(refusal) => terminal(Err(refusal)),
+    }
+}
+
+/// `edge renew`: for each exposed app with names certified by ACME, its
+/// certificate renewed when fewer than `days` are left, the edge's copies
+/// replaced and the edge reloaded. A line per app, and whether all went well.
+pub fn renew(paths: &HostPaths, days: u32) -> Result<(String, bool), Refusal> {
+    let (_, edge) = configured(paths)?;
+    let Some(acme) = edge.acme.clone() else {
+        return Ok(("The policy names no edge.acme: nothing to renew.\n".into(), true));
+    };
+    let engine = DockerClient::new(paths.state_dir.clone());
+    let (mut out, mut all) = (String::new(), true);
+    for record in records(paths)?.values() {
+        let names = record.exposed.as_ref().map(|e| e.acme_names()).unwrap_or_default();
+        if names.is_empty() {
+            continue;
+        }
+        let order = AcmeOrder { acme: acme.clone(), names };
+        let line = match engine.edge_renew(&order, days) {
+            Ok(true) => "renewed; the edge serves the new certificate".to_owned(),
+            Ok(false) => format!("not due (more than {days} days left)"),
+            Err(error) => {
+                all = false;
+                format!("FAILED: {error}; the edge serves the certificate it had")
+            }
+        };
+        let _ = writeln!(out, "{}: {line}", esc(record.app.as_str()));
+    }
+    if out.is_empty() {
+        out.push_str("No exposed name has a certificate from ACME: nothing to renew.\n");
+    }
+    Ok((out, all))
 }
 
 /// `edge disable`: removes the edge, its network and its files; refused

@@ -26,6 +26,20 @@ use super::GATEWAY_LISTEN_PORT;
 
 /// Where the edge's certificates are mounted (read-only) in its container.
 pub const CERT_DIR: &str = "/etc/volce-lab-edge/certs";
+/// Where the ACME client's HTTP-01 answers are mounted (read-only): the
+/// webroot lego writes `.well-known/acme-challenge/<token>` into.
+pub const ACME_WEBROOT: &str = "/etc/volce-lab-edge/acme";
+
+/// The location that answers the ACME CA's HTTP-01 challenges, on plain
+/// HTTP for every name: a name is challenged before it is exposed.
+fn challenges() -> String {
+    format!(
+        "        location /.well-known/acme-challenge/ {{
+            root {ACME_WEBROOT};
+        }}
+"
+    )
+}
 
 /// One exposed app: its names, primary first.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,6 +100,11 @@ http {{
     }}
     server {{
         listen {http} default_server;
+{challenges}        location / {{
+            return 404;
+        }}
+    }}
+    server {{
         listen {probe} default_server;
         return 404;
     }}
@@ -94,6 +113,7 @@ http {{
         https = EDGE_HTTPS_PORT,
         http = EDGE_HTTP_PORT,
         probe = EDGE_PROBE_PORT,
+        challenges = challenges(),
     )
 }
 
@@ -147,8 +167,9 @@ fn http_server(name: &ServerName, gateway: &str, switches: &Switches) -> String 
         "    server {{
         listen {EDGE_HTTP_PORT};
         server_name {name};
-{body}    }}
-"
+{challenges}{body}    }}
+",
+        challenges = challenges(),
     )
 }
 
@@ -193,6 +214,8 @@ mod tests {
         }
         assert!(conf.contains("return 301 https://shop.example.com:18443$request_uri;"));
         assert!(conf.contains("ssl_reject_handshake on;"));
+        // Every name's plain HTTP, and any other name's, answers challenges.
+        assert_eq!(conf.matches("location /.well-known/acme-challenge/").count(), 4);
     }
 
     #[test]

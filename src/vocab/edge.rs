@@ -14,7 +14,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::{HealthPath, PlanId, ServerName};
+use super::{AcmeContact, AcmeDirectory, HealthPath, PlanId, ServerName};
 
 /// The edge's container and the network its ports are published on. The
 /// underscore keeps them apart from every app's names (`vl-<app>...`: an
@@ -52,6 +52,23 @@ pub struct EdgeConfig {
     /// Whether HTTPS answers carry `Strict-Transport-Security` (one year).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub hsts: bool,
+    /// Where a name without a file of `certificates` gets one (RFC 8555,
+    /// HTTP-01 through the edge's plain HTTP address). Absent, every name
+    /// needs its files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acme: Option<AcmeConfig>,
+}
+
+/// The policy's `edge.acme`: the CA's directory and the account's contact.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AcmeConfig {
+    pub directory: AcmeDirectory,
+    pub contact: AcmeContact,
+    /// The CA certificates lego trusts for the directory's own TLS, for a
+    /// private CA (a test's pebble); absent, the system's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub directory_ca: Option<PathBuf>,
 }
 
 fn yes() -> bool {
@@ -70,6 +87,11 @@ impl EdgeConfig {
         }
         if self.http == self.https {
             return Some("edge.http and edge.https must be different addresses".into());
+        }
+        if let Some(ca) = self.acme.as_ref().and_then(|a| a.directory_ca.as_ref())
+            && !ca.to_str().is_some_and(|t| t.starts_with('/') && !t.split('/').any(|p| p == ".."))
+        {
+            return Some("edge.acme.directory_ca must be an absolute path without '..'".into());
         }
         self.certificates.iter().find_map(|(name, files)| {
             (!files.is_absolute()).then(|| {
@@ -106,15 +128,49 @@ impl CertificateFiles {
     }
 }
 
-/// One name an exposure serves and the certificate it serves it with: the
-/// operator's files, and the sha256 of the certificate's bytes when the plan
-/// was made (a certificate replaced since voids the plan).
+/// One name an exposure serves and where its certificate comes from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExposedName {
     pub name: ServerName,
-    pub files: CertificateFiles,
-    pub cert_sha256: String,
+    pub source: CertSource,
+}
+
+/// One certificate to obtain from the policy's ACME directory for these
+/// names (primary first); the engine adds where lego keeps its state and
+/// where the edge serves the challenges.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AcmeOrder {
+    pub acme: AcmeConfig,
+    pub names: Vec<ServerName>,
+}
+
+/// Where an exposed name's certificate comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum CertSource {
+    /// The operator's files, and the sha256 of the certificate's bytes when
+    /// the plan was made (a certificate replaced since voids the plan).
+    File { files: CertificateFiles, cert_sha256: String },
+    /// The policy's ACME directory: obtained when the plan executes,
+    /// renewed by `volce-lab-host edge renew`.
+    Acme { directory: AcmeDirectory },
+}
+
+impl CertSource {
+    /// The source in the operator's words, for `show` and `edge status`.
+    pub fn describe(&self) -> String {
+        match self {
+            CertSource::File { files, cert_sha256 } => format!(
+                "certificate {} (sha256 {}), key {}",
+                files.cert.display(),
+                &cert_sha256[..16.min(cert_sha256.len())],
+                files.key.display()
+            ),
+            CertSource::Acme { directory } => format!("a certificate from ACME at {directory}"),
+        }
+    }
 }
 
 /// What an app's record keeps of its exposure: each of its names with its
@@ -130,6 +186,15 @@ impl Exposure {
     pub fn describe(&self) -> String {
         self.names.iter().map(|n| n.name.as_str()).collect::<Vec<_>>().join(", ")
     }
+
+    /// The names whose certificate comes from ACME, primary first.
+    pub fn acme_names(&self) -> Vec<ServerName> {
+        self.names
+            .iter()
+            .filter(|n| matches!(n.source, CertSource::Acme { .. }))
+            .map(|n| n.name.clone())
+            .collect()
+    }
 }
 
 /// What an expose or unexpose asks of the edge (the engine's
@@ -141,9 +206,13 @@ pub struct EdgeChange {
     pub plan_id: PlanId,
     /// The edge's whole new nginx.conf.
     pub config: String,
-    /// The certificates to copy in first (expose).
+    /// The certificates to copy in first (expose): the operator's files.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub install: Vec<ExposedName>,
+    /// The names to obtain one certificate for from ACME first (expose),
+    /// primary first, and from where.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub obtain: Option<AcmeOrder>,
     /// The names whose copies go once the new config serves (unexpose).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub remove: Vec<ServerName>,

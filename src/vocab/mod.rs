@@ -68,8 +68,8 @@ pub use data::{
     uncovered_volumes,
 };
 pub use edge::{
-    CertificateFiles, EDGE_CONTAINER, EDGE_HTTP_PORT, EDGE_HTTPS_PORT, EDGE_NETWORK, EDGE_PROBE_PORT,
-    EDGE_ROLE, EDGE_UID, EdgeChange, EdgeConfig, ExposedName, Exposure,
+    AcmeConfig, AcmeOrder, CertSource, CertificateFiles, EDGE_CONTAINER, EDGE_HTTP_PORT, EDGE_HTTPS_PORT,
+    EDGE_NETWORK, EDGE_PROBE_PORT, EDGE_ROLE, EDGE_UID, EdgeChange, EdgeConfig, ExposedName, Exposure,
 };
 pub use engine::{Capacity, ContainerLimits, DeploySpec, StartSpec, Step, TaskSpec, UpdateSpec};
 pub use env_file::{

@@ -36,13 +36,19 @@ static PEBBLE_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// pebble and its DNS stub, with a CA of the test's own for pebble's TLS
 /// (Debian's package ships no test certificate); killed when dropped.
-struct Pebble {
+pub(crate) struct Pebble {
     dir: tempfile::TempDir,
     children: Vec<Child>,
 }
 
 impl Pebble {
     fn start() -> Pebble {
+        Pebble::start_with(HTTP_PORT)
+    }
+
+    /// pebble asking the HTTP-01 answers on 127.0.0.1:`http_port` (the
+    /// edge's plain HTTP port in the edge's test).
+    pub(crate) fn start_with(http_port: u16) -> Pebble {
         assert!(
             nix::unistd::geteuid().is_root(),
             "suite host_acme runs lego as root: run it through scripts/test"
@@ -60,8 +66,8 @@ impl Pebble {
             "managementListenAddress": format!("127.0.0.1:{MANAGEMENT_PORT}"),
             "certificate": dir.path().join("tls.pem"),
             "privateKey": dir.path().join("tls.key"),
-            "httpPort": HTTP_PORT,
-            "tlsPort": HTTP_PORT + 1,
+            "httpPort": http_port,
+            "tlsPort": http_port + 1,
             "ocspResponderURL": "",
             "externalAccountBindingRequired": false,
         }});
@@ -115,17 +121,17 @@ impl Pebble {
         self.children.push(child);
     }
 
-    fn ca(&self) -> PathBuf {
+    pub(crate) fn ca(&self) -> PathBuf {
         self.dir.path().join("ca.pem")
     }
 
-    fn directory() -> AcmeDirectory {
+    pub(crate) fn directory() -> AcmeDirectory {
         AcmeDirectory::parse(&format!("https://127.0.0.1:{DIRECTORY_PORT}/dir")).unwrap()
     }
 
     /// pebble's root, from its management API (it makes a new one at
     /// each start).
-    fn root(&self) -> PathBuf {
+    pub(crate) fn root(&self) -> PathBuf {
         let root = self.dir.path().join("root.pem");
         let url = format!("https://127.0.0.1:{MANAGEMENT_PORT}/roots/0");
         let ca = self.ca().display().to_string();

@@ -30,10 +30,11 @@ use crate::docker::gateway_file::{
     backup, open_managed_config, read_bounded, remove_app_dir, rewrite, write_new_config,
 };
 use crate::docker::host_probe::{address_free, http_get};
-use crate::nginx::edge::CERT_DIR;
+use crate::nginx::edge::{ACME_WEBROOT, CERT_DIR};
 use crate::vocab::{
-    ContainerId, ContainerLimits, EDGE_CONTAINER, EDGE_HTTP_PORT, EDGE_HTTPS_PORT, EDGE_NETWORK,
-    EDGE_PROBE_PORT, EDGE_ROLE, EDGE_UID, EdgeChange, EdgeConfig, HealthPath, ImageRef, LABEL_ROLE,
+    AcmeOrder, AcmeSpec, ContainerId, ContainerLimits, EDGE_CONTAINER, EDGE_HTTP_PORT, EDGE_HTTPS_PORT,
+    EDGE_NETWORK, EDGE_PROBE_PORT, EDGE_ROLE, EDGE_UID, EdgeChange, EdgeConfig, HealthPath, ImageRef,
+    LABEL_ROLE, Renewal,
 };
 
 /// What `edge enable` starts the edge with.
@@ -128,7 +129,7 @@ impl<R: Runner> DockerClient<R> {
         let conf = write_new_config(&dir, setup.nginx_conf)?;
         let labels = argv(&["--label", &format!("{LABEL_ROLE}={EDGE_ROLE}")]);
         self.call("create the edge network", edge_network(labels.clone(), EDGE_NETWORK), QUICK)?;
-        let mounts = mounts(&conf, &certs_dir(&dir));
+        let mounts = mounts(&conf, &dir);
         let user = format!("{EDGE_UID}:{EDGE_UID}");
         let mut args = argv(&["run", "--rm", "--name", "vl_edge-check"]);
         args.extend(labels.clone());
@@ -193,6 +194,11 @@ impl<R: Runner> DockerClient<R> {
         let certs = certs_dir(&dir);
         let mut file = open_managed_config(&dir)?;
         let old = String::from_utf8(read_bounded(&mut file)?).map_err(|_| EngineError::ManagedFileChanged)?;
+        if let Some(order) = &change.obtain {
+            // First, while the edge serves as before: nothing of it has
+            // changed when the CA refuses.
+            self.obtain(&dir, order)?;
+        }
         for exposed in &change.install {
             edge_files::install(&certs, exposed)?;
         }
@@ -258,6 +264,45 @@ impl<R: Runner> DockerClient<R> {
         }
     }
 
+    /// One certificate from the policy's ACME directory for the order's
+    /// names (lego answering the challenges through the edge's webroot),
+    /// and the edge's copies of it for each name.
+    fn obtain(&self, dir: &Path, order: &AcmeOrder) -> Result<(), EngineError> {
+        let spec = acme_spec(dir, order);
+        // The helper runs with umask 077; lego's challenge files must be
+        // readable by the edge's uid through the webroot's mount.
+        let before = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o022));
+        let obtained = crate::docker::acme::obtain(&spec);
+        nix::sys::stat::umask(before);
+        let certificate = obtained.map_err(EngineError::Acme)?;
+        for name in &order.names {
+            edge_files::install_acme(&certs_dir(dir), name, &certificate.files)?;
+        }
+        Ok(())
+    }
+
+    /// `edge renew`: the certificate of `order`'s names renewed when it has
+    /// fewer than `days` left, and then the edge's copies replaced and the
+    /// edge reloaded. Whether it was renewed.
+    pub fn edge_renew(&self, order: &AcmeOrder, days: u32) -> Result<bool, EngineError> {
+        let dir = self.edge_dir();
+        let spec = acme_spec(&dir, order);
+        let before = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o022));
+        let renewed = crate::docker::acme::renew(&spec, days);
+        nix::sys::stat::umask(before);
+        match renewed.map_err(EngineError::Acme)? {
+            Renewal::NotDue { .. } => Ok(false),
+            Renewal::Renewed { certificate } => {
+                for name in &order.names {
+                    edge_files::install_acme(&certs_dir(&dir), name, &certificate.files)?;
+                }
+                let state = self.edge_state()?.filter(|s| s.running).ok_or(EngineError::EdgeNotRunning)?;
+                self.edge_reload(&state.id)?;
+                Ok(true)
+            }
+        }
+    }
+
     /// `nginx -t` in the edge, then a graceful reload.
     fn edge_reload(&self, id: &ContainerId) -> Result<(), EngineError> {
         self.nginx_test("nginx -t in the edge", argv(&["exec", id.as_str(), NGINX, "-t"]), NGINX_TEST)?;
@@ -278,18 +323,34 @@ impl<R: Runner> DockerClient<R> {
     }
 }
 
+/// What lego is asked for an order: the policy's directory and contact,
+/// the names, and the edge's webroot and ACME state.
+pub fn acme_spec(edge_dir: &Path, order: &AcmeOrder) -> AcmeSpec {
+    AcmeSpec {
+        directory: order.acme.directory.clone(),
+        contact: order.acme.contact.clone(),
+        names: order.names.clone(),
+        webroot: edge_files::webroot(edge_dir),
+        state_dir: edge_files::acme_state(edge_dir),
+        directory_ca: order.acme.directory_ca.clone(),
+    }
+}
+
 /// `ADDRESS:PORT:CONTAINER_PORT` for `--publish` (an IPv6 address in brackets).
 fn publish(address: SocketAddr, container_port: u16) -> String {
     format!("{address}:{container_port}")
 }
 
-/// The edge's two read-only bind mounts: its config and its certificate copies.
-fn mounts(conf: &Path, certs: &Path) -> Vec<String> {
+/// The edge's three read-only bind mounts: its config, its certificate
+/// copies, and the webroot of the ACME challenges.
+fn mounts(conf: &Path, edge: &Path) -> Vec<String> {
     vec![
         "--mount".to_owned(),
         format!("type=bind,source={},target={GATEWAY_CONFIG_PATH},readonly", conf.display()),
         "--mount".to_owned(),
-        format!("type=bind,source={},target={CERT_DIR},readonly", certs.display()),
+        format!("type=bind,source={},target={CERT_DIR},readonly", certs_dir(edge).display()),
+        "--mount".to_owned(),
+        format!("type=bind,source={},target={ACME_WEBROOT},readonly", edge_files::webroot(edge).display()),
     ]
 }
 

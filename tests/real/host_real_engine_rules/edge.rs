@@ -256,3 +256,54 @@ fn exposed_apps_answer_over_https_with_their_own_certificates_until_taken_off() 
     assert!(!docker(&["network", "inspect", "vl_edge"]).0, "its network is gone");
     assert!(!host.paths.state_dir.join("edge").exists(), "its files are gone");
 }
+
+/// Tried: a name with no files but the policy's `edge.acme` (Debian's
+/// pebble, its challenges asked through the edge's own plain HTTP port):
+/// the expose plan obtains its certificate, the edge serves it (verified
+/// against pebble's root); `edge renew` leaves it when it is not due, and
+/// with the lifetime asked shortened past what it has left it renews it and
+/// the edge serves the new one.
+#[test]
+#[ignore = "real parts: run by scripts/test"]
+fn a_name_without_files_gets_its_certificate_from_acme_through_the_edge_and_renews_it() {
+    let _turn = take_turn();
+    let pebble = crate::host_acme::Pebble::start_with(HTTP);
+    let lab = Lab::new("racme");
+    let dir = tempfile::tempdir().unwrap();
+    let name = lab.server_name();
+    let mut policy = lab.policy.clone();
+    policy["edge"] = json!({"http": format!("127.0.0.1:{HTTP}"), "https": format!("127.0.0.1:{HTTPS}"),
+        "acme": {"directory": crate::host_acme::Pebble::directory(), "contact": "ops@volce-lab.test",
+                 "directory_ca": pebble.ca()}});
+    let policy_path = dir.path().join("policy.json");
+    std::fs::write(&policy_path, policy.to_string()).unwrap();
+    let host = Host::with_policy(lab, policy_path);
+    let _edge = EdgeGuard(host.paths.state_dir.clone());
+    operator::enable(&host.paths).unwrap();
+    host.deploy("web");
+
+    let reply = host.plan("expose", json!({"app": host.lab.app}));
+    let id = reply["result"]["id"].as_str().unwrap_or_else(|| panic!("{reply}")).to_owned();
+    let shown = host.plan_json(&id).to_string();
+    assert!(shown.contains("a certificate from ACME at https://127.0.0.1:14780/dir"), "{shown}");
+    host.approve(&id);
+    let started = std::time::Instant::now();
+    let done = host.execute(&id);
+    assert_eq!(done["result"]["outcome"], "completed", "{done}");
+    eprintln!("expose with a certificate from pebble: {:?}", started.elapsed());
+    let root = pebble.root();
+    assert_eq!(https(&root, &name), Some(200), "served with pebble's certificate");
+    let first = served_certificate(&name);
+
+    let (text, all) = operator::renew(&host.paths, 30).unwrap();
+    assert!(all && text.contains("not due"), "{text}");
+    assert_eq!(served_certificate(&name), first);
+    let (text, all) = operator::renew(&host.paths, 3650).unwrap();
+    assert!(all && text.contains("renewed"), "{text}");
+    assert_ne!(served_certificate(&name), first, "the renewed certificate is served");
+    assert_eq!(https(&root, &name), Some(200));
+
+    let done = approved(&host, "unexpose", json!({"app": host.lab.app}));
+    assert_eq!(done["result"]["outcome"], "completed", "{done}");
+    operator::disable(&host.paths).unwrap();
+}

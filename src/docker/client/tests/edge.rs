@@ -40,6 +40,7 @@ fn a_config_the_edge_refuses_is_put_back_reloaded_and_its_network_left() {
         plan_id: PlanId::random(),
         config: "new config\n".into(),
         install: vec![],
+        obtain: None,
         remove: vec![],
         connect: Some("vl-shop_edge".into()),
         disconnect: None,
