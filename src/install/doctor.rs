@@ -76,6 +76,8 @@ pub struct PolicyFacts {
     pub signed_approvals: Option<crate::control::policy::SignedApprovals>,
     /// The policy's `backup`: `None`, no backups.
     pub backup: Option<crate::vocab::BackupConfig>,
+    /// Whether the policy has an `edge`.
+    pub edge: bool,
 }
 
 /// What doctor reads of a local image (`docker image inspect`'s `Config`);
@@ -132,6 +134,10 @@ pub trait DoctorProbe {
     /// networks without today's options); empty when this probe cannot ask.
     fn app_networks(&self, _state_dir: &Path) -> Result<Vec<engine::AppNetwork>, String> {
         Ok(Vec::new())
+    }
+    /// The HTTPS edge (`edge::read_edge`); `None` when this probe cannot tell.
+    fn edge(&self, _state_dir: &Path) -> Option<Result<edge::EdgeFacts, String>> {
+        None
     }
     /// Whether the host's system logger listens on /dev/log (a plan that
     /// waits for approval is announced there); `None` when this probe
@@ -198,6 +204,13 @@ pub fn diagnose(paths: &DoctorPaths, probe: &dyn DoctorProbe) -> Vec<Finding> {
         data::check_backups(backup, facts, now, &mut findings);
     }
     data::check_data(data_facts, needed, &mut findings);
+    if let Some(facts) = probe.edge(&paths.state_dir) {
+        let configured = probe.policy(&paths.policy).is_ok_and(|p| p.edge);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        edge::check_edge(configured, facts, now, &mut findings);
+    }
     match probe.docker_version() {
         Ok(version) => {
             findings.push(ok("docker", format!("engine reachable (version {version})")));
@@ -403,6 +416,7 @@ mod tests;
 
 mod allowed_signers;
 pub mod data;
+pub mod edge;
 pub mod engine;
 mod finding;
 pub mod loader;

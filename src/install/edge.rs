@@ -40,12 +40,19 @@ pub fn enable(paths: &HostPaths) -> Result<String, Refusal> {
         Some(state) if state.running => {
             return Ok(format!("The edge already runs ({}); nothing was changed.\n", describe(edge, &state)));
         }
-        Some(_) => {
-            return Err(Refusal::new(
-                Code::EdgeInUse,
-                "The edge's container is there but stopped (stopped by hand?); nothing was changed. Run \
-                 `volce-lab-host edge disable`, then `volce-lab-host edge enable` again.",
-            ));
+        Some(state) => {
+            // Stopped by hand, or the engine did not bring it back: start it
+            // as it is, serving what the records say it serves.
+            let state = engine.edge_start(&state.id).map_err(|error| {
+                Refusal::new(
+                    Code::EngineUnavailable,
+                    format!(
+                        "The edge's container is there but stopped, and starting it failed ({error}). Read \
+                         `docker logs vl_edge`, or run `volce-lab-host edge disable` once no app is exposed."
+                    ),
+                )
+            })?;
+            return Ok(format!("The edge was stopped; it runs again ({}).\n", describe(edge, &state)));
         }
         None => {}
     }

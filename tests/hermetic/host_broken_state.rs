@@ -94,6 +94,7 @@ pub(crate) fn doctor_findings(h: &Harness) -> Vec<Finding> {
                 has_data: false,
                 signed_approvals: None,
                 backup: None,
+                edge: false,
             })
         }
         fn store(&self, state_dir: &Path) -> Result<Option<StoreHealth>, String> {

@@ -161,6 +161,18 @@ impl<R: Runner> DockerClient<R> {
         }
     }
 
+    /// Starts a stopped edge of ours and sees it answer.
+    pub fn edge_start(&self, id: &ContainerId) -> Result<EdgeState, EngineError> {
+        self.call("start the edge", argv(&["start", id.as_str()]), QUICK)?;
+        let state = self.edge_state()?.ok_or(EngineError::EdgeNotRunning)?;
+        match state.probe_port {
+            Some(port) if self.answers(port, "volce-lab-edge-probe", &HealthPath::default(), |_| true) => {
+                Ok(state)
+            }
+            _ => Err(EngineError::HealthCheckFailed),
+        }
+    }
+
     /// Removes the edge: its container and network (ours only) and its
     /// directory. Whether anything routes through it is the caller's.
     pub fn edge_remove(&self) -> Result<(), EngineError> {

@@ -68,6 +68,7 @@ pub fn load_policy_facts(path: &Path) -> Result<PolicyFacts, String> {
         env_files,
         has_data,
         signed_approvals: policy.signed_approvals,
+        edge: policy.edge.is_some(),
         backup: policy.backup,
     })
 }
@@ -218,6 +219,10 @@ impl DoctorProbe for SystemProbe {
 
     fn app_networks(&self, state_dir: &Path) -> Result<Vec<super::engine::AppNetwork>, String> {
         read_app_networks(state_dir)
+    }
+
+    fn edge(&self, state_dir: &Path) -> Option<Result<super::edge::EdgeFacts, String>> {
+        Some(super::edge::read_edge(state_dir))
     }
 }
 

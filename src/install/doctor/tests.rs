@@ -54,6 +54,7 @@ impl Default for FakeProbe {
                 has_data: false,
                 signed_approvals: None,
                 backup: None,
+                edge: false,
             }),
             missing_accounts: vec![],
             store: Ok(Some(StoreHealth {
@@ -492,6 +493,7 @@ fn each_broken_probe_variant_fails_its_own_check() {
                     has_data: false,
                     signed_approvals: None,
                     backup: None,
+                    edge: false,
                 }),
                 ..Default::default()
             },

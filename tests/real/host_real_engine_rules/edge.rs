@@ -223,6 +223,17 @@ fn exposed_apps_answer_over_https_with_their_own_certificates_until_taken_off() 
     assert_eq!(done["result"]["outcome"], "completed", "{done}");
     eventually("A answers over HTTPS after its restart", || https(&ca, &a_name) == Some(200));
 
+    // Doctor reads each name's certificate as the edge serves it.
+    let facts = volce_lab::install::doctor::edge::read_edge(&host.paths.state_dir).unwrap();
+    assert_eq!(facts.running, Some(true));
+    assert_eq!(facts.names.len(), 2, "{facts:?}");
+    assert!(facts.names.iter().all(|n| n.not_after.as_ref().is_ok_and(|t| *t > 0)), "{facts:?}");
+    // Stopped by hand: edge enable starts it again, serving the same names.
+    docker_ok(&["stop", "vl_edge"]);
+    let again = operator::enable(&host.paths).unwrap();
+    assert!(again.contains("runs again"), "{again}");
+    assert_eq!(https(&ca, &a_name), Some(200));
+
     // A renewed certificate: the same expose is refused, a new file served.
     let again = host.plan("expose", json!({"app": host.lab.app}));
     assert_eq!(again["code"], "already_exposed", "{again}");
