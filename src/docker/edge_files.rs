@@ -170,6 +170,37 @@ pub(super) fn install_acme(
     write_copy(certs, &key_name, &key, 0o400, Some(EDGE_UID))
 }
 
+/// `edge disable`: the edge's files (its config and backups, the
+/// certificate copies, the challenges' webroot), all ours; the ACME account
+/// and certificates (`acme/`) stay, so enabling again asks the CA for
+/// nothing. The directory goes when nothing else is left.
+pub(super) fn remove_files(edge_dir: &Path) -> Result<(), EngineError> {
+    let step = EngineError::Host { step: "remove the edge's files" };
+    match std::fs::symlink_metadata(edge_dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Ok(meta) if meta.is_dir() && meta.uid() == 0 => {}
+        _ => return Err(step),
+    }
+    for dir in [certs_dir(edge_dir), webroot(edge_dir)] {
+        // Never follows a symlink: one would be removed itself.
+        match std::fs::remove_dir_all(&dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(step),
+            _ => {}
+        }
+    }
+    for entry in std::fs::read_dir(edge_dir).map_err(|_| step.clone())?.flatten() {
+        let name = entry.file_name();
+        let ours = name.to_str().is_some_and(|n| n == "nginx.conf" || n.starts_with("nginx.conf."));
+        if ours && entry.file_type().is_ok_and(|t| t.is_file()) {
+            std::fs::remove_file(entry.path()).map_err(|_| step.clone())?;
+        }
+    }
+    match std::fs::remove_dir(edge_dir) {
+        Err(_) if acme_state(edge_dir).exists() => Ok(()),
+        other => other.map_err(|_| step),
+    }
+}
+
 /// Removes the edge's copies of `name`'s certificate and key, if there.
 pub(super) fn remove(certs: &Path, name: &ServerName) -> Result<(), EngineError> {
     let (cert_name, key_name) = cert_files(name);

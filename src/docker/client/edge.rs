@@ -26,9 +26,7 @@ use super::{
 };
 use crate::docker::EngineError;
 use crate::docker::edge_files::{self, certs_dir, edge_dir};
-use crate::docker::gateway_file::{
-    backup, open_managed_config, read_bounded, remove_app_dir, rewrite, write_new_config,
-};
+use crate::docker::gateway_file::{backup, open_managed_config, read_bounded, rewrite, write_new_config};
 use crate::docker::host_probe::{address_free, http_get};
 use crate::nginx::edge::{ACME_WEBROOT, CERT_DIR};
 use crate::vocab::{
@@ -191,12 +189,7 @@ impl<R: Runner> DockerClient<R> {
         for id in String::from_utf8_lossy(&networks).lines().filter(|l| crate::text::is_lower_hex(l, 64)) {
             self.call("remove the edge network", argv(&["network", "rm", id]), QUICK)?;
         }
-        let dir = self.edge_dir();
-        if dir.exists() {
-            let _ = std::fs::remove_dir_all(certs_dir(&dir));
-            remove_app_dir(&dir)?;
-        }
-        Ok(())
+        edge_files::remove_files(&self.edge_dir())
     }
 
     /// An expose or unexpose: see [`crate::docker::Engine::edge_apply`].
@@ -232,7 +225,13 @@ impl<R: Runner> DockerClient<R> {
             let all = change.probe.iter().all(|name| {
                 self.answers(port, name.as_str(), &change.health_path, |status| (200..400).contains(&status))
             });
-            if all { Ok(()) } else { Err(EngineError::HealthCheckFailed) }
+            // A reload is asynchronous: the names taken off answer the
+            // default server's 404 once the new workers serve alone.
+            let gone = change
+                .remove
+                .iter()
+                .all(|name| self.answers(port, name.as_str(), &change.health_path, |status| status == 404));
+            if all && gone { Ok(()) } else { Err(EngineError::HealthCheckFailed) }
         });
         if let Err(cause) = applied {
             return Err(self.edge_undo(change, &state.id, &mut file, &old, joined, cause));
@@ -315,11 +314,35 @@ impl<R: Runner> DockerClient<R> {
         }
     }
 
-    /// `nginx -t` in the edge, then a graceful reload.
+    /// `nginx -t` in the edge, then a graceful reload, done once no worker
+    /// of the old configuration accepts connections any more.
+    ///
+    /// Why wait: `nginx -s reload` returns at once; the master then starts
+    /// new workers and tells the old ones to stop accepting. Until they do,
+    /// a new connection may still reach an old worker (a name just taken off
+    /// still served, a renewed certificate not yet), so a change is called
+    /// done only when each old worker is gone or says it is shutting down.
     fn edge_reload(&self, id: &ContainerId) -> Result<(), EngineError> {
         self.nginx_test("nginx -t in the edge", argv(&["exec", id.as_str(), NGINX, "-t"]), NGINX_TEST)?;
+        let old = self.accepting_workers(id)?;
         self.call("reload the edge", argv(&["exec", id.as_str(), NGINX, "-s", "reload"]), NGINX_TEST)?;
+        let deadline = std::time::Instant::now() + NGINX_TEST;
+        while self.accepting_workers(id)?.iter().any(|pid| old.contains(pid)) {
+            if std::time::Instant::now() > deadline {
+                return Err(EngineError::Host {
+                    step: "see the edge's old workers stop accepting after its reload",
+                });
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
         Ok(())
+    }
+
+    /// The pids of the edge's nginx workers that accept connections (not
+    /// shutting down), as `docker top` lists them (the host's ps).
+    fn accepting_workers(&self, id: &ContainerId) -> Result<Vec<String>, EngineError> {
+        let out = self.call("list the edge's workers", argv(&["top", id.as_str()]), QUICK)?;
+        Ok(accepting_workers(&String::from_utf8_lossy(&out)))
     }
 
     /// Whether the probe at 127.0.0.1:`port` answers `host` with a status
@@ -348,6 +371,16 @@ pub fn acme_spec(edge_dir: &Path, order: &AcmeOrder) -> AcmeSpec {
     }
 }
 
+/// The pids of `docker top`'s nginx workers that are not shutting down
+/// (its columns: UID PID PPID C STIME TTY TIME CMD).
+fn accepting_workers(top: &str) -> Vec<String> {
+    top.lines()
+        .skip(1)
+        .filter(|line| line.contains("nginx: worker process") && !line.contains("shutting down"))
+        .filter_map(|line| line.split_whitespace().nth(1).map(str::to_owned))
+        .collect()
+}
+
 /// `ADDRESS:PORT:CONTAINER_PORT` for `--publish` (an IPv6 address in brackets).
 fn publish(address: SocketAddr, container_port: u16) -> String {
     format!("{address}:{container_port}")
@@ -369,6 +402,15 @@ fn mounts(conf: &Path, edge: &Path) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_workers_that_still_accept_are_waited_for() {
+        let top = "UID      PID     PPID    C    STIME   TTY   TIME       CMD\n\
+                   64039    4101    4080    0    20:42   ?     00:00:00   nginx: master process nginx -g daemon off;\n\
+                   64039    4150    4101    0    20:42   ?     00:00:00   nginx: worker process is shutting down\n\
+                   64039    4188    4101    0    20:43   ?     00:00:00   nginx: worker process\n";
+        assert_eq!(accepting_workers(top), ["4188"]);
+    }
 
     #[test]
     fn an_address_is_published_as_docker_reads_it() {

@@ -241,6 +241,7 @@ fn exposed_apps_answer_over_https_with_their_own_certificates_until_taken_off() 
     make_cert(certs, &a_name, "a");
     let done = approved(&host, "expose", json!({"app": host.lab.app}));
     assert_eq!(done["result"]["outcome"], "completed", "{done}");
+    // Done means served: the plan waited for the old workers to stop accepting.
     let new = served_certificate(&a_name);
     assert_ne!(old, new, "the renewed certificate is served");
     assert!(std::fs::read_to_string(&a_cert).unwrap().contains(&new));
@@ -295,8 +296,9 @@ fn a_name_without_files_gets_its_certificate_from_acme_through_the_edge_and_rene
 
     let reply = host.plan("expose", json!({"app": host.lab.app}));
     let id = reply["result"]["id"].as_str().unwrap_or_else(|| panic!("{reply}")).to_owned();
-    let shown = host.plan_json(&id).to_string();
-    assert!(shown.contains("a certificate from ACME at https://127.0.0.1:14780/dir"), "{shown}");
+    let shown = host.plan_json(&id);
+    let source = &shown["payload"]["exposure"]["names"][0]["source"];
+    assert_eq!(source, &json!({"acme": {"directory": "https://127.0.0.1:14780/dir"}}), "{shown}");
     host.approve(&id);
     let started = std::time::Instant::now();
     let done = host.execute(&id);
@@ -317,4 +319,8 @@ fn a_name_without_files_gets_its_certificate_from_acme_through_the_edge_and_rene
     let done = approved(&host, "unexpose", json!({"app": host.lab.app}));
     assert_eq!(done["result"]["outcome"], "completed", "{done}");
     operator::disable(&host.paths).unwrap();
+    let edge = host.paths.state_dir.join("edge");
+    let left: Vec<String> =
+        std::fs::read_dir(&edge).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    assert_eq!(left, ["acme"], "only the ACME account and certificates stay");
 }
