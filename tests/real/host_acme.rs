@@ -32,7 +32,7 @@ const STUB_MANAGEMENT_PORT: u16 = 14783;
 const HTTP_PORT: u16 = 15002;
 const OPENSSL: &str = "/usr/bin/openssl";
 
-static PEBBLE_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+pub(crate) static PEBBLE_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// pebble and its DNS stub, with a CA of the test's own for pebble's TLS
 /// (Debian's package ships no test certificate); killed when dropped.

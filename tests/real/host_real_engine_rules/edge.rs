@@ -279,6 +279,8 @@ fn exposed_apps_answer_over_https_with_their_own_certificates_until_taken_off() 
 #[ignore = "real parts: run by scripts/test"]
 fn a_name_without_files_gets_its_certificate_from_acme_through_the_edge_and_renews_it() {
     let _turn = take_turn();
+    // pebble's fixed ports: one pebble at a time in this process.
+    let _pebble_turn = crate::host_acme::PEBBLE_LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let pebble = crate::host_acme::Pebble::start_with(HTTP);
     let lab = Lab::new("racme");
     let dir = tempfile::tempdir().unwrap();
