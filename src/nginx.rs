@@ -42,6 +42,16 @@ impl AccessLog {
     }
 }
 
+/// The `http` lines every nginx.conf of ours holds: the read-only root
+/// leaves only the /tmp tmpfs writable, and no version in answers.
+pub const TEMP_PATHS: &str = "    client_body_temp_path /tmp/client_body;
+    proxy_temp_path /tmp/proxy;
+    fastcgi_temp_path /tmp/fastcgi;
+    uwsgi_temp_path /tmp/uwsgi;
+    scgi_temp_path /tmp/scgi;
+    server_tokens off;
+";
+
 /// The port nginx listens on inside the gateway container.
 pub const GATEWAY_LISTEN_PORT: u16 = 8080;
 /// The network alias of the app container on the app's private network.
@@ -131,13 +141,7 @@ http {{
     # names longer than that at `nginx -t`.
     server_names_hash_bucket_size 512;
     {access_log}
-    client_body_temp_path /tmp/client_body;
-    proxy_temp_path /tmp/proxy;
-    fastcgi_temp_path /tmp/fastcgi;
-    uwsgi_temp_path /tmp/uwsgi;
-    scgi_temp_path /tmp/scgi;
-    server_tokens off;
-    # Requests for any other name get 404 and never reach the app.
+{TEMP_PATHS}    # Requests for any other name get 404 and never reach the app.
     server {{
         listen {listen} default_server;
         return 404;

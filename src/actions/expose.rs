@@ -20,9 +20,8 @@ use serde_json::{Map, Value};
 
 use super::action::{Done, Effect, Impact, PlanAction, RecordChange, config_lines};
 use super::edge::{config_with, names_of, review_names, running_edge};
-use crate::control::app_record::AppState;
 use crate::control::scope::Scope;
-use crate::control::validate::{Context, HostFacts, app_name, exact_keys, owned, recorded};
+use crate::control::validate::{Context, HostFacts, app_name, exact_keys, owned_running};
 use crate::docker::{Engine, EngineError, ProgressSink};
 use crate::text::for_terminal as esc;
 use crate::vocab::{
@@ -54,14 +53,7 @@ impl PlanAction for Expose {
     ) -> Result<(Expose, Impact), Refusal> {
         exact_keys(params, Action::Expose)?;
         let app = app_name(params)?;
-        let record = recorded(&app, ctx)?;
-        if record.state != AppState::Running {
-            return refuse(
-                Code::AppNotRunning,
-                format!("{app} is {}, not running: only a running app is exposed.", record.state.as_str()),
-            );
-        }
-        let record = owned(&app, record, ctx)?;
+        let record = owned_running(&app, ctx)?;
         let edge = running_edge(ctx)?;
         let exposure = certified(&app, &names_of(record), edge, facts)?;
         // Exposed already, an expose serves certificates replaced since

@@ -22,7 +22,7 @@
 
 use crate::vocab::{AppName, EDGE_HTTP_PORT, EDGE_HTTPS_PORT, EDGE_PROBE_PORT, ServerName};
 
-use super::GATEWAY_LISTEN_PORT;
+use super::{GATEWAY_LISTEN_PORT, TEMP_PATHS};
 
 /// Where the edge's certificates are mounted (read-only) in its container.
 pub const CERT_DIR: &str = "/etc/volce-lab-edge/certs";
@@ -82,13 +82,7 @@ events {{ worker_connections 1024; }}
 http {{
     server_names_hash_bucket_size 512;
     access_log off;
-    client_body_temp_path /tmp/client_body;
-    proxy_temp_path /tmp/proxy;
-    fastcgi_temp_path /tmp/fastcgi;
-    uwsgi_temp_path /tmp/uwsgi;
-    scgi_temp_path /tmp/scgi;
-    server_tokens off;
-    # Docker's DNS on the edge's networks: gateways are found by name at
+{TEMP_PATHS}    # Docker's DNS on the edge's networks: gateways are found by name at
     # request time.
     resolver 127.0.0.11 valid=10s ipv6=off;
     ssl_protocols TLSv1.2 TLSv1.3;
