@@ -205,7 +205,11 @@ fn main() {
         state_dir: dir.path().join("state"),
         owner_uid: 0,
     };
-    std::fs::create_dir_all(paths.state_dir.join("apps")).unwrap();
+    // As setup makes it: the state directory root's 0700, before the edge's files go in it.
+    {
+        use std::os::unix::fs::DirBuilderExt as _;
+        std::fs::DirBuilder::new().mode(0o700).create(&paths.state_dir).unwrap();
+    }
     let _cleanup = Cleanup(app.clone(), paths.state_dir.clone());
     volce_lab::install::edge::enable(&paths).expect("edge enable");
     let port =
