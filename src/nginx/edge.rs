@@ -63,6 +63,13 @@ pub fn cert_files(name: &ServerName) -> (String, String) {
     (format!("{name}.crt"), format!("{name}.key"))
 }
 
+/// Whether a config [`render`] made uses `name`'s certificate copies (an
+/// undo keeps those: the config it puts back still needs them).
+pub fn uses_certificate_of(config: &str, name: &ServerName) -> bool {
+    let (cert, _) = cert_files(name);
+    config.contains(&format!("ssl_certificate {CERT_DIR}/{cert};"))
+}
+
 /// Renders the whole edge nginx.conf for `sites`.
 pub fn render(sites: &[Site], switches: &Switches) -> String {
     let mut servers = String::new();
@@ -208,6 +215,8 @@ mod tests {
         }
         assert!(conf.contains("return 301 https://shop.example.com:18443$request_uri;"));
         assert!(conf.contains("ssl_reject_handshake on;"));
+        assert!(uses_certificate_of(&conf, &ServerName::parse("www.shop.example.com").unwrap()));
+        assert!(!uses_certificate_of(&conf, &ServerName::parse("shop.example").unwrap()));
         // Every name's plain HTTP, and any other name's, answers challenges.
         assert_eq!(conf.matches("location /.well-known/acme-challenge/").count(), 4);
     }

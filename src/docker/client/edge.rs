@@ -28,11 +28,11 @@ use crate::docker::EngineError;
 use crate::docker::edge_files::{self, certs_dir, edge_dir};
 use crate::docker::gateway_file::{backup, open_managed_config, read_bounded, rewrite, write_new_config};
 use crate::docker::host_probe::{address_free, http_get};
-use crate::nginx::edge::{ACME_WEBROOT, CERT_DIR};
+use crate::nginx::edge::{ACME_WEBROOT, CERT_DIR, uses_certificate_of};
 use crate::vocab::{
     AcmeOrder, AcmeSpec, ContainerId, ContainerLimits, EDGE_CONTAINER, EDGE_HTTP_PORT, EDGE_HTTPS_PORT,
     EDGE_NETWORK, EDGE_PROBE_PORT, EDGE_ROLE, EDGE_UID, EdgeChange, EdgeConfig, HealthPath, ImageRef,
-    LABEL_ROLE, Renewal,
+    LABEL_ROLE, Renewal, ServerName,
 };
 
 /// What `edge enable` starts the edge with.
@@ -267,7 +267,8 @@ impl<R: Runner> DockerClient<R> {
                 .is_ok()
         });
         let certs = certs_dir(&self.edge_dir());
-        let removed = change.install.iter().all(|e| edge_files::remove(&certs, &e.name).is_ok());
+        let removed =
+            copies_to_undo(change, old).into_iter().all(|name| edge_files::remove(&certs, name).is_ok());
         if restored && left && removed && !cause.outcome_unknown() {
             EngineError::RolledBack { cause: Box::new(cause), app_log: None }
         } else {
@@ -371,6 +372,20 @@ pub fn acme_spec(edge_dir: &Path, order: &AcmeOrder) -> AcmeSpec {
     }
 }
 
+/// The certificate copies an undone change deletes: those it installed or
+/// obtained, except any the old config uses (it is put back and still
+/// serves them).
+fn copies_to_undo<'a>(change: &'a EdgeChange, old: &str) -> Vec<&'a ServerName> {
+    let obtained = change.obtain.iter().flat_map(|order| &order.names);
+    change
+        .install
+        .iter()
+        .map(|e| &e.name)
+        .chain(obtained)
+        .filter(|name| !uses_certificate_of(old, name))
+        .collect()
+}
+
 /// The pids of `docker top`'s nginx workers that are not shutting down
 /// (its columns: UID PID PPID C STIME TTY TIME CMD).
 fn accepting_workers(top: &str) -> Vec<String> {
@@ -410,6 +425,37 @@ mod tests {
                    64039    4150    4101    0    20:42   ?     00:00:00   nginx: worker process is shutting down\n\
                    64039    4188    4101    0    20:43   ?     00:00:00   nginx: worker process\n";
         assert_eq!(accepting_workers(top), ["4188"]);
+    }
+
+    /// Tried: an undone change that obtained a certificate for a name the
+    /// old config already serves (its copies were there before) and for a
+    /// new one: only the new name's copies are deleted.
+    #[test]
+    fn an_undo_keeps_the_copies_the_old_config_still_uses() {
+        use crate::nginx::edge::{Site, Switches, render};
+        use crate::vocab::{AcmeConfig, AcmeContact, AcmeDirectory, AppName, PlanId};
+        let served = ServerName::parse("shop.example.com").unwrap();
+        let new = ServerName::parse("blog.example.com").unwrap();
+        let switches = Switches { redirect_http: true, hsts: false, https_port_suffix: String::new() };
+        let site = Site { app: AppName::parse("shop").unwrap(), names: vec![served.clone()] };
+        let old = render(&[site], &switches);
+        let acme = AcmeConfig {
+            directory: AcmeDirectory::parse("https://acme.example/dir").unwrap(),
+            contact: AcmeContact::parse("ops@example.com").unwrap(),
+            directory_ca: None,
+        };
+        let change = EdgeChange {
+            plan_id: PlanId::random(),
+            config: String::new(),
+            install: vec![],
+            obtain: Some(AcmeOrder { acme, names: vec![served, new.clone()] }),
+            remove: vec![],
+            connect: None,
+            disconnect: None,
+            probe: vec![],
+            health_path: Default::default(),
+        };
+        assert_eq!(copies_to_undo(&change, &old), [&new]);
     }
 
     #[test]
