@@ -67,12 +67,7 @@ pub(super) fn config_with(
 
 /// The change that takes `app`'s exposure off the edge: the config without
 /// it, its network left and its copies deleted once that serves.
-pub(super) fn taken_off(
-    ctx: &Context<'_>,
-    edge: &EdgeConfig,
-    app: &AppName,
-    exposure: &Exposure,
-) -> EdgeChange {
+fn taken_off(ctx: &Context<'_>, edge: &EdgeConfig, app: &AppName, exposure: &Exposure) -> EdgeChange {
     EdgeChange {
         plan_id: ctx.plan_id.clone(),
         config: config_with(ctx, edge, app, None),
@@ -84,6 +79,24 @@ pub(super) fn taken_off(
         probe: Vec::new(),
         health_path: Default::default(),
     }
+}
+
+/// The change that takes `app`'s exposure off the edge, or `None` when no
+/// container of the edge's name exists at all (removed by hand, or lost
+/// with the engine's state): then nothing routes the names any more and
+/// only the app's record forgets them, so the way out is not raw SQL. An
+/// edge that exists but is stopped (or is not ours) is still refused: a
+/// stopped edge would route the names again once started.
+pub(super) fn taken_off_if_there(
+    ctx: &Context<'_>,
+    app: &AppName,
+    exposure: &Exposure,
+) -> Result<Option<EdgeChange>, Refusal> {
+    let exists = ctx.snapshot.containers.iter().any(|c| c.name.trim_start_matches('/') == EDGE_CONTAINER);
+    if !exists {
+        return Ok(None);
+    }
+    Ok(Some(taken_off(ctx, running_edge(ctx)?, app, exposure)))
 }
 
 /// The lines `show` prints of an exposure: each name with its certificate.

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::action::{Done, Effect, Impact, PlanAction, RecordChange, marked};
-use super::edge::{running_edge, taken_off};
+use super::edge::taken_off_if_there;
 use crate::control::app_record::{AppRecord, AppState};
 use crate::control::scope::Scope;
 use crate::control::validate::{Context, HostFacts, app_name, exact_keys};
@@ -101,7 +101,7 @@ impl PlanAction for RemoveApp {
         // The edge joined the app's edge network: it leaves it first, or
         // the network could not be removed.
         let edge = match &record.exposed {
-            Some(exposure) => Some(taken_off(ctx, running_edge(ctx)?, &app, exposure)),
+            Some(exposure) => taken_off_if_there(ctx, &app, exposure)?,
             None => None,
         };
         let payload = RemoveApp {

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::action::{Done, Effect, Impact, PlanAction, RecordChange, config_lines};
-use super::edge::{review_names, running_edge, taken_off};
+use super::edge::{review_names, taken_off_if_there};
 use crate::control::app_record::AppState;
 use crate::control::scope::Scope;
 use crate::control::validate::{Context, HostFacts, app_name, exact_keys, owned, recorded};
@@ -31,7 +31,9 @@ pub struct Unexpose {
     pub containers: Vec<ContainerId>,
     /// What the app's record says the edge serves of it now.
     pub exposure: Exposure,
-    pub change: EdgeChange,
+    /// The edge's new config; `None` when no edge container exists any
+    /// more, and only the record forgets the names.
+    pub change: Option<EdgeChange>,
 }
 
 impl PlanAction for Unexpose {
@@ -52,19 +54,22 @@ impl PlanAction for Unexpose {
             );
         }
         let record = owned(&app, record, ctx)?;
-        let edge = running_edge(ctx)?;
         let Some(exposure) = record.exposed.clone() else {
             return refuse(Code::AppNotExposed, format!("{app}'s names are not on the HTTPS edge."));
         };
         let mut containers = record.containers.clone();
         containers.sort();
-        let change = taken_off(ctx, edge, &app, &exposure);
-        let impact = Impact {
-            target: format!("app {app}: its names {} off the HTTPS edge", exposure.describe()),
-            containers_touched: vec![format!(
+        let change = taken_off_if_there(ctx, &app, &exposure)?;
+        let touched = match &change {
+            Some(change) => vec![format!(
                 "{EDGE_CONTAINER} (the edge: its nginx.conf replaced, tested and reloaded, then it leaves {})",
                 change.disconnect.as_deref().unwrap_or("")
             )],
+            None => Vec::new(),
+        };
+        let impact = Impact {
+            target: format!("app {app}: its names {} off the HTTPS edge", exposure.describe()),
+            containers_touched: touched,
             data_volumes_deleted: false,
             shared_nginx_changed: false,
             rollback:
@@ -90,12 +95,27 @@ impl PlanAction for Unexpose {
             esc(self.app.as_str())
         );
         review_names(out, &self.exposure);
-        let _ = writeln!(out, "Edge     {EDGE_CONTAINER} stops serving these names; its nginx.conf becomes:");
-        config_lines(out, &self.change.config);
+        match &self.change {
+            Some(change) => {
+                let _ = writeln!(
+                    out,
+                    "Edge     {EDGE_CONTAINER} stops serving these names; its nginx.conf becomes:"
+                );
+                config_lines(out, &change.config);
+            }
+            None => {
+                let _ = writeln!(
+                    out,
+                    "Edge     no {EDGE_CONTAINER} container exists: nothing serves these names; only the \
+                     app's record forgets them"
+                );
+            }
+        }
     }
 
     fn act<E: Engine>(&self, engine: &E, _progress: &dyn ProgressSink) -> Result<Effect, EngineError> {
-        engine.edge_apply(&self.change)?;
+        let Some(change) = &self.change else { return Ok(Effect::from(Vec::<String>::new())) };
+        engine.edge_apply(change)?;
         Ok(Effect::from(vec![EDGE_CONTAINER.to_owned()]))
     }
 

@@ -97,7 +97,9 @@ fn expose_and_unexpose_are_refused_where_the_edge_cannot_serve() {
     world.apps.get_mut("demo").unwrap().exposed = Some(exposure);
     assert_eq!(world.code(Action::Expose, json!({"app": "demo"})), Code::AlreadyExposed);
     let (payload, _) = world.derive(Action::Unexpose, json!({"app": "demo"})).unwrap();
-    let Payload::Unexpose(Unexpose { change, .. }) = payload else { panic!("unexpose payload") };
+    let Payload::Unexpose(Unexpose { change: Some(change), .. }) = payload else {
+        panic!("unexpose payload")
+    };
     assert_eq!(change.disconnect.as_deref(), Some("vl-demo_edge"));
     assert!(!change.config.contains("demo.example.com"));
 
@@ -107,4 +109,37 @@ fn expose_and_unexpose_are_refused_where_the_edge_cannot_serve() {
         world.code(Action::Expose, json!({"app": "demo", "https": "0.0.0.0:8443"})),
         Code::InvalidParameters
     );
+}
+
+/// `demo` exposed on `edged()`'s edge.
+fn exposed() -> World {
+    let mut world = edged();
+    let (payload, _) = world.derive(Action::Expose, json!({"app": "demo"})).unwrap();
+    let Payload::Expose(Expose { exposure, .. }) = payload else { panic!("expose payload") };
+    world.apps.get_mut("demo").unwrap().exposed = Some(exposure);
+    world
+}
+
+/// Tried: the edge's container removed by hand while `demo` is exposed.
+/// Nothing routes its names any more, so unexpose and remove_app only make
+/// the record forget them (no edge change); a stopped edge is still
+/// refused, since it would route them again once started.
+#[test]
+fn without_any_edge_container_only_the_record_forgets_the_names() {
+    let mut world = exposed();
+    world.snapshot.containers.retain(|c| c.name != "/vl_edge");
+    let (payload, impact) = world.derive(Action::Unexpose, json!({"app": "demo"})).unwrap();
+    let Payload::Unexpose(Unexpose { change, .. }) = payload else { panic!("unexpose payload") };
+    assert!(change.is_none());
+    assert!(impact.containers_touched.is_empty(), "{:?}", impact.containers_touched);
+    let (payload, _) = world.derive(Action::RemoveApp, json!({"app": "demo"})).unwrap();
+    let Payload::RemoveApp(removal) = payload else { panic!("remove_app payload") };
+    assert!(removal.edge.is_none());
+
+    let mut world = exposed();
+    for c in world.snapshot.containers.iter_mut().filter(|c| c.name == "/vl_edge") {
+        c.state = "exited".into();
+    }
+    assert_eq!(world.code(Action::Unexpose, json!({"app": "demo"})), Code::EdgeNotEnabled);
+    assert_eq!(world.code(Action::RemoveApp, json!({"app": "demo"})), Code::EdgeNotEnabled);
 }
