@@ -20,56 +20,32 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use volce_lab::host::clock::SystemClock;
-use volce_lab::host::{HostPaths, ProcLiveness};
+use volce_lab::host::HostPaths;
 
-const POLICY: &str = "/var/tmp/volce-lab-test/policy.json";
+#[path = "support/host_pipeline.rs"]
+mod host_pipeline;
+#[path = "support/stats.rs"]
+mod stats;
+use host_pipeline::{AppCleanup, POLICY, free_app_port, outcome, polled, run};
+
 const HTTP: u16 = 24080;
 const HTTPS: u16 = 24443;
 
-fn rpc(paths: &HostPaths, request: Value) -> Value {
-    let engine = volce_lab::host::real_engine(paths);
-    volce_lab::host::Host::new(paths.clone(), engine, SystemClock, ProcLiveness)
-        .rpc("vl-agent", request.to_string().as_bytes())
-        .to_json()
+/// Removes the bench's edge (and, by its `AppCleanup`, its app), whatever
+/// happened.
+struct Cleanup {
+    state_dir: std::path::PathBuf,
+    /// Dropped after the edge is gone.
+    _app: AppCleanup,
 }
-
-/// Plan, approve when needed, execute: the execute reply.
-fn run(paths: &HostPaths, action: &str, parameters: Value) -> Value {
-    let plan = rpc(paths, json!({"operation": "plan", "action": action, "parameters": parameters}));
-    assert_eq!(plan["status"], "ok", "{action}: {plan}");
-    let id = plan["result"]["id"].as_str().unwrap();
-    if plan["result"]["requires_approval"] == true {
-        let digest = plan["result"]["digest"].as_str().unwrap();
-        let engine = volce_lab::host::real_engine(paths);
-        volce_lab::host::Host::new(paths.clone(), engine, SystemClock, ProcLiveness)
-            .approve("vl-operator", id, digest, |_, _| volce_lab::host::Decision::Confirmed)
-            .unwrap();
-    }
-    rpc(paths, json!({"operation": "execute", "plan_id": id}))
-}
-
-/// Removes the bench's edge and app, whatever happened.
-struct Cleanup(String, std::path::PathBuf);
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        let _ = volce_lab::docker::client::DockerClient::new(&self.1).edge_remove();
-        let docker = |args: &[&str]| Command::new("/usr/bin/docker").args(args).output();
-        let filter = format!("label=io.volce-lab.app={}", self.0);
-        if let Ok(out) = docker(&["ps", "-aq", "--no-trunc", "--filter", &filter]) {
-            for id in String::from_utf8_lossy(&out.stdout).lines() {
-                let _ = docker(&["rm", "-f", id]);
-            }
-        }
-        for network in [format!("vl-{}", self.0), format!("vl-{}_edge", self.0), "vl_edge".into()] {
-            let _ = docker(&["network", "rm", &network]);
-        }
+        let _ = volce_lab::docker::client::DockerClient::new(&self.state_dir).edge_remove();
+        let _ = Command::new("/usr/bin/docker").args(["network", "rm", "vl_edge"]).output();
     }
 }
 
@@ -112,8 +88,8 @@ fn certificate(dir: &Path, name: &str) {
 }
 
 /// curl's `time_total` of each of `urls` (one process: kept-alive
-/// connections where it can), in ms; `None` for a failed transfer.
-fn curl_times(ca: &Path, resolve: &[String], urls: &[String]) -> Vec<Option<f64>> {
+/// connections where it can); `None` for a failed transfer.
+fn curl_times(ca: &Path, resolve: &[String], urls: &[String]) -> Vec<Option<Duration>> {
     let mut command = Command::new("curl");
     command.args([
         "-s",
@@ -136,47 +112,21 @@ fn curl_times(ca: &Path, resolve: &[String], urls: &[String]) -> Vec<Option<f64>
             let mut words = line.split(' ');
             let ok = words.next().is_some_and(|code| code == "200");
             let seconds: Option<f64> = words.next().and_then(|t| t.parse().ok());
-            seconds.filter(|_| ok).map(|s| s * 1000.0)
+            seconds.filter(|_| ok).map(Duration::from_secs_f64)
         })
         .collect()
-}
-
-fn p50(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
 }
 
 /// The p50 in ms of `n` requests to `url`: one curl each (a new connection
 /// and, over HTTPS, a new handshake) or all in one curl (kept alive).
 fn latency(ca: &Path, resolve: &[String], url: &str, n: usize, kept_alive: bool) -> f64 {
-    let times: Vec<f64> = if kept_alive {
+    let times: Vec<Duration> = if kept_alive {
         curl_times(ca, resolve, &vec![url.to_owned(); n]).into_iter().skip(1).flatten().collect()
     } else {
         (0..n).filter_map(|_| curl_times(ca, resolve, &[url.to_owned()])[0]).collect()
     };
     assert!(times.len() >= n.saturating_sub(1), "{url}: {} of {n} requests failed", n - times.len());
-    p50(times)
-}
-
-/// (polls, failed) of HTTPS requests through the edge while `work` runs.
-fn polled(ca: &Path, resolve: &[String], url: &str, work: impl FnOnce()) -> (usize, usize) {
-    let stop = Arc::new(AtomicBool::new(false));
-    let (flag, ca, resolve, url) = (stop.clone(), ca.to_owned(), resolve.to_vec(), url.to_owned());
-    let poller = std::thread::spawn(move || {
-        let (mut polls, mut failed) = (0, 0);
-        while !flag.load(Ordering::SeqCst) {
-            if curl_times(&ca, &resolve, std::slice::from_ref(&url))[0].is_none() {
-                failed += 1;
-            }
-            polls += 1;
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        (polls, failed)
-    });
-    work();
-    std::thread::sleep(Duration::from_millis(300));
-    stop.store(true, Ordering::SeqCst);
-    poller.join().unwrap()
+    stats::ms(stats::p50(&times))
 }
 
 fn main() {
@@ -210,10 +160,9 @@ fn main() {
         use std::os::unix::fs::DirBuilderExt as _;
         std::fs::DirBuilder::new().mode(0o700).create(&paths.state_dir).unwrap();
     }
-    let _cleanup = Cleanup(app.clone(), paths.state_dir.clone());
+    let _cleanup = Cleanup { state_dir: paths.state_dir.clone(), _app: AppCleanup(app.clone()) };
     volce_lab::install::edge::enable(&paths).expect("edge enable");
-    let port =
-        (18900..18999).find(|p| std::net::TcpListener::bind(("127.0.0.1", *p)).is_ok()).expect("a free port");
+    let port = free_app_port();
     let deployed = run(
         &paths,
         "deploy",
@@ -247,14 +196,17 @@ fn main() {
     ] {
         let started = Instant::now();
         let mut reply = Value::Null;
-        let (polls, failed) = polled(&ca, &resolve, &edge, || reply = run(&paths, action, parameters));
-        let outcome =
-            reply["result"]["outcome"].as_str().or(reply["code"].as_str()).unwrap_or("?").to_owned();
+        let (ca, resolve, url) = (ca.clone(), resolve.clone(), edge.clone());
+        let good = move || curl_times(&ca, &resolve, std::slice::from_ref(&url))[0].is_some();
+        let seen = polled(good, || reply = run(&paths, action, parameters));
         println!(
-            "edge: {action:<8} {outcome:<10} in {:>5} ms: {polls:>3} HTTPS polls through the edge, {failed} failed",
-            started.elapsed().as_millis()
+            "edge: {action:<8} {:<10} in {:>5} ms: {:>3} HTTPS polls through the edge, {} failed",
+            outcome(&reply),
+            started.elapsed().as_millis(),
+            seen.polls,
+            seen.failed
         );
-        failures += failed;
+        failures += seen.failed;
     }
     println!("edge: {failures} failed HTTPS requests across 2 updates and a rollback (target: none)");
     if failures > 0 {
