@@ -178,6 +178,12 @@ impl PlanAction for RemoveApp {
         vec![RecordChange::Forget { app: self.app.clone(), image_ids }]
     }
 
+    /// Only its first step, the edge change, is ever undone: the app was
+    /// not touched yet.
+    fn rolled_back(cause: &EngineError, id: &crate::vocab::PlanId) -> Refusal {
+        super::rolled_back::edge(cause, id)
+    }
+
     fn data_after(&self) -> Option<DataAfter> {
         self.data.as_ref().map(|data| DataAfter { image: data.image.clone(), kept: !self.purge_data })
     }

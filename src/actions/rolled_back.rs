@@ -161,12 +161,17 @@ pub(super) fn edge(cause: &EngineError, id: &PlanId) -> Refusal {
         EngineError::Acme(error) => format!("No certificate came from ACME ({}: {error})", error.code()),
         other => format!("The edge change failed ({other})"),
     };
+    // Before its first change (no certificate, no edge to change), or undone.
+    let how = match cause {
+        EngineError::Acme(_) | EngineError::EdgeNotRunning => "nothing of it was changed",
+        _ => "its old configuration put back and reloaded, the certificate copies of this plan deleted",
+    };
     Refusal::new(
         Code::EdgeFailed,
         format!(
-            "{what}, so plan {id} failed: the edge serves what it served before (its old configuration put \
-             back and reloaded, the certificate copies of this plan deleted). Nothing is retried. An operator \
-             can read the details on the server (volce-lab-host show {id}, volce-lab-host edge status)."
+            "{what}, so plan {id} failed: the edge serves what it served before ({how}). Nothing is retried. \
+             An operator can read the details on the server (volce-lab-host show {id}, volce-lab-host edge \
+             status)."
         ),
     )
 }

@@ -426,6 +426,19 @@ impl<R: Runner> Engine for DockerClient<R> {
         self.answers_once(port, server_name)
     }
 
+    fn edge_name(&self, name: &ServerName) -> crate::vocab::EdgeNameFacts {
+        self.edge_name_facts(name)
+    }
+
+    fn edge_answers(
+        &self,
+        https: std::net::SocketAddr,
+        name: &ServerName,
+        path: &crate::vocab::HealthPath,
+    ) -> crate::vocab::HttpsAnswer {
+        self.edge_https(https, name, path)
+    }
+
     fn run_task(&self, spec: &TaskSpec) -> Result<crate::logs::TaskRun, EngineError> {
         self.run_task_steps(spec)
     }

@@ -24,7 +24,7 @@ use sha2::{Digest as _, Sha256};
 
 use super::EngineError;
 use crate::nginx::edge::cert_files;
-use crate::vocab::{CertSource, EDGE_UID, ExposedName, ServerName};
+use crate::vocab::{AcmeFailure, CertSource, EDGE_UID, ExposedName, ServerName};
 
 /// The largest certificate chain or key we read (a chain of a few
 /// certificates is a few KiB).
@@ -50,6 +50,43 @@ pub fn webroot(edge_dir: &Path) -> PathBuf {
 /// (root's, 0700: `crate::docker::acme`).
 pub fn acme_state(edge_dir: &Path) -> PathBuf {
     edge_dir.join("acme")
+}
+
+/// Where the last failed ACME order of each name is kept (`<name>.json`,
+/// root's 0600), beside lego's state so that it outlives `edge disable`
+/// as the account does.
+fn acme_failures(edge_dir: &Path) -> PathBuf {
+    acme_state(edge_dir).join("volce-lab-failures")
+}
+
+/// Keeps `failure` as the last of each of `names`. Best effort: the order's
+/// own result already carries the error; this is the inventory's memory.
+pub(super) fn record_acme_failure(edge_dir: &Path, names: &[ServerName], failure: &AcmeFailure) {
+    let dir = acme_failures(edge_dir);
+    if DirBuilder::new().recursive(true).mode(0o700).create(&dir).is_err() {
+        return;
+    }
+    let bytes = serde_json::to_vec(failure).expect("a failure serializes");
+    for name in names {
+        let _ = write_copy(&dir, &format!("{name}.json"), &bytes, 0o600, None);
+    }
+}
+
+/// Forgets the failures of `names`: an order for them succeeded.
+pub(super) fn clear_acme_failures(edge_dir: &Path, names: &[ServerName]) {
+    for name in names {
+        let _ = std::fs::remove_file(acme_failures(edge_dir).join(format!("{name}.json")));
+    }
+}
+
+/// The last failed ACME order for `name` that none has succeeded since.
+pub fn acme_failure(edge_dir: &Path, name: &ServerName) -> Option<AcmeFailure> {
+    // In root's 0700 directory, written only by the helper: read as it is,
+    // bounded (a failure is a few hundred bytes).
+    let file = File::open(acme_failures(edge_dir).join(format!("{name}.json"))).ok()?;
+    let mut bytes = Vec::new();
+    file.take(4096).read_to_end(&mut bytes).ok()?;
+    serde_json::from_slice(&bytes).ok()
 }
 
 /// Why an operator's certificate file cannot be used, in the operator's words.
@@ -224,7 +261,7 @@ fn write_copy(
     mode: u32,
     owner: Option<u32>,
 ) -> Result<(), EngineError> {
-    let step = EngineError::Host { step: "write a certificate copy of the edge" };
+    let step = EngineError::Host { step: "write a file of the edge" };
     let temporary = dir.join(format!(".{name}.new"));
     let _ = std::fs::remove_file(&temporary);
     let mut file: File = OpenOptions::new()

@@ -9,7 +9,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::EngineError;
-use crate::vocab::{Capacity, HealthPath};
+use crate::exec::{ExecutionStatus, ProcessSpec, minimal_env};
+use crate::vocab::{Capacity, HealthPath, HttpsAnswer};
 
 /// Whether nothing listens on 127.0.0.1:`port`: we can bind it, and a
 /// connection attempt is refused (docker's proxy or a NAT rule may answer
@@ -23,14 +24,10 @@ pub fn port_free(port: u16) -> bool {
     bindable && TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err()
 }
 
-/// Whether nothing listens on `address` (the edge's, issue 39): we can bind
-/// it, and a connection to it (to loopback for an unspecified address) is
-/// refused, as [`port_free`] asks for a loopback port.
-pub fn address_free(address: SocketAddr) -> bool {
-    if address.port() == 0 {
-        return false;
-    }
-    let target = match address.ip() {
+/// Where this host reaches a listener bound to `address`: loopback for an
+/// unspecified address, else the address itself.
+fn reachable(address: SocketAddr) -> SocketAddr {
+    match address.ip() {
         std::net::IpAddr::V4(ip) if ip.is_unspecified() => {
             SocketAddr::from((Ipv4Addr::LOCALHOST, address.port()))
         }
@@ -38,7 +35,17 @@ pub fn address_free(address: SocketAddr) -> bool {
             SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, address.port()))
         }
         _ => address,
-    };
+    }
+}
+
+/// Whether nothing listens on `address` (the edge's, issue 39): we can bind
+/// it, and a connection to it (to loopback for an unspecified address) is
+/// refused, as [`port_free`] asks for a loopback port.
+pub fn address_free(address: SocketAddr) -> bool {
+    if address.port() == 0 {
+        return false;
+    }
+    let target = reachable(address);
     TcpListener::bind(address).is_ok()
         && TcpStream::connect_timeout(&target, Duration::from_millis(200)).is_err()
 }
@@ -106,6 +113,74 @@ pub struct HttpReply {
 /// into the request line as it is) on 127.0.0.1 (never anywhere else) with
 /// the given Host header. Reads at most 64 KiB. `None` when nothing
 /// sensible came back.
+/// Debian's curl: the one TLS client the helper runs (web_status's check
+/// of an exposed name through the edge).
+const CURL: &str = "/usr/bin/curl";
+
+/// A GET of `path` for `name` through the edge's HTTPS `address` (loopback
+/// for an unspecified one; the name pinned to it by `--resolve`, never
+/// looked up), TLS verified for the name against `ca`: the edge's copy of
+/// the certificate volce-lab installed for it (curl trusts a leaf or an
+/// intermediate there as an anchor, so this proves the edge serves that
+/// certificate, unexpired, for that name). One try within `timeout`.
+pub fn https_get(
+    address: SocketAddr,
+    name: &str,
+    path: &HealthPath,
+    ca: &Path,
+    timeout: Duration,
+) -> HttpsAnswer {
+    if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-') {
+        return HttpsAnswer::NoAnswer;
+    }
+    let target = reachable(address);
+    let port = target.port();
+    let ip = match target {
+        SocketAddr::V4(v4) => v4.ip().to_string(),
+        SocketAddr::V6(v6) => format!("[{}]", v6.ip()),
+    };
+    let (resolve, url) = (format!("{name}:{port}:{ip}"), format!("https://{name}:{port}{path}"));
+    let seconds = format!("{:.1}", timeout.as_secs_f64());
+    let ca = ca.display().to_string();
+    let args = [
+        "--silent",
+        "--output",
+        "/dev/null",
+        "--write-out",
+        "%{http_code}",
+        "--max-time",
+        &seconds,
+        "--proto",
+        "=https",
+        "--noproxy",
+        "*",
+        "--resolve",
+        &resolve,
+        "--cacert",
+        &ca,
+        &url,
+    ];
+    let mut process = ProcessSpec::new(CURL, args.iter().map(|a| (*a).to_owned()));
+    process.env = minimal_env();
+    process.timeout = timeout + Duration::from_secs(1);
+    process.stdout_limit = 16;
+    let out = crate::exec::run_blocking(&process);
+    let status: Option<u16> = std::str::from_utf8(&out.stdout).ok().and_then(|s| s.trim().parse().ok());
+    https_answer(out.execution.execution_status, out.execution.exit_code, status)
+}
+
+/// curl's end as one [`HttpsAnswer`] (its exit codes: 35 the TLS
+/// handshake, 51 and 60 the peer's certificate, 58 and 77 our own files,
+/// 90 and 91 pinning and status checks).
+fn https_answer(status: ExecutionStatus, exit: Option<i32>, http: Option<u16>) -> HttpsAnswer {
+    match (status, exit) {
+        (ExecutionStatus::Ok, _) if http.is_some_and(|code| (200..400).contains(&code)) => HttpsAnswer::Ok,
+        (ExecutionStatus::LaunchFailed, _) => HttpsAnswer::NotChecked,
+        (ExecutionStatus::NonzeroExit, Some(35 | 51 | 58 | 60 | 77 | 90 | 91)) => HttpsAnswer::TlsFailed,
+        _ => HttpsAnswer::NoAnswer,
+    }
+}
+
 pub fn http_get(port: u16, host: &str, path: &HealthPath, timeout: Duration) -> Option<HttpReply> {
     if host.is_empty() || !host.bytes().all(|b| b.is_ascii_graphic()) {
         return None;
@@ -172,6 +247,19 @@ mod tests {
         let table = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n   0: 00000000:01BB 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 4242 1\n";
         assert_eq!(super::listening_inodes(table, 443), vec!["4242".to_owned()]);
         assert!(super::listening_inodes(table, 80).is_empty());
+    }
+
+    #[test]
+    fn curls_end_is_one_https_answer() {
+        use ExecutionStatus::*;
+        assert_eq!(https_answer(Ok, Some(0), Some(200)), HttpsAnswer::Ok);
+        assert_eq!(https_answer(Ok, Some(0), Some(302)), HttpsAnswer::Ok);
+        assert_eq!(https_answer(Ok, Some(0), Some(502)), HttpsAnswer::NoAnswer);
+        assert_eq!(https_answer(NonzeroExit, Some(60), None), HttpsAnswer::TlsFailed);
+        assert_eq!(https_answer(NonzeroExit, Some(35), None), HttpsAnswer::TlsFailed);
+        assert_eq!(https_answer(NonzeroExit, Some(7), None), HttpsAnswer::NoAnswer);
+        assert_eq!(https_answer(Timeout, None, None), HttpsAnswer::NoAnswer);
+        assert_eq!(https_answer(LaunchFailed, None, None), HttpsAnswer::NotChecked);
     }
 
     use super::*;

@@ -353,6 +353,20 @@ pub trait Engine {
     /// Read-only: whether the gateway on 127.0.0.1:`port` answers a GET of
     /// `/` for `server_name` with 2xx or 3xx, in one short try.
     fn gateway_answers(&self, port: u16, server_name: &ServerName) -> bool;
+    /// Read-only (issue 39): what the edge holds for `name`: the facts of
+    /// its certificate copy and the last failed ACME order for it. Files
+    /// on the host, not docker; behind the engine so that the controller's
+    /// tests fake it as the rest.
+    fn edge_name(&self, name: &ServerName) -> crate::vocab::EdgeNameFacts;
+    /// Read-only: a GET of `path` for `name` through the edge's HTTPS
+    /// address `https`, TLS verified for the name against the certificate
+    /// installed for it, in one short try.
+    fn edge_answers(
+        &self,
+        https: std::net::SocketAddr,
+        name: &ServerName,
+        path: &crate::vocab::HealthPath,
+    ) -> crate::vocab::HttpsAnswer;
     /// Read-only: every network carrying the label `io.volce-lab.plan=<plan>`
     /// (the snapshot lists networks by name only). With the snapshot's
     /// containers, what a plan that did not finish may have left.

@@ -35,6 +35,7 @@ fn healthy_demo_app() -> GatewayStatus {
         stopped_by: None,
         answers: Some(true),
         drift: None,
+        https: Vec::new(),
     };
     GatewayStatus { gateways: vec![gateway] }
 }

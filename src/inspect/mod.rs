@@ -51,8 +51,8 @@ use transport::{CommandCarrier, LocalTransport, RunLimits, SshFailure, SshTransp
 
 pub use results::{Check, CheckResult, Diagnosis, GateRefusal, Mismatch, Status, request_id, timestamp};
 pub use web_status::{
-    Carried, WebReply, all_healthy, gateway_states, gateways_healthy, healthy, stopped_sentence,
-    stopped_sentence_of, without_proof,
+    Carried, WebReply, all_healthy, gateway_states, gateways_healthy, healthy, https_sentence_of,
+    stopped_sentence, stopped_sentence_of, without_proof,
 };
 
 /// Where the checks go.

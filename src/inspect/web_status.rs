@@ -8,7 +8,7 @@
 
 use std::borrow::Cow;
 
-use crate::vocab::Refusal;
+use crate::vocab::{HttpsAnswer, Refusal};
 use crate::wire::answers::Open;
 use crate::wire::answers::app_state::EngineState;
 use crate::wire::answers::gateways::{Gateway, GatewayStatus};
@@ -89,10 +89,41 @@ pub fn gateways_healthy(stdout: &[u8]) -> Option<bool> {
 /// judged by it, as it always was.
 pub fn healthy(gateway: &Gateway) -> bool {
     match gateway.state {
-        Open::Known(EngineState::Running) => gateway.answers != Some(false),
+        Open::Known(EngineState::Running) => {
+            gateway.answers != Some(false)
+                && gateway.https.iter().all(|check| check.answer == Open::Known(HttpsAnswer::Ok))
+        }
         Open::Known(EngineState::Stopped) => gateway.stopped_on_purpose,
         Open::Known(EngineState::Drifted) | Open::Other(_) => false,
     }
+}
+
+/// The sentence of a web_status that failed because exposed names did not
+/// answer through the HTTPS edge: each with what its request got, and the
+/// next step. `None` when every exposed name answered.
+pub fn https_sentence_of(gateways: &[Gateway]) -> Option<String> {
+    let failed: Vec<String> = gateways
+        .iter()
+        .flat_map(|g| &g.https)
+        .filter(|check| check.answer != Open::Known(HttpsAnswer::Ok))
+        .map(|check| {
+            let answer = match &check.answer {
+                Open::Known(known) => {
+                    serde_json::to_value(known).ok().and_then(|v| v.as_str().map(str::to_owned))
+                }
+                Open::Other(word) => Some(word.clone()),
+            };
+            format!("{} ({})", check.name, answer.unwrap_or_default())
+        })
+        .collect();
+    (!failed.is_empty()).then(|| {
+        format!(
+            "The query worked and the answer is unhealthy: these exposed names did not answer through \
+             the HTTPS edge with a verified certificate: {}. The administrator runs `sudo volce-lab-host \
+             doctor` on the server (the edge, its certificates, curl); output shows each app's gateway too.",
+            failed.join(", ")
+        )
+    })
 }
 
 /// Every gateway in a `gateway_status` reply ([`WebReply::read`]).

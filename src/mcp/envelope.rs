@@ -261,6 +261,9 @@ fn check_words(result: &CheckResult) -> (Option<AnswerCode>, String) {
         (Check::WebStatus, Status::Ok, false, Some(WebReply::Gateways(gateways))) => {
             (None, crate::inspect::stopped_sentence_of(gateways).unwrap_or_else(plain))
         }
+        (Check::WebStatus, Status::CheckFailed, false, Some(WebReply::Gateways(gateways))) => {
+            (None, crate::inspect::https_sentence_of(gateways).unwrap_or_else(plain))
+        }
         (Check::WebStatus, Status::Rejected, false, Some(WebReply::Refused(refusal))) => {
             let answer = rpc::rejected(refusal.code.into(), &refusal.message);
             (answer.code, answer.message)

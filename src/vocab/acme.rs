@@ -305,6 +305,17 @@ impl AcmeError {
     }
 }
 
+/// The last failed order for a name (an expose's or a renewal's), kept
+/// until an order for it succeeds: when, and why as the closed
+/// [`AcmeError`] (nothing of the CA's own text).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AcmeFailure {
+    /// Unix seconds.
+    pub at: i64,
+    pub error: AcmeError,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -173,6 +173,53 @@ impl CertSource {
     }
 }
 
+impl CertSource {
+    /// Which kind of source, without its details (what the agent sees).
+    pub fn kind(&self) -> CertKind {
+        match self {
+            CertSource::File { .. } => CertKind::File,
+            CertSource::Acme { .. } => CertKind::Acme,
+        }
+    }
+}
+
+/// Where a certificate comes from, as the inventory says it: the
+/// operator's files (whose paths stay on the host) or ACME.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CertKind {
+    File,
+    Acme,
+}
+
+/// What a request for an exposed name through the edge's HTTPS address
+/// got (web_status, through `gateway_status`): one closed set, from curl's
+/// exit code and status, never its words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HttpsAnswer {
+    /// A 2xx or 3xx, over TLS verified for the name against the
+    /// certificate volce-lab installed for it.
+    Ok,
+    /// The TLS handshake or the certificate's check failed (wrong name,
+    /// expired, not the one installed).
+    TlsFailed,
+    /// No answer in time, the connection refused, or another status.
+    NoAnswer,
+    /// Not asked: curl is not installed on the server (`apt-get install curl`).
+    NotChecked,
+}
+
+/// What the edge holds for one name (read-only, for the inventory and
+/// web_status): the facts of its certificate copy, absent when there is
+/// none or it cannot be read, and the last failed ACME order for it that
+/// no order has succeeded since.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EdgeNameFacts {
+    pub certificate: Option<super::CertificateFacts>,
+    pub acme_failure: Option<super::AcmeFailure>,
+}
+
 /// What an app's record keeps of its exposure: each of its names with its
 /// certificate, in the order the app serves them (primary first).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -53,9 +53,9 @@ mod string_form;
 mod task;
 
 pub use acme::{
-    ACME_CONTACT_MAX, ACME_DIRECTORY_MAX, ACME_NAMES_MAX, AcmeContact, AcmeDirectory, AcmeError, AcmeFiles,
-    AcmeSpec, CertFingerprint, CertName, CertSerial, Certificate, CertificateFacts, IssuerName, LETS_ENCRYPT,
-    RENEW_DAYS_MAX, Renewal,
+    ACME_CONTACT_MAX, ACME_DIRECTORY_MAX, ACME_NAMES_MAX, AcmeContact, AcmeDirectory, AcmeError, AcmeFailure,
+    AcmeFiles, AcmeSpec, CertFingerprint, CertName, CertSerial, Certificate, CertificateFacts, IssuerName,
+    LETS_ENCRYPT, RENEW_DAYS_MAX, Renewal,
 };
 pub use action::{ALSO_SERVER_NAMES, Action};
 pub use backup::{
@@ -68,8 +68,9 @@ pub use data::{
     uncovered_volumes,
 };
 pub use edge::{
-    AcmeConfig, AcmeOrder, CertSource, CertificateFiles, EDGE_CONTAINER, EDGE_HTTP_PORT, EDGE_HTTPS_PORT,
-    EDGE_NETWORK, EDGE_PROBE_PORT, EDGE_ROLE, EDGE_UID, EdgeChange, EdgeConfig, ExposedName, Exposure,
+    AcmeConfig, AcmeOrder, CertKind, CertSource, CertificateFiles, EDGE_CONTAINER, EDGE_HTTP_PORT,
+    EDGE_HTTPS_PORT, EDGE_NETWORK, EDGE_PROBE_PORT, EDGE_ROLE, EDGE_UID, EdgeChange, EdgeConfig,
+    EdgeNameFacts, ExposedName, Exposure, HttpsAnswer,
 };
 pub use engine::{Capacity, ContainerLimits, DeploySpec, StartSpec, Step, TaskSpec, UpdateSpec};
 pub use env_file::{

@@ -289,3 +289,81 @@ fn the_offer_says_each_entrys_port_and_health_path() {
     );
     assert_eq!(catalog[1]["health_path"], "/");
 }
+
+/// An app exposed through the HTTPS edge with a certificate from ACME:
+/// the inventory names each exposed name with its source and what the
+/// edge's copy of its certificate says (issuer, expiry, days left), and the
+/// last failed ACME order of one of its names; gateway_status asks each
+/// exposed name through the edge, and one whose TLS check fails makes
+/// web_status unhealthy with that name. Tried: a certificate copy the edge
+/// cannot read (null, never a made-up issuer), a failed renewal's
+/// rate limit, a name whose TLS check fails.
+#[test]
+fn an_exposed_app_shows_its_certificates_its_last_acme_error_and_its_https_answers() {
+    use volce_lab::vocab::{
+        AcmeError, AcmeFailure, CertFingerprint, CertName, CertSerial, CertificateFacts, EdgeNameFacts,
+        HttpsAnswer, IssuerName,
+    };
+    let mut h = Harness::new();
+    let mut policy = policy_json();
+    policy["edge"] = json!({"http": "127.0.0.1:24080", "https": "127.0.0.1:24443",
+        "acme": {"directory": "https://acme.example/dir", "contact": "ops@example.com"}});
+    h.write_policy(&policy);
+    deploy(&h, "demo", 18001);
+    h.engine.edit(|s| {
+        let mut edge = foreign_container(container_id('e'), "/vl_edge", c_image(9), "running");
+        edge.labels.insert(LABEL_ROLE.to_owned(), "edge".to_owned());
+        s.snapshot.containers.push(edge);
+    });
+    let mut c = h.controller();
+    let plan = c.prepare("expose", &json!({"app": "demo"}), AGENT).unwrap();
+    c.approve(&plan.plan.id, &plan.plan.digest, "alice").unwrap();
+    assert!(matches!(c.execute(&plan.plan.id, AGENT).unwrap(), Executed::Completed(_)));
+
+    let now = h.clock.0.load(std::sync::atomic::Ordering::SeqCst);
+    let facts = CertificateFacts {
+        names: vec![CertName::parse("demo.example.com").unwrap()],
+        not_before: now - 86_400,
+        not_after: now + 20 * 86_400 + 3_600,
+        issuer: IssuerName::parse("Pebble Intermediate CA 0c4b2a").unwrap(),
+        serial: CertSerial::parse("1a2b").unwrap(),
+        sha256: CertFingerprint::parse(&"c".repeat(64)).unwrap(),
+    };
+    let failure = AcmeFailure { at: now - 60, error: AcmeError::RateLimited };
+    h.engine.edit(|s| {
+        let known = EdgeNameFacts { certificate: Some(facts.clone()), acme_failure: Some(failure.clone()) };
+        s.edge_names.insert("demo.example.com".into(), known);
+    });
+    let inventory = inventory_json(&mut c);
+    let demo = app(&inventory, "demo");
+    assert_eq!(
+        demo["exposed"],
+        json!([{"name": "demo.example.com", "source": "acme", "certificate": {
+            "issuer": "Pebble Intermediate CA 0c4b2a",
+            "expires_at": volce_lab::text::rfc3339_seconds(now + 20 * 86_400 + 3_600),
+            "days_left": 20}}])
+    );
+    assert_eq!(demo["acme_error"]["name"], "demo.example.com");
+    assert_eq!(demo["acme_error"]["code"], "rate_limited");
+    let message = demo["acme_error"]["message"].as_str().unwrap();
+    assert!(message.contains("rate limit") && message.contains("try again later"), "{message}");
+
+    h.engine.edit(|s| s.edge_names.clear());
+    let inventory = inventory_json(&mut c);
+    assert_eq!(app(&inventory, "demo")["exposed"][0]["certificate"], Value::Null);
+    assert!(app(&inventory, "demo").get("acme_error").is_none());
+
+    let status = c.gateway_status().unwrap();
+    let https = &gateway(&status, "demo").https;
+    assert_eq!(https.len(), 1);
+    assert_eq!(https[0].answer, HttpsAnswer::Ok.into());
+    assert!(volce_lab::inspect::healthy(gateway(&status, "demo")), "{status:?}");
+    h.engine.edit(|s| {
+        s.edge_answers.insert("demo.example.com".into(), HttpsAnswer::TlsFailed);
+    });
+    let status = c.gateway_status().unwrap();
+    assert!(!volce_lab::inspect::healthy(gateway(&status, "demo")));
+    let sentence = volce_lab::inspect::https_sentence_of(&status.gateways).unwrap();
+    assert!(sentence.contains("demo.example.com (tls_failed)"), "{sentence}");
+    assert!(sentence.contains("volce-lab-host doctor"), "{sentence}");
+}

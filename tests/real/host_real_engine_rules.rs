@@ -747,6 +747,17 @@ impl Engine for RejectedConfig {
     fn gateway_answers(&self, port: u16, server_name: &volce_lab::vocab::ServerName) -> bool {
         self.0.gateway_answers(port, server_name)
     }
+    fn edge_name(&self, name: &volce_lab::vocab::ServerName) -> volce_lab::vocab::EdgeNameFacts {
+        self.0.edge_name(name)
+    }
+    fn edge_answers(
+        &self,
+        https: std::net::SocketAddr,
+        name: &volce_lab::vocab::ServerName,
+        path: &volce_lab::vocab::HealthPath,
+    ) -> volce_lab::vocab::HttpsAnswer {
+        self.0.edge_answers(https, name, path)
+    }
     fn plan_networks(
         &self,
         plan: &volce_lab::vocab::PlanId,

@@ -80,6 +80,10 @@ pub struct FakeState {
     pub image_volumes: BTreeMap<String, Vec<String>>,
     /// Host ports whose gateway does not answer (every other one does).
     pub silent_ports: Vec<u16>,
+    /// What `edge_name` answers per name (absent: no copy, no failure).
+    pub edge_names: BTreeMap<String, volce_lab::vocab::EdgeNameFacts>,
+    /// What `edge_answers` answers per name (absent: `ok`).
+    pub edge_answers: BTreeMap<String, volce_lab::vocab::HttpsAnswer>,
     /// The `io.volce-lab.plan` label of each network that has one, by name
     /// (the snapshot lists names only, as the real one does).
     pub network_plans: BTreeMap<String, String>,
@@ -148,6 +152,8 @@ impl FakeEngine {
                 local_images: BTreeMap::new(),
                 image_volumes: BTreeMap::new(),
                 silent_ports: Vec::new(),
+                edge_names: BTreeMap::new(),
+                edge_answers: BTreeMap::new(),
                 task_exit: 0,
                 task_output: Vec::new(),
                 task_env: Vec::new(),
@@ -527,5 +533,21 @@ impl Engine for FakeEngine {
 
     fn gateway_answers(&self, port: u16, _server_name: &ServerName) -> bool {
         !self.state.lock().unwrap().silent_ports.contains(&port)
+    }
+
+    /// The names a test gave facts (`edge_names`); none otherwise.
+    fn edge_name(&self, name: &ServerName) -> volce_lab::vocab::EdgeNameFacts {
+        self.state.lock().unwrap().edge_names.get(name.as_str()).cloned().unwrap_or_default()
+    }
+
+    /// `ok` unless a test made the name fail (`edge_answers`).
+    fn edge_answers(
+        &self,
+        _https: std::net::SocketAddr,
+        name: &ServerName,
+        _path: &volce_lab::vocab::HealthPath,
+    ) -> volce_lab::vocab::HttpsAnswer {
+        let state = self.state.lock().unwrap();
+        state.edge_answers.get(name.as_str()).copied().unwrap_or(volce_lab::vocab::HttpsAnswer::Ok)
     }
 }

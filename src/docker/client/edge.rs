@@ -28,11 +28,11 @@ use crate::docker::EngineError;
 use crate::docker::edge_files::{self, certs_dir, edge_dir};
 use crate::docker::gateway_file::{backup, open_managed_config, read_bounded, rewrite, write_new_config};
 use crate::docker::host_probe::{address_free, http_get};
-use crate::nginx::edge::{ACME_WEBROOT, CERT_DIR, uses_certificate_of};
+use crate::nginx::edge::{ACME_WEBROOT, CERT_DIR, cert_files, uses_certificate_of};
 use crate::vocab::{
-    AcmeOrder, AcmeSpec, ContainerId, ContainerLimits, EDGE_CONTAINER, EDGE_HTTP_PORT, EDGE_HTTPS_PORT,
-    EDGE_NETWORK, EDGE_PROBE_PORT, EDGE_ROLE, EDGE_UID, EdgeChange, EdgeConfig, HealthPath, ImageRef,
-    LABEL_ROLE, Renewal, ServerName,
+    AcmeError, AcmeFailure, AcmeOrder, AcmeSpec, ContainerId, ContainerLimits, EDGE_CONTAINER,
+    EDGE_HTTP_PORT, EDGE_HTTPS_PORT, EDGE_NETWORK, EDGE_PROBE_PORT, EDGE_ROLE, EDGE_UID, EdgeChange,
+    EdgeConfig, EdgeNameFacts, HealthPath, HttpsAnswer, ImageRef, LABEL_ROLE, Renewal, ServerName,
 };
 
 /// What `edge enable` starts the edge with.
@@ -286,7 +286,7 @@ impl<R: Runner> DockerClient<R> {
         let before = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o022));
         let obtained = crate::docker::acme::obtain(&spec);
         nix::sys::stat::umask(before);
-        let certificate = obtained.map_err(EngineError::Acme)?;
+        let certificate = remembered(dir, &order.names, obtained)?;
         for name in &order.names {
             edge_files::install_acme(&certs_dir(dir), name, &certificate.files)?;
         }
@@ -302,7 +302,7 @@ impl<R: Runner> DockerClient<R> {
         let before = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o022));
         let renewed = crate::docker::acme::renew(&spec, days);
         nix::sys::stat::umask(before);
-        match renewed.map_err(EngineError::Acme)? {
+        match remembered(&dir, &order.names, renewed)? {
             Renewal::NotDue { .. } => Ok(false),
             Renewal::Renewed { certificate } => {
                 for name in &order.names {
@@ -346,6 +346,25 @@ impl<R: Runner> DockerClient<R> {
         Ok(accepting_workers(&String::from_utf8_lossy(&out)))
     }
 
+    /// What the edge holds for `name`: see [`crate::docker::Engine::edge_name`].
+    pub(super) fn edge_name_facts(&self, name: &ServerName) -> EdgeNameFacts {
+        let dir = self.edge_dir();
+        let (cert, _) = cert_files(name);
+        let copy = certs_dir(&dir).join(cert);
+        EdgeNameFacts {
+            // No openssl for a name the edge has no copy of.
+            certificate: copy.is_file().then(|| crate::docker::acme::facts(&copy).ok()).flatten(),
+            acme_failure: edge_files::acme_failure(&dir, name),
+        }
+    }
+
+    /// `name` through the edge: see [`crate::docker::Engine::edge_answers`].
+    pub(super) fn edge_https(&self, https: SocketAddr, name: &ServerName, path: &HealthPath) -> HttpsAnswer {
+        let (cert, _) = cert_files(name);
+        let ca = certs_dir(&self.edge_dir()).join(cert);
+        crate::docker::host_probe::https_get(https, name.as_str(), path, &ca, self.health.timeout)
+    }
+
     /// Whether the probe at 127.0.0.1:`port` answers `host` with a status
     /// `ok` accepts, within the health check's tries (a reload's new
     /// workers take a moment).
@@ -356,6 +375,24 @@ impl<R: Runner> DockerClient<R> {
             }
             http_get(port, host, path, self.health.timeout).is_some_and(|reply| ok(reply.status))
         })
+    }
+}
+
+/// An order's result, its failure kept for the inventory (or the names'
+/// old failures forgotten once it succeeded).
+fn remembered<T>(dir: &Path, names: &[ServerName], result: Result<T, AcmeError>) -> Result<T, EngineError> {
+    match result {
+        Ok(done) => {
+            edge_files::clear_acme_failures(dir, names);
+            Ok(done)
+        }
+        Err(error) => {
+            let at = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |since| since.as_secs() as i64);
+            edge_files::record_acme_failure(dir, names, &AcmeFailure { at, error: error.clone() });
+            Err(EngineError::Acme(error))
+        }
     }
 }
 

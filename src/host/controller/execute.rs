@@ -457,6 +457,9 @@ fn unchanged_refusal(payload: &Payload, error: &EngineError, id: &PlanId) -> Ref
         EngineError::TaskFailed { .. } | EngineError::TaskTimedOut { .. } => payload.rolled_back(error, id),
         // A backup that stopped before its snapshot only read the data.
         EngineError::BackupFailed { .. } => payload.rolled_back(error, id),
+        // An edge change refused before its first step: no certificate from
+        // ACME (the CA's reason, in our words), or no edge running.
+        EngineError::Acme(_) | EngineError::EdgeNotRunning => payload.rolled_back(error, id),
         EngineError::Refused { .. } => {
             let why = payload.refused_because();
             Refusal::new(

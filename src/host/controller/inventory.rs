@@ -26,14 +26,15 @@ use crate::store::StoredPlan;
 use crate::text::rfc3339_seconds;
 use crate::vocab::Action;
 use crate::vocab::PlanState;
-use crate::vocab::{AppName, ImageId, Refusal, Snapshot};
+use crate::vocab::{AppName, CertKind, HealthPath, ImageId, Refusal, ServerName, Snapshot};
 use crate::wire::ContainerRole;
 use crate::wire::answers::Open;
 use crate::wire::answers::app_state::EngineState;
-use crate::wire::answers::gateways::{Gateway, GatewayStatus};
+use crate::wire::answers::gateways::{Gateway, GatewayStatus, HttpsCheck};
 use crate::wire::answers::inventory::{
-    AppImage, CatalogImage, DataView, ForeignCounts, GatewayImage, HelperVersion, Inventory, KeptVersionView,
-    LastPlan, ManagedApp, Offer, OpenPlan, PortOffer, PortUse, Quota, UnsettledPlan,
+    AcmeErrorView, AppImage, CatalogImage, CertificateView, DataView, ExposedNameView, ForeignCounts,
+    GatewayImage, HelperVersion, Inventory, KeptVersionView, LastPlan, ManagedApp, Offer, OpenPlan,
+    PortOffer, PortUse, Quota, UnsettledPlan,
 };
 
 /// At most this many free port ranges are listed; `free_count` counts all.
@@ -69,7 +70,10 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
         let managed = apps
             .values()
             .map(|record| {
-                managed_app(record, &snapshot, last_plans.get(record.app.as_str()), (&self.policy, now))
+                let mut app =
+                    managed_app(record, &snapshot, last_plans.get(record.app.as_str()), (&self.policy, now));
+                (app.exposed, app.acme_error) = self.edge_views(record, now);
+                app
             })
             .collect();
         let unsettled = plans.iter().find(|p| p.state != PlanState::Pending);
@@ -118,8 +122,10 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                     .filter(|plan| derived.state == EngineState::Stopped && is_completed_stop(plan))
                     .map(|stored| stored.plan.id.clone());
                 let stopped_on_purpose = stopped_by.is_some();
-                let answers = (derived.state == EngineState::Running)
-                    .then(|| self.engine.gateway_answers(record.host_port, &record.server_name));
+                let running = derived.state == EngineState::Running;
+                let answers =
+                    running.then(|| self.engine.gateway_answers(record.host_port, &record.server_name));
+                let https = if running { self.https_checks(record) } else { Vec::new() };
                 Gateway {
                     name: app.names().gateway_container,
                     app: app.to_string(),
@@ -129,10 +135,61 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                     stopped_by,
                     answers,
                     drift: derived.drift_view(),
+                    https,
                 }
             })
             .collect();
         Ok(GatewayStatus { gateways })
+    }
+}
+
+impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
+    /// An app's names on the HTTPS edge, each with the certificate it
+    /// serves, and the last failed ACME order for any of its names. Nothing
+    /// is read on a server whose policy has no edge.
+    fn edge_views(&self, record: &AppRecord, now: i64) -> (Vec<ExposedNameView>, Option<AcmeErrorView>) {
+        if self.policy.edge.is_none() {
+            return (Vec::new(), None);
+        }
+        let exposed: Vec<(&ServerName, CertKind)> =
+            record.exposed.iter().flat_map(|e| &e.names).map(|n| (&n.name, n.source.kind())).collect();
+        let names = std::iter::once(&record.server_name).chain(&record.also_server_names);
+        let (mut views, mut failures) = (Vec::new(), Vec::new());
+        for name in names {
+            let facts = self.engine.edge_name(name);
+            let source = exposed.iter().find(|(n, _)| *n == name).map(|(_, source)| *source);
+            if let Some(source) = source {
+                let certificate = facts.certificate.as_ref().map(|c| CertificateView::of(c, now));
+                views.push(ExposedNameView { name: name.clone(), source, certificate });
+            }
+            // A name served from the operator's files since no longer
+            // waits on ACME: its old failure is history, not a problem.
+            if source != Some(CertKind::File) {
+                failures.extend(facts.acme_failure.map(|failure| (name, failure)));
+            }
+        }
+        let last = failures.into_iter().max_by_key(|(_, failure)| failure.at);
+        (views, last.map(|(name, failure)| AcmeErrorView::of(name, &failure)))
+    }
+
+    /// Each exposed name of a running app asked through the edge's HTTPS
+    /// address, TLS verified (web_status's check).
+    fn https_checks(&self, record: &AppRecord) -> Vec<HttpsCheck> {
+        let (Some(edge), Some(exposure)) = (&self.policy.edge, &record.exposed) else { return Vec::new() };
+        let now = self.clock.now();
+        exposure
+            .names
+            .iter()
+            .map(|exposed| HttpsCheck {
+                name: exposed.name.clone(),
+                answer: self.engine.edge_answers(edge.https, &exposed.name, &HealthPath::default()).into(),
+                certificate: self
+                    .engine
+                    .edge_name(&exposed.name)
+                    .certificate
+                    .map(|c| CertificateView::of(&c, now)),
+            })
+            .collect()
     }
 }
 
@@ -171,7 +228,9 @@ fn managed_app(
         drift: derived.drift_view(),
         server_name: record.server_name.clone(),
         also_server_names: record.also_server_names.clone(),
-        exposed: record.exposed.iter().flat_map(|e| e.names.iter().map(|n| n.name.clone())).collect(),
+        // The controller adds what the edge holds (`edge_views`).
+        exposed: Vec::new(),
+        acme_error: None,
         host_port: record.host_port,
         container_port: record.container_port,
         image: AppImage {

@@ -11,7 +11,8 @@ use serde::{Deserialize, Serialize};
 
 use super::Open;
 use super::app_state::{Drift, EngineState};
-use crate::vocab::PlanId;
+use super::inventory::CertificateView;
+use crate::vocab::{HttpsAnswer, PlanId, ServerName};
 
 /// The `gateway_status` answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -45,4 +46,19 @@ pub struct Gateway {
     pub answers: Option<bool>,
     #[serde(default)]
     pub drift: Option<Drift>,
+    /// For an exposed app that should run: each of its names asked through
+    /// the HTTPS edge (issue 39). Absent for the others, and from a helper
+    /// before 0.2.0.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub https: Vec<HttpsCheck>,
+}
+
+/// One exposed name asked through the edge, TLS verified.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HttpsCheck {
+    pub name: ServerName,
+    pub answer: Open<HttpsAnswer>,
+    /// The certificate the edge serves for it; null when its copy cannot
+    /// be read.
+    pub certificate: Option<CertificateView>,
 }

@@ -14,7 +14,10 @@ use super::Open;
 use super::app_state::{ContainerView, Drift, EngineState};
 use crate::control::app_record::AppState;
 use crate::vocab::Action;
-use crate::vocab::{AppName, HealthPath, ImageId, ImageRef, PlanId, ServerName};
+use crate::vocab::{
+    AcmeFailure, AppName, CertKind, CertificateFacts, HealthPath, ImageId, ImageRef, IssuerName, PlanId,
+    ServerName,
+};
 use crate::vocab::{PlanOutcome, PlanState};
 pub use crate::wire::versions::HelperVersion;
 
@@ -68,9 +71,66 @@ pub struct ManagedApp {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<DataView>,
     /// The names the HTTPS edge serves of it (an expose plan put them
-    /// there). Absent when it is not exposed, and from a helper before 0.2.0.
+    /// there), each with the certificate it serves. Absent when it is not
+    /// exposed, and from a helper before 0.2.0.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub exposed: Vec<ServerName>,
+    pub exposed: Vec<ExposedNameView>,
+    /// The last failed ACME order for one of its names that no order has
+    /// succeeded since (an expose's or a renewal's). Absent when there is none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acme_error: Option<AcmeErrorView>,
+}
+
+/// One name the HTTPS edge serves of an app.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExposedNameView {
+    pub name: ServerName,
+    /// `file` (the operator's; its paths stay on the host) or `acme`.
+    pub source: CertKind,
+    /// The certificate the edge serves for it; null when its copy cannot
+    /// be read (doctor says why).
+    pub certificate: Option<CertificateView>,
+}
+
+/// What a served certificate says of itself, as much as the agent needs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CertificateView {
+    /// Its issuer's common name.
+    pub issuer: IssuerName,
+    pub expires_at: String,
+    /// Whole days left (negative once expired).
+    pub days_left: i64,
+}
+
+impl CertificateView {
+    pub fn of(facts: &CertificateFacts, now: i64) -> CertificateView {
+        CertificateView {
+            issuer: facts.issuer.clone(),
+            expires_at: crate::text::rfc3339_seconds(facts.not_after),
+            days_left: facts.days_left(now),
+        }
+    }
+}
+
+/// A failed ACME order: when, its stable code and its sentence with the
+/// next step (from volce-lab's closed set, never the CA's own text).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AcmeErrorView {
+    pub name: ServerName,
+    pub at: String,
+    pub code: String,
+    pub message: String,
+}
+
+impl AcmeErrorView {
+    pub fn of(name: &ServerName, failure: &AcmeFailure) -> AcmeErrorView {
+        AcmeErrorView {
+            name: name.clone(),
+            at: crate::text::rfc3339_seconds(failure.at),
+            code: failure.error.code().to_owned(),
+            message: failure.error.to_string(),
+        }
+    }
 }
 
 /// An app's data directory: where the app sees it, its cap, and whether

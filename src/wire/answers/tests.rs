@@ -50,6 +50,7 @@ fn a_gateway_is_version_1_json() {
                 stopped_by: None,
                 answers: Some(true),
                 drift: None,
+                https: Vec::new(),
             },
             Gateway {
                 app: "gone".into(),
@@ -60,6 +61,7 @@ fn a_gateway_is_version_1_json() {
                 stopped_by: None,
                 answers: None,
                 drift: Some(Drift::of(DriftReason::ContainersMissing)),
+                https: Vec::new(),
             },
         ],
     };
@@ -148,6 +150,7 @@ fn an_inventory_is_version_1_json() {
             }),
             kept_versions: vec![],
             data: None,
+            acme_error: None,
             exposed: vec![],
         }],
         offer: Offer {

@@ -140,6 +140,12 @@ fn served_certificate(name: &str) -> String {
     text[start..end].to_owned()
 }
 
+/// The app `app` in an inventory reply.
+fn app_of<'a>(inventory: &'a Value, app: &str) -> &'a Value {
+    let apps = inventory["result"]["apps"].as_array().unwrap_or_else(|| panic!("{inventory}"));
+    apps.iter().find(|a| a["app"] == app).unwrap_or_else(|| panic!("no {app}: {inventory}"))
+}
+
 /// One plan the operator approves, executed; the execute reply.
 fn approved(host: &Host, action: &str, parameters: Value) -> Value {
     let reply = host.plan(action, parameters);
@@ -195,6 +201,28 @@ fn exposed_apps_answer_over_https_with_their_own_certificates_until_taken_off() 
     let refused = host.plan("expose", json!({"app": second.app}));
     assert_eq!(refused["code"], "edge_certificate_invalid", "{refused}");
     assert!(refused["message"].as_str().unwrap().contains(&b_name), "{refused}");
+    // An ACME directory where nothing listens: the expose plan fails before
+    // anything changed, B stays unexposed, and the inventory keeps why.
+    let dead = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    policy["edge"]["acme"] =
+        json!({"directory": format!("https://127.0.0.1:{dead}/dir"), "contact": "ops@volce-lab.test"});
+    write_policy(&host, &policy);
+    let failed = approved(&host, "expose", json!({"app": second.app}));
+    assert_eq!(failed["code"], "edge_failed", "{failed}");
+    let message = failed["message"].as_str().unwrap();
+    assert!(
+        message.contains("unreachable_directory") && message.contains("nothing of it was changed"),
+        "{failed}"
+    );
+    let id = message.split_whitespace().find(|w| w.len() == 32).unwrap();
+    assert_eq!(host.plan_json(id)["state"], "failed", "a refusal before any change ends the plan failed");
+    let inventory = host.rpc(json!({"operation": "inventory"}));
+    let b = app_of(&inventory, &second.app);
+    assert!(b.get("exposed").is_none(), "{b}");
+    assert_eq!(b["acme_error"]["code"], "unreachable_directory", "{b}");
+    assert!(b["acme_error"]["message"].as_str().unwrap().contains("check its URL"), "{b}");
+    assert_eq!(b["recorded_state"], "running", "{b}");
+    policy["edge"].as_object_mut().unwrap().remove("acme");
     policy["edge"]["certificates"][&b_name] = json!({"cert": b_cert, "key": b_key});
     write_policy(&host, &policy);
 
@@ -202,10 +230,21 @@ fn exposed_apps_answer_over_https_with_their_own_certificates_until_taken_off() 
         let done = approved(&host, "expose", json!({"app": app}));
         assert_eq!(done["result"]["outcome"], "completed", "{done}");
     }
+    // Each name with what the edge's copy of its certificate says.
     let inventory = host.rpc(json!({"operation": "inventory"}));
-    let exposed: Vec<&Value> =
-        inventory["result"]["apps"].as_array().unwrap().iter().map(|a| &a["exposed"]).collect();
-    assert!(exposed.contains(&&json!([a_name])) && exposed.contains(&&json!([b_name])), "{inventory}");
+    for (app, name) in [(&host.lab.app, &a_name), (&second.app, &b_name)] {
+        let exposed = &app_of(&inventory, app)["exposed"];
+        assert_eq!(exposed[0]["name"], json!(name), "{exposed}");
+        assert_eq!(exposed[0]["source"], "file", "{exposed}");
+        assert_eq!(exposed[0]["certificate"]["issuer"], "volce-lab test CA", "{exposed}");
+        assert_eq!(exposed[0]["certificate"]["days_left"], 1, "a 2-day certificate: {exposed}");
+        assert!(app_of(&inventory, app).get("acme_error").is_none(), "served from files now");
+    }
+    // web_status's answer: each name asked through the edge, TLS verified.
+    let web = host.rpc(json!({"operation": "gateway_status"}));
+    for gateway in web["result"]["gateways"].as_array().unwrap() {
+        assert_eq!(gateway["https"][0]["answer"], "ok", "{web}");
+    }
     let ca = certs.join("ca.pem");
     assert_eq!(https(&ca, &a_name), Some(200), "A over HTTPS, its certificate verified");
     assert_eq!(https(&ca, &b_name), Some(200), "B over HTTPS, its own certificate (SNI)");
@@ -260,13 +299,29 @@ fn exposed_apps_answer_over_https_with_their_own_certificates_until_taken_off() 
     let done = approved(&host, "remove_app", json!({"app": host.lab.app}));
     assert_eq!(done["result"]["outcome"], "completed", "{done}");
     assert_eq!(https(&ca, &a_name), None);
+
+    // B exposed again, then the edge's container removed by hand: web_status
+    // sees B's name fail through the edge, and remove_app still has a way:
+    // the record forgets the names, no edge change is planned.
+    let done = approved(&host, "expose", json!({"app": second.app}));
+    assert_eq!(done["result"]["outcome"], "completed", "{done}");
+    docker_ok(&["rm", "-f", "vl_edge"]);
+    let web = host.rpc(json!({"operation": "gateway_status"}));
+    let answer = &web["result"]["gateways"][0]["https"][0]["answer"];
+    assert_eq!(answer, "no_answer", "{web}");
     let done = approved(&host, "remove_app", json!({"app": second.app}));
     assert_eq!(done["result"]["outcome"], "completed", "{done}");
     let disabled = operator::disable(&host.paths).unwrap();
     assert!(disabled.contains("removed"), "{disabled}");
     assert!(!docker(&["inspect", "vl_edge"]).0, "the edge's container is gone");
     assert!(!docker(&["network", "inspect", "vl_edge"]).0, "its network is gone");
-    assert!(!host.paths.state_dir.join("edge").exists(), "its files are gone");
+    // The failed ACME order above left `acme/` (lego's state and the
+    // failure's record), which disable keeps as it keeps an account.
+    let left: Vec<String> = std::fs::read_dir(host.paths.state_dir.join("edge"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(left, ["acme"], "its other files are gone");
 }
 
 /// Tried: a name with no files but the policy's `edge.acme` (Debian's
@@ -309,6 +364,14 @@ fn a_name_without_files_gets_its_certificate_from_acme_through_the_edge_and_rene
     let root = pebble.root();
     assert_eq!(https(&root, &name), Some(200), "served with pebble's certificate");
     let first = served_certificate(&name);
+    let inventory = host.rpc(json!({"operation": "inventory"}));
+    let exposed = &app_of(&inventory, &host.lab.app)["exposed"][0];
+    assert_eq!(exposed["source"], "acme", "{exposed}");
+    let issuer = exposed["certificate"]["issuer"].as_str().unwrap_or_else(|| panic!("{exposed}"));
+    assert!(issuer.starts_with("Pebble Intermediate CA"), "{exposed}");
+    assert!(exposed["certificate"]["days_left"].as_i64().unwrap() > 0, "{exposed}");
+    let web = host.rpc(json!({"operation": "gateway_status"}));
+    assert_eq!(web["result"]["gateways"][0]["https"][0]["answer"], "ok", "{web}");
 
     let (text, all) = operator::renew(&host.paths, 30).unwrap();
     assert!(all && text.contains("not due"), "{text}");
