@@ -62,12 +62,7 @@ pub fn read_edge(state_dir: &Path) -> Result<EdgeFacts, String> {
 
 /// The edge's findings; nothing when the policy has no edge and nothing is
 /// exposed.
-pub(super) fn check_edge(
-    configured: bool,
-    facts: Result<EdgeFacts, String>,
-    now: i64,
-    findings: &mut Vec<Finding>,
-) {
+pub fn check_edge(configured: bool, facts: Result<EdgeFacts, String>, now: i64, findings: &mut Vec<Finding>) {
     let facts = match facts {
         Ok(facts) => facts,
         Err(why) if configured => {

@@ -262,11 +262,28 @@ fn exposed_apps_answer_over_https_with_their_own_certificates_until_taken_off() 
     assert_eq!(done["result"]["outcome"], "completed", "{done}");
     eventually("A answers over HTTPS after its restart", || https(&ca, &a_name) == Some(200));
 
-    // Doctor reads each name's certificate as the edge serves it.
-    let facts = volce_lab::install::doctor::edge::read_edge(&host.paths.state_dir).unwrap();
+    // Doctor reads each name's certificate as the edge serves it: both
+    // 2-day certificates warn; a copy gone fails, naming its name.
+    use volce_lab::install::doctor::edge::{check_edge, read_edge};
+    let facts = read_edge(&host.paths.state_dir).unwrap();
     assert_eq!(facts.running, Some(true));
     assert_eq!(facts.names.len(), 2, "{facts:?}");
     assert!(facts.names.iter().all(|n| n.not_after.as_ref().is_ok_and(|t| *t > 0)), "{facts:?}");
+    let now = volce_lab::control::Clock::now(&volce_lab::host::clock::SystemClock);
+    let doctor = |facts| {
+        let mut findings = Vec::new();
+        check_edge(true, Ok(facts), now, &mut findings);
+        findings.iter().map(|f| format!("{:?} {}: {}", f.level, f.subject, f.detail)).collect::<Vec<_>>()
+    };
+    let said = doctor(facts);
+    assert!(said.iter().filter(|f| f.contains("expires in 1 day(s)")).count() == 2, "{said:?}");
+    let copy = host.paths.state_dir.join(format!("edge/certs/{b_name}.crt"));
+    let kept = std::fs::read(&copy).unwrap();
+    std::fs::remove_file(&copy).unwrap();
+    let said = doctor(read_edge(&host.paths.state_dir).unwrap());
+    let missing = said.iter().find(|f| f.contains(&b_name)).unwrap();
+    assert!(missing.starts_with("Fail") && missing.contains("cannot be read"), "{said:?}");
+    std::fs::write(&copy, kept).unwrap();
     // Stopped by hand: edge enable starts it again, serving the same names.
     docker_ok(&["stop", "vl_edge"]);
     let again = operator::enable(&host.paths).unwrap();
