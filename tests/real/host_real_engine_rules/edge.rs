@@ -118,10 +118,15 @@ fn make_cert(dir: &Path, name: &str, file: &str) -> (PathBuf, PathBuf) {
 /// curl over HTTPS to `name` on the edge, verified against the test CA:
 /// the status, or `None` when the handshake or the verification failed.
 fn https(ca: &Path, name: &str) -> Option<u16> {
+    https_at(ca, name, "127.0.0.1")
+}
+
+/// [`https`] to the edge's HTTPS port on `ip` (`[::1]` for IPv6).
+fn https_at(ca: &Path, name: &str, ip: &str) -> Option<u16> {
     let out = Command::new("curl")
         .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "5", "--cacert"])
         .arg(ca)
-        .args(["--resolve", &format!("{name}:{HTTPS}:127.0.0.1"), &format!("https://{name}:{HTTPS}/")])
+        .args(["--resolve", &format!("{name}:{HTTPS}:{ip}"), &format!("https://{name}:{HTTPS}/")])
         .output()
         .unwrap();
     out.status.success().then(|| String::from_utf8_lossy(&out.stdout).parse().ok()).flatten()
@@ -339,6 +344,40 @@ fn exposed_apps_answer_over_https_with_their_own_certificates_until_taken_off() 
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
     assert_eq!(left, ["acme"], "its other files are gone");
+}
+
+/// Tried: an edge whose policy names IPv6 addresses (`[::1]`, loopback):
+/// it binds them, serves the exposed name over HTTPS there (verified
+/// against the test CA), nothing on 127.0.0.1's same port, and web_status's
+/// check asks it there too.
+#[test]
+#[ignore = "real parts: run by scripts/test"]
+fn an_edge_on_ipv6_addresses_serves_there() {
+    let _turn = take_turn();
+    let lab = Lab::new("redge6");
+    let dir = tempfile::tempdir().unwrap();
+    make_ca(dir.path());
+    let name = lab.server_name();
+    let (cert, key) = make_cert(dir.path(), &name, "a");
+    let mut policy = lab.policy.clone();
+    policy["edge"] = json!({"http": format!("[::1]:{HTTP}"), "https": format!("[::1]:{HTTPS}"),
+        "certificates": {name.as_str(): {"cert": cert, "key": key}}});
+    let policy_path = dir.path().join("policy.json");
+    std::fs::write(&policy_path, policy.to_string()).unwrap();
+    let host = Host::with_policy(lab, policy_path);
+    let _edge = EdgeGuard(host.paths.state_dir.clone());
+    operator::enable(&host.paths).unwrap();
+    host.deploy("web");
+    let done = approved(&host, "expose", json!({"app": host.lab.app}));
+    assert_eq!(done["result"]["outcome"], "completed", "{done}");
+    let ca = dir.path().join("ca.pem");
+    assert_eq!(https_at(&ca, &name, "[::1]"), Some(200), "served on ::1");
+    assert_eq!(https_at(&ca, &name, "127.0.0.1"), None, "and only there");
+    let web = host.rpc(json!({"operation": "gateway_status"}));
+    assert_eq!(web["result"]["gateways"][0]["https"][0]["answer"], "ok", "{web}");
+    let done = approved(&host, "unexpose", json!({"app": host.lab.app}));
+    assert_eq!(done["result"]["outcome"], "completed", "{done}");
+    operator::disable(&host.paths).unwrap();
 }
 
 /// Tried: a name with no files but the policy's `edge.acme` (Debian's
