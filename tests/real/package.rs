@@ -220,6 +220,41 @@ impl Drop for Uninstall {
     }
 }
 
+/// The installed helper's `edge enable` on a policy naming loopback ports
+/// (the test images' policy with an `edge`), then the package installed
+/// again over itself, as an upgrade runs its maintainer scripts: the same
+/// edge container still runs. Returns a guard that removes the edge
+/// whatever happens.
+fn edge_kept_across_a_reinstall(deb: &str) -> impl Drop {
+    struct Gone;
+    impl Drop for Gone {
+        fn drop(&mut self) {
+            let _ = run("docker", &["rm", "-f", "vl_edge"]);
+            let _ = run("docker", &["network", "rm", "vl_edge"]);
+        }
+    }
+    let test_policy = std::fs::read("/var/tmp/volce-lab-test/policy.json")
+        .expect("the test images' policy (scripts/test-images writes it)");
+    let mut policy: serde_json::Value = serde_json::from_slice(&test_policy).unwrap();
+    policy["edge"] = serde_json::json!({"http": "127.0.0.1:24180", "https": "127.0.0.1:24543"});
+    let path = format!("{POLICY_DIR}/policy.json");
+    std::fs::write(&path, policy.to_string()).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let guard = Gone;
+    let enabled = ok(LINK, &["edge", "enable"]);
+    assert!(String::from_utf8_lossy(&enabled.stdout).contains("The edge runs"), "{enabled:?}");
+    let id = |what: &str| {
+        let out = ok("docker", &["inspect", "--format", "{{.Id}} {{.State.Running}}", "vl_edge"]);
+        let seen = String::from_utf8(out.stdout).unwrap();
+        assert!(seen.trim_end().ends_with(" true"), "the edge runs {what}: {seen}");
+        seen
+    };
+    let before = id("after edge enable");
+    ok("dpkg", &["-i", deb]);
+    assert_eq!(id("after the package was installed over itself"), before, "the same edge container");
+    guard
+}
+
 #[test]
 #[ignore = "root: installs the .deb of scripts/package (scripts/test runs it)"]
 fn dpkg_install_then_purge_leaves_only_the_operators_files() {
@@ -229,7 +264,13 @@ fn dpkg_install_then_purge_leaves_only_the_operators_files() {
     let _undo = Uninstall;
     ok("dpkg", &["-i", deb.to_str().unwrap()]);
     assert_installed_layout();
+    let _edge = edge_kept_across_a_reinstall(deb.to_str().unwrap());
     purge_keeping_operator_files();
+    assert!(
+        !run("docker", &["inspect", "--type", "container", "vl_edge"]).status.success(),
+        "purge removes the edge"
+    );
+    assert!(!run("docker", &["network", "inspect", "vl_edge"]).status.success(), "and its network");
 }
 
 #[test]
