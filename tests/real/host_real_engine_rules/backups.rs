@@ -15,8 +15,21 @@ use volce_lab::install::backup as operator;
 const RESTIC: &str = "/usr/bin/restic";
 
 /// The app writes `text` into its own data, as uid 1000 inside its container.
+/// Its data is under the web root (`/www/data`), so the app also serves it.
 fn app_writes(app_container: &str, text: &str) {
-    docker_ok(&["exec", app_container, "/bin/busybox", "sh", "-c", &format!("echo {text} > /data/note")]);
+    docker_ok(&["exec", app_container, "/bin/busybox", "sh", "-c", &format!("echo {text} > /www/data/note")]);
+}
+
+/// What the app serves of its data's note through its gateway.
+fn served_note(host: &Host) -> Option<String> {
+    let path = volce_lab::vocab::HealthPath::parse("/data/note").unwrap();
+    let reply = volce_lab::docker::host_probe::http_get(
+        host.lab.port,
+        &host.lab.server_name(),
+        &path,
+        std::time::Duration::from_secs(2),
+    )?;
+    (reply.status == 200).then(|| String::from_utf8_lossy(&reply.body).trim().to_owned())
 }
 
 /// restic's own restore of `snapshot` into a new directory; what the app's
@@ -54,7 +67,7 @@ fn a_backup_copies_the_apps_data_while_it_serves_and_restic_gives_it_back() {
     let mut policy = lab.policy.clone();
     let web = policy["catalog"]["web"].clone();
     policy["catalog"]["kept"] =
-        json!({"image": web, "container_port": 8080, "data": {"path": "/data", "max_mib": 16}});
+        json!({"image": web, "container_port": 8080, "data": {"path": "/www/data", "max_mib": 16}});
     let schedule = json!({lab.app.as_str(): "daily"});
     policy["backup"] = json!({"repository": repository, "password_file": password, "keep": {"last": 2}, "schedule": schedule});
     let (host, _unmount, app_container) = super::tasks::deployed(lab, &policy, dir.path(), "kept");
@@ -105,6 +118,7 @@ fn a_backup_copies_the_apps_data_while_it_serves_and_restic_gives_it_back() {
     app_writes(&app_container, "fourth");
     std::fs::set_permissions(&password, std::fs::Permissions::from_mode(0o600)).unwrap();
     assert_eq!(backup(&host)["result"]["outcome"], "completed", "nothing is blocked");
+    assert_eq!(served_note(&host).as_deref(), Some("fourth"), "the app serves its newest data");
 
     restore_puts_the_snapshot_in_place_and_keeps_a_safety_snapshot(&host, &newest, (&repository, &password));
     run_due_backs_up_only_what_its_schedule_says_is_due(&host);
@@ -155,7 +169,7 @@ fn restore_puts_the_snapshot_in_place_and_keeps_a_safety_snapshot(
     assert_eq!(run["started"], true, "{run}");
     let note = std::fs::read_to_string(mount.join("note")).unwrap();
     assert_eq!(note.trim(), "third", "the snapshot's data is in place");
-    assert_eq!(status(host.lab.port, &host.lab.server_name()), Some(200), "the app answers again");
+    assert_eq!(served_note(host).as_deref(), Some("third"), "the app serves the restored data");
     let safety = run["safety"].as_str().unwrap();
     assert_eq!(
         restored_note(repository, password, safety, &mount),
@@ -166,7 +180,7 @@ fn restore_puts_the_snapshot_in_place_and_keeps_a_safety_snapshot(
     let policy = volce_lab::host::paths::load_policy(&host.paths).unwrap();
     let app = volce_lab::vocab::AppName::parse(&host.lab.app).unwrap();
     let data = volce_lab::vocab::DataUse {
-        path: volce_lab::vocab::DataPath::parse("/data").unwrap(),
+        path: volce_lab::vocab::DataPath::parse("/www/data").unwrap(),
         image: host.paths.state_dir.join("data").join(format!("{}.ext4", host.lab.app)),
         mount: mount.clone(),
         max_mib: 16,
@@ -233,13 +247,14 @@ fn a_backup_that_cannot_write_its_repository_fails_and_loses_nothing() {
     let mut policy = lab.policy.clone();
     let web = policy["catalog"]["web"].clone();
     policy["catalog"]["kept"] =
-        json!({"image": web, "container_port": 8080, "data": {"path": "/data", "max_mib": 32}});
+        json!({"image": web, "container_port": 8080, "data": {"path": "/www/data", "max_mib": 32}});
     let repository = small.join("repo");
     policy["backup"] = json!({"repository": repository, "password_file": password, "keep": {"last": 2}});
     let (host, _unmount, app_container) = super::tasks::deployed(lab, &policy, dir.path(), "kept");
     operator::init(&host.paths).unwrap();
     app_writes(&app_container, "kept-safe");
-    let note = || docker_ok(&["exec", &app_container, "/bin/busybox", "cat", "/data/note"]).trim().to_owned();
+    let note =
+        || docker_ok(&["exec", &app_container, "/bin/busybox", "cat", "/www/data/note"]).trim().to_owned();
     let refused = |what: &str| {
         let failed = backup(&host);
         assert_eq!(
@@ -261,7 +276,7 @@ fn a_backup_that_cannot_write_its_repository_fails_and_loses_nothing() {
     refused("no repository there");
     std::fs::rename(small.join("moved"), &repository).unwrap();
 
-    let filler = "/bin/busybox dd if=/dev/urandom of=/data/big bs=1M count=8 2>/dev/null";
+    let filler = "/bin/busybox dd if=/dev/urandom of=/www/data/big bs=1M count=8 2>/dev/null";
     docker_ok(&["exec", &app_container, "/bin/busybox", "sh", "-c", filler]);
     refused("a full repository disk");
 }
