@@ -151,6 +151,20 @@ fn app_of<'a>(inventory: &'a Value, app: &str) -> &'a Value {
     apps.iter().find(|a| a["app"] == app).unwrap_or_else(|| panic!("no {app}: {inventory}"))
 }
 
+/// The lab's policy with `edge`, written in `dir`; the edge enabled and
+/// the web app deployed. The guard removes the edge.
+fn edged_and_deployed(lab: Lab, dir: &Path, edge: Value) -> (Host, EdgeGuard) {
+    let mut policy = lab.policy.clone();
+    policy["edge"] = edge;
+    let policy_path = dir.join("policy.json");
+    std::fs::write(&policy_path, policy.to_string()).unwrap();
+    let host = Host::with_policy(lab, policy_path);
+    let guard = EdgeGuard(host.paths.state_dir.clone());
+    operator::enable(&host.paths).unwrap();
+    host.deploy("web");
+    (host, guard)
+}
+
 /// One plan the operator approves, executed; the execute reply.
 fn approved(host: &Host, action: &str, parameters: Value) -> Value {
     let reply = host.plan(action, parameters);
@@ -359,15 +373,9 @@ fn an_edge_on_ipv6_addresses_serves_there() {
     make_ca(dir.path());
     let name = lab.server_name();
     let (cert, key) = make_cert(dir.path(), &name, "a");
-    let mut policy = lab.policy.clone();
-    policy["edge"] = json!({"http": format!("[::1]:{HTTP}"), "https": format!("[::1]:{HTTPS}"),
+    let edge = json!({"http": format!("[::1]:{HTTP}"), "https": format!("[::1]:{HTTPS}"),
         "certificates": {name.as_str(): {"cert": cert, "key": key}}});
-    let policy_path = dir.path().join("policy.json");
-    std::fs::write(&policy_path, policy.to_string()).unwrap();
-    let host = Host::with_policy(lab, policy_path);
-    let _edge = EdgeGuard(host.paths.state_dir.clone());
-    operator::enable(&host.paths).unwrap();
-    host.deploy("web");
+    let (host, _edge) = edged_and_deployed(lab, dir.path(), edge);
     let done = approved(&host, "expose", json!({"app": host.lab.app}));
     assert_eq!(done["result"]["outcome"], "completed", "{done}");
     let ca = dir.path().join("ca.pem");
@@ -396,16 +404,10 @@ fn a_name_without_files_gets_its_certificate_from_acme_through_the_edge_and_rene
     let lab = Lab::new("racme");
     let dir = tempfile::tempdir().unwrap();
     let name = lab.server_name();
-    let mut policy = lab.policy.clone();
-    policy["edge"] = json!({"http": format!("127.0.0.1:{HTTP}"), "https": format!("127.0.0.1:{HTTPS}"),
+    let edge = json!({"http": format!("127.0.0.1:{HTTP}"), "https": format!("127.0.0.1:{HTTPS}"),
         "acme": {"directory": crate::host_acme::Pebble::directory(), "contact": "ops@volce-lab.test",
                  "directory_ca": pebble.ca()}});
-    let policy_path = dir.path().join("policy.json");
-    std::fs::write(&policy_path, policy.to_string()).unwrap();
-    let host = Host::with_policy(lab, policy_path);
-    let _edge = EdgeGuard(host.paths.state_dir.clone());
-    operator::enable(&host.paths).unwrap();
-    host.deploy("web");
+    let (host, _edge) = edged_and_deployed(lab, dir.path(), edge);
 
     let reply = host.plan("expose", json!({"app": host.lab.app}));
     let id = reply["result"]["id"].as_str().unwrap_or_else(|| panic!("{reply}")).to_owned();
