@@ -36,6 +36,7 @@ fn healthy_demo_app() -> GatewayStatus {
         answers: Some(true),
         drift: None,
         https: Vec::new(),
+        acme_error: None,
     };
     GatewayStatus { gateways: vec![gateway] }
 }

@@ -348,6 +348,13 @@ fn an_exposed_app_shows_its_certificates_its_last_acme_error_and_its_https_answe
     let message = demo["acme_error"]["message"].as_str().unwrap();
     assert!(message.contains("rate limit") && message.contains("try again later"), "{message}");
 
+    // web_status's answer carries the same certificate and ACME error.
+    let status = c.gateway_status().unwrap();
+    let seen = gateway(&status, "demo");
+    assert_eq!(seen.acme_error.as_ref().map(|e| e.code.as_str()), Some("rate_limited"));
+    assert_eq!(seen.https[0].certificate.as_ref().map(|c| c.days_left), Some(20));
+    assert!(volce_lab::inspect::healthy(seen), "an old ACME failure does not fail a name that answers");
+
     h.engine.edit(|s| s.edge_names.clear());
     let inventory = inventory_json(&mut c);
     assert_eq!(app(&inventory, "demo")["exposed"][0]["certificate"], Value::Null);

@@ -109,6 +109,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
     /// for an app that should run, whether its gateway answers its server
     /// name. Read-only; web_status judges from this.
     pub fn gateway_status(&mut self) -> Result<GatewayStatus, Refusal> {
+        let now = self.clock.now();
         let (apps, last_plans) = self.store.read(records)?;
         let snapshot = self.engine.snapshot().map_err(engine_unavailable)?;
         let gateways = apps
@@ -125,7 +126,8 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 let running = derived.state == EngineState::Running;
                 let answers =
                     running.then(|| self.engine.gateway_answers(record.host_port, &record.server_name));
-                let https = if running { self.https_checks(record) } else { Vec::new() };
+                let (exposed, acme_error) = self.edge_views(record, now);
+                let https = if running { self.https_checks(exposed) } else { Vec::new() };
                 Gateway {
                     name: app.names().gateway_container,
                     app: app.to_string(),
@@ -136,6 +138,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                     answers,
                     drift: derived.drift_view(),
                     https,
+                    acme_error,
                 }
             })
             .collect();
@@ -173,21 +176,16 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
     }
 
     /// Each exposed name of a running app asked through the edge's HTTPS
-    /// address, TLS verified (web_status's check).
-    fn https_checks(&self, record: &AppRecord) -> Vec<HttpsCheck> {
-        let (Some(edge), Some(exposure)) = (&self.policy.edge, &record.exposed) else { return Vec::new() };
-        let now = self.clock.now();
-        exposure
-            .names
-            .iter()
-            .map(|exposed| HttpsCheck {
-                name: exposed.name.clone(),
-                answer: self.engine.edge_answers(edge.https, &exposed.name, &HealthPath::default()).into(),
-                certificate: self
-                    .engine
-                    .edge_name(&exposed.name)
-                    .certificate
-                    .map(|c| CertificateView::of(&c, now)),
+    /// address, TLS verified (web_status's check), with the certificate
+    /// [`Self::edge_views`] read.
+    fn https_checks(&self, exposed: Vec<ExposedNameView>) -> Vec<HttpsCheck> {
+        let Some(edge) = &self.policy.edge else { return Vec::new() };
+        exposed
+            .into_iter()
+            .map(|view| HttpsCheck {
+                answer: self.engine.edge_answers(edge.https, &view.name, &HealthPath::default()).into(),
+                name: view.name,
+                certificate: view.certificate,
             })
             .collect()
     }

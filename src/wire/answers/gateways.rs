@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Open;
 use super::app_state::{Drift, EngineState};
-use super::inventory::CertificateView;
+use super::inventory::{AcmeErrorView, CertificateView};
 use crate::vocab::{HttpsAnswer, PlanId, ServerName};
 
 /// The `gateway_status` answer.
@@ -51,6 +51,10 @@ pub struct Gateway {
     /// before 0.2.0.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub https: Vec<HttpsCheck>,
+    /// The last failed ACME order for one of the app's names, as the
+    /// inventory's `acme_error` says it. Absent when there is none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acme_error: Option<AcmeErrorView>,
 }
 
 /// One exposed name asked through the edge, TLS verified.

@@ -51,6 +51,7 @@ fn a_gateway_is_version_1_json() {
                 answers: Some(true),
                 drift: None,
                 https: Vec::new(),
+                acme_error: None,
             },
             Gateway {
                 app: "gone".into(),
@@ -62,6 +63,7 @@ fn a_gateway_is_version_1_json() {
                 answers: None,
                 drift: Some(Drift::of(DriftReason::ContainersMissing)),
                 https: Vec::new(),
+                acme_error: None,
             },
         ],
     };

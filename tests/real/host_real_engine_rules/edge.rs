@@ -241,6 +241,11 @@ fn exposed_apps_answer_over_https_with_their_own_certificates_until_taken_off() 
     assert_eq!(b["acme_error"]["code"], "unreachable_directory", "{b}");
     assert!(b["acme_error"]["message"].as_str().unwrap().contains("check its URL"), "{b}");
     assert_eq!(b["recorded_state"], "running", "{b}");
+    let web = host.rpc(json!({"operation": "gateway_status"}));
+    let gateways = web["result"]["gateways"].as_array().unwrap();
+    let b_gateway = gateways.iter().find(|g| g["app"] == second.app.as_str()).unwrap();
+    assert_eq!(b_gateway["acme_error"]["code"], "unreachable_directory", "{web}");
+    assert!(b_gateway.get("https").is_none(), "nothing of B is exposed: {web}");
     policy["edge"].as_object_mut().unwrap().remove("acme");
     policy["edge"]["certificates"][&b_name] = json!({"cert": b_cert, "key": b_key});
     write_policy(&host, &policy);
