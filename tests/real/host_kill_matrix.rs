@@ -844,25 +844,31 @@ fn kill_matrix(action: Action) {
         }
         .print();
     }
-    // Issue 22: at each step, one of the signals the agent's account can
-    // send its sudo (rotating, so each action sees several), and a stdout
-    // that is full and never read; at the step that matters most, every
-    // signal (nginx_config after the new configuration was written: the
-    // helper has changed nginx.conf and not yet recorded it).
-    // A full stdout holds the helper at its first progress write and then
-    // at its reply, whatever the step: in the default (CI) matrix it is
-    // tried at each action's first and last step only, to keep CI within
-    // its time (every step with VOLCE_LAB_KILL_MATRIX=full or changes).
+    // Issue 22: one of the signals the agent's account can send its sudo,
+    // and a stdout that is full and never read; at the step that matters
+    // most, every signal (nginx_config after the new configuration was
+    // written: the helper has changed nginx.conf and not yet recorded it).
+    // The signals are the helper's, whatever the action or the step: in
+    // the default (CI) matrix each action tries two of them, at its first
+    // and its last step, rotating over the actions so that each signal
+    // meets at least two actions; a full stdout holds the helper at its
+    // first progress write and then at its reply, whatever the step, and
+    // is tried at the same two. Every step with VOLCE_LAB_KILL_MATRIX=full
+    // or changes. (CI's time, docs/reliability.md: the middle steps' signal
+    // cells cost 90 s and their kill cells are there.)
     let every_step = std::env::var("VOLCE_LAB_KILL_MATRIX").is_ok_and(|m| m == "full" || m == "changes");
-    let relayed = if every_step || !action.is_a_sequence_of_others() {
-        matrix_steps(action, &calls)
-    } else {
-        // CI's time (docs/reliability.md): the relayed signals are the helper's,
-        // whatever the action; its others' cells try them.
+    let steps = matrix_steps(action, &calls);
+    let relayed = if every_step {
+        steps
+    } else if action.is_a_sequence_of_others() {
+        // Its calls are its others' in the matrix, which try the signals.
         Vec::new()
+    } else {
+        vec![steps[0], steps[steps.len() - 1]]
     };
     for (i, step) in relayed.iter().enumerate() {
-        relayed_cell(&world, action, &calls, *step, RELAYABLE[i % RELAYABLE.len()], false);
+        let signal = RELAYABLE[(action as usize * 2 + i) % RELAYABLE.len()];
+        relayed_cell(&world, action, &calls, *step, signal, false);
         if every_step || i == 0 || i + 1 == relayed.len() {
             blocked_stdout_cell(&world, action, *step, action == Action::Deploy && i == 0);
         }
@@ -871,7 +877,7 @@ fn kill_matrix(action: Action) {
         let written = Step::Before((1..=calls.len()).find(|n| !read_only(&calls[n - 1])).unwrap());
         let already = relayed.iter().position(|step| *step == written);
         for (i, signal) in RELAYABLE.iter().enumerate() {
-            if already.is_some_and(|at| at % RELAYABLE.len() == i) {
+            if already.is_some_and(|at| (action as usize * 2 + at) % RELAYABLE.len() == i) {
                 continue;
             }
             relayed_cell(&world, action, &calls, written, signal, false);
