@@ -46,6 +46,8 @@ mod image_holds;
 mod tasks;
 // backup: the app's data into restic's repository (issue 41).
 mod backups;
+// backup and restore with the repository on another server over sftp (issue 41).
+mod backup_sftp;
 // The HTTPS edge: expose and unexpose (issue 39).
 mod edge;
 

@@ -16,12 +16,12 @@ const RESTIC: &str = "/usr/bin/restic";
 
 /// The app writes `text` into its own data, as uid 1000 inside its container.
 /// Its data is under the web root (`/www/data`), so the app also serves it.
-fn app_writes(app_container: &str, text: &str) {
+pub(super) fn app_writes(app_container: &str, text: &str) {
     docker_ok(&["exec", app_container, "/bin/busybox", "sh", "-c", &format!("echo {text} > /www/data/note")]);
 }
 
 /// What the app serves of its data's note through its gateway.
-fn served_note(host: &Host) -> Option<String> {
+pub(super) fn served_note(host: &Host) -> Option<String> {
     let path = volce_lab::vocab::HealthPath::parse("/data/note").unwrap();
     let reply = volce_lab::docker::host_probe::http_get(
         host.lab.port,
@@ -47,7 +47,7 @@ fn restored_note(repository: &Path, password: &Path, snapshot: &str, mount: &Pat
 }
 
 /// One backup plan, executed without an approval.
-fn backup(host: &Host) -> Value {
+pub(super) fn backup(host: &Host) -> Value {
     let reply = host.plan("backup", json!({"app": host.lab.app}));
     assert_eq!(reply["result"]["requires_approval"], false, "no approval by default: {reply}");
     host.execute(reply["result"]["id"].as_str().unwrap())
