@@ -122,6 +122,12 @@ impl PlanAction for Restore {
             "stopped, and stays stopped"
         };
         let _ = writeln!(out, "The app  {around}");
+        let _ = writeln!(
+            out,
+            "Room     one more data image of {} MiB on the server's disk while it runs: the snapshot is \
+             unpacked beside the data and takes its place in one step",
+            spec.data.max_mib
+        );
         let _ = writeln!(out, "From     {} (the policy's repository)", esc(spec.config.repository.as_str()));
     }
 

@@ -321,6 +321,20 @@ fn backup_of(value: &serde_json::Value) -> Result<BackupConfig, PolicyError> {
             "backup.keep needs at least one of last, daily, weekly, monthly, each from 1 to {KEEP_MAX}"
         ));
     }
+    if let Some(ssh_config) = &config.ssh_config {
+        let file = ssh_config.to_str().unwrap_or_default();
+        let plain = !file.chars().any(|c| c.is_control() || c.is_whitespace());
+        if !file.starts_with('/') || !plain || file.split('/').any(|p| p == "..") {
+            return bad(
+                "backup.ssh_config must be an absolute path without spaces (e.g. /etc/volce-lab/backup.ssh_config)",
+            );
+        }
+        if config.repository.sftp_destination().is_none() {
+            return bad(
+                "backup.ssh_config needs a repository of the form sftp:user@host:/path (host a Host of that file)",
+            );
+        }
+    }
     Ok(config)
 }
 

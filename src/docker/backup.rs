@@ -35,10 +35,13 @@ use super::data_volume;
 use crate::exec::{ExecutionStatus, ProcessOutput, ProcessSpec, minimal_env, run_blocking};
 use crate::vocab::{
     AppName, BACKUP_TAG, BackupConfig, BackupDone, BackupMissed, BackupRecord, BackupRun, BackupSpec,
-    RestoreSpec, RetentionApplied, SnapshotFacts, SnapshotId,
+    DataUse, RestoreSpec, RetentionApplied, SnapshotFacts, SnapshotId,
 };
 
 pub const RESTIC: &str = "/usr/bin/restic";
+/// The ssh restic runs for an `sftp:` repository with the policy's
+/// `backup.ssh_config` (Debian's OpenSSH client).
+const SSH: &str = "/usr/bin/ssh";
 /// What one restic command may print on stdout with `--json --quiet`.
 const RESTIC_STDOUT: usize = 4 << 20;
 /// How long a listing, an init or a check may take.
@@ -103,7 +106,7 @@ fn write_record(image: &Path, kept: &BackupRecord) -> std::io::Result<()> {
 /// point must never pass for its data).
 fn ready(config: &BackupConfig, mount: &Path) -> Result<(), EngineError> {
     let failed = |step| EngineError::BackupFailed { step };
-    password_file_ok(&config.password_file, 0).map_err(|_| failed("check the backup password file"))?;
+    private_files(config)?;
     if !Path::new(RESTIC).is_file() {
         return Err(failed("find restic"));
     }
@@ -156,12 +159,11 @@ fn tagged_backup(tags: &[String], mount: &Path) -> Vec<String> {
 }
 
 /// The data part of a restore, with the app stopped: a safety snapshot of
-/// the data as it is, then the data replaced by the snapshot's. A failure
-/// before the replacement touched anything is [`EngineError::BackupFailed`];
-/// one after it puts the safety snapshot back and is
-/// [`EngineError::RolledBack`] once that worked, else the step that failed
-/// (the data is then neither, and needs an operator). Returns the safety
-/// snapshot's id.
+/// the data as it is, then the snapshot's data put in its place by
+/// [`swap_in`]. Every failure before the switch is
+/// [`EngineError::BackupFailed`] with the app's data untouched; one after
+/// it is the step that failed (the data is the restored one and needs an
+/// operator to see it mounted). Returns the safety snapshot's id.
 pub fn restore_data(spec: &RestoreSpec) -> Result<SnapshotId, EngineError> {
     let failed = |step| EngineError::BackupFailed { step };
     ready(&spec.config, &spec.data.mount)?;
@@ -170,35 +172,56 @@ pub fn restore_data(spec: &RestoreSpec) -> Result<SnapshotId, EngineError> {
         ExecutionStatus::Ok => summary(&copied.stdout).ok_or(failed("read the safety snapshot's summary"))?,
         _ => return Err(failed("take the safety snapshot")),
     };
-    let mount = &spec.data.mount;
     let path = spec.snapshot.paths.first().map(String::as_str).unwrap_or_default();
-    if replace(&spec.config, mount, &spec.snapshot.id, path).is_err() {
-        let own = mount.display().to_string();
-        return match replace(&spec.config, mount, &safety.snapshot_id, &own) {
-            Ok(()) => Err(EngineError::RolledBack {
-                cause: Box::new(failed("restore the snapshot")),
-                app_log: None,
-            }),
-            Err(step) => Err(EngineError::Host { step }),
-        };
-    }
+    swap_in(&spec.config, &spec.data, &spec.snapshot.id, path)?;
     Ok(safety.snapshot_id)
 }
 
-/// The directory a restore unpacks into, inside the data's own filesystem
-/// (so moving its entries into place is a rename).
+/// Puts what `snapshot` holds under `path` in the place of the app's data
+/// (the app stopped): unpacked into a new image of the same cap
+/// (`data_volume::stage`), which then replaces the app's image in one
+/// rename (`data_volume::switch_to`). So the app's data is at every
+/// instant the old or the restored one, whole: a restic that fails, a
+/// repository that stops answering or a helper killed halfway leaves the
+/// old data as it was (and a staging image the next restore or a purge
+/// removes). Needs room for one more image of the data's cap on the state
+/// directory's disk while it runs. `BackupFailed` means untouched.
+pub fn swap_in(
+    config: &BackupConfig,
+    data: &DataUse,
+    snapshot: &SnapshotId,
+    path: &str,
+) -> Result<(), EngineError> {
+    let untouched = |step| EngineError::BackupFailed { step };
+    let staged = data_volume::stage(data).map_err(|_| untouched("make the restore's data image"))?;
+    if let Err(step) = unpack(config, &staged.mount, snapshot, path) {
+        let _ = data_volume::discard_staging(data);
+        return Err(untouched(step));
+    }
+    match data_volume::switch_to(&staged, data) {
+        Ok(()) => Ok(()),
+        Err(data_volume::Switch::Untouched(_)) => {
+            let _ = data_volume::discard_staging(data);
+            Err(untouched("put the restored image in place"))
+        }
+        Err(data_volume::Switch::Switched(_)) => Err(EngineError::Host { step: "mount the restored data" }),
+    }
+}
+
+/// The directory a restore unpacks into, inside the staging image's own
+/// filesystem (so moving its entries to that filesystem's root is a rename).
 const STAGING: &str = ".volce-lab-restore";
 
-/// Replaces everything in the mounted data (but ext4's `lost+found`) with
-/// what `snapshot` holds under `path`.
-pub fn replace(
+/// Fills the empty filesystem mounted on `mount` (a restore's staging
+/// image) with what `snapshot` holds under `path`.
+fn unpack(
     config: &BackupConfig,
     mount: &Path,
     snapshot: &SnapshotId,
     path: &str,
 ) -> Result<(), &'static str> {
     let staging = mount.join(STAGING);
-    clear(mount).map_err(|()| "clear the app's data")?;
+    clear(mount).map_err(|()| "clear the restore's data image")?;
     let args = [
         "restore".to_owned(),
         snapshot.as_str().to_owned(),
@@ -206,7 +229,6 @@ pub fn replace(
         staging.display().to_string(),
     ];
     if restic(config, &args, REPOSITORY_TIMEOUT).execution.execution_status != ExecutionStatus::Ok {
-        let _ = std::fs::remove_dir_all(&staging);
         return Err("restic restore");
     }
     let unpacked = staging.join(path.trim_start_matches('/'));
@@ -356,8 +378,7 @@ fn repository_command(
     args: &[String],
     step: &'static str,
 ) -> Result<Vec<u8>, EngineError> {
-    password_file_ok(&config.password_file, 0)
-        .map_err(|_| EngineError::BackupFailed { step: "check the backup password file" })?;
+    private_files(config)?;
     let out = restic(config, args, REPOSITORY_TIMEOUT);
     match out.execution.execution_status {
         ExecutionStatus::Ok => Ok(out.stdout),
@@ -368,6 +389,17 @@ fn repository_command(
 /// restic with the repository, the password file and `args`: no cache
 /// (nothing of the repository is kept on the host beside it), JSON, quiet.
 fn restic(config: &BackupConfig, args: &[String], timeout: Duration) -> ProcessOutput {
+    let mut spec = fixed(RESTIC, restic_argv(config, args), timeout);
+    spec.stdout_limit = RESTIC_STDOUT;
+    // An sftp repository's ssh reads root's own keys and known hosts
+    // unless the policy names its ssh configuration.
+    spec.env.push(("HOME".into(), "/root".into()));
+    run_blocking(&spec)
+}
+
+/// restic's whole argv for `args`: the repository, the password file, no
+/// cache, JSON; with the policy's `ssh_config`, the ssh command that reads it.
+fn restic_argv(config: &BackupConfig, args: &[String]) -> Vec<String> {
     let mut argv = vec![
         "--repo".to_owned(),
         config.repository.as_str().to_owned(),
@@ -377,12 +409,13 @@ fn restic(config: &BackupConfig, args: &[String], timeout: Duration) -> ProcessO
         "--json".to_owned(),
         "--quiet".to_owned(),
     ];
+    if let (Some(file), Some(destination)) = (&config.ssh_config, config.repository.sftp_destination()) {
+        // restic splits this at spaces; the policy refused any in both.
+        argv.push("--option".to_owned());
+        argv.push(format!("sftp.command={SSH} -F {} {destination} -s sftp", file.display()));
+    }
     argv.extend(args.iter().cloned());
-    let mut spec = fixed(RESTIC, argv, timeout);
-    spec.stdout_limit = RESTIC_STDOUT;
-    // An sftp repository's ssh reads root's own keys and known hosts.
-    spec.env.push(("HOME".into(), "/root".into()));
-    run_blocking(&spec)
+    argv
 }
 
 fn fixed(program: &str, args: impl IntoIterator<Item = String>, timeout: Duration) -> ProcessSpec {
@@ -390,6 +423,31 @@ fn fixed(program: &str, args: impl IntoIterator<Item = String>, timeout: Duratio
     spec.env = minimal_env();
     spec.timeout = timeout;
     spec
+}
+
+/// The files restic is handed, checked before it runs: the password file
+/// is root's alone, and the ssh configuration (which names the key and the
+/// pinned host key) is root's and nobody else may change it.
+fn private_files(config: &BackupConfig) -> Result<(), EngineError> {
+    let failed = |step| EngineError::BackupFailed { step };
+    password_file_ok(&config.password_file, 0).map_err(|_| failed("check the backup password file"))?;
+    if let Some(file) = &config.ssh_config {
+        ssh_config_ok(file, 0).map_err(|_| failed("check the backup ssh configuration"))?;
+    }
+    Ok(())
+}
+
+/// Whether `path` is a regular file owned by `owner` that no one else may
+/// change (it says which key ssh offers and which host key it trusts).
+pub fn ssh_config_ok(path: &Path, owner: u32) -> Result<(), &'static str> {
+    let meta = std::fs::symlink_metadata(path).map_err(|_| "it cannot be read")?;
+    if !meta.is_file() || meta.uid() != owner {
+        return Err("it is not root's regular file");
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err("group or others may write it (chmod 644 or 600 it)");
+    }
+    Ok(())
 }
 
 /// Whether `path` is a regular file owned by `owner` that no one else may
@@ -408,6 +466,47 @@ pub fn password_file_ok(path: &Path, owner: u32) -> Result<(), &'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Tried: a path repository (no ssh command), an sftp one without and
+    /// with the policy's ssh configuration.
+    #[test]
+    fn the_ssh_command_reads_the_policys_configuration_only_when_it_names_one() {
+        let mut config = BackupConfig {
+            repository: crate::vocab::BackupRepository::parse("/srv/backup").unwrap(),
+            password_file: "/etc/volce-lab/backup.password".into(),
+            keep: crate::vocab::Retention { last: Some(3), ..Default::default() },
+            schedule: Default::default(),
+            ssh_config: Some("/etc/volce-lab/backup.ssh_config".into()),
+        };
+        let snapshots = ["snapshots".to_owned()];
+        assert!(!restic_argv(&config, &snapshots).contains(&"--option".to_owned()), "a path needs no ssh");
+        config.repository = crate::vocab::BackupRepository::parse("sftp:backup@vault:/srv/restic").unwrap();
+        let argv = restic_argv(&config, &snapshots);
+        let at = argv.iter().position(|a| a == "--option").unwrap();
+        assert_eq!(
+            argv[at + 1],
+            "sftp.command=/usr/bin/ssh -F /etc/volce-lab/backup.ssh_config backup@vault -s sftp"
+        );
+        assert_eq!(argv.last().unwrap(), "snapshots");
+        config.ssh_config = None;
+        assert!(!restic_argv(&config, &snapshots).contains(&"--option".to_owned()), "root's own ssh config");
+    }
+
+    #[test]
+    fn an_ssh_configuration_others_may_change_is_refused() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("backup.ssh_config");
+        std::fs::write(&file, "Host vault\n").unwrap();
+        let me = nix::unistd::geteuid().as_raw();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(ssh_config_ok(&file, me).is_ok());
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o664)).unwrap();
+        assert!(ssh_config_ok(&file, me).is_err(), "group-writable");
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(ssh_config_ok(&file, me + 1).is_err(), "another owner");
+        assert!(ssh_config_ok(&dir.path().join("missing"), me).is_err());
+    }
 
     #[test]
     fn the_summary_is_the_last_line_and_only_a_summary_counts() {

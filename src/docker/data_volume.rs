@@ -230,9 +230,76 @@ pub fn thaw(mount: &Path) -> bool {
     run(FSFREEZE, &["--unfreeze", &mount], FREEZE_TIMEOUT, "thaw the app's data").is_ok()
 }
 
+/// Where a restore unpacks a snapshot before it takes the data's place: a
+/// new image of the same cap beside the app's (`<app>.ext4.restore`),
+/// mounted on its own mount point (`<app>.restore`). App names have no
+/// dot, so neither can be another app's.
+pub fn staging_of(data: &DataUse) -> DataUse {
+    DataUse {
+        path: data.path.clone(),
+        image: data.image.with_extension("ext4.restore"),
+        mount: data.mount.with_extension("restore"),
+        max_mib: data.max_mib,
+    }
+}
+
+/// A new, empty image for a restore to unpack into, mounted on its own
+/// mount point ([`staging_of`]); what an earlier restore left there
+/// (killed before its switch) goes first.
+pub fn stage(data: &DataUse) -> Result<DataUse, EngineError> {
+    discard_staging(data)?;
+    let staged = staging_of(data);
+    make_image(&staged)?;
+    mount_image(&staged.image, &staged.mount)?;
+    Ok(staged)
+}
+
+/// Removes a restore's staging image and its mount point, if there.
+pub fn discard_staging(data: &DataUse) -> Result<(), EngineError> {
+    let staged = staging_of(data);
+    unmount(&staged.mount)?;
+    remove_if_present(std::fs::remove_file(&staged.image), "delete the restore's unpacked image")?;
+    remove_if_present(std::fs::remove_dir(&staged.mount), "remove the restore's mount point")
+}
+
+/// Puts the unpacked `staged` image in the place of the app's `data`, the
+/// app stopped: both unmounted, then the staged image renamed over the
+/// app's (one atomic step: before it the app's image holds the old data,
+/// after it the restored data, never a mix), then mounted where the app's
+/// was. A kill anywhere leaves one of the two whole; an unmounted one is
+/// mounted again by the next plan that starts the app, or `data mount`.
+/// An error before the rename is [`Switch::Untouched`] (the old data is
+/// mounted again), one after it [`Switch::Switched`].
+pub fn switch_to(staged: &DataUse, data: &DataUse) -> Result<(), Switch> {
+    let untouched = |error| Switch::Untouched(error);
+    unmount(&staged.mount).map_err(untouched)?;
+    unmount(&data.mount).map_err(untouched)?;
+    if std::fs::rename(&staged.image, &data.image).is_err() {
+        let renamed = EngineError::Host { step: "put the restored image in place" };
+        return Err(Switch::Untouched(mount_image(&data.image, &data.mount).err().unwrap_or(renamed)));
+    }
+    // The rename is done; this only makes it outlive a power cut sooner
+    // (before it is on disk, a crash brings back the old data, whole).
+    let dir = data.image.parent().unwrap_or(Path::new("/"));
+    let _ = std::fs::File::open(dir).and_then(|d| d.sync_all());
+    let _ = std::fs::remove_dir(&staged.mount);
+    mount_image(&data.image, &data.mount).map_err(Switch::Switched)
+}
+
+/// How a [`switch_to`] failed.
+#[derive(Debug)]
+pub enum Switch {
+    /// Before the rename: the app's image holds the old data.
+    Untouched(EngineError),
+    /// After it: the app's image holds the restored data.
+    Switched(EngineError),
+}
+
 /// Unmounts the data if it is mounted; with `purge`, deletes the image and
-/// the mount point too.
+/// the mount point too. A restore's staging image is never the app's data
+/// and goes either way.
 pub fn release(data: &DataUse, purge: bool) -> Result<(), EngineError> {
+    discard_staging(data)?;
     unmount(&data.mount)?;
     if purge {
         delete(&data.image, &data.mount)?;

@@ -43,6 +43,17 @@ impl BackupRepository {
             value.strip_prefix("sftp:").is_some_and(|rest| !rest.is_empty() && !rest.starts_with('-'));
         (plain && (path_ok || sftp_ok)).then(|| BackupRepository(value.to_owned()))
     }
+
+    /// `user@host` (or `host`) of a repository in the form
+    /// `sftp:user@host:/path`, the destination ssh is given when the policy
+    /// names the ssh configuration; `None` for a path or restic's
+    /// `sftp://` URL form.
+    pub fn sftp_destination(&self) -> Option<&str> {
+        let rest = self.0.strip_prefix("sftp:")?;
+        let (destination, path) = rest.split_once(':')?;
+        let ok = !destination.is_empty() && !destination.starts_with('-') && !destination.contains('/');
+        (ok && path.starts_with('/')).then_some(destination)
+    }
 }
 
 string_form!(BackupRepository, "not a backup repository (an absolute path, or sftp:user@host:/path)");
@@ -96,6 +107,11 @@ pub struct BackupConfig {
     pub keep: Retention,
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub schedule: std::collections::BTreeMap<AppName, BackupEvery>,
+    /// The ssh configuration restic's ssh reads for an `sftp:` repository
+    /// (`ssh -F`), so the backup host's key, address and pinned host key
+    /// live beside the policy rather than in root's own `~/.ssh`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssh_config: Option<PathBuf>,
 }
 
 /// How often a scheduled app is backed up.
@@ -327,6 +343,19 @@ pub struct RestoreRun {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_ssh_destination_is_only_read_from_the_sftp_user_at_host_form() {
+        let destination =
+            |repo: &str| BackupRepository::parse(repo).unwrap().sftp_destination().map(str::to_owned);
+        assert_eq!(destination("sftp:backup@vault:/srv/restic").as_deref(), Some("backup@vault"));
+        assert_eq!(destination("sftp:vault:/srv/restic").as_deref(), Some("vault"));
+        for none in
+            ["/srv/backup", "sftp://backup@vault:2222//srv/restic", "sftp:vault", "sftp:vault:relative"]
+        {
+            assert_eq!(destination(none), None, "{none}");
+        }
+    }
 
     #[test]
     fn a_repository_is_an_absolute_path_or_sftp_and_nothing_that_reads_as_an_option() {

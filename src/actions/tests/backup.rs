@@ -11,6 +11,7 @@ fn configured(world: &mut World) {
         password_file: "/etc/volce-lab/backup.password".into(),
         keep: Retention { daily: Some(7), ..Retention::default() },
         schedule: Default::default(),
+        ssh_config: None,
     });
 }
 

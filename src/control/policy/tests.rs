@@ -387,7 +387,9 @@ fn a_catalog_object_may_give_the_app_a_capped_data_directory() {
 
 /// Tried: no `backup` (no repository), a good one, and each way one can be
 /// wrong (a relative repository, an option-like sftp host, a relative
-/// password file, no retention rule, a rule of 0, an unknown key). A
+/// password file, no retention rule, a rule of 0, an unknown key, an ssh
+/// configuration with a path repository, the `sftp://` form, a relative
+/// path, a space or `..`). A
 /// present `backup` is part of the hash; an absent one leaves it as it was.
 #[test]
 fn backup_names_a_repository_a_private_password_file_and_a_retention() {
@@ -413,6 +415,24 @@ fn backup_names_a_repository_a_private_password_file_and_a_retention() {
     assert!(bad("extra", json!(1)).contains("unknown field"));
     assert!(bad("schedule", json!({"blog": "monthly"})).contains("unknown variant"));
     assert!(bad("schedule", json!({"Not An App": "daily"})).contains("backup must be"));
+    // The ssh configuration only with a repository ssh reaches as user@host.
+    assert!(bad("ssh_config", json!("/etc/volce-lab/backup.ssh_config")).contains("sftp:user@host:/path"));
+    let mut over_ssh = good.clone();
+    over_ssh["repository"] = json!("sftp:backup@vault:/srv/restic");
+    over_ssh["ssh_config"] = json!("/etc/volce-lab/backup.ssh_config");
+    let policy = with(|v| v["backup"] = over_ssh.clone()).unwrap();
+    assert_eq!(policy.backup.unwrap().ssh_config.unwrap().to_str(), Some("/etc/volce-lab/backup.ssh_config"));
+    for wrong in ["backup.ssh_config", "/etc/volce-lab/my ssh", "/etc/../root/.ssh/config"] {
+        let mut backup = over_ssh.clone();
+        backup["ssh_config"] = json!(wrong);
+        assert!(
+            with(|v| v["backup"] = backup).unwrap_err().0.contains("absolute path without spaces"),
+            "{wrong}"
+        );
+    }
+    let mut url_form = over_ssh.clone();
+    url_form["repository"] = json!("sftp://backup@vault:2222//srv/restic");
+    assert!(with(|v| v["backup"] = url_form).unwrap_err().0.contains("sftp:user@host:/path"));
     let mut scheduled = good.clone();
     scheduled["schedule"] = json!({"blog": "daily"});
     let policy = with(|v| v["backup"] = scheduled).unwrap();

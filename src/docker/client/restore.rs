@@ -7,15 +7,20 @@
 //!   stops it) and a safety snapshot of it as it was then is recorded: that
 //!   snapshot is the way back, and nothing the app wrote before the stop is
 //!   lost by taking it earlier;
-//! - a restore that fails, or an app that does not answer its health check
-//!   on the restored data, gets the safety snapshot back and is started
-//!   again; only once it answers is that [`EngineError::RolledBack`] (the
-//!   plan `failed`, the app as it was). Any step of that way back that
-//!   fails leaves the error of that step: the plan needs an operator;
+//! - the data is replaced in one step (`backup::swap_in`: unpacked into a
+//!   new image that is renamed over the app's), so it is at every instant
+//!   the old or the restored one, whole; a restore that fails before that
+//!   step leaves the data untouched and starts the app again
+//!   ([`EngineError::BackupFailed`], the plan `failed`);
+//! - an app that does not answer its health check on the restored data
+//!   gets the safety snapshot back the same way and is started again; only
+//!   once it answers is that [`EngineError::RolledBack`] (the plan
+//!   `failed`, the app as it was). Any step of that way back that fails
+//!   leaves the error of that step: the plan needs an operator;
 //! - an app that was stopped when the plan was made is not started.
 
 use super::{DockerClient, Runner};
-use crate::docker::backup::{replace, restore_data};
+use crate::docker::backup::{restore_data, swap_in};
 use crate::docker::{EngineError, ProgressSink};
 use crate::vocab::{RestoreRun, RestoreSpec, StartSpec};
 
@@ -31,9 +36,9 @@ impl<R: Runner> DockerClient<R> {
         }
         let safety = match restore_data(spec) {
             Ok(safety) => safety,
-            // The data is as it was (never touched, or put back): the app
-            // runs again as it did, or the failure is the start's.
-            Err(error @ (EngineError::BackupFailed { .. } | EngineError::RolledBack { .. })) => {
+            // The data is as it was (never touched): the app runs again as
+            // it did, or the failure is the start's.
+            Err(error @ EngineError::BackupFailed { .. }) => {
                 return match &spec.start {
                     Some(start) => self.start_again(start, progress).and(Err(error)),
                     None => Err(error),
@@ -48,9 +53,9 @@ impl<R: Runner> DockerClient<R> {
             Ok(()) => Ok(RestoreRun { restored: spec.snapshot.id.clone(), safety, started: true }),
             // The start stopped both again; the data goes back as it was.
             Err(error) => {
-                let mount = &spec.data.mount;
-                replace(&spec.config, mount, &safety, &mount.display().to_string())
-                    .map_err(|step| EngineError::Host { step })?;
+                let own = spec.data.mount.display().to_string();
+                swap_in(&spec.config, &spec.data, &safety, &own)
+                    .map_err(|_| EngineError::Host { step: "put the safety snapshot back" })?;
                 self.start_again(start, progress)?;
                 let cause = match error {
                     EngineError::RolledBack { cause, .. } => cause,

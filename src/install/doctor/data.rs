@@ -72,6 +72,15 @@ pub(super) fn check_backups(
             "chown root:root it and chmod 600 it (docs/policy.md#backuppassword_file)",
         )),
     }
+    if let Some(file) = &config.ssh_config
+        && let Err(why) = crate::docker::backup::ssh_config_ok(file, 0)
+    {
+        findings.push(fail(
+            "backup",
+            format!("{}: {why}", file.display()),
+            "chown root:root it and chmod 644 it (docs/policy.md#backupssh_config)",
+        ));
+    }
     for data in facts {
         let subject = format!("backup of {}", crate::text::for_terminal(&data.app));
         let kept = &data.backup;

@@ -1,13 +1,10 @@
 //! backup and restore with the repository on a second server over sftp
 //! (issue 41): Debian's sshd on 127.0.0.1 stands in for the backup host,
 //! with its own host key, one authorized key and the sftp subsystem only.
-//! restic reaches it as the helper runs it (root's ssh, which reads root's
-//! `~/.ssh`): each call that runs restic runs on a thread with a mount
-//! namespace of its own and a tmpfs on /root whose `.ssh` names the backup
-//! host `vault` (its address, port, key and pinned host key), so nothing of
-//! the machine's own /root is read or changed and no name reaches DNS. The
-//! app's deploy and its data mount stay in the machine's namespace, where
-//! the engine sees them.
+//! restic reaches it through the policy's `backup.ssh_config` (its key,
+//! address, port and pinned host key, ending with the catch-all to
+//! 127.0.0.1), so nothing of the machine's own /root/.ssh is read or
+//! changed and no name reaches DNS.
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::process::{Child, Command, Stdio};
@@ -96,45 +93,28 @@ impl BackupHost {
     }
 }
 
-/// Runs `call` on a thread of its own in a mount namespace of its own,
-/// with a tmpfs on /root holding the `.ssh` root's ssh reads for the backup
-/// host `vault`: its key, its pinned host key, and a config that ends with
-/// the catch-all to 127.0.0.1. The processes that thread starts (restic,
-/// its ssh) see it; the rest of the machine does not, and it ends with the
-/// thread. A mount made there would stay there, so nothing that mounts an
-/// app's data (a deploy) runs in it.
-fn as_root_with_vault<T: Send>(host: &BackupHost, call: impl FnOnce() -> T + Send) -> T {
-    std::thread::scope(|scope| {
-        let thread = scope.spawn(|| {
-            roots_ssh_for(host);
-            call()
-        });
-        thread.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-    })
-}
-
-fn roots_ssh_for(host: &BackupHost) {
-    use nix::mount::{MsFlags, mount};
-    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS).expect("a mount namespace for this thread");
-    mount(None::<&str>, "/", None::<&str>, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None::<&str>).unwrap();
-    mount(Some("tmpfs"), "/root", Some("tmpfs"), MsFlags::empty(), Some("mode=0700,size=1m")).unwrap();
-    let ssh = Path::new("/root/.ssh");
-    std::fs::create_dir(ssh).unwrap();
-    std::fs::set_permissions(ssh, std::fs::Permissions::from_mode(0o700)).unwrap();
-    std::fs::copy(&host.client_key, ssh.join("id_ed25519")).unwrap();
-    std::fs::set_permissions(ssh.join("id_ed25519"), std::fs::Permissions::from_mode(0o600)).unwrap();
-    std::fs::write(ssh.join("known_hosts"), host.known_hosts_line()).unwrap();
+/// The ssh configuration the policy names for the backup host `vault`:
+/// its address and port, root's key for it, its pinned host key, no
+/// prompt; root's and not writable by others, as the helper requires.
+fn ssh_config_for(host: &BackupHost, dir: &Path) -> PathBuf {
+    let known_hosts = dir.join("known_hosts");
+    std::fs::write(&known_hosts, host.known_hosts_line()).unwrap();
+    let config = dir.join("backup.ssh_config");
     std::fs::write(
-        ssh.join("config"),
+        &config,
         format!(
-            "Host vault\n  HostName 127.0.0.1\n  Port {}\n  User root\n  IdentityFile /root/.ssh/id_ed25519\n  \
+            "Host vault\n  HostName 127.0.0.1\n  Port {}\n  User root\n  IdentityFile {}\n  \
              IdentitiesOnly yes\n  BatchMode yes\n  StrictHostKeyChecking yes\n  \
-             UserKnownHostsFile /root/.ssh/known_hosts\n  ConnectTimeout 5\n\
+             UserKnownHostsFile {}\n  GlobalKnownHostsFile /dev/null\n  ConnectTimeout 5\n\
              Host *\n  HostName 127.0.0.1\n",
-            host.port
+            host.port,
+            host.client_key.display(),
+            known_hosts.display()
         ),
     )
     .unwrap();
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o644)).unwrap();
+    config
 }
 
 /// Tried (issue 41, a repository on another server): `backup init` makes
@@ -172,27 +152,24 @@ fn a_repository_on_another_server_over_sftp_backs_up_and_restores() {
         "repository": format!("sftp:root@vault:{}", repository.display()),
         "password_file": password,
         "keep": {"last": 3},
+        "ssh_config": ssh_config_for(&vault_host, dir.path()),
     });
     let (host, _unmount, app_container) = super::tasks::deployed(lab, &policy, dir.path(), "kept");
 
-    let made = as_root_with_vault(&vault_host, || operator::init(&host.paths).unwrap());
+    let made = operator::init(&host.paths).unwrap();
     assert!(made.contains("Made the backup repository"), "{made}");
     assert!(repository.join("config").is_file(), "the repository is on the backup host");
     app_writes(&app_container, "over-sftp");
-    let done = as_root_with_vault(&vault_host, || backup(&host));
+    let done = backup(&host);
     assert_eq!(done["result"]["outcome"], "completed", "{done}");
     let snapshot = done["result"]["backup"]["snapshot"].as_str().unwrap().to_owned();
-    let listed =
-        as_root_with_vault(&vault_host, || operator::list(&host.paths, Some(&host.lab.app)).unwrap());
+    let listed = operator::list(&host.paths, Some(&host.lab.app)).unwrap();
     assert!(listed.contains(&snapshot), "{listed}");
 
     app_writes(&app_container, "written-later");
-    // The plan reads the snapshot's time and size from the repository.
-    let id = as_root_with_vault(&vault_host, || {
-        host.planned("restore", json!({"app": host.lab.app, "snapshot": snapshot}))
-    });
+    let id = host.planned("restore", json!({"app": host.lab.app, "snapshot": snapshot}));
     host.approve(&id);
-    let restored = as_root_with_vault(&vault_host, || host.execute(&id));
+    let restored = host.execute(&id);
     assert_eq!(restored["result"]["outcome"], "completed", "{restored}");
     assert_eq!(served_note(&host).as_deref(), Some("over-sftp"), "the app serves the restored data");
 
@@ -201,7 +178,7 @@ fn a_repository_on_another_server_over_sftp_backs_up_and_restores() {
     eventually("the backup host's sshd is gone", || {
         TcpStream::connect(("127.0.0.1", vault_host.port)).is_err()
     });
-    let gone = as_root_with_vault(&vault_host, || backup(&host));
+    let gone = backup(&host);
     assert_eq!(
         (gone["status"].as_str(), gone["code"].as_str()),
         (Some("rejected"), Some("backup_failed")),

@@ -149,8 +149,9 @@ fn run_due_backs_up_only_what_its_schedule_says_is_due(host: &Host) {
 /// "fourth": the plan needs an operator; executed, the app was stopped,
 /// answers again on the restored data, and the safety snapshot holds
 /// "fourth". Then, on the data part alone, a snapshot id the repository
-/// cannot restore: the data is put back from a new safety snapshot
-/// (`RolledBack`), still "third".
+/// cannot restore: it fails before the app's data is touched
+/// (`BackupFailed` at 'restic restore'), still "third", and the staging
+/// image it unpacked into is gone.
 fn restore_puts_the_snapshot_in_place_and_keeps_a_safety_snapshot(
     host: &Host,
     third: &str,
@@ -206,10 +207,14 @@ fn restore_puts_the_snapshot_in_place_and_keeps_a_safety_snapshot(
         timeout_seconds: 60,
     };
     let error = volce_lab::docker::backup::restore_data(&spec).expect_err("no such snapshot");
-    assert!(matches!(error, EngineError::RolledBack { .. }), "{error:?}");
+    assert!(
+        matches!(error, EngineError::BackupFailed { step: "restic restore" }),
+        "a restore restic cannot make fails before the data is touched: {error:?}"
+    );
     let note = std::fs::read_to_string(mount.join("note")).unwrap();
-    assert_eq!(note.trim(), "third", "put back as it was");
-    assert!(!mount.join(".volce-lab-restore").exists(), "no staging left");
+    assert_eq!(note.trim(), "third", "untouched");
+    let staged = volce_lab::docker::data_volume::staging_of(&spec.data);
+    assert!(!staged.image.exists() && !staged.mount.exists(), "no staging image left: {staged:?}");
 }
 
 /// Unmounts the test's small repository disk when dropped.
