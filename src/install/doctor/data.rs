@@ -20,6 +20,9 @@ pub struct DataFacts {
     pub mounted: bool,
     /// What the host kept of its backups (`<app>.backup`).
     pub backup: crate::vocab::BackupRecord,
+    /// The unpacked image a restore left beside the data when it was
+    /// stopped before that image took the data's place (`<app>.ext4.restore`).
+    pub staged: Option<std::path::PathBuf>,
 }
 
 /// The programs a data directory needs (`crate::docker::data_volume`).
@@ -41,6 +44,7 @@ pub fn read_data(state_dir: &Path) -> Result<Vec<DataFacts>, String> {
                 image_ok: matches!(crate::docker::data_volume::kept_mib(&data.image), Ok(Some(_))),
                 mounted: crate::docker::data_volume::mounted(&data.mount).unwrap_or(false),
                 backup: crate::docker::backup::record(&data.image),
+                staged: Some(crate::docker::data_volume::staging_of(data).image).filter(|i| i.exists()),
             })
         })
         .collect())
@@ -143,6 +147,19 @@ pub(super) fn check_data(
     for data in facts {
         let subject = format!("data of {}", crate::text::for_terminal(&data.app));
         let image = crate::text::for_terminal(&data.image.display().to_string());
+        if let Some(staged) = &data.staged {
+            let staged = crate::text::for_terminal(&staged.display().to_string());
+            findings.push(warn(
+                subject.clone(),
+                format!(
+                    "{staged} is left by a restore that stopped before it took the data's place (the data is \
+                     the one from before that restore); it holds {} MiB of the disk",
+                    data.max_mib
+                ),
+                "the app's next restore plan or its remove_app removes it; or, once no plan is executing, \
+                 `umount` its mount point (the same path without .ext4) if mounted and delete it",
+            ));
+        }
         if !data.image_ok {
             findings.push(fail(
                 subject,

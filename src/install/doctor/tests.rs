@@ -800,6 +800,7 @@ fn each_apps_data_is_a_finding_with_its_way_out() {
         image_ok,
         mounted,
         backup: Default::default(),
+        staged: None,
     };
     let mut findings = Vec::new();
     let all = vec![
@@ -807,6 +808,10 @@ fn each_apps_data_is_a_finding_with_its_way_out() {
         facts("rebooted", AppState::Running, true, false),
         facts("parked", AppState::Stopped, true, false),
         facts("lost", AppState::Running, false, false),
+        DataFacts {
+            staged: Some("/var/lib/volce-lab/data/cut.ext4.restore".into()),
+            ..facts("cut", AppState::Stopped, true, false)
+        },
     ];
     check_data(Some(Ok(all)), true, &mut findings);
     let (text, _) = super::report(&findings);
@@ -815,6 +820,8 @@ fn each_apps_data_is_a_finding_with_its_way_out() {
     assert!(text.contains("approve a restart plan of the app"), "{text}");
     assert!(text.contains("is kept, not mounted while the app is stopped"), "{text}");
     assert!(text.contains("lost.ext4 is missing or not a root-owned regular file"), "{text}");
+    assert!(text.contains("cut.ext4.restore is left by a restore that stopped"), "{text}");
+    assert!(text.contains("next restore plan or its remove_app removes it"), "{text}");
     let mut none = Vec::new();
     check_data(Some(Ok(vec![])), false, &mut none);
     assert!(none.is_empty(), "nothing to say without data: {none:?}");
@@ -875,6 +882,7 @@ fn each_scheduled_backup_is_a_finding_and_a_late_or_failed_one_says_what_to_do()
         image_ok: true,
         mounted: true,
         backup,
+        staged: None,
     };
     let now = 1_000_000;
     let all = vec![

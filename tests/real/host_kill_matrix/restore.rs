@@ -15,8 +15,9 @@
 //! `needs_inspection` (claimer_died), `resolve` ends it, and the operator's
 //! `data mount` (what a reboot runs) mounts whatever image is in place:
 //! the data says "before" (restored) or "after" (untouched), whole, and
-//! which of the two is fixed by the step. `remove_app` then leaves no
-//! staging image or mount behind.
+//! which of the two is fixed by the step; a staging image left behind is
+//! named by `doctor`. `remove_app` then leaves no staging image or mount
+//! behind.
 
 use super::*;
 
@@ -39,15 +40,17 @@ struct Call {
 
 const DATA: &str = "DATA";
 
-const CELLS: [(At, &str); 6] = [
-    (At::During(Call { program: "/usr/bin/restic", word: "backup" }), "after"),
-    (At::After(Call { program: "/usr/sbin/mkfs.ext4", word: "" }), "after"),
-    (At::During(Call { program: "/usr/bin/restic", word: "restore" }), "after"),
+/// Each cell: its step, what the data says after it, and whether the
+/// restore's staging image is left (made, not yet renamed into place).
+const CELLS: [(At, &str, bool); 6] = [
+    (At::During(Call { program: "/usr/bin/restic", word: "backup" }), "after", false),
+    (At::After(Call { program: "/usr/sbin/mkfs.ext4", word: "" }), "after", true),
+    (At::During(Call { program: "/usr/bin/restic", word: "restore" }), "after", true),
     // The data unmounted, the restored image not yet renamed over it.
-    (At::After(Call { program: "/usr/bin/umount", word: DATA }), "after"),
+    (At::After(Call { program: "/usr/bin/umount", word: DATA }), "after", true),
     // Renamed; its mount running.
-    (At::During(Call { program: "/usr/bin/mount", word: DATA }), "before"),
-    (At::After(Call { program: "/usr/bin/docker", word: "start" }), "before"),
+    (At::During(Call { program: "/usr/bin/mount", word: DATA }), "before", false),
+    (At::After(Call { program: "/usr/bin/docker", word: "start" }), "before", false),
 ];
 
 impl Call {
@@ -152,7 +155,7 @@ fn restore_prepared(world: &World, app: &str, port: u16) -> String {
 }
 
 /// One try of one cell: whether its step was caught.
-fn restore_cell(world: &World, at: At, expected: &str) -> bool {
+fn restore_cell(world: &World, (at, expected, left_staged): (At, &str, bool)) -> bool {
     let (app, port) = world.app();
     let _cleanup = AppCleanup(app.clone());
     let before = volce_lab_objects();
@@ -186,6 +189,16 @@ fn restore_cell(world: &World, at: At, expected: &str) -> bool {
     if caught {
         assert_eq!(found, expected, "{at:?}");
     }
+    // A staging image left behind is named, with its way out.
+    let staged = [
+        data.with_extension("restore"),
+        world.paths.state_dir.join("data").join(format!("{app}.ext4.restore")),
+    ];
+    let (_, doctor) = world.operator(&["doctor"]);
+    if caught {
+        assert_eq!(staged[1].exists(), left_staged, "{at:?}: the staging image");
+        assert_eq!(doctor.contains("is left by a restore that stopped"), left_staged, "{at:?}: {doctor}");
+    }
     Row {
         action: "restore",
         fault: if caught { "kill -9".into() } else { "kill -9 (step missed: completed)".into() },
@@ -196,10 +209,6 @@ fn restore_cell(world: &World, at: At, expected: &str) -> bool {
         recovery: back_to_clean(world, &app, &before, &id, None),
     }
     .print();
-    let staged = [
-        data.with_extension("restore"),
-        world.paths.state_dir.join("data").join(format!("{app}.ext4.restore")),
-    ];
     assert!(staged.iter().all(|p| !p.exists()), "remove_app left a staging image or mount point: {staged:?}");
     caught
 }
@@ -211,9 +220,9 @@ fn kill_9_at_each_step_of_a_restore_leaves_the_old_or_the_restored_data_whole() 
     assert!(Path::new("/usr/bin/restic").is_file(), "restic is not installed: scripts/test installs it");
     with_backup(&world);
     let started = Instant::now();
-    for (at, expected) in CELLS {
-        let caught = (0..3).any(|_| restore_cell(&world, at, expected));
-        assert!(caught, "{at:?}: the watch missed this step three times");
+    for cell in CELLS {
+        let caught = (0..3).any(|_| restore_cell(&world, cell));
+        assert!(caught, "{:?}: the watch missed this step three times", cell.0);
     }
     eprintln!("restore kill cells in {:?}", started.elapsed());
 }
