@@ -440,25 +440,24 @@ fn private_files(config: &BackupConfig) -> Result<(), EngineError> {
 /// Whether `path` is a regular file owned by `owner` that no one else may
 /// change (it says which key ssh offers and which host key it trusts).
 pub fn ssh_config_ok(path: &Path, owner: u32) -> Result<(), &'static str> {
-    let meta = std::fs::symlink_metadata(path).map_err(|_| "it cannot be read")?;
-    if !meta.is_file() || meta.uid() != owner {
-        return Err("it is not root's regular file");
-    }
-    if meta.mode() & 0o022 != 0 {
-        return Err("group or others may write it (chmod 644 or 600 it)");
-    }
-    Ok(())
+    owned_file_ok(path, owner, 0o022, "group or others may write it (chmod 644 or 600 it)")
 }
 
 /// Whether `path` is a regular file owned by `owner` that no one else may
 /// read or write (the password of the whole repository is in it).
 pub fn password_file_ok(path: &Path, owner: u32) -> Result<(), &'static str> {
+    owned_file_ok(path, owner, 0o077, "group or others may read or write it (chmod 600 it)")
+}
+
+/// Whether `path` is `owner`'s regular file (never a link) with none of
+/// the mode bits `forbidden`; `why` says what is wrong when it has one.
+fn owned_file_ok(path: &Path, owner: u32, forbidden: u32, why: &'static str) -> Result<(), &'static str> {
     let meta = std::fs::symlink_metadata(path).map_err(|_| "it cannot be read")?;
     if !meta.is_file() || meta.uid() != owner {
         return Err("it is not root's regular file");
     }
-    if meta.mode() & 0o077 != 0 {
-        return Err("group or others may read or write it (chmod 600 it)");
+    if meta.mode() & forbidden != 0 {
+        return Err(why);
     }
     Ok(())
 }
