@@ -27,6 +27,11 @@
 //!   for ([`bind_kept`], `<app>.entry` beside the image, root's 0600), read
 //!   by a deploy's validation ([`kept_for`]) so another entry never gets
 //!   it (issue 38); deleting the image deletes its record.
+//! - a restore never writes into the app's filesystem: it unpacks into a
+//!   second image of the same cap ([`stage`]) that is renamed over the
+//!   app's ([`switch_to`]), so the data is the old or the restored one,
+//!   whole, whatever stops the helper; a staging image left behind is
+//!   removed by the next restore and by [`release`];
 //! - a backup freezes the mounted filesystem for its copy ([`freeze`],
 //!   [`thaw`]; `backup.rs`); a mount that finds the image mounted already
 //!   thaws it, so a backup killed in between never leaves the app's writes
