@@ -13,8 +13,12 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::vocab::Action;
-use crate::vocab::{BackupConfig, ContainerLimits, EdgeConfig, ImageRef, KEEP_MAX, is_name, is_user_name};
+use crate::vocab::{
+    AccessoryName, AccessorySpec, BackupConfig, ContainerLimits, EdgeConfig, ImageRef, KEEP_MAX, is_name,
+    is_user_name,
+};
 
+mod accessories;
 mod catalog;
 pub use catalog::{CatalogEntry, EntryFields};
 
@@ -120,6 +124,8 @@ struct RawPolicy {
     backup: Option<serde_json::Value>,
     #[serde(default)]
     edge: Option<serde_json::Value>,
+    #[serde(default)]
+    accessories: BTreeMap<String, serde_json::Value>,
 }
 
 /// The policy's `signed_approvals` object (issue 42): present, this host
@@ -250,6 +256,11 @@ pub struct Policy {
     /// these addresses and files), left out when absent.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub edge: Option<EdgeConfig>,
+    /// The services apps may have beside them (issue 40), by name. Part of
+    /// the hash when there are any (a deploy was planned with these
+    /// images and variables), left out when there are none.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub accessories: BTreeMap<AccessoryName, AccessorySpec>,
 }
 
 /// Why a policy was refused, in words for the operator who wrote it.
@@ -364,6 +375,16 @@ impl Policy {
 
     fn validate(raw: RawPolicy) -> Result<Policy, PolicyError> {
         let catalog = catalog_of(raw.catalog)?;
+        let accessories = accessories::accessories_of(&raw.accessories)?;
+        for (key, entry) in &catalog {
+            if let Some(name) = entry.accessories.keys().find(|name| !accessories.contains_key(*name)) {
+                return bad(format!(
+                    "catalog entry {key:?} names the accessory {:?}, which the policy's accessories do not \
+                     declare",
+                    name.as_str()
+                ));
+            }
+        }
         let Some(nginx_image) = ImageRef::parse(&raw.nginx_image) else {
             return bad("nginx_image is not pinned as name@sha256:<64 lowercase hex>");
         };
@@ -419,6 +440,7 @@ impl Policy {
             signed_approvals: raw.signed_approvals,
             backup: raw.backup.as_ref().map(backup_of).transpose()?,
             edge: raw.edge.as_ref().map(edge_of).transpose()?,
+            accessories,
         })
     }
 

@@ -114,7 +114,7 @@ impl fmt::Debug for Configuration {
     }
 }
 
-fn is_env_name(name: &str) -> bool {
+pub(super) fn is_env_name(name: &str) -> bool {
     let bytes = name.as_bytes();
     bytes.first().is_some_and(|b| b.is_ascii_alphabetic() || *b == b'_')
         && bytes.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'_')

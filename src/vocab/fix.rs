@@ -314,6 +314,9 @@ impl Code {
             Code::DataEntryMismatch => {
                 "Deploy the app under the catalog entry the message names, or choose another app name; only the operator can delete the kept data (`volce-lab-host data purge APP`)."
             }
+            Code::AccessoriesChanged => {
+                "Tell the user: the app keeps the accessories it was deployed with. Update to an entry with the same accessories, or (the user deciding) remove_app without purge_data and deploy again, which re-attaches the kept data."
+            }
             Code::TargetsShareIdentity => {
                 "Treat the named targets as one server until the workstation's user gives each server its own host name (and expected_host) or removes one target from the targets file."
             }

@@ -31,11 +31,15 @@
 //!   what the engine backs up ([`BackupSpec`]) and what it left ([`BackupRun`]);
 //! - `edge.rs`: the HTTPS edge: the policy's [`EdgeConfig`] and what an
 //!   app's [`Exposure`] records;
+//! - `accessory.rs`: accessories beside an app: the policy's
+//!   [`AccessorySpec`], the [`EnvTemplate`] that tells each side where the
+//!   other is, the generated [`Secret`] and what a plan records ([`AccessoryUse`]);
 //! - `task.rs`: operator-declared tasks: [`TaskName`] and [`TaskArgv`]
 //!   (what the engine runs for one, [`TaskSpec`], is in `engine.rs`).
 //!
 //! Each type has one path: `crate::vocab::<Name>` (the files are private).
 
+mod accessory;
 mod acme;
 mod action;
 mod backup;
@@ -52,6 +56,11 @@ mod snapshot;
 mod string_form;
 mod task;
 
+pub use accessory::{
+    ACCESSORY_ROLE, AccessoryName, AccessorySpec, AccessoryStart, AccessoryUse, EnvTemplate, MAX_ACCESSORIES,
+    PLACEHOLDERS, Secret, TEMPLATE_MAX_VARIABLES, TEMPLATE_VALUE_MAX_BYTES, accessories_env_of,
+    accessory_name_ok, is_accessory_env_file, secret_beside,
+};
 pub use acme::{
     ACME_CONTACT_MAX, ACME_DIRECTORY_MAX, ACME_NAMES_MAX, AcmeContact, AcmeDirectory, AcmeError, AcmeFailure,
     AcmeFiles, AcmeSpec, CertFingerprint, CertName, CertSerial, Certificate, CertificateFacts, IssuerName,

@@ -322,6 +322,10 @@ pub enum Code {
     EdgeAddressTaken,
     /// `edge disable`: apps are still exposed through it.
     EdgeInUse,
+    /// An update to a catalog entry that names other
+    /// accessories, or other variables for them, than the app was
+    /// deployed with: an app's accessories are fixed at its deploy.
+    AccessoriesChanged,
 }
 
 impl Code {
@@ -404,7 +408,7 @@ mod tests {
     #[test]
     fn code_strings_never_change() {
         use strum::VariantArray as _;
-        const SHIPPED: [&str; 139] = [
+        const SHIPPED: [&str; 140] = [
             "invalid_request",
             "request_too_large",
             "unknown_action",
@@ -544,6 +548,7 @@ mod tests {
             "edge_failed",
             "edge_address_taken",
             "edge_in_use",
+            "accessories_changed",
         ];
         let strings: Vec<&str> = Code::VARIANTS.iter().map(|c| c.as_str()).collect();
         assert_eq!(strings, SHIPPED);

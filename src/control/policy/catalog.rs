@@ -6,7 +6,10 @@
 //! `{"image", "container_port", "health_path", "env_file", "data", "tasks"}`
 //! with no other key. `tasks` (`{"NAME": ["/argv/0", "arg", ...]}`) declares
 //! the commands a `run_task` plan may run (issue 40); `before_start` names
-//! the one a deploy or update runs before the new version starts. `data` (`{"path", "max_mib"}`) gives the app a data directory
+//! the one a deploy or update runs before the new version starts.
+//! `accessories` (`{"NAME": {"VARIABLE": "template"}}`) names the policy's
+//! accessories the app needs and the variables that tell it where each is
+//! (`crate::vocab::EnvTemplate`). `data` (`{"path", "max_mib"}`) gives the app a data directory
 //! (`crate::vocab::DataSpec`). `env_file` names the app's configuration: a file directly in
 //! `/etc/volce-lab/apps/` (`crate::vocab::EnvFileName`); only its name is
 //! part of the policy, its content is hashed into each plan instead
@@ -21,8 +24,9 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
 use crate::vocab::{
-    DATA_MIB_RANGE, DATA_PATH_MAX, DataSpec, ENV_DIR, EnvFileName, HEALTH_PATH_MAX, HealthPath, ImageRef,
-    MAX_TASKS, TASK_ARG_MAX_BYTES, TASK_ARGV_MAX, TaskArgv, TaskName,
+    AccessoryName, DATA_MIB_RANGE, DATA_PATH_MAX, DataSpec, ENV_DIR, EnvFileName, EnvTemplate,
+    HEALTH_PATH_MAX, HealthPath, ImageRef, MAX_ACCESSORIES, MAX_TASKS, TASK_ARG_MAX_BYTES, TASK_ARGV_MAX,
+    TaskArgv, TaskName,
 };
 
 /// A validated catalog entry.
@@ -44,6 +48,9 @@ pub struct CatalogEntry {
     /// The task a deploy or update runs in the new version's image before
     /// its container starts (Kamal's pre-deploy hook); one of `tasks`.
     pub before_start: Option<TaskName>,
+    /// The accessories the app needs, each with the variables that tell
+    /// the app where it is. Empty when it needs none.
+    pub accessories: BTreeMap<AccessoryName, EnvTemplate>,
 }
 
 impl CatalogEntry {
@@ -57,6 +64,7 @@ impl CatalogEntry {
             data: None,
             tasks: BTreeMap::new(),
             before_start: None,
+            accessories: BTreeMap::new(),
         }
     }
 
@@ -67,6 +75,7 @@ impl CatalogEntry {
             && self.data.is_none()
             && self.tasks.is_empty()
             && self.before_start.is_none()
+            && self.accessories.is_empty()
     }
 }
 
@@ -95,6 +104,8 @@ pub struct EntryFields {
     pub tasks: Option<Value>,
     #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
     pub before_start: Option<Value>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub accessories: Option<Value>,
     /// Keys no entry has: [`entry`] refuses the entry, naming the first.
     #[serde(flatten)]
     pub unknown: Map<String, Value>,
@@ -127,6 +138,9 @@ impl EntryFields {
             data: entry.data.as_ref().map(serde_json::to_value).transpose()?,
             tasks: (!entry.tasks.is_empty()).then(|| serde_json::to_value(&entry.tasks)).transpose()?,
             before_start: entry.before_start.as_ref().map(|task| Value::from(task.as_str())),
+            accessories: (!entry.accessories.is_empty())
+                .then(|| serde_json::to_value(&entry.accessories))
+                .transpose()?,
             unknown: Map::new(),
         })
     }
@@ -144,7 +158,7 @@ impl Serialize for CatalogEntry {
 /// The keys an entry object may have, in the order messages name them
 /// (tested to be [`EntryFields`]'s).
 const KEYS: &[&str] =
-    &["image", "container_port", "health_path", "env_file", "data", "tasks", "before_start"];
+    &["image", "container_port", "health_path", "env_file", "data", "tasks", "before_start", "accessories"];
 
 /// Parses one catalog value (`key` names it in the messages).
 pub(super) fn entry(key: &str, value: &Value) -> Result<CatalogEntry, String> {
@@ -209,7 +223,36 @@ pub(super) fn entry(key: &str, value: &Value) -> Result<CatalogEntry, String> {
             })?,
         ),
     };
-    Ok(CatalogEntry { image, container_port, health_path, env_file, data, tasks, before_start })
+    let accessories =
+        fields.accessories.as_ref().map(|value| accessories(key, value)).transpose()?.unwrap_or_default();
+    Ok(CatalogEntry { image, container_port, health_path, env_file, data, tasks, before_start, accessories })
+}
+
+/// An entry's `accessories`: at most [`MAX_ACCESSORIES`] names of the
+/// policy's accessories (checked against them once the whole policy is
+/// read), each with its [`EnvTemplate`] for the app.
+fn accessories(key: &str, value: &Value) -> Result<BTreeMap<AccessoryName, EnvTemplate>, String> {
+    let wrong = |what: String| {
+        format!(
+            "catalog entry {key:?}: accessories must be an object of at most {MAX_ACCESSORIES} accessory names, \
+             each with the variables that tell the app where it is (such as {{\"db\": {{\"DATABASE_URL\": \
+             \"postgresql://app:{{password}}@{{host}}:{{port}}/app\"}}}}); {what}"
+        )
+    };
+    let Some(object) = value.as_object() else { return Err(wrong("this is no object".to_owned())) };
+    if object.len() > MAX_ACCESSORIES {
+        return Err(wrong(format!("it names {}", object.len())));
+    }
+    let mut accessories = BTreeMap::new();
+    for (name, template) in object {
+        let accessory =
+            AccessoryName::parse(name).ok_or_else(|| wrong(format!("{name:?} is no accessory name")))?;
+        let variables = serde_json::from_value::<BTreeMap<String, String>>(template.clone())
+            .map_err(|_| wrong(format!("the variables of {name:?} are not an object of strings")))?;
+        let template = EnvTemplate::parse(variables).map_err(|why| wrong(format!("for {name:?}, {why}")))?;
+        accessories.insert(accessory, template);
+    }
+    Ok(accessories)
 }
 
 /// An entry's `tasks`: an object of at most [`MAX_TASKS`] names, each with
@@ -273,6 +316,7 @@ mod tests {
             data: Some(Value::Null),
             tasks: Some(Value::Null),
             before_start: Some(Value::Null),
+            accessories: Some(Value::Null),
             unknown: Map::new(),
         };
         let Value::Object(written) = serde_json::to_value(&all).unwrap() else { panic!("an object") };

@@ -439,3 +439,49 @@ fn backup_names_a_repository_a_private_password_file_and_a_retention() {
     let every = policy.backup.unwrap().schedule.into_iter().next().unwrap();
     assert_eq!((every.0.as_str(), every.1), ("blog", crate::vocab::BackupEvery::Daily));
 }
+
+fn with_db(patch: impl FnOnce(&mut Value)) -> Result<Policy, PolicyError> {
+    with(|v| {
+        v["accessories"] = json!({"db": {
+            "image": format!("127.0.0.1:15000/volce-lab/pg@sha256:{}", "c".repeat(64)),
+            "port": 5432,
+            "data": {"path": "/srv/pgdata", "max_mib": 256},
+            "health": ["/usr/bin/pg_isready", "-q"],
+            "env": {"POSTGRES_PASSWORD": "{password}"}
+        }});
+        v["catalog"]["notes"] = json!({
+            "image": format!("127.0.0.1:15000/volce-lab/notes@sha256:{}", "d".repeat(64)),
+            "accessories": {"db": {"DATABASE_URL": "postgresql://app:{password}@{host}:{port}/app"}}
+        });
+        patch(v);
+    })
+}
+
+/// Issue 40. Tried: a policy with an accessory an entry names (read, and
+/// hashed unlike one without); then each wrong key: an entry naming an
+/// undeclared accessory, a misspelt placeholder, an unknown key, a
+/// privileged port, a data cap out of range, a name an app container
+/// takes, an unpinned image. Each refused naming the accessory or entry.
+#[test]
+fn accessories_are_read_and_each_wrong_key_is_refused_by_name() {
+    let policy = with_db(|_| {}).unwrap();
+    let db = crate::vocab::AccessoryName::parse("db").unwrap();
+    assert_eq!(policy.accessories[&db].port, 5432);
+    assert_eq!(policy.catalog["notes"].accessories[&db].names().collect::<Vec<_>>(), ["DATABASE_URL"]);
+    assert_ne!(policy.hash(), sample_policy().hash());
+    let refused = |patch: fn(&mut Value)| with_db(patch).unwrap_err().0;
+    let message = refused(|v| v["catalog"]["notes"]["accessories"] = json!({"cache": {}}));
+    assert!(message.contains("names the accessory \"cache\""), "{message}");
+    let message = refused(|v| v["catalog"]["notes"]["accessories"]["db"]["URL"] = json!("x{passwrd}"));
+    assert!(message.contains("brace"), "{message}");
+    let message = refused(|v| v["accessories"]["db"]["user"] = json!("0:0"));
+    assert!(message.contains("accessory \"db\" must be"), "{message}");
+    let message = refused(|v| v["accessories"]["db"]["port"] = json!(80));
+    assert!(message.contains("port must be from 1024"), "{message}");
+    let message = refused(|v| v["accessories"]["db"]["data"]["max_mib"] = json!(0));
+    assert!(message.contains("data.max_mib"), "{message}");
+    let message = refused(|v| v["accessories"] = json!({"gateway": v["accessories"]["db"].clone()}));
+    assert!(message.contains("accessory name \"gateway\""), "{message}");
+    let message = refused(|v| v["accessories"]["db"]["image"] = json!("postgres:15"));
+    assert!(message.contains("accessory \"db\" must be"), "{message}");
+}
