@@ -56,6 +56,7 @@ impl Drop for Cleanup {
 fn spec(app: &AppName, image: &ImageRef, run: usize) -> TaskSpec {
     let plan_id = PlanId::parse(&format!("{:032x}", 0xbe0c_0000_u128 + run as u128)).unwrap();
     TaskSpec {
+        accessories_env: None,
         container_name: TaskSpec::container_name(app, &plan_id),
         plan_id,
         app: app.clone(),

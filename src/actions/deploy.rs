@@ -19,14 +19,14 @@ use crate::control::app_record::{AppRecord, ImageUse};
 use crate::control::policy::CatalogEntry;
 use crate::control::scope::Scope;
 use crate::control::validate::{
-    Context, HostFacts, also_server_names, app_name, capacity_floors, configuration as configured, data,
-    exact_keys, not_in_catalog, port, refuse_volumes, server_name, string,
+    Context, HostFacts, accessories, also_server_names, app_name, capacity_floors,
+    configuration as configured, data, exact_keys, not_in_catalog, port, refuse_volumes, server_name, string,
 };
 use crate::docker::{Engine, EngineError, ProgressSink};
 use crate::text::for_terminal as esc;
 use crate::vocab::{
-    Action, AppName, AppNames, Code, ContainerId, DataUse, DeploySpec, EnvFileUse, LABEL_APP, LABEL_PLAN,
-    LABEL_ROLE, Refusal, TaskSpec, refuse, served_names,
+    ACCESSORY_ROLE, AccessoryUse, Action, AppName, AppNames, Code, ContainerId, DATA_OWNER, DataUse,
+    DeploySpec, EnvFileUse, LABEL_APP, LABEL_PLAN, LABEL_ROLE, Refusal, TaskSpec, refuse, served_names,
 };
 
 /// One container a deploy will create, as the operator reviews it. The
@@ -84,17 +84,29 @@ impl PlanAction for Deploy {
         port_free(host_port, ctx, facts)?;
         capacity_floors(ctx.policy, facts)?;
         let data = data::for_deploy(&app, image_key, entry, ctx, facts)?;
-        if let Some((data, false)) = &data {
-            data::room_for(data, ctx, facts)?;
-        }
+        let accessories = accessories::for_deploy(&app, entry, ctx, facts)?;
+        let new_mib = data
+            .iter()
+            .map(|(d, kept)| (d, *kept))
+            .chain(accessories.iter().map(|(a, kept)| (&a.data, *kept)))
+            .filter(|(_, kept)| !kept)
+            .map(|(d, _)| u64::from(d.max_mib))
+            .sum();
+        data::room_for(new_mib, ctx, facts)?;
         let data_path = data.as_ref().map(|(d, _)| &d.path);
         refuse_volumes(&format!("The catalog image `{image_key}`"), &entry.image, data_path, facts)?;
         refuse_volumes("The gateway image (the policy's nginx_image)", &ctx.policy.nginx_image, None, facts)?;
+        for (accessory, _) in &accessories {
+            let what = format!("The accessory `{}`'s image", accessory.name);
+            refuse_volumes(&what, &accessory.image, Some(&accessory.data.path), facts)?;
+        }
         let env_file = configured(entry, facts)?;
+        let app_dir = ctx.apps_dir.join(app.as_str());
         let runs_in = RunsIn {
             image: &entry.image,
             env_file: env_file.clone(),
             data: data.as_ref().map(|d| d.0.clone()),
+            accessories_env: (!accessories.is_empty()).then(|| crate::vocab::accessories_env_of(&app_dir)),
         };
         let before_start = before_start(&app, entry, runs_in, ctx);
 
@@ -107,10 +119,11 @@ impl PlanAction for Deploy {
             &served_names(server_name.as_str(), &also_server_names),
             data.as_ref(),
             before_start.as_ref(),
+            &accessories,
         );
         let spec = DeploySpec {
             plan_id: ctx.plan_id.clone(),
-            app_dir: ctx.apps_dir.join(app.as_str()),
+            app_dir,
             nginx_config: crate::nginx::render(&served, container_port, ctx.policy.access_log()),
             app,
             app_image: entry.image.clone(),
@@ -124,6 +137,7 @@ impl PlanAction for Deploy {
             env_file,
             data: data.map(|(data, _)| data),
             before_start,
+            accessories: accessories.into_iter().map(|(accessory, _)| accessory).collect(),
         };
         let containers = containers(&spec, entry, &names, ctx);
         Ok((Deploy { image_key: image_key.to_owned(), network: names.network, containers, spec }, impact))
@@ -167,6 +181,9 @@ impl PlanAction for Deploy {
             l.log_max_files
         );
         configuration(out, spec.env_file.as_ref());
+        for accessory in &spec.accessories {
+            accessory_lines(out, accessory);
+        }
         if let Some(task) = &spec.before_start {
             let _ = writeln!(out, "  before the app starts, once: task {}", task_line(task));
         }
@@ -176,9 +193,11 @@ impl PlanAction for Deploy {
     }
 
     fn act<E: Engine>(&self, engine: &E, progress: &dyn ProgressSink) -> Result<Effect, EngineError> {
-        engine
-            .deploy(&self.spec, progress)
-            .map(|d| Effect::from(vec![d.app_container.to_string(), d.gateway_container.to_string()]))
+        engine.deploy(&self.spec, progress).map(|d| {
+            let mut ids = vec![d.app_container.to_string(), d.gateway_container.to_string()];
+            ids.extend(d.accessories.iter().map(ToString::to_string));
+            Effect::from(ids)
+        })
     }
 
     fn record(&self, done: &Done<'_>) -> Vec<RecordChange> {
@@ -224,8 +243,32 @@ impl PlanAction for Deploy {
             health_path: Some(spec.health_path.clone()),
             data: spec.data.clone(),
             exposed: None,
+            accessories: spec.accessories.clone(),
         }))]
     }
+}
+
+/// An accessory as the operator reviews it: where it listens, its data,
+/// its health command, and the variables each side gets (templates: the
+/// credential is generated on the host and shown nowhere).
+fn accessory_lines(out: &mut String, accessory: &AccessoryUse) {
+    let (name, data) = (esc(accessory.name.as_str()), &accessory.data);
+    let _ = writeln!(
+        out,
+        "  accessory {name}: first, on the app's network as {name}:{}, data {} MiB at {}, ready when {} exits 0",
+        accessory.port,
+        data.max_mib,
+        esc(data.path.as_str()),
+        esc(&accessory.health.all().join(" "))
+    );
+    let names =
+        |template: &crate::vocab::EnvTemplate| template.names().map(esc).collect::<Vec<_>>().join(", ");
+    let _ = writeln!(
+        out,
+        "    its variables: {}; the app's: {} (the credential is generated on the host, never shown)",
+        names(&accessory.env),
+        names(&accessory.app_env)
+    );
 }
 
 /// Never adopt what exists, whoever made it: not a record, not a
@@ -312,7 +355,15 @@ fn containers(
             (LABEL_PLAN.to_owned(), ctx.plan_id.to_string()),
         ])
     };
-    vec![
+    let accessories = spec.accessories.iter().map(|accessory| ContainerPlan {
+        name: accessory.container_name.clone(),
+        role: ACCESSORY_ROLE.into(),
+        image: accessory.image.as_str().to_owned(),
+        user: DATA_OWNER.into(),
+        publish: None,
+        labels: labels(ACCESSORY_ROLE),
+    });
+    let mut plans = vec![
         ContainerPlan {
             name: names.app_container.clone(),
             role: "app".into(),
@@ -329,7 +380,9 @@ fn containers(
             publish: Some(format!("127.0.0.1:{}:{}", spec.host_port, crate::nginx::GATEWAY_LISTEN_PORT)),
             labels: labels("gateway"),
         },
-    ]
+    ];
+    plans.extend(accessories);
+    plans
 }
 
 /// What a deploy touches, in the operator's words: `served` are the names
@@ -341,6 +394,7 @@ fn impact(
     served: &str,
     data: Option<&(DataUse, bool)>,
     before_start: Option<&TaskSpec>,
+    accessories: &[(AccessoryUse, bool)],
 ) -> Impact {
     let mut containers_touched = vec![
         format!("{} (new)", names.app_container),
@@ -348,6 +402,7 @@ fn impact(
         format!("networks {} and {} (new)", names.network, names.edge_network),
     ];
     containers_touched.extend(data.map(|(data, kept)| data::touched(data, *kept)));
+    containers_touched.extend(accessories.iter().map(|(a, kept)| accessories::touched(a, *kept)));
     containers_touched.extend(before_start.map(before_start_line));
     Impact {
         target: format!("new app {app} on 127.0.0.1:{host_port} for {served}"),
@@ -359,7 +414,12 @@ fn impact(
                    be verified, what is left stays as evidence for an operator. Nothing that existed before is \
                    touched."
             .to_owned()
-            + if data.is_some() { " New data is deleted with the rest; kept data is only unmounted again." } else { "" },
+            + if data.is_some() || !accessories.is_empty() {
+                " New data is deleted with the rest; kept data is only unmounted again."
+            } else {
+                ""
+            }
+            + if accessories.is_empty() { "" } else { " A new accessory's credential goes with its new data." },
     }
 }
 

@@ -55,6 +55,10 @@ pub struct RemoveApp {
     /// Omitted when it is not exposed, so older plans keep their digest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub edge: Option<EdgeChange>,
+    /// Its accessories' data (issue 40), each with its credential: kept
+    /// with `data`, or deleted with it. Omitted without accessories.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub accessory_data: Vec<DataUse>,
 }
 
 impl PlanAction for RemoveApp {
@@ -98,6 +102,7 @@ impl PlanAction for RemoveApp {
             .filter(|n| ctx.snapshot.networks.contains(n))
             .collect();
         let data = record.data.clone();
+        let accessory_data: Vec<DataUse> = record.accessories.iter().map(|a| a.data.clone()).collect();
         // The edge joined the app's edge network: it leaves it first, or
         // the network could not be removed.
         let edge = match &record.exposed {
@@ -111,9 +116,10 @@ impl PlanAction for RemoveApp {
             container_names,
             networks,
             app_dir,
-            purge_data: purge_data && data.is_some(),
+            purge_data: purge_data && (data.is_some() || !accessory_data.is_empty()),
             data,
             edge,
+            accessory_data,
         };
         let impact = payload.impact(record, &present, purge_data);
         Ok((payload, impact))
@@ -160,6 +166,7 @@ impl PlanAction for RemoveApp {
             networks: &self.networks,
             app_dir: &self.app_dir,
             data: self.data.as_ref(),
+            accessory_data: &self.accessory_data,
             purge_data: self.purge_data,
         };
         engine
@@ -206,13 +213,14 @@ impl RemoveApp {
         }
         touched.extend(self.networks.iter().map(|n| format!("network {n} (removed)")));
         touched.push(format!("{} (removed)", self.app_dir.display()));
-        if let Some(data) = &self.data {
+        for data in self.data.iter().chain(&self.accessory_data) {
             touched.push(if asked_purge {
                 format!(
-                    "data {} (DELETED FOR GOOD: everything the app kept at {}, a {} MiB image)",
+                    "data {} (DELETED FOR GOOD: everything kept at {}, a {} MiB image{})",
                     data.image.display(),
                     data.path,
-                    data.max_mib
+                    data.max_mib,
+                    if self.data.as_ref() == Some(data) { "" } else { ", and the accessory's credential" }
                 )
             } else {
                 format!(
@@ -228,7 +236,7 @@ impl RemoveApp {
                 record.host_port
             ),
             containers_touched: touched,
-            data_volumes_deleted: asked_purge && self.data.is_some(),
+            data_volumes_deleted: asked_purge && (self.data.is_some() || !self.accessory_data.is_empty()),
             shared_nginx_changed: false,
             rollback:
                 "None: a removed app comes back only by a new deploy. Its images stay (remove_image) and \
@@ -240,19 +248,20 @@ impl RemoveApp {
     /// What it does to the app's data: said in capitals when the plan
     /// deletes it, since that is the one change no plan can undo.
     fn review_data(&self, out: &mut String) {
-        let Some(data) = &self.data else { return };
-        let image = esc(&data.image.display().to_string());
-        if self.purge_data {
-            let _ = writeln!(
-                out,
-                "         DATA: THIS PLAN DELETES THE APP'S DATA FOR GOOD ({image}, {} MiB)",
-                data.max_mib
-            );
-        } else {
-            let _ = writeln!(
-                out,
-                "         data: unmounted and kept at {image}; a deploy of the same app re-attaches it"
-            );
+        for data in self.data.iter().chain(&self.accessory_data) {
+            let image = esc(&data.image.display().to_string());
+            if self.purge_data {
+                let _ = writeln!(
+                    out,
+                    "         DATA: THIS PLAN DELETES THE APP'S DATA FOR GOOD ({image}, {} MiB)",
+                    data.max_mib
+                );
+            } else {
+                let _ = writeln!(
+                    out,
+                    "         data: unmounted and kept at {image}; a deploy of the same app re-attaches it"
+                );
+            }
         }
     }
 }

@@ -21,7 +21,9 @@ use super::rolled_back;
 use super::start::{deployed_health_path, is_up, port_is_the_apps};
 use crate::control::app_record::{AppRecord, AppState};
 use crate::control::scope::Scope;
-use crate::control::validate::{Context, HostFacts, app_name, data, exact_keys, owned, recorded};
+use crate::control::validate::{
+    Context, HostFacts, accessories, app_name, data, exact_keys, owned, recorded,
+};
 use crate::docker::{Engine, EngineError, ProgressSink};
 use crate::text::for_terminal as esc;
 use crate::vocab::{Action, AppName, Code, Container, ContainerId, PlanId, Refusal, StartSpec, refuse};
@@ -93,6 +95,7 @@ impl PlanAction for Restart {
             server_name,
             health_path: deployed_health_path(record, ctx),
             data: record.data.clone(),
+            accessories: accessories::to_start(record, ctx)?,
         };
         let container_names = vec![app_c.name.clone(), gateway_c.name.clone()];
         Ok((Restart { app, containers, container_names, spec }, impact))

@@ -65,6 +65,8 @@ impl PlanAction for Restore {
                     server_name: record.server_name.clone(),
                     health_path: deployed_health_path(record, ctx),
                     data: record.data.clone(),
+                    // Running with the app, they are not stopped by a restore.
+                    accessories: Vec::new(),
                 }),
             ),
             _ => (Vec::new(), None),

@@ -35,6 +35,15 @@ pub(super) fn created_and_removed(cause: &EngineError, id: &PlanId) -> Refusal {
                  {AFTER} Check server_name, then prepare a new deploy plan."
             ),
         ),
+        EngineError::AccessoryNotReady { name } => Refusal::new(
+            Code::DeployFailed,
+            format!(
+                "The accessory {name} did not pass its health command in time, so plan {id} failed and was \
+                 rolled back before the app started. {AFTER} Kept data was only unmounted again. Its last lines \
+                 are in app_log (untrusted output); the operator checks the accessory's image, health command \
+                 and variables in the policy (docs/policy.md#accessories) before a new deploy plan."
+            ),
+        ),
         EngineError::TaskFailed { .. } | EngineError::TaskTimedOut { .. } => {
             before_start_failed(cause, id, AFTER)
         }

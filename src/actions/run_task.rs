@@ -81,7 +81,12 @@ impl PlanAction for RunTask {
         let env_file = configured(entry, facts)?;
         let mut containers = record.containers.clone();
         containers.sort();
-        let runs_in = RunsIn { image: &record.app_image, env_file, data: record.data.clone() };
+        let runs_in = RunsIn {
+            image: &record.app_image,
+            env_file,
+            data: record.data.clone(),
+            accessories_env: record.accessories_env(),
+        };
         let spec = task_spec(&app, (task, argv), runs_in, ctx);
         let impact = impact(&spec, record);
         Ok((RunTask { containers, spec }, impact))
@@ -147,6 +152,7 @@ pub(super) struct RunsIn<'a> {
     pub image: &'a ImageRef,
     pub env_file: Option<EnvFileUse>,
     pub data: Option<DataUse>,
+    pub accessories_env: Option<std::path::PathBuf>,
 }
 
 /// The engine's spec of one declared task for `app` under this plan.
@@ -167,6 +173,7 @@ pub(super) fn task_spec(
         timeout_seconds: TASK_TIMEOUT.as_secs() as u32,
         env_file: runs_in.env_file,
         data: runs_in.data,
+        accessories_env: runs_in.accessories_env,
     }
 }
 

@@ -18,7 +18,9 @@ use super::action::{Done, Effect, Impact, PlanAction, RecordChange, marked};
 use super::rolled_back;
 use crate::control::app_record::{AppRecord, AppState};
 use crate::control::scope::Scope;
-use crate::control::validate::{Context, HostFacts, app_name, data, exact_keys, owned, recorded};
+use crate::control::validate::{
+    Context, HostFacts, accessories, app_name, data, exact_keys, owned, recorded,
+};
 use crate::docker::{Engine, EngineError, ProgressSink};
 use crate::text::for_terminal as esc;
 use crate::vocab::{Action, AppName, Code, ContainerId, HealthPath, PlanId, Refusal, StartSpec, refuse};
@@ -137,7 +139,16 @@ impl PlanAction for Start {
         };
         let health_path = deployed_health_path(record, ctx);
         let data = record.data.clone();
-        let spec = StartSpec { app_container, gateway, host_port: port, server_name, health_path, data };
+        let accessories = accessories::to_start(record, ctx)?;
+        let spec = StartSpec {
+            app_container,
+            gateway,
+            host_port: port,
+            server_name,
+            health_path,
+            data,
+            accessories,
+        };
         Ok((Start { app, containers, container_names, spec }, impact))
     }
 

@@ -143,6 +143,7 @@ fn base_snapshot() -> Snapshot {
 
 fn record(app: &str, port: u16, state: AppState) -> AppRecord {
     AppRecord {
+        accessories: Vec::new(),
         app: AppName::parse(app).unwrap(),
         state,
         host_port: port,
@@ -1153,6 +1154,7 @@ fn remove_app_keeps_data_unless_purge_data_is_true() {
     assert!(!purge_data && !impact.data_volumes_deleted);
 }
 
+mod accessories;
 mod backup;
 mod edge;
 mod scope;

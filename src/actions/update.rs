@@ -24,8 +24,8 @@ use super::start::deployed_health_path;
 use crate::control::app_record::{AppRecord, AppState, ImageUse, KeptVersion};
 use crate::control::scope::Scope;
 use crate::control::validate::{
-    Context, HostFacts, MIB, app_name, configuration as configured, data, exact_keys, not_in_catalog,
-    owned_running, refuse_volumes, string,
+    Context, HostFacts, MIB, accessories, app_name, configuration as configured, data, exact_keys,
+    not_in_catalog, owned_running, refuse_volumes, string,
 };
 use crate::docker::{Engine, EngineError, ProgressSink};
 use crate::text::for_terminal as esc;
@@ -80,6 +80,7 @@ impl PlanAction for Update {
             );
         }
         refuse_volumes(&format!("The catalog image `{image_key}`"), &entry.image, data_path(record), facts)?;
+        accessories::unchanged(record, image_key, entry)?;
         if let Some(port_of_entry) = entry.container_port
             && port_of_entry != record.container_port
         {
@@ -245,8 +246,12 @@ fn switch_task(
     ctx: &Context<'_>,
 ) -> Option<TaskSpec> {
     let entry = target.before_start?;
-    let runs_in =
-        RunsIn { image: target.image, env_file: target.env_file.clone(), data: record.data.clone() };
+    let runs_in = RunsIn {
+        image: target.image,
+        env_file: target.env_file.clone(),
+        data: record.data.clone(),
+        accessories_env: record.accessories_env(),
+    };
     before_start(app, entry, runs_in, ctx)
 }
 
@@ -317,6 +322,7 @@ pub(super) fn switch(
         env_file: target.env_file.clone(),
         data: record.data.clone(),
         before_start: switch_task(app, record, target, ctx),
+        accessories_env: record.accessories_env(),
     };
     let mut impact =
         switch_impact(record, &names.gateway_container, &container_name, old.map_or("", |c| c.name.as_str()));

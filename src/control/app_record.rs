@@ -14,7 +14,8 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::vocab::{
-    AppName, ContainerId, DataUse, EnvFileUse, Exposure, HealthPath, ImageId, ImageRef, PlanId, ServerName,
+    AccessoryUse, AppName, ContainerId, DataUse, EnvFileUse, Exposure, HealthPath, ImageId, ImageRef, PlanId,
+    ServerName,
 };
 
 /// The life of an app we deployed. One string table (strum); serde's names
@@ -100,9 +101,20 @@ pub struct AppRecord {
     /// not exposed, and in older records.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exposed: Option<Exposure>,
+    /// The accessories its deploy created beside it (issue 40), as that
+    /// plan recorded them; their containers are among `containers`. Absent
+    /// without any, and in older records.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub accessories: Vec<AccessoryUse>,
 }
 
 impl AppRecord {
+    /// The env file of its accessories' variables, for every new container
+    /// of its image (`crate::vocab::accessories_env_of`), when it has any.
+    pub fn accessories_env(&self) -> Option<std::path::PathBuf> {
+        (!self.accessories.is_empty()).then(|| crate::vocab::accessories_env_of(&self.app_dir))
+    }
+
     /// The gateway's upstream host (see [`AppRecord::upstream`]).
     pub fn upstream(&self) -> &str {
         self.upstream.as_deref().unwrap_or(crate::nginx::APP_ALIAS)

@@ -305,4 +305,5 @@ pub fn owned<'a>(app: &AppName, record: &'a AppRecord, ctx: &Context<'_>) -> Res
     Ok(record)
 }
 
+pub mod accessories;
 pub mod data;

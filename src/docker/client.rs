@@ -61,6 +61,7 @@ use crate::vocab::{
     PlanId, ServerName, Snapshot, StartSpec, TaskSpec, UpdateSpec,
 };
 
+mod accessory;
 mod argv;
 mod deploy;
 mod edge;

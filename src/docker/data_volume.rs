@@ -321,13 +321,17 @@ pub fn unmount(mount: &Path) -> Result<(), EngineError> {
     Ok(())
 }
 
-/// Deletes an unmounted image and its (empty) mount point; what is not
-/// there is not an error.
+/// Deletes an unmounted image, the records beside it (and an accessory's
+/// credential) and its (empty) mount point; what is not there is not an
+/// error.
 pub fn delete(image: &Path, mount: &Path) -> Result<(), EngineError> {
     remove_if_present(std::fs::remove_file(image), "delete the data image")?;
     remove_if_present(std::fs::remove_file(KeptFor::beside(image)), "delete the kept data's record")?;
     let backups = crate::vocab::BackupRecord::beside(image);
     remove_if_present(std::fs::remove_file(backups), "delete the data's backup record")?;
+    // An accessory's credential opens only this data: it goes with it.
+    let secret = crate::vocab::secret_beside(image);
+    remove_if_present(std::fs::remove_file(secret), "delete the accessory's credential")?;
     remove_if_present(std::fs::remove_dir(mount), "remove the data mount point")
 }
 

@@ -62,24 +62,28 @@ pub(super) fn write_new_config(app_dir: &Path, contents: &str) -> Result<PathBuf
 }
 
 /// Undoes [`write_new_config`] for a deploy that is being rolled back:
-/// removes the nginx.conf it created and then the directory, which must
-/// then be empty (`rmdir`: anything else in it stays, and the rollback is
-/// not called verified). Returns whether the directory is gone.
-pub(super) fn remove_new_config(app_dir: &Path) -> bool {
+/// removes the nginx.conf it created and the accessories' env files
+/// (`env_files`, by name), then the directory, which must then be empty
+/// (`rmdir`: anything else in it stays, and the rollback is not called
+/// verified). Returns whether the directory is gone.
+pub(super) fn remove_new_config(app_dir: &Path, env_files: &[PathBuf]) -> bool {
     if check_app_dir(app_dir).is_err() {
         return false;
     }
-    match std::fs::remove_file(app_dir.join("nginx.conf")) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(_) => return false,
+    let ours = std::iter::once(app_dir.join("nginx.conf")).chain(env_files.iter().cloned());
+    for path in ours {
+        match std::fs::remove_file(path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(_) => return false,
+        }
     }
     std::fs::remove_dir(app_dir).is_ok()
 }
 
 /// remove_app: removes the app directory and what volce-lab wrote into it
-/// (nginx.conf and its `nginx.conf.<stamp>.bak` backups, regular files
-/// only). Anything else in it refuses the removal before a file goes, so
+/// (nginx.conf, its `nginx.conf.<stamp>.bak` backups and the accessories'
+/// env files, regular files only). Anything else in it refuses the removal before a file goes, so
 /// nothing volce-lab did not write is ever deleted. A missing directory is
 /// already removed.
 pub(super) fn remove_app_dir(app_dir: &Path) -> Result<(), EngineError> {
@@ -96,9 +100,10 @@ pub(super) fn remove_app_dir(app_dir: &Path) -> Result<(), EngineError> {
         let entry = entry.map_err(|_| EngineError::Host { step: "list the app directory" })?;
         let name = entry.file_name();
         let name = name.to_str().ok_or(unexpected.clone())?;
-        let backup = backup_stamp(name).is_some();
+        let written =
+            name == "nginx.conf" || backup_stamp(name).is_some() || crate::vocab::is_accessory_env_file(name);
         let regular = entry.file_type().is_ok_and(|t| t.is_file());
-        if !(regular && (name == "nginx.conf" || backup)) {
+        if !(regular && written) {
             return Err(unexpected);
         }
         ours.push(entry.path());

@@ -15,6 +15,7 @@
 
 use std::fmt;
 
+pub mod accessory_files;
 pub mod acme;
 pub mod backup;
 pub mod client;
@@ -41,6 +42,8 @@ pub struct AppRemoval<'a> {
     pub app_dir: &'a std::path::Path,
     /// The app's data: unmounted last, and deleted when `purge_data`.
     pub data: Option<&'a crate::vocab::DataUse>,
+    /// Its accessories' data, the same way, each credential deleted with it.
+    pub accessory_data: &'a [crate::vocab::DataUse],
     pub purge_data: bool,
 }
 
@@ -49,6 +52,9 @@ pub struct AppRemoval<'a> {
 pub struct Deployed {
     pub app_container: ContainerId,
     pub gateway_container: ContainerId,
+    /// The accessories' containers, in the spec's order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub accessories: Vec<ContainerId>,
 }
 
 /// What `docker logs` printed of one container: its two streams, each in
@@ -89,6 +95,9 @@ pub enum EngineError {
     PortTaken { port: u16 },
     /// The new gateway did not answer with 2xx/3xx in time.
     HealthCheckFailed,
+    /// deploy: an accessory's health command did not exit 0 in time
+    /// (issue 40); the deploy is rolled back as after any failed step.
+    AccessoryNotReady { name: crate::vocab::AccessoryName },
     /// The managed file on disk is not what we recorded, or is a symlink.
     ManagedFileChanged,
     /// Anything on the host side (files, directories).
@@ -149,6 +158,9 @@ impl fmt::Display for EngineError {
             ),
             EngineError::PortTaken { port } => {
                 write!(f, "127.0.0.1:{port} is taken; nothing was created")
+            }
+            EngineError::AccessoryNotReady { name } => {
+                write!(f, "the accessory {name} did not pass its health command in time")
             }
             EngineError::HealthCheckFailed => {
                 f.write_str("the new gateway did not answer with 2xx/3xx in time")

@@ -37,7 +37,7 @@ use crate::docker::EngineError;
 use crate::docker::data_volume::{self, Mounted};
 use crate::host::HostPaths;
 use crate::text::for_terminal as esc;
-use crate::vocab::{AppName, Code, Refusal};
+use crate::vocab::{AccessoryName, AppName, Code, Refusal};
 
 mod purge;
 mod run;
@@ -102,6 +102,20 @@ struct Entry {
 
 /// The image and mount point of `app`'s data, as the deploy derives them
 /// (`control::validate::data`).
+/// A name a data image can have: an app's (`<app>.ext4`) or one of its
+/// accessories' (`<app>@<accessory>.ext4`, `crate::vocab::AccessoryUse::data_paths`).
+fn is_data_key(key: &str) -> bool {
+    match key.split_once('@') {
+        Some((app, accessory)) => AppName::parse(app).is_some() && AccessoryName::parse(accessory).is_some(),
+        None => AppName::parse(key).is_some(),
+    }
+}
+
+/// The app a data key belongs to.
+fn app_of(key: &str) -> &str {
+    key.split_once('@').map_or(key, |(app, _)| app)
+}
+
 fn paths_of(paths: &HostPaths, app: &str) -> (PathBuf, PathBuf) {
     let dir = paths.data_dir();
     (dir.join(format!("{app}.ext4")), dir.join(app))
@@ -143,7 +157,7 @@ fn image_names(paths: &HostPaths) -> Result<Vec<String>, Refusal> {
         let name = entry.file_name();
         let Some(app) = name.to_str().and_then(|name| name.strip_suffix(".ext4")) else { continue };
         // Only names a deploy could have made; anything else is not ours.
-        if AppName::parse(app).is_some() {
+        if is_data_key(app) {
             names.push(app.to_owned());
         }
     }
@@ -159,15 +173,21 @@ fn survey(paths: &HostPaths) -> Result<BTreeMap<String, Entry>, Refusal> {
     let apps = read_apps(paths)?;
     let mut names = image_names(paths)?;
     names.extend(apps.values().filter(|record| record.data.is_some()).map(|r| r.app.as_str().to_owned()));
+    for record in apps.values() {
+        names.extend(record.accessories.iter().map(|a| format!("{}@{}", record.app, a.name)));
+    }
     let mut entries = BTreeMap::new();
     for app in names {
         let (image, mount) = paths_of(paths, &app);
-        let record = apps.get(&app);
-        let holds = |record: &&AppRecord| record.data.as_ref().is_some_and(|data| data.image == image);
+        let record = apps.get(app_of(&app));
+        let holds = |record: &&AppRecord| {
+            let accessory = record.accessories.iter().any(|a| a.data.image == image);
+            accessory || record.data.as_ref().is_some_and(|data| data.image == image)
+        };
         let entry = Entry {
             found: found_at(&image, paths.owner_uid),
             holder: record.filter(holds).map(|record| record.state),
-            record_without_data: record.is_some_and(|record| record.data.is_none()),
+            record_without_data: record.is_some_and(|record| !holds(&record)),
             kept_for: data_volume::kept_for_of(&image, paths.owner_uid).map_err(|_| ()),
             image,
             mount,

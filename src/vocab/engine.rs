@@ -71,6 +71,18 @@ pub struct DeploySpec {
     /// failure rolls the deploy back. Left out without one, as `env_file`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub before_start: Option<TaskSpec>,
+    /// The accessories created first, on the app's network, each healthy
+    /// before the app starts (issue 40). Left out without any, as `env_file`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub accessories: Vec<super::AccessoryUse>,
+}
+
+impl DeploySpec {
+    /// The env file of its accessories' variables, when it has any
+    /// ([`super::accessories_env_of`]).
+    pub fn accessories_env(&self) -> Option<PathBuf> {
+        (!self.accessories.is_empty()).then(|| super::accessories_env_of(&self.app_dir))
+    }
 }
 
 /// What a start plan starts (the engine's `start`): the recorded ids of a
@@ -91,6 +103,10 @@ pub struct StartSpec {
     /// before the app container starts. Left out without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<DataUse>,
+    /// Its accessories, each with its data mounted, started and ready
+    /// before the app starts. Left out without any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub accessories: Vec<super::AccessoryStart>,
 }
 
 /// Everything an update needs (the engine's `update`), derived by the
@@ -138,6 +154,11 @@ pub struct UpdateSpec {
     /// without one, so plans sealed before it existed keep their digest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub before_start: Option<TaskSpec>,
+    /// The env file of the app's accessories' variables its deploy wrote
+    /// (`super::accessories_env_of`), given to the new container after
+    /// `env_file`. Left out for an app without accessories.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accessories_env: Option<PathBuf>,
 }
 
 /// Free capacity on the host, for the policy floors.
@@ -198,6 +219,9 @@ pub struct TaskSpec {
     pub env_file: Option<EnvFileUse>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<DataUse>,
+    /// As [`UpdateSpec::accessories_env`]: a migration finds its database.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accessories_env: Option<PathBuf>,
 }
 
 impl TaskSpec {

@@ -466,6 +466,13 @@ fn schema_keys(schema: &serde_json::Value) -> BTreeMap<String, serde_json::Value
             let value = resolve(schema, value);
             out.insert(path.clone(), value.clone());
             walk(schema, value, &format!("{path}."), out);
+            // A map of named objects (the accessories): each name's keys.
+            if let Some(reference) = value.pointer("/additionalProperties/$ref")
+                && reference.as_str().is_some_and(|r| r != "#/$defs/template")
+            {
+                let named = resolve(schema, &value["additionalProperties"]);
+                walk(schema, named, &format!("{path}.NAME."), out);
+            }
             // The catalog's values: a pinned string or an entry object.
             if let Some(choices) = value.pointer("/additionalProperties/oneOf").and_then(|c| c.as_array()) {
                 for choice in choices {

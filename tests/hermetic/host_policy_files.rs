@@ -254,6 +254,9 @@ fn the_schema_and_the_parser_agree_on_catalog_entry_objects() {
         // and a file it names must exist): this test names one.
         let value = match &base["catalog"]["api"][key] {
             Value::Null if key == "env_file" => json!("/etc/volce-lab/apps/api.env"),
+            // An accessory must be declared too (the example declares none):
+            // an entry that names none is the one both read alone.
+            Value::Null if key == "accessories" => json!({}),
             value => value.clone(),
         };
         policy["catalog"]["api"] = json!({"image": image.clone(), key.as_str(): value});

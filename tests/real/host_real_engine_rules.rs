@@ -942,6 +942,7 @@ fn record_app(host: &Host, app: &str, id: &str, plan: &str, port: u16) {
     // The images only fill the record: no deploy ran from them.
     let images = host.lab.spec();
     let record = AppRecord {
+        accessories: Vec::new(),
         app: volce_lab::vocab::AppName::parse(app).unwrap(),
         state: AppState::Running,
         host_port: port,

@@ -146,6 +146,7 @@ impl Lab {
         let server_name = self.server_name();
         let image = |key: &Value| ImageRef::parse(key.as_str().unwrap()).expect("a pinned reference");
         DeploySpec {
+            accessories: Vec::new(),
             plan_id: PlanId::random(),
             app: AppName::parse(&self.app).expect("a valid app name"),
             app_image: image(&self.policy["catalog"]["web"]),

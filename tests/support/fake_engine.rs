@@ -340,7 +340,7 @@ impl Engine for FakeEngine {
         for step in [Step::Pulled, Step::Network, Step::AppStarted, Step::GatewayTested, Step::HealthCheck] {
             progress.step(step);
         }
-        Ok(Deployed { app_container: app, gateway_container: gateway })
+        Ok(Deployed { accessories: Vec::new(), app_container: app, gateway_container: gateway })
     }
 
     fn update_nginx(

@@ -156,6 +156,7 @@ impl Harness {
             START - 3600,
         );
         let record = AppRecord {
+            accessories: Vec::new(),
             app: AppName::parse("legacy").unwrap(),
             state: AppState::Stopped,
             host_port: 18990,

@@ -93,6 +93,7 @@ fn nginx_shop() -> Payload {
 fn deploy_web(host_port: u16) -> Payload {
     let reference = ImageRef::parse(&format!("r/web@sha256:{}", "a".repeat(64))).unwrap();
     let spec = DeploySpec {
+        accessories: Vec::new(),
         plan_id: PlanId::parse(&"2".repeat(32)).unwrap(),
         app: app("web"),
         app_image: reference.clone(),
@@ -124,6 +125,7 @@ fn remove_9() -> Payload {
 
 fn restart_shop() -> Payload {
     let spec = crate::vocab::StartSpec {
+        accessories: Vec::new(),
         app_container: id('a'),
         gateway: id('b'),
         host_port: 18001,

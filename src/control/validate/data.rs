@@ -30,7 +30,7 @@ pub fn for_deploy(
     let mount = ctx.data_dir.join(app.as_str());
     let kept = facts.kept_data_mib(&image)?;
     if kept.is_some() {
-        kept_for_this_entry(app, key, spec, &image, facts)?;
+        kept_for_this_entry(app, ("catalog entry", key), spec, &image, facts)?;
     }
     let data = DataUse { path: spec.path.clone(), image, mount, max_mib: kept.unwrap_or(spec.max_mib) };
     Ok(Some((data, kept.is_some())))
@@ -40,9 +40,10 @@ pub fn for_deploy(
 /// kept for. Data kept without a record (by a build before issue 38) is
 /// refused too: nothing says which entry it belongs to, and guessing
 /// from the name is what let one app's files reach another's path.
-fn kept_for_this_entry(
+/// `owner` names the entry or accessory (`catalog entry`, `accessory`).
+pub(super) fn kept_for_this_entry(
     app: &AppName,
-    key: &str,
+    (owner, key): (&str, &str),
     spec: &crate::vocab::DataSpec,
     image: &std::path::Path,
     facts: &dyn HostFacts,
@@ -50,8 +51,8 @@ fn kept_for_this_entry(
     let message = match facts.kept_data_for(image)? {
         Some(kept) if kept.entry == key && kept.path == spec.path => return Ok(()),
         Some(kept) => format!(
-            "The data kept for {app} ({}) belongs to catalog entry `{}` at {}, not to `{key}` at {}: it is \
-             re-attached only by a deploy of {app} under `{}`. Deploy under that entry, choose another app \
+            "The data kept for {app} ({}) belongs to {owner} `{}` at {}, not to `{key}` at {}: it is \
+             re-attached only by a deploy of {app} under `{}`. Deploy under that {owner}, choose another app \
              name, or ask the operator to delete the kept data (`volce-lab-host data purge {app}`); nothing \
              was changed.",
             image.display(),
@@ -61,7 +62,7 @@ fn kept_for_this_entry(
             kept.entry
         ),
         None => format!(
-            "The data kept for {app} ({}) has no record of the catalog entry it was made for (an earlier \
+            "The data kept for {app} ({}) has no record of the {owner} it was made for (an earlier \
              build kept it), so it is not re-attached under `{key}`: choose another app name, or ask the \
              operator to check what it holds and either delete it (`volce-lab-host data purge {app}`) or \
              record its entry (docs/data.md); nothing was changed.",
@@ -72,17 +73,17 @@ fn kept_for_this_entry(
 }
 
 /// New data takes its whole size from the disk when it is made: the free
-/// disk must cover it on top of the policy's floor.
-pub fn room_for(data: &DataUse, ctx: &Context<'_>, facts: &dyn HostFacts) -> Result<(), Refusal> {
+/// disk must cover all of it a deploy makes (`new_mib`, the app's and its
+/// accessories') on top of the policy's floor.
+pub fn room_for(new_mib: u64, ctx: &Context<'_>, facts: &dyn HostFacts) -> Result<(), Refusal> {
     let floor = ctx.policy.capacity.min_free_disk_mib;
-    let needed = (floor + u64::from(data.max_mib)) * MIB;
-    if facts.capacity()?.free_disk_bytes < needed {
+    if new_mib > 0 && facts.capacity()?.free_disk_bytes < (floor + new_mib) * MIB {
         return refuse(
             Code::InsufficientCapacity,
             format!(
-                "The app's data needs {} MiB of disk on top of the {floor} MiB the host must keep free; ask \
-                 the operator to free disk space or to give the catalog entry a smaller data max_mib.",
-                data.max_mib
+                "The app's new data needs {new_mib} MiB of disk on top of the {floor} MiB the host must keep \
+                 free; ask the operator to free disk space or to give the catalog entry (or its accessories) a \
+                 smaller data max_mib."
             ),
         );
     }

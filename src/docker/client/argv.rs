@@ -69,6 +69,17 @@ pub(super) fn env_file(used: Option<&EnvFileUse>) -> Vec<String> {
     }
 }
 
+/// `--env-file` of the app's accessories' variables (issue 40), after the
+/// operator's own ([`env_file`]): for every container of the app's image
+/// when it has accessories; nothing otherwise. Written by its deploy,
+/// root's 0600 file in the app's directory, as `env_file` explains.
+pub(super) fn accessories_env(path: Option<&Path>) -> Vec<String> {
+    match path {
+        Some(path) => vec!["--env-file".to_owned(), path.display().to_string()],
+        None => Vec::new(),
+    }
+}
+
 /// `--mount` of the app's data directory (its mount point, where
 /// `crate::docker::data_volume` mounted the image) at the entry's path, for
 /// an app container whose entry has data; nothing otherwise. The mount

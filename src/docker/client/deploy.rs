@@ -13,9 +13,12 @@
 //! nothing); anything else keeps it `needs_inspection`, with what is left
 //! kept as evidence.
 
-use super::argv::{app_network, argv, config_mount, data_mount, edge_network, env_file, hardening, labels};
+use super::argv::{
+    accessories_env, app_network, argv, config_mount, data_mount, edge_network, env_file, hardening, labels,
+};
 use super::parse::{first_line, lines};
 use super::{DockerClient, NGINX, NGINX_TEST, PULL, QUICK, Runner};
+use crate::docker::accessory_files::remove_secret;
 use crate::docker::data_volume::{self, Ensured};
 use crate::docker::gateway_file::{remove_new_config, write_new_config};
 use crate::docker::host_probe::{http_get, port_free};
@@ -59,8 +62,9 @@ impl<R: Runner> DockerClient<R> {
                 let gone = !error.outcome_unknown()
                     && !matches!(error, EngineError::Host { .. })
                     && self.created_by_plan(&spec.plan_id).is_ok_and(|(c, n)| c.is_empty() && n.is_empty())
-                    && (!created.app_dir || remove_new_config(&spec.app_dir))
-                    && release_data(spec, created.data);
+                    && (!created.app_dir || remove_new_config(&spec.app_dir, &created.env_files))
+                    && release_data(spec, created.data)
+                    && release_accessories(&created);
                 Err(if gone { EngineError::RolledBack { cause: Box::new(error), app_log } } else { error })
             }
         }
@@ -138,6 +142,7 @@ impl<R: Runner> DockerClient<R> {
         if let Some(data) = &spec.data {
             created.data = Some(data_volume::ensure(data)?);
         }
+        self.accessories_up(spec, created)?;
         if let Some(task) = &spec.before_start {
             // Its container is gone once this returns, whatever it says.
             self.before_start(task)?;
@@ -147,6 +152,7 @@ impl<R: Runner> DockerClient<R> {
         args.extend(role_labels("app"));
         args.extend(hardening(&spec.limits, "1000:1000", "unless-stopped"));
         args.extend(env_file(spec.env_file.as_ref()));
+        args.extend(accessories_env(spec.accessories_env().as_deref()));
         args.extend(data_mount(spec.data.as_ref()));
         args.extend(argv(&["--network", network, "--network-alias", crate::nginx::APP_ALIAS]));
         args.push(app_image.to_owned());
@@ -182,7 +188,11 @@ impl<R: Runner> DockerClient<R> {
             return Err(EngineError::HealthCheckFailed);
         }
         progress.step(Step::HealthCheck);
-        Ok(Deployed { app_container: app_id, gateway_container: gateway_id })
+        Ok(Deployed {
+            app_container: app_id,
+            gateway_container: gateway_id,
+            accessories: std::mem::take(&mut created.accessories),
+        })
     }
 
     fn created_container(
@@ -221,14 +231,33 @@ fn release_data(spec: &DeploySpec, ensured: Option<Ensured>) -> bool {
     }
 }
 
+/// A failed deploy's accessories' data back as it was (new data deleted,
+/// kept data unmounted) and the credentials it made deleted: whether that
+/// succeeded. A kept credential stays with its kept data.
+fn release_accessories(created: &Created) -> bool {
+    let data = created
+        .accessory_data
+        .iter()
+        .all(|(data, ensured)| data_volume::release(data, *ensured == Ensured::Made).is_ok());
+    data && created.secrets.iter().all(|path| remove_secret(path))
+}
+
 /// What a deploy created so far, by id.
 #[derive(Debug, Default)]
 pub(super) struct Created {
     pub(super) containers: Vec<ContainerId>,
     pub(super) networks: Vec<String>,
-    /// The app container among `containers`: whose last lines a failed
-    /// plan keeps.
+    /// The container among `containers` whose last lines a failed plan
+    /// keeps: the app's, or an accessory's while it is not ready yet.
     pub(super) app: Option<ContainerId>,
+    /// The accessories' containers among `containers`.
+    pub(super) accessories: Vec<ContainerId>,
+    /// Each accessory's data as this deploy mounted it, made or kept.
+    pub(super) accessory_data: Vec<(crate::vocab::DataUse, Ensured)>,
+    /// The credentials this deploy made (kept ones are not listed).
+    pub(super) secrets: Vec<std::path::PathBuf>,
+    /// The env files it wrote in the app directory.
+    pub(super) env_files: Vec<std::path::PathBuf>,
     /// This deploy created the app directory and its nginx.conf (the
     /// controller refuses a deploy whose directory exists).
     app_dir: bool,
@@ -258,7 +287,12 @@ fn check_untyped_values(spec: &DeploySpec) -> Result<(), EngineError> {
     // The mount point goes into the `--mount` list too.
     let data_ok =
         spec.data.as_ref().is_none_or(|data| fits_mount_list(&data.mount) && data.image.is_absolute());
+    let accessories_ok = spec
+        .accessories
+        .iter()
+        .all(|a| fits_mount_list(&a.data.mount) && a.data.image.is_absolute() && a.port >= 1024);
     if dir_ok
+        && accessories_ok
         && env_ok
         && data_ok
         && spec.host_port >= 1024

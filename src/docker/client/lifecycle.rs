@@ -20,7 +20,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::argv::{argv, data_mount, env_file, hardening, labels};
+use super::argv::{accessories_env, argv, data_mount, env_file, hardening, labels};
 use super::deploy::Created;
 use super::parse::{first_line, lines};
 use super::{DockerClient, PULL, QUICK, Runner};
@@ -61,13 +61,16 @@ impl<R: Runner> DockerClient<R> {
     ) -> Result<(), EngineError> {
         let ids = [spec.app_container.clone(), spec.gateway.clone()];
         self.set_deadline(Some(deadline));
-        let result = self.start_steps(spec, &ids, progress);
+        let result = self.start_accessories(spec).and_then(|()| self.start_steps(spec, &ids, progress));
         self.set_deadline(None);
         // Why the app did not answer, read before it is stopped again.
         let Err(error) = result else { return Ok(()) };
         let app_log = self.failed_app_log(&error, Some(&spec.app_container), deadline);
-        // Back to the recorded state: stopped, restart=no. A step whose
-        // outcome is unknown may still be carried out after any look.
+        // Back to the recorded state: stopped, restart=no (its accessories
+        // too). A step whose outcome is unknown may still be carried out
+        // after any look.
+        let ids: Vec<ContainerId> =
+            ids.iter().cloned().chain(spec.accessories.iter().map(|a| a.container.clone())).collect();
         let stopped = !error.outcome_unknown()
             && self.stop_containers(&ids).is_ok()
             && self.all_in(&ids, &["exited", "created"]);
@@ -165,6 +168,7 @@ impl<R: Runner> DockerClient<R> {
         args.extend(labels(&spec.app, "app", &spec.plan_id));
         args.extend(hardening(&spec.limits, "1000:1000", "unless-stopped"));
         args.extend(env_file(spec.env_file.as_ref()));
+        args.extend(accessories_env(spec.accessories_env.as_deref()));
         args.extend(data_mount(spec.data.as_ref()));
         args.extend(argv(&["--network", &names.network, "--network-alias", &spec.container_name]));
         args.push(image.to_owned());

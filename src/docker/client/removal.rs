@@ -45,10 +45,11 @@ impl<R: Runner> DockerClient<R> {
             }
         }
         remove_app_dir(removal.app_dir)?;
-        // Last: whatever failed before leaves the data mounted and whole.
-        match removal.data {
-            Some(data) => data_volume::release(data, removal.purge_data),
-            None => Ok(()),
+        // Last: whatever failed before leaves the data mounted and whole. A
+        // purge deletes an accessory's credential with its data.
+        for data in removal.data.iter().copied().chain(removal.accessory_data) {
+            data_volume::release(data, removal.purge_data)?;
         }
+        Ok(())
     }
 }

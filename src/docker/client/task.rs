@@ -20,7 +20,7 @@
 
 use std::time::Instant;
 
-use super::argv::{argv, data_mount, env_file, hardening, labels};
+use super::argv::{accessories_env, argv, data_mount, env_file, hardening, labels};
 use super::deploy::{Created, fits_mount_list};
 use super::parse::first_line;
 use super::{DockerClient, QUICK, Runner};
@@ -91,6 +91,7 @@ impl<R: Runner> DockerClient<R> {
         args.extend(labels(&spec.app, TASK_ROLE, &spec.plan_id));
         args.extend(hardening(&spec.limits, "1000:1000", "no"));
         args.extend(env_file(spec.env_file.as_ref()));
+        args.extend(accessories_env(spec.accessories_env.as_deref()));
         args.extend(data_mount(spec.data.as_ref()));
         args.extend(argv(&["--network", &network, "--entrypoint", spec.argv.program()]));
         args.push(spec.image.as_str().to_owned());
@@ -131,7 +132,8 @@ impl<R: Runner> DockerClient<R> {
 /// The values no type carries: the paths that go into the `--mount` list
 /// and after `--env-file`, as a deploy checks them.
 fn check_task_values(spec: &TaskSpec) -> Result<(), EngineError> {
-    let env_ok = spec.env_file.as_ref().is_none_or(|used| used.path.is_absolute());
+    let env_ok = spec.env_file.as_ref().is_none_or(|used| used.path.is_absolute())
+        && spec.accessories_env.as_ref().is_none_or(|path| path.is_absolute());
     let data_ok =
         spec.data.as_ref().is_none_or(|data| fits_mount_list(&data.mount) && data.image.is_absolute());
     if env_ok && data_ok && spec.timeout_seconds > 0 {

@@ -118,6 +118,7 @@ fn image_ref(value: &str) -> ImageRef {
 
 fn spec(app_dir: &Path, host_port: u16) -> DeploySpec {
     DeploySpec {
+        accessories: Vec::new(),
         plan_id: PlanId::parse("0123456789abcdef0123456789abcdef").unwrap(),
         app: AppName::parse("shop").unwrap(),
         app_image: image_ref(&format!("127.0.0.1:15000/volce-lab/web@sha256:{}", hex('1'))),
@@ -584,6 +585,7 @@ fn remove_app_stops_the_running_removes_exactly_the_given_ids_and_only_its_label
     let (a, b) = (ContainerId::parse(&hex('a')).unwrap(), ContainerId::parse(&hex('b')).unwrap());
     let networks = ["vl-shop".to_owned(), "vl-shop_edge".to_owned()];
     let removal = AppRemoval {
+        accessory_data: &[],
         app: &app,
         containers: &[a.clone(), b],
         running: &[a],
@@ -620,6 +622,7 @@ fn remove_app_keeps_a_directory_holding_anything_volce_lab_did_not_write() {
         let engine = DockerClient::with_runner(Fake::new(|_| Ok(String::new())), "/nonexistent");
         let app = AppName::parse("shop").unwrap();
         let removal = AppRemoval {
+            accessory_data: &[],
             app: &app,
             containers: &[],
             running: &[],

@@ -386,11 +386,20 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
 /// be written fails closed: the data stays kept, and a deploy refuses it
 /// as unrecorded until the operator records or purges it.
 fn bind_kept_data(plan: &Plan, apps: &BTreeMap<String, AppRecord>) {
-    let Some(DataAfter { image, kept: true }) = plan.payload.data_after() else { return };
     let Some(record) = plan.payload.app().and_then(|app| apps.get(app)) else { return };
-    let Some(data) = &record.data else { return };
-    let kept = KeptFor { entry: record.image_key.clone(), path: data.path.clone() };
-    let _ = crate::docker::data_volume::bind_kept(&image, &kept);
+    if let (Some(DataAfter { image, kept: true }), Some(data)) = (plan.payload.data_after(), &record.data) {
+        let kept = KeptFor { entry: record.image_key.clone(), path: data.path.clone() };
+        let _ = crate::docker::data_volume::bind_kept(&image, &kept);
+    }
+    // An accessory's kept data is bound to the accessory's name and path.
+    if let Payload::RemoveApp(removal) = &plan.payload
+        && !removal.purge_data
+    {
+        for accessory in &record.accessories {
+            let kept = KeptFor { entry: accessory.name.to_string(), path: accessory.data.path.clone() };
+            let _ = crate::docker::data_volume::bind_kept(&accessory.data.image, &kept);
+        }
+    }
 }
 
 /// The answer once the engine was reached: completed, failed with

@@ -26,6 +26,7 @@ fn container(c: char, name: &str, app: Option<&str>, state: &str) -> Container {
 
 fn record(state: AppState) -> AppRecord {
     AppRecord {
+        accessories: Vec::new(),
         app: AppName::parse("demo").unwrap(),
         state,
         host_port: 18001,

@@ -10,7 +10,7 @@ use super::{DataMounts, Found, paths_of, step_of, survey};
 use crate::docker::EngineError;
 use crate::docker::data_volume;
 use crate::host::HostPaths;
-use crate::vocab::{AppName, Code, Refusal};
+use crate::vocab::{Code, Refusal};
 
 /// A prepared `data purge APP`: what the operator reads and what goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,16 +35,16 @@ pub fn prepare_purge(
     app: &str,
     now: i64,
 ) -> Result<Purge, Refusal> {
-    let Some(name) = AppName::parse(app) else {
+    if !super::is_data_key(app) {
         return Err(Refusal::new(
             Code::InvalidAppName,
             format!(
-                "{} is not an app name (^[a-z][a-z0-9-]{{0,30}}$); nothing was deleted.",
+                "{} is not an app name (^[a-z][a-z0-9-]{{0,30}}$), nor APP@ACCESSORY for an accessory's data; \
+                 nothing was deleted. `volce-lab-host data list` names the data there is.",
                 crate::text::quoted(app, 80)
             ),
         ));
-    };
-    let app = name.as_str();
+    }
     let (image, mount) = paths_of(paths, app);
     let entries = survey(paths)?;
     let entry = entries.get(app);
@@ -81,7 +81,7 @@ pub fn prepare_purge(
             ),
         ));
     }
-    refuse_open_plans(paths, app, now)?;
+    refuse_open_plans(paths, super::app_of(app), now)?;
     let mounted = mounts.mounted(&mount).map_err(|e| failed(app, &e))?;
     let mut shown = format!("The data of {app}, kept with no app: {} ({mib} MiB).\n", image.display());
     if mounted {

@@ -116,6 +116,7 @@ fn a_declared_task_runs_once_beside_the_app_with_its_configuration_data_and_netw
     let app = AppName::parse(&host.lab.app).unwrap();
     let argv = vec!["/bin/busybox".to_owned(), "sh".into(), "-c".into(), "echo started; sleep 60".into()];
     let spec = TaskSpec {
+        accessories_env: None,
         container_name: TaskSpec::container_name(&app, &plan_id),
         plan_id,
         app,

@@ -37,6 +37,7 @@ use std::sync::Arc;
 
 fn start_spec(port: u16) -> StartSpec {
     StartSpec {
+        accessories: Vec::new(),
         app_container: ContainerId::parse(&hex('a')).unwrap(),
         gateway: ContainerId::parse(&hex('b')).unwrap(),
         host_port: port,
@@ -117,6 +118,7 @@ fn update_spec(app_dir: &Path, port: u16) -> UpdateSpec {
     let name = "vl-shop-app-0123456789ab".to_owned();
     let check = format!("{PLAN}.update.volce-lab.invalid");
     UpdateSpec {
+        accessories_env: None,
         plan_id: PlanId::parse(PLAN).unwrap(),
         app: AppName::parse("shop").unwrap(),
         app_image: image_ref(&format!("127.0.0.1:15000/volce-lab/web2@sha256:{}", hex('5'))),

@@ -67,6 +67,7 @@ fn remove_app_verifies_a_refused_first_rm_only_when_nothing_was_stopped() {
     let app = AppName::parse("shop").unwrap();
     let containers = ids();
     let removal = |running: &'static [ContainerId]| AppRemoval {
+        accessory_data: &[],
         app: &app,
         containers: &containers,
         running,

@@ -11,6 +11,7 @@ fn spec() -> TaskSpec {
     let plan_id = PlanId::parse(&"9".repeat(32)).unwrap();
     let app = AppName::parse("shop").unwrap();
     TaskSpec {
+        accessories_env: None,
         container_name: TaskSpec::container_name(&app, &plan_id),
         plan_id,
         app,

@@ -1,0 +1,137 @@
+//! Accessories (issue 40) as plans derive them: what a deploy records and
+//! shows, that no credential is in any of it, and what an update, a start
+//! and a remove_app do with them. The engine's side is proven on real
+//! parts (`host_real_engine_rules::accessories`).
+
+use super::*;
+use crate::vocab::{AccessoryName, AccessorySpec, DataPath, DataSpec, EnvTemplate, TaskArgv};
+
+fn template(pairs: &[(&str, &str)]) -> EnvTemplate {
+    EnvTemplate::parse(pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()).unwrap()
+}
+
+fn url() -> EnvTemplate {
+    template(&[("DATABASE_URL", "postgresql://app:{password}@{host}:{port}/app")])
+}
+
+/// The sample policy with an accessory `db` that the `web` entry needs.
+fn world_with_db() -> World {
+    let mut world = World::empty();
+    let db = AccessoryName::parse("db").unwrap();
+    world.policy.accessories.insert(
+        db.clone(),
+        AccessorySpec {
+            image: ImageRef::parse(&format!("registry.example/pg@sha256:{}", "4".repeat(64))).unwrap(),
+            port: 5432,
+            data: DataSpec { path: DataPath::parse("/srv/pgdata").unwrap(), max_mib: 128 },
+            health: TaskArgv::parse(vec!["/usr/bin/pg_isready".into(), "-q".into()]).unwrap(),
+            env: template(&[("POSTGRES_PASSWORD", "{password}")]),
+        },
+    );
+    world.policy.catalog.get_mut("web").unwrap().accessories.insert(db, url());
+    world
+}
+
+/// Tried: a deploy of an entry that needs `db`. The plan records the
+/// accessory under the app's own data paths and container name, shows
+/// the operator its port, data, health command and the variables' names
+/// (templates only), creates its container unpublished as the data's
+/// owner; the credential is nowhere in it (the host makes it at execute),
+/// and the app's containers get the accessories' env file by path.
+#[test]
+fn a_deploy_records_its_accessories_with_placeholders_only() {
+    let world = world_with_db();
+    let (payload, impact) = world.derive(Action::Deploy, deploy_params()).unwrap();
+    let mut review = String::new();
+    payload.review(&mut review);
+    let sealed = serde_json::to_string(&payload).unwrap();
+    let Payload::Deploy(Deploy { spec, containers, .. }) = payload else { panic!("deploy payload") };
+    let [accessory] = &spec.accessories[..] else { panic!("one accessory: {:?}", spec.accessories) };
+    assert_eq!(accessory.container_name, "vl-web1-db");
+    assert_eq!(accessory.data.image, Path::new("/state/data/web1@db.ext4"));
+    assert_eq!(accessory.data.mount, Path::new("/state/data/web1@db"));
+    assert_eq!(accessory.secret_of(), Path::new("/state/data/web1@db.secret"));
+    assert_eq!(spec.accessories_env().as_deref(), Some(Path::new("/state/apps/web1/accessories.env")));
+    let plan = containers.iter().find(|c| c.role == "accessory").expect("the accessory's container");
+    assert_eq!(
+        (plan.name.as_str(), plan.user.as_str(), plan.publish.as_ref()),
+        ("vl-web1-db", "1000:1000", None)
+    );
+    assert!(
+        review.contains("accessory db: first, on the app's network as db:5432, data 128 MiB at /srv/pgdata")
+    );
+    assert!(review.contains("its variables: POSTGRES_PASSWORD; the app's: DATABASE_URL"), "{review}");
+    assert!(sealed.contains("{password}"), "the template travels, never a value");
+    assert!(impact.containers_touched.iter().any(|t| t.contains("vl-web1-db (new, accessory db")));
+    assert!(impact.rollback.contains("A new accessory's credential goes with its new data."));
+}
+
+/// Tried: kept accessory data recorded for another accessory name, and
+/// at another path: each refused `data_entry_mismatch` naming the
+/// accessory; recorded for `db` at its path, re-attached.
+#[test]
+fn kept_accessory_data_is_re_attached_only_for_its_accessory_and_path() {
+    let mut world = world_with_db();
+    keep_data(&mut world, 128, "cache", "/srv/pgdata");
+    let refused = world.derive(Action::Deploy, deploy_params()).unwrap_err();
+    assert_eq!(refused.code, Code::DataEntryMismatch, "{}", refused.message);
+    assert!(refused.message.contains("accessory `cache`"), "{}", refused.message);
+    // The app's own data is not in play here; only the accessory's is kept.
+    keep_data(&mut world, 128, "db", "/srv/pgdata");
+    let (_, impact) = world.derive(Action::Deploy, deploy_params()).unwrap();
+    assert!(impact.containers_touched.iter().any(|t| t.contains("kept from before: re-attached")));
+}
+
+/// Tried: an update of an app deployed with `db` to an entry without it,
+/// and to one whose variables differ: refused `accessories_changed`; to
+/// the entry it was deployed with, accepted, with the env file by path.
+/// A start finds the accessory's container by its recorded name; renamed
+/// by hand, it is refused. A remove_app keeps its data unless purged, and says so.
+#[test]
+fn an_update_keeps_the_accessories_of_the_deploy_and_a_start_starts_them() {
+    let mut world = world_with_db();
+    let (payload, _) = world.derive(Action::Deploy, patched(&[("app", json!("demo"))])).unwrap();
+    let Payload::Deploy(Deploy { spec, .. }) = payload else { panic!("deploy payload") };
+    let mut record = record("demo", 18001, AppState::Running);
+    record.accessories = spec.accessories.clone();
+    record.containers.push(id('c'));
+    world.apps.insert("demo".into(), record);
+    world.snapshot = deployed_snapshot();
+    world.snapshot.containers.push(container('c', "vl-demo-db", Some("demo"), "running", None));
+
+    let (payload, _) = world.derive(Action::Update, json!({"app": "demo", "image": "web"})).unwrap();
+    let Payload::Update(Update { spec, .. }) = payload else { panic!("update payload") };
+    assert_eq!(spec.accessories_env.as_deref(), Some(Path::new("/state/apps/demo/accessories.env")));
+    let entry = world.policy.catalog.get_mut("web").unwrap();
+    entry.accessories.insert(AccessoryName::parse("db").unwrap(), template(&[("DB", "{host}")]));
+    let refused = world.derive(Action::Update, json!({"app": "demo", "image": "web"})).unwrap_err();
+    assert_eq!(refused.code, Code::AccessoriesChanged, "{}", refused.message);
+    world.policy.catalog.get_mut("web").unwrap().accessories.clear();
+    let refused = world.derive(Action::Update, json!({"app": "demo", "image": "web"})).unwrap_err();
+    assert_eq!(refused.code, Code::AccessoriesChanged);
+    assert!(refused.message.contains("accessories db") && refused.message.contains("names none"));
+
+    for c in &mut world.snapshot.containers {
+        c.state = "exited".into();
+    }
+    world.apps.get_mut("demo").unwrap().state = AppState::Stopped;
+    let (payload, _) = world.derive(Action::Start, json!({"app": "demo"})).unwrap();
+    let Payload::Start(start) = payload else { panic!("start payload") };
+    assert_eq!(start.spec.accessories.len(), 1);
+    assert_eq!(start.spec.accessories[0].container, id('c'));
+    // Renamed by hand: the recorded id no longer stands under its name.
+    world.snapshot.containers.retain(|c| c.id != id('c'));
+    world.snapshot.containers.push(container('c', "vl-demo-renamed", Some("demo"), "exited", None));
+    let refused = world.derive(Action::Start, json!({"app": "demo"})).unwrap_err();
+    assert_eq!(refused.code, Code::ContainerSetChanged);
+    assert!(refused.message.contains("vl-demo-db"), "{}", refused.message);
+    world.snapshot.containers.retain(|c| c.id != id('c'));
+    world.snapshot.containers.push(container('c', "vl-demo-db", Some("demo"), "exited", None));
+
+    let (payload, impact) =
+        world.derive(Action::RemoveApp, json!({"app": "demo", "purge_data": true})).unwrap();
+    let Payload::RemoveApp(removal) = payload else { panic!("remove_app payload") };
+    assert!(removal.purge_data && impact.data_volumes_deleted);
+    assert_eq!(removal.accessory_data[0].image, Path::new("/state/data/demo@db.ext4"));
+    assert!(impact.containers_touched.iter().any(|t| t.contains("and the accessory's credential")));
+}
