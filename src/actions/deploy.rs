@@ -83,23 +83,7 @@ impl PlanAction for Deploy {
         nothing_there(&app, ctx, facts)?;
         port_free(host_port, ctx, facts)?;
         capacity_floors(ctx.policy, facts)?;
-        let data = data::for_deploy(&app, image_key, entry, ctx, facts)?;
-        let accessories = accessories::for_deploy(&app, entry, ctx, facts)?;
-        let new_mib = data
-            .iter()
-            .map(|(d, kept)| (d, *kept))
-            .chain(accessories.iter().map(|(a, kept)| (&a.data, *kept)))
-            .filter(|(_, kept)| !kept)
-            .map(|(d, _)| u64::from(d.max_mib))
-            .sum();
-        data::room_for(new_mib, ctx, facts)?;
-        let data_path = data.as_ref().map(|(d, _)| &d.path);
-        refuse_volumes(&format!("The catalog image `{image_key}`"), &entry.image, data_path, facts)?;
-        refuse_volumes("The gateway image (the policy's nginx_image)", &ctx.policy.nginx_image, None, facts)?;
-        for (accessory, _) in &accessories {
-            let what = format!("The accessory `{}`'s image", accessory.name);
-            refuse_volumes(&what, &accessory.image, Some(&accessory.data.path), facts)?;
-        }
+        let (data, accessories) = storage(&app, image_key, entry, ctx, facts)?;
         let env_file = configured(entry, facts)?;
         let app_dir = ctx.apps_dir.join(app.as_str());
         let runs_in = RunsIn {
@@ -246,6 +230,38 @@ impl PlanAction for Deploy {
             accessories: spec.accessories.clone(),
         }))]
     }
+}
+
+/// What a deploy mounts and creates beside the app: its data and its
+/// accessories, each with whether it was kept from before; refused when
+/// the disk lacks room for what is new, or an image declares a volume
+/// its data does not cover.
+#[allow(clippy::type_complexity)]
+fn storage(
+    app: &AppName,
+    image_key: &str,
+    entry: &CatalogEntry,
+    ctx: &Context<'_>,
+    facts: &dyn HostFacts,
+) -> Result<(Option<(DataUse, bool)>, Vec<(AccessoryUse, bool)>), Refusal> {
+    let data = data::for_deploy(app, image_key, entry, ctx, facts)?;
+    let accessories = accessories::for_deploy(app, entry, ctx, facts)?;
+    let new_mib = data
+        .iter()
+        .map(|(d, kept)| (d, *kept))
+        .chain(accessories.iter().map(|(a, kept)| (&a.data, *kept)))
+        .filter(|(_, kept)| !kept)
+        .map(|(d, _)| u64::from(d.max_mib))
+        .sum();
+    data::room_for(new_mib, ctx, facts)?;
+    let data_path = data.as_ref().map(|(d, _)| &d.path);
+    refuse_volumes(&format!("The catalog image `{image_key}`"), &entry.image, data_path, facts)?;
+    refuse_volumes("The gateway image (the policy's nginx_image)", &ctx.policy.nginx_image, None, facts)?;
+    for (accessory, _) in &accessories {
+        let what = format!("The accessory `{}`'s image", accessory.name);
+        refuse_volumes(&what, &accessory.image, Some(&accessory.data.path), facts)?;
+    }
+    Ok((data, accessories))
 }
 
 /// An accessory as the operator reviews it: where it listens, its data,

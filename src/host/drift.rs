@@ -46,11 +46,32 @@ fn shown_name(name: &str) -> String {
 
 /// What the message says of one recorded container: its name and state,
 /// or its role and short id when the engine has no such container.
-fn recorded_phrase(role: ContainerRole, id: &ContainerId, snapshot: &Snapshot) -> String {
+fn recorded_phrase(role: &str, id: &ContainerId, snapshot: &Snapshot) -> String {
     match snapshot.containers.iter().find(|c| c.id == *id) {
         Some(c) => format!("{} ({})", shown_name(&c.name), shown_name(&c.state)),
-        None => format!("the {} container {} (missing)", role.as_str(), &id.as_str()[..12]),
+        None => format!("the {role} container {} (missing)", &id.as_str()[..12]),
     }
+}
+
+/// The recorded containers of an app's accessories (issue 40): the ids
+/// recorded beside its app and gateway when it has accessories. They count
+/// for its drift as the app's own do; the views list app and gateway only,
+/// the roles the contract names.
+fn accessory_states<'r>(record: &'r AppRecord, snapshot: &Snapshot) -> Vec<(&'r ContainerId, String)> {
+    if record.accessories.is_empty() {
+        return Vec::new();
+    }
+    let own = [record.app_container.as_ref(), record.gateway_container.as_ref()];
+    record
+        .containers
+        .iter()
+        .filter(|id| !own.contains(&Some(*id)))
+        .map(|id| (id, state_of(id, snapshot)))
+        .collect()
+}
+
+fn state_of(id: &ContainerId, snapshot: &Snapshot) -> String {
+    snapshot.containers.iter().find(|c| c.id == *id).map_or_else(|| "missing".to_owned(), |c| c.state.clone())
 }
 
 /// The recorded containers of `record` with their roles, in role order.
@@ -82,27 +103,25 @@ pub fn belongs_to(record: &AppRecord, container: &Container) -> bool {
 pub fn derive(record: &AppRecord, snapshot: &Snapshot) -> Derived {
     let containers: Vec<ContainerView> = recorded(record)
         .into_iter()
-        .map(|(role, id)| {
-            let state = snapshot
-                .containers
-                .iter()
-                .find(|c| c.id == *id)
-                .map_or_else(|| "missing".to_owned(), |c| c.state.clone());
-            ContainerView { role, id: id.clone(), state }
-        })
+        .map(|(role, id)| ContainerView { role, id: id.clone(), state: state_of(id, snapshot) })
         .collect();
+    let accessories = accessory_states(record, snapshot);
     let names = record.app.names();
     let replaced = snapshot.containers.iter().any(|c| !is_recorded(record, c) && names.claims_container(c));
     // A record without both ids (a deploy that failed before the engine
     // reported them) has containers missing by definition.
-    let missing = containers.len() < 2 || containers.iter().any(|c| c.state == "missing");
-    let running = containers.iter().filter(|c| c.state == "running").count();
+    let missing = containers.len() < 2
+        || containers.iter().any(|c| c.state == "missing")
+        || accessories.iter().any(|(_, state)| state == "missing");
+    let running = containers.iter().filter(|c| c.state == "running").count()
+        + accessories.iter().filter(|(_, state)| state == "running").count();
+    let all = containers.len() + accessories.len();
     let drift = match record.state {
         AppState::NeedsInspection => Some(DriftReason::NeedsInspection),
         _ if missing => Some(DriftReason::ContainersMissing),
         _ if replaced => Some(DriftReason::ContainersReplaced),
         AppState::Stopped if running > 0 => Some(DriftReason::RecordStoppedButRunning),
-        AppState::Running if running < containers.len() => Some(DriftReason::RecordRunningButStopped),
+        AppState::Running if running < all => Some(DriftReason::RecordRunningButStopped),
         AppState::Stopped | AppState::Running => None,
     };
     let state = match (drift, record.state) {
@@ -110,13 +129,21 @@ pub fn derive(record: &AppRecord, snapshot: &Snapshot) -> Derived {
         (None, AppState::Running) => EngineState::Running,
         (None, _) => EngineState::Stopped,
     };
-    let mine = |pick: &dyn Fn(&ContainerView) -> bool| -> Vec<String> {
-        containers.iter().filter(|c| pick(c)).map(|c| recorded_phrase(c.role, &c.id, snapshot)).collect()
+    let mine = |pick: &dyn Fn(&str) -> bool| -> Vec<String> {
+        let own = containers
+            .iter()
+            .filter(|c| pick(&c.state))
+            .map(|c| recorded_phrase(c.role.as_str(), &c.id, snapshot));
+        let theirs = accessories
+            .iter()
+            .filter(|(_, state)| pick(state))
+            .map(|(id, _)| recorded_phrase("accessory", id, snapshot));
+        own.chain(theirs).collect()
     };
     let differs = match drift {
         None | Some(DriftReason::NeedsInspection) => Vec::new(),
         Some(DriftReason::ContainersMissing) => {
-            let mut gone = mine(&|c| c.state == "missing");
+            let mut gone = mine(&|state| state == "missing");
             let roles: Vec<ContainerRole> = containers.iter().map(|c| c.role).collect();
             for role in [ContainerRole::App, ContainerRole::Gateway] {
                 if !roles.contains(&role) {
@@ -131,8 +158,8 @@ pub fn derive(record: &AppRecord, snapshot: &Snapshot) -> Derived {
             .filter(|c| !is_recorded(record, c) && names.claims_container(c))
             .map(|c| format!("{} ({}, not recorded)", shown_name(&c.name), &c.id.as_str()[..12]))
             .collect(),
-        Some(DriftReason::RecordStoppedButRunning) => mine(&|c| c.state == "running"),
-        Some(DriftReason::RecordRunningButStopped) => mine(&|c| c.state != "running"),
+        Some(DriftReason::RecordStoppedButRunning) => mine(&|state| state == "running"),
+        Some(DriftReason::RecordRunningButStopped) => mine(&|state| state != "running"),
     };
     Derived { state, drift, containers, differs }
 }

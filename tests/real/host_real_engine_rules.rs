@@ -44,6 +44,8 @@ mod confine;
 mod image_holds;
 // run_task: a declared task beside the app (issue 40).
 mod tasks;
+// Accessories: a database beside the app (issue 40).
+mod accessories;
 // backup: the app's data into restic's repository (issue 41).
 mod backups;
 // backup and restore with the repository on another server over sftp (issue 41).

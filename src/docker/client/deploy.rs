@@ -121,10 +121,7 @@ impl<R: Runner> DockerClient<R> {
         let names = app.names();
         let (network, edge) = (&names.network, &names.edge_network);
         let (app_image, gateway_image) = (spec.app_image.as_str(), spec.gateway_image.as_str());
-        self.call("pull app image", argv(&["pull", "--quiet", app_image]), PULL)?;
-        self.call("pull gateway image", argv(&["pull", "--quiet", gateway_image]), PULL)?;
-        self.refuse_volumes(&spec.app_image, spec.data.as_ref().map(|d| &d.path))?;
-        self.refuse_volumes(&spec.gateway_image, None)?;
+        self.pull_all(spec)?;
         progress.step(Step::Pulled);
 
         let role_labels = |role: &str| labels(app, role, &spec.plan_id);
@@ -193,6 +190,23 @@ impl<R: Runner> DockerClient<R> {
             gateway_container: gateway_id,
             accessories: std::mem::take(&mut created.accessories),
         })
+    }
+
+    /// Every image the deploy creates a container of, by digest, each
+    /// refused if it declares a volume its data does not cover.
+    fn pull_all(&self, spec: &DeploySpec) -> Result<(), EngineError> {
+        self.call("pull app image", argv(&["pull", "--quiet", spec.app_image.as_str()]), PULL)?;
+        self.call("pull gateway image", argv(&["pull", "--quiet", spec.gateway_image.as_str()]), PULL)?;
+        for accessory in &spec.accessories {
+            let image = accessory.image.as_str();
+            self.call("pull accessory image", argv(&["pull", "--quiet", image]), PULL)?;
+        }
+        self.refuse_volumes(&spec.app_image, spec.data.as_ref().map(|d| &d.path))?;
+        self.refuse_volumes(&spec.gateway_image, None)?;
+        for accessory in &spec.accessories {
+            self.refuse_volumes(&accessory.image, Some(&accessory.data.path))?;
+        }
+        Ok(())
     }
 
     fn created_container(

@@ -167,3 +167,33 @@ fn the_drift_message_names_the_container_that_differs() {
     let unverified = derive(&record(AppState::NeedsInspection), &snapshot("running", "running"));
     assert_eq!(unverified.drift_view().unwrap().message, DriftReason::NeedsInspection.sentence());
 }
+
+/// Issue 40. Tried: an app whose accessory container was stopped by hand,
+/// and one whose accessory container is gone: each is drift naming it,
+/// while the views still list the app and the gateway only (the roles the
+/// contract names); both running is no drift.
+#[test]
+fn an_accessory_stopped_or_gone_is_the_apps_drift() {
+    let accessory: crate::vocab::AccessoryUse = serde_json::from_value(serde_json::json!({
+        "name": "db", "image": format!("pg.example/pg@sha256:{}", "3".repeat(64)), "port": 5432,
+        "container_name": "vl-demo-db",
+        "data": {"path": "/srv/pgdata", "image": "/state/data/demo@db.ext4", "mount": "/state/data/demo@db", "max_mib": 64},
+        "health": ["/usr/bin/pg_isready"]
+    }))
+    .unwrap();
+    let mut record = record(AppState::Running);
+    record.accessories = vec![accessory];
+    record.containers.push(id('c'));
+    let mut engine = snapshot("running", "running");
+    engine.containers.push(container('c', "vl-demo-db", Some("demo"), "running"));
+    assert_eq!(derive(&record, &engine).drift, None);
+    engine.containers.last_mut().unwrap().state = "exited".into();
+    let derived = derive(&record, &engine);
+    assert_eq!(derived.drift, Some(DriftReason::RecordRunningButStopped));
+    assert_eq!(derived.differs, ["vl-demo-db (exited)"]);
+    assert_eq!(derived.containers.len(), 2, "the views: app and gateway");
+    engine.containers.pop();
+    let derived = derive(&record, &engine);
+    assert_eq!(derived.drift, Some(DriftReason::ContainersMissing));
+    assert!(derived.differs[0].starts_with("the accessory container cccccccccccc"), "{:?}", derived.differs);
+}

@@ -25,7 +25,7 @@ fn sh(script: &str) -> Value {
 }
 
 /// Unmounts the app's data when dropped, whatever the test left.
-pub(super) struct Unmount(PathBuf);
+pub(super) struct Unmount(pub(super) PathBuf);
 
 impl Drop for Unmount {
     fn drop(&mut self) {

@@ -1,0 +1,161 @@
+//! Accessories on the machine's real engine (issue 40), through the real
+//! controller and the test images: an app (`volce-lab/notes`, busybox httpd
+//! with psql) whose catalog entry needs a PostgreSQL accessory
+//! (`volce-lab/pg`, Debian's PostgreSQL 15) and migrates it before it starts.
+//! Shown: the deploy creates the database with a credential generated on
+//! the host, the app serves a row it read from it, and the credential is in
+//! no reply, no plan, no log and nowhere in the state database; the
+//! database's rows survive a task, an update, a restart, a stop and start,
+//! and a remove_app that keeps the data followed by a new deploy; the
+//! database stopped by hand is drift that names it, and a restart heals
+//! it; a purge deletes the data and the credential.
+
+use super::tasks::Unmount;
+use super::*;
+
+/// What the app serves at /cgi-bin/note: the newest row of its table.
+fn served_row(host: &Host) -> Option<String> {
+    let path = volce_lab::vocab::HealthPath::parse("/cgi-bin/note").unwrap();
+    let reply = volce_lab::docker::host_probe::http_get(
+        host.lab.port,
+        &host.lab.server_name(),
+        &path,
+        std::time::Duration::from_secs(5),
+    )?;
+    (reply.status == 200).then(|| String::from_utf8_lossy(&reply.body).trim().to_owned())
+}
+
+/// The test policy with accessory `db` and two entries that need it.
+fn policy_with_db(lab: &Lab) -> Value {
+    let mut policy = lab.policy.clone();
+    let image = |name: &str| lab.images[name]["reference"].clone();
+    assert!(image("pg").is_string(), "scripts/test-images builds volce-lab/pg: run it again");
+    policy["accessories"] = json!({"db": {
+        "image": image("pg"), "port": 5432,
+        "data": {"path": "/srv/pgdata", "max_mib": 128},
+        "health": ["/usr/lib/postgresql/15/bin/pg_isready", "-h", "127.0.0.1", "-p", "5432", "-q"],
+        "env": {"POSTGRES_PASSWORD": "{password}"}
+    }});
+    let entry = |image: Value| {
+        json!({"image": image, "container_port": 8080,
+               "tasks": {"migrate": ["/app/bin/migrate"],
+                         "remember": ["/app/bin/sql", "INSERT INTO notes (body) VALUES ('kept across its life')"]},
+               "before_start": "migrate",
+               "accessories": {"db": {"DATABASE_URL": "postgresql://app:{password}@{host}:{port}/app"}}})
+    };
+    policy["catalog"]["notes"] = entry(image("notes"));
+    policy["catalog"]["notes2"] = entry(image("notes2"));
+    policy
+}
+
+/// Plans `action`, approves it when the policy says so, executes it, and
+/// checks it completed; returns the execute reply.
+fn carried_out(host: &Host, action: &str, parameters: Value) -> Value {
+    let reply = host.plan(action, parameters);
+    assert_eq!(reply["status"], "ok", "{action} plan refused: {reply}");
+    let id = reply["result"]["id"].as_str().unwrap().to_owned();
+    if reply["result"]["requires_approval"] == true {
+        host.approve(&id);
+    }
+    let done = host.execute(&id);
+    assert_eq!(done["result"]["outcome"], "completed", "{action}: {done}");
+    done
+}
+
+fn accessory_containers(app: &str) -> String {
+    let filter = format!("label=io.volce-lab.app={app}");
+    docker_ok(&["ps", "-aq", "--filter", &filter, "--filter", "label=io.volce-lab.role=accessory"])
+}
+
+#[test]
+#[ignore = "real parts: run by scripts/test"]
+fn an_app_with_its_database_keeps_its_rows_through_its_life_and_never_shows_the_credential() {
+    let _turn = take_turn();
+    let lab = Lab::new("racc");
+    let dir = tempfile::tempdir().unwrap();
+    let policy = policy_with_db(&lab);
+    let policy_path = dir.path().join("policy.json");
+    std::fs::write(&policy_path, policy.to_string()).unwrap();
+    let host = Host::with_policy(lab, policy_path);
+    let data = host.paths.state_dir.join("data");
+    let _unmount = Unmount(data.join(format!("{}@db", host.lab.app)));
+    let (image, secret_file) =
+        (data.join(format!("{}@db.ext4", host.lab.app)), data.join(format!("{}@db.secret", host.lab.app)));
+    let deploy = || host.deploy_params("notes", 8080, &host.lab.server_name());
+
+    let started = std::time::Instant::now();
+    let deploy_id = host.planned("deploy", deploy());
+    let deployed = host.execute(&deploy_id);
+    eprintln!("deploy with a PostgreSQL accessory: {:?}", started.elapsed());
+    assert_eq!(deployed["result"]["outcome"], "completed", "{deployed}");
+    assert_eq!(deployed["result"]["containers"].as_array().unwrap().len(), 3, "{deployed}");
+    assert_eq!(served_row(&host).as_deref(), Some("hello from postgres"), "read from the database");
+    let secret = std::fs::read_to_string(&secret_file).unwrap();
+    assert_eq!(secret.len(), 64, "a generated credential beside the data");
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&secret_file).unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o600);
+
+    let task = carried_out(&host, "run_task", json!({"app": host.lab.app, "task": "remember"}));
+    assert_eq!(served_row(&host).as_deref(), Some("kept across its life"), "{task}");
+    let update = carried_out(&host, "update", json!({"app": host.lab.app, "image": "notes2"}));
+    assert_eq!(status(host.lab.port, &host.lab.server_name()), Some(200));
+    assert_eq!(served_row(&host).as_deref(), Some("kept across its life"), "after the update");
+    let restart = carried_out(&host, "restart", json!({"app": host.lab.app}));
+    assert_eq!(served_row(&host).as_deref(), Some("kept across its life"), "after the restart");
+    host.stop();
+    let accessory = accessory_containers(&host.lab.app);
+    assert_eq!(container_state(accessory.trim()), "exited", "a stop takes the database down with the app");
+    let start = carried_out(&host, "start", json!({"app": host.lab.app}));
+    assert_eq!(served_row(&host).as_deref(), Some("kept across its life"), "after stop and start");
+
+    // The credential is nowhere the agent or the audit can read.
+    let logs = host.rpc(json!({"operation": "logs", "app": host.lab.app, "container": "app", "tail": 50}));
+    let inventory = host.rpc(json!({"operation": "inventory"}));
+    let shown = host.plan_json(&deploy_id);
+    assert!(shown.to_string().contains(r#""role":"accessory""#), "the plan lists it: {shown}");
+    for (what, text) in [
+        ("deploy", deployed.to_string()),
+        ("run_task", task.to_string()),
+        ("update", update.to_string()),
+        ("restart", restart.to_string()),
+        ("start", start.to_string()),
+        ("logs", logs.to_string()),
+        ("inventory", inventory.to_string()),
+        ("show", shown.to_string()),
+    ] {
+        assert!(!text.contains(&secret), "the credential is in the {what} reply");
+    }
+    for file in std::fs::read_dir(&host.paths.state_dir).unwrap().flatten() {
+        if file.path().is_file() {
+            let bytes = std::fs::read(file.path()).unwrap();
+            let found = bytes.windows(secret.len()).any(|w| w == secret.as_bytes());
+            assert!(!found, "the credential is in {}", file.path().display());
+        }
+    }
+
+    // The database stopped by hand: drift names it, and a restart brings
+    // it back before the app.
+    let name = format!("vl-{}-db", host.lab.app);
+    docker_ok(&["stop", "--time", "5", &name]);
+    let drift = host.app_record()["drift"].to_string();
+    assert!(drift.contains(&name), "drift names the accessory: {drift}");
+    carried_out(&host, "restart", json!({"app": host.lab.app}));
+    assert_eq!(served_row(&host).as_deref(), Some("kept across its life"), "after its restart");
+    assert_eq!(host.app_record()["drift"], Value::Null, "healed");
+
+    // Removed with its data kept, then deployed again: the same rows, the
+    // same credential.
+    carried_out(&host, "remove_app", json!({"app": host.lab.app}));
+    assert_eq!(accessory_containers(&host.lab.app), "", "its container went with the app");
+    assert!(image.is_file() && secret_file.is_file(), "its data and credential are kept");
+    let again = host.planned("deploy", deploy());
+    assert!(host.plan_json(&again).to_string().contains("kept from before: re-attached"));
+    let redeployed = host.execute(&again);
+    assert_eq!(redeployed["result"]["outcome"], "completed", "{redeployed}");
+    assert_eq!(served_row(&host).as_deref(), Some("kept across its life"), "the kept database");
+    assert_eq!(std::fs::read_to_string(&secret_file).unwrap(), secret, "the kept credential");
+
+    carried_out(&host, "remove_app", json!({"app": host.lab.app, "purge_data": true}));
+    assert!(!image.exists() && !secret_file.exists(), "a purge deletes the data and its credential");
+}
