@@ -22,12 +22,12 @@ use std::time::Instant;
 
 use super::argv::{accessories_env, argv, data_mount, env_file, hardening, labels};
 use super::deploy::{Created, fits_mount_list};
-use super::parse::first_line;
+use super::parse::{first_line, lines};
 use super::{DockerClient, QUICK, Runner};
 use crate::docker::EngineError;
 use crate::docker::data_volume;
 use crate::logs::TaskRun;
-use crate::vocab::{ContainerId, TaskSpec};
+use crate::vocab::{ContainerId, LABEL_PLAN, LABEL_ROLE, TaskSpec};
 
 /// The role label of a task's container.
 const TASK_ROLE: &str = "task";
@@ -104,28 +104,38 @@ impl<R: Runner> DockerClient<R> {
         Ok(id)
     }
 
-    /// A task that never ran: its container removed, and, once no container
-    /// of the plan's is seen left after a step whose outcome is known,
-    /// [`EngineError::RolledBack`] (the plan ends failed). A task creates
-    /// no network; a deploy's `before_start` runs before the app's
-    /// containers exist, beside the deploy's networks.
+    /// A task that never ran: its container removed, and, once no task
+    /// container of the plan's is seen left after a step whose outcome is
+    /// known, [`EngineError::RolledBack`] (the plan ends failed). A task
+    /// creates no network; a deploy's `before_start` runs beside the
+    /// deploy's networks and accessories, which the deploy's own rollback
+    /// removes and verifies.
     fn not_started(&self, spec: &TaskSpec, error: EngineError, created: &Created) -> EngineError {
         for id in &created.containers {
             let _ = self.call("remove new task container", argv(&["rm", "-f", "-v", id.as_str()]), QUICK);
         }
-        let gone = !error.outcome_unknown()
-            && self.created_by_plan(&spec.plan_id).is_ok_and(|(containers, _)| containers.is_empty());
+        let gone = !error.outcome_unknown() && self.tasks_left(&spec.plan_id).is_ok_and(|left| !left);
         if gone { EngineError::RolledBack { cause: Box::new(error), app_log: None } } else { error }
     }
 
-    /// `rm -f -v` of the task's own container, then the plan's label listed
-    /// again: `Ok` only when nothing carries it.
+    /// `rm -f -v` of the task's own container, then the plan's task
+    /// containers listed again: `Ok` only when none is left.
     fn remove_task(&self, spec: &TaskSpec, id: &ContainerId) -> Result<(), EngineError> {
         self.call("remove task container", argv(&["rm", "-f", "-v", id.as_str()]), QUICK)?;
-        match self.created_by_plan(&spec.plan_id)? {
-            (containers, _) if containers.is_empty() => Ok(()),
-            _ => Err(EngineError::Host { step: "see the task container gone" }),
+        if self.tasks_left(&spec.plan_id)? {
+            return Err(EngineError::Host { step: "see the task container gone" });
         }
+        Ok(())
+    }
+
+    /// Whether a container of `plan` in the task role exists. Only those:
+    /// a deploy's `before_start` runs while the plan's accessories (issue
+    /// 40) carry its label too, and they are the deploy's to remove.
+    fn tasks_left(&self, plan: &crate::vocab::PlanId) -> Result<bool, EngineError> {
+        let plan_filter = format!("label={LABEL_PLAN}={plan}");
+        let role_filter = format!("label={LABEL_ROLE}={TASK_ROLE}");
+        let args = argv(&["ps", "-aq", "--no-trunc", "--filter", &plan_filter, "--filter", &role_filter]);
+        Ok(!lines(&self.call("find plan task containers", args, QUICK)?).is_empty())
     }
 }
 

@@ -28,24 +28,31 @@ pub struct DataFacts {
 /// The programs a data directory needs (`crate::docker::data_volume`).
 const PROGRAMS: &[&str] = &["/usr/sbin/mkfs.ext4", "/usr/bin/mount", "/usr/bin/umount"];
 
-/// The facts of every recorded app with data, read without changing anything.
+/// The facts of every recorded app with data, and of every accessory's
+/// data (named `APP@NAME`, as `data list` names it), read without changing
+/// anything.
 pub fn read_data(state_dir: &Path) -> Result<Vec<DataFacts>, String> {
     let apps = crate::store::read_apps(&crate::host::HostPaths::database_in(state_dir))
         .map_err(|e| e.to_string())?;
+    let facts = |name: String, data: &crate::vocab::DataUse, state: AppState| DataFacts {
+        app: name,
+        image: data.image.clone(),
+        max_mib: data.max_mib,
+        state,
+        image_ok: matches!(crate::docker::data_volume::kept_mib(&data.image), Ok(Some(_))),
+        mounted: crate::docker::data_volume::mounted(&data.mount).unwrap_or(false),
+        backup: crate::docker::backup::record(&data.image),
+        staged: Some(crate::docker::data_volume::staging_of(data).image).filter(|i| i.exists()),
+    };
     Ok(apps
         .values()
-        .filter_map(|record| {
-            let data = record.data.as_ref()?;
-            Some(DataFacts {
-                app: record.app.to_string(),
-                image: data.image.clone(),
-                max_mib: data.max_mib,
-                state: record.state,
-                image_ok: matches!(crate::docker::data_volume::kept_mib(&data.image), Ok(Some(_))),
-                mounted: crate::docker::data_volume::mounted(&data.mount).unwrap_or(false),
-                backup: crate::docker::backup::record(&data.image),
-                staged: Some(crate::docker::data_volume::staging_of(data).image).filter(|i| i.exists()),
-            })
+        .flat_map(|record| {
+            let own = record.data.as_ref().map(|data| facts(record.app.to_string(), data, record.state));
+            let accessories = record
+                .accessories
+                .iter()
+                .map(|a| facts(format!("{}@{}", record.app, a.name), &a.data, record.state));
+            own.into_iter().chain(accessories).collect::<Vec<_>>()
         })
         .collect())
 }
