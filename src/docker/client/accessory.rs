@@ -94,12 +94,7 @@ impl<R: Runner> DockerClient<R> {
         for started in &spec.accessories {
             let (id, accessory) = (&started.container, &started.accessory);
             data_volume::mount_kept(&accessory.data.image, &accessory.data.mount)?;
-            self.call(
-                "restore accessory restart policy",
-                argv(&["update", "--restart=unless-stopped", id.as_str()]),
-                QUICK,
-            )?;
-            self.call("start accessory container", argv(&["start", id.as_str()]), QUICK)?;
+            self.start_unless_stopped(id)?;
             self.wait_ready(accessory, id)?;
         }
         Ok(())

@@ -77,6 +77,18 @@ impl<R: Runner> DockerClient<R> {
         Err(if stopped { EngineError::RolledBack { cause: Box::new(error), app_log } } else { error })
     }
 
+    /// A stopped container of ours started again, its restart policy first
+    /// back to `unless-stopped` (a stop plan set it to `no`).
+    pub(super) fn start_unless_stopped(&self, id: &ContainerId) -> Result<(), EngineError> {
+        self.call(
+            "restore restart policy",
+            argv(&["update", "--restart=unless-stopped", id.as_str()]),
+            QUICK,
+        )?;
+        self.call("start container", argv(&["start", id.as_str()]), QUICK)?;
+        Ok(())
+    }
+
     fn start_steps(
         &self,
         spec: &StartSpec,
@@ -90,12 +102,7 @@ impl<R: Runner> DockerClient<R> {
         }
         // The app first: the gateway resolves it when it starts.
         for id in ids {
-            self.call(
-                "restore restart policy",
-                argv(&["update", "--restart=unless-stopped", id.as_str()]),
-                QUICK,
-            )?;
-            self.call("start container", argv(&["start", id.as_str()]), QUICK)?;
+            self.start_unless_stopped(id)?;
         }
         progress.step(Step::AppStarted);
         if !self.healthy(spec.host_port, spec.server_name.as_str(), &spec.health_path) {

@@ -15,14 +15,7 @@ use super::*;
 
 /// What the app serves at /cgi-bin/note: the newest row of its table.
 fn served_row(host: &Host) -> Option<String> {
-    let path = volce_lab::vocab::HealthPath::parse("/cgi-bin/note").unwrap();
-    let reply = volce_lab::docker::host_probe::http_get(
-        host.lab.port,
-        &host.lab.server_name(),
-        &path,
-        std::time::Duration::from_secs(5),
-    )?;
-    (reply.status == 200).then(|| String::from_utf8_lossy(&reply.body).trim().to_owned())
+    super::backups::served_at(host, "/cgi-bin/note")
 }
 
 /// The test policy with accessory `db` and two entries that need it.

@@ -22,12 +22,18 @@ pub(super) fn app_writes(app_container: &str, text: &str) {
 
 /// What the app serves of its data's note through its gateway.
 pub(super) fn served_note(host: &Host) -> Option<String> {
-    let path = volce_lab::vocab::HealthPath::parse("/data/note").unwrap();
+    served_at(host, "/data/note")
+}
+
+/// The body the app serves at `path` through its gateway, trimmed, when it
+/// answers 200 within 5 s.
+pub(super) fn served_at(host: &Host, path: &str) -> Option<String> {
+    let path = volce_lab::vocab::HealthPath::parse(path).unwrap();
     let reply = volce_lab::docker::host_probe::http_get(
         host.lab.port,
         &host.lab.server_name(),
         &path,
-        std::time::Duration::from_secs(2),
+        std::time::Duration::from_secs(5),
     )?;
     (reply.status == 200).then(|| String::from_utf8_lossy(&reply.body).trim().to_owned())
 }
