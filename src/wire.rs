@@ -176,6 +176,52 @@ impl ContainerRole {
     }
 }
 
+/// The one container `logs` reads: the app's own, its gateway, or one of
+/// its accessories by name (issue 40; an accessory is never called `app`
+/// or `gateway`, `crate::vocab::accessory_name_ok`). Its string form is
+/// the word or the name, so an answer about the app or the gateway reads
+/// as it did when this was [`ContainerRole`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum LogContainer {
+    Role(ContainerRole),
+    Accessory(crate::vocab::AccessoryName),
+}
+
+impl LogContainer {
+    pub fn parse(text: &str) -> Option<LogContainer> {
+        ContainerRole::parse(text)
+            .map(LogContainer::Role)
+            .or_else(|| crate::vocab::AccessoryName::parse(text).map(LogContainer::Accessory))
+    }
+
+    pub fn as_str(&self) -> &str {
+        match self {
+            LogContainer::Role(role) => role.as_str(),
+            LogContainer::Accessory(name) => name.as_str(),
+        }
+    }
+}
+
+impl From<ContainerRole> for LogContainer {
+    fn from(role: ContainerRole) -> LogContainer {
+        LogContainer::Role(role)
+    }
+}
+
+impl TryFrom<String> for LogContainer {
+    type Error = &'static str;
+    fn try_from(text: String) -> Result<LogContainer, &'static str> {
+        LogContainer::parse(&text).ok_or("a log container is app, gateway or an accessory's name")
+    }
+}
+
+impl From<LogContainer> for String {
+    fn from(container: LogContainer) -> String {
+        container.as_str().to_owned()
+    }
+}
+
 /// The lines `logs` may ask for, and the minutes `since_minutes` may go back.
 pub const LOG_TAIL: std::ops::RangeInclusive<u64> = 1..=200;
 pub const LOG_SINCE_MINUTES: std::ops::RangeInclusive<u64> = 1..=1440;
@@ -200,10 +246,15 @@ impl Request {
     }
 
     /// Built from validated values only (`crate::mcp::tools::validate`).
-    pub fn logs(app: &str, container: ContainerRole, tail: u64, since_minutes: Option<u64>) -> Request {
+    pub fn logs(
+        app: &str,
+        container: impl Into<LogContainer>,
+        tail: u64,
+        since_minutes: Option<u64>,
+    ) -> Request {
         Request::Logs {
             app: app.to_owned(),
-            container: container.as_str().to_owned(),
+            container: container.into().as_str().to_owned(),
             tail: Value::from(tail),
             since_minutes: since_minutes.map(Value::from),
         }

@@ -65,7 +65,8 @@ pub const ADDITIONS: &[(u32, &str)] = &[
          the catalog entry declares, run once; its execute result's `task` carries the exit code and the \
          redacted, untrusted output); a request may carry the audit head the workstation witnessed \
          (`witness`), and a reply to a protocol-2 request carries the host's audit head and the rows that \
-         prove it extends the witnessed one (`audit`) (0.2.0)",
+         prove it extends the witnessed one (`audit`); `logs` may name one of the app's accessories as its \
+         `container` (0.2.0)",
     ),
 ];
 
@@ -136,6 +137,9 @@ pub enum Feature {
     Omitted(Action, &'static str),
     /// `logs`' optional `since_minutes`.
     SinceMinutes,
+    /// `logs` of an accessory by its name (issue 40): a helper of protocol
+    /// 1 refuses any `container` but `app` and `gateway`.
+    AccessoryLogs,
     /// The `request_id` beside the operation's fields.
     RequestId,
     /// The request's `protocol` field: the workstation's protocol.
@@ -189,7 +193,7 @@ impl Feature {
             // A helper of protocol 1 refuses a deploy without its port.
             Feature::Omitted(..) => 2,
             Feature::SinceMinutes | Feature::RequestId => 1,
-            Feature::ProtocolField | Feature::WitnessField => 2,
+            Feature::ProtocolField | Feature::WitnessField | Feature::AccessoryLogs => 2,
         }
     }
 }
@@ -214,7 +218,14 @@ pub fn features(request: &Request) -> Vec<Feature> {
                 }
             }
         }
-        Request::Logs { since_minutes: Some(_), .. } => used.push(Feature::SinceMinutes),
+        Request::Logs { since_minutes, container, .. } => {
+            if since_minutes.is_some() {
+                used.push(Feature::SinceMinutes);
+            }
+            if super::ContainerRole::parse(container).is_none() {
+                used.push(Feature::AccessoryLogs);
+            }
+        }
         _ => {}
     }
     used
@@ -281,7 +292,8 @@ impl Helper {
         }
         Err(match feature {
             Feature::Action(_) => Code::UnknownAction,
-            Feature::Parameter(..) | Feature::Omitted(..) => Code::InvalidParameters,
+            // Its logs refuse a container that is neither app nor gateway.
+            Feature::Parameter(..) | Feature::Omitted(..) | Feature::AccessoryLogs => Code::InvalidParameters,
             Feature::Operation(_)
             | Feature::SinceMinutes
             | Feature::RequestId

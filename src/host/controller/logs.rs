@@ -8,8 +8,9 @@ use super::{Controller, Liveness, engine_unavailable};
 use crate::control::Clock;
 use crate::control::app_record::AppRecord;
 use crate::docker::{Engine, EngineError};
-use crate::vocab::{AppName, Code, Refusal, refuse};
+use crate::vocab::{ACCESSORY_ROLE, AppName, Code, ContainerId, Refusal, refuse};
 use crate::wire::answers::log_lines::LogLines;
+use crate::wire::{ContainerRole, LogContainer};
 
 impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
     /// The values `service_logs` redacts by exact match
@@ -63,8 +64,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
         tail: &Value,
         since_minutes: Option<&Value>,
     ) -> Result<LogLines, Refusal> {
-        use crate::wire::ContainerRole;
-        let (name, role, tail, since) = log_request(app, container, tail, since_minutes)?;
+        let (name, target, tail, since) = log_request(app, container, tail, since_minutes)?;
         let record = self.store.read(|tx| Ok::<_, Refusal>(tx.apps()?.get(name.as_str()).cloned()))?;
         let Some(record) = record else {
             return refuse(
@@ -72,33 +72,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 format!("volce-lab manages no app called {name}; see service_inventory; nothing was read."),
             );
         };
-        let recorded = match role {
-            ContainerRole::App => record.app_container.clone(),
-            ContainerRole::Gateway => record.gateway_container.clone(),
-        };
-        let Some(id) = recorded else {
-            return refuse(
-                Code::ContainerSetChanged,
-                format!(
-                    "App {name} has no recorded {} container (its deploy did not complete); nothing was read.",
-                    role.as_str()
-                ),
-            );
-        };
-        let ours = self
-            .engine
-            .container(&id)
-            .map_err(engine_unavailable)?
-            .is_some_and(|c| c.app() == Some(name.as_str()) && c.role() == Some(role.as_str()));
-        if !ours {
-            return refuse(
-                Code::ContainerSetChanged,
-                format!(
-                    "The recorded {} container of app {name} is gone or no longer carries volce-lab's labels for it; nothing was read. Ask the operator to inspect the server.",
-                    role.as_str()
-                ),
-            );
-        }
+        let id = self.recorded_container(&record, &target)?;
         let window = crate::docker::LogWindow {
             tail: u16::try_from(tail).unwrap_or(200),
             since_minutes: since.map(|m| u16::try_from(m).unwrap_or(1440)),
@@ -114,12 +88,18 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             }
             _ => Refusal::new(Code::EngineUnavailable, "The container's log could not be read; nothing was shown."),
         })?;
-        let configured = self.configured_values(&record)?;
+        let mut configured = self.configured_values(&record)?;
+        if let LogContainer::Accessory(_) = target {
+            // Its own variables too: its credential, whatever it prints.
+            let environment = self.engine.container_env(&id).map_err(engine_unavailable)?;
+            configured
+                .extend(environment.iter().filter_map(|e| e.split_once('=')).map(|(_, v)| v.to_owned()));
+        }
         let configured: Vec<&str> = configured.iter().map(String::as_str).collect();
         let logs = crate::logs::render_knowing(&raw.stdout, &raw.stderr, &configured);
         Ok(LogLines {
             app: name,
-            container: role,
+            container: target,
             container_id: id,
             tail,
             since_minutes: since,
@@ -131,6 +111,67 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
     }
 }
 
+impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
+    /// The container id recorded for `target` of `record`, while the engine
+    /// shows it carrying our labels for exactly that app and role (and, for
+    /// an accessory, under its name): never a name looked up alone, never
+    /// a foreign container.
+    fn recorded_container(&self, record: &AppRecord, target: &LogContainer) -> Result<ContainerId, Refusal> {
+        let name = &record.app;
+        let (candidates, role, called): (Vec<ContainerId>, &str, Option<String>) = match target {
+            LogContainer::Role(ContainerRole::App) => {
+                (record.app_container.iter().cloned().collect(), "app", None)
+            }
+            LogContainer::Role(ContainerRole::Gateway) => {
+                (record.gateway_container.iter().cloned().collect(), "gateway", None)
+            }
+            LogContainer::Accessory(accessory) => {
+                let Some(used) = record.accessories.iter().find(|a| a.name == *accessory) else {
+                    let known: Vec<&str> = record.accessories.iter().map(|a| a.name.as_str()).collect();
+                    return refuse(
+                        Code::InvalidParameters,
+                        format!(
+                            "App {name} has no accessory {accessory} (its accessories: {}); `container` is app, \
+                             gateway or one of those; nothing was read.",
+                            if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+                        ),
+                    );
+                };
+                let own = [record.app_container.as_ref(), record.gateway_container.as_ref()];
+                let others =
+                    record.containers.iter().filter(|id| !own.contains(&Some(*id))).cloned().collect();
+                (others, ACCESSORY_ROLE, Some(used.container_name.clone()))
+            }
+        };
+        if candidates.is_empty() {
+            return refuse(
+                Code::ContainerSetChanged,
+                format!(
+                    "App {name} has no recorded {role} container (its deploy did not complete); nothing was read."
+                ),
+            );
+        }
+        for id in candidates {
+            let ours = self.engine.container(&id).map_err(engine_unavailable)?.is_some_and(|c| {
+                c.app() == Some(name.as_str())
+                    && c.role() == Some(role)
+                    && called.as_ref().is_none_or(|n| c.name.trim_start_matches('/') == n)
+            });
+            if ours {
+                return Ok(id);
+            }
+        }
+        refuse(
+            Code::ContainerSetChanged,
+            format!(
+                "The recorded {} container of app {name} is gone or no longer carries volce-lab's labels for it; \
+                 nothing was read. Ask the operator to inspect the server.",
+                target.as_str()
+            ),
+        )
+    }
+}
+
 /// The request's fields, checked again as the workstation checked them:
 /// the app name's grammar, the container role, the ranges of `tail` and
 /// `since_minutes`. Each refusal quotes what it got, cut and escaped.
@@ -139,8 +180,8 @@ fn log_request(
     container: &str,
     tail: &Value,
     since_minutes: Option<&Value>,
-) -> Result<(AppName, crate::wire::ContainerRole, u64, Option<u64>), Refusal> {
-    use crate::wire::{ContainerRole, LOG_SINCE_MINUTES, LOG_TAIL};
+) -> Result<(AppName, LogContainer, u64, Option<u64>), Refusal> {
+    use crate::wire::{LOG_SINCE_MINUTES, LOG_TAIL};
     let shown = |text: &str| crate::text::quoted(text, 40);
     let Some(name) = AppName::parse(app) else {
         return refuse(
@@ -148,10 +189,14 @@ fn log_request(
             format!("{} is not an app name (^[a-z][a-z0-9-]*$); nothing was read.", shown(app)),
         );
     };
-    let Some(role) = ContainerRole::parse(container) else {
+    let Some(target) = LogContainer::parse(container) else {
         return refuse(
             Code::InvalidParameters,
-            format!("`container` must be app or gateway (got {}); nothing was read.", shown(container)),
+            format!(
+                "`container` must be app, gateway or the name of one of the app's accessories (got {}); nothing \
+                 was read.",
+                shown(container)
+            ),
         );
     };
     let number = |value: &Value, field: &str, range: std::ops::RangeInclusive<u64>| {
@@ -169,5 +214,5 @@ fn log_request(
     };
     let tail = number(tail, "tail", LOG_TAIL)?;
     let since = since_minutes.map(|v| number(v, "since_minutes", LOG_SINCE_MINUTES)).transpose()?;
-    Ok((name, role, tail, since))
+    Ok((name, target, tail, since))
 }

@@ -27,7 +27,7 @@ use serde_json::{Map, Value};
 use crate::inspect::Check;
 use crate::vocab::Action;
 use crate::vocab::PlanId;
-use crate::wire::{ContainerRole, Operation};
+use crate::wire::Operation;
 
 pub use target::{Choices, Selection};
 pub use validate::{MAX_ARGUMENT_BYTES, shown, validate};
@@ -94,7 +94,7 @@ pub enum Call {
     },
     Logs {
         app: String,
-        container: ContainerRole,
+        container: crate::wire::LogContainer,
         tail: u64,
         since_minutes: Option<u64>,
     },

@@ -126,10 +126,14 @@ pub fn logs_input() -> Arc<JsonObject> {
         "type": "object",
         "properties": {
             "app": {"type": "string"},
+            // No enum: an accessory's name is the operator's (issue 40), and
+            // the workstation checks the word against the names it may be.
             "container": {
                 "type": "string",
-                "enum": names(ContainerRole::VARIANTS, ContainerRole::as_str),
-                "description": "The app itself or its nginx gateway."
+                "description": format!(
+                    "{}, or an accessory's name.",
+                    ContainerRole::VARIANTS.iter().map(|r| r.as_str()).collect::<Vec<_>>().join(", ")
+                )
             },
             "tail": {
                 "type": "integer", "minimum": LOG_TAIL.start(), "maximum": LOG_TAIL.end(),
@@ -322,7 +326,10 @@ mod tests {
             assert_eq!(p(&value(management_output(tool)), "operation").as_array().unwrap().len(), 1);
         }
         let logs = value(logs_input());
-        assert_eq!(p(&logs, "container"), json!(["app", "gateway"]));
+        assert_eq!(
+            logs["properties"]["container"]["description"],
+            json!("app, gateway, or an accessory's name.")
+        );
         assert_eq!(logs["required"], json!(["app", "container"]));
         let range = |name: &str| {
             (logs["properties"][name]["minimum"].clone(), logs["properties"][name]["maximum"].clone())

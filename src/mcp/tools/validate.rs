@@ -292,7 +292,7 @@ fn execute(tool: &str, arguments: &Map<String, Value>) -> Result<Call, Refusal> 
 fn logs(tool: &str, arguments: &Map<String, Value>) -> Result<Call, Refusal> {
     use strum::VariantArray as _;
 
-    use crate::wire::{ContainerRole, LOG_SINCE_MINUTES, LOG_TAIL, LOG_TAIL_DEFAULT};
+    use crate::wire::{ContainerRole, LOG_SINCE_MINUTES, LOG_TAIL, LOG_TAIL_DEFAULT, LogContainer};
     const ALLOWED: [&str; 4] = ["app", "container", "tail", "since_minutes"];
     let mut required = Map::new();
     for (key, value) in arguments {
@@ -312,11 +312,12 @@ fn logs(tool: &str, arguments: &Map<String, Value>) -> Result<Call, Refusal> {
     exact_fields(tool, &required, &["app", "container"], &[], "argument")?;
     let app = string_field(tool, arguments, "app")?;
     let text = string_field(tool, arguments, "container")?;
-    let container = ContainerRole::parse(text).ok_or_else(|| {
+    let container = LogContainer::parse(text).ok_or_else(|| {
         refuse(
             Code::NotAllowed,
             format!(
-                "`container` must be one of {} (got {}); nothing was run.",
+                "`container` must be one of {}, or the name of one of the app's accessories (got {}); nothing \
+                 was run.",
                 one_of(ContainerRole::VARIANTS.iter().map(|c| c.as_str())),
                 shown(text)
             ),

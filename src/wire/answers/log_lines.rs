@@ -6,13 +6,14 @@
 use serde::{Deserialize, Serialize};
 
 use crate::vocab::{AppName, ContainerId};
-use crate::wire::ContainerRole;
+use crate::wire::LogContainer;
 
 /// What `logs` answers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LogLines {
     pub app: AppName,
-    pub container: ContainerRole,
+    /// `app`, `gateway`, or the accessory's name.
+    pub container: LogContainer,
     /// The recorded container the lines are from.
     pub container_id: ContainerId,
     pub tail: u64,

@@ -392,7 +392,7 @@ fn log_lines_are_version_1_json() {
     let id = ContainerId::parse(&"6".repeat(64)).unwrap();
     let lines = LogLines {
         app: AppName::parse("demo").unwrap(),
-        container: ContainerRole::Gateway,
+        container: ContainerRole::Gateway.into(),
         container_id: id.clone(),
         tail: 50,
         since_minutes: None,

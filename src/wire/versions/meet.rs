@@ -21,6 +21,7 @@ fn every_request() -> Vec<Request> {
     all.push(Request::Execute { plan_id: "0".repeat(32) });
     all.push(Request::logs("web", ContainerRole::App, 5, None));
     all.push(Request::logs("web", ContainerRole::Gateway, 5, Some(30)));
+    all.push(Request::logs("web", crate::wire::LogContainer::parse("db").unwrap(), 5, None));
     all
 }
 

@@ -3,8 +3,9 @@
 //! with psql) whose catalog entry needs a PostgreSQL accessory
 //! (`volce-lab/pg`, Debian's PostgreSQL 15) and migrates it before it starts.
 //! Shown: the deploy creates the database with a credential generated on
-//! the host, the app serves a row it read from it, and the credential is in
-//! no reply, no plan, no log and nowhere in the state database; the
+//! the host, the app serves a row it read from it, `service_logs` reads the
+//! database's log by its name, and the credential is in no reply, no plan,
+//! no log and nowhere in the state database; the
 //! database's rows survive a task, an update, a restart, a stop and start,
 //! and a remove_app that keeps the data followed by a new deploy; the
 //! database stopped by hand is drift that names it, and a restart heals
@@ -104,6 +105,14 @@ fn an_app_with_its_database_keeps_its_rows_through_its_life_and_never_shows_the_
 
     // The credential is nowhere the agent or the audit can read.
     let logs = host.rpc(json!({"operation": "logs", "app": host.lab.app, "container": "app", "tail": 50}));
+    // The database's own log, by the accessory's name; another name is refused.
+    let db_logs = host.rpc(json!({"operation": "logs", "app": host.lab.app, "container": "db", "tail": 50}));
+    assert_eq!(db_logs["result"]["container"], "db", "{db_logs}");
+    assert!(db_logs["result"]["lines"].to_string().contains("ready to accept connections"), "{db_logs}");
+    let unknown =
+        host.rpc(json!({"operation": "logs", "app": host.lab.app, "container": "cache", "tail": 5}));
+    assert_eq!(unknown["code"], "invalid_parameters", "{unknown}");
+    assert!(unknown["message"].as_str().unwrap().contains("its accessories: db"), "{unknown}");
     let inventory = host.rpc(json!({"operation": "inventory"}));
     let shown = host.plan_json(&deploy_id);
     assert!(shown.to_string().contains(r#""role":"accessory""#), "the plan lists it: {shown}");
@@ -114,6 +123,7 @@ fn an_app_with_its_database_keeps_its_rows_through_its_life_and_never_shows_the_
         ("restart", restart.to_string()),
         ("start", start.to_string()),
         ("logs", logs.to_string()),
+        ("the database's logs", db_logs.to_string()),
         ("inventory", inventory.to_string()),
         ("show", shown.to_string()),
     ] {

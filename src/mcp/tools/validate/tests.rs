@@ -179,20 +179,31 @@ fn service_logs_arguments_are_checked_to_the_schema() {
     let call = |value: Value| validate(ToolName::ServiceLogs, Some(&args(value)));
     assert_eq!(
         call(json!({"app": "web", "container": "app"})).unwrap(),
-        Call::Logs { app: "web".into(), container: ContainerRole::App, tail: 50, since_minutes: None }
+        Call::Logs { app: "web".into(), container: ContainerRole::App.into(), tail: 50, since_minutes: None }
     );
     assert_eq!(
         call(json!({"app": "web", "container": "gateway", "tail": 200, "since_minutes": 1440})).unwrap(),
         Call::Logs {
             app: "web".into(),
-            container: ContainerRole::Gateway,
+            container: ContainerRole::Gateway.into(),
             tail: 200,
             since_minutes: Some(1440)
         }
     );
     assert_eq!(
         call(json!({"app": "web", "container": "app", "tail": 1, "since_minutes": 1})).unwrap(),
-        Call::Logs { app: "web".into(), container: ContainerRole::App, tail: 1, since_minutes: Some(1) }
+        Call::Logs {
+            app: "web".into(),
+            container: ContainerRole::App.into(),
+            tail: 1,
+            since_minutes: Some(1)
+        }
+    );
+    // An accessory by its name (issue 40): whether the app has one is the helper's to say.
+    let db = crate::wire::LogContainer::parse("db").unwrap();
+    assert_eq!(
+        call(json!({"app": "web", "container": "db"})).unwrap(),
+        Call::Logs { app: "web".into(), container: db, tail: 50, since_minutes: None }
     );
     use Code::{MissingField, NotAllowed, UnexpectedField, WrongType};
     let table = [
@@ -201,8 +212,8 @@ fn service_logs_arguments_are_checked_to_the_schema() {
         (json!({"container": "app"}), MissingField),
         (json!({"app": "web", "container": "app", "name": "prod"}), UnexpectedField),
         (json!({"app": "web", "container": "app", "container_id": "ab"}), UnexpectedField),
-        (json!({"app": "web", "container": "db"}), NotAllowed),
         (json!({"app": "web", "container": "App"}), NotAllowed),
+        (json!({"app": "web", "container": "db;rm"}), NotAllowed),
         (json!({"app": 7, "container": "app"}), WrongType),
         (json!({"app": "web", "container": null}), WrongType),
         (json!({"app": "web", "container": "app", "tail": 0}), NotAllowed),
