@@ -249,16 +249,18 @@ pub fn list(paths: &HostPaths, mounts: &dyn DataMounts) -> Result<String, Refusa
             Ok(false) => "not mounted".to_owned(),
             Err(_) => "mount state unknown".to_owned(),
         };
+        // The app that holds it: an accessory's data is its app's.
+        let holder = app_of(app);
         let held = match (entry.holder, entry.found) {
             (Some(state), Found::Missing) => format!(
-                "app {app} ({}): restore its image from a backup, then run `volce-lab-host data mount`",
+                "app {holder} ({}): restore its image from a backup, then run `volce-lab-host data mount`",
                 state.as_str()
             ),
             (Some(state), Found::NotOurs) => format!(
-                "app {app} ({}): its image is not a data image volce-lab made (not root's regular file)",
+                "app {holder} ({}): its image is not a data image volce-lab made (not root's regular file)",
                 state.as_str()
             ),
-            (Some(state), Found::Image(_)) => format!("app {app} ({})", state.as_str()),
+            (Some(state), Found::Image(_)) => format!("app {holder} ({})", state.as_str()),
             (None, Found::NotOurs) => {
                 "not a data image volce-lab made (not root's regular file): move it away by hand".to_owned()
             }

@@ -360,3 +360,48 @@ fn a_data_directory_that_is_a_symlink_is_refused() {
     assert_eq!(data::prepare_purge(&h.paths, &fake, "blog", now(&h)).unwrap_err().code, Code::UnsafePath);
     assert!(elsewhere.join("blog.ext4").exists());
 }
+
+/// Issue 40. Tried: an accessory's data (`shop@db.ext4` and its
+/// credential) held by the app `shop`, then kept with no app. `data list`
+/// names it `shop@db`, `data mount` mounts it while its app holds it, a
+/// purge of it is refused `data_held` then; kept with no app, the purge
+/// deletes the image, its mount point and its credential, and nothing of
+/// the app's own data.
+#[test]
+fn an_accessorys_data_is_listed_mounted_and_purged_by_app_at_name() {
+    let h = Harness::new();
+    keep_image(&h, "shop", 16);
+    keep_image(&h, "shop@db", 32);
+    let secret = data_dir(&h).join("shop@db.secret");
+    std::fs::write(&secret, "ab".repeat(32)).unwrap();
+    record_with_data(&h, "shop", AppState::Running);
+    let mut record = read_apps(&h.paths.database()).unwrap()["shop"].clone();
+    record.accessories = vec![
+        serde_json::from_value(json!({
+            "name": "db", "image": format!("pg.example/pg@sha256:{}", "3".repeat(64)), "port": 5432,
+            "container_name": "vl-shop-db",
+            "data": {"path": "/srv/pgdata", "image": image(&h, "shop@db"), "mount": mount(&h, "shop@db"), "max_mib": 32},
+            "health": ["/usr/bin/pg_isready"]
+        }))
+        .unwrap(),
+    ];
+    h.controller().store_for_tests().write(|tx| tx.put_app(&record, START)).unwrap();
+
+    let fake = FakeMounts::default();
+    let listed = data::list(&h.paths, &fake).unwrap();
+    assert!(line(&listed, "shop@db").contains("32 MiB  not mounted  app shop (running)"), "{listed}");
+    let mounted = data::mount_all(&h.paths, &fake).unwrap();
+    assert!(mounted.text.contains("shop@db: mounted"), "{}", mounted.text);
+    let held = data::prepare_purge(&h.paths, &fake, "shop@db", now(&h)).unwrap_err();
+    assert_eq!(held.code, Code::DataHeld, "{}", held.message);
+
+    // The app gone (its remove_app kept the data): the purge takes it.
+    h.controller().store_for_tests().write(|tx| tx.delete_app("shop")).unwrap();
+    let fake = FakeMounts::default();
+    let prepared = data::prepare_purge(&h.paths, &fake, "shop@db", now(&h)).unwrap();
+    data::purge(&h.paths, &fake, &prepared, now(&h)).unwrap();
+    assert!(!image(&h, "shop@db").exists() && !mount(&h, "shop@db").exists() && !secret.exists());
+    assert!(image(&h, "shop").exists(), "the app's own data is another's purge");
+    let refused = data::prepare_purge(&h.paths, &fake, "shop@Db", now(&h)).unwrap_err();
+    assert_eq!(refused.code, Code::InvalidAppName, "{}", refused.message);
+}

@@ -25,7 +25,7 @@ pub struct Purge {
 }
 
 /// The question after [`Purge::shown`].
-pub const PROMPT: &str = "To delete this data for good, type the app name";
+pub const PROMPT: &str = "To delete this data for good, type its name (the app's, or APP@ACCESSORY)";
 
 /// Checks that `app`'s data is kept with no app record holding it and no
 /// open plan naming it, and says what a purge deletes. Changes nothing.
@@ -75,8 +75,9 @@ pub fn prepare_purge(
         return Err(Refusal::new(
             Code::DataHeld,
             format!(
-                "The data of {app} belongs to the managed app {app} ({}); nothing was deleted. Its data goes \
+                "The data of {app} belongs to the managed app {} ({}); nothing was deleted. Its data goes \
                  with the app: a remove_app plan with purge_data: true, which you approve as any remove_app.",
+                super::app_of(app),
                 state.as_str()
             ),
         ));

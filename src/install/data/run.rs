@@ -61,8 +61,8 @@ pub fn run_data_purge(app: &str, yes: bool) -> Exit {
     if decision == Decision::Declined {
         return terminal(Err(Refusal::new(
             Code::NotConfirmed,
-            "The app name was not typed; nothing was deleted. Run the command again and type the app name to \
-             delete its data.",
+            "The data's name was not typed; nothing was deleted. Run the command again and type the name it \
+             asks for to delete the data.",
         )));
     }
     terminal(super::purge(&host.paths, &HostMounts, &prepared, host.clock.now()))
