@@ -37,7 +37,7 @@ use crate::docker::EngineError;
 use crate::docker::data_volume::{self, Mounted};
 use crate::host::HostPaths;
 use crate::text::for_terminal as esc;
-use crate::vocab::{AccessoryName, AppName, Code, Refusal};
+use crate::vocab::{AccessoryName, AccessoryUse, AppName, Code, Refusal};
 
 mod purge;
 mod run;
@@ -174,7 +174,7 @@ fn survey(paths: &HostPaths) -> Result<BTreeMap<String, Entry>, Refusal> {
     let mut names = image_names(paths)?;
     names.extend(apps.values().filter(|record| record.data.is_some()).map(|r| r.app.as_str().to_owned()));
     for record in apps.values() {
-        names.extend(record.accessories.iter().map(|a| format!("{}@{}", record.app, a.name)));
+        names.extend(record.accessories.iter().map(|a| AccessoryUse::data_key(&record.app, &a.name)));
     }
     let mut entries = BTreeMap::new();
     for app in names {

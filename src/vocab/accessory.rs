@@ -198,8 +198,14 @@ impl AccessoryUse {
     /// `<app>@<name>.ext4` on `<app>@<name>`, which no app's own can be
     /// (an app name has no `@`).
     pub fn data_paths(data_dir: &Path, app: &AppName, name: &AccessoryName) -> (PathBuf, PathBuf) {
-        let base = format!("{app}@{name}");
+        let base = AccessoryUse::data_key(app, name);
         (data_dir.join(format!("{base}.ext4")), data_dir.join(base))
+    }
+
+    /// `<app>@<name>`: what its data's files are called, and the name the
+    /// operator's `data` commands and doctor give it.
+    pub fn data_key(app: &AppName, name: &AccessoryName) -> String {
+        format!("{app}@{name}")
     }
 
     /// The credential's file ([`secret_beside`] its data image).

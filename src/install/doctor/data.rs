@@ -48,10 +48,9 @@ pub fn read_data(state_dir: &Path) -> Result<Vec<DataFacts>, String> {
         .values()
         .flat_map(|record| {
             let own = record.data.as_ref().map(|data| facts(record.app.to_string(), data, record.state));
-            let accessories = record
-                .accessories
-                .iter()
-                .map(|a| facts(format!("{}@{}", record.app, a.name), &a.data, record.state));
+            let accessories = record.accessories.iter().map(|a| {
+                facts(crate::vocab::AccessoryUse::data_key(&record.app, &a.name), &a.data, record.state)
+            });
             own.into_iter().chain(accessories).collect::<Vec<_>>()
         })
         .collect())
