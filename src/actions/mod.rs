@@ -50,6 +50,7 @@ mod start;
 mod stop;
 mod unexpose;
 mod update;
+mod update_accessory;
 
 pub use action::{Done, Effect, Impact, PlanAction, RecordChange, held};
 pub use backup::Backup;
@@ -67,6 +68,7 @@ pub use start::Start;
 pub use stop::Stop;
 pub use unexpose::Unexpose;
 pub use update::{Update, kept};
+pub use update_accessory::UpdateAccessory;
 
 /// The registration: one line per action, `Variant(module::Type)`, the
 /// variant named as in `crate::vocab::Action`. It gives the sealed
@@ -174,6 +176,7 @@ actions! {
     Restore(Restore),
     Expose(Expose),
     Unexpose(Unexpose),
+    UpdateAccessory(UpdateAccessory),
 }
 
 #[cfg(test)]

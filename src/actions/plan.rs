@@ -202,6 +202,8 @@ mod tests {
         // Making an app public, and taking it off, is the operator's review.
         assert!(Action::Expose.always_requires_approval());
         assert!(Action::Unexpose.always_requires_approval());
+        // A new image may convert an accessory's data, which no rollback undoes.
+        assert!(Action::UpdateAccessory.always_requires_approval());
         assert_eq!(Action::parse("shell").unwrap_err().code, Code::UnknownAction);
         assert_eq!(Action::parse("nginx_config").unwrap(), Action::NginxConfig);
     }
@@ -225,7 +227,8 @@ mod tests {
                 "backup",
                 "restore",
                 "expose",
-                "unexpose"
+                "unexpose",
+                "update_accessory"
             ]
         );
         for &action in Action::ALL {

@@ -267,3 +267,40 @@ pub(super) fn update(cause: &EngineError, id: &PlanId) -> Refusal {
         ),
     }
 }
+
+/// An update_accessory whose switch failed and whose old container runs
+/// again, ready, with the app answering.
+pub(super) fn accessory(cause: &EngineError, id: &PlanId) -> Refusal {
+    const AFTER: &str = "The new container was removed and the old one started again on the same data, passed \
+                         its health command, and the app answered; nothing is retried.";
+    match cause {
+        EngineError::ImageDeclaresVolumes { image, volumes } => crate::control::validate::volumes_refusal(
+            &format!("The image {}", image.as_str()),
+            volumes,
+            &format!("Plan {id} failed before the old container was stopped; nothing changed."),
+        ),
+        EngineError::AccessoryNotReady { name } => Refusal::new(
+            Code::UpdateFailed,
+            format!(
+                "The new image of accessory {name} did not pass its health command in time, so plan {id} failed \
+                 and was rolled back. {AFTER} Its last lines are in app_log (untrusted output); the operator \
+                 checks the image and health command the policy pins for it (docs/policy.md#accessories)."
+            ),
+        ),
+        EngineError::HealthCheckFailed => Refusal::new(
+            Code::HealthCheckFailed,
+            format!(
+                "The app did not answer through its gateway with 2xx/3xx once the accessory ran its new image, so \
+                 plan {id} failed and was rolled back. {AFTER} The app may need a version that works with the \
+                 new image first."
+            ),
+        ),
+        _ => Refusal::new(
+            Code::UpdateFailed,
+            format!(
+                "The accessory's update failed ({cause}), so plan {id} failed and was rolled back. {AFTER} An \
+                 operator can read the details on the server (volce-lab-host show {id})."
+            ),
+        ),
+    }
+}

@@ -57,8 +57,8 @@ use super::host_probe::port_free;
 use super::{AppRemoval, Deployed, Engine, EngineError, LogStreams, LogWindow, ProgressSink};
 use crate::exec::ExecutionStatus;
 use crate::vocab::{
-    Capacity, Container, ContainerId, DeploySpec, ImageHolds, ImageId, ImageRef, LABEL_PLAN, NAME_PREFIX,
-    PlanId, ServerName, Snapshot, StartSpec, TaskSpec, UpdateSpec,
+    AccessoryUpdateSpec, Capacity, Container, ContainerId, DeploySpec, ImageHolds, ImageId, ImageRef,
+    LABEL_PLAN, NAME_PREFIX, PlanId, ServerName, Snapshot, StartSpec, TaskSpec, UpdateSpec,
 };
 
 mod accessory;
@@ -395,6 +395,14 @@ impl<R: Runner> Engine for DockerClient<R> {
 
     fn update(&self, spec: &UpdateSpec, progress: &dyn ProgressSink) -> Result<ContainerId, EngineError> {
         self.update_app(spec, progress)
+    }
+
+    fn update_accessory(
+        &self,
+        spec: &AccessoryUpdateSpec,
+        progress: &dyn ProgressSink,
+    ) -> Result<ContainerId, EngineError> {
+        self.update_accessory_steps(spec, progress)
     }
 
     fn logs(&self, container: &ContainerId, window: LogWindow) -> Result<LogStreams, EngineError> {

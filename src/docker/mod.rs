@@ -27,9 +27,9 @@ pub mod host_probe;
 use serde::{Deserialize, Serialize};
 
 use crate::vocab::{
-    AppName, BackupRun, BackupSpec, Capacity, Container, ContainerId, DeploySpec, EdgeChange, ImageHolds,
-    ImageId, ImageRef, PlanId, RestoreRun, RestoreSpec, ServerName, Snapshot, StartSpec, Step, TaskSpec,
-    UpdateSpec,
+    AccessoryUpdateSpec, AppName, BackupRun, BackupSpec, Capacity, Container, ContainerId, DeploySpec,
+    EdgeChange, ImageHolds, ImageId, ImageRef, PlanId, RestoreRun, RestoreSpec, ServerName, Snapshot,
+    StartSpec, Step, TaskSpec, UpdateSpec,
 };
 
 /// What a remove_app plan removes (see [`Engine::remove_app`]).
@@ -335,6 +335,17 @@ pub trait Engine {
     /// plan's label is seen gone and the old containers running,
     /// [`EngineError::RolledBack`]. Returns the new container's id.
     fn update(&self, spec: &UpdateSpec, progress: &dyn ProgressSink) -> Result<ContainerId, EngineError>;
+
+    /// Moves one accessory of a running app to a new image on the same data
+    /// and credential: the old container stopped and set aside, the new one
+    /// ready and the app answering, then the old one removed; on a failure
+    /// the old one back (`RolledBack` once it is ready and the app answers).
+    /// Returns the new container.
+    fn update_accessory(
+        &self,
+        spec: &AccessoryUpdateSpec,
+        progress: &dyn ProgressSink,
+    ) -> Result<ContainerId, EngineError>;
     /// Read-only: the raw log bytes (stdout and stderr, as docker prints
     /// them with timestamps) of exactly this container. The controller
     /// passes only a recorded id of a managed app and makes the bytes safe

@@ -57,6 +57,9 @@ pub enum Action {
     Expose,
     /// Takes an app's names off the edge again (issue 39).
     Unexpose,
+    /// Moves one of a running app's accessories to the image the policy
+    /// pins for it now, on the same data and credential (issue 40).
+    UpdateAccessory,
 }
 
 impl Action {
@@ -104,6 +107,7 @@ impl Action {
             Action::Restore => &["app", "snapshot"],
             Action::Expose => &["app"],
             Action::Unexpose => &["app"],
+            Action::UpdateAccessory => &["app", "accessory"],
         }
     }
     /// The fixed minimum: destructive actions always need an operator's
@@ -123,6 +127,7 @@ impl Action {
                 | Action::Restore
                 | Action::Expose
                 | Action::Unexpose
+                | Action::UpdateAccessory
         )
     }
 }

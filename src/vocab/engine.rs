@@ -233,3 +233,42 @@ impl TaskSpec {
         Duration::from_secs(u64::from(self.timeout_seconds))
     }
 }
+
+/// What an `update_accessory` plan hands the engine (issue 40): the
+/// accessory's recorded container to replace, the image it runs now, the
+/// accessory as it will run (the policy's new image and health command,
+/// everything else as recorded), and how to tell the app still serves.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AccessoryUpdateSpec {
+    pub plan_id: PlanId,
+    pub app: AppName,
+    pub app_dir: PathBuf,
+    pub limits: ContainerLimits,
+    pub old: ContainerId,
+    pub previous_image: ImageRef,
+    pub previous_health: TaskArgv,
+    pub accessory: super::AccessoryUse,
+    pub host_port: u16,
+    pub server_name: ServerName,
+    #[serde(default, skip_serializing_if = "HealthPath::is_root")]
+    pub health_path: HealthPath,
+}
+
+impl AccessoryUpdateSpec {
+    /// The name the old container has while the new one takes its own:
+    /// `vl-<app>-<name>.old`, which no container of ours is ever called (no
+    /// app or accessory name has a dot).
+    pub fn set_aside_name(&self) -> String {
+        format!("{}.old", self.accessory.container_name)
+    }
+
+    /// The accessory as it ran before: the recorded image and health command.
+    pub fn previous(&self) -> super::AccessoryUse {
+        super::AccessoryUse {
+            image: self.previous_image.clone(),
+            health: self.previous_health.clone(),
+            ..self.accessory.clone()
+        }
+    }
+}

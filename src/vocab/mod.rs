@@ -81,7 +81,9 @@ pub use edge::{
     EDGE_HTTPS_PORT, EDGE_NETWORK, EDGE_PROBE_PORT, EDGE_ROLE, EDGE_UID, EdgeChange, EdgeConfig,
     EdgeNameFacts, ExposedName, Exposure, HttpsAnswer,
 };
-pub use engine::{Capacity, ContainerLimits, DeploySpec, StartSpec, Step, TaskSpec, UpdateSpec};
+pub use engine::{
+    AccessoryUpdateSpec, Capacity, ContainerLimits, DeploySpec, StartSpec, Step, TaskSpec, UpdateSpec,
+};
 pub use env_file::{
     Configuration, ENV_DIR, ENV_FILE_MAX_BYTES, ENV_FILE_MAX_VARIABLES, ENV_NAME_MAX, EnvFileError,
     EnvFileName, EnvFileUse, HashKey, env_file_hmac,

@@ -180,7 +180,8 @@ impl Feature {
                 | Action::Backup
                 | Action::Restore
                 | Action::Expose
-                | Action::Unexpose,
+                | Action::Unexpose
+                | Action::UpdateAccessory,
             ) => 2,
             // A helper of protocol 1 refuses either as a stray parameter: never
             // kept data where a purge was asked, nor one name where more were.

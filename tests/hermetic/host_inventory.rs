@@ -140,7 +140,8 @@ fn the_offer_says_what_may_be_deployed_where_and_how_much() {
             "run_task",
             "restore",
             "expose",
-            "unexpose"
+            "unexpose",
+            "update_accessory"
         ])
     );
     assert_eq!(
@@ -159,7 +160,8 @@ fn the_offer_says_what_may_be_deployed_where_and_how_much() {
             "backup",
             "restore",
             "expose",
-            "unexpose"
+            "unexpose",
+            "update_accessory"
         ])
     );
     let demo = app(&inventory, "demo");

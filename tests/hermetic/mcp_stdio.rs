@@ -105,7 +105,8 @@ async fn discovery_lists_exactly_the_five_tools_with_closed_schemas_and_annotati
             "backup",
             "restore",
             "expose",
-            "unexpose"
+            "unexpose",
+            "update_accessory"
         ])
     );
     assert_eq!(plan.input_schema["properties"]["parameters"]["type"], "object");

@@ -844,6 +844,13 @@ impl Engine for RejectedConfig {
     ) -> Result<ContainerId, EngineError> {
         self.0.update(spec, progress)
     }
+    fn update_accessory(
+        &self,
+        spec: &volce_lab::vocab::AccessoryUpdateSpec,
+        progress: &dyn volce_lab::docker::ProgressSink,
+    ) -> Result<ContainerId, EngineError> {
+        self.0.update_accessory(spec, progress)
+    }
     fn logs(
         &self,
         container: &ContainerId,

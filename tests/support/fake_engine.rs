@@ -506,6 +506,37 @@ impl Engine for FakeEngine {
         Ok(new)
     }
 
+    fn update_accessory(
+        &self,
+        spec: &volce_lab::vocab::AccessoryUpdateSpec,
+        progress: &dyn ProgressSink,
+    ) -> Result<ContainerId, EngineError> {
+        self.mutate(vec![
+            "update_accessory".into(),
+            spec.app.to_string(),
+            spec.plan_id.to_string(),
+            spec.accessory.name.to_string(),
+            spec.accessory.image.to_string(),
+            spec.old.to_string(),
+        ])?;
+        let new = derived_id(&format!("{}-accessory", spec.plan_id));
+        self.edit(|state| {
+            let Some(old) = state.snapshot.containers.iter().position(|c| c.id == spec.old) else { return };
+            let mut container = state.snapshot.containers.remove(old);
+            container.id = new.clone();
+            container.image_id = image('f');
+            container.labels.insert(LABEL_PLAN.to_owned(), spec.plan_id.to_string());
+            state.snapshot.containers.push(container);
+            if !state.snapshot.images.contains(&image('f')) {
+                state.snapshot.images.push(image('f'));
+            }
+        });
+        for step in [Step::Pulled, Step::HealthCheck] {
+            progress.step(step);
+        }
+        Ok(new)
+    }
+
     fn remove_image(&self, image: &ImageId) -> Result<(), EngineError> {
         self.mutate(vec!["remove_image".into(), image.to_string()])?;
         self.edit(|state| state.snapshot.images.retain(|i| i != image));

@@ -89,15 +89,7 @@ fn kept_accessory_data_is_re_attached_only_for_its_accessory_and_path() {
 /// by hand, it is refused. A remove_app keeps its data unless purged, and says so.
 #[test]
 fn an_update_keeps_the_accessories_of_the_deploy_and_a_start_starts_them() {
-    let mut world = world_with_db();
-    let (payload, _) = world.derive(Action::Deploy, patched(&[("app", json!("demo"))])).unwrap();
-    let Payload::Deploy(Deploy { spec, .. }) = payload else { panic!("deploy payload") };
-    let mut record = record("demo", 18001, AppState::Running);
-    record.accessories = spec.accessories.clone();
-    record.containers.push(id('c'));
-    world.apps.insert("demo".into(), record);
-    world.snapshot = deployed_snapshot();
-    world.snapshot.containers.push(container('c', "vl-demo-db", Some("demo"), "running", None));
+    let mut world = deployed_with_db();
 
     let (payload, _) = world.derive(Action::Update, json!({"app": "demo", "image": "web"})).unwrap();
     let Payload::Update(Update { spec, .. }) = payload else { panic!("update payload") };
@@ -134,4 +126,95 @@ fn an_update_keeps_the_accessories_of_the_deploy_and_a_start_starts_them() {
     assert!(removal.purge_data && impact.data_volumes_deleted);
     assert_eq!(removal.accessory_data[0].image, Path::new("/state/data/demo@db.ext4"));
     assert!(impact.containers_touched.iter().any(|t| t.contains("and the accessory's credential")));
+}
+
+/// The sample world with `demo` deployed with `db`, its accessory's
+/// container `c` running under its name.
+fn deployed_with_db() -> World {
+    let mut world = world_with_db();
+    let (payload, _) = world.derive(Action::Deploy, patched(&[("app", json!("demo"))])).unwrap();
+    let Payload::Deploy(Deploy { spec, .. }) = payload else { panic!("deploy payload") };
+    let mut record = record("demo", 18001, AppState::Running);
+    record.accessories = spec.accessories.clone();
+    record.containers.push(id('c'));
+    world.apps.insert("demo".into(), record);
+    world.snapshot = deployed_snapshot();
+    world.snapshot.containers.push(container('c', "vl-demo-db", Some("demo"), "running", None));
+    world
+}
+
+fn pg_image(digit: &str) -> ImageRef {
+    ImageRef::parse(&format!("registry.example/pg@sha256:{}", digit.repeat(64))).unwrap()
+}
+
+/// Tried: the policy still pinning the image `db` runs (`image_unchanged`);
+/// an accessory the app does not have (`invalid_parameters`, naming `db`);
+/// the policy's `db` with another port (`accessories_changed`), and no
+/// longer declared; `db` stopped by hand (`app_not_running`). With a new
+/// digest: the plan replaces container `c` by the policy's image on the
+/// same data, shows the operator both images, and once done the record
+/// holds the new container and image in the old one's place.
+#[test]
+fn update_accessory_moves_one_accessory_to_the_policys_image_and_nothing_else() {
+    let mut world = deployed_with_db();
+    let params = json!({"app": "demo", "accessory": "db"});
+    let refused = world.derive(Action::UpdateAccessory, params.clone()).unwrap_err();
+    assert_eq!(refused.code, Code::ImageUnchanged, "{}", refused.message);
+    let db = AccessoryName::parse("db").unwrap();
+    world.policy.accessories.get_mut(&db).unwrap().image = pg_image("5");
+    let refused =
+        world.derive(Action::UpdateAccessory, json!({"app": "demo", "accessory": "cache"})).unwrap_err();
+    assert_eq!(refused.code, Code::InvalidParameters);
+    assert!(refused.message.contains("its accessories: db"), "{}", refused.message);
+
+    world.policy.accessories.get_mut(&db).unwrap().port = 5433;
+    let refused = world.derive(Action::UpdateAccessory, params.clone()).unwrap_err();
+    assert_eq!(refused.code, Code::AccessoriesChanged, "{}", refused.message);
+    world.policy.accessories.get_mut(&db).unwrap().port = 5432;
+    let spec = world.policy.accessories.remove(&db).unwrap();
+    let refused = world.derive(Action::UpdateAccessory, params.clone()).unwrap_err();
+    assert_eq!(refused.code, Code::AccessoriesChanged);
+    world.policy.accessories.insert(db.clone(), spec);
+    world.snapshot.containers.iter_mut().find(|c| c.id == id('c')).unwrap().state = "exited".into();
+    let refused = world.derive(Action::UpdateAccessory, params.clone()).unwrap_err();
+    assert_eq!(refused.code, Code::AppNotRunning, "{}", refused.message);
+    world.snapshot.containers.iter_mut().find(|c| c.id == id('c')).unwrap().state = "running".into();
+
+    let (payload, impact) = world.derive(Action::UpdateAccessory, params).unwrap();
+    let mut review = String::new();
+    payload.review(&mut review);
+    let Payload::UpdateAccessory(update) = payload else { panic!("update_accessory payload") };
+    let spec = &update.spec;
+    assert_eq!((spec.old.clone(), spec.previous_image.clone()), (id('c'), pg_image("4")));
+    assert_eq!(spec.accessory.image, pg_image("5"));
+    assert_eq!(spec.accessory.data.image, Path::new("/state/data/demo@db.ext4"), "the same data");
+    assert_eq!(spec.set_aside_name(), "vl-demo-db.old");
+    assert!(review.contains(&format!("runs {} in container", pg_image("4").as_str())), "{review}");
+    assert!(review.contains("on the same data (128 MiB at /srv/pgdata) and credential"), "{review}");
+    assert!(impact.rollback.contains("back it up first"));
+
+    let done_with = |result: Result<Effect, EngineError>| {
+        let after = Snapshot {
+            containers: vec![container('f', "vl-demo-db", Some("demo"), "running", None)],
+            ..world.snapshot.clone()
+        };
+        let done = Done {
+            plan_id: &world.plan_id,
+            apps: &world.apps,
+            result: &result,
+            after: Some(&after),
+            keep: 3,
+            now: 1,
+        };
+        update.record(&done)
+    };
+    let [RecordChange::Put(record)] = &done_with(Ok(Effect::from(vec![id('f').to_string()])))[..] else {
+        panic!("one record")
+    };
+    assert!(record.containers.contains(&id('f')) && !record.containers.contains(&id('c')));
+    assert_eq!(record.accessories[0].image, pg_image("5"));
+    assert_eq!(record.state, AppState::Running);
+    let unknown = EngineError::Host { step: "x" };
+    let [RecordChange::Put(record)] = &done_with(Err(unknown))[..] else { panic!("one record") };
+    assert_eq!(record.state, AppState::NeedsInspection, "an unverified switch needs an operator");
 }

@@ -116,7 +116,8 @@ fn approval_required_keeps_the_fixed_minimum_and_accepts_only_additions() {
             Action::RunTask,
             Action::Restore,
             Action::Expose,
-            Action::Unexpose
+            Action::Unexpose,
+            Action::UpdateAccessory
         ]
     );
     let all = with(|v| {

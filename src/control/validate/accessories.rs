@@ -108,10 +108,7 @@ pub fn unchanged(record: &AppRecord, key: &str, entry: &CatalogEntry) -> Result<
 pub fn to_start(record: &AppRecord, ctx: &Context<'_>) -> Result<Vec<AccessoryStart>, Refusal> {
     let mut started = Vec::new();
     for accessory in &record.accessories {
-        let found = ctx.snapshot.containers.iter().find(|c| {
-            c.name.trim_start_matches('/') == accessory.container_name && record.containers.contains(&c.id)
-        });
-        let Some(container) = found else {
+        let Some(container) = container_of(record, accessory, ctx.snapshot) else {
             return refuse(
                 Code::ContainerSetChanged,
                 format!(
@@ -124,4 +121,17 @@ pub fn to_start(record: &AppRecord, ctx: &Context<'_>) -> Result<Vec<AccessorySt
         started.push(AccessoryStart { container: container.id.clone(), accessory: accessory.clone() });
     }
     Ok(started)
+}
+
+/// The container of `record`'s `accessory` as the engine shows it: the one
+/// under its name whose id the record holds (a container of that name
+/// made by hand is not it).
+pub fn container_of<'s>(
+    record: &AppRecord,
+    accessory: &AccessoryUse,
+    snapshot: &'s crate::vocab::Snapshot,
+) -> Option<&'s crate::vocab::Container> {
+    snapshot.containers.iter().find(|c| {
+        c.name.trim_start_matches('/') == accessory.container_name && record.containers.contains(&c.id)
+    })
 }

@@ -926,6 +926,7 @@ fn a_failed_logs_call_names_its_step() {
     assert!(matches!(error, EngineError::Call { step: "read container logs", .. }), "{error:?}");
 }
 
+mod accessory;
 mod edge;
 mod images;
 mod lifecycle;

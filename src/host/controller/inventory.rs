@@ -20,21 +20,22 @@ use std::collections::BTreeMap;
 use super::{Controller, Liveness, engine_unavailable};
 use crate::control::Clock;
 use crate::control::app_record::AppRecord;
+use crate::control::validate::accessories;
 use crate::docker::Engine;
 use crate::host::drift;
 use crate::store::StoredPlan;
 use crate::text::rfc3339_seconds;
 use crate::vocab::Action;
 use crate::vocab::PlanState;
-use crate::vocab::{AppName, CertKind, HealthPath, ImageId, Refusal, ServerName, Snapshot};
+use crate::vocab::{AccessoryUse, AppName, CertKind, HealthPath, ImageId, Refusal, ServerName, Snapshot};
 use crate::wire::ContainerRole;
 use crate::wire::answers::Open;
 use crate::wire::answers::app_state::EngineState;
 use crate::wire::answers::gateways::{Gateway, GatewayStatus, HttpsCheck};
 use crate::wire::answers::inventory::{
-    AcmeErrorView, AppImage, CatalogImage, CertificateView, DataView, ExposedNameView, ForeignCounts,
-    GatewayImage, HelperVersion, Inventory, KeptVersionView, LastPlan, ManagedApp, Offer, OpenPlan,
-    PortOffer, PortUse, Quota, UnsettledPlan,
+    AccessoryView, AcmeErrorView, AppImage, CatalogImage, CertificateView, DataView, ExposedNameView,
+    ForeignCounts, GatewayImage, HelperVersion, Inventory, KeptVersionView, LastPlan, ManagedApp, Offer,
+    OpenPlan, PortOffer, PortUse, Quota, UnsettledPlan,
 };
 
 /// At most this many free port ranges are listed; `free_count` counts all.
@@ -64,6 +65,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 has_configuration: entry.env_file.is_some(),
                 has_data: entry.data.is_some(),
                 tasks: entry.tasks.keys().cloned().collect(),
+                accessories: entry.accessories.keys().cloned().collect(),
             });
         }
         let gateway_id = self.engine.resolve_image(&self.policy.nginx_image).map_err(engine_unavailable)?;
@@ -256,12 +258,41 @@ fn managed_app(
             })
             .collect(),
         data: record.data.as_ref().map(|data| DataView {
-            path: data.path.clone(),
-            max_mib: data.max_mib,
-            // Unknown reads as not mounted: the next start mounts it anyway.
-            mounted: crate::docker::data_volume::mounted(&data.mount).unwrap_or(false),
             backup: policy.backup.as_ref().map(|config| backup_view(&record.app, &data.image, config, now)),
+            ..data_view(data)
         }),
+        accessories: record.accessories.iter().map(|a| accessory_view(record, a, snapshot, policy)).collect(),
+    }
+}
+
+/// Where a data directory is seen, its cap, and whether it is mounted now.
+fn data_view(data: &crate::vocab::DataUse) -> DataView {
+    DataView {
+        path: data.path.clone(),
+        max_mib: data.max_mib,
+        // Unknown reads as not mounted: the next start mounts it anyway.
+        mounted: crate::docker::data_volume::mounted(&data.mount).unwrap_or(false),
+        backup: None,
+    }
+}
+
+/// One accessory of `record`: its recorded image, the policy's when that
+/// is another, its container as the engine shows it, and its data.
+fn accessory_view(
+    record: &AppRecord,
+    accessory: &AccessoryUse,
+    snapshot: &Snapshot,
+    policy: &crate::control::policy::Policy,
+) -> AccessoryView {
+    let container = accessories::container_of(record, accessory, snapshot);
+    let pinned = policy.accessories.get(&accessory.name).map(|spec| &spec.image);
+    AccessoryView {
+        name: accessory.name.clone(),
+        image: accessory.image.clone(),
+        policy_image: pinned.filter(|image| **image != accessory.image).cloned(),
+        container: container.map(|c| c.id.clone()),
+        state: container.map_or_else(|| "missing".to_owned(), |c| c.state.clone()),
+        data: data_view(&accessory.data),
     }
 }
 

@@ -87,18 +87,19 @@ pub fn plan_input() -> Arc<JsonObject> {
                     "app": {"type": "string"},
                     "image": {"type": "string", "description": "A catalog key."},
                     "host_port": port("The gateway's loopback port."),
-                    "container_port": port("The port the app listens on in its container."),
-                    "server_name": {"type": "string", "description": "The primary name: the Host its health check asks for."},
+                    "container_port": port("The app's port in its container."),
+                    "server_name": {"type": "string", "description": "The primary name (the health check's Host)."},
                     "also_server_names": {
                         "type": "array",
                         "items": {"type": "string"},
                         "maxItems": crate::vocab::MAX_ALSO_SERVER_NAMES,
-                        "description": "More names served (the www name), each different, never server_name."
+                        "description": "More names served (e.g. www), never server_name."
                     },
                     "image_id": {"type": "string", "description": "sha256:<64 hex>."},
                     "purge_data": {"type": "boolean", "description": "true deletes the data directory for good."},
                     "task": {"type": "string"},
-                    "snapshot": {"type": "string"}
+                    "snapshot": {"type": "string"},
+                    "accessory": {"type": "string"}
                 },
                 "additionalProperties": false
             }
@@ -353,6 +354,7 @@ mod tests {
                 "restore",
                 "expose",
                 "unexpose",
+                "update_accessory",
                 null
             ])
         );
@@ -373,7 +375,8 @@ mod tests {
                 "backup",
                 "restore",
                 "expose",
-                "unexpose"
+                "unexpose",
+                "update_accessory"
             ])
         );
         let port = &plan["properties"]["parameters"]["properties"]["host_port"];

@@ -34,7 +34,7 @@ pub(super) enum Kind {
 }
 
 /// Every plan parameter any action takes, with its kind.
-pub(super) const PARAMETERS: [(&str, Kind); 9] = [
+pub(super) const PARAMETERS: [(&str, Kind); 11] = [
     ("app", Kind::Text),
     ("image", Kind::Text),
     ("host_port", Kind::Port),
@@ -44,6 +44,8 @@ pub(super) const PARAMETERS: [(&str, Kind); 9] = [
     ("image_id", Kind::Text),
     ("purge_data", Kind::Flag),
     ("task", Kind::Text),
+    ("snapshot", Kind::Text),
+    ("accessory", Kind::Text),
 ];
 
 /// The lowest and highest port a plan may name.

@@ -15,8 +15,8 @@ use super::app_state::{ContainerView, Drift, EngineState};
 use crate::control::app_record::AppState;
 use crate::vocab::Action;
 use crate::vocab::{
-    AcmeFailure, AppName, CertKind, CertificateFacts, HealthPath, ImageId, ImageRef, IssuerName, PlanId,
-    ServerName,
+    AccessoryName, AcmeFailure, AppName, CertKind, CertificateFacts, HealthPath, ImageId, ImageRef,
+    IssuerName, PlanId, ServerName,
 };
 use crate::vocab::{PlanOutcome, PlanState};
 pub use crate::wire::versions::HelperVersion;
@@ -79,6 +79,27 @@ pub struct ManagedApp {
     /// succeeded since (an expose's or a renewal's). Absent when there is none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub acme_error: Option<AcmeErrorView>,
+    /// The accessories its deploy created beside it (issue 40), by name.
+    /// Absent when it has none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub accessories: Vec<AccessoryView>,
+}
+
+/// One accessory of an app: the image its container runs, the one the
+/// policy pins for it now when that is another (an `update_accessory` plan
+/// moves it there), its container as the engine shows it, and its data.
+/// Never its credential, in any form.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccessoryView {
+    pub name: AccessoryName,
+    pub image: ImageRef,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_image: Option<ImageRef>,
+    /// Null when the engine has no container of its name that we recorded.
+    pub container: Option<crate::vocab::ContainerId>,
+    /// Docker's state word (`running`, `exited`, ...), or `missing`.
+    pub state: String,
+    pub data: DataView,
 }
 
 /// One name the HTTPS edge serves of an app.
@@ -238,6 +259,10 @@ pub struct CatalogImage {
     /// argv is the operator's and not shown). Absent when there are none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tasks: Vec<crate::vocab::TaskName>,
+    /// The accessories a deploy of it creates beside the app, by name.
+    /// Absent when there are none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub accessories: Vec<AccessoryName>,
 }
 
 /// The gateway image every app's gateway runs, and whether it is here.

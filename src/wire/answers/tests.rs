@@ -154,6 +154,19 @@ fn an_inventory_is_version_1_json() {
             data: None,
             acme_error: None,
             exposed: vec![],
+            accessories: vec![super::inventory::AccessoryView {
+                name: crate::vocab::AccessoryName::parse("db").unwrap(),
+                image: crate::vocab::ImageRef::parse(&reference).unwrap(),
+                policy_image: None,
+                container: None,
+                state: "missing".into(),
+                data: super::inventory::DataView {
+                    path: crate::vocab::DataPath::parse("/srv/pgdata").unwrap(),
+                    max_mib: 128,
+                    mounted: false,
+                    backup: None,
+                },
+            }],
         }],
         offer: Offer {
             catalog: vec![CatalogImage {
@@ -166,6 +179,7 @@ fn an_inventory_is_version_1_json() {
                 has_configuration: false,
                 has_data: false,
                 tasks: Vec::new(),
+                accessories: vec![crate::vocab::AccessoryName::parse("db").unwrap()],
             }],
             gateway_image: GatewayImage {
                 reference: crate::vocab::ImageRef::parse(&reference).unwrap(),
@@ -217,11 +231,13 @@ fn an_inventory_is_version_1_json() {
                 "last_plan": {"plan_id": id, "action": "deploy", "state": "completed", "outcome": "completed",
                               "requested_at": "2027-01-15T07:00:00Z", "finished_at": null},
                 "kept_versions": [],
+                "accessories": [{"name": "db", "image": reference, "container": null, "state": "missing",
+                                 "data": {"path": "/srv/pgdata", "max_mib": 128, "mounted": false}}],
             }],
             "offer": {
                 "catalog": [{"key": "web", "reference": reference, "present": true, "image_id": image,
                              "container_port": 8080, "health_path": "/healthz",
-                             "has_configuration": false, "has_data": false}],
+                             "has_configuration": false, "has_data": false, "accessories": ["db"]}],
                 "gateway_image": {"reference": reference, "present": false, "image_id": null},
                 "ports": {"first": 18000, "last": 18002, "used": [{"port": 18001, "app": "demo"}],
                           "taken_by_others": 1, "free_count": 1, "free": [[18000, 18000]],

@@ -9,7 +9,10 @@
 //! database's rows survive a task, an update, a restart, a stop and start,
 //! and a remove_app that keeps the data followed by a new deploy; the
 //! database stopped by hand is drift that names it, and a restart heals
-//! it; a purge deletes the data and the credential.
+//! it; the inventory lists it with the image the policy pins for it now;
+//! an update_accessory to a build that never starts is rolled back, one to
+//! a build that starts moves it on the same rows and credential; a purge
+//! deletes the data and the credential.
 
 use super::tasks::Unmount;
 use super::*;
@@ -70,7 +73,7 @@ fn an_app_with_its_database_keeps_its_rows_through_its_life_and_never_shows_the_
     let policy = policy_with_db(&lab);
     let policy_path = dir.path().join("policy.json");
     std::fs::write(&policy_path, policy.to_string()).unwrap();
-    let host = Host::with_policy(lab, policy_path);
+    let host = Host::with_policy(lab, policy_path.clone());
     let data = host.paths.state_dir.join("data");
     let _unmount = Unmount(data.join(format!("{}@db", host.lab.app)));
     let (image, secret_file) =
@@ -147,6 +150,8 @@ fn an_app_with_its_database_keeps_its_rows_through_its_life_and_never_shows_the_
     assert_eq!(served_row(&host).as_deref(), Some("kept across its life"), "after its restart");
     assert_eq!(host.app_record()["drift"], Value::Null, "healed");
 
+    accessory_image_updates(&host, &policy, &policy_path);
+
     // Removed with its data kept, then deployed again: the same rows, the
     // same credential.
     carried_out(&host, "remove_app", json!({"app": host.lab.app}));
@@ -161,4 +166,56 @@ fn an_app_with_its_database_keeps_its_rows_through_its_life_and_never_shows_the_
 
     carried_out(&host, "remove_app", json!({"app": host.lab.app, "purge_data": true}));
     assert!(!image.exists() && !secret_file.exists(), "a purge deletes the data and its credential");
+}
+
+/// The accessory's own image through update_accessory: the inventory shows
+/// it, then the policy's new pin; a build that never starts ends the plan
+/// `failed`, the old database running again with the rows; a build that
+/// starts takes its place on the same data, and the old container is gone.
+fn accessory_image_updates(host: &Host, policy: &Value, policy_path: &std::path::Path) {
+    let image = |name: &str| host.lab.images[name]["reference"].clone();
+    let db = || host.app_record()["accessories"][0].clone();
+    let shown = db();
+    assert_eq!((&shown["name"], &shown["state"]), (&json!("db"), &json!("running")), "{shown}");
+    assert_eq!((&shown["image"], &shown["data"]["mounted"]), (&image("pg"), &json!(true)), "{shown}");
+    assert!(shown.get("policy_image").is_none(), "the policy pins what it runs: {shown}");
+    let pin = |name: &str| {
+        let mut pinned = policy.clone();
+        pinned["accessories"]["db"]["image"] = image(name);
+        std::fs::write(policy_path, pinned.to_string()).unwrap();
+    };
+    let params = json!({"app": host.lab.app, "accessory": "db"});
+    assert_eq!(host.plan("update_accessory", params.clone())["code"], "image_unchanged");
+
+    pin("pgbroken");
+    assert_eq!(db()["policy_image"], image("pgbroken"), "the inventory shows the new pin");
+    let id = host.planned("update_accessory", params.clone());
+    host.approve(&id);
+    let started = std::time::Instant::now();
+    let failed = host.execute(&id);
+    eprintln!("update_accessory to a build that never starts, rolled back in {:?}", started.elapsed());
+    assert_eq!(
+        (&failed["status"], &failed["code"]),
+        (&json!("rejected"), &json!("update_failed")),
+        "{failed}"
+    );
+    assert!(failed["message"].as_str().unwrap().contains("old one started again"), "{failed}");
+    assert!(failed["app_log"].to_string().contains("this build never starts"), "its last lines: {failed}");
+    assert_eq!(served_row(host).as_deref(), Some("kept across its life"), "the old database again");
+    assert_eq!(db()["image"], image("pg"));
+    assert_eq!(host.app_record()["drift"], Value::Null, "nothing left behind: {}", host.app_record());
+
+    pin("pg2");
+    let started = std::time::Instant::now();
+    let done = carried_out(host, "update_accessory", params);
+    eprintln!("update_accessory to a build that starts: {:?}", started.elapsed());
+    assert_eq!(served_row(host).as_deref(), Some("kept across its life"), "the same rows: {done}");
+    let shown = db();
+    assert_eq!((&shown["image"], &shown["state"]), (&image("pg2"), &json!("running")), "{shown}");
+    assert!(shown.get("policy_image").is_none(), "{shown}");
+    let running =
+        docker_ok(&["inspect", "--format", "{{.Config.Image}}", shown["container"].as_str().unwrap()]);
+    assert_eq!(running.trim(), image("pg2").as_str().unwrap(), "the new container runs the new pin");
+    assert_eq!(accessory_containers(&host.lab.app).lines().count(), 1, "the old one was removed");
+    assert_eq!(host.app_record()["drift"], Value::Null);
 }

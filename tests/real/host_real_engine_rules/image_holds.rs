@@ -255,6 +255,13 @@ impl Engine for HoldBeforeRemoval {
     ) -> Result<ContainerId, EngineError> {
         self.engine.update(spec, progress)
     }
+    fn update_accessory(
+        &self,
+        spec: &volce_lab::vocab::AccessoryUpdateSpec,
+        progress: &dyn volce_lab::docker::ProgressSink,
+    ) -> Result<ContainerId, EngineError> {
+        self.engine.update_accessory(spec, progress)
+    }
     fn logs(
         &self,
         container: &ContainerId,
