@@ -236,6 +236,11 @@ pub enum HostCommand {
     /// before docker), delete kept data no app holds.
     #[command(subcommand)]
     Data(DataCommand),
+    /// An accessory's credential (a database beside an app): print it, or
+    /// give it a new one (a rotate_credential plan you request, approve
+    /// and execute at once).
+    #[command(subcommand)]
+    Accessory(AccessoryCommand),
     /// The backup repository the policy's `backup` names: make it, list the
     /// snapshots volce-lab made, verify it. The copies are `backup` plans.
     #[command(subcommand)]
@@ -321,6 +326,25 @@ pub enum DataCommand {
     /// (purge_data: true) instead.
     Purge {
         app: String,
+        /// Do not ask (for scripts); without a terminal on stdin it is needed.
+        #[arg(long)]
+        yes: bool,
+    },
+}
+
+/// `volce-lab-host accessory ...`: an accessory's credential.
+#[derive(Debug, Subcommand)]
+pub enum AccessoryCommand {
+    /// Print the credential of APP's accessory NAME (as `data list` shows
+    /// it, APP@NAME), kept beside its data until the data is purged.
+    Secret { app: String, name: String },
+    /// Give APP's accessory NAME a new credential with the policy's
+    /// `rotate` command, and APP a new container that has it: a
+    /// rotate_credential plan, shown, approved by you (type the app name)
+    /// and executed.
+    Rotate {
+        app: String,
+        name: String,
         /// Do not ask (for scripts); without a terminal on stdin it is needed.
         #[arg(long)]
         yes: bool,
@@ -555,6 +579,12 @@ fn host(command: HostCommand) -> Exit {
         HostCommand::Data(DataCommand::List) => crate::install::data::run_data_list(),
         HostCommand::Data(DataCommand::Mount) => crate::install::data::run_data_mount(),
         HostCommand::Data(DataCommand::Purge { app, yes }) => crate::install::data::run_data_purge(&app, yes),
+        HostCommand::Accessory(AccessoryCommand::Secret { app, name }) => {
+            crate::install::accessory::run_secret(&app, &name)
+        }
+        HostCommand::Accessory(AccessoryCommand::Rotate { app, name, yes }) => {
+            crate::install::accessory::run_rotate(&app, &name, yes)
+        }
         HostCommand::Backup(BackupCommand::Init) => crate::install::backup::run(crate::install::backup::init),
         HostCommand::Backup(BackupCommand::List { app }) => crate::install::backup::run_list(app.as_deref()),
         HostCommand::Backup(BackupCommand::RunDue) => crate::install::backup::run_due_shipped(),

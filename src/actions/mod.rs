@@ -45,6 +45,7 @@ mod restart;
 mod restore;
 mod rollback;
 mod rolled_back;
+mod rotate_credential;
 mod run_task;
 mod start;
 mod stop;
@@ -63,6 +64,7 @@ pub use remove_image::RemoveImage;
 pub use restart::Restart;
 pub use restore::Restore;
 pub use rollback::Rollback;
+pub use rotate_credential::RotateCredential;
 pub use run_task::RunTask;
 pub use start::Start;
 pub use stop::Stop;
@@ -177,6 +179,7 @@ actions! {
     Expose(Expose),
     Unexpose(Unexpose),
     UpdateAccessory(UpdateAccessory),
+    RotateCredential(RotateCredential),
 }
 
 #[cfg(test)]

@@ -204,6 +204,7 @@ mod tests {
         assert!(Action::Unexpose.always_requires_approval());
         // A new image may convert an accessory's data, which no rollback undoes.
         assert!(Action::UpdateAccessory.always_requires_approval());
+        assert!(Action::RotateCredential.always_requires_approval());
         assert_eq!(Action::parse("shell").unwrap_err().code, Code::UnknownAction);
         assert_eq!(Action::parse("nginx_config").unwrap(), Action::NginxConfig);
     }
@@ -228,7 +229,8 @@ mod tests {
                 "restore",
                 "expose",
                 "unexpose",
-                "update_accessory"
+                "update_accessory",
+                "rotate_credential"
             ]
         );
         for &action in Action::ALL {

@@ -304,3 +304,32 @@ pub(super) fn accessory(cause: &EngineError, id: &PlanId) -> Refusal {
         ),
     }
 }
+
+/// A rotate_credential whose rotate command failed (nothing changed), or
+/// whose app did not answer in its new container and was put back with
+/// the old credential, that verified.
+pub(super) fn rotation(cause: &EngineError, id: &PlanId) -> Refusal {
+    const AFTER: &str = "The accessory keeps its old credential and the app its old container, which served \
+                         throughout; nothing is retried.";
+    match cause {
+        EngineError::HealthCheckFailed => Refusal::new(
+            Code::HealthCheckFailed,
+            format!(
+                "The app's new container, with the new credential, did not answer through its gateway with \
+                 2xx/3xx, so plan {id} failed and was rolled back (the rotate command ran again the other \
+                 way). {AFTER}"
+            ),
+        ),
+        EngineError::Call { step, .. } => Refusal::new(
+            Code::UpdateFailed,
+            format!(
+                "The rotation failed at step '{step}', so plan {id} failed. {AFTER} When the step is the rotate \
+                 command, the operator runs it by hand to read why (docs/policy.md#accessories)."
+            ),
+        ),
+        _ => Refusal::new(
+            Code::UpdateFailed,
+            format!("The rotation failed ({cause}), so plan {id} failed and was rolled back. {AFTER}"),
+        ),
+    }
+}

@@ -34,8 +34,7 @@ use crate::control::validate::{
 use crate::docker::{Engine, EngineError, ProgressSink};
 use crate::text::for_terminal as esc;
 use crate::vocab::{
-    AccessoryName, AccessoryUpdateSpec, AccessoryUse, Action, AppName, Code, ContainerId, PlanId, Refusal,
-    refuse,
+    AccessoryUpdateSpec, AccessoryUse, Action, AppName, Code, ContainerId, PlanId, Refusal, refuse,
 };
 
 /// An update_accessory's payload.
@@ -59,20 +58,9 @@ impl PlanAction for UpdateAccessory {
         exact_keys(params, Action::UpdateAccessory)?;
         let app = app_name(params)?;
         let record = running(&app, ctx, "given a new accessory image")?;
-        let recorded = named(record, string(params, "accessory")?)?;
+        let recorded = accessories::named(record, string(params, "accessory")?)?;
         let accessory = pinned_now(record, recorded, ctx)?;
-        let old = match accessories::container_of(record, recorded, ctx.snapshot) {
-            Some(c) if c.state == "running" => c.id.clone(),
-            _ => {
-                return refuse(
-                    Code::AppNotRunning,
-                    format!(
-                        "The accessory {} of {app} is not running: a restart plan brings it back first.",
-                        recorded.name
-                    ),
-                );
-            }
-        };
+        let old = accessories::running(record, recorded, ctx.snapshot)?;
         refuse_volumes(
             &format!("The image of accessory {}", accessory.name),
             &accessory.image,
@@ -164,25 +152,6 @@ impl PlanAction for UpdateAccessory {
     fn refused_because() -> &'static str {
         "one of the app's containers or its accessory started, stopped or being removed by hand"
     }
-}
-
-/// The recorded accessory of `record` the agent named; refused
-/// `invalid_parameters`, naming the ones it has, when it has no such one.
-fn named<'r>(record: &'r AppRecord, asked: &str) -> Result<&'r AccessoryUse, Refusal> {
-    let found =
-        AccessoryName::parse(asked).and_then(|name| record.accessories.iter().find(|a| a.name == name));
-    found.ok_or_else(|| {
-        let names: Vec<&str> = record.accessories.iter().map(|a| a.name.as_str()).collect();
-        let has = if names.is_empty() { "none".to_owned() } else { names.join(", ") };
-        Refusal::new(
-            Code::InvalidParameters,
-            format!(
-                "{} has no accessory {:?}; its accessories: {has}. Nothing was changed.",
-                record.app,
-                crate::text::for_model(asked, 40)
-            ),
-        )
-    })
 }
 
 /// The accessory as it will run: the policy's image and health command,

@@ -29,16 +29,28 @@ pub fn ensure_secret(path: &Path) -> Result<(Secret, bool), EngineError> {
         Err(ReadError::Missing) => {}
         Err(ReadError::Unsafe) => return Err(EngineError::Host { step: "read the accessory's credential" }),
     }
+    Ok((new_secret(path)?, true))
+}
+
+/// The credential kept at `path`, which must be there.
+pub fn existing_secret(path: &Path) -> Result<Secret, EngineError> {
+    read_secret(path).map_err(|_| EngineError::Host { step: "read the accessory's credential" })
+}
+
+/// A new credential from the kernel's random source, written to `path`,
+/// which must not exist yet.
+pub fn new_secret(path: &Path) -> Result<Secret, EngineError> {
     let mut bytes = [0u8; 32];
     std::fs::File::open("/dev/urandom")
         .and_then(|mut random| random.read_exact(&mut bytes))
         .map_err(|_| EngineError::Host { step: "generate the accessory's credential" })?;
     let secret = Secret::from_random(&bytes);
     write_private(path, secret.expose().as_bytes(), "write the accessory's credential")?;
-    Ok((secret, true))
+    Ok(secret)
 }
 
-/// Removes a credential a failed deploy made (whether it is gone).
+/// Removes a credential a failed deploy made, or another file of ours
+/// holding one (whether it is gone).
 pub fn remove_secret(path: &Path) -> bool {
     match std::fs::remove_file(path) {
         Ok(()) => true,
@@ -49,6 +61,31 @@ pub fn remove_secret(path: &Path) -> bool {
 /// Writes a rendered env file: a new regular file, 0600, synced.
 pub fn write_env(path: &Path, text: &str) -> Result<(), EngineError> {
     write_private(path, text.as_bytes(), "write an accessory env file")
+}
+
+/// Puts `text` in place of the env file at `path` in one step: written
+/// to `<path>.new` (0600, synced; a copy a stopped helper left is ours and
+/// goes first), then renamed over it.
+pub fn replace_env(path: &Path, text: &str) -> Result<(), EngineError> {
+    let mut staged = path.as_os_str().to_owned();
+    staged.push(".new");
+    let staged = std::path::PathBuf::from(staged);
+    remove_secret(&staged);
+    write_env(&staged, text)?;
+    std::fs::rename(&staged, path).map_err(|_| EngineError::Host { step: "replace an accessory env file" })
+}
+
+/// The text of an env file of ours, for a rotation to put back.
+pub fn read_env(path: &Path) -> Result<String, EngineError> {
+    let step = "read an accessory env file";
+    let mut file = OpenOptions::new()
+        .read(true)
+        .custom_flags(OFlag::O_NOFOLLOW.bits())
+        .open(path)
+        .map_err(|_| EngineError::Host { step })?;
+    let mut text = String::new();
+    file.read_to_string(&mut text).map_err(|_| EngineError::Host { step })?;
+    Ok(text)
 }
 
 enum ReadError {

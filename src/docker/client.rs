@@ -58,7 +58,7 @@ use super::{AppRemoval, Deployed, Engine, EngineError, LogStreams, LogWindow, Pr
 use crate::exec::ExecutionStatus;
 use crate::vocab::{
     AccessoryUpdateSpec, Capacity, Container, ContainerId, DeploySpec, ImageHolds, ImageId, ImageRef,
-    LABEL_PLAN, NAME_PREFIX, PlanId, ServerName, Snapshot, StartSpec, TaskSpec, UpdateSpec,
+    LABEL_PLAN, NAME_PREFIX, PlanId, RotationSpec, ServerName, Snapshot, StartSpec, TaskSpec, UpdateSpec,
 };
 
 mod accessory;
@@ -74,6 +74,7 @@ mod pin;
 mod queries;
 mod removal;
 mod restore;
+mod rotation;
 mod runner;
 mod task;
 mod verify;
@@ -403,6 +404,14 @@ impl<R: Runner> Engine for DockerClient<R> {
         progress: &dyn ProgressSink,
     ) -> Result<ContainerId, EngineError> {
         self.update_accessory_steps(spec, progress)
+    }
+
+    fn rotate_credential(
+        &self,
+        spec: &RotationSpec,
+        progress: &dyn ProgressSink,
+    ) -> Result<ContainerId, EngineError> {
+        self.rotate_credential_steps(spec, progress)
     }
 
     fn logs(&self, container: &ContainerId, window: LogWindow) -> Result<LogStreams, EngineError> {

@@ -322,7 +322,7 @@ pub fn unmount(mount: &Path) -> Result<(), EngineError> {
 }
 
 /// Deletes an unmounted image, the records beside it (and an accessory's
-/// credential) and its (empty) mount point; what is not there is not an
+/// credentials) and its (empty) mount point; what is not there is not an
 /// error.
 pub fn delete(image: &Path, mount: &Path) -> Result<(), EngineError> {
     remove_if_present(std::fs::remove_file(image), "delete the data image")?;
@@ -332,6 +332,9 @@ pub fn delete(image: &Path, mount: &Path) -> Result<(), EngineError> {
     // An accessory's credential opens only this data: it goes with it.
     let secret = crate::vocab::secret_beside(image);
     remove_if_present(std::fs::remove_file(secret), "delete the accessory's credential")?;
+    // So does a rotation's new one, left by a helper stopped mid-rotation.
+    let pending = crate::vocab::pending_secret_beside(image);
+    remove_if_present(std::fs::remove_file(pending), "delete the accessory's new credential")?;
     remove_if_present(std::fs::remove_dir(mount), "remove the data mount point")
 }
 

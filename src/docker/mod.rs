@@ -28,8 +28,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::vocab::{
     AccessoryUpdateSpec, AppName, BackupRun, BackupSpec, Capacity, Container, ContainerId, DeploySpec,
-    EdgeChange, ImageHolds, ImageId, ImageRef, PlanId, RestoreRun, RestoreSpec, ServerName, Snapshot,
-    StartSpec, Step, TaskSpec, UpdateSpec,
+    EdgeChange, ImageHolds, ImageId, ImageRef, PlanId, RestoreRun, RestoreSpec, RotationSpec, ServerName,
+    Snapshot, StartSpec, Step, TaskSpec, UpdateSpec,
 };
 
 /// What a remove_app plan removes (see [`Engine::remove_app`]).
@@ -344,6 +344,17 @@ pub trait Engine {
     fn update_accessory(
         &self,
         spec: &AccessoryUpdateSpec,
+        progress: &dyn ProgressSink,
+    ) -> Result<ContainerId, EngineError>;
+
+    /// Gives an accessory a new credential with the operator's `rotate`
+    /// command, and the app a new container of its image that has it (the
+    /// update's switch); on a failed switch the command runs back and the
+    /// old container serves on (`RolledBack` once that held). Returns the
+    /// app's new container.
+    fn rotate_credential(
+        &self,
+        spec: &RotationSpec,
         progress: &dyn ProgressSink,
     ) -> Result<ContainerId, EngineError>;
     /// Read-only: the raw log bytes (stdout and stderr, as docker prints

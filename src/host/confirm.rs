@@ -50,7 +50,7 @@ impl Confirmation {
 /// Prints the summary, then (unless `yes`) the question, and reads one
 /// line of at most 256 bytes as the answer. A failed read or write
 /// declines.
-pub(super) fn ask(
+pub fn ask(
     input: impl BufRead,
     output: impl Write,
     shown: &str,

@@ -102,7 +102,7 @@ use std::ffi::OsStr;
 
 use crate::vocab::{Code, Refusal};
 
-pub use confirm::{Confirmation, Decision, ask_word};
+pub use confirm::{Confirmation, Decision, ask, ask_word};
 pub use controller::{AppAfterResolve, Awaiting, Controller, Executed, Liveness, Resolved, StoppedClaimer};
 pub use entry::{
     operator_check, process_check, run_approve, run_audit_export, run_audit_head, run_audit_prune,

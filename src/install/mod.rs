@@ -15,6 +15,7 @@
 //! and leftovers rules and its audit trail, and nothing on the request path
 //! (`host`) imports from here: an rpc never runs installation code.
 
+pub mod accessory;
 pub mod backup;
 pub mod catalog;
 pub mod data;

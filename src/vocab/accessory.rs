@@ -161,7 +161,17 @@ pub struct AccessorySpec {
     pub health: TaskArgv,
     #[serde(default, skip_serializing_if = "EnvTemplate::is_empty")]
     pub env: EnvTemplate,
+    /// The command that changes its credential in place (run in its
+    /// container with the current and the new one as [`ROTATE_FROM`] and
+    /// [`ROTATE_TO`]); without it no rotate_credential plan is made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rotate: Option<TaskArgv>,
 }
+
+/// The variables an accessory's `rotate` command gets: the credential it
+/// has now, and the one it is to take.
+pub const ROTATE_FROM: &str = "VOLCE_LAB_PASSWORD";
+pub const ROTATE_TO: &str = "VOLCE_LAB_NEW_PASSWORD";
 
 /// What a plan records of one accessory of an app: everything the engine
 /// needs to create it and to tell the app where it is, with the
@@ -213,6 +223,18 @@ impl AccessoryUse {
         secret_beside(&self.data.image)
     }
 
+    /// Where a rotation keeps the new credential until the app runs with
+    /// it ([`pending_secret_beside`] its data image).
+    pub fn pending_secret_of(&self) -> PathBuf {
+        pending_secret_beside(&self.data.image)
+    }
+
+    /// The env file a rotation hands its `rotate` command, in the app's
+    /// directory, only while the command runs.
+    pub fn rotate_env_of(&self, app_dir: &Path) -> PathBuf {
+        app_dir.join(format!("rotate-{}.env", self.name))
+    }
+
     /// The accessory's rendered env file in the app's directory.
     pub fn env_file_of(&self, app_dir: &Path) -> PathBuf {
         app_dir.join(format!("accessory-{}.env", self.name))
@@ -235,6 +257,12 @@ pub fn secret_beside(image: &Path) -> PathBuf {
     image.with_extension("secret")
 }
 
+/// A rotation's new credential until it is the credential
+/// (`<app>@<name>.secret.new`): kept and purged with the data too.
+pub fn pending_secret_beside(image: &Path) -> PathBuf {
+    image.with_extension("secret.new")
+}
+
 /// The app's rendered env file of its accessories' variables, in the app's
 /// directory: given to every container of the app's image (the app, its
 /// tasks) after the operator's own env file.
@@ -245,11 +273,15 @@ pub fn accessories_env_of(app_dir: &Path) -> PathBuf {
 /// Whether a file name in an app's directory is one of the env files
 /// above: what remove_app and a failed deploy's rollback may delete there.
 pub fn is_accessory_env_file(name: &str) -> bool {
-    name == "accessories.env"
-        || name
-            .strip_prefix("accessory-")
+    // A rotation replaces each through a `.new` copy, and hands its
+    // command a `rotate-<name>.env`: a helper stopped in between leaves one.
+    let name = name.strip_suffix(".new").unwrap_or(name);
+    let of_accessory = |prefix: &str| {
+        name.strip_prefix(prefix)
             .and_then(|rest| rest.strip_suffix(".env"))
             .is_some_and(|accessory| AccessoryName::parse(accessory).is_some())
+    };
+    name == "accessories.env" || of_accessory("accessory-") || of_accessory("rotate-")
 }
 
 /// Names an accessory may not take: those that would make its container's
@@ -290,6 +322,26 @@ mod tests {
         assert_eq!(Secret::parse(format!("{hex}\n").as_bytes()).unwrap().expose(), hex);
         assert!(Secret::parse(hex.to_uppercase().as_bytes()).is_none());
         assert!(Secret::parse(&hex.as_bytes()[1..]).is_none());
+    }
+
+    /// Tried: each env file a deploy or a rotation writes in the app's
+    /// directory, and names that only look like them.
+    #[test]
+    fn the_accessory_env_files_are_known_by_name() {
+        for ours in [
+            "accessories.env",
+            "accessory-db.env",
+            "rotate-db.env",
+            "accessories.env.new",
+            "accessory-db.env.new",
+        ] {
+            assert!(is_accessory_env_file(ours), "{ours}");
+        }
+        for other in
+            ["nginx.conf", "accessory-.env", "rotate-Db.env", "accessory-db.env.old", "db.env", "x.new"]
+        {
+            assert!(!is_accessory_env_file(other), "{other}");
+        }
     }
 
     #[test]

@@ -60,6 +60,10 @@ pub enum Action {
     /// Moves one of a running app's accessories to the image the policy
     /// pins for it now, on the same data and credential (issue 40).
     UpdateAccessory,
+    /// Gives one accessory of a running app a new credential, with the
+    /// operator's `rotate` command, and the app a new container that has
+    /// it (issue 40).
+    RotateCredential,
 }
 
 impl Action {
@@ -107,7 +111,7 @@ impl Action {
             Action::Restore => &["app", "snapshot"],
             Action::Expose => &["app"],
             Action::Unexpose => &["app"],
-            Action::UpdateAccessory => &["app", "accessory"],
+            Action::UpdateAccessory | Action::RotateCredential => &["app", "accessory"],
         }
     }
     /// The fixed minimum: destructive actions always need an operator's
@@ -128,6 +132,7 @@ impl Action {
                 | Action::Expose
                 | Action::Unexpose
                 | Action::UpdateAccessory
+                | Action::RotateCredential
         )
     }
 }

@@ -272,3 +272,18 @@ impl AccessoryUpdateSpec {
         }
     }
 }
+
+/// What a `rotate_credential` plan hands the engine (issue 40): the
+/// accessory and its running container, the operator's `rotate` command,
+/// every accessory of the app (the app's variables name them all), and the
+/// switch of the app to a new container of the image it runs, which reads
+/// the new variables.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RotationSpec {
+    pub accessory: super::AccessoryUse,
+    pub container: ContainerId,
+    pub rotate: TaskArgv,
+    pub accessories: Vec<super::AccessoryUse>,
+    pub switch: UpdateSpec,
+}

@@ -317,6 +317,9 @@ impl Code {
             Code::AccessoriesChanged => {
                 "Tell the user: the app keeps the accessories it was deployed with. Update to an entry with the same accessories, or (the user deciding) remove_app without purge_data and deploy again, which re-attaches the kept data."
             }
+            Code::RotationNotDeclared => {
+                "Tell the user: the operator declares how the accessory changes its credential (the policy's accessories.NAME.rotate) before a rotate_credential plan can be made."
+            }
             Code::TargetsShareIdentity => {
                 "Treat the named targets as one server until the workstation's user gives each server its own host name (and expected_host) or removes one target from the targets file."
             }

@@ -58,8 +58,8 @@ mod task;
 
 pub use accessory::{
     ACCESSORY_ROLE, AccessoryName, AccessorySpec, AccessoryStart, AccessoryUse, EnvTemplate, MAX_ACCESSORIES,
-    PLACEHOLDERS, Secret, TEMPLATE_MAX_VARIABLES, TEMPLATE_VALUE_MAX_BYTES, accessories_env_of,
-    accessory_name_ok, is_accessory_env_file, secret_beside,
+    PLACEHOLDERS, ROTATE_FROM, ROTATE_TO, Secret, TEMPLATE_MAX_VARIABLES, TEMPLATE_VALUE_MAX_BYTES,
+    accessories_env_of, accessory_name_ok, is_accessory_env_file, pending_secret_beside, secret_beside,
 };
 pub use acme::{
     ACME_CONTACT_MAX, ACME_DIRECTORY_MAX, ACME_NAMES_MAX, AcmeContact, AcmeDirectory, AcmeError, AcmeFailure,
@@ -82,7 +82,8 @@ pub use edge::{
     EdgeNameFacts, ExposedName, Exposure, HttpsAnswer,
 };
 pub use engine::{
-    AccessoryUpdateSpec, Capacity, ContainerLimits, DeploySpec, StartSpec, Step, TaskSpec, UpdateSpec,
+    AccessoryUpdateSpec, Capacity, ContainerLimits, DeploySpec, RotationSpec, StartSpec, Step, TaskSpec,
+    UpdateSpec,
 };
 pub use env_file::{
     Configuration, ENV_DIR, ENV_FILE_MAX_BYTES, ENV_FILE_MAX_VARIABLES, ENV_NAME_MAX, EnvFileError,

@@ -326,6 +326,10 @@ pub enum Code {
     /// accessories, or other variables for them, than the app was
     /// deployed with: an app's accessories are fixed at its deploy.
     AccessoriesChanged,
+    /// rotate_credential of an accessory whose policy entry declares no
+    /// `rotate` command: how to change the credential inside it is the
+    /// image's own, so only the operator can say.
+    RotationNotDeclared,
 }
 
 impl Code {
@@ -408,7 +412,7 @@ mod tests {
     #[test]
     fn code_strings_never_change() {
         use strum::VariantArray as _;
-        const SHIPPED: [&str; 140] = [
+        const SHIPPED: [&str; 141] = [
             "invalid_request",
             "request_too_large",
             "unknown_action",
@@ -549,6 +553,7 @@ mod tests {
             "edge_address_taken",
             "edge_in_use",
             "accessories_changed",
+            "rotation_not_declared",
         ];
         let strings: Vec<&str> = Code::VARIANTS.iter().map(|c| c.as_str()).collect();
         assert_eq!(strings, SHIPPED);

@@ -181,7 +181,8 @@ impl Feature {
                 | Action::Restore
                 | Action::Expose
                 | Action::Unexpose
-                | Action::UpdateAccessory,
+                | Action::UpdateAccessory
+                | Action::RotateCredential,
             ) => 2,
             // A helper of protocol 1 refuses either as a stray parameter: never
             // kept data where a purge was asked, nor one name where more were.

@@ -141,7 +141,8 @@ fn the_offer_says_what_may_be_deployed_where_and_how_much() {
             "restore",
             "expose",
             "unexpose",
-            "update_accessory"
+            "update_accessory",
+            "rotate_credential"
         ])
     );
     assert_eq!(
@@ -161,7 +162,8 @@ fn the_offer_says_what_may_be_deployed_where_and_how_much() {
             "restore",
             "expose",
             "unexpose",
-            "update_accessory"
+            "update_accessory",
+            "rotate_credential"
         ])
     );
     let demo = app(&inventory, "demo");

@@ -106,7 +106,8 @@ async fn discovery_lists_exactly_the_five_tools_with_closed_schemas_and_annotati
             "restore",
             "expose",
             "unexpose",
-            "update_accessory"
+            "update_accessory",
+            "rotate_credential"
         ])
     );
     assert_eq!(plan.input_schema["properties"]["parameters"]["type"], "object");

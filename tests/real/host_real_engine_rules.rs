@@ -851,6 +851,13 @@ impl Engine for RejectedConfig {
     ) -> Result<ContainerId, EngineError> {
         self.0.update_accessory(spec, progress)
     }
+    fn rotate_credential(
+        &self,
+        spec: &volce_lab::vocab::RotationSpec,
+        progress: &dyn volce_lab::docker::ProgressSink,
+    ) -> Result<ContainerId, EngineError> {
+        self.0.rotate_credential(spec, progress)
+    }
     fn logs(
         &self,
         container: &ContainerId,

@@ -537,6 +537,21 @@ impl Engine for FakeEngine {
         Ok(new)
     }
 
+    /// Records the rotation, then switches the app as an update does.
+    fn rotate_credential(
+        &self,
+        spec: &volce_lab::vocab::RotationSpec,
+        progress: &dyn ProgressSink,
+    ) -> Result<ContainerId, EngineError> {
+        self.mutate(vec![
+            "rotate_credential".into(),
+            spec.switch.app.to_string(),
+            spec.switch.plan_id.to_string(),
+            spec.accessory.name.to_string(),
+        ])?;
+        self.update(&spec.switch, progress)
+    }
+
     fn remove_image(&self, image: &ImageId) -> Result<(), EngineError> {
         self.mutate(vec!["remove_image".into(), image.to_string()])?;
         self.edit(|state| state.snapshot.images.retain(|i| i != image));

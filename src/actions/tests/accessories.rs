@@ -26,6 +26,7 @@ fn world_with_db() -> World {
             data: DataSpec { path: DataPath::parse("/srv/pgdata").unwrap(), max_mib: 128 },
             health: TaskArgv::parse(vec!["/usr/bin/pg_isready".into(), "-q".into()]).unwrap(),
             env: template(&[("POSTGRES_PASSWORD", "{password}")]),
+            rotate: Some(TaskArgv::parse(vec!["/bin/rotate-pg".into()]).unwrap()),
         },
     );
     world.policy.catalog.get_mut("web").unwrap().accessories.insert(db, url());
@@ -217,4 +218,54 @@ fn update_accessory_moves_one_accessory_to_the_policys_image_and_nothing_else() 
     let unknown = EngineError::Host { step: "x" };
     let [RecordChange::Put(record)] = &done_with(Err(unknown))[..] else { panic!("one record") };
     assert_eq!(record.state, AppState::NeedsInspection, "an unverified switch needs an operator");
+}
+
+/// Tried: the policy's `db` without a `rotate` command
+/// (`rotation_not_declared`), and an accessory the app does not have. With
+/// one: the plan runs it in `db`'s container, then switches the app to a
+/// new container of the image it runs (its own env file and the
+/// accessories' by path); the review names the command and the variables,
+/// never a credential; once done the record holds the new app container.
+#[test]
+fn rotate_credential_runs_the_operators_command_then_switches_the_app_in_place() {
+    let mut world = deployed_with_db();
+    let db = AccessoryName::parse("db").unwrap();
+    let params = json!({"app": "demo", "accessory": "db"});
+    let rotate = world.policy.accessories.get_mut(&db).unwrap().rotate.take();
+    let refused = world.derive(Action::RotateCredential, params.clone()).unwrap_err();
+    assert_eq!(refused.code, Code::RotationNotDeclared, "{}", refused.message);
+    assert!(refused.message.contains("accessories.db.rotate"), "{}", refused.message);
+    world.policy.accessories.get_mut(&db).unwrap().rotate = rotate;
+    let refused =
+        world.derive(Action::RotateCredential, json!({"app": "demo", "accessory": "cache"})).unwrap_err();
+    assert_eq!(refused.code, Code::InvalidParameters);
+
+    let (payload, impact) = world.derive(Action::RotateCredential, params).unwrap();
+    let mut review = String::new();
+    payload.review(&mut review);
+    let sealed = serde_json::to_string(&payload).unwrap();
+    let Payload::RotateCredential(rotation) = payload else { panic!("rotate_credential payload") };
+    let spec = &rotation.spec;
+    assert_eq!(spec.container, id('c'));
+    let record = &world.apps["demo"];
+    assert_eq!(spec.switch.app_image, record.app_image, "the same version");
+    assert_eq!(spec.switch.accessories_env.as_deref(), Some(Path::new("/state/apps/demo/accessories.env")));
+    assert!(spec.switch.before_start.is_none(), "no task runs for a rotation");
+    assert!(
+        review.contains(r#"["/bin/rotate-pg"] (the policy's) run in it once with VOLCE_LAB_PASSWORD"#),
+        "{review}"
+    );
+    assert!(impact.containers_touched[0].starts_with("vl-demo-db (runs the policy's rotate command once"));
+    assert!(!sealed.contains("secret\"") && sealed.contains("{password}"), "templates only: {sealed}");
+
+    let result = Ok(Effect::from(vec![id('f').to_string(), id('b').to_string()]));
+    let done =
+        Done { plan_id: &world.plan_id, apps: &world.apps, result: &result, after: None, keep: 3, now: 1 };
+    let [RecordChange::Put(after)] = &rotation.record(&done)[..] else { panic!("one record") };
+    assert_eq!(after.app_container, Some(id('f')));
+    assert!(after.containers.contains(&id('f')) && !after.containers.contains(&spec.switch.old_app));
+    assert_eq!(
+        (after.app_image.clone(), after.image_history.len()),
+        (record.app_image.clone(), record.image_history.len())
+    );
 }

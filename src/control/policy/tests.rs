@@ -117,7 +117,8 @@ fn approval_required_keeps_the_fixed_minimum_and_accepts_only_additions() {
             Action::Restore,
             Action::Expose,
             Action::Unexpose,
-            Action::UpdateAccessory
+            Action::UpdateAccessory,
+            Action::RotateCredential
         ]
     );
     let all = with(|v| {

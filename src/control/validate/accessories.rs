@@ -12,7 +12,7 @@ use super::data::kept_for_this_entry;
 use super::{Context, HostFacts};
 use crate::control::app_record::AppRecord;
 use crate::control::policy::CatalogEntry;
-use crate::vocab::{AccessoryStart, AccessoryUse, AppName, Code, DataUse, Refusal, refuse};
+use crate::vocab::{AccessoryName, AccessoryStart, AccessoryUse, AppName, Code, DataUse, Refusal, refuse};
 
 /// The accessories a deploy of `entry` as `app` creates, in name order,
 /// each with whether its data was kept from before.
@@ -134,4 +134,42 @@ pub fn container_of<'s>(
     snapshot.containers.iter().find(|c| {
         c.name.trim_start_matches('/') == accessory.container_name && record.containers.contains(&c.id)
     })
+}
+
+/// The recorded accessory of `record` the agent named; refused
+/// `invalid_parameters`, naming the ones it has, when it has no such one.
+pub fn named<'r>(record: &'r AppRecord, asked: &str) -> Result<&'r AccessoryUse, Refusal> {
+    let found =
+        AccessoryName::parse(asked).and_then(|name| record.accessories.iter().find(|a| a.name == name));
+    found.ok_or_else(|| {
+        let names: Vec<&str> = record.accessories.iter().map(|a| a.name.as_str()).collect();
+        let has = if names.is_empty() { "none".to_owned() } else { names.join(", ") };
+        Refusal::new(
+            Code::InvalidParameters,
+            format!(
+                "{} has no accessory {:?}; its accessories: {has}. Nothing was changed.",
+                record.app,
+                crate::text::for_model(asked, 40)
+            ),
+        )
+    })
+}
+
+/// The container of `record`'s `accessory`, running; refused
+/// `app_not_running` otherwise (a restart plan brings it back).
+pub fn running(
+    record: &AppRecord,
+    accessory: &AccessoryUse,
+    snapshot: &crate::vocab::Snapshot,
+) -> Result<crate::vocab::ContainerId, Refusal> {
+    match container_of(record, accessory, snapshot) {
+        Some(c) if c.state == "running" => Ok(c.id.clone()),
+        _ => refuse(
+            Code::AppNotRunning,
+            format!(
+                "The accessory {} of {} is not running: a restart plan brings it back first.",
+                accessory.name, record.app
+            ),
+        ),
+    }
 }

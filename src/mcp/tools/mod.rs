@@ -151,8 +151,8 @@ pub fn list() -> Vec<Tool> {
          image}; rollback {app} (to the newest kept version); remove_image {image_id}; remove_app \
          {app, purge_data (optional: only if the user asked to delete its data)}; run_task \
          {app, task (a name its catalog entry lists)}; backup {app} (its data); restore {app, \
-         snapshot}; expose, unexpose {app} (HTTPS via the operator's edge); update_accessory {app, \
-         accessory}. A plan with \
+         snapshot}; expose, unexpose {app} (HTTPS via the operator's edge); update_accessory, \
+         rotate_credential {app, accessory}. A plan with \
          requires_approval runs only once an operator approved it on the server (`volce-lab-host approve`) before expires_at; you cannot approve \
          it. `rejected` carries a stable code: fix the request, never resend it unchanged. Demo mode: \
          simulated, nothing recorded. "

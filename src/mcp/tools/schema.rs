@@ -227,7 +227,8 @@ pub fn check_output() -> Arc<JsonObject> {
 /// The output schema of one service tool: every result of `tool` names
 /// that tool and its operation, so the schema names only those (one value
 /// each, not the four). `action` is null but for service_plan and
-/// service_execute (the validated call has none elsewhere), and `app_log`
+/// service_execute (the validated call has none elsewhere; there, one of
+/// service_plan's input enum), and `app_log`
 /// (the failed container's last lines after a rolled-back plan, untrusted
 /// output) but for service_execute (`super::super::rpc` keeps it from no
 /// other answer). `result` is the host helper's object when status is ok.
@@ -235,7 +236,10 @@ pub fn management_output(tool: ToolName) -> Arc<JsonObject> {
     let null = json!({"type": "null"});
     let operation = tool.operation().map(|o| json!([o.as_str()]));
     let has_action = matches!(tool, ToolName::ServicePlan | ToolName::ServiceExecute);
-    let action = json!({"type": ["string", "null"], "enum": names_or_null(Action::ALL, Action::as_str)});
+    // No enum: the action is the one the call named, from service_plan's
+    // input enum; listing the actions again in two output schemas cost
+    // every agent 0.5 KB of context (issue 44) and told it nothing new.
+    let action = json!({"type": ["string", "null"]});
     let app_log = json!({
         "type": ["object", "null"],
         "properties": {
@@ -337,27 +341,7 @@ mod tests {
         };
         assert_eq!(range("tail"), (json!(1), json!(200)));
         assert_eq!(range("since_minutes"), (json!(1), json!(1440)));
-        assert_eq!(
-            p(&management, "action"),
-            json!([
-                "deploy",
-                "nginx_config",
-                "stop",
-                "remove_image",
-                "remove_app",
-                "start",
-                "update",
-                "restart",
-                "rollback",
-                "run_task",
-                "backup",
-                "restore",
-                "expose",
-                "unexpose",
-                "update_accessory",
-                null
-            ])
-        );
+        assert_eq!(management["properties"]["action"], json!({"type": ["string", "null"]}));
         let plan = value(plan_input());
         assert_eq!(
             p(&plan, "action"),
@@ -376,7 +360,8 @@ mod tests {
                 "restore",
                 "expose",
                 "unexpose",
-                "update_accessory"
+                "update_accessory",
+                "rotate_credential"
             ])
         );
         let port = &plan["properties"]["parameters"]["properties"]["host_port"];

@@ -11,8 +11,10 @@
 //! database stopped by hand is drift that names it, and a restart heals
 //! it; the inventory lists it with the image the policy pins for it now;
 //! an update_accessory to a build that never starts is rolled back, one to
-//! a build that starts moves it on the same rows and credential; a purge
-//! deletes the data and the credential.
+//! a build that starts moves it on the same rows and credential; a
+//! rotation whose command fails changes nothing, one that works leaves the
+//! database opening with the new credential only and the app using it; a
+//! purge deletes the data and the credential.
 
 use super::tasks::Unmount;
 use super::*;
@@ -31,7 +33,8 @@ fn policy_with_db(lab: &Lab) -> Value {
         "image": image("pg"), "port": 5432,
         "data": {"path": "/srv/pgdata", "max_mib": 128},
         "health": ["/usr/lib/postgresql/15/bin/pg_isready", "-h", "127.0.0.1", "-p", "5432", "-q"],
-        "env": {"POSTGRES_PASSWORD": "{password}"}
+        "env": {"POSTGRES_PASSWORD": "{password}"},
+        "rotate": ["/bin/busybox", "sh", "/bin/rotate-pg"]
     }});
     let entry = |image: Value| {
         json!({"image": image, "container_port": 8080,
@@ -151,6 +154,7 @@ fn an_app_with_its_database_keeps_its_rows_through_its_life_and_never_shows_the_
     assert_eq!(host.app_record()["drift"], Value::Null, "healed");
 
     accessory_image_updates(&host, &policy, &policy_path);
+    let secret = credential_rotations(&host, &policy, &policy_path, &secret);
 
     // Removed with its data kept, then deployed again: the same rows, the
     // same credential.
@@ -162,7 +166,7 @@ fn an_app_with_its_database_keeps_its_rows_through_its_life_and_never_shows_the_
     let redeployed = host.execute(&again);
     assert_eq!(redeployed["result"]["outcome"], "completed", "{redeployed}");
     assert_eq!(served_row(&host).as_deref(), Some("kept across its life"), "the kept database");
-    assert_eq!(std::fs::read_to_string(&secret_file).unwrap(), secret, "the kept credential");
+    assert_eq!(std::fs::read_to_string(&secret_file).unwrap(), secret, "the kept (rotated) credential");
 
     carried_out(&host, "remove_app", json!({"app": host.lab.app, "purge_data": true}));
     assert!(!image.exists() && !secret_file.exists(), "a purge deletes the data and its credential");
@@ -218,4 +222,91 @@ fn accessory_image_updates(host: &Host, policy: &Value, policy_path: &std::path:
     assert_eq!(running.trim(), image("pg2").as_str().unwrap(), "the new container runs the new pin");
     assert_eq!(accessory_containers(&host.lab.app).lines().count(), 1, "the old one was removed");
     assert_eq!(host.app_record()["drift"], Value::Null);
+}
+
+/// Whether `password` opens the accessory's database (psql in its container).
+fn opens_the_database(host: &Host, password: &str) -> bool {
+    let name = format!("vl-{}-db", host.lab.app);
+    let env = format!("PGPASSWORD={password}");
+    let psql = "/usr/lib/postgresql/15/bin/psql";
+    let args = [
+        "exec",
+        "-e",
+        &env,
+        &name,
+        psql,
+        "-X",
+        "-h",
+        "127.0.0.1",
+        "-U",
+        "app",
+        "-d",
+        "app",
+        "-c",
+        "SELECT 1",
+    ];
+    std::process::Command::new("docker").args(args).output().unwrap().status.success()
+}
+
+/// The credential's rotation: refused without a rotate command; a command
+/// that fails changes nothing; the operator's `accessory rotate` gives the
+/// database a new credential that the app uses, the old one opening it no
+/// more, and `accessory secret` prints it. Returns the new credential.
+fn credential_rotations(host: &Host, policy: &Value, policy_path: &std::path::Path, old: &str) -> String {
+    let write = |rotate: Value| {
+        let mut changed = policy.clone();
+        changed["accessories"]["db"]["image"] = host.lab.images["pg2"]["reference"].clone();
+        changed["accessories"]["db"]["rotate"] = rotate;
+        std::fs::write(policy_path, changed.to_string()).unwrap();
+    };
+    let params = json!({"app": host.lab.app, "accessory": "db"});
+    let secret_file = host.paths.state_dir.join(format!("data/{}@db.secret", host.lab.app));
+    write(Value::Null);
+    assert_eq!(host.plan("rotate_credential", params.clone())["code"], "rotation_not_declared");
+
+    write(json!(["/bin/busybox", "false"]));
+    let id = host.planned("rotate_credential", params.clone());
+    host.approve(&id);
+    let failed = host.execute(&id);
+    assert_eq!(
+        (&failed["status"], &failed["code"]),
+        (&json!("rejected"), &json!("update_failed")),
+        "{failed}"
+    );
+    assert_eq!(std::fs::read_to_string(&secret_file).unwrap(), old, "nothing changed");
+    assert!(opens_the_database(host, old), "the old credential still opens it");
+    assert_eq!(served_row(host).as_deref(), Some("kept across its life"));
+
+    write(policy["accessories"]["db"]["rotate"].clone());
+    let confirm = |_: &str, _: &volce_lab::host::Confirmation| volce_lab::host::Decision::Confirmed;
+    let started = std::time::Instant::now();
+    let said =
+        volce_lab::install::accessory::rotate(&host.paths, OPERATOR.into(), &host.lab.app, "db", confirm)
+            .unwrap_or_else(|refusal| panic!("{}: {}", refusal.code, refusal.message));
+    eprintln!("accessory rotate: {:?}", started.elapsed());
+    assert!(said.contains("has a new credential"), "{said}");
+    let new = std::fs::read_to_string(&secret_file).unwrap();
+    assert!(new.len() == 64 && new != old, "a new credential in the credential's file");
+    let printed = volce_lab::install::accessory::secret(&host.paths, &host.lab.app, "db").unwrap();
+    assert_eq!(printed.trim(), new, "accessory secret prints it");
+    assert!(opens_the_database(host, &new) && !opens_the_database(host, old), "only the new one opens it");
+    assert_eq!(served_row(host).as_deref(), Some("kept across its life"), "the app uses the new one");
+    assert_eq!(host.app_record()["drift"], Value::Null);
+    let data = host.paths.state_dir.join("data");
+    let leftovers: Vec<_> = std::fs::read_dir(&data)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".new"))
+        .collect();
+    assert!(leftovers.is_empty(), "no pending credential left: {leftovers:?}");
+    let inventory = host.rpc(json!({"operation": "inventory"})).to_string();
+    assert!(!said.contains(&new) && !inventory.contains(&new), "the new credential is in no reply");
+    for file in std::fs::read_dir(&host.paths.state_dir).unwrap().flatten() {
+        if file.path().is_file() {
+            let bytes = std::fs::read(file.path()).unwrap();
+            assert!(!bytes.windows(64).any(|w| w == new.as_bytes()), "in {}", file.path().display());
+        }
+    }
+    new
 }

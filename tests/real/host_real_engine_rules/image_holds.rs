@@ -262,6 +262,13 @@ impl Engine for HoldBeforeRemoval {
     ) -> Result<ContainerId, EngineError> {
         self.engine.update_accessory(spec, progress)
     }
+    fn rotate_credential(
+        &self,
+        spec: &volce_lab::vocab::RotationSpec,
+        progress: &dyn volce_lab::docker::ProgressSink,
+    ) -> Result<ContainerId, EngineError> {
+        self.engine.rotate_credential(spec, progress)
+    }
     fn logs(
         &self,
         container: &ContainerId,

@@ -245,7 +245,7 @@ fn refusals_name_what_is_allowed() {
     );
     assert_eq!(
         refused(ToolName::ServicePlan, json!({"action": "reboot", "parameters": {}})),
-        "`action` must be one of deploy, nginx_config, stop, remove_image, remove_app, start, update, restart, rollback, run_task, backup, restore, expose, unexpose, update_accessory (got `reboot`); nothing was run."
+        "`action` must be one of deploy, nginx_config, stop, remove_image, remove_app, start, update, restart, rollback, run_task, backup, restore, expose, unexpose, update_accessory, rotate_credential (got `reboot`); nothing was run."
     );
     let deploy = json!({"action": "deploy", "parameters": {
         "app": "web", "image": "web", "host_port": 80, "container_port": 8080, "server_name": "x"}});
