@@ -6,7 +6,7 @@
 //! the host, the app serves a row it read from it, `service_logs` reads the
 //! database's log by its name, and the credential is in no reply, no plan,
 //! no log and nowhere in the state database; the
-//! database's rows survive a task, an update, a restart, a stop and start,
+//! database's rows survive a task, an update, a rollback, a restart, a stop and start,
 //! and a remove_app that keeps the data followed by a new deploy; the
 //! database stopped by hand is drift that names it, and a restart heals
 //! it; the inventory lists it with the image the policy pins for it now;
@@ -101,6 +101,8 @@ fn an_app_with_its_database_keeps_its_rows_through_its_life_and_never_shows_the_
     let update = carried_out(&host, "update", json!({"app": host.lab.app, "image": "notes2"}));
     assert_eq!(status(host.lab.port, &host.lab.server_name()), Some(200));
     assert_eq!(served_row(&host).as_deref(), Some("kept across its life"), "after the update");
+    let rollback = carried_out(&host, "rollback", json!({"app": host.lab.app}));
+    assert_eq!(served_row(&host).as_deref(), Some("kept across its life"), "after the rollback");
     let restart = carried_out(&host, "restart", json!({"app": host.lab.app}));
     assert_eq!(served_row(&host).as_deref(), Some("kept across its life"), "after the restart");
     host.stop();
@@ -126,6 +128,7 @@ fn an_app_with_its_database_keeps_its_rows_through_its_life_and_never_shows_the_
         ("deploy", deployed.to_string()),
         ("run_task", task.to_string()),
         ("update", update.to_string()),
+        ("rollback", rollback.to_string()),
         ("restart", restart.to_string()),
         ("start", start.to_string()),
         ("logs", logs.to_string()),
