@@ -21,6 +21,22 @@ use crate::docker::accessory_files::{
 use crate::docker::{EngineError, ProgressSink};
 use crate::vocab::{ContainerId, ROTATE_FROM, ROTATE_TO, RotationSpec, Secret, accessories_env_of};
 
+/// The accessory's credential and a new one, made beside it. A new file
+/// only: one a stopped rotation left may be what the accessory has now,
+/// and only an operator can tell (docs/data.md).
+fn credentials(spec: &RotationSpec) -> Result<(Secret, Secret), EngineError> {
+    let accessory = &spec.accessory;
+    if !spec.accessories.iter().any(|a| a == accessory) {
+        return Err(EngineError::Host { step: "validate rotation spec" });
+    }
+    let current = existing_secret(&accessory.secret_of())?;
+    let pending = accessory.pending_secret_of();
+    if std::fs::symlink_metadata(&pending).is_ok() {
+        return Err(EngineError::Host { step: "find no earlier rotation's new credential" });
+    }
+    Ok((current, new_secret(&pending)?))
+}
+
 /// The env files a rotation renders anew, with the text each had.
 struct Previous {
     accessory: String,
@@ -34,14 +50,11 @@ impl<R: Runner> DockerClient<R> {
         progress: &dyn ProgressSink,
     ) -> Result<ContainerId, EngineError> {
         let accessory = &spec.accessory;
-        if !spec.accessories.iter().any(|a| a == accessory) {
-            return Err(EngineError::Host { step: "validate rotation spec" });
-        }
-        let current = existing_secret(&accessory.secret_of())?;
-        // A new file only: one a stopped rotation left may be what the
-        // accessory has now, and only an operator can tell.
         let pending = accessory.pending_secret_of();
-        let new = new_secret(&pending)?;
+        // Nothing has changed before the command runs: a failure here ends
+        // the plan `failed`, never `needs_inspection`.
+        let (current, new) = credentials(spec)
+            .map_err(|cause| EngineError::RolledBack { cause: Box::new(cause), app_log: None })?;
         if let Err(error) = self.run_rotate(spec, &current, &new) {
             if error.outcome_unknown() {
                 return Err(error);

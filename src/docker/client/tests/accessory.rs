@@ -74,3 +74,45 @@ fn an_accessory_whose_data_image_is_gone_is_never_stopped_or_replaced() {
         ]
     );
 }
+
+/// Tried: a rotation while an earlier one's new credential is still
+/// beside the data (a helper stopped mid-rotation): refused before any
+/// docker call, the files as they were; without a credential at all,
+/// refused too.
+#[test]
+fn a_rotation_never_starts_over_an_earlier_ones_new_credential() {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let update = accessory_spec(dir.path(), free_port());
+    let switch = super::lifecycle::update_spec(dir.path(), free_port());
+    let spec = crate::vocab::RotationSpec {
+        accessories: vec![update.accessory.clone()],
+        accessory: update.accessory.clone(),
+        container: update.old.clone(),
+        rotate: TaskArgv::parse(vec!["/bin/rotate-pg".into()]).unwrap(),
+        switch,
+    };
+    let engine = DockerClient::with_runner(Fake::new(|_| Ok(String::new())), dir.path());
+    let unread = EngineError::Host { step: "read the accessory's credential" };
+    assert_eq!(
+        engine.rotate_credential(&spec, &NoProgress),
+        Err(EngineError::RolledBack { cause: Box::new(unread), app_log: None }),
+        "no credential to rotate: nothing changed"
+    );
+    let write = |path: &Path, text: &str| {
+        let mut file =
+            std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path).unwrap();
+        std::io::Write::write_all(&mut file, text.as_bytes()).unwrap();
+    };
+    write(&spec.accessory.secret_of(), &"1".repeat(64));
+    write(&spec.accessory.pending_secret_of(), &"2".repeat(64));
+    assert_eq!(
+        engine.rotate_credential(&spec, &NoProgress),
+        Err(EngineError::RolledBack {
+            cause: Box::new(EngineError::Host { step: "find no earlier rotation's new credential" }),
+            app_log: None
+        })
+    );
+    assert!(engine.runner().argv().is_empty(), "no docker call");
+    assert_eq!(std::fs::read_to_string(spec.accessory.pending_secret_of()).unwrap(), "2".repeat(64));
+}

@@ -114,7 +114,7 @@ fn a_start_that_fails_its_health_check_is_stopped_again_and_rolled_back_once_see
 
 const PLAN: &str = "0123456789abcdef0123456789abcdef";
 
-fn update_spec(app_dir: &Path, port: u16) -> UpdateSpec {
+pub(super) fn update_spec(app_dir: &Path, port: u16) -> UpdateSpec {
     let name = "vl-shop-app-0123456789ab".to_owned();
     let check = format!("{PLAN}.update.volce-lab.invalid");
     UpdateSpec {
