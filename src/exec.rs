@@ -5,7 +5,9 @@
 //! Invariants enforced here, for every caller:
 //! - a fixed absolute program path and argv; no shell is ever involved on our side;
 //! - the environment is cleared and replaced by the caller's explicit list;
-//! - stdin is closed, or fed from a byte buffer written as is (no parsing, no quoting);
+//! - stdin is closed, or fed from a byte buffer written as is (no parsing, no quoting),
+//!   or is the read end of a pipe whose write end is another run's stdout
+//!   ([`run_piped`]: a dump streamed into a backup, never through us);
 //! - the child leads its own process group, so a timeout or an output overflow
 //!   kills everything it started, and we always reap it;
 //! - stdout is kept up to a limit, stderr is only counted: raw stderr never
@@ -260,8 +262,20 @@ pub async fn run_with_stderr_tail(spec: &ProcessSpec) -> (ProcessOutput, StderrT
 }
 
 async fn run_keeping(spec: &ProcessSpec, stderr_tail: usize) -> (ProcessOutput, StderrTail) {
-    if !spec.program.is_absolute() {
+    let stdin = if spec.stdin.is_some() { Stdio::piped() } else { Stdio::null() };
+    let started = Instant::now();
+    let Some((streams, mut ending)) = spawn(spec, stdin, Stdio::piped()) else {
         return (ProcessOutput::launch_failed(), StderrTail(Vec::new()));
+    };
+    supervised(spec, started, streams, &mut ending, stderr_tail).await
+}
+
+/// Starts `spec`'s program with `stdin` and `stdout` as given (our pipes,
+/// or one end of a pipe to another run), stderr to us, in a process group
+/// of its own; `None` when it could not start.
+fn spawn(spec: &ProcessSpec, stdin: Stdio, stdout: Stdio) -> Option<(supervise::Streams, ChildEnding)> {
+    if !spec.program.is_absolute() {
+        return None;
     }
     let mut command = tokio::process::Command::new(&spec.program);
     command
@@ -269,35 +283,76 @@ async fn run_keeping(spec: &ProcessSpec, stderr_tail: usize) -> (ProcessOutput, 
         .env_clear()
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .current_dir("/")
-        .stdin(if spec.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdin(stdin)
         .kill_on_drop(true);
-    command.stdout(Stdio::piped()).stderr(Stdio::piped());
+    command.stdout(stdout).stderr(Stdio::piped());
     // A group of its own: killing it reaches everything the child started.
     command.as_std_mut().process_group(0);
-
-    let started = Instant::now();
     let spawned = command.spawn();
+    // Our copies of a pipe's ends go with the command, so the other run
+    // sees the end of input when this one's stdout closes.
     drop(command);
-    let mut child = match spawned {
-        Ok(child) => child,
-        Err(_) => return (ProcessOutput::launch_failed(), StderrTail(Vec::new())),
-    };
+    let mut child = spawned.ok()?;
     let guard = GroupGuard { pgid: child.id().map(|id| Pid::from_raw(id as i32)) };
-
     let stdin = child.stdin.take().map(|pipe| Box::new(pipe) as supervise::Writer);
     let stdout = child.stdout.take().map(|out| Box::new(out) as supervise::Reader);
     let stderr = child.stderr.take().map(|err| Box::new(err) as supervise::Reader);
-    let streams = supervise::Streams { stdin, stdout, stderr };
-    let mut ending = ChildEnding { child, guard };
+    Some((supervise::Streams { stdin, stdout, stderr }, ChildEnding { child, guard }))
+}
+
+/// Watches a started run to its end ([`supervise::supervise`]), keeping
+/// its stderr whole when the spec says it is data.
+async fn supervised(
+    spec: &ProcessSpec,
+    started: Instant,
+    streams: supervise::Streams,
+    ending: &mut ChildEnding,
+    stderr_tail: usize,
+) -> (ProcessOutput, StderrTail) {
     if !spec.stderr_is_data {
-        return supervise::supervise(spec, started, streams, &mut ending, stderr_tail).await;
+        return supervise::supervise(spec, started, streams, ending, stderr_tail).await;
     }
     // Keeping the last `stderr_limit` bytes of a stream that may not pass
     // `stderr_limit` keeps all of it.
-    let (mut outcome, tail) =
-        supervise::supervise(spec, started, streams, &mut ending, spec.stderr_limit).await;
+    let (mut outcome, tail) = supervise::supervise(spec, started, streams, ending, spec.stderr_limit).await;
     outcome.stderr = tail.0;
     (outcome, StderrTail(Vec::new()))
+}
+
+/// Runs `producer` with its stdout going straight into `consumer`'s stdin
+/// through a pipe (no shell; the bytes never pass through us, so neither
+/// limit nor memory bounds how many there are): both at once, each under
+/// its own spec's deadline and stderr limit (the producer's `stdin` and
+/// `stdout_limit` and the consumer's `stdin` are not used). A consumer
+/// that ends early ends the producer's writes (`EPIPE`, or `SIGPIPE`); a
+/// producer that ends early, however, is only the end of the consumer's
+/// input, so the caller reads both outcomes before it trusts what the
+/// consumer made of it.
+pub async fn run_piped(producer: &ProcessSpec, consumer: &ProcessSpec) -> (ProcessOutput, ProcessOutput) {
+    let failed = || (ProcessOutput::launch_failed(), ProcessOutput::launch_failed());
+    // Close-on-exec: only the two runs get an end, each as its stdin or stdout.
+    let Ok((read, write)) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) else { return failed() };
+    let started = Instant::now();
+    let Some((out_streams, mut out_ending)) = spawn(producer, Stdio::null(), Stdio::from(write)) else {
+        return failed();
+    };
+    let Some((in_streams, mut in_ending)) = spawn(consumer, Stdio::from(read), Stdio::piped()) else {
+        out_ending.stop_now();
+        return (ProcessOutput::launch_failed(), ProcessOutput::launch_failed());
+    };
+    let ((out, _), (into, _)) = tokio::join!(
+        supervised(producer, started, out_streams, &mut out_ending, 0),
+        supervised(consumer, started, in_streams, &mut in_ending, 0),
+    );
+    (out, into)
+}
+
+/// [`run_piped`] for synchronous callers (the host helper), on a private runtime.
+pub fn run_piped_blocking(producer: &ProcessSpec, consumer: &ProcessSpec) -> (ProcessOutput, ProcessOutput) {
+    match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime.block_on(run_piped(producer, consumer)),
+        Err(_) => (ProcessOutput::launch_failed(), ProcessOutput::launch_failed()),
+    }
 }
 
 /// A child process as the runner's [`supervise::Ending`]: it ends when it
@@ -305,6 +360,13 @@ async fn run_keeping(spec: &ProcessSpec, stderr_tail: usize) -> (ProcessOutput, 
 struct ChildEnding {
     child: tokio::process::Child,
     guard: GroupGuard,
+}
+
+impl ChildEnding {
+    /// Kills its group at once (a run that will not be supervised).
+    fn stop_now(&mut self) {
+        self.guard.kill();
+    }
 }
 
 impl supervise::Ending for ChildEnding {

@@ -224,3 +224,37 @@ fn every_failed_run_has_the_references_category_and_serde_says_the_same_word() {
         assert_eq!(outcome.as_str().parse::<ProcessOutcome>().ok(), Some(*outcome));
     }
 }
+
+/// Tried: 1 MiB through the pipe (128 times the consumer's own stdout
+/// limit: the bytes never pass through us); a producer that fails; a
+/// consumer that quits while the producer still writes; a producer past
+/// its deadline. Each ends, and each side says how it ended.
+#[tokio::test]
+async fn a_pipe_carries_any_amount_and_each_end_reports_its_own_end() {
+    let counted = |producer: ProcessSpec| async move {
+        let mut consumer = sh("wc -c");
+        consumer.stdout_limit = 64;
+        run_piped(&producer, &consumer).await
+    };
+    let (out, into) = counted(sh("head -c 1048576 /dev/zero")).await;
+    assert_eq!(out.execution.execution_status, ExecutionStatus::Ok);
+    assert_eq!(into.execution.execution_status, ExecutionStatus::Ok);
+    assert_eq!(String::from_utf8_lossy(&into.stdout).trim(), "1048576");
+
+    let (out, into) = counted(sh("printf partial; exit 3")).await;
+    assert_eq!(out.execution.exit_code, Some(3), "the producer's failure is its own");
+    assert_eq!(String::from_utf8_lossy(&into.stdout).trim(), "7", "the consumer saw the end of its input");
+
+    let mut flood = ProcessSpec::new("/usr/bin/yes", ["flood"]);
+    flood.timeout = Duration::from_secs(5);
+    let (out, into) = run_piped(&flood, &sh("head -c 10 >/dev/null")).await;
+    assert_eq!(into.execution.execution_status, ExecutionStatus::Ok);
+    assert!(!out.execution.timed_out, "a consumer that quits ends the producer: {:?}", out.execution);
+    assert_ne!(out.execution.execution_status, ExecutionStatus::Ok);
+
+    let mut slow = sh("sleep 5");
+    slow.timeout = Duration::from_millis(300);
+    let (out, into) = counted(slow).await;
+    assert!(out.execution.timed_out);
+    assert_eq!(String::from_utf8_lossy(&into.stdout).trim(), "0");
+}
