@@ -26,13 +26,13 @@ const WWW_NAME: &str = "www.web.e2e.test";
 
 /// What one tool call answered: its structured result and whether the
 /// server marked it as an error.
-struct Answer {
-    structured: Value,
+pub(super) struct Answer {
+    pub(super) structured: Value,
     is_error: bool,
 }
 
 impl Answer {
-    fn status(&self) -> &str {
+    pub(super) fn status(&self) -> &str {
         self.structured["status"].as_str().unwrap_or_else(|| panic!("no status in {}", self.structured))
     }
 }
@@ -56,7 +56,7 @@ impl rmcp::ClientHandler for Progressed {
     }
 }
 
-struct Agent {
+pub(super) struct Agent {
     client: RunningService<RoleClient, Progressed>,
     progress: Progressed,
 }
@@ -64,7 +64,7 @@ struct Agent {
 impl Agent {
     /// The agent's client starts the MCP server exactly as a user's
     /// configuration would: the binary and a handful of variables.
-    async fn start(host: &str, state: &std::path::Path) -> Agent {
+    pub(super) async fn start(host: &str, state: &std::path::Path) -> Agent {
         let command = tokio::process::Command::new(env!("CARGO_BIN_EXE_volce-lab")).configure(|cmd| {
             cmd.arg("mcp-serve").env_clear().envs(workstation_env(host, state));
         });
@@ -75,7 +75,7 @@ impl Agent {
         Agent { client, progress }
     }
 
-    async fn call(&self, tool: &'static str, arguments: Value) -> Answer {
+    pub(super) async fn call(&self, tool: &'static str, arguments: Value) -> Answer {
         let Value::Object(arguments) = arguments else { panic!("arguments must be an object") };
         let params = CallToolRequestParams::new(tool).with_arguments(arguments);
         let result = self.client.call_tool(params).await.unwrap_or_else(|e| panic!("{tool}: {e}"));
@@ -88,15 +88,15 @@ impl Agent {
         answer
     }
 
-    async fn check(&self, check: &str) -> Answer {
+    pub(super) async fn check(&self, check: &str) -> Answer {
         self.call("cloud_check", json!({"check": check})).await
     }
 
-    async fn plan(&self, action: &str, parameters: Value) -> Answer {
+    pub(super) async fn plan(&self, action: &str, parameters: Value) -> Answer {
         self.call("service_plan", json!({"action": action, "parameters": parameters})).await
     }
 
-    async fn execute(&self, plan_id: &str) -> Answer {
+    pub(super) async fn execute(&self, plan_id: &str) -> Answer {
         self.call("service_execute", json!({"plan_id": plan_id})).await
     }
 
@@ -122,7 +122,7 @@ impl Agent {
 }
 
 /// The plan id in a service_plan answer.
-fn plan_id(answer: &Answer) -> String {
+pub(super) fn plan_id(answer: &Answer) -> String {
     find(&answer.structured, "plan_id")
         .or_else(|| find(&answer.structured, "id"))
         .and_then(Value::as_str)
@@ -132,7 +132,7 @@ fn plan_id(answer: &Answer) -> String {
 
 /// The operator at the terminal: reads the plan with `show`, takes the
 /// digest from it and approves.
-fn operator_approves(plan_id: &str) {
+pub(super) fn operator_approves(plan_id: &str) {
     let shown = as_operator(&["show", plan_id]);
     assert!(shown.ok(), "operator show: {shown:?}");
     let as_json = as_operator(&["show", "--json", plan_id]);
@@ -211,7 +211,7 @@ const FOREIGN: &str = "e2e-restart-loop";
 /// Plans `action`, has the operator approve it when the plan says it needs
 /// it, and executes it: the execute answer. Replans (at most three times)
 /// when other Docker activity voided it, as [`drifted`] explains.
-async fn planned_and_run(agent: &Agent, action: &str, parameters: Value) -> Answer {
+pub(super) async fn planned_and_run(agent: &Agent, action: &str, parameters: Value) -> Answer {
     let mut attempt = 0;
     loop {
         attempt += 1;
@@ -466,7 +466,7 @@ fn the_whole_chain_from_agent_to_docker_and_back() {
 
 /// Every text column of the helper's audit tables (the chained rows and
 /// the fold counters), read from the state database itself as root.
-fn raw_audit_text() -> String {
+pub(super) fn raw_audit_text() -> String {
     let conn = rusqlite::Connection::open_with_flags(
         format!("{STATE_DIR}/state.db"),
         rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,

@@ -30,6 +30,7 @@ mod host_real_lifecycle;
 mod host_kill_matrix;
 
 // After scripts/e2e-setup: sshd, the accounts, the sudoers rule, the installed helper.
+mod e2e_accessories;
 mod e2e_agent;
 mod e2e_doctor;
 mod e2e_fleet;
