@@ -210,3 +210,10 @@ pub(super) fn configuration(out: &mut String, env_file: Option<&EnvFileUse>) {
         );
     }
 }
+
+/// An argv of the operator's (a task's, a health or rotate command) as the
+/// operator reviews it: `["a", "b"]`, each word escaped and quoted.
+pub(super) fn argv_line(argv: &crate::vocab::TaskArgv) -> String {
+    let words: Vec<String> = argv.all().iter().map(|word| format!("{:?}", esc(word))).collect();
+    format!("[{}]", words.join(", "))
+}

@@ -275,7 +275,7 @@ fn accessory_lines(out: &mut String, accessory: &AccessoryUse) {
         accessory.port,
         data.max_mib,
         esc(data.path.as_str()),
-        esc(&accessory.health.all().join(" "))
+        super::action::argv_line(&accessory.health)
     );
     let names =
         |template: &crate::vocab::EnvTemplate| template.names().map(esc).collect::<Vec<_>>().join(", ");

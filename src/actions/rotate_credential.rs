@@ -21,7 +21,7 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::action::{Done, Effect, Impact, PlanAction, RecordChange};
+use super::action::{Done, Effect, Impact, PlanAction, RecordChange, argv_line};
 use super::start::deployed_health_path;
 use super::update::{SwitchTo, running, sorted, switch, switch_lines};
 use crate::control::app_record::{AppRecord, AppState};
@@ -112,13 +112,12 @@ impl PlanAction for RotateCredential {
     fn review(&self, out: &mut String) {
         let RotationSpec { accessory, container, rotate, switch, .. } = &self.spec;
         let _ = writeln!(out, "App      {}", esc(switch.app.as_str()));
-        let argv: Vec<String> = rotate.all().iter().map(|a| format!("{:?}", esc(a))).collect();
         let _ = writeln!(
             out,
-            "Rotate   accessory {} (container {container}): a new credential generated here, then [{}] (the \
+            "Rotate   accessory {} (container {container}): a new credential generated here, then {} (the \
              policy's) run in it once with {} and {} set",
             accessory.name,
-            argv.join(", "),
+            argv_line(rotate),
             crate::vocab::ROTATE_FROM,
             crate::vocab::ROTATE_TO
         );

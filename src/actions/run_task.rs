@@ -20,7 +20,7 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::action::{Done, Effect, Impact, PlanAction, RecordChange, configuration};
+use super::action::{Done, Effect, Impact, PlanAction, RecordChange, argv_line, configuration};
 use crate::control::app_record::AppState;
 use crate::control::scope::Scope;
 use crate::control::validate::{
@@ -200,8 +200,7 @@ pub(super) fn before_start_line(spec: &TaskSpec) -> String {
 
 /// The line `show` prints for a task: its name and the operator's argv.
 pub(super) fn task_line(spec: &TaskSpec) -> String {
-    let argv: Vec<String> = spec.argv.all().iter().map(|arg| format!("{:?}", esc(arg))).collect();
-    format!("{}: argv [{}] (the catalog's)", esc(spec.task.as_str()), argv.join(", "))
+    format!("{}: argv {} (the catalog's)", esc(spec.task.as_str()), argv_line(&spec.argv))
 }
 
 /// What a run_task touches, in the operator's words.

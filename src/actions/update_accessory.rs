@@ -23,9 +23,9 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::action::{Done, Effect, Impact, PlanAction, RecordChange};
+use super::action::{Done, Effect, Impact, PlanAction, RecordChange, argv_line};
 use super::start::deployed_health_path;
-use super::update::running;
+use super::update::{running, sorted};
 use crate::control::app_record::{AppRecord, AppState};
 use crate::control::scope::Scope;
 use crate::control::validate::{
@@ -68,8 +68,7 @@ impl PlanAction for UpdateAccessory {
             facts,
         )?;
         data::still_there(record, facts)?;
-        let mut containers = record.containers.clone();
-        containers.sort();
+        let containers = sorted(record);
         let spec = AccessoryUpdateSpec {
             plan_id: ctx.plan_id.clone(),
             app: app.clone(),
@@ -116,8 +115,8 @@ impl PlanAction for UpdateAccessory {
             accessory.data.path
         );
         if spec.previous_health != accessory.health {
-            let argv: Vec<String> = accessory.health.all().iter().map(|a| format!("{:?}", esc(a))).collect();
-            let _ = writeln!(out, "  its health command becomes [{}] (the policy's)", argv.join(", "));
+            let _ =
+                writeln!(out, "  its health command becomes {} (the policy's)", argv_line(&accessory.health));
         }
         let _ = writeln!(
             out,
