@@ -41,8 +41,9 @@ pub struct RotateCredential {
 }
 
 impl PlanAction for RotateCredential {
+    // RECORDS_IMAGES stays false: the new container runs the image the app
+    // ran, whose claim the record holds already.
     const ACTION: Action = Action::RotateCredential;
-    const RECORDS_IMAGES: bool = true;
 
     fn derive(
         params: &Map<String, Value>,
