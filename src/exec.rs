@@ -337,8 +337,14 @@ pub async fn run_piped(producer: &ProcessSpec, consumer: &ProcessSpec) -> (Proce
         return failed();
     };
     let Some((in_streams, mut in_ending)) = spawn(consumer, Stdio::from(read), Stdio::piped()) else {
-        out_ending.stop_now();
-        return (ProcessOutput::launch_failed(), ProcessOutput::launch_failed());
+        // The producer started and is stopped unread: what it did is unknown.
+        use supervise::Ending as _;
+        out_ending.stop();
+        let _ = out_ending.reap().await;
+        let mut stopped = ProcessOutput::launch_failed();
+        stopped.execution.execution_status = ExecutionStatus::Signaled;
+        stopped.execution.completion = Completion::Unconfirmed;
+        return (stopped, ProcessOutput::launch_failed());
     };
     let ((out, _), (into, _)) = tokio::join!(
         supervised(producer, started, out_streams, &mut out_ending, 0),
@@ -360,13 +366,6 @@ pub fn run_piped_blocking(producer: &ProcessSpec, consumer: &ProcessSpec) -> (Pr
 struct ChildEnding {
     child: tokio::process::Child,
     guard: GroupGuard,
-}
-
-impl ChildEnding {
-    /// Kills its group at once (a run that will not be supervised).
-    fn stop_now(&mut self) {
-        self.guard.kill();
-    }
 }
 
 impl supervise::Ending for ChildEnding {

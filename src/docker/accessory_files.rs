@@ -117,7 +117,12 @@ fn write_private(path: &Path, bytes: &[u8], step: &'static str) -> Result<(), En
         .custom_flags(OFlag::O_NOFOLLOW.bits())
         .open(path)
         .map_err(|_| EngineError::Host { step })?;
-    file.write_all(bytes).and_then(|()| file.sync_all()).map_err(|_| EngineError::Host { step })
+    file.write_all(bytes).and_then(|()| file.sync_all()).map_err(|_| {
+        // A part of a credential is no credential, and would stand in the
+        // way of the next try: it goes.
+        let _ = std::fs::remove_file(path);
+        EngineError::Host { step }
+    })
 }
 
 #[cfg(test)]

@@ -63,7 +63,17 @@ pub fn secret(paths: &HostPaths, app: &str, name: &str) -> Result<String, Refusa
             ),
         )
     })?;
-    Ok(format!("{}\n", secret.expose()))
+    let pending = crate::vocab::pending_secret_beside(&image);
+    match existing_secret(&pending) {
+        // A rotation stopped part-way (data.md): the database has one of the two.
+        Ok(new) => Ok(format!(
+            "{}\nA rotation stopped part-way also left this new one, which the database may have instead \
+             (docs/data.md, An accessory's data):\n{}\n",
+            secret.expose(),
+            new.expose()
+        )),
+        Err(_) => Ok(format!("{}\n", secret.expose())),
+    }
 }
 
 /// `accessory rotate`: a `rotate_credential` plan of APP's accessory NAME

@@ -3,9 +3,11 @@
 //! `rotate` command run in the accessory with the current and the new one,
 //! the env files rendered anew, and the app switched to a new container of
 //! its image (the update's switch, which reads them); then the new
-//! credential takes the old one's place. If the switch fails, the env
-//! files are put back and the command runs the other way. Runs as root
-//! inside the host helper.
+//! credential takes the old one's place. If the switch is rolled back
+//! (verified: the old container serves), the env files are put back and
+//! the command runs the other way; any other failure of the switch may
+//! have come after it, so nothing is undone and the plan needs an
+//! operator, both credentials kept. Runs as root inside the host helper.
 //!
 //! Security invariants enforced here: the credentials reach the command
 //! only through a 0600 env file named in argv by path, deleted as soon as
@@ -37,10 +39,43 @@ fn credentials(spec: &RotationSpec) -> Result<(Secret, Secret), EngineError> {
     Ok((current, new_secret(&pending)?))
 }
 
-/// The env files a rotation renders anew, with the text each had.
-struct Previous {
-    accessory: String,
-    app: String,
+/// The two env files a rotation renders anew: what each holds now, and
+/// what it will hold, both known before anything changes.
+struct EnvTexts {
+    own: std::path::PathBuf,
+    app: std::path::PathBuf,
+    before: (String, String),
+    after: (String, String),
+}
+
+impl EnvTexts {
+    /// The accessory's env file and the app's, read as they are and
+    /// rendered with `new` for the rotated accessory (the others keep theirs).
+    fn of(spec: &RotationSpec, new: &Secret) -> Result<EnvTexts, EngineError> {
+        let (accessory, app_dir) = (&spec.accessory, &spec.switch.app_dir);
+        let (own, app) = (accessory.env_file_of(app_dir), accessories_env_of(app_dir));
+        let before = (read_env(&own)?, read_env(&app)?);
+        let mut app_env = String::new();
+        for each in &spec.accessories {
+            let kept =
+                if each.name == accessory.name { None } else { Some(existing_secret(&each.secret_of())?) };
+            app_env.push_str(&each.app_env.render(kept.as_ref().unwrap_or(new), &each.name, each.port));
+        }
+        let after = (accessory.env.render(new, &accessory.name, accessory.port), app_env);
+        Ok(EnvTexts { own, app, before, after })
+    }
+
+    /// Both files with the new texts.
+    fn write_new(&self) -> Result<(), EngineError> {
+        replace_env(&self.own, &self.after.0)?;
+        replace_env(&self.app, &self.after.1)
+    }
+
+    /// Both files as they were.
+    fn put_back(&self) -> Result<(), EngineError> {
+        replace_env(&self.own, &self.before.0)?;
+        replace_env(&self.app, &self.before.1)
+    }
 }
 
 impl<R: Runner> DockerClient<R> {
@@ -49,35 +84,51 @@ impl<R: Runner> DockerClient<R> {
         spec: &RotationSpec,
         progress: &dyn ProgressSink,
     ) -> Result<ContainerId, EngineError> {
-        let accessory = &spec.accessory;
-        let pending = accessory.pending_secret_of();
-        // Nothing has changed before the command runs: a failure here ends
-        // the plan `failed`, never `needs_inspection`.
-        let (current, new) = credentials(spec)
-            .map_err(|cause| EngineError::RolledBack { cause: Box::new(cause), app_log: None })?;
+        let pending = spec.accessory.pending_secret_of();
+        let unchanged = |cause| EngineError::RolledBack { cause: Box::new(cause), app_log: None };
+        // Nothing changes before the command runs: a failure here ends the
+        // plan `failed`, never `needs_inspection`.
+        let (current, new) = credentials(spec).map_err(unchanged)?;
+        let texts = match EnvTexts::of(spec, &new) {
+            Ok(texts) => texts,
+            Err(error) => {
+                remove_secret(&pending);
+                return Err(unchanged(error));
+            }
+        };
         if let Err(error) = self.run_rotate(spec, &current, &new) {
             if error.outcome_unknown() {
                 return Err(error);
             }
+            // The command's contract: a nonzero exit changed nothing.
             remove_secret(&pending);
-            return Err(EngineError::RolledBack { cause: Box::new(error), app_log: None });
+            return Err(unchanged(error));
         }
-        let previous = match self.render_env_files(spec, &new) {
-            Ok(previous) => previous,
-            Err(error) => return Err(self.rotate_back(spec, (&current, &new), None, error)),
-        };
+        if let Err(error) = texts.write_new() {
+            return Err(self.rotate_back(spec, (&current, &new), &texts, error));
+        }
         match self.update_app(&spec.switch, progress) {
             Ok(id) => {
-                std::fs::rename(&pending, accessory.secret_of())
+                std::fs::rename(&pending, spec.accessory.secret_of())
                     .map_err(|_| EngineError::Host { step: "keep the new credential" })?;
                 Ok(id)
             }
-            Err(error) => Err(self.rotate_back(spec, (&current, &new), Some(previous), error)),
+            // Only a switch whose own rollback was verified has the old
+            // container serving: then the accessory goes back too.
+            Err(error @ EngineError::RolledBack { .. }) => {
+                Err(self.rotate_back(spec, (&current, &new), &texts, error))
+            }
+            // Any other failure may have come after the switch (the new
+            // container serving with the new credential): nothing is undone,
+            // both credentials stay for the operator (docs/data.md).
+            Err(error) => Err(error),
         }
     }
 
     /// The operator's `rotate` command in the accessory's container, with
-    /// `from` and `to` in its environment through a private env file.
+    /// `from` and `to` in its environment through a private env file,
+    /// deleted when it ends (one left by a failed removal is an accessory
+    /// env file of the app's directory: remove_app deletes it).
     fn run_rotate(&self, spec: &RotationSpec, from: &Secret, to: &Secret) -> Result<(), EngineError> {
         let path = spec.accessory.rotate_env_of(&spec.switch.app_dir);
         remove_secret(&path);
@@ -86,46 +137,24 @@ impl<R: Runner> DockerClient<R> {
         let mut args = argv(&["exec", "--env-file", &path.display().to_string(), spec.container.as_str()]);
         args.extend(spec.rotate.all().iter().cloned());
         let result = self.call("run the accessory's rotate command", args, QUICK);
-        let removed = remove_secret(&path);
-        result?;
-        if removed { Ok(()) } else { Err(EngineError::Host { step: "remove the rotate command's env file" }) }
+        remove_secret(&path);
+        result.map(|_| ())
     }
 
-    /// The accessory's env file and the app's, rendered with `new` for the
-    /// rotated accessory (the others keep theirs); returns what they held.
-    fn render_env_files(&self, spec: &RotationSpec, new: &Secret) -> Result<Previous, EngineError> {
-        let (accessory, app_dir) = (&spec.accessory, &spec.switch.app_dir);
-        let own = accessory.env_file_of(app_dir);
-        let app = accessories_env_of(app_dir);
-        let previous = Previous { accessory: read_env(&own)?, app: read_env(&app)? };
-        let mut app_env = String::new();
-        for each in &spec.accessories {
-            let kept =
-                if each.name == accessory.name { None } else { Some(existing_secret(&each.secret_of())?) };
-            app_env.push_str(&each.app_env.render(kept.as_ref().unwrap_or(new), &each.name, each.port));
-        }
-        replace_env(&own, &accessory.env.render(new, &accessory.name, accessory.port))?;
-        replace_env(&app, &app_env)?;
-        Ok(previous)
-    }
-
-    /// After a failed switch (or a failed render): the env files as they
-    /// were, the command run again from `new` back to `current`, the new
-    /// credential's file gone. The switch's own error when all of that
-    /// held (a verified switch rollback stays `RolledBack`), else the first
-    /// step of the way back that failed.
+    /// After the env files were written (or a switch was rolled back): the
+    /// files as they were, the command run again from `new` back to
+    /// `current`, the new credential's file gone. `error` when all of that
+    /// held and it is a verified rollback, or a failure before the switch;
+    /// else the first step of the way back that failed.
     fn rotate_back(
         &self,
         spec: &RotationSpec,
         (current, new): (&Secret, &Secret),
-        previous: Option<Previous>,
+        texts: &EnvTexts,
         error: EngineError,
     ) -> EngineError {
         let back = || -> Result<(), EngineError> {
-            if let Some(previous) = &previous {
-                replace_env(&spec.accessory.env_file_of(&spec.switch.app_dir), &previous.accessory)?;
-                replace_env(&accessories_env_of(&spec.switch.app_dir), &previous.app)?;
-            }
+            texts.put_back()?;
             self.run_rotate(spec, new, current)?;
             if remove_secret(&spec.accessory.pending_secret_of()) {
                 Ok(())
@@ -135,7 +164,7 @@ impl<R: Runner> DockerClient<R> {
         };
         match (back(), error) {
             (Ok(()), error @ EngineError::RolledBack { .. }) => error,
-            (Ok(()), error) if previous.is_none() && !error.outcome_unknown() => {
+            (Ok(()), error) if !error.outcome_unknown() => {
                 EngineError::RolledBack { cause: Box::new(error), app_log: None }
             }
             (Ok(()), error) => error,

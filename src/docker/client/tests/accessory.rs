@@ -115,4 +115,15 @@ fn a_rotation_never_starts_over_an_earlier_ones_new_credential() {
     );
     assert!(engine.runner().argv().is_empty(), "no docker call");
     assert_eq!(std::fs::read_to_string(spec.accessory.pending_secret_of()).unwrap(), "2".repeat(64));
+
+    // Tried: the env files it renders anew cannot be read (here: never
+    // written). Refused before the command runs, the new credential gone.
+    std::fs::remove_file(spec.accessory.pending_secret_of()).unwrap();
+    let unread = EngineError::Host { step: "read an accessory env file" };
+    assert_eq!(
+        engine.rotate_credential(&spec, &NoProgress),
+        Err(EngineError::RolledBack { cause: Box::new(unread), app_log: None })
+    );
+    assert!(engine.runner().argv().is_empty(), "no docker call");
+    assert!(!spec.accessory.pending_secret_of().exists(), "no new credential left behind");
 }
