@@ -189,7 +189,29 @@ fn execute_and_hold(plan_id: &str) -> (Held, std::thread::JoinHandle<(Option<i32
     signal(pid, nix::sys::signal::Signal::SIGSTOP);
     let held = Held(pid);
     assert!(claimed(plan_id), "{plan_id} ended before the worker was held; the deploy must take longer");
+    // A docker call the worker had started when it stopped still runs to its
+    // end (a container it creates then appeared after the test's "before",
+    // once, on CI): the engine is still only when no child of the worker is
+    // left but an unreaped one.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while children_running(pid) {
+        assert!(Instant::now() < deadline, "a docker call of the held worker never ended");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     (held, running)
+}
+
+/// Whether a child of `parent` still runs (one that ended stays a zombie:
+/// its stopped parent does not reap it).
+fn children_running(parent: i32) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return false };
+    entries.flatten().any(|entry| {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { return false };
+        // pid (comm) state ppid ...: comm may hold spaces, so read after its ')'.
+        let mut after = stat.rsplit_once(')').map_or("", |(_, rest)| rest).split_whitespace();
+        let (state, ppid) = (after.next(), after.next().and_then(|p| p.parse::<i32>().ok()));
+        ppid == Some(parent) && state != Some("Z")
+    })
 }
 
 #[test]

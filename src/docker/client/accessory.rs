@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use super::argv::{argv, data_mount, hardening, labels};
 use super::deploy::Created;
 use super::parse::first_line;
-use super::{DockerClient, PULL, QUICK, Runner};
+use super::{DockerClient, PULL, QUICK, Runner, STOP};
 use crate::docker::accessory_files::{ensure_secret, write_env};
 use crate::docker::{EngineError, ProgressSink, data_volume};
 use crate::vocab::{
@@ -173,10 +173,12 @@ impl<R: Runner> DockerClient<R> {
         let app_log = self.failed_app_log(&error, done.new.as_ref(), deadline);
         let back = || -> Result<(), EngineError> {
             if let Some(id) = &done.new {
-                // A graceful stop first: the new image may be writing the
-                // data the old one is to open again.
-                self.stop_containers(std::slice::from_ref(id))?;
-                self.call("remove the new accessory container", argv(&["rm", id.as_str()]), QUICK)?;
+                // A graceful stop first, when it takes: the new image may be
+                // writing the data the old one is to open again. One that
+                // keeps crashing is restarting, which docker stops only by
+                // force: the forced removal is what must succeed.
+                let _ = self.stop_containers(std::slice::from_ref(id));
+                self.call("remove the new accessory container", argv(&["rm", "--force", id.as_str()]), STOP)?;
             }
             if done.set_aside {
                 let name = &spec.accessory.container_name;
