@@ -115,6 +115,12 @@ impl AppRecord {
         (!self.accessories.is_empty()).then(|| crate::vocab::accessories_env_of(&self.app_dir))
     }
 
+    /// Its accessories' names as a refusal lists them: `a, b`, or `none`.
+    pub fn accessory_names(&self) -> String {
+        let names: Vec<&str> = self.accessories.iter().map(|a| a.name.as_str()).collect();
+        if names.is_empty() { "none".to_owned() } else { names.join(", ") }
+    }
+
     /// The gateway's upstream host (see [`AppRecord::upstream`]).
     pub fn upstream(&self) -> &str {
         self.upstream.as_deref().unwrap_or(crate::nginx::APP_ALIAS)

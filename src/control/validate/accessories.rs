@@ -142,8 +142,7 @@ pub fn named<'r>(record: &'r AppRecord, asked: &str) -> Result<&'r AccessoryUse,
     let found =
         AccessoryName::parse(asked).and_then(|name| record.accessories.iter().find(|a| a.name == name));
     found.ok_or_else(|| {
-        let names: Vec<&str> = record.accessories.iter().map(|a| a.name.as_str()).collect();
-        let has = if names.is_empty() { "none".to_owned() } else { names.join(", ") };
+        let has = record.accessory_names();
         Refusal::new(
             Code::InvalidParameters,
             format!(

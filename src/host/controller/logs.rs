@@ -127,13 +127,12 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             }
             LogContainer::Accessory(accessory) => {
                 let Some(used) = record.accessories.iter().find(|a| a.name == *accessory) else {
-                    let known: Vec<&str> = record.accessories.iter().map(|a| a.name.as_str()).collect();
                     return refuse(
                         Code::InvalidParameters,
                         format!(
                             "App {name} has no accessory {accessory} (its accessories: {}); `container` is app, \
                              gateway or one of those; nothing was read.",
-                            if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+                            record.accessory_names()
                         ),
                     );
                 };
