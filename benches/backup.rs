@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use sha2::{Digest as _, Sha256};
-use volce_lab::docker::{backup, data_volume};
+use volce_lab::docker::{backup, data_volume, restic};
 use volce_lab::vocab::{
     AppName, BackupConfig, BackupSpec, DataPath, DataUse, ImageRef, PlanId, RestoreSpec, SnapshotFacts,
 };
@@ -58,7 +58,8 @@ fn spec(data: &DataUse, config: &BackupConfig, run: u32) -> BackupSpec {
         app: AppName::parse("bench").unwrap(),
         entry: "bench".into(),
         image: ImageRef::parse(&format!("bench.example/app@sha256:{}", "b".repeat(64))).unwrap(),
-        data: data.clone(),
+        data: Some(data.clone()),
+        dumps: Vec::new(),
         config: config.clone(),
         timeout_seconds: 3600,
     }
@@ -71,7 +72,7 @@ fn main() {
         println!("backup bench: skipped (run it with cargo bench --bench backup)");
         return;
     }
-    if !nix::unistd::geteuid().is_root() || !Path::new(backup::RESTIC).exists() {
+    if !nix::unistd::geteuid().is_root() || !Path::new(restic::RESTIC).exists() {
         println!("backup bench: needs root and restic (apt-get install restic); nothing measured");
         return;
     }
@@ -106,7 +107,7 @@ fn measure(mib: usize) -> bool {
         "repository": root.join("repo"), "password_file": password, "keep": {"last": 10}
     }))
     .unwrap();
-    backup::init(&config).expect("restic init");
+    restic::init(&config).expect("restic init");
     fill(&data.mount, mib / FILE_MIB, 1);
 
     let started = Instant::now();
@@ -116,7 +117,7 @@ fn measure(mib: usize) -> bool {
     let started = Instant::now();
     let second = backup::run(&spec(&data, &config, 2)).expect("second backup");
     let second_s = started.elapsed().as_secs_f64();
-    let restore_s = restore(&data, &config, &first.snapshot);
+    let restore_s = restore(&data, &config, first.snapshot.as_ref().expect("a data snapshot"));
 
     let added = second.added_bytes as f64 / (mib as f64 * 1048576.0) * 100.0;
     println!(
@@ -155,14 +156,14 @@ fn fill_some(dir: &Path, count: usize) {
 /// data replaced); seconds.
 fn restore(data: &DataUse, config: &BackupConfig, snapshot: &volce_lab::vocab::SnapshotId) -> f64 {
     let app = AppName::parse("bench").unwrap();
-    let facts: SnapshotFacts = backup::snapshot_facts(config, &app, snapshot).unwrap().expect("the snapshot");
+    let facts: SnapshotFacts = restic::snapshot_facts(config, &app, snapshot).unwrap().expect("the snapshot");
     let backup = spec(data, config, 3);
     let spec = RestoreSpec {
         plan_id: backup.plan_id,
         app,
         entry: backup.entry,
         image: backup.image,
-        data: data.clone(),
+        replaced: volce_lab::vocab::Replaced::Data(data.clone()),
         config: config.clone(),
         snapshot: facts,
         stop: vec![],
@@ -170,6 +171,6 @@ fn restore(data: &DataUse, config: &BackupConfig, snapshot: &volce_lab::vocab::S
         timeout_seconds: 3600,
     };
     let started = Instant::now();
-    backup::restore_data(&spec).expect("restore");
+    backup::restore_replaced(&spec).expect("restore");
     started.elapsed().as_secs_f64()
 }

@@ -1,9 +1,10 @@
 //! `backup` (issue 41): the app's data directory copied into the
 //! operator's restic repository while the app serves (its filesystem
-//! frozen for the copy: reads go on, writes wait), tagged with the app,
-//! its catalog entry, the image it runs and the plan; then the policy's
-//! retention. Runs in the root helper (derive at prepare and again at
-//! execute; act at execute).
+//! frozen for the copy: reads go on, writes wait), and each accessory
+//! whose policy declares a `dump` dumped by its own tool and streamed
+//! into it; every snapshot tagged with the app, its catalog entry, the
+//! image it runs and the plan; then the policy's retention. Runs in the
+//! root helper (derive at prepare and again at execute; act at execute).
 //!
 //! Security invariants enforced here:
 //! - the agent names an app, never a repository, a path or a password:
@@ -23,12 +24,14 @@ use serde_json::{Map, Value};
 use super::action::{Done, Effect, Impact, PlanAction, RecordChange};
 use crate::control::app_record::{AppRecord, AppState};
 use crate::control::scope::Scope;
-use crate::control::validate::{Context, HostFacts, app_name, data, exact_keys, owned, recorded};
+use crate::control::validate::{
+    Context, HostFacts, accessories, app_name, data, exact_keys, owned, recorded,
+};
 use crate::docker::{Engine, EngineError, ProgressSink};
 use crate::text::for_terminal as esc;
 use crate::vocab::{
-    Action, AppName, BACKUP_TIMEOUT, BackupConfig, BackupSpec, Code, ContainerId, DataUse, PlanId, Refusal,
-    refuse,
+    AccessoryUse, Action, AppName, BACKUP_TIMEOUT, BackupConfig, BackupSpec, Code, ContainerId, DataUse,
+    DumpUse, PlanId, Refusal, refuse,
 };
 
 /// A backup's payload.
@@ -50,7 +53,19 @@ impl PlanAction for Backup {
     ) -> Result<(Backup, Impact), Refusal> {
         exact_keys(params, Action::Backup)?;
         let app = app_name(params)?;
-        let (record, config, data_use) = backed_up(&app, ctx, facts)?;
+        let (record, config) = backed_up(&app, ctx)?;
+        let (data_use, dumps) = (data_of(record, facts)?, dumps_of(record, ctx)?);
+        if data_use.is_none() && dumps.is_empty() {
+            return refuse(
+                Code::AppHasNoData,
+                format!(
+                    "{app} keeps no data directory (its catalog entry `{}` declares none) and none of its \
+                     accessories declares a dump in the policy, so there is nothing to back up; nothing was \
+                     changed.",
+                    record.image_key
+                ),
+            );
+        }
         let mut containers = record.containers.clone();
         containers.sort();
         let spec = BackupSpec {
@@ -59,6 +74,7 @@ impl PlanAction for Backup {
             entry: record.image_key.clone(),
             image: record.app_image.clone(),
             data: data_use,
+            dumps,
             config,
             timeout_seconds: BACKUP_TIMEOUT.as_secs() as u32,
         };
@@ -77,13 +93,24 @@ impl PlanAction for Backup {
     fn review(&self, out: &mut String) {
         let spec = &self.spec;
         let _ = writeln!(out, "App      {} (its containers are not touched)", esc(spec.app.as_str()));
-        let _ = writeln!(
-            out,
-            "Copies   its data {} (seen at {}) while it serves: writes wait while restic reads, at most {} s",
-            spec.data.mount.display(),
-            spec.data.path,
-            spec.timeout_seconds
-        );
+        if let Some(data) = &spec.data {
+            let _ = writeln!(
+                out,
+                "Copies   its data {} (seen at {}) while it serves: writes wait while restic reads, at most {} s",
+                data.mount.display(),
+                data.path,
+                spec.timeout_seconds
+            );
+        }
+        for dump in &spec.dumps {
+            let _ = writeln!(
+                out,
+                "Dumps    accessory {} with {} in its container, streamed into the repository as {}",
+                dump.accessory.name,
+                super::action::argv_line(&dump.dump),
+                esc(&dump.file_name(&spec.app))
+            );
+        }
         let _ = writeln!(out, "Into     {} (the policy's repository)", esc(spec.config.repository.as_str()));
         let _ = writeln!(out, "Tags     {}", esc(&spec.tags().join(" ")));
         let _ = writeln!(
@@ -108,14 +135,13 @@ impl PlanAction for Backup {
     }
 }
 
-/// The app a backup or a restore is about, the policy's repository and the
-/// app's data: a recorded app of ours, not needing inspection, with data
-/// that is there, on a server whose policy names a repository.
+/// The app a backup or a restore is about and the policy's repository: a
+/// recorded app of ours, not needing inspection, on a server whose policy
+/// names a repository.
 pub(super) fn backed_up<'a>(
     app: &AppName,
     ctx: &'a Context<'a>,
-    facts: &dyn HostFacts,
-) -> Result<(&'a AppRecord, BackupConfig, DataUse), Refusal> {
+) -> Result<(&'a AppRecord, BackupConfig), Refusal> {
     let record = recorded(app, ctx)?;
     if record.state == AppState::NeedsInspection {
         return refuse(
@@ -131,29 +157,73 @@ pub(super) fn backed_up<'a>(
              to or restore from; nothing was changed.",
         );
     };
-    let Some(data_use) = record.data.clone() else {
-        return refuse(
-            Code::AppHasNoData,
-            format!(
-                "{app} keeps no data directory (its catalog entry `{}` declares none), so there is nothing to \
-                 back up or restore; nothing was changed.",
-                record.image_key
-            ),
-        );
-    };
+    Ok((record, config))
+}
+
+/// The app's data, when its entry has some: it must be there.
+pub(super) fn data_of(record: &AppRecord, facts: &dyn HostFacts) -> Result<Option<DataUse>, Refusal> {
     data::still_there(record, facts)?;
-    Ok((record, config, data_use))
+    Ok(record.data.clone())
+}
+
+/// The dumps a backup of `record` streams: one per accessory whose policy
+/// declares `dump` (and so `load`), each running (a dump needs its server).
+fn dumps_of(record: &AppRecord, ctx: &Context<'_>) -> Result<Vec<DumpUse>, Refusal> {
+    let mut dumps = Vec::new();
+    for accessory in &record.accessories {
+        if let Some(dump) = dump_of(record, accessory, ctx)? {
+            dumps.push(dump);
+        }
+    }
+    Ok(dumps)
+}
+
+/// What streams `accessory`'s database out and back, as the policy
+/// declares it now (`None` without a `dump`); its container must run.
+pub(super) fn dump_of(
+    record: &AppRecord,
+    accessory: &AccessoryUse,
+    ctx: &Context<'_>,
+) -> Result<Option<DumpUse>, Refusal> {
+    let declared = ctx.policy.accessories.get(&accessory.name);
+    let Some((dump, load)) = declared.and_then(|spec| Some((spec.dump.clone()?, spec.load.clone()?))) else {
+        return Ok(None);
+    };
+    let container = accessories::running(record, accessory, ctx.snapshot).map_err(|_| {
+        Refusal::new(
+            Code::AppNotRunning,
+            format!(
+                "The accessory {} of {} is not running, and a dump of its database needs it: start the app (a \
+                 start or restart plan), then back it up; nothing was changed.",
+                accessory.name, record.app
+            ),
+        )
+    })?;
+    Ok(Some(DumpUse { accessory: accessory.clone(), container, app_dir: record.app_dir.clone(), dump, load }))
 }
 
 /// What a backup touches, in the operator's words.
 fn impact(spec: &BackupSpec) -> Impact {
+    let mut touched: Vec<String> = spec
+        .data
+        .iter()
+        .map(|data| {
+            format!(
+                "none (the data's filesystem {} is frozen while restic reads it: the app's reads go on, its \
+                 writes wait)",
+                data.mount.display()
+            )
+        })
+        .collect();
+    touched.extend(spec.dumps.iter().map(|dump| {
+        format!(
+            "{} (accessory {}: its dump command runs in it and only reads)",
+            dump.container, dump.accessory.name
+        )
+    }));
     Impact {
         target: format!("app {}: a backup of its data", spec.app),
-        containers_touched: vec![format!(
-            "none (the data's filesystem {} is frozen while restic reads it: the app's reads go on, its writes \
-             wait)",
-            spec.data.mount.display()
-        )],
+        containers_touched: touched,
         data_volumes_deleted: false,
         shared_nginx_changed: false,
         rollback: "None needed: the app's data is only read. If the copy fails, the filesystem is thawed and \

@@ -29,8 +29,8 @@ use crate::control::validate::{Context, HostFacts, app_name, exact_keys, string}
 use crate::docker::{Engine, EngineError, ProgressSink};
 use crate::text::for_terminal as esc;
 use crate::vocab::{
-    Action, AppName, BACKUP_TIMEOUT, BackupConfig, Code, ContainerId, DataUse, PlanId, Refusal, RestoreSpec,
-    SnapshotFacts, SnapshotId, StartSpec, refuse,
+    ACCESSORY_TAG, Action, AppName, BACKUP_TIMEOUT, BackupConfig, Code, ContainerId, PlanId, Refusal,
+    Replaced, RestoreSpec, SnapshotFacts, SnapshotId, StartSpec, refuse,
 };
 
 /// A restore's payload.
@@ -52,8 +52,9 @@ impl PlanAction for Restore {
     ) -> Result<(Restore, Impact), Refusal> {
         exact_keys(params, Action::Restore)?;
         let app = app_name(params)?;
-        let (record, config, data_use) = super::backup::backed_up(&app, ctx, facts)?;
-        let snapshot = snapshot_of(record, &config, &data_use, string(params, "snapshot")?, facts)?;
+        let (record, config) = super::backup::backed_up(&app, ctx)?;
+        let snapshot = snapshot_of(record, &config, string(params, "snapshot")?, facts)?;
+        let replaced = replaced_by(record, &snapshot, ctx, facts)?;
         let running = record.state == AppState::Running;
         let (stop, start) = match (running, &record.app_container, &record.gateway_container) {
             (true, Some(app_c), Some(gateway)) => (
@@ -78,7 +79,7 @@ impl PlanAction for Restore {
             app: app.clone(),
             entry: record.image_key.clone(),
             image: record.app_image.clone(),
-            data: data_use,
+            replaced,
             config,
             snapshot,
             stop,
@@ -111,25 +112,43 @@ impl PlanAction for Restore {
             esc(snapshot.tag("plan").unwrap_or("-")),
             esc(snapshot.tag("image").unwrap_or("-"))
         );
-        let _ = writeln!(
-            out,
-            "REPLACES everything in its data {} (seen at {}): what the app wrote since is kept only in the \
-             safety snapshot this plan takes first",
-            spec.data.mount.display(),
-            spec.data.path
-        );
+        match &spec.replaced {
+            Replaced::Data(data) => {
+                let _ = writeln!(
+                    out,
+                    "REPLACES everything in its data {} (seen at {}): what the app wrote since is kept only in \
+                     the safety snapshot this plan takes first",
+                    data.mount.display(),
+                    data.path
+                );
+            }
+            Replaced::Dump(dump) => {
+                let _ = writeln!(
+                    out,
+                    "REPLACES the database of accessory {} (container {}, which keeps running): its {} reads \
+                     the dump; what was written since is kept only in the safety dump this plan takes first \
+                     with {}",
+                    dump.accessory.name,
+                    dump.container,
+                    super::action::argv_line(&dump.load),
+                    super::action::argv_line(&dump.dump)
+                );
+            }
+        }
         let around = if spec.start.is_some() {
             "stopped first (gateway, then app), started and health-checked after"
         } else {
             "stopped, and stays stopped"
         };
         let _ = writeln!(out, "The app  {around}");
-        let _ = writeln!(
-            out,
-            "Room     one more data image of {} MiB on the server's disk while it runs: the snapshot is \
-             unpacked beside the data and takes its place in one step",
-            spec.data.max_mib
-        );
+        if let Replaced::Data(data) = &spec.replaced {
+            let _ = writeln!(
+                out,
+                "Room     one more data image of {} MiB on the server's disk while it runs: the snapshot is \
+                 unpacked beside the data and takes its place in one step",
+                data.max_mib
+            );
+        }
         let _ = writeln!(out, "From     {} (the policy's repository)", esc(spec.config.repository.as_str()));
     }
 
@@ -151,11 +170,10 @@ impl PlanAction for Restore {
 }
 
 /// The snapshot the agent named, as the repository has it: one volce-lab
-/// made of this app's data, under the entry the app runs now.
+/// made of this app, under the entry the app runs now.
 fn snapshot_of(
     record: &AppRecord,
     config: &BackupConfig,
-    data_use: &DataUse,
     asked: &str,
     facts: &dyn HostFacts,
 ) -> Result<SnapshotFacts, Refusal> {
@@ -176,19 +194,62 @@ fn snapshot_of(
             ),
         );
     };
-    let own_path = snapshot.paths == [data_use.mount.display().to_string()];
-    if !own_path || snapshot.tag("entry") != Some(record.image_key.as_str()) {
-        return refuse(
-            Code::DataEntryMismatch,
-            format!(
-                "Snapshot {id} holds data of catalog entry `{}` at another place than {app}'s data now (entry \
-                 `{}`): it is not restored into it; nothing was changed.",
-                esc(snapshot.tag("entry").unwrap_or("-")),
-                record.image_key
-            ),
-        );
+    if snapshot.tag("entry") != Some(record.image_key.as_str()) {
+        return Err(elsewhere(record, &snapshot));
     }
     Ok(snapshot)
+}
+
+/// What `snapshot` replaces in the app: its data, when the snapshot holds
+/// the app's data mount; or an accessory's database, when it is a dump of
+/// an accessory the app has whose policy entry says how to load it.
+fn replaced_by(
+    record: &AppRecord,
+    snapshot: &SnapshotFacts,
+    ctx: &Context<'_>,
+    facts: &dyn HostFacts,
+) -> Result<Replaced, Refusal> {
+    let Some(name) = snapshot.tag(ACCESSORY_TAG) else {
+        let data = super::backup::data_of(record, facts)?;
+        return match data {
+            Some(data) if snapshot.paths == [data.mount.display().to_string()] => Ok(Replaced::Data(data)),
+            _ => Err(elsewhere(record, snapshot)),
+        };
+    };
+    let Some(accessory) = record.accessories.iter().find(|a| a.name.as_str() == name) else {
+        return Err(elsewhere(record, snapshot));
+    };
+    let Some(dump) = super::backup::dump_of(record, accessory, ctx)? else {
+        return refuse(
+            Code::DumpNotDeclared,
+            format!(
+                "Snapshot {} is a dump of the accessory {name} of {}, whose policy entry declares no `dump` and \
+                 `load` now: nothing says how to put it back; nothing was changed.",
+                &snapshot.id.as_str()[..8],
+                record.app
+            ),
+        );
+    };
+    if snapshot.paths != [dump.snapshot_path(&record.app)] {
+        return Err(elsewhere(record, snapshot));
+    }
+    Ok(Replaced::Dump(Box::new(dump)))
+}
+
+/// The refusal of a snapshot of this app that holds something else than
+/// what the app has now (another entry's data, another place).
+fn elsewhere(record: &AppRecord, snapshot: &SnapshotFacts) -> Refusal {
+    Refusal::new(
+        Code::DataEntryMismatch,
+        format!(
+            "Snapshot {} holds data of catalog entry `{}` at another place than {}'s data or accessories now \
+             (entry `{}`): it is not restored into it; nothing was changed.",
+            &snapshot.id.as_str()[..8],
+            esc(snapshot.tag("entry").unwrap_or("-")),
+            record.app,
+            record.image_key
+        ),
+    )
 }
 
 /// What a restore touches, in the operator's words.
@@ -207,7 +268,13 @@ fn impact(spec: &RestoreSpec) -> Impact {
             .stop
             .iter()
             .map(|c| format!("{c}{around}"))
-            .chain([format!("its data {}: everything replaced", spec.data.mount.display())])
+            .chain([match &spec.replaced {
+                Replaced::Data(data) => format!("its data {}: everything replaced", data.mount.display()),
+                Replaced::Dump(dump) => format!(
+                    "{} (accessory {}, keeps running): its database replaced by the dump",
+                    dump.container, dump.accessory.name
+                ),
+            }])
             .collect(),
         data_volumes_deleted: false,
         shared_nginx_changed: false,

@@ -128,9 +128,10 @@ pub(super) fn backup(cause: &EngineError, id: &PlanId) -> Refusal {
     Refusal::new(
         Code::BackupFailed,
         format!(
-            "The backup failed at step '{step}', before any snapshot was recorded. Plan {id} is failed: the \
-             app's data was only read (and thawed again if it was frozen), nothing of the app changed and \
-             nothing is retried. An operator can read the details on the server (volce-lab-host show {id}; \
+            "The backup failed at step '{step}', so no backup is counted (a snapshot of the app's data made \
+             before that step stays in the repository; a cut dump is never kept). Plan {id} is failed: the \
+             app's data and databases were only read (the data thawed again if it was frozen), nothing of the \
+             app changed and nothing is retried. An operator can read the details on the server (volce-lab-host show {id}; \
              volce-lab-host backup check for the repository)."
         ),
     )
@@ -143,15 +144,16 @@ pub(super) fn restore(cause: &EngineError, id: &PlanId) -> Refusal {
     let what = match cause {
         EngineError::BackupFailed { step } => format!("The restore failed at step '{step}'"),
         EngineError::HealthCheckFailed => {
-            "The app did not answer its health check on the restored data".into()
+            "The app did not answer its health check on what was restored".into()
         }
         other => format!("The restore failed ({other})"),
     };
     Refusal::new(
         Code::RestoreFailed,
         format!(
-            "{what}, so plan {id} failed: the app's data is as it was before the plan (untouched, or its \
-             safety snapshot put back) and the app was started again if it ran. Nothing is retried. An \
+            "{what}, so plan {id} failed: what it was to replace (the app's data, or an accessory's database) \
+             is as it was before the plan (untouched, or its safety snapshot put back) and the app was started \
+             again if it ran. Nothing is retried. An \
              operator can read the details on the server (volce-lab-host show {id})."
         ),
     )

@@ -20,9 +20,11 @@ pub mod acme;
 pub mod backup;
 pub mod client;
 pub mod data_volume;
+pub mod dump;
 pub mod edge_files;
 mod gateway_file;
 pub mod host_probe;
+pub mod restic;
 
 use serde::{Deserialize, Serialize};
 

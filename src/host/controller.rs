@@ -111,7 +111,7 @@ impl<E: Engine> HostFacts for EngineProbe<'_, E> {
     ) -> Result<Option<crate::vocab::SnapshotFacts>, Refusal> {
         // restic, not the engine: the repository is the operator's, read
         // with the policy's password file (`crate::docker::backup`).
-        crate::docker::backup::snapshot_facts(config, app, id).map_err(|_| {
+        crate::docker::restic::snapshot_facts(config, app, id).map_err(|_| {
             Refusal::new(
                 Code::BackupFailed,
                 "The backup repository could not be read (restic snapshots or stats failed); nothing was \

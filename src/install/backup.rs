@@ -9,7 +9,8 @@
 //! never restic's own words: a failure names the step and the next one.
 
 use crate::docker::EngineError;
-use crate::docker::backup::{self, Listed};
+use crate::docker::backup;
+use crate::docker::restic::{self, Listed};
 use crate::exit::Exit;
 use crate::host::paths::load_policy;
 use crate::host::{HostPaths, ShippedHost, process_check, terminal};
@@ -85,7 +86,10 @@ pub fn run_due(paths: &HostPaths, now: i64) -> Result<(String, bool), Refusal> {
             Err(refusal) => format!("refused ({}): {}", refusal.code, refusal.message),
             Ok(plan) => match controller.execute(&plan.plan.id, SCHEDULE) {
                 Ok(crate::host::Executed::Completed(done)) => match done.backup {
-                    Some(run) => format!("backed up: snapshot {}, {} bytes", run.snapshot, run.bytes),
+                    Some(run) => match run.done_at(now) {
+                        Some(done) => format!("backed up: snapshot {}, {} bytes", done.snapshot, done.bytes),
+                        None => "backed up".to_owned(),
+                    },
                     None => "backed up".to_owned(),
                 },
                 Ok(crate::host::Executed::Failed { refusal, .. }) | Err(refusal) => {
@@ -105,7 +109,7 @@ pub fn run_due(paths: &HostPaths, now: i64) -> Result<(String, bool), Refusal> {
 /// `backup init`: makes the repository with the policy's password.
 pub fn init(paths: &HostPaths) -> Result<String, Refusal> {
     let config = configured(paths)?;
-    backup::init(&config).map_err(|e| {
+    restic::init(&config).map_err(|e| {
         failed(
             &config,
             &e,
@@ -123,7 +127,7 @@ pub fn init(paths: &HostPaths) -> Result<String, Refusal> {
 /// `backup check`: restic's check of the repository's structure.
 pub fn check(paths: &HostPaths) -> Result<String, Refusal> {
     let config = configured(paths)?;
-    backup::check(&config).map_err(|e| failed(&config, &e, "run `sudo restic check` by hand to read why"))?;
+    restic::check(&config).map_err(|e| failed(&config, &e, "run `sudo restic check` by hand to read why"))?;
     Ok(format!("The backup repository {} is sound (restic check).\n", esc(config.repository.as_str())))
 }
 
@@ -142,7 +146,7 @@ pub fn list(paths: &HostPaths, app: Option<&str>) -> Result<String, Refusal> {
         .transpose()?;
     let config = configured(paths)?;
     let listed =
-        backup::list(&config, app.as_ref()).map_err(|e| failed(&config, &e, "`backup check` tells why"))?;
+        restic::list(&config, app.as_ref()).map_err(|e| failed(&config, &e, "`backup check` tells why"))?;
     Ok(render(&listed, app.as_ref()))
 }
 
@@ -152,21 +156,32 @@ fn render(listed: &[Listed], app: Option<&AppName>) -> String {
         let of = app.map_or_else(|| "of any app".to_owned(), |app| format!("of {app}"));
         return format!("No snapshot {of} that volce-lab made is in the repository.\n");
     }
-    let mut text = String::from("SNAPSHOT TIME APP ENTRY IMAGE PLAN\n");
+    let mut text = String::from("SNAPSHOT TIME APP ENTRY HOLDS IMAGE PLAN\n");
     for snapshot in listed {
         let tag = |key| esc(snapshot.tag(key).unwrap_or("-"));
         let time = snapshot.time.get(..19).unwrap_or(&snapshot.time);
         let image = snapshot.tag("image").map_or("-".to_owned(), |d| esc(d.get(..19).unwrap_or(d)));
         text.push_str(&format!(
-            "{} {}Z {} {} {image} {}\n",
+            "{} {}Z {} {} {} {image} {}\n",
             snapshot.short_id,
             esc(time),
             tag("app"),
             tag("entry"),
+            holds(snapshot),
             tag("plan")
         ));
     }
     text
+}
+
+/// What a snapshot holds, in one word: `data`, or `NAME-dump` for an
+/// accessory's database; `+safety` when a restore took it as its way back.
+fn holds(snapshot: &Listed) -> String {
+    let what = match snapshot.tag(crate::vocab::ACCESSORY_TAG) {
+        Some(name) => format!("{}-dump", esc(name)),
+        None => "data".to_owned(),
+    };
+    if snapshot.tags.iter().any(|tag| tag == "safety") { format!("{what}+safety") } else { what }
 }
 
 /// The policy's `backup`, or the refusal saying there is none.
@@ -233,16 +248,27 @@ mod tests {
         );
     }
 
+    /// Tried: a snapshot of data, a dump of accessory `db`, and the safety
+    /// dump a restore took; then an empty listing.
     #[test]
     fn the_listing_prints_our_tags_and_says_when_there_is_nothing() {
         let listed: Vec<Listed> = serde_json::from_str(&format!(
             r#"[{{"time":"2026-12-06T16:14:45.115529559Z","short_id":"1e4d6c43","id":"1e4d6c43ff",
-                 "tags":["volce-lab","app=blog","entry=web","image=sha256:{}","plan=abc"]}}]"#,
+                 "tags":["volce-lab","app=blog","entry=web","image=sha256:{0}","plan=abc"]}},
+                {{"time":"2026-12-06T16:14:46Z","short_id":"2e4d6c43","id":"2e4d6c43ff",
+                 "tags":["volce-lab","app=blog","entry=web","image=sha256:{0}","plan=abc","accessory=db"]}},
+                {{"time":"2026-12-06T16:20:00Z","short_id":"3e4d6c43","id":"3e4d6c43ff",
+                 "tags":["volce-lab","app=blog","entry=web","image=sha256:{0}","plan=def","accessory=db","safety"]}}]"#,
             "5".repeat(64)
         ))
         .unwrap();
         let text = render(&listed, None);
-        assert!(text.contains("1e4d6c43 2026-12-06T16:14:45Z blog web sha256:555555555555 abc"), "{text}");
+        assert!(
+            text.contains("1e4d6c43 2026-12-06T16:14:45Z blog web data sha256:555555555555 abc"),
+            "{text}"
+        );
+        assert!(text.contains("2e4d6c43 2026-12-06T16:14:46Z blog web db-dump sha256:"), "{text}");
+        assert!(text.contains(" db-dump+safety sha256:555555555555 def"), "{text}");
         let blog = AppName::parse("blog").unwrap();
         assert_eq!(
             render(&[], Some(&blog)),

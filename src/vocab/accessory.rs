@@ -166,11 +166,23 @@ pub struct AccessorySpec {
     /// [`ROTATE_TO`]); without it no rotate_credential plan is made.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rotate: Option<TaskArgv>,
+    /// The command that writes its data to stdout as one dump (run in its
+    /// container with its credential as [`CREDENTIAL`]), which a backup
+    /// streams into the repository; `load` reads such a dump on stdin and
+    /// puts it in place, all or nothing. The policy declares both or
+    /// neither (docs/policy.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dump: Option<TaskArgv>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<TaskArgv>,
 }
 
+/// The variable that hands an accessory's own commands (`rotate`, `dump`,
+/// `load`) the credential it has now.
+pub const CREDENTIAL: &str = "VOLCE_LAB_PASSWORD";
 /// The variables an accessory's `rotate` command gets: the credential it
 /// has now, and the one it is to take.
-pub const ROTATE_FROM: &str = "VOLCE_LAB_PASSWORD";
+pub const ROTATE_FROM: &str = CREDENTIAL;
 pub const ROTATE_TO: &str = "VOLCE_LAB_NEW_PASSWORD";
 
 /// What a plan records of one accessory of an app: everything the engine
@@ -235,6 +247,12 @@ impl AccessoryUse {
         app_dir.join(format!("rotate-{}.env", self.name))
     }
 
+    /// The env file a backup or a restore hands the `dump` or `load`
+    /// command, in the app's directory, only while it runs.
+    pub fn dump_env_of(&self, app_dir: &Path) -> PathBuf {
+        app_dir.join(format!("dump-{}.env", self.name))
+    }
+
     /// The accessory's rendered env file in the app's directory.
     pub fn env_file_of(&self, app_dir: &Path) -> PathBuf {
         app_dir.join(format!("accessory-{}.env", self.name))
@@ -274,14 +292,18 @@ pub fn accessories_env_of(app_dir: &Path) -> PathBuf {
 /// above: what remove_app and a failed deploy's rollback may delete there.
 pub fn is_accessory_env_file(name: &str) -> bool {
     // A rotation replaces each through a `.new` copy, and hands its
-    // command a `rotate-<name>.env`: a helper stopped in between leaves one.
+    // command a `rotate-<name>.env` (a dump or a load, `dump-<name>.env`):
+    // a helper stopped in between leaves one.
     let name = name.strip_suffix(".new").unwrap_or(name);
     let of_accessory = |prefix: &str| {
         name.strip_prefix(prefix)
             .and_then(|rest| rest.strip_suffix(".env"))
             .is_some_and(|accessory| AccessoryName::parse(accessory).is_some())
     };
-    name == "accessories.env" || of_accessory("accessory-") || of_accessory("rotate-")
+    name == "accessories.env"
+        || of_accessory("accessory-")
+        || of_accessory("rotate-")
+        || of_accessory("dump-")
 }
 
 /// Names an accessory may not take: those that would make its container's
@@ -324,7 +346,7 @@ mod tests {
         assert!(Secret::parse(&hex.as_bytes()[1..]).is_none());
     }
 
-    /// Tried: each env file a deploy or a rotation writes in the app's
+    /// Tried: each env file a deploy, a rotation or a dump writes in the app's
     /// directory, and names that only look like them.
     #[test]
     fn the_accessory_env_files_are_known_by_name() {
@@ -332,14 +354,21 @@ mod tests {
             "accessories.env",
             "accessory-db.env",
             "rotate-db.env",
+            "dump-db.env",
             "accessories.env.new",
             "accessory-db.env.new",
         ] {
             assert!(is_accessory_env_file(ours), "{ours}");
         }
-        for other in
-            ["nginx.conf", "accessory-.env", "rotate-Db.env", "accessory-db.env.old", "db.env", "x.new"]
-        {
+        for other in [
+            "nginx.conf",
+            "accessory-.env",
+            "rotate-Db.env",
+            "dump-.env",
+            "accessory-db.env.old",
+            "db.env",
+            "x.new",
+        ] {
             assert!(!is_accessory_env_file(other), "{other}");
         }
     }

@@ -197,8 +197,11 @@ impl SnapshotId {
 string_form!(SnapshotId, "not a snapshot id (8 to 64 lowercase hex characters)");
 
 /// What the engine backs up for a `backup` plan: the app's data directory
-/// as mounted, into the operator's repository, tagged so a snapshot names
-/// the app, its catalog entry, the image it ran and the plan.
+/// as mounted (when it has one) and a dump of each accessory whose policy
+/// declares one, into the operator's repository, each a snapshot tagged so
+/// it names the app, its catalog entry, the image it ran and the plan (a
+/// dump also its accessory). A plan made before dumps existed reads as
+/// one with data and no dumps.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BackupSpec {
@@ -206,21 +209,79 @@ pub struct BackupSpec {
     pub app: AppName,
     pub entry: String,
     pub image: ImageRef,
-    pub data: DataUse,
+    pub data: Option<DataUse>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dumps: Vec<DumpUse>,
     pub config: BackupConfig,
     pub timeout_seconds: u32,
+}
+
+/// One accessory's database as a backup streams it out and a restore
+/// streams it back: its recorded use (container, credential file), the
+/// app's directory where the command's env file lives while it runs, and
+/// the policy's `dump` and `load` argv, sealed in the plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DumpUse {
+    pub accessory: super::AccessoryUse,
+    /// Its running container as the plan saw it (the command runs there).
+    pub container: ContainerId,
+    pub app_dir: PathBuf,
+    pub dump: super::TaskArgv,
+    pub load: super::TaskArgv,
+}
+
+impl DumpUse {
+    /// The tag that says which accessory a dump's snapshot holds.
+    pub fn tag(&self) -> String {
+        format!("{ACCESSORY_TAG}={}", self.accessory.name)
+    }
+
+    /// The one file its snapshot holds (`restic backup --stdin-filename`):
+    /// `<app>@<name>.dump`, as its data's files are called.
+    pub fn file_name(&self, app: &AppName) -> String {
+        format!("{}.dump", super::AccessoryUse::data_key(app, &self.accessory.name))
+    }
+
+    /// The path restic records for that file (the root of its snapshot).
+    pub fn snapshot_path(&self, app: &AppName) -> String {
+        format!("/{}", self.file_name(app))
+    }
+}
+
+/// The tag key of the accessory a dump's snapshot holds.
+pub const ACCESSORY_TAG: &str = "accessory";
+
+/// The tags a snapshot of `app` made by `plan` carries: [`BACKUP_TAG`] and
+/// one `key=value` per fact.
+fn snapshot_tags(plan: &PlanId, app: &AppName, entry: &str, image: &ImageRef) -> Vec<String> {
+    vec![
+        BACKUP_TAG.to_owned(),
+        BackupSpec::app_tag(app),
+        format!("entry={entry}"),
+        format!("image={}", image.as_str().rsplit_once('@').map_or("", |(_, digest)| digest)),
+        format!("plan={}", plan.as_str()),
+    ]
 }
 
 impl BackupSpec {
     /// The snapshot's tags: [`BACKUP_TAG`] and one `key=value` per fact.
     pub fn tags(&self) -> Vec<String> {
-        vec![
-            BACKUP_TAG.to_owned(),
-            Self::app_tag(&self.app),
-            format!("entry={}", self.entry),
-            format!("image={}", self.image.as_str().rsplit_once('@').map_or("", |(_, digest)| digest)),
-            format!("plan={}", self.plan_id.as_str()),
-        ]
+        snapshot_tags(&self.plan_id, &self.app, &self.entry, &self.image)
+    }
+
+    /// The image the app's backup record is kept beside: its data's, or
+    /// for an app with dumps only, where its data image would be (the
+    /// record is `<app>.backup` in the data directory either way, where
+    /// `backup run-due` looks for it).
+    pub fn record_image(&self) -> PathBuf {
+        match (&self.data, self.dumps.first()) {
+            (Some(data), _) => data.image.clone(),
+            (None, Some(dump)) => {
+                dump.accessory.data.image.with_file_name(format!("{}.ext4", self.app.as_str()))
+            }
+            (None, None) => PathBuf::new(),
+        }
     }
     /// The tag every snapshot of `app` carries.
     pub fn app_tag(app: &AppName) -> String {
@@ -243,16 +304,46 @@ pub enum RetentionApplied {
 /// What one backup left, as the agent and the operator read it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BackupRun {
-    pub snapshot: SnapshotId,
-    /// Files and bytes the snapshot holds, and the bytes it added to the
-    /// repository (after deduplication and compression).
+    /// The snapshot of the app's data; absent for an app without data
+    /// (its accessories' dumps only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<SnapshotId>,
+    /// Files and bytes the data's snapshot holds, and the bytes it added to
+    /// the repository (after deduplication and compression); 0 without data.
     pub files: u64,
     pub bytes: u64,
     pub added_bytes: u64,
     /// How long the app's writes waited: its data's filesystem was frozen
     /// while restic read it (reads go on).
     pub writes_paused_ms: u64,
+    /// One snapshot per accessory whose database was dumped.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dumps: Vec<DumpDone>,
     pub retention: RetentionApplied,
+}
+
+impl BackupRun {
+    /// The snapshot the app's backup record names: the data's, or the first
+    /// dump's; with the bytes all of them hold and added.
+    pub fn done_at(&self, at: i64) -> Option<BackupDone> {
+        let snapshot = self.snapshot.clone().or_else(|| self.dumps.first().map(|d| d.snapshot.clone()))?;
+        Some(BackupDone {
+            at,
+            snapshot,
+            bytes: self.bytes + self.dumps.iter().map(|d| d.bytes).sum::<u64>(),
+            added_bytes: self.added_bytes + self.dumps.iter().map(|d| d.added_bytes).sum::<u64>(),
+        })
+    }
+}
+
+/// One accessory's dump a backup recorded: its snapshot, the dump's size
+/// and what it added to the repository.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DumpDone {
+    pub accessory: super::AccessoryName,
+    pub snapshot: SnapshotId,
+    pub bytes: u64,
+    pub added_bytes: u64,
 }
 
 /// One snapshot of an app's data as a `restore` plan shows it, read from
@@ -286,17 +377,20 @@ pub fn tag_value<'a>(tags: &'a [String], key: &str) -> Option<&'a str> {
 }
 
 /// What the engine does for a `restore` plan: stop the app if it runs,
-/// take a safety snapshot of its data as it is then, replace the data with
-/// the snapshot's, and start the app again and check its health; a failure
-/// after the data was touched puts the safety snapshot back.
+/// take a safety snapshot of what the snapshot replaces (the app's data,
+/// or one accessory's database as a dump), put the snapshot's in its
+/// place, and start the app again and check its health; a failure after
+/// the data was touched puts the safety snapshot back.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct RestoreSpec {
     pub plan_id: PlanId,
     pub app: AppName,
     pub entry: String,
     pub image: ImageRef,
-    pub data: DataUse,
+    /// `"data": {...}` or `"dump": {...}`: a plan made before dumps
+    /// existed reads as one of data.
+    #[serde(flatten)]
+    pub replaced: Replaced,
     pub config: BackupConfig,
     pub snapshot: SnapshotFacts,
     /// The gateway's and the app's containers, stopped first (in that
@@ -308,19 +402,22 @@ pub struct RestoreSpec {
     pub timeout_seconds: u32,
 }
 
+/// What a restore replaces: the app's data directory, or the database of
+/// one of its accessories (loaded from a dump, the accessory running).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Replaced {
+    Data(DataUse),
+    Dump(Box<DumpUse>),
+}
+
 impl RestoreSpec {
-    /// The safety snapshot's tags: a backup's, and `safety`.
+    /// The safety snapshot's tags: a backup's of the same kind, and `safety`.
     pub fn safety_tags(&self) -> Vec<String> {
-        let backup = BackupSpec {
-            plan_id: self.plan_id.clone(),
-            app: self.app.clone(),
-            entry: self.entry.clone(),
-            image: self.image.clone(),
-            data: self.data.clone(),
-            config: self.config.clone(),
-            timeout_seconds: self.timeout_seconds,
-        };
-        let mut tags = backup.tags();
+        let mut tags = snapshot_tags(&self.plan_id, &self.app, &self.entry, &self.image);
+        if let Replaced::Dump(dump) = &self.replaced {
+            tags.push(dump.tag());
+        }
         tags.push("safety".to_owned());
         tags
     }
@@ -398,6 +495,26 @@ mod tests {
         assert!(!done(0).late(BackupEvery::Daily, 2 * 86_400), "one missed run is tolerated");
         assert!(done(0).late(BackupEvery::Daily, 2 * 86_400 + 1));
         assert!(BackupRecord::default().late(BackupEvery::Hourly, 0), "a scheduled app never backed up");
+    }
+
+    /// A restore plan sealed before dumps existed (`"data": {...}` beside
+    /// the other fields) reads as one of data, and writes back the same.
+    #[test]
+    fn a_restore_plan_of_data_keeps_its_sealed_form() {
+        let sealed = serde_json::json!({
+            "plan_id": "f".repeat(32), "app": "blog", "entry": "web",
+            "image": format!("registry.example/web@sha256:{}", "1".repeat(64)),
+            "data": {"path": "/data", "image": "/state/data/blog.ext4", "mount": "/state/data/blog", "max_mib": 64},
+            "config": {"repository": "/srv/backup", "password_file": "/etc/volce-lab/backup.password",
+                       "keep": {"last": 3}},
+            "snapshot": {"id": "0123abcd", "time": "2026-12-06T16:14:45Z", "tags": [], "paths": ["/state/data/blog"],
+                         "files": 1, "bytes": 1},
+            "stop": [], "start": null, "timeout_seconds": 180
+        });
+        let spec: RestoreSpec = serde_json::from_value(sealed.clone()).unwrap();
+        assert!(matches!(&spec.replaced, Replaced::Data(data) if data.max_mib == 64));
+        assert_eq!(serde_json::to_value(&spec).unwrap()["data"], sealed["data"]);
+        assert!(serde_json::to_value(&spec).unwrap().get("replaced").is_none());
     }
 
     #[test]

@@ -320,6 +320,9 @@ impl Code {
             Code::RotationNotDeclared => {
                 "Tell the user: the operator declares how the accessory changes its credential (the policy's accessories.NAME.rotate) before a rotate_credential plan can be made."
             }
+            Code::DumpNotDeclared => {
+                "Tell the user: the operator declares how the accessory loads a dump (the policy's accessories.NAME.dump and load) before that snapshot can be restored."
+            }
             Code::TargetsShareIdentity => {
                 "Treat the named targets as one server until the workstation's user gives each server its own host name (and expected_host) or removes one target from the targets file."
             }

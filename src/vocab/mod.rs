@@ -57,9 +57,10 @@ mod string_form;
 mod task;
 
 pub use accessory::{
-    ACCESSORY_ROLE, AccessoryName, AccessorySpec, AccessoryStart, AccessoryUse, EnvTemplate, MAX_ACCESSORIES,
-    PLACEHOLDERS, ROTATE_FROM, ROTATE_TO, Secret, TEMPLATE_MAX_VARIABLES, TEMPLATE_VALUE_MAX_BYTES,
-    accessories_env_of, accessory_name_ok, is_accessory_env_file, pending_secret_beside, secret_beside,
+    ACCESSORY_ROLE, AccessoryName, AccessorySpec, AccessoryStart, AccessoryUse, CREDENTIAL, EnvTemplate,
+    MAX_ACCESSORIES, PLACEHOLDERS, ROTATE_FROM, ROTATE_TO, Secret, TEMPLATE_MAX_VARIABLES,
+    TEMPLATE_VALUE_MAX_BYTES, accessories_env_of, accessory_name_ok, is_accessory_env_file,
+    pending_secret_beside, secret_beside,
 };
 pub use acme::{
     ACME_CONTACT_MAX, ACME_DIRECTORY_MAX, ACME_NAMES_MAX, AcmeContact, AcmeDirectory, AcmeError, AcmeFailure,
@@ -68,9 +69,9 @@ pub use acme::{
 };
 pub use action::{ALSO_SERVER_NAMES, Action};
 pub use backup::{
-    BACKUP_TAG, BACKUP_TIMEOUT, BackupConfig, BackupDone, BackupEvery, BackupMissed, BackupRecord,
-    BackupRepository, BackupRun, BackupSpec, KEEP_MAX, RestoreRun, RestoreSpec, Retention, RetentionApplied,
-    SnapshotFacts, SnapshotId, tag_value,
+    ACCESSORY_TAG, BACKUP_TAG, BACKUP_TIMEOUT, BackupConfig, BackupDone, BackupEvery, BackupMissed,
+    BackupRecord, BackupRepository, BackupRun, BackupSpec, DumpDone, DumpUse, KEEP_MAX, Replaced, RestoreRun,
+    RestoreSpec, Retention, RetentionApplied, SnapshotFacts, SnapshotId, tag_value,
 };
 pub use data::{
     DATA_MIB_RANGE, DATA_OWNER, DATA_PATH_MAX, DataAfter, DataPath, DataSpec, DataUse, KeptFor,

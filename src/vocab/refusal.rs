@@ -330,6 +330,10 @@ pub enum Code {
     /// `rotate` command: how to change the credential inside it is the
     /// image's own, so only the operator can say.
     RotationNotDeclared,
+    /// restore of an accessory's dump whose policy entry declares no
+    /// `dump` and `load` now: how a dump goes back in is the image's own,
+    /// so only the operator can say.
+    DumpNotDeclared,
 }
 
 impl Code {
@@ -412,7 +416,7 @@ mod tests {
     #[test]
     fn code_strings_never_change() {
         use strum::VariantArray as _;
-        const SHIPPED: [&str; 141] = [
+        const SHIPPED: [&str; 142] = [
             "invalid_request",
             "request_too_large",
             "unknown_action",
@@ -554,6 +558,7 @@ mod tests {
             "edge_in_use",
             "accessories_changed",
             "rotation_not_declared",
+            "dump_not_declared",
         ];
         let strings: Vec<&str> = Code::VARIANTS.iter().map(|c| c.as_str()).collect();
         assert_eq!(strings, SHIPPED);

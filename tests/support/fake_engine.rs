@@ -393,15 +393,18 @@ impl Engine for FakeEngine {
     /// Records the call with the snapshot's tags and answers a fixed run
     /// (`fail_at` with `backup` makes it fail instead).
     fn backup(&self, spec: &BackupSpec) -> Result<BackupRun, EngineError> {
-        let mut call = vec!["backup".to_owned(), spec.app.to_string(), spec.data.mount.display().to_string()];
+        let mut call = vec!["backup".to_owned(), spec.app.to_string()];
+        call.extend(spec.data.iter().map(|data| data.mount.display().to_string()));
+        call.extend(spec.dumps.iter().map(|dump| format!("dump {}", dump.accessory.name)));
         call.extend(spec.tags());
         self.mutate(call)?;
         Ok(BackupRun {
-            snapshot: SnapshotId::parse("0123abcd").unwrap(),
+            snapshot: spec.data.as_ref().map(|_| SnapshotId::parse("0123abcd").unwrap()),
             files: 3,
             bytes: 4096,
             added_bytes: 1024,
             writes_paused_ms: 5,
+            dumps: Vec::new(),
             retention: RetentionApplied::Applied,
         })
     }

@@ -27,6 +27,8 @@ fn world_with_db() -> World {
             health: TaskArgv::parse(vec!["/usr/bin/pg_isready".into(), "-q".into()]).unwrap(),
             env: template(&[("POSTGRES_PASSWORD", "{password}")]),
             rotate: Some(TaskArgv::parse(vec!["/bin/rotate-pg".into()]).unwrap()),
+            dump: Some(TaskArgv::parse(vec!["/bin/dump-pg".into()]).unwrap()),
+            load: Some(TaskArgv::parse(vec!["/bin/load-pg".into()]).unwrap()),
         },
     );
     world.policy.catalog.get_mut("web").unwrap().accessories.insert(db, url());
@@ -268,4 +270,110 @@ fn rotate_credential_runs_the_operators_command_then_switches_the_app_in_place()
         (after.app_image.clone(), after.image_history.len()),
         (record.app_image.clone(), record.image_history.len())
     );
+}
+
+/// `demo` with `db` deployed and a backup repository in the policy.
+fn backed_up_with_db() -> World {
+    let mut world = deployed_with_db();
+    world.policy.backup = Some(crate::vocab::BackupConfig {
+        repository: crate::vocab::BackupRepository::parse("/srv/backup/volce-lab").unwrap(),
+        password_file: "/etc/volce-lab/backup.password".into(),
+        keep: crate::vocab::Retention { last: Some(3), ..Default::default() },
+        schedule: Default::default(),
+        ssh_config: None,
+    });
+    world
+}
+
+/// Issue 41. Tried: a backup of `demo` (no data of its own, `db` declaring
+/// dump and load): the plan seals one dump of `db` in its running
+/// container with the policy's argv and says so; `db` stopped by hand
+/// (`app_not_running`, which says to start it); `db` declaring no dump
+/// (`app_has_no_data`: nothing to back up).
+#[test]
+fn a_backup_dumps_each_accessory_that_declares_how_and_needs_it_running() {
+    let mut world = backed_up_with_db();
+    let (payload, impact) = world.derive(Action::Backup, json!({"app": "demo"})).unwrap();
+    let mut review = String::new();
+    payload.review(&mut review);
+    let Payload::Backup(backup) = payload else { panic!("backup payload") };
+    let spec = &backup.spec;
+    assert!(spec.data.is_none());
+    let [dump] = &spec.dumps[..] else { panic!("one dump: {:?}", spec.dumps) };
+    assert_eq!((dump.container.clone(), dump.dump.all()), (id('c'), &["/bin/dump-pg".to_owned()][..]));
+    assert_eq!(dump.app_dir, Path::new("/state/apps/demo"));
+    assert_eq!(dump.tag(), "accessory=db");
+    assert_eq!(spec.record_image(), Path::new("/state/data/demo.ext4"), "the record is demo.backup");
+    assert!(review.contains(r#"Dumps    accessory db with ["/bin/dump-pg"]"#), "{review}");
+    assert!(review.contains("as demo@db.dump"), "{review}");
+    assert!(
+        impact.containers_touched[0].contains("its dump command runs in it and only reads"),
+        "{impact:?}"
+    );
+
+    world.snapshot.containers.last_mut().unwrap().state = "exited".into();
+    let refused = world.derive(Action::Backup, json!({"app": "demo"})).unwrap_err();
+    assert_eq!(refused.code, Code::AppNotRunning);
+    assert!(refused.message.contains("start the app (a start or restart plan)"), "{}", refused.message);
+
+    let mut world = backed_up_with_db();
+    let db = AccessoryName::parse("db").unwrap();
+    let spec = world.policy.accessories.get_mut(&db).unwrap();
+    (spec.dump, spec.load) = (None, None);
+    let refused = world.derive(Action::Backup, json!({"app": "demo"})).unwrap_err();
+    assert_eq!(refused.code, Code::AppHasNoData);
+    assert!(refused.message.contains("none of its accessories declares a dump"), "{}", refused.message);
+}
+
+/// A dump snapshot of `demo`'s `db` as the repository lists it.
+fn dump_snapshot(accessory: &str, path: &str) -> crate::vocab::SnapshotFacts {
+    crate::vocab::SnapshotFacts {
+        id: crate::vocab::SnapshotId::parse(&format!("4567cdef{}", "e".repeat(56))).unwrap(),
+        time: "2026-12-07T12:00:00Z".into(),
+        tags: vec![
+            "volce-lab".into(),
+            "app=demo".into(),
+            "entry=web".into(),
+            "plan=p1".into(),
+            format!("accessory={accessory}"),
+        ],
+        paths: vec![path.into()],
+        files: 1,
+        bytes: 2048,
+    }
+}
+
+/// Issue 41. Tried: a restore of `db`'s dump (its database replaced by the
+/// policy's load, the app stopped around it, the review naming both
+/// commands); a dump of an accessory the app does not have, one at another
+/// path (`data_entry_mismatch`); `db` no longer declaring dump and load
+/// (`dump_not_declared`).
+#[test]
+fn a_restore_of_a_dump_loads_it_into_the_running_accessory() {
+    let mut world = backed_up_with_db();
+    world.probe.snapshots.push(dump_snapshot("db", "/demo@db.dump"));
+    let params = json!({"app": "demo", "snapshot": "4567cdef"});
+    let (payload, impact) = world.derive(Action::Restore, params.clone()).unwrap();
+    let mut review = String::new();
+    payload.review(&mut review);
+    let Payload::Restore(restore) = payload else { panic!("restore payload") };
+    let crate::vocab::Replaced::Dump(dump) = &restore.spec.replaced else { panic!("a dump restore") };
+    assert_eq!(dump.load.all(), ["/bin/load-pg"]);
+    assert_eq!(restore.spec.stop, [id('b'), id('a')], "the app stops; the database keeps running");
+    assert!(restore.spec.safety_tags().contains(&"accessory=db".to_owned()));
+    assert!(review.contains("REPLACES the database of accessory db"), "{review}");
+    assert!(!review.contains("Room "), "no data image is made: {review}");
+    assert!(impact.containers_touched.iter().any(|t| t.contains("its database replaced by the dump")));
+
+    world.probe.snapshots[0] = dump_snapshot("cache", "/demo@cache.dump");
+    assert_eq!(world.code(Action::Restore, params.clone()), Code::DataEntryMismatch);
+    world.probe.snapshots[0] = dump_snapshot("db", "/other@db.dump");
+    assert_eq!(world.code(Action::Restore, params.clone()), Code::DataEntryMismatch);
+    world.probe.snapshots[0] = dump_snapshot("db", "/demo@db.dump");
+    let db = AccessoryName::parse("db").unwrap();
+    let spec = world.policy.accessories.get_mut(&db).unwrap();
+    (spec.dump, spec.load) = (None, None);
+    let refused = world.derive(Action::Restore, params).unwrap_err();
+    assert_eq!(refused.code, Code::DumpNotDeclared);
+    assert!(refused.message.contains("declares no `dump` and `load` now"), "{}", refused.message);
 }

@@ -36,7 +36,8 @@ fn a_backup_seals_the_policys_repository_and_the_apps_data_and_tags() {
     let Payload::Backup(Backup { containers, spec }) = payload else { panic!("backup payload") };
     assert_eq!(containers, [id('a'), id('b')]);
     assert_eq!(spec.config, world.policy.backup.clone().unwrap());
-    assert_eq!(spec.data.mount, Path::new("/state/data/demo"));
+    assert_eq!(spec.data.as_ref().unwrap().mount, Path::new("/state/data/demo"));
+    assert!(spec.dumps.is_empty(), "demo has no accessory");
     assert_eq!(
         spec.tags(),
         [

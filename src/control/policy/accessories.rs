@@ -16,7 +16,7 @@ use crate::vocab::{
 fn shape() -> String {
     format!(
         "{{\"image\": NAME@sha256:..., \"port\": 1024 to 65535, \"data\": {{\"path\", \"max_mib\": {} to {}}}, \
-         \"health\": [\"/argv/0\", ...] (at most {TASK_ARGV_MAX}), \"env\": {{\"NAME\": \"text with {}\"}}}}",
+         \"health\": [\"/argv/0\", ...] (at most {TASK_ARGV_MAX}), \"env\": {{\"NAME\": \"text with {}\"}}, \"rotate\"?, \"dump\"?, \"load\"?: [\"/argv/0\", ...]}}",
         DATA_MIB_RANGE.start(),
         DATA_MIB_RANGE.end(),
         PLACEHOLDERS.join(", ")
@@ -49,6 +49,12 @@ pub(super) fn accessories_of(
                 "accessory {key:?}: data.max_mib must be from {} to {}",
                 DATA_MIB_RANGE.start(),
                 DATA_MIB_RANGE.end()
+            ));
+        }
+        if spec.dump.is_some() != spec.load.is_some() {
+            return bad(format!(
+                "accessory {key:?}: dump and load go together (a dump nothing can load back is no backup, and a \
+                 load has nothing to read without a dump): declare both or neither"
             ));
         }
         accessories.insert(name, spec);

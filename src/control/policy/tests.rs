@@ -463,7 +463,8 @@ fn with_db(patch: impl FnOnce(&mut Value)) -> Result<Policy, PolicyError> {
 /// hashed unlike one without); then each wrong key: an entry naming an
 /// undeclared accessory, a misspelt placeholder, an unknown key, a
 /// privileged port, a data cap out of range, a name an app container
-/// takes, an unpinned image. Each refused naming the accessory or entry.
+/// takes, an unpinned image, a dump without a load and a load without a
+/// dump. Each refused naming the accessory or entry.
 #[test]
 fn accessories_are_read_and_each_wrong_key_is_refused_by_name() {
     let policy = with_db(|_| {}).unwrap();
@@ -486,4 +487,14 @@ fn accessories_are_read_and_each_wrong_key_is_refused_by_name() {
     assert!(message.contains("accessory name \"gateway\""), "{message}");
     let message = refused(|v| v["accessories"]["db"]["image"] = json!("postgres:15"));
     assert!(message.contains("accessory \"db\" must be"), "{message}");
+    let message = refused(|v| v["accessories"]["db"]["dump"] = json!(["/bin/dump-pg"]));
+    assert!(message.contains("accessory \"db\": dump and load go together"), "{message}");
+    let message = refused(|v| v["accessories"]["db"]["load"] = json!(["/bin/load-pg"]));
+    assert!(message.contains("dump and load go together"), "{message}");
+    let both = with_db(|v| {
+        v["accessories"]["db"]["dump"] = json!(["/bin/dump-pg"]);
+        v["accessories"]["db"]["load"] = json!(["/bin/load-pg"]);
+    })
+    .unwrap();
+    assert_eq!(both.accessories[&db].load.as_ref().unwrap().all(), ["/bin/load-pg"]);
 }

@@ -1,6 +1,7 @@
-//! restore (issue 41): an app's data replaced by one of its snapshots, the
-//! app stopped around it and started again. Runs as root inside the host
-//! helper; the data part is `crate::docker::backup::restore_data`.
+//! restore (issue 41): an app's data, or one accessory's database, replaced
+//! by one of its snapshots, the app stopped around it and started again.
+//! Runs as root inside the host helper; what is replaced is
+//! `crate::docker::backup::restore_replaced`.
 //!
 //! Invariants enforced here:
 //! - the data is touched only once the app is stopped (as a stop plan
@@ -9,9 +10,10 @@
 //!   lost by taking it earlier;
 //! - the data is replaced in one step (`backup::swap_in`: unpacked into a
 //!   new image that is renamed over the app's), so it is at every instant
-//!   the old or the restored one, whole; a restore that fails before that
-//!   step leaves the data untouched and starts the app again
-//!   ([`EngineError::BackupFailed`], the plan `failed`);
+//!   the old or the restored one, whole; a database is replaced by its own
+//!   `load`, all or nothing by its contract (`crate::docker::dump`); a
+//!   restore that fails before that step leaves them untouched and starts
+//!   the app again ([`EngineError::BackupFailed`], the plan `failed`);
 //! - an app that does not answer its health check on the restored data
 //!   gets the safety snapshot back the same way and is started again; only
 //!   once it answers is that [`EngineError::RolledBack`] (the plan
@@ -20,7 +22,7 @@
 //! - an app that was stopped when the plan was made is not started.
 
 use super::{DockerClient, Runner};
-use crate::docker::backup::{restore_data, swap_in};
+use crate::docker::backup::{put_back, restore_replaced};
 use crate::docker::{EngineError, ProgressSink};
 use crate::vocab::{RestoreRun, RestoreSpec, StartSpec};
 
@@ -34,7 +36,7 @@ impl<R: Runner> DockerClient<R> {
         if !spec.stop.is_empty() {
             self.stop_verifying_first(&spec.stop)?;
         }
-        let safety = match restore_data(spec) {
+        let safety = match restore_replaced(spec) {
             Ok(safety) => safety,
             // The data is as it was (never touched): the app runs again as
             // it did, or the failure is the start's.
@@ -53,9 +55,7 @@ impl<R: Runner> DockerClient<R> {
             Ok(()) => Ok(RestoreRun { restored: spec.snapshot.id.clone(), safety, started: true }),
             // The start stopped both again; the data goes back as it was.
             Err(error) => {
-                let own = spec.data.mount.display().to_string();
-                swap_in(&spec.config, &spec.data, &safety, &own)
-                    .map_err(|_| EngineError::Host { step: "put the safety snapshot back" })?;
+                put_back(spec, &safety)?;
                 self.start_again(start, progress)?;
                 let cause = match error {
                     EngineError::RolledBack { cause, .. } => cause,

@@ -65,14 +65,14 @@ pub(super) fn check_backups(
     now: i64,
     findings: &mut Vec<Finding>,
 ) {
-    if !Path::new(crate::docker::backup::RESTIC).exists() {
+    if !Path::new(crate::docker::restic::RESTIC).exists() {
         findings.push(fail(
             "backup",
             "the policy names a backup repository but restic is not installed",
             "apt-get install restic",
         ));
     }
-    match crate::docker::backup::password_file_ok(&config.password_file, 0) {
+    match crate::docker::restic::password_file_ok(&config.password_file, 0) {
         Ok(()) => {
             findings.push(ok("backup", format!("{} is root's, mode 0600", config.password_file.display())))
         }
@@ -83,7 +83,7 @@ pub(super) fn check_backups(
         )),
     }
     if let Some(file) = &config.ssh_config
-        && let Err(why) = crate::docker::backup::ssh_config_ok(file, 0)
+        && let Err(why) = crate::docker::restic::ssh_config_ok(file, 0)
     {
         findings.push(fail(
             "backup",

@@ -13,8 +13,11 @@
 //! an update_accessory to a build that never starts is rolled back, one to
 //! a build that starts moves it on the same rows and credential; a
 //! rotation whose command fails changes nothing, one that works leaves the
-//! database opening with the new credential only and the app using it; a
-//! purge deletes the data and the credential.
+//! database opening with the new credential only and the app using it;
+//! a backup dumps the database (with the rotated credential) into restic,
+//! a lost table comes back from that dump by a restore, a load that fails
+//! and a dump that fails change nothing and keep no snapshot; a purge
+//! deletes the data and the credential.
 
 use super::tasks::Unmount;
 use super::*;
@@ -39,7 +42,8 @@ fn policy_with_db(lab: &Lab) -> Value {
     let entry = |image: Value| {
         json!({"image": image, "container_port": 8080,
                "tasks": {"migrate": ["/app/bin/migrate"],
-                         "remember": ["/app/bin/sql", "INSERT INTO notes (body) VALUES ('kept across its life')"]},
+                         "remember": ["/app/bin/sql", "INSERT INTO notes (body) VALUES ('kept across its life')"],
+                         "lose": ["/app/bin/sql", "DROP TABLE notes"]},
                "before_start": "migrate",
                "accessories": {"db": {"DATABASE_URL": "postgresql://app:{password}@{host}:{port}/app"}}})
     };
@@ -158,6 +162,7 @@ fn an_app_with_its_database_keeps_its_rows_through_its_life_and_never_shows_the_
 
     accessory_image_updates(&host, &policy, &policy_path);
     let secret = credential_rotations(&host, &policy, &policy_path, &secret);
+    database_backups(&host, &policy, &policy_path, dir.path());
 
     // Removed with its data kept, then deployed again: the same rows, the
     // same credential.
@@ -312,4 +317,93 @@ fn credential_rotations(host: &Host, policy: &Value, policy_path: &std::path::Pa
         }
     }
     new
+}
+
+/// The database through its own dump (issue 41), the policy declaring
+/// `dump` and `load` and a repository on a local path: a backup streams
+/// it into restic (the app has no data of its own), the table dropped by a
+/// task comes back by an approved restore of that dump, the app serving
+/// its row again; a load that fails ends the restore `failed` with the
+/// rows as they were; a dump cut short, its command failing, ends the
+/// backup `failed` and keeps no snapshot of what it wrote; the next
+/// backup's retention runs despite the lock the failed load's restic left.
+fn database_backups(host: &Host, policy: &Value, policy_path: &std::path::Path, dir: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let (repository, password) = (dir.join("repo"), dir.join("backup.password"));
+    std::fs::write(&password, "a-long-random-backup-password\n").unwrap();
+    std::fs::set_permissions(&password, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let write = |dump: Value, load: Value| {
+        let mut changed = policy.clone();
+        changed["accessories"]["db"]["image"] = host.lab.images["pg2"]["reference"].clone();
+        changed["accessories"]["db"]["dump"] = dump;
+        changed["accessories"]["db"]["load"] = load;
+        changed["backup"] = json!({"repository": repository, "password_file": password, "keep": {"last": 5}});
+        std::fs::write(policy_path, changed.to_string()).unwrap();
+    };
+    let (dump, load) =
+        (json!(["/bin/busybox", "sh", "/bin/dump-pg"]), json!(["/bin/busybox", "sh", "/bin/load-pg"]));
+    write(dump.clone(), load.clone());
+    volce_lab::install::backup::init(&host.paths).unwrap();
+    let started = std::time::Instant::now();
+    let done = super::backups::backup(host);
+    eprintln!("backup of the database by its dump: {:?}", started.elapsed());
+    assert_eq!(done["result"]["outcome"], "completed", "{done}");
+    let run = &done["result"]["backup"];
+    assert!(run.get("snapshot").is_none(), "the app has no data of its own: {run}");
+    assert_eq!(run["dumps"][0]["accessory"], "db", "{run}");
+    assert!(run["dumps"][0]["bytes"].as_u64().unwrap() > 1000, "a whole dump: {run}");
+    let snapshot = run["dumps"][0]["snapshot"].as_str().unwrap().to_owned();
+    let listed = volce_lab::install::backup::list(&host.paths, Some(&host.lab.app)).unwrap();
+    assert!(listed.contains(&snapshot[..8]) && listed.contains(" db-dump "), "{listed}");
+
+    carried_out(host, "run_task", json!({"app": host.lab.app, "task": "lose"}));
+    assert_eq!(served_row(host).as_deref(), Some("no database"), "the table is gone");
+    let restore = json!({"app": host.lab.app, "snapshot": snapshot});
+    let started = std::time::Instant::now();
+    let restored = carried_out(host, "restore", restore.clone());
+    eprintln!("restore of the database from its dump: {:?}", started.elapsed());
+    assert_eq!(served_row(host).as_deref(), Some("kept across its life"), "the rows are back: {restored}");
+    assert_eq!(restored["result"]["restore"]["started"], true, "{restored}");
+    let listed = volce_lab::install::backup::list(&host.paths, Some(&host.lab.app)).unwrap();
+    assert!(listed.contains(" db-dump+safety "), "the safety dump: {listed}");
+
+    write(dump.clone(), json!(["/bin/busybox", "false"]));
+    let id = host.planned("restore", restore);
+    host.approve(&id);
+    let failed = host.execute(&id);
+    assert_eq!(
+        (&failed["status"], &failed["code"]),
+        (&json!("rejected"), &json!("restore_failed")),
+        "{failed}"
+    );
+    assert!(failed["message"].as_str().unwrap().contains("'load the dump'"), "{failed}");
+    assert_eq!(served_row(host).as_deref(), Some("kept across its life"), "unchanged, and served again");
+
+    // A dump cut after 512 bytes, its command failing: restic keeps what
+    // it got, and the backup forgets it.
+    let cut = "/bin/busybox sh /bin/dump-pg | /bin/busybox head -c 512; exit 1";
+    write(json!(["/bin/busybox", "sh", "-c", cut]), load);
+    let before = volce_lab::install::backup::list(&host.paths, Some(&host.lab.app)).unwrap();
+    let failed = super::backups::backup(host);
+    assert_eq!(
+        (&failed["status"], &failed["code"]),
+        (&json!("rejected"), &json!("backup_failed")),
+        "{failed}"
+    );
+    assert!(failed["message"].as_str().unwrap().contains("'dump the accessory's database'"), "{failed}");
+    let after = volce_lab::install::backup::list(&host.paths, Some(&host.lab.app)).unwrap();
+    assert_eq!(before.lines().count(), after.lines().count(), "the cut dump was forgotten: {after}");
+    let env_files: Vec<_> = std::fs::read_dir(host.lab.app_dir())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("dump-"))
+        .collect();
+    assert!(env_files.is_empty(), "no credential file left: {env_files:?}");
+
+    // The failed load's `restic dump` died of SIGPIPE and left its lock:
+    // the next backup's retention still runs (the stale lock is cleared).
+    write(dump, json!(["/bin/busybox", "sh", "/bin/load-pg"]));
+    let again = super::backups::backup(host);
+    assert_eq!(again["result"]["backup"]["retention"], "applied", "{again}");
 }

@@ -192,7 +192,7 @@ fn restore_puts_the_snapshot_in_place_and_keeps_a_safety_snapshot(
         mount: mount.clone(),
         max_mib: 16,
     };
-    let mut facts = volce_lab::docker::backup::snapshot_facts(
+    let mut facts = volce_lab::docker::restic::snapshot_facts(
         policy.backup.as_ref().unwrap(),
         &app,
         &volce_lab::vocab::SnapshotId::parse(third).unwrap(),
@@ -205,21 +205,21 @@ fn restore_puts_the_snapshot_in_place_and_keeps_a_safety_snapshot(
         app,
         entry: "kept".into(),
         image: policy.catalog["kept"].image.clone(),
-        data,
+        replaced: volce_lab::vocab::Replaced::Data(data.clone()),
         config: policy.backup.unwrap(),
         snapshot: facts,
         stop: vec![],
         start: None,
         timeout_seconds: 60,
     };
-    let error = volce_lab::docker::backup::restore_data(&spec).expect_err("no such snapshot");
+    let error = volce_lab::docker::backup::restore_replaced(&spec).expect_err("no such snapshot");
     assert!(
         matches!(error, EngineError::BackupFailed { step: "restic restore" }),
         "a restore restic cannot make fails before the data is touched: {error:?}"
     );
     let note = std::fs::read_to_string(mount.join("note")).unwrap();
     assert_eq!(note.trim(), "third", "untouched");
-    let staged = volce_lab::docker::data_volume::staging_of(&spec.data);
+    let staged = volce_lab::docker::data_volume::staging_of(&data);
     assert!(!staged.image.exists() && !staged.mount.exists(), "no staging image left: {staged:?}");
 }
 

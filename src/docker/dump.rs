@@ -1,0 +1,208 @@
+//! An accessory's database through its own tool (issue 41): the policy's
+//! `dump` command run in the accessory's container, its stdout streamed
+//! into `restic backup --stdin` as one file (`<app>@<name>.dump`); and back,
+//! `restic dump` of that file streamed into the policy's `load` command.
+//! Runs as root in the host helper; both processes are fixed paths with
+//! argv from the sealed plan, joined by a pipe in `crate::exec` (no shell,
+//! nothing written to the app's data or the host's disk on the way).
+//!
+//! Invariants enforced here:
+//! - the accessory's credential reaches its command only through a 0600
+//!   env file named in argv by path ([`CREDENTIAL`]), deleted when the
+//!   command ends, as a rotation hands its own;
+//! - a dump is whole or it is not kept: when the dump command fails but
+//!   restic recorded what it got, that snapshot is forgotten at once, and
+//!   the backup fails either way;
+//! - a load is trusted only as its contract says (docs/policy.md): a
+//!   nonzero exit changed nothing (the plan `failed`); a load that said yes
+//!   to a stream restic did not finish, or that was killed, leaves a
+//!   database nobody can vouch for (an error the plan needs an operator for).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::EngineError;
+use super::accessory_files::{existing_secret, remove_secret, write_env};
+use super::client::{DOCKER, docker_env};
+use super::restic::{forget, restic_spec, summary};
+use crate::exec::{ExecutionStatus, ProcessOutput, ProcessSpec, run_piped_blocking};
+use crate::vocab::{AppName, BackupConfig, CREDENTIAL, DumpDone, DumpUse, SnapshotId};
+
+/// Streams `dump`'s database into the repository as a snapshot with
+/// `tags`. `BackupFailed` when nothing was kept; the database only read.
+pub fn stream_out(
+    config: &BackupConfig,
+    dump: &DumpUse,
+    app: &AppName,
+    tags: &[String],
+    timeout: Duration,
+) -> Result<DumpDone, EngineError> {
+    let failed = |step| EngineError::BackupFailed { step };
+    let env = CommandEnv::write(dump).map_err(|_| failed("hand the dump command its credential"))?;
+    let producer = docker_exec(&env.path, dump, dump.dump.all(), false, timeout);
+    let mut args =
+        vec!["backup".to_owned(), "--stdin".to_owned(), "--stdin-filename".to_owned(), dump.file_name(app)];
+    for tag in tags {
+        args.extend(["--tag".to_owned(), tag.clone()]);
+    }
+    let (out, into) = run_piped_blocking(&producer, &restic_spec(config, &args, timeout));
+    drop(env);
+    let recorded = ok(&into).then(|| summary(&into.stdout)).flatten();
+    if !ok(&out) {
+        // restic may have kept what the command wrote before it failed (it
+        // refuses an empty one): a cut dump must never pass for a backup.
+        return Err(match recorded.map(|kept| forget(config, &kept.snapshot_id)) {
+            None | Some(Ok(())) => failed("dump the accessory's database"),
+            Some(Err(_)) => failed("forget a cut dump (the operator forgets it: docs/data.md)"),
+        });
+    }
+    if !ok(&into) {
+        return Err(failed("restic backup of the accessory's dump"));
+    }
+    let recorded = recorded.ok_or(failed("read restic's summary of the dump"))?;
+    Ok(DumpDone {
+        accessory: dump.accessory.name.clone(),
+        snapshot: recorded.snapshot_id,
+        bytes: recorded.total_bytes_processed,
+        added_bytes: recorded.data_added,
+    })
+}
+
+/// Streams the dump `snapshot` holds into `dump`'s `load` command.
+/// `BackupFailed` when the load says it changed nothing.
+pub fn stream_in(
+    config: &BackupConfig,
+    dump: &DumpUse,
+    app: &AppName,
+    snapshot: &SnapshotId,
+    timeout: Duration,
+) -> Result<(), EngineError> {
+    let env = CommandEnv::write(dump)
+        .map_err(|_| EngineError::BackupFailed { step: "hand the load command its credential" })?;
+    let args = ["dump".to_owned(), snapshot.as_str().to_owned(), dump.snapshot_path(app)];
+    let producer = restic_spec(config, &args, timeout);
+    let (out, into) =
+        run_piped_blocking(&producer, &docker_exec(&env.path, dump, dump.load.all(), true, timeout));
+    drop(env);
+    let loaded = &into.execution;
+    match (loaded.execution_status, ok(&out)) {
+        (ExecutionStatus::Ok, true) => Ok(()),
+        // It took a stream restic did not finish and said yes: its
+        // contract says a cut dump fails, so only an operator can tell.
+        (ExecutionStatus::Ok, false) => {
+            Err(EngineError::Host { step: "read the whole dump from the repository" })
+        }
+        (ExecutionStatus::NonzeroExit, _) => Err(EngineError::BackupFailed { step: "load the dump" }),
+        _ => Err(EngineError::Host { step: "load the dump (it did not end by itself)" }),
+    }
+}
+
+fn ok(output: &ProcessOutput) -> bool {
+    output.execution.execution_status == ExecutionStatus::Ok
+}
+
+/// `docker exec [-i] --env-file ENV CONTAINER argv...`: the accessory's
+/// own command, as its image's user.
+fn docker_exec(env: &Path, dump: &DumpUse, argv: &[String], stdin: bool, timeout: Duration) -> ProcessSpec {
+    let mut args = vec!["exec".to_owned()];
+    if stdin {
+        args.push("-i".to_owned());
+    }
+    args.extend(["--env-file".to_owned(), env.display().to_string(), dump.container.to_string()]);
+    args.extend(argv.iter().cloned());
+    let mut spec = ProcessSpec::new(DOCKER, args);
+    spec.env = docker_env();
+    spec.timeout = timeout;
+    spec
+}
+
+/// The env file that hands the command the accessory's credential, in the
+/// app's directory (`dump-<name>.env`, 0600), deleted when dropped; one a
+/// stopped helper left goes first (remove_app deletes it too).
+struct CommandEnv {
+    path: PathBuf,
+}
+
+impl CommandEnv {
+    fn write(dump: &DumpUse) -> Result<CommandEnv, EngineError> {
+        let credential = existing_secret(&dump.accessory.secret_of())?;
+        let path = dump.accessory.dump_env_of(&dump.app_dir);
+        remove_secret(&path);
+        write_env(&path, &format!("{CREDENTIAL}={}\n", credential.expose()))?;
+        Ok(CommandEnv { path })
+    }
+}
+
+impl Drop for CommandEnv {
+    fn drop(&mut self) {
+        remove_secret(&self.path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dump_use(dir: &Path) -> DumpUse {
+        let (image, mount) = (dir.join("blog@db.ext4"), dir.join("blog@db"));
+        serde_json::from_value(serde_json::json!({
+            "accessory": {
+                "name": "db", "image": format!("registry.example/pg@sha256:{}", "4".repeat(64)), "port": 5432,
+                "container_name": "vl-blog-db",
+                "data": {"path": "/srv/pgdata", "image": image, "mount": mount, "max_mib": 128},
+                "health": ["/usr/bin/pg_isready"]
+            },
+            "container": "c".repeat(64),
+            "app_dir": dir,
+            "dump": ["/bin/dump-pg", "--format", "custom"],
+            "load": ["/bin/load-pg"]
+        }))
+        .unwrap()
+    }
+
+    /// Tried: the dump's and the load's docker argv; only the load reads stdin.
+    #[test]
+    fn the_command_runs_in_the_recorded_container_with_its_env_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let dump = dump_use(dir.path());
+        let env = Path::new("/state/apps/blog/dump-db.env");
+        let out = docker_exec(env, &dump, dump.dump.all(), false, Duration::from_secs(5));
+        let argv: Vec<String> = out.args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+        let container = "c".repeat(64);
+        assert_eq!(
+            argv,
+            [
+                "exec",
+                "--env-file",
+                "/state/apps/blog/dump-db.env",
+                container.as_str(),
+                "/bin/dump-pg",
+                "--format",
+                "custom"
+            ]
+        );
+        let into = docker_exec(env, &dump, dump.load.all(), true, Duration::from_secs(5));
+        assert_eq!(into.args[1], "-i");
+        assert_eq!(out.program, Path::new(DOCKER));
+    }
+
+    /// Tried: the env file holds the credential, 0600, and is gone once
+    /// dropped; a leftover from a stopped helper is replaced, not refused.
+    #[test]
+    fn the_credential_reaches_the_command_through_a_private_file_that_goes() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let dump = dump_use(dir.path());
+        let secret = "ab".repeat(32);
+        std::fs::write(dump.accessory.secret_of(), &secret).unwrap();
+        std::fs::set_permissions(dump.accessory.secret_of(), std::fs::Permissions::from_mode(0o600)).unwrap();
+        std::fs::write(dir.path().join("dump-db.env"), "left by a stopped helper").unwrap();
+        let env = CommandEnv::write(&dump).unwrap();
+        assert_eq!(std::fs::read_to_string(&env.path).unwrap(), format!("VOLCE_LAB_PASSWORD={secret}\n"));
+        assert_eq!(std::fs::metadata(&env.path).unwrap().permissions().mode() & 0o777, 0o600);
+        let path = env.path.clone();
+        drop(env);
+        assert!(!path.exists());
+        assert_eq!(dump.snapshot_path(&AppName::parse("blog").unwrap()), "/blog@db.dump");
+    }
+}
