@@ -169,6 +169,13 @@ impl BackupRecord {
         image.with_extension("backup")
     }
 
+    /// The app's data image (`<app>.ext4`) in the directory of one of its
+    /// accessories' images, whether or not the app has data of its own: an
+    /// app backed up by its dumps only keeps its record beside it too.
+    pub fn app_image_beside(accessory_image: &std::path::Path, app: &AppName) -> PathBuf {
+        accessory_image.with_file_name(format!("{}.ext4", app.as_str()))
+    }
+
     /// Whether a backup every `every` is due at `now`: none yet, or the
     /// last success is that old.
     pub fn due(&self, every: BackupEvery, now: i64) -> bool {

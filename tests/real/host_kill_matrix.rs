@@ -50,6 +50,8 @@ use crate::support::docker_lab::{TEST_DIR, docker, docker_ok, read_json};
 // A kill at each step of a restore (issue 41), in the machine's own mount
 // namespace (the data's mounts must reach the engine).
 mod restore;
+// The same for a restore of an accessory's dump.
+mod restore_dump;
 
 const BIN: &str = env!("CARGO_BIN_EXE_volce-lab");
 const ETC: &str = "/etc/volce-lab";

@@ -261,7 +261,11 @@ fn managed_app(
             backup: policy.backup.as_ref().map(|config| backup_view(&record.app, &data.image, config, now)),
             ..data_view(data)
         }),
-        accessories: record.accessories.iter().map(|a| accessory_view(record, a, snapshot, policy)).collect(),
+        accessories: record
+            .accessories
+            .iter()
+            .map(|a| accessory_view(record, a, snapshot, policy, now))
+            .collect(),
     }
 }
 
@@ -277,22 +281,30 @@ fn data_view(data: &crate::vocab::DataUse) -> DataView {
 }
 
 /// One accessory of `record`: its recorded image, the policy's when that
-/// is another, its container as the engine shows it, and its data.
+/// is another, its container as the engine shows it, and its data, with
+/// the app's backups when the policy dumps it (they hold its database).
 fn accessory_view(
     record: &AppRecord,
     accessory: &AccessoryUse,
     snapshot: &Snapshot,
     policy: &crate::control::policy::Policy,
+    now: i64,
 ) -> AccessoryView {
     let container = accessories::container_of(record, accessory, snapshot);
-    let pinned = policy.accessories.get(&accessory.name).map(|spec| &spec.image);
+    let declared = policy.accessories.get(&accessory.name);
+    let pinned = declared.map(|spec| &spec.image);
+    let dumped = declared.is_some_and(|spec| spec.dump.is_some());
+    let backup = policy.backup.as_ref().filter(|_| dumped).map(|config| {
+        let image = crate::vocab::BackupRecord::app_image_beside(&accessory.data.image, &record.app);
+        backup_view(&record.app, &image, config, now)
+    });
     AccessoryView {
         name: accessory.name.clone(),
         image: accessory.image.clone(),
         policy_image: pinned.filter(|image| **image != accessory.image).cloned(),
         container: container.map(|c| c.id.clone()),
         state: container.map_or_else(|| "missing".to_owned(), |c| c.state.clone()),
-        data: data_view(&accessory.data),
+        data: DataView { backup, ..data_view(&accessory.data) },
     }
 }
 

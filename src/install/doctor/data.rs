@@ -18,8 +18,10 @@ pub struct DataFacts {
     /// The image is a root-owned regular file.
     pub image_ok: bool,
     pub mounted: bool,
-    /// What the host kept of its backups (`<app>.backup`).
-    pub backup: crate::vocab::BackupRecord,
+    /// What the host kept of the app's backups (`<app>.backup`): on the
+    /// app's own data, or for an app without any on its first accessory's
+    /// (its dumps are its backups); `None` on the others.
+    pub backup: Option<crate::vocab::BackupRecord>,
     /// The unpacked image a restore left beside the data when it was
     /// stopped before that image took the data's place (`<app>.ext4.restore`).
     pub staged: Option<std::path::PathBuf>,
@@ -34,22 +36,30 @@ const PROGRAMS: &[&str] = &["/usr/sbin/mkfs.ext4", "/usr/bin/mount", "/usr/bin/u
 pub fn read_data(state_dir: &Path) -> Result<Vec<DataFacts>, String> {
     let apps = crate::store::read_apps(&crate::host::HostPaths::database_in(state_dir))
         .map_err(|e| e.to_string())?;
-    let facts = |name: String, data: &crate::vocab::DataUse, state: AppState| DataFacts {
+    let facts = |name: String,
+                 data: &crate::vocab::DataUse,
+                 state: AppState,
+                 record_of: Option<&crate::vocab::AppName>| DataFacts {
         app: name,
         image: data.image.clone(),
         max_mib: data.max_mib,
         state,
         image_ok: matches!(crate::docker::data_volume::kept_mib(&data.image), Ok(Some(_))),
         mounted: crate::docker::data_volume::mounted(&data.mount).unwrap_or(false),
-        backup: crate::docker::backup::record(&data.image),
+        backup: record_of.map(|app| {
+            crate::docker::backup::record(&crate::vocab::BackupRecord::app_image_beside(&data.image, app))
+        }),
         staged: Some(crate::docker::data_volume::staging_of(data).image).filter(|i| i.exists()),
     };
     Ok(apps
         .values()
         .flat_map(|record| {
-            let own = record.data.as_ref().map(|data| facts(record.app.to_string(), data, record.state));
-            let accessories = record.accessories.iter().map(|a| {
-                facts(crate::vocab::AccessoryUse::data_key(&record.app, &a.name), &a.data, record.state)
+            let app = Some(&record.app);
+            let own = record.data.as_ref().map(|data| facts(record.app.to_string(), data, record.state, app));
+            let accessories = record.accessories.iter().enumerate().map(|(at, a)| {
+                let holds_record = record.data.is_none() && at == 0;
+                let name = crate::vocab::AccessoryUse::data_key(&record.app, &a.name);
+                facts(name, &a.data, record.state, app.filter(|_| holds_record))
             });
             own.into_iter().chain(accessories).collect::<Vec<_>>()
         })
@@ -92,15 +102,17 @@ pub(super) fn check_backups(
         ));
     }
     for data in facts {
-        let subject = format!("backup of {}", crate::text::for_terminal(&data.app));
-        let kept = &data.backup;
+        let Some(kept) = &data.backup else { continue };
+        // An accessory's data is named `APP@NAME`; the schedule names the app.
+        let app = data.app.split('@').next().unwrap_or_default();
+        let subject = format!("backup of {}", crate::text::for_terminal(app));
         let last = kept
             .last_success
             .as_ref()
             .map_or_else(|| "never".to_owned(), |d| crate::text::rfc3339_seconds(d.at));
         let failed_since =
             kept.last_failure.as_ref().filter(|f| kept.last_success.as_ref().is_none_or(|d| f.at > d.at));
-        let every = config.schedule.iter().find(|(app, _)| app.as_str() == data.app).map(|(_, every)| *every);
+        let every = config.schedule.iter().find(|(name, _)| name.as_str() == app).map(|(_, every)| *every);
         if let Some(missed) = failed_since {
             findings.push(warn(
                 subject,

@@ -799,7 +799,7 @@ fn each_apps_data_is_a_finding_with_its_way_out() {
         state,
         image_ok,
         mounted,
-        backup: Default::default(),
+        backup: Some(Default::default()),
         staged: None,
     };
     let mut findings = Vec::new();
@@ -858,7 +858,9 @@ fn the_sudoers_drop_in_is_setups_file_or_the_one_line_rule_of_before() {
 /// Tried: a scheduled app never backed up (late), one backed up an hour
 /// ago on a daily schedule (ok), one whose last attempt failed after its
 /// last success (warn, naming the step), and a password file others may
-/// read (fail).
+/// read (fail); an app backed up by dumps only, its record on its
+/// accessory's data (warn when late, by the app's name), and an
+/// accessory's data without the record (no finding).
 #[test]
 fn each_scheduled_backup_is_a_finding_and_a_late_or_failed_one_says_what_to_do() {
     use super::data::{DataFacts, check_backups};
@@ -869,7 +871,7 @@ fn each_scheduled_backup_is_a_finding_and_a_late_or_failed_one_says_what_to_do()
     std::fs::set_permissions(&password, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
     let config: crate::vocab::BackupConfig = serde_json::from_value(serde_json::json!({
         "repository": "/srv/backup", "password_file": password, "keep": {"last": 3},
-        "schedule": {"never": "daily", "fresh": "daily", "broken": "hourly"}
+        "schedule": {"never": "daily", "fresh": "daily", "broken": "hourly", "dumped": "daily"}
     }))
     .unwrap();
     let done =
@@ -881,7 +883,7 @@ fn each_scheduled_backup_is_a_finding_and_a_late_or_failed_one_says_what_to_do()
         state: crate::control::app_record::AppState::Running,
         image_ok: true,
         mounted: true,
-        backup,
+        backup: Some(backup),
         staged: None,
     };
     let now = 1_000_000;
@@ -895,6 +897,10 @@ fn each_scheduled_backup_is_a_finding_and_a_late_or_failed_one_says_what_to_do()
                 last_failure: Some(BackupMissed { at: now - 30, step: "restic backup".into() }),
             },
         ),
+        // An app backed up by its database's dumps only: its record is on
+        // its accessory's data, named APP@NAME, scheduled by the app's name.
+        facts("dumped@db", BackupRecord::default()),
+        DataFacts { backup: None, ..facts("fresh@db", BackupRecord::default()) },
     ];
     let mut findings = Vec::new();
     check_backups(&config, &all, now, &mut findings);
@@ -906,5 +912,7 @@ fn each_scheduled_backup_is_a_finding_and_a_late_or_failed_one_says_what_to_do()
     );
     assert!(about("backup of fresh").contains("Ok"), "{text:?}");
     assert!(about("backup of broken").contains("restic backup"), "{text:?}");
+    assert!(about("backup of dumped").contains("Warn"), "late like any scheduled app: {text:?}");
+    assert!(!text.iter().any(|t| t.contains("fresh@db")), "no record on it: {text:?}");
     assert!(text.iter().any(|t| t.contains("Fail") && t.contains("group or others")), "{text:?}");
 }

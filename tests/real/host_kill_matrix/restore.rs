@@ -23,7 +23,7 @@ use super::*;
 
 /// Where in the restore the cell kills, by the program the worker runs.
 #[derive(Debug, Clone, Copy)]
-enum At {
+pub(super) enum At {
     /// Killed while the program runs (it dies with the helper).
     During(Call),
     /// Stopped while it runs, killed once it has exited.
@@ -33,9 +33,9 @@ enum At {
 /// A program the restore runs, told by its path and one word of its argv
 /// (`DATA` stands for the app's data mount point).
 #[derive(Debug, Clone, Copy)]
-struct Call {
-    program: &'static str,
-    word: &'static str,
+pub(super) struct Call {
+    pub(super) program: &'static str,
+    pub(super) word: &'static str,
 }
 
 const DATA: &str = "DATA";
@@ -81,7 +81,7 @@ fn children(pid: i32) -> Vec<(i32, Vec<String>)> {
 
 /// Watches the worker under `front` until it runs `call`; then kills as
 /// `at` says. Whether the step was caught (else the helper ended first).
-fn kill_at(front: &mut Child, at: At, data: &str) -> bool {
+pub(super) fn kill_at(front: &mut Child, at: At, data: &str) -> bool {
     let worker = helper_pid(front.id());
     let call = match at {
         At::During(call) | At::After(call) => call,
@@ -110,7 +110,7 @@ fn kill_at(front: &mut Child, at: At, data: &str) -> bool {
 
 /// The world's policy with a data entry `kept` and a backup repository on
 /// a local path, made with `backup init`.
-fn with_backup(world: &World) {
+pub(super) fn with_backup(world: &World) {
     let file = Path::new(ETC).join("policy.json");
     let mut policy: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
     let web = policy["catalog"]["web"].clone();
@@ -154,13 +154,8 @@ fn restore_prepared(world: &World, app: &str, port: u16) -> String {
     world.planned("restore", &json!({"app": app, "snapshot": snapshot}))
 }
 
-/// One try of one cell: whether its step was caught.
-fn restore_cell(world: &World, (at, expected, left_staged): (At, &str, bool)) -> bool {
-    let (app, port) = world.app();
-    let _cleanup = AppCleanup(app.clone());
-    let before = volce_lab_objects();
-    let id = restore_prepared(world, &app, port);
-    let data = world.paths.state_dir.join("data").join(&app);
+/// The shipped helper executing plan `id`, as the agent's rpc starts it.
+pub(super) fn executing(id: &str) -> Child {
     let mut front = Command::new(BIN)
         .args(["host", "rpc"])
         .env_clear()
@@ -173,6 +168,17 @@ fn restore_cell(world: &World, (at, expected, left_staged): (At, &str, bool)) ->
     let mut stdin = front.stdin.take().unwrap();
     stdin.write_all(json!({"operation": "execute", "plan_id": id}).to_string().as_bytes()).unwrap();
     drop(stdin);
+    front
+}
+
+/// One try of one cell: whether its step was caught.
+fn restore_cell(world: &World, (at, expected, left_staged): (At, &str, bool)) -> bool {
+    let (app, port) = world.app();
+    let _cleanup = AppCleanup(app.clone());
+    let before = volce_lab_objects();
+    let id = restore_prepared(world, &app, port);
+    let data = world.paths.state_dir.join("data").join(&app);
+    let mut front = executing(&id);
     let caught = kill_at(&mut front, at, data.to_str().unwrap());
     let (_, stdout) = finish(front, Duration::from_secs(120));
     let (state, outcome) = world.plan_state(&id);

@@ -355,6 +355,8 @@ fn database_backups(host: &Host, policy: &Value, policy_path: &std::path::Path, 
     let snapshot = run["dumps"][0]["snapshot"].as_str().unwrap().to_owned();
     let listed = volce_lab::install::backup::list(&host.paths, Some(&host.lab.app)).unwrap();
     assert!(listed.contains(&snapshot[..8]) && listed.contains(" db-dump "), "{listed}");
+    let shown = &host.app_record()["accessories"][0]["data"]["backup"];
+    assert_eq!(shown["snapshot"], json!(snapshot), "the inventory shows the dump: {shown}");
 
     carried_out(host, "run_task", json!({"app": host.lab.app, "task": "lose"}));
     assert_eq!(served_row(host).as_deref(), Some("no database"), "the table is gone");
