@@ -57,6 +57,33 @@ pub fn docker_ok(args: &[&str]) -> String {
     out
 }
 
+/// psql in the test PostgreSQL accessory `container` (`volce-lab/pg`) as
+/// its user `app` with `password`: one statement's unaligned output, or
+/// `None` when psql fails (the password does not open the database, say).
+pub fn psql(container: &str, password: &str, sql: &str) -> Option<String> {
+    let env = format!("PGPASSWORD={password}");
+    let psql = "/usr/lib/postgresql/15/bin/psql";
+    let args = [
+        "exec",
+        "-e",
+        &env,
+        container,
+        psql,
+        "-X",
+        "-At",
+        "-h",
+        "127.0.0.1",
+        "-U",
+        "app",
+        "-d",
+        "app",
+        "-c",
+        sql,
+    ];
+    let (ok, out) = docker(&args);
+    ok.then(|| out.trim().to_owned())
+}
+
 pub fn inspect(kind: &str, name: &str) -> Value {
     let out = docker_ok(&["inspect", "--type", kind, name]);
     let mut all: Vec<Value> = serde_json::from_str(&out).expect("docker inspect answers JSON");

@@ -42,15 +42,15 @@ const DATA: &str = "DATA";
 
 /// Each cell: its step, what the data says after it, and whether the
 /// restore's staging image is left (made, not yet renamed into place).
-const CELLS: [(At, &str, bool); 6] = [
-    (At::During(Call { program: "/usr/bin/restic", word: "backup" }), "after", false),
-    (At::After(Call { program: "/usr/sbin/mkfs.ext4", word: "" }), "after", true),
-    (At::During(Call { program: "/usr/bin/restic", word: "restore" }), "after", true),
+const CELLS: [(At, (&str, bool)); 6] = [
+    (At::During(Call { program: "/usr/bin/restic", word: "backup" }), ("after", false)),
+    (At::After(Call { program: "/usr/sbin/mkfs.ext4", word: "" }), ("after", true)),
+    (At::During(Call { program: "/usr/bin/restic", word: "restore" }), ("after", true)),
     // The data unmounted, the restored image not yet renamed over it.
-    (At::After(Call { program: "/usr/bin/umount", word: DATA }), "after", true),
+    (At::After(Call { program: "/usr/bin/umount", word: DATA }), ("after", true)),
     // Renamed; its mount running.
-    (At::During(Call { program: "/usr/bin/mount", word: DATA }), "before", false),
-    (At::After(Call { program: "/usr/bin/docker", word: "start" }), "before", false),
+    (At::During(Call { program: "/usr/bin/mount", word: DATA }), ("before", false)),
+    (At::After(Call { program: "/usr/bin/docker", word: "start" }), ("before", false)),
 ];
 
 impl Call {
@@ -154,8 +154,12 @@ fn restore_prepared(world: &World, app: &str, port: u16) -> String {
     world.planned("restore", &json!({"app": app, "snapshot": snapshot}))
 }
 
-/// The shipped helper executing plan `id`, as the agent's rpc starts it.
-pub(super) fn executing(id: &str) -> Child {
+/// Executes plan `id` with the shipped helper, as the agent's rpc starts
+/// it, killed as `at` says (`data`: the app's data mount, for a call that
+/// names it). Whether the step was caught, and the plan's state and
+/// outcome: `needs_inspection` (claimer_died), then resolved, when it was;
+/// completed when the helper ended first.
+pub(super) fn executed_and_killed(world: &World, id: &str, at: At, data: &str) -> (bool, String, String) {
     let mut front = Command::new(BIN)
         .args(["host", "rpc"])
         .env_clear()
@@ -168,26 +172,36 @@ pub(super) fn executing(id: &str) -> Child {
     let mut stdin = front.stdin.take().unwrap();
     stdin.write_all(json!({"operation": "execute", "plan_id": id}).to_string().as_bytes()).unwrap();
     drop(stdin);
-    front
+    let caught = kill_at(&mut front, at, data);
+    let (_, stdout) = finish(front, Duration::from_secs(120));
+    let (state, outcome) = world.plan_state(id);
+    if caught {
+        assert_eq!((state.as_str(), outcome.as_str()), ("needs_inspection", "claimer_died"), "{at:?}");
+        world.resolve(id);
+    } else {
+        assert_eq!(last_reply(&stdout)["result"]["outcome"], "completed", "{at:?}: {stdout}");
+    }
+    (caught, state, outcome)
+}
+
+/// Runs every cell until its step is caught, at most three tries each.
+pub(super) fn each_cell_caught<C: Copy>(world: &World, cells: &[(At, C)], one: fn(&World, (At, C)) -> bool) {
+    let started = Instant::now();
+    for cell in cells {
+        let caught = (0..3).any(|_| one(world, *cell));
+        assert!(caught, "{:?}: the watch missed this step three times", cell.0);
+    }
+    eprintln!("{} kill cells in {:?}", cells.len(), started.elapsed());
 }
 
 /// One try of one cell: whether its step was caught.
-fn restore_cell(world: &World, (at, expected, left_staged): (At, &str, bool)) -> bool {
+fn restore_cell(world: &World, (at, (expected, left_staged)): (At, (&str, bool))) -> bool {
     let (app, port) = world.app();
     let _cleanup = AppCleanup(app.clone());
     let before = volce_lab_objects();
     let id = restore_prepared(world, &app, port);
     let data = world.paths.state_dir.join("data").join(&app);
-    let mut front = executing(&id);
-    let caught = kill_at(&mut front, at, data.to_str().unwrap());
-    let (_, stdout) = finish(front, Duration::from_secs(120));
-    let (state, outcome) = world.plan_state(&id);
-    if caught {
-        assert_eq!((state.as_str(), outcome.as_str()), ("needs_inspection", "claimer_died"), "{at:?}");
-        world.resolve(&id);
-    } else {
-        assert_eq!(last_reply(&stdout)["result"]["outcome"], "completed", "{at:?}: {stdout}");
-    }
+    let (caught, state, outcome) = executed_and_killed(world, &id, at, data.to_str().unwrap());
     let (code, text) = world.operator(&["data", "mount"]);
     assert_eq!(code, Some(0), "data mount after {at:?}: {text}");
     let found = note(world, &app);
@@ -225,10 +239,5 @@ fn kill_9_at_each_step_of_a_restore_leaves_the_old_or_the_restored_data_whole() 
     let world = World::enter();
     assert!(Path::new("/usr/bin/restic").is_file(), "restic is not installed: scripts/test installs it");
     with_backup(&world);
-    let started = Instant::now();
-    for cell in CELLS {
-        let caught = (0..3).any(|_| restore_cell(&world, cell));
-        assert!(caught, "{:?}: the watch missed this step three times", cell.0);
-    }
-    eprintln!("restore kill cells in {:?}", started.elapsed());
+    each_cell_caught(&world, &CELLS, restore_cell);
 }

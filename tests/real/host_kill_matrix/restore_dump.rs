@@ -14,7 +14,7 @@
 //! helper's `docker exec` closes its input, so a load cut short rolls
 //! back), and which one is fixed by the step, except while the load runs.
 
-use super::restore::{At, Call, executing, kill_at, with_backup};
+use super::restore::{At, Call, each_cell_caught, executed_and_killed, with_backup};
 use super::*;
 
 const BACKED_UP: &str = "hello from postgres";
@@ -59,28 +59,7 @@ fn with_database(world: &World) {
 fn query(world: &World, app: &str, sql: &str) -> Option<String> {
     let secret =
         std::fs::read_to_string(world.paths.state_dir.join("data").join(format!("{app}@db.secret"))).ok()?;
-    let env = format!("PGPASSWORD={}", secret.trim());
-    let container = format!("vl-{app}-db");
-    let psql = "/usr/lib/postgresql/15/bin/psql";
-    let args = [
-        "exec",
-        "-e",
-        &env,
-        &container,
-        psql,
-        "-X",
-        "-At",
-        "-h",
-        "127.0.0.1",
-        "-U",
-        "app",
-        "-d",
-        "app",
-        "-c",
-        sql,
-    ];
-    let (ok, out) = docker(&args);
-    ok.then(|| out.trim().to_owned())
+    crate::support::docker_lab::psql(&format!("vl-{app}-db"), secret.trim(), sql)
 }
 
 /// The newest row, once no pg_restore is connected any more.
@@ -116,16 +95,7 @@ fn dump_cell(world: &World, (at, expected): (At, Option<&str>)) -> bool {
     let _cleanup = AppCleanup(app.clone());
     let before = volce_lab_objects();
     let id = restore_prepared(world, &app, port);
-    let mut front = executing(&id);
-    let caught = kill_at(&mut front, at, "");
-    let (_, stdout) = finish(front, Duration::from_secs(120));
-    let (state, outcome) = world.plan_state(&id);
-    if caught {
-        assert_eq!((state.as_str(), outcome.as_str()), ("needs_inspection", "claimer_died"), "{at:?}");
-        world.resolve(&id);
-    } else {
-        assert_eq!(last_reply(&stdout)["result"]["outcome"], "completed", "{at:?}: {stdout}");
-    }
+    let (caught, state, outcome) = executed_and_killed(world, &id, at, "");
     let found = newest_row(world, &app);
     assert!(found == BACKED_UP || found == LATER, "{at:?}: the database is neither whole: {found:?}");
     if let (true, Some(expected)) = (caught, expected) {
@@ -158,10 +128,5 @@ fn kill_9_at_each_step_of_a_restore_of_a_dump_leaves_the_old_or_the_restored_dat
     let world = World::enter();
     assert!(Path::new("/usr/bin/restic").is_file(), "restic is not installed: scripts/test installs it");
     with_database(&world);
-    let started = Instant::now();
-    for cell in CELLS {
-        let caught = (0..3).any(|_| dump_cell(&world, cell));
-        assert!(caught, "{:?}: the watch missed this step three times", cell.0);
-    }
-    eprintln!("restore (dump) kill cells in {:?}", started.elapsed());
+    each_cell_caught(&world, &CELLS, dump_cell);
 }

@@ -234,26 +234,7 @@ fn accessory_image_updates(host: &Host, policy: &Value, policy_path: &std::path:
 
 /// Whether `password` opens the accessory's database (psql in its container).
 fn opens_the_database(host: &Host, password: &str) -> bool {
-    let name = format!("vl-{}-db", host.lab.app);
-    let env = format!("PGPASSWORD={password}");
-    let psql = "/usr/lib/postgresql/15/bin/psql";
-    let args = [
-        "exec",
-        "-e",
-        &env,
-        &name,
-        psql,
-        "-X",
-        "-h",
-        "127.0.0.1",
-        "-U",
-        "app",
-        "-d",
-        "app",
-        "-c",
-        "SELECT 1",
-    ];
-    std::process::Command::new("docker").args(args).output().unwrap().status.success()
+    crate::support::docker_lab::psql(&format!("vl-{}-db", host.lab.app), password, "SELECT 1").is_some()
 }
 
 /// The credential's rotation: refused without a rotate command; a command
