@@ -12,7 +12,8 @@
 use std::time::{Duration, Instant};
 
 use volce_lab::docker::Engine as _;
-use volce_lab::docker::client::{DockerClient, docker_env};
+use volce_lab::docker::client::DockerClient;
+use volce_lab::docker::program::docker_env;
 use volce_lab::exec::{ExecutionStatus, ProcessSpec, run_blocking};
 
 #[path = "support/snapshot_calls.rs"]

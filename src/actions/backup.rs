@@ -193,8 +193,8 @@ pub(super) fn dump_of(
         Refusal::new(
             Code::AppNotRunning,
             format!(
-                "The accessory {} of {} is not running, and a dump of its database needs it: start the app (a \
-                 start or restart plan), then back it up; nothing was changed.",
+                "The accessory {} of {} is not running, and a dump or a load of its database needs it: start \
+                 the app first (a start or restart plan); nothing was changed.",
                 accessory.name, record.app
             ),
         )

@@ -1,18 +1,20 @@
-//! `restore` (issue 41): an app's data replaced by one of its snapshots in
-//! the operator's repository. A running app is stopped first, a safety
-//! snapshot of its data as it is then is recorded, the data is replaced,
-//! and the app is started and health-checked; a failure puts the safety
-//! snapshot back and starts the app again. Runs in the root helper (derive
-//! at prepare and again at execute; act at execute).
+//! `restore` (issue 41): an app's data, or one accessory's database,
+//! replaced by one of its snapshots in the operator's repository (a dump's
+//! snapshot replaces the database, through the policy's `load`). A running
+//! app is stopped first, a safety snapshot of what is replaced is recorded,
+//! it is replaced, and the app is started and health-checked; a failure
+//! puts the safety snapshot back and starts the app again. Runs in the root
+//! helper (derive at prepare and again at execute; act at execute).
 //!
 //! Security invariants enforced here:
 //! - an operator always approves it (`Action::always_requires_approval`):
 //!   it replaces everything the app wrote since the snapshot;
-//! - the agent names an app and a snapshot id, never a repository, a path
-//!   or a password; the snapshot must be one volce-lab made of this app,
-//!   of its data mount, under the catalog entry the app runs now (kept data
-//!   stays bound to its entry, issue 38); the plan seals what the
-//!   repository said of it, so a snapshot that changed or went voids it;
+//! - the agent names an app and a snapshot id, never a repository, a path,
+//!   a command or a password; the snapshot must be one volce-lab made of
+//!   this app, of its data mount or of one of its accessories' dumps, under
+//!   the catalog entry the app runs now (kept data stays bound to its
+//!   entry, issue 38); the plan seals what the repository said of it, so a
+//!   snapshot that changed or went voids it;
 //! - only an app we recorded, with exactly its recorded container set, not
 //!   one that needs inspection.
 
@@ -258,12 +260,12 @@ fn impact(spec: &RestoreSpec) -> Impact {
         Some(_) => " (stopped, then started again)",
         None => " (stopped; stays stopped)",
     };
+    let what = match &spec.replaced {
+        Replaced::Data(_) => "its data".to_owned(),
+        Replaced::Dump(dump) => format!("the database of its accessory {}", dump.accessory.name),
+    };
     Impact {
-        target: format!(
-            "app {}: its data replaced by snapshot {}",
-            spec.app,
-            &spec.snapshot.id.as_str()[..8]
-        ),
+        target: format!("app {}: {what} replaced by snapshot {}", spec.app, &spec.snapshot.id.as_str()[..8]),
         containers_touched: spec
             .stop
             .iter()
@@ -278,10 +280,11 @@ fn impact(spec: &RestoreSpec) -> Impact {
             .collect(),
         data_volumes_deleted: false,
         shared_nginx_changed: false,
-        rollback: "A safety snapshot of the data as it is when the app has stopped is taken first. If the \
-                   restore fails, or the app does not answer its health check on the restored data, the \
-                   safety snapshot is put back and the app started again: the plan ends failed with the app \
-                   as it was. A step of that way back that fails needs an operator."
-            .into(),
+        rollback: format!(
+            "A safety snapshot of {what} as it is when the app has stopped is taken first. If the restore \
+             fails, or the app does not answer its health check on what was restored, the safety snapshot is \
+             put back and the app started again: the plan ends failed with the app as it was. A step of that \
+             way back that fails needs an operator."
+        ),
     }
 }

@@ -102,8 +102,9 @@ fn copy(spec: &BackupSpec) -> Result<BackupRun, EngineError> {
     tools_ready(&spec.config)?;
     let started = Instant::now();
     let left = || spec.timeout().saturating_sub(started.elapsed());
+    super::restic::clear_stale_locks(&spec.config, left());
     let mut run = match &spec.data {
-        Some(data) => copy_data(spec, data)?,
+        Some(data) => copy_data(spec, data, left())?,
         None => BackupRun {
             snapshot: None,
             files: 0,
@@ -124,12 +125,12 @@ fn copy(spec: &BackupSpec) -> Result<BackupRun, EngineError> {
 }
 
 /// The app's data: frozen, read by restic, thawed.
-fn copy_data(spec: &BackupSpec, data: &DataUse) -> Result<BackupRun, EngineError> {
+fn copy_data(spec: &BackupSpec, data: &DataUse, timeout: Duration) -> Result<BackupRun, EngineError> {
     let failed = |step| EngineError::BackupFailed { step };
     mounted(&data.mount)?;
     let started = Instant::now();
     data_volume::freeze(&data.mount).map_err(|_| failed("freeze the app's data"))?;
-    let copied = restic(&spec.config, &tagged_backup(&spec.tags(), &data.mount), spec.timeout());
+    let copied = restic(&spec.config, &tagged_backup(&spec.tags(), &data.mount), timeout);
     let thawed = data_volume::thaw(&data.mount);
     let writes_paused_ms = started.elapsed().as_millis() as u64;
     if !thawed {
@@ -168,24 +169,30 @@ fn tagged_backup(tags: &[String], mount: &Path) -> Vec<String> {
 /// safety snapshot's id.
 pub fn restore_replaced(spec: &RestoreSpec) -> Result<SnapshotId, EngineError> {
     tools_ready(&spec.config)?;
+    let started = Instant::now();
+    let left = || spec.timeout().saturating_sub(started.elapsed());
+    super::restic::clear_stale_locks(&spec.config, left());
     match &spec.replaced {
-        Replaced::Data(data) => restore_data(spec, data),
+        Replaced::Data(data) => restore_data(spec, data, left()),
         Replaced::Dump(dump) => {
-            let safety = dump::stream_out(&spec.config, dump, &spec.app, &spec.safety_tags(), spec.timeout())
+            let safety = dump::stream_out(&spec.config, dump, &spec.app, &spec.safety_tags(), left())
                 .map_err(|error| match error {
-                    EngineError::BackupFailed { .. } => {
+                    // The dump's own step says what failed, unless it left a
+                    // cut dump for the operator to forget.
+                    EngineError::BackupFailed { step } if step != dump::CUT_DUMP_KEPT => {
                         EngineError::BackupFailed { step: "take the safety dump" }
                     }
                     other => other,
                 })?;
-            dump::stream_in(&spec.config, dump, &spec.app, &spec.snapshot.id, spec.timeout())?;
+            dump::stream_in(&spec.config, dump, &spec.app, &spec.snapshot.id, left())?;
             Ok(safety.snapshot)
         }
     }
 }
 
 /// Puts the safety snapshot `safety` back in place of what a restore put
-/// there (the app stopped again); any failure needs an operator.
+/// there (the app stopped again), with the restore's whole timeout again:
+/// the way back gets its own chance. Any failure needs an operator.
 pub fn put_back(spec: &RestoreSpec, safety: &SnapshotId) -> Result<(), EngineError> {
     let back = match &spec.replaced {
         Replaced::Data(data) => swap_in(&spec.config, data, safety, &data.mount.display().to_string()),
@@ -196,10 +203,10 @@ pub fn put_back(spec: &RestoreSpec, safety: &SnapshotId) -> Result<(), EngineErr
 
 /// The data part of a restore: a safety snapshot of the data as it is,
 /// then the snapshot's data swapped in.
-fn restore_data(spec: &RestoreSpec, data: &DataUse) -> Result<SnapshotId, EngineError> {
+fn restore_data(spec: &RestoreSpec, data: &DataUse, timeout: Duration) -> Result<SnapshotId, EngineError> {
     let failed = |step| EngineError::BackupFailed { step };
     mounted(&data.mount)?;
-    let copied = restic(&spec.config, &tagged_backup(&spec.safety_tags(), &data.mount), spec.timeout());
+    let copied = restic(&spec.config, &tagged_backup(&spec.safety_tags(), &data.mount), timeout);
     let safety = match copied.execution.execution_status {
         ExecutionStatus::Ok => summary(&copied.stdout).ok_or(failed("read the safety snapshot's summary"))?,
         _ => return Err(failed("take the safety snapshot")),
@@ -297,14 +304,21 @@ fn clear(mount: &Path) -> Result<(), ()> {
     Ok(())
 }
 
-/// `forget --prune` of the app's snapshots beyond the retention.
+/// The least time left in which a retention starts: a `forget --prune`
+/// our deadline kills would leave its exclusive lock behind.
+const RETENTION_FLOOR: Duration = Duration::from_secs(30);
+
+/// `forget --prune` of the app's snapshots beyond the retention, when
+/// there is time for it (else `Failed`: more are kept, never fewer).
 fn retention(spec: &BackupSpec, left: Duration) -> RetentionApplied {
-    super::restic::clear_stale_locks(&spec.config);
+    if left < RETENTION_FLOOR {
+        return RetentionApplied::Failed;
+    }
     let mut args = vec!["forget".to_owned(), "--tag".to_owned(), app_filter(&spec.app), "--prune".to_owned()];
     for (option, keep) in spec.config.keep.rules() {
         args.extend([option.to_owned(), keep.to_string()]);
     }
-    match restic(&spec.config, &args, left.max(Duration::from_secs(1))).execution.execution_status {
+    match restic(&spec.config, &args, left).execution.execution_status {
         ExecutionStatus::Ok => RetentionApplied::Applied,
         _ => RetentionApplied::Failed,
     }

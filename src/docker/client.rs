@@ -5,7 +5,7 @@
 //! Invariants enforced here:
 //! - the program is always `/usr/bin/docker`, argv is built from fixed words
 //!   and validated values only (each value its own argv element, never a
-//!   shell), the environment is fixed ([`docker_env`]), each call has a timeout;
+//!   shell), the environment is fixed (`super::program::docker_env`), each call has a timeout;
 //! - docker's stderr never leaves `exec`; errors name the step, not the text;
 //! - every container we start carries the hardening in [`hardening`]; only the
 //!   gateway publishes, and only on 127.0.0.1;
@@ -83,7 +83,7 @@ pub use pin::{ImageConfig, LocalImage, PIN_TEMPLATE, PullFailure};
 pub use queries::NetworkOptions;
 pub(crate) use queries::null_as_empty;
 use runner::SMALL_OUTPUT;
-pub use runner::{DOCKER, DOCKER_HOST, DockerCall, DockerProcess, Runner, docker_env};
+pub use runner::{DockerCall, DockerProcess, Runner};
 use verify::FirstChange;
 
 pub use limits::{DEPLOY_BUDGET, HealthCheck};

@@ -10,9 +10,10 @@
 //! - the accessory's credential reaches its command only through a 0600
 //!   env file named in argv by path ([`CREDENTIAL`]), deleted when the
 //!   command ends, as a rotation hands its own;
-//! - a dump is whole or it is not kept: when the dump command fails but
-//!   restic recorded what it got, that snapshot is forgotten at once, and
-//!   the backup fails either way;
+//! - a dump is whole or it is not kept: when the dump command fails, writes
+//!   nothing, or restic's run cannot be read, every snapshot with the
+//!   dump's tags is forgotten at once (restic may have kept what it got),
+//!   and the backup fails either way;
 //! - a load is trusted only as its contract says (docs/policy.md): a
 //!   nonzero exit changed nothing (the plan `failed`); a load that said yes
 //!   to a stream restic did not finish, or that was killed, leaves a
@@ -23,13 +24,24 @@ use std::time::Duration;
 
 use super::EngineError;
 use super::accessory_files::{existing_secret, remove_secret, write_env};
-use super::client::{DOCKER, docker_env};
-use super::restic::{forget, restic_spec, summary};
+use super::program::{DOCKER, docker_env};
+use super::restic::{forget_tagged, restic_spec, summary};
 use crate::exec::{ExecutionStatus, ProcessOutput, ProcessSpec, run_piped_blocking};
 use crate::vocab::{AppName, BackupConfig, CREDENTIAL, DumpDone, DumpUse, SnapshotId};
 
+/// The step of a dump that failed and whose snapshot could not be
+/// forgotten either: the operator forgets it by hand.
+pub const CUT_DUMP_KEPT: &str = "forget a cut dump (the operator forgets it: docs/data.md)";
+
+/// What a command may print on stdout or stderr before it is stopped (all
+/// of it discarded): a load that reports as it goes must not die halfway.
+const COMMAND_OUTPUT: usize = 1 << 20;
+/// SIGPIPE: what the docker CLI dies of when restic stopped reading.
+const SIGPIPE: i32 = 13;
+
 /// Streams `dump`'s database into the repository as a snapshot with
-/// `tags`. `BackupFailed` when nothing was kept; the database only read.
+/// `tags`, within `timeout`. `BackupFailed` when nothing was kept; the
+/// database only read.
 pub fn stream_out(
     config: &BackupConfig,
     dump: &DumpUse,
@@ -38,6 +50,7 @@ pub fn stream_out(
     timeout: Duration,
 ) -> Result<DumpDone, EngineError> {
     let failed = |step| EngineError::BackupFailed { step };
+    let started = std::time::Instant::now();
     let env = CommandEnv::write(dump).map_err(|_| failed("hand the dump command its credential"))?;
     let producer = docker_exec(&env.path, dump, dump.dump.all(), false, timeout);
     let mut args =
@@ -48,28 +61,48 @@ pub fn stream_out(
     let (out, into) = run_piped_blocking(&producer, &restic_spec(config, &args, timeout));
     drop(env);
     let recorded = ok(&into).then(|| summary(&into.stdout)).flatten();
-    if !ok(&out) {
-        // restic may have kept what the command wrote before it failed (it
-        // refuses an empty one): a cut dump must never pass for a backup.
-        return Err(match recorded.map(|kept| forget(config, &kept.snapshot_id)) {
-            None | Some(Ok(())) => failed("dump the accessory's database"),
-            Some(Err(_)) => failed("forget a cut dump (the operator forgets it: docs/data.md)"),
+    let written = recorded.as_ref().map(|kept| kept.total_bytes_processed);
+    let Some(step) = failed_step(&out.execution, ok(&into), written) else {
+        let kept = recorded.ok_or(failed("read restic's summary of the dump"))?;
+        return Ok(DumpDone {
+            accessory: dump.accessory.name.clone(),
+            snapshot: kept.snapshot_id,
+            bytes: kept.total_bytes_processed,
+            added_bytes: kept.data_added,
         });
+    };
+    // A restic that exited nonzero by itself kept nothing (an unreachable
+    // repository, say: its own step is the news).
+    if !ok(&into) && into.execution.completion == crate::exec::Completion::Confirmed {
+        return Err(failed(step));
     }
-    if !ok(&into) {
-        return Err(failed("restic backup of the accessory's dump"));
+    // Whatever restic got may be in the repository under these tags (a
+    // restic killed after it wrote the snapshot too): a cut dump must never
+    // pass for a backup.
+    let left = timeout.saturating_sub(started.elapsed());
+    match forget_tagged(config, tags, left) {
+        Ok(()) => Err(failed(step)),
+        Err(_) => Err(failed(CUT_DUMP_KEPT)),
     }
-    let recorded = recorded.ok_or(failed("read restic's summary of the dump"))?;
-    Ok(DumpDone {
-        accessory: dump.accessory.name.clone(),
-        snapshot: recorded.snapshot_id,
-        bytes: recorded.total_bytes_processed,
-        added_bytes: recorded.data_added,
-    })
+}
+
+/// Why a dump is not kept, or `None` when it is: the dump command ended
+/// well (`dump`), restic too (`restic_ok`) and read `written` bytes of it.
+fn failed_step(dump: &crate::exec::Execution, restic_ok: bool, written: Option<u64>) -> Option<&'static str> {
+    let dump_ok = dump.execution_status == ExecutionStatus::Ok;
+    match written {
+        Some(bytes) if dump_ok && bytes > 0 => None,
+        Some(_) if dump_ok => Some("the dump command wrote nothing"),
+        // The docker CLI died of SIGPIPE: restic stopped reading first.
+        _ if !dump_ok && dump.signal != Some(SIGPIPE) => Some("dump the accessory's database"),
+        None if !restic_ok => Some("restic backup of the accessory's dump"),
+        _ => Some("read restic's summary of the dump"),
+    }
 }
 
 /// Streams the dump `snapshot` holds into `dump`'s `load` command.
-/// `BackupFailed` when the load says it changed nothing.
+/// `BackupFailed` when the load says it changed nothing; an error of the
+/// host when it may have changed something nobody can vouch for.
 pub fn stream_in(
     config: &BackupConfig,
     dump: &DumpUse,
@@ -84,15 +117,28 @@ pub fn stream_in(
     let (out, into) =
         run_piped_blocking(&producer, &docker_exec(&env.path, dump, dump.load.all(), true, timeout));
     drop(env);
-    let loaded = &into.execution;
-    match (loaded.execution_status, ok(&out)) {
-        (ExecutionStatus::Ok, true) => Ok(()),
+    load_outcome(&into.execution, ok(&out))
+}
+
+/// What a load's end says (`restic_ok`: restic sent the whole dump).
+fn load_outcome(loaded: &crate::exec::Execution, restic_ok: bool) -> Result<(), EngineError> {
+    let unchanged = |step| Err(EngineError::BackupFailed { step });
+    match (loaded.execution_status, loaded.exit_code, restic_ok) {
+        (ExecutionStatus::Ok, _, true) => Ok(()),
         // It took a stream restic did not finish and said yes: its
         // contract says a cut dump fails, so only an operator can tell.
-        (ExecutionStatus::Ok, false) => {
+        (ExecutionStatus::Ok, _, false) => {
             Err(EngineError::Host { step: "read the whole dump from the repository" })
         }
-        (ExecutionStatus::NonzeroExit, _) => Err(EngineError::BackupFailed { step: "load the dump" }),
+        // Nothing ran: the load never started, or docker could not run it
+        // (125 to 127 are docker exec's own exits).
+        (ExecutionStatus::LaunchFailed, ..) => unchanged("start the load command"),
+        (ExecutionStatus::NonzeroExit, Some(125..=127), _) => unchanged("start the load command"),
+        // The contract: a nonzero exit changed nothing. 128 and above is a
+        // load killed inside the container (the OOM killer, say): unknown.
+        (ExecutionStatus::NonzeroExit, Some(code), restic) if code < 128 => {
+            unchanged(if restic { "load the dump" } else { "restic dump" })
+        }
         _ => Err(EngineError::Host { step: "load the dump (it did not end by itself)" }),
     }
 }
@@ -113,6 +159,7 @@ fn docker_exec(env: &Path, dump: &DumpUse, argv: &[String], stdin: bool, timeout
     let mut spec = ProcessSpec::new(DOCKER, args);
     spec.env = docker_env();
     spec.timeout = timeout;
+    (spec.stdout_limit, spec.stderr_limit) = (COMMAND_OUTPUT, COMMAND_OUTPUT);
     spec
 }
 
@@ -158,6 +205,51 @@ mod tests {
             "load": ["/bin/load-pg"]
         }))
         .unwrap()
+    }
+
+    fn ended(status: ExecutionStatus, exit_code: Option<i32>) -> crate::exec::Execution {
+        crate::exec::Execution { exit_code, ..crate::exec::Execution::not_started(status) }
+    }
+
+    /// Tried: a whole dump, an empty one, a dump command that failed (with
+    /// or without restic keeping what it got), one that died of SIGPIPE
+    /// because restic failed first, restic's summary unreadable.
+    #[test]
+    fn a_dump_is_kept_only_when_both_ends_say_it_is_whole() {
+        use ExecutionStatus::{NonzeroExit, Signaled};
+        let ok = ended(ExecutionStatus::Ok, Some(0));
+        assert_eq!(failed_step(&ok, true, Some(2048)), None);
+        assert_eq!(failed_step(&ok, true, Some(0)), Some("the dump command wrote nothing"));
+        let failed = ended(NonzeroExit, Some(1));
+        assert_eq!(failed_step(&failed, true, Some(512)), Some("dump the accessory's database"));
+        assert_eq!(failed_step(&failed, false, None), Some("dump the accessory's database"));
+        let piped = crate::exec::Execution { signal: Some(SIGPIPE), ..ended(Signaled, None) };
+        assert_eq!(failed_step(&piped, false, None), Some("restic backup of the accessory's dump"));
+        assert_eq!(failed_step(&ok, true, None), Some("read restic's summary of the dump"));
+    }
+
+    /// Tried: each way a load ends, with restic's stream whole or not.
+    /// Only "nothing ran" and a plain nonzero exit are `failed` (its
+    /// contract: it changed nothing); a yes to a cut stream, a load killed
+    /// inside the container, a timeout are for an operator.
+    #[test]
+    fn a_load_is_trusted_only_as_its_contract_says() {
+        use ExecutionStatus::{LaunchFailed, NonzeroExit, Signaled, Timeout};
+        let step = |status, code, restic| match load_outcome(&ended(status, code), restic) {
+            Ok(()) => "ok",
+            Err(EngineError::BackupFailed { step }) => step,
+            Err(EngineError::Host { .. }) => "needs inspection",
+            Err(_) => "other",
+        };
+        assert_eq!(step(ExecutionStatus::Ok, Some(0), true), "ok");
+        assert_eq!(step(ExecutionStatus::Ok, Some(0), false), "needs inspection");
+        assert_eq!(step(LaunchFailed, None, false), "start the load command");
+        assert_eq!(step(NonzeroExit, Some(126), true), "start the load command");
+        assert_eq!(step(NonzeroExit, Some(1), true), "load the dump");
+        assert_eq!(step(NonzeroExit, Some(1), false), "restic dump");
+        assert_eq!(step(NonzeroExit, Some(137), true), "needs inspection");
+        assert_eq!(step(Timeout, None, true), "needs inspection");
+        assert_eq!(step(Signaled, None, true), "needs inspection");
     }
 
     /// Tried: the dump's and the load's docker argv; only the load reads stdin.

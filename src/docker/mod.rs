@@ -6,8 +6,12 @@
 //! `crate::vocab`, which the controller derives without importing this.
 //!
 //! Beside it: `gateway_file.rs` (the managed nginx.conf on disk),
-//! `data_volume.rs` (an app's loop-mounted data image) and `host_probe.rs`
-//! (free port, memory and disk, the health check's GET).
+//! `data_volume.rs` (an app's loop-mounted data image), `host_probe.rs`
+//! (free port, memory and disk, the health check's GET), `program.rs` (the
+//! docker program and its environment), `restic.rs` (the backup
+//! repository through restic), `backup.rs` (a backup's copy and what a
+//! restore replaces) and `dump.rs` (an accessory's database streamed into
+//! and out of the repository).
 //!
 //! The controller never builds docker argv itself; it asks an [`Engine`] for
 //! whole operations. Tests of the decision logic pass a fake engine that
@@ -24,6 +28,7 @@ pub mod dump;
 pub mod edge_files;
 mod gateway_file;
 pub mod host_probe;
+pub mod program;
 pub mod restic;
 
 use serde::{Deserialize, Serialize};

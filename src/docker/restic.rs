@@ -116,6 +116,7 @@ impl Listed {
 /// The snapshots of ours in the repository (of `app`, or of every app),
 /// oldest first.
 pub fn list(config: &BackupConfig, app: Option<&AppName>) -> Result<Vec<Listed>, EngineError> {
+    clear_stale_locks(config, REPOSITORY_TIMEOUT);
     let filter = app.map_or_else(|| BACKUP_TAG.to_owned(), app_filter);
     let args = ["snapshots".to_owned(), "--tag".to_owned(), filter];
     let out = repository_command(config, &args, "restic snapshots")?;
@@ -131,6 +132,7 @@ pub fn init(config: &BackupConfig) -> Result<(), EngineError> {
 
 /// `restic check`: the repository's structure is sound.
 pub fn check(config: &BackupConfig) -> Result<(), EngineError> {
+    clear_stale_locks(config, REPOSITORY_TIMEOUT);
     repository_command(config, &["check".to_owned()], "restic check").map(drop)
 }
 
@@ -140,8 +142,18 @@ fn repository_command(
     args: &[String],
     step: &'static str,
 ) -> Result<Vec<u8>, EngineError> {
+    command_within(config, args, step, REPOSITORY_TIMEOUT)
+}
+
+/// [`repository_command`] within `timeout`.
+fn command_within(
+    config: &BackupConfig,
+    args: &[String],
+    step: &'static str,
+    timeout: Duration,
+) -> Result<Vec<u8>, EngineError> {
     private_files(config)?;
-    let out = restic(config, args, REPOSITORY_TIMEOUT);
+    let out = restic(config, args, timeout);
     match out.execution.execution_status {
         ExecutionStatus::Ok => Ok(out.stdout),
         _ => Err(EngineError::Call { step, execution: out.execution }),
@@ -164,22 +176,40 @@ pub(super) fn restic_spec(config: &BackupConfig, args: &[String], timeout: Durat
     spec
 }
 
-/// `restic forget ID`: one snapshot of ours that must not stay (a cut dump).
-pub(super) fn forget(config: &BackupConfig, id: &SnapshotId) -> Result<(), EngineError> {
-    clear_stale_locks(config);
-    repository_command(config, &["forget".to_owned(), id.as_str().to_owned()], "restic forget").map(drop)
+/// `restic forget` of every snapshot that has all of `tags` (one plan's
+/// cut dump of one accessory): none is fine. Within `timeout`.
+pub(super) fn forget_tagged(
+    config: &BackupConfig,
+    tags: &[String],
+    timeout: Duration,
+) -> Result<(), EngineError> {
+    clear_stale_locks(config, timeout);
+    let args = ["snapshots".to_owned(), "--tag".to_owned(), tags.join(",")];
+    let out = command_within(config, &args, "restic snapshots", timeout)?;
+    let listed: Vec<Listed> = serde_json::from_slice::<Option<Vec<Listed>>>(&out)
+        .map(Option::unwrap_or_default)
+        .map_err(|_| EngineError::Unparsable { step: "restic snapshots" })?;
+    if listed.is_empty() {
+        return Ok(());
+    }
+    let mut args = vec!["forget".to_owned()];
+    args.extend(listed.into_iter().map(|snapshot| snapshot.id));
+    command_within(config, &args, "restic forget", timeout).map(drop)
 }
 
 /// `restic unlock`: removes the locks of restic processes of this host
 /// that are gone (never a live one, nor another host's younger than
 /// restic's 30 minutes). Debian's restic 0.14 keeps the lock of a process
 /// that was killed (a `restic dump` whose reader went away dies of
-/// SIGPIPE; a helper killed mid-backup takes its restic along), and such a
-/// lock refuses every later `forget` for ever. Run before the commands
-/// that need the repository alone; what it answers changes nothing here
-/// (the command after it says whether the repository was free).
-pub(super) fn clear_stale_locks(config: &BackupConfig) {
-    let _ = restic(config, &["unlock".to_owned()], REPOSITORY_TIMEOUT);
+/// SIGPIPE; a helper killed mid-backup takes its restic along, or our own
+/// deadline kills a `forget --prune`), and such a lock refuses every later
+/// `forget` for ever, and an exclusive one every command. Run once at the
+/// start of each backup, restore and listing; what it answers changes
+/// nothing here (the command after it says whether the repository was free).
+pub(super) fn clear_stale_locks(config: &BackupConfig, timeout: Duration) {
+    if private_files(config).is_ok() {
+        let _ = restic(config, &["unlock".to_owned()], timeout);
+    }
 }
 
 /// restic's whole argv for `args`: the repository, the password file, no

@@ -61,7 +61,7 @@
 //!   `SUDO_UID`) is read exactly once (who asked),
 //!   and every child process gets an explicit environment built from
 //!   `crate::exec::minimal_env` (docker calls add their socket and config
-//!   in `crate::docker::client::docker_env`); `crate::exec` clears the rest. We
+//!   in `crate::docker::program::docker_env`); `crate::exec` clears the rest. We
 //!   do not rewrite our own environment because edition 2024 makes
 //!   `std::env::set_var` unsafe and the crate forbids unsafe; not reading
 //!   it is the stronger guarantee anyway;

@@ -17,8 +17,11 @@ use serde::{Deserialize, Serialize};
 use super::string_form::string_form;
 use super::{AppName, ContainerId, DataUse, ImageRef, PlanId, StartSpec};
 
-/// How long one backup may take (the copy, then the retention): inside the
-/// 240 s the MCP client waits for the helper's reply, as a deploy is.
+/// How long one backup may take (the copy, the dumps, then the retention),
+/// and a restore's safety copy and replacement: inside the 240 s the MCP
+/// client waits for the helper's reply, as a deploy is. A restore of data
+/// unpacks within restic's own repository timeout, and a restore's way
+/// back gets this much again.
 pub const BACKUP_TIMEOUT: Duration = Duration::from_secs(180);
 /// The tag every snapshot volce-lab makes carries, so `backup list` and the
 /// retention never count a snapshot someone else put in the repository.
@@ -389,6 +392,7 @@ pub fn tag_value<'a>(tags: &'a [String], key: &str) -> Option<&'a str> {
 /// place, and start the app again and check its health; a failure after
 /// the data was touched puts the safety snapshot back.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "RestoreSpecForm")]
 pub struct RestoreSpec {
     pub plan_id: PlanId,
     pub app: AppName,
@@ -407,6 +411,49 @@ pub struct RestoreSpec {
     /// stopped (it stays stopped).
     pub start: Option<StartSpec>,
     pub timeout_seconds: u32,
+}
+
+/// How a sealed [`RestoreSpec`] is read: every field known (a closed set,
+/// as every sealed plan's), and exactly one of `data` and `dump`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RestoreSpecForm {
+    plan_id: PlanId,
+    app: AppName,
+    entry: String,
+    image: ImageRef,
+    #[serde(default)]
+    data: Option<DataUse>,
+    #[serde(default)]
+    dump: Option<Box<DumpUse>>,
+    config: BackupConfig,
+    snapshot: SnapshotFacts,
+    stop: Vec<ContainerId>,
+    start: Option<StartSpec>,
+    timeout_seconds: u32,
+}
+
+impl TryFrom<RestoreSpecForm> for RestoreSpec {
+    type Error = &'static str;
+    fn try_from(form: RestoreSpecForm) -> Result<RestoreSpec, &'static str> {
+        let replaced = match (form.data, form.dump) {
+            (Some(data), None) => Replaced::Data(data),
+            (None, Some(dump)) => Replaced::Dump(dump),
+            _ => return Err("a restore replaces exactly one of data and dump"),
+        };
+        Ok(RestoreSpec {
+            plan_id: form.plan_id,
+            app: form.app,
+            entry: form.entry,
+            image: form.image,
+            replaced,
+            config: form.config,
+            snapshot: form.snapshot,
+            stop: form.stop,
+            start: form.start,
+            timeout_seconds: form.timeout_seconds,
+        })
+    }
 }
 
 /// What a restore replaces: the app's data directory, or the database of
@@ -505,7 +552,8 @@ mod tests {
     }
 
     /// A restore plan sealed before dumps existed (`"data": {...}` beside
-    /// the other fields) reads as one of data, and writes back the same.
+    /// the other fields) reads as one of data, and writes back the same;
+    /// one with an unknown field, or with neither data nor dump, is refused.
     #[test]
     fn a_restore_plan_of_data_keeps_its_sealed_form() {
         let sealed = serde_json::json!({
@@ -522,6 +570,13 @@ mod tests {
         assert!(matches!(&spec.replaced, Replaced::Data(data) if data.max_mib == 64));
         assert_eq!(serde_json::to_value(&spec).unwrap()["data"], sealed["data"]);
         assert!(serde_json::to_value(&spec).unwrap().get("replaced").is_none());
+        // A closed set: an unknown field, or data and dump both, is refused.
+        let mut stray = sealed.clone();
+        stray["repository"] = serde_json::json!("/tmp/mine");
+        assert!(serde_json::from_value::<RestoreSpec>(stray).is_err());
+        let mut neither = sealed;
+        neither.as_object_mut().unwrap().remove("data");
+        assert!(serde_json::from_value::<RestoreSpec>(neither).is_err());
     }
 
     #[test]

@@ -12,8 +12,9 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use volce_lab::docker::client::{DockerClient, docker_env};
+use volce_lab::docker::client::DockerClient;
 use volce_lab::docker::host_probe::http_get;
+use volce_lab::docker::program::docker_env;
 use volce_lab::exec::{ExecutionStatus, ProcessSpec, run_blocking};
 use volce_lab::nginx::{AccessLog, render};
 use volce_lab::vocab::{

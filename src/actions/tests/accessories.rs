@@ -314,7 +314,7 @@ fn a_backup_dumps_each_accessory_that_declares_how_and_needs_it_running() {
     world.snapshot.containers.last_mut().unwrap().state = "exited".into();
     let refused = world.derive(Action::Backup, json!({"app": "demo"})).unwrap_err();
     assert_eq!(refused.code, Code::AppNotRunning);
-    assert!(refused.message.contains("start the app (a start or restart plan)"), "{}", refused.message);
+    assert!(refused.message.contains("start the app first (a start or restart plan)"), "{}", refused.message);
 
     let mut world = backed_up_with_db();
     let db = AccessoryName::parse("db").unwrap();

@@ -50,6 +50,19 @@ impl<R: Runner> DockerClient<R> {
         for data in removal.data.iter().copied().chain(removal.accessory_data) {
             data_volume::release(data, removal.purge_data)?;
         }
+        // An app backed up by its dumps only keeps its backup record where
+        // its own image would be: a purge of its last data deletes it too,
+        // so a later app of the same name never inherits its backups.
+        if let (true, None, Some(first)) = (removal.purge_data, removal.data, removal.accessory_data.first())
+        {
+            let image = crate::vocab::BackupRecord::app_image_beside(&first.image, removal.app);
+            let record = crate::vocab::BackupRecord::beside(&image);
+            if let Err(e) = std::fs::remove_file(record)
+                && e.kind() != std::io::ErrorKind::NotFound
+            {
+                return Err(EngineError::Host { step: "delete the app's backup record" });
+            }
+        }
         Ok(())
     }
 }

@@ -8,15 +8,11 @@
 //! caller's environment says), and docker's stderr is kept small and never
 //! leaves `crate::exec`.
 
-use std::ffi::OsString;
 use std::time::Duration;
 
-use crate::exec::{ProcessOutput, ProcessSpec, minimal_env, run_blocking};
+use crate::docker::program::{DOCKER, docker_env};
+use crate::exec::{ProcessOutput, ProcessSpec, run_blocking};
 
-/// The only docker program we run.
-pub const DOCKER: &str = "/usr/bin/docker";
-/// The only engine we talk to: the local socket, whatever the caller's env says.
-pub const DOCKER_HOST: &str = "unix:///var/run/docker.sock";
 /// What we keep of docker's stderr, and of the stdout of most calls.
 pub(super) const SMALL_OUTPUT: usize = 64 * 1024;
 
@@ -42,18 +38,6 @@ pub trait Runner: Sync {
 /// Runs `/usr/bin/docker` through `crate::exec::run_blocking`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DockerProcess;
-
-/// The fixed environment of every docker call: the minimal one, our socket,
-/// root's own docker config (registry credentials an operator set up), and
-/// no CLI hints on stdout.
-pub fn docker_env() -> Vec<(OsString, OsString)> {
-    let mut env = minimal_env();
-    env.push(("DOCKER_HOST".into(), DOCKER_HOST.into()));
-    env.push(("HOME".into(), "/root".into()));
-    env.push(("DOCKER_CONFIG".into(), "/root/.docker".into()));
-    env.push(("DOCKER_CLI_HINTS".into(), "false".into()));
-    env
-}
 
 impl Runner for DockerProcess {
     fn run(&self, call: &DockerCall) -> ProcessOutput {

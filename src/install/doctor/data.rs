@@ -11,7 +11,10 @@ use crate::control::app_record::AppState;
 /// One recorded app's data, as the doctor sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DataFacts {
+    /// The data's name: the app's, or `APP@NAME` for an accessory's.
     pub app: String,
+    /// The app it belongs to (its backup schedule's key).
+    pub owner: String,
     pub image: std::path::PathBuf,
     pub max_mib: u32,
     pub state: AppState,
@@ -36,30 +39,34 @@ const PROGRAMS: &[&str] = &["/usr/sbin/mkfs.ext4", "/usr/bin/mount", "/usr/bin/u
 pub fn read_data(state_dir: &Path) -> Result<Vec<DataFacts>, String> {
     let apps = crate::store::read_apps(&crate::host::HostPaths::database_in(state_dir))
         .map_err(|e| e.to_string())?;
-    let facts = |name: String,
+    // The app's backup record goes on its own data, or for an app without
+    // any on its first accessory's (its dumps are its backups).
+    let facts = |record: &crate::control::app_record::AppRecord,
+                 name: String,
                  data: &crate::vocab::DataUse,
-                 state: AppState,
-                 record_of: Option<&crate::vocab::AppName>| DataFacts {
+                 holds_record: bool| DataFacts {
         app: name,
+        owner: record.app.to_string(),
         image: data.image.clone(),
         max_mib: data.max_mib,
-        state,
+        state: record.state,
         image_ok: matches!(crate::docker::data_volume::kept_mib(&data.image), Ok(Some(_))),
         mounted: crate::docker::data_volume::mounted(&data.mount).unwrap_or(false),
-        backup: record_of.map(|app| {
-            crate::docker::backup::record(&crate::vocab::BackupRecord::app_image_beside(&data.image, app))
+        backup: holds_record.then(|| {
+            crate::docker::backup::record(&crate::vocab::BackupRecord::app_image_beside(
+                &data.image,
+                &record.app,
+            ))
         }),
         staged: Some(crate::docker::data_volume::staging_of(data).image).filter(|i| i.exists()),
     };
     Ok(apps
         .values()
         .flat_map(|record| {
-            let app = Some(&record.app);
-            let own = record.data.as_ref().map(|data| facts(record.app.to_string(), data, record.state, app));
+            let own = record.data.as_ref().map(|data| facts(record, record.app.to_string(), data, true));
             let accessories = record.accessories.iter().enumerate().map(|(at, a)| {
-                let holds_record = record.data.is_none() && at == 0;
                 let name = crate::vocab::AccessoryUse::data_key(&record.app, &a.name);
-                facts(name, &a.data, record.state, app.filter(|_| holds_record))
+                facts(record, name, &a.data, record.data.is_none() && at == 0)
             });
             own.into_iter().chain(accessories).collect::<Vec<_>>()
         })
@@ -103,8 +110,7 @@ pub(super) fn check_backups(
     }
     for data in facts {
         let Some(kept) = &data.backup else { continue };
-        // An accessory's data is named `APP@NAME`; the schedule names the app.
-        let app = data.app.split('@').next().unwrap_or_default();
+        let app = data.owner.as_str();
         let subject = format!("backup of {}", crate::text::for_terminal(app));
         let last = kept
             .last_success

@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use super::{AppDrift, DoctorPaths, DoctorProbe, PolicyFacts, StoreHealth, diagnose, report};
-use crate::docker::client::{DOCKER, docker_env};
+use crate::docker::program::{DOCKER, docker_env};
 use crate::host::HostPaths;
 
 /// `volce-lab-host doctor` in the shipped binary: the fixed paths, the

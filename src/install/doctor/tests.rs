@@ -794,6 +794,7 @@ fn each_apps_data_is_a_finding_with_its_way_out() {
     use crate::control::app_record::AppState;
     let facts = |app: &str, state, image_ok, mounted| DataFacts {
         app: app.into(),
+        owner: app.into(),
         image: format!("/var/lib/volce-lab/data/{app}.ext4").into(),
         max_mib: 64,
         state,
@@ -878,6 +879,7 @@ fn each_scheduled_backup_is_a_finding_and_a_late_or_failed_one_says_what_to_do()
         |at| BackupDone { at, snapshot: SnapshotId::parse("0123abcd").unwrap(), bytes: 1, added_bytes: 1 };
     let facts = |app: &str, backup| DataFacts {
         app: app.into(),
+        owner: app.split('@').next().unwrap().into(),
         image: format!("/var/lib/volce-lab/data/{app}.ext4").into(),
         max_mib: 64,
         state: crate::control::app_record::AppState::Running,
