@@ -117,12 +117,16 @@ pub fn stream_in(
     let (out, into) =
         run_piped_blocking(&producer, &docker_exec(&env.path, dump, dump.load.all(), true, timeout));
     drop(env);
-    load_outcome(&into.execution, ok(&out))
+    load_outcome(&into.execution, &out.execution)
 }
 
-/// What a load's end says (`restic_ok`: restic sent the whole dump).
-fn load_outcome(loaded: &crate::exec::Execution, restic_ok: bool) -> Result<(), EngineError> {
+/// What a load's end says, beside restic's that sent it the dump.
+fn load_outcome(loaded: &crate::exec::Execution, restic: &crate::exec::Execution) -> Result<(), EngineError> {
     let unchanged = |step| Err(EngineError::BackupFailed { step });
+    let restic_ok = restic.execution_status == ExecutionStatus::Ok;
+    // restic dies of SIGPIPE when the load stopped reading first: the
+    // load's failure, not the repository's.
+    let restic_failed_first = !restic_ok && restic.signal != Some(SIGPIPE);
     match (loaded.execution_status, loaded.exit_code, restic_ok) {
         (ExecutionStatus::Ok, _, true) => Ok(()),
         // It took a stream restic did not finish and said yes: its
@@ -136,8 +140,8 @@ fn load_outcome(loaded: &crate::exec::Execution, restic_ok: bool) -> Result<(), 
         (ExecutionStatus::NonzeroExit, Some(125..=127), _) => unchanged("start the load command"),
         // The contract: a nonzero exit changed nothing. 128 and above is a
         // load killed inside the container (the OOM killer, say): unknown.
-        (ExecutionStatus::NonzeroExit, Some(code), restic) if code < 128 => {
-            unchanged(if restic { "load the dump" } else { "restic dump" })
+        (ExecutionStatus::NonzeroExit, Some(code), _) if code < 128 => {
+            unchanged(if restic_failed_first { "restic dump" } else { "load the dump" })
         }
         _ => Err(EngineError::Host { step: "load the dump (it did not end by itself)" }),
     }
@@ -228,28 +232,40 @@ mod tests {
         assert_eq!(failed_step(&ok, true, None), Some("read restic's summary of the dump"));
     }
 
-    /// Tried: each way a load ends, with restic's stream whole or not.
+    /// Tried: each way a load ends, with restic's stream whole, cut by
+    /// restic's own failure, or cut because the load stopped reading.
     /// Only "nothing ran" and a plain nonzero exit are `failed` (its
     /// contract: it changed nothing); a yes to a cut stream, a load killed
     /// inside the container, a timeout are for an operator.
     #[test]
     fn a_load_is_trusted_only_as_its_contract_says() {
         use ExecutionStatus::{LaunchFailed, NonzeroExit, Signaled, Timeout};
-        let step = |status, code, restic| match load_outcome(&ended(status, code), restic) {
+        let whole = ended(ExecutionStatus::Ok, Some(0));
+        let cut = ended(NonzeroExit, Some(1));
+        let piped = crate::exec::Execution { signal: Some(SIGPIPE), ..ended(Signaled, None) };
+        let step = |status, code, restic: &crate::exec::Execution| match load_outcome(
+            &ended(status, code),
+            restic,
+        ) {
             Ok(()) => "ok",
             Err(EngineError::BackupFailed { step }) => step,
             Err(EngineError::Host { .. }) => "needs inspection",
             Err(_) => "other",
         };
-        assert_eq!(step(ExecutionStatus::Ok, Some(0), true), "ok");
-        assert_eq!(step(ExecutionStatus::Ok, Some(0), false), "needs inspection");
-        assert_eq!(step(LaunchFailed, None, false), "start the load command");
-        assert_eq!(step(NonzeroExit, Some(126), true), "start the load command");
-        assert_eq!(step(NonzeroExit, Some(1), true), "load the dump");
-        assert_eq!(step(NonzeroExit, Some(1), false), "restic dump");
-        assert_eq!(step(NonzeroExit, Some(137), true), "needs inspection");
-        assert_eq!(step(Timeout, None, true), "needs inspection");
-        assert_eq!(step(Signaled, None, true), "needs inspection");
+        assert_eq!(step(ExecutionStatus::Ok, Some(0), &whole), "ok");
+        assert_eq!(step(ExecutionStatus::Ok, Some(0), &cut), "needs inspection");
+        assert_eq!(step(LaunchFailed, None, &cut), "start the load command");
+        assert_eq!(step(NonzeroExit, Some(126), &whole), "start the load command");
+        assert_eq!(step(NonzeroExit, Some(1), &whole), "load the dump");
+        assert_eq!(
+            step(NonzeroExit, Some(1), &piped),
+            "load the dump",
+            "restic died because the load stopped"
+        );
+        assert_eq!(step(NonzeroExit, Some(1), &cut), "restic dump");
+        assert_eq!(step(NonzeroExit, Some(137), &whole), "needs inspection");
+        assert_eq!(step(Timeout, None, &whole), "needs inspection");
+        assert_eq!(step(Signaled, None, &whole), "needs inspection");
     }
 
     /// Tried: the dump's and the load's docker argv; only the load reads stdin.
