@@ -366,7 +366,8 @@ fn a_data_directory_that_is_a_symlink_is_refused() {
 /// names it `shop@db`, `data mount` mounts it while its app holds it, a
 /// purge of it is refused `data_held` then; kept with no app, the purge
 /// deletes the image, its mount point and its credential, and nothing of
-/// the app's own data.
+/// the app's own data; the backup record of an app backed up by dumps
+/// only goes with its last data, not before.
 #[test]
 fn an_accessorys_data_is_listed_mounted_and_purged_by_app_at_name() {
     let h = Harness::new();
@@ -402,6 +403,20 @@ fn an_accessorys_data_is_listed_mounted_and_purged_by_app_at_name() {
     data::purge(&h.paths, &fake, &prepared, now(&h)).unwrap();
     assert!(!image(&h, "shop@db").exists() && !mount(&h, "shop@db").exists() && !secret.exists());
     assert!(image(&h, "shop").exists(), "the app's own data is another's purge");
+
+    // Issue 41: an app backed up by its dumps only (no data of its own)
+    // keeps its record as `<app>.backup`; the purge of its last data
+    // deletes it, and not before.
+    keep_image(&h, "news@db", 16);
+    keep_image(&h, "news@cache", 16);
+    let record = data_dir(&h).join("news.backup");
+    std::fs::write(&record, "{}").unwrap();
+    let prepared = data::prepare_purge(&h.paths, &fake, "news@db", now(&h)).unwrap();
+    let done = data::purge(&h.paths, &fake, &prepared, now(&h)).unwrap();
+    assert!(record.exists() && !done.contains("backup record"), "news@cache is left: {done}");
+    let prepared = data::prepare_purge(&h.paths, &fake, "news@cache", now(&h)).unwrap();
+    let done = data::purge(&h.paths, &fake, &prepared, now(&h)).unwrap();
+    assert!(!record.exists() && done.contains("Deleted the backup record"), "{done}");
     let refused = data::prepare_purge(&h.paths, &fake, "shop@Db", now(&h)).unwrap_err();
     assert_eq!(refused.code, Code::InvalidAppName, "{}", refused.message);
 }

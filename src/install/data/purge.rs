@@ -169,5 +169,39 @@ pub fn purge(
         confirmed.mib,
         confirmed.mount.display()
     ));
+    if let Some(record) = orphaned_backup_record(paths, super::app_of(app)) {
+        std::fs::remove_file(&record).map_err(|_| {
+            Refusal::new(
+                Code::DataActionFailed,
+                format!(
+                    "The data of {app} was deleted, but its app's backup record {} could not be: delete it by \
+                     hand (sudo rm {}).",
+                    record.display(),
+                    record.display()
+                ),
+            )
+        })?;
+        out.push_str(&format!(
+            "Deleted the backup record {} (no data of its app is left).\n",
+            record.display()
+        ));
+    }
     Ok(out)
+}
+
+/// The backup record of `owner` (`<owner>.backup`, where an app backed up
+/// by its dumps only keeps it too) once no data image of that app is left
+/// (its own or an accessory's): a later app of the same name must never
+/// inherit its backups. `None` when there is none, or data of it is left.
+fn orphaned_backup_record(paths: &HostPaths, owner: &str) -> Option<PathBuf> {
+    let dir = paths.data_dir();
+    let record = crate::vocab::BackupRecord::beside(&dir.join(format!("{owner}.ext4")));
+    std::fs::symlink_metadata(&record).ok().filter(|meta| meta.is_file())?;
+    let own = format!("{owner}.ext4");
+    let accessory = format!("{owner}@");
+    let left = std::fs::read_dir(&dir).ok()?.flatten().any(|entry| {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        name == own || (name.starts_with(&accessory) && name.ends_with(".ext4"))
+    });
+    (!left).then_some(record)
 }
