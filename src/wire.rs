@@ -38,6 +38,7 @@ pub mod answers;
 pub mod gate;
 pub mod progress;
 pub mod remote;
+pub mod rollout;
 pub mod signed;
 pub mod versions;
 pub mod witness;

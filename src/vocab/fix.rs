@@ -323,6 +323,16 @@ impl Code {
             Code::DumpNotDeclared => {
                 "Tell the user: the operator declares how the accessory loads a dump (the policy's accessories.NAME.dump and load) before that snapshot can be restored."
             }
+            Code::InvalidRolloutId => "Use the rollout id exactly as service_plan returned it.",
+            Code::RolloutNotFound => {
+                "Plan the rollout again with service_plan and `targets`: this workstation keeps the rollouts it recorded, and has none with this id."
+            }
+            Code::RolloutAlreadyStarted => {
+                "Never run it again: read each host's outcome in the answer; for a host that changed and must go back, plan a rollback there (service_plan with that target)."
+            }
+            Code::NotAFleetAction => {
+                "Plan this action on one target at a time (service_plan with `target`); only deploy, update, rollback, restart and nginx_config roll out over `targets`."
+            }
             Code::TargetsShareIdentity => {
                 "Treat the named targets as one server until the workstation's user gives each server its own host name (and expected_host) or removes one target from the targets file."
             }

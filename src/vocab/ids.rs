@@ -28,6 +28,28 @@ impl PlanId {
 
 super::string_form::string_form!(PlanId);
 
+/// A rollout's id (issue 43): 32 lowercase hex characters, made by the
+/// workstation that recorded the rollout's manifest.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct RolloutId(String);
+
+impl RolloutId {
+    pub fn parse(value: &str) -> Result<RolloutId, Refusal> {
+        if crate::text::is_lower_hex(value, 32) {
+            Ok(RolloutId(value.to_owned()))
+        } else {
+            Err(Refusal::new(Code::InvalidRolloutId, "A rollout id is 32 lowercase hex characters."))
+        }
+    }
+    /// A fresh random id (uuid v4, hex without dashes).
+    pub fn random() -> RolloutId {
+        RolloutId(uuid::Uuid::new_v4().simple().to_string())
+    }
+}
+
+super::string_form::string_form!(RolloutId);
+
 /// A plan digest: 64 lowercase hex characters.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]

@@ -91,7 +91,7 @@ pub use env_file::{
     EnvFileName, EnvFileUse, HashKey, env_file_hmac,
 };
 pub use fix::FIX_MAX_CHARS;
-pub use ids::{ContainerId, Digest, HEALTH_PATH_MAX, HealthPath, ImageId, ImageRef, PlanId};
+pub use ids::{ContainerId, Digest, HEALTH_PATH_MAX, HealthPath, ImageId, ImageRef, PlanId, RolloutId};
 pub(crate) use names::is_name;
 pub use names::{
     AppName, AppNames, MAX_ALSO_SERVER_NAMES, NAME_PREFIX, ServerName, is_app_name, is_server_name,

@@ -334,6 +334,17 @@ pub enum Code {
     /// `dump` and `load` now: how a dump goes back in is the image's own,
     /// so only the operator can say.
     DumpNotDeclared,
+    // Rollouts over several servers (issue 43: `crate::mcp::rollout`).
+    /// A rollout id that is not 32 lowercase hex characters.
+    InvalidRolloutId,
+    /// service_execute: this workstation recorded no rollout with that id.
+    RolloutNotFound,
+    /// service_execute: the rollout ran already (or is running); its hosts'
+    /// outcomes are in the answer, and nothing was run again.
+    RolloutAlreadyStarted,
+    /// service_plan with `targets`: an action that does not roll out over a
+    /// fleet (only deploy, update, rollback, restart and nginx_config do).
+    NotAFleetAction,
 }
 
 impl Code {
@@ -416,7 +427,7 @@ mod tests {
     #[test]
     fn code_strings_never_change() {
         use strum::VariantArray as _;
-        const SHIPPED: [&str; 142] = [
+        const SHIPPED: [&str; 146] = [
             "invalid_request",
             "request_too_large",
             "unknown_action",
@@ -559,6 +570,10 @@ mod tests {
             "accessories_changed",
             "rotation_not_declared",
             "dump_not_declared",
+            "invalid_rollout_id",
+            "rollout_not_found",
+            "rollout_already_started",
+            "not_a_fleet_action",
         ];
         let strings: Vec<&str> = Code::VARIANTS.iter().map(|c| c.as_str()).collect();
         assert_eq!(strings, SHIPPED);

@@ -40,7 +40,8 @@ pub const MAX_SIGNED_BYTES: usize = 7 * 1024;
 /// A statement and its armored signature, split apart.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SignedApproval {
-    /// The statement's text, ending with a newline.
+    /// The statement's text, ending with a newline: one plan's, or a
+    /// rollout's ([`SignedApproval::is_rollout`]).
     pub statement: String,
     /// The armor, from its BEGIN line to its END line and a newline.
     pub signature: String,
@@ -75,7 +76,9 @@ impl SignedApproval {
             return Err(malformed("has no SSH signature block under its statement"));
         };
         let (statement, armor) = text.split_at(begin + 1);
-        if !statement.starts_with(&format!("{STATEMENT_HEADER}\n")) {
+        // A plan's statement, or a rollout's (issue 43: `super::rollout`).
+        let headers = [STATEMENT_HEADER, super::rollout::ROLLOUT_HEADER];
+        if !headers.iter().any(|header| statement.starts_with(&format!("{header}\n"))) {
             return Err(malformed(&format!("does not start with the line `{STATEMENT_HEADER}`")));
         }
         let Some(end) = armor.find(&format!("\n{SIGNATURE_END}")) else {
@@ -87,6 +90,11 @@ impl SignedApproval {
         }
         let signature = format!("{}\n", &armor[..close]);
         Ok(SignedApproval { statement: statement.to_owned(), signature })
+    }
+
+    /// Whether the statement is a rollout's (`super::rollout`).
+    pub fn is_rollout(&self) -> bool {
+        self.statement.starts_with(super::rollout::ROLLOUT_HEADER)
     }
 
     /// The text to carry: the statement, then the signature.

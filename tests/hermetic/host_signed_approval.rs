@@ -253,3 +253,68 @@ fn the_terminal_approval_is_unchanged() {
     assert_eq!((actor.as_str(), key, statement), ("alice", None, None));
     assert_eq!(s.execute(&id)["status"], "ok");
 }
+
+/// A rollout's statement (issue 43) over this host's plan and another
+/// host's: the entry for this host names its plan and its own statement's
+/// hash, and the top names the plan's action and parameters.
+fn rollout(s: &Signing, id: &PlanId, entries: &[(&str, &PlanId, &str)]) -> String {
+    use volce_lab::wire::rollout::{RolloutEntry, RolloutStatement};
+    let stored = s.h.controller().load(id, "root").unwrap();
+    RolloutStatement {
+        rollout_id: volce_lab::vocab::RolloutId::parse(&"b".repeat(32)).unwrap(),
+        action: stored.plan.action,
+        parameters: volce_lab::control::canonical::to_string(&stored.plan.parameters).unwrap(),
+        batch_size: 1,
+        health_wait_seconds: 5,
+        entries: entries
+            .iter()
+            .map(|(host, plan, sha)| RolloutEntry {
+                host: (*host).to_owned(),
+                plan_id: (*plan).clone(),
+                statement_sha256: (*sha).to_owned(),
+            })
+            .collect(),
+    }
+    .render()
+}
+
+fn sha256(text: &str) -> String {
+    use sha2::Digest as _;
+    volce_lab::text::hex(&sha2::Sha256::digest(text.as_bytes()))
+}
+
+/// What was tried: a rollout that names only other hosts, one whose line
+/// for this host names another plan, another statement hash, another
+/// action at the top, and one changed after it was signed; each refused
+/// with its own code, nothing approved. Then the rollout as signed is
+/// recorded with the rollout statement's hash, and the plan runs once.
+#[test]
+fn a_signed_rollout_approves_only_this_hosts_own_line() {
+    let s = Signing::new(true);
+    let id = s.plan();
+    let statement = s.statement(&id);
+    let host = volce_lab::wire::signed::statement_field(&statement, "host").unwrap().to_owned();
+    let own = sha256(&statement);
+    let other_plan = PlanId::parse(&"c".repeat(32)).unwrap();
+    let other_host = "web-2 (machine-id 00000000000000000000000000000002)";
+    let good = rollout(&s, &id, &[(other_host, &other_plan, &"d".repeat(64)), (&host, &id, &own)]);
+
+    let elsewhere = rollout(&s, &id, &[(other_host, &other_plan, &"d".repeat(64))]);
+    s.refused(&id, &s.sign("alice", &elsewhere, NAMESPACE), Code::ApprovalForAnotherHost, "other hosts only");
+    let another_plan = rollout(&s, &id, &[(&host, &other_plan, &own)]);
+    s.refused(&id, &s.sign("alice", &another_plan, NAMESPACE), Code::ApprovalForAnotherPlan, "another plan");
+    let another_hash = rollout(&s, &id, &[(&host, &id, &"e".repeat(64))]);
+    s.refused(&id, &s.sign("alice", &another_hash, NAMESPACE), Code::StatementMismatch, "another hash");
+    let another_action = good.replace("action: remove_image", "action: restart");
+    s.refused(&id, &s.sign("alice", &another_action, NAMESPACE), Code::StatementMismatch, "another action");
+    let forged = s.sign("alice", &good, NAMESPACE).replace(&other_plan.to_string(), &"f".repeat(32));
+    s.refused(&id, &forged, Code::SignatureInvalid, "an entry changed after signing");
+
+    let reply = s.carry(&id, &s.sign("alice", &good, NAMESPACE));
+    assert_eq!(reply["status"], "ok", "{reply}");
+    let (actor, key, digest) = signer_row(&s.h, &id);
+    assert_eq!((actor.as_str(), key.is_some()), ("alice", true));
+    assert_eq!(digest.as_deref(), Some(sha256(&good).as_str()), "the row keeps the rollout's hash");
+    assert_eq!(s.execute(&id)["status"], "ok");
+    assert_eq!(s.execute(&id)["code"], Code::PlanConsumed.as_str());
+}

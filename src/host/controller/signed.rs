@@ -10,15 +10,18 @@
 //! signer as it would to an operator at the terminal (an approver, not the
 //! requester, a pending plan in time, under the same policy).
 
+use sha2::{Digest as _, Sha256};
+
 use super::operator::may_approve;
 use super::{Controller, Liveness, state_allows_use};
-use crate::control::Clock;
+use crate::control::{Clock, canonical};
 use crate::docker::Engine;
 use crate::host::signed::statement::{self, HostIdentity};
 use crate::host::signed::{Signer, Verifier};
 use crate::store::StoredPlan;
 use crate::vocab::{Code, PlanId, Refusal, refuse};
 use crate::wire::answers::statement::ApprovalStatement;
+use crate::wire::rollout::RolloutStatement;
 use crate::wire::signed::{NAMESPACE, SignedApproval, statement_field};
 
 impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
@@ -64,6 +67,9 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
     ) -> Result<StoredPlan, Refusal> {
         let signed = SignedApproval::parse(approval)?;
         let signer = verifier.verify(&self.policy, &signed)?;
+        if signed.is_rollout() {
+            return self.approve_rollout(id, caller, &signed, &signer, &verifier.identity);
+        }
         let ours = verifier.identity.line();
         if statement_field(&signed.statement, "host") != Some(ours.as_str()) {
             return refuse(
@@ -89,6 +95,59 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
         let stored = self.load(id, caller)?;
         if signed.statement != statement::render(&verifier.identity, &stored) {
             return Err(mismatch(&signer, id));
+        }
+        may_approve(&self.policy, &stored, &signer.principal).map_err(nothing_recorded)?;
+        self.record_approval(id, &stored.plan.digest, &signer.principal, Some(&signer.signed_by()))
+            .map_err(nothing_recorded)
+    }
+}
+
+impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
+    /// The rest of [`Controller::approve_signed`] for a rollout's statement
+    /// (issue 43), whose signature verified: this host's own line, its
+    /// plan, then that plan's whole statement by its hash, and the action
+    /// and parameters the operator read at the top, then the terminal's
+    /// checks. The approval row keeps the rollout statement's hash, the
+    /// same on every host of the rollout.
+    fn approve_rollout(
+        &mut self,
+        id: &PlanId,
+        caller: &str,
+        signed: &SignedApproval,
+        signer: &Signer,
+        host: &HostIdentity,
+    ) -> Result<StoredPlan, Refusal> {
+        let rollout = RolloutStatement::parse(&signed.statement)?;
+        let ours = host.line();
+        let Some(entry) = rollout.entry_for(&ours) else {
+            return refuse(
+                Code::ApprovalForAnotherHost,
+                format!(
+                    "{} signed rollout {} for other hosts; it names no line for this one ({}). Nothing was \
+                     recorded: a rollout approves a plan only on the hosts it lists.",
+                    signer.principal,
+                    rollout.rollout_id,
+                    crate::text::for_terminal(&ours)
+                ),
+            );
+        };
+        if entry.plan_id != *id {
+            return refuse(
+                Code::ApprovalForAnotherPlan,
+                format!(
+                    "{} signed rollout {} for plan {} on this host, not for plan {id}; nothing was recorded.",
+                    signer.principal, rollout.rollout_id, entry.plan_id
+                ),
+            );
+        }
+        let stored = self.load(id, caller)?;
+        let own = statement::render(host, &stored);
+        let parameters = canonical::to_string(&stored.plan.parameters).unwrap_or_default();
+        if crate::text::hex(&Sha256::digest(own.as_bytes())) != entry.statement_sha256
+            || rollout.action != stored.plan.action
+            || rollout.parameters != parameters
+        {
+            return Err(mismatch(signer, id));
         }
         may_approve(&self.policy, &stored, &signer.principal).map_err(nothing_recorded)?;
         self.record_approval(id, &stored.plan.digest, &signer.principal, Some(&signer.signed_by()))
