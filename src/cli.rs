@@ -63,6 +63,10 @@ pub enum Command {
         /// Send the signed approval to the server now, instead of printing it for the agent.
         #[arg(long)]
         send: bool,
+        /// The id is a rollout's (service_plan with `targets`): check each server's statement of
+        /// its plan, then print (and with --key sign) the one statement over all of them.
+        #[arg(long, conflicts_with_all = ["target", "signed", "send"])]
+        rollout: bool,
     },
     /// This workstation's witness of each target's audit trail.
     #[command(subcommand)]
@@ -528,8 +532,8 @@ fn dispatch(command: Command) -> Exit {
                 .context("the MCP session ended with an error")?;
             Ok(Exit::Ok)
         }),
-        Command::Approve { plan_id, target, key, signed, send } => workstation(|fleet, runtime| {
-            let args = crate::mcp::approve::ApproveArgs { target, plan_id, key, signed, send };
+        Command::Approve { plan_id, target, key, signed, send, rollout } => workstation(|fleet, runtime| {
+            let args = crate::mcp::approve::ApproveArgs { target, plan_id, key, signed, send, rollout };
             crate::mcp::approve::run(&fleet, &runtime, &args)
         }),
         Command::Audit(WorkstationAudit::Witness { accept, head, forget }) => workstation(|fleet, _| {

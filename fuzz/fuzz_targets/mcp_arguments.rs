@@ -24,13 +24,18 @@ fuzz_target!(|data: &[u8]| {
     };
     let Ok(call) = validate(tool, arguments.as_ref()) else { return };
     let requests = match call {
-        Call::Plan { action, parameters } => vec![Request::plan(action, parameters)],
+        Call::Plan { action, parameters, .. } => vec![Request::plan(action, parameters)],
         Call::Execute { plan_id, signed_approval } => {
             let signed = signed_approval.map(|signed| Request::signed_approval(&plan_id, &signed));
             signed.into_iter().chain([Request::execute(&plan_id)]).collect()
         }
         Call::Logs { app, container, tail, since_minutes } => {
             vec![Request::logs(&app, container, tail, since_minutes)]
+        }
+        // A rollout's signed approval goes to each host as this request.
+        Call::ExecuteRollout { signed_approval, .. } => {
+            let any = volce_lab::vocab::PlanId::random();
+            signed_approval.map(|signed| Request::signed_approval(&any, &signed)).into_iter().collect()
         }
         Call::Check(_) | Call::Inventory => return,
     };

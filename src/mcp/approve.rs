@@ -21,7 +21,7 @@ use super::server::{Options, VolceLab};
 use crate::config::Fleet;
 use crate::exit::Exit;
 use crate::inspect::{Check, Inspector, Status};
-use crate::vocab::PlanId;
+use crate::vocab::{PlanId, RolloutId};
 use crate::wire::Request;
 use crate::wire::answers::statement::ApprovalStatement;
 use crate::wire::signed::{NAMESPACE, SignedApproval, statement_field};
@@ -37,10 +37,15 @@ pub struct ApproveArgs {
     pub signed: Option<PathBuf>,
     /// Send the signed approval to the host instead of printing it.
     pub send: bool,
+    /// `plan_id` is a rollout's id (issue 43): [`run_rollout`].
+    pub rollout: bool,
 }
 
 /// Runs `volce-lab approve` on `fleet`.
 pub fn run(fleet: &Fleet, runtime: &tokio::runtime::Runtime, args: &ApproveArgs) -> anyhow::Result<Exit> {
+    if args.rollout {
+        return run_rollout(fleet, runtime, args);
+    }
     // Bad arguments exit 2, as `inspect`'s do; a refusal by the server exits 1.
     let Ok(plan_id) = PlanId::parse(&args.plan_id) else {
         eprintln!(
@@ -77,8 +82,8 @@ pub fn run(fleet: &Fleet, runtime: &tokio::runtime::Runtime, args: &ApproveArgs)
                     );
                     return Ok(Exit::Ok);
                 };
-                confirm(&statement)?;
-                sign(&statement, key)?
+                confirm(&statement.text, "digest")?;
+                sign(&statement.text, key)?
             }
         };
         if !args.send {
@@ -117,10 +122,69 @@ async fn statement(server: &VolceLab, target: &str, plan_id: &PlanId) -> anyhow:
         .context("the host's statement does not follow the contract")
 }
 
-/// The operator types the digest's first 8 characters: they read it.
-fn confirm(statement: &ApprovalStatement) -> anyhow::Result<()> {
-    let digest = statement_field(&statement.text, "digest").context("the statement names no digest")?;
-    eprint!("\nTo sign this statement, type the first 8 characters of its digest: ");
+/// `volce-lab approve --rollout ID`: each server of the rollout renders its
+/// statement of its plan again, which must hash to what the manifest
+/// recorded; then the rollout's one statement is printed, and with `--key`
+/// confirmed and signed. Never sent: the agent carries it to each server
+/// when that server's batch starts.
+fn run_rollout(fleet: &Fleet, runtime: &tokio::runtime::Runtime, args: &ApproveArgs) -> anyhow::Result<Exit> {
+    let Ok(rollout_id) = RolloutId::parse(&args.plan_id) else {
+        eprintln!("volce-lab: approve: a rollout id is 32 lowercase hex characters, as the agent gave it");
+        return Ok(Exit::Usage);
+    };
+    let audit = super::audit::Audit::from_env();
+    let manifest = super::rollout::Rollouts::beside(audit.path())
+        .load(&rollout_id)?
+        .with_context(|| format!("this workstation recorded no rollout {rollout_id}"))?;
+    let statement = manifest.statement().context("no server of this rollout needs an approval")?;
+    let server =
+        VolceLab::for_fleet(fleet, |t| Inspector::new(t.config.clone()).named(&t.name), Options::from_env());
+    runtime.block_on(async {
+        for entry in manifest.entries.iter().filter(|e| e.requires_approval) {
+            let target = entry.target.as_str();
+            if !fleet.names().contains(&target) {
+                bail!("{target}, a server of this rollout, is no longer a configured target");
+            }
+            let identity = server.inspector(target).check(Check::Identity).await;
+            if identity.status != Status::Ok {
+                bail!("{target}: the identity check did not pass ({})", identity.status.as_str());
+            }
+            let now = self::statement(&server, target, &entry.plan_id).await?;
+            let hash = crate::text::hex(&<sha2::Sha256 as sha2::Digest>::digest(now.text.as_bytes()));
+            if entry.statement_sha256.as_deref() != Some(hash.as_str())
+                || entry.host.as_deref() != statement_field(&now.text, "host")
+            {
+                bail!(
+                    "{target} renders its plan {} differently from what the rollout recorded; nothing was \
+                     signed. Plan the rollout again.",
+                    entry.plan_id
+                );
+            }
+        }
+        Ok(())
+    })?;
+    let text = statement.render();
+    print!("{text}");
+    let Some(key) = &args.key else {
+        eprintln!(
+            "\nSign exactly the text above (ssh-keygen -Y sign -f KEY -n {NAMESPACE}), or run this again with --key KEY."
+        );
+        return Ok(Exit::Ok);
+    };
+    confirm(&text, "manifest")?;
+    let signed = sign(&text, key)?;
+    eprintln!(
+        "\nGive the agent this signed rollout, unchanged (service_execute's signed_approval, with `rollout`):\n"
+    );
+    print!("{}", signed.to_text());
+    Ok(Exit::Ok)
+}
+
+/// The operator types the first 8 characters of the statement's `field`
+/// (a plan's digest, a rollout's manifest hash): they read it.
+fn confirm(text: &str, field: &str) -> anyhow::Result<()> {
+    let digest = statement_field(text, field).with_context(|| format!("the statement names no {field}"))?;
+    eprint!("\nTo sign this statement, type the first 8 characters of its {field}: ");
     std::io::stderr().flush().ok();
     let mut line = String::new();
     std::io::stdin().lock().read_line(&mut line).context("cannot read the answer")?;
@@ -132,10 +196,10 @@ fn confirm(statement: &ApprovalStatement) -> anyhow::Result<()> {
 
 /// `ssh-keygen -Y sign` over the statement, on this terminal (a FIDO key
 /// asks for its touch and PIN here), in a private temporary directory.
-fn sign(statement: &ApprovalStatement, key: &Path) -> anyhow::Result<SignedApproval> {
+fn sign(statement: &str, key: &Path) -> anyhow::Result<SignedApproval> {
     let dir = tempfile_dir()?;
     let file = dir.0.join("statement");
-    std::fs::write(&file, &statement.text).context("cannot write the statement to sign")?;
+    std::fs::write(&file, statement).context("cannot write the statement to sign")?;
     let status = Command::new(crate::host::signed::keygen::SSH_KEYGEN)
         .args(["-Y", "sign", "-n", NAMESPACE, "-f"])
         .arg(key)
@@ -147,7 +211,7 @@ fn sign(statement: &ApprovalStatement, key: &Path) -> anyhow::Result<SignedAppro
     }
     let signature =
         std::fs::read_to_string(dir.0.join("statement.sig")).context("ssh-keygen wrote no signature")?;
-    Ok(SignedApproval { statement: statement.text.clone(), signature })
+    Ok(SignedApproval { statement: statement.to_owned(), signature })
 }
 
 fn read_signed(file: &Path) -> anyhow::Result<SignedApproval> {

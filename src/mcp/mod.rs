@@ -34,9 +34,11 @@ mod envelope;
 mod fan_out;
 pub mod progress;
 mod result;
+pub mod rollout;
 pub mod rpc;
 mod sentences;
 pub mod server;
+mod state_file;
 pub mod tools;
 pub mod witness;
 

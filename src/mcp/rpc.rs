@@ -47,7 +47,7 @@ pub const RPC_LIMITS: RunLimits = RunLimits { output: 128 * 1024, timeout: Durat
 /// installed separately, so a newer helper may refuse with a code this
 /// build has never heard of; it is still a refusal that changed nothing,
 /// and turning it into `unknown` ("the server may have acted") would be false.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum AnswerCode {
     Known(Code),
@@ -190,6 +190,16 @@ pub struct Returned {
 }
 
 impl Returned {
+    /// A result the workstation made itself (a rollout's view, issue 43):
+    /// nothing in it for the workstation to act on.
+    pub fn of_view<T: Serialize>(view: &T) -> Returned {
+        let object = match serde_json::to_value(view) {
+            Ok(Value::Object(object)) => object,
+            _ => Map::new(),
+        };
+        Returned { object, read: Read::Nothing }
+    }
+
     fn of(operation: Operation, object: Map<String, Value>) -> Returned {
         // Read where it lies: the object is wrapped for the reader and
         // unwrapped again, never copied.

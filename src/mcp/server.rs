@@ -36,6 +36,7 @@ use rmcp::service::{Peer, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Map, Value};
 use strum::VariantArray as _;
+use tokio_util::sync::CancellationToken;
 
 use crate::config::{DEFAULT_FAN_OUT, Fleet, FleetTarget};
 use crate::exec::Execution;
@@ -54,6 +55,7 @@ pub use options::Options;
 
 mod demo;
 mod record;
+mod rollout;
 mod seal;
 mod signed;
 mod task;
@@ -188,6 +190,7 @@ impl VolceLab {
         request_id: String,
         progress: Option<Watcher>,
         waiter: wait::Waiter,
+        cancel: CancellationToken,
     ) -> Handled {
         let (selection, rest) = match self.choices.select(tool, arguments) {
             Ok(chosen) => chosen,
@@ -195,9 +198,16 @@ impl VolceLab {
         };
         let shared = match &selection {
             Selection::One(index) => self.members[*index].shared.as_deref(),
-            Selection::FanOut(_) => None,
+            Selection::FanOut(_) | Selection::Fleet(_) | Selection::Rollout => None,
         };
-        let mut handled = self.dispatch(tool, selection, rest, arguments, request_id, progress, waiter).await;
+        let call = tools::validate(tool, rest.as_ref().or(arguments));
+        let index = match selection {
+            Selection::One(index) => index,
+            other => {
+                return self.dispatch_several(tool, other, call, request_id, progress, cancel).await.into();
+            }
+        };
+        let mut handled = self.dispatch(tool, &self.members[index], call, request_id, progress, waiter).await;
         if let Some(note) = shared {
             let message = format!("{} {note}", handled.served.message());
             handled.served = handled.served.with_message(message);
@@ -205,40 +215,64 @@ impl VolceLab {
         handled
     }
 
-    /// [`VolceLab::run`] once the targets are chosen.
-    #[allow(clippy::too_many_arguments)] // run's own arguments, and what select gave
-    async fn dispatch(
+    /// [`VolceLab::run`] for a call on several targets: a fan-out, a
+    /// rollout's plan, or a rollout's execute (issue 43), which alone
+    /// watches `cancel` (its batch finishes; no later one starts).
+    async fn dispatch_several(
         &self,
         tool: ToolName,
         selection: Selection,
-        rest: Option<Map<String, Value>>,
-        arguments: Option<&Map<String, Value>>,
+        call: Result<Call, Refusal>,
+        request_id: String,
+        progress: Option<Watcher>,
+        cancel: CancellationToken,
+    ) -> Served {
+        let call = match call {
+            Ok(call) => call,
+            Err(refusal) => return self.refused(tool, None, refusal, request_id),
+        };
+        match (selection, call) {
+            (Selection::FanOut(indexes), Call::Check(check)) => {
+                self.fan_out(check, &indexes, request_id).await
+            }
+            (Selection::Fleet(indexes), Call::Plan { action, parameters, batches }) => {
+                self.plan_rollout(&indexes, action, parameters, batches, request_id).await
+            }
+            (Selection::Rollout, Call::ExecuteRollout { rollout_id, signed_approval }) => {
+                self.execute_rollout(rollout_id, signed_approval, request_id, progress, cancel).await
+            }
+            _ => unreachable!("select and validate agree on which calls take several targets"),
+        }
+    }
+
+    /// [`VolceLab::run`] once the target is chosen.
+    async fn dispatch(
+        &self,
+        tool: ToolName,
+        member: &Member,
+        call: Result<Call, Refusal>,
         request_id: String,
         progress: Option<Watcher>,
         waiter: wait::Waiter,
     ) -> Handled {
-        let call = tools::validate(tool, rest.as_ref().or(arguments));
-        let member = match &selection {
-            Selection::One(index) => &self.members[*index],
-            Selection::FanOut(indexes) => {
-                return match call {
-                    Ok(Call::Check(check)) => self.fan_out(check, indexes, request_id).await,
-                    Ok(_) => unreachable!("only cloud_check takes targets"),
-                    Err(refusal) => self.refused(tool, None, refusal, request_id),
-                }
-                .into();
-            }
-        };
         let served = match call {
             Err(refusal) => self.refused(tool, Some(member), refusal, request_id),
             Ok(Call::Check(check)) => self.check(member, check).await,
             Ok(Call::Inventory) => {
                 self.manage(member, tool, Request::Inventory {}, None, None, request_id, None).await
             }
-            Ok(Call::Plan { action, parameters }) if member.inspector.is_demo() => {
+            Ok(Call::Plan { batches, .. }) if batches.given() => {
+                let refusal = Refusal::new(
+                    Code::UnexpectedField,
+                    "`batch_size` and `health_wait_seconds` go with `targets` (a rollout), not with one `target`; \
+                     nothing was run.",
+                );
+                self.refused(tool, Some(member), refusal, request_id)
+            }
+            Ok(Call::Plan { action, parameters, .. }) if member.inspector.is_demo() => {
                 self.demo_plan(member, action, &parameters, request_id)
             }
-            Ok(Call::Plan { action, parameters }) => {
+            Ok(Call::Plan { action, parameters, .. }) => {
                 let request = Request::plan(action, parameters);
                 self.manage(member, tool, request, Some(action), None, request_id, None).await
             }
@@ -264,6 +298,7 @@ impl VolceLab {
                 let request = Request::logs(&app, container, tail, since_minutes);
                 self.manage(member, tool, request, None, None, request_id, None).await
             }
+            Ok(Call::ExecuteRollout { .. }) => unreachable!("a rollout's execute selects no target"),
         };
         served.into()
     }
@@ -548,6 +583,14 @@ impl ServerHandler for VolceLab {
         let arguments = request.arguments.as_ref();
         let watcher =
             context.meta.get_progress_token().map(|token| Watcher { token, peer: context.peer.clone() });
+        // A rollout's execute watches the token itself: its batch runs to
+        // the end (a host's execute is never cut), and no later one starts.
+        if tool == ToolName::ServiceExecute && arguments.is_some_and(|a| a.contains_key("rollout")) {
+            let waiter = wait::Waiter::Not;
+            let handled = self.run(tool, arguments, id, watcher, waiter, context.ct.clone()).await;
+            self.audit(Some(tool), &handled.served, started);
+            return Ok(handled.served.tool_result().into());
+        }
         tokio::select! {
             biased;
             () = context.ct.cancelled() => {
@@ -556,7 +599,7 @@ impl ServerHandler for VolceLab {
                 // MCP: no response for a cancelled request; rmcp discards this one.
                 Err(McpError::internal_error("the call was cancelled", None))
             }
-            handled = self.run(tool, arguments, id.clone(), watcher, wait::Waiter::of(&context, &request)) => {
+            handled = self.run(tool, arguments, id.clone(), watcher, wait::Waiter::of(&context, &request), context.ct.clone()) => {
                 self.audit(Some(tool), &handled.served, started);
                 Ok(match handled.ask {
                     Some(instead) => instead,

@@ -19,9 +19,8 @@
 //!   "not witnessed" and the error is on stderr.
 
 use std::collections::BTreeMap;
-use std::fs::{DirBuilder, OpenOptions};
-use std::io::Write as _;
-use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+use std::fs::OpenOptions;
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -292,14 +291,7 @@ fn read(path: &Path) -> Result<Book, WitnessError> {
 fn lock(path: &Path) -> Result<nix::fcntl::Flock<std::fs::File>, WitnessError> {
     let failed = |error: String| WitnessError::Write(path.to_owned(), error);
     if let Some(dir) = path.parent() {
-        if let Some(base) = dir.parent() {
-            std::fs::create_dir_all(base).map_err(|e| failed(e.to_string()))?;
-        }
-        match DirBuilder::new().mode(0o700).create(dir) {
-            Ok(()) => {}
-            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(error) => return Err(failed(error.to_string())),
-        }
+        super::state_file::private_dir(dir).map_err(|e| failed(e.to_string()))?;
     }
     let file = OpenOptions::new()
         .create(true)
@@ -315,20 +307,9 @@ fn lock(path: &Path) -> Result<nix::fcntl::Flock<std::fs::File>, WitnessError> {
 /// Writes the whole file to a fresh 0600 file beside it and renames it
 /// over the old one: a reader sees the old file or the new, never half.
 fn write(path: &Path, book: &Book) -> Result<(), WitnessError> {
-    let failed = |error: std::io::Error| WitnessError::Write(path.to_owned(), error.to_string());
-    let temporary = path.with_extension(format!("json.{}.tmp", std::process::id()));
-    let _ = std::fs::remove_file(&temporary);
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits() | nix::fcntl::OFlag::O_CLOEXEC.bits())
-        .open(&temporary)
-        .map_err(failed)?;
     let mut bytes = serde_json::to_vec_pretty(book).expect("a witness serializes");
     bytes.push(b'\n');
-    file.write_all(&bytes).and_then(|()| file.sync_all()).map_err(failed)?;
-    std::fs::rename(&temporary, path).map_err(failed)
+    super::state_file::replace(path, &bytes).map_err(|e| WitnessError::Write(path.to_owned(), e.to_string()))
 }
 
 /// How long ago, in one short word: `42s`, `5m`, `3h`, `12d`.

@@ -17,16 +17,17 @@
 
 use std::fmt::Write as _;
 
+pub use super::signed::ROLLOUT_HEADER;
 use super::signed::statement_field;
 use crate::vocab::{Action, Code, PlanId, Refusal, RolloutId};
-
-/// The first line of every rollout statement, with its format's version.
-pub const ROLLOUT_HEADER: &str = "volce-lab rollout statement 1";
 
 /// The most hosts one rollout takes: with the longest host names its signed
 /// statement stays within [`super::signed::MAX_SIGNED_BYTES`] (a test holds
 /// it), so each host's `signed_approval` request stays under 16 KiB.
 pub const MAX_ROLLOUT_HOSTS: usize = 16;
+
+/// The longest wait between two batches a rollout may ask for.
+pub const MAX_HEALTH_WAIT_SECONDS: u32 = 300;
 
 /// The closing sentence, which the operator signs with the rest.
 const CONSENT: &str = "I approve this rollout: each plan above to run once on its own host, in this order, \
@@ -47,6 +48,9 @@ pub struct RolloutEntry {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RolloutStatement {
     pub rollout_id: RolloutId,
+    /// sha256 of the workstation's manifest (`crate::mcp::rollout`): the
+    /// workstation runs a signed rollout only from the manifest it names.
+    pub manifest_sha256: String,
     pub action: Action,
     /// The plans' parameters, as canonical JSON on one line (the same on
     /// every host, and as each host's statement writes them).
@@ -73,6 +77,7 @@ impl RolloutStatement {
         let mut out = String::new();
         let _ = writeln!(out, "{ROLLOUT_HEADER}");
         let _ = writeln!(out, "rollout: {}", self.rollout_id);
+        let _ = writeln!(out, "manifest: {}", self.manifest_sha256);
         let _ = writeln!(out, "action: {}", self.action.as_str());
         let _ = writeln!(out, "parameters: {}", self.parameters);
         let _ = writeln!(
@@ -103,6 +108,10 @@ impl RolloutStatement {
         let field =
             |key: &str| statement_field(text, key).ok_or_else(|| malformed(&format!("has no `{key}` line")));
         let rollout_id = RolloutId::parse(field("rollout")?).map_err(|_| malformed("names no rollout id"))?;
+        let manifest_sha256 = field("manifest")?.to_owned();
+        if !crate::text::is_lower_hex(&manifest_sha256, 64) {
+            return Err(malformed("names no manifest hash"));
+        }
         let action = Action::parse(field("action")?).map_err(|_| malformed("names an unknown action"))?;
         let parameters = field("parameters")?.to_owned();
         let (batch_size, health_wait_seconds) = batches(field("batches")?)?;
@@ -114,8 +123,15 @@ impl RolloutStatement {
         if entries.is_empty() || entries.len() > MAX_ROLLOUT_HOSTS {
             return Err(malformed(&format!("lists {} hosts, not 1 to {MAX_ROLLOUT_HOSTS}", entries.len())));
         }
-        let statement =
-            RolloutStatement { rollout_id, action, parameters, batch_size, health_wait_seconds, entries };
+        let statement = RolloutStatement {
+            rollout_id,
+            manifest_sha256,
+            action,
+            parameters,
+            batch_size,
+            health_wait_seconds,
+            entries,
+        };
         if statement.render() != text {
             return Err(malformed(
                 "is not in the form volce-lab renders (a line was changed, added or moved)",
@@ -159,6 +175,7 @@ mod tests {
     fn statement(hosts: usize, name_len: usize) -> RolloutStatement {
         RolloutStatement {
             rollout_id: RolloutId::parse(&"a".repeat(32)).unwrap(),
+            manifest_sha256: "9".repeat(64),
             action: Action::Update,
             parameters: r#"{"app":"web","image":"web2"}"#.into(),
             batch_size: 1,

@@ -25,6 +25,10 @@ pub const NAMESPACE: &str = "volce-lab-approval";
 /// of another format never equals this host's.
 pub const STATEMENT_HEADER: &str = "volce-lab approval statement 1";
 
+/// The first line of every rollout's statement (issue 43, `super::rollout`),
+/// with its format's version.
+pub const ROLLOUT_HEADER: &str = "volce-lab rollout statement 1";
+
 /// The armor's first line, as `ssh-keygen -Y sign` writes it.
 pub const SIGNATURE_BEGIN: &str = "-----BEGIN SSH SIGNATURE-----";
 pub const SIGNATURE_END: &str = "-----END SSH SIGNATURE-----";
@@ -77,7 +81,7 @@ impl SignedApproval {
         };
         let (statement, armor) = text.split_at(begin + 1);
         // A plan's statement, or a rollout's (issue 43: `super::rollout`).
-        let headers = [STATEMENT_HEADER, super::rollout::ROLLOUT_HEADER];
+        let headers = [STATEMENT_HEADER, ROLLOUT_HEADER];
         if !headers.iter().any(|header| statement.starts_with(&format!("{header}\n"))) {
             return Err(malformed(&format!("does not start with the line `{STATEMENT_HEADER}`")));
         }
@@ -94,7 +98,7 @@ impl SignedApproval {
 
     /// Whether the statement is a rollout's (`super::rollout`).
     pub fn is_rollout(&self) -> bool {
-        self.statement.starts_with(super::rollout::ROLLOUT_HEADER)
+        self.statement.starts_with(ROLLOUT_HEADER)
     }
 
     /// The text to carry: the statement, then the signature.

@@ -262,6 +262,7 @@ fn rollout(s: &Signing, id: &PlanId, entries: &[(&str, &PlanId, &str)]) -> Strin
     let stored = s.h.controller().load(id, "root").unwrap();
     RolloutStatement {
         rollout_id: volce_lab::vocab::RolloutId::parse(&"b".repeat(32)).unwrap(),
+        manifest_sha256: "a".repeat(64),
         action: stored.plan.action,
         parameters: volce_lab::control::canonical::to_string(&stored.plan.parameters).unwrap(),
         batch_size: 1,

@@ -85,7 +85,7 @@ struct SimulatedExecution<'a> {
 fn returned(body: impl Serialize, operation: Operation, plan_id: &PlanId) -> Option<Returned> {
     let Ok(Value::Object(object)) = serde_json::to_value(body) else { return None };
     let read = match operation {
-        Operation::Plan => Read::Plan { plan_id: plan_id.clone() },
+        Operation::Plan => Read::Plan { plan_id: plan_id.clone(), terms: None },
         _ => Read::Execute { plan_id: plan_id.clone() },
     };
     Some(Returned { object, read })

@@ -27,7 +27,7 @@ impl VolceLab {
     ) {
         let (target, rest) = match self.choices.select(tool, arguments) {
             Ok((Selection::One(index), rest)) => (Some(self.members[index].name.clone()), rest),
-            Ok((Selection::FanOut(_), rest)) => (None, rest),
+            Ok((Selection::FanOut(_) | Selection::Fleet(_) | Selection::Rollout, rest)) => (None, rest),
             Err(_) => (None, None),
         };
         let (check, action, plan_id) = match tools::validate(tool, rest.as_ref().or(arguments)) {

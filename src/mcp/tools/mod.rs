@@ -26,7 +26,7 @@ use serde_json::{Map, Value};
 
 use crate::inspect::Check;
 use crate::vocab::Action;
-use crate::vocab::PlanId;
+use crate::vocab::{PlanId, RolloutId};
 use crate::wire::Operation;
 
 pub use target::{Choices, Selection};
@@ -82,14 +82,21 @@ impl ToolName {
 pub enum Call {
     Check(Check),
     Inventory,
+    /// `batches` only with `targets` (a rollout, issue 43).
     Plan {
         action: Action,
         parameters: Map<String, Value>,
+        batches: Batches,
     },
     /// `signed_approval`: the operator's signed statement, carried to the
     /// host before the execute (`crate::mcp::server::signed`).
     Execute {
         plan_id: PlanId,
+        signed_approval: Option<crate::wire::signed::SignedApproval>,
+    },
+    /// `rollout`: run a recorded rollout, batch by batch (issue 43).
+    ExecuteRollout {
+        rollout_id: RolloutId,
         signed_approval: Option<crate::wire::signed::SignedApproval>,
     },
     Logs {
@@ -98,6 +105,20 @@ pub enum Call {
         tail: u64,
         since_minutes: Option<u64>,
     },
+}
+
+/// A rollout's batches as `service_plan` asked for them; the defaults
+/// (`crate::mcp::rollout`) where left out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Batches {
+    pub batch_size: Option<u32>,
+    pub health_wait_seconds: Option<u32>,
+}
+
+impl Batches {
+    pub fn given(&self) -> bool {
+        self.batch_size.is_some() || self.health_wait_seconds.is_some()
+    }
 }
 
 const NEVER_RETRY: &str = "Status `unknown` means the server may have acted: never retry it; call \
@@ -143,8 +164,7 @@ pub fn list() -> Vec<Tool> {
 
     let plan = Tool::new(
         ToolName::ServicePlan.as_str(),
-        "Record a plan for one Docker change on the server; nothing changes yet. Returns plan_id, \
-         impact, requires_approval, expires_at. Actions and their parameters, exactly: \
+        "Record a plan for one Docker change on the server; nothing changes yet. Actions and their parameters, exactly: \
          deploy {app, image, host_port, container_port (leave it out when the catalog entry gives \
          it), server_name, also_server_names (optional)}; nginx_config {app, server_name, \
          also_server_names (optional; the whole list anew)}; stop, start, restart {app}; update {app, \
@@ -154,8 +174,9 @@ pub fn list() -> Vec<Tool> {
          snapshot}; expose, unexpose {app} (HTTPS via the operator's edge); update_accessory, \
          rotate_credential {app, accessory}. A plan with \
          requires_approval runs only once an operator approved it on the server (`volce-lab-host approve`) before expires_at; you cannot approve \
-         it. `rejected` carries a stable code: fix the request, never resend it unchanged. Demo mode: \
-         simulated, nothing recorded. "
+         it. `rejected` carries a stable code: fix the request, never resend it unchanged. `targets` \
+         for a rollout (deploy, update, rollback, restart, nginx_config): one plan per server, one \
+         `rollout_id`, one approval. "
             .to_owned()
             + NEVER_RETRY,
         schema::plan_input(),
@@ -173,7 +194,8 @@ pub fn list() -> Vec<Tool> {
          operator runs: the call waits for the approval (accepting the form only looks again; never \
          answer it for the user). `rejected` once it ran (health_check_failed, ...): it \
          failed and was rolled back; report the fix. `needs_inspection`: the change reached Docker and \
-         failed or is uncertain: stop and tell the operator. "
+         failed or is uncertain: stop and tell the operator. `rollout`: runs a rollout, halting at the \
+         first failure. "
             .to_owned()
             + NEVER_RETRY,
         schema::execute_input(),
@@ -218,7 +240,8 @@ pub fn list_for(choices: &Choices) -> Vec<Tool> {
 
 /// Guidance sent with `initialize`, for clients that show it to the model.
 pub const INSTRUCTIONS: &str = "volce-lab looks after the configured Linux servers (targets); every tool \
-takes `target`, and only cloud_check may look at several at once (`targets`). Call cloud_check with \
+takes `target`; cloud_check may look at several at once (`targets`), and service_plan may roll one \
+change out over several (`targets`, then service_execute with `rollout`). Call cloud_check with \
 check=identity first on a target; every other tool needs a verified identity there. A plan belongs to \
 the one target it was made on, and an approval there approves nothing elsewhere. Results with \
 is_demo=true are simulated. Changes are two steps: service_plan records a plan, service_execute runs \

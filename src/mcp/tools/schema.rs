@@ -102,7 +102,9 @@ pub fn plan_input() -> Arc<JsonObject> {
                     "accessory": {"type": "string"}
                 },
                 "additionalProperties": false
-            }
+            },
+            "batch_size": {"type": "integer", "minimum": 1, "maximum": crate::wire::rollout::MAX_ROLLOUT_HOSTS},
+            "health_wait_seconds": {"type": "integer", "minimum": 0, "maximum": crate::wire::rollout::MAX_HEALTH_WAIT_SECONDS}
         },
         "required": ["action", "parameters"],
         "additionalProperties": false
@@ -114,9 +116,9 @@ pub fn execute_input() -> Arc<JsonObject> {
         "type": "object",
         "properties": {
             "plan_id": {"type": "string", "pattern": "^[a-f0-9]{32}$", "description": "What service_plan returned."},
+            "rollout": {"type": "string", "pattern": "^[a-f0-9]{32}$"},
             "signed_approval": {"type": "string", "maxLength": crate::wire::signed::MAX_SIGNED_BYTES}
         },
-        "required": ["plan_id"],
         "additionalProperties": false
     }))
 }

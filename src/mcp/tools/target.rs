@@ -15,6 +15,7 @@ use serde_json::{Map, Value, json};
 use super::ToolName;
 use super::validate::shown;
 use crate::vocab::{Code, Refusal};
+use crate::wire::rollout::MAX_ROLLOUT_HOSTS;
 
 /// The names and groups a call may choose from, in fleet order.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -30,6 +31,12 @@ pub enum Selection {
     One(usize),
     /// `cloud_check` with `targets`: each target once, in fleet order.
     FanOut(Vec<usize>),
+    /// `service_plan` with `targets`: a rollout over these targets, in
+    /// fleet order (issue 43; never an implicit "all").
+    Fleet(Vec<usize>),
+    /// `service_execute` with `rollout`: the rollout's manifest names its
+    /// targets.
+    Rollout,
 }
 
 /// At most this many other targets, in at most this many characters, are
@@ -119,17 +126,28 @@ impl Choices {
         };
         let mut rest = arguments.clone();
         let target = rest.remove("target");
-        let targets = if tool == ToolName::CloudCheck { rest.remove("targets") } else { None };
+        let targets = match tool {
+            ToolName::CloudCheck | ToolName::ServicePlan => rest.remove("targets"),
+            _ => None,
+        };
+        let rollout = tool == ToolName::ServiceExecute && rest.contains_key("rollout");
+        let both = |what: &str| {
+            refuse(
+                Code::UnexpectedField,
+                format!("{}: give {what}, not both; nothing was run.", tool.as_str()),
+            )
+        };
         let selection = match (target, targets) {
-            (Some(_), Some(_)) => {
-                return Err(refuse(
-                    Code::UnexpectedField,
-                    "cloud_check: give `target` (one server) or `targets` (a fan-out), not both; nothing was run."
-                        .into(),
-                ));
+            (Some(_), Some(_)) => return Err(both("`target` (one server) or `targets` (several)")),
+            (Some(_), None) if rollout => {
+                return Err(both("`rollout` (its targets are recorded) or `target`"));
             }
             (Some(target), None) => Selection::One(self.index(tool, "target", &target)?),
-            (None, Some(targets)) => Selection::FanOut(self.fan_out(&targets)?),
+            (None, Some(targets)) if tool == ToolName::CloudCheck => {
+                Selection::FanOut(self.several(tool, &targets)?)
+            }
+            (None, Some(targets)) => Selection::Fleet(self.several(tool, &targets)?),
+            (None, None) if rollout => Selection::Rollout,
             (None, None) => self.default_one(tool)?,
         };
         Ok((selection, Some(rest)))
@@ -154,35 +172,44 @@ impl Choices {
         }
     }
 
-    /// `targets`: a non-empty list of names, `@group`s or `*`.
-    fn fan_out(&self, targets: &Value) -> Result<Vec<usize>, Refusal> {
+    /// `targets`: a non-empty list of names and `@group`s, and for
+    /// `cloud_check` (read-only) `*`; a rollout names at most
+    /// [`MAX_ROLLOUT_HOSTS`] and never "all".
+    fn several(&self, tool: ToolName, targets: &Value) -> Result<Vec<usize>, Refusal> {
+        let name = tool.as_str();
+        let read_only = tool == ToolName::CloudCheck;
+        let kinds = if read_only { "target names, @group or \"*\"" } else { "target names or @group" };
         let Value::Array(items) = targets else {
             return Err(refuse(
                 Code::WrongType,
-                "cloud_check: `targets` must be a list of target names, @group or \"*\"; nothing was run."
-                    .into(),
+                format!("{name}: `targets` must be a list of {kinds}; nothing was run."),
             ));
         };
         if items.is_empty() {
             return Err(refuse(
                 Code::NotAllowed,
-                format!(
-                    "cloud_check: `targets` is empty; name targets ({}), @group or \"*\"; nothing was run.",
-                    self.listed()
-                ),
+                format!("{name}: `targets` is empty; name {kinds} ({}); nothing was run.", self.listed()),
             ));
         }
         let mut chosen = vec![false; self.names.len()];
         for item in items {
             match item.as_str() {
-                Some("*") => chosen.iter_mut().for_each(|c| *c = true),
+                Some("*") if read_only => chosen.iter_mut().for_each(|c| *c = true),
+                Some("*") => {
+                    return Err(refuse(
+                        Code::NotAllowed,
+                        format!(
+                            "{name}: a rollout never means \"all\": name its targets or a @group; nothing was run."
+                        ),
+                    ));
+                }
                 Some(group) if group.starts_with('@') => {
                     let Some((_, members)) = self.groups.iter().find(|(g, _)| *g == group[1..]) else {
                         let groups: Vec<String> = self.groups.iter().map(|(g, _)| format!("@{g}")).collect();
                         return Err(refuse(
                             Code::UnknownTarget,
                             format!(
-                                "cloud_check: `targets` names no configured group (got {}); the groups are {}; \
+                                "{name}: `targets` names no configured group (got {}); the groups are {}; \
                                  nothing was run.",
                                 shown(group),
                                 if groups.is_empty() { "none".to_owned() } else { groups.join(", ") }
@@ -191,10 +218,21 @@ impl Choices {
                     };
                     members.iter().for_each(|&i| chosen[i] = true);
                 }
-                _ => chosen[self.index(ToolName::CloudCheck, "targets", item)?] = true,
+                _ => chosen[self.index(tool, "targets", item)?] = true,
             }
         }
-        Ok(chosen.iter().enumerate().filter(|(_, c)| **c).map(|(i, _)| i).collect())
+        let indexes: Vec<usize> = chosen.iter().enumerate().filter(|(_, c)| **c).map(|(i, _)| i).collect();
+        if !read_only && indexes.len() > MAX_ROLLOUT_HOSTS {
+            return Err(refuse(
+                Code::NotAllowed,
+                format!(
+                    "{name}: a rollout takes at most {MAX_ROLLOUT_HOSTS} targets (got {}); split it into \
+                     several; nothing was run.",
+                    indexes.len()
+                ),
+            ));
+        }
+        Ok(indexes)
     }
 
     /// The `target` property every input schema gains, and for
@@ -223,8 +261,14 @@ impl Choices {
                     }),
                 );
             }
+            // service_plan's description says what its `targets` are.
+            if tool == ToolName::ServicePlan {
+                properties.insert("targets".into(), json!({"type": "array", "items": {"type": "string"}}));
+            }
         }
-        if several && tool != ToolName::CloudCheck {
+        // `targets` or `rollout` may stand in for `target` (`select`).
+        let alone = [ToolName::CloudCheck, ToolName::ServicePlan, ToolName::ServiceExecute];
+        if several && !alone.contains(&tool) {
             if let Some(Value::Array(required)) = schema.get_mut("required") {
                 required.push(json!("target"));
             } else {
@@ -332,6 +376,60 @@ mod tests {
         assert!(rest.unwrap().contains_key("targets"));
     }
 
+    /// Issue 43. What was tried: "*" (an implicit all), both `target` and
+    /// `targets`, `rollout` with a `target`, an unknown group, more targets
+    /// than a rollout takes; each refused, nothing run.
+    #[test]
+    fn a_rollout_names_its_targets_and_never_means_all() {
+        let pick = |arguments: Value, tool| {
+            fleet().select(tool, Some(&args(arguments))).map(|(s, rest)| (s, rest.unwrap()))
+        };
+        let (selection, rest) =
+            pick(json!({"action": "update", "targets": ["@web"], "batch_size": 2}), ToolName::ServicePlan)
+                .unwrap();
+        assert_eq!(selection, Selection::Fleet(vec![1, 2]));
+        assert_eq!(rest, args(json!({"action": "update", "batch_size": 2})), "the tool never sees `targets`");
+        let (selection, rest) = pick(json!({"rollout": "ab"}), ToolName::ServiceExecute).unwrap();
+        assert_eq!(selection, Selection::Rollout);
+        assert!(rest.contains_key("rollout"), "validate reads the rollout id");
+        let cases = [
+            (ToolName::ServicePlan, json!({"targets": ["*"]}), Code::NotAllowed, "never means \"all\""),
+            (
+                ToolName::ServicePlan,
+                json!({"targets": ["db"], "target": "db"}),
+                Code::UnexpectedField,
+                "not both",
+            ),
+            (
+                ToolName::ServiceExecute,
+                json!({"rollout": "ab", "target": "db"}),
+                Code::UnexpectedField,
+                "not both",
+            ),
+            (ToolName::ServicePlan, json!({"targets": ["@dev"]}), Code::UnknownTarget, "@prod, @web"),
+            (ToolName::ServicePlan, json!({"targets": []}), Code::NotAllowed, "is empty"),
+        ];
+        for (tool, arguments, code, needle) in cases {
+            let refusal = pick(arguments.clone(), tool).unwrap_err();
+            assert_eq!(refusal.code, code, "{arguments}");
+            assert!(refusal.message.contains(needle), "{arguments}: {}", refusal.message);
+        }
+        let many = Choices {
+            names: (0..20).map(|i| format!("s{i}")).collect(),
+            groups: vec![("all".into(), (0..20).collect())],
+        };
+        let refusal =
+            many.select(ToolName::ServicePlan, Some(&args(json!({"targets": ["@all"]})))).unwrap_err();
+        assert!(refusal.message.contains("at most 16 targets (got 20)"), "{}", refusal.message);
+        let (selection, _) = many
+            .select(ToolName::CloudCheck, Some(&args(json!({"check": "disk", "targets": ["*"]}))))
+            .unwrap();
+        assert!(
+            matches!(selection, Selection::FanOut(indexes) if indexes.len() == 20),
+            "a read-only fan-out may take all"
+        );
+    }
+
     #[test]
     fn a_fan_out_takes_each_target_once_in_fleet_order() {
         let pick = |targets: Value| match fleet()
@@ -350,12 +448,22 @@ mod tests {
 
     #[test]
     fn the_schema_names_no_target_and_requires_one_only_among_several() {
-        let mut schema =
-            args(json!({"type": "object", "properties": {"plan_id": {}}, "required": ["plan_id"]}));
-        fleet().extend_schema(ToolName::ServiceExecute, &mut schema);
+        let mut schema = args(json!({"type": "object", "properties": {"app": {}}, "required": ["app"]}));
+        fleet().extend_schema(ToolName::ServiceLogs, &mut schema);
         assert_eq!(schema["properties"]["target"], json!({"type": "string"}));
-        assert_eq!(schema["required"], json!(["plan_id", "target"]));
-        assert!(schema["properties"].get("targets").is_none(), "only cloud_check fans out");
+        assert_eq!(schema["required"], json!(["app", "target"]));
+        assert!(
+            schema["properties"].get("targets").is_none(),
+            "only cloud_check and service_plan take several"
+        );
+        // A rollout's execute names no target, and a rollout's plan takes `targets`.
+        let mut execute = args(json!({"type": "object", "properties": {"plan_id": {}}}));
+        fleet().extend_schema(ToolName::ServiceExecute, &mut execute);
+        assert!(execute.get("required").is_none(), "{execute:?}");
+        let mut plan = args(json!({"type": "object", "properties": {}, "required": ["action"]}));
+        fleet().extend_schema(ToolName::ServicePlan, &mut plan);
+        assert_eq!(plan["required"], json!(["action"]));
+        assert_eq!(plan["properties"]["targets"]["items"], json!({"type": "string"}));
 
         let mut check = args(json!({"type": "object", "properties": {"check": {}}, "required": ["check"]}));
         fleet().extend_schema(ToolName::CloudCheck, &mut check);

@@ -11,10 +11,12 @@
 
 use serde_json::{Map, Value};
 
+use super::Batches;
 use super::{Call, ToolName};
 use crate::inspect::Check;
 use crate::vocab::{ALSO_SERVER_NAMES, Action};
-use crate::vocab::{Code, MAX_ALSO_SERVER_NAMES, PlanId, Refusal};
+use crate::vocab::{Code, MAX_ALSO_SERVER_NAMES, PlanId, Refusal, RolloutId};
+use crate::wire::rollout::{MAX_HEALTH_WAIT_SECONDS, MAX_ROLLOUT_HOSTS};
 
 /// The largest arguments object we accept, measured as compact JSON. The
 /// host helper reads at most 16 KiB per request
@@ -167,7 +169,8 @@ fn check(tool: &str, arguments: &Map<String, Value>) -> Result<Call, Refusal> {
 
 /// `service_plan`: `action` and exactly its `parameters`, each of its kind.
 fn plan(tool: &str, arguments: &Map<String, Value>) -> Result<Call, Refusal> {
-    exact_fields(tool, arguments, &["action", "parameters"], &[], "argument")?;
+    const OPTIONS: [&str; 2] = ["batch_size", "health_wait_seconds"];
+    exact_fields(tool, arguments, &["action", "parameters", OPTIONS[0], OPTIONS[1]], &OPTIONS, "argument")?;
     let text = string_field(tool, arguments, "action")?;
     let action = Action::parse(text).map_err(|_| {
         refuse(
@@ -193,7 +196,31 @@ fn plan(tool: &str, arguments: &Map<String, Value>) -> Result<Call, Refusal> {
     for (key, value) in parameters {
         parameter(key, value)?;
     }
-    Ok(Call::Plan { action, parameters: parameters.clone() })
+    let batches = Batches {
+        batch_size: whole(arguments, "batch_size", 1..=MAX_ROLLOUT_HOSTS as u32)?,
+        health_wait_seconds: whole(arguments, "health_wait_seconds", 0..=MAX_HEALTH_WAIT_SECONDS)?,
+    };
+    Ok(Call::Plan { action, parameters: parameters.clone(), batches })
+}
+
+/// The optional whole number `key` of `arguments`, inside `range`.
+fn whole(
+    arguments: &Map<String, Value>,
+    key: &str,
+    range: std::ops::RangeInclusive<u32>,
+) -> Result<Option<u32>, Refusal> {
+    let Some(value) = arguments.get(key) else { return Ok(None) };
+    match value.as_u64().and_then(|n| u32::try_from(n).ok()) {
+        Some(n) if range.contains(&n) => Ok(Some(n)),
+        _ => Err(refuse(
+            if value.is_u64() || value.is_i64() { Code::NotAllowed } else { Code::WrongType },
+            format!(
+                "`{key}` must be a whole number from {} to {}; nothing was run.",
+                range.start(),
+                range.end()
+            ),
+        )),
+    }
 }
 
 /// One plan parameter `key` (admitted by `exact_fields`): its value is of
@@ -266,7 +293,8 @@ fn port_refusal(key: &str, value: &Value) -> Refusal {
 /// `signed_approval`, a statement and its signature block in one string
 /// (its shape checked here; only the host can say whether it approves).
 fn execute(tool: &str, arguments: &Map<String, Value>) -> Result<Call, Refusal> {
-    exact_fields(tool, arguments, &["plan_id", "signed_approval"], &["signed_approval"], "argument")?;
+    let first = if arguments.contains_key("rollout") { "rollout" } else { "plan_id" };
+    exact_fields(tool, arguments, &[first, "signed_approval"], &["signed_approval"], "argument")?;
     let signed_approval = match arguments.get("signed_approval") {
         None => None,
         Some(_) => {
@@ -274,6 +302,20 @@ fn execute(tool: &str, arguments: &Map<String, Value>) -> Result<Call, Refusal> 
             Some(crate::wire::signed::SignedApproval::parse(text)?)
         }
     };
+    if first == "rollout" {
+        let text = string_field(tool, arguments, "rollout")?;
+        let rollout_id = RolloutId::parse(text).map_err(|refusal| {
+            Refusal::new(
+                refusal.code,
+                format!(
+                    "`rollout` must be 32 lowercase hex characters as service_plan returned it (got {}); \
+                     nothing was run.",
+                    shown(text)
+                ),
+            )
+        })?;
+        return Ok(Call::ExecuteRollout { rollout_id, signed_approval });
+    }
     let text = string_field(tool, arguments, "plan_id")?;
     let plan_id = PlanId::parse(text).map_err(|_| {
         refuse(

@@ -17,14 +17,15 @@ use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
 use super::inventory::OpenPlan;
-use crate::vocab::PlanId;
+use crate::vocab::{Digest, PlanId};
 use crate::wire::Operation;
 
 /// What the workstation acts on in one `ok` answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Read {
-    /// `plan`: the plan it stored ([`super::plan_view::PlanView::id`]).
-    Plan { plan_id: PlanId },
+    /// `plan`: the plan it stored ([`super::plan_view::PlanView::id`]),
+    /// and the terms a rollout records of it (issue 43).
+    Plan { plan_id: PlanId, terms: Option<PlanTerms> },
     /// `execute`: the plan it ran ([`super::execution::ExecutedPlan::plan_id`]).
     Execute { plan_id: PlanId },
     /// `inventory`: its open plans ([`super::inventory::Inventory::plans`]),
@@ -43,10 +44,20 @@ pub struct ListedPlan {
     pub expires: Option<SystemTime>,
 }
 
-/// The field of a plan view the workstation reads.
+/// What a rollout's manifest keeps of a stored plan (`crate::mcp::rollout`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct PlanTerms {
+    pub digest: Digest,
+    pub requires_approval: bool,
+    pub expires_at: String,
+}
+
+/// The fields of a plan view the workstation reads.
 #[derive(Deserialize)]
 struct StoredPlan {
     id: PlanId,
+    #[serde(flatten)]
+    terms: Option<PlanTerms>,
 }
 
 /// The field of an execution the workstation reads.
@@ -83,7 +94,7 @@ impl Read {
     pub fn of(operation: Operation, result: &Value) -> Read {
         let read = match operation {
             Operation::Plan | Operation::SignedApproval => {
-                StoredPlan::deserialize(result).map(|p| Read::Plan { plan_id: p.id })
+                StoredPlan::deserialize(result).map(|p| Read::Plan { plan_id: p.id, terms: p.terms })
             }
             Operation::Execute => RanPlan::deserialize(result).map(|p| Read::Execute { plan_id: p.plan_id }),
             Operation::Inventory => {
@@ -99,7 +110,7 @@ impl Read {
     /// The plan the answer names, if any.
     pub fn plan_id(&self) -> Option<&PlanId> {
         match self {
-            Read::Plan { plan_id } | Read::Execute { plan_id } => Some(plan_id),
+            Read::Plan { plan_id, .. } | Read::Execute { plan_id } => Some(plan_id),
             Read::Inventory { .. } | Read::Nothing => None,
         }
     }

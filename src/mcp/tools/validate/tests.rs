@@ -265,3 +265,39 @@ fn refused_names_are_escaped_and_capped() {
     let refusal = validate(ToolName::CloudCheck, Some(&args(json!({"check": long})))).unwrap_err();
     assert!(refusal.message.len() < 200, "{}", refusal.message);
 }
+
+/// Issue 43. What was tried: a batch size of 0 and 17, a wait of 301 s and
+/// of "10", a rollout id that is not one, `rollout` with `plan_id`.
+#[test]
+fn a_rollouts_arguments_are_checked_to_the_schema() {
+    let plan = |extra: Value| {
+        let mut arguments = args(json!({"action": "update", "parameters": {"app": "web", "image": "web2"}}));
+        arguments.extend(args(extra));
+        validate(ToolName::ServicePlan, Some(&arguments))
+    };
+    match plan(json!({"batch_size": 3, "health_wait_seconds": 0})).unwrap() {
+        Call::Plan { batches, .. } => {
+            assert_eq!(batches, Batches { batch_size: Some(3), health_wait_seconds: Some(0) })
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(!matches!(plan(json!({})).unwrap(), Call::Plan { batches, .. } if batches.given()));
+    for (extra, code) in [
+        (json!({"batch_size": 0}), Code::NotAllowed),
+        (json!({"batch_size": 17}), Code::NotAllowed),
+        (json!({"health_wait_seconds": 301}), Code::NotAllowed),
+        (json!({"health_wait_seconds": "10"}), Code::WrongType),
+    ] {
+        let refusal = plan(extra.clone()).unwrap_err();
+        assert_eq!(refusal.code, code, "{extra}");
+        assert!(refusal.message.ends_with("nothing was run."), "{}", refusal.message);
+    }
+    let id = "a".repeat(32);
+    let call = validate(ToolName::ServiceExecute, Some(&args(json!({"rollout": id})))).unwrap();
+    assert!(matches!(call, Call::ExecuteRollout { signed_approval: None, .. }), "{call:?}");
+    let refusal = validate(ToolName::ServiceExecute, Some(&args(json!({"rollout": "x1"})))).unwrap_err();
+    assert_eq!(refusal.code, Code::InvalidRolloutId);
+    let both =
+        validate(ToolName::ServiceExecute, Some(&args(json!({"rollout": id, "plan_id": id})))).unwrap_err();
+    assert_eq!(both.code, Code::UnexpectedField, "{both:?}");
+}

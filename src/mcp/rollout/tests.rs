@@ -1,0 +1,85 @@
+use serde_json::json;
+
+use super::*;
+
+fn manifest(targets: usize, batch_size: u32, approval: bool) -> Manifest {
+    Manifest {
+        rollout_id: RolloutId::parse(&"a".repeat(32)).unwrap(),
+        action: Action::Update,
+        parameters: json!({"app": "web", "image": "web2"}).as_object().unwrap().clone(),
+        batch_size,
+        health_wait_seconds: 5,
+        made_at: "2026-12-07T15:00:00Z".into(),
+        entries: (0..targets)
+            .map(|i| ManifestEntry {
+                target: format!("web-{i}"),
+                plan_id: PlanId::parse(&format!("{i:032x}")).unwrap(),
+                digest: Digest::sha256(&[i as u8]),
+                requires_approval: approval,
+                expires_at: "2026-12-07T15:30:00Z".into(),
+                host: approval.then(|| format!("web-{i} (machine-id {})", "0".repeat(32))),
+                statement_sha256: approval.then(|| "5".repeat(64)),
+            })
+            .collect(),
+    }
+}
+
+#[test]
+fn batches_take_the_targets_in_order_and_the_last_may_be_short() {
+    let ranges = |n, size| manifest(n, size, true).batches();
+    assert_eq!(ranges(3, 1), [0..1, 1..2, 2..3]);
+    assert_eq!(ranges(3, 3), vec![std::ops::Range { start: 0, end: 3 }]);
+    assert_eq!(ranges(5, 2), [0..2, 2..4, 4..5]);
+    assert_eq!(ranges(2, 9), vec![std::ops::Range { start: 0, end: 2 }]);
+    let view = RolloutView::of(&manifest(5, 2, true));
+    assert_eq!(view.hosts.iter().map(|h| h.batch).collect::<Vec<_>>(), [1, 1, 2, 2, 3]);
+    assert!(view.hosts.iter().all(|h| h.outcome == HostOutcome::Planned));
+}
+
+/// The statement binds the manifest: any change to it (an entry, the
+/// order, the batch size) changes the statement the operator signed.
+#[test]
+fn the_statement_names_the_manifest_and_every_host_that_needs_approval() {
+    let m = manifest(3, 1, true);
+    let text = m.statement().unwrap().render();
+    assert!(text.contains(&format!("manifest: {}", m.sha256())), "{text}");
+    assert!(text.contains("\nhost 3: web-2 (machine-id"), "{text}");
+    let mut reordered = m.clone();
+    reordered.entries.swap(0, 1);
+    assert_ne!(reordered.statement().unwrap().render(), text);
+    let mut wider = m.clone();
+    wider.batch_size = 3;
+    assert_ne!(wider.statement().unwrap().render(), text);
+    assert_eq!(manifest(3, 1, false).statement(), None, "nothing to sign");
+    assert!(!RolloutView::of(&manifest(3, 1, false)).requires_approval);
+}
+
+/// What was tried: saving twice, running twice, a file that is not ours.
+#[test]
+fn a_manifest_is_written_once_and_a_rollout_claimed_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let rollouts = Rollouts::at(dir.path().join("rollouts"));
+    let m = manifest(2, 1, true);
+    rollouts.save(&m).unwrap();
+    assert!(matches!(rollouts.save(&m), Err(RolloutFileError::Write(..))), "never replaced");
+    assert_eq!(rollouts.load(&m.rollout_id).unwrap(), Some(m.clone()));
+    let other = RolloutId::parse(&"b".repeat(32)).unwrap();
+    assert_eq!(rollouts.load(&other).unwrap(), None);
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&dir.path().join("rollouts")), 0o700);
+    assert_eq!(mode(&dir.path().join(format!("rollouts/{}.json", m.rollout_id))), 0o600);
+
+    let mut view = RolloutView::of(&m);
+    view.state = RolloutState::Running;
+    assert!(matches!(rollouts.claim(&view).unwrap(), Claim::Claimed));
+    view.state = RolloutState::Halted;
+    rollouts.record(&view).unwrap();
+    match rollouts.claim(&view).unwrap() {
+        Claim::Started(recorded) => assert_eq!(recorded.state, RolloutState::Halted),
+        Claim::Claimed => panic!("claimed twice"),
+    }
+    std::fs::write(dir.path().join(format!("rollouts/{other}.json")), "{}").unwrap();
+    assert!(matches!(rollouts.load(&other), Err(RolloutFileError::Read(..))));
+    assert!(matches!(Rollouts::beside(None).load(&other), Err(RolloutFileError::Off)));
+}
