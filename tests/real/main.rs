@@ -48,3 +48,5 @@ mod package;
 mod mcp_python;
 // The same venv's jsonschema: the .mcpb bundle and server.json against their published schemas.
 mod mcp_bundle;
+// The same venv's SDK, and three servers from scripts/fleet-servers: rollouts over a fleet.
+mod fleet_rollout;

@@ -191,10 +191,17 @@ impl Choices {
                 format!("{name}: `targets` is empty; name {kinds} ({}); nothing was run.", self.listed()),
             ));
         }
-        let mut chosen = vec![false; self.names.len()];
+        // Each target once, where it is first named: a fan-out sorts them
+        // into fleet order, a rollout keeps the order given (its order).
+        let mut chosen: Vec<usize> = Vec::new();
+        let mut choose = |index: usize| {
+            if !chosen.contains(&index) {
+                chosen.push(index);
+            }
+        };
         for item in items {
             match item.as_str() {
-                Some("*") if read_only => chosen.iter_mut().for_each(|c| *c = true),
+                Some("*") if read_only => (0..self.names.len()).for_each(&mut choose),
                 Some("*") => {
                     return Err(refuse(
                         Code::NotAllowed,
@@ -216,12 +223,15 @@ impl Choices {
                             ),
                         ));
                     };
-                    members.iter().for_each(|&i| chosen[i] = true);
+                    members.iter().for_each(|&i| choose(i));
                 }
-                _ => chosen[self.index(tool, "targets", item)?] = true,
+                _ => choose(self.index(tool, "targets", item)?),
             }
         }
-        let indexes: Vec<usize> = chosen.iter().enumerate().filter(|(_, c)| **c).map(|(i, _)| i).collect();
+        let mut indexes = chosen;
+        if read_only {
+            indexes.sort_unstable();
+        }
         if !read_only && indexes.len() > MAX_ROLLOUT_HOSTS {
             return Err(refuse(
                 Code::NotAllowed,
@@ -388,6 +398,9 @@ mod tests {
             pick(json!({"action": "update", "targets": ["@web"], "batch_size": 2}), ToolName::ServicePlan)
                 .unwrap();
         assert_eq!(selection, Selection::Fleet(vec![1, 2]));
+        let (selection, _) =
+            pick(json!({"targets": ["web-2", "db", "@web"]}), ToolName::ServicePlan).unwrap();
+        assert_eq!(selection, Selection::Fleet(vec![2, 0, 1]), "a rollout keeps the order given, each once");
         assert_eq!(rest, args(json!({"action": "update", "batch_size": 2})), "the tool never sees `targets`");
         let (selection, rest) = pick(json!({"rollout": "ab"}), ToolName::ServiceExecute).unwrap();
         assert_eq!(selection, Selection::Rollout);

@@ -5,7 +5,9 @@ checks identity on every target with one fan-out, then makes the calls
 STEPS_FILE lists, in order, in that one session. A step is
 {"tool": NAME, "arguments": {...}} and may add "cancel_after": TEXT, which
 cancels the call (the SDK sends notifications/cancelled) as soon as a
-progress notification whose message contains TEXT arrives. One JSON report
+progress notification whose message contains TEXT arrives; {"sleep": S}
+waits; {"wait_for": PATH} makes PATH.waiting and waits until PATH exists,
+so that the test acts on the servers in the middle of the session. One JSON report
 on stdout for tests/real/fleet_rollout.rs: each call's structuredContent,
 isError and progress messages. Runs as the test's user.
 
@@ -64,7 +66,15 @@ async def main(binary, steps_file):
         identity = await client.call_tool("cloud_check", {"check": "identity", "targets": ["@web"]})
         report["identity"] = (identity.structured_content or {}).get("summary")
         for step in steps:
-            report["calls"].append(await call(client, step))
+            if "wait_for" in step:
+                # The test acts on the servers now (cuts one off, say).
+                open(step["wait_for"] + ".waiting", "w").close()
+                while not os.path.exists(step["wait_for"]):
+                    await anyio.sleep(0.05)
+            elif "sleep" in step:
+                await anyio.sleep(step["sleep"])
+            else:
+                report["calls"].append(await call(client, step))
     json.dump(report, sys.stdout, indent=1)
     print()
 
