@@ -66,7 +66,8 @@ pub const ADDITIONS: &[(u32, &str)] = &[
          redacted, untrusted output); a request may carry the audit head the workstation witnessed \
          (`witness`), and a reply to a protocol-2 request carries the host's audit head and the rows that \
          prove it extends the witnessed one (`audit`); `logs` may name one of the app's accessories as its \
-         `container` (0.2.0)",
+         `container`; `signed_approval` also takes a rollout's statement, which approves the plan its line \
+         for this host names (0.2.0)",
     ),
 ];
 

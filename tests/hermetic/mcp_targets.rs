@@ -368,3 +368,47 @@ async fn two_targets_answering_as_one_identity_are_named_in_a_fan_out_and_on_eac
     let solo = fleet.call("cloud_check", json!({"target": "solo", "check": "identity"})).await;
     assert!(!solo["message"].as_str().unwrap().contains("targets_share_identity"), "{solo}");
 }
+
+/// Issue 43, version skew: a rollout is refused at plan time, before any
+/// server is asked anything, when a target speaks too old a protocol (these
+/// stand-ins name no version: protocol 1, which knows no signed approval)
+/// or has not passed its identity gate; the refusal names each target and
+/// why. What was tried: two verified protocol-1 targets; then a group with
+/// one whose identity did not match; then an action that does not roll out.
+#[tokio::test]
+async fn a_rollout_is_refused_at_plan_time_naming_each_target_that_cannot_take_part() {
+    let fleet = fleet(false).await;
+    for target in ["db", "web-1", "web-2"] {
+        fleet.call("cloud_check", json!({"target": target, "check": "identity"})).await;
+    }
+    let plan = |targets: Value, action: &str| json!({"targets": targets, "action": action, "parameters": {"app": "a", "image": "web"}});
+    let old = fleet.call("service_plan", plan(json!(["@prod"]), "update")).await;
+    assert_eq!(
+        (old["status"].as_str(), old["code"].as_str()),
+        (Some("rejected"), Some("server_too_old")),
+        "{old}"
+    );
+    let message = old["message"].as_str().unwrap();
+    assert!(message.starts_with("Nothing was planned on any server"), "{message}");
+    assert!(
+        message.contains("db: Target db runs") && message.contains("web-1: Target web-1 runs"),
+        "{message}"
+    );
+    let mixed = fleet.call("service_plan", plan(json!(["db", "@web"]), "update")).await;
+    assert!(mixed["message"].as_str().unwrap().contains("web-2: identity_mismatch"), "{mixed}");
+    let stop = fleet
+        .call("service_plan", json!({"targets": ["@prod"], "action": "stop", "parameters": {"app": "a"}}))
+        .await;
+    assert_eq!(stop["code"], "not_a_fleet_action", "{stop}");
+    assert_eq!(
+        fleet.runs("db", "rpc") + fleet.runs("web-1", "rpc") + fleet.runs("web-2", "rpc"),
+        0,
+        "nothing was sent"
+    );
+    let all = fleet.call("service_plan", plan(json!(["*"]), "update")).await;
+    assert_eq!(
+        (all["status"].as_str(), all["code"].as_str()),
+        (Some("invalid_arguments"), Some("not_allowed")),
+        "{all}"
+    );
+}
