@@ -29,10 +29,9 @@
 //! ssh_config it writes ends with `Host *` / `HostName 127.0.0.1`: no alias
 //! ever resolves through DNS.
 
-use std::io::{BufRead as _, BufReader, Write as _};
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use latency_proxy::LatencyProxy;
@@ -42,6 +41,10 @@ use stats::{ms, p50};
 mod latency_proxy;
 #[path = "support/stats.rs"]
 mod stats;
+#[path = "support/stdio_client.rs"]
+mod stdio_client;
+
+use stdio_client::StdioClient;
 
 const BIN: &str = env!("CARGO_BIN_EXE_volce-lab");
 const E2E_DIR: &str = "/var/tmp/volce-lab-e2e";
@@ -106,10 +109,7 @@ struct Width {
 /// directory (so its masters are its own), and the proxies in front of it.
 struct Fleet {
     _dir: tempfile::TempDir,
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-    next_id: u64,
+    client: StdioClient,
     names: Vec<String>,
 }
 
@@ -152,41 +152,13 @@ impl Fleet {
         if let Some(width) = fan_out {
             command.env("VOLCE_LAB_FAN_OUT", width);
         }
-        let mut child = command
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn volce-lab mcp-serve");
-        let stdin = child.stdin.take().unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut fleet = Fleet { _dir: dir, child, stdin, stdout, next_id: 0, names };
-        fleet.initialize();
-        fleet
-    }
-
-    fn initialize(&mut self) {
-        writeln!(
-            self.stdin,
-            r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"fleet-bench","version":"0"}}}}}}"#
-        )
-        .unwrap();
-        let mut line = String::new();
-        self.stdout.read_line(&mut line).unwrap();
-        writeln!(self.stdin, r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#).unwrap();
+        let client = StdioClient::start(command, "fleet-bench");
+        Fleet { _dir: dir, client, names }
     }
 
     /// One `cloud_check` call, its answer's structured content.
     fn call(&mut self, arguments: serde_json::Value) -> serde_json::Value {
-        self.next_id += 1;
-        let request = serde_json::json!({"jsonrpc": "2.0", "id": self.next_id, "method": "tools/call",
-            "params": {"name": "cloud_check", "arguments": arguments}});
-        writeln!(self.stdin, "{request}").unwrap();
-        self.stdin.flush().unwrap();
-        let mut line = String::new();
-        self.stdout.read_line(&mut line).unwrap();
-        let answer: serde_json::Value = serde_json::from_str(&line).expect("one JSON-RPC line");
-        answer["result"]["structuredContent"].clone()
+        self.client.call("cloud_check", arguments)
     }
 
     /// The first call, `identity` over every target: each starts its master.
@@ -201,7 +173,7 @@ impl Fleet {
     /// `rounds` calls of `cloud_check disk` over the first `width` targets.
     fn disk(&mut self, width: usize, rounds: usize) -> Width {
         let chosen = self.names[..width].to_vec();
-        let pid = self.child.id();
+        let pid = self.client.child.id();
         let (cpu_before, busy_before) = (cpu_ms(pid), machine_busy_ms());
         let samples: Vec<Duration> = (0..rounds)
             .map(|_| {
@@ -223,7 +195,8 @@ impl Fleet {
 
     /// The server's peak resident set so far (VmHWM), in MiB.
     fn peak_rss_mib(&self) -> f64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap_or_default();
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", self.client.child.id())).unwrap_or_default();
         let kib: f64 = status
             .lines()
             .find_map(|l| l.strip_prefix("VmHWM:"))
@@ -234,9 +207,7 @@ impl Fleet {
     }
 
     fn finish(self) {
-        let Fleet { mut child, stdin, .. } = self;
-        drop(stdin);
-        let _ = child.wait();
+        self.client.finish();
     }
 }
 

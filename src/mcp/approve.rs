@@ -82,7 +82,8 @@ pub fn run(fleet: &Fleet, runtime: &tokio::runtime::Runtime, args: &ApproveArgs)
                     );
                     return Ok(Exit::Ok);
                 };
-                confirm(&statement.text, "digest")?;
+                let digest = statement_field(&statement.text, "digest").context("the statement names no digest")?;
+                confirm(digest, "digest")?;
                 sign(&statement.text, key)?
             }
         };
@@ -152,7 +153,7 @@ fn run_rollout(fleet: &Fleet, runtime: &tokio::runtime::Runtime, args: &ApproveA
             let now = self::statement(&server, target, &entry.plan_id).await?;
             let hash = crate::text::hex(&<sha2::Sha256 as sha2::Digest>::digest(now.text.as_bytes()));
             if entry.statement_sha256.as_deref() != Some(hash.as_str())
-                || entry.host.as_deref() != statement_field(&now.text, "host")
+                || entry.host.as_deref() != Some(now.host.as_str())
             {
                 bail!(
                     "{target} renders its plan {} differently from what the rollout recorded; nothing was \
@@ -171,7 +172,7 @@ fn run_rollout(fleet: &Fleet, runtime: &tokio::runtime::Runtime, args: &ApproveA
         );
         return Ok(Exit::Ok);
     };
-    confirm(&text, "manifest")?;
+    confirm(&statement.manifest_sha256, "manifest")?;
     let signed = sign(&text, key)?;
     eprintln!(
         "\nGive the agent this signed rollout, unchanged (service_execute's signed_approval, with `rollout`):\n"
@@ -180,10 +181,9 @@ fn run_rollout(fleet: &Fleet, runtime: &tokio::runtime::Runtime, args: &ApproveA
     Ok(Exit::Ok)
 }
 
-/// The operator types the first 8 characters of the statement's `field`
-/// (a plan's digest, a rollout's manifest hash): they read it.
-fn confirm(text: &str, field: &str) -> anyhow::Result<()> {
-    let digest = statement_field(text, field).with_context(|| format!("the statement names no {field}"))?;
+/// The operator types the first 8 characters of `digest`, the statement's
+/// `field:` line (a plan's digest, a rollout's manifest hash): they read it.
+fn confirm(digest: &str, field: &str) -> anyhow::Result<()> {
     eprint!("\nTo sign this statement, type the first 8 characters of its {field}: ");
     std::io::stderr().flush().ok();
     let mut line = String::new();

@@ -20,7 +20,7 @@ use serde_json::{Map, Value};
 use sha2::{Digest as _, Sha256};
 
 use super::rpc::AnswerCode;
-use crate::vocab::{Action, Digest, PlanId, RolloutId};
+use crate::vocab::{Action, Code, Digest, PlanId, Refusal, RolloutId};
 use crate::wire::rollout::{RolloutEntry, RolloutStatement};
 
 /// The actions a fleet plan takes: the ones that change one app in place
@@ -93,11 +93,71 @@ impl Manifest {
             rollout_id: self.rollout_id.clone(),
             manifest_sha256: self.sha256(),
             action: self.action,
-            parameters: crate::control::canonical::to_string(&self.parameters).unwrap_or_default(),
+            parameters: crate::control::canonical::to_string(&self.parameters)
+                .expect("a JSON map serializes"),
             batch_size: self.batch_size,
             health_wait_seconds: self.health_wait_seconds,
             entries,
         })
+    }
+
+    /// Why this manifest must not be recorded, if it must not: servers that
+    /// disagree on whether the plan needs an approval (one signature would
+    /// not name them all in their order), two targets that are one server
+    /// (a host could not tell which line is its own), or a schedule whose
+    /// last batch would start after a plan expired.
+    pub fn unfit(&self, now: std::time::SystemTime) -> Option<Refusal> {
+        let (needs, free): (Vec<&ManifestEntry>, Vec<&ManifestEntry>) =
+            self.entries.iter().partition(|e| e.requires_approval);
+        if !needs.is_empty() && !free.is_empty() {
+            let names = |list: &[&ManifestEntry]| {
+                list.iter().map(|e| e.target.as_str()).collect::<Vec<_>>().join(", ")
+            };
+            return Some(Refusal::new(
+                Code::ApprovalRulesDiffer,
+                format!(
+                    "On {} this {} needs an approval and on {} it does not, so one signature could not name \
+                     every server in its order.",
+                    names(&needs),
+                    self.action.as_str(),
+                    names(&free)
+                ),
+            ));
+        }
+        for (i, entry) in needs.iter().enumerate() {
+            if let Some(same) = needs[..i].iter().find(|other| other.host == entry.host) {
+                return Some(Refusal::new(
+                    Code::TargetsShareIdentity,
+                    format!(
+                        "Targets {} and {} answered as the same server ({}); a rollout names each server \
+                         once.",
+                        same.target,
+                        entry.target,
+                        entry.host.as_deref().unwrap_or("unknown")
+                    ),
+                ));
+            }
+        }
+        let waits = u64::from(self.health_wait_seconds) * (self.batches().len() as u64).saturating_sub(1);
+        let last_start = now + std::time::Duration::from_secs(waits);
+        let first_expiry =
+            self.entries.iter().filter_map(|e| humantime::parse_rfc3339(&e.expires_at).ok()).min()?;
+        (last_start >= first_expiry).then(|| {
+            Refusal::new(
+                Code::NotAllowed,
+                format!(
+                    "Its last batch would start {waits} s from now, after the first of its plans expires ({}); \
+                     ask for a shorter health_wait_seconds or a larger batch_size.",
+                    humantime::format_rfc3339_seconds(first_expiry)
+                ),
+            )
+        })
+    }
+
+    /// The app the rollout changes: every fleet action names one
+    /// ([`FLEET_ACTIONS`], each validated with `app` before it was planned).
+    pub fn app(&self) -> &str {
+        self.parameters.get("app").and_then(Value::as_str).unwrap_or_default()
     }
 
     /// The batches, in order: index ranges of `entries`.
@@ -131,15 +191,22 @@ pub enum RolloutState {
 }
 
 /// What happened on one host.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum HostOutcome {
     /// Its plan is recorded and waits for the execute.
     Planned,
     /// It refused to plan (the code says why).
     Refused,
+    /// Its batch started: recorded before anything is sent, so a run that
+    /// stops midway leaves the hosts that may have acted named.
+    Running,
     /// Its plan ran and the host reported it healthy.
     Changed,
+    /// Its plan ran and answered its health check, but after the wait the
+    /// host no longer reported the app running: changed, not rolled back.
+    Unhealthy,
     /// Its plan did not run, or ran and was rolled back (the code says
     /// which): the host is as it was.
     Failed,

@@ -333,6 +333,18 @@ impl Code {
             Code::NotAFleetAction => {
                 "Plan this action on one target at a time (service_plan with `target`); only deploy, update, rollback, restart and nginx_config roll out over `targets`."
             }
+            Code::RolloutApprovalAlone => {
+                "Pass a rollout's signed approval only with `rollout` (service_execute with the rollout_id, no target or plan_id): it runs in the rollout's order, halting at the first failure."
+            }
+            Code::ApprovalRulesDiffer => {
+                "Roll out over the servers whose plans need an approval and, separately, over the others; or ask the operator to make their policies agree on this action."
+            }
+            Code::UnhealthyAfterWait => {
+                "Report it: that server changed and then stopped serving. Read service_inventory and service_logs there; plan a rollback on it if the user wants the old version back. The servers not touched keep their plans pending."
+            }
+            Code::RolloutCancelled => {
+                "Read each server's outcome in the answer; never run the rollout again. The servers not touched keep their plans pending; plan a new rollout for them if the user still wants the change."
+            }
             Code::TargetsShareIdentity => {
                 "Treat the named targets as one server until the workstation's user gives each server its own host name (and expected_host) or removes one target from the targets file."
             }

@@ -345,6 +345,18 @@ pub enum Code {
     /// service_plan with `targets`: an action that does not roll out over a
     /// fleet (only deploy, update, rollback, restart and nginx_config do).
     NotAFleetAction,
+    /// service_execute with one `plan_id` and a rollout's signed approval:
+    /// it runs only with `rollout`, in the rollout's order.
+    RolloutApprovalAlone,
+    /// service_plan with `targets`: some servers' plans need an approval and
+    /// others' do not, so one signature could not speak for the order.
+    ApprovalRulesDiffer,
+    /// A rollout halted because a server whose plan ran no longer reported
+    /// the app running after the wait between batches (it was not rolled back).
+    UnhealthyAfterWait,
+    /// A rollout the client cancelled: the batch that ran finished, no later
+    /// one started.
+    RolloutCancelled,
 }
 
 impl Code {
@@ -427,7 +439,7 @@ mod tests {
     #[test]
     fn code_strings_never_change() {
         use strum::VariantArray as _;
-        const SHIPPED: [&str; 146] = [
+        const SHIPPED: [&str; 150] = [
             "invalid_request",
             "request_too_large",
             "unknown_action",
@@ -574,6 +586,10 @@ mod tests {
             "rollout_not_found",
             "rollout_already_started",
             "not_a_fleet_action",
+            "rollout_approval_alone",
+            "approval_rules_differ",
+            "unhealthy_after_wait",
+            "rollout_cancelled",
         ];
         let strings: Vec<&str> = Code::VARIANTS.iter().map(|c| c.as_str()).collect();
         assert_eq!(strings, SHIPPED);

@@ -123,6 +123,10 @@ impl RolloutStatement {
         if entries.is_empty() || entries.len() > MAX_ROLLOUT_HOSTS {
             return Err(malformed(&format!("lists {} hosts, not 1 to {MAX_ROLLOUT_HOSTS}", entries.len())));
         }
+        // One line per host: a host named twice could not tell which is its own.
+        if entries.iter().enumerate().any(|(i, e)| entries[..i].iter().any(|f| f.host == e.host)) {
+            return Err(malformed("names one host on two lines"));
+        }
         let statement = RolloutStatement {
             rollout_id,
             manifest_sha256,
@@ -215,6 +219,11 @@ mod tests {
             text.replace("and nothing else.\n", "and nothing else.\nextra: line\n"),
             text.replace("rollout: aaaa", "rollout: zzzz"),
             statement(0, 10).render(),
+            {
+                let mut twice = statement(2, 10);
+                twice.entries[1].host = twice.entries[0].host.clone();
+                twice.render()
+            },
             statement(MAX_ROLLOUT_HOSTS + 1, 10).render(),
         ];
         for case in cases {

@@ -83,7 +83,9 @@ impl SignedApproval {
         // A plan's statement, or a rollout's (issue 43: `super::rollout`).
         let headers = [STATEMENT_HEADER, ROLLOUT_HEADER];
         if !headers.iter().any(|header| statement.starts_with(&format!("{header}\n"))) {
-            return Err(malformed(&format!("does not start with the line `{STATEMENT_HEADER}`")));
+            return Err(malformed(&format!(
+                "does not start with the line `{STATEMENT_HEADER}` (or `{ROLLOUT_HEADER}`)"
+            )));
         }
         let Some(end) = armor.find(&format!("\n{SIGNATURE_END}")) else {
             return Err(malformed("has a signature block without its END line"));

@@ -13,9 +13,10 @@
 //! server's pinned image fails its health check: the first server changed,
 //! the second was rolled back, the third was not touched and its plan
 //! stays pending; the same rollout refused a second run; a signed rollout
-//! with an entry changed after signing (refused by the workstation, and by
-//! the host when carried by hand); a rollout signed for two servers carried
-//! to the third (refused by the third); a server whose sshd is gone at
+//! with an entry changed after signing, and one signed for two servers
+//! carried to the third (each refused by the tools, which take a rollout's
+//! approval only with `rollout`, and by the host itself when the agent's
+//! own ssh key carries it past them); a server whose sshd is gone at
 //! execute time (the rollout halts there, the next server untouched); and
 //! a cancel between batches (the batch that ran finished, no later one
 //! started).
@@ -279,6 +280,18 @@ fn one_signed_consent_rolls_an_update_over_three_servers_and_halts_at_the_first_
             {"target": "vl-fleet-3", "plan_id": plan_3.as_str(), "signed_approval": signed}})
     };
 
+    // The same two carried to server 3 past the tools, as the agent's own
+    // ssh key could: the host itself refuses both, and records nothing.
+    let forged_on_3 = agent_rpc(
+        3,
+        &json!({"operation": "signed_approval", "plan_id": plan_3.as_str(), "approval": forged}),
+    );
+    assert_eq!(forged_on_3["code"], "signature_invalid", "{forged_on_3}");
+    let two_on_3 = agent_rpc(
+        3,
+        &json!({"operation": "signed_approval", "plan_id": plan_3.as_str(), "approval": for_two}),
+    );
+    assert_eq!(two_on_3["code"], "approval_for_another_host", "{two_on_3}");
     let report = station.agent(
         json!([
             execute_step(&rollout, &forged),
@@ -290,11 +303,11 @@ fn one_signed_consent_rolls_an_update_over_three_servers_and_halts_at_the_first_
         ]),
         || {},
     );
-    // A forged entry: the workstation sends nothing; carried by hand, the host refuses it.
+    // A forged entry: the workstation sends nothing; a rollout's approval
+    // with one plan is refused by the tools too.
     assert_eq!(call(&report, 0)["code"], "statement_mismatch", "{report}");
-    assert_eq!(call(&report, 1)["code"], "signature_invalid", "{report}");
-    // Signed for two servers, carried to the third.
-    assert_eq!(call(&report, 2)["code"], "approval_for_another_host", "{report}");
+    assert_eq!(call(&report, 1)["code"], "rollout_approval_alone", "{report}");
+    assert_eq!(call(&report, 2)["code"], "rollout_approval_alone", "{report}");
     // The rollout: server 1 changed, server 2 failed and was rolled back, server 3 untouched.
     let halted = call(&report, 3);
     assert_eq!(
@@ -370,6 +383,21 @@ fn unreachable_and_cancelled(station: &Workstation) {
         outcomes(&recorded),
         [("vl-fleet-3", HostOutcome::Changed), ("vl-fleet-1", HostOutcome::Untouched)]
     );
+}
+
+/// The agent's rpc to server `k` through ssh, the gate and the exact
+/// sudoers rule, outside the MCP tools: the helper's reply.
+fn agent_rpc(k: usize, request: &Value) -> Value {
+    let config = format!("{FLEET}/client/ssh_config");
+    let alias = format!("vl-fleet-{k}");
+    let bytes = serde_json::to_vec(request).unwrap();
+    let ran = run(
+        "/usr/bin/ssh",
+        &["-F", &config, "-T", &alias, "sudo -n /usr/local/bin/volce-lab-host rpc"],
+        Some(&bytes),
+    );
+    serde_json::from_slice(volce_lab::wire::progress::reply_bytes(ran.stdout.as_bytes()))
+        .unwrap_or_else(|_| panic!("the helper's reply is not one JSON object: {ran:?}"))
 }
 
 /// Server `k`'s sshd and every session it forked: the server is cut off.

@@ -50,6 +50,7 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             plan_id: id.clone(),
             namespace: NAMESPACE.to_owned(),
             text: statement::render(host, &stored),
+            host: host.line(),
         })
     }
 
@@ -124,7 +125,8 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
                 Code::ApprovalForAnotherHost,
                 format!(
                     "{} signed rollout {} for other hosts; it names no line for this one ({}). Nothing was \
-                     recorded: a rollout approves a plan only on the hosts it lists.",
+                     recorded: a rollout approves a plan only on the hosts it lists. Plan a rollout that names this \
+                     server, or approve this plan at its terminal.",
                     signer.principal,
                     rollout.rollout_id,
                     crate::text::for_terminal(&ours)
@@ -135,19 +137,30 @@ impl<E: Engine, C: Clock, L: Liveness> Controller<E, C, L> {
             return refuse(
                 Code::ApprovalForAnotherPlan,
                 format!(
-                    "{} signed rollout {} for plan {} on this host, not for plan {id}; nothing was recorded.",
+                    "{} signed rollout {} for plan {} on this host, not for plan {id}; nothing was recorded. Run \
+                     the rollout whose line names this plan (service_execute with its `rollout`).",
                     signer.principal, rollout.rollout_id, entry.plan_id
                 ),
             );
         }
         let stored = self.load(id, caller)?;
         let own = statement::render(host, &stored);
-        let parameters = canonical::to_string(&stored.plan.parameters).unwrap_or_default();
+        // Parameters that do not serialize could never equal what was signed.
+        let parameters = canonical::to_string(&stored.plan.parameters).ok();
         if crate::text::hex(&Sha256::digest(own.as_bytes())) != entry.statement_sha256
             || rollout.action != stored.plan.action
-            || rollout.parameters != parameters
+            || parameters.as_deref() != Some(rollout.parameters.as_str())
         {
-            return Err(mismatch(signer, id));
+            return Err(Refusal::new(
+                Code::StatementMismatch,
+                format!(
+                    "{} signed rollout {} whose line for plan {id} does not match this host's statement of it (the \
+                     action, a parameter, the requester, a time or the digest differs): what was signed is not \
+                     what would run. Nothing was recorded; the operator signs what `volce-lab approve --rollout` \
+                     prints after it checked each server.",
+                    signer.principal, rollout.rollout_id
+                ),
+            ));
         }
         may_approve(&self.policy, &stored, &signer.principal).map_err(nothing_recorded)?;
         self.record_approval(id, &stored.plan.digest, &signer.principal, Some(&signer.signed_by()))

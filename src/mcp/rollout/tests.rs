@@ -83,3 +83,30 @@ fn a_manifest_is_written_once_and_a_rollout_claimed_once() {
     assert!(matches!(rollouts.load(&other), Err(RolloutFileError::Read(..))));
     assert!(matches!(Rollouts::beside(None).load(&other), Err(RolloutFileError::Off)));
 }
+
+/// What was tried: servers that disagree on the approval, two targets
+/// that answered as one server, a wait that outlives the plans; and one
+/// that fits.
+#[test]
+fn a_manifest_that_could_not_run_as_signed_is_not_recorded() {
+    let now = humantime::parse_rfc3339("2026-12-07T15:00:00Z").unwrap();
+    assert_eq!(manifest(3, 1, true).unfit(now), None, "5 s x 2 waits end before 15:30");
+    let mut mixed = manifest(3, 1, true);
+    mixed.entries[2].requires_approval = false;
+    let refusal = mixed.unfit(now).unwrap();
+    assert_eq!(refusal.code, Code::ApprovalRulesDiffer);
+    assert!(
+        refusal.message.contains("On web-0, web-1 this update needs an approval and on web-2"),
+        "{refusal:?}"
+    );
+    let mut twins = manifest(3, 1, true);
+    twins.entries[2].host = twins.entries[0].host.clone();
+    let refusal = twins.unfit(now).unwrap();
+    assert_eq!(refusal.code, Code::TargetsShareIdentity);
+    assert!(refusal.message.contains("Targets web-0 and web-2"), "{refusal:?}");
+    let mut slow = manifest(3, 1, true);
+    slow.health_wait_seconds = 1000;
+    let refusal = slow.unfit(now).unwrap();
+    assert_eq!(refusal.code, Code::NotAllowed);
+    assert!(refusal.message.contains("2000 s from now"), "{refusal:?}");
+}

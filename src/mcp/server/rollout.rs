@@ -23,13 +23,12 @@ use tokio::task::JoinSet;
 use super::VolceLab;
 use crate::inspect::Status;
 use crate::mcp::rollout::{
-    DEFAULT_BATCH_SIZE, DEFAULT_HEALTH_WAIT_SECONDS, FLEET_ACTIONS, HostOutcome, Manifest, ManifestEntry,
-    RolloutState, RolloutView, Rollouts,
+    DEFAULT_BATCH_SIZE, DEFAULT_HEALTH_WAIT_SECONDS, FLEET_ACTIONS, HostOutcome, HostStep, Manifest,
+    ManifestEntry, RolloutState, RolloutView, Rollouts,
 };
 use crate::vocab::{Action, Code, PlanId, Refusal, RolloutId};
 use crate::wire::answers::read::{PlanTerms, Read};
 use crate::wire::answers::statement::ApprovalStatement;
-use crate::wire::signed::statement_field;
 use crate::wire::{self, Operation, Request};
 
 use super::super::envelope::{self, Served};
@@ -105,8 +104,10 @@ impl VolceLab {
         let refused =
             |code: Code, message: String| Said { status: Status::Rejected, code: Some(code.into()), message };
         if !FLEET_ACTIONS.contains(&action) {
+            let actions: Vec<&str> = FLEET_ACTIONS.iter().map(|a| a.as_str()).collect();
             let message = format!(
-                "A rollout takes deploy, update, rollback, restart or nginx_config, not {}; nothing was planned.",
+                "A rollout takes {}, not {}; nothing was planned.",
+                actions.join(", "),
                 action.as_str()
             );
             return self.rollout_served(
@@ -142,18 +143,23 @@ impl VolceLab {
             let (said, view) = self.plan_refused(&manifest, indexes, failures);
             return self.rollout_served(ToolName::ServicePlan, action, said, Some(&view), request_id);
         }
-        let said = match self.rollouts().save(&manifest) {
-            Ok(()) => recorded(&manifest),
-            Err(error) => Said {
+        let unfit = manifest.unfit(std::time::SystemTime::now()).map(|refusal| Said {
+            status: Status::Rejected,
+            code: Some(refusal.code.into()),
+            message: refusal.message,
+        });
+        let said = match unfit {
+            Some(said) => Err(said),
+            None => self.rollouts().save(&manifest).map(|()| recorded(&manifest)).map_err(|error| Said {
                 status: Status::ExecutionFailed,
                 code: None,
-                message: format!(
-                    "The plans were made, but the rollout could not be recorded ({error}); it cannot run. The \
-                     plans expire unexecuted."
-                ),
-            },
+                message: format!("The plans were made, but the rollout could not be recorded ({error})."),
+            }),
         };
-        let view = RolloutView::of(&manifest);
+        let (said, view) = match said {
+            Ok(said) => (said, RolloutView::of(&manifest)),
+            Err(said) => not_recorded(&manifest, said),
+        };
         self.rollout_served(ToolName::ServicePlan, action, said, Some(&view), request_id)
     }
 
@@ -235,63 +241,73 @@ impl VolceLab {
                 .and_then(|r| {
                     serde_json::from_value::<ApprovalStatement>(Value::Object(r.object.clone())).ok()
                 })
-                .map(|statement| statement.text);
-            let Some(text) = text else { return Err(answer) };
-            entry.host = statement_field(&text, "host").map(str::to_owned);
+                .map(|statement| (statement.host, statement.text));
+            let Some((host, text)) = text else { return Err(answer) };
+            entry.host = Some(host);
             entry.statement_sha256 =
                 Some(crate::text::hex(&<sha2::Sha256 as sha2::Digest>::digest(text.as_bytes())));
         }
         Ok(entry)
     }
 
-    /// The answer to a fleet plan some target refused: nothing recorded.
+    /// The answer to a fleet plan some target did not make: nothing
+    /// recorded. A target whose answer is unknown may have planned.
     fn plan_refused(
         &self,
         manifest: &Manifest,
         indexes: &[usize],
         failures: Vec<(usize, Answer)>,
     ) -> (Said, RolloutView) {
-        let mut view = RolloutView::of(manifest);
-        view.state = RolloutState::Refused;
-        view.manifest_sha256 = None;
-        view.statement = None;
-        for (index, answer) in &failures {
-            let target = &self.members[*index].name;
-            let position = indexes.iter().position(|i| i == index).unwrap_or(0);
-            view.hosts.insert(
-                position.min(view.hosts.len()),
-                crate::mcp::rollout::HostStep {
-                    target: target.clone(),
-                    plan_id: None,
-                    batch: 0,
-                    outcome: HostOutcome::Refused,
-                    code: answer.code.clone(),
-                    message: Some(answer.message.clone()),
-                },
-            );
-        }
         let (first_index, first) = &failures[0];
-        let made = view.named(HostOutcome::Planned);
-        let left = if made.is_empty() {
-            String::new()
-        } else {
-            format!(
-                " The plans made on {} stay pending, never executed by this rollout, and expire at their time \
-                 (the operator may reject them).",
-                made.join(", ")
-            )
-        };
         let said = Said {
             status: first.status,
             code: first.code.clone(),
-            message: format!(
-                "The rollout was not recorded: {} refused its plan ({}).{left} Fix what it names, then plan the \
-                 rollout again.",
-                self.members[*first_index].name, first.message
-            ),
+            message: format!("{} did not make its plan ({})", self.members[*first_index].name, first.message),
         };
+        let (said, mut view) = not_recorded(manifest, said);
+        for (index, answer) in &failures {
+            let position = indexes.iter().position(|i| i == index).unwrap_or(0);
+            let outcome = if answer.status == Status::Unknown {
+                HostOutcome::Unconfirmed
+            } else {
+                HostOutcome::Refused
+            };
+            let step = HostStep {
+                target: self.members[*index].name.clone(),
+                plan_id: None,
+                batch: 0,
+                outcome,
+                code: answer.code.clone(),
+                message: Some(answer.message.clone()),
+            };
+            view.hosts.insert(position.min(view.hosts.len()), step);
+        }
         (said, view)
     }
+}
+
+/// A rollout that was not recorded, for `said`'s reason: nothing to sign or
+/// run, and the plans its targets made, which stay pending and expire.
+fn not_recorded(manifest: &Manifest, said: Said) -> (Said, RolloutView) {
+    let mut view = RolloutView::of(manifest);
+    view.state = RolloutState::Refused;
+    view.manifest_sha256 = None;
+    view.statement = None;
+    let made = view.named(HostOutcome::Planned);
+    let left = if made.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " The plans made on {} stay pending, never run by this rollout, and expire (the operator may reject \
+             them).",
+            made.join(", ")
+        )
+    };
+    let message = format!(
+        "The rollout was not recorded: {}.{left} Fix what it names, then plan the rollout again.",
+        said.message.trim_end_matches('.')
+    );
+    (Said { message, ..said }, view)
 }
 
 /// The sentence of a recorded rollout.

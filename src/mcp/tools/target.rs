@@ -31,8 +31,8 @@ pub enum Selection {
     One(usize),
     /// `cloud_check` with `targets`: each target once, in fleet order.
     FanOut(Vec<usize>),
-    /// `service_plan` with `targets`: a rollout over these targets, in
-    /// fleet order (issue 43; never an implicit "all").
+    /// `service_plan` with `targets`: a rollout over these targets, in the
+    /// order the call named them (issue 43; never an implicit "all").
     Fleet(Vec<usize>),
     /// `service_execute` with `rollout`: the rollout's manifest names its
     /// targets.

@@ -316,6 +316,16 @@ fn execute(tool: &str, arguments: &Map<String, Value>) -> Result<Call, Refusal> 
         })?;
         return Ok(Call::ExecuteRollout { rollout_id, signed_approval });
     }
+    // A rollout's consent carried to one of its plans would skip the
+    // rollout's order and halt (issue 43): only `rollout` takes it.
+    if signed_approval.as_ref().is_some_and(|signed| signed.is_rollout()) {
+        return Err(refuse(
+            Code::RolloutApprovalAlone,
+            "`signed_approval` is a rollout's: it runs only with `rollout` (no `plan_id`), in the rollout's order; \
+             nothing was run."
+                .into(),
+        ));
+    }
     let text = string_field(tool, arguments, "plan_id")?;
     let plan_id = PlanId::parse(text).map_err(|_| {
         refuse(

@@ -15,4 +15,7 @@ pub struct ApprovalStatement {
     pub namespace: String,
     /// The statement, ending with a newline.
     pub text: String,
+    /// The host's identity line, as the statement's `host:` names it: what
+    /// a rollout's line for this host must say (issue 43).
+    pub host: String,
 }

@@ -1,7 +1,7 @@
 //! A rollout's `service_execute` (issue 43): the batches in order, each
 //! host's approval handed over when its batch starts, the halt, the health
-//! wait between batches, and the run record after each batch. Runs
-//! unprivileged in the MCP server.
+//! check after each batch (after the wait between batches), and the run
+//! record before and after each batch. Runs unprivileged in the MCP server.
 
 use std::time::Duration;
 
@@ -31,6 +31,15 @@ struct Run<'a> {
     progress: Option<Watcher>,
 }
 
+/// How a batch stands after its health check.
+enum Health {
+    Healthy,
+    /// A host's outcome is no longer `changed` (the view says which).
+    Halted,
+    /// The client cancelled during the wait: no check ran.
+    Cancelled,
+}
+
 impl VolceLab {
     /// `service_execute` with `rollout`: refuses before any host is asked
     /// when the rollout is unknown, already started, or the signed text is
@@ -45,8 +54,9 @@ impl VolceLab {
     ) -> Served {
         let refused = |code: Code, message: String| {
             let refusal = crate::vocab::Refusal::new(code, message);
+            let base = self.base(None, &request_id);
             super::super::super::envelope::refused(
-                self.base(None, &request_id),
+                base,
                 ToolName::ServiceExecute,
                 refusal,
                 request_id.clone(),
@@ -65,41 +75,43 @@ impl VolceLab {
         {
             let message = format!(
                 "The signed approval is not the statement of rollout {rollout_id} as this workstation recorded it \
-                 (another rollout's, one plan's, or a manifest changed since); nothing was sent to any server. The \
-                 operator signs what `volce-lab approve --rollout {rollout_id}` prints."
+                 (another rollout's, one plan's, a manifest changed since, or a text changed after signing); \
+                 nothing was sent to any server. The operator signs what `volce-lab approve --rollout \
+                 {rollout_id}` prints."
             );
             return refused(Code::StatementMismatch, message);
         }
         let mut view = RolloutView::of(&manifest);
         view.state = RolloutState::Running;
-        match self.rollouts().claim(&view) {
-            Ok(Claim::Claimed) => {}
-            Ok(Claim::Started(recorded)) => {
-                let said = Said {
-                    status: Status::Rejected,
-                    code: Some(Code::RolloutAlreadyStarted.into()),
-                    message: format!(
-                        "Rollout {rollout_id} was started before (it is {}); nothing was run again. {}",
-                        <&str>::from(recorded.state),
-                        outcomes(&recorded)
-                    ),
-                };
-                return self.rollout_served(
-                    ToolName::ServiceExecute,
-                    manifest.action,
-                    said,
-                    Some(&recorded),
-                    request_id,
-                );
+        let said = match self.rollouts().claim(&view) {
+            Ok(Claim::Claimed) => {
+                let run =
+                    Run { manifest: &manifest, signed: signed.as_ref(), request_id: &request_id, progress };
+                let said = self.run_batches(&run, &mut view, &cancel).await;
+                self.keep(&view);
+                said
             }
-            Err(error) => return refused(Code::RolloutNotFound, format!("{error}; nothing was run.")),
-        }
-        let run = Run { manifest: &manifest, signed: signed.as_ref(), request_id: &request_id, progress };
-        let said = self.run_batches(&run, &mut view, &cancel).await;
-        if let Err(error) = self.rollouts().record(&view) {
-            eprintln!("volce-lab: rollout {rollout_id}: {error}");
-        }
+            Ok(Claim::Started(recorded)) => {
+                view = *recorded;
+                already_started(&view)
+            }
+            Err(error) => Said {
+                status: Status::ExecutionFailed,
+                code: None,
+                message: format!(
+                    "Rollout {rollout_id} could not be started ({error}); nothing was sent to any server."
+                ),
+            },
+        };
         self.rollout_served(ToolName::ServiceExecute, manifest.action, said, Some(&view), request_id)
+    }
+
+    /// The run record, rewritten; a failure to write it is said on stderr
+    /// (the answer still carries every outcome).
+    fn keep(&self, view: &RolloutView) {
+        if let Err(error) = self.rollouts().record(view) {
+            eprintln!("volce-lab: rollout {}: {error}", view.rollout_id);
+        }
     }
 
     /// The batches, in order, until one does not end healthy or the call
@@ -107,60 +119,49 @@ impl VolceLab {
     async fn run_batches(&self, run: &Run<'_>, view: &mut RolloutView, cancel: &CancellationToken) -> Said {
         let batches = run.manifest.batches();
         let count = batches.len();
-        let mut halted = None;
         for (number, batch) in batches.into_iter().enumerate() {
-            if number > 0 && cancel.is_cancelled() {
+            if cancel.is_cancelled() {
                 view.state = RolloutState::Cancelled;
                 break;
             }
+            // Named before anything is sent: a run that stops here leaves
+            // them `running`, hosts that may have acted.
+            batch.clone().for_each(|i| view.hosts[i].outcome = HostOutcome::Running);
+            self.keep(view);
             let steps = self.run_batch(run, batch.clone()).await;
             for (index, step) in batch.clone().zip(steps) {
                 view.hosts[index] = step;
             }
-            let _ = self.rollouts().record(view);
-            if let Some(index) = batch.clone().find(|&i| view.hosts[i].outcome != HostOutcome::Changed) {
-                halted = Some(index);
-                break;
-            }
-            if number + 1 < count {
-                if !self.healthy_after_wait(run, view, batch.clone(), cancel).await {
-                    halted = batch.clone().find(|&i| view.hosts[i].outcome != HostOutcome::Changed);
+            let last = number + 1 == count;
+            let health = if batch.clone().any(|i| view.hosts[i].outcome != HostOutcome::Changed) {
+                Health::Halted
+            } else {
+                self.healthy_after_wait(run, view, batch.clone(), last, cancel).await
+            };
+            self.keep(view);
+            match health {
+                Health::Healthy if !last => {
+                    self.notify(run, batch.end as u32, format!("batch {} of {count} healthy", number + 1))
+                        .await;
+                }
+                Health::Healthy => {}
+                Health::Halted => {
+                    view.state = RolloutState::Halted;
                     break;
                 }
-                self.notify(run, batch.end as u32, format!("batch {} of {count} healthy", number + 1)).await;
+                Health::Cancelled => {
+                    view.state = RolloutState::Cancelled;
+                    break;
+                }
             }
         }
         for host in view.hosts.iter_mut().filter(|h| h.outcome == HostOutcome::Planned) {
             host.outcome = HostOutcome::Untouched;
         }
-        match (halted, view.state) {
-            (Some(index), _) => {
-                view.state = RolloutState::Halted;
-                halted_said(view, index)
-            }
-            (None, RolloutState::Cancelled) => Said {
-                status: Status::Rejected,
-                code: None,
-                message: format!(
-                    "Rollout {} was cancelled between batches: no later batch started. {}",
-                    view.rollout_id,
-                    outcomes(view)
-                ),
-            },
-            (None, _) => {
-                view.state = RolloutState::Done;
-                Said {
-                    status: Status::Ok,
-                    code: None,
-                    message: format!(
-                        "Rollout {}: the {} plan ran on {}, each healthy.",
-                        view.rollout_id,
-                        view.action.as_str(),
-                        view.named(HostOutcome::Changed).join(", ")
-                    ),
-                }
-            }
+        if view.state == RolloutState::Running {
+            view.state = RolloutState::Done;
         }
+        ended(view)
     }
 
     /// One batch's hosts, all at once: each one's step, in order.
@@ -182,7 +183,8 @@ impl VolceLab {
             let (index, step) = joined.unwrap_or_else(|error| std::panic::resume_unwind(error.into_panic()));
             // Progress only grows: the hosts done so far, whatever their order.
             let done = (batch.start + steps.len()) as u32 + 1;
-            self.notify(run, done, format!("{}: {}", step.target, outcome_word(step.outcome))).await;
+            let word: &str = step.outcome.into();
+            self.notify(run, done, format!("{}: {word}", step.target)).await;
             steps.push((index, step));
         }
         steps.sort_by_key(|(index, _)| *index);
@@ -215,8 +217,11 @@ impl VolceLab {
             let recorded =
                 answer.status == Status::Ok || answer.code == Some(AnswerCode::Known(Code::AlreadyApproved));
             if !recorded {
-                let message =
-                    format!("Its approval was not recorded, and its plan was not run: {}", answer.message);
+                let message = format!(
+                    "Its plan was not run: the server did not confirm it recorded the approval ({}): {}",
+                    answer.status.as_str(),
+                    answer.message
+                );
                 return step(HostOutcome::Failed, answer.code, message);
             }
         }
@@ -229,40 +234,41 @@ impl VolceLab {
         step(outcome, answer.code, answer.message)
     }
 
-    /// The wait between two batches, then each host of `batch` asked
-    /// whether the app still runs; a host where it does not is `failed`.
-    /// A cancel during the wait ends it early; the rollout then stops.
+    /// The wait (between batches: none after the last), then each host of
+    /// `batch` asked whether the app still runs. A host where it does not
+    /// is `unhealthy`; one that does not answer is `unconfirmed`. A cancel
+    /// during the wait ends it, with no check.
     async fn healthy_after_wait(
         &self,
         run: &Run<'_>,
         view: &mut RolloutView,
         batch: std::ops::Range<usize>,
+        last: bool,
         cancel: &CancellationToken,
-    ) -> bool {
-        let wait = Duration::from_secs(u64::from(run.manifest.health_wait_seconds));
+    ) -> Health {
+        let seconds = if last { 0 } else { run.manifest.health_wait_seconds };
         tokio::select! {
-            () = tokio::time::sleep(wait) => {}
-            () = cancel.cancelled() => return true,
+            () = tokio::time::sleep(Duration::from_secs(u64::from(seconds))) => {}
+            () = cancel.cancelled() => return Health::Cancelled,
         }
-        let app = run.manifest.parameters.get("app").and_then(|a| a.as_str()).unwrap_or_default();
-        let mut healthy = true;
+        let app = run.manifest.app();
+        let mut health = Health::Healthy;
         for index in batch {
             let Some(member) = self.members.iter().find(|m| m.name == view.hosts[index].target) else {
                 continue;
             };
             let (answer, _) = self.ask(member, &Request::Inventory {}, run.request_id, None).await;
-            if let Some(why) = unhealthy(&answer, app) {
-                let host = &mut view.hosts[index];
-                host.outcome = HostOutcome::Failed;
-                host.message = Some(format!(
-                    "Its plan ran and answered its health check, but after the {} s wait {why}; it was not rolled \
-                     back (a rollback plan on this target takes it back).",
-                    run.manifest.health_wait_seconds
-                ));
-                healthy = false;
-            }
+            let Some((outcome, code, why)) = unhealthy(&answer, app) else { continue };
+            let host = &mut view.hosts[index];
+            host.outcome = outcome;
+            host.code = code.map(Into::into);
+            host.message = Some(format!(
+                "Its plan ran and answered its health check, but {seconds} s later {why}; it was not rolled back \
+                 (a rollback plan on this target takes it back)."
+            ));
+            health = Health::Halted;
         }
-        healthy
+        health
     }
 
     /// A progress notification, when the client asked for them.
@@ -273,70 +279,83 @@ impl VolceLab {
     }
 }
 
-/// Why `app` is not healthy by an inventory answer, if it is not.
-fn unhealthy(answer: &Answer, app: &str) -> Option<String> {
+/// What an inventory answer says against `app` running: nothing when it
+/// runs; else the outcome, its code and why.
+fn unhealthy(answer: &Answer, app: &str) -> Option<(HostOutcome, Option<Code>, String)> {
+    let unknown = |why: String| Some((HostOutcome::Unconfirmed, None, why));
     if answer.status != Status::Ok {
-        return Some(format!("the server did not answer the inventory ({})", answer.status.as_str()));
+        return unknown(format!(
+            "the server did not answer whether it still runs ({})",
+            answer.status.as_str()
+        ));
     }
     let inventory = answer
         .result
         .as_ref()
         .and_then(|r| serde_json::from_value::<Inventory>(serde_json::Value::Object(r.object.clone())).ok());
-    let Some(inventory) = inventory else { return Some("its inventory could not be read".into()) };
-    match inventory.apps.iter().find(|a| a.app.as_str() == app) {
-        Some(managed) if managed.state == EngineState::Running => None,
-        Some(managed) => Some(format!("the app is {}", <&str>::from(managed.state))),
-        None => Some("the app is no longer listed".into()),
+    let Some(inventory) = inventory else { return unknown("its inventory could not be read".into()) };
+    let state = inventory.apps.iter().find(|a| a.app.as_str() == app).map(|a| a.state);
+    let why = match state {
+        Some(EngineState::Running) => return None,
+        Some(state) => format!("the app is {}", <&str>::from(state)),
+        None => "the app is no longer listed".into(),
+    };
+    Some((HostOutcome::Unhealthy, Some(Code::UnhealthyAfterWait), why))
+}
+
+/// The answer of a rollout that ran (to its end, a halt or a cancel).
+fn ended(view: &RolloutView) -> Said {
+    match view.state {
+        RolloutState::Halted => halted(view),
+        RolloutState::Cancelled => Said {
+            status: Status::Rejected,
+            code: Some(Code::RolloutCancelled.into()),
+            message: format!(
+                "Rollout {} was cancelled: no batch started after the cancel. {}",
+                view.rollout_id,
+                outcomes(view)
+            ),
+        },
+        _ => Said {
+            status: Status::Ok,
+            code: None,
+            message: format!(
+                "Rollout {}: the {} plan ran on {}, each reporting the app running afterwards.",
+                view.rollout_id,
+                view.action.as_str(),
+                view.named(HostOutcome::Changed).join(", ")
+            ),
+        },
     }
 }
 
-fn outcome_word(outcome: HostOutcome) -> &'static str {
-    match outcome {
-        HostOutcome::Planned => "planned",
-        HostOutcome::Refused => "refused",
-        HostOutcome::Changed => "changed",
-        HostOutcome::Failed => "failed",
-        HostOutcome::Unconfirmed => "unconfirmed",
-        HostOutcome::Untouched => "not touched",
+/// The answer to a rollout that was started before: its recorded outcomes.
+fn already_started(view: &RolloutView) -> Said {
+    Said {
+        status: Status::Rejected,
+        code: Some(Code::RolloutAlreadyStarted.into()),
+        message: format!(
+            "Rollout {} was started before (it is {}); nothing was run again. {}",
+            view.rollout_id,
+            <&str>::from(view.state),
+            outcomes(view)
+        ),
     }
 }
 
-/// Which hosts changed, failed, are unconfirmed and were not touched, and
-/// the way back of each.
-fn outcomes(view: &RolloutView) -> String {
-    let mut parts = Vec::new();
-    let list = |outcome| view.named(outcome).join(", ");
-    let changed = list(HostOutcome::Changed);
-    if !changed.is_empty() {
-        parts.push(format!("Changed: {changed} (to go back, plan a rollback on each)."));
-    }
-    let failed = list(HostOutcome::Failed);
-    if !failed.is_empty() {
-        parts.push(format!("Failed, left as they were: {failed}."));
-    }
-    let unconfirmed = list(HostOutcome::Unconfirmed);
-    if !unconfirmed.is_empty() {
-        parts.push(format!(
-            "Unconfirmed: {unconfirmed} (never retry; call service_inventory there, and ask the operator to \
-             run `volce-lab-host show PLAN_ID`)."
-        ));
-    }
-    let untouched = list(HostOutcome::Untouched);
-    if !untouched.is_empty() {
-        parts.push(format!(
-            "Not touched: {untouched} (their plans stay pending, never run by this rollout; the operator may \
-             reject them)."
-        ));
-    }
-    parts.join(" ")
-}
-
-/// The sentence of a rollout halted at host `index`.
-fn halted_said(view: &RolloutView, index: usize) -> Said {
-    let host = &view.hosts[index];
-    let status = match host.outcome {
-        HostOutcome::Unconfirmed => Status::Unknown,
-        _ => Status::Rejected,
+/// The answer of a halted rollout: the first host that did not end
+/// `changed` names the halt; any host that may have acted unseen makes it
+/// `unknown`, never retried.
+fn halted(view: &RolloutView) -> Said {
+    let uncertain = [HostOutcome::Unconfirmed, HostOutcome::Running];
+    let status = if view.hosts.iter().any(|h| uncertain.contains(&h.outcome)) {
+        Status::Unknown
+    } else {
+        Status::Rejected
+    };
+    let stopped = [HostOutcome::Changed, HostOutcome::Untouched];
+    let Some(host) = view.hosts.iter().find(|h| !stopped.contains(&h.outcome)) else {
+        return Said { status, code: None, message: outcomes(view) };
     };
     Said {
         status,
@@ -351,3 +370,39 @@ fn halted_said(view: &RolloutView, index: usize) -> Said {
         ),
     }
 }
+
+/// Which hosts changed, failed, are uncertain and were not touched, and
+/// the way back of each.
+fn outcomes(view: &RolloutView) -> String {
+    let said: [(HostOutcome, &str); 6] = [
+        (HostOutcome::Changed, "Changed: {} (to go back, plan a rollback on each)."),
+        (
+            HostOutcome::Unhealthy,
+            "Changed, then not running after the wait: {} (not rolled back; a rollback plan takes each back).",
+        ),
+        (HostOutcome::Failed, "Failed, left as they were: {}."),
+        (
+            HostOutcome::Unconfirmed,
+            "Unconfirmed: {} (never retry; call service_inventory there, and ask the operator to run \
+             `volce-lab-host show PLAN_ID`).",
+        ),
+        (
+            HostOutcome::Running,
+            "In flight when the rollout stopped: {} (it may have acted; inspect as for unconfirmed).",
+        ),
+        (
+            HostOutcome::Untouched,
+            "Not touched: {} (their plans stay pending, never run by this rollout; the operator may reject them).",
+        ),
+    ];
+    said.iter()
+        .filter_map(|(outcome, sentence)| {
+            let names = view.named(*outcome);
+            (!names.is_empty()).then(|| sentence.replace("{}", &names.join(", ")))
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests;

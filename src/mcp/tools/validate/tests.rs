@@ -300,4 +300,12 @@ fn a_rollouts_arguments_are_checked_to_the_schema() {
     let both =
         validate(ToolName::ServiceExecute, Some(&args(json!({"rollout": id, "plan_id": id})))).unwrap_err();
     assert_eq!(both.code, Code::UnexpectedField, "{both:?}");
+    // A rollout's signed approval with one plan: refused, nothing sent.
+    let signed = format!(
+        "{}\nrollout: x\n-----BEGIN SSH SIGNATURE-----\nU1NIU0lH\n-----END SSH SIGNATURE-----\n",
+        crate::wire::signed::ROLLOUT_HEADER
+    );
+    let alone =
+        validate(ToolName::ServiceExecute, Some(&args(json!({"plan_id": id, "signed_approval": signed}))));
+    assert_eq!(alone.unwrap_err().code, Code::RolloutApprovalAlone);
 }
