@@ -34,6 +34,9 @@ pub const DEFAULT_HEALTH_WAIT_SECONDS: u32 = 10;
 /// The directory's name, beside `audit.jsonl`.
 pub const DIR_NAME: &str = "rollouts";
 
+/// How long a rollout's files are kept after they were last written.
+pub const KEEP_DAYS: u32 = 30;
+
 /// What one fleet plan recorded: the same change on each target, in order.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -328,12 +331,33 @@ impl Rollouts {
         Ok(dir.join(format!("{id}{suffix}")))
     }
 
-    /// Records `manifest`, once.
+    /// Records `manifest`, once; then forgets the rollouts older than
+    /// [`KEEP_DAYS`].
     pub fn save(&self, manifest: &Manifest) -> Result<(), RolloutFileError> {
         let path = self.path(&manifest.rollout_id, ".json")?;
         let failed = |e: std::io::Error| RolloutFileError::Write(path.clone(), e.to_string());
         super::state_file::private_dir(path.parent().expect("a file in a directory")).map_err(failed)?;
-        super::state_file::write_once(&path, &to_bytes(manifest)).map_err(failed)
+        super::state_file::write_once(&path, &to_bytes(manifest)).map_err(failed)?;
+        self.prune(std::time::SystemTime::now());
+        Ok(())
+    }
+
+    /// Removes the manifests and run records last written more than
+    /// [`KEEP_DAYS`] before `now`: their plans expired long ago, and what
+    /// each server did stays in its audit trail and this workstation's
+    /// audit log. Best effort: a file that cannot be removed stays.
+    pub fn prune(&self, now: std::time::SystemTime) {
+        let Some(entries) = self.dir.as_ref().and_then(|dir| std::fs::read_dir(dir).ok()) else { return };
+        let horizon = std::time::Duration::from_secs(u64::from(KEEP_DAYS) * 86_400);
+        for entry in entries.flatten() {
+            let old = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|modified| now.duration_since(modified).is_ok_and(|age| age > horizon));
+            if old && entry.file_name().to_string_lossy().ends_with(".json") {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
     }
 
     /// The manifest `id`, if this workstation recorded one.

@@ -30,19 +30,29 @@ fn create_new(path: &Path) -> std::io::Result<std::fs::File> {
         .open(path)
 }
 
-/// Writes `bytes` as the new file `path`; `AlreadyExists` when it is there:
-/// what is written once is never replaced.
+/// `bytes` in a fresh, synced 0600 file beside `path`.
+fn temporary(path: &Path, bytes: &[u8]) -> std::io::Result<std::path::PathBuf> {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let temporary = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    let _ = std::fs::remove_file(&temporary);
+    let mut file = create_new(&temporary)?;
+    file.write_all(bytes).and_then(|()| file.sync_all())?;
+    Ok(temporary)
+}
+
+/// Writes `bytes` as the new file `path`, whole or not at all (a hard link
+/// of a finished file: a crash never leaves half of it under its name);
+/// `AlreadyExists` when it is there: what is written once is never replaced.
 pub fn write_once(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let mut file = create_new(path)?;
-    file.write_all(bytes).and_then(|()| file.sync_all())
+    let temporary = temporary(path, bytes)?;
+    let linked = std::fs::hard_link(&temporary, path);
+    let _ = std::fs::remove_file(&temporary);
+    linked
 }
 
 /// Writes `bytes` to a fresh file beside `path` and renames it over
 /// `path`: a reader sees the old file or the new, never half.
 pub fn replace(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let temporary = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
-    let _ = std::fs::remove_file(&temporary);
-    write_once(&temporary, bytes)?;
+    let temporary = temporary(path, bytes)?;
     std::fs::rename(&temporary, path)
 }

@@ -110,3 +110,23 @@ fn a_manifest_that_could_not_run_as_signed_is_not_recorded() {
     assert_eq!(refusal.code, Code::NotAllowed);
     assert!(refusal.message.contains("2000 s from now"), "{refusal:?}");
 }
+
+/// What was tried: a rollout written 31 days ago and one written now; a
+/// file that is not a rollout's.
+#[test]
+fn rollouts_older_than_the_keep_are_forgotten_at_the_next_save() {
+    let dir = tempfile::tempdir().unwrap();
+    let rollouts = Rollouts::at(dir.path().join("rollouts"));
+    let old = manifest(1, 1, false);
+    rollouts.save(&old).unwrap();
+    let path = dir.path().join(format!("rollouts/{}.json", old.rollout_id));
+    let month = std::time::SystemTime::now() - std::time::Duration::from_secs(31 * 86_400);
+    std::fs::File::options().write(true).open(&path).unwrap().set_modified(month).unwrap();
+    std::fs::write(dir.path().join("rollouts/notes.txt"), "mine").unwrap();
+    let mut new = manifest(1, 1, false);
+    new.rollout_id = RolloutId::parse(&"c".repeat(32)).unwrap();
+    rollouts.save(&new).unwrap();
+    assert_eq!(rollouts.load(&old.rollout_id).unwrap(), None, "forgotten");
+    assert_eq!(rollouts.load(&new.rollout_id).unwrap(), Some(new));
+    assert!(dir.path().join("rollouts/notes.txt").exists(), "only rollouts' files are removed");
+}

@@ -81,6 +81,12 @@ impl VolceLab {
             );
             return refused(Code::StatementMismatch, message);
         }
+        // Signed long after it was planned: a plan may expire before its batch.
+        if let Some(refusal) = manifest.unfit(std::time::SystemTime::now()) {
+            let message =
+                format!("{} Nothing was sent to any server; plan the rollout again.", refusal.message);
+            return refused(refusal.code, message);
+        }
         let mut view = RolloutView::of(&manifest);
         view.state = RolloutState::Running;
         let said = match self.rollouts().claim(&view) {
