@@ -19,7 +19,8 @@
 //! own ssh key carries it past them); a server whose sshd is gone at
 //! execute time (the rollout halts there, the next server untouched); and
 //! a cancel between batches (the batch that ran finished, no later one
-//! started).
+//! started); and a rollout without a signature, its plans approved at each
+//! server's terminal, halting at the one its operator did not approve.
 //!
 //! Runs as root after scripts/e2e-setup, the pinned SDK's venv and
 //! scripts/fleet-servers up; leaves the servers as it found them but for
@@ -336,6 +337,63 @@ fn one_signed_consent_rolls_an_update_over_three_servers_and_halts_at_the_first_
     );
 
     unreachable_and_cancelled(&station);
+    approved_at_terminals(&station);
+}
+
+/// Without a signature, each plan approved at its own server's terminal as
+/// today: the rollout runs what is approved, and halts at a server whose
+/// plan its operator did not approve (`approval_required`), the changed
+/// server listed first.
+fn approved_at_terminals(station: &Workstation) {
+    let report = station.agent(
+        json!([plan_step(json!(["vl-fleet-1", "vl-fleet-3"]), "restart", json!({"app": APP}), 1, 0)]),
+        || {},
+    );
+    let planned = view(call(&report, 0));
+    let first = planned.hosts[0].plan_id.clone().unwrap();
+    let digest = stored_digest(1, first.as_str());
+    let pid = std::fs::read_to_string(format!("{FLEET}/s1/pid")).unwrap();
+    let argv = [
+        "/usr/bin/nsenter",
+        "-t",
+        pid.trim(),
+        "-m",
+        "-u",
+        "-n",
+        "--",
+        "/usr/sbin/runuser",
+        "-u",
+        crate::support::e2e::OPERATOR,
+        "--",
+        "/usr/bin/sudo",
+        "-n",
+        crate::support::e2e::HOST_LINK,
+        "approve",
+        first.as_str(),
+        &digest,
+        "--yes",
+    ];
+    let approved = crate::support::e2e::at_terminal(crate::support::e2e::OPERATOR, "root", &argv);
+    assert!(approved.ok(), "the operator approves at server 1's terminal: {approved:?}");
+    let report = station.agent(
+        json!([{"tool": "service_execute", "arguments": {"rollout": planned.rollout_id.as_str()}}]),
+        || {},
+    );
+    let halted = call(&report, 0);
+    assert_eq!(halted["code"], "approval_required", "{report}");
+    assert_eq!(
+        outcomes(&view(halted)),
+        [("vl-fleet-1", HostOutcome::Changed), ("vl-fleet-3", HostOutcome::Failed)],
+        "{report}"
+    );
+}
+
+/// The digest server `k` recorded for `plan_id`, as `show --json` prints it.
+fn stored_digest(k: usize, plan_id: &str) -> String {
+    let shown = in_server(k, &[crate::support::e2e::HOST_LINK, "show", plan_id, "--json"]);
+    let plan: volce_lab::wire::answers::plan_view::PlanView =
+        serde_json::from_str(&shown.stdout).unwrap_or_else(|e| panic!("{e}: {shown:?}"));
+    plan.digest.to_string()
 }
 
 /// The sshd of server 2 killed after the client checked identity there:
