@@ -301,6 +301,8 @@ fn apt_get_install_of_the_file_resolves_its_dependencies() {
         assert!(depends.contains(needed), "the package must depend on {needed}: {depends}");
     }
     assert!(depends.contains("libc6"), "cargo-deb's $auto must have found libc6: {depends}");
+    // The packed relocations (build.rs) need glibc 2.36's loader; $auto alone says 2.34.
+    assert!(depends.contains("libc6 (>= 2.36)"), "the package must ask for glibc 2.36: {depends}");
 }
 
 const SETUP_AGENT: &str = "vl-pkg-agent";
