@@ -187,7 +187,7 @@ pub enum HostCommand {
     /// Check the installation and print one line per finding.
     Doctor,
     /// The forced command of the agent's ssh key (authorized_keys
-    /// `restrict,command="/usr/local/bin/volce-lab-host ssh-gate"`): runs
+    /// `restrict,command="exec /usr/local/bin/volce-lab-host ssh-gate"`): runs
     /// only volce-lab's fixed requests from SSH_ORIGINAL_COMMAND, as the
     /// agent's account, after checking the host and account the workstation
     /// expects. Not run as root and not through sudo.

@@ -18,8 +18,9 @@
 //! (`install::sudoers_file`: no pty, no PAM session, no credentials for
 //! the rpc) lets sudo exec the helper in its own place, so no sudo process
 //! is left to answer an ALRM, and the helper's parent is the caller's own
-//! process (under the gate, which execs sudo: the account's shell sshd
-//! started). A process whose real, effective, saved and filesystem uids
+//! process (under the gate, which the key line `exec`s and which execs
+//! sudo: sshd's session process, the account's since sshd dropped root's
+//! uids). A process whose real, effective, saved and filesystem uids
 //! are all other than root cannot signal the helper, whose are all root;
 //! so when the parent is such a process ([`needs_worker`] says no) the
 //! front runs the worker's path itself: one start of the binary per
@@ -126,8 +127,8 @@ mod tests {
 
     #[test]
     fn only_a_parent_with_no_root_uid_is_spared_the_worker() {
-        // The agent's shell under sshd: its child (the gate, then sudo)
-        // became the helper.
+        // sshd's session process for the agent: its child (the shell, the
+        // gate, then sudo, each exec'ing the next) became the helper.
         assert!(cannot_signal_root(&status("1001\t1001\t1001\t1001")));
         // A sudo that forked and waits: real uid the caller's, the others root.
         assert!(!cannot_signal_root(&status("1001\t0\t0\t0")));

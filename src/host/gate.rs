@@ -1,5 +1,5 @@
 //! `volce-lab-host ssh-gate`: the forced command of the agent's ssh key
-//! (`restrict,command="/usr/local/bin/volce-lab-host ssh-gate"` in a
+//! (`restrict,command="exec /usr/local/bin/volce-lab-host ssh-gate"` in a
 //! root-owned authorized_keys, docs/server-install.md). Runs as the agent's account,
 //! unprivileged: it is started by sshd for every session of that key,
 //! whatever the client asked for, and reads what was asked from
@@ -301,9 +301,12 @@ pub fn run_ssh_gate() -> Exit {
                 return Exit::Failure;
             }
             drop(stdout);
-            // exec, not spawn: the child is the session's process, so its
-            // exit status, its signals and the workstation's timeout act on
-            // it exactly as they did on the shell's last command before.
+            // exec, not spawn: the child is the session's process (the key
+            // line `exec`s the gate, so no shell waits above it either), and
+            // its exit status, its signals and the workstation's timeout act
+            // on it directly. A helper ended by a signal reaches the
+            // workstation as sshd's exit-signal, which is exit 255 there:
+            // unconfirmed, never mistaken for a clean refusal.
             let error = Command::new(program)
                 .args(args)
                 .env_clear()

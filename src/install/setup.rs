@@ -5,7 +5,7 @@
 //! What it makes, in order: the agent's account (shell `/bin/sh`, key login
 //! only), its home and `~/.ssh` owned by root so the account can neither
 //! edit its key line nor plant a login script, the key bound to the ssh
-//! gate (`restrict,command="... ssh-gate"`), the one sudoers rule (written
+//! gate (`restrict,command="exec ... ssh-gate"`), the one sudoers rule (written
 //! beside the drop-in directory's real files under a name sudo ignores,
 //! checked with `visudo -cf`, then renamed into place), a policy skeleton
 //! when there is none, the state directory and database; then it runs the

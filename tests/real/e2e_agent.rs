@@ -68,7 +68,7 @@ impl ExtraKey {
         let original = std::fs::read(&path).expect("the agent's authorized_keys (setup wrote it)");
         let mut bytes = original.clone();
         bytes.extend_from_slice(
-            format!("restrict,command=\"{HOST_LINK} ssh-gate\" {}\n", public_key.trim()).as_bytes(),
+            format!("restrict,command=\"exec {HOST_LINK} ssh-gate\" {}\n", public_key.trim()).as_bytes(),
         );
         write_beside(&path, &bytes);
         ExtraKey { path, original }

@@ -74,7 +74,7 @@ fn doctor_passes_a_good_installation_and_names_each_real_breakage() {
     assert!(run("/bin/chown", &["root", &keys], None).ok());
     assert!(broken.stdout.contains("FAIL agent key"), "{}", broken.stdout);
     let ungated = String::from_utf8(original_keys.clone()).unwrap().replacen(
-        "restrict,command=\"/usr/local/bin/volce-lab-host ssh-gate\"",
+        "restrict,command=\"exec /usr/local/bin/volce-lab-host ssh-gate\"",
         "restrict",
         1,
     );

@@ -140,12 +140,7 @@ fn app_containers() -> Vec<String> {
 
 /// The pid of the old helper's `rpc-worker` (the process that executes).
 fn rpc_worker() -> Option<i32> {
-    std::fs::read_dir("/proc").ok()?.flatten().find_map(|entry| {
-        let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
-        let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
-        let argv: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-        (argv.len() >= 2 && argv[0].ends_with(b"volce-lab-host") && argv[1] == b"rpc-worker").then_some(pid)
-    })
+    helper_process("rpc-worker")
 }
 
 fn signal(pid: i32, signal: nix::sys::signal::Signal) {
@@ -589,6 +584,8 @@ fn setup_again() {
         before.stdout.contains("WARN sudo options"),
         "the old rule is named after the upgrade: {before:?}"
     );
+    // The previous release's key line, without `exec`: as safe, a fork more.
+    assert!(before.stdout.contains("WARN agent key"), "the old key line is named: {before:?}");
     let key = format!("{E2E_DIR}/client/id_ed25519.pub");
     let again = run(HOST_LINK, &["setup", "--agent", AGENT, "--operator", OPERATOR, "--key", &key], None);
     assert!(again.ok(), "setup again after the upgrade: {again:?}");
@@ -596,6 +593,9 @@ fn setup_again() {
     assert_eq!(sudoers, volce_lab::install::sudoers_file(AGENT), "setup wrote this version's drop-in");
     let after = run(HOST_LINK, &["doctor"], None);
     assert!(after.ok() && !after.stdout.contains("WARN sudo options"), "{after:?}");
+    assert!(!after.stdout.contains("WARN agent key"), "setup rewrote the key line it wrote: {after:?}");
+    let keys = std::fs::read_to_string(format!("/home/{AGENT}/.ssh/authorized_keys")).unwrap();
+    assert!(keys.starts_with(&volce_lab::install::gate_key_options()), "{keys}");
     let (code, inventory) = agent_rpc(&json!({"operation": "inventory"}));
     assert_eq!(code, Some(0), "the agent's rpc under the new rule: {inventory}");
 }

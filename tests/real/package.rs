@@ -401,7 +401,7 @@ fn setup_on_the_installed_package_is_idempotent_refuses_foreign_files_and_undoes
     assert_eq!(mode_and_owner(&keys_file), (0o644, 0));
     let line = std::fs::read_to_string(&keys_file).unwrap();
     assert!(
-        line.starts_with("restrict,command=\"/usr/local/bin/volce-lab-host ssh-gate\" ssh-ed25519 "),
+        line.starts_with("restrict,command=\"exec /usr/local/bin/volce-lab-host ssh-gate\" ssh-ed25519 "),
         "{line}"
     );
     assert_eq!(

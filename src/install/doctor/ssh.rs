@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use super::{Finding, fail, ok, warn};
 use crate::host::HostPaths;
-use crate::install::gate_key_options;
+use crate::install::{gate_key_options, legacy_gate_key_options};
 
 /// What the account database says about the agent.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,13 +38,29 @@ pub trait SshProbe {
     fn sudo_listing(&self, user: &str) -> Result<String, String>;
 }
 
-/// Whether `line` is one key bound to the gate: the exact options, a key
-/// type, its base64, an optional comment.
-pub fn is_gate_key_line(line: &str) -> bool {
-    let options = gate_key_options();
-    let Some(rest) = line.strip_prefix(options.as_str()).and_then(|r| r.strip_prefix(' ')) else {
-        return false;
-    };
+/// Which of the gate's exact options a key line carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GateKeyForm {
+    /// `exec` the gate: what setup writes.
+    Exec,
+    /// The gate without `exec`, as setup wrote it before 0.2.0: as safe, one
+    /// shell fork more per call.
+    Legacy,
+}
+
+/// Whether `line` is one key bound to the gate, and in which form: the
+/// exact options, a key type, its base64, an optional comment.
+pub fn gate_key_form(line: &str) -> Option<GateKeyForm> {
+    [(GateKeyForm::Exec, gate_key_options()), (GateKeyForm::Legacy, legacy_gate_key_options())]
+        .into_iter()
+        .find_map(|(form, options)| {
+            let rest = line.strip_prefix(options.as_str())?.strip_prefix(' ')?;
+            is_key(rest).then_some(form)
+        })
+}
+
+/// A key type, its base64, an optional comment.
+fn is_key(rest: &str) -> bool {
     let mut words = rest.split(' ');
     let kind = words.next().unwrap_or("");
     let key = words.next().unwrap_or("");
@@ -185,7 +201,7 @@ fn check_keys(agent: &str, owner_uid: u32, account: &Account, findings: &mut Vec
         account.home.join(".ssh/authorized_keys2"),
     ];
     let options = gate_key_options();
-    let mut keys = 0;
+    let (mut keys, mut legacy) = (0, 0);
     let mut problems = Vec::new();
     for path in candidates.iter().filter(|p| std::fs::symlink_metadata(p).is_ok()) {
         problems.extend(not_agents(path, owner_uid, account.uid));
@@ -194,10 +210,15 @@ fn check_keys(agent: &str, owner_uid: u32, account: &Account, findings: &mut Vec
         }
         let text = std::fs::read_to_string(path).unwrap_or_default();
         for line in text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
-            if is_gate_key_line(line) {
-                keys += 1;
-            } else {
-                problems.push(format!("{} has a key without exactly `{options}`", path.display()));
+            match gate_key_form(line) {
+                Some(form) => {
+                    keys += 1;
+                    legacy += usize::from(form == GateKeyForm::Legacy);
+                }
+                None => problems.push(format!(
+                    "{} has a key without exactly `{options}` (or the form before 0.2.0, without `exec`)",
+                    path.display()
+                )),
             }
         }
     }
@@ -205,7 +226,18 @@ fn check_keys(agent: &str, owner_uid: u32, account: &Account, findings: &mut Vec
     if keys == 0 {
         problems.push(format!("no key bound to the gate in {}", read.join(", ")));
     }
-    if problems.is_empty() {
+    if problems.is_empty() && legacy > 0 {
+        findings.push(warn(
+            "agent key",
+            format!(
+                "{keys} key(s) in root-owned files, {legacy} of them with `{}`, the options before `exec`: as \
+                 safe, with one shell fork more per call",
+                legacy_gate_key_options()
+            ),
+            "run volce-lab-host setup again with the same arguments (it rewrites the key file it wrote), or \
+             put `exec ` before the helper's path in each such line, then run doctor again",
+        ));
+    } else if problems.is_empty() {
         findings.push(ok("agent key", format!("{keys} key(s), each `{options}`, in root-owned files")));
     } else {
         findings.push(fail(
@@ -243,7 +275,9 @@ mod tests {
 
     const KEY: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJ8w+x/y= vl-agent";
     /// What docs/server-install.md tells the operator to write.
-    const GATE_OPTIONS: &str = "restrict,command=\"/usr/local/bin/volce-lab-host ssh-gate\"";
+    const GATE_OPTIONS: &str = "restrict,command=\"exec /usr/local/bin/volce-lab-host ssh-gate\"";
+    /// What setup wrote before 0.2.0.
+    const LEGACY_OPTIONS: &str = "restrict,command=\"/usr/local/bin/volce-lab-host ssh-gate\"";
 
     fn setup() -> (tempfile::TempDir, Fake, u32) {
         let me = nix::unistd::geteuid().as_raw();
@@ -343,16 +377,47 @@ mod tests {
     #[test]
     fn key_lines_are_matched_exactly() {
         assert_eq!(gate_key_options(), GATE_OPTIONS);
-        assert!(is_gate_key_line(&format!("{GATE_OPTIONS} {KEY}")));
-        assert!(is_gate_key_line(&format!("{GATE_OPTIONS} ssh-ed25519 AAAA")));
+        assert_eq!(legacy_gate_key_options(), LEGACY_OPTIONS);
+        assert_eq!(gate_key_form(&format!("{GATE_OPTIONS} {KEY}")), Some(GateKeyForm::Exec));
+        assert_eq!(gate_key_form(&format!("{GATE_OPTIONS} ssh-ed25519 AAAA")), Some(GateKeyForm::Exec));
+        assert_eq!(gate_key_form(&format!("{LEGACY_OPTIONS} {KEY}")), Some(GateKeyForm::Legacy));
         for bad in [
             format!("{GATE_OPTIONS},port-forwarding {KEY}"),
             format!("{GATE_OPTIONS}  {KEY}"),
+            format!("{LEGACY_OPTIONS},port-forwarding {KEY}"),
             format!("restrict,command=\"/usr/local/bin/volce-lab-host ssh-gate x\" {KEY}"),
+            format!("restrict,command=\"exec /usr/local/bin/volce-lab-host ssh-gate x\" {KEY}"),
+            format!("restrict,command=\"exec  /usr/local/bin/volce-lab-host ssh-gate\" {KEY}"),
+            format!("restrict,command=\"exec /usr/local/bin/volce-lab-host ssh-gate; sh\" {KEY}"),
             format!("{GATE_OPTIONS} ssh-ed25519"),
             format!("{GATE_OPTIONS} ssh-ed25519 AA$A"),
         ] {
-            assert!(!is_gate_key_line(&bad), "{bad}");
+            assert_eq!(gate_key_form(&bad), None, "{bad}");
         }
+    }
+
+    /// Tried: a key file setup wrote before 0.2.0, then the same with one
+    /// line of each form, then the current form alone.
+    #[test]
+    fn a_key_without_exec_is_a_warning_that_names_the_way_to_the_current_form() {
+        let (_temp, fake, me) = setup();
+        let keys = fake.account.home.join(".ssh/authorized_keys");
+        for text in
+            [format!("{LEGACY_OPTIONS} {KEY}\n"), format!("{GATE_OPTIONS} {KEY}\n{LEGACY_OPTIONS} {KEY}\n")]
+        {
+            std::fs::write(&keys, &text).unwrap();
+            let all = findings(&fake, me);
+            assert_eq!(failed(&all), Vec::<&str>::new(), "{text}");
+            let key = all.iter().find(|f| f.subject == "agent key").unwrap();
+            assert!(
+                key.detail.contains("1 of them") && key.detail.contains("one shell fork more"),
+                "{key:?}"
+            );
+            assert!(key.fix.as_deref().is_some_and(|fix| fix.contains("setup again")), "{key:?}");
+        }
+        std::fs::write(&keys, format!("{GATE_OPTIONS} {KEY}\n")).unwrap();
+        let all = findings(&fake, me);
+        let key = all.iter().find(|f| f.subject == "agent key").unwrap();
+        assert!(key.fix.is_none(), "{key:?}");
     }
 }

@@ -15,7 +15,7 @@ fn a_key_from_ssh_keygen_is_accepted_and_its_comment_replaced() {
     assert_eq!(
         authorized_keys_line(&kind, &blob),
         format!(
-            "restrict,command=\"/usr/local/bin/volce-lab-host ssh-gate\" ssh-ed25519 {blob} volce-lab-agent\n"
+            "restrict,command=\"exec /usr/local/bin/volce-lab-host ssh-gate\" ssh-ed25519 {blob} volce-lab-agent\n"
         )
     );
 }
