@@ -16,6 +16,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::support::e2e::*;
+use crate::support::procfs::{helper_process, process_field};
 use volce_lab::inspect::gated::Sessions;
 use volce_lab::inspect::{Check, Inspector, Status};
 

@@ -20,6 +20,7 @@
 use std::time::{Duration, Instant};
 
 use crate::support::e2e::*;
+use crate::support::procfs::helper_process;
 use serde_json::{Value, json};
 use volce_lab::inspect::{Check, Inspector, Status};
 use volce_lab::wire::versions::{HelperVersion, PROTOCOL_VERSION, ServerVersion};

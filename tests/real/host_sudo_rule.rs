@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use crate::support::fake_engine::unused_image;
 use crate::support::harness::policy_json;
+use crate::support::procfs::process_field;
 
 const BIN: &str = env!("CARGO_BIN_EXE_volce-lab");
 const AGENT: &str = "vl-rule-agent";
@@ -207,17 +208,6 @@ fn descendants(root: u32) -> Vec<(u32, u32, String)> {
     all.into_iter().filter(|(pid, _, _)| found.contains(pid) && *pid != root).collect()
 }
 
-fn uids(pid: u32) -> String {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .unwrap_or_default()
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 #[test]
 #[ignore = "real parts: root, sudo, unshare; run by scripts/test"]
 fn sudo_execs_the_helper_in_its_place_and_the_agent_cannot_signal_it() {
@@ -239,11 +229,11 @@ fn sudo_execs_the_helper_in_its_place_and_the_agent_cannot_signal_it() {
     assert!(exe.ends_with("volce-lab-host"), "sudo's process became the helper: {exe:?} {under:?}");
     assert!(!under.iter().any(|(_, _, cmd)| cmd.starts_with("/usr/bin/sudo")), "a sudo waits: {under:?}");
     assert!(
-        !uids(parent).split(' ').any(|uid| uid == "0"),
+        !process_field(parent, "Uid").split(' ').any(|uid| uid == "0"),
         "its parent is the agent's shell: {}",
-        uids(parent)
+        process_field(parent, "Uid")
     );
-    assert_eq!(uids(pid), "0 0 0 0", "the helper runs as root");
+    assert_eq!(process_field(pid, "Uid"), "0 0 0 0", "the helper runs as root");
     // Give the helper time to decide; then no worker may exist.
     std::thread::sleep(Duration::from_millis(500));
     let under = descendants(child.id());

@@ -299,27 +299,6 @@ pub fn master_pid(socket: &Path) -> Option<u32> {
     text[start..end].parse().ok()
 }
 
-/// The pid of a running `volce-lab-host SUBCOMMAND` (`rpc`, `rpc-worker`),
-/// found by its argv in /proc.
-pub fn helper_process(subcommand: &str) -> Option<i32> {
-    std::fs::read_dir("/proc").ok()?.flatten().find_map(|entry| {
-        let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
-        let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
-        let argv: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-        (argv.len() >= 2 && argv[0].ends_with(b"volce-lab-host") && argv[1] == subcommand.as_bytes())
-            .then_some(pid)
-    })
-}
-
-/// The value of `field` (`PPid`, `Uid`, `Name`...) in `/proc/PID/status`,
-/// its words joined by one space; empty when the process is gone.
-pub fn process_field(pid: i32, field: &str) -> String {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let prefix = format!("{field}:");
-    let value = status.lines().find_map(|line| line.strip_prefix(prefix.as_str())).unwrap_or_default();
-    value.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
 pub fn process_alive(pid: u32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
         && !std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z "))

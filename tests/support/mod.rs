@@ -19,7 +19,8 @@
 //! - `nginx_shape`: the statements of a rendered nginx.conf (hermetic, also fuzz/);
 //! - `unprivileged`: the binary where an unprivileged account can run it;
 //! - `docker_lab`: the real engine and the images of `scripts/test-images` (root);
-//! - `e2e`: the installation of `scripts/e2e-setup`, acting as agent, operator and root.
+//! - `e2e`: the installation of `scripts/e2e-setup`, acting as agent, operator and root;
+//! - `procfs`: a running helper found by its argv, a field of a process's status (root).
 
 // Every crate uses only some of the helpers.
 #![allow(dead_code)]
@@ -32,4 +33,5 @@ pub mod load;
 pub mod mcp;
 pub mod named_targets;
 pub mod nginx_shape;
+pub mod procfs;
 pub mod unprivileged;
