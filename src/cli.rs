@@ -7,6 +7,7 @@
 //! `install::doctor::run_doctor`, `install::setup::run_setup`, `install::catalog`, `install::data`, `install::state`), and nothing it calls imports anything from here.
 
 use std::ffi::OsString;
+use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -193,8 +194,8 @@ pub enum HostCommand {
     /// expects. Not run as root and not through sudo.
     SshGate,
     /// Do the rest of docs/server-install.md after the package, idempotently: the
-    /// agent's account (created; an existing one only with --adopt; shell
-    /// /bin/sh, home and ~/.ssh root's), its key bound
+    /// agent's account (created; an existing one only with --adopt; the gate
+    /// as its shell, home and ~/.ssh root's), its key bound
     /// to the ssh gate, the one sudoers rule (checked with visudo -cf), a
     /// policy skeleton if there is none, the database; then a smoke request
     /// as the agent and doctor. `--undo` removes what setup made, nothing else.
@@ -497,8 +498,38 @@ pub fn is_host_name(argv0: &OsString) -> bool {
     Path::new(argv0).file_name().is_some_and(|name| name == HOST_NAME)
 }
 
+/// The host commands started once per request, whose argv is fixed,
+/// matched before clap builds its whole command tree to parse one word
+/// (a fifth of such a start, docs/benchmarks.md):
+/// - `ssh-gate`, and the gate as the agent's login shell: sshd runs a
+///   session's command as `volce-lab-host -c COMMAND` (the shell's base
+///   name, `-c`, the key line's forced command, which the gate needs not
+///   read: it answers `SSH_ORIGINAL_COMMAND` only), and a login with no
+///   command as `-volce-lab-host`, which the gate refuses;
+/// - `rpc`, as the sudoers rule runs it, and `rpc-worker`, as the front
+///   starts it.
+///
+/// Any other argv, even one that starts with these words, goes to clap.
+fn per_request(args: &[OsString]) -> Option<HostCommand> {
+    match args {
+        [login] if login.as_bytes().strip_prefix(b"-") == Some(HOST_NAME.as_bytes()) => {
+            Some(HostCommand::SshGate)
+        }
+        [shell, flag, _command] if shell == HOST_NAME && flag == "-c" => Some(HostCommand::SshGate),
+        [_, word] if is_host_name(&args[0]) && word == "ssh-gate" => Some(HostCommand::SshGate),
+        [_, word] if is_host_name(&args[0]) && word == "rpc" => Some(HostCommand::Rpc),
+        [_, word] if is_host_name(&args[0]) && word == crate::host::front::WORKER => {
+            Some(HostCommand::RpcWorker)
+        }
+        _ => None,
+    }
+}
+
 /// Parses `args` (argv including `argv[0]`) and runs the chosen entry.
 pub fn main(args: Vec<OsString>) -> ExitCode {
+    if let Some(command) = per_request(&args) {
+        return dispatch(Command::Host(command)).into();
+    }
     let host_mode = args.first().is_some_and(is_host_name);
     let command = if host_mode {
         HostCli::try_parse_from(&args).map(|cli| Command::Host(cli.command))

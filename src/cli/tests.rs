@@ -21,6 +21,48 @@ fn the_rpc_worker_is_started_under_the_host_name_and_parses() {
     assert!(matches!(cli.command, HostCommand::RpcWorker));
 }
 
+/// What the per-request match takes without clap: the argv the key line,
+/// sshd (the gate as the login shell), sudo and the front give, each the
+/// command clap would choose where clap parses it at all; anything else,
+/// near misses included, is left to clap.
+#[test]
+fn per_request_argv_skip_clap_and_choose_what_clap_would() {
+    let argv = |words: &[&str]| words.iter().map(OsString::from).collect::<Vec<_>>();
+    let per = |words: &[&str]| per_request(&argv(words));
+    for words in [
+        &["/usr/local/bin/volce-lab-host", "ssh-gate"][..],
+        &["/usr/local/bin/volce-lab-host", "rpc"],
+        &["volce-lab-host", "rpc-worker"],
+    ] {
+        let clap = HostCli::try_parse_from(argv(words)).unwrap().command;
+        assert_eq!(format!("{:?}", per(words).unwrap()), format!("{clap:?}"), "{words:?}");
+    }
+    // sshd: the shell's base name, -c and the forced command; a login.
+    let gate = |words: &[&str]| matches!(per(words), Some(HostCommand::SshGate));
+    assert!(gate(&["volce-lab-host", "-c", "exec /usr/local/bin/volce-lab-host ssh-gate"]));
+    assert!(gate(&["volce-lab-host", "-c", "/usr/local/bin/volce-lab-host ssh-gate"]));
+    assert!(
+        gate(&["volce-lab-host", "-c", "ls /"]),
+        "the command is never run: the gate answers SSH_ORIGINAL_COMMAND"
+    );
+    assert!(gate(&["-volce-lab-host"]));
+    for near in [
+        &["volce-lab-host"][..],
+        &["volce-lab-host", "ssh-gate", "ls"],
+        &["volce-lab-host", "rpc", "--help"],
+        &["volce-lab-host", "-c"],
+        &["volce-lab-host", "-c", "x", "y"],
+        &["/usr/local/bin/volce-lab-host", "-c", "x"],
+        &["-volce-lab-host", "-c", "x"],
+        &["-volce-lab"],
+        &["volce-lab", "rpc"],
+        &["volce-lab", "-c", "x"],
+        &["/tmp/volce-lab-host2", "ssh-gate"],
+    ] {
+        assert!(per(near).is_none(), "{near:?} is clap's to parse");
+    }
+}
+
 #[test]
 fn rpc_help_names_every_operation_and_the_size_limit() {
     use strum::VariantArray as _;
