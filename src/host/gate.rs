@@ -3,7 +3,10 @@
 //! root-owned authorized_keys, docs/server-install.md). Runs as the agent's account,
 //! unprivileged: it is started by sshd for every session of that key,
 //! whatever the client asked for, and reads what was asked from
-//! `SSH_ORIGINAL_COMMAND`. The contract is `crate::wire::gate`.
+//! `SSH_ORIGINAL_COMMAND`. It is also the account's login shell (setup,
+//! issue 44), so sshd's `volce-lab-host -c FORCED_COMMAND` starts it with no
+//! shell between (`cli::per_request`), and a session without the forced
+//! command reaches it too and is refused. The contract is `crate::wire::gate`.
 //!
 //! Invariants enforced here:
 //! - only the fixed requests of `wire::gate::parse_request` run; the one

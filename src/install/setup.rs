@@ -2,8 +2,8 @@
 //! `setup --undo`: the steps of docs/server-install.md after the package, done
 //! idempotently and shown one line each. Runs as root on the server.
 //!
-//! What it makes, in order: the agent's account (shell `/bin/sh`, key login
-//! only), its home and `~/.ssh` owned by root so the account can neither
+//! What it makes, in order: the agent's account (the gate as its shell, key
+//! login only), its home and `~/.ssh` owned by root so the account can neither
 //! edit its key line nor plant a login script, the key bound to the ssh
 //! gate (`restrict,command="exec ... ssh-gate"`), the one sudoers rule (written
 //! beside the drop-in directory's real files under a name sudo ignores,
@@ -164,8 +164,9 @@ pub fn setup(args: &SetupArgs) -> Result<(), SetupError> {
 fn setup_steps(args: &SetupArgs, kind: &str, blob: &str, manifest: &mut Manifest) -> Result<(), SetupError> {
     let agent = args.agent.as_str();
 
-    // 1. The account: key login only, /bin/sh (bash would read ~/.bashrc
-    //    for an ssh command), in no privileged group.
+    // 1. The account: key login only, the gate as its shell (sshd starts
+    //    it with no shell between, and nothing else can run), in no
+    //    privileged group.
     let user = agent_account(agent, manifest)?;
 
     // 2. Home, dotfiles and ~/.ssh owned by root: out of the account's reach.
@@ -246,7 +247,7 @@ fn agent_account(agent: &str, manifest: &mut Manifest) -> Result<nix::unistd::Us
             run(
                 "agent account",
                 "/usr/sbin/useradd",
-                &["--create-home", "--shell", "/bin/sh", "--", agent],
+                &["--create-home", "--shell", adopt::SHELL, "--", agent],
                 None,
             )?;
             let user = nix::unistd::User::from_name(agent).ok().flatten().ok_or_else(|| {

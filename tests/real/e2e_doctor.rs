@@ -84,8 +84,13 @@ fn doctor_passes_a_good_installation_and_names_each_real_breakage() {
     assert!(broken.stdout.contains("FAIL agent key"), "{}", broken.stdout);
     assert!(run("/usr/sbin/usermod", &["--shell", "/bin/bash", AGENT], None).ok());
     let broken = doctor();
+    // setup's shell before 0.2.0: a warning with its fix, not a failure.
     assert!(run("/usr/sbin/usermod", &["--shell", "/bin/sh", AGENT], None).ok());
+    let old_shell = doctor();
+    assert!(run("/usr/sbin/usermod", &["--shell", HOST_LINK, AGENT], None).ok());
     assert!(broken.stdout.contains("FAIL agent shell"), "{}", broken.stdout);
+    assert!(old_shell.stdout.contains("WARN agent shell: /bin/sh"), "{}", old_shell.stdout);
+    assert!(!old_shell.stdout.contains("FAIL agent shell"), "{}", old_shell.stdout);
     {
         let _extra = SudoersDropIn::install(
             "volce-lab-e2e-broad",

@@ -71,6 +71,56 @@ fn the_key_gets_no_shell_and_runs_no_command_of_its_own() {
     }
 }
 
+/// Tried: the agent's key line with its forced command taken away
+/// (`restrict` only, as an operator's hand-made line might be), then `id`,
+/// `ls /` and a login with no command. The account's shell is the gate
+/// (setup, issue 44), so sshd's `SHELL -c COMMAND` and its login both start
+/// the gate, which refuses (no `SSH_ORIGINAL_COMMAND`) and runs nothing.
+/// With `/bin/sh` as the shell, as before 0.2.0, `id` runs.
+#[test]
+#[ignore = "real parts: run by scripts/test"]
+fn without_the_forced_command_the_key_still_reaches_only_the_gate() {
+    require_setup();
+    let _serial = serial();
+    let path = format!("/home/{AGENT}/.ssh/authorized_keys");
+    let original = std::fs::read_to_string(&path).expect("the agent's key file (setup wrote it)");
+    let options = format!("restrict,command=\"exec {HOST_LINK} ssh-gate\"");
+    assert!(original.starts_with(&options), "setup's line: {original}");
+    let _restore = KeyFile::write(&path, original.replacen(&options, "restrict", 1), original.clone());
+    for attempt in ["id", "ls /", "exec /bin/sh -i"] {
+        assert_refused(&over_ssh(attempt, None), attempt);
+    }
+    assert_refused(&ssh(&["-T", "--", ALIAS], Some(b"id\n")), "a login with no command");
+}
+
+/// A key file replaced for one test, put back when it ends (root's 0644,
+/// written beside and renamed: sshd never reads half a file).
+struct KeyFile {
+    path: String,
+    original: String,
+}
+
+impl KeyFile {
+    fn write(path: &str, text: String, original: String) -> KeyFile {
+        write_beside(path, &text);
+        KeyFile { path: path.to_owned(), original }
+    }
+}
+
+impl Drop for KeyFile {
+    fn drop(&mut self) {
+        write_beside(&self.path, &self.original);
+    }
+}
+
+fn write_beside(path: &str, text: &str) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let temp = format!("{path}.e2e-gate");
+    std::fs::write(&temp, text).unwrap();
+    std::fs::set_permissions(&temp, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::rename(&temp, path).unwrap();
+}
+
 /// Tried: a management call over the real sshd with its request held back,
 /// so that the processes can be read while the helper waits for it. The
 /// key line `exec`s the gate (issue 44): no shell stays between sshd and
@@ -248,7 +298,7 @@ fn the_account_can_neither_rewrite_its_key_nor_plant_a_login_script() {
     assert!(!reply.to_string().contains("forged"));
     let passwd = std::fs::read_to_string("/etc/passwd").unwrap();
     let line = passwd.lines().find(|l| l.starts_with(&format!("{AGENT}:"))).unwrap();
-    assert!(line.ends_with(":/bin/sh"), "{line}");
+    assert!(line.ends_with(&format!(":{HOST_LINK}")), "the gate stays the shell: {line}");
 }
 
 #[test]

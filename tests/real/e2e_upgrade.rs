@@ -576,8 +576,9 @@ fn forward_again(served: &Served<'_>, new_deb: &str) {
 
 /// The last step of docs/server-install.md's Upgrading: `setup` again with
 /// the arguments it was first run with. The previous release's setup wrote
-/// the one-line sudoers rule, which doctor warns of (`sudo options`); run
-/// again, setup replaces it with the drop-in of this version (issue 44),
+/// the one-line sudoers rule, the key line without `exec` and `/bin/sh` as
+/// the agent's shell, which doctor warns of; run again, setup replaces
+/// them with this version's drop-in, line and shell (issue 44),
 /// and the suites after this one find the installation a fresh setup makes.
 fn setup_again() {
     let before = run(HOST_LINK, &["doctor"], None);
@@ -587,6 +588,8 @@ fn setup_again() {
     );
     // The previous release's key line, without `exec`: as safe, a fork more.
     assert!(before.stdout.contains("WARN agent key"), "the old key line is named: {before:?}");
+    // And its shell, /bin/sh: as safe, one shell start more.
+    assert!(before.stdout.contains("WARN agent shell: /bin/sh"), "the old shell is named: {before:?}");
     let key = format!("{E2E_DIR}/client/id_ed25519.pub");
     let again = run(HOST_LINK, &["setup", "--agent", AGENT, "--operator", OPERATOR, "--key", &key], None);
     assert!(again.ok(), "setup again after the upgrade: {again:?}");
@@ -595,6 +598,9 @@ fn setup_again() {
     let after = run(HOST_LINK, &["doctor"], None);
     assert!(after.ok() && !after.stdout.contains("WARN sudo options"), "{after:?}");
     assert!(!after.stdout.contains("WARN agent key"), "setup rewrote the key line it wrote: {after:?}");
+    assert!(!after.stdout.contains("WARN agent shell"), "setup made the gate the shell: {after:?}");
+    let shell = nix::unistd::User::from_name(AGENT).unwrap().expect("the agent").shell;
+    assert_eq!(shell, std::path::Path::new(HOST_LINK), "the agent's shell after setup again");
     let keys = std::fs::read_to_string(format!("/home/{AGENT}/.ssh/authorized_keys")).unwrap();
     assert!(keys.starts_with(&volce_lab::install::gate_key_options()), "{keys}");
     let (code, inventory) = agent_rpc(&json!({"operation": "inventory"}));

@@ -394,7 +394,7 @@ fn setup_on_the_installed_package_is_idempotent_refuses_foreign_files_and_undoes
     }
     assert!(said.contains("ok   smoke request: rpc answered"), "the smoke request failed:\n{said}");
     let agent = nix::unistd::User::from_name(SETUP_AGENT).unwrap().expect("the agent account");
-    assert_eq!(agent.shell, Path::new("/bin/sh"));
+    assert_eq!(agent.shell, Path::new("/usr/local/bin/volce-lab-host"), "the gate is the agent's shell");
     let home = agent.dir.to_str().unwrap().to_owned();
     assert_eq!(mode_and_owner(&home).1, 0, "the agent's home must be root's");
     let keys_file = format!("{home}/.ssh/authorized_keys");
@@ -564,7 +564,7 @@ fn setup_changes_an_existing_account_only_with_adopt_and_undo_gives_it_back() {
     assert!(!done, "{refused}");
     for clause in [
         "--agent vl-pkg-adopted: the account exists, and setup would change it",
-        "its shell /bin/bash becomes /bin/sh",
+        "its shell /bin/bash becomes /usr/local/bin/volce-lab-host",
         "its password becomes `*`",
         "/home/vl-pkg-adopted and the dotfiles in it become root's",
         "--adopt",
@@ -581,7 +581,7 @@ fn setup_changes_an_existing_account_only_with_adopt_and_undo_gives_it_back() {
     assert!(said.contains("done agent account: adopted vl-pkg-adopted"), "{said}");
     assert!(said.contains("ok   smoke request: rpc answered"), "the smoke request failed:\n{said}");
     let adopted = account_state(ADOPTED);
-    assert_eq!(adopted.0, "/bin/sh");
+    assert_eq!(adopted.0, "/usr/local/bin/volce-lab-host");
     assert_eq!(adopted.1, "*");
     assert!(adopted.2.iter().all(|(path, uid, ..)| *uid == 0 || path.ends_with("/.ssh")), "{adopted:?}");
     assert_gate_records_refusals_of(ADOPTED);

@@ -1,5 +1,5 @@
 //! The doctor's ssh-side rules: the agent's key is bound to the ssh gate in
-//! a file the agent cannot change, the account's shell is `/bin/sh`, its
+//! a file the agent cannot change, the account's shell is the gate, its
 //! home and dotfiles are not its own to write, and `sudo -l -U AGENT`
 //! lists exactly the one rule (and, a warning only, the rpc's options of
 //! the drop-in setup writes). Runs as root on the server; reads only.
@@ -93,18 +93,7 @@ pub fn check_ssh(agent: &str, owner_uid: u32, probe: &dyn SshProbe, findings: &m
         findings.push(fail("agent ssh", format!("`{agent}` is not an account"), "see server-install.md"));
         return;
     };
-    if account.shell == Path::new("/bin/sh") {
-        findings.push(ok("agent shell", "/bin/sh (no rc file is read for a forced command)"));
-    } else {
-        findings.push(fail(
-            "agent shell",
-            format!(
-                "{} (bash reads ~/.bashrc for ssh commands; the gate needs /bin/sh)",
-                account.shell.display()
-            ),
-            format!("usermod --shell /bin/sh {agent}"),
-        ));
-    }
+    findings.push(shell_finding(agent, &account.shell));
     check_home(agent, owner_uid, &account, findings);
     check_keys(agent, owner_uid, &account, findings);
     let rule = format!("(root) NOPASSWD: {} rpc", HostPaths::HELPER);
@@ -120,6 +109,38 @@ pub fn check_ssh(agent: &str, owner_uid: u32, probe: &dyn SshProbe, findings: &m
     if let Ok(listing) = probe.sudo_listing(agent) {
         check_rpc_options(&listing, findings);
     }
+}
+
+/// The account's login shell: the gate itself, as setup makes it (sshd's
+/// session starts the gate with no shell between, whatever command a key
+/// line forces); `/bin/sh`, as setup made it before 0.2.0, a warning (as
+/// safe: no rc file is read for a forced command, one shell start more per
+/// call); anything else fails (bash reads `~/.bashrc` for ssh commands).
+fn shell_finding(agent: &str, shell: &Path) -> Finding {
+    let helper = HostPaths::HELPER;
+    if shell == Path::new(helper) {
+        return ok("agent shell", "the gate (sshd starts it with no shell between)");
+    }
+    let fix = format!(
+        "run volce-lab-host setup again with the same arguments, or usermod --shell {helper} {agent}, then run \
+         doctor again"
+    );
+    if shell == Path::new("/bin/sh") {
+        return warn(
+            "agent shell",
+            "/bin/sh, setup's shell before 0.2.0: as safe (no rc file is read for a forced command), with one \
+             shell start more per call",
+            fix,
+        );
+    }
+    fail(
+        "agent shell",
+        format!(
+            "{} (bash reads ~/.bashrc for ssh commands; setup makes the gate the shell)",
+            shell.display()
+        ),
+        fix,
+    )
 }
 
 /// The options of the drop-in setup writes ([`crate::install::RPC_DEFAULTS`])
@@ -291,7 +312,7 @@ mod tests {
         }
         let fake = Fake {
             // The "agent" is another uid than the files' owner.
-            account: Account { uid: me + 1, home, shell: "/bin/sh".into() },
+            account: Account { uid: me + 1, home, shell: HostPaths::HELPER.into() },
             rules: vec!["(root) NOPASSWD: /usr/local/bin/volce-lab-host rpc".into()],
         };
         (temp, fake, me)
@@ -341,7 +362,14 @@ mod tests {
 
         fake.account.shell = "/bin/bash".into();
         assert_eq!(failed(&findings(&fake, me)), ["agent shell"]);
+        // Setup's shell before 0.2.0: a warning with its fix, nothing failed.
         fake.account.shell = "/bin/sh".into();
+        let found = findings(&fake, me);
+        assert!(failed(&found).is_empty());
+        let shell = found.iter().find(|f| f.subject == "agent shell").unwrap();
+        assert_eq!(shell.level, super::super::Level::Warn, "{shell:?}");
+        assert!(shell.fix.as_deref().unwrap_or_default().contains("setup again"), "{shell:?}");
+        fake.account.shell = HostPaths::HELPER.into();
 
         fake.rules.push("(ALL) NOPASSWD: /usr/bin/id".into());
         assert_eq!(failed(&findings(&fake, me)), ["sudo -l"]);

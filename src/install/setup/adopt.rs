@@ -3,8 +3,8 @@
 //! before ([`Adopted`], kept in the manifest), which `setup --undo` puts
 //! back. Runs as root inside `volce-lab-host setup`.
 //!
-//! Why: setup makes the agent's account safe to hand to a key (shell
-//! `/bin/sh`, the password `*`, the home and its dotfiles root's). On an
+//! Why: setup makes the agent's account safe to hand to a key (the gate as
+//! its shell, the password `*`, the home and its dotfiles root's). On an
 //! account of someone's that is a change they must agree to, and one that
 //! `--undo` must reverse, not leave behind.
 //!
@@ -20,9 +20,14 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::{SetupError, run, say, step_failed};
+use crate::host::HostPaths;
 
-/// The shell setup gives the agent.
-pub(super) const SHELL: &str = "/bin/sh";
+/// The shell setup gives the agent: the gate itself. sshd runs a session's
+/// command as `SHELL -c COMMAND`, so the gate starts with no shell between
+/// (before 0.2.0, `/bin/sh`, which read no rc file and started the gate
+/// once more per call), and whatever command a key line forces, or none,
+/// only the gate runs (docs/security.md).
+pub(super) const SHELL: &str = HostPaths::HELPER;
 
 /// The password field setup gives the agent: no password matches it, and
 /// sshd (UsePAM no) still accepts key logins, which a locked `!` would not.
@@ -211,7 +216,7 @@ mod tests {
         let text = refusal(&before).to_string();
         for clause in [
             "--agent alice: the account exists",
-            "its shell /bin/bash becomes /bin/sh",
+            "its shell /bin/bash becomes /usr/local/bin/volce-lab-host",
             "its password becomes `*`",
             "its home /home/alice and the dotfiles in it become root's",
             "/home/alice/.ssh/authorized_keys gets the agent's key",
@@ -222,7 +227,7 @@ mod tests {
         }
         assert!(!text.contains("$y$hash"), "the hash is never printed: {text}");
         // What setup already made so needs no word (the key still does).
-        let done = adopted("/bin/sh", Some("*"), vec![owned("/home/alice", 0, 0o755)]);
+        let done = adopted(SHELL, Some("*"), vec![owned("/home/alice", 0, 0o755)]);
         assert_eq!(
             changes(&done),
             ["/home/alice/.ssh/authorized_keys gets the agent's key, bound to the ssh gate"]
