@@ -24,7 +24,8 @@
 //! three waves for 20 targets), reported beside it.
 //!
 //! Run as root after scripts/e2e-setup: `cargo bench --bench fleet_bench -- 20`
-//! (the number is the rounds per width). Prints
+//! (the number is the rounds per width; `VL_FLEET_KEX=curve25519-sha256`
+//! makes every login use that key exchange, a reported run). Prints
 //! `skipped` with the reason where the e2e installation is missing. Every
 //! ssh_config it writes ends with `Host *` / `HostName 127.0.0.1`: no alias
 //! ever resolves through DNS.
@@ -211,6 +212,11 @@ impl Fleet {
     }
 }
 
+/// Names the key exchange the bench's logins use instead of ssh's default
+/// (OpenSSH 9.2's sntrup761x25519 costs a login's client 0.12 s of CPU on
+/// the 2-core machine, docs/benchmarks.md).
+const KEX_VAR: &str = "VL_FLEET_KEX";
+
 /// The ssh_config of one fleet: each alias's own `Port` (its proxy's) when
 /// there are proxies, with a known_hosts naming the sshd's key at each of
 /// those ports; the rest from the e2e client's config; and last a catch-all
@@ -229,6 +235,11 @@ fn write_ssh_config(dir: &Path, e2e: &E2e, names: &[String], ports: &[u16]) -> s
         }
         path.display().to_string()
     };
+    // `VL_FLEET_KEX` (reported runs only): the key exchange every login
+    // uses, to show what OpenSSH's default costs a cold fan-out here.
+    if let Ok(kex) = std::env::var(KEX_VAR) {
+        config.push_str(&format!("Host *\n    KexAlgorithms {kex}\n"));
+    }
     // ssh takes the first value it finds for a keyword: these come before
     // the e2e file's `Port 2222` and known_hosts.
     config.push_str(&format!(
@@ -378,6 +389,12 @@ fn main() {
         std::env::args().skip(1).find(|a| a != "--bench").map(|a| a.parse().expect("ROUNDS")).unwrap_or(20);
     let e2e = E2e::read();
     println!("fleet_bench: load average {}", load_average());
+    match std::env::var(KEX_VAR) {
+        Ok(kex) => println!(
+            "fleet_bench: every login's key exchange is {kex} ({KEX_VAR}; reported, not the default)"
+        ),
+        Err(_) => println!("fleet_bench: key exchange: ssh's default (`ssh -Q kex` and sshd's offer decide)"),
+    }
     direct(&e2e, rounds);
     // The targets hold for what a user gets: the server's default width,
     // or the VOLCE_LAB_FAN_OUT this bench was given.
