@@ -55,40 +55,6 @@ impl Drop for SshAgent {
     }
 }
 
-/// The agent account's `authorized_keys` with one more gated key line,
-/// restored byte for byte on drop.
-struct ExtraKey {
-    path: PathBuf,
-    original: Vec<u8>,
-}
-
-impl ExtraKey {
-    fn add(public_key: &str) -> ExtraKey {
-        let path = PathBuf::from(format!("/home/{AGENT}/.ssh/authorized_keys"));
-        let original = std::fs::read(&path).expect("the agent's authorized_keys (setup wrote it)");
-        let mut bytes = original.clone();
-        bytes.extend_from_slice(
-            format!("restrict,command=\"exec {HOST_LINK} ssh-gate\" {}\n", public_key.trim()).as_bytes(),
-        );
-        write_beside(&path, &bytes);
-        ExtraKey { path, original }
-    }
-}
-
-impl Drop for ExtraKey {
-    fn drop(&mut self) {
-        write_beside(&self.path, &self.original);
-    }
-}
-
-/// Root's 0644, written beside and renamed (sshd never reads half a file).
-fn write_beside(path: &Path, bytes: &[u8]) {
-    let temp = path.with_extension("e2e-agent");
-    std::fs::write(&temp, bytes).unwrap();
-    std::fs::set_permissions(&temp, std::fs::Permissions::from_mode(0o644)).unwrap();
-    std::fs::rename(&temp, path).unwrap();
-}
-
 /// A workstation ssh_config that offers only the passphrase key: the
 /// e2e client's own key (no passphrase) must not be tried, or the test
 /// would prove nothing.
@@ -160,7 +126,9 @@ fn a_passphrase_key_works_through_the_ssh_agent_whose_socket_is_passed_in() {
     );
     assert!(made.ok(), "{made:?}");
     let public = std::fs::read_to_string(key.with_extension("pub")).unwrap();
-    let _authorized = ExtraKey::add(&public);
+    let _authorized = AgentKeysChange::apply(|keys| {
+        format!("{keys}restrict,command=\"exec {HOST_LINK} ssh-gate\" {}\n", public.trim())
+    });
     let config = ssh_config(temp.path(), &key);
     let runtime = temp.path().join("run");
     std::fs::create_dir(&runtime).unwrap();

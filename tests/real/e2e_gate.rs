@@ -82,43 +82,15 @@ fn the_key_gets_no_shell_and_runs_no_command_of_its_own() {
 fn without_the_forced_command_the_key_still_reaches_only_the_gate() {
     require_setup();
     let _serial = serial();
-    let path = format!("/home/{AGENT}/.ssh/authorized_keys");
-    let original = std::fs::read_to_string(&path).expect("the agent's key file (setup wrote it)");
     let options = format!("restrict,command=\"exec {HOST_LINK} ssh-gate\"");
-    assert!(original.starts_with(&options), "setup's line: {original}");
-    let _restore = KeyFile::write(&path, original.replacen(&options, "restrict", 1), original.clone());
+    let _restore = AgentKeysChange::apply(|keys| {
+        assert!(keys.starts_with(&options), "setup's line: {keys}");
+        keys.replacen(&options, "restrict", 1)
+    });
     for attempt in ["id", "ls /", "exec /bin/sh -i"] {
         assert_refused(&over_ssh(attempt, None), attempt);
     }
     assert_refused(&ssh(&["-T", "--", ALIAS], Some(b"id\n")), "a login with no command");
-}
-
-/// A key file replaced for one test, put back when it ends (root's 0644,
-/// written beside and renamed: sshd never reads half a file).
-struct KeyFile {
-    path: String,
-    original: String,
-}
-
-impl KeyFile {
-    fn write(path: &str, text: String, original: String) -> KeyFile {
-        write_beside(path, &text);
-        KeyFile { path: path.to_owned(), original }
-    }
-}
-
-impl Drop for KeyFile {
-    fn drop(&mut self) {
-        write_beside(&self.path, &self.original);
-    }
-}
-
-fn write_beside(path: &str, text: &str) {
-    use std::os::unix::fs::PermissionsExt as _;
-    let temp = format!("{path}.e2e-gate");
-    std::fs::write(&temp, text).unwrap();
-    std::fs::set_permissions(&temp, std::fs::Permissions::from_mode(0o644)).unwrap();
-    std::fs::rename(&temp, path).unwrap();
 }
 
 /// Tried: a management call over the real sshd with its request held back,

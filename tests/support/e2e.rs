@@ -398,6 +398,40 @@ impl Drop for SudoersDropIn {
     }
 }
 
+/// The agent's key file (setup's, in its root-owned `~/.ssh`) with a
+/// change, restored byte for byte on drop. Root's 0644, written beside
+/// and renamed: sshd never reads half a file.
+pub struct AgentKeysChange(Vec<u8>);
+
+impl AgentKeysChange {
+    pub fn apply(change: impl FnOnce(&str) -> String) -> AgentKeysChange {
+        let path = agent_keys_path();
+        let original = std::fs::read(&path).expect("the agent's authorized_keys (setup wrote it)");
+        let text = String::from_utf8(original.clone()).expect("the key file is text");
+        write_agent_keys(change(&text).as_bytes());
+        AgentKeysChange(original)
+    }
+}
+
+impl Drop for AgentKeysChange {
+    fn drop(&mut self) {
+        write_agent_keys(&self.0);
+    }
+}
+
+fn agent_keys_path() -> PathBuf {
+    PathBuf::from(format!("/home/{AGENT}/.ssh/authorized_keys"))
+}
+
+fn write_agent_keys(bytes: &[u8]) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let path = agent_keys_path();
+    let temp = path.with_extension("e2e-new");
+    std::fs::write(&temp, bytes).unwrap();
+    std::fs::set_permissions(&temp, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::rename(&temp, &path).unwrap();
+}
+
 /// The installed policy with a change, restored byte for byte on drop.
 pub struct PolicyChange(Vec<u8>);
 
