@@ -52,6 +52,8 @@ fn per_request_argv_skip_clap_and_choose_what_clap_would() {
         &["volce-lab-host", "rpc", "--help"],
         &["volce-lab-host", "-c"],
         &["volce-lab-host", "-c", "x", "y"],
+        // sshd starts `~/.ssh/rc` as `SHELL -c ...` with the shell's whole
+        // path for argv[0]: never the gate (and `restrict` turns rc off).
         &["/usr/local/bin/volce-lab-host", "-c", "x"],
         &["-volce-lab-host", "-c", "x"],
         &["-volce-lab"],

@@ -304,8 +304,8 @@ pub fn run_ssh_gate() -> Exit {
                 return Exit::Failure;
             }
             drop(stdout);
-            // exec, not spawn: the child is the session's process (the key
-            // line `exec`s the gate, so no shell waits above it either), and
+            // exec, not spawn: the child is the session's process (the gate
+            // is the account's shell, so no shell waits above it either), and
             // its exit status, its signals and the workstation's timeout act
             // on it directly. A helper ended by a signal reaches the
             // workstation as sshd's exit-signal, which is exit 255 there:

@@ -69,17 +69,19 @@ pub fn sudoers_file(user: &str) -> String {
 
 /// The options every key of the agent's account carries, exactly: no pty,
 /// no forwarding, no `~/.ssh/rc`, and only the gate runs, whatever the
-/// client asks. sshd hands the forced command to the account's shell as
-/// `sh -c COMMAND`; `exec` makes that shell become the gate instead of
-/// forking it and waiting (dash forks for a lone command), one process less
-/// per call (docs/security.md). The client's words still reach the gate
+/// client asks (a shell, a command or a subsystem). sshd hands the forced
+/// command to the account's shell as `SHELL -c COMMAND`. Setup makes that
+/// shell the gate, which ignores `COMMAND`; under `/bin/sh` (setup's shell
+/// before 0.2.0) `exec` makes the shell become the gate instead of forking
+/// it and waiting (docs/security.md). The client's words reach the gate
 /// only as `SSH_ORIGINAL_COMMAND`.
 pub fn gate_key_options() -> String {
     format!("restrict,command=\"exec {} ssh-gate\"", HostPaths::HELPER)
 }
 
 /// The options setup wrote before 0.2.0's `exec`: the same gate, as safe,
-/// with the shell's fork in every call. Doctor accepts them with a warning.
+/// with a shell's fork in every call while the shell is `/bin/sh`. Doctor
+/// accepts them with a warning.
 pub fn legacy_gate_key_options() -> String {
     format!("restrict,command=\"{} ssh-gate\"", HostPaths::HELPER)
 }

@@ -95,7 +95,7 @@ fn without_the_forced_command_the_key_still_reaches_only_the_gate() {
 
 /// Tried: a management call over the real sshd with its request held back,
 /// so that the processes can be read while the helper waits for it. The
-/// key line `exec`s the gate (issue 44): no shell stays between sshd and
+/// gate is the account's shell (issue 44): no shell stays between sshd and
 /// the helper, whose parent is sshd's session process, the agent's (no
 /// root uid among its four), so it starts no worker: one start per call.
 #[test]

@@ -527,11 +527,21 @@ fn the_way_back(served: &Served<'_>, backup: &str, old_deb: &str, old_version: &
     assert!(doctor.stdout.contains("restored for a downgrade"), "the doctor names the hold: {doctor:?}");
     assert_eq!(schema(), Some(PREVIOUS_SCHEMA), "nothing migrated the held backup");
 
+    // The agent's shell as this version's setup leaves it: the gate, which
+    // 0.1.0's helper cannot be.
+    assert!(run("/usr/sbin/usermod", &["--shell", HOST_LINK, "--", AGENT], None).ok());
     // No VOLCE_LAB_PACKAGE_CHECK=skip: the installed package-check reads
     // the restored schema, which 0.1.0 reads.
     let downgraded = apt_install(old_deb);
     assert!(downgraded.ok(), "the old package installs over the held backup: {downgraded:?}");
     assert_eq!(installed_version(), old_version, "0.1.0 is installed again");
+    let shell = nix::unistd::User::from_name(AGENT).unwrap().expect("the agent").shell;
+    assert_eq!(shell, std::path::Path::new("/bin/sh"), "the postrm gave the agent /bin/sh back");
+    let over_sshd = over_ssh(
+        "sudo -n /usr/local/bin/volce-lab-host rpc",
+        Some(json!({"operation": "gateway_status"}).to_string().as_bytes()),
+    );
+    assert_eq!(over_sshd.code, Some(0), "the agent's key through sshd and 0.1.0's gate: {over_sshd:?}");
     let wants = "/etc/systemd/system/multi-user.target.wants/volce-lab-data.service";
     assert!(std::fs::symlink_metadata(wants).is_err(), "no dangling enable link of the data unit is left");
     let (code, inventory) = agent_rpc(&json!({"operation": "inventory"}));

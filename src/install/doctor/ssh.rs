@@ -252,7 +252,7 @@ fn check_keys(agent: &str, owner_uid: u32, account: &Account, findings: &mut Vec
             "agent key",
             format!(
                 "{keys} key(s) in root-owned files, {legacy} of them with `{}`, the options before `exec`: as \
-                 safe, with one shell fork more per call",
+                 safe, with one shell fork more per call while the agent's shell is /bin/sh",
                 legacy_gate_key_options()
             ),
             "run volce-lab-host setup again with the same arguments (it rewrites the key file it wrote), or \
